@@ -1,0 +1,2 @@
+//! The `pisces` command-line tool.
+fn main() {}

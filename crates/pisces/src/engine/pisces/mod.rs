@@ -1,0 +1,1 @@
+//! The Pisces engine (being written).

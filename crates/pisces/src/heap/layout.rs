@@ -1,0 +1,153 @@
+//! Pool geometry: where each region of a pool lives.
+//!
+//! ```text
+//! 0            superblock copy A (4 KiB)   -- double-buffered: the valid copy with the
+//! 4096         superblock copy B (4 KiB)      higher sequence number is current
+//! 8192         engine area (4 KiB)          -- owned by the engine (watermark, root slot)
+//! 12288        log areas: max_threads x log_bytes_per_thread (each 4 KiB aligned)
+//! slab_table   one u32 per slab (4 KiB aligned)
+//! heap         slabs of SLAB_SIZE bytes (SLAB_SIZE aligned)
+//! ```
+//!
+//! The geometry is a pure function of (pool size, max_threads, log bytes per thread), all
+//! recorded in the superblock, so an opened pool recomputes it and checks that it agrees.
+
+use crate::{Error, Result};
+
+/// Size of one superblock copy.
+pub const SUPERBLOCK_SIZE: usize = 4096;
+/// Size of the engine area.
+pub const ENGINE_AREA_SIZE: usize = 4096;
+/// Offset of the engine area.
+pub const ENGINE_AREA_OFFSET: usize = 2 * SUPERBLOCK_SIZE;
+/// Offset of the first log area.
+pub const LOGS_OFFSET: usize = ENGINE_AREA_OFFSET + ENGINE_AREA_SIZE;
+/// Size of one slab of the heap.
+pub const SLAB_SIZE: usize = 64 * 1024;
+/// Page granularity used for alignment of regions.
+pub const PAGE: usize = 4096;
+/// Smallest log area per thread.
+pub const MIN_LOG_BYTES: usize = 16 * 1024;
+/// Most threads a pool can be configured for.
+pub const MAX_THREADS: usize = 1024;
+/// Smallest pool: the fixed areas, one small log and a few slabs.
+pub const MIN_POOL_SIZE: u64 = (LOGS_OFFSET + MIN_LOG_BYTES + PAGE + 4 * SLAB_SIZE) as u64;
+
+/// Offsets and sizes of the regions of one pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Total size of the pool file.
+    pub pool_size: u64,
+    /// Number of thread slots (one log area each).
+    pub max_threads: usize,
+    /// Bytes of one thread's log area.
+    pub log_bytes_per_thread: usize,
+    /// Offset of the slab table.
+    pub slab_table_offset: usize,
+    /// Offset of the first slab.
+    pub heap_offset: usize,
+    /// Number of slabs in the heap.
+    pub slab_count: usize,
+}
+
+fn align_up(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+impl Layout {
+    /// Compute the layout of a pool, or say why these parameters cannot make one.
+    pub fn compute(
+        pool_size: u64,
+        max_threads: usize,
+        log_bytes_per_thread: usize,
+    ) -> Result<Layout> {
+        if max_threads == 0 || max_threads > MAX_THREADS {
+            return Err(Error::InvalidConfig(format!(
+                "max_threads must be 1..={MAX_THREADS}, got {max_threads}"
+            )));
+        }
+        if log_bytes_per_thread < MIN_LOG_BYTES || log_bytes_per_thread % PAGE != 0 {
+            return Err(Error::InvalidConfig(format!(
+                "log_bytes_per_thread must be a multiple of {PAGE} and at least {MIN_LOG_BYTES}, got {log_bytes_per_thread}"
+            )));
+        }
+        let size = usize::try_from(pool_size).map_err(|_| {
+            Error::InvalidConfig(format!("pool size {pool_size} does not fit in memory"))
+        })?;
+        let logs_end = max_threads
+            .checked_mul(log_bytes_per_thread)
+            .and_then(|l| l.checked_add(LOGS_OFFSET))
+            .ok_or_else(|| Error::InvalidConfig("log areas overflow".into()))?;
+        let slab_table_offset = align_up(logs_end, PAGE);
+        // Each slab costs SLAB_SIZE bytes plus 4 bytes of table; solve for the count.
+        let avail = size.saturating_sub(slab_table_offset);
+        let mut slab_count = avail / (SLAB_SIZE + 4);
+        loop {
+            let heap_offset = align_up(slab_table_offset + 4 * slab_count, SLAB_SIZE);
+            if slab_count == 0 || heap_offset + slab_count * SLAB_SIZE <= size {
+                break;
+            }
+            slab_count -= 1;
+        }
+        if slab_count < 2 {
+            return Err(Error::InvalidConfig(format!(
+                "pool size {pool_size} leaves no room for a heap after {max_threads} logs of {log_bytes_per_thread} bytes"
+            )));
+        }
+        let heap_offset = align_up(slab_table_offset + 4 * slab_count, SLAB_SIZE);
+        Ok(Layout {
+            pool_size,
+            max_threads,
+            log_bytes_per_thread,
+            slab_table_offset,
+            heap_offset,
+            slab_count,
+        })
+    }
+
+    /// Offset of thread slot `slot`'s log area.
+    pub fn log_offset(&self, slot: usize) -> usize {
+        debug_assert!(slot < self.max_threads);
+        LOGS_OFFSET + slot * self.log_bytes_per_thread
+    }
+
+    /// Offset of slab `i`.
+    pub fn slab_offset(&self, i: usize) -> usize {
+        self.heap_offset + i * SLAB_SIZE
+    }
+
+    /// End of the heap (one past the last slab byte).
+    pub fn heap_end(&self) -> usize {
+        self.heap_offset + self.slab_count * SLAB_SIZE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_ordered_aligned_and_inside_the_pool() {
+        for &(size, threads, log) in &[
+            (MIN_POOL_SIZE, 1, MIN_LOG_BYTES),
+            (64 << 20, 8, 1 << 20),
+            (1 << 30, 64, 4 << 20),
+            ((64 << 20) + 12345, 3, 64 << 10),
+        ] {
+            let l = Layout::compute(size, threads, log).unwrap();
+            assert!(l.log_offset(threads - 1) + log <= l.slab_table_offset);
+            assert!(l.slab_table_offset + 4 * l.slab_count <= l.heap_offset);
+            assert_eq!(l.heap_offset % SLAB_SIZE, 0);
+            assert!(l.heap_end() as u64 <= size);
+            assert!(l.slab_count >= 2);
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        assert!(Layout::compute(1 << 20, 0, MIN_LOG_BYTES).is_err());
+        assert!(Layout::compute(1 << 20, 1, 100).is_err());
+        assert!(Layout::compute(1 << 20, 64, 1 << 20).is_err());
+        assert!(Layout::compute(4096, 1, MIN_LOG_BYTES).is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! The heap layer: a pool image with its superblock, geometry and allocator.
+//!
+//! [`Heap`] is what engines are written against. It knows where the regions of a pool
+//! are ([`layout::Layout`]), hands out raw access to them by offset, and owns the
+//! superblock. It does not know about transactions: the transactional allocator
+//! ([`alloc`]) exposes reserve / publish / release steps that an engine sequences.
+
+pub mod alloc;
+pub mod layout;
+pub mod pptr;
+pub mod superblock;
+
+use crate::medium::Medium;
+use crate::{Error, Result};
+use layout::{Layout, ENGINE_AREA_OFFSET};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use superblock::Superblock;
+
+/// Parameters fixed when a pool is formatted.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatParams {
+    /// Engine id recorded in the superblock.
+    pub engine_id: u32,
+    /// Number of thread slots.
+    pub max_threads: usize,
+    /// Bytes of each thread's log area.
+    pub log_bytes_per_thread: usize,
+}
+
+/// Offset, inside the engine area, of the root slot (header word + root offset + size).
+pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
+
+/// A mapped pool: medium, geometry, superblock.
+pub struct Heap {
+    medium: Arc<dyn Medium>,
+    layout: Layout,
+    superblock: Mutex<(Superblock, usize)>,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Heap")
+            .field("medium", &self.medium.kind())
+            .field("layout", &self.layout)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl Heap {
+    /// Format a new pool on `medium`, whose image must be all zero.
+    pub fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
+        let layout = Layout::compute(
+            medium.len() as u64,
+            params.max_threads,
+            params.log_bytes_per_thread,
+        )?;
+        let mut uuid = [0u8; 16];
+        rand::Rng::fill(&mut rand::thread_rng(), &mut uuid[..]);
+        let sb = Superblock {
+            magic: superblock::MAGIC,
+            format_version: superblock::FORMAT_VERSION,
+            engine_id: params.engine_id,
+            uuid,
+            pool_size: medium.len() as u64,
+            run_generation: 1,
+            max_threads: params.max_threads as u32,
+            _pad: 0,
+            log_bytes_per_thread: params.log_bytes_per_thread as u64,
+            root_slot_offset: ROOT_SLOT_OFFSET as u64,
+            seq: 1,
+            checksum: 0,
+            _pad2: 0,
+        };
+        // Everything but the superblock is zero in a new image: empty logs, an empty slab
+        // table, an empty root slot. Make that durable before the superblock says "pool".
+        medium.persist(ENGINE_AREA_OFFSET, layout.heap_offset - ENGINE_AREA_OFFSET);
+        superblock::write_initial(medium.as_ref(), &sb);
+        let sb = Superblock { seq: 1, ..sb }.seal();
+        Ok(Heap {
+            medium,
+            layout,
+            superblock: Mutex::new((sb, 0)),
+            generation: 1,
+        })
+    }
+
+    /// Open an existing pool image: validate everything recovery will trust, check the
+    /// engine, then bump the run generation (the only write, after all checks passed).
+    pub fn open(
+        medium: Arc<dyn Medium>,
+        engine_name: impl Fn(u32) -> String,
+        expected_engine: u32,
+    ) -> Result<Heap> {
+        // SAFETY: the medium guarantees `base()` is valid for `len()` bytes; no other
+        // thread uses the image while the pool is being opened.
+        let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
+        let (sb, slot) = superblock::read_current(image)?;
+        if sb.pool_size != medium.len() as u64 {
+            return Err(Error::SizeMismatch {
+                expected: sb.pool_size,
+                actual: medium.len() as u64,
+            });
+        }
+        let layout = sb.layout()?;
+        if sb.root_slot_offset != ROOT_SLOT_OFFSET as u64 {
+            return Err(Error::Corrupt(format!(
+                "root slot offset {:#x} is not where this format keeps it ({ROOT_SLOT_OFFSET:#x})",
+                sb.root_slot_offset
+            )));
+        }
+        if sb.run_generation == 0 {
+            return Err(Error::Corrupt("run generation is zero".into()));
+        }
+        if sb.engine_id != expected_engine {
+            return Err(Error::WrongEngine {
+                found: engine_name(sb.engine_id),
+                requested: engine_name(expected_engine),
+            });
+        }
+        let next = Superblock {
+            run_generation: sb.run_generation + 1,
+            ..sb
+        };
+        let new_slot = superblock::write_next(medium.as_ref(), &next, slot);
+        let next = Superblock {
+            seq: sb.seq + 1,
+            ..next
+        }
+        .seal();
+        Ok(Heap {
+            medium,
+            layout,
+            superblock: Mutex::new((next, new_slot)),
+            generation: next.run_generation,
+        })
+    }
+
+    /// Read the current superblock of an image without opening it (for `pisces info`).
+    pub fn peek_superblock(medium: &dyn Medium) -> Result<Superblock> {
+        // SAFETY: as in `open`; read-only.
+        let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
+        superblock::read_current(image).map(|(sb, _)| sb)
+    }
+
+    /// The medium the pool lives on.
+    pub fn medium(&self) -> &Arc<dyn Medium> {
+        &self.medium
+    }
+    /// The pool's geometry.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The current superblock.
+    pub fn superblock(&self) -> Superblock {
+        self.superblock.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+    /// This run's generation (incremented at every open).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+    /// Start of the image.
+    #[inline]
+    pub fn base(&self) -> *mut u8 {
+        self.medium.base()
+    }
+    /// True if `off..off+len` lies inside the image.
+    #[inline]
+    pub fn in_bounds(&self, off: usize, len: usize) -> bool {
+        off.checked_add(len)
+            .is_some_and(|end| end <= self.medium.len())
+    }
+    /// Raw pointer to offset `off`.
+    ///
+    /// # Safety
+    /// `off` must be inside the image.
+    #[inline]
+    pub unsafe fn ptr(&self, off: usize) -> *mut u8 {
+        debug_assert!(off <= self.medium.len());
+        // SAFETY: caller guarantees `off` is inside the image.
+        unsafe { self.medium.base().add(off) }
+    }
+    /// The 8-byte word at `off` as an atomic.
+    ///
+    /// # Panics
+    /// If `off` is not 8-aligned or not inside the image (a bug in the engine, never user
+    /// input: engines validate user offsets first).
+    #[inline]
+    pub fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        assert!(
+            off % 8 == 0 && self.in_bounds(off, 8),
+            "bad word offset {off:#x}"
+        );
+        // SAFETY: in bounds and 8-aligned (the base is page aligned); the image lives as
+        // long as `self`; words used as atomics are only accessed atomically or while
+        // no other thread can access them (recovery, formatting).
+        unsafe { &*(self.medium.base().add(off) as *const AtomicU64) }
+    }
+    /// Copy `len` bytes at `off` out of the image.
+    pub fn read_bytes(&self, off: usize, out: &mut [u8]) {
+        assert!(self.in_bounds(off, out.len()));
+        // SAFETY: in bounds; the caller reads a region no thread writes concurrently.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr(off), out.as_mut_ptr(), out.len()) }
+    }
+    /// Copy `data` into the image at `off` (not flushed).
+    pub fn write_bytes(&self, off: usize, data: &[u8]) {
+        assert!(self.in_bounds(off, data.len()));
+        // SAFETY: in bounds; the caller holds exclusive access to the region (a lock, or
+        // recovery before any thread runs).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(off), data.len()) }
+    }
+    /// Flush `off..off+len`.
+    #[inline]
+    pub fn flush(&self, off: usize, len: usize) {
+        self.medium.flush(off, len)
+    }
+    /// Fence this thread's flushes.
+    #[inline]
+    pub fn fence(&self) {
+        self.medium.fence()
+    }
+    /// Flush and fence.
+    #[inline]
+    pub fn persist(&self, off: usize, len: usize) {
+        self.medium.persist(off, len)
+    }
+}

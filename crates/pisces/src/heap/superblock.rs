@@ -1,0 +1,163 @@
+//! The superblock: the pool's identity and geometry, double-buffered.
+//!
+//! Two copies live at offsets 0 and 4096. Each carries a sequence number and a CRC32C
+//! of its fields. The current superblock is the valid copy with the higher sequence
+//! number; an update writes the *other* copy with `seq + 1` and persists it, so a crash
+//! in the middle of an update leaves the previous copy intact (this is how the run
+//! generation is bumped at every open without a window in which the pool is corrupt).
+
+use super::layout::{Layout, SUPERBLOCK_SIZE};
+use crate::medium::Medium;
+use crate::{Error, Result};
+use bytemuck::{Pod, Zeroable};
+
+/// Magic number at the start of every pool.
+pub const MAGIC: [u8; 8] = *b"PISCESPM";
+/// The on-media format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The persistent superblock (one copy).
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
+#[repr(C)]
+pub struct Superblock {
+    /// [`MAGIC`].
+    pub magic: [u8; 8],
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// Which engine formatted the pool (see `engine::EngineId`).
+    pub engine_id: u32,
+    /// Random identity of the pool.
+    pub uuid: [u8; 16],
+    /// Size of the pool file in bytes.
+    pub pool_size: u64,
+    /// Incremented at every open; tags header words so stale locks read as empty.
+    pub run_generation: u64,
+    /// Number of thread slots.
+    pub max_threads: u32,
+    /// Reserved, zero.
+    pub _pad: u32,
+    /// Bytes of each thread's log area.
+    pub log_bytes_per_thread: u64,
+    /// Offset of the root slot (an object in the engine area naming the root object).
+    pub root_slot_offset: u64,
+    /// Update sequence number of this copy.
+    pub seq: u64,
+    /// CRC32C of all preceding bytes.
+    pub checksum: u32,
+    /// Reserved, zero.
+    pub _pad2: u32,
+}
+
+const BODY_LEN: usize = std::mem::size_of::<Superblock>() - 8;
+
+impl Superblock {
+    fn compute_checksum(&self) -> u32 {
+        crc32c::crc32c(&bytemuck::bytes_of(self)[..BODY_LEN])
+    }
+
+    /// Fill in the checksum.
+    pub fn seal(mut self) -> Self {
+        self.checksum = self.compute_checksum();
+        self
+    }
+
+    /// The layout this superblock describes.
+    pub fn layout(&self) -> Result<Layout> {
+        Layout::compute(
+            self.pool_size,
+            self.max_threads as usize,
+            self.log_bytes_per_thread as usize,
+        )
+        .map_err(|e| Error::Corrupt(format!("superblock geometry is invalid: {e}")))
+    }
+}
+
+/// Why one copy was rejected (used to give the most useful error when both are bad).
+enum CopyState {
+    Valid(Superblock),
+    Invalid(Error),
+}
+
+fn read_copy(image: &[u8], idx: usize) -> CopyState {
+    let off = idx * SUPERBLOCK_SIZE;
+    let sb: Superblock =
+        bytemuck::pod_read_unaligned(&image[off..off + std::mem::size_of::<Superblock>()]);
+    if sb.magic != MAGIC {
+        return CopyState::Invalid(Error::BadMagic);
+    }
+    if sb.format_version != FORMAT_VERSION {
+        return CopyState::Invalid(Error::UnsupportedVersion {
+            found: sb.format_version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if sb.checksum != sb.compute_checksum() {
+        return CopyState::Invalid(Error::Corrupt(format!(
+            "superblock copy {} checksum mismatch",
+            ["A", "B"][idx]
+        )));
+    }
+    CopyState::Valid(sb)
+}
+
+/// Read and validate the current superblock from a pool image.
+///
+/// Returns the current copy and which slot (0 or 1) it is in. Only fields needed to pick
+/// a copy are checked here; callers check geometry against the file.
+pub fn read_current(image: &[u8]) -> Result<(Superblock, usize)> {
+    if image.len() < 2 * SUPERBLOCK_SIZE {
+        return Err(Error::Corrupt("image smaller than two superblocks".into()));
+    }
+    match (read_copy(image, 0), read_copy(image, 1)) {
+        (CopyState::Valid(a), CopyState::Valid(b)) => {
+            if b.seq > a.seq {
+                Ok((b, 1))
+            } else {
+                Ok((a, 0))
+            }
+        }
+        (CopyState::Valid(a), CopyState::Invalid(_)) => Ok((a, 0)),
+        (CopyState::Invalid(_), CopyState::Valid(b)) => Ok((b, 1)),
+        // Both bad: report the more specific reason of copy A (bad magic, version, checksum).
+        (CopyState::Invalid(ea), CopyState::Invalid(_)) => Err(ea),
+    }
+}
+
+/// Write `sb` as the next superblock: into the slot that is not `current_slot`, with the
+/// sequence number incremented, then persist. Returns the slot written.
+pub fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usize) -> usize {
+    let slot = 1 - current_slot;
+    let next = Superblock {
+        seq: sb.seq + 1,
+        ..*sb
+    }
+    .seal();
+    let off = slot * SUPERBLOCK_SIZE;
+    let bytes = bytemuck::bytes_of(&next);
+    // SAFETY: `off + size_of::<Superblock>()` lies in the first 8 KiB of the image, which
+    // every pool has (checked at create/open). Superblock writes happen only while the
+    // pool is being created or opened, when no other thread uses the image.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), medium.base().add(off), bytes.len());
+    }
+    medium.persist(off, bytes.len());
+    slot
+}
+
+/// Write the very first superblock of a new pool into both copies and persist them.
+pub fn write_initial(medium: &dyn Medium, sb: &Superblock) {
+    let sb = Superblock { seq: 1, ..*sb }.seal();
+    let bytes = bytemuck::bytes_of(&sb);
+    for slot in 0..2 {
+        // SAFETY: as in `write_next`; the pool is being created and not shared yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                medium.base().add(slot * SUPERBLOCK_SIZE),
+                bytes.len(),
+            );
+        }
+    }
+    medium.flush(0, 2 * SUPERBLOCK_SIZE);
+    medium.fence();
+}

@@ -1,0 +1,20 @@
+//! Pisces: persistent transactional memory with snapshot isolation.
+//!
+//! Programs keep their data structures in a persistent heap (a pool file mapped into
+//! memory) and change them in ACID transactions that survive crashes and run
+//! concurrently. The default engine is Pisces (USENIX ATC 2019): dual-version
+//! concurrency control and a three-stage commit, so readers never wait for persistent
+//! memory.
+//!
+//! Layers, bottom up: [`medium`] (bytes and durability), [`heap`] (pool layout,
+//! `PPtr`, allocator), [`engine`] (concurrency control and logging), and the
+//! transaction API ([`Pool`], [`Tx`]).
+#![warn(missing_docs)]
+
+pub mod engine;
+pub mod error;
+pub mod heap;
+pub mod medium;
+
+pub use error::{Error, Result};
+pub use heap::pptr::PPtr;

@@ -1,0 +1,1 @@
+//! Cache-line flush and fence instructions (implementation pending).

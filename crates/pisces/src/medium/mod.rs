@@ -1,0 +1,102 @@
+//! Media: where the bytes of a pool live and how they become durable.
+//!
+//! A [`Medium`] is a contiguous byte image (the mapped pool) plus the two persistence
+//! primitives of the papers: [`Medium::flush`] writes back the cache lines covering a
+//! range, [`Medium::fence`] orders them: once `fence` returns, every line this thread
+//! flushed before it is durable. `persist = flush + fence`.
+//!
+//! Everything above this layer (heap, engines) addresses the image by offset and calls
+//! only these primitives, so the same engine runs unchanged on
+//!
+//! * [`MediumKind::Dram`]: a file under `/dev/shm`, real flush instructions, and an
+//!   emulated NVM write latency charged per flushed line at the fence (the papers'
+//!   emulation method);
+//! * [`MediumKind::Dax`]: a file on a DAX file system mapped with `MAP_SYNC`, where
+//!   flush + fence is durability;
+//! * [`MediumKind::File`]: an ordinary file where the fence `msync`s the flushed pages;
+//! * the crash simulator ([`sim::SimMedium`]), which keeps a second, durable image and
+//!   can freeze it at any fence to build the image a power failure could leave.
+//!
+//! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
+//! [`counters`].
+
+pub mod counters;
+pub mod flush;
+
+/// Size of a cache line: the unit of write-back.
+pub const CACHE_LINE: usize = 64;
+
+/// Which kind of medium a pool is mapped on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediumKind {
+    /// DRAM-backed file with emulated NVM write latency (ns per flushed cache line) and an
+    /// optional bandwidth cap (bytes per second; 0 = none). Latency 0 is plain DRAM.
+    Dram {
+        /// Extra latency charged per flushed cache line, at the fence.
+        write_latency_ns: u64,
+        /// Write bandwidth cap in bytes per second, 0 for none.
+        bandwidth_bytes_per_sec: u64,
+    },
+    /// A DAX-mapped file (`MAP_SYNC`): flush + fence is durability.
+    Dax,
+    /// An ordinary file: the fence `msync`s the pages flushed since the last fence.
+    File,
+    /// The crash simulator (tests only).
+    Simulated,
+}
+
+impl MediumKind {
+    /// DRAM with no emulated latency.
+    pub const DRAM: MediumKind = MediumKind::Dram {
+        write_latency_ns: 0,
+        bandwidth_bytes_per_sec: 0,
+    };
+
+    /// A short, stable name (`dram`, `dax`, `file`, `sim`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            MediumKind::Dram { .. } => "dram",
+            MediumKind::Dax => "dax",
+            MediumKind::File => "file",
+            MediumKind::Simulated => "sim",
+        }
+    }
+}
+
+/// A byte image with persistence primitives.
+///
+/// # Contract
+/// * `base()` is valid for reads and writes of `len()` bytes for the medium's lifetime
+///   and never moves; it is aligned to at least 4096 bytes.
+/// * `flush(off, len)` starts the write-back of every cache line overlapping
+///   `off..off+len`; it orders nothing by itself.
+/// * `fence()` returns only when every line the *calling thread* flushed before it is
+///   durable. Lines flushed by other threads are not covered (as with `sfence`).
+/// * Implementations never panic on a range inside the image; a range outside it is a
+///   bug in the caller and may panic.
+pub trait Medium: Send + Sync {
+    /// The kind of this medium.
+    fn kind(&self) -> MediumKind;
+    /// Start of the mapped image.
+    fn base(&self) -> *mut u8;
+    /// Length of the image in bytes.
+    fn len(&self) -> usize;
+    /// Write back the cache lines covering `off..off + len`.
+    fn flush(&self, off: usize, len: usize);
+    /// Wait until this thread's earlier flushes are durable.
+    fn fence(&self);
+    /// `flush` then `fence`.
+    fn persist(&self, off: usize, len: usize) {
+        self.flush(off, len);
+        self.fence();
+    }
+    /// Make the whole image durable (used when a pool is closed). Default: flush all + fence.
+    fn sync_all(&self) -> crate::Result<()> {
+        self.persist(0, self.len());
+        Ok(())
+    }
+    /// True once a simulated crash has happened: work after it is lost. Real media: false.
+    fn crashed(&self) -> bool {
+        false
+    }
+}
