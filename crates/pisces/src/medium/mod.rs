@@ -21,6 +21,7 @@
 //! [`counters`].
 
 pub mod counters;
+pub mod dram;
 pub mod flush;
 
 /// Size of a cache line: the unit of write-back.
