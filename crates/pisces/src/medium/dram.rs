@@ -79,8 +79,12 @@ impl DramMedium {
 
     fn charge(&self, lines: u64) {
         let mut ns = lines.saturating_mul(self.latency_ns);
-        if self.bandwidth > 0 {
-            ns = ns.saturating_add(lines * CACHE_LINE as u64 * 1_000_000_000 / self.bandwidth);
+        // Bandwidth 0 means "no cap": `checked_div` yields None then.
+        if let Some(bw_ns) = lines
+            .saturating_mul(CACHE_LINE as u64 * 1_000_000_000)
+            .checked_div(self.bandwidth)
+        {
+            ns = ns.saturating_add(bw_ns);
         }
         if ns == 0 {
             return;

@@ -39,10 +39,13 @@ impl FlushInstr {
 #[cfg(target_arch = "x86_64")]
 fn detect() -> FlushInstr {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // SAFETY: CPUID is available on every x86-64 processor.
+    // SAFETY: CPUID is available on every x86-64 processor. (Newer compilers declare
+    // `__cpuid` safe; the block keeps the code building on the MSRV, where it is not.)
+    #[allow(unused_unsafe)]
     let max_leaf = unsafe { __cpuid(0) }.eax;
     if max_leaf >= 7 {
         // SAFETY: leaf 7 exists (checked above).
+        #[allow(unused_unsafe)]
         let ebx = unsafe { __cpuid_count(7, 0) }.ebx;
         if ebx & (1 << 24) != 0 {
             return FlushInstr::Clwb;

@@ -82,6 +82,10 @@ pub trait Medium: Send + Sync {
     fn base(&self) -> *mut u8;
     /// Length of the image in bytes.
     fn len(&self) -> usize;
+    /// True if the image has no bytes (no medium constructor produces one).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Write back the cache lines covering `off..off + len`.
     fn flush(&self, off: usize, len: usize);
     /// Wait until this thread's earlier flushes are durable.
