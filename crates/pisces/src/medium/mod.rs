@@ -22,7 +22,11 @@
 
 pub mod counters;
 pub mod dram;
+pub mod file;
 pub mod flush;
+
+pub use dram::DramMedium;
+pub use file::{create_file, open_file, DaxMedium, FileMedium};
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;

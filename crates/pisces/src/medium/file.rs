@@ -1,0 +1,973 @@
+//! Pool files: creating and opening them, and the two file-backed media
+//! ([`MediumKind::Dax`] and [`MediumKind::File`]).
+//!
+//! # Opening a pool file
+//! [`create_file`] and [`open_file`] do every operating-system check up front and turn
+//! each failure into its own [`Error`] variant (never a panic), without modifying the
+//! file when they fail:
+//!
+//! | condition                                   | error                         |
+//! |---------------------------------------------|-------------------------------|
+//! | path missing (open)                         | [`Error::NotFound`]           |
+//! | path exists (create)                        | [`Error::AlreadyExists`]      |
+//! | path is a directory                         | [`Error::IsDirectory`]        |
+//! | no write permission bit, `EACCES`, `EROFS`  | [`Error::ReadOnly`]           |
+//! | shorter than [`MIN_POOL_SIZE`]              | [`Error::TooSmall`]           |
+//! | another open file description holds it     | [`Error::Locked`]             |
+//! | size too small / not page multiple (create) | [`Error::InvalidConfig`]      |
+//! | [`MediumKind::Simulated`], not a regular file | [`Error::InvalidConfig`]    |
+//! | DAX requested on a non-DAX file system      | [`Error::MediumUnsupported`]  |
+//!
+//! The read-only check looks at the permission bits as well as at `open(2)`: the
+//! library often runs as root, for whom opening a `0444` file for writing succeeds.
+//!
+//! The pool is locked with `flock(LOCK_EX | LOCK_NB)` on the opened descriptor, and the
+//! medium owns that descriptor, so the lock lives exactly as long as the mapping. A
+//! `flock` lock belongs to the open file description, so a second `open_file` of the
+//! same pool in the *same* process is refused too.
+//!
+//! [`create_file`] creates the file exclusively, takes the lock, sets its length and
+//! reserves its blocks (`posix_fallocate`, so that a full file system is an error now
+//! rather than a `SIGBUS` on a later store into a hole), then maps it. If anything
+//! fails after the file was created, the file is removed again.
+//!
+//! # The media
+//! * [`DaxMedium`]: `mmap(MAP_SHARED_VALIDATE | MAP_SYNC)`. With `MAP_SYNC` the file
+//!   system keeps the block mapping durable at page-fault time, so a cache-line flush
+//!   plus `sfence` is durability. Only DAX file systems accept it; elsewhere the result
+//!   is [`Error::MediumUnsupported`] naming the two fallbacks.
+//! * [`FileMedium`]: an ordinary `MAP_SHARED` mapping. `flush` executes the flush
+//!   instructions (so that its CPU cost is that of the real thing) and records the
+//!   flushed pages for the calling thread; `fence` `msync(MS_SYNC)`s the pages this
+//!   thread flushed since its last fence. Slow, but durable on any file system.
+
+use super::counters::{add_fence, add_lines_flushed};
+use super::dram::DramMedium;
+use super::flush::{flush_range, sfence};
+use super::{Medium, MediumKind};
+use crate::heap::layout::MIN_POOL_SIZE;
+use crate::{Error, Result};
+use memmap2::MmapMut;
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Page size assumed for `msync` alignment and pool sizes.
+const PAGE: usize = 4096;
+
+/// Create a new pool file of `size` bytes (zero-filled) and map it as `kind`.
+///
+/// Fails with [`Error::AlreadyExists`] if `path` exists, and with
+/// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_SIZE`] or not a multiple of
+/// 4096, or `kind` is [`MediumKind::Simulated`]. On any failure after the file was
+/// created, the file is removed.
+pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn Medium>> {
+    check_kind(kind)?;
+    if size < MIN_POOL_SIZE {
+        return Err(Error::InvalidConfig(format!(
+            "pool size {size} is below the minimum of {MIN_POOL_SIZE} bytes"
+        )));
+    }
+    if size & (PAGE as u64 - 1) != 0 {
+        return Err(Error::InvalidConfig(format!(
+            "pool size {size} is not a multiple of {PAGE} bytes"
+        )));
+    }
+    if usize::try_from(size).is_err() {
+        return Err(Error::InvalidConfig(format!(
+            "pool size {size} does not fit in this machine's address space"
+        )));
+    }
+    // `symlink_metadata` so that a dangling symlink also counts as "exists" (create_new
+    // would refuse it anyway, with the same error).
+    if path.symlink_metadata().is_ok() {
+        return Err(Error::AlreadyExists(path.to_path_buf()));
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(Error::AlreadyExists(path.to_path_buf()))
+        }
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) => {
+            return Err(Error::io(
+                format!("creating pool file {}", path.display()),
+                e,
+            ))
+        }
+    };
+    // From here on the file exists and is ours: remove it on any failure.
+    let result = (|| {
+        // Lock before giving the file its length: a concurrent `open_file` sees either
+        // a too-small file (and refuses it) or a file that is already locked.
+        lock(&file, path)?;
+        file.set_len(size)
+            .map_err(|e| Error::io(format!("setting the length of {}", path.display()), e))?;
+        reserve(&file, size, path)?;
+        map_kind(file, kind, path)
+    })();
+    if result.is_err() {
+        // Best effort: the original error is the one worth reporting.
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+/// Open an existing pool file and map it as `kind`.
+///
+/// Fails with [`Error::NotFound`], [`Error::IsDirectory`], [`Error::ReadOnly`],
+/// [`Error::TooSmall`], [`Error::Locked`] (another open of the pool, in this or another
+/// process, holds its lock), [`Error::InvalidConfig`] (simulated kind, not a regular
+/// file) or [`Error::MediumUnsupported`] (DAX on a non-DAX file system). The file is
+/// not modified when opening fails.
+pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
+    check_kind(kind)?;
+    let file = open_locked(path)?;
+    map_kind(file, kind, path)
+}
+
+fn check_kind(kind: MediumKind) -> Result<()> {
+    if kind == MediumKind::Simulated {
+        return Err(Error::InvalidConfig(
+            "the simulated medium is not backed by a file; use medium::SimMedium::new".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Open `path` read-write after checking it is a writable regular file of at least
+/// [`MIN_POOL_SIZE`] bytes, and take its exclusive lock.
+fn open_locked(path: &Path) -> Result<File> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Error::NotFound(path.to_path_buf()))
+        }
+        Err(e) => return Err(Error::io(format!("inspecting {}", path.display()), e)),
+    };
+    if meta.is_dir() {
+        return Err(Error::IsDirectory(path.to_path_buf()));
+    }
+    if !meta.is_file() {
+        return Err(Error::InvalidConfig(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    // Root can open a 0444 file for writing; a pool nobody may write is still refused.
+    if meta.permissions().mode() & 0o222 == 0 {
+        return Err(Error::ReadOnly(path.to_path_buf()));
+    }
+    let file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Error::NotFound(path.to_path_buf()))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(Error::IsDirectory(path.to_path_buf()))
+        }
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+    };
+    // Check the descriptor we hold, not the path (which may have been replaced meanwhile).
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidConfig(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    if meta.len() < MIN_POOL_SIZE {
+        return Err(Error::TooSmall {
+            path: path.to_path_buf(),
+            len: meta.len(),
+            min: MIN_POOL_SIZE,
+        });
+    }
+    if usize::try_from(meta.len()).is_err() {
+        return Err(Error::InvalidConfig(format!(
+            "{} is {} bytes, more than this machine can map",
+            path.display(),
+            meta.len()
+        )));
+    }
+    lock(&file, path)?;
+    // A non-cooperating writer could have truncated the file between the size check
+    // and the lock; check again now that the pool is ours.
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?
+        .size();
+    if len < MIN_POOL_SIZE {
+        return Err(Error::TooSmall {
+            path: path.to_path_buf(),
+            len,
+            min: MIN_POOL_SIZE,
+        });
+    }
+    Ok(file)
+}
+
+fn is_read_only_errno(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
+    )
+}
+
+/// Take the exclusive advisory lock of the pool on `file`'s open file description.
+fn lock(file: &File, path: &Path) -> Result<()> {
+    loop {
+        // SAFETY: `file` owns a valid descriptor for the duration of the call; flock
+        // touches no memory.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
+            _ => return Err(Error::io(format!("locking {}", path.display()), e)),
+        }
+    }
+}
+
+/// Reserve the blocks of a fresh pool file, so a full file system fails here and not
+/// with `SIGBUS` on a store into the mapping later.
+fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
+    let Ok(len) = libc::off_t::try_from(size) else {
+        return Err(Error::InvalidConfig(format!(
+            "pool size {size} is too large"
+        )));
+    };
+    loop {
+        // SAFETY: `file` owns a valid descriptor; posix_fallocate touches no memory of
+        // ours. It returns the error number instead of setting errno.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            // Not supported by the file system (glibc emulates it in most such cases):
+            // the file keeps its holes, as with set_len alone.
+            libc::EOPNOTSUPP => return Ok(()),
+            e => {
+                return Err(Error::io(
+                    format!(
+                        "reserving {size} bytes for {} (is the file system full?)",
+                        path.display()
+                    ),
+                    io::Error::from_raw_os_error(e),
+                ))
+            }
+        }
+    }
+}
+
+fn map_kind(file: File, kind: MediumKind, path: &Path) -> Result<Arc<dyn Medium>> {
+    Ok(match kind {
+        MediumKind::Dram {
+            write_latency_ns,
+            bandwidth_bytes_per_sec,
+        } => Arc::new(DramMedium::from_file(
+            file,
+            write_latency_ns,
+            bandwidth_bytes_per_sec,
+        )?),
+        MediumKind::Dax => Arc::new(DaxMedium::from_file(file).map_err(|e| match e {
+            Error::MediumUnsupported(m) => {
+                Error::MediumUnsupported(format!("{}: {m}", path.display()))
+            }
+            other => other,
+        })?),
+        MediumKind::File => Arc::new(FileMedium::from_file(file)?),
+        MediumKind::Simulated => {
+            return Err(Error::InvalidConfig(
+                "the simulated medium is not backed by a file".into(),
+            ))
+        }
+    })
+}
+
+/// Length of an opened pool file as a mapping length.
+fn map_len(file: &File) -> Result<usize> {
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("inspecting pool file", e))?
+        .len();
+    match usize::try_from(len) {
+        Ok(0) => Err(Error::InvalidConfig("cannot map an empty pool file".into())),
+        Ok(n) => Ok(n),
+        Err(_) => Err(Error::InvalidConfig(format!(
+            "pool file of {len} bytes is larger than the address space"
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// DAX
+// ---------------------------------------------------------------------------------
+
+/// A pool file on a DAX file system, mapped `MAP_SHARED_VALIDATE | MAP_SYNC`: the
+/// processor's cache-line write-back plus `sfence` makes a store durable.
+pub struct DaxMedium {
+    ptr: NonNull<u8>,
+    len: usize,
+    // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
+    _file: File,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value until Drop; the raw
+// pointer is only handed out through `base()`, whose users follow the Medium contract.
+// No thread-affine state is involved.
+unsafe impl Send for DaxMedium {}
+// SAFETY: all `&self` methods either read immutable fields or execute flush/fence
+// instructions, which are safe to run concurrently from any thread.
+unsafe impl Sync for DaxMedium {}
+
+impl std::fmt::Debug for DaxMedium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaxMedium").field("len", &self.len).finish()
+    }
+}
+
+/// The message of [`Error::MediumUnsupported`] when `MAP_SYNC` is refused.
+fn not_dax_message(e: &io::Error) -> String {
+    format!(
+        "the file system is not DAX (mmap with MAP_SYNC failed: {e}); \
+         use `--medium file` (durable through msync, slow) or `--medium dram` \
+         (emulated NVM latency, not durable across power loss)"
+    )
+}
+
+impl DaxMedium {
+    /// Map an opened (and locked) pool file with `MAP_SYNC`.
+    ///
+    /// Returns [`Error::MediumUnsupported`] if the file system is not DAX.
+    pub fn from_file(file: File) -> Result<Self> {
+        let len = map_len(&file)?;
+        // SAFETY: a fresh mapping at an address of the kernel's choosing (null hint),
+        // over a descriptor we own; nothing of ours is overwritten.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                // EOPNOTSUPP: the file system does not support MAP_SYNC; EINVAL: a
+                // kernel too old to know MAP_SHARED_VALIDATE.
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
+                    Error::MediumUnsupported(not_dax_message(&e))
+                }
+                _ => Error::io("mapping pool file with MAP_SYNC", e),
+            });
+        }
+        let Some(ptr) = NonNull::new(p.cast::<u8>()) else {
+            // A successful mmap never returns null with a null hint; treat it as a
+            // failed mapping rather than trusting it.
+            return Err(Error::MediumUnsupported(
+                "mmap with MAP_SYNC returned a null mapping".into(),
+            ));
+        };
+        Ok(DaxMedium {
+            ptr,
+            len,
+            _file: file,
+        })
+    }
+}
+
+impl Drop for DaxMedium {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+len` is exactly the mapping created in `from_file`, and the
+        // Medium contract ends the validity of `base()` with the medium.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+impl Medium for DaxMedium {
+    fn kind(&self) -> MediumKind {
+        MediumKind::Dax
+    }
+    fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    fn flush(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
+        // SAFETY: the range is inside the mapping (asserted).
+        let n = unsafe { flush_range(self.ptr.as_ptr().add(off), len) };
+        add_lines_flushed(n);
+    }
+    #[inline]
+    fn fence(&self) {
+        sfence();
+        add_fence();
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Plain file + msync
+// ---------------------------------------------------------------------------------
+
+/// Pages closer than this are synced by one `msync` call. A clean page costs `msync`
+/// only a page-cache lookup, while every call may end in a device cache flush, so
+/// bridging small gaps is cheaper than a second call. (Bridged dirty pages of other
+/// threads are written back early: more durable than required, never less.)
+const MERGE_GAP: usize = 1 << 20;
+
+/// A thread's pending page ranges are first compacted when it has recorded this many.
+const COMPACT_AT: usize = 64;
+
+/// Source of the per-medium ids that key the thread-local pending ranges.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Page-aligned byte ranges `(start, end)` flushed and not yet fenced.
+type PageRanges = Vec<(usize, usize)>;
+
+thread_local! {
+    /// Per thread: (medium id, ranges flushed since this thread's last fence on that
+    /// medium). An entry exists only between a flush and the next fence, so the list is
+    /// almost always of length 0 or 1.
+    static PENDING: RefCell<Vec<(u64, PageRanges)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An ordinary file mapped `MAP_SHARED`; the fence `msync`s the pages this thread
+/// flushed since its last fence.
+///
+/// The pending ranges are kept in a thread-local list keyed by a unique per-medium id,
+/// not in a shared `Mutex<HashMap<ThreadId, _>>`: `flush` is called many times per
+/// fence, and the thread-local needs no lock and shares no cache line between threads.
+/// Its one cost is that a thread which flushes and then never fences before the medium
+/// is dropped leaves a small entry behind until it exits (ids are never reused, so it
+/// is never mistaken for another medium's).
+pub struct FileMedium {
+    map: MmapMut,
+    id: u64,
+    msyncs: AtomicU64,
+    // The first failed msync, reported by the next `sync_all` (after a failed msync the
+    // kernel may have marked the pages clean, so the failure must not be forgotten).
+    error: Mutex<Option<io::Error>>,
+    // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
+    _file: File,
+}
+
+impl std::fmt::Debug for FileMedium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMedium")
+            .field("len", &self.map.len())
+            .field("msyncs", &self.msync_calls())
+            .finish()
+    }
+}
+
+impl FileMedium {
+    /// Map an opened (and locked) pool file `MAP_SHARED`.
+    pub fn from_file(file: File) -> Result<Self> {
+        map_len(&file)?;
+        // SAFETY: the file is a regular pool file held under an exclusive advisory lock
+        // for the life of the mapping, so no cooperating process resizes or maps it.
+        let map =
+            unsafe { MmapMut::map_mut(&file) }.map_err(|e| Error::io("mapping pool file", e))?;
+        Ok(FileMedium {
+            map,
+            // Relaxed: only uniqueness matters, and the read-modify-write alone
+            // guarantees that two media created concurrently get different ids.
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            msyncs: AtomicU64::new(0),
+            error: Mutex::new(None),
+            _file: file,
+        })
+    }
+
+    /// Number of `msync` calls made so far by fences and `sync_all` on this medium.
+    pub fn msync_calls(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.msyncs.load(Ordering::Relaxed)
+    }
+
+    fn msync(&self, off: usize, len: usize) {
+        // Relaxed: a statistic (see `msync_calls`).
+        self.msyncs.fetch_add(1, Ordering::Relaxed);
+        // memmap2 aligns `off` down to the page and calls msync(MS_SYNC).
+        if let Err(e) = self.map.flush_range(off, len) {
+            let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+    }
+
+    fn take_error(&self) -> Option<io::Error> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// Add the page range `r` to `ranges`, extending the last range when they touch.
+fn record(ranges: &mut PageRanges, r: (usize, usize)) {
+    if let Some(last) = ranges.last_mut() {
+        if r.0 <= last.1 && r.1 >= last.0 {
+            last.0 = last.0.min(r.0);
+            last.1 = last.1.max(r.1);
+            return;
+        }
+    }
+    ranges.push(r);
+    // Compact at 64, 128, 256, ... entries: bounded memory when the flushed pages are
+    // close together, amortized O(n log n) when they are not.
+    if ranges.len() >= COMPACT_AT && ranges.len().is_power_of_two() {
+        coalesce(ranges, MERGE_GAP);
+    }
+}
+
+/// Sort `ranges` and merge those that overlap or are at most `gap` bytes apart.
+fn coalesce(ranges: &mut PageRanges, gap: usize) {
+    ranges.sort_unstable();
+    let mut out: PageRanges = Vec::with_capacity(ranges.len());
+    for &r in ranges.iter() {
+        match out.last_mut() {
+            Some(last) if r.0 <= last.1.saturating_add(gap) => last.1 = last.1.max(r.1),
+            _ => out.push(r),
+        }
+    }
+    *ranges = out;
+}
+
+impl Medium for FileMedium {
+    fn kind(&self) -> MediumKind {
+        MediumKind::File
+    }
+    fn base(&self) -> *mut u8 {
+        self.map.as_ptr() as *mut u8
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+    fn flush(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        // SAFETY: the range is inside the mapping (asserted).
+        let n = unsafe { flush_range(self.map.as_ptr().add(off), len) };
+        add_lines_flushed(n);
+        if len == 0 {
+            return;
+        }
+        let start = off & !(PAGE - 1);
+        // Cannot overflow: off + len <= map length, which is below usize::MAX - PAGE.
+        let end = (off + len).next_multiple_of(PAGE).min(self.map.len());
+        let recorded = PENDING.try_with(|p| {
+            let mut p = p.borrow_mut();
+            match p.iter_mut().find(|(id, _)| *id == self.id) {
+                Some((_, ranges)) => record(ranges, (start, end)),
+                None => p.push((self.id, vec![(start, end)])),
+            }
+        });
+        if recorded.is_err() {
+            // Thread-local storage is being torn down (a flush from a TLS destructor):
+            // there is nowhere to remember the range, so make it durable right away.
+            self.msync(start, end - start);
+        }
+    }
+    fn fence(&self) {
+        sfence();
+        add_fence();
+        let ranges = PENDING
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                match p.iter().position(|(id, _)| *id == self.id) {
+                    Some(i) => p.swap_remove(i).1,
+                    None => Vec::new(),
+                }
+            })
+            .unwrap_or_default();
+        if ranges.is_empty() {
+            return;
+        }
+        let mut ranges = ranges;
+        coalesce(&mut ranges, MERGE_GAP);
+        for (s, e) in ranges {
+            self.msync(s, e - s);
+        }
+    }
+    fn sync_all(&self) -> Result<()> {
+        // Everything this thread had pending is covered by the full msync below.
+        let _ = PENDING.try_with(|p| p.borrow_mut().retain(|(id, _)| *id != self.id));
+        // Relaxed: a statistic (see `msync_calls`).
+        self.msyncs.fetch_add(1, Ordering::Relaxed);
+        let full = self.map.flush().map_err(|e| Error::io("msync of pool", e));
+        if let Some(e) = self.take_error() {
+            return Err(Error::io("an earlier msync of the pool failed", e));
+        }
+        full
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::path::PathBuf;
+
+    const SIZE: u64 = MIN_POOL_SIZE.next_multiple_of(4096) + 4096;
+
+    fn dram() -> MediumKind {
+        MediumKind::DRAM
+    }
+
+    fn tmpdir() -> tempfile::TempDir {
+        tempfile::tempdir().expect("temp dir")
+    }
+
+    fn file_bytes(p: &Path) -> Vec<u8> {
+        std::fs::read(p).expect("read back")
+    }
+
+    fn store(m: &dyn Medium, off: usize, v: u64) {
+        assert!(off + 8 <= m.len() && off & 7 == 0);
+        // SAFETY: in bounds (asserted) and 8-aligned; the test owns the medium.
+        unsafe { (m.base().add(off) as *mut u64).write(v) };
+    }
+
+    fn load(m: &dyn Medium, off: usize) -> u64 {
+        assert!(off + 8 <= m.len() && off & 7 == 0);
+        // SAFETY: as in `store`.
+        unsafe { (m.base().add(off) as *const u64).read() }
+    }
+
+    #[test]
+    fn create_rejects_existing_bad_sizes_and_simulated() {
+        let d = tmpdir();
+        let p = d.path().join("pool");
+        std::fs::write(&p, b"precious").unwrap();
+        assert!(matches!(
+            create_file(&p, SIZE, dram()),
+            Err(Error::AlreadyExists(q)) if q == p
+        ));
+        assert_eq!(file_bytes(&p), b"precious");
+
+        let q = d.path().join("q");
+        for bad in [0, MIN_POOL_SIZE - 4096, SIZE + 1, SIZE + 100] {
+            assert!(
+                matches!(create_file(&q, bad, dram()), Err(Error::InvalidConfig(_))),
+                "size {bad}"
+            );
+            assert!(!q.exists(), "nothing created for size {bad}");
+        }
+        assert!(matches!(
+            create_file(&q, SIZE, MediumKind::Simulated),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(!q.exists());
+        // A directory is "exists" for create.
+        assert!(matches!(
+            create_file(d.path(), SIZE, dram()),
+            Err(Error::AlreadyExists(_))
+        ));
+    }
+
+    #[test]
+    fn open_reports_each_os_level_failure_distinctly() {
+        let d = tmpdir();
+        let missing = d.path().join("missing");
+        assert!(matches!(open_file(&missing, dram()), Err(Error::NotFound(p)) if p == missing));
+        assert!(!missing.exists());
+
+        assert!(matches!(
+            open_file(d.path(), dram()),
+            Err(Error::IsDirectory(p)) if p == d.path()
+        ));
+
+        let small = d.path().join("small");
+        std::fs::write(&small, vec![7u8; 4096]).unwrap();
+        match open_file(&small, dram()) {
+            Err(Error::TooSmall { path, len, min }) => {
+                assert_eq!((path, len, min), (small.clone(), 4096, MIN_POOL_SIZE));
+            }
+            other => panic!("expected TooSmall, got {:?}", other.err()),
+        }
+        assert_eq!(file_bytes(&small), vec![7u8; 4096]);
+
+        let ro = d.path().join("ro");
+        drop(create_file(&ro, SIZE, dram()).unwrap());
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
+        // We run as root: the open(2) itself would succeed; the bits decide.
+        assert!(matches!(open_file(&ro, dram()), Err(Error::ReadOnly(p)) if p == ro));
+        assert!(matches!(
+            open_file(&ro, MediumKind::File),
+            Err(Error::ReadOnly(_))
+        ));
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(open_file(&ro, dram()).is_ok());
+
+        assert!(matches!(
+            open_file(&ro, MediumKind::Simulated),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            open_file(Path::new("/dev/null"), dram()),
+            Err(Error::InvalidConfig(_))
+        ));
+    }
+
+    #[test]
+    fn the_lock_is_per_open_and_lives_as_long_as_the_medium() {
+        let d = tmpdir();
+        let p = d.path().join("pool");
+        let kinds = [dram(), MediumKind::File];
+        let first = create_file(&p, SIZE, dram()).unwrap();
+        for k in kinds {
+            // Same process, second open file description: refused.
+            assert!(matches!(open_file(&p, k), Err(Error::Locked(q)) if q == p));
+        }
+        drop(first);
+        for k in kinds {
+            let m = open_file(&p, k).unwrap();
+            assert!(matches!(open_file(&p, dram()), Err(Error::Locked(_))));
+            drop(m);
+        }
+        // Another process (flock(1) from util-linux, if present) sees the lock too.
+        let m = open_file(&p, MediumKind::File).unwrap();
+        if let Ok(out) = std::process::Command::new("flock")
+            .args(["-n", "-E", "42"])
+            .arg(&p)
+            .arg("true")
+            .output()
+        {
+            assert_eq!(out.status.code(), Some(42), "other process got the lock");
+        }
+        drop(m);
+        // Lock released: a plain flock(2) on a new descriptor succeeds.
+        let f = File::open(&p).unwrap();
+        lock(&f, &p).unwrap();
+        assert!(matches!(open_file(&p, dram()), Err(Error::Locked(_))));
+    }
+
+    #[test]
+    fn created_pool_has_the_size_is_zeroed_and_survives_reopen() {
+        for kind in [dram(), MediumKind::File] {
+            let d = tmpdir();
+            let p = d.path().join("pool");
+            let m = create_file(&p, SIZE, kind).unwrap();
+            assert_eq!(m.kind(), kind);
+            assert_eq!(m.len() as u64, SIZE);
+            assert_eq!(m.base() as usize % 4096, 0);
+            assert_eq!(std::fs::metadata(&p).unwrap().len(), SIZE);
+            assert!((0..m.len()).step_by(8).all(|o| load(&*m, o) == 0));
+            store(&*m, 4096, 0xfeed_f00d);
+            store(&*m, SIZE as usize - 8, 0xabcd);
+            m.persist(4096, 8);
+            m.persist(SIZE as usize - 8, 8);
+            m.sync_all().unwrap();
+            drop(m);
+
+            let m = open_file(&p, kind).unwrap();
+            assert_eq!(load(&*m, 4096), 0xfeed_f00d, "{kind:?}");
+            assert_eq!(load(&*m, SIZE as usize - 8), 0xabcd, "{kind:?}");
+            drop(m);
+            // And the bytes are in the file itself, read with ordinary I/O.
+            let mut f = File::open(&p).unwrap();
+            let mut w = [0u8; 8];
+            f.seek(SeekFrom::Start(4096)).unwrap();
+            f.read_exact(&mut w).unwrap();
+            assert_eq!(u64::from_ne_bytes(w), 0xfeed_f00d);
+        }
+    }
+
+    #[test]
+    fn dax_on_a_non_dax_file_system_is_a_clean_error() {
+        for dir in [PathBuf::from("/dev/shm"), std::env::temp_dir()] {
+            let d = tempfile::tempdir_in(&dir).unwrap();
+            // create: error, and the file is removed again.
+            let p = d.path().join("pool");
+            match create_file(&p, SIZE, MediumKind::Dax) {
+                Err(Error::MediumUnsupported(msg)) => {
+                    assert!(msg.contains("not DAX"), "{msg}");
+                    assert!(msg.contains("--medium file"), "{msg}");
+                    assert!(msg.contains("--medium dram"), "{msg}");
+                    assert!(msg.contains(&p.display().to_string()), "{msg}");
+                }
+                Ok(_) => {
+                    eprintln!("{} is DAX: skipping the refusal check", dir.display());
+                    continue;
+                }
+                Err(e) => panic!("expected MediumUnsupported, got {e:?}"),
+            }
+            assert!(!p.exists(), "failed create must remove the file");
+
+            // open: error, file unchanged, lock released.
+            let m = create_file(&p, SIZE, dram()).unwrap();
+            store(&*m, 0, 0x1234_5678);
+            m.sync_all().unwrap();
+            drop(m);
+            let before = file_bytes(&p);
+            assert!(matches!(
+                open_file(&p, MediumKind::Dax),
+                Err(Error::MediumUnsupported(_))
+            ));
+            assert_eq!(file_bytes(&p), before);
+            assert!(open_file(&p, dram()).is_ok(), "lock released after failure");
+        }
+    }
+
+    #[test]
+    fn failed_open_does_not_modify_the_file() {
+        let d = tmpdir();
+        let p = d.path().join("pool");
+        let mut f = File::create(&p).unwrap();
+        f.write_all(&vec![0x5a; 8192]).unwrap();
+        drop(f);
+        let before = file_bytes(&p);
+        for k in [dram(), MediumKind::File, MediumKind::Dax] {
+            assert!(matches!(open_file(&p, k), Err(Error::TooSmall { .. })));
+        }
+        assert_eq!(file_bytes(&p), before);
+    }
+
+    /// Minor page faults of the calling thread so far.
+    fn minor_faults() -> i64 {
+        // RUSAGE_THREAD is 1 on Linux; the gnu flavour of the libc crate lacks the name.
+        const RUSAGE_THREAD: libc::c_int = 1;
+        // SAFETY: `ru` is a plain C struct for getrusage to fill.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to a rusage struct.
+        let rc = unsafe { libc::getrusage(RUSAGE_THREAD, &mut ru) };
+        assert_eq!(rc, 0);
+        ru.ru_minflt
+    }
+
+    /// Write to `off` and report whether the store took a page fault. After writeback
+    /// (msync) the kernel write-protects the page to catch the next store; a page that
+    /// is still dirty takes no fault.
+    fn store_faults(m: &dyn Medium, off: usize, v: u64) -> bool {
+        let before = minor_faults();
+        store(m, off, v);
+        minor_faults() > before
+    }
+
+    #[test]
+    fn file_fence_msyncs_exactly_this_threads_flushed_pages() {
+        // Must be on a disk file system: tmpfs has no writeback, so nothing to observe.
+        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let p = d.path().join("pool");
+        let created = create_file(&p, SIZE, MediumKind::File).unwrap();
+        drop(created);
+        let file = open_locked(&p).unwrap();
+        let m = Arc::new(FileMedium::from_file(file).unwrap());
+        let off = 8 * 4096;
+        store(&*m, off, 1); // first touch: faults the page in
+        assert!(!store_faults(&*m, off, 2), "dirty page takes no fault");
+
+        // Flush alone: no msync, the page stays dirty and writable.
+        m.flush(off, 8);
+        assert_eq!(m.msync_calls(), 0);
+        assert!(!store_faults(&*m, off, 3));
+
+        // Another thread's fence does not sync this thread's flushes.
+        let m2 = Arc::clone(&m);
+        std::thread::spawn(move || m2.fence()).join().unwrap();
+        assert_eq!(m.msync_calls(), 0);
+        assert!(!store_faults(&*m, off, 4));
+
+        // This thread's fence msyncs the page: it was written back and write-protected.
+        m.fence();
+        assert_eq!(m.msync_calls(), 1);
+        assert!(
+            store_faults(&*m, off, 5),
+            "fence did not write the page back"
+        );
+
+        // Nothing pending: a second fence makes no call.
+        m.fence();
+        assert_eq!(m.msync_calls(), 1);
+
+        // Flushes of nearby pages are merged into one msync; far apart ones are not.
+        let before = m.msync_calls();
+        m.flush(0, 64);
+        m.flush(4 * 4096 + 8, 64);
+        m.flush(3 * 4096, 8);
+        m.fence();
+        assert_eq!(m.msync_calls() - before, 1);
+
+        // The persisted value is in the file, visible to ordinary reads.
+        store(&*m, off, 77);
+        m.persist(off, 8);
+        let mut f = File::open(&p).unwrap();
+        let mut w = [0u8; 8];
+        f.seek(SeekFrom::Start(off as u64)).unwrap();
+        f.read_exact(&mut w).unwrap();
+        assert_eq!(u64::from_ne_bytes(w), 77);
+
+        // sync_all msyncs everything, including what no fence covered.
+        let before = m.msync_calls();
+        store(&*m, off, 78);
+        assert!(!store_faults(&*m, off, 79));
+        m.sync_all().unwrap();
+        assert_eq!(m.msync_calls() - before, 1);
+        assert!(store_faults(&*m, off, 80));
+    }
+
+    #[test]
+    fn file_counts_flushes_and_fences() {
+        let d = tmpdir();
+        let p = d.path().join("pool");
+        let m = create_file(&p, SIZE, MediumKind::File).unwrap();
+        let before = crate::medium::counters::snapshot();
+        m.persist(64, 200);
+        m.flush(0, 0);
+        m.fence();
+        let c = crate::medium::counters::snapshot() - before;
+        assert_eq!(c.lines_flushed, 4);
+        assert_eq!(c.fences, 2);
+    }
+
+    #[test]
+    fn coalescing_merges_touching_and_near_ranges_only() {
+        let mut r = vec![];
+        record(&mut r, (0, 4096));
+        record(&mut r, (4096, 8192));
+        assert_eq!(r, vec![(0, 8192)]);
+        record(&mut r, (1 << 30, (1 << 30) + 4096));
+        record(&mut r, (MERGE_GAP, MERGE_GAP + 4096));
+        assert_eq!(r.len(), 3);
+        coalesce(&mut r, MERGE_GAP);
+        assert_eq!(r, vec![(0, MERGE_GAP + 4096), (1 << 30, (1 << 30) + 4096)]);
+        let mut many: Vec<(usize, usize)> = vec![];
+        for i in (0..200usize).rev() {
+            record(&mut many, (i * 8192, i * 8192 + 4096));
+        }
+        assert!(many.len() < COMPACT_AT, "compacted: {} ranges", many.len());
+        coalesce(&mut many, MERGE_GAP);
+        assert_eq!(many, vec![(0, 199 * 8192 + 4096)]);
+        let mut far: Vec<(usize, usize)> = vec![];
+        for i in (0..200usize).rev() {
+            record(&mut far, (i * 2 * MERGE_GAP, i * 2 * MERGE_GAP + 4096));
+        }
+        coalesce(&mut far, MERGE_GAP);
+        assert_eq!(far.len(), 200, "far-apart ranges stay separate");
+        assert!(far.windows(2).all(|w| w[0].1 < w[1].0));
+    }
+}
