@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod heap;
 pub mod medium;
+mod sync;
 
 pub use error::{Error, Result};
 pub use heap::pptr::PPtr;

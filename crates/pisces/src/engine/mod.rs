@@ -92,7 +92,7 @@ pub trait EngineThread: Send {
     fn begin(&mut self);
     /// Pointer to the version of the object at `off` (payload offset, `len` bytes) this
     /// transaction must see. Err(Conflict) if the engine must abort.
-    fn read(&mut self, off: u64, len: usize) -> Result<*const u8>;
+    fn read(&self, off: u64, len: usize) -> Result<*const u8>;
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;
     /// Allocate an object with `len` payload bytes; returns its payload offset. Its
@@ -104,6 +104,9 @@ pub trait EngineThread: Send {
     fn commit(&mut self) -> Result<()>;
     /// Roll back.
     fn abort(&mut self);
+    /// Called by `run` after a conflict abort, before the retry, outside any
+    /// transaction: an engine may help the transaction it conflicted with here.
+    fn after_abort(&mut self) {}
     /// Push out deferred work of this thread (group commit); called when a thread
     /// unregisters.
     fn quiesce(&mut self);

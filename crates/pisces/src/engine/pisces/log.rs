@@ -1,0 +1,449 @@
+//! Per-thread redo logs: record format, ring buffer, and the parser recovery uses.
+//!
+//! Each thread slot owns one log area of the pool:
+//!
+//! ```text
+//! +0   tail word: (tail offset in ring: u32) << 32 | (low 32 bits of tail seq)
+//! +64  ring of records, each 8-byte aligned:
+//!      header (32 B): magic u32 | kind u32 | len u32 | crc32c u32 | seq u64 | persistTS u64
+//!      entries (len bytes)
+//! ```
+//!
+//! A record is valid when its magic, length and CRC32C (over the header without the crc
+//! field, plus the entries) check out. The checksum is what lets the persist stage use
+//! one fence instead of the paper's two (lines 37-41): a record whose bytes did not all
+//! reach persistence fails its checksum and is ignored, exactly like a record whose
+//! persistTS did not.
+//!
+//! Records are appended in sequence-number order. Recovery parses from the persisted
+//! tail, following consecutive sequence numbers, and stops at the first record that is
+//! invalid or out of sequence: a thread writes record n+1 only after record n's fence, so
+//! nothing valid can follow an invalid record. Old records from earlier laps of the ring
+//! have smaller sequence numbers and so end the chain.
+//!
+//! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
+//! no entries, consuming a sequence number) is written at the head and the record goes
+//! to offset 0. If fewer than 32 bytes remain, both sides wrap without a marker.
+//!
+//! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
+//! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
+//! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size).
+
+use crate::heap::alloc::Block;
+use crate::heap::Heap;
+use crate::medium::counters;
+use crate::{Error, Result};
+use std::collections::VecDeque;
+
+/// Record header size.
+pub const HEADER_LEN: usize = 32;
+/// Offset of the ring inside a log area.
+pub const RING_OFFSET: usize = 64;
+const MAGIC: u32 = 0x5052_4543; // "PREC"
+const KIND_TX: u32 = 1;
+const KIND_WRAP: u32 = 2;
+
+const E_WORD: u64 = 1;
+const E_RANGE: u64 = 2;
+const E_ALLOC: u64 = 3;
+const E_FREE: u64 = 4;
+const OFF_MASK: u64 = (1 << 56) - 1;
+
+/// One decoded log entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry<'a> {
+    /// Write `value` at pool offset `off` (8-aligned).
+    Word {
+        /// Target offset.
+        off: u64,
+        /// Value.
+        value: u64,
+    },
+    /// Write `data` at pool offset `off`.
+    Range {
+        /// Target offset.
+        off: u64,
+        /// Bytes.
+        data: &'a [u8],
+    },
+    /// Mark `block` allocated.
+    Alloc(Block),
+    /// Mark `block` free.
+    Free(Block),
+}
+
+/// Builds the entries of one record in DRAM.
+#[derive(Debug, Default)]
+pub struct RecordBuilder {
+    buf: Vec<u8>,
+}
+
+impl RecordBuilder {
+    /// Start a new record.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+    /// Bytes of entries so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+    /// True if no entry was added.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+    fn words(&mut self, a: u64, b: u64) {
+        self.buf.extend_from_slice(&a.to_le_bytes());
+        self.buf.extend_from_slice(&b.to_le_bytes());
+    }
+    /// Append a WORD entry.
+    pub fn word(&mut self, off: u64, value: u64) {
+        self.words(E_WORD << 56 | off, value);
+    }
+    /// Append a RANGE entry.
+    pub fn range(&mut self, off: u64, data: &[u8]) {
+        self.words(E_RANGE << 56 | off, data.len() as u64);
+        self.buf.extend_from_slice(data);
+        let pad = data.len().next_multiple_of(8) - data.len();
+        self.buf.extend(std::iter::repeat_n(0u8, pad));
+    }
+    /// Append an ALLOC entry.
+    pub fn alloc(&mut self, b: Block) {
+        self.words(E_ALLOC << 56 | b.offset, b.size);
+    }
+    /// Append a FREE entry.
+    pub fn free(&mut self, b: Block) {
+        self.words(E_FREE << 56 | b.offset, b.size);
+    }
+    /// The encoded entries.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Decode the entries of a record; `Err` names the first malformed entry.
+pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
+    let mut out = Vec::new();
+    let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    while !bytes.is_empty() {
+        if bytes.len() < 16 {
+            return Err(Error::Corrupt("truncated log entry".into()));
+        }
+        let (w0, w1) = (rd(bytes, 0), rd(bytes, 1));
+        let off = w0 & OFF_MASK;
+        let e = match w0 >> 56 {
+            E_WORD => Entry::Word { off, value: w1 },
+            E_RANGE => {
+                let len = usize::try_from(w1).unwrap_or(usize::MAX);
+                let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
+                if padded > bytes.len() - 16 {
+                    return Err(Error::Corrupt(format!(
+                        "log range entry of {len} bytes overruns its record"
+                    )));
+                }
+                let data = &bytes[16..16 + len];
+                bytes = &bytes[padded..];
+                Entry::Range { off, data }
+            }
+            E_ALLOC => Entry::Alloc(Block {
+                offset: off,
+                size: w1,
+            }),
+            E_FREE => Entry::Free(Block {
+                offset: off,
+                size: w1,
+            }),
+            k => return Err(Error::Corrupt(format!("unknown log entry kind {k}"))),
+        };
+        bytes = &bytes[16..];
+        out.push(e);
+    }
+    Ok(out)
+}
+
+fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u32 {
+    let mut h = [0u8; 28];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&kind.to_le_bytes());
+    h[8..12].copy_from_slice(&len.to_le_bytes());
+    h[12..20].copy_from_slice(&seq.to_le_bytes());
+    h[20..28].copy_from_slice(&persist_ts.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&h), entries)
+}
+
+fn encode_header(
+    kind: u32,
+    len: u32,
+    seq: u64,
+    persist_ts: u64,
+    entries: &[u8],
+) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&kind.to_le_bytes());
+    h[8..12].copy_from_slice(&len.to_le_bytes());
+    h[12..16].copy_from_slice(&checksum(kind, len, seq, persist_ts, entries).to_le_bytes());
+    h[16..24].copy_from_slice(&seq.to_le_bytes());
+    h[24..32].copy_from_slice(&persist_ts.to_le_bytes());
+    h
+}
+
+/// Test-only switch: when false, records are written with a zero checksum and the
+/// parser accepts any checksum (mutation evidence that the checksum matters).
+#[cfg(test)]
+pub static CHECKSUM_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+fn checksum_ok(stored: u32, computed: u32) -> bool {
+    #[cfg(test)]
+    if !CHECKSUM_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
+    stored == computed
+}
+
+/// Pack the tail word.
+fn tail_word(tail: usize, seq: u64) -> u64 {
+    (tail as u64) << 32 | (seq & 0xFFFF_FFFF)
+}
+
+/// A record found by the parser.
+#[derive(Debug)]
+pub struct ParsedRecord {
+    /// Sequence number.
+    pub seq: u64,
+    /// Persist timestamp.
+    pub persist_ts: u64,
+    /// Entry bytes (copied out of the log).
+    pub entries: Vec<u8>,
+}
+
+/// Result of parsing one slot's log.
+#[derive(Debug)]
+pub struct ParsedLog {
+    /// Valid records in order.
+    pub records: Vec<ParsedRecord>,
+    /// Sequence number the next record should carry.
+    pub next_seq: u64,
+}
+
+/// Parse the log of one slot from its persisted tail (recovery, `pisces info`).
+pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
+    let cap = area_len - RING_OFFSET;
+    let ring = area_off + RING_OFFSET;
+    let tw = heap
+        .atomic_u64(area_off)
+        .load(std::sync::atomic::Ordering::Acquire);
+    let mut pos = (tw >> 32) as usize;
+    let seq_lo = tw & 0xFFFF_FFFF;
+    let mut records = Vec::new();
+    let mut expected: Option<u64> = None;
+    let mut consumed = 0usize;
+    let mut next_seq = seq_lo;
+    if pos >= cap || pos % 8 != 0 {
+        return ParsedLog { records, next_seq };
+    }
+    loop {
+        if cap - pos < HEADER_LEN {
+            consumed += cap - pos;
+            pos = 0;
+        }
+        if consumed >= cap {
+            break;
+        }
+        let mut h = [0u8; HEADER_LEN];
+        heap.read_bytes(ring + pos, &mut h);
+        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+        let (magic, kind, len, crc, seq, pts) = (
+            u32at(0),
+            u32at(4),
+            u32at(8) as usize,
+            u32at(12),
+            u64at(16),
+            u64at(24),
+        );
+        if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+            break;
+        }
+        let in_seq = match expected {
+            None => seq & 0xFFFF_FFFF == seq_lo,
+            Some(e) => seq == e,
+        };
+        if !in_seq || len % 8 != 0 || len > cap - pos - HEADER_LEN {
+            break;
+        }
+        let mut entries = vec![0u8; len];
+        heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
+        if !checksum_ok(crc, checksum(kind, len as u32, seq, pts, &entries)) {
+            break;
+        }
+        expected = Some(seq + 1);
+        next_seq = seq + 1;
+        if kind == KIND_WRAP {
+            consumed += cap - pos;
+            pos = 0;
+            continue;
+        }
+        records.push(ParsedRecord {
+            seq,
+            persist_ts: pts,
+            entries,
+        });
+        consumed += HEADER_LEN + len;
+        pos += HEADER_LEN + len;
+        if pos == cap {
+            pos = 0;
+        }
+    }
+    ParsedLog { records, next_seq }
+}
+
+/// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).
+/// Flushes; the caller fences.
+pub fn reset(heap: &Heap, area_off: usize, next_seq: u64) {
+    heap.atomic_u64(area_off)
+        .store(tail_word(0, next_seq), std::sync::atomic::Ordering::Release);
+    heap.flush(area_off, 8);
+}
+
+/// A record in the ring not yet recycled.
+#[derive(Clone, Copy, Debug)]
+struct LiveRecord {
+    /// Where the parser must start to reach this record: the record itself, or the wrap
+    /// marker in front of it.
+    parse_start: usize,
+    /// Sequence number at `parse_start`.
+    parse_seq: u64,
+    /// Bytes this record occupies, including wrap waste in front of it.
+    footprint: usize,
+    seq: u64,
+    persist_ts: u64,
+}
+
+/// The writer side of one slot's log (volatile bookkeeping of the ring).
+#[derive(Debug)]
+pub struct LogWriter {
+    area_off: usize,
+    cap: usize,
+    head: usize,
+    used: usize,
+    next_seq: u64,
+    live: VecDeque<LiveRecord>,
+}
+
+impl LogWriter {
+    /// Writer for an empty log (after recovery reset it) whose next record has `next_seq`.
+    pub fn new(area_off: usize, area_len: usize, next_seq: u64) -> Self {
+        LogWriter {
+            area_off,
+            cap: area_len - RING_OFFSET,
+            head: 0,
+            used: 0,
+            next_seq,
+            live: VecDeque::new(),
+        }
+    }
+
+    /// Largest record (header + entries) this log can ever hold.
+    pub fn max_record(&self) -> usize {
+        // Worst case a record needs its own size plus wrap waste; keep it simple and
+        // safe: half the ring.
+        self.cap / 2
+    }
+
+    /// Capacity of the ring.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes in use.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    fn footprint_at_head(&self, rec_len: usize) -> (usize, bool) {
+        let rem = self.cap - self.head;
+        if rec_len <= rem {
+            (rec_len, false)
+        } else {
+            (rem + rec_len, true)
+        }
+    }
+
+    /// True if a record with `entries_len` bytes of entries fits now.
+    pub fn fits(&self, entries_len: usize) -> bool {
+        let (fp, _) = self.footprint_at_head(HEADER_LEN + entries_len);
+        self.used + fp <= self.cap
+    }
+
+    /// Write a record (header + `entries`) at the head and flush it (the caller fences
+    /// once for the whole persist stage). Returns its sequence number. The caller has
+    /// checked `fits`.
+    pub fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
+        let rec_len = HEADER_LEN + entries.len();
+        let (footprint, wraps) = self.footprint_at_head(rec_len);
+        debug_assert!(self.used + footprint <= self.cap);
+        let ring = self.area_off + RING_OFFSET;
+        let (mut parse_start, parse_seq) = (self.head, self.next_seq);
+        if wraps {
+            if self.cap - self.head >= HEADER_LEN {
+                let h = encode_header(KIND_WRAP, 0, self.next_seq, 0, &[]);
+                heap.write_bytes(ring + self.head, &h);
+                heap.flush(ring + self.head, HEADER_LEN);
+                self.next_seq += 1;
+            } else {
+                parse_start = 0;
+            }
+            self.head = 0;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        #[allow(unused_mut)]
+        let mut h = encode_header(KIND_TX, entries.len() as u32, seq, persist_ts, entries);
+        #[cfg(test)]
+        if !CHECKSUM_ON.load(std::sync::atomic::Ordering::Relaxed) {
+            h[12..16].fill(0);
+        }
+        heap.write_bytes(ring + self.head + HEADER_LEN, entries);
+        heap.write_bytes(ring + self.head, &h);
+        heap.flush(ring + self.head, rec_len);
+        counters::add_bytes_logged(rec_len as u64);
+        self.live.push_back(LiveRecord {
+            parse_start,
+            parse_seq,
+            footprint,
+            seq,
+            persist_ts,
+        });
+        self.used += footprint;
+        self.head += rec_len;
+        if self.head == self.cap {
+            self.head = 0;
+        }
+        seq
+    }
+
+    /// Drop the records that are written back (`seq <= written_back_seq`) and below the
+    /// durable watermark, then persist the new tail. Returns the bytes reclaimed.
+    pub fn recycle(&mut self, heap: &Heap, written_back_seq: u64, durable_watermark: u64) -> usize {
+        let mut freed = 0;
+        while let Some(r) = self.live.front() {
+            if r.seq > written_back_seq || r.persist_ts >= durable_watermark {
+                break;
+            }
+            freed += r.footprint;
+            self.live.pop_front();
+        }
+        if freed == 0 {
+            return 0;
+        }
+        self.used -= freed;
+        let (tail, seq) = match self.live.front() {
+            Some(r) => (r.parse_start, r.parse_seq),
+            None => (self.head, self.next_seq),
+        };
+        heap.atomic_u64(self.area_off)
+            .store(tail_word(tail, seq), std::sync::atomic::Ordering::Release);
+        heap.persist(self.area_off, 8);
+        freed
+    }
+}

@@ -1,0 +1,465 @@
+//! Pool-wide state of the Pisces engine and the write-back stage.
+//!
+//! # Slots
+//! Each thread slot has, in DRAM and cache-padded ([`Slot`]):
+//! * its published start timestamp (`protocol::SlotClock`);
+//! * `persisting_ts` and `pending_min`, which bound from below the persistTS of every
+//!   record of this slot that is not yet durably written back (see [`Shared::watermark`]);
+//! * `wb_seq`, the highest log sequence number whose write-back is durable;
+//! * the batch of committed transactions whose write-back is pending (group commit),
+//!   behind a mutex so that *another* thread can perform it ("helping").
+//!
+//! # Group commit and helping
+//! A committed transaction keeps its objects locked (header words pointing to its
+//! copies) until its write-back. Write-backs of up to K transactions of a thread are
+//! batched under one grace period and one fence. The batch is written back when it is
+//! full, when the owner's next transaction writes one of its objects, when the owner
+//! quiesces, or when another thread that aborted on one of its locks helps: any thread
+//! that is not inside a transaction may lock a slot's batch and write it back. Copies
+//! are immutable after commit, so the helper needs nothing from the owner.
+//!
+//! # Reclaiming copies (P-1)
+//! After a write-back unlinks copies, readers that loaded a header earlier may still be
+//! reading them. The unlinked copies are *retired* with `retire_ts = globalTS + 1` (read
+//! after the unlink): every transaction that could have loaded the header has
+//! `startTS < retire_ts`. They are reused only after a grace period for `retire_ts`.
+//! The owner's own running transaction is never waited for (it is the caller, or its
+//! start is after all its batch's endTS); it is protected because its slot's batch is
+//! empty while it runs, so no grace period frees its retired copies before it commits.
+//!
+//! # Log recycling (P-2) and the watermark
+//! A record may be dropped only when every record with a smaller persistTS (in any
+//! thread's log) is durably written back; otherwise recovery would replay the older
+//! record over the newer value. The persistent watermark W says "every record with
+//! persistTS < W is written back and may be ignored". A thread advances W to
+//! `min(globalTS, persisting_ts[*], pending_min[*])`, persists it, and only then drops
+//! its own records below W and persists its new log tail.
+
+use super::log::LogWriter;
+use super::protocol::{wait_for_readers, Clock, SlotClock, TxRecord};
+use crate::engine::EngineOptions;
+use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::layout::ENGINE_AREA_OFFSET;
+use crate::heap::Heap;
+use crate::medium::counters;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::AtomicU64;
+#[cfg(test)]
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Offset of the persistent recycle watermark word.
+pub const WATERMARK_OFFSET: usize = ENGINE_AREA_OFFSET;
+
+/// Words per DRAM chunk holding copies.
+pub const CHUNK_WORDS: usize = 8 * 1024;
+
+/// Header of an object copy in DRAM. The copy's data (the whole payload) follows.
+#[repr(C)]
+pub struct CopyHdr {
+    /// The writer's commit record (identity and endTS).
+    pub writer: *const TxRecord,
+    /// Payload offset of the home object.
+    pub home: u64,
+    /// Payload length in bytes (a multiple of 8).
+    pub len: u64,
+    /// Index of the transaction's write-set entry for this object.
+    pub entry: u64,
+}
+
+/// Bytes of [`CopyHdr`]; data starts here (8-aligned).
+pub const COPY_HDR: usize = std::mem::size_of::<CopyHdr>();
+
+impl CopyHdr {
+    /// Pointer to the copy's data.
+    ///
+    /// # Safety
+    /// `this` must point to a live copy.
+    #[inline]
+    pub unsafe fn data(this: *const CopyHdr) -> *mut u8 {
+        // SAFETY: data follows the header inside the same chunk (caller's contract).
+        unsafe { (this as *mut u8).add(COPY_HDR) }
+    }
+}
+
+/// The memory of one transaction attempt: its commit record and its copies.
+pub struct Attempt {
+    /// Commit record; copies point here, so an attempt is boxed and never moves.
+    pub record: TxRecord,
+    chunks: Vec<Box<[u64]>>,
+    used: usize,
+}
+
+impl Attempt {
+    /// A fresh attempt for slot `slot`.
+    pub fn new(slot: usize) -> Box<Attempt> {
+        Box::new(Attempt {
+            record: TxRecord::new(slot),
+            chunks: Vec::new(),
+            used: CHUNK_WORDS,
+        })
+    }
+
+    /// Forget all copies (only when no thread can reference them) and reset the record.
+    pub fn recycle(&mut self) {
+        self.record.reset();
+        self.chunks.retain(|c| c.len() == CHUNK_WORDS);
+        self.chunks.truncate(1);
+        self.used = if self.chunks.is_empty() {
+            CHUNK_WORDS
+        } else {
+            0
+        };
+    }
+
+    /// Room for a copy of `len` payload bytes (a multiple of 8); returns the header.
+    /// The address fits in 48 bits (checked), as the header-word encoding needs.
+    pub fn alloc_copy(&mut self, len: usize) -> Option<*mut CopyHdr> {
+        let words = COPY_HDR / 8 + len / 8;
+        if words > CHUNK_WORDS {
+            // Large objects get a chunk of their own.
+            let chunk = vec![0u64; words].into_boxed_slice();
+            let p = chunk.as_ptr() as *mut CopyHdr;
+            self.chunks.push(chunk);
+            // Keep the current small chunk the last one only if it has room; a fresh
+            // chunk will be started for the next small copy otherwise.
+            self.used = CHUNK_WORDS;
+            return fits_48(p);
+        }
+        if self.used + words > CHUNK_WORDS {
+            self.chunks.push(vec![0u64; CHUNK_WORDS].into_boxed_slice());
+            self.used = 0;
+        }
+        let chunk = self.chunks.last_mut()?;
+        // SAFETY: `used + words <= CHUNK_WORDS`, so the range is inside the chunk.
+        let p = unsafe { chunk.as_mut_ptr().add(self.used) } as *mut CopyHdr;
+        self.used += words;
+        fits_48(p)
+    }
+}
+
+fn fits_48(p: *mut CopyHdr) -> Option<*mut CopyHdr> {
+    ((p as u64) < (1 << 48)).then_some(p)
+}
+
+/// A byte range to copy home at write-back.
+#[derive(Clone, Copy, Debug)]
+pub struct HomeRange {
+    /// Destination (pool offset).
+    pub home: u64,
+    /// Source inside the transaction's copies.
+    pub src: *const u8,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// A committed transaction waiting for write-back.
+pub struct Committed {
+    /// Copies and commit record.
+    pub attempt: Box<Attempt>,
+    /// What to copy home.
+    pub ranges: Vec<HomeRange>,
+    /// Blocks allocated by the transaction.
+    pub allocs: Vec<Block>,
+    /// Blocks freed by the transaction.
+    pub frees: Vec<Block>,
+    /// Header-word offsets to clear (unlock).
+    pub unlock: Vec<u64>,
+    /// endTS.
+    pub end_ts: u64,
+    /// Log sequence number of its record.
+    pub log_seq: u64,
+}
+
+/// Attempts whose copies were unlinked at a time before `retire_ts`.
+pub struct Retired {
+    attempt: Box<Attempt>,
+    retire_ts: u64,
+}
+
+/// The pending write-backs of one slot and its reclaimable memory.
+#[derive(Default)]
+pub struct Batch {
+    /// Committed transactions, in commit order.
+    pub entries: Vec<Committed>,
+    /// Unlinked attempts awaiting a grace period.
+    pub retired: Vec<Retired>,
+    /// Attempts ready for reuse.
+    pub spare: Vec<Box<Attempt>>,
+}
+
+// SAFETY: the raw pointers inside `Committed` (copy sources, commit-record pointers in
+// copies) point into `Attempt`s owned by the same `Batch`; they are only dereferenced
+// by whoever holds the batch mutex, or by readers under the grace-period protocol, and
+// the attempts are heap-allocated so moving the batch between threads moves no copy.
+unsafe impl Send for Batch {}
+
+/// One thread slot.
+#[derive(Default)]
+pub struct Slot {
+    /// Published start timestamp.
+    pub clock: SlotClock,
+    /// Lower bound of the persistTS of a record being written (u64::MAX: none).
+    pub persisting_ts: AtomicU64,
+    /// Minimum persistTS of records not yet durably written back (u64::MAX: none).
+    pub pending_min: AtomicU64,
+    /// Highest log sequence number durably written back.
+    pub wb_seq: AtomicU64,
+    /// Pending write-backs.
+    pub batch: Mutex<Batch>,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            clock: SlotClock::default(),
+            persisting_ts: AtomicU64::new(u64::MAX),
+            pending_min: AtomicU64::new(u64::MAX),
+            wb_seq: AtomicU64::new(0),
+            batch: Mutex::new(Batch::default()),
+        }
+    }
+
+    /// Lock the batch; a panic in another thread while holding it cannot leave it in a
+    /// state worse than "some write-backs not done", so poisoning is ignored.
+    pub fn lock_batch(&self) -> MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Test-only switches that remove one protocol step each (mutation evidence).
+#[cfg(test)]
+pub mod mutation {
+    use std::sync::atomic::AtomicBool;
+    /// Skip the grace period before write-back.
+    pub static SKIP_GRACE: AtomicBool = AtomicBool::new(false);
+    /// Drop records below the watermark without persisting it first.
+    pub static SKIP_WATERMARK: AtomicBool = AtomicBool::new(false);
+}
+
+/// Pool-wide engine state.
+pub struct Shared {
+    /// The pool.
+    pub heap: Arc<Heap>,
+    /// The allocator.
+    pub alloc: Arc<Allocator>,
+    /// globalTS.
+    pub clock: Clock,
+    /// Thread slots.
+    pub slots: Vec<CachePadded<Slot>>,
+    /// Engine options.
+    pub opts: EngineOptions,
+    /// Generation tag in the top 16 bits of a locked header word.
+    pub tag: u64,
+    /// Next log sequence number of each slot after recovery.
+    pub next_seq: Vec<u64>,
+}
+
+/// Mask of the copy pointer in a header word.
+pub const PTR_MASK: u64 = (1 << 48) - 1;
+
+impl Shared {
+    /// Build the shared state (after recovery).
+    pub fn new(
+        heap: Arc<Heap>,
+        alloc: Arc<Allocator>,
+        opts: EngineOptions,
+        clock_start: u64,
+        next_seq: Vec<u64>,
+    ) -> Shared {
+        let n = heap.layout().max_threads;
+        let tag = (heap.generation() % 0xFFFF + 1) << 48;
+        Shared {
+            heap,
+            alloc,
+            clock: Clock::new(clock_start),
+            slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
+            opts,
+            tag,
+            next_seq,
+        }
+    }
+
+    /// True if header word `h` is a lock of this run.
+    #[inline]
+    pub fn is_locked(&self, h: u64) -> bool {
+        h & !PTR_MASK == self.tag
+    }
+
+    /// The slot clocks, for grace periods.
+    pub fn clocks(&self) -> impl Iterator<Item = &SlotClock> {
+        self.slots.iter().map(|s| &s.clock)
+    }
+
+    /// A new log writer for slot `slot`.
+    pub fn log_writer(&self, slot: usize) -> LogWriter {
+        let l = self.heap.layout();
+        LogWriter::new(
+            l.log_offset(slot),
+            l.log_bytes_per_thread,
+            self.next_seq[slot],
+        )
+    }
+
+    /// Write back a slot's batch (the third commit stage) and reclaim what the grace
+    /// period frees. `caller_slot` is the slot of the calling thread, which must not be
+    /// inside a transaction unless it is the batch's owner.
+    pub fn write_back(
+        &self,
+        slot: usize,
+        batch: &mut Batch,
+        caller_slot: usize,
+        cache: &mut ThreadCache,
+    ) {
+        if batch.entries.is_empty() {
+            return;
+        }
+        let max_end = batch.entries.iter().map(|e| e.end_ts).max().unwrap_or(0);
+        #[cfg(test)]
+        let skip = mutation::SKIP_GRACE.load(Relaxed);
+        #[cfg(not(test))]
+        let skip = false;
+        if !skip {
+            wait_for_readers(self.clocks(), caller_slot, max_end);
+        }
+        let heap = &*self.heap;
+        for e in &batch.entries {
+            for r in &e.ranges {
+                // SAFETY: `src` points into the copies of `e.attempt`, alive while the
+                // batch holds it; `home` was validated when the object was locked.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(r.src, heap.ptr(r.home as usize), r.len as usize)
+                };
+                heap.flush(r.home as usize, r.len as usize);
+                counters::add_bytes_written_home(r.len as u64);
+            }
+            for &b in &e.allocs {
+                self.alloc.publish_alloc(b);
+            }
+            for &b in &e.frees {
+                self.alloc.publish_free(b);
+            }
+        }
+        // Unlock after the home copies: Release publishes the new home contents to a
+        // reader that Acquires the cleared header (it then reads home, not the copy).
+        for e in &batch.entries {
+            for &h in &e.unlock {
+                heap.atomic_u64(h as usize).store(0, Release);
+            }
+        }
+        heap.fence();
+        let s = &self.slots[slot];
+        let last_seq = batch.entries.last().map_or(0, |e| e.log_seq);
+        // Release: the owner's recycler Acquires wb_seq and then overwrites log space;
+        // our fence above made the write-back durable before this store.
+        s.wb_seq.fetch_max(last_seq, Release);
+        // SeqCst: ordered with the owner's next `pending_min` update and with the
+        // watermark scans (see `watermark`).
+        s.pending_min.store(u64::MAX, SeqCst);
+        // Reclaim attempts retired before a timestamp the grace period covered.
+        let mut i = 0;
+        while i < batch.retired.len() {
+            if !skip && batch.retired[i].retire_ts <= max_end {
+                let mut r = batch.retired.swap_remove(i);
+                r.attempt.recycle();
+                batch.spare.push(r.attempt);
+            } else {
+                i += 1;
+            }
+        }
+        // Freed blocks are durable-free and no snapshot can see them any more.
+        for e in &batch.entries {
+            for &b in &e.frees {
+                self.alloc.release(cache, b);
+            }
+        }
+        // Copies just unlinked: reclaim after a later grace period.
+        let retire_ts = self.clock.now() + 1;
+        for e in batch.entries.drain(..) {
+            batch.retired.push(Retired {
+                attempt: e.attempt,
+                retire_ts,
+            });
+        }
+    }
+
+    /// Retire an aborted attempt whose locks are already released.
+    pub fn retire(&self, batch: &mut Batch, attempt: Box<Attempt>) {
+        let retire_ts = self.clock.now() + 1;
+        batch.retired.push(Retired { attempt, retire_ts });
+    }
+
+    /// Grace period for everything retired in `batch`, then reclaim it. Only for a
+    /// caller that is not inside a transaction.
+    pub fn reclaim_all(&self, batch: &mut Batch, caller_slot: usize) {
+        let Some(ts) = batch.retired.iter().map(|r| r.retire_ts).max() else {
+            return;
+        };
+        wait_for_readers(self.clocks(), caller_slot, ts);
+        for mut r in batch.retired.drain(..) {
+            r.attempt.recycle();
+            batch.spare.push(r.attempt);
+        }
+    }
+
+    /// The watermark candidate: no record with a smaller persistTS is pending anywhere.
+    ///
+    /// Races closed: a thread entering its persist stage publishes `persisting_ts = 0`
+    /// (SeqCst) before loading globalTS for its persistTS, and we load globalTS before
+    /// scanning, so either we see its guard or its persistTS is at least our globalTS.
+    /// A committing thread sets `pending_min` before clearing `persisting_ts`; we read
+    /// `persisting_ts` first, so we cannot miss both.
+    pub fn watermark(&self) -> u64 {
+        let mut w = self.clock.now();
+        for s in &self.slots {
+            w = w.min(s.persisting_ts.load(SeqCst));
+            w = w.min(s.pending_min.load(SeqCst));
+        }
+        w
+    }
+
+    /// Raise the persistent watermark to at least `w` and make it durable.
+    pub fn persist_watermark(&self, w: u64) {
+        // AcqRel: the flush that follows reads the line, which then holds our value or a
+        // larger one; nothing else is ordered by this RMW.
+        self.heap.atomic_u64(WATERMARK_OFFSET).fetch_max(w, AcqRel);
+        // The line now holds a value >= w whoever wrote it; our flush + fence makes it
+        // durable before we drop any record below w.
+        self.heap.persist(WATERMARK_OFFSET, 8);
+    }
+
+    /// Write back every slot's pending batch (pool close); the caller is in no
+    /// transaction.
+    pub fn quiesce(&self, caller_slot: usize, cache: &mut ThreadCache) {
+        for (i, s) in self.slots.iter().enumerate() {
+            let mut b = s.lock_batch();
+            self.write_back(i, &mut b, caller_slot, cache);
+        }
+    }
+
+    /// Help: write back other slots' batches that are not locked right now.
+    pub fn help_all(&self, caller_slot: usize, cache: &mut ThreadCache) {
+        for (i, s) in self.slots.iter().enumerate() {
+            if i == caller_slot {
+                continue;
+            }
+            if let Ok(mut b) = s.batch.try_lock() {
+                self.write_back(i, &mut b, caller_slot, cache);
+            }
+        }
+    }
+
+    /// Help one slot (after aborting on one of its locks).
+    pub fn help(&self, slot: usize, caller_slot: usize, cache: &mut ThreadCache) {
+        if let Some(s) = self.slots.get(slot) {
+            let mut b = s.lock_batch();
+            self.write_back(slot, &mut b, caller_slot, cache);
+        }
+    }
+
+    /// Read the durable watermark (recovery and diagnostics).
+    pub fn durable_watermark(&self) -> u64 {
+        self.heap.atomic_u64(WATERMARK_OFFSET).load(Acquire)
+    }
+}

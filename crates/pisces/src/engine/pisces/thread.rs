@@ -1,0 +1,532 @@
+//! One thread's Pisces transactions: Algorithm 1's TM_START / READ / WRITE / COMMIT.
+//!
+//! Copies live in DRAM (flush-diff, §4): `write` links a DRAM copy to the object's
+//! header word with a CAS (encounter-time locking) and the transaction works on the
+//! copy. At commit the copy is compared with home word by word and only changed words
+//! are logged (or, with flush-diff off, whole objects), the record is persisted with one
+//! fence, the transaction becomes visible through its endTS, and its write-back joins
+//! the thread's group-commit batch.
+//!
+//! Allocation reserves a block and links a zeroed copy to its header like a write, so a
+//! new object becomes reachable only through the normal write-back (after a grace
+//! period) and a stale pointer to a recently freed block never observes a home write
+//! while a reader could be looking.
+
+use super::log::{LogWriter, RecordBuilder};
+use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR, PTR_MASK};
+use crate::engine::EngineThread;
+use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::ROOT_SLOT_OFFSET;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::Arc;
+
+/// What the transaction did to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// An existing object written.
+    Written,
+    /// A block allocated by this transaction.
+    Fresh(Block),
+    /// An existing object freed (and perhaps written).
+    Freed(Block),
+    /// Allocated and freed again by this transaction.
+    FreshFreed(Block),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct WriteEntry {
+    /// Offset of the header word.
+    header: u64,
+    copy: *mut CopyHdr,
+    kind: Kind,
+}
+
+/// A thread's Pisces state.
+pub struct PiscesThread {
+    sh: Arc<Shared>,
+    slot: usize,
+    cache: ThreadCache,
+    log: LogWriter,
+    attempt: Option<Box<Attempt>>,
+    /// An attempt that linked nothing (read-only commit), reusable at once.
+    idle_attempt: Option<Box<Attempt>>,
+    start_ts: u64,
+    writes: Vec<WriteEntry>,
+    record: RecordBuilder,
+    /// Slot whose pending lock made us abort: helped before the retry.
+    help_hint: Option<usize>,
+    durable_watermark: u64,
+}
+
+// SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
+// state moves between threads only between transactions (the API checks a state out to
+// one thread at a time).
+unsafe impl Send for PiscesThread {}
+
+impl PiscesThread {
+    /// State for `slot`; only one may exist per slot.
+    pub fn new(sh: Arc<Shared>, slot: usize) -> PiscesThread {
+        let log = sh.log_writer(slot);
+        PiscesThread {
+            sh,
+            slot,
+            cache: ThreadCache::default(),
+            log,
+            attempt: None,
+            idle_attempt: None,
+            start_ts: 0,
+            writes: Vec::new(),
+            record: RecordBuilder::default(),
+            help_hint: None,
+            durable_watermark: 0,
+        }
+    }
+
+    fn record_ptr(&self) -> *const super::protocol::TxRecord {
+        self.attempt
+            .as_ref()
+            .map_or(std::ptr::null(), |a| &a.record as *const _)
+    }
+
+    /// Validate a user offset: returns the header-word offset and payload length.
+    #[inline]
+    fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
+        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+            if len <= 16 {
+                return Ok((ROOT_SLOT_OFFSET as u64, 16));
+            }
+        } else if let Some(b) = self.sh.alloc.block_at(off) {
+            if len <= b.payload_len() {
+                return Ok((b.offset, b.payload_len() & !7));
+            }
+            return Err(Error::InvalidPointer(format!(
+                "object at {off:#x} has {} bytes, not {len}",
+                b.payload_len()
+            )));
+        }
+        Err(Error::InvalidPointer(format!(
+            "{off:#x} is not an object of this pool"
+        )))
+    }
+
+    fn active(&self) -> Result<()> {
+        if self.attempt.is_none() {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lock the object whose header is at `header` (payload `plen` bytes) for this
+    /// transaction, creating its copy; returns the copy. `fresh` copies start zeroed
+    /// instead of as a copy of home.
+    fn lock(&mut self, header: u64, plen: usize, kind: Kind) -> Result<*mut CopyHdr> {
+        let me = self.record_ptr();
+        let hw = self.sh.heap.atomic_u64(header as usize);
+        loop {
+            // Acquire: pairs with the Release of the CAS that linked a copy (its header
+            // fields) and of the write-back's unlock (home contents).
+            let h = hw.load(Acquire);
+            if self.sh.is_locked(h) {
+                let c = (h & PTR_MASK) as *const CopyHdr;
+                // SAFETY: a locked header of this run points to a live copy: copies are
+                // reclaimed only after a grace period that waits for this transaction.
+                let w = unsafe { (*c).writer };
+                if w == me {
+                    return Ok(c as *mut CopyHdr);
+                }
+                // SAFETY: the writer record lives as long as its copies (same attempt).
+                let owner = unsafe { (*w).slot };
+                if owner == self.slot {
+                    // One of our own group-committed transactions still holds it: push
+                    // our batch out now (the paper's "another transaction needs to
+                    // update the same object"), then look again.
+                    let mut b = self.sh.slots[self.slot].lock_batch();
+                    self.sh
+                        .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+                    continue;
+                }
+                self.help_hint = Some(owner);
+                return Err(Error::Conflict);
+            }
+            let attempt = self.attempt.as_mut().ok_or(Error::Conflict)?;
+            let copy = attempt.alloc_copy(plen).ok_or_else(|| {
+                Error::InvalidConfig("copy memory is above the 48-bit address range".into())
+            })?;
+            // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
+            unsafe {
+                copy.write(CopyHdr {
+                    writer: me,
+                    home: header + HEADER as u64,
+                    len: plen as u64,
+                    entry: self.writes.len() as u64,
+                });
+            }
+            // AcqRel: Release publishes the copy header (writer pointer) to readers that
+            // Acquire the header word; Acquire orders our read of home after the
+            // previous writer's write-back.
+            if hw
+                .compare_exchange(h, self.sh.tag | copy as u64, AcqRel, Acquire)
+                .is_err()
+            {
+                return Err(Error::Conflict);
+            }
+            // SAFETY: we hold the lock, so home is stable; both ranges are `plen` bytes
+            // (home validated, copy just allocated).
+            unsafe {
+                let data = CopyHdr::data(copy);
+                if matches!(kind, Kind::Fresh(_)) {
+                    std::ptr::write_bytes(data, 0, plen);
+                } else {
+                    std::ptr::copy_nonoverlapping(
+                        self.sh.heap.ptr(header as usize + HEADER),
+                        data,
+                        plen,
+                    );
+                }
+            }
+            self.writes.push(WriteEntry { header, copy, kind });
+            return Ok(copy);
+        }
+    }
+
+    /// Release every lock of the running attempt and retire it.
+    fn rollback(&mut self) {
+        for w in self.writes.drain(..) {
+            // Release: our copy is unlinked before the attempt is retired.
+            self.sh.heap.atomic_u64(w.header as usize).store(0, Release);
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.sh.slots[self.slot].clock.finish();
+        if let Some(a) = self.attempt.take() {
+            let mut b = self.sh.slots[self.slot].lock_batch();
+            self.sh.retire(&mut b, a);
+            if b.retired.len() > 64 {
+                self.sh.reclaim_all(&mut b, self.slot);
+            }
+        }
+    }
+
+    /// Encode the redo record of the running transaction into `self.record` and
+    /// collect what write-back must do.
+    fn build_record(
+        &mut self,
+        ranges: &mut Vec<HomeRange>,
+        allocs: &mut Vec<Block>,
+        frees: &mut Vec<Block>,
+        unlock: &mut Vec<u64>,
+    ) {
+        self.record.clear();
+        let heap = &self.sh.heap;
+        for w in &self.writes {
+            // SAFETY: our copies are alive (owned by the running attempt).
+            let (home, len, data) = unsafe {
+                (
+                    (*w.copy).home,
+                    (*w.copy).len as usize,
+                    CopyHdr::data(w.copy),
+                )
+            };
+            unlock.push(w.header);
+            match w.kind {
+                Kind::Freed(b) => {
+                    self.record.free(b);
+                    frees.push(b);
+                    continue;
+                }
+                Kind::FreshFreed(_) => continue,
+                Kind::Fresh(b) => {
+                    self.record.alloc(b);
+                    allocs.push(b);
+                }
+                Kind::Written => {}
+            }
+            if !self.sh.opts.flush_diff {
+                // SAFETY: copy data is `len` bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+                self.record.range(home, bytes);
+                ranges.push(HomeRange {
+                    home,
+                    src: data,
+                    len: len as u32,
+                });
+                continue;
+            }
+            // Flush-diff: runs of changed words.
+            let words = len / 8;
+            let mut i = 0;
+            while i < words {
+                // SAFETY: `i < words`; home is locked by us and stable, the copy is ours.
+                let differs = |i: usize| unsafe {
+                    let c = (data as *const u64).add(i).read();
+                    let h = (heap.ptr(home as usize) as *const u64).add(i).read();
+                    c != h
+                };
+                if !differs(i) {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < words && differs(i) {
+                    i += 1;
+                }
+                let off = home + 8 * start as u64;
+                // SAFETY: `start..i` is inside the copy.
+                let src = unsafe { data.add(8 * start) };
+                let n = i - start;
+                if n == 1 {
+                    // SAFETY: one word inside the copy.
+                    self.record.word(off, unsafe { (src as *const u64).read() });
+                } else {
+                    // SAFETY: `n` words inside the copy.
+                    self.record
+                        .range(off, unsafe { std::slice::from_raw_parts(src, 8 * n) });
+                }
+                ranges.push(HomeRange {
+                    home: off,
+                    src,
+                    len: (8 * n) as u32,
+                });
+            }
+        }
+    }
+
+    /// Make room in the log for a record of `entries` bytes.
+    fn reserve_log(&mut self, entries: usize) -> Result<()> {
+        let needed = super::log::HEADER_LEN + entries;
+        if needed > self.log.max_record() {
+            return Err(Error::TooLargeForLog {
+                needed,
+                capacity: self.log.max_record(),
+            });
+        }
+        let mut round = 0u32;
+        while !self.log.fits(entries) {
+            // 1. our own pending write-backs; 2. recycle; 3. help the others.
+            {
+                let mut b = self.sh.slots[self.slot].lock_batch();
+                self.sh
+                    .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+            }
+            self.recycle();
+            if self.log.fits(entries) {
+                break;
+            }
+            self.sh.help_all(self.slot, &mut self.cache);
+            self.recycle();
+            round += 1;
+            if round > 2 {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop written-back records below the watermark (P-2), persisting it first.
+    fn recycle(&mut self) {
+        let w = self.sh.watermark();
+        #[cfg(test)]
+        let skip =
+            super::shared::mutation::SKIP_WATERMARK.load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(test))]
+        let skip = false;
+        if w > self.durable_watermark {
+            if !skip {
+                self.sh.persist_watermark(w);
+            }
+            self.durable_watermark = w;
+        }
+        let wb = self.sh.slots[self.slot].wb_seq.load(Acquire);
+        self.log.recycle(&self.sh.heap, wb, self.durable_watermark);
+    }
+
+    /// Which slot to help after a conflict, if any (consumed).
+    pub fn take_help_hint(&mut self) -> Option<usize> {
+        self.help_hint.take()
+    }
+}
+
+impl EngineThread for PiscesThread {
+    fn begin(&mut self) {
+        if self.attempt.is_some() {
+            self.rollback();
+        }
+        let attempt = match self.idle_attempt.take() {
+            Some(a) => a,
+            None => {
+                let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
+                spare.unwrap_or_else(|| Attempt::new(self.slot))
+            }
+        };
+        self.attempt = Some(attempt);
+        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+    }
+
+    #[inline]
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.active()?;
+        let (header, _) = self.validate(off, len)?;
+        let hw = self.sh.heap.atomic_u64(header as usize);
+        // Acquire: see `lock`.
+        let h = hw.load(Acquire);
+        // SAFETY: `off` validated to be a payload inside the pool.
+        let home = unsafe { self.sh.heap.ptr(off as usize) } as *const u8;
+        if !self.sh.is_locked(h) {
+            return Ok(home); // fast path (line 10)
+        }
+        let c = (h & PTR_MASK) as *const CopyHdr;
+        // SAFETY: a locked header points to a live copy and its writer's record (see
+        // `lock`); both outlive this transaction by the grace period.
+        unsafe {
+            let w = (*c).writer;
+            if w == self.record_ptr() || (*w).visible_to(self.start_ts) {
+                return Ok(CopyHdr::data(c));
+            }
+        }
+        Ok(home)
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.active()?;
+        let (header, plen) = self.validate(off, len)?;
+        let c = self.lock(header, plen, Kind::Written)?;
+        // SAFETY: our own live copy.
+        Ok(unsafe { CopyHdr::data(c) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.active()?;
+        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        match self.lock(b.offset, b.payload_len() & !7, Kind::Fresh(b)) {
+            Ok(_) => Ok(b.payload()),
+            Err(e) => {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+                Err(e)
+            }
+        }
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.active()?;
+        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+            return Err(Error::InvalidPointer(
+                "the root slot cannot be freed".into(),
+            ));
+        }
+        let b = self.sh.alloc.block_at(off).ok_or_else(|| {
+            Error::InvalidPointer(format!("{off:#x} is not an object of this pool"))
+        })?;
+        let before = self.writes.len();
+        let c = self.lock(b.offset, b.payload_len() & !7, Kind::Freed(b))?;
+        // SAFETY: our own live copy.
+        let idx = unsafe { (*c).entry } as usize;
+        if idx < before {
+            let e = &mut self.writes[idx];
+            e.kind = match e.kind {
+                Kind::Written => Kind::Freed(b),
+                Kind::Fresh(f) => Kind::FreshFreed(f),
+                Kind::Freed(_) | Kind::FreshFreed(_) => {
+                    return Err(Error::InvalidPointer(format!(
+                        "object {off:#x} freed twice"
+                    )))
+                }
+            };
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.active()?;
+        // Line 33: this transaction reads nothing more.
+        self.sh.slots[self.slot].clock.finish();
+        if self.writes.is_empty() {
+            // Read-only: no persistence work at all. Nothing was linked, so the attempt
+            // is reusable at once.
+            // Keep it for the next transaction without touching the batch mutex.
+            self.idle_attempt = self.attempt.take();
+            return Ok(());
+        }
+        let (mut ranges, mut allocs, mut frees, mut unlock) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        self.build_record(&mut ranges, &mut allocs, &mut frees, &mut unlock);
+        if let Err(e) = self.reserve_log(self.record.len()) {
+            self.rollback();
+            return Err(e);
+        }
+        let slot = &self.sh.slots[self.slot];
+        // Stage 1, persist. Guard first (see `Shared::watermark`), then persistTS.
+        slot.persisting_ts.store(0, SeqCst);
+        let persist_ts = self.sh.clock.now();
+        slot.persisting_ts.store(persist_ts, SeqCst);
+        let seq = self
+            .log
+            .append(&self.sh.heap, self.record.bytes(), persist_ts);
+        self.sh.heap.fence();
+        // Stage 2, concurrency commit.
+        let attempt = self.attempt.take().expect("checked active");
+        let end_ts = attempt.record.commit(&self.sh.clock);
+        // Fresh-and-freed blocks were never published; hand them back.
+        for w in self.writes.drain(..) {
+            if let Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        // Stage 3, write-back, possibly deferred (group commit).
+        let mut b = slot.lock_batch();
+        b.entries.push(Committed {
+            attempt,
+            ranges,
+            allocs,
+            frees,
+            unlock,
+            end_ts,
+            log_seq: seq,
+        });
+        slot.pending_min.fetch_min(persist_ts, SeqCst);
+        slot.persisting_ts.store(u64::MAX, SeqCst);
+        if b.entries.len() >= self.sh.opts.group_commit.max(1) {
+            self.sh
+                .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        }
+        drop(b);
+        if self.log.used() > self.log.capacity() / 2 {
+            self.recycle();
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.attempt.is_some() {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        let mut b = self.sh.slots[self.slot].lock_batch();
+        self.sh
+            .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        drop(b);
+        self.recycle();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+
+    fn after_abort(&mut self) {
+        if let Some(s) = self.take_help_hint() {
+            self.sh.help(s, self.slot, &mut self.cache);
+        }
+    }
+}
+
+impl Drop for PiscesThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
+
+#[allow(dead_code)]
+const _: () = assert!(COPY_HDR % 8 == 0);
