@@ -1,0 +1,189 @@
+//! Size classes and slab kinds: the fixed geometry of small slabs and the encoding of
+//! slab table entries.
+
+use crate::heap::layout::SLAB_SIZE;
+
+/// Block sizes (header included) of the small size classes.
+///
+/// Up to 3584 bytes: four classes per doubling, multiples of 16. Above that the sizes
+/// are fitted to the slab, `floor((SLAB_SIZE - 64) / k)` rounded down to 16 for
+/// k = 16, 14, 12, 10, 8, 7, 6, 5, 4 blocks per slab, so that the big classes waste at
+/// most a few hundred bytes per slab (a 4096-byte class would waste 4 KiB, a 16384-byte
+/// class a quarter of the slab). The largest class holds a 16360-byte payload; anything
+/// larger is a large run of whole slabs.
+pub(crate) const CLASS_SIZES: [u32; NCLASSES] = [
+    16, 32, 48, 64, 80, 96, 112, 128, // 16-byte steps
+    160, 192, 224, 256, 320, 384, 448, 512, // 4 per doubling
+    640, 768, 896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, //
+    4080, 4672, 5456, 6544, 8176, 9344, 10912, 13088, 16368, // fitted to the slab
+];
+
+/// Number of small size classes.
+pub(crate) const NCLASSES: usize = 36;
+
+/// Largest small block size (header included).
+pub(crate) const MAX_SMALL: usize = CLASS_SIZES[NCLASSES - 1] as usize;
+
+/// Geometry of one small class inside a slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Class {
+    /// Block size, header included.
+    pub size: u32,
+    /// Offset of the first block from the slab start: the bitmap rounded up to 64 bytes.
+    pub data_start: u32,
+    /// Blocks per slab.
+    pub nblocks: u32,
+    /// Blocks a thread cache takes from the shared list at once.
+    pub batch: u32,
+}
+
+impl Class {
+    /// Number of meaningful bitmap words (`ceil(nblocks / 64)`); the words after them,
+    /// up to `data_start`, are padding and must stay zero.
+    pub const fn used_words(&self) -> usize {
+        (self.nblocks as usize).div_ceil(64)
+    }
+    /// Number of bitmap words including padding.
+    pub const fn all_words(&self) -> usize {
+        self.data_start as usize / 8
+    }
+}
+
+const fn bitmap_bytes(nblocks: usize) -> usize {
+    nblocks.div_ceil(64) * 8
+}
+
+const fn round64(x: usize) -> usize {
+    x.div_ceil(64) * 64
+}
+
+const fn class_geometry(size: usize) -> Class {
+    let mut n = SLAB_SIZE / size;
+    while round64(bitmap_bytes(n)) + n * size > SLAB_SIZE {
+        n -= 1;
+    }
+    // About 32 KiB per batch, at least 2 and at most 64 blocks.
+    let mut batch = (32 * 1024) / size;
+    if batch < 2 {
+        batch = 2;
+    }
+    if batch > 64 {
+        batch = 64;
+    }
+    Class {
+        size: size as u32,
+        data_start: round64(bitmap_bytes(n)) as u32,
+        nblocks: n as u32,
+        batch: batch as u32,
+    }
+}
+
+const fn all_classes() -> [Class; NCLASSES] {
+    let mut out = [Class {
+        size: 0,
+        data_start: 0,
+        nblocks: 0,
+        batch: 0,
+    }; NCLASSES];
+    let mut i = 0;
+    while i < NCLASSES {
+        out[i] = class_geometry(CLASS_SIZES[i] as usize);
+        i += 1;
+    }
+    out
+}
+
+/// Geometry of every class, computed at compile time.
+pub(crate) static CLASSES: [Class; NCLASSES] = all_classes();
+
+const LOOKUP_LEN: usize = MAX_SMALL / 16 + 1;
+
+const fn build_lookup() -> [u8; LOOKUP_LEN] {
+    let mut out = [0u8; LOOKUP_LEN];
+    let mut i = 0;
+    let mut c = 0;
+    while i < LOOKUP_LEN {
+        while (CLASS_SIZES[c] as usize) < i * 16 {
+            c += 1;
+        }
+        out[i] = c as u8;
+        i += 1;
+    }
+    out
+}
+
+/// `LOOKUP[ceil(size / 16)]` is the smallest class whose blocks hold `size` bytes.
+static LOOKUP: [u8; LOOKUP_LEN] = build_lookup();
+
+/// The smallest class whose block size is at least `block_size`, or `None` if the
+/// block must be a large run.
+#[inline]
+pub(crate) fn class_for(block_size: usize) -> Option<usize> {
+    LOOKUP.get(block_size.div_ceil(16)).map(|&c| c as usize)
+}
+
+/// The class whose block size is exactly `size`.
+pub(crate) fn class_of_size(size: u64) -> Option<usize> {
+    let c = class_for(usize::try_from(size).ok()?)?;
+    (CLASSES[c].size as u64 == size).then_some(c)
+}
+
+/// Mask of the kind bits of a slab table entry.
+const KIND_MASK: u32 = 0xF000_0000;
+/// Mask of the argument bits of a slab table entry.
+pub(crate) const ARG_MASK: u32 = 0x0FFF_FFFF;
+const TAG_SMALL: u32 = 0x1000_0000;
+const TAG_HEAD: u32 = 0x2000_0000;
+const TAG_CONT: u32 = 0x3000_0000;
+
+/// A decoded slab table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Not in use.
+    Free,
+    /// Formatted for small class `c`.
+    Small(usize),
+    /// First slab of a large run of `n` slabs.
+    Head(usize),
+    /// Slab number `k` (1-based from the head) of a large run.
+    Cont(usize),
+}
+
+impl Kind {
+    /// Decode a slab table entry; `None` if it is not a valid entry.
+    pub fn decode(e: u32) -> Option<Kind> {
+        let arg = (e & ARG_MASK) as usize;
+        match e & KIND_MASK {
+            0 if arg == 0 => Some(Kind::Free),
+            TAG_SMALL if arg < NCLASSES => Some(Kind::Small(arg)),
+            TAG_HEAD if arg >= 1 => Some(Kind::Head(arg)),
+            TAG_CONT if arg >= 1 => Some(Kind::Cont(arg)),
+            _ => None,
+        }
+    }
+    /// Encode as a slab table entry. Arguments must fit in [`ARG_MASK`].
+    pub fn encode(self) -> u32 {
+        let (tag, arg) = match self {
+            Kind::Free => (0, 0),
+            Kind::Small(c) => (TAG_SMALL, c),
+            Kind::Head(n) => (TAG_HEAD, n),
+            Kind::Cont(k) => (TAG_CONT, k),
+        };
+        debug_assert!(arg <= ARG_MASK as usize);
+        tag | (arg as u32 & ARG_MASK)
+    }
+}
+
+/// Human-readable description of a raw slab table entry (for error messages).
+pub(crate) fn describe(e: u32) -> String {
+    match Kind::decode(e) {
+        Some(Kind::Free) => "free (0x00000000)".into(),
+        Some(Kind::Small(c)) => format!(
+            "small class {c} ({}-byte blocks, {e:#010x})",
+            CLASSES[c].size
+        ),
+        Some(Kind::Head(n)) => format!("head of a {n}-slab large run ({e:#010x})"),
+        Some(Kind::Cont(k)) => format!("continuation {k} of a large run ({e:#010x})"),
+        None => format!("invalid entry {e:#010x}"),
+    }
+}

@@ -1,0 +1,681 @@
+//! The transactional persistent allocator.
+//!
+//! # Protocol (the engine sequences these steps inside its commit)
+//! 1. `reserve` (volatile only) during the transaction;
+//! 2. the engine logs `Alloc{block}` / `Free{block}` in the transaction's redo record;
+//! 3. in write-back, `publish_alloc` / `publish_free` change the persistent state
+//!    (bitmap bit or slab-table run) and flush it; the engine's fence makes it durable;
+//! 4. recovery replays logged entries with `replay_alloc` / `replay_free` (idempotent),
+//!    then `rebuild` reconstructs the volatile state from the persistent bitmaps;
+//! 5. on abort, `unreserve` returns reservations; a freed block becomes reusable with
+//!    `release` only after `publish_free` is durable and the engine's grace period says
+//!    no snapshot can still see it.
+//!
+//! A thread that stops using the allocator (thread exit) calls [`Allocator::drain`] so
+//! that the free blocks in its [`ThreadCache`] go back to the shared lists; a cache that
+//! is simply dropped leaks its blocks until the next `rebuild` (they are free in the
+//! persistent state, so nothing is lost for good).
+//!
+//! # Persistent state
+//! The heap is a sequence of slabs of [`SLAB_SIZE`] bytes; the slab table holds one `u32`
+//! per slab:
+//!
+//! | entry                   | meaning                                                |
+//! |-------------------------|--------------------------------------------------------|
+//! | `0`                     | free slab                                              |
+//! | `0x1000_0000 \| c`      | small slab of size class `c` (`c` < number of classes) |
+//! | `0x2000_0000 \| n`      | head of a large run of `n` ≥ 1 slabs                   |
+//! | `0x3000_0000 \| k`      | `k`-th slab (k ≥ 1) after the head of a large run      |
+//!
+//! Anything else is corrupt. A small slab starts with its allocation bitmap (one bit per
+//! block, set = allocated), rounded up to 64 bytes, followed by the blocks. Size classes
+//! run from 16 to 16368 bytes (header included; see `classes.rs`): four per doubling up
+//! to 3584, then sizes fitted to the slab so that the big classes waste little. Every
+//! block starts 16-byte aligned, so payloads are 8 mod 16. A large block is a run of
+//! whole slabs starting at the head slab (its payload is at slab start + 8); its size is
+//! the run's length times [`SLAB_SIZE`], header included.
+//!
+//! A [`Block`] names its kind by its size alone: a class size (never a multiple of the
+//! slab size) is a small block, a whole number of slabs is a large run. `replay_*` and
+//! `publish_*` check the geometry of the block they are given against that.
+//!
+//! # Durability
+//! * Formatting a free slab for a class happens in `reserve` and is persisted at once,
+//!   outside any transaction: zero the bitmap, persist, set the table entry, persist. A
+//!   formatted slab with an empty bitmap holds nothing, so a crash at any point leaves
+//!   a sound pool. The fence is done here, not by the engine, because the slab's blocks
+//!   may be published by other threads, whose fences would not cover this flush.
+//! * Small blocks: `publish_*` sets or clears the bit with an atomic RMW (several threads
+//!   publish into one slab) and flushes the word. Large runs: `publish_alloc` writes the
+//!   continuations, then the head; `publish_free` clears the head, then the
+//!   continuations; both flush. The engine fences.
+//! * `rebuild` returns small slabs whose bitmap is empty to the free state (persistently,
+//!   one fence at the end), so that a restart rebalances slabs between classes. The
+//!   allocator never does that at run time: within one run a small slab keeps its class
+//!   until the next recovery (the recovery argument below relies on it).
+//!
+//! # Recovery
+//! Recovery replays, in order, every logged allocator operation of a suffix of the
+//! history (all records at or above the watermark), then calls `rebuild`; no allocation
+//! happens before the logs are reset. `replay_alloc` / `replay_free` validate the
+//! geometry (`Err(Corrupt)` on nonsense) and then write the persistent effect:
+//! * Large runs are written unconditionally (all `n` entries), whatever the slabs hold
+//!   now. Replaying an old `Alloc` of a run may overwrite a slab that was later freed and
+//!   formatted for a small class; the run's `Free` is later in the same suffix and clears
+//!   it again, and every allocation in that small slab happened after that free, so it
+//!   is in the suffix too and replays after it.
+//! * A small `Alloc` in a free slab formats the slab first (empty bitmap), then sets the
+//!   bit; in a slab of its own class it sets the bit; in a slab of another class or of a
+//!   large run it is `Err(Corrupt)` (impossible under the argument above).
+//! * A small `Free` in a free slab is a no-op (already free); in a slab of its class it
+//!   clears the bit; otherwise `Err(Corrupt)`.
+//!
+//! Replaying the same suffix again over the result (a crash during recovery, even after
+//! `rebuild` freed empty slabs) converges to the same state.
+//!
+//! `rebuild` then validates every table entry and every large run (head length fits,
+//! continuations numbered consistently, no orphans) and the bitmap padding bits, and
+//! returns `Err(Corrupt)` naming the first problem; [`Allocator::check`] lists them all.
+//!
+//! # Volatile state
+//! * A mirror of the slab table (`AtomicU32` per slab) makes [`Allocator::block_at`] a
+//!   geometric check without touching the pool: a formatted slab's block starts and the
+//!   heads of reserved or allocated large runs are blocks. No bitmap check there.
+//! * A large run is marked in the mirror when it is reserved and cleared when it is
+//!   unreserved or released; the persistent entries are written only by `publish_*`.
+//! * Free small blocks live in per-class shared lists (one mutex each) and in per-thread
+//!   caches ([`ThreadCache`]): a thread takes a batch of blocks at once (about 32 KiB,
+//!   2..=64 blocks); `release` / `unreserve` put blocks into the caller's cache, whose
+//!   overflow (above two batches) goes back to the shared list. When a class's shared
+//!   list is empty, a free slab is formatted for it (under the class lock, so two
+//!   threads do not format two slabs for one need).
+//! * Free slabs are a bitset under one mutex, allocated first fit.
+//! * As a guard against engine bugs (a block released while still allocated), `reserve`
+//!   skips a cached block whose persistent bit is set (and asserts in debug builds).
+//!
+//! Limits: a thread can get `OutOfSpace` while another thread's cache still holds free
+//! blocks of the class (at most two batches per class per thread), and a small slab
+//! whose blocks are all free again is not reused for another class before the next
+//! recovery. Free block lists cost 8 bytes of DRAM per free small block.
+
+mod classes;
+mod pmem;
+mod slabs;
+#[cfg(test)]
+mod tests;
+
+use super::layout::SLAB_SIZE;
+use super::Heap;
+use crate::{Error, Result};
+use classes::{class_for, Kind, ARG_MASK, CLASSES, NCLASSES};
+use crossbeam_utils::CachePadded;
+use pmem::Loc;
+use slabs::FreeSlabs;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Bytes of the header word in front of every payload.
+pub const HEADER: usize = 8;
+
+/// A block of the heap: header word followed by payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Block {
+    /// Offset of the header word.
+    pub offset: u64,
+    /// Size of the block in bytes, header included.
+    pub size: u64,
+}
+
+impl Block {
+    /// Offset of the payload (what a `PPtr` holds).
+    pub fn payload(&self) -> u64 {
+        self.offset + HEADER as u64
+    }
+    /// Bytes available for the payload.
+    pub fn payload_len(&self) -> usize {
+        self.size as usize - HEADER
+    }
+}
+
+/// Usage of one size class (for `pisces info`), from the persistent state.
+///
+/// [`Allocator::usage`] returns one entry per small class, in increasing block size,
+/// then one entry for large runs (`block_size == 0`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassUsage {
+    /// Block size of the class (header included); for large runs, 0.
+    pub block_size: u64,
+    /// Slabs formatted for this class; for large runs, slabs in allocated runs.
+    pub slabs: u64,
+    /// Blocks allocated (persistent bit set); for large runs, allocated runs.
+    pub allocated: u64,
+    /// Blocks in formatted slabs that are free; for large runs, free slabs of the heap
+    /// (usable by any class).
+    pub free: u64,
+}
+
+/// Per-thread volatile cache of free blocks; owned by an engine's thread state.
+///
+/// Create it with `ThreadCache::default()`; it binds to the first [`Allocator`] that
+/// uses it (a cache used with another allocator later drops its blocks, which belong to
+/// the first one). Call [`Allocator::drain`] before dropping it.
+#[derive(Debug, Default)]
+pub struct ThreadCache {
+    /// Id of the allocator these blocks belong to (0: none yet).
+    owner: u64,
+    /// Free block offsets per class; the last one is handed out first.
+    lists: Vec<Vec<u64>>,
+}
+
+impl ThreadCache {
+    /// Number of free blocks held.
+    pub fn len(&self) -> usize {
+        self.lists.iter().map(Vec::len).sum()
+    }
+    /// True if the cache holds no block.
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(Vec::is_empty)
+    }
+}
+
+/// Source of allocator ids (for binding thread caches).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The allocator's volatile state over one heap.
+pub struct Allocator {
+    heap: Arc<Heap>,
+    id: u64,
+    /// Mirror of the slab table, plus reserved large runs.
+    kinds: Box<[AtomicU32]>,
+    /// Free blocks of each class not in any thread cache.
+    shared: Box<[CachePadded<Mutex<Vec<u64>>>]>,
+    /// Free slabs.
+    slabs: Mutex<FreeSlabs>,
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field("id", &self.id)
+            .field("slabs", &self.kinds.len())
+            .field("free_slabs", &lock(&self.slabs).nfree())
+            .finish()
+    }
+}
+
+/// Lock a mutex; a poisoned lock is still usable (every critical section here leaves
+/// its data consistent before anything that could panic).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Allocator {
+    /// Rebuild the volatile state from the persistent slab table and bitmaps.
+    ///
+    /// Validates the whole persistent allocator state first (`Err(Corrupt)` naming the
+    /// first problem). Small slabs whose bitmap is empty are returned to the free state
+    /// persistently (see the module doc). Works on a freshly formatted heap too.
+    pub fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
+        let (entries, problems) = pmem::scan(&heap);
+        if !problems.is_empty() {
+            return Err(Error::Corrupt(pmem::summarize(&problems)));
+        }
+        let count = entries.len();
+        let mut free = FreeSlabs::new(count);
+        let mut lists: Vec<Vec<u64>> = vec![Vec::new(); NCLASSES];
+        let mut kinds = Vec::with_capacity(count);
+        let mut unformatted = false;
+        let layout = *heap.layout();
+        for (i, &e) in entries.iter().enumerate() {
+            let mut e = e;
+            match Kind::decode(e) {
+                Some(Kind::Free) => free.insert(i, 1),
+                Some(Kind::Small(c)) if pmem::bitmap_empty(&heap, i, c) => {
+                    // Relaxed: recovery is single-threaded; the fence below makes it
+                    // durable.
+                    pmem::entry(&heap, i).store(Kind::Free.encode(), Ordering::Relaxed);
+                    heap.flush(layout.slab_table_offset + 4 * i, 4);
+                    unformatted = true;
+                    free.insert(i, 1);
+                    e = 0;
+                }
+                Some(Kind::Small(c)) => pmem::for_each_block(&heap, i, c, |index, allocated| {
+                    if !allocated {
+                        let b = pmem::block_of(
+                            &layout,
+                            Loc::Small {
+                                slab: i,
+                                class: c,
+                                index,
+                            },
+                        );
+                        lists[c].push(b.offset);
+                    }
+                }),
+                // Validated by `scan`: heads and their continuations are consistent.
+                Some(Kind::Head(_)) | Some(Kind::Cont(_)) => {}
+                None => {
+                    return Err(Error::Corrupt(format!(
+                        "allocator: slab {i}: slab table entry {e:#010x} changed during recovery"
+                    )))
+                }
+            }
+            kinds.push(AtomicU32::new(e));
+        }
+        if unformatted {
+            heap.fence();
+        }
+        // Hand out low addresses first: the end of each list is popped first.
+        for l in &mut lists {
+            l.reverse();
+        }
+        Ok(Allocator {
+            heap,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
+            kinds: kinds.into_boxed_slice(),
+            shared: lists
+                .into_iter()
+                .map(|l| CachePadded::new(Mutex::new(l)))
+                .collect(),
+            slabs: Mutex::new(free),
+        })
+    }
+
+    /// The heap this allocator manages.
+    pub fn heap(&self) -> &Arc<Heap> {
+        &self.heap
+    }
+
+    /// The block size (header included) `reserve(payload_len)` hands out, or `None` if no
+    /// heap could hold it.
+    pub fn block_size_for(payload_len: usize) -> Option<u64> {
+        let size = payload_len.checked_add(HEADER)?;
+        match class_for(size) {
+            Some(c) => Some(CLASSES[c].size as u64),
+            None => {
+                let n = size.div_ceil(SLAB_SIZE);
+                (n <= ARG_MASK as usize).then(|| (n * SLAB_SIZE) as u64)
+            }
+        }
+    }
+
+    /// Reserve a block whose payload holds `payload_len` bytes (volatile; not durable).
+    ///
+    /// `payload_len` 0 is allowed (the smallest class). `Err(OutOfSpace)` if no free
+    /// block or run of slabs is left (or the size is absurd).
+    pub fn reserve(&self, cache: &mut ThreadCache, payload_len: usize) -> Result<Block> {
+        let oos = Error::OutOfSpace {
+            requested: payload_len,
+        };
+        let Some(size) = payload_len.checked_add(HEADER) else {
+            return Err(oos);
+        };
+        let b = match class_for(size) {
+            Some(c) => self.reserve_small(cache, c),
+            None => self.reserve_large(size),
+        };
+        b.ok_or(oos)
+    }
+
+    fn bind(&self, cache: &mut ThreadCache) {
+        if cache.owner != self.id {
+            // Blocks of another allocator must never be handed out by this one.
+            cache.lists.clear();
+            cache.owner = self.id;
+        }
+        if cache.lists.len() != NCLASSES {
+            cache.lists.resize_with(NCLASSES, Vec::new);
+        }
+    }
+
+    fn reserve_small(&self, cache: &mut ThreadCache, c: usize) -> Option<Block> {
+        self.bind(cache);
+        let size = CLASSES[c].size as u64;
+        loop {
+            let Some(offset) = cache.lists[c].pop() else {
+                self.refill(cache, c)?;
+                continue;
+            };
+            let b = Block { offset, size };
+            if self.bit_is_set(b) {
+                debug_assert!(
+                    false,
+                    "{b:?} was in a free list but is allocated: released before publish_free?"
+                );
+                continue;
+            }
+            return Some(b);
+        }
+    }
+
+    /// The persistent bit of a small block this allocator handed out (valid geometry).
+    fn bit_is_set(&self, b: Block) -> bool {
+        match pmem::locate(self.heap.layout(), b) {
+            Ok(Loc::Small { slab, index, .. }) => pmem::bit(&self.heap, slab, index),
+            _ => true,
+        }
+    }
+
+    /// Move a batch of class `c` from the shared list (formatting a slab if it is empty)
+    /// into the cache. `None` if there is no free slab left.
+    fn refill(&self, cache: &mut ThreadCache, c: usize) -> Option<()> {
+        let mut shared = lock(&self.shared[c]);
+        if shared.is_empty() {
+            self.format_slab(c, &mut shared)?;
+        }
+        let k = (CLASSES[c].batch as usize).min(shared.len());
+        let start = shared.len() - k;
+        cache.lists[c].extend(shared.drain(start..));
+        Some(())
+    }
+
+    /// Take a free slab, format it for class `c` (persistently) and put its blocks into
+    /// `shared` (the caller holds the class lock).
+    fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Option<()> {
+        let slab = lock(&self.slabs).take_run(1)?;
+        pmem::format_small(&self.heap, slab, c);
+        // Release: pairs with the Acquire in `block_at`, so a thread that finds a block of
+        // this slab there (even through a racy path such as a stale snapshot pointer) also
+        // sees the slab's formatting, not the state of its previous use.
+        self.kinds[slab].store(Kind::Small(c).encode(), Ordering::Release);
+        let cl = &CLASSES[c];
+        let first = self.heap.layout().slab_offset(slab) as u64 + cl.data_start as u64;
+        shared.extend(
+            (0..cl.nblocks as u64)
+                .rev()
+                .map(|i| first + i * cl.size as u64),
+        );
+        Some(())
+    }
+
+    fn reserve_large(&self, size: usize) -> Option<Block> {
+        let n = size.div_ceil(SLAB_SIZE);
+        if n > ARG_MASK as usize || n > self.kinds.len() {
+            return None;
+        }
+        let head = lock(&self.slabs).take_run(n)?;
+        for k in 1..n {
+            // Relaxed: continuations are never blocks; nothing reads them for ordering.
+            self.kinds[head + k].store(Kind::Cont(k).encode(), Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire in `block_at` (see `format_slab`).
+        self.kinds[head].store(Kind::Head(n).encode(), Ordering::Release);
+        Some(Block {
+            offset: self.heap.layout().slab_offset(head) as u64,
+            size: (n * SLAB_SIZE) as u64,
+        })
+    }
+
+    /// Give back a reservation that was never published (abort).
+    pub fn unreserve(&self, cache: &mut ThreadCache, b: Block) {
+        self.give_back(cache, b, "unreserve");
+    }
+
+    /// Make a published-free block reusable (after the grace period).
+    pub fn release(&self, cache: &mut ThreadCache, b: Block) {
+        self.give_back(cache, b, "release");
+    }
+
+    fn give_back(&self, cache: &mut ThreadCache, b: Block, what: &str) {
+        match pmem::locate(self.heap.layout(), b) {
+            Ok(Loc::Small { slab, class, .. }) => {
+                // Relaxed: a sanity check of the store made when the slab was formatted,
+                // which happened before the block was handed out (and so before any
+                // thread could give it back).
+                let kind = Kind::decode(self.kinds[slab].load(Ordering::Relaxed));
+                if kind != Some(Kind::Small(class)) {
+                    debug_assert!(false, "{what} of {b:?} in a slab that is not of its class");
+                    return;
+                }
+                self.bind(cache);
+                let list = &mut cache.lists[class];
+                list.push(b.offset);
+                let batch = CLASSES[class].batch as usize;
+                if list.len() > 2 * batch {
+                    // Oldest first: the most recently freed blocks stay cache-warm here.
+                    lock(&self.shared[class]).extend(list.drain(..batch));
+                }
+            }
+            Ok(Loc::Large { head, n }) => {
+                // Relaxed: as above.
+                if self.kinds[head].load(Ordering::Relaxed) != Kind::Head(n).encode() {
+                    debug_assert!(false, "{what} of {b:?}, which is not a reserved run");
+                    return;
+                }
+                // Clear the mirror before the slabs become free: once they are in the
+                // free set another thread may reserve them and write its own entries,
+                // which the mutex orders after these stores.
+                for k in 0..n {
+                    // Relaxed: ordered before the next owner's stores by the slab mutex.
+                    self.kinds[head + k].store(0, Ordering::Relaxed);
+                }
+                lock(&self.slabs).insert(head, n);
+            }
+            Err(msg) => debug_assert!(false, "{what}: {msg}"),
+        }
+    }
+
+    /// Return every block of `cache` to the shared lists (thread exit). The cache stays
+    /// usable.
+    pub fn drain(&self, cache: &mut ThreadCache) {
+        if cache.owner != self.id {
+            // Not ours (or empty and unbound): the blocks belong to another allocator.
+            cache.lists.clear();
+            return;
+        }
+        for (c, list) in cache.lists.iter_mut().enumerate() {
+            if !list.is_empty() {
+                lock(&self.shared[c]).append(list);
+            }
+        }
+    }
+
+    /// Persistently mark `b` allocated and flush (the caller fences). Idempotent.
+    ///
+    /// `b` must come from `reserve` of this allocator; a block with invalid geometry is
+    /// ignored (and asserts in debug builds).
+    pub fn publish_alloc(&self, b: Block) {
+        self.publish(b, true)
+    }
+
+    /// Persistently mark `b` free and flush (the caller fences). Idempotent.
+    pub fn publish_free(&self, b: Block) {
+        self.publish(b, false)
+    }
+
+    fn publish(&self, b: Block, allocated: bool) {
+        match pmem::locate(self.heap.layout(), b) {
+            Ok(Loc::Small { slab, index, class }) => {
+                debug_assert_eq!(
+                    pmem::read_entry(&self.heap, slab),
+                    Kind::Small(class).encode(),
+                    "publish of {b:?} in a slab not formatted for its class"
+                );
+                pmem::set_bit(&self.heap, slab, index, allocated)
+            }
+            Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
+            Err(msg) => debug_assert!(false, "publish: {msg}"),
+        }
+    }
+
+    /// The block whose payload starts at `payload_off`, if it is one (fast, geometric).
+    ///
+    /// A block start of a formatted slab or the head of a reserved or allocated large
+    /// run; whether the block is allocated is not checked.
+    #[inline]
+    pub fn block_at(&self, payload_off: u64) -> Option<Block> {
+        let offset = payload_off.checked_sub(HEADER as u64)?;
+        let rel = offset.checked_sub(self.heap.layout().heap_offset as u64)?;
+        let slab = usize::try_from(rel / SLAB_SIZE as u64).ok()?;
+        let within = (rel % SLAB_SIZE as u64) as u32;
+        // Acquire: pairs with the Release stores in `format_slab` / `reserve_large`.
+        match Kind::decode(self.kinds.get(slab)?.load(Ordering::Acquire))? {
+            Kind::Small(c) => {
+                let cl = &CLASSES[c];
+                let d = within.checked_sub(cl.data_start)?;
+                (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(Block {
+                    offset,
+                    size: cl.size as u64,
+                })
+            }
+            Kind::Head(n) if within == 0 => Some(Block {
+                offset,
+                size: (n * SLAB_SIZE) as u64,
+            }),
+            _ => None,
+        }
+    }
+
+    /// True if `b` is allocated in the persistent state (its bit is set, or its run is
+    /// written in the slab table).
+    pub fn is_allocated(&self, b: Block) -> bool {
+        let heap = &self.heap;
+        match pmem::locate(heap.layout(), b) {
+            Ok(Loc::Small { slab, class, index }) => {
+                pmem::read_entry(heap, slab) == Kind::Small(class).encode()
+                    && pmem::bit(heap, slab, index)
+            }
+            Ok(Loc::Large { head, n }) => {
+                pmem::read_entry(heap, head) == Kind::Head(n).encode()
+                    && (1..n).all(|k| pmem::read_entry(heap, head + k) == Kind::Cont(k).encode())
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Per-class usage from the persistent state: one entry per small class, then one for
+    /// large runs (see [`ClassUsage`]).
+    pub fn usage(&self) -> Vec<ClassUsage> {
+        let heap = &self.heap;
+        let mut out: Vec<ClassUsage> = CLASSES
+            .iter()
+            .map(|cl| ClassUsage {
+                block_size: cl.size as u64,
+                slabs: 0,
+                allocated: 0,
+                free: 0,
+            })
+            .chain(std::iter::once(ClassUsage {
+                block_size: 0,
+                slabs: 0,
+                allocated: 0,
+                free: 0,
+            }))
+            .collect();
+        for slab in 0..self.kinds.len() {
+            match Kind::decode(pmem::read_entry(heap, slab)) {
+                Some(Kind::Free) => out[NCLASSES].free += 1,
+                Some(Kind::Small(c)) => {
+                    let allocated = pmem::count_allocated(heap, slab, c);
+                    out[c].slabs += 1;
+                    out[c].allocated += allocated;
+                    out[c].free += CLASSES[c].nblocks as u64 - allocated;
+                }
+                Some(Kind::Head(n)) => {
+                    out[NCLASSES].slabs += n as u64;
+                    out[NCLASSES].allocated += 1;
+                }
+                Some(Kind::Cont(_)) | None => {}
+            }
+        }
+        out
+    }
+
+    /// Bytes not allocated in the persistent state: free slabs, plus the free blocks of
+    /// formatted slabs (block sizes, header included). Reservations not yet published
+    /// count as free; bitmaps and the slack at the end of small slabs do not.
+    pub fn free_bytes(&self) -> u64 {
+        self.usage()
+            .iter()
+            .map(|u| {
+                if u.block_size == 0 {
+                    u.free * SLAB_SIZE as u64
+                } else {
+                    u.free * u.block_size
+                }
+            })
+            .sum()
+    }
+
+    /// Recovery: persistent effect of `publish_alloc` (validates geometry; idempotent).
+    /// Flushes; the caller fences. See the module doc for what is accepted.
+    pub fn replay_alloc(heap: &Heap, b: Block) -> Result<()> {
+        let loc = pmem::locate(heap.layout(), b)
+            .map_err(|m| Error::Corrupt(format!("replaying an allocation: {m}")))?;
+        match loc {
+            Loc::Small { slab, class, index } => {
+                let e = pmem::read_entry(heap, slab);
+                match Kind::decode(e) {
+                    Some(Kind::Free) => pmem::format_small(heap, slab, class),
+                    Some(Kind::Small(c)) if c == class => {}
+                    _ => {
+                        return Err(Error::Corrupt(format!(
+                            "replaying the allocation of the {}-byte block at {:#x}: slab {slab} is {}, not class {class}",
+                            b.size,
+                            b.offset,
+                            classes::describe(e)
+                        )))
+                    }
+                }
+                pmem::set_bit(heap, slab, index, true);
+            }
+            Loc::Large { head, n } => pmem::write_run(heap, head, n, true),
+        }
+        Ok(())
+    }
+
+    /// Recovery: persistent effect of `publish_free` (validates geometry; idempotent).
+    /// Flushes; the caller fences. See the module doc for what is accepted.
+    pub fn replay_free(heap: &Heap, b: Block) -> Result<()> {
+        let loc = pmem::locate(heap.layout(), b)
+            .map_err(|m| Error::Corrupt(format!("replaying a free: {m}")))?;
+        match loc {
+            Loc::Small { slab, class, index } => {
+                let e = pmem::read_entry(heap, slab);
+                match Kind::decode(e) {
+                    Some(Kind::Free) => {}
+                    Some(Kind::Small(c)) if c == class => pmem::set_bit(heap, slab, index, false),
+                    _ => {
+                        return Err(Error::Corrupt(format!(
+                            "replaying the free of the {}-byte block at {:#x}: slab {slab} is {}, not class {class}",
+                            b.size,
+                            b.offset,
+                            classes::describe(e)
+                        )))
+                    }
+                }
+            }
+            Loc::Large { head, n } => pmem::write_run(heap, head, n, false),
+        }
+        Ok(())
+    }
+
+    /// Every problem in the persistent allocator state (empty if sound): invalid slab
+    /// table entries, broken large runs, stray bitmap bits. For `pisces check`.
+    pub fn check(heap: &Heap) -> Vec<String> {
+        pmem::scan(heap).1
+    }
+
+    /// Call `f` for every allocated block of the persistent state (set bits of small
+    /// slabs, in address order, and large runs). `Err(Corrupt)` if the state is not sound
+    /// (nothing is reported then).
+    pub fn for_each_allocated(heap: &Heap, mut f: impl FnMut(Block)) -> Result<()> {
+        let (entries, problems) = pmem::scan(heap);
+        if !problems.is_empty() {
+            return Err(Error::Corrupt(pmem::summarize(&problems)));
+        }
+        let layout = heap.layout();
+        for (slab, &e) in entries.iter().enumerate() {
+            match Kind::decode(e) {
+                Some(Kind::Small(class)) => pmem::for_each_block(heap, slab, class, |index, a| {
+                    if a {
+                        f(pmem::block_of(layout, Loc::Small { slab, class, index }))
+                    }
+                }),
+                Some(Kind::Head(n)) => f(pmem::block_of(layout, Loc::Large { head: slab, n })),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,728 @@
+use super::classes::{class_for, Kind, CLASSES, CLASS_SIZES, MAX_SMALL, NCLASSES};
+use super::*;
+use crate::heap::FormatParams;
+use crate::medium::dram::DramMedium;
+use std::collections::{BTreeSet, HashSet};
+
+fn heap_of(len: usize) -> Arc<Heap> {
+    let m = DramMedium::anonymous(len, 0, 0).unwrap();
+    Arc::new(
+        Heap::format(
+            Arc::new(m),
+            FormatParams {
+                engine_id: 1,
+                max_threads: 4,
+                log_bytes_per_thread: 64 << 10,
+            },
+        )
+        .unwrap(),
+    )
+}
+
+fn allocated(heap: &Heap) -> BTreeSet<Block> {
+    let mut s = BTreeSet::new();
+    Allocator::for_each_allocated(heap, |b| assert!(s.insert(b), "{b:?} twice")).unwrap();
+    s
+}
+
+fn set_entry(heap: &Heap, slab: usize, e: u32) {
+    let off = heap.layout().slab_table_offset + 4 * slab;
+    heap.write_bytes(off, &e.to_le_bytes());
+}
+
+fn corrupt_msg<T: std::fmt::Debug>(r: Result<T>) -> String {
+    match r {
+        Err(Error::Corrupt(m)) => m,
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+fn reserve_publish(a: &Allocator, c: &mut ThreadCache, len: usize) -> Block {
+    let b = a.reserve(c, len).unwrap();
+    a.publish_alloc(b);
+    b
+}
+
+#[test]
+fn class_table_is_sound() {
+    for w in CLASS_SIZES.windows(2) {
+        assert!(w[0] < w[1]);
+    }
+    for (c, cl) in CLASSES.iter().enumerate() {
+        assert_eq!(cl.size, CLASS_SIZES[c]);
+        assert_eq!(cl.size % 16, 0);
+        assert_eq!(cl.data_start % 64, 0);
+        assert!(cl.nblocks as usize <= cl.used_words() * 64);
+        assert!(cl.used_words() <= cl.all_words());
+        let end = cl.data_start as usize + cl.nblocks as usize * cl.size as usize;
+        assert!(end <= SLAB_SIZE, "class {c} overflows the slab");
+        // No room for one more block.
+        let more = classes::CLASSES[c].nblocks as usize + 1;
+        assert!(more.div_ceil(64) * 8 + more * cl.size as usize > SLAB_SIZE - 63);
+        assert!(cl.batch >= 2 && cl.batch <= 64);
+        assert_ne!(cl.size as usize % SLAB_SIZE, 0);
+    }
+    // The fitted classes waste little.
+    for &s in &CLASS_SIZES[27..] {
+        let c = class_for(s as usize).unwrap();
+        let cl = &CLASSES[c];
+        let waste = SLAB_SIZE - cl.data_start as usize - cl.nblocks as usize * cl.size as usize;
+        assert!(waste < 1024, "class {s} wastes {waste}");
+    }
+    for size in 1..=MAX_SMALL {
+        let c = class_for(size).unwrap();
+        assert!(CLASSES[c].size as usize >= size);
+        assert!(c == 0 || (CLASSES[c - 1].size as usize) < size);
+    }
+    assert_eq!(class_for(MAX_SMALL + 1), None);
+    assert_eq!(class_for(usize::MAX), None);
+    for k in [
+        Kind::Free,
+        Kind::Small(0),
+        Kind::Small(NCLASSES - 1),
+        Kind::Head(1),
+        Kind::Head(77),
+        Kind::Cont(5),
+    ] {
+        assert_eq!(Kind::decode(k.encode()), Some(k));
+    }
+    for bad in [
+        0x1000_0000 | NCLASSES as u32,
+        0x2000_0000,
+        0x3000_0000,
+        0x4000_0000,
+        0x0000_0001,
+        0xFFFF_FFFF,
+    ] {
+        assert_eq!(Kind::decode(bad), None, "{bad:#x}");
+    }
+}
+
+#[test]
+fn reserve_publish_rebuild_round_trip() {
+    let heap = heap_of(8 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let mut published = BTreeSet::new();
+    let mut unpublished = Vec::new();
+    for i in 0..40 {
+        let b = a.reserve(&mut c, 100).unwrap();
+        if i % 2 == 0 {
+            a.publish_alloc(b);
+            published.insert(b);
+        } else {
+            unpublished.push(b);
+        }
+    }
+    let big_pub = reserve_publish(&a, &mut c, 3 * SLAB_SIZE);
+    published.insert(big_pub);
+    let big_unpub = a.reserve(&mut c, 2 * SLAB_SIZE - 100).unwrap();
+    assert_eq!(big_unpub.size, 2 * SLAB_SIZE as u64);
+    heap.fence();
+    for b in &published {
+        assert!(a.is_allocated(*b));
+    }
+    for b in &unpublished {
+        assert!(!a.is_allocated(*b));
+    }
+    assert!(!a.is_allocated(big_unpub));
+    drop(a);
+
+    // "Crash": the volatile state is gone; rebuild from the pool.
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    assert_eq!(allocated(&heap), published);
+    for b in &published {
+        assert!(a.is_allocated(*b));
+        assert_eq!(a.block_at(b.payload()), Some(*b));
+    }
+    // The same cache is bound to the old allocator: it must not hand out its blocks.
+    assert!(!c.is_empty());
+    let class = class_for(108).unwrap();
+    let free_in_slab = CLASSES[class].nblocks as usize - 20;
+    let again: HashSet<Block> = (0..free_in_slab)
+        .map(|_| a.reserve(&mut c, 100).unwrap())
+        .collect();
+    assert_eq!(again.len(), free_in_slab);
+    for b in &unpublished {
+        assert!(
+            again.contains(b),
+            "unpublished {b:?} did not come back free"
+        );
+    }
+    for b in &published {
+        assert!(!again.contains(b));
+    }
+    // The unpublished large run is free again (first fit finds it).
+    let big = a.reserve(&mut c, 2 * SLAB_SIZE - 100).unwrap();
+    assert_eq!(big, big_unpub);
+}
+
+#[test]
+fn freed_blocks_are_reused() {
+    let heap = heap_of(8 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = reserve_publish(&a, &mut c, 40);
+    let _other = reserve_publish(&a, &mut c, 40);
+    heap.fence();
+    a.publish_free(b);
+    heap.fence();
+    assert!(!a.is_allocated(b));
+    a.release(&mut c, b);
+    assert_eq!(
+        a.reserve(&mut c, 40).unwrap(),
+        b,
+        "LIFO reuse from the cache"
+    );
+
+    // Release from another thread's cache, drained back to the shared list.
+    a.publish_alloc(b);
+    a.publish_free(b);
+    let mut c2 = ThreadCache::default();
+    a.release(&mut c2, b);
+    assert_eq!(c2.len(), 1);
+    a.drain(&mut c2);
+    assert!(c2.is_empty());
+    let shared: Vec<u64> = lock(&a.shared[class_for(48).unwrap()]).clone();
+    assert!(shared.contains(&b.offset));
+
+    // Large runs.
+    let l = reserve_publish(&a, &mut c, SLAB_SIZE * 2);
+    heap.fence();
+    assert!(a.is_allocated(l));
+    a.publish_free(l);
+    heap.fence();
+    assert!(!a.is_allocated(l));
+    assert_eq!(a.block_at(l.payload()), Some(l), "visible until released");
+    a.release(&mut c, l);
+    assert_eq!(a.block_at(l.payload()), None);
+    assert_eq!(a.reserve(&mut c, SLAB_SIZE * 2).unwrap(), l);
+    // Unreserve returns a run too.
+    let l2 = a.reserve(&mut c, 1).unwrap();
+    a.unreserve(&mut c, l2);
+    assert_eq!(a.reserve(&mut c, 1).unwrap(), l2);
+}
+
+#[test]
+fn every_class_and_large_objects() {
+    let heap = heap_of(16 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let mut blocks = Vec::new();
+    for (i, cl) in CLASSES.iter().enumerate() {
+        let exact = cl.size as usize - HEADER;
+        let b = reserve_publish(&a, &mut c, exact);
+        assert_eq!(b.size, cl.size as u64);
+        assert_eq!(b.payload_len(), exact);
+        assert_eq!(b.offset % 16, 0);
+        assert_eq!(Allocator::block_size_for(exact), Some(cl.size as u64));
+        let over = reserve_publish(&a, &mut c, exact + 1);
+        let want = CLASSES
+            .get(i + 1)
+            .map_or(SLAB_SIZE as u64, |n| n.size as u64);
+        assert_eq!(over.size, want);
+        blocks.push(b);
+        blocks.push(over);
+    }
+    let zero = reserve_publish(&a, &mut c, 0);
+    assert_eq!(zero.size, 16);
+    blocks.push(zero);
+    for (len, slabs) in [
+        (MAX_SMALL - HEADER + 1, 1),
+        (SLAB_SIZE - HEADER, 1),
+        (SLAB_SIZE - HEADER + 1, 2),
+        (5 * SLAB_SIZE, 6),
+    ] {
+        let b = reserve_publish(&a, &mut c, len);
+        assert_eq!(b.size, (slabs * SLAB_SIZE) as u64);
+        assert_eq!(b.offset % SLAB_SIZE as u64, 0);
+        blocks.push(b);
+    }
+    heap.fence();
+    // Fill every payload with its own byte, then check nothing overlapped.
+    for (i, b) in blocks.iter().enumerate() {
+        assert_eq!(a.block_at(b.payload()), Some(*b));
+        heap.write_bytes(b.payload() as usize, &vec![i as u8; b.payload_len()]);
+    }
+    for (i, b) in blocks.iter().enumerate() {
+        let mut buf = vec![0; b.payload_len()];
+        heap.read_bytes(b.payload() as usize, &mut buf);
+        assert!(buf.iter().all(|&x| x == i as u8), "block {b:?} overwritten");
+    }
+    let want: BTreeSet<Block> = blocks.iter().copied().collect();
+    assert_eq!(allocated(&heap), want);
+    assert!(Allocator::check(&heap).is_empty());
+    drop(a);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    for b in &blocks {
+        assert!(a.is_allocated(*b));
+    }
+}
+
+#[test]
+fn block_at_accepts_exactly_block_starts() {
+    let heap = heap_of(8 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = a.reserve(&mut c, 40).unwrap(); // class 48
+    assert_eq!(b.size, 48);
+    let l = heap.layout();
+    let slab_start = b.offset - (b.offset - l.heap_offset as u64) % SLAB_SIZE as u64;
+    let cl = &CLASSES[class_for(48).unwrap()];
+    assert_eq!(a.block_at(b.payload()), Some(b));
+    // Every block start of the slab, reserved or not, is a block.
+    let last = slab_start + cl.data_start as u64 + (cl.nblocks as u64 - 1) * 48;
+    assert_eq!(
+        a.block_at(last + 8),
+        Some(Block {
+            offset: last,
+            size: 48
+        })
+    );
+    // Past the last block (the slack at the end of the slab).
+    assert!(last + 48 + 8 < slab_start + SLAB_SIZE as u64);
+    assert_eq!(a.block_at(last + 48 + 8), None);
+    assert_eq!(a.block_at(b.payload() + 16), None, "middle of a block");
+    assert_eq!(a.block_at(b.payload() + 40), None, "next block's header");
+    assert_eq!(a.block_at(b.offset), None, "header offset");
+    assert_eq!(a.block_at(b.payload() + 1), None, "unaligned");
+    assert_eq!(a.block_at(slab_start + 8), None, "bitmap");
+    assert_eq!(
+        a.block_at(slab_start + 8 + SLAB_SIZE as u64),
+        None,
+        "free slab"
+    );
+    assert_eq!(a.block_at(0), None);
+    assert_eq!(a.block_at(8), None);
+    assert_eq!(a.block_at(l.heap_offset as u64), None);
+    assert_eq!(a.block_at(l.heap_end() as u64 + 8), None, "out of heap");
+    assert_eq!(a.block_at(u64::MAX), None);
+    assert_eq!(a.block_at(u64::MAX - 7), None);
+    let big = a.reserve(&mut c, SLAB_SIZE * 2).unwrap();
+    assert_eq!(a.block_at(big.payload()), Some(big), "reserved run head");
+    assert_eq!(a.block_at(big.payload() + 16), None);
+    assert_eq!(
+        a.block_at(big.payload() + SLAB_SIZE as u64),
+        None,
+        "continuation"
+    );
+    a.unreserve(&mut c, big);
+    assert_eq!(a.block_at(big.payload()), None, "unreserved run");
+}
+
+#[test]
+fn small_pool_runs_out_of_space_and_recovers() {
+    let heap = heap_of(2 << 20);
+    let slabs = heap.layout().slab_count;
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    assert_eq!(a.free_bytes(), (slabs * SLAB_SIZE) as u64);
+    assert!(matches!(
+        a.reserve(&mut c, usize::MAX),
+        Err(Error::OutOfSpace { requested }) if requested == usize::MAX
+    ));
+    assert!(matches!(
+        a.reserve(&mut c, heap.layout().heap_end()),
+        Err(Error::OutOfSpace { .. })
+    ));
+    let mut blocks = Vec::new();
+    let err = loop {
+        match a.reserve(&mut c, 1000) {
+            Ok(b) => {
+                a.publish_alloc(b);
+                blocks.push(b);
+            }
+            Err(e) => break e,
+        }
+    };
+    heap.fence();
+    assert!(
+        matches!(err, Error::OutOfSpace { requested: 1000 }),
+        "{err}"
+    );
+    let per_slab = CLASSES[class_for(1008).unwrap()].nblocks as usize;
+    assert_eq!(blocks.len(), slabs * per_slab);
+    assert!(matches!(
+        a.reserve(&mut c, SLAB_SIZE),
+        Err(Error::OutOfSpace { .. })
+    ));
+    // Other classes have no slab left either.
+    assert!(a.reserve(&mut c, 10).is_err());
+    let victim = blocks[blocks.len() / 2];
+    a.publish_free(victim);
+    heap.fence();
+    a.release(&mut c, victim);
+    assert_eq!(a.reserve(&mut c, 1000).unwrap(), victim);
+    assert!(a.reserve(&mut c, 1000).is_err());
+
+    // The same with large runs, after a restart with everything freed.
+    for b in &blocks {
+        a.publish_free(*b);
+    }
+    heap.fence();
+    drop(a);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    assert_eq!(
+        a.free_bytes(),
+        (slabs * SLAB_SIZE) as u64,
+        "empty slabs were freed"
+    );
+    let mut c = ThreadCache::default();
+    let runs: Vec<Block> = (0..slabs)
+        .map(|_| reserve_publish(&a, &mut c, SLAB_SIZE - 8))
+        .collect();
+    assert!(matches!(
+        a.reserve(&mut c, 1),
+        Err(Error::OutOfSpace { requested: 1 })
+    ));
+    a.publish_free(runs[3]);
+    a.release(&mut c, runs[3]);
+    // The freed slab is formatted for the smallest class.
+    let b = a.reserve(&mut c, 1).unwrap();
+    assert_eq!(b.offset - b.offset % SLAB_SIZE as u64, runs[3].offset);
+}
+
+#[test]
+fn replay_is_idempotent_and_validates_geometry() {
+    let heap = heap_of(8 << 20);
+    let hl = *heap.layout();
+    let base = hl.heap_offset as u64;
+    let small = Block {
+        offset: base + CLASSES[1].data_start as u64 + 32 * 5,
+        size: 32,
+    };
+    let large = Block {
+        offset: base + 2 * SLAB_SIZE as u64,
+        size: 3 * SLAB_SIZE as u64,
+    };
+    for _ in 0..2 {
+        Allocator::replay_alloc(&heap, small).unwrap();
+        Allocator::replay_alloc(&heap, large).unwrap();
+    }
+    heap.fence();
+    assert_eq!(allocated(&heap), [small, large].into_iter().collect());
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    assert!(a.is_allocated(small) && a.is_allocated(large));
+    assert_eq!(a.block_at(small.payload()), Some(small));
+    drop(a);
+    for _ in 0..2 {
+        Allocator::replay_free(&heap, small).unwrap();
+        Allocator::replay_free(&heap, large).unwrap();
+    }
+    assert!(allocated(&heap).is_empty());
+    assert!(Allocator::check(&heap).is_empty());
+
+    let bad = [
+        Block {
+            offset: small.offset + 8,
+            size: 32,
+        },
+        Block {
+            offset: base + 8,
+            size: 32,
+        }, // inside the bitmap
+        Block {
+            offset: small.offset,
+            size: 40,
+        }, // not a class
+        Block {
+            offset: small.offset,
+            size: 0,
+        },
+        Block {
+            offset: 4096,
+            size: 32,
+        }, // before the heap
+        Block {
+            offset: hl.heap_end() as u64,
+            size: 32,
+        },
+        Block {
+            offset: u64::MAX - 16,
+            size: 32,
+        },
+        Block {
+            offset: base + 64,
+            size: SLAB_SIZE as u64,
+        }, // run not at a slab start
+        Block {
+            offset: hl.slab_offset(hl.slab_count - 1) as u64,
+            size: 2 * SLAB_SIZE as u64,
+        }, // run past the end
+        Block {
+            offset: base,
+            size: u64::MAX - (u64::MAX % SLAB_SIZE as u64),
+        },
+    ];
+    for b in bad {
+        let m = corrupt_msg(Allocator::replay_alloc(&heap, b));
+        assert!(m.contains("replaying"), "{m}");
+        corrupt_msg(Allocator::replay_free(&heap, b));
+    }
+    // A small block in a slab of another class.
+    Allocator::replay_alloc(&heap, small).unwrap();
+    let other = Block {
+        offset: base + CLASSES[2].data_start as u64,
+        size: 48,
+    };
+    let m = corrupt_msg(Allocator::replay_alloc(&heap, other));
+    assert!(m.contains("not class 2"), "{m}");
+    corrupt_msg(Allocator::replay_free(&heap, other));
+    assert!(Allocator::check(&heap).is_empty(), "nothing was written");
+}
+
+/// Replaying a ts-ordered suffix over a later state (a large run freed, its slab
+/// formatted for a small class and used) converges to that state.
+#[test]
+fn replay_of_a_suffix_converges() {
+    let heap = heap_of(8 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let mut ops: Vec<(bool, Block)> = Vec::new();
+    let run = reserve_publish(&a, &mut c, 3 * SLAB_SIZE);
+    ops.push((true, run));
+    a.publish_free(run);
+    ops.push((false, run));
+    heap.fence();
+    a.release(&mut c, run);
+    // Formats the run's first slab for class 64.
+    let x = reserve_publish(&a, &mut c, 50);
+    let y = reserve_publish(&a, &mut c, 50);
+    ops.push((true, x));
+    ops.push((true, y));
+    a.publish_free(x);
+    ops.push((false, x));
+    let z = reserve_publish(&a, &mut c, 2 * SLAB_SIZE - 8); // the rest of the old run
+    ops.push((true, z));
+    heap.fence();
+    assert_eq!(x.offset / SLAB_SIZE as u64, run.offset / SLAB_SIZE as u64);
+    assert_eq!(z.offset, run.offset + SLAB_SIZE as u64);
+    let before = allocated(&heap);
+    assert_eq!(before, [y, z].into_iter().collect());
+    drop(a);
+    for round in 0..2 {
+        for &(alloc, b) in &ops {
+            if alloc {
+                Allocator::replay_alloc(&heap, b).unwrap();
+            } else {
+                Allocator::replay_free(&heap, b).unwrap();
+            }
+        }
+        heap.fence();
+        assert_eq!(allocated(&heap), before, "round {round}");
+        // Rebuild (which may free empty slabs) and replay again.
+        Allocator::rebuild(heap.clone()).unwrap();
+    }
+}
+
+#[test]
+fn rebuild_rejects_corrupt_slab_table() {
+    let heap = heap_of(8 << 20);
+    set_entry(&heap, 3, 0x4000_0007);
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(m.contains("slab 3") && m.contains("0x40000007"), "{m}");
+    corrupt_msg(Allocator::for_each_allocated(&heap, |_| {}));
+
+    // A run whose second continuation is missing.
+    set_entry(&heap, 3, 0);
+    set_entry(&heap, 5, Kind::Head(3).encode());
+    set_entry(&heap, 6, Kind::Cont(1).encode());
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(
+        m.contains("slab 7") && m.contains("headed by slab 5"),
+        "{m}"
+    );
+    // Misnumbered continuation.
+    set_entry(&heap, 7, Kind::Cont(1).encode());
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(m.contains("slab 7") && m.contains("continuation 2"), "{m}");
+    set_entry(&heap, 7, Kind::Cont(2).encode());
+    Allocator::rebuild(heap.clone()).unwrap();
+
+    // Orphan continuation.
+    set_entry(&heap, 9, Kind::Cont(1).encode());
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(m.contains("slab 9") && m.contains("without a head"), "{m}");
+    set_entry(&heap, 9, 0);
+
+    // A run longer than the heap.
+    let last = heap.layout().slab_count - 2;
+    set_entry(&heap, last, Kind::Head(5).encode());
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(
+        m.contains(&format!("slab {last}")) && m.contains("only 2"),
+        "{m}"
+    );
+    set_entry(&heap, last, 0);
+
+    // Bits past the last block of a small slab.
+    let c48 = class_for(48).unwrap();
+    set_entry(&heap, 12, Kind::Small(c48).encode());
+    let cl = &CLASSES[c48];
+    let w = cl.used_words() - 1;
+    heap.atomic_u64(heap.layout().slab_offset(12) + 8 * w)
+        .store(1 << 63, Ordering::Relaxed);
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(
+        m.contains("slab 12") && m.contains("past the last block"),
+        "{m}"
+    );
+}
+
+#[test]
+fn check_reports_every_problem() {
+    let heap = heap_of(8 << 20);
+    {
+        let a = Allocator::rebuild(heap.clone()).unwrap();
+        let mut c = ThreadCache::default();
+        reserve_publish(&a, &mut c, 100);
+        reserve_publish(&a, &mut c, 2 * SLAB_SIZE);
+        heap.fence();
+    }
+    assert!(Allocator::check(&heap).is_empty());
+    set_entry(&heap, 10, 0x1000_0000 | NCLASSES as u32);
+    set_entry(&heap, 20, Kind::Cont(4).encode());
+    let problems = Allocator::check(&heap);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("slab 10"), "{problems:?}");
+    assert!(problems[1].contains("slab 20"), "{problems:?}");
+    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    assert!(m.contains("1 more problem"), "{m}");
+}
+
+#[test]
+fn usage_and_free_bytes() {
+    let heap = heap_of(8 << 20);
+    let slabs = heap.layout().slab_count as u64;
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = reserve_publish(&a, &mut c, 100);
+    let r = reserve_publish(&a, &mut c, 2 * SLAB_SIZE - HEADER);
+    heap.fence();
+    let class = class_for(b.size as usize).unwrap();
+    let n = CLASSES[class].nblocks as u64;
+    let u = a.usage();
+    assert_eq!(u.len(), NCLASSES + 1);
+    assert_eq!(
+        u[class],
+        ClassUsage {
+            block_size: b.size,
+            slabs: 1,
+            allocated: 1,
+            free: n - 1
+        }
+    );
+    assert_eq!(
+        u[NCLASSES],
+        ClassUsage {
+            block_size: 0,
+            slabs: 2,
+            allocated: 1,
+            free: slabs - 3
+        }
+    );
+    assert_eq!(
+        a.free_bytes(),
+        (slabs - 3) * SLAB_SIZE as u64 + (n - 1) * b.size
+    );
+    a.publish_free(r);
+    assert_eq!(
+        a.free_bytes(),
+        (slabs - 1) * SLAB_SIZE as u64 + (n - 1) * b.size
+    );
+}
+
+#[test]
+fn rebuild_frees_empty_slabs() {
+    let heap = heap_of(4 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = a.reserve(&mut c, 200).unwrap(); // formats a slab, never published
+    let slab = ((b.offset as usize) - heap.layout().heap_offset) / SLAB_SIZE;
+    assert_ne!(pmem::read_entry(&heap, slab), 0, "formatting is persistent");
+    drop(a);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    assert_eq!(pmem::read_entry(&heap, slab), 0);
+    assert_eq!(a.block_at(b.payload()), None);
+}
+
+#[test]
+fn thread_cache_moves_and_allocator_is_shared() {
+    fn send<T: Send>() {}
+    fn sync<T: Send + Sync>() {}
+    send::<ThreadCache>();
+    sync::<Allocator>();
+}
+
+#[test]
+fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
+    use rand::{Rng, SeedableRng};
+    let heap = heap_of(16 << 20);
+    let a = Arc::new(Allocator::rebuild(heap.clone()).unwrap());
+    let live: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (a, heap, live) = (a.clone(), heap.clone(), live.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(t);
+                let mut cache = ThreadCache::default();
+                let mut mine: Vec<Block> = Vec::new();
+                for i in 0..4000 {
+                    if mine.len() < 200 && rng.gen_bool(0.6) {
+                        let len = if i % 97 == 0 {
+                            rng.gen_range(MAX_SMALL..3 * SLAB_SIZE)
+                        } else {
+                            rng.gen_range(0..600)
+                        };
+                        let b = match a.reserve(&mut cache, len) {
+                            Ok(b) => b,
+                            Err(Error::OutOfSpace { .. }) => continue,
+                            Err(e) => panic!("{e}"),
+                        };
+                        assert!(b.payload_len() >= len);
+                        assert_eq!(a.block_at(b.payload()), Some(b));
+                        assert!(lock(&live).insert(b.offset), "{b:?} handed out twice");
+                        // Write the payload's first word: overlaps would show up below.
+                        heap.atomic_u64(b.payload() as usize)
+                            .store(b.offset, Ordering::Relaxed);
+                        if rng.gen_bool(0.2) {
+                            assert!(lock(&live).remove(&b.offset));
+                            a.unreserve(&mut cache, b);
+                            continue;
+                        }
+                        a.publish_alloc(b);
+                        heap.fence();
+                        mine.push(b);
+                    } else if !mine.is_empty() {
+                        let b = mine.swap_remove(rng.gen_range(0..mine.len()));
+                        assert_eq!(
+                            heap.atomic_u64(b.payload() as usize)
+                                .load(Ordering::Relaxed),
+                            b.offset
+                        );
+                        assert!(a.is_allocated(b));
+                        a.publish_free(b);
+                        heap.fence();
+                        assert!(lock(&live).remove(&b.offset));
+                        a.release(&mut cache, b);
+                    }
+                }
+                a.drain(&mut cache);
+                assert!(cache.is_empty());
+                mine
+            })
+        })
+        .collect();
+    let mut expect = BTreeSet::new();
+    for t in threads {
+        expect.extend(t.join().unwrap());
+    }
+    assert_eq!(allocated(&heap), expect);
+    assert_eq!(lock(&live).len(), expect.len());
+    assert!(Allocator::check(&heap).is_empty());
+    drop(a);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    for b in &expect {
+        assert!(a.is_allocated(*b));
+    }
+}
