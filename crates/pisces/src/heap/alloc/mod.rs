@@ -56,8 +56,8 @@
 //!
 //! # Recovery
 //! Recovery replays, in order, every logged allocator operation of a suffix of the
-//! history (all records at or above the watermark), then calls `rebuild`; no allocation
-//! happens before the logs are reset. `replay_alloc` / `replay_free` validate the
+//! history (all records at or above the watermark), then calls `rebuild` (before or
+//! after resetting the logs); no allocation happens before the logs are reset. `replay_alloc` / `replay_free` validate the
 //! geometry (`Err(Corrupt)` on nonsense) and then write the persistent effect:
 //! * Large runs are written unconditionally (all `n` entries), whatever the slabs hold
 //!   now. Replaying an old `Alloc` of a run may overwrite a slab that was later freed and
