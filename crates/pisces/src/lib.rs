@@ -15,7 +15,16 @@ pub mod engine;
 pub mod error;
 pub mod heap;
 pub mod medium;
+pub mod pool;
 mod sync;
+pub mod tx;
 
 pub use error::{Error, Result};
+pub use engine::{EngineId, EngineOptions};
 pub use heap::pptr::PPtr;
+pub use medium::MediumKind;
+pub use pool::{Config, Pool, ThreadHandle};
+pub use tx::Tx;
+
+/// Derive macros and traits for types stored in a pool.
+pub use bytemuck::{Pod, Zeroable};

@@ -87,8 +87,8 @@ impl Heap {
         })
     }
 
-    /// Open an existing pool image: validate everything recovery will trust, check the
-    /// engine, then bump the run generation (the only write, after all checks passed).
+    /// Open an existing pool image: validate the superblock and geometry and check the
+    /// engine. Writes nothing (see [`Heap::commit_generation`]).
     pub fn open(
         medium: Arc<dyn Medium>,
         engine_name: impl Fn(u32) -> String,
@@ -120,22 +120,38 @@ impl Heap {
                 requested: engine_name(expected_engine),
             });
         }
-        let next = Superblock {
-            run_generation: sb.run_generation + 1,
-            ..sb
-        };
-        let new_slot = superblock::write_next(medium.as_ref(), &next, slot);
-        let next = Superblock {
-            seq: sb.seq + 1,
-            ..next
-        }
-        .seal();
+        // The bump of the run generation is written by `commit_generation`, after the
+        // engine's recovery has validated the logs: a pool refused for any reason is
+        // never written.
         Ok(Heap {
             medium,
             layout,
-            superblock: Mutex::new((next, new_slot)),
-            generation: next.run_generation,
+            superblock: Mutex::new((sb, slot)),
+            generation: sb.run_generation + 1,
         })
+    }
+
+    /// Make this run's generation durable (the superblock's other copy, then persist).
+    /// Called once per open, after recovery and before any transaction: header words
+    /// tagged with an older generation read as unlocked from now on. Idempotent.
+    pub fn commit_generation(&self) {
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if cur.0.run_generation == self.generation {
+            return;
+        }
+        let next = Superblock {
+            run_generation: self.generation,
+            ..cur.0
+        };
+        let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
+        *cur = (
+            Superblock {
+                seq: next.seq + 1,
+                ..next
+            }
+            .seal(),
+            slot,
+        );
     }
 
     /// Read the current superblock of an image without opening it (for `pisces info`).

@@ -1,0 +1,323 @@
+//! Pools: create, open, thread handles, the root object, and `run`.
+//!
+//! A [`Pool`] is a cheap handle (clone it freely) on one mapped pool and its engine.
+//! Transactions run on thread states: [`Pool::run`] checks one out for the duration of
+//! one transaction (with retries) and gives it back; a [`ThreadHandle`] keeps one for
+//! a thread's lifetime, which is what hot loops should use. States hold per-thread
+//! engine resources (a log area, a group-commit batch), so there are at most
+//! `Config::max_threads` of them; they are never destroyed while the pool is open,
+//! and a parked state's pending write-backs are helped out by other threads.
+
+use crate::engine::pisces::PiscesEngine;
+use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
+use crate::heap::{FormatParams, Heap, ROOT_SLOT_OFFSET};
+use crate::medium::{self, Medium, MediumKind};
+use crate::tx::{run_on, Tx};
+use crate::{Error, PPtr, Result};
+use bytemuck::{Pod, Zeroable};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// How to create or open a pool.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
+    pub size: u64,
+    /// The medium the pool is mapped on.
+    pub medium: MediumKind,
+    /// The engine. A pool opened with another engine than the one that created it is
+    /// refused with [`Error::WrongEngine`].
+    pub engine: EngineId,
+    /// Most threads that run transactions at once. Fixed at creation.
+    pub max_threads: usize,
+    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
+    /// transaction's record may use at most half of it.
+    pub log_bytes_per_thread: usize,
+    /// Engine tuning (flush-diff, group commit); may differ between runs.
+    pub engine_options: EngineOptions,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            size: 64 << 20,
+            medium: MediumKind::DRAM,
+            engine: EngineId::Pisces,
+            max_threads: 8,
+            log_bytes_per_thread: 1 << 20,
+            engine_options: EngineOptions::default(),
+        }
+    }
+}
+
+/// The root slot's payload: where the root object is and how big it is.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct RootSlot {
+    offset: u64,
+    size: u64,
+}
+
+struct PoolInner {
+    engine: Box<dyn Engine>,
+    idle: Mutex<Vec<(usize, Box<dyn EngineThread>)>>,
+    created: Mutex<usize>,
+    max_threads: usize,
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // Thread states first (each writes back its batch), then anything left.
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.engine.quiesce();
+        let _ = self.engine.heap().medium().sync_all();
+    }
+}
+
+/// An open pool. Cloning gives another handle on the same pool; the pool is closed
+/// (pending write-backs done, file synced, lock released) when the last clone and the
+/// last [`ThreadHandle`] are dropped.
+///
+/// ```
+/// use pisces::{Config, Pool, PPtr};
+/// # fn main() -> pisces::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("doc.pool");
+/// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() })?;
+/// let root: PPtr<u64> = pool.root()?;
+/// pool.run(|tx| {
+///     *tx.write(root)? += 1;
+///     Ok(())
+/// })?;
+/// assert_eq!(pool.run(|tx| Ok(*tx.read(root)?))?, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("engine", &self.inner.engine.id())
+            .field("heap", self.inner.engine.heap())
+            .finish()
+    }
+}
+
+fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
+    if cfg.engine_options.group_commit == 0 {
+        return Err(Error::InvalidConfig(
+            "group_commit must be at least 1 (1 = off)".into(),
+        ));
+    }
+    match cfg.engine {
+        EngineId::Pisces => Ok(Box::new(PiscesEngine::open(heap, cfg.engine_options)?)),
+    }
+}
+
+impl Pool {
+    /// Create a new pool file at `path` (it must not exist) and open it.
+    pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
+        Self::create_on(medium, cfg).inspect_err(|_| {
+            let _ = std::fs::remove_file(path.as_ref());
+        })
+    }
+
+    /// Open an existing pool file, running recovery if it was not closed cleanly.
+    /// `cfg.size`, `max_threads` and `log_bytes_per_thread` are taken from the pool.
+    pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        let medium = medium::open_file(path.as_ref(), cfg.medium)?;
+        Self::open_on(medium, cfg)
+    }
+
+    /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
+    pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        let heap = Heap::format(
+            medium,
+            FormatParams {
+                engine_id: cfg.engine as u32,
+                max_threads: cfg.max_threads,
+                log_bytes_per_thread: cfg.log_bytes_per_thread,
+            },
+        )?;
+        Self::start(Arc::new(heap), &cfg)
+    }
+
+    /// Open a pool on a medium that holds one (e.g. a crash image).
+    pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        let heap = Heap::open(medium, EngineId::describe, cfg.engine as u32)?;
+        Self::start(Arc::new(heap), &cfg)
+    }
+
+    fn start(heap: Arc<Heap>, cfg: &Config) -> Result<Pool> {
+        let max_threads = heap.layout().max_threads;
+        let engine = start_engine(heap.clone(), cfg)?;
+        // Recovery succeeded: only now does the new run generation become durable.
+        heap.commit_generation();
+        Ok(Pool {
+            inner: Arc::new(PoolInner {
+                engine,
+                idle: Mutex::new(Vec::new()),
+                created: Mutex::new(0),
+                max_threads,
+            }),
+        })
+    }
+
+    /// The heap (layout, medium, superblock) — for tools and engines.
+    pub fn heap(&self) -> &Arc<Heap> {
+        self.inner.engine.heap()
+    }
+
+    /// The engine running this pool.
+    pub fn engine_id(&self) -> EngineId {
+        self.inner.engine.id()
+    }
+
+    fn checkout(&self) -> Result<(usize, Box<dyn EngineThread>)> {
+        if let Some(s) = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        {
+            return Ok(s);
+        }
+        let mut created = self.inner.created.lock().unwrap_or_else(|e| e.into_inner());
+        if *created >= self.inner.max_threads {
+            return Err(Error::TooManyThreads(self.inner.max_threads));
+        }
+        let slot = *created;
+        let th = self.inner.engine.thread(slot)?;
+        *created += 1;
+        Ok((slot, th))
+    }
+
+    fn checkin(&self, s: (usize, Box<dyn EngineThread>)) {
+        self.inner
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(s);
+    }
+
+    /// A thread state kept until the handle is dropped: the fast way to run many
+    /// transactions on one thread (no checkout per transaction, group commit across
+    /// them). Fails with [`Error::TooManyThreads`] when all slots are in use.
+    pub fn handle(&self) -> Result<ThreadHandle> {
+        let state = self.checkout()?;
+        Ok(ThreadHandle {
+            pool: self.clone(),
+            state: Some(state),
+        })
+    }
+
+    /// Run `f` as one transaction, retrying it on conflicts, and return its value.
+    ///
+    /// `f` may run several times; an `Err` from it rolls the transaction back and is
+    /// returned (use [`Error::abort`] for a user abort). All reads inside one attempt
+    /// see one snapshot.
+    pub fn run<R>(&self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+        let mut state = self.checkout()?;
+        let r = run_on(state.1.as_mut(), f);
+        self.checkin(state);
+        r
+    }
+
+    /// The root object, created zeroed on first use. Every call must use the same `T`
+    /// (its size is checked).
+    pub fn root<T: Pod>(&self) -> Result<PPtr<T>> {
+        let slot: PPtr<RootSlot> = PPtr::from_offset((ROOT_SLOT_OFFSET + 8) as u64);
+        let size = std::mem::size_of::<T>() as u64;
+        self.run(|tx| {
+            let r = *tx.read(slot)?;
+            if r.offset != 0 {
+                if r.size != size {
+                    return Err(Error::InvalidPointer(format!(
+                        "the root object has {} bytes, not {size} (another type?)",
+                        r.size
+                    )));
+                }
+                return Ok(PPtr::from_offset(r.offset));
+            }
+            let p = tx.alloc(T::zeroed())?;
+            *tx.write(slot)? = RootSlot {
+                offset: p.offset(),
+                size,
+            };
+            Ok(p)
+        })
+    }
+
+    /// Write back everything pending and make the whole pool durable now.
+    pub fn sync(&self) -> Result<()> {
+        for (_, th) in self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+        {
+            th.quiesce();
+        }
+        self.inner.engine.quiesce();
+        self.heap().medium().sync_all()
+    }
+}
+
+/// A thread's own transaction state on a pool (see [`Pool::handle`]).
+pub struct ThreadHandle {
+    pool: Pool,
+    state: Option<(usize, Box<dyn EngineThread>)>,
+}
+
+impl std::fmt::Debug for ThreadHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadHandle")
+            .field("slot", &self.state.as_ref().map(|s| s.0))
+            .finish()
+    }
+}
+
+impl ThreadHandle {
+    /// Run `f` as one transaction (see [`Pool::run`]).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let counter: PPtr<u64> = pool.root().unwrap();
+    /// let mut h = pool.handle().unwrap();
+    /// for _ in 0..10 {
+    ///     h.run(|tx| { *tx.write(counter)? += 1; Ok(()) }).unwrap();
+    /// }
+    /// assert_eq!(h.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 10);
+    /// ```
+    pub fn run<R>(&mut self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+        let state = self.state.as_mut().expect("state present until drop");
+        run_on(state.1.as_mut(), f)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The thread slot this handle uses.
+    pub fn slot(&self) -> usize {
+        self.state.as_ref().map_or(usize::MAX, |s| s.0)
+    }
+}
+
+impl Drop for ThreadHandle {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.state.take() {
+            s.1.quiesce();
+            self.pool.checkin(s);
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Protocol paths of the Pisces engine, through the public API.
+
+mod common;
+
+use common::{all_options, mem_pool};
+use pisces::{Config, EngineOptions, Error, PPtr, Pod, Pool, Zeroable};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+#[derive(Clone, Copy, Pod, Zeroable, Debug, PartialEq)]
+#[repr(C)]
+struct Node {
+    key: u64,
+    next: PPtr<Node>,
+}
+
+#[test]
+fn write_then_read_and_reopen_from_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let cfg = Config {
+        size: 32 << 20,
+        ..Config::default()
+    };
+    {
+        let pool = Pool::create(&path, cfg.clone()).unwrap();
+        let root: PPtr<[u64; 4]> = pool.root().unwrap();
+        pool.run(|tx| {
+            tx.write(root)?[2] = 77;
+            Ok(())
+        })
+        .unwrap();
+        // Own writes are visible inside the transaction, before commit.
+        pool.run(|tx| {
+            tx.write(root)?[0] = 5;
+            assert_eq!(tx.read(root)?[0], 5);
+            Ok(())
+        })
+        .unwrap();
+    }
+    let pool = Pool::open(&path, cfg).unwrap();
+    let root: PPtr<[u64; 4]> = pool.root().unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [5, 0, 77, 0]);
+    // The root's type is checked by size.
+    assert!(matches!(pool.root::<u64>(), Err(Error::InvalidPointer(_))));
+}
+
+#[test]
+fn linked_list_alloc_and_free_under_every_option() {
+    for opts in all_options() {
+        let pool = mem_pool(16 << 20, 2, opts);
+        let head: PPtr<PPtr<Node>> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+        for k in 0..200u64 {
+            h.run(|tx| {
+                let old = *tx.read(head)?;
+                let n = tx.alloc(Node { key: k, next: old })?;
+                *tx.write(head)? = n;
+                Ok(())
+            })
+            .unwrap();
+        }
+        // Remove every even key.
+        h.run(|tx| {
+            let mut prev: Option<PPtr<Node>> = None;
+            let mut cur = *tx.read(head)?;
+            while !cur.is_null() {
+                let n = *tx.read(cur)?;
+                if n.key % 2 == 0 {
+                    match prev {
+                        None => *tx.write(head)? = n.next,
+                        Some(p) => tx.write(p)?.next = n.next,
+                    }
+                    tx.free(cur)?;
+                } else {
+                    prev = Some(cur);
+                }
+                cur = n.next;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let keys = h
+            .run(|tx| {
+                let mut v = Vec::new();
+                let mut cur = *tx.read(head)?;
+                while !cur.is_null() {
+                    let n = tx.read(cur)?;
+                    v.push(n.key);
+                    cur = n.next;
+                }
+                Ok(v)
+            })
+            .unwrap();
+        let expected: Vec<u64> = (0..200).rev().filter(|k| k % 2 == 1).collect();
+        assert_eq!(keys, expected, "{opts:?}");
+    }
+}
+
+#[test]
+fn user_abort_and_errors_roll_back_everything() {
+    for opts in all_options() {
+        let pool = mem_pool(8 << 20, 2, opts);
+        let root: PPtr<[u64; 2]> = pool.root().unwrap();
+        let r: pisces::Result<()> = pool.run(|tx| {
+            tx.write(root)?[0] = 1;
+            let p = tx.alloc(Node {
+                key: 1,
+                next: PPtr::null(),
+            })?;
+            tx.write(root)?[1] = p.offset();
+            Err(tx.abort("no"))
+        });
+        assert!(matches!(r, Err(Error::UserAbort(_))));
+        assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [0, 0]);
+        // The object is writable again by someone else: its lock was released.
+        pool.run(|tx| {
+            tx.write(root)?[0] = 9;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(pool.run(|tx| Ok(tx.read(root)?[0])).unwrap(), 9);
+    }
+}
+
+#[test]
+fn invalid_pointers_are_errors_not_crashes() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    for off in [0u64, 1, 8, 4096, 12345, 1 << 40, u64::MAX - 7] {
+        let p: PPtr<u64> = PPtr::from_offset(off);
+        assert!(
+            matches!(
+                pool.run(|tx| Ok(*tx.read(p)?)),
+                Err(Error::InvalidPointer(_))
+            ),
+            "{off}"
+        );
+        assert!(
+            matches!(pool.run(|tx| tx.free(p)), Err(Error::InvalidPointer(_))),
+            "{off}"
+        );
+    }
+    // A pointer to a small object read as a bigger type.
+    let small = pool.run(|tx| tx.alloc(1u64)).unwrap();
+    let big: PPtr<[u64; 64]> = small.cast();
+    assert!(matches!(
+        pool.run(|tx| Ok(tx.read(big)?[0])),
+        Err(Error::InvalidPointer(_))
+    ));
+    // Double free inside one transaction.
+    assert!(matches!(
+        pool.run(|tx| {
+            tx.free(small)?;
+            tx.free(small)
+        }),
+        Err(Error::InvalidPointer(_))
+    ));
+}
+
+#[test]
+fn out_of_space_is_an_error_and_space_comes_back() {
+    let pool = mem_pool(2 << 20, 1, EngineOptions::default());
+    let mut h = pool.handle().unwrap();
+    let mut ptrs = Vec::new();
+    let err = loop {
+        match h.run(|tx| tx.alloc([0u64; 500])) {
+            Ok(p) => ptrs.push(p),
+            Err(e) => break e,
+        }
+        assert!(ptrs.len() < 100_000);
+    };
+    assert!(matches!(err, Error::OutOfSpace { .. }), "{err}");
+    assert!(ptrs.len() > 10);
+    for p in ptrs.drain(..) {
+        h.run(|tx| tx.free(p)).unwrap();
+    }
+    drop(h);
+    let mut h = pool.handle().unwrap();
+    h.run(|tx| tx.alloc([0u64; 500])).unwrap();
+}
+
+#[test]
+fn transaction_too_large_for_the_log_is_a_clear_error() {
+    let pool = mem_pool(16 << 20, 1, EngineOptions::default());
+    let r = pool.run(|tx| {
+        for _ in 0..400 {
+            tx.alloc([7u64; 128])?;
+        }
+        Ok(())
+    });
+    assert!(matches!(r, Err(Error::TooLargeForLog { .. })), "{r:?}");
+    // The pool is still usable.
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| {
+        *tx.write(root)? = 1;
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn log_recycling_keeps_long_runs_going() {
+    for opts in all_options() {
+        let pool = mem_pool(8 << 20, 1, opts);
+        let root: PPtr<[u64; 32]> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+        // Far more log bytes than one 256 KiB ring holds.
+        for i in 0..20_000u64 {
+            h.run(|tx| {
+                let r = tx.write(root)?;
+                for (j, w) in r.iter_mut().enumerate() {
+                    *w = i + j as u64;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(h.run(|tx| Ok(tx.read(root)?[31])).unwrap(), 19_999 + 31);
+    }
+}
+
+#[test]
+fn concurrent_increments_are_not_lost() {
+    for opts in all_options() {
+        let pool = mem_pool(8 << 20, 4, opts);
+        let root: PPtr<u64> = pool.root().unwrap();
+        let threads = 3;
+        let per = 2_000;
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                let pool = pool.clone();
+                s.spawn(move || {
+                    let mut h = pool.handle().unwrap();
+                    for _ in 0..per {
+                        h.run(|tx| {
+                            *tx.write(root)? += 1;
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            pool.run(|tx| Ok(*tx.read(root)?)).unwrap(),
+            threads * per,
+            "{opts:?}"
+        );
+    }
+}
+
+const ACCOUNTS: usize = 16;
+const INITIAL: u64 = 1_000;
+
+/// Transfers between accounts (each its own object) on 2 threads while a third audits:
+/// every audit, a read-only snapshot, must see the exact total.
+#[test]
+fn bank_audits_see_the_exact_total() {
+    for opts in all_options() {
+        let pool = mem_pool(16 << 20, 4, opts);
+        let table: PPtr<[PPtr<u64>; ACCOUNTS]> = pool.root().unwrap();
+        pool.run(|tx| {
+            let mut t = [PPtr::null(); ACCOUNTS];
+            for a in t.iter_mut() {
+                *a = tx.alloc(INITIAL)?;
+            }
+            *tx.write(table)? = t;
+            Ok(())
+        })
+        .unwrap();
+        let accounts = pool.run(|tx| Ok(*tx.read(table)?)).unwrap();
+        let stop = AtomicBool::new(false);
+        let audits = AtomicU64::new(0);
+        let barrier = Barrier::new(3);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (pool, stop, barrier) = (pool.clone(), &stop, &barrier);
+                s.spawn(move || {
+                    let mut h = pool.handle().unwrap();
+                    barrier.wait();
+                    let mut x = t * 7 + 1;
+                    for _ in 0..3_000 {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let from = (x >> 33) as usize % ACCOUNTS;
+                        let to = (x >> 13) as usize % ACCOUNTS;
+                        let amount = (x >> 50) % 50;
+                        h.run(|tx| {
+                            let f = *tx.read(accounts[from])?;
+                            if f < amount || from == to {
+                                return Ok(());
+                            }
+                            *tx.write(accounts[from])? -= amount;
+                            *tx.write(accounts[to])? += amount;
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                });
+            }
+            let (pool, stop, audits, barrier) = (pool.clone(), &stop, &audits, &barrier);
+            s.spawn(move || {
+                let mut h = pool.handle().unwrap();
+                barrier.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let total = h
+                        .run(|tx| {
+                            let mut sum = 0;
+                            for a in accounts {
+                                sum += *tx.read(a)?;
+                            }
+                            Ok(sum)
+                        })
+                        .unwrap();
+                    assert_eq!(
+                        total,
+                        INITIAL * ACCOUNTS as u64,
+                        "audit saw a torn snapshot ({opts:?})"
+                    );
+                    audits.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        });
+        assert!(audits.load(Ordering::Relaxed) > 0);
+        let total: u64 = pool
+            .run(|tx| {
+                let mut sum = 0;
+                for a in accounts {
+                    sum += *tx.read(a)?;
+                }
+                Ok(sum)
+            })
+            .unwrap();
+        assert_eq!(total, INITIAL * ACCOUNTS as u64);
+    }
+}
+
+#[test]
+fn a_panicking_transaction_releases_its_locks() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    let root: PPtr<u64> = pool.root().unwrap();
+    let p2 = pool.clone();
+    let r = std::thread::spawn(move || {
+        p2.run(|tx| -> pisces::Result<()> {
+            *tx.write(root)? = 3;
+            panic!("user code panicked");
+        })
+    })
+    .join();
+    assert!(r.is_err());
+    // Not blocked by a leftover lock, and the write did not happen.
+    pool.run(|tx| {
+        *tx.write(root)? += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 1);
+    let _ = Arc::new(());
+}
+
+#[test]
+fn thread_slots_are_bounded() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    let a = pool.handle().unwrap();
+    let b = pool.handle().unwrap();
+    assert!(matches!(pool.handle(), Err(Error::TooManyThreads(2))));
+    drop(a);
+    let _c = pool.handle().unwrap();
+    drop(b);
+}
