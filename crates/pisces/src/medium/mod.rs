@@ -20,6 +20,8 @@
 //! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
 //! [`counters`].
 
+#[cfg(test)]
+mod cost;
 pub mod counters;
 pub mod dram;
 pub mod file;
