@@ -8,17 +8,29 @@
 //! Everything above this layer (heap, engines) addresses the image by offset and calls
 //! only these primitives, so the same engine runs unchanged on
 //!
-//! * [`MediumKind::Dram`]: a file under `/dev/shm`, real flush instructions, and an
-//!   emulated NVM write latency charged per flushed line at the fence (the papers'
-//!   emulation method);
-//! * [`MediumKind::Dax`]: a file on a DAX file system mapped with `MAP_SYNC`, where
-//!   flush + fence is durability;
-//! * [`MediumKind::File`]: an ordinary file where the fence `msync`s the flushed pages;
-//! * the crash simulator ([`sim::SimMedium`]), which keeps a second, durable image and
-//!   can freeze it at any fence to build the image a power failure could leave.
+//! * [`MediumKind::Dram`] ([`DramMedium`]): a file under `/dev/shm`, real flush
+//!   instructions, and an emulated NVM write latency charged per flushed line at the
+//!   fence (the papers' emulation method);
+//! * [`MediumKind::Dax`] ([`DaxMedium`]): a file on a DAX file system mapped with
+//!   `MAP_SYNC`, where flush + fence is durability. Elsewhere it is refused with
+//!   [`Error::MediumUnsupported`](crate::Error::MediumUnsupported), naming the fallbacks;
+//! * [`MediumKind::File`] ([`FileMedium`]): an ordinary file where the fence `msync`s
+//!   the pages the calling thread flushed since its last fence;
+//! * the crash simulator ([`SimMedium`]), which keeps a second, durable image that a
+//!   line reaches only when the thread that flushed it fences, can freeze everything at
+//!   any fence or flush, and builds the images a power failure could leave (an
+//!   adversary picks, per 8-byte word, among unfenced and never-flushed writes).
+//!
+//! Pool files are created and opened by [`create_file`] and [`open_file`]: every
+//! operating-system check (missing, directory, read-only, too small, locked by another
+//! open) is its own error, and the pool stays `flock`ed for as long as its medium lives.
 //!
 //! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
 //! [`counters`].
+//!
+//! Cost of one `persist` of a cache line on this machine (`cargo test --release -p
+//! pisces persist_cost -- --ignored --nocapture`): DRAM ~0.2 us, DRAM with 300 ns
+//! emulated latency ~0.4 us, file + msync on disk ~130-260 us, simulator ~0.2 us.
 
 #[cfg(test)]
 mod cost;
