@@ -42,7 +42,7 @@ pub mod sim;
 
 pub use dram::DramMedium;
 pub use file::{create_file, open_file, DaxMedium, FileMedium};
-pub use sim::{Adversary, CrashImage, CrashPoint, CrashStats, SimConfig, SimMedium};
+pub use sim::{Adversary, CrashImage, CrashInfo, CrashPoint, CrashStats, SimConfig, SimMedium};
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
