@@ -11,6 +11,7 @@
 //! transaction API ([`Pool`], [`Tx`]).
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod engine;
 pub mod error;
 pub mod heap;
