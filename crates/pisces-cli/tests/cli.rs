@@ -1,0 +1,288 @@
+//! The `pisces` binary, run as a user would: exit codes, stdout, stderr.
+
+use pisces::heap::layout::SUPERBLOCK_SIZE;
+use pisces::{Config, PPtr, Pool};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the binary; every run must exit normally, without a panic message.
+fn pisces(args: &[&str]) -> Run {
+    let o: Output = Command::new(env!("CARGO_BIN_EXE_pisces"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let r = Run {
+        code: o.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(
+        !r.stderr.contains("panicked") && !r.stdout.contains("panicked"),
+        "pisces {args:?} panicked:\n{}",
+        r.stderr
+    );
+    r
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Create a small pool with the tool itself.
+fn create_small(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    let r = pisces(&[
+        "create",
+        s(&p),
+        "--size",
+        "8M",
+        "--threads",
+        "2",
+        "--log-bytes",
+        "64K",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    p
+}
+
+fn flip_byte(p: &Path, off: usize) {
+    let mut b = std::fs::read(p).unwrap();
+    b[off] ^= 0x5a;
+    std::fs::write(p, b).unwrap();
+}
+
+#[test]
+fn create_info_check() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "a.pool");
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 8 << 20);
+
+    let r = pisces(&["info", s(&p)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for want in [
+        "magic          ok",
+        "format version 1",
+        "engine         pisces (id 1)",
+        "pool size      8388608 bytes",
+        "run generation 1",
+        "thread slots   2 (a redo log of 64.0 KiB each)",
+        "free slabs     125",
+        "watermark",
+        "live records   0 (per slot: 0 0)",
+        "problems: none",
+    ] {
+        assert!(
+            r.stdout.contains(want),
+            "missing `{want}` in:\n{}",
+            r.stdout
+        );
+    }
+
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+    assert!(r.stdout.contains(": OK ("), "{}", r.stdout);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+}
+
+#[test]
+fn info_shows_usage_of_a_populated_pool() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "u.pool");
+    let pool = Pool::open(&p, Config::default()).unwrap();
+    let root: PPtr<[PPtr<[u64; 10]>; 8]> = pool.root().unwrap();
+    pool.run(|tx| {
+        for i in 0..8 {
+            let n = tx.alloc([i as u64; 10])?;
+            tx.write(root)?[i] = n;
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(pool);
+    let r = pisces(&["info", s(&p)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    // 8 objects of 88 bytes (96-byte class) and the 64-byte root (80-byte class).
+    assert!(
+        r.stdout.contains("allocated      9 objects"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("run generation 2"), "{}", r.stdout);
+    let line96 = r
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("96 "))
+        .unwrap_or_else(|| panic!("no 96-byte class line in:\n{}", r.stdout));
+    let cols: Vec<&str> = line96.split_whitespace().collect();
+    assert_eq!(cols[..3], ["96", "1", "8"], "{line96}");
+    assert!(pisces(&["check", s(&p)]).code == 0);
+}
+
+#[test]
+fn both_superblock_copies_corrupt_is_reported_with_exit_1() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "c.pool");
+    flip_byte(&p, 20); // in copy A's uuid
+    flip_byte(&p, SUPERBLOCK_SIZE + 20); // in copy B's uuid
+    let before = std::fs::read(&p).unwrap();
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("problems: 3"), "{}", r.stdout);
+    assert!(r.stdout.contains("no usable superblock"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("superblock copy A: checksum mismatch")
+            && r.stdout.contains("superblock copy B: checksum mismatch"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("is not consistent"), "{}", r.stderr);
+    assert!(
+        std::fs::read(&p).unwrap() == before,
+        "check wrote to the file"
+    );
+    // info says the same, with exit 1 too.
+    let r = pisces(&["info", s(&p)]);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("checksum mismatch"), "{}", r.stdout);
+}
+
+#[test]
+fn one_torn_superblock_copy_is_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "t.pool");
+    flip_byte(&p, SUPERBLOCK_SIZE + 40);
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains(": OK ("), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("warning: superblock copy B is unusable"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn truncated_pool_and_broken_slab_table_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "t.pool");
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len((8 << 20) - 3 * 4096).unwrap();
+    drop(f);
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("truncated"), "{}", r.stdout);
+
+    let p = create_small(d.path(), "s.pool");
+    let l = pisces::heap::layout::Layout::compute(8 << 20, 2, 64 << 10).unwrap();
+    let mut b = std::fs::read(&p).unwrap();
+    let off = l.slab_table_offset + 4 * 7;
+    b[off..off + 4].copy_from_slice(&0x3000_0002u32.to_ne_bytes());
+    std::fs::write(&p, b).unwrap();
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("allocator: slab 7"), "{}", r.stdout);
+}
+
+#[test]
+fn missing_file_directory_and_open_pool_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("missing.pool");
+    for cmd in ["check", "info"] {
+        let r = pisces(&[cmd, s(&missing)]);
+        assert_eq!(r.code, 2, "{cmd}");
+        assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        let r = pisces(&[cmd, s(d.path())]);
+        assert_eq!(r.code, 2, "{cmd}");
+        assert!(r.stderr.contains("is a directory"), "{}", r.stderr);
+    }
+    assert!(!missing.exists());
+
+    let p = create_small(d.path(), "o.pool");
+    let pool = Pool::open(&p, Config::default()).unwrap();
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("already open"), "{}", r.stderr);
+    drop(pool);
+    assert_eq!(pisces(&["check", s(&p)]).code, 0);
+}
+
+#[test]
+fn create_errors_exit_2_with_a_message() {
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "e.pool");
+    let before = std::fs::read(&p).unwrap();
+    let r = pisces(&["create", s(&p)]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    assert!(std::fs::read(&p).unwrap() == before);
+
+    let q = d.path().join("q.pool");
+    for (args, want) in [
+        (vec!["--size", "12Q"], "unknown size suffix"),
+        (vec!["--size", "100K"], "below the minimum"),
+        (vec!["--size", "8M", "--threads", "0"], "max_threads"),
+        (
+            vec!["--size", "8M", "--log-bytes", "1000"],
+            "log_bytes_per_thread",
+        ),
+        (vec!["--engine", "pmdk"], "unknown engine"),
+        (vec!["--medium", "tape"], "invalid value"),
+    ] {
+        let mut a = vec!["create", s(&q)];
+        a.extend(args.iter().copied());
+        let r = pisces(&a);
+        assert_eq!(r.code, 2, "{a:?}");
+        assert!(r.stderr.contains(want), "{a:?}: {}", r.stderr);
+        assert!(!q.exists(), "{a:?} left a file behind");
+    }
+    let r = pisces(&["frobnicate"]);
+    assert_eq!(r.code, 2);
+    let r = pisces(&["--help"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("create") && r.stdout.contains("check"));
+}
+
+#[test]
+fn main_job_runs_and_cleans_up() {
+    let r = pisces(&["--seconds", "0.2"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for want in [
+        "committed tx/s",
+        "total ok: yes",
+        "no emulated NVM latency",
+        "not built yet",
+        ": OK (",
+    ] {
+        assert!(
+            r.stdout.contains(want),
+            "missing `{want}` in:\n{}",
+            r.stdout
+        );
+    }
+    // One table row per thread count, with a positive rate and clean audits.
+    for threads in ["1", "2"] {
+        let row = r
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(threads))
+            .unwrap_or_else(|| panic!("no row for {threads} threads:\n{}", r.stdout));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert!(cols[1].parse::<f64>().unwrap() > 0.0, "{row}");
+        assert_eq!(cols[5], "ok", "{row}");
+    }
+    let removed = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pool file removed: "))
+        .expect("the job names the pool it removed");
+    assert!(!Path::new(removed).exists(), "{removed} still exists");
+    assert_eq!(pisces(&["--seconds", "0"]).code, 2);
+}
