@@ -1,0 +1,345 @@
+//! Bad input to `Pool::open` / `Pool::create`: each case gives its own `Error` variant,
+//! never panics, and leaves the file's bytes exactly as they were.
+
+use pisces::heap::layout::SUPERBLOCK_SIZE;
+use pisces::heap::superblock::{Superblock, FORMAT_VERSION, MAGIC};
+use pisces::{Config, Error, PPtr, Pool};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const SIZE: u64 = 4 << 20;
+
+fn cfg() -> Config {
+    Config {
+        size: SIZE,
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        ..Config::default()
+    }
+}
+
+/// A closed pool with a root counter set to 41, in a fresh directory.
+fn make_pool() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("pool");
+    let pool = Pool::create(&p, cfg()).unwrap();
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| {
+        *tx.write(root)? = 41;
+        Ok(())
+    })
+    .unwrap();
+    drop(pool);
+    (d, p)
+}
+
+/// Length and CRC32C of the file's bytes (`None` if it does not exist).
+fn fingerprint(p: &Path) -> Option<(usize, u32)> {
+    std::fs::read(p).ok().map(|b| (b.len(), crc32c::crc32c(&b)))
+}
+
+/// Open `p`, expect an error, and check that the file did not change.
+fn open_fails(p: &Path) -> Error {
+    let before = fingerprint(p);
+    let e = match Pool::open(p, cfg()) {
+        Ok(_) => panic!("opening {} succeeded", p.display()),
+        Err(e) => e,
+    };
+    assert_eq!(
+        fingerprint(p),
+        before,
+        "a failed open changed the file ({e})"
+    );
+    assert!(!e.to_string().is_empty());
+    e
+}
+
+fn read_sb(p: &Path, copy: usize) -> Superblock {
+    let b = std::fs::read(p).unwrap();
+    let off = copy * SUPERBLOCK_SIZE;
+    bytemuck::pod_read_unaligned(&b[off..off + std::mem::size_of::<Superblock>()])
+}
+
+fn write_at(p: &Path, off: usize, bytes: &[u8]) {
+    let mut b = std::fs::read(p).unwrap();
+    b[off..off + bytes.len()].copy_from_slice(bytes);
+    std::fs::write(p, b).unwrap();
+}
+
+/// The superblock checksum as the format defines it: CRC32C of every byte before the
+/// checksum field (the last 8 bytes are the checksum and padding).
+fn format_checksum(sb: &Superblock) -> u32 {
+    let body = std::mem::size_of::<Superblock>() - 8;
+    crc32c::crc32c(&bytemuck::bytes_of(sb)[..body])
+}
+
+/// Rewrite both superblock copies with `f` applied, checksums re-sealed.
+fn rewrite_both(p: &Path, f: impl Fn(&mut Superblock)) {
+    for copy in 0..2 {
+        let mut sb = read_sb(p, copy);
+        f(&mut sb);
+        sb.checksum = format_checksum(&sb);
+        assert_eq!(
+            sb.checksum,
+            sb.seal().checksum,
+            "the format's checksum rule"
+        );
+        write_at(p, copy * SUPERBLOCK_SIZE, bytemuck::bytes_of(&sb));
+    }
+}
+
+fn root_value(pool: &Pool) -> u64 {
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| Ok(*tx.read(root)?)).unwrap()
+}
+
+#[test]
+fn a_good_pool_opens_and_keeps_its_data() {
+    let (_d, p) = make_pool();
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(root_value(&pool), 41);
+    assert_eq!(pool.heap().superblock().magic, MAGIC);
+    assert_eq!(pool.heap().superblock().format_version, FORMAT_VERSION);
+}
+
+#[test]
+fn missing_file() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("nothing-here");
+    assert!(matches!(open_fails(&p), Error::NotFound(ref q) if *q == p));
+    assert!(!p.exists(), "open must not create the file");
+}
+
+#[test]
+fn path_is_a_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let sub = d.path().join("dir");
+    std::fs::create_dir(&sub).unwrap();
+    assert!(matches!(open_fails(&sub), Error::IsDirectory(_)));
+    assert_eq!(std::fs::read_dir(&sub).unwrap().count(), 0);
+    assert!(matches!(
+        Pool::create(&sub, cfg()),
+        Err(Error::AlreadyExists(_))
+    ));
+}
+
+#[test]
+fn file_too_small() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("small");
+    std::fs::write(&p, vec![0xabu8; 4096]).unwrap();
+    match open_fails(&p) {
+        Error::TooSmall { len, min, .. } => {
+            assert_eq!(len, 4096);
+            assert!(min > 4096);
+        }
+        e => panic!("expected TooSmall, got {e:?}"),
+    }
+    let p = d.path().join("empty");
+    std::fs::write(&p, b"").unwrap();
+    assert!(matches!(open_fails(&p), Error::TooSmall { len: 0, .. }));
+}
+
+#[test]
+fn truncated_file() {
+    let (_d, p) = make_pool();
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(SIZE - 3 * 4096).unwrap();
+    drop(f);
+    match open_fails(&p) {
+        Error::SizeMismatch { expected, actual } => {
+            assert_eq!(expected, SIZE);
+            assert_eq!(actual, SIZE - 3 * 4096);
+        }
+        e => panic!("expected SizeMismatch, got {e:?}"),
+    }
+}
+
+#[test]
+fn wrong_magic() {
+    let (_d, p) = make_pool();
+    write_at(&p, 0, b"NOTAPOOL");
+    write_at(&p, SUPERBLOCK_SIZE, b"NOTAPOOL");
+    assert!(matches!(open_fails(&p), Error::BadMagic));
+}
+
+#[test]
+fn zero_filled_file_is_not_a_pool() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("zeros");
+    std::fs::write(&p, vec![0u8; SIZE as usize]).unwrap();
+    assert!(matches!(open_fails(&p), Error::BadMagic));
+}
+
+#[test]
+fn unknown_format_version() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| sb.format_version = FORMAT_VERSION + 1);
+    match open_fails(&p) {
+        Error::UnsupportedVersion { found, supported } => {
+            assert_eq!(found, FORMAT_VERSION + 1);
+            assert_eq!(supported, FORMAT_VERSION);
+        }
+        e => panic!("expected UnsupportedVersion, got {e:?}"),
+    }
+}
+
+#[test]
+fn other_engine() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| sb.engine_id = 0x4242);
+    match open_fails(&p) {
+        Error::WrongEngine { found, requested } => {
+            assert!(found.contains("unknown engine"), "{found}");
+            assert!(found.contains(&0x4242.to_string()), "{found}");
+            assert_eq!(requested, "pisces");
+        }
+        e => panic!("expected WrongEngine, got {e:?}"),
+    }
+}
+
+#[test]
+fn checksum_mismatch() {
+    let (_d, p) = make_pool();
+    for copy in 0..2 {
+        let mut sb = read_sb(&p, copy);
+        sb.uuid[3] ^= 0x10; // not resealed
+        write_at(&p, copy * SUPERBLOCK_SIZE, bytemuck::bytes_of(&sb));
+    }
+    match open_fails(&p) {
+        Error::Corrupt(msg) => assert!(msg.contains("checksum"), "{msg}"),
+        e => panic!("expected Corrupt (checksum), got {e:?}"),
+    }
+}
+
+#[test]
+fn size_in_superblock_differs_from_file_size() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| sb.pool_size = SIZE * 2);
+    match open_fails(&p) {
+        Error::SizeMismatch { expected, actual } => {
+            assert_eq!(expected, SIZE * 2);
+            assert_eq!(actual, SIZE);
+        }
+        e => panic!("expected SizeMismatch, got {e:?}"),
+    }
+}
+
+#[test]
+fn root_offset_out_of_range() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| sb.root_slot_offset = SIZE + 64);
+    match open_fails(&p) {
+        Error::Corrupt(msg) => assert!(msg.contains("root slot offset"), "{msg}"),
+        e => panic!("expected Corrupt (root slot), got {e:?}"),
+    }
+}
+
+#[test]
+fn geometry_that_does_not_fit_the_file() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| sb.max_threads = 1000);
+    match open_fails(&p) {
+        Error::Corrupt(msg) => assert!(msg.contains("geometry"), "{msg}"),
+        e => panic!("expected Corrupt (geometry), got {e:?}"),
+    }
+}
+
+#[test]
+fn read_only_file() {
+    let (_d, p) = make_pool();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+    // The library refuses by the permission bits, so this holds when run as root too.
+    assert!(matches!(open_fails(&p), Error::ReadOnly(_)));
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(root_value(&Pool::open(&p, cfg()).unwrap()), 41);
+}
+
+#[test]
+fn pool_already_open() {
+    let (_d, p) = make_pool();
+    let first = Pool::open(&p, cfg()).unwrap();
+    first.sync().unwrap();
+    assert!(matches!(open_fails(&p), Error::Locked(_)));
+    // The first handle is unaffected, and the pool opens again once it is closed.
+    assert_eq!(root_value(&first), 41);
+    drop(first);
+    assert_eq!(root_value(&Pool::open(&p, cfg()).unwrap()), 41);
+}
+
+#[test]
+fn creating_over_an_existing_file() {
+    let (_d, p) = make_pool();
+    let before = fingerprint(&p);
+    assert!(matches!(
+        Pool::create(&p, cfg()),
+        Err(Error::AlreadyExists(ref q)) if *q == p
+    ));
+    assert_eq!(fingerprint(&p), before);
+    // Also an unrelated file, which must survive.
+    let other = p.with_file_name("notes.txt");
+    std::fs::write(&other, b"keep me").unwrap();
+    assert!(matches!(
+        Pool::create(&other, cfg()),
+        Err(Error::AlreadyExists(_))
+    ));
+    assert_eq!(std::fs::read(&other).unwrap(), b"keep me");
+}
+
+/// Which copy is current: the valid one with the higher sequence number.
+fn current_copy(p: &Path) -> usize {
+    let (a, b) = (read_sb(p, 0), read_sb(p, 1));
+    if b.seq > a.seq {
+        1
+    } else {
+        0
+    }
+}
+
+#[test]
+fn torn_superblock_update_falls_back_to_the_other_copy() {
+    let (_d, p) = make_pool();
+    // Open once more so that the two copies hold different generations.
+    drop(Pool::open(&p, cfg()).unwrap());
+    let cur = current_copy(&p);
+    let (newer, older) = (read_sb(&p, cur), read_sb(&p, 1 - cur));
+    assert!(newer.seq > older.seq);
+    assert!(newer.run_generation > older.run_generation);
+
+    // A crash while the newer copy was being written: the words from offset 48 on
+    // (sequence number, checksum) still hold the old bytes — x86 makes only 8-byte
+    // stores failure-atomic — so its checksum fails.
+    let cut = 48;
+    let mut torn = bytemuck::bytes_of(&newer).to_vec();
+    torn[cut..].copy_from_slice(&bytemuck::bytes_of(&older)[cut..]);
+    assert_ne!(torn, bytemuck::bytes_of(&older));
+    write_at(&p, cur * SUPERBLOCK_SIZE, &torn);
+    let pool = Pool::open(&p, cfg()).expect("falls back to the intact copy");
+    let sb = pool.heap().superblock();
+    assert_eq!(sb.uuid, older.uuid);
+    assert_eq!(
+        sb.run_generation,
+        older.run_generation + 1,
+        "the new generation follows the copy that was used"
+    );
+    assert_eq!(root_value(&pool), 41);
+    drop(pool);
+
+    // The open rewrote the torn copy: both copies are valid again.
+    for copy in 0..2 {
+        let sb = read_sb(&p, copy);
+        assert_eq!(sb.checksum, format_checksum(&sb), "copy {copy}");
+    }
+
+    // The other way round: the older copy damaged, the newer one is used.
+    drop(Pool::open(&p, cfg()).unwrap());
+    let cur = current_copy(&p);
+    let newer = read_sb(&p, cur);
+    write_at(&p, (1 - cur) * SUPERBLOCK_SIZE + 40, &[0xee; 8]);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(
+        pool.heap().superblock().run_generation,
+        newer.run_generation + 1
+    );
+    assert_eq!(root_value(&pool), 41);
+}
