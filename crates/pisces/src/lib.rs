@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod heap;
 pub mod medium;
+pub mod mutation;
 pub mod pool;
 mod sync;
 pub mod tx;

@@ -370,3 +370,16 @@ fn thread_slots_are_bounded() {
     let _c = pool.handle().unwrap();
     drop(b);
 }
+
+/// The grace period (lines 52-54): a write-back waits for a reader whose snapshot is
+/// older than the writer's commit, so the reader never sees half of the transfer.
+#[test]
+fn write_back_waits_for_older_snapshots() {
+    let patience = std::time::Duration::from_millis(300);
+    let (sum, commit_took) = common::read_skew_under_write_back(patience);
+    assert_eq!(sum, 200, "read skew: the reader saw half a transfer");
+    assert!(
+        commit_took >= patience / 2,
+        "the writer's commit returned in {commit_took:?}, without waiting for the reader"
+    );
+}

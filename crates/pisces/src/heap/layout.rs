@@ -66,7 +66,7 @@ impl Layout {
                 "max_threads must be 1..={MAX_THREADS}, got {max_threads}"
             )));
         }
-        if log_bytes_per_thread < MIN_LOG_BYTES || log_bytes_per_thread % PAGE != 0 {
+        if log_bytes_per_thread < MIN_LOG_BYTES || !log_bytes_per_thread.is_multiple_of(PAGE) {
             return Err(Error::InvalidConfig(format!(
                 "log_bytes_per_thread must be a multiple of {PAGE} and at least {MIN_LOG_BYTES}, got {log_bytes_per_thread}"
             )));

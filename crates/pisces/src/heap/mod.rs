@@ -206,7 +206,7 @@ impl Heap {
     #[inline]
     pub fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         assert!(
-            off % 8 == 0 && self.in_bounds(off, 8),
+            off.is_multiple_of(8) && self.in_bounds(off, 8),
             "bad word offset {off:#x}"
         );
         // SAFETY: in bounds and 8-aligned (the base is page aligned); the image lives as

@@ -34,3 +34,65 @@ pub fn all_options() -> Vec<EngineOptions> {
     }
     v
 }
+pub mod crash;
+
+/// Hermitage-style read skew under a write-back: a reader reads A, a writer then moves
+/// 50 from A to B and commits, the reader reads B. Snapshot isolation requires the
+/// reader to see A + B = 200. The writer's grace period must hold its write-back until
+/// the reader ends; the reader waits for the writer's commit at most `patience`.
+/// Returns (A + B as the reader saw it, how long the writer's commit call took).
+pub fn read_skew_under_write_back(patience: std::time::Duration) -> (u64, std::time::Duration) {
+    use pisces::PPtr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    let pool = mem_pool(
+        8 << 20,
+        2,
+        EngineOptions {
+            group_commit: 1,
+            ..EngineOptions::default()
+        },
+    );
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let [a, b] = pool
+        .run(|tx| {
+            let ab = [tx.alloc(100u64)?, tx.alloc(100u64)?];
+            *tx.write(root)? = ab;
+            Ok(ab)
+        })
+        .unwrap();
+    let read_a = AtomicBool::new(false);
+    let committed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut h = pool.handle().unwrap();
+            while !read_a.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let t = Instant::now();
+            h.run(|tx| {
+                *tx.write(a)? -= 50;
+                *tx.write(b)? += 50;
+                Ok(())
+            })
+            .unwrap();
+            let took = t.elapsed();
+            committed.store(true, Ordering::Release);
+            took
+        });
+        let mut h = pool.handle().unwrap();
+        let sum = h
+            .run(|tx| {
+                let va = *tx.read(a)?;
+                read_a.store(true, Ordering::Release);
+                let t = Instant::now();
+                while !committed.load(Ordering::Acquire) && t.elapsed() < patience {
+                    std::thread::yield_now();
+                }
+                Ok(va + *tx.read(b)?)
+            })
+            .unwrap();
+        drop(h);
+        (sum, writer.join().unwrap())
+    })
+}

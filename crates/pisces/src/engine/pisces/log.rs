@@ -187,17 +187,8 @@ fn encode_header(
     h
 }
 
-/// Test-only switch: when false, records are written with a zero checksum and the
-/// parser accepts any checksum (mutation evidence that the checksum matters).
-#[cfg(test)]
-pub static CHECKSUM_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
 fn checksum_ok(stored: u32, computed: u32) -> bool {
-    #[cfg(test)]
-    if !CHECKSUM_ON.load(std::sync::atomic::Ordering::Relaxed) {
-        return true;
-    }
-    stored == computed
+    stored == computed || crate::mutation::active(crate::mutation::Mutation::Checksum)
 }
 
 /// Pack the tail word.
@@ -238,7 +229,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     let mut expected: Option<u64> = None;
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
-    if pos >= cap || pos % 8 != 0 {
+    if pos >= cap || !pos.is_multiple_of(8) {
         return ParsedLog { records, next_seq };
     }
     loop {
@@ -397,15 +388,12 @@ impl LogWriter {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        #[allow(unused_mut)]
-        let mut h = encode_header(KIND_TX, entries.len() as u32, seq, persist_ts, entries);
-        #[cfg(test)]
-        if !CHECKSUM_ON.load(std::sync::atomic::Ordering::Relaxed) {
-            h[12..16].fill(0);
-        }
+        let h = encode_header(KIND_TX, entries.len() as u32, seq, persist_ts, entries);
         heap.write_bytes(ring + self.head + HEADER_LEN, entries);
         heap.write_bytes(ring + self.head, &h);
-        heap.flush(ring + self.head, rec_len);
+        if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {
+            heap.flush(ring + self.head, rec_len);
+        }
         counters::add_bytes_logged(rec_len as u64);
         self.live.push_back(LiveRecord {
             parse_start,

@@ -2,10 +2,15 @@
 //! the grace period.
 //!
 //! This is the part of Pisces where memory ordering decides correctness, so it is kept
-//! small and is model-checked with `loom` (see `tests` below, run under `cfg(loom)`).
-//! All the operations that the paper separates with a `fence` use `SeqCst`: the
-//! arguments below rely on one total order of those loads and stores (store → load
-//! ordering across two locations is exactly what weaker orderings do not give).
+//! small and is model-checked with `loom` (see `loom_tests` below, run under
+//! `cfg(loom)`). Where the paper writes `fence` (lines 3 and 44), the code has an
+//! explicit `fence(SeqCst)` between a store and a later load of another location,
+//! paired with a fence on the other side of the race; the accesses themselves are
+//! Acquire / Release. Both sides' fences are totally ordered, so at least one side sees
+//! the other's store — the store-buffering pattern that Acquire / Release alone allow.
+//! (Writing the fences explicitly rather than relying on SeqCst *accesses* is also what
+//! lets loom check the protocol: loom models SeqCst fences exactly but treats SeqCst
+//! accesses as AcqRel, and with SeqCst accesses it reports the races below as real.)
 //!
 //! * `globalTS` ([`Clock`]) is the only global counter.
 //! * Each thread slot publishes `active_start` ([`SlotClock`]): `INACTIVE`, `STARTING`
@@ -17,8 +22,8 @@
 //!   writer's record, so group-committed transactions of one thread keep distinct
 //!   `endTS` values.
 
-use crate::sync::{spin_step, AtomicBool, AtomicU64};
-use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+use crate::sync::{fence, spin_step, AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 /// `active_start` of a slot with no running transaction.
 pub const INACTIVE: u64 = u64::MAX;
@@ -40,10 +45,11 @@ impl Clock {
             ts: AtomicU64::new(ts.max(1)),
         }
     }
-    /// The current value.
+    /// The current value. Acquire: a reader of value v sees everything the committer
+    /// that produced v did before its increment (its endTS and copy contents).
     #[inline]
     pub fn now(&self) -> u64 {
-        self.ts.load(SeqCst)
+        self.ts.load(Acquire)
     }
 }
 
@@ -62,18 +68,21 @@ impl Default for SlotClock {
 }
 
 impl SlotClock {
-    /// TM_START (lines 2-4): become active, then read `globalTS`.
+    /// TM_START (lines 2-4): become active, fence, then read `globalTS`.
     ///
-    /// Race closed: a committer that increments `globalTS` and then scans the slots must
-    /// not miss a reader whose start timestamp predates the increment. Publishing
-    /// `STARTING` before loading the clock (both SeqCst) puts the publication before the
-    /// load in the total order, so such a committer sees `STARTING` or the start
-    /// timestamp, both below its `endTS`, and waits.
+    /// Race closed: a committer increments `globalTS`, fences, and scans the slots (the
+    /// grace period); it must not miss a reader whose start timestamp predates the
+    /// increment. With a fence on both sides, either our clock load sees the increment
+    /// (then our snapshot includes the committer) or its scan sees `STARTING` / our
+    /// start timestamp, both below its `endTS`, and it waits for us.
     #[inline]
     pub fn start(&self, clock: &Clock) -> u64 {
-        self.active_start.store(STARTING, SeqCst);
-        let ts = clock.ts.load(SeqCst);
-        self.active_start.store(ts, SeqCst);
+        self.active_start.store(STARTING, Relaxed);
+        fence(SeqCst);
+        let ts = clock.now();
+        // Release: nothing to publish really; the scan only compares the value, and
+        // STARTING (already visible to it after our fence) is the conservative one.
+        self.active_start.store(ts, Release);
         ts
     }
 
@@ -85,10 +94,11 @@ impl SlotClock {
         self.active_start.store(INACTIVE, Release);
     }
 
-    /// The published value (for grace periods and diagnostics).
+    /// The published value (for grace periods and diagnostics). Acquire pairs with
+    /// `finish`: after seeing INACTIVE, the reader's reads are over.
     #[inline]
     pub fn load(&self) -> u64 {
-        self.active_start.load(SeqCst)
+        self.active_start.load(Acquire)
     }
 }
 
@@ -119,32 +129,41 @@ impl TxRecord {
 
     /// The concurrency-commit stage (lines 43-47). Returns `endTS`.
     ///
-    /// Race closed (the paper's §3.1 store-buffer example): `inCritical = true` must be
-    /// ordered before the load of `globalTS`, so that a reader that saw `inCritical ==
-    /// false` *before* we set it necessarily read its own start timestamp before our
-    /// clock load, and therefore has `startTS < endTS` whatever `endTS` it reads.
-    /// SeqCst on both gives that order. The Release on `inCritical = false` (SeqCst
-    /// here) publishes `endTS` and the copy contents written before it to a reader that
-    /// Acquires `inCritical == false`.
+    /// Race closed (the paper's §3.1 store-buffer example): a reader whose start
+    /// timestamp came from *another* committer's increment may check us between our
+    /// clock load and our `endTS` store. The fence after `inCritical = true` pairs with
+    /// the reader's fence in [`TxRecord::visible_to`] (between its clock load and its
+    /// `inCritical` load): either the reader sees `inCritical == true` and waits for our
+    /// `endTS`, or our clock load sees at least its start timestamp and so
+    /// `endTS > startTS` whatever `endTS` it reads.
+    /// The Release on `inCritical = false` publishes `endTS` and the copy contents to a
+    /// reader that Acquires it; the Release increment does the same for a reader whose
+    /// start timestamp is our increment.
     #[inline]
     pub fn commit(&self, clock: &Clock) -> u64 {
-        self.in_critical.store(true, SeqCst);
-        let end = clock.ts.load(SeqCst) + 1;
-        self.end_ts.store(end, SeqCst);
-        self.in_critical.store(false, SeqCst);
-        clock.ts.fetch_add(1, SeqCst);
+        self.in_critical.store(true, Relaxed);
+        fence(SeqCst);
+        let end = clock.ts.load(Relaxed) + 1;
+        self.end_ts.store(end, Relaxed);
+        self.in_critical.store(false, Release);
+        clock.ts.fetch_add(1, AcqRel);
         end
     }
 
     /// Lines 14-15: wait while the writer is in its critical section, then decide
     /// whether its copy belongs to the snapshot of a transaction started at `start_ts`.
+    /// The fence pairs with the one in [`TxRecord::commit`] (see there); it is only on
+    /// this slow path (the object is locked), never on the read fast path.
     #[inline]
     pub fn visible_to(&self, start_ts: u64) -> bool {
+        fence(SeqCst);
         let mut round = 0;
-        while self.in_critical.load(SeqCst) {
+        while self.in_critical.load(Acquire)
+            && !crate::mutation::active(crate::mutation::Mutation::InCriticalWait)
+        {
             spin_step(&mut round);
         }
-        self.end_ts.load(SeqCst) <= start_ts
+        self.end_ts.load(Acquire) <= start_ts
     }
 
     /// `endTS` (END_INFINITE while uncommitted).
@@ -157,13 +176,15 @@ impl TxRecord {
 /// The grace period (lines 52-54): wait until no slot other than `own_slot` runs a
 /// transaction that started before `end_ts`.
 ///
-/// Slots are read with SeqCst so that this scan is ordered after the caller's
-/// `globalTS` increment (see [`SlotClock::start`]).
+/// The fence orders the scan after the `globalTS` increment that produced `end_ts`
+/// (ours, or — for a helper — one that happened before it took the batch lock); it
+/// pairs with the fence in [`SlotClock::start`].
 pub fn wait_for_readers<'a>(
     slots: impl IntoIterator<Item = &'a SlotClock>,
     own_slot: usize,
     end_ts: u64,
 ) {
+    fence(SeqCst);
     for (i, s) in slots.into_iter().enumerate() {
         if i == own_slot {
             continue;
@@ -184,18 +205,19 @@ mod loom_tests {
     use loom::sync::Arc;
     use std::sync::atomic::Ordering::{Acquire, Release};
 
-    /// (1) Reader / committer race on inCritical and endTS. A committer publishes a copy
-    /// (the `copy` word) and commits; a reader starts concurrently. Snapshot rule: if the
-    /// reader's start timestamp is at least the committer's endTS, it must take the copy;
-    /// and if it takes the copy, the copy's content written before commit is visible.
-    #[test]
-    fn loom_reader_sees_every_copy_committed_before_its_start() {
+    /// (1) Reader / committer race on inCritical and endTS. Committer 1 publishes a
+    /// copy and commits; committer 2 commits concurrently (it advances globalTS, which
+    /// is what lets a reader start *after* committer 1 read the clock but *before* it
+    /// stored its endTS); a reader starts concurrently. Snapshot rule: the reader takes
+    /// the copy exactly when its start timestamp is at least committer 1's endTS, and if
+    /// it takes the copy, the copy's content written before commit is visible.
+    fn reader_committer_race() {
         loom::model(|| {
             let clock = Arc::new(Clock::new(1));
             let rec = Arc::new(TxRecord::new(0));
             let content = Arc::new(LAtomicU64::new(0));
             let end_seen = Arc::new(LAtomicU64::new(0));
-            let w = {
+            let w1 = {
                 let (clock, rec, content, end_seen) = (
                     clock.clone(),
                     rec.clone(),
@@ -208,13 +230,27 @@ mod loom_tests {
                     end_seen.store(end, Release);
                 })
             };
-            let reader_slot = SlotClock::default();
-            let start = reader_slot.start(&clock);
-            let visible = rec.visible_to(start);
-            if visible {
-                assert_eq!(content.load(Relaxed), 42, "copy visible before its content");
-            }
-            w.join().unwrap();
+            let w2 = {
+                let clock = clock.clone();
+                loom::thread::spawn(move || {
+                    TxRecord::new(1).commit(&clock);
+                })
+            };
+            let r = {
+                let (clock, rec, content) = (clock.clone(), rec.clone(), content.clone());
+                loom::thread::spawn(move || {
+                    let reader_slot = SlotClock::default();
+                    let start = reader_slot.start(&clock);
+                    let visible = rec.visible_to(start);
+                    if visible {
+                        assert_eq!(content.load(Relaxed), 42, "copy visible before its content");
+                    }
+                    (start, visible)
+                })
+            };
+            let (start, visible) = r.join().unwrap();
+            w1.join().unwrap();
+            w2.join().unwrap();
             let end = end_seen.load(Acquire);
             assert_eq!(
                 visible,
@@ -223,6 +259,28 @@ mod loom_tests {
             );
         });
     }
+
+    #[test]
+    fn loom_reader_sees_every_copy_committed_before_its_start() {
+        reader_committer_race();
+    }
+
+    /// Mutation evidence: without the `inCritical` wait, the model finds the race.
+    #[cfg(feature = "mutation")]
+    #[test]
+    #[should_panic(expected = "visibility must follow")]
+    fn loom_incritical_wait_is_needed() {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                crate::mutation::set(None);
+            }
+        }
+        let _reset = Reset;
+        crate::mutation::set(Some(crate::mutation::Mutation::InCriticalWait));
+        reader_committer_race();
+    }
+
     use std::sync::atomic::Ordering::Relaxed;
 
     /// (2) Grace period against a reader that starts during write-back. The writer
@@ -231,7 +289,18 @@ mod loom_tests {
     /// that reads home must see a value consistent with its snapshot.
     #[test]
     fn loom_grace_period_protects_old_snapshots() {
-        loom::model(|| {
+        grace_model(true);
+    }
+
+    /// The model fails without the grace period (so it does check it).
+    #[test]
+    #[should_panic(expected = "snapshot")]
+    fn loom_grace_period_is_needed() {
+        grace_model(false);
+    }
+
+    fn grace_model(with_grace: bool) {
+        loom::model(move || {
             let clock = Arc::new(Clock::new(1));
             let slots: Arc<Vec<Box<SlotClock>>> =
                 Arc::new((0..2).map(|_| Box::new(SlotClock::default())).collect());
@@ -249,34 +318,40 @@ mod loom_tests {
                 loom::thread::spawn(move || {
                     // copy (value 2) already linked: `locked` is the header word.
                     let end = rec.commit(&clock);
-                    wait_for_readers(slots.iter().map(|b| &**b), 0, end);
+                    if with_grace {
+                        wait_for_readers(slots.iter().map(|b| &**b), 0, end);
+                    }
                     home.store(2, Relaxed);
                     locked.store(false, Release);
                 })
             };
-            let me = &slots[1];
-            let start = me.start(&clock);
-            // TM_READ: header non-empty -> check the writer; empty -> home.
-            let value = if locked.load(Acquire) {
-                if rec.visible_to(start) {
-                    2
-                } else {
-                    home.load(Relaxed)
-                }
-            } else {
-                home.load(Relaxed)
+            let r = {
+                let (clock, slots, rec, home, locked) = (
+                    clock.clone(),
+                    slots.clone(),
+                    rec.clone(),
+                    home.clone(),
+                    locked.clone(),
+                );
+                loom::thread::spawn(move || {
+                    let me = &slots[1];
+                    let start = me.start(&clock);
+                    // TM_READ: header non-empty -> check the writer; empty -> home.
+                    let read = || {
+                        if locked.load(Acquire) && rec.visible_to(start) {
+                            2
+                        } else {
+                            home.load(Relaxed)
+                        }
+                    };
+                    let value = read();
+                    // Read again: a snapshot never changes inside one transaction.
+                    let again = read();
+                    me.finish();
+                    (start, value, again)
+                })
             };
-            // Read again: a snapshot never changes inside one transaction.
-            let again = if locked.load(Acquire) {
-                if rec.visible_to(start) {
-                    2
-                } else {
-                    home.load(Relaxed)
-                }
-            } else {
-                home.load(Relaxed)
-            };
-            me.finish();
+            let (start, value, again) = r.join().unwrap();
             w.join().unwrap();
             let end = rec.end_ts();
             let expected = if end <= start { 2 } else { 1 };

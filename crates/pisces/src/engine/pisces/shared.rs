@@ -44,8 +44,6 @@ use crate::heap::Heap;
 use crate::medium::counters;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
-#[cfg(test)]
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -228,16 +226,6 @@ impl Slot {
     }
 }
 
-/// Test-only switches that remove one protocol step each (mutation evidence).
-#[cfg(test)]
-pub mod mutation {
-    use std::sync::atomic::AtomicBool;
-    /// Skip the grace period before write-back.
-    pub static SKIP_GRACE: AtomicBool = AtomicBool::new(false);
-    /// Drop records below the watermark without persisting it first.
-    pub static SKIP_WATERMARK: AtomicBool = AtomicBool::new(false);
-}
-
 /// Pool-wide engine state.
 pub struct Shared {
     /// The pool.
@@ -316,10 +304,7 @@ impl Shared {
             return;
         }
         let max_end = batch.entries.iter().map(|e| e.end_ts).max().unwrap_or(0);
-        #[cfg(test)]
-        let skip = mutation::SKIP_GRACE.load(Relaxed);
-        #[cfg(not(test))]
-        let skip = false;
+        let skip = crate::mutation::active(crate::mutation::Mutation::GracePeriod);
         if !skip {
             wait_for_readers(self.clocks(), caller_slot, max_end);
         }

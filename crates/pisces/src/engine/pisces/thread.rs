@@ -329,11 +329,7 @@ impl PiscesThread {
     /// Drop written-back records below the watermark (P-2), persisting it first.
     fn recycle(&mut self) {
         let w = self.sh.watermark();
-        #[cfg(test)]
-        let skip =
-            super::shared::mutation::SKIP_WATERMARK.load(std::sync::atomic::Ordering::Relaxed);
-        #[cfg(not(test))]
-        let skip = false;
+        let skip = crate::mutation::active(crate::mutation::Mutation::Watermark);
         if w > self.durable_watermark {
             if !skip {
                 self.sh.persist_watermark(w);
@@ -529,4 +525,4 @@ impl Drop for PiscesThread {
 }
 
 #[allow(dead_code)]
-const _: () = assert!(COPY_HDR % 8 == 0);
+const _: () = assert!(COPY_HDR.is_multiple_of(8));

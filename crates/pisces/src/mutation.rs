@@ -1,0 +1,61 @@
+//! Mutation switches: each removes one protocol step of the Pisces engine, so that
+//! tests can show the step is needed (the test that guards it fails without it).
+//!
+//! Compiled in only with the `mutation` cargo feature, which is for tests: without it,
+//! [`active`] is a constant `false` and every check folds away. With it, at most one
+//! mutation is active at a time, chosen at run time with [`set`].
+
+/// A protocol step that a mutation removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mutation {
+    /// Readers do not wait while a writer is in its commit critical section (line 14).
+    InCriticalWait = 1,
+    /// Write-back does not wait for older snapshots (lines 52-54).
+    GracePeriod = 2,
+    /// Log records are accepted without a valid checksum.
+    Checksum = 3,
+    /// Log space is recycled without first persisting the watermark.
+    Watermark = 4,
+    /// The log record is not flushed before its persistTS makes it count.
+    LogFlush = 5,
+}
+
+impl Mutation {
+    /// All mutations.
+    pub const ALL: [Mutation; 5] = [
+        Mutation::InCriticalWait,
+        Mutation::GracePeriod,
+        Mutation::Checksum,
+        Mutation::Watermark,
+        Mutation::LogFlush,
+    ];
+}
+
+#[cfg(feature = "mutation")]
+static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// True if mutation `m` is active.
+#[inline(always)]
+pub fn active(m: Mutation) -> bool {
+    #[cfg(feature = "mutation")]
+    {
+        ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == m as u8
+    }
+    #[cfg(not(feature = "mutation"))]
+    {
+        let _ = m;
+        false
+    }
+}
+
+/// Activate one mutation, or none. Panics without the `mutation` feature.
+pub fn set(m: Option<Mutation>) {
+    #[cfg(feature = "mutation")]
+    ACTIVE.store(
+        m.map_or(0, |m| m as u8),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    #[cfg(not(feature = "mutation"))]
+    assert!(m.is_none(), "built without the `mutation` feature");
+}
