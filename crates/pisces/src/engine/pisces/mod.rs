@@ -29,7 +29,7 @@ pub mod thread;
 
 use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
 use crate::heap::alloc::{Allocator, ThreadCache};
-use crate::heap::Heap;
+use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::Result;
 use shared::Shared;
 use std::sync::Arc;
@@ -45,6 +45,16 @@ impl PiscesEngine {
     pub fn open(heap: Arc<Heap>, opts: EngineOptions) -> Result<PiscesEngine> {
         let recovered = recovery::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        // The root slot's header word is outside the allocator's heap; a lock left
+        // there by a crash reads as empty (older tag), but clear it anyway: it is free.
+        heap.atomic_u64(ROOT_SLOT_OFFSET)
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        heap.persist(ROOT_SLOT_OFFSET, 8);
+        if shared::tag_wraps(heap.generation()) {
+            // This run's tag was used 65535 runs ago: words left by that run would
+            // read as locks of this one.
+            Allocator::clear_header_words(&heap)?;
+        }
         let sh = Arc::new(Shared::new(
             heap,
             alloc,

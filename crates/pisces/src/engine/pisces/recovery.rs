@@ -35,7 +35,7 @@ fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
     let l = heap.layout();
     let (off, end) = (off as usize, off as usize + len);
     let root = ROOT_SLOT_OFFSET + HEADER;
-    let in_heap = off >= l.heap_offset && end <= l.heap_end() && end >= off;
+    let in_heap = off >= l.heap_offset && end <= l.heap_end() && end >= off && len <= l.heap_end();
     let in_root = off >= root && end <= root + 16;
     if (in_heap || in_root) && off % 8 == 0 {
         Ok(())
@@ -44,6 +44,18 @@ fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
             "log entry writes {len} bytes at {off:#x}, outside the heap"
         )))
     }
+}
+
+/// Check that every entry of a record names a place a transaction could have written.
+fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
+    for e in entries {
+        match *e {
+            Entry::Word { off, .. } => check_target(heap, off, 8)?,
+            Entry::Range { off, data } => check_target(heap, off, data.len())?,
+            Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b)?,
+        }
+    }
+    Ok(())
 }
 
 /// Apply one record's entries (validated) and flush what they touch.
@@ -83,11 +95,18 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
         }
     }
     records.sort_by_key(|r| (r.0, r.1, r.2));
-    let mut new_w = w;
+    // Validate every record before writing anything: a pool whose logs are damaged is
+    // refused unchanged.
+    let mut decoded = Vec::with_capacity(records.len());
     for (pts, slot, seq, bytes) in &records {
         let entries = log::decode(bytes)
+            .and_then(|entries| validate(heap, &entries).map(|()| entries))
             .map_err(|e| Error::Corrupt(format!("log record {seq} of thread slot {slot}: {e}")))?;
-        apply(heap, &entries)?;
+        decoded.push((*pts, entries));
+    }
+    let mut new_w = w;
+    for (pts, entries) in &decoded {
+        apply(heap, entries)?;
         new_w = new_w.max(pts + 1);
     }
     heap.fence();

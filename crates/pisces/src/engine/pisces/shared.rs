@@ -244,6 +244,18 @@ pub struct Shared {
     pub next_seq: Vec<u64>,
 }
 
+/// The tag of run `generation` in the top 16 bits of a locked header word: 1..=0xFFFF,
+/// never 0, so a zero word is always empty.
+pub fn tag_of(generation: u64) -> u64 {
+    (generation % 0xFFFF + 1) << 48
+}
+
+/// True if run `generation` reuses the tag of an earlier run (its words must be
+/// cleared before use).
+pub fn tag_wraps(generation: u64) -> bool {
+    generation >= 0xFFFF && generation % 0xFFFF == 0
+}
+
 /// Mask of the copy pointer in a header word.
 pub const PTR_MASK: u64 = (1 << 48) - 1;
 
@@ -257,7 +269,7 @@ impl Shared {
         next_seq: Vec<u64>,
     ) -> Shared {
         let n = heap.layout().max_threads;
-        let tag = (heap.generation() % 0xFFFF + 1) << 48;
+        let tag = tag_of(heap.generation());
         Shared {
             heap,
             alloc,

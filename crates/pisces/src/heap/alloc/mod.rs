@@ -394,6 +394,13 @@ impl Allocator {
             return None;
         }
         let head = lock(&self.slabs).take_run(n)?;
+        // The head's header word held whatever the slab held before (a bitmap, payload
+        // bytes): make it an empty header, durably, before `block_at` can accept the
+        // block (see `pmem::format_small`).
+        let head_off = self.heap.layout().slab_offset(head);
+        // Relaxed: the slab is ours alone until the Release store to the mirror below.
+        self.heap.atomic_u64(head_off).store(0, Ordering::Relaxed);
+        self.heap.persist(head_off, 8);
         for k in 1..n {
             // Relaxed: continuations are never blocks; nothing reads them for ordering.
             self.kinds[head + k].store(Kind::Cont(k).encode(), Ordering::Relaxed);
@@ -654,6 +661,41 @@ impl Allocator {
     /// table entries, broken large runs, stray bitmap bits. For `pisces check`.
     pub fn check(heap: &Heap) -> Vec<String> {
         pmem::scan(heap).1
+    }
+
+    /// `Ok` if `b` names a possible block of this heap's geometry (a small block start
+    /// for its size, or a large run inside the heap). Recovery checks every logged
+    /// block with it before replaying anything.
+    pub fn check_block(heap: &Heap, b: Block) -> Result<()> {
+        pmem::locate(heap.layout(), b)
+            .map(|_| ())
+            .map_err(Error::Corrupt)
+    }
+
+    /// Zero the header word of every block, allocated or free, and of every large run,
+    /// and persist them. Engines call it when their header-word tag wraps around, so
+    /// that no word left by a run long ago reads as a lock of the current run. Only
+    /// while no thread uses the heap (at open).
+    pub fn clear_header_words(heap: &Heap) -> Result<()> {
+        let (entries, problems) = pmem::scan(heap);
+        if !problems.is_empty() {
+            return Err(Error::Corrupt(pmem::summarize(&problems)));
+        }
+        let layout = heap.layout();
+        for (slab, &e) in entries.iter().enumerate() {
+            match Kind::decode(e) {
+                Some(Kind::Small(class)) => pmem::clear_headers(heap, slab, class),
+                Some(Kind::Head(_)) => {
+                    let off = layout.slab_offset(slab);
+                    // Relaxed: single-threaded (see above); fenced below.
+                    heap.atomic_u64(off).store(0, Ordering::Relaxed);
+                    heap.flush(off, 8);
+                }
+                _ => {}
+            }
+        }
+        heap.fence();
+        Ok(())
     }
 
     /// Call `f` for every allocated block of the persistent state (set bits of small

@@ -157,9 +157,15 @@ pub(crate) fn valid_mask(class: usize, w: usize) -> u64 {
     }
 }
 
-/// Format slab `slab` for class `class` and make it durable: zero the bitmap and persist
-/// it, then set and persist the table entry. A crash in between leaves either a free
-/// slab or a formatted, empty one; both hold nothing.
+/// Format slab `slab` for class `class` and make it durable: zero the bitmap and the
+/// header word of every block and persist them, then set and persist the table entry.
+/// A crash in between leaves either a free slab or a formatted, empty one; both hold
+/// nothing.
+///
+/// The header words must be zeroed because they sit where the slab's previous geometry
+/// may have kept payload bytes or a bitmap: an engine reads a header word as a lock,
+/// and old bytes that happened to look like one of this run's locks would be followed
+/// as a pointer.
 pub(crate) fn format_small(heap: &Heap, slab: usize, class: usize) {
     let cl = &CLASSES[class];
     for w in 0..cl.all_words() {
@@ -168,11 +174,26 @@ pub(crate) fn format_small(heap: &Heap, slab: usize, class: usize) {
         // before the entry.
         bitmap_word(heap, slab, w).store(0, Ordering::Relaxed);
     }
+    clear_headers(heap, slab, class);
     heap.persist(heap.layout().slab_offset(slab), cl.data_start as usize);
     store_entry(heap, slab, Kind::Small(class));
     // Fenced here, not by the engine: the blocks of this slab may be published by other
     // threads, whose fences do not cover this thread's flush.
     heap.persist(entry_offset(heap, slab), 4);
+}
+
+/// Zero the header word of every block of small slab `slab` (class `class`) and flush
+/// them; the caller fences. Only for a slab no thread can reach (being formatted, or
+/// recovery).
+pub(crate) fn clear_headers(heap: &Heap, slab: usize, class: usize) {
+    let cl = &CLASSES[class];
+    let base = heap.layout().slab_offset(slab) + cl.data_start as usize;
+    for i in 0..cl.nblocks as usize {
+        let off = base + i * cl.size as usize;
+        // Relaxed: see the caller; the caller's fence makes it durable.
+        heap.atomic_u64(off).store(0, Ordering::Relaxed);
+        heap.flush(off, 8);
+    }
 }
 
 /// Set (or clear) the bit of block `index` of `slab` and flush its word.

@@ -1,0 +1,147 @@
+//! Recovery edge cases: header words left by old runs, damaged logs.
+
+mod common;
+
+use pisces::engine::pisces::log::{LogWriter, RecordBuilder};
+use pisces::engine::pisces::shared::tag_of;
+use pisces::heap::superblock::Superblock;
+use pisces::heap::{FormatParams, Heap};
+use pisces::medium::sim::{SimConfig, SimMedium};
+use pisces::medium::Medium;
+use pisces::{Config, EngineOptions, Error, PPtr, Pool};
+use std::sync::Arc;
+
+fn small_cfg() -> Config {
+    Config {
+        size: 16 << 20,
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        ..Config::default()
+    }
+}
+
+fn rewrite_generation(path: &std::path::Path, generation: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    for copy in 0..2 {
+        let off = copy * 4096;
+        let n = std::mem::size_of::<Superblock>();
+        let mut sb: Superblock = bytemuck::pod_read_unaligned(&bytes[off..off + n]);
+        sb.run_generation = generation;
+        let sb = sb.seal();
+        bytes[off..off + n].copy_from_slice(bytemuck::bytes_of(&sb));
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn poke(path: &std::path::Path, off: u64, value: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[off as usize..off as usize + 8].copy_from_slice(&value.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A header word left by a run whose tag equals the current run's (65535 runs ago)
+/// must not be followed as a lock: opening at the wrap clears every header word.
+#[test]
+fn tag_wrap_clears_header_words_of_long_ago_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wrap.pool");
+    let x = {
+        let pool = Pool::create(&path, small_cfg()).unwrap();
+        let root: PPtr<PPtr<u64>> = pool.root().unwrap();
+        pool.run(|tx| {
+            let x = tx.alloc(5u64)?;
+            *tx.write(root)? = x;
+            Ok(x)
+        })
+        .unwrap()
+    };
+    // The next open is run 0xFFFF, whose tag is that of run 0: plant a "lock" of that
+    // tag pointing nowhere in x's header word.
+    rewrite_generation(&path, 0xFFFE);
+    poke(&path, x.offset() - 8, tag_of(0xFFFF) | 0x10);
+    let pool = Pool::open(&path, small_cfg()).unwrap();
+    assert_eq!(pool.heap().generation(), 0xFFFF);
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 5);
+    pool.run(|tx| {
+        *tx.write(x)? = 6;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 6);
+}
+
+/// When a slab is reused for another size class, its new header words sit on old
+/// payload bytes; old bytes that look like a lock of the current run must not be
+/// followed (the allocator zeroes header words when it formats a slab).
+#[test]
+fn reformatted_slab_has_no_lock_shaped_header_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reformat.pool");
+    let next_generation = {
+        let pool = Pool::create(&path, small_cfg()).unwrap();
+        let next = pool.heap().generation() + 1;
+        let mut h = pool.handle().unwrap();
+        // Objects of one class, every payload word shaped like a lock of the next run.
+        let fake = tag_of(next) | 0x10;
+        let objs: Vec<PPtr<[u64; 13]>> = (0..2000)
+            .map(|_| h.run(|tx| tx.alloc([fake; 13])).unwrap())
+            .collect();
+        for o in objs {
+            h.run(|tx| tx.free(o)).unwrap();
+        }
+        next
+    };
+    // Reopen: empty slabs return to the free state; a different class reuses them.
+    let pool = Pool::open(&path, small_cfg()).unwrap();
+    assert_eq!(pool.heap().generation(), next_generation);
+    let mut h = pool.handle().unwrap();
+    for i in 0..3000u64 {
+        let p = h.run(|tx| tx.alloc([i; 5])).unwrap();
+        assert_eq!(h.run(|tx| Ok(tx.read(p)?[4])).unwrap(), i);
+    }
+}
+
+/// A log record with a valid checksum but an impossible target makes the pool refused
+/// as corrupt — before any record is replayed, so the image is unchanged.
+#[test]
+fn damaged_log_is_refused_before_anything_is_written() {
+    let size = 4 << 20;
+    let sim = Arc::new(SimMedium::new(size, SimConfig::default()).unwrap());
+    let heap = Heap::format(
+        sim.clone(),
+        FormatParams {
+            engine_id: 1,
+            max_threads: 2,
+            log_bytes_per_thread: 64 << 10,
+        },
+    )
+    .unwrap();
+    let l = *heap.layout();
+    // Slot 0: a valid record (persistTS 5) writing a heap word.
+    let mut good = RecordBuilder::default();
+    good.word(l.heap_offset as u64 + 4096, 0xABCD);
+    let mut w0 = LogWriter::new(l.log_offset(0), l.log_bytes_per_thread, 0);
+    w0.append(&heap, good.bytes(), 5);
+    // Slot 1: a later record writing outside the heap (into the superblock).
+    let mut bad = RecordBuilder::default();
+    bad.word(64, 0xDEAD);
+    let mut w1 = LogWriter::new(l.log_offset(1), l.log_bytes_per_thread, 0);
+    w1.append(&heap, bad.bytes(), 9);
+    heap.fence();
+    drop(heap);
+    let before = sim.durable_image();
+    let opened = Pool::open_on(
+        sim.clone(),
+        Config {
+            engine_options: EngineOptions::default(),
+            ..small_cfg()
+        },
+    );
+    assert!(
+        matches!(opened, Err(Error::Corrupt(_))),
+        "{:?}",
+        opened.err()
+    );
+    assert!(sim.durable_image() == before, "a refused pool was written");
+    let _ = sim.len();
+}
