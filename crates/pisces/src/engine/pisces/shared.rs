@@ -253,7 +253,7 @@ pub fn tag_of(generation: u64) -> u64 {
 /// True if run `generation` reuses the tag of an earlier run (its words must be
 /// cleared before use).
 pub fn tag_wraps(generation: u64) -> bool {
-    generation >= 0xFFFF && generation % 0xFFFF == 0
+    generation >= 0xFFFF && generation.is_multiple_of(0xFFFF)
 }
 
 /// Mask of the copy pointer in a header word.
