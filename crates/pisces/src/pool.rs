@@ -19,6 +19,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// How to create or open a pool.
+///
+/// ```
+/// use pisces::{Config, EngineOptions, MediumKind};
+/// let cfg = Config {
+///     size: 256 << 20,                       // a 256 MiB pool
+///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
+///     max_threads: 4,
+///     engine_options: EngineOptions { flush_diff: true, group_commit: 8 },
+///     ..Config::default()
+/// };
+/// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
+/// ```
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
@@ -119,6 +131,16 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
 
 impl Pool {
     /// Create a new pool file at `path` (it must not exist) and open it.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, Error};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("new.pool");
+    /// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// drop(pool);
+    /// // Creating over an existing file is refused.
+    /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
+    /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
         Self::create_on(medium, cfg).inspect_err(|_| {
@@ -128,12 +150,36 @@ impl Pool {
 
     /// Open an existing pool file, running recovery if it was not closed cleanly.
     /// `cfg.size`, `max_threads` and `log_bytes_per_thread` are taken from the pool.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("kept.pool");
+    /// let cfg = Config { size: 32 << 20, ..Config::default() };
+    /// {
+    ///     let pool = Pool::create(&path, cfg.clone()).unwrap();
+    ///     let n: PPtr<u64> = pool.root().unwrap();
+    ///     pool.run(|tx| { *tx.write(n)? = 7; Ok(()) }).unwrap();
+    /// } // closed
+    /// let pool = Pool::open(&path, cfg).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
+    /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         let medium = medium::open_file(path.as_ref(), cfg.medium)?;
         Self::open_on(medium, cfg)
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use pisces::medium::dram::DramMedium;
+    /// use pisces::{Config, Pool};
+    /// let medium = Arc::new(DramMedium::anonymous(32 << 20, 0, 0).unwrap());
+    /// let pool = Pool::create_on(medium, Config::default()).unwrap();
+    /// assert_eq!(pool.heap().layout().max_threads, 8);
+    /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let heap = Heap::format(
             medium,
@@ -146,7 +192,22 @@ impl Pool {
         Self::start(Arc::new(heap), &cfg)
     }
 
-    /// Open a pool on a medium that holds one (e.g. a crash image).
+    /// Open a pool on a medium that holds one (e.g. a crash image), running recovery.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use pisces::medium::sim::{SimConfig, SimMedium};
+    /// use pisces::{Config, Pool, PPtr};
+    /// let cfg = Config { size: 4 << 20, max_threads: 2, log_bytes_per_thread: 64 << 10, ..Config::default() };
+    /// let sim = Arc::new(SimMedium::new(4 << 20, SimConfig::default()).unwrap());
+    /// let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// pool.run(|tx| { *tx.write(n)? = 1; Ok(()) }).unwrap();
+    /// // Power fails now: boot a new machine from what reached the medium.
+    /// let image = sim.crash_image_now(42);
+    /// let again = Pool::open_on(Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap()), cfg).unwrap();
+    /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
+    /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let heap = Heap::open(medium, EngineId::describe, cfg.engine as u32)?;
         Self::start(Arc::new(heap), &cfg)
@@ -168,11 +229,25 @@ impl Pool {
     }
 
     /// The heap (layout, medium, superblock) — for tools and engines.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// assert_eq!(pool.heap().superblock().pool_size, 32 << 20);
+    /// ```
     pub fn heap(&self) -> &Arc<Heap> {
         self.inner.engine.heap()
     }
 
     /// The engine running this pool.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, EngineId};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// assert_eq!(pool.engine_id(), EngineId::Pisces);
+    /// ```
     pub fn engine_id(&self) -> EngineId {
         self.inner.engine.id()
     }
@@ -208,6 +283,25 @@ impl Pool {
     /// A thread state kept until the handle is dropped: the fast way to run many
     /// transactions on one thread (no checkout per transaction, group commit across
     /// them). Fails with [`Error::TooManyThreads`] when all slots are in use.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..2 {
+    ///         let pool = pool.clone();
+    ///         s.spawn(move || {
+    ///             let mut h = pool.handle().unwrap();
+    ///             for _ in 0..100 {
+    ///                 h.run(|tx| { *tx.write(n)? += 1; Ok(()) }).unwrap();
+    ///             }
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 200);
+    /// ```
     pub fn handle(&self) -> Result<ThreadHandle> {
         let state = self.checkout()?;
         Ok(ThreadHandle {
@@ -221,6 +315,20 @@ impl Pool {
     /// `f` may run several times; an `Err` from it rolls the transaction back and is
     /// returned (use [`Error::abort`] for a user abort). All reads inside one attempt
     /// see one snapshot.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("r.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pair: PPtr<[i64; 2]> = pool.root().unwrap();
+    /// let moved = pool.run(|tx| {
+    ///     let p = tx.write(pair)?;
+    ///     p[0] -= 5;
+    ///     p[1] += 5;
+    ///     Ok(5)
+    /// }).unwrap();
+    /// assert_eq!(moved, 5);
+    /// ```
     pub fn run<R>(&self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         let mut state = self.checkout()?;
         let r = run_on(state.1.as_mut(), f);
@@ -230,6 +338,18 @@ impl Pool {
 
     /// The root object, created zeroed on first use. Every call must use the same `T`
     /// (its size is checked).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, Pod, Zeroable};
+    /// #[derive(Clone, Copy, Pod, Zeroable)]
+    /// #[repr(C)]
+    /// struct Root { count: u64, head: PPtr<u64> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("root.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let root: PPtr<Root> = pool.root().unwrap();
+    /// assert_eq!(pool.root::<Root>().unwrap(), root); // same object every time
+    /// assert!(pool.root::<u64>().is_err());          // another type is refused
+    /// ```
     pub fn root<T: Pod>(&self) -> Result<PPtr<T>> {
         let slot: PPtr<RootSlot> = PPtr::from_offset((ROOT_SLOT_OFFSET + 8) as u64);
         let size = std::mem::size_of::<T>() as u64;
@@ -253,7 +373,15 @@ impl Pool {
         })
     }
 
-    /// Write back everything pending and make the whole pool durable now.
+    /// Write back everything pending and make the whole pool durable now (on the
+    /// file medium, msync of the whole file).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("s.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// pool.sync().unwrap();
+    /// ```
     pub fn sync(&self) -> Result<()> {
         for (_, th) in self
             .inner
@@ -303,11 +431,27 @@ impl ThreadHandle {
     }
 
     /// The pool.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("p.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let h = pool.handle().unwrap();
+    /// assert_eq!(h.pool().engine_id(), pool.engine_id());
+    /// ```
     pub fn pool(&self) -> &Pool {
         &self.pool
     }
 
-    /// The thread slot this handle uses.
+    /// The thread slot this handle uses (its log area).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("sl.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let (a, b) = (pool.handle().unwrap(), pool.handle().unwrap());
+    /// assert_ne!(a.slot(), b.slot());
+    /// ```
     pub fn slot(&self) -> usize {
         self.state.as_ref().map_or(usize::MAX, |s| s.0)
     }
