@@ -274,12 +274,19 @@ fn bank_audits_see_the_exact_total() {
         let barrier = Barrier::new(3);
         std::thread::scope(|s| {
             for t in 0..2u64 {
-                let (pool, stop, barrier) = (pool.clone(), &stop, &barrier);
+                let (pool, stop, barrier, audits) = (pool.clone(), &stop, &barrier, &audits);
                 s.spawn(move || {
                     let mut h = pool.handle().unwrap();
                     barrier.wait();
                     let mut x = t * 7 + 1;
-                    for _ in 0..3_000 {
+                    let t0 = std::time::Instant::now();
+                    let mut i = 0;
+                    // At least 3000 transfers, and on until the auditor has audited
+                    // concurrently 100 times (bounded, for a loaded machine).
+                    while i < 3_000
+                        || (audits.load(Ordering::Relaxed) < 100 && t0.elapsed().as_secs() < 20)
+                    {
+                        i += 1;
                         x = x
                             .wrapping_mul(6364136223846793005)
                             .wrapping_add(1442695040888963407);

@@ -148,7 +148,13 @@ impl PiscesThread {
                         .write_back(self.slot, &mut b, self.slot, &mut self.cache);
                     continue;
                 }
-                self.help_hint = Some(owner);
+                // Committed and waiting in its thread's group-commit batch: after we
+                // abort, write that batch back ourselves instead of waiting for its
+                // owner (who may be idle). An uncommitted owner cannot be helped.
+                // SAFETY: as above, the record outlives its copies.
+                if unsafe { (*w).end_ts() } != super::protocol::END_INFINITE {
+                    self.help_hint = Some(owner);
+                }
                 return Err(Error::Conflict);
             }
             let attempt = self.attempt.as_mut().ok_or(Error::Conflict)?;
