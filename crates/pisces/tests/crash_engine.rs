@@ -111,3 +111,17 @@ fn long_campaigns() {
         }
     }
 }
+
+/// Runs long enough that each thread's 16 KiB ring recycles and wraps around several
+/// times, so crashes land in recycling (watermark, tail updates) and on wrap markers.
+#[test]
+fn crashes_during_log_recycling_and_wrap() {
+    for flush_diff in [true, false] {
+        let opts = pisces::EngineOptions {
+            flush_diff,
+            group_commit: 4,
+        };
+        assert_clean(campaign(Workload::Bank, opts, 1, 600, None, 1, Adversary::default()), 600);
+        assert_clean(campaign(Workload::Bank, opts, 2, 500, Some(40), 1, Adversary::default()), 20);
+    }
+}
