@@ -577,7 +577,11 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
             COPY_NAMES[1 - cur]
         ));
     } else {
-        if a.superblock.seq == b.superblock.seq && a.superblock != b.superblock {
+        // `_pad2` follows the checksum and is not covered by it: ignore it.
+        let unpadded = |sb: &Superblock| Superblock { _pad2: 0, ..*sb };
+        if a.superblock.seq == b.superblock.seq
+            && unpadded(&a.superblock) != unpadded(&b.superblock)
+        {
             r.problems.push(format!(
                 "superblock copies A and B both have sequence number {} but differ; opening would pick A",
                 a.superblock.seq
@@ -983,6 +987,37 @@ mod tests {
         assert!(text.contains("copy A") && text.contains("copy B"), "{text}");
         assert!(text.contains("bad magic"), "{text}");
         assert!(text.contains("checksum mismatch"), "{text}");
+    }
+
+    #[test]
+    fn padding_after_the_checksum_is_not_compared() {
+        let d = tempfile::tempdir().unwrap();
+        let p = populated(&d);
+        let b = read_sb(&p, 1);
+        assert_eq!(read_sb(&p, 0).seq, b.seq, "a new pool: both copies seq 1");
+        patch(
+            &p,
+            SUPERBLOCK_SIZE,
+            bytemuck::bytes_of(&Superblock { _pad2: 7, ..b }),
+        );
+        let r = check_pool(&p, MediumKind::DRAM).unwrap();
+        assert!(r.is_ok() && r.warnings.is_empty(), "{r}");
+        patch(
+            &p,
+            SUPERBLOCK_SIZE,
+            bytemuck::bytes_of(
+                &Superblock {
+                    max_threads: 1,
+                    ..b
+                }
+                .seal(),
+            ),
+        );
+        let r = check_pool(&p, MediumKind::DRAM).unwrap();
+        assert!(
+            r.problems[0].contains("both have sequence number 1 but differ"),
+            "{r}"
+        );
     }
 
     #[test]
