@@ -9,6 +9,7 @@
 //! and a parked state's pending write-backs are helped out by other threads.
 
 use crate::engine::pisces::PiscesEngine;
+use crate::engine::undo::UndoEngine;
 use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
 use crate::heap::{FormatParams, Heap, ROOT_SLOT_OFFSET};
 use crate::medium::{self, Medium, MediumKind};
@@ -126,6 +127,7 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
     }
     match cfg.engine {
         EngineId::Pisces => Ok(Box::new(PiscesEngine::open(heap, cfg.engine_options)?)),
+        EngineId::Undo => Ok(Box::new(UndoEngine::open(heap)?)),
     }
 }
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{all_options, mem_pool};
+use common::mem_pool;
 use pisces::{Config, EngineOptions, Error, PPtr, Pod, Pool, Zeroable};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -47,8 +47,8 @@ fn write_then_read_and_reopen_from_file() {
 
 #[test]
 fn linked_list_alloc_and_free_under_every_option() {
-    for opts in all_options() {
-        let pool = mem_pool(16 << 20, 2, opts);
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts);
         let head: PPtr<PPtr<Node>> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
         for k in 0..200u64 {
@@ -99,8 +99,8 @@ fn linked_list_alloc_and_free_under_every_option() {
 
 #[test]
 fn user_abort_and_errors_roll_back_everything() {
-    for opts in all_options() {
-        let pool = mem_pool(8 << 20, 2, opts);
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 8 << 20, 2, opts);
         let root: PPtr<[u64; 2]> = pool.root().unwrap();
         let r: pisces::Result<()> = pool.run(|tx| {
             tx.write(root)?[0] = 1;
@@ -200,8 +200,8 @@ fn transaction_too_large_for_the_log_is_a_clear_error() {
 
 #[test]
 fn log_recycling_keeps_long_runs_going() {
-    for opts in all_options() {
-        let pool = mem_pool(8 << 20, 1, opts);
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 8 << 20, 1, opts);
         let root: PPtr<[u64; 32]> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
         // Far more log bytes than one 256 KiB ring holds.
@@ -221,8 +221,8 @@ fn log_recycling_keeps_long_runs_going() {
 
 #[test]
 fn concurrent_increments_are_not_lost() {
-    for opts in all_options() {
-        let pool = mem_pool(8 << 20, 4, opts);
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 8 << 20, 4, opts);
         let root: PPtr<u64> = pool.root().unwrap();
         let threads = 3;
         let per = 2_000;
@@ -256,8 +256,8 @@ const INITIAL: u64 = 1_000;
 /// every audit, a read-only snapshot, must see the exact total.
 #[test]
 fn bank_audits_see_the_exact_total() {
-    for opts in all_options() {
-        let pool = mem_pool(16 << 20, 4, opts);
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 16 << 20, 4, opts);
         let table: PPtr<[PPtr<u64>; ACCOUNTS]> = pool.root().unwrap();
         pool.run(|tx| {
             let mut t = [PPtr::null(); ACCOUNTS];

@@ -16,6 +16,7 @@
 //! until commit.
 
 pub mod pisces;
+pub mod undo;
 
 use crate::heap::Heap;
 use crate::Result;
@@ -27,19 +28,26 @@ use std::sync::Arc;
 pub enum EngineId {
     /// Pisces (USENIX ATC 2019), the default.
     Pisces = 1,
+    /// Baseline: undo logging with two-phase locking.
+    Undo = 2,
 }
 
 impl EngineId {
+    /// Every engine, in benchmark order.
+    pub const ALL: [EngineId; 2] = [EngineId::Pisces, EngineId::Undo];
+
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             EngineId::Pisces => "pisces",
+            EngineId::Undo => "undo",
         }
     }
     /// From a name given on the command line or in a config.
     pub fn from_name(name: &str) -> Option<EngineId> {
         match name {
             "pisces" => Some(EngineId::Pisces),
+            "undo" => Some(EngineId::Undo),
             _ => None,
         }
     }
@@ -47,6 +55,7 @@ impl EngineId {
     pub fn from_u32(id: u32) -> Option<EngineId> {
         match id {
             1 => Some(EngineId::Pisces),
+            2 => Some(EngineId::Undo),
             _ => None,
         }
     }

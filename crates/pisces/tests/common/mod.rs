@@ -5,13 +5,24 @@ use pisces::medium::dram::DramMedium;
 use pisces::{Config, EngineOptions, Pool};
 use std::sync::Arc;
 
-/// A small pool on anonymous DRAM.
+/// A small Pisces pool on anonymous DRAM.
 pub fn mem_pool(size: u64, threads: usize, opts: EngineOptions) -> Pool {
+    mem_pool_on(pisces::EngineId::Pisces, size, threads, opts)
+}
+
+/// A small pool of engine `engine` on anonymous DRAM.
+pub fn mem_pool_on(
+    engine: pisces::EngineId,
+    size: u64,
+    threads: usize,
+    opts: EngineOptions,
+) -> Pool {
     let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
         Config {
             size,
+            engine,
             max_threads: threads,
             log_bytes_per_thread: 256 << 10,
             engine_options: opts,
@@ -19,6 +30,16 @@ pub fn mem_pool(size: u64, threads: usize, opts: EngineOptions) -> Pool {
         },
     )
     .unwrap()
+}
+
+/// Every (engine, options) combination the behavioural tests run under.
+pub fn all_engines() -> Vec<(pisces::EngineId, EngineOptions)> {
+    let mut v: Vec<_> = all_options()
+        .into_iter()
+        .map(|o| (pisces::EngineId::Pisces, o))
+        .collect();
+    v.push((pisces::EngineId::Undo, EngineOptions::default()));
+    v
 }
 
 /// Engine option combinations every behavioural test runs under.

@@ -1,0 +1,528 @@
+//! The `undo` baseline: undo logging with two-phase locking (the design class of
+//! Mnemosyne, NV-Heaps, Kamino-Tx and DCT that Pisces argues against).
+//!
+//! * **Locks.** The object's header word is a reader-writer lock: `tag | EXCLUSIVE |
+//!   owner` or `tag | reader count` (the tag is the run generation, as in Pisces, so
+//!   locks left by a crash read as free). Locks are taken on first access and held to
+//!   commit (strict 2PL). A conflicting access aborts at once (no-wait: no deadlock)
+//!   and `run` retries after a randomized back-off. So readers *do* wait for writers —
+//!   that is the point of the baseline.
+//! * **Undo log.** Before the first in-place write of an object, its old contents are
+//!   appended to the thread's log as one checksummed entry and persisted (one fence per
+//!   object written, as in PMDK's `pmemobj_tx_add_range`). The transaction then writes
+//!   home directly.
+//! * **Commit.** Flush every written object and the allocator's changes, fence; then
+//!   persist the thread's commit marker (the transaction's sequence number): one more
+//!   fence. Release the locks.
+//! * **Abort / recovery.** Restore the logged old contents in reverse order, undo
+//!   allocator changes, persist, then the commit marker. Recovery does this for every
+//!   thread whose log holds entries newer than its commit marker. In-flight
+//!   transactions of different threads hold exclusive locks on disjoint objects, so
+//!   their undo order does not matter.
+//!
+//! Log area of a slot: word 0 = commit marker (last finished sequence number), entries
+//! from offset 64: `crc u32 | kind u32 | seq u64 | off u64 | len u64 | data (len,
+//! rounded to 8)`. Kinds: `DATA` (old contents), `ALLOC` / `FREE` (a block, `len` =
+//! block size). A torn entry fails its checksum and ends the parse; its in-place
+//! write never happened, because writes follow the entry's fence.
+
+use crate::engine::{Engine, EngineId, EngineThread};
+use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
+use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::medium::counters;
+use crate::{Error, Result};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::Arc;
+
+const EXCLUSIVE: u64 = 1 << 47;
+const LOW_MASK: u64 = (1 << 47) - 1;
+const TAG_MASK: u64 = !((1 << 48) - 1);
+const ENTRY_HDR: usize = 32;
+const ENTRIES_OFFSET: usize = 64;
+const K_DATA: u32 = 1;
+const K_ALLOC: u32 = 2;
+const K_FREE: u32 = 3;
+
+fn tag_of(generation: u64) -> u64 {
+    crate::engine::pisces::shared::tag_of(generation)
+}
+
+/// A parsed undo entry.
+#[derive(Debug)]
+struct UndoEntry {
+    kind: u32,
+    off: u64,
+    len: u64,
+    data: Vec<u8>,
+}
+
+fn entry_crc(kind: u32, seq: u64, off: u64, len: u64, data: &[u8]) -> u32 {
+    let mut h = [0u8; 28];
+    h[0..4].copy_from_slice(&kind.to_le_bytes());
+    h[4..12].copy_from_slice(&seq.to_le_bytes());
+    h[12..20].copy_from_slice(&off.to_le_bytes());
+    h[20..28].copy_from_slice(&len.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&h), data)
+}
+
+/// Entries of slot `area`'s log newer than its commit marker (recovery, in log order).
+fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
+    let committed = heap.atomic_u64(area).load(Acquire);
+    let mut pos = ENTRIES_OFFSET;
+    let mut out = Vec::new();
+    let mut seq_of_tx = None;
+    while pos + ENTRY_HDR <= area_len {
+        let mut h = [0u8; ENTRY_HDR];
+        heap.read_bytes(area + pos, &mut h);
+        let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
+        let kind = u32::from_le_bytes(h[4..8].try_into().unwrap());
+        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+        let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
+        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        if seq <= committed || seq_of_tx.is_some_and(|s| s != seq) {
+            break;
+        }
+        let dlen = if kind == K_DATA { len as usize } else { 0 };
+        let padded = dlen.next_multiple_of(8);
+        if !(K_DATA..=K_FREE).contains(&kind) || pos + ENTRY_HDR + padded > area_len {
+            break;
+        }
+        let mut data = vec![0u8; dlen];
+        heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
+        if crc != entry_crc(kind, seq, off, len, &data) {
+            break;
+        }
+        seq_of_tx = Some(seq);
+        out.push(UndoEntry {
+            kind,
+            off,
+            len,
+            data,
+        });
+        pos += ENTRY_HDR + padded;
+    }
+    (seq_of_tx.unwrap_or(committed), out)
+}
+
+fn check_target(heap: &Heap, off: u64, len: u64) -> Result<()> {
+    let l = heap.layout();
+    let root = (ROOT_SLOT_OFFSET + HEADER) as u64;
+    let end = off
+        .checked_add(len)
+        .ok_or_else(|| Error::Corrupt("undo entry overflows".into()))?;
+    let in_heap = off >= l.heap_offset as u64 && end <= l.heap_end() as u64;
+    if (in_heap || (off >= root && end <= root + 16)) && off % 8 == 0 {
+        Ok(())
+    } else {
+        Err(Error::Corrupt(format!(
+            "undo entry writes {len} bytes at {off:#x}, outside the heap"
+        )))
+    }
+}
+
+/// Undo every unfinished transaction, validating all entries first.
+fn recover(heap: &Heap) -> Result<Vec<u64>> {
+    let l = *heap.layout();
+    let mut per_slot = Vec::new();
+    for slot in 0..l.max_threads {
+        let (seq, entries) = parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        for e in &entries {
+            match e.kind {
+                K_DATA => check_target(heap, e.off, e.len)?,
+                _ => Allocator::check_block(
+                    heap,
+                    Block {
+                        offset: e.off,
+                        size: e.len,
+                    },
+                )?,
+            }
+        }
+        per_slot.push((slot, seq, entries));
+    }
+    let mut seqs = Vec::new();
+    for (slot, seq, entries) in per_slot {
+        for e in entries.iter().rev() {
+            undo_one(heap, e)?;
+        }
+        heap.fence();
+        let area = l.log_offset(slot);
+        heap.atomic_u64(area).store(seq, Release);
+        heap.persist(area, 8);
+        seqs.push(seq);
+    }
+    Ok(seqs)
+}
+
+fn undo_one(heap: &Heap, e: &UndoEntry) -> Result<()> {
+    let b = Block {
+        offset: e.off,
+        size: e.len,
+    };
+    match e.kind {
+        K_DATA => {
+            heap.write_bytes(e.off as usize, &e.data);
+            heap.flush(e.off as usize, e.data.len());
+        }
+        K_ALLOC => Allocator::replay_free(heap, b)?,
+        _ => Allocator::replay_alloc(heap, b)?,
+    }
+    Ok(())
+}
+
+struct Shared {
+    heap: Arc<Heap>,
+    alloc: Arc<Allocator>,
+    tag: u64,
+    seqs: Vec<u64>,
+}
+
+/// The undo-logging, two-phase-locking engine.
+pub struct UndoEngine {
+    sh: Arc<Shared>,
+}
+
+impl UndoEngine {
+    /// Recover (undo unfinished transactions) and start.
+    pub fn open(heap: Arc<Heap>) -> Result<UndoEngine> {
+        let seqs = recover(&heap)?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        heap.atomic_u64(ROOT_SLOT_OFFSET).store(0, Release);
+        heap.persist(ROOT_SLOT_OFFSET, 8);
+        if crate::engine::pisces::shared::tag_wraps(heap.generation()) {
+            Allocator::clear_header_words(&heap)?;
+        }
+        let tag = tag_of(heap.generation());
+        Ok(UndoEngine {
+            sh: Arc::new(Shared {
+                heap,
+                alloc,
+                tag,
+                seqs,
+            }),
+        })
+    }
+}
+
+impl Engine for UndoEngine {
+    fn id(&self) -> EngineId {
+        EngineId::Undo
+    }
+    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
+        if slot >= self.sh.seqs.len() {
+            return Err(Error::TooManyThreads(self.sh.seqs.len()));
+        }
+        let l = self.sh.heap.layout();
+        Ok(Box::new(UndoThread {
+            sh: self.sh.clone(),
+            area: l.log_offset(slot),
+            area_len: l.log_bytes_per_thread,
+            slot,
+            seq: self.sh.seqs[slot],
+            active: false,
+            locks: RefCell::new(HashMap::new()),
+            log_pos: ENTRIES_OFFSET,
+            undo: Vec::new(),
+            written: Vec::new(),
+            allocs: Vec::new(),
+            frees: Vec::new(),
+            cache: ThreadCache::default(),
+        }))
+    }
+    fn quiesce(&self) {}
+    fn heap(&self) -> &Arc<Heap> {
+        &self.sh.heap
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Shared,
+    Exclusive,
+}
+
+struct UndoThread {
+    sh: Arc<Shared>,
+    area: usize,
+    area_len: usize,
+    slot: usize,
+    /// Sequence number of the running (or last) transaction.
+    seq: u64,
+    active: bool,
+    /// Locks held, by header offset (interior mutability: `read` takes `&self`).
+    locks: RefCell<HashMap<u64, Mode>>,
+    log_pos: usize,
+    /// Old contents (DRAM copy of the undo entries), for abort.
+    undo: Vec<(u64, Vec<u8>)>,
+    /// Objects written in place: (payload offset, length), to flush at commit.
+    written: Vec<(u64, usize)>,
+    allocs: Vec<Block>,
+    frees: Vec<Block>,
+    cache: ThreadCache,
+}
+
+impl UndoThread {
+    fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
+        if !self.active {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+            if len <= 16 {
+                return Ok((ROOT_SLOT_OFFSET as u64, 16));
+            }
+        } else if let Some(b) = self.sh.alloc.block_at(off) {
+            if len <= b.payload_len() {
+                return Ok((b.offset, b.payload_len() & !7));
+            }
+            return Err(Error::InvalidPointer(format!(
+                "object at {off:#x} has {} bytes, not {len}",
+                b.payload_len()
+            )));
+        }
+        Err(Error::InvalidPointer(format!(
+            "{off:#x} is not an object of this pool"
+        )))
+    }
+
+    fn is_ours(&self, h: u64) -> bool {
+        h & TAG_MASK == self.sh.tag
+    }
+
+    /// Take `mode` on the lock at `header` (or upgrade shared to exclusive).
+    fn lock(&self, header: u64, mode: Mode) -> Result<()> {
+        let held = self.locks.borrow().get(&header).copied();
+        if held == Some(Mode::Exclusive) || (held == Some(Mode::Shared) && mode == Mode::Shared) {
+            return Ok(());
+        }
+        let hw = self.sh.heap.atomic_u64(header as usize);
+        let tag = self.sh.tag;
+        let h = hw.load(Acquire);
+        let cur = if self.is_ours(h) { h & !TAG_MASK } else { 0 };
+        let next = match (mode, held) {
+            (Mode::Shared, _) if cur & EXCLUSIVE == 0 => tag | (cur + 1),
+            (Mode::Exclusive, None) if cur == 0 => tag | EXCLUSIVE | self.slot as u64,
+            // Upgrade: we are the only reader.
+            (Mode::Exclusive, Some(Mode::Shared)) if cur == 1 => tag | EXCLUSIVE | self.slot as u64,
+            _ => return Err(Error::Conflict),
+        };
+        // AcqRel: Acquire orders our reads of the object after the previous holder's
+        // release (its in-place writes); Release is not needed here but harmless.
+        hw.compare_exchange(h, next, AcqRel, Acquire)
+            .map_err(|_| Error::Conflict)?;
+        self.locks.borrow_mut().insert(header, mode);
+        Ok(())
+    }
+
+    fn release_locks(&self) {
+        let heap = &self.sh.heap;
+        for (header, mode) in self.locks.borrow_mut().drain() {
+            let hw = heap.atomic_u64(header as usize);
+            match mode {
+                // Release: our in-place writes happen before the next holder's reads.
+                Mode::Exclusive => hw.store(0, Release),
+                Mode::Shared => {
+                    let mut h = hw.load(Acquire);
+                    loop {
+                        let n = (h & !TAG_MASK).saturating_sub(1) & LOW_MASK;
+                        let next = if n == 0 { 0 } else { self.sh.tag | n };
+                        match hw.compare_exchange_weak(h, next, AcqRel, Acquire) {
+                            Ok(_) => break,
+                            Err(x) => h = x,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, kind: u32, off: u64, len: u64, data: &[u8]) -> Result<()> {
+        let padded = data.len().next_multiple_of(8);
+        let need = ENTRY_HDR + padded;
+        if self.log_pos + need > self.area_len {
+            return Err(Error::TooLargeForLog {
+                needed: self.log_pos + need - ENTRIES_OFFSET,
+                capacity: self.area_len - ENTRIES_OFFSET,
+            });
+        }
+        let mut h = [0u8; ENTRY_HDR];
+        h[0..4].copy_from_slice(&entry_crc(kind, self.seq, off, len, data).to_le_bytes());
+        h[4..8].copy_from_slice(&kind.to_le_bytes());
+        h[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        h[16..24].copy_from_slice(&off.to_le_bytes());
+        h[24..32].copy_from_slice(&len.to_le_bytes());
+        let at = self.area + self.log_pos;
+        let heap = &self.sh.heap;
+        heap.write_bytes(at, &h);
+        heap.write_bytes(at + ENTRY_HDR, data);
+        heap.persist(at, ENTRY_HDR + data.len());
+        counters::add_bytes_logged(need as u64);
+        self.log_pos += need;
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        // The commit marker: from now on recovery ignores this transaction's entries.
+        let heap = &self.sh.heap;
+        heap.atomic_u64(self.area).store(self.seq, Release);
+        heap.persist(self.area, 8);
+        self.release_locks();
+        self.undo.clear();
+        self.written.clear();
+        self.allocs.clear();
+        self.frees.clear();
+        self.log_pos = ENTRIES_OFFSET;
+        self.active = false;
+    }
+
+    fn rollback(&mut self) {
+        let heap = self.sh.heap.clone();
+        for (off, old) in self.undo.iter().rev() {
+            heap.write_bytes(*off as usize, old);
+            heap.flush(*off as usize, old.len());
+        }
+        heap.fence();
+        for b in std::mem::take(&mut self.allocs) {
+            self.sh.alloc.unreserve(&mut self.cache, b);
+        }
+        self.finish();
+    }
+}
+
+impl EngineThread for UndoThread {
+    fn begin(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+        self.seq += 1;
+        self.active = true;
+    }
+
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        let (header, _) = self.validate(off, len)?;
+        self.lock(header, Mode::Shared)?;
+        // SAFETY: validated payload inside the pool.
+        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        let (header, plen) = self.validate(off, len)?;
+        let first = self.locks.borrow().get(&header) != Some(&Mode::Exclusive);
+        self.lock(header, Mode::Exclusive)?;
+        let fresh = self.allocs.iter().any(|b| b.offset == header);
+        if first && !fresh {
+            let payload = header + HEADER as u64;
+            let mut old = vec![0u8; plen];
+            self.sh.heap.read_bytes(payload as usize, &mut old);
+            self.append(K_DATA, payload, plen as u64, &old)?;
+            self.undo.push((payload, old));
+            self.written.push((payload, plen));
+        }
+        // SAFETY: validated payload inside the pool, exclusively locked by us.
+        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        if !self.active {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        if let Err(e) = self.lock(b.offset, Mode::Exclusive) {
+            self.sh.alloc.unreserve(&mut self.cache, b);
+            return Err(e);
+        }
+        if let Err(e) = self.append(K_ALLOC, b.offset, b.size, &[]) {
+            self.sh.alloc.unreserve(&mut self.cache, b);
+            return Err(e);
+        }
+        self.allocs.push(b);
+        let payload = b.payload();
+        let zeros = vec![0u8; b.payload_len() & !7];
+        self.sh.heap.write_bytes(payload as usize, &zeros);
+        self.written.push((payload, zeros.len()));
+        Ok(payload)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+            return Err(Error::InvalidPointer(
+                "the root slot cannot be freed".into(),
+            ));
+        }
+        let (header, _) = self.validate(off, 0)?;
+        let b = self
+            .sh
+            .alloc
+            .block_at(off)
+            .ok_or_else(|| Error::InvalidPointer(format!("{off:#x}")))?;
+        if self.frees.contains(&b) {
+            return Err(Error::InvalidPointer(format!(
+                "object {off:#x} freed twice"
+            )));
+        }
+        self.lock(header, Mode::Exclusive)?;
+        if let Some(i) = self.allocs.iter().position(|a| *a == b) {
+            // Allocated and freed in this transaction: never published.
+            self.allocs.swap_remove(i);
+            self.sh.alloc.unreserve(&mut self.cache, b);
+            return Ok(());
+        }
+        self.append(K_FREE, b.offset, b.size, &[])?;
+        self.frees.push(b);
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        if !self.active {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        let heap = self.sh.heap.clone();
+        if self.written.is_empty() && self.allocs.is_empty() && self.frees.is_empty() {
+            self.release_locks();
+            self.active = false;
+            return Ok(());
+        }
+        for &(off, len) in &self.written {
+            heap.flush(off as usize, len);
+            counters::add_bytes_written_home(len as u64);
+        }
+        for &b in &self.allocs {
+            self.sh.alloc.publish_alloc(b);
+        }
+        for &b in &self.frees {
+            self.sh.alloc.publish_free(b);
+        }
+        heap.fence();
+        let frees = std::mem::take(&mut self.frees);
+        self.finish();
+        // Under 2PL nobody can hold the freed blocks any more: reuse them at once.
+        for b in frees {
+            self.sh.alloc.release(&mut self.cache, b);
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for UndoThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
