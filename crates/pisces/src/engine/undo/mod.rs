@@ -113,7 +113,7 @@ fn check_target(heap: &Heap, off: u64, len: u64) -> Result<()> {
         .checked_add(len)
         .ok_or_else(|| Error::Corrupt("undo entry overflows".into()))?;
     let in_heap = off >= l.heap_offset as u64 && end <= l.heap_end() as u64;
-    if (in_heap || (off >= root && end <= root + 16)) && off % 8 == 0 {
+    if (in_heap || (off >= root && end <= root + 16)) && off.is_multiple_of(8) {
         Ok(())
     } else {
         Err(Error::Corrupt(format!(
