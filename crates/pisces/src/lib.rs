@@ -21,8 +21,8 @@ pub mod pool;
 mod sync;
 pub mod tx;
 
-pub use error::{Error, Result};
 pub use engine::{EngineId, EngineOptions};
+pub use error::{Error, Result};
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use pool::{Config, Pool, ThreadHandle};

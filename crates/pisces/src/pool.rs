@@ -364,7 +364,10 @@ impl Pool {
                         r.size
                     )));
                 }
-                return Ok(PPtr::from_offset(r.offset));
+                let p = PPtr::from_offset(r.offset);
+                // A damaged root slot is an error here, not at the caller's first read.
+                tx.read(p)?;
+                return Ok(p);
             }
             let p = tx.alloc(T::zeroed())?;
             *tx.write(slot)? = RootSlot {

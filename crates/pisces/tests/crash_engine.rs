@@ -121,7 +121,21 @@ fn crashes_during_log_recycling_and_wrap() {
             flush_diff,
             group_commit: 4,
         };
-        assert_clean(campaign(Workload::Bank, opts, 1, 600, None, 1, Adversary::default()), 600);
-        assert_clean(campaign(Workload::Bank, opts, 2, 500, Some(40), 1, Adversary::default()), 20);
+        assert_clean(
+            campaign(Workload::Bank, opts, 1, 600, None, 1, Adversary::default()),
+            600,
+        );
+        assert_clean(
+            campaign(
+                Workload::Bank,
+                opts,
+                2,
+                500,
+                Some(40),
+                1,
+                Adversary::default(),
+            ),
+            20,
+        );
     }
 }
