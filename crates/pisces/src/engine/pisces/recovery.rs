@@ -15,8 +15,8 @@
 
 use super::log::{self, Entry};
 use super::shared::WATERMARK_OFFSET;
-use crate::heap::alloc::{Allocator, HEADER};
-use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::heap::alloc::Allocator;
+use crate::heap::Heap;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
@@ -32,18 +32,7 @@ pub struct Recovered {
 }
 
 fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
-    let l = heap.layout();
-    let (off, end) = (off as usize, off as usize + len);
-    let root = ROOT_SLOT_OFFSET + HEADER;
-    let in_heap = off >= l.heap_offset && end <= l.heap_end() && end >= off && len <= l.heap_end();
-    let in_root = off >= root && end <= root + 16;
-    if (in_heap || in_root) && off % 8 == 0 {
-        Ok(())
-    } else {
-        Err(Error::Corrupt(format!(
-            "log entry writes {len} bytes at {off:#x}, outside the heap"
-        )))
-    }
+    crate::engine::check_logged_write(heap, off, len)
 }
 
 /// Check that every entry of a record names a place a transaction could have written.

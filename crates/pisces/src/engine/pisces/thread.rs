@@ -92,22 +92,7 @@ impl PiscesThread {
     /// Validate a user offset: returns the header-word offset and payload length.
     #[inline]
     fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
-            if len <= 16 {
-                return Ok((ROOT_SLOT_OFFSET as u64, 16));
-            }
-        } else if let Some(b) = self.sh.alloc.block_at(off) {
-            if len <= b.payload_len() {
-                return Ok((b.offset, b.payload_len() & !7));
-            }
-            return Err(Error::InvalidPointer(format!(
-                "object at {off:#x} has {} bytes, not {len}",
-                b.payload_len()
-            )));
-        }
-        Err(Error::InvalidPointer(format!(
-            "{off:#x} is not an object of this pool"
-        )))
+        crate::engine::locate_object(&self.sh.alloc, off, len)
     }
 
     fn active(&self) -> Result<()> {

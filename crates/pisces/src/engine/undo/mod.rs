@@ -106,22 +106,6 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
     (seq_of_tx.unwrap_or(committed), out)
 }
 
-fn check_target(heap: &Heap, off: u64, len: u64) -> Result<()> {
-    let l = heap.layout();
-    let root = (ROOT_SLOT_OFFSET + HEADER) as u64;
-    let end = off
-        .checked_add(len)
-        .ok_or_else(|| Error::Corrupt("undo entry overflows".into()))?;
-    let in_heap = off >= l.heap_offset as u64 && end <= l.heap_end() as u64;
-    if (in_heap || (off >= root && end <= root + 16)) && off.is_multiple_of(8) {
-        Ok(())
-    } else {
-        Err(Error::Corrupt(format!(
-            "undo entry writes {len} bytes at {off:#x}, outside the heap"
-        )))
-    }
-}
-
 /// Undo every unfinished transaction, validating all entries first.
 fn recover(heap: &Heap) -> Result<Vec<u64>> {
     let l = *heap.layout();
@@ -130,7 +114,7 @@ fn recover(heap: &Heap) -> Result<Vec<u64>> {
         let (seq, entries) = parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
         for e in &entries {
             match e.kind {
-                K_DATA => check_target(heap, e.off, e.len)?,
+                K_DATA => crate::engine::check_logged_write(heap, e.off, e.len as usize)?,
                 _ => Allocator::check_block(
                     heap,
                     Block {
@@ -270,22 +254,7 @@ impl UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
-            if len <= 16 {
-                return Ok((ROOT_SLOT_OFFSET as u64, 16));
-            }
-        } else if let Some(b) = self.sh.alloc.block_at(off) {
-            if len <= b.payload_len() {
-                return Ok((b.offset, b.payload_len() & !7));
-            }
-            return Err(Error::InvalidPointer(format!(
-                "object at {off:#x} has {} bytes, not {len}",
-                b.payload_len()
-            )));
-        }
-        Err(Error::InvalidPointer(format!(
-            "{off:#x} is not an object of this pool"
-        )))
+        crate::engine::locate_object(&self.sh.alloc, off, len)
     }
 
     fn is_ours(&self, h: u64) -> bool {
