@@ -19,6 +19,7 @@ use common::crash::{campaign, Workload};
 use pisces::medium::sim::Adversary;
 
 fn assert_clean(c: common::crash::Campaign, min_states: usize) {
+    eprintln!("crash states: {} checked, {} violations", c.states, c.violation_count);
     assert!(
         c.violations.is_empty(),
         "{} violations, e.g. {:#?}",
