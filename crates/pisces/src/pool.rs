@@ -128,6 +128,10 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
     match cfg.engine {
         EngineId::Pisces => Ok(Box::new(PiscesEngine::open(heap, cfg.engine_options)?)),
         EngineId::Undo => Ok(Box::new(UndoEngine::open(heap)?)),
+        EngineId::Volatile => Ok(Box::new(PiscesEngine::open_volatile(
+            heap,
+            cfg.engine_options,
+        )?)),
     }
 }
 

@@ -73,17 +73,20 @@ pub enum EngineId {
     Pisces = 1,
     /// Baseline: undo logging with two-phase locking.
     Undo = 2,
+    /// Baseline: Pisces' concurrency control without any persistence (upper bound).
+    Volatile = 4,
 }
 
 impl EngineId {
     /// Every engine, in benchmark order.
-    pub const ALL: [EngineId; 2] = [EngineId::Pisces, EngineId::Undo];
+    pub const ALL: [EngineId; 3] = [EngineId::Pisces, EngineId::Undo, EngineId::Volatile];
 
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             EngineId::Pisces => "pisces",
             EngineId::Undo => "undo",
+            EngineId::Volatile => "volatile",
         }
     }
     /// From a name given on the command line or in a config.
@@ -91,6 +94,7 @@ impl EngineId {
         match name {
             "pisces" => Some(EngineId::Pisces),
             "undo" => Some(EngineId::Undo),
+            "volatile" => Some(EngineId::Volatile),
             _ => None,
         }
     }
@@ -99,6 +103,7 @@ impl EngineId {
         match id {
             1 => Some(EngineId::Pisces),
             2 => Some(EngineId::Undo),
+            4 => Some(EngineId::Volatile),
             _ => None,
         }
     }

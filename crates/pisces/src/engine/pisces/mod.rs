@@ -43,6 +43,17 @@ pub struct PiscesEngine {
 impl PiscesEngine {
     /// Recover the pool (if needed) and start the engine.
     pub fn open(heap: Arc<Heap>, opts: EngineOptions) -> Result<PiscesEngine> {
+        Self::start(heap, opts, true)
+    }
+
+    /// The `volatile` baseline: the same dual-version concurrency control with every
+    /// persistence step removed (no redo log, no flush, no fence). Not crash-safe; the
+    /// physical-limit reference for read-only throughput (same read path as Pisces).
+    pub fn open_volatile(heap: Arc<Heap>, opts: EngineOptions) -> Result<PiscesEngine> {
+        Self::start(heap, opts, false)
+    }
+
+    fn start(heap: Arc<Heap>, opts: EngineOptions, durable: bool) -> Result<PiscesEngine> {
         let recovered = recovery::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The root slot's header word is outside the allocator's heap; a lock left
@@ -59,6 +70,7 @@ impl PiscesEngine {
             heap,
             alloc,
             opts,
+            durable,
             recovered.clock_start,
             recovered.next_seq.clone(),
         ));
@@ -78,7 +90,11 @@ impl PiscesEngine {
 
 impl Engine for PiscesEngine {
     fn id(&self) -> EngineId {
-        EngineId::Pisces
+        if self.sh.durable {
+            EngineId::Pisces
+        } else {
+            EngineId::Volatile
+        }
     }
     fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
         if slot >= self.sh.slots.len() {

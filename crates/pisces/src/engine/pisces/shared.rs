@@ -238,6 +238,8 @@ pub struct Shared {
     pub slots: Vec<CachePadded<Slot>>,
     /// Engine options.
     pub opts: EngineOptions,
+    /// False for the `volatile` baseline: no log, no flush, no fence (same DVCC).
+    pub durable: bool,
     /// Generation tag in the top 16 bits of a locked header word.
     pub tag: u64,
     /// Next log sequence number of each slot after recovery.
@@ -265,6 +267,7 @@ impl Shared {
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         opts: EngineOptions,
+        durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
     ) -> Shared {
@@ -276,6 +279,7 @@ impl Shared {
             clock: Clock::new(clock_start),
             slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
             opts,
+            durable,
             tag,
             next_seq,
         }
@@ -328,7 +332,9 @@ impl Shared {
                 unsafe {
                     std::ptr::copy_nonoverlapping(r.src, heap.ptr(r.home as usize), r.len as usize)
                 };
-                heap.flush(r.home as usize, r.len as usize);
+                if self.durable {
+                    heap.flush(r.home as usize, r.len as usize);
+                }
                 counters::add_bytes_written_home(r.len as u64);
             }
             for &b in &e.allocs {
@@ -345,7 +351,9 @@ impl Shared {
                 heap.atomic_u64(h as usize).store(0, Release);
             }
         }
-        heap.fence();
+        if self.durable {
+            heap.fence();
+        }
         let s = &self.slots[slot];
         let last_seq = batch.entries.last().map_or(0, |e| e.log_seq);
         // Release: the owner's recycler Acquires wb_seq and then overwrites log space;

@@ -319,6 +319,9 @@ impl PiscesThread {
 
     /// Drop written-back records below the watermark (P-2), persisting it first.
     fn recycle(&mut self) {
+        if !self.sh.durable {
+            return;
+        }
         let w = self.sh.watermark();
         let skip = crate::mutation::active(crate::mutation::Mutation::Watermark);
         if w > self.durable_watermark {
@@ -440,19 +443,25 @@ impl EngineThread for PiscesThread {
         let (mut ranges, mut allocs, mut frees, mut unlock) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         self.build_record(&mut ranges, &mut allocs, &mut frees, &mut unlock);
-        if let Err(e) = self.reserve_log(self.record.len()) {
-            self.rollback();
-            return Err(e);
-        }
+        let (persist_ts, seq) = if self.sh.durable {
+            if let Err(e) = self.reserve_log(self.record.len()) {
+                self.rollback();
+                return Err(e);
+            }
+            let slot = &self.sh.slots[self.slot];
+            // Stage 1, persist. Guard first (see `Shared::watermark`), then persistTS.
+            slot.persisting_ts.store(0, SeqCst);
+            let persist_ts = self.sh.clock.now();
+            slot.persisting_ts.store(persist_ts, SeqCst);
+            let seq = self
+                .log
+                .append(&self.sh.heap, self.record.bytes(), persist_ts);
+            self.sh.heap.fence();
+            (persist_ts, seq)
+        } else {
+            (u64::MAX, 0)
+        };
         let slot = &self.sh.slots[self.slot];
-        // Stage 1, persist. Guard first (see `Shared::watermark`), then persistTS.
-        slot.persisting_ts.store(0, SeqCst);
-        let persist_ts = self.sh.clock.now();
-        slot.persisting_ts.store(persist_ts, SeqCst);
-        let seq = self
-            .log
-            .append(&self.sh.heap, self.record.bytes(), persist_ts);
-        self.sh.heap.fence();
         // Stage 2, concurrency commit.
         let attempt = self.attempt.take().expect("checked active");
         let end_ts = attempt.record.commit(&self.sh.clock);
