@@ -26,7 +26,7 @@ pub use error::{Error, Result};
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use pool::{Config, Pool, ThreadHandle};
-pub use tx::Tx;
+pub use tx::{Tx, TxStats};
 
 /// Derive macros and traits for types stored in a pool.
 pub use bytemuck::{Pod, Zeroable};

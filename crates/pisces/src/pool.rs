@@ -13,7 +13,7 @@ use crate::engine::undo::UndoEngine;
 use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
 use crate::heap::{FormatParams, Heap, ROOT_SLOT_OFFSET};
 use crate::medium::{self, Medium, MediumKind};
-use crate::tx::{run_on, Tx};
+use crate::tx::{run_on, Tx, TxStats};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
 use std::path::Path;
@@ -313,6 +313,7 @@ impl Pool {
         Ok(ThreadHandle {
             pool: self.clone(),
             state: Some(state),
+            stats: TxStats::default(),
         })
     }
 
@@ -337,7 +338,7 @@ impl Pool {
     /// ```
     pub fn run<R>(&self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         let mut state = self.checkout()?;
-        let r = run_on(state.1.as_mut(), f);
+        let r = run_on(state.1.as_mut(), &mut TxStats::default(), f);
         self.checkin(state);
         r
     }
@@ -410,6 +411,7 @@ impl Pool {
 pub struct ThreadHandle {
     pool: Pool,
     state: Option<(usize, Box<dyn EngineThread>)>,
+    stats: TxStats,
 }
 
 impl std::fmt::Debug for ThreadHandle {
@@ -436,7 +438,22 @@ impl ThreadHandle {
     /// ```
     pub fn run<R>(&mut self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         let state = self.state.as_mut().expect("state present until drop");
-        run_on(state.1.as_mut(), f)
+        run_on(state.1.as_mut(), &mut self.stats, f)
+    }
+
+    /// Commits, conflict retries and failures of the transactions run on this handle.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("st.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// let mut h = pool.handle().unwrap();
+    /// h.run(|tx| { *tx.write(n)? = 1; Ok(()) }).unwrap();
+    /// assert_eq!(h.stats().commits, 1);
+    /// ```
+    pub fn stats(&self) -> TxStats {
+        self.stats
     }
 
     /// The pool.

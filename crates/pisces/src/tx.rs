@@ -201,9 +201,21 @@ impl Backoff {
     }
 }
 
+/// Counts of one thread handle's transactions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxStats {
+    /// Transactions committed.
+    pub commits: u64,
+    /// Attempts rolled back by a conflict and retried.
+    pub conflicts: u64,
+    /// Transactions that ended in an error (user abort or other).
+    pub failed: u64,
+}
+
 /// The retry loop behind `Pool::run` and `ThreadHandle::run`.
 pub(crate) fn run_on<R>(
     th: &mut dyn EngineThread,
+    stats: &mut TxStats,
     mut f: impl FnMut(&mut Tx<'_>) -> Result<R>,
 ) -> Result<R> {
     let mut backoff = Backoff::new();
@@ -218,16 +230,24 @@ pub(crate) fn run_on<R>(
         drop(tx);
         match r {
             Ok(v) => match th.commit() {
-                Ok(()) => return Ok(v),
+                Ok(()) => {
+                    stats.commits += 1;
+                    return Ok(v);
+                }
                 Err(Error::Conflict) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    stats.failed += 1;
+                    return Err(e);
+                }
             },
             Err(Error::Conflict) => th.abort(),
             Err(e) => {
                 th.abort();
+                stats.failed += 1;
                 return Err(e);
             }
         }
+        stats.conflicts += 1;
         th.after_abort();
         backoff.wait();
     }
