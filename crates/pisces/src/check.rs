@@ -387,22 +387,7 @@ impl Medium for PrivateView {
 
 /// Open `path` for reading and take a shared lock on it.
 fn open_shared(path: &Path) -> Result<File> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
-        }
-        Err(e) => return Err(Error::io(format!("inspecting {}", path.display()), e)),
-    };
-    if meta.is_dir() {
-        return Err(Error::IsDirectory(path.to_path_buf()));
-    }
-    if !meta.is_file() {
-        return Err(Error::InvalidConfig(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
-    }
+    crate::medium::file::pool_file_metadata(path)?;
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {

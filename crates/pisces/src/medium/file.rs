@@ -146,9 +146,9 @@ fn check_kind(kind: MediumKind) -> Result<()> {
     Ok(())
 }
 
-/// Open `path` read-write after checking it is a writable regular file of at least
-/// [`MIN_POOL_SIZE`] bytes, and take its exclusive lock.
-fn open_locked(path: &Path) -> Result<File> {
+/// The metadata of `path`, which must exist and be a regular file (a distinct error
+/// for a missing file, a directory, anything else).
+pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -165,6 +165,13 @@ fn open_locked(path: &Path) -> Result<File> {
             path.display()
         )));
     }
+    Ok(meta)
+}
+
+/// Open `path` read-write after checking it is a writable regular file of at least
+/// [`MIN_POOL_SIZE`] bytes, and take its exclusive lock.
+fn open_locked(path: &Path) -> Result<File> {
+    let meta = pool_file_metadata(path)?;
     // Root can open a 0444 file for writing; a pool nobody may write is still refused.
     if meta.permissions().mode() & 0o222 == 0 {
         return Err(Error::ReadOnly(path.to_path_buf()));
