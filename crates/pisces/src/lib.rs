@@ -18,6 +18,7 @@ pub mod heap;
 pub mod medium;
 pub mod mutation;
 pub mod pool;
+pub mod sicheck;
 mod sync;
 pub mod tx;
 

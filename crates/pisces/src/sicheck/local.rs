@@ -1,0 +1,122 @@
+//! Anomalies visible without the dependency graph: each read, each transaction, each
+//! group of transactions that read the same version.
+//!
+//! Per read of a committed or indeterminate transaction (aborted attempts' reads are
+//! not evidence: the attempt never took effect):
+//! * **garbage read**: a value nobody appended to that key;
+//! * **duplicate**: a value twice in the list (and, per history, a value appended
+//!   twice);
+//! * **G1a**: a value appended by an aborted attempt;
+//! * **G1b**: a value `v` whose writer appended more values to the key after `v`, while
+//!   the read does not contain the writer's last one — an intermediate state.
+//!
+//! Per transaction, **internal** consistency: a read must equal the transaction's
+//! previous read of the key plus its own appends since; a first read must end with the
+//! transaction's own earlier appends (see `index.rs`).
+//!
+//! **Lost update**: two transactions of one epoch whose external reads of a key saw the
+//! same version (same list) and which both appended to that key. Under snapshot
+//! isolation the second committer would have had to start after the first committed,
+//! and so could not have read the older version.
+
+use super::anomaly::{Anomaly, Report};
+use super::history::{Key, Op, Outcome, TxnId, Value};
+use super::index::Index;
+use std::collections::{HashMap, HashSet};
+
+/// Run every local check.
+pub fn check(ix: &Index<'_>, report: &mut Report) {
+    for v in &ix.duplicate_appends {
+        report.add(Anomaly::Duplicate, || {
+            format!("value {v} was appended twice")
+        });
+    }
+    for (t, key, list, expect) in &ix.internal {
+        report.add(Anomaly::Internal, || {
+            format!("T{t} read key {key} as {list:?}, expected {expect} from its own operations")
+        });
+    }
+    for (id, t) in ix.h.txns.iter().enumerate() {
+        if !t.took_effect() {
+            continue;
+        }
+        for op in &t.ops {
+            if let Op::Read { key, list } = op {
+                check_read(ix, id, *key, list, report);
+            }
+        }
+    }
+    lost_updates(ix, report);
+}
+
+fn check_read(ix: &Index<'_>, reader: TxnId, key: Key, list: &[Value], report: &mut Report) {
+    let mut seen = HashSet::with_capacity(list.len());
+    if let Some(v) = list.iter().find(|v| !seen.insert(**v)) {
+        report.add(Anomaly::Duplicate, || {
+            format!("T{reader} read key {key} as {list:?}: {v} appears twice")
+        });
+    }
+    if let Some(v) = list.iter().find(|v| ix.writer_on(key, **v).is_none()) {
+        let other = ix.writer.get(v).map(|w| w.key);
+        report.add(Anomaly::GarbageRead, || match other {
+            Some(k) => format!(
+                "T{reader} read key {key} as {list:?}: {v} was appended to key {k}, not {key}"
+            ),
+            None => format!("T{reader} read key {key} as {list:?}: nobody appended {v}"),
+        });
+    }
+    let writes = || {
+        list.iter()
+            .filter_map(|v| ix.writer_on(key, *v).map(|w| (*v, w)))
+    };
+    if let Some((v, w)) =
+        writes().find(|(_, w)| ix.h.txns[w.txn].outcome == Outcome::Aborted && w.txn != reader)
+    {
+        report.add(Anomaly::G1a, || {
+            format!(
+                "T{reader} read key {key} as {list:?}: {v} was appended by T{} which aborted",
+                w.txn
+            )
+        });
+    }
+    if let Some((v, w)) = writes().find(|(v, w)| {
+        w.txn != reader
+            && ix.h.txns[w.txn].took_effect()
+            && w.last_of_txn != *v
+            && !seen.contains(&w.last_of_txn)
+    }) {
+        report.add(Anomaly::G1b, || {
+            format!(
+                "T{reader} read key {key} as {list:?}: it saw {v} but not {}, which T{} \
+                 appended after it in the same transaction",
+                w.last_of_txn, w.txn
+            )
+        });
+    }
+}
+
+fn lost_updates(ix: &Index<'_>, report: &mut Report) {
+    let mut groups: HashMap<(Key, u32, &[Value]), Vec<TxnId>> = HashMap::new();
+    for r in &ix.ext_reads {
+        if r.appended {
+            groups
+                .entry((r.key, ix.epoch(r.txn), r.list.as_slice()))
+                .or_default()
+                .push(r.txn);
+        }
+    }
+    let mut found: Vec<_> = groups.into_iter().filter(|(_, t)| t.len() > 1).collect();
+    found.sort_unstable();
+    for ((key, epoch, list), txns) in found {
+        report.add(Anomaly::LostUpdate, || {
+            format!(
+                "transactions {} of epoch {epoch} all read key {key} as {list:?} and all \
+                 appended to it",
+                txns.iter()
+                    .map(|t| format!("T{t}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+    }
+}
