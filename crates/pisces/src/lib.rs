@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod containers;
 pub mod engine;
 pub mod error;
 pub mod heap;
@@ -22,6 +23,7 @@ pub mod sicheck;
 mod sync;
 pub mod tx;
 
+pub use containers::{BTreeMap, HashMap};
 pub use engine::{EngineId, EngineOptions};
 pub use error::{Error, Result};
 pub use heap::pptr::PPtr;

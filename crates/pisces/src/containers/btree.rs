@@ -1,0 +1,696 @@
+//! `BTreeMap<K, V, FANOUT>`: a persistent B+-tree (the paper's B+-tree benchmark and the
+//! TPC-C / TATP tables).
+//!
+//! # Layout
+//! ```text
+//! handle (8 bytes, Pod) ──► header { magic, signature, root, height }
+//! inner node: [meta][keys: FANOUT-1 × K][children: FANOUT × u64]
+//! leaf node:  [meta][next leaf][keys: FANOUT-1 × K][values: FANOUT-1 × V]
+//! meta = kind tag << 32 | count (children of an inner node, entries of a leaf)
+//! ```
+//! `FANOUT` is the most children an inner node has; a leaf holds up to `FANOUT - 1`
+//! entries. Each region starts on a word boundary, so with 8-byte keys and values and
+//! `FANOUT = 16` both kinds of node are exactly 256 bytes, as in the paper's benchmark.
+//! Nodes are stored as word arrays (see the `words` module: bytemuck cannot derive
+//! `Pod` for a generic struct and this code uses no `unsafe`); keys and values are read
+//! in place as `&[K]` / `&V`, so a lookup copies nothing but the value it returns.
+//!
+//! Child `i` of an inner node with keys `k[0..n-1]` holds the keys in
+//! `[k[i-1], k[i])`; a lookup descends `height` inner levels (the header's height says
+//! where the leaves are), binary-searching each node, then binary-searches the leaf.
+//! Leaves are chained left to right by `next` for range scans.
+//!
+//! # Insertion
+//! A full leaf splits in two and a separator (the right half's first key) goes up; a
+//! full parent splits in turn, up to a new root (the only time the header is written).
+//! The lower half stays in the old node and the new node goes to its right, so every
+//! existing pointer to a node (parent slots, the left neighbour's `next`) stays valid.
+//! An insert past the last key of a node (ascending keys, e.g. order ids) splits off a
+//! nearly empty right node instead of halving, so sequential loads fill nodes fully.
+//!
+//! # Deletion policy
+//! `remove` deletes the entry from its leaf and does not rebalance: leaves may become
+//! sparse or empty, inner nodes keep their separators, and the tree never shrinks in
+//! height. Routing stays correct (separators still bound their subtrees), lookups and
+//! scans skip empty leaves, and a later insert into the key range reuses the space.
+//! Only [`BTreeMap::destroy`] frees nodes. (Merging would write both siblings and their
+//! parent on every underflow, adding conflicts for a workload-dependent space gain.)
+//!
+//! # Snapshot isolation (§5.1 of the paper)
+//! Readers traverse without writing. A writer writes every node it modifies: the leaf
+//! for an insert, update or remove; on a split also the new node's parent (and each
+//! ancestor that splits), and the header on a root split. This suffices:
+//! * two writers of one leaf (same key or neighbouring keys) conflict on the leaf;
+//! * a split changes the split node and its parent, so it conflicts with any other
+//!   change of either, in particular with a concurrent split of a sibling (parent);
+//! * a change that does not write a node never moves or reinterprets it: nodes are
+//!   updated in place at stable addresses, a split keeps the lower half in place and
+//!   never changes which node owns an existing key range except the split node's own,
+//!   so a writer's routing decision (taken in its snapshot) stays valid in the final
+//!   state, and the union of two non-conflicting transactions is a valid tree.
+//!
+//! Range scans see a snapshot; as always under SI, a decision based on a scan is
+//! exposed to write skew unless the transaction writes what it depends on.
+//!
+//! There is no element counter (it would make every pair of writers conflict);
+//! [`BTreeMap::len`] walks the leaf chain.
+
+use super::words::{self, Shape};
+use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::size_of;
+use std::ops::{Bound, RangeBounds};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"PSC.BTRE");
+const LEAF_TAG: u64 = 0x4c45_4146; // "LEAF"
+const INNER_TAG: u64 = 0x494e_4e52; // "INNR"
+/// Deepest tree accepted (a deeper one can only come from a damaged pool).
+const MAX_HEIGHT: usize = 64;
+
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Header {
+    magic: u64,
+    sig: u64,
+    root: u64,
+    height: u64,
+}
+
+/// A persistent ordered map (B+-tree) from `K` to `V` with inner nodes of up to
+/// `FANOUT` children (see the module docs).
+///
+/// The handle is 8 bytes of plain data (a pointer to the tree's header): store it in
+/// your root object or in other persistent objects. All operations take the running
+/// transaction, so they compose with anything else the transaction does.
+///
+/// ```
+/// use pisces::{BTreeMap, Config, Pool};
+/// # fn main() -> pisces::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let root = pool.root::<BTreeMap<u64, u64, 16>>()?;
+/// pool.run(|tx| {
+///     let t = BTreeMap::create(tx)?;
+///     *tx.write(root)? = t;
+///     for k in 0..100 {
+///         t.insert(tx, k, k * k)?;
+///     }
+///     Ok(())
+/// })?;
+/// let t = pool.run(|tx| Ok(*tx.read(root)?))?;
+/// let mut squares = Vec::new();
+/// pool.run(|tx| t.range(tx, 10..13, |k, v| { squares.push((*k, *v)); true }))?;
+/// assert_eq!(squares, [(10, 100), (11, 121), (12, 144)]);
+/// # Ok(()) }
+/// ```
+#[repr(transparent)]
+#[derive(Pod, Zeroable)]
+pub struct BTreeMap<K, V, const FANOUT: usize = 16> {
+    header: PPtr<Header>,
+    _kv: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V, const F: usize> Clone for BTreeMap<K, V, F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V, const F: usize> Copy for BTreeMap<K, V, F> {}
+impl<K, V, const F: usize> PartialEq for BTreeMap<K, V, F> {
+    fn eq(&self, o: &Self) -> bool {
+        self.header == o.header
+    }
+}
+impl<K, V, const F: usize> Eq for BTreeMap<K, V, F> {}
+impl<K, V, const F: usize> fmt::Debug for BTreeMap<K, V, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BTreeMap({:#x})", self.header.offset())
+    }
+}
+impl<K, V, const F: usize> Default for BTreeMap<K, V, F> {
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+/// Shape facts found by [`BTreeMap::check`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    /// Inner levels above the leaves (0: the root is a leaf).
+    pub height: usize,
+    /// Inner nodes.
+    pub inner_nodes: usize,
+    /// Leaves.
+    pub leaves: usize,
+    /// Leaves without entries (left by `remove`).
+    pub empty_leaves: usize,
+    /// Entries.
+    pub entries: usize,
+}
+
+impl<K, V, const F: usize> BTreeMap<K, V, F> {
+    /// The null handle (what a zeroed root holds); every operation on it is an error.
+    pub const fn null() -> Self {
+        BTreeMap {
+            header: PPtr::null(),
+            _kv: PhantomData,
+        }
+    }
+
+    /// True for the null handle.
+    pub const fn is_null(self) -> bool {
+        self.header.is_null()
+    }
+
+    /// Offset of the tree's header object (for tools).
+    pub const fn offset(self) -> u64 {
+        self.header.offset()
+    }
+}
+
+/// Where a scan starts in a leaf.
+fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
+    match b {
+        Bound::Unbounded => 0,
+        Bound::Included(lo) => keys.partition_point(|x| x < lo),
+        Bound::Excluded(lo) => keys.partition_point(|x| x <= lo),
+    }
+}
+
+/// True if `k` is beyond the end bound.
+fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
+    match b {
+        Bound::Unbounded => false,
+        Bound::Included(hi) => k > hi,
+        Bound::Excluded(hi) => k >= hi,
+    }
+}
+
+impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
+    /// Entries per leaf.
+    const LCAP: usize = F - 1;
+    const KW: usize = words::words_for::<K>(F - 1);
+    const L_NEXT: usize = 1;
+    const L_KEYS: usize = 2;
+    const L_VALS: usize = 2 + Self::KW;
+    const I_KEYS: usize = 1;
+    const I_KIDS: usize = 1 + Self::KW;
+    const LEAF: Shape = {
+        assert!(F >= 3, "FANOUT must be at least 3");
+        assert!(size_of::<K>() > 0, "zero-sized keys are not supported");
+        assert!(
+            size_of::<V>() > 0,
+            "zero-sized values are not supported (use u8)"
+        );
+        let s = Shape::new(Self::L_VALS + words::words_for::<V>(F - 1));
+        assert!(s.valid(), "leaf node exceeds the 16 KiB node limit");
+        s
+    };
+    const INNER: Shape = {
+        let s = Shape::new(Self::I_KIDS + F);
+        assert!(s.valid(), "inner node exceeds the 16 KiB node limit");
+        s
+    };
+    const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 24 | (F as u64) << 48;
+
+    /// Create an empty tree (one empty leaf).
+    pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
+        let root = words::alloc(tx, Self::LEAF, |w| {
+            w[0] = LEAF_TAG << 32;
+            Ok(())
+        })?;
+        let _ = Self::INNER;
+        Ok(BTreeMap {
+            header: tx.alloc(Header {
+                magic: MAGIC,
+                sig: Self::SIG,
+                root,
+                height: 0,
+            })?,
+            _kv: PhantomData,
+        })
+    }
+
+    /// The header, validated against this handle's types.
+    #[inline]
+    fn header(&self, tx: &Tx<'_>) -> Result<Header> {
+        if self.header.is_null() {
+            return Err(Error::InvalidPointer("null B+-tree handle".into()));
+        }
+        let h = *tx.read(self.header)?;
+        if h.magic != MAGIC {
+            return Err(Error::InvalidPointer(format!(
+                "{:#x} is not a B+-tree",
+                self.header.offset()
+            )));
+        }
+        if h.sig != Self::SIG {
+            return Err(Error::InvalidPointer(format!(
+                "B+-tree at {:#x} was created for other types or fanout ({} and {} bytes, fanout {}; not {} and {}, fanout {F})",
+                self.header.offset(),
+                h.sig & 0xff_ffff,
+                (h.sig >> 24) & 0xff_ffff,
+                h.sig >> 48,
+                size_of::<K>(),
+                size_of::<V>()
+            )));
+        }
+        if h.height as usize > MAX_HEIGHT {
+            return Err(Error::Corrupt(format!(
+                "B+-tree at {:#x}: height {}",
+                self.header.offset(),
+                h.height
+            )));
+        }
+        Ok(h)
+    }
+
+    /// An inner node's words and child count, validated.
+    #[inline]
+    fn inner<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [u64], usize)> {
+        let w = words::read(tx, off, Self::INNER)?;
+        let n = Self::count(w, INNER_TAG, F)?;
+        if n == 0 {
+            return Err(words::corrupt("inner node without children"));
+        }
+        Ok((w, n))
+    }
+
+    /// A leaf's words and entry count, validated.
+    #[inline]
+    fn leaf<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [u64], usize)> {
+        let w = words::read(tx, off, Self::LEAF)?;
+        let n = Self::count(w, LEAF_TAG, Self::LCAP)?;
+        Ok((w, n))
+    }
+
+    #[inline]
+    fn count(w: &[u64], tag: u64, cap: usize) -> Result<usize> {
+        let n = (w[0] & 0xffff_ffff) as usize;
+        if w[0] >> 32 != tag || n > cap {
+            return Err(words::corrupt(if w[0] >> 32 != tag {
+                "wrong node kind"
+            } else {
+                "count above capacity"
+            }));
+        }
+        Ok(n)
+    }
+
+    /// Child index for `k` in an inner node with `n` children.
+    #[inline]
+    fn route(w: &[u64], n: usize, k: &K) -> Result<usize> {
+        let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
+        Ok(keys.partition_point(|x| x <= k))
+    }
+
+    /// The leaf that holds `k` (or would).
+    #[inline]
+    fn find_leaf(&self, tx: &Tx<'_>, k: &K) -> Result<u64> {
+        let h = self.header(tx)?;
+        let mut node = h.root;
+        for _ in 0..h.height {
+            let (w, n) = Self::inner(tx, node)?;
+            node = w[Self::I_KIDS + Self::route(w, n, k)?];
+        }
+        Ok(node)
+    }
+
+    /// A reference to `k`'s value in this transaction's snapshot, without copying it.
+    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
+        let (w, n) = Self::leaf(tx, self.find_leaf(tx, k)?)?;
+        match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) {
+            Ok(i) => Ok(Some(&words::slice::<V>(w, Self::L_VALS, n)?[i])),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// `k`'s value in this transaction's snapshot.
+    pub fn get(&self, tx: &Tx<'_>, k: &K) -> Result<Option<V>> {
+        Ok(self.get_ref(tx, k)?.copied())
+    }
+
+    /// True if `k` is in the tree.
+    pub fn contains_key(&self, tx: &Tx<'_>, k: &K) -> Result<bool> {
+        Ok(self.get_ref(tx, k)?.is_some())
+    }
+
+    /// `k`'s value, writable in place: the change commits with the transaction. Writes
+    /// (locks) only `k`'s leaf.
+    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+        let leaf = self.find_leaf(tx, k)?;
+        let (w, n) = Self::leaf(tx, leaf)?;
+        let Ok(i) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+            return Ok(None);
+        };
+        let w = words::write(tx, leaf, Self::LEAF)?;
+        Ok(Some(&mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i]))
+    }
+
+    /// Insert or replace; returns the previous value of `k`.
+    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        let h = self.header(tx)?;
+        // Descend (reads only), remembering the path.
+        let mut path = [(0u64, 0usize); MAX_HEIGHT];
+        let mut node = h.root;
+        for p in path.iter_mut().take(h.height as usize) {
+            let (w, n) = Self::inner(tx, node)?;
+            let i = Self::route(w, n, &k)?;
+            *p = (node, i);
+            node = w[Self::I_KIDS + i];
+        }
+        let (n, pos) = {
+            let (w, n) = Self::leaf(tx, node)?;
+            match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
+                Ok(i) => {
+                    let w = words::write(tx, node, Self::LEAF)?;
+                    let slot = &mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i];
+                    return Ok(Some(std::mem::replace(slot, v)));
+                }
+                Err(i) => (n, i),
+            }
+        };
+        if n < Self::LCAP {
+            let w = words::write(tx, node, Self::LEAF)?;
+            w[0] += 1;
+            let keys = words::slice_mut::<K>(w, Self::L_KEYS, n + 1)?;
+            keys.copy_within(pos..n, pos + 1);
+            keys[pos] = k;
+            let vals = words::slice_mut::<V>(w, Self::L_VALS, n + 1)?;
+            vals.copy_within(pos..n, pos + 1);
+            vals[pos] = v;
+            return Ok(None);
+        }
+        let mut carry = Some(Self::split_leaf(tx, node, pos, k, v)?);
+        for &(parent, i) in path[..h.height as usize].iter().rev() {
+            let Some((sep, right)) = carry else { break };
+            let (_, n) = Self::inner(tx, parent)?;
+            if n < F {
+                let w = words::write(tx, parent, Self::INNER)?;
+                w[0] += 1;
+                let keys = words::slice_mut::<K>(w, Self::I_KEYS, n)?;
+                keys.copy_within(i..n - 1, i + 1);
+                keys[i] = sep;
+                let kids = &mut w[Self::I_KIDS..Self::I_KIDS + n + 1];
+                kids.copy_within(i + 1..n, i + 2);
+                kids[i + 1] = right;
+                carry = None;
+            } else {
+                carry = Some(Self::split_inner(tx, parent, i, sep, right)?);
+            }
+        }
+        if let Some((sep, right)) = carry {
+            let old_root = h.root;
+            let root = words::alloc(tx, Self::INNER, |w| {
+                w[0] = INNER_TAG << 32 | 2;
+                *words::elem_mut::<K>(w, Self::I_KEYS)? = sep;
+                w[Self::I_KIDS] = old_root;
+                w[Self::I_KIDS + 1] = right;
+                Ok(())
+            })?;
+            let hw = tx.write(self.header)?;
+            hw.root = root;
+            hw.height += 1;
+        }
+        Ok(None)
+    }
+
+    /// Split the full leaf `leaf` while inserting `(k, v)` at `pos`; returns the
+    /// separator and the new right leaf.
+    fn split_leaf(tx: &mut Tx<'_>, leaf: u64, pos: usize, k: K, v: V) -> Result<(K, u64)> {
+        let old = Self::leaf(tx, leaf)?.0.to_vec();
+        let (okeys, ovals) = (
+            words::slice::<K>(&old, Self::L_KEYS, Self::LCAP)?,
+            words::slice::<V>(&old, Self::L_VALS, Self::LCAP)?,
+        );
+        // Entry i of the merged sequence (old entries with the new one at `pos`).
+        let entry = |i: usize| match i.cmp(&pos) {
+            std::cmp::Ordering::Less => (okeys[i], ovals[i]),
+            std::cmp::Ordering::Equal => (k, v),
+            std::cmp::Ordering::Greater => (okeys[i - 1], ovals[i - 1]),
+        };
+        let total = Self::LCAP + 1;
+        // Appending past the last key: keep the left leaf full (sequential loads).
+        let left_n = if pos == Self::LCAP {
+            Self::LCAP
+        } else {
+            total.div_ceil(2)
+        };
+        let right = words::alloc(tx, Self::LEAF, |w| {
+            w[0] = LEAF_TAG << 32 | (total - left_n) as u64;
+            w[Self::L_NEXT] = old[Self::L_NEXT];
+            for j in 0..total - left_n {
+                let (ek, ev) = entry(left_n + j);
+                words::slice_mut::<K>(w, Self::L_KEYS, Self::LCAP)?[j] = ek;
+                words::slice_mut::<V>(w, Self::L_VALS, Self::LCAP)?[j] = ev;
+            }
+            Ok(())
+        })?;
+        let w = words::write(tx, leaf, Self::LEAF)?;
+        w[0] = LEAF_TAG << 32 | left_n as u64;
+        w[Self::L_NEXT] = right;
+        if pos < left_n {
+            for i in pos..left_n {
+                let (ek, ev) = entry(i);
+                words::slice_mut::<K>(w, Self::L_KEYS, Self::LCAP)?[i] = ek;
+                words::slice_mut::<V>(w, Self::L_VALS, Self::LCAP)?[i] = ev;
+            }
+        }
+        Ok((entry(left_n).0, right))
+    }
+
+    /// Split the full inner node `node` while inserting separator `sep` and child
+    /// `child` after child `i`; returns the separator pushed up and the new right node.
+    fn split_inner(tx: &mut Tx<'_>, node: u64, i: usize, sep: K, child: u64) -> Result<(K, u64)> {
+        let old = Self::inner(tx, node)?.0.to_vec();
+        let okeys = words::slice::<K>(&old, Self::I_KEYS, F - 1)?;
+        let okids = &old[Self::I_KIDS..Self::I_KIDS + F];
+        // Merged keys (F of them) and children (F + 1).
+        let key = |j: usize| match j.cmp(&i) {
+            std::cmp::Ordering::Less => okeys[j],
+            std::cmp::Ordering::Equal => sep,
+            std::cmp::Ordering::Greater => okeys[j - 1],
+        };
+        let kid = |j: usize| match j.cmp(&(i + 1)) {
+            std::cmp::Ordering::Less => okids[j],
+            std::cmp::Ordering::Equal => child,
+            std::cmp::Ordering::Greater => okids[j - 1],
+        };
+        // Children kept on the left; at least 2 on each side (F >= 3).
+        let left_n = if i + 1 == F {
+            F - 1
+        } else {
+            (F + 1).div_ceil(2)
+        };
+        let right_n = F + 1 - left_n;
+        let right = words::alloc(tx, Self::INNER, |w| {
+            w[0] = INNER_TAG << 32 | right_n as u64;
+            for j in 0..right_n {
+                w[Self::I_KIDS + j] = kid(left_n + j);
+            }
+            let keys = words::slice_mut::<K>(w, Self::I_KEYS, F - 1)?;
+            for (j, slot) in keys.iter_mut().enumerate().take(right_n - 1) {
+                *slot = key(left_n + j);
+            }
+            Ok(())
+        })?;
+        let w = words::write(tx, node, Self::INNER)?;
+        w[0] = INNER_TAG << 32 | left_n as u64;
+        for j in 0..left_n {
+            w[Self::I_KIDS + j] = kid(j);
+        }
+        let keys = words::slice_mut::<K>(w, Self::I_KEYS, F - 1)?;
+        for (j, slot) in keys.iter_mut().enumerate().take(left_n - 1) {
+            *slot = key(j);
+        }
+        Ok((key(left_n - 1), right))
+    }
+
+    /// Remove `k`; returns its value. Writes only `k`'s leaf (see the deletion policy).
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        let leaf = self.find_leaf(tx, k)?;
+        let (w, n) = Self::leaf(tx, leaf)?;
+        let Ok(pos) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+            return Ok(None);
+        };
+        let w = words::write(tx, leaf, Self::LEAF)?;
+        w[0] -= 1;
+        let keys = words::slice_mut::<K>(w, Self::L_KEYS, n)?;
+        keys.copy_within(pos + 1..n, pos);
+        let vals = words::slice_mut::<V>(w, Self::L_VALS, n)?;
+        let old = vals[pos];
+        vals.copy_within(pos + 1..n, pos);
+        Ok(Some(old))
+    }
+
+    /// Call `f` on the entries with keys in `range`, in key order, until it returns
+    /// false. Reads only.
+    pub fn range<R: RangeBounds<K>>(
+        &self,
+        tx: &Tx<'_>,
+        range: R,
+        mut f: impl FnMut(&K, &V) -> bool,
+    ) -> Result<()> {
+        let (start, end) = (range.start_bound(), range.end_bound());
+        let h = self.header(tx)?;
+        let mut node = h.root;
+        for _ in 0..h.height {
+            let (w, n) = Self::inner(tx, node)?;
+            let i = match start {
+                Bound::Unbounded => 0,
+                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(w, n, lo)?,
+            };
+            node = w[Self::I_KIDS + i];
+        }
+        let mut first = true;
+        while node != 0 {
+            let (w, n) = Self::leaf(tx, node)?;
+            let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
+            let vals = words::slice::<V>(w, Self::L_VALS, n)?;
+            let from = if first { start_pos(keys, start) } else { 0 };
+            first = false;
+            for (k, v) in keys[from..].iter().zip(&vals[from..]) {
+                if past_end(k, end) || !f(k, v) {
+                    return Ok(());
+                }
+            }
+            node = w[Self::L_NEXT];
+        }
+        Ok(())
+    }
+
+    /// Call `f` on every entry in key order until it returns false.
+    pub fn for_each(&self, tx: &Tx<'_>, f: impl FnMut(&K, &V) -> bool) -> Result<()> {
+        self.range(tx, .., f)
+    }
+
+    /// The first entry with a key in `range` (e.g. the smallest key at least `lo`).
+    pub fn first_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
+        let mut first = None;
+        self.range(tx, range, |k, v| {
+            first = Some((*k, *v));
+            false
+        })?;
+        Ok(first)
+    }
+
+    /// Number of entries, counted along the leaf chain (O(len / FANOUT) reads; the
+    /// tree keeps no counter, see the module docs).
+    pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
+        let h = self.header(tx)?;
+        let mut node = h.root;
+        for _ in 0..h.height {
+            node = Self::inner(tx, node)?.0[Self::I_KIDS];
+        }
+        let mut total = 0;
+        while node != 0 {
+            let (w, n) = Self::leaf(tx, node)?;
+            total += n;
+            node = w[Self::L_NEXT];
+        }
+        Ok(total)
+    }
+
+    /// True if the tree has no entries.
+    pub fn is_empty(&self, tx: &Tx<'_>) -> Result<bool> {
+        Ok(self.first_in(tx, ..)?.is_none())
+    }
+
+    /// Call `f` with the offset of every persistent object the tree owns (header and
+    /// nodes): for pool checkers and leak tests.
+    pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
+        let h = self.header(tx)?;
+        f(self.header.offset());
+        let mut stack = vec![(h.root, h.height)];
+        while let Some((node, level)) = stack.pop() {
+            f(node);
+            if level > 0 {
+                let (w, n) = Self::inner(tx, node)?;
+                for &c in &w[Self::I_KIDS..Self::I_KIDS + n] {
+                    stack.push((c, level - 1));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Free the whole tree (every object [`for_each_object`](Self::for_each_object)
+    /// lists). The handle and any copy of it must not be used afterwards.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        let mut objs = Vec::new();
+        self.for_each_object(tx, |o| objs.push(o))?;
+        for o in objs {
+            tx.free(PPtr::<u64>::from_offset(o))?;
+        }
+        Ok(())
+    }
+
+    /// Verify the tree's invariants: node kinds and counts, keys strictly increasing
+    /// within and across nodes, every key inside the bounds its ancestors' separators
+    /// give, all leaves at the same depth, and the leaf chain visiting exactly the leaves
+    /// in key order. Returns [`Error::Corrupt`] describing the first violation.
+    pub fn check(&self, tx: &Tx<'_>) -> Result<TreeStats>
+    where
+        K: fmt::Debug,
+    {
+        let h = self.header(tx)?;
+        let mut st = TreeStats {
+            height: h.height as usize,
+            ..TreeStats::default()
+        };
+        let bad = |m: String| Error::Corrupt(format!("B+-tree: {m}"));
+        // Depth-first, left to right: (node, level, lower bound, upper bound).
+        let mut stack: Vec<(u64, u64, Option<K>, Option<K>)> = vec![(h.root, h.height, None, None)];
+        let mut leaves = Vec::new();
+        let mut last: Option<K> = None;
+        while let Some((node, level, lo, hi)) = stack.pop() {
+            let in_bounds =
+                |k: &K| lo.as_ref().is_none_or(|l| k >= l) && hi.as_ref().is_none_or(|u| k < u);
+            if level == 0 {
+                let (w, n) = Self::leaf(tx, node)?;
+                let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
+                for k in keys {
+                    if !in_bounds(k) {
+                        return Err(bad(format!("key {k:?} outside [{lo:?}, {hi:?})")));
+                    }
+                    if last.as_ref().is_some_and(|l| l >= k) {
+                        return Err(bad(format!("key {k:?} after {last:?}")));
+                    }
+                    last = Some(*k);
+                }
+                st.leaves += 1;
+                st.empty_leaves += usize::from(n == 0);
+                st.entries += n;
+                leaves.push(node);
+                continue;
+            }
+            let (w, n) = Self::inner(tx, node)?;
+            st.inner_nodes += 1;
+            let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
+            for j in 0..n - 1 {
+                if !in_bounds(&keys[j]) || (j > 0 && keys[j - 1] >= keys[j]) {
+                    return Err(bad(format!(
+                        "separators {keys:?} unordered or out of bounds"
+                    )));
+                }
+            }
+            for j in (0..n).rev() {
+                let clo = if j == 0 { lo } else { Some(keys[j - 1]) };
+                let chi = if j == n - 1 { hi } else { Some(keys[j]) };
+                stack.push((w[Self::I_KIDS + j], level - 1, clo, chi));
+            }
+        }
+        // The chain from the leftmost leaf visits exactly the leaves, in order.
+        for (i, &leaf) in leaves.iter().enumerate() {
+            let next = Self::leaf(tx, leaf)?.0[Self::L_NEXT];
+            let want = leaves.get(i + 1).copied().unwrap_or(0);
+            if next != want {
+                return Err(bad(format!(
+                    "leaf {leaf:#x} links to {next:#x}, not {want:#x}"
+                )));
+            }
+        }
+        Ok(st)
+    }
+}

@@ -1,0 +1,475 @@
+//! `HashMap<K, V>`: a persistent chained hash table (the paper's hash-table benchmark).
+//!
+//! # Layout
+//! ```text
+//! handle (8 bytes, Pod) ──► header [u64; 512]           read-only after `create`
+//!                             0 magic  1 signature (size of K, V)  2 buckets
+//!                             3 levels (1 or 2)  4 chunks  5..8 reserved
+//!                             8.. directory: 504 entries
+//!     levels = 1: entry i ──► chunk i
+//!     levels = 2: entry i ──► page [u64; 512] ──► chunks 512 i ..
+//! chunk [u64; 32]: heads of 32 consecutive buckets (0 = empty bucket)
+//! node: [next][key, padded to words][value, padded to words]
+//! ```
+//! A key hashes ([`stable_hash`] of its bytes) to bucket
+//! `b = (hash * buckets) >> 64`, which lives in slot `b % 32` of chunk `b / 32`. Up to
+//! 504 × 32 = 16 128 buckets the directory is in the header itself, so a lookup reads
+//! header, chunk and chain; larger tables add one directory page read. The header,
+//! pages and chunk pointers never change after `create`, so they are never written and
+//! never conflict.
+//!
+//! Why chunks: the bucket heads are written when a bucket becomes empty or non-empty or
+//! loses its first node. One object holding all heads would be copied whole on each of
+//! those writes and would make all of them conflict with each other; a chunk of 32 heads
+//! is 256 bytes, and two writers touch the same chunk only when their buckets are
+//! within the same 32.
+//!
+//! New keys are appended at the *tail* of their chain: an insert must walk the whole
+//! chain anyway to know the key is absent, and linking at the tail writes only the last
+//! node (or the head, for an empty bucket), so inserts into different buckets of one
+//! chunk do not conflict.
+//!
+//! With 8-byte keys and 64-byte values a node is 80 bytes, as in the paper's benchmark.
+//! Keys are compared with `==`, which must agree with equality of their bytes (as std
+//! requires `Hash` to agree with `Eq`); for integer and array keys it does.
+//!
+//! # Snapshot isolation (§5.1 of the paper)
+//! Readers (`get`, `get_ref`, `for_each`, `len`) only read: they see one snapshot and
+//! never conflict. Writers write every object whose content their correctness depends
+//! on, so that SI's write-write conflicts exclude the anomalies:
+//! * insert of an absent key writes the link it changes (the tail node's `next` or the
+//!   bucket head). Two transactions inserting into the same bucket both write the same
+//!   tail link, so they cannot both add the key (no duplicates), and a concurrent remove
+//!   of that tail node writes it too.
+//! * insert of a present key, `get_mut`: write the key's node. A concurrent remove of it
+//!   writes that node as well.
+//! * remove writes the predecessor link (node or bucket head) *and* the removed node,
+//!   then frees it. Two removes of adjacent nodes conflict on the node between them (one
+//!   writes it as predecessor, the other as the removed node), which is the anomaly of
+//!   unlinking both neighbours from a stale snapshot; a remove and an update of the same
+//!   node conflict, so no update is lost into a freed node.
+//!
+//! # Size
+//! There is no element counter: one counter object written by every insert and remove
+//! would make every pair of concurrent updates conflict, serialising all writers of the
+//! map. [`HashMap::len`] counts by walking the table (O(buckets + len)).
+//!
+//! `create` allocates all chunks in its transaction (about 10 bytes of log per bucket
+//! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
+
+use super::hash::{bucket_of, stable_hash};
+use super::words::{self, Shape};
+use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+type Header = [u64; HDR_WORDS];
+type Page = [u64; PAGE];
+type Chunk = [u64; CHUNK];
+
+const MAGIC: u64 = u64::from_le_bytes(*b"PSC.HMAP");
+const HDR_WORDS: usize = 512;
+const H_MAGIC: usize = 0;
+const H_SIG: usize = 1;
+const H_BUCKETS: usize = 2;
+const H_LEVELS: usize = 3;
+const H_CHUNKS: usize = 4;
+const H_DIR: usize = 8;
+const DIR: usize = HDR_WORDS - H_DIR;
+const PAGE: usize = 512;
+/// Bucket heads per chunk object.
+pub const CHUNK: usize = 32;
+/// The most buckets a [`HashMap`] can have.
+pub const MAX_BUCKETS: usize = DIR * PAGE * CHUNK;
+
+/// A persistent hash map from `K` to `V` (see the module docs).
+///
+/// The handle is 8 bytes of plain data (a pointer to the map's header): store it in
+/// your root object or in other persistent objects. All operations take the running
+/// transaction, so they compose with anything else the transaction does.
+///
+/// ```
+/// use pisces::{Config, HashMap, Pool};
+/// # fn main() -> pisces::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("m.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let root = pool.root::<HashMap<u64, [u8; 16]>>()?;
+/// pool.run(|tx| {
+///     let m = HashMap::create(tx, 1024)?;
+///     *tx.write(root)? = m;
+///     m.insert(tx, 7, *b"seven           ")?;
+///     Ok(())
+/// })?;
+/// let m = pool.run(|tx| Ok(*tx.read(root)?))?;
+/// assert_eq!(pool.run(|tx| m.get(tx, &7))?, Some(*b"seven           "));
+/// # Ok(()) }
+/// ```
+#[repr(transparent)]
+#[derive(Pod, Zeroable)]
+pub struct HashMap<K, V> {
+    header: PPtr<Header>,
+    _kv: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for HashMap<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K, V> Copy for HashMap<K, V> {}
+impl<K, V> PartialEq for HashMap<K, V> {
+    fn eq(&self, o: &Self) -> bool {
+        self.header == o.header
+    }
+}
+impl<K, V> Eq for HashMap<K, V> {}
+impl<K, V> fmt::Debug for HashMap<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HashMap({:#x})", self.header.offset())
+    }
+}
+impl<K, V> Default for HashMap<K, V> {
+    fn default() -> Self {
+        Self::null()
+    }
+}
+
+/// Where a node is linked from.
+#[derive(Clone, Copy)]
+enum Link {
+    /// Slot of a bucket head in a chunk.
+    Head { chunk: u64, slot: usize },
+    /// The `next` word of a node.
+    Next(u64),
+}
+
+/// Result of a chain search: the key's node (0 if absent) and the link pointing to it
+/// (or, when absent, the chain's last link).
+struct Found {
+    link: Link,
+    node: u64,
+}
+
+impl<K, V> HashMap<K, V> {
+    /// The null handle (what a zeroed root holds); every operation on it is an error.
+    pub const fn null() -> Self {
+        HashMap {
+            header: PPtr::null(),
+            _kv: PhantomData,
+        }
+    }
+
+    /// True for the null handle.
+    pub const fn is_null(self) -> bool {
+        self.header.is_null()
+    }
+
+    /// Offset of the map's header object (for tools).
+    pub const fn offset(self) -> u64 {
+        self.header.offset()
+    }
+}
+
+impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
+    const KW: usize = words::words_for::<K>(1);
+    const VW: usize = words::words_for::<V>(1);
+    const KEY: usize = 1;
+    const VAL: usize = 1 + Self::KW;
+    const NODE: Shape = {
+        assert!(size_of::<K>() > 0, "zero-sized keys are not supported");
+        assert!(
+            size_of::<V>() > 0,
+            "zero-sized values are not supported (use u8)"
+        );
+        let s = Shape::new(1 + Self::KW + Self::VW);
+        assert!(s.valid(), "key and value exceed the 16 KiB node limit");
+        s
+    };
+    const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 32;
+
+    /// Create an empty map with `buckets` chains (1 ..= [`MAX_BUCKETS`]); the count is
+    /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000
+    /// keys.
+    pub fn create(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
+        let _ = Self::NODE;
+        if buckets == 0 || buckets > MAX_BUCKETS {
+            return Err(Error::InvalidConfig(format!(
+                "a hash map needs 1 ..= {MAX_BUCKETS} buckets, not {buckets}"
+            )));
+        }
+        let chunks = buckets.div_ceil(CHUNK);
+        let mut hdr: Header = [0; HDR_WORDS];
+        hdr[H_MAGIC] = MAGIC;
+        hdr[H_SIG] = Self::SIG;
+        hdr[H_BUCKETS] = buckets as u64;
+        hdr[H_CHUNKS] = chunks as u64;
+        if chunks <= DIR {
+            hdr[H_LEVELS] = 1;
+            for e in &mut hdr[H_DIR..H_DIR + chunks] {
+                *e = tx.alloc::<Chunk>([0; CHUNK])?.offset();
+            }
+        } else {
+            hdr[H_LEVELS] = 2;
+            for (p, e) in hdr[H_DIR..H_DIR + chunks.div_ceil(PAGE)]
+                .iter_mut()
+                .enumerate()
+            {
+                let mut page: Page = [0; PAGE];
+                let n = (chunks - p * PAGE).min(PAGE);
+                for c in &mut page[..n] {
+                    *c = tx.alloc::<Chunk>([0; CHUNK])?.offset();
+                }
+                *e = tx.alloc(page)?.offset();
+            }
+        }
+        Ok(HashMap {
+            header: tx.alloc(hdr)?,
+            _kv: PhantomData,
+        })
+    }
+
+    /// The header, validated against this handle's types.
+    #[inline]
+    fn header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
+        if self.header.is_null() {
+            return Err(Error::InvalidPointer("null hash map handle".into()));
+        }
+        let h = tx.read(self.header)?;
+        if h[H_MAGIC] != MAGIC {
+            return Err(Error::InvalidPointer(format!(
+                "{:#x} is not a hash map",
+                self.header.offset()
+            )));
+        }
+        if h[H_SIG] != Self::SIG {
+            return Err(Error::InvalidPointer(format!(
+                "hash map at {:#x} was created for other key/value types ({} and {} bytes, not {} and {})",
+                self.header.offset(),
+                h[H_SIG] & 0xffff_ffff,
+                h[H_SIG] >> 32,
+                size_of::<K>(),
+                size_of::<V>()
+            )));
+        }
+        let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
+        if b == 0
+            || b > MAX_BUCKETS as u64
+            || c != b.div_ceil(CHUNK as u64)
+            || l != if c <= DIR as u64 { 1 } else { 2 }
+        {
+            return Err(Error::Corrupt(format!(
+                "hash map at {:#x}: bad geometry",
+                self.header.offset()
+            )));
+        }
+        Ok(h)
+    }
+
+    /// Offset of chunk `c` (validated `< chunks`).
+    #[inline]
+    fn chunk_of(tx: &Tx<'_>, h: &Header, c: usize) -> Result<u64> {
+        let off = if h[H_LEVELS] == 1 {
+            h[H_DIR + c]
+        } else {
+            let page: &Page = tx.read(PPtr::from_offset(h[H_DIR + c / PAGE]))?;
+            page[c % PAGE]
+        };
+        Ok(off)
+    }
+
+    /// The chunk and slot of `k`'s bucket.
+    #[inline]
+    fn bucket(&self, tx: &Tx<'_>, k: &K) -> Result<(u64, usize)> {
+        let h = self.header(tx)?;
+        let b = bucket_of(stable_hash(bytemuck::bytes_of(k)), h[H_BUCKETS]) as usize;
+        Ok((Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK))
+    }
+
+    #[inline]
+    fn key(w: &[u64]) -> Result<&K> {
+        words::elem(w, Self::KEY)
+    }
+
+    #[inline]
+    fn val(w: &[u64]) -> Result<&V> {
+        words::elem(w, Self::VAL)
+    }
+
+    /// Find `k`'s node and the link to it (reads only).
+    fn find(&self, tx: &Tx<'_>, k: &K) -> Result<Found> {
+        let (chunk, slot) = self.bucket(tx, k)?;
+        let mut link = Link::Head { chunk, slot };
+        let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        while cur != 0 {
+            let w = words::read(tx, cur, Self::NODE)?;
+            if Self::key(w)? == k {
+                return Ok(Found { link, node: cur });
+            }
+            link = Link::Next(cur);
+            cur = w[0];
+        }
+        Ok(Found { link, node: 0 })
+    }
+
+    /// Point `link` at `to` (writes, and so locks, the object holding the link).
+    fn set_link(tx: &mut Tx<'_>, link: Link, to: u64) -> Result<()> {
+        match link {
+            Link::Head { chunk, slot } => {
+                tx.write(PPtr::<Chunk>::from_offset(chunk))?[slot] = to;
+            }
+            Link::Next(node) => words::write(tx, node, Self::NODE)?[0] = to,
+        }
+        Ok(())
+    }
+
+    /// A reference to `k`'s value in this transaction's snapshot, without copying it.
+    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
+        let (chunk, slot) = self.bucket(tx, k)?;
+        let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        while cur != 0 {
+            let w = words::read(tx, cur, Self::NODE)?;
+            if Self::key(w)? == k {
+                return Self::val(w).map(Some);
+            }
+            cur = w[0];
+        }
+        Ok(None)
+    }
+
+    /// `k`'s value in this transaction's snapshot.
+    pub fn get(&self, tx: &Tx<'_>, k: &K) -> Result<Option<V>> {
+        Ok(self.get_ref(tx, k)?.copied())
+    }
+
+    /// True if `k` is in the map.
+    pub fn contains_key(&self, tx: &Tx<'_>, k: &K) -> Result<bool> {
+        Ok(self.get_ref(tx, k)?.is_some())
+    }
+
+    /// `k`'s value, writable in place: the change commits with the transaction. Writes
+    /// (locks) only `k`'s node.
+    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+        let node = self.find(tx, k)?.node;
+        if node == 0 {
+            return Ok(None);
+        }
+        let w = words::write(tx, node, Self::NODE)?;
+        words::elem_mut(w, Self::VAL).map(Some)
+    }
+
+    /// Insert or replace; returns the previous value of `k`.
+    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        let Found { link, node } = self.find(tx, &k)?;
+        if node != 0 {
+            let w = words::write(tx, node, Self::NODE)?;
+            let slot: &mut V = words::elem_mut(w, Self::VAL)?;
+            return Ok(Some(std::mem::replace(slot, v)));
+        }
+        let new = words::alloc(tx, Self::NODE, |w| {
+            *words::elem_mut(w, Self::KEY)? = k;
+            *words::elem_mut(w, Self::VAL)? = v;
+            Ok(())
+        })?;
+        Self::set_link(tx, link, new)?;
+        Ok(None)
+    }
+
+    /// Remove `k`; returns its value. Frees the node.
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        let Found { link, node } = self.find(tx, k)?;
+        if node == 0 {
+            return Ok(None);
+        }
+        let (old, next) = {
+            let w = words::read(tx, node, Self::NODE)?;
+            (*Self::val(w)?, w[0])
+        };
+        Self::set_link(tx, link, next)?;
+        // Lock the removed node too (§5.1): a concurrent update or unlink of it must
+        // conflict with this transaction rather than be lost in a freed block.
+        words::write(tx, node, Self::NODE)?;
+        tx.free(PPtr::<u64>::from_offset(node))?;
+        Ok(Some(old))
+    }
+
+    /// Call `f` on every entry (bucket order, then chain order) until it returns false.
+    pub fn for_each(&self, tx: &Tx<'_>, mut f: impl FnMut(&K, &V) -> bool) -> Result<()> {
+        let h = self.header(tx)?;
+        for c in 0..h[H_CHUNKS] as usize {
+            let chunk: &Chunk = tx.read(PPtr::from_offset(Self::chunk_of(tx, h, c)?))?;
+            for &head in chunk {
+                let mut cur = head;
+                while cur != 0 {
+                    let w = words::read(tx, cur, Self::NODE)?;
+                    if !f(Self::key(w)?, Self::val(w)?) {
+                        return Ok(());
+                    }
+                    cur = w[0];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of entries, counted by walking the table (O(buckets + len); the map keeps
+    /// no counter, see the module docs).
+    pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
+        let mut n = 0;
+        self.for_each(tx, |_, _| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// True if the map has no entries.
+    pub fn is_empty(&self, tx: &Tx<'_>) -> Result<bool> {
+        let mut empty = true;
+        self.for_each(tx, |_, _| {
+            empty = false;
+            false
+        })?;
+        Ok(empty)
+    }
+
+    /// The number of buckets.
+    pub fn buckets(&self, tx: &Tx<'_>) -> Result<usize> {
+        Ok(self.header(tx)?[H_BUCKETS] as usize)
+    }
+
+    /// Call `f` with the offset of every persistent object the map owns (header,
+    /// directory pages, chunks, nodes): for pool checkers and leak tests.
+    pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
+        let h = self.header(tx)?;
+        f(self.header.offset());
+        if h[H_LEVELS] == 2 {
+            for &p in &h[H_DIR..H_DIR + (h[H_CHUNKS] as usize).div_ceil(PAGE)] {
+                f(p);
+            }
+        }
+        for c in 0..h[H_CHUNKS] as usize {
+            let off = Self::chunk_of(tx, h, c)?;
+            f(off);
+            for &head in tx.read(PPtr::<Chunk>::from_offset(off))? {
+                let mut cur = head;
+                while cur != 0 {
+                    f(cur);
+                    cur = words::read(tx, cur, Self::NODE)?[0];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Free the whole map (every object [`for_each_object`](Self::for_each_object)
+    /// lists). The handle and any copy of it must not be used afterwards.
+    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+        let mut objs = Vec::new();
+        self.for_each_object(tx, |o| objs.push(o))?;
+        for o in objs {
+            tx.free(PPtr::<u64>::from_offset(o))?;
+        }
+        Ok(())
+    }
+}

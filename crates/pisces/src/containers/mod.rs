@@ -1,0 +1,44 @@
+//! Persistent containers built on the transaction API: [`HashMap`] and [`BTreeMap`].
+//!
+//! Both are written only against [`Tx`](crate::Tx) (`read`, `write`, `alloc`, `free`),
+//! so they work on every engine, and every operation takes the running transaction:
+//! several container operations, and any other object changes, commit or roll back
+//! together. A container handle is 8 bytes of plain data (`Pod`): keep it in the root
+//! object or inside other persistent objects. Keys and values are `Pod` types with
+//! alignment at most 8 (like everything stored in a pool).
+//!
+//! * [`HashMap<K, V>`]: a fixed number of buckets, each a chained list, the bucket
+//!   heads split into 256-byte chunk objects (see [`hashmap`]).
+//! * [`BTreeMap<K, V, FANOUT>`]: a B+-tree with leaf links for range scans; `FANOUT`
+//!   (default 16) is a const generic (see [`btree`]).
+//!
+//! # Snapshot isolation
+//! Pisces gives snapshot isolation, which allows write skew: two transactions that read
+//! overlapping data and write disjoint objects can both commit. The containers follow
+//! §5.1 of the paper so that their own invariants survive that: read operations never
+//! write, and an update writes (and so locks) every node whose content it relies on or
+//! changes — including a node it is about to unlink and free — so that conflicting
+//! updates meet in a write-write conflict and one of them retries. The module docs of
+//! [`hashmap`] and [`btree`] give the argument for each operation. Application-level
+//! invariants that span several keys still need the usual SI care.
+//!
+//! # Costs
+//! A read is one `tx.read` per object visited and no copying (values can be borrowed
+//! with `get_ref`); no allocation happens on read paths. Neither container keeps an
+//! element counter, because one counter written by every insert and remove would make
+//! all concurrent writers conflict; `len` counts by walking.
+//!
+//! # Node storage
+//! A node's size depends on `K`, `V` (and `FANOUT`), but `bytemuck` cannot derive `Pod`
+//! for generic structs and this module uses no `unsafe`, so nodes are stored as word
+//! arrays `[u64; S]` with `S` taken from a fixed ladder of sizes, and keys and values are
+//! viewed in place through checked casts. A node is at most 16 KiB.
+
+pub mod btree;
+mod hash;
+pub mod hashmap;
+mod words;
+
+pub use btree::{BTreeMap, TreeStats};
+pub use hash::stable_hash;
+pub use hashmap::HashMap;
