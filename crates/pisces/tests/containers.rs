@@ -452,6 +452,8 @@ fn run_tree_model<const F: usize>(batches: &[(Vec<Op>, bool)], setup: Setup) {
                         })?;
                         let want: Vec<_> = md.range(b).map(|(k, v)| (*k, *v)).collect();
                         assert_eq!(got, want, "{b:?}");
+                        assert_eq!(t.first_in(tx, b)?, want.first().copied(), "{b:?}");
+                        assert_eq!(t.last_in(tx, b)?, want.last().copied(), "{b:?}");
                     }
                 }
             }
@@ -646,6 +648,17 @@ fn btree_twenty_thousand_keys_fanout_16() {
         assert_eq!(v, (0..N).step_by(3).collect::<Vec<_>>());
         assert_eq!(t.get(tx, &3)?, Some(30));
         assert_eq!(t.get(tx, &4)?, None);
+        // Backward search across sparse and empty leaves.
+        for hi in [0, 1, 3, 4, 100, 5_000, 12_346, N, N + 5] {
+            let want = (0..hi.min(N)).rev().find(|k| k % 3 == 0);
+            assert_eq!(t.last_in(tx, ..hi)?, want.map(|k| (k, k * 10)), "..{hi}");
+            assert_eq!(t.last_in(tx, 4..=5)?, None);
+            assert_eq!(t.first_in(tx, 4..=5)?, None);
+            assert_eq!(
+                t.last_in(tx, (Bound::Excluded(hi), Bound::Unbounded))?,
+                (hi < N - 1).then_some(((N - 1) / 3 * 3, (N - 1) / 3 * 30))
+            );
+        }
         // Reinsert into the emptied ranges.
         for k in (1..N).step_by(3).take(2000) {
             t.insert(tx, k, 1)?;

@@ -169,6 +169,16 @@ impl<K, V, const F: usize> BTreeMap<K, V, F> {
     }
 }
 
+/// Outcome of a backward search in a subtree.
+enum Last<K, V> {
+    /// The last entry in range.
+    Found(K, V),
+    /// Nothing in range here; the subtrees to the left may have some.
+    NotHere,
+    /// Nothing in range here or anywhere to the left.
+    Done,
+}
+
 /// Where a scan starts in a leaf.
 fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
     match b {
@@ -573,6 +583,64 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             false
         })?;
         Ok(first)
+    }
+
+    /// The last entry with a key in `range` (e.g. the largest key below `hi`, the
+    /// newest order of a customer). Leaves have no backward links, so this descends
+    /// from the root toward the end bound and backtracks to the left, past leaves that
+    /// `remove` emptied; it reads only.
+    pub fn last_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
+        let h = self.header(tx)?;
+        match Self::last_rec(tx, h.root, h.height, range.start_bound(), range.end_bound())? {
+            Last::Found(k, v) => Ok(Some((k, v))),
+            Last::Done | Last::NotHere => Ok(None),
+        }
+    }
+
+    fn last_rec(
+        tx: &Tx<'_>,
+        node: u64,
+        level: u64,
+        start: Bound<&K>,
+        end: Bound<&K>,
+    ) -> Result<Last<K, V>> {
+        let below_start = |k: &K| match start {
+            Bound::Unbounded => false,
+            Bound::Included(lo) => k < lo,
+            Bound::Excluded(lo) => k <= lo,
+        };
+        if level == 0 {
+            let (w, n) = Self::leaf(tx, node)?;
+            let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
+            let j = keys.partition_point(|k| !past_end(k, end));
+            if j == 0 {
+                return Ok(Last::NotHere);
+            }
+            if below_start(&keys[j - 1]) {
+                return Ok(Last::Done);
+            }
+            let v = words::slice::<V>(w, Self::L_VALS, n)?[j - 1];
+            return Ok(Last::Found(keys[j - 1], v));
+        }
+        let (w, n) = Self::inner(tx, node)?;
+        let i = match end {
+            Bound::Unbounded => n - 1,
+            Bound::Included(hi) | Bound::Excluded(hi) => Self::route(w, n, hi)?,
+        };
+        for c in (0..=i).rev() {
+            match Self::last_rec(tx, w[Self::I_KIDS + c], level - 1, start, end)? {
+                Last::NotHere => {}
+                found_or_done => return Ok(found_or_done),
+            }
+            // Children left of `c` hold keys below separator c - 1: if that is at or
+            // below the start bound, nothing further left is in range.
+            if let (true, Bound::Included(lo) | Bound::Excluded(lo)) = (c > 0, start) {
+                if words::slice::<K>(w, Self::I_KEYS, n - 1)?[c - 1] <= *lo {
+                    return Ok(Last::Done);
+                }
+            }
+        }
+        Ok(Last::NotHere)
     }
 
     /// Number of entries, counted along the leaf chain (O(len / FANOUT) reads; the
