@@ -271,17 +271,19 @@ impl Report {
     /// Record one occurrence, keeping its example if fewer than
     /// [`EXAMPLES_PER_CLASS`] are kept; `text` is only built when kept.
     pub fn add(&mut self, a: Anomaly, text: impl FnOnce() -> String) {
-        self.add_cycle(a, Vec::new(), text);
+        self.add_cycle(a, || (Vec::new(), text()));
     }
 
-    /// Record one occurrence with its cycle.
-    pub fn add_cycle(&mut self, a: Anomaly, cycle: Vec<Step>, text: impl FnOnce() -> String) {
+    /// Record one occurrence with its cycle; `example` (the cycle and its text) is only
+    /// built when kept.
+    pub fn add_cycle(&mut self, a: Anomaly, example: impl FnOnce() -> (Vec<Step>, String)) {
         let n = self.counts.entry(a).or_insert(0);
         *n += 1;
         if *n <= EXAMPLES_PER_CLASS {
+            let (cycle, text) = example();
             self.examples.push(Example {
                 anomaly: a,
-                text: text(),
+                text,
                 cycle,
             });
         }

@@ -28,12 +28,12 @@
 //! Counts of cycle classes are distinct cycles found, at most one per starting edge.
 
 use super::anomaly::{Anomaly, EdgeKind, GraphStats, Report, Step};
+use super::fasthash::FastSet;
 use super::graph::{canonical, CycleEdge, Graph, GraphBuilder, Searcher, ALL, DEPS, WW_WR};
 use super::history::{History, Op, Outcome, Value};
 use super::index::Index;
 use super::versions::{self, Orders};
 use super::{local, recovery};
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
 /// Checker settings.
@@ -140,7 +140,7 @@ fn build_graph(ix: &Index<'_>, orders: &Orders) -> Graph {
 struct Found<'a> {
     ix: &'a Index<'a>,
     orders: &'a Orders,
-    seen: HashSet<Vec<usize>>,
+    seen: FastSet<Vec<usize>>,
 }
 
 impl Found<'_> {
@@ -149,9 +149,11 @@ impl Found<'_> {
         if !self.seen.insert(canonical(&nodes)) {
             return;
         }
-        let steps: Vec<Step> = cycle.iter().map(|e| self.step(e)).collect();
-        let text = || self.describe(class, &steps);
-        report.add_cycle(class, steps.clone(), text);
+        report.add_cycle(class, || {
+            let steps: Vec<Step> = cycle.iter().map(|e| self.step(e)).collect();
+            let text = self.describe(class, &steps);
+            (steps, text)
+        });
     }
 
     fn txn(&self, node: usize) -> Option<usize> {
@@ -192,7 +194,7 @@ impl Found<'_> {
                 "ww".into()
             }
             EdgeKind::Wr => ix
-                .ext_reads
+                .ext_reads_of(b)
                 .iter()
                 .find(|r| {
                     r.txn == b
@@ -208,9 +210,8 @@ impl Found<'_> {
                     )
                 }),
             EdgeKind::Rw => ix
-                .ext_reads
+                .ext_reads_of(a)
                 .iter()
-                .filter(|r| r.txn == a)
                 .find_map(|r| {
                     let o = orders.get(r.key, ix.epoch(a));
                     let next = o.get(r.list.len())?;
@@ -282,7 +283,7 @@ fn cycles(ix: &Index<'_>, orders: &Orders, g: &Graph, opts: &CheckOptions, repor
     let mut found = Found {
         ix,
         orders,
-        seen: HashSet::new(),
+        seen: FastSet::default(),
     };
     let mut stats = GraphStats {
         nodes: n,

@@ -15,7 +15,8 @@
 //! remaining searches are skipped and the caller reports its counts as lower bounds.
 
 use super::anomaly::EdgeKind;
-use std::collections::{HashMap, VecDeque};
+use super::fasthash::FastMap;
+use std::collections::VecDeque;
 
 /// Mask of the ww and wr kinds.
 pub const WW_WR: u8 = EdgeKind::Ww.bit() | EdgeKind::Wr.bit();
@@ -28,7 +29,7 @@ pub const ALL: u8 = DEPS | EdgeKind::Rt.bit();
 #[derive(Debug, Default)]
 pub struct GraphBuilder {
     n: usize,
-    edges: HashMap<(u32, u32), u8>,
+    edges: FastMap<(u32, u32), u8>,
 }
 
 impl GraphBuilder {
@@ -36,7 +37,7 @@ impl GraphBuilder {
     pub fn new(n: usize) -> Self {
         GraphBuilder {
             n,
-            edges: HashMap::new(),
+            edges: FastMap::default(),
         }
     }
 

@@ -6,9 +6,9 @@
 //! the end. Dependencies are inferred from external reads only; a transaction's later
 //! reads of a key are checked against its own appends (internal consistency).
 
+use super::fasthash::{FastMap, FastSet};
 use super::history::{History, Key, Op, Outcome, TxnId, Value};
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
 
 /// Who appended a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,38 +40,41 @@ pub struct Index<'h> {
     /// The history.
     pub h: &'h History,
     /// Who appended each value (the first append, if appended twice).
-    pub writer: HashMap<Value, Write>,
+    pub writer: FastMap<Value, Write>,
     /// Values appended more than once.
     pub duplicate_appends: Vec<Value>,
     /// Graph node of each transaction (committed and indeterminate ones).
     pub node_of: Vec<Option<usize>>,
     /// Transaction of each graph node.
     pub txn_of: Vec<TxnId>,
-    /// External reads of graph transactions.
+    /// External reads of graph transactions, grouped by transaction in id order.
     pub ext_reads: Vec<ExtRead>,
+    /// Where each transaction's external reads start in `ext_reads` (one entry per
+    /// transaction, plus the end).
+    ext_start: Vec<usize>,
     /// Transactions with an internal inconsistency: (txn, key, what it read, what it
     /// should have read, as far as known).
     pub internal: Vec<(TxnId, Key, Vec<Value>, String)>,
     /// Highest epoch.
     pub max_epoch: u32,
     /// Every key touched.
-    pub keys: HashSet<Key>,
+    pub keys: FastSet<Key>,
 }
 
 impl<'h> Index<'h> {
     /// Build the tables.
     pub fn new(h: &'h History) -> Index<'h> {
-        let mut writer = HashMap::new();
+        let mut writer = FastMap::default();
         let mut duplicate_appends = Vec::new();
         let mut node_of = vec![None; h.txns.len()];
         let mut txn_of = Vec::new();
-        let mut keys = HashSet::new();
+        let mut keys = FastSet::default();
         for (id, t) in h.txns.iter().enumerate() {
             if t.took_effect() {
                 node_of[id] = Some(txn_of.len());
                 txn_of.push(id);
             }
-            let mut last: HashMap<Key, Value> = HashMap::new();
+            let mut last: FastMap<Key, Value> = FastMap::default();
             for op in &t.ops {
                 keys.insert(op.key());
                 if let Op::Append { key, value } = op {
@@ -93,13 +96,15 @@ impl<'h> Index<'h> {
             }
         }
         let mut ext_reads = Vec::new();
+        let mut ext_start = Vec::with_capacity(h.txns.len() + 1);
         let mut internal = Vec::new();
         for (id, t) in h.txns.iter().enumerate() {
-            if t.outcome == Outcome::Aborted {
-                continue;
+            ext_start.push(ext_reads.len());
+            if t.outcome != Outcome::Aborted {
+                scan_txn(id, &t.ops, &mut ext_reads, &mut internal);
             }
-            scan_txn(id, &t.ops, &mut ext_reads, &mut internal);
         }
+        ext_start.push(ext_reads.len());
         Index {
             h,
             writer,
@@ -107,6 +112,7 @@ impl<'h> Index<'h> {
             node_of,
             txn_of,
             ext_reads,
+            ext_start,
             internal,
             max_epoch: h.max_epoch(),
             keys,
@@ -116,6 +122,14 @@ impl<'h> Index<'h> {
     /// The epoch of a transaction.
     pub fn epoch(&self, txn: TxnId) -> u32 {
         self.h.txns[txn].epoch
+    }
+
+    /// The external reads of one transaction.
+    pub fn ext_reads_of(&self, txn: TxnId) -> &[ExtRead] {
+        match (self.ext_start.get(txn), self.ext_start.get(txn + 1)) {
+            (Some(&a), Some(&b)) => &self.ext_reads[a..b],
+            _ => &[],
+        }
     }
 
     /// The writer of `value` if it appended it to `key`.
@@ -138,8 +152,8 @@ fn scan_txn(
     ext: &mut Vec<ExtRead>,
     internal: &mut Vec<(TxnId, Key, Vec<Value>, String)>,
 ) {
-    let mut state: HashMap<Key, Known> = HashMap::new();
-    let mut ext_at: HashMap<Key, usize> = HashMap::new();
+    let mut state: FastMap<Key, Known> = FastMap::default();
+    let mut ext_at: FastMap<Key, usize> = FastMap::default();
     for op in ops {
         match op {
             Op::Append { key, value } => {

@@ -20,9 +20,9 @@
 //! and so could not have read the older version.
 
 use super::anomaly::{Anomaly, Report};
+use super::fasthash::FastMap;
 use super::history::{Key, Op, Outcome, TxnId, Value};
-use super::index::Index;
-use std::collections::{HashMap, HashSet};
+use super::index::{Index, Write};
 
 /// Run every local check.
 pub fn check(ix: &Index<'_>, report: &mut Report) {
@@ -50,13 +50,17 @@ pub fn check(ix: &Index<'_>, report: &mut Report) {
 }
 
 fn check_read(ix: &Index<'_>, reader: TxnId, key: Key, list: &[Value], report: &mut Report) {
-    let mut seen = HashSet::with_capacity(list.len());
-    if let Some(v) = list.iter().find(|v| !seen.insert(**v)) {
+    let mut sorted = list.to_vec();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        let v = w[0];
         report.add(Anomaly::Duplicate, || {
             format!("T{reader} read key {key} as {list:?}: {v} appears twice")
         });
     }
-    if let Some(v) = list.iter().find(|v| ix.writer_on(key, **v).is_none()) {
+    let writes: Vec<Option<Write>> = list.iter().map(|v| ix.writer_on(key, *v)).collect();
+    let mut found = list.iter().zip(&writes);
+    if let Some((v, _)) = found.find(|(_, w)| w.is_none()) {
         let other = ix.writer.get(v).map(|w| w.key);
         report.add(Anomaly::GarbageRead, || match other {
             Some(k) => format!(
@@ -65,13 +69,14 @@ fn check_read(ix: &Index<'_>, reader: TxnId, key: Key, list: &[Value], report: &
             None => format!("T{reader} read key {key} as {list:?}: nobody appended {v}"),
         });
     }
-    let writes = || {
+    let known = || {
         list.iter()
-            .filter_map(|v| ix.writer_on(key, *v).map(|w| (*v, w)))
+            .zip(&writes)
+            .filter_map(|(v, w)| w.map(|w| (*v, w)))
+            .filter(|(_, w)| w.txn != reader)
     };
-    if let Some((v, w)) =
-        writes().find(|(_, w)| ix.h.txns[w.txn].outcome == Outcome::Aborted && w.txn != reader)
-    {
+    let outcome = |w: &Write| ix.h.txns[w.txn].outcome;
+    if let Some((v, w)) = known().find(|(_, w)| outcome(w) == Outcome::Aborted) {
         report.add(Anomaly::G1a, || {
             format!(
                 "T{reader} read key {key} as {list:?}: {v} was appended by T{} which aborted",
@@ -79,11 +84,10 @@ fn check_read(ix: &Index<'_>, reader: TxnId, key: Key, list: &[Value], report: &
             )
         });
     }
-    if let Some((v, w)) = writes().find(|(v, w)| {
-        w.txn != reader
-            && ix.h.txns[w.txn].took_effect()
+    if let Some((v, w)) = known().find(|(v, w)| {
+        outcome(w) != Outcome::Aborted
             && w.last_of_txn != *v
-            && !seen.contains(&w.last_of_txn)
+            && sorted.binary_search(&w.last_of_txn).is_err()
     }) {
         report.add(Anomaly::G1b, || {
             format!(
@@ -96,7 +100,7 @@ fn check_read(ix: &Index<'_>, reader: TxnId, key: Key, list: &[Value], report: &
 }
 
 fn lost_updates(ix: &Index<'_>, report: &mut Report) {
-    let mut groups: HashMap<(Key, u32, &[Value]), Vec<TxnId>> = HashMap::new();
+    let mut groups: FastMap<(Key, u32, &[Value]), Vec<TxnId>> = FastMap::default();
     for r in &ix.ext_reads {
         if r.appended {
             groups

@@ -18,6 +18,7 @@
 //!   duplicates, internal, lost update);
 //! * [`versions`]: version orders, incompatible orders, and what survives a crash;
 //! * [`recovery`]: durability across crashes (lost writes, partial recovery);
+//! * [`fasthash`]: the hasher of the checker's maps;
 //! * [`graph`]: the dependency graph, Tarjan components, shortest-cycle searches;
 //! * [`checker`]: edges from orders and reads, cycle classification, the report;
 //! * [`anomaly`]: anomaly classes, isolation levels, the [`Report`];
@@ -54,6 +55,7 @@
 
 pub mod anomaly;
 pub mod checker;
+pub mod fasthash;
 pub mod graph;
 pub mod history;
 pub mod index;

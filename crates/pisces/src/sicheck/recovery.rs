@@ -18,9 +18,9 @@
 //! `sicheck` workload therefore reads every key once after each recovery.
 
 use super::anomaly::{Anomaly, Report};
+use super::fasthash::FastMap;
 use super::history::{Key, Op, Outcome, TxnId, Value};
 use super::index::Index;
-use std::collections::HashMap;
 
 /// A read: (epoch, reader, list).
 type LaterRead<'a> = (u32, TxnId, &'a [Value]);
@@ -32,7 +32,7 @@ pub fn check(ix: &Index<'_>, report: &mut Report) {
     }
     let h = ix.h;
     // Reads of each key by transactions that took effect: (epoch, reader, list).
-    let mut reads: HashMap<Key, Vec<LaterRead<'_>>> = HashMap::new();
+    let mut reads: FastMap<Key, Vec<LaterRead<'_>>> = FastMap::default();
     for (id, t) in h.txns.iter().enumerate() {
         if !t.took_effect() {
             continue;

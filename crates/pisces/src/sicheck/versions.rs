@@ -17,14 +17,14 @@
 //! from the last survivor to the first value appended after the recovery.
 
 use super::anomaly::{Anomaly, Report};
+use super::fasthash::FastMap;
 use super::history::{Key, Op, Value};
 use super::index::Index;
-use std::collections::HashMap;
 
 /// Version order of every key in every epoch.
 #[derive(Debug, Default)]
 pub struct Orders {
-    by_key: HashMap<Key, Vec<Vec<Value>>>,
+    by_key: FastMap<Key, Vec<Vec<Value>>>,
 }
 
 impl Orders {
@@ -62,7 +62,7 @@ type Reading<'a> = (usize, &'a [Value]);
 pub fn infer(ix: &Index<'_>, report: &mut Report) -> Orders {
     let epochs = ix.max_epoch as usize + 1;
     // key -> epoch -> reads (reader, list)
-    let mut reads: HashMap<Key, Vec<Vec<Reading<'_>>>> = HashMap::new();
+    let mut reads: FastMap<Key, Vec<Vec<Reading<'_>>>> = FastMap::default();
     for (id, t) in ix.h.txns.iter().enumerate() {
         if !t.took_effect() {
             continue;
