@@ -18,7 +18,9 @@
 //! Child `i` of an inner node with keys `k[0..n-1]` holds the keys in
 //! `[k[i-1], k[i])`; a lookup descends `height` inner levels (the header's height says
 //! where the leaves are), binary-searching each node, then binary-searches the leaf.
-//! Leaves are chained left to right by `next` for range scans.
+//! Leaves are chained left to right by `next` for range scans ([`BTreeMap::range`],
+//! [`BTreeMap::first_in`]); [`BTreeMap::last_in`] searches backward by descending
+//! toward the end bound and backtracking.
 //!
 //! # Insertion
 //! A full leaf splits in two and a separator (the right half's first key) goes up; a
@@ -27,6 +29,9 @@
 //! existing pointer to a node (parent slots, the left neighbour's `next`) stays valid.
 //! An insert past the last key of a node (ascending keys, e.g. order ids) splits off a
 //! nearly empty right node instead of halving, so sequential loads fill nodes fully.
+//! A split copies the old node into a temporary buffer (the only allocation on any
+//! path besides `check`, `for_each_object` and `destroy`); lookups, scans and
+//! non-splitting updates allocate nothing.
 //!
 //! # Deletion policy
 //! `remove` deletes the entry from its leaf and does not rebalance: leaves may become
@@ -223,6 +228,10 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         s
     };
     const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 24 | (F as u64) << 48;
+    /// Bytes of a leaf object (payload; 256 for 8-byte keys and values at fanout 16).
+    pub const LEAF_BYTES: usize = Self::LEAF.size * 8;
+    /// Bytes of an inner node object (payload).
+    pub const INNER_BYTES: usize = Self::INNER.size * 8;
 
     /// Create an empty tree (one empty leaf).
     pub fn create(tx: &mut Tx<'_>) -> Result<Self> {

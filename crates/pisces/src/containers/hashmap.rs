@@ -16,7 +16,8 @@
 //! 504 × 32 = 16 128 buckets the directory is in the header itself, so a lookup reads
 //! header, chunk and chain; larger tables add one directory page read. The header,
 //! pages and chunk pointers never change after `create`, so they are never written and
-//! never conflict.
+//! never conflict. The fixed 4 KiB header is the price of that one-read directory: a
+//! map costs at least 4 KiB + 256 bytes, however small.
 //!
 //! Why chunks: the bucket heads are written when a bucket becomes empty or non-empty or
 //! loses its first node. One object holding all heads would be copied whole on each of
@@ -187,6 +188,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         s
     };
     const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 32;
+    /// Bytes of a node object (payload: next pointer, key and value, each padded to
+    /// words; 80 for 8-byte keys and 64-byte values).
+    pub const NODE_BYTES: usize = Self::NODE.size * 8;
 
     /// Create an empty map with `buckets` chains (1 ..= [`MAX_BUCKETS`]); the count is
     /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000

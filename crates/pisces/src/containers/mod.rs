@@ -33,6 +33,20 @@
 //! for generic structs and this module uses no `unsafe`, so nodes are stored as word
 //! arrays `[u64; S]` with `S` taken from a fixed ladder of sizes, and keys and values are
 //! viewed in place through checked casts. A node is at most 16 KiB.
+//!
+//! # Format stability
+//! What the containers store is part of the pool format: the node layouts, the object
+//! sizes (ladder), the magic numbers and, for the hash map, [`stable_hash`] and the
+//! bucket mapping. Changing any of them makes existing pools' containers unreadable
+//! (the header checks turn that into an error, not a misreading); unit tests pin the
+//! hash values.
+//!
+//! # Limits
+//! Headers and node kinds, counts and type signatures are checked on every access, so a
+//! damaged pool or a handle used with the wrong types is an error, not undefined
+//! behaviour or a panic. A damaged pool whose chain or leaf links form a cycle is not
+//! detected by the operations themselves and makes a walk run forever;
+//! [`BTreeMap::check`] finds it for trees.
 
 pub mod btree;
 mod hash;
