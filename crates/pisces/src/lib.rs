@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod containers;
+pub mod crashtest;
 pub mod engine;
 pub mod error;
 pub mod heap;
