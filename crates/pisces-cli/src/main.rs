@@ -1,14 +1,18 @@
-//! The `pisces` command-line tool: create, inspect and check pool files; with no
-//! subcommand, run the main job (a short transactional workload, see [`main_job`]).
+//! The `pisces` command-line tool: create, inspect and check pool files, benchmark
+//! the engines, run the smoke test; with no subcommand, run the main job (`pisces
+//! bench --quick`, see [`main_job`]).
 //!
-//! Exit status: 0 on success; 1 when a pool has problems (`check`, `info`) or the main
-//! job saw a broken invariant; 2 on usage errors and on errors creating or opening
-//! files. Errors go to stderr; the tool never panics on user input.
+//! Exit status: 0 on success; 1 when a pool has problems (`check`, `info`), a
+//! measurement failed (`bench`) or the smoke run saw a broken invariant; 2 on usage
+//! errors and on errors creating or opening files. Errors go to stderr; the tool never
+//! panics on user input.
 #![forbid(unsafe_code)]
 
 mod bank;
+mod bench;
 mod main_job;
 mod size;
+mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pisces::check::check_pool;
@@ -19,24 +23,35 @@ use std::process::ExitCode;
 
 /// Persistent transactional memory pools (Pisces engine).
 ///
-/// With no subcommand, runs the main job: a short bank-transfer workload on a fresh pool
-/// under /dev/shm, with 1 and 2 threads, and prints a table.
+/// With no subcommand, runs the main job: `pisces bench --quick` (every engine on the
+/// hash table and the B+-tree with 1 and 2 threads, the read-latency sweep and the
+/// optimisation breakdown, about 2.5 minutes), prints the tables and where the report
+/// was written. The options below are those of `bench`.
 #[derive(Parser, Debug)]
 #[command(name = "pisces", version, args_conflicts_with_subcommands = true)]
 #[command(
-    after_help = "Exit status: 0 ok; 1 the pool has problems (check, info) or the \
-main job saw a broken invariant; 2 usage errors and errors creating or opening files."
+    after_help = "Exit status: 0 ok; 1 the pool has problems (check, info), a \
+measurement failed (bench) or the smoke run saw a broken invariant; 2 usage errors and \
+errors creating or opening files."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Main job only: seconds per round (one round with 1 thread, one with 2).
-    #[arg(long, default_value = "2", value_parser = parse_seconds)]
-    seconds: f64,
+    #[command(flatten)]
+    bench: bench::BenchArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Compare engines on the paper's workloads: tables, results.csv, SVG plots.
+    Bench(bench::BenchArgs),
+    /// Bank transfers with a concurrent auditor on a fresh pool, 1 and 2 threads;
+    /// checks the total, reopens the pool (recovery) and checks it.
+    Smoke {
+        /// Seconds per round (one round with 1 thread, one with 2).
+        #[arg(long, default_value = "2", value_parser = bench::args::parse_seconds)]
+        seconds: f64,
+    },
     /// Create a new pool file (it must not exist).
     Create(CreateArgs),
     /// Print a pool's superblock, geometry, usage by size class and log state.
@@ -98,16 +113,10 @@ impl MediumArg {
 }
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
-    EngineId::from_name(s).ok_or_else(|| format!("unknown engine `{s}` (known engines: pisces)"))
-}
-
-fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
-        _ => Err(format!(
-            "`{s}` is not a duration in seconds (a number above 0, at most 3600)"
-        )),
-    }
+    EngineId::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+        format!("unknown engine `{s}` (known engines: {})", known.join(", "))
+    })
 }
 
 /// Write to stdout, ignoring errors (a closed pipe must not panic the tool).
@@ -194,7 +203,9 @@ fn inspect(path: &Path, full: bool) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        None => main_job::run(cli.seconds),
+        None => main_job::run(&cli.bench),
+        Some(Command::Bench(a)) => bench::run(a, "pisces bench"),
+        Some(Command::Smoke { seconds }) => smoke::run(*seconds),
         Some(Command::Create(a)) => create(a),
         Some(Command::Info { path }) => inspect(path, true),
         Some(Command::Check { path }) => inspect(path, false),
@@ -213,6 +224,7 @@ mod tests {
 
     #[test]
     fn seconds_and_engines() {
+        use bench::args::parse_seconds;
         assert_eq!(parse_seconds("0.5"), Ok(0.5));
         for bad in ["0", "-1", "nan", "inf", "x", "4000"] {
             assert!(parse_seconds(bad).is_err(), "{bad}");

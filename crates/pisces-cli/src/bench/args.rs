@@ -1,0 +1,496 @@
+//! Command-line arguments of `pisces bench` and the plan they expand to.
+
+use super::measure::{EngineSpec, Spec};
+use super::workload::{DataKind, Sizes};
+use clap::{Args, ValueEnum};
+use pisces::containers::hashmap::MAX_BUCKETS;
+use pisces::{EngineId, EngineOptions};
+use std::path::PathBuf;
+
+/// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
+pub const LATENCY_SWEEP_NS: [u64; 5] = [0, 100, 300, 600, 1000];
+/// Update percentage of the latency sweep and the breakdown (paper Fig 9a, 9c: 20 %).
+pub const SWEEP_UPDATE_PCT: u32 = 20;
+
+/// A workload of `pisces bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum WorkloadKind {
+    /// Hash table (10K buckets, 8-byte keys, 64-byte values), lookups and insert/remove.
+    Hash,
+    /// B+-tree (fanout 16, 256-byte nodes), lookups and inserts/overwrites.
+    Btree,
+    /// Read-only latency percentiles vs emulated NVM write latency (hash table, with
+    /// concurrent writers).
+    Latency,
+    /// Pisces' optimisations one by one on the hash table: flush whole, flush-diff,
+    /// flush-diff + group commit.
+    Breakdown,
+    // Extension point: `Tpcc` (new-order) and `Tatp` go here, with a `DataSet` each in
+    // `workload.rs`; they are not built yet.
+}
+
+impl WorkloadKind {
+    /// Name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Hash => "hash",
+            WorkloadKind::Btree => "btree",
+            WorkloadKind::Latency => "latency",
+            WorkloadKind::Breakdown => "breakdown",
+        }
+    }
+}
+
+/// Arguments of `pisces bench`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Each measurement creates a fresh pool under /dev/shm (DRAM with the emulated NVM write \
+latency of --nvm-latency-ns charged per flushed cache line), preloads it, and runs the \
+worker threads for --seconds, one operation per transaction; the pool is removed \
+afterwards. Runs are interleaved (run 1 of every configuration, then run 2, ...), and \
+the ratios against Pisces are taken within each run, then the median over runs.\n\n\
+Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
+updates 0,2,20 % (B+-tree 0,20 %), 0.8 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
+1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
+ns and 20 % updates on 2 threads (or the --threads values above 1); the breakdown uses \
+20 % updates. An explicit --update-pct or --nvm-latency-ns applies to every workload \
+(0 % is skipped where a workload needs writers).\n\n\
+Not built yet: the mvcc and pmdk engines, the TPC-C and TATP workloads.")]
+pub struct BenchArgs {
+    /// Scaled-down data sets and short runs (the default).
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+    /// The paper's data-set sizes and longer runs.
+    #[arg(long)]
+    pub full: bool,
+    /// Engines to compare, comma-separated [default: pisces,undo,volatile].
+    #[arg(long, value_delimiter = ',', value_parser = parse_engine)]
+    pub engines: Option<Vec<EngineId>>,
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown].
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub workloads: Option<Vec<WorkloadKind>>,
+    /// Worker-thread counts, comma-separated [default: 1,2].
+    #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Option<Vec<usize>>,
+    /// Percentages of update transactions, comma-separated [default: see below].
+    #[arg(long = "update-pct", value_delimiter = ',', value_parser = parse_pct)]
+    pub update_pct: Option<Vec<u32>>,
+    /// Emulated NVM write latencies in ns per flushed cache line, comma-separated
+    /// [default: 0; the latency sweep 0,100,300,600,1000].
+    #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
+    pub nvm_latency_ns: Option<Vec<u64>>,
+    /// Seconds per measurement [default: 0.8 quick, 10 full].
+    #[arg(long, value_parser = parse_seconds)]
+    pub seconds: Option<f64>,
+    /// Runs of every configuration (the table shows medians) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: Option<u32>,
+    /// Report directory [default: target/bench/<UTC timestamp> in the workspace].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the workers' operation choices and of the preload order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Hash-table buckets [default: 10000].
+    #[arg(long, value_parser = parse_buckets)]
+    pub hash_buckets: Option<usize>,
+    /// Hash-table pairs preloaded [default: 20000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub hash_pairs: Option<usize>,
+    /// B+-tree keys preloaded [default: 100000 quick, 1000000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub btree_keys: Option<usize>,
+}
+
+fn parse_engine(s: &str) -> Result<EngineId, String> {
+    EngineId::from_name(s.trim()).ok_or_else(|| {
+        let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+        format!(
+            "unknown engine `{s}` (known engines: {}; mvcc and pmdk are not built yet)",
+            known.join(", ")
+        )
+    })
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a thread count (1 to 64)")),
+    }
+}
+
+fn parse_pct(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= 100 => Ok(n),
+        _ => Err(format!("`{s}` is not a percentage (0 to 100)")),
+    }
+}
+
+fn parse_latency(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= 1_000_000 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a latency in ns (0 to 1000000 per cache line)"
+        )),
+    }
+}
+
+/// Seconds per measurement: above 0, at most one hour.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration in seconds (a number above 0, at most 3600)"
+        )),
+    }
+}
+
+fn parse_buckets(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a bucket count (1 to {MAX_BUCKETS})")),
+    }
+}
+
+fn parse_keys(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=20_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a key count (1 to 20000000)")),
+    }
+}
+
+/// Everything a bench run needs, defaults resolved.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `quick` or `full`.
+    pub mode: &'static str,
+    /// Engines compared on hash and btree (and swept for latency).
+    pub engines: Vec<EngineId>,
+    /// Workloads, in the order given.
+    pub workloads: Vec<WorkloadKind>,
+    /// Thread counts, ascending.
+    pub threads: Vec<usize>,
+    /// Update mixes of hash.
+    pub mixes: Vec<u32>,
+    /// Update mixes of btree.
+    pub btree_mixes: Vec<u32>,
+    /// Update mixes of latency and breakdown.
+    pub sweep_mixes: Vec<u32>,
+    /// NVM latencies of hash, btree and breakdown.
+    pub latencies: Vec<u64>,
+    /// NVM latencies of the latency sweep.
+    pub sweep_latencies: Vec<u64>,
+    /// Seconds per measurement.
+    pub seconds: f64,
+    /// Runs per configuration.
+    pub runs: u32,
+    /// Data-set sizes.
+    pub sizes: Sizes,
+    /// Seed.
+    pub seed: u64,
+    /// Report directory, if given.
+    pub out: Option<PathBuf>,
+}
+
+fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn dedup_ordered<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for &x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+impl BenchArgs {
+    /// Resolve defaults (quick unless `--full`).
+    pub fn settings(&self) -> Settings {
+        let full = self.full;
+        let base = if full { Sizes::FULL } else { Sizes::QUICK };
+        let sizes = Sizes {
+            hash_buckets: self.hash_buckets.unwrap_or(base.hash_buckets),
+            hash_pairs: self.hash_pairs.unwrap_or(base.hash_pairs),
+            btree_keys: self.btree_keys.unwrap_or(base.btree_keys),
+        };
+        let (default_mixes, default_btree_mixes): (&[u32], &[u32]) = if full {
+            (&[0, 2, 20, 40], &[0, 2, 20, 40])
+        } else {
+            (&[0, 2, 20], &[0, 20])
+        };
+        let explicit_mixes = self.update_pct.as_deref().map(dedup_sorted);
+        let sweep_mixes = match &explicit_mixes {
+            Some(m) => m.iter().copied().filter(|&p| p > 0).collect(),
+            None => vec![SWEEP_UPDATE_PCT],
+        };
+        let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
+        Settings {
+            mode: if full { "full" } else { "quick" },
+            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&EngineId::ALL)),
+            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(&[
+                WorkloadKind::Hash,
+                WorkloadKind::Btree,
+                WorkloadKind::Latency,
+                WorkloadKind::Breakdown,
+            ])),
+            threads: dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2])),
+            btree_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| default_btree_mixes.to_vec()),
+            mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
+            sweep_mixes,
+            latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
+            sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
+            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.8 }),
+            runs: self.runs.unwrap_or(3),
+            sizes,
+            seed: self.seed,
+            out: self.out.clone(),
+        }
+    }
+}
+
+/// The Pisces configurations of the breakdown (paper Fig 9a).
+pub fn breakdown_engines() -> [EngineSpec; 3] {
+    [
+        EngineSpec {
+            label: "pisces-whole".into(),
+            id: EngineId::Pisces,
+            options: EngineOptions {
+                flush_diff: false,
+                group_commit: 1,
+            },
+        },
+        EngineSpec {
+            label: "pisces-diff".into(),
+            id: EngineId::Pisces,
+            options: EngineOptions {
+                flush_diff: true,
+                group_commit: 1,
+            },
+        },
+        EngineSpec::plain(EngineId::Pisces),
+    ]
+}
+
+/// The measurements of one run, in order, and notes on choices the plan made.
+pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
+    let mut specs = Vec::new();
+    let mut notes = Vec::new();
+    for &w in &s.workloads {
+        let (data, engines, mixes, lats, threads): (_, Vec<EngineSpec>, _, _, Vec<usize>) = match w
+        {
+            WorkloadKind::Hash => (
+                DataKind::Hash,
+                s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
+                s.mixes.clone(),
+                s.latencies.clone(),
+                s.threads.clone(),
+            ),
+            WorkloadKind::Btree => (
+                DataKind::Tree,
+                s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
+                s.btree_mixes.clone(),
+                s.latencies.clone(),
+                s.threads.clone(),
+            ),
+            WorkloadKind::Latency => {
+                let mut engines: Vec<EngineSpec> = s
+                    .engines
+                    .iter()
+                    .filter(|&&e| e != EngineId::Volatile)
+                    .map(|&e| EngineSpec::plain(e))
+                    .collect();
+                if engines.is_empty() {
+                    engines = s.engines.iter().map(|&e| EngineSpec::plain(e)).collect();
+                } else if s.engines.contains(&EngineId::Volatile) {
+                    notes.push(
+                        "latency: volatile skipped (it flushes nothing, so the emulated \
+                             NVM latency cannot change it)"
+                            .into(),
+                    );
+                }
+                let mut threads: Vec<usize> =
+                    s.threads.iter().copied().filter(|&t| t >= 2).collect();
+                if threads.is_empty() {
+                    threads = vec![2];
+                    notes.push("latency: needs concurrent writers, so it runs on 2 threads".into());
+                }
+                (
+                    DataKind::Hash,
+                    engines,
+                    s.sweep_mixes.clone(),
+                    s.sweep_latencies.clone(),
+                    threads,
+                )
+            }
+            WorkloadKind::Breakdown => (
+                DataKind::Hash,
+                breakdown_engines().to_vec(),
+                s.sweep_mixes.clone(),
+                s.latencies.clone(),
+                s.threads.clone(),
+            ),
+        };
+        if mixes.is_empty() {
+            notes.push(format!(
+                "{}: skipped (it needs an update percentage above 0)",
+                w.name()
+            ));
+        }
+        for &update_pct in &mixes {
+            for &nvm_latency_ns in &lats {
+                for &t in &threads {
+                    for e in &engines {
+                        specs.push(Spec {
+                            engine: e.clone(),
+                            workload: w.name(),
+                            data,
+                            threads: t,
+                            update_pct,
+                            nvm_latency_ns,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    (specs, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, String> {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(args);
+        P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn quick_defaults_plan_every_engine_workload_and_mix() {
+        let s = parse(&[]).unwrap().settings();
+        assert_eq!(s.mode, "quick");
+        assert_eq!(s.sizes, Sizes::QUICK);
+        assert_eq!((s.seconds, s.runs), (0.8, 3));
+        let (specs, notes) = plan(&s);
+        let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
+        // 3 engines x 2 thread counts x 3 mixes (B+-tree: 2).
+        assert_eq!(count("hash"), 18);
+        assert_eq!(count("btree"), 12);
+        // pisces and undo x 5 latencies on 2 threads.
+        assert_eq!(count("latency"), 10);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "latency")
+            .all(|x| x.threads == 2 && x.update_pct == 20 && x.engine.label != "volatile"));
+        // 3 Pisces variants x 2 thread counts.
+        assert_eq!(count("breakdown"), 6);
+        let labels: Vec<_> = specs
+            .iter()
+            .filter(|x| x.workload == "breakdown")
+            .map(|x| x.engine.label.as_str())
+            .collect();
+        assert_eq!(labels[..3], ["pisces-whole", "pisces-diff", "pisces"]);
+        assert!(notes.iter().any(|n| n.contains("volatile skipped")));
+        // Engines of one configuration are measured back to back.
+        assert_eq!(specs[0].engine.label, "pisces");
+        assert_eq!(specs[1].engine.label, "undo");
+        assert_eq!(specs[2].engine.label, "volatile");
+    }
+
+    #[test]
+    fn full_mode_and_explicit_lists() {
+        let s = parse(&["--full"]).unwrap().settings();
+        assert_eq!(s.sizes, Sizes::FULL);
+        assert_eq!(s.mixes, [0, 2, 20, 40]);
+        assert_eq!(s.btree_mixes, [0, 2, 20, 40]);
+        let s = parse(&[
+            "--engines",
+            "undo,pisces,undo",
+            "--threads",
+            "2,1,2",
+            "--update-pct",
+            "20,0",
+            "--nvm-latency-ns",
+            "300",
+            "--workloads",
+            "latency,hash",
+            "--seconds",
+            "0.5",
+            "--runs",
+            "1",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.engines, [EngineId::Undo, EngineId::Pisces]);
+        assert_eq!(s.threads, [1, 2]);
+        assert_eq!(s.mixes, [0, 20]);
+        assert_eq!(s.btree_mixes, [0, 20]);
+        assert_eq!(s.sweep_mixes, [20]);
+        assert_eq!(s.latencies, [300]);
+        assert_eq!(s.sweep_latencies, [300]);
+        let (specs, _) = plan(&s);
+        assert_eq!(specs[0].workload, "latency");
+        assert_eq!(specs.len(), 2 + 2 * 2 * 2);
+        assert!(specs.iter().all(|x| x.nvm_latency_ns == 300));
+    }
+
+    #[test]
+    fn workloads_needing_writers_skip_zero_percent() {
+        let s = parse(&["--update-pct", "0", "--workloads", "breakdown"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(specs.is_empty());
+        assert!(notes[0].contains("breakdown: skipped"), "{notes:?}");
+        let s = parse(&["--threads", "1", "--workloads", "latency"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(specs.iter().all(|x| x.threads == 2));
+        assert!(notes.iter().any(|n| n.contains("2 threads")), "{notes:?}");
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        for (args, want) in [
+            (vec!["--engines", "pmdk"], "not built yet"),
+            (
+                vec!["--engines", "mvcc"],
+                "known engines: pisces, undo, volatile",
+            ),
+            (vec!["--threads", "0"], "thread count"),
+            (vec!["--threads", "1,x"], "thread count"),
+            (vec!["--update-pct", "101"], "percentage"),
+            (vec!["--nvm-latency-ns=-1"], "latency"),
+            (vec!["--nvm-latency-ns", "2000000"], "latency"),
+            (vec!["--seconds", "0"], "duration"),
+            (vec!["--seconds", "nan"], "duration"),
+            (vec!["--runs", "0"], "0"),
+            (vec!["--workloads", "tpcc"], "invalid value"),
+            (vec!["--quick", "--full"], "cannot be used with"),
+            (vec!["--hash-buckets", "0"], "bucket count"),
+            (vec!["--btree-keys", "0"], "key count"),
+        ] {
+            let e = parse(&args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! `pisces bench` and the main job, run as a user would, with tiny durations and data
+//! sets. These check what the harness writes (CSV columns and rows, plots, tables,
+//! exit codes) and counter relations that follow from the engines' design; they assert
+//! nothing about speed (benchmarks are measured, not asserted).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
+abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp";
+
+struct Run {
+    pid: u32,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn pisces(args: &[&str]) -> Run {
+    let child = Command::new(env!("CARGO_BIN_EXE_pisces"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let pid = child.id();
+    let o = child.wait_with_output().expect("the binary runs");
+    let r = Run {
+        pid,
+        code: o.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert!(
+        !r.stderr.contains("panicked"),
+        "pisces {args:?} panicked:\n{}",
+        r.stderr
+    );
+    r
+}
+
+/// One CSV row, by column name.
+struct Row(Vec<(String, String)>);
+
+impl Row {
+    fn s(&self, col: &str) -> &str {
+        &self
+            .0
+            .iter()
+            .find(|(c, _)| c == col)
+            .unwrap_or_else(|| panic!("no column {col}"))
+            .1
+    }
+    fn f(&self, col: &str) -> f64 {
+        let v = self.s(col);
+        v.parse()
+            .unwrap_or_else(|_| panic!("{col} = `{v}` is not a number"))
+    }
+}
+
+/// Read `results.csv`: the header must be exact and every field of every row present.
+fn read_csv(dir: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(HEADER));
+    let cols: Vec<&str> = HEADER.split(',').collect();
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), cols.len(), "{l}");
+            let row = Row(cols
+                .iter()
+                .zip(&f)
+                .map(|(c, v)| (c.to_string(), v.to_string()))
+                .collect());
+            // Every numeric column parses (NaN marks a metric that does not apply).
+            for c in &cols[2..] {
+                row.f(c);
+            }
+            row
+        })
+        .collect()
+}
+
+fn assert_svg(path: &Path) {
+    let s = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+        "{} is not an SVG document",
+        path.display()
+    );
+}
+
+#[test]
+fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("report");
+    let r = pisces(&[
+        "bench",
+        "--seconds",
+        "0.2",
+        "--runs",
+        "1",
+        "--engines",
+        "pisces,undo",
+        "--workloads",
+        "hash",
+        "--threads",
+        "1",
+        "--hash-pairs",
+        "2000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let rows = read_csv(&out);
+    // 2 engines x the quick hash mixes 0, 2, 20 %.
+    assert_eq!(rows.len(), 6);
+    let configs: BTreeSet<(String, u32)> = rows
+        .iter()
+        .map(|r| (r.s("engine").to_string(), r.f("update_pct") as u32))
+        .collect();
+    let want: BTreeSet<(String, u32)> = ["pisces", "undo"]
+        .iter()
+        .flat_map(|e| [0, 2, 20].map(|p| (e.to_string(), p)))
+        .collect();
+    assert_eq!(configs, want);
+    for row in &rows {
+        assert_eq!(row.s("workload"), "hash");
+        assert_eq!((row.f("threads"), row.f("run")), (1.0, 1.0));
+        assert_eq!(row.f("nvm_latency_ns"), 0.0);
+        assert!(row.f("ops_per_sec") > 0.0);
+        let a = row.f("abort_rate");
+        assert!((0.0..=1.0).contains(&a));
+        assert!(row.f("ro_p50_ns") > 0.0 && row.f("ro_p99_ns") >= row.f("ro_p50_ns"));
+        if row.f("update_pct") == 0.0 {
+            // No update transactions: no update latency, no write amplification, and
+            // read-only transactions persist nothing.
+            assert!(row.f("upd_p50_ns").is_nan() && row.f("write_amp").is_nan());
+            assert_eq!(row.f("flushes_per_tx"), 0.0);
+            assert_eq!(row.f("fences_per_tx"), 0.0);
+        }
+        if row.f("update_pct") == 20.0 {
+            assert!(row.f("upd_p99_ns") >= row.f("upd_p50_ns"));
+            assert!(row.f("flushes_per_tx") > 0.0 && row.f("fences_per_tx") > 0.0);
+            // Both engines log and write home at least what the program changed.
+            assert!(row.f("write_amp") >= 1.0, "{}", row.s("engine"));
+        }
+    }
+    assert_svg(&out.join("throughput-hash.svg"));
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("pisces/undo"), "{summary}");
+    // The terminal shows the engines side by side with ratios, and where the report is.
+    assert!(r.stdout.contains("pisces Mops/s") && r.stdout.contains("undo Mops/s"));
+    assert!(r.stdout.contains("pisces/undo"));
+    assert!(r.stdout.contains("Targets of issue 5"));
+    let written = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report written to "))
+        .expect("says where the report is");
+    assert_eq!(
+        Path::new(written),
+        std::fs::canonicalize(&out).unwrap().as_path()
+    );
+    // Not a terminal: no progress bar, one line per measurement on stderr.
+    assert_eq!(r.stderr.lines().filter(|l| l.starts_with("[")).count(), 6);
+    // No pool file of this process is left behind.
+    let prefix = format!("pisces-bench-{}-", r.pid);
+    let leftover = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
+        .unwrap_or(false);
+    assert!(!leftover, "a pool file is left in /dev/shm");
+}
+
+#[test]
+fn latency_sweep_and_breakdown_rows_runs_and_plots() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    let r = pisces(&[
+        "bench",
+        "--seconds",
+        "0.15",
+        "--runs",
+        "2",
+        "--engines",
+        "pisces",
+        "--workloads",
+        "latency,breakdown",
+        "--threads",
+        "2",
+        "--nvm-latency-ns",
+        "0,1000",
+        "--hash-pairs",
+        "2000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let rows = read_csv(&out);
+    // Per run: latency 1 engine x 2 latencies; breakdown 3 variants x 2 latencies.
+    assert_eq!(rows.len(), 2 * (2 + 6));
+    for run in [1.0, 2.0] {
+        assert_eq!(rows.iter().filter(|r| r.f("run") == run).count(), 8);
+    }
+    let lat: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.s("workload") == "latency")
+        .collect();
+    assert!(lat
+        .iter()
+        .all(|r| r.s("engine") == "pisces" && r.f("update_pct") == 20.0));
+    let labels: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.s("workload") == "breakdown")
+        .map(|r| r.s("engine"))
+        .collect();
+    assert_eq!(
+        labels,
+        BTreeSet::from(["pisces", "pisces-diff", "pisces-whole"])
+    );
+    // What each optimisation removes shows in the counters (not in timing):
+    // flush-diff logs less than flushing whole objects, and group commit batches the
+    // write-back fences of 8 transactions.
+    let mean = |engine: &str, col: &str| {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.s("workload") == "breakdown" && r.s("engine") == engine)
+            .map(|r| r.f(col))
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(mean("pisces-whole", "write_amp") > mean("pisces-diff", "write_amp"));
+    assert!(mean("pisces-whole", "flushes_per_tx") > mean("pisces-diff", "flushes_per_tx"));
+    assert!(mean("pisces", "fences_per_tx") < mean("pisces-diff", "fences_per_tx"));
+    assert_svg(&out.join("latency.svg"));
+    assert_svg(&out.join("breakdown.svg"));
+    assert!(r.stdout.contains("p99/p99@0"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("pisces read-only p99, 2 threads, 20% updates"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn the_main_job_is_bench_quick_and_takes_its_options() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("m");
+    let r = pisces(&[
+        "--seconds",
+        "0.1",
+        "--runs",
+        "1",
+        "--engines",
+        "volatile",
+        "--workloads",
+        "btree",
+        "--threads",
+        "1",
+        "--btree-keys",
+        "2000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r
+        .stdout
+        .starts_with("pisces main job: pisces bench --quick"));
+    assert!(r.stdout.contains("mode quick"));
+    assert!(r.stdout.contains("emulated PM"));
+    // The quick B+-tree mixes: 0 and 20 %.
+    let rows = read_csv(&out);
+    let mixes: Vec<f64> = rows.iter().map(|r| r.f("update_pct")).collect();
+    assert_eq!(mixes, [0.0, 20.0]);
+    assert_svg(&out.join("throughput-btree.svg"));
+}
+
+#[test]
+fn bad_bench_options_exit_2_with_a_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    let under_file = file.join("sub");
+    for (args, want) in [
+        (vec!["bench", "--engines", "pmdk"], "not built yet"),
+        (vec!["bench", "--threads", "0"], "thread count"),
+        (vec!["bench", "--update-pct", "150"], "percentage"),
+        (vec!["bench", "--seconds", "-1"], "unexpected argument"),
+        (vec!["bench", "--quick", "--full"], "cannot be used with"),
+        (vec!["bench", "--workloads", "tatp"], "invalid value"),
+        (vec!["--engines", "nope"], "unknown engine"),
+        (
+            vec![
+                "bench",
+                "--workloads",
+                "breakdown",
+                "--update-pct",
+                "0",
+                "--out",
+                d.path().to_str().unwrap(),
+            ],
+            "nothing to measure",
+        ),
+        (
+            vec!["bench", "--out", under_file.to_str().unwrap()],
+            "cannot create the report directory",
+        ),
+    ] {
+        let r = pisces(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+    }
+}
