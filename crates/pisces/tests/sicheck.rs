@@ -284,7 +284,19 @@ fn crash_later_transactions_follow_the_recovery() {
 
 // ------------------------------------------------------------ the engine
 
+/// Engine tests of this binary hold this lock: with the `mutation` feature, a mutation
+/// test switches a protocol step off for the whole process.
+static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn engine_lock() -> std::sync::MutexGuard<'static, ()> {
+    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn dram_pool(threads: usize) -> Pool {
+    dram_pool_with(threads, EngineOptions::default())
+}
+
+fn dram_pool_with(threads: usize, engine_options: EngineOptions) -> Pool {
     let size = 32 << 20;
     let m = DramMedium::anonymous(size, 0, 0).unwrap();
     Pool::create_on(
@@ -293,6 +305,7 @@ fn dram_pool(threads: usize) -> Pool {
             size: size as u64,
             max_threads: threads + 1,
             log_bytes_per_thread: 256 << 10,
+            engine_options,
             ..Config::default()
         },
     )
@@ -310,6 +323,7 @@ fn run_dram(cfg: WorkloadConfig, txns: usize) -> (History, Report) {
 
 #[test]
 fn engine_random_mix_has_no_forbidden_anomaly() {
+    let _engine = engine_lock();
     for (threads, keys) in [(2, 3), (3, 8)] {
         let cfg = WorkloadConfig {
             threads,
@@ -334,6 +348,7 @@ fn engine_random_mix_has_no_forbidden_anomaly() {
 
 #[test]
 fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
+    let _engine = engine_lock();
     // Overlap depends on scheduling: try a few times for at least one write skew.
     let mut skews = 0;
     for seed in 0..5 {
@@ -456,6 +471,7 @@ fn crash_and_continue(fence: u64, seed: u64, txns: usize) -> CrashRun {
 
 #[test]
 fn engine_histories_spanning_a_crash_are_clean() {
+    let _engine = engine_lock();
     let txns = 120;
     let (start, end) = fence_span(txns);
     assert!(
@@ -507,6 +523,7 @@ fn engine_histories_spanning_a_crash_are_clean() {
 /// reads, and it must complain.
 #[test]
 fn crash_checker_detects_a_doctored_recovery() {
+    let _engine = engine_lock();
     let txns = 80;
     let (start, end) = fence_span(txns);
     let run = crash_and_continue(start + (end - start) / 2, 3, txns);
@@ -544,6 +561,7 @@ fn crash_checker_detects_a_doctored_recovery() {
 #[test]
 #[ignore]
 fn long_engine_runs() {
+    let _engine = engine_lock();
     for (threads, keys) in [(2, 4), (4, 16)] {
         let (_, r) = run_dram(
             WorkloadConfig {
@@ -572,5 +590,87 @@ fn long_engine_runs() {
             "crash at fence {fence}:\n{}",
             run.report.render(Isolation::Snapshot)
         );
+    }
+}
+
+/// Mutation evidence (`cargo test -p pisces --features mutation --test sicheck`):
+/// with a protocol step removed, the checker finds forbidden anomalies in the engine's
+/// histories.
+#[cfg(feature = "mutation")]
+mod mutation_evidence {
+    use super::*;
+    use pisces::mutation::{self, Mutation};
+
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            mutation::set(None);
+        }
+    }
+
+    /// Forbidden anomalies in DRAM runs of both workloads with `m` active.
+    fn dram_forbidden(m: Option<Mutation>) -> usize {
+        let _engine = engine_lock();
+        let _off = Off;
+        mutation::set(m);
+        let mut f = 0;
+        for write_skew in [false, true] {
+            let cfg = WorkloadConfig {
+                threads: 2,
+                keys: 2,
+                write_skew,
+                pause: Duration::from_micros(20),
+                seed: 5,
+                ..WorkloadConfig::default()
+            };
+            let opts = EngineOptions {
+                group_commit: 1,
+                ..EngineOptions::default()
+            };
+            let pool = dram_pool_with(cfg.threads, opts);
+            let wl = Workload::new(cfg).unwrap();
+            wl.setup(&pool).unwrap();
+            let h = wl.run(&pool, 0, 2000, &|| false).unwrap();
+            let r = check(&h);
+            eprintln!(
+                "{m:?}, write skew {write_skew}: {} {:?}",
+                r.summary_line(Isolation::Snapshot),
+                r.found()
+            );
+            f += r.forbidden(Isolation::Snapshot);
+        }
+        f
+    }
+
+    /// Forbidden anomalies in crash-spanning runs with `m` active.
+    fn crash_forbidden(m: Option<Mutation>) -> usize {
+        let _engine = engine_lock();
+        let _off = Off;
+        mutation::set(m);
+        let txns = 120;
+        let (start, end) = fence_span(txns);
+        let mut f = 0;
+        for i in 0..8u64 {
+            let fence = start + (end - start) * (2 * i + 1) / 16;
+            let r = crash_and_continue(fence, i + 1, txns).report;
+            if r.forbidden(Isolation::Snapshot) > 0 {
+                eprintln!("{m:?}, crash at fence {fence}: {:?}", r.found());
+            }
+            f += r.forbidden(Isolation::Snapshot);
+        }
+        eprintln!("{m:?}, crash runs: {f} forbidden anomalies");
+        f
+    }
+
+    #[test]
+    fn grace_period_is_needed() {
+        assert_eq!(dram_forbidden(None), 0);
+        assert!(dram_forbidden(Some(Mutation::GracePeriod)) > 0);
+    }
+
+    #[test]
+    fn log_flush_is_needed() {
+        assert_eq!(crash_forbidden(None), 0);
+        assert!(crash_forbidden(Some(Mutation::LogFlush)) > 0);
     }
 }
