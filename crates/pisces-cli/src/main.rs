@@ -10,6 +10,7 @@
 
 mod bank;
 mod bench;
+mod cmd_sicheck;
 mod main_job;
 mod size;
 mod smoke;
@@ -52,6 +53,8 @@ enum Command {
         #[arg(long, default_value = "2", value_parser = bench::args::parse_seconds)]
         seconds: f64,
     },
+    /// Run list-append transactions and check the history for isolation anomalies.
+    Sicheck(cmd_sicheck::SicheckArgs),
     /// Create a new pool file (it must not exist).
     Create(CreateArgs),
     /// Print a pool's superblock, geometry, usage by size class and log state.
@@ -206,6 +209,7 @@ fn main() -> ExitCode {
         None => main_job::run(&cli.bench),
         Some(Command::Bench(a)) => bench::run(a, "pisces bench"),
         Some(Command::Smoke { seconds }) => smoke::run(*seconds),
+        Some(Command::Sicheck(a)) => cmd_sicheck::run(a),
         Some(Command::Create(a)) => create(a),
         Some(Command::Info { path }) => inspect(path, true),
         Some(Command::Check { path }) => inspect(path, false),
