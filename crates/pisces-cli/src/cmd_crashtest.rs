@@ -1,0 +1,707 @@
+//! `pisces crashtest`: crash-state exploration on the crash simulator.
+//!
+//! Runs workloads of [`pisces::crashtest`] on simulated machines that lose power at
+//! chosen fences (every fence with `--exhaustive`, random ones otherwise), recovers
+//! every crash image built by the adversary (for one image in
+//! `--recovery-crash-every`, crashing again during recovery and recovering again), and
+//! checks the recovered states with engine-independent oracles. A progress bar runs on
+//! stderr when it is a terminal; stdout gets a summary per workload, each violation
+//! with the file its crash image was written to and a command that reproduces it, and
+//! as its last line exactly `crash states: <N> checked, <V> violations`.
+//!
+//! Exit status: 0 when no violation was found, 1 when some were, 2 on usage errors
+//! (bad values, an unreadable image to reproduce).
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pisces::crashtest::workload::{format_bounds, parse_bounds};
+use pisces::crashtest::{
+    reproduce, run_plan, workload_by_name, Mode, Plan, Report, Settings, Violation, Workload,
+    MAX_THREADS, WORKLOADS,
+};
+use pisces::medium::sim::Adversary;
+use pisces::{EngineId, EngineOptions};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Largest `--ops`: keeps every workload inside its small pool.
+const MAX_OPS: usize = 10_000;
+/// Largest `--images`.
+const MAX_IMAGES: u64 = 1000;
+/// Largest crash image `--image` reads.
+const MAX_IMAGE_BYTES: u64 = 1 << 30;
+
+/// Arguments of `pisces crashtest`.
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "The last line printed is exactly `crash states: <N> checked, <V> violations`. \
+Exit status: 0 no violation; 1 violations found; 2 usage errors.\n\
+A crash image written for a violation is a pool file: `pisces check FILE` examines it."
+)]
+pub struct CrashtestArgs {
+    /// Engine under test.
+    #[arg(long, default_value = "pisces", value_parser = parse_engine)]
+    pub engine: EngineId,
+    /// Workload: bank, list, alloc, hashmap, btree, or all.
+    #[arg(long, default_value = "all", value_parser = parse_workload)]
+    pub workload: String,
+    /// Workload threads, 1 to 8 [default: 1 with --exhaustive, else 2].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Crash states to check in random mode, split over the workloads.
+    #[arg(long, default_value_t = 10_000, conflicts_with = "exhaustive")]
+    pub states: u64,
+    /// Seed naming the campaign (crash points, adversary choices).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Crash at every fence of a short run instead of at random fences.
+    #[arg(long)]
+    pub exhaustive: bool,
+    /// Operations per thread in one run [default: 20 with --exhaustive, else 100].
+    #[arg(long)]
+    pub ops: Option<usize>,
+    /// Crash images per crash point (different adversary choices).
+    #[arg(long, default_value_t = 2)]
+    pub images: u64,
+    /// How words not known to be durable are decided: random (per 8-byte word),
+    /// durable-only (all lost), all-written (all kept).
+    #[arg(long, value_enum, default_value_t = AdversaryArg::Random)]
+    pub adversary: AdversaryArg,
+    /// Random adversary: probability that a word of a flushed, unfenced line survives.
+    #[arg(long, default_value_t = 0.5)]
+    pub p_flushed: f64,
+    /// Random adversary: probability that a word of a never-flushed dirty line survives.
+    #[arg(long, default_value_t = 0.5)]
+    pub p_unflushed: f64,
+    /// One crash image in this many also crashes during recovery (0: never).
+    #[arg(long, default_value_t = 5)]
+    pub recovery_crash_every: u64,
+    /// Operations run on each recovered pool before checking it again (0: none).
+    #[arg(long, default_value_t = 2)]
+    pub continue_ops: usize,
+    /// Pisces engine: flush-diff on, off, or both (alternating).
+    #[arg(long, value_enum, default_value_t = FlushDiffArg::Both)]
+    pub flush_diff: FlushDiffArg,
+    /// Pisces engine: group commit sizes to alternate (1 = off), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8")]
+    pub group_commit: Vec<usize>,
+    /// Rounds run in parallel [default: the number of cores].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Directory for the crash images of violations [default: <temp dir>/pisces-crashtest].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Re-run only the state with this index (as printed with a violation).
+    #[arg(long, value_name = "INDEX")]
+    pub reproduce: Option<u64>,
+    /// With --reproduce: recover this saved crash image instead of re-running.
+    #[arg(long, requires = "reproduce", requires = "acked")]
+    pub image: Option<PathBuf>,
+    /// With --image: per-thread acknowledged operations at the crash, `+` marking one
+    /// in flight (e.g. 12,9+).
+    #[arg(long, requires = "image")]
+    pub acked: Option<String>,
+    /// Test builds only: remove one protocol step of the Pisces engine.
+    #[cfg(feature = "mutation")]
+    #[arg(long, value_enum)]
+    pub mutation: Option<MutationArg>,
+}
+
+/// `--adversary`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AdversaryArg {
+    /// Each undecided word survives with the given probabilities.
+    Random,
+    /// Only what fences made durable.
+    DurableOnly,
+    /// Every written word survives.
+    AllWritten,
+}
+
+/// `--flush-diff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FlushDiffArg {
+    /// Alternate on and off.
+    Both,
+    /// Log only changed words.
+    On,
+    /// Log whole objects.
+    Off,
+}
+
+/// `--mutation`.
+#[cfg(feature = "mutation")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MutationArg {
+    /// Accept log records without a valid checksum.
+    Checksum,
+    /// Recycle log space without persisting the watermark first.
+    Watermark,
+    /// Do not flush the log record before persistTS makes it count.
+    LogFlush,
+    /// Write back without waiting for older snapshots.
+    GracePeriod,
+    /// Readers do not wait for a writer in its commit critical section.
+    IncriticalWait,
+}
+
+#[cfg(feature = "mutation")]
+impl MutationArg {
+    fn mutation(self) -> pisces::mutation::Mutation {
+        use pisces::mutation::Mutation;
+        match self {
+            MutationArg::Checksum => Mutation::Checksum,
+            MutationArg::Watermark => Mutation::Watermark,
+            MutationArg::LogFlush => Mutation::LogFlush,
+            MutationArg::GracePeriod => Mutation::GracePeriod,
+            MutationArg::IncriticalWait => Mutation::InCriticalWait,
+        }
+    }
+}
+
+fn parse_engine(s: &str) -> Result<EngineId, String> {
+    EngineId::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+        format!("unknown engine `{s}` (known engines: {})", known.join(", "))
+    })
+}
+
+fn parse_workload(s: &str) -> Result<String, String> {
+    if s == "all" || WORKLOADS.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "unknown workload `{s}` (known: {}, all)",
+            WORKLOADS.join(", ")
+        ))
+    }
+}
+
+/// Run `pisces crashtest`, printing to stdout.
+pub fn run(args: &CrashtestArgs) -> ExitCode {
+    let mut stdout = std::io::stdout();
+    ExitCode::from(run_to(args, &mut stdout))
+}
+
+/// Run `pisces crashtest`, printing the report to `out`; returns the exit status.
+pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
+    let settings = match settings(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln_safe(&format!("pisces crashtest: {e}"));
+            return 2;
+        }
+    };
+    #[cfg(feature = "mutation")]
+    let _mutation = MutationGuard::set(args.mutation.map(MutationArg::mutation));
+    let names: Vec<&str> = if args.workload == "all" {
+        WORKLOADS.to_vec()
+    } else {
+        vec![args.workload.as_str()]
+    };
+    match args.reproduce {
+        Some(index) => reproduce_one(args, &settings, &names, index, out),
+        None => campaign(args, &settings, &names, out),
+    }
+}
+
+/// The library settings for these arguments (the random mode's state count is set
+/// per workload later).
+fn settings(a: &CrashtestArgs) -> Result<Settings, String> {
+    let threads = a.threads.unwrap_or(if a.exhaustive { 1 } else { 2 });
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(format!(
+            "--threads must be 1 to {MAX_THREADS}, not {threads}"
+        ));
+    }
+    let ops = a.ops.unwrap_or(if a.exhaustive { 20 } else { 100 });
+    if ops == 0 || ops > MAX_OPS {
+        return Err(format!("--ops must be 1 to {MAX_OPS}, not {ops}"));
+    }
+    if a.images == 0 || a.images > MAX_IMAGES {
+        return Err(format!(
+            "--images must be 1 to {MAX_IMAGES}, not {}",
+            a.images
+        ));
+    }
+    if !a.exhaustive && a.states == 0 {
+        return Err("--states must be at least 1".into());
+    }
+    for (name, p) in [
+        ("--p-flushed", a.p_flushed),
+        ("--p-unflushed", a.p_unflushed),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("{name} must be a probability in [0, 1], not {p}"));
+        }
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 || jobs > 256 {
+        return Err(format!("--jobs must be 1 to 256, not {jobs}"));
+    }
+    if a.group_commit.is_empty() || a.group_commit.iter().any(|&g| g == 0 || g > 1024) {
+        return Err("--group-commit sizes must be 1 to 1024".into());
+    }
+    let options = if a.engine == EngineId::Pisces {
+        let diffs: &[bool] = match a.flush_diff {
+            FlushDiffArg::Both => &[true, false],
+            FlushDiffArg::On => &[true],
+            FlushDiffArg::Off => &[false],
+        };
+        let mut v = Vec::new();
+        for &flush_diff in diffs {
+            for &group_commit in &a.group_commit {
+                v.push(EngineOptions {
+                    flush_diff,
+                    group_commit,
+                });
+            }
+        }
+        v
+    } else {
+        // Other engines ignore the Pisces options.
+        vec![EngineOptions::default()]
+    };
+    let adversary = match a.adversary {
+        AdversaryArg::Random => Adversary::Random {
+            p_keep_flushed: a.p_flushed,
+            p_keep_unflushed: a.p_unflushed,
+        },
+        AdversaryArg::DurableOnly => Adversary::DurableOnly,
+        AdversaryArg::AllWritten => Adversary::AllWritten,
+    };
+    let s = Settings {
+        engine: a.engine,
+        options,
+        threads,
+        ops,
+        mode: if a.exhaustive {
+            Mode::Exhaustive
+        } else {
+            Mode::Random { states: a.states }
+        },
+        images: a.images,
+        adversary,
+        recovery_crash_one_in: a.recovery_crash_every,
+        continue_ops: a.continue_ops.min(MAX_OPS),
+        seed: a.seed,
+        jobs,
+        keep: 5,
+    };
+    s.validate()?;
+    Ok(s)
+}
+
+fn eprintln_safe(s: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{s}");
+}
+
+fn line(out: &mut dyn Write, s: &str) {
+    let _ = writeln!(out, "{s}");
+    let _ = out.flush();
+}
+
+/// While alive, panics print nothing: the campaign catches them and reports each as a
+/// violation (with its message), and they must not scribble over the progress bar.
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send>;
+
+struct QuietPanics(Option<PanicHook>);
+
+impl QuietPanics {
+    fn new() -> Self {
+        let old = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        QuietPanics(Some(old))
+    }
+}
+
+impl Drop for QuietPanics {
+    fn drop(&mut self) {
+        if let Some(old) = self.0.take() {
+            std::panic::set_hook(old);
+        }
+    }
+}
+
+#[cfg(feature = "mutation")]
+struct MutationGuard;
+
+#[cfg(feature = "mutation")]
+impl MutationGuard {
+    fn set(m: Option<pisces::mutation::Mutation>) -> Self {
+        pisces::mutation::set(m);
+        MutationGuard
+    }
+}
+
+#[cfg(feature = "mutation")]
+impl Drop for MutationGuard {
+    fn drop(&mut self) {
+        pisces::mutation::set(None);
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>8} [{bar:32}] {pos}/{len} states {msg} ({elapsed}, eta {eta})",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String {
+    let adversary = match s.adversary {
+        Adversary::Random {
+            p_keep_flushed,
+            p_keep_unflushed,
+        } => format!("random per word (flushed {p_keep_flushed}, unflushed {p_keep_unflushed})"),
+        Adversary::DurableOnly => "durable-only".into(),
+        Adversary::AllWritten => "all-written".into(),
+    };
+    let mut m = format!(
+        "crashtest: engine {}, workloads {}, {} thread{}, {} ops per thread, {}, {} image{} per crash, adversary {adversary}, crash during recovery 1 in {}, seed {}",
+        s.engine.name(),
+        names.join(" "),
+        s.threads,
+        if s.threads == 1 { "" } else { "s" },
+        s.ops,
+        if a.exhaustive { "every fence".to_string() } else { format!("random fences, {} states", a.states) },
+        s.images,
+        if s.images == 1 { "" } else { "s" },
+        s.recovery_crash_one_in,
+        s.seed,
+    );
+    #[cfg(feature = "mutation")]
+    if let Some(mu) = a.mutation {
+        m.push_str(&format!(", MUTATION {mu:?} active"));
+    }
+    let _ = &mut m;
+    m
+}
+
+fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write) -> u8 {
+    line(out, &describe_settings(a, s, names));
+    let workloads: Vec<Box<dyn Workload>> =
+        names.iter().filter_map(|n| workload_by_name(n)).collect();
+    // States per workload: the total split as evenly as possible.
+    let k = workloads.len() as u64;
+    let per = |i: usize| match s.mode {
+        Mode::Random { states } => Mode::Random {
+            states: states / k + u64::from((i as u64) < states % k),
+        },
+        Mode::Exhaustive => Mode::Exhaustive,
+    };
+    let quiet = QuietPanics::new();
+    let t0 = Instant::now();
+    let mut plans = Vec::new();
+    let mut reports = Vec::new();
+    for (i, w) in workloads.iter().enumerate() {
+        let settings = Settings {
+            mode: per(i),
+            ..s.clone()
+        };
+        match Plan::new(w.as_ref(), &settings) {
+            Ok(p) => plans.push(p),
+            // A workload that fails without any crash: a violation, reported below.
+            Err(message) => reports.push(Report {
+                workload: w.name(),
+                violation_count: 1,
+                violations: vec![Violation {
+                    workload: w.name(),
+                    index: None,
+                    options: None,
+                    round: None,
+                    recovery_crash: None,
+                    bounds: Vec::new(),
+                    message: format!("before any crash: {message}"),
+                    image: None,
+                }],
+                ..Report::default()
+            }),
+        }
+    }
+    let total: u64 = plans.iter().map(|p| p.expected_states()).sum();
+    let pb = progress_bar(total);
+    let violations = AtomicU64::new(reports.iter().map(|r| r.violation_count).sum());
+    for p in &plans {
+        pb.set_prefix(p.workload.name());
+        pb.set_message(format!("{} violations", violations.load(Ordering::Relaxed)));
+        let tick = |n: u64, v: u64| {
+            pb.inc(n);
+            if v > 0 {
+                let all = violations.fetch_add(v, Ordering::Relaxed) + v;
+                pb.set_message(format!("{all} violations"));
+            }
+        };
+        let r = run_plan(p, &tick);
+        pb.suspend(|| line(out, &summary(&r)));
+        reports.push(r);
+    }
+    pb.finish_and_clear();
+    drop(quiet);
+    let elapsed = t0.elapsed();
+    let states: u64 = reports.iter().map(|r| r.states).sum();
+    let bad: u64 = reports.iter().map(|r| r.violation_count).sum();
+    let out_dir = a
+        .out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("pisces-crashtest"));
+    for r in &reports {
+        for v in &r.violations {
+            report_violation(a, s, v, &out_dir, out);
+        }
+        if r.violation_count > r.violations.len() as u64 {
+            line(
+                out,
+                &format!(
+                    "{}: {} more violations not shown",
+                    r.workload,
+                    r.violation_count - r.violations.len() as u64
+                ),
+            );
+        }
+    }
+    line(
+        out,
+        &format!(
+            "total: {states} states in {:.1} s, {:.0} states/s",
+            elapsed.as_secs_f64(),
+            states as f64 / elapsed.as_secs_f64().max(1e-9)
+        ),
+    );
+    line(
+        out,
+        &format!("crash states: {states} checked, {bad} violations"),
+    );
+    u8::from(bad > 0)
+}
+
+fn summary(r: &Report) -> String {
+    format!(
+        "{:<8} {:>7} states from {:>6} crashes ({} with a crash during recovery{}), {} violations, {:.1} s, {:.0} states/s",
+        r.workload,
+        r.states,
+        r.crashes,
+        r.recovery_crashes,
+        if r.missed > 0 {
+            format!(
+                ", {} run{} ended before {} crash point",
+                r.missed,
+                if r.missed == 1 { "" } else { "s" },
+                if r.missed == 1 { "its" } else { "their" }
+            )
+        } else {
+            String::new()
+        },
+        r.violation_count,
+        r.elapsed.as_secs_f64(),
+        r.states_per_second()
+    )
+}
+
+/// Print a violation, write its crash image, and print the command reproducing it.
+fn report_violation(
+    a: &CrashtestArgs,
+    s: &Settings,
+    v: &Violation,
+    out_dir: &Path,
+    out: &mut dyn Write,
+) {
+    line(out, &format!("VIOLATION {v}"));
+    let Some(index) = v.index else { return };
+    let mut cmd = reproducer(a, s, v.workload, index);
+    if let Some(image) = &v.image {
+        let path = out_dir.join(format!("{}-seed{}-state{index}.pool", v.workload, s.seed));
+        match std::fs::create_dir_all(out_dir).and_then(|()| std::fs::write(&path, image)) {
+            Ok(()) => {
+                line(out, &format!("  crash image: {}", path.display()));
+                cmd.push_str(&format!(
+                    " --image {} --acked {}",
+                    shell_quote(&path.display().to_string()),
+                    format_bounds(&v.bounds)
+                ));
+            }
+            Err(e) => line(
+                out,
+                &format!(
+                    "  could not write the crash image to {}: {e}",
+                    path.display()
+                ),
+            ),
+        }
+    }
+    line(out, &format!("  reproduce: {cmd}"));
+}
+
+/// The command line that re-runs state `index` of workload `w` of this campaign.
+fn reproducer(a: &CrashtestArgs, s: &Settings, w: &str, index: u64) -> String {
+    let mut c = format!(
+        "pisces crashtest --engine {} --workload {w} --threads {} --ops {} --seed {} --images {}",
+        s.engine.name(),
+        s.threads,
+        s.ops,
+        s.seed,
+        s.images
+    );
+    if a.exhaustive {
+        c.push_str(" --exhaustive");
+    }
+    match a.adversary {
+        AdversaryArg::Random => c.push_str(&format!(
+            " --p-flushed {} --p-unflushed {}",
+            a.p_flushed, a.p_unflushed
+        )),
+        AdversaryArg::DurableOnly => c.push_str(" --adversary durable-only"),
+        AdversaryArg::AllWritten => c.push_str(" --adversary all-written"),
+    }
+    c.push_str(&format!(
+        " --recovery-crash-every {} --continue-ops {}",
+        s.recovery_crash_one_in, s.continue_ops
+    ));
+    if s.engine == EngineId::Pisces {
+        let fd = match a.flush_diff {
+            FlushDiffArg::Both => "both",
+            FlushDiffArg::On => "on",
+            FlushDiffArg::Off => "off",
+        };
+        let gc: Vec<String> = a.group_commit.iter().map(|g| g.to_string()).collect();
+        c.push_str(&format!(
+            " --flush-diff {fd} --group-commit {}",
+            gc.join(",")
+        ));
+    }
+    #[cfg(feature = "mutation")]
+    if let Some(m) = a.mutation {
+        if let Some(v) = m.to_possible_value() {
+            c.push_str(&format!(" --mutation {}", v.get_name()));
+        }
+    }
+    c.push_str(&format!(" --reproduce {index}"));
+    c
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn reproduce_one(
+    a: &CrashtestArgs,
+    s: &Settings,
+    names: &[&str],
+    index: u64,
+    out: &mut dyn Write,
+) -> u8 {
+    let [name] = names else {
+        eprintln_safe("pisces crashtest: --reproduce needs one --workload, not all");
+        return 2;
+    };
+    let Some(w) = workload_by_name(name) else {
+        return 2;
+    };
+    let saved = match (&a.image, &a.acked) {
+        (Some(path), Some(acked)) => {
+            let bounds = match parse_bounds(acked) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln_safe(&format!("pisces crashtest: --acked: {e}"));
+                    return 2;
+                }
+            };
+            // The size first: a huge file is refused without reading it.
+            let len = std::fs::metadata(path).map(|m| m.len());
+            let read = match len {
+                Ok(n) if n > MAX_IMAGE_BYTES => Err(std::io::Error::other(format!(
+                    "{n} bytes is larger than any crash-test pool"
+                ))),
+                Ok(_) => std::fs::read(path),
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok(img) => Some((img, bounds)),
+                Err(e) => {
+                    eprintln_safe(&format!(
+                        "pisces crashtest: cannot read {}: {e}",
+                        path.display()
+                    ));
+                    return 2;
+                }
+            }
+        }
+        _ => None,
+    };
+    let quiet = QuietPanics::new();
+    let plan = match Plan::new(w.as_ref(), s) {
+        Ok(p) => p,
+        Err(e) => {
+            drop(quiet);
+            line(out, &format!("VIOLATION {name}: before any crash: {e}"));
+            line(out, "crash states: 0 checked, 1 violations");
+            return 1;
+        }
+    };
+    let from_image = saved.is_some();
+    let result = reproduce(&plan, index, saved);
+    drop(quiet);
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln_safe(&format!(
+                "pisces crashtest: cannot reproduce state {index}: {e}"
+            ));
+            return 2;
+        }
+    };
+    line(
+        out,
+        &format!(
+            "{name} state {index}: crash at fence {} ({}), acknowledged {}{}",
+            r.round.fence,
+            if from_image {
+                "image read from file"
+            } else {
+                "run again"
+            },
+            format_bounds(&r.bounds),
+            r.recovery_crash.map_or(String::new(), |k| format!(
+                ", crashed again at recovery fence {k}"
+            ))
+        ),
+    );
+    let bad = u64::from(r.verdict.is_err());
+    match &r.verdict {
+        Ok(()) => line(out, "recovered state is correct"),
+        Err(e) => line(out, &format!("VIOLATION {e}")),
+    }
+    line(out, &format!("crash states: 1 checked, {bad} violations"));
+    u8::from(bad > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_engines() {
+        assert_eq!(shell_quote("/tmp/a-b.pool"), "/tmp/a-b.pool");
+        assert_eq!(shell_quote("/tmp/a b"), "'/tmp/a b'");
+        assert!(parse_engine("nope").unwrap_err().contains("pisces"));
+        assert!(parse_workload("bank").is_ok() && parse_workload("all").is_ok());
+        assert!(parse_workload("x").is_err());
+    }
+}
