@@ -13,6 +13,7 @@
 
 use clap::{Args, ValueEnum};
 use pisces::medium::dram::DramMedium;
+use pisces::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
 use pisces::sicheck::{check, Isolation, Workload, WorkloadConfig};
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use std::io::Write;
@@ -104,7 +105,7 @@ fn err(s: &str) {
 /// thread logs, and slack; anonymous memory is only touched where used.
 fn pool_size(txns: usize, threads: usize, max_ops: usize) -> u64 {
     let appends = txns.saturating_mul(max_ops) as u64;
-    let lists = (appends / 32 + MAX_KEYS as u64) * 512;
+    let lists = (appends / LIST_CAPACITY as u64 + MAX_KEYS as u64).min(STORE_KEYS) * 512;
     let logs = (threads as u64 + 1) * LOG_BYTES as u64;
     let size = (32 << 20) + lists * 2 + logs * 2;
     size.next_multiple_of(1 << 20)
@@ -122,6 +123,16 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
         .clamp(1, MAX_KEYS);
     let max_ops = usize::try_from(args.max_ops).unwrap_or(64).clamp(1, 64);
     let iso = args.isolation.level();
+    // Half the operations are appends on average; each key takes LIST_CAPACITY.
+    let expected_keys = (txns as u64 * (max_ops as u64 + 1) / 4) / LIST_CAPACITY as u64;
+    if !args.write_skew && expected_keys + keys as u64 > STORE_KEYS {
+        err(&format!(
+            "pisces sicheck: {txns} transactions of up to {max_ops} operations would need \
+             about {expected_keys} keys, more than the {STORE_KEYS} the list store holds; \
+             lower --txns or --max-ops"
+        ));
+        return ExitCode::from(2);
+    }
 
     let wcfg = WorkloadConfig {
         threads,
