@@ -16,7 +16,7 @@ use pisces::{
 use proptest::prelude::*;
 use std::collections::{BTreeMap as StdBTree, BTreeSet, HashMap as StdHash};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier, Mutex};
 
 /// An engine and its options.
 type Setup = (EngineId, EngineOptions);
@@ -805,11 +805,13 @@ fn two_threads_disjoint_keys() {
     for setup in setups() {
         let (pool, root, r) = two_thread_pool(setup);
         const N: u64 = 1500;
+        let barrier = Barrier::new(2);
         std::thread::scope(|s| {
             for t in 0..2u64 {
-                let pool = pool.clone();
+                let (pool, barrier) = (pool.clone(), &barrier);
                 s.spawn(move || {
                     let mut h = pool.handle().unwrap();
+                    barrier.wait();
                     for i in 0..N {
                         let k = i * 2 + t;
                         h.run(|tx| {
@@ -850,17 +852,20 @@ fn two_threads_overlapping_keys_no_lost_update_no_double_remove() {
         let (pool, root, r) = two_thread_pool(setup);
         const KEYS: u64 = 40;
         const ROUNDS: u64 = 60;
+        // Both threads go through the same keys in the same order, started together by a
+        // barrier, so that they hit the same key at the same time as often as possible.
+        let barrier = Barrier::new(2);
         // Phase 1: both threads insert the same absent keys; exactly one insert per key
         // finds it absent.
         let fresh: u64 = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2u64)
-                .map(|t| {
-                    let pool = pool.clone();
+                .map(|_| {
+                    let (pool, barrier) = (pool.clone(), &barrier);
                     s.spawn(move || {
                         let mut h = pool.handle().unwrap();
+                        barrier.wait();
                         let mut fresh = 0;
-                        for i in 0..KEYS {
-                            let k = if t == 0 { i } else { KEYS - 1 - i };
+                        for k in 0..KEYS {
                             fresh += h
                                 .run(|tx| {
                                     let a = r.map.insert(tx, k, val64(0))?.is_none();
@@ -880,12 +885,13 @@ fn two_threads_overlapping_keys_no_lost_update_no_double_remove() {
         // Phase 2: read-modify-write increments on the same keys from both threads (get
         // then insert in the map, get_mut in the tree): no update may be lost.
         std::thread::scope(|s| {
-            for t in 0..2u64 {
-                let pool = pool.clone();
+            for _ in 0..2 {
+                let (pool, barrier) = (pool.clone(), &barrier);
                 s.spawn(move || {
                     let mut h = pool.handle().unwrap();
+                    barrier.wait();
                     for round in 0..ROUNDS {
-                        let k = (round * 7 + t * 3) % KEYS;
+                        let k = (round * 7) % KEYS;
                         h.run(|tx| {
                             let v = r.map.get(tx, &k)?.unwrap();
                             r.map.insert(tx, k, val64(v[0] + 1))?;
@@ -905,17 +911,16 @@ fn two_threads_overlapping_keys_no_lost_update_no_double_remove() {
         for (k, v) in &t {
             assert_eq!(m[k][0], *v);
         }
-        // Phase 3: both threads remove every key (opposite orders, interleaved with
-        // re-inserts of other keys): each key is removed exactly once.
+        // Phase 3: both threads remove every key: each key is removed exactly once.
         let removed: u64 = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2u64)
-                .map(|t| {
-                    let pool = pool.clone();
+                .map(|_| {
+                    let (pool, barrier) = (pool.clone(), &barrier);
                     s.spawn(move || {
                         let mut h = pool.handle().unwrap();
+                        barrier.wait();
                         let mut removed = 0;
-                        for i in 0..KEYS {
-                            let k = if t == 0 { i } else { KEYS - 1 - i };
+                        for k in 0..KEYS {
                             removed += h
                                 .run(|tx| {
                                     let a = r.map.remove(tx, &k)?.is_some();
@@ -944,47 +949,65 @@ fn two_threads_overlapping_keys_no_lost_update_no_double_remove() {
 /// every remove touches a neighbour of another.
 #[test]
 fn two_threads_adjacent_removes_in_one_chain() {
+    const KEYS: u64 = 64;
+    const ROUNDS: u64 = 30;
     for setup in setups() {
         let pool = mem_pool(setup, 16 << 20, 3);
         let m = pool.run(|tx| HashMap::<u64, u64>::create(tx, 1)).unwrap();
-        for round in 0..20u64 {
-            pool.run(|tx| {
-                for k in 0..30 {
-                    m.insert(tx, k, round)?;
-                }
-                Ok(())
-            })
-            .unwrap();
-            std::thread::scope(|s| {
-                for t in 0..2u64 {
-                    let pool = pool.clone();
-                    s.spawn(move || {
-                        let mut h = pool.handle().unwrap();
-                        for k in (t..30).step_by(2) {
+        let barrier = Barrier::new(2);
+        // Failures are recorded, not asserted in the threads: a panicking thread would
+        // leave the other waiting at the barrier.
+        let failures = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (pool, barrier, failures) = (pool.clone(), &barrier, &failures);
+                s.spawn(move || {
+                    let mut h = pool.handle().unwrap();
+                    let fail = |e: String| failures.lock().unwrap().push(e);
+                    for round in 0..ROUNDS {
+                        if t == 0 {
                             h.run(|tx| {
-                                assert_eq!(m.remove(tx, &k)?, Some(round));
+                                for k in 0..KEYS {
+                                    m.insert(tx, k, round)?;
+                                }
                                 Ok(())
                             })
-                            .unwrap();
+                            .unwrap_or_else(|e| fail(format!("insert: {e}")));
                         }
-                    });
-                }
-            });
-            assert_eq!(pool.run(|tx| m.len(tx)).unwrap(), 0, "round {round}");
-        }
+                        barrier.wait();
+                        // In lockstep: thread 0 removes k while thread 1 removes k + 1.
+                        for k in (t..KEYS).step_by(2) {
+                            match h.run(|tx| m.remove(tx, &k)) {
+                                Ok(Some(v)) if v == round => {}
+                                r => fail(format!("round {round}: remove {k}: {r:?}")),
+                            }
+                        }
+                        barrier.wait();
+                        if t == 0 {
+                            match h.run(|tx| m.len(tx)) {
+                                Ok(0) => {}
+                                r => fail(format!("round {round}: left after removing all: {r:?}")),
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let failures = failures.into_inner().unwrap();
+        assert!(failures.is_empty(), "{setup:?}: {failures:#?}");
     }
 }
 
 // ------------------------------------------------------------------ crashes
 
-const CRASH_POOL: u64 = 2 << 20;
+const CRASH_POOL: u64 = 1 << 20;
 
 fn crash_cfg((engine, opts): Setup) -> Config {
     Config {
         size: CRASH_POOL,
         engine,
         max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
+        log_bytes_per_thread: 32 << 10,
         engine_options: opts,
         ..Config::default()
     }
