@@ -22,6 +22,11 @@
 //! [`hashmap`] and [`btree`] give the argument for each operation. Application-level
 //! invariants that span several keys still need the usual SI care.
 //!
+//! The containers read a node, decide, and then write it; they rely on what every
+//! engine guarantees: `write` gives the object's version in the transaction's snapshot,
+//! or the transaction aborts (first-committer-wins under SI; under two-phase locking
+//! the read lock makes the two the same version).
+//!
 //! # Costs
 //! A read is one `tx.read` per object visited and no copying (values can be borrowed
 //! with `get_ref`); no allocation happens on read paths. Neither container keeps an
