@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pisces::crashtest::workload::{format_bounds, parse_bounds};
 use pisces::crashtest::{
     reproduce, run_plan, workload_by_name, Mode, Plan, Report, Settings, Violation, Workload,
-    MAX_THREADS, WORKLOADS,
+    EXTRA_WORKLOADS, MAX_THREADS, WORKLOADS,
 };
 use pisces::medium::sim::Adversary;
 use pisces::{EngineId, EngineOptions};
@@ -45,7 +45,8 @@ pub struct CrashtestArgs {
     /// Engine under test.
     #[arg(long, default_value = "pisces", value_parser = parse_engine)]
     pub engine: EngineId,
-    /// Workload: bank, list, alloc, hashmap, btree, or all.
+    /// Workload: bank, list, alloc, hashmap, btree (the public containers), all (these
+    /// five), or bucket-map, sorted-tree (engine-test structures, not in all).
     #[arg(long, default_value = "all", value_parser = parse_workload)]
     pub workload: String,
     /// Workload threads, 1 to 8 [default: 1 with --exhaustive, else 2].
@@ -170,12 +171,13 @@ fn parse_engine(s: &str) -> Result<EngineId, String> {
 }
 
 fn parse_workload(s: &str) -> Result<String, String> {
-    if s == "all" || WORKLOADS.contains(&s) {
+    if s == "all" || WORKLOADS.contains(&s) || EXTRA_WORKLOADS.contains(&s) {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "unknown workload `{s}` (known: {}, all)",
-            WORKLOADS.join(", ")
+            "unknown workload `{s}` (known: {}, {}, all)",
+            WORKLOADS.join(", "),
+            EXTRA_WORKLOADS.join(", ")
         ))
     }
 }
@@ -488,7 +490,7 @@ fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write
 
 fn summary(r: &Report) -> String {
     format!(
-        "{:<8} {:>7} states from {:>6} crashes ({} with a crash during recovery{}), {} violations, {:.1} s, {:.0} states/s",
+        "{:<11} {:>7} states from {:>6} crashes ({} with a crash during recovery{}), {} violations, {:.1} s, {:.0} states/s",
         r.workload,
         r.states,
         r.crashes,

@@ -1,5 +1,5 @@
-//! [`BucketMap`]: the engine-test hash map behind the `hashmap` workload until the
-//! public container replaces it.
+//! [`BucketMap`]: a small engine-test hash map (the `bucket-map` workload), the same
+//! operations as the `hashmap` workload without the container code.
 //!
 //! A root object with [`BUCKETS`] chain heads; each node holds a key, a value, a check
 //! word (`key ^ value ^ CHECK`, so that a torn node shows) and the next node. Upsert

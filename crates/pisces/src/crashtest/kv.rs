@@ -1,12 +1,11 @@
 //! Key-value workloads (`hashmap`, `btree`) over any structure implementing [`KvStore`].
 //!
 //! [`KvWorkload`] drives a map with upserts and removes and judges it; the map itself
-//! is behind the [`KvStore`] trait. Today the stores are small engine-test structures
-//! ([`BucketMap`](super::bucket_map::BucketMap), a fixed array of buckets with chained
-//! nodes, and [`SortedTree`](super::sorted_tree::SortedTree), a two-level tree of
-//! sorted arrays). When the public containers exist, each needs an `impl KvStore` (a
-//! few lines delegating to its methods) and one line in
-//! [`workloads`](super::workloads) naming it instead of the test structure.
+//! is behind the [`KvStore`] trait, a few lines per structure: the public containers
+//! ([`public_maps`](super::public_maps), the `hashmap` and `btree` workloads) and two
+//! engine-test structures ([`BucketMap`](super::bucket_map::BucketMap), a fixed array
+//! of buckets with chained nodes, and [`SortedTree`](super::sorted_tree::SortedTree), a
+//! two-level tree of sorted arrays; the `bucket-map` and `sorted-tree` workloads).
 //!
 //! Operation `i` of thread `t` upserts or (one time in four) removes a key of thread
 //! `t`'s own key space (keys `8k + t + 1`, 24 per thread), so threads never touch each

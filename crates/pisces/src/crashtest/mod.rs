@@ -4,10 +4,12 @@
 //!
 //! This is the library behind `pisces crashtest` and the crash tests. The pieces:
 //! * [`Workload`] ([`workload`]): deterministic per-thread operations and an oracle.
-//!   Five are provided ([`workloads`]): `bank` (transfers; total conserved, exact
-//!   acknowledged prefix), `list` (sorted-list insert/delete), `alloc` (allocation and
-//!   free churn of 8 B to 28 KB objects, large runs included), `hashmap` and `btree`
-//!   (upserts and removes on a [`KvStore`]; for now small engine-test structures).
+//!   Five are run by `all` ([`workloads`]): `bank` (transfers; total conserved,
+//!   exact acknowledged prefix), `list` (sorted-list insert/delete), `alloc`
+//!   (allocation and free churn of 8 B to 28 KB objects, large runs included),
+//!   `hashmap` and `btree` (upserts and removes on the public
+//!   [`containers`](crate::containers) through the [`KvStore`] trait); two more
+//!   ([`EXTRA_WORKLOADS`]) run the same operations on small engine-test structures.
 //!   Each checks that the allocator's persistent bitmaps hold exactly the reachable
 //!   objects ([`oracle`]).
 //! * [`Settings`] and [`Plan`] ([`plan`]): which fences to crash at (every fence in
@@ -48,6 +50,7 @@ pub mod list;
 pub mod machine;
 pub mod oracle;
 pub mod plan;
+pub mod public_maps;
 pub mod rng;
 pub mod sorted_tree;
 pub mod state;
@@ -60,32 +63,46 @@ pub use kv::{KvStore, KvWorkload, Scan};
 pub use plan::{Mode, Plan, Settings};
 pub use workload::{Bounds, Shape, Workload, MAX_THREADS};
 
-/// Names of the provided workloads, in the order `all` runs them.
+/// Names of the workloads `all` runs, in order.
 pub const WORKLOADS: [&str; 5] = ["bank", "list", "alloc", "hashmap", "btree"];
 
-/// The workload called `name`, if there is one (see [`WORKLOADS`]).
+/// More workloads, selectable by name: the engine-test structures that stood in for
+/// the public containers before those existed (no container code involved, so a
+/// violation they show is the engine's).
+pub const EXTRA_WORKLOADS: [&str; 2] = ["bucket-map", "sorted-tree"];
+
+/// The workload called `name`, if there is one (see [`WORKLOADS`] and
+/// [`EXTRA_WORKLOADS`]).
 pub fn workload_by_name(name: &str) -> Option<Box<dyn Workload>> {
     Some(match name {
         "bank" => Box::new(bank::Bank),
         "list" => Box::new(list::List),
         "alloc" => Box::new(alloc::AllocChurn),
-        // The public containers replace these two structures once they exist: an
-        // `impl KvStore` for each, and the type named here.
         "hashmap" => Box::new(KvWorkload::new(
             "hashmap",
-            "upsert/remove on a hash map (buckets of chained nodes): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
-            bucket_map::BucketMap,
+            "upsert/remove on the public HashMap (16 buckets): entries = acknowledged ops (plus in-flight), bitmaps = its objects",
+            public_maps::PublicHashMap,
         )),
         "btree" => Box::new(KvWorkload::new(
             "btree",
-            "upsert/remove on an ordered map (directory of sorted leaves, split and merge): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
+            "upsert/remove on the public BTreeMap (fanout 16): tree invariants, entries = acknowledged ops (plus in-flight), bitmaps = its nodes",
+            public_maps::PublicBTree,
+        )),
+        "bucket-map" => Box::new(KvWorkload::new(
+            "bucket-map",
+            "upsert/remove on an engine-test hash map (buckets of chained nodes): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
+            bucket_map::BucketMap,
+        )),
+        "sorted-tree" => Box::new(KvWorkload::new(
+            "sorted-tree",
+            "upsert/remove on an engine-test ordered map (directory of sorted leaves, split and merge): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
             sorted_tree::SortedTree,
         )),
         _ => return None,
     })
 }
 
-/// All provided workloads.
+/// The workloads `all` runs.
 pub fn workloads() -> Vec<Box<dyn Workload>> {
     WORKLOADS
         .iter()

@@ -1,5 +1,5 @@
-//! [`SortedTree`]: the engine-test ordered map behind the `btree` workload until the
-//! public B+-tree container replaces it.
+//! [`SortedTree`]: a small engine-test ordered map (the `sorted-tree` workload), the
+//! same operations as the `btree` workload without the container code.
 //!
 //! Two levels of sorted arrays: the root object is a directory of up to [`FANOUT`]
 //! separator keys and leaf pointers (the first separator is 0), each leaf holds up to

@@ -6,6 +6,15 @@ use super::*;
 use crate::medium::sim::{Adversary, SimConfig};
 use crate::{EngineId, EngineOptions, PPtr, Pool};
 
+/// Every workload, the extra ones included.
+fn every_workload() -> Vec<Box<dyn Workload>> {
+    WORKLOADS
+        .iter()
+        .chain(&EXTRA_WORKLOADS)
+        .map(|n| workload_by_name(n).unwrap())
+        .collect()
+}
+
 fn spec(w: &dyn Workload, threads: usize, ops: usize) -> PoolSpec {
     PoolSpec {
         engine: EngineId::Pisces,
@@ -29,7 +38,7 @@ fn pool_after(w: &dyn Workload, threads: usize, ops: usize) -> Pool {
 
 #[test]
 fn oracles_accept_exactly_the_acknowledged_state() {
-    for w in workloads() {
+    for w in every_workload() {
         let n = 9;
         let pool = pool_after(w.as_ref(), 2, n);
         let name = w.name();
@@ -60,7 +69,7 @@ fn oracles_accept_exactly_the_acknowledged_state() {
 
 #[test]
 fn the_allocator_oracle_finds_leaks_and_reachable_free_blocks() {
-    for w in workloads() {
+    for w in every_workload() {
         let pool = pool_after(w.as_ref(), 1, 6);
         let ok = w.check(&pool, &[Bounds::exact(6)]);
         assert_eq!(ok, Ok(vec![6]), "{}", w.name());
@@ -102,7 +111,7 @@ fn small(mode: Mode, threads: usize) -> Settings {
 
 #[test]
 fn short_campaigns_of_every_workload_are_clean() {
-    for w in workloads() {
+    for w in every_workload() {
         let s = small(Mode::Exhaustive, 1);
         let plan = Plan::new(w.as_ref(), &s).unwrap();
         let expected = plan.expected_states();
