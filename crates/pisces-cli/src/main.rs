@@ -10,6 +10,7 @@
 
 mod bank;
 mod bench;
+mod cmd_crashtest;
 mod cmd_sicheck;
 mod main_job;
 mod size;
@@ -53,6 +54,8 @@ enum Command {
         #[arg(long, default_value = "2", value_parser = bench::args::parse_seconds)]
         seconds: f64,
     },
+    /// Explore crash states on the crash simulator and check the recovered states.
+    Crashtest(cmd_crashtest::CrashtestArgs),
     /// Run list-append transactions and check the history for isolation anomalies.
     Sicheck(cmd_sicheck::SicheckArgs),
     /// Create a new pool file (it must not exist).
@@ -209,6 +212,7 @@ fn main() -> ExitCode {
         None => main_job::run(&cli.bench),
         Some(Command::Bench(a)) => bench::run(a, "pisces bench"),
         Some(Command::Smoke { seconds }) => smoke::run(*seconds),
+        Some(Command::Crashtest(a)) => cmd_crashtest::run(a),
         Some(Command::Sicheck(a)) => cmd_sicheck::run(a),
         Some(Command::Create(a)) => create(a),
         Some(Command::Info { path }) => inspect(path, true),

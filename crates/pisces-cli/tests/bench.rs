@@ -190,7 +190,7 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
         "--engines",
         "pisces",
         "--workloads",
-        "latency,breakdown",
+        "latency,latency-split,breakdown",
         "--threads",
         "2",
         "--nvm-latency-ns",
@@ -202,10 +202,16 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let rows = read_csv(&out);
-    // Per run: latency 1 engine x 2 latencies; breakdown 3 variants x 2 latencies.
-    assert_eq!(rows.len(), 2 * (2 + 6));
+    // Per run: latency and latency-split 1 engine x 2 latencies each; breakdown 3
+    // variants x 2 latencies.
+    assert_eq!(rows.len(), 2 * (2 + 2 + 6));
     for run in [1.0, 2.0] {
-        assert_eq!(rows.iter().filter(|r| r.f("run") == run).count(), 8);
+        assert_eq!(rows.iter().filter(|r| r.f("run") == run).count(), 10);
+    }
+    // The split sweep: a reader thread and a writer thread, so both kinds of latency.
+    for r in rows.iter().filter(|r| r.s("workload") == "latency-split") {
+        assert_eq!((r.f("update_pct"), r.f("threads")), (100.0, 2.0));
+        assert!(r.f("ro_p50_ns") > 0.0 && r.f("upd_p50_ns") > 0.0);
     }
     let lat: Vec<&Row> = rows
         .iter()
@@ -238,14 +244,77 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     assert!(mean("pisces-whole", "flushes_per_tx") > mean("pisces-diff", "flushes_per_tx"));
     assert!(mean("pisces", "fences_per_tx") < mean("pisces-diff", "fences_per_tx"));
     assert_svg(&out.join("latency.svg"));
+    assert_svg(&out.join("latency-split.svg"));
     assert_svg(&out.join("breakdown.svg"));
     assert!(r.stdout.contains("p99/p99@0"), "{}", r.stdout);
-    assert!(
-        r.stdout
-            .contains("pisces read-only p99, 2 threads, 20% updates"),
-        "{}",
-        r.stdout
-    );
+    for want in [
+        "pisces read-only p99, 2 threads, 20% updates",
+        "pisces read-only p99, 2 threads, dedicated reader",
+    ] {
+        assert!(r.stdout.contains(want), "{want}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn a_signal_stops_the_bench_removes_the_pool_and_keeps_the_partial_report() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("s");
+    let child = Command::new(env!("CARGO_BIN_EXE_pisces"))
+        .args([
+            "bench",
+            "--seconds",
+            "600",
+            "--runs",
+            "1",
+            "--engines",
+            "volatile",
+            "--workloads",
+            "hash",
+            "--threads",
+            "1",
+            "--update-pct",
+            "0",
+            "--hash-pairs",
+            "1000",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let prefix = format!("pisces-bench-{pid}-");
+    let pools = || -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Wait until the measurement's pool exists (the bench is then running).
+    let mut waited = 0;
+    while pools().is_empty() {
+        assert!(waited < 600, "no pool file appeared");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    }
+    let k = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{:?} {stdout}", o.status);
+    assert!(stdout.contains("INTERRUPTED"), "{stdout}");
+    assert!(pools().is_empty(), "the pool file was left behind");
+    // The report is still written: the CSV header, no rows (nothing finished).
+    assert!(read_csv(&out).is_empty());
+    assert!(out.join("summary.txt").exists());
 }
 
 #[test]

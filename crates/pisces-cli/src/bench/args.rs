@@ -19,9 +19,12 @@ pub enum WorkloadKind {
     Hash,
     /// B+-tree (fanout 16, 256-byte nodes), lookups and inserts/overwrites.
     Btree,
-    /// Read-only latency percentiles vs emulated NVM write latency (hash table, with
-    /// concurrent writers).
+    /// Read-only latency percentiles vs emulated NVM write latency (hash table, every
+    /// thread mixing lookups and updates, as in the paper's Fig 9c).
     Latency,
+    /// The same sweep with a dedicated reader: thread 0 only looks up, the other
+    /// threads only update (not in the default list).
+    LatencySplit,
     /// Pisces' optimisations one by one on the hash table: flush whole, flush-diff,
     /// flush-diff + group commit.
     Breakdown,
@@ -36,6 +39,7 @@ impl WorkloadKind {
             WorkloadKind::Hash => "hash",
             WorkloadKind::Btree => "btree",
             WorkloadKind::Latency => "latency",
+            WorkloadKind::LatencySplit => "latency-split",
             WorkloadKind::Breakdown => "breakdown",
         }
     }
@@ -52,7 +56,9 @@ the ratios against Pisces are taken within each run, then the median over runs.\
 Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
 updates 0,2,20 % (B+-tree 0,20 %), 0.8 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
 1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
-ns and 20 % updates on 2 threads (or the --threads values above 1); the breakdown uses \
+ns and 20 % updates on 2 threads (or the --threads values above 1); latency-split (not \
+in the default list) sweeps the same latencies with thread 0 only looking up and the \
+others only updating (update_pct 100 in the CSV: the writers' mix); the breakdown uses \
 20 % updates. An explicit --update-pct or --nvm-latency-ns applies to every workload \
 (0 % is skipped where a workload needs writers).\n\n\
 Not built yet: the mvcc and pmdk engines, the TPC-C and TATP workloads.")]
@@ -66,7 +72,8 @@ pub struct BenchArgs {
     /// Engines to compare, comma-separated [default: pisces,undo,volatile].
     #[arg(long, value_delimiter = ',', value_parser = parse_engine)]
     pub engines: Option<Vec<EngineId>>,
-    /// Workloads, comma-separated [default: hash,btree,latency,breakdown].
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown; also
+    /// latency-split].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -300,7 +307,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 s.latencies.clone(),
                 s.threads.clone(),
             ),
-            WorkloadKind::Latency => {
+            WorkloadKind::Latency | WorkloadKind::LatencySplit => {
                 let mut engines: Vec<EngineSpec> = s
                     .engines
                     .iter()
@@ -310,22 +317,29 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 if engines.is_empty() {
                     engines = s.engines.iter().map(|&e| EngineSpec::plain(e)).collect();
                 } else if s.engines.contains(&EngineId::Volatile) {
-                    notes.push(
-                        "latency: volatile skipped (it flushes nothing, so the emulated \
-                             NVM latency cannot change it)"
-                            .into(),
-                    );
+                    notes.push(format!(
+                        "{}: volatile skipped (it flushes nothing, so the emulated NVM \
+                         latency cannot change it)",
+                        w.name()
+                    ));
                 }
                 let mut threads: Vec<usize> =
                     s.threads.iter().copied().filter(|&t| t >= 2).collect();
                 if threads.is_empty() {
                     threads = vec![2];
-                    notes.push("latency: needs concurrent writers, so it runs on 2 threads".into());
+                    notes.push(format!(
+                        "{}: needs concurrent writers, so it runs on 2 threads",
+                        w.name()
+                    ));
                 }
                 (
                     DataKind::Hash,
                     engines,
-                    s.sweep_mixes.clone(),
+                    if w == WorkloadKind::LatencySplit {
+                        vec![100]
+                    } else {
+                        s.sweep_mixes.clone()
+                    },
                     s.sweep_latencies.clone(),
                     threads,
                 )
@@ -354,6 +368,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                             data,
                             threads: t,
                             update_pct,
+                            dedicated_reader: w == WorkloadKind::LatencySplit,
                             nvm_latency_ns,
                         });
                     }

@@ -59,6 +59,9 @@ pub struct Spec {
     pub threads: usize,
     /// Percentage of update transactions (0..=100).
     pub update_pct: u32,
+    /// Thread 0 runs only lookups and the other threads only updates (`update_pct`
+    /// is then 100, the writers' mix).
+    pub dedicated_reader: bool,
     /// Emulated NVM write latency per flushed cache line.
     pub nvm_latency_ns: u64,
 }
@@ -238,7 +241,12 @@ fn measure_at(
                 let seed = seed
                     .wrapping_mul(0x9e37_79b9_7f4a_7c15)
                     .wrapping_add(i as u64);
-                s.spawn(move || worker(h, data, spec.update_pct, seed, start, stop, done))
+                let pct = match (spec.dedicated_reader, i) {
+                    (false, _) => spec.update_pct,
+                    (true, 0) => 0,
+                    (true, _) => 100,
+                };
+                s.spawn(move || worker(h, data, pct, seed, start, stop, done))
             })
             .collect();
         start.wait();
@@ -247,7 +255,7 @@ fn measure_at(
             let el = t0.elapsed();
             // Relaxed: a progress statistic.
             tick(el, done.load(Ordering::Relaxed));
-            if el >= duration {
+            if el >= duration || super::interrupted() {
                 break;
             }
             std::thread::sleep((duration - el).min(Duration::from_millis(50)));
@@ -263,6 +271,9 @@ fn measure_at(
     });
     drop(data);
     drop(pool);
+    if super::interrupted() {
+        return Err("interrupted".into());
+    }
     let mut o = Outcome {
         ops_per_sec: 0.0,
         commits: 0,
@@ -306,6 +317,7 @@ mod tests {
             data,
             threads,
             update_pct,
+            dedicated_reader: false,
             nvm_latency_ns: 0,
         }
     }

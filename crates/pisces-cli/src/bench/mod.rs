@@ -35,7 +35,30 @@ use report::{Results, Row, CSV_HEADER};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Set by SIGINT, SIGTERM or SIGHUP: the current measurement stops, its pool file is
+/// removed, and the report is written with what was measured. A second signal ends
+/// the process at once (exit status 130).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once a termination signal arrived.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn catch_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::flag;
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        // Order matters: the first signal only sets the flag (the shutdown action sees
+        // it unset); a second one, with the flag set, exits. Errors leave the default
+        // action, which is only less tidy.
+        let _ = flag::register_conditional_shutdown(sig, 130, &INTERRUPTED);
+        let _ = flag::register(sig, &INTERRUPTED);
+    }
+}
 
 /// `YYYYMMDD-HHMMSS` in UTC for `secs` since the epoch.
 fn utc_stamp(secs: u64) -> String {
@@ -137,7 +160,8 @@ fn list<T: ToString>(v: &[T]) -> String {
 }
 
 /// Run `pisces bench` (and the main job): exit 0 when every measurement ran, 1 when
-/// some failed, 2 on usage errors and when the report cannot be written.
+/// some failed, 2 on usage errors and when the report cannot be written, 130 when
+/// interrupted by a signal.
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
     let (specs, notes) = args::plan(&s);
@@ -213,6 +237,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     head += &format!("report directory: {}\n\n", dir.display());
     out(&head);
 
+    catch_signals();
     let tty = std::io::stderr().is_terminal();
     let ms = (s.seconds * 1000.0).round() as u64;
     let pb = ProgressBar::with_draw_target(
@@ -231,9 +256,12 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let started = Instant::now();
     let mut res = Results::default();
     let mut failures: Vec<String> = Vec::new();
-    for run in 1..=s.runs {
+    'runs: for run in 1..=s.runs {
         let seed = s.seed ^ u64::from(run).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         for (i, spec) in specs.iter().enumerate() {
+            if interrupted() {
+                break 'runs;
+            }
             let n = (run as usize - 1) * specs.len() + i;
             let what = describe(spec, run, s.runs);
             pb.set_message(format!("[{}/{total}] {what}", n + 1));
@@ -262,6 +290,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
                     }
                     res.rows.push(row);
                 }
+                Err(_) if interrupted() => break 'runs,
                 Err(e) => {
                     let msg = format!("{what}: {e}");
                     pb.suspend(|| err(&format!("pisces bench: measurement failed: {msg}")));
@@ -286,8 +315,13 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             summary += &format!("  {f}\n");
         }
     }
+    if interrupted() {
+        summary += "\nINTERRUPTED: the tables show the measurements finished before the signal.\n";
+    }
     out(&summary);
-    let mut code = if failures.is_empty() {
+    let mut code = if interrupted() {
+        ExitCode::from(130)
+    } else if failures.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

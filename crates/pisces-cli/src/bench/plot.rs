@@ -53,9 +53,9 @@ pub fn all(dir: &Path, res: &Results) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for w in res.workloads() {
         let path = match w.as_str() {
-            "latency" => {
-                let p = dir.join("latency.svg");
-                latency(&p, res)?;
+            "latency" | "latency-split" => {
+                let p = dir.join(format!("{w}.svg"));
+                latency(&p, res, &w)?;
                 p
             }
             "breakdown" => {
@@ -188,8 +188,7 @@ fn legend<'a, 'b: 'a>(
 }
 
 /// Read-only and update latency against the emulated NVM write latency.
-pub fn latency(path: &Path, res: &Results) -> Result<(), String> {
-    let w = "latency";
+pub fn latency(path: &Path, res: &Results, w: &str) -> Result<(), String> {
     let keys = res.keys(w);
     let combos: Vec<(usize, u32)> = keys
         .iter()
@@ -203,7 +202,10 @@ pub fn latency(path: &Path, res: &Results) -> Result<(), String> {
     root.fill(&WHITE).map_err(e)?;
     let root = root
         .titled(
-            "transaction latency vs emulated NVM write latency (hash table, median of runs)",
+            &format!(
+                "{w}: transaction latency vs emulated NVM write latency (hash table, median \
+                 of runs)"
+            ),
             ("sans-serif", 18),
         )
         .map_err(e)?;
