@@ -250,6 +250,7 @@ pub fn latency(path: &Path, res: &Results, w: &str) -> Result<(), String> {
             .x_desc("emulated NVM write latency (ns per flushed line)")
             .y_desc("latency (ns)")
             .x_label_formatter(&integral)
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .draw()
             .map_err(e)?;
         for (label, c, is99, pts) in series {
@@ -308,7 +309,8 @@ pub fn breakdown(path: &Path, res: &Results) -> Result<(), String> {
                 .collect()
         })
         .collect();
-    let ymax = y_max(values.iter().flatten().copied());
+    // Headroom above the bars for the legend and the value labels.
+    let ymax = y_max(values.iter().flatten().copied()) * 1.25;
     let root = SVGBackend::new(path, (240 * g as u32 + 200, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(e)?;
     draw_breakdown(&root, &labels, &engines, &values, ymax)?;
