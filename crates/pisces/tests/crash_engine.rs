@@ -19,7 +19,10 @@ use common::crash::{campaign, Workload};
 use pisces::medium::sim::Adversary;
 
 fn assert_clean(c: common::crash::Campaign, min_states: usize) {
-    eprintln!("crash states: {} checked, {} violations", c.states, c.violation_count);
+    eprintln!(
+        "crash states: {} checked, {} violations",
+        c.states, c.violation_count
+    );
     assert!(
         c.violations.is_empty(),
         "{} violations, e.g. {:#?}",
@@ -138,5 +141,44 @@ fn crashes_during_log_recycling_and_wrap() {
             ),
             20,
         );
+    }
+}
+
+/// The `undo` baseline on the same workloads and oracles: every fence of short runs,
+/// and random fences of 2-thread runs.
+#[test]
+fn undo_engine_every_fence_and_random() {
+    use pisces::crashtest::{self, Mode, Settings};
+    for (threads, mode, ops) in [
+        (1, Mode::Exhaustive, 20),
+        (2, Mode::Random { states: 300 }, 60),
+    ] {
+        for w in crashtest::workloads() {
+            let settings = Settings {
+                engine: pisces::EngineId::Undo,
+                threads,
+                ops,
+                mode,
+                seed: 7,
+                ..Settings::default()
+            };
+            let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+            eprintln!(
+                "undo {} threads {threads}: crash states: {} checked, {} violations",
+                w.name(),
+                r.states,
+                r.violation_count
+            );
+            assert_eq!(
+                r.violation_count,
+                0,
+                "{:#?}",
+                r.violations
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+            );
+            assert!(r.states >= 50, "only {} states", r.states);
+        }
     }
 }
