@@ -1,10 +1,10 @@
 //! The main job: `pisces` with no subcommand, i.e. `cargo run --release`.
 //!
 //! It is `pisces bench --quick`: every engine (pisces, undo, volatile) on the hash
-//! table and the B+-tree with 1 and 2 threads and 0, 2 and 20 % updates, the read
-//! latency sweep over emulated NVM write latencies and the optimisation breakdown, each
-//! configuration for 1 s, 3 runs interleaved — about two and a half minutes on 2
-//! cores. It prints the tables and the targets of issue 5 and where the report
+//! table (0, 2 and 20 % updates) and the B+-tree (0 and 20 %) with 1 and 2 threads, the
+//! read latency sweep over emulated NVM write latencies and the optimisation breakdown,
+//! each configuration for 0.8 s, 3 runs interleaved — about two and a half minutes on
+//! 2 cores. It prints the tables and the targets of issue 5 and where the report
 //! (`results.csv`, `summary.txt`, SVG plots) was written: `target/bench/<UTC time>` in
 //! the workspace. Any `pisces bench` option may be given (`pisces --seconds 0.5`).
 
