@@ -16,6 +16,7 @@ pub mod containers;
 pub mod crashtest;
 pub mod engine;
 pub mod error;
+pub mod fasthash;
 pub mod heap;
 pub mod medium;
 pub mod mutation;

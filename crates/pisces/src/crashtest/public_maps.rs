@@ -1,12 +1,12 @@
-//! [`KvStore`] for the public containers: [`containers::HashMap`] and
-//! [`containers::BTreeMap`] with `u64` keys and values, their handle in the root object.
+//! [`KvStore`] for the public containers: [`crate::containers::HashMap`] and
+//! [`crate::containers::BTreeMap`] with `u64` keys and values, their handle in the root object.
 //!
 //! The scans guard against a damaged structure before trusting it: the containers'
 //! own walks do not detect a cycle of chain or leaf links (their docs say so), so the
-//! hash map is walked with [`HashMap::for_each`](containers::HashMap::for_each),
+//! hash map is walked with [`HashMap::for_each`](crate::containers::HashMap::for_each),
 //! stopping at the first repeated key (a cycle repeats keys), before its objects are
 //! listed; the tree is first verified with
-//! [`BTreeMap::check`](containers::BTreeMap::check), which does find cycles.
+//! [`BTreeMap::check`](crate::containers::BTreeMap::check), which does find cycles.
 
 use super::kv::{KvStore, Scan};
 use crate::containers::{BTreeMap, HashMap};
@@ -20,11 +20,11 @@ pub const BUCKETS: usize = 16;
 type Hash = HashMap<u64, u64>;
 type Tree = BTreeMap<u64, u64>;
 
-/// The public [`containers::HashMap`] (see the [module docs](self)).
+/// The public [`crate::containers::HashMap`] (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PublicHashMap;
 
-/// The public [`containers::BTreeMap`] (see the [module docs](self)).
+/// The public [`crate::containers::BTreeMap`] (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PublicBTree;
 

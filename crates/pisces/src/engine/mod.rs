@@ -1,4 +1,4 @@
-//! Engines: concurrency control and logging over a [`Heap`](crate::heap::Heap).
+//! Engines: concurrency control and logging over a [`Heap`].
 //!
 //! An engine is chosen when a pool is created; its id is recorded in the superblock.
 //! Every engine implements [`Engine`] (pool-wide state, recovery) and hands out one

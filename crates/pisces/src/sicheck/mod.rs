@@ -55,7 +55,7 @@
 
 pub mod anomaly;
 pub mod checker;
-pub mod fasthash;
+pub use crate::fasthash;
 pub mod graph;
 pub mod history;
 pub mod index;

@@ -27,12 +27,12 @@
 //! write never happened, because writes follow the entry's fence.
 
 use crate::engine::{Engine, EngineId, EngineThread};
+use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
 use crate::{Error, Result};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::Arc;
 
@@ -206,7 +206,7 @@ impl Engine for UndoEngine {
             slot,
             seq: self.sh.seqs[slot],
             active: false,
-            locks: RefCell::new(HashMap::new()),
+            locks: RefCell::new(FastMap::default()),
             log_pos: ENTRIES_OFFSET,
             undo: Vec::new(),
             written: Vec::new(),
@@ -236,7 +236,7 @@ struct UndoThread {
     seq: u64,
     active: bool,
     /// Locks held, by header offset (interior mutability: `read` takes `&self`).
-    locks: RefCell<HashMap<u64, Mode>>,
+    locks: RefCell<FastMap<u64, Mode>>,
     log_pos: usize,
     /// Old contents (DRAM copy of the undo entries), for abort.
     undo: Vec<(u64, Vec<u8>)>,

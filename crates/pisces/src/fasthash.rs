@@ -1,7 +1,8 @@
-//! A fast hasher for the checker's maps, whose keys are integers (values, keys, node
-//! pairs) and slices of them. It is the multiply-rotate scheme of rustc's `FxHasher`:
-//! not resistant to adversarial keys, which a checker of its own histories does not
-//! need, and several times faster than the default SipHash on these maps.
+//! A fast hasher for maps keyed by integers (the isolation checker's values, keys and
+//! node pairs; an engine's per-transaction lock set) and slices of them. It is the
+//! multiply-rotate scheme of rustc's `FxHasher`: not resistant to adversarial keys,
+//! which maps of the library's own offsets and ids do not need, and several times
+//! faster than the default SipHash on these maps.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
