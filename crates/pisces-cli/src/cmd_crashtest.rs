@@ -415,21 +415,7 @@ fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write
         match Plan::new(w.as_ref(), &settings) {
             Ok(p) => plans.push(p),
             // A workload that fails without any crash: a violation, reported below.
-            Err(message) => reports.push(Report {
-                workload: w.name(),
-                violation_count: 1,
-                violations: vec![Violation {
-                    workload: w.name(),
-                    index: None,
-                    options: None,
-                    round: None,
-                    recovery_crash: None,
-                    bounds: Vec::new(),
-                    message: format!("before any crash: {message}"),
-                    image: None,
-                }],
-                ..Report::default()
-            }),
+            Err(message) => reports.push(Report::failed_before_any_crash(w.name(), &message)),
         }
     }
     let total: u64 = plans.iter().map(|p| p.expected_states()).sum();

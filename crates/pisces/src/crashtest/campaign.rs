@@ -94,6 +94,26 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a workload that failed before any crash was injected (its run on
+    /// a machine that never crashes went wrong): one violation, no states.
+    pub fn failed_before_any_crash(workload: &'static str, message: &str) -> Report {
+        Report {
+            workload,
+            violation_count: 1,
+            violations: vec![Violation {
+                workload,
+                index: None,
+                options: None,
+                round: None,
+                recovery_crash: None,
+                bounds: Vec::new(),
+                message: format!("before any crash: {message}"),
+                image: None,
+            }],
+            ..Report::default()
+        }
+    }
+
     /// States checked per second.
     pub fn states_per_second(&self) -> f64 {
         self.states as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -250,20 +270,8 @@ pub fn run_campaign(w: &dyn Workload, settings: &Settings, progress: Progress<'_
         Err(message) => {
             progress(0, 1);
             Report {
-                workload: w.name(),
-                violation_count: 1,
-                violations: vec![Violation {
-                    workload: w.name(),
-                    index: None,
-                    options: None,
-                    round: None,
-                    recovery_crash: None,
-                    bounds: Vec::new(),
-                    message: format!("before any crash: {message}"),
-                    image: None,
-                }],
                 elapsed: t0.elapsed(),
-                ..Report::default()
+                ..Report::failed_before_any_crash(w.name(), &message)
             }
         }
     }

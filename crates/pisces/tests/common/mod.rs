@@ -43,18 +43,10 @@ pub fn all_engines() -> Vec<(pisces::EngineId, EngineOptions)> {
     v
 }
 
-/// Engine option combinations every behavioural test runs under.
+/// Engine option combinations every behavioural test runs under (flush-diff on and
+/// off, group commit off and on).
 pub fn all_options() -> Vec<EngineOptions> {
-    let mut v = Vec::new();
-    for flush_diff in [true, false] {
-        for group_commit in [1, 8] {
-            v.push(EngineOptions {
-                flush_diff,
-                group_commit,
-            });
-        }
-    }
-    v
+    pisces::crashtest::all_engine_options()
 }
 pub mod crash;
 
