@@ -46,7 +46,7 @@ pub fn all_engines() -> Vec<(pisces::EngineId, EngineOptions)> {
 /// Engine option combinations every behavioural test runs under (flush-diff on and
 /// off, group commit off and on).
 pub fn all_options() -> Vec<EngineOptions> {
-    pisces::crashtest::all_engine_options()
+    pisces::crashtest::workload::all_engine_options()
 }
 pub mod crash;
 
