@@ -81,10 +81,37 @@ impl CopyHdr {
     }
 }
 
-/// The memory of one transaction attempt: its commit record and its copies.
+/// What the write-back stage of one committed transaction must do. Kept in its
+/// `Attempt` and cleared (capacity kept) when the attempt is reused, so a commit
+/// allocates nothing in the steady state.
+#[derive(Default)]
+pub struct WriteBackPlan {
+    /// What to copy home.
+    pub ranges: Vec<HomeRange>,
+    /// Blocks allocated by the transaction.
+    pub allocs: Vec<Block>,
+    /// Blocks freed by the transaction.
+    pub frees: Vec<Block>,
+    /// Header-word offsets to clear (unlock).
+    pub unlock: Vec<u64>,
+}
+
+impl WriteBackPlan {
+    fn clear(&mut self) {
+        self.ranges.clear();
+        self.allocs.clear();
+        self.frees.clear();
+        self.unlock.clear();
+    }
+}
+
+/// The memory of one transaction attempt: its commit record, its copies, and the
+/// plan of its write-back.
 pub struct Attempt {
     /// Commit record; copies point here, so an attempt is boxed and never moves.
     pub record: TxRecord,
+    /// The write-back plan (filled at commit).
+    pub wb: WriteBackPlan,
     chunks: Vec<Box<[u64]>>,
     used: usize,
 }
@@ -94,6 +121,7 @@ impl Attempt {
     pub fn new(slot: usize) -> Box<Attempt> {
         Box::new(Attempt {
             record: TxRecord::new(slot),
+            wb: WriteBackPlan::default(),
             chunks: Vec::new(),
             used: CHUNK_WORDS,
         })
@@ -102,6 +130,7 @@ impl Attempt {
     /// Forget all copies (only when no thread can reference them) and reset the record.
     pub fn recycle(&mut self) {
         self.record.reset();
+        self.wb.clear();
         self.chunks.retain(|c| c.len() == CHUNK_WORDS);
         self.chunks.truncate(1);
         self.used = if self.chunks.is_empty() {
@@ -154,16 +183,8 @@ pub struct HomeRange {
 
 /// A committed transaction waiting for write-back.
 pub struct Committed {
-    /// Copies and commit record.
+    /// Copies, commit record, and what write-back must do (`Attempt::wb`).
     pub attempt: Box<Attempt>,
-    /// What to copy home.
-    pub ranges: Vec<HomeRange>,
-    /// Blocks allocated by the transaction.
-    pub allocs: Vec<Block>,
-    /// Blocks freed by the transaction.
-    pub frees: Vec<Block>,
-    /// Header-word offsets to clear (unlock).
-    pub unlock: Vec<u64>,
     /// endTS.
     pub end_ts: u64,
     /// Log sequence number of its record.
@@ -326,7 +347,7 @@ impl Shared {
         }
         let heap = &*self.heap;
         for e in &batch.entries {
-            for r in &e.ranges {
+            for r in &e.attempt.wb.ranges {
                 // SAFETY: `src` points into the copies of `e.attempt`, alive while the
                 // batch holds it; `home` was validated when the object was locked.
                 unsafe {
@@ -337,17 +358,17 @@ impl Shared {
                 }
                 counters::add_bytes_written_home(r.len as u64);
             }
-            for &b in &e.allocs {
+            for &b in &e.attempt.wb.allocs {
                 self.alloc.publish_alloc(b);
             }
-            for &b in &e.frees {
+            for &b in &e.attempt.wb.frees {
                 self.alloc.publish_free(b);
             }
         }
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in &batch.entries {
-            for &h in &e.unlock {
+            for &h in &e.attempt.wb.unlock {
                 heap.atomic_u64(h as usize).store(0, Release);
             }
         }
@@ -375,7 +396,7 @@ impl Shared {
         }
         // Freed blocks are durable-free and no snapshot can see them any more.
         for e in &batch.entries {
-            for &b in &e.frees {
+            for &b in &e.attempt.wb.frees {
                 self.alloc.release(cache, b);
             }
         }

@@ -440,9 +440,18 @@ impl EngineThread for PiscesThread {
             self.idle_attempt = self.attempt.take();
             return Ok(());
         }
-        let (mut ranges, mut allocs, mut frees, mut unlock) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        self.build_record(&mut ranges, &mut allocs, &mut frees, &mut unlock);
+        // The attempt's write-back plan, taken out while `build_record` borrows `self`
+        // (its buffers keep their capacity from earlier transactions).
+        let mut wb = match self.attempt.as_mut() {
+            Some(a) => std::mem::take(&mut a.wb),
+            None => return Err(Error::Conflict),
+        };
+        self.build_record(
+            &mut wb.ranges,
+            &mut wb.allocs,
+            &mut wb.frees,
+            &mut wb.unlock,
+        );
         let (persist_ts, seq) = if self.sh.durable {
             if let Err(e) = self.reserve_log(self.record.len()) {
                 self.rollback();
@@ -463,7 +472,8 @@ impl EngineThread for PiscesThread {
         };
         let slot = &self.sh.slots[self.slot];
         // Stage 2, concurrency commit.
-        let attempt = self.attempt.take().expect("checked active");
+        let mut attempt = self.attempt.take().expect("checked active");
+        attempt.wb = wb;
         let end_ts = attempt.record.commit(&self.sh.clock);
         // Fresh-and-freed blocks were never published; hand them back.
         for w in self.writes.drain(..) {
@@ -475,10 +485,6 @@ impl EngineThread for PiscesThread {
         let mut b = slot.lock_batch();
         b.entries.push(Committed {
             attempt,
-            ranges,
-            allocs,
-            frees,
-            unlock,
             end_ts,
             log_seq: seq,
         });
