@@ -29,6 +29,25 @@ pub struct PublicHashMap;
 pub struct PublicBTree;
 
 /// Collect `for_each`'s pairs, failing on a repeated key (stopping the walk there).
+/// The structure's objects, `root` included, from `walk`; an object listed twice (a
+/// shared node or a cycle) is an error.
+fn distinct_objects(
+    root: u64,
+    walk: impl FnOnce(&mut dyn FnMut(u64)) -> Result<()>,
+) -> Result<BTreeSet<u64>> {
+    let mut objects = BTreeSet::from([root]);
+    let mut twice = None;
+    walk(&mut |o| {
+        if !objects.insert(o) {
+            twice = Some(o);
+        }
+    })?;
+    match twice {
+        Some(o) => Err(Error::abort(format!("object {o:#x} reached twice"))),
+        None => Ok(objects),
+    }
+}
+
 fn collect(
     walk: impl FnOnce(&mut dyn FnMut(&u64, &u64) -> bool) -> Result<()>,
 ) -> Result<Map<u64, u64>> {
@@ -78,16 +97,7 @@ impl KvStore for PublicHashMap {
         pool.run(|tx| {
             let m = *tx.read(root)?;
             let pairs = collect(|f| m.for_each(tx, f))?;
-            let mut objects = BTreeSet::from([root.offset()]);
-            let mut twice = None;
-            m.for_each_object(tx, |o| {
-                if !objects.insert(o) {
-                    twice = Some(o);
-                }
-            })?;
-            if let Some(o) = twice {
-                return Err(Error::abort(format!("object {o:#x} reached twice")));
-            }
+            let objects = distinct_objects(root.offset(), |f| m.for_each_object(tx, f))?;
             Ok(Scan {
                 pairs,
                 objects: Some(objects),
@@ -127,16 +137,7 @@ impl KvStore for PublicBTree {
             let t = *tx.read(root)?;
             t.check(tx)?;
             let pairs = collect(|f| t.for_each(tx, f))?;
-            let mut objects = BTreeSet::from([root.offset()]);
-            let mut twice = None;
-            t.for_each_object(tx, |o| {
-                if !objects.insert(o) {
-                    twice = Some(o);
-                }
-            })?;
-            if let Some(o) = twice {
-                return Err(Error::abort(format!("object {o:#x} reached twice")));
-            }
+            let objects = distinct_objects(root.offset(), |f| t.for_each_object(tx, f))?;
             Ok(Scan {
                 pairs,
                 objects: Some(objects),
