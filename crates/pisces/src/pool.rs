@@ -132,6 +132,10 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
             heap,
             cfg.engine_options,
         )?)),
+        EngineId::Mvcc | EngineId::Pmdk => Err(Error::InvalidConfig(format!(
+            "engine {} is not built yet",
+            cfg.engine.name()
+        ))),
     }
 }
 

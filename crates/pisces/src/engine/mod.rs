@@ -73,20 +73,34 @@ pub enum EngineId {
     Pisces = 1,
     /// Baseline: undo logging with two-phase locking.
     Undo = 2,
+    /// Baseline: the multi-version strawman of the paper's §2.2 (version lists per
+    /// object, readers block on objects locked by a committing writer).
+    Mvcc = 3,
     /// Baseline: Pisces' concurrency control without any persistence (upper bound).
     Volatile = 4,
+    /// Peer: PMDK's libpmemobj through FFI (its own pool file, allocator and undo-log
+    /// transactions, per-object locks for isolation). Needs the `pmdk` cargo feature.
+    Pmdk = 5,
 }
 
 impl EngineId {
     /// Every engine, in benchmark order.
-    pub const ALL: [EngineId; 3] = [EngineId::Pisces, EngineId::Undo, EngineId::Volatile];
+    pub const ALL: [EngineId; 5] = [
+        EngineId::Pisces,
+        EngineId::Undo,
+        EngineId::Mvcc,
+        EngineId::Pmdk,
+        EngineId::Volatile,
+    ];
 
     /// Stable name.
     pub fn name(self) -> &'static str {
         match self {
             EngineId::Pisces => "pisces",
             EngineId::Undo => "undo",
+            EngineId::Mvcc => "mvcc",
             EngineId::Volatile => "volatile",
+            EngineId::Pmdk => "pmdk",
         }
     }
     /// From a name given on the command line or in a config.
@@ -94,7 +108,9 @@ impl EngineId {
         match name {
             "pisces" => Some(EngineId::Pisces),
             "undo" => Some(EngineId::Undo),
+            "mvcc" => Some(EngineId::Mvcc),
             "volatile" => Some(EngineId::Volatile),
+            "pmdk" => Some(EngineId::Pmdk),
             _ => None,
         }
     }
@@ -103,7 +119,9 @@ impl EngineId {
         match id {
             1 => Some(EngineId::Pisces),
             2 => Some(EngineId::Undo),
+            3 => Some(EngineId::Mvcc),
             4 => Some(EngineId::Volatile),
+            5 => Some(EngineId::Pmdk),
             _ => None,
         }
     }
