@@ -28,9 +28,18 @@ pub enum WorkloadKind {
     /// Pisces' optimisations one by one on the hash table: flush whole, flush-diff,
     /// flush-diff + group commit.
     Breakdown,
-    // Extension point: `Tpcc` (new-order) and `Tatp` go here, with a `DataSet` each in
-    // `workload.rs`; they are not built yet.
+    /// TPC-C new-order, one warehouse per worker thread, fanout-32 B+-tree tables
+    /// (scaled down; in `--full`, not in the quick default).
+    Tpcc,
+    /// TATP, fanout-32 B+-tree tables, the standard 80 % read-only mix (in `--full`,
+    /// not in the quick default).
+    Tatp,
 }
+
+/// `update_pct` of TPC-C: every new-order is read-write.
+pub const TPCC_UPDATE_PCT: u32 = 100;
+/// `update_pct` of TATP: its standard mix has 20 % read-write transactions.
+pub const TATP_UPDATE_PCT: u32 = 20;
 
 impl WorkloadKind {
     /// Name in reports.
@@ -41,6 +50,8 @@ impl WorkloadKind {
             WorkloadKind::Latency => "latency",
             WorkloadKind::LatencySplit => "latency-split",
             WorkloadKind::Breakdown => "breakdown",
+            WorkloadKind::Tpcc => "tpcc",
+            WorkloadKind::Tatp => "tatp",
         }
     }
 }
@@ -60,8 +71,14 @@ ns and 20 % updates on 2 threads (or the --threads values above 1); latency-spli
 in the default list) sweeps the same latencies with thread 0 only looking up and the \
 others only updating (update_pct 100 in the CSV: the writers' mix); the breakdown uses \
 20 % updates. An explicit --update-pct or --nvm-latency-ns applies to every workload \
-(0 % is skipped where a workload needs writers).\n\n\
-Not built yet: the mvcc and pmdk engines, the TPC-C and TATP workloads.")]
+(0 % is skipped where a workload needs writers), except that tpcc and tatp always run \
+their own mix (update_pct 100: every new-order is read-write; 20: TATP's 80 % read-only \
+mix).\n\n\
+tpcc (TPC-C new-order, one warehouse per worker thread) and tatp run in --full and when \
+named in --workloads, not in the quick default. Scaled down: tpcc quick 10K items and \
+300 customers per district, full 100K items and 3K customers; tatp quick 20K \
+subscribers, full 200K (the paper's).\n\n\
+Not built yet: the mvcc and pmdk engines.")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -72,8 +89,8 @@ pub struct BenchArgs {
     /// Engines to compare, comma-separated [default: pisces,undo,volatile].
     #[arg(long, value_delimiter = ',', value_parser = parse_engine)]
     pub engines: Option<Vec<EngineId>>,
-    /// Workloads, comma-separated [default: hash,btree,latency,breakdown; also
-    /// latency-split].
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
+    /// tpcc,tatp; also latency-split].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -107,6 +124,16 @@ pub struct BenchArgs {
     /// B+-tree keys preloaded [default: 100000 quick, 1000000 full].
     #[arg(long, value_parser = parse_keys)]
     pub btree_keys: Option<usize>,
+    /// TPC-C items, and stock rows per warehouse [default: 10000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_items: Option<usize>,
+    /// TPC-C customers (and preloaded orders) per district [default: 300 quick, 3000
+    /// full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_customers: Option<usize>,
+    /// TATP subscribers [default: 20000 quick, 200000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tatp_subscribers: Option<usize>,
 }
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
@@ -225,6 +252,9 @@ impl BenchArgs {
             hash_buckets: self.hash_buckets.unwrap_or(base.hash_buckets),
             hash_pairs: self.hash_pairs.unwrap_or(base.hash_pairs),
             btree_keys: self.btree_keys.unwrap_or(base.btree_keys),
+            tpcc_items: self.tpcc_items.unwrap_or(base.tpcc_items),
+            tpcc_customers: self.tpcc_customers.unwrap_or(base.tpcc_customers),
+            tatp_subscribers: self.tatp_subscribers.unwrap_or(base.tatp_subscribers),
         };
         let (default_mixes, default_btree_mixes): (&[u32], &[u32]) = if full {
             (&[0, 2, 20, 40], &[0, 2, 20, 40])
@@ -240,12 +270,23 @@ impl BenchArgs {
         Settings {
             mode: if full { "full" } else { "quick" },
             engines: dedup_ordered(self.engines.as_deref().unwrap_or(&EngineId::ALL)),
-            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(&[
-                WorkloadKind::Hash,
-                WorkloadKind::Btree,
-                WorkloadKind::Latency,
-                WorkloadKind::Breakdown,
-            ])),
+            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
+                &[
+                    WorkloadKind::Hash,
+                    WorkloadKind::Btree,
+                    WorkloadKind::Latency,
+                    WorkloadKind::Breakdown,
+                    WorkloadKind::Tpcc,
+                    WorkloadKind::Tatp,
+                ]
+            } else {
+                &[
+                    WorkloadKind::Hash,
+                    WorkloadKind::Btree,
+                    WorkloadKind::Latency,
+                    WorkloadKind::Breakdown,
+                ]
+            })),
             threads: dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2])),
             btree_mixes: explicit_mixes
                 .clone()
@@ -351,6 +392,20 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 s.latencies.clone(),
                 s.threads.clone(),
             ),
+            WorkloadKind::Tpcc | WorkloadKind::Tatp => {
+                let (data, pct) = if w == WorkloadKind::Tpcc {
+                    (DataKind::Tpcc, TPCC_UPDATE_PCT)
+                } else {
+                    (DataKind::Tatp, TATP_UPDATE_PCT)
+                };
+                (
+                    data,
+                    s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
+                    vec![pct],
+                    s.latencies.clone(),
+                    s.threads.clone(),
+                )
+            }
         };
         if mixes.is_empty() {
             notes.push(format!(
@@ -482,6 +537,42 @@ mod tests {
     }
 
     #[test]
+    fn tpcc_and_tatp_run_their_own_mix_in_full_mode_or_when_named() {
+        let s = parse(&[]).unwrap().settings();
+        assert!(!s.workloads.contains(&WorkloadKind::Tpcc));
+        assert!(!s.workloads.contains(&WorkloadKind::Tatp));
+        let s = parse(&["--full"]).unwrap().settings();
+        assert!(s
+            .workloads
+            .ends_with(&[WorkloadKind::Tpcc, WorkloadKind::Tatp]));
+        let s = parse(&[
+            "--workloads",
+            "tpcc,tatp",
+            "--engines",
+            "pisces,undo",
+            "--update-pct",
+            "0,40",
+            "--tatp-subscribers",
+            "1000",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.sizes.tatp_subscribers, 1000);
+        assert_eq!(s.sizes.tpcc_items, Sizes::QUICK.tpcc_items);
+        let (specs, notes) = plan(&s);
+        assert!(notes.is_empty(), "{notes:?}");
+        // 2 engines x 2 thread counts each, one mix each.
+        assert_eq!(specs.len(), 8);
+        for x in &specs {
+            match x.workload {
+                "tpcc" => assert_eq!((x.data, x.update_pct), (DataKind::Tpcc, 100)),
+                "tatp" => assert_eq!((x.data, x.update_pct), (DataKind::Tatp, 20)),
+                w => panic!("{w}"),
+            }
+        }
+    }
+
+    #[test]
     fn bad_values_are_refused_with_a_reason() {
         for (args, want) in [
             (vec!["--engines", "pmdk"], "not built yet"),
@@ -497,7 +588,8 @@ mod tests {
             (vec!["--seconds", "0"], "duration"),
             (vec!["--seconds", "nan"], "duration"),
             (vec!["--runs", "0"], "0"),
-            (vec!["--workloads", "tpcc"], "invalid value"),
+            (vec!["--workloads", "tpc-c"], "invalid value"),
+            (vec!["--tpcc-items", "0"], "key count"),
             (vec!["--quick", "--full"], "cannot be used with"),
             (vec!["--hash-buckets", "0"], "bucket count"),
             (vec!["--btree-keys", "0"], "key count"),

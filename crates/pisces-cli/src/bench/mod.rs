@@ -2,8 +2,8 @@
 //!
 //! Engines (`pisces`, `undo`, `volatile`, and Pisces with its optimisations switched
 //! off one by one) run the paper's workloads (§5: hash table, B+-tree, read latency
-//! against emulated NVM write latency, optimisation breakdown) on fresh pools under
-//! `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
+//! against emulated NVM write latency, optimisation breakdown, and in `--full` or when
+//! named TPC-C new-order and TATP) on fresh pools under `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
 //! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
 //! the other engines' run `r` and ratios are taken within a run.
 //!
@@ -13,17 +13,18 @@
 //! [`report::CSV_HEADER`]), `summary.txt` (the tables) and SVG plots.
 //!
 //! Module map: [`args`] (options, defaults, the plan), [`workload`] (data sets and
-//! their transactions), [`measure`] (one measurement), [`report`] (CSV, medians,
-//! tables, targets), [`plot`] (SVG).
+//! their transactions), [`tpcc`] and [`tatp`] (those two data sets), [`measure`] (one
+//! measurement), [`report`] (CSV, medians, tables, targets), [`plot`] (SVG).
 //!
 //! Not built yet (extension points): the `mvcc` and `pmdk` engines (they join through
-//! `EngineId::ALL`, and count as baselines in the targets automatically) and the TPC-C
-//! and TATP workloads (a `WorkloadKind` variant and a `DataSet` each).
+//! `EngineId::ALL`, and count as baselines in the targets automatically).
 
 pub mod args;
 pub mod measure;
 pub mod plot;
 pub mod report;
+pub mod tatp;
+pub mod tpcc;
 pub mod workload;
 
 pub use args::BenchArgs;
@@ -231,6 +232,33 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         total as f64 * s.seconds,
         load_average(),
     );
+    if s.workloads.contains(&args::WorkloadKind::Tpcc) {
+        head += &format!(
+            "data: tpcc new-order, one warehouse per worker thread, B+-tree tables of fanout \
+             32; {} items, {} customers and initial orders per district{}; all order lines \
+             from the home warehouse; 1 % of new-orders roll back on an invalid item and \
+             count as completed (update_pct 100)\n",
+            z.tpcc_items,
+            z.tpcc_customers,
+            if (z.tpcc_items, z.tpcc_customers) == (100_000, 3000) {
+                " (TPC-C's sizes)"
+            } else {
+                " (scaled down from TPC-C's 100000 items and 3000 customers per district)"
+            },
+        );
+    }
+    if s.workloads.contains(&args::WorkloadKind::Tatp) {
+        head += &format!(
+            "data: tatp, B+-tree tables of fanout 32, {} subscribers{}; standard mix, 80 % \
+             read-only (update_pct 20)\n",
+            z.tatp_subscribers,
+            if z.tatp_subscribers == 200_000 {
+                " (the paper's)"
+            } else {
+                " (scaled down from the paper's 200000)"
+            },
+        );
+    }
     for n in &notes {
         head += &format!("note: {n}\n");
     }

@@ -1,7 +1,8 @@
 //! SVG plots of a bench run (plotters' SVG backend: no font library needed).
 //!
 //! * `throughput-<workload>.svg`: throughput against threads, one panel per update mix
-//!   (and emulated latency), one line per engine (paper Fig 6, 7);
+//!   (and emulated latency), one line per engine (paper Fig 6, 7; for `tpcc` and
+//!   `tatp` Fig 8);
 //! * `latency.svg`: read-only and update transaction latency (p50, p99) against the
 //!   emulated NVM write latency (paper Fig 9c);
 //! * `breakdown.svg`: throughput of flush whole, flush-diff and flush-diff + group
@@ -134,10 +135,15 @@ pub fn throughput(path: &Path, res: &Results, w: &str) -> Result<(), String> {
             })
             .collect();
         let ymax = y_max(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)));
+        let mix = match w {
+            "tpcc" => "new-order (100% read-write)".to_string(),
+            "tatp" => format!("TATP mix ({p}% read-write)"),
+            _ => format!("{p}% updates"),
+        };
         let caption = if lat == 0 {
-            format!("{p}% updates")
+            mix
         } else {
-            format!("{p}% updates, NVM {lat} ns")
+            format!("{mix}, NVM {lat} ns")
         };
         let mut chart = ChartBuilder::on(area)
             .caption(caption, ("sans-serif", 15))
@@ -408,6 +414,7 @@ mod tests {
             flushes_per_tx: 1.0,
             fences_per_tx: 1.0,
             write_amp: 3.0,
+            user_abort_rate: 0.0,
         }
     }
 
@@ -431,6 +438,14 @@ mod tests {
                 res.rows.push(row(e, "latency", 2, lat, 1e6));
             }
         }
+        for t in [1, 2] {
+            for e in ["pisces", "undo"] {
+                res.rows.push(Row {
+                    update_pct: 100,
+                    ..row(e, "tpcc", t, 0, 1e5 * t as f64)
+                });
+            }
+        }
         let dir = tempfile::tempdir().unwrap();
         let files = all(dir.path(), &res).unwrap();
         let names: Vec<String> = files
@@ -439,7 +454,12 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["throughput-hash.svg", "breakdown.svg", "latency.svg"]
+            [
+                "throughput-hash.svg",
+                "breakdown.svg",
+                "latency.svg",
+                "throughput-tpcc.svg"
+            ]
         );
         for f in &files {
             let s = std::fs::read_to_string(f).unwrap();
@@ -456,5 +476,7 @@ mod tests {
         assert!(lat.contains("pisces p99") && lat.contains("undo p50"));
         let bd = std::fs::read_to_string(&files[1]).unwrap();
         assert!(bd.contains("pisces-whole") && bd.contains("2 threads, 20%"));
+        let tpcc = std::fs::read_to_string(&files[3]).unwrap();
+        assert!(tpcc.contains("new-order") && tpcc.contains("undo"));
     }
 }

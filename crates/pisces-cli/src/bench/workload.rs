@@ -20,9 +20,11 @@
 //!   changed bytes 8 for an overwrite, 16 for a new key. The tree grows during a run
 //!   (by at most `N` keys), as in the paper.
 //!
-//! Extension point: TPC-C new-order and TATP (issue 5) are further `DataSet`s whose
-//! `op` runs one of their transaction types (`update` picks a read-write one); they
-//! are not built yet.
+//! * [`TpccBench`](super::tpcc::TpccBench): TPC-C new-order on fanout-32 B+-tree
+//!   tables, one warehouse per worker thread (the `worker` argument of
+//!   [`DataSet::op`] picks it); every operation is a new-order.
+//! * [`TatpBench`](super::tatp::TatpBench): TATP on fanout-32 B+-tree tables; `update`
+//!   picks one of its read-write transactions, else one of its read-only ones.
 
 use pisces::{BTreeMap, HashMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
@@ -47,6 +49,12 @@ pub struct Sizes {
     pub hash_pairs: usize,
     /// Keys preloaded into the B+-tree.
     pub btree_keys: usize,
+    /// TPC-C items (and stock rows per warehouse).
+    pub tpcc_items: usize,
+    /// TPC-C customers (and preloaded orders) per district.
+    pub tpcc_customers: usize,
+    /// TATP subscribers.
+    pub tatp_subscribers: usize,
 }
 
 impl Sizes {
@@ -55,12 +63,18 @@ impl Sizes {
         hash_buckets: 10_000,
         hash_pairs: 100_000,
         btree_keys: 1_000_000,
+        tpcc_items: 100_000,
+        tpcc_customers: 3_000,
+        tatp_subscribers: 200_000,
     };
     /// Scaled down for 2 cores and a few minutes (`--quick`, the main job).
     pub const QUICK: Sizes = Sizes {
         hash_buckets: 10_000,
         hash_pairs: 20_000,
         btree_keys: 100_000,
+        tpcc_items: 10_000,
+        tpcc_customers: 300,
+        tatp_subscribers: 20_000,
     };
 }
 
@@ -71,33 +85,49 @@ pub enum DataKind {
     Hash,
     /// [`TreeBench`].
     Tree,
+    /// [`TpccBench`](super::tpcc::TpccBench).
+    Tpcc,
+    /// [`TatpBench`](super::tatp::TatpBench).
+    Tatp,
 }
 
 impl DataKind {
-    /// Keys that will be preloaded.
-    pub fn keys(self, s: &Sizes) -> usize {
-        match self {
-            DataKind::Hash => s.hash_pairs,
-            DataKind::Tree => s.btree_keys,
-        }
-    }
-
-    /// Pool bytes to reserve: generous, since pool files on /dev/shm are sparse.
-    pub fn pool_bytes(self, s: &Sizes) -> u64 {
-        let per_key: u64 = match self {
-            DataKind::Hash => 512,
-            DataKind::Tree => 256,
-        };
-        let bytes = (128u64 << 20) + per_key * 2 * self.keys(s) as u64;
+    /// Pool bytes to reserve for a run of `threads` workers for `seconds`: generous
+    /// for the data sets that stay about their preloaded size; for TPC-C (whose order
+    /// tables grow by every new-order) room for [`TPCC_MAX_RATE`] new-orders per
+    /// second per worker. Pool files are reserved with `posix_fallocate`, so this is
+    /// memory under /dev/shm while the measurement runs.
+    pub fn pool_bytes(self, s: &Sizes, threads: usize, seconds: f64) -> u64 {
+        let bytes = (128u64 << 20)
+            + match self {
+                DataKind::Hash => 512 * 2 * s.hash_pairs as u64,
+                DataKind::Tree => 256 * 2 * s.btree_keys as u64,
+                DataKind::Tpcc => {
+                    let orders = (TPCC_MAX_RATE * seconds.max(0.0)) as u64;
+                    super::tpcc::pool_bytes(s, threads, orders) / 4 * 5
+                }
+                DataKind::Tatp => super::tatp::pool_bytes(s) / 4 * 5,
+            };
         bytes.div_ceil(1 << 20) << 20
     }
 }
 
+/// New-orders per second and worker the TPC-C pool has room for (several times what
+/// one core of this machine reaches).
+pub const TPCC_MAX_RATE: f64 = 100_000.0;
+
 /// A preloaded data set shared by the workers of one measurement.
 pub trait DataSet: Send + Sync {
-    /// Run one transaction on `h`: a lookup, or an update if `update`. Returns the bytes
-    /// the program changed (0 for a lookup).
-    fn op(&self, h: &mut ThreadHandle, rng: &mut StdRng, update: bool) -> pisces::Result<u64>;
+    /// Run one transaction on `h` for worker thread `worker` (`0..threads`): a lookup,
+    /// or an update if `update`. Returns the bytes the program changed (0 for a
+    /// lookup).
+    fn op(
+        &self,
+        worker: usize,
+        h: &mut ThreadHandle,
+        rng: &mut StdRng,
+        update: bool,
+    ) -> pisces::Result<u64>;
 }
 
 /// The hash-table data set (see the module docs).
@@ -128,16 +158,19 @@ fn preload_keys(n: usize, seed: u64) -> Vec<u64> {
     keys
 }
 
-/// Build `kind` on `pool` with `sizes`, preloading in batches.
+/// Build `kind` on `pool` with `sizes` for `threads` workers, preloading in batches.
 pub fn build(
     pool: &Pool,
     kind: DataKind,
     sizes: &Sizes,
+    threads: usize,
     seed: u64,
 ) -> pisces::Result<Box<dyn DataSet>> {
     Ok(match kind {
         DataKind::Hash => Box::new(HashBench::build(pool, sizes, seed)?),
         DataKind::Tree => Box::new(TreeBench::build(pool, sizes, seed)?),
+        DataKind::Tpcc => Box::new(super::tpcc::TpccBench::build(pool, sizes, threads, seed)?),
+        DataKind::Tatp => Box::new(super::tatp::TatpBench::build(pool, sizes, threads, seed)?),
     })
 }
 
@@ -185,7 +218,13 @@ impl TreeBench {
 }
 
 impl DataSet for HashBench {
-    fn op(&self, h: &mut ThreadHandle, rng: &mut StdRng, update: bool) -> pisces::Result<u64> {
+    fn op(
+        &self,
+        _worker: usize,
+        h: &mut ThreadHandle,
+        rng: &mut StdRng,
+        update: bool,
+    ) -> pisces::Result<u64> {
         let k = rng.gen_range(0..self.key_space);
         let m = self.map;
         if update {
@@ -206,7 +245,13 @@ impl DataSet for HashBench {
 }
 
 impl DataSet for TreeBench {
-    fn op(&self, h: &mut ThreadHandle, rng: &mut StdRng, update: bool) -> pisces::Result<u64> {
+    fn op(
+        &self,
+        _worker: usize,
+        h: &mut ThreadHandle,
+        rng: &mut StdRng,
+        update: bool,
+    ) -> pisces::Result<u64> {
         let k = rng.gen_range(0..self.key_space);
         let t = self.tree;
         if update {
@@ -246,6 +291,7 @@ mod tests {
         hash_buckets: 64,
         hash_pairs: 500,
         btree_keys: 700,
+        ..Sizes::QUICK
     };
 
     #[test]
@@ -268,12 +314,12 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(3);
             let (mut ins, mut rem) = (0i64, 0i64);
             for _ in 0..400 {
-                match hb.op(&mut h, &mut rng, true).unwrap() {
+                match hb.op(0, &mut h, &mut rng, true).unwrap() {
                     72 => ins += 1,
                     8 => rem += 1,
                     other => panic!("{engine:?}: changed {other} bytes"),
                 }
-                assert_eq!(hb.op(&mut h, &mut rng, false).unwrap(), 0);
+                assert_eq!(hb.op(0, &mut h, &mut rng, false).unwrap(), 0);
             }
             drop(h);
             assert!(ins > 50 && rem > 50, "{engine:?}: {ins} {rem}");
@@ -301,12 +347,12 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(4);
             let mut seen = [0usize; 2];
             for _ in 0..300 {
-                match tb.op(&mut h, &mut rng, true).unwrap() {
+                match tb.op(0, &mut h, &mut rng, true).unwrap() {
                     8 => seen[0] += 1,
                     16 => seen[1] += 1,
                     other => panic!("changed {other} bytes"),
                 }
-                assert_eq!(tb.op(&mut h, &mut rng, false).unwrap(), 0);
+                assert_eq!(tb.op(0, &mut h, &mut rng, false).unwrap(), 0);
             }
             drop(h);
             assert!(seen[0] > 50 && seen[1] > 50, "{engine:?}: {seen:?}");
