@@ -157,8 +157,18 @@ fn create(a: &CreateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let l = *pool.heap().layout();
-    let sb = pool.heap().superblock();
+    let Some(heap) = pool.heap() else {
+        out(&format!(
+            "created {}: {} bytes, engine {} (libpmemobj's own pool format), {} thread slots\n",
+            a.path.display(),
+            a.size,
+            a.engine.name(),
+            a.threads
+        ));
+        return ExitCode::SUCCESS;
+    };
+    let l = *heap.layout();
+    let sb = heap.superblock();
     drop(pool);
     out(&format!(
         "created {}: {} bytes, engine {}, medium {}, {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}, run generation {}\n",

@@ -11,7 +11,7 @@
 use crate::engine::pisces::PiscesEngine;
 use crate::engine::undo::UndoEngine;
 use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
-use crate::heap::{FormatParams, Heap, ROOT_SLOT_OFFSET};
+use crate::heap::{FormatParams, Heap};
 use crate::medium::{self, Medium, MediumKind};
 use crate::tx::{run_on, Tx, TxStats};
 use crate::{Error, PPtr, Result};
@@ -83,7 +83,7 @@ impl Drop for PoolInner {
         // Thread states first (each writes back its batch), then anything left.
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.engine.quiesce();
-        let _ = self.engine.heap().medium().sync_all();
+        let _ = self.engine.sync();
     }
 }
 
@@ -114,7 +114,7 @@ impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("engine", &self.inner.engine.id())
-            .field("heap", self.inner.engine.heap())
+            .field("heap", &self.inner.engine.heap())
             .finish()
     }
 }
@@ -132,10 +132,14 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
             heap,
             cfg.engine_options,
         )?)),
-        EngineId::Mvcc | EngineId::Pmdk => Err(Error::InvalidConfig(format!(
+        EngineId::Mvcc => Err(Error::InvalidConfig(format!(
             "engine {} is not built yet",
             cfg.engine.name()
         ))),
+        EngineId::Pmdk => Err(Error::InvalidConfig(
+            "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path"
+                .into(),
+        )),
     }
 }
 
@@ -152,6 +156,9 @@ impl Pool {
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
     /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        if cfg.engine == EngineId::Pmdk {
+            return Self::from_engine(crate::engine::pmdk::start(path.as_ref(), &cfg, true)?, &cfg);
+        }
         let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
         Self::create_on(medium, cfg).inspect_err(|_| {
             let _ = std::fs::remove_file(path.as_ref());
@@ -176,6 +183,12 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        if cfg.engine == EngineId::Pmdk {
+            return Self::from_engine(
+                crate::engine::pmdk::start(path.as_ref(), &cfg, false)?,
+                &cfg,
+            );
+        }
         let medium = medium::open_file(path.as_ref(), cfg.medium)?;
         Self::open_on(medium, cfg)
     }
@@ -188,7 +201,7 @@ impl Pool {
     /// use pisces::{Config, Pool};
     /// let medium = Arc::new(DramMedium::anonymous(32 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium, Config::default()).unwrap();
-    /// assert_eq!(pool.heap().layout().max_threads, 8);
+    /// assert_eq!(pool.heap().unwrap().layout().max_threads, 8);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let heap = Heap::format(
@@ -228,6 +241,17 @@ impl Pool {
         let engine = start_engine(heap.clone(), cfg)?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
+        Self::from_engine(
+            engine,
+            &Config {
+                max_threads,
+                ..cfg.clone()
+            },
+        )
+    }
+
+    fn from_engine(engine: Box<dyn Engine>, cfg: &Config) -> Result<Pool> {
+        let max_threads = cfg.max_threads;
         Ok(Pool {
             inner: Arc::new(PoolInner {
                 engine,
@@ -238,15 +262,16 @@ impl Pool {
         })
     }
 
-    /// The heap (layout, medium, superblock) — for tools and engines.
+    /// The heap (layout, medium, superblock) — for tools and engines; `None` for the
+    /// `pmdk` engine, whose pool is libpmemobj's.
     ///
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
-    /// assert_eq!(pool.heap().superblock().pool_size, 32 << 20);
+    /// assert_eq!(pool.heap().unwrap().superblock().pool_size, 32 << 20);
     /// ```
-    pub fn heap(&self) -> &Arc<Heap> {
+    pub fn heap(&self) -> Option<&Arc<Heap>> {
         self.inner.engine.heap()
     }
 
@@ -362,7 +387,7 @@ impl Pool {
     /// assert!(pool.root::<u64>().is_err());          // another type is refused
     /// ```
     pub fn root<T: Pod>(&self) -> Result<PPtr<T>> {
-        let slot: PPtr<RootSlot> = PPtr::from_offset((ROOT_SLOT_OFFSET + 8) as u64);
+        let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
         let size = std::mem::size_of::<T>() as u64;
         self.run(|tx| {
             let r = *tx.read(slot)?;
@@ -407,7 +432,7 @@ impl Pool {
             th.quiesce();
         }
         self.inner.engine.quiesce();
-        self.heap().medium().sync_all()
+        self.inner.engine.sync()
     }
 }
 

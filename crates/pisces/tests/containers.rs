@@ -67,7 +67,7 @@ fn mem_pool((engine, opts): Setup, size: u64, threads: usize) -> Pool {
 fn allocated(pool: &Pool) -> BTreeSet<u64> {
     pool.sync().unwrap();
     let mut set = BTreeSet::new();
-    Allocator::for_each_allocated(pool.heap(), |b| {
+    Allocator::for_each_allocated(pool.heap().unwrap(), |b| {
         set.insert(b.payload());
     })
     .unwrap();

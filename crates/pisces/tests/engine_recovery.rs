@@ -60,7 +60,7 @@ fn tag_wrap_clears_header_words_of_long_ago_runs() {
     rewrite_generation(&path, 0xFFFE);
     poke(&path, x.offset() - 8, tag_of(0xFFFF) | 0x10);
     let pool = Pool::open(&path, small_cfg()).unwrap();
-    assert_eq!(pool.heap().generation(), 0xFFFF);
+    assert_eq!(pool.heap().unwrap().generation(), 0xFFFF);
     assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 5);
     pool.run(|tx| {
         *tx.write(x)? = 6;
@@ -79,7 +79,7 @@ fn reformatted_slab_has_no_lock_shaped_header_words() {
     let path = dir.path().join("reformat.pool");
     let next_generation = {
         let pool = Pool::create(&path, small_cfg()).unwrap();
-        let next = pool.heap().generation() + 1;
+        let next = pool.heap().unwrap().generation() + 1;
         let mut h = pool.handle().unwrap();
         // Objects of one class, every payload word shaped like a lock of the next run.
         let fake = tag_of(next) | 0x10;
@@ -93,7 +93,7 @@ fn reformatted_slab_has_no_lock_shaped_header_words() {
     };
     // Reopen: empty slabs return to the free state; a different class reuses them.
     let pool = Pool::open(&path, small_cfg()).unwrap();
-    assert_eq!(pool.heap().generation(), next_generation);
+    assert_eq!(pool.heap().unwrap().generation(), next_generation);
     let mut h = pool.handle().unwrap();
     for i in 0..3000u64 {
         let p = h.run(|tx| tx.alloc([i; 5])).unwrap();

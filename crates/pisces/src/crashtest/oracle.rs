@@ -19,7 +19,10 @@ use std::collections::BTreeSet;
 /// with that state.
 pub fn allocated(pool: &Pool) -> Result<BTreeSet<u64>, String> {
     let mut set = BTreeSet::new();
-    Allocator::for_each_allocated(pool.heap(), |b| {
+    let heap = pool
+        .heap()
+        .ok_or("the pool's engine has no pisces heap to check")?;
+    Allocator::for_each_allocated(heap, |b| {
         set.insert(b.payload());
     })
     .map_err(|e| format!("allocator state is not sound: {e}"))?;

@@ -16,6 +16,8 @@
 //! until commit.
 
 pub mod pisces;
+pub mod pmdk;
+mod two_phase;
 pub mod undo;
 
 use crate::heap::alloc::{Allocator, HEADER};
@@ -157,8 +159,18 @@ pub trait Engine: Send + Sync {
     fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>>;
     /// Finish deferred work (pending write-backs) so the pool can be closed.
     fn quiesce(&self);
-    /// The heap the engine works on.
-    fn heap(&self) -> &Arc<Heap>;
+    /// The heap the engine works on; `None` for an engine that brings its own pool
+    /// format (`pmdk`).
+    fn heap(&self) -> Option<&Arc<Heap>>;
+    /// Payload offset of the pool's 16-byte root slot (where the root object's offset
+    /// and size are kept).
+    fn root_slot(&self) -> u64 {
+        ROOT_SLOT_PAYLOAD
+    }
+    /// Make everything committed durable now (e.g. msync of a file medium).
+    fn sync(&self) -> Result<()> {
+        self.heap().map_or(Ok(()), |h| h.medium().sync_all())
+    }
 }
 
 /// One thread's transaction state. At most one transaction runs per thread at a time.

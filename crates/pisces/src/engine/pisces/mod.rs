@@ -107,7 +107,7 @@ impl Engine for PiscesEngine {
         self.sh.quiesce(usize::MAX, &mut cache);
         self.sh.alloc.drain(&mut cache);
     }
-    fn heap(&self) -> &Arc<Heap> {
-        &self.sh.heap
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
     }
 }

@@ -26,19 +26,15 @@
 //! block size). A torn entry fails its checksum and ends the parse; its in-place
 //! write never happened, because writes follow the entry's fence.
 
+use crate::engine::two_phase::{HeldLocks, Mode};
 use crate::engine::{Engine, EngineId, EngineThread};
-use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
 use crate::{Error, Result};
-use std::cell::RefCell;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::Arc;
 
-const EXCLUSIVE: u64 = 1 << 47;
-const LOW_MASK: u64 = (1 << 47) - 1;
-const TAG_MASK: u64 = !((1 << 48) - 1);
 const ENTRY_HDR: usize = 32;
 const ENTRIES_OFFSET: usize = 64;
 const K_DATA: u32 = 1;
@@ -203,10 +199,9 @@ impl Engine for UndoEngine {
             sh: self.sh.clone(),
             area: l.log_offset(slot),
             area_len: l.log_bytes_per_thread,
-            slot,
             seq: self.sh.seqs[slot],
             active: false,
-            locks: RefCell::new(FastMap::default()),
+            locks: HeldLocks::new(self.sh.tag, slot),
             log_pos: ENTRIES_OFFSET,
             undo: Vec::new(),
             written: Vec::new(),
@@ -216,27 +211,20 @@ impl Engine for UndoEngine {
         }))
     }
     fn quiesce(&self) {}
-    fn heap(&self) -> &Arc<Heap> {
-        &self.sh.heap
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Shared,
-    Exclusive,
 }
 
 struct UndoThread {
     sh: Arc<Shared>,
     area: usize,
     area_len: usize,
-    slot: usize,
     /// Sequence number of the running (or last) transaction.
     seq: u64,
     active: bool,
-    /// Locks held, by header offset (interior mutability: `read` takes `&self`).
-    locks: RefCell<FastMap<u64, Mode>>,
+    /// Locks held, by header offset.
+    locks: HeldLocks,
     log_pos: usize,
     /// Old contents (DRAM copy of the undo entries), for abort.
     undo: Vec<(u64, Vec<u8>)>,
@@ -257,55 +245,15 @@ impl UndoThread {
         crate::engine::locate_object(&self.sh.alloc, off, len)
     }
 
-    fn is_ours(&self, h: u64) -> bool {
-        h & TAG_MASK == self.sh.tag
-    }
-
-    /// Take `mode` on the lock at `header` (or upgrade shared to exclusive).
     fn lock(&self, header: u64, mode: Mode) -> Result<()> {
-        let held = self.locks.borrow().get(&header).copied();
-        if held == Some(Mode::Exclusive) || (held == Some(Mode::Shared) && mode == Mode::Shared) {
-            return Ok(());
-        }
-        let hw = self.sh.heap.atomic_u64(header as usize);
-        let tag = self.sh.tag;
-        let h = hw.load(Acquire);
-        let cur = if self.is_ours(h) { h & !TAG_MASK } else { 0 };
-        let next = match (mode, held) {
-            (Mode::Shared, _) if cur & EXCLUSIVE == 0 => tag | (cur + 1),
-            (Mode::Exclusive, None) if cur == 0 => tag | EXCLUSIVE | self.slot as u64,
-            // Upgrade: we are the only reader.
-            (Mode::Exclusive, Some(Mode::Shared)) if cur == 1 => tag | EXCLUSIVE | self.slot as u64,
-            _ => return Err(Error::Conflict),
-        };
-        // AcqRel: Acquire orders our reads of the object after the previous holder's
-        // release (its in-place writes); Release is not needed here but harmless.
-        hw.compare_exchange(h, next, AcqRel, Acquire)
-            .map_err(|_| Error::Conflict)?;
-        self.locks.borrow_mut().insert(header, mode);
-        Ok(())
+        let word = self.sh.heap.atomic_u64(header as usize);
+        self.locks.lock(header, word, mode)
     }
 
     fn release_locks(&self) {
         let heap = &self.sh.heap;
-        for (header, mode) in self.locks.borrow_mut().drain() {
-            let hw = heap.atomic_u64(header as usize);
-            match mode {
-                // Release: our in-place writes happen before the next holder's reads.
-                Mode::Exclusive => hw.store(0, Release),
-                Mode::Shared => {
-                    let mut h = hw.load(Acquire);
-                    loop {
-                        let n = (h & !TAG_MASK).saturating_sub(1) & LOW_MASK;
-                        let next = if n == 0 { 0 } else { self.sh.tag | n };
-                        match hw.compare_exchange_weak(h, next, AcqRel, Acquire) {
-                            Ok(_) => break,
-                            Err(x) => h = x,
-                        }
-                    }
-                }
-            }
-        }
+        self.locks
+            .release_all(|header| heap.atomic_u64(header as usize));
     }
 
     fn append(&mut self, kind: u32, off: u64, len: u64, data: &[u8]) -> Result<()> {
@@ -379,7 +327,7 @@ impl EngineThread for UndoThread {
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         let (header, plen) = self.validate(off, len)?;
-        let first = self.locks.borrow().get(&header) != Some(&Mode::Exclusive);
+        let first = self.locks.mode(header) != Some(Mode::Exclusive);
         self.lock(header, Mode::Exclusive)?;
         let fresh = self.allocs.iter().any(|b| b.offset == header);
         if first && !fresh {

@@ -1,0 +1,70 @@
+//! The `pmdk` peer: PMDK's libpmemobj behind the engine trait, as its users run it.
+//!
+//! libpmemobj gives durability (undo-log transactions, its own pool file and
+//! allocator) but no isolation: its users add locks. This engine does what such a user
+//! would, with the same two-phase locking as the `undo` baseline, so that the peer is
+//! measured on the same programs, containers and workloads as our engines:
+//!
+//! * **Pool.** `pmemobj_create` / `pmemobj_open` (layout `pisces-pmdk`); PMDK's
+//!   recovery runs inside `pmemobj_open`. Object offsets (`PPtr`) are offsets in
+//!   PMDK's pool, so a pointer is `pool base + offset`. Every object carries a 16-byte
+//!   header before its payload whose first word is the payload length; the root slot
+//!   lives in PMDK's root object.
+//! * **Validation.** A pointer from the user is checked against a DRAM bitmap of
+//!   object payload starts (one bit per 8 bytes, rebuilt at open by walking PMDK's
+//!   object list), so a bad `PPtr` is an error, never a wild access. Bits are set when
+//!   an object is allocated and cleared when its free commits — always while holding
+//!   its lock, and for a free *before* PMDK can hand the block out again.
+//! * **Isolation.** Strict two-phase locking with no-wait (see
+//!   [`crate::engine::two_phase`]) on a DRAM table of striped reader-writer locks keyed
+//!   by object offset. The locks are not in the objects: PMDK zeroes a reused block,
+//!   which would wipe a lock a stale reader still holds. A lock taken on a pointer is
+//!   re-validated afterwards, since the object may have been freed in between.
+//! * **Durability.** A PMDK transaction is opened lazily by the first write, alloc or
+//!   free (read-only transactions never enter libpmemobj): `pmemobj_tx_xadd_range_direct`
+//!   snapshots the whole object before its first write (as the `undo` baseline does),
+//!   allocations and frees go through `pmemobj_tx_xalloc` / `pmemobj_tx_xfree`, and
+//!   commit is `pmemobj_tx_commit` + `pmemobj_tx_end`. The `NO_ABORT` flags keep a
+//!   failing call from aborting behind our back; abort is `pmemobj_tx_abort`.
+//! * **Threads.** A PMDK transaction belongs to the OS thread that began it: a
+//!   transaction moved to another thread, or a second one begun on the same thread
+//!   (nesting across pools or handles), is refused with an error.
+//! * **Medium.** Like with like (DESIGN.md): on the emulated-DRAM medium kind the
+//!   library runs with `PMEM_IS_PMEM_FORCE=1` (flushes with clwb/clflushopt, no msync);
+//!   on the file kind without it (msync). libpmemobj reads that variable once per
+//!   process, so the first pool opened decides and a later pool of the other kind is
+//!   refused. It has no hook for emulated latency or bandwidth: those are refused too,
+//!   and its flushes are not visible to our counters.
+//!
+//! The engine exists only with the `pmdk` cargo feature (it links `libpmemobj`, Debian
+//! package `libpmemobj-dev`); without it, opening a `pmdk` pool says how to get it.
+
+#[cfg(feature = "pmdk")]
+mod engine;
+#[cfg(feature = "pmdk")]
+mod ffi;
+#[cfg(feature = "pmdk")]
+mod objects;
+
+use crate::engine::Engine;
+use crate::{Config, Result};
+use std::path::Path;
+
+/// Create (`create`) or open the PMDK pool at `path` and start the engine on it.
+#[cfg(feature = "pmdk")]
+pub(crate) fn start(path: &Path, cfg: &Config, create: bool) -> Result<Box<dyn Engine>> {
+    Ok(Box::new(engine::PmdkEngine::start(path, cfg, create)?))
+}
+
+/// Without the `pmdk` feature there is no libpmemobj to run.
+#[cfg(not(feature = "pmdk"))]
+pub(crate) fn start(_path: &Path, _cfg: &Config, _create: bool) -> Result<Box<dyn Engine>> {
+    Err(crate::Error::InvalidConfig(
+        "this build has no PMDK engine: build with `--features pmdk` \
+         (needs libpmemobj, Debian package libpmemobj-dev)"
+            .into(),
+    ))
+}
+
+/// True if this build has the PMDK engine.
+pub const AVAILABLE: bool = cfg!(feature = "pmdk");

@@ -1,0 +1,141 @@
+//! Reader-writer lock words for the two-phase-locking engines (`undo`, `pmdk`).
+//!
+//! A lock word is `tag | EXCLUSIVE | owner` (one writer) or `tag | n` (`n` readers), or
+//! anything whose tag is not the current run's, which reads as free: so locks left in
+//! persistent memory by a crash need no clean-up (the tag is the run generation, as in
+//! Pisces; an engine that clears its lock words at open passes tag 0).
+//!
+//! [`HeldLocks`] is one thread's set of held locks. Locks are taken on first access and
+//! held until [`HeldLocks::release_all`] at commit or abort (strict 2PL). A lock that
+//! cannot be taken at once fails with [`Error::Conflict`] (no-wait: no deadlock can
+//! form); `run` retries after a randomized back-off. So readers do wait for writers —
+//! that is what the baselines built on this are for.
+
+use crate::fasthash::FastMap;
+use crate::{Error, Result};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+
+const EXCLUSIVE: u64 = 1 << 47;
+const LOW_MASK: u64 = (1 << 47) - 1;
+const TAG_MASK: u64 = !((1 << 48) - 1);
+
+/// How a lock is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Shared,
+    Exclusive,
+}
+
+/// The locks one thread holds, keyed by the lock word's offset.
+pub(crate) struct HeldLocks {
+    tag: u64,
+    owner: u64,
+    /// Interior mutability: engines lock from `read(&self)`.
+    held: RefCell<FastMap<u64, Mode>>,
+}
+
+impl HeldLocks {
+    /// Locks of thread `owner` in the run whose lock words carry `tag`.
+    pub(crate) fn new(tag: u64, owner: usize) -> Self {
+        HeldLocks {
+            tag,
+            owner: owner as u64 & LOW_MASK,
+            held: RefCell::new(FastMap::default()),
+        }
+    }
+
+    /// How this thread holds the lock at `key`, if it does.
+    pub(crate) fn mode(&self, key: u64) -> Option<Mode> {
+        self.held.borrow().get(&key).copied()
+    }
+
+    /// True if another thread holds the lock word `word` (at `key`) exclusively.
+    pub(crate) fn held_by_another(&self, key: u64, word: &AtomicU64) -> bool {
+        let h = word.load(Acquire);
+        self.mode(key).is_none() && h & TAG_MASK == self.tag && h & EXCLUSIVE != 0
+    }
+
+    /// Take `mode` on the lock word `word` (at `key`), or upgrade shared to exclusive
+    /// when this thread is the only reader. `Err(Conflict)` if another thread holds it.
+    pub(crate) fn lock(&self, key: u64, word: &AtomicU64, mode: Mode) -> Result<()> {
+        let held = self.mode(key);
+        if held == Some(Mode::Exclusive) || (held == Some(Mode::Shared) && mode == Mode::Shared) {
+            return Ok(());
+        }
+        let tag = self.tag;
+        let h = word.load(Acquire);
+        let cur = if h & TAG_MASK == tag {
+            h & !TAG_MASK
+        } else {
+            0
+        };
+        let next = match (mode, held) {
+            (Mode::Shared, _) if cur & EXCLUSIVE == 0 => tag | (cur + 1),
+            (Mode::Exclusive, None) if cur == 0 => tag | EXCLUSIVE | self.owner,
+            (Mode::Exclusive, Some(Mode::Shared)) if cur == 1 => tag | EXCLUSIVE | self.owner,
+            _ => return Err(Error::Conflict),
+        };
+        // Acquire (on success) orders our reads of the object after the previous
+        // holder's release, i.e. after its in-place writes.
+        word.compare_exchange(h, next, AcqRel, Acquire)
+            .map_err(|_| Error::Conflict)?;
+        self.held.borrow_mut().insert(key, mode);
+        Ok(())
+    }
+
+    /// Release every held lock; `word_of(key)` gives the lock word at `key`.
+    pub(crate) fn release_all<'a>(&self, word_of: impl Fn(u64) -> &'a AtomicU64) {
+        for (key, mode) in self.held.borrow_mut().drain() {
+            let word = word_of(key);
+            match mode {
+                // Release: our in-place writes happen before the next holder's reads.
+                Mode::Exclusive => word.store(0, Release),
+                Mode::Shared => {
+                    let mut h = word.load(Acquire);
+                    loop {
+                        let n = (h & !TAG_MASK).saturating_sub(1) & LOW_MASK;
+                        let next = if n == 0 { 0 } else { self.tag | n };
+                        // Release: our reads of the object happen before a writer
+                        // that takes the lock next changes it.
+                        match word.compare_exchange_weak(h, next, AcqRel, Acquire) {
+                            Ok(_) => break,
+                            Err(x) => h = x,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_share_writers_exclude_and_foreign_tags_read_as_free() {
+        let tag = 3 << 48;
+        let w = AtomicU64::new(0);
+        let (a, b) = (HeldLocks::new(tag, 1), HeldLocks::new(tag, 2));
+        a.lock(8, &w, Mode::Shared).unwrap();
+        b.lock(8, &w, Mode::Shared).unwrap();
+        assert!(matches!(
+            a.lock(8, &w, Mode::Exclusive),
+            Err(Error::Conflict)
+        ));
+        b.release_all(|_| &w);
+        a.lock(8, &w, Mode::Exclusive).unwrap(); // upgrade: the only reader
+        assert!(matches!(b.lock(8, &w, Mode::Shared), Err(Error::Conflict)));
+        assert!(b.held_by_another(8, &w) && !a.held_by_another(8, &w));
+        a.release_all(|_| &w);
+        assert_eq!(w.load(Acquire), 0);
+        // A lock word left by an earlier run (another tag) is free.
+        w.store((7 << 48) | EXCLUSIVE | 5, Release);
+        b.lock(8, &w, Mode::Exclusive).unwrap();
+        assert_eq!(b.mode(8), Some(Mode::Exclusive));
+        b.release_all(|_| &w);
+        assert_eq!(b.mode(8), None);
+    }
+}
