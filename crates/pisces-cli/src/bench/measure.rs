@@ -363,6 +363,48 @@ mod tests {
     }
 
     #[test]
+    fn tpcc_and_tatp_latencies_go_to_their_columns() {
+        let sizes = Sizes {
+            tpcc_items: 1000,
+            tpcc_customers: 30,
+            tatp_subscribers: 2000,
+            ..TINY
+        };
+        let o = measure(
+            &spec(EngineId::Pisces, DataKind::Tpcc, 2, 100),
+            &sizes,
+            0.3,
+            1,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        // Every new-order is an update; rolled-back ones count as completed.
+        assert!(o.commits > 100 && o.ro.is_empty(), "{}", o.commits);
+        assert_eq!(o.upd.len(), o.commits);
+        assert!(
+            o.user_aborts < o.commits / 20,
+            "{} of {}",
+            o.user_aborts,
+            o.commits
+        );
+        assert!(
+            o.changed_bytes >= (o.commits - o.user_aborts) * super::super::tpcc::changed_bytes(5)
+        );
+        let o = measure(
+            &spec(EngineId::Undo, DataKind::Tatp, 2, 20),
+            &sizes,
+            0.3,
+            2,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(o.user_aborts, 0);
+        assert_eq!(o.ro.len() + o.upd.len(), o.commits);
+        // 80 % read-only.
+        assert!(o.ro.len() > 3 * o.upd.len() && o.ro.len() < 5 * o.upd.len());
+    }
+
+    #[test]
     fn a_failed_measurement_removes_its_pool_too() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.pool");

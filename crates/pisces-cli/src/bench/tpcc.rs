@@ -18,11 +18,14 @@
 //! | order_line   | `w, d, o, ol`                | 5..=15 per order                      |
 //!
 //! **Scale.** The specification has 100 000 items and 3 000 customers (and 3 000
-//! initial orders) per district. `--full` keeps the 100 000 items but has 1 000
-//! customers and initial orders per district; `--quick` (and `--workloads tpcc`
-//! without `--full`) has 10 000 items and 300 customers per district (so the preload
-//! of a warehouse takes about a second, not a minute). `--tpcc-items` and
-//! `--tpcc-customers` override them. Row layouts keep the specification's fields with
+//! initial orders) per district; `--full` has those. `--quick` (and `--workloads
+//! tpcc` without `--full`) is scaled down to 10 000 items and 300 customers and
+//! initial orders per district (a preload of well under a second instead of about
+//! three). `--tpcc-items` and `--tpcc-customers` override them. The order tables grow
+//! by every new-order (there is no delivery transaction), so the pool is sized for
+//! [`TPCC_MAX_RATE`](super::workload::TPCC_MAX_RATE) new-orders per second and worker
+//! for the measurement's duration; a faster run fills it and fails with a message
+//! saying so. Row layouts keep the specification's fields with
 //! shortened text columns (customer data 256 bytes instead of up to 500); money is in
 //! cents and rates in basis points (integers).
 //!
@@ -299,22 +302,26 @@ pub fn changed_bytes(ol_cnt: usize) -> u64 {
         + ol_cnt * (16 + size_of::<OrderLine>() + entry)) as u64
 }
 
+/// Bytes of an allocated row of type `R` (its size class, header included) plus its
+/// index entry (a 16-byte key and pointer in leaves that are about half full).
+fn row_bytes<R>() -> u64 {
+    let b = size_of::<R>() as u64 + 8;
+    let step = (b.next_power_of_two() / 8).max(16);
+    b.next_multiple_of(step) + 40
+}
+
 /// Bytes to reserve for the tables of `warehouses` warehouses at `sizes`, with room
-/// for `new_orders` new-orders per warehouse during the run. Rows cost their size
-/// class plus a header; index entries about 48 bytes (half-full 512-byte leaves).
+/// for `new_orders` new-orders per warehouse during the run (at their most: 15 lines).
 pub fn pool_bytes(sizes: &Sizes, warehouses: usize, new_orders: u64) -> u64 {
-    fn row<R>() -> u64 {
-        (size_of::<R>() as u64 + 8).next_multiple_of(64) + 48
-    }
     let w = warehouses as u64;
     let items = sizes.tpcc_items as u64;
     let cust = u64::from(DISTRICTS) * sizes.tpcc_customers as u64;
-    let order = row::<Order>() + row::<NewOrder>() + 15 * row::<OrderLine>();
-    items * row::<Item>()
-        + w * (row::<Warehouse>()
-            + u64::from(DISTRICTS) * row::<District>()
-            + items * row::<Stock>()
-            + cust * row::<Customer>()
+    let order = row_bytes::<Order>() + row_bytes::<NewOrder>() + 15 * row_bytes::<OrderLine>();
+    items * row_bytes::<Item>()
+        + w * (row_bytes::<Warehouse>()
+            + u64::from(DISTRICTS) * row_bytes::<District>()
+            + items * row_bytes::<Stock>()
+            + cust * row_bytes::<Customer>()
             + (cust + new_orders) * order)
 }
 
@@ -727,6 +734,12 @@ impl TpccBench {
                 Ok(Some(bytes))
             }
             Err(Error::UserAbort(_)) => Ok(None),
+            Err(Error::OutOfSpace { requested }) => Err(Error::InvalidConfig(format!(
+                "tpcc: the pool is full (an allocation of {requested} bytes failed): the \
+                 order tables outgrew the room reserved for {} new-orders per second and \
+                 thread; use fewer --seconds",
+                super::workload::TPCC_MAX_RATE
+            ))),
             Err(e) => Err(e),
         }
     }

@@ -112,9 +112,10 @@ impl DataKind {
     }
 }
 
-/// New-orders per second and worker the TPC-C pool has room for (several times what
-/// one core of this machine reaches).
-pub const TPCC_MAX_RATE: f64 = 100_000.0;
+/// New-orders per second and worker the TPC-C pool has room for (twice what one core
+/// of this machine reaches with the volatile engine, about 40 000; each costs about
+/// 1.5 KB of pool, so a 10-second measurement reserves about 1 GB per worker).
+pub const TPCC_MAX_RATE: f64 = 80_000.0;
 
 /// A preloaded data set shared by the workers of one measurement.
 pub trait DataSet: Send + Sync {
