@@ -12,7 +12,7 @@
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
-//! here, as in TPC-C's throughput metric: they count in the throughput and in the
+//! here (a choice, see the `tpcc` module): they count in the throughput and in the
 //! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
 //! workload has them (any other failed transaction fails the measurement).
 

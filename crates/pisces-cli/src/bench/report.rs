@@ -418,7 +418,7 @@ pub fn throughput_tables(res: &Results) -> String {
             let _ = writeln!(
                 s,
                 "tpcc: {} of the new-orders rolled back on the invalid item (median over \
-                 measurements; TPC-C's 1 %), counted as completed transactions as in tpmC",
+                 measurements; TPC-C's 1 %), counted as completed transactions",
                 pct(median(rates))
             );
         }
