@@ -8,6 +8,7 @@
 //! `Config::max_threads` of them; they are never destroyed while the pool is open,
 //! and a parked state's pending write-backs are helped out by other threads.
 
+use crate::engine::mvcc::MvccEngine;
 use crate::engine::pisces::PiscesEngine;
 use crate::engine::undo::UndoEngine;
 use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
@@ -132,10 +133,7 @@ fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
             heap,
             cfg.engine_options,
         )?)),
-        EngineId::Mvcc => Err(Error::InvalidConfig(format!(
-            "engine {} is not built yet",
-            cfg.engine.name()
-        ))),
+        EngineId::Mvcc => Ok(Box::new(MvccEngine::open(heap)?)),
         EngineId::Pmdk => Err(Error::InvalidConfig(
             "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path"
                 .into(),

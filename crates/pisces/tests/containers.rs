@@ -31,7 +31,7 @@ const PISCES: Setup = (
 
 /// The engines (and Pisces option sets) the behavioural tests run on: the containers
 /// use only the transaction API, so they must work on each.
-fn setups() -> [Setup; 4] {
+fn setups() -> [Setup; 5] {
     [
         PISCES,
         (
@@ -42,6 +42,7 @@ fn setups() -> [Setup; 4] {
             },
         ),
         (EngineId::Undo, EngineOptions::default()),
+        (EngineId::Mvcc, EngineOptions::default()),
         (EngineId::Volatile, EngineOptions::default()),
     ]
 }

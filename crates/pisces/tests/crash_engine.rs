@@ -148,6 +148,20 @@ fn crashes_during_log_recycling_and_wrap() {
 /// and random fences of 2-thread runs.
 #[test]
 fn undo_engine_every_fence_and_random() {
+    baseline_every_fence_and_random(pisces::EngineId::Undo);
+}
+
+/// The `mvcc` strawman on the same workloads and oracles: every fence of short runs
+/// (the log fence and the home fence of each commit, log recycling), and random
+/// fences of 2-thread runs.
+#[test]
+fn mvcc_engine_every_fence_and_random() {
+    baseline_every_fence_and_random(pisces::EngineId::Mvcc);
+}
+
+/// Every library crash workload on `engine` (its default options): a 1-thread run
+/// crashed at every fence, a 2-thread run at 300 random fences.
+fn baseline_every_fence_and_random(engine: pisces::EngineId) {
     use pisces::crashtest::{self, Mode, Settings};
     for (threads, mode, ops) in [
         (1, Mode::Exhaustive, 20),
@@ -155,7 +169,7 @@ fn undo_engine_every_fence_and_random() {
     ] {
         for w in crashtest::workloads() {
             let settings = Settings {
-                engine: pisces::EngineId::Undo,
+                engine,
                 threads,
                 ops,
                 mode,
@@ -164,7 +178,8 @@ fn undo_engine_every_fence_and_random() {
             };
             let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
             eprintln!(
-                "undo {} threads {threads}: crash states: {} checked, {} violations",
+                "{} {} threads {threads}: crash states: {} checked, {} violations",
+                engine.name(),
                 w.name(),
                 r.states,
                 r.violation_count

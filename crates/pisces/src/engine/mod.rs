@@ -15,6 +15,7 @@
 //! writes of `len` bytes under the same rule, to memory no other thread reads or writes
 //! until commit.
 
+pub mod mvcc;
 pub mod pisces;
 pub mod pmdk;
 mod two_phase;

@@ -39,6 +39,7 @@ pub fn all_engines() -> Vec<(pisces::EngineId, EngineOptions)> {
         .map(|o| (pisces::EngineId::Pisces, o))
         .collect();
     v.push((pisces::EngineId::Undo, EngineOptions::default()));
+    v.push((pisces::EngineId::Mvcc, EngineOptions::default()));
     v.push((pisces::EngineId::Volatile, EngineOptions::default()));
     v
 }

@@ -51,6 +51,15 @@ impl Clock {
     pub fn now(&self) -> u64 {
         self.ts.load(Acquire)
     }
+    /// Advance the clock by one and return the new value, which no other caller gets
+    /// (the `mvcc` baseline's commit timestamps; Pisces commits through
+    /// [`TxRecord::commit`]). Release: a thread whose [`Clock::now`] returns this value
+    /// or a later one (later increments are RMWs, so they continue the release
+    /// sequence) sees everything the caller did before, e.g. the locks it holds.
+    #[inline]
+    pub fn tick(&self) -> u64 {
+        self.ts.fetch_add(1, AcqRel) + 1
+    }
 }
 
 /// Per-slot published start timestamp.

@@ -1,0 +1,126 @@
+//! Pool-wide state of the `mvcc` engine: the clock, the thread slots, the index, and
+//! the two scans over the slots (oldest running snapshot; log-recycling watermark).
+//!
+//! # Slots
+//! Each thread slot has, in DRAM and cache-padded ([`Slot`]):
+//! * its published start timestamp, [`SlotClock`] — the same loom-checked protocol as
+//!   Pisces (`STARTING`, SeqCst fence, clock load), so a scan after a fence never misses
+//!   a transaction whose start timestamp is below the scanner's last clock increment;
+//! * `committing`: a lower bound of the commit timestamp of this slot's log record that
+//!   is not yet durably written home (`u64::MAX`: none), for the watermark.
+//!
+//! # Log recycling
+//! The redo log and its recovery are Pisces' ([`crate::engine::pisces::log`],
+//! [`crate::engine::pisces::recovery`]): records carry the commit timestamp as their
+//! persistTS and recovery replays them in that order. A thread may drop a record only
+//! when every record with a smaller timestamp, in every thread's log, is durably home —
+//! else recovery could replay an older record over a newer value whose record is gone.
+//! So, as in Pisces (P-2), a thread persists the watermark W = "every record below W is
+//! home" before dropping its records below W; recovery ignores records below W.
+
+use super::index::Index;
+use crate::engine::pisces::protocol::{Clock, SlotClock};
+use crate::engine::pisces::shared::WATERMARK_OFFSET;
+use crate::heap::alloc::Allocator;
+use crate::heap::Heap;
+use crate::sync::fence;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
+use std::sync::Arc;
+
+/// One thread slot.
+pub struct Slot {
+    /// Published start timestamp.
+    pub clock: SlotClock,
+    /// Commit timestamp of a record not yet durably home (0 while it is being taken;
+    /// `u64::MAX`: none).
+    pub committing: AtomicU64,
+}
+
+/// Pool-wide engine state.
+pub struct Shared {
+    /// The pool.
+    pub heap: Arc<Heap>,
+    /// The allocator.
+    pub alloc: Arc<Allocator>,
+    /// The global clock: start and commit timestamps.
+    pub clock: Clock,
+    /// Thread slots.
+    pub slots: Vec<CachePadded<Slot>>,
+    /// Object → version chain.
+    pub index: Index,
+    /// Next log sequence number of each slot after recovery.
+    pub next_seq: Vec<u64>,
+}
+
+impl Shared {
+    /// Build the shared state (after recovery).
+    pub fn new(
+        heap: Arc<Heap>,
+        alloc: Arc<Allocator>,
+        clock_start: u64,
+        next_seq: Vec<u64>,
+    ) -> Shared {
+        let n = heap.layout().max_threads;
+        Shared {
+            heap,
+            alloc,
+            clock: Clock::new(clock_start),
+            slots: (0..n)
+                .map(|_| {
+                    CachePadded::new(Slot {
+                        clock: SlotClock::default(),
+                        committing: AtomicU64::new(u64::MAX),
+                    })
+                })
+                .collect(),
+            index: Index::default(),
+            next_seq,
+        }
+    }
+
+    /// A lower bound of the start timestamp of every running transaction, at most
+    /// `bound`, valid for all later ones too *if* `bound` is a timestamp this thread
+    /// obtained from the clock before the call (its commit timestamp, or the one of an
+    /// earlier commit): every transaction then either shows up in the scan, or read the
+    /// clock after our increment, so its start is at least `bound`.
+    ///
+    /// Race closed: the fence pairs with the one in [`SlotClock::start`] (store
+    /// `STARTING`, fence, read the clock): if our scan misses a starting transaction's
+    /// store, our fence precedes its fence, so its clock load sees our increment.
+    pub fn oldest_active(&self, bound: u64) -> u64 {
+        fence(SeqCst);
+        self.slots
+            .iter()
+            .map(|s| s.clock.load())
+            .fold(bound, u64::min)
+    }
+
+    /// The watermark candidate: no record with a smaller commit timestamp is still
+    /// on its way home. Records with a timestamp up to the clock's value count (a
+    /// commit timestamp *is* a clock value), so a thread's last record can be dropped
+    /// even if no other thread commits after it.
+    ///
+    /// Race closed: a committer stores `committing = 0`, fences, then increments the
+    /// clock. If our clock load sees that increment (or a later one), the committer's
+    /// fence precedes ours, so our slot scan sees its guard (0, its timestamp, or
+    /// `u64::MAX` stored after its record is home); if not, its timestamp is above our
+    /// clock value and so not below the watermark.
+    pub fn watermark(&self) -> u64 {
+        let now = self.clock.now();
+        fence(SeqCst);
+        self.slots
+            .iter()
+            .map(|s| s.committing.load(Acquire))
+            .fold(now + 1, u64::min)
+    }
+
+    /// Raise the persistent watermark to at least `w` and make it durable.
+    pub fn persist_watermark(&self, w: u64) {
+        // AcqRel: the flush that follows reads the line, which then holds our value or a
+        // larger one; nothing else is ordered by this RMW.
+        self.heap.atomic_u64(WATERMARK_OFFSET).fetch_max(w, AcqRel);
+        self.heap.persist(WATERMARK_OFFSET, 8);
+    }
+}

@@ -1,0 +1,486 @@
+//! One thread's `mvcc` transactions: snapshot reads through the index, writes into
+//! private copies, and the strawman's commit.
+//!
+//! # Transaction
+//! * **Start**: publish the start timestamp S (the slot clock; see `shared`).
+//! * **Read**: the transaction's own copy if it wrote the object; otherwise look the
+//!   object up in the index, *wait while a committer holds its lock*, then walk its
+//!   chain to the newest version with `ts ≤ S`. The pointer stays valid until the
+//!   transaction ends: versions are immutable and reclaimed only below the oldest
+//!   running snapshot (`version`).
+//! * **Write**: the first write copies the snapshot version into a private copy (an
+//!   unpublished [`Version`]); later reads and writes use it.
+//! * **Alloc / free**: a reserved block gets a zeroed private copy; a free is recorded
+//!   and takes effect at commit. Blocks allocated and freed in one transaction are
+//!   handed back unpublished.
+//!
+//! # Commit (the paper's §2.2 strawman, in this order)
+//! 1. Encode the redo record: whole objects (`RANGE`), `ALLOC` / `FREE` entries; make
+//!    room for it in the log (before any lock, so no lock is held while waiting).
+//! 2. Lock every written or freed object (no wait: a taken lock is a conflict).
+//! 3. Write-write check: if an object's last commit timestamp is above S, abort.
+//! 4. Take the commit timestamp C (clock increment), announced in `committing`.
+//! 5. Persist the record with C as its persistTS: flush, **fence** (durability point).
+//! 6. Publish the private copies as versions with timestamp C; truncate each chain
+//!    below the oldest running snapshot.
+//! 7. Write the objects home, publish allocator changes, flush, **fence**.
+//! 8. Release the locks (readers that waited go on), clear `committing`.
+//!
+//! 9. If it freed objects: wait until no snapshot older than C runs, then make the
+//!    blocks reusable (no lock held, outside the transaction).
+//! Read-only transactions do no persistence work.
+
+use super::shared::Shared;
+use super::version::{Entry, Version};
+use crate::engine::pisces::log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::pisces::protocol::wait_for_readers;
+use crate::engine::{locate_object, EngineThread};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::ROOT_SLOT_OFFSET;
+use crate::medium::counters;
+use crate::{Error, Result};
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::Arc;
+
+/// What the transaction does to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// An existing object written.
+    Written,
+    /// A block allocated by this transaction.
+    Fresh(Block),
+    /// An existing object freed (perhaps written too).
+    Freed(Block),
+    /// Allocated and freed again by this transaction.
+    FreshFreed(Block),
+}
+
+/// One object of the write set.
+struct WriteEntry {
+    /// Payload offset.
+    off: u64,
+    /// Payload bytes (a multiple of 8).
+    len: usize,
+    /// Private copy (null for an object freed without being written).
+    copy: *mut Version,
+    kind: Kind,
+    /// The object's index entry, once locked at commit.
+    entry: *const Entry,
+}
+
+/// A thread's `mvcc` state.
+pub struct MvccThread {
+    sh: Arc<Shared>,
+    slot: usize,
+    cache: ThreadCache,
+    log: LogWriter,
+    record: RecordBuilder,
+    active: bool,
+    start_ts: u64,
+    writes: Vec<WriteEntry>,
+    /// Payload offset → index in `writes`.
+    by_off: FastMap<u64, usize>,
+    /// Blocks freed by the committing transaction (reused buffer).
+    frees: Vec<Block>,
+    /// Highest log sequence number written home.
+    wb_seq: u64,
+    durable_watermark: u64,
+}
+
+// SAFETY: the raw pointers in `writes` are private copies owned by this struct and
+// index entries owned by `sh`; the state moves between threads only between
+// transactions (the API checks a state out to one thread at a time).
+unsafe impl Send for MvccThread {}
+
+impl MvccThread {
+    /// State for `slot`; only one may exist per slot.
+    pub fn new(sh: Arc<Shared>, slot: usize) -> MvccThread {
+        let l = sh.heap.layout();
+        let log = LogWriter::new(
+            l.log_offset(slot),
+            l.log_bytes_per_thread,
+            sh.next_seq[slot],
+        );
+        MvccThread {
+            sh,
+            slot,
+            cache: ThreadCache::default(),
+            log,
+            record: RecordBuilder::default(),
+            active: false,
+            start_ts: 0,
+            writes: Vec::new(),
+            by_off: FastMap::default(),
+            frees: Vec::new(),
+            wb_seq: 0,
+            durable_watermark: 0,
+        }
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if !self.active {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The snapshot version of the object at `off` (`len` payload bytes, validated):
+    /// the strawman's read, blocking while a committer holds the object.
+    #[inline]
+    fn snapshot(&self, off: u64, len: usize) -> *const Version {
+        // SAFETY: `off .. off + len` was validated by `locate_object`.
+        let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
+        e.wait_unlocked();
+        e.visible(self.start_ts)
+    }
+
+    /// Free the private copies, hand back unpublished blocks, end the transaction.
+    fn rollback(&mut self) {
+        for w in self.writes.drain(..) {
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished private copy, owned by us.
+                unsafe { Version::free(w.copy, &self.sh.index.live) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.by_off.clear();
+        self.sh.slots[self.slot].clock.finish();
+        self.active = false;
+    }
+
+    /// Release the locks of the first `n` write entries (those that have an entry).
+    fn unlock(&self, n: usize) {
+        for w in &self.writes[..n] {
+            if !w.entry.is_null() {
+                // SAFETY: entries live as long as the index (`sh`).
+                unsafe { (*w.entry).unlock() };
+            }
+        }
+    }
+
+    /// Encode the redo record of the running transaction into `self.record`.
+    fn build_record(&mut self) {
+        self.record.clear();
+        for w in &self.writes {
+            match w.kind {
+                Kind::Freed(b) => {
+                    self.record.free(b);
+                    continue;
+                }
+                Kind::FreshFreed(_) => continue,
+                Kind::Fresh(b) => self.record.alloc(b),
+                Kind::Written => {}
+            }
+            // SAFETY: written and fresh objects have a private copy of `len` bytes.
+            let data = unsafe { std::slice::from_raw_parts(Version::data(w.copy), w.len) };
+            self.record.range(w.off, data);
+        }
+    }
+
+    /// Make room in the log for a record of `entries` bytes.
+    fn reserve_log(&mut self, entries: usize) -> Result<()> {
+        let needed = HEADER_LEN + entries;
+        if needed > self.log.max_record() {
+            return Err(Error::TooLargeForLog {
+                needed,
+                capacity: self.log.max_record(),
+            });
+        }
+        let mut round = 0;
+        while !self.log.fits(entries) {
+            // Our records are all home; the watermark passes them as soon as no older
+            // commit of another thread is on its way home (a commit never waits).
+            self.recycle();
+            if !self.log.fits(entries) {
+                crate::sync::spin_step(&mut round);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop the records below the watermark, persisting it first (P-2).
+    fn recycle(&mut self) {
+        let w = self.sh.watermark();
+        if w > self.durable_watermark {
+            self.sh.persist_watermark(w);
+            self.durable_watermark = w;
+        }
+        self.log
+            .recycle(&self.sh.heap, self.wb_seq, self.durable_watermark);
+    }
+
+    /// Steps 2 and 3 of the commit: lock every object, check for newer commits.
+    fn lock_and_validate(&mut self) -> Result<()> {
+        for i in 0..self.writes.len() {
+            let w = &self.writes[i];
+            if let Kind::FreshFreed(_) = w.kind {
+                continue;
+            }
+            // SAFETY: validated when the object entered the write set.
+            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            if !e.try_lock(self.slot) {
+                self.unlock(i);
+                return Err(Error::Conflict);
+            }
+            let fresh = matches!(w.kind, Kind::Fresh(_));
+            self.writes[i].entry = e;
+            // A block we reserved is ours alone; anything else must not have been
+            // committed to since our snapshot (first committer wins).
+            if !fresh && e.last_ts() > self.start_ts {
+                self.unlock(i + 1);
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EngineThread for MvccThread {
+    fn begin(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+        self.active = true;
+        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+    }
+
+    #[inline]
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.check_active()?;
+        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
+        if !self.writes.is_empty() {
+            if let Some(&i) = self.by_off.get(&off) {
+                let c = self.writes[i].copy;
+                if !c.is_null() {
+                    // SAFETY: our own live private copy.
+                    return Ok(unsafe { Version::data(c) });
+                }
+            }
+        }
+        let v = self.snapshot(off, plen);
+        // SAFETY: a published version visible to us, not reclaimed before we end.
+        Ok(unsafe { Version::data(v) })
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.check_active()?;
+        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
+        let live = &self.sh.index.live;
+        if let Some(&i) = self.by_off.get(&off) {
+            if self.writes[i].copy.is_null() {
+                // Freed first, written now: start from the snapshot.
+                let v = self.snapshot(off, plen);
+                // SAFETY: `v` is a live version of `plen` bytes.
+                self.writes[i].copy = unsafe { Version::new(plen, Some(Version::data(v)), live) };
+            }
+            // SAFETY: our own live private copy.
+            return Ok(unsafe { Version::data(self.writes[i].copy) });
+        }
+        let v = self.snapshot(off, plen);
+        // SAFETY: `v` is a live version of `plen` bytes (index entries have the
+        // object's payload length).
+        let copy = unsafe { Version::new(plen, Some(Version::data(v)), live) };
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy,
+            kind: Kind::Written,
+            entry: std::ptr::null(),
+        });
+        // SAFETY: just allocated, ours.
+        Ok(unsafe { Version::data(copy) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.check_active()?;
+        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        let plen = b.payload_len() & !7;
+        // SAFETY: no source: a zeroed copy.
+        let copy = unsafe { Version::new(plen, None, &self.sh.index.live) };
+        let off = b.payload();
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy,
+            kind: Kind::Fresh(b),
+            entry: std::ptr::null(),
+        });
+        Ok(off)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.check_active()?;
+        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+            return Err(Error::InvalidPointer(
+                "the root slot cannot be freed".into(),
+            ));
+        }
+        let b = self.sh.alloc.block_at(off).ok_or_else(|| {
+            Error::InvalidPointer(format!("{off:#x} is not an object of this pool"))
+        })?;
+        if let Some(&i) = self.by_off.get(&off) {
+            let e = &mut self.writes[i];
+            e.kind = match e.kind {
+                Kind::Written => Kind::Freed(b),
+                Kind::Fresh(f) => Kind::FreshFreed(f),
+                Kind::Freed(_) | Kind::FreshFreed(_) => {
+                    return Err(Error::InvalidPointer(format!(
+                        "object {off:#x} freed twice"
+                    )))
+                }
+            };
+            return Ok(());
+        }
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: b.payload_len() & !7,
+            copy: std::ptr::null_mut(),
+            kind: Kind::Freed(b),
+            entry: std::ptr::null(),
+        });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.check_active()?;
+        let slot = &self.sh.slots[self.slot];
+        // This transaction reads nothing more: its snapshot no longer holds versions.
+        slot.clock.finish();
+        if self
+            .writes
+            .iter()
+            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
+        {
+            // Read-only (or nothing published): no persistence work at all.
+            self.rollback();
+            return Ok(());
+        }
+        // 1. The record, and room for it, before taking any lock.
+        self.build_record();
+        if let Err(e) = self.reserve_log(self.record.len()) {
+            self.rollback();
+            return Err(e);
+        }
+        // 2, 3. Lock, write-write check.
+        if let Err(e) = self.lock_and_validate() {
+            self.rollback();
+            return Err(e);
+        }
+        let sh = self.sh.clone();
+        let (heap, slot) = (&*sh.heap, &sh.slots[self.slot]);
+        // 4. Commit timestamp. Guard first, fence, then the increment (see
+        // `Shared::watermark`); Relaxed stores: the fence and the increment order them.
+        slot.committing.store(0, Relaxed);
+        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+        let ts = sh.clock.tick();
+        slot.committing.store(ts, Release);
+        // 5. Persist the record: the transaction is durable after this fence.
+        let seq = self.log.append(heap, self.record.bytes(), ts);
+        heap.fence();
+        // 6. Publish the versions; reclaim what no snapshot can see any more.
+        let oldest = sh.oldest_active(ts);
+        let live = &sh.index.live;
+        for w in &mut self.writes {
+            // SAFETY (block): `w.entry` is locked by us (step 2) and lives as long as
+            // the index; `w.copy` is our unpublished copy of the object's size, and
+            // `oldest` bounds every snapshot's start (`Shared::oldest_active` with our
+            // own commit timestamp).
+            unsafe {
+                match w.kind {
+                    Kind::Written | Kind::Fresh(_) => {
+                        (*w.entry).push(w.copy, ts);
+                        (*w.entry).truncate(oldest, live);
+                    }
+                    Kind::Freed(_) => {
+                        (*w.entry).mark(ts);
+                        if !w.copy.is_null() {
+                            Version::free(w.copy, live);
+                        }
+                        w.copy = std::ptr::null_mut();
+                    }
+                    Kind::FreshFreed(_) => {}
+                }
+            }
+        }
+        // 7. Home, allocator, fence.
+        for w in &self.writes {
+            match w.kind {
+                Kind::Written | Kind::Fresh(_) => {
+                    // SAFETY: the copy is now a published version, immutable and kept
+                    // alive by the chain while we hold the lock; home is a validated
+                    // payload of `w.len` bytes that only the lock holder writes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            Version::data(w.copy),
+                            heap.ptr(w.off as usize),
+                            w.len,
+                        )
+                    };
+                    heap.flush(w.off as usize, w.len);
+                    counters::add_bytes_written_home(w.len as u64);
+                }
+                _ => {}
+            }
+            match w.kind {
+                Kind::Fresh(b) => sh.alloc.publish_alloc(b),
+                Kind::Freed(b) => sh.alloc.publish_free(b),
+                _ => {}
+            }
+        }
+        heap.fence();
+        // 8. Unlock; our record is home.
+        self.unlock(self.writes.len());
+        // Release: the record is durably home (fence above) before a watermark scan can
+        // see this slot idle.
+        slot.committing.store(u64::MAX, Release);
+        self.wb_seq = seq;
+        for w in self.writes.drain(..) {
+            match w.kind {
+                Kind::Freed(b) => self.frees.push(b),
+                Kind::FreshFreed(b) => sh.alloc.unreserve(&mut self.cache, b),
+                _ => {}
+            }
+        }
+        self.by_off.clear();
+        self.active = false;
+        if !self.frees.is_empty() {
+            // Freed blocks are reusable once no snapshot older than the free runs (a
+            // grace period, as in Pisces' write-back). Outside the transaction and with
+            // no lock held, so nobody waits for us meanwhile.
+            wait_for_readers(sh.slots.iter().map(|s| &s.clock), self.slot, ts);
+            for b in self.frees.drain(..) {
+                sh.alloc.release(&mut self.cache, b);
+            }
+        }
+        if self.log.used() > self.log.capacity() / 2 {
+            self.recycle();
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.recycle();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for MvccThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
