@@ -36,7 +36,7 @@ const LOG_BYTES: usize = 256 << 10;
 `transactions: <N>, forbidden anomalies: <F>, write skew: <W>`. \
 Exit status: 0 no forbidden anomaly for the isolation level; 1 some; 2 usage or setup errors.")]
 pub struct SicheckArgs {
-    /// Engine under test.
+    /// Engine under test: pisces, mvcc, volatile or undo.
     #[arg(long, default_value = "pisces", value_parser = parse_engine)]
     pub engine: EngineId,
     /// Isolation level to judge the history against: si (write skew allowed) or
@@ -87,8 +87,24 @@ impl IsolationArg {
     }
 }
 
+/// Engines this tool runs: their transactions are at least snapshot-isolated, so that
+/// `--isolation si` judges them fairly — the SI engines (pisces, mvcc, and volatile,
+/// which is Pisces' concurrency control) and undo (two-phase locking: serializable).
+/// Not pmdk: it keeps its own pool file, and this tool runs on anonymous DRAM.
+const SI_ENGINES: [EngineId; 4] = [
+    EngineId::Pisces,
+    EngineId::Mvcc,
+    EngineId::Volatile,
+    EngineId::Undo,
+];
+
 fn parse_engine(s: &str) -> Result<EngineId, String> {
-    EngineId::from_name(s).ok_or_else(|| format!("unknown engine `{s}` (known engines: pisces)"))
+    EngineId::from_name(s)
+        .filter(|e| SI_ENGINES.contains(e))
+        .ok_or_else(|| {
+            let known: Vec<&str> = SI_ENGINES.iter().map(|e| e.name()).collect();
+            format!("unknown engine `{s}` (known engines: {})", known.join(", "))
+        })
 }
 
 fn out(s: &str) {
@@ -244,6 +260,7 @@ mod tests {
     fn parses_defaults_and_rejects_bad_values() {
         let a = parse(&[]).unwrap();
         assert_eq!(a.txns, 10_000);
+        assert_eq!(parse(&["--engine", "mvcc"]).unwrap().engine, EngineId::Mvcc);
         assert_eq!(a.threads, 2);
         assert_eq!(a.isolation, IsolationArg::Si);
         assert!(!a.write_skew);
@@ -256,6 +273,7 @@ mod tests {
             &["--threads", "0"],
             &["--keys", "0"],
             &["--engine", "nope"],
+            &["--engine", "pmdk"],
             &["--isolation", "rc"],
             &["--txns", "-3"],
         ] {

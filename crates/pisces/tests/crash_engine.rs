@@ -159,6 +159,33 @@ fn mvcc_engine_every_fence_and_random() {
     baseline_every_fence_and_random(pisces::EngineId::Mvcc);
 }
 
+/// The `mvcc` strawman over long runs whose logs recycle and wrap several times, so
+/// that crashes land on watermark and tail updates and on wrap markers.
+#[test]
+fn mvcc_crashes_during_log_recycling_and_wrap() {
+    use pisces::crashtest::{self, Mode, Settings};
+    for threads in [1, 2] {
+        let settings = Settings {
+            engine: pisces::EngineId::Mvcc,
+            options: vec![pisces::EngineOptions::default()],
+            threads,
+            ops: 600,
+            mode: Mode::Random { states: 400 },
+            seed: 11,
+            ..Settings::default()
+        };
+        let w = crashtest::workload_by_name("bank").unwrap();
+        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+        assert_eq!(
+            r.violation_count,
+            0,
+            "{:?}",
+            r.violations.first().map(|v| v.to_string())
+        );
+        assert!(r.states >= 400, "only {} states", r.states);
+    }
+}
+
 /// Every library crash workload on `engine` (its default options): a 1-thread run
 /// crashed at every fence, a 2-thread run at 300 random fences.
 fn baseline_every_fence_and_random(engine: pisces::EngineId) {
