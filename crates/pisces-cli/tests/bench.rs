@@ -362,7 +362,7 @@ fn bad_bench_options_exit_2_with_a_reason() {
         (vec!["bench", "--update-pct", "150"], "percentage"),
         (vec!["bench", "--seconds", "-1"], "unexpected argument"),
         (vec!["bench", "--quick", "--full"], "cannot be used with"),
-        (vec!["bench", "--workloads", "tatp"], "invalid value"),
+        (vec!["bench", "--workloads", "tpc-c"], "invalid value"),
         (vec!["--engines", "nope"], "unknown engine"),
         (
             vec![

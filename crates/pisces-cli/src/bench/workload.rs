@@ -269,23 +269,23 @@ impl DataSet for TreeBench {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pisces::medium::dram::DramMedium;
     use pisces::{Config, EngineId};
-    use std::sync::Arc;
 
-    fn pool(engine: EngineId) -> Pool {
-        let size = 32 << 20;
-        let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
-        Pool::create_on(
-            Arc::new(m),
+    /// A pool file created as the bench creates them (every engine can, including
+    /// those that keep their own pool file), in a directory removed with the guard.
+    fn pool(engine: EngineId) -> (Pool, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Pool::create(
+            dir.path().join("w.pool"),
             Config {
-                size,
+                size: 32 << 20,
                 engine,
                 max_threads: 2,
                 ..Config::default()
             },
         )
-        .unwrap()
+        .unwrap_or_else(|e| panic!("{engine:?}: {e}"));
+        (p, dir)
     }
 
     const SMALL: Sizes = Sizes {
@@ -306,7 +306,7 @@ mod tests {
     #[test]
     fn hash_updates_insert_or_remove_and_report_changed_bytes() {
         for engine in EngineId::ALL {
-            let p = pool(engine);
+            let (p, _dir) = pool(engine);
             let hb = HashBench::build(&p, &SMALL, 7).unwrap();
             let count = |p: &Pool| p.run(|tx| hb.map.len(tx)).unwrap() as i64;
             assert_eq!(count(&p), 500);
@@ -340,7 +340,7 @@ mod tests {
     #[test]
     fn tree_updates_overwrite_or_insert() {
         for engine in EngineId::ALL {
-            let p = pool(engine);
+            let (p, _dir) = pool(engine);
             let tb = TreeBench::build(&p, &SMALL, 9).unwrap();
             let count = |p: &Pool| p.run(|tx| tb.tree.len(tx)).unwrap();
             assert_eq!(count(&p), 700);
