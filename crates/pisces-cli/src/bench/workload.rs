@@ -112,9 +112,9 @@ impl DataKind {
     }
 }
 
-/// New-orders per second and worker the TPC-C pool has room for (twice what one core
-/// of this machine reaches with the volatile engine, about 40 000; each costs about
-/// 1.5 KB of pool, so a 10-second measurement reserves about 1 GB per worker).
+/// New-orders per second and worker the TPC-C pool has room for (one core of this
+/// machine reaches 30 000 to 60 000 with the volatile engine; each new-order costs
+/// about 1.5 KB of pool, so a 10-second measurement reserves about 1.5 GB per worker).
 pub const TPCC_MAX_RATE: f64 = 80_000.0;
 
 /// A preloaded data set shared by the workers of one measurement.
