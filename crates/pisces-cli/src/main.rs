@@ -248,6 +248,9 @@ mod tests {
             assert!(parse_seconds(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_engine("pisces"), Ok(EngineId::Pisces));
-        assert!(parse_engine("pmdk").unwrap_err().contains("known engines"));
+        assert_eq!(parse_engine("mvcc"), Ok(EngineId::Mvcc));
+        assert!(parse_engine("nosuch")
+            .unwrap_err()
+            .contains("known engines: pisces, undo, mvcc, pmdk, volatile"));
     }
 }

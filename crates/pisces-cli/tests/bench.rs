@@ -357,7 +357,7 @@ fn bad_bench_options_exit_2_with_a_reason() {
     std::fs::write(&file, b"x").unwrap();
     let under_file = file.join("sub");
     for (args, want) in [
-        (vec!["bench", "--engines", "pmdk"], "not built yet"),
+        (vec!["bench", "--engines", "nosuch"], "unknown engine"),
         (vec!["bench", "--threads", "0"], "thread count"),
         (vec!["bench", "--update-pct", "150"], "percentage"),
         (vec!["bench", "--seconds", "-1"], "unexpected argument"),

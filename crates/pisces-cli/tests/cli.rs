@@ -233,7 +233,7 @@ fn create_errors_exit_2_with_a_message() {
             vec!["--size", "8M", "--log-bytes", "1000"],
             "log_bytes_per_thread",
         ),
-        (vec!["--engine", "pmdk"], "unknown engine"),
+        (vec!["--engine", "nosuch"], "unknown engine"),
         (vec!["--medium", "tape"], "invalid value"),
     ] {
         let mut a = vec!["create", s(&q)];

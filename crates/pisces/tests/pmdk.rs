@@ -1,7 +1,7 @@
 //! The `pmdk` engine (PMDK's libpmemobj through FFI): durability across reopen and
 //! across kill -9, isolation of concurrent transactions, rollback, pointer validation,
 //! and the refusals of what it cannot do. Needs the `pmdk` feature.
-#![cfg(feature = "pmdk")]
+#![cfg(pmdk)]
 
 use pisces::{BTreeMap, Config, EngineId, Error, HashMap, MediumKind, PPtr, Pod, Pool, Zeroable};
 use std::path::{Path, PathBuf};

@@ -99,7 +99,10 @@ fn a_good_pool_opens_and_keeps_its_data() {
     let pool = Pool::open(&p, cfg()).unwrap();
     assert_eq!(root_value(&pool), 41);
     assert_eq!(pool.heap().unwrap().superblock().magic, MAGIC);
-    assert_eq!(pool.heap().unwrap().superblock().format_version, FORMAT_VERSION);
+    assert_eq!(
+        pool.heap().unwrap().superblock().format_version,
+        FORMAT_VERSION
+    );
 }
 
 #[test]
@@ -342,4 +345,19 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
         newer.run_generation + 1
     );
     assert_eq!(root_value(&pool), 41);
+}
+
+/// A build without libpmemobj still builds; a pmdk pool then says what is missing.
+#[cfg(not(pmdk))]
+#[test]
+fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        engine: pisces::EngineId::Pmdk,
+        ..Config::default()
+    };
+    match Pool::create(dir.path().join("p.pool"), cfg) {
+        Err(Error::InvalidConfig(m)) => assert!(m.contains("libpmemobj-dev"), "{m}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
 }

@@ -137,13 +137,26 @@ pub struct BenchArgs {
 }
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
-    EngineId::from_name(s.trim()).ok_or_else(|| {
+    let e = EngineId::from_name(s.trim()).ok_or_else(|| {
         let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
-        format!(
-            "unknown engine `{s}` (known engines: {}; mvcc and pmdk are not built yet)",
-            known.join(", ")
-        )
-    })
+        format!("unknown engine `{s}` (known engines: {})", known.join(", "))
+    })?;
+    if e == EngineId::Pmdk && !pisces::engine::pmdk::AVAILABLE {
+        return Err(PMDK_MISSING.into());
+    }
+    Ok(e)
+}
+
+/// Why `pmdk` is not in this build.
+const PMDK_MISSING: &str = "this build has no pmdk engine: libpmemobj was not found when it \
+     was built (install Debian's libpmemobj-dev, then `cargo clean -p pisces` and rebuild)";
+
+/// The engines run when `--engines` is not given: all of this build's.
+fn default_engines() -> Vec<EngineId> {
+    EngineId::ALL
+        .into_iter()
+        .filter(|&e| e != EngineId::Pmdk || pisces::engine::pmdk::AVAILABLE)
+        .collect()
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -269,7 +282,7 @@ impl BenchArgs {
         let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
         Settings {
             mode: if full { "full" } else { "quick" },
-            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&EngineId::ALL)),
+            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&default_engines())),
             workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
                 &[
                     WorkloadKind::Hash,
@@ -331,6 +344,10 @@ pub fn breakdown_engines() -> [EngineSpec; 3] {
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
     let mut notes = Vec::new();
+    if !pisces::engine::pmdk::AVAILABLE {
+        notes.push(format!("pmdk skipped: {PMDK_MISSING}"));
+    }
+    let mut pmdk_slow_skipped = false;
     for &w in &s.workloads {
         let (data, engines, mixes, lats, threads): (_, Vec<EngineSpec>, _, _, Vec<usize>) = match w
         {
@@ -352,17 +369,26 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 let mut engines: Vec<EngineSpec> = s
                     .engines
                     .iter()
-                    .filter(|&&e| e != EngineId::Volatile)
+                    .filter(|&&e| e != EngineId::Volatile && e != EngineId::Pmdk)
                     .map(|&e| EngineSpec::plain(e))
                     .collect();
                 if engines.is_empty() {
                     engines = s.engines.iter().map(|&e| EngineSpec::plain(e)).collect();
-                } else if s.engines.contains(&EngineId::Volatile) {
-                    notes.push(format!(
-                        "{}: volatile skipped (it flushes nothing, so the emulated NVM \
-                         latency cannot change it)",
-                        w.name()
-                    ));
+                } else {
+                    if s.engines.contains(&EngineId::Volatile) {
+                        notes.push(format!(
+                            "{}: volatile skipped (it flushes nothing, so the emulated NVM \
+                             latency cannot change it)",
+                            w.name()
+                        ));
+                    }
+                    if s.engines.contains(&EngineId::Pmdk) {
+                        notes.push(format!(
+                            "{}: pmdk skipped (libpmemobj flushes by itself; NVM latency \
+                             cannot be emulated for it)",
+                            w.name()
+                        ));
+                    }
                 }
                 let mut threads: Vec<usize> =
                     s.threads.iter().copied().filter(|&t| t >= 2).collect();
@@ -417,6 +443,10 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
             for &nvm_latency_ns in &lats {
                 for &t in &threads {
                     for e in &engines {
+                        if e.id == EngineId::Pmdk && nvm_latency_ns > 0 {
+                            pmdk_slow_skipped = true;
+                            continue;
+                        }
                         specs.push(Spec {
                             engine: e.clone(),
                             workload: w.name(),
@@ -430,6 +460,13 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 }
             }
         }
+    }
+    if pmdk_slow_skipped {
+        notes.push(
+            "pmdk runs only at 0 ns emulated latency (libpmemobj flushes by itself, so \
+             no latency can be added to it)"
+                .into(),
+        );
     }
     (specs, notes)
 }
@@ -459,15 +496,27 @@ mod tests {
         assert_eq!((s.seconds, s.runs), (0.8, 3));
         let (specs, notes) = plan(&s);
         let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
-        // 3 engines x 2 thread counts x 3 mixes (B+-tree: 2).
-        assert_eq!(count("hash"), 18);
-        assert_eq!(count("btree"), 12);
-        // pisces and undo x 5 latencies on 2 threads.
-        assert_eq!(count("latency"), 10);
+        // Every engine of the build x 2 thread counts x 3 mixes (B+-tree: 2).
+        let engines = default_engines().len();
+        assert_eq!(
+            engines,
+            if pisces::engine::pmdk::AVAILABLE {
+                5
+            } else {
+                4
+            }
+        );
+        assert_eq!(count("hash"), engines * 6);
+        assert_eq!(count("btree"), engines * 4);
+        // pisces, undo and mvcc x 5 latencies on 2 threads (not volatile or pmdk).
+        assert_eq!(count("latency"), 15);
         assert!(specs
             .iter()
             .filter(|x| x.workload == "latency")
-            .all(|x| x.threads == 2 && x.update_pct == 20 && x.engine.label != "volatile"));
+            .all(|x| x.threads == 2
+                && x.update_pct == 20
+                && x.engine.label != "volatile"
+                && x.engine.label != "pmdk"));
         // 3 Pisces variants x 2 thread counts.
         assert_eq!(count("breakdown"), 6);
         let labels: Vec<_> = specs
@@ -478,9 +527,34 @@ mod tests {
         assert_eq!(labels[..3], ["pisces-whole", "pisces-diff", "pisces"]);
         assert!(notes.iter().any(|n| n.contains("volatile skipped")));
         // Engines of one configuration are measured back to back.
-        assert_eq!(specs[0].engine.label, "pisces");
-        assert_eq!(specs[1].engine.label, "undo");
-        assert_eq!(specs[2].engine.label, "volatile");
+        let first: Vec<_> = specs[..engines]
+            .iter()
+            .map(|x| x.engine.label.as_str())
+            .collect();
+        let mut want = vec!["pisces", "undo", "mvcc", "pmdk", "volatile"];
+        want.retain(|&e| e != "pmdk" || pisces::engine::pmdk::AVAILABLE);
+        assert_eq!(first, want);
+    }
+
+    #[test]
+    fn pmdk_runs_only_where_latency_is_not_emulated() {
+        if !pisces::engine::pmdk::AVAILABLE {
+            let e = parse(&["--engines", "pmdk"]).err().unwrap();
+            assert!(e.contains("libpmemobj-dev"), "{e}");
+            return;
+        }
+        let s = parse(&["--engines", "pisces,pmdk", "--nvm-latency-ns", "0,300"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(specs.iter().any(|x| x.engine.id == EngineId::Pmdk));
+        assert!(specs
+            .iter()
+            .all(|x| x.engine.id != EngineId::Pmdk || x.nvm_latency_ns == 0));
+        assert!(specs
+            .iter()
+            .any(|x| x.engine.id == EngineId::Pisces && x.nvm_latency_ns == 300));
+        assert!(notes.iter().any(|n| n.contains("pmdk runs only at 0 ns")));
     }
 
     #[test]
@@ -575,10 +649,9 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_a_reason() {
         for (args, want) in [
-            (vec!["--engines", "pmdk"], "not built yet"),
             (
-                vec!["--engines", "mvcc"],
-                "known engines: pisces, undo, volatile",
+                vec!["--engines", "nosuch"],
+                "known engines: pisces, undo, mvcc, pmdk, volatile",
             ),
             (vec!["--threads", "0"], "thread count"),
             (vec!["--threads", "1,x"], "thread count"),

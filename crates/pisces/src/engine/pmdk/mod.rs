@@ -36,14 +36,16 @@
 //!   refused. It has no hook for emulated latency or bandwidth: those are refused too,
 //!   and its flushes are not visible to our counters.
 //!
-//! The engine exists only with the `pmdk` cargo feature (it links `libpmemobj`, Debian
-//! package `libpmemobj-dev`); without it, opening a `pmdk` pool says how to get it.
+//! The engine is built with the `pmdk` cargo feature (on by default) when the build
+//! finds libpmemobj (Debian package `libpmemobj-dev`): `build.rs` then sets `cfg(pmdk)`
+//! and the engine links the library. Otherwise the crate still builds, and opening a
+//! `pmdk` pool fails with a message saying what to install.
 
-#[cfg(feature = "pmdk")]
+#[cfg(pmdk)]
 mod engine;
-#[cfg(feature = "pmdk")]
+#[cfg(pmdk)]
 mod ffi;
-#[cfg(feature = "pmdk")]
+#[cfg(pmdk)]
 mod objects;
 
 use crate::engine::Engine;
@@ -51,20 +53,20 @@ use crate::{Config, Result};
 use std::path::Path;
 
 /// Create (`create`) or open the PMDK pool at `path` and start the engine on it.
-#[cfg(feature = "pmdk")]
+#[cfg(pmdk)]
 pub(crate) fn start(path: &Path, cfg: &Config, create: bool) -> Result<Box<dyn Engine>> {
     Ok(Box::new(engine::PmdkEngine::start(path, cfg, create)?))
 }
 
 /// Without the `pmdk` feature there is no libpmemobj to run.
-#[cfg(not(feature = "pmdk"))]
+#[cfg(not(pmdk))]
 pub(crate) fn start(_path: &Path, _cfg: &Config, _create: bool) -> Result<Box<dyn Engine>> {
     Err(crate::Error::InvalidConfig(
-        "this build has no PMDK engine: build with `--features pmdk` \
-         (needs libpmemobj, Debian package libpmemobj-dev)"
+        "this build has no pmdk engine: it needs libpmemobj at build time \
+         (Debian package libpmemobj-dev) and the `pmdk` feature (on by default)"
             .into(),
     ))
 }
 
-/// True if this build has the PMDK engine.
-pub const AVAILABLE: bool = cfg!(feature = "pmdk");
+/// True if this build has the `pmdk` engine.
+pub const AVAILABLE: bool = cfg!(pmdk);
