@@ -164,10 +164,24 @@ impl MutationArg {
 }
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
-    EngineId::from_name(s).ok_or_else(|| {
-        let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
-        format!("unknown engine `{s}` (known engines: {})", known.join(", "))
-    })
+    let known = || {
+        EngineId::ALL
+            .iter()
+            .filter(|&&e| e != EngineId::Pmdk)
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match EngineId::from_name(s) {
+        Some(EngineId::Pmdk) => Err(format!(
+            "the pmdk engine cannot run on the crash simulator (libpmemobj maps and \
+             flushes its own pool; its crash test is kill -9 in crates/pisces/tests/pmdk.rs); \
+             engines: {}",
+            known()
+        )),
+        Some(e) => Ok(e),
+        None => Err(format!("unknown engine `{s}` (known engines: {})", known())),
+    }
 }
 
 fn parse_workload(s: &str) -> Result<String, String> {
