@@ -66,6 +66,14 @@ fn snapshot_reads_have_no_read_skew_under_concurrent_writers() {
             let (pool, stop, commits, overlapped, audits) =
                 (pool.clone(), &stop, &commits, &overlapped, &audits);
             s.spawn(move || {
+                // Stop the writers however this auditor ends (a failed assertion too).
+                struct StopOnDrop<'a>(&'a AtomicBool);
+                impl Drop for StopOnDrop<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::Relaxed);
+                    }
+                }
+                let _stop = StopOnDrop(stop);
                 let mut h = pool.handle().unwrap();
                 let t0 = Instant::now();
                 while overlapped.load(Ordering::Relaxed) < 200 && t0.elapsed().as_secs() < 20 {
@@ -88,7 +96,6 @@ fn snapshot_reads_have_no_read_skew_under_concurrent_writers() {
                         overlapped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                stop.store(true, Ordering::Relaxed);
             });
         }
     });

@@ -22,7 +22,11 @@
 //! Let `oldest` be a lower bound of the start timestamps of all running transactions
 //! (and `≤` the start of every transaction that starts later). Every transaction then
 //! sees, in this chain, the newest version with `ts ≤ start`, which is the *keeper*
-//! (the newest version with `ts ≤ oldest`) or a newer one. A reader walks from the
+//! (the newest version with `ts ≤ oldest`) or a newer one. (This relies on the blocking
+//! read: a transaction that the truncating committer's scan missed has a start at or
+//! above the committer's timestamp, and it reads the chain only after
+//! [`Entry::wait_unlocked`], so it sees the committer's new version, not an older one
+//! that truncation frees. Without the wait it could hold a freed version.) A reader walks from the
 //! head and stops at the first version with `ts ≤ start`, so it never loads the
 //! keeper's `next` nor visits anything older. [`Entry::truncate`] therefore cuts the
 //! chain below the keeper and frees the older versions at once, without a grace
