@@ -34,10 +34,24 @@ pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
 /// A mapped pool: medium, geometry, superblock.
 pub struct Heap {
     medium: Arc<dyn Medium>,
+    /// `medium.base()` and `medium.len()`, cached: every object access goes through
+    /// [`Heap::ptr`] / [`Heap::atomic_u64`], and asking the medium costs a virtual call
+    /// behind two pointer loads (about 3 % of a hash-table transaction's instructions
+    /// under callgrind). Both are constant for the medium's lifetime.
+    base: *mut u8,
+    len: usize,
     layout: Layout,
     superblock: Mutex<(Superblock, usize)>,
     generation: u64,
 }
+
+// SAFETY: `base` points into the medium's mapping, which `medium` (an `Arc` of a
+// `Send + Sync` medium) keeps alive as long as the heap; the heap hands out access to
+// it exactly as it would through `medium.base()`, so sharing or sending the cached
+// pointer adds nothing the medium does not already allow.
+unsafe impl Send for Heap {}
+// SAFETY: as above.
+unsafe impl Sync for Heap {}
 
 impl std::fmt::Debug for Heap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +94,8 @@ impl Heap {
         superblock::write_initial(medium.as_ref(), &sb);
         let sb = Superblock { seq: 1, ..sb }.seal();
         Ok(Heap {
+            base: medium.base(),
+            len: medium.len(),
             medium,
             layout,
             superblock: Mutex::new((sb, 0)),
@@ -124,6 +140,8 @@ impl Heap {
         // engine's recovery has validated the logs: a pool refused for any reason is
         // never written.
         Ok(Heap {
+            base: medium.base(),
+            len: medium.len(),
             medium,
             layout,
             superblock: Mutex::new((sb, slot)),
@@ -180,13 +198,12 @@ impl Heap {
     /// Start of the image.
     #[inline]
     pub fn base(&self) -> *mut u8 {
-        self.medium.base()
+        self.base
     }
     /// True if `off..off+len` lies inside the image.
     #[inline]
     pub fn in_bounds(&self, off: usize, len: usize) -> bool {
-        off.checked_add(len)
-            .is_some_and(|end| end <= self.medium.len())
+        off.checked_add(len).is_some_and(|end| end <= self.len)
     }
     /// Raw pointer to offset `off`.
     ///
@@ -194,9 +211,9 @@ impl Heap {
     /// `off` must be inside the image.
     #[inline]
     pub unsafe fn ptr(&self, off: usize) -> *mut u8 {
-        debug_assert!(off <= self.medium.len());
+        debug_assert!(off <= self.len);
         // SAFETY: caller guarantees `off` is inside the image.
-        unsafe { self.medium.base().add(off) }
+        unsafe { self.base.add(off) }
     }
     /// The 8-byte word at `off` as an atomic.
     ///
@@ -212,7 +229,7 @@ impl Heap {
         // SAFETY: in bounds and 8-aligned (the base is page aligned); the image lives as
         // long as `self`; words used as atomics are only accessed atomically or while
         // no other thread can access them (recovery, formatting).
-        unsafe { &*(self.medium.base().add(off) as *const AtomicU64) }
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
     /// Copy `len` bytes at `off` out of the image.
     pub fn read_bytes(&self, off: usize, out: &mut [u8]) {

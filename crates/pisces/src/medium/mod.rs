@@ -98,9 +98,10 @@ impl MediumKind {
 pub trait Medium: Send + Sync {
     /// The kind of this medium.
     fn kind(&self) -> MediumKind;
-    /// Start of the mapped image.
+    /// Start of the mapped image; constant for the medium's lifetime (the heap caches
+    /// it).
     fn base(&self) -> *mut u8;
-    /// Length of the image in bytes.
+    /// Length of the image in bytes; constant for the medium's lifetime.
     fn len(&self) -> usize;
     /// True if the image has no bytes (no medium constructor produces one).
     fn is_empty(&self) -> bool {
