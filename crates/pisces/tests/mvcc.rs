@@ -127,7 +127,8 @@ const LATENCY: Duration = Duration::from_millis(4);
 ///   know the writer's timestamp will be above its start), then sees the old value.
 #[test]
 fn reader_of_a_locked_object_waits_and_sees_its_snapshot_version() {
-    let size = 8 << 20;
+    // Small: formatting the pool pays the emulated latency for every line it flushes.
+    let size = 2 << 20;
     let m = DramMedium::anonymous(size, LATENCY.as_nanos() as u64, 0).unwrap();
     let pool = Pool::create_on(
         Arc::new(m),
@@ -135,7 +136,7 @@ fn reader_of_a_locked_object_waits_and_sees_its_snapshot_version() {
             size: size as u64,
             engine: EngineId::Mvcc,
             max_threads: 3,
-            log_bytes_per_thread: 64 << 10,
+            log_bytes_per_thread: 16 << 10,
             ..Config::default()
         },
     )
@@ -234,11 +235,24 @@ impl RootWith for Pool {
 
 /// The Elle-style checker on `mvcc` histories: a random list-append mix shows no
 /// anomaly snapshot isolation forbids, and the write-skew workload shows write skew
-/// (SI, not serializability) and nothing forbidden.
+/// (SI, not serializability) and nothing forbidden. Overlap depends on scheduling (the
+/// machine may be busy with other tests): the write-skew run is tried with up to five
+/// seeds.
 #[test]
 fn histories_are_snapshot_isolated_and_show_write_skew() {
     use pisces::sicheck::{check, Isolation, Workload, WorkloadConfig};
-    for write_skew in [false, true] {
+    let mut skews = 0;
+    for (write_skew, seed) in [
+        (false, 11),
+        (true, 0),
+        (true, 1),
+        (true, 2),
+        (true, 3),
+        (true, 4),
+    ] {
+        if write_skew && skews > 0 {
+            break;
+        }
         let threads = 2;
         let pool = common::mem_pool_on(
             EngineId::Mvcc,
@@ -250,12 +264,13 @@ fn histories_are_snapshot_isolated_and_show_write_skew() {
             threads,
             keys: if write_skew { 2 } else { 4 },
             write_skew,
-            seed: 11,
+            pause: Duration::from_micros(100),
+            seed,
             ..WorkloadConfig::default()
         })
         .unwrap();
         wl.setup(&pool).unwrap();
-        let h = wl.run(&pool, 0, 2000, &|| false).unwrap();
+        let h = wl.run(&pool, 0, 1000, &|| false).unwrap();
         let r = check(&h);
         assert_eq!(
             r.forbidden(Isolation::Snapshot),
@@ -263,9 +278,10 @@ fn histories_are_snapshot_isolated_and_show_write_skew() {
             "{}",
             r.render(Isolation::Snapshot)
         );
-        assert_eq!(r.transactions, 2000);
+        assert_eq!(r.transactions, 1000);
         if write_skew {
-            assert!(r.write_skew() > 0, "{}", r.render(Isolation::Snapshot));
+            skews = r.write_skew();
         }
     }
+    assert!(skews > 0, "no write skew in five runs");
 }
