@@ -21,7 +21,7 @@ pub mod pmdk;
 mod two_phase;
 pub mod undo;
 
-use crate::heap::alloc::{Allocator, HEADER};
+use crate::heap::alloc::{Allocator, Block, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::{Error, Result};
 use std::sync::Arc;
@@ -50,6 +50,47 @@ pub(crate) fn locate_object(alloc: &Allocator, off: u64, len: usize) -> Result<(
     Err(Error::InvalidPointer(format!(
         "{off:#x} is not an object of this pool"
     )))
+}
+
+/// Validate a user's offset for `free`: the block whose payload starts at `off`. The
+/// root slot is not a block and cannot be freed.
+pub(crate) fn locate_block_to_free(alloc: &Allocator, off: u64) -> Result<Block> {
+    if off == ROOT_SLOT_PAYLOAD {
+        return Err(Error::InvalidPointer(
+            "the root slot cannot be freed".into(),
+        ));
+    }
+    alloc
+        .block_at(off)
+        .ok_or_else(|| Error::InvalidPointer(format!("{off:#x} is not an object of this pool")))
+}
+
+/// What a transaction does to one object of its write set (the engines that buffer
+/// writes: pisces, mvcc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    /// An existing object written.
+    Written,
+    /// A block allocated by this transaction.
+    Fresh(Block),
+    /// An existing object freed (and perhaps written).
+    Freed(Block),
+    /// Allocated and freed again by this transaction.
+    FreshFreed(Block),
+}
+
+impl WriteKind {
+    /// The kind after the transaction frees the object at `off` (block `block`);
+    /// freeing it twice is an error.
+    pub(crate) fn freed(self, off: u64, block: Block) -> Result<WriteKind> {
+        match self {
+            WriteKind::Written => Ok(WriteKind::Freed(block)),
+            WriteKind::Fresh(f) => Ok(WriteKind::FreshFreed(f)),
+            WriteKind::Freed(_) | WriteKind::FreshFreed(_) => Err(Error::InvalidPointer(format!(
+                "object {off:#x} freed twice"
+            ))),
+        }
+    }
 }
 
 /// Check that a logged write of `len` bytes at `off` targets object payloads (the heap

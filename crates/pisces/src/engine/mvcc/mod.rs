@@ -49,10 +49,10 @@
 //! * The ww check uses the timestamp of the object's last commit, which also counts
 //!   frees (a free publishes no version), so a write and a free of one object conflict.
 //! * A transaction that frees objects waits, after its commit, until no older snapshot
-//!    runs before the blocks become reusable (Pisces' grace period, only for frees): a
-//!    reused block must not be reallocated while a snapshot may still read it. The
-//!    paper does not discuss memory reuse. Readers and other committers never wait
-//!    for this.
+//!   runs before the blocks become reusable (Pisces' grace period, only for frees): a
+//!   reused block must not be reallocated while a snapshot may still read it. The
+//!   paper does not discuss memory reuse. Readers and other committers never wait
+//!   for this.
 //! * The first access to an object in a run copies its home bytes into DRAM as its
 //!   version 0: readers never read persistent memory in this engine.
 

@@ -25,9 +25,9 @@
 //!    below the oldest running snapshot.
 //! 7. Write the objects home, publish allocator changes, flush, **fence**.
 //! 8. Release the locks (readers that waited go on), clear `committing`.
-//!
 //! 9. If it freed objects: wait until no snapshot older than C runs, then make the
 //!    blocks reusable (no lock held, outside the transaction).
+//!
 //! Read-only transactions do no persistence work.
 
 use super::shared::Shared;
@@ -36,25 +36,13 @@ use crate::engine::pisces::log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::pisces::protocol::wait_for_readers;
 use crate::engine::{locate_object, EngineThread};
 use crate::fasthash::FastMap;
-use crate::heap::alloc::{Block, ThreadCache, HEADER};
-use crate::heap::ROOT_SLOT_OFFSET;
+use crate::heap::alloc::{Block, ThreadCache};
 use crate::medium::counters;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 
-/// What the transaction does to one object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// An existing object written.
-    Written,
-    /// A block allocated by this transaction.
-    Fresh(Block),
-    /// An existing object freed (perhaps written too).
-    Freed(Block),
-    /// Allocated and freed again by this transaction.
-    FreshFreed(Block),
-}
+use crate::engine::WriteKind as Kind;
 
 /// One object of the write set.
 struct WriteEntry {
@@ -317,25 +305,10 @@ impl EngineThread for MvccThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.check_active()?;
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
-            return Err(Error::InvalidPointer(
-                "the root slot cannot be freed".into(),
-            ));
-        }
-        let b = self.sh.alloc.block_at(off).ok_or_else(|| {
-            Error::InvalidPointer(format!("{off:#x} is not an object of this pool"))
-        })?;
+        let b = crate::engine::locate_block_to_free(&self.sh.alloc, off)?;
         if let Some(&i) = self.by_off.get(&off) {
             let e = &mut self.writes[i];
-            e.kind = match e.kind {
-                Kind::Written => Kind::Freed(b),
-                Kind::Fresh(f) => Kind::FreshFreed(f),
-                Kind::Freed(_) | Kind::FreshFreed(_) => {
-                    return Err(Error::InvalidPointer(format!(
-                        "object {off:#x} freed twice"
-                    )))
-                }
-            };
+            e.kind = e.kind.freed(off, b)?;
             return Ok(());
         }
         self.by_off.insert(off, self.writes.len());

@@ -14,7 +14,7 @@
 //! 2. *Ordered.* Timestamps strictly decrease along `next` (each version is pushed by
 //!    a committer holding the object's lock, with a commit timestamp taken after the
 //!    lock, so after every earlier version's timestamp).
-//! 3. *Single writer.* Only the holder of [`Entry::lock`] pushes or truncates; readers
+//! 3. *Single writer.* Only the holder of the entry's lock ([`Entry::try_lock`]) pushes or truncates; readers
 //!    never write.
 //! 4. *Never empty.* The head is never null: an entry is created with a first version.
 //!

@@ -16,23 +16,11 @@ use super::log::{LogWriter, RecordBuilder};
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR, PTR_MASK};
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
-use crate::heap::ROOT_SLOT_OFFSET;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
 use std::sync::Arc;
 
-/// What the transaction did to one object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// An existing object written.
-    Written,
-    /// A block allocated by this transaction.
-    Fresh(Block),
-    /// An existing object freed (and perhaps written).
-    Freed(Block),
-    /// Allocated and freed again by this transaction.
-    FreshFreed(Block),
-}
+use crate::engine::WriteKind as Kind;
 
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
@@ -402,29 +390,14 @@ impl EngineThread for PiscesThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.active()?;
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
-            return Err(Error::InvalidPointer(
-                "the root slot cannot be freed".into(),
-            ));
-        }
-        let b = self.sh.alloc.block_at(off).ok_or_else(|| {
-            Error::InvalidPointer(format!("{off:#x} is not an object of this pool"))
-        })?;
+        let b = crate::engine::locate_block_to_free(&self.sh.alloc, off)?;
         let before = self.writes.len();
         let c = self.lock(b.offset, b.payload_len() & !7, Kind::Freed(b))?;
         // SAFETY: our own live copy.
         let idx = unsafe { (*c).entry } as usize;
         if idx < before {
             let e = &mut self.writes[idx];
-            e.kind = match e.kind {
-                Kind::Written => Kind::Freed(b),
-                Kind::Fresh(f) => Kind::FreshFreed(f),
-                Kind::Freed(_) | Kind::FreshFreed(_) => {
-                    return Err(Error::InvalidPointer(format!(
-                        "object {off:#x} freed twice"
-                    )))
-                }
-            };
+            e.kind = e.kind.freed(off, b)?;
         }
         Ok(())
     }
