@@ -336,11 +336,7 @@ fn times(x: f64) -> String {
 }
 
 fn ns(x: f64) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{x:.0}")
-    }
+    fixed(x, 0)
 }
 
 fn fixed(x: f64, d: usize) -> String {
