@@ -36,7 +36,7 @@
 //! A step that cannot trust its input is skipped (with bad geometry nothing past step 3
 //! runs; with problems in steps 4–5 the dry run does not run).
 
-use crate::engine::pisces::recovery::{self, LogState};
+use crate::engine::kit::replay::{self as recovery, LogState};
 use crate::engine::EngineId;
 use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
@@ -808,7 +808,7 @@ fn usage(heap: &Heap) -> Result<(Vec<ClassUsage>, (u64, u64))> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::pisces::log::{self, LogWriter, RecordBuilder};
+    use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder};
     use crate::heap::alloc::Block;
     use crate::{Config, PPtr, Pool};
 

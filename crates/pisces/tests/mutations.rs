@@ -65,18 +65,10 @@ fn watermark_violations() -> usize {
         .unwrap();
     }
     let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
-    if std::env::var("WM_DEBUG").is_ok() {
-        let st = pisces::engine::pisces::recovery::inspect(pool.heap().unwrap());
-        eprintln!("before crash: {st:?}");
-    }
     drop((ha, hb, pool));
     let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
     let pool = Pool::open_on(sim, cfg(opts)).unwrap();
     let r = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
-    if std::env::var("WM_DEBUG").is_ok() {
-        let eng = pisces::engine::pisces::recovery::inspect(pool.heap().unwrap());
-        eprintln!("recovered {r:?}; after reopen: {eng:?}");
-    }
     usize::from(r != [2, 2999])
 }
 

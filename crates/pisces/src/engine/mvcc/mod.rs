@@ -33,8 +33,8 @@
 //! 4. Recovery sees only home and the logs.
 //!
 //! # Persistence: reused from Pisces
-//! The redo log ([`crate::engine::pisces::log`]: per-thread rings of checksummed
-//! records), its recycling watermark, and recovery ([`crate::engine::pisces::recovery`]:
+//! The redo log ([`crate::engine::kit::redo_log`]: per-thread rings of checksummed
+//! records), its recycling watermark, and recovery ([`crate::engine::kit::replay`]:
 //! replay valid records in persistTS order) are Pisces'. A record's persistTS is the
 //! commit timestamp: two records that write one object were committed in lock order,
 //! so in timestamp order. The pool format is Pisces' (same log areas, watermark word).
@@ -64,7 +64,7 @@ pub mod version;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::pisces::recovery;
+use crate::engine::kit::replay as recovery;
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;

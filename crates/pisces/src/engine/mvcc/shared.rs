@@ -10,8 +10,8 @@
 //!   is not yet durably written home (`u64::MAX`: none), for the watermark.
 //!
 //! # Log recycling
-//! The redo log and its recovery are Pisces' ([`crate::engine::pisces::log`],
-//! [`crate::engine::pisces::recovery`]): records carry the commit timestamp as their
+//! The redo log and its recovery are Pisces' ([`crate::engine::kit::redo_log`],
+//! [`crate::engine::kit::replay`]): records carry the commit timestamp as their
 //! persistTS and recovery replays them in that order. A thread may drop a record only
 //! when every record with a smaller timestamp, in every thread's log, is durably home —
 //! else recovery could replay an older record over a newer value whose record is gone.
@@ -19,14 +19,14 @@
 //! home" before dropping its records below W; recovery ignores records below W.
 
 use super::index::Index;
-use crate::engine::pisces::protocol::{Clock, SlotClock};
-use crate::engine::pisces::shared::WATERMARK_OFFSET;
+use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::watermark;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::sync::fence;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::Arc;
 
 /// One thread slot.
@@ -118,9 +118,6 @@ impl Shared {
 
     /// Raise the persistent watermark to at least `w` and make it durable.
     pub fn persist_watermark(&self, w: u64) {
-        // AcqRel: the flush that follows reads the line, which then holds our value or a
-        // larger one; nothing else is ordered by this RMW.
-        self.heap.atomic_u64(WATERMARK_OFFSET).fetch_max(w, AcqRel);
-        self.heap.persist(WATERMARK_OFFSET, 8);
+        watermark::raise(&self.heap, w);
     }
 }

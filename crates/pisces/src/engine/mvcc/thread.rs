@@ -32,9 +32,10 @@
 
 use super::shared::Shared;
 use super::version::{Entry, Version};
-use crate::engine::pisces::log::{LogWriter, RecordBuilder, HEADER_LEN};
-use crate::engine::pisces::protocol::wait_for_readers;
-use crate::engine::{locate_object, EngineThread};
+use crate::engine::kit::grace::wait_for_readers;
+use crate::engine::kit::objects::locate_object;
+use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::EngineThread;
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache};
 use crate::medium::counters;
@@ -42,7 +43,7 @@ use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 
-use crate::engine::WriteKind as Kind;
+use crate::engine::kit::objects::WriteKind as Kind;
 
 /// One object of the write set.
 struct WriteEntry {
@@ -305,7 +306,7 @@ impl EngineThread for MvccThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.check_active()?;
-        let b = crate::engine::locate_block_to_free(&self.sh.alloc, off)?;
+        let b = crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off)?;
         if let Some(&i) = self.by_off.get(&off) {
             let e = &mut self.writes[i];
             e.kind = e.kind.freed(off, b)?;

@@ -21,9 +21,7 @@
 //! * The header word tags its pointer with the run generation (top 16 bits), so locks
 //!   left by a crash read as empty without a heap scan.
 
-pub mod log;
 pub mod protocol;
-pub mod recovery;
 pub mod shared;
 pub mod thread;
 
@@ -37,7 +35,7 @@ use std::sync::Arc;
 /// The Pisces engine over one pool.
 pub struct PiscesEngine {
     sh: Arc<Shared>,
-    recovered: recovery::Recovered,
+    recovered: crate::engine::kit::replay::Recovered,
 }
 
 impl PiscesEngine {
@@ -54,14 +52,14 @@ impl PiscesEngine {
     }
 
     fn start(heap: Arc<Heap>, opts: EngineOptions, durable: bool) -> Result<PiscesEngine> {
-        let recovered = recovery::recover(&heap)?;
+        let recovered = crate::engine::kit::replay::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The root slot's header word is outside the allocator's heap; a lock left
         // there by a crash reads as empty (older tag), but clear it anyway: it is free.
         heap.atomic_u64(ROOT_SLOT_OFFSET)
             .store(0, std::sync::atomic::Ordering::Relaxed);
         heap.persist(ROOT_SLOT_OFFSET, 8);
-        if shared::tag_wraps(heap.generation()) {
+        if crate::engine::kit::header_word::tag_wraps(heap.generation()) {
             // This run's tag was used 65535 runs ago: words left by that run would
             // read as locks of this one.
             Allocator::clear_header_words(&heap)?;
@@ -78,7 +76,7 @@ impl PiscesEngine {
     }
 
     /// What recovery did when this engine was opened.
-    pub fn recovered(&self) -> &recovery::Recovered {
+    pub fn recovered(&self) -> &crate::engine::kit::replay::Recovered {
         &self.recovered
     }
 

@@ -22,94 +22,16 @@
 //!   writer's record, so group-committed transactions of one thread keep distinct
 //!   `endTS` values.
 
-use crate::sync::{fence, spin_step, AtomicBool, AtomicU64};
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use crate::engine::kit::clock::Clock;
+use crate::sync::spin_step;
+use crate::sync::{fence, AtomicBool, AtomicU64};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
-/// `active_start` of a slot with no running transaction.
-pub const INACTIVE: u64 = u64::MAX;
-/// `active_start` of a slot whose transaction is starting (start timestamp unknown).
-pub const STARTING: u64 = 0;
+pub use crate::engine::kit::clock::SlotClock;
+
 /// `endTS` of a transaction that has not committed.
 pub const END_INFINITE: u64 = u64::MAX;
-
-/// `globalTS`.
-#[derive(Debug)]
-pub struct Clock {
-    ts: AtomicU64,
-}
-
-impl Clock {
-    /// A clock starting at `ts` (≥ 1, so that `STARTING` is below every timestamp).
-    pub fn new(ts: u64) -> Self {
-        Clock {
-            ts: AtomicU64::new(ts.max(1)),
-        }
-    }
-    /// The current value. Acquire: a reader of value v sees everything the committer
-    /// that produced v did before its increment (its endTS and copy contents).
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.ts.load(Acquire)
-    }
-    /// Advance the clock by one and return the new value, which no other caller gets
-    /// (the `mvcc` baseline's commit timestamps; Pisces commits through
-    /// [`TxRecord::commit`]). Release: a thread whose [`Clock::now`] returns this value
-    /// or a later one (later increments are RMWs, so they continue the release
-    /// sequence) sees everything the caller did before, e.g. the locks it holds.
-    #[inline]
-    pub fn tick(&self) -> u64 {
-        self.ts.fetch_add(1, AcqRel) + 1
-    }
-}
-
-/// Per-slot published start timestamp.
-#[derive(Debug)]
-pub struct SlotClock {
-    active_start: AtomicU64,
-}
-
-impl Default for SlotClock {
-    fn default() -> Self {
-        SlotClock {
-            active_start: AtomicU64::new(INACTIVE),
-        }
-    }
-}
-
-impl SlotClock {
-    /// TM_START (lines 2-4): become active, fence, then read `globalTS`.
-    ///
-    /// Race closed: a committer increments `globalTS`, fences, and scans the slots (the
-    /// grace period); it must not miss a reader whose start timestamp predates the
-    /// increment. With a fence on both sides, either our clock load sees the increment
-    /// (then our snapshot includes the committer) or its scan sees `STARTING` / our
-    /// start timestamp, both below its `endTS`, and it waits for us.
-    #[inline]
-    pub fn start(&self, clock: &Clock) -> u64 {
-        self.active_start.store(STARTING, Relaxed);
-        fence(SeqCst);
-        let ts = clock.now();
-        // Release: nothing to publish really; the scan only compares the value, and
-        // STARTING (already visible to it after our fence) is the conservative one.
-        self.active_start.store(ts, Release);
-        ts
-    }
-
-    /// TM_COMMIT line 33 / abort: this slot reads nothing any more. Release suffices:
-    /// a grace-period waiter that sees INACTIVE must also see that our reads are done,
-    /// which program order before a Release store gives.
-    #[inline]
-    pub fn finish(&self) {
-        self.active_start.store(INACTIVE, Release);
-    }
-
-    /// The published value (for grace periods and diagnostics). Acquire pairs with
-    /// `finish`: after seeing INACTIVE, the reader's reads are over.
-    #[inline]
-    pub fn load(&self) -> u64 {
-        self.active_start.load(Acquire)
-    }
-}
+pub use crate::engine::kit::grace::wait_for_readers;
 
 /// A transaction's commit record, pointed to (indirectly) by each of its copies.
 #[derive(Debug)]
@@ -152,10 +74,10 @@ impl TxRecord {
     pub fn commit(&self, clock: &Clock) -> u64 {
         self.in_critical.store(true, Relaxed);
         fence(SeqCst);
-        let end = clock.ts.load(Relaxed) + 1;
+        let end = clock.peek() + 1;
         self.end_ts.store(end, Relaxed);
         self.in_critical.store(false, Release);
-        clock.ts.fetch_add(1, AcqRel);
+        clock.tick();
         end
     }
 
@@ -179,29 +101,6 @@ impl TxRecord {
     #[inline]
     pub fn end_ts(&self) -> u64 {
         self.end_ts.load(Acquire)
-    }
-}
-
-/// The grace period (lines 52-54): wait until no slot other than `own_slot` runs a
-/// transaction that started before `end_ts`.
-///
-/// The fence orders the scan after the `globalTS` increment that produced `end_ts`
-/// (ours, or — for a helper — one that happened before it took the batch lock); it
-/// pairs with the fence in [`SlotClock::start`].
-pub fn wait_for_readers<'a>(
-    slots: impl IntoIterator<Item = &'a SlotClock>,
-    own_slot: usize,
-    end_ts: u64,
-) {
-    fence(SeqCst);
-    for (i, s) in slots.into_iter().enumerate() {
-        if i == own_slot {
-            continue;
-        }
-        let mut round = 0;
-        while s.load() < end_ts {
-            spin_step(&mut round);
-        }
     }
 }
 

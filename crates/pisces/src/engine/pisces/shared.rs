@@ -35,20 +35,21 @@
 //! `min(globalTS, persisting_ts[*], pending_min[*])`, persists it, and only then drops
 //! its own records below W and persists its new log tail.
 
-use super::log::LogWriter;
-use super::protocol::{wait_for_readers, Clock, SlotClock, TxRecord};
+use super::protocol::TxRecord;
+use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::grace::wait_for_readers;
+use crate::engine::kit::header_word::tag_of;
+use crate::engine::kit::header_word::PTR_MASK;
+use crate::engine::kit::redo_log::LogWriter;
+use crate::engine::kit::watermark;
 use crate::engine::EngineOptions;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
-use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::medium::counters;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Offset of the persistent recycle watermark word.
-pub const WATERMARK_OFFSET: usize = ENGINE_AREA_OFFSET;
 
 /// Words per DRAM chunk holding copies.
 pub const CHUNK_WORDS: usize = 8 * 1024;
@@ -267,21 +268,6 @@ pub struct Shared {
     pub next_seq: Vec<u64>,
 }
 
-/// The tag of run `generation` in the top 16 bits of a locked header word: 1..=0xFFFF,
-/// never 0, so a zero word is always empty.
-pub fn tag_of(generation: u64) -> u64 {
-    (generation % 0xFFFF + 1) << 48
-}
-
-/// True if run `generation` reuses the tag of an earlier run (its words must be
-/// cleared before use).
-pub fn tag_wraps(generation: u64) -> bool {
-    generation >= 0xFFFF && generation.is_multiple_of(0xFFFF)
-}
-
-/// Mask of the copy pointer in a header word.
-pub const PTR_MASK: u64 = (1 << 48) - 1;
-
 impl Shared {
     /// Build the shared state (after recovery).
     pub fn new(
@@ -447,12 +433,7 @@ impl Shared {
 
     /// Raise the persistent watermark to at least `w` and make it durable.
     pub fn persist_watermark(&self, w: u64) {
-        // AcqRel: the flush that follows reads the line, which then holds our value or a
-        // larger one; nothing else is ordered by this RMW.
-        self.heap.atomic_u64(WATERMARK_OFFSET).fetch_max(w, AcqRel);
-        // The line now holds a value >= w whoever wrote it; our flush + fence makes it
-        // durable before we drop any record below w.
-        self.heap.persist(WATERMARK_OFFSET, 8);
+        watermark::raise(&self.heap, w);
     }
 
     /// Write back every slot's pending batch (pool close); the caller is in no
@@ -486,6 +467,6 @@ impl Shared {
 
     /// Read the durable watermark (recovery and diagnostics).
     pub fn durable_watermark(&self) -> u64 {
-        self.heap.atomic_u64(WATERMARK_OFFSET).load(Acquire)
+        watermark::load(&self.heap)
     }
 }

@@ -12,15 +12,16 @@
 //! period) and a stale pointer to a recently freed block never observes a home write
 //! while a reader could be looking.
 
-use super::log::{LogWriter, RecordBuilder};
-use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR, PTR_MASK};
+use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
+use crate::engine::kit::header_word::PTR_MASK;
+use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
 use std::sync::Arc;
 
-use crate::engine::WriteKind as Kind;
+use crate::engine::kit::objects::WriteKind as Kind;
 
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
@@ -80,7 +81,7 @@ impl PiscesThread {
     /// Validate a user offset: returns the header-word offset and payload length.
     #[inline]
     fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        crate::engine::locate_object(&self.sh.alloc, off, len)
+        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len)
     }
 
     fn active(&self) -> Result<()> {
@@ -276,7 +277,7 @@ impl PiscesThread {
 
     /// Make room in the log for a record of `entries` bytes.
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
-        let needed = super::log::HEADER_LEN + entries;
+        let needed = crate::engine::kit::redo_log::HEADER_LEN + entries;
         if needed > self.log.max_record() {
             return Err(Error::TooLargeForLog {
                 needed,
@@ -390,7 +391,7 @@ impl EngineThread for PiscesThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.active()?;
-        let b = crate::engine::locate_block_to_free(&self.sh.alloc, off)?;
+        let b = crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off)?;
         let before = self.writes.len();
         let c = self.lock(b.offset, b.payload_len() & !7, Kind::Freed(b))?;
         // SAFETY: our own live copy.

@@ -26,7 +26,7 @@
 //! block size). A torn entry fails its checksum and ends the parse; its in-place
 //! write never happened, because writes follow the entry's fence.
 
-use crate::engine::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::two_phase::{HeldLocks, Mode};
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
@@ -42,7 +42,7 @@ const K_ALLOC: u32 = 2;
 const K_FREE: u32 = 3;
 
 fn tag_of(generation: u64) -> u64 {
-    crate::engine::pisces::shared::tag_of(generation)
+    crate::engine::kit::header_word::tag_of(generation)
 }
 
 /// A parsed undo entry.
@@ -110,7 +110,9 @@ fn recover(heap: &Heap) -> Result<Vec<u64>> {
         let (seq, entries) = parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
         for e in &entries {
             match e.kind {
-                K_DATA => crate::engine::check_logged_write(heap, e.off, e.len as usize)?,
+                K_DATA => {
+                    crate::engine::kit::objects::check_logged_write(heap, e.off, e.len as usize)?
+                }
                 _ => Allocator::check_block(
                     heap,
                     Block {
@@ -171,7 +173,7 @@ impl UndoEngine {
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         heap.atomic_u64(ROOT_SLOT_OFFSET).store(0, Release);
         heap.persist(ROOT_SLOT_OFFSET, 8);
-        if crate::engine::pisces::shared::tag_wraps(heap.generation()) {
+        if crate::engine::kit::header_word::tag_wraps(heap.generation()) {
             Allocator::clear_header_words(&heap)?;
         }
         let tag = tag_of(heap.generation());
@@ -242,7 +244,7 @@ impl UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        crate::engine::locate_object(&self.sh.alloc, off, len)
+        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len)
     }
 
     fn lock(&self, header: u64, mode: Mode) -> Result<()> {

@@ -1,14 +1,13 @@
-//! Recovery edge cases: header words left by old runs, damaged logs.
+//! Recovery edge cases: header words left by old runs, damaged logs (white-box: they
+//! forge log records and header words through the kit).
 
-mod common;
-
-use pisces::engine::pisces::log::{LogWriter, RecordBuilder};
-use pisces::engine::pisces::shared::tag_of;
-use pisces::heap::superblock::Superblock;
-use pisces::heap::{FormatParams, Heap};
-use pisces::medium::sim::{Adversary, SimConfig, SimMedium};
-use pisces::medium::Medium;
-use pisces::{Config, EngineOptions, Error, PPtr, Pool};
+use crate::engine::kit::header_word::tag_of;
+use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
+use crate::heap::superblock::Superblock;
+use crate::heap::{FormatParams, Heap};
+use crate::medium::sim::{Adversary, SimConfig, SimMedium};
+use crate::medium::Medium;
+use crate::{Config, EngineOptions, Error, PPtr, Pool};
 use std::sync::Arc;
 
 fn small_cfg() -> Config {

@@ -87,10 +87,6 @@ impl RecordBuilder {
     pub fn len(&self) -> usize {
         self.buf.len()
     }
-    /// True if no entry was added.
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
     fn words(&mut self, a: u64, b: u64) {
         self.buf.extend_from_slice(&a.to_le_bytes());
         self.buf.extend_from_slice(&b.to_le_bytes());

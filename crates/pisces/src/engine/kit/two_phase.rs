@@ -11,6 +11,7 @@
 //! form); `run` retries after a randomized back-off. So readers do wait for writers —
 //! that is what the baselines built on this are for.
 
+use super::header_word::TAG_MASK;
 use crate::fasthash::FastMap;
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -19,7 +20,6 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
 const EXCLUSIVE: u64 = 1 << 47;
 const LOW_MASK: u64 = (1 << 47) - 1;
-const TAG_MASK: u64 = !((1 << 48) - 1);
 
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,7 @@ impl HeldLocks {
     }
 
     /// True if another thread holds the lock word `word` (at `key`) exclusively.
+    #[cfg_attr(not(pmdk), allow(dead_code))] // only the pmdk engine asks
     pub(crate) fn held_by_another(&self, key: u64, word: &AtomicU64) -> bool {
         let h = word.load(Acquire);
         self.mode(key).is_none() && h & TAG_MASK == self.tag && h & EXCLUSIVE != 0

@@ -13,8 +13,8 @@
 //! again over the same home locations (idempotent: each entry writes absolute values,
 //! allocator entries set or clear bits); after it, nothing replays.
 
-use super::log::{self, Entry};
-use super::shared::WATERMARK_OFFSET;
+use super::redo_log::{self as log, Entry};
+use super::watermark::WATERMARK_OFFSET;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -32,7 +32,7 @@ pub struct Recovered {
 }
 
 fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
-    crate::engine::check_logged_write(heap, off, len)
+    super::objects::check_logged_write(heap, off, len)
 }
 
 /// Check that every entry of a record names a place a transaction could have written.

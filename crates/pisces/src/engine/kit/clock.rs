@@ -1,0 +1,99 @@
+//! The timestamp clock: one global counter (`globalTS`) and one published start
+//! timestamp per thread slot.
+//!
+//! Engines that give each transaction a snapshot by timestamp (pisces, volatile, mvcc)
+//! share these. [`SlotClock::start`] is the reader's half of the store-buffering pattern
+//! that the grace period ([`super::grace`]) closes: see its docs for the race.
+
+use crate::sync::{fence, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+
+/// `active_start` of a slot with no running transaction.
+pub const INACTIVE: u64 = u64::MAX;
+/// `active_start` of a slot whose transaction is starting (start timestamp unknown).
+pub const STARTING: u64 = 0;
+
+/// `globalTS`.
+#[derive(Debug)]
+pub struct Clock {
+    ts: AtomicU64,
+}
+
+impl Clock {
+    /// A clock starting at `ts` (≥ 1, so that `STARTING` is below every timestamp).
+    pub fn new(ts: u64) -> Self {
+        Clock {
+            ts: AtomicU64::new(ts.max(1)),
+        }
+    }
+    /// The current value. Acquire: a reader of value v sees everything the committer
+    /// that produced v did before its increment (its endTS and copy contents).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.ts.load(Acquire)
+    }
+    /// The current value without ordering (Pisces' concurrency commit reads it between
+    /// its own fences, see `TxRecord::commit`).
+    #[inline]
+    pub fn peek(&self) -> u64 {
+        self.ts.load(Relaxed)
+    }
+    /// Advance the clock by one and return the new value, which no other caller gets
+    /// (the `mvcc` baseline's commit timestamps; Pisces commits through
+    /// [`TxRecord::commit`]). Release: a thread whose [`Clock::now`] returns this value
+    /// or a later one (later increments are RMWs, so they continue the release
+    /// sequence) sees everything the caller did before, e.g. the locks it holds.
+    #[inline]
+    pub fn tick(&self) -> u64 {
+        self.ts.fetch_add(1, AcqRel) + 1
+    }
+}
+
+/// Per-slot published start timestamp.
+#[derive(Debug)]
+pub struct SlotClock {
+    active_start: AtomicU64,
+}
+
+impl Default for SlotClock {
+    fn default() -> Self {
+        SlotClock {
+            active_start: AtomicU64::new(INACTIVE),
+        }
+    }
+}
+
+impl SlotClock {
+    /// TM_START (lines 2-4): become active, fence, then read `globalTS`.
+    ///
+    /// Race closed: a committer increments `globalTS`, fences, and scans the slots (the
+    /// grace period); it must not miss a reader whose start timestamp predates the
+    /// increment. With a fence on both sides, either our clock load sees the increment
+    /// (then our snapshot includes the committer) or its scan sees `STARTING` / our
+    /// start timestamp, both below its `endTS`, and it waits for us.
+    #[inline]
+    pub fn start(&self, clock: &Clock) -> u64 {
+        self.active_start.store(STARTING, Relaxed);
+        fence(SeqCst);
+        let ts = clock.now();
+        // Release: nothing to publish really; the scan only compares the value, and
+        // STARTING (already visible to it after our fence) is the conservative one.
+        self.active_start.store(ts, Release);
+        ts
+    }
+
+    /// TM_COMMIT line 33 / abort: this slot reads nothing any more. Release suffices:
+    /// a grace-period waiter that sees INACTIVE must also see that our reads are done,
+    /// which program order before a Release store gives.
+    #[inline]
+    pub fn finish(&self) {
+        self.active_start.store(INACTIVE, Release);
+    }
+
+    /// The published value (for grace periods and diagnostics). Acquire pairs with
+    /// `finish`: after seeing INACTIVE, the reader's reads are over.
+    #[inline]
+    pub fn load(&self) -> u64 {
+        self.active_start.load(Acquire)
+    }
+}

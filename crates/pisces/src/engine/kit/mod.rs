@@ -1,0 +1,23 @@
+//! The engine kit: building blocks that several engines share.
+//!
+//! An engine composes these instead of importing another engine's modules:
+//! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
+//! * [`grace`]: grace periods (wait for readers older than a timestamp);
+//! * [`header_word`]: run-generation tags of the per-object header word;
+//! * [`redo_log`]: checksummed redo records in per-thread ring buffers, and their parser;
+//! * [`replay`]: recovery of the redo-log engines (replay in timestamp order);
+//! * [`watermark`]: the persistent recycle watermark of the redo logs;
+//! * [`two_phase`]: reader-writer lock words and a thread's held-lock set (strict 2PL);
+//! * [`objects`]: validation of user offsets and logged writes; write-set kinds.
+
+pub mod clock;
+pub mod grace;
+pub mod header_word;
+pub mod objects;
+pub mod redo_log;
+pub mod replay;
+pub mod two_phase;
+pub mod watermark;
+
+#[cfg(test)]
+mod recovery_tests;
