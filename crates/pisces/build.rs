@@ -1,7 +1,8 @@
 //! Decides whether the `pmdk` engine is built: with the `pmdk` feature (on by default)
 //! and libpmemobj present, it sets `cfg(pmdk)` and the engine links libpmemobj;
 //! without the library the build still succeeds, says so in a warning, and the engine
-//! refuses to start with a message naming the package to install.
+//! refuses to start with a message naming the package to install. `PISCES_NO_PMDK=1`
+//! leaves the engine out even where the library is installed.
 
 use std::path::Path;
 use std::process::Command;
@@ -37,7 +38,15 @@ fn main() {
             println!("cargo::rerun-if-changed={}", lib.display());
         }
     }
+    println!("cargo::rerun-if-env-changed=PISCES_NO_PMDK");
     if std::env::var_os("CARGO_FEATURE_PMDK").is_none() {
+        return;
+    }
+    // `PISCES_NO_PMDK=1` builds as a machine without libpmemobj would (CI runs the
+    // tests that way too, so a fresh machine's build is checked where the library is
+    // installed).
+    if std::env::var_os("PISCES_NO_PMDK").is_some_and(|v| !v.is_empty() && v != "0") {
+        println!("cargo::warning=PISCES_NO_PMDK is set: the pmdk engine is left out of this build");
         return;
     }
     if libpmemobj_found() {

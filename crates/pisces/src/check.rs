@@ -36,8 +36,7 @@
 //! A step that cannot trust its input is skipped (with bad geometry nothing past step 3
 //! runs; with problems in steps 4–5 the dry run does not run).
 
-use crate::engine::kit::replay::{self as recovery, LogState};
-use crate::engine::EngineId;
+use crate::engine::{registry, EngineId, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
 use crate::heap::superblock::{self, Superblock, FORMAT_VERSION, MAGIC};
@@ -128,10 +127,11 @@ pub struct CheckReport {
     pub usage: Option<Vec<ClassUsage>>,
     /// Allocated objects and their bytes (block sizes, headers included), if sound.
     pub allocated: Option<(u64, u64)>,
-    /// Log state (Pisces engine), if the geometry allowed reading the logs.
-    pub log: Option<LogState>,
-    /// Records the dry run of recovery replayed, if it ran and succeeded.
-    pub replayed: Option<usize>,
+    /// What the pool's engine reports of its persistent state (logs, markers), if the
+    /// geometry allowed reading it.
+    pub engine_state: Option<Inspection>,
+    /// True if a dry run of the engine's recovery (on private pages) succeeded.
+    pub recovery_ok: bool,
     /// The root slot (after the dry run's replay if it ran, else as stored).
     pub root: Option<RootInfo>,
     /// Inconsistencies: the pool would be refused, or recovery would trust bad data.
@@ -315,22 +315,18 @@ impl fmt::Display for CheckReport {
                 )?;
             }
         }
-        if let Some(log) = &self.log {
-            writeln!(f, "logs")?;
-            writeln!(f, "  watermark      {}", log.watermark)?;
-            let live: Vec<String> = log.live_records.iter().map(|n| n.to_string()).collect();
-            writeln!(
-                f,
-                "  live records   {} (per slot: {})",
-                log.live_records.iter().sum::<usize>(),
-                live.join(" ")
-            )?;
+        if let Some(st) = &self.engine_state {
+            if !st.lines.is_empty() {
+                writeln!(f, "engine state")?;
+                for l in &st.lines {
+                    writeln!(f, "  {l}")?;
+                }
+            }
         }
-        if let Some(n) = self.replayed {
+        if self.recovery_ok {
             writeln!(
                 f,
-                "recovery         a dry run replays {n} record{} cleanly",
-                if n == 1 { "" } else { "s" }
+                "recovery         a dry run of the engine's recovery succeeds"
             )?;
         }
         if let Some(r) = &self.root {
@@ -501,8 +497,8 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
         layout: None,
         usage: None,
         allocated: None,
-        log: None,
-        replayed: None,
+        engine_state: None,
+        recovery_ok: false,
         root: None,
         problems: Vec::new(),
         warnings: Vec::new(),
@@ -626,7 +622,7 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
         kind: medium,
         _map: map,
     });
-    let heap = match Heap::open(view, EngineId::describe, sb.engine_id) {
+    let heap = match Heap::open(view) {
         Ok(h) => Arc::new(h),
         Err(e) => {
             r.problems.push(format!("the heap cannot be opened: {e}"));
@@ -653,18 +649,26 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
         }
     }
 
-    // Logs.
-    if r.engine == Some(EngineId::Pisces) {
-        let log = recovery::inspect(&heap);
-        r.problems
-            .extend(log.problems.iter().map(|p| format!("log: {p}")));
-        r.log = Some(log);
-    }
+    // The engine's own state (logs, markers).
+    let Some(engine) = r.engine else {
+        return Ok(r);
+    };
+    let st = engine.inspect(&heap);
+    r.problems
+        .extend(st.problems.iter().map(|p| format!("{engine}: {p}")));
+    r.engine_state = Some(st);
 
-    // Dry run of recovery on the private pages.
-    if r.problems.is_empty() && r.engine == Some(EngineId::Pisces) {
-        match recovery::recover(&heap) {
-            Ok(rec) => r.replayed = Some(rec.replayed),
+    // Dry run of the engine's recovery on the private pages: the engine opens the pool
+    // exactly as `Pool::open` would, then is dropped (nothing reaches the file).
+    if r.problems.is_empty() {
+        let ctx = OpenCtx {
+            recovery_threads: 1,
+        };
+        match registry::open_heap(engine, heap.clone(), &EngineOptions::default(), &ctx) {
+            Ok(e) => {
+                e.shutdown();
+                r.recovery_ok = true;
+            }
             Err(e) => {
                 r.problems.push(format!("recovery would fail: {e}"));
                 return Ok(r);
@@ -720,7 +724,8 @@ fn read_root(heap: &Heap) -> RootInfo {
     };
     RootInfo {
         offset: word(0),
-        size: word(8),
+        // The high half is the root type's fingerprint (see `Pool::root`).
+        size: word(8) & 0xFFFF_FFFF,
     }
 }
 

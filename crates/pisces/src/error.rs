@@ -108,6 +108,28 @@ pub enum Error {
     /// The user aborted the transaction.
     #[error("transaction aborted by the user: {0}")]
     UserAbort(String),
+    /// A transaction started with `TxOptions::read_only` tried to change the pool.
+    #[error("a read-only transaction cannot write, allocate or free")]
+    ReadOnlyTransaction,
+    /// The engine does not offer the isolation level a transaction asked for.
+    #[error("the {engine} engine does not offer {requested} isolation (its strongest level is {offered})")]
+    IsolationUnsupported {
+        /// The engine.
+        engine: &'static str,
+        /// What the transaction asked for.
+        requested: crate::tx::Isolation,
+        /// The strongest level the engine offers.
+        offered: crate::tx::Isolation,
+    },
+    /// A transaction was started on a thread that is already inside a transaction of
+    /// the same pool (transactions do not nest; run the inner work in the outer one).
+    #[error(
+        "a transaction is already running on this thread for this pool; transactions do not nest"
+    )]
+    NestedTransaction,
+    /// An argument is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// The crash simulator has crashed; the medium no longer accepts work.
     #[error("the simulated machine has crashed")]
     Crashed,

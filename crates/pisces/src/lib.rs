@@ -26,12 +26,12 @@ mod sync;
 pub mod tx;
 
 pub use containers::{BTreeMap, HashMap};
-pub use engine::{EngineId, EngineOptions};
+pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use pool::{Config, Pool, ThreadHandle};
-pub use tx::{Tx, TxStats};
+pub use tx::{Durability, Isolation, Tx, TxOptions, TxStats};
 
 /// Derive macros and traits for types stored in a pool.
 pub use bytemuck::{Pod, Zeroable};

@@ -8,27 +8,28 @@
 //! `Config::max_threads` of them; they are never destroyed while the pool is open,
 //! and a parked state's pending write-backs are helped out by other threads.
 
-use crate::engine::mvcc::MvccEngine;
-use crate::engine::pisces::PiscesEngine;
-use crate::engine::undo::UndoEngine;
-use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
+use crate::engine::registry::{self, AnyEngine, AnyThread};
+use crate::engine::{EngineId, EngineOptions, OpenCtx, Storage};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::{self, Medium, MediumKind};
-use crate::tx::{run_on, Tx, TxStats};
+use crate::tx::{run_on, Tx, TxOptions, TxStats};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
+use std::cell::RefCell;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// How to create or open a pool.
 ///
 /// ```
-/// use pisces::{Config, EngineOptions, MediumKind};
+/// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
 /// let cfg = Config {
 ///     size: 256 << 20,                       // a 256 MiB pool
 ///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
+///     engine: Some(EngineId::Pisces),
 ///     max_threads: 4,
-///     engine_options: EngineOptions { flush_diff: true, group_commit: 8 },
+///     engine_options: PiscesOptions { flush_diff: true, group_commit: 8 }.into(),
 ///     ..Config::default()
 /// };
 /// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
@@ -39,16 +40,24 @@ pub struct Config {
     pub size: u64,
     /// The medium the pool is mapped on.
     pub medium: MediumKind,
-    /// The engine. A pool opened with another engine than the one that created it is
-    /// refused with [`Error::WrongEngine`].
-    pub engine: EngineId,
+    /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
+    /// `None` takes the engine the superblock records; naming another one is refused
+    /// with [`Error::WrongEngine`].
+    pub engine: Option<EngineId>,
     /// Most threads that run transactions at once. Fixed at creation.
     pub max_threads: usize,
     /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
     /// transaction's record may use at most half of it.
     pub log_bytes_per_thread: usize,
-    /// Engine tuning (flush-diff, group commit); may differ between runs.
+    /// The engine's options (`key=value`, parsed and checked by the engine at open);
+    /// may differ between runs.
     pub engine_options: EngineOptions,
+    /// Threads recovery may use at open (engines that replay in parallel).
+    pub recovery_threads: usize,
+    /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
+    /// out (by handles or other `run` calls) before it fails with
+    /// [`Error::TooManyThreads`].
+    pub slot_wait: Duration,
 }
 
 impl Default for Config {
@@ -56,35 +65,118 @@ impl Default for Config {
         Config {
             size: 64 << 20,
             medium: MediumKind::DRAM,
-            engine: EngineId::Pisces,
+            engine: None,
             max_threads: 8,
             log_bytes_per_thread: 1 << 20,
             engine_options: EngineOptions::default(),
+            recovery_threads: 1,
+            slot_wait: Duration::from_secs(5),
         }
     }
 }
 
-/// The root slot's payload: where the root object is and how big it is.
+/// The root slot's payload: where the root object is, its size and a fingerprint of
+/// its type.
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
 struct RootSlot {
     offset: u64,
-    size: u64,
+    /// Low 32 bits: size of the root type; high 32 bits: its fingerprint.
+    size_and_type: u64,
+}
+
+/// A fingerprint of `T` for the root slot: CRC32C of its type name with module paths
+/// removed (`PPtr<u64>`, not `pisces::heap::pptr::PPtr<u64>`), so moving a type to
+/// another module keeps its pools usable, while `u64` and `PPtr<u64>` differ. Never 0.
+fn type_fingerprint<T>() -> u32 {
+    let full = std::any::type_name::<T>();
+    let mut short = String::with_capacity(full.len());
+    let mut segment = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            segment.push(c);
+        } else {
+            short.push_str(segment.rsplit("::").next().unwrap_or(""));
+            segment.clear();
+            short.push(c);
+        }
+    }
+    short.push_str(segment.rsplit("::").next().unwrap_or(""));
+    crc32c::crc32c(short.as_bytes()).max(1)
+}
+
+/// Thread states of a pool that are not checked out, and how many exist.
+struct Slots {
+    idle: Vec<(usize, AnyThread)>,
+    created: usize,
 }
 
 struct PoolInner {
-    engine: Box<dyn Engine>,
-    idle: Mutex<Vec<(usize, Box<dyn EngineThread>)>>,
-    created: Mutex<usize>,
+    engine: AnyEngine,
+    slots: Mutex<Slots>,
+    /// Signalled when a state is checked in (for `run` waiting on a full pool).
+    returned: Condvar,
     max_threads: usize,
+    slot_wait: Duration,
+    /// Identity for the nesting check (the address of this allocation).
+    id: usize,
 }
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        // Thread states first (each writes back its batch), then anything left.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // Thread states first (each writes back its batch), then background work, then
+        // anything left.
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .idle
+            .clear();
+        self.engine.shutdown();
         self.engine.quiesce();
         let _ = self.engine.sync();
+    }
+}
+
+thread_local! {
+    /// Pools (by `PoolInner::id`) with a transaction running on this thread: a second
+    /// one of the same pool would wait for the first (a grace period, a lock) forever.
+    static IN_TX: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks this thread as inside a transaction of one pool while alive.
+struct InTx(usize);
+
+impl InTx {
+    fn enter(pool: usize) -> Result<InTx> {
+        IN_TX.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.contains(&pool) {
+                return Err(Error::NestedTransaction);
+            }
+            s.push(pool);
+            Ok(InTx(pool))
+        })
+    }
+}
+
+impl Drop for InTx {
+    fn drop(&mut self) {
+        IN_TX.with(|s| s.borrow_mut().retain(|&p| p != self.0));
+    }
+}
+
+/// A thread state checked out for one `Pool::run`; given back when dropped, also when
+/// the transaction's closure panics.
+struct Lease<'p> {
+    pool: &'p Pool,
+    state: Option<(usize, AnyThread)>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.state.take() {
+            self.pool.checkin(s);
+        }
     }
 }
 
@@ -120,27 +212,6 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-fn start_engine(heap: Arc<Heap>, cfg: &Config) -> Result<Box<dyn Engine>> {
-    if cfg.engine_options.group_commit == 0 {
-        return Err(Error::InvalidConfig(
-            "group_commit must be at least 1 (1 = off)".into(),
-        ));
-    }
-    match cfg.engine {
-        EngineId::Pisces => Ok(Box::new(PiscesEngine::open(heap, cfg.engine_options)?)),
-        EngineId::Undo => Ok(Box::new(UndoEngine::open(heap)?)),
-        EngineId::Volatile => Ok(Box::new(PiscesEngine::open_volatile(
-            heap,
-            cfg.engine_options,
-        )?)),
-        EngineId::Mvcc => Ok(Box::new(MvccEngine::open(heap)?)),
-        EngineId::Pmdk => Err(Error::InvalidConfig(
-            "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path"
-                .into(),
-        )),
-    }
-}
-
 impl Pool {
     /// Create a new pool file at `path` (it must not exist) and open it.
     ///
@@ -154,8 +225,12 @@ impl Pool {
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
     /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        if cfg.engine == EngineId::Pmdk {
-            return Self::from_engine(crate::engine::pmdk::start(path.as_ref(), &cfg, true)?, &cfg);
+        let engine = cfg.engine.unwrap_or(EngineId::Pisces);
+        if engine.storage() == Storage::OwnFile {
+            return Self::from_engine(
+                registry::open_file(engine, path.as_ref(), &cfg, true)?,
+                &cfg,
+            );
         }
         let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
         Self::create_on(medium, cfg).inspect_err(|_| {
@@ -181,9 +256,9 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        if cfg.engine == EngineId::Pmdk {
+        if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
             return Self::from_engine(
-                crate::engine::pmdk::start(path.as_ref(), &cfg, false)?,
+                registry::open_file(engine, path.as_ref(), &cfg, false)?,
                 &cfg,
             );
         }
@@ -202,15 +277,22 @@ impl Pool {
     /// assert_eq!(pool.heap().unwrap().layout().max_threads, 8);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        let engine = cfg.engine.unwrap_or(EngineId::Pisces);
+        if engine.storage() != Storage::Heap {
+            return Err(Error::InvalidConfig(format!(
+                "the {engine} engine keeps its own pool file: use Pool::create / Pool::open with a path"
+            )));
+        }
         let heap = Heap::format(
             medium,
             FormatParams {
-                engine_id: cfg.engine as u32,
+                engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
+                regions: engine.regions(&cfg),
             },
         )?;
-        Self::start(Arc::new(heap), &cfg)
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
     /// Open a pool on a medium that holds one (e.g. a crash image), running recovery.
@@ -230,13 +312,33 @@ impl Pool {
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
-        let heap = Heap::open(medium, EngineId::describe, cfg.engine as u32)?;
-        Self::start(Arc::new(heap), &cfg)
+        let heap = Heap::open(medium)?;
+        let found = heap.superblock().engine_id;
+        let engine = EngineId::from_u32(found)
+            .filter(|e| e.storage() == Storage::Heap)
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "the superblock names {}, which this build does not know",
+                    EngineId::describe(found)
+                ))
+            })?;
+        if let Some(asked) = cfg.engine.filter(|&e| e != engine) {
+            return Err(Error::WrongEngine {
+                found: engine.name().to_string(),
+                requested: asked.name().to_string(),
+            });
+        }
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
-    fn start(heap: Arc<Heap>, cfg: &Config) -> Result<Pool> {
+    fn start(heap: Arc<Heap>, id: EngineId, cfg: &Config) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
-        let engine = start_engine(heap.clone(), cfg)?;
+        let engine = registry::open_heap(
+            id,
+            heap.clone(),
+            &cfg.engine_options,
+            &OpenCtx::from_config(cfg),
+        )?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
         Self::from_engine(
@@ -248,28 +350,25 @@ impl Pool {
         )
     }
 
-    fn from_engine(engine: Box<dyn Engine>, cfg: &Config) -> Result<Pool> {
+    fn from_engine(engine: AnyEngine, cfg: &Config) -> Result<Pool> {
         let max_threads = cfg.max_threads;
-        Ok(Pool {
-            inner: Arc::new(PoolInner {
-                engine,
-                idle: Mutex::new(Vec::new()),
-                created: Mutex::new(0),
-                max_threads,
+        let inner = Arc::new_cyclic(|w| PoolInner {
+            engine,
+            slots: Mutex::new(Slots {
+                idle: Vec::new(),
+                created: 0,
             }),
-        })
+            returned: Condvar::new(),
+            max_threads,
+            slot_wait: cfg.slot_wait,
+            id: w.as_ptr() as usize,
+        });
+        Ok(Pool { inner })
     }
 
-    /// The heap (layout, medium, superblock) — for tools and engines; `None` for the
-    /// `pmdk` engine, whose pool is libpmemobj's.
-    ///
-    /// ```
-    /// # use pisces::{Config, Pool};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
-    /// assert_eq!(pool.heap().unwrap().superblock().pool_size, 32 << 20);
-    /// ```
-    pub fn heap(&self) -> Option<&Arc<Heap>> {
+    /// The heap (layout, medium, superblock); `None` for the `pmdk` engine, whose pool
+    /// is libpmemobj's.
+    pub(crate) fn heap(&self) -> Option<&Arc<Heap>> {
         self.inner.engine.heap()
     }
 
@@ -285,32 +384,42 @@ impl Pool {
         self.inner.engine.id()
     }
 
-    fn checkout(&self) -> Result<(usize, Box<dyn EngineThread>)> {
-        if let Some(s) = self
-            .inner
-            .idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-        {
-            return Ok(s);
+    /// A thread state: an idle one, a new one while fewer than `max_threads` exist,
+    /// or (if `wait`) the next one given back within `Config::slot_wait`.
+    fn checkout(&self, wait: bool) -> Result<(usize, AnyThread)> {
+        let deadline = Instant::now() + self.inner.slot_wait;
+        let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(s) = slots.idle.pop() {
+                return Ok(s);
+            }
+            if slots.created < self.inner.max_threads {
+                let slot = slots.created;
+                let th = self.inner.engine.thread(slot)?;
+                slots.created += 1;
+                return Ok((slot, th));
+            }
+            let now = Instant::now();
+            if !wait || now >= deadline {
+                return Err(Error::TooManyThreads(self.inner.max_threads));
+            }
+            slots = self
+                .inner
+                .returned
+                .wait_timeout(slots, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        let mut created = self.inner.created.lock().unwrap_or_else(|e| e.into_inner());
-        if *created >= self.inner.max_threads {
-            return Err(Error::TooManyThreads(self.inner.max_threads));
-        }
-        let slot = *created;
-        let th = self.inner.engine.thread(slot)?;
-        *created += 1;
-        Ok((slot, th))
     }
 
-    fn checkin(&self, s: (usize, Box<dyn EngineThread>)) {
+    fn checkin(&self, s: (usize, AnyThread)) {
         self.inner
-            .idle
+            .slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .idle
             .push(s);
+        self.inner.returned.notify_one();
     }
 
     /// A thread state kept until the handle is dropped: the fast way to run many
@@ -336,7 +445,7 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 200);
     /// ```
     pub fn handle(&self) -> Result<ThreadHandle> {
-        let state = self.checkout()?;
+        let state = self.checkout(false)?;
         Ok(ThreadHandle {
             pool: self.clone(),
             state: Some(state),
@@ -347,8 +456,14 @@ impl Pool {
     /// Run `f` as one transaction, retrying it on conflicts, and return its value.
     ///
     /// `f` may run several times; an `Err` from it rolls the transaction back and is
-    /// returned (use [`Error::abort`] for a user abort). All reads inside one attempt
-    /// see one snapshot.
+    /// returned (use [`Error::abort`] for a user abort; [`Pool::transaction`] takes the
+    /// caller's own error type). All reads inside one attempt see one snapshot. `run` returns
+    /// after the transaction is durable.
+    ///
+    /// When all `max_threads` thread states are checked out, `run` waits up to
+    /// `Config::slot_wait` for one. A transaction cannot run inside another one of the
+    /// same pool on the same thread ([`Error::NestedTransaction`]). If `f` panics, the
+    /// attempt is rolled back and the thread state given back before the panic goes on.
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
@@ -364,14 +479,72 @@ impl Pool {
     /// assert_eq!(moved, 5);
     /// ```
     pub fn run<R>(&self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
-        let mut state = self.checkout()?;
-        let r = run_on(state.1.as_mut(), &mut TxStats::default(), f);
-        self.checkin(state);
-        r
+        self.transaction(TxOptions::default(), f)
     }
 
-    /// The root object, created zeroed on first use. Every call must use the same `T`
-    /// (its size is checked).
+    /// [`Pool::run`] with transaction options (read-only, isolation level, durability).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, TxOptions, Isolation, Error};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("o.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// let v = pool.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(n)?)).unwrap();
+    /// assert_eq!(v, 0);
+    /// // Pisces offers snapshot isolation, not serializable:
+    /// let r = pool.run_with(TxOptions::default().isolation(Isolation::Serializable), |tx| Ok(*tx.read(n)?));
+    /// assert!(matches!(r, Err(Error::IsolationUnsupported { .. })));
+    /// ```
+    pub fn run_with<R>(
+        &self,
+        opts: TxOptions,
+        f: impl FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.transaction(opts, f)
+    }
+
+    /// The general form of [`Pool::run`]: transaction options, and the caller's own
+    /// error type (any `E: From<pisces::Error>`), so a program's errors come back as
+    /// they were returned instead of flattened into [`Error::UserAbort`]. A conflict
+    /// inside `f` is retried whatever error type it was converted into. (`run` keeps
+    /// `pisces::Error`: with a generic error type, a closure ending in `Ok(v)` would
+    /// need its error type spelled out.)
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, TxOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// #[derive(Debug)]
+    /// enum BankError { Pool(pisces::Error), Overdrawn(i64) }
+    /// impl From<pisces::Error> for BankError {
+    ///     fn from(e: pisces::Error) -> Self { BankError::Pool(e) }
+    /// }
+    /// let acct: PPtr<i64> = pool.root().unwrap();
+    /// let r = pool.transaction(TxOptions::default(), |tx| {
+    ///     let a = tx.write(acct)?;
+    ///     if *a < 10 { return Err(BankError::Overdrawn(*a)); }
+    ///     *a -= 10;
+    ///     Ok(())
+    /// });
+    /// assert!(matches!(r, Err(BankError::Overdrawn(0))));
+    /// ```
+    pub fn transaction<R, E: From<Error>>(
+        &self,
+        opts: TxOptions,
+        f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        let _in_tx = InTx::enter(self.inner.id)?;
+        let mut lease = Lease {
+            pool: self,
+            state: Some(self.checkout(true)?),
+        };
+        let state = lease.state.as_mut().expect("checked out");
+        run_on(&mut state.1, &mut TxStats::default(), &opts, f)
+    }
+
+    /// The root object, created zeroed on first use. Every call must use the same `T`:
+    /// its size and a fingerprint of its name are recorded and checked (a type renamed
+    /// or moved between modules keeps working; `u64` and `PPtr<u64>` are different).
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr, Pod, Zeroable};
@@ -387,13 +560,20 @@ impl Pool {
     pub fn root<T: Pod>(&self) -> Result<PPtr<T>> {
         let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
         let size = std::mem::size_of::<T>() as u64;
+        let tag = u64::from(type_fingerprint::<T>()) << 32 | size;
         self.run(|tx| {
             let r = *tx.read(slot)?;
             if r.offset != 0 {
-                if r.size != size {
+                if r.size_and_type & 0xFFFF_FFFF != size {
                     return Err(Error::InvalidPointer(format!(
                         "the root object has {} bytes, not {size} (another type?)",
-                        r.size
+                        r.size_and_type & 0xFFFF_FFFF
+                    )));
+                }
+                if r.size_and_type != tag {
+                    return Err(Error::InvalidPointer(format!(
+                        "the root object was created as another type than {} (same size, different type)",
+                        std::any::type_name::<T>()
                     )));
                 }
                 let p = PPtr::from_offset(r.offset);
@@ -404,7 +584,7 @@ impl Pool {
             let p = tx.alloc(T::zeroed())?;
             *tx.write(slot)? = RootSlot {
                 offset: p.offset(),
-                size,
+                size_and_type: tag,
             };
             Ok(p)
         })
@@ -422,9 +602,10 @@ impl Pool {
     pub fn sync(&self) -> Result<()> {
         for (_, th) in self
             .inner
-            .idle
+            .slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .idle
             .iter_mut()
         {
             th.quiesce();
@@ -437,7 +618,7 @@ impl Pool {
 /// A thread's own transaction state on a pool (see [`Pool::handle`]).
 pub struct ThreadHandle {
     pool: Pool,
-    state: Option<(usize, Box<dyn EngineThread>)>,
+    state: Option<(usize, AnyThread)>,
     stats: TxStats,
 }
 
@@ -464,8 +645,45 @@ impl ThreadHandle {
     /// assert_eq!(h.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 10);
     /// ```
     pub fn run<R>(&mut self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
+        self.transaction(TxOptions::default(), f)
+    }
+
+    /// Run `f` as one transaction with options (see [`Pool::run_with`]).
+    pub fn run_with<R>(
+        &mut self,
+        opts: TxOptions,
+        f: impl FnMut(&mut Tx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.transaction(opts, f)
+    }
+
+    /// The general form (see [`Pool::transaction`]).
+    pub fn transaction<R, E: From<Error>>(
+        &mut self,
+        opts: TxOptions,
+        f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
+        let _in_tx = InTx::enter(self.pool.inner.id)?;
         let state = self.state.as_mut().expect("state present until drop");
-        run_on(state.1.as_mut(), &mut self.stats, f)
+        run_on(&mut state.1, &mut self.stats, &opts, f)
+    }
+
+    /// Wait until every transaction this handle committed is durable (after runs with
+    /// `Durability::Deferred`).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, TxOptions, Durability};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("d.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// let mut h = pool.handle().unwrap();
+    /// let lazy = TxOptions::default().durability(Durability::Deferred);
+    /// h.run_with(lazy, |tx| { *tx.write(n)? = 3; Ok(()) }).unwrap();
+    /// h.wait_durable().unwrap();
+    /// ```
+    pub fn wait_durable(&mut self) -> Result<()> {
+        let state = self.state.as_mut().expect("state present until drop");
+        state.1.wait_durable(crate::engine::DurableToken::ALL)
     }
 
     /// Commits, conflict retries and failures of the transactions run on this handle.

@@ -63,17 +63,104 @@
 //! # let _codegen: fn(&Pool, PPtr<u128>) -> Result<()> = f;
 //! ```
 
-use crate::engine::EngineThread;
+use crate::engine::registry::AnyThread;
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;
 use rand::Rng;
 use std::mem::{align_of, size_of};
 use std::time::Duration;
 
+/// How strongly a transaction is isolated from concurrent ones. Levels are ordered:
+/// an engine that offers a level also accepts requests for weaker ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isolation {
+    /// Snapshot isolation: every read sees one committed snapshot taken at begin; two
+    /// transactions that write the same object do not both commit. Write skew is
+    /// possible.
+    Snapshot,
+    /// Serializable: the outcome equals some serial order of the committed
+    /// transactions (no write skew).
+    Serializable,
+    /// Linearizable (strict serializable): serializable, and the order respects real
+    /// time (a transaction sees every one that committed before it began).
+    Linearizable,
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::Snapshot => "snapshot",
+            Isolation::Serializable => "serializable",
+            Isolation::Linearizable => "linearizable",
+        })
+    }
+}
+
+/// When `run` returns relative to durability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// `run` returns after the transaction is durable (survives a crash).
+    #[default]
+    OnReturn,
+    /// `run` returns once the transaction is visible; it becomes durable later, at the
+    /// latest when [`crate::ThreadHandle::wait_durable`] or [`crate::Pool::sync`]
+    /// returns. On engines whose commit is durable anyway nothing changes.
+    Deferred,
+}
+
+/// Options of one transaction.
+///
+/// ```
+/// use pisces::{Isolation, TxOptions};
+/// let o = TxOptions { read_only: true, ..TxOptions::default() };
+/// assert_eq!(o.isolation, None); // the engine's own level
+/// let strict = TxOptions::default().isolation(Isolation::Serializable);
+/// assert_eq!(strict.isolation, Some(Isolation::Serializable));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TxOptions {
+    /// The transaction only reads: `write`, `alloc` and `free` are refused with
+    /// [`Error::ReadOnlyTransaction`], and an engine may take a cheaper path.
+    pub read_only: bool,
+    /// The isolation level asked for; `None` = the engine's own. A level the engine
+    /// does not offer is refused with [`Error::IsolationUnsupported`].
+    pub isolation: Option<Isolation>,
+    /// When `run` returns.
+    pub durability: Durability,
+}
+
+impl TxOptions {
+    /// Read-only transactions.
+    pub fn read_only() -> TxOptions {
+        TxOptions {
+            read_only: true,
+            ..TxOptions::default()
+        }
+    }
+    /// With isolation level `level`.
+    pub fn isolation(self, level: Isolation) -> TxOptions {
+        TxOptions {
+            isolation: Some(level),
+            ..self
+        }
+    }
+    /// With durability `d`.
+    pub fn durability(self, d: Durability) -> TxOptions {
+        TxOptions {
+            durability: d,
+            ..self
+        }
+    }
+}
+
 /// A running transaction (see the module docs for its borrowing rules).
 pub struct Tx<'h> {
-    th: &'h mut dyn EngineThread,
+    th: &'h mut AnyThread,
     finished: bool,
+    read_only: bool,
+    /// An engine call of this attempt failed with a conflict: the attempt is retried
+    /// whatever error the closure turned it into.
+    conflicted: std::cell::Cell<bool>,
 }
 
 impl Drop for Tx<'_> {
@@ -100,7 +187,7 @@ impl<'h> Tx<'h> {
     #[inline]
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<&T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
-        let ptr = self.th.read(p.offset(), size_of::<T>())?;
+        let ptr = self.seen(self.th.read(p.offset(), size_of::<T>()))?;
         // SAFETY: the engine validated `p` as an object of at least size_of::<T>() bytes
         // and returned an 8-aligned pointer to its snapshot version, which does not change
         // while `&self` is borrowed (module docs); `T: Pod` accepts any bytes.
@@ -121,7 +208,9 @@ impl<'h> Tx<'h> {
     #[inline]
     pub fn write<T: Pod>(&mut self, p: PPtr<T>) -> Result<&mut T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
-        let ptr = self.th.write(p.offset(), size_of::<T>())?;
+        self.check_writable()?;
+        let r = self.th.write(p.offset(), size_of::<T>());
+        let ptr = self.seen(r)?;
         // SAFETY: the engine returned this transaction's own copy of the object (at least
         // size_of::<T>() bytes, 8-aligned), which no other thread reads or writes before
         // commit; `&mut self` guarantees no other reference into it is alive.
@@ -141,11 +230,91 @@ impl<'h> Tx<'h> {
     /// assert_eq!(v, 7);
     /// ```
     pub fn alloc<T: Pod>(&mut self, value: T) -> Result<PPtr<T>> {
-        const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
-        let off = self.th.alloc(size_of::<T>())?;
-        let p = PPtr::from_offset(off);
+        let p = self.alloc_zeroed::<T>()?;
         *self.write(p)? = value;
         Ok(p)
+    }
+
+    /// Allocate a new zeroed object of type `T` (no value is built on the stack: for
+    /// large objects).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("z.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let big = pool.run(|tx| tx.alloc_zeroed::<[u64; 4096]>()).unwrap();
+    /// assert_eq!(pool.run(|tx| Ok(tx.read(big)?[4095])).unwrap(), 0);
+    /// ```
+    pub fn alloc_zeroed<T: Pod>(&mut self) -> Result<PPtr<T>> {
+        const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
+        self.check_writable()?;
+        let r = self.th.alloc(size_of::<T>().max(1));
+        let off = self.seen(r)?;
+        Ok(PPtr::from_offset(off))
+    }
+
+    /// Allocate a zeroed byte array of `len` bytes chosen at run time. Read and write it
+    /// with [`Tx::read_bytes`] / [`Tx::write_bytes`].
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("b.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let n = 100;
+    /// let blob = pool.run(|tx| {
+    ///     let b = tx.alloc_bytes(n)?;
+    ///     tx.write_bytes(b, n)?[..5].copy_from_slice(b"hello");
+    ///     Ok(b)
+    /// }).unwrap();
+    /// let first = pool.run(|tx| Ok(tx.read_bytes(blob, n)?[..5].to_vec())).unwrap();
+    /// assert_eq!(first, b"hello");
+    /// ```
+    pub fn alloc_bytes(&mut self, len: usize) -> Result<PPtr<u8>> {
+        self.check_writable()?;
+        if len == 0 {
+            return Err(Error::InvalidArgument("cannot allocate 0 bytes".into()));
+        }
+        let r = self.th.alloc(len);
+        let off = self.seen(r)?;
+        Ok(PPtr::from_offset(off))
+    }
+
+    /// The first `len` bytes of the object at `p` in this transaction's snapshot.
+    pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
+        let ptr = self.seen(self.th.read(p.offset(), len))?;
+        // SAFETY: the engine validated `p` as an object of at least `len` bytes and
+        // returned a pointer to its snapshot version, unchanged while `&self` is
+        // borrowed (module docs); bytes have no invalid values.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+
+    /// This transaction's writable version of the first `len` bytes of the object at `p`.
+    pub fn write_bytes(&mut self, p: PPtr<u8>, len: usize) -> Result<&mut [u8]> {
+        self.check_writable()?;
+        let r = self.th.write(p.offset(), len);
+        let ptr = self.seen(r)?;
+        // SAFETY: the engine returned this transaction's own copy of at least `len`
+        // bytes, which no other thread touches before commit; `&mut self` rules out any
+        // other live reference into it.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+
+    /// Note a conflict on its way out.
+    #[inline]
+    fn seen<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(Error::Conflict) = r {
+            self.conflicted.set(true);
+        }
+        r
+    }
+
+    #[inline]
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnlyTransaction)
+        } else {
+            Ok(())
+        }
     }
 
     /// Free `*p` when the transaction commits. Using `p` afterwards is a logic error
@@ -159,7 +328,9 @@ impl<'h> Tx<'h> {
     /// pool.run(|tx| tx.free(p)).unwrap();
     /// ```
     pub fn free<T: Pod>(&mut self, p: PPtr<T>) -> Result<()> {
-        self.th.free(p.offset())
+        self.check_writable()?;
+        let r = self.th.free(p.offset());
+        self.seen(r)
     }
 
     /// Roll back now: returns the error `run` passes on to its caller.
@@ -213,40 +384,70 @@ pub struct TxStats {
 }
 
 /// The retry loop behind `Pool::run` and `ThreadHandle::run`.
-pub(crate) fn run_on<R>(
-    th: &mut dyn EngineThread,
+///
+/// A panic in `f` unwinds through here: `Tx`'s drop rolls the attempt back, and the
+/// caller's guard gives the thread state back to the pool.
+pub(crate) fn run_on<R, E: From<Error>>(
+    th: &mut AnyThread,
     stats: &mut TxStats,
-    mut f: impl FnMut(&mut Tx<'_>) -> Result<R>,
-) -> Result<R> {
+    opts: &TxOptions,
+    mut f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
+    if let Some(level) = opts.isolation {
+        let engine = th.id();
+        if !engine.offers(level) {
+            return Err(Error::IsolationUnsupported {
+                engine: engine.name(),
+                requested: level,
+                offered: engine.isolation(),
+            }
+            .into());
+        }
+    }
     let mut backoff = Backoff::new();
     loop {
-        th.begin();
+        th.begin(opts);
         let mut tx = Tx {
             th: &mut *th,
             finished: false,
+            read_only: opts.read_only,
+            conflicted: std::cell::Cell::new(false),
         };
         let r = f(&mut tx);
         tx.finished = true;
+        let conflicted = tx.conflicted.get();
         drop(tx);
-        match r {
+        let conflict = match r {
+            // The closure swallowed a conflict: its attempt may have seen an
+            // inconsistent state, so it is rolled back and retried, never committed.
+            _ if conflicted => {
+                th.abort();
+                true
+            }
             Ok(v) => match th.commit() {
-                Ok(()) => {
+                Ok(token) => {
+                    if opts.durability == Durability::OnReturn {
+                        if let Err(e) = th.wait_durable(token) {
+                            stats.failed += 1;
+                            return Err(e.into());
+                        }
+                    }
                     stats.commits += 1;
                     return Ok(v);
                 }
-                Err(Error::Conflict) => {}
+                Err(Error::Conflict) => true,
                 Err(e) => {
                     stats.failed += 1;
-                    return Err(e);
+                    return Err(e.into());
                 }
             },
-            Err(Error::Conflict) => th.abort(),
             Err(e) => {
                 th.abort();
                 stats.failed += 1;
                 return Err(e);
             }
-        }
+        };
+        debug_assert!(conflict);
         stats.conflicts += 1;
         th.after_abort();
         backoff.wait();

@@ -48,13 +48,8 @@ impl std::fmt::Display for Violation {
         }
         if let Some(r) = &self.round {
             write!(f, " (crash at fence {}", r.fence)?;
-            if let Some(o) = &self.options {
-                write!(
-                    f,
-                    ", flush-diff {}, group commit {}",
-                    if o.flush_diff { "on" } else { "off" },
-                    o.group_commit
-                )?;
+            if let Some(o) = self.options.as_ref().filter(|o| !o.is_empty()) {
+                write!(f, ", options {o}")?;
             }
             if let Some(k) = self.recovery_crash {
                 write!(f, ", crashed again at recovery fence {k}")?;
@@ -149,7 +144,7 @@ impl Acc {
                 Violation {
                     workload: plan.workload.name(),
                     index: Some(s.index),
-                    options: Some(plan.settings.options[s.round.option]),
+                    options: Some(plan.specs[s.round.option].options.clone()),
                     round: Some(s.round),
                     recovery_crash: s.recovery_crash,
                     bounds: s.bounds,

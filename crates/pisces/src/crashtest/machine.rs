@@ -14,7 +14,7 @@ use crate::{Config, EngineId, EngineOptions, Pool};
 use std::sync::Arc;
 
 /// Which engine, tuned how, on pools of which geometry.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct PoolSpec {
     /// The engine.
     pub engine: EngineId,
@@ -31,10 +31,10 @@ impl PoolSpec {
     pub fn config(&self) -> Config {
         Config {
             size: self.shape.pool_size,
-            engine: self.engine,
+            engine: Some(self.engine),
             max_threads: self.slots,
             log_bytes_per_thread: self.shape.log_bytes,
-            engine_options: self.options,
+            engine_options: self.options.clone(),
             ..Config::default()
         }
     }

@@ -21,7 +21,7 @@
 
 use super::machine::{boot, initial_image, run, PoolSpec};
 use super::rng::{below, mix};
-use super::workload::{all_engine_options, Workload, MAX_THREADS};
+use super::workload::{Workload, MAX_THREADS};
 use crate::medium::sim::{Adversary, SimConfig};
 use crate::{EngineId, EngineOptions};
 
@@ -43,6 +43,7 @@ pub struct Settings {
     /// The engine under test.
     pub engine: EngineId,
     /// Engine option sets, cycled through.
+    /// (Empty: the engine's own option sets, see `EngineId::option_sets`.)
     pub options: Vec<EngineOptions>,
     /// Workload threads (1..=[`MAX_THREADS`]).
     pub threads: usize,
@@ -71,7 +72,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             engine: EngineId::Pisces,
-            options: all_engine_options(),
+            options: Vec::new(),
             threads: 1,
             ops: 20,
             mode: Mode::Exhaustive,
@@ -103,12 +104,6 @@ impl Settings {
         }
         if self.jobs == 0 {
             return Err("jobs must be at least 1".into());
-        }
-        if self.options.is_empty() {
-            return Err("no engine option set".into());
-        }
-        if let Some(o) = self.options.iter().find(|o| o.group_commit == 0) {
-            return Err(format!("group commit must be at least 1 (in {o:?})"));
         }
         if let Adversary::Random {
             p_keep_flushed,
@@ -168,7 +163,12 @@ impl<'w> Plan<'w> {
             images: Vec::new(),
             fences: Vec::new(),
         };
-        for &options in &settings.options {
+        let sets = if settings.options.is_empty() {
+            settings.engine.option_sets()
+        } else {
+            settings.options.clone()
+        };
+        for options in sets {
             let spec = PoolSpec {
                 engine: settings.engine,
                 options,
@@ -178,7 +178,7 @@ impl<'w> Plan<'w> {
             let image = initial_image(workload, &spec)?;
             let sim = boot(image.clone(), SimConfig::default())?;
             let probe = run(workload, &spec, &sim, settings.threads, settings.ops)
-                .map_err(|e| format!("crash-free run with {options:?}: {e}"))?;
+                .map_err(|e| format!("crash-free run with options `{}`: {e}", spec.options))?;
             plan.specs.push(spec);
             plan.images.push(image);
             plan.fences.push(probe.fences);

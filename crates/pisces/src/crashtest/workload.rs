@@ -16,7 +16,7 @@
 //! so that the expected state depends only on the per-thread counts and not on how the
 //! threads interleaved.
 
-use crate::{EngineOptions, Pool, Result, ThreadHandle};
+use crate::{Pool, Result, ThreadHandle};
 
 /// Most threads a campaign runs; workloads size their per-thread roots for it.
 pub const MAX_THREADS: usize = 8;
@@ -177,21 +177,6 @@ pub fn match_threads(
         }
     }
     Ok(counts)
-}
-
-/// The engine option combinations a campaign cycles through by default: flush-diff on
-/// and off, group commit off (1) and on (8).
-pub fn all_engine_options() -> Vec<EngineOptions> {
-    let mut v = Vec::new();
-    for flush_diff in [true, false] {
-        for group_commit in [1, 8] {
-            v.push(EngineOptions {
-                flush_diff,
-                group_commit,
-            });
-        }
-    }
-    v
 }
 
 #[cfg(test)]

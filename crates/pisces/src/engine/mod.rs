@@ -1,10 +1,17 @@
 //! Engines: concurrency control and logging over a [`Heap`].
 //!
-//! An engine is chosen when a pool is created; its id is recorded in the superblock.
-//! Every engine implements [`Engine`] (pool-wide state, recovery) and hands out one
-//! [`EngineThread`] per registered thread (that thread's transaction state). The
-//! transaction API in [`crate::tx`] is written only against these two traits, so the
-//! baselines and the later SP3 / SPHT / TimeStone engines run the same programs.
+//! An engine is chosen when a pool is created; the superblock records it and
+//! `Pool::open` takes it from there. Each engine is one folder under `engine/` plus one
+//! line in [`registry`]: the folder implements [`EngineDef`] (id, name, persistent
+//! regions, isolation levels, options, open = recovery, inspect), [`Engine`] (pool-wide
+//! state) and [`EngineThread`] (one thread's transactions). What engines share lives in
+//! [`kit`]; no engine imports another engine's modules.
+//!
+//! # Dispatch
+//! The registry generates one enum over the engines' pool states and one over their
+//! thread states ([`registry::AnyEngine`], [`registry::AnyThread`]); the transaction
+//! API calls `begin`, `read`, `write` and `commit` through a `match` that the compiler
+//! inlines per engine. Dynamic choice happens once, at create / open.
 //!
 //! # Contract for implementors
 //! Offsets passed in are payload offsets validated by the engine itself (user input).
@@ -14,108 +21,152 @@
 //! it must not change while that holds. `write` returns a pointer valid for reads and
 //! writes of `len` bytes under the same rule, to memory no other thread reads or writes
 //! until commit.
+//!
+//! # Commit and durability
+//! [`EngineThread::commit`] returns once the transaction is visible to others (or has
+//! failed and rolled back) and hands back a [`DurableToken`]; [`EngineThread::wait_durable`]
+//! returns once that transaction survives a crash. Engines whose commit is durable
+//! before it is visible (pisces, undo, mvcc) return a token that is already durable;
+//! engines with collective durability (a wait on predecessors, a global marker) do the
+//! waiting there. `run` waits unless the caller asked for deferred durability.
+//!
+//! # Background work
+//! An engine may start threads (replayers, checkpointers) in `open`; the pool calls
+//! [`Engine::shutdown`] before it closes, and the engine must stop and join them there.
 
 pub(crate) mod kit;
-pub mod mvcc;
-pub mod pisces;
-pub mod pmdk;
-pub mod undo;
+pub(crate) mod mvcc;
+mod options;
+pub(crate) mod pisces;
+pub(crate) mod pmdk;
+pub(crate) mod registry;
+pub(crate) mod undo;
 
 use crate::heap::Heap;
-use crate::Result;
+use crate::tx::{Isolation, TxOptions};
+use crate::{Config, Result};
 pub(crate) use kit::objects::ROOT_SLOT_PAYLOAD;
+pub use options::{EngineOptions, PiscesOptions};
+pub use registry::EngineId;
 use std::sync::Arc;
 
-/// Identifies an engine in the superblock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum EngineId {
-    /// Pisces (USENIX ATC 2019), the default.
-    Pisces = 1,
-    /// Baseline: undo logging with two-phase locking.
-    Undo = 2,
-    /// Baseline: the multi-version strawman of the paper's §2.2 (version lists per
-    /// object, readers block on objects locked by a committing writer).
-    Mvcc = 3,
-    /// Baseline: Pisces' concurrency control without any persistence (upper bound).
-    Volatile = 4,
-    /// Peer: PMDK's libpmemobj through FFI (its own pool file, allocator and undo-log
-    /// transactions, per-object locks for isolation). Needs the `pmdk` cargo feature.
-    Pmdk = 5,
+/// Where an engine keeps its pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Storage {
+    /// Our pool format: superblock, engine area, per-thread log regions, heap.
+    Heap,
+    /// A pool file in the engine's own format (`pmdk`): [`EngineDef::open_file`].
+    OwnFile,
 }
 
-impl EngineId {
-    /// Every engine, in benchmark order.
-    pub const ALL: [EngineId; 5] = [
-        EngineId::Pisces,
-        EngineId::Undo,
-        EngineId::Mvcc,
-        EngineId::Pmdk,
-        EngineId::Volatile,
-    ];
-
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineId::Pisces => "pisces",
-            EngineId::Undo => "undo",
-            EngineId::Mvcc => "mvcc",
-            EngineId::Volatile => "volatile",
-            EngineId::Pmdk => "pmdk",
-        }
-    }
-    /// From a name given on the command line or in a config.
-    pub fn from_name(name: &str) -> Option<EngineId> {
-        match name {
-            "pisces" => Some(EngineId::Pisces),
-            "undo" => Some(EngineId::Undo),
-            "mvcc" => Some(EngineId::Mvcc),
-            "volatile" => Some(EngineId::Volatile),
-            "pmdk" => Some(EngineId::Pmdk),
-            _ => None,
-        }
-    }
-    /// From the id stored in a superblock.
-    pub fn from_u32(id: u32) -> Option<EngineId> {
-        match id {
-            1 => Some(EngineId::Pisces),
-            2 => Some(EngineId::Undo),
-            3 => Some(EngineId::Mvcc),
-            4 => Some(EngineId::Volatile),
-            5 => Some(EngineId::Pmdk),
-            _ => None,
-        }
-    }
-    /// Name for an id read from a pool, known or not.
-    pub fn describe(id: u32) -> String {
-        Self::from_u32(id).map_or_else(|| format!("unknown engine #{id}"), |e| e.name().to_string())
-    }
+/// The persistent regions an engine needs in a pool of our format, fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Regions {
+    /// Log regions per thread slot, each `Config::log_bytes_per_thread` bytes (0..=8).
+    pub logs_per_thread: usize,
+    /// Bytes of the engine-wide area (rounded up to 4 KiB pages; at least one page,
+    /// which holds the recycle watermark and the root slot).
+    pub engine_area_bytes: usize,
 }
 
-/// Engine options that are not part of the pool format.
-#[derive(Clone, Copy, Debug)]
-pub struct EngineOptions {
-    /// Log only changed words (flush-diff, §4) instead of whole objects.
-    pub flush_diff: bool,
-    /// Batch the write-back of up to this many transactions per thread (1 = off).
-    pub group_commit: usize,
-}
-
-impl Default for EngineOptions {
+impl Default for Regions {
     fn default() -> Self {
-        EngineOptions {
-            flush_diff: true,
-            group_commit: 8,
+        Regions {
+            logs_per_thread: 1,
+            engine_area_bytes: 4096,
         }
+    }
+}
+
+/// What the engine sees of the pool's configuration when it opens.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenCtx {
+    /// Threads recovery may use (engines with parallel replay; the others replay on
+    /// one thread and ignore it).
+    #[allow(dead_code)]
+    pub recovery_threads: usize,
+}
+
+impl OpenCtx {
+    pub(crate) fn from_config(cfg: &Config) -> OpenCtx {
+        OpenCtx {
+            recovery_threads: cfg.recovery_threads.max(1),
+        }
+    }
+}
+
+/// What `pisces info` / `pisces check` print about an engine's persistent state, and
+/// the problems `check` reports (exit 1).
+#[derive(Clone, Debug, Default)]
+pub struct Inspection {
+    /// One line per fact (`name: value`).
+    pub lines: Vec<String>,
+    /// Problems found (the pool would be refused or recover wrongly).
+    pub problems: Vec<String>,
+}
+
+/// A transaction's place in its engine's durability order (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DurableToken(pub(crate) u64);
+
+impl DurableToken {
+    /// A token that is durable already.
+    pub(crate) const DURABLE: DurableToken = DurableToken(0);
+    /// Every transaction the thread committed so far.
+    pub(crate) const ALL: DurableToken = DurableToken(u64::MAX);
+}
+
+/// Static description and factory of one engine: what the registry knows of it.
+pub(crate) trait EngineDef: 'static {
+    /// Id in the superblock (never reused).
+    const ID: u32;
+    /// Stable name (command line, C ABI, superblock messages).
+    const NAME: &'static str;
+    /// One line for `--help` and `pisces info`.
+    const SUMMARY: &'static str;
+    /// The engine's native isolation level; requests for this level or a weaker one
+    /// are accepted, stronger ones refused.
+    const ISOLATION: Isolation;
+    /// Whether committed transactions survive a crash (false: `volatile`).
+    const DURABLE: bool = true;
+    /// Where the pool lives.
+    const STORAGE: Storage = Storage::Heap;
+    /// Pool-wide state.
+    type Engine: Engine<Thread = Self::Thread>;
+    /// One thread's state.
+    type Thread: EngineThread;
+    /// The option sets test campaigns (crash, isolation, behaviour) cycle through: each
+    /// ablation switch on and off. Default: the engine's defaults only.
+    fn option_sets() -> Vec<EngineOptions> {
+        vec![EngineOptions::new()]
+    }
+    /// Regions the engine needs in a new pool.
+    fn regions(_cfg: &Config) -> Regions {
+        Regions::default()
+    }
+    /// Open (recover) a pool of our format; `opts` are the caller's engine options,
+    /// which the engine parses and validates (unknown keys are an error).
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Self::Engine>;
+    /// Describe and verify the engine's persistent state of a pool nobody runs (for
+    /// `pisces info` / `check`); must not write.
+    fn inspect(_heap: &Heap) -> Inspection {
+        Inspection::default()
+    }
+    /// Create or open a pool file of the engine's own format (`Storage::OwnFile`).
+    fn open_file(_path: &std::path::Path, _cfg: &Config, _create: bool) -> Result<Self::Engine> {
+        Err(crate::Error::InvalidConfig(format!(
+            "the {} engine keeps its pool in the common format",
+            Self::NAME
+        )))
     }
 }
 
 /// Pool-wide state of an engine.
-pub trait Engine: Send + Sync {
-    /// Which engine this is.
-    fn id(&self) -> EngineId;
+pub(crate) trait Engine: Send + Sync + 'static {
+    /// Thread state type.
+    type Thread: EngineThread;
     /// State for thread slot `slot` (unique among live threads, `< max_threads`).
-    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>>;
+    fn thread(&self, slot: usize) -> Result<Self::Thread>;
     /// Finish deferred work (pending write-backs) so the pool can be closed.
     fn quiesce(&self);
     /// The heap the engine works on; `None` for an engine that brings its own pool
@@ -130,12 +181,16 @@ pub trait Engine: Send + Sync {
     fn sync(&self) -> Result<()> {
         self.heap().map_or(Ok(()), |h| h.medium().sync_all())
     }
+    /// Stop and join the engine's background threads (pool close). Called once, after
+    /// every thread state is gone and before `quiesce`.
+    fn shutdown(&self) {}
 }
 
 /// One thread's transaction state. At most one transaction runs per thread at a time.
-pub trait EngineThread: Send {
-    /// Start a transaction.
-    fn begin(&mut self);
+pub(crate) trait EngineThread: Send + 'static {
+    /// Start a transaction. The isolation level has been checked against the engine's
+    /// (`opts.isolation` is `None` or one the engine offers).
+    fn begin(&mut self, opts: &TxOptions);
     /// Pointer to the version of the object at `off` (payload offset, `len` bytes) this
     /// transaction must see. Err(Conflict) if the engine must abort.
     fn read(&self, off: u64, len: usize) -> Result<*const u8>;
@@ -146,8 +201,13 @@ pub trait EngineThread: Send {
     fn alloc(&mut self, len: usize) -> Result<u64>;
     /// Free the object at `off` when the transaction commits.
     fn free(&mut self, off: u64) -> Result<()>;
-    /// Commit. On `Err`, the transaction has been rolled back.
-    fn commit(&mut self) -> Result<()>;
+    /// Commit: on `Ok` the transaction is visible to later transactions; on `Err` it
+    /// has been rolled back.
+    fn commit(&mut self) -> Result<DurableToken>;
+    /// Wait until the transaction of `token` (committed by this thread) is durable.
+    fn wait_durable(&mut self, _token: DurableToken) -> Result<()> {
+        Ok(())
+    }
     /// Roll back.
     fn abort(&mut self);
     /// Called by `run` after a conflict abort, before the retry, outside any

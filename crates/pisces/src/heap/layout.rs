@@ -3,24 +3,30 @@
 //! ```text
 //! 0            superblock copy A (4 KiB)   -- double-buffered: the valid copy with the
 //! 4096         superblock copy B (4 KiB)      higher sequence number is current
-//! 8192         engine area (4 KiB)          -- owned by the engine (watermark, root slot)
-//! 12288        log areas: max_threads x log_bytes_per_thread (each 4 KiB aligned)
+//! 8192         engine area (>= 4 KiB)       -- owned by the engine (watermark, root slot, ...)
+//! logs_offset  log areas: max_threads x logs_per_thread x log_bytes_per_thread
 //! slab_table   one u32 per slab (4 KiB aligned)
 //! heap         slabs of SLAB_SIZE bytes (SLAB_SIZE aligned)
 //! ```
 //!
-//! The geometry is a pure function of (pool size, max_threads, log bytes per thread), all
-//! recorded in the superblock, so an opened pool recomputes it and checks that it agrees.
+//! The geometry is a pure function of (pool size, max_threads, log bytes per thread, the
+//! engine's [`Regions`]), all recorded in the superblock, so an opened pool recomputes it
+//! and checks that it agrees.
 
+pub use crate::engine::Regions;
 use crate::{Error, Result};
 
 /// Size of one superblock copy.
 pub const SUPERBLOCK_SIZE: usize = 4096;
-/// Size of the engine area.
+/// Smallest engine area (one page: the watermark and the root slot).
 pub const ENGINE_AREA_SIZE: usize = 4096;
+/// Largest engine area.
+pub const MAX_ENGINE_AREA: usize = 64 << 20;
+/// Most log regions per thread slot.
+pub const MAX_LOGS_PER_THREAD: usize = 8;
 /// Offset of the engine area.
 pub const ENGINE_AREA_OFFSET: usize = 2 * SUPERBLOCK_SIZE;
-/// Offset of the first log area.
+/// Offset of the first log area when the engine area has its minimum size.
 pub const LOGS_OFFSET: usize = ENGINE_AREA_OFFSET + ENGINE_AREA_SIZE;
 /// Size of one slab of the heap.
 pub const SLAB_SIZE: usize = 64 * 1024;
@@ -40,8 +46,14 @@ pub struct Layout {
     pub pool_size: u64,
     /// Number of thread slots (one log area each).
     pub max_threads: usize,
-    /// Bytes of one thread's log area.
+    /// Bytes of one log region.
     pub log_bytes_per_thread: usize,
+    /// Log regions per thread slot.
+    pub logs_per_thread: usize,
+    /// Bytes of the engine area.
+    pub engine_area_size: usize,
+    /// Offset of the first log region.
+    pub logs_offset: usize,
     /// Offset of the slab table.
     pub slab_table_offset: usize,
     /// Offset of the first slab.
@@ -60,7 +72,24 @@ impl Layout {
         pool_size: u64,
         max_threads: usize,
         log_bytes_per_thread: usize,
+        regions: Regions,
     ) -> Result<Layout> {
+        let Regions {
+            logs_per_thread,
+            engine_area_bytes,
+        } = regions;
+        if logs_per_thread > MAX_LOGS_PER_THREAD {
+            return Err(Error::InvalidConfig(format!(
+                "an engine may ask for at most {MAX_LOGS_PER_THREAD} log regions per thread, not {logs_per_thread}"
+            )));
+        }
+        if engine_area_bytes > MAX_ENGINE_AREA {
+            return Err(Error::InvalidConfig(format!(
+                "an engine area of {engine_area_bytes} bytes is larger than {MAX_ENGINE_AREA}"
+            )));
+        }
+        let engine_area_size = align_up(engine_area_bytes.max(ENGINE_AREA_SIZE), PAGE);
+        let logs_offset = ENGINE_AREA_OFFSET + engine_area_size;
         if max_threads == 0 || max_threads > MAX_THREADS {
             return Err(Error::InvalidConfig(format!(
                 "max_threads must be 1..={MAX_THREADS}, got {max_threads}"
@@ -76,7 +105,8 @@ impl Layout {
         })?;
         let logs_end = max_threads
             .checked_mul(log_bytes_per_thread)
-            .and_then(|l| l.checked_add(LOGS_OFFSET))
+            .and_then(|l| l.checked_mul(logs_per_thread))
+            .and_then(|l| l.checked_add(logs_offset))
             .ok_or_else(|| Error::InvalidConfig("log areas overflow".into()))?;
         let slab_table_offset = align_up(logs_end, PAGE);
         // Each slab costs SLAB_SIZE bytes plus 4 bytes of table; solve for the count.
@@ -99,16 +129,24 @@ impl Layout {
             pool_size,
             max_threads,
             log_bytes_per_thread,
+            logs_per_thread,
+            engine_area_size,
+            logs_offset,
             slab_table_offset,
             heap_offset,
             slab_count,
         })
     }
 
-    /// Offset of thread slot `slot`'s log area.
+    /// Offset of thread slot `slot`'s (first) log region.
     pub fn log_offset(&self, slot: usize) -> usize {
-        debug_assert!(slot < self.max_threads);
-        LOGS_OFFSET + slot * self.log_bytes_per_thread
+        self.log_region(slot, 0)
+    }
+
+    /// Offset of log region `i` of thread slot `slot`.
+    pub fn log_region(&self, slot: usize, i: usize) -> usize {
+        debug_assert!(slot < self.max_threads && i < self.logs_per_thread);
+        self.logs_offset + (slot * self.logs_per_thread + i) * self.log_bytes_per_thread
     }
 
     /// Offset of slab `i`.
@@ -134,7 +172,7 @@ mod tests {
             (1 << 30, 64, 4 << 20),
             ((64 << 20) + 12345, 3, 64 << 10),
         ] {
-            let l = Layout::compute(size, threads, log).unwrap();
+            let l = Layout::compute(size, threads, log, Regions::default()).unwrap();
             assert!(l.log_offset(threads - 1) + log <= l.slab_table_offset);
             assert!(l.slab_table_offset + 4 * l.slab_count <= l.heap_offset);
             assert_eq!(l.heap_offset % SLAB_SIZE, 0);
@@ -145,9 +183,9 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_errors() {
-        assert!(Layout::compute(1 << 20, 0, MIN_LOG_BYTES).is_err());
-        assert!(Layout::compute(1 << 20, 1, 100).is_err());
-        assert!(Layout::compute(1 << 20, 64, 1 << 20).is_err());
-        assert!(Layout::compute(4096, 1, MIN_LOG_BYTES).is_err());
+        assert!(Layout::compute(1 << 20, 0, MIN_LOG_BYTES, Regions::default()).is_err());
+        assert!(Layout::compute(1 << 20, 1, 100, Regions::default()).is_err());
+        assert!(Layout::compute(1 << 20, 64, 1 << 20, Regions::default()).is_err());
+        assert!(Layout::compute(4096, 1, MIN_LOG_BYTES, Regions::default()).is_err());
     }
 }

@@ -24,8 +24,10 @@ pub struct FormatParams {
     pub engine_id: u32,
     /// Number of thread slots.
     pub max_threads: usize,
-    /// Bytes of each thread's log area.
+    /// Bytes of each log region.
     pub log_bytes_per_thread: usize,
+    /// The engine's regions.
+    pub regions: layout::Regions,
 }
 
 /// Offset, inside the engine area, of the root slot (header word + root offset + size).
@@ -66,10 +68,13 @@ impl std::fmt::Debug for Heap {
 impl Heap {
     /// Format a new pool on `medium`, whose image must be all zero.
     pub fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
+        // Through the superblock's encoding, so an open recomputes exactly this layout.
+        let regions = superblock::encode_regions(params.regions);
         let layout = Layout::compute(
             medium.len() as u64,
             params.max_threads,
             params.log_bytes_per_thread,
+            superblock::decode_regions(regions),
         )?;
         let mut uuid = [0u8; 16];
         rand::Rng::fill(&mut rand::thread_rng(), &mut uuid[..]);
@@ -81,7 +86,7 @@ impl Heap {
             pool_size: medium.len() as u64,
             run_generation: 1,
             max_threads: params.max_threads as u32,
-            _pad: 0,
+            regions,
             log_bytes_per_thread: params.log_bytes_per_thread as u64,
             root_slot_offset: ROOT_SLOT_OFFSET as u64,
             seq: 1,
@@ -105,11 +110,7 @@ impl Heap {
 
     /// Open an existing pool image: validate the superblock and geometry and check the
     /// engine. Writes nothing (see [`Heap::commit_generation`]).
-    pub fn open(
-        medium: Arc<dyn Medium>,
-        engine_name: impl Fn(u32) -> String,
-        expected_engine: u32,
-    ) -> Result<Heap> {
+    pub fn open(medium: Arc<dyn Medium>) -> Result<Heap> {
         // SAFETY: the medium guarantees `base()` is valid for `len()` bytes; no other
         // thread uses the image while the pool is being opened.
         let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
@@ -129,12 +130,6 @@ impl Heap {
         }
         if sb.run_generation == 0 {
             return Err(Error::Corrupt("run generation is zero".into()));
-        }
-        if sb.engine_id != expected_engine {
-            return Err(Error::WrongEngine {
-                found: engine_name(sb.engine_id),
-                requested: engine_name(expected_engine),
-            });
         }
         // The bump of the run generation is written by `commit_generation`, after the
         // engine's recovery has validated the logs: a pool refused for any reason is

@@ -6,7 +6,7 @@
 //! in the middle of an update leaves the previous copy intact (this is how the run
 //! generation is bumped at every open without a window in which the pool is corrupt).
 
-use super::layout::{Layout, SUPERBLOCK_SIZE};
+use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
 use crate::medium::Medium;
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
@@ -14,7 +14,7 @@ use bytemuck::{Pod, Zeroable};
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
 /// The on-media format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The persistent superblock (one copy).
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
@@ -34,8 +34,9 @@ pub struct Superblock {
     pub run_generation: u64,
     /// Number of thread slots.
     pub max_threads: u32,
-    /// Reserved, zero.
-    pub _pad: u32,
+    /// The engine's regions: log regions per thread (low 8 bits) and engine-area pages
+    /// (high 24 bits).
+    pub regions: u32,
     /// Bytes of each thread's log area.
     pub log_bytes_per_thread: u64,
     /// Offset of the root slot (an object in the engine area naming the root object).
@@ -67,8 +68,23 @@ impl Superblock {
             self.pool_size,
             self.max_threads as usize,
             self.log_bytes_per_thread as usize,
+            decode_regions(self.regions),
         )
         .map_err(|e| Error::Corrupt(format!("superblock geometry is invalid: {e}")))
+    }
+}
+
+/// The superblock's encoding of an engine's regions.
+pub fn encode_regions(r: Regions) -> u32 {
+    let pages = r.engine_area_bytes.div_ceil(4096).max(1) as u32;
+    (pages << 8) | (r.logs_per_thread as u32 & 0xFF)
+}
+
+/// The regions a superblock records.
+pub fn decode_regions(v: u32) -> Regions {
+    Regions {
+        logs_per_thread: (v & 0xFF) as usize,
+        engine_area_bytes: (v >> 8) as usize * 4096,
     }
 }
 

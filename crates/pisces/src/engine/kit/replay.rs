@@ -18,7 +18,7 @@ use super::watermark::WATERMARK_OFFSET;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::AcqRel;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default)]
@@ -27,8 +27,6 @@ pub struct Recovered {
     pub clock_start: u64,
     /// Next log sequence number of each slot.
     pub next_seq: Vec<u64>,
-    /// Records replayed.
-    pub replayed: usize,
 }
 
 fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
@@ -71,7 +69,7 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
 /// Run recovery on a pool nobody else uses yet.
 pub fn recover(heap: &Heap) -> Result<Recovered> {
     let l = *heap.layout();
-    let w = heap.atomic_u64(WATERMARK_OFFSET).load(Acquire);
+    let w = super::watermark::load(heap);
     let mut records = Vec::new();
     let mut next_seq = Vec::with_capacity(l.max_threads);
     for slot in 0..l.max_threads {
@@ -111,7 +109,6 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
     Ok(Recovered {
         clock_start: new_w,
         next_seq,
-        replayed: records.len(),
     })
 }
 
@@ -129,7 +126,7 @@ pub struct LogState {
 /// Inspect the logs without changing anything.
 pub fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
-    let w = heap.atomic_u64(WATERMARK_OFFSET).load(Acquire);
+    let w = super::watermark::load(heap);
     let mut st = LogState {
         watermark: w,
         ..Default::default()
@@ -164,4 +161,22 @@ pub fn inspect(heap: &Heap) -> LogState {
         st.live_records.push(live);
     }
     st
+}
+
+/// [`inspect`] as the engine seam reports it (`pisces info` / `check`), for the engines
+/// that keep their commits in the kit's redo logs (pisces, mvcc).
+pub(crate) fn inspect_redo_logs(heap: &Heap) -> crate::engine::Inspection {
+    let st = inspect(heap);
+    let live: Vec<String> = st.live_records.iter().map(|n| n.to_string()).collect();
+    crate::engine::Inspection {
+        lines: vec![
+            format!("log watermark  {}", st.watermark),
+            format!(
+                "live records   {} (per slot: {})",
+                st.live_records.iter().sum::<usize>(),
+                live.join(" ")
+            ),
+        ],
+        problems: st.problems.iter().map(|p| format!("log: {p}")).collect(),
+    }
 }

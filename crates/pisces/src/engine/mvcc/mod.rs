@@ -65,9 +65,10 @@ pub mod version;
 mod tests;
 
 use crate::engine::kit::replay as recovery;
-use crate::engine::{Engine, EngineId, EngineThread};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
+use crate::tx::Isolation;
 use crate::{Error, Result};
 use shared::Shared;
 use std::sync::Arc;
@@ -75,12 +76,31 @@ use std::sync::Arc;
 /// The multi-version strawman engine over one pool.
 pub struct MvccEngine {
     sh: Arc<Shared>,
-    recovered: recovery::Recovered,
+}
+
+/// Registry entry of the `mvcc` baseline.
+pub struct Mvcc;
+
+impl EngineDef for Mvcc {
+    const ID: u32 = 3;
+    const NAME: &'static str = "mvcc";
+    const SUMMARY: &'static str =
+        "baseline: the Pisces paper's multi-version strawman (version chains, blocking reads)";
+    const ISOLATION: Isolation = Isolation::Snapshot;
+    type Engine = MvccEngine;
+    type Thread = thread::MvccThread;
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<MvccEngine> {
+        opts.only(Self::NAME, &[])?;
+        MvccEngine::open(heap)
+    }
+    fn inspect(heap: &Heap) -> Inspection {
+        recovery::inspect_redo_logs(heap)
+    }
 }
 
 impl MvccEngine {
     /// Recover the pool (replay the redo logs, as for Pisces) and start.
-    pub fn open(heap: Arc<Heap>) -> Result<MvccEngine> {
+    pub(crate) fn open(heap: Arc<Heap>) -> Result<MvccEngine> {
         let recovered = recovery::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let sh = Arc::new(Shared::new(
@@ -89,16 +109,12 @@ impl MvccEngine {
             recovered.clock_start,
             recovered.next_seq.clone(),
         ));
-        Ok(MvccEngine { sh, recovered })
-    }
-
-    /// What recovery did when this engine was opened.
-    pub fn recovered(&self) -> &recovery::Recovered {
-        &self.recovered
+        Ok(MvccEngine { sh })
     }
 
     /// Versions alive in DRAM (published and private), for tests and diagnostics.
-    pub fn live_versions(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn live_versions(&self) -> u64 {
         self.sh
             .index
             .live
@@ -107,14 +123,12 @@ impl MvccEngine {
 }
 
 impl Engine for MvccEngine {
-    fn id(&self) -> EngineId {
-        EngineId::Mvcc
-    }
-    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
+    type Thread = thread::MvccThread;
+    fn thread(&self, slot: usize) -> Result<thread::MvccThread> {
         if slot >= self.sh.slots.len() {
             return Err(Error::TooManyThreads(self.sh.slots.len()));
         }
-        Ok(Box::new(thread::MvccThread::new(self.sh.clone(), slot)))
+        Ok(thread::MvccThread::new(self.sh.clone(), slot))
     }
     /// Nothing is deferred across threads: every commit writes home itself, and each
     /// thread releases its freed blocks when it quiesces.

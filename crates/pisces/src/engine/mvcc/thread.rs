@@ -230,7 +230,7 @@ impl MvccThread {
 }
 
 impl EngineThread for MvccThread {
-    fn begin(&mut self) {
+    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
         if self.active {
             self.rollback();
         }
@@ -323,7 +323,35 @@ impl EngineThread for MvccThread {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        self.commit_visible()?;
+        // Durable before visible: the record was persisted before the commit point.
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.recycle();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for MvccThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
+
+impl MvccThread {
+    /// Commit up to the point where the transaction is visible (and, for this engine,
+    /// already durable). On `Err` the transaction has been rolled back.
+    fn commit_visible(&mut self) -> Result<()> {
         self.check_active()?;
         let slot = &self.sh.slots[self.slot];
         // This transaction reads nothing more: its snapshot no longer holds versions.
@@ -438,23 +466,5 @@ impl EngineThread for MvccThread {
             self.recycle();
         }
         Ok(())
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-        self.recycle();
-        self.sh.alloc.drain(&mut self.cache);
-    }
-}
-
-impl Drop for MvccThread {
-    fn drop(&mut self) {
-        self.quiesce();
     }
 }

@@ -114,16 +114,6 @@ impl Version {
         unsafe { (this as *mut u8).add(HDR) }
     }
 
-    /// Payload length in bytes.
-    ///
-    /// # Safety
-    /// `this` must point to a live version.
-    #[inline]
-    pub unsafe fn len(this: *const Version) -> usize {
-        // SAFETY: caller's contract; `words` never changes.
-        unsafe { (*this).words * 8 }
-    }
-
     /// Free one version.
     ///
     /// # Safety

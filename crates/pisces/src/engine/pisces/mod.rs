@@ -25,33 +25,67 @@ pub mod protocol;
 pub mod shared;
 pub mod thread;
 
-use crate::engine::{Engine, EngineId, EngineOptions, EngineThread};
+use crate::engine::kit::replay;
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};
 use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::tx::Isolation;
 use crate::Result;
 use shared::Shared;
 use std::sync::Arc;
 
+/// Registry entry of the Pisces engine.
+pub struct Pisces;
+
+impl EngineDef for Pisces {
+    const ID: u32 = 1;
+    const NAME: &'static str = "pisces";
+    const SUMMARY: &'static str =
+        "Pisces (USENIX ATC 2019): snapshot isolation, dual-version concurrency control, three-stage commit";
+    const ISOLATION: Isolation = Isolation::Snapshot;
+    type Engine = PiscesEngine;
+    type Thread = thread::PiscesThread;
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PiscesEngine> {
+        PiscesEngine::start(heap, PiscesOptions::parse(Self::NAME, opts)?, true)
+    }
+    fn option_sets() -> Vec<EngineOptions> {
+        PiscesOptions::ablations()
+    }
+    fn inspect(heap: &Heap) -> Inspection {
+        replay::inspect_redo_logs(heap)
+    }
+}
+
+/// Registry entry of the `volatile` baseline: the same dual-version concurrency control
+/// with every persistence step removed (no redo log, no flush, no fence). Not
+/// crash-safe; the reference for read-only throughput (same read path as Pisces).
+pub struct Volatile;
+
+impl EngineDef for Volatile {
+    const ID: u32 = 4;
+    const NAME: &'static str = "volatile";
+    const SUMMARY: &'static str =
+        "baseline: Pisces' concurrency control with no persistence (the upper bound; not crash-safe)";
+    const ISOLATION: Isolation = Isolation::Snapshot;
+    const DURABLE: bool = false;
+    type Engine = PiscesEngine;
+    type Thread = thread::PiscesThread;
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PiscesEngine> {
+        PiscesEngine::start(heap, PiscesOptions::parse(Self::NAME, opts)?, false)
+    }
+    fn option_sets() -> Vec<EngineOptions> {
+        PiscesOptions::ablations()
+    }
+}
+
 /// The Pisces engine over one pool.
 pub struct PiscesEngine {
     sh: Arc<Shared>,
-    recovered: crate::engine::kit::replay::Recovered,
 }
 
 impl PiscesEngine {
-    /// Recover the pool (if needed) and start the engine.
-    pub fn open(heap: Arc<Heap>, opts: EngineOptions) -> Result<PiscesEngine> {
-        Self::start(heap, opts, true)
-    }
-
-    /// The `volatile` baseline: the same dual-version concurrency control with every
-    /// persistence step removed (no redo log, no flush, no fence). Not crash-safe; the
-    /// physical-limit reference for read-only throughput (same read path as Pisces).
-    pub fn open_volatile(heap: Arc<Heap>, opts: EngineOptions) -> Result<PiscesEngine> {
-        Self::start(heap, opts, false)
-    }
-
-    fn start(heap: Arc<Heap>, opts: EngineOptions, durable: bool) -> Result<PiscesEngine> {
+    /// Recover the pool (if `durable`) and start the engine.
+    fn start(heap: Arc<Heap>, opts: PiscesOptions, durable: bool) -> Result<PiscesEngine> {
         let recovered = crate::engine::kit::replay::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The root slot's header word is outside the allocator's heap; a lock left
@@ -72,33 +106,17 @@ impl PiscesEngine {
             recovered.clock_start,
             recovered.next_seq.clone(),
         ));
-        Ok(PiscesEngine { sh, recovered })
-    }
-
-    /// What recovery did when this engine was opened.
-    pub fn recovered(&self) -> &crate::engine::kit::replay::Recovered {
-        &self.recovered
-    }
-
-    /// The allocator.
-    pub fn allocator(&self) -> &Arc<Allocator> {
-        &self.sh.alloc
+        Ok(PiscesEngine { sh })
     }
 }
 
 impl Engine for PiscesEngine {
-    fn id(&self) -> EngineId {
-        if self.sh.durable {
-            EngineId::Pisces
-        } else {
-            EngineId::Volatile
-        }
-    }
-    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
+    type Thread = thread::PiscesThread;
+    fn thread(&self, slot: usize) -> Result<thread::PiscesThread> {
         if slot >= self.sh.slots.len() {
             return Err(crate::Error::TooManyThreads(self.sh.slots.len()));
         }
-        Ok(Box::new(thread::PiscesThread::new(self.sh.clone(), slot)))
+        Ok(thread::PiscesThread::new(self.sh.clone(), slot))
     }
     fn quiesce(&self) {
         let mut cache = ThreadCache::default();

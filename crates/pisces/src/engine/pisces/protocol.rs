@@ -27,11 +27,8 @@ use crate::sync::spin_step;
 use crate::sync::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
-pub use crate::engine::kit::clock::SlotClock;
-
 /// `endTS` of a transaction that has not committed.
 pub const END_INFINITE: u64 = u64::MAX;
-pub use crate::engine::kit::grace::wait_for_readers;
 
 /// A transaction's commit record, pointed to (indirectly) by each of its copies.
 #[derive(Debug)]

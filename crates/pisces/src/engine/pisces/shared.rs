@@ -42,7 +42,7 @@ use crate::engine::kit::header_word::tag_of;
 use crate::engine::kit::header_word::PTR_MASK;
 use crate::engine::kit::redo_log::LogWriter;
 use crate::engine::kit::watermark;
-use crate::engine::EngineOptions;
+use crate::engine::PiscesOptions;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::Heap;
 use crate::medium::counters;
@@ -259,7 +259,7 @@ pub struct Shared {
     /// Thread slots.
     pub slots: Vec<CachePadded<Slot>>,
     /// Engine options.
-    pub opts: EngineOptions,
+    pub opts: PiscesOptions,
     /// False for the `volatile` baseline: no log, no flush, no fence (same DVCC).
     pub durable: bool,
     /// Generation tag in the top 16 bits of a locked header word.
@@ -273,7 +273,7 @@ impl Shared {
     pub fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
-        opts: EngineOptions,
+        opts: PiscesOptions,
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
@@ -463,10 +463,5 @@ impl Shared {
             let mut b = s.lock_batch();
             self.write_back(slot, &mut b, caller_slot, cache);
         }
-    }
-
-    /// Read the durable watermark (recovery and diagnostics).
-    pub fn durable_watermark(&self) -> u64 {
-        watermark::load(&self.heap)
     }
 }

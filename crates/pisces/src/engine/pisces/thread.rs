@@ -330,7 +330,7 @@ impl PiscesThread {
 }
 
 impl EngineThread for PiscesThread {
-    fn begin(&mut self) {
+    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
         if self.attempt.is_some() {
             self.rollback();
         }
@@ -403,7 +403,48 @@ impl EngineThread for PiscesThread {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        self.commit_visible()?;
+        // Durable before visible: the record was persisted before the commit point.
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.attempt.is_some() {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        let mut b = self.sh.slots[self.slot].lock_batch();
+        self.sh
+            .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        drop(b);
+        self.recycle();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+
+    fn after_abort(&mut self) {
+        if let Some(s) = self.take_help_hint() {
+            self.sh.help(s, self.slot, &mut self.cache);
+        }
+    }
+}
+
+impl Drop for PiscesThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
+
+#[allow(dead_code)]
+const _: () = assert!(COPY_HDR.is_multiple_of(8));
+
+impl PiscesThread {
+    /// Commit up to the point where the transaction is visible (and, for this engine,
+    /// already durable). On `Err` the transaction has been rolled back.
+    fn commit_visible(&mut self) -> Result<()> {
         self.active()?;
         // Line 33: this transaction reads nothing more.
         self.sh.slots[self.slot].clock.finish();
@@ -474,35 +515,4 @@ impl EngineThread for PiscesThread {
         }
         Ok(())
     }
-
-    fn abort(&mut self) {
-        if self.attempt.is_some() {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-        let mut b = self.sh.slots[self.slot].lock_batch();
-        self.sh
-            .write_back(self.slot, &mut b, self.slot, &mut self.cache);
-        drop(b);
-        self.recycle();
-        self.sh.alloc.drain(&mut self.cache);
-    }
-
-    fn after_abort(&mut self) {
-        if let Some(s) = self.take_help_hint() {
-            self.sh.help(s, self.slot, &mut self.cache);
-        }
-    }
 }
-
-impl Drop for PiscesThread {
-    fn drop(&mut self) {
-        self.quiesce();
-    }
-}
-
-#[allow(dead_code)]
-const _: () = assert!(COPY_HDR.is_multiple_of(8));

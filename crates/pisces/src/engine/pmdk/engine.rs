@@ -4,7 +4,7 @@
 use super::ffi::{self, PmemObjPool, PmemOid};
 use super::objects::Objects;
 use crate::engine::kit::two_phase::{HeldLocks, Mode};
-use crate::engine::{Engine, EngineId, EngineThread};
+use crate::engine::{Engine, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::Heap;
 use crate::medium::MediumKind;
@@ -251,14 +251,12 @@ impl PmdkEngine {
 }
 
 impl Engine for PmdkEngine {
-    fn id(&self) -> EngineId {
-        EngineId::Pmdk
-    }
-    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
+    type Thread = PmdkThread;
+    fn thread(&self, slot: usize) -> Result<PmdkThread> {
         if slot >= self.sh.max_threads {
             return Err(Error::TooManyThreads(self.sh.max_threads));
         }
-        Ok(Box::new(PmdkThread {
+        Ok(PmdkThread {
             sh: self.sh.clone(),
             locks: HeldLocks::new(0, slot),
             active: false,
@@ -267,7 +265,7 @@ impl Engine for PmdkEngine {
             added: FastMap::default(),
             allocs: Vec::new(),
             frees: Vec::new(),
-        }))
+        })
     }
     fn quiesce(&self) {}
     fn heap(&self) -> Option<&Arc<Heap>> {
@@ -287,7 +285,7 @@ impl std::fmt::Debug for PmdkEngine {
 }
 
 /// One thread's transaction state.
-struct PmdkThread {
+pub(crate) struct PmdkThread {
     sh: Arc<Shared>,
     locks: HeldLocks,
     active: bool,
@@ -426,7 +424,7 @@ impl PmdkThread {
 }
 
 impl EngineThread for PmdkThread {
-    fn begin(&mut self) {
+    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
         if self.active {
             self.rollback();
         }
@@ -528,7 +526,33 @@ impl EngineThread for PmdkThread {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        self.commit_visible()?;
+        // Durable before visible: the record was persisted before the commit point.
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+    }
+}
+
+impl Drop for PmdkThread {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+impl PmdkThread {
+    /// Commit up to the point where the transaction is visible (and, for this engine,
+    /// already durable). On `Err` the transaction has been rolled back.
+    fn commit_visible(&mut self) -> Result<()> {
         if !self.active {
             return Err(not_running());
         }
@@ -554,21 +578,5 @@ impl EngineThread for PmdkThread {
         }
         self.finish();
         Ok(())
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-    }
-}
-
-impl Drop for PmdkThread {
-    fn drop(&mut self) {
-        self.abort();
     }
 }

@@ -48,25 +48,112 @@ mod ffi;
 #[cfg(pmdk)]
 mod objects;
 
-use crate::engine::Engine;
-use crate::{Config, Result};
+use crate::engine::{EngineDef, EngineOptions, OpenCtx, Storage};
+use crate::heap::Heap;
+use crate::tx::Isolation;
+use crate::{Config, Error, Result};
 use std::path::Path;
-
-/// Create (`create`) or open the PMDK pool at `path` and start the engine on it.
-#[cfg(pmdk)]
-pub(crate) fn start(path: &Path, cfg: &Config, create: bool) -> Result<Box<dyn Engine>> {
-    Ok(Box::new(engine::PmdkEngine::start(path, cfg, create)?))
-}
-
-/// Without the `pmdk` feature there is no libpmemobj to run.
-#[cfg(not(pmdk))]
-pub(crate) fn start(_path: &Path, _cfg: &Config, _create: bool) -> Result<Box<dyn Engine>> {
-    Err(crate::Error::InvalidConfig(
-        "this build has no pmdk engine: it needs libpmemobj at build time \
-         (Debian package libpmemobj-dev) and the `pmdk` feature (on by default)"
-            .into(),
-    ))
-}
+use std::sync::Arc;
 
 /// True if this build has the `pmdk` engine.
 pub const AVAILABLE: bool = cfg!(pmdk);
+
+/// Registry entry of the `pmdk` peer.
+pub struct Pmdk;
+
+#[cfg(pmdk)]
+type PmdkEngine = engine::PmdkEngine;
+#[cfg(pmdk)]
+type PmdkThread = engine::PmdkThread;
+#[cfg(not(pmdk))]
+type PmdkEngine = absent::Absent;
+#[cfg(not(pmdk))]
+type PmdkThread = absent::Absent;
+
+impl EngineDef for Pmdk {
+    const ID: u32 = 5;
+    const NAME: &'static str = "pmdk";
+    const SUMMARY: &'static str =
+        "peer: PMDK's libpmemobj through FFI (its own pool file, undo-log transactions, strict 2PL)";
+    // Strict 2PL, as for `undo`.
+    const ISOLATION: Isolation = Isolation::Linearizable;
+    const STORAGE: Storage = Storage::OwnFile;
+    type Engine = PmdkEngine;
+    type Thread = PmdkThread;
+    fn open(_heap: Arc<Heap>, _opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PmdkEngine> {
+        Err(Error::InvalidConfig(
+            "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path"
+                .into(),
+        ))
+    }
+    fn open_file(path: &Path, cfg: &Config, create: bool) -> Result<PmdkEngine> {
+        cfg.engine_options.only(Self::NAME, &[])?;
+        #[cfg(pmdk)]
+        {
+            engine::PmdkEngine::start(path, cfg, create)
+        }
+        #[cfg(not(pmdk))]
+        {
+            let _ = (path, create);
+            Err(Error::InvalidConfig(
+                "this build has no pmdk engine: it needs libpmemobj at build time \
+                 (Debian package libpmemobj-dev) and the `pmdk` feature (on by default)"
+                    .into(),
+            ))
+        }
+    }
+}
+
+/// Without libpmemobj the engine cannot exist: its states are an uninhabited type, so
+/// the registry's dispatch arms for it compile to nothing.
+#[cfg(not(pmdk))]
+mod absent {
+    use crate::engine::{DurableToken, Engine, EngineThread};
+    use crate::heap::Heap;
+    use crate::tx::TxOptions;
+    use crate::Result;
+    use std::sync::Arc;
+
+    /// No value of this type exists.
+    pub(crate) enum Absent {}
+
+    impl Engine for Absent {
+        type Thread = Absent;
+        fn thread(&self, _slot: usize) -> Result<Absent> {
+            match *self {}
+        }
+        fn quiesce(&self) {
+            match *self {}
+        }
+        fn heap(&self) -> Option<&Arc<Heap>> {
+            match *self {}
+        }
+    }
+
+    impl EngineThread for Absent {
+        fn begin(&mut self, _opts: &TxOptions) {
+            match *self {}
+        }
+        fn read(&self, _off: u64, _len: usize) -> Result<*const u8> {
+            match *self {}
+        }
+        fn write(&mut self, _off: u64, _len: usize) -> Result<*mut u8> {
+            match *self {}
+        }
+        fn alloc(&mut self, _len: usize) -> Result<u64> {
+            match *self {}
+        }
+        fn free(&mut self, _off: u64) -> Result<()> {
+            match *self {}
+        }
+        fn commit(&mut self) -> Result<DurableToken> {
+            match *self {}
+        }
+        fn abort(&mut self) {
+            match *self {}
+        }
+        fn quiesce(&mut self) {
+            match *self {}
+        }
+    }
+}

@@ -27,10 +27,11 @@
 //! write never happened, because writes follow the entry's fence.
 
 use crate::engine::kit::two_phase::{HeldLocks, Mode};
-use crate::engine::{Engine, EngineId, EngineThread};
+use crate::engine::{Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
+use crate::tx::Isolation;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::Arc;
@@ -166,9 +167,27 @@ pub struct UndoEngine {
     sh: Arc<Shared>,
 }
 
+/// Registry entry of the `undo` baseline.
+pub struct Undo;
+
+impl EngineDef for Undo {
+    const ID: u32 = 2;
+    const NAME: &'static str = "undo";
+    const SUMMARY: &'static str = "baseline: undo logging with strict two-phase locking (no-wait)";
+    // Strict 2PL: every lock is held to commit, so the commit order is a serial order
+    // that respects real time.
+    const ISOLATION: Isolation = Isolation::Linearizable;
+    type Engine = UndoEngine;
+    type Thread = UndoThread;
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<UndoEngine> {
+        opts.only(Self::NAME, &[])?;
+        UndoEngine::open(heap)
+    }
+}
+
 impl UndoEngine {
     /// Recover (undo unfinished transactions) and start.
-    pub fn open(heap: Arc<Heap>) -> Result<UndoEngine> {
+    fn open(heap: Arc<Heap>) -> Result<UndoEngine> {
         let seqs = recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         heap.atomic_u64(ROOT_SLOT_OFFSET).store(0, Release);
@@ -189,15 +208,13 @@ impl UndoEngine {
 }
 
 impl Engine for UndoEngine {
-    fn id(&self) -> EngineId {
-        EngineId::Undo
-    }
-    fn thread(&self, slot: usize) -> Result<Box<dyn EngineThread>> {
+    type Thread = UndoThread;
+    fn thread(&self, slot: usize) -> Result<UndoThread> {
         if slot >= self.sh.seqs.len() {
             return Err(Error::TooManyThreads(self.sh.seqs.len()));
         }
         let l = self.sh.heap.layout();
-        Ok(Box::new(UndoThread {
+        Ok(UndoThread {
             sh: self.sh.clone(),
             area: l.log_offset(slot),
             area_len: l.log_bytes_per_thread,
@@ -210,7 +227,7 @@ impl Engine for UndoEngine {
             allocs: Vec::new(),
             frees: Vec::new(),
             cache: ThreadCache::default(),
-        }))
+        })
     }
     fn quiesce(&self) {}
     fn heap(&self) -> Option<&Arc<Heap>> {
@@ -218,7 +235,7 @@ impl Engine for UndoEngine {
     }
 }
 
-struct UndoThread {
+pub(crate) struct UndoThread {
     sh: Arc<Shared>,
     area: usize,
     area_len: usize,
@@ -312,7 +329,7 @@ impl UndoThread {
 }
 
 impl EngineThread for UndoThread {
-    fn begin(&mut self) {
+    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
         if self.active {
             self.rollback();
         }
@@ -396,7 +413,34 @@ impl EngineThread for UndoThread {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        self.commit_visible()?;
+        // Durable before visible: the record was persisted before the commit point.
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for UndoThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
+
+impl UndoThread {
+    /// Commit up to the point where the transaction is visible (and, for this engine,
+    /// already durable). On `Err` the transaction has been rolled back.
+    fn commit_visible(&mut self) -> Result<()> {
         if !self.active {
             return Err(Error::InvalidPointer(
                 "no transaction is running on this thread".into(),
@@ -426,22 +470,5 @@ impl EngineThread for UndoThread {
             self.sh.alloc.release(&mut self.cache, b);
         }
         Ok(())
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-        self.sh.alloc.drain(&mut self.cache);
-    }
-}
-
-impl Drop for UndoThread {
-    fn drop(&mut self) {
-        self.quiesce();
     }
 }

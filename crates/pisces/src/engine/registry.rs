@@ -1,0 +1,233 @@
+//! The engine registry: the one list of engines, and the enums that dispatch to them.
+//!
+//! Adding an engine = a folder under `engine/` implementing [`EngineDef`], and one line
+//! in the `engines!` invocation below. The macro generates
+//! * [`EngineId`], the public name of each engine (its discriminant is the id the
+//!   superblock records), with names, summaries and isolation levels from the defs;
+//! * `AnyEngine` / `AnyThread`, enums over the engines' pool and thread states, whose
+//!   methods `match` on the variant: static dispatch that the compiler inlines into the
+//!   transaction API (no `dyn` on the hot path);
+//! * the factory functions `Pool` calls at create / open.
+
+use super::{
+    mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
+    Inspection, OpenCtx, Regions, Storage,
+};
+use crate::heap::Heap;
+use crate::tx::{Isolation, TxOptions};
+use crate::{Config, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+macro_rules! engines {
+    ($( $(#[$doc:meta])* $variant:ident = $def:ty, )+) => {
+        /// Identifies an engine: its name on the command line and in the C ABI, and the
+        /// id the superblock records.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u32)]
+        #[non_exhaustive]
+        pub enum EngineId {
+            $( $(#[$doc])* $variant = <$def as EngineDef>::ID, )+
+        }
+
+        impl EngineId {
+            /// Every engine of the registry, in benchmark order (also those this build
+            /// cannot run: see [`EngineId::available`]).
+            pub const ALL: &'static [EngineId] = &[$( EngineId::$variant, )+];
+
+            /// Stable name.
+            pub fn name(self) -> &'static str {
+                match self { $( EngineId::$variant => <$def as EngineDef>::NAME, )+ }
+            }
+            /// One line saying what the engine is.
+            pub fn summary(self) -> &'static str {
+                match self { $( EngineId::$variant => <$def as EngineDef>::SUMMARY, )+ }
+            }
+            /// The strongest isolation level the engine offers (weaker requests are
+            /// accepted too).
+            pub fn isolation(self) -> Isolation {
+                match self { $( EngineId::$variant => <$def as EngineDef>::ISOLATION, )+ }
+            }
+            /// Whether committed transactions survive a crash.
+            pub fn is_durable(self) -> bool {
+                match self { $( EngineId::$variant => <$def as EngineDef>::DURABLE, )+ }
+            }
+            /// From the id stored in a superblock.
+            pub fn from_u32(id: u32) -> Option<EngineId> {
+                $( if id == <$def as EngineDef>::ID { return Some(EngineId::$variant); } )+
+                None
+            }
+            /// The option sets test campaigns cycle through (each ablation switch on
+            /// and off; just the defaults for an engine without options).
+            pub fn option_sets(self) -> Vec<EngineOptions> {
+                match self { $( EngineId::$variant => <$def as EngineDef>::option_sets(), )+ }
+            }
+            pub(crate) fn storage(self) -> Storage {
+                match self { $( EngineId::$variant => <$def as EngineDef>::STORAGE, )+ }
+            }
+            pub(crate) fn regions(self, cfg: &Config) -> Regions {
+                match self { $( EngineId::$variant => <$def as EngineDef>::regions(cfg), )+ }
+            }
+            /// Describe and verify the engine's persistent state (tools; writes nothing).
+            pub(crate) fn inspect(self, heap: &Heap) -> Inspection {
+                match self { $( EngineId::$variant => <$def as EngineDef>::inspect(heap), )+ }
+            }
+        }
+
+        /// Pool-wide state of whichever engine runs the pool.
+        pub(crate) enum AnyEngine {
+            $( $variant(<$def as EngineDef>::Engine), )+
+        }
+
+        /// One thread's state of whichever engine runs the pool.
+        pub(crate) enum AnyThread {
+            $( $variant(<$def as EngineDef>::Thread), )+
+        }
+
+        /// Open (recover) a pool of our format with engine `id`.
+        pub(crate) fn open_heap(
+            id: EngineId,
+            heap: Arc<Heap>,
+            opts: &EngineOptions,
+            ctx: &OpenCtx,
+        ) -> Result<AnyEngine> {
+            match id {
+                $( EngineId::$variant => Ok(AnyEngine::$variant(<$def as EngineDef>::open(heap, opts, ctx)?)), )+
+            }
+        }
+
+        /// Create or open a pool in the engine's own file format.
+        pub(crate) fn open_file(id: EngineId, path: &Path, cfg: &Config, create: bool) -> Result<AnyEngine> {
+            match id {
+                $( EngineId::$variant => Ok(AnyEngine::$variant(<$def as EngineDef>::open_file(path, cfg, create)?)), )+
+            }
+        }
+
+        impl AnyEngine {
+            pub(crate) fn id(&self) -> EngineId {
+                match self { $( AnyEngine::$variant(_) => EngineId::$variant, )+ }
+            }
+            pub(crate) fn thread(&self, slot: usize) -> Result<AnyThread> {
+                match self { $( AnyEngine::$variant(e) => Ok(AnyThread::$variant(e.thread(slot)?)), )+ }
+            }
+            pub(crate) fn quiesce(&self) {
+                match self { $( AnyEngine::$variant(e) => e.quiesce(), )+ }
+            }
+            pub(crate) fn heap(&self) -> Option<&Arc<Heap>> {
+                match self { $( AnyEngine::$variant(e) => e.heap(), )+ }
+            }
+            pub(crate) fn root_slot(&self) -> u64 {
+                match self { $( AnyEngine::$variant(e) => e.root_slot(), )+ }
+            }
+            pub(crate) fn sync(&self) -> Result<()> {
+                match self { $( AnyEngine::$variant(e) => e.sync(), )+ }
+            }
+            pub(crate) fn shutdown(&self) {
+                match self { $( AnyEngine::$variant(e) => e.shutdown(), )+ }
+            }
+        }
+
+        impl AnyThread {
+            #[inline]
+            pub(crate) fn id(&self) -> EngineId {
+                match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
+            }
+            #[inline]
+            pub(crate) fn begin(&mut self, opts: &TxOptions) {
+                match self { $( AnyThread::$variant(t) => t.begin(opts), )+ }
+            }
+            #[inline]
+            pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+                match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
+            }
+            #[inline]
+            pub(crate) fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+                match self { $( AnyThread::$variant(t) => t.write(off, len), )+ }
+            }
+            #[inline]
+            pub(crate) fn alloc(&mut self, len: usize) -> Result<u64> {
+                match self { $( AnyThread::$variant(t) => t.alloc(len), )+ }
+            }
+            #[inline]
+            pub(crate) fn free(&mut self, off: u64) -> Result<()> {
+                match self { $( AnyThread::$variant(t) => t.free(off), )+ }
+            }
+            #[inline]
+            pub(crate) fn commit(&mut self) -> Result<DurableToken> {
+                match self { $( AnyThread::$variant(t) => t.commit(), )+ }
+            }
+            #[inline]
+            pub(crate) fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
+                match self { $( AnyThread::$variant(t) => t.wait_durable(token), )+ }
+            }
+            #[inline]
+            pub(crate) fn abort(&mut self) {
+                match self { $( AnyThread::$variant(t) => t.abort(), )+ }
+            }
+            pub(crate) fn after_abort(&mut self) {
+                match self { $( AnyThread::$variant(t) => t.after_abort(), )+ }
+            }
+            pub(crate) fn quiesce(&mut self) {
+                match self { $( AnyThread::$variant(t) => t.quiesce(), )+ }
+            }
+        }
+    };
+}
+
+engines! {
+    /// Pisces (USENIX ATC 2019), the default: snapshot isolation, readers never wait.
+    Pisces = pisces::Pisces,
+    /// Baseline: undo logging with strict two-phase locking.
+    Undo = undo::Undo,
+    /// Baseline: the multi-version strawman of the Pisces paper's §2.2.
+    Mvcc = mvcc::Mvcc,
+    /// Peer: PMDK's libpmemobj through FFI (its own pool file); built where libpmemobj
+    /// is found.
+    Pmdk = pmdk::Pmdk,
+    /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
+    Volatile = pisces::Volatile,
+}
+
+impl EngineId {
+    /// From a name given on the command line or in a config.
+    ///
+    /// ```
+    /// use pisces::EngineId;
+    /// assert_eq!(EngineId::from_name("undo"), Some(EngineId::Undo));
+    /// assert_eq!(EngineId::from_name("nope"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<EngineId> {
+        Self::ALL.iter().copied().find(|e| e.name() == name)
+    }
+    /// Name for an id read from a pool, known or not.
+    pub fn describe(id: u32) -> String {
+        Self::from_u32(id).map_or_else(|| format!("unknown engine #{id}"), |e| e.name().to_string())
+    }
+    /// Whether this build can run the engine (`pmdk` needs libpmemobj at build time).
+    pub fn available(self) -> bool {
+        self != EngineId::Pmdk || pmdk::AVAILABLE
+    }
+    /// Whether transactions may ask for isolation level `level`.
+    pub fn offers(self, level: Isolation) -> bool {
+        level <= self.isolation()
+    }
+}
+
+impl std::fmt::Display for EngineId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for EngineId {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<EngineId> {
+        EngineId::from_name(s).ok_or_else(|| {
+            let names: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+            crate::Error::InvalidConfig(format!(
+                "unknown engine `{s}` (engines: {})",
+                names.join(", ")
+            ))
+        })
+    }
+}
