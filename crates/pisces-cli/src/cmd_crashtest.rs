@@ -1,6 +1,6 @@
 //! `pisces crashtest`: crash-state exploration on the crash simulator.
 //!
-//! Runs workloads of [`pisces::crashtest`] on simulated machines that lose power at
+//! Runs workloads of [`pisces_verify::crashtest`] on simulated machines that lose power at
 //! chosen fences (every fence with `--exhaustive`, random ones otherwise), recovers
 //! every crash image built by the adversary (for one image in
 //! `--recovery-crash-every`, crashing again during recovery and recovering again), and
@@ -14,13 +14,13 @@
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pisces::crashtest::workload::{format_bounds, parse_bounds};
-use pisces::crashtest::{
+use pisces::EngineId;
+use pisces_verify::crashtest::workload::{format_bounds, parse_bounds};
+use pisces_verify::crashtest::{
     reproduce, run_plan, workload_by_name, Mode, Plan, Report, Settings, Violation, Workload,
     EXTRA_WORKLOADS, MAX_THREADS, WORKLOADS,
 };
-use pisces::medium::sim::Adversary;
-use pisces::{EngineId, EngineOptions};
+use pisces_verify::sim::Adversary;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -272,16 +272,19 @@ fn settings(a: &CrashtestArgs) -> Result<Settings, String> {
         let mut v = Vec::new();
         for &flush_diff in diffs {
             for &group_commit in &a.group_commit {
-                v.push(EngineOptions {
-                    flush_diff,
-                    group_commit,
-                });
+                v.push(
+                    pisces::PiscesOptions {
+                        flush_diff,
+                        group_commit,
+                    }
+                    .into(),
+                );
             }
         }
         v
     } else {
-        // Other engines ignore the Pisces options.
-        vec![EngineOptions::default()]
+        // Other engines: each of their own option sets (their ablation switches).
+        Vec::new()
     };
     let adversary = match a.adversary {
         AdversaryArg::Random => Adversary::Random {

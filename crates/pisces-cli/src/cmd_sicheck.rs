@@ -1,5 +1,5 @@
 //! `pisces sicheck`: run list-append transactions on a fresh pool and check the
-//! recorded history for isolation anomalies (see [`pisces::sicheck`]).
+//! recorded history for isolation anomalies (see [`pisces_verify::sicheck`]).
 //!
 //! The pool lives on anonymous DRAM (nothing is written to disk). Threads run the
 //! workload through the engine's public transaction API; the checker then sees only
@@ -13,9 +13,9 @@
 
 use clap::{Args, ValueEnum};
 use pisces::medium::dram::DramMedium;
-use pisces::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
-use pisces::sicheck::{check, Isolation, Workload, WorkloadConfig};
 use pisces::{Config, EngineId, EngineOptions, Pool};
+use pisces_verify::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
+use pisces_verify::sicheck::{check, Isolation, Workload, WorkloadConfig};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -172,7 +172,7 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
             Arc::new(m),
             Config {
                 size,
-                engine: args.engine,
+                engine: Some(args.engine),
                 max_threads: threads + 1,
                 log_bytes_per_thread: LOG_BYTES,
                 engine_options: EngineOptions::default(),

@@ -145,7 +145,7 @@ fn create(a: &CreateArgs) -> ExitCode {
     let cfg = Config {
         size: a.size,
         medium: a.medium.kind(),
-        engine: a.engine,
+        engine: Some(a.engine),
         max_threads: a.threads,
         log_bytes_per_thread: log_bytes,
         ..Config::default()
@@ -157,7 +157,7 @@ fn create(a: &CreateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(heap) = pool.heap() else {
+    let Some(sb) = pool.superblock() else {
         out(&format!(
             "created {}: {} bytes, engine {} (libpmemobj's own pool format), {} thread slots\n",
             a.path.display(),
@@ -167,8 +167,10 @@ fn create(a: &CreateArgs) -> ExitCode {
         ));
         return ExitCode::SUCCESS;
     };
-    let l = *heap.layout();
-    let sb = heap.superblock();
+    let Ok(l) = sb.layout() else {
+        err("pisces: the new pool's superblock describes no valid layout");
+        return ExitCode::from(1);
+    };
     drop(pool);
     out(&format!(
         "created {}: {} bytes, engine {}, medium {}, {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}, run generation {}\n",

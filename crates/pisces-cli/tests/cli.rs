@@ -180,7 +180,8 @@ fn truncated_pool_and_broken_slab_table_are_reported() {
     assert!(r.stdout.contains("truncated"), "{}", r.stdout);
 
     let p = create_small(d.path(), "s.pool");
-    let l = pisces::heap::layout::Layout::compute(8 << 20, 2, 64 << 10).unwrap();
+    let l =
+        pisces::heap::layout::Layout::compute(8 << 20, 2, 64 << 10, Default::default()).unwrap();
     let mut b = std::fs::read(&p).unwrap();
     let off = l.slab_table_offset + 4 * 7;
     b[off..off + 4].copy_from_slice(&0x3000_0002u32.to_ne_bytes());

@@ -367,7 +367,10 @@ unsafe impl Send for PrivateView {}
 // SAFETY: as above.
 unsafe impl Sync for PrivateView {}
 
-impl Medium for PrivateView {
+// SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
+// this value and unmapped only when it is dropped; the persistence primitives follow
+// the trait contract.
+unsafe impl Medium for PrivateView {
     fn kind(&self) -> MediumKind {
         self.kind
     }
@@ -872,8 +875,12 @@ mod tests {
         let root = r.root.unwrap();
         assert_ne!(root.offset, 0);
         assert_eq!(root.size, 256);
-        assert_eq!(r.log.as_ref().unwrap().live_records.len(), 2);
-        assert!(r.replayed.is_some());
+        let st = r.engine_state.as_ref().unwrap();
+        assert!(
+            st.lines.iter().any(|l| l.contains("per slot: 0 0")),
+            "{st:?}"
+        );
+        assert!(r.recovery_ok);
         let text = r.to_string();
         assert!(text.contains("problems: none"), "{text}");
         assert!(r.summary_line().contains("OK"), "{}", r.summary_line());
@@ -895,7 +902,7 @@ mod tests {
             kind: MediumKind::DRAM,
             _map: map,
         });
-        let heap = Arc::new(Heap::open(view, EngineId::describe, 1).unwrap());
+        let heap = Arc::new(Heap::open(view).unwrap());
         let alloc = Allocator::rebuild(heap).unwrap();
         // Every formatted slab holds an object here, so rebuild freed none of them.
         assert_eq!(r.usage.unwrap(), alloc.usage());
@@ -1051,7 +1058,7 @@ mod tests {
         assert!(r.problems[0].contains("superblock says"), "{r}");
         assert!(r.problems[1].contains("root slot"), "{r}");
         assert!(r.problems[2].contains("engine id 77"), "{r}");
-        assert!(r.usage.is_none() && r.log.is_none());
+        assert!(r.usage.is_none() && r.engine_state.is_none());
     }
 
     #[test]
@@ -1094,13 +1101,13 @@ mod tests {
             .filter(|x| x.starts_with("allocator:"))
             .collect();
         assert_eq!(alloc.len(), 2, "{r}");
-        assert!(r.replayed.is_none(), "no dry run over a broken allocator");
+        assert!(!r.recovery_ok, "no dry run over a broken allocator");
     }
 
     /// Append a record to slot 0's log of a closed pool file.
     fn append_record(p: &Path, build: impl FnOnce(&Heap, &mut RecordBuilder)) {
         let m = crate::medium::open_file(p, MediumKind::DRAM).unwrap();
-        let heap = Heap::open(m, EngineId::describe, 1).unwrap();
+        let heap = Heap::open(m).unwrap();
         let l = *heap.layout();
         let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
         // Start an empty log (the pool was closed cleanly: its records are written
@@ -1111,7 +1118,7 @@ mod tests {
         let mut w = LogWriter::new(off, len, next_seq);
         let mut rb = RecordBuilder::default();
         build(&heap, &mut rb);
-        let wm = recovery::inspect(&heap).watermark;
+        let wm = crate::engine::kit::watermark::load(&heap);
         w.append(&heap, rb.bytes(), wm + 10);
         heap.fence();
     }
@@ -1130,7 +1137,11 @@ mod tests {
                 .any(|x| x.starts_with("log:") && x.contains("outside the heap")),
             "{r}"
         );
-        assert!(r.log.unwrap().live_records[0] >= 1);
+        let st = r.engine_state.unwrap();
+        assert!(
+            st.lines.iter().any(|l| l.contains("per slot: 1 ")),
+            "{st:?}"
+        );
     }
 
     #[test]
@@ -1172,7 +1183,7 @@ mod tests {
         });
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
         let text = r.to_string();
-        assert!(r.replayed.unwrap() >= 1, "{text}");
+        assert!(r.recovery_ok, "{text}");
         assert!(
             r.problems
                 .iter()

@@ -4,7 +4,7 @@
 //! which maps of the library's own offsets and ids do not need, and several times
 //! faster than the default SipHash on these maps.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The hasher.
@@ -55,5 +55,3 @@ impl Hasher for FastHasher {
 
 /// A `HashMap` with [`FastHasher`].
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
-/// A `HashSet` with [`FastHasher`].
-pub type FastSet<K> = HashSet<K, BuildHasherDefault<FastHasher>>;

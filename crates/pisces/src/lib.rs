@@ -13,15 +13,14 @@
 
 pub mod check;
 pub mod containers;
-pub mod crashtest;
 pub mod engine;
+
 pub mod error;
-pub mod fasthash;
+pub(crate) mod fasthash;
 pub mod heap;
 pub mod medium;
 pub mod mutation;
 pub mod pool;
-pub mod sicheck;
 mod sync;
 pub mod tx;
 

@@ -372,6 +372,44 @@ impl Pool {
         self.inner.engine.heap()
     }
 
+    /// Payload offsets of every allocated object of the pool's persistent allocator
+    /// state (the root object included), after checking that state is sound: a
+    /// diagnostic for leak checks (allocated but unreachable) and tests. Pending
+    /// write-backs are finished first. `Err` for engines with their own pool format.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("a.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let root: PPtr<u64> = pool.root().unwrap();
+    /// assert_eq!(pool.allocated_objects().unwrap(), vec![root.offset()]);
+    /// ```
+    pub fn allocated_objects(&self) -> Result<Vec<u64>> {
+        let heap = self.heap().ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "the {} engine keeps its own pool format; it has no allocator state to list",
+                self.engine_id()
+            ))
+        })?;
+        self.sync()?;
+        let mut v = Vec::new();
+        crate::heap::alloc::Allocator::for_each_allocated(heap, |b| v.push(b.payload()))?;
+        Ok(v)
+    }
+
+    /// The pool's current superblock (identity, geometry, run generation); `None` for
+    /// an engine with its own pool format (`pmdk`).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// assert_eq!(pool.superblock().unwrap().pool_size, 32 << 20);
+    /// ```
+    pub fn superblock(&self) -> Option<crate::heap::superblock::Superblock> {
+        self.heap().map(|h| h.superblock())
+    }
+
     /// The engine running this pool.
     ///
     /// ```

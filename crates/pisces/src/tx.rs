@@ -163,6 +163,15 @@ pub struct Tx<'h> {
     conflicted: std::cell::Cell<bool>,
 }
 
+impl std::fmt::Debug for Tx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tx")
+            .field("engine", &self.th.id())
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         // Reached without `finish` only when the closure panicked: release the locks so

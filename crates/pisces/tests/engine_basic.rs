@@ -48,7 +48,7 @@ fn write_then_read_and_reopen_from_file() {
 #[test]
 fn linked_list_alloc_and_free_under_every_option() {
     for (engine, opts) in common::all_engines() {
-        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts);
+        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
         let head: PPtr<PPtr<Node>> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
         for k in 0..200u64 {
@@ -100,7 +100,7 @@ fn linked_list_alloc_and_free_under_every_option() {
 #[test]
 fn user_abort_and_errors_roll_back_everything() {
     for (engine, opts) in common::all_engines() {
-        let pool = common::mem_pool_on(engine, 8 << 20, 2, opts);
+        let pool = common::mem_pool_on(engine, 8 << 20, 2, opts.clone());
         let root: PPtr<[u64; 2]> = pool.root().unwrap();
         let r: pisces::Result<()> = pool.run(|tx| {
             tx.write(root)?[0] = 1;
@@ -201,7 +201,7 @@ fn transaction_too_large_for_the_log_is_a_clear_error() {
 #[test]
 fn log_recycling_keeps_long_runs_going() {
     for (engine, opts) in common::all_engines() {
-        let pool = common::mem_pool_on(engine, 8 << 20, 1, opts);
+        let pool = common::mem_pool_on(engine, 8 << 20, 1, opts.clone());
         let root: PPtr<[u64; 32]> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
         // Far more log bytes than one 256 KiB ring holds.
@@ -222,7 +222,7 @@ fn log_recycling_keeps_long_runs_going() {
 #[test]
 fn concurrent_increments_are_not_lost() {
     for (engine, opts) in common::all_engines() {
-        let pool = common::mem_pool_on(engine, 8 << 20, 4, opts);
+        let pool = common::mem_pool_on(engine, 8 << 20, 4, opts.clone());
         let root: PPtr<u64> = pool.root().unwrap();
         let threads = 3;
         let per = 2_000;
@@ -257,7 +257,7 @@ const INITIAL: u64 = 1_000;
 #[test]
 fn bank_audits_see_the_exact_total() {
     for (engine, opts) in common::all_engines() {
-        let pool = common::mem_pool_on(engine, 16 << 20, 4, opts);
+        let pool = common::mem_pool_on(engine, 16 << 20, 4, opts.clone());
         let table: PPtr<[PPtr<u64>; ACCOUNTS]> = pool.root().unwrap();
         pool.run(|tx| {
             let mut t = [PPtr::null(); ACCOUNTS];

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 fn cfg() -> Config {
     Config {
         size: 32 << 20,
-        engine: EngineId::Pmdk,
+        engine: Some(EngineId::Pmdk),
         max_threads: 4,
         ..Config::default()
     }
@@ -34,7 +34,7 @@ fn committed_data_survives_reopen_and_aborts_leave_nothing() {
     let kept: PPtr<u64>;
     {
         let pool = Pool::create(&path, cfg()).unwrap();
-        assert!(pool.heap().is_none());
+        assert!(pool.superblock().is_none());
         let root: PPtr<[u64; 2]> = pool.root().unwrap();
         kept = pool
             .run(|tx| {

@@ -98,11 +98,8 @@ fn a_good_pool_opens_and_keeps_its_data() {
     let (_d, p) = make_pool();
     let pool = Pool::open(&p, cfg()).unwrap();
     assert_eq!(root_value(&pool), 41);
-    assert_eq!(pool.heap().unwrap().superblock().magic, MAGIC);
-    assert_eq!(
-        pool.heap().unwrap().superblock().format_version,
-        FORMAT_VERSION
-    );
+    assert_eq!(pool.superblock().unwrap().magic, MAGIC);
+    assert_eq!(pool.superblock().unwrap().format_version, FORMAT_VERSION);
 }
 
 #[test]
@@ -318,7 +315,7 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
     assert_ne!(torn, bytemuck::bytes_of(&older));
     write_at(&p, cur * SUPERBLOCK_SIZE, &torn);
     let pool = Pool::open(&p, cfg()).expect("falls back to the intact copy");
-    let sb = pool.heap().unwrap().superblock();
+    let sb = pool.superblock().unwrap();
     assert_eq!(sb.uuid, older.uuid);
     assert_eq!(
         sb.run_generation,
@@ -341,7 +338,7 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
     write_at(&p, (1 - cur) * SUPERBLOCK_SIZE + 40, &[0xee; 8]);
     let pool = Pool::open(&p, cfg()).unwrap();
     assert_eq!(
-        pool.heap().unwrap().superblock().run_generation,
+        pool.superblock().unwrap().run_generation,
         newer.run_generation + 1
     );
     assert_eq!(root_value(&pool), 41);

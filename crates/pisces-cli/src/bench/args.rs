@@ -4,7 +4,7 @@ use super::measure::{EngineSpec, Spec};
 use super::workload::{DataKind, Sizes};
 use clap::{Args, ValueEnum};
 use pisces::containers::hashmap::MAX_BUCKETS;
-use pisces::{EngineId, EngineOptions};
+use pisces::EngineId;
 use std::path::PathBuf;
 
 /// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
@@ -141,7 +141,7 @@ fn parse_engine(s: &str) -> Result<EngineId, String> {
         let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
         format!("unknown engine `{s}` (known engines: {})", known.join(", "))
     })?;
-    if e == EngineId::Pmdk && !pisces::engine::pmdk::AVAILABLE {
+    if e == EngineId::Pmdk && !EngineId::Pmdk.available() {
         return Err(PMDK_MISSING.into());
     }
     Ok(e)
@@ -154,8 +154,9 @@ const PMDK_MISSING: &str = "this build has no pmdk engine: libpmemobj was not fo
 /// The engines run when `--engines` is not given: all of this build's.
 fn default_engines() -> Vec<EngineId> {
     EngineId::ALL
-        .into_iter()
-        .filter(|&e| e != EngineId::Pmdk || pisces::engine::pmdk::AVAILABLE)
+        .iter()
+        .copied()
+        .filter(|e| e.available())
         .collect()
 }
 
@@ -323,18 +324,20 @@ pub fn breakdown_engines() -> [EngineSpec; 3] {
         EngineSpec {
             label: "pisces-whole".into(),
             id: EngineId::Pisces,
-            options: EngineOptions {
+            options: pisces::PiscesOptions {
                 flush_diff: false,
                 group_commit: 1,
-            },
+            }
+            .into(),
         },
         EngineSpec {
             label: "pisces-diff".into(),
             id: EngineId::Pisces,
-            options: EngineOptions {
+            options: pisces::PiscesOptions {
                 flush_diff: true,
                 group_commit: 1,
-            },
+            }
+            .into(),
         },
         EngineSpec::plain(EngineId::Pisces),
     ]
@@ -344,7 +347,7 @@ pub fn breakdown_engines() -> [EngineSpec; 3] {
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
     let mut notes = Vec::new();
-    if !pisces::engine::pmdk::AVAILABLE {
+    if !EngineId::Pmdk.available() {
         notes.push(format!("pmdk skipped: {PMDK_MISSING}"));
     }
     let mut pmdk_slow_skipped = false;
@@ -498,14 +501,7 @@ mod tests {
         let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
         // Every engine of the build x 2 thread counts x 3 mixes (B+-tree: 2).
         let engines = default_engines().len();
-        assert_eq!(
-            engines,
-            if pisces::engine::pmdk::AVAILABLE {
-                5
-            } else {
-                4
-            }
-        );
+        assert_eq!(engines, if EngineId::Pmdk.available() { 5 } else { 4 });
         assert_eq!(count("hash"), engines * 6);
         assert_eq!(count("btree"), engines * 4);
         // pisces, undo and mvcc x 5 latencies on 2 threads (not volatile or pmdk).
@@ -532,13 +528,13 @@ mod tests {
             .map(|x| x.engine.label.as_str())
             .collect();
         let mut want = vec!["pisces", "undo", "mvcc", "pmdk", "volatile"];
-        want.retain(|&e| e != "pmdk" || pisces::engine::pmdk::AVAILABLE);
+        want.retain(|&e| e != "pmdk" || EngineId::Pmdk.available());
         assert_eq!(first, want);
     }
 
     #[test]
     fn pmdk_runs_only_where_latency_is_not_emulated() {
-        if !pisces::engine::pmdk::AVAILABLE {
+        if !EngineId::Pmdk.available() {
             let e = parse(&["--engines", "pmdk"]).err().unwrap();
             assert!(e.contains("libpmemobj-dev"), "{e}");
             return;

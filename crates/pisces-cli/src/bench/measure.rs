@@ -226,10 +226,11 @@ fn measure_at(
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
         },
-        engine: spec.engine.id,
+        engine: Some(spec.engine.id),
         max_threads: spec.threads + 1,
         log_bytes_per_thread: 4 << 20,
-        engine_options: spec.engine.options,
+        engine_options: spec.engine.options.clone(),
+        ..Config::default()
     };
     let pool = Pool::create(path, cfg)
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;

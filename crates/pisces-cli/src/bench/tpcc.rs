@@ -781,7 +781,7 @@ mod tests {
             Arc::new(m),
             Config {
                 size,
-                engine,
+                engine: Some(engine),
                 max_threads: 3,
                 ..Config::default()
             },

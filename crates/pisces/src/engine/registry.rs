@@ -207,6 +207,11 @@ impl EngineId {
     pub fn available(self) -> bool {
         self != EngineId::Pmdk || pmdk::AVAILABLE
     }
+    /// Whether the engine keeps its pool in its own file format (`pmdk`): such pools are
+    /// created and opened by path only, not on a [`crate::medium::Medium`].
+    pub fn has_own_pool_format(self) -> bool {
+        self.storage() == Storage::OwnFile
+    }
     /// Whether transactions may ask for isolation level `level`.
     pub fn offers(self, level: Isolation) -> bool {
         level <= self.isolation()

@@ -96,7 +96,10 @@ impl DramMedium {
     }
 }
 
-impl Medium for DramMedium {
+// SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
+// this value and unmapped only when it is dropped; the persistence primitives follow
+// the trait contract.
+unsafe impl Medium for DramMedium {
     fn kind(&self) -> MediumKind {
         MediumKind::Dram {
             write_latency_ns: self.latency_ns,

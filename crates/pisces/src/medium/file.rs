@@ -414,7 +414,10 @@ impl Drop for DaxMedium {
     }
 }
 
-impl Medium for DaxMedium {
+// SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
+// this value and unmapped only when it is dropped; the persistence primitives follow
+// the trait contract.
+unsafe impl Medium for DaxMedium {
     fn kind(&self) -> MediumKind {
         MediumKind::Dax
     }
@@ -565,7 +568,10 @@ fn coalesce(ranges: &mut PageRanges, gap: usize) {
     *ranges = out;
 }
 
-impl Medium for FileMedium {
+// SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
+// this value and unmapped only when it is dropped; the persistence primitives follow
+// the trait contract.
+unsafe impl Medium for FileMedium {
     fn kind(&self) -> MediumKind {
         MediumKind::File
     }

@@ -29,20 +29,16 @@
 //! [`counters`].
 //!
 //! Cost of one `persist` of a cache line on this machine (`cargo test --release -p
-//! pisces persist_cost -- --ignored --nocapture`): DRAM ~0.2 us, DRAM with 300 ns
+//! pisces-verify persist_cost -- --ignored --nocapture`): DRAM ~0.2 us, DRAM with 300 ns
 //! emulated latency ~0.4 us, file + msync on disk ~130-260 us, simulator ~0.2 us.
 
-#[cfg(test)]
-mod cost;
 pub mod counters;
 pub mod dram;
 pub mod file;
 pub mod flush;
-pub mod sim;
 
 pub use dram::DramMedium;
 pub use file::{create_file, open_file, DaxMedium, FileMedium};
-pub use sim::{Adversary, CrashImage, CrashInfo, CrashPoint, CrashStats, SimConfig, SimMedium};
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
@@ -84,7 +80,14 @@ impl MediumKind {
     }
 }
 
-/// A byte image with persistence primitives.
+/// A byte image with persistence primitives: the storage seam between media and the
+/// heap and engines (DRAM with emulated NVM latency, DAX, a plain file, the crash
+/// simulator of the verification crate).
+///
+/// # Safety
+/// Unsafe code in the heap and engines trusts the contract below (it dereferences
+/// `base()` for `len()` bytes), so implementing the trait is `unsafe`: a wrong `base` or
+/// `len` would make safe pool operations undefined behaviour.
 ///
 /// # Contract
 /// * `base()` is valid for reads and writes of `len()` bytes for the medium's lifetime
@@ -95,7 +98,7 @@ impl MediumKind {
 ///   durable. Lines flushed by other threads are not covered (as with `sfence`).
 /// * Implementations never panic on a range inside the image; a range outside it is a
 ///   bug in the caller and may panic.
-pub trait Medium: Send + Sync {
+pub unsafe trait Medium: Send + Sync {
     /// The kind of this medium.
     fn kind(&self) -> MediumKind;
     /// Start of the mapped image; constant for the medium's lifetime (the heap caches

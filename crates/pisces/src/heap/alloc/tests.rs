@@ -13,6 +13,7 @@ fn heap_of(len: usize) -> Arc<Heap> {
                 engine_id: 1,
                 max_threads: 4,
                 log_bytes_per_thread: 64 << 10,
+                regions: Default::default(),
             },
         )
         .unwrap(),

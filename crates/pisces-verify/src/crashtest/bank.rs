@@ -1,0 +1,118 @@
+//! `bank`: transfers between accounts, one object per account.
+//!
+//! Operation `i` of thread `t` moves a fixed amount between two accounts chosen by
+//! `(t, i)`, unconditionally (balances may go negative), so transfers of different
+//! threads commute and the balances after `c[t]` transfers of each thread are known.
+//! The oracle checks, in this order: the total is conserved (no transfer is present in
+//! part), the balances equal those after exactly the acknowledged transfers of each
+//! thread, or that plus its in-flight one (every acknowledged transfer is present), and
+//! the allocator holds exactly the table and the accounts.
+
+use super::oracle::allocated_equals_reachable;
+use super::rng::mix;
+use super::workload::{candidates, Bounds, Workload};
+use pisces::{PPtr, Pool, Result, ThreadHandle};
+use std::collections::BTreeSet;
+
+/// Number of accounts.
+pub const ACCOUNTS: usize = 8;
+/// Initial balance of each account.
+pub const INITIAL: i64 = 100;
+
+type Table = [PPtr<i64>; ACCOUNTS];
+
+/// The bank workload (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bank;
+
+/// The `i`-th transfer of thread `t`: `(from, to, amount)` with `from != to`.
+pub fn transfer(t: usize, i: usize) -> (usize, usize, i64) {
+    let x = mix(t as u64 + 0xBA4C, i as u64);
+    let from = (x >> 20) as usize % ACCOUNTS;
+    let to = (from + 1 + (x >> 40) as usize % (ACCOUNTS - 1)) % ACCOUNTS;
+    (from, to, (x >> 8) as i64 % 37 + 1)
+}
+
+/// Balances after the first `counts[t]` transfers of each thread `t`.
+pub fn balances_after(counts: &[usize]) -> [i64; ACCOUNTS] {
+    let mut b = [INITIAL; ACCOUNTS];
+    for (t, &c) in counts.iter().enumerate() {
+        for i in 0..c {
+            let (from, to, amount) = transfer(t, i);
+            b[from] -= amount;
+            b[to] += amount;
+        }
+    }
+    b
+}
+
+impl Workload for Bank {
+    fn name(&self) -> &'static str {
+        "bank"
+    }
+
+    fn describe(&self) -> &'static str {
+        "transfers between 8 accounts: total conserved, exactly the acknowledged transfers (plus in-flight ones) present, allocator = accounts"
+    }
+
+    fn setup(&self, pool: &Pool) -> Result<()> {
+        let table: PPtr<Table> = pool.root()?;
+        pool.run(|tx| {
+            let mut t = [PPtr::null(); ACCOUNTS];
+            for a in t.iter_mut() {
+                *a = tx.alloc(INITIAL)?;
+            }
+            *tx.write(table)? = t;
+            Ok(())
+        })
+    }
+
+    fn root(&self, pool: &Pool) -> Result<u64> {
+        Ok(pool.root::<Table>()?.offset())
+    }
+
+    fn op(&self, h: &mut ThreadHandle, root: u64, thread: usize, i: usize) -> Result<()> {
+        let (from, to, amount) = transfer(thread, i);
+        let table: PPtr<Table> = PPtr::from_offset(root);
+        h.run(|tx| {
+            let accounts = *tx.read(table)?;
+            *tx.write(accounts[from])? -= amount;
+            *tx.write(accounts[to])? += amount;
+            Ok(())
+        })
+    }
+
+    fn check(&self, pool: &Pool, bounds: &[Bounds]) -> std::result::Result<Vec<usize>, String> {
+        let table: PPtr<Table> = pool.root().map_err(|e| format!("root: {e}"))?;
+        let (accounts, got) = pool
+            .run(|tx| {
+                let t = *tx.read(table)?;
+                let mut b = [0i64; ACCOUNTS];
+                for (i, a) in t.iter().enumerate() {
+                    b[i] = *tx.read(*a)?;
+                }
+                Ok((t, b))
+            })
+            .map_err(|e| format!("reading the accounts: {e}"))?;
+        let total: i64 = got.iter().sum();
+        if total != INITIAL * ACCOUNTS as i64 {
+            return Err(format!(
+                "total not conserved: {total} instead of {} (balances {got:?})",
+                INITIAL * ACCOUNTS as i64
+            ));
+        }
+        let counts = candidates(bounds)
+            .into_iter()
+            .find(|c| balances_after(c) == got)
+            .ok_or_else(|| {
+                format!(
+                    "balances {got:?} are not those after the acknowledged transfers {:?} (plus in-flight ones)",
+                    bounds.iter().map(|b| b.acked).collect::<Vec<_>>()
+                )
+            })?;
+        let mut reachable: BTreeSet<u64> = accounts.iter().map(|p| p.offset()).collect();
+        reachable.insert(table.offset());
+        allocated_equals_reachable(pool, &reachable)?;
+        Ok(counts)
+    }
+}

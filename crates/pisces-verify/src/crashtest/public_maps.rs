@@ -1,0 +1,148 @@
+//! [`KvStore`] for the public containers: [`pisces::HashMap`] and
+//! [`pisces::BTreeMap`] with `u64` keys and values, their handle in the root object.
+//!
+//! The scans guard against a damaged structure before trusting it: the containers'
+//! own walks do not detect a cycle of chain or leaf links (their docs say so), so the
+//! hash map is walked with [`HashMap::for_each`](pisces::HashMap::for_each),
+//! stopping at the first repeated key (a cycle repeats keys), before its objects are
+//! listed; the tree is first verified with
+//! [`BTreeMap::check`](pisces::BTreeMap::check), which does find cycles.
+
+use super::kv::{KvStore, Scan};
+use pisces::{BTreeMap, HashMap};
+use pisces::{Error, PPtr, Pool, Result, Tx};
+use std::collections::{BTreeMap as Map, BTreeSet};
+
+/// Buckets of the hash map: few, so that chains are long enough to exercise unlinking
+/// from their middle.
+pub const BUCKETS: usize = 16;
+
+type Hash = HashMap<u64, u64>;
+type Tree = BTreeMap<u64, u64>;
+
+/// The public [`pisces::HashMap`] (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PublicHashMap;
+
+/// The public [`pisces::BTreeMap`] (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PublicBTree;
+
+/// Collect `for_each`'s pairs, failing on a repeated key (stopping the walk there).
+/// The structure's objects, `root` included, from `walk`; an object listed twice (a
+/// shared node or a cycle) is an error.
+fn distinct_objects(
+    root: u64,
+    walk: impl FnOnce(&mut dyn FnMut(u64)) -> Result<()>,
+) -> Result<BTreeSet<u64>> {
+    let mut objects = BTreeSet::from([root]);
+    let mut twice = None;
+    walk(&mut |o| {
+        if !objects.insert(o) {
+            twice = Some(o);
+        }
+    })?;
+    match twice {
+        Some(o) => Err(Error::abort(format!("object {o:#x} reached twice"))),
+        None => Ok(objects),
+    }
+}
+
+fn collect(
+    walk: impl FnOnce(&mut dyn FnMut(&u64, &u64) -> bool) -> Result<()>,
+) -> Result<Map<u64, u64>> {
+    let mut pairs = Map::new();
+    let mut repeated = None;
+    walk(&mut |&k, &v| {
+        if pairs.insert(k, v).is_some() {
+            repeated = Some(k);
+            return false;
+        }
+        true
+    })?;
+    match repeated {
+        Some(k) => Err(Error::abort(format!(
+            "key {k} listed twice (a duplicate or a cycle)"
+        ))),
+        None => Ok(pairs),
+    }
+}
+
+impl KvStore for PublicHashMap {
+    fn create(&self, pool: &Pool) -> Result<()> {
+        let root: PPtr<Hash> = pool.root()?;
+        pool.run(|tx| {
+            let m = Hash::create(tx, BUCKETS)?;
+            *tx.write(root)? = m;
+            Ok(())
+        })
+    }
+
+    fn root(&self, pool: &Pool) -> Result<u64> {
+        Ok(pool.root::<Hash>()?.offset())
+    }
+
+    fn upsert(&self, tx: &mut Tx<'_>, root: u64, key: u64, value: u64) -> Result<()> {
+        let m = *tx.read(PPtr::<Hash>::from_offset(root))?;
+        m.insert(tx, key, value).map(|_| ())
+    }
+
+    fn remove(&self, tx: &mut Tx<'_>, root: u64, key: u64) -> Result<bool> {
+        let m = *tx.read(PPtr::<Hash>::from_offset(root))?;
+        Ok(m.remove(tx, &key)?.is_some())
+    }
+
+    fn scan(&self, pool: &Pool) -> std::result::Result<Scan, String> {
+        let root: PPtr<Hash> = pool.root().map_err(|e| format!("root: {e}"))?;
+        pool.run(|tx| {
+            let m = *tx.read(root)?;
+            let pairs = collect(|f| m.for_each(tx, f))?;
+            let objects = distinct_objects(root.offset(), |f| m.for_each_object(tx, f))?;
+            Ok(Scan {
+                pairs,
+                objects: Some(objects),
+            })
+        })
+        .map_err(|e| format!("scanning the hash map: {e}"))
+    }
+}
+
+impl KvStore for PublicBTree {
+    fn create(&self, pool: &Pool) -> Result<()> {
+        let root: PPtr<Tree> = pool.root()?;
+        pool.run(|tx| {
+            let t = Tree::create(tx)?;
+            *tx.write(root)? = t;
+            Ok(())
+        })
+    }
+
+    fn root(&self, pool: &Pool) -> Result<u64> {
+        Ok(pool.root::<Tree>()?.offset())
+    }
+
+    fn upsert(&self, tx: &mut Tx<'_>, root: u64, key: u64, value: u64) -> Result<()> {
+        let t = *tx.read(PPtr::<Tree>::from_offset(root))?;
+        t.insert(tx, key, value).map(|_| ())
+    }
+
+    fn remove(&self, tx: &mut Tx<'_>, root: u64, key: u64) -> Result<bool> {
+        let t = *tx.read(PPtr::<Tree>::from_offset(root))?;
+        Ok(t.remove(tx, &key)?.is_some())
+    }
+
+    fn scan(&self, pool: &Pool) -> std::result::Result<Scan, String> {
+        let root: PPtr<Tree> = pool.root().map_err(|e| format!("root: {e}"))?;
+        pool.run(|tx| {
+            let t = *tx.read(root)?;
+            t.check(tx)?;
+            let pairs = collect(|f| t.for_each(tx, f))?;
+            let objects = distinct_objects(root.offset(), |f| t.for_each_object(tx, f))?;
+            Ok(Scan {
+                pairs,
+                objects: Some(objects),
+            })
+        })
+        .map_err(|e| format!("scanning the B+-tree: {e}"))
+    }
+}

@@ -1,0 +1,355 @@
+//! The list-append workload: generates transactions, runs them on a real pool from
+//! several threads, and records the history the checker judges.
+//!
+//! # Keys
+//! `keys` key *slots* are active at a time; each holds a key id. Keys are numbered
+//! from 0, and a slot's key is retired after `appends_per_key` appends have been
+//! generated for it (at most [`LIST_CAPACITY`]) and replaced by the next unused id, so
+//! reads stay short and every key's history stays small (Elle does the same). Since a
+//! generated transaction commits at most once, no list ever overflows.
+//!
+//! # Transactions
+//! * Default mix: 1 to `max_ops` micro-operations, each a read of a random slot's key
+//!   or an append to one (half and half).
+//! * Write skew (`write_skew`): slots form pairs `(x, y)`; a transaction reads `x` and
+//!   `y`, spins for `pause` (to make concurrent transactions overlap), and appends to
+//!   one of the two. Two such transactions on one pair that overlap and append to
+//!   different keys both commit under snapshot isolation and form the cycle
+//!   `T1 -rw-> T2 -rw-> T1`: G2-item, allowed under SI, forbidden under serializability.
+//!
+//! # Recording
+//! Each attempt of a transaction (the closure given to `run`, re-run after conflicts)
+//! appends fresh values, drawn from one global counter, so a value names one attempt.
+//! Every attempt but the last is recorded as aborted (if it appended anything: an
+//! aborted attempt's reads carry no evidence). The last one is committed if `run`
+//! returned `Ok` and the machine had not crashed by then, indeterminate if it had, and
+//! aborted if `run` failed. A thread stops starting transactions once `crashed()` says
+//! so. [`Workload::read_all`] reads every key used so far, the evidence the checker
+//! needs after a recovery.
+
+use super::history::{History, Key, Op, Outcome, Txn, Value};
+use super::store::{Store, LIST_CAPACITY, MAX_KEYS};
+use pisces::{Error, Pool, Result, Tx};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Workload parameters.
+#[derive(Clone, Debug)]
+pub struct WorkloadConfig {
+    /// Threads running transactions (each needs a thread slot of the pool).
+    pub threads: usize,
+    /// Keys active at a time (write skew: rounded up to an even number, at least 2).
+    pub keys: usize,
+    /// Most micro-operations per transaction (default mix).
+    pub max_ops: usize,
+    /// Appends generated per key before it is retired (1 to [`LIST_CAPACITY`]).
+    pub appends_per_key: usize,
+    /// Run the write-skew workload instead of the default mix.
+    pub write_skew: bool,
+    /// Write skew: time spent between the reads and the append.
+    pub pause: Duration,
+    /// Seeds the generators.
+    pub seed: u64,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            threads: 2,
+            keys: 8,
+            max_ops: 4,
+            appends_per_key: LIST_CAPACITY,
+            write_skew: false,
+            pause: Duration::from_micros(20),
+            seed: 0,
+        }
+    }
+}
+
+/// One planned micro-operation (values are drawn per attempt).
+#[derive(Clone, Copy, Debug)]
+enum Planned {
+    Read(Key),
+    Append(Key),
+    Pause,
+}
+
+/// The active key slots.
+#[derive(Debug)]
+struct KeySpace {
+    /// Per slot: (key, appends generated for it).
+    slots: Vec<(Key, usize)>,
+    next_key: Key,
+    per_key: usize,
+}
+
+impl KeySpace {
+    fn new(slots: usize, per_key: usize) -> Self {
+        KeySpace {
+            slots: (0..slots as u64).map(|k| (k, 0)).collect(),
+            next_key: slots as u64,
+            per_key,
+        }
+    }
+
+    /// The key of `slot` for one more append, retiring the slot's key if it is full.
+    fn append_key(&mut self, slot: usize) -> Result<Key> {
+        let next = self.next_key;
+        let per_key = self.per_key;
+        let s = &mut self.slots[slot];
+        if s.1 >= per_key {
+            if next >= MAX_KEYS {
+                return Err(Error::InvalidConfig(format!(
+                    "the workload used all {MAX_KEYS} keys of the list store; run fewer \
+                     transactions or allow more appends per key"
+                )));
+            }
+            *s = (next, 0);
+            self.next_key += 1;
+        }
+        s.1 += 1;
+        Ok(s.0)
+    }
+}
+
+/// A list-append workload (see the module docs). Its key space and value counter
+/// persist across [`run`](Self::run) calls, so one workload can continue on a
+/// recovered pool.
+#[derive(Debug)]
+pub struct Workload {
+    cfg: WorkloadConfig,
+    keys: Mutex<KeySpace>,
+    next_value: AtomicU64,
+}
+
+impl Workload {
+    /// A workload; fails on parameters out of range.
+    pub fn new(cfg: WorkloadConfig) -> Result<Workload> {
+        let bad = |m: String| Err(Error::InvalidConfig(m));
+        if cfg.threads == 0 {
+            return bad("the workload needs at least one thread".into());
+        }
+        if cfg.keys == 0 || cfg.keys as u64 > MAX_KEYS / 2 {
+            return bad(format!("keys must be between 1 and {}", MAX_KEYS / 2));
+        }
+        if cfg.max_ops == 0 || cfg.max_ops > 64 {
+            return bad("max_ops must be between 1 and 64".into());
+        }
+        if cfg.appends_per_key == 0 || cfg.appends_per_key > LIST_CAPACITY {
+            return bad(format!(
+                "appends_per_key must be between 1 and {LIST_CAPACITY}"
+            ));
+        }
+        let slots = if cfg.write_skew {
+            cfg.keys.max(2).next_multiple_of(2)
+        } else {
+            cfg.keys
+        };
+        let per_key = cfg.appends_per_key;
+        Ok(Workload {
+            cfg,
+            keys: Mutex::new(KeySpace::new(slots, per_key)),
+            next_value: AtomicU64::new(1),
+        })
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &WorkloadConfig {
+        &self.cfg
+    }
+
+    /// Key ids handed out so far (keys `0..keys_used()`).
+    pub fn keys_used(&self) -> u64 {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).next_key
+    }
+
+    /// Create the (empty) store on a fresh pool.
+    pub fn setup(&self, pool: &Pool) -> Result<()> {
+        Store::open(pool).map(|_| ())
+    }
+
+    fn plan(&self, rng: &mut StdRng) -> Result<Vec<Planned>> {
+        let mut ks = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let n = ks.slots.len();
+        if self.cfg.write_skew {
+            let pair = rng.gen_range(0..n / 2);
+            let side = rng.gen_range(0..2);
+            let target = ks.append_key(2 * pair + side)?;
+            let (x, y) = (ks.slots[2 * pair].0, ks.slots[2 * pair + 1].0);
+            return Ok(vec![
+                Planned::Read(x),
+                Planned::Read(y),
+                Planned::Pause,
+                Planned::Append(target),
+            ]);
+        }
+        let ops = rng.gen_range(1..=self.cfg.max_ops);
+        let mut plan = Vec::with_capacity(ops);
+        for _ in 0..ops {
+            let slot = rng.gen_range(0..n);
+            if rng.gen_bool(0.5) {
+                plan.push(Planned::Read(ks.slots[slot].0));
+            } else {
+                plan.push(Planned::Append(ks.append_key(slot)?));
+            }
+        }
+        Ok(plan)
+    }
+
+    fn execute(
+        &self,
+        store: &Store,
+        tx: &mut Tx<'_>,
+        plan: &[Planned],
+        ops: &mut Vec<Op>,
+    ) -> Result<()> {
+        for p in plan {
+            match *p {
+                Planned::Read(key) => {
+                    let list = store.read(tx, key)?;
+                    ops.push(Op::Read { key, list });
+                }
+                Planned::Append(key) => {
+                    let value: Value = self.next_value.fetch_add(1, Ordering::Relaxed);
+                    // Recorded before it is tried: if the attempt aborts, the value is
+                    // known to be an aborted one.
+                    ops.push(Op::Append { key, value });
+                    store.append(tx, key, value)?;
+                }
+                Planned::Pause => {
+                    let t = Instant::now();
+                    while t.elapsed() < self.cfg.pause {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `txns` transactions (split over the threads) in epoch `epoch`. Threads stop
+    /// early once `crashed()` returns true. Fails on an engine error other than a
+    /// conflict (which `run` retries), e.g. a full pool.
+    pub fn run(
+        &self,
+        pool: &Pool,
+        epoch: u32,
+        txns: usize,
+        crashed: &(dyn Fn() -> bool + Sync),
+    ) -> Result<History> {
+        let store = Store::open(pool)?;
+        let threads = self.cfg.threads;
+        let results: Vec<Result<Vec<Txn>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let n = txns / threads + usize::from(t < txns % threads);
+                    let store = &store;
+                    s.spawn(move || self.thread_run(pool, store, t, epoch, n, crashed))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::abort("a workload thread panicked")))
+                })
+                .collect()
+        });
+        let mut h = History::new();
+        for r in results {
+            h.txns.extend(r?);
+        }
+        Ok(h)
+    }
+
+    fn thread_run(
+        &self,
+        pool: &Pool,
+        store: &Store,
+        thread: usize,
+        epoch: u32,
+        n: usize,
+        crashed: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Vec<Txn>> {
+        let mut h = pool.handle()?;
+        let seed = self.cfg.seed
+            ^ (u64::from(epoch) << 48)
+            ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            if crashed() {
+                break;
+            }
+            let plan = self.plan(&mut rng)?;
+            let mut attempts: Vec<Vec<Op>> = Vec::new();
+            let r = h.run(|tx| {
+                let mut ops = Vec::with_capacity(plan.len());
+                let r = self.execute(store, tx, &plan, &mut ops);
+                attempts.push(ops);
+                r
+            });
+            let last = match r {
+                Ok(()) if crashed() => Outcome::Indeterminate,
+                Ok(()) => Outcome::Committed,
+                Err(_) => Outcome::Aborted,
+            };
+            let k = attempts.len();
+            for (i, ops) in attempts.into_iter().enumerate() {
+                let outcome = if i + 1 == k { last } else { Outcome::Aborted };
+                let appended = ops.iter().any(|o| matches!(o, Op::Append { .. }));
+                if outcome == Outcome::Aborted && !appended {
+                    continue;
+                }
+                out.push(Txn {
+                    thread,
+                    epoch,
+                    outcome,
+                    ops,
+                });
+            }
+            if let Err(e) = r {
+                if crashed() {
+                    break;
+                }
+                return Err(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Read every key used so far, in read-only transactions of 64 keys each, recorded
+    /// as thread `threads` (one past the workload's threads) in epoch `epoch`.
+    pub fn read_all(&self, pool: &Pool, epoch: u32) -> Result<History> {
+        const BATCH: u64 = 64;
+        let store = Store::open(pool)?;
+        let keys = self.keys_used();
+        let mut h = pool.handle()?;
+        let mut out = History::new();
+        let mut first = 0;
+        while first < keys {
+            let last = (first + BATCH).min(keys);
+            let ops = h.run(|tx| {
+                (first..last)
+                    .map(|key| {
+                        Ok(Op::Read {
+                            key,
+                            list: store.read(tx, key)?,
+                        })
+                    })
+                    .collect::<Result<Vec<Op>>>()
+            })?;
+            out.push(Txn {
+                thread: self.cfg.threads,
+                epoch,
+                outcome: Outcome::Committed,
+                ops,
+            });
+            first = last;
+        }
+        Ok(out)
+    }
+}

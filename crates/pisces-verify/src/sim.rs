@@ -1,0 +1,1218 @@
+//! The crash simulator: a medium that knows which bytes a power failure could keep.
+//!
+//! [`SimMedium`] has two images:
+//!
+//! * the **working image**, an anonymous zeroed mapping that the engine reads and writes
+//!   directly through [`Medium::base`], exactly as it would a mapped pool file (the
+//!   processor's caches plus memory, as the running program sees them);
+//! * the **durable image**, a `Vec<u8>` standing for what persistent memory holds. It
+//!   changes only at a fence: when a thread fences, every cache line *that thread*
+//!   flushed since its previous fence is written to the durable image (x86 `sfence`
+//!   orders only the issuing thread's `clwb`/`clflushopt`).
+//!
+//! What a fence writes is the line's content **at the time of the flush**, not at the
+//! time of the fence. On x86 a `clwb` is ordered after older stores to its line but not
+//! after younger ones, so a store between the flush and the fence may or may not be in
+//! the written-back line. The simulator takes the flush-time content (a thread that
+//! stores into a line after flushing it has to flush it again to be sure) and leaves
+//! the younger store in the working image, where the adversary below may still let it
+//! reach the durable image as an eviction. Both hardware outcomes are therefore
+//! reachable. A write-back never makes a line older: when two threads flushed the same
+//! line, the later flush's content wins whichever thread fences first (each durable
+//! line remembers the event number of the flush it came from).
+//!
+//! All flushes and fences of all threads are serialized by one mutex and numbered
+//! globally (flushes and fences separately, from 0). [`SimConfig::crash_at`] names the
+//! event to crash *instead of*: `CrashPoint::Fence(n)` crashes in place of the n-th
+//! fence, so the durable image holds exactly what the first n fences made durable. At
+//! the crash, under the mutex, the simulator captures the durable image, a copy of the
+//! working image (read with relaxed 8-byte atomic loads, since other threads may be
+//! storing) and the lines flushed but not yet fenced. From then on
+//! [`Medium::crashed`] is true and every flush and fence is a no-op that never touches
+//! the durable image: the state is frozen at one global point, and other threads keep
+//! running until they notice `crashed()` and stop.
+//!
+//! # Crash images
+//! [`SimMedium::crash_image`] builds the bytes a power failure at the crash point could
+//! leave: the durable image, plus, for every 8-byte word where the captured working
+//! image differs from it, an [`Adversary`]'s choice of whether the newer value made it.
+//! Words are decided independently, since x86 guarantees failure atomicity only for
+//! aligned 8-byte stores. Two kinds of words are offered:
+//!
+//! * words of lines **flushed but not fenced**: the write-back may or may not have
+//!   completed (probability `p_keep_flushed`). If the line was stored to again after
+//!   the flush, the kept value is either the flush-time value or the latest one;
+//! * words of lines **written but never flushed**: the cache may evict any dirty line
+//!   at any time (probability `p_keep_unflushed`).
+//!
+//! The adversary is seeded ([`SimConfig::seed`] together with the `seed` argument) and
+//! deterministic: the same crash state and seeds give the same image, so a failing
+//! case can be replayed. [`SimMedium::crash_image_now`] builds such an image for a
+//! power failure *now*, without stopping the machine.
+//!
+//! [`SimMedium::from_image`] boots a new simulated machine from a crash image, so that
+//! recovery runs on it as a fresh process would after the power came back, and can be
+//! crashed in turn. [`SimMedium::fence_count`] and [`SimMedium::flush_count`] let a test
+//! run a workload once, learn how many fences it issues, and re-run it crashing at each.
+//!
+//! # Limitations
+//! * A word's intermediate values are not offered: only its durable value, its value
+//!   in a pending write-back, and its latest value. A word stored three times between
+//!   two durable points can come back with the first or the last store, never the
+//!   second (unless that was the one a flush captured).
+//! * When several threads have the same line flushed and unfenced, only the most
+//!   recent flush's content is offered as the pending write-back.
+//! * Serializing every flush and fence under one mutex changes the timing of a
+//!   multi-threaded program. The simulator checks crash consistency, not races.
+//! * The working image captured at the crash is read word by word while other threads
+//!   may still be storing; a store racing with the capture may or may not be in it.
+//!   Such a store was not yet followed by a fence of its thread, so it is among the
+//!   words the adversary decides independently anyway; a store that a thread makes
+//!   *after* one of its flushes or fences became a no-op is never captured.
+
+use memmap2::MmapMut;
+use pisces::medium::counters::{add_fence, add_lines_flushed, lines_in};
+use pisces::medium::{Medium, MediumKind, CACHE_LINE};
+use pisces::{Error, Result};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
+
+/// Bytes in a word: the unit of failure atomicity.
+const WORD: usize = 8;
+/// Words in a cache line.
+const LINE_WORDS: usize = CACHE_LINE / WORD;
+
+/// Where the simulated machine loses power.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CrashPoint {
+    /// Never (crash images can still be taken with [`SimMedium::crash_image_now`] or
+    /// after [`SimMedium::crash_now`]).
+    #[default]
+    Never,
+    /// Instead of executing the n-th fence (from 0, counted across all threads).
+    Fence(u64),
+    /// Instead of executing the n-th flush call (from 0, counted across all threads).
+    Flush(u64),
+}
+
+/// How a crash image resolves the words that are not known to be durable.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Adversary {
+    /// Only what fences made durable: every pending write-back and every dirty line is
+    /// lost. The smallest image.
+    DurableOnly,
+    /// Each word independently: a word of a flushed-but-unfenced line keeps its newer
+    /// value with probability `p_keep_flushed`, a word of a never-flushed dirty line
+    /// (evicted by the cache) with probability `p_keep_unflushed`.
+    Random {
+        /// Probability that a word of a flushed, unfenced line reached the medium.
+        p_keep_flushed: f64,
+        /// Probability that a word of a never-flushed dirty line reached the medium.
+        p_keep_unflushed: f64,
+    },
+    /// Every written word reached the medium with its latest value (as if the whole
+    /// cache were written back just before the power failed).
+    AllWritten,
+}
+
+impl Default for Adversary {
+    /// `Random { 0.5, 0.5 }`: every subset of the undecided words is equally likely.
+    fn default() -> Self {
+        Adversary::Random {
+            p_keep_flushed: 0.5,
+            p_keep_unflushed: 0.5,
+        }
+    }
+}
+
+impl Adversary {
+    fn validate(&self) -> Result<()> {
+        if let Adversary::Random {
+            p_keep_flushed,
+            p_keep_unflushed,
+        } = *self
+        {
+            for (name, p) in [
+                ("p_keep_flushed", p_keep_flushed),
+                ("p_keep_unflushed", p_keep_unflushed),
+            ] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(Error::InvalidConfig(format!(
+                        "adversary {name} = {p} is not a probability in [0, 1]"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The probabilities in `[0, 1]` (NaN counts as 0), so that drawing never panics.
+    fn sanitized(self) -> Self {
+        let clamp = |p: f64| if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
+        match self {
+            Adversary::Random {
+                p_keep_flushed,
+                p_keep_unflushed,
+            } => Adversary::Random {
+                p_keep_flushed: clamp(p_keep_flushed),
+                p_keep_unflushed: clamp(p_keep_unflushed),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Configuration of a simulated machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SimConfig {
+    /// Where to crash.
+    pub crash_at: CrashPoint,
+    /// Seeds the adversary, together with the `seed` argument of the crash-image
+    /// methods: the configuration seed names the run, the argument enumerates images of
+    /// one crash.
+    pub seed: u64,
+    /// The adversary used by [`SimMedium::crash_image`] and
+    /// [`SimMedium::crash_image_now`].
+    pub adversary: Adversary,
+}
+
+impl SimConfig {
+    /// Crash instead of the n-th fence.
+    pub fn crash_at_fence(n: u64) -> Self {
+        SimConfig {
+            crash_at: CrashPoint::Fence(n),
+            ..Self::default()
+        }
+    }
+    /// Crash instead of the n-th flush.
+    pub fn crash_at_flush(n: u64) -> Self {
+        SimConfig {
+            crash_at: CrashPoint::Flush(n),
+            ..Self::default()
+        }
+    }
+    /// The same configuration with another seed.
+    pub fn with_seed(self, seed: u64) -> Self {
+        SimConfig { seed, ..self }
+    }
+    /// The same configuration with another adversary.
+    pub fn with_adversary(self, adversary: Adversary) -> Self {
+        SimConfig { adversary, ..self }
+    }
+}
+
+/// What the adversary decided while building one crash image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrashStats {
+    /// Lines flushed but not fenced at the crash.
+    pub lines_flushed_unfenced: u64,
+    /// Words of flushed-unfenced lines whose newer value was kept.
+    pub words_flushed_unfenced_kept: u64,
+    /// ... of which kept the flush-time value, older than the word's latest value.
+    pub words_flushed_older_value_kept: u64,
+    /// Words of flushed-unfenced lines left at their durable value.
+    pub words_flushed_unfenced_dropped: u64,
+    /// Words of never-flushed dirty lines whose newer value was kept (evicted).
+    pub words_unflushed_kept: u64,
+    /// Words of never-flushed dirty lines left at their durable value.
+    pub words_unflushed_dropped: u64,
+}
+
+/// A crash image and the choices that made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashImage {
+    /// The bytes a fresh process would find in the pool.
+    pub image: Vec<u8>,
+    /// The adversary's choices.
+    pub stats: CrashStats,
+}
+
+/// When a crash happened, in events executed before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashInfo {
+    /// Fences executed before the crash.
+    pub fences_before: u64,
+    /// Flush calls executed before the crash.
+    pub flushes_before: u64,
+}
+
+/// One thread's pending write-back of one line: the line at flush time.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// Global event number of the flush.
+    version: u64,
+    words: [u64; LINE_WORDS],
+}
+
+/// A crash state: everything a crash image is built from.
+struct Frozen {
+    info: CrashInfo,
+    durable: Vec<u8>,
+    working: Vec<u8>,
+    /// Lines flushed but not fenced, with the content of the pending write-back when it
+    /// is newer than the durable line.
+    unfenced: BTreeMap<usize, Option<[u64; LINE_WORDS]>>,
+}
+
+struct State {
+    durable: Vec<u8>,
+    /// Per line: event number of the flush whose content the durable line holds.
+    line_version: Vec<u64>,
+    /// Per thread: lines flushed since that thread's last fence.
+    pending: HashMap<ThreadId, HashMap<usize, Pending>>,
+    flushes: u64,
+    fences: u64,
+    /// Flushes + fences: numbers the flush snapshots.
+    events: u64,
+    /// Set once, at the crash.
+    frozen: Option<Arc<Frozen>>,
+}
+
+/// The crash-simulating medium. See the [module documentation](self).
+///
+/// Use it as `Arc<dyn Medium>` for the engine while the test keeps an `Arc<SimMedium>`
+/// to query the crash state:
+/// ```
+/// # use std::sync::Arc;
+/// # use pisces::medium::{Medium, SimMedium, SimConfig};
+/// let sim = Arc::new(SimMedium::new(1 << 16, SimConfig::crash_at_fence(1)).unwrap());
+/// let medium: Arc<dyn Medium> = sim.clone();
+/// medium.persist(0, 8);
+/// medium.persist(64, 8); // the crash happens instead of this fence
+/// assert!(sim.crashed());
+/// let image = sim.crash_image(0).unwrap();
+/// assert_eq!(image.len(), 1 << 16);
+/// ```
+pub struct SimMedium {
+    work: MmapMut,
+    cfg: SimConfig,
+    /// Mirrors `State::frozen.is_some()` for the lock-free `crashed()` and fast paths.
+    crashed: AtomicBool,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for SimMedium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimMedium")
+            .field("len", &self.work.len())
+            .field("cfg", &self.cfg)
+            .field("crashed", &self.crashed())
+            .finish()
+    }
+}
+
+impl SimMedium {
+    /// A fresh machine with a zeroed image of `len` bytes (a positive multiple of 64).
+    pub fn new(len: usize, cfg: SimConfig) -> Result<Self> {
+        Self::check(len, &cfg)?;
+        let work =
+            MmapMut::map_anon(len).map_err(|e| Error::io("mapping the simulated image", e))?;
+        Ok(Self::with_images(work, vec![0; len], cfg))
+    }
+
+    /// A machine booted from `image` (typically a crash image): both its durable and its
+    /// working image start as `image`, as for a fresh process mapping the pool after a
+    /// power failure. It can be crashed again by `cfg`.
+    pub fn from_image(image: Vec<u8>, cfg: SimConfig) -> Result<Self> {
+        Self::check(image.len(), &cfg)?;
+        let mut work = MmapMut::map_anon(image.len())
+            .map_err(|e| Error::io("mapping the simulated image", e))?;
+        work.copy_from_slice(&image);
+        Ok(Self::with_images(work, image, cfg))
+    }
+
+    fn check(len: usize, cfg: &SimConfig) -> Result<()> {
+        if len == 0 || len & (CACHE_LINE - 1) != 0 {
+            return Err(Error::InvalidConfig(format!(
+                "simulated image size {len} is not a positive multiple of {CACHE_LINE}"
+            )));
+        }
+        cfg.adversary.validate()
+    }
+
+    fn with_images(work: MmapMut, durable: Vec<u8>, cfg: SimConfig) -> Self {
+        let lines = durable.len() / CACHE_LINE;
+        SimMedium {
+            work,
+            cfg,
+            crashed: AtomicBool::new(false),
+            state: Mutex::new(State {
+                durable,
+                line_version: vec![0; lines],
+                pending: HashMap::new(),
+                flushes: 0,
+                fences: 0,
+                events: 0,
+                frozen: None,
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// Fences executed so far (after a crash: before it).
+    pub fn fence_count(&self) -> u64 {
+        self.lock().fences
+    }
+
+    /// Flush calls executed so far (after a crash: before it).
+    pub fn flush_count(&self) -> u64 {
+        self.lock().flushes
+    }
+
+    /// When the crash happened, if it has.
+    pub fn crash_info(&self) -> Option<CrashInfo> {
+        self.lock().frozen.as_ref().map(|f| f.info)
+    }
+
+    /// Crash now, between two events. Returns false if the machine had already crashed.
+    pub fn crash_now(&self) -> bool {
+        let mut st = self.lock();
+        if st.frozen.is_some() {
+            return false;
+        }
+        self.crash_locked(&mut st);
+        true
+    }
+
+    /// A copy of the durable image (after a crash: as frozen by the crash).
+    pub fn durable_image(&self) -> Vec<u8> {
+        let st = self.lock();
+        match &st.frozen {
+            Some(f) => f.durable.clone(),
+            None => st.durable.clone(),
+        }
+    }
+
+    /// After a crash, an image the power failure could have left, chosen by the
+    /// configured adversary with `seed`. `None` if the machine has not crashed.
+    pub fn crash_image(&self, seed: u64) -> Option<Vec<u8>> {
+        self.crash_image_with(seed, self.cfg.adversary)
+            .map(|c| c.image)
+    }
+
+    /// As [`crash_image`](Self::crash_image) with an explicit adversary, plus the
+    /// statistics of its choices. Probabilities outside `[0, 1]` are clamped.
+    pub fn crash_image_with(&self, seed: u64, adversary: Adversary) -> Option<CrashImage> {
+        let frozen = self.lock().frozen.clone()?;
+        Some(self.build(&frozen, seed, adversary))
+    }
+
+    /// An image a power failure *now* could leave, without stopping the machine (after a
+    /// crash: an image of that crash).
+    pub fn crash_image_now(&self, seed: u64) -> Vec<u8> {
+        self.crash_image_now_with(seed, self.cfg.adversary).image
+    }
+
+    /// As [`crash_image_now`](Self::crash_image_now) with an explicit adversary, plus
+    /// the statistics of its choices.
+    pub fn crash_image_now_with(&self, seed: u64, adversary: Adversary) -> CrashImage {
+        let frozen = {
+            let st = self.lock();
+            match &st.frozen {
+                Some(f) => Arc::clone(f),
+                None => Arc::new(self.capture(&st, st.durable.clone())),
+            }
+        };
+        self.build(&frozen, seed, adversary)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock with the state half-updated, so
+        // a poisoned lock (a panic elsewhere in a test thread) still guards valid state.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Load word `i` of the working image.
+    #[inline]
+    fn load_word(&self, i: usize) -> u64 {
+        debug_assert!(i < self.work.len() / WORD);
+        // SAFETY: `i` is a word index inside the mapping, which is page aligned, so the
+        // pointer is valid and 8-byte aligned for the medium's lifetime. Other threads
+        // may store to this word concurrently (that is what the engine does with the
+        // image); a relaxed atomic load is the access that tolerates it, and on every
+        // supported target an aligned 8-byte load is single-copy atomic, matching the
+        // 8-byte failure atomicity the simulator models.
+        let a = unsafe { AtomicU64::from_ptr(self.work.as_ptr().add(i * WORD) as *mut u64) };
+        a.load(Ordering::Relaxed)
+    }
+
+    fn load_line(&self, line: usize) -> [u64; LINE_WORDS] {
+        std::array::from_fn(|w| self.load_word(line * LINE_WORDS + w))
+    }
+
+    /// Copy of the working image, word by word.
+    fn read_working(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.work.len());
+        for i in 0..self.work.len() / WORD {
+            out.extend_from_slice(&self.load_word(i).to_ne_bytes());
+        }
+        out
+    }
+
+    /// A crash state taken now (under the lock), with `durable` as its durable image.
+    fn capture(&self, st: &State, durable: Vec<u8>) -> Frozen {
+        let working = self.read_working();
+        let mut unfenced: BTreeMap<usize, Option<Pending>> = BTreeMap::new();
+        for lines in st.pending.values() {
+            for (&l, p) in lines {
+                let slot = unfenced.entry(l).or_insert(None);
+                // Newest pending write-back of the line, and only if it is newer than the
+                // durable line (a write-back never makes a line older).
+                let newer_than_slot = match slot {
+                    Some(q) => q.version < p.version,
+                    None => true,
+                };
+                if p.version > st.line_version[l] && newer_than_slot {
+                    *slot = Some(*p);
+                }
+            }
+        }
+        Frozen {
+            info: CrashInfo {
+                fences_before: st.fences,
+                flushes_before: st.flushes,
+            },
+            durable,
+            working,
+            unfenced: unfenced
+                .into_iter()
+                .map(|(l, p)| (l, p.map(|p| p.words)))
+                .collect(),
+        }
+    }
+
+    /// Crash here: freeze the state. Called with the lock held.
+    fn crash_locked(&self, st: &mut State) {
+        let durable = std::mem::take(&mut st.durable);
+        let frozen = self.capture(st, durable);
+        st.pending.clear();
+        st.frozen = Some(Arc::new(frozen));
+        // Release, and only after the capture above is complete: a thread that observes
+        // `crashed()` (Acquire) — including the lock-free fast paths of flush and fence —
+        // then stores only after the capture has read the working image. This closes the
+        // race in which a store a program issues after a fence that was already a no-op
+        // would leak into the crash image without what that fence should have persisted.
+        self.crashed.store(true, Ordering::Release);
+    }
+
+    fn build(&self, fz: &Frozen, seed: u64, adversary: Adversary) -> CrashImage {
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&self.cfg.seed.to_le_bytes());
+        key[8..16].copy_from_slice(&seed.to_le_bytes());
+        let mut d = Decider {
+            fz,
+            adversary: adversary.sanitized(),
+            rng: StdRng::from_seed(key),
+            image: fz.durable.clone(),
+            stats: CrashStats {
+                lines_flushed_unfenced: fz.unfenced.len() as u64,
+                ..CrashStats::default()
+            },
+        };
+        let mut unfenced = fz.unfenced.iter().peekable();
+        let lines = fz.durable.len() / CACHE_LINE;
+        // Whole blocks that are clean and have no pending write-back are skipped with
+        // one long comparison, far cheaper than one per line. Skipped lines draw no
+        // randomness, so the image is the same as when deciding line by line.
+        const BLOCK_LINES: usize = 64;
+        let mut line = 0;
+        while line < lines {
+            if line % BLOCK_LINES == 0 {
+                let end = (line + BLOCK_LINES).min(lines);
+                let bytes = line * CACHE_LINE..end * CACHE_LINE;
+                let pending_in_block = matches!(unfenced.peek(), Some(&(&l, _)) if l < end);
+                if !pending_in_block && fz.working[bytes.clone()] == fz.durable[bytes] {
+                    line = end;
+                    continue;
+                }
+            }
+            match unfenced.peek() {
+                Some(&(&l, snapshot)) if l == line => {
+                    d.flushed_line(line, *snapshot);
+                    unfenced.next();
+                }
+                _ => d.unflushed_line(line),
+            }
+            line += 1;
+        }
+        CrashImage {
+            image: d.image,
+            stats: d.stats,
+        }
+    }
+}
+
+/// The adversary at work on one crash image.
+struct Decider<'a> {
+    fz: &'a Frozen,
+    adversary: Adversary,
+    rng: StdRng,
+    image: Vec<u8>,
+    stats: CrashStats,
+}
+
+impl Decider<'_> {
+    fn word(img: &[u8], i: usize) -> u64 {
+        let mut b = [0u8; WORD];
+        b.copy_from_slice(&img[i * WORD..(i + 1) * WORD]);
+        u64::from_ne_bytes(b)
+    }
+
+    fn set(&mut self, i: usize, v: u64) {
+        self.image[i * WORD..(i + 1) * WORD].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    /// Whether a newer value survives. Draws only for a real choice, so `DurableOnly`
+    /// and `AllWritten` consume no randomness.
+    fn keep(&mut self, flushed: bool) -> bool {
+        match self.adversary {
+            Adversary::DurableOnly => false,
+            Adversary::AllWritten => true,
+            Adversary::Random {
+                p_keep_flushed,
+                p_keep_unflushed,
+            } => self.rng.gen_bool(if flushed {
+                p_keep_flushed
+            } else {
+                p_keep_unflushed
+            }),
+        }
+    }
+
+    /// A dirty line nobody flushed: each differing word may have been evicted.
+    fn unflushed_line(&mut self, line: usize) {
+        let range = line * CACHE_LINE..(line + 1) * CACHE_LINE;
+        if self.fz.working[range.clone()] == self.fz.durable[range] {
+            return;
+        }
+        for i in line * LINE_WORDS..(line + 1) * LINE_WORDS {
+            let (durable, latest) = (
+                Self::word(&self.fz.durable, i),
+                Self::word(&self.fz.working, i),
+            );
+            if durable == latest {
+                continue;
+            }
+            if self.keep(false) {
+                self.set(i, latest);
+                self.stats.words_unflushed_kept += 1;
+            } else {
+                self.stats.words_unflushed_dropped += 1;
+            }
+        }
+    }
+
+    /// A line flushed but not fenced, with the content of its pending write-back when
+    /// that is newer than the durable line.
+    fn flushed_line(&mut self, line: usize, snapshot: Option<[u64; LINE_WORDS]>) {
+        for w in 0..LINE_WORDS {
+            let i = line * LINE_WORDS + w;
+            let (durable, latest) = (
+                Self::word(&self.fz.durable, i),
+                Self::word(&self.fz.working, i),
+            );
+            // The flush-time value, if it is a third candidate.
+            let older = snapshot
+                .map(|s| s[w])
+                .filter(|&s| s != durable && s != latest);
+            if durable == latest && older.is_none() {
+                continue;
+            }
+            if !self.keep(true) {
+                self.stats.words_flushed_unfenced_dropped += 1;
+                continue;
+            }
+            self.stats.words_flushed_unfenced_kept += 1;
+            // Kept: the write-back carried the flush-time value, or a later one reached
+            // the medium (eviction after a younger store). Choose when they differ.
+            let take_older = match older {
+                None => false,
+                Some(_) if durable == latest => true,
+                Some(_) => {
+                    matches!(self.adversary, Adversary::Random { .. }) && self.rng.gen_bool(0.5)
+                }
+            };
+            match older {
+                Some(v) if take_older => {
+                    self.set(i, v);
+                    self.stats.words_flushed_older_value_kept += 1;
+                }
+                _ => self.set(i, latest),
+            }
+        }
+    }
+}
+
+// SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
+// this value and unmapped only when it is dropped; the persistence primitives follow
+// the trait contract.
+unsafe impl Medium for SimMedium {
+    fn kind(&self) -> MediumKind {
+        MediumKind::Simulated
+    }
+    fn base(&self) -> *mut u8 {
+        self.work.as_ptr() as *mut u8
+    }
+    fn len(&self) -> usize {
+        self.work.len()
+    }
+    fn flush(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.work.len()));
+        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
+        if st.frozen.is_some() {
+            return;
+        }
+        if self.cfg.crash_at == CrashPoint::Flush(st.flushes) {
+            self.crash_locked(&mut st);
+            return;
+        }
+        st.flushes += 1;
+        st.events += 1;
+        add_lines_flushed(lines_in(off, len));
+        if len == 0 {
+            return;
+        }
+        let version = st.events;
+        let first = off / CACHE_LINE;
+        let last = (off + len - 1) / CACHE_LINE;
+        let lines = st.pending.entry(std::thread::current().id()).or_default();
+        for l in first..=last {
+            // A later flush of the same line by this thread replaces the earlier one:
+            // its write-back carries at least the earlier content.
+            lines.insert(
+                l,
+                Pending {
+                    version,
+                    words: self.load_line(l),
+                },
+            );
+        }
+    }
+    fn fence(&self) {
+        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
+        if st.frozen.is_some() {
+            return;
+        }
+        if self.cfg.crash_at == CrashPoint::Fence(st.fences) {
+            self.crash_locked(&mut st);
+            return;
+        }
+        st.fences += 1;
+        st.events += 1;
+        add_fence();
+        let State {
+            durable,
+            line_version,
+            pending,
+            ..
+        } = &mut *st;
+        let Some(lines) = pending.remove(&std::thread::current().id()) else {
+            return;
+        };
+        for (l, p) in lines {
+            if p.version > line_version[l] {
+                line_version[l] = p.version;
+                for (w, v) in p.words.iter().enumerate() {
+                    let o = l * CACHE_LINE + w * WORD;
+                    durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
+                }
+            }
+        }
+    }
+    fn sync_all(&self) -> Result<()> {
+        if self.crashed() {
+            return Err(Error::Crashed);
+        }
+        self.persist(0, self.len());
+        if self.crashed() {
+            return Err(Error::Crashed);
+        }
+        Ok(())
+    }
+    fn crashed(&self) -> bool {
+        // Acquire: pairs with the Release in `crash_locked` (see there).
+        self.crashed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEN: usize = 1 << 16;
+
+    fn sim(cfg: SimConfig) -> Arc<SimMedium> {
+        Arc::new(SimMedium::new(LEN, cfg).unwrap())
+    }
+
+    fn store(m: &dyn Medium, off: usize, v: u64) {
+        assert!(off + WORD <= m.len() && off & (WORD - 1) == 0);
+        // SAFETY: in bounds and aligned (asserted); atomic, since the simulator may read
+        // the word concurrently.
+        unsafe { AtomicU64::from_ptr(m.base().add(off) as *mut u64) }.store(v, Ordering::Relaxed);
+    }
+
+    fn word(img: &[u8], off: usize) -> u64 {
+        u64::from_ne_bytes(img[off..off + WORD].try_into().unwrap())
+    }
+
+    fn random() -> Adversary {
+        Adversary::default()
+    }
+
+    #[test]
+    fn flush_then_fence_makes_the_line_durable() {
+        let s = sim(SimConfig::default());
+        store(&*s, 64, 11);
+        store(&*s, 120, 12);
+        assert_eq!(word(&s.durable_image(), 64), 0);
+        s.flush(64, 8);
+        assert_eq!(
+            word(&s.durable_image(), 64),
+            0,
+            "flush alone is not durable"
+        );
+        s.fence();
+        let d = s.durable_image();
+        assert_eq!(
+            (word(&d, 64), word(&d, 120)),
+            (11, 12),
+            "whole line written back"
+        );
+        let img = s.crash_image_now_with(0, Adversary::DurableOnly);
+        assert_eq!(word(&img.image, 64), 11);
+        assert_eq!(img.stats, CrashStats::default());
+        assert!(!s.crashed());
+        assert_eq!((s.flush_count(), s.fence_count()), (1, 1));
+    }
+
+    #[test]
+    fn flushed_but_unfenced_is_not_durable_yet_may_survive() {
+        let s = sim(SimConfig::default());
+        store(&*s, 128, 5);
+        s.flush(128, 8);
+        assert!(s.crash_image(0).is_none(), "no crash yet");
+        assert!(s.crash_now());
+        assert!(s.crashed());
+        let only = s.crash_image_with(0, Adversary::DurableOnly).unwrap();
+        assert_eq!(word(&only.image, 128), 0);
+        assert_eq!(only.stats.lines_flushed_unfenced, 1);
+        assert_eq!(only.stats.words_flushed_unfenced_dropped, 1);
+        let all = s.crash_image_with(0, Adversary::AllWritten).unwrap();
+        assert_eq!(word(&all.image, 128), 5);
+        assert_eq!(all.stats.words_flushed_unfenced_kept, 1);
+        let seen: std::collections::BTreeSet<u64> = (0..64)
+            .map(|seed| word(&s.crash_image(seed).unwrap(), 128))
+            .collect();
+        assert_eq!(seen, [0, 5].into(), "Random keeps it for some seeds only");
+    }
+
+    #[test]
+    fn a_never_flushed_write_can_be_evicted() {
+        let s = sim(SimConfig::default());
+        store(&*s, 4096, 9);
+        s.crash_now();
+        let only = s.crash_image_with(1, Adversary::DurableOnly).unwrap();
+        assert_eq!(word(&only.image, 4096), 0);
+        assert_eq!(only.stats.words_unflushed_dropped, 1);
+        assert_eq!(only.stats.lines_flushed_unfenced, 0);
+        let all = s.crash_image_with(1, Adversary::AllWritten).unwrap();
+        assert_eq!(word(&all.image, 4096), 9);
+        assert_eq!(all.stats.words_unflushed_kept, 1);
+        let (mut kept, mut dropped) = (0, 0);
+        for seed in 0..64 {
+            let c = s.crash_image_with(seed, random()).unwrap();
+            kept += c.stats.words_unflushed_kept;
+            dropped += c.stats.words_unflushed_dropped;
+            assert_eq!(word(&c.image, 4096) == 9, c.stats.words_unflushed_kept == 1);
+        }
+        assert!(kept > 0 && dropped > 0, "kept {kept} dropped {dropped}");
+    }
+
+    #[test]
+    fn words_of_one_line_are_chosen_independently() {
+        let s = sim(SimConfig::default().with_seed(7));
+        for i in 0..64 * LINE_WORDS {
+            store(&*s, i * WORD, i as u64 + 1);
+        }
+        s.flush(0, 32 * CACHE_LINE); // half the lines flushed, none fenced
+        s.crash_now();
+        let c = s.crash_image_with(3, random()).unwrap();
+        let st = c.stats;
+        assert_eq!(st.lines_flushed_unfenced, 32);
+        assert_eq!(
+            st.words_flushed_unfenced_kept + st.words_flushed_unfenced_dropped,
+            32 * 8
+        );
+        assert_eq!(st.words_unflushed_kept + st.words_unflushed_dropped, 32 * 8);
+        assert!(st.words_flushed_unfenced_kept > 0 && st.words_flushed_unfenced_dropped > 0);
+        assert!(st.words_unflushed_kept > 0 && st.words_unflushed_dropped > 0);
+        // Some line is torn: part of its words kept, part dropped.
+        let torn = (0..64).filter(|l| {
+            let kept = (0..LINE_WORDS)
+                .filter(|w| word(&c.image, (l * LINE_WORDS + w) * WORD) != 0)
+                .count();
+            kept > 0 && kept < LINE_WORDS
+        });
+        assert!(torn.count() > 0);
+        // Every word is its durable value (0) or its written value.
+        for i in 0..64 * LINE_WORDS {
+            let v = word(&c.image, i * WORD);
+            assert!(v == 0 || v == i as u64 + 1);
+        }
+    }
+
+    #[test]
+    fn another_threads_fence_does_not_persist_this_threads_flush() {
+        let s = sim(SimConfig::default());
+        store(&*s, 256, 1);
+        s.flush(256, 8);
+        let t = Arc::clone(&s);
+        std::thread::spawn(move || t.fence()).join().unwrap();
+        assert_eq!(word(&s.durable_image(), 256), 0);
+        s.fence();
+        assert_eq!(word(&s.durable_image(), 256), 1);
+
+        // But a thread that flushes the line itself and fences does persist it.
+        store(&*s, 256, 2);
+        let t = Arc::clone(&s);
+        std::thread::spawn(move || t.persist(256, 8))
+            .join()
+            .unwrap();
+        assert_eq!(word(&s.durable_image(), 256), 2);
+    }
+
+    #[test]
+    fn the_fence_writes_back_the_flush_time_content() {
+        let s = sim(SimConfig::default());
+        store(&*s, 512, 1);
+        s.flush(512, 8);
+        store(&*s, 512, 2); // younger than the flush: not covered by it
+        s.fence();
+        assert_eq!(word(&s.durable_image(), 512), 1);
+        // The younger store is an ordinary dirty word: it may be evicted or not.
+        s.crash_now();
+        assert_eq!(
+            word(
+                &s.crash_image_with(0, Adversary::AllWritten).unwrap().image,
+                512
+            ),
+            2
+        );
+        assert_eq!(
+            word(
+                &s.crash_image_with(0, Adversary::DurableOnly).unwrap().image,
+                512
+            ),
+            1
+        );
+    }
+
+    #[test]
+    fn an_unfenced_write_back_offers_its_flush_time_value_too() {
+        let s = sim(SimConfig::default());
+        store(&*s, 768, 1);
+        s.flush(768, 8);
+        store(&*s, 768, 2);
+        s.crash_now();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut older = 0;
+        for seed in 0..200 {
+            let c = s.crash_image_with(seed, random()).unwrap();
+            seen.insert(word(&c.image, 768));
+            older += c.stats.words_flushed_older_value_kept;
+        }
+        assert_eq!(seen, [0, 1, 2].into());
+        assert!(older > 0);
+    }
+
+    #[test]
+    fn a_write_back_never_makes_a_line_older() {
+        let s = sim(SimConfig::default());
+        store(&*s, 0, 1);
+        s.flush(0, 8); // this thread: content 1
+        store(&*s, 0, 2);
+        let t = Arc::clone(&s);
+        std::thread::spawn(move || t.persist(0, 8)).join().unwrap(); // content 2, durable
+        assert_eq!(word(&s.durable_image(), 0), 2);
+        s.fence(); // the older write-back must not overwrite 2 with 1
+        assert_eq!(word(&s.durable_image(), 0), 2);
+    }
+
+    #[test]
+    fn crash_at_fence_freezes_the_durable_image() {
+        let s = sim(SimConfig::crash_at_fence(2));
+        let m: Arc<dyn Medium> = s.clone();
+        for (i, off) in [0usize, 64, 128, 192].into_iter().enumerate() {
+            store(&*m, off, 100 + i as u64);
+            m.persist(off, 8);
+            assert_eq!(m.crashed(), i >= 2, "after persist {i}");
+        }
+        store(&*m, 256, 999); // after the crash
+        assert_eq!(s.fence_count(), 2);
+        assert_eq!(s.flush_count(), 3, "the third flush ran, its fence did not");
+        assert_eq!(
+            s.crash_info(),
+            Some(CrashInfo {
+                fences_before: 2,
+                flushes_before: 3
+            })
+        );
+        let d = s.durable_image();
+        assert_eq!(
+            [0, 64, 128, 192].map(|o| word(&d, o)),
+            [100, 101, 0, 0],
+            "later persists are not durable"
+        );
+        let all = s.crash_image_with(0, Adversary::AllWritten).unwrap();
+        assert_eq!(
+            [0, 64, 128, 192, 256].map(|o| word(&all.image, o)),
+            [100, 101, 102, 0, 0],
+            "the crashed fence's line was flushed; nothing after the crash exists"
+        );
+        assert_eq!(all.stats.lines_flushed_unfenced, 1);
+        assert!(matches!(m.sync_all(), Err(Error::Crashed)));
+        assert!(!s.crash_now(), "already crashed");
+        assert_eq!(s.crash_image_now(5), s.crash_image(5).unwrap());
+    }
+
+    #[test]
+    fn crash_at_flush_drops_that_flush() {
+        let s = sim(SimConfig::crash_at_flush(1));
+        store(&*s, 0, 1);
+        s.persist(0, 8);
+        store(&*s, 64, 2);
+        s.persist(64, 8); // crashes at its flush
+        assert!(s.crashed());
+        assert_eq!((s.flush_count(), s.fence_count()), (1, 1));
+        let c = s.crash_image_with(0, Adversary::DurableOnly).unwrap();
+        assert_eq!((word(&c.image, 0), word(&c.image, 64)), (1, 0));
+        assert_eq!(c.stats.lines_flushed_unfenced, 0);
+        assert_eq!(
+            c.stats.words_unflushed_dropped, 1,
+            "an unflushed dirty word"
+        );
+    }
+
+    fn scripted_run(cfg: SimConfig) -> Arc<SimMedium> {
+        let s = sim(cfg);
+        for i in 0..40u64 {
+            let off = (i as usize * 7 % 200) * WORD;
+            store(&*s, off, i * 3 + 1);
+            if i % 3 == 0 {
+                s.flush(off, 8);
+            }
+            if i % 5 == 0 {
+                s.fence();
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn crash_images_are_deterministic() {
+        let cfg = SimConfig::crash_at_fence(5).with_seed(42);
+        let a = scripted_run(cfg);
+        let b = scripted_run(cfg);
+        assert!(a.crashed() && b.crashed());
+        for seed in 0..5 {
+            assert_eq!(
+                a.crash_image_with(seed, random()),
+                b.crash_image_with(seed, random())
+            );
+        }
+        let images: std::collections::HashSet<Vec<u8>> =
+            (0..20).map(|seed| a.crash_image(seed).unwrap()).collect();
+        assert!(images.len() > 1, "different seeds give different images");
+        // The configuration seed takes part too.
+        let c = scripted_run(cfg.with_seed(43));
+        assert!((0..20).any(|seed| c.crash_image(seed) != a.crash_image(seed)));
+    }
+
+    #[test]
+    fn a_machine_booted_from_a_crash_image_starts_from_it_and_can_crash_again() {
+        let s = sim(SimConfig::crash_at_fence(3));
+        for i in 0..10u64 {
+            store(&*s, i as usize * 64, i + 1);
+            s.persist(i as usize * 64, 8);
+        }
+        let image = s.crash_image(1).unwrap();
+        let r =
+            Arc::new(SimMedium::from_image(image.clone(), SimConfig::crash_at_fence(1)).unwrap());
+        assert_eq!(r.durable_image(), image);
+        // SAFETY: the image is `len` initialized bytes at `base`, and no thread writes it.
+        let working = unsafe { std::slice::from_raw_parts(r.base(), r.len()) };
+        assert_eq!(working, &image[..]);
+        assert_eq!(
+            r.crash_image_now_with(0, Adversary::AllWritten).image,
+            image
+        );
+        // Recovery writes, persists, and crashes again at its second fence.
+        store(&*r, 64 * 20, 77);
+        r.persist(64 * 20, 8);
+        store(&*r, 64 * 21, 78);
+        r.persist(64 * 21, 8);
+        assert!(r.crashed());
+        let again = r.crash_image_with(0, Adversary::DurableOnly).unwrap().image;
+        assert_eq!(word(&again, 64 * 20), 77);
+        assert_eq!(word(&again, 64 * 21), 0);
+        assert_eq!(again[..64 * 20], image[..64 * 20]);
+    }
+
+    #[test]
+    fn enumerating_every_fence_checks_a_protocol() {
+        // Data words at 0.., a commit counter in its own line at 4096. Correct protocol:
+        // persist the data, then persist the counter. Buggy: persist both together.
+        fn workload(m: &dyn Medium, correct: bool) {
+            for i in 0..6usize {
+                store(m, i * WORD, i as u64 + 1);
+                if correct {
+                    m.persist(i * WORD, WORD);
+                }
+                store(m, 4096, i as u64 + 1);
+                if correct {
+                    m.persist(4096, WORD);
+                } else {
+                    m.flush(i * WORD, WORD);
+                    m.persist(4096, WORD);
+                }
+                if m.crashed() {
+                    return;
+                }
+            }
+        }
+        fn consistent(img: &[u8]) -> bool {
+            let committed = word(img, 4096) as usize;
+            (0..committed).all(|i| word(img, i * WORD) == i as u64 + 1)
+        }
+        for correct in [true, false] {
+            let probe = sim(SimConfig::default());
+            workload(&*probe, correct);
+            let fences = probe.fence_count();
+            assert_eq!(fences, if correct { 12 } else { 6 });
+            let mut violations = 0;
+            for k in 0..fences {
+                let s = sim(SimConfig::crash_at_fence(k));
+                workload(&*s, correct);
+                assert!(s.crashed());
+                assert_eq!(s.fence_count(), k);
+                for seed in 0..32 {
+                    if !consistent(&s.crash_image(seed).unwrap()) {
+                        violations += 1;
+                    }
+                }
+            }
+            if correct {
+                assert_eq!(violations, 0, "no false alarms on a correct protocol");
+            } else {
+                assert!(violations > 0, "the reordering bug is found");
+            }
+        }
+    }
+
+    #[test]
+    fn threads_persisting_concurrently_stop_cleanly_at_the_crash() {
+        const THREADS: usize = 4;
+        let s = sim(SimConfig::crash_at_fence(500).with_seed(9));
+        let m: Arc<dyn Medium> = s.clone();
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    let off = t * 4 * CACHE_LINE;
+                    let (mut written, mut confirmed) = (0u64, 0u64);
+                    while !m.crashed() {
+                        written += 1;
+                        store(&*m, off, written);
+                        m.persist(off, WORD);
+                        // Not crashed after the persist returned: its fence ran before
+                        // the crash, so `written` is durable.
+                        if !m.crashed() {
+                            confirmed = written;
+                        }
+                    }
+                    (off, confirmed, written)
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(s.crashed());
+        assert_eq!(s.fence_count(), 500);
+        let durable = s.durable_image();
+        for seed in 0..8 {
+            let img = s.crash_image(seed).unwrap();
+            for &(off, confirmed, written) in &results {
+                let d = word(&durable, off);
+                assert!(d >= confirmed && d <= written, "{d} {confirmed} {written}");
+                let v = word(&img, off);
+                assert!(
+                    v >= d && v <= written,
+                    "{v} vs durable {d}, written {written}"
+                );
+            }
+        }
+        assert!(results.iter().map(|r| r.1).sum::<u64>() > 0);
+    }
+
+    #[test]
+    fn invalid_configurations_are_errors() {
+        for len in [0, 100, 4095] {
+            assert!(matches!(
+                SimMedium::new(len, SimConfig::default()),
+                Err(Error::InvalidConfig(_))
+            ));
+        }
+        for p in [-0.1, 1.5, f64::NAN] {
+            let cfg = SimConfig::default().with_adversary(Adversary::Random {
+                p_keep_flushed: p,
+                p_keep_unflushed: 0.5,
+            });
+            assert!(matches!(
+                SimMedium::new(4096, cfg),
+                Err(Error::InvalidConfig(_))
+            ));
+            assert!(SimMedium::from_image(vec![0; 4096], cfg).is_err());
+        }
+        assert!(SimMedium::from_image(vec![0; 100], SimConfig::default()).is_err());
+        // An out-of-range adversary passed directly is clamped, not a panic.
+        let s = sim(SimConfig::default());
+        store(&*s, 0, 1);
+        let c = s.crash_image_now_with(
+            0,
+            Adversary::Random {
+                p_keep_flushed: 7.0,
+                p_keep_unflushed: f64::NAN,
+            },
+        );
+        assert_eq!(c.stats.words_unflushed_dropped, 1);
+    }
+
+    #[test]
+    fn counters_and_kind() {
+        let s = sim(SimConfig::default());
+        assert_eq!(s.kind(), MediumKind::Simulated);
+        assert_eq!(s.base() as usize % 4096, 0);
+        let before = pisces::medium::counters::snapshot();
+        s.persist(64, 200);
+        let d = pisces::medium::counters::snapshot() - before;
+        assert_eq!((d.lines_flushed, d.fences), (4, 1));
+        s.sync_all().unwrap();
+        assert_eq!(s.fence_count(), 2);
+    }
+}

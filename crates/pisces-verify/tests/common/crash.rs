@@ -1,0 +1,98 @@
+//! Crash campaigns for the integration tests: a thin layer over the library's
+//! [`pisces_verify::crashtest`] (workloads with engine-independent oracles, the campaign
+//! driver), keeping the small API the crash and mutation tests use.
+#![allow(dead_code)]
+
+use pisces::{Config, EngineOptions};
+use pisces_verify::crashtest::{self, Mode, Settings};
+use pisces_verify::sim::Adversary;
+
+/// Size of the crash-test pools.
+pub const POOL: u64 = 1 << 20;
+
+/// The configuration of the crash-test pools (1 MiB, 2 thread slots, 16 KiB logs).
+pub fn cfg(opts: EngineOptions) -> Config {
+    Config {
+        size: POOL,
+        max_threads: 2,
+        log_bytes_per_thread: 16 << 10,
+        engine_options: opts,
+        ..Config::default()
+    }
+}
+
+/// A workload of [`pisces_verify::crashtest`].
+#[derive(Clone, Copy, Debug)]
+pub enum Workload {
+    /// Transfers between accounts.
+    Bank,
+    /// Sorted-list inserts and deletes with allocation and free.
+    List,
+    /// Allocation and free churn, large objects included.
+    Alloc,
+    /// Upserts and removes on a hash map.
+    HashMap,
+    /// Upserts and removes on an ordered map.
+    BTree,
+}
+
+impl Workload {
+    /// The library's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Bank => "bank",
+            Workload::List => "list",
+            Workload::Alloc => "alloc",
+            Workload::HashMap => "hashmap",
+            Workload::BTree => "btree",
+        }
+    }
+}
+
+/// Outcome of a crash campaign.
+#[derive(Debug, Default)]
+pub struct Campaign {
+    /// Crash images recovered and checked.
+    pub states: usize,
+    /// Violations found (descriptions, first few).
+    pub violations: Vec<String>,
+    /// Number of violations.
+    pub violation_count: usize,
+}
+
+/// Crash at every fence of a run of `n` transactions per thread (`rounds` = None), or
+/// at random fences until `rounds * images` states are checked; `images` adversary
+/// images per crash; every fifth state also crashes during recovery.
+pub fn campaign(
+    w: Workload,
+    opts: EngineOptions,
+    threads: usize,
+    n: usize,
+    rounds: Option<usize>,
+    images: u64,
+    adversary: Adversary,
+) -> Campaign {
+    let settings = Settings {
+        options: vec![opts],
+        threads,
+        ops: n,
+        mode: match rounds {
+            None => Mode::Exhaustive,
+            Some(r) => Mode::Random {
+                states: r as u64 * images,
+            },
+        },
+        images,
+        adversary,
+        seed: 0x5EED + threads as u64,
+        keep: 5,
+        ..Settings::default()
+    };
+    let workload = crashtest::workload_by_name(w.name()).expect("a library workload");
+    let report = crashtest::run_campaign(workload.as_ref(), &settings, &|_, _| {});
+    Campaign {
+        states: report.states as usize,
+        violations: report.violations.iter().map(|v| v.to_string()).collect(),
+        violation_count: report.violation_count as usize,
+    }
+}

@@ -1,0 +1,678 @@
+//! The `sicheck` isolation checker: first on hand-built histories (each anomaly class
+//! must be found and classified, anomaly-free histories must pass), then on histories
+//! recorded from the Pisces engine (snapshot isolation: no forbidden anomaly, write
+//! skew where the workload provokes it), including histories that span a simulated
+//! crash and recovery.
+
+use pisces::medium::DramMedium;
+use pisces::medium::Medium;
+use pisces::{Config, EngineOptions, Pool};
+use pisces_verify::sicheck::{
+    check, Anomaly, History, Isolation, Report, Txn, Workload, WorkloadConfig,
+};
+use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn history(txns: impl IntoIterator<Item = Txn>) -> History {
+    txns.into_iter().collect()
+}
+
+/// Check `h` and require exactly the classes `expect` (each at least once).
+fn expect_only(h: &History, expect: &[Anomaly]) -> Report {
+    let r = check(h);
+    let mut want = expect.to_vec();
+    want.sort();
+    assert_eq!(
+        r.found(),
+        want,
+        "classes found differ from those expected; report:\n{}",
+        r.render(Isolation::Serializable)
+    );
+    r
+}
+
+// ------------------------------------------------------------ anomaly-free histories
+
+#[test]
+fn serial_history_is_clean() {
+    let h = history([
+        Txn::committed(0).a(1, 1),
+        Txn::committed(1).r(1, &[1]).a(1, 2).a(2, 3).r(1, &[1, 2]),
+        Txn::aborted(0).a(1, 99),
+        Txn::committed(0).r(1, &[1, 2]).r(2, &[3]).r(3, &[]),
+        Txn::committed(1).a(2, 4).r(2, &[3, 4]),
+    ]);
+    let r = expect_only(&h, &[]);
+    assert_eq!(r.transactions, 4);
+    assert_eq!(r.aborted, 1);
+    assert_eq!(r.forbidden(Isolation::Serializable), 0);
+    assert!(r.graph.edges[0] > 0 && r.graph.edges[1] > 0);
+}
+
+#[test]
+fn concurrent_but_acyclic_history_is_clean() {
+    // T1 did not see T0's append (rw T1 -> T0), but nothing leads back.
+    let h = history([
+        Txn::committed(0).r(1, &[]).a(2, 10),
+        Txn::committed(1).r(2, &[]).r(1, &[]),
+        Txn::committed(2).r(2, &[10]).a(1, 11),
+        Txn::committed(0).r(1, &[11]).r(2, &[10]),
+    ]);
+    let r = expect_only(&h, &[]);
+    assert!(r.graph.edges[2] > 0, "the history has rw edges");
+}
+
+// ------------------------------------------------------------ one history per anomaly
+
+#[test]
+fn finds_g0_write_cycle() {
+    let h = history([
+        Txn::committed(0).a(1, 1).a(2, 2),
+        Txn::committed(1).a(1, 3).a(2, 4),
+        Txn::committed(2).r(1, &[1, 3]).r(2, &[4, 2]),
+    ]);
+    let r = expect_only(&h, &[Anomaly::G0]);
+    assert_eq!(r.count(Anomaly::G0), 1);
+    let ex = r
+        .examples
+        .iter()
+        .find(|e| e.anomaly == Anomaly::G0)
+        .unwrap();
+    assert_eq!(ex.cycle.len(), 2);
+    assert!(ex.text.contains("--ww-->"), "{}", ex.text);
+}
+
+#[test]
+fn finds_g1a_aborted_read() {
+    let h = history([Txn::aborted(0).a(1, 5), Txn::committed(1).r(1, &[5])]);
+    let r = expect_only(&h, &[Anomaly::G1a]);
+    assert_eq!(r.count(Anomaly::G1a), 1);
+}
+
+#[test]
+fn finds_g1b_intermediate_read() {
+    let h = history([
+        Txn::committed(0).a(1, 1).a(1, 2),
+        Txn::committed(1).r(1, &[1]),
+    ]);
+    expect_only(&h, &[Anomaly::G1b]);
+}
+
+#[test]
+fn finds_g1c_circular_information_flow() {
+    let h = history([
+        Txn::committed(0).a(1, 1).r(2, &[2]),
+        Txn::committed(1).a(2, 2).r(1, &[1]),
+    ]);
+    let r = expect_only(&h, &[Anomaly::G1c]);
+    assert_eq!(r.count(Anomaly::G1c), 1);
+}
+
+#[test]
+fn finds_g_single_read_skew() {
+    // T0 saw T1's append to key 2 but not its append to key 1.
+    let h = history([
+        Txn::committed(0).r(1, &[]).r(2, &[20]),
+        Txn::committed(1).a(1, 10).a(2, 20),
+        Txn::committed(2).r(1, &[10]),
+    ]);
+    let r = expect_only(&h, &[Anomaly::GSingle]);
+    let ex = &r.examples[0];
+    let kinds: Vec<&str> = ex.cycle.iter().map(|s| s.edge.name()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "rw").count(), 1, "{kinds:?}");
+}
+
+#[test]
+fn finds_lost_update() {
+    let h = history([
+        Txn::committed(0).r(1, &[]).a(1, 10),
+        Txn::committed(1).r(1, &[]).a(1, 11),
+        Txn::committed(2).r(1, &[10, 11]),
+    ]);
+    // Both read the empty list and both appended: a lost update, which is also the
+    // cycle T0 -ww-> T1 -rw-> T0.
+    let r = expect_only(&h, &[Anomaly::GSingle, Anomaly::LostUpdate]);
+    assert_eq!(r.count(Anomaly::LostUpdate), 1);
+}
+
+#[test]
+fn finds_write_skew_allowed_under_si_only() {
+    let h = history([
+        Txn::committed(0).r(1, &[]).r(2, &[]).a(1, 10),
+        Txn::committed(1).r(1, &[]).r(2, &[]).a(2, 20),
+        Txn::committed(2).r(1, &[10]).r(2, &[20]),
+    ]);
+    let r = expect_only(&h, &[Anomaly::G2Item]);
+    assert_eq!(r.write_skew(), 1);
+    assert_eq!(r.forbidden(Isolation::Snapshot), 0);
+    assert_eq!(r.forbidden(Isolation::Serializable), 1);
+    assert_eq!(
+        r.summary_line(Isolation::Snapshot),
+        "transactions: 3, forbidden anomalies: 0, write skew: 1"
+    );
+}
+
+#[test]
+fn finds_g_nonadjacent_forbidden_under_si() {
+    // T1 -rw-> T2 -wr-> T3 -rw-> T4 -wr-> T1: two rw edges, never adjacent.
+    let h = history([
+        Txn::committed(1).r(4, &[44]).r(1, &[]),
+        Txn::committed(2).a(1, 21).a(2, 22),
+        Txn::committed(3).r(2, &[22]).r(3, &[]),
+        Txn::committed(4).a(3, 43).a(4, 44),
+        Txn::committed(5).r(1, &[21]).r(3, &[43]),
+    ]);
+    let r = expect_only(&h, &[Anomaly::GNonadjacent]);
+    assert_eq!(r.forbidden(Isolation::Snapshot), 1);
+    assert_eq!(r.write_skew(), 0);
+}
+
+#[test]
+fn finds_internal_inconsistency() {
+    let h = history([Txn::committed(0).r(1, &[]).a(1, 10).r(1, &[])]);
+    expect_only(&h, &[Anomaly::Internal]);
+    // A first read that does not end with the transaction's own earlier append.
+    let h = history([Txn::committed(0).a(1, 10).r(1, &[])]);
+    expect_only(&h, &[Anomaly::Internal]);
+}
+
+#[test]
+fn finds_garbage_reads() {
+    let h = history([Txn::committed(0).r(1, &[99])]);
+    expect_only(&h, &[Anomaly::GarbageRead]);
+    // A value appended to another key.
+    let h = history([Txn::committed(0).a(2, 7), Txn::committed(1).r(1, &[7])]);
+    let r = expect_only(&h, &[Anomaly::GarbageRead]);
+    assert!(r.examples[0].text.contains("appended to key 2"));
+}
+
+#[test]
+fn finds_duplicates() {
+    let h = history([Txn::committed(0).a(1, 1), Txn::committed(1).r(1, &[1, 1])]);
+    expect_only(&h, &[Anomaly::Duplicate]);
+    let h = history([Txn::committed(0).a(1, 5), Txn::committed(1).a(1, 5)]);
+    expect_only(&h, &[Anomaly::Duplicate]);
+}
+
+#[test]
+fn finds_incompatible_orders() {
+    let h = history([
+        Txn::committed(0).a(1, 1),
+        Txn::committed(1).a(1, 2),
+        Txn::committed(2).r(1, &[1, 2]),
+        Txn::committed(3).r(1, &[2, 1]),
+    ]);
+    expect_only(&h, &[Anomaly::IncompatibleOrder]);
+}
+
+// ------------------------------------------------------------ histories across crashes
+
+#[test]
+fn crash_acknowledged_write_must_survive() {
+    let h = history([
+        Txn::committed(0).a(1, 10),
+        Txn::committed(0).r(1, &[]).in_epoch(1),
+    ]);
+    expect_only(&h, &[Anomaly::LostWrite]);
+}
+
+#[test]
+fn crash_indeterminate_may_vanish_or_survive_but_only_whole() {
+    let run = |after: [&[u64]; 2]| {
+        history([
+            Txn::committed(0).a(3, 30),
+            Txn::indeterminate(1).a(1, 10).a(2, 20),
+            Txn::committed(0)
+                .r(1, after[0])
+                .r(2, after[1])
+                .r(3, &[30])
+                .in_epoch(1),
+            Txn::committed(1).r(1, after[0]).a(1, 11).in_epoch(1),
+        ])
+    };
+    expect_only(&run([&[], &[]]), &[]);
+    expect_only(&run([&[10], &[20]]), &[]);
+    expect_only(&run([&[10], &[]]), &[Anomaly::PartialRecovery]);
+}
+
+#[test]
+fn crash_what_a_committed_transaction_read_must_survive() {
+    let h = history([
+        Txn::indeterminate(0).a(1, 10),
+        Txn::committed(1).r(1, &[10]),
+        Txn::committed(0).r(1, &[]).in_epoch(1),
+    ]);
+    let r = expect_only(&h, &[Anomaly::LostWrite]);
+    assert!(r.examples[0].text.contains("read by a durable transaction"));
+}
+
+#[test]
+fn crash_later_transactions_follow_the_recovery() {
+    // After the recovery, one read sees the surviving 10 and another misses it: the
+    // latter would have to precede the recovery.
+    let h = history([
+        Txn::committed(0).a(1, 10),
+        Txn::committed(0).r(1, &[10]).in_epoch(1),
+        Txn::committed(1).r(1, &[]).in_epoch(1),
+    ]);
+    let r = check(&h);
+    assert!(
+        r.count(Anomaly::CrashOrder) >= 1,
+        "{}",
+        r.render(Isolation::Snapshot)
+    );
+    assert!(r.count(Anomaly::LostWrite) >= 1);
+    // A transaction before the crash read a value appended after it.
+    let h = history([
+        Txn::committed(0).r(1, &[10]),
+        Txn::committed(0).a(1, 10).in_epoch(1),
+    ]);
+    expect_only(&h, &[Anomaly::CrashOrder]);
+    // The recovered list reorders values.
+    let h = history([
+        Txn::committed(0).a(1, 1),
+        Txn::committed(1).a(1, 2),
+        Txn::committed(2).r(1, &[1, 2]),
+        Txn::committed(2).r(1, &[2, 1]).in_epoch(1),
+    ]);
+    let r = check(&h);
+    assert!(
+        r.count(Anomaly::CrashOrder) >= 1,
+        "{}",
+        r.render(Isolation::Snapshot)
+    );
+}
+
+// ------------------------------------------------------------ the engine
+
+/// Engine tests of this binary hold this lock: with the `mutation` feature, a mutation
+/// test switches a protocol step off for the whole process.
+static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn engine_lock() -> std::sync::MutexGuard<'static, ()> {
+    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn dram_pool(threads: usize) -> Pool {
+    dram_pool_with(threads, EngineOptions::default())
+}
+
+fn dram_pool_with(threads: usize, engine_options: EngineOptions) -> Pool {
+    let size = 32 << 20;
+    let m = DramMedium::anonymous(size, 0, 0).unwrap();
+    Pool::create_on(
+        Arc::new(m),
+        Config {
+            size: size as u64,
+            max_threads: threads + 1,
+            log_bytes_per_thread: 256 << 10,
+            engine_options,
+            ..Config::default()
+        },
+    )
+    .unwrap()
+}
+
+fn run_dram(cfg: WorkloadConfig, txns: usize) -> (History, Report) {
+    let pool = dram_pool(cfg.threads);
+    let wl = Workload::new(cfg).unwrap();
+    wl.setup(&pool).unwrap();
+    let h = wl.run(&pool, 0, txns, &|| false).unwrap();
+    let r = check(&h);
+    (h, r)
+}
+
+#[test]
+fn engine_random_mix_has_no_forbidden_anomaly() {
+    let _engine = engine_lock();
+    for (threads, keys) in [(2, 3), (3, 8)] {
+        let cfg = WorkloadConfig {
+            threads,
+            keys,
+            seed: 7,
+            ..WorkloadConfig::default()
+        };
+        let (h, r) = run_dram(cfg, 3000);
+        assert_eq!(
+            r.forbidden(Isolation::Snapshot),
+            0,
+            "{}",
+            r.render(Isolation::Snapshot)
+        );
+        assert_eq!(h.count(pisces_verify::sicheck::Outcome::Committed), 3000);
+        assert_eq!(r.transactions, 3000);
+        // The history is rich enough to say something: every edge kind occurs.
+        let e = r.graph.edges;
+        assert!(e[0] > 100 && e[1] > 100 && e[2] > 100, "edges {e:?}");
+    }
+}
+
+#[test]
+fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
+    let _engine = engine_lock();
+    // Overlap depends on scheduling: try a few times for at least one write skew.
+    let mut skews = 0;
+    for seed in 0..5 {
+        let cfg = WorkloadConfig {
+            threads: 2,
+            keys: 2,
+            write_skew: true,
+            pause: Duration::from_micros(50),
+            seed,
+            ..WorkloadConfig::default()
+        };
+        let (_, r) = run_dram(cfg, 400);
+        assert_eq!(
+            r.forbidden(Isolation::Snapshot),
+            0,
+            "{}",
+            r.render(Isolation::Snapshot)
+        );
+        assert_eq!(r.forbidden(Isolation::Serializable), r.write_skew());
+        skews = r.write_skew();
+        eprintln!(
+            "write-skew workload, seed {seed}: {}",
+            r.summary_line(Isolation::Snapshot)
+        );
+        if skews > 0 {
+            let ex = r
+                .examples
+                .iter()
+                .find(|e| e.anomaly == Anomaly::G2Item)
+                .unwrap();
+            assert!(ex.cycle.iter().filter(|s| s.edge.name() == "rw").count() >= 2);
+            break;
+        }
+    }
+    assert!(skews > 0, "no write skew in five runs");
+}
+
+// ------------------------------------------------------------ across a crash
+
+const SIM_POOL: usize = 2 << 20;
+
+fn sim_cfg() -> Config {
+    Config {
+        size: SIM_POOL as u64,
+        max_threads: 3,
+        log_bytes_per_thread: 32 << 10,
+        engine_options: EngineOptions::default(),
+        ..Config::default()
+    }
+}
+
+/// A pool image holding the empty store, made on a machine that does not crash.
+fn store_image(wl: &Workload) -> Vec<u8> {
+    let sim = Arc::new(SimMedium::new(SIM_POOL, SimConfig::default()).unwrap());
+    let pool = Pool::create_on(sim.clone(), sim_cfg()).unwrap();
+    wl.setup(&pool).unwrap();
+    drop(pool);
+    sim.crash_image_now_with(0, Adversary::DurableOnly).image
+}
+
+fn workload(seed: u64) -> Workload {
+    Workload::new(WorkloadConfig {
+        threads: 2,
+        keys: 4,
+        appends_per_key: 8,
+        seed,
+        ..WorkloadConfig::default()
+    })
+    .unwrap()
+}
+
+/// Fences of an uncrashed run: (after opening the pool, after the workload).
+fn fence_span(txns: usize) -> (u64, u64) {
+    let wl = workload(1);
+    let sim = Arc::new(SimMedium::from_image(store_image(&wl), SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim.clone(), sim_cfg()).unwrap();
+    let start = sim.fence_count();
+    wl.run(&pool, 0, txns, &|| false).unwrap();
+    (start, sim.fence_count())
+}
+
+struct CrashRun {
+    history: History,
+    report: Report,
+    crashed: bool,
+}
+
+/// Run, crash at `fence`, recover from an adversary's image, read everything, run
+/// more, read everything again; check the combined history.
+fn crash_and_continue(fence: u64, seed: u64, txns: usize) -> CrashRun {
+    let wl = workload(seed);
+    let sim = Arc::new(
+        SimMedium::from_image(
+            store_image(&wl),
+            SimConfig::crash_at_fence(fence).with_seed(seed),
+        )
+        .unwrap(),
+    );
+    let pool = Pool::open_on(sim.clone(), sim_cfg()).unwrap();
+    let mut h = wl.run(&pool, 0, txns, &|| sim.crashed()).unwrap();
+    drop(pool);
+    let crashed = sim.crashed();
+    let image = if crashed {
+        sim.crash_image(seed).unwrap()
+    } else {
+        sim.crash_image_now(seed)
+    };
+    let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim.clone(), sim_cfg()).unwrap();
+    h.extend(wl.read_all(&pool, 1).unwrap());
+    h.extend(wl.run(&pool, 1, txns, &|| false).unwrap());
+    h.extend(wl.read_all(&pool, 1).unwrap());
+    let report = check(&h);
+    CrashRun {
+        history: h,
+        report,
+        crashed,
+    }
+}
+
+#[test]
+fn engine_histories_spanning_a_crash_are_clean() {
+    let _engine = engine_lock();
+    let txns = 120;
+    let (start, end) = fence_span(txns);
+    assert!(
+        end > start + 20,
+        "the workload issues fences ({start}..{end})"
+    );
+    let mut crashes = 0;
+    for (i, frac) in [0.1, 0.35, 0.6, 0.9].into_iter().enumerate() {
+        let fence = start + ((end - start) as f64 * frac) as u64;
+        let run = crash_and_continue(fence, i as u64 + 1, txns);
+        let r = &run.report;
+        eprintln!(
+            "crash at fence {fence} (crashed: {}): {} committed, {} indeterminate, {} aborted attempts; {}",
+            run.crashed,
+            r.transactions,
+            r.indeterminate,
+            r.aborted,
+            r.summary_line(Isolation::Snapshot)
+        );
+        assert_eq!(
+            r.forbidden(Isolation::Snapshot),
+            0,
+            "crash at fence {fence}:\n{}",
+            r.render(Isolation::Snapshot)
+        );
+        if run.crashed {
+            crashes += 1;
+            let h = &run.history;
+            let before = h
+                .txns
+                .iter()
+                .filter(|t| t.epoch == 0 && t.outcome == pisces_verify::sicheck::Outcome::Committed)
+                .count();
+            let after = h.txns.iter().filter(|t| t.epoch == 1).count();
+            assert!(after > txns / 2, "the run continued after recovery");
+            // Acknowledged work existed before the crash (except for the earliest
+            // crash points) and the checker had post-recovery reads to test it with.
+            assert!(
+                before > 0 || frac < 0.2,
+                "nothing acknowledged before fence {fence}"
+            );
+        }
+    }
+    assert!(crashes >= 3, "only {crashes} of 4 runs crashed");
+}
+
+/// The checker is not fooled by a recovery that loses acknowledged work: pretend an
+/// acknowledged transaction was only indeterminate, or drop it from the recovered
+/// reads, and it must complain.
+#[test]
+fn crash_checker_detects_a_doctored_recovery() {
+    let _engine = engine_lock();
+    let txns = 80;
+    let (start, end) = fence_span(txns);
+    let run = crash_and_continue(start + (end - start) / 2, 3, txns);
+    assert!(run.crashed);
+    let mut h = run.history;
+    // Remove the last acknowledged append of epoch 0 from every read after recovery.
+    let victim = h
+        .txns
+        .iter()
+        .rev()
+        .filter(|t| t.epoch == 0 && t.outcome == pisces_verify::sicheck::Outcome::Committed)
+        .find_map(|t| t.appends().last())
+        .expect("an acknowledged append before the crash");
+    let mut touched = 0;
+    for t in h.txns.iter_mut().filter(|t| t.epoch == 1) {
+        for op in &mut t.ops {
+            if let pisces_verify::sicheck::Op::Read { key, list } = op {
+                if *key == victim.0 {
+                    list.retain(|v| *v != victim.1);
+                    touched += 1;
+                }
+            }
+        }
+    }
+    assert!(touched > 0);
+    let r = check(&h);
+    assert!(
+        r.count(Anomaly::LostWrite) >= 1,
+        "{}",
+        r.render(Isolation::Snapshot)
+    );
+}
+
+/// Long version: `cargo test --release --test sicheck -- --ignored`.
+#[test]
+#[ignore]
+fn long_engine_runs() {
+    let _engine = engine_lock();
+    for (threads, keys) in [(2, 4), (4, 16)] {
+        let (_, r) = run_dram(
+            WorkloadConfig {
+                threads,
+                keys,
+                seed: 11,
+                ..WorkloadConfig::default()
+            },
+            100_000,
+        );
+        assert_eq!(
+            r.forbidden(Isolation::Snapshot),
+            0,
+            "{}",
+            r.render(Isolation::Snapshot)
+        );
+    }
+    let txns = 400;
+    let (start, end) = fence_span(txns);
+    for i in 0..40u64 {
+        let fence = start + (end - start) * i / 40;
+        let run = crash_and_continue(fence, i + 100, txns);
+        assert_eq!(
+            run.report.forbidden(Isolation::Snapshot),
+            0,
+            "crash at fence {fence}:\n{}",
+            run.report.render(Isolation::Snapshot)
+        );
+    }
+}
+
+/// Mutation evidence (`cargo test -p pisces --features mutation --test sicheck`):
+/// with a protocol step removed, the checker finds forbidden anomalies in the engine's
+/// histories.
+#[cfg(feature = "mutation")]
+mod mutation_evidence {
+    use super::*;
+    use pisces::mutation::{self, Mutation};
+
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            mutation::set(None);
+        }
+    }
+
+    /// Forbidden anomalies in DRAM runs of both workloads with `m` active.
+    fn dram_forbidden(m: Option<Mutation>) -> usize {
+        let _engine = engine_lock();
+        let _off = Off;
+        mutation::set(m);
+        let mut f = 0;
+        for write_skew in [false, true] {
+            let cfg = WorkloadConfig {
+                threads: 2,
+                keys: 2,
+                write_skew,
+                pause: Duration::from_micros(20),
+                seed: 5,
+                ..WorkloadConfig::default()
+            };
+            let opts = EngineOptions {
+                group_commit: 1,
+                ..EngineOptions::default()
+            };
+            let pool = dram_pool_with(cfg.threads, opts);
+            let wl = Workload::new(cfg).unwrap();
+            wl.setup(&pool).unwrap();
+            let h = wl.run(&pool, 0, 2000, &|| false).unwrap();
+            let r = check(&h);
+            eprintln!(
+                "{m:?}, write skew {write_skew}: {} {:?}",
+                r.summary_line(Isolation::Snapshot),
+                r.found()
+            );
+            f += r.forbidden(Isolation::Snapshot);
+        }
+        f
+    }
+
+    /// Forbidden anomalies in crash-spanning runs with `m` active.
+    fn crash_forbidden(m: Option<Mutation>) -> usize {
+        let _engine = engine_lock();
+        let _off = Off;
+        mutation::set(m);
+        let txns = 120;
+        let (start, end) = fence_span(txns);
+        let mut f = 0;
+        for i in 0..8u64 {
+            let fence = start + (end - start) * (2 * i + 1) / 16;
+            let r = crash_and_continue(fence, i + 1, txns).report;
+            if r.forbidden(Isolation::Snapshot) > 0 {
+                eprintln!("{m:?}, crash at fence {fence}: {:?}", r.found());
+            }
+            f += r.forbidden(Isolation::Snapshot);
+        }
+        eprintln!("{m:?}, crash runs: {f} forbidden anomalies");
+        f
+    }
+
+    #[test]
+    fn grace_period_is_needed() {
+        assert_eq!(dram_forbidden(None), 0);
+        assert!(dram_forbidden(Some(Mutation::GracePeriod)) > 0);
+    }
+
+    #[test]
+    fn log_flush_is_needed() {
+        assert_eq!(crash_forbidden(None), 0);
+        assert!(crash_forbidden(Some(Mutation::LogFlush)) > 0);
+    }
+}
