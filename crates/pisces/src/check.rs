@@ -1134,7 +1134,7 @@ mod tests {
         assert!(
             r.problems
                 .iter()
-                .any(|x| x.starts_with("log:") && x.contains("outside the heap")),
+                .any(|x| x.starts_with("pisces: log:") && x.contains("outside the heap")),
             "{r}"
         );
         let st = r.engine_state.unwrap();

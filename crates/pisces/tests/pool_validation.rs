@@ -350,7 +350,7 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
 fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config {
-        engine: pisces::EngineId::Pmdk,
+        engine: Some(pisces::EngineId::Pmdk),
         ..Config::default()
     };
     match Pool::create(dir.path().join("p.pool"), cfg) {

@@ -1,11 +1,15 @@
 //! The heap layer: a pool image with its superblock, geometry and allocator.
 //!
+//! Public for tools: the on-media layout ([`layout`]), the superblock type ([`superblock`])
+//! and [`pptr::PPtr`]. The heap itself (raw access by offset) and the allocator are
+//! crate-private: safe code outside the engines must not write pool memory.
+//!
 //! [`Heap`] is what engines are written against. It knows where the regions of a pool
 //! are ([`layout::Layout`]), hands out raw access to them by offset, and owns the
 //! superblock. It does not know about transactions: the transactional allocator
 //! ([`alloc`]) exposes reserve / publish / release steps that an engine sequences.
 
-pub mod alloc;
+pub(crate) mod alloc;
 pub mod layout;
 pub mod pptr;
 pub mod superblock;
@@ -19,7 +23,7 @@ use superblock::Superblock;
 
 /// Parameters fixed when a pool is formatted.
 #[derive(Clone, Copy, Debug)]
-pub struct FormatParams {
+pub(crate) struct FormatParams {
     /// Engine id recorded in the superblock.
     pub engine_id: u32,
     /// Number of thread slots.
@@ -31,10 +35,10 @@ pub struct FormatParams {
 }
 
 /// Offset, inside the engine area, of the root slot (header word + root offset + size).
-pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
+pub(crate) const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
 
 /// A mapped pool: medium, geometry, superblock.
-pub struct Heap {
+pub(crate) struct Heap {
     medium: Arc<dyn Medium>,
     /// `medium.base()` and `medium.len()`, cached: every object access goes through
     /// [`Heap::ptr`] / [`Heap::atomic_u64`], and asking the medium costs a virtual call
@@ -167,13 +171,6 @@ impl Heap {
         );
     }
 
-    /// Read the current superblock of an image without opening it (for `pisces info`).
-    pub fn peek_superblock(medium: &dyn Medium) -> Result<Superblock> {
-        // SAFETY: as in `open`; read-only.
-        let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
-        superblock::read_current(image).map(|(sb, _)| sb)
-    }
-
     /// The medium the pool lives on.
     pub fn medium(&self) -> &Arc<dyn Medium> {
         &self.medium
@@ -189,11 +186,6 @@ impl Heap {
     /// This run's generation (incremented at every open).
     pub fn generation(&self) -> u64 {
         self.generation
-    }
-    /// Start of the image.
-    #[inline]
-    pub fn base(&self) -> *mut u8 {
-        self.base
     }
     /// True if `off..off+len` lies inside the image.
     #[inline]

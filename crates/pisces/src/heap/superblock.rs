@@ -75,7 +75,7 @@ impl Superblock {
 }
 
 /// The superblock's encoding of an engine's regions.
-pub fn encode_regions(r: Regions) -> u32 {
+pub(crate) fn encode_regions(r: Regions) -> u32 {
     let pages = r.engine_area_bytes.div_ceil(4096).max(1) as u32;
     (pages << 8) | (r.logs_per_thread as u32 & 0xFF)
 }
@@ -141,7 +141,7 @@ pub fn read_current(image: &[u8]) -> Result<(Superblock, usize)> {
 
 /// Write `sb` as the next superblock: into the slot that is not `current_slot`, with the
 /// sequence number incremented, then persist. Returns the slot written.
-pub fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usize) -> usize {
+pub(crate) fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usize) -> usize {
     let slot = 1 - current_slot;
     let next = Superblock {
         seq: sb.seq + 1,
@@ -161,7 +161,7 @@ pub fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usize) -> 
 }
 
 /// Write the very first superblock of a new pool into both copies and persist them.
-pub fn write_initial(medium: &dyn Medium, sb: &Superblock) {
+pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
     let sb = Superblock { seq: 1, ..*sb }.seal();
     let bytes = bytemuck::bytes_of(&sb);
     for slot in 0..2 {

@@ -168,10 +168,12 @@ pub struct ThreadCache {
 }
 
 impl ThreadCache {
+    #[cfg(test)]
     /// Number of free blocks held.
     pub fn len(&self) -> usize {
         self.lists.iter().map(Vec::len).sum()
     }
+    #[cfg(test)]
     /// True if the cache holds no block.
     pub fn is_empty(&self) -> bool {
         self.lists.iter().all(Vec::is_empty)
@@ -279,11 +281,6 @@ impl Allocator {
                 .collect(),
             slabs: Mutex::new(free),
         })
-    }
-
-    /// The heap this allocator manages.
-    pub fn heap(&self) -> &Arc<Heap> {
-        &self.heap
     }
 
     /// The block size (header included) `reserve(payload_len)` hands out, or `None` if no
@@ -550,6 +547,7 @@ impl Allocator {
         }
     }
 
+    #[cfg(test)]
     /// Per-class usage from the persistent state: one entry per small class, then one for
     /// large runs (see [`ClassUsage`]).
     pub fn usage(&self) -> Vec<ClassUsage> {
@@ -588,6 +586,7 @@ impl Allocator {
         out
     }
 
+    #[cfg(test)]
     /// Bytes not allocated in the persistent state: free slabs, plus the free blocks of
     /// formatted slabs (block sizes, header included). Reservations not yet published
     /// count as free; bitmaps and the slack at the end of small slabs do not.

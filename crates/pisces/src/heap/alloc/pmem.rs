@@ -245,6 +245,7 @@ pub(crate) fn bitmap_empty(heap: &Heap, slab: usize, class: usize) -> bool {
     (0..CLASSES[class].all_words()).all(|w| bitmap_word(heap, slab, w).load(Ordering::Relaxed) == 0)
 }
 
+#[cfg(test)]
 /// Count allocated blocks of a small slab (valid bits only).
 pub(crate) fn count_allocated(heap: &Heap, slab: usize, class: usize) -> u64 {
     (0..CLASSES[class].used_words())

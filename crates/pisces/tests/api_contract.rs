@@ -1,0 +1,336 @@
+//! The transaction API's contract under misuse: panics, nesting, a full pool of thread
+//! slots, root types, options the engine does not have, the caller's own error type.
+
+use pisces::{Config, EngineId, EngineOptions, Error, Isolation, PPtr, Pool, TxOptions};
+use std::time::{Duration, Instant};
+
+fn pool_with(dir: &tempfile::TempDir, name: &str, cfg: Config) -> Pool {
+    Pool::create(
+        dir.path().join(name),
+        Config {
+            size: 16 << 20,
+            ..cfg
+        },
+    )
+    .unwrap()
+}
+
+/// A panic inside `run` rolls the attempt back and gives the thread slot back: more
+/// panics than there are slots leave the pool fully usable.
+#[test]
+fn panics_in_run_roll_back_and_return_the_slot() {
+    let d = tempfile::tempdir().unwrap();
+    let pool = pool_with(
+        &d,
+        "p",
+        Config {
+            max_threads: 2,
+            ..Config::default()
+        },
+    );
+    let n: PPtr<u64> = pool.root().unwrap();
+    for _ in 0..5 {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.run(|tx| -> pisces::Result<()> {
+                *tx.write(n)? += 1;
+                panic!("user code panics mid-transaction");
+            })
+        }));
+        assert!(r.is_err());
+    }
+    // Nothing of the panicking attempts is visible, and both slots are free.
+    assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 0);
+    let (a, b) = (pool.handle().unwrap(), pool.handle().unwrap());
+    drop((a, b));
+    pool.run(|tx| {
+        *tx.write(n)? = 9;
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A transaction started inside another one of the same pool on the same thread is an
+/// error, never a hang — also when the inner one touches what the outer one wrote.
+#[test]
+fn nested_transactions_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    for engine in [EngineId::Pisces, EngineId::Undo, EngineId::Mvcc] {
+        let pool = pool_with(
+            &d,
+            engine.name(),
+            Config {
+                engine: Some(engine),
+                ..Config::default()
+            },
+        );
+        let n: PPtr<u64> = pool.root().unwrap();
+        let mut handle = pool.handle().unwrap();
+        let inner = pool.run(|tx| {
+            *tx.write(n)? = 1;
+            let nested = pool.run(|tx2| {
+                *tx2.write(n)? = 2;
+                Ok(())
+            });
+            let nested_handle = handle.run(|tx2| Ok(*tx2.read(n)?));
+            Ok((nested, nested_handle))
+        });
+        let (nested, nested_handle) = inner.unwrap();
+        assert!(
+            matches!(nested, Err(Error::NestedTransaction)),
+            "{engine}: {nested:?}"
+        );
+        assert!(
+            matches!(nested_handle, Err(Error::NestedTransaction)),
+            "{engine}: {nested_handle:?}"
+        );
+        assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1, "{engine}");
+        // Another pool inside a transaction is fine.
+        let other = pool_with(&d, &format!("{engine}-other"), Config::default());
+        let m: PPtr<u64> = other.root().unwrap();
+        pool.run(|tx| {
+            let v = *tx.read(n)?;
+            other.run(|tx2| {
+                *tx2.write(m)? = v;
+                Ok(())
+            })
+        })
+        .unwrap();
+        assert_eq!(other.run(|tx| Ok(*tx.read(m)?)).unwrap(), 1);
+    }
+}
+
+/// `run` waits (bounded by `Config::slot_wait`) for a slot when all are checked out.
+#[test]
+fn run_waits_for_a_free_slot_within_the_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let pool = pool_with(
+        &d,
+        "w",
+        Config {
+            max_threads: 1,
+            slot_wait: Duration::from_secs(10),
+            ..Config::default()
+        },
+    );
+    let n: PPtr<u64> = pool.root().unwrap();
+    let h = pool.handle().unwrap();
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(h);
+        });
+        pool.run(|tx| {
+            *tx.write(n)? = 5;
+            Ok(())
+        })
+        .unwrap();
+    });
+    assert!(t0.elapsed() >= Duration::from_millis(90));
+    // With no wait allowed, a full pool is an error at once.
+    let quick = pool_with(
+        &d,
+        "q",
+        Config {
+            max_threads: 1,
+            slot_wait: Duration::ZERO,
+            ..Config::default()
+        },
+    );
+    let _h = quick.handle().unwrap();
+    let r = std::thread::scope(|s| s.spawn(|| quick.run(|_| Ok(()))).join().unwrap());
+    assert!(matches!(r, Err(Error::TooManyThreads(1))), "{r:?}");
+}
+
+/// The root's type is recorded (size and a fingerprint): the same size under another
+/// type is refused, also after reopening.
+#[test]
+fn root_of_another_type_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("r");
+    {
+        let pool = Pool::create(
+            &path,
+            Config {
+                size: 16 << 20,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        let r: PPtr<u64> = pool.root().unwrap();
+        pool.run(|tx| {
+            *tx.write(r)? = 0xDEAD_BEEF;
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(
+            pool.root::<PPtr<u64>>(),
+            Err(Error::InvalidPointer(_))
+        ));
+        assert!(matches!(pool.root::<i64>(), Err(Error::InvalidPointer(_))));
+        assert_eq!(pool.root::<u64>().unwrap(), r);
+    }
+    let pool = Pool::open(&path, Config::default()).unwrap();
+    assert!(matches!(
+        pool.root::<PPtr<u64>>(),
+        Err(Error::InvalidPointer(_))
+    ));
+    let r: PPtr<u64> = pool.root().unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(r)?)).unwrap(), 0xDEAD_BEEF);
+}
+
+/// The caller's error type comes back as returned; a conflict converted into it is
+/// still retried (two threads increment one counter through their own error type).
+#[test]
+fn the_callers_error_type_is_kept_and_conflicts_inside_it_are_retried() {
+    #[derive(Debug)]
+    enum AppError {
+        Pool(Error),
+        TooBig(u64),
+    }
+    impl From<Error> for AppError {
+        fn from(e: Error) -> Self {
+            AppError::Pool(e)
+        }
+    }
+    let d = tempfile::tempdir().unwrap();
+    let pool = pool_with(&d, "e", Config::default());
+    let n: PPtr<u64> = pool.root().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let pool = pool.clone();
+            s.spawn(move || {
+                let mut h = pool.handle().unwrap();
+                for _ in 0..2000 {
+                    h.transaction(TxOptions::default(), |tx| -> Result<(), AppError> {
+                        let v = *tx.read(n)?;
+                        *tx.write(n)? = v + 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 4000);
+    let r = pool.transaction(TxOptions::default(), |tx| {
+        let v = *tx.read(n)?;
+        if v > 10 {
+            return Err(AppError::TooBig(v));
+        }
+        Ok(())
+    });
+    assert!(matches!(r, Err(AppError::TooBig(4000))), "{r:?}");
+    let r = pool.transaction(TxOptions::read_only(), |tx| -> Result<(), AppError> {
+        *tx.write(n)? = 0;
+        Ok(())
+    });
+    assert!(
+        matches!(r, Err(AppError::Pool(Error::ReadOnlyTransaction))),
+        "{r:?}"
+    );
+}
+
+/// Read-only transactions cannot change the pool; isolation levels an engine lacks are
+/// refused, those it has are accepted.
+#[test]
+fn transaction_options_are_enforced() {
+    let d = tempfile::tempdir().unwrap();
+    let pool = pool_with(&d, "o", Config::default());
+    let n: PPtr<u64> = pool.root().unwrap();
+    let r = pool.run_with(TxOptions::read_only(), |tx| {
+        *tx.write(n)? = 1;
+        Ok(())
+    });
+    assert!(matches!(r, Err(Error::ReadOnlyTransaction)), "{r:?}");
+    let r = pool.run_with(TxOptions::read_only(), |tx| tx.alloc(1u64));
+    assert!(matches!(r, Err(Error::ReadOnlyTransaction)), "{r:?}");
+    assert_eq!(
+        pool.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(n)?))
+            .unwrap(),
+        0
+    );
+    for level in [Isolation::Serializable, Isolation::Linearizable] {
+        let r = pool.run_with(TxOptions::default().isolation(level), |tx| Ok(*tx.read(n)?));
+        assert!(
+            matches!(r, Err(Error::IsolationUnsupported { .. })),
+            "{r:?}"
+        );
+    }
+    pool.run_with(TxOptions::default().isolation(Isolation::Snapshot), |tx| {
+        Ok(*tx.read(n)?)
+    })
+    .unwrap();
+    let undo = pool_with(
+        &d,
+        "u",
+        Config {
+            engine: Some(EngineId::Undo),
+            ..Config::default()
+        },
+    );
+    let m: PPtr<u64> = undo.root().unwrap();
+    for level in [
+        Isolation::Snapshot,
+        Isolation::Serializable,
+        Isolation::Linearizable,
+    ] {
+        undo.run_with(TxOptions::default().isolation(level), |tx| Ok(*tx.read(m)?))
+            .unwrap();
+    }
+}
+
+/// Engine options are the engine's own: unknown keys and bad values are clear errors.
+#[test]
+fn engine_options_are_checked_by_the_engine() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = |name: &str, engine: EngineId, o: &str| {
+        let r = Pool::create(
+            d.path().join(name),
+            Config {
+                size: 16 << 20,
+                engine: Some(engine),
+                engine_options: o.parse::<EngineOptions>().unwrap(),
+                ..Config::default()
+            },
+        );
+        match r {
+            Err(Error::InvalidConfig(m)) => m,
+            other => panic!("{engine} with `{o}`: {other:?}"),
+        }
+    };
+    assert!(bad("a", EngineId::Pisces, "group_commit=0").contains("group_commit"));
+    assert!(bad("b", EngineId::Pisces, "flush_diff=maybe").contains("flush_diff"));
+    assert!(bad("c", EngineId::Undo, "group_commit=8").contains("undo"));
+    assert!(
+        !d.path().join("a").exists(),
+        "a refused pool leaves no file"
+    );
+    assert!("novalue".parse::<EngineOptions>().is_err());
+}
+
+/// `open` takes the engine from the superblock; naming another one is refused.
+#[test]
+fn open_reads_the_engine_from_the_pool() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("m");
+    drop(pool_with(
+        &d,
+        "m",
+        Config {
+            engine: Some(EngineId::Mvcc),
+            ..Config::default()
+        },
+    ));
+    let pool = Pool::open(&path, Config::default()).unwrap();
+    assert_eq!(pool.engine_id(), EngineId::Mvcc);
+    drop(pool);
+    let r = Pool::open(
+        &path,
+        Config {
+            engine: Some(EngineId::Undo),
+            ..Config::default()
+        },
+    );
+    assert!(matches!(r, Err(Error::WrongEngine { .. })), "{r:?}");
+}
