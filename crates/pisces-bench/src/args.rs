@@ -1,60 +1,25 @@
-//! Command-line arguments of `pisces bench` and the plan they expand to.
+//! Command-line arguments of `pisces bench` and the [`Settings`] they resolve to
+//! (defaults of `--quick` and `--full` filled in). The plan of measurements is made
+//! from the settings by [`crate::plan`].
 
-use super::measure::{EngineSpec, Spec};
-use super::workload::{DataKind, Sizes};
-use clap::{Args, ValueEnum};
+use crate::dataset::Sizes;
+use crate::engines::Engine;
+use crate::workload::{self, WorkloadKind, SET_MIXES};
+use clap::Args;
 use pisces::containers::hashmap::MAX_BUCKETS;
-use pisces::{EngineId, EngineOptions};
 use std::path::PathBuf;
 
 /// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
 pub const LATENCY_SWEEP_NS: [u64; 5] = [0, 100, 300, 600, 1000];
 /// Update percentage of the latency sweep and the breakdown (paper Fig 9a, 9c: 20 %).
 pub const SWEEP_UPDATE_PCT: u32 = 20;
-
-/// A workload of `pisces bench`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
-pub enum WorkloadKind {
-    /// Hash table (10K buckets, 8-byte keys, 64-byte values), lookups and insert/remove.
-    Hash,
-    /// B+-tree (fanout 16, 256-byte nodes), lookups and inserts/overwrites.
-    Btree,
-    /// Read-only latency percentiles vs emulated NVM write latency (hash table, every
-    /// thread mixing lookups and updates, as in the paper's Fig 9c).
-    Latency,
-    /// The same sweep with a dedicated reader: thread 0 only looks up, the other
-    /// threads only update (not in the default list).
-    LatencySplit,
-    /// Pisces' optimisations one by one on the hash table: flush whole, flush-diff,
-    /// flush-diff + group commit.
-    Breakdown,
-    /// TPC-C new-order, one warehouse per worker thread, fanout-32 B+-tree tables
-    /// (scaled down; in `--full`, not in the quick default).
-    Tpcc,
-    /// TATP, fanout-32 B+-tree tables, the standard 80 % read-only mix (in `--full`,
-    /// not in the quick default).
-    Tatp,
-}
-
-/// `update_pct` of TPC-C: every new-order is read-write.
-pub const TPCC_UPDATE_PCT: u32 = 100;
-/// `update_pct` of TATP: its standard mix has 20 % read-write transactions.
-pub const TATP_UPDATE_PCT: u32 = 20;
-
-impl WorkloadKind {
-    /// Name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkloadKind::Hash => "hash",
-            WorkloadKind::Btree => "btree",
-            WorkloadKind::Latency => "latency",
-            WorkloadKind::LatencySplit => "latency-split",
-            WorkloadKind::Breakdown => "breakdown",
-            WorkloadKind::Tpcc => "tpcc",
-            WorkloadKind::Tatp => "tatp",
-        }
-    }
-}
+/// Sizes of the `set` workload (both modes).
+pub const SET_KEYS: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in quick mode: the peers' 1M keys scaled down to
+/// 100K (drawn from 200K).
+pub const TREE_SET_KEYS_QUICK: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in full mode: the peers' 1K and 1M (drawn from 2M).
+pub const TREE_SET_KEYS_FULL: [usize; 2] = [1000, 1_000_000];
 
 /// Arguments of `pisces bench`.
 #[derive(Args, Debug, Clone)]
@@ -78,7 +43,14 @@ tpcc (TPC-C new-order, one warehouse per worker thread) and tatp run in --full a
 named in --workloads, not in the quick default. Scaled down: tpcc quick 10K items and \
 300 customers per district, full 100K items and 3K customers; tatp quick 20K \
 subscribers, full 200K (the paper's).\n\n\
-Not built yet: the mvcc and pmdk engines.")]
+set and tree-set (the set benchmarks of the published PTM peers) run only when named in \
+--workloads: N keys drawn from 0..2N, an update removes a member and adds it back in \
+one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
+reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
+1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
+Engines: every engine of this build by default; pmdk is in the build only where \
+libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
+flushes by itself).")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -86,11 +58,12 @@ pub struct BenchArgs {
     /// The paper's data-set sizes and longer runs.
     #[arg(long)]
     pub full: bool,
-    /// Engines to compare, comma-separated [default: pisces,undo,volatile].
-    #[arg(long, value_delimiter = ',', value_parser = parse_engine)]
-    pub engines: Option<Vec<EngineId>>,
+    /// Engines to compare, comma-separated [default: every engine of this build, of
+    /// pisces,undo,mvcc,pmdk,volatile].
+    #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
+    pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split].
+    /// tpcc,tatp; also latency-split, set, tree-set].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -134,29 +107,14 @@ pub struct BenchArgs {
     /// TATP subscribers [default: 20000 quick, 200000 full].
     #[arg(long, value_parser = parse_keys)]
     pub tatp_subscribers: Option<usize>,
-}
-
-fn parse_engine(s: &str) -> Result<EngineId, String> {
-    let e = EngineId::from_name(s.trim()).ok_or_else(|| {
-        let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
-        format!("unknown engine `{s}` (known engines: {})", known.join(", "))
-    })?;
-    if e == EngineId::Pmdk && !pisces::engine::pmdk::AVAILABLE {
-        return Err(PMDK_MISSING.into());
-    }
-    Ok(e)
-}
-
-/// Why `pmdk` is not in this build.
-const PMDK_MISSING: &str = "this build has no pmdk engine: libpmemobj was not found when it \
-     was built (install Debian's libpmemobj-dev, then `cargo clean -p pisces` and rebuild)";
-
-/// The engines run when `--engines` is not given: all of this build's.
-fn default_engines() -> Vec<EngineId> {
-    EngineId::ALL
-        .into_iter()
-        .filter(|&e| e != EngineId::Pmdk || pisces::engine::pmdk::AVAILABLE)
-        .collect()
+    /// Sizes of the hash set, comma-separated: one measurement each [default:
+    /// 1000,100000].
+    #[arg(long = "set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub set_keys: Option<Vec<usize>>,
+    /// Sizes of the B+-tree set, comma-separated: one measurement each [default:
+    /// 1000,100000 quick, 1000,1000000 full].
+    #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub tree_set_keys: Option<Vec<usize>>,
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -212,7 +170,7 @@ pub struct Settings {
     /// `quick` or `full`.
     pub mode: &'static str,
     /// Engines compared on hash and btree (and swept for latency).
-    pub engines: Vec<EngineId>,
+    pub engines: Vec<Engine>,
     /// Workloads, in the order given.
     pub workloads: Vec<WorkloadKind>,
     /// Thread counts, ascending.
@@ -223,6 +181,8 @@ pub struct Settings {
     pub btree_mixes: Vec<u32>,
     /// Update mixes of latency and breakdown.
     pub sweep_mixes: Vec<u32>,
+    /// Update mixes of set and tree-set.
+    pub set_mixes: Vec<u32>,
     /// NVM latencies of hash, btree and breakdown.
     pub latencies: Vec<u64>,
     /// NVM latencies of the latency sweep.
@@ -233,6 +193,10 @@ pub struct Settings {
     pub runs: u32,
     /// Data-set sizes.
     pub sizes: Sizes,
+    /// Sizes of the hash set (one measurement each), ascending.
+    pub set_keys: Vec<usize>,
+    /// Sizes of the B+-tree set (one measurement each), ascending.
+    pub tree_set_keys: Vec<usize>,
     /// Seed.
     pub seed: u64,
     /// Report directory, if given.
@@ -282,28 +246,17 @@ impl BenchArgs {
         let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
         Settings {
             mode: if full { "full" } else { "quick" },
-            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&default_engines())),
+            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available())),
             workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
-                &[
-                    WorkloadKind::Hash,
-                    WorkloadKind::Btree,
-                    WorkloadKind::Latency,
-                    WorkloadKind::Breakdown,
-                    WorkloadKind::Tpcc,
-                    WorkloadKind::Tatp,
-                ]
+                &workload::FULL
             } else {
-                &[
-                    WorkloadKind::Hash,
-                    WorkloadKind::Btree,
-                    WorkloadKind::Latency,
-                    WorkloadKind::Breakdown,
-                ]
+                &workload::QUICK
             })),
             threads: dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2])),
             btree_mixes: explicit_mixes
                 .clone()
                 .unwrap_or_else(|| default_btree_mixes.to_vec()),
+            set_mixes: explicit_mixes.clone().unwrap_or_else(|| SET_MIXES.to_vec()),
             mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
             sweep_mixes,
             latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
@@ -311,168 +264,20 @@ impl BenchArgs {
             seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.6 }),
             runs: self.runs.unwrap_or(3),
             sizes,
+            set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),
+            tree_set_keys: dedup_sorted(self.tree_set_keys.as_deref().unwrap_or(if full {
+                &TREE_SET_KEYS_FULL
+            } else {
+                &TREE_SET_KEYS_QUICK
+            })),
             seed: self.seed,
             out: self.out.clone(),
         }
     }
 }
 
-/// The Pisces configurations of the breakdown (paper Fig 9a).
-pub fn breakdown_engines() -> [EngineSpec; 3] {
-    [
-        EngineSpec {
-            label: "pisces-whole".into(),
-            id: EngineId::Pisces,
-            options: EngineOptions {
-                flush_diff: false,
-                group_commit: 1,
-            },
-        },
-        EngineSpec {
-            label: "pisces-diff".into(),
-            id: EngineId::Pisces,
-            options: EngineOptions {
-                flush_diff: true,
-                group_commit: 1,
-            },
-        },
-        EngineSpec::plain(EngineId::Pisces),
-    ]
-}
-
-/// The measurements of one run, in order, and notes on choices the plan made.
-pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
-    let mut specs = Vec::new();
-    let mut notes = Vec::new();
-    if !pisces::engine::pmdk::AVAILABLE {
-        notes.push(format!("pmdk skipped: {PMDK_MISSING}"));
-    }
-    let mut pmdk_slow_skipped = false;
-    for &w in &s.workloads {
-        let (data, engines, mixes, lats, threads): (_, Vec<EngineSpec>, _, _, Vec<usize>) = match w
-        {
-            WorkloadKind::Hash => (
-                DataKind::Hash,
-                s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
-                s.mixes.clone(),
-                s.latencies.clone(),
-                s.threads.clone(),
-            ),
-            WorkloadKind::Btree => (
-                DataKind::Tree,
-                s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
-                s.btree_mixes.clone(),
-                s.latencies.clone(),
-                s.threads.clone(),
-            ),
-            WorkloadKind::Latency | WorkloadKind::LatencySplit => {
-                let mut engines: Vec<EngineSpec> = s
-                    .engines
-                    .iter()
-                    .filter(|&&e| e != EngineId::Volatile && e != EngineId::Pmdk)
-                    .map(|&e| EngineSpec::plain(e))
-                    .collect();
-                if engines.is_empty() {
-                    engines = s.engines.iter().map(|&e| EngineSpec::plain(e)).collect();
-                } else {
-                    if s.engines.contains(&EngineId::Volatile) {
-                        notes.push(format!(
-                            "{}: volatile skipped (it flushes nothing, so the emulated NVM \
-                             latency cannot change it)",
-                            w.name()
-                        ));
-                    }
-                    if s.engines.contains(&EngineId::Pmdk) {
-                        notes.push(format!(
-                            "{}: pmdk skipped (libpmemobj flushes by itself; NVM latency \
-                             cannot be emulated for it)",
-                            w.name()
-                        ));
-                    }
-                }
-                let mut threads: Vec<usize> =
-                    s.threads.iter().copied().filter(|&t| t >= 2).collect();
-                if threads.is_empty() {
-                    threads = vec![2];
-                    notes.push(format!(
-                        "{}: needs concurrent writers, so it runs on 2 threads",
-                        w.name()
-                    ));
-                }
-                (
-                    DataKind::Hash,
-                    engines,
-                    if w == WorkloadKind::LatencySplit {
-                        vec![100]
-                    } else {
-                        s.sweep_mixes.clone()
-                    },
-                    s.sweep_latencies.clone(),
-                    threads,
-                )
-            }
-            WorkloadKind::Breakdown => (
-                DataKind::Hash,
-                breakdown_engines().to_vec(),
-                s.sweep_mixes.clone(),
-                s.latencies.clone(),
-                s.threads.clone(),
-            ),
-            WorkloadKind::Tpcc | WorkloadKind::Tatp => {
-                let (data, pct) = if w == WorkloadKind::Tpcc {
-                    (DataKind::Tpcc, TPCC_UPDATE_PCT)
-                } else {
-                    (DataKind::Tatp, TATP_UPDATE_PCT)
-                };
-                (
-                    data,
-                    s.engines.iter().map(|&e| EngineSpec::plain(e)).collect(),
-                    vec![pct],
-                    s.latencies.clone(),
-                    s.threads.clone(),
-                )
-            }
-        };
-        if mixes.is_empty() {
-            notes.push(format!(
-                "{}: skipped (it needs an update percentage above 0)",
-                w.name()
-            ));
-        }
-        for &update_pct in &mixes {
-            for &nvm_latency_ns in &lats {
-                for &t in &threads {
-                    for e in &engines {
-                        if e.id == EngineId::Pmdk && nvm_latency_ns > 0 {
-                            pmdk_slow_skipped = true;
-                            continue;
-                        }
-                        specs.push(Spec {
-                            engine: e.clone(),
-                            workload: w.name(),
-                            data,
-                            threads: t,
-                            update_pct,
-                            dedicated_reader: w == WorkloadKind::LatencySplit,
-                            nvm_latency_ns,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    if pmdk_slow_skipped {
-        notes.push(
-            "pmdk runs only at 0 ns emulated latency (libpmemobj flushes by itself, so \
-             no latency can be added to it)"
-                .into(),
-        );
-    }
-    (specs, notes)
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
@@ -482,87 +287,23 @@ mod tests {
         b: BenchArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<BenchArgs, String> {
+    /// Parse `pisces bench` arguments.
+    pub(crate) fn parse(args: &[&str]) -> Result<BenchArgs, String> {
         let mut v = vec!["bench"];
         v.extend_from_slice(args);
         P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
     }
 
     #[test]
-    fn quick_defaults_plan_every_engine_workload_and_mix() {
-        let s = parse(&[]).unwrap().settings();
-        assert_eq!(s.mode, "quick");
-        assert_eq!(s.sizes, Sizes::QUICK);
-        assert_eq!((s.seconds, s.runs), (0.6, 3));
-        let (specs, notes) = plan(&s);
-        let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
-        // Every engine of the build x 2 thread counts x 3 mixes (B+-tree: 2).
-        let engines = default_engines().len();
-        assert_eq!(
-            engines,
-            if pisces::engine::pmdk::AVAILABLE {
-                5
-            } else {
-                4
-            }
-        );
-        assert_eq!(count("hash"), engines * 6);
-        assert_eq!(count("btree"), engines * 4);
-        // pisces, undo and mvcc x 5 latencies on 2 threads (not volatile or pmdk).
-        assert_eq!(count("latency"), 15);
-        assert!(specs
-            .iter()
-            .filter(|x| x.workload == "latency")
-            .all(|x| x.threads == 2
-                && x.update_pct == 20
-                && x.engine.label != "volatile"
-                && x.engine.label != "pmdk"));
-        // 3 Pisces variants x 2 thread counts.
-        assert_eq!(count("breakdown"), 6);
-        let labels: Vec<_> = specs
-            .iter()
-            .filter(|x| x.workload == "breakdown")
-            .map(|x| x.engine.label.as_str())
-            .collect();
-        assert_eq!(labels[..3], ["pisces-whole", "pisces-diff", "pisces"]);
-        assert!(notes.iter().any(|n| n.contains("volatile skipped")));
-        // Engines of one configuration are measured back to back.
-        let first: Vec<_> = specs[..engines]
-            .iter()
-            .map(|x| x.engine.label.as_str())
-            .collect();
-        let mut want = vec!["pisces", "undo", "mvcc", "pmdk", "volatile"];
-        want.retain(|&e| e != "pmdk" || pisces::engine::pmdk::AVAILABLE);
-        assert_eq!(first, want);
-    }
-
-    #[test]
-    fn pmdk_runs_only_where_latency_is_not_emulated() {
-        if !pisces::engine::pmdk::AVAILABLE {
-            let e = parse(&["--engines", "pmdk"]).err().unwrap();
-            assert!(e.contains("libpmemobj-dev"), "{e}");
-            return;
-        }
-        let s = parse(&["--engines", "pisces,pmdk", "--nvm-latency-ns", "0,300"])
-            .unwrap()
-            .settings();
-        let (specs, notes) = plan(&s);
-        assert!(specs.iter().any(|x| x.engine.id == EngineId::Pmdk));
-        assert!(specs
-            .iter()
-            .all(|x| x.engine.id != EngineId::Pmdk || x.nvm_latency_ns == 0));
-        assert!(specs
-            .iter()
-            .any(|x| x.engine.id == EngineId::Pisces && x.nvm_latency_ns == 300));
-        assert!(notes.iter().any(|n| n.contains("pmdk runs only at 0 ns")));
-    }
-
-    #[test]
     fn full_mode_and_explicit_lists() {
         let s = parse(&["--full"]).unwrap().settings();
+        assert_eq!(s.mode, "full");
         assert_eq!(s.sizes, Sizes::FULL);
         assert_eq!(s.mixes, [0, 2, 20, 40]);
         assert_eq!(s.btree_mixes, [0, 2, 20, 40]);
+        assert_eq!(s.set_mixes, SET_MIXES);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_FULL);
+        assert_eq!(s.engines, Engine::available());
         let s = parse(&[
             "--engines",
             "undo,pisces,undo",
@@ -572,77 +313,38 @@ mod tests {
             "20,0",
             "--nvm-latency-ns",
             "300",
-            "--workloads",
-            "latency,hash",
-            "--seconds",
-            "0.5",
-            "--runs",
-            "1",
         ])
         .unwrap()
         .settings();
-        assert_eq!(s.engines, [EngineId::Undo, EngineId::Pisces]);
+        assert_eq!(s.engines, [Engine::UNDO, Engine::PISCES]);
         assert_eq!(s.threads, [1, 2]);
         assert_eq!(s.mixes, [0, 20]);
         assert_eq!(s.btree_mixes, [0, 20]);
+        assert_eq!(s.set_mixes, [0, 20]);
         assert_eq!(s.sweep_mixes, [20]);
         assert_eq!(s.latencies, [300]);
         assert_eq!(s.sweep_latencies, [300]);
-        let (specs, _) = plan(&s);
-        assert_eq!(specs[0].workload, "latency");
-        assert_eq!(specs.len(), 2 + 2 * 2 * 2);
-        assert!(specs.iter().all(|x| x.nvm_latency_ns == 300));
+        assert_eq!(s.set_keys, SET_KEYS);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_QUICK);
     }
 
     #[test]
-    fn workloads_needing_writers_skip_zero_percent() {
-        let s = parse(&["--update-pct", "0", "--workloads", "breakdown"])
-            .unwrap()
-            .settings();
-        let (specs, notes) = plan(&s);
-        assert!(specs.is_empty());
-        assert!(notes[0].contains("breakdown: skipped"), "{notes:?}");
-        let s = parse(&["--threads", "1", "--workloads", "latency"])
-            .unwrap()
-            .settings();
-        let (specs, notes) = plan(&s);
-        assert!(specs.iter().all(|x| x.threads == 2));
-        assert!(notes.iter().any(|n| n.contains("2 threads")), "{notes:?}");
+    fn the_help_names_the_engines_of_the_build() {
+        use clap::CommandFactory;
+        let help = P::command().render_long_help().to_string();
+        assert!(!help.contains("Not built yet"), "{help}");
+        assert!(help.contains("every engine of this build"), "{help}");
+        assert!(help.contains("tree-set"), "{help}");
     }
 
     #[test]
-    fn tpcc_and_tatp_run_their_own_mix_in_full_mode_or_when_named() {
-        let s = parse(&[]).unwrap().settings();
-        assert!(!s.workloads.contains(&WorkloadKind::Tpcc));
-        assert!(!s.workloads.contains(&WorkloadKind::Tatp));
-        let s = parse(&["--full"]).unwrap().settings();
-        assert!(s
-            .workloads
-            .ends_with(&[WorkloadKind::Tpcc, WorkloadKind::Tatp]));
-        let s = parse(&[
-            "--workloads",
-            "tpcc,tatp",
-            "--engines",
-            "pisces,undo",
-            "--update-pct",
-            "0,40",
-            "--tatp-subscribers",
-            "1000",
-        ])
-        .unwrap()
-        .settings();
-        assert_eq!(s.sizes.tatp_subscribers, 1000);
-        assert_eq!(s.sizes.tpcc_items, Sizes::QUICK.tpcc_items);
-        let (specs, notes) = plan(&s);
-        assert!(notes.is_empty(), "{notes:?}");
-        // 2 engines x 2 thread counts each, one mix each.
-        assert_eq!(specs.len(), 8);
-        for x in &specs {
-            match x.workload {
-                "tpcc" => assert_eq!((x.data, x.update_pct), (DataKind::Tpcc, 100)),
-                "tatp" => assert_eq!((x.data, x.update_pct), (DataKind::Tatp, 20)),
-                w => panic!("{w}"),
-            }
+    fn pmdk_is_refused_only_where_the_build_lacks_it() {
+        let r = parse(&["--engines", "pmdk"]);
+        if Engine::PMDK.in_build() {
+            assert_eq!(r.unwrap().settings().engines, [Engine::PMDK]);
+        } else {
+            let e = r.err().unwrap();
+            assert!(e.contains("libpmemobj-dev"), "{e}");
         }
     }
 
@@ -666,11 +368,21 @@ mod tests {
             (vec!["--quick", "--full"], "cannot be used with"),
             (vec!["--hash-buckets", "0"], "bucket count"),
             (vec!["--btree-keys", "0"], "key count"),
+            (vec!["--set-keys", "10,0"], "key count"),
+            (vec!["--tree-set-keys", "x"], "key count"),
         ] {
             let e = parse(&args)
                 .err()
                 .unwrap_or_else(|| panic!("{args:?} accepted"));
             assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        for bad in ["0", "-1", "nan", "inf", "x", "4000"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
         }
     }
 }
