@@ -20,8 +20,9 @@
 //! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
 //! * [`workload`]: what `--workloads` selects;
 //! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
-//! * [`signal`], [`measure`]: one measurement; [`report`]: CSV, tables, targets;
-//!   [`plot`]: SVG;
+//! * [`signal`], [`measure`]: one measurement;
+//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`targets`], [`plot`] (SVG) on
+//!   top of it;
 //! * [`out_dir`], [`run`]: a whole bench run.
 
 pub mod args;
@@ -38,6 +39,8 @@ pub mod report;
 pub mod run;
 pub mod set;
 pub mod signal;
+pub mod tables;
+pub mod targets;
 pub mod tatp;
 pub mod tpcc;
 pub mod tree_set;

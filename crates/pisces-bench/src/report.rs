@@ -1,10 +1,10 @@
-//! Results: CSV rows, medians over runs, the terminal tables and the performance
-//! targets (Pisces >= 2x the best baseline on hash 2 % and 20 % and btree 20 % updates;
-//! read-only throughput >= 0.8x volatile; read-only p99 at 1000 ns <= 1.1x that at 0 ns).
+//! The results of a bench run: one CSV [`Row`] per run of a configuration, medians over
+//! runs, and ratios between engines within a run. The terminal tables are made from
+//! them by [`crate::tables`], the verdicts on the performance targets by
+//! [`crate::targets`].
 
 use crate::measure::{Outcome, Spec};
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 
 /// The CSV header (its columns are fixed: scripts read them by name).
 pub const CSV_HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
@@ -271,477 +271,40 @@ fn key_of(r: &Row) -> Key {
     }
 }
 
-/// A text table: first column left-aligned, the others right-aligned.
-pub struct Table {
-    head: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// A table with these column headings.
-    pub fn new(head: Vec<String>) -> Self {
-        Table {
-            head,
-            rows: Vec::new(),
-        }
-    }
-
-    /// Add a row.
-    pub fn push(&mut self, row: Vec<String>) {
-        self.rows.push(row);
-    }
-
-    /// The table as text, one line per row, under a heading line.
-    pub fn render(&self) -> String {
-        let n = self.head.len();
-        let mut w = vec![0usize; n];
-        for r in std::iter::once(&self.head).chain(&self.rows) {
-            for (i, c) in r.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut s = String::new();
-        for r in std::iter::once(&self.head).chain(&self.rows) {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate().take(n) {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    line += c;
-                    line += &" ".repeat(pad);
-                } else {
-                    line += "  ";
-                    line += &" ".repeat(pad);
-                    line += c;
-                }
-            }
-            s += line.trim_end();
-            s.push('\n');
-        }
-        s
-    }
-}
-
-fn mops(x: f64) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{:.3}", x / 1e6)
-    }
-}
-
-fn times(x: f64) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{x:.2}x")
-    }
-}
-
-fn ns(x: f64) -> String {
-    fixed(x, 0)
-}
-
-fn fixed(x: f64, d: usize) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{x:.d$}")
-    }
-}
-
-fn pct(x: f64) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{:.2}%", x * 100.0)
-    }
-}
-
-/// Workloads shown as throughput comparisons (everything but the two sweeps).
-fn is_throughput_workload(w: &str) -> bool {
-    !w.starts_with("latency") && w != "breakdown"
-}
-
-/// What the transactions of TPC-C, TATP and the sets are (after the table title).
-fn workload_note(w: &str) -> &'static str {
-    match w {
-        "tpcc" => {
-            " (TPC-C new-order, every transaction read-write, one warehouse per thread; \
-             scaled down, see the data line at the top)"
-        }
-        "tatp" => {
-            " (TATP's standard mix: 80 % read-only, 20 % read-write; ro/upd latencies in \
-             the detail table are its read-only and read-write transactions)"
-        }
-        w if w.starts_with("set-") => {
-            " (hash set: a read looks a member up, an update removes one and adds it back \
-             in one transaction)"
-        }
-        w if w.starts_with("tree-set-") => {
-            " (B+-tree set of keys drawn from twice as many: a read looks a member up, an \
-             update removes one and adds it back in one transaction)"
-        }
-        _ => "",
-    }
-}
-
-/// Engines side by side (median Mops/s) with Pisces' ratio to each, per workload.
-pub fn throughput_tables(res: &Results) -> String {
-    let mut s = String::new();
-    for w in res.workloads().iter().filter(|w| is_throughput_workload(w)) {
-        let engines = res.engines(w);
-        let has_pisces = engines.iter().any(|e| e == "pisces");
-        let others: Vec<&String> = engines.iter().filter(|e| *e != "pisces").collect();
-        let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
-        head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
-        if has_pisces {
-            head.extend(others.iter().map(|e| format!("pisces/{e}")));
-        }
-        let mut t = Table::new(head);
-        for k in res.keys(w) {
-            let mut row = vec![
-                k.update_pct.to_string(),
-                k.nvm_latency_ns.to_string(),
-                k.threads.to_string(),
-            ];
-            row.extend(
-                engines
-                    .iter()
-                    .map(|e| mops(res.median(w, &k, e, |r| r.ops_per_sec))),
-            );
-            if has_pisces {
-                row.extend(others.iter().map(|e| times(res.ratio(w, &k, "pisces", e))));
-            }
-            t.push(row);
-        }
-        let _ = writeln!(
-            s,
-            "{w}: committed transactions per second, median over runs; pisces/X is the \
-             median of the per-run ratios{}",
-            workload_note(w)
-        );
-        s += &t.render();
-        if w == "tpcc" {
-            let rates: Vec<f64> = res
-                .rows
-                .iter()
-                .filter(|r| r.workload == "tpcc")
-                .map(|r| r.user_abort_rate)
-                .collect();
-            let _ = writeln!(
-                s,
-                "tpcc: {} of the new-orders rolled back on the invalid item (median over \
-                 measurements; TPC-C's 1 %), counted as completed transactions",
-                pct(median(rates))
-            );
-        }
-        s.push('\n');
-    }
-    s
-}
-
-/// Every metric, median over runs, one row per engine and configuration.
-pub fn detail_table(res: &Results) -> String {
-    let mut t = Table::new(
-        [
-            "workload",
-            "engine",
-            "upd%",
-            "nvm ns",
-            "thr",
-            "Mops/s",
-            "abort",
-            "ro p50",
-            "ro p99",
-            "upd p50",
-            "upd p99",
-            "lines/tx",
-            "fences/tx",
-            "write amp",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-    );
-    for w in res.workloads() {
-        for k in res.keys(&w) {
-            for e in res.engines(&w) {
-                if res.runs(&w, &k, &e).next().is_none() {
-                    continue;
-                }
-                let m = |f: fn(&Row) -> f64| res.median(&w, &k, &e, f);
-                t.push(vec![
-                    w.clone(),
-                    e.clone(),
-                    k.update_pct.to_string(),
-                    k.nvm_latency_ns.to_string(),
-                    k.threads.to_string(),
-                    mops(m(|r| r.ops_per_sec)),
-                    pct(m(|r| r.abort_rate)),
-                    ns(m(|r| r.ro_p50_ns)),
-                    ns(m(|r| r.ro_p99_ns)),
-                    ns(m(|r| r.upd_p50_ns)),
-                    ns(m(|r| r.upd_p99_ns)),
-                    fixed(m(|r| r.flushes_per_tx), 2),
-                    fixed(m(|r| r.fences_per_tx), 2),
-                    fixed(m(|r| r.write_amp), 2),
-                ]);
-            }
-        }
-    }
-    format!(
-        "All metrics (median over runs; latencies in ns per transaction, retries included; \
-         lines and fences per committed transaction; write amp = (bytes logged + bytes \
-         written home) / bytes the program changed)\n{}",
-        t.render()
-    )
-}
-
-/// Read-only latency against the emulated NVM write latency.
-pub fn latency_table(res: &Results) -> String {
-    let mut s = String::new();
-    for (w, what) in [
-        ("latency", "every thread mixing lookups and updates"),
-        (
-            "latency-split",
-            "thread 0 only looking up, the other threads only updating",
-        ),
-    ] {
-        s += &latency_table_of(res, w, what);
-    }
-    s
-}
-
-fn latency_table_of(res: &Results, w: &str, what: &str) -> String {
-    let keys = res.keys(w);
-    if keys.is_empty() {
-        return String::new();
-    }
-    let mut t = Table::new(
-        [
-            "engine",
-            "thr",
-            "upd%",
-            "nvm ns",
-            "ro p50",
-            "ro p99",
-            "p99/p99@0",
-            "upd p50",
-            "upd p99",
-            "Mops/s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-    );
-    for e in res.engines(w) {
-        for k in &keys {
-            if res.runs(w, k, &e).next().is_none() {
-                continue;
-            }
-            let zero = Key {
-                nvm_latency_ns: 0,
-                ..k.clone()
-            };
-            let m = |k: &Key, f: fn(&Row) -> f64| res.median(w, k, &e, f);
-            t.push(vec![
-                e.clone(),
-                k.threads.to_string(),
-                k.update_pct.to_string(),
-                k.nvm_latency_ns.to_string(),
-                ns(m(k, |r| r.ro_p50_ns)),
-                ns(m(k, |r| r.ro_p99_ns)),
-                times(m(k, |r| r.ro_p99_ns) / m(&zero, |r| r.ro_p99_ns)),
-                ns(m(k, |r| r.upd_p50_ns)),
-                ns(m(k, |r| r.upd_p99_ns)),
-                mops(m(k, |r| r.ops_per_sec)),
-            ]);
-        }
-    }
-    format!(
-        "{w}: transaction latency (ns, median over runs) vs emulated NVM write latency \
-         per flushed line; hash table, {what}\n{}\n",
-        t.render()
-    )
-}
-
-/// Pisces' optimisations one by one.
-pub fn breakdown_table(res: &Results) -> String {
-    let w = "breakdown";
-    let keys = res.keys(w);
-    if keys.is_empty() {
-        return String::new();
-    }
-    let engines = res.engines(w);
-    let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
-    head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
-    head.extend(engines.windows(2).map(|p| format!("{}/{}", p[1], p[0])));
-    head.extend(engines.iter().map(|e| format!("{e} lines/tx")));
-    let mut t = Table::new(head);
-    for k in &keys {
-        let mut row = vec![
-            k.update_pct.to_string(),
-            k.nvm_latency_ns.to_string(),
-            k.threads.to_string(),
-        ];
-        row.extend(
-            engines
-                .iter()
-                .map(|e| mops(res.median(w, k, e, |r| r.ops_per_sec))),
-        );
-        row.extend(
-            engines
-                .windows(2)
-                .map(|p| times(res.ratio(w, k, &p[1], &p[0]))),
-        );
-        row.extend(
-            engines
-                .iter()
-                .map(|e| fixed(res.median(w, k, e, |r| r.flushes_per_tx), 2)),
-        );
-        t.push(row);
-    }
-    format!(
-        "breakdown: Pisces on the hash table with flush whole (no flush-diff, no group \
-         commit), flush-diff, and flush-diff + group commit of 8 (the default)\n{}\n",
-        t.render()
-    )
-}
-
-/// The performance targets, evaluated on what was measured (not asserted).
-pub fn targets(res: &Results) -> String {
-    let mut s = String::from(
-        "Targets (measured in this run, not asserted; ratios are medians of \
-         per-run ratios):\n",
-    );
-    let verdict = |ok: bool| if ok { "[met]   " } else { "[MISSED]" };
-    // 1. Pisces >= 2x the best baseline.
-    for (w, p) in [("hash", 2), ("hash", 20), ("btree", 20)] {
-        let keys: Vec<Key> = res
-            .keys(w)
-            .into_iter()
-            .filter(|k| k.update_pct == p && (k.threads == 1 || k.threads == 2))
-            .collect();
-        if keys.is_empty() {
-            let _ = writeln!(s, "  [n/a]    {w} {p}% updates: not measured");
-        }
-        for k in keys {
-            let what = format!(
-                "{w} {p}% updates, {} thread{}{}",
-                k.threads,
-                if k.threads == 1 { "" } else { "s" },
-                lat_note(&k)
-            );
-            match res.vs_best_baseline(w, &k) {
-                Some((r, best)) => {
-                    let _ = writeln!(
-                        s,
-                        "  {} {what}: pisces / best baseline ({best}) = {r:.2}x (target >= 2x{})",
-                        verdict(r >= 2.0),
-                        if r >= 2.0 {
-                            String::new()
-                        } else {
-                            format!("; short by {:.0}%", (1.0 - r / 2.0) * 100.0)
-                        }
-                    );
-                }
-                None => {
-                    let _ = writeln!(s, "  [n/a]    {what}: pisces or a baseline not measured");
-                }
-            }
-        }
-    }
-    // 2. Read-only throughput >= 0.8x volatile.
-    for w in ["hash", "btree"] {
-        for k in res.keys(w).into_iter().filter(|k| k.update_pct == 0) {
-            let r = res.ratio(w, &k, "pisces", "volatile");
-            if r.is_nan() {
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "  {} {w} read-only, {} thread{}{}: pisces / volatile = {r:.2}x (target >= 0.8x)",
-                verdict(r >= 0.8),
-                k.threads,
-                if k.threads == 1 { "" } else { "s" },
-                lat_note(&k)
-            );
-        }
-    }
-    // 3. Read-only p99 at 1000 ns <= 1.1x of that at 0 ns.
-    let mut any = false;
-    for w in ["latency", "latency-split"] {
-        for k in res.keys(w) {
-            if k.nvm_latency_ns != 1000 {
-                continue;
-            }
-            let zero = Key {
-                nvm_latency_ns: 0,
-                ..k.clone()
-            };
-            let (hi, lo) = (
-                res.median(w, &k, "pisces", |r| r.ro_p99_ns),
-                res.median(w, &zero, "pisces", |r| r.ro_p99_ns),
-            );
-            if hi.is_nan() || lo.is_nan() {
-                continue;
-            }
-            any = true;
-            let r = hi / lo;
-            let how = if w == "latency" {
-                format!("{}% updates", k.update_pct)
-            } else {
-                "dedicated reader".into()
-            };
-            let _ = writeln!(
-                s,
-                "  {} pisces read-only p99, {} threads, {how}: {hi:.0} ns at 1000 ns vs \
-                 {lo:.0} ns at 0 ns = {r:.2}x (target <= 1.1x)",
-                verdict(r <= 1.1),
-                k.threads,
-            );
-        }
-    }
-    if !any {
-        s += "  [n/a]    read-only p99 at 1000 ns vs 0 ns: not measured (latency workload)\n";
-    }
-    s += "  Baselines compared: the engines measured other than pisces and volatile (of \
-          undo, mvcc and pmdk).\n";
-    s
-}
-
-fn lat_note(k: &Key) -> String {
-    if k.nvm_latency_ns == 0 {
-        String::new()
-    } else {
-        format!(", {} ns NVM", k.nvm_latency_ns)
+/// A row of `engine` on `workload` for the unit tests (read-only latencies 500 and 900
+/// ns, nothing flushed).
+#[cfg(test)]
+pub(crate) fn test_row(
+    engine: &str,
+    workload: &str,
+    threads: usize,
+    pct: u32,
+    run: u32,
+    ops: f64,
+) -> Row {
+    Row {
+        engine: engine.into(),
+        workload: workload.into(),
+        threads,
+        update_pct: pct,
+        nvm_latency_ns: 0,
+        run,
+        ops_per_sec: ops,
+        abort_rate: 0.0,
+        ro_p50_ns: 500.0,
+        ro_p99_ns: 900.0,
+        upd_p50_ns: f64::NAN,
+        upd_p99_ns: f64::NAN,
+        flushes_per_tx: 0.0,
+        fences_per_tx: 0.0,
+        write_amp: f64::NAN,
+        user_abort_rate: 0.0,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(engine: &str, workload: &str, threads: usize, pct: u32, run: u32, ops: f64) -> Row {
-        Row {
-            engine: engine.into(),
-            workload: workload.into(),
-            threads,
-            update_pct: pct,
-            nvm_latency_ns: 0,
-            run,
-            ops_per_sec: ops,
-            abort_rate: 0.0,
-            ro_p50_ns: 500.0,
-            ro_p99_ns: 900.0,
-            upd_p50_ns: f64::NAN,
-            upd_p99_ns: f64::NAN,
-            flushes_per_tx: 0.0,
-            fences_per_tx: 0.0,
-            write_amp: f64::NAN,
-            user_abort_rate: 0.0,
-        }
-    }
 
     #[test]
     fn medians_skip_nan() {
@@ -753,7 +316,7 @@ mod tests {
 
     #[test]
     fn csv_lines_have_every_column_and_nan_for_what_does_not_apply() {
-        let r = row("undo", "hash", 2, 0, 1, 1234.56);
+        let r = test_row("undo", "hash", 2, 0, 1, 1234.56);
         let line = r.to_csv();
         assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count());
         assert_eq!(
@@ -763,50 +326,5 @@ mod tests {
         for f in line.split(',').skip(2) {
             f.parse::<f64>().unwrap();
         }
-    }
-
-    #[test]
-    fn ratios_pair_runs_and_the_best_baseline_is_per_run() {
-        let mut res = Results::default();
-        // Run 1: pisces 100, undo 50, other 80; run 2: pisces 90, undo 60, other 30;
-        // run 3: only pisces (no pair).
-        for (e, run, ops) in [
-            ("pisces", 1, 100.0),
-            ("undo", 1, 50.0),
-            ("other", 1, 80.0),
-            ("volatile", 1, 200.0),
-            ("pisces", 2, 90.0),
-            ("undo", 2, 60.0),
-            ("other", 2, 30.0),
-            ("volatile", 2, 100.0),
-            ("pisces", 3, 10.0),
-        ] {
-            res.rows.push(row(e, "hash", 1, 2, run, ops));
-        }
-        let k = Key {
-            update_pct: 2,
-            nvm_latency_ns: 0,
-            threads: 1,
-        };
-        assert_eq!(res.ratio("hash", &k, "pisces", "undo"), (2.0 + 1.5) / 2.0);
-        let (r, _) = res.vs_best_baseline("hash", &k).unwrap();
-        assert_eq!(r, (100.0 / 80.0 + 1.5) / 2.0);
-        assert_eq!(res.median("hash", &k, "pisces", |r| r.ops_per_sec), 90.0);
-        let t = throughput_tables(&res);
-        assert!(t.contains("pisces/undo"), "{t}");
-        assert!(t.contains("1.75x"), "{t}");
-        let g = targets(&res);
-        assert!(
-            g.contains("[MISSED] hash 2% updates, 1 thread: pisces / best baseline"),
-            "{g}"
-        );
-        assert!(g.contains("[n/a]    hash 20% updates: not measured"), "{g}");
-    }
-
-    #[test]
-    fn tables_align_columns() {
-        let mut t = Table::new(vec!["a".into(), "bb".into()]);
-        t.push(vec!["long".into(), "1".into()]);
-        assert_eq!(t.render(), "a     bb\nlong   1\n");
     }
 }

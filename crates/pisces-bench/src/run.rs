@@ -9,10 +9,10 @@
 use crate::args::{BenchArgs, TREE_SET_KEYS_QUICK};
 use crate::measure::{self, Spec};
 use crate::out_dir::make_out_dir;
-use crate::report::{self, Results, Row, CSV_HEADER};
+use crate::report::{Results, Row, CSV_HEADER};
 use crate::signal::{catch_signals, interrupted};
 use crate::workload::WorkloadKind;
-use crate::{plan, plot};
+use crate::{plan, plot, tables, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -241,12 +241,12 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let _ = csv.flush();
 
     let mut summary = String::new();
-    summary += &report::throughput_tables(&res);
-    summary += &report::latency_table(&res);
-    summary += &report::breakdown_table(&res);
-    summary += &report::detail_table(&res);
+    summary += &tables::throughput_tables(&res);
+    summary += &tables::latency_table(&res);
+    summary += &tables::breakdown_table(&res);
+    summary += &tables::detail_table(&res);
     summary.push('\n');
-    summary += &report::targets(&res);
+    summary += &targets::targets(&res);
     if !failures.is_empty() {
         summary += &format!("\n{} measurement(s) FAILED:\n", failures.len());
         for f in &failures {
