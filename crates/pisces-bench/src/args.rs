@@ -82,7 +82,8 @@ pub struct BenchArgs {
     /// Runs of every configuration (the table shows medians) [default: 3].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: Option<u32>,
-    /// Report directory [default: target/bench/<UTC timestamp> in the workspace].
+    /// Report directory [default: a fresh target/bench/YYYYMMDD-HHMMSS (UTC) in the
+    /// workspace].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed of the workers' operation choices and of the preload order.

@@ -23,7 +23,7 @@
 //! * [`signal`], [`measure`]: one measurement;
 //! * [`report`]: CSV rows, medians, ratios; [`tables`], [`targets`], [`plot`] (SVG) on
 //!   top of it;
-//! * [`out_dir`], [`run`]: a whole bench run.
+//! * [`out_dir`], [`mod@run`]: a whole bench run.
 
 pub mod args;
 pub mod btree;
