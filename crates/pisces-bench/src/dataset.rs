@@ -12,13 +12,23 @@
 //! [`tatp`](crate::tatp)) depend on this module only; the registry that names and
 //! builds them ([`registry`](crate::registry)) sits on top of them.
 
-use pisces::ThreadHandle;
+use pisces::{Error, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 /// Keys inserted per transaction while preloading.
 pub const PRELOAD_BATCH: usize = 64;
+
+/// Bytes the program changes in an update of a set data set ([`crate::set`],
+/// [`crate::tree_set`]): the key removed and the key added back (8 each; their
+/// one-byte placeholder value is not counted).
+pub const SET_UPDATE_BYTES: u64 = 16;
+
+/// The error of a set data set that finds one of its members missing.
+pub fn missing_member(set: &str, k: u64) -> Error {
+    Error::Corrupt(format!("{set}: member key {k} is missing"))
+}
 
 /// A preloaded data set shared by the workers of one measurement.
 pub trait DataSet: Send + Sync {

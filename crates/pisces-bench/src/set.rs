@@ -9,9 +9,9 @@
 //! result is examined, and passed through [`black_box`] as well). Changed bytes of an
 //! update: 16 (the key removed and the key added; the placeholder byte is not counted).
 
-use crate::dataset::{sample_keys, DataSet, PRELOAD_BATCH};
+use crate::dataset::{missing_member, sample_keys, DataSet, PRELOAD_BATCH, SET_UPDATE_BYTES};
 use pisces::containers::hashmap::MAX_BUCKETS;
-use pisces::{Error, HashMap, Pool, ThreadHandle};
+use pisces::{HashMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::hint::black_box;
@@ -21,8 +21,6 @@ pub type Set = HashMap<u64, u8>;
 
 /// The placeholder value of every member.
 const MEMBER: u8 = 1;
-/// Bytes the program changes in an update (see the module docs).
-pub const UPDATE_BYTES: u64 = 16;
 
 /// The hash-set data set (see the module docs).
 pub struct SetBench {
@@ -33,11 +31,6 @@ pub struct SetBench {
 /// Pool bytes a set of `keys` keys needs, generously.
 pub fn pool_bytes(keys: usize) -> u64 {
     256 * keys as u64
-}
-
-/// The error of a member found missing.
-pub(crate) fn missing(what: &str, k: u64) -> Error {
-    Error::Corrupt(format!("{what}: member key {k} is missing"))
 }
 
 impl SetBench {
@@ -76,12 +69,16 @@ impl DataSet for SetBench {
         let s = self.set;
         if update {
             h.run(|tx| {
-                s.remove(tx, &k)?.ok_or_else(|| missing("set", k))?;
+                s.remove(tx, &k)?.ok_or_else(|| missing_member("set", k))?;
                 s.insert(tx, k, MEMBER)?;
-                Ok(UPDATE_BYTES)
+                Ok(SET_UPDATE_BYTES)
             })
         } else {
-            let v = h.run(|tx| s.get_ref(tx, &k)?.copied().ok_or_else(|| missing("set", k)))?;
+            let v = h.run(|tx| {
+                s.get_ref(tx, &k)?
+                    .copied()
+                    .ok_or_else(|| missing_member("set", k))
+            })?;
             black_box(v);
             Ok(0)
         }
@@ -125,7 +122,7 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(1);
             for i in 0..600 {
                 let changed = sb.op(0, &mut h, &mut rng, i % 2 == 0).unwrap();
-                assert_eq!(changed, if i % 2 == 0 { UPDATE_BYTES } else { 0 });
+                assert_eq!(changed, if i % 2 == 0 { SET_UPDATE_BYTES } else { 0 });
             }
             drop(h);
             assert_eq!(contents(&p), want, "{name}: updates keep the set");

@@ -10,8 +10,7 @@
 //! [`black_box`] as well). Changed bytes of an update: 16 (the key removed and the key
 //! added; the placeholder byte is not counted).
 
-use crate::dataset::{sample_keys, DataSet, PRELOAD_BATCH};
-use crate::set::{missing, UPDATE_BYTES};
+use crate::dataset::{missing_member, sample_keys, DataSet, PRELOAD_BATCH, SET_UPDATE_BYTES};
 use pisces::{BTreeMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -69,15 +68,16 @@ impl DataSet for TreeSetBench {
         let s = self.set;
         if update {
             h.run(|tx| {
-                s.remove(tx, &k)?.ok_or_else(|| missing("tree-set", k))?;
+                s.remove(tx, &k)?
+                    .ok_or_else(|| missing_member("tree-set", k))?;
                 s.insert(tx, k, MEMBER)?;
-                Ok(UPDATE_BYTES)
+                Ok(SET_UPDATE_BYTES)
             })
         } else {
             let v = h.run(|tx| {
                 s.get_ref(tx, &k)?
                     .copied()
-                    .ok_or_else(|| missing("tree-set", k))
+                    .ok_or_else(|| missing_member("tree-set", k))
             })?;
             black_box(v);
             Ok(0)
@@ -121,7 +121,7 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(2);
             for i in 0..900 {
                 let changed = tb.op(0, &mut h, &mut rng, i % 3 == 0).unwrap();
-                assert_eq!(changed, if i % 3 == 0 { UPDATE_BYTES } else { 0 });
+                assert_eq!(changed, if i % 3 == 0 { SET_UPDATE_BYTES } else { 0 });
             }
             drop(h);
             assert_eq!(contents(&p), want, "{name}: updates keep the set");
