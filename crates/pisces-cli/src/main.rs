@@ -9,7 +9,6 @@
 #![forbid(unsafe_code)]
 
 mod bank;
-mod bench;
 mod cmd_crashtest;
 mod cmd_sicheck;
 mod main_job;
@@ -19,6 +18,7 @@ mod smoke;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pisces::check::check_pool;
 use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces_bench::{parse_seconds, BenchArgs};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -40,18 +40,18 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
-    bench: bench::BenchArgs,
+    bench: BenchArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Compare engines on the paper's workloads: tables, results.csv, SVG plots.
-    Bench(bench::BenchArgs),
+    Bench(BenchArgs),
     /// Bank transfers with a concurrent auditor on a fresh pool, 1 and 2 threads;
     /// checks the total, reopens the pool (recovery) and checks it.
     Smoke {
         /// Seconds per round (one round with 1 thread, one with 2).
-        #[arg(long, default_value = "2", value_parser = bench::args::parse_seconds)]
+        #[arg(long, default_value = "2", value_parser = parse_seconds)]
         seconds: f64,
     },
     /// Explore crash states on the crash simulator and check the recovered states.
@@ -222,7 +222,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         None => main_job::run(&cli.bench),
-        Some(Command::Bench(a)) => bench::run(a, "pisces bench"),
+        Some(Command::Bench(a)) => pisces_bench::run(a, "pisces bench"),
         Some(Command::Smoke { seconds }) => smoke::run(*seconds),
         Some(Command::Crashtest(a)) => cmd_crashtest::run(a),
         Some(Command::Sicheck(a)) => cmd_sicheck::run(a),
@@ -244,7 +244,6 @@ mod tests {
 
     #[test]
     fn seconds_and_engines() {
-        use bench::args::parse_seconds;
         assert_eq!(parse_seconds("0.5"), Ok(0.5));
         for bad in ["0", "-1", "nan", "inf", "x", "4000"] {
             assert!(parse_seconds(bad).is_err(), "{bad}");

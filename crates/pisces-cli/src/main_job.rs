@@ -1,19 +1,19 @@
 //! The main job: `pisces` with no subcommand, i.e. `cargo run --release`.
 //!
-//! It is `pisces bench --quick`: every engine (pisces, undo, volatile) on the hash
+//! It is `pisces bench --quick`: every engine of the build on the hash
 //! table (0, 2 and 20 % updates) and the B+-tree (0 and 20 %) with 1 and 2 threads, the
 //! read latency sweep over emulated NVM write latencies and the optimisation breakdown,
-//! each configuration for 0.8 s, 3 runs interleaved — about two and a half minutes on
-//! 2 cores. It prints the tables and the targets of issue 5 and where the report
+//! each configuration for 0.6 s, 3 runs interleaved — about two and a half minutes on
+//! 2 cores. It prints the tables and the performance targets and where the report
 //! (`results.csv`, `summary.txt`, SVG plots) was written: `target/bench/<UTC time>` in
 //! the workspace. Any `pisces bench` option may be given (`pisces --seconds 0.5`).
 
-use crate::bench::{self, BenchArgs};
+use pisces_bench::BenchArgs;
 use std::process::ExitCode;
 
 /// Run the main job with the bench options given on the command line.
 pub fn run(args: &BenchArgs) -> ExitCode {
-    bench::run(
+    pisces_bench::run(
         args,
         "pisces main job: pisces bench --quick (engines compared on the paper's workloads)",
     )

@@ -154,7 +154,8 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
     // The terminal shows the engines side by side with ratios, and where the report is.
     assert!(r.stdout.contains("pisces Mops/s") && r.stdout.contains("undo Mops/s"));
     assert!(r.stdout.contains("pisces/undo"));
-    assert!(r.stdout.contains("Targets of issue 5"));
+    assert!(r.stdout.contains("Targets (measured in this run"));
+    assert!(!r.stdout.contains("issue 5"), "{}", r.stdout);
     let written = r
         .stdout
         .lines()
@@ -351,6 +352,57 @@ fn the_main_job_is_bench_quick_and_takes_its_options() {
 }
 
 #[test]
+fn set_workloads_run_once_per_size_when_named() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("s");
+    let r = pisces(&[
+        "bench",
+        "--seconds",
+        "0.1",
+        "--runs",
+        "1",
+        "--engines",
+        "pisces",
+        "--workloads",
+        "set,tree-set",
+        "--threads",
+        "1",
+        "--set-keys",
+        "1000,3000",
+        "--tree-set-keys",
+        "2000",
+        "--update-pct",
+        "0,100",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("data: set, a hash set"), "{}", r.stdout);
+    assert!(r.stdout.contains("data: tree-set"), "{}", r.stdout);
+    let rows = read_csv(&out);
+    let got: Vec<(String, u32)> = rows
+        .iter()
+        .map(|r| (r.s("workload").to_string(), r.f("update_pct") as u32))
+        .collect();
+    let want: Vec<(String, u32)> = ["set-1k", "set-3k", "tree-set-2k"]
+        .iter()
+        .flat_map(|w| [0, 100].map(|p| (w.to_string(), p)))
+        .collect();
+    assert_eq!(got, want);
+    for row in &rows {
+        assert!(row.f("ops_per_sec") > 0.0);
+        if row.f("update_pct") == 100.0 {
+            // Remove and add back: the program changes 16 bytes per update.
+            assert!(row.f("write_amp") >= 1.0 && row.f("fences_per_tx") > 0.0);
+            assert!(row.f("ro_p50_ns").is_nan());
+        }
+    }
+    for w in ["set-1k", "set-3k", "tree-set-2k"] {
+        assert_svg(&out.join(format!("throughput-{w}.svg")));
+    }
+}
+
+#[test]
 fn bad_bench_options_exit_2_with_a_reason() {
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("f");
@@ -363,6 +415,7 @@ fn bad_bench_options_exit_2_with_a_reason() {
         (vec!["bench", "--seconds", "-1"], "unexpected argument"),
         (vec!["bench", "--quick", "--full"], "cannot be used with"),
         (vec!["bench", "--workloads", "tpc-c"], "invalid value"),
+        (vec!["bench", "--set-keys", "0"], "key count"),
         (vec!["--engines", "nope"], "unknown engine"),
         (
             vec![

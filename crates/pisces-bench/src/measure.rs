@@ -16,10 +16,13 @@
 //! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
 //! workload has them (any other failed transaction fails the measurement).
 
-use super::workload::{self, DataKind, Sizes};
+use crate::dataset::{DataSet, Sizes};
+use crate::engines::EngineSpec;
+use crate::registry::{self, DataKind};
+use crate::signal::interrupted;
 use hdrhistogram::Histogram;
 use pisces::medium::counters::{self, Counters};
-use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool, ThreadHandle};
+use pisces::{MediumKind, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -30,35 +33,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Largest latency a histogram records (longer ones are clamped): 60 s.
 const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
-/// An engine configuration under test, with its label in reports.
-#[derive(Clone, Debug)]
-pub struct EngineSpec {
-    /// Label in tables, CSV and plots (`pisces`, `undo`, `pisces-whole`, ...).
-    pub label: String,
-    /// The engine.
-    pub id: EngineId,
-    /// Its options.
-    pub options: EngineOptions,
-}
-
-impl EngineSpec {
-    /// An engine with its default options, labelled by its name.
-    pub fn plain(id: EngineId) -> Self {
-        EngineSpec {
-            label: id.name().to_string(),
-            id,
-            options: EngineOptions::default(),
-        }
-    }
-}
-
 /// What to measure (one run of it).
 #[derive(Clone, Debug)]
 pub struct Spec {
     /// Engine configuration.
     pub engine: EngineSpec,
-    /// Workload name in reports (`hash`, `btree`, `latency`, `breakdown`).
-    pub workload: &'static str,
+    /// Workload name in reports (`hash`, `btree`, `latency`, `breakdown`, `set-1k`, ...).
+    pub workload: String,
     /// The data structure.
     pub data: DataKind,
     /// Worker threads.
@@ -144,7 +125,7 @@ struct WorkerOut {
 fn worker(
     index: usize,
     mut h: ThreadHandle,
-    data: &dyn workload::DataSet,
+    data: &dyn DataSet,
     update_pct: u32,
     seed: u64,
     start: &Barrier,
@@ -220,21 +201,18 @@ fn measure_at(
     tick: &mut dyn FnMut(Duration, u64),
 ) -> Result<Outcome, String> {
     let _guard = RemoveOnDrop(path.to_path_buf());
-    let cfg = Config {
-        size: spec.data.pool_bytes(sizes, spec.threads, seconds),
-        medium: MediumKind::Dram {
+    let cfg = spec.engine.config(
+        spec.data.pool_bytes(sizes, spec.threads, seconds),
+        MediumKind::Dram {
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
         },
-        engine: Some(spec.engine.id),
-        max_threads: spec.threads + 1,
-        log_bytes_per_thread: 4 << 20,
-        engine_options: spec.engine.options.clone(),
-        ..Config::default()
-    };
+        spec.threads + 1,
+        4 << 20,
+    );
     let pool = Pool::create(path, cfg)
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
-    let data = workload::build(&pool, spec.data, sizes, spec.threads, seed)
+    let data = registry::build(&pool, spec.data, sizes, spec.threads, seed)
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
     let handles = (0..spec.threads)
         .map(|_| pool.handle())
@@ -267,7 +245,7 @@ fn measure_at(
             let el = t0.elapsed();
             // Relaxed: a progress statistic.
             tick(el, done.load(Ordering::Relaxed));
-            if el >= duration || super::interrupted() {
+            if el >= duration || interrupted() {
                 break;
             }
             std::thread::sleep((duration - el).min(Duration::from_millis(50)));
@@ -283,7 +261,7 @@ fn measure_at(
     });
     drop(data);
     drop(pool);
-    if super::interrupted() {
+    if interrupted() {
         return Err("interrupted".into());
     }
     let mut o = Outcome {
@@ -317,6 +295,7 @@ fn measure_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engines::Engine;
 
     const TINY: Sizes = Sizes {
         hash_buckets: 128,
@@ -325,10 +304,10 @@ mod tests {
         ..Sizes::QUICK
     };
 
-    fn spec(engine: EngineId, data: DataKind, threads: usize, update_pct: u32) -> Spec {
+    fn spec(engine: Engine, data: DataKind, threads: usize, update_pct: u32) -> Spec {
         Spec {
             engine: EngineSpec::plain(engine),
-            workload: "test",
+            workload: "test".into(),
             data,
             threads,
             update_pct,
@@ -344,7 +323,7 @@ mod tests {
         let mut ticks = 0;
         let o = measure_at(
             &path,
-            &spec(EngineId::Pisces, DataKind::Hash, 2, 50),
+            &spec(Engine::PISCES, DataKind::Hash, 2, 50),
             &TINY,
             0.2,
             1,
@@ -372,7 +351,7 @@ mod tests {
             ..TINY
         };
         let o = measure(
-            &spec(EngineId::Pisces, DataKind::Tpcc, 2, 100),
+            &spec(Engine::PISCES, DataKind::Tpcc, 2, 100),
             &sizes,
             0.3,
             1,
@@ -388,11 +367,9 @@ mod tests {
             o.user_aborts,
             o.commits
         );
-        assert!(
-            o.changed_bytes >= (o.commits - o.user_aborts) * super::super::tpcc::changed_bytes(5)
-        );
+        assert!(o.changed_bytes >= (o.commits - o.user_aborts) * crate::tpcc::changed_bytes(5));
         let o = measure(
-            &spec(EngineId::Undo, DataKind::Tatp, 2, 20),
+            &spec(Engine::UNDO, DataKind::Tatp, 2, 20),
             &sizes,
             0.3,
             2,
@@ -415,7 +392,7 @@ mod tests {
         };
         let e = measure_at(
             &path,
-            &spec(EngineId::Undo, DataKind::Hash, 1, 0),
+            &spec(Engine::UNDO, DataKind::Hash, 1, 0),
             &bad,
             0.1,
             1,
@@ -430,7 +407,7 @@ mod tests {
     #[test]
     fn read_only_runs_flush_nothing_and_volatile_never_flushes() {
         let o = measure(
-            &spec(EngineId::Pisces, DataKind::Tree, 1, 0),
+            &spec(Engine::PISCES, DataKind::Tree, 1, 0),
             &TINY,
             0.1,
             2,
@@ -441,7 +418,7 @@ mod tests {
         assert_eq!(o.counters, Counters::default());
         assert_eq!(o.changed_bytes, 0);
         let o = measure(
-            &spec(EngineId::Volatile, DataKind::Tree, 1, 100),
+            &spec(Engine::VOLATILE, DataKind::Tree, 1, 100),
             &TINY,
             0.1,
             3,

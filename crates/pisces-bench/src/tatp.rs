@@ -35,7 +35,7 @@
 //! UPDATE_LOCATION 4 (`vlr_location`), INSERT_CALL_FORWARDING the row (32) + 16 for the
 //! index entry, DELETE_CALL_FORWARDING 16 (the index entry); 0 when nothing was done.
 
-use super::workload::{DataSet, Sizes};
+use crate::dataset::{DataSet, Sizes};
 use pisces::{BTreeMap, Error, PPtr, Pod, Pool, ThreadHandle, Zeroable};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -555,29 +555,13 @@ impl DataSet for TatpBench {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pisces::medium::dram::DramMedium;
-    use pisces::{Config, EngineId};
-    use std::sync::Arc;
+    use crate::engines::Engine;
+    use crate::testutil::memory_pool;
 
     const SMALL: Sizes = Sizes {
         tatp_subscribers: 3000,
         ..Sizes::QUICK
     };
-
-    fn pool(engine: EngineId) -> Pool {
-        let size = (pool_bytes(&SMALL) + (64 << 20)).next_multiple_of(1 << 20);
-        let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
-        Pool::create_on(
-            Arc::new(m),
-            Config {
-                size,
-                engine: Some(engine),
-                max_threads: 3,
-                ..Config::default()
-            },
-        )
-        .unwrap()
-    }
 
     #[test]
     fn sub_nbr_round_trips_and_the_mix_has_tatp_weights() {
@@ -626,8 +610,8 @@ mod tests {
         .unwrap()
     }
 
-    fn run_two_threads(engine: EngineId) {
-        let p = pool(engine);
+    fn run_two_threads(engine: Engine) {
+        let p = memory_pool(engine, pool_bytes(&SMALL));
         let t = TatpBench::build(&p, &SMALL, 2, 3).unwrap();
         let before = check(&t, &p);
         assert!(before > SMALL.tatp_subscribers as u64, "{before} rows");
@@ -656,20 +640,21 @@ mod tests {
         let del = t.changes.deleted.load(Ordering::Relaxed);
         assert!(
             ins > 50 && del > 50,
-            "{engine:?}: {ins} inserts {del} deletes"
+            "{}: {ins} inserts {del} deletes",
+            engine.name()
         );
-        assert_eq!(after + del, before + ins, "{engine:?}");
+        assert_eq!(after + del, before + ins, "{}", engine.name());
         // Updates of the subscriber happened (UPDATE_LOCATION changes 4 bytes).
         assert!(kinds.iter().map(|k| k[4]).sum::<u64>() > 1000, "{kinds:?}");
     }
 
     #[test]
     fn call_forwarding_stays_consistent_pisces() {
-        run_two_threads(EngineId::Pisces);
+        run_two_threads(Engine::PISCES);
     }
 
     #[test]
     fn call_forwarding_stays_consistent_undo() {
-        run_two_threads(EngineId::Undo);
+        run_two_threads(Engine::UNDO);
     }
 }

@@ -1,144 +1,33 @@
-//! `pisces bench`: the benchmark harness of issue 5.
-//!
-//! Engines (`pisces`, `undo`, `volatile`, and Pisces with its optimisations switched
-//! off one by one) run the paper's workloads (§5: hash table, B+-tree, read latency
-//! against emulated NVM write latency, optimisation breakdown, and in `--full` or when
-//! named TPC-C new-order and TATP) on fresh pools under `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
-//! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
-//! the other engines' run `r` and ratios are taken within a run.
+//! `pisces bench` and the main job: make the plan, measure it run by run
+//! (interleaved), and print and write the report.
 //!
 //! Output: a progress bar on stderr (hidden when stderr is not a terminal; one line per
-//! measurement is printed there instead), tables and the targets of issue 5 on stdout,
+//! measurement is printed there instead), tables and the performance targets on stdout,
 //! and a report directory with `results.csv` (every run, the columns of
-//! [`report::CSV_HEADER`]), `summary.txt` (the tables) and SVG plots.
-//!
-//! Module map: [`args`] (options, defaults, the plan), [`workload`] (data sets and
-//! their transactions), [`tpcc`] and [`tatp`] (those two data sets), [`measure`] (one
-//! measurement), [`report`] (CSV, medians, tables, targets), [`plot`] (SVG).
-//!
-//! Not built yet (extension points): the `mvcc` and `pmdk` engines (they join through
-//! `EngineId::ALL`, and count as baselines in the targets automatically).
+//! [`CSV_HEADER`]), `summary.txt` (the tables) and SVG plots.
 
-pub mod args;
-pub mod measure;
-pub mod plot;
-pub mod report;
-pub mod tatp;
-pub mod tpcc;
-pub mod workload;
-
-pub use args::BenchArgs;
-
-use crate::{err, out};
+use crate::args::{BenchArgs, TREE_SET_KEYS_QUICK};
+use crate::measure::{self, Spec};
+use crate::out_dir::make_out_dir;
+use crate::report::{Results, Row, CSV_HEADER};
+use crate::signal::{catch_signals, interrupted};
+use crate::workload::WorkloadKind;
+use crate::{plan, plot, tables, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use measure::Spec;
-use report::{Results, Row, CSV_HEADER};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-/// Set by SIGINT, SIGTERM or SIGHUP: the current measurement stops, its pool file is
-/// removed, and the report is written with what was measured. A second signal ends
-/// the process at once (exit status 130).
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// True once a termination signal arrived.
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+/// Write to stdout, ignoring errors (a closed pipe must not panic the tool).
+fn out(s: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(s.as_bytes());
+    let _ = o.flush();
 }
 
-fn catch_signals() {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    use signal_hook::flag;
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
-        // Order matters: the first signal only sets the flag (the shutdown action sees
-        // it unset); a second one, with the flag set, exits. Errors leave the default
-        // action, which is only less tidy.
-        let _ = flag::register_conditional_shutdown(sig, 130, &INTERRUPTED);
-        let _ = flag::register(sig, &INTERRUPTED);
-    }
-}
-
-/// `YYYYMMDD-HHMMSS` in UTC for `secs` since the epoch.
-fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// The default report directory: `<target>/bench/<UTC timestamp>` where `<target>` is
-/// the cargo target directory the binary was built in (so `cargo run` reports land in
-/// the workspace's `target/`), else `./pisces-bench/<timestamp>`.
-fn default_out_dir() -> PathBuf {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let base = std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            exe.ancestors()
-                .find(|p| p.file_name().is_some_and(|n| n == "target"))
-                .map(|t| t.join("bench"))
-        })
-        .unwrap_or_else(|| PathBuf::from("pisces-bench"));
-    base.join(utc_stamp(secs))
-}
-
-/// Create the report directory (a fresh one when defaulted).
-fn make_out_dir(given: Option<&Path>) -> Result<PathBuf, String> {
-    let dir = match given {
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .map_err(|e| format!("cannot create the report directory {}: {e}", d.display()))?;
-            d.to_path_buf()
-        }
-        None => {
-            let base = default_out_dir();
-            let parent = base.parent().map(Path::to_path_buf).unwrap_or_default();
-            std::fs::create_dir_all(&parent).map_err(|e| {
-                format!(
-                    "cannot create the report directory {}: {e}",
-                    parent.display()
-                )
-            })?;
-            let mut n = 1;
-            loop {
-                let d = if n == 1 {
-                    base.clone()
-                } else {
-                    PathBuf::from(format!("{}-{n}", base.display()))
-                };
-                match std::fs::create_dir(&d) {
-                    Ok(()) => break d,
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
-                    Err(e) => {
-                        return Err(format!(
-                            "cannot create the report directory {}: {e}",
-                            d.display()
-                        ))
-                    }
-                }
-            }
-        }
-    };
-    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
+/// Write a line to stderr, ignoring errors.
+fn err(s: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{s}");
 }
 
 fn describe(spec: &Spec, run: u32, runs: u32) -> String {
@@ -165,7 +54,7 @@ fn list<T: ToString>(v: &[T]) -> String {
 /// interrupted by a signal.
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
-    let (specs, notes) = args::plan(&s);
+    let (specs, notes) = plan::plan(&s);
     if specs.is_empty() {
         err("pisces bench: nothing to measure with these options");
         for n in &notes {
@@ -232,7 +121,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         total as f64 * s.seconds,
         load_average(),
     );
-    if s.workloads.contains(&args::WorkloadKind::Tpcc) {
+    if s.workloads.contains(&WorkloadKind::Tpcc) {
         head += &format!(
             "data: tpcc new-order, one warehouse per worker thread, B+-tree tables of fanout \
              32; {} items, {} customers and initial orders per district{}; all order lines \
@@ -247,7 +136,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             },
         );
     }
-    if s.workloads.contains(&args::WorkloadKind::Tatp) {
+    if s.workloads.contains(&WorkloadKind::Tatp) {
         head += &format!(
             "data: tatp, B+-tree tables of fanout 32, {} subscribers{}; standard mix, 80 % \
              read-only (update_pct 20)\n",
@@ -257,6 +146,27 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             } else {
                 " (scaled down from the paper's 200000)"
             },
+        );
+    }
+    if s.workloads.contains(&WorkloadKind::Set) {
+        head += &format!(
+            "data: set, a hash set (one bucket per key) of {} keys drawn from twice as many; \
+             update mixes {} %\n",
+            list(&s.set_keys),
+            list(&s.set_mixes),
+        );
+    }
+    if s.workloads.contains(&WorkloadKind::TreeSet) {
+        head += &format!(
+            "data: tree-set, a fanout-16 B+-tree set of {} keys drawn from twice as many{}; \
+             update mixes {} %\n",
+            list(&s.tree_set_keys),
+            if s.mode == "quick" && s.tree_set_keys == TREE_SET_KEYS_QUICK {
+                " (quick mode: the peers' 1M keys scaled down to 100K)"
+            } else {
+                ""
+            },
+            list(&s.set_mixes),
         );
     }
     for n in &notes {
@@ -331,12 +241,12 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let _ = csv.flush();
 
     let mut summary = String::new();
-    summary += &report::throughput_tables(&res);
-    summary += &report::latency_table(&res);
-    summary += &report::breakdown_table(&res);
-    summary += &report::detail_table(&res);
+    summary += &tables::throughput_tables(&res);
+    summary += &tables::latency_table(&res);
+    summary += &tables::breakdown_table(&res);
+    summary += &tables::detail_table(&res);
     summary.push('\n');
-    summary += &report::targets(&res);
+    summary += &targets::targets(&res);
     if !failures.is_empty() {
         summary += &format!("\n{} measurement(s) FAILED:\n", failures.len());
         for f in &failures {
@@ -387,35 +297,4 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         names.join(", "),
     ));
     code
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_stamps() {
-        assert_eq!(utc_stamp(0), "19700101-000000");
-        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
-        assert_eq!(utc_stamp(1_767_225_599), "20251231-235959");
-        assert_eq!(utc_stamp(1_778_592_896), "20260512-133456");
-    }
-
-    #[test]
-    fn default_report_directories_are_fresh() {
-        let d = tempfile::tempdir().unwrap();
-        let given = d.path().join("a/b");
-        assert_eq!(
-            make_out_dir(Some(&given)).unwrap(),
-            std::fs::canonicalize(&given).unwrap()
-        );
-        // An existing directory is fine when given explicitly.
-        assert!(make_out_dir(Some(&given)).is_ok());
-        let file = d.path().join("f");
-        std::fs::write(&file, b"x").unwrap();
-        assert!(make_out_dir(Some(&file.join("sub")))
-            .unwrap_err()
-            .contains("cannot create"));
-        assert!(default_out_dir().to_string_lossy().contains("bench"));
-    }
 }

@@ -1,0 +1,389 @@
+//! Command-line arguments of `pisces bench` and the [`Settings`] they resolve to
+//! (defaults of `--quick` and `--full` filled in). The plan of measurements is made
+//! from the settings by [`crate::plan`].
+
+use crate::dataset::Sizes;
+use crate::engines::Engine;
+use crate::workload::{self, WorkloadKind, SET_MIXES};
+use clap::Args;
+use pisces::containers::hashmap::MAX_BUCKETS;
+use std::path::PathBuf;
+
+/// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
+pub const LATENCY_SWEEP_NS: [u64; 5] = [0, 100, 300, 600, 1000];
+/// Update percentage of the latency sweep and the breakdown (paper Fig 9a, 9c: 20 %).
+pub const SWEEP_UPDATE_PCT: u32 = 20;
+/// Sizes of the `set` workload (both modes).
+pub const SET_KEYS: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in quick mode: the peers' 1M keys scaled down to
+/// 100K (drawn from 200K).
+pub const TREE_SET_KEYS_QUICK: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in full mode: the peers' 1K and 1M (drawn from 2M).
+pub const TREE_SET_KEYS_FULL: [usize; 2] = [1000, 1_000_000];
+
+/// Arguments of `pisces bench`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Each measurement creates a fresh pool under /dev/shm (DRAM with the emulated NVM write \
+latency of --nvm-latency-ns charged per flushed cache line), preloads it, and runs the \
+worker threads for --seconds, one operation per transaction; the pool is removed \
+afterwards. Runs are interleaved (run 1 of every configuration, then run 2, ...), and \
+the ratios against Pisces are taken within each run, then the median over runs.\n\n\
+Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
+updates 0,2,20 % (B+-tree 0,20 %), 0.6 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
+1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
+ns and 20 % updates on 2 threads (or the --threads values above 1); latency-split (not \
+in the default list) sweeps the same latencies with thread 0 only looking up and the \
+others only updating (update_pct 100 in the CSV: the writers' mix); the breakdown uses \
+20 % updates. An explicit --update-pct or --nvm-latency-ns applies to every workload \
+(0 % is skipped where a workload needs writers), except that tpcc and tatp always run \
+their own mix (update_pct 100: every new-order is read-write; 20: TATP's 80 % read-only \
+mix).\n\n\
+tpcc (TPC-C new-order, one warehouse per worker thread) and tatp run in --full and when \
+named in --workloads, not in the quick default. Scaled down: tpcc quick 10K items and \
+300 customers per district, full 100K items and 3K customers; tatp quick 20K \
+subscribers, full 200K (the paper's).\n\n\
+set and tree-set (the set benchmarks of the published PTM peers) run only when named in \
+--workloads: N keys drawn from 0..2N, an update removes a member and adds it back in \
+one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
+reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
+1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
+Engines: every engine of this build by default; pmdk is in the build only where \
+libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
+flushes by itself).")]
+pub struct BenchArgs {
+    /// Scaled-down data sets and short runs (the default).
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+    /// The paper's data-set sizes and longer runs.
+    #[arg(long)]
+    pub full: bool,
+    /// Engines to compare, comma-separated [default: every engine of this build, of
+    /// pisces,undo,mvcc,pmdk,volatile].
+    #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
+    pub engines: Option<Vec<Engine>>,
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
+    /// tpcc,tatp; also latency-split, set, tree-set].
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub workloads: Option<Vec<WorkloadKind>>,
+    /// Worker-thread counts, comma-separated [default: 1,2].
+    #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Option<Vec<usize>>,
+    /// Percentages of update transactions, comma-separated [default: see below].
+    #[arg(long = "update-pct", value_delimiter = ',', value_parser = parse_pct)]
+    pub update_pct: Option<Vec<u32>>,
+    /// Emulated NVM write latencies in ns per flushed cache line, comma-separated
+    /// [default: 0; the latency sweep 0,100,300,600,1000].
+    #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
+    pub nvm_latency_ns: Option<Vec<u64>>,
+    /// Seconds per measurement [default: 0.6 quick, 10 full].
+    #[arg(long, value_parser = parse_seconds)]
+    pub seconds: Option<f64>,
+    /// Runs of every configuration (the table shows medians) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: Option<u32>,
+    /// Report directory [default: a fresh target/bench/YYYYMMDD-HHMMSS (UTC) in the
+    /// workspace].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the workers' operation choices and of the preload order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Hash-table buckets [default: 10000].
+    #[arg(long, value_parser = parse_buckets)]
+    pub hash_buckets: Option<usize>,
+    /// Hash-table pairs preloaded [default: 20000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub hash_pairs: Option<usize>,
+    /// B+-tree keys preloaded [default: 100000 quick, 1000000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub btree_keys: Option<usize>,
+    /// TPC-C items, and stock rows per warehouse [default: 10000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_items: Option<usize>,
+    /// TPC-C customers (and preloaded orders) per district [default: 300 quick, 3000
+    /// full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_customers: Option<usize>,
+    /// TATP subscribers [default: 20000 quick, 200000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tatp_subscribers: Option<usize>,
+    /// Sizes of the hash set, comma-separated: one measurement each [default:
+    /// 1000,100000].
+    #[arg(long = "set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub set_keys: Option<Vec<usize>>,
+    /// Sizes of the B+-tree set, comma-separated: one measurement each [default:
+    /// 1000,100000 quick, 1000,1000000 full].
+    #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub tree_set_keys: Option<Vec<usize>>,
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a thread count (1 to 64)")),
+    }
+}
+
+fn parse_pct(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= 100 => Ok(n),
+        _ => Err(format!("`{s}` is not a percentage (0 to 100)")),
+    }
+}
+
+fn parse_latency(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= 1_000_000 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a latency in ns (0 to 1000000 per cache line)"
+        )),
+    }
+}
+
+/// Seconds per measurement: above 0, at most one hour.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration in seconds (a number above 0, at most 3600)"
+        )),
+    }
+}
+
+fn parse_buckets(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a bucket count (1 to {MAX_BUCKETS})")),
+    }
+}
+
+fn parse_keys(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=20_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a key count (1 to 20000000)")),
+    }
+}
+
+/// Everything a bench run needs, defaults resolved.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `quick` or `full`.
+    pub mode: &'static str,
+    /// Engines compared on hash and btree (and swept for latency).
+    pub engines: Vec<Engine>,
+    /// Workloads, in the order given.
+    pub workloads: Vec<WorkloadKind>,
+    /// Thread counts, ascending.
+    pub threads: Vec<usize>,
+    /// Update mixes of hash.
+    pub mixes: Vec<u32>,
+    /// Update mixes of btree.
+    pub btree_mixes: Vec<u32>,
+    /// Update mixes of latency and breakdown.
+    pub sweep_mixes: Vec<u32>,
+    /// Update mixes of set and tree-set.
+    pub set_mixes: Vec<u32>,
+    /// NVM latencies of hash, btree and breakdown.
+    pub latencies: Vec<u64>,
+    /// NVM latencies of the latency sweep.
+    pub sweep_latencies: Vec<u64>,
+    /// Seconds per measurement.
+    pub seconds: f64,
+    /// Runs per configuration.
+    pub runs: u32,
+    /// Data-set sizes.
+    pub sizes: Sizes,
+    /// Sizes of the hash set (one measurement each), ascending.
+    pub set_keys: Vec<usize>,
+    /// Sizes of the B+-tree set (one measurement each), ascending.
+    pub tree_set_keys: Vec<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Report directory, if given.
+    pub out: Option<PathBuf>,
+}
+
+fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn dedup_ordered<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for &x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+impl BenchArgs {
+    /// Resolve defaults (quick unless `--full`).
+    pub fn settings(&self) -> Settings {
+        let full = self.full;
+        let base = if full { Sizes::FULL } else { Sizes::QUICK };
+        let sizes = Sizes {
+            hash_buckets: self.hash_buckets.unwrap_or(base.hash_buckets),
+            hash_pairs: self.hash_pairs.unwrap_or(base.hash_pairs),
+            btree_keys: self.btree_keys.unwrap_or(base.btree_keys),
+            tpcc_items: self.tpcc_items.unwrap_or(base.tpcc_items),
+            tpcc_customers: self.tpcc_customers.unwrap_or(base.tpcc_customers),
+            tatp_subscribers: self.tatp_subscribers.unwrap_or(base.tatp_subscribers),
+        };
+        let (default_mixes, default_btree_mixes): (&[u32], &[u32]) = if full {
+            (&[0, 2, 20, 40], &[0, 2, 20, 40])
+        } else {
+            (&[0, 2, 20], &[0, 20])
+        };
+        let explicit_mixes = self.update_pct.as_deref().map(dedup_sorted);
+        let sweep_mixes = match &explicit_mixes {
+            Some(m) => m.iter().copied().filter(|&p| p > 0).collect(),
+            None => vec![SWEEP_UPDATE_PCT],
+        };
+        let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
+        Settings {
+            mode: if full { "full" } else { "quick" },
+            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available())),
+            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
+                &workload::FULL
+            } else {
+                &workload::QUICK
+            })),
+            threads: dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2])),
+            btree_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| default_btree_mixes.to_vec()),
+            set_mixes: explicit_mixes.clone().unwrap_or_else(|| SET_MIXES.to_vec()),
+            mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
+            sweep_mixes,
+            latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
+            sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
+            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.6 }),
+            runs: self.runs.unwrap_or(3),
+            sizes,
+            set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),
+            tree_set_keys: dedup_sorted(self.tree_set_keys.as_deref().unwrap_or(if full {
+                &TREE_SET_KEYS_FULL
+            } else {
+                &TREE_SET_KEYS_QUICK
+            })),
+            seed: self.seed,
+            out: self.out.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+
+    /// Parse `pisces bench` arguments.
+    pub(crate) fn parse(args: &[&str]) -> Result<BenchArgs, String> {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(args);
+        P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn full_mode_and_explicit_lists() {
+        let s = parse(&["--full"]).unwrap().settings();
+        assert_eq!(s.mode, "full");
+        assert_eq!(s.sizes, Sizes::FULL);
+        assert_eq!(s.mixes, [0, 2, 20, 40]);
+        assert_eq!(s.btree_mixes, [0, 2, 20, 40]);
+        assert_eq!(s.set_mixes, SET_MIXES);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_FULL);
+        assert_eq!(s.engines, Engine::available());
+        let s = parse(&[
+            "--engines",
+            "undo,pisces,undo",
+            "--threads",
+            "2,1,2",
+            "--update-pct",
+            "20,0",
+            "--nvm-latency-ns",
+            "300",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.engines, [Engine::UNDO, Engine::PISCES]);
+        assert_eq!(s.threads, [1, 2]);
+        assert_eq!(s.mixes, [0, 20]);
+        assert_eq!(s.btree_mixes, [0, 20]);
+        assert_eq!(s.set_mixes, [0, 20]);
+        assert_eq!(s.sweep_mixes, [20]);
+        assert_eq!(s.latencies, [300]);
+        assert_eq!(s.sweep_latencies, [300]);
+        assert_eq!(s.set_keys, SET_KEYS);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_QUICK);
+    }
+
+    #[test]
+    fn the_help_names_the_engines_of_the_build() {
+        use clap::CommandFactory;
+        let help = P::command().render_long_help().to_string();
+        assert!(!help.contains("Not built yet"), "{help}");
+        assert!(help.contains("every engine of this build"), "{help}");
+        assert!(help.contains("tree-set"), "{help}");
+    }
+
+    #[test]
+    fn pmdk_is_refused_only_where_the_build_lacks_it() {
+        let r = parse(&["--engines", "pmdk"]);
+        if Engine::PMDK.in_build() {
+            assert_eq!(r.unwrap().settings().engines, [Engine::PMDK]);
+        } else {
+            let e = r.err().unwrap();
+            assert!(e.contains("libpmemobj-dev"), "{e}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        for (args, want) in [
+            (
+                vec!["--engines", "nosuch"],
+                "known engines: pisces, undo, mvcc, pmdk, volatile",
+            ),
+            (vec!["--threads", "0"], "thread count"),
+            (vec!["--threads", "1,x"], "thread count"),
+            (vec!["--update-pct", "101"], "percentage"),
+            (vec!["--nvm-latency-ns=-1"], "latency"),
+            (vec!["--nvm-latency-ns", "2000000"], "latency"),
+            (vec!["--seconds", "0"], "duration"),
+            (vec!["--seconds", "nan"], "duration"),
+            (vec!["--runs", "0"], "0"),
+            (vec!["--workloads", "tpc-c"], "invalid value"),
+            (vec!["--tpcc-items", "0"], "key count"),
+            (vec!["--quick", "--full"], "cannot be used with"),
+            (vec!["--hash-buckets", "0"], "bucket count"),
+            (vec!["--btree-keys", "0"], "key count"),
+            (vec!["--set-keys", "10,0"], "key count"),
+            (vec!["--tree-set-keys", "x"], "key count"),
+        ] {
+            let e = parse(&args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        for bad in ["0", "-1", "nan", "inf", "x", "4000"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What every data set of the benchmark is: the [`DataSet`] trait, the data-set
+//! [`Sizes`], and the preload helpers they share.
+//!
+//! A data set is built (preloaded) once per measurement on a fresh pool and then
+//! shared by the worker threads; each worker calls [`DataSet::op`] in a loop, one
+//! transaction per call, asking for a read-only operation or an update as its seeded
+//! RNG decides. `op` returns the bytes the *program* changed (the denominator of write
+//! amplification), 0 for a read.
+//!
+//! The data sets themselves ([`hash`](crate::hash), [`btree`](crate::btree),
+//! [`set`](crate::set), [`tree_set`](crate::tree_set), [`tpcc`](crate::tpcc),
+//! [`tatp`](crate::tatp)) depend on this module only; the registry that names and
+//! builds them ([`registry`](crate::registry)) sits on top of them.
+
+use pisces::{Error, ThreadHandle};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// Keys inserted per transaction while preloading.
+pub const PRELOAD_BATCH: usize = 64;
+
+/// Bytes the program changes in an update of a set data set ([`crate::set`],
+/// [`crate::tree_set`]): the key removed and the key added back (8 each; their
+/// one-byte placeholder value is not counted).
+pub const SET_UPDATE_BYTES: u64 = 16;
+
+/// The error of a set data set that finds one of its members missing.
+pub fn missing_member(set: &str, k: u64) -> Error {
+    Error::Corrupt(format!("{set}: member key {k} is missing"))
+}
+
+/// A preloaded data set shared by the workers of one measurement.
+pub trait DataSet: Send + Sync {
+    /// Run one transaction on `h` for worker thread `worker` (`0..threads`): a read,
+    /// or an update if `update`. Returns the bytes the program changed (0 for a read).
+    fn op(
+        &self,
+        worker: usize,
+        h: &mut ThreadHandle,
+        rng: &mut StdRng,
+        update: bool,
+    ) -> pisces::Result<u64>;
+}
+
+/// Data-set sizes (the sets' sizes are part of their [`DataKind`](crate::registry::DataKind)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Buckets of the hash table.
+    pub hash_buckets: usize,
+    /// Pairs preloaded into the hash table.
+    pub hash_pairs: usize,
+    /// Keys preloaded into the B+-tree.
+    pub btree_keys: usize,
+    /// TPC-C items (and stock rows per warehouse).
+    pub tpcc_items: usize,
+    /// TPC-C customers (and preloaded orders) per district.
+    pub tpcc_customers: usize,
+    /// TATP subscribers.
+    pub tatp_subscribers: usize,
+}
+
+impl Sizes {
+    /// The paper's sizes (`--full`).
+    pub const FULL: Sizes = Sizes {
+        hash_buckets: 10_000,
+        hash_pairs: 100_000,
+        btree_keys: 1_000_000,
+        tpcc_items: 100_000,
+        tpcc_customers: 3_000,
+        tatp_subscribers: 200_000,
+    };
+    /// Scaled down for 2 cores and a few minutes (`--quick`, the main job).
+    pub const QUICK: Sizes = Sizes {
+        hash_buckets: 10_000,
+        hash_pairs: 20_000,
+        btree_keys: 100_000,
+        tpcc_items: 10_000,
+        tpcc_customers: 300,
+        tatp_subscribers: 20_000,
+    };
+}
+
+/// The even keys of `0 .. 2n` in a random order (a seeded shuffle).
+pub fn preload_keys(n: usize, seed: u64) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..n as u64).map(|i| 2 * i).collect();
+    keys.shuffle(&mut StdRng::seed_from_u64(seed ^ 0x005e_ed0f_da7a));
+    keys
+}
+
+/// `n` distinct keys drawn uniformly from `0 .. space`, in a random order.
+pub fn sample_keys(n: usize, space: u64, seed: u64) -> Vec<u64> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x005a_4e7b_e75e);
+    let space = usize::try_from(space).unwrap_or(usize::MAX).max(n);
+    let mut keys: Vec<u64> = rand::seq::index::sample(&mut rng, space, n)
+        .into_iter()
+        .map(|i| i as u64)
+        .collect();
+    keys.shuffle(&mut rng);
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preload_keys_are_the_even_keys_once() {
+        let mut k = preload_keys(100, 1);
+        assert_ne!(k, preload_keys(100, 2), "the order depends on the seed");
+        k.sort_unstable();
+        assert_eq!(k, (0..100).map(|i| 2 * i).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn sampled_keys_are_distinct_and_in_the_space() {
+        let mut k = sample_keys(1000, 2000, 3);
+        assert_ne!(
+            k,
+            sample_keys(1000, 2000, 4),
+            "the draw depends on the seed"
+        );
+        k.sort_unstable();
+        k.dedup();
+        assert_eq!(k.len(), 1000);
+        assert!(k.iter().all(|&x| x < 2000));
+        assert_eq!(
+            sample_keys(5, 3, 1).len(),
+            5,
+            "a space too small is widened"
+        );
+    }
+}

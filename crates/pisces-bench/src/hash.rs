@@ -1,0 +1,142 @@
+//! The hash-table data set (the paper's §5.2): `HashMap<u64, [u8; 64]>`, 8-byte keys,
+//! 64-byte values, chained buckets.
+//!
+//! The key space is `0 .. 2N`; the `N` even keys are preloaded in a seeded random
+//! order, so lookups and updates pick uniformly random keys of the whole space (about
+//! half of the lookups hit). An update is the paper's insert/remove: it removes the key
+//! if present and inserts it (with a 64-byte value) if absent, so the map's size is a
+//! random walk pulled back to `N`. Changed bytes: 72 for an insert (key and value), 8
+//! for a remove (the key).
+
+use crate::dataset::{preload_keys, DataSet, Sizes, PRELOAD_BATCH};
+use pisces::{HashMap, Pool, ThreadHandle};
+use rand::rngs::StdRng;
+use rand::Rng;
+use std::hint::black_box;
+
+/// Hash table: 8-byte keys, 64-byte values (the paper's §5.2 parameters).
+pub type HashTable = HashMap<u64, [u8; 64]>;
+
+/// The hash-table data set (see the module docs).
+pub struct HashBench {
+    map: HashTable,
+    key_space: u64,
+}
+
+/// The 64-byte value stored for key `k`.
+fn value_of(k: u64) -> [u8; 64] {
+    let mut v = [0u8; 64];
+    for (i, c) in v.chunks_exact_mut(8).enumerate() {
+        c.copy_from_slice(&(k ^ i as u64).to_le_bytes());
+    }
+    v
+}
+
+/// Pool bytes the data set needs at `sizes`, generously.
+pub fn pool_bytes(sizes: &Sizes) -> u64 {
+    512 * 2 * sizes.hash_pairs as u64
+}
+
+impl HashBench {
+    /// Create the table on `pool` and preload it in batches.
+    pub fn build(pool: &Pool, sizes: &Sizes, seed: u64) -> pisces::Result<Self> {
+        let mut h = pool.handle()?;
+        let keys = preload_keys(sizes.hash_pairs, seed);
+        let buckets = sizes.hash_buckets;
+        let map = h.run(|tx| HashTable::create(tx, buckets))?;
+        for batch in keys.chunks(PRELOAD_BATCH) {
+            h.run(|tx| {
+                for &k in batch {
+                    map.insert(tx, k, value_of(k))?;
+                }
+                Ok(())
+            })?;
+        }
+        // `h` is dropped here: its pending group-commit write-backs are done before
+        // the workers start.
+        Ok(HashBench {
+            map,
+            key_space: 2 * keys.len().max(1) as u64,
+        })
+    }
+}
+
+impl DataSet for HashBench {
+    fn op(
+        &self,
+        _worker: usize,
+        h: &mut ThreadHandle,
+        rng: &mut StdRng,
+        update: bool,
+    ) -> pisces::Result<u64> {
+        let k = rng.gen_range(0..self.key_space);
+        let m = self.map;
+        if update {
+            h.run(|tx| {
+                if m.remove(tx, &k)?.is_some() {
+                    Ok(8)
+                } else {
+                    m.insert(tx, k, value_of(k))?;
+                    Ok(72)
+                }
+            })
+        } else {
+            let seen = h.run(|tx| Ok(m.get_ref(tx, &k)?.map_or(0, |v| v[63])))?;
+            black_box(seen);
+            Ok(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::Engine;
+    use crate::testutil::file_pool;
+    use rand::SeedableRng;
+
+    const SMALL: Sizes = Sizes {
+        hash_buckets: 64,
+        hash_pairs: 500,
+        ..Sizes::QUICK
+    };
+
+    /// Every engine of this build (pmdk where the build has it).
+    #[test]
+    fn hash_updates_insert_or_remove_and_report_changed_bytes() {
+        if !Engine::PMDK.in_build() {
+            println!("pmdk: skipped: pmdk not in this build");
+        }
+        for engine in Engine::available() {
+            let name = engine.name();
+            let (p, _dir) = file_pool(engine, 32 << 20, 2);
+            let hb = HashBench::build(&p, &SMALL, 7).unwrap();
+            let count = |p: &Pool| p.run(|tx| hb.map.len(tx)).unwrap() as i64;
+            assert_eq!(count(&p), 500);
+            assert_eq!(hb.key_space, 1000);
+            let mut h = p.handle().unwrap();
+            let mut rng = StdRng::seed_from_u64(3);
+            let (mut ins, mut rem) = (0i64, 0i64);
+            for _ in 0..400 {
+                match hb.op(0, &mut h, &mut rng, true).unwrap() {
+                    72 => ins += 1,
+                    8 => rem += 1,
+                    other => panic!("{name}: changed {other} bytes"),
+                }
+                assert_eq!(hb.op(0, &mut h, &mut rng, false).unwrap(), 0);
+            }
+            drop(h);
+            assert!(ins > 50 && rem > 50, "{name}: {ins} {rem}");
+            assert_eq!(count(&p), 500 + ins - rem, "{name}");
+            // Every key present is in the key space and has its value.
+            p.run(|tx| {
+                hb.map.for_each(tx, |k, v| {
+                    assert!(*k < 1000);
+                    assert_eq!(*v, value_of(*k));
+                    true
+                })
+            })
+            .unwrap();
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! The Pisces benchmark harness: `pisces bench` and the main job of the `pisces` tool.
+//!
+//! Engines (`pisces`, `undo`, `mvcc`, `pmdk` where the build has it, `volatile`, and
+//! Pisces with its optimisations switched off one by one) run the paper's workloads
+//! (§5: hash table, B+-tree, read latency against emulated NVM write latency,
+//! optimisation breakdown; in `--full` or when named TPC-C new-order and TATP; when
+//! named the PTM peers' hash-set and B+-tree-set benchmarks) on fresh pools under
+//! `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
+//! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
+//! the other engines' run `r` and ratios are taken within a run. Output: tables and
+//! the performance targets on stdout, a report directory with `results.csv`,
+//! `summary.txt` and SVG plots.
+//!
+//! The harness uses the `pisces` library as any user would; it is not part of the
+//! library's API. Modules, each depending only on those listed before it:
+//!
+//! * [`engines`]: the engines under test (the one module naming engine ids and options);
+//! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
+//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`];
+//! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
+//! * [`workload`]: what `--workloads` selects;
+//! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
+//! * [`signal`], [`measure`]: one measurement;
+//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`targets`], [`plot`] (SVG) on
+//!   top of it;
+//! * [`out_dir`], [`mod@run`]: a whole bench run.
+
+pub mod args;
+pub mod btree;
+pub mod dataset;
+pub mod engines;
+pub mod hash;
+pub mod measure;
+pub mod out_dir;
+pub mod plan;
+pub mod plot;
+pub mod registry;
+pub mod report;
+pub mod run;
+pub mod set;
+pub mod signal;
+pub mod tables;
+pub mod targets;
+pub mod tatp;
+pub mod tpcc;
+pub mod tree_set;
+pub mod workload;
+
+#[cfg(test)]
+mod testutil;
+
+pub use args::{parse_seconds, BenchArgs};
+pub use run::run;

@@ -1,0 +1,375 @@
+//! The plan of a bench run: the measurements [`Settings`] expand to, in order, and
+//! notes on the choices the plan made (engines or mixes a workload skips).
+//!
+//! Engines of one configuration are measured back to back, so that the ratios of a
+//! run compare measurements taken close together.
+
+use crate::args::Settings;
+use crate::engines::{Engine, EngineSpec};
+use crate::measure::Spec;
+use crate::registry::DataKind;
+use crate::workload::{WorkloadKind, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+
+/// One workload's share of the plan before it is expanded.
+struct Part {
+    /// Report name of the workload.
+    name: String,
+    data: DataKind,
+    engines: Vec<EngineSpec>,
+    mixes: Vec<u32>,
+    latencies: Vec<u64>,
+    threads: Vec<usize>,
+}
+
+fn plain(engines: &[Engine]) -> Vec<EngineSpec> {
+    engines.iter().map(|&e| EngineSpec::plain(e)).collect()
+}
+
+/// The latency sweeps: engines that persist through the medium, on at least 2 threads.
+fn latency_part(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Part {
+    let swept: Vec<Engine> = s
+        .engines
+        .iter()
+        .copied()
+        .filter(|e| e.persists() && e.flushes_through_medium())
+        .collect();
+    let engines = if swept.is_empty() {
+        plain(&s.engines)
+    } else {
+        for &e in s.engines.iter().filter(|e| !swept.contains(e)) {
+            let why = if e.persists() {
+                "it flushes by itself; NVM latency cannot be emulated for it"
+            } else {
+                "it flushes nothing, so the emulated NVM latency cannot change it"
+            };
+            notes.push(format!("{}: {} skipped ({why})", w.name(), e.name()));
+        }
+        plain(&swept)
+    };
+    let mut threads: Vec<usize> = s.threads.iter().copied().filter(|&t| t >= 2).collect();
+    if threads.is_empty() {
+        threads = vec![2];
+        notes.push(format!(
+            "{}: needs concurrent writers, so it runs on 2 threads",
+            w.name()
+        ));
+    }
+    Part {
+        name: w.name().into(),
+        data: DataKind::Hash,
+        engines,
+        mixes: if w == WorkloadKind::LatencySplit {
+            vec![100]
+        } else {
+            s.sweep_mixes.clone()
+        },
+        latencies: s.sweep_latencies.clone(),
+        threads,
+    }
+}
+
+/// The parts of workload `w` (the set workloads have one per size).
+fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
+    let part = |data, mixes: &[u32]| Part {
+        name: w.name().into(),
+        data,
+        engines: plain(&s.engines),
+        mixes: mixes.to_vec(),
+        latencies: s.latencies.clone(),
+        threads: s.threads.clone(),
+    };
+    match w {
+        WorkloadKind::Hash => vec![part(DataKind::Hash, &s.mixes)],
+        WorkloadKind::Btree => vec![part(DataKind::Tree, &s.btree_mixes)],
+        WorkloadKind::Latency | WorkloadKind::LatencySplit => vec![latency_part(s, w, notes)],
+        WorkloadKind::Breakdown => vec![Part {
+            engines: EngineSpec::breakdown().to_vec(),
+            ..part(DataKind::Hash, &s.sweep_mixes)
+        }],
+        WorkloadKind::Tpcc => vec![part(DataKind::Tpcc, &[TPCC_UPDATE_PCT])],
+        WorkloadKind::Tatp => vec![part(DataKind::Tatp, &[TATP_UPDATE_PCT])],
+        WorkloadKind::Set => s
+            .set_keys
+            .iter()
+            .map(|&n| Part {
+                name: w.sized_name(n),
+                ..part(DataKind::Set(n), &s.set_mixes)
+            })
+            .collect(),
+        WorkloadKind::TreeSet => s
+            .tree_set_keys
+            .iter()
+            .map(|&n| Part {
+                name: w.sized_name(n),
+                ..part(DataKind::TreeSet(n), &s.set_mixes)
+            })
+            .collect(),
+    }
+}
+
+/// The measurements of one run, in order, and notes on choices the plan made.
+pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
+    let mut specs = Vec::new();
+    let mut notes: Vec<String> = Engine::missing_note().into_iter().collect();
+    let mut unemulated_skipped = Vec::new();
+    for &w in &s.workloads {
+        let needs_writers = matches!(
+            w,
+            WorkloadKind::Latency | WorkloadKind::LatencySplit | WorkloadKind::Breakdown
+        );
+        for p in parts(s, w, &mut notes) {
+            if p.mixes.is_empty() && needs_writers {
+                notes.push(format!(
+                    "{}: skipped (it needs an update percentage above 0)",
+                    p.name
+                ));
+            }
+            for &update_pct in &p.mixes {
+                for &nvm_latency_ns in &p.latencies {
+                    for &t in &p.threads {
+                        for e in &p.engines {
+                            if !e.engine.flushes_through_medium() && nvm_latency_ns > 0 {
+                                if !unemulated_skipped.contains(&e.engine) {
+                                    unemulated_skipped.push(e.engine);
+                                }
+                                continue;
+                            }
+                            specs.push(Spec {
+                                engine: e.clone(),
+                                workload: p.name.clone(),
+                                data: p.data,
+                                threads: t,
+                                update_pct,
+                                dedicated_reader: w == WorkloadKind::LatencySplit,
+                                nvm_latency_ns,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for e in unemulated_skipped {
+        notes.push(format!(
+            "{} runs only at 0 ns emulated latency (it flushes by itself, so no latency \
+             can be added to it)",
+            e.name()
+        ));
+    }
+    (specs, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::tests::parse;
+    use crate::dataset::Sizes;
+
+    /// `notes` without the note that this build lacks an engine (present exactly when
+    /// it does).
+    fn plan_notes(notes: Vec<String>) -> Vec<String> {
+        let (missing, rest): (Vec<String>, Vec<String>) = notes
+            .into_iter()
+            .partition(|n| n.starts_with("pmdk skipped: this build"));
+        assert_eq!(missing.len(), usize::from(!Engine::PMDK.in_build()));
+        rest
+    }
+
+    #[test]
+    fn quick_defaults_plan_every_engine_workload_and_mix() {
+        let s = parse(&[]).unwrap().settings();
+        assert_eq!(s.mode, "quick");
+        assert_eq!(s.sizes, Sizes::QUICK);
+        assert_eq!((s.seconds, s.runs), (0.6, 3));
+        let (specs, notes) = plan(&s);
+        let notes = plan_notes(notes);
+        let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
+        // Every engine of the build x 2 thread counts x 3 mixes (B+-tree: 2).
+        let engines = Engine::available().len();
+        assert_eq!(engines, if Engine::PMDK.in_build() { 5 } else { 4 });
+        assert_eq!(count("hash"), engines * 6);
+        assert_eq!(count("btree"), engines * 4);
+        // pisces, undo and mvcc x 5 latencies on 2 threads (not volatile or pmdk).
+        assert_eq!(count("latency"), 15);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "latency")
+            .all(|x| x.threads == 2
+                && x.update_pct == 20
+                && x.engine.label != "volatile"
+                && x.engine.label != "pmdk"));
+        // 3 Pisces variants x 2 thread counts.
+        assert_eq!(count("breakdown"), 6);
+        let labels: Vec<_> = specs
+            .iter()
+            .filter(|x| x.workload == "breakdown")
+            .map(|x| x.engine.label.as_str())
+            .collect();
+        assert_eq!(labels[..3], ["pisces-whole", "pisces-diff", "pisces"]);
+        assert!(notes.iter().any(|n| n.contains("volatile skipped")));
+        assert_eq!(
+            notes
+                .iter()
+                .any(|n| n.contains("pmdk skipped (it flushes by itself")),
+            Engine::PMDK.in_build()
+        );
+        // Engines of one configuration are measured back to back.
+        let first: Vec<_> = specs[..engines]
+            .iter()
+            .map(|x| x.engine.label.as_str())
+            .collect();
+        let want: Vec<_> = Engine::available().iter().map(|e| e.name()).collect();
+        assert_eq!(first, want);
+        // The set workloads are not in the quick default.
+        assert!(specs.iter().all(|x| !x.workload.contains("set")));
+    }
+
+    #[test]
+    fn pmdk_runs_only_where_latency_is_not_emulated() {
+        if !Engine::PMDK.in_build() {
+            println!("skipped: pmdk not in this build");
+            return;
+        }
+        let s = parse(&["--engines", "pisces,pmdk", "--nvm-latency-ns", "0,300"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(specs.iter().any(|x| x.engine.engine == Engine::PMDK));
+        assert!(specs
+            .iter()
+            .all(|x| x.engine.engine != Engine::PMDK || x.nvm_latency_ns == 0));
+        assert!(specs
+            .iter()
+            .any(|x| x.engine.engine == Engine::PISCES && x.nvm_latency_ns == 300));
+        assert!(notes.iter().any(|n| n.contains("pmdk runs only at 0 ns")));
+    }
+
+    #[test]
+    fn explicit_lists_apply_to_every_workload() {
+        let s = parse(&[
+            "--engines",
+            "undo,pisces,undo",
+            "--threads",
+            "2,1,2",
+            "--update-pct",
+            "20,0",
+            "--nvm-latency-ns",
+            "300",
+            "--workloads",
+            "latency,hash",
+            "--seconds",
+            "0.5",
+            "--runs",
+            "1",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        assert_eq!(specs[0].workload, "latency");
+        assert_eq!(specs.len(), 2 + 2 * 2 * 2);
+        assert!(specs.iter().all(|x| x.nvm_latency_ns == 300));
+    }
+
+    #[test]
+    fn workloads_needing_writers_skip_zero_percent() {
+        let s = parse(&["--update-pct", "0", "--workloads", "breakdown"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        let notes = plan_notes(notes);
+        assert!(specs.is_empty());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("breakdown: skipped"), "{notes:?}");
+        let s = parse(&["--threads", "1", "--workloads", "latency"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(specs.iter().all(|x| x.threads == 2));
+        assert!(notes.iter().any(|n| n.contains("2 threads")), "{notes:?}");
+    }
+
+    #[test]
+    fn tpcc_and_tatp_run_their_own_mix_in_full_mode_or_when_named() {
+        let s = parse(&[]).unwrap().settings();
+        assert!(!s.workloads.contains(&WorkloadKind::Tpcc));
+        assert!(!s.workloads.contains(&WorkloadKind::Tatp));
+        let s = parse(&["--full"]).unwrap().settings();
+        assert!(s
+            .workloads
+            .ends_with(&[WorkloadKind::Tpcc, WorkloadKind::Tatp]));
+        let s = parse(&[
+            "--workloads",
+            "tpcc,tatp",
+            "--engines",
+            "pisces,undo",
+            "--update-pct",
+            "0,40",
+            "--tatp-subscribers",
+            "1000",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.sizes.tatp_subscribers, 1000);
+        assert_eq!(s.sizes.tpcc_items, Sizes::QUICK.tpcc_items);
+        let (specs, notes) = plan(&s);
+        let notes = plan_notes(notes);
+        assert!(notes.is_empty(), "{notes:?}");
+        // 2 engines x 2 thread counts each, one mix each.
+        assert_eq!(specs.len(), 8);
+        for x in &specs {
+            match x.workload.as_str() {
+                "tpcc" => assert_eq!((x.data, x.update_pct), (DataKind::Tpcc, 100)),
+                "tatp" => assert_eq!((x.data, x.update_pct), (DataKind::Tatp, 20)),
+                w => panic!("{w}"),
+            }
+        }
+    }
+
+    #[test]
+    fn sets_run_once_per_size_with_their_own_mixes() {
+        let s = parse(&["--workloads", "set,tree-set", "--engines", "pisces,undo"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(plan_notes(notes).is_empty());
+        let names: Vec<&str> = specs.iter().map(|x| x.workload.as_str()).collect();
+        for (w, data) in [
+            ("set-1k", DataKind::Set(1000)),
+            ("set-100k", DataKind::Set(100_000)),
+            ("tree-set-1k", DataKind::TreeSet(1000)),
+            ("tree-set-100k", DataKind::TreeSet(100_000)),
+        ] {
+            let of: Vec<&Spec> = specs.iter().filter(|x| x.workload == w).collect();
+            // 2 engines x 2 thread counts x mixes 1, 10, 100 %.
+            assert_eq!(of.len(), 12, "{w}: {names:?}");
+            assert!(of.iter().all(|x| x.data == data));
+            let mut mixes: Vec<u32> = of.iter().map(|x| x.update_pct).collect();
+            mixes.dedup();
+            assert_eq!(mixes, [1, 10, 100], "{w}");
+        }
+        assert_eq!(specs.len(), 48);
+        let s = parse(&[
+            "--full",
+            "--workloads",
+            "tree-set",
+            "--engines",
+            "pisces",
+            "--update-pct",
+            "0",
+            "--threads",
+            "1",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        let got: Vec<(&str, u32)> = specs
+            .iter()
+            .map(|x| (x.workload.as_str(), x.update_pct))
+            .collect();
+        assert_eq!(got, [("tree-set-1k", 0), ("tree-set-1m", 0)]);
+        let s = parse(&["--workloads", "set", "--set-keys", "500,500,200"])
+            .unwrap()
+            .settings();
+        assert_eq!(s.set_keys, [200, 500]);
+    }
+}

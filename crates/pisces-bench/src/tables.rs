@@ -1,0 +1,365 @@
+//! The terminal tables of a bench run: engines side by side with Pisces' ratio to
+//! each, every metric per configuration, the latency sweeps and the breakdown.
+
+use crate::report::{median, Key, Results, Row};
+use std::fmt::Write as _;
+
+/// A text table: first column left-aligned, the others right-aligned.
+pub struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headings.
+    pub fn new(head: Vec<String>) -> Self {
+        Table {
+            head,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row.
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// The table as text, one line per row, under a heading line.
+    pub fn render(&self) -> String {
+        let n = self.head.len();
+        let mut w = vec![0usize; n];
+        for r in std::iter::once(&self.head).chain(&self.rows) {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut s = String::new();
+        for r in std::iter::once(&self.head).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate().take(n) {
+                let pad = w[i] - c.chars().count();
+                if i == 0 {
+                    line += c;
+                    line += &" ".repeat(pad);
+                } else {
+                    line += "  ";
+                    line += &" ".repeat(pad);
+                    line += c;
+                }
+            }
+            s += line.trim_end();
+            s.push('\n');
+        }
+        s
+    }
+}
+
+pub(crate) fn mops(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.3}", x / 1e6)
+    }
+}
+
+pub(crate) fn times(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{x:.2}x")
+    }
+}
+
+fn ns(x: f64) -> String {
+    fixed(x, 0)
+}
+
+fn fixed(x: f64, d: usize) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{x:.d$}")
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.2}%", x * 100.0)
+    }
+}
+
+/// Workloads shown as throughput comparisons (everything but the two sweeps).
+fn is_throughput_workload(w: &str) -> bool {
+    !w.starts_with("latency") && w != "breakdown"
+}
+
+/// What the transactions of TPC-C, TATP and the sets are (after the table title).
+fn workload_note(w: &str) -> &'static str {
+    match w {
+        "tpcc" => {
+            " (TPC-C new-order, every transaction read-write, one warehouse per thread; \
+             scaled down, see the data line at the top)"
+        }
+        "tatp" => {
+            " (TATP's standard mix: 80 % read-only, 20 % read-write; ro/upd latencies in \
+             the detail table are its read-only and read-write transactions)"
+        }
+        w if w.starts_with("set-") => {
+            " (hash set: a read looks a member up, an update removes one and adds it back \
+             in one transaction)"
+        }
+        w if w.starts_with("tree-set-") => {
+            " (B+-tree set of keys drawn from twice as many: a read looks a member up, an \
+             update removes one and adds it back in one transaction)"
+        }
+        _ => "",
+    }
+}
+
+/// Engines side by side (median Mops/s) with Pisces' ratio to each, per workload.
+pub fn throughput_tables(res: &Results) -> String {
+    let mut s = String::new();
+    for w in res.workloads().iter().filter(|w| is_throughput_workload(w)) {
+        let engines = res.engines(w);
+        let has_pisces = engines.iter().any(|e| e == "pisces");
+        let others: Vec<&String> = engines.iter().filter(|e| *e != "pisces").collect();
+        let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
+        head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
+        if has_pisces {
+            head.extend(others.iter().map(|e| format!("pisces/{e}")));
+        }
+        let mut t = Table::new(head);
+        for k in res.keys(w) {
+            let mut row = vec![
+                k.update_pct.to_string(),
+                k.nvm_latency_ns.to_string(),
+                k.threads.to_string(),
+            ];
+            row.extend(
+                engines
+                    .iter()
+                    .map(|e| mops(res.median(w, &k, e, |r| r.ops_per_sec))),
+            );
+            if has_pisces {
+                row.extend(others.iter().map(|e| times(res.ratio(w, &k, "pisces", e))));
+            }
+            t.push(row);
+        }
+        let _ = writeln!(
+            s,
+            "{w}: committed transactions per second, median over runs; pisces/X is the \
+             median of the per-run ratios{}",
+            workload_note(w)
+        );
+        s += &t.render();
+        if w == "tpcc" {
+            let rates: Vec<f64> = res
+                .rows
+                .iter()
+                .filter(|r| r.workload == "tpcc")
+                .map(|r| r.user_abort_rate)
+                .collect();
+            let _ = writeln!(
+                s,
+                "tpcc: {} of the new-orders rolled back on the invalid item (median over \
+                 measurements; TPC-C's 1 %), counted as completed transactions",
+                pct(median(rates))
+            );
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Every metric, median over runs, one row per engine and configuration.
+pub fn detail_table(res: &Results) -> String {
+    let mut t = Table::new(
+        [
+            "workload",
+            "engine",
+            "upd%",
+            "nvm ns",
+            "thr",
+            "Mops/s",
+            "abort",
+            "ro p50",
+            "ro p99",
+            "upd p50",
+            "upd p99",
+            "lines/tx",
+            "fences/tx",
+            "write amp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    for w in res.workloads() {
+        for k in res.keys(&w) {
+            for e in res.engines(&w) {
+                if res.runs(&w, &k, &e).next().is_none() {
+                    continue;
+                }
+                let m = |f: fn(&Row) -> f64| res.median(&w, &k, &e, f);
+                t.push(vec![
+                    w.clone(),
+                    e.clone(),
+                    k.update_pct.to_string(),
+                    k.nvm_latency_ns.to_string(),
+                    k.threads.to_string(),
+                    mops(m(|r| r.ops_per_sec)),
+                    pct(m(|r| r.abort_rate)),
+                    ns(m(|r| r.ro_p50_ns)),
+                    ns(m(|r| r.ro_p99_ns)),
+                    ns(m(|r| r.upd_p50_ns)),
+                    ns(m(|r| r.upd_p99_ns)),
+                    fixed(m(|r| r.flushes_per_tx), 2),
+                    fixed(m(|r| r.fences_per_tx), 2),
+                    fixed(m(|r| r.write_amp), 2),
+                ]);
+            }
+        }
+    }
+    format!(
+        "All metrics (median over runs; latencies in ns per transaction, retries included; \
+         lines and fences per committed transaction; write amp = (bytes logged + bytes \
+         written home) / bytes the program changed)\n{}",
+        t.render()
+    )
+}
+
+/// Read-only latency against the emulated NVM write latency.
+pub fn latency_table(res: &Results) -> String {
+    let mut s = String::new();
+    for (w, what) in [
+        ("latency", "every thread mixing lookups and updates"),
+        (
+            "latency-split",
+            "thread 0 only looking up, the other threads only updating",
+        ),
+    ] {
+        s += &latency_table_of(res, w, what);
+    }
+    s
+}
+
+fn latency_table_of(res: &Results, w: &str, what: &str) -> String {
+    let keys = res.keys(w);
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(
+        [
+            "engine",
+            "thr",
+            "upd%",
+            "nvm ns",
+            "ro p50",
+            "ro p99",
+            "p99/p99@0",
+            "upd p50",
+            "upd p99",
+            "Mops/s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    for e in res.engines(w) {
+        for k in &keys {
+            if res.runs(w, k, &e).next().is_none() {
+                continue;
+            }
+            let zero = Key {
+                nvm_latency_ns: 0,
+                ..k.clone()
+            };
+            let m = |k: &Key, f: fn(&Row) -> f64| res.median(w, k, &e, f);
+            t.push(vec![
+                e.clone(),
+                k.threads.to_string(),
+                k.update_pct.to_string(),
+                k.nvm_latency_ns.to_string(),
+                ns(m(k, |r| r.ro_p50_ns)),
+                ns(m(k, |r| r.ro_p99_ns)),
+                times(m(k, |r| r.ro_p99_ns) / m(&zero, |r| r.ro_p99_ns)),
+                ns(m(k, |r| r.upd_p50_ns)),
+                ns(m(k, |r| r.upd_p99_ns)),
+                mops(m(k, |r| r.ops_per_sec)),
+            ]);
+        }
+    }
+    format!(
+        "{w}: transaction latency (ns, median over runs) vs emulated NVM write latency \
+         per flushed line; hash table, {what}\n{}\n",
+        t.render()
+    )
+}
+
+/// Pisces' optimisations one by one.
+pub fn breakdown_table(res: &Results) -> String {
+    let w = "breakdown";
+    let keys = res.keys(w);
+    if keys.is_empty() {
+        return String::new();
+    }
+    let engines = res.engines(w);
+    let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
+    head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
+    head.extend(engines.windows(2).map(|p| format!("{}/{}", p[1], p[0])));
+    head.extend(engines.iter().map(|e| format!("{e} lines/tx")));
+    let mut t = Table::new(head);
+    for k in &keys {
+        let mut row = vec![
+            k.update_pct.to_string(),
+            k.nvm_latency_ns.to_string(),
+            k.threads.to_string(),
+        ];
+        row.extend(
+            engines
+                .iter()
+                .map(|e| mops(res.median(w, k, e, |r| r.ops_per_sec))),
+        );
+        row.extend(
+            engines
+                .windows(2)
+                .map(|p| times(res.ratio(w, k, &p[1], &p[0]))),
+        );
+        row.extend(
+            engines
+                .iter()
+                .map(|e| fixed(res.median(w, k, e, |r| r.flushes_per_tx), 2)),
+        );
+        t.push(row);
+    }
+    format!(
+        "breakdown: Pisces on the hash table with flush whole (no flush-diff, no group \
+         commit), flush-diff, and flush-diff + group commit of 8 (the default)\n{}\n",
+        t.render()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_row;
+
+    #[test]
+    fn throughput_tables_show_ratios() {
+        let mut res = Results::default();
+        for (e, run, ops) in [("pisces", 1, 100.0), ("undo", 1, 50.0)] {
+            res.rows.push(test_row(e, "hash", 1, 2, run, ops));
+        }
+        let t = throughput_tables(&res);
+        assert!(t.contains("pisces/undo") && t.contains("2.00x"), "{t}");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let mut t = Table::new(vec!["a".into(), "bb".into()]);
+        t.push(vec!["long".into(), "1".into()]);
+        assert_eq!(t.render(), "a     bb\nlong   1\n");
+    }
+}

@@ -1,0 +1,163 @@
+//! The performance targets, evaluated on what a run measured (not asserted):
+//!
+//! * Pisces at least 2x the best baseline on hash 2 % and 20 % and btree 20 % updates;
+//! * read-only throughput at least 0.8x that of `volatile`;
+//! * read-only p99 at 1000 ns of emulated NVM latency at most 1.1x that at 0 ns.
+
+use crate::report::{Key, Results};
+use std::fmt::Write as _;
+
+/// The performance targets, evaluated on what was measured (not asserted).
+pub fn targets(res: &Results) -> String {
+    let mut s = String::from(
+        "Targets (measured in this run, not asserted; ratios are medians of \
+         per-run ratios):\n",
+    );
+    let verdict = |ok: bool| if ok { "[met]   " } else { "[MISSED]" };
+    // 1. Pisces >= 2x the best baseline.
+    for (w, p) in [("hash", 2), ("hash", 20), ("btree", 20)] {
+        let keys: Vec<Key> = res
+            .keys(w)
+            .into_iter()
+            .filter(|k| k.update_pct == p && (k.threads == 1 || k.threads == 2))
+            .collect();
+        if keys.is_empty() {
+            let _ = writeln!(s, "  [n/a]    {w} {p}% updates: not measured");
+        }
+        for k in keys {
+            let what = format!(
+                "{w} {p}% updates, {} thread{}{}",
+                k.threads,
+                if k.threads == 1 { "" } else { "s" },
+                lat_note(&k)
+            );
+            match res.vs_best_baseline(w, &k) {
+                Some((r, best)) => {
+                    let _ = writeln!(
+                        s,
+                        "  {} {what}: pisces / best baseline ({best}) = {r:.2}x (target >= 2x{})",
+                        verdict(r >= 2.0),
+                        if r >= 2.0 {
+                            String::new()
+                        } else {
+                            format!("; short by {:.0}%", (1.0 - r / 2.0) * 100.0)
+                        }
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  [n/a]    {what}: pisces or a baseline not measured");
+                }
+            }
+        }
+    }
+    // 2. Read-only throughput >= 0.8x volatile.
+    for w in ["hash", "btree"] {
+        for k in res.keys(w).into_iter().filter(|k| k.update_pct == 0) {
+            let r = res.ratio(w, &k, "pisces", "volatile");
+            if r.is_nan() {
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "  {} {w} read-only, {} thread{}{}: pisces / volatile = {r:.2}x (target >= 0.8x)",
+                verdict(r >= 0.8),
+                k.threads,
+                if k.threads == 1 { "" } else { "s" },
+                lat_note(&k)
+            );
+        }
+    }
+    // 3. Read-only p99 at 1000 ns <= 1.1x of that at 0 ns.
+    let mut any = false;
+    for w in ["latency", "latency-split"] {
+        for k in res.keys(w) {
+            if k.nvm_latency_ns != 1000 {
+                continue;
+            }
+            let zero = Key {
+                nvm_latency_ns: 0,
+                ..k.clone()
+            };
+            let (hi, lo) = (
+                res.median(w, &k, "pisces", |r| r.ro_p99_ns),
+                res.median(w, &zero, "pisces", |r| r.ro_p99_ns),
+            );
+            if hi.is_nan() || lo.is_nan() {
+                continue;
+            }
+            any = true;
+            let r = hi / lo;
+            let how = if w == "latency" {
+                format!("{}% updates", k.update_pct)
+            } else {
+                "dedicated reader".into()
+            };
+            let _ = writeln!(
+                s,
+                "  {} pisces read-only p99, {} threads, {how}: {hi:.0} ns at 1000 ns vs \
+                 {lo:.0} ns at 0 ns = {r:.2}x (target <= 1.1x)",
+                verdict(r <= 1.1),
+                k.threads,
+            );
+        }
+    }
+    if !any {
+        s += "  [n/a]    read-only p99 at 1000 ns vs 0 ns: not measured (latency workload)\n";
+    }
+    s += "  Baselines compared: the engines measured other than pisces and volatile (of \
+          undo, mvcc and pmdk).\n";
+    s
+}
+
+fn lat_note(k: &Key) -> String {
+    if k.nvm_latency_ns == 0 {
+        String::new()
+    } else {
+        format!(", {} ns NVM", k.nvm_latency_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_row;
+    use crate::tables::throughput_tables;
+
+    #[test]
+    fn ratios_pair_runs_and_the_best_baseline_is_per_run() {
+        let mut res = Results::default();
+        // Run 1: pisces 100, undo 50, other 80; run 2: pisces 90, undo 60, other 30;
+        // run 3: only pisces (no pair).
+        for (e, run, ops) in [
+            ("pisces", 1, 100.0),
+            ("undo", 1, 50.0),
+            ("other", 1, 80.0),
+            ("volatile", 1, 200.0),
+            ("pisces", 2, 90.0),
+            ("undo", 2, 60.0),
+            ("other", 2, 30.0),
+            ("volatile", 2, 100.0),
+            ("pisces", 3, 10.0),
+        ] {
+            res.rows.push(test_row(e, "hash", 1, 2, run, ops));
+        }
+        let k = Key {
+            update_pct: 2,
+            nvm_latency_ns: 0,
+            threads: 1,
+        };
+        assert_eq!(res.ratio("hash", &k, "pisces", "undo"), (2.0 + 1.5) / 2.0);
+        let (r, _) = res.vs_best_baseline("hash", &k).unwrap();
+        assert_eq!(r, (100.0 / 80.0 + 1.5) / 2.0);
+        assert_eq!(res.median("hash", &k, "pisces", |r| r.ops_per_sec), 90.0);
+        let t = throughput_tables(&res);
+        assert!(t.contains("pisces/undo"), "{t}");
+        assert!(t.contains("1.75x"), "{t}");
+        let g = targets(&res);
+        assert!(
+            g.contains("[MISSED] hash 2% updates, 1 thread: pisces / best baseline"),
+            "{g}"
+        );
+        assert!(g.contains("[n/a]    hash 20% updates: not measured"), "{g}");
+    }
+}

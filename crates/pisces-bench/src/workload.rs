@@ -1,0 +1,107 @@
+//! The workloads of `pisces bench`: what `--workloads` selects ([`WorkloadKind`]),
+//! their names in reports, the default lists and the fixed mixes of some of them.
+//!
+//! A workload is a way of measuring (which engines, mixes, latencies and threads, see
+//! [`crate::plan`]) on one of the data sets of [`crate::registry`].
+
+use clap::ValueEnum;
+
+/// A workload of `pisces bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
+pub enum WorkloadKind {
+    /// Hash table (10K buckets, 8-byte keys, 64-byte values), lookups and insert/remove.
+    Hash,
+    /// B+-tree (fanout 16, 256-byte nodes), lookups and inserts/overwrites.
+    Btree,
+    /// Read-only latency percentiles vs emulated NVM write latency (hash table, every
+    /// thread mixing lookups and updates, as in the paper's Fig 9c).
+    Latency,
+    /// The same sweep with a dedicated reader: thread 0 only looks up, the other
+    /// threads only update (not in the default list).
+    LatencySplit,
+    /// Pisces' optimisations one by one on the hash table: flush whole, flush-diff,
+    /// flush-diff + group commit.
+    Breakdown,
+    /// TPC-C new-order, one warehouse per worker thread, fanout-32 B+-tree tables
+    /// (scaled down; in `--full`, not in the quick default).
+    Tpcc,
+    /// TATP, fanout-32 B+-tree tables, the standard 80 % read-only mix (in `--full`,
+    /// not in the quick default).
+    Tatp,
+    /// Hash set of u64 keys (the PTM peers' set benchmark): lookups, and remove + add
+    /// back of a member in one transaction; one measurement per `--set-keys` size (not
+    /// in the default lists).
+    Set,
+    /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
+    /// measurement per `--tree-set-keys` size (not in the default lists).
+    TreeSet,
+}
+
+/// `update_pct` of TPC-C: every new-order is read-write.
+pub const TPCC_UPDATE_PCT: u32 = 100;
+/// `update_pct` of TATP: its standard mix has 20 % read-write transactions.
+pub const TATP_UPDATE_PCT: u32 = 20;
+/// Default update mixes of `set` and `tree-set` (the peers' 1, 10 and 100 %).
+pub const SET_MIXES: [u32; 3] = [1, 10, 100];
+
+/// The workloads of `--quick` (the main job) when `--workloads` is not given.
+pub const QUICK: [WorkloadKind; 4] = [
+    WorkloadKind::Hash,
+    WorkloadKind::Btree,
+    WorkloadKind::Latency,
+    WorkloadKind::Breakdown,
+];
+/// The workloads of `--full` when `--workloads` is not given.
+pub const FULL: [WorkloadKind; 6] = [
+    WorkloadKind::Hash,
+    WorkloadKind::Btree,
+    WorkloadKind::Latency,
+    WorkloadKind::Breakdown,
+    WorkloadKind::Tpcc,
+    WorkloadKind::Tatp,
+];
+
+impl WorkloadKind {
+    /// Name on the command line and, for workloads of one size, in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Hash => "hash",
+            WorkloadKind::Btree => "btree",
+            WorkloadKind::Latency => "latency",
+            WorkloadKind::LatencySplit => "latency-split",
+            WorkloadKind::Breakdown => "breakdown",
+            WorkloadKind::Tpcc => "tpcc",
+            WorkloadKind::Tatp => "tatp",
+            WorkloadKind::Set => "set",
+            WorkloadKind::TreeSet => "tree-set",
+        }
+    }
+
+    /// Name in reports of this workload run on `keys` keys (`set-1k`, `tree-set-1m`):
+    /// the set workloads are measured at several sizes, each its own table and plot.
+    pub fn sized_name(self, keys: usize) -> String {
+        let n = match keys {
+            n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}m", n / 1_000_000),
+            n if n >= 1000 && n % 1000 == 0 => format!("{}k", n / 1000),
+            n => n.to_string(),
+        };
+        format!("{}-{n}", self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_command_line_values() {
+        for w in WorkloadKind::value_variants() {
+            let v = w.to_possible_value().unwrap();
+            assert_eq!(v.get_name(), w.name());
+        }
+        assert_eq!(WorkloadKind::Set.sized_name(1000), "set-1k");
+        assert_eq!(WorkloadKind::TreeSet.sized_name(1_000_000), "tree-set-1m");
+        assert_eq!(WorkloadKind::Set.sized_name(1500), "set-1500");
+        assert!(!QUICK.contains(&WorkloadKind::Set) && !FULL.contains(&WorkloadKind::TreeSet));
+    }
+}
