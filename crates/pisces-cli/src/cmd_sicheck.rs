@@ -87,22 +87,24 @@ impl IsolationArg {
     }
 }
 
-/// Engines this tool runs: their transactions are at least snapshot-isolated, so that
-/// `--isolation si` judges them fairly — the SI engines (pisces, mvcc, and volatile,
-/// which is Pisces' concurrency control) and undo (two-phase locking: serializable).
-/// Not pmdk: it keeps its own pool file, and this tool runs on anonymous DRAM.
-const SI_ENGINES: [EngineId; 4] = [
-    EngineId::Pisces,
-    EngineId::Mvcc,
-    EngineId::Volatile,
-    EngineId::Undo,
-];
+/// Engines this tool runs: every engine of the registry that runs on our pool format
+/// (this tool runs on anonymous DRAM, so not pmdk, which keeps its own pool file).
+/// Every engine offers at least snapshot isolation, so `--isolation si` judges each
+/// fairly; `--isolation serializable` shows which ones are.
+fn engines() -> Vec<EngineId> {
+    EngineId::ALL
+        .iter()
+        .copied()
+        .filter(|e| e.available() && !e.has_own_pool_format())
+        .collect()
+}
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
+    let engines = engines();
     EngineId::from_name(s)
-        .filter(|e| SI_ENGINES.contains(e))
+        .filter(|e| engines.contains(e))
         .ok_or_else(|| {
-            let known: Vec<&str> = SI_ENGINES.iter().map(|e| e.name()).collect();
+            let known: Vec<&str> = engines.iter().map(|e| e.name()).collect();
             format!("unknown engine `{s}` (known engines: {})", known.join(", "))
         })
 }

@@ -34,6 +34,7 @@
 //! An engine may start threads (replayers, checkpointers) in `open`; the pool calls
 //! [`Engine::shutdown`] before it closes, and the engine must stop and join them there.
 
+pub(crate) mod bare;
 pub(crate) mod kit;
 pub(crate) mod mvcc;
 mod options;

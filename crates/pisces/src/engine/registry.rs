@@ -10,7 +10,7 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
+    bare, mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
     Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
@@ -186,6 +186,8 @@ engines! {
     Pmdk = pmdk::Pmdk,
     /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
     Volatile = pisces::Volatile,
+    /// Reference: no transactional instrumentation (the physical limit of read paths).
+    Bare = bare::Bare,
 }
 
 impl EngineId {

@@ -1,0 +1,93 @@
+//! A reader-writer lock with one reader indicator per thread slot.
+//!
+//! Readers set their own (cache-padded) indicator and check the writer word; a writer
+//! takes the writer word and waits until every other indicator is clear. Readers never
+//! write a shared line, so read-only transactions on different threads do not contend.
+//!
+//! The race it closes is the store-buffering pattern: a reader stores its indicator then
+//! loads the writer word, a writer stores the writer word then loads the indicators.
+//! All four accesses are SeqCst, so they are totally ordered and at least one side sees
+//! the other's store: either the reader sees the writer and backs off, or the writer
+//! sees the reader and waits.
+
+use crate::sync::spin_step;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+/// No writer holds the gate.
+const NO_WRITER: usize = usize::MAX;
+
+pub(super) struct Gate {
+    writer: CachePadded<AtomicUsize>,
+    readers: Vec<CachePadded<AtomicBool>>,
+}
+
+impl Gate {
+    pub(super) fn new(slots: usize) -> Gate {
+        Gate {
+            writer: CachePadded::new(AtomicUsize::new(NO_WRITER)),
+            readers: (0..slots)
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
+        }
+    }
+
+    pub(super) fn slots(&self) -> usize {
+        self.readers.len()
+    }
+
+    /// Enter as a reader: wait while a writer holds the gate.
+    pub(super) fn enter_read(&self, slot: usize) {
+        let mut round = 0;
+        loop {
+            self.readers[slot].store(true, SeqCst);
+            if self.writer.load(SeqCst) == NO_WRITER {
+                return;
+            }
+            // Back off without holding the indicator, so the writer can finish.
+            self.readers[slot].store(false, SeqCst);
+            while self.writer.load(Relaxed) != NO_WRITER {
+                spin_step(&mut round);
+            }
+        }
+    }
+
+    /// Leave as a reader.
+    pub(super) fn leave_read(&self, slot: usize) {
+        // SeqCst (Release would do for the reads before it): the writer's scan must
+        // see it before it writes.
+        self.readers[slot].store(false, SeqCst);
+    }
+
+    /// A reader becomes the writer: `false` at once if another thread is the writer
+    /// (the caller aborts and retries; waiting here could deadlock with that writer,
+    /// which waits for our indicator). Otherwise waits until no other reader is inside.
+    pub(super) fn upgrade(&self, slot: usize) -> bool {
+        if self
+            .writer
+            .compare_exchange(NO_WRITER, slot, SeqCst, Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.readers[slot].store(false, SeqCst);
+        for (i, r) in self.readers.iter().enumerate() {
+            if i == slot {
+                continue;
+            }
+            let mut round = 0;
+            while r.load(SeqCst) {
+                spin_step(&mut round);
+            }
+        }
+        true
+    }
+
+    /// Leave as the writer.
+    pub(super) fn leave_write(&self) {
+        // SeqCst: a reader that then enters sees the writer gone together with
+        // everything written (pairs with its SeqCst load).
+        self.writer.store(NO_WRITER, SeqCst);
+    }
+}

@@ -1,0 +1,238 @@
+//! The `bare` engine: the physical limit that read paths are measured against.
+//!
+//! The same pool format, allocator and containers, with no transactional
+//! instrumentation: a read is the validated pointer to the home object, a write is a
+//! store into it. Isolation comes from one reader-writer lock with a reader indicator
+//! per thread slot ([`gate`]), so readers share no counter (no cache line bounces
+//! between reading threads): a transaction begins as a reader and becomes the writer
+//! at its first write, alloc or free. Nothing is persisted: not crash-safe, like
+//! `volatile`, and not meant for data.
+//!
+//! Decisions:
+//! * Upgrading to writer never waits for another would-be writer: if the writer word is
+//!   taken, the attempt fails with a conflict and `run` retries it (two readers that
+//!   both want to upgrade cannot deadlock). The new writer then waits for the other
+//!   readers to finish; they never wait for it while holding their indicator.
+//! * A user abort must undo in-place writes, so the first write of an object copies its
+//!   old bytes to DRAM (the only per-access cost beyond validation). Read-only
+//!   transactions pay nothing but the indicator store and the writer check.
+//! * Writers may starve under a steady stream of readers (no writer preference): this
+//!   engine is a reference for read paths, not a fair lock.
+//!
+//! Isolation: one writer at a time and no reader beside it — serializable and
+//! linearizable.
+
+mod gate;
+
+use crate::engine::kit::objects::{locate_block_to_free, locate_object};
+use crate::engine::{DurableToken, Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
+use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::Heap;
+use crate::tx::{Isolation, TxOptions};
+use crate::{Error, Result};
+use gate::Gate;
+use std::sync::Arc;
+
+/// Registry entry of the `bare` engine.
+pub struct Bare;
+
+impl EngineDef for Bare {
+    const ID: u32 = 9;
+    const NAME: &'static str = "bare";
+    const SUMMARY: &'static str =
+        "reference: no transactional instrumentation, a reader-writer lock with per-thread reader indicators, no persistence (the physical limit; not crash-safe)";
+    const ISOLATION: Isolation = Isolation::Linearizable;
+    const DURABLE: bool = false;
+    type Engine = BareEngine;
+    type Thread = BareThread;
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<BareEngine> {
+        opts.only(Self::NAME, &[])?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let gate = Gate::new(heap.layout().max_threads);
+        Ok(BareEngine {
+            sh: Arc::new(Shared { heap, alloc, gate }),
+        })
+    }
+}
+
+struct Shared {
+    heap: Arc<Heap>,
+    alloc: Arc<Allocator>,
+    gate: Gate,
+}
+
+/// Pool-wide state of the `bare` engine.
+pub(crate) struct BareEngine {
+    sh: Arc<Shared>,
+}
+
+impl Engine for BareEngine {
+    type Thread = BareThread;
+    fn thread(&self, slot: usize) -> Result<BareThread> {
+        if slot >= self.sh.gate.slots() {
+            return Err(Error::TooManyThreads(self.sh.gate.slots()));
+        }
+        Ok(BareThread {
+            sh: self.sh.clone(),
+            slot,
+            state: State::Idle,
+            undo: Vec::new(),
+            allocs: Vec::new(),
+            frees: Vec::new(),
+            cache: ThreadCache::default(),
+        })
+    }
+    fn quiesce(&self) {}
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Idle,
+    Reading,
+    Writing,
+}
+
+/// One thread's state.
+pub(crate) struct BareThread {
+    sh: Arc<Shared>,
+    slot: usize,
+    state: State,
+    /// Old bytes of each object written in place (payload offset, bytes), for abort.
+    undo: Vec<(u64, Vec<u8>)>,
+    allocs: Vec<Block>,
+    frees: Vec<Block>,
+    cache: ThreadCache,
+}
+
+impl BareThread {
+    fn running(&self) -> Result<()> {
+        if self.state == State::Idle {
+            Err(Error::InvalidArgument(
+                "no transaction is running on this thread".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Become the writer (first write, alloc or free of the transaction).
+    fn upgrade(&mut self) -> Result<()> {
+        self.running()?;
+        if self.state == State::Reading {
+            if !self.sh.gate.upgrade(self.slot) {
+                return Err(Error::Conflict);
+            }
+            self.state = State::Writing;
+        }
+        Ok(())
+    }
+
+    fn end(&mut self) {
+        match self.state {
+            State::Idle => {}
+            State::Reading => self.sh.gate.leave_read(self.slot),
+            State::Writing => self.sh.gate.leave_write(),
+        }
+        self.state = State::Idle;
+        self.undo.clear();
+    }
+}
+
+impl EngineThread for BareThread {
+    fn begin(&mut self, _opts: &TxOptions) {
+        self.end();
+        self.sh.gate.enter_read(self.slot);
+        self.state = State::Reading;
+    }
+
+    #[inline]
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.running()?;
+        locate_object(&self.sh.alloc, off, len)?;
+        // SAFETY: `locate_object` validated `off .. off + len` as an object payload
+        // inside the image.
+        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.upgrade()?;
+        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
+        if !self.undo.iter().any(|(o, _)| *o == off)
+            && !self.allocs.iter().any(|b| b.payload() == off)
+        {
+            let mut old = vec![0u8; plen];
+            self.sh.heap.read_bytes(off as usize, &mut old);
+            self.undo.push((off, old));
+        }
+        // SAFETY: validated payload inside the image; we are the only writer and no
+        // reader is active (the gate), so nothing else accesses it until we end.
+        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.upgrade()?;
+        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        let zeros = vec![0u8; b.payload_len() & !7];
+        self.sh.heap.write_bytes(b.payload() as usize, &zeros);
+        self.allocs.push(b);
+        Ok(b.payload())
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.upgrade()?;
+        let b = locate_block_to_free(&self.sh.alloc, off)?;
+        if self.frees.contains(&b) {
+            return Err(Error::InvalidPointer(format!(
+                "object {off:#x} freed twice"
+            )));
+        }
+        if let Some(i) = self.allocs.iter().position(|a| *a == b) {
+            self.allocs.swap_remove(i);
+            self.sh.alloc.unreserve(&mut self.cache, b);
+            return Ok(());
+        }
+        self.frees.push(b);
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<DurableToken> {
+        self.running()?;
+        for b in std::mem::take(&mut self.allocs) {
+            self.sh.alloc.publish_alloc(b);
+        }
+        for b in std::mem::take(&mut self.frees) {
+            self.sh.alloc.publish_free(b);
+            // No reader is active while we write, and none can start before we end.
+            self.sh.alloc.release(&mut self.cache, b);
+        }
+        self.end();
+        Ok(DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.state == State::Writing {
+            for (off, old) in std::mem::take(&mut self.undo).into_iter().rev() {
+                self.sh.heap.write_bytes(off as usize, &old);
+            }
+            for b in std::mem::take(&mut self.allocs) {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+            self.frees.clear();
+        }
+        self.end();
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for BareThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}
