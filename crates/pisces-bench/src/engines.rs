@@ -67,6 +67,13 @@ impl Engine {
         Ok(e)
     }
 
+    /// True for the engines Pisces' targets compare against: the durable ones other than
+    /// Pisces itself (the non-durable `volatile` and `bare` are references, not
+    /// baselines).
+    pub fn is_baseline(self) -> bool {
+        self != Engine::PISCES && self.persists()
+    }
+
     /// False for an engine that never flushes (volatile): the emulated NVM latency
     /// cannot change it.
     pub fn persists(self) -> bool {

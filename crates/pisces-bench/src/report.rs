@@ -164,7 +164,7 @@ pub struct Results {
 
 /// True for the engines the targets compare Pisces against.
 fn is_baseline(engine: &str) -> bool {
-    engine != "pisces" && engine != "volatile" && !engine.starts_with("pisces-")
+    crate::engines::Engine::parse(engine).is_ok_and(|e| e.is_baseline())
 }
 
 impl Results {

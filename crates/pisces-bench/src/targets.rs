@@ -104,8 +104,7 @@ pub fn targets(res: &Results) -> String {
     if !any {
         s += "  [n/a]    read-only p99 at 1000 ns vs 0 ns: not measured (latency workload)\n";
     }
-    s += "  Baselines compared: the engines measured other than pisces and volatile (of \
-          undo, mvcc and pmdk).\n";
+    s += "  Baselines compared: the durable engines measured other than pisces.\n";
     s
 }
 
