@@ -186,7 +186,13 @@ mod tests {
         let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
         // Every engine of the build x 2 thread counts x 3 mixes (B+-tree: 2).
         let engines = Engine::available().len();
-        assert_eq!(engines, if Engine::PMDK.in_build() { 5 } else { 4 });
+        assert_eq!(
+            engines,
+            pisces::EngineId::ALL
+                .iter()
+                .filter(|e| e.available())
+                .count()
+        );
         assert_eq!(count("hash"), engines * 6);
         assert_eq!(count("btree"), engines * 4);
         // pisces, undo and mvcc x 5 latencies on 2 threads (not volatile or pmdk).

@@ -125,16 +125,16 @@ mod tests {
     #[test]
     fn ratios_pair_runs_and_the_best_baseline_is_per_run() {
         let mut res = Results::default();
-        // Run 1: pisces 100, undo 50, other 80; run 2: pisces 90, undo 60, other 30;
+        // Run 1: pisces 100, undo 50, mvcc 80; run 2: pisces 90, undo 60, mvcc 30;
         // run 3: only pisces (no pair).
         for (e, run, ops) in [
             ("pisces", 1, 100.0),
             ("undo", 1, 50.0),
-            ("other", 1, 80.0),
+            ("mvcc", 1, 80.0),
             ("volatile", 1, 200.0),
             ("pisces", 2, 90.0),
             ("undo", 2, 60.0),
-            ("other", 2, 30.0),
+            ("mvcc", 2, 30.0),
             ("volatile", 2, 100.0),
             ("pisces", 3, 10.0),
         ] {

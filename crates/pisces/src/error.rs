@@ -67,6 +67,12 @@ pub enum Error {
         /// The engine the caller asked for.
         requested: String,
     },
+    /// The pool was created by an engine this build does not have (another build, or
+    /// an engine that keeps its own pool format).
+    #[error(
+        "the pool was created by engine #{0}, which this build cannot open on this pool format"
+    )]
+    UnknownEngine(u32),
     /// A checksum did not match: the pool is damaged.
     #[error("pool is corrupt: {0}")]
     Corrupt(String),

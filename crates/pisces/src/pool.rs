@@ -316,12 +316,7 @@ impl Pool {
         let found = heap.superblock().engine_id;
         let engine = EngineId::from_u32(found)
             .filter(|e| e.storage() == Storage::Heap)
-            .ok_or_else(|| {
-                Error::Corrupt(format!(
-                    "the superblock names {}, which this build does not know",
-                    EngineId::describe(found)
-                ))
-            })?;
+            .ok_or(Error::UnknownEngine(found))?;
         if let Some(asked) = cfg.engine.filter(|&e| e != engine) {
             return Err(Error::WrongEngine {
                 found: engine.name().to_string(),
