@@ -274,7 +274,7 @@ impl Pool {
     /// use pisces::{Config, Pool};
     /// let medium = Arc::new(DramMedium::anonymous(32 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium, Config::default()).unwrap();
-    /// assert_eq!(pool.heap().unwrap().layout().max_threads, 8);
+    /// assert_eq!(pool.superblock().unwrap().max_threads, 8);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
@@ -295,20 +295,20 @@ impl Pool {
         Self::start(Arc::new(heap), engine, &cfg)
     }
 
-    /// Open a pool on a medium that holds one (e.g. a crash image), running recovery.
+    /// Open a pool on a medium that holds one (e.g. a crash image of the simulator in
+    /// `pisces-verify`), running recovery.
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use pisces::medium::sim::{SimConfig, SimMedium};
+    /// use pisces::medium::dram::DramMedium;
     /// use pisces::{Config, Pool, PPtr};
     /// let cfg = Config { size: 4 << 20, max_threads: 2, log_bytes_per_thread: 64 << 10, ..Config::default() };
-    /// let sim = Arc::new(SimMedium::new(4 << 20, SimConfig::default()).unwrap());
-    /// let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
+    /// let medium = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
+    /// let pool = Pool::create_on(medium.clone(), cfg.clone()).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// pool.run(|tx| { *tx.write(n)? = 1; Ok(()) }).unwrap();
-    /// // Power fails now: boot a new machine from what reached the medium.
-    /// let image = sim.crash_image_now(42);
-    /// let again = Pool::open_on(Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap()), cfg).unwrap();
+    /// drop(pool);
+    /// let again = Pool::open_on(medium, cfg).unwrap();
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {

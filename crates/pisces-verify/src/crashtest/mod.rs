@@ -29,7 +29,7 @@
 //! allocator must be sound.
 //!
 //! ```
-//! use pisces::crashtest::{run_campaign, workload_by_name, Mode, Settings};
+//! use pisces_verify::crashtest::{run_campaign, workload_by_name, Mode, Settings};
 //! let w = workload_by_name("bank").unwrap();
 //! let settings = Settings {
 //!     ops: 6,

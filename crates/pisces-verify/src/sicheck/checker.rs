@@ -55,7 +55,7 @@ impl Default for CheckOptions {
 /// Check a history with the default options.
 ///
 /// ```
-/// use pisces::sicheck::{check, Anomaly, History, Isolation, Txn};
+/// use pisces_verify::sicheck::{check, Anomaly, History, Isolation, Txn};
 /// // Write skew: both read x and y, each appends to a different one.
 /// let h: History = [
 ///     Txn::committed(0).r(1, &[]).r(2, &[]).a(1, 10),

@@ -38,7 +38,7 @@
 //! a whole. See [`recovery`] and [`versions`].
 //!
 //! ```
-//! use pisces::sicheck::{check, Anomaly, History, Isolation, Txn};
+//! use pisces_verify::sicheck::{check, Anomaly, History, Isolation, Txn};
 //! // Lost update: both read key 1 as [] and both append to it.
 //! let h: History = [
 //!     Txn::committed(0).r(1, &[]).a(1, 10),
