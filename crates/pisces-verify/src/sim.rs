@@ -279,7 +279,7 @@ struct State {
 /// ```
 /// # use std::sync::Arc;
 /// # use pisces::medium::Medium;
-use pisces_verify::sim::{SimConfig, SimMedium};
+/// use pisces_verify::sim::{SimConfig, SimMedium};
 /// let sim = Arc::new(SimMedium::new(1 << 16, SimConfig::crash_at_fence(1)).unwrap());
 /// let medium: Arc<dyn Medium> = sim.clone();
 /// medium.persist(0, 8);
