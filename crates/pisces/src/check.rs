@@ -405,7 +405,9 @@ fn open_shared(path: &Path) -> Result<File> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
+            Some(libc::EWOULDBLOCK) => {
+                return Err(crate::medium::file::lock_conflict(&file, path))
+            }
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
@@ -904,7 +906,7 @@ mod tests {
         let pool = Pool::create(&p, small_config()).unwrap();
         assert!(matches!(
             check_pool(&p, MediumKind::DRAM),
-            Err(Error::Locked(_))
+            Err(Error::AlreadyOpen(_))
         ));
         drop(pool);
         assert!(check_pool(&p, MediumKind::DRAM).unwrap().is_ok());
@@ -924,7 +926,7 @@ mod tests {
         let f = open_shared(&p).unwrap();
         assert!(matches!(
             Pool::open(&p, small_config()),
-            Err(Error::Locked(_))
+            Err(Error::AlreadyOpen(_))
         ));
         drop(f);
         Pool::open(&p, small_config()).unwrap();
