@@ -242,7 +242,20 @@ impl UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        crate::engine::locate_object(&self.sh.alloc, off, len)
+        crate::engine::locate_object(&self.sh.alloc, off, len, |b| self.allocs.contains(&b))
+    }
+
+    /// After locking: the object is still allocated (a free committed between the
+    /// validation and the lock is seen here), or allocated by this transaction.
+    fn recheck(&self, header: u64, plen: usize) -> Result<()> {
+        if header == ROOT_SLOT_OFFSET as u64 {
+            return Ok(());
+        }
+        let b = Block {
+            offset: header,
+            size: (plen + HEADER) as u64,
+        };
+        crate::engine::check_still_allocated(&self.sh.alloc, b, |b| self.allocs.contains(&b))
     }
 
     fn lock(&self, header: u64, mode: Mode) -> Result<()> {
@@ -319,16 +332,18 @@ impl EngineThread for UndoThread {
     }
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        let (header, _) = self.validate(off, len)?;
+        let (header, plen) = self.validate(off, len)?;
         self.lock(header, Mode::Shared)?;
+        self.recheck(header, plen)?;
         // SAFETY: validated payload inside the pool.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         let (header, plen) = self.validate(off, len)?;
         let first = self.locks.mode(header) != Some(Mode::Exclusive);
         self.lock(header, Mode::Exclusive)?;
+        self.recheck(header, plen)?;
         let fresh = self.allocs.iter().any(|b| b.offset == header);
         if first && !fresh {
             let payload = header + HEADER as u64;
@@ -339,7 +354,7 @@ impl EngineThread for UndoThread {
             self.written.push((payload, plen));
         }
         // SAFETY: validated payload inside the pool, exclusively locked by us.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
@@ -366,23 +381,23 @@ impl EngineThread for UndoThread {
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+        if !self.active {
             return Err(Error::InvalidPointer(
-                "the root slot cannot be freed".into(),
+                "no transaction is running on this thread".into(),
             ));
         }
-        let (header, _) = self.validate(off, 0)?;
-        let b = self
-            .sh
-            .alloc
-            .block_at(off)
-            .ok_or_else(|| Error::InvalidPointer(format!("{off:#x}")))?;
+        let root = crate::engine::root_object(|o, l| self.read(o, l))?;
+        let b = crate::engine::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+            self.allocs.contains(&b)
+        })?;
+        let header = b.offset;
         if self.frees.contains(&b) {
             return Err(Error::InvalidPointer(format!(
                 "object {off:#x} freed twice"
             )));
         }
         self.lock(header, Mode::Exclusive)?;
+        self.recheck(header, b.payload_len() & !7)?;
         if let Some(i) = self.allocs.iter().position(|a| *a == b) {
             // Allocated and freed in this transaction: never published.
             self.allocs.swap_remove(i);
