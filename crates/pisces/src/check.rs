@@ -138,6 +138,8 @@ pub struct CheckReport {
     pub problems: Vec<String>,
     /// Findings that recovery handles by itself (a torn superblock copy).
     pub warnings: Vec<String>,
+    /// With [`check_pool_deep`]: one line per container found from the root object.
+    pub containers: Option<Vec<String>>,
 }
 
 impl CheckReport {
@@ -340,6 +342,16 @@ impl fmt::Display for CheckReport {
                 writeln!(f, "root object      at {:#x}, {} bytes", r.offset, r.size)?;
             }
         }
+        if let Some(cs) = &self.containers {
+            writeln!(
+                f,
+                "containers       {} found from the root object",
+                cs.len()
+            )?;
+            for c in cs {
+                writeln!(f, "  {c}")?;
+            }
+        }
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }
@@ -405,9 +417,7 @@ fn open_shared(path: &Path) -> Result<File> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => {
-                return Err(crate::medium::file::lock_conflict(&file, path))
-            }
+            Some(libc::EWOULDBLOCK) => return Err(crate::medium::file::lock_conflict(&file, path)),
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
@@ -483,6 +493,21 @@ fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
 /// file's contents, a file too small to be a pool included, is a problem in the
 /// report.
 pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
+    check(path, medium, false)
+}
+
+/// [`check_pool`], then (if no problem was found) walk the public containers whose
+/// handles are words of the root object, on the recovered state, and report each one
+/// and its damage: hash chains that loop or join, keys in the wrong bucket, tree nodes
+/// of the wrong kind, leaves off the chain (see [`crate::containers::deep`] for how
+/// they are recognised and what is checked). For engines other than Pisces no dry run
+/// of recovery happens, so the walk sees the heap as stored: meaningful for a pool that
+/// was closed cleanly. What `pisces check --deep` runs.
+pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
+    check(path, medium, true)
+}
+
+fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     if medium == MediumKind::Simulated {
         return Err(Error::InvalidConfig(
             "the simulated medium has no pool file to check".into(),
@@ -508,6 +533,7 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
         root: None,
         problems: Vec::new(),
         warnings: Vec::new(),
+        containers: None,
     };
     if file_len < MIN_POOL_SIZE {
         r.problems.push(format!(
@@ -706,6 +732,25 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
                     }
                 }
             }
+        }
+    }
+    if deep && r.problems.is_empty() {
+        match Allocator::rebuild(heap.clone()) {
+            Ok(alloc) => {
+                let root = read_root(&heap);
+                let d = crate::containers::deep::check_root_containers(
+                    &heap,
+                    &alloc,
+                    root.offset,
+                    root.size,
+                );
+                r.problems
+                    .extend(d.problems.into_iter().map(|p| format!("containers: {p}")));
+                r.containers = Some(d.containers);
+            }
+            Err(e) => r
+                .problems
+                .push(format!("containers: the allocator state: {e}")),
         }
     }
     Ok(r)
