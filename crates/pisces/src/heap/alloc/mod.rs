@@ -567,7 +567,7 @@ impl Allocator {
     /// The load is Acquire (free on x86): it pairs with the Release of the RMW in
     /// `publish_*`, so a thread that sees a bit changed also sees what its publisher did
     /// before (e.g. the `mvcc` engine's version push and commit mark).
-    #[inline]
+    #[inline(always)]
     pub fn block_state(&self, payload_off: u64) -> Option<(Block, bool)> {
         let offset = payload_off.checked_sub(HEADER as u64)?;
         let heap_off = self.heap.layout().heap_offset as u64;
@@ -583,10 +583,15 @@ impl Allocator {
                 if d % cl.size != 0 || index >= cl.nblocks {
                     return None;
                 }
-                let word = heap_off + slab as u64 * SLAB_SIZE as u64 + 8 * (index / 64) as u64;
-                let bit = self.heap.atomic_u64(word as usize).load(Ordering::Acquire)
-                    & (1u64 << (index % 64))
-                    != 0;
+                let word = heap_off as usize + slab * SLAB_SIZE + 8 * (index / 64) as usize;
+                // SAFETY: `slab` indexes `kinds`, which has one entry per slab of the
+                // layout, so the slab lies inside the image; its bitmap words are at its
+                // start (`index < nblocks` keeps the word inside the bitmap) and 8-aligned
+                // (slabs are SLAB_SIZE-aligned in the page-aligned image). Bitmap words
+                // are only accessed atomically (`pmem`). (No bounds assert here: this is
+                // every object access's path.)
+                let w = unsafe { &*(self.heap.ptr(word) as *const AtomicU64) };
+                let bit = w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0;
                 Some((
                     Block {
                         offset,
