@@ -148,3 +148,64 @@ fn a_torn_last_record_is_tolerated() {
         assert_eq!(v.to_vec(), want, "{engine:?}");
     }
 }
+
+/// The undo engine's log: a transaction in flight writing four objects (one undo entry
+/// each, 64 bytes apart from offset 64 of the slot's area), copied while it runs.
+#[test]
+fn undo_log_damage_in_the_middle_is_refused_a_torn_last_entry_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("undo.pool");
+    let cfg = Config {
+        size: 8 << 20,
+        engine: EngineId::Undo,
+        max_threads: 2,
+        log_bytes_per_thread: LOG,
+        ..Config::default()
+    };
+    let pool = Pool::create(&p, cfg.clone()).unwrap();
+    let objs: Vec<PPtr<[u64; 4]>> = pool
+        .run(|tx| (0..4).map(|i| tx.alloc([i; 4])).collect())
+        .unwrap();
+    let copy = d.path().join("inflight.pool");
+    let mut h = pool.handle().unwrap();
+    let area = pool.heap().unwrap().layout().log_offset(h.slot());
+    let _ = h.run(|tx| {
+        for o in &objs {
+            tx.write(*o)?[0] = 99;
+        }
+        std::fs::copy(&p, &copy).unwrap();
+        Err::<(), _>(Error::abort("copied"))
+    });
+    drop(h);
+    drop(pool);
+    let entry = |i: usize| area + 64 + 64 * i;
+    let values = |c: &Path| -> pisces::Result<Vec<[u64; 4]>> {
+        let pool = Pool::open(c, cfg.clone())?;
+        objs.iter()
+            .map(|o| pool.run(|tx| Ok(*tx.read(*o)?)))
+            .collect()
+    };
+    // Intact: everything undone.
+    let c = d.path().join("intact.pool");
+    std::fs::copy(&copy, &c).unwrap();
+    let want: Vec<[u64; 4]> = (0..4).map(|i| [i; 4]).collect();
+    assert_eq!(values(&c).unwrap(), want);
+    // The second entry damaged: refused.
+    let c = d.path().join("mid.pool");
+    std::fs::copy(&copy, &c).unwrap();
+    flip(&c, entry(1) + 32 + 3);
+    match values(&c) {
+        Err(Error::Corrupt(m)) => assert!(
+            m.contains("thread slot") && m.contains("not a torn tail"),
+            "{m}"
+        ),
+        r => panic!("expected Corrupt, got {r:?}"),
+    }
+    // The last entry damaged (torn): its write never happened in place... except that
+    // here it did (the copy was taken after it), so only the first three are undone.
+    let c = d.path().join("torn.pool");
+    std::fs::copy(&copy, &c).unwrap();
+    flip(&c, entry(3) + 32 + 3);
+    let v = values(&c).unwrap();
+    assert_eq!(v[..3], want[..3]);
+}

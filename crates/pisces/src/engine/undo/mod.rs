@@ -63,13 +63,24 @@ fn entry_crc(kind: u32, seq: u64, off: u64, len: u64, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&h), data)
 }
 
-/// Entries of slot `area`'s log newer than its commit marker (recovery, in log order).
-fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
+/// Entries of slot `area`'s log newer than its commit marker (recovery, in log order),
+/// or `Err(Corrupt)` if the parse stopped at a damaged entry that is not a torn tail.
+///
+/// Entries are appended in order, each persisted before the next is written, so at a
+/// crash only the last one can be torn. A checksum-valid entry of an unfinished
+/// transaction (sequence number above the commit marker) anywhere after the stop proves
+/// the entry at the stop was complete once: undoing only the entries before it would
+/// leave the later ones' in-place writes, so the pool is refused. Entries of finished
+/// transactions (at or below the marker) left further on prove nothing.
+fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, Vec<UndoEntry>)> {
     let committed = heap.atomic_u64(area).load(Acquire);
     let mut pos = ENTRIES_OFFSET;
     let mut out = Vec::new();
     let mut seq_of_tx = None;
-    while pos + ENTRY_HDR <= area_len {
+    let stop = loop {
+        if pos + ENTRY_HDR > area_len {
+            break None;
+        }
         let mut h = [0u8; ENTRY_HDR];
         heap.read_bytes(area + pos, &mut h);
         let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
@@ -78,17 +89,17 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
         let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
         let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
         if seq <= committed || seq_of_tx.is_some_and(|s| s != seq) {
-            break;
+            break Some(pos);
         }
         let dlen = if kind == K_DATA { len as usize } else { 0 };
         let padded = dlen.next_multiple_of(8);
         if !(K_DATA..=K_FREE).contains(&kind) || pos + ENTRY_HDR + padded > area_len {
-            break;
+            break Some(pos);
         }
         let mut data = vec![0u8; dlen];
         heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
         if crc != entry_crc(kind, seq, off, len, &data) {
-            break;
+            break Some(pos);
         }
         seq_of_tx = Some(seq);
         out.push(UndoEntry {
@@ -98,8 +109,48 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
             data,
         });
         pos += ENTRY_HDR + padded;
+    };
+    if let Some(at) = stop {
+        if let Some(later) = later_entry(heap, area, area_len, at, committed) {
+            return Err(Error::Corrupt(format!(
+                "undo log at {area:#x}: the entry at offset {at:#x} is damaged, but a later entry of an unfinished transaction follows at offset {later:#x}: not a torn tail"
+            )));
+        }
     }
-    (seq_of_tx.unwrap_or(committed), out)
+    Ok((seq_of_tx.unwrap_or(committed), out))
+}
+
+/// Offset of a checksum-valid entry with a sequence number above `committed` after
+/// `at` (see `parse`).
+fn later_entry(
+    heap: &Heap,
+    area: usize,
+    area_len: usize,
+    at: usize,
+    committed: u64,
+) -> Option<usize> {
+    let mut pos = at + 8;
+    while pos + ENTRY_HDR <= area_len {
+        let mut h = [0u8; ENTRY_HDR];
+        heap.read_bytes(area + pos, &mut h);
+        let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
+        let kind = u32::from_le_bytes(h[4..8].try_into().unwrap());
+        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+        let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
+        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        if seq > committed && (K_DATA..=K_FREE).contains(&kind) {
+            let dlen = if kind == K_DATA { len as usize } else { 0 };
+            if dlen <= area_len - pos - ENTRY_HDR {
+                let mut data = vec![0u8; dlen];
+                heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
+                if crc == entry_crc(kind, seq, off, len, &data) {
+                    return Some(pos);
+                }
+            }
+        }
+        pos += 8;
+    }
+    None
 }
 
 /// Undo every unfinished transaction, validating all entries first.
@@ -107,7 +158,11 @@ fn recover(heap: &Heap) -> Result<Vec<u64>> {
     let l = *heap.layout();
     let mut per_slot = Vec::new();
     for slot in 0..l.max_threads {
-        let (seq, entries) = parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        let (seq, entries) =
+            parse(heap, l.log_offset(slot), l.log_bytes_per_thread).map_err(|e| match e {
+                Error::Corrupt(m) => Error::Corrupt(format!("thread slot {slot}: {m}")),
+                e => e,
+            })?;
         for e in &entries {
             match e.kind {
                 K_DATA => crate::engine::check_logged_write(heap, e.off, e.len as usize)?,
