@@ -76,6 +76,12 @@ enum Command {
     Check {
         /// The pool file.
         path: PathBuf,
+        /// Also walk the public containers (hash maps, B+-trees) whose handles are words
+        /// of the root object: chains and leaf lists that loop, keys in the wrong
+        /// bucket, broken nodes (each container is recognised by the magic word of its
+        /// header). Prints what it found.
+        #[arg(long)]
+        deep: bool,
     },
 }
 
@@ -188,8 +194,13 @@ fn create(a: &CreateArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn inspect(path: &Path, full: bool) -> ExitCode {
-    let report = match check_pool(path, MediumKind::DRAM) {
+fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
+    let r = if deep {
+        pisces::check::check_pool_deep(path, MediumKind::DRAM)
+    } else {
+        check_pool(path, MediumKind::DRAM)
+    };
+    let report = match r {
         Ok(r) => r,
         Err(e) => {
             err(&format!("pisces: cannot examine {}: {e}", path.display()));
@@ -200,6 +211,9 @@ fn inspect(path: &Path, full: bool) -> ExitCode {
         out(&report.to_string());
     } else {
         out(&format!("{}\n", report.summary_line()));
+        for c in report.containers.iter().flatten() {
+            out(&format!("container: {c}\n"));
+        }
         for w in &report.warnings {
             out(&format!("warning: {w}\n"));
         }
@@ -227,8 +241,8 @@ fn main() -> ExitCode {
         Some(Command::Crashtest(a)) => cmd_crashtest::run(a),
         Some(Command::Sicheck(a)) => cmd_sicheck::run(a),
         Some(Command::Create(a)) => create(a),
-        Some(Command::Info { path }) => inspect(path, true),
-        Some(Command::Check { path }) => inspect(path, false),
+        Some(Command::Info { path }) => inspect(path, true, false),
+        Some(Command::Check { path, deep }) => inspect(path, false, *deep),
     }
 }
 

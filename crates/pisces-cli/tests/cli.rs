@@ -289,3 +289,51 @@ fn smoke_runs_and_cleans_up() {
     assert!(!Path::new(removed).exists(), "{removed} still exists");
     assert_eq!(pisces(&["smoke", "--seconds", "0"]).code, 2);
 }
+
+#[test]
+fn check_deep_finds_a_looping_hash_chain() {
+    use pisces::HashMap;
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "deep.pool");
+    let cfg = Config {
+        size: 8 << 20,
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        ..Config::default()
+    };
+    {
+        let pool = Pool::open(&p, cfg.clone()).unwrap();
+        let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+        let m = pool
+            .run(|tx| {
+                let m = HashMap::create(tx, 1)?;
+                for k in 0..4 {
+                    m.insert(tx, k, k)?;
+                }
+                *tx.write(root)? = m;
+                Ok(m)
+            })
+            .unwrap();
+        let r = pisces(&["check", "--deep", s(&p)]);
+        assert_eq!(r.code, 2, "the pool is open: refused");
+        let mut objs = Vec::new();
+        pool.run(|tx| {
+            objs.clear();
+            m.for_each_object(tx, |o| objs.push(o))
+        })
+        .unwrap();
+        // The last node of the (single) chain links back to the first.
+        let (first, last) = (objs[2], *objs.last().unwrap());
+        pool.run(|tx| tx.write(PPtr::<u64>::from_offset(last)).map(|w| *w = first))
+            .unwrap();
+    }
+    let plain = pisces(&["check", s(&p)]);
+    assert_eq!(plain.code, 0, "{}", plain.stdout);
+    let r = pisces(&["check", "--deep", s(&p)]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("hash map") && r.stdout.contains("reached twice"),
+        "{}",
+        r.stdout
+    );
+}

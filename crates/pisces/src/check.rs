@@ -36,6 +36,13 @@
 //! A step that cannot trust its input is skipped (with bad geometry nothing past step 3
 //! runs; with problems in steps 4–5 the dry run does not run).
 
+/// On-media facts of the redo logs of the log-based engines (pisces, mvcc), for tools
+/// and damage tests: where the ring of records starts in a thread's log region, and the
+/// size of a record header.
+pub use crate::engine::kit::redo_log::{
+    HEADER_LEN as REDO_RECORD_HEADER, RING_OFFSET as REDO_RING_OFFSET,
+};
+
 use crate::engine::{registry, EngineId, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
@@ -138,6 +145,8 @@ pub struct CheckReport {
     pub problems: Vec<String>,
     /// Findings that recovery handles by itself (a torn superblock copy).
     pub warnings: Vec<String>,
+    /// With [`check_pool_deep`]: one line per container found from the root object.
+    pub containers: Option<Vec<String>>,
 }
 
 impl CheckReport {
@@ -336,6 +345,16 @@ impl fmt::Display for CheckReport {
                 writeln!(f, "root object      at {:#x}, {} bytes", r.offset, r.size)?;
             }
         }
+        if let Some(cs) = &self.containers {
+            writeln!(
+                f,
+                "containers       {} found from the root object",
+                cs.len()
+            )?;
+            for c in cs {
+                writeln!(f, "  {c}")?;
+            }
+        }
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }
@@ -404,7 +423,7 @@ fn open_shared(path: &Path) -> Result<File> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
+            Some(libc::EWOULDBLOCK) => return Err(crate::medium::file::lock_conflict(&file, path)),
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
@@ -480,6 +499,21 @@ fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
 /// file's contents, a file too small to be a pool included, is a problem in the
 /// report.
 pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
+    check(path, medium, false)
+}
+
+/// [`check_pool`], then (if no problem was found) walk the public containers whose
+/// handles are words of the root object, on the recovered state, and report each one
+/// and its damage: hash chains that loop or join, keys in the wrong bucket, tree nodes
+/// of the wrong kind, leaves off the chain (see [`crate::containers::deep`] for how
+/// they are recognised and what is checked). For engines other than Pisces no dry run
+/// of recovery happens, so the walk sees the heap as stored: meaningful for a pool that
+/// was closed cleanly. What `pisces check --deep` runs.
+pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
+    check(path, medium, true)
+}
+
+fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     if medium == MediumKind::Simulated {
         return Err(Error::InvalidConfig(
             "the simulated medium has no pool file to check".into(),
@@ -505,6 +539,7 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
         root: None,
         problems: Vec::new(),
         warnings: Vec::new(),
+        containers: None,
     };
     if file_len < MIN_POOL_SIZE {
         r.problems.push(format!(
@@ -713,6 +748,25 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
             }
         }
     }
+    if deep && r.problems.is_empty() {
+        match Allocator::rebuild(heap.clone()) {
+            Ok(alloc) => {
+                let root = read_root(&heap);
+                let d = crate::containers::deep::check_root_containers(
+                    &heap,
+                    &alloc,
+                    root.offset,
+                    root.size,
+                );
+                r.problems
+                    .extend(d.problems.into_iter().map(|p| format!("containers: {p}")));
+                r.containers = Some(d.containers);
+            }
+            Err(e) => r
+                .problems
+                .push(format!("containers: the allocator state: {e}")),
+        }
+    }
     Ok(r)
 }
 
@@ -916,7 +970,7 @@ mod tests {
         let pool = Pool::create(&p, small_config()).unwrap();
         assert!(matches!(
             check_pool(&p, MediumKind::DRAM),
-            Err(Error::Locked(_))
+            Err(Error::AlreadyOpen(_))
         ));
         drop(pool);
         assert!(check_pool(&p, MediumKind::DRAM).unwrap().is_ok());
@@ -936,7 +990,7 @@ mod tests {
         let f = open_shared(&p).unwrap();
         assert!(matches!(
             Pool::open(&p, small_config()),
-            Err(Error::Locked(_))
+            Err(Error::AlreadyOpen(_))
         ));
         drop(f);
         Pool::open(&p, small_config()).unwrap();

@@ -79,9 +79,13 @@ pub enum Error {
     /// The file is read-only but the pool must be written (recovery and transactions write).
     #[error("{0} is read-only; a pool must be writable to be opened")]
     ReadOnly(PathBuf),
-    /// Another process has the pool open.
+    /// Another process has the pool open (it holds the pool's advisory lock).
     #[error("{0} is already open in another process (advisory lock held)")]
     Locked(PathBuf),
+    /// This process already has the pool open (a pool may be opened once at a time;
+    /// share the open [`crate::Pool`] handle — it is `Clone` — instead).
+    #[error("{0} is already open in this process (open a pool once and clone the Pool handle)")]
+    AlreadyOpen(PathBuf),
     /// The requested medium cannot be used here.
     #[error("medium not supported: {0}")]
     MediumUnsupported(String),

@@ -256,7 +256,45 @@ fn pool_already_open() {
     let (_d, p) = make_pool();
     let first = Pool::open(&p, cfg()).unwrap();
     first.sync().unwrap();
-    assert!(matches!(open_fails(&p), Error::Locked(_)));
+    // The same process: the message says so (it used to say "another process").
+    match open_fails(&p) {
+        Error::AlreadyOpen(q) => {
+            assert_eq!(q, p);
+            let msg = Error::AlreadyOpen(q).to_string();
+            assert!(msg.contains("in this process"), "{msg}");
+        }
+        e => panic!("expected AlreadyOpen, got {e:?}"),
+    }
+    assert_eq!(root_value(&first), 41);
+    drop(first);
+    // Another process holding the lock (flock(1) from util-linux, if present): Locked,
+    // and the message says "another process".
+    if let Ok(mut child) = std::process::Command::new("flock")
+        .arg(&p)
+        .args(["sleep", "3"])
+        .spawn()
+    {
+        let t0 = std::time::Instant::now();
+        let mut seen = None;
+        while t0.elapsed() < std::time::Duration::from_secs(2) {
+            match Pool::open(&p, cfg()) {
+                Err(e) => {
+                    seen = Some(e);
+                    break;
+                }
+                Ok(pool) => drop(pool),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.wait();
+        match seen {
+            Some(e @ Error::Locked(_)) => {
+                assert!(e.to_string().contains("another process"), "{e}")
+            }
+            other => panic!("expected Locked while flock(1) holds the pool, got {other:?}"),
+        }
+    }
+    let first = Pool::open(&p, cfg()).unwrap();
     // The first handle is unaffected, and the pool opens again once it is closed.
     assert_eq!(root_value(&first), 41);
     drop(first);

@@ -60,6 +60,7 @@
 //! There is no element counter (it would make every pair of writers conflict);
 //! [`BTreeMap::len`] walks the leaf chain.
 
+use super::iter::{RangeIter, Walk};
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
@@ -67,9 +68,13 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ops::{Bound, RangeBounds};
 
-const MAGIC: u64 = u64::from_le_bytes(*b"PSC.BTRE");
-const LEAF_TAG: u64 = 0x4c45_4146; // "LEAF"
-const INNER_TAG: u64 = 0x494e_4e52; // "INNR"
+/// The first word of every B+-tree header ("PSC.BTRE"): how tools recognise a tree.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PSC.BTRE");
+/// Tag in the high half of a leaf's first word ("LEAF").
+pub const LEAF_TAG: u64 = 0x4c45_4146;
+/// Tag in the high half of an inner node's first word ("INNR").
+pub const INNER_TAG: u64 = 0x494e_4e52;
+const LEAF_CHAIN: &str = "B+-tree leaf chain";
 /// Deepest tree accepted (a deeper one can only come from a damaged pool).
 const MAX_HEIGHT: usize = 64;
 
@@ -185,7 +190,7 @@ enum Last<K, V> {
 }
 
 /// Where a scan starts in a leaf.
-fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
+pub(super) fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
     match b {
         Bound::Unbounded => 0,
         Bound::Included(lo) => keys.partition_point(|x| x < lo),
@@ -194,7 +199,7 @@ fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
 }
 
 /// True if `k` is beyond the end bound.
-fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
+pub(super) fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
     match b {
         Bound::Unbounded => false,
         Bound::Included(hi) => k > hi,
@@ -552,16 +557,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         mut f: impl FnMut(&K, &V) -> bool,
     ) -> Result<()> {
         let (start, end) = (range.start_bound(), range.end_bound());
-        let h = self.header(tx)?;
-        let mut node = h.root;
-        for _ in 0..h.height {
-            let (w, n) = Self::inner(tx, node)?;
-            let i = match start {
-                Bound::Unbounded => 0,
-                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(w, n, lo)?,
-            };
-            node = w[Self::I_KIDS + i];
-        }
+        let mut node = self.seek(tx, start)?;
+        let mut walk = Walk::new(LEAF_CHAIN, node);
         let mut first = true;
         while node != 0 {
             let (w, n) = Self::leaf(tx, node)?;
@@ -575,8 +572,66 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 }
             }
             node = w[Self::L_NEXT];
+            if node != 0 {
+                walk.step(node)?;
+            }
         }
         Ok(())
+    }
+
+    /// The leaf where a scan from `start` begins (descends `height` levels).
+    pub(super) fn seek(&self, tx: &Tx<'_>, start: Bound<&K>) -> Result<u64> {
+        let h = self.header(tx)?;
+        let mut node = h.root;
+        for _ in 0..h.height {
+            let (w, n) = Self::inner(tx, node)?;
+            let i = match start {
+                Bound::Unbounded => 0,
+                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(w, n, lo)?,
+            };
+            node = w[Self::I_KIDS + i];
+        }
+        Ok(node)
+    }
+
+    /// A leaf's keys, values and next-leaf link (for [`RangeIter`]).
+    pub(super) fn leaf_entries<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [K], &'t [V], u64)> {
+        let (w, n) = Self::leaf(tx, off)?;
+        let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
+        let vals = words::slice::<V>(w, Self::L_VALS, n)?;
+        Ok((keys, vals, w[Self::L_NEXT]))
+    }
+
+    /// An iterator over every entry in key order, borrowing keys and values from the
+    /// transaction's snapshot. Each item is a `Result`: a damaged tree (bad pointer, a
+    /// leaf chain that loops) yields one `Err` and ends.
+    ///
+    /// ```
+    /// # use pisces::{BTreeMap, Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// pool.run(|tx| {
+    ///     let t = BTreeMap::<u64, u64>::create(tx)?;
+    ///     for k in (0..100).rev() { t.insert(tx, k, 2 * k)?; }
+    ///     let keys: Vec<u64> = t.iter(tx).map(|e| e.map(|(k, _)| *k)).collect::<Result<_, _>>()?;
+    ///     assert_eq!(keys, (0..100).collect::<Vec<_>>());
+    ///     let some: Vec<(u64, u64)> = t.range_iter(tx, 10..13).map(|e| e.map(|(k, v)| (*k, *v))).collect::<Result<_, _>>()?;
+    ///     assert_eq!(some, [(10, 20), (11, 22), (12, 24)]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn iter<'t, 'a>(&self, tx: &'t Tx<'a>) -> RangeIter<'t, 'a, K, V, F> {
+        RangeIter::new(*self, tx, ..)
+    }
+
+    /// An iterator over the entries with keys in `range`, in key order (see
+    /// [`iter`](Self::iter)).
+    pub fn range_iter<'t, 'a, R: RangeBounds<K>>(
+        &self,
+        tx: &'t Tx<'a>,
+        range: R,
+    ) -> RangeIter<'t, 'a, K, V, F> {
+        RangeIter::new(*self, tx, range)
     }
 
     /// Call `f` on every entry in key order until it returns false.
@@ -661,10 +716,14 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             node = Self::inner(tx, node)?.0[Self::I_KIDS];
         }
         let mut total = 0;
+        let mut walk = Walk::new(LEAF_CHAIN, node);
         while node != 0 {
             let (w, n) = Self::leaf(tx, node)?;
             total += n;
             node = w[Self::L_NEXT];
+            if node != 0 {
+                walk.step(node)?;
+            }
         }
         Ok(total)
     }
@@ -680,7 +739,16 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let h = self.header(tx)?;
         f(self.header.offset());
         let mut stack = vec![(h.root, h.height)];
+        // A damaged tree may share subtrees: every node once (else a walk could take
+        // FANOUT^height steps).
+        let mut seen = std::collections::HashSet::new();
         while let Some((node, level)) = stack.pop() {
+            if !seen.insert(node) {
+                return Err(Error::Corrupt(format!(
+                    "B+-tree at {:#x}: the node at {node:#x} is reached twice",
+                    self.offset()
+                )));
+            }
             f(node);
             if level > 0 {
                 let (w, n) = Self::inner(tx, node)?;
@@ -721,7 +789,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let mut stack: Vec<(u64, u64, Option<K>, Option<K>)> = vec![(h.root, h.height, None, None)];
         let mut leaves = Vec::new();
         let mut last: Option<K> = None;
+        let mut seen = std::collections::HashSet::new();
         while let Some((node, level, lo, hi)) = stack.pop() {
+            if !seen.insert(node) {
+                return Err(bad(format!("the node at {node:#x} is reached twice")));
+            }
             let in_bounds =
                 |k: &K| lo.as_ref().is_none_or(|l| k >= l) && hi.as_ref().is_none_or(|u| k < u);
             if level == 0 {

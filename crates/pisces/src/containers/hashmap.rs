@@ -59,6 +59,7 @@
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
 use super::hash::{bucket_of, stable_hash};
+use super::iter::{HashIter, Walk};
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
@@ -69,7 +70,9 @@ type Header = [u64; HDR_WORDS];
 type Page = [u64; PAGE];
 type Chunk = [u64; CHUNK];
 
-const MAGIC: u64 = u64::from_le_bytes(*b"PSC.HMAP");
+/// The first word of every hash map header ("PSC.HMAP"): how tools recognise a map.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"PSC.HMAP");
+const CHAIN: &str = "hash map chain";
 const HDR_WORDS: usize = 512;
 const H_MAGIC: usize = 0;
 const H_SIG: usize = 1;
@@ -134,6 +137,19 @@ impl<K, V> Default for HashMap<K, V> {
     fn default() -> Self {
         Self::null()
     }
+}
+
+/// Shape facts found by [`HashMap::check`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapStats {
+    /// Buckets.
+    pub buckets: usize,
+    /// Buckets holding at least one entry.
+    pub used_buckets: usize,
+    /// Entries.
+    pub entries: usize,
+    /// Entries in the longest chain.
+    pub longest_chain: usize,
 }
 
 /// Where a node is linked from.
@@ -305,6 +321,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let (chunk, slot) = self.bucket(tx, k)?;
         let mut link = Link::Head { chunk, slot };
         let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
             let w = words::read(tx, cur, Self::NODE)?;
             if Self::key(w)? == k {
@@ -312,6 +329,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             }
             link = Link::Next(cur);
             cur = w[0];
+            if cur != 0 {
+                walk.step(cur)?;
+            }
         }
         Ok(Found { link, node: 0 })
     }
@@ -331,12 +351,16 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
         let (chunk, slot) = self.bucket(tx, k)?;
         let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
             let w = words::read(tx, cur, Self::NODE)?;
             if Self::key(w)? == k {
                 return Self::val(w).map(Some);
             }
             cur = w[0];
+            if cur != 0 {
+                walk.step(cur)?;
+            }
         }
         Ok(None)
     }
@@ -397,6 +421,107 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(Some(old))
     }
 
+    /// Key, value and next link of the node at `off` (for [`HashIter`]).
+    pub(super) fn node<'t>(&self, tx: &'t Tx<'_>, off: u64) -> Result<(&'t K, &'t V, u64)> {
+        let w = words::read(tx, off, Self::NODE)?;
+        Ok((Self::key(w)?, Self::val(w)?, w[0]))
+    }
+
+    /// The bucket heads of chunk `c`, or `None` past the last chunk (for [`HashIter`]).
+    pub(super) fn chunk_heads<'t>(&self, tx: &'t Tx<'_>, c: usize) -> Result<Option<&'t [u64]>> {
+        let h = self.header(tx)?;
+        if c >= h[H_CHUNKS] as usize {
+            return Ok(None);
+        }
+        let chunk: &Chunk = tx.read(PPtr::from_offset(Self::chunk_of(tx, h, c)?))?;
+        Ok(Some(&chunk[..]))
+    }
+
+    /// An iterator over every entry (bucket order, then chain order), borrowing keys and
+    /// values from the transaction's snapshot. Each item is a `Result`: a damaged map
+    /// (bad pointer, a chain that loops) yields one `Err` and ends.
+    ///
+    /// ```
+    /// # use pisces::{Config, HashMap, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("i.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let sum = pool.run(|tx| {
+    ///     let m = HashMap::<u64, u64>::create(tx, 64)?;
+    ///     for k in 1..=10 { m.insert(tx, k, k * k)?; }
+    ///     let mut sum = 0;
+    ///     for e in m.iter(tx) {
+    ///         let (k, v) = e?;
+    ///         sum += k + v;
+    ///     }
+    ///     Ok(sum)
+    /// }).unwrap();
+    /// assert_eq!(sum, 55 + 385);
+    /// ```
+    pub fn iter<'t, 'a>(&self, tx: &'t Tx<'a>) -> HashIter<'t, 'a, K, V> {
+        HashIter::new(*self, tx)
+    }
+
+    /// Verify the map's invariants: the header, every chunk and node readable with the
+    /// right shape, every key in the bucket its hash selects, no key twice in a chain,
+    /// no node reached twice (a cycle, or two chains sharing nodes), no chunk shared.
+    /// Returns [`Error::Corrupt`] describing the first violation. Reads only.
+    pub fn check(&self, tx: &Tx<'_>) -> Result<MapStats> {
+        let h = self.header(tx)?;
+        let buckets = h[H_BUCKETS];
+        let bad = |m: String| Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()));
+        let mut st = MapStats {
+            buckets: buckets as usize,
+            ..MapStats::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for c in 0..h[H_CHUNKS] as usize {
+            let off = Self::chunk_of(tx, h, c)?;
+            if !seen.insert(off) {
+                return Err(bad(format!("chunk {c} at {off:#x} is reached twice")));
+            }
+            let chunk: &Chunk = tx.read(PPtr::from_offset(off))?;
+            for (slot, &head) in chunk.iter().enumerate() {
+                let b = (c * CHUNK + slot) as u64;
+                if b >= buckets {
+                    if head != 0 {
+                        return Err(bad(format!(
+                            "bucket {b} past the last bucket holds a chain"
+                        )));
+                    }
+                    continue;
+                }
+                let mut cur = head;
+                let mut keys: Vec<&K> = Vec::new();
+                while cur != 0 {
+                    if !seen.insert(cur) {
+                        return Err(bad(format!(
+                            "the node at {cur:#x} (bucket {b}) is reached twice: the links form a cycle or join another chain"
+                        )));
+                    }
+                    let w = words::read(tx, cur, Self::NODE)?;
+                    let k = Self::key(w)?;
+                    Self::val(w)?;
+                    if bucket_of(stable_hash(bytemuck::bytes_of(k)), buckets) != b {
+                        return Err(bad(format!(
+                            "the node at {cur:#x} is in bucket {b}, but its key hashes to another bucket"
+                        )));
+                    }
+                    if keys.contains(&k) {
+                        return Err(bad(format!(
+                            "the key of the node at {cur:#x} appears twice in bucket {b}"
+                        )));
+                    }
+                    keys.push(k);
+                    cur = w[0];
+                }
+                st.entries += keys.len();
+                st.used_buckets += usize::from(!keys.is_empty());
+                st.longest_chain = st.longest_chain.max(keys.len());
+            }
+        }
+        Ok(st)
+    }
+
     /// Call `f` on every entry (bucket order, then chain order) until it returns false.
     pub fn for_each(&self, tx: &Tx<'_>, mut f: impl FnMut(&K, &V) -> bool) -> Result<()> {
         let h = self.header(tx)?;
@@ -404,12 +529,16 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             let chunk: &Chunk = tx.read(PPtr::from_offset(Self::chunk_of(tx, h, c)?))?;
             for &head in chunk {
                 let mut cur = head;
+                let mut walk = Walk::new(CHAIN, cur);
                 while cur != 0 {
                     let w = words::read(tx, cur, Self::NODE)?;
                     if !f(Self::key(w)?, Self::val(w)?) {
                         return Ok(());
                     }
                     cur = w[0];
+                    if cur != 0 {
+                        walk.step(cur)?;
+                    }
                 }
             }
         }
@@ -457,9 +586,13 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             f(off);
             for &head in tx.read(PPtr::<Chunk>::from_offset(off))? {
                 let mut cur = head;
+                let mut walk = Walk::new(CHAIN, cur);
                 while cur != 0 {
                     f(cur);
                     cur = words::read(tx, cur, Self::NODE)?[0];
+                    if cur != 0 {
+                        walk.step(cur)?;
+                    }
                 }
             }
         }

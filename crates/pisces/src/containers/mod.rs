@@ -49,15 +49,26 @@
 //! # Limits
 //! Headers and node kinds, counts and type signatures are checked on every access, so a
 //! damaged pool or a handle used with the wrong types is an error, not undefined
-//! behaviour or a panic. A damaged pool whose chain or leaf links form a cycle is not
-//! detected by the operations themselves and makes a walk run forever;
-//! [`BTreeMap::check`] finds it for trees.
+//! behaviour or a panic. Walks along links (hash chains, the B+-tree's leaf chain)
+//! detect cycles (Brent's algorithm, see [`iter`]) and return [`Error::Corrupt`](crate::Error::Corrupt)
+//! instead of running forever; tree descents are bounded by the height. [`HashMap::check`]
+//! and [`BTreeMap::check`] verify a whole container.
+//!
+//! # Recognising containers
+//! Each container's header object starts with a magic word ([`hashmap::MAGIC`],
+//! [`btree::MAGIC`]) followed by a signature word holding the key and value sizes (and
+//! the B+-tree's fanout), so a tool that knows neither `K` nor `V` can find a container
+//! behind a pointer and walk it: `pisces check --deep` does that for the containers whose
+//! handles are words of the root object (see [`deep`]).
 
 pub mod btree;
+pub mod deep;
 mod hash;
 pub mod hashmap;
+pub mod iter;
 mod words;
 
 pub use btree::{BTreeMap, TreeStats};
 pub use hash::stable_hash;
-pub use hashmap::HashMap;
+pub use hashmap::{HashMap, MapStats};
+pub use iter::{HashIter, RangeIter};

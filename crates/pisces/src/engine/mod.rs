@@ -46,7 +46,6 @@ pub(crate) mod undo;
 use crate::heap::Heap;
 use crate::tx::{Isolation, TxOptions};
 use crate::{Config, Result};
-pub(crate) use kit::objects::ROOT_SLOT_PAYLOAD;
 pub use options::{EngineOptions, PiscesOptions};
 pub use registry::EngineId;
 use std::sync::Arc;
@@ -173,10 +172,11 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// The heap the engine works on; `None` for an engine that brings its own pool
     /// format (`pmdk`).
     fn heap(&self) -> Option<&Arc<Heap>>;
-    /// Payload offset of the pool's 16-byte root slot (where the root object's offset
-    /// and size are kept).
+    /// The offset `Pool::root` reads the pool's 16-byte root slot at (where the root
+    /// object's offset and size are kept): a capability token that only the engine hands
+    /// out (see `root_slot_token`), not the slot's real offset.
     fn root_slot(&self) -> u64 {
-        ROOT_SLOT_PAYLOAD
+        kit::objects::root_slot_token()
     }
     /// Make everything committed durable now (e.g. msync of a file medium).
     fn sync(&self) -> Result<()> {

@@ -35,7 +35,7 @@ pub(crate) struct FormatParams {
 }
 
 /// Offset, inside the engine area, of the root slot (header word + root offset + size).
-pub(crate) const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
+pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
 
 /// A mapped pool: medium, geometry, superblock.
 pub(crate) struct Heap {

@@ -13,7 +13,8 @@
 //! | path is a directory                         | [`Error::IsDirectory`]        |
 //! | no write permission bit, `EACCES`, `EROFS`  | [`Error::ReadOnly`]           |
 //! | shorter than [`MIN_POOL_SIZE`]              | [`Error::TooSmall`]           |
-//! | another open file description holds it     | [`Error::Locked`]             |
+//! | another process holds its lock              | [`Error::Locked`]             |
+//! | this process holds its lock (open already)  | [`Error::AlreadyOpen`]        |
 //! | size too small / not page multiple (create) | [`Error::InvalidConfig`]      |
 //! | [`MediumKind::Simulated`], not a regular file | [`Error::InvalidConfig`]    |
 //! | DAX requested on a non-DAX file system      | [`Error::MediumUnsupported`]  |
@@ -127,8 +128,8 @@ pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn M
 /// Open an existing pool file and map it as `kind`.
 ///
 /// Fails with [`Error::NotFound`], [`Error::IsDirectory`], [`Error::ReadOnly`],
-/// [`Error::TooSmall`], [`Error::Locked`] (another open of the pool, in this or another
-/// process, holds its lock), [`Error::InvalidConfig`] (simulated kind, not a regular
+/// [`Error::TooSmall`], [`Error::Locked`] (another process holds the pool's lock),
+/// [`Error::AlreadyOpen`] (this process does), [`Error::InvalidConfig`] (simulated kind, not a regular
 /// file) or [`Error::MediumUnsupported`] (DAX on a non-DAX file system). The file is
 /// not modified when opening fails.
 pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
@@ -247,10 +248,59 @@ fn lock(file: &File, path: &Path) -> Result<()> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Err(Error::Locked(path.to_path_buf())),
+            Some(libc::EWOULDBLOCK) => return Err(lock_conflict(file, path)),
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
+}
+
+/// The error for a pool whose advisory lock is taken: [`Error::AlreadyOpen`] if this
+/// process holds it, else [`Error::Locked`].
+///
+/// Who holds an `flock` lock is read from `/proc/locks` (lines `N: FLOCK ADVISORY WRITE
+/// pid major:minor:inode 0 EOF`, device numbers in hex), matched by the file's device
+/// and inode: that covers every open of this process (pools, `pisces check`, a lock
+/// taken outside the library) without a registry that could go stale. If
+/// `/proc/locks` cannot be read or names no holder, the error is `Locked`.
+pub(crate) fn lock_conflict(file: &File, path: &Path) -> Error {
+    let held_here = file
+        .metadata()
+        .ok()
+        .and_then(|m| held_by_pid(m.dev(), m.ino(), std::process::id()));
+    if held_here == Some(true) {
+        Error::AlreadyOpen(path.to_path_buf())
+    } else {
+        Error::Locked(path.to_path_buf())
+    }
+}
+
+/// Whether `/proc/locks` shows an `FLOCK` on (`dev`, `ino`) held by `pid` (`None` if
+/// it cannot be read or shows no lock on the file).
+fn held_by_pid(dev: u64, ino: u64, pid: u32) -> Option<bool> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    // glibc's encoding of dev_t (gnu_dev_major / gnu_dev_minor).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let mut found = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Blocked waiters are listed as "N: -> FLOCK ..."; only holders count.
+        if f.len() < 6 || f[1] != "FLOCK" {
+            continue;
+        }
+        let mut id = f[5].split(':');
+        let (Some(ma), Some(mi), Some(i)) = (id.next(), id.next(), id.next()) else {
+            continue;
+        };
+        let same = u64::from_str_radix(ma, 16).ok() == Some(major)
+            && u64::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        if same {
+            let here = f[4].parse::<u32>().ok() == Some(pid);
+            found = Some(found.unwrap_or(false) || here);
+        }
+    }
+    found
 }
 
 /// Reserve the blocks of a fresh pool file, so a full file system fails here and not
@@ -754,12 +804,12 @@ mod tests {
         let first = create_file(&p, SIZE, dram()).unwrap();
         for k in kinds {
             // Same process, second open file description: refused.
-            assert!(matches!(open_file(&p, k), Err(Error::Locked(q)) if q == p));
+            assert!(matches!(open_file(&p, k), Err(Error::AlreadyOpen(q)) if q == p));
         }
         drop(first);
         for k in kinds {
             let m = open_file(&p, k).unwrap();
-            assert!(matches!(open_file(&p, dram()), Err(Error::Locked(_))));
+            assert!(matches!(open_file(&p, dram()), Err(Error::AlreadyOpen(_))));
             drop(m);
         }
         // Another process (flock(1) from util-linux, if present) sees the lock too.
@@ -776,7 +826,7 @@ mod tests {
         // Lock released: a plain flock(2) on a new descriptor succeeds.
         let f = File::open(&p).unwrap();
         lock(&f, &p).unwrap();
-        assert!(matches!(open_file(&p, dram()), Err(Error::Locked(_))));
+        assert!(matches!(open_file(&p, dram()), Err(Error::AlreadyOpen(_))));
     }
 
     #[test]

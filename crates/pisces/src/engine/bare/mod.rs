@@ -24,9 +24,9 @@
 
 mod gate;
 
-use crate::engine::kit::objects::{locate_block_to_free, locate_object};
+use crate::engine::kit::objects::{locate_block_to_free, locate_object, root_object};
 use crate::engine::{DurableToken, Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
-use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::Heap;
 use crate::tx::{Isolation, TxOptions};
 use crate::{Error, Result};
@@ -151,25 +151,27 @@ impl EngineThread for BareThread {
     #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.running()?;
-        locate_object(&self.sh.alloc, off, len)?;
-        // SAFETY: `locate_object` validated `off .. off + len` as an object payload
-        // inside the image.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        let (header, _) = locate_object(&self.sh.alloc, off, len, |b| self.allocs.contains(&b))?;
+        // SAFETY: `locate_object` validated the object (header word, then at least
+        // `len` payload bytes) inside the image.
+        Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         self.upgrade()?;
-        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
-        if !self.undo.iter().any(|(o, _)| *o == off)
-            && !self.allocs.iter().any(|b| b.payload() == off)
+        let allocs = &self.allocs;
+        let (header, plen) = locate_object(&self.sh.alloc, off, len, |b| allocs.contains(&b))?;
+        let payload = header + HEADER as u64;
+        if !self.undo.iter().any(|(o, _)| *o == payload)
+            && !self.allocs.iter().any(|b| b.payload() == payload)
         {
             let mut old = vec![0u8; plen];
-            self.sh.heap.read_bytes(off as usize, &mut old);
-            self.undo.push((off, old));
+            self.sh.heap.read_bytes(payload as usize, &mut old);
+            self.undo.push((payload, old));
         }
         // SAFETY: validated payload inside the image; we are the only writer and no
         // reader is active (the gate), so nothing else accesses it until we end.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        Ok(unsafe { self.sh.heap.ptr(payload as usize) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
@@ -183,7 +185,9 @@ impl EngineThread for BareThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.upgrade()?;
-        let b = locate_block_to_free(&self.sh.alloc, off)?;
+        let root = root_object(|o, l| self.read(o, l))?;
+        let allocs = &self.allocs;
+        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| allocs.contains(&b))?;
         if self.frees.contains(&b) {
             return Err(Error::InvalidPointer(format!(
                 "object {off:#x} freed twice"

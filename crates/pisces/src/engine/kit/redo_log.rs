@@ -19,7 +19,10 @@
 //! tail, following consecutive sequence numbers, and stops at the first record that is
 //! invalid or out of sequence: a thread writes record n+1 only after record n's fence, so
 //! nothing valid can follow an invalid record. Old records from earlier laps of the ring
-//! have smaller sequence numbers and so end the chain.
+//! have smaller sequence numbers and so end the chain. Conversely, a valid record with a
+//! *later* sequence number anywhere in the ring means the stop was not a torn tail but
+//! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
+//! (Damage to the newest record itself cannot be told from a torn tail.)
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
@@ -210,6 +213,86 @@ pub struct ParsedLog {
     pub records: Vec<ParsedRecord>,
     /// Sequence number the next record should carry.
     pub next_seq: u64,
+    /// Damage that is not a torn tail (see [`parse`]): what is wrong, for an
+    /// `Error::Corrupt`. Recovery refuses the pool when it is set.
+    pub damage: Option<String>,
+}
+
+/// Where the parser stopped: the ring offset and the sequence number it expected there
+/// (`full`: the whole number is known; otherwise only its low 32 bits, from the tail
+/// word).
+struct Stop {
+    pos: usize,
+    seq: u64,
+    full: bool,
+}
+
+/// Tell a torn tail from damage after the parser stopped at `stop`.
+///
+/// A thread writes record n+1 only after record n's fence, so at a crash only the last
+/// record (with its wrap marker, which shares its fence) can be partly durable. Any
+/// valid record *later* in sequence than the one expected at the stop, anywhere in the
+/// ring, proves that the expected record was once complete: the stop is damage, and
+/// the later records would be lost with it. Records of earlier laps and runs carry
+/// smaller sequence numbers and prove nothing. The one exception is a wrap: the marker
+/// (expected seq e, at the end of the ring) and record e+1 at offset 0 are flushed
+/// together and fenced once, so record e+1 alone at offset 0, too long to have fitted
+/// after the marker's position, with nothing after it, is a torn tail too.
+fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<String> {
+    let later = |seq: u64| -> Option<u64> {
+        if stop.full {
+            (seq > stop.seq).then(|| seq - stop.seq)
+        } else {
+            let d = (seq as u32).wrapping_sub(stop.seq as u32);
+            (d != 0 && d < 1 << 31).then_some(d as u64)
+        }
+    };
+    let mut found: Vec<(usize, u64, u64, usize)> = Vec::new(); // (pos, seq, distance, len)
+    let mut pos = 0;
+    while pos + HEADER_LEN <= cap {
+        let mut h = [0u8; HEADER_LEN];
+        heap.read_bytes(ring + pos, &mut h);
+        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+        let (magic, kind, len, crc, seq, pts) = (
+            u32at(0),
+            u32at(4),
+            u32at(8) as usize,
+            u32at(12),
+            u64at(16),
+            u64at(24),
+        );
+        if magic == MAGIC
+            && (kind == KIND_TX || kind == KIND_WRAP)
+            && len % 8 == 0
+            && len <= cap - pos - HEADER_LEN
+        {
+            if let Some(d) = later(seq) {
+                let mut entries = vec![0u8; len];
+                heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
+                if checksum(kind, len as u32, seq, pts, &entries) == crc {
+                    found.push((pos, seq, d, len));
+                }
+            }
+        }
+        pos += 8;
+    }
+    if found.is_empty() {
+        return None;
+    }
+    if let [(0, _, 1, len)] = found[..] {
+        if stop.pos > 0 && HEADER_LEN + len > cap - stop.pos {
+            return None; // a torn wrap marker with its record
+        }
+    }
+    let (p, seq, ..) = found[0];
+    Some(format!(
+        "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but {} later record(s) follow (e.g. sequence number {seq} at ring offset {p:#x}): not a torn tail",
+        stop.pos,
+        if stop.full { "" } else { "low 32 bits " },
+        if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
+        found.len(),
+    ))
 }
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`).
@@ -226,16 +309,31 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
     if pos >= cap || !pos.is_multiple_of(8) {
-        return ParsedLog { records, next_seq };
+        // The tail word is one 8-byte store: it cannot be torn, only damaged.
+        return ParsedLog {
+            records,
+            next_seq,
+            damage: Some(format!(
+                "the tail word {tw:#018x} points at ring offset {pos:#x}, outside the {cap}-byte ring or unaligned"
+            )),
+        };
     }
+    let mut stop;
     loop {
         if cap - pos < HEADER_LEN {
             consumed += cap - pos;
             pos = 0;
         }
+        let here = Stop {
+            pos,
+            seq: expected.unwrap_or(seq_lo),
+            full: expected.is_some(),
+        };
         if consumed >= cap {
+            stop = None;
             break;
         }
+        stop = Some(here);
         let mut h = [0u8; HEADER_LEN];
         heap.read_bytes(ring + pos, &mut h);
         let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
@@ -281,7 +379,12 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
             pos = 0;
         }
     }
-    ParsedLog { records, next_seq }
+    let damage = stop.and_then(|st| damage_after(heap, ring, cap, &st));
+    ParsedLog {
+        records,
+        next_seq,
+        damage,
+    }
 }
 
 /// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).

@@ -1,7 +1,9 @@
 //! Recovery (§3.4): replay the durable redo records in persistTS order.
 //!
 //! 1. Read the watermark W; parse every slot's log from its persisted tail; keep the
-//!    valid records with persistTS ≥ W (records below W are written back already).
+//!    valid records with persistTS ≥ W (records below W are written back already). A
+//!    log damaged other than by a torn tail (see `log::parse`) refuses the pool with
+//!    `Error::Corrupt` naming the slot and record, before anything is written.
 //! 2. Replay them in persistTS order (ties between slots in any order: transactions
 //!    with equal persistTS are independent), each entry validated before it is
 //!    applied; flush; fence.
@@ -74,6 +76,11 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
     let mut next_seq = Vec::with_capacity(l.max_threads);
     for slot in 0..l.max_threads {
         let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        if let Some(d) = parsed.damage {
+            // Replaying the other threads' records without this thread's later ones
+            // would lose committed transactions silently: refuse, unchanged.
+            return Err(Error::Corrupt(format!("log of thread slot {slot}: {d}")));
+        }
         next_seq.push(parsed.next_seq);
         for r in parsed.records {
             if r.persist_ts >= w {
@@ -119,7 +126,8 @@ pub struct LogState {
     pub live_records: Vec<usize>,
     /// Watermark.
     pub watermark: u64,
-    /// Problems found (malformed entries inside checksum-valid records).
+    /// Problems found: malformed entries inside checksum-valid records, and damage that
+    /// is not a torn tail (a bad record followed by later valid ones, a bad tail word).
     pub problems: Vec<String>,
 }
 
@@ -133,6 +141,9 @@ pub fn inspect(heap: &Heap) -> LogState {
     };
     for slot in 0..l.max_threads {
         let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        if let Some(d) = &parsed.damage {
+            st.problems.push(format!("slot {slot}: {d}"));
+        }
         let mut live = 0;
         for r in &parsed.records {
             if r.persist_ts < w {

@@ -68,6 +68,15 @@ impl Index {
         &self.shards[k as usize % SHARDS]
     }
 
+    /// The entry of the object at payload offset `off` with `len` payload bytes, if one
+    /// exists (never creates one).
+    pub fn get(&self, off: u64, len: usize) -> Option<&Entry> {
+        let p: *const Entry = &**read(self.shard(off)).get(&(off, len as u64))?;
+        // SAFETY: boxed entries never move and are never removed before the index is
+        // dropped (module docs), so the reference outlives the guard.
+        Some(unsafe { &*p })
+    }
+
     /// The entry of the object at payload offset `off` with `len` payload bytes (a
     /// multiple of 8), created from its home bytes if this is its first access.
     ///

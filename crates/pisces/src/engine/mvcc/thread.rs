@@ -37,7 +37,7 @@ use crate::engine::kit::objects::locate_object;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::EngineThread;
 use crate::fasthash::FastMap;
-use crate::heap::alloc::{Block, ThreadCache};
+use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::medium::counters;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -114,6 +114,36 @@ impl MvccThread {
             ));
         }
         Ok(())
+    }
+
+    /// Validate a user offset: the object's canonical payload offset (the root slot
+    /// token maps to the slot's real offset) and payload length.
+    #[inline]
+    fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
+        let (header, plen) = locate_object(&self.sh.alloc, off, len, |b| self.pending(b))?;
+        Ok((header + HEADER as u64, plen))
+    }
+
+    /// A block whose allocation bit is clear that this transaction may still use:
+    /// allocated by this transaction, or freed by a commit after this snapshot (a free
+    /// is published at commit, while older snapshots still read the object's versions;
+    /// the block is reused only after they end). The commit publishes the free after
+    /// marking the entry, under the entry's lock: wait for the lock, then read the mark.
+    #[cold]
+    fn pending(&self, b: Block) -> bool {
+        let off = b.payload();
+        if let Some(&i) = self.by_off.get(&off) {
+            if matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)) {
+                return true;
+            }
+        }
+        self.sh
+            .index
+            .get(off, b.payload_len() & !7)
+            .is_some_and(|e| {
+                e.wait_unlocked();
+                e.last_ts() > self.start_ts
+            })
     }
 
     /// The snapshot version of the object at `off` (`len` payload bytes, validated):
@@ -241,7 +271,7 @@ impl EngineThread for MvccThread {
     #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.check_active()?;
-        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
+        let (off, plen) = self.validate(off, len)?;
         if !self.writes.is_empty() {
             if let Some(&i) = self.by_off.get(&off) {
                 let c = self.writes[i].copy;
@@ -258,7 +288,7 @@ impl EngineThread for MvccThread {
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         self.check_active()?;
-        let (_, plen) = locate_object(&self.sh.alloc, off, len)?;
+        let (off, plen) = self.validate(off, len)?;
         let live = &self.sh.index.live;
         if let Some(&i) = self.by_off.get(&off) {
             if self.writes[i].copy.is_null() {
@@ -306,7 +336,11 @@ impl EngineThread for MvccThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.check_active()?;
-        let b = crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off)?;
+        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let b =
+            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+                self.pending(b)
+            })?;
         if let Some(&i) = self.by_off.get(&off) {
             let e = &mut self.writes[i];
             e.kind = e.kind.freed(off, b)?;

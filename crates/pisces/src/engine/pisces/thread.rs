@@ -17,6 +17,7 @@ use crate::engine::kit::header_word::PTR_MASK;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::ROOT_SLOT_OFFSET;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
 use std::sync::Arc;
@@ -45,6 +46,10 @@ pub struct PiscesThread {
     record: RecordBuilder,
     /// Slot whose pending lock made us abort: helped before the retry.
     help_hint: Option<usize>,
+    /// Out of space with other slots' frees pending: help them all before the retry.
+    oos_help: bool,
+    /// Conflict retries spent on reclaiming space for this transaction.
+    oos_rounds: u32,
     durable_watermark: u64,
 }
 
@@ -68,6 +73,8 @@ impl PiscesThread {
             writes: Vec::new(),
             record: RecordBuilder::default(),
             help_hint: None,
+            oos_help: false,
+            oos_rounds: 0,
             durable_watermark: 0,
         }
     }
@@ -81,7 +88,52 @@ impl PiscesThread {
     /// Validate a user offset: returns the header-word offset and payload length.
     #[inline]
     fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len)
+        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len, |b| self.pending(b))
+    }
+
+    /// A block whose allocation bit is clear that this transaction may still use: its
+    /// header is locked (this run) by a copy whose writer is this transaction or is
+    /// visible to its snapshot — an allocation not yet published by write-back (the
+    /// bit is set in write-back, before the unlock). A free is published only after the
+    /// grace period, so an object freed after this snapshot still has its bit set.
+    #[cold]
+    fn pending(&self, b: Block) -> bool {
+        // Acquire: see `lock`; if the header reads unlocked, the caller's second look at
+        // the bit is ordered after the write-back that unlocked it.
+        let h = self.sh.heap.atomic_u64(b.offset as usize).load(Acquire);
+        if !self.sh.is_locked(h) {
+            return false;
+        }
+        let c = (h & PTR_MASK) as *const CopyHdr;
+        // SAFETY: a locked header points to a live copy and its writer's record (see
+        // `lock`).
+        unsafe {
+            let w = (*c).writer;
+            w == self.record_ptr() || (*w).visible_to(self.start_ts)
+        }
+    }
+
+    /// After `lock` (which may have written back our own pending batch): the object is
+    /// still allocated, or allocated by this transaction. If not, a lock this call just
+    /// took (write-set entries from `before` on) is given back, so that a commit after
+    /// the error can neither write nor free the block.
+    fn check_locked(&mut self, b: Block, c: *mut CopyHdr, before: usize) -> Result<()> {
+        // SAFETY: our own live copy.
+        let idx = unsafe { (*c).entry } as usize;
+        let own_fresh = self
+            .writes
+            .get(idx)
+            .is_some_and(|w| matches!(w.kind, Kind::Fresh(_) | Kind::FreshFreed(_)));
+        let r =
+            crate::engine::kit::objects::check_still_allocated(&self.sh.alloc, b, |_| own_fresh);
+        if r.is_err() {
+            for w in self.writes.drain(before..) {
+                // Release: our copy is unlinked (as in `rollback`); the header was
+                // unlocked when we took it.
+                self.sh.heap.atomic_u64(w.header as usize).store(0, Release);
+            }
+        }
+        r
     }
 
     fn active(&self) -> Result<()> {
@@ -323,6 +375,43 @@ impl PiscesThread {
         self.log.recycle(&self.sh.heap, wb, self.durable_watermark);
     }
 
+    /// Reserve a block; out of space, first reclaim what committed frees released.
+    ///
+    /// Frees take effect in write-back (after a grace period), which group commit
+    /// defers, so a full heap may be full only of blocks already freed by committed
+    /// transactions. Our own pending batch can be written back at once (we are its
+    /// owner, as in `lock`). Other slots' batches must not be written back from inside
+    /// a transaction (their grace period would skip us), so if any is pending the
+    /// attempt aborts as a conflict and `after_abort` helps them all, outside the
+    /// transaction, before the retry (at most a few times per transaction).
+    fn reserve(&mut self, len: usize) -> Result<Block> {
+        match self.sh.alloc.reserve(&mut self.cache, len) {
+            Err(Error::OutOfSpace { .. }) => {}
+            r => return r,
+        }
+        {
+            let mut b = self.sh.slots[self.slot].lock_batch();
+            self.sh
+                .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        }
+        let r = self.sh.alloc.reserve(&mut self.cache, len);
+        if r.is_ok() || self.oos_rounds >= 3 {
+            self.oos_rounds = 0;
+            return r;
+        }
+        // (A batch locked right now counts as pending: its holder may be writing it.)
+        let others_pending = self.sh.slots.iter().enumerate().any(|(i, s)| {
+            i != self.slot && s.batch.try_lock().map_or(true, |b| !b.entries.is_empty())
+        });
+        if others_pending {
+            self.oos_rounds += 1;
+            self.oos_help = true;
+            return Err(Error::Conflict);
+        }
+        self.oos_rounds = 0;
+        r
+    }
+
     /// Which slot to help after a conflict, if any (consumed).
     pub fn take_help_hint(&mut self) -> Option<usize> {
         self.help_hint.take()
@@ -352,8 +441,8 @@ impl EngineThread for PiscesThread {
         let hw = self.sh.heap.atomic_u64(header as usize);
         // Acquire: see `lock`.
         let h = hw.load(Acquire);
-        // SAFETY: `off` validated to be a payload inside the pool.
-        let home = unsafe { self.sh.heap.ptr(off as usize) } as *const u8;
+        // SAFETY: `header + HEADER` validated to be a payload inside the pool.
+        let home = unsafe { self.sh.heap.ptr(header as usize + HEADER) } as *const u8;
         if !self.sh.is_locked(h) {
             return Ok(home); // fast path (line 10)
         }
@@ -372,14 +461,23 @@ impl EngineThread for PiscesThread {
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         self.active()?;
         let (header, plen) = self.validate(off, len)?;
+        let before = self.writes.len();
         let c = self.lock(header, plen, Kind::Written)?;
+        if header != ROOT_SLOT_OFFSET as u64 {
+            // (Every block's payload length is its size minus the header, a multiple of 8.)
+            let b = Block {
+                offset: header,
+                size: (plen + HEADER) as u64,
+            };
+            self.check_locked(b, c, before)?;
+        }
         // SAFETY: our own live copy.
         Ok(unsafe { CopyHdr::data(c) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         self.active()?;
-        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        let b = self.reserve(len)?;
         match self.lock(b.offset, b.payload_len() & !7, Kind::Fresh(b)) {
             Ok(_) => Ok(b.payload()),
             Err(e) => {
@@ -391,9 +489,14 @@ impl EngineThread for PiscesThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.active()?;
-        let b = crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off)?;
+        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let b =
+            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+                self.pending(b)
+            })?;
         let before = self.writes.len();
         let c = self.lock(b.offset, b.payload_len() & !7, Kind::Freed(b))?;
+        self.check_locked(b, c, before)?;
         // SAFETY: our own live copy.
         let idx = unsafe { (*c).entry } as usize;
         if idx < before {
@@ -426,6 +529,9 @@ impl EngineThread for PiscesThread {
     }
 
     fn after_abort(&mut self) {
+        if std::mem::take(&mut self.oos_help) {
+            self.sh.help_all(self.slot, &mut self.cache);
+        }
         if let Some(s) = self.take_help_hint() {
             self.sh.help(s, self.slot, &mut self.cache);
         }
@@ -485,6 +591,7 @@ impl PiscesThread {
         } else {
             (u64::MAX, 0)
         };
+        self.oos_rounds = 0;
         let slot = &self.sh.slots[self.slot];
         // Stage 2, concurrency commit.
         let mut attempt = self.attempt.take().expect("checked active");

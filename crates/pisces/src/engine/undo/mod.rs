@@ -64,13 +64,24 @@ fn entry_crc(kind: u32, seq: u64, off: u64, len: u64, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&h), data)
 }
 
-/// Entries of slot `area`'s log newer than its commit marker (recovery, in log order).
-fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
+/// Entries of slot `area`'s log newer than its commit marker (recovery, in log order),
+/// or `Err(Corrupt)` if the parse stopped at a damaged entry that is not a torn tail.
+///
+/// Entries are appended in order, each persisted before the next is written, so at a
+/// crash only the last one can be torn. A checksum-valid entry of an unfinished
+/// transaction (sequence number above the commit marker) anywhere after the stop proves
+/// the entry at the stop was complete once: undoing only the entries before it would
+/// leave the later ones' in-place writes, so the pool is refused. Entries of finished
+/// transactions (at or below the marker) left further on prove nothing.
+fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, Vec<UndoEntry>)> {
     let committed = heap.atomic_u64(area).load(Acquire);
     let mut pos = ENTRIES_OFFSET;
     let mut out = Vec::new();
     let mut seq_of_tx = None;
-    while pos + ENTRY_HDR <= area_len {
+    let stop = loop {
+        if pos + ENTRY_HDR > area_len {
+            break None;
+        }
         let mut h = [0u8; ENTRY_HDR];
         heap.read_bytes(area + pos, &mut h);
         let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
@@ -79,17 +90,17 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
         let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
         let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
         if seq <= committed || seq_of_tx.is_some_and(|s| s != seq) {
-            break;
+            break Some(pos);
         }
         let dlen = if kind == K_DATA { len as usize } else { 0 };
         let padded = dlen.next_multiple_of(8);
         if !(K_DATA..=K_FREE).contains(&kind) || pos + ENTRY_HDR + padded > area_len {
-            break;
+            break Some(pos);
         }
         let mut data = vec![0u8; dlen];
         heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
         if crc != entry_crc(kind, seq, off, len, &data) {
-            break;
+            break Some(pos);
         }
         seq_of_tx = Some(seq);
         out.push(UndoEntry {
@@ -99,8 +110,48 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> (u64, Vec<UndoEntry>) {
             data,
         });
         pos += ENTRY_HDR + padded;
+    };
+    if let Some(at) = stop {
+        if let Some(later) = later_entry(heap, area, area_len, at, committed) {
+            return Err(Error::Corrupt(format!(
+                "undo log at {area:#x}: the entry at offset {at:#x} is damaged, but a later entry of an unfinished transaction follows at offset {later:#x}: not a torn tail"
+            )));
+        }
     }
-    (seq_of_tx.unwrap_or(committed), out)
+    Ok((seq_of_tx.unwrap_or(committed), out))
+}
+
+/// Offset of a checksum-valid entry with a sequence number above `committed` after
+/// `at` (see `parse`).
+fn later_entry(
+    heap: &Heap,
+    area: usize,
+    area_len: usize,
+    at: usize,
+    committed: u64,
+) -> Option<usize> {
+    let mut pos = at + 8;
+    while pos + ENTRY_HDR <= area_len {
+        let mut h = [0u8; ENTRY_HDR];
+        heap.read_bytes(area + pos, &mut h);
+        let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
+        let kind = u32::from_le_bytes(h[4..8].try_into().unwrap());
+        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+        let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
+        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        if seq > committed && (K_DATA..=K_FREE).contains(&kind) {
+            let dlen = if kind == K_DATA { len as usize } else { 0 };
+            if dlen <= area_len - pos - ENTRY_HDR {
+                let mut data = vec![0u8; dlen];
+                heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
+                if crc == entry_crc(kind, seq, off, len, &data) {
+                    return Some(pos);
+                }
+            }
+        }
+        pos += 8;
+    }
+    None
 }
 
 /// Undo every unfinished transaction, validating all entries first.
@@ -108,7 +159,11 @@ fn recover(heap: &Heap) -> Result<Vec<u64>> {
     let l = *heap.layout();
     let mut per_slot = Vec::new();
     for slot in 0..l.max_threads {
-        let (seq, entries) = parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        let (seq, entries) =
+            parse(heap, l.log_offset(slot), l.log_bytes_per_thread).map_err(|e| match e {
+                Error::Corrupt(m) => Error::Corrupt(format!("thread slot {slot}: {m}")),
+                e => e,
+            })?;
         for e in &entries {
             match e.kind {
                 K_DATA => {
@@ -261,7 +316,24 @@ impl UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len)
+        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len, |b| {
+            self.allocs.contains(&b)
+        })
+    }
+
+    /// After locking: the object is still allocated (a free committed between the
+    /// validation and the lock is seen here), or allocated by this transaction.
+    fn recheck(&self, header: u64, plen: usize) -> Result<()> {
+        if header == ROOT_SLOT_OFFSET as u64 {
+            return Ok(());
+        }
+        let b = Block {
+            offset: header,
+            size: (plen + HEADER) as u64,
+        };
+        crate::engine::kit::objects::check_still_allocated(&self.sh.alloc, b, |b| {
+            self.allocs.contains(&b)
+        })
     }
 
     fn lock(&self, header: u64, mode: Mode) -> Result<()> {
@@ -338,16 +410,18 @@ impl EngineThread for UndoThread {
     }
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        let (header, _) = self.validate(off, len)?;
+        let (header, plen) = self.validate(off, len)?;
         self.lock(header, Mode::Shared)?;
+        self.recheck(header, plen)?;
         // SAFETY: validated payload inside the pool.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         let (header, plen) = self.validate(off, len)?;
         let first = self.locks.mode(header) != Some(Mode::Exclusive);
         self.lock(header, Mode::Exclusive)?;
+        self.recheck(header, plen)?;
         let fresh = self.allocs.iter().any(|b| b.offset == header);
         if first && !fresh {
             let payload = header + HEADER as u64;
@@ -358,7 +432,7 @@ impl EngineThread for UndoThread {
             self.written.push((payload, plen));
         }
         // SAFETY: validated payload inside the pool, exclusively locked by us.
-        Ok(unsafe { self.sh.heap.ptr(off as usize) })
+        Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
@@ -385,23 +459,24 @@ impl EngineThread for UndoThread {
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        if off == (ROOT_SLOT_OFFSET + HEADER) as u64 {
+        if !self.active {
             return Err(Error::InvalidPointer(
-                "the root slot cannot be freed".into(),
+                "no transaction is running on this thread".into(),
             ));
         }
-        let (header, _) = self.validate(off, 0)?;
-        let b = self
-            .sh
-            .alloc
-            .block_at(off)
-            .ok_or_else(|| Error::InvalidPointer(format!("{off:#x}")))?;
+        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let b =
+            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+                self.allocs.contains(&b)
+            })?;
+        let header = b.offset;
         if self.frees.contains(&b) {
             return Err(Error::InvalidPointer(format!(
                 "object {off:#x} freed twice"
             )));
         }
         self.lock(header, Mode::Exclusive)?;
+        self.recheck(header, b.payload_len() & !7)?;
         if let Some(i) = self.allocs.iter().position(|a| *a == b) {
             // Allocated and freed in this transaction: never published.
             self.allocs.swap_remove(i);

@@ -93,8 +93,15 @@
 //! * As a guard against engine bugs (a block released while still allocated), `reserve`
 //!   skips a cached block whose persistent bit is set (and asserts in debug builds).
 //!
+//! * Out of space: a failed reservation sets a `pressure` flag, cleared when a free
+//!   slab is taken again; while it is set, blocks given back skip the caller's cache
+//!   and go to the shared lists, where any thread finds them. (Engines that defer
+//!   frees, such as Pisces' group commit, also write back pending frees before they
+//!   report `OutOfSpace`.)
+//!
 //! Limits: a thread can get `OutOfSpace` while another thread's cache still holds free
-//! blocks of the class (at most two batches per class per thread), and a small slab
+//! blocks of the class that it cached before the heap ran full (at most two batches
+//! per class per thread), and a small slab
 //! whose blocks are all free again is not reused for another class before the next
 //! recovery. Free block lists cost 8 bytes of DRAM per free small block.
 
@@ -193,6 +200,10 @@ pub struct Allocator {
     shared: Box<[CachePadded<Mutex<Vec<u64>>>]>,
     /// Free slabs.
     slabs: Mutex<FreeSlabs>,
+    /// Set when a reservation failed (out of space), cleared when a free slab is taken
+    /// again: while set, blocks given back go to the shared lists instead of the
+    /// caller's cache, so that the thread that ran out (or any other) finds them.
+    pressure: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -280,6 +291,7 @@ impl Allocator {
                 .map(|l| CachePadded::new(Mutex::new(l)))
                 .collect(),
             slabs: Mutex::new(free),
+            pressure: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -311,6 +323,10 @@ impl Allocator {
             Some(c) => self.reserve_small(cache, c),
             None => self.reserve_large(size),
         };
+        if b.is_none() {
+            // Relaxed: a hint for `give_back` (see `pressure`).
+            self.pressure.store(true, Ordering::Relaxed);
+        }
         b.ok_or(oos)
     }
 
@@ -370,6 +386,8 @@ impl Allocator {
     /// `shared` (the caller holds the class lock).
     fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Option<()> {
         let slab = lock(&self.slabs).take_run(1)?;
+        // Relaxed: a hint (see `pressure`).
+        self.pressure.store(false, Ordering::Relaxed);
         pmem::format_small(&self.heap, slab, c);
         // Release: pairs with the Acquire in `block_at`, so a thread that finds a block of
         // this slab there (even through a racy path such as a stale snapshot pointer) also
@@ -391,6 +409,8 @@ impl Allocator {
             return None;
         }
         let head = lock(&self.slabs).take_run(n)?;
+        // Relaxed: a hint (see `pressure`).
+        self.pressure.store(false, Ordering::Relaxed);
         // The head's header word held whatever the slab held before (a bitmap, payload
         // bytes): make it an empty header, durably, before `block_at` can accept the
         // block (see `pmem::format_small`).
@@ -429,6 +449,12 @@ impl Allocator {
                 let kind = Kind::decode(self.kinds[slab].load(Ordering::Relaxed));
                 if kind != Some(Kind::Small(class)) {
                     debug_assert!(false, "{what} of {b:?} in a slab that is not of its class");
+                    return;
+                }
+                // Relaxed: a hint (see `pressure`); a stale value only delays reuse by
+                // another thread.
+                if self.pressure.load(Ordering::Relaxed) {
+                    lock(&self.shared[class]).push(b.offset);
                     return;
                 }
                 self.bind(cache);
@@ -526,6 +552,62 @@ impl Allocator {
                 offset,
                 size: (n * SLAB_SIZE) as u64,
             }),
+            _ => None,
+        }
+    }
+
+    /// The block whose payload starts at `payload_off` (as [`Allocator::block_at`]) and
+    /// whether it is allocated in the persistent state: its bitmap bit (one load of the
+    /// bitmap word at the start of its slab), or for a large run, its head entry in the
+    /// slab table. The object-access check of every engine (`engine::locate_object`).
+    ///
+    /// The load is Acquire (free on x86): it pairs with the Release of the RMW in
+    /// `publish_*`, so a thread that sees a bit changed also sees what its publisher did
+    /// before (e.g. the `mvcc` engine's version push and commit mark).
+    #[inline(always)]
+    pub fn block_state(&self, payload_off: u64) -> Option<(Block, bool)> {
+        let offset = payload_off.checked_sub(HEADER as u64)?;
+        let heap_off = self.heap.layout().heap_offset as u64;
+        let rel = offset.checked_sub(heap_off)?;
+        let slab = usize::try_from(rel / SLAB_SIZE as u64).ok()?;
+        let within = (rel % SLAB_SIZE as u64) as u32;
+        // Acquire: pairs with the Release stores in `format_slab` / `reserve_large`.
+        match Kind::decode(self.kinds.get(slab)?.load(Ordering::Acquire))? {
+            Kind::Small(c) => {
+                let cl = &CLASSES[c];
+                let d = within.checked_sub(cl.data_start)?;
+                let index = d / cl.size;
+                if d % cl.size != 0 || index >= cl.nblocks {
+                    return None;
+                }
+                let word = heap_off as usize + slab * SLAB_SIZE + 8 * (index / 64) as usize;
+                // SAFETY: `slab` indexes `kinds`, which has one entry per slab of the
+                // layout, so the slab lies inside the image; its bitmap words are at its
+                // start (`index < nblocks` keeps the word inside the bitmap) and 8-aligned
+                // (slabs are SLAB_SIZE-aligned in the page-aligned image). Bitmap words
+                // are only accessed atomically (`pmem`). (No bounds assert here: this is
+                // every object access's path.)
+                let w = unsafe { &*(self.heap.ptr(word) as *const AtomicU64) };
+                let bit = w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0;
+                Some((
+                    Block {
+                        offset,
+                        size: cl.size as u64,
+                    },
+                    bit,
+                ))
+            }
+            Kind::Head(n) if within == 0 => {
+                // Acquire: as for the bit (see `pmem::write_run`'s callers).
+                let e = pmem::entry(&self.heap, slab).load(Ordering::Acquire);
+                Some((
+                    Block {
+                        offset,
+                        size: (n * SLAB_SIZE) as u64,
+                    },
+                    e == Kind::Head(n).encode(),
+                ))
+            }
             _ => None,
         }
     }

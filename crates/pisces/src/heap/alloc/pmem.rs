@@ -204,10 +204,13 @@ pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
     // are totally ordered, so no thread loses another's bit. The flush below follows the
     // RMW in program order and write-back instructions are ordered after older stores to
     // the same line, so the flushed line holds this bit; the engine's fence orders it.
+    // Release: pairs with the Acquire load of `Allocator::block_state`, so a thread that
+    // sees the new bit also sees what the publisher wrote before (free on x86, where
+    // every RMW is a full barrier).
     if allocated {
-        word.fetch_or(bit, Ordering::Relaxed);
+        word.fetch_or(bit, Ordering::Release);
     } else {
-        word.fetch_and(!bit, Ordering::Relaxed);
+        word.fetch_and(!bit, Ordering::Release);
     }
     heap.flush(heap.layout().slab_offset(slab) + 8 * (index / 64), 8);
 }
@@ -229,9 +232,10 @@ pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
         for k in 1..n {
             store_entry(heap, head + k, Kind::Cont(k));
         }
-        store_entry(heap, head, Kind::Head(n));
+        // Release: pairs with the Acquire in `Allocator::block_state` (as `set_bit`).
+        entry(heap, head).store(Kind::Head(n).encode(), Ordering::Release);
     } else {
-        store_entry(heap, head, Kind::Free);
+        entry(heap, head).store(Kind::Free.encode(), Ordering::Release);
         for k in 1..n {
             store_entry(heap, head + k, Kind::Free);
         }

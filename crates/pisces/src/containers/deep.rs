@@ -1,0 +1,285 @@
+//! Walking the public containers of a pool without knowing their types: what
+//! `pisces check --deep` runs (through [`crate::check::check_pool_deep`]).
+//!
+//! # How containers are recognised
+//! Every word of the root object is a candidate handle. A word that is the payload
+//! offset of an allocated heap block whose first word is a container magic
+//! ([`hashmap::MAGIC`](super::hashmap::MAGIC), [`btree::MAGIC`](super::btree::MAGIC)) is
+//! taken as a container; its signature word gives the key and value sizes (and the
+//! tree's fanout), which fix every node's layout. Limits: containers reachable only
+//! through other objects (a list of maps, a map stored as another map's value) are not
+//! found, and a user object that happens to start with a magic word is walked as a
+//! container (and probably reported as damaged).
+//!
+//! # What is checked (reading the recovered heap directly, never through an engine)
+//! * hash map: the header geometry, every directory page and chunk, every chain: each
+//!   node an allocated block of the node's size, each key in the bucket its hash
+//!   selects, no node reached twice (a cycle or two chains joined), no chunk shared;
+//! * B+-tree: the height bound, node kinds and counts, all leaves at the same depth,
+//!   no node reached twice, the leaf chain visiting exactly the leaves in order. Key
+//!   order needs `K: Ord`, which an untyped walk does not have: [`BTreeMap::check`](super::BTreeMap::check)
+//!   does that with the types.
+//!
+//! Every walk is bounded: a node is visited at most once.
+
+use super::btree::{INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC};
+use super::hash::{bucket_of, stable_hash};
+use super::hashmap::MAGIC as HASH_MAGIC;
+use super::words::Shape;
+use crate::heap::alloc::Allocator;
+use crate::heap::Heap;
+use std::collections::HashSet;
+
+/// What a deep walk found: one line per container, and the problems.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeepReport {
+    /// One line per container found ("root word 2: hash map at 0x..: ...").
+    pub containers: Vec<String>,
+    /// Problems, each naming the container.
+    pub problems: Vec<String>,
+}
+
+/// Reads objects of the recovered heap, validated as allocated blocks.
+struct Objects<'h> {
+    heap: &'h Heap,
+    alloc: &'h Allocator,
+}
+
+impl Objects<'_> {
+    /// The first `words` words of the object at `off`, if it is an allocated block
+    /// with at least that many payload bytes.
+    fn words(&self, off: u64, words: usize) -> Result<Vec<u64>, String> {
+        let b = self
+            .alloc
+            .block_at(off)
+            .ok_or_else(|| format!("{off:#x} is not an object of this pool"))?;
+        if !self.alloc.is_allocated(b) {
+            return Err(format!("{off:#x} is a free block"));
+        }
+        if b.payload_len() < 8 * words {
+            return Err(format!(
+                "the object at {off:#x} has {} bytes, not {}",
+                b.payload_len(),
+                8 * words
+            ));
+        }
+        let mut bytes = vec![0u8; 8 * words];
+        self.heap.read_bytes(off as usize, &mut bytes);
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
+
+    /// The first word of the object at `off`, if it is an allocated object.
+    fn magic(&self, off: u64) -> Option<u64> {
+        self.words(off, 1).ok().map(|w| w[0])
+    }
+}
+
+fn words_for(bytes: u64) -> usize {
+    bytes.div_ceil(8) as usize
+}
+
+/// Walk every container whose handle is a word of the root object (`root`, `size`
+/// bytes; 0 = no root). The heap must be the recovered state, not in use.
+pub(crate) fn check_root_containers(
+    heap: &Heap,
+    alloc: &Allocator,
+    root: u64,
+    size: u64,
+) -> DeepReport {
+    let mut r = DeepReport::default();
+    if root == 0 {
+        return r;
+    }
+    let objs = Objects { heap, alloc };
+    let root_words = match objs.words(root, (size / 8) as usize) {
+        Ok(w) => w,
+        Err(e) => {
+            r.problems.push(format!("root object: {e}"));
+            return r;
+        }
+    };
+    for (i, &w) in root_words.iter().enumerate() {
+        if w == 0 || w == root {
+            continue;
+        }
+        let name = |kind: &str| format!("root word {i}: {kind} at {w:#x}");
+        match objs.magic(w) {
+            Some(HASH_MAGIC) => match hash_map(&objs, w) {
+                Ok(line) => r.containers.push(format!("{}: {line}", name("hash map"))),
+                Err(e) => {
+                    r.containers.push(format!("{}: DAMAGED", name("hash map")));
+                    r.problems.push(format!("{}: {e}", name("hash map")));
+                }
+            },
+            Some(BTREE_MAGIC) => match btree(&objs, w) {
+                Ok(line) => r.containers.push(format!("{}: {line}", name("B+-tree"))),
+                Err(e) => {
+                    r.containers.push(format!("{}: DAMAGED", name("B+-tree")));
+                    r.problems.push(format!("{}: {e}", name("B+-tree")));
+                }
+            },
+            _ => {}
+        }
+    }
+    r
+}
+
+const HDR_WORDS: usize = 512;
+const H_DIR: usize = 8;
+const DIR: u64 = (HDR_WORDS - H_DIR) as u64;
+const PAGE: usize = 512;
+const CHUNK: usize = 32;
+
+fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
+    let h = objs.words(at, HDR_WORDS)?;
+    let (sig, buckets, levels, chunks) = (h[1], h[2], h[3], h[4]);
+    let (ks, vs) = (sig & 0xffff_ffff, sig >> 32);
+    if buckets == 0
+        || buckets > DIR * PAGE as u64 * CHUNK as u64
+        || chunks != buckets.div_ceil(CHUNK as u64)
+        || levels != if chunks <= DIR { 1 } else { 2 }
+    {
+        return Err(format!(
+            "bad geometry ({buckets} buckets, {chunks} chunks, {levels} levels)"
+        ));
+    }
+    let node = Shape::new(1 + words_for(ks) + words_for(vs));
+    if ks == 0 || vs == 0 || !node.valid() {
+        return Err(format!("bad signature: {ks}-byte keys, {vs}-byte values"));
+    }
+    let mut seen = HashSet::new();
+    let mut pages = std::collections::HashMap::new();
+    let (mut entries, mut longest) = (0usize, 0usize);
+    for c in 0..chunks as usize {
+        let off = if levels == 1 {
+            h[H_DIR + c]
+        } else {
+            let p = h[H_DIR + c / PAGE];
+            if let std::collections::hash_map::Entry::Vacant(e) = pages.entry(p) {
+                let page = objs
+                    .words(p, PAGE)
+                    .map_err(|e| format!("directory page {}: {e}", c / PAGE))?;
+                if !seen.insert(p) {
+                    return Err(format!("directory page at {p:#x} is reached twice"));
+                }
+                e.insert(page);
+            }
+            pages[&p][c % PAGE]
+        };
+        let chunk = objs
+            .words(off, CHUNK)
+            .map_err(|e| format!("chunk {c}: {e}"))?;
+        if !seen.insert(off) {
+            return Err(format!("chunk {c} at {off:#x} is reached twice"));
+        }
+        for (slot, &head) in chunk.iter().enumerate() {
+            let b = (c * CHUNK + slot) as u64;
+            let mut cur = head;
+            let mut len = 0;
+            while cur != 0 {
+                if b >= buckets {
+                    return Err(format!("bucket {b} past the last bucket holds a chain"));
+                }
+                if !seen.insert(cur) {
+                    return Err(format!(
+                        "bucket {b}: the node at {cur:#x} is reached twice (the links form a cycle or join another chain)"
+                    ));
+                }
+                let w = objs
+                    .words(cur, node.len)
+                    .map_err(|e| format!("bucket {b}: node: {e}"))?;
+                let key: Vec<u8> = w[1..1 + words_for(ks)]
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .take(ks as usize)
+                    .collect();
+                if bucket_of(stable_hash(&key), buckets) != b {
+                    return Err(format!(
+                        "the node at {cur:#x} is in bucket {b}, but its key hashes to another bucket"
+                    ));
+                }
+                len += 1;
+                cur = w[0];
+            }
+            entries += len;
+            longest = longest.max(len);
+        }
+    }
+    Ok(format!(
+        "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values"
+    ))
+}
+
+const MAX_HEIGHT: u64 = 64;
+
+fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
+    let h = objs.words(at, 4)?;
+    let (sig, root, height) = (h[1], h[2], h[3]);
+    let (ks, vs, f) = (
+        sig & 0xff_ffff,
+        (sig >> 24) & 0xff_ffff,
+        (sig >> 48) as usize,
+    );
+    if height > MAX_HEIGHT {
+        return Err(format!("height {height}"));
+    }
+    if ks == 0 || vs == 0 || f < 3 {
+        return Err(format!(
+            "bad signature: {ks}-byte keys, {vs}-byte values, fanout {f}"
+        ));
+    }
+    let kw = words_for(ks * (f as u64 - 1));
+    let leaf = Shape::new(2 + kw + words_for(vs * (f as u64 - 1)));
+    let inner = Shape::new(1 + kw + f);
+    if !leaf.valid() || !inner.valid() {
+        return Err(format!("nodes of fanout {f} exceed the node size limit"));
+    }
+    let i_kids = 1 + kw;
+    let mut stack = vec![(root, height)];
+    let mut seen = HashSet::new();
+    let mut leaves = Vec::new();
+    let (mut entries, mut inners) = (0usize, 0usize);
+    while let Some((node, level)) = stack.pop() {
+        if !seen.insert(node) {
+            return Err(format!("the node at {node:#x} is reached twice"));
+        }
+        let shape = if level == 0 { leaf } else { inner };
+        let w = objs
+            .words(node, shape.len)
+            .map_err(|e| format!("node at level {level}: {e}"))?;
+        let (tag, n) = (w[0] >> 32, (w[0] & 0xffff_ffff) as usize);
+        if level == 0 {
+            if tag != LEAF_TAG || n > f - 1 {
+                return Err(format!("the leaf at {node:#x} has header {:#x}", w[0]));
+            }
+            entries += n;
+            leaves.push((node, w[1]));
+        } else {
+            if tag != INNER_TAG || n == 0 || n > f {
+                return Err(format!(
+                    "the inner node at {node:#x} (level {level}) has header {:#x}",
+                    w[0]
+                ));
+            }
+            inners += 1;
+            for j in (0..n).rev() {
+                stack.push((w[i_kids + j], level - 1));
+            }
+        }
+    }
+    for (i, &(leaf, next)) in leaves.iter().enumerate() {
+        let want = leaves.get(i + 1).map_or(0, |l| l.0);
+        if next != want {
+            return Err(format!(
+                "the leaf at {leaf:#x} links to {next:#x}, not {want:#x}"
+            ));
+        }
+    }
+    Ok(format!(
+        "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {ks}-byte keys, {vs}-byte values, fanout {f}",
+        leaves.len()
+    ))
+}

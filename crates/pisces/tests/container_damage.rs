@@ -1,0 +1,339 @@
+//! Containers on a damaged pool: a chain or leaf list that loops is `Error::Corrupt`,
+//! never a hang; `HashMap::check`; `check_pool_deep`; the entry iterators.
+
+mod common;
+
+use pisces::check::{check_pool, check_pool_deep};
+use pisces::containers::btree::LEAF_TAG;
+use pisces::{
+    BTreeMap, Config, EngineOptions, Error, HashMap, MediumKind, PPtr, Pod, Pool, Zeroable,
+};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Run `f` on another thread; panic if it does not finish within 10 s (a hang).
+fn no_hang<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{what}: hung (no result after 10 s)"))
+}
+
+fn corrupt<T: std::fmt::Debug>(r: pisces::Result<T>, what: &str) {
+    match r {
+        Err(Error::Corrupt(m)) => {
+            assert!(m.contains("cycle") || m.contains("twice"), "{what}: {m}")
+        }
+        other => panic!("{what}: expected Corrupt, got {other:?}"),
+    }
+}
+
+/// Word `i` of the object at `off`, through the transaction API.
+fn word(pool: &Pool, off: u64, i: usize) -> u64 {
+    pool.run(|tx| Ok(tx.read(PPtr::<[u64; 2]>::from_offset(off))?[i]))
+        .unwrap()
+}
+
+fn set_word(pool: &Pool, off: u64, i: usize, v: u64) {
+    pool.run(|tx| {
+        tx.write(PPtr::<[u64; 2]>::from_offset(off))?[i] = v;
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A one-bucket map of `n` keys whose last node links back to the first.
+fn looping_map(pool: &Pool, n: u64) -> HashMap<u64, u64> {
+    let m = pool
+        .run(|tx| {
+            let m = HashMap::<u64, u64>::create(tx, 1)?;
+            for k in 0..n {
+                m.insert(tx, k, k)?;
+            }
+            Ok(m)
+        })
+        .unwrap();
+    let mut objs = Vec::new();
+    pool.run(|tx| {
+        objs.clear();
+        m.for_each_object(tx, |o| objs.push(o))
+    })
+    .unwrap();
+    // header, chunk, then the chain in order.
+    let (first, last) = (objs[2], *objs.last().unwrap());
+    assert_eq!(word(pool, last, 0), 0);
+    set_word(pool, last, 0, first);
+    m
+}
+
+#[test]
+fn a_looping_hash_chain_is_corrupt_not_a_hang() {
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
+        let m = looping_map(&pool, 5);
+        let p = pool.clone();
+        no_hang("hash map walks", move || {
+            corrupt(p.run(|tx| m.for_each(tx, |_, _| true)), "for_each");
+            corrupt(p.run(|tx| m.len(tx)), "len");
+            corrupt(p.run(|tx| m.get(tx, &99)), "get of a missing key");
+            corrupt(p.run(|tx| m.insert(tx, 99, 1)), "insert");
+            corrupt(p.run(|tx| m.remove(tx, &99)), "remove");
+            corrupt(
+                p.run(|tx| m.iter(tx).try_for_each(|e| e.map(|_| ()))),
+                "iter",
+            );
+            corrupt(p.run(|tx| m.check(tx)), "check");
+            corrupt(p.run(|tx| m.for_each_object(tx, |_| ())), "for_each_object");
+        });
+        // Keys before the loop closes are still found.
+        assert_eq!(pool.run(|tx| m.get(tx, &3)).unwrap(), Some(3), "{engine:?}");
+    }
+}
+
+#[test]
+fn a_looping_leaf_chain_is_corrupt_not_a_hang() {
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
+        let t = pool
+            .run(|tx| {
+                let t = BTreeMap::<u64, u64>::create(tx)?;
+                for k in 0..200 {
+                    t.insert(tx, k, k)?;
+                }
+                Ok(t)
+            })
+            .unwrap();
+        let mut objs = Vec::new();
+        pool.run(|tx| {
+            objs.clear();
+            t.for_each_object(tx, |o| objs.push(o))
+        })
+        .unwrap();
+        let leaves: Vec<u64> = objs
+            .into_iter()
+            .skip(1)
+            .filter(|&o| word(&pool, o, 0) >> 32 == LEAF_TAG)
+            .collect();
+        assert!(leaves.len() > 3);
+        // The last leaf of the chain links back to the first.
+        let mut first = leaves[0];
+        for &l in &leaves {
+            if !leaves.iter().any(|&o| word(&pool, o, 1) == l) {
+                first = l;
+            }
+        }
+        let last = *leaves.iter().find(|&&l| word(&pool, l, 1) == 0).unwrap();
+        set_word(&pool, last, 1, first);
+        let p = pool.clone();
+        no_hang("B+-tree walks", move || {
+            corrupt(p.run(|tx| t.for_each(tx, |_, _| true)), "for_each");
+            corrupt(p.run(|tx| t.len(tx)), "len");
+            corrupt(p.run(|tx| t.range(tx, 5.., |_, _| true)), "range");
+            corrupt(
+                p.run(|tx| t.iter(tx).try_for_each(|e| e.map(|_| ()))),
+                "iter",
+            );
+            match p.run(|tx| t.check(tx)) {
+                Err(Error::Corrupt(_)) => {}
+                r => panic!("check: expected Corrupt, got {r:?}"),
+            }
+        });
+    }
+}
+
+#[test]
+fn hash_map_check_reports_shape_and_misplaced_keys() {
+    let pool = common::mem_pool(16 << 20, 2, EngineOptions::default());
+    let m = pool
+        .run(|tx| {
+            let m = HashMap::<u64, u64>::create(tx, 64)?;
+            for k in 0..500 {
+                m.insert(tx, k, k)?;
+            }
+            Ok(m)
+        })
+        .unwrap();
+    let st = pool.run(|tx| m.check(tx)).unwrap();
+    assert_eq!((st.buckets, st.entries), (64, 500));
+    assert!(st.used_buckets <= 64 && st.longest_chain >= 500 / 64);
+    // A key changed in place (bypassing the map) is in the wrong bucket.
+    let mut node = 0;
+    pool.run(|tx| {
+        m.for_each_object(tx, |o| node = o)?; // the last node listed
+        Ok(())
+    })
+    .unwrap();
+    let k = word(&pool, node, 1);
+    set_word(&pool, node, 1, k ^ 0x5555_0000);
+    match pool.run(|tx| m.check(tx)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("hashes to another bucket"), "{msg}"),
+        r => panic!("expected Corrupt, got {r:?}"),
+    }
+}
+
+#[test]
+fn iterators_match_the_callbacks() {
+    for (engine, opts) in common::all_engines() {
+        let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
+        let (m, t) = pool
+            .run(|tx| {
+                let m = HashMap::<u64, [u64; 2]>::create(tx, 16)?;
+                let t = BTreeMap::<u64, u64, 5>::create(tx)?;
+                Ok((m, t))
+            })
+            .unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for k in (0..300u64).map(|i| (i * 7919) % 1000) {
+            pool.run(|tx| {
+                m.insert(tx, k, [k, k + 1])?;
+                t.insert(tx, k, k * 3)?;
+                Ok(())
+            })
+            .unwrap();
+            model.insert(k, k * 3);
+        }
+        pool.run(|tx| {
+            for k in (0..1000).step_by(3) {
+                m.remove(tx, &k)?;
+                t.remove(tx, &k)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        model.retain(|k, _| k % 3 != 0);
+        pool.run(|tx| {
+            // Hash map: same entries as for_each, in the same order.
+            let mut cb = Vec::new();
+            m.for_each(tx, |k, v| {
+                cb.push((*k, *v));
+                true
+            })?;
+            let it: Vec<(u64, [u64; 2])> = m
+                .iter(tx)
+                .map(|e| e.map(|(k, v)| (*k, *v)))
+                .collect::<pisces::Result<_>>()?;
+            assert_eq!(it, cb, "{engine:?}");
+            assert_eq!(it.len(), model.len());
+            // Inside a transaction, after its own writes.
+            m.insert(tx, 5000, [1, 2])?;
+            assert_eq!(m.iter(tx).count(), model.len() + 1);
+            // B+-tree: key order, and every kind of range.
+            let all: Vec<(u64, u64)> = t
+                .iter(tx)
+                .map(|e| e.map(|(k, v)| (*k, *v)))
+                .collect::<pisces::Result<_>>()?;
+            assert_eq!(all, model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+            use std::ops::Bound::*;
+            let ranges = [
+                (Unbounded, Unbounded),
+                (Included(100), Excluded(400)),
+                (Excluded(100), Included(400)),
+                (Included(999), Unbounded),
+                (Unbounded, Excluded(0)),
+                (Included(500), Included(500)),
+                (Excluded(998), Unbounded),
+            ];
+            for r in ranges {
+                let got: Vec<u64> = t
+                    .range_iter(tx, r)
+                    .map(|e| e.map(|(k, _)| *k))
+                    .collect::<pisces::Result<_>>()?;
+                let want: Vec<u64> = model.range(r).map(|(k, _)| *k).collect();
+                assert_eq!(got, want, "{engine:?} {r:?}");
+            }
+            // Stopping early and resuming is just the iterator protocol.
+            let mut it = t.range_iter(tx, 200..);
+            let a = it.next().unwrap()?;
+            let b = it.next().unwrap()?;
+            assert!(a.0 < b.0 && *a.0 >= 200);
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Root {
+    count: u64,
+    map: HashMap<u64, u64>,
+    tree: BTreeMap<u64, u64>,
+    other: PPtr<u64>,
+}
+
+#[test]
+fn deep_check_walks_the_containers_of_the_root() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("deep.pool");
+    let cfg = Config {
+        size: 16 << 20,
+        ..Config::default()
+    };
+    let (map, _) = {
+        let pool = Pool::create(&p, cfg.clone()).unwrap();
+        let root: PPtr<Root> = pool.root().unwrap();
+        pool.run(|tx| {
+            let map = HashMap::create(tx, 8)?;
+            let tree = BTreeMap::create(tx)?;
+            for k in 0..100 {
+                map.insert(tx, k, k)?;
+                tree.insert(tx, k, k)?;
+            }
+            let other = tx.alloc(7u64)?;
+            *tx.write(root)? = Root {
+                count: 3,
+                map,
+                tree,
+                other,
+            };
+            Ok(())
+        })
+        .unwrap();
+        let r = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
+        (r.map, r.tree)
+    };
+    let ok = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(ok.is_ok(), "{ok}");
+    let cs = ok.containers.clone().unwrap();
+    assert_eq!(cs.len(), 2, "{cs:?}");
+    assert!(
+        cs[0].contains("hash map") && cs[0].contains("100 entries"),
+        "{cs:?}"
+    );
+    assert!(
+        cs[1].contains("B+-tree") && cs[1].contains("100 entries"),
+        "{cs:?}"
+    );
+    // Damage one chain pointer so that a chain loops: plain check passes (it does not
+    // walk containers), the deep check names the map.
+    {
+        let pool = Pool::open(&p, cfg.clone()).unwrap();
+        let mut objs = Vec::new();
+        pool.run(|tx| {
+            objs.clear();
+            map.for_each_object(tx, |o| objs.push(o))
+        })
+        .unwrap();
+        // A node whose successor exists: point the successor back at it.
+        let nodes = &objs[2..];
+        let (a, b) = nodes
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+            .find(|&(a, b)| word(&pool, a, 0) == b)
+            .expect("a chain of two");
+        set_word(&pool, b, 0, a);
+    }
+    assert!(check_pool(&p, MediumKind::DRAM).unwrap().is_ok());
+    let bad = no_hang("deep check", {
+        let p = p.clone();
+        move || check_pool_deep(&p, MediumKind::DRAM).unwrap()
+    });
+    assert!(!bad.is_ok());
+    let text = bad.to_string();
+    assert!(
+        text.contains("hash map") && text.contains("reached twice"),
+        "{text}"
+    );
+}
