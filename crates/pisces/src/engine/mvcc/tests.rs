@@ -63,11 +63,8 @@ fn versions_are_reclaimed_below_the_oldest_snapshot() {
         put(&mut w, off, 100_000 + i);
     }
     // SAFETY: as above; the transaction still runs.
-    assert_eq!(
-        unsafe { pinned.read() },
-        19_999,
-        "a snapshot's version changed"
-    );
+    let still = unsafe { pinned.read() };
+    assert_eq!(still, 19_999, "a snapshot's version changed");
     assert_eq!(get(&r, off), 19_999);
     assert!(e.live_versions() >= 2 && e.live_versions() <= 1_001);
     r.commit().unwrap();

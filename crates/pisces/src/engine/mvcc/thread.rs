@@ -425,7 +425,7 @@ impl MvccThread {
         let oldest = sh.oldest_active(ts);
         let live = &sh.index.live;
         for w in &mut self.writes {
-            // SAFETY (block): `w.entry` is locked by us (step 2) and lives as long as
+            // SAFETY: `w.entry` is locked by us (step 2) and lives as long as
             // the index; `w.copy` is our unpublished copy of the object's size, and
             // `oldest` bounds every snapshot's start (`Shared::oldest_active` with our
             // own commit timestamp).

@@ -205,7 +205,9 @@ pub struct Batch {
     pub entries: Vec<Committed>,
     /// Unlinked attempts awaiting a grace period.
     pub retired: Vec<Retired>,
-    /// Attempts ready for reuse.
+    /// Attempts ready for reuse. Boxed: copies and header words point at an attempt's
+    /// commit record, so its address must not change while it is reused.
+    #[allow(clippy::vec_box)]
     pub spare: Vec<Box<Attempt>>,
 }
 
