@@ -1,0 +1,215 @@
+//! Write-back and log truncation: the checkpoint (§III-D, "SP3 also performs checkpoint
+//! periodically, to truncate logs").
+//!
+//! # Retired watermarks (persistent)
+//! One word per thread slot in the engine area ([`retired_offset`]): `retired[s] = L`
+//! says "slot s's records with lid ≤ L are durably home; recovery skips them". The
+//! invariant recovery relies on:
+//!
+//! > **R**: if `retired[s] >= l` is durable, then record (s, l)'s effects are durably
+//! > home, and so is every predecessor's: for each (s', l') in its dependency set,
+//! > `retired[s'] >= l'` is durable too.
+//!
+//! Without R, recovery could replay an older record over a newer value whose record is
+//! gone (e.g. T1 on slot A writes X=1, T2 on slot B writes X=2; if B's record were
+//! retired and A's not, replaying A's would leave X=1).
+//!
+//! # The checkpoint
+//! Threads hand every durable record to their slot's queue ([`Checkpointer::push`]),
+//! in lid order. A checkpoint (run by whichever thread needs log space or memory, under
+//! one lock; there is no background thread, so runs on the crash simulator stay
+//! deterministic) repeats rounds:
+//! 1. From each slot's queue, take the prefix of records whose cross-slot predecessors
+//!    are *durably* retired (the DRAM mirror is raised only after the persistent word's
+//!    fence). Every taken record is durable (pushed after its fence) and so are its
+//!    predecessors (retired ⇒ durable): home is written only when a transaction and all
+//!    its predecessors are persistent, as the paper requires.
+//! 2. Apply them in order (data, allocator bitmaps), flush; **fence**.
+//! 3. Store each touched slot's new `retired` word, flush; **fence**; raise the mirrors.
+//! 4. Freed blocks become reusable (see below).
+//!
+//! No record of a round depends on another slot's record of the same round (step 1), so
+//! the `retired` words of one round may persist in any order and R holds at every
+//! crash point. Writes to one object reach home in dependency order: a later writer of
+//! an object always lists the earlier one (its `lastTid`) or follows it in its slot.
+//!
+//! # Frees
+//! A freed block is reused only after the freeing record is retired, so a record that
+//! allocates the block again never meets, in recovery, an unretired free of it (replay
+//! order between them would be undefined if they were independent in the DAG). Readers
+//! need no grace period for this: they read DRAM versions, never home.
+
+use super::record;
+use super::tid::{lid_of, slot_of};
+use crate::engine::kit::redo_log::Entry;
+use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::layout::ENGINE_AREA_OFFSET;
+use crate::heap::Heap;
+use crate::medium::counters;
+use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::{Mutex, MutexGuard};
+
+/// Offset of the first `retired` word: the engine area's second page (the first holds
+/// the kit's watermark and the root slot).
+pub const RETIRED_AREA: usize = ENGINE_AREA_OFFSET + 4096;
+
+/// Offset of slot `slot`'s `retired` word.
+pub fn retired_offset(slot: usize) -> usize {
+    RETIRED_AREA + 8 * slot
+}
+
+/// The persistent `retired` word of `slot`.
+pub fn load_retired(heap: &Heap, slot: usize) -> u64 {
+    heap.atomic_u64(retired_offset(slot)).load(Acquire)
+}
+
+/// Raise `slot`'s `retired` word to `lid` and flush it (the caller fences).
+pub fn store_retired(heap: &Heap, slot: usize, lid: u64) {
+    heap.atomic_u64(retired_offset(slot)).fetch_max(lid, std::sync::atomic::Ordering::AcqRel);
+    heap.flush(retired_offset(slot), 8);
+}
+
+/// A durable record waiting to be written home.
+#[derive(Debug)]
+pub struct Pending {
+    /// Logical id.
+    pub lid: u64,
+    /// Cross-slot predecessors (packed ids).
+    pub deps: Vec<u64>,
+    /// The record's body as logged (dependency prefix + kit entries).
+    pub body: Vec<u8>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Queues of durable records and the checkpoint.
+pub struct Checkpointer {
+    queues: Vec<CachePadded<Mutex<VecDeque<Pending>>>>,
+    /// Durable `retired` watermark per slot (mirror, raised after the fence).
+    retired: Vec<CachePadded<AtomicU64>>,
+    /// The checkpoint lock, with the cache freed blocks are released into.
+    work: Mutex<ThreadCache>,
+}
+
+impl Checkpointer {
+    /// Queues for `slots` slots whose `retired` words are `retired`.
+    pub fn new(retired: &[u64]) -> Checkpointer {
+        Checkpointer {
+            queues: retired
+                .iter()
+                .map(|_| CachePadded::new(Mutex::new(VecDeque::new())))
+                .collect(),
+            retired: retired
+                .iter()
+                .map(|&r| CachePadded::new(AtomicU64::new(r)))
+                .collect(),
+            work: Mutex::new(ThreadCache::default()),
+        }
+    }
+
+    /// Hand a durable record of `slot` over (lid order per slot).
+    pub fn push(&self, slot: usize, p: Pending) {
+        lock(&self.queues[slot]).push_back(p);
+    }
+
+    /// Slot `slot`'s durable retired watermark.
+    pub fn retired(&self, slot: usize) -> u64 {
+        self.retired[slot].load(Acquire)
+    }
+
+    fn eligible(&self, p: &Pending) -> bool {
+        p.deps
+            .iter()
+            .all(|&d| self.retired[slot_of(d)].load(Acquire) >= lid_of(d))
+    }
+
+    /// Run a checkpoint (module docs). With `wait` false, return at once if another
+    /// thread runs one. Returns the number of records retired.
+    pub fn run(&self, heap: &Heap, alloc: &Allocator, wait: bool, bug: super::Bug) -> usize {
+        let mut cache = if wait {
+            lock(&self.work)
+        } else {
+            match self.work.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return 0,
+            }
+        };
+        let mut total = 0;
+        let mut frees: Vec<Block> = Vec::new();
+        loop {
+            // 1. Eligible prefixes.
+            let mut round: Vec<(usize, Vec<Pending>)> = Vec::new();
+            for (s, q) in self.queues.iter().enumerate() {
+                let mut q = lock(q);
+                let mut taken = Vec::new();
+                while let Some(p) = q.front() {
+                    // (Injected bug: write home before the predecessors are retired.)
+                    if !self.eligible(p) && bug != super::Bug::HomeBeforePredecessors {
+                        break;
+                    }
+                    taken.push(q.pop_front().expect("front exists"));
+                }
+                if !taken.is_empty() {
+                    round.push((s, taken));
+                }
+            }
+            if round.is_empty() {
+                break;
+            }
+            // 2. Home.
+            for (_, recs) in &round {
+                for p in recs {
+                    apply(heap, alloc, p, &mut frees);
+                }
+            }
+            heap.fence();
+            // 3. Retire.
+            for (s, recs) in &round {
+                let last = recs.last().expect("non-empty").lid;
+                store_retired(heap, *s, last);
+            }
+            heap.fence();
+            for (s, recs) in &round {
+                total += recs.len();
+                self.retired[*s].store(recs.last().expect("non-empty").lid, Release);
+            }
+            // 4. Freed blocks are reusable.
+            for b in frees.drain(..) {
+                alloc.release(&mut cache, b);
+            }
+            alloc.drain(&mut cache);
+        }
+        total
+    }
+}
+
+/// Write one record's effects home (flushed, not fenced).
+fn apply(heap: &Heap, alloc: &Allocator, p: &Pending, frees: &mut Vec<Block>) {
+    // Our own record, checked when it was built: a failure here is an engine bug.
+    let body = record::decode(&p.body).expect("a record this run wrote decodes");
+    for e in body.entries {
+        match e {
+            Entry::Word { off, value } => {
+                heap.write_bytes(off as usize, &value.to_le_bytes());
+                heap.flush(off as usize, 8);
+                counters::add_bytes_written_home(8);
+            }
+            Entry::Range { off, data } => {
+                heap.write_bytes(off as usize, data);
+                heap.flush(off as usize, data.len());
+                counters::add_bytes_written_home(data.len() as u64);
+            }
+            Entry::Alloc(b) => alloc.publish_alloc(b),
+            Entry::Free(b) => {
+                alloc.publish_free(b);
+                frees.push(b);
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Pool-wide state of the SP3 engine.
+
+use super::checkpoint::Checkpointer;
+use super::index::Index;
+use super::tid::PersistMark;
+use super::Sp3Options;
+use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::redo_log::LogWriter;
+use crate::heap::alloc::Allocator;
+use crate::heap::Heap;
+use crossbeam_utils::CachePadded;
+use std::sync::{Arc, Mutex};
+
+/// One thread slot's shared part.
+pub struct Slot {
+    /// Published start timestamp (version reclamation only, see `version`).
+    pub clock: SlotClock,
+    /// Largest lid of this slot whose record is durable (`tid`).
+    pub persisted: PersistMark,
+    /// The log writer and last lid of a thread state that was dropped, for the next
+    /// state of this slot in the same run.
+    pub parked: Mutex<Option<(LogWriter, u64)>>,
+}
+
+/// Pool-wide engine state.
+pub struct Shared {
+    /// The pool.
+    pub heap: Arc<Heap>,
+    /// The allocator.
+    pub alloc: Arc<Allocator>,
+    /// Epoch clock for version reclamation (not a transaction id).
+    pub clock: Clock,
+    /// Thread slots.
+    pub slots: Vec<CachePadded<Slot>>,
+    /// Object → entry.
+    pub index: Index,
+    /// Durable records on their way home.
+    pub ckpt: Checkpointer,
+    /// Options.
+    pub opts: Sp3Options,
+}
+
+impl Shared {
+    /// After recovery: slot `s` numbers its next transaction `next_lid[s]` and appends
+    /// its next record with sequence number `next_seq[s]`.
+    pub fn new(
+        heap: Arc<Heap>,
+        alloc: Arc<Allocator>,
+        opts: Sp3Options,
+        next_lid: &[u64],
+        next_seq: &[u64],
+    ) -> Shared {
+        let l = *heap.layout();
+        let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
+        Shared {
+            slots: (0..l.max_threads)
+                .map(|s| {
+                    CachePadded::new(Slot {
+                        clock: SlotClock::default(),
+                        persisted: PersistMark::new(retired[s]),
+                        parked: Mutex::new(Some((
+                            LogWriter::new(l.log_offset(s), l.log_bytes_per_thread, next_seq[s]),
+                            retired[s],
+                        ))),
+                    })
+                })
+                .collect(),
+            heap,
+            alloc,
+            clock: Clock::new(1),
+            index: Index::default(),
+            ckpt: Checkpointer::new(&retired),
+            opts,
+        }
+    }
+
+    /// Run a checkpoint (see `checkpoint`).
+    pub fn checkpoint(&self, wait: bool) -> usize {
+        self.ckpt.run(&self.heap, &self.alloc, wait, self.opts.bug)
+    }
+
+    /// The slot clocks.
+    pub fn clocks(&self) -> impl Iterator<Item = &SlotClock> + Clone {
+        self.slots.iter().map(|s| &s.clock)
+    }
+}
