@@ -9,7 +9,8 @@
 
 use pisces::medium::dram::DramMedium;
 use pisces::medium::sim::{Adversary, SimConfig, SimMedium};
-use pisces::{Config, Durability, EngineId, EngineOptions, Error, PPtr, Pool, TxOptions};
+use pisces::{Config, EngineId, EngineOptions, Error, PPtr, Pool, TxOptions};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -360,5 +361,383 @@ fn logs_are_truncated_and_blocks_reused() {
             })
             .unwrap();
         assert_eq!(v, [4999, 4999], "{opts}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Crash consistency: the library's crash campaigns on every workload.
+
+use pisces::crashtest::{self, run_campaign, workload_by_name, Mode, Settings};
+
+fn campaign(workload: &str, threads: usize, ops: usize, mode: Mode, opts: Vec<EngineOptions>) -> crashtest::Report {
+    let w = workload_by_name(workload).unwrap();
+    let s = Settings {
+        engine: EngineId::Sp3,
+        options: opts,
+        threads,
+        ops,
+        mode,
+        images: 2,
+        recovery_crash_one_in: 4,
+        jobs: 2,
+        ..Settings::default()
+    };
+    run_campaign(w.as_ref(), &s, &|_, _| {})
+}
+
+fn assert_clean(r: &crashtest::Report, min_states: u64) {
+    eprintln!(
+        "{}: {} states, {} recovery crashes, {} violations",
+        r.workload, r.states, r.recovery_crashes, r.violation_count
+    );
+    assert_eq!(r.violation_count, 0, "{:#?}", r.violations);
+    assert!(r.states >= min_states, "{}: only {} states", r.workload, r.states);
+}
+
+fn all_workloads() -> Vec<&'static str> {
+    crashtest::WORKLOADS
+        .iter()
+        .chain(&crashtest::EXTRA_WORKLOADS)
+        .copied()
+        .collect()
+}
+
+/// Every fence of a one-thread run of every workload, both option sets.
+#[test]
+fn crash_every_fence_of_every_workload() {
+    for w in all_workloads() {
+        let r = campaign(w, 1, 8, Mode::Exhaustive, Vec::new());
+        assert_clean(&r, 16);
+    }
+}
+
+/// Random fences of two-thread runs of every workload (dependencies across threads).
+#[test]
+fn crash_random_fences_two_threads() {
+    for w in all_workloads() {
+        let r = campaign(w, 2, 16, Mode::Random { states: 40 }, Vec::new());
+        assert_clean(&r, 40);
+    }
+}
+
+
+/// Longer runs: logs fill, so checkpoints (write-back, retired words, log truncation,
+/// wrap markers) happen during the run and crashes land in them.
+#[test]
+fn crash_during_checkpoints() {
+    for w in ["bank", "list", "hashmap"] {
+        let r = campaign(w, 1, 150, Mode::Random { states: 60 }, Vec::new());
+        assert_clean(&r, 60);
+        let r = campaign(w, 2, 100, Mode::Random { states: 60 }, Vec::new());
+        assert_clean(&r, 60);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The drop rule and the durability wait, on the crash simulator.
+
+fn sim_pool(opts: EngineOptions, log_bytes: usize) -> (Arc<SimMedium>, Pool, Config) {
+    let c = Config {
+        log_bytes_per_thread: log_bytes,
+        ..cfg(2, opts)
+    };
+    let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
+    let pool = Pool::create_on(sim.clone(), c.clone()).unwrap();
+    (sim, pool, c)
+}
+
+fn reboot(image: Vec<u8>, c: &Config) -> Pool {
+    let m = SimMedium::from_image(image, SimConfig::default()).unwrap();
+    Pool::open_on(Arc::new(m), c.clone()).unwrap()
+}
+
+const MAGIC: u64 = 0x5EED_F00D_0000_0001;
+
+/// A predecessor's record is lost: slot 0's T1 writes x = MAGIC; slot 1 runs T0 (z = 5),
+/// then T2 (y = x + 1, depends on T1), then T3 (z = 6, after T2 in its slot). The crash
+/// image is taken with every record durable, then T1's record is damaged (its MAGIC
+/// word flipped: the checksum fails), as if it had not persisted. Recovery must drop T2
+/// and T3 and keep T0. Returns (x, y, z) after recovery, with and without the damage.
+fn lost_predecessor(opts: EngineOptions) -> [(u64, u64, u64); 2] {
+    let (sim, pool, c) = sim_pool(opts, 64 << 10);
+    let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
+    let mut h0 = pool.handle().unwrap();
+    let mut h1 = pool.handle().unwrap();
+    let [x, y, z] = h0
+        .run(|tx| {
+            let xyz = [tx.alloc(0u64)?, tx.alloc(0u64)?, tx.alloc(0u64)?];
+            *tx.write(root)? = xyz;
+            Ok(xyz)
+        })
+        .unwrap();
+    h1.run(|tx| {
+        *tx.write(z)? = 5;
+        Ok(())
+    })
+    .unwrap();
+    h0.run(|tx| {
+        *tx.write(x)? = MAGIC;
+        Ok(())
+    })
+    .unwrap();
+    h1.run(|tx| {
+        *tx.write(y)? = *tx.read(x)? + 1;
+        Ok(())
+    })
+    .unwrap();
+    h1.run(|tx| {
+        *tx.write(z)? = 6;
+        Ok(())
+    })
+    .unwrap();
+    let image = sim
+        .crash_image_now_with(0, Adversary::DurableOnly)
+        .image;
+    drop((h0, h1));
+    let mut out = [(0, 0, 0); 2];
+    for (k, damage) in [false, true].into_iter().enumerate() {
+        let mut img = image.clone();
+        if damage {
+            let mut hits = 0;
+            for w in img.chunks_exact_mut(8) {
+                if u64::from_le_bytes(w.try_into().unwrap()) == MAGIC {
+                    w[0] ^= 0xFF;
+                    hits += 1;
+                }
+            }
+            assert_eq!(hits, 1, "T1's record holds the only copy of MAGIC");
+        }
+        let p = reboot(img, &c);
+        out[k] = p
+            .run(|tx| Ok((*tx.read(x)?, *tx.read(y)?, *tx.read(z)?)))
+            .unwrap();
+    }
+    out
+}
+
+#[test]
+fn recovery_drops_the_dependents_of_a_lost_record() {
+    for opts in options() {
+        let [whole, damaged] = lost_predecessor(opts.clone());
+        assert_eq!(whole, (MAGIC, MAGIC + 1, 6), "{opts}");
+        assert_eq!(damaged, (0, 0, 5), "{opts}: T2 and T3 must be dropped, T0 kept");
+    }
+}
+
+#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+/// Slot 0 commits T1 (x = 1) and sleeps 300 ms between visibility and persistence.
+/// Slot 1 sees x = 1 (early visibility), then runs T2: y = x + 1, and as soon as T2's
+/// `run` returns, the power fails (an image of what is durable now). T2 returned, so it
+/// must survive: `run` must have waited for T1 to persist. Returns (x, y) recovered.
+fn acknowledged_dependent_survives(opts: EngineOptions) -> (u64, u64) {
+    let (sim, pool, c) = sim_pool(opts.set("persist_delay_ms", 300), 64 << 10);
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let mut h0 = pool.handle().unwrap();
+    let mut h1 = pool.handle().unwrap();
+    assert_eq!((h0.slot(), h1.slot()), (0, 1));
+    let [x, y] = h1
+        .run(|tx| {
+            let xy = [tx.alloc(0u64)?, tx.alloc(0u64)?];
+            *tx.write(root)? = xy;
+            Ok(xy)
+        })
+        .unwrap();
+    let image = std::thread::scope(|s| {
+        s.spawn(move || {
+            h0.run(|tx| {
+                *tx.write(x)? = 1;
+                Ok(())
+            })
+            .unwrap();
+        });
+        let deferred = TxOptions::read_only().durability(pisces::Durability::Deferred);
+        while h1.run_with(deferred, |tx| Ok(*tx.read(x)?)).unwrap() != 1 {
+            std::thread::yield_now();
+        }
+        h1.run(|tx| {
+            *tx.write(y)? = *tx.read(x)? + 1;
+            Ok(())
+        })
+        .unwrap();
+        sim.crash_image_now_with(0, Adversary::DurableOnly).image
+    });
+    drop(h1);
+    let p = reboot(image, &c);
+    p.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?))).unwrap()
+}
+
+#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[test]
+fn run_returns_only_after_predecessors_persist() {
+    let opts = EngineOptions::new().set("early_visibility", true);
+
+    assert_eq!(acknowledged_dependent_survives(opts), (1, 2));
+}
+
+#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+/// Slot 0's T1 (x = 1) is visible but sleeps before persisting; slot 1 runs T2
+/// (y = x + 1) and then fills half its log with other transactions (durability
+/// deferred), so its checkpoint runs while T1 is not persistent. Then the power fails.
+/// Home may hold T2's write only if T1 is recoverable: the recovered state must have
+/// y = 0 or y = x + 1. Returns (x, y).
+fn home_waits_for_predecessors(opts: EngineOptions) -> (u64, u64) {
+    let (sim, pool, c) = sim_pool(opts.set("persist_delay_ms", 300), 16 << 10);
+    let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
+    let mut h0 = pool.handle().unwrap();
+    let mut h1 = pool.handle().unwrap();
+    let [x, y, w] = h1
+        .run(|tx| {
+            let xyw = [tx.alloc(0u64)?, tx.alloc(0u64)?, tx.alloc(0u64)?];
+            *tx.write(root)? = xyw;
+            Ok(xyw)
+        })
+        .unwrap();
+    let image = std::thread::scope(|s| {
+        s.spawn(move || {
+            h0.run(|tx| {
+                *tx.write(x)? = 1;
+                Ok(())
+            })
+            .unwrap();
+        });
+        let deferred = TxOptions::default().durability(pisces::Durability::Deferred);
+        while h1
+            .run_with(TxOptions::read_only().durability(pisces::Durability::Deferred), |tx| {
+                Ok(*tx.read(x)?)
+            })
+            .unwrap()
+            != 1
+        {
+            std::thread::yield_now();
+        }
+        h1.run_with(deferred, |tx| {
+            *tx.write(y)? = *tx.read(x)? + 1;
+            Ok(())
+        })
+        .unwrap();
+        // ~64-byte records: 150 of them fill more than half of a 16 KiB ring, less
+        // than all of it.
+        for i in 0..150u64 {
+            h1.run_with(deferred, |tx| {
+                *tx.write(w)? = i;
+                Ok(())
+            })
+            .unwrap();
+        }
+        sim.crash_image_now_with(0, Adversary::DurableOnly).image
+    });
+    drop(h1);
+    let p = reboot(image, &c);
+    p.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?))).unwrap()
+}
+
+#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[test]
+fn home_is_written_only_after_predecessors_persist() {
+    for opts in options() {
+        let (x, y) = home_waits_for_predecessors(opts.clone());
+        assert!(y == 0 || y == x + 1, "{opts}: x = {x}, y = {y}");
+    }
+}
+
+/// Parallel replay (recovery_threads = 2) recovers the same state as serial replay.
+#[test]
+fn parallel_replay_recovers_the_same_state() {
+    let (sim, pool, c) = sim_pool(EngineOptions::new(), 256 << 10);
+    let root: PPtr<[PPtr<[u64; 4]>; 16]> = pool.root().unwrap();
+    let objs = pool
+        .run(|tx| {
+            let mut a = [PPtr::null(); 16];
+            for (i, p) in a.iter_mut().enumerate() {
+                *p = tx.alloc([i as u64; 4])?;
+            }
+            *tx.write(root)? = a;
+            Ok(a)
+        })
+        .unwrap();
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let pool = &pool;
+            s.spawn(move || {
+                let mut h = pool.handle().unwrap();
+                for i in 0..300u64 {
+                    h.run(|tx| {
+                        let k = ((i * 7 + t * 3) % 16) as usize;
+                        let j = ((i * 5 + 1) % 16) as usize;
+                        let v = tx.read(objs[j])?[0];
+                        let o = tx.write(objs[k])?;
+                        o[0] = v + 1;
+                        o[1 + t as usize] += 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let expect = pool
+        .run(|tx| {
+            let mut v = Vec::new();
+            for p in objs {
+                v.push(*tx.read(p)?);
+            }
+            Ok(v)
+        })
+        .unwrap();
+    let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    drop(pool);
+    for threads in [1, 2, 4] {
+        let p = reboot(image.clone(), &Config { recovery_threads: threads, ..c.clone() });
+        let got = p
+            .run(|tx| {
+                let mut v = Vec::new();
+                for p in objs {
+                    v.push(*tx.read(p)?);
+                }
+                Ok(v)
+            })
+            .unwrap();
+        assert_eq!(got, expect, "recovery_threads = {threads}");
+        let counts: u64 = got.iter().map(|o| o[1] + o[2]).sum();
+        // 300 increments per thread on top of the initial values 2 × (0 + ... + 15).
+        assert_eq!(counts, 600 + 240);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Injected bugs: each guard above fails when its protocol step is removed.
+// (`cargo test -p pisces --release --features mutation --test sp3 injected`)
+
+#[cfg(feature = "mutation")]
+mod injected {
+    use super::*;
+
+    fn bug(name: &str) -> EngineOptions {
+        EngineOptions::new().set("inject_bug", name)
+    }
+
+    #[test]
+    fn injected_skip_validation_allows_write_skew_and_broken_audits() {
+        assert_eq!(write_skew(bug("skip_validation")), 0, "write skew went unnoticed");
+        let (bad_commits, bad_views) = bank_with_auditor(bug("skip_validation"), 20_000);
+        assert!(bad_commits + bad_views > 0, "no broken audit without validation");
+    }
+
+    #[test]
+    fn injected_no_dependencies_keeps_dependents_of_a_lost_record() {
+        let [_, damaged] = lost_predecessor(bug("no_dependencies"));
+        assert_eq!(damaged.1, MAGIC + 1, "T2 survived its lost predecessor: {damaged:?}");
+    }
+
+    #[test]
+    fn injected_no_dependency_wait_loses_an_acknowledged_transaction() {
+        let (x, y) = acknowledged_dependent_survives(bug("no_dependency_wait"));
+        assert_eq!((x, y), (0, 0), "the acknowledged T2 was lost with T1");
+    }
+
+    #[test]
+    fn injected_home_before_predecessors_exposes_a_lost_predecessor() {
+        let (x, y) = home_waits_for_predecessors(bug("home_before_predecessors"));
+        assert!(y != 0 && y != x + 1, "x = {x}, y = {y}");
     }
 }
