@@ -217,4 +217,10 @@ impl Engine for Sp3Engine {
     fn heap(&self) -> Option<&Arc<Heap>> {
         Some(&self.sh.heap)
     }
+    /// Every transaction visible now becomes durable (deferred-durability commits of
+    /// all threads included), then the medium syncs.
+    fn sync(&self) -> Result<()> {
+        self.sh.wait_all_visible_persistent();
+        self.sh.heap.medium().sync_all()
+    }
 }

@@ -17,6 +17,8 @@ pub struct Slot {
     pub clock: SlotClock,
     /// Largest lid of this slot whose record is durable (`tid`).
     pub persisted: PersistMark,
+    /// Largest lid of this slot that is visible (for `Pool::sync`).
+    pub published: std::sync::atomic::AtomicU64,
     /// The log writer and last lid of a thread state that was dropped, for the next
     /// state of this slot in the same run.
     pub parked: Mutex<Option<(LogWriter, u64)>>,
@@ -58,6 +60,7 @@ impl Shared {
                     CachePadded::new(Slot {
                         clock: SlotClock::default(),
                         persisted: PersistMark::new(retired[s]),
+                        published: std::sync::atomic::AtomicU64::new(retired[s]),
                         parked: Mutex::new(Some((
                             LogWriter::new(l.log_offset(s), l.log_bytes_per_thread, next_seq[s]),
                             retired[s],
@@ -77,6 +80,18 @@ impl Shared {
     /// Run a checkpoint (see `checkpoint`).
     pub fn checkpoint(&self, wait: bool) -> usize {
         self.ckpt.run(&self.heap, &self.alloc, wait, self.opts.bug)
+    }
+
+    /// Wait until every transaction visible now is persistent (`Pool::sync`): a
+    /// visible transaction persists without waiting for anything (invariant 3).
+    pub fn wait_all_visible_persistent(&self) {
+        for s in &self.slots {
+            let p = s.published.load(std::sync::atomic::Ordering::Acquire);
+            let mut round = 0;
+            while !s.persisted.covers(p) {
+                crate::sync::spin_step(&mut round);
+            }
+        }
     }
 
     /// The slot clocks.

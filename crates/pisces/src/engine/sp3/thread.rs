@@ -296,6 +296,10 @@ impl Sp3Thread {
             }
             e.unlock(w.prior, true);
         }
+        // Release: `Pool::sync` that sees this lid waits for its persistence.
+        self.sh.slots[self.slot]
+            .published
+            .store(tid::lid_of(tid), std::sync::atomic::Ordering::Release);
     }
 }
 
