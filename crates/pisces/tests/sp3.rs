@@ -785,3 +785,80 @@ fn check_reports_live_records_of_a_running_pool() {
     let reopened = Pool::open(&copy2, Config::default()).unwrap();
     assert_eq!(reopened.run(|tx| Ok(*tx.read(p)?)).unwrap(), 9);
 }
+
+// ---------------------------------------------------------------------------------
+// Isolation, black-box: the Elle-style checker on list-append histories.
+
+use pisces::sicheck::workload::{Workload as ListAppend, WorkloadConfig};
+use pisces::sicheck::{check, Isolation as Level};
+
+fn sicheck_pool(threads: usize, opts: EngineOptions) -> Pool {
+    let size = 32 << 20;
+    let m = DramMedium::anonymous(size, 0, 0).unwrap();
+    Pool::create_on(
+        Arc::new(m),
+        Config {
+            size: size as u64,
+            max_threads: threads + 1,
+            log_bytes_per_thread: 256 << 10,
+            ..cfg(threads + 1, opts)
+        },
+    )
+    .unwrap()
+}
+
+/// (forbidden under serializability, write skews, committed) of a list-append run.
+fn list_append(opts: EngineOptions, write_skew: bool, seed: u64, txns: usize) -> (usize, usize, usize) {
+    let wcfg = WorkloadConfig {
+        threads: 2,
+        keys: if write_skew { 2 } else { 3 },
+        write_skew,
+        pause: std::time::Duration::from_micros(50),
+        seed,
+        ..WorkloadConfig::default()
+    };
+    let pool = sicheck_pool(2, opts);
+    let wl = ListAppend::new(wcfg).unwrap();
+    wl.setup(&pool).unwrap();
+    let h = wl.run(&pool, 0, txns, &|| false).unwrap();
+    let r = check(&h);
+    if r.forbidden(Level::Serializable) > 0 {
+        eprintln!("{}", r.render(Level::Serializable));
+    }
+    (
+        r.forbidden(Level::Serializable),
+        r.write_skew(),
+        h.count(pisces::sicheck::Outcome::Committed),
+    )
+}
+
+#[test]
+fn list_append_histories_are_serializable() {
+    for opts in options() {
+        let (forbidden, _, committed) = list_append(opts.clone(), false, 7, 3000);
+        assert_eq!((forbidden, committed), (0, 3000), "{opts}");
+        for seed in 0..3 {
+            let (forbidden, skews, _) = list_append(opts.clone(), true, seed, 400);
+            assert_eq!((forbidden, skews), (0, 0), "{opts}, write-skew workload");
+        }
+    }
+}
+
+#[cfg(feature = "mutation")]
+#[test]
+fn injected_skip_validation_shows_write_skew_to_the_checker() {
+    let mut found = 0;
+    for seed in 0..5 {
+        let (forbidden, _, _) = list_append(
+            EngineOptions::new().set("inject_bug", "skip_validation"),
+            true,
+            seed,
+            400,
+        );
+        found += forbidden;
+        if found > 0 {
+            break;
+        }
+    }
+    assert!(found > 0, "the checker saw nothing without validation");
+}

@@ -490,7 +490,11 @@ impl EngineThread for Sp3Thread {
                 }
             }
         }
-        // 1. Validation.
+        // 1. Validation. SeqCst fence: orders our locks before the version loads of
+        // validation (store → load). Two transactions that each lock what the other
+        // read (write skew) both fence; the later fence's validation sees the earlier
+        // one's lock, so at least one of them aborts.
+        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
         if !self.validate(&self.reads.borrow()) {
             self.rollback();
             return Err(Error::Conflict);
