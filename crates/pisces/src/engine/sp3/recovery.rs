@@ -249,9 +249,9 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
         let n = &dag.nodes[i];
         last[n.slot] = last[n.slot].max(n.lid);
     }
-    for slot in 0..l.max_threads {
-        if last[slot] > dag.retired[slot] {
-            store_retired(heap, slot, last[slot]);
+    for (slot, (&new, &old)) in last.iter().zip(&dag.retired).enumerate() {
+        if new > old {
+            store_retired(heap, slot, new);
         }
     }
     heap.fence();

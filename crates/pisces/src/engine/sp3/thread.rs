@@ -558,10 +558,8 @@ impl EngineThread for Sp3Thread {
         self.end();
         let token = self.owe(&deps);
         self.deps = deps;
-        if self.log().used() > self.log().capacity() / 2 {
-            if sh.checkpoint(false) > 0 {
-                self.recycle();
-            }
+        if self.log().used() > self.log().capacity() / 2 && sh.checkpoint(false) > 0 {
+            self.recycle();
         }
         Ok(token)
     }

@@ -88,6 +88,7 @@ impl Version {
 }
 
 /// Versions waiting until no transaction can still read them.
+#[derive(Default)]
 pub struct Limbo {
     current: Vec<*mut Version>,
     stamped: std::collections::VecDeque<(u64, Vec<*mut Version>)>,
@@ -95,15 +96,6 @@ pub struct Limbo {
 
 /// Versions per stamped batch (one clock increment per batch).
 const BATCH: usize = 32;
-
-impl Default for Limbo {
-    fn default() -> Self {
-        Limbo {
-            current: Vec::new(),
-            stamped: std::collections::VecDeque::new(),
-        }
-    }
-}
 
 impl Limbo {
     /// Add a version that no entry points to any more.
