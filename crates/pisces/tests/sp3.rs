@@ -471,6 +471,31 @@ const MAGIC: u64 = 0x5EED_F00D_0000_0001;
 /// word flipped: the checksum fails), as if it had not persisted. Recovery must drop T2
 /// and T3 and keep T0. Returns (x, y, z) after recovery, with and without the damage.
 fn lost_predecessor(opts: EngineOptions) -> [(u64, u64, u64); 2] {
+    let lp = lost_predecessor_images(opts);
+    let mut out = [(0, 0, 0); 2];
+    for (k, img) in [lp.whole.clone(), lp.damaged.clone()].into_iter().enumerate() {
+        out[k] = lp.values(&reboot(img, &lp.cfg));
+    }
+    out
+}
+
+/// The crash images of [`lost_predecessor`]: whole, and with T1's record damaged.
+struct LostPredecessor {
+    whole: Vec<u8>,
+    damaged: Vec<u8>,
+    cfg: Config,
+    xyz: [PPtr<u64>; 3],
+}
+
+impl LostPredecessor {
+    fn values(&self, p: &Pool) -> (u64, u64, u64) {
+        let [x, y, z] = self.xyz;
+        p.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?, *tx.read(z)?)))
+            .unwrap()
+    }
+}
+
+fn lost_predecessor_images(opts: EngineOptions) -> LostPredecessor {
     let (sim, pool, c) = sim_pool(opts, 64 << 10);
     let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
     let mut h0 = pool.handle().unwrap();
@@ -502,29 +527,63 @@ fn lost_predecessor(opts: EngineOptions) -> [(u64, u64, u64); 2] {
         Ok(())
     })
     .unwrap();
-    let image = sim
+    let whole = sim
         .crash_image_now_with(0, Adversary::DurableOnly)
         .image;
     drop((h0, h1));
-    let mut out = [(0, 0, 0); 2];
-    for (k, damage) in [false, true].into_iter().enumerate() {
-        let mut img = image.clone();
-        if damage {
-            let mut hits = 0;
-            for w in img.chunks_exact_mut(8) {
-                if u64::from_le_bytes(w.try_into().unwrap()) == MAGIC {
-                    w[0] ^= 0xFF;
-                    hits += 1;
-                }
-            }
-            assert_eq!(hits, 1, "T1's record holds the only copy of MAGIC");
+    let mut damaged = whole.clone();
+    let mut hits = 0;
+    for w in damaged.chunks_exact_mut(8) {
+        if u64::from_le_bytes(w.try_into().unwrap()) == MAGIC {
+            w[0] ^= 0xFF;
+            hits += 1;
         }
-        let p = reboot(img, &c);
-        out[k] = p
-            .run(|tx| Ok((*tx.read(x)?, *tx.read(y)?, *tx.read(z)?)))
-            .unwrap();
     }
-    out
+    assert_eq!(hits, 1, "T1's record holds the only copy of MAGIC");
+    LostPredecessor {
+        whole,
+        damaged,
+        cfg: c,
+        xyz: [x, y, z],
+    }
+}
+
+/// Recovery of the damaged image crashes at each of its fences (with several
+/// adversaries), and is recovered again: the dropped transactions stay dropped, the
+/// kept ones stay, and the pool keeps working.
+#[test]
+fn crashes_during_recovery_keep_the_drop_decision() {
+    let lp = lost_predecessor_images(EngineOptions::new());
+    let mut crashed_at = 0;
+    for fence in 0.. {
+        let sim = Arc::new(
+            SimMedium::from_image(lp.damaged.clone(), SimConfig::crash_at_fence(fence)).unwrap(),
+        );
+        let first = Pool::open_on(sim.clone(), lp.cfg.clone());
+        if sim.crash_info().is_none() {
+            assert_eq!(lp.values(&first.unwrap()), (0, 0, 5));
+            break;
+        }
+        drop(first);
+        crashed_at += 1;
+        for (seed, adv) in [
+            (1, Adversary::default()),
+            (2, Adversary::AllWritten),
+            (3, Adversary::DurableOnly),
+        ] {
+            let image = sim.crash_image_with(seed, adv).unwrap().image;
+            let p = reboot(image, &lp.cfg);
+            assert_eq!(lp.values(&p), (0, 0, 5), "crash at recovery fence {fence}, {adv:?}");
+            let [x, _, z] = lp.xyz;
+            p.run(|tx| {
+                *tx.write(z)? += *tx.read(x)? + 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(lp.values(&p), (0, 0, 6));
+        }
+    }
+    assert!(crashed_at >= 3, "recovery has only {crashed_at} fences");
 }
 
 #[test]
@@ -874,3 +933,4 @@ fn injected_skip_validation_shows_write_skew_to_the_checker() {
     }
     assert!(found > 0, "the checker saw nothing without validation");
 }
+

@@ -61,6 +61,23 @@ pub fn retired_offset(slot: usize) -> usize {
     RETIRED_AREA + 8 * slot
 }
 
+/// Bytes of the engine area SP3 needs for `slots` thread slots: the kit's first page,
+/// the `retired` words, and recovery's intent record (see `recovery`).
+pub fn engine_area_bytes(slots: usize) -> usize {
+    4096 + 8 * slots + intent_len(slots)
+}
+
+/// Offset of recovery's intent record in a pool with `slots` thread slots.
+pub fn intent_offset(slots: usize) -> usize {
+    RETIRED_AREA + 8 * slots
+}
+
+/// Bytes of the intent record: a header word (magic and checksum) and one target per
+/// slot.
+pub fn intent_len(slots: usize) -> usize {
+    8 * (slots + 1)
+}
+
 /// The persistent `retired` word of `slot`.
 pub fn load_retired(heap: &Heap, slot: usize) -> u64 {
     heap.atomic_u64(retired_offset(slot)).load(Acquire)

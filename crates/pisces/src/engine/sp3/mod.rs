@@ -148,14 +148,14 @@ impl EngineDef for Sp3 {
         Regions {
             logs_per_thread: 1,
             // Page 1: the kit's watermark word (unused) and the root slot; page 2 on:
-            // one `retired` word per slot.
-            engine_area_bytes: 4096 + 8 * cfg.max_threads,
+            // one `retired` word per slot, then recovery's intent record.
+            engine_area_bytes: checkpoint::engine_area_bytes(cfg.max_threads),
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Sp3Engine> {
         let opts = Sp3Options::parse(opts)?;
         let l = *heap.layout();
-        if l.engine_area_size < 4096 + 8 * l.max_threads {
+        if l.engine_area_size < checkpoint::engine_area_bytes(l.max_threads) {
             return Err(Error::Corrupt(format!(
                 "the engine area ({} bytes) has no room for {} retired words",
                 l.engine_area_size, l.max_threads
@@ -172,7 +172,7 @@ impl EngineDef for Sp3 {
     }
     fn inspect(heap: &Heap) -> Inspection {
         let l = heap.layout();
-        if l.engine_area_size < 4096 + 8 * l.max_threads {
+        if l.engine_area_size < checkpoint::engine_area_bytes(l.max_threads) {
             return Inspection {
                 lines: Vec::new(),
                 problems: vec!["engine area too small for the retired words".into()],

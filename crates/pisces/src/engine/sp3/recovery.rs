@@ -19,18 +19,30 @@
 //!    flushing and fencing its own part; levels are separated by joins. Allocator
 //!    entries are applied on one thread in topological order (they read-modify-write
 //!    shared bitmap words and may format a slab).
-//! 4. Raise `retired[s]` to the slot's last kept lid; flush; **fence**.
+//! 4. Raise every `retired[s]` to the slot's last kept lid *at once*: write the targets
+//!    as an intent record (checksummed), **fence**; store the `retired` words,
+//!    **fence**; clear the intent.
 //! 5. Reset every log to empty (next sequence numbers kept); **fence**.
 //!
-//! Idempotent: a crash before step 4 replays the same nodes again (absolute values;
-//! set / clear bits). A crash inside step 4 or 5 leaves some slots retired: their kept
-//! records are skipped next time, and the dropped ones are dropped again — a node is
-//! dropped because some ancestor is missing, and raising `retired` to a *kept* lid
-//! never makes a missing record satisfied. After step 5 the dropped records are gone
-//! (the next run numbers its slot's transactions from `retired[s] + 1`, so the numbers
-//! of dropped records are reused, and nothing can refer to the dropped ones any more).
+//! Why step 4 needs the intent: the `retired` words of several slots flushed under one
+//! fence may persist in any subset, and a slot retired without its predecessors breaks
+//! invariant R (found by `crashes_during_recovery_keep_the_drop_decision`: slot 1's
+//! word persisted, slot 0's did not, and the next recovery replayed slot 0's older
+//! record over slot 1's newer value). The runtime checkpoint avoids this by rounds
+//! (no record of a round depends on another slot's record of the same round); here
+//! every kept record is durably home after step 3, so one all-or-nothing switch
+//! suffices. Step 1 applies a valid intent record it finds (the previous recovery
+//! replayed everything it names), so `retired` means "at least the intent's targets".
+//!
+//! Idempotent: a crash before step 4's first fence replays the same nodes again
+//! (absolute values; set / clear bits); after it, the intent completes the switch. The
+//! dropped records are dropped again — a node is dropped because some ancestor is
+//! missing, and retiring *kept* records never makes a missing record satisfied. After
+//! step 5 the dropped records are gone (the next run numbers its slot's transactions
+//! from `retired[s] + 1`, so the numbers of dropped records are reused, and nothing can
+//! refer to the dropped ones any more).
 
-use super::checkpoint::{load_retired, store_retired};
+use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
 use super::record;
 use super::tid::{lid_of, slot_of};
 use crate::engine::kit::objects::check_logged_write;
@@ -73,13 +85,54 @@ struct Dag {
     cycles: usize,
 }
 
+const INTENT_MAGIC: u64 = 0x5350_3349; // "SP3I"
+
+/// The targets of a valid intent record, if there is one.
+fn load_intent(heap: &Heap, slots: usize) -> Option<Vec<u64>> {
+    let off = intent_offset(slots);
+    let mut bytes = vec![0u8; intent_len(slots)];
+    heap.read_bytes(off, &mut bytes);
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let crc = crc32c::crc32c(&bytes[8..]) as u64;
+    (header == INTENT_MAGIC << 32 | crc).then(|| {
+        bytes[8..]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+            .collect()
+    })
+}
+
+/// Write a valid intent record naming `targets` and flush it (the caller fences).
+fn store_intent(heap: &Heap, targets: &[u64]) {
+    let off = intent_offset(targets.len());
+    let mut body = Vec::with_capacity(8 * targets.len());
+    for t in targets {
+        body.extend_from_slice(&t.to_le_bytes());
+    }
+    heap.write_bytes(off + 8, &body);
+    let header = INTENT_MAGIC << 32 | crc32c::crc32c(&body) as u64;
+    heap.write_bytes(off, &header.to_le_bytes());
+    heap.flush(off, intent_len(targets.len()));
+}
+
+/// Invalidate the intent record and flush (the caller fences).
+fn clear_intent(heap: &Heap, slots: usize) {
+    let off = intent_offset(slots);
+    heap.write_bytes(off, &0u64.to_le_bytes());
+    heap.flush(off, 8);
+}
+
 fn build(heap: &Heap) -> Result<Dag> {
     let l = *heap.layout();
     let mut retired = Vec::with_capacity(l.max_threads);
     let mut next_seq = Vec::with_capacity(l.max_threads);
     let mut nodes = Vec::new();
+    let intent = load_intent(heap, l.max_threads);
     for slot in 0..l.max_threads {
-        let r = load_retired(heap, slot);
+        let mut r = load_retired(heap, slot);
+        if let Some(t) = &intent {
+            r = r.max(t[slot]);
+        }
         retired.push(r);
         let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
         next_seq.push(parsed.next_seq);
@@ -243,19 +296,25 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
         apply_alloc(heap, &dag.nodes[i].body)?;
     }
     heap.fence();
-    // 4. Retire what was replayed.
+    // 4. Retire what was replayed (and what a valid intent named), all at once.
     let mut last = dag.retired.clone();
     for &(i, _) in &dag.order {
         let n = &dag.nodes[i];
         last[n.slot] = last[n.slot].max(n.lid);
     }
-    for (slot, (&new, &old)) in last.iter().zip(&dag.retired).enumerate() {
-        if new > old {
-            store_retired(heap, slot, new);
+    let behind = (0..l.max_threads).any(|s| load_retired(heap, s) < last[s]);
+    if behind {
+        store_intent(heap, &last);
+        heap.fence();
+        for (slot, &target) in last.iter().enumerate() {
+            store_retired(heap, slot, target);
         }
+        heap.fence();
     }
-    heap.fence();
-    // 5. Empty logs.
+    // 5. Empty logs (and the intent: the `retired` words hold its targets durably).
+    if behind || load_intent(heap, l.max_threads).is_some() {
+        clear_intent(heap, l.max_threads);
+    }
     for (slot, &seq) in dag.next_seq.iter().enumerate() {
         log::reset(heap, l.log_offset(slot), seq);
     }
@@ -310,6 +369,11 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
                 "retired lids   {}",
                 if retired.is_empty() { "-".into() } else { retired.join(" ") }
             ));
+            if load_intent(heap, heap.layout().max_threads).is_some() {
+                out.lines.push(
+                    "recovery intent pending (a recovery crashed after its replay; the next completes it)".into(),
+                );
+            }
             if dag.cycles > 0 {
                 out.problems.push(format!(
                     "log: {} records form a dependency cycle (impossible in a correct run)",
