@@ -1010,3 +1010,15 @@ fn crashes_during_a_checkpoint_of_a_dependency_chain() {
         }
     }
 }
+
+/// Long version (minutes): `cargo test -p pisces --release --test sp3 -- --ignored`.
+#[test]
+#[ignore]
+fn long_crash_campaigns() {
+    for w in all_workloads() {
+        let r = campaign(w, 1, 40, Mode::Exhaustive, Vec::new());
+        assert_clean(&r, 80);
+        let r = campaign(w, 2, 60, Mode::Random { states: 300 }, Vec::new());
+        assert_clean(&r, 300);
+    }
+}
