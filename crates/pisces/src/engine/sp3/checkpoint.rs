@@ -49,7 +49,7 @@ use crate::medium::counters;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::{Mutex, MutexGuard};
 
 /// Offset of the first `retired` word: the engine area's second page (the first holds
@@ -104,11 +104,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Queues of durable records and the checkpoint.
+/// Queues of durable records, the stable marks, and the checkpoint.
 pub struct Checkpointer {
     queues: Vec<CachePadded<Mutex<VecDeque<Pending>>>>,
     /// Durable `retired` watermark per slot (mirror, raised after the fence).
     retired: Vec<CachePadded<AtomicU64>>,
+    /// Per slot: the largest lid L such that every record of the slot up to L is
+    /// durable and so is, recursively, every predecessor (the paper's isPersistent,
+    /// which is set only after step 5). See [`Checkpointer::stabilize`].
+    stable: Vec<CachePadded<AtomicU64>>,
+    /// Serializes [`Checkpointer::stabilize`].
+    stabilizing: Mutex<()>,
     /// The checkpoint lock, with the cache freed blocks are released into.
     work: Mutex<ThreadCache>,
 }
@@ -125,6 +131,11 @@ impl Checkpointer {
                 .iter()
                 .map(|&r| CachePadded::new(AtomicU64::new(r)))
                 .collect(),
+            stable: retired
+                .iter()
+                .map(|&r| CachePadded::new(AtomicU64::new(r)))
+                .collect(),
+            stabilizing: Mutex::new(()),
             work: Mutex::new(ThreadCache::default()),
         }
     }
@@ -137,6 +148,63 @@ impl Checkpointer {
     /// Slot `slot`'s durable retired watermark.
     pub fn retired(&self, slot: usize) -> u64 {
         self.retired[slot].load(Acquire)
+    }
+
+    /// True if transaction `tid` (packed) and all its predecessors are durable.
+    #[inline]
+    pub fn is_stable(&self, tid: u64) -> bool {
+        self.stable[slot_of(tid)].load(Acquire) >= lid_of(tid)
+    }
+
+    /// Raise the stable marks as far as the queued (durable) records allow: a record is
+    /// stable when it is durable (queued records are), its slot's previous record is
+    /// stable, and every cross-slot predecessor is stable. Any thread may run this
+    /// (waiters help each other: nobody depends on the owner of a record calling
+    /// `wait_durable`). With `wait` false, return at once if another thread runs it.
+    ///
+    /// Why not the owner's own mark after its fence: a record's durability says nothing
+    /// of its predecessors'. If T3 waited only until T2 (its predecessor) was durable,
+    /// and T2's predecessor T1 was not, a crash could lose T1, recovery would drop T2
+    /// and then T3, whose `run` had returned (test
+    /// `run_waits_for_transitive_predecessors`).
+    pub fn stabilize(&self, wait: bool) {
+        let _g = if wait {
+            lock(&self.stabilizing)
+        } else {
+            match self.stabilizing.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        };
+        loop {
+            let mut progress = false;
+            for (s, q) in self.queues.iter().enumerate() {
+                let q = lock(q);
+                let old = self.stable[s].load(Acquire);
+                let mut st = old.max(self.retired[s].load(Acquire));
+                if let Some(front) = q.front() {
+                    // Lids of a slot's queue are consecutive.
+                    let skip = (st + 1).saturating_sub(front.lid) as usize;
+                    for p in q.iter().skip(skip) {
+                        if p.lid != st + 1 || !p.deps.iter().all(|&d| self.is_stable(d)) {
+                            break;
+                        }
+                        st = p.lid;
+                    }
+                }
+                if st > old {
+                    // Release: a waiter that sees the mark returns to its user; the
+                    // fences that made these records durable happened before they
+                    // were queued (the queue mutex orders them before our reads).
+                    self.stable[s].fetch_max(st, AcqRel);
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
     }
 
     fn eligible(&self, p: &Pending) -> bool {
@@ -194,7 +262,10 @@ impl Checkpointer {
             heap.fence();
             for (s, recs) in &round {
                 total += recs.len();
-                self.retired[*s].store(recs.last().expect("non-empty").lid, Release);
+                let last = recs.last().expect("non-empty").lid;
+                // Retired implies stable (invariant R): keep the marks ordered.
+                self.stable[*s].fetch_max(last, AcqRel);
+                self.retired[*s].store(last, Release);
             }
             // 4. Freed blocks are reusable.
             for b in frees.drain(..) {

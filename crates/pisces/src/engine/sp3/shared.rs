@@ -2,7 +2,6 @@
 
 use super::checkpoint::Checkpointer;
 use super::index::Index;
-use super::tid::PersistMark;
 use super::Sp3Options;
 use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::engine::kit::redo_log::LogWriter;
@@ -15,8 +14,6 @@ use std::sync::{Arc, Mutex};
 pub struct Slot {
     /// Published start timestamp (version reclamation only, see `version`).
     pub clock: SlotClock,
-    /// Largest lid of this slot whose record is durable (`tid`).
-    pub persisted: PersistMark,
     /// Largest lid of this slot that is visible (for `Pool::sync`).
     pub published: std::sync::atomic::AtomicU64,
     /// The log writer and last lid of a thread state that was dropped, for the next
@@ -59,7 +56,6 @@ impl Shared {
                 .map(|s| {
                     CachePadded::new(Slot {
                         clock: SlotClock::default(),
-                        persisted: PersistMark::new(retired[s]),
                         published: std::sync::atomic::AtomicU64::new(retired[s]),
                         parked: Mutex::new(Some((
                             LogWriter::new(l.log_offset(s), l.log_bytes_per_thread, next_seq[s]),
@@ -82,14 +78,18 @@ impl Shared {
         self.ckpt.run(&self.heap, &self.alloc, wait, self.opts.bug)
     }
 
-    /// Wait until every transaction visible now is persistent (`Pool::sync`): a
-    /// visible transaction persists without waiting for anything (invariant 3).
+    /// Wait until every transaction visible now is stable (`Pool::sync`): a visible
+    /// transaction persists without waiting for anything (invariant 3).
     pub fn wait_all_visible_persistent(&self) {
-        for s in &self.slots {
+        for (slot, s) in self.slots.iter().enumerate() {
             let p = s.published.load(std::sync::atomic::Ordering::Acquire);
+            let t = super::tid::pack(slot, p);
             let mut round = 0;
-            while !s.persisted.covers(p) {
-                crate::sync::spin_step(&mut round);
+            while !self.ckpt.is_stable(t) {
+                self.ckpt.stabilize(false);
+                if !self.ckpt.is_stable(t) {
+                    crate::sync::spin_step(&mut round);
+                }
             }
         }
     }

@@ -29,12 +29,15 @@
 //! 3. **Visible** (early visibility on): publish the copies, set `lastTid`, bump
 //!    versions, unlock.
 //! 4. **Persist**: append the record (dependency set + entries, persistTS = lid), flush,
-//!    **fence**; `persisted[slot] = lid`; hand the record to the checkpointer.
+//!    **fence**; hand the record to the checkpointer's queue (queued = durable).
 //!    With `early_visibility=false` step 3 happens here, after the fence.
 //! 5. **Pending** ([`EngineThread::wait_durable`]): wait until every predecessor is
-//!    persistent (`persisted` marks). `commit` returns before this; `run` calls it
-//!    unless the caller deferred durability. A read-only transaction has no record but
-//!    waits for its dependencies too: it may have read data whose log is not durable yet.
+//!    *stable* — durable together with all its own predecessors, recursively (the
+//!    paper sets isPersistent only after step 5, which makes it transitive); waiters
+//!    advance the stable marks themselves ([`super::checkpoint::Checkpointer::stabilize`]).
+//!    `commit` returns before this; `run` calls it unless the caller deferred
+//!    durability. A read-only transaction has no record but waits for its dependencies
+//!    too: it may have read data whose log is not durable yet.
 //!
 //! After validation nothing can fail: a visible transaction always persists (its log
 //! space is reserved), so a dependent never waits for a predecessor that gives up.
@@ -42,7 +45,7 @@
 use super::index::{unchanged, Entry};
 use super::record;
 use super::shared::Shared;
-use super::tid::{self, lid_of, slot_of};
+use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
 use super::Bug;
 use crate::engine::kit::objects::{locate_block_to_free, locate_object, WriteKind as Kind};
@@ -260,10 +263,7 @@ impl Sp3Thread {
     /// Remember the predecessors in `deps` that are not persistent yet.
     fn owe(&mut self, deps: &[u64]) -> DurableToken {
         for &d in deps {
-            if d != tid::NONE
-                && slot_of(d) != self.slot
-                && !self.sh.slots[slot_of(d)].persisted.covers(lid_of(d))
-            {
+            if d != tid::NONE && slot_of(d) != self.slot && !self.sh.ckpt.is_stable(d) {
                 self.owed.push(d);
             }
         }
@@ -531,7 +531,6 @@ impl EngineThread for Sp3Thread {
         let sh = self.sh.clone();
         self.log().append(&sh.heap, &body, lid);
         sh.heap.fence();
-        sh.slots[self.slot].persisted.set(lid);
         if !early {
             self.publish(tid);
         }
@@ -572,10 +571,12 @@ impl EngineThread for Sp3Thread {
         // 5. Pending: every predecessor persistent. (Waits for the predecessors of all
         // transactions committed so far, a superset of `token`'s.)
         for &d in &self.owed {
-            let mark = &self.sh.slots[slot_of(d)].persisted;
             let mut round = 0;
-            while !mark.covers(lid_of(d)) {
-                spin_step(&mut round);
+            while !self.sh.ckpt.is_stable(d) {
+                self.sh.ckpt.stabilize(false);
+                if !self.sh.ckpt.is_stable(d) {
+                    spin_step(&mut round);
+                }
             }
         }
         self.owed.clear();

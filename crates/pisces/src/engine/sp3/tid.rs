@@ -9,14 +9,16 @@
 //! start at 1).
 //!
 //! # "Is this predecessor persistent?"
-//! The paper keeps a (curTid, isPersistent) pair per thread. A thread persists its
-//! records strictly in lid order, so the pair carries no more information than one
-//! monotone word: `persisted[slot]` = the largest lid of that slot whose record is
-//! durable. Predecessor (s, l) is persistent iff `persisted[s] >= l`. One word cannot be
-//! read torn, and it never goes back.
+//! The paper keeps a (curTid, isPersistent) pair per thread, isPersistent being set
+//! after step 5, i.e. once the transaction *and its predecessors* are persistent. A
+//! slot's records persist in lid order, so the pair carries no more information than
+//! one monotone word per slot: `stable[slot]` = the largest lid L such that the slot's
+//! transactions up to L are durable together with all their predecessors, recursively
+//! ([`super::checkpoint::Checkpointer::stabilize`]). Predecessor (s, l) is persistent
+//! iff `stable[s] >= l`. One word cannot be read torn, and it never goes back. Unlike
+//! the paper's pair, the word is advanced by whichever thread waits for it (helping),
+//! so a thread that deferred its own wait holds nobody up.
 
-use crate::sync::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Release};
 
 /// Bits of the logical id.
 const LID_BITS: u32 = 48;
@@ -43,30 +45,6 @@ pub fn lid_of(tid: u64) -> u64 {
     tid & LID_MASK
 }
 
-/// One slot's persistence mark.
-#[derive(Debug, Default)]
-pub struct PersistMark(AtomicU64);
-
-impl PersistMark {
-    /// A mark saying lids `..= lid` are durable.
-    pub fn new(lid: u64) -> Self {
-        PersistMark(AtomicU64::new(lid))
-    }
-    /// Record that lid `lid` (and so every smaller one) is durable. Release: a thread
-    /// that sees the value (Acquire in [`PersistMark::covers`]) and then returns to its
-    /// user has a durable predecessor — the fence that made the record durable precedes
-    /// this store in program order.
-    #[inline]
-    pub fn set(&self, lid: u64) {
-        self.0.store(lid, Release);
-    }
-    /// True if lid `lid` of this slot is durable.
-    #[inline]
-    pub fn covers(&self, lid: u64) -> bool {
-        self.0.load(Acquire) >= lid
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,9 +53,5 @@ mod tests {
         let t = pack(1023, 77);
         assert_eq!((slot_of(t), lid_of(t)), (1023, 77));
         assert_ne!(pack(0, 1), NONE);
-        let m = PersistMark::new(3);
-        assert!(m.covers(3) && !m.covers(4));
-        m.set(9);
-        assert!(m.covers(4) && m.covers(9) && !m.covers(10));
     }
 }
