@@ -1128,3 +1128,92 @@ fn long_crash_campaigns() {
         }
     }
 }
+
+/// Hermitage-style fixed interleavings. Read skew (G-single): the reader reads A, a
+/// writer moves 50 from A to B and commits, the reader reads B: it must not see
+/// A + B ≠ 200 (opacity: the read of B revalidates A, the attempt aborts and retries).
+/// Lost update: two transactions read x, both write x + 1, one after the other: x = 2.
+#[test]
+fn read_skew_and_lost_update_are_prevented() {
+    for opts in options() {
+        let pool = mem_pool(2, opts.clone());
+        let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+        let [a, b] = pool
+            .run(|tx| {
+                let ab = [tx.alloc(100u64)?, tx.alloc(100u64)?];
+                *tx.write(root)? = ab;
+                Ok(ab)
+            })
+            .unwrap();
+        let read_a = Barrier::new(2);
+        let written = AtomicBool::new(false);
+        let (seen, attempts) = std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut h = pool.handle().unwrap();
+                let mut attempts = 0;
+                let seen = h
+                    .run(|tx| {
+                        attempts += 1;
+                        let va = *tx.read(a)?;
+                        if attempts == 1 {
+                            read_a.wait();
+                            while !written.load(Ordering::Acquire) {
+                                std::thread::yield_now();
+                            }
+                        }
+                        Ok(va + *tx.read(b)?)
+                    })
+                    .unwrap();
+                (seen, attempts)
+            });
+            let mut h = pool.handle().unwrap();
+            read_a.wait();
+            h.run(|tx| {
+                *tx.write(a)? -= 50;
+                *tx.write(b)? += 50;
+                Ok(())
+            })
+            .unwrap();
+            written.store(true, Ordering::Release);
+            reader.join().unwrap()
+        });
+        assert_eq!((seen, attempts), (200, 2), "{opts}: read skew");
+
+        // Lost update.
+        pool.run(|tx| {
+            *tx.write(a)? = 0;
+            Ok(())
+        })
+        .unwrap();
+        let both_read = Barrier::new(2);
+        let first_done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for me in 0..2 {
+                let (pool, both_read, first_done) = (&pool, &both_read, &first_done);
+                s.spawn(move || {
+                    let mut h = pool.handle().unwrap();
+                    let mut attempt = 0;
+                    h.run(|tx| {
+                        attempt += 1;
+                        let v = *tx.read(a)?;
+                        if attempt == 1 {
+                            both_read.wait();
+                            if me == 1 {
+                                while !first_done.load(Ordering::Acquire) {
+                                    std::thread::yield_now();
+                                }
+                            }
+                        }
+                        *tx.write(a)? = v + 1;
+                        Ok(())
+                    })
+                    .unwrap();
+                    if me == 0 {
+                        first_done.store(true, Ordering::Release);
+                    }
+                });
+            }
+        });
+        assert_eq!(pool.run(|tx| Ok(*tx.read(a)?)).unwrap(), 2, "{opts}: lost update");
+    }
+}

@@ -49,7 +49,7 @@ use crate::medium::counters;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::{Mutex, MutexGuard};
 
 /// Offset of the first `retired` word: the engine area's second page (the first holds
@@ -115,6 +115,8 @@ pub struct Checkpointer {
     stable: Vec<CachePadded<AtomicU64>>,
     /// Serializes [`Checkpointer::stabilize`].
     stabilizing: Mutex<()>,
+    /// FREE entries in queued records (blocks waiting to become reusable).
+    frees_pending: AtomicU64,
     /// The checkpoint lock, with the cache freed blocks are released into.
     work: Mutex<ThreadCache>,
 }
@@ -136,18 +138,34 @@ impl Checkpointer {
                 .map(|&r| CachePadded::new(AtomicU64::new(r)))
                 .collect(),
             stabilizing: Mutex::new(()),
+            frees_pending: AtomicU64::new(0),
             work: Mutex::new(ThreadCache::default()),
         }
     }
 
-    /// Hand a durable record of `slot` over (lid order per slot).
-    pub fn push(&self, slot: usize, p: Pending) {
+    /// Hand a durable record of `slot` with `frees` FREE entries over (lid order per
+    /// slot).
+    pub fn push(&self, slot: usize, p: Pending, frees: usize) {
+        if frees > 0 {
+            // Relaxed: a hint for when to checkpoint.
+            self.frees_pending.fetch_add(frees as u64, Relaxed);
+        }
         lock(&self.queues[slot]).push_back(p);
+    }
+
+    /// True if queued records free blocks (a checkpoint would make them reusable).
+    pub fn frees_pending(&self) -> bool {
+        self.frees_pending.load(Relaxed) > 0
     }
 
     /// Slot `slot`'s durable retired watermark.
     pub fn retired(&self, slot: usize) -> u64 {
         self.retired[slot].load(Acquire)
+    }
+
+    /// True if some durable record waits for the checkpoint.
+    pub fn has_pending(&self) -> bool {
+        self.queues.iter().any(|q| !lock(q).is_empty())
     }
 
     /// True if transaction `tid` (packed) and all its predecessors are durable.
@@ -268,6 +286,7 @@ impl Checkpointer {
                 self.retired[*s].store(last, Release);
             }
             // 4. Freed blocks are reusable.
+            self.frees_pending.fetch_sub(frees.len() as u64, Relaxed);
             for b in frees.drain(..) {
                 alloc.release(&mut cache, b);
             }

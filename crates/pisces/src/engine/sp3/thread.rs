@@ -391,14 +391,30 @@ impl EngineThread for Sp3Thread {
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         self.check_active()?;
-        let b = match self.sh.alloc.reserve(&mut self.cache, len) {
-            Ok(b) => b,
-            Err(Error::OutOfSpace { .. }) => {
-                // Freed blocks become reusable in the checkpoint.
-                self.sh.checkpoint(true);
-                self.sh.alloc.reserve(&mut self.cache, len)?
+        if self.sh.ckpt.frees_pending() {
+            // Committed frees wait in the checkpoint queues: make them reusable before
+            // the allocator takes fresh slabs (else delayed reuse fragments the heap).
+            self.sh.checkpoint(false);
+        }
+        let mut round = 0;
+        let b = loop {
+            match self.sh.alloc.reserve(&mut self.cache, len) {
+                Ok(b) => break b,
+                Err(Error::OutOfSpace { .. }) => {
+                    // Freed blocks become reusable in the checkpoint, once their
+                    // records' predecessors are retired: keep checkpointing while
+                    // records wait (a predecessor may be between visibility and its
+                    // queue), give up when none is left.
+                    let retired = self.sh.checkpoint(true);
+                    if retired == 0 && !self.sh.ckpt.has_pending() {
+                        break self.sh.alloc.reserve(&mut self.cache, len)?;
+                    }
+                    if retired == 0 {
+                        spin_step(&mut round);
+                    }
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
         let plen = b.payload_len() & !7;
         // SAFETY: no source: zeroed.
@@ -534,6 +550,11 @@ impl EngineThread for Sp3Thread {
         if !early {
             self.publish(tid);
         }
+        let frees = self
+            .writes
+            .iter()
+            .filter(|w| matches!(w.kind, Kind::Freed(_)))
+            .count();
         sh.ckpt.push(
             self.slot,
             super::checkpoint::Pending {
@@ -541,6 +562,7 @@ impl EngineThread for Sp3Thread {
                 deps: deps.clone(),
                 body: body.clone(),
             },
+            frees,
         );
         self.body = body;
         // Clean up: copies of freed objects were never published; new blocks freed
