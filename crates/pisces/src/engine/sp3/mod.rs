@@ -5,12 +5,13 @@
 //! what lost a predecessor and replays the rest in topological order.
 //!
 //! Modules, one concept each:
-//! * [`tid`]: logical transaction ids (slot, lid) and the per-slot persistence marks;
+//! * [`tid`]: logical transaction ids (slot, lid) and what "persistent" means;
 //! * [`index`]: the DRAM index entry (`ptr`, `ver`, `lastTid`) and the seqlock read;
 //! * [`version`]: immutable DRAM versions and their epoch-based reclamation;
 //! * [`record`]: the log record (dependency set + kit redo entries, lid as persistTS);
 //! * [`thread`]: the read phase and the commit protocol (Algorithm 1);
-//! * [`checkpoint`]: write-back in dependency order and the `retired` watermarks that
+//! * [`checkpoint`]: the queues of durable records, the stable marks (transitive
+//!   persistence), write-back in dependency order and the `retired` watermarks that
 //!   truncate the logs;
 //! * [`recovery`]: the DAG, the drop rule, (parallel) replay.
 //!
@@ -40,8 +41,14 @@
 //! * Locks are no-wait: a locked object aborts the writer; `run` retries with back-off.
 //! * Read-only transactions have no id and no record, but wait for their dependencies.
 //! * Log records hold whole objects; write-back and log truncation are a checkpoint run
-//!   by the threads themselves (under a try-lock, when a log is half full, when space or
-//!   memory runs out, and when a thread leaves), not by a background thread.
+//!   by the threads themselves (under a try-lock: when a log is half full, before an
+//!   allocation while committed frees wait, when log space or heap space runs out, when
+//!   a thread leaves, at `Pool::sync` and close), not by a background thread — runs on
+//!   the crash simulator stay deterministic.
+//! * "Persistent" for a predecessor means durable *with all its predecessors*
+//!   (stable marks, [`checkpoint::Checkpointer::stabilize`]): the paper sets
+//!   isPersistent after step 5; marking a transaction persistent after its own fence
+//!   would let a dependent of a dependent return before a crash that drops it.
 //! * Frees take effect in the checkpoint, and the block is reused only after the
 //!   freeing record is retired.
 //! * Recovery replays in parallel over topological levels ([`recovery`]).
