@@ -1293,3 +1293,56 @@ fn list_append_histories_spanning_a_crash_are_serializable_and_durable() {
         assert!(crashes >= 4, "only {crashes} of 5 runs crashed");
     }
 }
+
+/// Early visibility is what the option says: with slot 0 sleeping 300 ms between
+/// visibility and persistence, another thread sees its write long before the sleep
+/// ends when `early_visibility=true`, and only after it with `false` (the ablation
+/// unlocks after persisting). Returns how long the reader waited.
+#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+fn time_to_visibility(early: bool) -> std::time::Duration {
+    let pool = mem_pool(
+        3,
+        EngineOptions::new()
+            .set("early_visibility", early)
+            .set("persist_delay_ms", 300),
+    );
+    let root: PPtr<[PPtr<u64>; 1]> = pool.root().unwrap();
+    let mut h0 = pool.handle().unwrap();
+    let mut h1 = pool.handle().unwrap();
+    assert_eq!(h0.slot(), 0);
+    let x = h1
+        .run(|tx| {
+            let x = tx.alloc(0u64)?;
+            *tx.write(root)? = [x];
+            Ok(x)
+        })
+        .unwrap();
+    let started = Barrier::new(2);
+    let started = &started;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            started.wait();
+            h0.run(|tx| {
+                *tx.write(x)? = 1;
+                Ok(())
+            })
+            .unwrap();
+        });
+        started.wait();
+        let t = std::time::Instant::now();
+        let deferred = TxOptions::read_only().durability(pisces::Durability::Deferred);
+        while h1.run_with(deferred, |tx| Ok(*tx.read(x)?)).unwrap() != 1 {
+            std::thread::yield_now();
+        }
+        t.elapsed()
+    })
+}
+
+#[cfg(feature = "mutation")]
+#[test]
+fn early_visibility_shows_versions_before_they_persist() {
+    let early = time_to_visibility(true);
+    let late = time_to_visibility(false);
+    assert!(early < std::time::Duration::from_millis(150), "early: {early:?}");
+    assert!(late >= std::time::Duration::from_millis(290), "ablation: {late:?}");
+}
