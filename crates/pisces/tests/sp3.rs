@@ -1346,3 +1346,71 @@ fn early_visibility_shows_versions_before_they_persist() {
     assert!(early < std::time::Duration::from_millis(150), "early: {early:?}");
     assert!(late >= std::time::Duration::from_millis(290), "ablation: {late:?}");
 }
+
+/// A rough throughput look (not a benchmark: the machine is shared), printed:
+/// `cargo test -p pisces --release --test sp3 -- --ignored rough_throughput --nocapture`.
+#[test]
+#[ignore]
+fn rough_throughput() {
+    for (engine, opts) in [
+        (EngineId::Sp3, EngineOptions::new().set("early_visibility", true)),
+        (EngineId::Sp3, EngineOptions::new().set("early_visibility", false)),
+        (EngineId::Pisces, EngineOptions::new()),
+        (EngineId::Mvcc, EngineOptions::new()),
+    ] {
+        for shared in [false, true] {
+            let m = DramMedium::anonymous(32 << 20, 0, 0).unwrap();
+            let pool = Pool::create_on(
+                Arc::new(m),
+                Config {
+                    size: 32 << 20,
+                    engine: Some(engine),
+                    max_threads: 3,
+                    log_bytes_per_thread: 1 << 20,
+                    engine_options: opts.clone(),
+                    ..Config::default()
+                },
+            )
+            .unwrap();
+            let root: PPtr<[PPtr<[u64; 8]>; 64]> = pool.root().unwrap();
+            let objs = pool
+                .run(|tx| {
+                    let mut a = [PPtr::null(); 64];
+                    for p in a.iter_mut() {
+                        *p = tx.alloc([0u64; 8])?;
+                    }
+                    *tx.write(root)? = a;
+                    Ok(a)
+                })
+                .unwrap();
+            let n = 50_000u64;
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for th in 0..2u64 {
+                    let pool = &pool;
+                    s.spawn(move || {
+                        let mut h = pool.handle().unwrap();
+                        let mut x = th + 1;
+                        for _ in 0..n {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            let k = if shared { (x >> 33) % 4 } else { th * 32 + (x >> 33) % 32 };
+                            let r = (x >> 40) % 64;
+                            h.run(|tx| {
+                                let v = tx.read(objs[r as usize])?[0];
+                                tx.write(objs[k as usize])?[1] += v & 1;
+                                Ok(())
+                            })
+                            .unwrap();
+                        }
+                    });
+                }
+            });
+            let secs = t.elapsed().as_secs_f64();
+            eprintln!(
+                "{engine:>7} {opts:<22} {}: {:.0} ktx/s",
+                if shared { "4 hot objects " } else { "disjoint writes" },
+                2.0 * n as f64 / secs / 1000.0
+            );
+        }
+    }
+}
