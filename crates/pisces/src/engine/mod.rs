@@ -41,6 +41,7 @@ mod options;
 pub(crate) mod pisces;
 pub(crate) mod pmdk;
 pub(crate) mod registry;
+pub(crate) mod sp3;
 pub(crate) mod undo;
 
 use crate::heap::Heap;

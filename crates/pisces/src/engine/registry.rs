@@ -10,8 +10,8 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    bare, mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
-    Inspection, OpenCtx, Regions, Storage,
+    bare, mvcc, pisces, pmdk, sp3, undo, DurableToken, Engine, EngineDef, EngineOptions,
+    EngineThread, Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
 use crate::tx::{Isolation, TxOptions};
@@ -186,6 +186,8 @@ engines! {
     Pmdk = pmdk::Pmdk,
     /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
     Volatile = pisces::Volatile,
+    /// SP3: serializable OCC whose versions are visible before they persist.
+    Sp3 = sp3::Sp3,
     /// Reference: no transactional instrumentation (the physical limit of read paths).
     Bare = bare::Bare,
 }

@@ -1,0 +1,282 @@
+//! The index (§III-B, Fig. 4): object → entry with `ptr`, `ver` and `lastTid`.
+//!
+//! # Where the metadata lives, and what it costs
+//! In a DRAM hash index keyed by (payload offset, payload length), sharded 64 ways
+//! (`RwLock`ed maps; only an object's first access in a run takes a write lock), as in
+//! the paper. Nothing of it is persistent: a crash loses it and recovery rebuilds
+//! nothing (the next run's first access of each object makes a fresh entry from home).
+//! * Pro: readers and committers never write persistent memory for concurrency control
+//!   (no header-word locks to tag or clear after a crash), `lastTid` needs no space in
+//!   the pool, and versions can be whole DRAM copies that stay immutable.
+//! * Cost: one hash lookup per first access of an object in a transaction (the read
+//!   indirection), one entry (~40 B with its box) plus one DRAM copy per object touched
+//!   in a run; entries are never removed while the engine lives (a freed object's entry
+//!   stays; the block's next owner of the same length reuses it), so the index is
+//!   bounded by the distinct blocks a run touches.
+//!
+//! Keyed by length too: a large block's slabs may later form a block of another length
+//! at the same offset, which then gets its own entry, so a version always has the
+//! length its readers expect.
+//!
+//! # The `ver` word
+//! `version << 17 | owner_slot << 1 | lock`. The lock is taken at a transaction's first
+//! write of the object (encounter time) with a CAS from an unlocked value, and released
+//! at commit by storing `(version + 1) << 17` (or the old value on abort).
+//!
+//! # First version of an object
+//! The first access in a run copies the object's home bytes into a version. That copy is
+//! exact: home is written only by the checkpointer, from log records of transactions
+//! that committed to this entry — and while no entry exists, no such transaction exists
+//! (a commit creates the entry before it publishes). If another thread inserts first,
+//! our copy is discarded.
+
+use super::version::Version;
+use crate::fasthash::FastMap;
+use crate::heap::Heap;
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Lock bit of the `ver` word.
+pub const LOCK: u64 = 1;
+const OWNER_SHIFT: u32 = 1;
+const OWNER_MASK: u64 = 0xFFFF << OWNER_SHIFT;
+const VERSION_SHIFT: u32 = 17;
+
+/// True if `w` is locked.
+#[inline]
+pub fn is_locked(w: u64) -> bool {
+    w & LOCK != 0
+}
+
+/// The version counter of `w`.
+#[inline]
+pub fn version_of(w: u64) -> u64 {
+    w >> VERSION_SHIFT
+}
+
+/// The owner slot of a locked word.
+#[inline]
+pub fn owner_of(w: u64) -> usize {
+    ((w & OWNER_MASK) >> OWNER_SHIFT) as usize
+}
+
+/// True if the object whose word was `seen` (unlocked, at read time) is unchanged now
+/// (`now`) for slot `me`: same version, and unlocked or locked by `me` (Algorithm 1,
+/// step 1).
+#[inline]
+pub fn unchanged(seen: u64, now: u64, me: usize) -> bool {
+    version_of(seen) == version_of(now) && (!is_locked(now) || owner_of(now) == me)
+}
+
+/// One object's index entry.
+pub struct Entry {
+    /// The `ver` word (see the module docs).
+    pub ver: AtomicU64,
+    /// Newest committed version (never null).
+    ptr: AtomicPtr<Version>,
+    /// Packed id of the last transaction that wrote or freed the object ([`super::tid`]).
+    last_tid: AtomicU64,
+}
+
+/// What a reader saw of an entry, consistently.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot {
+    /// The `ver` word (unlocked).
+    pub ver: u64,
+    /// The version.
+    pub ptr: *mut Version,
+    /// The last writer.
+    pub last_tid: u64,
+}
+
+impl Entry {
+    fn new(first: *mut Version) -> Entry {
+        Entry {
+            ver: AtomicU64::new(0),
+            ptr: AtomicPtr::new(first),
+            last_tid: AtomicU64::new(super::tid::NONE),
+        }
+    }
+
+    /// Read (`ver`, `ptr`, `lastTid`) consistently, without locking. `Err(owner)` if the
+    /// object is locked by a writer (the reader would fail validation anyway).
+    ///
+    /// Race closed (a seqlock): the committer stores `ptr` and `lastTid` with Release
+    /// while holding the lock bit, then the unlocked new `ver`. If our Acquire loads see
+    /// a new `ptr` or `lastTid`, the lock (earlier in the committer's program order)
+    /// happens-before our second `ver` load, which then sees the lock or the new
+    /// version, and we retry. If both `ver` loads return the same unlocked value, the
+    /// loads between read that version's pointer and last writer.
+    #[inline]
+    pub fn snapshot(&self) -> Result<Snapshot, usize> {
+        loop {
+            let v1 = self.ver.load(Acquire);
+            if is_locked(v1) {
+                return Err(owner_of(v1));
+            }
+            let ptr = self.ptr.load(Acquire);
+            let last_tid = self.last_tid.load(Acquire);
+            let v2 = self.ver.load(Acquire);
+            if v1 == v2 {
+                return Ok(Snapshot {
+                    ver: v1,
+                    ptr,
+                    last_tid,
+                });
+            }
+        }
+    }
+
+    /// Take the lock for slot `me` if the word is still `expected` (unlocked).
+    /// Acquire: we see the previous holder's `ptr` and `lastTid`.
+    #[inline]
+    pub fn try_lock(&self, expected: u64, me: usize) -> bool {
+        debug_assert!(!is_locked(expected));
+        let locked = expected | (me as u64) << OWNER_SHIFT | LOCK;
+        self.ver
+            .compare_exchange(expected, locked, AcqRel, Relaxed)
+            .is_ok()
+    }
+
+    /// Take the lock from whatever unlocked value the word has now; `false` if another
+    /// slot holds it. Returns the unlocked value it had.
+    #[inline]
+    pub fn lock_current(&self, me: usize) -> Option<u64> {
+        loop {
+            let w = self.ver.load(Acquire);
+            if is_locked(w) {
+                return None;
+            }
+            if self.try_lock(w, me) {
+                return Some(w);
+            }
+        }
+    }
+
+    /// The newest version (under the lock, or for a snapshot already validated).
+    #[inline]
+    pub fn ptr(&self) -> *mut Version {
+        self.ptr.load(Acquire)
+    }
+
+    /// The last writer (under the lock).
+    #[inline]
+    pub fn last_tid(&self) -> u64 {
+        self.last_tid.load(Acquire)
+    }
+
+    /// Step 3 of Algorithm 1 for this object, under the lock: publish `new` (if any) as
+    /// the newest version and `tid` as the last writer. Returns the replaced version
+    /// (for the limbo). Release: see [`Entry::snapshot`].
+    #[inline]
+    pub fn publish(&self, new: Option<*mut Version>, tid: u64) -> Option<*mut Version> {
+        let old = new.map(|v| self.ptr.swap(v, AcqRel));
+        self.last_tid.store(tid, Release);
+        old
+    }
+
+    /// Release the lock, bumping the version (commit) or not (abort). `locked` is the
+    /// word as we locked it. Release: our `ptr` / `lastTid` stores and version data
+    /// happen before the next holder or reader sees the unlocked word.
+    #[inline]
+    pub fn unlock(&self, locked: u64, bump: bool) {
+        let base = locked & !(OWNER_MASK | LOCK);
+        let next = if bump {
+            base + (1 << VERSION_SHIFT)
+        } else {
+            base
+        };
+        self.ver.store(next, Release);
+    }
+}
+
+const SHARDS: usize = 64;
+type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
+
+/// The index.
+pub struct Index {
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
+                .collect(),
+        }
+    }
+}
+
+fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
+    // An insert either happened or not: a poisoned shard is still consistent.
+    s.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write(s: &Shard) -> RwLockWriteGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
+    s.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Index {
+    #[inline]
+    fn shard(&self, off: u64) -> &Shard {
+        let k = (off >> 4) ^ (off >> 12);
+        &self.shards[k as usize % SHARDS]
+    }
+
+    /// The entry of the object at payload offset `off` with `len` payload bytes (a
+    /// multiple of 8), created from its home bytes on first access.
+    ///
+    /// # Safety
+    /// `off .. off + len` must be an object payload inside `heap` (validated).
+    #[inline]
+    pub unsafe fn get_or_create(&self, off: u64, len: usize, heap: &Heap) -> &Entry {
+        let shard = self.shard(off);
+        let key = (off, len as u64);
+        if let Some(e) = read(shard).get(&key) {
+            let p: *const Entry = &**e;
+            // SAFETY: boxed entries never move and are never removed while the index
+            // lives.
+            return unsafe { &*p };
+        }
+        // SAFETY: validated range; nobody writes home while no entry exists (module
+        // docs); a racing insert makes us discard this copy.
+        let first = unsafe { Version::new(len, Some(heap.ptr(off as usize))) };
+        let mut map = write(shard);
+        let mut ours = false;
+        let e = map.entry(key).or_insert_with(|| {
+            ours = true;
+            Box::new(Entry::new(first))
+        });
+        let p: *const Entry = &**e;
+        drop(map);
+        if !ours {
+            // SAFETY: never published.
+            unsafe { Version::free(first) };
+        }
+        // SAFETY: as above.
+        unsafe { &*p }
+    }
+
+    /// Entries (tests, diagnostics).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| read(s).len()).sum()
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        for s in self.shards.iter_mut() {
+            let m = s.get_mut().unwrap_or_else(|e| e.into_inner());
+            for e in m.values_mut() {
+                let p = *e.ptr.get_mut();
+                // SAFETY: the index is being dropped; nobody can reach the entry, and
+                // the newest version is owned by it (replaced ones went to a limbo).
+                unsafe { Version::free(p) };
+            }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Recovery (§III-D): rebuild the dependency DAG from the thread logs, drop what lost a
+//! predecessor, replay the rest in topological order.
+//!
+//! 1. For each slot read `retired[s]` and parse its log from the persisted tail (the
+//!    kit parser: valid, checksummed records in sequence order). Records with
+//!    lid ≤ `retired[s]` are home already (checkpoint invariant R) and are skipped.
+//! 2. Nodes are the remaining records; edges: (s, l-1) → (s, l) (same slot, lid
+//!    order), and d → (s, l) for each d in its dependency set. A predecessor is
+//!    *satisfied* if it is retired (lid ≤ `retired` of its slot) or a node that is
+//!    kept; a node with a predecessor that is neither (missing: its record did not
+//!    persist) is dropped, and so, transitively, is everything after it (Kahn's
+//!    algorithm propagates the drop along the edges). A cycle cannot come from a correct
+//!    run; its nodes are dropped and reported.
+//! 3. Replay the kept nodes in topological order: data entries, flush; allocator
+//!    entries; **fence**. With `recovery_threads > 1` the data entries of one
+//!    topological *level* (nodes whose longest path from a root has the same length —
+//!    no edges between them, so they write disjoint bytes: two unretired writers of
+//!    one object are always ordered by an edge) are applied by several threads, each
+//!    flushing and fencing its own part; levels are separated by joins. Allocator
+//!    entries are applied on one thread in topological order (they read-modify-write
+//!    shared bitmap words and may format a slab).
+//! 4. Raise every `retired[s]` to the slot's last kept lid *at once*: write the targets
+//!    as an intent record (checksummed), **fence**; store the `retired` words,
+//!    **fence**; clear the intent.
+//! 5. Reset every log to empty (next sequence numbers kept); **fence**.
+//!
+//! Why step 4 needs the intent: the `retired` words of several slots flushed under one
+//! fence may persist in any subset, and a slot retired without its predecessors breaks
+//! invariant R (found by `crashes_during_recovery_keep_the_drop_decision`: slot 1's
+//! word persisted, slot 0's did not, and the next recovery replayed slot 0's older
+//! record over slot 1's newer value). The runtime checkpoint avoids this by rounds
+//! (no record of a round depends on another slot's record of the same round); here
+//! every kept record is durably home after step 3, so one all-or-nothing switch
+//! suffices. Step 1 applies a valid intent record it finds (the previous recovery
+//! replayed everything it names), so `retired` means "at least the intent's targets".
+//!
+//! Idempotent: a crash before step 4's first fence replays the same nodes again
+//! (absolute values; set / clear bits); after it, the intent completes the switch. The
+//! dropped records are dropped again — a node is dropped because some ancestor is
+//! missing, and retiring *kept* records never makes a missing record satisfied. After
+//! step 5 the dropped records are gone (the next run numbers its slot's transactions
+//! from `retired[s] + 1`, so the numbers of dropped records are reused, and nothing can
+//! refer to the dropped ones any more).
+
+use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
+use super::record;
+use super::tid::{lid_of, slot_of};
+use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::redo_log::{self as log, Entry};
+use crate::heap::alloc::Allocator;
+use crate::heap::Heap;
+use crate::{Error, Result};
+use std::collections::{HashMap, VecDeque};
+
+/// What recovery found and did (the counts are for tests and diagnostics).
+#[derive(Debug, Clone, Default)]
+#[allow(dead_code)]
+pub struct Recovered {
+    /// Next lid of each slot.
+    pub next_lid: Vec<u64>,
+    /// Next log sequence number of each slot.
+    pub next_seq: Vec<u64>,
+    /// Records replayed.
+    pub replayed: usize,
+    /// Records dropped (a predecessor missing or dropped).
+    pub dropped: usize,
+    /// (slot, lid) of the dropped records (tests, `inspect`).
+    pub dropped_ids: Vec<(usize, u64)>,
+}
+
+struct Node {
+    slot: usize,
+    lid: u64,
+    body: Vec<u8>,
+}
+
+/// The DAG of one pool's logs (steps 1 and 2), computed without writing.
+struct Dag {
+    retired: Vec<u64>,
+    next_seq: Vec<u64>,
+    nodes: Vec<Node>,
+    /// Kept nodes in topological order, with their level.
+    order: Vec<(usize, usize)>,
+    dropped: Vec<usize>,
+    cycles: usize,
+}
+
+const INTENT_MAGIC: u64 = 0x5350_3349; // "SP3I"
+
+/// The targets of a valid intent record, if there is one.
+fn load_intent(heap: &Heap, slots: usize) -> Option<Vec<u64>> {
+    let off = intent_offset(slots);
+    let mut bytes = vec![0u8; intent_len(slots)];
+    heap.read_bytes(off, &mut bytes);
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let crc = crc32c::crc32c(&bytes[8..]) as u64;
+    (header == INTENT_MAGIC << 32 | crc).then(|| {
+        bytes[8..]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+            .collect()
+    })
+}
+
+/// Write a valid intent record naming `targets` and flush it (the caller fences).
+fn store_intent(heap: &Heap, targets: &[u64]) {
+    let off = intent_offset(targets.len());
+    let mut body = Vec::with_capacity(8 * targets.len());
+    for t in targets {
+        body.extend_from_slice(&t.to_le_bytes());
+    }
+    heap.write_bytes(off + 8, &body);
+    let header = INTENT_MAGIC << 32 | crc32c::crc32c(&body) as u64;
+    heap.write_bytes(off, &header.to_le_bytes());
+    heap.flush(off, intent_len(targets.len()));
+}
+
+/// Invalidate the intent record and flush (the caller fences).
+fn clear_intent(heap: &Heap, slots: usize) {
+    let off = intent_offset(slots);
+    heap.write_bytes(off, &0u64.to_le_bytes());
+    heap.flush(off, 8);
+}
+
+fn build(heap: &Heap) -> Result<Dag> {
+    let l = *heap.layout();
+    let mut retired = Vec::with_capacity(l.max_threads);
+    let mut next_seq = Vec::with_capacity(l.max_threads);
+    let mut nodes = Vec::new();
+    let intent = load_intent(heap, l.max_threads);
+    for slot in 0..l.max_threads {
+        let mut r = load_retired(heap, slot);
+        if let Some(t) = &intent {
+            r = r.max(t[slot]);
+        }
+        retired.push(r);
+        let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        next_seq.push(parsed.next_seq);
+        for rec in parsed.records {
+            if rec.persist_ts > r {
+                nodes.push(Node {
+                    slot,
+                    lid: rec.persist_ts,
+                    body: rec.entries,
+                });
+            }
+        }
+    }
+    // Validate every record before anything is written: damaged logs refuse the pool.
+    for n in &nodes {
+        let body = record::decode(&n.body).map_err(|e| {
+            Error::Corrupt(format!(
+                "log record {} of thread slot {}: {e}",
+                n.lid, n.slot
+            ))
+        })?;
+        for e in &body.entries {
+            let r = match *e {
+                Entry::Word { off, .. } => check_logged_write(heap, off, 8),
+                Entry::Range { off, data } => check_logged_write(heap, off, data.len()),
+                Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b),
+            };
+            r.map_err(|e| {
+                Error::Corrupt(format!(
+                    "log record {} of thread slot {}: {e}",
+                    n.lid, n.slot
+                ))
+            })?;
+        }
+        for &d in &body.deps {
+            if slot_of(d) >= l.max_threads {
+                return Err(Error::Corrupt(format!(
+                    "log record {} of thread slot {} depends on slot {}",
+                    n.lid,
+                    n.slot,
+                    slot_of(d)
+                )));
+            }
+        }
+    }
+    let at: HashMap<(usize, u64), usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ((n.slot, n.lid), i))
+        .collect();
+    let n = nodes.len();
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut indeg = vec![0usize; n];
+    let mut doomed = vec![false; n];
+    for (i, node) in nodes.iter().enumerate() {
+        let deps = record::decode(&node.body).expect("validated above").deps;
+        let same = (node.lid > 1).then(|| super::tid::pack(node.slot, node.lid - 1));
+        for d in same.into_iter().chain(deps) {
+            let (s, l) = (slot_of(d), lid_of(d));
+            if l <= retired[s] {
+                continue;
+            }
+            match at.get(&(s, l)) {
+                Some(&p) => {
+                    succ[p].push(i);
+                    indeg[i] += 1;
+                }
+                None => doomed[i] = true,
+            }
+        }
+    }
+    // Kahn's algorithm; a doomed node passes its fate on.
+    let mut level = vec![0usize; n];
+    let mut queue: VecDeque<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::new();
+    let mut dropped = Vec::new();
+    let mut seen = 0;
+    while let Some(i) = queue.pop_front() {
+        seen += 1;
+        if doomed[i] {
+            dropped.push(i);
+        } else {
+            order.push((i, level[i]));
+        }
+        for &j in &succ[i] {
+            doomed[j] |= doomed[i];
+            level[j] = level[j].max(level[i] + 1);
+            indeg[j] -= 1;
+            if indeg[j] == 0 {
+                queue.push_back(j);
+            }
+        }
+    }
+    let cycles = n - seen;
+    dropped.extend((0..n).filter(|&i| indeg[i] > 0));
+    order.sort_by_key(|&(i, lvl)| (lvl, nodes[i].slot, nodes[i].lid));
+    Ok(Dag {
+        retired,
+        next_seq,
+        nodes,
+        order,
+        dropped,
+        cycles,
+    })
+}
+
+fn apply_data(heap: &Heap, body: &[u8]) {
+    for e in record::decode(body).expect("validated").entries {
+        match e {
+            Entry::Word { off, value } => {
+                heap.write_bytes(off as usize, &value.to_le_bytes());
+                heap.flush(off as usize, 8);
+            }
+            Entry::Range { off, data } => {
+                heap.write_bytes(off as usize, data);
+                heap.flush(off as usize, data.len());
+            }
+            Entry::Alloc(_) | Entry::Free(_) => {}
+        }
+    }
+}
+
+fn apply_alloc(heap: &Heap, body: &[u8]) -> Result<()> {
+    for e in record::decode(body).expect("validated").entries {
+        match e {
+            Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+            Entry::Free(b) => Allocator::replay_free(heap, b)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Run recovery on a pool nobody uses yet, replaying with up to `threads` threads.
+pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
+    let dag = build(heap)?;
+    let l = *heap.layout();
+    // 3. Replay.
+    let levels = dag.order.last().map_or(0, |&(_, lvl)| lvl + 1);
+    let mut start = 0;
+    for lvl in 0..levels {
+        let end = start + dag.order[start..].iter().take_while(|x| x.1 == lvl).count();
+        let group = &dag.order[start..end];
+        let workers = threads.min(group.len()).max(1);
+        if workers == 1 {
+            for &(i, _) in group {
+                apply_data(heap, &dag.nodes[i].body);
+            }
+        } else {
+            std::thread::scope(|sc| {
+                for w in 0..workers {
+                    let dag = &dag;
+                    sc.spawn(move || {
+                        for &(i, _) in group.iter().skip(w).step_by(workers) {
+                            apply_data(heap, &dag.nodes[i].body);
+                        }
+                        // The simulator (and the hardware) order only this thread's
+                        // flushes with its fence.
+                        heap.fence();
+                    });
+                }
+            });
+        }
+        start = end;
+    }
+    for &(i, _) in &dag.order {
+        apply_alloc(heap, &dag.nodes[i].body)?;
+    }
+    heap.fence();
+    // 4. Retire what was replayed (and what a valid intent named), all at once.
+    let mut last = dag.retired.clone();
+    for &(i, _) in &dag.order {
+        let n = &dag.nodes[i];
+        last[n.slot] = last[n.slot].max(n.lid);
+    }
+    let behind = (0..l.max_threads).any(|s| load_retired(heap, s) < last[s]);
+    if behind {
+        store_intent(heap, &last);
+        heap.fence();
+        for (slot, &target) in last.iter().enumerate() {
+            store_retired(heap, slot, target);
+        }
+        heap.fence();
+    }
+    // 5. Empty logs (and the intent: the `retired` words hold its targets durably).
+    if behind || load_intent(heap, l.max_threads).is_some() {
+        clear_intent(heap, l.max_threads);
+    }
+    for (slot, &seq) in dag.next_seq.iter().enumerate() {
+        log::reset(heap, l.log_offset(slot), seq);
+    }
+    heap.fence();
+    Ok(Recovered {
+        next_lid: last.iter().map(|r| r + 1).collect(),
+        next_seq: dag.next_seq.clone(),
+        replayed: dag.order.len(),
+        dropped: dag.dropped.len(),
+        dropped_ids: dag
+            .dropped
+            .iter()
+            .map(|&i| (dag.nodes[i].slot, dag.nodes[i].lid))
+            .collect(),
+    })
+}
+
+/// Describe the logs of a pool nobody runs (`pisces info` / `check`); writes nothing.
+pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
+    let mut out = crate::engine::Inspection::default();
+    match build(heap) {
+        Err(e) => out.problems.push(format!("log: {e}")),
+        Ok(dag) => {
+            let mut live = vec![0usize; dag.retired.len()];
+            for n in &dag.nodes {
+                live[n.slot] += 1;
+            }
+            let busy: Vec<String> = live
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(s, c)| format!("{s}:{c}"))
+                .collect();
+            out.lines.push(format!(
+                "live records   {} (slot:count {})",
+                dag.nodes.len(),
+                if busy.is_empty() {
+                    "-".into()
+                } else {
+                    busy.join(" ")
+                }
+            ));
+            out.lines.push(format!(
+                "recovery would replay {} and drop {} (predecessor lost)",
+                dag.order.len(),
+                dag.dropped.len()
+            ));
+            let retired: Vec<String> = dag
+                .retired
+                .iter()
+                .enumerate()
+                .filter(|(_, &r)| r > 0)
+                .map(|(s, r)| format!("{s}:{r}"))
+                .collect();
+            out.lines.push(format!(
+                "retired lids   {}",
+                if retired.is_empty() {
+                    "-".into()
+                } else {
+                    retired.join(" ")
+                }
+            ));
+            if load_intent(heap, heap.layout().max_threads).is_some() {
+                out.lines.push(
+                    "recovery intent pending (a recovery crashed after its replay; the next completes it)".into(),
+                );
+            }
+            if dag.cycles > 0 {
+                out.problems.push(format!(
+                    "log: {} records form a dependency cycle (impossible in a correct run)",
+                    dag.cycles
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,668 @@
+//! One thread's SP3 transactions: OCC read phase and Algorithm 1.
+//!
+//! # Read phase
+//! * **Read**: own private copy if the transaction wrote the object; the same version as
+//!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`)
+//!   snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
+//!   transaction aborts at once (it would fail validation anyway) — recorded in the read
+//!   set. *Opacity*: after each new read the whole read set is validated again, so the
+//!   code inside a transaction never sees two objects from different states (a zombie
+//!   could otherwise loop or follow a freed pointer). This costs O(r²) version checks
+//!   for r objects read; PTM transactions read tens of objects. (The paper validates
+//!   only at commit; a TL2-style global clock would make this O(r) but is the global
+//!   counter SP3 avoids.)
+//! * **Write** (encounter-time locking): lock the entry — from the version read earlier
+//!   if the transaction read the object (a changed object aborts now), else from its
+//!   current version — and copy the newest version into a private DRAM copy.
+//! * **Alloc / free**: a reserved block gets a zeroed private copy, its entry is locked
+//!   at commit; a free locks the entry like a write and takes effect in the checkpoint.
+//!
+//! # Commit (Algorithm 1)
+//! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
+//!    log for them and the largest possible dependency set — before anything is
+//!    visible, so nothing between visibility and persistence can block; lock the
+//!    entries of new blocks.
+//! 1. **Validate** the read set: same version, and unlocked or locked by us.
+//! 2. **Dependencies**: `lastTid` of every object read (taken with its version, so it
+//!    names the writer of exactly the version read) or written (under our lock);
+//!    same-slot ones are dropped (implied by lid order).
+//! 3. **Visible** (early visibility on): publish the copies, set `lastTid`, bump
+//!    versions, unlock.
+//! 4. **Persist**: append the record (dependency set + entries, persistTS = lid), flush,
+//!    **fence**; hand the record to the checkpointer's queue (queued = durable).
+//!    With `early_visibility=false` step 3 happens here, after the fence.
+//! 5. **Pending** ([`EngineThread::wait_durable`]): wait until every predecessor is
+//!    *stable* — durable together with all its own predecessors, recursively (the
+//!    paper sets isPersistent only after step 5, which makes it transitive); waiters
+//!    advance the stable marks themselves ([`super::checkpoint::Checkpointer::stabilize`]).
+//!    `commit` returns before this; `run` calls it unless the caller deferred
+//!    durability. A read-only transaction has no record but waits for its dependencies
+//!    too: it may have read data whose log is not durable yet.
+//!
+//! After validation nothing can fail: a visible transaction always persists (its log
+//! space is reserved), so a dependent never waits for a predecessor that gives up.
+
+use super::index::{unchanged, Entry};
+use super::record;
+use super::shared::Shared;
+use super::tid::{self, slot_of};
+use super::version::{Limbo, Version};
+use super::Bug;
+use crate::engine::kit::objects::{
+    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
+};
+use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::{DurableToken, EngineThread};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::sync::spin_step;
+use crate::tx::TxOptions;
+use crate::{Error, Result};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// One object of the read set.
+struct ReadEntry {
+    entry: *const Entry,
+    /// `ver` as read (unlocked).
+    ver: u64,
+    /// Writer of the version read.
+    last_tid: u64,
+    data: *const u8,
+}
+
+/// One object of the write set.
+struct WriteEntry {
+    off: u64,
+    len: usize,
+    /// Private copy (null: freed without being written).
+    copy: *mut Version,
+    kind: Kind,
+    /// Locked entry (null for a new block until commit).
+    entry: *const Entry,
+    /// The `ver` word before we locked it.
+    prior: u64,
+}
+
+#[derive(Default)]
+struct ReadSet {
+    list: Vec<ReadEntry>,
+    at: FastMap<u64, usize>,
+}
+
+/// A thread's SP3 state.
+pub struct Sp3Thread {
+    sh: Arc<Shared>,
+    slot: usize,
+    cache: ThreadCache,
+    log: Option<LogWriter>,
+    builder: RecordBuilder,
+    body: Vec<u8>,
+    deps: Vec<u64>,
+    active: bool,
+    /// Interior mutability: `read` takes `&self`.
+    reads: RefCell<ReadSet>,
+    writes: Vec<WriteEntry>,
+    write_at: FastMap<u64, usize>,
+    /// Last lid this slot used.
+    lid: u64,
+    /// Predecessors of committed transactions not known to be persistent yet.
+    owed: Vec<u64>,
+    limbo: Limbo,
+}
+
+// SAFETY: the raw pointers are private copies owned by this struct, versions kept alive
+// by the epoch scheme while a transaction runs, and entries owned by `sh`; the state
+// moves between threads only between transactions.
+unsafe impl Send for Sp3Thread {}
+
+impl Sp3Thread {
+    /// State for `slot` (one live state per slot).
+    pub fn new(sh: Arc<Shared>, slot: usize) -> Sp3Thread {
+        let (log, lid) = sh.slots[slot]
+            .parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("one live thread state per slot");
+        Sp3Thread {
+            sh,
+            slot,
+            cache: ThreadCache::default(),
+            log: Some(log),
+            builder: RecordBuilder::default(),
+            body: Vec::new(),
+            deps: Vec::new(),
+            active: false,
+            reads: RefCell::new(ReadSet::default()),
+            writes: Vec::new(),
+            write_at: FastMap::default(),
+            lid,
+            owed: Vec::new(),
+            limbo: Limbo::default(),
+        }
+    }
+
+    fn log(&mut self) -> &mut LogWriter {
+        self.log
+            .as_mut()
+            .expect("log present while the state lives")
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if self.active {
+            Ok(())
+        } else {
+            Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ))
+        }
+    }
+
+    /// Step 1 over the whole read set.
+    /// A block allocated by this transaction (its allocation bit is set only when the
+    /// transaction's record is written back).
+    fn own_fresh(&self, b: Block) -> bool {
+        self.write_at
+            .get(&b.payload())
+            .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+    }
+
+    /// Validate a user offset (see `kit::objects::locate_object`): the object's real
+    /// payload offset (the root slot's token maps to the slot) and its length. An
+    /// object that is no longer allocated while this transaction's reads are no longer
+    /// current is a conflict (a concurrent free unlinked it), not a bad pointer.
+    fn locate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
+        match locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b)) {
+            Ok((header, plen)) => Ok((header + HEADER as u64, plen)),
+            Err(e) => {
+                if self.validate(&self.reads.borrow()) {
+                    Err(e)
+                } else {
+                    Err(Error::Conflict)
+                }
+            }
+        }
+    }
+
+    fn validate(&self, rs: &ReadSet) -> bool {
+        if self.sh.opts.bug == Bug::SkipValidation {
+            return true;
+        }
+        rs.list.iter().all(|r| {
+            // SAFETY: entries live as long as the index.
+            let now = unsafe { &*r.entry }
+                .ver
+                .load(std::sync::atomic::Ordering::Acquire);
+            unchanged(r.ver, now, self.slot)
+        })
+    }
+
+    /// Unlock, free private copies, give back new blocks, end the transaction.
+    fn rollback(&mut self) {
+        for w in self.writes.drain(..) {
+            if !w.entry.is_null() {
+                // SAFETY: an entry we locked; entries live as long as the index.
+                unsafe { &*w.entry }.unlock(w.prior, false);
+            }
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished private copy, ours.
+                unsafe { Version::free(w.copy) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.end();
+    }
+
+    /// Forget the read and write sets; the slot reads nothing any more.
+    fn end(&mut self) {
+        self.write_at.clear();
+        let rs = self.reads.get_mut();
+        rs.list.clear();
+        rs.at.clear();
+        self.sh.slots[self.slot].clock.finish();
+        self.active = false;
+        self.limbo.collect(&self.sh.clock, self.sh.clocks());
+    }
+
+    /// Lock `e` for a write or free of the object at `off`: from the version read
+    /// earlier, or from the current one. Returns the prior word.
+    fn lock_entry(&self, e: &Entry, off: u64) -> Result<u64> {
+        let rs = self.reads.borrow();
+        match rs.at.get(&off) {
+            Some(&i) => {
+                let seen = rs.list[i].ver;
+                if e.try_lock(seen, self.slot) {
+                    Ok(seen)
+                } else {
+                    Err(Error::Conflict)
+                }
+            }
+            None => e.lock_current(self.slot).ok_or(Error::Conflict),
+        }
+    }
+
+    /// Drop the records the checkpointer retired.
+    fn recycle(&mut self) {
+        let w = self.sh.ckpt.retired(self.slot) + 1;
+        let heap = self.sh.heap.clone();
+        self.log().recycle(&heap, u64::MAX, w);
+    }
+
+    /// Make room for a record of `entries` bytes (step 0).
+    fn reserve_log(&mut self, entries: usize) -> Result<()> {
+        let max = self.log().max_record();
+        if HEADER_LEN + entries > max {
+            return Err(Error::TooLargeForLog {
+                needed: HEADER_LEN + entries,
+                capacity: max,
+            });
+        }
+        let mut round = 0;
+        while !self.log().fits(entries) {
+            // Our records are durable; the checkpoint retires them once their
+            // predecessors are (every predecessor is visible, so it persists without
+            // waiting for anything).
+            self.sh.checkpoint(true);
+            self.recycle();
+            if !self.log().fits(entries) {
+                spin_step(&mut round);
+            }
+        }
+        Ok(())
+    }
+
+    /// The read-only commit.
+    fn commit_read_only(&mut self) -> Result<DurableToken> {
+        let ok = self.validate(&self.reads.borrow());
+        if !ok {
+            self.rollback();
+            return Err(Error::Conflict);
+        }
+        let mut deps = std::mem::take(&mut self.deps);
+        deps.clear();
+        deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
+        // Nothing was written: hand back blocks allocated and freed again.
+        self.rollback();
+        let token = self.owe(&deps);
+        self.deps = deps;
+        Ok(token)
+    }
+
+    /// Remember the predecessors in `deps` that are not persistent yet.
+    fn owe(&mut self, deps: &[u64]) -> DurableToken {
+        for &d in deps {
+            if d != tid::NONE && slot_of(d) != self.slot && !self.sh.ckpt.is_stable(d) {
+                self.owed.push(d);
+            }
+        }
+        if self.owed.is_empty() {
+            DurableToken::DURABLE
+        } else {
+            DurableToken(self.lid.max(1))
+        }
+    }
+
+    /// Step 3 for every object of the write set.
+    fn publish(&mut self, tid: u64) {
+        for w in &mut self.writes {
+            if w.entry.is_null() {
+                continue; // allocated and freed again: never published
+            }
+            // SAFETY: an entry we locked; entries live as long as the index.
+            let e = unsafe { &*w.entry };
+            match w.kind {
+                Kind::Written | Kind::Fresh(_) => {
+                    if let Some(old) = e.publish(Some(w.copy), tid) {
+                        self.limbo.retire(old);
+                    }
+                    // Owned by the entry now.
+                    w.copy = std::ptr::null_mut();
+                }
+                Kind::Freed(_) | Kind::FreshFreed(_) => {
+                    e.publish(None, tid);
+                }
+            }
+            e.unlock(w.prior, true);
+        }
+        // Release: `Pool::sync` that sees this lid waits for its persistence.
+        self.sh.slots[self.slot]
+            .published
+            .store(tid::lid_of(tid), std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl EngineThread for Sp3Thread {
+    fn begin(&mut self, _opts: &TxOptions) {
+        if self.active {
+            self.rollback();
+        }
+        self.active = true;
+        self.sh.slots[self.slot].clock.start(&self.sh.clock);
+    }
+
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.check_active()?;
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(&i) = self.write_at.get(&off) {
+            let w = &self.writes[i];
+            if !w.copy.is_null() {
+                // SAFETY: our live private copy.
+                return Ok(unsafe { Version::data(w.copy) });
+            }
+            if !w.entry.is_null() {
+                // Freed (not written) by us: we hold the lock, the newest version is
+                // stable and, being an entry's, alive while we run.
+                // SAFETY: entries live as long as the index; versions as above.
+                return Ok(unsafe { Version::data((*w.entry).ptr()) });
+            }
+        }
+        let mut rs = self.reads.borrow_mut();
+        if let Some(&i) = rs.at.get(&off) {
+            return Ok(rs.list[i].data);
+        }
+        // SAFETY: validated by `locate_object`.
+        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
+        let snap = e.snapshot().map_err(|_| Error::Conflict)?;
+        // Opacity: everything read so far is still current.
+        if !self.validate(&rs) {
+            return Err(Error::Conflict);
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        let n = rs.list.len();
+        rs.at.insert(off, n);
+        rs.list.push(ReadEntry {
+            entry: e,
+            ver: snap.ver,
+            last_tid: snap.last_tid,
+            data,
+        });
+        Ok(data)
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.check_active()?;
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(&i) = self.write_at.get(&off) {
+            let w = &mut self.writes[i];
+            if w.copy.is_null() {
+                // Freed first, written now: we hold the lock.
+                // SAFETY: a locked entry; its newest version is alive and `w.len` long.
+                w.copy = unsafe { Version::new(w.len, Some(Version::data((*w.entry).ptr()))) };
+            }
+            // SAFETY: our live private copy.
+            return Ok(unsafe { Version::data(w.copy) });
+        }
+        // SAFETY: validated by `locate_object`.
+        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
+        let prior = self.lock_entry(e, off)?;
+        let entry: *const Entry = e;
+        self.write_at.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy: std::ptr::null_mut(),
+            kind: Kind::Written,
+            entry,
+            prior,
+        });
+        // Opacity: the copy's content joins what this transaction has seen.
+        if !self.validate(&self.reads.borrow()) {
+            return Err(Error::Conflict);
+        }
+        // SAFETY: we hold the lock: the newest version is stable, alive, `plen` long.
+        let copy = unsafe { Version::new(plen, Some(Version::data(e.ptr()))) };
+        self.writes.last_mut().expect("pushed").copy = copy;
+        // SAFETY: our new private copy.
+        Ok(unsafe { Version::data(copy) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.check_active()?;
+        if self.sh.ckpt.frees_pending() {
+            // Committed frees wait in the checkpoint queues: make them reusable before
+            // the allocator takes fresh slabs (else delayed reuse fragments the heap).
+            self.sh.checkpoint(false);
+        }
+        let mut round = 0;
+        let b = loop {
+            match self.sh.alloc.reserve(&mut self.cache, len) {
+                Ok(b) => break b,
+                Err(Error::OutOfSpace { .. }) => {
+                    // Freed blocks become reusable in the checkpoint, once their
+                    // records' predecessors are retired: keep checkpointing while
+                    // records wait (a predecessor may be between visibility and its
+                    // queue), give up when none is left.
+                    let retired = self.sh.checkpoint(true);
+                    if retired == 0 && !self.sh.ckpt.has_pending() {
+                        break self.sh.alloc.reserve(&mut self.cache, len)?;
+                    }
+                    if retired == 0 {
+                        spin_step(&mut round);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let plen = b.payload_len() & !7;
+        // SAFETY: no source: zeroed.
+        let copy = unsafe { Version::new(plen, None) };
+        let off = b.payload();
+        self.write_at.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy,
+            kind: Kind::Fresh(b),
+            entry: std::ptr::null(),
+            prior: 0,
+        });
+        Ok(off)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.check_active()?;
+        let root = root_object(|o, l| self.read(o, l))?;
+        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))?;
+        if let Some(&i) = self.write_at.get(&off) {
+            let w = &mut self.writes[i];
+            w.kind = w.kind.freed(off, b)?;
+            return Ok(());
+        }
+        let plen = b.payload_len() & !7;
+        // SAFETY: a block of this pool (validated).
+        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
+        let prior = self.lock_entry(e, off)?;
+        self.write_at.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy: std::ptr::null_mut(),
+            kind: Kind::Freed(b),
+            entry: e,
+            prior,
+        });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<DurableToken> {
+        self.check_active()?;
+        if self
+            .writes
+            .iter()
+            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
+        {
+            return self.commit_read_only();
+        }
+        // 0. Entries, log space, locks of new blocks.
+        self.builder.clear();
+        for w in &self.writes {
+            match w.kind {
+                Kind::Freed(b) => {
+                    self.builder.free(b);
+                    continue;
+                }
+                Kind::FreshFreed(_) => continue,
+                Kind::Fresh(b) => self.builder.alloc(b),
+                Kind::Written => {}
+            }
+            // SAFETY: written and new objects have a private copy of `len` bytes.
+            let data = unsafe { std::slice::from_raw_parts(Version::data(w.copy), w.len) };
+            self.builder.range(w.off, data);
+        }
+        let max_deps = self.reads.get_mut().list.len() + self.writes.len();
+        if let Err(e) = self.reserve_log(record::prefix_len(max_deps) + self.builder.len()) {
+            self.rollback();
+            return Err(e);
+        }
+        for i in 0..self.writes.len() {
+            let w = &self.writes[i];
+            if !matches!(w.kind, Kind::Fresh(_)) {
+                continue;
+            }
+            // SAFETY: a block we reserved (valid geometry).
+            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            // A new block is ours alone unless a stale pointer of another transaction
+            // names it: then that one holds the lock and we retry.
+            match e.lock_current(self.slot) {
+                Some(prior) => {
+                    self.writes[i].entry = e;
+                    self.writes[i].prior = prior;
+                }
+                None => {
+                    self.rollback();
+                    return Err(Error::Conflict);
+                }
+            }
+        }
+        // 1. Validation. SeqCst fence: orders our locks before the version loads of
+        // validation (store → load). Two transactions that each lock what the other
+        // read (write skew) both fence; the later fence's validation sees the earlier
+        // one's lock, so at least one of them aborts.
+        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+        if !self.validate(&self.reads.borrow()) {
+            self.rollback();
+            return Err(Error::Conflict);
+        }
+        // 2. Dependencies.
+        let mut deps = std::mem::take(&mut self.deps);
+        deps.clear();
+        if self.sh.opts.bug != Bug::NoDependencies {
+            deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
+            for w in &self.writes {
+                if !w.entry.is_null() {
+                    // SAFETY: locked by us; entries live as long as the index.
+                    deps.push(unsafe { &*w.entry }.last_tid());
+                }
+            }
+        }
+        deps.retain(|&d| d != tid::NONE && slot_of(d) != self.slot);
+        deps.sort_unstable();
+        deps.dedup();
+        self.lid += 1;
+        let lid = self.lid;
+        let tid = tid::pack(self.slot, lid);
+        // 3. Visible (early visibility).
+        let early = self.sh.opts.early_visibility;
+        if early {
+            self.publish(tid);
+        }
+        if self.slot == 0 && self.sh.opts.persist_delay_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(
+                self.sh.opts.persist_delay_ms,
+            ));
+        }
+        // 4. Persist.
+        let mut body = std::mem::take(&mut self.body);
+        record::encode(&mut body, &deps, self.builder.bytes());
+        let sh = self.sh.clone();
+        self.log().append(&sh.heap, &body, lid);
+        sh.heap.fence();
+        if !early {
+            self.publish(tid);
+        }
+        let frees = self
+            .writes
+            .iter()
+            .filter(|w| matches!(w.kind, Kind::Freed(_)))
+            .count();
+        sh.ckpt.push(
+            self.slot,
+            super::checkpoint::Pending {
+                lid,
+                deps: deps.clone(),
+                body: body.clone(),
+            },
+            frees,
+        );
+        self.body = body;
+        // Clean up: copies of freed objects were never published; new blocks freed
+        // again go back.
+        for w in self.writes.drain(..) {
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished copy (published ones were nulled).
+                unsafe { Version::free(w.copy) };
+            }
+            if let Kind::FreshFreed(b) = w.kind {
+                sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.end();
+        let token = self.owe(&deps);
+        self.deps = deps;
+        if self.log().used() > self.log().capacity() / 2 && sh.checkpoint(false) > 0 {
+            self.recycle();
+        }
+        Ok(token)
+    }
+
+    fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
+        if token == DurableToken::DURABLE || self.sh.opts.bug == Bug::NoDependencyWait {
+            self.owed.clear();
+            return Ok(());
+        }
+        // 5. Pending: every predecessor persistent. (Waits for the predecessors of all
+        // transactions committed so far, a superset of `token`'s.)
+        for &d in &self.owed {
+            let mut round = 0;
+            while !self.sh.ckpt.is_stable(d) {
+                self.sh.ckpt.stabilize(false);
+                if !self.sh.ckpt.is_stable(d) {
+                    spin_step(&mut round);
+                }
+            }
+        }
+        self.owed.clear();
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        let _ = self.wait_durable(DurableToken::ALL);
+        self.sh.checkpoint(true);
+        self.recycle();
+        self.limbo
+            .drain_blocking(&self.sh.clock, self.sh.clocks(), self.slot);
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for Sp3Thread {
+    fn drop(&mut self) {
+        self.quiesce();
+        let log = self.log.take().expect("present");
+        *self.sh.slots[self.slot]
+            .parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((log, self.lid));
+    }
+}
