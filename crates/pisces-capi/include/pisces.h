@@ -145,7 +145,8 @@ typedef struct pisces_config {
   // Size of a new pool file in bytes (multiple of 4096). Ignored by open.
   uint64_t size;
   // Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
-  // the engine recorded in the pool.
+  // the engine recorded in the pool (except "pmdk", whose pools have libpmemobj's
+  // format: open them naming "pmdk").
   const char *engine;
   // Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
   const char *engine_options;
@@ -295,7 +296,9 @@ int pisces_run_with(struct pisces_handle *h,
                     void *ctx);
 
 // `*out` = a pointer to the first `len` bytes of the object at offset `off` in this
-// transaction's snapshot (read only).
+// transaction's snapshot (read only). `off` must be an object's start (as returned by
+// `pisces_alloc` / `pisces_root`) and the object at least `len` bytes long; a field
+// inside it is at `(const char *)*out + field_offset`.
 //
 // Lifetime: valid until the next `pisces_write`, `pisces_alloc`, `pisces_free` or
 // container update of the same transaction, or its end, whichever comes first.
@@ -310,11 +313,13 @@ int pisces_read(struct pisces_tx tx, uint64_t off, size_t len, const void **out)
 // end. Writing through it after that is undefined behaviour.
 int pisces_write(struct pisces_tx tx, uint64_t off, size_t len, void **out);
 
-// Copy `len` bytes of the object at `off` into `dst` (no pointer lifetime to mind).
-int pisces_get(struct pisces_tx tx, uint64_t off, void *dst, size_t len);
+// Copy `len` bytes at byte `at` of the object at `off` into `dst` (no pointer
+// lifetime to mind; the object must have at least `at + len` bytes).
+int pisces_get(struct pisces_tx tx, uint64_t off, size_t at, void *dst, size_t len);
 
-// Copy `len` bytes from `src` into the object at `off` (at its start).
-int pisces_put(struct pisces_tx tx, uint64_t off, const void *src, size_t len);
+// Copy `len` bytes from `src` to byte `at` of the object at `off` (the object must
+// have at least `at + len` bytes).
+int pisces_put(struct pisces_tx tx, uint64_t off, size_t at, const void *src, size_t len);
 
 // Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
 // released again if the transaction rolls back.

@@ -42,7 +42,8 @@ pub struct pisces_config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by open.
     pub size: u64,
     /// Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
-    /// the engine recorded in the pool.
+    /// the engine recorded in the pool (except "pmdk", whose pools have libpmemobj's
+    /// format: open them naming "pmdk").
     pub engine: *const c_char,
     /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
     pub engine_options: *const c_char,
@@ -747,7 +748,9 @@ unsafe fn run_callback(
 // Accesses
 
 /// `*out` = a pointer to the first `len` bytes of the object at offset `off` in this
-/// transaction's snapshot (read only).
+/// transaction's snapshot (read only). `off` must be an object's start (as returned by
+/// `pisces_alloc` / `pisces_root`) and the object at least `len` bytes long; a field
+/// inside it is at `(const char *)*out + field_offset`.
 ///
 /// Lifetime: valid until the next `pisces_write`, `pisces_alloc`, `pisces_free` or
 /// container update of the same transaction, or its end, whichever comes first.
@@ -792,36 +795,57 @@ pub unsafe extern "C" fn pisces_write(
     })
 }
 
-/// Copy `len` bytes of the object at `off` into `dst` (no pointer lifetime to mind).
+/// Copy `len` bytes at byte `at` of the object at `off` into `dst` (no pointer
+/// lifetime to mind; the object must have at least `at + len` bytes).
 #[no_mangle]
-pub unsafe extern "C" fn pisces_get(tx: pisces_tx, off: u64, dst: *mut c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn pisces_get(
+    tx: pisces_tx,
+    off: u64,
+    at: usize,
+    dst: *mut c_void,
+    len: usize,
+) -> c_int {
     entry(|| {
         if dst.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "dst is NULL"));
         }
+        let end = span(at, len)?;
         let dst = dst as usize;
         with_tx_ref(tx, |t| {
-            let s = t.read_bytes(PPtr::from_offset(off), len)?;
-            std::ptr::copy_nonoverlapping(s.as_ptr(), dst as *mut u8, len);
+            let s = t.read_bytes(PPtr::from_offset(off), end)?;
+            std::ptr::copy_nonoverlapping(s[at..].as_ptr(), dst as *mut u8, len);
             Ok(())
         })
     })
 }
 
-/// Copy `len` bytes from `src` into the object at `off` (at its start).
+/// Copy `len` bytes from `src` to byte `at` of the object at `off` (the object must
+/// have at least `at + len` bytes).
 #[no_mangle]
-pub unsafe extern "C" fn pisces_put(tx: pisces_tx, off: u64, src: *const c_void, len: usize) -> c_int {
+pub unsafe extern "C" fn pisces_put(
+    tx: pisces_tx,
+    off: u64,
+    at: usize,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
     entry(|| {
         if src.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "src is NULL"));
         }
+        let end = span(at, len)?;
         let src = src as usize;
         with_tx_mut(tx, |t| {
-            let s = t.write_bytes(PPtr::from_offset(off), len)?;
-            std::ptr::copy_nonoverlapping(src as *const u8, s.as_mut_ptr(), len);
+            let s = t.write_bytes(PPtr::from_offset(off), end)?;
+            std::ptr::copy_nonoverlapping(src as *const u8, s[at..].as_mut_ptr(), len);
             Ok(())
         })
     })
+}
+
+fn span(at: usize, len: usize) -> Result<usize, Fail> {
+    at.checked_add(len)
+        .ok_or_else(|| Fail::new(PISCES_EINVAL, "at + len overflows"))
 }
 
 /// Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
