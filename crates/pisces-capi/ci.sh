@@ -21,6 +21,10 @@ else
 fi
 [[ -f "$libdir/libpisces.so" ]] || { echo "ci.sh: no libpisces.so in $libdir" >&2; exit 1; }
 
+# The programs must load this library, also under `cargo test`, whose LD_LIBRARY_PATH
+# names target/<profile>/ (which may hold an older libpisces.so) before the rpath.
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 work="$(mktemp -d /tmp/pisces-capi-ci.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 flags=(-std=c11 -Wall -Wextra -Werror -O2 -g -I"$here/include")

@@ -145,8 +145,8 @@ typedef struct pisces_config {
   // Size of a new pool file in bytes (multiple of 4096). Ignored by open.
   uint64_t size;
   // Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
-  // the engine recorded in the pool (except "pmdk", whose pools have libpmemobj's
-  // format: open them naming "pmdk").
+  // the engine recorded in the pool (a file that is not a Pisces-format pool is
+  // tried as a "pmdk" pool, whose format is libpmemobj's).
   const char *engine;
   // Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
   const char *engine_options;

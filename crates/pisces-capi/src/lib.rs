@@ -22,7 +22,9 @@ pub mod containers;
 mod errors;
 pub mod explicit;
 
+pub use containers::*;
 pub use errors::*;
+pub use explicit::{pisces_tx_abort, pisces_tx_begin, pisces_tx_commit};
 
 use errors::{entry, Fail};
 use pisces_core::{
@@ -42,8 +44,8 @@ pub struct pisces_config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by open.
     pub size: u64,
     /// Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
-    /// the engine recorded in the pool (except "pmdk", whose pools have libpmemobj's
-    /// format: open them naming "pmdk").
+    /// the engine recorded in the pool (a file that is not a Pisces-format pool is
+    /// tried as a "pmdk" pool, whose format is libpmemobj's).
     pub engine: *const c_char,
     /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
     pub engine_options: *const c_char,
@@ -440,7 +442,22 @@ pub unsafe extern "C" fn pisces_pool_open(
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
         let path = cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
         let cfg = to_config(cfg)?;
-        finish_pool(Pool::open(path, cfg)?, out)
+        let pool = match Pool::open(path, cfg.clone()) {
+            // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
+            // own file format, so the superblock cannot name it).
+            Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
+                Pool::open(
+                    path,
+                    Config {
+                        engine: Some(EngineId::Pmdk),
+                        ..cfg
+                    },
+                )
+                .map_err(|_| Error::BadMagic)?
+            }
+            r => r?,
+        };
+        finish_pool(pool, out)
     })
 }
 

@@ -822,10 +822,8 @@ static void test_every_engine(void) {
         OK(pisces_handle_close(h));
         OK(pisces_pool_close(p));
 
-        /* Reopen with the engine taken from the pool (pmdk keeps its own file format
-         * and is opened by name). */
-        pisces_config reopen = small_config(strcmp(name, "pmdk") == 0 ? name : NULL);
-        OK(pisces_pool_open(path, &reopen, &p));
+        /* Reopen with the engine taken from the pool. */
+        OK(pisces_pool_open(path, NULL, &p));
         if (p == NULL) continue;
         CHECK(strcmp(pisces_pool_engine(p), name) == 0);
         OK(pisces_handle_open(p, &h));
