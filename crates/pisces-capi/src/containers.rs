@@ -9,12 +9,13 @@
 //! every access, so a handle with the wrong value size fails with `PISCES_EPTR`.
 
 use crate::errors::{entry, Fail, PISCES_EINVAL, PISCES_EVALUESIZE};
-use crate::{current, with_tx_mut, with_tx_ref, Mode, pisces_tx};
+use crate::{current, pisces_tx, with_tx_mut, with_tx_ref, Mode};
 use pisces_core::{BTreeMap, HashMap, Tx};
 use std::ffi::{c_int, c_void};
 
 /// The value sizes the containers support, in bytes.
-pub const PISCES_VALUE_SIZES: [usize; 13] = [8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 256, 512, 1024];
+pub const PISCES_VALUE_SIZES: [usize; 13] =
+    [8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 256, 512, 1024];
 
 /// A hash map handle: the map's header offset and its value size. Plain data: store it
 /// in a pool object (e.g. the root) and copy it freely. All zero = no map.
@@ -199,7 +200,12 @@ pub unsafe extern "C" fn pisces_hmap_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_insert_n(tx, m.header, key, value, replaced)))
+    entry(|| {
+        by_size!(
+            m.value_size,
+            hmap_insert_n(tx, m.header, key, value, replaced)
+        )
+    })
 }
 
 unsafe fn hmap_get_n<const N: usize>(
@@ -355,7 +361,12 @@ pub unsafe extern "C" fn pisces_btree_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_insert_n(tx, t.header, key, value, replaced)))
+    entry(|| {
+        by_size!(
+            t.value_size,
+            btree_insert_n(tx, t.header, key, value, replaced)
+        )
+    })
 }
 
 unsafe fn btree_get_n<const N: usize>(
@@ -440,7 +451,12 @@ unsafe fn btree_range_n<const N: usize>(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> Result<(), Fail> {
-    iterate::<N>(tx, |t, g| bt::<N>(m).range(t, lo..=hi, |k, v| g(k, v)), f, ctx)
+    iterate::<N>(
+        tx,
+        |t, g| bt::<N>(m).range(t, lo..=hi, |k, v| g(k, v)),
+        f,
+        ctx,
+    )
 }
 
 /// Call `fn(key, value, ctx)` for the entries with `lo <= key <= hi`, in key order,

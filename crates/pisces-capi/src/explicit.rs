@@ -49,8 +49,8 @@
 use crate::errors::{entry, panic_fail, Fail};
 use crate::{
     current, handle_ref, nest_enter, nest_leave, out_ptr, pisces_handle, pisces_tx,
-    pisces_tx_options, set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY,
-    PISCES_ECONFLICT, PISCES_EPANIC, PISCES_ESTALE,
+    pisces_tx_options, set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY, PISCES_ECONFLICT,
+    PISCES_EPANIC, PISCES_ESTALE,
 };
 use pisces_core::{Error, ThreadHandle, Tx, TxOptions};
 use std::ffi::c_int;
@@ -241,7 +241,10 @@ pub unsafe extern "C" fn pisces_tx_begin(
         match r {
             Ok(()) => {
                 let generation = set_explicit(hr);
-                *out = pisces_tx { handle: h, generation };
+                *out = pisces_tx {
+                    handle: h,
+                    generation,
+                };
                 Ok(())
             }
             Err(e) => {
@@ -280,7 +283,10 @@ fn begin(h: &pisces_handle, th: ThreadHandle, opts: TxOptions) -> Result<(), Fai
         Ok(Reply::Ended(th, r)) => {
             h.th.set(Some(*th));
             match r {
-                Ok(()) => Err(Fail::new(crate::PISCES_ERROR, "the transaction ended at once")),
+                Ok(()) => Err(Fail::new(
+                    crate::PISCES_ERROR,
+                    "the transaction ended at once",
+                )),
                 Err(Ended::Error(e)) => Err(e.into()),
                 Err(Ended::Panic(p)) => Err(panic_fail(&p)),
             }
@@ -327,7 +333,10 @@ unsafe fn explicit_of<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
         ));
     }
     if h.iterating.get() {
-        return Err(Fail::new(PISCES_EBUSY, "cannot end a transaction inside a foreach/range callback"));
+        return Err(Fail::new(
+            PISCES_EBUSY,
+            "cannot end a transaction inside a foreach/range callback",
+        ));
     }
     let here = std::thread::current().id();
     if h.worker.borrow().as_ref().and_then(|w| w.began_on) != Some(here) {
@@ -348,7 +357,10 @@ pub unsafe extern "C" fn pisces_tx_commit(tx: pisces_tx) -> c_int {
         let h = explicit_of(tx)?;
         end(h, true).map_err(|f| {
             if f.0 == PISCES_ECONFLICT {
-                Fail::new(PISCES_ECONFLICT, "transaction aborted by a conflict at commit; run it again")
+                Fail::new(
+                    PISCES_ECONFLICT,
+                    "transaction aborted by a conflict at commit; run it again",
+                )
             } else {
                 f
             }

@@ -425,7 +425,8 @@ pub unsafe extern "C" fn pisces_pool_create(
 ) -> c_int {
     entry(|| {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
-        let path = cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        let path =
+            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
         let cfg = to_config(cfg)?;
         finish_pool(Pool::create(path, cfg)?, out)
     })
@@ -440,7 +441,8 @@ pub unsafe extern "C" fn pisces_pool_open(
 ) -> c_int {
     entry(|| {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
-        let path = cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        let path =
+            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
         let cfg = to_config(cfg)?;
         let pool = match Pool::open(path, cfg.clone()) {
             // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
@@ -506,10 +508,13 @@ pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mu
         let off = out_ptr(off, "off")?;
         let p = &pool_ref(pool)?.shared.pool;
         if size == 0 {
-            return Err(Fail::new(PISCES_EINVAL, "the root object needs at least 1 byte"));
+            return Err(Fail::new(
+                PISCES_EINVAL,
+                "the root object needs at least 1 byte",
+            ));
         }
-        let len = usize::try_from(size)
-            .map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
+        let len =
+            usize::try_from(size).map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
         let cell: PPtr<CApiRootCell> = p.root()?;
         *off = p.run(|tx| {
             let c = *tx.read(cell)?;

@@ -22,7 +22,14 @@ fn value(k: u64) -> V {
 }
 
 fn rust_run(path: &std::path::Path) -> Duration {
-    let pool = Pool::create(path, Config { size: 64 << 20, ..Config::default() }).unwrap();
+    let pool = Pool::create(
+        path,
+        Config {
+            size: 64 << 20,
+            ..Config::default()
+        },
+    )
+    .unwrap();
     let root: PPtr<HashMap<u64, V>> = pool.root().unwrap();
     let mut h = pool.handle().unwrap();
     let m = h
@@ -104,22 +111,39 @@ unsafe fn open_abi(path: &std::path::Path) -> (*mut pisces_pool, *mut pisces_han
     assert_eq!(pisces_pool_create(p.as_ptr(), &cfg, &mut pool), 0);
     let mut h = std::ptr::null_mut();
     assert_eq!(pisces_handle_open(pool, &mut h), 0);
-    let mut b = Batch { map: pisces_hmap::default(), first: 0, sum: 0 };
-    assert_eq!(pisces_run(h, Some(create_map), (&mut b as *mut Batch).cast()), 0);
+    let mut b = Batch {
+        map: pisces_hmap::default(),
+        first: 0,
+        sum: 0,
+    };
+    assert_eq!(
+        pisces_run(h, Some(create_map), (&mut b as *mut Batch).cast()),
+        0
+    );
     (pool, h, b.map)
 }
 
 unsafe fn abi_run(path: &std::path::Path) -> Duration {
     let (pool, h, map) = open_abi(path);
-    let mut b = Batch { map, first: 0, sum: 0 };
+    let mut b = Batch {
+        map,
+        first: 0,
+        sum: 0,
+    };
     let t = Instant::now();
     for i in 0..KEYS / PER_TX {
         b.first = i * PER_TX;
-        assert_eq!(pisces_run(h, Some(insert_batch), (&mut b as *mut Batch).cast()), 0);
+        assert_eq!(
+            pisces_run(h, Some(insert_batch), (&mut b as *mut Batch).cast()),
+            0
+        );
     }
     for i in 0..KEYS / PER_TX {
         b.first = i * PER_TX;
-        assert_eq!(pisces_run(h, Some(get_batch), (&mut b as *mut Batch).cast()), 0);
+        assert_eq!(
+            pisces_run(h, Some(get_batch), (&mut b as *mut Batch).cast()),
+            0
+        );
         assert!(b.sum > 0 || i == 0);
     }
     let d = t.elapsed();
@@ -130,12 +154,19 @@ unsafe fn abi_run(path: &std::path::Path) -> Duration {
 
 unsafe fn abi_explicit_run(path: &std::path::Path) -> Duration {
     let (pool, h, map) = open_abi(path);
-    let mut b = Batch { map, first: 0, sum: 0 };
+    let mut b = Batch {
+        map,
+        first: 0,
+        sum: 0,
+    };
     let t = Instant::now();
     for phase in [insert_batch as unsafe extern "C" fn(_, _) -> _, get_batch] {
         for i in 0..KEYS / PER_TX {
             b.first = i * PER_TX;
-            let mut tx = pisces_tx { handle: std::ptr::null_mut(), generation: 0 };
+            let mut tx = pisces_tx {
+                handle: std::ptr::null_mut(),
+                generation: 0,
+            };
             assert_eq!(pisces_tx_begin(h, std::ptr::null(), &mut tx), 0);
             assert_eq!(phase(tx, (&mut b as *mut Batch).cast()), 0);
             assert_eq!(pisces_tx_commit(tx), 0);
@@ -155,15 +186,34 @@ fn hashmap_workload_abi_vs_rust() {
     for round in 0..3 {
         rust = rust.min(rust_run(&dir.path().join(format!("rust{round}.pool"))));
         abi = abi.min(unsafe { abi_run(&dir.path().join(format!("abi{round}.pool"))) });
-        explicit = explicit.min(unsafe { abi_explicit_run(&dir.path().join(format!("ex{round}.pool"))) });
+        explicit =
+            explicit.min(unsafe { abi_explicit_run(&dir.path().join(format!("ex{round}.pool"))) });
     }
     let ops = (2 * KEYS) as f64;
     println!(
         "hash map, {KEYS} inserts + {KEYS} lookups, {PER_TX} per transaction, engine pisces, 1 thread (best of 3):"
     );
-    println!("  Rust API                 {:>8.1} ms  {:>6.0} ns/op", rust.as_secs_f64() * 1e3, rust.as_secs_f64() * 1e9 / ops);
-    println!("  C ABI, pisces_run        {:>8.1} ms  {:>6.0} ns/op", abi.as_secs_f64() * 1e3, abi.as_secs_f64() * 1e9 / ops);
-    println!("  C ABI, explicit tx       {:>8.1} ms  {:>6.0} ns/op", explicit.as_secs_f64() * 1e3, explicit.as_secs_f64() * 1e9 / ops);
-    println!("  ratio ABI(pisces_run) / Rust = {:.2}", abi.as_secs_f64() / rust.as_secs_f64());
-    println!("  ratio ABI(explicit)   / Rust = {:.2}", explicit.as_secs_f64() / rust.as_secs_f64());
+    println!(
+        "  Rust API                 {:>8.1} ms  {:>6.0} ns/op",
+        rust.as_secs_f64() * 1e3,
+        rust.as_secs_f64() * 1e9 / ops
+    );
+    println!(
+        "  C ABI, pisces_run        {:>8.1} ms  {:>6.0} ns/op",
+        abi.as_secs_f64() * 1e3,
+        abi.as_secs_f64() * 1e9 / ops
+    );
+    println!(
+        "  C ABI, explicit tx       {:>8.1} ms  {:>6.0} ns/op",
+        explicit.as_secs_f64() * 1e3,
+        explicit.as_secs_f64() * 1e9 / ops
+    );
+    println!(
+        "  ratio ABI(pisces_run) / Rust = {:.2}",
+        abi.as_secs_f64() / rust.as_secs_f64()
+    );
+    println!(
+        "  ratio ABI(explicit)   / Rust = {:.2}",
+        explicit.as_secs_f64() / rust.as_secs_f64()
+    );
 }

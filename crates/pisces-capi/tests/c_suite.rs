@@ -39,7 +39,17 @@ fn c_suite_and_crash_loop() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     eprintln!("{stderr}");
-    assert!(out.status.success(), "ci.sh failed ({}):\n{stdout}\n{stderr}", out.status);
-    assert!(stdout.contains("0 failed"), "the C suite did not report its results");
-    assert!(stdout.contains("invariant held"), "the crash loop did not finish");
+    assert!(
+        out.status.success(),
+        "ci.sh failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("0 failed"),
+        "the C suite did not report its results"
+    );
+    assert!(
+        stdout.contains("invariant held"),
+        "the crash loop did not finish"
+    );
 }
