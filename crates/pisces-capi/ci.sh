@@ -33,6 +33,12 @@ link=(-L"$libdir" -Wl,-rpath,"$libdir" -lpisces -lpthread)
 echo "== compile (cc -Wall -Werror)"
 "$cc" "${flags[@]}" -o "$work/test_pisces" "$here/tests/c/test_pisces.c" "${link[@]}"
 "$cc" "${flags[@]}" -o "$work/bank" "$here/examples/c/bank.c" "${link[@]}"
+# The static library links too (with libpmemobj when this build has the pmdk engine).
+if [[ -f "$libdir/libpisces.a" ]]; then
+    static=("$libdir/libpisces.a" -lpthread -ldl -lm)
+    "$cc" "${flags[@]}" -o "$work/test_pisces_static" "$here/tests/c/test_pisces.c" "${static[@]}" 2>/dev/null ||
+        "$cc" "${flags[@]}" -o "$work/test_pisces_static" "$here/tests/c/test_pisces.c" "${static[@]}" -lpmemobj
+fi
 # The header also compiles as C++ when a C++ compiler is present.
 if command -v c++ >/dev/null 2>&1; then
     printf '#include "pisces.h"\nint main() { return pisces_engine_count() > 0 ? 0 : 1; }\n' >"$work/hdr.cpp"
@@ -43,6 +49,12 @@ fi
 echo "== C test suite"
 mkdir -p "$work/tests"
 "$work/test_pisces" "$work/tests"
+
+if [[ -x "$work/test_pisces_static" ]]; then
+    echo "== C test suite, statically linked"
+    mkdir -p "$work/tests-static"
+    "$work/test_pisces_static" "$work/tests-static" | tail -1
+fi
 
 echo "== bank example: crash loop"
 KILLS="${KILLS:-3}" "$here/examples/c/bank_crash_loop.sh" "$work/bank" "$work/bank.pool" "${KILLS:-3}"

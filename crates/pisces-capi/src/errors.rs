@@ -94,15 +94,19 @@ thread_local! {
 
 pub(crate) fn set_msg(msg: String) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    MSG.with(|m| *m.borrow_mut() = c);
+    let _ = MSG.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            *m = c;
+        }
+    });
 }
 
 pub(crate) fn last_code() -> c_int {
-    LAST.with(Cell::get)
+    LAST.try_with(Cell::get).unwrap_or(PISCES_OK)
 }
 
 pub(crate) fn clear_last_code() {
-    LAST.with(|l| l.set(PISCES_OK));
+    let _ = LAST.try_with(|l| l.set(PISCES_OK));
 }
 
 /// A failure whose message is already recorded for this thread.
@@ -112,12 +116,12 @@ pub(crate) struct Fail(pub c_int);
 impl Fail {
     pub(crate) fn new(code: c_int, msg: impl Into<String>) -> Fail {
         set_msg(msg.into());
-        LAST.with(|l| l.set(code));
+        let _ = LAST.try_with(|l| l.set(code));
         Fail(code)
     }
     /// A failure whose message was set already.
     pub(crate) fn already_set(code: c_int) -> Fail {
-        LAST.with(|l| l.set(code));
+        let _ = LAST.try_with(|l| l.set(code));
         Fail(code)
     }
 }
@@ -165,7 +169,14 @@ pub(crate) fn panic_fail(p: &(dyn std::any::Any + Send)) -> Fail {
 /// until the next failing call on this thread.
 #[no_mangle]
 pub extern "C" fn pisces_errmsg() -> *const c_char {
-    MSG.with(|m| m.borrow().as_ptr())
+    // `try_with`: during thread exit the message may be gone already.
+    catch_unwind(|| {
+        MSG.try_with(|m| m.try_borrow().map(|c| c.as_ptr()).ok())
+            .ok()
+            .flatten()
+            .unwrap_or(c"".as_ptr())
+    })
+    .unwrap_or(c"".as_ptr())
 }
 
 /// A short static description of a return code.

@@ -290,6 +290,13 @@ fn nest_leave(key: usize) {
     })
 }
 
+/// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
+/// this thread has a transaction of the pool running: it could wait for that
+/// transaction, which waits for this thread.
+fn not_in_tx(key: usize) -> Result<(), Fail> {
+    nest_enter(key).map(|()| nest_leave(key))
+}
+
 struct NestGuard(usize);
 impl Drop for NestGuard {
     fn drop(&mut self) {
@@ -361,7 +368,7 @@ pub(crate) unsafe fn with_tx_mut<R>(
 /// Number of engines this library knows (also those this build cannot run).
 #[no_mangle]
 pub extern "C" fn pisces_engine_count() -> usize {
-    EngineId::ALL.len()
+    std::panic::catch_unwind(|| EngineId::ALL.len()).unwrap_or(0)
 }
 
 /// Name of engine `i` (0 ≤ i < `pisces_engine_count()`), a static string; NULL when
@@ -369,13 +376,16 @@ pub extern "C" fn pisces_engine_count() -> usize {
 #[no_mangle]
 pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
     static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        EngineId::ALL
-            .iter()
-            .map(|e| CString::new(e.name()).unwrap_or_default())
-            .collect()
-    });
-    names.get(i).map_or(std::ptr::null(), |n| n.as_ptr())
+    std::panic::catch_unwind(|| {
+        let names = NAMES.get_or_init(|| {
+            EngineId::ALL
+                .iter()
+                .map(|e| CString::new(e.name()).unwrap_or_default())
+                .collect()
+        });
+        names.get(i).map_or(std::ptr::null(), |n| n.as_ptr())
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// 1 if this build can run the engine called `name`, 0 if it knows it but cannot run
@@ -478,7 +488,11 @@ pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
 /// Write back everything pending and make the whole pool durable now.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
-    entry(|| Ok(pool_ref(pool)?.shared.pool.sync()?))
+    entry(|| {
+        let shared = &pool_ref(pool)?.shared;
+        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        Ok(shared.pool.sync()?)
+    })
 }
 
 /// The name of the engine running the pool (valid while the pool is open); NULL if
@@ -506,7 +520,9 @@ struct CApiRootCell {
 pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
     entry(|| {
         let off = out_ptr(off, "off")?;
-        let p = &pool_ref(pool)?.shared.pool;
+        let shared = &pool_ref(pool)?.shared;
+        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        let p = &shared.pool;
         if size == 0 {
             return Err(Fail::new(
                 PISCES_EINVAL,
@@ -585,6 +601,9 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
         if hr.mode.get() == Mode::Explicit {
             let _ = explicit::end(hr, false);
         }
+        // Giving the slot back writes back its pending work, which may wait for the
+        // transactions running on the pool.
+        not_in_tx(hr.key())?;
         explicit::shutdown(hr);
         drop(Box::from_raw(h));
         Ok(())
@@ -598,6 +617,10 @@ pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_
     entry(|| {
         let h = handle_ref(h)?;
         let mut th = take_th(h)?;
+        if let Err(e) = not_in_tx(h.key()) {
+            h.th.set(Some(th));
+            return Err(e);
+        }
         let r = th.wait_durable();
         h.th.set(Some(th));
         Ok(r?)

@@ -306,6 +306,12 @@ static int nest(pisces_tx tx, void *vctx) {
     EXPECT(pisces_handle_close(n->self), PISCES_EBUSY);
     EXPECT(pisces_handle_wait_durable(n->self), PISCES_EBUSY);
     EXPECT(pisces_handle_stats(n->self, NULL, NULL, NULL), PISCES_EBUSY);
+    /* Pool-wide work that could wait for this transaction is refused. */
+    uint64_t off;
+    EXPECT(pisces_root(n->pool, 64, &off), PISCES_ENESTED);
+    EXPECT(pisces_pool_sync(n->pool), PISCES_ENESTED);
+    EXPECT(pisces_handle_wait_durable(n->other), PISCES_ENESTED);
+    EXPECT(pisces_handle_close(n->other), PISCES_ENESTED);
     EXPECT(pisces_tx_commit(tx), PISCES_ESTALE); /* not explicit */
     EXPECT(pisces_tx_abort(tx), PISCES_ESTALE);
     return 0;
@@ -473,6 +479,10 @@ static void test_explicit_transactions(void) {
     struct read_ctx r = {root, 0};
     EXPECT(pisces_run(h2, do_read, &r), PISCES_ENESTED);
     EXPECT(pisces_run(h, do_read, &r), PISCES_EBUSY);
+    uint64_t off0;
+    EXPECT(pisces_root(p, 64, &off0), PISCES_ENESTED);
+    EXPECT(pisces_pool_sync(p), PISCES_ENESTED);
+    EXPECT(pisces_handle_close(h2), PISCES_ENESTED);
     OK(pisces_write(tx, root, 8, &wp));
     *(uint64_t *)wp = 41;
     OK(pisces_read(tx, root, 8, &rp));
