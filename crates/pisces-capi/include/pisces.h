@@ -271,7 +271,9 @@ int pisces_handle_close(struct pisces_handle *h);
 // with `deferred_durability`).
 int pisces_handle_wait_durable(struct pisces_handle *h);
 
-// Commits, conflict retries and failed transactions of `pisces_run` on this handle.
+// Commits, conflict retries and failed transactions on this handle (callback and
+// explicit ones; an explicit commit that conflicted counts as a conflict and a
+// failure).
 int pisces_handle_stats(struct pisces_handle *h,
                         uint64_t *commits,
                         uint64_t *conflicts,

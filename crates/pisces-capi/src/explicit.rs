@@ -307,10 +307,7 @@ pub(crate) fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
             Ok(Reply::Ended(th, r)) => {
                 h.th.set(Some(*th));
                 match r {
-                    Ok(()) => {
-                        h.explicit_commits.set(h.explicit_commits.get() + 1);
-                        Ok(())
-                    }
+                    Ok(()) => Ok(()),
                     Err(Ended::Error(Error::UserAbort(_))) if !commit => Ok(()),
                     Err(Ended::Error(e)) => Err(Fail::from(e)),
                     Err(Ended::Panic(p)) => Err(panic_fail(&p)),

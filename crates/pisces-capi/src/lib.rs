@@ -138,9 +138,6 @@ pub struct pisces_handle {
     iterating: Cell<bool>,
     /// The worker thread that runs explicit transactions (started at the first one).
     worker: RefCell<Option<explicit::Worker>>,
-    /// Statistics of explicit transactions are kept by the worker's copy; this copy
-    /// is the handle's.
-    explicit_commits: Cell<u64>,
 }
 
 // ---------------------------------------------------------------------------------
@@ -577,7 +574,6 @@ pub unsafe extern "C" fn pisces_handle_open(
             tx: Cell::new(std::ptr::null_mut()),
             iterating: Cell::new(false),
             worker: RefCell::new(None),
-            explicit_commits: Cell::new(0),
         }));
         Ok(())
     })
@@ -627,7 +623,9 @@ pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_
     })
 }
 
-/// Commits, conflict retries and failed transactions of `pisces_run` on this handle.
+/// Commits, conflict retries and failed transactions on this handle (callback and
+/// explicit ones; an explicit commit that conflicted counts as a conflict and a
+/// failure).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_stats(
     h: *mut pisces_handle,
@@ -641,7 +639,7 @@ pub unsafe extern "C" fn pisces_handle_stats(
         let s = th.stats();
         h.th.set(Some(th));
         if let Some(c) = commits.as_mut() {
-            *c = s.commits + h.explicit_commits.get();
+            *c = s.commits;
         }
         if let Some(c) = conflicts.as_mut() {
             *c = s.conflicts;
