@@ -48,7 +48,7 @@ pub type pisces_entry_fn =
 /// 1 if `value_size` is supported by the containers, else 0.
 #[no_mangle]
 pub extern "C" fn pisces_value_size_supported(value_size: usize) -> c_int {
-    c_int::from(PISCES_VALUE_SIZES.contains(&value_size))
+    std::panic::catch_unwind(|| c_int::from(PISCES_VALUE_SIZES.contains(&value_size))).unwrap_or(0)
 }
 
 fn bad_size(n: u64) -> Fail {

@@ -182,7 +182,11 @@ pub extern "C" fn pisces_errmsg() -> *const c_char {
 /// A short static description of a return code.
 #[no_mangle]
 pub extern "C" fn pisces_strerror(code: c_int) -> *const c_char {
-    let s: &'static [u8] = match code {
+    catch_unwind(|| strerror(code).as_ptr().cast()).unwrap_or(c"unknown code".as_ptr())
+}
+
+fn strerror(code: c_int) -> &'static [u8] {
+    match code {
         PISCES_OK => b"success\0",
         PISCES_ERROR => b"error\0",
         PISCES_EINVAL => b"invalid argument\0",
@@ -207,6 +211,5 @@ pub extern "C" fn pisces_strerror(code: c_int) -> *const c_char {
         PISCES_EPANIC => b"internal panic\0",
         PISCES_EVALUESIZE => b"unsupported container value size\0",
         _ => b"unknown code\0",
-    };
-    s.as_ptr().cast()
+    }
 }

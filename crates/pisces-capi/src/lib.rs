@@ -496,10 +496,11 @@ pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
 /// `pool` is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const c_char {
-    match pool.as_ref() {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match pool.as_ref() {
         Some(p) => p.shared.engine_name.as_ptr(),
         None => std::ptr::null(),
-    }
+    }))
+    .unwrap_or(std::ptr::null())
 }
 
 /// The root cell of C programs: where their root object is and its size.
