@@ -178,7 +178,17 @@ unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
         ..Config::default()
     };
     if let Some(name) = cstr_opt(c.engine, "engine")? {
-        out.engine = Some(engine_by_name(name)?);
+        let e = engine_by_name(name)?;
+        if !e.available() {
+            return Err(Fail::new(
+                PISCES_EENGINE,
+                format!(
+                    "the {name} engine is not available in this build (pmdk needs libpmemobj \
+                     at build time: Debian package libpmemobj-dev)"
+                ),
+            ));
+        }
+        out.engine = Some(e);
     }
     if let Some(opts) = cstr_opt(c.engine_options, "engine_options")? {
         out.engine_options = opts.parse::<EngineOptions>()?;
