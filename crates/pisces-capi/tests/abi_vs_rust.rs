@@ -182,16 +182,27 @@ unsafe fn abi_explicit_run(path: &std::path::Path) -> Duration {
 fn hashmap_workload_abi_vs_rust() {
     let dir = tempfile::tempdir().unwrap();
     let (mut rust, mut abi, mut explicit) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    // Alternate and keep each side's best round: less sensitive to other load.
-    for round in 0..3 {
-        rust = rust.min(rust_run(&dir.path().join(format!("rust{round}.pool"))));
-        abi = abi.min(unsafe { abi_run(&dir.path().join(format!("abi{round}.pool"))) });
+    // Alternate (and swap who goes first) and keep each side's best round: less
+    // sensitive to other load on the machine.
+    const ROUNDS: usize = 5;
+    for round in 0..ROUNDS {
+        let r = || rust_run(&dir.path().join(format!("rust{round}.pool")));
+        let a = || unsafe { abi_run(&dir.path().join(format!("abi{round}.pool"))) };
+        let (tr, ta) = if round % 2 == 0 {
+            let tr = r();
+            (tr, a())
+        } else {
+            let ta = a();
+            (r(), ta)
+        };
+        rust = rust.min(tr);
+        abi = abi.min(ta);
         explicit =
             explicit.min(unsafe { abi_explicit_run(&dir.path().join(format!("ex{round}.pool"))) });
     }
     let ops = (2 * KEYS) as f64;
     println!(
-        "hash map, {KEYS} inserts + {KEYS} lookups, {PER_TX} per transaction, engine pisces, 1 thread (best of 3):"
+        "hash map, {KEYS} inserts + {KEYS} lookups, {PER_TX} per transaction, engine pisces, 1 thread (best of {ROUNDS}):"
     );
     println!(
         "  Rust API                 {:>8.1} ms  {:>6.0} ns/op",
