@@ -422,7 +422,8 @@ const char *pisces_strerror(int code);
 // `pisces_tx_commit` returns `PISCES_ECONFLICT`, abort (after an access) and run the
 // transaction again. End it on the thread that began it. Only one transaction per
 // handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
-// this thread (`PISCES_ENESTED`).
+// this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
+// one delays the write-backs of other threads' commits until it ends.
 int pisces_tx_begin(struct pisces_handle *h,
                     const struct pisces_tx_options *opts,
                     struct pisces_tx *out);

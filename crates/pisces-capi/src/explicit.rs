@@ -103,7 +103,6 @@ fn worker_main(rx: Receiver<Msg>, tx: Sender<Reply>) {
         };
         let mut attempt = 0u32;
         let mut commit_asked = false;
-        let mut began = false;
         let r = catch_unwind(AssertUnwindSafe(|| {
             th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), Error> {
                 attempt += 1;
@@ -116,7 +115,6 @@ fn worker_main(rx: Receiver<Msg>, tx: Sender<Reply>) {
                         Error::abort("pisces_tx_abort")
                     });
                 }
-                began = true;
                 if tx.send(Reply::Began).is_err() {
                     return Err(Error::abort("the C thread went away"));
                 }
@@ -143,7 +141,6 @@ fn worker_main(rx: Receiver<Msg>, tx: Sender<Reply>) {
                 }
             })
         }));
-        let _ = began;
         let outcome = match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Ended::Error(e)),
@@ -221,7 +218,8 @@ pub(crate) fn run_job<R>(
 /// `pisces_tx_commit` returns `PISCES_ECONFLICT`, abort (after an access) and run the
 /// transaction again. End it on the thread that began it. Only one transaction per
 /// handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
-/// this thread (`PISCES_ENESTED`).
+/// this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
+/// one delays the write-backs of other threads' commits until it ends.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_begin(
     h: *mut pisces_handle,
