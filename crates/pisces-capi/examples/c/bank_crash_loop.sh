@@ -15,8 +15,9 @@ rm -f "$pool"
 for i in $(seq 1 "$kills"); do
     "$bank" "$pool" run 0 3 >/dev/null &
     pid=$!
-    # 0.3 .. 1.0 s: long enough to pass recovery and run many transfers.
-    sleep "0.$((RANDOM % 8 + 3))"
+    # 0.3 .. 0.9 s: usually past recovery and many transfers in (a kill during the
+    # open's recovery is a fine crash point too).
+    sleep "0.$((RANDOM % 7 + 3))"
     if ! kill -0 "$pid" 2>/dev/null; then
         wait "$pid" && status=0 || status=$?
         echo "round $i: bank exited on its own (status $status) before the kill" >&2
