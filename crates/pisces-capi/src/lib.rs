@@ -724,14 +724,23 @@ pub unsafe extern "C" fn pisces_run_with(
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
         let opts = to_tx_options(opts)?;
-        let mut th = take_th(hr)?;
-        let nest = nest_enter(hr.key());
-        let r = nest.and_then(|()| {
-            let _g = NestGuard(hr.key());
-            run_callback(hr, h, &mut th, opts, f, ctx)
-        });
-        hr.th.set(Some(th));
-        r
+        /// Gives the thread state back to the handle, also when unwinding from an
+        /// internal panic (the library leaves it usable: the attempt is rolled back).
+        struct PutBack<'a>(&'a pisces_handle, Option<ThreadHandle>);
+        impl Drop for PutBack<'_> {
+            fn drop(&mut self) {
+                if let Some(t) = self.1.take() {
+                    self.0.th.set(Some(t));
+                }
+            }
+        }
+        let mut th = PutBack(hr, Some(take_th(hr)?));
+        let th =
+            th.1.as_mut()
+                .ok_or_else(|| Fail::new(PISCES_EPANIC, "no thread state"))?;
+        nest_enter(hr.key())?;
+        let _g = NestGuard(hr.key());
+        run_callback(hr, h, th, opts, f, ctx)
     })
 }
 
