@@ -1,0 +1,215 @@
+//! Return codes, the per-thread error message, and the panic barrier of every entry
+//! point.
+
+use pisces_core::Error;
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Success.
+pub const PISCES_OK: c_int = 0;
+/// An error without a more specific code.
+pub const PISCES_ERROR: c_int = 1;
+/// An argument is invalid (NULL, out of range, not UTF-8).
+pub const PISCES_EINVAL: c_int = 2;
+/// The transaction conflicted with another one: roll back and retry (`pisces_run`
+/// does that itself).
+pub const PISCES_ECONFLICT: c_int = 3;
+/// The transaction was aborted by the user (`pisces_tx_abort` is not an error).
+pub const PISCES_EABORTED: c_int = 4;
+/// A `pisces_tx` was used after its transaction ended.
+pub const PISCES_ESTALE: c_int = 5;
+/// The handle is busy (a transaction is running on it, or only reads are allowed
+/// inside a foreach/range callback).
+pub const PISCES_EBUSY: c_int = 6;
+/// A transaction of this pool is already running on this thread (no nesting).
+pub const PISCES_ENESTED: c_int = 7;
+/// The pool file does not exist.
+pub const PISCES_ENOENT: c_int = 8;
+/// The pool file already exists.
+pub const PISCES_EEXIST: c_int = 9;
+/// An operating-system call failed.
+pub const PISCES_EIO: c_int = 10;
+/// The pool has no free block of the size asked for.
+pub const PISCES_ENOSPC: c_int = 11;
+/// The transaction is too large for a thread's log.
+pub const PISCES_ETOOLARGE: c_int = 12;
+/// All thread slots of the pool are taken.
+pub const PISCES_ETHREADS: c_int = 13;
+/// An offset does not name a valid object (of that size, or of the container type).
+pub const PISCES_EPTR: c_int = 14;
+/// The pool is damaged, not a pool, or of an unsupported format version.
+pub const PISCES_ECORRUPT: c_int = 15;
+/// Unknown or unavailable engine, or the pool belongs to another engine.
+pub const PISCES_EENGINE: c_int = 16;
+/// Another process has the pool open.
+pub const PISCES_ELOCKED: c_int = 17;
+/// A read-only transaction tried to write, allocate or free.
+pub const PISCES_EREADONLY: c_int = 18;
+/// The engine does not offer the isolation level asked for.
+pub const PISCES_EISOLATION: c_int = 19;
+/// A configuration value is invalid.
+pub const PISCES_ECONFIG: c_int = 20;
+/// An internal panic was caught (a bug in Pisces); the message says where.
+pub const PISCES_EPANIC: c_int = 21;
+/// The container value size is not one of the supported sizes.
+pub const PISCES_EVALUESIZE: c_int = 22;
+/// First code free for the application's own return values from callbacks.
+pub const PISCES_USER: c_int = 1000;
+
+/// The code for a library error.
+pub(crate) fn code_of(e: &Error) -> c_int {
+    match e {
+        Error::Io { .. } | Error::ReadOnly(_) | Error::IsDirectory(_) => PISCES_EIO,
+        Error::NotFound(_) => PISCES_ENOENT,
+        Error::AlreadyExists(_) => PISCES_EEXIST,
+        Error::TooSmall { .. }
+        | Error::SizeMismatch { .. }
+        | Error::BadMagic
+        | Error::UnsupportedVersion { .. }
+        | Error::Corrupt(_) => PISCES_ECORRUPT,
+        Error::WrongEngine { .. } => PISCES_EENGINE,
+        Error::Locked(_) => PISCES_ELOCKED,
+        Error::MediumUnsupported(_) | Error::InvalidConfig(_) => PISCES_ECONFIG,
+        Error::OutOfSpace { .. } => PISCES_ENOSPC,
+        Error::TooLargeForLog { .. } => PISCES_ETOOLARGE,
+        Error::TooManyThreads(_) => PISCES_ETHREADS,
+        Error::InvalidPointer(_) => PISCES_EPTR,
+        Error::Conflict => PISCES_ECONFLICT,
+        Error::UserAbort(_) => PISCES_EABORTED,
+        Error::ReadOnlyTransaction => PISCES_EREADONLY,
+        Error::IsolationUnsupported { .. } => PISCES_EISOLATION,
+        Error::NestedTransaction => PISCES_ENESTED,
+        Error::InvalidArgument(_) => PISCES_EINVAL,
+        _ => PISCES_ERROR,
+    }
+}
+
+thread_local! {
+    static MSG: RefCell<CString> = RefCell::new(CString::default());
+    /// Code of the last failure on this thread (for `pisces_run` to tell whether a
+    /// callback passed an access's error on).
+    static LAST: Cell<c_int> = const { Cell::new(PISCES_OK) };
+}
+
+pub(crate) fn set_msg(msg: String) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    let _ = MSG.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            *m = c;
+        }
+    });
+}
+
+pub(crate) fn last_code() -> c_int {
+    LAST.try_with(Cell::get).unwrap_or(PISCES_OK)
+}
+
+pub(crate) fn clear_last_code() {
+    let _ = LAST.try_with(|l| l.set(PISCES_OK));
+}
+
+/// A failure whose message is already recorded for this thread.
+#[derive(Debug)]
+pub(crate) struct Fail(pub c_int);
+
+impl Fail {
+    pub(crate) fn new(code: c_int, msg: impl Into<String>) -> Fail {
+        set_msg(msg.into());
+        let _ = LAST.try_with(|l| l.set(code));
+        Fail(code)
+    }
+    /// A failure whose message was set already.
+    pub(crate) fn already_set(code: c_int) -> Fail {
+        let _ = LAST.try_with(|l| l.set(code));
+        Fail(code)
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::new(code_of(&e), e.to_string())
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// Run an entry point's body: its error as a code, a panic as `PISCES_EPANIC`.
+pub(crate) fn entry(f: impl FnOnce() -> Result<(), Fail>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => PISCES_OK,
+        Ok(Err(Fail(code))) => code,
+        Err(p) => {
+            Fail::new(
+                PISCES_EPANIC,
+                format!("internal panic in libpisces: {}", panic_text(&*p)),
+            )
+            .0
+        }
+    }
+}
+
+/// A panic caught elsewhere (the explicit-transaction worker), as a failure.
+pub(crate) fn panic_fail(p: &(dyn std::any::Any + Send)) -> Fail {
+    Fail::new(
+        PISCES_EPANIC,
+        format!("internal panic in libpisces: {}", panic_text(p)),
+    )
+}
+
+/// The message of the last failed call on this thread ("" if none failed yet). Valid
+/// until the next failing call on this thread.
+#[no_mangle]
+pub extern "C" fn pisces_errmsg() -> *const c_char {
+    // `try_with`: during thread exit the message may be gone already.
+    catch_unwind(|| {
+        MSG.try_with(|m| m.try_borrow().map(|c| c.as_ptr()).ok())
+            .ok()
+            .flatten()
+            .unwrap_or(c"".as_ptr())
+    })
+    .unwrap_or(c"".as_ptr())
+}
+
+/// A short static description of a return code.
+#[no_mangle]
+pub extern "C" fn pisces_strerror(code: c_int) -> *const c_char {
+    catch_unwind(|| strerror(code).as_ptr().cast()).unwrap_or(c"unknown code".as_ptr())
+}
+
+fn strerror(code: c_int) -> &'static [u8] {
+    match code {
+        PISCES_OK => b"success\0",
+        PISCES_ERROR => b"error\0",
+        PISCES_EINVAL => b"invalid argument\0",
+        PISCES_ECONFLICT => b"transaction conflict\0",
+        PISCES_EABORTED => b"transaction aborted by the user\0",
+        PISCES_ESTALE => b"transaction has ended\0",
+        PISCES_EBUSY => b"handle busy\0",
+        PISCES_ENESTED => b"nested transaction\0",
+        PISCES_ENOENT => b"pool file not found\0",
+        PISCES_EEXIST => b"pool file exists\0",
+        PISCES_EIO => b"I/O error\0",
+        PISCES_ENOSPC => b"out of pool space\0",
+        PISCES_ETOOLARGE => b"transaction too large for the log\0",
+        PISCES_ETHREADS => b"all thread slots in use\0",
+        PISCES_EPTR => b"invalid persistent pointer\0",
+        PISCES_ECORRUPT => b"pool corrupt or not a pool\0",
+        PISCES_EENGINE => b"engine unknown, unavailable or wrong\0",
+        PISCES_ELOCKED => b"pool locked by another process\0",
+        PISCES_EREADONLY => b"read-only transaction\0",
+        PISCES_EISOLATION => b"isolation level not offered\0",
+        PISCES_ECONFIG => b"invalid configuration\0",
+        PISCES_EPANIC => b"internal panic\0",
+        PISCES_EVALUESIZE => b"unsupported container value size\0",
+        _ => b"unknown code\0",
+    }
+}

@@ -1,0 +1,944 @@
+//! The C ABI of Pisces: `libpisces.so` / `libpisces.a` and `include/pisces.h`.
+//!
+//! Every entry point is `extern "C"`, returns an `int` code (`PISCES_OK` = 0) and
+//! catches Rust panics (they become `PISCES_EPANIC`); on failure the text of the Rust
+//! error is kept per thread and returned by [`pisces_errmsg`].
+//!
+//! Objects:
+//! * `pisces_pool`: an open pool (`pisces_pool_create` / `pisces_pool_open` /
+//!   `pisces_pool_close`).
+//! * `pisces_handle`: a thread handle (one of the pool's `max_threads` thread slots),
+//!   used by one thread at a time.
+//! * `pisces_tx`: a running transaction, a small value (handle pointer + generation)
+//!   valid until the transaction ends; using it afterwards fails with
+//!   `PISCES_ESTALE`.
+//!
+//! Transactions are either a callback run with retries (`pisces_run`) or explicit
+//! (`pisces_tx_begin` / `pisces_tx_commit` / `pisces_tx_abort`, see [`explicit`]).
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)]
+
+pub mod containers;
+mod errors;
+pub mod explicit;
+
+pub use containers::*;
+pub use errors::*;
+pub use explicit::{pisces_tx_abort, pisces_tx_begin, pisces_tx_commit};
+
+use errors::{entry, Fail};
+use pisces_core::{
+    Config, Durability, EngineId, EngineOptions, Error, Isolation, MediumKind, PPtr, Pool,
+    ThreadHandle, Tx, TxOptions,
+};
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to create or open a pool. Fill it with [`pisces_config_init`] first, then
+/// change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pisces_config {
+    /// Size of a new pool file in bytes (multiple of 4096). Ignored by open.
+    pub size: u64,
+    /// Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
+    /// the engine recorded in the pool (a file that is not a Pisces-format pool is
+    /// tried as a "pmdk" pool, whose format is libpmemobj's).
+    pub engine: *const c_char,
+    /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
+    pub engine_options: *const c_char,
+    /// Medium: "dram" (default when NULL), "file" or "dax".
+    pub medium: *const c_char,
+    /// Emulated write latency per flushed cache line in ns (medium "dram" only).
+    pub dram_write_latency_ns: u64,
+    /// Most thread handles at once. Fixed at creation.
+    pub max_threads: u32,
+    /// Threads recovery may use at open.
+    pub recovery_threads: u32,
+    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation.
+    pub log_bytes_per_thread: u64,
+    /// How long `pisces_root` waits for a free thread slot, in milliseconds.
+    pub slot_wait_ms: u64,
+}
+
+/// Options of one transaction (NULL pointer = all zero = the defaults).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct pisces_tx_options {
+    /// Nonzero: the transaction only reads (write, alloc and free fail with
+    /// `PISCES_EREADONLY`).
+    pub read_only: c_int,
+    /// Nonzero: commit returns once the transaction is visible; it is durable at the
+    /// latest after `pisces_handle_wait_durable` or `pisces_pool_sync`.
+    pub deferred_durability: c_int,
+    /// One of `PISCES_ISOLATION_*` (0: the engine's own level).
+    pub isolation: c_int,
+}
+
+/// The engine's own isolation level.
+pub const PISCES_ISOLATION_DEFAULT: c_int = 0;
+/// Snapshot isolation.
+pub const PISCES_ISOLATION_SNAPSHOT: c_int = 1;
+/// Serializable.
+pub const PISCES_ISOLATION_SERIALIZABLE: c_int = 2;
+/// Linearizable (strict serializable).
+pub const PISCES_ISOLATION_LINEARIZABLE: c_int = 3;
+
+/// A running transaction: passed to the `pisces_run` callback, or returned by
+/// `pisces_tx_begin`. Valid until the transaction (or, for callbacks, the attempt)
+/// ends; afterwards every function given it returns `PISCES_ESTALE`. Use it only on
+/// the thread that runs the callback / called `pisces_tx_begin`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct pisces_tx {
+    /// The handle the transaction runs on.
+    pub handle: *mut pisces_handle,
+    /// Which transaction of the handle this is.
+    pub generation: u64,
+}
+
+/// A transaction body for `pisces_run`: return 0 to commit, `PISCES_ECONFLICT` to roll
+/// back and run again, anything else to roll back and make `pisces_run` return that
+/// value.
+pub type pisces_tx_fn = Option<unsafe extern "C" fn(tx: pisces_tx, ctx: *mut c_void) -> c_int>;
+
+/// An open pool (opaque).
+pub struct pisces_pool {
+    shared: Arc<PoolShared>,
+}
+
+struct PoolShared {
+    pool: Pool,
+    engine_name: CString,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Idle,
+    Callback,
+    Explicit,
+}
+
+/// A thread handle (opaque): one thread slot of the pool, used by one thread at a
+/// time.
+pub struct pisces_handle {
+    shared: Arc<PoolShared>,
+    /// The thread state; `None` while a transaction runs (moved into the retry loop or
+    /// onto the explicit-transaction worker) or after the worker died.
+    th: Cell<Option<ThreadHandle>>,
+    /// Bumped when an attempt starts and when it ends: a `pisces_tx` is current only
+    /// while its generation equals this and `mode` is not `Idle`.
+    generation: Cell<u64>,
+    mode: Cell<Mode>,
+    /// The running callback transaction (valid while `mode == Callback`).
+    tx: Cell<*mut Tx<'static>>,
+    /// Inside a foreach/range callback: only reads are allowed.
+    iterating: Cell<bool>,
+    /// The worker thread that runs explicit transactions (started at the first one).
+    worker: RefCell<Option<explicit::Worker>>,
+}
+
+// ---------------------------------------------------------------------------------
+// Helpers
+
+unsafe fn cstr_opt<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, Fail> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    CStr::from_ptr(p)
+        .to_str()
+        .map(Some)
+        .map_err(|_| Fail::new(PISCES_EINVAL, format!("{what} is not valid UTF-8")))
+}
+
+fn engine_by_name(name: &str) -> Result<EngineId, Fail> {
+    EngineId::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+        Fail::new(
+            PISCES_EENGINE,
+            format!("unknown engine `{name}` (engines: {})", names.join(", ")),
+        )
+    })
+}
+
+unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
+    let mut c = pisces_config_default();
+    if !cfg.is_null() {
+        c = *cfg;
+    }
+    let mut out = Config {
+        size: c.size,
+        max_threads: c.max_threads as usize,
+        log_bytes_per_thread: usize::try_from(c.log_bytes_per_thread)
+            .map_err(|_| Fail::new(PISCES_ECONFIG, "log_bytes_per_thread is too large"))?,
+        recovery_threads: (c.recovery_threads as usize).max(1),
+        slot_wait: Duration::from_millis(c.slot_wait_ms),
+        ..Config::default()
+    };
+    if let Some(name) = cstr_opt(c.engine, "engine")? {
+        let e = engine_by_name(name)?;
+        if !e.available() {
+            return Err(Fail::new(
+                PISCES_EENGINE,
+                format!(
+                    "the {name} engine is not available in this build (pmdk needs libpmemobj \
+                     at build time: Debian package libpmemobj-dev)"
+                ),
+            ));
+        }
+        out.engine = Some(e);
+    }
+    if let Some(opts) = cstr_opt(c.engine_options, "engine_options")? {
+        out.engine_options = opts.parse::<EngineOptions>()?;
+    }
+    out.medium = match cstr_opt(c.medium, "medium")?.unwrap_or("dram") {
+        "dram" => MediumKind::Dram {
+            write_latency_ns: c.dram_write_latency_ns,
+            bandwidth_bytes_per_sec: 0,
+        },
+        "file" => MediumKind::File,
+        "dax" => MediumKind::Dax,
+        other => {
+            return Err(Fail::new(
+                PISCES_ECONFIG,
+                format!("unknown medium `{other}` (media: dram, file, dax)"),
+            ))
+        }
+    };
+    Ok(out)
+}
+
+fn pisces_config_default() -> pisces_config {
+    let d = Config::default();
+    pisces_config {
+        size: d.size,
+        engine: std::ptr::null(),
+        engine_options: std::ptr::null(),
+        medium: std::ptr::null(),
+        dram_write_latency_ns: 0,
+        max_threads: d.max_threads as u32,
+        recovery_threads: d.recovery_threads as u32,
+        log_bytes_per_thread: d.log_bytes_per_thread as u64,
+        slot_wait_ms: d.slot_wait.as_millis() as u64,
+    }
+}
+
+unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> {
+    let o = if o.is_null() {
+        pisces_tx_options::default()
+    } else {
+        *o
+    };
+    let isolation = match o.isolation {
+        PISCES_ISOLATION_DEFAULT => None,
+        PISCES_ISOLATION_SNAPSHOT => Some(Isolation::Snapshot),
+        PISCES_ISOLATION_SERIALIZABLE => Some(Isolation::Serializable),
+        PISCES_ISOLATION_LINEARIZABLE => Some(Isolation::Linearizable),
+        other => {
+            return Err(Fail::new(
+                PISCES_EINVAL,
+                format!("unknown isolation level {other}"),
+            ))
+        }
+    };
+    Ok(TxOptions {
+        read_only: o.read_only != 0,
+        isolation,
+        durability: if o.deferred_durability != 0 {
+            Durability::Deferred
+        } else {
+            Durability::OnReturn
+        },
+    })
+}
+
+unsafe fn pool_ref<'a>(p: *const pisces_pool) -> Result<&'a pisces_pool, Fail> {
+    p.as_ref()
+        .ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
+}
+
+unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, Fail> {
+    h.as_ref()
+        .ok_or_else(|| Fail::new(PISCES_EINVAL, "the handle is NULL"))
+}
+
+unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
+    p.as_mut()
+        .ok_or_else(|| Fail::new(PISCES_EINVAL, format!("{what} is NULL")))
+}
+
+thread_local! {
+    /// Pools (by the address of their shared state) with a transaction begun on this
+    /// thread through the C API. An explicit transaction runs on a worker thread, so
+    /// the library's own nesting check (per OS thread) cannot see it; a second
+    /// transaction of the same pool started here would wait for it forever.
+    static IN_TX: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+fn nest_enter(key: usize) -> Result<(), Fail> {
+    IN_TX.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.contains(&key) {
+            return Err(Fail::from(Error::NestedTransaction));
+        }
+        s.push(key);
+        Ok(())
+    })
+}
+
+fn nest_leave(key: usize) {
+    IN_TX.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(i) = s.iter().position(|&k| k == key) {
+            s.swap_remove(i);
+        }
+    })
+}
+
+/// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
+/// this thread has a transaction of the pool running: it could wait for that
+/// transaction, which waits for this thread.
+fn not_in_tx(key: usize) -> Result<(), Fail> {
+    nest_enter(key).map(|()| nest_leave(key))
+}
+
+struct NestGuard(usize);
+impl Drop for NestGuard {
+    fn drop(&mut self) {
+        nest_leave(self.0)
+    }
+}
+
+impl pisces_handle {
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+}
+
+/// The handle of a current transaction, or `PISCES_ESTALE`.
+unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
+    let h = handle_ref(tx.handle)?;
+    if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
+        return Err(Fail::new(
+            PISCES_ESTALE,
+            "the transaction has ended (pisces_tx used after commit, abort or the end of its callback)",
+        ));
+    }
+    Ok(h)
+}
+
+/// Run `f` with shared access to the running transaction `tx`.
+pub(crate) unsafe fn with_tx_ref<R>(
+    tx: pisces_tx,
+    f: impl FnOnce(&Tx<'_>) -> Result<R, Fail>,
+) -> Result<R, Fail> {
+    let h = current(tx)?;
+    match h.mode.get() {
+        Mode::Callback => {
+            // SAFETY: `h.tx` points to the `Tx` of the attempt running `pisces_run`'s
+            // callback on this thread; the retry loop does not touch it while the
+            // callback runs, and only shared references exist while iterating.
+            f(&*h.tx.get())
+        }
+        _ => explicit::run_job(h, |t| f(t)),
+    }
+}
+
+/// Run `f` with exclusive access to the running transaction `tx` (not allowed inside
+/// a foreach/range callback).
+pub(crate) unsafe fn with_tx_mut<R>(
+    tx: pisces_tx,
+    f: impl FnOnce(&mut Tx<'_>) -> Result<R, Fail>,
+) -> Result<R, Fail> {
+    let h = current(tx)?;
+    if h.iterating.get() {
+        return Err(Fail::new(
+            PISCES_EBUSY,
+            "only reads are allowed inside a foreach/range callback",
+        ));
+    }
+    match h.mode.get() {
+        Mode::Callback => {
+            // SAFETY: as in `with_tx_ref`; no other reference to the `Tx` is alive
+            // (not iterating, and the C caller holds only raw pointers).
+            f(&mut *h.tx.get())
+        }
+        _ => explicit::run_job(h, f),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Engines
+
+/// Number of engines this library knows (also those this build cannot run).
+#[no_mangle]
+pub extern "C" fn pisces_engine_count() -> usize {
+    std::panic::catch_unwind(|| EngineId::ALL.len()).unwrap_or(0)
+}
+
+/// Name of engine `i` (0 ≤ i < `pisces_engine_count()`), a static string; NULL when
+/// out of range.
+#[no_mangle]
+pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    std::panic::catch_unwind(|| {
+        let names = NAMES.get_or_init(|| {
+            EngineId::ALL
+                .iter()
+                .map(|e| CString::new(e.name()).unwrap_or_default())
+                .collect()
+        });
+        names.get(i).map_or(std::ptr::null(), |n| n.as_ptr())
+    })
+    .unwrap_or(std::ptr::null())
+}
+
+/// 1 if this build can run the engine called `name`, 0 if it knows it but cannot run
+/// it (`pmdk` without libpmemobj), -1 if the name is unknown or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
+    let r = std::panic::catch_unwind(|| {
+        let Ok(Some(n)) = cstr_opt(name, "name") else {
+            return -1;
+        };
+        match EngineId::from_name(n) {
+            Some(e) => c_int::from(e.available()),
+            None => -1,
+        }
+    });
+    r.unwrap_or(-1)
+}
+
+// ---------------------------------------------------------------------------------
+// Pools
+
+/// Fill `cfg` with the defaults (64 MiB, engine from the pool / "pisces", medium
+/// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
+    entry(|| {
+        *out_ptr(cfg, "cfg")? = pisces_config_default();
+        Ok(())
+    })
+}
+
+unsafe fn finish_pool(pool: Pool, out: *mut *mut pisces_pool) -> Result<(), Fail> {
+    let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
+    *out = Box::into_raw(Box::new(pisces_pool {
+        shared: Arc::new(PoolShared { pool, engine_name }),
+    }));
+    Ok(())
+}
+
+/// Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
+/// NULL (defaults). On success `*out` is the pool; close it with `pisces_pool_close`.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_create(
+    path: *const c_char,
+    cfg: *const pisces_config,
+    out: *mut *mut pisces_pool,
+) -> c_int {
+    entry(|| {
+        let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
+        let path =
+            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        let cfg = to_config(cfg)?;
+        finish_pool(Pool::create(path, cfg)?, out)
+    })
+}
+
+/// Open an existing pool file, running recovery if it was not closed cleanly.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_open(
+    path: *const c_char,
+    cfg: *const pisces_config,
+    out: *mut *mut pisces_pool,
+) -> c_int {
+    entry(|| {
+        let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
+        let path =
+            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        let cfg = to_config(cfg)?;
+        let pool = match Pool::open(path, cfg.clone()) {
+            // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
+            // own file format, so the superblock cannot name it).
+            Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
+                Pool::open(
+                    path,
+                    Config {
+                        engine: Some(EngineId::Pmdk),
+                        ..cfg
+                    },
+                )
+                .map_err(|_| Error::BadMagic)?
+            }
+            r => r?,
+        };
+        finish_pool(pool, out)
+    })
+}
+
+/// Close a pool (NULL is accepted). Handles still open keep the pool open until the
+/// last of them is closed; then pending work is written back and the file unlocked.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
+    entry(|| {
+        if !pool.is_null() {
+            drop(Box::from_raw(pool));
+        }
+        Ok(())
+    })
+}
+
+/// Write back everything pending and make the whole pool durable now.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
+    entry(|| {
+        let shared = &pool_ref(pool)?.shared;
+        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        Ok(shared.pool.sync()?)
+    })
+}
+
+/// The name of the engine running the pool (valid while the pool is open); NULL if
+/// `pool` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const c_char {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match pool.as_ref() {
+        Some(p) => p.shared.engine_name.as_ptr(),
+        None => std::ptr::null(),
+    }))
+    .unwrap_or(std::ptr::null())
+}
+
+/// The root cell of C programs: where their root object is and its size.
+#[repr(C)]
+#[derive(Clone, Copy, pisces_core::Pod, pisces_core::Zeroable)]
+struct CApiRootCell {
+    offset: u64,
+    size: u64,
+}
+
+/// The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
+/// its offset. Every call must give the same size (else `PISCES_EPTR`). Runs its own
+/// transaction, which needs a free thread slot (waits `slot_wait_ms` for one).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
+    entry(|| {
+        let off = out_ptr(off, "off")?;
+        let shared = &pool_ref(pool)?.shared;
+        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        let p = &shared.pool;
+        if size == 0 {
+            return Err(Fail::new(
+                PISCES_EINVAL,
+                "the root object needs at least 1 byte",
+            ));
+        }
+        let len =
+            usize::try_from(size).map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
+        let cell: PPtr<CApiRootCell> = p.root()?;
+        *off = p.run(|tx| {
+            let c = *tx.read(cell)?;
+            if c.offset != 0 {
+                if c.size != size {
+                    return Err(Error::InvalidPointer(format!(
+                        "the root object has {} bytes, not {size}",
+                        c.size
+                    )));
+                }
+                return Ok(c.offset);
+            }
+            let obj = tx.alloc_bytes(len)?;
+            *tx.write(cell)? = CApiRootCell {
+                offset: obj.offset(),
+                size,
+            };
+            Ok(obj.offset())
+        })?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Handles
+
+/// Take one of the pool's thread slots (`PISCES_ETHREADS` when all `max_threads`
+/// are taken). A handle is used by one thread at a time; close it with
+/// `pisces_handle_close` (before or after the pool).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_handle_open(
+    pool: *mut pisces_pool,
+    out: *mut *mut pisces_handle,
+) -> c_int {
+    entry(|| {
+        let out = out_ptr(out, "out")?;
+        let shared = pool_ref(pool)?.shared.clone();
+        let th = shared.pool.handle()?;
+        *out = Box::into_raw(Box::new(pisces_handle {
+            shared,
+            th: Cell::new(Some(th)),
+            generation: Cell::new(0),
+            mode: Cell::new(Mode::Idle),
+            tx: Cell::new(std::ptr::null_mut()),
+            iterating: Cell::new(false),
+            worker: RefCell::new(None),
+        }));
+        Ok(())
+    })
+}
+
+/// Give the thread slot back (NULL is accepted). An explicit transaction still open
+/// on it is aborted. Fails with `PISCES_EBUSY` (and closes nothing) when called from
+/// inside a `pisces_run` callback of this handle.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
+    entry(|| {
+        let Some(hr) = h.as_ref() else {
+            return Ok(());
+        };
+        if hr.mode.get() == Mode::Callback || hr.iterating.get() {
+            return Err(Fail::new(
+                PISCES_EBUSY,
+                "cannot close a handle inside its own transaction callback",
+            ));
+        }
+        if hr.mode.get() == Mode::Explicit {
+            let _ = explicit::end(hr, false);
+        }
+        // Giving the slot back writes back its pending work, which may wait for the
+        // transactions running on the pool.
+        not_in_tx(hr.key())?;
+        explicit::shutdown(hr);
+        drop(Box::from_raw(h));
+        Ok(())
+    })
+}
+
+/// Wait until every transaction this handle committed is durable (after transactions
+/// with `deferred_durability`).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_int {
+    entry(|| {
+        let h = handle_ref(h)?;
+        let mut th = take_th(h)?;
+        if let Err(e) = not_in_tx(h.key()) {
+            h.th.set(Some(th));
+            return Err(e);
+        }
+        let r = th.wait_durable();
+        h.th.set(Some(th));
+        Ok(r?)
+    })
+}
+
+/// Commits, conflict retries and failed transactions on this handle (callback and
+/// explicit ones; an explicit commit that conflicted counts as a conflict and a
+/// failure).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_handle_stats(
+    h: *mut pisces_handle,
+    commits: *mut u64,
+    conflicts: *mut u64,
+    failed: *mut u64,
+) -> c_int {
+    entry(|| {
+        let h = handle_ref(h)?;
+        let th = take_th(h)?;
+        let s = th.stats();
+        h.th.set(Some(th));
+        if let Some(c) = commits.as_mut() {
+            *c = s.commits;
+        }
+        if let Some(c) = conflicts.as_mut() {
+            *c = s.conflicts;
+        }
+        if let Some(c) = failed.as_mut() {
+            *c = s.failed;
+        }
+        Ok(())
+    })
+}
+
+fn take_th(h: &pisces_handle) -> Result<ThreadHandle, Fail> {
+    if h.mode.get() != Mode::Idle {
+        return Err(Fail::new(
+            PISCES_EBUSY,
+            "a transaction is running on this handle",
+        ));
+    }
+    h.th.take().ok_or_else(|| {
+        Fail::new(
+            PISCES_EPANIC,
+            "this handle lost its thread state after an internal panic; close it",
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Callback transactions
+
+enum CbErr {
+    Pisces(Error),
+    /// The callback asked for a retry without an access having conflicted.
+    Retry,
+    Code(c_int),
+}
+
+impl From<Error> for CbErr {
+    fn from(e: Error) -> Self {
+        CbErr::Pisces(e)
+    }
+}
+
+/// Run `fn(tx, ctx)` as one transaction with the default options (see
+/// `pisces_run_with`).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_run(
+    h: *mut pisces_handle,
+    f: pisces_tx_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    pisces_run_with(h, std::ptr::null(), f, ctx)
+}
+
+/// Run `fn(tx, ctx)` as one transaction, retrying it on conflicts, and return when it
+/// is committed (and durable, unless `deferred_durability`).
+///
+/// `fn` returns 0 to commit. It may run several times: when any access inside it
+/// returned `PISCES_ECONFLICT` (whatever `fn` returns then), or when it returns
+/// `PISCES_ECONFLICT`, the attempt is rolled back and `fn` runs again. Any other
+/// nonzero value rolls back and is returned by `pisces_run` (an error code of an access
+/// passed on keeps its `pisces_errmsg`; use values from `PISCES_USER` up for your own).
+/// `opts` may be NULL. `fn` must not unwind (longjmp) out of the call.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_run_with(
+    h: *mut pisces_handle,
+    opts: *const pisces_tx_options,
+    f: pisces_tx_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    entry(|| {
+        let hr = handle_ref(h)?;
+        let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
+        let opts = to_tx_options(opts)?;
+        /// Gives the thread state back to the handle, also when unwinding from an
+        /// internal panic (the library leaves it usable: the attempt is rolled back).
+        struct PutBack<'a>(&'a pisces_handle, Option<ThreadHandle>);
+        impl Drop for PutBack<'_> {
+            fn drop(&mut self) {
+                if let Some(t) = self.1.take() {
+                    self.0.th.set(Some(t));
+                }
+            }
+        }
+        let mut th = PutBack(hr, Some(take_th(hr)?));
+        let th =
+            th.1.as_mut()
+                .ok_or_else(|| Fail::new(PISCES_EPANIC, "no thread state"))?;
+        nest_enter(hr.key())?;
+        let _g = NestGuard(hr.key());
+        run_callback(hr, h, th, opts, f, ctx)
+    })
+}
+
+unsafe fn run_callback(
+    hr: &pisces_handle,
+    h: *mut pisces_handle,
+    th: &mut ThreadHandle,
+    opts: TxOptions,
+    f: unsafe extern "C" fn(pisces_tx, *mut c_void) -> c_int,
+    ctx: *mut c_void,
+) -> Result<(), Fail> {
+    /// Resets the handle to idle when an attempt ends (also on unwinding).
+    struct Attempt<'a>(&'a pisces_handle);
+    impl Drop for Attempt<'_> {
+        fn drop(&mut self) {
+            let h = self.0;
+            h.tx.set(std::ptr::null_mut());
+            h.mode.set(Mode::Idle);
+            h.iterating.set(false);
+            h.generation.set(h.generation.get() + 1);
+        }
+    }
+    let mut spins = 0u32;
+    loop {
+        let r = th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), CbErr> {
+            let generation = hr.generation.get() + 1;
+            hr.generation.set(generation);
+            hr.tx.set((t as *mut Tx<'_>).cast::<Tx<'static>>());
+            hr.mode.set(Mode::Callback);
+            let _a = Attempt(hr);
+            errors::clear_last_code();
+            let rc = f(
+                pisces_tx {
+                    handle: h,
+                    generation,
+                },
+                ctx,
+            );
+            match rc {
+                PISCES_OK => Ok(()),
+                PISCES_ECONFLICT => Err(CbErr::Retry),
+                c => Err(CbErr::Code(c)),
+            }
+        });
+        match r {
+            Ok(()) => return Ok(()),
+            Err(CbErr::Pisces(e)) => return Err(e.into()),
+            Err(CbErr::Code(c)) => {
+                if errors::last_code() != c {
+                    errors::set_msg(format!("the transaction callback returned {c}"));
+                }
+                return Err(Fail::already_set(c));
+            }
+            Err(CbErr::Retry) => {
+                spins = (spins + 1).min(16);
+                for _ in 0..(1u32 << spins.min(10)) {
+                    std::hint::spin_loop();
+                }
+                if spins > 8 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Accesses
+
+/// `*out` = a pointer to the first `len` bytes of the object at offset `off` in this
+/// transaction's snapshot (read only). `off` must be an object's start (as returned by
+/// `pisces_alloc` / `pisces_root`) and the object at least `len` bytes long; a field
+/// inside it is at `(const char *)*out + field_offset`.
+///
+/// Lifetime: valid until the next `pisces_write`, `pisces_alloc`, `pisces_free` or
+/// container update of the same transaction, or its end, whichever comes first.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_read(
+    tx: pisces_tx,
+    off: u64,
+    len: usize,
+    out: *mut *const c_void,
+) -> c_int {
+    entry(|| {
+        let out = out_ptr(out, "out")?;
+        let p = with_tx_ref(tx, |t| {
+            Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
+        })?;
+        *out = p as *const c_void;
+        Ok(())
+    })
+}
+
+/// `*out` = a pointer to this transaction's writable version of the first `len` bytes
+/// of the object at `off` (the object is locked until the transaction ends; a
+/// concurrent writer of it makes one of the two fail with `PISCES_ECONFLICT`).
+///
+/// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
+/// `pisces_alloc`, `pisces_free` or container update of the same transaction, or its
+/// end. Writing through it after that is undefined behaviour.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_write(
+    tx: pisces_tx,
+    off: u64,
+    len: usize,
+    out: *mut *mut c_void,
+) -> c_int {
+    entry(|| {
+        let out = out_ptr(out, "out")?;
+        let p = with_tx_mut(tx, |t| {
+            Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
+        })?;
+        *out = p as *mut c_void;
+        Ok(())
+    })
+}
+
+/// Copy `len` bytes at byte `at` of the object at `off` into `dst` (no pointer
+/// lifetime to mind; the object must have at least `at + len` bytes).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_get(
+    tx: pisces_tx,
+    off: u64,
+    at: usize,
+    dst: *mut c_void,
+    len: usize,
+) -> c_int {
+    entry(|| {
+        if dst.is_null() && len > 0 {
+            return Err(Fail::new(PISCES_EINVAL, "dst is NULL"));
+        }
+        let end = span(at, len)?;
+        let dst = dst as usize;
+        with_tx_ref(tx, |t| {
+            let s = t.read_bytes(PPtr::from_offset(off), end)?;
+            std::ptr::copy_nonoverlapping(s[at..].as_ptr(), dst as *mut u8, len);
+            Ok(())
+        })
+    })
+}
+
+/// Copy `len` bytes from `src` to byte `at` of the object at `off` (the object must
+/// have at least `at + len` bytes).
+#[no_mangle]
+pub unsafe extern "C" fn pisces_put(
+    tx: pisces_tx,
+    off: u64,
+    at: usize,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    entry(|| {
+        if src.is_null() && len > 0 {
+            return Err(Fail::new(PISCES_EINVAL, "src is NULL"));
+        }
+        let end = span(at, len)?;
+        let src = src as usize;
+        with_tx_mut(tx, |t| {
+            let s = t.write_bytes(PPtr::from_offset(off), end)?;
+            std::ptr::copy_nonoverlapping(src as *const u8, s[at..].as_mut_ptr(), len);
+            Ok(())
+        })
+    })
+}
+
+fn span(at: usize, len: usize) -> Result<usize, Fail> {
+    at.checked_add(len)
+        .ok_or_else(|| Fail::new(PISCES_EINVAL, "at + len overflows"))
+}
+
+/// Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
+/// released again if the transaction rolls back.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) -> c_int {
+    entry(|| {
+        let off = out_ptr(off, "off")?;
+        *off = with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset()))?;
+        Ok(())
+    })
+}
+
+/// Free the object at `off` when the transaction commits.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
+    entry(|| with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
+}
+
+/// Mark `h` idle after an attempt or an explicit transaction.
+fn set_idle(h: &pisces_handle) {
+    h.mode.set(Mode::Idle);
+    h.iterating.set(false);
+    h.generation.set(h.generation.get() + 1);
+}
+
+/// Mark `h` as running an explicit transaction; the new generation.
+fn set_explicit(h: &pisces_handle) -> u64 {
+    let g = h.generation.get() + 1;
+    h.generation.set(g);
+    h.mode.set(Mode::Explicit);
+    g
+}
