@@ -15,7 +15,7 @@ use crate::medium::{self, Medium, MediumKind};
 use crate::tx::{run_on, Tx, TxOptions, TxStats};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -137,31 +137,47 @@ impl Drop for PoolInner {
     }
 }
 
+/// Most pools with a transaction running on one thread at once (a transaction of one
+/// pool may run a transaction of another inside it).
+const MAX_NESTED_POOLS: usize = 4;
+
 thread_local! {
-    /// Pools (by `PoolInner::id`) with a transaction running on this thread: a second
-    /// one of the same pool would wait for the first (a grace period, a lock) forever.
-    static IN_TX: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// Pools (by `PoolInner::id`) with a transaction running on this thread, innermost
+    /// last: a second transaction of one of them would wait for the first (a grace
+    /// period, a lock) forever. Plain `Cell`s with const initialisers: checked on every
+    /// transaction, so it must cost a few instructions, not a `RefCell<Vec>`.
+    static IN_TX: Cell<[usize; MAX_NESTED_POOLS]> = const { Cell::new([0; MAX_NESTED_POOLS]) };
+    static IN_TX_LEN: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Marks this thread as inside a transaction of one pool while alive.
-struct InTx(usize);
+/// Marks this thread as inside a transaction of one pool while alive. Guards are
+/// dropped in reverse order of creation (nested scopes, also when unwinding).
+struct InTx;
 
 impl InTx {
+    #[inline]
     fn enter(pool: usize) -> Result<InTx> {
-        IN_TX.with(|s| {
-            let mut s = s.borrow_mut();
-            if s.contains(&pool) {
-                return Err(Error::NestedTransaction);
-            }
-            s.push(pool);
-            Ok(InTx(pool))
-        })
+        let len = IN_TX_LEN.get();
+        let mut active = IN_TX.get();
+        if active[..len].contains(&pool) {
+            return Err(Error::NestedTransaction);
+        }
+        if len == MAX_NESTED_POOLS {
+            return Err(Error::InvalidArgument(format!(
+                "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
+            )));
+        }
+        active[len] = pool;
+        IN_TX.set(active);
+        IN_TX_LEN.set(len + 1);
+        Ok(InTx)
     }
 }
 
 impl Drop for InTx {
+    #[inline]
     fn drop(&mut self) {
-        IN_TX.with(|s| s.borrow_mut().retain(|&p| p != self.0));
+        IN_TX_LEN.set(IN_TX_LEN.get() - 1);
     }
 }
 
