@@ -68,8 +68,9 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         | Error::BadMagic
         | Error::UnsupportedVersion { .. }
         | Error::Corrupt(_) => PISCES_ECORRUPT,
-        Error::WrongEngine { .. } => PISCES_EENGINE,
-        Error::Locked(_) => PISCES_ELOCKED,
+        Error::WrongEngine { .. } | Error::UnknownEngine(_) => PISCES_EENGINE,
+        // Open elsewhere, or already open in this process: either way, locked.
+        Error::Locked(_) | Error::AlreadyOpen(_) => PISCES_ELOCKED,
         Error::MediumUnsupported(_) | Error::InvalidConfig(_) => PISCES_ECONFIG,
         Error::OutOfSpace { .. } => PISCES_ENOSPC,
         Error::TooLargeForLog { .. } => PISCES_ETOOLARGE,

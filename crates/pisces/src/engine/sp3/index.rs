@@ -78,6 +78,11 @@ pub struct Entry {
     ptr: AtomicPtr<Version>,
     /// Packed id of the last transaction that wrote or freed the object ([`super::tid`]).
     last_tid: AtomicU64,
+    /// The object is allocated in the committed state: set when an allocation or a write
+    /// is published, cleared when a free is. The allocator's bitmap lags behind (it is
+    /// written in the checkpoint), so object validation asks this for a block whose bit
+    /// is still clear.
+    live: std::sync::atomic::AtomicBool,
 }
 
 /// What a reader saw of an entry, consistently.
@@ -97,6 +102,7 @@ impl Entry {
             ver: AtomicU64::new(0),
             ptr: AtomicPtr::new(first),
             last_tid: AtomicU64::new(super::tid::NONE),
+            live: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -172,6 +178,9 @@ impl Entry {
     /// (for the limbo). Release: see [`Entry::snapshot`].
     #[inline]
     pub fn publish(&self, new: Option<*mut Version>, tid: u64) -> Option<*mut Version> {
+        // Release (with the unlock that follows): a validator that sees `live` sees the
+        // version published with it.
+        self.live.store(new.is_some(), Release);
         let old = new.map(|v| self.ptr.swap(v, AcqRel));
         self.last_tid.store(tid, Release);
         old
@@ -258,6 +267,15 @@ impl Index {
         }
         // SAFETY: as above.
         unsafe { &*p }
+    }
+
+    /// True if the committed state has an object of `len` payload bytes at `off`
+    /// although the allocator's bit may still be clear (an allocation whose record is
+    /// not checkpointed yet).
+    pub fn committed_live(&self, off: u64, len: usize) -> bool {
+        read(self.shard(off))
+            .get(&(off, len as u64))
+            .is_some_and(|e| e.live.load(Acquire))
     }
 
     /// Entries (tests, diagnostics).

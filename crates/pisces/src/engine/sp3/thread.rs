@@ -168,12 +168,23 @@ impl Sp3Thread {
             .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
     }
 
+    /// A block whose allocation bit is clear that this transaction may still use: one it
+    /// allocated, or one a committed transaction allocated whose record the checkpoint
+    /// has not written back yet (the bit is set there).
+    fn pending(&self, b: Block) -> bool {
+        self.own_fresh(b)
+            || self
+                .sh
+                .index
+                .committed_live(b.payload(), b.payload_len() & !7)
+    }
+
     /// Validate a user offset (see `kit::objects::locate_object`): the object's real
     /// payload offset (the root slot's token maps to the slot) and its length. An
     /// object that is no longer allocated while this transaction's reads are no longer
     /// current is a conflict (a concurrent free unlinked it), not a bad pointer.
     fn locate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        match locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b)) {
+        match locate_object(&self.sh.alloc, off, len, |b| self.pending(b)) {
             Ok((header, plen)) => Ok((header + HEADER as u64, plen)),
             Err(e) => {
                 if self.validate(&self.reads.borrow()) {
@@ -466,7 +477,7 @@ impl EngineThread for Sp3Thread {
     fn free(&mut self, off: u64) -> Result<()> {
         self.check_active()?;
         let root = root_object(|o, l| self.read(o, l))?;
-        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))?;
+        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
         if let Some(&i) = self.write_at.get(&off) {
             let w = &mut self.writes[i];
             w.kind = w.kind.freed(off, b)?;
