@@ -123,9 +123,15 @@ fn snapshot_reads_an_object_freed_after_it() {
                 }
                 let v2 = *tx.read(x)?;
                 Ok((v1, v2))
-            })
-            .unwrap();
-        assert_eq!(got, (41, 41), "{engine:?}");
+            });
+        match got {
+            // One attempt saw the object throughout (snapshot and locking engines).
+            Ok(v) => assert_eq!(v, (41, 41), "{engine:?}"),
+            // An optimistic engine (sp3) aborts the attempt whose read the free
+            // overwrote; the retry starts after the free, so the object is gone.
+            Err(Error::InvalidPointer(_)) if h.stats().conflicts > 0 => {}
+            Err(e) => panic!("{engine:?}: {e}"),
+        }
         drop(h);
         // Wait for the free to be committed, then the object is gone.
         let t0 = std::time::Instant::now();
