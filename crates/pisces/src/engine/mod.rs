@@ -40,6 +40,7 @@ mod options;
 pub(crate) mod pisces;
 pub(crate) mod pmdk;
 pub(crate) mod registry;
+pub(crate) mod spht;
 pub(crate) mod undo;
 
 use crate::heap::Heap;

@@ -10,7 +10,7 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
+    mvcc, pisces, pmdk, spht, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
     Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
@@ -186,6 +186,8 @@ engines! {
     Pmdk = pmdk::Pmdk,
     /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
     Volatile = pisces::Volatile,
+    /// SPHT (2021): STM on a working snapshot, global durability marker, linked replay.
+    Spht = spht::Spht,
 }
 
 impl EngineId {
