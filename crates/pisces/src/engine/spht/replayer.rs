@@ -20,7 +20,8 @@
 //!    Acquire load of the mirror makes their link stores visible).
 //! 3. Apply it (`apply`: sharded, with the duplicate filter when backward).
 //! 4. Persist `replayed = newest ts`, then each slot's head word past its last
-//!    replayed record, fence; then tell the writers (`released_seq`) that the space is
+//!    replayed record (the newest record of the batch is kept: it is the cursor whose
+//!    forward slot the next batch reads, and the link the backward walk stops at), fence; then tell the writers (`released_seq`) that the space is
 //!    free, and hand the blocks the batch freed back to the allocator (a freed block is
 //!    reused only once its free is durable in the heap image: the allocator's
 //!    `reserve` checks the durable bitmap).
@@ -87,15 +88,15 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
             loop {
                 out.push(r);
                 let b = r.back(heap);
-                if b == 0 {
+                // The first unreplayed transaction's predecessor is the last replayed
+                // one (the chain holds every update transaction): stop at its link
+                // without reading it (only it is kept; older ones may be reused).
+                if b == 0 || b == st.cursor {
                     break;
                 }
                 let (s, p) = log::unlink(b);
-                let prev = RecordRef::read(heap, s, p);
-                if prev.ts <= last {
-                    break;
-                }
-                r = prev;
+                r = RecordRef::read(heap, s, p);
+                debug_assert!(r.ts > last, "spht replayer: backward chain passed the cursor");
             }
             out.reverse();
         }
@@ -140,10 +141,12 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
     persist_replayed(heap, newest.ts);
     let mut touched = Vec::new();
     for r in &batch {
-        let (pos, seq) = r.end(heap);
-        st.heads[r.slot] = (pos, seq);
+        st.heads[r.slot] = r.end(heap);
         touched.push(r.slot);
     }
+    // The newest replayed record stays in its log (not released) until the next
+    // batch: it is the cursor, whose forward link the next batch reads.
+    st.heads[newest.slot] = (newest.pos, newest.seq);
     touched.sort_unstable();
     touched.dedup();
     for &s in &touched {

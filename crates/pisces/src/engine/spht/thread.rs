@@ -251,9 +251,17 @@ impl SphtThread {
 
     /// Undo the running transaction's volatile effects and end it.
     fn rollback(&mut self) {
+        self.end(false);
+    }
+
+    /// End the transaction: hand back the blocks it reserved and did not publish (all
+    /// of them if it did not commit), drop its copies.
+    fn end(&mut self, committed: bool) {
         for w in self.writes.drain(..) {
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
-                self.sh.alloc.unreserve(&mut self.cache, b);
+            match w.kind {
+                Kind::Fresh(b) if !committed => self.sh.alloc.unreserve(&mut self.cache, b),
+                Kind::FreshFreed(b) => self.sh.alloc.unreserve(&mut self.cache, b),
+                _ => {}
             }
         }
         self.by_off.clear();
@@ -538,7 +546,7 @@ impl SphtThread {
         let l = self.local();
         l.last_raw = raw;
         l.last_ts = ts;
-        self.rollback();
+        self.end(true);
         Ok(DurableToken(ts))
     }
 }
