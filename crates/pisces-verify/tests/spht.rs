@@ -57,22 +57,24 @@ fn assert_clean(r: &Report, min_states: u64) {
 #[test]
 fn crash_every_workload_one_thread() {
     for (i, name) in ALL.iter().enumerate() {
-        let r = campaign(name, 1, 8, Mode::Random { states: 80 }, 11 + i as u64);
-        assert_clean(&r, 80);
+        let r = campaign(name, 1, 12, Mode::Random { states: 400 }, 11 + i as u64);
+        assert_clean(&r, 400);
     }
 }
 
 #[test]
-fn crash_bank_one_thread_every_fence() {
-    let r = campaign("bank", 1, 4, Mode::Exhaustive, 3);
-    assert_clean(&r, 40);
+fn crash_small_runs_one_thread_every_fence() {
+    for (name, ops) in [("bank", 6), ("list", 4), ("alloc", 3)] {
+        let r = campaign(name, 1, ops, Mode::Exhaustive, 3);
+        assert_clean(&r, 40);
+    }
 }
 
 #[test]
 fn crash_every_workload_two_threads() {
     for (i, name) in ALL.iter().enumerate() {
-        let r = campaign(name, 2, 10, Mode::Random { states: 60 }, 101 + i as u64);
-        assert_clean(&r, 60);
+        let r = campaign(name, 2, 16, Mode::Random { states: 300 }, 101 + i as u64);
+        assert_clean(&r, 300);
     }
 }
 

@@ -119,7 +119,9 @@ impl PhysClock {
     #[inline]
     pub fn now(&self) -> u64 {
         match self.kind {
-            ClockKind::Tsc => rdtsc().wrapping_sub(self.tsc0) + self.base,
+            // Saturating: another core's TSC may be a few ticks behind the one read
+            // at open.
+            ClockKind::Tsc => rdtsc().saturating_sub(self.tsc0) + self.base,
             // SeqCst: ordered with the slot stores and scans around it.
             ClockKind::Counter => self.counter.load(SeqCst),
         }
