@@ -35,9 +35,9 @@
 //!
 //! # Substitutions and decisions (details in each module)
 //! * STM instead of HTM (above); serializable, so `ISOLATION = Serializable`.
-//! * The working snapshot is an eager private DRAM copy of the pool, not a
-//!   `MAP_PRIVATE` mapping: the medium seam exposes no file, and the crash simulator
-//!   has none. **DRAM cost: one pool size**, allocated at open ([`snapshot`]).
+//! * The working snapshot is a `MAP_PRIVATE` mapping of the pool file (DRAM cost: the
+//!   pages written in the run); on media without a file (crash simulator, anonymous
+//!   DRAM) an eager private DRAM copy (**DRAM cost: one pool size**) ([`snapshot`]).
 //! * The lower bound of a transaction's timestamp is published at commit, not at begin;
 //!   isPers is set after linking, which replaces Alg. 2's predecessor estimate
 //!   ([`thread`], *Decisions*).
@@ -128,11 +128,8 @@ impl SphtEngine {
         }
         let rec = recovery::recover(&heap, opts.replay, ctx.recovery_threads)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        let len = heap.medium().len();
-        // SAFETY: the image is `len` bytes and nobody writes it during the copy (the
-        // pool is being opened; the replayer is not started yet).
-        let ws = unsafe { snapshot::Snapshot::copy_of(heap.base(), len) }
-            .map_err(|e| Error::io("allocating the spht working snapshot".to_string(), e))?;
+        // The replayer is not started yet: nobody writes the image.
+        let ws = snapshot::Snapshot::of(&heap).map_err(|e| Error::io("allocating the spht working snapshot".to_string(), e))?;
         let n = l.max_threads;
         let clock = clock::PhysClock::above(opts.clock, n, rec.max_ts);
         let locals = (0..n)

@@ -49,12 +49,21 @@ fn alloc(th: &mut SphtThread, n: usize) -> u64 {
     off
 }
 
+/// Write `v` at `off`, retrying on conflicts (concurrent tests).
 fn put(th: &mut SphtThread, off: u64, v: u64) -> DurableToken {
-    th.begin(&TxOptions::default());
-    let p = th.write(off, 8).unwrap();
-    // SAFETY: our private copy of at least 8 bytes, 8-aligned.
-    unsafe { (p as *mut u64).write(v) };
-    th.commit().unwrap()
+    loop {
+        th.begin(&TxOptions::default());
+        let r = th.write(off, 8).and_then(|p| {
+            // SAFETY: our private copy of at least 8 bytes, 8-aligned.
+            unsafe { (p as *mut u64).write(v) };
+            th.commit()
+        });
+        match r {
+            Ok(tok) => return tok,
+            Err(crate::Error::Conflict) => th.abort(),
+            Err(e) => panic!("put: {e}"),
+        }
+    }
 }
 
 fn get(th: &mut SphtThread, off: u64) -> u64 {
@@ -197,8 +206,11 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
             b.wait_durable(tok).unwrap();
             tok.0
         });
+        // UPD without PERS: B is past its validation, waiting for A (an idle slot
+        // keeps the UPD bit of its last commit, with PERS).
         wait_until("B to be waiting for A", || {
-            sh.slots[1].vts.load(SeqCst) & durability::UPD != 0
+            sh.slots[1].vts.load(SeqCst) & (durability::UPD | durability::PERS)
+                == durability::UPD
         });
         sh.hold.go.store(true, SeqCst);
         let ta = ha.join().unwrap();
@@ -328,4 +340,48 @@ fn read_only_token_covers_what_it_read() {
     assert_eq!(rtok, tok, "the reader's token is its writer's timestamp");
     a.wait_durable(rtok).unwrap();
     assert_eq!(get(&mut a, x), 5);
+}
+
+/// On a pool file the working snapshot is a copy-on-write (`MAP_PRIVATE`) mapping:
+/// commits change it and not the file until the replayer applies them; the file then
+/// holds the committed values, and a reopened pool reads them.
+#[test]
+fn file_pools_get_a_copy_on_write_snapshot() {
+    use crate::medium::{create_file, open_file, MediumKind};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spht.pool");
+    let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
+    let heap = Arc::new(
+        Heap::format(
+            m,
+            FormatParams {
+                engine_id: EngineId::Spht as u32,
+                max_threads: 2,
+                log_bytes_per_thread: 64 << 10,
+                regions: crate::engine::Regions {
+                    logs_per_thread: 1,
+                    engine_area_bytes: durability::engine_area_bytes(2),
+                },
+            },
+        )
+        .unwrap(),
+    );
+    let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
+    let ctx = OpenCtx { recovery_threads: 1 };
+    let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
+    assert!(e.shared().ws.copy_on_write);
+    let mut th = e.thread(0).unwrap();
+    let x = alloc(&mut th, 1);
+    let tok = put(&mut th, x, 0xfeed);
+    th.wait_durable(tok).unwrap();
+    assert_eq!(e.shared().ws.word(x).load(Relaxed), 0xfeed);
+    drop(th);
+    e.quiesce();
+    assert_eq!(heap.atomic_u64(x as usize).load(Relaxed), 0xfeed, "not replayed");
+    drop(e);
+    drop(heap);
+    let heap = Arc::new(Heap::open(open_file(&path, MediumKind::DRAM).unwrap()).unwrap());
+    let e = SphtEngine::open(heap, opts, &ctx).unwrap();
+    let mut th = e.thread(1).unwrap();
+    assert_eq!(get(&mut th, x), 0xfeed);
 }
