@@ -141,7 +141,10 @@ fn write_skew_workload_shows_no_write_skew() {
         wl.setup(&pool).unwrap();
         let h = wl.run(&pool, 0, 400, &|| false).unwrap();
         let r = check(&h);
-        eprintln!("spht write skew, seed {seed}: {}", r.summary_line(Isolation::Serializable));
+        eprintln!(
+            "spht write skew, seed {seed}: {}",
+            r.summary_line(Isolation::Serializable)
+        );
         assert_eq!(
             r.forbidden(Isolation::Serializable),
             0,

@@ -157,7 +157,10 @@ pub fn apply(
                 .map(|k| s.spawn(move || apply_shard(heap, batch, mode, shards, k)))
                 .collect();
             let mut r = vec![apply_shard(heap, batch, mode, shards, 0)];
-            r.extend(hs.into_iter().map(|h| h.join().expect("replay shard panicked")));
+            r.extend(
+                hs.into_iter()
+                    .map(|h| h.join().expect("replay shard panicked")),
+            );
             r
         });
         for (k, (a, f)) in results.into_iter().enumerate() {

@@ -232,8 +232,14 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<Parsed>, u64) {
         heap.read_bytes(a.at(pos), &mut h);
         let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
         let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
-        let (magic, len, crc, kind, seq, ts) =
-            (u32at(0), u32at(4) as usize, u32at(8), u32at(12), u64at(16), u64at(24));
+        let (magic, len, crc, kind, seq, ts) = (
+            u32at(0),
+            u32at(4) as usize,
+            u32at(8),
+            u32at(12),
+            u64at(16),
+            u64at(24),
+        );
         if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
             break;
         }

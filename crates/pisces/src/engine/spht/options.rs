@@ -51,7 +51,9 @@ impl SphtOptions {
     pub fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
         o.only(engine, &["marker", "replay", "replayers", "clock"])?;
         let bad = |k: &str, v: &str| {
-            Error::InvalidConfig(format!("the {engine} engine's option `{k}` cannot be `{v}`"))
+            Error::InvalidConfig(format!(
+                "the {engine} engine's option `{k}` cannot be `{v}`"
+            ))
         };
         let marker = match o.get("marker").unwrap_or("global") {
             "global" => MarkerMode::Global,

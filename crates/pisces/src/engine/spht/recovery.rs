@@ -77,7 +77,9 @@ pub fn recover(heap: &Heap, mode: ReplayMode, shards: usize) -> Result<Recovered
     for (_, slot, seq, bytes) in &records {
         let entries = decode(bytes)
             .and_then(|e| validate(heap, &e).map(|()| e))
-            .map_err(|e| Error::Corrupt(format!("spht log record {seq} of thread slot {slot}: {e}")))?;
+            .map_err(|e| {
+                Error::Corrupt(format!("spht log record {seq} of thread slot {slot}: {e}"))
+            })?;
         batch.push(entries);
     }
     if !batch.is_empty() {
@@ -103,10 +105,7 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
-    let mut lines = vec![
-        format!("durable point  {d}"),
-        format!("replayed up to {r}"),
-    ];
+    let mut lines = vec![format!("durable point  {d}"), format!("replayed up to {r}")];
     let mut problems = Vec::new();
     let mut per_slot = Vec::new();
     let mut pending = 0;

@@ -82,7 +82,10 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
             let slot = sh.clock.slot_of(d);
             let mut r = record_at(sh, slot, st.heads[slot].0);
             while r.ts != d {
-                assert!(r.ts < d, "spht replayer: no record with the durable timestamp");
+                assert!(
+                    r.ts < d,
+                    "spht replayer: no record with the durable timestamp"
+                );
                 r = record_at(sh, slot, r.end(heap).0);
             }
             loop {
@@ -96,7 +99,10 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
                 }
                 let (s, p) = log::unlink(b);
                 r = RecordRef::read(heap, s, p);
-                debug_assert!(r.ts > last, "spht replayer: backward chain passed the cursor");
+                debug_assert!(
+                    r.ts > last,
+                    "spht replayer: backward chain passed the cursor"
+                );
             }
             out.reverse();
         }

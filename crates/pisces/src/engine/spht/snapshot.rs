@@ -73,7 +73,10 @@ impl Snapshot {
     #[inline]
     pub fn word(&self, off: u64) -> &AtomicU64 {
         let off = off as usize;
-        assert!(off.is_multiple_of(8) && off + 8 <= self.len, "bad snapshot offset {off:#x}");
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.len,
+            "bad snapshot offset {off:#x}"
+        );
         // SAFETY: in bounds, aligned (the map is page aligned), lives as long as self.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }

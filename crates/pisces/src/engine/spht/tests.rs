@@ -34,7 +34,14 @@ fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
     )
     .unwrap();
     let o = SphtOptions::parse("spht", &opts).unwrap();
-    SphtEngine::open(Arc::new(heap), o, &OpenCtx { recovery_threads: 1 }).unwrap()
+    SphtEngine::open(
+        Arc::new(heap),
+        o,
+        &OpenCtx {
+            recovery_threads: 1,
+        },
+    )
+    .unwrap()
 }
 
 fn engine() -> SphtEngine {
@@ -77,7 +84,10 @@ fn get(th: &mut SphtThread, off: u64) -> u64 {
 fn wait_until(what: &str, f: impl Fn() -> bool) {
     let t = Instant::now();
     while !f() {
-        assert!(t.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
         std::thread::yield_now();
     }
 }
@@ -93,7 +103,12 @@ fn chain(e: &SphtEngine) -> Vec<u64> {
     while next & LINK_BIT != 0 {
         let (s, p) = log::unlink(next);
         let r = RecordRef::read(heap, s, p);
-        assert_eq!(r.back(heap), prev_link, "backward link of ts {} is wrong", r.ts);
+        assert_eq!(
+            r.back(heap),
+            prev_link,
+            "backward link of ts {} is wrong",
+            r.ts
+        );
         if let Some(&last) = out.last() {
             assert!(r.ts > last, "link order is not timestamp order");
         }
@@ -133,8 +148,16 @@ fn links_chain_every_update_transaction_in_timestamp_order() {
         let mut want = tss.into_inner().unwrap();
         want.sort_unstable();
         // The 4 allocations come first in the chain.
-        assert_eq!(c.len(), want.len() + 4, "the chain misses transactions ({clock})");
-        assert_eq!(&c[4..], &want[..], "the chain is not every commit in ts order");
+        assert_eq!(
+            c.len(),
+            want.len() + 4,
+            "the chain misses transactions ({clock})"
+        );
+        assert_eq!(
+            &c[4..],
+            &want[..],
+            "the chain is not every commit in ts order"
+        );
     }
 }
 
@@ -191,7 +214,11 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
     let (cas0, skip0) = (sh.stats.cas.load(SeqCst), sh.stats.skipped.load(SeqCst));
     let tok = put(&mut a, x, 7);
     a.wait_durable(tok).unwrap();
-    assert_eq!(sh.stats.cas.load(SeqCst), cas0 + 1, "a lone commit must CAS the marker");
+    assert_eq!(
+        sh.stats.cas.load(SeqCst),
+        cas0 + 1,
+        "a lone commit must CAS the marker"
+    );
     assert_eq!(sh.stats.skipped.load(SeqCst), skip0);
     // A (smaller ts) held before its log; B (larger) commits and waits for A; A then
     // sees B as an update transaction with a larger timestamp and skips the CAS. B is
@@ -209,8 +236,7 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
         // UPD without PERS: B is past its validation, waiting for A (an idle slot
         // keeps the UPD bit of its last commit, with PERS).
         wait_until("B to be waiting for A", || {
-            sh.slots[1].vts.load(SeqCst) & (durability::UPD | durability::PERS)
-                == durability::UPD
+            sh.slots[1].vts.load(SeqCst) & (durability::UPD | durability::PERS) == durability::UPD
         });
         sh.hold.go.store(true, SeqCst);
         let ta = ha.join().unwrap();
@@ -280,10 +306,17 @@ fn shards_apply_exactly_their_chunks() {
             let (_, st) = apply(heap, &batch, mode, shards).unwrap();
             for k in 0..shards {
                 let want = offs.iter().filter(|&&o| shard_of(o, shards) == k).count() as u64;
-                assert_eq!(st.applied[k], want, "shard {k} of {shards} applied other words");
+                assert_eq!(
+                    st.applied[k], want,
+                    "shard {k} of {shards} applied other words"
+                );
             }
             for (&o, &v) in offs.iter().zip(&data) {
-                assert_eq!(heap.atomic_u64(o as usize).load(Relaxed), v, "word {o:#x} lost");
+                assert_eq!(
+                    heap.atomic_u64(o as usize).load(Relaxed),
+                    v,
+                    "word {o:#x} lost"
+                );
             }
         }
     }
@@ -321,7 +354,10 @@ fn replay_makes_the_durable_heap_equal_the_snapshot() {
         }
         assert!(sh.stats.batches.load(Relaxed) > 0);
         if opts.get("replay").is_none() {
-            assert!(sh.stats.filtered.load(Relaxed) > 0, "no duplicate filtered ({opts})");
+            assert!(
+                sh.stats.filtered.load(Relaxed) > 0,
+                "no duplicate filtered ({opts})"
+            );
         }
     }
 }
@@ -367,7 +403,9 @@ fn file_pools_get_a_copy_on_write_snapshot() {
         .unwrap(),
     );
     let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
-    let ctx = OpenCtx { recovery_threads: 1 };
+    let ctx = OpenCtx {
+        recovery_threads: 1,
+    };
     let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
     assert!(e.shared().ws.copy_on_write);
     let mut th = e.thread(0).unwrap();
@@ -377,7 +415,11 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     assert_eq!(e.shared().ws.word(x).load(Relaxed), 0xfeed);
     drop(th);
     e.quiesce();
-    assert_eq!(heap.atomic_u64(x as usize).load(Relaxed), 0xfeed, "not replayed");
+    assert_eq!(
+        heap.atomic_u64(x as usize).load(Relaxed),
+        0xfeed,
+        "not replayed"
+    );
     drop(e);
     drop(heap);
     let heap = Arc::new(Heap::open(open_file(&path, MediumKind::DRAM).unwrap()).unwrap());

@@ -176,7 +176,9 @@ impl SphtThread {
     }
 
     fn local(&mut self) -> &mut SlotLocal {
-        self.local.as_mut().expect("slot state present while the thread state lives")
+        self.local
+            .as_mut()
+            .expect("slot state present while the thread state lives")
     }
 
     #[cfg(test)]
@@ -242,7 +244,11 @@ impl SphtThread {
 
     /// The stripe version of an object about to be freed (validated against `rv`).
     fn stripe_version(&self, hdr: u64) -> Result<u64> {
-        let v = self.sh.stripes.word(self.sh.stripes.index(hdr)).load(Acquire);
+        let v = self
+            .sh
+            .stripes
+            .word(self.sh.stripes.index(hdr))
+            .load(Acquire);
         if v & LOCKED != 0 || !self.clock().readable(self.clock().raw(v), self.rv) {
             return Err(Error::Conflict);
         }
@@ -342,9 +348,12 @@ impl SphtThread {
             let word = self.sh.stripes.word(idx);
             let cur = word.load(Acquire);
             let old = if cur == me {
-                self.locks.iter().find(|l| l.0 == idx).map(|l| l.1).unwrap_or(0)
-            } else if cur & LOCKED != 0
-                || word.compare_exchange(cur, me, Acquire, Relaxed).is_err()
+                self.locks
+                    .iter()
+                    .find(|l| l.0 == idx)
+                    .map(|l| l.1)
+                    .unwrap_or(0)
+            } else if cur & LOCKED != 0 || word.compare_exchange(cur, me, Acquire, Relaxed).is_err()
             {
                 self.unlock_restore();
                 return Err(Error::Conflict);
@@ -363,8 +372,7 @@ impl SphtThread {
             let rs = self.rs.borrow();
             rs.reads.iter().all(|&(i, v)| {
                 let cur = self.sh.stripes.word(i).load(Acquire);
-                cur == v
-                    || (cur == me && self.locks.iter().any(|l| l.0 == i && l.1 == v))
+                cur == v || (cur == me && self.locks.iter().any(|l| l.0 == i && l.1 == v))
             })
         };
         if !ok {
@@ -453,7 +461,10 @@ impl SphtThread {
                 (pts, plink) = (t, l);
             }
         }
-        debug_assert!(plink == 0 || pts < ts, "spht: predecessor {pts} not below {ts}");
+        debug_assert!(
+            plink == 0 || pts < ts,
+            "spht: predecessor {pts} not below {ts}"
+        );
         if plink != 0 {
             let (ps, ppos) = log::unlink(plink);
             log::set_link(heap, ps, ppos, FWD, my_link);
@@ -658,7 +669,11 @@ impl EngineThread for SphtThread {
 
     fn commit(&mut self) -> Result<DurableToken> {
         self.check_active()?;
-        if self.writes.iter().all(|w| matches!(w.kind, Kind::FreshFreed(_))) {
+        if self
+            .writes
+            .iter()
+            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
+        {
             // Read-only: every read was validated against rv; nothing to publish. The
             // token makes `wait_durable` wait for the writers of what we read.
             let token = DurableToken(self.rs.get_mut().max_read);
