@@ -101,29 +101,28 @@ fn snapshot_reads_an_object_freed_after_it() {
         let (p2, f2) = (pool.clone(), freeing.clone());
         let mut h = pool.handle().unwrap();
         let mut first = true;
-        let got = h
-            .run(|tx| {
-                let v1 = *tx.read(x)?;
-                if first {
-                    first = false;
-                    let (p2, f2) = (p2.clone(), f2.clone());
-                    std::thread::spawn(move || {
-                        p2.run(|tx| {
-                            f2.store(true, Ordering::SeqCst);
-                            *tx.write(root)? = PPtr::null();
-                            tx.free(x)
-                        })
-                        .unwrap();
-                    });
-                    while !freeing.load(Ordering::SeqCst) {
-                        std::thread::yield_now();
-                    }
-                    // Let the freeing transaction commit (or wait for us, or retry).
-                    std::thread::sleep(Duration::from_millis(150));
+        let got = h.run(|tx| {
+            let v1 = *tx.read(x)?;
+            if first {
+                first = false;
+                let (p2, f2) = (p2.clone(), f2.clone());
+                std::thread::spawn(move || {
+                    p2.run(|tx| {
+                        f2.store(true, Ordering::SeqCst);
+                        *tx.write(root)? = PPtr::null();
+                        tx.free(x)
+                    })
+                    .unwrap();
+                });
+                while !freeing.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
                 }
-                let v2 = *tx.read(x)?;
-                Ok((v1, v2))
-            });
+                // Let the freeing transaction commit (or wait for us, or retry).
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            let v2 = *tx.read(x)?;
+            Ok((v1, v2))
+        });
         match got {
             // One attempt saw the object throughout (snapshot and locking engines).
             Ok(v) => assert_eq!(v, (41, 41), "{engine:?}"),

@@ -42,6 +42,7 @@ pub(crate) mod pisces;
 pub(crate) mod pmdk;
 pub(crate) mod registry;
 pub(crate) mod sp3;
+pub(crate) mod spht;
 pub(crate) mod undo;
 
 use crate::heap::Heap;

@@ -10,7 +10,7 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    bare, mvcc, pisces, pmdk, sp3, undo, DurableToken, Engine, EngineDef, EngineOptions,
+    bare, mvcc, pisces, pmdk, sp3, spht, undo, DurableToken, Engine, EngineDef, EngineOptions,
     EngineThread, Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
@@ -188,6 +188,8 @@ engines! {
     Volatile = pisces::Volatile,
     /// SP3: serializable OCC whose versions are visible before they persist.
     Sp3 = sp3::Sp3,
+    /// SPHT: STM on a working snapshot, global durability marker, linked replay.
+    Spht = spht::Spht,
     /// Reference: no transactional instrumentation (the physical limit of read paths).
     Bare = bare::Bare,
 }

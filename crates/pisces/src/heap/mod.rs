@@ -187,6 +187,11 @@ impl Heap {
     pub fn generation(&self) -> u64 {
         self.generation
     }
+    /// Start of the image.
+    #[inline]
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base
+    }
     /// True if `off..off+len` lies inside the image.
     #[inline]
     pub fn in_bounds(&self, off: usize, len: usize) -> bool {

@@ -100,6 +100,9 @@ impl DramMedium {
 // this value and unmapped only when it is dropped; the persistence primitives follow
 // the trait contract.
 unsafe impl Medium for DramMedium {
+    fn file(&self) -> Option<&std::fs::File> {
+        self._file.as_ref()
+    }
     fn kind(&self) -> MediumKind {
         MediumKind::Dram {
             write_latency_ns: self.latency_ns,

@@ -468,6 +468,9 @@ impl Drop for DaxMedium {
 // this value and unmapped only when it is dropped; the persistence primitives follow
 // the trait contract.
 unsafe impl Medium for DaxMedium {
+    fn file(&self) -> Option<&File> {
+        Some(&self._file)
+    }
     fn kind(&self) -> MediumKind {
         MediumKind::Dax
     }
@@ -622,6 +625,9 @@ fn coalesce(ranges: &mut PageRanges, gap: usize) {
 // this value and unmapped only when it is dropped; the persistence primitives follow
 // the trait contract.
 unsafe impl Medium for FileMedium {
+    fn file(&self) -> Option<&File> {
+        Some(&self._file)
+    }
     fn kind(&self) -> MediumKind {
         MediumKind::File
     }

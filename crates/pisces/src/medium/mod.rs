@@ -128,4 +128,9 @@ pub unsafe trait Medium: Send + Sync {
     fn crashed(&self) -> bool {
         false
     }
+    /// The file the image maps, if it maps one (an engine may map it again, e.g.
+    /// `MAP_PRIVATE` for a copy-on-write working snapshot). Default: none.
+    fn file(&self) -> Option<&std::fs::File> {
+        None
+    }
 }

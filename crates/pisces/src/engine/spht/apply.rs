@@ -1,0 +1,172 @@
+//! Applying a batch of durable transactions to the durable heap (§3.3), shared by the
+//! background replayer and recovery.
+//!
+//! * **Sharding.** The heap is cut into 4 KiB chunks strided over the shards: chunk
+//!   `c` belongs to shard `c % shards` ([`shard_of`]; the paper's policy without the
+//!   NUMA placement — this machine has one node). Every shard scans the whole batch and
+//!   applies only the words of its chunks, so shards write disjoint memory and need no
+//!   synchronization; each flushes and fences its own writes. Shard 0 runs on the
+//!   calling thread, the others on scoped threads.
+//! * **Backward replay with a duplicate filter** ([`ReplayMode::Backward`]): the batch
+//!   is walked newest transaction first, entries last first, and a word is applied only
+//!   the first time the shard meets it (a per-shard set of word offsets; the paper uses
+//!   a bitmap — a set costs DRAM per written word, not per heap word). Every word ends
+//!   with its newest value, written once.
+//! * **Forward replay** ([`ReplayMode::Forward`]): oldest first, every write applied.
+//! * **Allocator entries** are applied by the coordinator, oldest first, never filtered:
+//!   an allocation and a later free of overlapping blocks (a large run, then a small
+//!   slab in its place) must keep their order (see `heap::alloc`, Recovery).
+//!
+//! A crash in the middle leaves some words newer than others; the batch's records stay
+//! in the logs until the `replayed` word passes them, so recovery applies the whole
+//! batch again (absolute values: idempotent).
+
+use super::options::ReplayMode;
+use crate::engine::kit::redo_log::Entry;
+use crate::heap::alloc::{Allocator, Block};
+use crate::heap::Heap;
+use crate::Result;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Chunk size of the sharding.
+pub const CHUNK_SHIFT: u32 = 12;
+
+/// The shard that applies the word at `off`.
+#[inline]
+pub fn shard_of(off: u64, shards: usize) -> usize {
+    ((off >> CHUNK_SHIFT) % shards as u64) as usize
+}
+
+/// What applying a batch did (tests and `info`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplyStats {
+    /// Words written, per shard.
+    pub applied: Vec<u64>,
+    /// Words skipped by the duplicate filter.
+    pub filtered: u64,
+}
+
+/// Every (offset, value) word of an entry list, in entry order.
+fn words<'a>(entries: &'a [Entry<'a>]) -> impl DoubleEndedIterator<Item = (u64, u64)> + 'a {
+    entries.iter().flat_map(|e| {
+        let v: Vec<(u64, u64)> = match *e {
+            Entry::Word { off, value } => vec![(off, value)],
+            Entry::Range { off, data } => data
+                .chunks(8)
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut w = [0u8; 8];
+                    w[..c.len()].copy_from_slice(c);
+                    (off + 8 * i as u64, u64::from_le_bytes(w))
+                })
+                .collect(),
+            Entry::Alloc(_) | Entry::Free(_) => Vec::new(),
+        };
+        v
+    })
+}
+
+/// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
+/// durable. Returns (words written, words filtered).
+pub fn apply_shard(
+    heap: &Heap,
+    batch: &[Vec<Entry<'_>>],
+    mode: ReplayMode,
+    shards: usize,
+    shard: usize,
+) -> (u64, u64) {
+    let mut lines: Vec<usize> = Vec::new();
+    let (mut applied, mut filtered) = (0u64, 0u64);
+    let mut write = |off: u64, value: u64, lines: &mut Vec<usize>| {
+        // Relaxed: only replay writes these words of the durable heap; the fence below
+        // orders their durability.
+        heap.atomic_u64(off as usize).store(value, Relaxed);
+        lines.push(off as usize & !63);
+        applied += 1;
+    };
+    match mode {
+        ReplayMode::Forward => {
+            for rec in batch {
+                for (off, value) in words(rec) {
+                    if shard_of(off, shards) == shard {
+                        write(off, value, &mut lines);
+                    }
+                }
+            }
+        }
+        ReplayMode::Backward => {
+            let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
+            for rec in batch.iter().rev() {
+                for (off, value) in words(rec).rev() {
+                    if shard_of(off, shards) != shard {
+                        continue;
+                    }
+                    if seen.insert(off, ()).is_some() {
+                        filtered += 1;
+                        continue;
+                    }
+                    write(off, value, &mut lines);
+                }
+            }
+        }
+    }
+    lines.sort_unstable();
+    lines.dedup();
+    for l in lines {
+        heap.flush(l, 64);
+    }
+    heap.fence();
+    (applied, filtered)
+}
+
+/// Apply a batch (oldest transaction first): allocator entries on this thread, data
+/// words on `shards` shards. Everything is durable when it returns. Returns the blocks
+/// the batch freed, and statistics.
+pub fn apply(
+    heap: &Heap,
+    batch: &[Vec<Entry<'_>>],
+    mode: ReplayMode,
+    shards: usize,
+) -> Result<(Vec<Block>, ApplyStats)> {
+    let shards = shards.max(1);
+    let mut freed = Vec::new();
+    for rec in batch {
+        for e in rec {
+            match *e {
+                Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+                Entry::Free(b) => {
+                    Allocator::replay_free(heap, b)?;
+                    freed.push(b);
+                }
+                _ => {}
+            }
+        }
+    }
+    heap.fence();
+    let mut stats = ApplyStats {
+        applied: vec![0; shards],
+        filtered: 0,
+    };
+    if shards == 1 {
+        let (a, f) = apply_shard(heap, batch, mode, 1, 0);
+        stats.applied[0] = a;
+        stats.filtered = f;
+    } else {
+        let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (1..shards)
+                .map(|k| s.spawn(move || apply_shard(heap, batch, mode, shards, k)))
+                .collect();
+            let mut r = vec![apply_shard(heap, batch, mode, shards, 0)];
+            r.extend(
+                hs.into_iter()
+                    .map(|h| h.join().expect("replay shard panicked")),
+            );
+            r
+        });
+        for (k, (a, f)) in results.into_iter().enumerate() {
+            stats.applied[k] = a;
+            stats.filtered += f;
+        }
+    }
+    Ok((freed, stats))
+}

@@ -1,0 +1,371 @@
+//! Per-thread persistent redo logs with link slots (§3.1, §3.2).
+//!
+//! Each thread slot owns one log area of the pool:
+//!
+//! ```text
+//! +0   head word: (ring offset of the oldest unreplayed record: u32) << 32 | (its seq: low 32 bits)
+//! +64  ring of records, 8-byte aligned, never straddling the end:
+//!      header (48 B): magic u32 | len u32 | crc32c u32 | kind u32 | seq u64 | ts u64
+//!                     | forward link u64 | backward link u64
+//!      entries (len bytes): the kit's redo entries (`kit::redo_log::RecordBuilder`)
+//! ```
+//!
+//! * The checksum covers magic, len, kind, seq, ts and the entries — not the two link
+//!   slots, which are written after the record (by this transaction's successor, and by
+//!   the transaction itself once it knows its predecessor). A record whose bytes did not
+//!   all reach persistence fails its checksum and is ignored.
+//! * Records are appended in sequence-number order; parsing from the head follows
+//!   consecutive numbers and stops at the first invalid or out-of-sequence record
+//!   (an old lap of the ring has smaller numbers). A record that does not fit before
+//!   the end is preceded by a `WRAP` marker (or, if fewer than 48 bytes remain, an
+//!   implicit wrap) and goes to offset 0 — the kit's scheme.
+//! * **Link slots** (§3.2). The forward slot first holds the record's own timestamp
+//!   (bit 63 clear: "stable timestamp", line 12 of Alg. 2) and later a [`link`] to the
+//!   next transaction in timestamp order (bit 63 set). The backward slot holds a link to
+//!   the previous transaction (0: none, the first of the run). Links are stored with
+//!   Release and read with Acquire; they are flushed but nothing relies on their
+//!   durability: recovery orders records by their checksummed timestamps.
+//! * The head word is written only by the replayer, after the records before it are
+//!   applied durably; the writer reuses space only after the replayer says so
+//!   (`replayed_seq`), so a record is never overwritten while recovery could need it.
+
+use crate::heap::Heap;
+use crate::medium::counters;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Acquire, Release};
+
+/// Record header size.
+pub const HEADER_LEN: usize = 48;
+/// Offset of the ring in a log area.
+pub const RING_OFFSET: usize = 64;
+const MAGIC: u32 = 0x5350_4854; // "SPHT"
+const KIND_TX: u32 = 1;
+const KIND_WRAP: u32 = 2;
+/// Offset of the forward link slot in a record.
+pub const FWD: usize = 32;
+/// Offset of the backward link slot in a record.
+pub const BACK: usize = 40;
+/// Bit 63 of a link slot: the slot holds a link, not a timestamp.
+pub const LINK_BIT: u64 = 1 << 63;
+
+/// A link word naming the record at ring offset `pos` of slot `slot`.
+#[inline]
+pub fn link(slot: usize, pos: usize) -> u64 {
+    LINK_BIT | (slot as u64) << 32 | pos as u64
+}
+
+/// The (slot, ring offset) a link word names.
+#[inline]
+pub fn unlink(l: u64) -> (usize, usize) {
+    (((l & !LINK_BIT) >> 32) as usize, (l & 0xFFFF_FFFF) as usize)
+}
+
+fn checksum(len: u32, kind: u32, seq: u64, ts: u64, entries: &[u8]) -> u32 {
+    let mut h = [0u8; 28];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&len.to_le_bytes());
+    h[8..12].copy_from_slice(&kind.to_le_bytes());
+    h[12..20].copy_from_slice(&seq.to_le_bytes());
+    h[20..28].copy_from_slice(&ts.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&h), entries)
+}
+
+fn header(kind: u32, seq: u64, ts: u64, entries: &[u8]) -> [u8; HEADER_LEN] {
+    let len = entries.len() as u32;
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&len.to_le_bytes());
+    h[8..12].copy_from_slice(&checksum(len, kind, seq, ts, entries).to_le_bytes());
+    h[12..16].copy_from_slice(&kind.to_le_bytes());
+    h[16..24].copy_from_slice(&seq.to_le_bytes());
+    h[24..32].copy_from_slice(&ts.to_le_bytes());
+    h[32..40].copy_from_slice(&ts.to_le_bytes()); // forward slot: own timestamp
+    h
+}
+
+/// Where a slot's log lives.
+#[derive(Clone, Copy, Debug)]
+pub struct Area {
+    /// Offset of the log area.
+    pub off: usize,
+    /// Bytes of the ring.
+    pub cap: usize,
+}
+
+impl Area {
+    /// The log area of `slot`.
+    pub fn of(heap: &Heap, slot: usize) -> Area {
+        let l = heap.layout();
+        Area {
+            off: l.log_offset(slot),
+            cap: l.log_bytes_per_thread - RING_OFFSET,
+        }
+    }
+    /// Pool offset of ring offset `pos`.
+    #[inline]
+    pub fn at(&self, pos: usize) -> usize {
+        self.off + RING_OFFSET + pos
+    }
+}
+
+/// A record in a live log, read in place (the writer does not reuse its space before
+/// the replayer releases it).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordRef {
+    /// Slot.
+    pub slot: usize,
+    /// Ring offset.
+    pub pos: usize,
+    /// Sequence number.
+    pub seq: u64,
+    /// Timestamp.
+    pub ts: u64,
+    /// Entry bytes.
+    pub len: usize,
+    /// A wrap marker, not a transaction.
+    pub is_wrap: bool,
+}
+
+impl RecordRef {
+    /// Read the header of the record at `pos` of `slot` (a record the caller knows is
+    /// complete: reached through a link, or a published position).
+    pub fn read(heap: &Heap, slot: usize, pos: usize) -> RecordRef {
+        let a = Area::of(heap, slot);
+        let mut h = [0u8; 32];
+        heap.read_bytes(a.at(pos), &mut h);
+        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+        RecordRef {
+            slot,
+            pos,
+            seq: u64at(16),
+            ts: u64at(24),
+            len: u32at(4) as usize,
+            is_wrap: u32at(12) == KIND_WRAP,
+        }
+    }
+    /// Its link word.
+    pub fn link(&self) -> u64 {
+        link(self.slot, self.pos)
+    }
+    /// The entry bytes, in place.
+    pub fn entries<'h>(&self, heap: &'h Heap) -> &'h [u8] {
+        let a = Area::of(heap, self.slot);
+        let off = a.at(self.pos) + HEADER_LEN;
+        assert!(heap.in_bounds(off, self.len));
+        // SAFETY: in bounds; the bytes were written before the record was published
+        // and are not rewritten before the replayer releases the record.
+        unsafe { std::slice::from_raw_parts(heap.ptr(off), self.len) }
+    }
+    /// The forward link slot.
+    pub fn fwd(&self, heap: &Heap) -> u64 {
+        heap.atomic_u64(Area::of(heap, self.slot).at(self.pos) + FWD)
+            .load(Acquire)
+    }
+    /// The backward link slot.
+    pub fn back(&self, heap: &Heap) -> u64 {
+        heap.atomic_u64(Area::of(heap, self.slot).at(self.pos) + BACK)
+            .load(Acquire)
+    }
+    /// Ring offset just past this record, and the sequence number that follows.
+    pub fn end(&self, heap: &Heap) -> (usize, u64) {
+        let cap = Area::of(heap, self.slot).cap;
+        let mut e = self.pos + HEADER_LEN + self.len;
+        if e == cap {
+            e = 0;
+        }
+        (e, self.seq + 1)
+    }
+}
+
+/// Store link `l` into slot `which` (`FWD` / `BACK`) of the record at `pos` of `slot`,
+/// and flush it (the caller fences with its next fence).
+pub fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
+    let off = Area::of(heap, slot).at(pos) + which;
+    heap.atomic_u64(off).store(l, Release);
+    heap.flush(off, 8);
+}
+
+/// Persist slot `slot`'s head word: the oldest record recovery must consider is at
+/// ring offset `pos` with sequence number `seq`. Flushes; the caller fences.
+pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
+    let a = Area::of(heap, slot);
+    heap.atomic_u64(a.off)
+        .store((pos as u64) << 32 | (seq & 0xFFFF_FFFF), Release);
+    heap.flush(a.off, 8);
+}
+
+/// A record found by the parser.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// Sequence number.
+    pub seq: u64,
+    /// Timestamp.
+    pub ts: u64,
+    /// Entries.
+    pub entries: Vec<u8>,
+}
+
+/// Parse slot `slot`'s log from its persisted head: valid records in order, and the
+/// sequence number the next record must carry.
+pub fn parse(heap: &Heap, slot: usize) -> (Vec<Parsed>, u64) {
+    let a = Area::of(heap, slot);
+    let hw = heap.atomic_u64(a.off).load(Acquire);
+    let mut pos = (hw >> 32) as usize;
+    let seq_lo = hw & 0xFFFF_FFFF;
+    let mut out = Vec::new();
+    let mut expected: Option<u64> = None;
+    let mut next_seq = seq_lo;
+    let mut consumed = 0usize;
+    if pos >= a.cap || !pos.is_multiple_of(8) {
+        return (out, next_seq);
+    }
+    loop {
+        if a.cap - pos < HEADER_LEN {
+            consumed += a.cap - pos;
+            pos = 0;
+        }
+        if consumed >= a.cap {
+            break;
+        }
+        let mut h = [0u8; 32];
+        heap.read_bytes(a.at(pos), &mut h);
+        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+        let (magic, len, crc, kind, seq, ts) = (
+            u32at(0),
+            u32at(4) as usize,
+            u32at(8),
+            u32at(12),
+            u64at(16),
+            u64at(24),
+        );
+        if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+            break;
+        }
+        let in_seq = match expected {
+            None => seq & 0xFFFF_FFFF == seq_lo,
+            Some(e) => seq == e,
+        };
+        if !in_seq || !len.is_multiple_of(8) || len > a.cap - pos - HEADER_LEN {
+            break;
+        }
+        let mut entries = vec![0u8; len];
+        heap.read_bytes(a.at(pos) + HEADER_LEN, &mut entries);
+        let ok = crc == checksum(len as u32, kind, seq, ts, &entries)
+            || crate::mutation::active(crate::mutation::Mutation::Checksum);
+        if !ok {
+            break;
+        }
+        expected = Some(seq + 1);
+        next_seq = seq + 1;
+        if kind == KIND_WRAP {
+            consumed += a.cap - pos;
+            pos = 0;
+            continue;
+        }
+        out.push(Parsed { seq, ts, entries });
+        consumed += HEADER_LEN + len;
+        pos += HEADER_LEN + len;
+        if pos == a.cap {
+            pos = 0;
+        }
+    }
+    (out, next_seq)
+}
+
+/// The writer side of one slot's log.
+#[derive(Debug)]
+pub struct LogWriter {
+    slot: usize,
+    area: Area,
+    head: usize,
+    used: usize,
+    next_seq: u64,
+    /// Records not yet released by the replayer: (seq, bytes incl. wrap waste).
+    live: VecDeque<(u64, usize)>,
+}
+
+impl LogWriter {
+    /// Writer of an empty log (recovery reset it) whose next record has `next_seq`.
+    pub fn new(heap: &Heap, slot: usize, next_seq: u64) -> LogWriter {
+        LogWriter {
+            slot,
+            area: Area::of(heap, slot),
+            head: 0,
+            used: 0,
+            next_seq,
+            live: VecDeque::new(),
+        }
+    }
+
+    /// Largest record (header + entries) this log accepts.
+    pub fn max_record(&self) -> usize {
+        self.area.cap / 2
+    }
+
+    fn footprint(&self, rec_len: usize) -> usize {
+        let rem = self.area.cap - self.head;
+        if rec_len <= rem {
+            rec_len
+        } else {
+            rem + rec_len
+        }
+    }
+
+    /// True if a record of `entries_len` entry bytes fits now.
+    pub fn fits(&self, entries_len: usize) -> bool {
+        self.used + self.footprint(HEADER_LEN + entries_len) <= self.area.cap
+    }
+
+    /// Release the records the replayer applied (`seq < released_seq`).
+    pub fn reclaim(&mut self, released_seq: u64) {
+        while let Some(&(seq, fp)) = self.live.front() {
+            if seq >= released_seq {
+                break;
+            }
+            self.used -= fp;
+            self.live.pop_front();
+        }
+    }
+
+    /// Append a record with timestamp `ts` (the caller checked `fits`) and flush it
+    /// (the caller fences). Returns its ring offset.
+    pub fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64) -> usize {
+        let rec_len = HEADER_LEN + entries.len();
+        let fp = self.footprint(rec_len);
+        debug_assert!(self.used + fp <= self.area.cap);
+        if rec_len > self.area.cap - self.head {
+            if self.area.cap - self.head >= HEADER_LEN {
+                let h = header(KIND_WRAP, self.next_seq, 0, &[]);
+                heap.write_bytes(self.area.at(self.head), &h);
+                heap.flush(self.area.at(self.head), HEADER_LEN);
+                self.next_seq += 1;
+            }
+            self.head = 0;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let pos = self.head;
+        let at = self.area.at(pos);
+        heap.write_bytes(at + HEADER_LEN, entries);
+        // The link slots are atomics (others read them): write the header's first 32
+        // bytes plainly, then the two slots atomically.
+        let h = header(KIND_TX, seq, ts, entries);
+        heap.write_bytes(at, &h[..32]);
+        heap.atomic_u64(at + FWD).store(ts, Release);
+        heap.atomic_u64(at + BACK).store(0, Release);
+        if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {
+            heap.flush(at, rec_len);
+        }
+        counters::add_bytes_logged(rec_len as u64);
+        self.live.push_back((seq, fp));
+        self.used += fp;
+        self.head += rec_len;
+        if self.head == self.area.cap {
+            self.head = 0;
+        }
+        let _ = self.slot;
+        pos
+    }
+}

@@ -1,0 +1,213 @@
+//! The background log replayer (§3.3): applies durable transactions to the durable heap
+//! following the links, then truncates the logs.
+//!
+//! One batch ([`run_batch`], under the `replay` mutex, by the background thread, by a
+//! writer whose log is full, or by `quiesce`):
+//! 1. D = the durable point (volatile mirror); nothing to do if D ≤ the last replayed
+//!    timestamp.
+//! 2. Collect the batch — every update transaction with `replayed < ts ≤ D`, oldest
+//!    first:
+//!    * `replay=backward`: the newest one has timestamp exactly D (a marker only ever
+//!      holds the timestamp of an update transaction), in slot `D mod 2^slot_bits`;
+//!      find it in that slot's log, then follow the **backward links** until a
+//!      transaction already replayed (or the first of the run).
+//!    * `replay=forward`: from the last replayed transaction (or the run's first),
+//!      follow the **forward links** while the timestamps are ≤ D.
+//!
+//!    The links needed exist: a transaction links itself to its predecessor (both
+//!    directions) before it sets isPers, and the transaction whose timestamp is D
+//!    waited for every smaller one to set isPers before the marker passed it (the
+//!    Acquire load of the mirror makes their link stores visible).
+//! 3. Apply it (`apply`: sharded, with the duplicate filter when backward).
+//! 4. Persist `replayed = newest ts`, then each slot's head word past its last
+//!    replayed record (the newest record of the batch is kept: it is the cursor whose
+//!    forward slot the next batch reads, and the link the backward walk stops at), fence; then tell the writers (`released_seq`) that the space is
+//!    free, and hand the blocks the batch freed back to the allocator (a freed block is
+//!    reused only once its free is durable in the heap image: the allocator's
+//!    `reserve` checks the durable bitmap).
+
+use super::apply;
+use super::durability::persist_replayed;
+use super::log::{self, RecordRef, LINK_BIT};
+use super::options::ReplayMode;
+use super::shared::Shared;
+use crate::engine::kit::redo_log::decode;
+use crate::heap::alloc::ThreadCache;
+use crate::Result;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The replayer's position.
+pub struct ReplayState {
+    /// Link of the last replayed transaction of this run (0: none).
+    pub cursor: u64,
+    /// Per slot: ring offset and sequence number of the first unreplayed record.
+    pub heads: Vec<(usize, u64)>,
+    /// Allocator cache for freed blocks.
+    pub cache: ThreadCache,
+}
+
+impl ReplayState {
+    /// State after recovery (every log empty, next records at offset 0).
+    pub fn new(next_seq: &[u64]) -> ReplayState {
+        ReplayState {
+            cursor: 0,
+            heads: next_seq.iter().map(|&s| (0, s)).collect(),
+            cache: ThreadCache::default(),
+        }
+    }
+}
+
+/// The record at ring offset `pos` of `slot`, skipping a wrap (marker or implicit).
+fn record_at(sh: &Shared, slot: usize, mut pos: usize) -> RecordRef {
+    let cap = log::Area::of(&sh.heap, slot).cap;
+    if cap - pos < log::HEADER_LEN {
+        pos = 0;
+    }
+    let r = RecordRef::read(&sh.heap, slot, pos);
+    if r.is_wrap {
+        return RecordRef::read(&sh.heap, slot, 0);
+    }
+    r
+}
+
+/// The batch to replay up to durable point `d` (oldest first).
+fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
+    let heap = &*sh.heap;
+    let last = sh.replayed_ts.load(Relaxed);
+    let mut out = Vec::new();
+    match sh.opts.replay {
+        ReplayMode::Backward => {
+            let slot = sh.clock.slot_of(d);
+            let mut r = record_at(sh, slot, st.heads[slot].0);
+            while r.ts != d {
+                assert!(
+                    r.ts < d,
+                    "spht replayer: no record with the durable timestamp"
+                );
+                r = record_at(sh, slot, r.end(heap).0);
+            }
+            loop {
+                out.push(r);
+                let b = r.back(heap);
+                // The first unreplayed transaction's predecessor is the last replayed
+                // one (the chain holds every update transaction): stop at its link
+                // without reading it (only it is kept; older ones may be reused).
+                if b == 0 || b == st.cursor {
+                    break;
+                }
+                let (s, p) = log::unlink(b);
+                r = RecordRef::read(heap, s, p);
+                debug_assert!(
+                    r.ts > last,
+                    "spht replayer: backward chain passed the cursor"
+                );
+            }
+            out.reverse();
+        }
+        ReplayMode::Forward => {
+            let mut next = if st.cursor == 0 {
+                sh.genesis.load(Acquire)
+            } else {
+                let (s, p) = log::unlink(st.cursor);
+                RecordRef::read(heap, s, p).fwd(heap)
+            };
+            while next & LINK_BIT != 0 {
+                let (s, p) = log::unlink(next);
+                let r = RecordRef::read(heap, s, p);
+                if r.ts > d {
+                    break;
+                }
+                out.push(r);
+                next = r.fwd(heap);
+            }
+        }
+    }
+    out
+}
+
+/// Apply one batch if the durable point is ahead of the durable heap. Returns true if
+/// it applied something.
+pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
+    let d = sh.durable.load(Acquire);
+    if d <= sh.replayed_ts.load(Relaxed) {
+        return Ok(false);
+    }
+    let batch = collect(sh, st, d);
+    let Some(newest) = batch.last().copied() else {
+        return Ok(false);
+    };
+    let heap = &*sh.heap;
+    let decoded = batch
+        .iter()
+        .map(|r| decode(r.entries(heap)))
+        .collect::<Result<Vec<_>>>()?;
+    let (freed, stats) = apply::apply(heap, &decoded, sh.opts.replay, sh.opts.replayers)?;
+    persist_replayed(heap, newest.ts);
+    let mut touched = Vec::new();
+    for r in &batch {
+        st.heads[r.slot] = r.end(heap);
+        touched.push(r.slot);
+    }
+    // The newest replayed record stays in its log (not released) until the next
+    // batch: it is the cursor, whose forward link the next batch reads.
+    st.heads[newest.slot] = (newest.pos, newest.seq);
+    touched.sort_unstable();
+    touched.dedup();
+    for &s in &touched {
+        let (pos, seq) = st.heads[s];
+        log::set_head(heap, s, pos, seq);
+    }
+    heap.fence();
+    for &s in &touched {
+        // Release: the writer reuses the space only after our head word is durable.
+        sh.released_seq[s].store(st.heads[s].1, Release);
+    }
+    st.cursor = newest.link();
+    sh.replayed_ts.store(newest.ts, Release);
+    for b in freed {
+        sh.alloc.release(&mut st.cache, b);
+    }
+    sh.alloc.drain(&mut st.cache);
+    sh.stats.batches.fetch_add(1, Relaxed);
+    sh.stats.filtered.fetch_add(stats.filtered, Relaxed);
+    sh.stats
+        .applied
+        .fetch_add(stats.applied.iter().sum::<u64>(), Relaxed);
+    Ok(true)
+}
+
+/// Replay until the durable heap is up to date with the durable point as read now.
+pub fn catch_up(sh: &Shared) {
+    let mut st = sh.replay.lock().unwrap_or_else(|e| e.into_inner());
+    while let Ok(true) = run_batch(sh, &mut st) {}
+}
+
+/// Wake the background replayer.
+pub fn kick(sh: &Shared) {
+    if let Some(t) = sh.worker.get() {
+        t.unpark();
+    }
+}
+
+/// The background replayer's loop.
+pub fn background(sh: Arc<Shared>) {
+    while !sh.stop.load(Acquire) {
+        let did = {
+            let mut st = sh.replay.lock().unwrap_or_else(|e| e.into_inner());
+            match run_batch(&sh, &mut st) {
+                Ok(did) => did,
+                Err(e) => {
+                    // A record the engine wrote cannot be decoded: a bug; stop replaying
+                    // (recovery will report the log as corrupt).
+                    eprintln!("spht replayer: {e}");
+                    return;
+                }
+            }
+        };
+        if !did {
+            std::thread::park_timeout(Duration::from_micros(500));
+        }
+    }
+}

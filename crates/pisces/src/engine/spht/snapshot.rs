@@ -1,0 +1,83 @@
+//! The working snapshot: the volatile image transactions read and write.
+//!
+//! SPHT runs transactions on a copy-on-write mapping of the persistent heap (the TE
+//! process maps it `MAP_PRIVATE`); the shared mapping is the durable heap that only the
+//! replayer writes. Here:
+//!
+//! * **Pool file** (the DRAM, DAX and file media, which expose their file through
+//!   [`crate::medium::Medium::file`]): a `MAP_PRIVATE` mapping of the file, made at open
+//!   right after recovery. **DRAM cost: the pages transactions write in this run** (each
+//!   copied on its first write, kept until the pool closes — up to one pool size).
+//!   Pages nobody wrote still show the file, which the replayer changes through the
+//!   shared mapping; that is sound because the replayer writes only object words that
+//!   a transaction wrote into the snapshot first (its write-back precedes its log
+//!   record), so their pages were already copied. The allocator's own writes to the
+//!   durable image (bitmaps, slab table, run headers) land in such shared pages too;
+//!   transactions never read those words (only object payloads).
+//! * **No file** (the crash simulator, anonymous DRAM, `pisces check`'s private view):
+//!   a private anonymous mapping holding a copy of the whole image. **DRAM cost: one
+//!   pool size**, allocated at open.
+//! * Either way the snapshot starts equal to the durable image, transactions'
+//!   write-backs go only here, and the durable image catches up through the replayer.
+//!   Only object payloads (the heap and the root slot) of the snapshot are meaningful.
+//! * Words are accessed as `AtomicU64` with Relaxed ordering: readers copy objects that a
+//!   committer may be writing (a seqlock read, validated by the stripe version), which
+//!   would be a data race with plain loads and stores. Payloads are 8-aligned and their
+//!   lengths multiples of 8.
+
+use crate::heap::Heap;
+use memmap2::{MmapMut, MmapOptions};
+use std::sync::atomic::AtomicU64;
+
+/// The private image.
+pub struct Snapshot {
+    base: *mut u8,
+    len: usize,
+    /// True for a copy-on-write mapping of the pool file.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub copy_on_write: bool,
+    _map: MmapMut,
+}
+
+// SAFETY: the mapping is owned by the value; all concurrent access goes through atomics.
+unsafe impl Send for Snapshot {}
+// SAFETY: as above.
+unsafe impl Sync for Snapshot {}
+
+impl Snapshot {
+    /// The working snapshot of `heap`'s image (nobody may write the image during the
+    /// call: the pool is being opened).
+    pub fn of(heap: &Heap) -> std::io::Result<Snapshot> {
+        let len = heap.medium().len();
+        let (mut map, cow) = match heap.medium().file() {
+            // SAFETY: the pool file stays open and locked by the medium for as long as
+            // the pool lives; a private mapping never writes it.
+            Some(f) => (unsafe { MmapOptions::new().len(len).map_copy(f)? }, true),
+            None => {
+                let mut map = MmapMut::map_anon(len)?;
+                // SAFETY: the image is `len` bytes and nobody writes it now; the
+                // anonymous map has `len` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(heap.base(), map.as_mut_ptr(), len) };
+                (map, false)
+            }
+        };
+        Ok(Snapshot {
+            base: map.as_mut_ptr(),
+            len,
+            copy_on_write: cow,
+            _map: map,
+        })
+    }
+
+    /// The word at `off` (8-aligned, inside the image; engine-validated offsets only).
+    #[inline]
+    pub fn word(&self, off: u64) -> &AtomicU64 {
+        let off = off as usize;
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.len,
+            "bad snapshot offset {off:#x}"
+        );
+        // SAFETY: in bounds, aligned (the map is page aligned), lives as long as self.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+}

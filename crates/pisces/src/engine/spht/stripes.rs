@@ -1,0 +1,50 @@
+//! Versioned locks (TL2), one per stripe of objects, in DRAM.
+//!
+//! An object maps to a stripe by the hash of its header offset; unrelated objects may
+//! share a stripe (false conflicts only). A stripe word holds either the timestamp of
+//! the last transaction that wrote one of its objects (its *version*, `< 2^62`), or,
+//! while a committer holds it, [`LOCKED`] | the committer's slot. Versions start at 0
+//! each run (DRAM only): the working snapshot is created at open, so every version of
+//! an earlier run is older than every reader of this one.
+//!
+//! Protocol (TL2): a reader accepts a stripe only if it is unlocked with a version whose
+//! raw clock value is below its read version, and re-reads the word after copying the
+//! object (a seqlock read). A committer locks the stripes of its write set by CAS, takes
+//! its timestamp, validates its read set, writes back, and releases each stripe by
+//! storing its timestamp (Release: the write-back happens-before any reader that sees
+//! the new version).
+
+use std::sync::atomic::AtomicU64;
+
+/// Lock bit of a stripe word.
+pub const LOCKED: u64 = 1 << 63;
+
+/// The stripe table.
+pub struct Stripes {
+    words: Box<[AtomicU64]>,
+    mask: u64,
+}
+
+impl Stripes {
+    /// `1 << bits` stripes.
+    pub fn new(bits: u32) -> Stripes {
+        Stripes {
+            words: (0..1usize << bits).map(|_| AtomicU64::new(0)).collect(),
+            mask: (1u64 << bits) - 1,
+        }
+    }
+
+    /// Stripe index of the object whose header word is at `hdr`.
+    #[inline]
+    pub fn index(&self, hdr: u64) -> u32 {
+        // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
+        let h = (hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((h >> 32) & self.mask) as u32
+    }
+
+    /// The word of stripe `i`.
+    #[inline]
+    pub fn word(&self, i: u32) -> &AtomicU64 {
+        &self.words[i as usize]
+    }
+}

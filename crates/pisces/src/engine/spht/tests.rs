@@ -1,0 +1,429 @@
+//! Unit tests of the `spht` protocol paths (the behavioural, container, crash and
+//! isolation suites run the engine through the public API). Each test here fails when
+//! its path is broken (see the commit messages for the injected bugs).
+
+use super::apply::{apply, shard_of};
+use super::durability::{self, MARKER_OFFSET};
+use super::log::{self, RecordRef, LINK_BIT};
+use super::options::{ReplayMode, SphtOptions};
+use super::shared::HOLD_BEFORE_LOG;
+use super::thread::SphtThread;
+use super::SphtEngine;
+use crate::engine::kit::redo_log::Entry;
+use crate::engine::{DurableToken, Engine, EngineId, EngineOptions, EngineThread, OpenCtx};
+use crate::heap::{FormatParams, Heap};
+use crate::medium::dram::DramMedium;
+use crate::tx::TxOptions;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
+    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
+    let heap = Heap::format(
+        m,
+        FormatParams {
+            engine_id: EngineId::Spht as u32,
+            max_threads: threads,
+            log_bytes_per_thread: 64 << 10,
+            regions: crate::engine::Regions {
+                logs_per_thread: 1,
+                engine_area_bytes: durability::engine_area_bytes(threads),
+            },
+        },
+    )
+    .unwrap();
+    let o = SphtOptions::parse("spht", &opts).unwrap();
+    SphtEngine::open(
+        Arc::new(heap),
+        o,
+        &OpenCtx {
+            recovery_threads: 1,
+        },
+    )
+    .unwrap()
+}
+
+fn engine() -> SphtEngine {
+    engine_with(EngineOptions::new().set("clock", "counter"), 4)
+}
+
+fn alloc(th: &mut SphtThread, n: usize) -> u64 {
+    th.begin(&TxOptions::default());
+    let off = th.alloc(8 * n).unwrap();
+    let tok = th.commit().unwrap();
+    th.wait_durable(tok).unwrap();
+    off
+}
+
+/// Write `v` at `off`, retrying on conflicts (concurrent tests).
+fn put(th: &mut SphtThread, off: u64, v: u64) -> DurableToken {
+    loop {
+        th.begin(&TxOptions::default());
+        let r = th.write(off, 8).and_then(|p| {
+            // SAFETY: our private copy of at least 8 bytes, 8-aligned.
+            unsafe { (p as *mut u64).write(v) };
+            th.commit()
+        });
+        match r {
+            Ok(tok) => return tok,
+            Err(crate::Error::Conflict) => th.abort(),
+            Err(e) => panic!("put: {e}"),
+        }
+    }
+}
+
+fn get(th: &mut SphtThread, off: u64) -> u64 {
+    th.begin(&TxOptions::default());
+    // SAFETY: a copy of at least 8 bytes, 8-aligned, valid while the transaction runs.
+    let v = unsafe { (th.read(off, 8).unwrap() as *const u64).read() };
+    th.commit().unwrap();
+    v
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Every committed update transaction, in link order from the run's first: forward
+/// links and backward links describe the same chain, in increasing timestamps.
+fn chain(e: &SphtEngine) -> Vec<u64> {
+    let sh = e.shared();
+    let heap = &*sh.heap;
+    let mut out = Vec::new();
+    let mut next = sh.genesis.load(Acquire);
+    let mut prev_link = 0;
+    while next & LINK_BIT != 0 {
+        let (s, p) = log::unlink(next);
+        let r = RecordRef::read(heap, s, p);
+        assert_eq!(
+            r.back(heap),
+            prev_link,
+            "backward link of ts {} is wrong",
+            r.ts
+        );
+        if let Some(&last) = out.last() {
+            assert!(r.ts > last, "link order is not timestamp order");
+        }
+        out.push(r.ts);
+        prev_link = r.link();
+        next = r.fwd(heap);
+    }
+    out
+}
+
+/// Link test: the forward and backward chains hold every update transaction of every
+/// thread, in timestamp order, with concurrent committers.
+#[test]
+fn links_chain_every_update_transaction_in_timestamp_order() {
+    for clock in ["counter", "tsc"] {
+        if clock == "tsc" && !super::clock::ClockKind::tsc_available() {
+            continue;
+        }
+        let e = Arc::new(engine_with(EngineOptions::new().set("clock", clock), 4));
+        let mut t0 = e.thread(0).unwrap();
+        let offs: Vec<u64> = (0..4).map(|_| alloc(&mut t0, 1)).collect();
+        drop(t0);
+        let tss = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for t in 0..3usize {
+                let (e, offs, tss) = (&e, &offs, &tss);
+                s.spawn(move || {
+                    let mut th = e.thread(t).unwrap();
+                    for i in 0..300u64 {
+                        let tok = put(&mut th, offs[(t + i as usize) % 4], i);
+                        tss.lock().unwrap().push(tok.0);
+                    }
+                });
+            }
+        });
+        let c = chain(&e);
+        let mut want = tss.into_inner().unwrap();
+        want.sort_unstable();
+        // The 4 allocations come first in the chain.
+        assert_eq!(
+            c.len(),
+            want.len() + 4,
+            "the chain misses transactions ({clock})"
+        );
+        assert_eq!(
+            &c[4..],
+            &want[..],
+            "the chain is not every commit in ts order"
+        );
+    }
+}
+
+/// Wait test: a transaction with a larger timestamp is not durable (its commit does
+/// not even return) while one with a smaller timestamp has not flushed its log.
+#[test]
+fn commit_waits_for_smaller_timestamps_to_persist() {
+    let e = Arc::new(engine());
+    let sh = e.shared().clone();
+    let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
+    let x = alloc(&mut a, 1);
+    let y = alloc(&mut b, 1);
+    sh.hold.slot.store(0, SeqCst);
+    sh.hold.point.store(HOLD_BEFORE_LOG, SeqCst);
+    std::thread::scope(|s| {
+        let ha = s.spawn(move || {
+            let tok = put(&mut a, x, 1);
+            a.wait_durable(tok).unwrap();
+            tok
+        });
+        wait_until("A to be held", || sh.hold.held.load(SeqCst));
+        let hb = s.spawn(move || {
+            let tok = put(&mut b, y, 2);
+            b.wait_durable(tok).unwrap();
+            tok
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let d = sh.durable.load(SeqCst);
+        let done = hb.is_finished();
+        sh.hold.go.store(true, SeqCst);
+        let (ta, tb) = (ha.join().unwrap(), hb.join().unwrap());
+        assert!(ta.0 < tb.0);
+        assert!(
+            !done && d < tb.0,
+            "B (ts {}) became durable (point {d}) while A (ts {}) had not flushed its log",
+            tb.0,
+            ta.0
+        );
+        assert!(sh.stats.waited.load(Relaxed) >= 1);
+    });
+    assert!(sh.durable.load(SeqCst) >= sh.slots[1].last().0);
+}
+
+/// skipCAS test: a committer that sees an update transaction with a larger timestamp
+/// leaves the marker to it; a lone committer CASes it itself.
+#[test]
+fn skip_cas_delegates_the_marker_to_a_larger_update() {
+    let e = Arc::new(engine());
+    let sh = e.shared().clone();
+    let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
+    let x = alloc(&mut a, 1);
+    let y = alloc(&mut b, 1);
+    // Alone: CAS, no skip.
+    let (cas0, skip0) = (sh.stats.cas.load(SeqCst), sh.stats.skipped.load(SeqCst));
+    let tok = put(&mut a, x, 7);
+    a.wait_durable(tok).unwrap();
+    assert_eq!(
+        sh.stats.cas.load(SeqCst),
+        cas0 + 1,
+        "a lone commit must CAS the marker"
+    );
+    assert_eq!(sh.stats.skipped.load(SeqCst), skip0);
+    // A (smaller ts) held before its log; B (larger) commits and waits for A; A then
+    // sees B as an update transaction with a larger timestamp and skips the CAS. B is
+    // held before its marker update, so A's durability must come from B's CAS.
+    sh.hold.slot.store(0, SeqCst);
+    sh.hold.point.store(HOLD_BEFORE_LOG, SeqCst);
+    std::thread::scope(|s| {
+        let ha = s.spawn(move || put(&mut a, x, 8).0);
+        wait_until("A to be held", || sh.hold.held.load(SeqCst));
+        let hb = s.spawn(move || {
+            let tok = put(&mut b, y, 9);
+            b.wait_durable(tok).unwrap();
+            tok.0
+        });
+        // UPD without PERS: B is past its validation, waiting for A (an idle slot
+        // keeps the UPD bit of its last commit, with PERS).
+        wait_until("B to be waiting for A", || {
+            sh.slots[1].vts.load(SeqCst) & (durability::UPD | durability::PERS) == durability::UPD
+        });
+        sh.hold.go.store(true, SeqCst);
+        let ta = ha.join().unwrap();
+        let tb = hb.join().unwrap();
+        assert!(ta < tb);
+        assert_eq!(
+            sh.stats.skipped.load(SeqCst),
+            skip0 + 1,
+            "A did not skip its CAS though B (larger, update) was committing"
+        );
+        assert_eq!(sh.stats.cas.load(SeqCst), cas0 + 2, "exactly B CASed");
+        assert!(sh.heap.atomic_u64(MARKER_OFFSET).load(SeqCst) >= tb);
+    });
+}
+
+/// Duplicate filter: backward replay writes each word once, with its newest value.
+#[test]
+fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
+    let e = engine();
+    let heap = &*e.shared().heap;
+    let base = heap.layout().heap_offset as u64;
+    let batch: Vec<Vec<Entry<'_>>> = (0..10u64)
+        .map(|t| {
+            (0..4u64)
+                .map(|w| Entry::Word {
+                    off: base + 8 * w,
+                    value: 100 * t + w,
+                })
+                .collect()
+        })
+        .collect();
+    for shards in [1, 2] {
+        let (_, st) = apply(heap, &batch, ReplayMode::Backward, shards).unwrap();
+        for w in 0..4u64 {
+            assert_eq!(
+                heap.atomic_u64((base + 8 * w) as usize).load(Relaxed),
+                900 + w,
+                "word {w} does not hold the newest value"
+            );
+        }
+        assert_eq!(st.applied.iter().sum::<u64>(), 4, "each word written once");
+        assert_eq!(st.filtered, 36);
+    }
+    let (_, st) = apply(heap, &batch, ReplayMode::Forward, 1).unwrap();
+    assert_eq!(st.applied[0], 40);
+    assert_eq!(heap.atomic_u64(base as usize).load(Relaxed), 900);
+}
+
+/// Shard filter: every word is applied by exactly the shard owning its 4 KiB chunk.
+#[test]
+fn shards_apply_exactly_their_chunks() {
+    let e = engine();
+    let heap = &*e.shared().heap;
+    let base = heap.layout().heap_offset as u64;
+    let offs: Vec<u64> = (0..64u64).map(|i| base + i * 1032).collect();
+    let data: Vec<u64> = offs.iter().map(|o| o ^ 0x5a5a).collect();
+    let batch = vec![offs
+        .iter()
+        .zip(&data)
+        .map(|(&off, &value)| Entry::Word { off, value })
+        .collect::<Vec<_>>()];
+    for mode in [ReplayMode::Backward, ReplayMode::Forward] {
+        for shards in [1usize, 2, 3] {
+            for &o in &offs {
+                heap.atomic_u64(o as usize).store(0, Relaxed);
+            }
+            let (_, st) = apply(heap, &batch, mode, shards).unwrap();
+            for k in 0..shards {
+                let want = offs.iter().filter(|&&o| shard_of(o, shards) == k).count() as u64;
+                assert_eq!(
+                    st.applied[k], want,
+                    "shard {k} of {shards} applied other words"
+                );
+            }
+            for (&o, &v) in offs.iter().zip(&data) {
+                assert_eq!(
+                    heap.atomic_u64(o as usize).load(Relaxed),
+                    v,
+                    "word {o:#x} lost"
+                );
+            }
+        }
+    }
+}
+
+/// The replayer brings the durable heap to the working snapshot's values, through
+/// both replay directions and both marker schemes, with log wrap-around.
+#[test]
+fn replay_makes_the_durable_heap_equal_the_snapshot() {
+    for opts in SphtOptions::option_sets() {
+        let e = engine_with(opts.clone(), 2);
+        let mut th = e.thread(0).unwrap();
+        let objs: Vec<u64> = (0..16).map(|_| alloc(&mut th, 4)).collect();
+        for i in 0..3000u64 {
+            let off = objs[(i * 7 % 16) as usize];
+            th.begin(&TxOptions::default());
+            let p = th.write(off, 32).unwrap() as *mut u64;
+            // SAFETY: our private copy of 32 bytes.
+            unsafe { p.add((i % 4) as usize).write(i) };
+            let tok = th.commit().unwrap();
+            th.wait_durable(tok).unwrap();
+        }
+        drop(th);
+        e.quiesce();
+        let sh = e.shared();
+        for &o in &objs {
+            for w in 0..4u64 {
+                let off = o + 8 * w;
+                assert_eq!(
+                    sh.heap.atomic_u64(off as usize).load(Relaxed),
+                    sh.ws.word(off).load(Relaxed),
+                    "durable heap differs at {off:#x} ({opts})"
+                );
+            }
+        }
+        assert!(sh.stats.batches.load(Relaxed) > 0);
+        if opts.get("replay").is_none() {
+            assert!(
+                sh.stats.filtered.load(Relaxed) > 0,
+                "no duplicate filtered ({opts})"
+            );
+        }
+    }
+}
+
+/// A read-only transaction's token waits for the writers it read from.
+#[test]
+fn read_only_token_covers_what_it_read() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    let tok = put(&mut a, x, 5);
+    a.begin(&TxOptions::default());
+    // SAFETY: 8 readable bytes.
+    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+    let rtok = a.commit().unwrap();
+    assert_eq!(rtok, tok, "the reader's token is its writer's timestamp");
+    a.wait_durable(rtok).unwrap();
+    assert_eq!(get(&mut a, x), 5);
+}
+
+/// On a pool file the working snapshot is a copy-on-write (`MAP_PRIVATE`) mapping:
+/// commits change it and not the file until the replayer applies them; the file then
+/// holds the committed values, and a reopened pool reads them.
+#[test]
+fn file_pools_get_a_copy_on_write_snapshot() {
+    use crate::medium::{create_file, open_file, MediumKind};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spht.pool");
+    let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
+    let heap = Arc::new(
+        Heap::format(
+            m,
+            FormatParams {
+                engine_id: EngineId::Spht as u32,
+                max_threads: 2,
+                log_bytes_per_thread: 64 << 10,
+                regions: crate::engine::Regions {
+                    logs_per_thread: 1,
+                    engine_area_bytes: durability::engine_area_bytes(2),
+                },
+            },
+        )
+        .unwrap(),
+    );
+    let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
+    let ctx = OpenCtx {
+        recovery_threads: 1,
+    };
+    let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
+    assert!(e.shared().ws.copy_on_write);
+    let mut th = e.thread(0).unwrap();
+    let x = alloc(&mut th, 1);
+    let tok = put(&mut th, x, 0xfeed);
+    th.wait_durable(tok).unwrap();
+    assert_eq!(e.shared().ws.word(x).load(Relaxed), 0xfeed);
+    drop(th);
+    e.quiesce();
+    assert_eq!(
+        heap.atomic_u64(x as usize).load(Relaxed),
+        0xfeed,
+        "not replayed"
+    );
+    drop(e);
+    drop(heap);
+    let heap = Arc::new(Heap::open(open_file(&path, MediumKind::DRAM).unwrap()).unwrap());
+    let e = SphtEngine::open(heap, opts, &ctx).unwrap();
+    let mut th = e.thread(1).unwrap();
+    assert_eq!(get(&mut th, x), 0xfeed);
+}

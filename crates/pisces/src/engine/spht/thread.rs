@@ -1,0 +1,736 @@
+//! One thread's `spht` transactions: a TL2-style software TM on the working snapshot
+//! (standing in for HTM), then SPHT's durability protocol.
+//!
+//! # Transaction (serializable)
+//! * **Begin**: read version `rv` = a clock reading. Nothing is published (see
+//!   *Decisions*).
+//! * **Read**: the private copy if the transaction wrote the object; else a copy of the
+//!   object out of the working snapshot taken as a seqlock read against its stripe: the
+//!   stripe must be unlocked with a version below `rv` before and unchanged after the
+//!   copy, else `Conflict`. The (stripe, version) pair joins the read set. The copy is
+//!   the transaction's (an arena), so the bytes behind the returned pointer never
+//!   change — committers write the snapshot in place.
+//! * **Write**: a private copy (from the read copy, or read as above), remembered with
+//!   the stripe version it was copied at. **Alloc**: a reserved block with a zeroed
+//!   copy. **Free**: recorded with the stripe version; applied at commit.
+//! * A `read` / `write` / `free` of an offset that is no longer an object (a stale
+//!   pointer of a transaction that is already doomed) answers `Conflict` when the read
+//!   set no longer validates, so `run` retries instead of failing.
+//!
+//! # Commit of an update transaction
+//! 1. Bound the record's size and wait for that much log space (the replayer frees
+//!    it; a full log runs a replay batch itself when the replayer is busy elsewhere).
+//! 2. Publish the lower bound `L` = a clock reading in `vts` (not persistent), SeqCst,
+//!    then take a reading `c` after the publication.
+//! 3. Lock the write set's stripes by CAS (a taken stripe, or a stripe changed since
+//!    the object was copied, aborts: no waiting while holding locks).
+//! 4. Commit timestamp `ts` = a clock reading taken now, strictly above `c`, every old
+//!    version of the locked stripes and this slot's previous timestamp (the physical
+//!    clock read while the locks are held: timestamp order is a serialization order).
+//! 5. Validate the read set (each stripe unchanged, or locked by us at the version read).
+//! 6. Publish `vts = ts | isUpd`; write the private copies into the snapshot while
+//!    building the redo record (changed words only for existing objects — `WORD`
+//!    entries, or one `RANGE` when most words changed; the whole payload for a new
+//!    block, whose durable bytes may differ from the snapshot's; `ALLOC` / `FREE`);
+//!    release the stripes with version `ts`. **Visible.**
+//! 7. Append the record (its forward link slot holding `ts`), flush, fence.
+//! 8. **Wait** for every slot whose `vts` is below `ts` and not persistent
+//!    (`WAITPRECEDINGTXS`); note an update transaction with a larger timestamp
+//!    (**skipCAS**).
+//! 9. **Link**: the predecessor is the slot-`last` entry with the largest timestamp
+//!    (all are below `ts`, see *Invariants*); store our link in its forward slot and
+//!    its link in our backward slot (or, first of the run, in `genesis`). Publish our
+//!    own `last`.
+//! 10. `marker=nvhtm`: store `ts` in this slot's persistent marker, persist it.
+//! 11. Set isPers: `vts = ts | isUpd | isPers`.
+//! 12. `marker=global`: unless skipCAS, CAS the global marker up to `ts`; the winner
+//!     flushes it and raises the volatile durable point. `commit` returns the token
+//!     `ts`; `wait_durable` waits until the durable point reaches it.
+//!
+//! A read-only transaction publishes nothing and writes nothing; its token is the
+//! largest version it read, so `wait_durable` makes it wait until everything it saw is
+//! durable (immediate durability for readers, which the paper's HTM readers do not
+//! need since HTM hides non-committed state — here committed-but-not-durable state is
+//! visible).
+//!
+//! # Invariants
+//! * A transaction that has not read its commit clock yet gets a larger timestamp than
+//!   one that scans now (the clock is monotonic and the scan follows the reading).
+//!   So when step 8 ends, every update transaction with a smaller timestamp has set
+//!   isPers, and (because it waits for us, unpersisted, from step 2 on) no transaction
+//!   with a larger timestamp has — hence at step 9 every slot's `last` is below `ts`,
+//!   and the largest of them is our immediate predecessor.
+//! * The durable point only ever holds the timestamp of an update transaction that
+//!   waited for all smaller ones: every transaction up to it has its record flushed
+//!   (durability, §3.1's C2) and its links written (replayer).
+//! * A skipCAS delegate (larger timestamp, isUpd) is past its validation and cannot
+//!   abort, and it never waits for `wait_durable`: it CASes (or delegates upward) inside
+//!   its own `commit`, so the delegation chain always ends.
+//! * No wait happens while holding stripes; waits in step 8 are for transactions in
+//!   steps 2-11, which wait only for smaller timestamps: no cycle.
+//!
+//! # Decisions
+//! * Begin does not publish a lower bound (Alg. 1 line 8); step 2 does, just before the
+//!   commit clock is read. The paper needs it at begin because HTM reads the clock
+//!   inside the hardware transaction; here the window between reading `ts` and
+//!   publishing it is covered by `L`, and committers never wait for transactions that
+//!   are still executing user code (a long reader would stall every commit).
+//! * isPers is set after linking (step 11), not right after the log flush as in Alg. 1:
+//!   the predecessor search then needs only the `last` entries, not Alg. 2's
+//!   `precTXs` estimate. The sequential part this adds is volatile (two link stores and
+//!   a seqlock write per transaction, no fence).
+
+use super::clock::PhysClock;
+use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
+use super::log::{self, LogWriter, BACK, FWD, HEADER_LEN};
+use super::options::MarkerMode;
+use super::replayer;
+use super::shared::Shared;
+use super::stripes::LOCKED;
+use crate::engine::kit::objects::{
+    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
+};
+use crate::engine::kit::redo_log::RecordBuilder;
+use crate::engine::{DurableToken, EngineThread};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::sync::{fence, spin_step};
+use crate::{Error, Result};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::Arc;
+
+/// What a slot keeps between thread states (a slot may be leased again).
+#[derive(Debug)]
+pub struct SlotLocal {
+    /// The slot's log writer.
+    pub log: LogWriter,
+    /// Raw clock value of the slot's last commit.
+    pub last_raw: u64,
+    /// Timestamp of the slot's last update commit.
+    pub last_ts: u64,
+}
+
+/// One object of the write set.
+struct WEntry {
+    off: u64,
+    hdr: u64,
+    /// Payload words (empty: freed without a copy).
+    copy: Box<[u64]>,
+    kind: Kind,
+    /// Stripe version the copy (or free) was based on; `None` for a fresh block.
+    seen: Option<u64>,
+}
+
+/// Read-side state (mutated by `read`, which takes `&self`).
+#[derive(Default)]
+struct ReadState {
+    /// (stripe, version) of every snapshot copy taken.
+    reads: Vec<(u32, u64)>,
+    /// Largest version read.
+    max_read: u64,
+    /// Payload offset → (arena index, version).
+    copies: FastMap<u64, (usize, u64)>,
+    arena: Vec<Box<[u64]>>,
+}
+
+/// A thread's `spht` state.
+pub struct SphtThread {
+    sh: Arc<Shared>,
+    slot: usize,
+    local: Option<SlotLocal>,
+    cache: ThreadCache,
+    record: RecordBuilder,
+    active: bool,
+    rv: u64,
+    rs: RefCell<ReadState>,
+    writes: Vec<WEntry>,
+    by_off: FastMap<u64, usize>,
+    /// Stripes locked by the committing transaction, with their old versions.
+    locks: Vec<(u32, u64)>,
+}
+
+fn words_as_bytes(w: &[u64]) -> &[u8] {
+    bytemuck::cast_slice(w)
+}
+
+impl SphtThread {
+    /// State for `slot` (unique among live thread states).
+    pub fn new(sh: Arc<Shared>, slot: usize) -> Result<SphtThread> {
+        let local = sh.locals[slot]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| Error::InvalidConfig(format!("thread slot {slot} is in use")))?;
+        Ok(SphtThread {
+            sh,
+            slot,
+            local: Some(local),
+            cache: ThreadCache::default(),
+            record: RecordBuilder::default(),
+            active: false,
+            rv: 0,
+            rs: RefCell::new(ReadState::default()),
+            writes: Vec::new(),
+            by_off: FastMap::default(),
+            locks: Vec::new(),
+        })
+    }
+
+    fn local(&mut self) -> &mut SlotLocal {
+        self.local
+            .as_mut()
+            .expect("slot state present while the thread state lives")
+    }
+
+    #[cfg(test)]
+    fn hook(&self, p: u32) {
+        self.sh.hold.hit(p, self.slot);
+    }
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn hook(&self, _p: u32) {}
+
+    fn clock(&self) -> &PhysClock {
+        &self.sh.clock
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if !self.active {
+            return Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// True while every snapshot copy taken is still current.
+    fn reads_valid(&self) -> bool {
+        let rs = self.rs.borrow();
+        rs.reads
+            .iter()
+            .all(|&(i, v)| self.sh.stripes.word(i).load(Acquire) == v)
+    }
+
+    /// An error about a user offset: `Conflict` if the transaction is doomed anyway (it
+    /// may hold a stale pointer), else the error itself.
+    /// A block this transaction allocated (its bit is set when the commit publishes it).
+    fn own_fresh(&self, b: Block) -> bool {
+        self.by_off
+            .get(&b.payload())
+            .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+    }
+
+    fn offset_error(&self, e: Error) -> Error {
+        if self.reads_valid() {
+            e
+        } else {
+            Error::Conflict
+        }
+    }
+
+    /// Copy the object (`dst.len()` words at `off`, header at `hdr`) out of the working
+    /// snapshot as of `rv`; returns the stripe version.
+    fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(u32, u64)> {
+        let idx = self.sh.stripes.index(hdr);
+        let w = self.sh.stripes.word(idx);
+        // Acquire: pairs with the committer's Release unlock, so the copy below sees at
+        // least the write-back of the version we accept.
+        let v1 = w.load(Acquire);
+        if v1 & LOCKED != 0 || !self.clock().readable(self.clock().raw(v1), self.rv) {
+            return Err(Error::Conflict);
+        }
+        for (i, d) in dst.iter_mut().enumerate() {
+            *d = self.sh.ws.word(off + 8 * i as u64).load(Relaxed);
+        }
+        // Acquire fence: the word loads above happen before the re-check (seqlock).
+        fence(Acquire);
+        if w.load(Relaxed) != v1 {
+            return Err(Error::Conflict);
+        }
+        Ok((idx, v1))
+    }
+
+    /// The stripe version of an object about to be freed (validated against `rv`).
+    fn stripe_version(&self, hdr: u64) -> Result<u64> {
+        let v = self
+            .sh
+            .stripes
+            .word(self.sh.stripes.index(hdr))
+            .load(Acquire);
+        if v & LOCKED != 0 || !self.clock().readable(self.clock().raw(v), self.rv) {
+            return Err(Error::Conflict);
+        }
+        Ok(v)
+    }
+
+    /// Undo the running transaction's volatile effects and end it.
+    fn rollback(&mut self) {
+        self.end(false);
+    }
+
+    /// End the transaction: hand back the blocks it reserved and did not publish (all
+    /// of them if it did not commit), drop its copies.
+    fn end(&mut self, committed: bool) {
+        for w in self.writes.drain(..) {
+            match w.kind {
+                Kind::Fresh(b) if !committed => self.sh.alloc.unreserve(&mut self.cache, b),
+                Kind::FreshFreed(b) => self.sh.alloc.unreserve(&mut self.cache, b),
+                _ => {}
+            }
+        }
+        self.by_off.clear();
+        let rs = self.rs.get_mut();
+        rs.reads.clear();
+        rs.copies.clear();
+        rs.arena.clear();
+        rs.max_read = 0;
+        self.active = false;
+    }
+
+    /// Release the stripes locked so far, restoring their versions.
+    fn unlock_restore(&mut self) {
+        for &(i, old) in &self.locks {
+            self.sh.stripes.word(i).store(old, Release);
+        }
+        self.locks.clear();
+    }
+
+    /// Upper bound of the record's entry bytes.
+    fn record_bound(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|w| match w.kind {
+                Kind::Written => 16 + 8 * w.copy.len(),
+                Kind::Fresh(_) => 32 + 8 * w.copy.len(),
+                Kind::Freed(_) => 16,
+                Kind::FreshFreed(_) => 0,
+            })
+            .sum()
+    }
+
+    /// Wait until the log has room for `bound` entry bytes.
+    fn wait_for_log(&mut self, bound: usize) -> Result<()> {
+        let needed = HEADER_LEN + bound;
+        let max = self.local().log.max_record();
+        if needed > max {
+            return Err(Error::TooLargeForLog {
+                needed,
+                capacity: max,
+            });
+        }
+        let mut round = 0;
+        loop {
+            let released = self.sh.released_seq[self.slot].load(Acquire);
+            let sh = self.sh.clone();
+            let local = self.local();
+            local.log.reclaim(released);
+            if local.log.fits(bound) {
+                return Ok(());
+            }
+            // Every record of ours is committed: the durable point reaches it without
+            // us (see the invariants), then the replayer frees the space.
+            match sh.replay.try_lock() {
+                Ok(mut st) => {
+                    replayer::run_batch(&sh, &mut st)?;
+                }
+                Err(_) => replayer::kick(&sh),
+            }
+            spin_step(&mut round);
+        }
+    }
+
+    /// Steps 3-5: lock the write set, take the timestamp, validate. On `Err` nothing is
+    /// locked any more.
+    fn lock_and_validate(&mut self, after_lower: u64) -> Result<u64> {
+        let me = LOCKED | self.slot as u64;
+        let mut max_old = self.local().last_raw.max(after_lower);
+        for k in 0..self.writes.len() {
+            let (hdr, seen, kind) = {
+                let w = &self.writes[k];
+                (w.hdr, w.seen, w.kind)
+            };
+            if let Kind::FreshFreed(_) = kind {
+                continue;
+            }
+            let idx = self.sh.stripes.index(hdr);
+            let word = self.sh.stripes.word(idx);
+            let cur = word.load(Acquire);
+            let old = if cur == me {
+                self.locks
+                    .iter()
+                    .find(|l| l.0 == idx)
+                    .map(|l| l.1)
+                    .unwrap_or(0)
+            } else if cur & LOCKED != 0 || word.compare_exchange(cur, me, Acquire, Relaxed).is_err()
+            {
+                self.unlock_restore();
+                return Err(Error::Conflict);
+            } else {
+                self.locks.push((idx, cur));
+                cur
+            };
+            if seen.is_some_and(|s| s != old) {
+                self.unlock_restore();
+                return Err(Error::Conflict);
+            }
+            max_old = max_old.max(self.clock().raw(old));
+        }
+        let raw = self.clock().commit_raw(max_old);
+        let ok = {
+            let rs = self.rs.borrow();
+            rs.reads.iter().all(|&(i, v)| {
+                let cur = self.sh.stripes.word(i).load(Acquire);
+                cur == v || (cur == me && self.locks.iter().any(|l| l.0 == i && l.1 == v))
+            })
+        };
+        if !ok {
+            self.unlock_restore();
+            return Err(Error::Conflict);
+        }
+        Ok(raw)
+    }
+
+    /// Step 6: write the copies into the snapshot and build the record.
+    fn write_back(&mut self) {
+        let ws = &self.sh.ws;
+        self.record.clear();
+        let mut changed: Vec<usize> = Vec::new();
+        for w in &self.writes {
+            match w.kind {
+                Kind::FreshFreed(_) => {}
+                Kind::Freed(b) => self.record.free(b),
+                Kind::Fresh(b) => {
+                    self.record.alloc(b);
+                    self.record.range(w.off, words_as_bytes(&w.copy));
+                    for (i, &v) in w.copy.iter().enumerate() {
+                        ws.word(w.off + 8 * i as u64).store(v, Relaxed);
+                    }
+                }
+                Kind::Written => {
+                    changed.clear();
+                    for (i, &v) in w.copy.iter().enumerate() {
+                        if ws.word(w.off + 8 * i as u64).load(Relaxed) != v {
+                            changed.push(i);
+                        }
+                    }
+                    if 16 * changed.len() <= 16 + 8 * w.copy.len() {
+                        for &i in &changed {
+                            self.record.word(w.off + 8 * i as u64, w.copy[i]);
+                        }
+                    } else {
+                        self.record.range(w.off, words_as_bytes(&w.copy));
+                    }
+                    for &i in &changed {
+                        ws.word(w.off + 8 * i as u64).store(w.copy[i], Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Steps 8-12 for the transaction with timestamp `ts` whose record is at `pos`.
+    fn make_durable(&mut self, ts: u64, pos: usize) {
+        let sh = self.sh.clone();
+        let heap = &*sh.heap;
+        let me = &sh.slots[self.slot];
+        let my_link = log::link(self.slot, pos);
+        // 8. Wait for smaller timestamps; look for a larger update transaction.
+        let mut skip = false;
+        let mut waited = false;
+        for (t, s) in sh.slots.iter().enumerate() {
+            if t == self.slot {
+                continue;
+            }
+            let mut round = 0;
+            loop {
+                // Acquire: pairs with the Release of isPers, so its record, links and
+                // `last` are visible to us (and, through our own Release, to whoever
+                // sees our isPers or the marker we set).
+                let w = s.vts.load(Acquire);
+                let wts = w & TS_MASK;
+                if w & PERS != 0 || wts > ts {
+                    if wts > ts && w & UPD != 0 {
+                        skip = true;
+                    }
+                    break;
+                }
+                waited = true;
+                spin_step(&mut round);
+            }
+        }
+        if waited {
+            sh.stats.waited.fetch_add(1, Relaxed);
+        }
+        // 9. Link to the predecessor: the largest `last` (all are below ts).
+        let (mut pts, mut plink) = (0, 0);
+        for s in sh.slots.iter() {
+            let (t, l) = s.last();
+            if l != 0 && t >= pts {
+                (pts, plink) = (t, l);
+            }
+        }
+        debug_assert!(
+            plink == 0 || pts < ts,
+            "spht: predecessor {pts} not below {ts}"
+        );
+        if plink != 0 {
+            let (ps, ppos) = log::unlink(plink);
+            log::set_link(heap, ps, ppos, FWD, my_link);
+            log::set_link(heap, self.slot, pos, BACK, plink);
+        } else {
+            sh.genesis.store(my_link, Release);
+        }
+        me.set_last(ts, my_link);
+        match sh.opts.marker {
+            MarkerMode::Nvhtm => {
+                // 10. Our own commit marker, after every smaller one (step 8).
+                let off = slot_marker_offset(self.slot);
+                heap.atomic_u64(off).store(ts, Release);
+                heap.persist(off, 8);
+                sh.durable.fetch_max(ts, AcqRel);
+                // 11.
+                me.vts.store(ts | UPD | PERS, Release);
+            }
+            MarkerMode::Global => {
+                // 11.
+                me.vts.store(ts | UPD | PERS, Release);
+                self.hook(super::shared::HOLD_BEFORE_MARKER);
+                // 12.
+                if skip {
+                    sh.stats.skipped.fetch_add(1, Relaxed);
+                    return;
+                }
+                let m = heap.atomic_u64(MARKER_OFFSET);
+                let mut val = m.load(Acquire);
+                while val < ts {
+                    match m.compare_exchange(val, ts, AcqRel, Acquire) {
+                        Ok(_) => {
+                            // The line holds ts or a larger value: durable after this.
+                            heap.persist(MARKER_OFFSET, 8);
+                            sh.durable.fetch_max(ts, AcqRel);
+                            sh.stats.cas.fetch_add(1, Relaxed);
+                            break;
+                        }
+                        Err(v) => val = v,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commit an update transaction (steps 1-12). On `Err` it has been rolled back.
+    fn commit_update(&mut self) -> Result<DurableToken> {
+        let bound = self.record_bound();
+        if let Err(e) = self.wait_for_log(bound) {
+            self.rollback();
+            return Err(e);
+        }
+        // 2. The lower bound, before the commit clock is read (SeqCst store + fence:
+        // a scanner that misses it read its own clock before ours).
+        let sh = self.sh.clone();
+        let me = &sh.slots[self.slot];
+        let lower = sh.clock.ts(sh.clock.now(), self.slot);
+        me.vts.store(lower, SeqCst);
+        fence(SeqCst);
+        // The commit reading must be strictly above a reading taken after the
+        // publication: a scanner that missed the publication read its clock before
+        // it, so its timestamp is then strictly smaller than ours (equal TSC readings
+        // would otherwise be ordered by slot number alone).
+        let after_lower = sh.clock.now();
+        let raw = match self.lock_and_validate(after_lower) {
+            Ok(raw) => raw,
+            Err(e) => {
+                me.vts.store(lower | PERS, Release);
+                self.rollback();
+                return Err(e);
+            }
+        };
+        let ts = sh.clock.ts(raw, self.slot);
+        // 6. Committed: nothing can abort it any more.
+        me.vts.store(ts | UPD, Release);
+        self.write_back();
+        for &(i, _) in &self.locks {
+            // Release: the write-back happens-before a reader that sees version ts.
+            sh.stripes.word(i).store(ts, Release);
+        }
+        self.locks.clear();
+        self.hook(super::shared::HOLD_BEFORE_LOG);
+        // 7. The record.
+        let heap = &*sh.heap;
+        let entries = std::mem::take(&mut self.record);
+        let pos = self.local().log.append(heap, entries.bytes(), ts);
+        self.record = entries;
+        heap.fence();
+        self.make_durable(ts, pos);
+        let l = self.local();
+        l.last_raw = raw;
+        l.last_ts = ts;
+        self.end(true);
+        Ok(DurableToken(ts))
+    }
+}
+
+impl EngineThread for SphtThread {
+    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+        if self.active {
+            self.rollback();
+        }
+        self.active = true;
+        self.rv = self.sh.clock.now();
+    }
+
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.check_active()?;
+        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
+            .map_err(|e| self.offset_error(e))?;
+        // The real payload (the root slot's token maps to the slot).
+        let off = hdr + HEADER as u64;
+        if let Some(&i) = self.by_off.get(&off) {
+            let w = &self.writes[i];
+            if !w.copy.is_empty() || plen == 0 {
+                return Ok(w.copy.as_ptr() as *const u8);
+            }
+        }
+        if let Some(&(i, _)) = self.rs.borrow().copies.get(&off) {
+            return Ok(self.rs.borrow().arena[i].as_ptr() as *const u8);
+        }
+        let mut buf = vec![0u64; plen / 8].into_boxed_slice();
+        let (idx, v) = self.snap_copy(hdr, off, &mut buf)?;
+        let mut rs = self.rs.borrow_mut();
+        rs.reads.push((idx, v));
+        rs.max_read = rs.max_read.max(v);
+        let k = rs.arena.len();
+        rs.copies.insert(off, (k, v));
+        let p = buf.as_ptr() as *const u8;
+        rs.arena.push(buf);
+        Ok(p)
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.check_active()?;
+        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
+            .map_err(|e| self.offset_error(e))?;
+        let off = hdr + HEADER as u64;
+        if let Some(&i) = self.by_off.get(&off) {
+            if self.writes[i].copy.is_empty() && plen > 0 {
+                // Freed first, written now: copy at the version the free was based on.
+                let mut buf = vec![0u64; plen / 8].into_boxed_slice();
+                let (_, v) = self.snap_copy(hdr, off, &mut buf)?;
+                if Some(v) != self.writes[i].seen {
+                    return Err(Error::Conflict);
+                }
+                self.writes[i].copy = buf;
+            }
+            return Ok(self.writes[i].copy.as_mut_ptr() as *mut u8);
+        }
+        let cached = self.rs.borrow().copies.get(&off).copied();
+        let (copy, seen) = match cached {
+            Some((k, v)) => (self.rs.borrow().arena[k].clone(), v),
+            None => {
+                let mut buf = vec![0u64; plen / 8].into_boxed_slice();
+                let (_, v) = self.snap_copy(hdr, off, &mut buf)?;
+                (buf, v)
+            }
+        };
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WEntry {
+            off,
+            hdr,
+            copy,
+            kind: Kind::Written,
+            seen: Some(seen),
+        });
+        Ok(self.writes.last_mut().unwrap().copy.as_mut_ptr() as *mut u8)
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.check_active()?;
+        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        let off = b.payload();
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WEntry {
+            off,
+            hdr: b.offset,
+            copy: vec![0u64; (b.payload_len() & !7) / 8].into_boxed_slice(),
+            kind: Kind::Fresh(b),
+            seen: None,
+        });
+        Ok(off)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.check_active()?;
+        let root = root_object(|o, l| self.read(o, l))?;
+        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))
+            .map_err(|e| self.offset_error(e))?;
+        if let Some(&i) = self.by_off.get(&off) {
+            let w = &mut self.writes[i];
+            w.kind = w.kind.freed(off, b)?;
+            return Ok(());
+        }
+        let v = self.stripe_version(b.offset)?;
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WEntry {
+            off,
+            hdr: b.offset,
+            copy: Box::new([]),
+            kind: Kind::Freed(b),
+            seen: Some(v),
+        });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<DurableToken> {
+        self.check_active()?;
+        if self
+            .writes
+            .iter()
+            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
+        {
+            // Read-only: every read was validated against rv; nothing to publish. The
+            // token makes `wait_durable` wait for the writers of what we read.
+            let token = DurableToken(self.rs.get_mut().max_read);
+            self.rollback();
+            return Ok(token);
+        }
+        self.commit_update()
+    }
+
+    fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
+        let t = if token == DurableToken::ALL {
+            self.local().last_ts
+        } else {
+            token.0
+        };
+        let mut round = 0;
+        // Acquire: pairs with the raise after the marker's flush.
+        while self.sh.durable.load(Acquire) < t {
+            spin_step(&mut round);
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        let _ = self.wait_durable(DurableToken::ALL);
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for SphtThread {
+    fn drop(&mut self) {
+        self.quiesce();
+        if let Some(l) = self.local.take() {
+            *self.sh.locals[self.slot]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(l);
+        }
+    }
+}
