@@ -157,6 +157,7 @@ impl SphtEngine {
         let sh = Arc::new(Shared {
             alloc,
             ws,
+            unreplayed: Mutex::new(Default::default()),
             stripes: stripes::Stripes::new(STRIPE_BITS),
             clock,
             opts,

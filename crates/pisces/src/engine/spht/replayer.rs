@@ -144,6 +144,21 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
         .map(|r| decode(r.entries(heap)))
         .collect::<Result<Vec<_>>>()?;
     let (freed, stats) = apply::apply(heap, &decoded, sh.opts.replay, sh.opts.replayers)?;
+    {
+        // The bitmaps now show these allocations and frees (see `Shared::unreplayed`).
+        let mut pending = sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
+        if !pending.is_empty() {
+            for rec in &decoded {
+                for e in rec {
+                    if let crate::engine::kit::redo_log::Entry::Alloc(b)
+                    | crate::engine::kit::redo_log::Entry::Free(b) = *e
+                    {
+                        pending.remove(&b.offset);
+                    }
+                }
+            }
+        }
+    }
     persist_replayed(heap, newest.ts);
     let mut touched = Vec::new();
     for r in &batch {

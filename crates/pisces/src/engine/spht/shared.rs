@@ -71,6 +71,11 @@ pub struct Shared {
     pub alloc: Arc<Allocator>,
     /// The working snapshot.
     pub ws: Snapshot,
+    /// Allocations (`true`) and frees (`false`) that committed but whose records the
+    /// replayer has not applied yet, by block offset: the allocator's bitmaps live in
+    /// the durable heap, which only replay writes, so object validation asks here for
+    /// a block whose bit does not show the committed state yet.
+    pub unreplayed: Mutex<crate::fasthash::FastMap<u64, bool>>,
     /// Versioned locks.
     pub stripes: Stripes,
     /// Commit clock.

@@ -214,11 +214,29 @@ impl SphtThread {
 
     /// An error about a user offset: `Conflict` if the transaction is doomed anyway (it
     /// may hold a stale pointer), else the error itself.
-    /// A block this transaction allocated (its bit is set when the commit publishes it).
+    /// A block whose allocation bit is clear that this transaction may still use: one
+    /// it allocated, or one a committed transaction allocated whose record is not
+    /// replayed yet (the bit is set by replay).
     fn own_fresh(&self, b: Block) -> bool {
         self.by_off
             .get(&b.payload())
             .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+            || self.committed_state(b) == Some(true)
+    }
+
+    /// The committed allocation state of `b` if replay has not applied it yet.
+    fn committed_state(&self, b: Block) -> Option<bool> {
+        let pending = self.sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
+        pending.get(&b.offset).copied()
+    }
+
+    /// Record a committed allocation (`true`) or free of `b` until replay applies it.
+    fn unreplayed(&self, b: Block, allocated: bool) {
+        self.sh
+            .unreplayed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(b.offset, allocated);
     }
 
     fn offset_error(&self, e: Error) -> Error {
@@ -399,9 +417,13 @@ impl SphtThread {
         for w in &self.writes {
             match w.kind {
                 Kind::FreshFreed(_) => {}
-                Kind::Freed(b) => self.record.free(b),
+                Kind::Freed(b) => {
+                    self.record.free(b);
+                    self.unreplayed(b, false);
+                }
                 Kind::Fresh(b) => {
                     self.record.alloc(b);
+                    self.unreplayed(b, true);
                     self.record.range(w.off, words_as_bytes(&w.copy));
                     for (i, &v) in w.copy.iter().enumerate() {
                         ws.word(w.off + 8 * i as u64).store(v, Relaxed);
@@ -664,6 +686,12 @@ impl EngineThread for SphtThread {
         let root = root_object(|o, l| self.read(o, l))?;
         let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
+        if self.committed_state(b) == Some(false) {
+            // Its bit is still set (replay has not applied the free): freed already.
+            return Err(self.offset_error(Error::InvalidPointer(format!(
+                "{off:#x} is not an allocated object (already freed)"
+            ))));
+        }
         if let Some(&i) = self.by_off.get(&off) {
             let w = &mut self.writes[i];
             w.kind = w.kind.freed(off, b)?;
