@@ -668,7 +668,16 @@ impl EngineThread for SphtThread {
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         self.check_active()?;
-        let b = self.sh.alloc.reserve(&mut self.cache, len)?;
+        let b = match self.sh.alloc.reserve(&mut self.cache, len) {
+            Err(Error::OutOfSpace { .. }) => {
+                // Committed frees become reusable when replay applies them: catch up
+                // (replay only takes durable records; this transaction holds no lock
+                // yet), then try once more.
+                replayer::catch_up(&self.sh);
+                self.sh.alloc.reserve(&mut self.cache, len)?
+            }
+            r => r?,
+        };
         let off = b.payload();
         self.by_off.insert(off, self.writes.len());
         self.writes.push(WEntry {
