@@ -10,7 +10,7 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    mvcc, pisces, pmdk, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
+    mvcc, pisces, pmdk, timestone, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
     Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
@@ -164,6 +164,9 @@ macro_rules! engines {
             pub(crate) fn abort(&mut self) {
                 match self { $( AnyThread::$variant(t) => t.abort(), )+ }
             }
+            pub(crate) fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
+                match self { $( AnyThread::$variant(t) => t.set_operation(op), )+ }
+            }
             pub(crate) fn after_abort(&mut self) {
                 match self { $( AnyThread::$variant(t) => t.after_abort(), )+ }
             }
@@ -186,6 +189,9 @@ engines! {
     Pmdk = pmdk::Pmdk,
     /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
     Volatile = pisces::Volatile,
+    /// TimeStone (ASPLOS 2020): MVCC with TOC logging, operation re-execution in
+    /// recovery, per-transaction isolation up to linearizable.
+    Timestone = timestone::Timestone,
 }
 
 impl EngineId {

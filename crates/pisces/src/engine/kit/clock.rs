@@ -47,6 +47,12 @@ impl Clock {
     pub fn tick(&self) -> u64 {
         self.ts.fetch_add(1, AcqRel) + 1
     }
+    /// Raise the clock to at least `ts` (single-threaded recovery that re-executes
+    /// transactions under their original timestamps: the next `tick` gives `ts + 1`).
+    #[inline]
+    pub fn advance_to(&self, ts: u64) {
+        self.ts.fetch_max(ts, AcqRel);
+    }
 }
 
 /// Per-slot published start timestamp.

@@ -27,7 +27,10 @@
 //!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
-//! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size).
+//! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
+//! `OP` (16 B + data rounded up to 8) names a registered operation (word 0 holds its
+//! id) and its argument bytes, for engines that log operations (timestone's OLog);
+//! the redo-log engines' recovery refuses it.
 
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
@@ -47,6 +50,7 @@ const E_WORD: u64 = 1;
 const E_RANGE: u64 = 2;
 const E_ALLOC: u64 = 3;
 const E_FREE: u64 = 4;
+const E_OP: u64 = 5;
 const OFF_MASK: u64 = (1 << 56) - 1;
 
 /// One decoded log entry.
@@ -70,6 +74,13 @@ pub enum Entry<'a> {
     Alloc(Block),
     /// Mark `block` free.
     Free(Block),
+    /// Re-execute registered operation `id` with argument bytes `data`.
+    Op {
+        /// Operation id.
+        id: u32,
+        /// Argument bytes.
+        data: &'a [u8],
+    },
 }
 
 /// Builds the entries of one record in DRAM.
@@ -102,6 +113,13 @@ impl RecordBuilder {
         let pad = data.len().next_multiple_of(8) - data.len();
         self.buf.extend(std::iter::repeat_n(0u8, pad));
     }
+    /// Append an OP entry.
+    pub fn op(&mut self, id: u32, data: &[u8]) {
+        self.words(E_OP << 56 | u64::from(id), data.len() as u64);
+        self.buf.extend_from_slice(data);
+        let pad = data.len().next_multiple_of(8) - data.len();
+        self.buf.extend(std::iter::repeat_n(0u8, pad));
+    }
     /// Append an ALLOC entry.
     pub fn alloc(&mut self, b: Block) {
         self.words(E_ALLOC << 56 | b.offset, b.size);
@@ -128,7 +146,7 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
         let off = w0 & OFF_MASK;
         let e = match w0 >> 56 {
             E_WORD => Entry::Word { off, value: w1 },
-            E_RANGE => {
+            E_RANGE | E_OP => {
                 let len = usize::try_from(w1).unwrap_or(usize::MAX);
                 let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
                 if padded > bytes.len() - 16 {
@@ -138,7 +156,14 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                 }
                 let data = &bytes[16..16 + len];
                 bytes = &bytes[padded..];
-                Entry::Range { off, data }
+                if w0 >> 56 == E_OP {
+                    let id = u32::try_from(off).map_err(|_| {
+                        Error::Corrupt(format!("log operation entry with id {off}"))
+                    })?;
+                    Entry::Op { id, data }
+                } else {
+                    Entry::Range { off, data }
+                }
             }
             E_ALLOC => Entry::Alloc(Block {
                 offset: off,

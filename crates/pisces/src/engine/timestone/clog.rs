@@ -1,0 +1,341 @@
+//! The CLog: checkpoints of the TLog into persistent memory, and their write-back home.
+//!
+//! # What a checkpoint is
+//! A checkpoint at cut K makes home equal to the state after exactly the transactions
+//! with commit timestamp ≤ K, and then persists `K_done = K`. Recovery starts from that
+//! state and re-executes the OLog records with timestamps above K_done.
+//!
+//! # Protocol (one checkpoint at a time, under `Shared::ckpt`)
+//! 1. **Cut.** Publish the checkpointer's snapshot K (`ckpt_clock`, the Pisces start
+//!    protocol: versions it reads are not reclaimed), fence, and wait until no slot
+//!    has a commit in flight with timestamp ≤ K (`committing`; the committer's guard
+//!    store precedes its clock increment, so a commit with C ≤ K is seen). Every
+//!    transaction with C ≤ K is then visible, durable in its OLog, and has put its
+//!    items into the pending list.
+//! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
+//!    item decides: a write → the version visible at K (the newest version no reader
+//!    at or after K needs older than), a free → nothing is written home. Allocator
+//!    changes are kept in timestamp order.
+//! 3. **CLog record**: every range and allocator change, stamped K, in one checksummed
+//!    record; flush, **fence**. *Ordering invariant: home is not touched before this
+//!    fence*, so a crash before it leaves home at K_done and the torn record is ignored.
+//! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
+//! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
+//!    free is durable now), and the budget is given back.
+//!
+//! A crash between 3 and 5 is repaired by recovery, which re-applies a valid CLog
+//! record whose K is above K_done (idempotent: absolute ranges, bit sets and clears)
+//! and persists K_done = K before anything else touches the CLog.
+//!
+//! # Coalescing (write amplification)
+//! An object updated by many transactions between two checkpoints is written to the
+//! CLog and home once, with its newest value at K: that is what keeps bytes persisted
+//! per byte changed below one for repeated small updates.
+//!
+//! # Budget
+//! Committers reserve the encoded size of their items in `Shared::budget` before they
+//! take their timestamp (`reserve_budget`), waiting for (or running) a checkpoint when
+//! it is exhausted, so the items of one checkpoint always fit one CLog record.
+
+use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
+use super::tlog::{Entry, Version};
+use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder, HEADER_LEN};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::Heap;
+use crate::medium::counters;
+use crate::sync::{fence, spin_step};
+use crate::{Error, Result};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+
+/// One thing a committed transaction left for the checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub enum Item {
+    /// An object written (its newest version at the cut goes home).
+    Write {
+        /// Commit timestamp.
+        ts: u64,
+        /// Payload offset.
+        off: u64,
+        /// Payload length.
+        len: usize,
+        /// Its index entry (entries live as long as the engine).
+        entry: *const Entry,
+    },
+    /// A block allocated.
+    Alloc {
+        /// Commit timestamp.
+        ts: u64,
+        /// The block.
+        b: Block,
+    },
+    /// A block freed.
+    Free {
+        /// Commit timestamp.
+        ts: u64,
+        /// The block.
+        b: Block,
+    },
+}
+
+impl Item {
+    fn ts(&self) -> u64 {
+        match *self {
+            Item::Write { ts, .. } | Item::Alloc { ts, .. } | Item::Free { ts, .. } => ts,
+        }
+    }
+    /// Bytes this item may take in a CLog record.
+    pub fn cost(&self) -> u64 {
+        match *self {
+            Item::Write { len, .. } => 16 + len as u64,
+            _ => 16,
+        }
+    }
+}
+
+/// The pending list.
+#[derive(Default)]
+pub struct Pending {
+    /// Items, in no particular order.
+    pub items: Vec<Item>,
+    /// Budget in use (sum of costs of the items, plus reservations not yet pushed).
+    pub used: u64,
+}
+
+// SAFETY: the entry pointers point into the index, which lives as long as the engine
+// and is shared (`Entry: Sync`).
+unsafe impl Send for Pending {}
+
+/// The checkpointer's state.
+pub struct CkptState {
+    /// Sequence number of the next CLog record.
+    pub seq: u64,
+    /// Cache for blocks whose free a checkpoint made durable.
+    pub cache: ThreadCache,
+}
+
+impl CkptState {
+    /// With the CLog's next sequence number.
+    pub fn new(seq: u64) -> CkptState {
+        CkptState {
+            seq,
+            cache: ThreadCache::default(),
+        }
+    }
+}
+
+/// Reserve `cost` bytes of the checkpoint budget, checkpointing while it is full.
+/// `Err(TooLargeForLog)` if one transaction alone exceeds it.
+pub fn reserve_budget(sh: &Shared, cost: u64) -> Result<()> {
+    if cost > sh.budget {
+        return Err(Error::TooLargeForLog {
+            needed: cost as usize + HEADER_LEN,
+            capacity: sh.budget as usize + HEADER_LEN,
+        });
+    }
+    loop {
+        {
+            let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if p.used + cost <= sh.budget {
+                p.used += cost;
+                return Ok(());
+            }
+        }
+        checkpoint(sh)?;
+    }
+}
+
+/// Give back a reservation that produced no items (an aborted commit).
+pub fn unreserve_budget(sh: &Shared, cost: u64) {
+    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    p.used -= cost;
+}
+
+/// Push committed items (their cost was reserved).
+pub fn push_items(sh: &Shared, items: &[Item]) {
+    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    p.items.extend_from_slice(items);
+}
+
+/// True if the pending items passed the high-water mark.
+pub fn above_high_water(sh: &Shared) -> bool {
+    sh.pending.lock().unwrap_or_else(|e| e.into_inner()).used >= sh.high_water
+}
+
+/// Run one checkpoint (see the module docs); returns its cut K.
+pub fn checkpoint(sh: &Shared) -> Result<u64> {
+    let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
+    let heap = &*sh.heap;
+    // 1. Cut.
+    let k = sh.ckpt_clock.start(&sh.clock);
+    fence(SeqCst);
+    for s in &sh.slots {
+        let mut round = 0;
+        while s.committing.load(Acquire) <= k {
+            spin_step(&mut round);
+        }
+    }
+    // 2. Collect.
+    let (mine, cost) = {
+        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mine = Vec::new();
+        let mut cost = 0;
+        p.items.retain(|it| {
+            if it.ts() <= k {
+                cost += it.cost();
+                mine.push(*it);
+                false
+            } else {
+                true
+            }
+        });
+        (mine, cost)
+    };
+    // Per payload offset, the newest write or free decides.
+    let mut last: FastMap<u64, (u64, Option<(usize, *const Entry)>)> = FastMap::default();
+    let mut bits: Vec<(u64, bool, Block)> = Vec::new();
+    for it in &mine {
+        let (off, ts, w) = match *it {
+            Item::Write { ts, off, len, entry } => (off, ts, Some((len, entry))),
+            Item::Free { ts, b } => {
+                bits.push((ts, false, b));
+                (b.payload(), ts, None)
+            }
+            Item::Alloc { ts, b } => {
+                bits.push((ts, true, b));
+                continue;
+            }
+        };
+        let e = last.entry(off).or_insert((0, None));
+        if ts >= e.0 {
+            *e = (ts, w);
+        }
+    }
+    bits.sort_by_key(|x| x.0);
+    let mut rec = RecordBuilder::default();
+    let mut offs: Vec<_> = last.into_iter().collect();
+    offs.sort_by_key(|x| x.0);
+    for (off, (_, w)) in offs {
+        if let Some((len, entry)) = w {
+            // SAFETY: index entries live as long as the engine; the version visible at
+            // K is kept alive by our published snapshot K and is immutable.
+            let data = unsafe {
+                let v = (*entry).visible(k);
+                std::slice::from_raw_parts(Version::data(v), len.min(Version::len(v)))
+            };
+            rec.range(off, data);
+        }
+    }
+    for &(_, alloc, b) in &bits {
+        if alloc {
+            rec.alloc(b);
+        } else {
+            rec.free(b);
+        }
+    }
+    // 3. CLog record, fence.
+    log::reset(heap, CLOG_OFFSET, st.seq);
+    let mut w = LogWriter::new(CLOG_OFFSET, sh.clog_len, st.seq);
+    if !w.fits(rec.len()) {
+        sh.ckpt_clock.finish();
+        return Err(Error::TooLargeForLog {
+            needed: rec.len() + HEADER_LEN,
+            capacity: w.max_record(),
+        });
+    }
+    let seq = w.append(heap, rec.bytes(), k);
+    st.seq = seq + 1;
+    sh.stats
+        .clog_bytes
+        .fetch_add((rec.len() + HEADER_LEN) as u64, Relaxed);
+    let entries = log::decode(rec.bytes())?;
+    let broken_order = crate::mutation::active(crate::mutation::Mutation::TsCheckpointOrder);
+    if broken_order {
+        // Mutation: home first, the CLog record's fence after it.
+        let home = apply(heap, &entries)?;
+        sh.stats.home_bytes.fetch_add(home, Relaxed);
+    }
+    heap.fence();
+    // 4. Home.
+    let home = if broken_order { 0 } else { apply(heap, &entries)? };
+    sh.stats.home_bytes.fetch_add(home, Relaxed);
+    heap.fence();
+    // 5. K_done.
+    persist_k_done(heap, k);
+    sh.k_done.fetch_max(k, AcqRel);
+    sh.ckpt_clock.finish();
+    if !sh.recovering {
+        for &(_, alloc, b) in &bits {
+            if !alloc {
+                sh.alloc.release(&mut st.cache, b);
+            }
+        }
+        sh.alloc.drain(&mut st.cache);
+    }
+    {
+        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.used -= cost;
+    }
+    sh.stats.checkpoints.fetch_add(1, Relaxed);
+    Ok(k)
+}
+
+/// Persist K_done = `k` (never lowered).
+pub fn persist_k_done(heap: &Heap, k: u64) {
+    heap.atomic_u64(K_DONE_OFFSET).fetch_max(k, AcqRel);
+    heap.persist(K_DONE_OFFSET, 8);
+}
+
+/// Check every entry of a CLog record before applying any.
+pub fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
+    for e in entries {
+        match *e {
+            log::Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
+            log::Entry::Alloc(b) | log::Entry::Free(b) => Allocator::check_block(heap, b)?,
+            _ => return Err(Error::Corrupt("unexpected entry in a CLog record".into())),
+        }
+    }
+    Ok(())
+}
+
+/// Write a checkpoint's entries home and flush them (the caller fences); returns the
+/// bytes written home.
+pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
+    validate(heap, entries)?;
+    let mut bytes = 0;
+    for e in entries {
+        match *e {
+            log::Entry::Range { off, data } => {
+                heap.write_bytes(off as usize, data);
+                heap.flush(off as usize, data.len());
+                counters::add_bytes_written_home(data.len() as u64);
+                bytes += data.len() as u64;
+            }
+            log::Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+            log::Entry::Free(b) => Allocator::replay_free(heap, b)?,
+            _ => {}
+        }
+    }
+    Ok(bytes)
+}
+
+/// Recovery step 1: re-apply a valid CLog record newer than K_done, then persist
+/// K_done. Returns (K_done after it, the CLog's next sequence number).
+pub fn recover(heap: &Heap, clog_len: usize) -> Result<(u64, u64)> {
+    let mut k_done = Shared::load_k_done(heap);
+    let parsed = log::parse(heap, CLOG_OFFSET, clog_len);
+    for r in &parsed.records {
+        if r.persist_ts <= k_done {
+            continue;
+        }
+        let entries = log::decode(&r.entries)
+            .map_err(|e| Error::Corrupt(format!("CLog record {}: {e}", r.seq)))?;
+        apply(heap, &entries)
+            .map_err(|e| Error::Corrupt(format!("CLog record {}: {e}", r.seq)))?;
+        heap.fence();
+        persist_k_done(heap, r.persist_ts);
+        k_done = r.persist_ts;
+    }
+    Ok((k_done, parsed.next_seq))
+}
