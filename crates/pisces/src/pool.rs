@@ -465,6 +465,12 @@ impl Pool {
         self.inner.engine.id()
     }
 
+    /// The engine (white-box tests).
+    #[cfg(test)]
+    pub(crate) fn engine_ref(&self) -> &AnyEngine {
+        &self.inner.engine
+    }
+
     /// The pool's registered operations (`crate::ops`).
     pub(crate) fn ops(&self) -> &crate::ops::Operations {
         &self.inner.ops

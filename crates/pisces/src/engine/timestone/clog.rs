@@ -17,7 +17,10 @@
 //!    at or after K needs older than), a free → nothing is written home. Allocator
 //!    changes are kept in timestamp order.
 //! 3. **CLog record**: every range and allocator change, stamped K, in one checksummed
-//!    record; flush, **fence**. *Ordering invariant: home is not touched before this
+//!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
+//!    length and entries; entries in the kit's redo-log entry format); flush,
+//!    **fence**. The area holds one record: the previous one is obsolete once its
+//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: home is not touched before this
 //!    fence*, so a crash before it leaves home at K_done and the torn record is ignored.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
 //! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
@@ -40,7 +43,7 @@
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{Entry, Version};
 use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::Heap;
@@ -108,21 +111,48 @@ pub struct Pending {
 unsafe impl Send for Pending {}
 
 /// The checkpointer's state.
+#[derive(Default)]
 pub struct CkptState {
-    /// Sequence number of the next CLog record.
-    pub seq: u64,
     /// Cache for blocks whose free a checkpoint made durable.
     pub cache: ThreadCache,
 }
 
-impl CkptState {
-    /// With the CLog's next sequence number.
-    pub fn new(seq: u64) -> CkptState {
-        CkptState {
-            seq,
-            cache: ThreadCache::default(),
-        }
+const CLOG_MAGIC: u64 = 0x5453_434B_5054_0001; // "TSCKPT" v1
+/// Bytes of the CLog record header.
+pub const CLOG_HEADER: usize = 32;
+
+fn clog_crc(k: u64, entries: &[u8]) -> u64 {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&k.to_le_bytes());
+    h[8..].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    u64::from(crc32c::crc32c_append(crc32c::crc32c(&h), entries))
+}
+
+/// Write the CLog record of cut `k` and flush it (the caller fences).
+fn write_clog(heap: &Heap, k: u64, entries: &[u8]) {
+    let mut h = [0u8; CLOG_HEADER];
+    h[0..8].copy_from_slice(&CLOG_MAGIC.to_le_bytes());
+    h[8..16].copy_from_slice(&k.to_le_bytes());
+    h[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    h[24..32].copy_from_slice(&clog_crc(k, entries).to_le_bytes());
+    heap.write_bytes(CLOG_OFFSET + CLOG_HEADER, entries);
+    heap.write_bytes(CLOG_OFFSET, &h);
+    heap.flush(CLOG_OFFSET, CLOG_HEADER + entries.len());
+    counters::add_bytes_logged((CLOG_HEADER + entries.len()) as u64);
+}
+
+/// The valid CLog record, if any: (K, entries).
+pub fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
+    let mut h = [0u8; CLOG_HEADER];
+    heap.read_bytes(CLOG_OFFSET, &mut h);
+    let w = |i: usize| u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().unwrap());
+    let (magic, k, len, crc) = (w(0), w(1), w(2), w(3));
+    if magic != CLOG_MAGIC || len > (clog_len - CLOG_HEADER) as u64 || len % 8 != 0 {
+        return None;
     }
+    let mut entries = vec![0u8; len as usize];
+    heap.read_bytes(CLOG_OFFSET + CLOG_HEADER, &mut entries);
+    (clog_crc(k, &entries) == crc).then_some((k, entries))
 }
 
 /// Reserve `cost` bytes of the checkpoint budget, checkpointing while it is full.
@@ -166,6 +196,7 @@ pub fn above_high_water(sh: &Shared) -> bool {
 /// Run one checkpoint (see the module docs); returns its cut K.
 pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = HEADER_LEN;
     let heap = &*sh.heap;
     // 1. Cut.
     let k = sh.ckpt_clock.start(&sh.clock);
@@ -235,20 +266,18 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
         }
     }
     // 3. CLog record, fence.
-    log::reset(heap, CLOG_OFFSET, st.seq);
-    let mut w = LogWriter::new(CLOG_OFFSET, sh.clog_len, st.seq);
-    if !w.fits(rec.len()) {
+    if CLOG_HEADER + rec.len() > sh.clog_len {
+        // Cannot happen: the budget bounds the items (see the module docs).
         sh.ckpt_clock.finish();
         return Err(Error::TooLargeForLog {
-            needed: rec.len() + HEADER_LEN,
-            capacity: w.max_record(),
+            needed: rec.len() + CLOG_HEADER,
+            capacity: sh.clog_len,
         });
     }
-    let seq = w.append(heap, rec.bytes(), k);
-    st.seq = seq + 1;
+    write_clog(heap, k, rec.bytes());
     sh.stats
         .clog_bytes
-        .fetch_add((rec.len() + HEADER_LEN) as u64, Relaxed);
+        .fetch_add((rec.len() + CLOG_HEADER) as u64, Relaxed);
     let entries = log::decode(rec.bytes())?;
     let broken_order = crate::mutation::active(crate::mutation::Mutation::TsCheckpointOrder);
     if broken_order {
@@ -321,21 +350,18 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
 }
 
 /// Recovery step 1: re-apply a valid CLog record newer than K_done, then persist
-/// K_done. Returns (K_done after it, the CLog's next sequence number).
-pub fn recover(heap: &Heap, clog_len: usize) -> Result<(u64, u64)> {
-    let mut k_done = Shared::load_k_done(heap);
-    let parsed = log::parse(heap, CLOG_OFFSET, clog_len);
-    for r in &parsed.records {
-        if r.persist_ts <= k_done {
-            continue;
+/// K_done. Returns K_done after it.
+pub fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
+    let k_done = Shared::load_k_done(heap);
+    match read_clog(heap, clog_len) {
+        Some((k, bytes)) if k > k_done => {
+            let what = |e: Error| Error::Corrupt(format!("CLog record of checkpoint {k}: {e}"));
+            let entries = log::decode(&bytes).map_err(what)?;
+            apply(heap, &entries).map_err(what)?;
+            heap.fence();
+            persist_k_done(heap, k);
+            Ok(k)
         }
-        let entries = log::decode(&r.entries)
-            .map_err(|e| Error::Corrupt(format!("CLog record {}: {e}", r.seq)))?;
-        apply(heap, &entries)
-            .map_err(|e| Error::Corrupt(format!("CLog record {}: {e}", r.seq)))?;
-        heap.fence();
-        persist_k_done(heap, r.persist_ts);
-        k_done = r.persist_ts;
+        _ => Ok(k_done),
     }
-    Ok((k_done, parsed.next_seq))
 }

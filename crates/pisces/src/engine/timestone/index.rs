@@ -80,14 +80,6 @@ impl Index {
         // SAFETY: as above.
         unsafe { &*p }
     }
-
-    /// The entry of `(off, len)` if it exists.
-    pub fn get(&self, off: u64, len: usize) -> Option<&Entry> {
-        let map = self.shard(off).read().unwrap_or_else(|e| e.into_inner());
-        let p: *const Entry = &**map.get(&(off, len as u64))?;
-        // SAFETY: as in `get_or_create`.
-        Some(unsafe { &*p })
-    }
 }
 
 impl Drop for Index {

@@ -85,13 +85,14 @@ use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::tx::Isolation;
 use crate::{Config, Error, Result};
-use shared::{Shared, CLOG_OFFSET};
+use shared::Shared;
 use std::sync::Arc;
 
 /// The engine over one pool.
 pub struct TimestoneEngine {
     sh: Arc<Shared>,
     /// Records re-executed by the recovery that opened this pool.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub replayed: usize,
 }
 
@@ -120,7 +121,9 @@ impl EngineDef for Timestone {
     fn regions(cfg: &Config) -> Regions {
         Regions {
             logs_per_thread: 1,
-            engine_area_bytes: 4096 + 2 * cfg.log_bytes_per_thread,
+            // The CLog: one checkpoint record, bounded by the budget (half a thread
+            // log: the largest physical record), plus slack.
+            engine_area_bytes: 4096 + cfg.log_bytes_per_thread / 2 + 8192,
         }
     }
 
@@ -140,9 +143,7 @@ impl EngineDef for Timestone {
             rec.k_done,
             rec.k_done,
             rec.next_seq,
-            rec.clog_seq,
             false,
-            ctx.ops.clone(),
             pct,
         ));
         Ok(TimestoneEngine {
@@ -159,8 +160,8 @@ impl EngineDef for Timestone {
             let p = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
             live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
         }
-        let clog = log::parse(heap, CLOG_OFFSET, l.engine_area_size - 4096);
-        let pending_ckpt = clog.records.iter().any(|r| r.persist_ts > k_done);
+        let pending_ckpt = clog::read_clog(heap, l.engine_area_size - 4096)
+            .is_some_and(|(k, _)| k > k_done);
         Inspection {
             lines: vec![
                 format!("checkpoint K_done {k_done}"),

@@ -21,7 +21,7 @@
 //!    its high-water mark): their K is an original timestamp, so K_done stays exact.
 //! 5. **Final checkpoint** at K = the last re-executed timestamp: home now holds
 //!    everything, allocator bits included, and K_done covers every record.
-//! 6. Reset the OLogs and the CLog (empty rings), fence.
+//! 6. Reset the OLogs (empty rings), fence. (The CLog record is covered by K_done.)
 //!
 //! A crash anywhere repeats the same steps on a state they produce again: step 1 and 3
 //! are idempotent, step 4 changes only DRAM and checkpoints (each of which is a
@@ -34,7 +34,7 @@
 //! reproduces every operation's reads and writes. Physical records are absolute.
 
 use super::clog;
-use super::shared::{Shared, CLOG_OFFSET};
+use super::shared::Shared;
 use super::thread::TsThread;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, Entry};
@@ -53,8 +53,6 @@ pub struct Recovered {
     pub k_done: u64,
     /// Next OLog sequence number per slot.
     pub next_seq: Vec<u64>,
-    /// Next CLog sequence number.
-    pub clog_seq: u64,
     /// Records re-executed.
     pub replayed: usize,
 }
@@ -71,7 +69,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
     let l = *heap.layout();
     let clog_len = l.engine_area_size - 4096;
     // 1.
-    let (mut k_done, mut clog_seq) = clog::recover(heap, clog_len)?;
+    let mut k_done = clog::recover(heap, clog_len)?;
     // 2.
     let mut next_seq = Vec::with_capacity(l.max_threads);
     let mut recs = Vec::new();
@@ -137,9 +135,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
             k_done,
             k_done,
             next_seq.clone(),
-            clog_seq,
             true,
-            ops.clone(),
             100,
         ));
         let mut any = AnyThread::Timestone(TsThread::new(sh.clone(), 0));
@@ -188,18 +184,15 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
         clog::checkpoint(&sh)?;
         drop(any);
         k_done = k_done.max(Shared::load_k_done(heap));
-        clog_seq = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner()).seq;
     }
     // 6.
     for (slot, &seq) in next_seq.iter().enumerate() {
         log::reset(heap, l.log_offset(slot), seq);
     }
-    log::reset(heap, CLOG_OFFSET, clog_seq);
     heap.fence();
     Ok(Recovered {
         k_done,
         next_seq,
-        clog_seq,
         replayed,
     })
 }

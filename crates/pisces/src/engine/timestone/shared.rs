@@ -8,7 +8,7 @@
 //! +64    root slot (16 B, every engine)
 //! +128   K_done: timestamp of the last completed checkpoint (persisted by the
 //!        checkpointer after the home writes of that checkpoint are durable)
-//! +4096  the CLog ring (kit redo-log format, one record per checkpoint)
+//! +4096  the CLog area: one checkpoint record (`clog`), half a thread log + 4 KiB
 //! ```
 //!
 //! # Slots
@@ -24,7 +24,6 @@ use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
-use crate::ops::Operations;
 use crate::sync::fence;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
@@ -75,8 +74,7 @@ pub struct Shared {
     pub ckpt_clock: SlotClock,
     /// What committed transactions left for the next checkpoint.
     pub pending: Mutex<Pending>,
-    /// Serializes checkpoints; holds the CLog writer's next sequence number and the
-    /// checkpointer's allocator cache.
+    /// Serializes checkpoints; holds the checkpointer's allocator cache.
     pub ckpt: Mutex<super::clog::CkptState>,
     /// Volatile mirror of K_done.
     pub k_done: AtomicU64,
@@ -89,8 +87,6 @@ pub struct Shared {
     pub next_seq: Vec<u64>,
     /// Recovery re-executes operations: no OLog records are written.
     pub recovering: bool,
-    /// Registered operations.
-    pub ops: Operations,
     /// Trigger: a checkpoint starts when the pending bytes pass this.
     pub high_water: u64,
     /// Statistics.
@@ -106,14 +102,12 @@ impl Shared {
         clock_start: u64,
         k_done: u64,
         next_seq: Vec<u64>,
-        clog_seq: u64,
         recovering: bool,
-        ops: Operations,
         high_water_pct: u64,
     ) -> Shared {
         let n = heap.layout().max_threads;
         let clog_len = heap.layout().engine_area_size - 4096;
-        let budget = (clog_len / 2 - 64) as u64;
+        let budget = (clog_len - 4096) as u64;
         Shared {
             clock: Clock::new(clock_start),
             slots: (0..n)
@@ -127,13 +121,12 @@ impl Shared {
             index: Index::default(),
             ckpt_clock: SlotClock::default(),
             pending: Mutex::new(Pending::default()),
-            ckpt: Mutex::new(super::clog::CkptState::new(clog_seq)),
+            ckpt: Mutex::new(super::clog::CkptState::default()),
             k_done: AtomicU64::new(k_done),
             clog_len,
             budget,
             next_seq,
             recovering,
-            ops,
             high_water: budget * high_water_pct.clamp(1, 100) / 100,
             stats: Stats::default(),
             heap,

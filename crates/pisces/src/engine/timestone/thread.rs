@@ -547,7 +547,15 @@ impl EngineThread for TsThread {
             }
             b
         } else {
-            self.sh.alloc.reserve(&mut self.cache, len)?
+            match self.sh.alloc.reserve(&mut self.cache, len) {
+                // Blocks freed since the last checkpoint become reusable only when a
+                // checkpoint has made their free durable: run one and try again.
+                Err(Error::OutOfSpace { .. }) => {
+                    clog::checkpoint(&self.sh)?;
+                    self.sh.alloc.reserve(&mut self.cache, len)?
+                }
+                r => r?,
+            }
         };
         let plen = b.payload_len() & !7;
         // SAFETY: zeroed copy.

@@ -296,6 +296,7 @@ impl Entry {
     }
 
     /// Versions in the chain (tests and diagnostics; racy without the lock).
+    #[cfg(test)]
     pub fn chain_len(&self) -> usize {
         let mut n = 0;
         let mut v = self.head.load(Acquire);
