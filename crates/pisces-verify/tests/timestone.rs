@@ -897,20 +897,20 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
 }
 
 /// Reports write amplification; checks that checkpoints coalesce (their share stays
-/// below 1 for repeated small updates) and that an operation changing a whole 64-byte
-/// object from a 16-byte argument persists less than it changes.
+/// below 1 for repeated small updates) and that operation logging persists less than
+/// physical logging of the same updates. (The total is not below 1: each OLog record
+/// carries 48 bytes of framing — the kit's 32-byte record header and a 16-byte entry
+/// header — around its 16 argument bytes.)
 #[test]
 fn write_amplification_of_small_updates() {
-    for (as_op, words) in [(true, 1), (true, 8), (false, 1), (false, 8)] {
-        let (total, ckpt) = write_amplification(as_op, words, 20_000);
+    for words in [1, 8] {
+        let (op_total, op_ckpt) = write_amplification(true, words, 20_000);
+        let (ph_total, ph_ckpt) = write_amplification(false, words, 20_000);
         eprintln!(
-            "{} changing {} bytes per update: WA {total:.2} (checkpoints alone {ckpt:.3})",
-            if as_op { "operation" } else { "plain closure" },
+            "{} bytes changed per update: operation WA {op_total:.2} (checkpoints {op_ckpt:.3}), plain closure WA {ph_total:.2} (checkpoints {ph_ckpt:.3})",
             words * 8
         );
-        assert!(ckpt < 1.0, "checkpoints do not coalesce: {ckpt}");
-        if as_op && words == 8 {
-            assert!(total < 1.0, "WA {total}");
-        }
+        assert!(op_ckpt < 1.0 && ph_ckpt < 1.0, "checkpoints do not coalesce");
+        assert!(op_total < ph_total, "operation logging persists more than physical");
     }
 }
