@@ -28,8 +28,8 @@
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
 //! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
-//! `OP` (16 B + data rounded up to 8) names a registered operation (word 0 holds its
-//! id) and its argument bytes, for engines that log operations (timestone's OLog);
+//! `OP` (8 B + data rounded up to 8) names a registered operation (word 0 holds the
+//! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
 //! the redo-log engines' recovery refuses it.
 
 use crate::heap::alloc::Block;
@@ -115,7 +115,9 @@ impl RecordBuilder {
     }
     /// Append an OP entry.
     pub fn op(&mut self, id: u32, data: &[u8]) {
-        self.words(E_OP << 56 | u64::from(id), data.len() as u64);
+        assert!(data.len() < 1 << 24, "operation arguments of {} bytes", data.len());
+        let w0 = E_OP << 56 | (data.len() as u64) << 32 | u64::from(id);
+        self.buf.extend_from_slice(&w0.to_le_bytes());
         self.buf.extend_from_slice(data);
         let pad = data.len().next_multiple_of(8) - data.len();
         self.buf.extend(std::iter::repeat_n(0u8, pad));
@@ -139,6 +141,22 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
     let mut out = Vec::new();
     let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
     while !bytes.is_empty() {
+        if bytes.len() >= 8 && rd(bytes, 0) >> 56 == E_OP {
+            let w0 = rd(bytes, 0);
+            let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
+            let padded = len.next_multiple_of(8);
+            if padded > bytes.len() - 8 {
+                return Err(Error::Corrupt(format!(
+                    "log operation entry of {len} bytes overruns its record"
+                )));
+            }
+            out.push(Entry::Op {
+                id: w0 as u32,
+                data: &bytes[8..8 + len],
+            });
+            bytes = &bytes[8 + padded..];
+            continue;
+        }
         if bytes.len() < 16 {
             return Err(Error::Corrupt("truncated log entry".into()));
         }
@@ -146,7 +164,7 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
         let off = w0 & OFF_MASK;
         let e = match w0 >> 56 {
             E_WORD => Entry::Word { off, value: w1 },
-            E_RANGE | E_OP => {
+            E_RANGE => {
                 let len = usize::try_from(w1).unwrap_or(usize::MAX);
                 let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
                 if padded > bytes.len() - 16 {
@@ -156,14 +174,7 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                 }
                 let data = &bytes[16..16 + len];
                 bytes = &bytes[padded..];
-                if w0 >> 56 == E_OP {
-                    let id = u32::try_from(off).map_err(|_| {
-                        Error::Corrupt(format!("log operation entry with id {off}"))
-                    })?;
-                    Entry::Op { id, data }
-                } else {
-                    Entry::Range { off, data }
-                }
+                Entry::Range { off, data }
             }
             E_ALLOC => Entry::Alloc(Block {
                 offset: off,
