@@ -36,9 +36,17 @@
 //! per byte changed below one for repeated small updates.
 //!
 //! # Budget
-//! Committers reserve the encoded size of their items in `Shared::budget` before they
-//! take their timestamp (`reserve_budget`), waiting for (or running) a checkpoint when
-//! it is exhausted, so the items of one checkpoint always fit one CLog record.
+//! The CLog area holds one record, so the pending items of one checkpoint must fit it.
+//! Committers reserve the full encoded size of their items (`reserve_budget`: 16 +
+//! length per object written, 16 per allocation or free) before they take their
+//! timestamp, waiting for (or running) a checkpoint while the budget is exhausted.
+//! When they push their items, an object that already has a pending write is not
+//! charged again (the record holds one range per object) and the difference is given
+//! back (`push_items`). A checkpoint gives back the charges of the objects it leaves
+//! with no pending write. The high-water mark (`checkpoint_pct` of the budget)
+//! therefore counts *distinct* dirty bytes: repeated updates of a hot set never
+//! trigger a checkpoint by themselves (only a full OLog or the pool closing does).
+//! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{Entry, Version};
@@ -102,8 +110,12 @@ impl Item {
 pub struct Pending {
     /// Items, in no particular order.
     pub items: Vec<Item>,
-    /// Budget in use (sum of costs of the items, plus reservations not yet pushed).
+    /// Budget in use: the charges below, plus reservations not yet pushed.
     pub used: u64,
+    /// Objects `(offset, length)` with pending writes, each charged once (16 + length)
+    /// however often it is written before the checkpoint takes it: the record holds one
+    /// range per object, so this is what coalescing saves.
+    pub charged: FastMap<(u64, usize), ()>,
 }
 
 // SAFETY: the entry pointers point into the index, which lives as long as the engine
@@ -182,9 +194,23 @@ pub fn unreserve_budget(sh: &Shared, cost: u64) {
     p.used -= cost;
 }
 
-/// Push committed items (their cost was reserved).
-pub fn push_items(sh: &Shared, items: &[Item]) {
+/// Push committed items whose full cost `reserved` was reserved: objects already
+/// charged are not charged again, and the difference is given back.
+pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
     let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let mut actual = 0;
+    for it in items {
+        match *it {
+            Item::Write { off, len, .. } => {
+                if p.charged.insert((off, len), ()).is_none() {
+                    actual += it.cost();
+                }
+            }
+            _ => actual += it.cost(),
+        }
+    }
+    debug_assert!(actual <= reserved);
+    p.used -= reserved - actual;
     p.items.extend_from_slice(items);
 }
 
@@ -214,13 +240,31 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
         let mut cost = 0;
         p.items.retain(|it| {
             if it.ts() <= k {
-                cost += it.cost();
+                if !matches!(it, Item::Write { .. }) {
+                    cost += it.cost();
+                }
                 mine.push(*it);
                 false
             } else {
                 true
             }
         });
+        // Objects with no write left after K stop being charged.
+        let still: std::collections::HashSet<(u64, usize)> = p
+            .items
+            .iter()
+            .filter_map(|it| match *it {
+                Item::Write { off, len, .. } => Some((off, len)),
+                _ => None,
+            })
+            .collect();
+        for it in &mine {
+            if let Item::Write { off, len, .. } = *it {
+                if !still.contains(&(off, len)) && p.charged.remove(&(off, len)).is_some() {
+                    cost += it.cost();
+                }
+            }
+        }
         (mine, cost)
     };
     // Per payload offset, the newest write or free decides.

@@ -384,7 +384,7 @@ impl TsThread {
                 }
             }
         }
-        clog::push_items(&sh, &self.items);
+        clog::push_items(&sh, &self.items, cost);
         if !sh.recovering {
             self.log.append(&sh.heap, self.record.bytes(), ts);
             sh.stats
