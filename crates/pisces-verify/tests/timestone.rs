@@ -66,7 +66,9 @@ fn crash_campaigns_every_workload() {
         (1, Mode::Exhaustive, 16),
         (2, Mode::Random { states: 120 }, 40),
     ] {
-        let names = crashtest::WORKLOADS.iter().chain(crashtest::EXTRA_WORKLOADS.iter());
+        let names = crashtest::WORKLOADS
+            .iter()
+            .chain(crashtest::EXTRA_WORKLOADS.iter());
         for w in names.map(|n| crashtest::workload_by_name(n).unwrap()) {
             let settings = Settings {
                 engine: EngineId::Timestone,
@@ -98,7 +100,6 @@ fn crash_campaigns_every_workload() {
         }
     }
 }
-
 
 // ---------------------------------------------------------------------------------
 // Registered operations under crashes.
@@ -399,8 +400,9 @@ fn run_until_crash(
     let pool = Pool::create_on_with_ops(sim.clone(), cfg.clone(), &operations()).unwrap();
     let root = setup(&pool, w);
     let base = sim.fence_count();
-    let acked: Vec<std::sync::atomic::AtomicUsize> =
-        (0..threads).map(|_| std::sync::atomic::AtomicUsize::new(0)).collect();
+    let acked: Vec<std::sync::atomic::AtomicUsize> = (0..threads)
+        .map(|_| std::sync::atomic::AtomicUsize::new(0))
+        .collect();
     assert!(sim.crash_info().is_none(), "crash point inside setup");
     std::thread::scope(|s| {
         for (t, ack) in acked.iter().enumerate() {
@@ -419,7 +421,10 @@ fn run_until_crash(
     });
     let end = sim.fence_count();
     std::mem::forget(pool); // a crashed machine does not close its pool
-    let acked = acked.iter().map(|a| a.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    let acked = acked
+        .iter()
+        .map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+        .collect();
     (sim, root, acked, base, end)
 }
 
@@ -469,7 +474,9 @@ fn ops_campaign(w: OpWorkload, opts: &EngineOptions, ops: usize) -> (usize, Vec<
     for c in base..end {
         let (sim, root, acked, _, _) = run_until_crash(w, opts, 1, ops, Some(c), c);
         for img in 0..2u64 {
-            let Some(image) = sim.crash_image(img) else { continue };
+            let Some(image) = sim.crash_image(img) else {
+                continue;
+            };
             let rc = (c % 4 == 1).then_some(c % 7);
             match recover_and_check(image, w, opts, root, &acked, rc, c * 3 + img) {
                 Ok(n) => states += n,
@@ -495,8 +502,16 @@ fn ops_campaign(w: OpWorkload, opts: &EngineOptions, ops: usize) -> (usize, Vec<
 fn registered_operations_recover_by_re_execution_bank() {
     for opts in EngineId::Timestone.option_sets() {
         let (states, bad) = ops_campaign(OpWorkload::Bank, &opts, 40);
-        eprintln!("ops bank `{opts}`: {states} states, {} violations", bad.len());
-        assert!(bad.is_empty(), "{} violations, e.g. {:#?}", bad.len(), &bad[..bad.len().min(3)]);
+        eprintln!(
+            "ops bank `{opts}`: {states} states, {} violations",
+            bad.len()
+        );
+        assert!(
+            bad.is_empty(),
+            "{} violations, e.g. {:#?}",
+            bad.len(),
+            &bad[..bad.len().min(3)]
+        );
         assert!(states >= 40, "only {states} states");
     }
 }
@@ -505,8 +520,16 @@ fn registered_operations_recover_by_re_execution_bank() {
 fn registered_operations_recover_by_re_execution_list() {
     for opts in EngineId::Timestone.option_sets() {
         let (states, bad) = ops_campaign(OpWorkload::List, &opts, 40);
-        eprintln!("ops list `{opts}`: {states} states, {} violations", bad.len());
-        assert!(bad.is_empty(), "{} violations, e.g. {:#?}", bad.len(), &bad[..bad.len().min(3)]);
+        eprintln!(
+            "ops list `{opts}`: {states} states, {} violations",
+            bad.len()
+        );
+        assert!(
+            bad.is_empty(),
+            "{} violations, e.g. {:#?}",
+            bad.len(),
+            &bad[..bad.len().min(3)]
+        );
         assert!(states >= 40, "only {states} states");
     }
 }
@@ -574,8 +597,16 @@ fn sicheck_random_mix_at_each_level_has_nothing_forbidden() {
                 ..WorkloadConfig::default()
             };
             let r = run_sicheck(cfg, 2000);
-            eprintln!("{level} {threads} threads: {}", r.summary_line(judged_as(level)));
-            assert_eq!(r.forbidden(judged_as(level)), 0, "{}", r.render(judged_as(level)));
+            eprintln!(
+                "{level} {threads} threads: {}",
+                r.summary_line(judged_as(level))
+            );
+            assert_eq!(
+                r.forbidden(judged_as(level)),
+                0,
+                "{}",
+                r.render(judged_as(level))
+            );
             assert_eq!(r.transactions, 2000);
         }
     }
@@ -597,19 +628,33 @@ fn sicheck_write_skew_under_snapshot_only() {
     let mut skews = 0;
     for seed in 0..8 {
         let r = run_sicheck(skew_cfg(seed, Isolation::Snapshot), 400);
-        eprintln!("snapshot, seed {seed}: {}", r.summary_line(sicheck::Isolation::Snapshot));
+        eprintln!(
+            "snapshot, seed {seed}: {}",
+            r.summary_line(sicheck::Isolation::Snapshot)
+        );
         assert_eq!(r.forbidden(sicheck::Isolation::Snapshot), 0);
         skews = r.write_skew();
         if skews > 0 {
             break;
         }
     }
-    assert!(skews > 0, "no write skew under snapshot isolation in eight runs");
+    assert!(
+        skews > 0,
+        "no write skew under snapshot isolation in eight runs"
+    );
     for level in [Isolation::Serializable, Isolation::Linearizable] {
         for seed in 0..3 {
             let r = run_sicheck(skew_cfg(seed, level), 400);
-            eprintln!("{level}, seed {seed}: {}", r.summary_line(sicheck::Isolation::Serializable));
-            assert_eq!(r.write_skew(), 0, "{}", r.render(sicheck::Isolation::Serializable));
+            eprintln!(
+                "{level}, seed {seed}: {}",
+                r.summary_line(sicheck::Isolation::Serializable)
+            );
+            assert_eq!(
+                r.write_skew(),
+                0,
+                "{}",
+                r.render(sicheck::Isolation::Serializable)
+            );
             assert_eq!(r.forbidden(sicheck::Isolation::Serializable), 0);
         }
     }
@@ -918,8 +963,14 @@ fn write_amplification_of_small_updates() {
             "{} bytes changed per update: operation WA {op_total:.2} (checkpoints {op_ckpt:.3}), plain closure WA {ph_total:.2} (checkpoints {ph_ckpt:.3})",
             words * 8
         );
-        assert!(op_ckpt < 1.0 && ph_ckpt < 1.0, "checkpoints do not coalesce");
-        assert!(op_total < ph_total, "operation logging persists more than physical");
+        assert!(
+            op_ckpt < 1.0 && ph_ckpt < 1.0,
+            "checkpoints do not coalesce"
+        );
+        assert!(
+            op_total < ph_total,
+            "operation logging persists more than physical"
+        );
         if words == 8 {
             assert!(op_total < 1.0, "operation WA {op_total}");
         }

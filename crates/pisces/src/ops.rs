@@ -138,7 +138,9 @@ impl Operations {
 /// The options `run_op` uses: at least serializable where the engine offers it.
 fn op_options(pool: &Pool, opts: TxOptions) -> TxOptions {
     let e = pool.engine_id();
-    if e.offers(Isolation::Serializable) && opts.isolation.is_none_or(|l| l < Isolation::Serializable) {
+    if e.offers(Isolation::Serializable)
+        && opts.isolation.is_none_or(|l| l < Isolation::Serializable)
+    {
         opts.isolation(Isolation::Serializable)
     } else {
         opts

@@ -10,8 +10,8 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    mvcc, pisces, pmdk, timestone, undo, DurableToken, Engine, EngineDef, EngineOptions, EngineThread,
-    Inspection, OpenCtx, Regions, Storage,
+    mvcc, pisces, pmdk, timestone, undo, DurableToken, Engine, EngineDef, EngineOptions,
+    EngineThread, Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
 use crate::tx::{Isolation, TxOptions};

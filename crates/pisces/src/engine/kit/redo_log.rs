@@ -115,7 +115,11 @@ impl RecordBuilder {
     }
     /// Append an OP entry.
     pub fn op(&mut self, id: u32, data: &[u8]) {
-        assert!(data.len() < 1 << 24, "operation arguments of {} bytes", data.len());
+        assert!(
+            data.len() < 1 << 24,
+            "operation arguments of {} bytes",
+            data.len()
+        );
         let w0 = E_OP << 56 | (data.len() as u64) << 32 | u64::from(id);
         self.buf.extend_from_slice(&w0.to_le_bytes());
         self.buf.extend_from_slice(data);

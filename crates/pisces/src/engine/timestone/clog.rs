@@ -272,7 +272,12 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut bits: Vec<(u64, bool, Block)> = Vec::new();
     for it in &mine {
         let (off, ts, w) = match *it {
-            Item::Write { ts, off, len, entry } => (off, ts, Some((len, entry))),
+            Item::Write {
+                ts,
+                off,
+                len,
+                entry,
+            } => (off, ts, Some((len, entry))),
             Item::Free { ts, b } => {
                 bits.push((ts, false, b));
                 (b.payload(), ts, None)
@@ -331,7 +336,11 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     }
     heap.fence();
     // 4. Home.
-    let home = if broken_order { 0 } else { apply(heap, &entries)? };
+    let home = if broken_order {
+        0
+    } else {
+        apply(heap, &entries)?
+    };
     sh.stats.home_bytes.fetch_add(home, Relaxed);
     heap.fence();
     // 5. K_done.

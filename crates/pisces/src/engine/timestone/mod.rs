@@ -14,10 +14,19 @@
 //!   commit timestamp; a plain `run` closure (no registered operation) falls back to
 //!   its physical write set (whole objects written, allocations, frees) — it costs
 //!   every written object's full size in the OLog instead of a few argument bytes.
-//! * **CLog** ([`clog`]): when the pending checkpoint items pass a high-water mark,
-//!   (or an OLog is full, or the pool closes) one checkpoint writes the newest version
-//!   at a cut K of every object changed since the last one into the CLog, then home,
-//!   then persists K_done = K. OLog records at or below K_done are recycled.
+//!   Measured (`tests/timestone.rs`, `write_amplification_of_small_updates`, bytes
+//!   logged + written home per byte changed, 64 hot objects of 64 bytes): rewriting a
+//!   whole object, 0.92 as an operation with 16 argument bytes and 1.96 as a plain
+//!   closure; changing 8 bytes, 7.3 and 15.6 (each OLog record has 40 bytes of framing).
+//!   The checkpoints' share is 0.02–0.3: they coalesce.
+//! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
+//!   (`checkpoint_pct` of the CLog budget, default 50), or an OLog is full, or the
+//!   allocator runs out of space, or the pool closes, one checkpoint writes the newest
+//!   version at a cut K of every object changed since the last one into the CLog, then
+//!   home, then persists K_done = K. OLog records at or below K_done are recycled.
+//! * **TLog memory**: chains are truncated at every commit below the oldest running
+//!   snapshot (not by checkpoints), so DRAM holds the versions running snapshots need
+//!   plus one base version per object touched in this run.
 //! * **Recovery** ([`recovery`]): repair a crashed checkpoint from the CLog, then
 //!   re-execute the OLog records above K_done in commit-timestamp order on the
 //!   recovered state, then checkpoint.
@@ -160,8 +169,8 @@ impl EngineDef for Timestone {
             let p = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
             live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
         }
-        let pending_ckpt = clog::read_clog(heap, l.engine_area_size - 4096)
-            .is_some_and(|(k, _)| k > k_done);
+        let pending_ckpt =
+            clog::read_clog(heap, l.engine_area_size - 4096).is_some_and(|(k, _)| k > k_done);
         Inspection {
             lines: vec![
                 format!("checkpoint K_done {k_done}"),

@@ -109,8 +109,12 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                         )));
                     }
                 }
-                Entry::Range { off, data } => check_logged_write(heap, off, data.len()).map_err(what)?,
-                Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b).map_err(what)?,
+                Entry::Range { off, data } => {
+                    check_logged_write(heap, off, data.len()).map_err(what)?
+                }
+                Entry::Alloc(b) | Entry::Free(b) => {
+                    Allocator::check_block(heap, b).map_err(what)?
+                }
                 _ => return Err(what(Error::Corrupt("malformed record".into()))),
             }
         }
@@ -160,8 +164,10 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                     t.set_script(script);
                 }
                 let f = ops.get(*id).expect("checked above");
-                run_on(&mut any, &mut stats, &TxOptions::default(), |tx| f(tx, data))
-                    .map_err(fail)?;
+                run_on(&mut any, &mut stats, &TxOptions::default(), |tx| {
+                    f(tx, data)
+                })
+                .map_err(fail)?;
             } else if let AnyThread::Timestone(t) = &mut any {
                 t.begin(&TxOptions::default());
                 if let Err(e) = t.replay_physical(entries) {

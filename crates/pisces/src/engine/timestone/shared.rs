@@ -26,8 +26,8 @@ use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::sync::fence;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::{Arc, Mutex};
 
 /// Offset of the persistent K_done word.

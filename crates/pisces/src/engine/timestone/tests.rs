@@ -140,10 +140,20 @@ fn checkpoints_coalesce_repeated_updates() {
     }
     drop(h);
     let sh = engine(&p).shared().clone();
-    let before = sh.stats.home_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let before = sh
+        .stats
+        .home_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
     p.allocated_objects().unwrap(); // quiesce: a checkpoint
-    let home = sh.stats.home_bytes.load(std::sync::atomic::Ordering::Relaxed) - before;
-    assert!(home <= 16 * 2, "{home} bytes written home for one 16-byte root");
+    let home = sh
+        .stats
+        .home_bytes
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - before;
+    assert!(
+        home <= 16 * 2,
+        "{home} bytes written home for one 16-byte root"
+    );
     // The CLog record is valid and covered by K_done.
     let (k, _) = super::clog::read_clog(&sh.heap, sh.clog_len).unwrap();
     assert_eq!(k, super::shared::Shared::load_k_done(&sh.heap));

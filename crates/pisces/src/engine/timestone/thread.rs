@@ -78,7 +78,11 @@ impl TsThread {
     /// State for `slot`.
     pub fn new(sh: Arc<Shared>, slot: usize) -> TsThread {
         let l = *sh.heap.layout();
-        let log = LogWriter::new(l.log_offset(slot), l.log_bytes_per_thread, sh.next_seq[slot]);
+        let log = LogWriter::new(
+            l.log_offset(slot),
+            l.log_bytes_per_thread,
+            sh.next_seq[slot],
+        );
         TsThread {
             sh,
             slot,
@@ -201,7 +205,8 @@ impl TsThread {
     /// Drop OLog records covered by the last checkpoint.
     fn recycle(&mut self) {
         let k = self.sh.k_done.load(std::sync::atomic::Ordering::Acquire);
-        self.log.recycle(&self.sh.heap, u64::MAX, k.saturating_add(1));
+        self.log
+            .recycle(&self.sh.heap, u64::MAX, k.saturating_add(1));
     }
 
     /// Step 2a: room in the OLog.
@@ -259,7 +264,10 @@ impl TsThread {
                 Kind::FreshFreed(_) => {}
             }
         }
-        debug_assert_eq!(self.items.iter().map(|i| i.cost()).sum::<u64>(), self.items_cost());
+        debug_assert_eq!(
+            self.items.iter().map(|i| i.cost()).sum::<u64>(),
+            self.items_cost()
+        );
     }
 
     /// Step 3: lock and first-committer-wins check.
@@ -379,9 +387,9 @@ impl TsThread {
         }
         for it in self.items.iter_mut() {
             match it {
-                Item::Write { ts: t, .. } | Item::Alloc { ts: t, .. } | Item::Free { ts: t, .. } => {
-                    *t = ts
-                }
+                Item::Write { ts: t, .. }
+                | Item::Alloc { ts: t, .. }
+                | Item::Free { ts: t, .. } => *t = ts,
             }
         }
         clog::push_items(&sh, &self.items, cost);
@@ -631,4 +639,3 @@ impl Drop for TsThread {
         self.quiesce();
     }
 }
-
