@@ -284,7 +284,7 @@ fn run_op(h: &mut pisces::ThreadHandle, w: OpWorkload, root: u64, t: usize, i: u
         OpWorkload::List => {
             let root = PPtr::<ListRoot>::from_offset(root);
             if i % 3 == 2 {
-                h.run_op(OP_POP, &root).unwrap()
+                h.run_op(OP_POP, &root).unwrap();
             } else {
                 h.run_op(
                     OP_APPEND,
@@ -293,7 +293,7 @@ fn run_op(h: &mut pisces::ThreadHandle, w: OpWorkload, root: u64, t: usize, i: u
                         value: i as u64 * 10 + 1,
                     },
                 )
-                .unwrap()
+                .unwrap();
             }
         }
     }

@@ -219,6 +219,10 @@ pub fn above_high_water(sh: &Shared) -> bool {
     sh.pending.lock().unwrap_or_else(|e| e.into_inner()).used >= sh.high_water
 }
 
+/// Per payload offset: the timestamp of the newest write or free at or below the cut,
+/// and for a write its length and entry.
+type Newest = (u64, Option<(usize, *const Entry)>);
+
 /// Run one checkpoint (see the module docs); returns its cut K.
 pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
@@ -268,7 +272,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
         (mine, cost)
     };
     // Per payload offset, the newest write or free decides.
-    let mut last: FastMap<u64, (u64, Option<(usize, *const Entry)>)> = FastMap::default();
+    let mut last: FastMap<u64, Newest> = FastMap::default();
     let mut bits: Vec<(u64, bool, Block)> = Vec::new();
     for it in &mine {
         let (off, ts, w) = match *it {

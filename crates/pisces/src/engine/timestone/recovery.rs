@@ -110,10 +110,10 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                     }
                 }
                 Entry::Range { off, data } => {
-                    check_logged_write(heap, off, data.len()).map_err(what)?
+                    check_logged_write(heap, off, data.len()).map_err(what)?;
                 }
                 Entry::Alloc(b) | Entry::Free(b) => {
-                    Allocator::check_block(heap, b).map_err(what)?
+                    Allocator::check_block(heap, b).map_err(what)?;
                 }
                 _ => return Err(what(Error::Corrupt("malformed record".into()))),
             }

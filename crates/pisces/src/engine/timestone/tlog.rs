@@ -128,6 +128,7 @@ impl Version {
     pub unsafe fn set_stamp(this: *const Version, s: u64) {
         // Release: a reader that sees the new stamp also sees the data (written before
         // the push) and, for `C`, the committer's durable record.
+        // SAFETY: `this` is live (caller).
         unsafe { (*this).stamp.store(s, Release) };
     }
 
