@@ -88,6 +88,21 @@ impl SlotClock {
         ts
     }
 
+    /// [`SlotClock::start`] with a snapshot derived from the clock value before it is
+    /// published: `snapshot(t)` must return at most `t`. While it runs, the slot shows
+    /// `STARTING` (a scan treats it as older than everything). Used by timestone, whose
+    /// snapshot is the newest timestamp below which every commit is complete.
+    #[inline]
+    pub fn start_with(&self, clock: &Clock, snapshot: impl FnOnce(u64) -> u64) -> u64 {
+        self.active_start.store(STARTING, Relaxed);
+        fence(SeqCst);
+        let t = clock.now();
+        let s = snapshot(t);
+        debug_assert!(s <= t);
+        self.active_start.store(s, Release);
+        s
+    }
+
     /// TM_COMMIT line 33 / abort: this slot reads nothing any more. Release suffices:
     /// a grace-period waiter that sees INACTIVE must also see that our reads are done,
     /// which program order before a Release store gives.

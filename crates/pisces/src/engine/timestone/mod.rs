@@ -60,10 +60,15 @@
 //! * Checkpoints are global and serialized (one cut K for all objects) rather than
 //!   per-thread and object-granular: recovery needs one K_done to know which OLog
 //!   records to re-execute. The thread that crosses the high-water mark runs it.
-//! * A reader whose snapshot includes a transaction whose OLog fence is still in
-//!   progress (`C | UNDURABLE`, C ≤ S) waits for that fence: versions are never
-//!   visible before they are durable, so no recovered state lacks a transaction that
-//!   another one built on. Readers with older snapshots never wait.
+//! * **Snapshots are horizons**: a transaction's start timestamp S is the newest
+//!   clock value below which every commit is complete (final stamps, OLog durable),
+//!   computed at begin by one scan of the slots (`Shared::horizon`). Readers therefore
+//!   never wait — not for a committer, not for persistent memory — and never see a
+//!   transaction that a crash could lose, so no recovered state lacks a transaction
+//!   another one built on. In exchange a committer, once complete, waits until every
+//!   commit with a smaller timestamp is complete too (`Shared::wait_predecessors`: at
+//!   most the OLog fences already in flight) before `commit` returns, so a transaction
+//!   that begins after it returned sees it (read-your-writes, linearizability).
 //! * Allocator bitmaps are written by checkpoints (CLog ALLOC/FREE entries), never at
 //!   commit; a freed block becomes reusable once the checkpoint holding its free is
 //!   complete (no grace period needed: old snapshots read DRAM versions).

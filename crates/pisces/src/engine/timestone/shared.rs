@@ -136,15 +136,70 @@ impl Shared {
 
     /// A lower bound of every running snapshot (and of every later one if `bound` is a
     /// timestamp this thread took from the clock before the call): the scan of the
-    /// `mvcc` baseline, plus the checkpointer's snapshot.
+    /// `mvcc` baseline, plus the checkpointer's snapshot, plus `C - 1` of every commit
+    /// in flight (0 for one taking its timestamp), because a transaction starting now
+    /// takes a snapshot below such a commit (see [`Shared::horizon`]).
     ///
-    /// Race closed: the fence pairs with the one in [`SlotClock::start`].
+    /// Race closed: the fence pairs with the one in [`SlotClock::start_with`]. A starter
+    /// the scan misses read the clock after our increment; the in-flight commits it may
+    /// see below that were started before our increment, so the scan sees them too
+    /// (their guard store precedes their increment, which precedes ours).
     pub fn oldest_active(&self, bound: u64) -> u64 {
         fence(SeqCst);
         self.slots
             .iter()
-            .map(|s| s.clock.load())
+            .map(|s| {
+                let c = s.committing.load(Acquire);
+                s.clock.load().min(c.saturating_sub(1))
+            })
             .fold(bound.min(self.ckpt_clock.load()), u64::min)
+    }
+
+    /// The snapshot of a transaction starting when the clock reads `t`: the newest
+    /// timestamp at or below `t` below which every commit is complete (visible with
+    /// its final stamp, OLog record durable). Every version a reader needs is then
+    /// final: readers never wait for a committer, nor for its OLog fence.
+    ///
+    /// A commit whose timestamp is at most `t` stored its guard (0) before its clock
+    /// increment, which precedes our clock load, so this scan sees 0, its timestamp, or
+    /// `u64::MAX` once it is complete. 0 lasts a few instructions (guard store, fence,
+    /// stamp stores, increment, store): we spin on it.
+    pub fn horizon(&self, t: u64) -> u64 {
+        fence(SeqCst);
+        let mut s = t;
+        for slot in &self.slots {
+            let mut round = 0;
+            let c = loop {
+                let c = slot.committing.load(Acquire);
+                if c != 0 {
+                    break c;
+                }
+                crate::sync::spin_step(&mut round);
+            };
+            if c <= t {
+                s = s.min(c - 1);
+            }
+        }
+        s
+    }
+
+    /// After a commit at `ts` is complete: wait until every commit with a smaller
+    /// timestamp is complete, so that a transaction that begins after this one
+    /// returned (on any thread) has a snapshot that includes it. The committer waits
+    /// (at most for the OLog fences of commits that took their timestamps before it);
+    /// readers never do.
+    pub fn wait_predecessors(&self, ts: u64) {
+        fence(SeqCst);
+        for slot in &self.slots {
+            let mut round = 0;
+            loop {
+                let c = slot.committing.load(Acquire);
+                if c != 0 && c >= ts {
+                    break;
+                }
+                crate::sync::spin_step(&mut round);
+            }
+        }
     }
 
     /// The durable K_done.

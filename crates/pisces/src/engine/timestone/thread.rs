@@ -1,7 +1,8 @@
 //! One thread's `timestone` transactions.
 //!
 //! # Transaction
-//! * **Begin**: publish the start timestamp S; remember the isolation level.
+//! * **Begin**: take and publish the snapshot S, the horizon of complete commits
+//!   (`Shared::horizon`); remember the isolation level.
 //! * **Read**: own copy if written; else the object's version visible at S (TLog, see
 //!   `tlog`), never home. Serializable and linearizable transactions remember the
 //!   object in their read set.
@@ -24,7 +25,8 @@
 //!    committer or committed after S aborts (stamps become `ABORTED`).
 //! 6. Stamp `C | UNDURABLE`, queue the checkpoint items, append the OLog record with C,
 //!    **fence** — the only persistent write of the commit. Then stamp `C`, set
-//!    `last_ts`, truncate chains, unlock, clear `committing`.
+//!    `last_ts`, truncate chains, unlock, clear `committing`, and wait until every
+//!    commit with a smaller timestamp is complete (`Shared::wait_predecessors`).
 //! 7. If the pending items passed the high-water mark, checkpoint (`clog`).
 
 use super::clog::{self, Item};
@@ -422,6 +424,9 @@ impl TsThread {
         }
         self.unlock();
         slot.committing.store(u64::MAX, Release);
+        if !sh.recovering {
+            sh.wait_predecessors(ts);
+        }
         let recovering = sh.recovering;
         for w in self.writes.drain(..) {
             match w.kind {
@@ -472,7 +477,10 @@ impl EngineThread for TsThread {
         }
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
-        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        let sh = &self.sh;
+        self.start_ts = sh.slots[self.slot]
+            .clock
+            .start_with(&sh.clock, |t| sh.horizon(t));
     }
 
     fn set_operation(&mut self, op: Option<(u32, &[u8])>) {

@@ -6,21 +6,22 @@
 //! private copy is a version that is not linked anywhere yet. At commit it is pushed
 //! onto the chain with stamp [`PENDING`] and then moves through these states:
 //!
-//! | stamp              | meaning                                   | a reader at snapshot S |
-//! |--------------------|-------------------------------------------|------------------------|
-//! | `PENDING`          | pushed, commit timestamp not taken yet    | skips it               |
-//! | `COMMITTING`       | about to take its commit timestamp        | spins (a few instructions) |
-//! | `C \| UNDURABLE`   | timestamp C, OLog record not durable yet  | skips if C > S, else spins |
-//! | `C`                | committed at C                            | sees it if C ≤ S       |
-//! | `ABORTED`          | failed validation after its timestamp     | skips it               |
+//! | stamp              | meaning                                   |
+//! |--------------------|-------------------------------------------|
+//! | `PENDING`          | pushed, commit timestamp not taken yet    |
+//! | `COMMITTING`       | about to take its commit timestamp        |
+//! | `C \| UNDURABLE`   | timestamp C, OLog record not durable yet  |
+//! | `C`                | committed at C: complete                  |
+//! | `ABORTED`          | failed validation after its timestamp     |
 //!
-//! Why `PENDING` may be skipped: the committer stores `COMMITTING` into every pushed
-//! version *before* its clock increment (`Clock::tick`, a release RMW). A reader whose
-//! snapshot S ≥ C read the clock (acquire) from that increment or a later one, so it
-//! sees `COMMITTING` or a later stamp, never `PENDING`. Seeing `PENDING` therefore
-//! proves C > S. The spin on `COMMITTING` lasts until the committer's next store (no
-//! persistence in between); the spin on `C | UNDURABLE` lasts one OLog fence and only
-//! concerns readers that started after C was taken (see the engine docs).
+//! A reader at snapshot S takes the newest version whose stamp is a final `C ≤ S`
+//! and skips every other one, *without waiting*. This is sound because snapshots are
+//! horizons (`Shared::horizon`): S is below every commit that is not complete when the
+//! transaction starts, so every commit with `C ≤ S` had stored its final stamps
+//! before it cleared its `committing` guard, which the starting transaction observed
+//! (acquire) — a non-final stamp therefore always belongs to a commit above S. The
+//! checkpointer reads at a cut K after waiting for every commit `≤ K` to complete, so
+//! the same holds for it. (A debug assertion checks it for undurable stamps.)
 //!
 //! # Invariants
 //! 1. A version's data never changes once pushed; its stamp changes only as above and
@@ -37,7 +38,6 @@
 //! committed version with `ts ≤ S` (S ≥ oldest), so they never go below the keeper; a
 //! reader the scan missed has S ≥ C and stops at the committer's own version.
 
-use crate::sync::spin_step;
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -225,8 +225,8 @@ impl Entry {
         self.last_ts.store(ts, Release);
     }
 
-    /// The version a snapshot at `s` sees: the newest committed with `ts ≤ s` (see the
-    /// table in the module docs); the oldest one if none qualifies (stale pointer).
+    /// The version a snapshot at `s` sees: the newest with a final stamp `ts ≤ s` (see
+    /// the module docs: no waiting); the oldest one if none qualifies (stale pointer).
     pub fn visible(&self, s: u64) -> *const Version {
         let mut v = self.head.load(Acquire);
         if crate::mutation::active(crate::mutation::Mutation::TsVisibility) {
@@ -235,21 +235,17 @@ impl Entry {
         loop {
             // SAFETY: `v` is reachable and above the keeper (module docs).
             let vr = unsafe { &*v };
-            let mut round = 0;
-            let stamp = loop {
-                let st = vr.stamp.load(Acquire);
-                let wait = st == COMMITTING
-                    || (st & UNDURABLE != 0 && st < COMMITTING && (st & TS_MASK) <= s);
-                if !wait {
-                    break st;
-                }
-                spin_step(&mut round);
-            };
+            let stamp = vr.stamp.load(Acquire);
             if let Some(ts) = committed(stamp) {
                 if ts <= s {
                     return v;
                 }
             }
+            debug_assert!(
+                !(stamp & UNDURABLE != 0 && stamp < COMMITTING && (stamp & TS_MASK) <= s),
+                "a snapshot at {s} met an incomplete commit at {}",
+                stamp & TS_MASK
+            );
             let n = vr.next.load(Acquire);
             if n.is_null() {
                 return v;
