@@ -1034,8 +1034,14 @@ fn readers_do_not_wait_for_an_olog_fence_in_flight() {
         (took, v, writer.join().unwrap())
     });
     eprintln!("reader {read_took:?} (saw {old}), writer's commit {writer_took:?}");
-    assert!(writer_took > Duration::from_millis(100), "the fence was not slow: {writer_took:?}");
+    assert!(
+        writer_took > Duration::from_millis(100),
+        "the fence was not slow: {writer_took:?}"
+    );
     assert_eq!(old, 1, "the reader saw an incomplete commit");
-    assert!(read_took < Duration::from_millis(50), "the reader waited {read_took:?}");
+    assert!(
+        read_took < Duration::from_millis(50),
+        "the reader waited {read_took:?}"
+    );
     assert_eq!(pool.run(|tx| Ok(tx.read(root)?[0])).unwrap(), 2);
 }

@@ -14,8 +14,9 @@
 //! # Slots
 //! Each thread slot has its published start timestamp ([`SlotClock`], the Pisces
 //! protocol) and `committing`: while a commit is between taking its timestamp and
-//! being fully visible and durable, a lower bound of that timestamp (0 while it is
-//! being taken); `u64::MAX` otherwise. The checkpointer waits for slots whose
+//! being fully visible and durable, a lower bound of that timestamp minus one (the
+//! clock value it read just before taking it, then the timestamp itself); `u64::MAX`
+//! otherwise. The checkpointer waits for slots whose
 //! `committing` is at or below its cut (see `clog`).
 
 use super::clog::Pending;
@@ -136,9 +137,9 @@ impl Shared {
 
     /// A lower bound of every running snapshot (and of every later one if `bound` is a
     /// timestamp this thread took from the clock before the call): the scan of the
-    /// `mvcc` baseline, plus the checkpointer's snapshot, plus `C - 1` of every commit
-    /// in flight (0 for one taking its timestamp), because a transaction starting now
-    /// takes a snapshot below such a commit (see [`Shared::horizon`]).
+    /// `mvcc` baseline, plus the checkpointer's snapshot, plus `committing - 1` of every
+    /// commit in flight, because a transaction starting now may take a snapshot that
+    /// low (see [`Shared::horizon`]).
     ///
     /// Race closed: the fence pairs with the one in [`SlotClock::start_with`]. A starter
     /// the scan misses read the clock after our increment; the in-flight commits it may
@@ -160,24 +161,17 @@ impl Shared {
     /// its final stamp, OLog record durable). Every version a reader needs is then
     /// final: readers never wait for a committer, nor for its OLog fence.
     ///
-    /// A commit whose timestamp is at most `t` stored its guard (0) before its clock
-    /// increment, which precedes our clock load, so this scan sees 0, its timestamp, or
-    /// `u64::MAX` once it is complete. 0 lasts a few instructions (guard store, fence,
-    /// stamp stores, increment, store): we spin on it.
+    /// A commit whose timestamp C is at most `t` stored its guard g (a clock value read
+    /// before its increment, so g < C) before that increment, which precedes our clock
+    /// load, so this scan sees g, C, or `u64::MAX` once it is complete; either value
+    /// minus one is below C. No waiting.
     pub fn horizon(&self, t: u64) -> u64 {
         fence(SeqCst);
         let mut s = t;
         for slot in &self.slots {
-            let mut round = 0;
-            let c = loop {
-                let c = slot.committing.load(Acquire);
-                if c != 0 {
-                    break c;
-                }
-                crate::sync::spin_step(&mut round);
-            };
+            let c = slot.committing.load(Acquire);
             if c <= t {
-                s = s.min(c - 1);
+                s = s.min(c.saturating_sub(1));
             }
         }
         s
@@ -192,11 +186,8 @@ impl Shared {
         fence(SeqCst);
         for slot in &self.slots {
             let mut round = 0;
-            loop {
-                let c = slot.committing.load(Acquire);
-                if c != 0 && c >= ts {
-                    break;
-                }
+            // A guard g ≥ ts means a timestamp above g, so above ts.
+            while slot.committing.load(Acquire) < ts {
                 crate::sync::spin_step(&mut round);
             }
         }
