@@ -101,6 +101,41 @@ fn crash_campaigns_every_workload() {
     }
 }
 
+/// Longer version (minutes): `cargo test -p pisces-verify --release --test timestone
+/// long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500 random crash states
+/// per workload, a third of them crashed again during recovery.
+#[test]
+#[ignore]
+fn long_crash_campaigns() {
+    let names = crashtest::WORKLOADS
+        .iter()
+        .chain(crashtest::EXTRA_WORKLOADS.iter());
+    for w in names.map(|n| crashtest::workload_by_name(n).unwrap()) {
+        let settings = Settings {
+            engine: EngineId::Timestone,
+            threads: 2,
+            ops: 200,
+            mode: Mode::Random { states: 1500 },
+            seed: 17,
+            recovery_crash_one_in: 3,
+            ..Settings::default()
+        };
+        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+        eprintln!(
+            "timestone {}: crash states: {} checked, {} violations",
+            w.name(),
+            r.states,
+            r.violation_count
+        );
+        assert_eq!(
+            r.violation_count,
+            0,
+            "{:?}",
+            r.violations.first().map(|v| v.to_string())
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Registered operations under crashes.
 
