@@ -110,9 +110,17 @@ fn long_crash_campaigns() {
     let names = crashtest::WORKLOADS
         .iter()
         .chain(crashtest::EXTRA_WORKLOADS.iter());
+    // TS_WORKLOAD=<name> runs one workload only.
+    let only = std::env::var("TS_WORKLOAD").ok();
+    let names = names.filter(|n| only.as_deref().is_none_or(|o| o == **n));
+    // TS_ENGINE=<name> runs the same campaign on another engine (for comparison).
+    let engine = std::env::var("TS_ENGINE")
+        .ok()
+        .and_then(|e| EngineId::from_name(&e))
+        .unwrap_or(EngineId::Timestone);
     for w in names.map(|n| crashtest::workload_by_name(n).unwrap()) {
         let settings = Settings {
-            engine: EngineId::Timestone,
+            engine,
             threads: 2,
             ops: 200,
             mode: Mode::Random { states: 1500 },
@@ -122,7 +130,7 @@ fn long_crash_campaigns() {
         };
         let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
         eprintln!(
-            "timestone {}: crash states: {} checked, {} violations",
+            "{engine} {}: crash states: {} checked, {} violations",
             w.name(),
             r.states,
             r.violation_count
@@ -130,8 +138,11 @@ fn long_crash_campaigns() {
         assert_eq!(
             r.violation_count,
             0,
-            "{:?}",
-            r.violations.first().map(|v| v.to_string())
+            "{:#?}",
+            r.violations
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
         );
     }
 }

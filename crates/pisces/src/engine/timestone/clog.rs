@@ -117,7 +117,14 @@ pub struct Pending {
     /// however often it is written before the checkpoint takes it: the record holds one
     /// range per object, so this is what coalescing saves.
     pub charged: FastMap<(u64, usize), ()>,
+    /// Bytes of blocks freed by pending items (not reusable before a checkpoint).
+    pub freed: u64,
 }
+
+/// Freed bytes that trigger a checkpoint by themselves (one slab): freed space is
+/// reusable only after the checkpoint that makes the free durable, and holding it back
+/// longer makes threads format fresh slabs for small blocks, which starves large ones.
+const FREED_HIGH_WATER: u64 = crate::heap::layout::SLAB_SIZE as u64;
 
 // SAFETY: the entry pointers point into the index, which lives as long as the engine
 // and is shared (`Entry: Sync`).
@@ -207,6 +214,10 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
                     actual += it.cost();
                 }
             }
+            Item::Free { b, .. } => {
+                p.freed += b.size;
+                actual += it.cost();
+            }
             _ => actual += it.cost(),
         }
     }
@@ -215,9 +226,11 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
     p.items.extend_from_slice(items);
 }
 
-/// True if the pending items passed the high-water mark.
+/// True if the pending items passed the high-water mark, or hold back a slab's worth
+/// of freed blocks.
 pub fn above_high_water(sh: &Shared) -> bool {
-    sh.pending.lock().unwrap_or_else(|e| e.into_inner()).used >= sh.high_water
+    let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    p.used >= sh.high_water || p.freed >= FREED_HIGH_WATER
 }
 
 /// Per payload offset: the timestamp of the newest write or free at or below the cut,
@@ -243,10 +256,14 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
         let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
         let mut mine = Vec::new();
         let mut cost = 0;
+        let mut freed = 0;
         p.items.retain(|it| {
             if it.ts() <= k {
                 if !matches!(it, Item::Write { .. }) {
                     cost += it.cost();
+                }
+                if let Item::Free { b, .. } = it {
+                    freed += b.size;
                 }
                 mine.push(*it);
                 false
@@ -270,6 +287,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
                 }
             }
         }
+        p.freed -= freed;
         (mine, cost)
     };
     // Per payload offset, the newest write or free decides.

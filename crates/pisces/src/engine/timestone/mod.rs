@@ -20,8 +20,9 @@
 //!   closure; changing 8 bytes, 7.3 and 15.6 (each OLog record has 40 bytes of framing).
 //!   The checkpoints' share is 0.02–0.3: they coalesce.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
-//!   (`checkpoint_pct` of the CLog budget, default 50), or an OLog is full, or the
-//!   allocator runs out of space, or the pool closes, one checkpoint writes the newest
+//!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
+//!   blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
+//!   or the pool closes, one checkpoint writes the newest
 //!   version at a cut K of every object changed since the last one into the CLog, then
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
 //! * **TLog memory**: chains are truncated at every commit below the oldest running

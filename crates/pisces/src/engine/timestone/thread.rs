@@ -564,14 +564,22 @@ impl EngineThread for TsThread {
             }
             b
         } else {
-            match self.sh.alloc.reserve(&mut self.cache, len) {
-                // Blocks freed since the last checkpoint become reusable only when a
-                // checkpoint has made their free durable: run one and try again.
-                Err(Error::OutOfSpace { .. }) => {
-                    clog::checkpoint(&self.sh)?;
-                    self.sh.alloc.reserve(&mut self.cache, len)?
+            // Blocks freed since the last checkpoint become reusable only when a
+            // checkpoint has made their free durable: when the heap looks full, run one
+            // and try again, a few times (another thread's commit that frees space may
+            // be in flight), before reporting the pool full.
+            let mut attempt = 0;
+            loop {
+                match self.sh.alloc.reserve(&mut self.cache, len) {
+                    Err(Error::OutOfSpace { .. }) if attempt < 8 => {
+                        clog::checkpoint(&self.sh)?;
+                        if attempt > 0 {
+                            std::thread::sleep(std::time::Duration::from_micros(200 << attempt));
+                        }
+                        attempt += 1;
+                    }
+                    r => break r?,
                 }
-                r => r?,
             }
         };
         let plen = b.payload_len() & !7;
