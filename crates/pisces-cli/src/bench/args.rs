@@ -532,8 +532,11 @@ mod tests {
             .iter()
             .map(|x| x.engine.label.as_str())
             .collect();
-        let mut want = vec!["pisces", "undo", "mvcc", "pmdk", "volatile"];
-        want.retain(|&e| e != "pmdk" || EngineId::Pmdk.available());
+        let want: Vec<_> = EngineId::ALL
+            .iter()
+            .filter(|e| e.available())
+            .map(|e| e.name())
+            .collect();
         assert_eq!(first, want);
     }
 
