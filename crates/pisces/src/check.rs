@@ -701,6 +701,9 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     if r.problems.is_empty() {
         let ctx = OpenCtx {
             recovery_threads: 1,
+            // No operations: a timestone pool with operations to re-execute reports
+            // that it needs them (the dry run cannot know the program's functions).
+            ops: crate::ops::Operations::new(),
         };
         match registry::open_heap(engine, heap.clone(), &EngineOptions::default(), &ctx) {
             Ok(e) => {

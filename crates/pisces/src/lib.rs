@@ -20,6 +20,7 @@ pub(crate) mod fasthash;
 pub mod heap;
 pub mod medium;
 pub mod mutation;
+pub mod ops;
 pub mod pool;
 mod sync;
 pub mod tx;
@@ -29,6 +30,7 @@ pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
+pub use ops::Operations;
 pub use pool::{Config, Pool, ThreadHandle};
 pub use tx::{Durability, Isolation, Tx, TxOptions, TxStats};
 

@@ -19,6 +19,14 @@ pub enum Mutation {
     Watermark = 4,
     /// The log record is not flushed before its persistTS makes it count.
     LogFlush = 5,
+    /// timestone: the OLog record is neither flushed nor fenced at commit.
+    TsOLogPersist = 6,
+    /// timestone: a checkpoint writes home before its CLog record is durable.
+    TsCheckpointOrder = 7,
+    /// timestone: readers take the newest version whatever its stamp.
+    TsVisibility = 8,
+    /// timestone: serializable transactions skip read-set validation.
+    TsValidation = 9,
 }
 
 impl Mutation {
@@ -29,6 +37,14 @@ impl Mutation {
         Mutation::Checksum,
         Mutation::Watermark,
         Mutation::LogFlush,
+    ];
+    /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
+    /// mutation suite iterates).
+    pub const TIMESTONE: [Mutation; 4] = [
+        Mutation::TsOLogPersist,
+        Mutation::TsCheckpointOrder,
+        Mutation::TsVisibility,
+        Mutation::TsValidation,
     ];
 }
 

@@ -120,6 +120,8 @@ struct PoolInner {
     slot_wait: Duration,
     /// Identity for the nesting check (the address of this allocation).
     id: usize,
+    /// Registered operations (`crate::ops`).
+    ops: crate::ops::Operations,
 }
 
 impl Drop for PoolInner {
@@ -241,15 +243,24 @@ impl Pool {
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
     /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        Self::create_ops(path, cfg, crate::ops::Operations::new())
+    }
+
+    pub(crate) fn create_ops(
+        path: impl AsRef<Path>,
+        cfg: Config,
+        ops: crate::ops::Operations,
+    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         if engine.storage() == Storage::OwnFile {
             return Self::from_engine(
                 registry::open_file(engine, path.as_ref(), &cfg, true)?,
                 &cfg,
+                ops,
             );
         }
         let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
-        Self::create_on(medium, cfg).inspect_err(|_| {
+        Self::create_on_ops(medium, cfg, ops).inspect_err(|_| {
             let _ = std::fs::remove_file(path.as_ref());
         })
     }
@@ -272,14 +283,23 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        Self::open_ops(path, cfg, crate::ops::Operations::new())
+    }
+
+    pub(crate) fn open_ops(
+        path: impl AsRef<Path>,
+        cfg: Config,
+        ops: crate::ops::Operations,
+    ) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
             return Self::from_engine(
                 registry::open_file(engine, path.as_ref(), &cfg, false)?,
                 &cfg,
+                ops,
             );
         }
         let medium = medium::open_file(path.as_ref(), cfg.medium)?;
-        Self::open_on(medium, cfg)
+        Self::open_on_ops(medium, cfg, ops)
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
@@ -293,6 +313,14 @@ impl Pool {
     /// assert_eq!(pool.superblock().unwrap().max_threads, 8);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        Self::create_on_ops(medium, cfg, crate::ops::Operations::new())
+    }
+
+    pub(crate) fn create_on_ops(
+        medium: Arc<dyn Medium>,
+        cfg: Config,
+        ops: crate::ops::Operations,
+    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         if engine.storage() != Storage::Heap {
             return Err(Error::InvalidConfig(format!(
@@ -308,7 +336,7 @@ impl Pool {
                 regions: engine.regions(&cfg),
             },
         )?;
-        Self::start(Arc::new(heap), engine, &cfg)
+        Self::start(Arc::new(heap), engine, &cfg, ops)
     }
 
     /// Open a pool on a medium that holds one (e.g. a crash image of the simulator in
@@ -328,6 +356,14 @@ impl Pool {
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        Self::open_on_ops(medium, cfg, crate::ops::Operations::new())
+    }
+
+    pub(crate) fn open_on_ops(
+        medium: Arc<dyn Medium>,
+        cfg: Config,
+        ops: crate::ops::Operations,
+    ) -> Result<Pool> {
         let heap = Heap::open(medium)?;
         let found = heap.superblock().engine_id;
         let engine = EngineId::from_u32(found)
@@ -339,16 +375,21 @@ impl Pool {
                 requested: asked.name().to_string(),
             });
         }
-        Self::start(Arc::new(heap), engine, &cfg)
+        Self::start(Arc::new(heap), engine, &cfg, ops)
     }
 
-    fn start(heap: Arc<Heap>, id: EngineId, cfg: &Config) -> Result<Pool> {
+    fn start(
+        heap: Arc<Heap>,
+        id: EngineId,
+        cfg: &Config,
+        ops: crate::ops::Operations,
+    ) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
         let engine = registry::open_heap(
             id,
             heap.clone(),
             &cfg.engine_options,
-            &OpenCtx::from_config(cfg),
+            &OpenCtx::from_config(cfg, ops.clone()),
         )?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
@@ -358,10 +399,11 @@ impl Pool {
                 max_threads,
                 ..cfg.clone()
             },
+            ops,
         )
     }
 
-    fn from_engine(engine: AnyEngine, cfg: &Config) -> Result<Pool> {
+    fn from_engine(engine: AnyEngine, cfg: &Config, ops: crate::ops::Operations) -> Result<Pool> {
         let max_threads = cfg.max_threads;
         let inner = Arc::new_cyclic(|w| PoolInner {
             engine,
@@ -373,6 +415,7 @@ impl Pool {
             max_threads,
             slot_wait: cfg.slot_wait,
             id: w.as_ptr() as usize,
+            ops,
         });
         Ok(Pool { inner })
     }
@@ -431,6 +474,17 @@ impl Pool {
     /// ```
     pub fn engine_id(&self) -> EngineId {
         self.inner.engine.id()
+    }
+
+    /// The engine (white-box tests).
+    #[cfg(test)]
+    pub(crate) fn engine_ref(&self) -> &AnyEngine {
+        &self.inner.engine
+    }
+
+    /// The pool's registered operations (`crate::ops`).
+    pub(crate) fn ops(&self) -> &crate::ops::Operations {
+        &self.inner.ops
     }
 
     /// A thread state: an idle one, a new one while fewer than `max_threads` exist,

@@ -308,6 +308,11 @@ impl<'h> Tx<'h> {
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 
+    /// This attempt runs registered operation `id` with `args` (`Pool::run_op`).
+    pub(crate) fn set_operation(&mut self, id: u32, args: &[u8]) {
+        self.th.set_operation(Some((id, args)));
+    }
+
     /// Note a conflict on its way out.
     #[inline]
     fn seen<T>(&self, r: Result<T>) -> Result<T> {

@@ -53,6 +53,9 @@ pub struct WorkloadConfig {
     pub pause: Duration,
     /// Seeds the generators.
     pub seed: u64,
+    /// Options of the workload's transactions (e.g. an isolation level; `read_all`
+    /// keeps the defaults).
+    pub tx_options: pisces::TxOptions,
 }
 
 impl Default for WorkloadConfig {
@@ -65,6 +68,7 @@ impl Default for WorkloadConfig {
             write_skew: false,
             pause: Duration::from_micros(20),
             seed: 0,
+            tx_options: pisces::TxOptions::default(),
         }
     }
 }
@@ -286,7 +290,7 @@ impl Workload {
             }
             let plan = self.plan(&mut rng)?;
             let mut attempts: Vec<Vec<Op>> = Vec::new();
-            let r = h.run(|tx| {
+            let r = h.run_with(self.cfg.tx_options, |tx| {
                 let mut ops = Vec::with_capacity(plan.len());
                 let r = self.execute(store, tx, &plan, &mut ops);
                 attempts.push(ops);

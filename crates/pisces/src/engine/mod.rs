@@ -43,6 +43,7 @@ pub(crate) mod pmdk;
 pub(crate) mod registry;
 pub(crate) mod sp3;
 pub(crate) mod spht;
+pub(crate) mod timestone;
 pub(crate) mod undo;
 
 use crate::heap::Heap;
@@ -87,12 +88,16 @@ pub(crate) struct OpenCtx {
     /// one thread and ignore it).
     #[allow(dead_code)]
     pub recovery_threads: usize,
+    /// The operations registered with the pool (engines that re-execute operations in
+    /// recovery: timestone).
+    pub ops: crate::ops::Operations,
 }
 
 impl OpenCtx {
-    pub(crate) fn from_config(cfg: &Config) -> OpenCtx {
+    pub(crate) fn from_config(cfg: &Config, ops: crate::ops::Operations) -> OpenCtx {
         OpenCtx {
             recovery_threads: cfg.recovery_threads.max(1),
+            ops,
         }
     }
 }
@@ -213,6 +218,10 @@ pub(crate) trait EngineThread: Send + 'static {
     }
     /// Roll back.
     fn abort(&mut self);
+    /// The running transaction is registered operation `id` with argument bytes
+    /// (`Pool::run_op`); engines that log operations instead of data use it. Called
+    /// after `begin`.
+    fn set_operation(&mut self, _op: Option<(u32, &[u8])>) {}
     /// Called by `run` after a conflict abort, before the retry, outside any
     /// transaction: an engine may help the transaction it conflicted with here.
     fn after_abort(&mut self) {}

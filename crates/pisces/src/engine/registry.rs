@@ -10,8 +10,8 @@
 //! * the factory functions `Pool` calls at create / open.
 
 use super::{
-    bare, mvcc, pisces, pmdk, sp3, spht, undo, DurableToken, Engine, EngineDef, EngineOptions,
-    EngineThread, Inspection, OpenCtx, Regions, Storage,
+    bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
+    EngineOptions, EngineThread, Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
 use crate::tx::{Isolation, TxOptions};
@@ -164,6 +164,9 @@ macro_rules! engines {
             pub(crate) fn abort(&mut self) {
                 match self { $( AnyThread::$variant(t) => t.abort(), )+ }
             }
+            pub(crate) fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
+                match self { $( AnyThread::$variant(t) => t.set_operation(op), )+ }
+            }
             pub(crate) fn after_abort(&mut self) {
                 match self { $( AnyThread::$variant(t) => t.after_abort(), )+ }
             }
@@ -190,6 +193,9 @@ engines! {
     Sp3 = sp3::Sp3,
     /// SPHT: STM on a working snapshot, global durability marker, linked replay.
     Spht = spht::Spht,
+    /// TimeStone (ASPLOS 2020): MVCC with TOC logging, operation re-execution in
+    /// recovery, per-transaction isolation up to linearizable.
+    Timestone = timestone::Timestone,
     /// Reference: no transactional instrumentation (the physical limit of read paths).
     Bare = bare::Bare,
 }

@@ -47,6 +47,12 @@ impl Clock {
     pub fn tick(&self) -> u64 {
         self.ts.fetch_add(1, AcqRel) + 1
     }
+    /// Raise the clock to at least `ts` (single-threaded recovery that re-executes
+    /// transactions under their original timestamps: the next `tick` gives `ts + 1`).
+    #[inline]
+    pub fn advance_to(&self, ts: u64) {
+        self.ts.fetch_max(ts, AcqRel);
+    }
 }
 
 /// Per-slot published start timestamp.
@@ -80,6 +86,21 @@ impl SlotClock {
         // STARTING (already visible to it after our fence) is the conservative one.
         self.active_start.store(ts, Release);
         ts
+    }
+
+    /// [`SlotClock::start`] with a snapshot derived from the clock value before it is
+    /// published: `snapshot(t)` must return at most `t`. While it runs, the slot shows
+    /// `STARTING` (a scan treats it as older than everything). Used by timestone, whose
+    /// snapshot is the newest timestamp below which every commit is complete.
+    #[inline]
+    pub fn start_with(&self, clock: &Clock, snapshot: impl FnOnce(u64) -> u64) -> u64 {
+        self.active_start.store(STARTING, Relaxed);
+        fence(SeqCst);
+        let t = clock.now();
+        let s = snapshot(t);
+        debug_assert!(s <= t);
+        self.active_start.store(s, Release);
+        s
     }
 
     /// TM_COMMIT line 33 / abort: this slot reads nothing any more. Release suffices:

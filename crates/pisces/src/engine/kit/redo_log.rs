@@ -30,7 +30,10 @@
 //!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
-//! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size).
+//! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
+//! `OP` (8 B + data rounded up to 8) names a registered operation (word 0 holds the
+//! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
+//! the redo-log engines' recovery refuses it.
 
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
@@ -50,6 +53,7 @@ const E_WORD: u64 = 1;
 const E_RANGE: u64 = 2;
 const E_ALLOC: u64 = 3;
 const E_FREE: u64 = 4;
+const E_OP: u64 = 5;
 const OFF_MASK: u64 = (1 << 56) - 1;
 
 /// One decoded log entry.
@@ -73,6 +77,13 @@ pub enum Entry<'a> {
     Alloc(Block),
     /// Mark `block` free.
     Free(Block),
+    /// Re-execute registered operation `id` with argument bytes `data`.
+    Op {
+        /// Operation id.
+        id: u32,
+        /// Argument bytes.
+        data: &'a [u8],
+    },
 }
 
 /// Builds the entries of one record in DRAM.
@@ -105,6 +116,19 @@ impl RecordBuilder {
         let pad = data.len().next_multiple_of(8) - data.len();
         self.buf.extend(std::iter::repeat_n(0u8, pad));
     }
+    /// Append an OP entry.
+    pub fn op(&mut self, id: u32, data: &[u8]) {
+        assert!(
+            data.len() < 1 << 24,
+            "operation arguments of {} bytes",
+            data.len()
+        );
+        let w0 = E_OP << 56 | (data.len() as u64) << 32 | u64::from(id);
+        self.buf.extend_from_slice(&w0.to_le_bytes());
+        self.buf.extend_from_slice(data);
+        let pad = data.len().next_multiple_of(8) - data.len();
+        self.buf.extend(std::iter::repeat_n(0u8, pad));
+    }
     /// Append an ALLOC entry.
     pub fn alloc(&mut self, b: Block) {
         self.words(E_ALLOC << 56 | b.offset, b.size);
@@ -124,6 +148,22 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
     let mut out = Vec::new();
     let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
     while !bytes.is_empty() {
+        if bytes.len() >= 8 && rd(bytes, 0) >> 56 == E_OP {
+            let w0 = rd(bytes, 0);
+            let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
+            let padded = len.next_multiple_of(8);
+            if padded > bytes.len() - 8 {
+                return Err(Error::Corrupt(format!(
+                    "log operation entry of {len} bytes overruns its record"
+                )));
+            }
+            out.push(Entry::Op {
+                id: w0 as u32,
+                data: &bytes[8..8 + len],
+            });
+            bytes = &bytes[8 + padded..];
+            continue;
+        }
         if bytes.len() < 16 {
             return Err(Error::Corrupt("truncated log entry".into()));
         }

@@ -42,6 +42,11 @@ fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             Entry::Word { off, .. } => check_target(heap, off, 8)?,
             Entry::Range { off, data } => check_target(heap, off, data.len())?,
             Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b)?,
+            Entry::Op { id, .. } => {
+                return Err(Error::Corrupt(format!(
+                    "operation entry (id {id}) in a redo log"
+                )))
+            }
         }
     }
     Ok(())
@@ -63,6 +68,11 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             }
             Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             Entry::Free(b) => Allocator::replay_free(heap, b)?,
+            Entry::Op { id, .. } => {
+                return Err(Error::Corrupt(format!(
+                    "operation entry (id {id}) in a redo log"
+                )))
+            }
         }
     }
     Ok(())

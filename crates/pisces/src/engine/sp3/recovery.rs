@@ -159,6 +159,9 @@ fn build(heap: &Heap) -> Result<Dag> {
                 Entry::Word { off, .. } => check_logged_write(heap, off, 8),
                 Entry::Range { off, data } => check_logged_write(heap, off, data.len()),
                 Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b),
+                Entry::Op { .. } => Err(Error::Corrupt(
+                    "an operation entry (TimeStone's) in an sp3 log".into(),
+                )),
             };
             r.map_err(|e| {
                 Error::Corrupt(format!(
@@ -250,7 +253,8 @@ fn apply_data(heap: &Heap, body: &[u8]) {
                 heap.write_bytes(off as usize, data);
                 heap.flush(off as usize, data.len());
             }
-            Entry::Alloc(_) | Entry::Free(_) => {}
+            // Validated before: sp3 records hold no operation entries.
+            Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => {}
         }
     }
 }

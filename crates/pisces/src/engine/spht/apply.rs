@@ -60,7 +60,8 @@ fn words<'a>(entries: &'a [Entry<'a>]) -> impl DoubleEndedIterator<Item = (u64, 
                     (off + 8 * i as u64, u64::from_le_bytes(w))
                 })
                 .collect(),
-            Entry::Alloc(_) | Entry::Free(_) => Vec::new(),
+            // Operation entries are TimeStone's; recovery refuses them in spht logs.
+            Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => Vec::new(),
         };
         v
     })

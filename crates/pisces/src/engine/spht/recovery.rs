@@ -49,6 +49,11 @@ fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             Entry::Word { off, .. } => check_logged_write(heap, off, 8)?,
             Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
             Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b)?,
+            Entry::Op { .. } => {
+                return Err(Error::Corrupt(
+                    "an operation entry (TimeStone's) in an spht log".into(),
+                ))
+            }
         }
     }
     Ok(())

@@ -39,6 +39,7 @@ fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
         o,
         &OpenCtx {
             recovery_threads: 1,
+            ops: Default::default(),
         },
     )
     .unwrap()
@@ -405,6 +406,7 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
     let ctx = OpenCtx {
         recovery_threads: 1,
+        ops: Default::default(),
     };
     let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
     assert!(e.shared().ws.copy_on_write);

@@ -1,0 +1,457 @@
+//! The CLog: checkpoints of the TLog into persistent memory, and their write-back home.
+//!
+//! # What a checkpoint is
+//! A checkpoint at cut K makes home equal to the state after exactly the transactions
+//! with commit timestamp ≤ K, and then persists `K_done = K`. Recovery starts from that
+//! state and re-executes the OLog records with timestamps above K_done.
+//!
+//! # Protocol (one checkpoint at a time, under `Shared::ckpt`)
+//! 1. **Cut.** Publish the checkpointer's snapshot K (`ckpt_clock`, the Pisces start
+//!    protocol: versions it reads are not reclaimed), fence, and wait until no slot
+//!    has a commit in flight with timestamp ≤ K (`committing`; the committer's guard —
+//!    a clock value below its timestamp — precedes its clock increment, so a commit
+//!    with C ≤ K is seen). Every
+//!    transaction with C ≤ K is then visible, durable in its OLog, and has put its
+//!    items into the pending list.
+//! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
+//!    item decides: a write → the version visible at K (the newest version no reader
+//!    at or after K needs older than), a free → nothing is written home. Allocator
+//!    changes are kept in timestamp order.
+//! 3. **CLog record**: every range and allocator change, stamped K, in one checksummed
+//!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
+//!    length and entries; entries in the kit's redo-log entry format); flush,
+//!    **fence**. The area holds one record: the previous one is obsolete once its
+//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: home is not touched before this
+//!    fence*, so a crash before it leaves home at K_done and the torn record is ignored.
+//! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
+//! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
+//!    free is durable now), and the budget is given back.
+//!
+//! A crash between 3 and 5 is repaired by recovery, which re-applies a valid CLog
+//! record whose K is above K_done (idempotent: absolute ranges, bit sets and clears)
+//! and persists K_done = K before anything else touches the CLog.
+//!
+//! # Coalescing (write amplification)
+//! An object updated by many transactions between two checkpoints is written to the
+//! CLog and home once, with its newest value at K: that is what keeps bytes persisted
+//! per byte changed below one for repeated small updates.
+//!
+//! # Budget
+//! The CLog area holds one record, so the pending items of one checkpoint must fit it.
+//! Committers reserve the full encoded size of their items (`reserve_budget`: 16 +
+//! length per object written, 16 per allocation or free) before they take their
+//! timestamp, waiting for (or running) a checkpoint while the budget is exhausted.
+//! When they push their items, an object that already has a pending write is not
+//! charged again (the record holds one range per object) and the difference is given
+//! back (`push_items`). A checkpoint gives back the charges of the objects it leaves
+//! with no pending write. The high-water mark (`checkpoint_pct` of the budget)
+//! therefore counts *distinct* dirty bytes: repeated updates of a hot set never
+//! trigger a checkpoint by themselves (only a full OLog or the pool closing does).
+//! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
+
+use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
+use super::tlog::{Entry, Version};
+use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::Heap;
+use crate::medium::counters;
+use crate::sync::{fence, spin_step};
+use crate::{Error, Result};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+
+/// One thing a committed transaction left for the checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub enum Item {
+    /// An object written (its newest version at the cut goes home).
+    Write {
+        /// Commit timestamp.
+        ts: u64,
+        /// Payload offset.
+        off: u64,
+        /// Payload length.
+        len: usize,
+        /// Its index entry (entries live as long as the engine).
+        entry: *const Entry,
+    },
+    /// A block allocated.
+    Alloc {
+        /// Commit timestamp.
+        ts: u64,
+        /// The block.
+        b: Block,
+    },
+    /// A block freed.
+    Free {
+        /// Commit timestamp.
+        ts: u64,
+        /// The block.
+        b: Block,
+    },
+}
+
+impl Item {
+    fn ts(&self) -> u64 {
+        match *self {
+            Item::Write { ts, .. } | Item::Alloc { ts, .. } | Item::Free { ts, .. } => ts,
+        }
+    }
+    /// Bytes this item may take in a CLog record.
+    pub fn cost(&self) -> u64 {
+        match *self {
+            Item::Write { len, .. } => 16 + len as u64,
+            _ => 16,
+        }
+    }
+}
+
+/// The pending list.
+#[derive(Default)]
+pub struct Pending {
+    /// Items, in no particular order.
+    pub items: Vec<Item>,
+    /// Budget in use: the charges below, plus reservations not yet pushed.
+    pub used: u64,
+    /// Objects `(offset, length)` with pending writes, each charged once (16 + length)
+    /// however often it is written before the checkpoint takes it: the record holds one
+    /// range per object, so this is what coalescing saves.
+    pub charged: FastMap<(u64, usize), ()>,
+    /// Bytes of blocks freed by pending items (not reusable before a checkpoint).
+    pub freed: u64,
+    /// Blocks allocated (`true`) or freed by committed transactions whose checkpoint
+    /// has not written the allocator's bitmaps yet, with the commit timestamp: object
+    /// validation asks here for a block whose bit does not show the committed state.
+    pub bits: FastMap<u64, (bool, u64)>,
+}
+
+/// Freed bytes that trigger a checkpoint by themselves (one slab): freed space is
+/// reusable only after the checkpoint that makes the free durable, and holding it back
+/// longer makes threads format fresh slabs for small blocks, which starves large ones.
+const FREED_HIGH_WATER: u64 = crate::heap::layout::SLAB_SIZE as u64;
+
+// SAFETY: the entry pointers point into the index, which lives as long as the engine
+// and is shared (`Entry: Sync`).
+unsafe impl Send for Pending {}
+
+/// The checkpointer's state.
+#[derive(Default)]
+pub struct CkptState {
+    /// Cache for blocks whose free a checkpoint made durable.
+    pub cache: ThreadCache,
+}
+
+const CLOG_MAGIC: u64 = 0x5453_434B_5054_0001; // "TSCKPT" v1
+/// Bytes of the CLog record header.
+pub const CLOG_HEADER: usize = 32;
+
+fn clog_crc(k: u64, entries: &[u8]) -> u64 {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&k.to_le_bytes());
+    h[8..].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    u64::from(crc32c::crc32c_append(crc32c::crc32c(&h), entries))
+}
+
+/// Write the CLog record of cut `k` and flush it (the caller fences).
+fn write_clog(heap: &Heap, k: u64, entries: &[u8]) {
+    let mut h = [0u8; CLOG_HEADER];
+    h[0..8].copy_from_slice(&CLOG_MAGIC.to_le_bytes());
+    h[8..16].copy_from_slice(&k.to_le_bytes());
+    h[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    h[24..32].copy_from_slice(&clog_crc(k, entries).to_le_bytes());
+    heap.write_bytes(CLOG_OFFSET + CLOG_HEADER, entries);
+    heap.write_bytes(CLOG_OFFSET, &h);
+    heap.flush(CLOG_OFFSET, CLOG_HEADER + entries.len());
+    counters::add_bytes_logged((CLOG_HEADER + entries.len()) as u64);
+}
+
+/// The valid CLog record, if any: (K, entries).
+pub fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
+    let mut h = [0u8; CLOG_HEADER];
+    heap.read_bytes(CLOG_OFFSET, &mut h);
+    let w = |i: usize| u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().unwrap());
+    let (magic, k, len, crc) = (w(0), w(1), w(2), w(3));
+    if magic != CLOG_MAGIC || len > (clog_len - CLOG_HEADER) as u64 || len % 8 != 0 {
+        return None;
+    }
+    let mut entries = vec![0u8; len as usize];
+    heap.read_bytes(CLOG_OFFSET + CLOG_HEADER, &mut entries);
+    (clog_crc(k, &entries) == crc).then_some((k, entries))
+}
+
+/// Reserve `cost` bytes of the checkpoint budget, checkpointing while it is full.
+/// `Err(TooLargeForLog)` if one transaction alone exceeds it.
+pub fn reserve_budget(sh: &Shared, cost: u64) -> Result<()> {
+    if cost > sh.budget {
+        return Err(Error::TooLargeForLog {
+            needed: cost as usize + HEADER_LEN,
+            capacity: sh.budget as usize + HEADER_LEN,
+        });
+    }
+    loop {
+        {
+            let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if p.used + cost <= sh.budget {
+                p.used += cost;
+                return Ok(());
+            }
+        }
+        checkpoint(sh)?;
+    }
+}
+
+/// Give back a reservation that produced no items (an aborted commit).
+pub fn unreserve_budget(sh: &Shared, cost: u64) {
+    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    p.used -= cost;
+}
+
+/// Push committed items whose full cost `reserved` was reserved: objects already
+/// charged are not charged again, and the difference is given back.
+pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
+    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let mut actual = 0;
+    for it in items {
+        match *it {
+            Item::Write { off, len, .. } => {
+                if p.charged.insert((off, len), ()).is_none() {
+                    actual += it.cost();
+                }
+            }
+            Item::Free { b, ts } => {
+                p.freed += b.size;
+                p.bits.insert(b.offset, (false, ts));
+                actual += it.cost();
+            }
+            Item::Alloc { b, ts } => {
+                p.bits.insert(b.offset, (true, ts));
+                actual += it.cost();
+            }
+        }
+    }
+    debug_assert!(actual <= reserved);
+    p.used -= reserved - actual;
+    p.items.extend_from_slice(items);
+}
+
+/// True if the pending items passed the high-water mark, or hold back a slab's worth
+/// of freed blocks.
+pub fn above_high_water(sh: &Shared) -> bool {
+    let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    p.used >= sh.high_water || p.freed >= FREED_HIGH_WATER
+}
+
+/// Per payload offset: the timestamp of the newest write or free at or below the cut,
+/// and for a write its length and entry.
+type Newest = (u64, Option<(usize, *const Entry)>);
+
+/// Run one checkpoint (see the module docs); returns its cut K.
+pub fn checkpoint(sh: &Shared) -> Result<u64> {
+    let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = HEADER_LEN;
+    let heap = &*sh.heap;
+    // 1. Cut.
+    let k = sh.ckpt_clock.start(&sh.clock);
+    fence(SeqCst);
+    for s in &sh.slots {
+        let mut round = 0;
+        while s.committing.load(Acquire) <= k {
+            spin_step(&mut round);
+        }
+    }
+    // 2. Collect.
+    let (mine, cost) = {
+        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mine = Vec::new();
+        let mut cost = 0;
+        let mut freed = 0;
+        p.items.retain(|it| {
+            if it.ts() <= k {
+                if !matches!(it, Item::Write { .. }) {
+                    cost += it.cost();
+                }
+                if let Item::Free { b, .. } = it {
+                    freed += b.size;
+                }
+                mine.push(*it);
+                false
+            } else {
+                true
+            }
+        });
+        // Objects with no write left after K stop being charged.
+        let still: std::collections::HashSet<(u64, usize)> = p
+            .items
+            .iter()
+            .filter_map(|it| match *it {
+                Item::Write { off, len, .. } => Some((off, len)),
+                _ => None,
+            })
+            .collect();
+        for it in &mine {
+            if let Item::Write { off, len, .. } = *it {
+                if !still.contains(&(off, len)) && p.charged.remove(&(off, len)).is_some() {
+                    cost += it.cost();
+                }
+            }
+        }
+        p.freed -= freed;
+        (mine, cost)
+    };
+    // Per payload offset, the newest write or free decides.
+    let mut last: FastMap<u64, Newest> = FastMap::default();
+    let mut bits: Vec<(u64, bool, Block)> = Vec::new();
+    for it in &mine {
+        let (off, ts, w) = match *it {
+            Item::Write {
+                ts,
+                off,
+                len,
+                entry,
+            } => (off, ts, Some((len, entry))),
+            Item::Free { ts, b } => {
+                bits.push((ts, false, b));
+                (b.payload(), ts, None)
+            }
+            Item::Alloc { ts, b } => {
+                bits.push((ts, true, b));
+                continue;
+            }
+        };
+        let e = last.entry(off).or_insert((0, None));
+        if ts >= e.0 {
+            *e = (ts, w);
+        }
+    }
+    bits.sort_by_key(|x| x.0);
+    let mut rec = RecordBuilder::default();
+    let mut offs: Vec<_> = last.into_iter().collect();
+    offs.sort_by_key(|x| x.0);
+    for (off, (_, w)) in offs {
+        if let Some((len, entry)) = w {
+            // SAFETY: index entries live as long as the engine; the version visible at
+            // K is kept alive by our published snapshot K and is immutable.
+            let data = unsafe {
+                let v = (*entry).visible(k);
+                std::slice::from_raw_parts(Version::data(v), len.min(Version::len(v)))
+            };
+            rec.range(off, data);
+        }
+    }
+    for &(_, alloc, b) in &bits {
+        if alloc {
+            rec.alloc(b);
+        } else {
+            rec.free(b);
+        }
+    }
+    // 3. CLog record, fence.
+    if CLOG_HEADER + rec.len() > sh.clog_len {
+        // Cannot happen: the budget bounds the items (see the module docs).
+        sh.ckpt_clock.finish();
+        return Err(Error::TooLargeForLog {
+            needed: rec.len() + CLOG_HEADER,
+            capacity: sh.clog_len,
+        });
+    }
+    write_clog(heap, k, rec.bytes());
+    sh.stats
+        .clog_bytes
+        .fetch_add((rec.len() + CLOG_HEADER) as u64, Relaxed);
+    let entries = log::decode(rec.bytes())?;
+    let broken_order = crate::mutation::active(crate::mutation::Mutation::TsCheckpointOrder);
+    if broken_order {
+        // Mutation: home first, the CLog record's fence after it.
+        let home = apply(heap, &entries)?;
+        sh.stats.home_bytes.fetch_add(home, Relaxed);
+    }
+    heap.fence();
+    // 4. Home.
+    let home = if broken_order {
+        0
+    } else {
+        apply(heap, &entries)?
+    };
+    sh.stats.home_bytes.fetch_add(home, Relaxed);
+    heap.fence();
+    // 5. K_done.
+    persist_k_done(heap, k);
+    sh.k_done.fetch_max(k, AcqRel);
+    sh.ckpt_clock.finish();
+    if !sh.recovering {
+        for &(_, alloc, b) in &bits {
+            if !alloc {
+                sh.alloc.release(&mut st.cache, b);
+            }
+        }
+        sh.alloc.drain(&mut st.cache);
+    }
+    {
+        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.used -= cost;
+        // The bitmaps show these now (unless a later commit changed the block again).
+        for &(ts, _, b) in &bits {
+            if p.bits.get(&b.offset).is_some_and(|&(_, t)| t <= ts) {
+                p.bits.remove(&b.offset);
+            }
+        }
+    }
+    sh.stats.checkpoints.fetch_add(1, Relaxed);
+    Ok(k)
+}
+
+/// Persist K_done = `k` (never lowered).
+pub fn persist_k_done(heap: &Heap, k: u64) {
+    heap.atomic_u64(K_DONE_OFFSET).fetch_max(k, AcqRel);
+    heap.persist(K_DONE_OFFSET, 8);
+}
+
+/// Check every entry of a CLog record before applying any.
+pub fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
+    for e in entries {
+        match *e {
+            log::Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
+            log::Entry::Alloc(b) | log::Entry::Free(b) => Allocator::check_block(heap, b)?,
+            _ => return Err(Error::Corrupt("unexpected entry in a CLog record".into())),
+        }
+    }
+    Ok(())
+}
+
+/// Write a checkpoint's entries home and flush them (the caller fences); returns the
+/// bytes written home.
+pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
+    validate(heap, entries)?;
+    let mut bytes = 0;
+    for e in entries {
+        match *e {
+            log::Entry::Range { off, data } => {
+                heap.write_bytes(off as usize, data);
+                heap.flush(off as usize, data.len());
+                counters::add_bytes_written_home(data.len() as u64);
+                bytes += data.len() as u64;
+            }
+            log::Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+            log::Entry::Free(b) => Allocator::replay_free(heap, b)?,
+            _ => {}
+        }
+    }
+    Ok(bytes)
+}
+
+/// Recovery step 1: re-apply a valid CLog record newer than K_done, then persist
+/// K_done. Returns K_done after it.
+pub fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
+    let k_done = Shared::load_k_done(heap);
+    match read_clog(heap, clog_len) {
+        Some((k, bytes)) if k > k_done => {
+            let what = |e: Error| Error::Corrupt(format!("CLog record of checkpoint {k}: {e}"));
+            let entries = log::decode(&bytes).map_err(what)?;
+            apply(heap, &entries).map_err(what)?;
+            heap.fence();
+            persist_k_done(heap, k);
+            Ok(k)
+        }
+        _ => Ok(k_done),
+    }
+}

@@ -1,0 +1,204 @@
+//! Recovery of a `timestone` pool: checkpoint + re-executed operations.
+//!
+//! 1. **CLog**: a valid CLog record newer than K_done is a checkpoint that crashed
+//!    after its record was durable and maybe in the middle of its home writes: apply
+//!    it again (idempotent), fence, persist K_done = its K (before anything else can
+//!    overwrite the CLog). Home is now the state at K_done.
+//! 2. **OLog**: parse every slot's OLog, keep the valid records with a commit
+//!    timestamp above K_done, sort them by timestamp (timestamps are unique), and check
+//!    them all before changing anything more: every operation id must be registered
+//!    (open with [`crate::Pool::open_with_ops`]), every physical entry must target the
+//!    heap.
+//! 3. **Allocations**: mark every block the pending records allocated (their ALLOC
+//!    entries) in the persistent bitmaps (idempotent), so the rebuilt allocator
+//!    neither hands them out nor drops their slabs; frees wait for step 5.
+//! 4. **Re-execution**, on one thread, in timestamp order, each record as one
+//!    transaction through the normal engine path with the clock set so that it commits
+//!    under its *original* timestamp: an operation record calls the registered
+//!    function with its logged arguments, its allocations returning the logged blocks;
+//!    a physical record writes its logged objects. No OLog records are written (the
+//!    originals stay until step 6). Checkpoints may run in between (the TLog may pass
+//!    its high-water mark): their K is an original timestamp, so K_done stays exact.
+//! 5. **Final checkpoint** at K = the last re-executed timestamp: home now holds
+//!    everything, allocator bits included, and K_done covers every record.
+//! 6. Reset the OLogs (empty rings), fence. (The CLog record is covered by K_done.)
+//!
+//! A crash anywhere repeats the same steps on a state they produce again: step 1 and 3
+//! are idempotent, step 4 changes only DRAM and checkpoints (each of which is a
+//! complete, self-repairing unit advancing K_done to an original timestamp), so the
+//! next recovery re-executes exactly the records above the K_done it finds.
+//!
+//! Why re-execution gives the original result: an operation runs serializable at
+//! least (`Pool::run_op`), so it is equivalent to running alone at its commit
+//! timestamp; re-executing in timestamp order on the state at K_done therefore
+//! reproduces every operation's reads and writes. Physical records are absolute.
+
+use super::clog;
+use super::shared::Shared;
+use super::thread::TsThread;
+use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::redo_log::{self as log, Entry};
+use crate::engine::registry::AnyThread;
+use crate::engine::EngineThread;
+use crate::heap::alloc::{Allocator, Block};
+use crate::heap::Heap;
+use crate::ops::Operations;
+use crate::tx::{run_on, TxOptions, TxStats};
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// What the new run starts from.
+pub struct Recovered {
+    /// K_done after recovery (every older commit is home).
+    pub k_done: u64,
+    /// Next OLog sequence number per slot.
+    pub next_seq: Vec<u64>,
+    /// Records re-executed.
+    pub replayed: usize,
+}
+
+struct Pending {
+    ts: u64,
+    slot: usize,
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+/// Run recovery (see the module docs) on a pool nobody uses yet.
+pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
+    let l = *heap.layout();
+    let clog_len = l.engine_area_size - 4096;
+    // 1.
+    let mut k_done = clog::recover(heap, clog_len)?;
+    // 2.
+    let mut next_seq = Vec::with_capacity(l.max_threads);
+    let mut recs = Vec::new();
+    for slot in 0..l.max_threads {
+        let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        next_seq.push(parsed.next_seq);
+        for r in parsed.records {
+            if r.persist_ts > k_done {
+                recs.push(Pending {
+                    ts: r.persist_ts,
+                    slot,
+                    seq: r.seq,
+                    bytes: r.entries,
+                });
+            }
+        }
+    }
+    recs.sort_by_key(|r| r.ts);
+    let mut decoded = Vec::with_capacity(recs.len());
+    for r in &recs {
+        let what = |e: Error| {
+            Error::Corrupt(format!(
+                "OLog record {} of thread slot {} (commit timestamp {}): {e}",
+                r.seq, r.slot, r.ts
+            ))
+        };
+        let entries = log::decode(&r.bytes).map_err(what)?;
+        for (i, e) in entries.iter().enumerate() {
+            match *e {
+                Entry::Op { id, .. } if i == 0 => {
+                    if ops.get(id).is_none() {
+                        return Err(Error::InvalidConfig(format!(
+                            "the pool must re-execute operation {id} (commit timestamp {}) \
+                             but it is not registered: open the pool with Pool::open_with_ops \
+                             and every operation it ran",
+                            r.ts
+                        )));
+                    }
+                }
+                Entry::Range { off, data } => {
+                    check_logged_write(heap, off, data.len()).map_err(what)?;
+                }
+                Entry::Alloc(b) | Entry::Free(b) => {
+                    Allocator::check_block(heap, b).map_err(what)?;
+                }
+                _ => return Err(what(Error::Corrupt("malformed record".into()))),
+            }
+        }
+        decoded.push((r.ts, entries));
+    }
+    let replayed = decoded.len();
+    if !decoded.is_empty() {
+        // 3.
+        for (_, entries) in &decoded {
+            for e in entries {
+                if let Entry::Alloc(b) = *e {
+                    Allocator::replay_alloc(heap, b)?;
+                }
+            }
+        }
+        heap.fence();
+        // 4.
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let sh = Arc::new(Shared::new(
+            heap.clone(),
+            alloc,
+            k_done,
+            k_done,
+            next_seq.clone(),
+            true,
+            100,
+        ));
+        let mut any = AnyThread::Timestone(TsThread::new(sh.clone(), 0));
+        let mut stats = TxStats::default();
+        let mut last = k_done;
+        for (ts, entries) in &decoded {
+            sh.clock.advance_to(ts - 1);
+            let fail = |e: Error| {
+                Error::Corrupt(format!(
+                    "re-executing the transaction of commit timestamp {ts}: {e}"
+                ))
+            };
+            if let Some(Entry::Op { id, data }) = entries.first() {
+                let script: Vec<Block> = entries[1..]
+                    .iter()
+                    .filter_map(|e| match *e {
+                        Entry::Alloc(b) | Entry::Free(b) => Some(b),
+                        _ => None,
+                    })
+                    .collect();
+                if let AnyThread::Timestone(t) = &mut any {
+                    t.set_script(script);
+                }
+                let f = ops.get(*id).expect("checked above");
+                run_on(&mut any, &mut stats, &TxOptions::default(), |tx| {
+                    f(tx, data)
+                })
+                .map_err(fail)?;
+            } else if let AnyThread::Timestone(t) = &mut any {
+                t.begin(&TxOptions::default());
+                if let Err(e) = t.replay_physical(entries) {
+                    t.abort();
+                    return Err(fail(e));
+                }
+                t.commit().map_err(fail)?;
+            }
+            if let AnyThread::Timestone(t) = &any {
+                if t.script_left() != 0 {
+                    return Err(fail(Error::Corrupt(
+                        "it allocated fewer blocks than it did originally".into(),
+                    )));
+                }
+            }
+            last = *ts;
+        }
+        // 5.
+        sh.clock.advance_to(last);
+        clog::checkpoint(&sh)?;
+        drop(any);
+        k_done = k_done.max(Shared::load_k_done(heap));
+    }
+    // 6.
+    for (slot, &seq) in next_seq.iter().enumerate() {
+        log::reset(heap, l.log_offset(slot), seq);
+    }
+    heap.fence();
+    Ok(Recovered {
+        k_done,
+        next_seq,
+        replayed,
+    })
+}

@@ -1,0 +1,691 @@
+//! One thread's `timestone` transactions.
+//!
+//! # Transaction
+//! * **Begin**: take and publish the snapshot S, the horizon of complete commits
+//!   (`Shared::horizon`); remember the isolation level.
+//! * **Read**: own copy if written; else the object's version visible at S (TLog, see
+//!   `tlog`), never home. Serializable and linearizable transactions remember the
+//!   object in their read set.
+//! * **Write**: the first write copies the visible version into a private copy.
+//! * **Alloc / free**: a reserved block gets a zeroed private copy; frees take effect at
+//!   commit. During recovery, allocations follow the logged script (same blocks as the
+//!   original execution, so pointers stay valid).
+//!
+//! # Commit (update transactions; read-only ones just end)
+//! 1. Build the OLog record: the registered operation and its arguments plus the
+//!    blocks it allocated (logical), or — for a plain closure — the written objects,
+//!    allocations and frees (physical).
+//! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
+//!    its items' cost in the checkpoint budget, before any lock is taken.
+//! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
+//!    (`last_ts > S` aborts).
+//! 4. Push the copies onto their chains (`PENDING`), guard `committing` (the clock
+//!    value before our increment), fence, stamp them `COMMITTING`, take C = tick.
+//! 5. Serializable / linearizable: validate the read set — an object locked by another
+//!    committer or committed after S aborts (stamps become `ABORTED`).
+//! 6. Stamp `C | UNDURABLE`, queue the checkpoint items, append the OLog record with C,
+//!    **fence** — the only persistent write of the commit. Then stamp `C`, set
+//!    `last_ts`, truncate chains, unlock, clear `committing`, and wait until every
+//!    commit with a smaller timestamp is complete (`Shared::wait_predecessors`).
+//! 7. If the pending items passed the high-water mark, checkpoint (`clog`).
+
+use super::clog::{self, Item};
+use super::shared::Shared;
+use super::tlog::{Entry, Version, ABORTED, COMMITTING, UNDURABLE};
+use crate::engine::kit::objects::{
+    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
+};
+use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::{DurableToken, EngineThread};
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
+use crate::sync::fence;
+use crate::tx::{Isolation, TxOptions};
+use crate::{Error, Result};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::Arc;
+
+struct WriteEntry {
+    off: u64,
+    len: usize,
+    copy: *mut Version,
+    kind: Kind,
+    entry: *const Entry,
+}
+
+/// A thread's `timestone` state.
+pub struct TsThread {
+    sh: Arc<Shared>,
+    slot: usize,
+    cache: ThreadCache,
+    log: LogWriter,
+    record: RecordBuilder,
+    active: bool,
+    start_ts: u64,
+    iso: Isolation,
+    writes: Vec<WriteEntry>,
+    by_off: FastMap<u64, usize>,
+    reads: std::cell::RefCell<Vec<*const Entry>>,
+    op: Option<(u32, Vec<u8>)>,
+    allocs: Vec<Block>,
+    script: VecDeque<Block>,
+    items: Vec<Item>,
+    locked: usize,
+}
+
+// SAFETY: raw pointers are private copies owned here and index entries owned by `sh`;
+// the state moves between threads only between transactions.
+unsafe impl Send for TsThread {}
+
+impl TsThread {
+    /// State for `slot`.
+    pub fn new(sh: Arc<Shared>, slot: usize) -> TsThread {
+        let l = *sh.heap.layout();
+        let log = LogWriter::new(
+            l.log_offset(slot),
+            l.log_bytes_per_thread,
+            sh.next_seq[slot],
+        );
+        TsThread {
+            sh,
+            slot,
+            cache: ThreadCache::default(),
+            log,
+            record: RecordBuilder::default(),
+            active: false,
+            start_ts: 0,
+            iso: Isolation::Snapshot,
+            writes: Vec::new(),
+            by_off: FastMap::default(),
+            reads: std::cell::RefCell::new(Vec::new()),
+            op: None,
+            allocs: Vec::new(),
+            script: VecDeque::new(),
+            items: Vec::new(),
+            locked: 0,
+        }
+    }
+
+    /// Recovery: the blocks the next transaction's allocations must return, in order.
+    pub fn set_script(&mut self, blocks: Vec<Block>) {
+        self.script = blocks.into();
+    }
+
+    /// Recovery: allocations of the script not used by the re-executed transaction.
+    pub fn script_left(&self) -> usize {
+        self.script.len()
+    }
+
+    /// A block whose allocation bit is clear that this transaction may still use: one
+    /// it allocated, or one a committed transaction allocated whose checkpoint has not
+    /// written the bitmaps yet.
+    fn pending(&self, b: Block) -> bool {
+        self.by_off
+            .get(&b.payload())
+            .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+            || self.committed_state(b) == Some(true)
+    }
+
+    /// The committed allocation state of `b` if no checkpoint has written it yet.
+    fn committed_state(&self, b: Block) -> Option<bool> {
+        let p = self.sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.bits.get(&b.offset).map(|&(a, _)| a)
+    }
+
+    /// Validate a user offset: the object's real payload offset (the root slot's token
+    /// maps to the slot) and its payload length.
+    fn locate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
+        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.pending(b))?;
+        Ok((hdr + HEADER as u64, plen))
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if self.active {
+            Ok(())
+        } else {
+            Err(Error::InvalidPointer(
+                "no transaction is running on this thread".into(),
+            ))
+        }
+    }
+
+    #[inline]
+    fn snapshot(&self, off: u64, len: usize) -> (*const Entry, *const Version) {
+        // SAFETY: validated by `locate_object`.
+        let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
+        (e, e.visible(self.start_ts))
+    }
+
+    /// End the transaction, dropping private copies (not those already linked).
+    fn rollback(&mut self) {
+        let recovering = self.sh.recovering;
+        for w in self.writes.drain(..) {
+            if !w.copy.is_null() {
+                // SAFETY: an unlinked private copy owned by us.
+                unsafe { Version::free(w.copy, &self.sh.index.live) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                if !recovering {
+                    self.sh.alloc.unreserve(&mut self.cache, b);
+                }
+            }
+        }
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.by_off.clear();
+        self.reads.get_mut().clear();
+        self.allocs.clear();
+        self.items.clear();
+        self.op = None;
+        self.locked = 0;
+        self.sh.slots[self.slot].clock.finish();
+        self.active = false;
+    }
+
+    fn unlock(&self) {
+        for w in &self.writes[..self.locked] {
+            if !w.entry.is_null() {
+                // SAFETY: entries live as long as the index.
+                unsafe { (*w.entry).unlock() };
+            }
+        }
+    }
+
+    /// Step 1: the OLog record.
+    fn build_record(&mut self) {
+        self.record.clear();
+        if let Some((id, args)) = &self.op {
+            // Logical: the operation, and its allocation script. An allocation freed
+            // again by the same transaction is logged as FREE (recovery does not mark
+            // it allocated beforehand).
+            self.record.op(*id, args);
+            for b in &self.allocs {
+                match self.by_off.get(&b.payload()).map(|&i| self.writes[i].kind) {
+                    Some(Kind::Fresh(_)) => self.record.alloc(*b),
+                    _ => self.record.free(*b),
+                }
+            }
+            return;
+        }
+        // Physical: allocations first (recovery re-creates them before writing them).
+        for w in &self.writes {
+            if let Kind::Fresh(b) = w.kind {
+                self.record.alloc(b);
+            }
+        }
+        for w in &self.writes {
+            match w.kind {
+                Kind::Written | Kind::Fresh(_) => {
+                    // SAFETY: a live private copy of `len` bytes.
+                    let data = unsafe { std::slice::from_raw_parts(Version::data(w.copy), w.len) };
+                    self.record.range(w.off, data);
+                }
+                Kind::Freed(b) => self.record.free(b),
+                Kind::FreshFreed(_) => {}
+            }
+        }
+    }
+
+    /// Drop OLog records covered by the last checkpoint.
+    fn recycle(&mut self) {
+        let k = self.sh.k_done.load(std::sync::atomic::Ordering::Acquire);
+        self.log
+            .recycle(&self.sh.heap, u64::MAX, k.saturating_add(1));
+    }
+
+    /// Step 2a: room in the OLog.
+    fn reserve_log(&mut self, n: usize) -> Result<()> {
+        if HEADER_LEN + n > self.log.max_record() {
+            return Err(Error::TooLargeForLog {
+                needed: HEADER_LEN + n,
+                capacity: self.log.max_record(),
+            });
+        }
+        while !self.log.fits(n) {
+            self.recycle();
+            if !self.log.fits(n) {
+                clog::checkpoint(&self.sh)?;
+                self.recycle();
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2b: the cost of the checkpoint items in the budget.
+    fn items_cost(&self) -> u64 {
+        self.writes
+            .iter()
+            .map(|w| match w.kind {
+                Kind::Written => 16 + w.len as u64,
+                Kind::Fresh(_) => 32 + w.len as u64,
+                Kind::Freed(_) => 16,
+                Kind::FreshFreed(_) => 0,
+            })
+            .sum()
+    }
+
+    /// The checkpoint items (after locking: entries known; timestamps filled in later).
+    fn build_items(&mut self) {
+        self.items.clear();
+        for w in &self.writes {
+            match w.kind {
+                Kind::Written => self.items.push(Item::Write {
+                    ts: 0,
+                    off: w.off,
+                    len: w.len,
+                    entry: w.entry,
+                }),
+                Kind::Fresh(b) => {
+                    self.items.push(Item::Alloc { ts: 0, b });
+                    self.items.push(Item::Write {
+                        ts: 0,
+                        off: w.off,
+                        len: w.len,
+                        entry: w.entry,
+                    });
+                }
+                Kind::Freed(b) => self.items.push(Item::Free { ts: 0, b }),
+                Kind::FreshFreed(_) => {}
+            }
+        }
+        debug_assert_eq!(
+            self.items.iter().map(|i| i.cost()).sum::<u64>(),
+            self.items_cost()
+        );
+    }
+
+    /// Step 3: lock and first-committer-wins check.
+    fn lock_and_check(&mut self) -> Result<()> {
+        for i in 0..self.writes.len() {
+            let w = &self.writes[i];
+            if let Kind::FreshFreed(_) = w.kind {
+                self.locked = i + 1;
+                continue;
+            }
+            // SAFETY: validated when it entered the write set (or a reserved block).
+            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            if !e.try_lock(self.slot) {
+                self.locked = i;
+                return Err(Error::Conflict);
+            }
+            self.writes[i].entry = e;
+            self.locked = i + 1;
+            if !matches!(self.writes[i].kind, Kind::Fresh(_)) && e.last_ts() > self.start_ts {
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 5: no object of the read set was committed to after S or is being
+    /// committed by someone else. Runs after our timestamp was taken: a committer with
+    /// a smaller timestamp locked before its increment, which precedes ours, so we see
+    /// its lock or, after its unlock, its `last_ts`.
+    fn validate(&self) -> bool {
+        if crate::mutation::active(crate::mutation::Mutation::TsValidation) {
+            return true;
+        }
+        self.reads.borrow().iter().all(|&e| {
+            // SAFETY: entries live as long as the index.
+            let e = unsafe { &*e };
+            !e.locked_by_other(self.slot) && e.last_ts() <= self.start_ts
+        })
+    }
+
+    fn pushed(&self) -> impl Iterator<Item = &WriteEntry> {
+        self.writes
+            .iter()
+            .filter(|w| matches!(w.kind, Kind::Written | Kind::Fresh(_)))
+    }
+
+    fn commit_inner(&mut self) -> Result<()> {
+        self.check_active()?;
+        let sh = self.sh.clone();
+        let slot = &sh.slots[self.slot];
+        if self
+            .writes
+            .iter()
+            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
+        {
+            // Read-only (serializable ones too: they serialize at S).
+            self.rollback();
+            return Ok(());
+        }
+        // 1, 2.
+        self.build_record();
+        if !sh.recovering {
+            if let Err(e) = self.reserve_log(self.record.len()) {
+                self.rollback();
+                return Err(e);
+            }
+        }
+        let cost = self.items_cost();
+        if let Err(e) = clog::reserve_budget(&sh, cost) {
+            self.rollback();
+            return Err(e);
+        }
+        // 3.
+        if let Err(e) = self.lock_and_check() {
+            self.unlock();
+            clog::unreserve_budget(&sh, cost);
+            self.rollback();
+            return Err(e);
+        }
+        self.build_items();
+        // 4. Push, guard, COMMITTING, tick.
+        for w in self.pushed() {
+            // SAFETY: we hold the lock; the copy is ours and of the object's size.
+            unsafe { (*w.entry).push(w.copy) };
+        }
+        // Guard: a clock value below the timestamp we are about to take.
+        slot.committing.store(sh.clock.now(), Relaxed);
+        fence(SeqCst);
+        for w in self.pushed() {
+            // SAFETY: our pushed version.
+            unsafe { Version::set_stamp(w.copy, COMMITTING) };
+        }
+        let ts = sh.clock.tick();
+        slot.committing.store(ts, Release);
+        // 5.
+        if self.iso >= Isolation::Serializable && !self.validate() {
+            for w in self.pushed() {
+                // SAFETY: our pushed version; the chain owns it from now on.
+                unsafe { Version::set_stamp(w.copy, ABORTED) };
+            }
+            for w in self.writes.iter_mut() {
+                if matches!(w.kind, Kind::Written | Kind::Fresh(_)) {
+                    w.copy = std::ptr::null_mut();
+                }
+            }
+            self.unlock();
+            slot.committing.store(u64::MAX, Release);
+            clog::unreserve_budget(&sh, cost);
+            sh.stats.validation_aborts.fetch_add(1, Relaxed);
+            self.rollback();
+            return Err(Error::Conflict);
+        }
+        slot.clock.finish();
+        // 6. Undurable stamp, items, OLog persist.
+        for w in self.pushed() {
+            // SAFETY: our pushed version.
+            unsafe { Version::set_stamp(w.copy, ts | UNDURABLE) };
+        }
+        for it in self.items.iter_mut() {
+            match it {
+                Item::Write { ts: t, .. }
+                | Item::Alloc { ts: t, .. }
+                | Item::Free { ts: t, .. } => *t = ts,
+            }
+        }
+        clog::push_items(&sh, &self.items, cost);
+        if !sh.recovering {
+            self.log.append(&sh.heap, self.record.bytes(), ts);
+            sh.stats
+                .olog_bytes
+                .fetch_add((self.record.len() + HEADER_LEN) as u64, Relaxed);
+            if !crate::mutation::active(crate::mutation::Mutation::TsOLogPersist) {
+                sh.heap.fence();
+            }
+        }
+        // Visible.
+        for w in self.pushed() {
+            // SAFETY: our pushed version.
+            unsafe { Version::set_stamp(w.copy, ts) };
+        }
+        let oldest = sh.oldest_active(ts);
+        for w in &self.writes {
+            if w.entry.is_null() {
+                continue;
+            }
+            // SAFETY: locked by us; `oldest` bounds every snapshot.
+            unsafe {
+                (*w.entry).mark(ts);
+                if matches!(w.kind, Kind::Written | Kind::Fresh(_)) {
+                    (*w.entry).truncate(oldest, &sh.index.live);
+                }
+            }
+        }
+        self.unlock();
+        slot.committing.store(u64::MAX, Release);
+        if !sh.recovering {
+            sh.wait_predecessors(ts);
+        }
+        let recovering = sh.recovering;
+        for w in self.writes.drain(..) {
+            match w.kind {
+                Kind::FreshFreed(b) if !recovering => sh.alloc.unreserve(&mut self.cache, b),
+                Kind::Freed(_) if !w.copy.is_null() => {
+                    // SAFETY: an unlinked copy of an object freed by this transaction.
+                    unsafe { Version::free(w.copy, &sh.index.live) }
+                }
+                _ => {}
+            }
+        }
+        self.end();
+        // 7.
+        if clog::above_high_water(&sh) {
+            clog::checkpoint(&sh)?;
+        }
+        if self.log.used() > self.log.capacity() / 2 {
+            self.recycle();
+        }
+        Ok(())
+    }
+
+    /// Recovery: re-apply a physical OLog record as a transaction of this thread.
+    pub fn replay_physical(&mut self, entries: &[log::Entry<'_>]) -> Result<()> {
+        for e in entries {
+            match *e {
+                log::Entry::Alloc(b) => {
+                    self.script.push_back(b);
+                    self.alloc(b.payload_len())?;
+                }
+                log::Entry::Range { off, data } => {
+                    let p = self.write(off, data.len())?;
+                    // SAFETY: our private copy of at least `data.len()` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+                }
+                log::Entry::Free(b) => self.free(b.payload())?,
+                _ => return Err(Error::Corrupt("unexpected entry in an OLog record".into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EngineThread for TsThread {
+    fn begin(&mut self, opts: &TxOptions) {
+        if self.active {
+            self.rollback();
+        }
+        self.active = true;
+        self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
+        let sh = &self.sh;
+        self.start_ts = sh.slots[self.slot]
+            .clock
+            .start_with(&sh.clock, |t| sh.horizon(t));
+    }
+
+    fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
+        self.op = op.map(|(id, a)| (id, a.to_vec()));
+    }
+
+    #[inline]
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.check_active()?;
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(&i) = self.by_off.get(&off) {
+            let w = &self.writes[i];
+            if !w.copy.is_null() {
+                if len > w.len {
+                    return Err(Error::InvalidPointer(format!(
+                        "object at {off:#x} has {} bytes, not {len}",
+                        w.len
+                    )));
+                }
+                // SAFETY: our live private copy.
+                return Ok(unsafe { Version::data(w.copy) });
+            }
+        }
+        let (e, v) = self.snapshot(off, plen);
+        if self.iso >= Isolation::Serializable {
+            self.reads.borrow_mut().push(e);
+        }
+        // SAFETY: a version visible at S, kept until we end.
+        Ok(unsafe { Version::data(v) })
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        self.check_active()?;
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(&i) = self.by_off.get(&off) {
+            if self.writes[i].copy.is_null() {
+                let (_, v) = self.snapshot(off, plen);
+                // SAFETY: `v` is live with `plen` bytes.
+                self.writes[i].copy =
+                    unsafe { Version::new(plen, Some(Version::data(v)), &self.sh.index.live) };
+            } else if len > self.writes[i].len {
+                return Err(Error::InvalidPointer(format!(
+                    "object at {off:#x} has {} bytes, not {len}",
+                    self.writes[i].len
+                )));
+            }
+            // SAFETY: our private copy.
+            return Ok(unsafe { Version::data(self.writes[i].copy) });
+        }
+        let (e, v) = self.snapshot(off, plen);
+        if self.iso >= Isolation::Serializable {
+            self.reads.get_mut().push(e);
+        }
+        // SAFETY: `v` is live with `plen` bytes.
+        let copy = unsafe { Version::new(plen, Some(Version::data(v)), &self.sh.index.live) };
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy,
+            kind: Kind::Written,
+            entry: std::ptr::null(),
+        });
+        // SAFETY: ours.
+        Ok(unsafe { Version::data(copy) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        self.check_active()?;
+        let b = if self.sh.recovering {
+            let b = self.script.pop_front().ok_or_else(|| {
+                Error::Corrupt("re-executed operation allocates more than it did".into())
+            })?;
+            if Allocator::block_size_for(len) != Some(b.size) {
+                return Err(Error::Corrupt(format!(
+                    "re-executed operation allocates {len} bytes where it allocated a block of {}",
+                    b.size
+                )));
+            }
+            b
+        } else {
+            // Blocks freed since the last checkpoint become reusable only when a
+            // checkpoint has made their free durable: when the heap looks full, run one
+            // and try again, a few times (another thread's commit that frees space may
+            // be in flight), before reporting the pool full.
+            let mut attempt = 0;
+            loop {
+                match self.sh.alloc.reserve(&mut self.cache, len) {
+                    Err(Error::OutOfSpace { .. }) if attempt < 8 => {
+                        clog::checkpoint(&self.sh)?;
+                        if attempt > 0 {
+                            std::thread::sleep(std::time::Duration::from_micros(200 << attempt));
+                        }
+                        attempt += 1;
+                    }
+                    r => break r?,
+                }
+            }
+        };
+        let plen = b.payload_len() & !7;
+        // SAFETY: zeroed copy.
+        let copy = unsafe { Version::new(plen, None, &self.sh.index.live) };
+        let off = b.payload();
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: plen,
+            copy,
+            kind: Kind::Fresh(b),
+            entry: std::ptr::null(),
+        });
+        self.allocs.push(b);
+        Ok(off)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        self.check_active()?;
+        let root = root_object(|o, l| self.read(o, l))?;
+        let b0 = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
+        let off = b0.payload();
+        if self.committed_state(b0) == Some(false) {
+            // Its bit is still set (no checkpoint since the free committed).
+            return Err(Error::InvalidPointer(format!(
+                "{off:#x} is not an allocated object (already freed)"
+            )));
+        }
+        if let Some(&i) = self.by_off.get(&off) {
+            let w = &mut self.writes[i];
+            let b = match w.kind {
+                Kind::Fresh(b) | Kind::FreshFreed(b) | Kind::Freed(b) => b,
+                Kind::Written => b0,
+            };
+            w.kind = w.kind.freed(off, b)?;
+            return Ok(());
+        }
+        let b = b0;
+        if self.iso >= Isolation::Serializable {
+            // SAFETY: `b` is a block of the heap: its payload is an object.
+            let e = unsafe {
+                self.sh
+                    .index
+                    .get_or_create(off, b.payload_len() & !7, &self.sh.heap)
+            };
+            self.reads.get_mut().push(e);
+        }
+        self.by_off.insert(off, self.writes.len());
+        self.writes.push(WriteEntry {
+            off,
+            len: b.payload_len() & !7,
+            copy: std::ptr::null_mut(),
+            kind: Kind::Freed(b),
+            entry: std::ptr::null(),
+        });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<DurableToken> {
+        self.commit_inner()?;
+        // The OLog record is durable before the versions become visible.
+        Ok(DurableToken::DURABLE)
+    }
+
+    fn abort(&mut self) {
+        if self.active {
+            self.rollback();
+        }
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.recycle();
+        if !self.sh.recovering {
+            self.sh.alloc.drain(&mut self.cache);
+        }
+    }
+}
+
+impl Drop for TsThread {
+    fn drop(&mut self) {
+        self.quiesce();
+    }
+}

@@ -1,0 +1,234 @@
+//! Registered operations: deterministic transaction functions under stable ids.
+//!
+//! An engine that logs *operations* instead of data (`timestone`) persists, at commit,
+//! only the operation's id and its argument bytes; recovery re-executes the operations
+//! that the last checkpoint does not cover. For that, recovery must know the functions:
+//! **register them before the pool opens** and open it with
+//! [`Pool::open_with_ops`] (or create it with [`Pool::create_with_ops`]). A pool with
+//! operations left to re-execute refuses to open without them
+//! ([`Error::InvalidConfig`] naming the missing id). Operations registered later with
+//! [`Pool::register_op`] run fine but must be in the registry of the next open too.
+//!
+//! Rules for an operation:
+//! * deterministic: its effects depend only on its arguments and what it reads in the
+//!   pool (no clocks, random numbers, thread ids, or state outside the pool);
+//! * its argument type is [`Pod`] (copied as bytes into the log); pointers (`PPtr`) in
+//!   arguments are fine;
+//! * the same id must keep meaning the same function across runs.
+//!
+//! Every engine runs operations (the others simply execute them as closures).
+//! `run_op` asks for serializable isolation where the engine offers it: re-execution in
+//! commit order reproduces an operation only if its reads were still current at its
+//! commit.
+//!
+//! ```
+//! use pisces::{Config, EngineId, Operations, Pool, PPtr};
+//! let ops = Operations::new();
+//! ops.register(1, |tx, counter: &PPtr<u64>| {
+//!     *tx.write(*counter)? += 1;
+//!     Ok(())
+//! }).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("ops.pool");
+//! let cfg = Config { size: 32 << 20, engine: Some(EngineId::Timestone), ..Config::default() };
+//! let pool = Pool::create_with_ops(&path, cfg.clone(), &ops).unwrap();
+//! let counter: PPtr<u64> = pool.root().unwrap();
+//! pool.run_op(1, &counter).unwrap();
+//! drop(pool);
+//! let pool = Pool::open_with_ops(&path, cfg, &ops).unwrap();
+//! assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
+//! ```
+
+use crate::tx::{Isolation, Tx, TxOptions};
+use crate::{Error, Pool, Result, ThreadHandle};
+use bytemuck::Pod;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// An operation as the engine calls it: the transaction and the argument bytes.
+pub type OpFn = dyn Fn(&mut Tx<'_>, &[u8]) -> Result<()> + Send + Sync;
+
+struct Registered {
+    f: Arc<OpFn>,
+    arg_size: usize,
+    arg_type: &'static str,
+}
+
+/// A registry of operations (cheap to clone: clones share one registry).
+#[derive(Clone, Default)]
+pub struct Operations {
+    map: Arc<RwLock<HashMap<u32, Registered>>>,
+}
+
+impl std::fmt::Debug for Operations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<u32> = self.read().keys().copied().collect();
+        ids.sort_unstable();
+        f.debug_struct("Operations").field("ids", &ids).finish()
+    }
+}
+
+impl Operations {
+    /// An empty registry.
+    pub fn new() -> Operations {
+        Operations::default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u32, Registered>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register `f` under `id` with arguments of type `A`. An id already taken is an
+    /// error ([`Error::InvalidArgument`]).
+    pub fn register<A: Pod>(
+        &self,
+        id: u32,
+        f: impl Fn(&mut Tx<'_>, &A) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if m.contains_key(&id) {
+            return Err(Error::InvalidArgument(format!(
+                "operation id {id} is registered already"
+            )));
+        }
+        let size = std::mem::size_of::<A>();
+        let g = move |tx: &mut Tx<'_>, bytes: &[u8]| -> Result<()> {
+            if bytes.len() != size {
+                return Err(Error::Corrupt(format!(
+                    "operation arguments of {} bytes, expected {size}",
+                    bytes.len()
+                )));
+            }
+            let a: A = bytemuck::pod_read_unaligned(bytes);
+            f(tx, &a)
+        };
+        m.insert(
+            id,
+            Registered {
+                f: Arc::new(g),
+                arg_size: size,
+                arg_type: std::any::type_name::<A>(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The function registered under `id`.
+    pub(crate) fn get(&self, id: u32) -> Option<Arc<OpFn>> {
+        self.read().get(&id).map(|r| r.f.clone())
+    }
+
+    fn checked<A: Pod>(&self, id: u32) -> Result<Arc<OpFn>> {
+        let m = self.read();
+        let r = m
+            .get(&id)
+            .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
+        if r.arg_size != std::mem::size_of::<A>() {
+            return Err(Error::InvalidArgument(format!(
+                "operation {id} takes {} ({} bytes), not {}",
+                r.arg_type,
+                r.arg_size,
+                std::any::type_name::<A>()
+            )));
+        }
+        Ok(r.f.clone())
+    }
+}
+
+/// The options `run_op` uses: at least serializable where the engine offers it.
+fn op_options(pool: &Pool, opts: TxOptions) -> TxOptions {
+    let e = pool.engine_id();
+    if e.offers(Isolation::Serializable)
+        && opts.isolation.is_none_or(|l| l < Isolation::Serializable)
+    {
+        opts.isolation(Isolation::Serializable)
+    } else {
+        opts
+    }
+}
+
+impl Pool {
+    /// Create a pool whose recovery can re-execute the operations of `ops`.
+    pub fn create_with_ops(
+        path: impl AsRef<std::path::Path>,
+        cfg: crate::Config,
+        ops: &Operations,
+    ) -> Result<Pool> {
+        Pool::create_ops(path, cfg, ops.clone())
+    }
+
+    /// Open a pool, re-executing logged operations of `ops` in recovery.
+    pub fn open_with_ops(
+        path: impl AsRef<std::path::Path>,
+        cfg: crate::Config,
+        ops: &Operations,
+    ) -> Result<Pool> {
+        Pool::open_ops(path, cfg, ops.clone())
+    }
+
+    /// [`Pool::create_on`] with operations.
+    pub fn create_on_with_ops(
+        medium: Arc<dyn crate::medium::Medium>,
+        cfg: crate::Config,
+        ops: &Operations,
+    ) -> Result<Pool> {
+        Pool::create_on_ops(medium, cfg, ops.clone())
+    }
+
+    /// [`Pool::open_on`] with operations.
+    pub fn open_on_with_ops(
+        medium: Arc<dyn crate::medium::Medium>,
+        cfg: crate::Config,
+        ops: &Operations,
+    ) -> Result<Pool> {
+        Pool::open_on_ops(medium, cfg, ops.clone())
+    }
+
+    /// Register an operation with this pool (see the module docs: the next open needs
+    /// it in its registry too).
+    pub fn register_op<A: Pod>(
+        &self,
+        id: u32,
+        f: impl Fn(&mut Tx<'_>, &A) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.ops().register(id, f)
+    }
+
+    /// The operations registered with this pool.
+    pub fn operations(&self) -> Operations {
+        self.ops().clone()
+    }
+
+    /// Run operation `id` with `args` as one transaction (retried on conflicts).
+    pub fn run_op<A: Pod>(&self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`Pool::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.ops().checked::<A>(id)?;
+        let bytes = bytemuck::bytes_of(args).to_vec();
+        self.transaction(op_options(self, opts), |tx| {
+            tx.set_operation(id, &bytes);
+            f(tx, &bytes)
+        })
+    }
+}
+
+impl ThreadHandle {
+    /// Run operation `id` with `args` on this handle's thread state.
+    pub fn run_op<A: Pod>(&mut self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`ThreadHandle::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&mut self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.pool().ops().checked::<A>(id)?;
+        let opts = op_options(self.pool(), opts);
+        let bytes = bytemuck::bytes_of(args).to_vec();
+        self.transaction(opts, |tx| {
+            tx.set_operation(id, &bytes);
+            f(tx, &bytes)
+        })
+    }
+}
