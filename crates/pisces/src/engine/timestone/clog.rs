@@ -390,8 +390,12 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
         let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
         p.used -= cost;
         // The bitmaps show these now (unless a later commit changed the block again).
-        for &(ts, _, b) in &bits {
-            if p.bits.get(&b.offset).is_some_and(|&(_, t)| t <= ts) {
+        // A free stays known while a snapshot older than it may run (for that snapshot
+        // the object still exists: its versions are in DRAM); such an entry goes when
+        // the block is allocated again (the allocation's entry replaces it).
+        let oldest = sh.oldest_active(u64::MAX);
+        for &(ts, allocated, b) in &bits {
+            if p.bits.get(&b.offset).is_some_and(|&(_, t)| t <= ts) && (allocated || ts < oldest) {
                 p.bits.remove(&b.offset);
             }
         }

@@ -124,13 +124,19 @@ impl TsThread {
         self.by_off
             .get(&b.payload())
             .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
-            || self.committed_state(b) == Some(true)
+            || match self.committed_state(b) {
+                Some((true, _)) => true,
+                // Freed after this snapshot was taken: still an object for it.
+                Some((false, ts)) => ts > self.start_ts,
+                None => false,
+            }
     }
 
-    /// The committed allocation state of `b` if no checkpoint has written it yet.
-    fn committed_state(&self, b: Block) -> Option<bool> {
+    /// The committed allocation state of `b` (and the commit timestamp) if a checkpoint
+    /// has not written it yet, or (for a free) a snapshot older than it may still run.
+    fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
         let p = self.sh.pending.lock().unwrap_or_else(|e| e.into_inner());
-        p.bits.get(&b.offset).map(|&(a, _)| a)
+        p.bits.get(&b.offset).copied()
     }
 
     /// Validate a user offset: the object's real payload offset (the root slot's token
@@ -627,11 +633,16 @@ impl EngineThread for TsThread {
         let root = root_object(|o, l| self.read(o, l))?;
         let b0 = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
         let off = b0.payload();
-        if self.committed_state(b0) == Some(false) {
-            // Its bit is still set (no checkpoint since the free committed).
-            return Err(Error::InvalidPointer(format!(
-                "{off:#x} is not an allocated object (already freed)"
-            )));
+        if let Some((false, ts)) = self.committed_state(b0) {
+            // Freed by a committed transaction: after our snapshot, the first committer
+            // wins (retry); before it, the object is gone for us.
+            return Err(if ts > self.start_ts {
+                Error::Conflict
+            } else {
+                Error::InvalidPointer(format!(
+                    "{off:#x} is not an allocated object (already freed)"
+                ))
+            });
         }
         if let Some(&i) = self.by_off.get(&off) {
             let w = &mut self.writes[i];
