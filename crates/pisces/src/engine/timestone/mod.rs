@@ -38,7 +38,9 @@
 //!   timestamp C is taken: an object read that is locked by another committer or was
 //!   committed after S aborts the transaction. The transaction is then equivalent to
 //!   running alone at C. Read-only transactions serialize at S (no validation).
-//! * **Linearizable**: the same protocol. S is taken from the clock at begin and C at
+//! * **Linearizable**: **known defect**: a real-time violation was observed under load
+//!   (a reader that began after a commit returned missed it; test
+//!   `linearizable_sees_every_earlier_commit`, ignored until fixed). The same protocol. S is taken from the clock at begin and C at
 //!   commit, so each transaction's serialization point (S for read-only, C for update
 //!   transactions) lies inside its real-time interval: every transaction sees each one
 //!   that committed before it began (reads see the newest committed versions as of
