@@ -106,6 +106,8 @@ mod loom_tests {
     //! Model checks, run by `.ci/run` as
     //! `RUSTFLAGS="--cfg loom" cargo test -p pisces --release --lib loom_`.
     use super::*;
+    use crate::engine::kit::clock::SlotClock;
+    use crate::engine::kit::grace::wait_for_readers;
     use loom::sync::atomic::AtomicU64 as LAtomicU64;
     use loom::sync::Arc;
     use std::sync::atomic::Ordering::{Acquire, Release};
