@@ -625,10 +625,7 @@ mod mutation_evidence {
                 seed: 5,
                 ..WorkloadConfig::default()
             };
-            let opts = EngineOptions {
-                group_commit: 1,
-                ..EngineOptions::default()
-            };
+            let opts = EngineOptions::new().set("group_commit", 1);
             let pool = dram_pool_with(cfg.threads, opts);
             let wl = Workload::new(cfg).unwrap();
             wl.setup(&pool).unwrap();
