@@ -40,7 +40,7 @@ fn grace_violations() -> usize {
 fn watermark_violations() -> usize {
     let opts = EngineOptions::new().set("group_commit", 1);
     let sim = Arc::new(SimMedium::new(1 << 20, SimConfig::default()).unwrap());
-    let pool = Pool::create_on(sim.clone(), cfg(opts)).unwrap();
+    let pool = Pool::create_on(sim.clone(), cfg(opts.clone())).unwrap();
     let root: PPtr<[u64; 2]> = pool.root().unwrap();
     let mut ha = pool.handle().unwrap();
     let mut hb = pool.handle().unwrap();
