@@ -185,10 +185,7 @@ fn create(a: &CreateArgs) -> ExitCode {
     drop(pool);
     let slabs = l.slabs_at(sb.pool_size);
     let growth = if sb.max_size > sb.pool_size {
-        format!(
-            ", grows to {} bytes ({} slabs)",
-            sb.max_size, l.slab_count
-        )
+        format!(", grows to {} bytes ({} slabs)", sb.max_size, l.slab_count)
     } else {
         String::new()
     };

@@ -70,8 +70,8 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use pisces::medium::reserve::{Backing, Mapping};
 use pisces::medium::counters::{add_fence, add_lines_flushed, lines_in};
+use pisces::medium::reserve::{Backing, Mapping};
 use pisces::medium::{Medium, MediumKind, CACHE_LINE};
 use pisces::{Error, Result};
 use rand::rngs::StdRng;

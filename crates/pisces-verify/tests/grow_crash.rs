@@ -64,7 +64,12 @@ fn verify(pool: &Pool, root: PPtr<[u64; 2]>) -> Result<u64, String> {
         while head != 0 {
             let o = tx.read(PPtr::<Obj>::from_offset(head))?;
             let i = count.wrapping_sub(1 + seen);
-            if o[1] != i || o.iter().enumerate().skip(2).any(|(k, &w)| w != pattern(i, k)) {
+            if o[1] != i
+                || o.iter()
+                    .enumerate()
+                    .skip(2)
+                    .any(|(k, &w)| w != pattern(i, k))
+            {
                 return Ok(Err(format!("object {i} at {head:#x} is damaged")));
             }
             head = o[0];
@@ -112,7 +117,8 @@ fn workload(sim: &Arc<SimMedium>, engine: EngineId, n: u64) -> Run {
             return run;
         }
         run.acked += 1;
-        run.sizes.push(pool.superblock().map_or(0, |sb| sb.pool_size));
+        run.sizes
+            .push(pool.superblock().map_or(0, |sb| sb.pool_size));
     }
     run.fences.push(sim.fence_count());
     run
@@ -142,7 +148,9 @@ fn recover(image: Vec<u8>, acked: u64, grow_again: bool) -> Result<(), String> {
     if n < acked || n > acked + 1 {
         return Err(format!("{n} objects after recovery, {acked} acknowledged"));
     }
-    let objects = pool.allocated_objects().map_err(|e| format!("allocator: {e}"))?;
+    let objects = pool
+        .allocated_objects()
+        .map_err(|e| format!("allocator: {e}"))?;
     if objects.len() as u64 != n + 1 {
         return Err(format!(
             "{} allocated objects for a list of {n} and its root",
@@ -241,7 +249,7 @@ fn crash_at_every_fence_of_a_growth() {
         eprintln!(
             "GrowSizeLate: {states} crash states, {} violations, e.g. {:?}",
             violations.len(),
-            violations.first()
+            violations.last()
         );
         assert!(
             !violations.is_empty(),

@@ -101,7 +101,10 @@ fn every_engine_fills_a_pool_past_its_initial_size_and_reopens_it() {
         }
         let pool = Pool::open(&p, Config::default()).unwrap();
         let sb = pool.superblock().unwrap();
-        assert!(sb.pool_size > SIZE, "{engine}: the grown size is not persisted");
+        assert!(
+            sb.pool_size > SIZE,
+            "{engine}: the grown size is not persisted"
+        );
         assert_eq!(sb.max_size, MAX, "{engine}");
         let root: PPtr<[u64; 2]> = pool.root().unwrap();
         if engine.is_durable() {
@@ -130,7 +133,11 @@ fn growth_stops_at_the_maximum_with_out_of_space() {
     let err = append(&pool, root, max / 4096).unwrap_err();
     assert!(matches!(err, Error::OutOfSpace { .. }), "{err}");
     let sb = pool.superblock().unwrap();
-    assert!(sb.pool_size <= max && sb.pool_size > max - (64 << 10), "{}", sb.pool_size);
+    assert!(
+        sb.pool_size <= max && sb.pool_size > max - (64 << 10),
+        "{}",
+        sb.pool_size
+    );
     let n = verify(&pool, root);
     assert!(n * 4096 > 2 << 20, "only {n} objects before OutOfSpace");
     drop(pool);
@@ -169,7 +176,9 @@ fn engines_that_cannot_follow_a_growth_refuse_it() {
         }
         let p = d.path().join(engine.name());
         match Pool::create(&p, cfg(engine, Some(MAX))) {
-            Err(Error::InvalidConfig(m)) => assert!(m.contains("cannot use a pool that grows"), "{m}"),
+            Err(Error::InvalidConfig(m)) => {
+                assert!(m.contains("cannot use a pool that grows"), "{m}")
+            }
             other => panic!("{engine}: expected InvalidConfig, got {:?}", other.err()),
         }
         assert!(!p.exists(), "{engine}: a refused create leaves no file");
@@ -212,7 +221,11 @@ fn two_threads_hitting_the_end_at_once_both_get_space() {
         // Two list heads and every object: each exactly once.
         assert_eq!(objects.len() as u64, 2 + 2 * per_thread, "{engine}");
         let sb = pool.superblock().unwrap();
-        assert!(sb.pool_size > SIZE && sb.pool_size <= 8 * SIZE, "{}", sb.pool_size);
+        assert!(
+            sb.pool_size > SIZE && sb.pool_size <= 8 * SIZE,
+            "{}",
+            sb.pool_size
+        );
         drop(pool);
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
         assert!(r.is_ok(), "{engine}: {r}");

@@ -234,9 +234,8 @@ mod tests {
     #[test]
     fn a_growable_layout_is_the_maximum_one_with_fewer_slabs() {
         let max = Layout::compute(64 << 20, 2, MIN_LOG_BYTES, Regions::default()).unwrap();
-        let g =
-            Layout::compute_growable(1 << 20, 64 << 20, 2, MIN_LOG_BYTES, Regions::default())
-                .unwrap();
+        let g = Layout::compute_growable(1 << 20, 64 << 20, 2, MIN_LOG_BYTES, Regions::default())
+            .unwrap();
         assert_eq!(g.heap_offset, max.heap_offset);
         assert_eq!(g.slab_count, max.slab_count);
         assert_eq!(g.slabs_at(1 << 20), ((1 << 20) - g.heap_offset) / SLAB_SIZE);

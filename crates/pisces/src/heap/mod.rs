@@ -277,13 +277,17 @@ impl Heap {
         Ok(Some(present..target))
     }
 
-    /// Under the `GrowSizeLate` mutation: write the deferred size now.
-    pub(crate) fn write_late_size(&self) {
+    /// Under the `GrowSizeLate` mutation: write the deferred size now if the block at
+    /// `offset`, being published as allocated, lies past the durable size.
+    pub(crate) fn write_late_size(&self, offset: u64) {
         // Relaxed: test-only mutation path; the superblock lock orders the write.
         if self.late_size.load(Ordering::Relaxed) == 0 {
             return;
         }
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if offset < cur.0.pool_size {
+            return;
+        }
         let size = self.late_size.swap(0, Ordering::Relaxed);
         if size <= cur.0.pool_size {
             return;

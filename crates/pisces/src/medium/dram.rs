@@ -15,9 +15,9 @@
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence};
+use super::reserve::{extend_file, Backing, Mapping};
 use super::{Medium, MediumKind, CACHE_LINE};
 use crate::{Error, Result};
-use super::reserve::{extend_file, Backing, Mapping};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 

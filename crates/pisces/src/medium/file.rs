@@ -45,10 +45,10 @@
 use super::counters::{add_fence, add_lines_flushed};
 use super::dram::DramMedium;
 use super::flush::{flush_range, sfence};
+use super::reserve::{extend_file, Backing, Mapping};
 use super::{Medium, MediumKind};
 use crate::heap::layout::MIN_POOL_SIZE;
 use crate::{Error, Result};
-use super::reserve::{extend_file, Backing, Mapping};
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io;

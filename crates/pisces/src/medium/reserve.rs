@@ -291,7 +291,10 @@ pub fn extend_file(file: &File, new_len: u64) -> io::Result<()> {
         libc::off_t::try_from(cur),
         libc::off_t::try_from(new_len - cur),
     ) else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "file too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "file too large",
+        ));
     };
     loop {
         // SAFETY: a valid descriptor; posix_fallocate touches no memory of ours and

@@ -568,8 +568,8 @@ impl Allocator {
             Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
             Err(msg) => debug_assert!(false, "publish: {msg}"),
         }
-        if crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
-            self.heap.write_late_size();
+        if allocated && crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
+            self.heap.write_late_size(b.offset);
         }
     }
 
