@@ -685,7 +685,7 @@ unsafe impl Medium for SimMedium {
     /// durable when `grow` returns, and a crash before it keeps the old length. Not a
     /// crash point itself (the fences around it are).
     fn grow(&self, new_len: usize) -> Result<()> {
-        if new_len % CACHE_LINE != 0 {
+        if !new_len.is_multiple_of(CACHE_LINE) {
             return Err(Error::InvalidConfig(format!(
                 "simulated image size {new_len} is not a multiple of {CACHE_LINE}"
             )));

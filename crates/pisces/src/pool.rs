@@ -367,15 +367,15 @@ impl Pool {
         }
         refuse_growth(engine, cfg.max_size, medium.len() as u64)?;
         let max_size = cfg.max_size.unwrap_or(medium.len() as u64);
-        let heap = Heap::format(
+        let heap = Heap::format_growable(
             medium,
             FormatParams {
                 engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
                 regions: engine.regions(&cfg),
-                max_size,
             },
+            max_size,
         )?;
         Self::start(Arc::new(heap), engine, &cfg, ops)
     }

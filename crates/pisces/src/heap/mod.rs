@@ -50,9 +50,6 @@ pub(crate) struct FormatParams {
     pub log_bytes_per_thread: usize,
     /// The engine's regions.
     pub regions: layout::Regions,
-    /// Most bytes the pool may grow to (the medium's length for a pool that cannot
-    /// grow; the medium must reserve at least this much).
-    pub max_size: u64,
 }
 
 /// Offset, inside the engine area, of the root slot (header word + root offset + size).
@@ -97,21 +94,34 @@ impl std::fmt::Debug for Heap {
 }
 
 impl Heap {
-    /// Format a new pool on `medium`, whose image must be all zero.
+    /// Format a new pool on `medium`, whose image must be all zero, that cannot grow.
+    #[cfg(test)]
     pub fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
+        let len = medium.len() as u64;
+        Self::format_growable(medium, params, len)
+    }
+
+    /// Format a new pool on `medium` (all zero) that may grow to `max_size` bytes (the
+    /// medium's length: a pool that cannot grow); the medium must reserve at least
+    /// `max_size` bytes.
+    pub fn format_growable(
+        medium: Arc<dyn Medium>,
+        params: FormatParams,
+        max_size: u64,
+    ) -> Result<Heap> {
         // Through the superblock's encoding, so an open recomputes exactly this layout.
         let regions = superblock::encode_regions(params.regions);
-        if (medium.max_len() as u64) < params.max_size {
+        if (medium.max_len() as u64) < max_size {
             return Err(Error::MediumUnsupported(format!(
                 "the {} medium reserves {} bytes, less than the maximum pool size {}",
                 medium.kind().name(),
                 medium.max_len(),
-                params.max_size
+                max_size
             )));
         }
         let layout = Layout::compute_growable(
             medium.len() as u64,
-            params.max_size,
+            max_size,
             params.max_threads,
             params.log_bytes_per_thread,
             superblock::decode_regions(regions),
@@ -129,7 +139,7 @@ impl Heap {
             regions,
             log_bytes_per_thread: params.log_bytes_per_thread as u64,
             root_slot_offset: ROOT_SLOT_OFFSET as u64,
-            max_size: params.max_size,
+            max_size,
             seq: 1,
             checksum: 0,
             _pad2: 0,
