@@ -1141,6 +1141,7 @@ mod tests {
             let sb = read_sb(&p, copy);
             let bad = Superblock {
                 pool_size: sb.pool_size + 4096,
+                max_size: sb.max_size + 4096,
                 root_slot_offset: 0x10,
                 engine_id: 77,
                 ..sb
