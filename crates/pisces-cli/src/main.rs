@@ -92,6 +92,10 @@ struct CreateArgs {
     /// Size of the pool in bytes; suffixes K, M, G, T are powers of 1024 (e.g. 64M, 1G).
     #[arg(long, default_value = "64M", value_parser = size::parse_size)]
     size: u64,
+    /// Most bytes the pool may grow to when its heap is full (same suffixes); without
+    /// it the pool keeps its size. Not for the spht and pmdk engines.
+    #[arg(long = "max-size", value_parser = size::parse_size)]
+    max_size: Option<u64>,
     /// Medium the pool is created on: dram (file under /dev/shm or anywhere, flushes
     /// plus fences), dax (a DAX file system, MAP_SYNC), file (any file system, msync).
     #[arg(long, value_enum, default_value_t = MediumArg::Dram)]
@@ -150,6 +154,7 @@ fn create(a: &CreateArgs) -> ExitCode {
     };
     let cfg = Config {
         size: a.size,
+        max_size: a.max_size,
         medium: a.medium.kind(),
         engine: Some(a.engine),
         max_threads: a.threads,
@@ -178,16 +183,22 @@ fn create(a: &CreateArgs) -> ExitCode {
         return ExitCode::from(1);
     };
     drop(pool);
+    let slabs = l.slabs_at(sb.pool_size);
+    let growth = if sb.max_size > sb.pool_size {
+        format!(", grows to {} bytes ({} slabs)", sb.max_size, l.slab_count)
+    } else {
+        String::new()
+    };
     out(&format!(
-        "created {}: {} bytes, engine {}, medium {}, {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}, run generation {}\n",
+        "created {}: {} bytes, engine {}, medium {}, {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}{growth}, run generation {}\n",
         a.path.display(),
         sb.pool_size,
         a.engine.name(),
         a.medium.kind().name(),
         l.max_threads,
         l.log_bytes_per_thread,
-        l.slab_count,
-        l.heap_end() - l.heap_offset,
+        slabs,
+        l.slab_offset(slabs) - l.heap_offset,
         l.heap_offset,
         sb.run_generation,
     ));

@@ -70,8 +70,8 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use memmap2::MmapMut;
 use pisces::medium::counters::{add_fence, add_lines_flushed, lines_in};
+use pisces::medium::reserve::{Backing, Mapping};
 use pisces::medium::{Medium, MediumKind, CACHE_LINE};
 use pisces::{Error, Result};
 use rand::rngs::StdRng;
@@ -178,6 +178,9 @@ pub struct SimConfig {
     /// The adversary used by [`SimMedium::crash_image`] and
     /// [`SimMedium::crash_image_now`].
     pub adversary: Adversary,
+    /// Bytes the image may grow to ([`Medium::grow`]); 0 or less than the image: it
+    /// cannot grow.
+    pub max_len: usize,
 }
 
 impl SimConfig {
@@ -202,6 +205,10 @@ impl SimConfig {
     /// The same configuration with another adversary.
     pub fn with_adversary(self, adversary: Adversary) -> Self {
         SimConfig { adversary, ..self }
+    }
+    /// The same configuration for an image that may grow to `max_len` bytes.
+    pub fn with_max_len(self, max_len: usize) -> Self {
+        SimConfig { max_len, ..self }
     }
 }
 
@@ -289,7 +296,7 @@ struct State {
 /// assert_eq!(image.len(), 1 << 16);
 /// ```
 pub struct SimMedium {
-    work: MmapMut,
+    work: Mapping,
     cfg: SimConfig,
     /// Mirrors `State::frozen.is_some()` for the lock-free `crashed()` and fast paths.
     crashed: AtomicBool,
@@ -310,8 +317,7 @@ impl SimMedium {
     /// A fresh machine with a zeroed image of `len` bytes (a positive multiple of 64).
     pub fn new(len: usize, cfg: SimConfig) -> Result<Self> {
         Self::check(len, &cfg)?;
-        let work =
-            MmapMut::map_anon(len).map_err(|e| Error::io("mapping the simulated image", e))?;
+        let work = Mapping::new(None, len, cfg.max_len.max(len), Backing::Anonymous)?;
         Ok(Self::with_images(work, vec![0; len], cfg))
     }
 
@@ -320,9 +326,15 @@ impl SimMedium {
     /// power failure. It can be crashed again by `cfg`.
     pub fn from_image(image: Vec<u8>, cfg: SimConfig) -> Result<Self> {
         Self::check(image.len(), &cfg)?;
-        let mut work = MmapMut::map_anon(image.len())
-            .map_err(|e| Error::io("mapping the simulated image", e))?;
-        work.copy_from_slice(&image);
+        let work = Mapping::new(
+            None,
+            image.len(),
+            cfg.max_len.max(image.len()),
+            Backing::Anonymous,
+        )?;
+        // SAFETY: the mapping's usable part is `image.len()` bytes, fresh and not
+        // shared with any other thread yet.
+        unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), work.base(), image.len()) };
         Ok(Self::with_images(work, image, cfg))
     }
 
@@ -335,7 +347,7 @@ impl SimMedium {
         cfg.adversary.validate()
     }
 
-    fn with_images(work: MmapMut, durable: Vec<u8>, cfg: SimConfig) -> Self {
+    fn with_images(work: Mapping, durable: Vec<u8>, cfg: SimConfig) -> Self {
         let lines = durable.len() / CACHE_LINE;
         SimMedium {
             work,
@@ -441,7 +453,7 @@ impl SimMedium {
         // image); a relaxed atomic load is the access that tolerates it, and on every
         // supported target an aligned 8-byte load is single-copy atomic, matching the
         // 8-byte failure atomicity the simulator models.
-        let a = unsafe { AtomicU64::from_ptr(self.work.as_ptr().add(i * WORD) as *mut u64) };
+        let a = unsafe { AtomicU64::from_ptr(self.work.base().add(i * WORD) as *mut u64) };
         a.load(Ordering::Relaxed)
     }
 
@@ -660,10 +672,33 @@ unsafe impl Medium for SimMedium {
         MediumKind::Simulated
     }
     fn base(&self) -> *mut u8 {
-        self.work.as_ptr() as *mut u8
+        self.work.base()
     }
     fn len(&self) -> usize {
         self.work.len()
+    }
+    fn max_len(&self) -> usize {
+        self.work.reserved()
+    }
+    /// Extends the working image and, unless the machine has crashed, the durable one
+    /// at once: as a file extended and `fdatasync`ed, the new length (zero-filled) is
+    /// durable when `grow` returns, and a crash before it keeps the old length. Not a
+    /// crash point itself (the fences around it are).
+    fn grow(&self, new_len: usize) -> Result<()> {
+        if !new_len.is_multiple_of(CACHE_LINE) {
+            return Err(Error::InvalidConfig(format!(
+                "simulated image size {new_len} is not a multiple of {CACHE_LINE}"
+            )));
+        }
+        let mut st = self.lock();
+        self.work
+            .extend(None, new_len)
+            .map_err(|e| Error::io("growing the simulated image", e))?;
+        if st.frozen.is_none() && st.durable.len() < new_len {
+            st.durable.resize(new_len, 0);
+            st.line_version.resize(new_len / CACHE_LINE, 0);
+        }
+        Ok(())
     }
     fn flush(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.work.len()));

@@ -264,6 +264,16 @@ impl fmt::Display for CheckReport {
                 sb.pool_size,
                 human_bytes(sb.pool_size)
             )?;
+            if sb.max_size > sb.pool_size {
+                writeln!(
+                    f,
+                    "  maximum size   {} bytes ({}): grows when the heap is full",
+                    sb.max_size,
+                    human_bytes(sb.max_size)
+                )?;
+            } else {
+                writeln!(f, "  maximum size   the pool size (does not grow)")?;
+            }
             writeln!(f, "  run generation {}", sb.run_generation)?;
             writeln!(f, "  seq            {}", sb.seq)?;
             writeln!(f, "  checksum       {:#010x}", sb.checksum)?;
@@ -277,14 +287,25 @@ impl fmt::Display for CheckReport {
                 human_bytes(l.log_bytes_per_thread as u64)
             )?;
             writeln!(f, "  slab table     at {:#x}", l.slab_table_offset)?;
+            let size = self.superblock().map_or(l.pool_size, |sb| sb.pool_size);
+            let present = l.slabs_at(size);
             writeln!(
                 f,
                 "  heap           {:#x}..{:#x}: {} slabs of {}",
                 l.heap_offset,
-                l.heap_end(),
-                l.slab_count,
+                l.slab_offset(present),
+                present,
                 human_bytes(SLAB_SIZE as u64)
             )?;
+            if l.slab_count > present {
+                writeln!(
+                    f,
+                    "  growth         up to {} slabs ({:#x}..{:#x})",
+                    l.slab_count,
+                    l.heap_offset,
+                    l.heap_end()
+                )?;
+            }
         }
         if let Some(usage) = &self.usage {
             writeln!(f, "usage by size class (persistent state)")?;
@@ -449,7 +470,7 @@ fn copy_status(sb: &Superblock) -> CopyStatus {
 }
 
 /// Fields both copies of one pool always agree on (everything but seq, run generation
-/// and checksum).
+/// and checksum; and the size of a pool that grows, which only increases).
 fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
     let mut d = Vec::new();
     let mut field = |name: &str, x: String, y: String| {
@@ -463,10 +484,20 @@ fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
         b.engine_id.to_string(),
     );
     field("uuid", uuid_string(&a.uuid), uuid_string(&b.uuid));
+    // A pool that grows changes its size: the older copy may record a smaller one,
+    // never a larger one.
+    let (older, newer) = if a.seq <= b.seq { (a, b) } else { (b, a) };
+    if a.max_size == a.pool_size || newer.pool_size < older.pool_size {
+        field(
+            "pool size",
+            a.pool_size.to_string(),
+            b.pool_size.to_string(),
+        );
+    }
     field(
-        "pool size",
-        a.pool_size.to_string(),
-        b.pool_size.to_string(),
+        "maximum size",
+        a.max_size.to_string(),
+        b.max_size.to_string(),
     );
     field(
         "thread slots",
@@ -614,7 +645,14 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
 
     // The current superblock against the file.
     let mut geometry_ok = true;
-    if sb.pool_size != file_len {
+    if sb.max_size > sb.pool_size && file_len > sb.pool_size && file_len <= sb.max_size {
+        // A growth that extended the file and crashed before the superblock recorded
+        // the new size: the pool ignores the extra bytes and reuses them.
+        r.warnings.push(format!(
+            "the file is {file_len} bytes, longer than the pool's {} (an interrupted growth); the extra is ignored until the pool grows",
+            sb.pool_size
+        ));
+    } else if sb.pool_size != file_len {
         r.problems.push(
             Error::SizeMismatch {
                 expected: sb.pool_size,
@@ -825,7 +863,7 @@ fn blocks_per_slab(size: u64) -> u64 {
 fn usage(heap: &Heap) -> Result<(Vec<ClassUsage>, (u64, u64))> {
     let layout = heap.layout();
     let sizes = class_sizes();
-    let mut per_slab = vec![0u64; layout.slab_count];
+    let mut per_slab = vec![0u64; heap.slabs_present()];
     let (mut objects, mut bytes) = (0u64, 0u64);
     Allocator::for_each_allocated(heap, |b| {
         objects += 1;
@@ -1103,6 +1141,7 @@ mod tests {
             let sb = read_sb(&p, copy);
             let bad = Superblock {
                 pool_size: sb.pool_size + 4096,
+                max_size: sb.max_size + 4096,
                 root_slot_offset: 0x10,
                 engine_id: 77,
                 ..sb

@@ -27,6 +27,10 @@ pub enum Mutation {
     TsVisibility = 8,
     /// timestone: serializable transactions skip read-set validation.
     TsValidation = 9,
+    /// heap: a grown pool's new size reaches the superblock only when the first block
+    /// of the new region is published (after its transaction committed), not before
+    /// the new region is handed out.
+    GrowSizeLate = 10,
 }
 
 impl Mutation {

@@ -38,6 +38,16 @@ use std::time::{Duration, Instant};
 pub struct Config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
     pub size: u64,
+    /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
+    /// (the default) is a pool that never grows and reports
+    /// [`Error::OutOfSpace`] when its heap is full. A pool that may grow reserves
+    /// `max_size` bytes of address space when it is mapped (not memory: the reservation
+    /// costs nothing until the pool grows), extends its file and heap when the
+    /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
+    /// sized for the maximum (4 bytes per 64 KiB). Fixed at creation; `open` takes it
+    /// from the pool. Refused by the `spht` engine (its private working snapshot is a
+    /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
+    pub max_size: Option<u64>,
     /// The medium the pool is mapped on.
     pub medium: MediumKind,
     /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
@@ -64,6 +74,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             size: 64 << 20,
+            max_size: None,
             medium: MediumKind::DRAM,
             engine: None,
             max_threads: 8,
@@ -103,6 +114,27 @@ fn type_fingerprint<T>() -> u32 {
     }
     short.push_str(segment.rsplit("::").next().unwrap_or(""));
     crc32c::crc32c(short.as_bytes()).max(1)
+}
+
+/// `Err(InvalidConfig)` if `cfg` asks for a pool that may grow and `engine` cannot
+/// run on one.
+fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<()> {
+    let Some(max) = max_size else {
+        return Ok(());
+    };
+    let why = match engine {
+        EngineId::Spht => {
+            "its working snapshot is a private mapping of the pool at open and does not follow a growth"
+        }
+        _ if engine.storage() == Storage::OwnFile => "its pool file is not in this library's format",
+        _ => return Ok(()),
+    };
+    if max > size {
+        return Err(Error::InvalidConfig(format!(
+            "the {engine} engine cannot use a pool that grows ({why}); leave Config::max_size unset"
+        )));
+    }
+    Ok(())
 }
 
 /// Thread states of a pool that are not checked out, and how many exist.
@@ -252,6 +284,7 @@ impl Pool {
         ops: crate::ops::Operations,
     ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
+        refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
             return Self::from_engine(
                 registry::open_file(engine, path.as_ref(), &cfg, true)?,
@@ -259,7 +292,12 @@ impl Pool {
                 ops,
             );
         }
-        let medium = medium::create_file(path.as_ref(), cfg.size, cfg.medium)?;
+        let medium = medium::create_file_growable(
+            path.as_ref(),
+            cfg.size,
+            cfg.max_size.unwrap_or(cfg.size),
+            cfg.medium,
+        )?;
         Self::create_on_ops(medium, cfg, ops).inspect_err(|_| {
             let _ = std::fs::remove_file(path.as_ref());
         })
@@ -327,7 +365,9 @@ impl Pool {
                 "the {engine} engine keeps its own pool file: use Pool::create / Pool::open with a path"
             )));
         }
-        let heap = Heap::format(
+        refuse_growth(engine, cfg.max_size, medium.len() as u64)?;
+        let max_size = cfg.max_size.unwrap_or(medium.len() as u64);
+        let heap = Heap::format_growable(
             medium,
             FormatParams {
                 engine_id: engine as u32,
@@ -335,6 +375,7 @@ impl Pool {
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
                 regions: engine.regions(&cfg),
             },
+            max_size,
         )?;
         Self::start(Arc::new(heap), engine, &cfg, ops)
     }
@@ -385,6 +426,7 @@ impl Pool {
         ops: crate::ops::Operations,
     ) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
+        refuse_growth(id, Some(heap.layout().max_size), heap.size() as u64)?;
         let engine = registry::open_heap(
             id,
             heap.clone(),

@@ -9,9 +9,13 @@
 //! heap         slabs of SLAB_SIZE bytes (SLAB_SIZE aligned)
 //! ```
 //!
-//! The geometry is a pure function of (pool size, max_threads, log bytes per thread, the
-//! engine's [`Regions`]), all recorded in the superblock, so an opened pool recomputes it
-//! and checks that it agrees.
+//! The geometry is a pure function of (maximum pool size, max_threads, log bytes per
+//! thread, the engine's [`Regions`]), all recorded in the superblock, so an opened pool
+//! recomputes it and checks that it agrees. The slab table has one entry for every slab
+//! the pool can have at its maximum size ([`Layout::slab_count`]); at its current size
+//! only the first [`Layout::slabs_at`]`(size)` of them exist. Growing a pool adds slabs
+//! at the end of the heap and moves nothing. A pool that cannot grow has maximum size =
+//! size, and every slab exists.
 
 pub use crate::engine::Regions;
 use crate::{Error, Result};
@@ -42,8 +46,11 @@ pub const MIN_POOL_SIZE: u64 = (LOGS_OFFSET + MIN_LOG_BYTES + PAGE + 4 * SLAB_SI
 /// Offsets and sizes of the regions of one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Total size of the pool file.
+    /// Size of the pool when the layout was computed (the heap's current size is
+    /// `Heap::size`).
     pub pool_size: u64,
+    /// Most bytes the pool can grow to (`pool_size` if it cannot grow).
+    pub max_size: u64,
     /// Number of thread slots (one log area each).
     pub max_threads: usize,
     /// Bytes of one log region.
@@ -58,7 +65,7 @@ pub struct Layout {
     pub slab_table_offset: usize,
     /// Offset of the first slab.
     pub heap_offset: usize,
-    /// Number of slabs in the heap.
+    /// Number of slabs of the heap at the maximum size (entries of the slab table).
     pub slab_count: usize,
 }
 
@@ -74,6 +81,30 @@ impl Layout {
         log_bytes_per_thread: usize,
         regions: Regions,
     ) -> Result<Layout> {
+        Self::compute_growable(
+            pool_size,
+            pool_size,
+            max_threads,
+            log_bytes_per_thread,
+            regions,
+        )
+    }
+
+    /// The layout of a pool of `pool_size` bytes that can grow to `max_size`: the
+    /// geometry of a `max_size` pool, of which the first `slabs_at(pool_size)` slabs
+    /// exist (at least two).
+    pub fn compute_growable(
+        pool_size: u64,
+        max_size: u64,
+        max_threads: usize,
+        log_bytes_per_thread: usize,
+        regions: Regions,
+    ) -> Result<Layout> {
+        if max_size < pool_size {
+            return Err(Error::InvalidConfig(format!(
+                "maximum size {max_size} is below the pool size {pool_size}"
+            )));
+        }
         let Regions {
             logs_per_thread,
             engine_area_bytes,
@@ -100,8 +131,8 @@ impl Layout {
                 "log_bytes_per_thread must be a multiple of {PAGE} and at least {MIN_LOG_BYTES}, got {log_bytes_per_thread}"
             )));
         }
-        let size = usize::try_from(pool_size).map_err(|_| {
-            Error::InvalidConfig(format!("pool size {pool_size} does not fit in memory"))
+        let size = usize::try_from(max_size).map_err(|_| {
+            Error::InvalidConfig(format!("pool size {max_size} does not fit in memory"))
         })?;
         let logs_end = max_threads
             .checked_mul(log_bytes_per_thread)
@@ -125,8 +156,16 @@ impl Layout {
             )));
         }
         let heap_offset = align_up(slab_table_offset + 4 * slab_count, SLAB_SIZE);
+        let present = (pool_size.saturating_sub(heap_offset as u64) / SLAB_SIZE as u64)
+            .min(slab_count as u64);
+        if present < 2 {
+            return Err(Error::InvalidConfig(format!(
+                "pool size {pool_size} leaves no room for a heap after {max_threads} logs of {log_bytes_per_thread} bytes and a slab table for a maximum size of {max_size} bytes"
+            )));
+        }
         Ok(Layout {
             pool_size,
+            max_size,
             max_threads,
             log_bytes_per_thread,
             logs_per_thread,
@@ -154,9 +193,20 @@ impl Layout {
         self.heap_offset + i * SLAB_SIZE
     }
 
-    /// End of the heap (one past the last slab byte).
+    /// End of the heap at the maximum size (one past the last slab byte).
     pub fn heap_end(&self) -> usize {
         self.heap_offset + self.slab_count * SLAB_SIZE
+    }
+
+    /// Number of slabs that exist in a pool of `size` bytes.
+    pub fn slabs_at(&self, size: u64) -> usize {
+        ((size.saturating_sub(self.heap_offset as u64) / SLAB_SIZE as u64) as usize)
+            .min(self.slab_count)
+    }
+
+    /// Pool size whose heap has exactly `slabs` slabs (the end of the last one).
+    pub fn size_for_slabs(&self, slabs: usize) -> u64 {
+        (self.heap_offset + slabs.min(self.slab_count) * SLAB_SIZE) as u64
     }
 }
 
@@ -179,6 +229,27 @@ mod tests {
             assert!(l.heap_end() as u64 <= size);
             assert!(l.slab_count >= 2);
         }
+    }
+
+    #[test]
+    fn a_growable_layout_is_the_maximum_one_with_fewer_slabs() {
+        let max = Layout::compute(64 << 20, 2, MIN_LOG_BYTES, Regions::default()).unwrap();
+        let g = Layout::compute_growable(1 << 20, 64 << 20, 2, MIN_LOG_BYTES, Regions::default())
+            .unwrap();
+        assert_eq!(g.heap_offset, max.heap_offset);
+        assert_eq!(g.slab_count, max.slab_count);
+        assert_eq!(g.slabs_at(1 << 20), ((1 << 20) - g.heap_offset) / SLAB_SIZE);
+        assert_eq!(g.slabs_at(64 << 20), max.slab_count);
+        assert_eq!(g.slabs_at(g.size_for_slabs(5)), 5);
+        // A maximum so large that its slab table leaves no two slabs at the size.
+        assert!(
+            Layout::compute_growable(1 << 20, 1 << 40, 2, MIN_LOG_BYTES, Regions::default())
+                .is_err()
+        );
+        assert!(
+            Layout::compute_growable(2 << 20, 1 << 20, 2, MIN_LOG_BYTES, Regions::default())
+                .is_err()
+        );
     }
 
     #[test]

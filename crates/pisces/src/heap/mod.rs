@@ -8,6 +8,23 @@
 //! are ([`layout::Layout`]), hands out raw access to them by offset, and owns the
 //! superblock. It does not know about transactions: the transactional allocator
 //! ([`alloc`]) exposes reserve / publish / release steps that an engine sequences.
+//!
+//! # Growth
+//! A pool formatted with a maximum size above its size grows when the allocator runs
+//! out of slabs ([`Heap::grow`], called by the allocator under its growth lock, so one
+//! thread grows while the others wait and then find the new slabs):
+//! 1. the medium extends the file (durably: `fdatasync` of its new length) and maps the
+//!    new part in place ([`Medium::grow`]); the base address never moves;
+//! 2. the superblock's other copy is written with the new `pool_size` and persisted;
+//! 3. only then the new size is published to other threads (`size`), and the
+//!    allocator adds the new slabs to its free set.
+//!
+//! So no block of the new region can be handed out, let alone committed, before the
+//! new size is durable. A crash before step 2 leaves a file longer than the superblock
+//! says, which `open` accepts (the extra is ignored and reused by the next growth); a
+//! crash after it leaves new slabs that are all free (their slab table entries were
+//! never written). New slabs need no formatting: the allocator formats a slab (bitmap,
+//! header words) whenever it takes a free one.
 
 pub(crate) mod alloc;
 pub mod layout;
@@ -17,7 +34,8 @@ pub mod superblock;
 use crate::medium::Medium;
 use crate::{Error, Result};
 use layout::{Layout, ENGINE_AREA_OFFSET};
-use std::sync::atomic::AtomicU64;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use superblock::Superblock;
 
@@ -40,15 +58,21 @@ pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
 /// A mapped pool: medium, geometry, superblock.
 pub(crate) struct Heap {
     medium: Arc<dyn Medium>,
-    /// `medium.base()` and `medium.len()`, cached: every object access goes through
-    /// [`Heap::ptr`] / [`Heap::atomic_u64`], and asking the medium costs a virtual call
-    /// behind two pointer loads (about 3 % of a hash-table transaction's instructions
-    /// under callgrind). Both are constant for the medium's lifetime.
+    /// `medium.base()` cached: every object access goes through [`Heap::ptr`] /
+    /// [`Heap::atomic_u64`], and asking the medium costs a virtual call behind two
+    /// pointer loads (about 3 % of a hash-table transaction's instructions under
+    /// callgrind). Constant for the medium's lifetime.
     base: *mut u8,
-    len: usize,
+    /// The pool's current size (the superblock's `pool_size`; the medium may be
+    /// longer). Grows only, in [`Heap::grow`].
+    len: AtomicUsize,
     layout: Layout,
+    /// The current superblock and its slot. Also serialises growth.
     superblock: Mutex<(Superblock, usize)>,
     generation: u64,
+    /// A grown size whose superblock write was deferred (only under the
+    /// `GrowSizeLate` mutation, which shows that the deferral loses data); 0 if none.
+    late_size: AtomicU64,
 }
 
 // SAFETY: `base` points into the medium's mapping, which `medium` (an `Arc` of a
@@ -70,12 +94,34 @@ impl std::fmt::Debug for Heap {
 }
 
 impl Heap {
-    /// Format a new pool on `medium`, whose image must be all zero.
+    /// Format a new pool on `medium`, whose image must be all zero, that cannot grow.
+    #[cfg(test)]
     pub fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
+        let len = medium.len() as u64;
+        Self::format_growable(medium, params, len)
+    }
+
+    /// Format a new pool on `medium` (all zero) that may grow to `max_size` bytes (the
+    /// medium's length: a pool that cannot grow); the medium must reserve at least
+    /// `max_size` bytes.
+    pub fn format_growable(
+        medium: Arc<dyn Medium>,
+        params: FormatParams,
+        max_size: u64,
+    ) -> Result<Heap> {
         // Through the superblock's encoding, so an open recomputes exactly this layout.
         let regions = superblock::encode_regions(params.regions);
-        let layout = Layout::compute(
+        if (medium.max_len() as u64) < max_size {
+            return Err(Error::MediumUnsupported(format!(
+                "the {} medium reserves {} bytes, less than the maximum pool size {}",
+                medium.kind().name(),
+                medium.max_len(),
+                max_size
+            )));
+        }
+        let layout = Layout::compute_growable(
             medium.len() as u64,
+            max_size,
             params.max_threads,
             params.log_bytes_per_thread,
             superblock::decode_regions(regions),
@@ -93,6 +139,7 @@ impl Heap {
             regions,
             log_bytes_per_thread: params.log_bytes_per_thread as u64,
             root_slot_offset: ROOT_SLOT_OFFSET as u64,
+            max_size,
             seq: 1,
             checksum: 0,
             _pad2: 0,
@@ -104,11 +151,12 @@ impl Heap {
         let sb = Superblock { seq: 1, ..sb }.seal();
         Ok(Heap {
             base: medium.base(),
-            len: medium.len(),
+            len: AtomicUsize::new(medium.len()),
             medium,
             layout,
             superblock: Mutex::new((sb, 0)),
             generation: 1,
+            late_size: AtomicU64::new(0),
         })
     }
 
@@ -119,10 +167,19 @@ impl Heap {
         // thread uses the image while the pool is being opened.
         let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
         let (sb, slot) = superblock::read_current(image)?;
-        if sb.pool_size != medium.len() as u64 {
+        let file_len = medium.len() as u64;
+        // A pool that can grow may find its file longer than its size (a growth
+        // interrupted after extending the file); never shorter, and never past the
+        // maximum.
+        let fits = if sb.max_size > sb.pool_size {
+            file_len >= sb.pool_size && file_len <= sb.max_size
+        } else {
+            file_len == sb.pool_size
+        };
+        if !fits {
             return Err(Error::SizeMismatch {
                 expected: sb.pool_size,
-                actual: medium.len() as u64,
+                actual: file_len,
             });
         }
         let layout = sb.layout()?;
@@ -140,11 +197,12 @@ impl Heap {
         // never written.
         Ok(Heap {
             base: medium.base(),
-            len: medium.len(),
+            len: AtomicUsize::new(sb.pool_size as usize),
             medium,
             layout,
             superblock: Mutex::new((sb, slot)),
             generation: sb.run_generation + 1,
+            late_size: AtomicU64::new(0),
         })
     }
 
@@ -158,6 +216,94 @@ impl Heap {
         }
         let next = Superblock {
             run_generation: self.generation,
+            ..cur.0
+        };
+        let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
+        *cur = (
+            Superblock {
+                seq: next.seq + 1,
+                ..next
+            }
+            .seal(),
+            slot,
+        );
+    }
+
+    /// The pool's current size in bytes.
+    #[inline]
+    pub fn size(&self) -> usize {
+        // Acquire: pairs with the Release store in `grow`, so a thread that sees the new
+        // size also sees the new part of the medium mapped.
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Number of slabs that exist at the current size.
+    pub fn slabs_present(&self) -> usize {
+        self.layout.slabs_at(self.size() as u64)
+    }
+
+    /// End of the slabs that exist at the current size.
+    pub fn heap_end(&self) -> usize {
+        self.layout.slab_offset(self.slabs_present())
+    }
+
+    /// Grow the pool by at least `slabs` slabs (doubling its heap when that is more,
+    /// capped by the maximum size) and return the new slabs; `Ok(None)` if the pool is
+    /// at its maximum (or cannot hold `slabs` more). See the module doc for the order
+    /// of the steps. Errors are the medium's (the file system is full, the medium
+    /// cannot grow); the pool is unchanged then.
+    pub fn grow(&self, slabs: usize) -> Result<Option<Range<usize>>> {
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let present = self.slabs_present();
+        let cap = self.layout.slab_count;
+        let want = present.saturating_add(slabs);
+        if slabs == 0 || want > cap {
+            return Ok(None);
+        }
+        let target = want.max(present.saturating_mul(2)).min(cap);
+        let new_size = self.layout.size_for_slabs(target);
+        self.medium.grow(new_size as usize)?;
+        if crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
+            // Wrong on purpose: the superblock is written only when the first block of
+            // the new region is published (`write_late_size`).
+            self.late_size.store(new_size, Ordering::Relaxed);
+        } else {
+            let next = Superblock {
+                pool_size: new_size,
+                ..cur.0
+            };
+            let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
+            *cur = (
+                Superblock {
+                    seq: next.seq + 1,
+                    ..next
+                }
+                .seal(),
+                slot,
+            );
+        }
+        // Release: see `size`. The medium mapped the new part before this store.
+        self.len.store(new_size as usize, Ordering::Release);
+        Ok(Some(present..target))
+    }
+
+    /// Under the `GrowSizeLate` mutation: write the deferred size now if the block at
+    /// `offset`, being published as allocated, lies past the durable size.
+    pub(crate) fn write_late_size(&self, offset: u64) {
+        // Relaxed: test-only mutation path; the superblock lock orders the write.
+        if self.late_size.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if offset < cur.0.pool_size {
+            return;
+        }
+        let size = self.late_size.swap(0, Ordering::Relaxed);
+        if size <= cur.0.pool_size {
+            return;
+        }
+        let next = Superblock {
+            pool_size: size,
             ..cur.0
         };
         let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
@@ -195,7 +341,12 @@ impl Heap {
     /// True if `off..off+len` lies inside the image.
     #[inline]
     pub fn in_bounds(&self, off: usize, len: usize) -> bool {
-        off.checked_add(len).is_some_and(|end| end <= self.len)
+        // Relaxed: the size only grows, and a thread that holds an offset in a grown
+        // region learned of it through a Release/Acquire chain that starts after the
+        // size was stored (the allocator's free set mutex, the slab mirror's Release
+        // store, the engine's own hand-off), so it reads the new size or a later one.
+        let size = self.len.load(Ordering::Relaxed);
+        off.checked_add(len).is_some_and(|end| end <= size)
     }
     /// Raw pointer to offset `off`.
     ///
@@ -203,7 +354,7 @@ impl Heap {
     /// `off` must be inside the image.
     #[inline]
     pub unsafe fn ptr(&self, off: usize) -> *mut u8 {
-        debug_assert!(off <= self.len);
+        debug_assert!(off <= self.size());
         // SAFETY: caller guarantees `off` is inside the image.
         unsafe { self.base.add(off) }
     }

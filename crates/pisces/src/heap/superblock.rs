@@ -4,7 +4,8 @@
 //! of its fields. The current superblock is the valid copy with the higher sequence
 //! number; an update writes the *other* copy with `seq + 1` and persists it, so a crash
 //! in the middle of an update leaves the previous copy intact (this is how the run
-//! generation is bumped at every open without a window in which the pool is corrupt).
+//! generation is bumped at every open without a window in which the pool is corrupt,
+//! and how a growing pool's new size becomes durable in one step).
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
 use crate::medium::Medium;
@@ -14,7 +15,7 @@ use bytemuck::{Pod, Zeroable};
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
 /// The on-media format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The persistent superblock (one copy).
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
@@ -28,7 +29,8 @@ pub struct Superblock {
     pub engine_id: u32,
     /// Random identity of the pool.
     pub uuid: [u8; 16],
-    /// Size of the pool file in bytes.
+    /// Size of the pool in bytes: the heap's current extent. The file may be longer
+    /// (a growth interrupted by a crash extended it first); never shorter.
     pub pool_size: u64,
     /// Incremented at every open; tags header words so stale locks read as empty.
     pub run_generation: u64,
@@ -41,6 +43,9 @@ pub struct Superblock {
     pub log_bytes_per_thread: u64,
     /// Offset of the root slot (an object in the engine area naming the root object).
     pub root_slot_offset: u64,
+    /// Most bytes the pool may grow to (`pool_size` for a pool that cannot grow). The
+    /// slab table is sized for it.
+    pub max_size: u64,
     /// Update sequence number of this copy.
     pub seq: u64,
     /// CRC32C of all preceding bytes.
@@ -64,8 +69,15 @@ impl Superblock {
 
     /// The layout this superblock describes.
     pub fn layout(&self) -> Result<Layout> {
-        Layout::compute(
+        if self.max_size < self.pool_size {
+            return Err(Error::Corrupt(format!(
+                "superblock: maximum size {} is below the pool size {}",
+                self.max_size, self.pool_size
+            )));
+        }
+        Layout::compute_growable(
             self.pool_size,
+            self.max_size,
             self.max_threads as usize,
             self.log_bytes_per_thread as usize,
             decode_regions(self.regions),
@@ -151,8 +163,9 @@ pub(crate) fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usi
     let off = slot * SUPERBLOCK_SIZE;
     let bytes = bytemuck::bytes_of(&next);
     // SAFETY: `off + size_of::<Superblock>()` lies in the first 8 KiB of the image, which
-    // every pool has (checked at create/open). Superblock writes happen only while the
-    // pool is being created or opened, when no other thread uses the image.
+    // every pool has (checked at create/open). Superblock writes happen while the pool
+    // is being created or opened, when no other thread uses the image, or under the
+    // heap's superblock lock (growth); nothing else reads or writes these bytes.
     unsafe {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), medium.base().add(off), bytes.len());
     }

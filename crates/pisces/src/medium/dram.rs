@@ -1,7 +1,8 @@
 //! DRAM-backed medium with emulated NVM write latency.
 //!
 //! The image is a `MAP_SHARED` mapping of a file (by default under `/dev/shm`) or an
-//! anonymous mapping. Flushes execute the real write-back instructions; persistence is
+//! anonymous mapping, inside a reservation of the pool's maximum size so that it can
+//! grow in place ([`super::reserve`]). Flushes execute the real write-back instructions; persistence is
 //! what DRAM gives (none across power loss), so this medium measures the *cost* of a
 //! persistence protocol, as the papers' NVM emulators do: every flushed cache line adds
 //! `write_latency_ns`, charged by spinning at the thread's next fence (plus, with a
@@ -14,9 +15,9 @@
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence};
+use super::reserve::{extend_file, Backing, Mapping};
 use super::{Medium, MediumKind, CACHE_LINE};
 use crate::{Error, Result};
-use memmap2::MmapMut;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ thread_local! {
 
 /// A DRAM medium (file-backed or anonymous).
 pub struct DramMedium {
-    map: MmapMut,
+    map: Mapping,
     latency_ns: u64,
     bandwidth: u64,
     // Keeps the advisory lock (and the file) alive as long as the mapping.
@@ -50,7 +51,18 @@ impl DramMedium {
         write_latency_ns: u64,
         bandwidth_bytes_per_sec: u64,
     ) -> Result<Self> {
-        let map = MmapMut::map_anon(len).map_err(|e| Error::io("mapping anonymous memory", e))?;
+        Self::anonymous_growable(len, len, write_latency_ns, bandwidth_bytes_per_sec)
+    }
+
+    /// An anonymous image of `len` bytes that can grow to `max_len` bytes in place.
+    pub fn anonymous_growable(
+        len: usize,
+        max_len: usize,
+        write_latency_ns: u64,
+        bandwidth_bytes_per_sec: u64,
+    ) -> Result<Self> {
+        let map = Mapping::new_raw(None, len, max_len, Backing::Anonymous)
+            .map_err(|e| Error::io("mapping anonymous memory", e))?;
         Ok(DramMedium {
             map,
             latency_ns: write_latency_ns,
@@ -59,16 +71,18 @@ impl DramMedium {
         })
     }
 
-    /// Map an opened (and locked) pool file `MAP_SHARED`.
+    /// Map an opened (and locked) pool file `MAP_SHARED`, inside a reservation of
+    /// `max_len` bytes (at least the file's length).
     pub fn from_file(
         file: std::fs::File,
+        max_len: usize,
         write_latency_ns: u64,
         bandwidth_bytes_per_sec: u64,
     ) -> Result<Self> {
-        // SAFETY: the file is a regular pool file held under an exclusive advisory lock
-        // for the life of the mapping, so no cooperating process resizes or maps it.
-        let map =
-            unsafe { MmapMut::map_mut(&file) }.map_err(|e| Error::io("mapping pool file", e))?;
+        let len = super::file::map_len(&file)?;
+        // The file is a regular pool file held under an exclusive advisory lock for the
+        // life of the mapping, so no cooperating process resizes or maps it.
+        let map = Mapping::new(Some(&file), len, max_len, Backing::Shared)?;
         Ok(DramMedium {
             map,
             latency_ns: write_latency_ns,
@@ -110,16 +124,28 @@ unsafe impl Medium for DramMedium {
         }
     }
     fn base(&self) -> *mut u8 {
-        self.map.as_ptr() as *mut u8
+        self.map.base()
     }
     fn len(&self) -> usize {
         self.map.len()
+    }
+    fn max_len(&self) -> usize {
+        self.map.reserved()
+    }
+    fn grow(&self, new_len: usize) -> Result<()> {
+        if let Some(f) = &self._file {
+            extend_file(f, new_len as u64)
+                .map_err(|e| Error::io(format!("extending the pool file to {new_len} bytes"), e))?;
+        }
+        self.map
+            .extend(self._file.as_ref(), new_len)
+            .map_err(|e| Error::io("mapping the grown part of the pool", e))
     }
     #[inline]
     fn flush(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
         // SAFETY: the range is inside the mapping (asserted).
-        let n = unsafe { flush_range(self.map.as_ptr().add(off), len) };
+        let n = unsafe { flush_range(self.map.base().add(off), len) };
         add_lines_flushed(n);
         if self.latency_ns != 0 || self.bandwidth != 0 {
             UNCHARGED_LINES.with(|c| c.set(c.get() + n));
@@ -137,7 +163,7 @@ unsafe impl Medium for DramMedium {
     fn sync_all(&self) -> Result<()> {
         if self._file.is_some() {
             self.map
-                .flush()
+                .msync(0, self.map.len())
                 .map_err(|e| Error::io("msync of pool", e))?;
         }
         Ok(())

@@ -45,17 +45,16 @@
 use super::counters::{add_fence, add_lines_flushed};
 use super::dram::DramMedium;
 use super::flush::{flush_range, sfence};
+use super::reserve::{extend_file, Backing, Mapping};
 use super::{Medium, MediumKind};
 use crate::heap::layout::MIN_POOL_SIZE;
 use crate::{Error, Result};
-use memmap2::MmapMut;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -69,7 +68,30 @@ const PAGE: usize = 4096;
 /// 4096, or `kind` is [`MediumKind::Simulated`]. On any failure after the file was
 /// created, the file is removed.
 pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn Medium>> {
+    create_file_growable(path, size, size, kind)
+}
+
+/// As [`create_file`], for a pool that may grow to `max_size` bytes: the mapping
+/// reserves `max_size` bytes of address space so that it never moves when the pool
+/// grows. `max_size == size` is a pool that cannot grow. [`Error::InvalidConfig`] if
+/// `max_size` is below `size` or not a multiple of 4096.
+pub fn create_file_growable(
+    path: &Path,
+    size: u64,
+    max_size: u64,
+    kind: MediumKind,
+) -> Result<Arc<dyn Medium>> {
     check_kind(kind)?;
+    if max_size < size || max_size & (PAGE as u64 - 1) != 0 {
+        return Err(Error::InvalidConfig(format!(
+            "maximum pool size {max_size} must be a multiple of {PAGE} bytes and at least the size {size}"
+        )));
+    }
+    let Ok(max_len) = usize::try_from(max_size) else {
+        return Err(Error::InvalidConfig(format!(
+            "maximum pool size {max_size} does not fit in this machine's address space"
+        )));
+    };
     if size < MIN_POOL_SIZE {
         return Err(Error::InvalidConfig(format!(
             "pool size {size} is below the minimum of {MIN_POOL_SIZE} bytes"
@@ -116,7 +138,7 @@ pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn M
         file.set_len(size)
             .map_err(|e| Error::io(format!("setting the length of {}", path.display()), e))?;
         reserve(&file, size, path)?;
-        map_kind(file, kind, path)
+        map_kind(file, kind, path, max_len)
     })();
     if result.is_err() {
         // Best effort: the original error is the one worth reporting.
@@ -135,7 +157,31 @@ pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn M
 pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
     check_kind(kind)?;
     let file = open_locked(path)?;
-    map_kind(file, kind, path)
+    let max_len = recorded_max_len(&file, path)?;
+    map_kind(file, kind, path, max_len)
+}
+
+/// The address range to reserve for an opened pool file: the maximum size its current
+/// superblock records, or the file's length if that is larger or the superblock cannot
+/// be read (opening the heap then reports why).
+fn recorded_max_len(file: &File, path: &Path) -> Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let len = map_len(file)?;
+    let mut head = vec![0u8; 2 * crate::heap::layout::SUPERBLOCK_SIZE];
+    if file.read_exact_at(&mut head, 0).is_err() {
+        return Ok(len);
+    }
+    let Ok((sb, _)) = crate::heap::superblock::read_current(&head) else {
+        return Ok(len);
+    };
+    match usize::try_from(sb.max_size) {
+        Ok(max) => Ok(max.max(len)),
+        Err(_) => Err(Error::Corrupt(format!(
+            "{}: the superblock's maximum size {} does not fit in this machine's address space",
+            path.display(),
+            sb.max_size
+        ))),
+    }
 }
 
 fn check_kind(kind: MediumKind) -> Result<()> {
@@ -334,23 +380,24 @@ fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
     }
 }
 
-fn map_kind(file: File, kind: MediumKind, path: &Path) -> Result<Arc<dyn Medium>> {
+fn map_kind(file: File, kind: MediumKind, path: &Path, max_len: usize) -> Result<Arc<dyn Medium>> {
     Ok(match kind {
         MediumKind::Dram {
             write_latency_ns,
             bandwidth_bytes_per_sec,
         } => Arc::new(DramMedium::from_file(
             file,
+            max_len,
             write_latency_ns,
             bandwidth_bytes_per_sec,
         )?),
-        MediumKind::Dax => Arc::new(DaxMedium::from_file(file).map_err(|e| match e {
+        MediumKind::Dax => Arc::new(DaxMedium::from_file(file, max_len).map_err(|e| match e {
             Error::MediumUnsupported(m) => {
                 Error::MediumUnsupported(format!("{}: {m}", path.display()))
             }
             other => other,
         })?),
-        MediumKind::File => Arc::new(FileMedium::from_file(file)?),
+        MediumKind::File => Arc::new(FileMedium::from_file(file, max_len)?),
         MediumKind::Simulated => {
             return Err(Error::InvalidConfig(
                 "the simulated medium is not backed by a file".into(),
@@ -359,8 +406,16 @@ fn map_kind(file: File, kind: MediumKind, path: &Path) -> Result<Arc<dyn Medium>
     })
 }
 
+/// Grow a file-backed mapping: extend the file durably, then map the new part.
+fn grow_file(map: &Mapping, file: &File, new_len: usize) -> Result<()> {
+    extend_file(file, new_len as u64)
+        .map_err(|e| Error::io(format!("extending the pool file to {new_len} bytes"), e))?;
+    map.extend(Some(file), new_len)
+        .map_err(|e| Error::io("mapping the grown part of the pool", e))
+}
+
 /// Length of an opened pool file as a mapping length.
-fn map_len(file: &File) -> Result<usize> {
+pub(crate) fn map_len(file: &File) -> Result<usize> {
     let len = file
         .metadata()
         .map_err(|e| Error::io("inspecting pool file", e))?
@@ -381,23 +436,14 @@ fn map_len(file: &File) -> Result<usize> {
 /// A pool file on a DAX file system, mapped `MAP_SHARED_VALIDATE | MAP_SYNC`: the
 /// processor's cache-line write-back plus `sfence` makes a store durable.
 pub struct DaxMedium {
-    ptr: NonNull<u8>,
-    len: usize,
+    map: Mapping,
     // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
     _file: File,
 }
 
-// SAFETY: the mapping is plain shared memory owned by this value until Drop; the raw
-// pointer is only handed out through `base()`, whose users follow the Medium contract.
-// No thread-affine state is involved.
-unsafe impl Send for DaxMedium {}
-// SAFETY: all `&self` methods either read immutable fields or execute flush/fence
-// instructions, which are safe to run concurrently from any thread.
-unsafe impl Sync for DaxMedium {}
-
 impl std::fmt::Debug for DaxMedium {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DaxMedium").field("len", &self.len).finish()
+        f.debug_struct("DaxMedium").field("map", &self.map).finish()
     }
 }
 
@@ -411,56 +457,23 @@ fn not_dax_message(e: &io::Error) -> String {
 }
 
 impl DaxMedium {
-    /// Map an opened (and locked) pool file with `MAP_SYNC`.
+    /// Map an opened (and locked) pool file with `MAP_SYNC`, inside a reservation of
+    /// `max_len` bytes.
     ///
     /// Returns [`Error::MediumUnsupported`] if the file system is not DAX.
-    pub fn from_file(file: File) -> Result<Self> {
+    pub fn from_file(file: File, max_len: usize) -> Result<Self> {
         let len = map_len(&file)?;
-        // SAFETY: a fresh mapping at an address of the kernel's choosing (null hint),
-        // over a descriptor we own; nothing of ours is overwritten.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
+        let map = Mapping::new_raw(Some(&file), len, max_len, Backing::Sync).map_err(|e| {
+            match e.raw_os_error() {
                 // EOPNOTSUPP: the file system does not support MAP_SYNC; EINVAL: a
                 // kernel too old to know MAP_SHARED_VALIDATE.
                 Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
                     Error::MediumUnsupported(not_dax_message(&e))
                 }
                 _ => Error::io("mapping pool file with MAP_SYNC", e),
-            });
-        }
-        let Some(ptr) = NonNull::new(p.cast::<u8>()) else {
-            // A successful mmap never returns null with a null hint; treat it as a
-            // failed mapping rather than trusting it.
-            return Err(Error::MediumUnsupported(
-                "mmap with MAP_SYNC returned a null mapping".into(),
-            ));
-        };
-        Ok(DaxMedium {
-            ptr,
-            len,
-            _file: file,
-        })
-    }
-}
-
-impl Drop for DaxMedium {
-    fn drop(&mut self) {
-        // SAFETY: `ptr..ptr+len` is exactly the mapping created in `from_file`, and the
-        // Medium contract ends the validity of `base()` with the medium.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+            }
+        })?;
+        Ok(DaxMedium { map, _file: file })
     }
 }
 
@@ -475,16 +488,22 @@ unsafe impl Medium for DaxMedium {
         MediumKind::Dax
     }
     fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.map.base()
     }
     fn len(&self) -> usize {
-        self.len
+        self.map.len()
+    }
+    fn max_len(&self) -> usize {
+        self.map.reserved()
+    }
+    fn grow(&self, new_len: usize) -> Result<()> {
+        grow_file(&self.map, &self._file, new_len)
     }
     #[inline]
     fn flush(&self, off: usize, len: usize) {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
         // SAFETY: the range is inside the mapping (asserted).
-        let n = unsafe { flush_range(self.ptr.as_ptr().add(off), len) };
+        let n = unsafe { flush_range(self.map.base().add(off), len) };
         add_lines_flushed(n);
     }
     #[inline]
@@ -530,7 +549,7 @@ thread_local! {
 /// is dropped leaves a small entry behind until it exits (ids are never reused, so it
 /// is never mistaken for another medium's).
 pub struct FileMedium {
-    map: MmapMut,
+    map: Mapping,
     id: u64,
     msyncs: AtomicU64,
     // The first failed msync, reported by the next `sync_all` (after a failed msync the
@@ -550,13 +569,13 @@ impl std::fmt::Debug for FileMedium {
 }
 
 impl FileMedium {
-    /// Map an opened (and locked) pool file `MAP_SHARED`.
-    pub fn from_file(file: File) -> Result<Self> {
-        map_len(&file)?;
-        // SAFETY: the file is a regular pool file held under an exclusive advisory lock
-        // for the life of the mapping, so no cooperating process resizes or maps it.
-        let map =
-            unsafe { MmapMut::map_mut(&file) }.map_err(|e| Error::io("mapping pool file", e))?;
+    /// Map an opened (and locked) pool file `MAP_SHARED`, inside a reservation of
+    /// `max_len` bytes.
+    pub fn from_file(file: File, max_len: usize) -> Result<Self> {
+        let len = map_len(&file)?;
+        // The file is a regular pool file held under an exclusive advisory lock for the
+        // life of the mapping, so no cooperating process resizes or maps it.
+        let map = Mapping::new(Some(&file), len, max_len, Backing::Shared)?;
         Ok(FileMedium {
             map,
             // Relaxed: only uniqueness matters, and the read-modify-write alone
@@ -577,8 +596,8 @@ impl FileMedium {
     fn msync(&self, off: usize, len: usize) {
         // Relaxed: a statistic (see `msync_calls`).
         self.msyncs.fetch_add(1, Ordering::Relaxed);
-        // memmap2 aligns `off` down to the page and calls msync(MS_SYNC).
-        if let Err(e) = self.map.flush_range(off, len) {
+        // Aligns `off` down to the page and calls msync(MS_SYNC).
+        if let Err(e) = self.map.msync(off, len) {
             let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
             if slot.is_none() {
                 *slot = Some(e);
@@ -632,22 +651,29 @@ unsafe impl Medium for FileMedium {
         MediumKind::File
     }
     fn base(&self) -> *mut u8 {
-        self.map.as_ptr() as *mut u8
+        self.map.base()
     }
     fn len(&self) -> usize {
         self.map.len()
     }
+    fn max_len(&self) -> usize {
+        self.map.reserved()
+    }
+    fn grow(&self, new_len: usize) -> Result<()> {
+        grow_file(&self.map, &self._file, new_len)
+    }
     fn flush(&self, off: usize, len: usize) {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        let map_len = self.map.len();
+        assert!(off.checked_add(len).is_some_and(|e| e <= map_len));
         // SAFETY: the range is inside the mapping (asserted).
-        let n = unsafe { flush_range(self.map.as_ptr().add(off), len) };
+        let n = unsafe { flush_range(self.map.base().add(off), len) };
         add_lines_flushed(n);
         if len == 0 {
             return;
         }
         let start = off & !(PAGE - 1);
         // Cannot overflow: off + len <= map length, which is below usize::MAX - PAGE.
-        let end = (off + len).next_multiple_of(PAGE).min(self.map.len());
+        let end = (off + len).next_multiple_of(PAGE).min(map_len);
         let recorded = PENDING.try_with(|p| {
             let mut p = p.borrow_mut();
             match p.iter_mut().find(|(id, _)| *id == self.id) {
@@ -687,7 +713,10 @@ unsafe impl Medium for FileMedium {
         let _ = PENDING.try_with(|p| p.borrow_mut().retain(|(id, _)| *id != self.id));
         // Relaxed: a statistic (see `msync_calls`).
         self.msyncs.fetch_add(1, Ordering::Relaxed);
-        let full = self.map.flush().map_err(|e| Error::io("msync of pool", e));
+        let full = self
+            .map
+            .msync(0, self.map.len())
+            .map_err(|e| Error::io("msync of pool", e));
         if let Some(e) = self.take_error() {
             return Err(Error::io("an earlier msync of the pool failed", e));
         }
@@ -945,7 +974,7 @@ mod tests {
         let created = create_file(&p, SIZE, MediumKind::File).unwrap();
         drop(created);
         let file = open_locked(&p).unwrap();
-        let m = Arc::new(FileMedium::from_file(file).unwrap());
+        let m = Arc::new(FileMedium::from_file(file, SIZE as usize).unwrap());
         let off = 8 * 4096;
         store(&*m, off, 1); // first touch: faults the page in
         assert!(!store_faults(&*m, off, 2), "dirty page takes no fault");

@@ -25,6 +25,14 @@
 //! operating-system check (missing, directory, read-only, too small, locked by another
 //! open) is its own error, and the pool stays `flock`ed for as long as its medium lives.
 //!
+//! # Growth
+//! A pool created with a maximum size larger than its size can grow: its medium
+//! reserves the whole maximum of address space at the start ([`reserve::Mapping`]) and
+//! maps the file over the start of it, so [`Medium::grow`] extends the file and maps the
+//! new part in place — the base address never changes. Growing is the heap's decision
+//! (when the allocator runs out); a medium that cannot grow (the default of
+//! [`Medium::grow`]) refuses with [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
+//!
 //! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
 //! [`counters`].
 //!
@@ -36,9 +44,10 @@ pub mod counters;
 pub mod dram;
 pub mod file;
 pub mod flush;
+pub mod reserve;
 
 pub use dram::DramMedium;
-pub use file::{create_file, open_file, DaxMedium, FileMedium};
+pub use file::{create_file, create_file_growable, open_file, DaxMedium, FileMedium};
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
@@ -91,7 +100,9 @@ impl MediumKind {
 ///
 /// # Contract
 /// * `base()` is valid for reads and writes of `len()` bytes for the medium's lifetime
-///   and never moves; it is aligned to at least 4096 bytes.
+///   and never moves; it is aligned to at least 4096 bytes. `len()` only grows (by
+///   [`Medium::grow`]), never beyond `max_len()`, and once a thread has read a length
+///   the bytes up to it stay valid.
 /// * `flush(off, len)` starts the write-back of every cache line overlapping
 ///   `off..off+len`; it orders nothing by itself.
 /// * `fence()` returns only when every line the *calling thread* flushed before it is
@@ -104,8 +115,27 @@ pub unsafe trait Medium: Send + Sync {
     /// Start of the mapped image; constant for the medium's lifetime (the heap caches
     /// it).
     fn base(&self) -> *mut u8;
-    /// Length of the image in bytes; constant for the medium's lifetime.
+    /// Length of the image in bytes; grows only through [`Medium::grow`].
     fn len(&self) -> usize;
+    /// Most bytes the image can grow to (its reserved address range). Default: `len()`,
+    /// a medium that cannot grow.
+    fn max_len(&self) -> usize {
+        self.len()
+    }
+    /// Make the image at least `new_len` bytes long (at most `max_len()`), in place:
+    /// extend the backing store, make its new length durable, map the new bytes. On
+    /// return `len() >= new_len`. The new bytes are zero or whatever an earlier,
+    /// interrupted growth left there. Default: refused with
+    /// [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
+    fn grow(&self, new_len: usize) -> crate::Result<()> {
+        if new_len <= self.len() {
+            return Ok(());
+        }
+        Err(crate::Error::MediumUnsupported(format!(
+            "the {} medium cannot grow a pool",
+            self.kind().name()
+        )))
+    }
     /// True if the image has no bytes (no medium constructor produces one).
     fn is_empty(&self) -> bool {
         self.len() == 0

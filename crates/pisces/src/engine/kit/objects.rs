@@ -190,7 +190,9 @@ impl WriteKind {
 pub(crate) fn check_logged_write(heap: &Heap, off: u64, len: usize) -> Result<()> {
     let l = heap.layout();
     let end = off.checked_add(len as u64);
-    let in_heap = end.is_some_and(|e| off >= l.heap_offset as u64 && e <= l.heap_end() as u64);
+    // The heap's current end: a pool that may grow has slabs in its geometry that do
+    // not exist yet.
+    let in_heap = end.is_some_and(|e| off >= l.heap_offset as u64 && e <= heap.heap_end() as u64);
     let in_root = end.is_some_and(|e| off >= ROOT_SLOT_PAYLOAD && e <= ROOT_SLOT_PAYLOAD + 16);
     if (in_heap || in_root) && off.is_multiple_of(8) {
         Ok(())

@@ -93,6 +93,13 @@
 //! * As a guard against engine bugs (a block released while still allocated), `reserve`
 //!   skips a cached block whose persistent bit is set (and asserts in debug builds).
 //!
+//! * Growth: when no free slab (or run of slabs) is left and the pool may grow, the
+//!   thread that needs one takes the growth lock, looks again (another thread may have
+//!   grown the pool meanwhile), and if there is still none grows the heap by at least
+//!   what it needs ([`Heap::grow`]: the new size is durable before it returns) and adds
+//!   the new slabs to the free set. Threads that hit the end at once thus grow it
+//!   once; the others wait on the lock and find the new slabs. `OutOfSpace` only at
+//!   the maximum size.
 //! * Out of space: a failed reservation sets a `pressure` flag, cleared when a free
 //!   slab is taken again; while it is set, blocks given back skip the caller's cache
 //!   and go to the shared lists, where any thread finds them. (Engines that defer
@@ -204,6 +211,8 @@ pub struct Allocator {
     /// again: while set, blocks given back go to the shared lists instead of the
     /// caller's cache, so that the thread that ran out (or any other) finds them.
     pressure: std::sync::atomic::AtomicBool,
+    /// Held while growing the heap (see the module doc).
+    grow_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -233,7 +242,10 @@ impl Allocator {
         if !problems.is_empty() {
             return Err(Error::Corrupt(pmem::summarize(&problems)));
         }
-        let count = entries.len();
+        // `entries` covers the slabs that exist now; the mirror and the free set cover
+        // every slab the pool can grow to (the missing ones stay not free until a growth
+        // adds them).
+        let count = heap.layout().slab_count;
         let mut free = FreeSlabs::new(count);
         let mut lists: Vec<Vec<u64>> = vec![Vec::new(); NCLASSES];
         let mut kinds = Vec::with_capacity(count);
@@ -275,6 +287,7 @@ impl Allocator {
             }
             kinds.push(AtomicU32::new(e));
         }
+        kinds.resize_with(count, || AtomicU32::new(Kind::Free.encode()));
         if unformatted {
             heap.fence();
         }
@@ -292,6 +305,7 @@ impl Allocator {
                 .collect(),
             slabs: Mutex::new(free),
             pressure: std::sync::atomic::AtomicBool::new(false),
+            grow_lock: Mutex::new(()),
         })
     }
 
@@ -320,8 +334,8 @@ impl Allocator {
             return Err(oos);
         };
         let b = match class_for(size) {
-            Some(c) => self.reserve_small(cache, c),
-            None => self.reserve_large(size),
+            Some(c) => self.reserve_small(cache, c)?,
+            None => self.reserve_large(size)?,
         };
         if b.is_none() {
             // Relaxed: a hint for `give_back` (see `pressure`).
@@ -341,12 +355,14 @@ impl Allocator {
         }
     }
 
-    fn reserve_small(&self, cache: &mut ThreadCache, c: usize) -> Option<Block> {
+    fn reserve_small(&self, cache: &mut ThreadCache, c: usize) -> Result<Option<Block>> {
         self.bind(cache);
         let size = CLASSES[c].size as u64;
         loop {
             let Some(offset) = cache.lists[c].pop() else {
-                self.refill(cache, c)?;
+                if self.refill(cache, c)?.is_none() {
+                    return Ok(None);
+                }
                 continue;
             };
             let b = Block { offset, size };
@@ -357,7 +373,7 @@ impl Allocator {
                 );
                 continue;
             }
-            return Some(b);
+            return Ok(Some(b));
         }
     }
 
@@ -370,22 +386,46 @@ impl Allocator {
     }
 
     /// Move a batch of class `c` from the shared list (formatting a slab if it is empty)
-    /// into the cache. `None` if there is no free slab left.
-    fn refill(&self, cache: &mut ThreadCache, c: usize) -> Option<()> {
+    /// into the cache. `None` if there is no free slab left and the heap cannot grow.
+    fn refill(&self, cache: &mut ThreadCache, c: usize) -> Result<Option<()>> {
         let mut shared = lock(&self.shared[c]);
-        if shared.is_empty() {
-            self.format_slab(c, &mut shared)?;
+        if shared.is_empty() && self.format_slab(c, &mut shared)?.is_none() {
+            return Ok(None);
         }
         let k = (CLASSES[c].batch as usize).min(shared.len());
         let start = shared.len() - k;
         cache.lists[c].extend(shared.drain(start..));
-        Some(())
+        Ok(Some(()))
+    }
+
+    /// Take a run of `n` free slabs, growing the heap if there is none; `None` at the
+    /// maximum size.
+    fn take_slabs(&self, n: usize) -> Result<Option<usize>> {
+        loop {
+            if let Some(i) = lock(&self.slabs).take_run(n) {
+                return Ok(Some(i));
+            }
+            let _growing = lock(&self.grow_lock);
+            // Another thread may have grown the heap while this one waited.
+            if let Some(i) = lock(&self.slabs).take_run(n) {
+                return Ok(Some(i));
+            }
+            match self.heap.grow(n)? {
+                // The new slabs follow the old ones: a run can start among free slabs
+                // at the old end, so they are not handed out directly but inserted
+                // (first fit then takes the lowest run that fits).
+                Some(new) => lock(&self.slabs).insert(new.start, new.len()),
+                None => return Ok(None),
+            }
+        }
     }
 
     /// Take a free slab, format it for class `c` (persistently) and put its blocks into
     /// `shared` (the caller holds the class lock).
-    fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Option<()> {
-        let slab = lock(&self.slabs).take_run(1)?;
+    fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Result<Option<()>> {
+        let Some(slab) = self.take_slabs(1)? else {
+            return Ok(None);
+        };
         // Relaxed: a hint (see `pressure`).
         self.pressure.store(false, Ordering::Relaxed);
         pmem::format_small(&self.heap, slab, c);
@@ -400,15 +440,17 @@ impl Allocator {
                 .rev()
                 .map(|i| first + i * cl.size as u64),
         );
-        Some(())
+        Ok(Some(()))
     }
 
-    fn reserve_large(&self, size: usize) -> Option<Block> {
+    fn reserve_large(&self, size: usize) -> Result<Option<Block>> {
         let n = size.div_ceil(SLAB_SIZE);
         if n > ARG_MASK as usize || n > self.kinds.len() {
-            return None;
+            return Ok(None);
         }
-        let head = lock(&self.slabs).take_run(n)?;
+        let Some(head) = self.take_slabs(n)? else {
+            return Ok(None);
+        };
         // Relaxed: a hint (see `pressure`).
         self.pressure.store(false, Ordering::Relaxed);
         // The head's header word held whatever the slab held before (a bitmap, payload
@@ -424,10 +466,10 @@ impl Allocator {
         }
         // Release: pairs with the Acquire in `block_at` (see `format_slab`).
         self.kinds[head].store(Kind::Head(n).encode(), Ordering::Release);
-        Some(Block {
+        Ok(Some(Block {
             offset: self.heap.layout().slab_offset(head) as u64,
             size: (n * SLAB_SIZE) as u64,
-        })
+        }))
     }
 
     /// Give back a reservation that was never published (abort).
@@ -526,6 +568,9 @@ impl Allocator {
             Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
             Err(msg) => debug_assert!(false, "publish: {msg}"),
         }
+        if allocated && crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
+            self.heap.write_late_size(b.offset);
+        }
     }
 
     /// The block whose payload starts at `payload_off`, if it is one (fast, geometric).
@@ -616,7 +661,7 @@ impl Allocator {
     /// written in the slab table).
     pub fn is_allocated(&self, b: Block) -> bool {
         let heap = &self.heap;
-        match pmem::locate(heap.layout(), b) {
+        match pmem::locate_present(heap, b) {
             Ok(Loc::Small { slab, class, index }) => {
                 pmem::read_entry(heap, slab) == Kind::Small(class).encode()
                     && pmem::bit(heap, slab, index)
@@ -649,7 +694,7 @@ impl Allocator {
                 free: 0,
             }))
             .collect();
-        for slab in 0..self.kinds.len() {
+        for slab in 0..heap.slabs_present() {
             match Kind::decode(pmem::read_entry(heap, slab)) {
                 Some(Kind::Free) => out[NCLASSES].free += 1,
                 Some(Kind::Small(c)) => {
@@ -688,7 +733,7 @@ impl Allocator {
     /// Recovery: persistent effect of `publish_alloc` (validates geometry; idempotent).
     /// Flushes; the caller fences. See the module doc for what is accepted.
     pub fn replay_alloc(heap: &Heap, b: Block) -> Result<()> {
-        let loc = pmem::locate(heap.layout(), b)
+        let loc = pmem::locate_present(heap, b)
             .map_err(|m| Error::Corrupt(format!("replaying an allocation: {m}")))?;
         match loc {
             Loc::Small { slab, class, index } => {
@@ -715,7 +760,7 @@ impl Allocator {
     /// Recovery: persistent effect of `publish_free` (validates geometry; idempotent).
     /// Flushes; the caller fences. See the module doc for what is accepted.
     pub fn replay_free(heap: &Heap, b: Block) -> Result<()> {
-        let loc = pmem::locate(heap.layout(), b)
+        let loc = pmem::locate_present(heap, b)
             .map_err(|m| Error::Corrupt(format!("replaying a free: {m}")))?;
         match loc {
             Loc::Small { slab, class, index } => {
@@ -748,7 +793,7 @@ impl Allocator {
     /// for its size, or a large run inside the heap). Recovery checks every logged
     /// block with it before replaying anything.
     pub fn check_block(heap: &Heap, b: Block) -> Result<()> {
-        pmem::locate(heap.layout(), b)
+        pmem::locate_present(heap, b)
             .map(|_| ())
             .map_err(Error::Corrupt)
     }

@@ -85,6 +85,26 @@ pub(crate) fn locate(layout: &Layout, b: Block) -> Result<Loc, String> {
     }
 }
 
+/// As [`locate`], and the block must lie in the slabs that exist at the heap's current
+/// size (a pool that grows has slab table entries for slabs it does not have yet).
+pub(crate) fn locate_present(heap: &Heap, b: Block) -> Result<Loc, String> {
+    let loc = locate(heap.layout(), b)?;
+    let (first, n) = match loc {
+        Loc::Small { slab, .. } => (slab, 1),
+        Loc::Large { head, n } => (head, n),
+    };
+    let present = heap.slabs_present();
+    if first + n > present {
+        return Err(format!(
+            "block at {:#x} of {} bytes lies past the end of the pool ({} bytes, {present} slabs)",
+            b.offset,
+            b.size,
+            heap.size()
+        ));
+    }
+    Ok(loc)
+}
+
 /// The block at `loc` (inverse of [`locate`]).
 pub(crate) fn block_of(layout: &Layout, loc: Loc) -> Block {
     match loc {
@@ -280,12 +300,27 @@ pub(crate) fn for_each_block(
 
 /// Read and validate the whole persistent allocator state: every slab table entry,
 /// every large run, and the padding bits of every small slab's bitmap. Returns the raw
-/// entries and the list of problems (empty if the state is sound).
+/// entries of the slabs that exist at the current size and the list of problems (empty
+/// if the state is sound).
 pub(crate) fn scan(heap: &Heap) -> (Vec<u32>, Vec<String>) {
     let layout = heap.layout();
-    let count = layout.slab_count;
-    let entries: Vec<u32> = (0..count).map(|i| read_entry(heap, i)).collect();
+    // Slabs past the current size do not exist yet: their entries must be free (a
+    // growth makes the new size durable before any of them is used), and their bitmaps
+    // are not read.
+    let count = heap.slabs_present();
     let mut problems = Vec::new();
+    for i in count..layout.slab_count {
+        let e = read_entry(heap, i);
+        if e != Kind::Free.encode() {
+            problems.push(format!(
+                "slab {i} (offset {:#x}) lies past the end of the pool ({} bytes) but the slab table says {}",
+                layout.slab_offset(i),
+                heap.size(),
+                describe(e)
+            ));
+        }
+    }
+    let entries: Vec<u32> = (0..count).map(|i| read_entry(heap, i)).collect();
     let at = |i: usize| format!("slab {i} (offset {:#x})", layout.slab_offset(i));
     // The run being walked: (head, length).
     let mut run: Option<(usize, usize)> = None;

@@ -727,3 +727,116 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
         assert!(a.is_allocated(*b));
     }
 }
+
+fn growable_heap(len: usize, max: usize) -> Arc<Heap> {
+    let m = DramMedium::anonymous_growable(len, max, 0, 0).unwrap();
+    Arc::new(
+        Heap::format_growable(
+            Arc::new(m),
+            FormatParams {
+                engine_id: 1,
+                max_threads: 1,
+                log_bytes_per_thread: 64 << 10,
+                regions: Default::default(),
+            },
+            max as u64,
+        )
+        .unwrap(),
+    )
+}
+
+/// Reserve and publish whole-slab blocks until the heap is full at its current size
+/// (the allocator would grow on the next one).
+fn fill_present(a: &Allocator, heap: &Heap) {
+    let mut c = ThreadCache::default();
+    let n = lock(&a.slabs).nfree();
+    for _ in 0..n {
+        reserve_publish(a, &mut c, SLAB_SIZE - HEADER);
+    }
+    assert_eq!(lock(&a.slabs).nfree(), 0);
+    assert!(heap.slabs_present() < heap.layout().slab_count);
+}
+
+#[test]
+fn threads_that_hit_the_end_at_once_grow_the_heap_once() {
+    for round in 0..20 {
+        let heap = growable_heap(1 << 20, 64 << 20);
+        let a = Allocator::rebuild(heap.clone()).unwrap();
+        fill_present(&a, &heap);
+        let (size0, seq0) = (heap.size(), heap.superblock().seq);
+        // Hold the growth lock while both threads find no free slab, so that both wait
+        // for it (given a moment to get there) and the second finds the first's growth.
+        let held = lock(&a.grow_lock);
+        let blocks: Vec<Block> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut c = ThreadCache::default();
+                        reserve_publish(&a, &mut c, SLAB_SIZE - HEADER)
+                    })
+                })
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(if round < 3 {
+                200
+            } else {
+                5
+            }));
+            drop(held);
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_ne!(blocks[0], blocks[1]);
+        // Doubling gives both threads a slab: exactly one growth, one superblock write.
+        let seq = heap.superblock().seq;
+        assert_eq!(seq, seq0 + 1, "round {round}: {} growths", seq - seq0);
+        assert!(heap.size() > size0);
+        assert_eq!(heap.superblock().pool_size as usize, heap.size());
+        for b in &blocks {
+            assert!(b.offset as usize >= size0, "{b:?} is not in the new region");
+            assert!(a.is_allocated(*b));
+        }
+    }
+}
+
+#[test]
+fn growth_is_refused_at_the_maximum_and_slabs_past_the_end_are_checked() {
+    let heap = growable_heap(1 << 20, 2 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let mut n = 0;
+    loop {
+        match a.reserve(&mut c, SLAB_SIZE - HEADER) {
+            Ok(b) => {
+                a.publish_alloc(b);
+                n += 1;
+            }
+            Err(Error::OutOfSpace { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(heap.slabs_present(), heap.layout().slab_count);
+    assert_eq!(n, heap.layout().slab_count);
+    assert!(heap.size() as u64 <= heap.layout().max_size);
+    heap.fence();
+    assert!(Allocator::check(&heap).is_empty());
+
+    // On a heap that has not grown, a slab past the end must be free; a logged block
+    // there is refused by recovery.
+    let heap = growable_heap(1 << 20, 4 << 20);
+    let present = heap.slabs_present();
+    assert!(present < heap.layout().slab_count);
+    let past = Block {
+        offset: heap.layout().slab_offset(present) as u64,
+        size: SLAB_SIZE as u64,
+    };
+    assert!(corrupt_msg(Allocator::check_block(&heap, past)).contains("past the end"));
+    assert!(corrupt_msg(Allocator::replay_alloc(&heap, past)).contains("past the end"));
+    set_entry(&heap, present, Kind::Small(0).encode());
+    let problems = Allocator::check(&heap);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("past the end of the pool")),
+        "{problems:?}"
+    );
+    assert!(Allocator::rebuild(heap).is_err());
+}

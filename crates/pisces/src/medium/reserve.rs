@@ -1,0 +1,365 @@
+//! A mapping inside a reserved virtual range: the image of a pool that can grow without
+//! moving.
+//!
+//! # Algorithm
+//! [`Mapping`] first reserves `reserved` bytes of address space with an anonymous
+//! `PROT_NONE` mapping (`MAP_NORESERVE`: no memory or swap is committed for it), then
+//! maps the first `len` bytes of the image over its start with `MAP_FIXED`: the pool
+//! file (`MAP_SHARED`, or `MAP_SHARED_VALIDATE | MAP_SYNC` for DAX) or, without a file,
+//! read-write anonymous memory. [`Mapping::extend`] makes more of the reservation
+//! usable the same way (after the caller extended the file), so the base address never
+//! changes and every pointer into the image stays valid for the mapping's life.
+//!
+//! # Invariants
+//! * `base..base + reserved` is ours from `new` to `drop` (one `munmap` of the whole
+//!   range at drop); nothing else is ever mapped there.
+//! * `base..base + len()` is readable and writable; the rest of the reservation is
+//!   `PROT_NONE` and never accessed (media check every range against `len()`).
+//! * `len()` only grows, and only under `grow_lock`. It is published with a Release
+//!   store after the new pages are mapped, so a thread that reads the new length
+//!   (Acquire) also finds the pages mapped.
+//!
+//! With `reserved == len` the mapping is a plain mapping of the file, as before the
+//! pool could grow.
+
+use crate::{Error, Result};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Page size: reservations and lengths are multiples of it.
+const PAGE: usize = 4096;
+
+/// How the usable part of a [`Mapping`] is backed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Process-private zeroed memory.
+    Anonymous,
+    /// The file, `MAP_SHARED`.
+    Shared,
+    /// The file, `MAP_SHARED_VALIDATE | MAP_SYNC` (DAX).
+    Sync,
+}
+
+/// An image of `len()` usable bytes at a fixed address inside a reservation of
+/// `reserved()` bytes.
+pub struct Mapping {
+    base: NonNull<u8>,
+    reserved: usize,
+    len: AtomicUsize,
+    backing: Backing,
+    grow_lock: Mutex<()>,
+}
+
+// SAFETY: the mapping is plain memory owned by this value until Drop; the raw pointer is
+// only handed out through `base()`, whose users follow the Medium contract. Growth is
+// serialised by `grow_lock`.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&self` methods only read the immutable fields, the atomic length,
+// or take the lock.
+unsafe impl Sync for Mapping {}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("len", &self.len())
+            .field("reserved", &self.reserved)
+            .field("backing", &self.backing)
+            .finish()
+    }
+}
+
+fn page_multiple(n: usize) -> usize {
+    n.next_multiple_of(PAGE)
+}
+
+impl Mapping {
+    /// Reserve `reserved` bytes (at least `len`) and make the first `len` usable, backed
+    /// by `file` (which must be at least `len` bytes long) or anonymous memory.
+    ///
+    /// Errors: `Io` when the kernel refuses; for [`Backing::Sync`], the raw `io::Error`
+    /// of the failed `mmap` is in the `Io` error so the caller can recognise a non-DAX
+    /// file system (see [`Mapping::new_raw`]).
+    pub fn new(file: Option<&File>, len: usize, reserved: usize, backing: Backing) -> Result<Self> {
+        Self::new_raw(file, len, reserved, backing).map_err(|e| Error::io("mapping the pool", e))
+    }
+
+    /// As [`Mapping::new`], returning the operating system's error unchanged.
+    pub fn new_raw(
+        file: Option<&File>,
+        len: usize,
+        reserved: usize,
+        backing: Backing,
+    ) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map an empty image",
+            ));
+        }
+        if (backing == Backing::Anonymous) != file.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a file mapping needs a file, an anonymous one none",
+            ));
+        }
+        let reserved = page_multiple(reserved.max(len));
+        // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing (null
+        // hint); it overwrites nothing of ours.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserved,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let Some(base) = NonNull::new(p.cast::<u8>()) else {
+            return Err(io::Error::other("mmap returned a null reservation"));
+        };
+        let m = Mapping {
+            base,
+            reserved,
+            len: AtomicUsize::new(0),
+            backing,
+            grow_lock: Mutex::new(()),
+        };
+        // On failure `m` is dropped, which unmaps the reservation.
+        m.map_range(file, 0, len)?;
+        // Relaxed: the value is not shared with any other thread yet.
+        m.len.store(len, Ordering::Relaxed);
+        Ok(m)
+    }
+
+    /// Make `from..to` of the reservation usable.
+    fn map_range(&self, file: Option<&File>, from: usize, to: usize) -> io::Result<()> {
+        debug_assert!(from <= to && to <= self.reserved && from.is_multiple_of(PAGE));
+        let size = page_multiple(to) - from;
+        if size == 0 {
+            return Ok(());
+        }
+        // SAFETY: `from..from + size` lies inside our reservation (checked above: `to <=
+        // reserved`, and `reserved` is a page multiple), which no other code maps or
+        // touches; replacing its PROT_NONE pages cannot affect any live reference.
+        let addr = unsafe { self.base.as_ptr().add(from) }.cast::<libc::c_void>();
+        let rc = match (self.backing, file) {
+            (Backing::Anonymous, _) => {
+                // SAFETY: as above: the range is inside the reservation.
+                unsafe { libc::mprotect(addr, size, libc::PROT_READ | libc::PROT_WRITE) }
+            }
+            (backing, Some(f)) => {
+                let flags = match backing {
+                    Backing::Sync => libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                    _ => libc::MAP_SHARED,
+                };
+                let off = libc::off_t::try_from(from)
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+                // SAFETY: MAP_FIXED over pages of our own reservation (see above); the
+                // descriptor is valid for the call.
+                let p = unsafe {
+                    libc::mmap(
+                        addr,
+                        size,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        flags | libc::MAP_FIXED,
+                        f.as_raw_fd(),
+                        off,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    -1
+                } else {
+                    0
+                }
+            }
+            (_, None) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a file mapping needs its file to grow",
+                ))
+            }
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Start of the image.
+    pub fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Usable bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        // Acquire: pairs with the Release store in `extend`, so the caller that sees the
+        // new length also sees the new pages mapped.
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// True if nothing is usable (never, for a constructed mapping).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reserved bytes: the most `len()` can grow to.
+    pub fn reserved(&self) -> usize {
+        self.reserved
+    }
+
+    /// Make the image at least `new_len` bytes long. For a file backing, the caller
+    /// has already extended `file` to at least `new_len` bytes. A no-op if the image is
+    /// long enough already.
+    pub fn extend(&self, file: Option<&File>, new_len: usize) -> io::Result<()> {
+        let _g = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: `len` is only stored under `grow_lock`, which we hold.
+        let cur = self.len.load(Ordering::Relaxed);
+        if new_len <= cur {
+            return Ok(());
+        }
+        if new_len > self.reserved {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot grow the image to {new_len} bytes: only {} are reserved",
+                    self.reserved
+                ),
+            ));
+        }
+        // `cur` may end inside a page (a length that is not a page multiple): that page
+        // is mapped already.
+        let from = page_multiple(cur);
+        self.map_range(file, from, new_len)?;
+        // Release: see `len`.
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    /// `msync(MS_SYNC)` the pages covering `off..off + len` (file backings).
+    pub fn msync(&self, off: usize, len: usize) -> io::Result<()> {
+        let start = off & !(PAGE - 1);
+        let end = off.saturating_add(len).min(self.len());
+        if end <= start {
+            return Ok(());
+        }
+        // SAFETY: `start..end` lies inside the usable part of the mapping; msync reads
+        // no memory of ours.
+        let rc = unsafe {
+            libc::msync(
+                self.base.as_ptr().add(start).cast(),
+                end - start,
+                libc::MS_SYNC,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + reserved` is exactly our reservation (including every
+        // part mapped over it), and the Medium contract ends the validity of `base()`
+        // with the medium that owns this mapping.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.reserved);
+        }
+    }
+}
+
+/// Extend `file` to `new_len` bytes and reserve its blocks, then make the new length
+/// durable (`fdatasync`), so that a superblock recording the new size never describes a
+/// file shorter than itself after a crash. A no-op if the file is long enough.
+pub fn extend_file(file: &File, new_len: u64) -> io::Result<()> {
+    let cur = file.metadata()?.len();
+    if new_len <= cur {
+        return Ok(());
+    }
+    file.set_len(new_len)?;
+    let (Ok(start), Ok(len)) = (
+        libc::off_t::try_from(cur),
+        libc::off_t::try_from(new_len - cur),
+    ) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "file too large",
+        ));
+    };
+    loop {
+        // SAFETY: a valid descriptor; posix_fallocate touches no memory of ours and
+        // returns the error number instead of setting errno.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), start, len) };
+        match rc {
+            0 | libc::EOPNOTSUPP => break,
+            libc::EINTR => continue,
+            e => {
+                // Give the blocks back: a shorter file is still a sound pool (the
+                // superblock was not changed).
+                let _ = file.set_len(cur);
+                return Err(io::Error::from_raw_os_error(e));
+            }
+        }
+    }
+    file.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_mapping_grows_in_place() {
+        let m = Mapping::new(None, 8192, 1 << 20, Backing::Anonymous).unwrap();
+        let base = m.base();
+        assert_eq!(m.len(), 8192);
+        // SAFETY: inside the usable part.
+        unsafe { *base.add(8191) = 1 };
+        m.extend(None, 64 << 10).unwrap();
+        assert_eq!(m.base(), base);
+        assert_eq!(m.len(), 64 << 10);
+        // SAFETY: inside the (new) usable part; anonymous memory starts zeroed.
+        unsafe {
+            assert_eq!(*base.add(8191), 1);
+            assert_eq!(*base.add((64 << 10) - 1), 0);
+        }
+        assert!(m.extend(None, (1 << 20) + 4096).is_err());
+        m.extend(None, 4096).unwrap();
+        assert_eq!(m.len(), 64 << 10, "never shrinks");
+    }
+
+    #[test]
+    fn file_mapping_grows_and_writes_reach_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        f.set_len(8192).unwrap();
+        let m = Mapping::new(Some(&f), 8192, 1 << 20, Backing::Shared).unwrap();
+        let base = m.base();
+        extend_file(&f, 3 * 65536).unwrap();
+        m.extend(Some(&f), 3 * 65536).unwrap();
+        assert_eq!(m.base(), base);
+        // SAFETY: inside the usable part.
+        unsafe { *base.add(3 * 65536 - 1) = 9 };
+        m.msync(0, m.len()).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len(), 3 * 65536);
+        assert_eq!(bytes[3 * 65536 - 1], 9);
+    }
+}
