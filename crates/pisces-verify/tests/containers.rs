@@ -404,9 +404,7 @@ fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup, gro
         })
         .unwrap();
     assert_eq!(got, model);
-    let (stats, grown) = pool
-        .run(|tx| Ok((m.check(tx)?, m.buckets(tx)?)))
-        .unwrap();
+    let (stats, grown) = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
     assert_eq!(stats.entries, model.len());
     if !growable {
         assert_eq!(grown, buckets);
@@ -858,7 +856,9 @@ fn two_threads_disjoint_keys_on(growable: bool) {
         assert!(m.iter().all(|(k, v)| *v == val64(*k)));
         assert_eq!(t, kept.iter().map(|&k| (k, k)).collect::<Vec<_>>());
         assert_eq!(allocated(&pool), root_objects(&pool, root));
-        let (stats, buckets) = pool.run(|tx| Ok((r.map.check(tx)?, r.map.buckets(tx)?))).unwrap();
+        let (stats, buckets) = pool
+            .run(|tx| Ok((r.map.check(tx)?, r.map.buckets(tx)?)))
+            .unwrap();
         assert_eq!(stats.entries, kept.len());
         if growable {
             // Grown to about one bucket per entry (a local estimate: within 2x).

@@ -487,7 +487,12 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             let n = h[H_BUCKETS];
             let m = 1u64 << (63 - n.leading_zeros());
             let s = n - m;
-            (n, h[H_LEVELS], h[H_CHUNKS], (s, Self::chunk_of(tx, h, s as usize / CHUNK)?))
+            (
+                n,
+                h[H_LEVELS],
+                h[H_CHUNKS],
+                (s, Self::chunk_of(tx, h, s as usize / CHUNK)?),
+            )
         };
         let m = 1u64 << (63 - n.leading_zeros());
         let (s, src_chunk) = src;
@@ -527,7 +532,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             let c = tx.write(PPtr::<CountedChunk>::from_offset(src_chunk))?;
             c[s as usize % CHUNK] = first(false);
             c[CHUNK] = c[CHUNK].checked_sub(moved).ok_or_else(|| {
-                self.corrupt(format!("chunk at {src_chunk:#x} counts fewer entries than it holds"))
+                self.corrupt(format!(
+                    "chunk at {src_chunk:#x} counts fewer entries than it holds"
+                ))
             })?;
         }
         {
