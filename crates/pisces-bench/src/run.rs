@@ -150,7 +150,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     }
     if s.workloads.contains(&WorkloadKind::Set) {
         head += &format!(
-            "data: set, a hash set (one bucket per key) of {} keys drawn from twice as many; \
+            "data: set, a hash set (growing as it fills) of {} keys drawn from twice as many; \
              update mixes {} %\n",
             list(&s.set_keys),
             list(&s.set_mixes),

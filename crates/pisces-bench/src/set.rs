@@ -1,6 +1,7 @@
 //! The hash-set data set, after the set benchmarks of the published PTM peers: a
 //! `HashMap<u64, u8>` used as a set of `N` keys (the value is a one-byte placeholder:
-//! the container has no zero-sized values), one bucket per key.
+//! the container has no zero-sized values). The map grows as it is preloaded
+//! (`HashMap::new`): no bucket count is chosen by hand.
 //!
 //! The `N` member keys are drawn from `0 .. 2N` and preloaded in a random order. Every
 //! operation picks one member uniformly: a read looks it up, an update removes it and
@@ -10,7 +11,6 @@
 //! update: 16 (the key removed and the key added; the placeholder byte is not counted).
 
 use crate::dataset::{missing_member, sample_keys, DataSet, PRELOAD_BATCH, SET_UPDATE_BYTES};
-use pisces::containers::hashmap::MAX_BUCKETS;
 use pisces::{HashMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -37,9 +37,8 @@ impl SetBench {
     /// Create a set of `keys` keys on `pool` and preload it in batches.
     pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
         let members = sample_keys(keys, 2 * keys as u64, seed);
-        let buckets = keys.clamp(1, MAX_BUCKETS);
         let mut h = pool.handle()?;
-        let set = h.run(|tx| Set::create(tx, buckets))?;
+        let set = h.run(|tx| Set::new(tx))?;
         for batch in members.chunks(PRELOAD_BATCH) {
             h.run(|tx| {
                 for &k in batch {

@@ -345,11 +345,17 @@ fn bounds(lo: u64, hi: u64, mode: u8) -> (Bound<u64>, Bound<u64>) {
     }
 }
 
-fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup) {
+fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup, growable: bool) {
     let pool = mem_pool(setup.clone(), 8 << 20, 1);
     let base = allocated(&pool);
     let m = pool
-        .run(|tx| HashMap::<u64, u64>::create(tx, buckets))
+        .run(|tx| {
+            if growable {
+                HashMap::<u64, u64>::with_buckets(tx, buckets)
+            } else {
+                HashMap::<u64, u64>::create(tx, buckets)
+            }
+        })
         .unwrap();
     let mut model: StdHash<u64, u64> = StdHash::new();
     for (ops, abort) in batches {
@@ -398,8 +404,13 @@ fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup) {
         })
         .unwrap();
     assert_eq!(got, model);
+    let (stats, grown) = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
+    assert_eq!(stats.entries, model.len());
+    if !growable {
+        assert_eq!(grown, buckets);
+    }
     // No leaks: allocated = base + header + chunks + one node per entry.
-    let chunks = buckets.div_ceil(32);
+    let chunks = grown.div_ceil(32) + usize::from(grown > 32 * 504) * grown.div_ceil(32 * 512);
     assert_eq!(
         allocated(&pool).len(),
         base.len() + 1 + chunks + model.len()
@@ -474,7 +485,12 @@ proptest! {
 
     #[test]
     fn hashmap_matches_std(buckets in 1usize..70, b in batches(48), e in 0..4usize) {
-        run_hash_model(buckets, &b, setups()[e].clone());
+        run_hash_model(buckets, &b, setups()[e].clone(), false);
+    }
+
+    #[test]
+    fn growable_hashmap_matches_std(buckets in 1usize..6, b in batches(48), e in 0..4usize) {
+        run_hash_model(buckets, &b, setups()[e].clone(), true);
     }
 
     #[test]
@@ -746,12 +762,20 @@ fn containers_compose_with_other_objects_and_roll_back_on_abort() {
 // ------------------------------------------------------------------ two threads
 
 fn two_thread_pool(setup: Setup) -> (Pool, PPtr<Root>, Root) {
+    two_thread_pool_with(setup, false)
+}
+
+fn two_thread_pool_with(setup: Setup, growable: bool) -> (Pool, PPtr<Root>, Root) {
     let pool = mem_pool(setup.clone(), 64 << 20, 3);
     let root: PPtr<Root> = pool.root().unwrap();
     let r = pool
         .run(|tx| {
             let r = Root {
-                map: HashMap::create(tx, 64)?,
+                map: if growable {
+                    HashMap::with_buckets(tx, 1)?
+                } else {
+                    HashMap::create(tx, 64)?
+                },
                 tree: BTreeMap::create(tx)?,
                 counter: 0,
             };
@@ -780,8 +804,19 @@ fn contents(pool: &Pool, r: Root) -> (StdBTree<u64, Val64>, Vec<(u64, u64)>) {
 
 #[test]
 fn two_threads_disjoint_keys() {
+    two_threads_disjoint_keys_on(false);
+}
+
+/// Two threads insert into (and remove from) one growable map that starts with a single
+/// bucket: the splits run concurrently with the other thread's inserts and removes.
+#[test]
+fn two_threads_grow_one_map() {
+    two_threads_disjoint_keys_on(true);
+}
+
+fn two_threads_disjoint_keys_on(growable: bool) {
     for setup in setups() {
-        let (pool, root, r) = two_thread_pool(setup);
+        let (pool, root, r) = two_thread_pool_with(setup, growable);
         const N: u64 = 1500;
         let barrier = Barrier::new(2);
         std::thread::scope(|s| {
@@ -821,6 +856,18 @@ fn two_threads_disjoint_keys() {
         assert!(m.iter().all(|(k, v)| *v == val64(*k)));
         assert_eq!(t, kept.iter().map(|&k| (k, k)).collect::<Vec<_>>());
         assert_eq!(allocated(&pool), root_objects(&pool, root));
+        let (stats, buckets) = pool
+            .run(|tx| Ok((r.map.check(tx)?, r.map.buckets(tx)?)))
+            .unwrap();
+        assert_eq!(stats.entries, kept.len());
+        if growable {
+            // Grown to about one bucket per entry (a local estimate: within 2x).
+            assert!(
+                buckets >= kept.len() / 2 && buckets <= 2 * kept.len(),
+                "{buckets} buckets for {} entries",
+                kept.len()
+            );
+        }
     }
 }
 
@@ -1066,6 +1113,7 @@ fn crash_check(pool: &Pool, acked: usize, n: usize) -> Result<(), String> {
             if torn {
                 return Err(Error::abort("torn hash map value"));
             }
+            r.map.check(tx)?;
             r.tree.check(tx)?;
             let mut t = StdBTree::new();
             r.tree.for_each(tx, |k, v| t.insert(*k, *v).is_none())?;
@@ -1108,6 +1156,19 @@ fn crash_check(pool: &Pool, acked: usize, n: usize) -> Result<(), String> {
 /// dangling blocks.
 #[test]
 fn crash_at_every_fence() {
+    crash_at_every_fence_with(|tx| HashMap::create(tx, 4));
+}
+
+/// As `crash_at_every_fence`, with a growable map that starts with one bucket: the
+/// crashes hit bucket splits, chunk additions and count updates.
+#[test]
+fn crash_at_every_fence_while_growing() {
+    crash_at_every_fence_with(|tx| HashMap::with_buckets(tx, 1));
+}
+
+fn crash_at_every_fence_with(
+    make_map: fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, [u64; 3]>>,
+) {
     const N: usize = 24;
     // Every persistent engine (the volatile baseline promises nothing after a crash).
     for opts in setups().into_iter().filter(|s| s.0.is_durable()) {
@@ -1116,7 +1177,7 @@ fn crash_at_every_fence() {
         let root: PPtr<CrashRoot> = pool.root().unwrap();
         pool.run(|tx| {
             *tx.write(root)? = CrashRoot {
-                map: HashMap::create(tx, 4)?,
+                map: make_map(tx)?,
                 tree: BTreeMap::create(tx)?,
             };
             Ok(())
@@ -1163,4 +1224,89 @@ fn crash_at_every_fence() {
         assert!(failures.is_empty(), "{failures:#?}");
         assert!(states as u64 >= fences, "only {states} states");
     }
+}
+
+/// A grown map survives a clean close and reopen, and damage to its growth state is an
+/// error (`Corrupt`), never a hang or a wrong answer.
+#[test]
+fn grown_map_reopens_and_damage_is_corrupt() {
+    let (engine, opts) = pisces();
+    let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
+    let cfg = Config {
+        size: 8 << 20,
+        engine: Some(engine),
+        max_threads: 2,
+        log_bytes_per_thread: 1 << 20,
+        engine_options: opts,
+        ..Config::default()
+    };
+    let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
+    let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+    pool.run(|tx| {
+        let m = HashMap::new(tx)?;
+        *tx.write(root)? = m;
+        Ok(())
+    })
+    .unwrap();
+    let m = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
+    // Enough keys to pass the header directory (504 chunks): levels 1 -> 2.
+    const N: u64 = 20_000;
+    for batch in (0..N).collect::<Vec<_>>().chunks(500) {
+        pool.run(|tx| {
+            for &k in batch {
+                m.insert(tx, k, k * 3)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let before = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
+    assert_eq!(before.0.entries, N as usize);
+    assert!(before.1 > 32 * 504, "{} buckets", before.1);
+    drop(pool);
+    let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim, cfg).unwrap();
+    let after = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
+    assert_eq!(after, before);
+    for k in (0..N).step_by(97) {
+        assert_eq!(pool.run(|tx| m.get(tx, &k)).unwrap(), Some(k * 3));
+    }
+    assert_eq!(pool.run(|tx| m.get(tx, &N)).unwrap(), None);
+    // A count that disagrees with the chain: `check` says Corrupt.
+    let hdr = PPtr::<[u64; 512]>::from_offset(m.offset());
+    let chunk0 = pool
+        .run(|tx| {
+            let h = *tx.read(hdr)?;
+            let page = *tx.read(PPtr::<[u64; 512]>::from_offset(h[8]))?;
+            Ok(page[0])
+        })
+        .unwrap();
+    let count = PPtr::<[u64; 33]>::from_offset(chunk0);
+    pool.run(|tx| {
+        tx.write(count)?[32] += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert!(matches!(pool.run(|tx| m.check(tx)), Err(Error::Corrupt(_))));
+    pool.run(|tx| {
+        tx.write(count)?[32] = 0;
+        Ok(())
+    })
+    .unwrap();
+    // Removing a key of that chunk would take its count below zero: the removes of
+    // keys in other chunks succeed, the first one in chunk 0 is `Corrupt`.
+    let first_err = (0..N)
+        .map(|k| pool.run(|tx| m.remove(tx, &k)))
+        .find_map(|r| r.err())
+        .expect("no key of chunk 0 was removed");
+    assert!(matches!(first_err, Error::Corrupt(_)), "{first_err}");
+    // An unknown layout version is refused, not misread.
+    pool.run(|tx| {
+        tx.write(hdr)?[5] = 7;
+        Ok(())
+    })
+    .unwrap();
+    let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
 }

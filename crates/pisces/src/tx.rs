@@ -63,6 +63,7 @@
 //! # let _codegen: fn(&Pool, PPtr<u128>) -> Result<()> = f;
 //! ```
 
+use crate::engine::kit::objects::FastReads;
 use crate::engine::registry::AnyThread;
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;
@@ -156,6 +157,9 @@ impl TxOptions {
 /// A running transaction (see the module docs for its borrowing rules).
 pub struct Tx<'h> {
     th: &'h mut AnyThread,
+    /// The engine's read fast path for this attempt (`None`: every read asks the
+    /// engine).
+    fast: Option<FastReads>,
     finished: bool,
     read_only: bool,
     /// An engine call of this attempt failed with a conflict: the attempt is retried
@@ -196,7 +200,10 @@ impl<'h> Tx<'h> {
     #[inline]
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<&T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
-        let ptr = self.seen(self.th.read(p.offset(), size_of::<T>()))?;
+        let ptr = match self.fast.and_then(|f| f.read(p.offset(), size_of::<T>())) {
+            Some(ptr) => ptr,
+            None => self.read_engine(p.offset(), size_of::<T>())?,
+        };
         // SAFETY: the engine validated `p` as an object of at least size_of::<T>() bytes
         // and returned an 8-aligned pointer to its snapshot version, which does not change
         // while `&self` is borrowed (module docs); `T: Pod` accepts any bytes.
@@ -290,7 +297,10 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = self.seen(self.th.read(p.offset(), len))?;
+        let ptr = match self.fast.and_then(|f| f.read(p.offset(), len)) {
+            Some(ptr) => ptr,
+            None => self.read_engine(p.offset(), len)?,
+        };
         // SAFETY: the engine validated `p` as an object of at least `len` bytes and
         // returned a pointer to its snapshot version, unchanged while `&self` is
         // borrowed (module docs); bytes have no invalid values.
@@ -311,6 +321,12 @@ impl<'h> Tx<'h> {
     /// This attempt runs registered operation `id` with `args` (`Pool::run_op`).
     pub(crate) fn set_operation(&mut self, id: u32, args: &[u8]) {
         self.th.set_operation(Some((id, args)));
+    }
+
+    /// A read the fast path declined: the engine's full read.
+    #[inline(never)]
+    fn read_engine(&self, off: u64, len: usize) -> Result<*const u8> {
+        self.seen(self.th.read(off, len))
     }
 
     /// Note a conflict on its way out.
@@ -421,8 +437,10 @@ pub(crate) fn run_on<R, E: From<Error>>(
     let mut backoff = Backoff::new();
     loop {
         th.begin(opts);
+        let fast = th.fast_reads();
         let mut tx = Tx {
             th: &mut *th,
+            fast,
             finished: false,
             read_only: opts.read_only,
             conflicted: std::cell::Cell::new(false),

@@ -23,7 +23,7 @@
 //! Every walk is bounded: a node is visited at most once.
 
 use super::btree::{INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC};
-use super::hash::{bucket_of, stable_hash};
+use super::hash::{bucket_in, stable_hash};
 use super::hashmap::MAGIC as HASH_MAGIC;
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
@@ -132,11 +132,18 @@ const H_DIR: usize = 8;
 const DIR: u64 = (HDR_WORDS - H_DIR) as u64;
 const PAGE: usize = 512;
 const CHUNK: usize = 32;
+/// Header word 5 of a growable map (see the hash map's module docs).
+const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
 
 fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     let h = objs.words(at, HDR_WORDS)?;
     let (sig, buckets, levels, chunks) = (h[1], h[2], h[3], h[4]);
     let (ks, vs) = (sig & 0xffff_ffff, sig >> 32);
+    let growable = match h[5] {
+        0 => false,
+        GROWABLE => true,
+        v => return Err(format!("unknown layout version {v:#x}")),
+    };
     if buckets == 0
         || buckets > DIR * PAGE as u64 * CHUNK as u64
         || chunks != buckets.div_ceil(CHUNK as u64)
@@ -170,12 +177,13 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
             pages[&p][c % PAGE]
         };
         let chunk = objs
-            .words(off, CHUNK)
+            .words(off, CHUNK + usize::from(growable))
             .map_err(|e| format!("chunk {c}: {e}"))?;
+        let mut in_chunk = 0u64;
         if !seen.insert(off) {
             return Err(format!("chunk {c} at {off:#x} is reached twice"));
         }
-        for (slot, &head) in chunk.iter().enumerate() {
+        for (slot, &head) in chunk[..CHUNK].iter().enumerate() {
             let b = (c * CHUNK + slot) as u64;
             let mut cur = head;
             let mut len = 0;
@@ -196,7 +204,7 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
                     .flat_map(|x| x.to_le_bytes())
                     .take(ks as usize)
                     .collect();
-                if bucket_of(stable_hash(&key), buckets) != b {
+                if bucket_in(stable_hash(&key), buckets, growable) != b {
                     return Err(format!(
                         "the node at {cur:#x} is in bucket {b}, but its key hashes to another bucket"
                     ));
@@ -205,7 +213,14 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
                 cur = w[0];
             }
             entries += len;
+            in_chunk += len as u64;
             longest = longest.max(len);
+        }
+        if growable && chunk[CHUNK] != in_chunk {
+            return Err(format!(
+                "chunk {c} counts {} entries but holds {in_chunk}",
+                chunk[CHUNK]
+            ));
         }
     }
     Ok(format!(

@@ -46,8 +46,54 @@ pub(crate) fn bucket_of(hash: u64, buckets: u64) -> u64 {
     ((hash as u128 * buckets as u128) >> 64) as u64
 }
 
+/// Bucket of a hash in a growable map of `buckets` buckets (linear hashing on the low
+/// bits): with `m` the largest power of two not above `buckets`, buckets `0 .. s` (where
+/// `s = buckets - m`) have been split into themselves and `m .. m + s`, so a hash whose
+/// low bits select a split bucket takes one more bit.
+#[inline(always)]
+pub(crate) fn linear_bucket(hash: u64, buckets: u64) -> u64 {
+    debug_assert!(buckets >= 1);
+    let m = 1u64 << (63 - buckets.leading_zeros());
+    let b = hash & (m - 1);
+    if b < buckets - m {
+        hash & (2 * m - 1)
+    } else {
+        b
+    }
+}
+
+/// The bucket of a hash: multiply-shift for fixed maps, linear hashing for growable ones.
+#[inline(always)]
+pub(crate) fn bucket_in(hash: u64, buckets: u64, growable: bool) -> u64 {
+    if growable {
+        linear_bucket(hash, buckets)
+    } else {
+        bucket_of(hash, buckets)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// Splitting bucket `s` moves exactly the keys whose next bit is set to `s + m`,
+    /// and no other key changes bucket.
+    #[test]
+    fn linear_split_moves_only_the_split_bucket() {
+        for n in 1..300u64 {
+            let m = 1u64 << (63 - n.leading_zeros());
+            let s = n - m;
+            for k in 0..2000u64 {
+                let h = stable_hash(&k.to_le_bytes());
+                let (before, after) = (linear_bucket(h, n), linear_bucket(h, n + 1));
+                assert!(before < n && after < n + 1);
+                if before != s {
+                    assert_eq!(before, after, "n {n} key {k}");
+                } else {
+                    assert!(after == s || after == n, "n {n} key {k}");
+                }
+            }
+        }
+    }
+
     use super::*;
 
     /// The hash is part of the pool format: these values must never change.

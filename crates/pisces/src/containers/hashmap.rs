@@ -50,6 +50,25 @@
 //!   unlinking both neighbours from a stale snapshot; a remove and an update of the same
 //!   node conflict, so no update is lost into a freed node.
 //!
+//! # Growth
+//! A map made by [`HashMap::new`] or [`HashMap::with_buckets`] grows as it fills by
+//! linear hashing (header word 5 = `"GROW.v1"`; 0 in fixed maps, whose layout is the
+//! original one and still read as before; any other value is refused as `Corrupt`):
+//! * addressing: with `n` buckets and `m` the largest power of two not above `n`, a key
+//!   is in bucket `hash mod m`, or `hash mod 2m` if that bucket (below `n - m`) was
+//!   already split;
+//! * each chunk of a growable map has a 33rd word: the number of entries in its 32
+//!   buckets, written by every insert and remove of a key in them. No counter is
+//!   shared by all writers: two writers conflict on it only within one chunk;
+//! * an insert whose chunk count says the map is above one entry per bucket (the
+//!   estimate is explained at `overloaded`) splits bucket `n - m` in the same
+//!   transaction: its keys with hash bit `m` set move to the new bucket `n`; a new
+//!   chunk is added every 32 buckets (the header directory turns into pages past 504
+//!   chunks). Each step is part of a transaction, so a crash leaves the map before or
+//!   after it, and `check` verifies the counts and every key's bucket under the grown
+//!   geometry. Splits write the header: concurrent splits conflict with each other
+//!   (not with lookups, or with inserts and removes that do not split).
+//!
 //! # Size
 //! There is no element counter: one counter object written by every insert and remove
 //! would make every pair of concurrent updates conflict, serialising all writers of the
@@ -58,7 +77,7 @@
 //! `create` allocates all chunks in its transaction (about 10 bytes of log per bucket
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
-use super::hash::{bucket_of, stable_hash};
+use super::hash::{bucket_in, stable_hash};
 use super::iter::{HashIter, Walk};
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
@@ -69,6 +88,8 @@ use std::mem::size_of;
 type Header = [u64; HDR_WORDS];
 type Page = [u64; PAGE];
 type Chunk = [u64; CHUNK];
+/// A growable map's chunk: the 32 heads, then the number of entries in its buckets.
+type CountedChunk = [u64; CHUNK + 1];
 
 /// The first word of every hash map header ("PSC.HMAP"): how tools recognise a map.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PSC.HMAP");
@@ -79,6 +100,11 @@ const H_SIG: usize = 1;
 const H_BUCKETS: usize = 2;
 const H_LEVELS: usize = 3;
 const H_CHUNKS: usize = 4;
+const H_GROW: usize = 5;
+/// `H_GROW` of a growable map (0: fixed bucket count, the original layout).
+const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
+/// The entries per bucket above which a growable map splits a bucket.
+const MAX_LOAD: u64 = 1;
 const H_DIR: usize = 8;
 const DIR: usize = HDR_WORDS - H_DIR;
 const PAGE: usize = 512;
@@ -210,8 +236,34 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// Create an empty map with `buckets` chains (1 ..= [`MAX_BUCKETS`]); the count is
     /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000
-    /// keys.
+    /// keys. [`HashMap::new`] makes a map that grows as it fills instead.
     pub fn create(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
+        Self::create_with(tx, buckets, false)
+    }
+
+    /// Create an empty map that grows as it fills (no bucket count to choose): see
+    /// "Growth" in the module docs.
+    ///
+    /// ```
+    /// # use pisces::{Config, HashMap, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("g.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let m = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
+    /// pool.run(|tx| { for k in 0..1000 { m.insert(tx, k, k)?; } Ok(()) }).unwrap();
+    /// assert!(pool.run(|tx| m.buckets(tx)).unwrap() >= 500);
+    /// assert_eq!(pool.run(|tx| m.get(tx, &999)).unwrap(), Some(999));
+    /// ```
+    pub fn new(tx: &mut Tx<'_>) -> Result<Self> {
+        Self::create_with(tx, CHUNK, true)
+    }
+
+    /// A growable map (as [`HashMap::new`]) starting with `buckets` buckets: a hint
+    /// that saves the splits while it fills, never a limit.
+    pub fn with_buckets(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
+        Self::create_with(tx, buckets, true)
+    }
+
+    fn create_with(tx: &mut Tx<'_>, buckets: usize, growable: bool) -> Result<Self> {
         let _ = Self::NODE;
         if buckets == 0 || buckets > MAX_BUCKETS {
             return Err(Error::InvalidConfig(format!(
@@ -224,10 +276,18 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         hdr[H_SIG] = Self::SIG;
         hdr[H_BUCKETS] = buckets as u64;
         hdr[H_CHUNKS] = chunks as u64;
+        hdr[H_GROW] = if growable { GROWABLE } else { 0 };
+        let new_chunk = |tx: &mut Tx<'_>| -> Result<u64> {
+            Ok(if growable {
+                tx.alloc_zeroed::<CountedChunk>()?.offset()
+            } else {
+                tx.alloc_zeroed::<Chunk>()?.offset()
+            })
+        };
         if chunks <= DIR {
             hdr[H_LEVELS] = 1;
             for e in &mut hdr[H_DIR..H_DIR + chunks] {
-                *e = tx.alloc::<Chunk>([0; CHUNK])?.offset();
+                *e = new_chunk(tx)?;
             }
         } else {
             hdr[H_LEVELS] = 2;
@@ -238,7 +298,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 let mut page: Page = [0; PAGE];
                 let n = (chunks - p * PAGE).min(PAGE);
                 for c in &mut page[..n] {
-                    *c = tx.alloc::<Chunk>([0; CHUNK])?.offset();
+                    *c = new_chunk(tx)?;
                 }
                 *e = tx.alloc(page)?.offset();
             }
@@ -273,6 +333,13 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             )));
         }
         let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
+        if h[H_GROW] != 0 && h[H_GROW] != GROWABLE {
+            return Err(Error::Corrupt(format!(
+                "hash map at {:#x}: unknown layout version {:#x} (written by a newer Pisces, or damaged)",
+                self.header.offset(),
+                h[H_GROW]
+            )));
+        }
         if b == 0
             || b > MAX_BUCKETS as u64
             || c != b.div_ceil(CHUNK as u64)
@@ -302,8 +369,18 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     #[inline]
     fn bucket(&self, tx: &Tx<'_>, k: &K) -> Result<(u64, usize)> {
         let h = self.header(tx)?;
-        let b = bucket_of(stable_hash(bytemuck::bytes_of(k)), h[H_BUCKETS]) as usize;
+        let b = Self::bucket_index(h, k) as usize;
         Ok((Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK))
+    }
+
+    /// `k`'s bucket under the header's geometry.
+    #[inline]
+    fn bucket_index(h: &Header, k: &K) -> u64 {
+        bucket_in(
+            stable_hash(bytemuck::bytes_of(k)),
+            h[H_BUCKETS],
+            h[H_GROW] == GROWABLE,
+        )
     }
 
     #[inline]
@@ -343,6 +420,165 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 tx.write(PPtr::<Chunk>::from_offset(chunk))?[slot] = to;
             }
             Link::Next(node) => words::write(tx, node, Self::NODE)?[0] = to,
+        }
+        Ok(())
+    }
+
+    /// A growable map: add `delta` to the entry count of `k`'s chunk (an insert or
+    /// remove of `k` in this transaction), then split one bucket if the count says the
+    /// map is over its load. Fixed maps keep no counts.
+    fn count(&self, tx: &mut Tx<'_>, k: &K, delta: i64) -> Result<()> {
+        let (n, b, chunk) = {
+            let h = self.header(tx)?;
+            if h[H_GROW] != GROWABLE {
+                return Ok(());
+            }
+            let b = Self::bucket_index(h, k);
+            (h[H_BUCKETS], b, Self::chunk_of(tx, h, b as usize / CHUNK)?)
+        };
+        let cw = tx.write(PPtr::<CountedChunk>::from_offset(chunk))?;
+        let Some(count) = cw[CHUNK].checked_add_signed(delta) else {
+            return Err(self.corrupt(format!(
+                "chunk at {chunk:#x} counts fewer entries than it holds"
+            )));
+        };
+        cw[CHUNK] = count;
+        if delta > 0 && n < MAX_BUCKETS as u64 && Self::overloaded(n, b / CHUNK as u64, count) {
+            self.split(tx)?;
+        }
+        Ok(())
+    }
+
+    /// True if chunk `c` holding `count` entries estimates the whole map above
+    /// `MAX_LOAD` entries per bucket. Under linear hashing a bucket that is split (below
+    /// `s = n - m`, or at `m` and above) receives 1/(2m) of the keys and one not yet
+    /// split 1/m, so the chunk's buckets receive `(split + 2 unsplit) / 2m` of them and
+    /// the map holds about `count * 2m / (split + 2 unsplit)` entries.
+    ///
+    /// The estimate is local (no counter shared by all writers) and noisy; a chunk that
+    /// overestimates only triggers splits until `n` passes its estimate, so the table
+    /// stays within a small factor of the right size.
+    fn overloaded(n: u64, c: u64, count: u64) -> bool {
+        let m = 1u64 << (63 - n.leading_zeros());
+        let s = n - m;
+        let (lo, hi) = (c * CHUNK as u64, ((c + 1) * CHUNK as u64).min(n));
+        let split = (lo..hi).filter(|&b| b < s || b >= m).count() as u64;
+        let unsplit = (hi - lo).saturating_sub(split);
+        count as u128 * 2 * m as u128 > (n * MAX_LOAD) as u128 * (split + 2 * unsplit) as u128
+    }
+
+    #[cold]
+    fn corrupt(&self, m: String) -> Error {
+        Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()))
+    }
+
+    /// Linear hashing's step: split bucket `s = n - m` into `s` and the new bucket `n`
+    /// (the keys whose hash has bit `m` set move), in the running transaction.
+    ///
+    /// Snapshot isolation: the split writes the header (so two splits conflict), both
+    /// chunks, and *every* node of the old chain, even those whose link does not change.
+    /// Any concurrent transaction that changes bucket `s` from an older snapshot writes
+    /// one of those (an insert the tail node or the head, a remove the predecessor and
+    /// the node, an update the node), so it conflicts with the split instead of adding a
+    /// key to the wrong bucket or unlinking from a chain that no longer exists.
+    fn split(&self, tx: &mut Tx<'_>) -> Result<()> {
+        let (n, levels, chunks, src) = {
+            let h = self.header(tx)?;
+            let n = h[H_BUCKETS];
+            let m = 1u64 << (63 - n.leading_zeros());
+            let s = n - m;
+            (
+                n,
+                h[H_LEVELS],
+                h[H_CHUNKS],
+                (s, Self::chunk_of(tx, h, s as usize / CHUNK)?),
+            )
+        };
+        let m = 1u64 << (63 - n.leading_zeros());
+        let (s, src_chunk) = src;
+        // The old chain, in order, and where each node goes.
+        let mut chain: Vec<(u64, bool)> = Vec::new();
+        {
+            let mut cur = tx.read(PPtr::<Chunk>::from_offset(src_chunk))?[s as usize % CHUNK];
+            let mut walk = Walk::new(CHAIN, cur);
+            while cur != 0 {
+                let w = words::read(tx, cur, Self::NODE)?;
+                let hash = stable_hash(bytemuck::bytes_of(Self::key(w)?));
+                if hash & (m - 1) != s {
+                    return Err(self.corrupt(format!(
+                        "the node at {cur:#x} is in bucket {s}, but its key hashes to another bucket"
+                    )));
+                }
+                chain.push((cur, hash & m != 0));
+                cur = w[0];
+                if cur != 0 {
+                    walk.step(cur)?;
+                }
+            }
+        }
+        // The new bucket's chunk: a new one every 32 buckets.
+        let dst_chunk = if n % CHUNK as u64 == 0 {
+            debug_assert_eq!(n / CHUNK as u64, chunks);
+            let c = tx.alloc_zeroed::<CountedChunk>()?.offset();
+            self.add_chunk(tx, levels, chunks as usize, c)?;
+            c
+        } else {
+            let h = self.header(tx)?;
+            Self::chunk_of(tx, h, n as usize / CHUNK)?
+        };
+        let moved = chain.iter().filter(|e| e.1).count() as u64;
+        let first = |go: bool| chain.iter().find(|e| e.1 == go).map_or(0, |e| e.0);
+        {
+            let c = tx.write(PPtr::<CountedChunk>::from_offset(src_chunk))?;
+            c[s as usize % CHUNK] = first(false);
+            c[CHUNK] = c[CHUNK].checked_sub(moved).ok_or_else(|| {
+                self.corrupt(format!(
+                    "chunk at {src_chunk:#x} counts fewer entries than it holds"
+                ))
+            })?;
+        }
+        {
+            let c = tx.write(PPtr::<CountedChunk>::from_offset(dst_chunk))?;
+            c[n as usize % CHUNK] = first(true);
+            c[CHUNK] += moved;
+        }
+        for (i, &(node, go)) in chain.iter().enumerate() {
+            let next = chain[i + 1..].iter().find(|e| e.1 == go).map_or(0, |e| e.0);
+            words::write(tx, node, Self::NODE)?[0] = next;
+        }
+        let h = tx.write(self.header)?;
+        h[H_BUCKETS] = n + 1;
+        h[H_CHUNKS] = (n + 1).div_ceil(CHUNK as u64);
+        Ok(())
+    }
+
+    /// Enter new chunk `c` (number `chunks`, the first past the current ones) in the
+    /// directory: in the header while it holds at most `DIR` chunks; the step to
+    /// `DIR + 1` moves the directory into page 0 (levels 1 → 2); after that a page is
+    /// written, or a new page added every `PAGE` chunks.
+    fn add_chunk(&self, tx: &mut Tx<'_>, levels: u64, chunks: usize, c: u64) -> Result<()> {
+        if levels == 1 && chunks < DIR {
+            tx.write(self.header)?[H_DIR + chunks] = c;
+        } else if levels == 1 {
+            let mut page: Page = [0; PAGE];
+            {
+                let h = self.header(tx)?;
+                page[..DIR].copy_from_slice(&h[H_DIR..]);
+            }
+            page[DIR] = c;
+            let p = tx.alloc(page)?.offset();
+            let h = tx.write(self.header)?;
+            h[H_DIR..].fill(0);
+            h[H_DIR] = p;
+            h[H_LEVELS] = 2;
+        } else if chunks.is_multiple_of(PAGE) {
+            let mut page: Page = [0; PAGE];
+            page[0] = c;
+            let p = tx.alloc(page)?.offset();
+            tx.write(self.header)?[H_DIR + chunks / PAGE] = p;
+        } else {
+            let p = self.header(tx)?[H_DIR + chunks / PAGE];
+            tx.write(PPtr::<Page>::from_offset(p))?[chunks % PAGE] = c;
         }
         Ok(())
     }
@@ -400,6 +636,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             Ok(())
         })?;
         Self::set_link(tx, link, new)?;
+        self.count(tx, &k, 1)?;
         Ok(None)
     }
 
@@ -418,6 +655,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         // conflict with this transaction rather than be lost in a freed block.
         words::write(tx, node, Self::NODE)?;
         tx.free(PPtr::<u64>::from_offset(node))?;
+        self.count(tx, k, -1)?;
         Ok(Some(old))
     }
 
@@ -468,6 +706,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     pub fn check(&self, tx: &Tx<'_>) -> Result<MapStats> {
         let h = self.header(tx)?;
         let buckets = h[H_BUCKETS];
+        let growable = h[H_GROW] == GROWABLE;
         let bad = |m: String| Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()));
         let mut st = MapStats {
             buckets: buckets as usize,
@@ -480,6 +719,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 return Err(bad(format!("chunk {c} at {off:#x} is reached twice")));
             }
             let chunk: &Chunk = tx.read(PPtr::from_offset(off))?;
+            let mut in_chunk = 0u64;
             for (slot, &head) in chunk.iter().enumerate() {
                 let b = (c * CHUNK + slot) as u64;
                 if b >= buckets {
@@ -501,7 +741,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                     let w = words::read(tx, cur, Self::NODE)?;
                     let k = Self::key(w)?;
                     Self::val(w)?;
-                    if bucket_of(stable_hash(bytemuck::bytes_of(k)), buckets) != b {
+                    if bucket_in(stable_hash(bytemuck::bytes_of(k)), buckets, growable) != b {
                         return Err(bad(format!(
                             "the node at {cur:#x} is in bucket {b}, but its key hashes to another bucket"
                         )));
@@ -515,8 +755,19 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                     cur = w[0];
                 }
                 st.entries += keys.len();
+                in_chunk += keys.len() as u64;
                 st.used_buckets += usize::from(!keys.is_empty());
                 st.longest_chain = st.longest_chain.max(keys.len());
+            }
+            if growable {
+                let counted = tx
+                    .read(PPtr::<CountedChunk>::from_offset(off))
+                    .map_err(|e| bad(format!("chunk {c} at {off:#x}: {e}")))?[CHUNK];
+                if counted != in_chunk {
+                    return Err(bad(format!(
+                        "chunk {c} at {off:#x} counts {counted} entries but holds {in_chunk}"
+                    )));
+                }
             }
         }
         Ok(st)

@@ -202,6 +202,11 @@ pub(crate) trait EngineThread: Send + 'static {
     /// Pointer to the version of the object at `off` (payload offset, `len` bytes) this
     /// transaction must see. Err(Conflict) if the engine must abort.
     fn read(&self, off: u64, len: usize) -> Result<*const u8>;
+    /// The fast path of `read` for the attempt `begin` just started (see
+    /// [`kit::objects::FastReads`]), or `None` if every read must go to `read`.
+    fn fast_reads(&self) -> Option<kit::objects::FastReads> {
+        None
+    }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;
     /// Allocate an object with `len` payload bytes; returns its payload offset. Its

@@ -141,6 +141,10 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
             }
             #[inline]
+            pub(crate) fn fast_reads(&self) -> Option<crate::engine::kit::objects::FastReads> {
+                match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
+            }
+            #[inline]
             pub(crate) fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
                 match self { $( AnyThread::$variant(t) => t.write(off, len), )+ }
             }

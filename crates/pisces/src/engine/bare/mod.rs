@@ -24,7 +24,7 @@
 
 mod gate;
 
-use crate::engine::kit::objects::{locate_block_to_free, locate_object, root_object};
+use crate::engine::kit::objects::{locate_block_to_free, locate_object, root_object, FastReads};
 use crate::engine::{DurableToken, Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::Heap;
@@ -155,6 +155,13 @@ impl EngineThread for BareThread {
         // SAFETY: `locate_object` validated the object (header word, then at least
         // `len` payload bytes) inside the image.
         Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
+    }
+
+    fn fast_reads(&self) -> Option<FastReads> {
+        self.running().ok()?;
+        // SAFETY: the allocator lives in `self.sh`, which outlives the transaction;
+        // `read` returns home for every live object (no header locks here).
+        Some(unsafe { FastReads::new(&self.sh.alloc, FastReads::NO_LOCKS) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

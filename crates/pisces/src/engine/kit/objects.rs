@@ -78,6 +78,59 @@ pub(crate) fn locate_object(
     Err(not_an_object(off))
 }
 
+/// The common case of an engine's read, inlined into every `Tx::read`: a live
+/// small-class object (allocation bit set, see [`Allocator::live_small_header`]) whose
+/// header word is not locked by the running engine. Engines whose read of such an
+/// object is its home payload hand one out per transaction attempt
+/// (`EngineThread::fast_reads`); every other access goes through the engine's `read`,
+/// which handles all cases and all errors.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastReads {
+    alloc: *const Allocator,
+    /// A header word whose tag bits equal this is locked (the object may have a newer
+    /// version elsewhere): not a fast read. A value with low bits set never matches.
+    lock_tag: u64,
+}
+
+// SAFETY: it only reads through a shared reference to the allocator, which is `Sync`.
+unsafe impl Send for FastReads {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for FastReads {}
+
+impl FastReads {
+    /// Fast reads over `alloc`: a header word `h` with `h & TAG_MASK == lock_tag` sends
+    /// the read to the engine (an engine that never locks header words passes
+    /// [`FastReads::NO_LOCKS`]).
+    ///
+    /// # Safety
+    /// `alloc` must stay alive and the heap mapped while the value is used (engines
+    /// give it to a `Tx`, which lives inside one attempt of their thread state, which
+    /// holds the allocator), and the engine's `read` must return the home payload for
+    /// every object this accepts during the attempt.
+    pub(crate) unsafe fn new(alloc: &Allocator, lock_tag: u64) -> FastReads {
+        FastReads { alloc, lock_tag }
+    }
+
+    /// For engines that keep nothing in header words.
+    pub(crate) const NO_LOCKS: u64 = 1;
+
+    /// The home payload of the object at `off` (`len` bytes), or `None`: ask the engine.
+    #[inline(always)]
+    pub(crate) fn read(&self, off: u64, len: usize) -> Option<*const u8> {
+        // SAFETY: alive while `self` is used (`new`'s contract).
+        let alloc = unsafe { &*self.alloc };
+        let hw = alloc.live_small_header(off, len)?;
+        // Acquire: pairs with the Release that unlocks a header after write-back (the
+        // home contents), as the engines' own reads of the word.
+        let h = hw.load(std::sync::atomic::Ordering::Acquire);
+        if h & super::header_word::TAG_MASK == self.lock_tag {
+            return None;
+        }
+        // The payload follows the header word inside the block.
+        Some((hw as *const std::sync::atomic::AtomicU64 as *const u8).wrapping_add(HEADER))
+    }
+}
+
 /// The slow path of the allocated check (see [`locate_object`]).
 #[cold]
 #[inline(never)]

@@ -14,6 +14,7 @@
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
 use crate::engine::kit::header_word::PTR_MASK;
+use crate::engine::kit::objects::FastReads;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -456,6 +457,15 @@ impl EngineThread for PiscesThread {
             }
         }
         Ok(home)
+    }
+
+    fn fast_reads(&self) -> Option<FastReads> {
+        // An unlocked header means home is the version every snapshot sees (line 10);
+        // a locked one (ours or another writer's) goes to `read`.
+        self.attempt.as_ref()?;
+        // SAFETY: the allocator lives in `self.sh`, which outlives the attempt, and
+        // `read` returns home for every live object whose header is not locked.
+        Some(unsafe { FastReads::new(&self.sh.alloc, self.sh.tag) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

@@ -93,10 +93,15 @@ fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, Vec<UndoEntr
             break Some(pos);
         }
         let dlen = if kind == K_DATA { len as usize } else { 0 };
-        let padded = dlen.next_multiple_of(8);
-        if !(K_DATA..=K_FREE).contains(&kind) || pos + ENTRY_HDR + padded > area_len {
+        // Checked: a torn entry's length word is garbage, and a wrapped sum would pass
+        // the bound and allocate `dlen` bytes.
+        let end = dlen
+            .checked_next_multiple_of(8)
+            .and_then(|p| (pos + ENTRY_HDR).checked_add(p));
+        if !(K_DATA..=K_FREE).contains(&kind) || end.is_none_or(|e| e > area_len) {
             break Some(pos);
         }
+        let padded = dlen.next_multiple_of(8);
         let mut data = vec![0u8; dlen];
         heap.read_bytes(area + pos + ENTRY_HDR, &mut data);
         if crc != entry_crc(kind, seq, off, len, &data) {

@@ -35,6 +35,9 @@ pub(crate) struct Class {
     pub nblocks: u32,
     /// Blocks a thread cache takes from the shared list at once.
     pub batch: u32,
+    /// `floor(2^32 / size) + 1`: `(d * recip) >> 32 == d / size` for every offset `d`
+    /// inside a slab ([`Class::index_of`]), so pointer validation needs no division.
+    pub recip: u64,
 }
 
 impl Class {
@@ -46,6 +49,19 @@ impl Class {
     /// Number of bitmap words including padding.
     pub const fn all_words(&self) -> usize {
         self.data_start as usize / 8
+    }
+    /// The block index of byte `d` of the data area if a block starts exactly there
+    /// (`d % size == 0` and the index is below `nblocks`), else `None`.
+    ///
+    /// Exact without a division: with `recip = floor(2^32 / size) + 1 = (2^32 + e) / size`
+    /// (`0 < e <= size`), `d * recip / 2^32 = d / size + d * e / (size * 2^32)`, and the
+    /// error term is below `1 / size` because `d * e < 2^16 * 2^14 < 2^32` (slabs are
+    /// 64 KiB, blocks at most 16 KiB), so the floor is `d / size`; `tests` checks every
+    /// offset of every class as well.
+    #[inline(always)]
+    pub fn index_of(&self, d: u32) -> Option<u32> {
+        let index = ((d as u64 * self.recip) >> 32) as u32;
+        (index * self.size == d && index < self.nblocks).then_some(index)
     }
 }
 
@@ -75,6 +91,7 @@ const fn class_geometry(size: usize) -> Class {
         data_start: round64(bitmap_bytes(n)) as u32,
         nblocks: n as u32,
         batch: batch as u32,
+        recip: (1u64 << 32) / size as u64 + 1,
     }
 }
 
@@ -84,6 +101,7 @@ const fn all_classes() -> [Class; NCLASSES] {
         data_start: 0,
         nblocks: 0,
         batch: 0,
+        recip: 0,
     }; NCLASSES];
     let mut i = 0;
     while i < NCLASSES {
@@ -174,6 +192,14 @@ impl Kind {
     }
 }
 
+/// The class of a slab table entry if it is a valid small-class entry (the read fast
+/// path's [`Kind::decode`]).
+#[inline(always)]
+pub(crate) fn small_class_of_entry(e: u32) -> Option<usize> {
+    let arg = (e & ARG_MASK) as usize;
+    (e & KIND_MASK == TAG_SMALL && arg < NCLASSES).then_some(arg)
+}
+
 /// Human-readable description of a raw slab table entry (for error messages).
 pub(crate) fn describe(e: u32) -> String {
     match Kind::decode(e) {
@@ -185,5 +211,22 @@ pub(crate) fn describe(e: u32) -> String {
         Some(Kind::Head(n)) => format!("head of a {n}-slab large run ({e:#010x})"),
         Some(Kind::Cont(k)) => format!("continuation {k} of a large run ({e:#010x})"),
         None => format!("invalid entry {e:#010x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reciprocal gives the exact block index (or none) for every offset of every
+    /// class, as a division would.
+    #[test]
+    fn index_of_agrees_with_division_everywhere() {
+        for cl in &CLASSES {
+            for d in 0..SLAB_SIZE as u32 {
+                let want = (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size);
+                assert_eq!(cl.index_of(d), want, "class {} offset {d}", cl.size);
+            }
+        }
     }
 }

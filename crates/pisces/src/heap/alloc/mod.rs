@@ -587,8 +587,8 @@ impl Allocator {
         match Kind::decode(self.kinds.get(slab)?.load(Ordering::Acquire))? {
             Kind::Small(c) => {
                 let cl = &CLASSES[c];
-                let d = within.checked_sub(cl.data_start)?;
-                (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(Block {
+                cl.index_of(within.checked_sub(cl.data_start)?)?;
+                Some(Block {
                     offset,
                     size: cl.size as u64,
                 })
@@ -620,11 +620,7 @@ impl Allocator {
         match Kind::decode(self.kinds.get(slab)?.load(Ordering::Acquire))? {
             Kind::Small(c) => {
                 let cl = &CLASSES[c];
-                let d = within.checked_sub(cl.data_start)?;
-                let index = d / cl.size;
-                if d % cl.size != 0 || index >= cl.nblocks {
-                    return None;
-                }
+                let index = cl.index_of(within.checked_sub(cl.data_start)?)?;
                 let word = heap_off as usize + slab * SLAB_SIZE + 8 * (index / 64) as usize;
                 // SAFETY: `slab` indexes `kinds`, which has one entry per slab of the
                 // layout, so the slab lies inside the image; its bitmap words are at its
@@ -654,6 +650,41 @@ impl Allocator {
                 ))
             }
             _ => None,
+        }
+    }
+
+    /// The read fast path of [`Allocator::block_state`]: the header word of the block
+    /// whose payload starts at `payload_off`, if it is a small-class block with at least
+    /// `len` payload bytes whose allocation bit is set (the payload follows the word).
+    /// `None` means "ask `block_state`" (large runs, the root slot, blocks whose bit is
+    /// clear, errors); it never accepts an offset `block_state` would refuse or report
+    /// unallocated.
+    #[inline(always)]
+    pub fn live_small_header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
+        let heap_off = self.heap.layout().heap_offset as u64;
+        let rel = payload_off.wrapping_sub(heap_off + HEADER as u64);
+        let slab = (rel / SLAB_SIZE as u64) as usize;
+        // Acquire: as in `block_state`. (A `rel` that wrapped gives a slab index past
+        // the table: `get` refuses it.)
+        let e = self.kinds.get(slab)?.load(Ordering::Acquire);
+        let cl = &CLASSES[classes::small_class_of_entry(e)?];
+        let index = cl.index_of(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
+        if len > cl.size as usize - HEADER {
+            return None;
+        }
+        let slab_start = heap_off as usize + slab * SLAB_SIZE;
+        // SAFETY: as in `block_state`: the slab is inside the image, `index < nblocks`
+        // keeps the bitmap word inside its bitmap, 8-aligned; bitmap words are only
+        // accessed atomically. The block's header word is inside the same slab,
+        // 8-aligned (blocks are multiples of 16 bytes from the 64-byte aligned data
+        // start); header words are only accessed atomically.
+        unsafe {
+            let w = &*(self.heap.ptr(slab_start + 8 * (index / 64) as usize) as *const AtomicU64);
+            // Acquire: as in `block_state`.
+            if w.load(Ordering::Acquire) & (1u64 << (index % 64)) == 0 {
+                return None;
+            }
+            Some(&*(self.heap.ptr((rel + heap_off) as usize) as *const AtomicU64))
         }
     }
 
