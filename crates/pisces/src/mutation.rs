@@ -27,6 +27,9 @@ pub enum Mutation {
     TsVisibility = 8,
     /// timestone: serializable transactions skip read-set validation.
     TsValidation = 9,
+    /// timestone: a committer's guard is the clock value, not a lower bound of its
+    /// timestamp (snapshots fall one below the last completed commit).
+    TsCommitGuard = 10,
 }
 
 impl Mutation {
@@ -40,11 +43,12 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 4] = [
+    pub const TIMESTONE: [Mutation; 5] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
         Mutation::TsValidation,
+        Mutation::TsCommitGuard,
     ];
 }
 
