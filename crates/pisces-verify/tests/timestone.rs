@@ -1056,8 +1056,8 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
     pool.allocated_objects().unwrap(); // final checkpoint, on this thread
     let all = pisces::medium::counters::snapshot() - before;
     let changed = (n * words * 8) as f64;
-    let total = (all.bytes_logged + all.bytes_written_home) as f64 / changed;
-    let ckpt = ((all.bytes_logged - olog.bytes_logged) + all.bytes_written_home) as f64 / changed;
+    let total = all.bytes_durable() as f64 / changed;
+    let ckpt = (all.bytes_durable() - olog.bytes_logged) as f64 / changed;
     (total, ckpt)
 }
 
