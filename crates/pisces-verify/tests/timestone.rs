@@ -996,7 +996,7 @@ fn mutations_each_break_their_test() {
 // ---------------------------------------------------------------------------------
 // Write amplification on small updates.
 
-/// (bytes logged + bytes written home) / bytes changed, over `n` updates of 8 bytes
+/// Bytes made durable (logs, home, allocator metadata) / bytes changed, over `n` updates of 8 bytes
 /// in 64 objects of 64 bytes, each changing `words` words, run as registered
 /// operations or as plain closures, ending with a checkpoint (all on this thread, whose
 /// counters are read). Returns (total WA, WA of the checkpoints alone: CLog + home).
