@@ -7,12 +7,47 @@
 //! if present and inserts it (with a 64-byte value) if absent, so the map's size is a
 //! random walk pulled back to `N`. Changed bytes: 72 for an insert (key and value), 8
 //! for a remove (the key).
+//!
+//! The update is a registered operation ([`UPDATE_OP`], arguments: the map and the
+//! key) on every engine, so engines that log operations instead of data (timestone)
+//! persist only those 16 argument bytes at commit; the others run it as a closure.
 
 use crate::dataset::{preload_keys, DataSet, Sizes, PRELOAD_BATCH};
-use pisces::{HashMap, Pool, ThreadHandle};
+use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use rand::rngs::StdRng;
 use rand::Rng;
+use std::cell::Cell;
 use std::hint::black_box;
+
+/// Operation id of the insert-or-remove update.
+pub const UPDATE_OP: u32 = 0x4841_5348; // "HASH"
+
+/// Arguments of [`UPDATE_OP`].
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct UpdateArgs {
+    map: HashTable,
+    key: u64,
+}
+
+thread_local! {
+    /// Bytes the last update on this thread changed (operations return no value: the
+    /// operation leaves it here for the caller; a retried attempt overwrites it).
+    static CHANGED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The update: remove `key` if present, else insert it. Deterministic (it depends on
+/// its arguments and the pool only), as an operation must be.
+fn update(tx: &mut Tx<'_>, a: &UpdateArgs) -> pisces::Result<()> {
+    let changed = if a.map.remove(tx, &a.key)?.is_some() {
+        8
+    } else {
+        a.map.insert(tx, a.key, value_of(a.key))?;
+        72
+    };
+    CHANGED.with(|c| c.set(changed));
+    Ok(())
+}
 
 /// Hash table: 8-byte keys, 64-byte values (the paper's §5.2 parameters).
 pub type HashTable = HashMap<u64, [u8; 64]>;
@@ -43,6 +78,7 @@ impl HashBench {
         let mut h = pool.handle()?;
         let keys = preload_keys(sizes.hash_pairs, seed);
         let buckets = sizes.hash_buckets;
+        pool.register_op(UPDATE_OP, update)?;
         let map = h.run(|tx| HashTable::create(tx, buckets))?;
         for batch in keys.chunks(PRELOAD_BATCH) {
             h.run(|tx| {
@@ -72,14 +108,8 @@ impl DataSet for HashBench {
         let k = rng.gen_range(0..self.key_space);
         let m = self.map;
         if update {
-            h.run(|tx| {
-                if m.remove(tx, &k)?.is_some() {
-                    Ok(8)
-                } else {
-                    m.insert(tx, k, value_of(k))?;
-                    Ok(72)
-                }
-            })
+            h.run_op(UPDATE_OP, &UpdateArgs { map: m, key: k })?;
+            Ok(CHANGED.with(Cell::get))
         } else {
             let seen = h.run(|tx| Ok(m.get_ref(tx, &k)?.map_or(0, |v| v[63])))?;
             black_box(seen);

@@ -42,7 +42,9 @@ pub struct Row {
     pub flushes_per_tx: f64,
     /// Fences per committed transaction.
     pub fences_per_tx: f64,
-    /// (bytes logged + bytes written home) / bytes the program changed.
+    /// Write amplification: bytes made durable (logs, write-back, allocator metadata,
+    /// including what the engine writes back when the pool closes) / bytes the program
+    /// changed ([`pisces::medium::counters::Counters::bytes_durable`]).
     pub write_amp: f64,
     /// Fraction of the completed transactions the workload rolled back on purpose
     /// (TPC-C's invalid-item new-orders; 0 elsewhere). Not a CSV column: shown under
@@ -89,10 +91,7 @@ impl Row {
             upd_p99_ns: quantile(&o.upd, 0.99),
             flushes_per_tx: seen(ratio(c.lines_flushed, o.commits)),
             fences_per_tx: seen(ratio(c.fences, o.commits)),
-            write_amp: seen(ratio(
-                c.bytes_logged + c.bytes_written_home,
-                o.changed_bytes,
-            )),
+            write_amp: seen(ratio(c.bytes_durable(), o.changed_bytes)),
             user_abort_rate: ratio(o.user_aborts, o.commits),
         }
     }

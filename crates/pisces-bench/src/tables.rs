@@ -224,8 +224,8 @@ pub fn detail_table(res: &Results) -> String {
     }
     format!(
         "All metrics (median over runs; latencies in ns per transaction, retries included; \
-         lines and fences per committed transaction; write amp = (bytes logged + bytes \
-         written home) / bytes the program changed)\n{}",
+         lines and fences per committed transaction; write amp = bytes made durable (logs, \
+         write-back, allocator metadata, write-back at close) / bytes the program changed)\n{}",
         t.render()
     )
 }

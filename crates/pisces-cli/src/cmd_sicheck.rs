@@ -39,8 +39,11 @@ pub struct SicheckArgs {
     /// Engine under test: pisces, mvcc, volatile or undo.
     #[arg(long, default_value = "pisces", value_parser = parse_engine)]
     pub engine: EngineId,
-    /// Isolation level to judge the history against: si (write skew allowed) or
-    /// serializable (write skew forbidden).
+    /// Isolation level: si (write skew allowed), serializable (write skew forbidden)
+    /// or linearizable (judged as serializable: the history has no real-time order).
+    /// The transactions ask the engine for this level when it offers it (timestone
+    /// offers all three per transaction); otherwise they run at the engine's own level
+    /// and the history is judged against the one asked for.
     #[arg(long, value_enum, default_value_t = IsolationArg::Si)]
     pub isolation: IsolationArg,
     /// Transactions to run, split over the threads (1 to 1000000).
@@ -76,13 +79,26 @@ pub enum IsolationArg {
     Si,
     /// Serializability.
     Serializable,
+    /// Linearizability (serializability plus real-time order; the checker judges the
+    /// serializable part).
+    Linearizable,
 }
 
 impl IsolationArg {
+    /// The level the checker judges the history against.
     fn level(self) -> Isolation {
         match self {
             IsolationArg::Si => Isolation::Snapshot,
-            IsolationArg::Serializable => Isolation::Serializable,
+            IsolationArg::Serializable | IsolationArg::Linearizable => Isolation::Serializable,
+        }
+    }
+
+    /// The level transactions ask the engine for.
+    fn tx_level(self) -> pisces::Isolation {
+        match self {
+            IsolationArg::Si => pisces::Isolation::Snapshot,
+            IsolationArg::Serializable => pisces::Isolation::Serializable,
+            IsolationArg::Linearizable => pisces::Isolation::Linearizable,
         }
     }
 }
@@ -152,7 +168,16 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
         return ExitCode::from(2);
     }
 
+    // Ask for the level only where the engine offers it: elsewhere the transactions
+    // run at the engine's own level, which the history then shows to be weaker.
+    let asked = args.isolation.tx_level();
+    let tx_level = if args.engine.offers(asked) {
+        asked
+    } else {
+        args.engine.isolation()
+    };
     let wcfg = WorkloadConfig {
+        tx_options: pisces::TxOptions::default().isolation(tx_level),
         threads,
         keys,
         max_ops,
@@ -197,8 +222,9 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
         format!("list-append mix (1 to {max_ops} ops per transaction)")
     };
     out(&format!(
-        "pisces sicheck: engine {}, isolation {}, {txns} transactions on {threads} threads, \
-         {keys} active keys, seed {}\nworkload: {kind}; pool: {} MiB of anonymous DRAM\n",
+        "pisces sicheck: engine {}, transactions at {tx_level}, judged as {}, {txns} \
+         transactions on {threads} threads, {keys} active keys, seed {}\n\
+         workload: {kind}; pool: {} MiB of anonymous DRAM\n",
         args.engine.name(),
         iso.name(),
         args.seed,
@@ -298,5 +324,36 @@ mod tests {
             run(&a) == ExitCode::from(1)
         });
         assert!(failed, "serializable must reject the write-skew history");
+    }
+
+    /// On an engine with per-transaction levels, `--isolation` sets the level the
+    /// transactions run at: the write-skew workload passes under serializable and
+    /// linearizable judging (it would fail if they still ran at snapshot, as the test
+    /// above shows for an engine that only offers snapshot).
+    #[test]
+    fn isolation_is_asked_of_an_engine_that_offers_it() {
+        let mut a = parse(&[
+            "--engine",
+            "timestone",
+            "--write-skew",
+            "--txns",
+            "300",
+            "--keys",
+            "2",
+            "--pause-us",
+            "50",
+        ])
+        .unwrap();
+        for level in [IsolationArg::Serializable, IsolationArg::Linearizable] {
+            a.isolation = level;
+            for seed in 0..3 {
+                a.seed = seed;
+                assert_eq!(run(&a), ExitCode::SUCCESS, "{level:?}, seed {seed}");
+            }
+        }
+        assert_eq!(
+            parse(&["--isolation", "linearizable"]).unwrap().isolation,
+            IsolationArg::Linearizable
+        );
     }
 }

@@ -762,41 +762,92 @@ fn mixed_levels_side_by_side() {
     assert!(zeroed.into_inner() > 100);
 }
 
-/// Known violation, so not run by default: under load (CI, 2 busy cores) a reader that
-/// began after commit 521 returned read 520 (`read 520 after commit 521 returned`). The
-/// horizon snapshot can fall below a completed commit while the writer's next commit is
-/// taking its timestamp. Until that is fixed, do not rely on `Linearizable` on this
-/// engine; run with `-- --ignored` to reproduce.
-///
-/// Linearizable: a transaction that begins after another one's commit returned sees
-/// it (the real-time order sicheck does not judge).
-#[test]
-#[ignore = "known real-time violation under load (see the doc comment)"]
-fn linearizable_sees_every_earlier_commit() {
-    let pool = ts_pool(16 << 20, 3, EngineOptions::new());
-    let n: PPtr<u64> = pool.root().unwrap();
-    let lin = TxOptions::default().isolation(Isolation::Linearizable);
-    let seen = std::sync::atomic::AtomicU64::new(0);
-    std::thread::scope(|s| {
-        let (pool2, seen2) = (pool.clone(), &seen);
-        s.spawn(move || {
-            let mut h = pool2.handle().unwrap();
-            for i in 1..=3000u64 {
-                h.run_with(lin, |tx| {
-                    *tx.write(n)? = i;
-                    Ok(())
-                })
-                .unwrap();
-                seen2.store(i, std::sync::atomic::Ordering::SeqCst);
+/// Real-time order checks failed over `rounds` rounds: two writer threads commit
+/// increasing values to their own object and publish each value once its commit
+/// returned; a reader repeatedly notes both published values, then runs a
+/// transaction at `level` that reads both objects: each must be at least what it
+/// noted (a transaction that began after a commit returned must see it). A fourth
+/// thread keeps a core busy, so committers are preempted inside their commit (between
+/// guard and timestamp, between timestamp and completion) while the others go on.
+fn real_time_violations(level: Isolation, rounds: usize) -> usize {
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+    const WRITES: u64 = 2000;
+    let bad = AtomicUsize::new(0);
+    for _ in 0..rounds {
+        let pool = ts_pool(16 << 20, 4, EngineOptions::new());
+        let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+        let objs = pool
+            .run(|tx| {
+                let o = [tx.alloc(0u64)?, tx.alloc(0u64)?];
+                *tx.write(root)? = o;
+                Ok(o)
+            })
+            .unwrap();
+        let opts = TxOptions::default().isolation(level);
+        let seen = [AtomicU64::new(0), AtomicU64::new(0)];
+        let writers_done = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut x = 1u64;
+                while !stop.load(SeqCst) {
+                    for _ in 0..1000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    }
+                    std::hint::black_box(x);
+                }
+            });
+            for w in 0..2 {
+                let (pool, seen, done) = (pool.clone(), &seen, &writers_done);
+                s.spawn(move || {
+                    let mut h = pool.handle().unwrap();
+                    for i in 1..=WRITES {
+                        h.run_with(opts, |tx| {
+                            *tx.write(objs[w])? = i;
+                            Ok(())
+                        })
+                        .unwrap();
+                        seen[w].store(i, SeqCst);
+                    }
+                    done.fetch_add(1, SeqCst);
+                });
             }
+            let mut h = pool.handle().unwrap();
+            while writers_done.load(SeqCst) < 2 {
+                let before = [seen[0].load(SeqCst), seen[1].load(SeqCst)];
+                let v = h
+                    .run_with(opts, |tx| Ok([*tx.read(objs[0])?, *tx.read(objs[1])?]))
+                    .unwrap();
+                if v[0] < before[0] || v[1] < before[1] {
+                    if bad.load(SeqCst) == 0 {
+                        eprintln!("{level}: read {v:?} after commits {before:?} returned");
+                    }
+                    bad.fetch_add(1, SeqCst);
+                }
+            }
+            stop.store(true, SeqCst);
         });
-        let mut h = pool.handle().unwrap();
-        for _ in 0..3000 {
-            let before = seen.load(std::sync::atomic::Ordering::SeqCst);
-            let v = h.run_with(lin, |tx| Ok(*tx.read(n)?)).unwrap();
-            assert!(v >= before, "read {v} after commit {before} returned");
-        }
-    });
+    }
+    bad.into_inner()
+}
+
+/// Linearizable (and the other levels, which share the snapshot rule): a transaction
+/// that begins after another one's commit returned sees it — the real-time order that
+/// sicheck does not judge.
+#[test]
+fn linearizable_sees_every_earlier_commit() {
+    for level in [
+        Isolation::Linearizable,
+        Isolation::Serializable,
+        Isolation::Snapshot,
+    ] {
+        let rounds = if level == Isolation::Linearizable {
+            6
+        } else {
+            2
+        };
+        assert_eq!(real_time_violations(level, rounds), 0, "{level}");
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -890,6 +941,12 @@ fn visibility_violations() -> usize {
     bad.into_inner()
 }
 
+/// Real-time violations of linearizable transactions.
+#[cfg(feature = "mutation")]
+fn guard_violations() -> usize {
+    real_time_violations(Isolation::Linearizable, 3)
+}
+
 /// Write skews in serializable write-skew workloads.
 #[cfg(feature = "mutation")]
 fn validation_violations() -> usize {
@@ -921,12 +978,15 @@ fn mutations_each_break_their_test() {
             checkpoint_violations(),
             visibility_violations(),
             validation_violations(),
+            guard_violations(),
         ];
         mutation::set(None);
-        eprintln!("mutation {m:?}: violations [olog, checkpoint, visibility, validation] = {r:?}");
+        eprintln!(
+            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard] = {r:?}"
+        );
         r
     };
-    assert_eq!(run(None), [0; 4], "violations without any mutation");
+    assert_eq!(run(None), [0; 5], "violations without any mutation");
     for (i, m) in Mutation::TIMESTONE.into_iter().enumerate() {
         let r = run(Some(m));
         assert!(r[i] > 0, "{m:?} went unnoticed: {r:?}");
@@ -936,7 +996,7 @@ fn mutations_each_break_their_test() {
 // ---------------------------------------------------------------------------------
 // Write amplification on small updates.
 
-/// (bytes logged + bytes written home) / bytes changed, over `n` updates of 8 bytes
+/// Bytes made durable (logs, home, allocator metadata) / bytes changed, over `n` updates of 8 bytes
 /// in 64 objects of 64 bytes, each changing `words` words, run as registered
 /// operations or as plain closures, ending with a checkpoint (all on this thread, whose
 /// counters are read). Returns (total WA, WA of the checkpoints alone: CLog + home).
@@ -996,8 +1056,8 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
     pool.allocated_objects().unwrap(); // final checkpoint, on this thread
     let all = pisces::medium::counters::snapshot() - before;
     let changed = (n * words * 8) as f64;
-    let total = (all.bytes_logged + all.bytes_written_home) as f64 / changed;
-    let ckpt = ((all.bytes_logged - olog.bytes_logged) + all.bytes_written_home) as f64 / changed;
+    let total = all.bytes_durable() as f64 / changed;
+    let ckpt = (all.bytes_durable() - olog.bytes_logged) as f64 / changed;
     (total, ckpt)
 }
 

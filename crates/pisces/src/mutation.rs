@@ -31,6 +31,9 @@ pub enum Mutation {
     /// of the new region is published (after its transaction committed), not before
     /// the new region is handed out.
     GrowSizeLate = 10,
+    /// timestone: a committer's guard is the clock value, not a lower bound of its
+    /// timestamp (snapshots fall one below the last completed commit).
+    TsCommitGuard = 11,
 }
 
 impl Mutation {
@@ -44,11 +47,12 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 4] = [
+    pub const TIMESTONE: [Mutation; 5] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
         Mutation::TsValidation,
+        Mutation::TsCommitGuard,
     ];
 }
 

@@ -8,9 +8,10 @@
 //! # Protocol (one checkpoint at a time, under `Shared::ckpt`)
 //! 1. **Cut.** Publish the checkpointer's snapshot K (`ckpt_clock`, the Pisces start
 //!    protocol: versions it reads are not reclaimed), fence, and wait until no slot
-//!    has a commit in flight with timestamp ≤ K (`committing`; the committer's guard —
-//!    a clock value below its timestamp — precedes its clock increment, so a commit
-//!    with C ≤ K is seen). Every
+//!    may have a commit in flight with timestamp ≤ K (`committing` at or below K: a
+//!    lower bound of its timestamp, or `BOUND_UNKNOWN` while the bound is read; the
+//!    committer's guard precedes its clock increment, so a commit with C ≤ K is seen).
+//!    Every
 //!    transaction with C ≤ K is then visible, durable in its OLog, and has put its
 //!    items into the pending list.
 //! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest

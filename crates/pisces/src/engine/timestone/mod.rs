@@ -38,14 +38,16 @@
 //!   timestamp C is taken: an object read that is locked by another committer or was
 //!   committed after S aborts the transaction. The transaction is then equivalent to
 //!   running alone at C. Read-only transactions serialize at S (no validation).
-//! * **Linearizable**: **known defect**: a real-time violation was observed under load
-//!   (a reader that began after a commit returned missed it; test
-//!   `linearizable_sees_every_earlier_commit`, ignored until fixed). The same protocol. S is taken from the clock at begin and C at
-//!   commit, so each transaction's serialization point (S for read-only, C for update
-//!   transactions) lies inside its real-time interval: every transaction sees each one
-//!   that committed before it began (reads see the newest committed versions as of
-//!   begin), which is the real-time order linearizability adds.
-//!   `ISOLATION = Linearizable`, so all three are accepted.
+//! * **Linearizable**: the same protocol. S is the horizon of complete commits at
+//!   begin and C is taken at commit, and a commit returns only once it and every
+//!   commit with a smaller timestamp are complete (`Shared::wait_predecessors`), so
+//!   each transaction's serialization point (S for read-only, C for update
+//!   transactions) lies inside its real-time interval: a transaction sees every one
+//!   whose commit returned before it began, which is the real-time order
+//!   linearizability adds. The argument needs the `committing` word of each slot to
+//!   be a lower bound of the timestamp in flight (see `shared`): a snapshot never
+//!   falls below a commit that has returned. `ISOLATION = Linearizable`, so all three
+//!   are accepted.
 //! * Registered operations run at least serializable ([`crate::Pool::run_op`]): their
 //!   re-execution in timestamp order must reproduce their original reads.
 //!

@@ -13,11 +13,33 @@
 //!
 //! # Slots
 //! Each thread slot has its published start timestamp ([`SlotClock`], the Pisces
-//! protocol) and `committing`: while a commit is between taking its timestamp and
-//! being fully visible and durable, a lower bound of that timestamp minus one (the
-//! clock value it read just before taking it, then the timestamp itself); `u64::MAX`
-//! otherwise. The checkpointer waits for slots whose
-//! `committing` is at or below its cut (see `clog`).
+//! protocol) and `committing`, which says what a commit in flight on the slot may still
+//! take as its timestamp:
+//!
+//! | `committing`      | meaning                                                     |
+//! |-------------------|-------------------------------------------------------------|
+//! | `u64::MAX`        | no commit between guard and completion                       |
+//! | [`BOUND_UNKNOWN`] | guarding: the bound is being read (its timestamp will be above the clock value of anyone whose fenced scan sees this) |
+//! | `L`               | a **lower bound** of the timestamp (first the guard, then the timestamp itself) |
+//!
+//! [`Shared::enter_commit`] publishes the bound with the start protocol of
+//! [`SlotClock::start`]: store `BOUND_UNKNOWN`, fence, read the clock g, store `g + 1`.
+//! Readers of the word use it thus: the snapshot horizon stays below each bound
+//! (`L - 1`) and skips `BOUND_UNKNOWN`; the checkpointer waits for slots at or below
+//! its cut (`BOUND_UNKNOWN` included, see `clog`); a returning committer waits for
+//! slots at or below its own timestamp (`Shared::wait_predecessors`).
+//!
+//! Why a bound and why the two steps: a transaction that begins after a commit at C
+//! returned must get a snapshot ≥ C (read-your-writes across threads, linearizable
+//! isolation). A guard equal to a clock value g (not `g + 1`) puts the horizon at
+//! `g - 1`, below the commit that produced g — typically the one the same thread just
+//! returned from. A single store of `g + 1` is not enough either: a clock value read
+//! before another thread's commit at C = g + 1 can sit in the store buffer while that
+//! commit checks its predecessors and returns, and then hold a later reader's horizon
+//! at g. With the fence after `BOUND_UNKNOWN`, either the returning committer sees the
+//! marker (and waits for the bound) or the bound was read after its increment (≥ C).
+//! `linearizable_sees_every_earlier_commit` in the verification suite and the
+//! `TsCommitGuard` mutation (the single-store guard g) show it.
 
 use super::clog::Pending;
 use super::index::Index;
@@ -28,11 +50,14 @@ use crate::heap::Heap;
 use crate::sync::fence;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 
 /// Offset of the persistent K_done word.
 pub const K_DONE_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
+/// `committing` of a slot whose commit is reading its guard (see the module docs).
+/// Below every real bound: the clock starts at 1, so bounds are ≥ 2.
+pub const BOUND_UNKNOWN: u64 = 0;
 /// Offset of the CLog ring area inside the pool.
 pub const CLOG_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
 
@@ -143,8 +168,10 @@ impl Shared {
     ///
     /// Race closed: the fence pairs with the one in [`SlotClock::start_with`]. A starter
     /// the scan misses read the clock after our increment; the in-flight commits it may
-    /// see below that were started before our increment, so the scan sees them too
-    /// (their guard store precedes their increment, which precedes ours).
+    /// see below that were guarded before our increment: a bound read after our fence
+    /// is above our timestamp, and one read before it follows a `BOUND_UNKNOWN` store
+    /// fenced before ours, so the scan sees the marker (counted as 0: its bound is
+    /// unknown) or the bound.
     pub fn oldest_active(&self, bound: u64) -> u64 {
         fence(SeqCst);
         self.slots
@@ -161,36 +188,65 @@ impl Shared {
     /// its final stamp, OLog record durable). Every version a reader needs is then
     /// final: readers never wait for a committer, nor for its OLog fence.
     ///
-    /// A commit whose timestamp C is at most `t` stored its guard g (a clock value read
-    /// before its increment, so g < C) before that increment, which precedes our clock
-    /// load, so this scan sees g, C, or `u64::MAX` once it is complete; either value
-    /// minus one is below C. No waiting.
+    /// A commit whose timestamp C is at most `t` stored its bound L ≤ C (or C itself)
+    /// before its increment, which precedes our clock load (Release/Acquire on the
+    /// clock), so this fenced scan sees L, C, or `u64::MAX` once it is complete; either
+    /// of the first two minus one is below C. A slot showing `BOUND_UNKNOWN` has not
+    /// incremented yet as far as we can tell (else we would see its bound), so its
+    /// timestamp will be above `t`: skipped. A commit that returned before this
+    /// transaction began leaves only bounds above its timestamp (see
+    /// [`Shared::wait_predecessors`]), so the horizon is at or above it. No waiting.
     pub fn horizon(&self, t: u64) -> u64 {
         fence(SeqCst);
         let mut s = t;
         for slot in &self.slots {
             let c = slot.committing.load(Acquire);
-            if c <= t {
-                s = s.min(c.saturating_sub(1));
+            if c != BOUND_UNKNOWN && c <= t {
+                s = s.min(c - 1);
             }
         }
         s
     }
 
-    /// After a commit at `ts` is complete: wait until every commit with a smaller
-    /// timestamp is complete, so that a transaction that begins after this one
-    /// returned (on any thread) has a snapshot that includes it. The committer waits
-    /// (at most for the OLog fences of commits that took their timestamps before it);
-    /// readers never do.
+    /// After a commit at `ts` is complete: wait until no other slot may still take a
+    /// timestamp at or below `ts` without being complete, so that a transaction that
+    /// begins after this one returned (on any thread) has a snapshot that includes it.
+    /// The committer waits (at most for the OLog fences of commits that took their
+    /// timestamps before it, and for guards being read); readers never do.
+    ///
+    /// Exits on a slot once it shows a bound above `ts` or `u64::MAX`; every later
+    /// value of that slot is above `ts` too: a later guard either read the clock after
+    /// our fence (so after our increment: bound > ts) or stored `BOUND_UNKNOWN` before
+    /// its fence preceded ours, and then our load would have seen that marker or later
+    /// (and waited), not the earlier value it exited on.
     pub fn wait_predecessors(&self, ts: u64) {
         fence(SeqCst);
         for slot in &self.slots {
             let mut round = 0;
-            // A guard g ≥ ts means a timestamp above g, so above ts.
-            while slot.committing.load(Acquire) < ts {
+            // Own slot shows u64::MAX here; timestamps are unique, so a value equal to
+            // `ts` is another commit's guard.
+            while slot.committing.load(Acquire) <= ts {
                 crate::sync::spin_step(&mut round);
             }
         }
+    }
+
+    /// Publish the guard of a commit about to take its timestamp in `slot`'s
+    /// `committing` (module docs). The caller fences after it and then increments the
+    /// clock.
+    #[inline]
+    pub fn enter_commit(&self, slot: usize) {
+        let c = &self.slots[slot].committing;
+        if crate::mutation::active(crate::mutation::Mutation::TsCommitGuard) {
+            // The defect this mutation restores: the clock value itself, in one store.
+            c.store(self.clock.now(), Relaxed);
+            return;
+        }
+        // Relaxed stores: the fences order them (here against the clock load, in
+        // the caller against the increment).
+        c.store(BOUND_UNKNOWN, Relaxed);
+        fence(SeqCst);
+        c.store(self.clock.now() + 1, Relaxed);
     }
 
     /// The durable K_done.

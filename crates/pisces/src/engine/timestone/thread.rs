@@ -19,8 +19,8 @@
 //!    its items' cost in the checkpoint budget, before any lock is taken.
 //! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
 //!    (`last_ts > S` aborts).
-//! 4. Push the copies onto their chains (`PENDING`), guard `committing` (the clock
-//!    value before our increment), fence, stamp them `COMMITTING`, take C = tick.
+//! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
+//!    bound of the timestamp, `Shared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
 //!    committer or committed after S aborts (stamps become `ABORTED`).
 //! 6. Stamp `C | UNDURABLE`, queue the checkpoint items, append the OLog record with C,
@@ -392,8 +392,8 @@ impl TsThread {
             // SAFETY: we hold the lock; the copy is ours and of the object's size.
             unsafe { (*w.entry).push(w.copy) };
         }
-        // Guard: a clock value below the timestamp we are about to take.
-        slot.committing.store(sh.clock.now(), Relaxed);
+        // Guard: a lower bound of the timestamp we are about to take.
+        sh.enter_commit(self.slot);
         fence(SeqCst);
         for w in self.pushed() {
             // SAFETY: our pushed version.

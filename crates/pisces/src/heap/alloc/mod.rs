@@ -460,6 +460,7 @@ impl Allocator {
         // Relaxed: the slab is ours alone until the Release store to the mirror below.
         self.heap.atomic_u64(head_off).store(0, Ordering::Relaxed);
         self.heap.persist(head_off, 8);
+        crate::medium::counters::add_bytes_metadata(8);
         for k in 1..n {
             // Relaxed: continuations are never blocks; nothing reads them for ordering.
             self.kinds[head + k].store(Kind::Cont(k).encode(), Ordering::Relaxed);

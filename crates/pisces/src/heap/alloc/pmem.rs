@@ -12,6 +12,7 @@ use super::classes::{describe, Kind, ARG_MASK, CLASSES};
 use super::Block;
 use crate::heap::layout::{Layout, SLAB_SIZE};
 use crate::heap::Heap;
+use crate::medium::counters;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const _: () = assert!(SLAB_SIZE.is_power_of_two());
@@ -196,6 +197,7 @@ pub(crate) fn format_small(heap: &Heap, slab: usize, class: usize) {
     }
     clear_headers(heap, slab, class);
     heap.persist(heap.layout().slab_offset(slab), cl.data_start as usize);
+    counters::add_bytes_metadata(cl.data_start as u64 + 8 * cl.nblocks as u64 + 4);
     store_entry(heap, slab, Kind::Small(class));
     // Fenced here, not by the engine: the blocks of this slab may be published by other
     // threads, whose fences do not cover this thread's flush.
@@ -233,6 +235,7 @@ pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
         word.fetch_and(!bit, Ordering::Release);
     }
     heap.flush(heap.layout().slab_offset(slab) + 8 * (index / 64), 8);
+    counters::add_bytes_metadata(8);
 }
 
 /// The persistent bit of block `index` of `slab`.
@@ -261,6 +264,7 @@ pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
         }
     }
     heap.flush(entry_offset(heap, head), 4 * n);
+    counters::add_bytes_metadata(4 * n as u64);
 }
 
 /// True if every word of `slab`'s bitmap (class `class`) is zero.
