@@ -116,6 +116,10 @@ pub struct BenchArgs {
     /// 1000,100000 quick, 1000,1000000 full].
     #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
     pub tree_set_keys: Option<Vec<usize>>,
+    /// MiB of log the `recovery` workload leaves to a crash (all fill threads).
+    #[arg(long, default_value_t = crate::recovery::DEFAULT_LOG_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub recovery_log_mib: u64,
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -202,6 +206,8 @@ pub struct Settings {
     pub seed: u64,
     /// Report directory, if given.
     pub out: Option<PathBuf>,
+    /// MiB of log of the `recovery` workload.
+    pub recovery_log_mib: u64,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -273,6 +279,7 @@ impl BenchArgs {
             })),
             seed: self.seed,
             out: self.out.clone(),
+            recovery_log_mib: self.recovery_log_mib,
         }
     }
 }

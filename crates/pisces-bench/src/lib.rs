@@ -16,13 +16,15 @@
 //!
 //! * [`engines`]: the engines under test (the one module naming engine ids and options);
 //! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
-//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`];
+//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`],
+//!   [`hot`];
 //! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
 //! * [`workload`]: what `--workloads` selects;
 //! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
-//! * [`signal`], [`measure`]: one measurement;
-//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`targets`], [`plot`] (SVG) on
-//!   top of it;
+//! * [`signal`], [`measure`]: one measurement; [`recovery`]: the recovery measurement
+//!   (fill logs, crash, time the reopen);
+//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`hot_table`], [`targets`],
+//!   [`plot`] (SVG) on top of it;
 //! * [`out_dir`], [`mod@run`]: a whole bench run.
 
 pub mod args;
@@ -30,10 +32,13 @@ pub mod btree;
 pub mod dataset;
 pub mod engines;
 pub mod hash;
+pub mod hot;
+pub mod hot_table;
 pub mod measure;
 pub mod out_dir;
 pub mod plan;
 pub mod plot;
+pub mod recovery;
 pub mod registry;
 pub mod report;
 pub mod run;

@@ -8,7 +8,7 @@ use crate::args::Settings;
 use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
 use crate::registry::DataKind;
-use crate::workload::{WorkloadKind, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+use crate::workload::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
 
 /// One workload's share of the plan before it is expanded.
 struct Part {
@@ -68,6 +68,32 @@ fn latency_part(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Part 
     }
 }
 
+/// The conflict-heavy mix: every engine (sp3 with and without early visibility) over
+/// the latency sweep on at least 2 threads.
+fn hot_part(s: &Settings, notes: &mut Vec<String>) -> Part {
+    let mut engines = Vec::new();
+    for &e in &s.engines {
+        if e == Engine::SP3 {
+            engines.extend(EngineSpec::sp3_visibility());
+        } else {
+            engines.push(EngineSpec::plain(e));
+        }
+    }
+    let mut threads: Vec<usize> = s.threads.iter().copied().filter(|&t| t >= 2).collect();
+    if threads.is_empty() {
+        threads = vec![2];
+        notes.push("hot: needs concurrent writers, so it runs on 2 threads".into());
+    }
+    Part {
+        name: WorkloadKind::Hot.name().into(),
+        data: DataKind::Hot,
+        engines,
+        mixes: vec![HOT_UPDATE_PCT],
+        latencies: s.sweep_latencies.clone(),
+        threads,
+    }
+}
+
 /// The parts of workload `w` (the set workloads have one per size).
 fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
     let part = |data, mixes: &[u32]| Part {
@@ -96,6 +122,9 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
                 ..part(DataKind::Set(n), &s.set_mixes)
             })
             .collect(),
+        WorkloadKind::Hot => vec![hot_part(s, notes)],
+        // Not a throughput measurement: `crate::recovery` runs it.
+        WorkloadKind::Recovery => Vec::new(),
         WorkloadKind::TreeSet => s
             .tree_set_keys
             .iter()
