@@ -367,6 +367,48 @@ mod tests {
     }
 
     #[test]
+    fn hot_runs_sp3_with_and_without_early_visibility_on_two_threads() {
+        let s = parse(&["--workloads", "hot,recovery", "--engines", "undo,sp3"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(plan_notes(notes).is_empty());
+        // 3 configurations x 5 latencies, 2 threads only (the default 1 is dropped),
+        // every transaction an update; recovery adds no throughput measurement.
+        assert_eq!(specs.len(), 15);
+        assert!(specs.iter().all(|x| x.workload == "hot"
+            && x.data == DataKind::Hot
+            && x.threads == 2
+            && x.update_pct == 100));
+        let labels: Vec<&str> = specs[..3].iter().map(|x| x.engine.label.as_str()).collect();
+        assert_eq!(labels, ["undo", "sp3", "sp3-no-ev"]);
+        let lat: Vec<u64> = specs.iter().step_by(3).map(|x| x.nvm_latency_ns).collect();
+        assert_eq!(lat, [0, 100, 300, 600, 1000]);
+        let s = parse(&[
+            "--workloads",
+            "hot",
+            "--threads",
+            "1",
+            "--nvm-latency-ns",
+            "0,300,1000",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, notes) = plan(&s);
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("hot: needs concurrent writers")));
+        assert!(specs.iter().all(|x| x.threads == 2));
+        assert_eq!(
+            specs
+                .iter()
+                .filter(|x| x.engine.label == "sp3-no-ev")
+                .count(),
+            3
+        );
+    }
+
+    #[test]
     fn sets_run_once_per_size_with_their_own_mixes() {
         let s = parse(&["--workloads", "set,tree-set", "--engines", "pisces,undo"])
             .unwrap()
