@@ -25,6 +25,11 @@
 //!    same file is opened again and that clean open is timed too, as the fixed cost of
 //!    opening a pool of this size without anything to replay.
 //!
+//! Space: the pool holds the logs (for sp3 twice the log size, see below) and the
+//! heap (about 230 MB), and two such files exist at once (the pool and its crash
+//! image, then the image and the copy being recovered): about 1.6 GB under `/dev/shm`
+//! for the default 256 MiB.
+//!
 //! Reported per engine, recovery thread count and run: log bytes (the sum of the
 //! fill threads' bytes-logged counters: the records recovery must read), transactions
 //! in the log, recovery seconds, MB/s of log (10^6 bytes per second of recovery),
