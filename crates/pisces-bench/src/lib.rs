@@ -4,8 +4,9 @@
 //! Pisces with its optimisations switched off one by one) run the paper's workloads
 //! (§5: hash table, B+-tree, read latency against emulated NVM write latency,
 //! optimisation breakdown; in `--full` or when named TPC-C new-order and TATP; when
-//! named the PTM peers' hash-set and B+-tree-set benchmarks) on fresh pools under
-//! `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
+//! named the PTM peers' hash-set and B+-tree-set benchmarks, the conflict-heavy `hot`
+//! mix with SP3's early visibility on and off, and the `recovery` measurement) on
+//! fresh pools under `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
 //! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
 //! the other engines' run `r` and ratios are taken within a run. Output: tables and
 //! the performance targets on stdout, a report directory with `results.csv`,
