@@ -48,6 +48,11 @@ set and tree-set (the set benchmarks of the published PTM peers) run only when n
 one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
 reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
 1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
+hot (only when named): every transaction reads 4 and updates 2 of 16 hot counters, on \
+2+ threads over the latency sweep; sp3 runs also as sp3-no-ev (early_visibility=false). \
+recovery (only when named): --recovery-log-mib of log (default 256) left to a crash by 2 \
+threads, then Pool::open timed with 1 and 2 recovery threads (engines whose logs can hold \
+it; slow).\n\n\
 Engines: every engine of this build by default; pmdk is in the build only where \
 libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
 flushes by itself).")]
@@ -63,7 +68,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set].
+    /// tpcc,tatp; also latency-split, set, tree-set, hot, recovery].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -116,6 +121,10 @@ pub struct BenchArgs {
     /// 1000,100000 quick, 1000,1000000 full].
     #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
     pub tree_set_keys: Option<Vec<usize>>,
+    /// MiB of log the `recovery` workload leaves to a crash (all fill threads).
+    #[arg(long, default_value_t = crate::recovery::DEFAULT_LOG_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub recovery_log_mib: u64,
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -202,6 +211,8 @@ pub struct Settings {
     pub seed: u64,
     /// Report directory, if given.
     pub out: Option<PathBuf>,
+    /// MiB of log of the `recovery` workload.
+    pub recovery_log_mib: u64,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -273,6 +284,7 @@ impl BenchArgs {
             })),
             seed: self.seed,
             out: self.out.clone(),
+            recovery_log_mib: self.recovery_log_mib,
         }
     }
 }

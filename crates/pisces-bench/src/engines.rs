@@ -29,6 +29,8 @@ impl Engine {
     pub const PMDK: Engine = Engine(EngineId::Pmdk);
     /// Pisces' concurrency control without persistence (the upper bound).
     pub const VOLATILE: Engine = Engine(EngineId::Volatile);
+    /// SP3: serializable OCC whose versions are visible before they persist.
+    pub const SP3: Engine = Engine(EngineId::Sp3);
 
     /// Every engine of the library, in benchmark order (also those not in this build).
     pub fn all() -> Vec<Engine> {
@@ -87,6 +89,37 @@ impl Engine {
         !self.0.has_own_pool_format()
     }
 
+    /// The library's id of the engine.
+    pub fn id(self) -> EngineId {
+        self.0
+    }
+
+    /// For the `recovery` workload: the `log_bytes_per_thread` with which a thread can
+    /// append `fill` bytes of log records without the engine truncating its log by
+    /// itself (a checkpoint that writes home and retires), or why the engine cannot
+    /// leave that much log to a crash.
+    pub fn log_size_for(self, fill: usize) -> Result<usize, &'static str> {
+        match self.0 {
+            // A commit starts a checkpoint once the log is more than half full: twice
+            // the fill, plus room for the record that crosses the fill mark.
+            EngineId::Sp3 => Ok((2 * fill + (2 << 20)).next_multiple_of(1 << 20)),
+            EngineId::Pisces => Err("it writes back and truncates its log at every group \
+                 commit (8 transactions), so a crash leaves at most a batch to replay"),
+            EngineId::Undo | EngineId::Pmdk => {
+                Err("undo logging: its log is truncated at every commit")
+            }
+            EngineId::Mvcc => Err("it writes every commit home before it returns, so its \
+                 log is recycled as it goes"),
+            EngineId::Spht => Err("its replayer truncates the log while it runs; the \
+                 `replay` workload measures its log replay"),
+            EngineId::Timestone => Err("its checkpoints start when an operation log fills \
+                 or the dirty bytes pass `checkpoint_pct` of its checkpoint-log budget; \
+                 not sized for this workload yet"),
+            EngineId::Volatile | EngineId::Bare => Err("it keeps no log (not durable)"),
+            _ => Err("this workload does not know how to leave its log to a crash"),
+        }
+    }
+
     /// A pool configuration for this engine with default options: `size` bytes on
     /// plain emulated PM, `max_threads` thread slots.
     pub fn config(self, size: u64, max_threads: usize) -> Config {
@@ -137,6 +170,20 @@ impl EngineSpec {
             pisces("pisces-whole", false),
             pisces("pisces-diff", true),
             EngineSpec::plain(Engine::PISCES),
+        ]
+    }
+
+    /// The SP3 configurations of the conflict-heavy `hot` workload: the paper's early
+    /// visibility (versions readable, locks released, before the log record persists)
+    /// and the ablation that unlocks only after persisting.
+    pub fn sp3_visibility() -> [EngineSpec; 2] {
+        [
+            EngineSpec::plain(Engine::SP3),
+            EngineSpec {
+                label: "sp3-no-ev".into(),
+                engine: Engine::SP3,
+                options: pisces::EngineOptions::new().set("early_visibility", false),
+            },
         ]
     }
 
@@ -197,5 +244,13 @@ mod tests {
         assert_eq!(c.engine_options.get("group_commit"), Some("1"));
         // The default configuration runs the engine's own defaults.
         assert!(b[2].options.is_empty());
+        let v = EngineSpec::sp3_visibility();
+        assert_eq!(
+            [v[0].label.as_str(), v[1].label.as_str()],
+            ["sp3", "sp3-no-ev"]
+        );
+        assert!(v[0].options.is_empty());
+        let c = v[1].config(1 << 30, MediumKind::DRAM, 3, 4 << 20);
+        assert_eq!(c.engine_options.get("early_visibility"), Some("false"));
     }
 }

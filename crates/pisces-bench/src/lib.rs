@@ -4,8 +4,9 @@
 //! Pisces with its optimisations switched off one by one) run the paper's workloads
 //! (§5: hash table, B+-tree, read latency against emulated NVM write latency,
 //! optimisation breakdown; in `--full` or when named TPC-C new-order and TATP; when
-//! named the PTM peers' hash-set and B+-tree-set benchmarks) on fresh pools under
-//! `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
+//! named the PTM peers' hash-set and B+-tree-set benchmarks, the conflict-heavy `hot`
+//! mix with SP3's early visibility on and off, and the `recovery` measurement) on
+//! fresh pools under `/dev/shm`. Every measurement is one configuration for `--seconds`; `--runs`
 //! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
 //! the other engines' run `r` and ratios are taken within a run. Output: tables and
 //! the performance targets on stdout, a report directory with `results.csv`,
@@ -16,13 +17,15 @@
 //!
 //! * [`engines`]: the engines under test (the one module naming engine ids and options);
 //! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
-//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`];
+//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`],
+//!   [`hot`];
 //! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
 //! * [`workload`]: what `--workloads` selects;
 //! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
-//! * [`signal`], [`measure`]: one measurement;
-//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`targets`], [`plot`] (SVG) on
-//!   top of it;
+//! * [`signal`], [`measure`]: one measurement; [`recovery`]: the recovery measurement
+//!   (fill logs, crash, time the reopen);
+//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`hot_table`], [`targets`],
+//!   [`plot`] (SVG) on top of it;
 //! * [`out_dir`], [`mod@run`]: a whole bench run.
 
 pub mod args;
@@ -30,10 +33,13 @@ pub mod btree;
 pub mod dataset;
 pub mod engines;
 pub mod hash;
+pub mod hot;
+pub mod hot_table;
 pub mod measure;
 pub mod out_dir;
 pub mod plan;
 pub mod plot;
+pub mod recovery;
 pub mod registry;
 pub mod report;
 pub mod run;

@@ -8,7 +8,7 @@ use crate::args::Settings;
 use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
 use crate::registry::DataKind;
-use crate::workload::{WorkloadKind, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+use crate::workload::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
 
 /// One workload's share of the plan before it is expanded.
 struct Part {
@@ -68,6 +68,32 @@ fn latency_part(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Part 
     }
 }
 
+/// The conflict-heavy mix: every engine (sp3 with and without early visibility) over
+/// the latency sweep on at least 2 threads.
+fn hot_part(s: &Settings, notes: &mut Vec<String>) -> Part {
+    let mut engines = Vec::new();
+    for &e in &s.engines {
+        if e == Engine::SP3 {
+            engines.extend(EngineSpec::sp3_visibility());
+        } else {
+            engines.push(EngineSpec::plain(e));
+        }
+    }
+    let mut threads: Vec<usize> = s.threads.iter().copied().filter(|&t| t >= 2).collect();
+    if threads.is_empty() {
+        threads = vec![2];
+        notes.push("hot: needs concurrent writers, so it runs on 2 threads".into());
+    }
+    Part {
+        name: WorkloadKind::Hot.name().into(),
+        data: DataKind::Hot,
+        engines,
+        mixes: vec![HOT_UPDATE_PCT],
+        latencies: s.sweep_latencies.clone(),
+        threads,
+    }
+}
+
 /// The parts of workload `w` (the set workloads have one per size).
 fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
     let part = |data, mixes: &[u32]| Part {
@@ -96,6 +122,9 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
                 ..part(DataKind::Set(n), &s.set_mixes)
             })
             .collect(),
+        WorkloadKind::Hot => vec![hot_part(s, notes)],
+        // Not a throughput measurement: `crate::recovery` runs it.
+        WorkloadKind::Recovery => Vec::new(),
         WorkloadKind::TreeSet => s
             .tree_set_keys
             .iter()
@@ -335,6 +364,48 @@ mod tests {
                 w => panic!("{w}"),
             }
         }
+    }
+
+    #[test]
+    fn hot_runs_sp3_with_and_without_early_visibility_on_two_threads() {
+        let s = parse(&["--workloads", "hot,recovery", "--engines", "undo,sp3"])
+            .unwrap()
+            .settings();
+        let (specs, notes) = plan(&s);
+        assert!(plan_notes(notes).is_empty());
+        // 3 configurations x 5 latencies, 2 threads only (the default 1 is dropped),
+        // every transaction an update; recovery adds no throughput measurement.
+        assert_eq!(specs.len(), 15);
+        assert!(specs.iter().all(|x| x.workload == "hot"
+            && x.data == DataKind::Hot
+            && x.threads == 2
+            && x.update_pct == 100));
+        let labels: Vec<&str> = specs[..3].iter().map(|x| x.engine.label.as_str()).collect();
+        assert_eq!(labels, ["undo", "sp3", "sp3-no-ev"]);
+        let lat: Vec<u64> = specs.iter().step_by(3).map(|x| x.nvm_latency_ns).collect();
+        assert_eq!(lat, [0, 100, 300, 600, 1000]);
+        let s = parse(&[
+            "--workloads",
+            "hot",
+            "--threads",
+            "1",
+            "--nvm-latency-ns",
+            "0,300,1000",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, notes) = plan(&s);
+        assert!(notes
+            .iter()
+            .any(|n| n.contains("hot: needs concurrent writers")));
+        assert!(specs.iter().all(|x| x.threads == 2));
+        assert_eq!(
+            specs
+                .iter()
+                .filter(|x| x.engine.label == "sp3-no-ev")
+                .count(),
+            3
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! nothing below it refers to it.
 
 use crate::dataset::{DataSet, Sizes};
-use crate::{btree, hash, set, tatp, tpcc, tree_set};
+use crate::{btree, hash, hot, set, tatp, tpcc, tree_set};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.
@@ -23,6 +23,8 @@ pub enum DataKind {
     Tpcc,
     /// [`tatp::TatpBench`].
     Tatp,
+    /// [`hot::HotBench`].
+    Hot,
 }
 
 impl DataKind {
@@ -43,6 +45,7 @@ impl DataKind {
                     tpcc::pool_bytes(s, threads, orders) / 4 * 5
                 }
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
+                DataKind::Hot => hot::pool_bytes(),
             };
         bytes.div_ceil(1 << 20) << 20
     }
@@ -63,5 +66,6 @@ pub fn build(
         DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
         DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
         DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
+        DataKind::Hot => Box::new(hot::HotBench::build(pool)?),
     })
 }

@@ -12,7 +12,7 @@ use crate::out_dir::make_out_dir;
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::signal::{catch_signals, interrupted};
 use crate::workload::WorkloadKind;
-use crate::{plan, plot, tables, targets};
+use crate::{hot_table, plan, plot, recovery, tables, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -54,8 +54,14 @@ fn list<T: ToString>(v: &[T]) -> String {
 /// interrupted by a signal.
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
-    let (specs, notes) = plan::plan(&s);
-    if specs.is_empty() {
+    let (specs, mut notes) = plan::plan(&s);
+    let (recovery_engines, recovery_notes) = if s.workloads.contains(&WorkloadKind::Recovery) {
+        recovery::engines(&s.engines)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    notes.extend(recovery_notes);
+    if specs.is_empty() && recovery_engines.is_empty() {
         err("pisces bench: nothing to measure with these options");
         for n in &notes {
             err(&format!("  {n}"));
@@ -146,6 +152,26 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             } else {
                 " (scaled down from the paper's 200000)"
             },
+        );
+    }
+    if s.workloads.contains(&WorkloadKind::Hot) {
+        head += &format!(
+            "data: hot, {} counters of 64 bytes; every transaction reads {} of them and \
+             updates {} (update_pct 100); sp3 also without early visibility (sp3-no-ev)\n",
+            crate::hot::HOT_KEYS,
+            crate::hot::READS,
+            crate::hot::WRITES,
+        );
+    }
+    if !recovery_engines.is_empty() {
+        head += &format!(
+            "data: recovery, {} MiB of log from {} threads overwriting a {}-key hash table, \
+             a crash, then Pool::open with 1 and 2 recovery threads, {} run{}\n",
+            s.recovery_log_mib,
+            recovery::FILL_THREADS,
+            recovery::KEYS,
+            s.runs,
+            if s.runs == 1 { "" } else { "s" },
         );
     }
     if s.workloads.contains(&WorkloadKind::Set) {
@@ -239,11 +265,26 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     }
     pb.finish_and_clear();
     let _ = csv.flush();
+    let mut recovery_text = String::new();
+    if !recovery_engines.is_empty() && !interrupted() {
+        let (text, failed) = recovery::run(
+            &recovery_engines,
+            s.recovery_log_mib,
+            s.runs,
+            s.seed,
+            &dir,
+            &mut |line| err(line),
+        );
+        recovery_text = text;
+        failures.extend(failed);
+    }
 
     let mut summary = String::new();
     summary += &tables::throughput_tables(&res);
     summary += &tables::latency_table(&res);
     summary += &tables::breakdown_table(&res);
+    summary += &hot_table::early_visibility_table(&res);
+    summary += &recovery_text;
     summary += &tables::detail_table(&res);
     summary.push('\n');
     summary += &targets::targets(&res);

@@ -106,6 +106,7 @@ fn workload_note(w: &str) -> &'static str {
             " (TATP's standard mix: 80 % read-only, 20 % read-write; ro/upd latencies in \
              the detail table are its read-only and read-write transactions)"
         }
+        "hot" => " (every transaction reads 4 and updates 2 of 16 hot counters)",
         w if w.starts_with("set-") => {
             " (hash set: a read looks a member up, an update removes one and adds it back \
              in one transaction)"

@@ -35,12 +35,22 @@ pub enum WorkloadKind {
     /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
     /// measurement per `--tree-set-keys` size (not in the default lists).
     TreeSet,
+    /// Conflict-heavy: every transaction reads 4 and updates 2 of 16 hot counters, on
+    /// 2+ threads, over the latency sweep; sp3 also runs without early visibility
+    /// (`sp3-no-ev`) (not in the default lists).
+    Hot,
+    /// Recovery time and log replay throughput: fill the logs without checkpointing,
+    /// crash, time the reopen with 1 and 2 recovery threads (slow; not in the default
+    /// lists).
+    Recovery,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
 pub const TPCC_UPDATE_PCT: u32 = 100;
 /// `update_pct` of TATP: its standard mix has 20 % read-write transactions.
 pub const TATP_UPDATE_PCT: u32 = 20;
+/// `update_pct` of `hot`: every transaction updates.
+pub const HOT_UPDATE_PCT: u32 = 100;
 /// Default update mixes of `set` and `tree-set` (the peers' 1, 10 and 100 %).
 pub const SET_MIXES: [u32; 3] = [1, 10, 100];
 
@@ -74,6 +84,8 @@ impl WorkloadKind {
             WorkloadKind::Tatp => "tatp",
             WorkloadKind::Set => "set",
             WorkloadKind::TreeSet => "tree-set",
+            WorkloadKind::Hot => "hot",
+            WorkloadKind::Recovery => "recovery",
         }
     }
 

@@ -51,7 +51,8 @@
 //!   would let a dependent of a dependent return before a crash that drops it.
 //! * Frees take effect in the checkpoint, and the block is reused only after the
 //!   freeing record is retired.
-//! * Recovery replays in parallel over topological levels ([`recovery`]).
+//! * Recovery replays in parallel over 4 KiB chunks of the pool, each thread walking
+//!   the whole topological order ([`recovery`]).
 //! * Persistent state of the engine: the kit's per-thread redo logs (one ring per slot;
 //!   persistTS = lid) and, in the engine area's second page, one `retired` word per
 //!   slot and recovery's intent record. The kit's watermark word is not used.
