@@ -48,6 +48,10 @@ set and tree-set (the set benchmarks of the published PTM peers) run only when n
 one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
 reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
 1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
+capi runs only when named in --workloads: the hash workload's operations issued from C \
+through the C interface (one pisces_run per operation, the C side compiled into the \
+harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
+the hash mixes; its table shows C time / Rust time.\n\n\
 Engines: every engine of this build by default; pmdk is in the build only where \
 libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
 flushes by itself).")]
@@ -63,7 +67,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set].
+    /// tpcc,tatp; also latency-split, set, tree-set, capi].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].

@@ -5,7 +5,7 @@
 //! nothing below it refers to it.
 
 use crate::dataset::{DataSet, Sizes};
-use crate::{btree, hash, set, tatp, tpcc, tree_set};
+use crate::{btree, capi, hash, set, tatp, tpcc, tree_set};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.
@@ -23,6 +23,12 @@ pub enum DataKind {
     Tpcc,
     /// [`tatp::TatpBench`].
     Tatp,
+    /// [`capi::CapiHashBench`]: the hash table driven through the C interface
+    /// (`via_c`) or from Rust.
+    CapiHash {
+        /// The operations go through C.
+        via_c: bool,
+    },
 }
 
 impl DataKind {
@@ -34,7 +40,7 @@ impl DataKind {
     pub fn pool_bytes(self, s: &Sizes, threads: usize, seconds: f64) -> u64 {
         let bytes = (128u64 << 20)
             + match self {
-                DataKind::Hash => hash::pool_bytes(s),
+                DataKind::Hash | DataKind::CapiHash { .. } => hash::pool_bytes(s),
                 DataKind::Tree => btree::pool_bytes(s),
                 DataKind::Set(n) => set::pool_bytes(n),
                 DataKind::TreeSet(n) => tree_set::pool_bytes(n),
@@ -45,6 +51,16 @@ impl DataKind {
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
             };
         bytes.div_ceil(1 << 20) << 20
+    }
+
+    /// Thread slots of the pool of a measurement with `threads` workers: a handle per
+    /// worker and one for the preload; the `capi` data set holds a C handle per worker
+    /// besides.
+    pub fn thread_slots(self, threads: usize) -> usize {
+        match self {
+            DataKind::CapiHash { .. } => 2 * threads + 1,
+            _ => threads + 1,
+        }
     }
 }
 
@@ -63,5 +79,8 @@ pub fn build(
         DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
         DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
         DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
+        DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
+            pool, sizes, threads, seed, via_c,
+        )?),
     })
 }

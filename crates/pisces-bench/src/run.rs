@@ -169,6 +169,14 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             list(&s.set_mixes),
         );
     }
+    if s.workloads.contains(&WorkloadKind::Capi) {
+        head += &format!(
+            "data: capi, the hash table above with the hash workload's operations, each \
+             engine measured from Rust and then from C through the C interface \
+             (labelled <engine>-c: one pisces_run per operation); update mixes {} %\n",
+            list(&s.mixes),
+        );
+    }
     for n in &notes {
         head += &format!("note: {n}\n");
     }
@@ -244,6 +252,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     summary += &tables::throughput_tables(&res);
     summary += &tables::latency_table(&res);
     summary += &tables::breakdown_table(&res);
+    summary += &tables::capi_table(&res);
     summary += &tables::detail_table(&res);
     summary.push('\n');
     summary += &targets::targets(&res);

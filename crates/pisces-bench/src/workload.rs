@@ -35,6 +35,10 @@ pub enum WorkloadKind {
     /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
     /// measurement per `--tree-set-keys` size (not in the default lists).
     TreeSet,
+    /// The hash table's operations issued from C through the C interface
+    /// (`pisces_run`), each engine measured beside the same operations in Rust (not in
+    /// the default lists).
+    Capi,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -74,6 +78,7 @@ impl WorkloadKind {
             WorkloadKind::Tatp => "tatp",
             WorkloadKind::Set => "set",
             WorkloadKind::TreeSet => "tree-set",
+            WorkloadKind::Capi => "capi",
         }
     }
 

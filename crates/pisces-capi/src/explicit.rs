@@ -52,7 +52,7 @@ use crate::{
     pisces_tx_options, set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY, PISCES_ECONFLICT,
     PISCES_EPANIC, PISCES_ESTALE,
 };
-use pisces_core::{Error, ThreadHandle, Tx, TxOptions};
+use pisces::{Error, ThreadHandle, Tx, TxOptions};
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};

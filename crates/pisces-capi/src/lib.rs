@@ -27,7 +27,7 @@ pub use errors::*;
 pub use explicit::{pisces_tx_abort, pisces_tx_begin, pisces_tx_commit};
 
 use errors::{entry, Fail};
-use pisces_core::{
+use pisces::{
     Config, Durability, EngineId, EngineOptions, Error, Isolation, MediumKind, PPtr, Pool,
     ThreadHandle, Tx, TxOptions,
 };
@@ -432,6 +432,20 @@ unsafe fn finish_pool(pool: Pool, out: *mut *mut pisces_pool) -> Result<(), Fail
     Ok(())
 }
 
+/// A `pisces_pool` for C code of this process on a pool opened from Rust (a Rust
+/// program that hands a pool to C, like the benchmark harness driving the C interface
+/// on the pools it creates). Close it with `pisces_pool_close`; the pool itself stays
+/// open while `pool` or any other clone of it lives.
+pub fn pool_from_rust(pool: &Pool) -> *mut pisces_pool {
+    let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
+    Box::into_raw(Box::new(pisces_pool {
+        shared: Arc::new(PoolShared {
+            pool: pool.clone(),
+            engine_name,
+        }),
+    }))
+}
+
 /// Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
 /// NULL (defaults). On success `*out` is the pool; close it with `pisces_pool_close`.
 #[no_mangle]
@@ -515,7 +529,7 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
 
 /// The root cell of C programs: where their root object is and its size.
 #[repr(C)]
-#[derive(Clone, Copy, pisces_core::Pod, pisces_core::Zeroable)]
+#[derive(Clone, Copy, pisces::Pod, pisces::Zeroable)]
 struct CApiRootCell {
     offset: u64,
     size: u64,
