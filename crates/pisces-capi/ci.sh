@@ -16,7 +16,7 @@ cc="${CC:-cc}"
 if [[ -n "${PISCES_LIB_DIR:-}" ]]; then
     libdir="$PISCES_LIB_DIR"
 else
-    (cd "$root" && nice -n 19 cargo build -p pisces-capi --release)
+    (cd "$root" && nice -n 19 cargo build -p libpisces --release)
     libdir="${CARGO_TARGET_DIR:-$root/target}/release"
 fi
 [[ -f "$libdir/libpisces.so" ]] || { echo "ci.sh: no libpisces.so in $libdir" >&2; exit 1; }

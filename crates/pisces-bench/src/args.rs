@@ -53,6 +53,10 @@ hot (only when named): every transaction reads 4 and updates 2 of 16 hot counter
 recovery (only when named): --recovery-log-mib of log (default 256) left to a crash by 2 \
 threads, then Pool::open timed with 1 and 2 recovery threads (engines whose logs can hold \
 it; slow).\n\n\
+capi runs only when named in --workloads: the hash workload's operations issued from C \
+through the C interface (one pisces_run per operation, the C side compiled into the \
+harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
+the hash mixes; its table shows C time / Rust time.\n\n\
 Engines: every engine of this build by default; pmdk is in the build only where \
 libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
 flushes by itself).")]
@@ -68,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set, hot, recovery].
+    /// tpcc,tatp; also latency-split, set, tree-set, hot, recovery, capi].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].

@@ -12,7 +12,7 @@
 //! [`tatp`](crate::tatp)) depend on this module only; the registry that names and
 //! builds them ([`registry`](crate::registry)) sits on top of them.
 
-use pisces::{Error, ThreadHandle};
+use pisces::{Error, ThreadHandle, TxStats};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -41,6 +41,15 @@ pub trait DataSet: Send + Sync {
         rng: &mut StdRng,
         update: bool,
     ) -> pisces::Result<u64>;
+
+    /// Called on worker `worker`'s thread after its last operation, before its Rust
+    /// handle is dropped: a data set that holds something per worker gives it back
+    /// here, and one that ran the worker's transactions on a handle of its own (the
+    /// `capi` data set's C handles) returns that handle's counts, which then replace
+    /// the Rust handle's.
+    fn worker_done(&self, _worker: usize) -> Option<TxStats> {
+        None
+    }
 }
 
 /// Data-set sizes (the sets' sizes are part of their [`DataKind`](crate::registry::DataKind)).

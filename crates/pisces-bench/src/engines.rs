@@ -153,6 +153,14 @@ impl EngineSpec {
         }
     }
 
+    /// The same configuration under another label.
+    pub fn relabelled(&self, label: String) -> Self {
+        EngineSpec {
+            label,
+            ..self.clone()
+        }
+    }
+
     /// The Pisces configurations of the breakdown (paper Fig 9a): flush whole (no
     /// flush-diff, no group commit), flush-diff, and flush-diff with the default group
     /// commit.

@@ -97,6 +97,18 @@ impl HashBench {
     }
 }
 
+impl HashBench {
+    /// The table (the `capi` data set names it from C too).
+    pub(crate) fn table(&self) -> HashTable {
+        self.map
+    }
+
+    /// The key of the next operation: uniform over the whole key space.
+    pub(crate) fn pick_key(&self, rng: &mut StdRng) -> u64 {
+        rng.gen_range(0..self.key_space)
+    }
+}
+
 impl DataSet for HashBench {
     fn op(
         &self,
@@ -105,7 +117,7 @@ impl DataSet for HashBench {
         rng: &mut StdRng,
         update: bool,
     ) -> pisces::Result<u64> {
-        let k = rng.gen_range(0..self.key_space);
+        let k = self.pick_key(rng);
         let m = self.map;
         if update {
             h.run_op(UPDATE_OP, &UpdateArgs { map: m, key: k })?;

@@ -18,7 +18,7 @@
 //! * [`engines`]: the engines under test (the one module naming engine ids and options);
 //! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
 //! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`],
-//!   [`hot`];
+//!   [`hot`], and [`capi`] (the hash table driven through the C interface);
 //! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
 //! * [`workload`]: what `--workloads` selects;
 //! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
@@ -30,6 +30,7 @@
 
 pub mod args;
 pub mod btree;
+pub mod capi;
 pub mod dataset;
 pub mod engines;
 pub mod hash;

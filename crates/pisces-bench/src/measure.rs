@@ -165,7 +165,7 @@ fn worker(
     }
     let elapsed = t0.elapsed();
     done.fetch_add(unreported, Ordering::Relaxed);
-    let stats = h.stats();
+    let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
     drop(h); // writes back the pending batch on this thread: counted below
     Ok(WorkerOut {
         commits: stats.commits + stats.failed,
@@ -207,7 +207,7 @@ fn measure_at(
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
         },
-        spec.threads + 1,
+        spec.data.thread_slots(spec.threads),
         4 << 20,
     );
     let pool = Pool::create(path, cfg)

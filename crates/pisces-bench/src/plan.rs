@@ -125,6 +125,7 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
         WorkloadKind::Hot => vec![hot_part(s, notes)],
         // Not a throughput measurement: `crate::recovery` runs it.
         WorkloadKind::Recovery => Vec::new(),
+        WorkloadKind::Capi => vec![part(DataKind::CapiHash { via_c: false }, &s.mixes)],
         WorkloadKind::TreeSet => s
             .tree_set_keys
             .iter()
@@ -135,6 +136,25 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             .collect(),
     }
 }
+
+/// The measurements of engine `e` on `data`: one, except on the `capi` data set, where
+/// each engine is measured twice back to back, from Rust (labelled with the engine's
+/// name) and through the C interface (labelled `<engine>-c`).
+fn variants(e: &EngineSpec, data: DataKind) -> Vec<(EngineSpec, DataKind)> {
+    match data {
+        DataKind::CapiHash { .. } => vec![
+            (e.clone(), DataKind::CapiHash { via_c: false }),
+            (
+                e.relabelled(format!("{}{C_SUFFIX}", e.label)),
+                DataKind::CapiHash { via_c: true },
+            ),
+        ],
+        _ => vec![(e.clone(), data)],
+    }
+}
+
+/// Suffix of the label of an engine measured through the C interface.
+pub const C_SUFFIX: &str = "-c";
 
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
@@ -163,15 +183,17 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                 }
                                 continue;
                             }
-                            specs.push(Spec {
-                                engine: e.clone(),
-                                workload: p.name.clone(),
-                                data: p.data,
-                                threads: t,
-                                update_pct,
-                                dedicated_reader: w == WorkloadKind::LatencySplit,
-                                nvm_latency_ns,
-                            });
+                            for (engine, data) in variants(e, p.data) {
+                                specs.push(Spec {
+                                    engine,
+                                    workload: p.name.clone(),
+                                    data,
+                                    threads: t,
+                                    update_pct,
+                                    dedicated_reader: w == WorkloadKind::LatencySplit,
+                                    nvm_latency_ns,
+                                });
+                            }
                         }
                     }
                 }

@@ -5,7 +5,7 @@
 //! nothing below it refers to it.
 
 use crate::dataset::{DataSet, Sizes};
-use crate::{btree, hash, hot, set, tatp, tpcc, tree_set};
+use crate::{btree, capi, hash, hot, set, tatp, tpcc, tree_set};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.
@@ -25,6 +25,12 @@ pub enum DataKind {
     Tatp,
     /// [`hot::HotBench`].
     Hot,
+    /// [`capi::CapiHashBench`]: the hash table driven through the C interface
+    /// (`via_c`) or from Rust.
+    CapiHash {
+        /// The operations go through C.
+        via_c: bool,
+    },
 }
 
 impl DataKind {
@@ -36,7 +42,7 @@ impl DataKind {
     pub fn pool_bytes(self, s: &Sizes, threads: usize, seconds: f64) -> u64 {
         let bytes = (128u64 << 20)
             + match self {
-                DataKind::Hash => hash::pool_bytes(s),
+                DataKind::Hash | DataKind::CapiHash { .. } => hash::pool_bytes(s),
                 DataKind::Tree => btree::pool_bytes(s),
                 DataKind::Set(n) => set::pool_bytes(n),
                 DataKind::TreeSet(n) => tree_set::pool_bytes(n),
@@ -48,6 +54,16 @@ impl DataKind {
                 DataKind::Hot => hot::pool_bytes(),
             };
         bytes.div_ceil(1 << 20) << 20
+    }
+
+    /// Thread slots of the pool of a measurement with `threads` workers: a handle per
+    /// worker and one for the preload; the `capi` data set holds a C handle per worker
+    /// besides.
+    pub fn thread_slots(self, threads: usize) -> usize {
+        match self {
+            DataKind::CapiHash { .. } => 2 * threads + 1,
+            _ => threads + 1,
+        }
     }
 }
 
@@ -67,5 +83,8 @@ pub fn build(
         DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
         DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
         DataKind::Hot => Box::new(hot::HotBench::build(pool)?),
+        DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
+            pool, sizes, threads, seed, via_c,
+        )?),
     })
 }

@@ -195,6 +195,14 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             list(&s.set_mixes),
         );
     }
+    if s.workloads.contains(&WorkloadKind::Capi) {
+        head += &format!(
+            "data: capi, the hash table above with the hash workload's operations, each \
+             engine measured from Rust and then from C through the C interface \
+             (labelled <engine>-c: one pisces_run per operation); update mixes {} %\n",
+            list(&s.mixes),
+        );
+    }
     for n in &notes {
         head += &format!("note: {n}\n");
     }
@@ -285,6 +293,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     summary += &tables::breakdown_table(&res);
     summary += &hot_table::early_visibility_table(&res);
     summary += &recovery_text;
+    summary += &tables::capi_table(&res);
     summary += &tables::detail_table(&res);
     summary.push('\n');
     summary += &targets::targets(&res);

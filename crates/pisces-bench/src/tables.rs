@@ -1,6 +1,7 @@
 //! The terminal tables of a bench run: engines side by side with Pisces' ratio to
 //! each, every metric per configuration, the latency sweeps and the breakdown.
 
+use crate::plan::C_SUFFIX;
 use crate::report::{median, Key, Results, Row};
 use std::fmt::Write as _;
 
@@ -90,9 +91,10 @@ fn pct(x: f64) -> String {
     }
 }
 
-/// Workloads shown as throughput comparisons (everything but the two sweeps).
+/// Workloads shown as throughput comparisons of engines (everything but the two
+/// sweeps, the breakdown and the C interface's own table).
 fn is_throughput_workload(w: &str) -> bool {
-    !w.starts_with("latency") && w != "breakdown"
+    !w.starts_with("latency") && w != "breakdown" && w != "capi"
 }
 
 /// What the transactions of TPC-C, TATP and the sets are (after the table title).
@@ -299,6 +301,55 @@ fn latency_table_of(res: &Results, w: &str, what: &str) -> String {
     )
 }
 
+/// The C interface against Rust: per engine and configuration, the hash-table
+/// operations' throughput from Rust and through the C interface, and the time an
+/// operation takes from C relative to Rust (the median of the per-run ratios of
+/// throughputs, Rust / C).
+pub fn capi_table(res: &Results) -> String {
+    let w = "capi";
+    let keys = res.keys(w);
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new(
+        [
+            "engine",
+            "upd%",
+            "nvm ns",
+            "thr",
+            "Rust Mops/s",
+            "C Mops/s",
+            "C time / Rust time",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    for e in res.engines(w).iter().filter(|e| !e.ends_with(C_SUFFIX)) {
+        let c = format!("{e}{C_SUFFIX}");
+        for k in &keys {
+            if res.runs(w, k, e).next().is_none() {
+                continue;
+            }
+            t.push(vec![
+                e.clone(),
+                k.update_pct.to_string(),
+                k.nvm_latency_ns.to_string(),
+                k.threads.to_string(),
+                mops(res.median(w, k, e, |r| r.ops_per_sec)),
+                mops(res.median(w, k, &c, |r| r.ops_per_sec)),
+                times(res.ratio(w, k, e, &c)),
+            ]);
+        }
+    }
+    format!(
+        "capi: the hash table's operations (one transaction each) from Rust and from C \
+         through the C interface (pisces_run, pisces_hmap_*), same engine, same run; \
+         median over runs\n{}\n",
+        t.render()
+    )
+}
+
 /// Pisces' optimisations one by one.
 pub fn breakdown_table(res: &Results) -> String {
     let w = "breakdown";
@@ -355,6 +406,29 @@ mod tests {
         }
         let t = throughput_tables(&res);
         assert!(t.contains("pisces/undo") && t.contains("2.00x"), "{t}");
+    }
+
+    #[test]
+    fn the_capi_table_pairs_each_engine_with_its_c_row() {
+        let mut res = Results::default();
+        for (e, run, ops) in [
+            ("pisces", 1, 100.0),
+            ("pisces-c", 1, 80.0),
+            ("undo", 1, 50.0),
+            ("undo-c", 1, 50.0),
+        ] {
+            res.rows.push(test_row(e, "capi", 1, 2, run, ops));
+        }
+        let t = capi_table(&res);
+        assert!(t.contains("1.25x") && t.contains("1.00x"), "{t}");
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with("undo")).count(),
+            1,
+            "{t}"
+        );
+        assert!(!t.contains("undo-c"), "{t}");
+        // Not among the engine comparisons.
+        assert!(!throughput_tables(&res).contains("capi"));
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub enum WorkloadKind {
     /// crash, time the reopen with 1 and 2 recovery threads (slow; not in the default
     /// lists).
     Recovery,
+    /// The hash table's operations issued from C through the C interface
+    /// (`pisces_run`), each engine measured beside the same operations in Rust (not in
+    /// the default lists).
+    Capi,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -86,6 +90,7 @@ impl WorkloadKind {
             WorkloadKind::TreeSet => "tree-set",
             WorkloadKind::Hot => "hot",
             WorkloadKind::Recovery => "recovery",
+            WorkloadKind::Capi => "capi",
         }
     }
 

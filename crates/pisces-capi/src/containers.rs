@@ -10,7 +10,7 @@
 
 use crate::errors::{entry, Fail, PISCES_EINVAL, PISCES_EVALUESIZE};
 use crate::{current, pisces_tx, with_tx_mut, with_tx_ref, Mode};
-use pisces_core::{BTreeMap, HashMap, Tx};
+use pisces::{BTreeMap, HashMap, Tx};
 use std::ffi::{c_int, c_void};
 
 /// The value sizes the containers support, in bytes.
@@ -114,7 +114,7 @@ unsafe fn set_flag(p: *mut c_int, v: bool) {
 /// transaction, after collecting the entries on the worker in an explicit one.
 unsafe fn iterate<const N: usize>(
     tx: pisces_tx,
-    scan: impl Fn(&Tx<'_>, &mut dyn FnMut(&u64, &[u8; N]) -> bool) -> pisces_core::Result<()>,
+    scan: impl Fn(&Tx<'_>, &mut dyn FnMut(&u64, &[u8; N]) -> bool) -> pisces::Result<()>,
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> Result<(), Fail> {

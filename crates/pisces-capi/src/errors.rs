@@ -1,7 +1,7 @@
 //! Return codes, the per-thread error message, and the panic barrier of every entry
 //! point.
 
-use pisces_core::Error;
+use pisces::Error;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -52,7 +52,7 @@ use crate::{
     pisces_tx_options, set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY, PISCES_ECONFLICT,
     PISCES_EPANIC, PISCES_ESTALE,
 };
-use pisces_core::{Error, ThreadHandle, Tx, TxOptions};
+use pisces::{Error, ThreadHandle, Tx, TxOptions};
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -232,7 +232,7 @@ pub unsafe extern "C" fn pisces_tx_begin(
         let opts = to_tx_options(opts)?;
         let th = crate::take_th(hr)?;
         if let Err(e) = nest_enter(hr.key()) {
-            hr.th.set(Some(th));
+            crate::put_th(hr, th);
             return Err(e);
         }
         let r = begin(hr, th, opts);
@@ -279,7 +279,7 @@ fn begin(h: &pisces_handle, th: ThreadHandle, opts: TxOptions) -> Result<(), Fai
             Ok(())
         }
         Ok(Reply::Ended(th, r)) => {
-            h.th.set(Some(*th));
+            crate::put_th(h, *th);
             match r {
                 Ok(()) => Err(Fail::new(
                     crate::PISCES_ERROR,
@@ -303,7 +303,7 @@ pub(crate) fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
             .map_err(|_| lost())?;
         match w.from.recv() {
             Ok(Reply::Ended(th, r)) => {
-                h.th.set(Some(*th));
+                crate::put_th(h, *th);
                 match r {
                     Ok(()) => Ok(()),
                     Err(Ended::Error(Error::UserAbort(_))) if !commit => Ok(()),

@@ -27,11 +27,11 @@ pub use errors::*;
 pub use explicit::{pisces_tx_abort, pisces_tx_begin, pisces_tx_commit};
 
 use errors::{entry, Fail};
-use pisces_core::{
+use pisces::{
     Config, Durability, EngineId, EngineOptions, Error, Isolation, MediumKind, PPtr, Pool,
     ThreadHandle, Tx, TxOptions,
 };
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,9 +125,10 @@ enum Mode {
 /// time.
 pub struct pisces_handle {
     shared: Arc<PoolShared>,
-    /// The thread state; `None` while a transaction runs (moved into the retry loop or
-    /// onto the explicit-transaction worker) or after the worker died.
-    th: Cell<Option<ThreadHandle>>,
+    /// The thread state; `None` while an explicit transaction runs (moved onto the
+    /// worker) or after the worker died. Reached only through [`idle_th`] and
+    /// [`take_th`], which hand it out only while `mode` is `Idle` (see there).
+    th: UnsafeCell<Option<ThreadHandle>>,
     /// Bumped when an attempt starts and when it ends: a `pisces_tx` is current only
     /// while its generation equals this and `mode` is not `Idle`.
     generation: Cell<u64>,
@@ -269,30 +270,50 @@ unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
         .ok_or_else(|| Fail::new(PISCES_EINVAL, format!("{what} is NULL")))
 }
 
+/// Most pools with a transaction begun through the C API on one thread at once.
+const MAX_NESTED_POOLS: usize = 8;
+
 thread_local! {
     /// Pools (by the address of their shared state) with a transaction begun on this
-    /// thread through the C API. An explicit transaction runs on a worker thread, so
-    /// the library's own nesting check (per OS thread) cannot see it; a second
-    /// transaction of the same pool started here would wait for it forever.
-    static IN_TX: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// thread through the C API: the first `IN_TX_LEN` entries, in no order. An
+    /// explicit transaction runs on a worker thread, so the library's own nesting
+    /// check (per OS thread) cannot see it; a second transaction of the same pool
+    /// started here would wait for it forever. Checked on every `pisces_run`, so a
+    /// fixed array of `Cell`s (a few instructions, no copies), not a `RefCell<Vec>`.
+    static IN_TX: [Cell<usize>; MAX_NESTED_POOLS] =
+        const { [const { Cell::new(0) }; MAX_NESTED_POOLS] };
+    static IN_TX_LEN: Cell<usize> = const { Cell::new(0) };
 }
 
 fn nest_enter(key: usize) -> Result<(), Fail> {
-    IN_TX.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.contains(&key) {
+    let len = IN_TX_LEN.get();
+    IN_TX.with(|active| {
+        if active[..len].iter().any(|k| k.get() == key) {
             return Err(Fail::from(Error::NestedTransaction));
         }
-        s.push(key);
-        Ok(())
-    })
+        match active.get(len) {
+            Some(slot) => {
+                slot.set(key);
+                Ok(())
+            }
+            None => Err(Fail::new(
+                PISCES_ENESTED,
+                format!(
+                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
+                ),
+            )),
+        }
+    })?;
+    IN_TX_LEN.set(len + 1);
+    Ok(())
 }
 
 fn nest_leave(key: usize) {
-    IN_TX.with(|s| {
-        let mut s = s.borrow_mut();
-        if let Some(i) = s.iter().position(|&k| k == key) {
-            s.swap_remove(i);
+    let len = IN_TX_LEN.get();
+    IN_TX.with(|active| {
+        if let Some(i) = active[..len].iter().position(|k| k.get() == key) {
+            active[i].set(active[len - 1].get());
+            IN_TX_LEN.set(len - 1);
         }
     })
 }
@@ -432,6 +453,20 @@ unsafe fn finish_pool(pool: Pool, out: *mut *mut pisces_pool) -> Result<(), Fail
     Ok(())
 }
 
+/// A `pisces_pool` for C code of this process on a pool opened from Rust (a Rust
+/// program that hands a pool to C, like the benchmark harness driving the C interface
+/// on the pools it creates). Close it with `pisces_pool_close`; the pool itself stays
+/// open while `pool` or any other clone of it lives.
+pub fn pool_from_rust(pool: &Pool) -> *mut pisces_pool {
+    let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
+    Box::into_raw(Box::new(pisces_pool {
+        shared: Arc::new(PoolShared {
+            pool: pool.clone(),
+            engine_name,
+        }),
+    }))
+}
+
 /// Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
 /// NULL (defaults). On success `*out` is the pool; close it with `pisces_pool_close`.
 #[no_mangle]
@@ -515,7 +550,7 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
 
 /// The root cell of C programs: where their root object is and its size.
 #[repr(C)]
-#[derive(Clone, Copy, pisces_core::Pod, pisces_core::Zeroable)]
+#[derive(Clone, Copy, pisces::Pod, pisces::Zeroable)]
 struct CApiRootCell {
     offset: u64,
     size: u64,
@@ -579,7 +614,7 @@ pub unsafe extern "C" fn pisces_handle_open(
         let th = shared.pool.handle()?;
         *out = Box::into_raw(Box::new(pisces_handle {
             shared,
-            th: Cell::new(Some(th)),
+            th: UnsafeCell::new(Some(th)),
             generation: Cell::new(0),
             mode: Cell::new(Mode::Idle),
             tx: Cell::new(std::ptr::null_mut()),
@@ -623,14 +658,9 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
 pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_int {
     entry(|| {
         let h = handle_ref(h)?;
-        let mut th = take_th(h)?;
-        if let Err(e) = not_in_tx(h.key()) {
-            h.th.set(Some(th));
-            return Err(e);
-        }
-        let r = th.wait_durable();
-        h.th.set(Some(th));
-        Ok(r?)
+        let th = idle_th(h)?;
+        not_in_tx(h.key())?;
+        Ok(th.wait_durable()?)
     })
 }
 
@@ -646,9 +676,7 @@ pub unsafe extern "C" fn pisces_handle_stats(
 ) -> c_int {
     entry(|| {
         let h = handle_ref(h)?;
-        let th = take_th(h)?;
-        let s = th.stats();
-        h.th.set(Some(th));
+        let s = idle_th(h)?.stats();
         if let Some(c) = commits.as_mut() {
             *c = s.commits;
         }
@@ -662,19 +690,45 @@ pub unsafe extern "C" fn pisces_handle_stats(
     })
 }
 
-fn take_th(h: &pisces_handle) -> Result<ThreadHandle, Fail> {
+/// The thread state of `h`, borrowed in place; `PISCES_EBUSY` while a transaction
+/// runs on the handle.
+///
+/// Why no two borrows of the state are ever alive at once: it is handed out only while
+/// `h.mode` is `Idle`, and every caller either drops the borrow before C code can run
+/// again (stats, wait_durable) or keeps `h.mode` non-idle whenever it calls C code
+/// while holding it (`pisces_run` calls the callback only inside an attempt, with
+/// `mode == Callback`; between attempts only library code runs). A handle is used by
+/// one thread at a time (documented), and `pisces_handle` is not `Sync`.
+fn idle_th(h: &pisces_handle) -> Result<&mut ThreadHandle, Fail> {
     if h.mode.get() != Mode::Idle {
         return Err(Fail::new(
             PISCES_EBUSY,
             "a transaction is running on this handle",
         ));
     }
-    h.th.take().ok_or_else(|| {
-        Fail::new(
-            PISCES_EPANIC,
-            "this handle lost its thread state after an internal panic; close it",
-        )
-    })
+    // SAFETY: the handle is idle, so no other borrow of the state is alive (see above).
+    unsafe { &mut *h.th.get() }.as_mut().ok_or_else(lost_state)
+}
+
+/// Move the thread state out of idle `h` (onto the explicit-transaction worker); give
+/// it back with [`put_th`].
+fn take_th(h: &pisces_handle) -> Result<ThreadHandle, Fail> {
+    idle_th(h)?;
+    // SAFETY: idle (checked just above): no borrow of the state is alive.
+    unsafe { &mut *h.th.get() }.take().ok_or_else(lost_state)
+}
+
+/// Give back a thread state moved out by [`take_th`].
+fn put_th(h: &pisces_handle, th: ThreadHandle) {
+    // SAFETY: the state was moved out, so no borrow of it is alive.
+    unsafe { *h.th.get() = Some(th) };
+}
+
+fn lost_state() -> Fail {
+    Fail::new(
+        PISCES_EPANIC,
+        "this handle lost its thread state after an internal panic; close it",
+    )
 }
 
 // ---------------------------------------------------------------------------------
@@ -724,20 +778,8 @@ pub unsafe extern "C" fn pisces_run_with(
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
         let opts = to_tx_options(opts)?;
-        /// Gives the thread state back to the handle, also when unwinding from an
-        /// internal panic (the library leaves it usable: the attempt is rolled back).
-        struct PutBack<'a>(&'a pisces_handle, Option<ThreadHandle>);
-        impl Drop for PutBack<'_> {
-            fn drop(&mut self) {
-                if let Some(t) = self.1.take() {
-                    self.0.th.set(Some(t));
-                }
-            }
-        }
-        let mut th = PutBack(hr, Some(take_th(hr)?));
-        let th =
-            th.1.as_mut()
-                .ok_or_else(|| Fail::new(PISCES_EPANIC, "no thread state"))?;
+        // In place (no move of the thread state): see `idle_th`.
+        let th = idle_th(hr)?;
         nest_enter(hr.key())?;
         let _g = NestGuard(hr.key());
         run_callback(hr, h, th, opts, f, ctx)

@@ -6,8 +6,8 @@
 //!
 //! `cargo test --release -p pisces-capi --test abi_vs_rust -- --nocapture`
 
-use pisces::*;
-use pisces_core::{Config, HashMap, PPtr, Pool};
+use pisces::{Config, HashMap, PPtr, Pool};
+use pisces_capi::*;
 use std::ffi::{c_int, c_void, CString};
 use std::time::{Duration, Instant};
 

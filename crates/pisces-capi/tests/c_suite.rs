@@ -1,6 +1,7 @@
 //! Runs `ci.sh` (the C test suite, the bank example, a 3-kill crash loop) when a C
 //! compiler is installed, so `cargo test --workspace` exercises the C side too.
-//! Without `cc` the test says so and passes.
+//! Without `cc` the test says so and passes. The C suite must report every engine of
+//! the library (`EngineId::ALL`): opened by name from C, or unavailable in this build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,4 +53,23 @@ fn c_suite_and_crash_loop() {
         stdout.contains("invariant held"),
         "the crash loop did not finish"
     );
+    // Every engine of the library is reachable from C by name: the C suite creates,
+    // fills, closes and reopens a pool on each engine this build has (and reports the
+    // others as unavailable).
+    for e in pisces::EngineId::ALL {
+        let want = if e.available() {
+            vec!["engine", e.name(), "ok"]
+        } else {
+            vec!["engine", e.name(), "not", "available"]
+        };
+        assert!(
+            stdout.lines().any(|l| l
+                .split_whitespace()
+                .take(want.len())
+                .eq(want.iter().copied())),
+            "the C suite did not report engine {} as {:?}",
+            e.name(),
+            want
+        );
+    }
 }

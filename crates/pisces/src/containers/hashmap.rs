@@ -309,28 +309,16 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         })
     }
 
-    /// The header, validated against this handle's types.
+    /// The header, validated against this handle's types. Small enough to inline into
+    /// every operation: the messages of its failures are built out of line.
     #[inline]
     fn header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
         if self.header.is_null() {
             return Err(Error::InvalidPointer("null hash map handle".into()));
         }
         let h = tx.read(self.header)?;
-        if h[H_MAGIC] != MAGIC {
-            return Err(Error::InvalidPointer(format!(
-                "{:#x} is not a hash map",
-                self.header.offset()
-            )));
-        }
-        if h[H_SIG] != Self::SIG {
-            return Err(Error::InvalidPointer(format!(
-                "hash map at {:#x} was created for other key/value types ({} and {} bytes, not {} and {})",
-                self.header.offset(),
-                h[H_SIG] & 0xffff_ffff,
-                h[H_SIG] >> 32,
-                size_of::<K>(),
-                size_of::<V>()
-            )));
+        if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
+            return Err(self.bad_header(h));
         }
         let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
         if h[H_GROW] != 0 && h[H_GROW] != GROWABLE {
@@ -345,12 +333,32 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             || c != b.div_ceil(CHUNK as u64)
             || l != if c <= DIR as u64 { 1 } else { 2 }
         {
-            return Err(Error::Corrupt(format!(
-                "hash map at {:#x}: bad geometry",
-                self.header.offset()
-            )));
+            return Err(self.bad_header(h));
         }
         Ok(h)
+    }
+
+    /// Why header `h` is not a valid one of a map of this handle's types.
+    #[cold]
+    #[inline(never)]
+    fn bad_header(&self, h: &Header) -> Error {
+        if h[H_MAGIC] == MAGIC && h[H_SIG] == Self::SIG {
+            return Error::Corrupt(format!(
+                "hash map at {:#x}: bad geometry",
+                self.header.offset()
+            ));
+        }
+        if h[H_MAGIC] != MAGIC {
+            return Error::InvalidPointer(format!("{:#x} is not a hash map", self.header.offset()));
+        }
+        Error::InvalidPointer(format!(
+            "hash map at {:#x} was created for other key/value types ({} and {} bytes, not {} and {})",
+            self.header.offset(),
+            h[H_SIG] & 0xffff_ffff,
+            h[H_SIG] >> 32,
+            size_of::<K>(),
+            size_of::<V>()
+        ))
     }
 
     /// Offset of chunk `c` (validated `< chunks`).

@@ -67,7 +67,12 @@ macro_rules! ladder {
         const LADDER: &[usize] = &[$($n),*];
 
         /// This transaction's snapshot of the node at `off`, as `s.len` words.
-        #[inline]
+        ///
+        /// Always inlined: every caller passes a shape that is a constant of its
+        /// container type, so the match folds to the one arm of that size (otherwise
+        /// a caller compiled in another crate may call the whole match, one generic
+        /// read per size, on every node it visits).
+        #[inline(always)]
         pub(crate) fn read<'t>(tx: &'t Tx<'_>, off: u64, s: Shape) -> Result<&'t [u64]> {
             match s.size {
                 $($n => {
@@ -79,7 +84,8 @@ macro_rules! ladder {
         }
 
         /// This transaction's private, writable copy of the node at `off` (locks it).
-        #[inline]
+        /// Always inlined, as `read`.
+        #[inline(always)]
         pub(crate) fn write<'t>(tx: &'t mut Tx<'_>, off: u64, s: Shape) -> Result<&'t mut [u64]> {
             match s.size {
                 $($n => {

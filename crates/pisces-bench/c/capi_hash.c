@@ -1,0 +1,72 @@
+/*
+ * The operations of the `capi` workload of `pisces bench`, issued from C through the C
+ * interface (include/pisces.h): the hash-table operations of the `hash` workload, one
+ * transaction (`pisces_run`) per operation, on a `pisces_hmap` with 8-byte keys and
+ * 64-byte values.
+ *
+ * An update removes the key if present and inserts it (with its 64-byte value) if
+ * absent; a lookup copies the value out and reads its last byte. The Rust side of the
+ * harness picks the keys and times each call, exactly as for the `hash` workload, so
+ * the two differ only in how the transaction is issued.
+ *
+ * Compiled by the bench crate's build.rs (the `cc` crate) and linked into the harness,
+ * which links the C interface (`pisces-capi`) too.
+ */
+#include "pisces.h"
+
+struct op_ctx {
+    pisces_hmap map;
+    uint64_t key;
+    uint64_t changed; /* bytes the program changed (the `hash` workload's count) */
+    unsigned char seen;
+};
+
+/* The 64-byte value of key k: word i is k ^ i, little-endian (as the Rust side). */
+static void value_of(uint64_t k, unsigned char v[64]) {
+    for (int i = 0; i < 8; i++) {
+        uint64_t w = k ^ (uint64_t)i;
+        for (int b = 0; b < 8; b++) v[8 * i + b] = (unsigned char)(w >> (8 * b));
+    }
+}
+
+static int update_tx(pisces_tx tx, void *p) {
+    struct op_ctx *c = p;
+    int found = 0;
+    int rc = pisces_hmap_remove(tx, c->map, c->key, NULL, &found);
+    if (rc != PISCES_OK) return rc;
+    if (found) {
+        c->changed = 8;
+        return PISCES_OK;
+    }
+    unsigned char v[64];
+    value_of(c->key, v);
+    rc = pisces_hmap_insert(tx, c->map, c->key, v, NULL);
+    if (rc != PISCES_OK) return rc;
+    c->changed = 72;
+    return PISCES_OK;
+}
+
+static int lookup_tx(pisces_tx tx, void *p) {
+    struct op_ctx *c = p;
+    unsigned char v[64];
+    int found = 0;
+    int rc = pisces_hmap_get(tx, c->map, c->key, v, &found);
+    if (rc != PISCES_OK) return rc;
+    c->seen = found ? v[63] : 0;
+    return PISCES_OK;
+}
+
+/*
+ * One operation on `map` through handle `h`: an update if `update`, else a lookup.
+ * Returns the pisces_run code; on success `*changed` = bytes changed (8 for a remove,
+ * 72 for an insert, 0 for a lookup) and `*seen` = the last byte of the value looked up
+ * (0 when absent).
+ */
+int pisces_bench_hash_op(pisces_handle *h, pisces_hmap map, uint64_t key, int update,
+                         uint64_t *changed, unsigned char *seen) {
+    struct op_ctx c = {map, key, 0, 0};
+    int rc = pisces_run(h, update ? update_tx : lookup_tx, &c);
+    *changed = c.changed;
+    *seen = c.seen;
+    return rc;
+}
