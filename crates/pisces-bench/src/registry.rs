@@ -5,7 +5,7 @@
 //! nothing below it refers to it.
 
 use crate::dataset::{DataSet, Sizes};
-use crate::{btree, hash, set, tatp, tpcc, tree_set};
+use crate::{btree, hash, set, tatp, tpcc, tree_set, ycsb};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.
@@ -23,6 +23,8 @@ pub enum DataKind {
     Tpcc,
     /// [`tatp::TatpBench`].
     Tatp,
+    /// [`ycsb::YcsbBench`] of this many records.
+    Ycsb(usize),
 }
 
 impl DataKind {
@@ -43,6 +45,7 @@ impl DataKind {
                     tpcc::pool_bytes(s, threads, orders) / 4 * 5
                 }
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
+                DataKind::Ycsb(n) => ycsb::pool_bytes(n),
             };
         bytes.div_ceil(1 << 20) << 20
     }
@@ -63,5 +66,6 @@ pub fn build(
         DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
         DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
         DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
+        DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
     })
 }

@@ -35,6 +35,10 @@ pub enum WorkloadKind {
     /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
     /// measurement per `--tree-set-keys` size (not in the default lists).
     TreeSet,
+    /// YCSB-style key-value mix: 100K records, 8-byte keys, 64-byte values, zipfian
+    /// requests (0.99); A = 50 % updates, B = 5 %, C = read-only (not in the default
+    /// lists).
+    Ycsb,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -74,6 +78,7 @@ impl WorkloadKind {
             WorkloadKind::Tatp => "tatp",
             WorkloadKind::Set => "set",
             WorkloadKind::TreeSet => "tree-set",
+            WorkloadKind::Ycsb => "ycsb",
         }
     }
 
