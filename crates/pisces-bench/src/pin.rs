@@ -6,6 +6,8 @@
 //! more workers than CPUs, several share one). The mask is read once, from the main
 //! thread, which is never pinned itself (it only preloads and watches the clock), so
 //! the CPUs are those the process was allowed to run on (`taskset`, cgroup cpusets).
+//! If the system refuses to pin a probe thread, the run goes unpinned and says why; a
+//! worker that then fails to pin fails its measurement.
 
 /// Where worker threads run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,14 +33,24 @@ impl Placement {
                 why: "--no-pin".into(),
             };
         }
-        match core_affinity::get_core_ids() {
-            Some(ids) if !ids.is_empty() => Placement::Pinned {
-                cpus: ids.into_iter().map(|c| c.id).collect(),
-            },
-            _ => Placement::Unpinned {
-                why: "the process's CPU affinity mask could not be read".into(),
-            },
+        let cpus: Vec<usize> = match core_affinity::get_core_ids() {
+            Some(ids) if !ids.is_empty() => ids.into_iter().map(|c| c.id).collect(),
+            _ => {
+                return Placement::Unpinned {
+                    why: "the process's CPU affinity mask could not be read".into(),
+                }
+            }
+        };
+        // Where the system refuses to pin (some sandboxes), say so and run unpinned
+        // rather than fail every measurement: probe once on a throwaway thread.
+        let first = core_affinity::CoreId { id: cpus[0] };
+        let probe = std::thread::spawn(move || core_affinity::set_for_current(first));
+        if !probe.join().unwrap_or(false) {
+            return Placement::Unpinned {
+                why: format!("the system refused to pin a thread to CPU {}", cpus[0]),
+            };
         }
+        Placement::Pinned { cpus }
     }
 
     /// The CPU of worker `i`, if workers are pinned.
