@@ -258,6 +258,36 @@ mod tests {
     }
 
     #[test]
+    fn peers_are_durable_key_value_engines_outside_the_library() {
+        assert_eq!(Engine::parse("redb"), Ok(Engine::REDB));
+        assert_eq!(Engine::parse(" lmdb"), Ok(Engine::LMDB));
+        let all: Vec<_> = Engine::all().iter().map(|e| e.name()).collect();
+        assert!(all.ends_with(&["bare", "redb", "lmdb"]), "{all:?}");
+        for e in [Engine::REDB, Engine::LMDB] {
+            assert!(e.in_build() && e.persists(), "{e:?}");
+            // Not an in-house baseline of the targets; no medium to emulate latency on.
+            assert!(!e.is_baseline() && !e.flushes_through_medium(), "{e:?}");
+            assert!(!Engine::available().contains(&e), "not a default");
+            assert!(e.peer().is_some());
+            assert!(e.config(1 << 20, 1).engine.is_none());
+            for (data, runs) in [
+                (DataKind::Hash, true),
+                (DataKind::Set(10), true),
+                (DataKind::Ycsb(10), true),
+                (DataKind::Tree, false),
+                (DataKind::TreeSet(10), false),
+                (DataKind::Tpcc, false),
+                (DataKind::Tatp, false),
+            ] {
+                assert_eq!(e.runs(data), runs, "{e:?} {data:?}");
+                assert!(Engine::PISCES.runs(data));
+            }
+        }
+        assert!(Engine::UNDO.is_baseline() && !Engine::BARE.is_baseline());
+        assert!(Engine::PISCES.peer().is_none());
+    }
+
+    #[test]
     fn breakdown_labels_and_options() {
         let b = EngineSpec::breakdown();
         let labels: Vec<_> = b.iter().map(|s| s.label.as_str()).collect();
