@@ -5,6 +5,7 @@
 use crate::dataset::Sizes;
 use crate::engines::Engine;
 use crate::workload::{self, WorkloadKind, SET_MIXES};
+use crate::ycsb::YCSB_MIXES;
 use clap::Args;
 use pisces::containers::hashmap::MAX_BUCKETS;
 use std::path::PathBuf;
@@ -57,9 +58,19 @@ capi runs only when named in --workloads: the hash workload's operations issued 
 through the C interface (one pisces_run per operation, the C side compiled into the \
 harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
 the hash mixes; its table shows C time / Rust time.\n\n\
-Engines: every engine of this build by default; pmdk is in the build only where \
-libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
-flushes by itself).")]
+ycsb (only when named): a YCSB-style key-value table of 100K records, 8-byte keys and \
+64-byte values, zipfian requests (constant 0.99, hot records scattered), one operation \
+per transaction; mixes A (50 % updates), B (5 %), C (read-only), reported by update_pct. \
+The library's engines run it on HashMap.\n\n\
+Engines: every engine of the library in this build by default; pmdk is in the build only \
+where libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
+flushes by itself). The peers redb and lmdb (key-value stores a Rust user might pick \
+instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on their own \
+files under /dev/shm: redb with Durability::Immediate (an fsync per commit), LMDB with \
+its default sync (an fdatasync per commit); on /dev/shm an fsync is nearly free. Both \
+allow one write transaction at a time and concurrent readers.\n\n\
+Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
+unless --no-pin is given.")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -67,12 +78,13 @@ pub struct BenchArgs {
     /// The paper's data-set sizes and longer runs.
     #[arg(long)]
     pub full: bool,
-    /// Engines to compare, comma-separated [default: every engine of this build, of
-    /// pisces,undo,mvcc,pmdk,volatile].
+    /// Engines to compare, comma-separated [default: every engine of the library in
+    /// this build, of pisces,undo,mvcc,pmdk,volatile,sp3,spht,timestone,bare; the peers
+    /// redb,lmdb when named].
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set, hot, recovery, capi].
+    /// tpcc,tatp; also latency-split, set, tree-set, ycsb, hot, recovery, capi].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -129,6 +141,13 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = crate::recovery::DEFAULT_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub recovery_log_mib: u64,
+    /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
+    /// (the default).
+    #[arg(long, overrides_with = "no_pin")]
+    pub pin: bool,
+    /// Let the scheduler place the worker threads.
+    #[arg(long = "no-pin", overrides_with = "pin")]
+    pub no_pin: bool,
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -197,6 +216,8 @@ pub struct Settings {
     pub sweep_mixes: Vec<u32>,
     /// Update mixes of set and tree-set.
     pub set_mixes: Vec<u32>,
+    /// Update mixes of ycsb (A, B, C by default).
+    pub ycsb_mixes: Vec<u32>,
     /// NVM latencies of hash, btree and breakdown.
     pub latencies: Vec<u64>,
     /// NVM latencies of the latency sweep.
@@ -217,6 +238,8 @@ pub struct Settings {
     pub out: Option<PathBuf>,
     /// MiB of log of the `recovery` workload.
     pub recovery_log_mib: u64,
+    /// Pin worker threads to CPUs.
+    pub pin: bool,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -273,6 +296,9 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| default_btree_mixes.to_vec()),
             set_mixes: explicit_mixes.clone().unwrap_or_else(|| SET_MIXES.to_vec()),
+            ycsb_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| YCSB_MIXES.to_vec()),
             mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
             sweep_mixes,
             latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
@@ -289,6 +315,7 @@ impl BenchArgs {
             seed: self.seed,
             out: self.out.clone(),
             recovery_log_mib: self.recovery_log_mib,
+            pin: !self.no_pin,
         }
     }
 }
@@ -350,7 +377,12 @@ pub(crate) mod tests {
         use clap::CommandFactory;
         let help = P::command().render_long_help().to_string();
         assert!(!help.contains("Not built yet"), "{help}");
-        assert!(help.contains("every engine of this build"), "{help}");
+        assert!(
+            help.contains("every engine of the library in this build"),
+            "{help}"
+        );
+        assert!(help.contains("redb,lmdb when named"), "{help}");
+        assert!(help.contains("--no-pin"), "{help}");
         assert!(help.contains("tree-set"), "{help}");
     }
 
@@ -372,6 +404,7 @@ pub(crate) mod tests {
                 vec!["--engines", "nosuch"],
                 "known engines: pisces, undo, mvcc, pmdk, volatile",
             ),
+            (vec!["--engines", "pisces,sqlite"], "redb, lmdb"),
             (vec!["--threads", "0"], "thread count"),
             (vec!["--threads", "1,x"], "thread count"),
             (vec!["--update-pct", "101"], "percentage"),
@@ -393,6 +426,38 @@ pub(crate) mod tests {
                 .unwrap_or_else(|| panic!("{args:?} accepted"));
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn threads_are_pinned_unless_told_otherwise() {
+        for (args, want) in [
+            (vec![], true),
+            (vec!["--pin"], true),
+            (vec!["--no-pin"], false),
+            (vec!["--pin", "--no-pin"], false),
+            (vec!["--no-pin", "--pin"], true),
+        ] {
+            let s = parse(&args).unwrap().settings();
+            assert_eq!(s.pin, want, "{args:?}");
+        }
+        let e = parse(&["--pin=no"]).err().unwrap();
+        assert!(e.contains("unexpected value"), "{e}");
+    }
+
+    #[test]
+    fn peers_and_ycsb_are_named_not_defaults() {
+        let s = parse(&[]).unwrap().settings();
+        assert!(s.engines.iter().all(|e| e.peer().is_none()));
+        assert!(!s.workloads.contains(&WorkloadKind::Ycsb));
+        let s = parse(&["--engines", "pisces,redb,lmdb", "--workloads", "ycsb"])
+            .unwrap()
+            .settings();
+        assert_eq!(s.engines, [Engine::PISCES, Engine::REDB, Engine::LMDB]);
+        assert_eq!(s.ycsb_mixes, crate::ycsb::YCSB_MIXES);
+        let s = parse(&["--workloads", "ycsb", "--update-pct", "5"])
+            .unwrap()
+            .settings();
+        assert_eq!(s.ycsb_mixes, [5]);
     }
 
     #[test]

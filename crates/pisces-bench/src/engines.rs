@@ -1,18 +1,31 @@
 //! The engines under test: the one module of the harness that names the library's
-//! engine ids and engine options.
+//! engine ids and engine options, and the peers of [`crate::peers`].
 //!
 //! Everything else speaks of an [`Engine`] (which engine) and an [`EngineSpec`] (an
 //! engine with options and a label in reports), and asks this module what an engine is
 //! like: whether this build has it, whether it flushes through the medium (so the
-//! emulated NVM latency and the flush counters see it), whether it persists at all.
-//! When the library's engine registry or per-engine options change, this is the file
-//! to adapt.
+//! emulated NVM latency and the flush counters see it), whether it persists at all,
+//! which data sets it can run. When the library's engine registry or per-engine
+//! options change, this is the file to adapt.
+//!
+//! An engine is either one of the library's engines (run on a Pisces pool through the
+//! transaction API) or a peer: a key-value store a Rust user would pick instead of a
+//! PTM (`redb`, `lmdb`), run by the harness through its own API on its own files. The
+//! peers are engines of this harness only, not of the library.
 
+use crate::peers::Peer;
+use crate::registry::DataKind;
 use pisces::{Config, EngineId, EngineOptions, MediumKind};
 
-/// An engine of the library.
+/// An engine under test: one of the library's, or a peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Engine(EngineId);
+pub struct Engine(Kind);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Lib(EngineId),
+    Peer(Peer),
+}
 
 /// Why `pmdk` is not in this build.
 const PMDK_MISSING: &str = "this build has no pmdk engine: libpmemobj was not found when it \
@@ -20,31 +33,60 @@ const PMDK_MISSING: &str = "this build has no pmdk engine: libpmemobj was not fo
 
 impl Engine {
     /// Pisces, the engine the others are compared with.
-    pub const PISCES: Engine = Engine(EngineId::Pisces);
+    pub const PISCES: Engine = Engine(Kind::Lib(EngineId::Pisces));
     /// Baseline: undo logging with two-phase locking.
-    pub const UNDO: Engine = Engine(EngineId::Undo);
+    pub const UNDO: Engine = Engine(Kind::Lib(EngineId::Undo));
     /// Baseline: the multi-version strawman.
-    pub const MVCC: Engine = Engine(EngineId::Mvcc);
+    pub const MVCC: Engine = Engine(Kind::Lib(EngineId::Mvcc));
     /// Peer: PMDK's libpmemobj (only where the build found it).
-    pub const PMDK: Engine = Engine(EngineId::Pmdk);
+    pub const PMDK: Engine = Engine(Kind::Lib(EngineId::Pmdk));
     /// Pisces' concurrency control without persistence (the upper bound).
-    pub const VOLATILE: Engine = Engine(EngineId::Volatile);
+    pub const VOLATILE: Engine = Engine(Kind::Lib(EngineId::Volatile));
     /// SP3: serializable OCC whose versions are visible before they persist.
-    pub const SP3: Engine = Engine(EngineId::Sp3);
+    pub const SP3: Engine = Engine(Kind::Lib(EngineId::Sp3));
+    /// Reference: the containers with no transactional instrumentation.
+    pub const BARE: Engine = Engine(Kind::Lib(EngineId::Bare));
+    /// Peer: the redb key-value store.
+    pub const REDB: Engine = Engine(Kind::Peer(Peer::Redb));
+    /// Peer: LMDB through heed.
+    pub const LMDB: Engine = Engine(Kind::Peer(Peer::Lmdb));
 
-    /// Every engine of the library, in benchmark order (also those not in this build).
+    /// Every engine: the library's (also those not in this build), then the peers.
     pub fn all() -> Vec<Engine> {
-        EngineId::ALL.iter().copied().map(Engine).collect()
+        let lib = EngineId::ALL.iter().copied().map(|e| Engine(Kind::Lib(e)));
+        lib.chain(Engine::peers()).collect()
     }
 
-    /// The engines of this build, in benchmark order: the default of `--engines`.
+    /// The library's engines of this build, in benchmark order: the default of
+    /// `--engines` (the peers run when named).
     pub fn available() -> Vec<Engine> {
-        Engine::all().into_iter().filter(|e| e.in_build()).collect()
+        EngineId::ALL
+            .iter()
+            .map(|&e| Engine(Kind::Lib(e)))
+            .filter(|e| e.in_build())
+            .collect()
     }
 
-    /// True if this build has the engine (`pmdk` needs libpmemobj at build time).
+    /// The peers, in benchmark order.
+    pub fn peers() -> impl Iterator<Item = Engine> {
+        Peer::ALL.iter().map(|&p| Engine(Kind::Peer(p)))
+    }
+
+    /// The peer, if this engine is one.
+    pub fn peer(self) -> Option<Peer> {
+        match self.0 {
+            Kind::Peer(p) => Some(p),
+            Kind::Lib(_) => None,
+        }
+    }
+
+    /// True if this build has the engine (`pmdk` needs libpmemobj at build time; the
+    /// peers are always built).
     pub fn in_build(self) -> bool {
-        self.0.available()
+        match self.0 {
+            Kind::Lib(e) => e.available(),
+            Kind::Peer(_) => true,
+        }
     }
 
     /// Why an engine of the library is not in this build, if one is not.
@@ -52,46 +94,69 @@ impl Engine {
         (!Engine::PMDK.in_build()).then(|| format!("pmdk skipped: {PMDK_MISSING}"))
     }
 
-    /// The engine's stable name (`pisces`, `undo`, ...).
+    /// The engine's stable name (`pisces`, `undo`, ..., `redb`, `lmdb`).
     pub fn name(self) -> &'static str {
-        self.0.name()
+        match self.0 {
+            Kind::Lib(e) => e.name(),
+            Kind::Peer(p) => p.name(),
+        }
     }
 
     /// Parse an `--engines` item: a known engine that this build has.
     pub fn parse(s: &str) -> Result<Engine, String> {
-        let e = EngineId::from_name(s.trim()).map(Engine).ok_or_else(|| {
-            let known: Vec<&str> = Engine::all().iter().map(|e| e.name()).collect();
-            format!("unknown engine `{s}` (known engines: {})", known.join(", "))
-        })?;
+        let s = s.trim();
+        let e = Engine::all()
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Engine::all().iter().map(|e| e.name()).collect();
+                format!("unknown engine `{s}` (known engines: {})", known.join(", "))
+            })?;
         if !e.in_build() {
             return Err(PMDK_MISSING.into());
         }
         Ok(e)
     }
 
-    /// True for the engines Pisces' targets compare against: the durable ones other than
-    /// Pisces itself (the non-durable `volatile` and `bare` are references, not
-    /// baselines).
+    /// True for the engines Pisces' targets compare against: the library's durable
+    /// engines other than Pisces itself (the non-durable `volatile` and `bare` are
+    /// references, the peers are key-value stores with their own durability, not
+    /// in-house baselines).
     pub fn is_baseline(self) -> bool {
-        self != Engine::PISCES && self.persists()
+        self != Engine::PISCES && self.peer().is_none() && self.persists()
     }
 
-    /// False for an engine that never flushes (volatile): the emulated NVM latency
-    /// cannot change it.
+    /// False for an engine that never flushes (volatile, bare): the emulated NVM
+    /// latency cannot change it.
     pub fn persists(self) -> bool {
-        self.0.is_durable()
+        match self.0 {
+            Kind::Lib(e) => e.is_durable(),
+            Kind::Peer(_) => true,
+        }
     }
 
     /// False for an engine that flushes by itself rather than through the pool's
-    /// medium (pmdk): no NVM latency can be emulated for it, and the medium's flush,
-    /// fence and log counters do not see its work.
+    /// medium (pmdk, and the peers with their fsync): no NVM latency can be emulated
+    /// for it, and the medium's flush, fence and log counters do not see its work.
     pub fn flushes_through_medium(self) -> bool {
-        !self.0.has_own_pool_format()
+        match self.0 {
+            Kind::Lib(e) => !e.has_own_pool_format(),
+            Kind::Peer(_) => false,
+        }
     }
 
-    /// The library's id of the engine.
-    pub fn id(self) -> EngineId {
-        self.0
+    /// True if the engine can run data set `data`: the library's engines run all of
+    /// them, the peers (key-value stores of byte strings) the key-value ones.
+    pub fn runs(self, data: DataKind) -> bool {
+        self.peer().is_none() || Peer::runs(data)
+    }
+
+    /// The library engine's id, None for a peer.
+    pub fn id(self) -> Option<EngineId> {
+        match self.0 {
+            Kind::Lib(e) => Some(e),
+            Kind::Peer(_) => None,
+        }
     }
 
     /// For the `recovery` workload: the `log_bytes_per_thread` with which a thread can
@@ -99,7 +164,10 @@ impl Engine {
     /// itself (a checkpoint that writes home and retires), or why the engine cannot
     /// leave that much log to a crash.
     pub fn log_size_for(self, fill: usize) -> Result<usize, &'static str> {
-        match self.0 {
+        let Some(id) = self.id() else {
+            return Err("a key-value store, not a PTM with a log");
+        };
+        match id {
             // A commit starts a checkpoint once the log is more than half full: twice
             // the fill, plus room for the record that crosses the fill mark.
             EngineId::Sp3 => Ok((2 * fill + (2 << 20)).next_multiple_of(1 << 20)),
@@ -121,11 +189,12 @@ impl Engine {
     }
 
     /// A pool configuration for this engine with default options: `size` bytes on
-    /// plain emulated PM, `max_threads` thread slots.
+    /// plain emulated PM, `max_threads` thread slots (`engine` None for a peer, which
+    /// has no pool).
     pub fn config(self, size: u64, max_threads: usize) -> Config {
         Config {
             size,
-            engine: Some(self.0),
+            engine: self.id(),
             max_threads,
             ..Config::default()
         }
@@ -206,7 +275,7 @@ impl EngineSpec {
         Config {
             size,
             medium,
-            engine: Some(self.engine.0),
+            engine: self.engine.id(),
             max_threads,
             log_bytes_per_thread,
             engine_options: self.options.clone(),
@@ -239,6 +308,36 @@ mod tests {
                 .unwrap_err()
                 .contains("libpmemobj-dev"));
         }
+    }
+
+    #[test]
+    fn peers_are_durable_key_value_engines_outside_the_library() {
+        assert_eq!(Engine::parse("redb"), Ok(Engine::REDB));
+        assert_eq!(Engine::parse(" lmdb"), Ok(Engine::LMDB));
+        let all: Vec<_> = Engine::all().iter().map(|e| e.name()).collect();
+        assert!(all.ends_with(&["bare", "redb", "lmdb"]), "{all:?}");
+        for e in [Engine::REDB, Engine::LMDB] {
+            assert!(e.in_build() && e.persists(), "{e:?}");
+            // Not an in-house baseline of the targets; no medium to emulate latency on.
+            assert!(!e.is_baseline() && !e.flushes_through_medium(), "{e:?}");
+            assert!(!Engine::available().contains(&e), "not a default");
+            assert!(e.peer().is_some());
+            assert!(e.config(1 << 20, 1).engine.is_none());
+            for (data, runs) in [
+                (DataKind::Hash, true),
+                (DataKind::Set(10), true),
+                (DataKind::Ycsb(10), true),
+                (DataKind::Tree, false),
+                (DataKind::TreeSet(10), false),
+                (DataKind::Tpcc, false),
+                (DataKind::Tatp, false),
+            ] {
+                assert_eq!(e.runs(data), runs, "{e:?} {data:?}");
+                assert!(Engine::PISCES.runs(data));
+            }
+        }
+        assert!(Engine::UNDO.is_baseline() && !Engine::BARE.is_baseline());
+        assert!(Engine::PISCES.peer().is_none());
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub struct HashBench {
 }
 
 /// The 64-byte value stored for key `k`.
-fn value_of(k: u64) -> [u8; 64] {
+pub fn value_of(k: u64) -> [u8; 64] {
     let mut v = [0u8; 64];
     for (i, c) in v.chunks_exact_mut(8).enumerate() {
         c.copy_from_slice(&(k ^ i as u64).to_le_bytes());

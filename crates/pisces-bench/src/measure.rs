@@ -1,5 +1,10 @@
 //! One measurement: a fresh pool, a preload, `T` worker threads for `S` seconds.
 //!
+//! A peer ([`crate::peers`]) gets a fresh directory instead of a pool, with its store
+//! in it, and the same workers (an operation is one transaction of the store; the
+//! stores count no conflicts: a second writer waits for the first). Each worker is
+//! pinned to its CPU first, as the [`Placement`] says.
+//!
 //! The pool file is created under `/dev/shm` (else the temporary directory) with a
 //! unique name on the emulated-NVM DRAM medium and removed afterwards, also when the
 //! measurement fails. Every worker has its own [`ThreadHandle`] (taken before the
@@ -18,6 +23,8 @@
 
 use crate::dataset::{DataSet, Sizes};
 use crate::engines::EngineSpec;
+use crate::peers::{Peer, PeerBench};
+use crate::pin::Placement;
 use crate::registry::{self, DataKind};
 use crate::signal::interrupted;
 use hdrhistogram::Histogram;
@@ -82,8 +89,12 @@ struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        // Best effort: the file may not have been created.
-        let _ = std::fs::remove_file(&self.0);
+        // Best effort: the file or directory may not have been created.
+        if self.0.is_dir() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        } else {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 }
 
@@ -121,29 +132,46 @@ struct WorkerOut {
     changed_bytes: u64,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn worker(
-    index: usize,
-    mut h: ThreadHandle,
-    data: &dyn DataSet,
+/// What a worker's loop measured, before the engine's own counts are added.
+struct Timed {
+    ops: u64,
+    elapsed: Duration,
+    ro: Histogram<u64>,
+    upd: Histogram<u64>,
+    changed_bytes: u64,
+    /// The thread's medium counters when the loop started.
+    before: Counters,
+}
+
+/// The shared state the workers of one measurement run against.
+#[derive(Clone, Copy)]
+struct Gate<'a> {
+    start: &'a Barrier,
+    stop: &'a AtomicBool,
+    done: &'a AtomicU64,
+}
+
+/// Wait for the start, then run `op` (one transaction, `update` or not, returning the
+/// bytes changed) until told to stop, timing each.
+fn timed_loop(
+    op: &mut dyn FnMut(&mut StdRng, bool) -> Result<u64, String>,
     update_pct: u32,
     seed: u64,
-    start: &Barrier,
-    stop: &AtomicBool,
-    done: &AtomicU64,
-) -> Result<WorkerOut, String> {
+    gate: Gate<'_>,
+) -> Result<Timed, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut ro, mut upd) = (histogram()?, histogram()?);
     let mut changed_bytes = 0u64;
     let mut unreported = 0u64;
-    start.wait();
+    let mut ops = 0u64;
+    gate.start.wait();
     let before = counters::snapshot();
     let t0 = Instant::now();
     // Relaxed: a stop flag; nothing is published through it.
-    while !stop.load(Ordering::Relaxed) {
+    while !gate.stop.load(Ordering::Relaxed) {
         let update = rng.gen_range(0..100) < update_pct;
         let t = Instant::now();
-        let changed = data.op(index, &mut h, &mut rng, update).map_err(|e| {
+        let changed = op(&mut rng, update).map_err(|e| {
             format!(
                 "{} transaction failed: {e}",
                 if update { "an update" } else { "a read-only" }
@@ -156,53 +184,139 @@ fn worker(
             ro.saturating_record(ns);
         }
         changed_bytes += changed;
+        ops += 1;
         unreported += 1;
         if unreported == 1024 {
             // Relaxed: a progress statistic.
-            done.fetch_add(unreported, Ordering::Relaxed);
+            gate.done.fetch_add(unreported, Ordering::Relaxed);
             unreported = 0;
         }
     }
     let elapsed = t0.elapsed();
-    done.fetch_add(unreported, Ordering::Relaxed);
+    gate.done.fetch_add(unreported, Ordering::Relaxed);
+    Ok(Timed {
+        ops,
+        elapsed,
+        ro,
+        upd,
+        changed_bytes,
+        before,
+    })
+}
+
+/// A worker on a library engine's pool.
+fn lib_worker(
+    index: usize,
+    mut h: ThreadHandle,
+    data: &dyn DataSet,
+    update_pct: u32,
+    seed: u64,
+    gate: Gate<'_>,
+) -> Result<WorkerOut, String> {
+    let t = timed_loop(
+        &mut |rng, update| {
+            data.op(index, &mut h, rng, update)
+                .map_err(|e| e.to_string())
+        },
+        update_pct,
+        seed,
+        gate,
+    )?;
     let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
     drop(h); // writes back the pending batch on this thread: counted below
     Ok(WorkerOut {
         commits: stats.commits + stats.failed,
         user_aborts: stats.failed,
         conflicts: stats.conflicts,
-        elapsed,
-        ro,
-        upd,
-        counters: counters::snapshot() - before,
-        changed_bytes,
+        elapsed: t.elapsed,
+        ro: t.ro,
+        upd: t.upd,
+        counters: counters::snapshot() - t.before,
+        changed_bytes: t.changed_bytes,
     })
 }
 
-/// Run `spec` for `seconds` on a fresh pool. `tick(elapsed, transactions so far)` is
-/// called about every 50 ms from the calling thread while the workers run.
+/// A worker on a peer's store: every operation is one committed transaction.
+fn peer_worker(
+    data: &PeerBench,
+    update_pct: u32,
+    seed: u64,
+    gate: Gate<'_>,
+) -> Result<WorkerOut, String> {
+    let t = timed_loop(
+        &mut |rng, update| data.op(rng, update),
+        update_pct,
+        seed,
+        gate,
+    )?;
+    Ok(WorkerOut {
+        commits: t.ops,
+        user_aborts: 0,
+        conflicts: 0,
+        elapsed: t.elapsed,
+        ro: t.ro,
+        upd: t.upd,
+        counters: counters::snapshot() - t.before,
+        changed_bytes: t.changed_bytes,
+    })
+}
+
+/// What the workers of a measurement run on.
+enum Target {
+    /// A library engine's pool: the data set and a handle per worker.
+    Lib {
+        data: Box<dyn DataSet>,
+        handles: Vec<ThreadHandle>,
+    },
+    /// A peer's store with the data set.
+    Peer(PeerBench),
+}
+
+/// Run `spec` for `seconds` on a fresh pool (a fresh directory for a peer), its
+/// workers placed as `placement` says. `tick(elapsed, transactions so far)` is called
+/// about every 50 ms from the calling thread while the workers run.
 pub fn measure(
     spec: &Spec,
     sizes: &Sizes,
     seconds: f64,
     seed: u64,
+    placement: &Placement,
     tick: &mut dyn FnMut(Duration, u64),
 ) -> Result<Outcome, String> {
-    measure_at(&unique_pool_path(), spec, sizes, seconds, seed, tick)
+    measure_at(
+        &unique_pool_path(),
+        spec,
+        sizes,
+        seconds,
+        seed,
+        placement,
+        tick,
+    )
 }
 
-/// [`measure`] with the pool at `path` (which must not exist; removed at the end).
-fn measure_at(
+/// The pool (None for a peer) and what the workers run on, preloaded at `path`.
+fn prepare(
     path: &Path,
     spec: &Spec,
     sizes: &Sizes,
     seconds: f64,
     seed: u64,
-    tick: &mut dyn FnMut(Duration, u64),
-) -> Result<Outcome, String> {
-    let _guard = RemoveOnDrop(path.to_path_buf());
+) -> Result<(Option<Pool>, Target), String> {
+    let bytes = spec.data.pool_bytes(sizes, spec.threads, seconds);
+    if let Some(peer) = spec.engine.engine.peer() {
+        let data = PeerBench::build(
+            peer,
+            path,
+            spec.data,
+            sizes,
+            seed,
+            peer_map_bytes(peer, bytes),
+        )
+        .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
+        return Ok((None, Target::Peer(data)));
+    }
     let cfg = spec.engine.config(
-        spec.data.pool_bytes(sizes, spec.threads, seconds),
+        bytes,
         MediumKind::Dram {
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
@@ -223,16 +337,47 @@ fn measure_at(
         .map(|_| pool.handle())
         .collect::<pisces::Result<Vec<_>>>()
         .map_err(|e| format!("taking thread handles: {e}"))?;
+    Ok((Some(pool), Target::Lib { data, handles }))
+}
+
+/// The address space LMDB maps for a data set of a pool of `pool_bytes`: room for
+/// its copy-on-write pages and free lists (the map is sparse: only pages written take
+/// memory). redb grows its file itself.
+fn peer_map_bytes(peer: Peer, pool_bytes: u64) -> u64 {
+    match peer {
+        Peer::Lmdb => 4 * pool_bytes,
+        Peer::Redb => pool_bytes,
+    }
+}
+
+/// [`measure`] with the pool at `path` (which must not exist; removed at the end).
+fn measure_at(
+    path: &Path,
+    spec: &Spec,
+    sizes: &Sizes,
+    seconds: f64,
+    seed: u64,
+    placement: &Placement,
+    tick: &mut dyn FnMut(Duration, u64),
+) -> Result<Outcome, String> {
+    let _guard = RemoveOnDrop(path.to_path_buf());
+    let (pool, target) = prepare(path, spec, sizes, seconds, seed)?;
     let start = Barrier::new(spec.threads + 1);
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
+    let gate = Gate {
+        start: &start,
+        stop: &stop,
+        done: &done,
+    };
     let duration = Duration::from_secs_f64(seconds);
+    let (mut handles, data, peer) = match target {
+        Target::Lib { data, handles } => (handles, Some(data), None),
+        Target::Peer(p) => (Vec::new(), None, Some(p)),
+    };
     let outs = std::thread::scope(|s| {
-        let workers: Vec<_> = handles
-            .into_iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let (data, start, stop, done) = (data.as_ref(), &start, &stop, &done);
+        let workers: Vec<_> = (0..spec.threads)
+            .map(|i| {
                 let seed = seed
                     .wrapping_mul(0x9e37_79b9_7f4a_7c15)
                     .wrapping_add(i as u64);
@@ -241,7 +386,24 @@ fn measure_at(
                     (true, 0) => 0,
                     (true, _) => 100,
                 };
-                s.spawn(move || worker(i, h, data, pct, seed, start, stop, done))
+                let handle = (!handles.is_empty()).then(|| handles.remove(0));
+                let (data, peer) = (data.as_deref(), peer.as_ref());
+                s.spawn(move || {
+                    // Pinned before the barrier: a failure still reaches the barrier.
+                    let pinned = placement.apply(i);
+                    match (pinned, handle, data, peer) {
+                        (Err(e), _, _, _) => {
+                            gate.start.wait();
+                            Err(e)
+                        }
+                        (Ok(()), Some(h), Some(data), _) => lib_worker(i, h, data, pct, seed, gate),
+                        (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
+                        _ => {
+                            gate.start.wait();
+                            Err("a worker has nothing to run".into())
+                        }
+                    }
+                })
             })
             .collect();
         start.wait();
@@ -268,6 +430,7 @@ fn measure_at(
     // is made durable at close, on this thread: it counts as the run's.
     let before_close = counters::snapshot();
     drop(data);
+    drop(peer);
     drop(pool);
     let at_close = counters::snapshot() - before_close;
     if interrupted() {
@@ -302,6 +465,7 @@ fn measure_at(
 mod tests {
     use super::*;
     use crate::engines::Engine;
+    use crate::ycsb::YCSB_UPDATE_BYTES;
 
     const TINY: Sizes = Sizes {
         hash_buckets: 128,
@@ -333,6 +497,7 @@ mod tests {
             &TINY,
             0.2,
             1,
+            &Placement::new(true),
             &mut |_, _| ticks += 1,
         )
         .unwrap();
@@ -361,6 +526,7 @@ mod tests {
             &sizes,
             0.3,
             1,
+            &Placement::new(false),
             &mut |_, _| {},
         )
         .unwrap();
@@ -379,6 +545,7 @@ mod tests {
             &sizes,
             0.3,
             2,
+            &Placement::new(false),
             &mut |_, _| {},
         )
         .unwrap();
@@ -402,6 +569,7 @@ mod tests {
             &bad,
             0.1,
             1,
+            &Placement::new(false),
             &mut |_, _| {},
         )
         .err()
@@ -417,6 +585,7 @@ mod tests {
             &TINY,
             0.1,
             2,
+            &Placement::new(false),
             &mut |_, _| {},
         )
         .unwrap();
@@ -428,6 +597,7 @@ mod tests {
             &TINY,
             0.1,
             3,
+            &Placement::new(false),
             &mut |_, _| {},
         )
         .unwrap();
@@ -436,5 +606,62 @@ mod tests {
         // metadata when it formats a new slab (rarely).
         assert_eq!(o.counters.bytes_logged, 0);
         assert!(o.counters.fences * 20 < o.upd.len(), "{:?}", o.counters);
+    }
+
+    /// The peers run the key-value data sets through the same workers; their files go
+    /// with the measurement, and an update is one committed transaction of the store.
+    #[test]
+    fn peers_are_measured_and_their_directory_removed() {
+        for e in Engine::peers() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("peer");
+            let o = measure_at(
+                &path,
+                &spec(e, DataKind::Ycsb(2000), 2, 50),
+                &TINY,
+                0.2,
+                1,
+                &Placement::new(true),
+                &mut |_, _| {},
+            )
+            .unwrap();
+            let name = e.name();
+            assert!(o.commits > 20, "{name}: {}", o.commits);
+            assert_eq!(o.ro.len() + o.upd.len(), o.commits, "{name}");
+            assert_eq!(o.changed_bytes, YCSB_UPDATE_BYTES * o.upd.len(), "{name}");
+            assert_eq!((o.conflicts, o.user_aborts), (0, 0));
+            // Nothing goes through the pool's medium.
+            assert_eq!(o.counters.bytes_logged, 0, "{name}");
+            assert!(!path.exists(), "{name}: the store was not removed");
+            let e = measure_at(
+                &path,
+                &spec(e, DataKind::Tree, 1, 0),
+                &TINY,
+                0.1,
+                1,
+                &Placement::new(false),
+                &mut |_, _| {},
+            )
+            .err()
+            .unwrap();
+            assert!(e.contains("key-value"), "{name}: {e}");
+            assert!(!path.exists(), "{name}: a failed store was not removed");
+        }
+    }
+
+    #[test]
+    fn a_worker_that_cannot_be_pinned_fails_the_measurement() {
+        let bad = Placement::Pinned { cpus: vec![1000] };
+        let e = measure(
+            &spec(Engine::PISCES, DataKind::Hash, 2, 50),
+            &TINY,
+            0.1,
+            1,
+            &bad,
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("pinning worker 0 to CPU 1000"), "{e}");
     }
 }

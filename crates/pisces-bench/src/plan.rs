@@ -9,6 +9,7 @@ use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
 use crate::registry::DataKind;
 use crate::workload::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+use crate::ycsb::YCSB_KEYS;
 
 /// One workload's share of the plan before it is expanded.
 struct Part {
@@ -134,6 +135,7 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
                 ..part(DataKind::TreeSet(n), &s.set_mixes)
             })
             .collect(),
+        WorkloadKind::Ycsb => vec![part(DataKind::Ycsb(YCSB_KEYS), &s.ycsb_mixes)],
     }
 }
 
@@ -156,6 +158,21 @@ fn variants(e: &EngineSpec, data: DataKind) -> Vec<(EngineSpec, DataKind)> {
 /// Suffix of the label of an engine measured through the C interface.
 pub const C_SUFFIX: &str = "-c";
 
+/// `p` without the engines that cannot run its data set (the peers on the data sets
+/// that are not key-value tables), with a note for each.
+fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
+    let (keep, skip): (Vec<EngineSpec>, Vec<EngineSpec>) =
+        p.engines.into_iter().partition(|e| e.engine.runs(p.data));
+    for e in skip {
+        notes.push(format!(
+            "{}: {} skipped (a key-value store: it runs hash, set and ycsb only)",
+            p.name, e.label
+        ));
+    }
+    p.engines = keep;
+    p
+}
+
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
@@ -167,6 +184,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
             WorkloadKind::Latency | WorkloadKind::LatencySplit | WorkloadKind::Breakdown
         );
         for p in parts(s, w, &mut notes) {
+            let p = runnable(p, &mut notes);
             if p.mixes.is_empty() && needs_writers {
                 notes.push(format!(
                     "{}: skipped (it needs an update percentage above 0)",
@@ -476,5 +494,63 @@ mod tests {
             .unwrap()
             .settings();
         assert_eq!(s.set_keys, [200, 500]);
+    }
+
+    #[test]
+    fn peers_run_the_key_value_workloads_at_zero_latency_only() {
+        let s = parse(&[
+            "--engines",
+            "pisces,redb,lmdb",
+            "--workloads",
+            "ycsb,set,btree,latency",
+            "--set-keys",
+            "1000",
+            "--nvm-latency-ns",
+            "0,300",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, notes) = plan(&s);
+        let notes = plan_notes(notes);
+        let of = |w: &str, e: &str| {
+            specs
+                .iter()
+                .filter(|x| x.workload == w && x.engine.label == e)
+                .count()
+        };
+        // ycsb: A, B, C x 2 thread counts; the peers only at 0 ns.
+        assert_eq!(of("ycsb", "pisces"), 3 * 2 * 2);
+        assert_eq!(of("ycsb", "redb"), 3 * 2);
+        assert_eq!(of("ycsb", "lmdb"), 3 * 2);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "ycsb")
+            .all(|x| x.data == DataKind::Ycsb(YCSB_KEYS)));
+        let mut mixes: Vec<u32> = specs
+            .iter()
+            .filter(|x| x.workload == "ycsb")
+            .map(|x| x.update_pct)
+            .collect();
+        mixes.dedup();
+        assert_eq!(mixes, [50, 5, 0], "A, B, C: {mixes:?}");
+        assert_eq!(of("set-1k", "lmdb"), 3 * 2);
+        // Not on the tree or the latency sweep, with a note saying why.
+        for e in ["redb", "lmdb"] {
+            assert_eq!(of("btree", e) + of("latency", e), 0);
+            assert!(notes.iter().any(|n| n
+                == &format!(
+                    "btree: {e} skipped (a key-value store: it runs hash, set and ycsb only)"
+                )));
+            assert!(notes
+                .iter()
+                .any(|n| n.starts_with(&format!("{e} runs only at 0 ns"))));
+        }
+        assert!(of("btree", "pisces") > 0);
+        let s = parse(&["--workloads", "ycsb", "--engines", "bare"])
+            .unwrap()
+            .settings();
+        let (specs, _) = plan(&s);
+        let got: Vec<u32> = specs.iter().map(|x| x.update_pct).collect();
+        assert_eq!(got, [50, 50, 5, 5, 0, 0], "A, B, C by default");
     }
 }

@@ -353,7 +353,7 @@ pub fn measure(
         std::fs::copy(&image, &work).map_err(|e| format!("copying the crash image: {e}"))?;
         let cfg = Config {
             medium: plain_dram(),
-            engine: Some(engine.id()),
+            engine: engine.id(),
             recovery_threads: threads,
             ..Config::default()
         };

@@ -5,7 +5,7 @@
 //! nothing below it refers to it.
 
 use crate::dataset::{DataSet, Sizes};
-use crate::{btree, capi, hash, hot, set, tatp, tpcc, tree_set};
+use crate::{btree, capi, hash, hot, set, tatp, tpcc, tree_set, ycsb};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.
@@ -31,6 +31,8 @@ pub enum DataKind {
         /// The operations go through C.
         via_c: bool,
     },
+    /// [`ycsb::YcsbBench`] of this many records.
+    Ycsb(usize),
 }
 
 impl DataKind {
@@ -52,6 +54,7 @@ impl DataKind {
                 }
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
                 DataKind::Hot => hot::pool_bytes(),
+                DataKind::Ycsb(n) => ycsb::pool_bytes(n),
             };
         bytes.div_ceil(1 << 20) << 20
     }
@@ -86,5 +89,6 @@ pub fn build(
         DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
             pool, sizes, threads, seed, via_c,
         )?),
+        DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
     })
 }

@@ -9,9 +9,11 @@
 use crate::args::{BenchArgs, TREE_SET_KEYS_QUICK};
 use crate::measure::{self, Spec};
 use crate::out_dir::make_out_dir;
+use crate::pin::Placement;
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::signal::{catch_signals, interrupted};
 use crate::workload::WorkloadKind;
+use crate::ycsb::{YCSB_KEYS, ZIPF_THETA};
 use crate::{hot_table, plan, plot, recovery, tables, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -61,6 +63,8 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         (Vec::new(), Vec::new())
     };
     notes.extend(recovery_notes);
+    // Read the affinity mask here, on the main thread, which is never pinned.
+    let placement = Placement::new(s.pin);
     if specs.is_empty() && recovery_engines.is_empty() {
         err("pisces bench: nothing to measure with these options");
         for n in &notes {
@@ -203,6 +207,31 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             list(&s.mixes),
         );
     }
+    if s.workloads.contains(&WorkloadKind::Ycsb) {
+        head += &format!(
+            "data: ycsb, a key-value table of {YCSB_KEYS} records (8-byte keys, 64-byte \
+             values; the library's engines on HashMap, one bucket per record), zipfian \
+             requests (constant {ZIPF_THETA}, hot records scattered), one operation per \
+             transaction; update mixes {} % (A = 50, B = 5, C = 0)\n",
+            list(&s.ycsb_mixes),
+        );
+    }
+    let peers: Vec<&'static str> = s
+        .engines
+        .iter()
+        .filter_map(|e| e.peer())
+        .map(|p| p.durability())
+        .collect();
+    if !peers.is_empty() {
+        head += &format!(
+            "peers: key-value stores on their own files under {}, durable at every commit: \
+             {}; on /dev/shm (tmpfs) an fsync is nearly free, so these figures are their \
+             CPU cost, not a device's; one write transaction at a time, concurrent readers\n",
+            measure::pool_dir().display(),
+            peers.join("; "),
+        );
+    }
+    head += &format!("threads: {}\n", placement.describe());
     for n in &notes {
         head += &format!("note: {n}\n");
     }
@@ -239,7 +268,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             pb.set_message(format!("[{}/{total}] {what}", n + 1));
             pb.set_position(n as u64 * ms);
             let base = n as u64 * ms;
-            let r = measure::measure(spec, &s.sizes, s.seconds, seed, &mut |el, _| {
+            let r = measure::measure(spec, &s.sizes, s.seconds, seed, &placement, &mut |el, _| {
                 pb.set_position(base + (el.as_millis() as u64).min(ms));
             });
             match r {

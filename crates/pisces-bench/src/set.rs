@@ -20,7 +20,7 @@ use std::hint::black_box;
 pub type Set = HashMap<u64, u8>;
 
 /// The placeholder value of every member.
-const MEMBER: u8 = 1;
+pub const MEMBER: u8 = 1;
 
 /// The hash-set data set (see the module docs).
 pub struct SetBench {

@@ -47,6 +47,10 @@ pub enum WorkloadKind {
     /// (`pisces_run`), each engine measured beside the same operations in Rust (not in
     /// the default lists).
     Capi,
+    /// YCSB-style key-value mix: 100K records, 8-byte keys, 64-byte values, zipfian
+    /// requests (0.99); A = 50 % updates, B = 5 %, C = read-only (not in the default
+    /// lists).
+    Ycsb,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -91,6 +95,7 @@ impl WorkloadKind {
             WorkloadKind::Hot => "hot",
             WorkloadKind::Recovery => "recovery",
             WorkloadKind::Capi => "capi",
+            WorkloadKind::Ycsb => "ycsb",
         }
     }
 

@@ -1,0 +1,248 @@
+//! The key-value data sets on a peer: the same keys, values and operations as the
+//! library's [`hash`](crate::hash), [`set`](crate::set) and [`ycsb`](crate::ycsb) data
+//! sets (see their docs), one operation per transaction of the store.
+
+use super::{KvStore, Peer};
+use crate::dataset::{preload_keys, sample_keys, Sizes, PRELOAD_BATCH, SET_UPDATE_BYTES};
+use crate::registry::DataKind;
+use crate::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
+use crate::{hash, set};
+use rand::rngs::StdRng;
+use rand::Rng;
+use std::hint::black_box;
+use std::path::Path;
+
+/// Which data set, with what its operations need.
+enum Load {
+    /// The hash table: keys `0 .. key_space`, half of them present.
+    Hash { key_space: u64 },
+    /// The hash set: its members.
+    Set { members: Vec<u64> },
+    /// The YCSB table: its keys and request distribution.
+    Ycsb(KeyChooser),
+}
+
+/// A preloaded key-value data set on a peer, shared by the workers.
+pub struct PeerBench {
+    store: Box<dyn KvStore>,
+    load: Load,
+    name: &'static str,
+}
+
+/// The last byte of a value (what a hash-table lookup examines).
+fn last_byte(v: &[u8]) -> u64 {
+    v.last().map_or(0, |&b| u64::from(b))
+}
+
+impl PeerBench {
+    /// Create `peer`'s store in the fresh directory `dir` and preload data set `data`
+    /// in batches of [`PRELOAD_BATCH`] keys per transaction. `map_bytes`: the room LMDB
+    /// maps.
+    pub fn build(
+        peer: Peer,
+        dir: &Path,
+        data: DataKind,
+        sizes: &Sizes,
+        seed: u64,
+        map_bytes: u64,
+    ) -> Result<PeerBench, String> {
+        let store = peer.create(dir, map_bytes)?;
+        let preload = |pairs: &mut dyn Iterator<Item = (u64, Vec<u8>)>| {
+            let pairs: Vec<(u64, Vec<u8>)> = pairs.collect();
+            for batch in pairs.chunks(PRELOAD_BATCH) {
+                store.write(&mut |w| {
+                    for (k, v) in batch {
+                        w.insert(*k, v)?;
+                    }
+                    Ok(0)
+                })?;
+            }
+            Ok::<(), String>(())
+        };
+        let load = match data {
+            DataKind::Hash => {
+                let keys = preload_keys(sizes.hash_pairs, seed);
+                preload(&mut keys.iter().map(|&k| (k, hash::value_of(k).to_vec())))?;
+                Load::Hash {
+                    key_space: 2 * keys.len().max(1) as u64,
+                }
+            }
+            DataKind::Set(n) => {
+                let members = sample_keys(n, 2 * n as u64, seed);
+                preload(&mut members.iter().map(|&k| (k, vec![set::MEMBER])))?;
+                Load::Set { members }
+            }
+            DataKind::Ycsb(n) => {
+                let chooser = KeyChooser::new(n, seed);
+                let order = chooser.preload_order(seed);
+                preload(&mut order.iter().map(|&k| (k, ycsb::initial_value(k).to_vec())))?;
+                Load::Ycsb(chooser)
+            }
+            other => {
+                return Err(format!(
+                    "{} runs only the key-value data sets (hash, set, ycsb), not {other:?}",
+                    peer.name()
+                ))
+            }
+        };
+        Ok(PeerBench {
+            store,
+            load,
+            name: peer.name(),
+        })
+    }
+
+    /// Run one transaction: a read, or an update if `update`. Returns the bytes the
+    /// program changed (0 for a read), as the library's data sets do.
+    pub fn op(&self, rng: &mut StdRng, update: bool) -> Result<u64, String> {
+        let s = self.store.as_ref();
+        let missing = |what: &str, k: u64| format!("{}: {what} {k} is missing", self.name);
+        match &self.load {
+            Load::Hash { key_space } => {
+                let k = rng.gen_range(0..*key_space);
+                if update {
+                    s.write(&mut |w| {
+                        if w.remove(k)? {
+                            Ok(8)
+                        } else {
+                            w.insert(k, &hash::value_of(k))?;
+                            Ok(72)
+                        }
+                    })
+                } else {
+                    black_box(s.read(k, &mut last_byte)?);
+                    Ok(0)
+                }
+            }
+            Load::Set { members } => {
+                let Some(&k) = members.get(rng.gen_range(0..members.len().max(1))) else {
+                    return Ok(0);
+                };
+                if update {
+                    s.write(&mut |w| {
+                        if !w.remove(k)? {
+                            return Err(missing("set: member key", k));
+                        }
+                        w.insert(k, &[set::MEMBER])?;
+                        Ok(SET_UPDATE_BYTES)
+                    })
+                } else {
+                    let v = s
+                        .read(k, &mut last_byte)?
+                        .ok_or_else(|| missing("set: member key", k))?;
+                    black_box(v);
+                    Ok(0)
+                }
+            }
+            Load::Ycsb(keys) => {
+                let k = keys.pick(rng);
+                if update {
+                    let v = ycsb::fresh_value(k, rng.gen());
+                    s.write(&mut |w| w.insert(k, &v).map(|()| YCSB_UPDATE_BYTES))
+                } else {
+                    let sum = s
+                        .read(k, &mut |v| ycsb::examine(v))?
+                        .ok_or_else(|| missing("ycsb: record", k))?;
+                    black_box(sum);
+                    Ok(0)
+                }
+            }
+        }
+    }
+
+    /// The store (for tests).
+    #[cfg(test)]
+    fn store(&self) -> &dyn KvStore {
+        self.store.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    const SMALL: Sizes = Sizes {
+        hash_pairs: 500,
+        ..Sizes::QUICK
+    };
+
+    fn count(b: &PeerBench, keys: impl Iterator<Item = u64>) -> usize {
+        keys.filter(|&k| b.store().read(k, &mut |_| 0).unwrap().is_some())
+            .count()
+    }
+
+    #[test]
+    fn peers_run_the_key_value_data_sets_like_the_library() {
+        for peer in Peer::ALL {
+            let name = peer.name();
+            let mut rng = StdRng::seed_from_u64(4);
+            // hash: insert or remove, changed bytes as the library's.
+            let dir = tempfile::tempdir().unwrap();
+            let b =
+                PeerBench::build(peer, dir.path(), DataKind::Hash, &SMALL, 7, 64 << 20).unwrap();
+            assert_eq!(count(&b, 0..1000), 500, "{name}");
+            let (mut ins, mut rem) = (0i64, 0i64);
+            for _ in 0..300 {
+                match b.op(&mut rng, true).unwrap() {
+                    72 => ins += 1,
+                    8 => rem += 1,
+                    other => panic!("{name}: changed {other}"),
+                }
+                assert_eq!(b.op(&mut rng, false).unwrap(), 0);
+            }
+            assert!(ins > 30 && rem > 30, "{name}: {ins} {rem}");
+            assert_eq!(count(&b, 0..1000) as i64, 500 + ins - rem, "{name}");
+            drop(b);
+            // set: members stay; a missing member is an error on read and update.
+            let dir = tempfile::tempdir().unwrap();
+            let b = PeerBench::build(peer, dir.path(), DataKind::Set(300), &SMALL, 7, 64 << 20)
+                .unwrap();
+            for i in 0..300 {
+                let c = b.op(&mut rng, i % 3 == 0).unwrap();
+                assert_eq!(c, if i % 3 == 0 { SET_UPDATE_BYTES } else { 0 });
+            }
+            assert_eq!(count(&b, 0..600), 300, "{name}");
+            let Load::Set { members } = &b.load else {
+                unreachable!()
+            };
+            let gone = members[0];
+            b.store().write(&mut |w| w.remove(gone).map(|_| 0)).unwrap();
+            for update in [false, true] {
+                let e = (0..100_000)
+                    .find_map(|_| b.op(&mut rng, update).err())
+                    .expect("the missing member was never picked");
+                assert!(e.contains("is missing"), "{name}: {e}");
+            }
+            drop(b);
+            // ycsb: updates overwrite records with fresh values, reads find them all.
+            let dir = tempfile::tempdir().unwrap();
+            let b = PeerBench::build(peer, dir.path(), DataKind::Ycsb(1000), &SMALL, 7, 64 << 20)
+                .unwrap();
+            for i in 0..200 {
+                let c = b.op(&mut rng, i % 2 == 0).unwrap();
+                assert_eq!(c, if i % 2 == 0 { YCSB_UPDATE_BYTES } else { 0 });
+            }
+            let fresh = (0..1000u64)
+                .filter(|&k| {
+                    let init = ycsb::examine(&ycsb::initial_value(k));
+                    b.store()
+                        .read(k, &mut |v| {
+                            assert_eq!(v.len(), 64);
+                            ycsb::examine(v)
+                        })
+                        .unwrap()
+                        .unwrap()
+                        != init
+                })
+                .count();
+            assert!((10..=100).contains(&fresh), "{name}: {fresh}");
+            // The tree data sets are not theirs.
+            let dir = tempfile::tempdir().unwrap();
+            let e = PeerBench::build(peer, dir.path(), DataKind::Tree, &SMALL, 7, 64 << 20)
+                .err()
+                .unwrap();
+            assert!(e.contains("key-value"), "{name}: {e}");
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! LMDB (through heed) as a peer: one named database of big-endian `u64` keys and
+//! byte-string values in an environment directory; the environment is opened with
+//! LMDB's default flags, so a commit returns after an fdatasync of the data file.
+
+use super::{failed, KvStore, KvWrite};
+use heed::types::Bytes;
+use heed::{Database, Env, EnvOpenOptions, RwTxn};
+use std::path::Path;
+
+/// An LMDB environment with its one database.
+pub struct LmdbStore {
+    env: Env,
+    db: Database<Bytes, Bytes>,
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> String {
+    failed("lmdb", what, e)
+}
+
+impl LmdbStore {
+    /// Create an environment in the fresh, existing directory `dir` with a map of
+    /// `map_bytes`, and its database.
+    pub fn create(dir: &Path, map_bytes: u64) -> Result<LmdbStore, String> {
+        let map = usize::try_from(map_bytes)
+            .map_err(|_| err("map size", "does not fit the address space"))?;
+        // SAFETY: `EnvOpenOptions::open` is unsafe because the memory map is undefined
+        // behaviour if the files are changed behind LMDB's back. `dir` is a fresh
+        // directory under a unique name that only this store opens, once in this
+        // process, with LMDB's default flags (its lock file is in use; no NO_LOCK,
+        // NO_SYNC or NO_META_SYNC), and nothing else in the harness touches its files
+        // until the store is dropped.
+        let env = unsafe { EnvOpenOptions::new().map_size(map).max_dbs(1).open(dir) }
+            .map_err(|e| err(&format!("opening {}", dir.display()), e))?;
+        let mut txn = env.write_txn().map_err(|e| err("write_txn", e))?;
+        let db = env
+            .create_database(&mut txn, Some("kv"))
+            .map_err(|e| err("create_database", e))?;
+        txn.commit().map_err(|e| err("commit", e))?;
+        Ok(LmdbStore { env, db })
+    }
+}
+
+/// The database inside a write transaction.
+struct Writer<'a, 'e> {
+    db: Database<Bytes, Bytes>,
+    txn: &'a mut RwTxn<'e>,
+}
+
+impl KvWrite for Writer<'_, '_> {
+    fn get(
+        &mut self,
+        k: u64,
+        examine: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> Result<Option<u64>, String> {
+        let v = self
+            .db
+            .get(self.txn, &k.to_be_bytes())
+            .map_err(|e| err("get", e))?;
+        Ok(v.map(examine))
+    }
+
+    fn insert(&mut self, k: u64, v: &[u8]) -> Result<(), String> {
+        self.db
+            .put(self.txn, &k.to_be_bytes(), v)
+            .map_err(|e| err("put", e))
+    }
+
+    fn remove(&mut self, k: u64) -> Result<bool, String> {
+        self.db
+            .delete(self.txn, &k.to_be_bytes())
+            .map_err(|e| err("delete", e))
+    }
+}
+
+impl KvStore for LmdbStore {
+    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String> {
+        let txn = self.env.read_txn().map_err(|e| err("read_txn", e))?;
+        let v = self
+            .db
+            .get(&txn, &k.to_be_bytes())
+            .map_err(|e| err("get", e))?;
+        Ok(v.map(examine))
+    }
+
+    fn write(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+    ) -> Result<u64, String> {
+        let mut txn = self.env.write_txn().map_err(|e| err("write_txn", e))?;
+        let out = body(&mut Writer {
+            db: self.db,
+            txn: &mut txn,
+        })?;
+        // On an error `txn` is dropped uncommitted: heed aborts it.
+        txn.commit().map_err(|e| err("commit", e))?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,182 @@
+//! The peers: key-value stores a Rust user would pick instead of a PTM for a
+//! persistent, transactional map — [`redb`](redb_store) and LMDB through
+//! [`heed`](lmdb_store). They are engines of this harness only (not of the library):
+//! the harness drives them through their own APIs on their own files, and they run the
+//! key-value data sets (`hash`, `set`, `ycsb`) with the same keys, values, operations
+//! and request distribution as the library's engines, one operation per transaction.
+//!
+//! Durability, so that the comparison is fair: every write transaction of a peer is
+//! durable when its commit returns, as a Pisces commit is. redb commits with
+//! `Durability::Immediate` (its default: an fsync of the database file per commit);
+//! LMDB with its default flags (neither `MDB_NOSYNC` nor `MDB_NOMETASYNC`: an
+//! fdatasync of the data file per commit). Their files live under `/dev/shm` like the
+//! pools, where an fsync is nearly free (tmpfs has nothing to write back), so the
+//! figures show the stores' CPU cost, not a disk's; on a real device their commits
+//! would cost a device flush each. No NVM write latency is emulated for them (they do
+//! not write through the pool's medium), so they run at 0 ns only and their flush
+//! counters are not reported.
+//!
+//! Concurrency is the stores' own: both allow one write transaction at a time (a
+//! second writer blocks in `begin_write` / `write_txn` until the first commits) and any
+//! number of concurrent read transactions, which see the last committed state.
+//!
+//! A store is a [`KvStore`]: read-only transactions looking one key up, and write
+//! transactions of inserts and removes ([`KvWrite`]); [`PeerBench`] runs the data
+//! sets' operations on it.
+
+mod bench;
+mod lmdb_store;
+mod redb_store;
+
+pub use bench::PeerBench;
+
+use crate::registry::DataKind;
+use std::path::Path;
+
+/// A peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// redb, durability `Immediate`.
+    Redb,
+    /// LMDB through heed, default (synchronous) commits.
+    Lmdb,
+}
+
+impl Peer {
+    /// The peers, in benchmark order.
+    pub const ALL: [Peer; 2] = [Peer::Redb, Peer::Lmdb];
+
+    /// Name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Redb => "redb",
+            Peer::Lmdb => "lmdb",
+        }
+    }
+
+    /// What each commit does to be durable (for the bench's header).
+    pub fn durability(self) -> &'static str {
+        match self {
+            Peer::Redb => "redb Durability::Immediate (an fsync per commit)",
+            Peer::Lmdb => "lmdb default sync (an fdatasync per commit)",
+        }
+    }
+
+    /// True for the data sets a peer runs: the key-value ones.
+    pub fn runs(data: DataKind) -> bool {
+        matches!(data, DataKind::Hash | DataKind::Set(_) | DataKind::Ycsb(_))
+    }
+
+    /// Create an empty store in the fresh directory `dir` (LMDB reserves `map_bytes`
+    /// of address space for its map; redb grows its file itself).
+    pub fn create(self, dir: &Path, map_bytes: u64) -> Result<Box<dyn KvStore>, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| failed(self.name(), &format!("creating {}", dir.display()), e))?;
+        Ok(match self {
+            Peer::Redb => Box::new(redb_store::RedbStore::create(&dir.join("redb.db"))?),
+            Peer::Lmdb => Box::new(lmdb_store::LmdbStore::create(dir, map_bytes)?),
+        })
+    }
+}
+
+/// A persistent key-value store of `u64` keys and byte-string values.
+pub trait KvStore: Send + Sync {
+    /// One read-only transaction: look `k` up and, if present, give its value to
+    /// `examine`, whose result is returned.
+    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String>;
+
+    /// One write transaction running `body`, committed durably if `body` succeeds and
+    /// rolled back if it fails. Returns what `body` returned.
+    fn write(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+    ) -> Result<u64, String>;
+}
+
+/// The operations of a write transaction.
+pub trait KvWrite {
+    /// Look `k` up in this transaction (its own writes included) and, if present, give
+    /// its value to `examine`, whose result is returned.
+    fn get(&mut self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64)
+        -> Result<Option<u64>, String>;
+    /// Insert `k` with value `v`, replacing any value it had.
+    fn insert(&mut self, k: u64, v: &[u8]) -> Result<(), String>;
+    /// Remove `k`; true if it was present.
+    fn remove(&mut self, k: u64) -> Result<bool, String>;
+}
+
+/// `e` as the error text of a peer's operation.
+fn failed(peer: &str, what: &str, e: impl std::fmt::Display) -> String {
+    format!("{peer}: {what}: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every peer: reads see committed writes, a failed body rolls back, and the
+    /// store is shared by threads (one writer at a time, concurrent readers).
+    #[test]
+    fn stores_commit_roll_back_and_share_between_threads() {
+        for peer in Peer::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let s = peer.create(dir.path(), 64 << 20).unwrap();
+            let name = peer.name();
+            let sum = |v: &[u8]| v.iter().map(|&b| u64::from(b)).sum::<u64>();
+            assert_eq!(s.read(7, &mut |v| sum(v)).unwrap(), None, "{name}");
+            s.write(&mut |w| {
+                w.insert(7, &[1, 2, 3])?;
+                w.insert(8, &[5])?;
+                Ok(0)
+            })
+            .unwrap();
+            assert_eq!(s.read(7, &mut |v| sum(v)).unwrap(), Some(6), "{name}");
+            // A failing body leaves nothing behind.
+            let e = s
+                .write(&mut |w| {
+                    assert!(w.remove(7)?);
+                    w.insert(9, &[9])?;
+                    Err("stop".into())
+                })
+                .unwrap_err();
+            assert_eq!(e, "stop");
+            assert_eq!(s.read(7, &mut |v| sum(v)).unwrap(), Some(6), "{name}");
+            assert_eq!(s.read(9, &mut |v| sum(v)).unwrap(), None, "{name}");
+            // Removing an absent key says so; a transaction sees its own writes; a
+            // replaced value is seen whole.
+            let removed = s
+                .write(&mut |w| {
+                    let a = w.remove(100)?;
+                    w.insert(8, &[10, 10])?;
+                    assert_eq!(w.get(8, &mut |v| sum(v))?, Some(20));
+                    Ok(u64::from(a))
+                })
+                .unwrap();
+            assert_eq!(removed, 0, "{name}");
+            assert_eq!(s.read(8, &mut |v| sum(v)).unwrap(), Some(20), "{name}");
+            // Two threads increment a counter record 200 times each: one writer at a
+            // time, so no increment is lost.
+            s.write(&mut |w| w.insert(1, &0u64.to_le_bytes()).map(|()| 0))
+                .unwrap();
+            std::thread::scope(|sc| {
+                for _ in 0..2 {
+                    sc.spawn(|| {
+                        for _ in 0..200 {
+                            s.write(&mut |w| {
+                                let cur = w
+                                    .get(1, &mut |v| u64::from_le_bytes(v.try_into().unwrap()))?
+                                    .unwrap();
+                                w.insert(1, &(cur + 1).to_le_bytes()).map(|()| 0)
+                            })
+                            .unwrap();
+                        }
+                    });
+                }
+            });
+            let n = s
+                .read(1, &mut |v| u64::from_le_bytes(v.try_into().unwrap()))
+                .unwrap();
+            assert_eq!(n, Some(400), "{name}");
+        }
+    }
+}
