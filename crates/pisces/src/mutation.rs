@@ -27,6 +27,9 @@ pub enum Mutation {
     TsVisibility = 8,
     /// timestone: serializable transactions skip read-set validation.
     TsValidation = 9,
+    /// spht: a committer does not wait for transactions with smaller timestamps to
+    /// persist before it advances the durability marker (§3.1's wait).
+    SphtWait = 10,
 }
 
 impl Mutation {
@@ -46,6 +49,8 @@ impl Mutation {
         Mutation::TsVisibility,
         Mutation::TsValidation,
     ];
+    /// The spht engine's mutations (their tests are the engine's unit tests).
+    pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];
 }
 
 #[cfg(feature = "mutation")]
