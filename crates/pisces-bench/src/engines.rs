@@ -29,6 +29,8 @@ impl Engine {
     pub const PMDK: Engine = Engine(EngineId::Pmdk);
     /// Pisces' concurrency control without persistence (the upper bound).
     pub const VOLATILE: Engine = Engine(EngineId::Volatile);
+    /// SPHT: STM on a working snapshot, global durability marker, linked replay.
+    pub const SPHT: Engine = Engine(EngineId::Spht);
 
     /// Every engine of the library, in benchmark order (also those not in this build).
     pub fn all() -> Vec<Engine> {
@@ -140,6 +142,25 @@ impl EngineSpec {
         ]
     }
 
+    /// The marker ablation of the spht engine: NV-HTM's sequential per-thread commit
+    /// markers (`marker=nvhtm`, the baseline of the SPHT paper's Fig. 1a), then SPHT's
+    /// global marker with skipCAS (the engine's default).
+    pub fn markers() -> [EngineSpec; 2] {
+        [
+            EngineSpec {
+                label: "spht-nvhtm".into(),
+                engine: Engine::SPHT,
+                options: EngineOptions::new().set("marker", "nvhtm"),
+            },
+            EngineSpec::plain(Engine::SPHT),
+        ]
+    }
+
+    /// The engine options (as given, without the engine's defaults).
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
     /// The pool configuration of a measurement with this engine and its options.
     pub fn config(
         &self,
@@ -197,5 +218,16 @@ mod tests {
         assert_eq!(c.engine_options.get("group_commit"), Some("1"));
         // The default configuration runs the engine's own defaults.
         assert!(b[2].options.is_empty());
+    }
+
+    #[test]
+    fn marker_ablation_labels_and_options() {
+        let m = EngineSpec::markers();
+        let labels: Vec<_> = m.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["spht-nvhtm", "spht"]);
+        assert!(m.iter().all(|s| s.engine == Engine::SPHT));
+        let c = m[0].config(1 << 30, MediumKind::DRAM, 3, 4 << 20);
+        assert_eq!(c.engine_options.get("marker"), Some("nvhtm"));
+        assert!(m[1].options.is_empty());
     }
 }

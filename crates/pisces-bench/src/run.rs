@@ -244,6 +244,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     summary += &tables::throughput_tables(&res);
     summary += &tables::latency_table(&res);
     summary += &tables::breakdown_table(&res);
+    summary += &tables::markers_table(&res);
     summary += &tables::detail_table(&res);
     summary.push('\n');
     summary += &targets::targets(&res);

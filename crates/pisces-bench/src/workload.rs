@@ -35,6 +35,10 @@ pub enum WorkloadKind {
     /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
     /// measurement per `--tree-set-keys` size (not in the default lists).
     TreeSet,
+    /// SPHT's durability marker against NV-HTM's sequential per-thread commit markers
+    /// (the spht engine's `marker` ablation) on the hash table, at 0 and 1000 ns
+    /// emulated latency (not in the default lists).
+    Markers,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -74,6 +78,7 @@ impl WorkloadKind {
             WorkloadKind::Tatp => "tatp",
             WorkloadKind::Set => "set",
             WorkloadKind::TreeSet => "tree-set",
+            WorkloadKind::Markers => "markers",
         }
     }
 
