@@ -14,6 +14,8 @@ use std::path::PathBuf;
 pub const LATENCY_SWEEP_NS: [u64; 5] = [0, 100, 300, 600, 1000];
 /// Update percentage of the latency sweep and the breakdown (paper Fig 9a, 9c: 20 %).
 pub const SWEEP_UPDATE_PCT: u32 = 20;
+/// Emulated NVM write latencies of the marker ablation.
+pub const MARKER_LATENCIES_NS: [u64; 2] = [0, 1000];
 /// Sizes of the `set` workload (both modes).
 pub const SET_KEYS: [usize; 2] = [1000, 100_000];
 /// Sizes of the `tree-set` workload in quick mode: the peers' 1M keys scaled down to
@@ -222,6 +224,8 @@ pub struct Settings {
     pub latencies: Vec<u64>,
     /// NVM latencies of the latency sweep.
     pub sweep_latencies: Vec<u64>,
+    /// NVM latencies of the marker ablation.
+    pub marker_latencies: Vec<u64>,
     /// Seconds per measurement.
     pub seconds: f64,
     /// Runs per configuration.
@@ -302,6 +306,9 @@ impl BenchArgs {
             mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
             sweep_mixes,
             latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
+            marker_latencies: explicit_lat
+                .clone()
+                .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
             seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.6 }),
             runs: self.runs.unwrap_or(3),

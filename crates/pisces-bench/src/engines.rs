@@ -50,6 +50,8 @@ impl Engine {
     pub const REDB: Engine = Engine(Kind::Peer(Peer::Redb));
     /// Peer: LMDB through heed.
     pub const LMDB: Engine = Engine(Kind::Peer(Peer::Lmdb));
+    /// SPHT: STM on a working snapshot, global durability marker, linked replay.
+    pub const SPHT: Engine = Engine(Kind::Lib(EngineId::Spht));
 
     /// Every engine: the library's (also those not in this build), then the peers.
     pub fn all() -> Vec<Engine> {
@@ -264,6 +266,25 @@ impl EngineSpec {
         ]
     }
 
+    /// The marker ablation of the spht engine: NV-HTM's sequential per-thread commit
+    /// markers (`marker=nvhtm`, the baseline of the SPHT paper's Fig. 1a), then SPHT's
+    /// global marker with skipCAS (the engine's default).
+    pub fn markers() -> [EngineSpec; 2] {
+        [
+            EngineSpec {
+                label: "spht-nvhtm".into(),
+                engine: Engine::SPHT,
+                options: EngineOptions::new().set("marker", "nvhtm"),
+            },
+            EngineSpec::plain(Engine::SPHT),
+        ]
+    }
+
+    /// The engine options (as given, without the engine's defaults).
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
     /// The pool configuration of a measurement with this engine and its options.
     pub fn config(
         &self,
@@ -359,5 +380,16 @@ mod tests {
         assert!(v[0].options.is_empty());
         let c = v[1].config(1 << 30, MediumKind::DRAM, 3, 4 << 20);
         assert_eq!(c.engine_options.get("early_visibility"), Some("false"));
+    }
+
+    #[test]
+    fn marker_ablation_labels_and_options() {
+        let m = EngineSpec::markers();
+        let labels: Vec<_> = m.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["spht-nvhtm", "spht"]);
+        assert!(m.iter().all(|s| s.engine == Engine::SPHT));
+        let c = m[0].config(1 << 30, MediumKind::DRAM, 3, 4 << 20);
+        assert_eq!(c.engine_options.get("marker"), Some("nvhtm"));
+        assert!(m[1].options.is_empty());
     }
 }

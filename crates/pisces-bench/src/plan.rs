@@ -113,6 +113,11 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             engines: EngineSpec::breakdown().to_vec(),
             ..part(DataKind::Hash, &s.sweep_mixes)
         }],
+        WorkloadKind::Markers => vec![Part {
+            engines: EngineSpec::markers().to_vec(),
+            latencies: s.marker_latencies.clone(),
+            ..part(DataKind::Hash, &s.sweep_mixes)
+        }],
         WorkloadKind::Tpcc => vec![part(DataKind::Tpcc, &[TPCC_UPDATE_PCT])],
         WorkloadKind::Tatp => vec![part(DataKind::Tatp, &[TATP_UPDATE_PCT])],
         WorkloadKind::Set => s
@@ -181,7 +186,10 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     for &w in &s.workloads {
         let needs_writers = matches!(
             w,
-            WorkloadKind::Latency | WorkloadKind::LatencySplit | WorkloadKind::Breakdown
+            WorkloadKind::Latency
+                | WorkloadKind::LatencySplit
+                | WorkloadKind::Breakdown
+                | WorkloadKind::Markers
         );
         for p in parts(s, w, &mut notes) {
             let p = runnable(p, &mut notes);
@@ -303,6 +311,27 @@ mod tests {
         assert_eq!(first, want);
         // The set workloads are not in the quick default.
         assert!(specs.iter().all(|x| !x.workload.contains("set")));
+    }
+
+    #[test]
+    fn marker_ablation_runs_both_schemes_at_0_and_1000_ns() {
+        let s = parse(&["--workloads", "markers"]).unwrap().settings();
+        let (specs, _) = plan(&s);
+        // 2 schemes x 2 latencies x 2 thread counts, 20 % updates.
+        assert_eq!(specs.len(), 8);
+        assert!(specs
+            .iter()
+            .all(|x| x.workload == "markers" && x.update_pct == 20 && x.data == DataKind::Hash));
+        let got: Vec<(&str, u64, usize)> = specs
+            .iter()
+            .map(|x| (x.engine.label.as_str(), x.nvm_latency_ns, x.threads))
+            .collect();
+        assert_eq!(got[..2], [("spht-nvhtm", 0, 1), ("spht", 0, 1)]);
+        assert!(got.contains(&("spht", 1000, 2)));
+        let s = parse(&["--workloads", "markers", "--nvm-latency-ns", "300"])
+            .unwrap()
+            .settings();
+        assert!(plan(&s).0.iter().all(|x| x.nvm_latency_ns == 300));
     }
 
     #[test]

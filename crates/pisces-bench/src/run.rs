@@ -323,6 +323,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     summary += &hot_table::early_visibility_table(&res);
     summary += &recovery_text;
     summary += &tables::capi_table(&res);
+    summary += &tables::markers_table(&res);
     summary += &tables::detail_table(&res);
     summary.push('\n');
     summary += &targets::targets(&res);

@@ -92,9 +92,9 @@ fn pct(x: f64) -> String {
 }
 
 /// Workloads shown as throughput comparisons of engines (everything but the two
-/// sweeps, the breakdown and the C interface's own table).
+/// sweeps, the breakdown, the marker ablation and the C interface's own table).
 fn is_throughput_workload(w: &str) -> bool {
-    !w.starts_with("latency") && w != "breakdown" && w != "capi"
+    !w.starts_with("latency") && w != "breakdown" && w != "markers" && w != "capi"
 }
 
 /// What the transactions of TPC-C, TATP and the sets are (after the table title).
@@ -397,6 +397,44 @@ pub fn breakdown_table(res: &Results) -> String {
     )
 }
 
+/// The marker ablation: SPHT's global marker against NV-HTM's sequential per-thread
+/// markers, and their ratio (median over runs of the same-run ratio).
+pub fn markers_table(res: &Results) -> String {
+    let w = "markers";
+    let keys = res.keys(w);
+    if keys.is_empty() {
+        return String::new();
+    }
+    let (spht, nvhtm) = ("spht", "spht-nvhtm");
+    let mut t = Table::new(vec![
+        "upd%".into(),
+        "nvm ns".into(),
+        "threads".into(),
+        format!("{nvhtm} Mops/s"),
+        format!("{spht} Mops/s"),
+        format!("{spht}/{nvhtm}"),
+        format!("{nvhtm} lines/tx"),
+        format!("{spht} lines/tx"),
+    ]);
+    for k in &keys {
+        t.push(vec![
+            k.update_pct.to_string(),
+            k.nvm_latency_ns.to_string(),
+            k.threads.to_string(),
+            mops(res.median(w, k, nvhtm, |r| r.ops_per_sec)),
+            mops(res.median(w, k, spht, |r| r.ops_per_sec)),
+            times(res.ratio(w, k, spht, nvhtm)),
+            fixed(res.median(w, k, nvhtm, |r| r.flushes_per_tx), 2),
+            fixed(res.median(w, k, spht, |r| r.flushes_per_tx), 2),
+        ]);
+    }
+    format!(
+        "markers: spht with SPHT's global durability marker (CAS + skipCAS) vs NV-HTM's \
+         sequential per-thread commit markers (marker=nvhtm), hash table\n{}\n",
+        t.render()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +471,21 @@ mod tests {
         assert!(!t.contains("undo-c"), "{t}");
         // Not among the engine comparisons.
         assert!(!throughput_tables(&res).contains("capi"));
+    }
+
+    #[test]
+    fn markers_table_shows_the_same_run_ratio() {
+        let mut res = Results::default();
+        for (run, a, b) in [(1, 2e6, 1e6), (2, 3e6, 1e6), (3, 1e6, 1e6)] {
+            res.rows
+                .push(test_row("spht-nvhtm", "markers", 2, 20, run, b));
+            res.rows.push(test_row("spht", "markers", 2, 20, run, a));
+        }
+        let t = markers_table(&res);
+        assert!(t.contains("spht/spht-nvhtm"), "{t}");
+        // Ratios 2, 3, 1: median 2.
+        assert!(t.contains("2.00x"), "{t}");
+        assert!(throughput_tables(&res).is_empty());
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub enum WorkloadKind {
     /// requests (0.99); A = 50 % updates, B = 5 %, C = read-only (not in the default
     /// lists).
     Ycsb,
+    /// SPHT's durability marker against NV-HTM's sequential per-thread commit markers
+    /// (the spht engine's `marker` ablation) on the hash table, at 0 and 1000 ns
+    /// emulated latency (not in the default lists).
+    Markers,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -96,6 +100,7 @@ impl WorkloadKind {
             WorkloadKind::Recovery => "recovery",
             WorkloadKind::Capi => "capi",
             WorkloadKind::Ycsb => "ycsb",
+            WorkloadKind::Markers => "markers",
         }
     }
 

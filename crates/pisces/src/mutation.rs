@@ -34,6 +34,9 @@ pub enum Mutation {
     /// timestone: a committer's guard is the clock value, not a lower bound of its
     /// timestamp (snapshots fall one below the last completed commit).
     TsCommitGuard = 11,
+    /// spht: a committer does not wait for transactions with smaller timestamps to
+    /// persist before it advances the durability marker (§3.1's wait).
+    SphtWait = 12,
 }
 
 impl Mutation {
@@ -54,6 +57,8 @@ impl Mutation {
         Mutation::TsValidation,
         Mutation::TsCommitGuard,
     ];
+    /// The spht engine's mutations (their tests are the engine's unit tests).
+    pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];
 }
 
 #[cfg(feature = "mutation")]

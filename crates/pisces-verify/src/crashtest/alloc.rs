@@ -179,13 +179,14 @@ impl Workload for AllocChurn {
 
     fn shape(&self, threads: usize, _ops: usize) -> Shape {
         // Without flush-diff the record of a transaction that allocates a large object
-        // holds the whole slab run (64 KiB), and a record may use half of a log. Then
-        // 512 KiB for the superblock, slab table and small-class slabs, and per thread
-        // slot room for its large objects (including ones awaiting reuse).
+        // holds the whole slab run (64 KiB), and a record may use a third of a log (the
+        // bound of spht; the other engines allow half). Then 512 KiB for the
+        // superblock, slab table and small-class slabs, and per thread slot room for
+        // its large objects (including ones awaiting reuse).
         let slots = threads.max(2) as u64;
         Shape {
-            pool_size: (512 << 10) + slots * ((160 + 192) << 10),
-            log_bytes: 160 << 10,
+            pool_size: (512 << 10) + slots * ((224 + 384) << 10),
+            log_bytes: 224 << 10,
         }
     }
 

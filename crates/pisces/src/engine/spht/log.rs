@@ -280,9 +280,8 @@ pub struct LogWriter {
     slot: usize,
     area: Area,
     head: usize,
-    used: usize,
     next_seq: u64,
-    /// Records not yet released by the replayer: (seq, bytes incl. wrap waste).
+    /// Records not yet released by the replayer: (seq, ring offset), oldest first.
     live: VecDeque<(u64, usize)>,
 }
 
@@ -293,48 +292,68 @@ impl LogWriter {
             slot,
             area: Area::of(heap, slot),
             head: 0,
-            used: 0,
             next_seq,
             live: VecDeque::new(),
         }
     }
 
-    /// Largest record (header + entries) this log accepts.
+    /// Largest record (header + entries) this log accepts: a third of the ring.
+    ///
+    /// The replayer keeps its cursor (the newest replayed record) until the next batch,
+    /// so a writer whose log holds nothing else must still fit its record, with no other
+    /// thread committing. With records of at most a third, it does: the cursor takes at
+    /// most a third (plus a wrap waste smaller than itself when it sits at offset 0),
+    /// so either the space after it or the space before it holds another third. With
+    /// half, a cursor in the middle of the ring left neither, and the writer waited
+    /// for a batch that only another thread's commit could start.
     pub fn max_record(&self) -> usize {
-        self.area.cap / 2
+        self.area.cap / 3
     }
 
-    fn footprint(&self, rec_len: usize) -> usize {
-        let rem = self.area.cap - self.head;
-        if rec_len <= rem {
-            rec_len
-        } else {
-            rem + rec_len
-        }
-    }
-
-    /// True if a record of `entries_len` entry bytes fits now.
+    /// True if a record of `entries_len` entry bytes fits now: the live records
+    /// occupy the ring from the oldest one's offset (`tail`) to `head`; a record goes at
+    /// `head` if it fits before the end, else at offset 0 (after a wrap), and must not
+    /// reach `tail`. (The space a wrap skipped is free again once the records before
+    /// the wrap are released: it is not counted with the record after it.)
     pub fn fits(&self, entries_len: usize) -> bool {
-        self.used + self.footprint(HEADER_LEN + entries_len) <= self.area.cap
+        let rec_len = HEADER_LEN + entries_len;
+        let (cap, head) = (self.area.cap, self.head);
+        match self.live.front() {
+            None => rec_len <= cap,
+            Some(&(_, tail)) if head > tail => rec_len <= cap - head || rec_len <= tail,
+            Some(&(_, tail)) if head < tail => head + rec_len <= tail,
+            // head == tail with live records: the ring is exactly full.
+            Some(_) => false,
+        }
     }
 
     /// Release the records the replayer applied (`seq < released_seq`).
     pub fn reclaim(&mut self, released_seq: u64) {
-        while let Some(&(seq, fp)) = self.live.front() {
+        while let Some(&(seq, _)) = self.live.front() {
             if seq >= released_seq {
                 break;
             }
-            self.used -= fp;
             self.live.pop_front();
         }
+    }
+
+    /// Sequence number of the next record (tests).
+    #[cfg(test)]
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Records not yet released (tests).
+    #[cfg(test)]
+    pub fn live_records(&self) -> usize {
+        self.live.len()
     }
 
     /// Append a record with timestamp `ts` (the caller checked `fits`) and flush it
     /// (the caller fences). Returns its ring offset.
     pub fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64) -> usize {
         let rec_len = HEADER_LEN + entries.len();
-        let fp = self.footprint(rec_len);
-        debug_assert!(self.used + fp <= self.area.cap);
+        debug_assert!(self.fits(entries.len()));
         if rec_len > self.area.cap - self.head {
             if self.area.cap - self.head >= HEADER_LEN {
                 let h = header(KIND_WRAP, self.next_seq, 0, &[]);
@@ -359,8 +378,7 @@ impl LogWriter {
             heap.flush(at, rec_len);
         }
         counters::add_bytes_logged(rec_len as u64);
-        self.live.push_back((seq, fp));
-        self.used += fp;
+        self.live.push_back((seq, pos));
         self.head += rec_len;
         if self.head == self.area.cap {
             self.head = 0;

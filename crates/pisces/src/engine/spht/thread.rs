@@ -471,7 +471,8 @@ impl SphtThread {
                 // sees our isPers or the marker we set).
                 let w = s.vts.load(Acquire);
                 let wts = w & TS_MASK;
-                if w & PERS != 0 || wts > ts {
+                let no_wait = crate::mutation::active(crate::mutation::Mutation::SphtWait);
+                if w & PERS != 0 || wts > ts || no_wait {
                     if wts > ts && w & UPD != 0 {
                         skip = true;
                     }
