@@ -38,7 +38,7 @@ impl SetBench {
     pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
         let members = sample_keys(keys, 2 * keys as u64, seed);
         let mut h = pool.handle()?;
-        let set = h.run(|tx| Set::new(tx))?;
+        let set = h.run(Set::new)?;
         for batch in members.chunks(PRELOAD_BATCH) {
             h.run(|tx| {
                 for &k in batch {

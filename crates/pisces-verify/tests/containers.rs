@@ -1166,9 +1166,10 @@ fn crash_at_every_fence_while_growing() {
     crash_at_every_fence_with(|tx| HashMap::with_buckets(tx, 1));
 }
 
-fn crash_at_every_fence_with(
-    make_map: fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, [u64; 3]>>,
-) {
+/// How a crash test makes its map.
+type MakeMap = fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, [u64; 3]>>;
+
+fn crash_at_every_fence_with(make_map: MakeMap) {
     const N: usize = 24;
     // Every persistent engine (the volatile baseline promises nothing after a crash).
     for opts in setups().into_iter().filter(|s| s.0.is_durable()) {

@@ -337,3 +337,47 @@ fn deep_check_walks_the_containers_of_the_root() {
         "{text}"
     );
 }
+
+/// The deep check understands a grown map (linear-hashing addressing, chunk counts)
+/// and reports a chunk count that disagrees with its chains.
+#[test]
+fn deep_check_understands_a_grown_map() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("grown.pool");
+    let cfg = Config {
+        size: 16 << 20,
+        ..Config::default()
+    };
+    let map = {
+        let pool = Pool::create(&p, cfg.clone()).unwrap();
+        let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+        pool.run(|tx| {
+            let map = HashMap::new(tx)?;
+            for k in 0..2000 {
+                map.insert(tx, k, k)?;
+            }
+            *tx.write(root)? = map;
+            Ok(map)
+        })
+        .unwrap()
+    };
+    let ok = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(ok.is_ok(), "{ok}");
+    let cs = ok.containers.clone().unwrap();
+    assert!(cs[0].contains("2000 entries"), "{cs:?}");
+    {
+        let pool = Pool::open(&p, cfg.clone()).unwrap();
+        let chunk = pool
+            .run(|tx| Ok(tx.read(PPtr::<[u64; 512]>::from_offset(map.offset()))?[8]))
+            .unwrap();
+        let c = PPtr::<[u64; 33]>::from_offset(chunk);
+        pool.run(|tx| {
+            tx.write(c)?[32] += 1;
+            Ok(())
+        })
+        .unwrap();
+    }
+    let bad = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(!bad.is_ok());
+    assert!(bad.to_string().contains("counts"), "{bad}");
+}
