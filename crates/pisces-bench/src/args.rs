@@ -52,7 +52,10 @@ reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set 
 1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
 Engines: every engine of this build by default; pmdk is in the build only where \
 libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
-flushes by itself).")]
+flushes by itself).\n\n\
+markers (only when named) compares the spht engine's SPHT global durability marker \
+with NV-HTM's sequential per-thread commit markers (spht-nvhtm) on the hash table at \
+20 % updates, 0 and 1000 ns emulated latency.")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -65,7 +68,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set].
+    /// tpcc,tatp; also latency-split, set, tree-set, markers].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
