@@ -64,6 +64,9 @@ ycsb (only when named): a YCSB-style key-value table of 100K records, 8-byte key
 64-byte values, zipfian requests (constant 0.99, hot records scattered), one operation \
 per transaction; mixes A (50 % updates), B (5 %), C (read-only), reported by update_pct. \
 The library's engines run it on HashMap.\n\n\
+markers (only when named) compares the spht engine's SPHT global durability marker \
+with NV-HTM's sequential per-thread commit markers (spht-nvhtm) on the hash table at \
+20 % updates, 0 and 1000 ns emulated latency.\n\n\
 Engines: every engine of the library in this build by default; pmdk is in the build only \
 where libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
 flushes by itself). The peers redb and lmdb (key-value stores a Rust user might pick \
@@ -86,7 +89,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set, ycsb, hot, recovery, capi].
+    /// tpcc,tatp; also latency-split, set, tree-set, ycsb, hot, recovery, capi, markers].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
