@@ -193,6 +193,10 @@ struct Filled {
     transactions: u64,
 }
 
+/// What one fill thread leaves: the last sequence number per key, its log bytes, its
+/// transactions, and its handle (held until the crash image is taken).
+type FillThread = (Vec<u64>, u64, u64, pisces::ThreadHandle);
+
 /// Steps 1 to 3 of the module docs: a pool in `dir` filled with `log_bytes` of log,
 /// copied to `image` while the fill's handles are held.
 fn fill(
@@ -240,48 +244,47 @@ fn fill(
         .map(|_| pool.handle())
         .collect::<pisces::Result<Vec<_>>>()
         .map_err(|e| format!("taking thread handles: {e}"))?;
-    let outs: Vec<Result<(Vec<u64>, u64, u64, pisces::ThreadHandle), String>> =
-        std::thread::scope(|s| {
-            let workers: Vec<_> = handles
-                .into_iter()
-                .enumerate()
-                .map(|(t, mut h)| {
-                    s.spawn(move || {
-                        let mut rng = StdRng::seed_from_u64(seed ^ (t as u64 + 1) * 0x9e37);
-                        let mine = KEYS.div_ceil(FILL_THREADS);
-                        let mut last = vec![0u64; mine];
-                        let before = counters::snapshot().bytes_logged;
-                        let mut seq = 0u64;
-                        while counters::snapshot().bytes_logged - before < per_thread {
-                            let i = rng.gen_range(0..mine);
-                            let k = (i * FILL_THREADS + t) as u64;
-                            if k >= KEYS as u64 {
-                                continue;
-                            }
-                            seq += 1;
-                            h.run(|tx| {
-                                let v = map.get_mut(tx, &k)?.ok_or_else(|| {
-                                    pisces::Error::Corrupt(format!("key {k} is missing"))
-                                })?;
-                                *v = value(t, k, seq);
-                                Ok(())
-                            })
-                            .map_err(|e| format!("fill transaction: {e}"))?;
-                            last[i] = seq;
+    let outs: Vec<Result<FillThread, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = handles
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut h)| {
+                s.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(seed ^ ((t as u64 + 1) * 0x9e37));
+                    let mine = KEYS.div_ceil(FILL_THREADS);
+                    let mut last = vec![0u64; mine];
+                    let before = counters::snapshot().bytes_logged;
+                    let mut seq = 0u64;
+                    while counters::snapshot().bytes_logged - before < per_thread {
+                        let i = rng.gen_range(0..mine);
+                        let k = (i * FILL_THREADS + t) as u64;
+                        if k >= KEYS as u64 {
+                            continue;
                         }
-                        let logged = counters::snapshot().bytes_logged - before;
-                        Ok((last, logged, seq, h))
-                    })
+                        seq += 1;
+                        h.run(|tx| {
+                            let v = map.get_mut(tx, &k)?.ok_or_else(|| {
+                                pisces::Error::Corrupt(format!("key {k} is missing"))
+                            })?;
+                            *v = value(t, k, seq);
+                            Ok(())
+                        })
+                        .map_err(|e| format!("fill transaction: {e}"))?;
+                        last[i] = seq;
+                    }
+                    let logged = counters::snapshot().bytes_logged - before;
+                    Ok((last, logged, seq, h))
                 })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| Err("a fill thread panicked".into()))
-                })
-                .collect()
-        });
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err("a fill thread panicked".into()))
+            })
+            .collect()
+    });
     let mut filled = Filled {
         map,
         last: Vec::new(),
