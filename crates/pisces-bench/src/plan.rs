@@ -396,11 +396,12 @@ mod tests {
             ]
         );
         assert!(specs.iter().all(|x| x.workload == "capi"
-            && x.engine.engine == if x.engine.label.starts_with("undo") {
-                Engine::UNDO
-            } else {
-                Engine::PISCES
-            }));
+            && x.engine.engine
+                == if x.engine.label.starts_with("undo") {
+                    Engine::UNDO
+                } else {
+                    Engine::PISCES
+                }));
         // A C handle per worker besides the Rust ones.
         assert_eq!(c.thread_slots(2), 5);
         assert_eq!(DataKind::Hash.thread_slots(2), 3);
