@@ -478,6 +478,54 @@ mod tests {
     }
 
     #[test]
+    fn capi_measures_each_engine_from_rust_then_from_c() {
+        let s = parse(&[]).unwrap().settings();
+        assert!(!s.workloads.contains(&WorkloadKind::Capi));
+        let s = parse(&[
+            "--workloads",
+            "capi",
+            "--engines",
+            "pisces,undo",
+            "--threads",
+            "1",
+            "--update-pct",
+            "0,20",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        let got: Vec<(&str, DataKind, u32)> = specs
+            .iter()
+            .map(|x| (x.engine.label.as_str(), x.data, x.update_pct))
+            .collect();
+        let rust = DataKind::CapiHash { via_c: false };
+        let c = DataKind::CapiHash { via_c: true };
+        assert_eq!(
+            got,
+            [
+                ("pisces", rust, 0),
+                ("pisces-c", c, 0),
+                ("undo", rust, 0),
+                ("undo-c", c, 0),
+                ("pisces", rust, 20),
+                ("pisces-c", c, 20),
+                ("undo", rust, 20),
+                ("undo-c", c, 20),
+            ]
+        );
+        assert!(specs.iter().all(|x| x.workload == "capi"
+            && x.engine.engine
+                == if x.engine.label.starts_with("undo") {
+                    Engine::UNDO
+                } else {
+                    Engine::PISCES
+                }));
+        // A C handle per worker besides the Rust ones.
+        assert_eq!(c.thread_slots(2), 5);
+        assert_eq!(DataKind::Hash.thread_slots(2), 3);
+    }
+
+    #[test]
     fn sets_run_once_per_size_with_their_own_mixes() {
         let s = parse(&["--workloads", "set,tree-set", "--engines", "pisces,undo"])
             .unwrap()

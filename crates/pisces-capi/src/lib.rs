@@ -699,21 +699,34 @@ pub unsafe extern "C" fn pisces_handle_stats(
 /// while holding it (`pisces_run` calls the callback only inside an attempt, with
 /// `mode == Callback`; between attempts only library code runs). A handle is used by
 /// one thread at a time (documented), and `pisces_handle` is not `Sync`.
-fn idle_th(h: &pisces_handle) -> Result<&mut ThreadHandle, Fail> {
+///
+/// # Safety
+/// The caller keeps to the rule above: it does not call this (or [`take_th`]) again on
+/// `h` while the result is alive, and runs C code while holding it only with `h.mode`
+/// set to a non-idle value.
+// A `&mut` from a `&`: the state sits in an `UnsafeCell`, and the contract above keeps
+// the borrows apart.
+#[allow(clippy::mut_from_ref)]
+unsafe fn idle_th(h: &pisces_handle) -> Result<&mut ThreadHandle, Fail> {
+    check_idle(h)?;
+    // SAFETY: the handle is idle, so no other borrow of the state is alive (see above).
+    unsafe { &mut *h.th.get() }.as_mut().ok_or_else(lost_state)
+}
+
+fn check_idle(h: &pisces_handle) -> Result<(), Fail> {
     if h.mode.get() != Mode::Idle {
         return Err(Fail::new(
             PISCES_EBUSY,
             "a transaction is running on this handle",
         ));
     }
-    // SAFETY: the handle is idle, so no other borrow of the state is alive (see above).
-    unsafe { &mut *h.th.get() }.as_mut().ok_or_else(lost_state)
+    Ok(())
 }
 
 /// Move the thread state out of idle `h` (onto the explicit-transaction worker); give
 /// it back with [`put_th`].
 fn take_th(h: &pisces_handle) -> Result<ThreadHandle, Fail> {
-    idle_th(h)?;
+    check_idle(h)?;
     // SAFETY: idle (checked just above): no borrow of the state is alive.
     unsafe { &mut *h.th.get() }.take().ok_or_else(lost_state)
 }
