@@ -218,15 +218,7 @@ impl Heap {
             run_generation: self.generation,
             ..cur.0
         };
-        let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
-        *cur = (
-            Superblock {
-                seq: next.seq + 1,
-                ..next
-            }
-            .seal(),
-            slot,
-        );
+        self.write_superblock(&mut cur, next);
     }
 
     /// The pool's current size in bytes.
@@ -272,15 +264,7 @@ impl Heap {
                 pool_size: new_size,
                 ..cur.0
             };
-            let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
-            *cur = (
-                Superblock {
-                    seq: next.seq + 1,
-                    ..next
-                }
-                .seal(),
-                slot,
-            );
+            self.write_superblock(&mut cur, next);
         }
         // Release: see `size`. The medium mapped the new part before this store.
         self.len.store(new_size as usize, Ordering::Release);
@@ -306,6 +290,12 @@ impl Heap {
             pool_size: size,
             ..cur.0
         };
+        self.write_superblock(&mut cur, next);
+    }
+
+    /// Make `next` the durable superblock (written into the copy that is not current,
+    /// then persisted) and remember it, under the superblock lock `cur`.
+    fn write_superblock(&self, cur: &mut (Superblock, usize), next: Superblock) {
         let slot = superblock::write_next(self.medium.as_ref(), &next, cur.1);
         *cur = (
             Superblock {
