@@ -6,7 +6,7 @@
 //! changed bytes 8 for an overwrite, 16 for a new key. The tree grows during a run (by
 //! at most `N` keys), as in the paper.
 
-use crate::dataset::{preload_keys, DataSet, Sizes, PRELOAD_BATCH};
+use crate::dataset::{preload, preload_keys, DataSet, Sizes};
 use pisces::{BTreeMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -32,14 +32,10 @@ impl TreeBench {
         let mut h = pool.handle()?;
         let keys = preload_keys(sizes.btree_keys, seed);
         let tree = h.run(Tree::create)?;
-        for batch in keys.chunks(PRELOAD_BATCH) {
-            h.run(|tx| {
-                for &k in batch {
-                    tree.insert(tx, k, !k)?;
-                }
-                Ok(())
-            })?;
-        }
+        preload(&mut h, &keys, |tx, k| {
+            tree.insert(tx, k, !k)?;
+            Ok(())
+        })?;
         Ok(TreeBench {
             tree,
             key_space: 2 * keys.len().max(1) as u64,

@@ -12,13 +12,31 @@
 //! [`tatp`](crate::tatp)) depend on this module only; the registry that names and
 //! builds them ([`registry`](crate::registry)) sits on top of them.
 
-use pisces::{Error, ThreadHandle, TxStats};
+use pisces::{Error, ThreadHandle, Tx, TxStats};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 /// Keys inserted per transaction while preloading.
 pub const PRELOAD_BATCH: usize = 64;
+
+/// Preload: `insert(tx, k)` for every key of `keys`, [`PRELOAD_BATCH`] keys per
+/// transaction.
+pub fn preload(
+    h: &mut ThreadHandle,
+    keys: &[u64],
+    mut insert: impl FnMut(&mut Tx<'_>, u64) -> pisces::Result<()>,
+) -> pisces::Result<()> {
+    for batch in keys.chunks(PRELOAD_BATCH) {
+        h.run(|tx| {
+            for &k in batch {
+                insert(tx, k)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
 
 /// Bytes the program changes in an update of a set data set ([`crate::set`],
 /// [`crate::tree_set`]): the key removed and the key added back (8 each; their

@@ -12,7 +12,7 @@
 //! key) on every engine, so engines that log operations instead of data (timestone)
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
-use crate::dataset::{preload_keys, DataSet, Sizes, PRELOAD_BATCH};
+use crate::dataset::{preload, preload_keys, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -80,14 +80,10 @@ impl HashBench {
         let buckets = sizes.hash_buckets;
         pool.register_op(UPDATE_OP, update)?;
         let map = h.run(|tx| HashTable::create(tx, buckets))?;
-        for batch in keys.chunks(PRELOAD_BATCH) {
-            h.run(|tx| {
-                for &k in batch {
-                    map.insert(tx, k, value_of(k))?;
-                }
-                Ok(())
-            })?;
-        }
+        preload(&mut h, &keys, |tx, k| {
+            map.insert(tx, k, value_of(k))?;
+            Ok(())
+        })?;
         // `h` is dropped here: its pending group-commit write-backs are done before
         // the workers start.
         Ok(HashBench {

@@ -10,7 +10,7 @@
 //! [`black_box`] as well). Changed bytes of an update: 16 (the key removed and the key
 //! added; the placeholder byte is not counted).
 
-use crate::dataset::{missing_member, sample_keys, DataSet, PRELOAD_BATCH, SET_UPDATE_BYTES};
+use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
 use pisces::{BTreeMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -39,14 +39,10 @@ impl TreeSetBench {
         let members = sample_keys(keys, 2 * keys as u64, seed);
         let mut h = pool.handle()?;
         let set = h.run(TreeSet::create)?;
-        for batch in members.chunks(PRELOAD_BATCH) {
-            h.run(|tx| {
-                for &k in batch {
-                    set.insert(tx, k, MEMBER)?;
-                }
-                Ok(())
-            })?;
-        }
+        preload(&mut h, &members, |tx, k| {
+            set.insert(tx, k, MEMBER)?;
+            Ok(())
+        })?;
         Ok(TreeSetBench { set, members })
     }
 }

@@ -20,7 +20,7 @@
 //! `n * (eta * u - eta + 1)^(1 / (1 - theta))` with
 //! `eta = (1 - (2 / n)^(1 - theta)) / (1 - zeta(2) / zeta(n))`.
 
-use crate::dataset::{preload_keys, DataSet, PRELOAD_BATCH};
+use crate::dataset::{preload, preload_keys, DataSet};
 use pisces::containers::hashmap::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
 use rand::rngs::StdRng;
@@ -178,14 +178,10 @@ impl YcsbBench {
         let mut h = pool.handle()?;
         let buckets = keys.clamp(1, MAX_BUCKETS);
         let table = h.run(|tx| Table::create(tx, buckets))?;
-        for batch in chooser.preload_order(seed).chunks(PRELOAD_BATCH) {
-            h.run(|tx| {
-                for &k in batch {
-                    table.insert(tx, k, initial_value(k))?;
-                }
-                Ok(())
-            })?;
-        }
+        preload(&mut h, &chooser.preload_order(seed), |tx, k| {
+            table.insert(tx, k, initial_value(k))?;
+            Ok(())
+        })?;
         Ok(YcsbBench {
             table,
             keys: chooser,
