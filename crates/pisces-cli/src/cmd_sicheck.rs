@@ -36,7 +36,8 @@ const LOG_BYTES: usize = 256 << 10;
 `transactions: <N>, forbidden anomalies: <F>, write skew: <W>`. \
 Exit status: 0 no forbidden anomaly for the isolation level; 1 some; 2 usage or setup errors.")]
 pub struct SicheckArgs {
-    /// Engine under test: pisces, mvcc, volatile or undo.
+    /// Engine under test: any engine of this build on the pool format (every one but
+    /// pmdk, which keeps its own pool file).
     #[arg(long, default_value = "pisces", value_parser = parse_engine)]
     pub engine: EngineId,
     /// Isolation level: si (write skew allowed), serializable (write skew forbidden)
