@@ -10,9 +10,10 @@
 //!    kept; a node with a predecessor that is neither (missing: its record did not
 //!    persist) is dropped, and so, transitively, is everything after it. The order is
 //!    found by merging the slots' lid-ordered lists (see `topological_order`), which
-//!    reads the logs front to back instead of hashing every edge: profiled, the hashed
-//!    graph (a map from id to node, successor lists, Kahn's algorithm) cost 2.4x the
-//!    CPU of the whole recovery as it is now, almost all in cache misses. A cycle cannot
+//!    reads the logs front to back instead of hashing every edge: with a hashed graph
+//!    (a map from id to node, successor lists, Kahn's algorithm) recovery of a 32 MiB
+//!    log took 0.31 s of CPU, most of it cache misses in the map and the lists; with
+//!    the merge, 0.13 s. A cycle cannot
 //!    come from a correct run; its nodes are dropped and reported.
 //! 3. Replay the kept nodes in topological order: data entries, flush; allocator
 //!    entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
