@@ -878,6 +878,13 @@ fn checkpoint_violations() -> usize {
     ops_campaign(OpWorkload::Bank, &opts, 12).1.len()
 }
 
+/// Violations of the same campaign as [`checkpoint_violations`] (checkpoints write
+/// home only the words that differ from it: a lost word shows as a wrong balance).
+#[cfg(feature = "mutation")]
+fn diff_violations() -> usize {
+    checkpoint_violations()
+}
+
 /// Audits that saw a wrong total while serializable writers (some of which fail
 /// validation, leaving aborted versions) move money.
 #[cfg(feature = "mutation")]
@@ -979,14 +986,15 @@ fn mutations_each_break_their_test() {
             visibility_violations(),
             validation_violations(),
             guard_violations(),
+            diff_violations(),
         ];
         mutation::set(None);
         eprintln!(
-            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard] = {r:?}"
+            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff] = {r:?}"
         );
         r
     };
-    assert_eq!(run(None), [0; 5], "violations without any mutation");
+    assert_eq!(run(None), [0; 6], "violations without any mutation");
     for (i, m) in Mutation::TIMESTONE.into_iter().enumerate() {
         let r = run(Some(m));
         assert!(r[i] > 0, "{m:?} went unnoticed: {r:?}");

@@ -37,6 +37,9 @@ pub enum Mutation {
     /// spht: a committer does not wait for transactions with smaller timestamps to
     /// persist before it advances the durability marker (§3.1's wait).
     SphtWait = 12,
+    /// timestone: a checkpoint's write-back of changed words loses the last changed
+    /// span of each object.
+    TsCheckpointDiff = 30,
 }
 
 impl Mutation {
@@ -50,12 +53,13 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 5] = [
+    pub const TIMESTONE: [Mutation; 6] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
         Mutation::TsValidation,
         Mutation::TsCommitGuard,
+        Mutation::TsCheckpointDiff,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];
