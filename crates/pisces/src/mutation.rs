@@ -40,6 +40,9 @@ pub enum Mutation {
     /// timestone: a checkpoint's write-back of changed words loses the last changed
     /// span of each object.
     TsCheckpointDiff = 30,
+    /// timestone: a checkpoint writes the blocks allocated since the last one home
+    /// (outside the CLog) without flushing them.
+    TsFreshFlush = 31,
 }
 
 impl Mutation {
@@ -53,13 +56,14 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 6] = [
+    pub const TIMESTONE: [Mutation; 7] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
         Mutation::TsValidation,
         Mutation::TsCommitGuard,
         Mutation::TsCheckpointDiff,
+        Mutation::TsFreshFlush,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];

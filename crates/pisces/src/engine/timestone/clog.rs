@@ -328,6 +328,14 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut rec = RecordBuilder::default();
     let mut offs: Vec<_> = last.into_iter().collect();
     offs.sort_by_key(|x| x.0);
+    let net = net_bit_changes(&bits);
+    // Payloads of blocks allocated since K_done (free in the state at K_done).
+    let fresh: std::collections::HashSet<u64> = net
+        .iter()
+        .filter(|(alloc, _)| *alloc)
+        .map(|(_, b)| b.payload())
+        .collect();
+    let mut direct = RecordBuilder::default();
     let mut home = Vec::new();
     for (off, (_, w)) in offs {
         if let Some((len, entry)) = w {
@@ -337,10 +345,15 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
                 let v = (*entry).visible(k);
                 std::slice::from_raw_parts(Version::data(v), len.min(Version::len(v)))
             };
-            changed_ranges(heap, off, data, &mut home, &mut rec);
+            let to = if fresh.contains(&off) {
+                &mut direct
+            } else {
+                &mut rec
+            };
+            changed_ranges(heap, off, data, &mut home, to);
         }
     }
-    for (alloc, b) in net_bit_changes(&bits) {
+    for &(alloc, b) in &net {
         if alloc {
             rec.alloc(b);
         } else {
@@ -356,6 +369,10 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             capacity: sh.clog_len,
         });
     }
+    // 3a. Fresh blocks straight home, flushed; the CLog record's fence covers them.
+    let direct = log::decode(direct.bytes())?;
+    let home = write_fresh(heap, &direct)?;
+    sh.stats.home_bytes.fetch_add(home, Relaxed);
     write_clog(heap, k, rec.bytes());
     sh.stats
         .clog_bytes
@@ -508,6 +525,31 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
             log::Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             log::Entry::Free(b) => Allocator::replay_free(heap, b)?,
             _ => {}
+        }
+    }
+    Ok(bytes)
+}
+
+/// Step 3a: write the ranges of blocks allocated since K_done home and flush them (the
+/// CLog record's fence follows). Returns the bytes written.
+///
+/// They need no CLog copy: such a block is free in the state at K_done, so nothing
+/// of that state is in its bytes, and a crash before the fence leaves the state at
+/// K_done intact (recovery re-executes the operations that allocated it, into DRAM
+/// copies). After the fence they are durable, before the CLog record can be
+/// re-applied by a recovery and long before K_done = K.
+fn write_fresh(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
+    validate(heap, entries)?;
+    let skip_flush = crate::mutation::active(crate::mutation::Mutation::TsFreshFlush);
+    let mut bytes = 0;
+    for e in entries {
+        if let log::Entry::Range { off, data } = *e {
+            heap.write_bytes(off as usize, data);
+            if !skip_flush {
+                heap.flush(off as usize, data.len());
+            }
+            counters::add_bytes_written_home(data.len() as u64);
+            bytes += data.len() as u64;
         }
     }
     Ok(bytes)
