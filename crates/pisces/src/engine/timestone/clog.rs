@@ -16,9 +16,16 @@
 //!    items into the pending list.
 //! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
 //!    item decides: a write → the version visible at K (the newest version no reader
-//!    at or after K needs older than), a free → nothing is written home. Allocator
-//!    changes are kept in timestamp order.
-//! 3. **CLog record**: every range and allocator change, stamped K, in one checksummed
+//!    at or after K needs older than), a free → nothing is written home. Of a written
+//!    object only the 8-byte words that differ from home go out (`changed_ranges`:
+//!    home holds the state at K_done). Allocator changes are kept in timestamp order,
+//!    one per block: its last one (`net_bit_changes`).
+//! 3a. **Fresh blocks home**: the ranges of blocks allocated since K_done are written
+//!    home and flushed now, with no CLog copy (`write_fresh`): such a block is free in
+//!    the state at K_done, so a crash before the next fence loses nothing recovery
+//!    needs, and that fence makes them durable before the CLog record can be
+//!    re-applied.
+//! 3. **CLog record**: every other range and every allocator change, stamped K, in one checksummed
 //!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
 //!    length and entries; entries in the kit's redo-log entry format); flush,
 //!    **fence**. The area holds one record: the previous one is obsolete once its
@@ -34,8 +41,11 @@
 //!
 //! # Coalescing (write amplification)
 //! An object updated by many transactions between two checkpoints is written to the
-//! CLog and home once, with its newest value at K: that is what keeps bytes persisted
-//! per byte changed below one for repeated small updates.
+//! CLog and home once, with its newest value at K, and only in the words that changed
+//! since K_done: that is what keeps bytes persisted per byte changed below one for
+//! repeated small updates. A block allocated and freed between two checkpoints has
+//! its contents never written (only its free); one allocated and kept is written
+//! once, home only.
 //!
 //! # Budget
 //! The CLog area holds one record, so the pending items of one checkpoint must fit it.
@@ -51,7 +61,7 @@
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
-use super::tlog::{Entry, Version};
+use super::tlog::{self, Entry, Version};
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
 use crate::fasthash::FastMap;
@@ -342,7 +352,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             // SAFETY: index entries live as long as the engine; the version visible at
             // K is kept alive by our published snapshot K and is immutable.
             let data = unsafe {
-                let v = (*entry).visible(k);
+                let v = tlog::visible(&*entry, k);
                 std::slice::from_raw_parts(Version::data(v), len.min(Version::len(v)))
             };
             let to = if fresh.contains(&off) {
@@ -469,24 +479,18 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
 }
 
 /// The allocator changes a checkpoint writes, from the committed ones in timestamp
-/// order: per block only its last change, and nothing for a block allocated and
-/// freed again since K_done (its bit was clear at K_done — a block is handed out only
-/// while free, and a free becomes reusable only after its checkpoint — and is clear
-/// at K). Order among blocks is kept.
+/// order: per block only its last change (bit sets and clears are absolute). A block
+/// allocated and freed again since K_done still gets its free: recovery marks the
+/// blocks of the records it re-executes allocated before it runs them, so its bit may
+/// be set in the state a checkpoint starts from. Order among blocks is kept.
 fn net_bit_changes(bits: &[(u64, bool, Block)]) -> Vec<(bool, Block)> {
-    // Per block offset: (index of its last change, allocated by one of the changes).
-    let mut last: FastMap<u64, (usize, bool)> = FastMap::default();
-    for (i, &(_, alloc, b)) in bits.iter().enumerate() {
-        let e = last.entry(b.offset).or_insert((i, false));
-        e.0 = i;
-        e.1 |= alloc;
+    let mut last: FastMap<u64, usize> = FastMap::default();
+    for (i, &(_, _, b)) in bits.iter().enumerate() {
+        last.insert(b.offset, i);
     }
     bits.iter()
         .enumerate()
-        .filter(|&(i, &(_, alloc, b))| {
-            let (l, allocated) = last[&b.offset];
-            l == i && (alloc || !allocated)
-        })
+        .filter(|&(i, &(_, _, b))| last[&b.offset] == i)
         .map(|(_, &(_, alloc, b))| (alloc, b))
         .collect()
 }

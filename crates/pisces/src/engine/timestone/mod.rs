@@ -4,7 +4,7 @@
 //! transaction.
 //!
 //! # The algorithm
-//! * **TLog** ([`tlog`], [`index`]): every object touched in this run has a version
+//! * **TLog** ([`tlog`]; the kit's version chains and object index): every object touched in this run has a version
 //!   chain in DRAM, newest first, each version stamped with its commit timestamp.
 //!   Readers pick the newest version at or below their snapshot and never read home
 //!   (after the first access, which copies home into a base version).
@@ -89,7 +89,6 @@
 //! 4. See `tlog` for the chain invariants and reclamation.
 
 pub mod clog;
-pub mod index;
 pub mod recovery;
 pub mod shared;
 pub mod thread;

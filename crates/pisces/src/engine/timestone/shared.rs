@@ -42,7 +42,7 @@
 //! `TsCommitGuard` mutation (the single-store guard g) show it.
 
 use super::clog::Pending;
-use super::index::Index;
+use crate::engine::kit::version_index::VersionIndex as Index;
 use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::ENGINE_AREA_OFFSET;
