@@ -40,9 +40,10 @@ pub enum Mutation {
     /// timestone: a checkpoint's write-back of changed words loses the last changed
     /// span of each object.
     TsCheckpointDiff = 30,
-    /// timestone: a checkpoint writes the blocks allocated since the last one home
-    /// (outside the CLog) without flushing them.
-    TsFreshFlush = 31,
+    /// timestone: the blocks a checkpoint writes home outside the CLog (allocated since
+    /// the last one) share the CLog record's fence instead of being fenced before the
+    /// record is written.
+    TsFreshFence = 31,
 }
 
 impl Mutation {
@@ -63,7 +64,7 @@ impl Mutation {
         Mutation::TsValidation,
         Mutation::TsCommitGuard,
         Mutation::TsCheckpointDiff,
-        Mutation::TsFreshFlush,
+        Mutation::TsFreshFence,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];

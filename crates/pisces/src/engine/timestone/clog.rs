@@ -21,10 +21,11 @@
 //!    home holds the state at K_done). Allocator changes are kept in timestamp order,
 //!    one per block: its last one (`net_bit_changes`).
 //! 3a. **Fresh blocks home**: the ranges of blocks allocated since K_done are written
-//!    home and flushed now, with no CLog copy (`write_fresh`): such a block is free in
-//!    the state at K_done, so a crash before the next fence loses nothing recovery
-//!    needs, and that fence makes them durable before the CLog record can be
-//!    re-applied.
+//!    home, flushed and **fenced** now, with no CLog copy (`write_fresh`): such a block
+//!    is not part of the state at K_done, so a crash before the record is durable
+//!    loses nothing recovery needs. *Ordering invariant: they are durable before the
+//!    CLog record is written* — sharing the record's fence would let a crash make the
+//!    record durable without them.
 //! 3. **CLog record**: every other range and every allocator change, stamped K, in one checksummed
 //!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
 //!    length and entries; entries in the kit's redo-log entry format); flush,
@@ -379,10 +380,17 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             capacity: sh.clog_len,
         });
     }
-    // 3a. Fresh blocks straight home, flushed; the CLog record's fence covers them.
+    // 3a. Fresh blocks straight home, flushed and fenced before the CLog record is
+    // written: a crash at the record's fence could make the record durable without
+    // them, and recovery would then take the checkpoint as complete.
     let direct = log::decode(direct.bytes())?;
-    let home = write_fresh(heap, &direct)?;
-    sh.stats.home_bytes.fetch_add(home, Relaxed);
+    if !direct.is_empty() {
+        let home = write_fresh(heap, &direct)?;
+        sh.stats.home_bytes.fetch_add(home, Relaxed);
+        if !crate::mutation::active(crate::mutation::Mutation::TsFreshFence) {
+            heap.fence();
+        }
+    }
     write_clog(heap, k, rec.bytes());
     sh.stats
         .clog_bytes
@@ -535,23 +543,21 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
 }
 
 /// Step 3a: write the ranges of blocks allocated since K_done home and flush them (the
-/// CLog record's fence follows). Returns the bytes written.
+/// caller fences before it writes the CLog record). Returns the bytes written.
 ///
-/// They need no CLog copy: such a block is free in the state at K_done, so nothing
-/// of that state is in its bytes, and a crash before the fence leaves the state at
-/// K_done intact (recovery re-executes the operations that allocated it, into DRAM
-/// copies). After the fence they are durable, before the CLog record can be
-/// re-applied by a recovery and long before K_done = K.
+/// They need no CLog copy: such a block is not part of the state at K_done (its bit
+/// is clear there, or set only by a recovery that is about to re-execute the
+/// operation that allocated it), so a crash before the CLog record is durable leaves
+/// that state intact, and recovery re-executes the operations that allocated it into
+/// DRAM copies. The fence between them and the record makes them durable before the
+/// record can be: a record found valid by recovery implies they are home.
 fn write_fresh(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
     validate(heap, entries)?;
-    let skip_flush = crate::mutation::active(crate::mutation::Mutation::TsFreshFlush);
     let mut bytes = 0;
     for e in entries {
         if let log::Entry::Range { off, data } = *e {
             heap.write_bytes(off as usize, data);
-            if !skip_flush {
-                heap.flush(off as usize, data.len());
-            }
+            heap.flush(off as usize, data.len());
             counters::add_bytes_written_home(data.len() as u64);
             bytes += data.len() as u64;
         }
