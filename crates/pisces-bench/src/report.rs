@@ -76,10 +76,6 @@ impl Row {
         // counters' sight: its counts are not reported rather than reported as zero.
         let counted = spec.engine.engine.flushes_through_medium();
         let seen = |x: f64| if counted { x } else { f64::NAN };
-        if std::env::var_os("TMP_WA_BREAKDOWN").is_some() {
-            let u = o.upd.len() as f64;
-            eprintln!("WA-BREAKDOWN {} {} {}%: per update: logged {:.1} home {:.1} meta {:.1} changed {:.1} (updates {})", spec.engine.label, spec.workload, spec.update_pct, c.bytes_logged as f64 / u, c.bytes_written_home as f64 / u, c.bytes_metadata as f64 / u, o.changed_bytes as f64 / u, u);
-        }
         Row {
             engine: spec.engine.label.clone(),
             workload: spec.workload.clone(),
