@@ -43,8 +43,8 @@
 //! reader the scan missed has S ≥ C and stops at the committer's own version.
 
 pub use crate::engine::kit::version::Version;
-pub use crate::engine::kit::version_chain::Chain as Entry;
 use crate::engine::kit::version::UNPUBLISHED;
+pub use crate::engine::kit::version_chain::Chain as Entry;
 use crate::engine::kit::version_chain::Chain;
 use std::sync::atomic::AtomicU64;
 
