@@ -20,18 +20,19 @@
 //!    object only the 8-byte words that differ from home go out (`changed_ranges`:
 //!    home holds the state at K_done). Allocator changes are kept in timestamp order,
 //!    one per block: its last one (`net_bit_changes`).
-//! 3a. **Fresh blocks home**: the ranges of blocks allocated since K_done are written
-//!    home, flushed and **fenced** now, with no CLog copy (`write_fresh`): such a block
-//!    is not part of the state at K_done, so a crash before the record is durable
-//!    loses nothing recovery needs. *Ordering invariant: they are durable before the
-//!    CLog record is written* — sharing the record's fence would let a crash make the
-//!    record durable without them.
 //! 3. **CLog record**: every other range and every allocator change, stamped K, in one checksummed
 //!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
 //!    length and entries; entries in the kit's redo-log entry format); flush,
 //!    **fence**. The area holds one record: the previous one is obsolete once its
-//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: home is not touched before this
-//!    fence*, so a crash before it leaves home at K_done and the torn record is ignored.
+//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: no object of the state at
+//!    K_done is touched at home before this fence*, so a crash before it leaves that
+//!    state at home and the torn record is ignored.
+//!    Before the record, **fresh blocks home**: the ranges of blocks allocated since
+//!    K_done are written home, flushed and **fenced**, with no CLog copy
+//!    (`write_fresh`): such a block is not part of the state at K_done, so a crash
+//!    before the record is durable loses nothing recovery needs. *Ordering
+//!    invariant: they are durable before the CLog record is written* — sharing the
+//!    record's fence would let a crash make the record durable without them.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
 //! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
 //!    free is durable now), and the budget is given back.
