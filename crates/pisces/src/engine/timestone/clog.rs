@@ -29,7 +29,7 @@
 //!    state at home and the torn record is ignored.
 //!    Before the record, **fresh blocks home**: the ranges of blocks allocated since
 //!    K_done are written home, flushed and **fenced**, with no CLog copy
-//!    (`write_fresh`): such a block is not part of the state at K_done, so a crash
+//!    (`checkpoint`, step 3): such a block is not part of the state at K_done, so a crash
 //!    before the record is durable loses nothing recovery needs. *Ordering
 //!    invariant: they are durable before the CLog record is written* — sharing the
 //!    record's fence would let a crash make the record durable without them.
@@ -384,9 +384,15 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     // 3a. Fresh blocks straight home, flushed and fenced before the CLog record is
     // written: a crash at the record's fence could make the record durable without
     // them, and recovery would then take the checkpoint as complete.
+    //
+    // They need no CLog copy: such a block is not part of the state at K_done (its bit
+    // is clear there, or set only by a recovery that is about to re-execute the
+    // operation that allocated it), so a crash before the CLog record is durable
+    // leaves that state intact, and recovery re-executes the operations that
+    // allocated it into DRAM copies. The fence makes a valid record imply them home.
     let direct = log::decode(direct.bytes())?;
     if !direct.is_empty() {
-        let home = write_fresh(heap, &direct)?;
+        let home = apply(heap, &direct)?;
         sh.stats.home_bytes.fetch_add(home, Relaxed);
         if !crate::mutation::active(crate::mutation::Mutation::TsFreshFence) {
             heap.fence();
@@ -538,29 +544,6 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
             log::Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             log::Entry::Free(b) => Allocator::replay_free(heap, b)?,
             _ => {}
-        }
-    }
-    Ok(bytes)
-}
-
-/// Step 3a: write the ranges of blocks allocated since K_done home and flush them (the
-/// caller fences before it writes the CLog record). Returns the bytes written.
-///
-/// They need no CLog copy: such a block is not part of the state at K_done (its bit
-/// is clear there, or set only by a recovery that is about to re-execute the
-/// operation that allocated it), so a crash before the CLog record is durable leaves
-/// that state intact, and recovery re-executes the operations that allocated it into
-/// DRAM copies. The fence between them and the record makes them durable before the
-/// record can be: a record found valid by recovery implies they are home.
-fn write_fresh(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
-    validate(heap, entries)?;
-    let mut bytes = 0;
-    for e in entries {
-        if let log::Entry::Range { off, data } = *e {
-            heap.write_bytes(off as usize, data);
-            heap.flush(off as usize, data.len());
-            counters::add_bytes_written_home(data.len() as u64);
-            bytes += data.len() as u64;
         }
     }
     Ok(bytes)
