@@ -37,6 +37,13 @@ pub enum Mutation {
     /// spht: a committer does not wait for transactions with smaller timestamps to
     /// persist before it advances the durability marker (§3.1's wait).
     SphtWait = 12,
+    /// timestone: a checkpoint's write-back of changed words loses the last changed
+    /// span of each object.
+    TsCheckpointDiff = 30,
+    /// timestone: the blocks a checkpoint writes home outside the CLog (allocated since
+    /// the last one) share the CLog record's fence instead of being fenced before the
+    /// record is written.
+    TsFreshFence = 31,
 }
 
 impl Mutation {
@@ -50,12 +57,14 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 5] = [
+    pub const TIMESTONE: [Mutation; 7] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
         Mutation::TsValidation,
         Mutation::TsCommitGuard,
+        Mutation::TsCheckpointDiff,
+        Mutation::TsFreshFence,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];

@@ -8,7 +8,11 @@
 //! * [`replay`]: recovery of the redo-log engines (replay in timestamp order);
 //! * [`watermark`]: the persistent recycle watermark of the redo logs;
 //! * [`two_phase`]: reader-writer lock words and a thread's held-lock set (strict 2PL);
-//! * [`objects`]: validation of user offsets and logged writes; write-set kinds.
+//! * [`objects`]: validation of user offsets and logged writes; write-set kinds;
+//! * [`version`]: a DRAM version of an object (stamp, next older version, payload);
+//! * [`version_chain`]: an object's versions newest first, its commit lock and last
+//!   commit timestamp, visibility and truncation (the multi-version engines);
+//! * [`version_index`]: the sharded DRAM map from objects to their chains.
 
 pub mod clock;
 pub mod grace;
@@ -17,6 +21,9 @@ pub mod objects;
 pub mod redo_log;
 pub mod replay;
 pub mod two_phase;
+pub mod version;
+pub mod version_chain;
+pub mod version_index;
 pub mod watermark;
 
 #[cfg(test)]

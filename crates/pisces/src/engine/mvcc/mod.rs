@@ -5,7 +5,8 @@
 //! # The algorithm
 //! * Every object has a list of versions, newest first, each stamped with the commit
 //!   timestamp of the transaction that wrote it ([`version`]). The lists live in DRAM
-//!   and are found through an index from the object's offset ([`index`]): the read
+//!   and are found through an index from the object's offset (the kit's
+//!   [`crate::engine::kit::version_index`]): the read
 //!   indirection the paper measures.
 //! * A transaction takes its start timestamp S from a global clock. A read looks the
 //!   object up, and walks its list to the newest version with `ts ≤ S`.
@@ -27,7 +28,7 @@
 //! 2. Home (the persistent copy) always equals the head of the object's list outside a
 //!    commit, and is written only under the object's lock. Readers never read home,
 //!    except to create the first version of an object no one has committed to in this
-//!    run (then nobody writes home, see [`index`]).
+//!    run (then nobody writes home, see [`crate::engine::kit::version_index`]).
 //! 3. A log record is durable before its versions are published, so no transaction
 //!    can see (and build on) a transaction that a crash would lose.
 //! 4. Recovery sees only home and the logs.
@@ -56,7 +57,6 @@
 //! * The first access to an object in a run copies its home bytes into DRAM as its
 //!   version 0: readers never read persistent memory in this engine.
 
-pub mod index;
 pub mod shared;
 pub mod thread;
 pub mod version;

@@ -18,8 +18,8 @@
 //! So, as in Pisces (P-2), a thread persists the watermark W = "every record below W is
 //! home" before dropping its records below W; recovery ignores records below W.
 
-use super::index::Index;
 use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::version_index::VersionIndex as Index;
 use crate::engine::kit::watermark;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;

@@ -31,7 +31,7 @@
 //! Read-only transactions do no persistence work.
 
 use super::shared::Shared;
-use super::version::{Entry, Version};
+use super::version::{self, Entry, Version};
 use crate::engine::kit::grace::wait_for_readers;
 use crate::engine::kit::objects::locate_object;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
@@ -153,7 +153,7 @@ impl MvccThread {
         // SAFETY: `off .. off + len` was validated by `locate_object`.
         let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
         e.wait_unlocked();
-        e.visible(self.start_ts)
+        version::visible(e, self.start_ts)
     }
 
     /// Free the private copies, hand back unpublished blocks, end the transaction.
@@ -432,8 +432,8 @@ impl MvccThread {
             unsafe {
                 match w.kind {
                     Kind::Written | Kind::Fresh(_) => {
-                        (*w.entry).push(w.copy, ts);
-                        (*w.entry).truncate(oldest, live);
+                        version::publish(&*w.entry, w.copy, ts);
+                        version::truncate(&*w.entry, oldest, live);
                     }
                     Kind::Freed(_) => {
                         (*w.entry).mark(ts);

@@ -16,14 +16,23 @@
 //!    items into the pending list.
 //! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
 //!    item decides: a write → the version visible at K (the newest version no reader
-//!    at or after K needs older than), a free → nothing is written home. Allocator
-//!    changes are kept in timestamp order.
-//! 3. **CLog record**: every range and allocator change, stamped K, in one checksummed
+//!    at or after K needs older than), a free → nothing is written home. Of a written
+//!    object only the 8-byte words that differ from home go out (`changed_ranges`:
+//!    home holds the state at K_done). Allocator changes are kept in timestamp order,
+//!    one per block: its last one (`net_bit_changes`).
+//! 3. **CLog record**: every other range and every allocator change, stamped K, in one checksummed
 //!    record at the start of the CLog area (header: magic, K, length, CRC32C over K,
 //!    length and entries; entries in the kit's redo-log entry format); flush,
 //!    **fence**. The area holds one record: the previous one is obsolete once its
-//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: home is not touched before this
-//!    fence*, so a crash before it leaves home at K_done and the torn record is ignored.
+//!    K_done is durable, and a torn overwrite fails its checksum. *Ordering invariant: no object of the state at
+//!    K_done is touched at home before this fence*, so a crash before it leaves that
+//!    state at home and the torn record is ignored.
+//!    Before the record, **fresh blocks home**: the ranges of blocks allocated since
+//!    K_done are written home, flushed and **fenced**, with no CLog copy
+//!    (`checkpoint`, step 3): such a block is not part of the state at K_done, so a crash
+//!    before the record is durable loses nothing recovery needs. *Ordering
+//!    invariant: they are durable before the CLog record is written* — sharing the
+//!    record's fence would let a crash make the record durable without them.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
 //! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
 //!    free is durable now), and the budget is given back.
@@ -34,8 +43,11 @@
 //!
 //! # Coalescing (write amplification)
 //! An object updated by many transactions between two checkpoints is written to the
-//! CLog and home once, with its newest value at K: that is what keeps bytes persisted
-//! per byte changed below one for repeated small updates.
+//! CLog and home once, with its newest value at K, and only in the words that changed
+//! since K_done: that is what keeps bytes persisted per byte changed below one for
+//! repeated small updates. A block allocated and freed between two checkpoints has
+//! its contents never written (only its free); one allocated and kept is written
+//! once, home only.
 //!
 //! # Budget
 //! The CLog area holds one record, so the pending items of one checkpoint must fit it.
@@ -51,7 +63,7 @@
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
-use super::tlog::{Entry, Version};
+use super::tlog::{self, Entry, Version};
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
 use crate::fasthash::FastMap;
@@ -328,18 +340,32 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut rec = RecordBuilder::default();
     let mut offs: Vec<_> = last.into_iter().collect();
     offs.sort_by_key(|x| x.0);
+    let net = net_bit_changes(&bits);
+    // Payloads of blocks allocated since K_done (free in the state at K_done).
+    let fresh: std::collections::HashSet<u64> = net
+        .iter()
+        .filter(|(alloc, _)| *alloc)
+        .map(|(_, b)| b.payload())
+        .collect();
+    let mut direct = RecordBuilder::default();
+    let mut home = Vec::new();
     for (off, (_, w)) in offs {
         if let Some((len, entry)) = w {
             // SAFETY: index entries live as long as the engine; the version visible at
             // K is kept alive by our published snapshot K and is immutable.
             let data = unsafe {
-                let v = (*entry).visible(k);
+                let v = tlog::visible(&*entry, k);
                 std::slice::from_raw_parts(Version::data(v), len.min(Version::len(v)))
             };
-            rec.range(off, data);
+            let to = if fresh.contains(&off) {
+                &mut direct
+            } else {
+                &mut rec
+            };
+            changed_ranges(heap, off, data, &mut home, to);
         }
     }
-    for &(_, alloc, b) in &bits {
+    for &(alloc, b) in &net {
         if alloc {
             rec.alloc(b);
         } else {
@@ -354,6 +380,23 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             needed: rec.len() + CLOG_HEADER,
             capacity: sh.clog_len,
         });
+    }
+    // 3a. Fresh blocks straight home, flushed and fenced before the CLog record is
+    // written: a crash at the record's fence could make the record durable without
+    // them, and recovery would then take the checkpoint as complete.
+    //
+    // They need no CLog copy: such a block is not part of the state at K_done (its bit
+    // is clear there, or set only by a recovery that is about to re-execute the
+    // operation that allocated it), so a crash before the CLog record is durable
+    // leaves that state intact, and recovery re-executes the operations that
+    // allocated it into DRAM copies. The fence makes a valid record imply them home.
+    let direct = log::decode(direct.bytes())?;
+    if !direct.is_empty() {
+        let home = apply(heap, &direct)?;
+        sh.stats.home_bytes.fetch_add(home, Relaxed);
+        if !crate::mutation::active(crate::mutation::Mutation::TsFreshFence) {
+            heap.fence();
+        }
     }
     write_clog(heap, k, rec.bytes());
     sh.stats
@@ -403,6 +446,68 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     }
     sh.stats.checkpoints.fetch_add(1, Relaxed);
     Ok(k)
+}
+
+/// Append to `rec` the ranges of `new` (the object at payload offset `off` as of the
+/// cut) that differ from its home bytes, compared in 8-byte words.
+///
+/// Sound because home holds exactly the state at K_done while a checkpoint collects
+/// (invariant 1 of the engine; checkpoints are serialized): a word equal at home is
+/// already the word of the state at K, and recovery's re-application of the record
+/// (after a crash in step 4) writes the same ranges again. A fresh block is compared
+/// against whatever its home bytes are; equal words are equal either way.
+///
+/// Two changed spans one word apart are merged: a separate range costs 16 bytes of
+/// entry header in the CLog, the merged word 8 in the CLog and 8 at home. With that
+/// rule the ranges of an object never take more than the whole object's range
+/// (16 + length), which is what the budget reserved.
+fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &mut RecordBuilder) {
+    debug_assert!(new.len().is_multiple_of(8));
+    home.clear();
+    home.resize(new.len(), 0);
+    heap.read_bytes(off as usize, home);
+    let words = new.len() / 8;
+    let differs = |i: usize| new[i * 8..i * 8 + 8] != home[i * 8..i * 8 + 8];
+    let mut spans: Vec<(usize, usize)> = Vec::new(); // word ranges [start, end)
+    let mut i = 0;
+    while i < words {
+        if !differs(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < words && differs(i) {
+            i += 1;
+        }
+        match spans.last_mut() {
+            Some(last) if start - last.1 <= 1 => last.1 = i,
+            _ => spans.push((start, i)),
+        }
+    }
+    if crate::mutation::active(crate::mutation::Mutation::TsCheckpointDiff) {
+        // Mutation: a boundary error that loses the last changed span of the object.
+        spans.pop();
+    }
+    for (s, e) in spans {
+        rec.range(off + 8 * s as u64, &new[s * 8..e * 8]);
+    }
+}
+
+/// The allocator changes a checkpoint writes, from the committed ones in timestamp
+/// order: per block only its last change (bit sets and clears are absolute). A block
+/// allocated and freed again since K_done still gets its free: recovery marks the
+/// blocks of the records it re-executes allocated before it runs them, so its bit may
+/// be set in the state a checkpoint starts from. Order among blocks is kept.
+fn net_bit_changes(bits: &[(u64, bool, Block)]) -> Vec<(bool, Block)> {
+    let mut last: FastMap<u64, usize> = FastMap::default();
+    for (i, &(_, _, b)) in bits.iter().enumerate() {
+        last.insert(b.offset, i);
+    }
+    bits.iter()
+        .enumerate()
+        .filter(|&(i, &(_, _, b))| last[&b.offset] == i)
+        .map(|(_, &(_, alloc, b))| (alloc, b))
+        .collect()
 }
 
 /// Persist K_done = `k` (never lowered).

@@ -42,8 +42,8 @@
 //! `TsCommitGuard` mutation (the single-store guard g) show it.
 
 use super::clog::Pending;
-use super::index::Index;
 use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::version_index::VersionIndex as Index;
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;

@@ -1,7 +1,7 @@
 //! Unit tests of the timestone engine: version visibility by stamp, truncation, the
 //! CLog record's checksum, checkpoint coalescing, and recovery's re-execution count.
 
-use super::tlog::{Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
+use super::tlog::{truncate, visible, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
 use crate::medium::dram::DramMedium;
 use crate::{Config, EngineId, Operations, PPtr, Pool};
 use std::sync::atomic::AtomicU64;
@@ -24,7 +24,7 @@ fn chain(live: &AtomicU64, vs: &[(u64, u64)]) -> Entry {
         let e = Entry::new(version(live, 100));
         for &(val, stamp) in vs {
             let v = version(live, val);
-            e.push(v);
+            e.push(v, PENDING);
             Version::set_stamp(v, stamp);
         }
         e
@@ -36,15 +36,15 @@ fn visibility_follows_stamps() {
     let live = AtomicU64::new(0);
     let e = chain(&live, &[(1, 5), (2, ABORTED), (3, 9), (4, PENDING)]);
     // PENDING and ABORTED are skipped; committed versions by timestamp.
-    assert_eq!(value(e.visible(100)), 3);
-    assert_eq!(value(e.visible(9)), 3);
-    assert_eq!(value(e.visible(8)), 1);
-    assert_eq!(value(e.visible(5)), 1);
-    assert_eq!(value(e.visible(4)), 100);
-    assert_eq!(value(e.visible(0)), 100);
+    assert_eq!(value(visible(&e, 100)), 3);
+    assert_eq!(value(visible(&e, 9)), 3);
+    assert_eq!(value(visible(&e, 8)), 1);
+    assert_eq!(value(visible(&e, 5)), 1);
+    assert_eq!(value(visible(&e, 4)), 100);
+    assert_eq!(value(visible(&e, 0)), 100);
     // An undurable version above the snapshot is skipped without waiting.
     let e2 = chain(&live, &[(7, 20 | UNDURABLE)]);
-    assert_eq!(value(e2.visible(19)), 100);
+    assert_eq!(value(visible(&e2, 19)), 100);
     let mut e = e;
     let mut e2 = e2;
     // SAFETY: nobody else holds them.
@@ -62,7 +62,7 @@ fn readers_skip_incomplete_versions_without_waiting() {
     let live = AtomicU64::new(0);
     for stamp in [PENDING, COMMITTING, ABORTED, 50 | UNDURABLE] {
         let mut e = chain(&live, &[(1, 5), (2, stamp)]);
-        assert_eq!(value(e.visible(40)), 1, "stamp {stamp:#x}");
+        assert_eq!(value(visible(&e, 40)), 1, "stamp {stamp:#x}");
         // SAFETY: test-owned.
         unsafe { e.destroy(&live) };
     }
@@ -72,14 +72,14 @@ fn readers_skip_incomplete_versions_without_waiting() {
 fn truncation_keeps_the_keeper_and_newer() {
     let live = AtomicU64::new(0);
     let e = chain(&live, &[(1, 5), (2, 9), (3, ABORTED), (4, 12)]);
-    assert_eq!(e.chain_len(), 5);
+    assert_eq!(e.versions(), 5);
     // Keeper for oldest = 10 is the version at 9; the one at 5 and the base go.
     // SAFETY: single-threaded test.
-    let freed = unsafe { e.truncate(10, &live) };
+    let freed = unsafe { truncate(&e, 10, &live) };
     assert_eq!(freed, 2);
-    assert_eq!(e.chain_len(), 3);
-    assert_eq!(value(e.visible(10)), 2);
-    assert_eq!(value(e.visible(12)), 4);
+    assert_eq!(e.versions(), 3);
+    assert_eq!(value(visible(&e, 10)), 2);
+    assert_eq!(value(visible(&e, 12)), 4);
     let mut e = e;
     // SAFETY: test-owned.
     unsafe { e.destroy(&live) };

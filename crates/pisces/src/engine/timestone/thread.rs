@@ -31,7 +31,7 @@
 
 use super::clog::{self, Item};
 use super::shared::Shared;
-use super::tlog::{Entry, Version, ABORTED, COMMITTING, UNDURABLE};
+use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
 use crate::engine::kit::objects::{
     locate_block_to_free, locate_object, root_object, WriteKind as Kind,
 };
@@ -166,7 +166,7 @@ impl TsThread {
     fn snapshot(&self, off: u64, len: usize) -> (*const Entry, *const Version) {
         // SAFETY: validated by `locate_object`.
         let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
-        (e, e.visible(self.start_ts))
+        (e, tlog::visible(e, self.start_ts))
     }
 
     /// End the transaction, dropping private copies (not those already linked).
@@ -390,7 +390,7 @@ impl TsThread {
         // 4. Push, guard, COMMITTING, tick.
         for w in self.pushed() {
             // SAFETY: we hold the lock; the copy is ours and of the object's size.
-            unsafe { (*w.entry).push(w.copy) };
+            unsafe { (*w.entry).push(w.copy, PENDING) };
         }
         // Guard: a lower bound of the timestamp we are about to take.
         sh.enter_commit(self.slot);
@@ -456,7 +456,7 @@ impl TsThread {
             unsafe {
                 (*w.entry).mark(ts);
                 if matches!(w.kind, Kind::Written | Kind::Fresh(_)) {
-                    (*w.entry).truncate(oldest, &sh.index.live);
+                    tlog::truncate(&*w.entry, oldest, &sh.index.live);
                 }
             }
         }

@@ -1,0 +1,176 @@
+//! A version of an object in DRAM: one allocation holding a small header (a *stamp*,
+//! the pointer to the next older version of the same object, the payload length) and a
+//! copy of the object's whole payload.
+//!
+//! The multi-version engines keep an object's versions in a chain ([`super::version_chain`])
+//! and give the stamp their own meaning: a commit timestamp, or a state word from which
+//! a timestamp is read (see the engine's docs). Here a stamp is just a word, with two
+//! fixed points:
+//! * a fresh version carries [`UNPUBLISHED`] (it is a transaction's private copy);
+//! * the base version a chain starts from carries 0 (the object as found at home).
+//!
+//! # Invariants (upheld by the chain and its engine)
+//! 1. A version's payload never changes once it is reachable from a chain.
+//! 2. Its `next` pointer is written by the chain's lock holder only: when it is pushed,
+//!    and when truncation cuts the chain below it.
+//! 3. A version is freed once, when no thread can reach it (the chain's reclamation).
+
+use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
+
+/// Stamp of a version that no chain holds yet (a private copy).
+pub const UNPUBLISHED: u64 = u64::MAX;
+
+/// Header of a version; the payload (`words` 8-byte words) follows.
+#[repr(C)]
+pub struct Version {
+    /// The engine's stamp ([`UNPUBLISHED`] for a private copy).
+    stamp: AtomicU64,
+    /// Next older version, or null.
+    next: AtomicPtr<Version>,
+    /// Payload length in words.
+    words: usize,
+}
+
+const HDR: usize = std::mem::size_of::<Version>();
+const _: () = assert!(HDR.is_multiple_of(8));
+
+fn layout(words: usize) -> Layout {
+    // Object sizes are bounded by the pool size, far below isize::MAX.
+    Layout::from_size_align(HDR + 8 * words, 8).expect("version size overflows")
+}
+
+impl Version {
+    /// A private copy of `bytes` bytes (a multiple of 8): zeroed, or copied from
+    /// `src`. Counts itself in `live`.
+    ///
+    /// # Safety
+    /// `src`, if given, must be valid for reads of `bytes` bytes.
+    pub unsafe fn new(bytes: usize, src: Option<*const u8>, live: &AtomicU64) -> *mut Version {
+        debug_assert!(bytes.is_multiple_of(8));
+        let words = bytes / 8;
+        let l = layout(words);
+        // SAFETY: `l` has a non-zero size (the header).
+        let p = unsafe {
+            if src.is_some() {
+                alloc(l)
+            } else {
+                alloc_zeroed(l)
+            }
+        } as *mut Version;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(l);
+        }
+        // SAFETY: `p` is a fresh allocation of HDR + bytes bytes, 8-aligned; `src` is
+        // valid for `bytes` bytes (caller) and cannot overlap a fresh allocation.
+        unsafe {
+            p.write(Version {
+                stamp: AtomicU64::new(UNPUBLISHED),
+                next: AtomicPtr::new(std::ptr::null_mut()),
+                words,
+            });
+            if let Some(src) = src {
+                std::ptr::copy_nonoverlapping(src, Self::data(p), bytes);
+            }
+        }
+        // Relaxed: a statistic, read only by tests and diagnostics.
+        live.fetch_add(1, Relaxed);
+        p
+    }
+
+    /// Pointer to the payload.
+    ///
+    /// # Safety
+    /// `this` must point to a live version.
+    #[inline]
+    pub unsafe fn data(this: *const Version) -> *mut u8 {
+        // SAFETY: the payload follows the header in the same allocation.
+        unsafe { (this as *mut u8).add(HDR) }
+    }
+
+    /// Payload length in bytes.
+    ///
+    /// # Safety
+    /// `this` must point to a live version.
+    #[inline]
+    pub unsafe fn len(this: *const Version) -> usize {
+        // SAFETY: caller.
+        unsafe { (*this).words * 8 }
+    }
+
+    /// The stamp. Acquire: pairs with [`Version::set_stamp`] — a reader that sees a
+    /// stamp sees what its writer did before storing it.
+    ///
+    /// # Safety
+    /// `this` must point to a live version.
+    #[inline]
+    pub unsafe fn stamp(this: *const Version) -> u64 {
+        // SAFETY: caller.
+        unsafe { (*this).stamp.load(Acquire) }
+    }
+
+    /// Set the stamp. Release: see [`Version::stamp`].
+    ///
+    /// # Safety
+    /// `this` is live and the caller is the one thread allowed to change its stamp
+    /// (its owner while private, its committer once pushed).
+    #[inline]
+    pub unsafe fn set_stamp(this: *const Version, s: u64) {
+        // SAFETY: caller.
+        unsafe { (*this).stamp.store(s, Release) };
+    }
+
+    /// The next older version (null at the end). Acquire: pairs with the Release that
+    /// published this version, which follows the older one's publication.
+    ///
+    /// # Safety
+    /// `this` must point to a live version.
+    #[inline]
+    pub(super) unsafe fn next(this: *const Version) -> *mut Version {
+        // SAFETY: caller.
+        unsafe { (*this).next.load(Acquire) }
+    }
+
+    /// Link `next` below this version (the chain's lock holder, before publishing it or
+    /// when cutting the chain).
+    ///
+    /// # Safety
+    /// As for [`Version::set_stamp`].
+    #[inline]
+    pub(super) unsafe fn set_next(this: *const Version, next: *mut Version) {
+        // Relaxed: published by the Release that makes this version reachable, or (a
+        // cut) read by nobody (see the chain's reclamation argument).
+        // SAFETY: caller.
+        unsafe { (*this).next.store(next, Relaxed) };
+    }
+
+    /// Free one version.
+    ///
+    /// # Safety
+    /// `this` came from [`Version::new`], is freed once, and no thread can reach it.
+    pub unsafe fn free(this: *mut Version, live: &AtomicU64) {
+        // SAFETY: caller's contract; the layout is the one it was allocated with.
+        unsafe { dealloc(this as *mut u8, layout((*this).words)) };
+        // Relaxed: a statistic.
+        live.fetch_sub(1, Relaxed);
+    }
+
+    /// Free `this` and every older version; returns how many were freed.
+    ///
+    /// # Safety
+    /// As for [`Version::free`], for every version of the chain.
+    pub(super) unsafe fn free_chain(mut this: *mut Version, live: &AtomicU64) -> usize {
+        let mut n = 0;
+        while !this.is_null() {
+            // SAFETY: caller's contract; `next` is read before the node is freed.
+            unsafe {
+                let next = (*this).next.load(Relaxed);
+                Self::free(this, live);
+                this = next;
+            }
+            n += 1;
+        }
+        n
+    }
+}
