@@ -52,7 +52,8 @@
 //! * Unit tests ([`tests`]): the wait on smaller timestamps, skipCAS, the forward and
 //!   backward links, the shard filter, the duplicate filter, replay equal to the
 //!   snapshot under every option set, read-only tokens, the copy-on-write snapshot,
-//!   log space (a log holding only the replayer's cursor fits the largest record).
+//!   log space (a log holding only the replayer's cursor fits the largest record; a
+//!   wrap marker the replayer's head names is not overwritten).
 //!   Each was checked to fail with its path broken (commit history).
 //! * The wait on smaller timestamps also has a crash test
 //!   (`a_crash_never_recovers_a_transaction_without_one_it_read_from`: B reads A's
@@ -63,16 +64,12 @@
 //!   catch this mutation: its window is a few instructions wide.
 //! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
 //!   two threads, every option set) and serializability of recorded histories.
-//! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, hashmap and
-//!   btree on two threads of 100 operations, and alloc on one thread.
+//! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,
+//!   hashmap and btree on two threads of 100 operations.
 //! * `pisces bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
 //!
 //! # Not done
 //! * No NUMA placement of shards or heap arenas (one node here).
-//! * The alloc crash workload on two threads of 100 operations can stop the backward
-//!   replayer at its assertion that the durable timestamp's record follows the slot's
-//!   replay head (seen with `pisces crashtest --engine spht --workload alloc --states
-//!   200 --jobs 1`); not yet explained, so CI runs alloc on one thread.
 //! * No replay throughput benchmark yet (`pisces bench` has no `replay` workload), and
 //!   no scan-by-timestamp replay option at run time (recovery sorts by timestamp).
 //! * The working snapshot never shrinks during a run (neither does the paper's).

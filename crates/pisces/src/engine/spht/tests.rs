@@ -589,3 +589,65 @@ fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
         "with the wait removed, B (y = 2) should be durable without A (x = 1)"
     );
 }
+
+/// Log space: a wrap marker stays in place until the replayer has passed it. The
+/// replayer's head (and the persisted head word recovery parses from) can name the
+/// position where the writer later puts a wrap marker; the record after the wrap is
+/// then found only through that marker. Writing over it while the record after it is
+/// unreplayed (the space it skipped counted as free) made the replayer read a later
+/// record or zeros there ("no record with the durable timestamp", seen in the `alloc`
+/// crash campaigns on two threads) and made recovery stop parsing early.
+#[test]
+fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
+    let m = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
+    let heap = Heap::format(
+        m,
+        FormatParams {
+            engine_id: EngineId::Spht as u32,
+            max_threads: 1,
+            log_bytes_per_thread: 64 << 10,
+            regions: crate::engine::Regions {
+                logs_per_thread: 1,
+                engine_area_bytes: durability::engine_area_bytes(1),
+            },
+        },
+    )
+    .unwrap();
+    let mut w = log::LogWriter::new(&heap, 0, 1);
+    let cap = log::Area::of(&heap, 0).cap;
+    // Records a little under the largest: the last one ends short of the ring's end,
+    // with room for a wrap marker after it.
+    let big = vec![0u8; w.max_record() - log::HEADER_LEN - 2048];
+    // Fill the ring until the next big record no longer fits before the end.
+    let mut end = 0;
+    while cap - end >= log::HEADER_LEN + big.len() {
+        end = w.append(&heap, &big, 1) + log::HEADER_LEN + big.len();
+    }
+    // The replayer applies everything: its head is the writer's head.
+    let wrap_seq = w.next_seq();
+    w.reclaim(wrap_seq);
+    log::set_head(&heap, 0, end, wrap_seq);
+    // A big record wraps (marker at `end`), then small ones fill the log while the
+    // replayer is away.
+    assert!(w.fits(big.len()));
+    assert_eq!(w.append(&heap, &big, 2), 0, "the record after the wrap");
+    let small = vec![0u8; 1000];
+    let mut appended = 1;
+    while w.fits(small.len()) {
+        w.append(&heap, &small, 3);
+        appended += 1;
+        assert!(appended < 1000, "the log never fills");
+    }
+    assert!(cap - end >= log::HEADER_LEN);
+    let r = RecordRef::read(&heap, 0, end);
+    assert!(
+        r.is_wrap && r.seq == wrap_seq,
+        "the wrap marker at {end} was overwritten ({r:?})"
+    );
+    let (parsed, _) = log::parse(&heap, 0);
+    assert_eq!(
+        parsed.len(),
+        appended,
+        "recovery parsing from the head word misses records after the wrap"
+    );
+}

@@ -352,7 +352,13 @@ impl SphtThread {
                 Ok(mut st) => {
                     replayer::run_batch(&sh, &mut st)?;
                 }
-                Err(_) => replayer::kick(&sh),
+                Err(std::sync::TryLockError::WouldBlock) => replayer::kick(&sh),
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    // A replay batch panicked: nobody frees the log any more.
+                    return Err(Error::Corrupt(
+                        "the spht replayer stopped after a failure; reopen the pool".into(),
+                    ));
+                }
             }
             spin_step(&mut round);
         }
