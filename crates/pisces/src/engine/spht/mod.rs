@@ -62,6 +62,13 @@
 //!   wait, `mutation_spht_wait_is_caught_by_the_dependent_commit_crash` shows that
 //!   crash recovering B without A (CI runs both). The random crash campaigns did not
 //!   catch this mutation: its window is a few instructions wide.
+//! * The `mutation` feature's other spht switches, each caught by a unit test that CI
+//!   runs with it on (`mutation_spht_*_is_caught`): `SphtSkipCas` (delegating the
+//!   marker to a larger lower bound that is not an update transaction's:
+//!   `skip_cas_needs_an_update_transaction`), `SphtForwardLink` (no forward link
+//!   update: the link chain test), `SphtShardFilter` (every shard applies every word:
+//!   the shard test), `SphtDuplicateFilter` (backward replay without the filter
+//!   leaves the oldest value: the duplicate-filter test).
 //! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
 //!   two threads, every option set) and serializability of recorded histories.
 //! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,

@@ -253,6 +253,36 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
     });
 }
 
+/// skipCAS condition: a larger timestamp that is not an update transaction's (a lower
+/// bound published in steps 2-5, by a committer that may still abort) is no delegate:
+/// the committer CASes the marker itself, so its commit is durable when it returns.
+fn skip_cas_ignores_a_larger_lower_bound() {
+    let e = engine();
+    let sh = e.shared().clone();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    // Slot 1 (no thread) shows a lower bound far above A's coming timestamp, with
+    // neither isUpd nor isPers.
+    let idle = sh.slots[1].vts.load(SeqCst);
+    sh.slots[1].vts.store(1 << 60, SeqCst);
+    let tok = put(&mut a, x, 1);
+    let covered = sh.durable.load(SeqCst) >= tok.0;
+    // Slot 1's transaction aborts; A's next commit covers the first either way (so a
+    // failure here does not hang in the thread's drop).
+    sh.slots[1].vts.store(idle, SeqCst);
+    let tok2 = put(&mut a, x, 2);
+    a.wait_durable(tok2).unwrap();
+    assert!(
+        covered,
+        "A skipped its CAS for a transaction that is not an update: not durable when its commit returned"
+    );
+}
+
+#[test]
+fn skip_cas_needs_an_update_transaction() {
+    skip_cas_ignores_a_larger_lower_bound();
+}
+
 /// Duplicate filter: backward replay writes each word once, with its newest value.
 #[test]
 fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
@@ -650,4 +680,55 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
         appended,
         "recovery parsing from the head word misses records after the wrap"
     );
+}
+
+/// Runs `test` with mutation `m` active; true if it failed.
+#[cfg(feature = "mutation")]
+fn fails_under(m: crate::mutation::Mutation, test: fn()) -> bool {
+    use crate::mutation;
+    mutation::set(Some(m));
+    let r = std::panic::catch_unwind(test);
+    mutation::set(None);
+    r.is_err()
+}
+
+/// Mutation evidence: skipCAS delegating to a larger lower bound leaves a returned
+/// commit not durable.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_skip_cas_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtSkipCas,
+        skip_cas_ignores_a_larger_lower_bound
+    ));
+}
+
+/// Mutation evidence: without the forward link update the chain test breaks.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_forward_link_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtForwardLink,
+        links_chain_every_update_transaction_in_timestamp_order
+    ));
+}
+
+/// Mutation evidence: shards applying every word fail the shard test.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_shard_filter_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtShardFilter,
+        shards_apply_exactly_their_chunks
+    ));
+}
+
+/// Mutation evidence: backward replay without the duplicate filter leaves old values.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_duplicate_filter_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtDuplicateFilter,
+        backward_replay_filters_duplicates_and_keeps_the_newest_value
+    ));
 }
