@@ -37,6 +37,17 @@ pub enum Mutation {
     /// spht: a committer does not wait for transactions with smaller timestamps to
     /// persist before it advances the durability marker (§3.1's wait).
     SphtWait = 12,
+    /// spht: skipCAS delegates the marker to any slot with a larger published
+    /// timestamp, not only to an update transaction (a committer still validating may
+    /// abort and never advance the marker).
+    SphtSkipCas = 20,
+    /// spht: a committer does not link itself into its predecessor's forward slot.
+    SphtForwardLink = 21,
+    /// spht: every replay shard applies every word, not only those of its chunks.
+    SphtShardFilter = 22,
+    /// spht: backward replay applies every write (no duplicate filter), so the oldest
+    /// value of a word wins.
+    SphtDuplicateFilter = 23,
     /// timestone: a checkpoint's write-back of changed words loses the last changed
     /// span of each object.
     TsCheckpointDiff = 30,
@@ -67,7 +78,13 @@ impl Mutation {
         Mutation::TsFreshFence,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
-    pub const SPHT: [Mutation; 1] = [Mutation::SphtWait];
+    pub const SPHT: [Mutation; 5] = [
+        Mutation::SphtWait,
+        Mutation::SphtSkipCas,
+        Mutation::SphtForwardLink,
+        Mutation::SphtShardFilter,
+        Mutation::SphtDuplicateFilter,
+    ];
 }
 
 #[cfg(feature = "mutation")]

@@ -78,6 +78,9 @@ pub fn apply_shard(
 ) -> (u64, u64) {
     let mut lines: Vec<usize> = Vec::new();
     let (mut applied, mut filtered) = (0u64, 0u64);
+    let all_shards = crate::mutation::active(crate::mutation::Mutation::SphtShardFilter);
+    let mine = |off: u64| all_shards || shard_of(off, shards) == shard;
+    let no_filter = crate::mutation::active(crate::mutation::Mutation::SphtDuplicateFilter);
     let mut write = |off: u64, value: u64, lines: &mut Vec<usize>| {
         // Relaxed: only replay writes these words of the durable heap; the fence below
         // orders their durability.
@@ -89,7 +92,7 @@ pub fn apply_shard(
         ReplayMode::Forward => {
             for rec in batch {
                 for (off, value) in words(rec) {
-                    if shard_of(off, shards) == shard {
+                    if mine(off) {
                         write(off, value, &mut lines);
                     }
                 }
@@ -99,10 +102,10 @@ pub fn apply_shard(
             let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
             for rec in batch.iter().rev() {
                 for (off, value) in words(rec).rev() {
-                    if shard_of(off, shards) != shard {
+                    if !mine(off) {
                         continue;
                     }
-                    if seen.insert(off, ()).is_some() {
+                    if seen.insert(off, ()).is_some() && !no_filter {
                         filtered += 1;
                         continue;
                     }

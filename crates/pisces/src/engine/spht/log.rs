@@ -27,7 +27,9 @@
 //!   durability: recovery orders records by their checksummed timestamps.
 //! * The head word is written only by the replayer, after the records before it are
 //!   applied durably; the writer reuses space only after the replayer says so
-//!   (`replayed_seq`), so a record is never overwritten while recovery could need it.
+//!   (`released_seq`), so a record, or a wrap marker, is never overwritten while the
+//!   replayer or recovery could need it (a wrap marker counts as live like a record:
+//!   see [`LogWriter::fits`]).
 
 use crate::heap::Heap;
 use crate::medium::counters;
@@ -281,7 +283,8 @@ pub struct LogWriter {
     area: Area,
     head: usize,
     next_seq: u64,
-    /// Records not yet released by the replayer: (seq, ring offset), oldest first.
+    /// Records and wrap markers not yet released by the replayer: (seq, ring offset),
+    /// oldest first.
     live: VecDeque<(u64, usize)>,
 }
 
@@ -310,11 +313,14 @@ impl LogWriter {
         self.area.cap / 3
     }
 
-    /// True if a record of `entries_len` entry bytes fits now: the live records
-    /// occupy the ring from the oldest one's offset (`tail`) to `head`; a record goes at
-    /// `head` if it fits before the end, else at offset 0 (after a wrap), and must not
-    /// reach `tail`. (The space a wrap skipped is free again once the records before
-    /// the wrap are released: it is not counted with the record after it.)
+    /// True if a record of `entries_len` entry bytes fits now: the live records and
+    /// wrap markers occupy the ring from the oldest one's offset (`tail`) to `head`; a
+    /// record goes at `head` if it fits before the end, else at offset 0 (after a wrap),
+    /// and must not reach `tail`. A wrap marker is live until the replayer releases its
+    /// sequence number: the replayer's head, and the head word recovery parses from,
+    /// can name it, and the record after it is reached only through it. (Once the
+    /// marker is released the space it skipped is free again, even while the record
+    /// after it is live: releasing up to a record releases the marker before it.)
     pub fn fits(&self, entries_len: usize) -> bool {
         let rec_len = HEADER_LEN + entries_len;
         let (cap, head) = (self.area.cap, self.head);
@@ -343,7 +349,7 @@ impl LogWriter {
         self.next_seq
     }
 
-    /// Records not yet released (tests).
+    /// Records and wrap markers not yet released (tests).
     #[cfg(test)]
     pub fn live_records(&self) -> usize {
         self.live.len()
@@ -359,6 +365,7 @@ impl LogWriter {
                 let h = header(KIND_WRAP, self.next_seq, 0, &[]);
                 heap.write_bytes(self.area.at(self.head), &h);
                 heap.flush(self.area.at(self.head), HEADER_LEN);
+                self.live.push_back((self.next_seq, self.head));
                 self.next_seq += 1;
             }
             self.head = 0;

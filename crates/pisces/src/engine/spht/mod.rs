@@ -52,7 +52,8 @@
 //! * Unit tests ([`tests`]): the wait on smaller timestamps, skipCAS, the forward and
 //!   backward links, the shard filter, the duplicate filter, replay equal to the
 //!   snapshot under every option set, read-only tokens, the copy-on-write snapshot,
-//!   log space (a log holding only the replayer's cursor fits the largest record).
+//!   log space (a log holding only the replayer's cursor fits the largest record; a
+//!   wrap marker the replayer's head names is not overwritten).
 //!   Each was checked to fail with its path broken (commit history).
 //! * The wait on smaller timestamps also has a crash test
 //!   (`a_crash_never_recovers_a_transaction_without_one_it_read_from`: B reads A's
@@ -61,18 +62,21 @@
 //!   wait, `mutation_spht_wait_is_caught_by_the_dependent_commit_crash` shows that
 //!   crash recovering B without A (CI runs both). The random crash campaigns did not
 //!   catch this mutation: its window is a few instructions wide.
+//! * The `mutation` feature's other spht switches, each caught by a unit test that CI
+//!   runs with it on (`mutation_spht_*_is_caught`): `SphtSkipCas` (delegating the
+//!   marker to a larger lower bound that is not an update transaction's:
+//!   `skip_cas_needs_an_update_transaction`), `SphtForwardLink` (no forward link
+//!   update: the link chain test), `SphtShardFilter` (every shard applies every word:
+//!   the shard test), `SphtDuplicateFilter` (backward replay without the filter
+//!   leaves the oldest value: the duplicate-filter test).
 //! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
 //!   two threads, every option set) and serializability of recorded histories.
-//! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, hashmap and
-//!   btree on two threads of 100 operations, and alloc on one thread.
+//! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,
+//!   hashmap and btree on two threads of 100 operations.
 //! * `pisces bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
 //!
 //! # Not done
 //! * No NUMA placement of shards or heap arenas (one node here).
-//! * The alloc crash workload on two threads of 100 operations can stop the backward
-//!   replayer at its assertion that the durable timestamp's record follows the slot's
-//!   replay head (seen with `pisces crashtest --engine spht --workload alloc --states
-//!   200 --jobs 1`); not yet explained, so CI runs alloc on one thread.
 //! * No replay throughput benchmark yet (`pisces bench` has no `replay` workload), and
 //!   no scan-by-timestamp replay option at run time (recovery sorts by timestamp).
 //! * The working snapshot never shrinks during a run (neither does the paper's).

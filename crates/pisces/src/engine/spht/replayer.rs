@@ -72,20 +72,32 @@ fn record_at(sh: &Shared, slot: usize, mut pos: usize) -> RecordRef {
     r
 }
 
-/// The batch to replay up to durable point `d` (oldest first).
-fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
+/// The batch to replay up to durable point `d` (oldest first). `Err` if the logs do
+/// not hold what the protocol guarantees (a bug: the replayer stops, recovery decides).
+fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
     let heap = &*sh.heap;
     let last = sh.replayed_ts.load(Relaxed);
     let mut out = Vec::new();
     match sh.opts.replay {
         ReplayMode::Backward => {
             let slot = sh.clock.slot_of(d);
-            let mut r = record_at(sh, slot, st.heads[slot].0);
-            while r.ts != d {
-                assert!(
-                    r.ts < d,
-                    "spht replayer: no record with the durable timestamp"
-                );
+            let (pos, mut seq) = st.heads[slot];
+            let mut r = record_at(sh, slot, pos);
+            loop {
+                // The record at the head, or after the wrap marker there: the slot's
+                // records follow each other in sequence-number order.
+                if (r.seq != seq && r.seq != seq + 1) || r.ts > d {
+                    return Err(crate::Error::Corrupt(format!(
+                        "spht replayer: thread slot {slot}'s log has no record with the \
+                         durable timestamp {d} (record {} with timestamp {} where record {seq} \
+                         was expected)",
+                        r.seq, r.ts
+                    )));
+                }
+                if r.ts == d {
+                    break;
+                }
+                seq = r.seq + 1;
                 r = record_at(sh, slot, r.end(heap).0);
             }
             loop {
@@ -124,7 +136,7 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Vec<RecordRef> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Apply one batch if the durable point is ahead of the durable heap. Returns true if
@@ -134,7 +146,7 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
     if d <= sh.replayed_ts.load(Relaxed) {
         return Ok(false);
     }
-    let batch = collect(sh, st, d);
+    let batch = collect(sh, st, d)?;
     let Some(newest) = batch.last().copied() else {
         return Ok(false);
     };

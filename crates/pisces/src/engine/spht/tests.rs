@@ -253,6 +253,36 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
     });
 }
 
+/// skipCAS condition: a larger timestamp that is not an update transaction's (a lower
+/// bound published in steps 2-5, by a committer that may still abort) is no delegate:
+/// the committer CASes the marker itself, so its commit is durable when it returns.
+fn skip_cas_ignores_a_larger_lower_bound() {
+    let e = engine();
+    let sh = e.shared().clone();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    // Slot 1 (no thread) shows a lower bound far above A's coming timestamp, with
+    // neither isUpd nor isPers.
+    let idle = sh.slots[1].vts.load(SeqCst);
+    sh.slots[1].vts.store(1 << 60, SeqCst);
+    let tok = put(&mut a, x, 1);
+    let covered = sh.durable.load(SeqCst) >= tok.0;
+    // Slot 1's transaction aborts; A's next commit covers the first either way (so a
+    // failure here does not hang in the thread's drop).
+    sh.slots[1].vts.store(idle, SeqCst);
+    let tok2 = put(&mut a, x, 2);
+    a.wait_durable(tok2).unwrap();
+    assert!(
+        covered,
+        "A skipped its CAS for a transaction that is not an update: not durable when its commit returned"
+    );
+}
+
+#[test]
+fn skip_cas_needs_an_update_transaction() {
+    skip_cas_ignores_a_larger_lower_bound();
+}
+
 /// Duplicate filter: backward replay writes each word once, with its newest value.
 #[test]
 fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
@@ -588,4 +618,117 @@ fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
         (0, 2),
         "with the wait removed, B (y = 2) should be durable without A (x = 1)"
     );
+}
+
+/// Log space: a wrap marker stays in place until the replayer has passed it. The
+/// replayer's head (and the persisted head word recovery parses from) can name the
+/// position where the writer later puts a wrap marker; the record after the wrap is
+/// then found only through that marker. Writing over it while the record after it is
+/// unreplayed (the space it skipped counted as free) made the replayer read a later
+/// record or zeros there ("no record with the durable timestamp", seen in the `alloc`
+/// crash campaigns on two threads) and made recovery stop parsing early.
+#[test]
+fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
+    let m = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
+    let heap = Heap::format(
+        m,
+        FormatParams {
+            engine_id: EngineId::Spht as u32,
+            max_threads: 1,
+            log_bytes_per_thread: 64 << 10,
+            regions: crate::engine::Regions {
+                logs_per_thread: 1,
+                engine_area_bytes: durability::engine_area_bytes(1),
+            },
+        },
+    )
+    .unwrap();
+    let mut w = log::LogWriter::new(&heap, 0, 1);
+    let cap = log::Area::of(&heap, 0).cap;
+    // Records a little under the largest: the last one ends short of the ring's end,
+    // with room for a wrap marker after it.
+    let big = vec![0u8; w.max_record() - log::HEADER_LEN - 2048];
+    // Fill the ring until the next big record no longer fits before the end.
+    let mut end = 0;
+    while cap - end >= log::HEADER_LEN + big.len() {
+        end = w.append(&heap, &big, 1) + log::HEADER_LEN + big.len();
+    }
+    // The replayer applies everything: its head is the writer's head.
+    let wrap_seq = w.next_seq();
+    w.reclaim(wrap_seq);
+    log::set_head(&heap, 0, end, wrap_seq);
+    // A big record wraps (marker at `end`), then small ones fill the log while the
+    // replayer is away.
+    assert!(w.fits(big.len()));
+    assert_eq!(w.append(&heap, &big, 2), 0, "the record after the wrap");
+    let small = vec![0u8; 1000];
+    let mut appended = 1;
+    while w.fits(small.len()) {
+        w.append(&heap, &small, 3);
+        appended += 1;
+        assert!(appended < 1000, "the log never fills");
+    }
+    assert!(cap - end >= log::HEADER_LEN);
+    let r = RecordRef::read(&heap, 0, end);
+    assert!(
+        r.is_wrap && r.seq == wrap_seq,
+        "the wrap marker at {end} was overwritten ({r:?})"
+    );
+    let (parsed, _) = log::parse(&heap, 0);
+    assert_eq!(
+        parsed.len(),
+        appended,
+        "recovery parsing from the head word misses records after the wrap"
+    );
+}
+
+/// Runs `test` with mutation `m` active; true if it failed.
+#[cfg(feature = "mutation")]
+fn fails_under(m: crate::mutation::Mutation, test: fn()) -> bool {
+    use crate::mutation;
+    mutation::set(Some(m));
+    let r = std::panic::catch_unwind(test);
+    mutation::set(None);
+    r.is_err()
+}
+
+/// Mutation evidence: skipCAS delegating to a larger lower bound leaves a returned
+/// commit not durable.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_skip_cas_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtSkipCas,
+        skip_cas_ignores_a_larger_lower_bound
+    ));
+}
+
+/// Mutation evidence: without the forward link update the chain test breaks.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_forward_link_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtForwardLink,
+        links_chain_every_update_transaction_in_timestamp_order
+    ));
+}
+
+/// Mutation evidence: shards applying every word fail the shard test.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_shard_filter_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtShardFilter,
+        shards_apply_exactly_their_chunks
+    ));
+}
+
+/// Mutation evidence: backward replay without the duplicate filter leaves old values.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_duplicate_filter_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtDuplicateFilter,
+        backward_replay_filters_duplicates_and_keeps_the_newest_value
+    ));
 }
