@@ -33,7 +33,7 @@ worker threads for --seconds, one operation per transaction; the pool is removed
 afterwards. Runs are interleaved (run 1 of every configuration, then run 2, ...), and \
 the ratios against Pisces are taken within each run, then the median over runs.\n\n\
 Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
-updates 0,2,20 % (B+-tree 0,20 %), 0.5 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
+updates 0,2,20 % (B+-tree 0,20 %), 0.4 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
 1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
 ns and 20 % updates on 2 threads (or the --threads values above 1); latency-split (not \
 in the default list) sweeps the same latencies with thread 0 only looking up and the \
@@ -106,7 +106,7 @@ pub struct BenchArgs {
     /// [default: 0; the latency sweep 0,100,300,600,1000].
     #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
     pub nvm_latency_ns: Option<Vec<u64>>,
-    /// Seconds per measurement [default: 0.5 quick, 10 full].
+    /// Seconds per measurement [default: 0.4 quick, 10 full].
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
     /// Runs of every configuration (the table shows medians) [default: 3].
@@ -344,7 +344,7 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
-            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.5 }),
+            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
             runs: self.runs.unwrap_or(3),
             sizes,
             set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),

@@ -261,7 +261,7 @@ mod tests {
         let s = parse(&[]).unwrap().settings();
         assert_eq!(s.mode, "quick");
         assert_eq!(s.sizes, Sizes::QUICK);
-        assert_eq!((s.seconds, s.runs), (0.5, 3));
+        assert_eq!((s.seconds, s.runs), (0.4, 3));
         let (specs, notes) = plan(&s);
         let notes = plan_notes(notes);
         let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
