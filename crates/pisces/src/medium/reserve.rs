@@ -32,8 +32,6 @@ use std::sync::Mutex;
 
 /// Page size: reservations and lengths are multiples of it.
 const PAGE: usize = 4096;
-/// Huge-page size (x86-64 PMD): reservations at least this long start on a multiple.
-pub const HUGE_PAGE: usize = 2 << 20;
 
 /// How the usable part of a [`Mapping`] is backed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,16 +107,12 @@ impl Mapping {
             ));
         }
         let reserved = page_multiple(reserved.max(len));
-        // A reservation of a huge page or more starts on a huge-page boundary, so that a
-        // file on a tmpfs with huge pages (`huge=` mount option) is mapped with them
-        // (file offset 0 at an aligned address): reserve the slack, then give it back.
-        let slack = if reserved >= HUGE_PAGE { HUGE_PAGE } else { 0 };
         // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing (null
         // hint); it overwrites nothing of ours.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                reserved + slack,
+                reserved,
                 libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -128,23 +122,7 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let head = (p as usize).next_multiple_of(HUGE_PAGE.max(1)) - p as usize;
-        let head = if slack == 0 { 0 } else { head };
-        let tail = slack - head;
-        // SAFETY: `p..p + head` and the `tail` bytes after `p + head + reserved` are the
-        // two ends of the reservation just made, which nothing uses; `head` and `tail`
-        // are page multiples (both `p` and HUGE_PAGE are page aligned).
-        unsafe {
-            if head > 0 {
-                libc::munmap(p, head);
-            }
-            if tail > 0 {
-                libc::munmap(p.cast::<u8>().add(head + reserved).cast(), tail);
-            }
-        }
-        // SAFETY: `head < reserved + slack`, inside the mapping made above.
-        let p = unsafe { p.cast::<u8>().add(head) };
-        let Some(base) = NonNull::new(p) else {
+        let Some(base) = NonNull::new(p.cast::<u8>()) else {
             return Err(io::Error::other("mmap returned a null reservation"));
         };
         let m = Mapping {
@@ -199,14 +177,6 @@ impl Mapping {
                 if p == libc::MAP_FAILED {
                     -1
                 } else {
-                    if backing == Backing::Shared {
-                        // Ask for huge pages where the file system offers them on
-                        // request (tmpfs `huge=advise`); elsewhere a no-op, and an
-                        // error only means there are none to be had, so it is ignored.
-                        // SAFETY: advice on the range just mapped; it changes no
-                        // contents.
-                        unsafe { libc::madvise(addr, size, libc::MADV_HUGEPAGE) };
-                    }
                     0
                 }
             }
@@ -366,39 +336,6 @@ mod tests {
         assert!(m.extend(None, (1 << 20) + 4096).is_err());
         m.extend(None, 4096).unwrap();
         assert_eq!(m.len(), 64 << 10, "never shrinks");
-    }
-
-    #[test]
-    fn reservations_of_a_huge_page_or_more_start_on_a_huge_page_boundary() {
-        // Several in a row, so that an aligned address by chance does not pass the test.
-        let mut keep = Vec::new();
-        for i in 0..8 {
-            let len = HUGE_PAGE + 4096 * (i + 1);
-            let m = Mapping::new(None, len, len, Backing::Anonymous).unwrap();
-            assert_eq!(m.base() as usize % HUGE_PAGE, 0, "reservation {i}");
-            assert_eq!(m.reserved(), len);
-            // SAFETY: the first and last bytes of the usable part.
-            unsafe {
-                *m.base() = 1;
-                *m.base().add(len - 1) = 2;
-            }
-            keep.push(m);
-            // A small one in between moves the kernel's next choice.
-            keep.push(Mapping::new(None, 4096 * (i + 1), 0, Backing::Anonymous).unwrap());
-        }
-        let d = tempfile::tempdir().unwrap();
-        let f = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(d.path().join("f"))
-            .unwrap();
-        f.set_len(HUGE_PAGE as u64).unwrap();
-        let m = Mapping::new(Some(&f), HUGE_PAGE, 4 * HUGE_PAGE, Backing::Shared).unwrap();
-        assert_eq!(m.base() as usize % HUGE_PAGE, 0);
-        // SAFETY: inside the usable part.
-        unsafe { *m.base().add(HUGE_PAGE - 1) = 3 };
     }
 
     #[test]
