@@ -33,7 +33,7 @@ worker threads for --seconds, one operation per transaction; the pool is removed
 afterwards. Runs are interleaved (run 1 of every configuration, then run 2, ...), and \
 the ratios against Pisces are taken within each run, then the median over runs.\n\n\
 Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
-updates 0,2,20 % (B+-tree 0,20 %), 0.6 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
+updates 0,2,20 % (B+-tree 0,20 %), 0.4 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
 1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
 ns and 20 % updates on 2 threads (or the --threads values above 1); latency-split (not \
 in the default list) sweeps the same latencies with thread 0 only looking up and the \
@@ -46,11 +46,14 @@ tpcc (TPC-C new-order, one warehouse per worker thread) and tatp run in --full a
 named in --workloads, not in the quick default. Scaled down: tpcc quick 10K items and \
 300 customers per district, full 100K items and 3K customers; tatp quick 20K \
 subscribers, full 200K (the paper's).\n\n\
-set and tree-set (the set benchmarks of the published PTM peers) run only when named in \
---workloads: N keys drawn from 0..2N, an update removes a member and adds it back in \
+set and tree-set (the set benchmarks of the published PTM peers): N keys drawn from 0..2N, an update removes a member and adds it back in \
 one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
 reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
-1K and 100K (the peers' 1M scaled down), full 1K and 1M.\n\n\
+1K and 100K (the peers' 1M scaled down), full 1K and 1M. In the quick default (no \
+--workloads: the main job) they run reduced, so that its time does not grow: engines \
+pisces, undo, bare, redb, lmdb (the peers on set only), 1 thread, 1 and 10 % updates \
+(--engines, --threads, --update-pct override this); named in --workloads they run with \
+the run's engines and threads and 1, 10, 100 %.\n\n\
 hot (only when named): every transaction reads 4 and updates 2 of 16 hot counters, on \
 2+ threads over the latency sweep; sp3 runs also as sp3-no-ev (early_visibility=false). \
 recovery (only when named): --recovery-log-mib of log (default 256) left to a crash by 2 \
@@ -88,8 +91,9 @@ pub struct BenchArgs {
     /// redb,lmdb when named].
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
-    /// Workloads, comma-separated [default: hash,btree,latency,breakdown; --full adds
-    /// tpcc,tatp; also latency-split, set, tree-set, ycsb, hot, recovery, capi, markers].
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;
+    /// --full: hash,btree,latency,breakdown,tpcc,tatp; also latency-split, ycsb, hot,
+    /// recovery, capi, markers].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -102,7 +106,7 @@ pub struct BenchArgs {
     /// [default: 0; the latency sweep 0,100,300,600,1000].
     #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
     pub nvm_latency_ns: Option<Vec<u64>>,
-    /// Seconds per measurement [default: 0.6 quick, 10 full].
+    /// Seconds per measurement [default: 0.4 quick, 10 full].
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
     /// Runs of every configuration (the table shows medians) [default: 3].
@@ -221,6 +225,10 @@ pub struct Settings {
     pub sweep_mixes: Vec<u32>,
     /// Update mixes of set and tree-set.
     pub set_mixes: Vec<u32>,
+    /// Engines of set and tree-set (those of `engines`, except in the main job).
+    pub set_engines: Vec<Engine>,
+    /// Thread counts of set and tree-set (those of `threads`, except in the main job).
+    pub set_threads: Vec<usize>,
     /// Update mixes of ycsb (A, B, C by default).
     pub ycsb_mixes: Vec<u32>,
     /// NVM latencies of hash, btree and breakdown.
@@ -290,19 +298,42 @@ impl BenchArgs {
             None => vec![SWEEP_UPDATE_PCT],
         };
         let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
+        // The main job (quick, default workloads) runs the sets in a reduced form.
+        let main_job = !full && self.workloads.is_none();
+        let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
+        let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
+        let set_engines = match (&self.engines, main_job) {
+            (None, true) => workload::MAIN_SET_ENGINES
+                .iter()
+                .copied()
+                .filter(|e| e.in_build())
+                .collect(),
+            _ => engines.clone(),
+        };
+        let set_threads = match (&self.threads, main_job) {
+            (None, true) => workload::MAIN_SET_THREADS.to_vec(),
+            _ => threads.clone(),
+        };
+        let set_mixes: &[u32] = if main_job {
+            &workload::MAIN_SET_MIXES
+        } else {
+            &SET_MIXES
+        };
         Settings {
             mode: if full { "full" } else { "quick" },
-            engines: dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available())),
+            engines,
+            set_engines,
+            set_threads,
             workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
                 &workload::FULL
             } else {
                 &workload::QUICK
             })),
-            threads: dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2])),
+            threads,
             btree_mixes: explicit_mixes
                 .clone()
                 .unwrap_or_else(|| default_btree_mixes.to_vec()),
-            set_mixes: explicit_mixes.clone().unwrap_or_else(|| SET_MIXES.to_vec()),
+            set_mixes: explicit_mixes.clone().unwrap_or_else(|| set_mixes.to_vec()),
             ycsb_mixes: explicit_mixes
                 .clone()
                 .unwrap_or_else(|| YCSB_MIXES.to_vec()),
@@ -313,7 +344,7 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
-            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.6 }),
+            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
             runs: self.runs.unwrap_or(3),
             sizes,
             set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),

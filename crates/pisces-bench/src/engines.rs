@@ -120,12 +120,22 @@ impl Engine {
         Ok(e)
     }
 
-    /// True for the engines Pisces' targets compare against: the library's durable
-    /// engines other than Pisces itself (the non-durable `volatile` and `bare` are
-    /// references, the peers are key-value stores with their own durability, not
-    /// in-house baselines).
+    /// True for the in-house baselines Pisces' throughput target names: `undo`, `mvcc`
+    /// and `pmdk` (where the build has it). The paper engines (`sp3`, `spht`,
+    /// `timestone`) are durable too but are compared with Pisces separately, as
+    /// information ([`Engine::is_paper_engine`]); the non-durable `volatile` and `bare`
+    /// are references, the peers key-value stores with their own durability.
     pub fn is_baseline(self) -> bool {
-        self != Engine::PISCES && self.peer().is_none() && self.persists()
+        matches!(self, Engine::UNDO | Engine::MVCC | Engine::PMDK)
+    }
+
+    /// True for the engines of the other PTM papers (`sp3`, `spht`, `timestone`):
+    /// durable, reported beside the target as informational ratios, not part of it.
+    pub fn is_paper_engine(self) -> bool {
+        matches!(
+            self.id(),
+            Some(EngineId::Sp3 | EngineId::Spht | EngineId::Timestone)
+        )
     }
 
     /// False for an engine that never flushes (volatile, bare): the emulated NVM
@@ -358,6 +368,28 @@ mod tests {
             }
         }
         assert!(Engine::UNDO.is_baseline() && !Engine::BARE.is_baseline());
+    }
+
+    #[test]
+    fn the_target_baselines_are_undo_mvcc_and_pmdk_only() {
+        let names = |f: fn(Engine) -> bool| -> Vec<&str> {
+            Engine::all()
+                .into_iter()
+                .filter(|&e| f(e))
+                .map(|e| e.name())
+                .collect()
+        };
+        assert_eq!(names(Engine::is_baseline), ["undo", "mvcc", "pmdk"]);
+        assert_eq!(names(Engine::is_paper_engine), ["sp3", "spht", "timestone"]);
+        // Every durable library engine other than pisces is one or the other.
+        for e in Engine::all() {
+            let durable_other = e != Engine::PISCES && e.peer().is_none() && e.persists();
+            assert_eq!(
+                durable_other,
+                e.is_baseline() || e.is_paper_engine(),
+                "{e:?}"
+            );
+        }
         assert!(Engine::PISCES.peer().is_none());
     }
 

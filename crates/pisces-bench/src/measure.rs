@@ -98,8 +98,16 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Where pools go: `/dev/shm` (DRAM) if it exists, else the temporary directory.
+/// The environment variable naming another directory for the pools (for example a
+/// tmpfs mounted with `huge=always`, to measure huge pages).
+pub const POOL_DIR_VAR: &str = "PISCES_BENCH_DIR";
+
+/// Where pools go: `$PISCES_BENCH_DIR` if set, else `/dev/shm` (DRAM) if it exists,
+/// else the temporary directory.
 pub fn pool_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os(POOL_DIR_VAR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         shm.to_path_buf()

@@ -125,6 +125,8 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             .iter()
             .map(|&n| Part {
                 name: w.sized_name(n),
+                engines: plain(&s.set_engines),
+                threads: s.set_threads.clone(),
                 ..part(DataKind::Set(n), &s.set_mixes)
             })
             .collect(),
@@ -137,6 +139,8 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             .iter()
             .map(|&n| Part {
                 name: w.sized_name(n),
+                engines: plain(&s.set_engines),
+                threads: s.set_threads.clone(),
                 ..part(DataKind::TreeSet(n), &s.set_mixes)
             })
             .collect(),
@@ -257,7 +261,7 @@ mod tests {
         let s = parse(&[]).unwrap().settings();
         assert_eq!(s.mode, "quick");
         assert_eq!(s.sizes, Sizes::QUICK);
-        assert_eq!((s.seconds, s.runs), (0.6, 3));
+        assert_eq!((s.seconds, s.runs), (0.4, 3));
         let (specs, notes) = plan(&s);
         let notes = plan_notes(notes);
         let count = |w: &str| specs.iter().filter(|x| x.workload == w).count();
@@ -309,8 +313,40 @@ mod tests {
             .collect();
         let want: Vec<_> = Engine::available().iter().map(|e| e.name()).collect();
         assert_eq!(first, want);
-        // The set workloads are not in the quick default.
-        assert!(specs.iter().all(|x| !x.workload.contains("set")));
+        // The sets run in the main job in a reduced form: pisces, undo, bare and the
+        // peers (not on the tree), 1 thread, 1 and 10 % updates, 0 ns.
+        for (w, engines) in [
+            ("set-1k", &["pisces", "undo", "bare", "redb", "lmdb"][..]),
+            ("set-100k", &["pisces", "undo", "bare", "redb", "lmdb"][..]),
+            ("tree-set-1k", &["pisces", "undo", "bare"][..]),
+            ("tree-set-100k", &["pisces", "undo", "bare"][..]),
+        ] {
+            let of: Vec<&Spec> = specs.iter().filter(|x| x.workload == w).collect();
+            let labels: Vec<&str> = of[..engines.len()]
+                .iter()
+                .map(|x| x.engine.label.as_str())
+                .collect();
+            assert_eq!(labels, engines, "{w}");
+            assert_eq!(of.len(), engines.len() * 2, "{w}");
+            assert!(of.iter().all(|x| x.threads == 1
+                && x.nvm_latency_ns == 0
+                && [1, 10].contains(&x.update_pct)));
+        }
+        assert!(notes.iter().any(|n| n
+            == "tree-set-1k: redb skipped (a key-value store: it runs hash, set and ycsb only)"));
+        // Named, the sets run with the engines, threads and mixes of the run.
+        let s = parse(&["--workloads", "set", "--set-keys", "1000"])
+            .unwrap()
+            .settings();
+        let (specs, _) = plan(&s);
+        assert_eq!(specs.len(), engines * 2 * 3);
+        let s = parse(&["--engines", "pisces", "--threads", "2"])
+            .unwrap()
+            .settings();
+        assert_eq!(
+            (s.set_engines.as_slice(), s.set_threads.as_slice()),
+            (&[Engine::PISCES][..], &[2][..])
+        );
     }
 
     #[test]

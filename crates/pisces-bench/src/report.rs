@@ -161,9 +161,16 @@ pub struct Results {
     pub rows: Vec<Row>,
 }
 
-/// True for the engines the targets compare Pisces against.
+/// True for the engines the throughput target compares Pisces against (undo, mvcc,
+/// pmdk).
 fn is_baseline(engine: &str) -> bool {
     crate::engines::Engine::parse(engine).is_ok_and(|e| e.is_baseline())
+}
+
+/// True for the engines of the other PTM papers (sp3, spht, timestone), compared with
+/// Pisces as information only.
+fn is_paper_engine(engine: &str) -> bool {
+    crate::engines::Engine::parse(engine).is_ok_and(|e| e.is_paper_engine())
 }
 
 impl Results {
@@ -259,6 +266,21 @@ impl Results {
             .cloned()
             .unwrap_or_default();
         Some((median(ratios), most))
+    }
+
+    /// Pisces' throughput ratio (median of per-run ratios) to each paper engine (sp3,
+    /// spht, timestone) measured on `workload` at `key`, in measured order: information
+    /// beside the target, not part of it.
+    pub fn vs_paper_engines(&self, workload: &str, key: &Key) -> Vec<(String, f64)> {
+        self.engines(workload)
+            .into_iter()
+            .filter(|e| is_paper_engine(e))
+            .map(|e| {
+                let r = self.ratio(workload, key, "pisces", &e);
+                (e, r)
+            })
+            .filter(|(_, r)| !r.is_nan())
+            .collect()
     }
 }
 

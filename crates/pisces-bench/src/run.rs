@@ -178,6 +178,16 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             if s.runs == 1 { "" } else { "s" },
         );
     }
+    if (s.workloads.contains(&WorkloadKind::Set) || s.workloads.contains(&WorkloadKind::TreeSet))
+        && (s.set_engines != s.engines || s.set_threads != s.threads)
+    {
+        let names: Vec<&str> = s.set_engines.iter().map(|e| e.name()).collect();
+        head += &format!(
+            "sets: engines {}; threads {} (a reduced form in the main job)\n",
+            names.join(","),
+            list(&s.set_threads),
+        );
+    }
     if s.workloads.contains(&WorkloadKind::Set) {
         head += &format!(
             "data: set, a hash set (growing as it fills) of {} keys drawn from twice as many; \

@@ -29,8 +29,8 @@ pub enum WorkloadKind {
     /// not in the quick default).
     Tatp,
     /// Hash set of u64 keys (the PTM peers' set benchmark): lookups, and remove + add
-    /// back of a member in one transaction; one measurement per `--set-keys` size (not
-    /// in the default lists).
+    /// back of a member in one transaction; one measurement per `--set-keys` size (in the
+    /// quick default in a reduced form, not in `--full`'s).
     Set,
     /// B+-tree set of u64 keys drawn from twice as many: the same operations; one
     /// measurement per `--tree-set-keys` size (not in the default lists).
@@ -66,13 +66,32 @@ pub const HOT_UPDATE_PCT: u32 = 100;
 /// Default update mixes of `set` and `tree-set` (the peers' 1, 10 and 100 %).
 pub const SET_MIXES: [u32; 3] = [1, 10, 100];
 
-/// The workloads of `--quick` (the main job) when `--workloads` is not given.
-pub const QUICK: [WorkloadKind; 4] = [
+/// The workloads of `--quick` (the main job) when `--workloads` is not given. The
+/// sets run there in a reduced form ([`MAIN_SET_ENGINES`], [`MAIN_SET_THREADS`],
+/// [`MAIN_SET_MIXES`]) so that the main job's time does not grow.
+pub const QUICK: [WorkloadKind; 6] = [
     WorkloadKind::Hash,
     WorkloadKind::Btree,
     WorkloadKind::Latency,
     WorkloadKind::Breakdown,
+    WorkloadKind::Set,
+    WorkloadKind::TreeSet,
 ];
+/// Engines of `set` and `tree-set` in the main job (quick mode, no `--workloads`),
+/// unless `--engines` is given: Pisces, the in-house baseline `undo`, the physical
+/// limit `bare`, and the key-value peers (which run `set`, not `tree-set`).
+pub const MAIN_SET_ENGINES: [crate::engines::Engine; 5] = [
+    crate::engines::Engine::PISCES,
+    crate::engines::Engine::UNDO,
+    crate::engines::Engine::BARE,
+    crate::engines::Engine::REDB,
+    crate::engines::Engine::LMDB,
+];
+/// Thread counts of `set` and `tree-set` in the main job, unless `--threads` is given.
+pub const MAIN_SET_THREADS: [usize; 1] = [1];
+/// Update mixes of `set` and `tree-set` in the main job, unless `--update-pct` is
+/// given (the peers' 1 and 10 %; 100 % runs when the sets are named).
+pub const MAIN_SET_MIXES: [u32; 2] = [1, 10];
 /// The workloads of `--full` when `--workloads` is not given.
 pub const FULL: [WorkloadKind; 6] = [
     WorkloadKind::Hash,
@@ -129,6 +148,7 @@ mod tests {
         assert_eq!(WorkloadKind::Set.sized_name(1000), "set-1k");
         assert_eq!(WorkloadKind::TreeSet.sized_name(1_000_000), "tree-set-1m");
         assert_eq!(WorkloadKind::Set.sized_name(1500), "set-1500");
-        assert!(!QUICK.contains(&WorkloadKind::Set) && !FULL.contains(&WorkloadKind::TreeSet));
+        assert!(QUICK.contains(&WorkloadKind::Set) && QUICK.contains(&WorkloadKind::TreeSet));
+        assert!(!FULL.contains(&WorkloadKind::Set) && !FULL.contains(&WorkloadKind::TreeSet));
     }
 }

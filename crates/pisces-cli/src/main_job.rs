@@ -2,9 +2,10 @@
 //!
 //! It is `pisces bench --quick`: every engine of the build on the hash
 //! table (0, 2 and 20 % updates) and the B+-tree (0 and 20 %) with 1 and 2 threads, the
-//! read latency sweep over emulated NVM write latencies and the optimisation breakdown,
-//! each configuration for 0.6 s, 3 runs interleaved — about two and a half minutes on
-//! 2 cores. It prints the tables and the performance targets and where the report
+//! read latency sweep over emulated NVM write latencies, the optimisation breakdown,
+//! and the peers' set benchmarks in a reduced form (hash set and B+-tree set of 1K and
+//! 100K keys; pisces, undo, bare and the key-value stores redb and lmdb; 1 thread, 1 and
+//! 10 % updates), each configuration for 0.4 s, 3 runs interleaved. It prints the tables and the performance targets and where the report
 //! (`results.csv`, `summary.txt`, SVG plots) was written: `target/bench/<UTC time>` in
 //! the workspace. Any `pisces bench` option may be given (`pisces --seconds 0.5`).
 

@@ -1,0 +1,88 @@
+//! A fixed number of read-only one-lookup transactions on the `set` (or `tree-set`)
+//! data set, on one thread, for cache-miss counts under valgrind's cache simulation
+//! (load-independent, unlike the timed benchmark; this machine's perf has no hardware
+//! counters). `scripts/set-misses` runs it and prints misses per lookup.
+//!
+//! ```sh
+//! cargo build --release -p pisces-bench --example set_lookups
+//! target/release/examples/set_lookups pisces 100000 20000          # set, /dev/shm
+//! target/release/examples/set_lookups bare 1000 20000 tree-set /tmp
+//! ```
+//!
+//! Arguments: engine, keys, lookups, data set (`set`, the default, or `tree-set`),
+//! directory of the pool file (default `/dev/shm`). The preload and the setup are the
+//! same in two runs with different lookup counts (same seed), so the difference of
+//! their totals divided by the difference of the counts is the cost of one lookup
+//! transaction, with the caches as the preload and the earlier lookups left them.
+
+use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces_bench::dataset::Sizes;
+use pisces_bench::registry::{self, DataKind};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: set_lookups ENGINE KEYS LOOKUPS [set|tree-set] [DIR]";
+    let (Some(engine), Some(keys), Some(lookups)) = (
+        args.first().and_then(|n| EngineId::from_name(n)),
+        args.get(1).and_then(|s| s.parse::<usize>().ok()),
+        args.get(2).and_then(|s| s.parse::<u64>().ok()),
+    ) else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    if !engine.available() || keys == 0 {
+        eprintln!("{usage} (engine not in this build, or no keys)");
+        return ExitCode::from(2);
+    }
+    let kind = match args.get(3).map(String::as_str) {
+        None | Some("set") => DataKind::Set(keys),
+        Some("tree-set") => DataKind::TreeSet(keys),
+        Some(_) => {
+            eprintln!("{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = PathBuf::from(args.get(4).map_or("/dev/shm", String::as_str));
+    let dir = match tempfile::tempdir_in(&dir) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("temporary directory in {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    let run = || -> pisces::Result<u64> {
+        let pool = Pool::create(
+            dir.path().join("lookups.pool"),
+            Config {
+                size: kind.pool_bytes(&Sizes::QUICK, 1, 1.0),
+                medium: MediumKind::DRAM,
+                engine: Some(engine),
+                max_threads: kind.thread_slots(1),
+                ..Config::default()
+            },
+        )?;
+        let data = registry::build(&pool, kind, &Sizes::QUICK, 1, 42)?;
+        pool.sync()?;
+        let mut h = pool.handle()?;
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..lookups {
+            data.op(0, &mut h, &mut rng, false)?;
+        }
+        data.worker_done(0);
+        Ok(lookups)
+    };
+    match run() {
+        Ok(n) => {
+            println!("{n} lookups, {kind:?}, {}", engine.name());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("set_lookups: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
