@@ -16,10 +16,10 @@
  *     on conflicts (it may run several times: keep its side effects outside the pool
  *     idempotent). Return 0 to commit.
  *   - pisces_tx_begin / pisces_tx_commit / pisces_tx_abort: explicit transactions for
- *     code that cannot use callbacks. They run on a worker thread of the handle (each
- *     access is a thread hand-off: slower than pisces_run) and are not retried: on
- *     PISCES_ECONFLICT from an access, abort; from commit, the transaction is rolled
- *     back; in both cases run it again.
+ *     code that cannot use callbacks. They run on the calling thread (use, commit and
+ *     abort one only on the thread that began it: PISCES_EINVAL otherwise) and are not
+ *     retried: on PISCES_ECONFLICT from an access, abort; from commit, the transaction
+ *     is rolled back; in both cases run it again.
  *   - A handle runs one transaction at a time; a thread runs at most one transaction
  *     per pool at a time (PISCES_ENESTED).
  *
@@ -417,10 +417,9 @@ const char *pisces_strerror(int code);
 
 // Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.
 //
-// All accesses of the transaction are executed on the handle's worker thread (started
-// at the first explicit transaction). No automatic retry: when an access or
-// `pisces_tx_commit` returns `PISCES_ECONFLICT`, abort (after an access) and run the
-// transaction again. End it on the thread that began it. Only one transaction per
+// It runs on the calling thread: use it, commit it and abort it only there. No
+// automatic retry: when an access or `pisces_tx_commit` returns `PISCES_ECONFLICT`,
+// abort (after an access) and run the transaction again. Only one transaction per
 // handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
 // this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
 // one delays the write-backs of other threads' commits until it ends.

@@ -9,7 +9,7 @@
 //! every access, so a handle with the wrong value size fails with `PISCES_EPTR`.
 
 use crate::errors::{entry, Fail, PISCES_EINVAL, PISCES_EVALUESIZE};
-use crate::{current, pisces_tx, with_tx_mut, with_tx_ref, Mode};
+use crate::{current, pisces_tx, with_tx_mut, with_tx_ref};
 use pisces::{BTreeMap, HashMap, Tx};
 use std::ffi::{c_int, c_void};
 
@@ -110,8 +110,8 @@ unsafe fn set_flag(p: *mut c_int, v: bool) {
     }
 }
 
-/// Run a read-only scan, calling the C function for each entry: directly in a callback
-/// transaction, after collecting the entries on the worker in an explicit one.
+/// Run a read-only scan, calling the C function for each entry (the transaction is
+/// borrowed shared meanwhile: the C function may read, not update or end it).
 unsafe fn iterate<const N: usize>(
     tx: pisces_tx,
     scan: impl Fn(&Tx<'_>, &mut dyn FnMut(&u64, &[u8; N]) -> bool) -> pisces::Result<()>,
@@ -126,28 +126,10 @@ unsafe fn iterate<const N: usize>(
             self.0.iterating.set(self.1);
         }
     }
-    if h.mode.get() == Mode::Callback {
-        let _r = Reset(h, h.iterating.replace(true));
-        with_tx_ref(tx, |t| {
-            Ok(scan(t, &mut |k, v| f(*k, v.as_ptr().cast(), ctx) == 0)?)
-        })
-    } else {
-        let entries = with_tx_ref(tx, |t| {
-            let mut all: Vec<(u64, [u8; N])> = Vec::new();
-            scan(t, &mut |k, v| {
-                all.push((*k, *v));
-                true
-            })?;
-            Ok(all)
-        })?;
-        let _r = Reset(h, h.iterating.replace(true));
-        for (k, v) in &entries {
-            if f(*k, v.as_ptr().cast(), ctx) != 0 {
-                break;
-            }
-        }
-        Ok(())
-    }
+    let _r = Reset(h, h.iterating.replace(true));
+    with_tx_ref(tx, |t| {
+        Ok(scan(t, &mut |k, v| f(*k, v.as_ptr().cast(), ctx) == 0)?)
+    })
 }
 
 // ---------------------------------------------------------------------------------

@@ -158,14 +158,6 @@ pub(crate) fn entry(f: impl FnOnce() -> Result<(), Fail>) -> c_int {
     }
 }
 
-/// A panic caught elsewhere (the explicit-transaction worker), as a failure.
-pub(crate) fn panic_fail(p: &(dyn std::any::Any + Send)) -> Fail {
-    Fail::new(
-        PISCES_EPANIC,
-        format!("internal panic in libpisces: {}", panic_text(p)),
-    )
-}
-
 /// The message of the last failed call on this thread ("" if none failed yet). Valid
 /// until the next failing call on this thread.
 #[no_mangle]
