@@ -148,7 +148,7 @@ pub unsafe extern "C" fn pisces_hmap_create(
     value_size: usize,
     out: *mut pisces_hmap,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = crate::out_ptr(out, "out")?;
         let header = by_size!(value_size, hmap_create_n(tx, buckets))?;
         *out = pisces_hmap {
@@ -182,7 +182,7 @@ pub unsafe extern "C" fn pisces_hmap_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         by_size!(
             m.value_size,
             hmap_insert_n(tx, m.header, key, value, replaced)
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn pisces_hmap_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found)))
+    entry(move || by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found)))
 }
 
 unsafe fn hmap_remove_n<const N: usize>(
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn pisces_hmap_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found)))
+    entry(move || by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found)))
 }
 
 unsafe fn hmap_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -259,7 +259,7 @@ unsafe fn hmap_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail>
 /// `*len` = the number of entries (counted by walking the map).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_hmap_len(tx: pisces_tx, m: pisces_hmap, len: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let len = crate::out_ptr(len, "len")?;
         *len = by_size!(m.value_size, hmap_len_n(tx, m.header))?;
         Ok(())
@@ -283,7 +283,7 @@ pub unsafe extern "C" fn pisces_hmap_foreach(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx)))
+    entry(move || by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx)))
 }
 
 unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -293,7 +293,7 @@ unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fa
 /// Free the map and all its entries (at commit). The handle must not be used again.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_hmap_destroy(tx: pisces_tx, m: pisces_hmap) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_destroy_n(tx, m.header)))
+    entry(move || by_size!(m.value_size, hmap_destroy_n(tx, m.header)))
 }
 
 // ---------------------------------------------------------------------------------
@@ -310,7 +310,7 @@ pub unsafe extern "C" fn pisces_btree_create(
     value_size: usize,
     out: *mut pisces_btree,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = crate::out_ptr(out, "out")?;
         let header = by_size!(value_size, btree_create_n(tx))?;
         *out = pisces_btree {
@@ -343,7 +343,7 @@ pub unsafe extern "C" fn pisces_btree_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         by_size!(
             t.value_size,
             btree_insert_n(tx, t.header, key, value, replaced)
@@ -381,7 +381,7 @@ pub unsafe extern "C" fn pisces_btree_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found)))
+    entry(move || by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found)))
 }
 
 unsafe fn btree_remove_n<const N: usize>(
@@ -408,7 +408,7 @@ pub unsafe extern "C" fn pisces_btree_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found)))
+    entry(move || by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found)))
 }
 
 unsafe fn btree_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -418,7 +418,7 @@ unsafe fn btree_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail
 /// `*len` = the number of entries.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_btree_len(tx: pisces_tx, t: pisces_btree, len: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let len = crate::out_ptr(len, "len")?;
         *len = by_size!(t.value_size, btree_len_n(tx, t.header))?;
         Ok(())
@@ -452,7 +452,7 @@ pub unsafe extern "C" fn pisces_btree_range(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx)))
+    entry(move || by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx)))
 }
 
 unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -462,5 +462,5 @@ unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), F
 /// Free the tree and all its entries (at commit).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_btree_destroy(tx: pisces_tx, t: pisces_btree) -> c_int {
-    entry(|| by_size!(t.value_size, btree_destroy_n(tx, t.header)))
+    entry(move || by_size!(t.value_size, btree_destroy_n(tx, t.header)))
 }

@@ -108,7 +108,7 @@ pub unsafe extern "C" fn pisces_tx_begin(
     opts: *const pisces_tx_options,
     out: *mut pisces_tx,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let hr = handle_ref(h)?;
         let opts = to_tx_options(opts)?;
@@ -180,11 +180,11 @@ unsafe fn explicit_of<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
 /// Afterwards `tx` is stale whatever the outcome.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_commit(tx: pisces_tx) -> c_int {
-    entry(|| end(explicit_of(tx)?, true))
+    entry(move || end(explicit_of(tx)?, true))
 }
 
 /// Roll back the explicit transaction `tx`. Afterwards `tx` is stale.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_abort(tx: pisces_tx) -> c_int {
-    entry(|| end(explicit_of(tx)?, false))
+    entry(move || end(explicit_of(tx)?, false))
 }

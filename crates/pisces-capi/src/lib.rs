@@ -292,7 +292,7 @@ fn not_in_tx(pool: &Pool) -> Result<(), Fail> {
 }
 
 /// The handle of a current transaction, or `PISCES_ESTALE`.
-#[inline]
+#[inline(always)]
 unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
     let h = handle_ref(tx.handle)?;
     if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
@@ -413,7 +413,7 @@ pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
 /// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
-    entry(|| {
+    entry(move || {
         *out_ptr(cfg, "cfg")? = pisces_config_default();
         Ok(())
     })
@@ -449,7 +449,7 @@ pub unsafe extern "C" fn pisces_pool_create(
     cfg: *const pisces_config,
     out: *mut *mut pisces_pool,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
         let path =
             cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
@@ -465,7 +465,7 @@ pub unsafe extern "C" fn pisces_pool_open(
     cfg: *const pisces_config,
     out: *mut *mut pisces_pool,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
         let path =
             cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
@@ -493,7 +493,7 @@ pub unsafe extern "C" fn pisces_pool_open(
 /// last of them is closed; then pending work is written back and the file unlocked.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
-    entry(|| {
+    entry(move || {
         if !pool.is_null() {
             drop(Box::from_raw(pool));
         }
@@ -504,7 +504,7 @@ pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
 /// Write back everything pending and make the whole pool durable now.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
-    entry(|| {
+    entry(move || {
         let shared = &pool_ref(pool)?.shared;
         not_in_tx(&shared.pool)?;
         Ok(shared.pool.sync()?)
@@ -535,7 +535,7 @@ struct CApiRootCell {
 /// transaction, which needs a free thread slot (waits `slot_wait_ms` for one).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let off = out_ptr(off, "off")?;
         let shared = &pool_ref(pool)?.shared;
         not_in_tx(&shared.pool)?;
@@ -582,7 +582,7 @@ pub unsafe extern "C" fn pisces_handle_open(
     pool: *mut pisces_pool,
     out: *mut *mut pisces_handle,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let shared = pool_ref(pool)?.shared.clone();
         let th = shared.pool.handle()?;
@@ -601,11 +601,12 @@ pub unsafe extern "C" fn pisces_handle_open(
 }
 
 /// Give the thread slot back (NULL is accepted). An explicit transaction still open
-/// on it is aborted. Fails with `PISCES_EBUSY` (and closes nothing) when called from
-/// inside a `pisces_run` callback of this handle.
+/// on it is aborted (close it then on the thread that began the transaction:
+/// `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
+/// called from inside a `pisces_run` callback of this handle.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
-    entry(|| {
+    entry(move || {
         let Some(hr) = h.as_ref() else {
             return Ok(());
         };
@@ -632,7 +633,7 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
 /// with `deferred_durability`).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_int {
-    entry(|| {
+    entry(move || {
         let h = handle_ref(h)?;
         let th = idle_th(h)?;
         not_in_tx(&h.shared.pool)?;
@@ -641,8 +642,8 @@ pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_
 }
 
 /// Commits, conflict retries and failed transactions on this handle (callback and
-/// explicit ones; an explicit commit that conflicted counts as a conflict and a
-/// failure).
+/// explicit ones; an explicit transaction rolled back by a conflict counts as a
+/// conflict, any other abort as a failure).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_stats(
     h: *mut pisces_handle,
@@ -650,7 +651,7 @@ pub unsafe extern "C" fn pisces_handle_stats(
     conflicts: *mut u64,
     failed: *mut u64,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let h = handle_ref(h)?;
         let s = idle_th(h)?.stats();
         if let Some(c) = commits.as_mut() {
@@ -746,7 +747,7 @@ pub unsafe extern "C" fn pisces_run_with(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
         let opts = to_tx_options(opts)?;
@@ -837,7 +838,7 @@ pub unsafe extern "C" fn pisces_read(
     len: usize,
     out: *mut *const c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let p = with_tx_ref(tx, |t| {
             Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
@@ -861,7 +862,7 @@ pub unsafe extern "C" fn pisces_write(
     len: usize,
     out: *mut *mut c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let p = with_tx_mut(tx, |t| {
             Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
@@ -881,7 +882,7 @@ pub unsafe extern "C" fn pisces_get(
     dst: *mut c_void,
     len: usize,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         if dst.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "dst is NULL"));
         }
@@ -905,7 +906,7 @@ pub unsafe extern "C" fn pisces_put(
     src: *const c_void,
     len: usize,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         if src.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "src is NULL"));
         }
@@ -928,7 +929,7 @@ fn span(at: usize, len: usize) -> Result<usize, Fail> {
 /// released again if the transaction rolls back.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let off = out_ptr(off, "off")?;
         *off = with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset()))?;
         Ok(())
@@ -938,7 +939,7 @@ pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) 
 /// Free the object at `off` when the transaction commits.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
-    entry(|| with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
+    entry(move || with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
 }
 
 /// Mark `h` idle after an attempt or an explicit transaction.
