@@ -42,7 +42,7 @@ use crate::{
     set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY, PISCES_ECONFLICT, PISCES_EINVAL,
     PISCES_ESTALE,
 };
-use pisces::{ExplicitTx, ThreadHandle};
+use pisces::ThreadHandle;
 use std::ffi::c_int;
 
 thread_local! {
@@ -67,31 +67,6 @@ pub(crate) fn check_thread(h: &pisces_handle) -> Result<(), Fail> {
         ));
     }
     Ok(())
-}
-
-/// The running explicit transaction of `h`, shared (reads; a foreach/range callback
-/// may read through it again while the scan holds it).
-///
-/// # Safety
-/// No `&mut` borrow of the slot is alive (only [`running_mut`] makes one, and no C
-/// code runs while it lives).
-#[inline]
-pub(crate) unsafe fn running(h: &pisces_handle) -> Option<&ExplicitTx<'static>> {
-    // SAFETY: per the contract.
-    unsafe { &*h.explicit.get() }.as_ref()
-}
-
-/// The running explicit transaction of `h`, exclusive (writes).
-///
-/// # Safety
-/// No other borrow of the slot is alive: not inside a foreach/range callback (the
-/// caller checks `iterating`), and entry points of one handle do not nest otherwise.
-// A `&mut` from a `&`: the transaction sits in an `UnsafeCell`; see the module docs.
-#[allow(clippy::mut_from_ref)]
-#[inline]
-pub(crate) unsafe fn running_mut(h: &pisces_handle) -> Option<&mut ExplicitTx<'static>> {
-    // SAFETY: per the contract.
-    unsafe { &mut *h.explicit.get() }.as_mut()
 }
 
 /// Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.
@@ -120,7 +95,16 @@ pub unsafe extern "C" fn pisces_tx_begin(
         let th: &'static mut ThreadHandle = unsafe { &mut *th };
         let t = th.begin(opts)?;
         // SAFETY: the slot is empty and unborrowed while the handle is idle.
-        unsafe { *hr.explicit.get() = Some(t) };
+        let slot = unsafe { &mut *hr.explicit.get() };
+        // The accesses reach the `Tx` inside the transaction through `hr.tx`, as they
+        // reach a callback's (one path for both; the `Tx` stays in place in the boxed
+        // handle until `end` takes the transaction out, which clears the pointer
+        // first). `with_tx` lends it under a fresh lifetime; as a raw pointer it
+        // carries none.
+        let p = slot
+            .insert(t)
+            .with_tx(|t| t as *mut pisces::Tx<'_> as *mut pisces::Tx<'static>);
+        hr.tx.set(p);
         hr.began_on.set(crate::explicit::thread_mark());
         let generation = set_explicit(hr);
         *out = pisces_tx {
@@ -136,8 +120,8 @@ pub unsafe extern "C" fn pisces_tx_begin(
 pub(crate) fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
     // SAFETY: no other borrow of the slot is alive (entry points do not nest on a
     // handle's explicit transaction: a C callback cannot run inside this function).
+    set_idle(h); // clears `h.tx` before the transaction moves
     let t = unsafe { (*h.explicit.get()).take() };
-    set_idle(h);
     match t {
         Some(t) if commit => t.commit().map_err(|e| {
             if matches!(e, pisces::Error::Conflict) {

@@ -137,7 +137,8 @@ pub struct pisces_handle {
     /// while its generation equals this and `mode` is not `Idle`.
     generation: Cell<u64>,
     mode: Cell<Mode>,
-    /// The running callback transaction (valid while `mode == Callback`).
+    /// The running transaction's `Tx`: the callback's attempt (while `mode ==
+    /// Callback`) or the one inside `explicit` (while `mode == Explicit`).
     tx: Cell<*mut Tx<'static>>,
     /// Inside a foreach/range callback: only reads are allowed.
     iterating: Cell<bool>,
@@ -311,22 +312,14 @@ pub(crate) unsafe fn with_tx_ref<R>(
     f: impl FnOnce(&Tx<'_>) -> Result<R, Fail>,
 ) -> Result<R, Fail> {
     let h = current(tx)?;
-    match h.mode.get() {
-        Mode::Callback => {
-            // SAFETY: `h.tx` points to the `Tx` of the attempt running `pisces_run`'s
-            // callback on this thread; the retry loop does not touch it while the
-            // callback runs, and only shared references exist while iterating.
-            f(&*h.tx.get())
-        }
-        _ => {
-            explicit::check_thread(h)?;
-            // SAFETY: only shared borrows of the transaction exist while C code can
-            // run (a foreach/range callback reading again); exclusive ones are made
-            // only outside callbacks (`with_tx_mut`).
-            let t = explicit::running(h).ok_or_else(no_explicit)?;
-            f(t)
-        }
+    if h.mode.get() == Mode::Explicit {
+        explicit::check_thread(h)?;
     }
+    // SAFETY: `h.tx` points to the running transaction's `Tx` (the callback's attempt,
+    // or the one inside the handle's explicit transaction), which stays in place while
+    // the transaction runs; only shared references to it exist while C code can run
+    // (a foreach/range callback reading again), exclusive ones only outside callbacks.
+    f(&*h.tx.get())
 }
 
 /// Run `f` with exclusive access to the running transaction `tx` (not allowed inside
@@ -343,25 +336,13 @@ pub(crate) unsafe fn with_tx_mut<R>(
             "only reads are allowed inside a foreach/range callback",
         ));
     }
-    match h.mode.get() {
-        Mode::Callback => {
-            // SAFETY: as in `with_tx_ref`; no other reference to the `Tx` is alive
-            // (not iterating, and the C caller holds only raw pointers).
-            f(&mut *h.tx.get())
-        }
-        _ => {
-            explicit::check_thread(h)?;
-            // SAFETY: not iterating (checked above), so no other borrow of the
-            // transaction is alive, and no C code runs while this one lives.
-            let t = explicit::running_mut(h).ok_or_else(no_explicit)?;
-            t.with_tx(f)
-        }
+    if h.mode.get() == Mode::Explicit {
+        explicit::check_thread(h)?;
     }
-}
-
-#[cold]
-fn no_explicit() -> Fail {
-    Fail::new(PISCES_ESTALE, "the explicit transaction has ended")
+    // SAFETY: as in `with_tx_ref`; not iterating, so no other reference to the `Tx` is
+    // alive (the C caller holds only raw pointers), and no C code runs while this
+    // one lives.
+    f(&mut *h.tx.get())
 }
 
 // ---------------------------------------------------------------------------------
@@ -944,6 +925,7 @@ pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
 
 /// Mark `h` idle after an attempt or an explicit transaction.
 fn set_idle(h: &pisces_handle) {
+    h.tx.set(std::ptr::null_mut());
     h.mode.set(Mode::Idle);
     h.iterating.set(false);
     h.generation.set(h.generation.get() + 1);

@@ -222,7 +222,10 @@ fn an_ignored_access_conflict_is_never_committed() {
     }
     // Engines that lock at the write see the conflict there.
     for name in ["pisces", "undo"] {
-        assert!(hit.contains(&name), "{name} did not conflict at the write: {hit:?}");
+        assert!(
+            hit.contains(&name),
+            "{name} did not conflict at the write: {hit:?}"
+        );
     }
 }
 
