@@ -79,6 +79,30 @@ macro_rules! by_size {
     };
 }
 
+/// `by_size!` with the size dispatch outside the panic barrier: each size gets its own
+/// small barrier around one container call, which the compiler inlines whole (one
+/// barrier around all sizes is too large to inline and costs a call and spills).
+macro_rules! entry_by_size {
+    ($n:expr, $f:ident ( $($a:expr),* )) => {
+        match $n {
+            8 => entry(move || $f::<8>($($a),*)),
+            16 => entry(move || $f::<16>($($a),*)),
+            24 => entry(move || $f::<24>($($a),*)),
+            32 => entry(move || $f::<32>($($a),*)),
+            40 => entry(move || $f::<40>($($a),*)),
+            48 => entry(move || $f::<48>($($a),*)),
+            56 => entry(move || $f::<56>($($a),*)),
+            64 => entry(move || $f::<64>($($a),*)),
+            96 => entry(move || $f::<96>($($a),*)),
+            128 => entry(move || $f::<128>($($a),*)),
+            256 => entry(move || $f::<256>($($a),*)),
+            512 => entry(move || $f::<512>($($a),*)),
+            1024 => entry(move || $f::<1024>($($a),*)),
+            n => entry(move || Err(bad_size(n as u64))),
+        }
+    };
+}
+
 type Hm<const N: usize> = HashMap<u64, [u8; N]>;
 type Bt<const N: usize> = BTreeMap<u64, [u8; N]>;
 
@@ -182,12 +206,10 @@ pub unsafe extern "C" fn pisces_hmap_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(move || {
-        by_size!(
-            m.value_size,
-            hmap_insert_n(tx, m.header, key, value, replaced)
-        )
-    })
+    entry_by_size!(
+        m.value_size,
+        hmap_insert_n(tx, m.header, key, value, replaced)
+    )
 }
 
 unsafe fn hmap_get_n<const N: usize>(
@@ -221,7 +243,7 @@ pub unsafe extern "C" fn pisces_hmap_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(move || by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found)))
+    entry_by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found))
 }
 
 unsafe fn hmap_remove_n<const N: usize>(
@@ -249,7 +271,7 @@ pub unsafe extern "C" fn pisces_hmap_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(move || by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found)))
+    entry_by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found))
 }
 
 unsafe fn hmap_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -283,7 +305,7 @@ pub unsafe extern "C" fn pisces_hmap_foreach(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(move || by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx)))
+    entry_by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx))
 }
 
 unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -293,7 +315,7 @@ unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fa
 /// Free the map and all its entries (at commit). The handle must not be used again.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_hmap_destroy(tx: pisces_tx, m: pisces_hmap) -> c_int {
-    entry(move || by_size!(m.value_size, hmap_destroy_n(tx, m.header)))
+    entry_by_size!(m.value_size, hmap_destroy_n(tx, m.header))
 }
 
 // ---------------------------------------------------------------------------------
@@ -343,12 +365,10 @@ pub unsafe extern "C" fn pisces_btree_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(move || {
-        by_size!(
-            t.value_size,
-            btree_insert_n(tx, t.header, key, value, replaced)
-        )
-    })
+    entry_by_size!(
+        t.value_size,
+        btree_insert_n(tx, t.header, key, value, replaced)
+    )
 }
 
 unsafe fn btree_get_n<const N: usize>(
@@ -381,7 +401,7 @@ pub unsafe extern "C" fn pisces_btree_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(move || by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found)))
+    entry_by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found))
 }
 
 unsafe fn btree_remove_n<const N: usize>(
@@ -408,7 +428,7 @@ pub unsafe extern "C" fn pisces_btree_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(move || by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found)))
+    entry_by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found))
 }
 
 unsafe fn btree_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -452,7 +472,7 @@ pub unsafe extern "C" fn pisces_btree_range(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(move || by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx)))
+    entry_by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx))
 }
 
 unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -462,5 +482,5 @@ unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), F
 /// Free the tree and all its entries (at commit).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_btree_destroy(tx: pisces_tx, t: pisces_btree) -> c_int {
-    entry(move || by_size!(t.value_size, btree_destroy_n(tx, t.header)))
+    entry_by_size!(t.value_size, btree_destroy_n(tx, t.header))
 }
