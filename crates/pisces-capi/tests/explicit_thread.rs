@@ -38,7 +38,7 @@ fn explicit_transactions_run_on_the_calling_thread() {
             let mut w: *mut c_void = std::ptr::null_mut();
             assert_eq!(pisces_write(tx, n.offset(), 8, &mut w), PISCES_OK, "{name}");
             *(w as *mut u64) = 77;
-            // Another thread may not use it (nor end it).
+            // Another thread may not use it, end it, or close its handle.
             // (As C would: the value crosses threads as plain bits.)
             let (hp, generation) = (tx.handle as usize, tx.generation);
             let other = std::thread::scope(|s| {
@@ -48,12 +48,20 @@ fn explicit_transactions_run_on_the_calling_thread() {
                         generation,
                     };
                     let mut p: *const c_void = std::ptr::null();
-                    (pisces_read(tx, n.offset(), 8, &mut p), pisces_tx_commit(tx))
+                    (
+                        pisces_read(tx, n.offset(), 8, &mut p),
+                        pisces_tx_commit(tx),
+                        pisces_handle_close(tx.handle),
+                    )
                 })
                 .join()
                 .unwrap()
             });
-            assert_eq!(other, (PISCES_EINVAL, PISCES_EINVAL), "{name}");
+            assert_eq!(
+                other,
+                (PISCES_EINVAL, PISCES_EINVAL, PISCES_EINVAL),
+                "{name}"
+            );
             assert_eq!(pisces_tx_commit(tx), PISCES_OK, "{name}");
             assert!(!pool.in_transaction(), "{name}");
             assert_eq!(pool.run(|t| Ok(*t.read(n)?)).unwrap(), 77, "{name}");
