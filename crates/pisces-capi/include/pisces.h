@@ -263,8 +263,9 @@ int pisces_root(struct pisces_pool *pool, uint64_t size, uint64_t *off);
 int pisces_handle_open(struct pisces_pool *pool, struct pisces_handle **out);
 
 // Give the thread slot back (NULL is accepted). An explicit transaction still open
-// on it is aborted. Fails with `PISCES_EBUSY` (and closes nothing) when called from
-// inside a `pisces_run` callback of this handle.
+// on it is aborted (close it then on the thread that began the transaction:
+// `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
+// called from inside a `pisces_run` callback of this handle.
 int pisces_handle_close(struct pisces_handle *h);
 
 // Wait until every transaction this handle committed is durable (after transactions
@@ -272,8 +273,8 @@ int pisces_handle_close(struct pisces_handle *h);
 int pisces_handle_wait_durable(struct pisces_handle *h);
 
 // Commits, conflict retries and failed transactions on this handle (callback and
-// explicit ones; an explicit commit that conflicted counts as a conflict and a
-// failure).
+// explicit ones; an explicit transaction rolled back by a conflict counts as a
+// conflict, any other abort as a failure).
 int pisces_handle_stats(struct pisces_handle *h,
                         uint64_t *commits,
                         uint64_t *conflicts,
