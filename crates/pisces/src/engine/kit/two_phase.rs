@@ -150,4 +150,23 @@ mod tests {
         b.release_all(|_| &w);
         assert_eq!(b.mode(8), None);
     }
+
+    /// After one large transaction the table shrinks back at the next small one (its
+    /// drain would otherwise cost the large capacity on every commit), and every lock
+    /// is still released.
+    #[test]
+    fn the_table_shrinks_after_a_large_transaction() {
+        let words: Vec<AtomicU64> = (0..1000).map(|_| AtomicU64::new(0)).collect();
+        let a = HeldLocks::new(1 << 48, 1);
+        for k in 0..1000u64 {
+            a.lock(k, &words[k as usize], Mode::Shared).unwrap();
+        }
+        a.release_all(|k| &words[k as usize]);
+        let large = a.held.borrow().capacity();
+        assert!(large >= 1000);
+        a.lock(3, &words[3], Mode::Exclusive).unwrap();
+        a.release_all(|k| &words[k as usize]);
+        assert!(a.held.borrow().capacity() <= 2 * SMALL_TABLE, "{large}");
+        assert!(words.iter().all(|w| w.load(Acquire) == 0));
+    }
 }
