@@ -103,7 +103,7 @@ pub unsafe extern "C" fn pisces_tx_begin(
         // carries none.
         let p = slot
             .insert(t)
-            .with_tx(|t| t as *mut pisces::Tx<'_> as *mut pisces::Tx<'static>);
+            .with_tx(|t| std::ptr::from_mut(t).cast::<pisces::Tx<'static>>());
         hr.tx.set(p);
         hr.began_on.set(crate::explicit::thread_mark());
         let generation = set_explicit(hr);
