@@ -16,10 +16,10 @@
  *     on conflicts (it may run several times: keep its side effects outside the pool
  *     idempotent). Return 0 to commit.
  *   - pisces_tx_begin / pisces_tx_commit / pisces_tx_abort: explicit transactions for
- *     code that cannot use callbacks. They run on a worker thread of the handle (each
- *     access is a thread hand-off: slower than pisces_run) and are not retried: on
- *     PISCES_ECONFLICT from an access, abort; from commit, the transaction is rolled
- *     back; in both cases run it again.
+ *     code that cannot use callbacks. They run on the calling thread (use, commit and
+ *     abort one only on the thread that began it: PISCES_EINVAL otherwise) and are not
+ *     retried: on PISCES_ECONFLICT from an access, abort; from commit, the transaction
+ *     is rolled back; in both cases run it again.
  *   - A handle runs one transaction at a time; a thread runs at most one transaction
  *     per pool at a time (PISCES_ENESTED).
  *
@@ -263,8 +263,9 @@ int pisces_root(struct pisces_pool *pool, uint64_t size, uint64_t *off);
 int pisces_handle_open(struct pisces_pool *pool, struct pisces_handle **out);
 
 // Give the thread slot back (NULL is accepted). An explicit transaction still open
-// on it is aborted. Fails with `PISCES_EBUSY` (and closes nothing) when called from
-// inside a `pisces_run` callback of this handle.
+// on it is aborted (close it then on the thread that began the transaction:
+// `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
+// called from inside a `pisces_run` callback of this handle.
 int pisces_handle_close(struct pisces_handle *h);
 
 // Wait until every transaction this handle committed is durable (after transactions
@@ -272,8 +273,8 @@ int pisces_handle_close(struct pisces_handle *h);
 int pisces_handle_wait_durable(struct pisces_handle *h);
 
 // Commits, conflict retries and failed transactions on this handle (callback and
-// explicit ones; an explicit commit that conflicted counts as a conflict and a
-// failure).
+// explicit ones; an explicit transaction rolled back by a conflict counts as a
+// conflict, any other abort as a failure).
 int pisces_handle_stats(struct pisces_handle *h,
                         uint64_t *commits,
                         uint64_t *conflicts,
@@ -417,10 +418,9 @@ const char *pisces_strerror(int code);
 
 // Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.
 //
-// All accesses of the transaction are executed on the handle's worker thread (started
-// at the first explicit transaction). No automatic retry: when an access or
-// `pisces_tx_commit` returns `PISCES_ECONFLICT`, abort (after an access) and run the
-// transaction again. End it on the thread that began it. Only one transaction per
+// It runs on the calling thread: use it, commit it and abort it only there. No
+// automatic retry: when an access or `pisces_tx_commit` returns `PISCES_ECONFLICT`,
+// abort (after an access) and run the transaction again. Only one transaction per
 // handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
 // this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
 // one delays the write-backs of other threads' commits until it ends.

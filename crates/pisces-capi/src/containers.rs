@@ -9,7 +9,7 @@
 //! every access, so a handle with the wrong value size fails with `PISCES_EPTR`.
 
 use crate::errors::{entry, Fail, PISCES_EINVAL, PISCES_EVALUESIZE};
-use crate::{current, pisces_tx, with_tx_mut, with_tx_ref, Mode};
+use crate::{current, pisces_tx, with_tx_mut, with_tx_ref};
 use pisces::{BTreeMap, HashMap, Tx};
 use std::ffi::{c_int, c_void};
 
@@ -79,6 +79,30 @@ macro_rules! by_size {
     };
 }
 
+/// `by_size!` with the size dispatch outside the panic barrier: each size gets its own
+/// small barrier around one container call, which the compiler inlines whole (one
+/// barrier around all sizes is too large to inline and costs a call and spills).
+macro_rules! entry_by_size {
+    ($n:expr, $f:ident ( $($a:expr),* )) => {
+        match $n {
+            8 => entry(move || $f::<8>($($a),*)),
+            16 => entry(move || $f::<16>($($a),*)),
+            24 => entry(move || $f::<24>($($a),*)),
+            32 => entry(move || $f::<32>($($a),*)),
+            40 => entry(move || $f::<40>($($a),*)),
+            48 => entry(move || $f::<48>($($a),*)),
+            56 => entry(move || $f::<56>($($a),*)),
+            64 => entry(move || $f::<64>($($a),*)),
+            96 => entry(move || $f::<96>($($a),*)),
+            128 => entry(move || $f::<128>($($a),*)),
+            256 => entry(move || $f::<256>($($a),*)),
+            512 => entry(move || $f::<512>($($a),*)),
+            1024 => entry(move || $f::<1024>($($a),*)),
+            n => entry(move || Err(bad_size(n as u64))),
+        }
+    };
+}
+
 type Hm<const N: usize> = HashMap<u64, [u8; N]>;
 type Bt<const N: usize> = BTreeMap<u64, [u8; N]>;
 
@@ -110,8 +134,8 @@ unsafe fn set_flag(p: *mut c_int, v: bool) {
     }
 }
 
-/// Run a read-only scan, calling the C function for each entry: directly in a callback
-/// transaction, after collecting the entries on the worker in an explicit one.
+/// Run a read-only scan, calling the C function for each entry (the transaction is
+/// borrowed shared meanwhile: the C function may read, not update or end it).
 unsafe fn iterate<const N: usize>(
     tx: pisces_tx,
     scan: impl Fn(&Tx<'_>, &mut dyn FnMut(&u64, &[u8; N]) -> bool) -> pisces::Result<()>,
@@ -126,28 +150,10 @@ unsafe fn iterate<const N: usize>(
             self.0.iterating.set(self.1);
         }
     }
-    if h.mode.get() == Mode::Callback {
-        let _r = Reset(h, h.iterating.replace(true));
-        with_tx_ref(tx, |t| {
-            Ok(scan(t, &mut |k, v| f(*k, v.as_ptr().cast(), ctx) == 0)?)
-        })
-    } else {
-        let entries = with_tx_ref(tx, |t| {
-            let mut all: Vec<(u64, [u8; N])> = Vec::new();
-            scan(t, &mut |k, v| {
-                all.push((*k, *v));
-                true
-            })?;
-            Ok(all)
-        })?;
-        let _r = Reset(h, h.iterating.replace(true));
-        for (k, v) in &entries {
-            if f(*k, v.as_ptr().cast(), ctx) != 0 {
-                break;
-            }
-        }
-        Ok(())
-    }
+    let _r = Reset(h, h.iterating.replace(true));
+    with_tx_ref(tx, |t| {
+        Ok(scan(t, &mut |k, v| f(*k, v.as_ptr().cast(), ctx) == 0)?)
+    })
 }
 
 // ---------------------------------------------------------------------------------
@@ -166,7 +172,7 @@ pub unsafe extern "C" fn pisces_hmap_create(
     value_size: usize,
     out: *mut pisces_hmap,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = crate::out_ptr(out, "out")?;
         let header = by_size!(value_size, hmap_create_n(tx, buckets))?;
         *out = pisces_hmap {
@@ -200,12 +206,10 @@ pub unsafe extern "C" fn pisces_hmap_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| {
-        by_size!(
-            m.value_size,
-            hmap_insert_n(tx, m.header, key, value, replaced)
-        )
-    })
+    entry_by_size!(
+        m.value_size,
+        hmap_insert_n(tx, m.header, key, value, replaced)
+    )
 }
 
 unsafe fn hmap_get_n<const N: usize>(
@@ -239,7 +243,7 @@ pub unsafe extern "C" fn pisces_hmap_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found)))
+    entry_by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found))
 }
 
 unsafe fn hmap_remove_n<const N: usize>(
@@ -267,7 +271,7 @@ pub unsafe extern "C" fn pisces_hmap_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found)))
+    entry_by_size!(m.value_size, hmap_remove_n(tx, m.header, key, old, found))
 }
 
 unsafe fn hmap_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -277,7 +281,7 @@ unsafe fn hmap_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail>
 /// `*len` = the number of entries (counted by walking the map).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_hmap_len(tx: pisces_tx, m: pisces_hmap, len: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let len = crate::out_ptr(len, "len")?;
         *len = by_size!(m.value_size, hmap_len_n(tx, m.header))?;
         Ok(())
@@ -301,7 +305,7 @@ pub unsafe extern "C" fn pisces_hmap_foreach(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx)))
+    entry_by_size!(m.value_size, hmap_foreach_n(tx, m.header, f, ctx))
 }
 
 unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -311,7 +315,7 @@ unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fa
 /// Free the map and all its entries (at commit). The handle must not be used again.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_hmap_destroy(tx: pisces_tx, m: pisces_hmap) -> c_int {
-    entry(|| by_size!(m.value_size, hmap_destroy_n(tx, m.header)))
+    entry_by_size!(m.value_size, hmap_destroy_n(tx, m.header))
 }
 
 // ---------------------------------------------------------------------------------
@@ -328,7 +332,7 @@ pub unsafe extern "C" fn pisces_btree_create(
     value_size: usize,
     out: *mut pisces_btree,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = crate::out_ptr(out, "out")?;
         let header = by_size!(value_size, btree_create_n(tx))?;
         *out = pisces_btree {
@@ -361,12 +365,10 @@ pub unsafe extern "C" fn pisces_btree_insert(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> c_int {
-    entry(|| {
-        by_size!(
-            t.value_size,
-            btree_insert_n(tx, t.header, key, value, replaced)
-        )
-    })
+    entry_by_size!(
+        t.value_size,
+        btree_insert_n(tx, t.header, key, value, replaced)
+    )
 }
 
 unsafe fn btree_get_n<const N: usize>(
@@ -399,7 +401,7 @@ pub unsafe extern "C" fn pisces_btree_get(
     out: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found)))
+    entry_by_size!(t.value_size, btree_get_n(tx, t.header, key, out, found))
 }
 
 unsafe fn btree_remove_n<const N: usize>(
@@ -426,7 +428,7 @@ pub unsafe extern "C" fn pisces_btree_remove(
     old: *mut c_void,
     found: *mut c_int,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found)))
+    entry_by_size!(t.value_size, btree_remove_n(tx, t.header, key, old, found))
 }
 
 unsafe fn btree_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail> {
@@ -436,7 +438,7 @@ unsafe fn btree_len_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<u64, Fail
 /// `*len` = the number of entries.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_btree_len(tx: pisces_tx, t: pisces_btree, len: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let len = crate::out_ptr(len, "len")?;
         *len = by_size!(t.value_size, btree_len_n(tx, t.header))?;
         Ok(())
@@ -470,7 +472,7 @@ pub unsafe extern "C" fn pisces_btree_range(
     f: pisces_entry_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx)))
+    entry_by_size!(t.value_size, btree_range_n(tx, t.header, lo, hi, f, ctx))
 }
 
 unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fail> {
@@ -480,5 +482,5 @@ unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), F
 /// Free the tree and all its entries (at commit).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_btree_destroy(tx: pisces_tx, t: pisces_btree) -> c_int {
-    entry(|| by_size!(t.value_size, btree_destroy_n(tx, t.header)))
+    entry_by_size!(t.value_size, btree_destroy_n(tx, t.header))
 }

@@ -144,26 +144,24 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Run an entry point's body: its error as a code, a panic as `PISCES_EPANIC`.
+#[inline(always)]
 pub(crate) fn entry(f: impl FnOnce() -> Result<(), Fail>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => PISCES_OK,
         Ok(Err(Fail(code))) => code,
-        Err(p) => {
-            Fail::new(
-                PISCES_EPANIC,
-                format!("internal panic in libpisces: {}", panic_text(&*p)),
-            )
-            .0
-        }
+        Err(p) => panicked(p),
     }
 }
 
-/// A panic caught elsewhere (the explicit-transaction worker), as a failure.
-pub(crate) fn panic_fail(p: &(dyn std::any::Any + Send)) -> Fail {
+/// A panic caught by [`entry`], as its code (off the fast path).
+#[cold]
+#[inline(never)]
+fn panicked(p: Box<dyn std::any::Any + Send>) -> c_int {
     Fail::new(
         PISCES_EPANIC,
-        format!("internal panic in libpisces: {}", panic_text(p)),
+        format!("internal panic in libpisces: {}", panic_text(&*p)),
     )
+    .0
 }
 
 /// The message of the last failed call on this thread ("" if none failed yet). Valid

@@ -14,7 +14,8 @@
 //!   `PISCES_ESTALE`.
 //!
 //! Transactions are either a callback run with retries (`pisces_run`) or explicit
-//! (`pisces_tx_begin` / `pisces_tx_commit` / `pisces_tx_abort`, see [`explicit`]).
+//! (`pisces_tx_begin` / `pisces_tx_commit` / `pisces_tx_abort`, see [`explicit`]);
+//! both run on the calling thread.
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)]
 
@@ -28,10 +29,10 @@ pub use explicit::{pisces_tx_abort, pisces_tx_begin, pisces_tx_commit};
 
 use errors::{entry, Fail};
 use pisces::{
-    Config, Durability, EngineId, EngineOptions, Error, Isolation, MediumKind, PPtr, Pool,
-    ThreadHandle, Tx, TxOptions,
+    Config, Durability, EngineId, EngineOptions, Error, ExplicitTx, Isolation, MediumKind, PPtr,
+    Pool, ThreadHandle, Tx, TxOptions,
 };
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,21 +125,32 @@ enum Mode {
 /// A thread handle (opaque): one thread slot of the pool, used by one thread at a
 /// time.
 pub struct pisces_handle {
+    /// The running explicit transaction (while `mode == Explicit`): a borrow of `th`
+    /// with its lifetime erased (see [`explicit`]). Declared before `th` so that it is
+    /// dropped first; `Drop` ends it explicitly anyway.
+    explicit: UnsafeCell<Option<ExplicitTx<'static>>>,
     shared: Arc<PoolShared>,
-    /// The thread state; `None` while an explicit transaction runs (moved onto the
-    /// worker) or after the worker died. Reached only through [`idle_th`] and
-    /// [`take_th`], which hand it out only while `mode` is `Idle` (see there).
-    th: UnsafeCell<Option<ThreadHandle>>,
+    /// The thread state, never moved while the handle is open. Reached only through
+    /// [`idle_th`], which hands it out only while `mode` is `Idle` (see there).
+    th: UnsafeCell<ThreadHandle>,
     /// Bumped when an attempt starts and when it ends: a `pisces_tx` is current only
     /// while its generation equals this and `mode` is not `Idle`.
     generation: Cell<u64>,
     mode: Cell<Mode>,
-    /// The running callback transaction (valid while `mode == Callback`).
+    /// The running transaction's `Tx`: the callback's attempt (while `mode ==
+    /// Callback`) or the one inside `explicit` (while `mode == Explicit`).
     tx: Cell<*mut Tx<'static>>,
     /// Inside a foreach/range callback: only reads are allowed.
     iterating: Cell<bool>,
-    /// The worker thread that runs explicit transactions (started at the first one).
-    worker: RefCell<Option<explicit::Worker>>,
+    /// The thread that began the running explicit transaction ([`explicit::thread_mark`]).
+    began_on: Cell<usize>,
+}
+
+impl Drop for pisces_handle {
+    fn drop(&mut self) {
+        // The explicit transaction borrows `th`: end it first (rolled back).
+        drop(self.explicit.get_mut().take());
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -270,75 +282,18 @@ unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
         .ok_or_else(|| Fail::new(PISCES_EINVAL, format!("{what} is NULL")))
 }
 
-/// Most pools with a transaction begun through the C API on one thread at once.
-const MAX_NESTED_POOLS: usize = 8;
-
-thread_local! {
-    /// Pools (by the address of their shared state) with a transaction begun on this
-    /// thread through the C API: the first `IN_TX_LEN` entries, in no order. An
-    /// explicit transaction runs on a worker thread, so the library's own nesting
-    /// check (per OS thread) cannot see it; a second transaction of the same pool
-    /// started here would wait for it forever. Checked on every `pisces_run`, so a
-    /// fixed array of `Cell`s (a few instructions, no copies), not a `RefCell<Vec>`.
-    static IN_TX: [Cell<usize>; MAX_NESTED_POOLS] =
-        const { [const { Cell::new(0) }; MAX_NESTED_POOLS] };
-    static IN_TX_LEN: Cell<usize> = const { Cell::new(0) };
-}
-
-fn nest_enter(key: usize) -> Result<(), Fail> {
-    let len = IN_TX_LEN.get();
-    IN_TX.with(|active| {
-        if active[..len].iter().any(|k| k.get() == key) {
-            return Err(Fail::from(Error::NestedTransaction));
-        }
-        match active.get(len) {
-            Some(slot) => {
-                slot.set(key);
-                Ok(())
-            }
-            None => Err(Fail::new(
-                PISCES_ENESTED,
-                format!(
-                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
-                ),
-            )),
-        }
-    })?;
-    IN_TX_LEN.set(len + 1);
+/// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
+/// this thread has a transaction of the pool running (a callback's or an explicit
+/// one): it could wait for that transaction, which waits for this thread.
+fn not_in_tx(pool: &Pool) -> Result<(), Fail> {
+    if pool.in_transaction() {
+        return Err(Fail::from(Error::NestedTransaction));
+    }
     Ok(())
 }
 
-fn nest_leave(key: usize) {
-    let len = IN_TX_LEN.get();
-    IN_TX.with(|active| {
-        if let Some(i) = active[..len].iter().position(|k| k.get() == key) {
-            active[i].set(active[len - 1].get());
-            IN_TX_LEN.set(len - 1);
-        }
-    })
-}
-
-/// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
-/// this thread has a transaction of the pool running: it could wait for that
-/// transaction, which waits for this thread.
-fn not_in_tx(key: usize) -> Result<(), Fail> {
-    nest_enter(key).map(|()| nest_leave(key))
-}
-
-struct NestGuard(usize);
-impl Drop for NestGuard {
-    fn drop(&mut self) {
-        nest_leave(self.0)
-    }
-}
-
-impl pisces_handle {
-    fn key(&self) -> usize {
-        Arc::as_ptr(&self.shared) as usize
-    }
-}
-
 /// The handle of a current transaction, or `PISCES_ESTALE`.
+#[inline(always)]
 unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
     let h = handle_ref(tx.handle)?;
     if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
@@ -351,24 +306,25 @@ unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
 }
 
 /// Run `f` with shared access to the running transaction `tx`.
+#[inline]
 pub(crate) unsafe fn with_tx_ref<R>(
     tx: pisces_tx,
     f: impl FnOnce(&Tx<'_>) -> Result<R, Fail>,
 ) -> Result<R, Fail> {
     let h = current(tx)?;
-    match h.mode.get() {
-        Mode::Callback => {
-            // SAFETY: `h.tx` points to the `Tx` of the attempt running `pisces_run`'s
-            // callback on this thread; the retry loop does not touch it while the
-            // callback runs, and only shared references exist while iterating.
-            f(&*h.tx.get())
-        }
-        _ => explicit::run_job(h, |t| f(t)),
+    if h.mode.get() == Mode::Explicit {
+        explicit::check_thread(h)?;
     }
+    // SAFETY: `h.tx` points to the running transaction's `Tx` (the callback's attempt,
+    // or the one inside the handle's explicit transaction), which stays in place while
+    // the transaction runs; only shared references to it exist while C code can run
+    // (a foreach/range callback reading again), exclusive ones only outside callbacks.
+    f(&*h.tx.get())
 }
 
 /// Run `f` with exclusive access to the running transaction `tx` (not allowed inside
 /// a foreach/range callback).
+#[inline]
 pub(crate) unsafe fn with_tx_mut<R>(
     tx: pisces_tx,
     f: impl FnOnce(&mut Tx<'_>) -> Result<R, Fail>,
@@ -380,14 +336,13 @@ pub(crate) unsafe fn with_tx_mut<R>(
             "only reads are allowed inside a foreach/range callback",
         ));
     }
-    match h.mode.get() {
-        Mode::Callback => {
-            // SAFETY: as in `with_tx_ref`; no other reference to the `Tx` is alive
-            // (not iterating, and the C caller holds only raw pointers).
-            f(&mut *h.tx.get())
-        }
-        _ => explicit::run_job(h, f),
+    if h.mode.get() == Mode::Explicit {
+        explicit::check_thread(h)?;
     }
+    // SAFETY: as in `with_tx_ref`; not iterating, so no other reference to the `Tx` is
+    // alive (the C caller holds only raw pointers), and no C code runs while this
+    // one lives.
+    f(&mut *h.tx.get())
 }
 
 // ---------------------------------------------------------------------------------
@@ -439,7 +394,7 @@ pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
 /// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
-    entry(|| {
+    entry(move || {
         *out_ptr(cfg, "cfg")? = pisces_config_default();
         Ok(())
     })
@@ -475,7 +430,7 @@ pub unsafe extern "C" fn pisces_pool_create(
     cfg: *const pisces_config,
     out: *mut *mut pisces_pool,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
         let path =
             cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
@@ -491,7 +446,7 @@ pub unsafe extern "C" fn pisces_pool_open(
     cfg: *const pisces_config,
     out: *mut *mut pisces_pool,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
         let path =
             cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
@@ -519,7 +474,7 @@ pub unsafe extern "C" fn pisces_pool_open(
 /// last of them is closed; then pending work is written back and the file unlocked.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
-    entry(|| {
+    entry(move || {
         if !pool.is_null() {
             drop(Box::from_raw(pool));
         }
@@ -530,9 +485,9 @@ pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
 /// Write back everything pending and make the whole pool durable now.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
-    entry(|| {
+    entry(move || {
         let shared = &pool_ref(pool)?.shared;
-        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        not_in_tx(&shared.pool)?;
         Ok(shared.pool.sync()?)
     })
 }
@@ -561,10 +516,10 @@ struct CApiRootCell {
 /// transaction, which needs a free thread slot (waits `slot_wait_ms` for one).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let off = out_ptr(off, "off")?;
         let shared = &pool_ref(pool)?.shared;
-        not_in_tx(Arc::as_ptr(shared) as usize)?;
+        not_in_tx(&shared.pool)?;
         let p = &shared.pool;
         if size == 0 {
             return Err(Fail::new(
@@ -608,29 +563,31 @@ pub unsafe extern "C" fn pisces_handle_open(
     pool: *mut pisces_pool,
     out: *mut *mut pisces_handle,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let shared = pool_ref(pool)?.shared.clone();
         let th = shared.pool.handle()?;
         *out = Box::into_raw(Box::new(pisces_handle {
+            explicit: UnsafeCell::new(None),
             shared,
-            th: UnsafeCell::new(Some(th)),
+            th: UnsafeCell::new(th),
             generation: Cell::new(0),
             mode: Cell::new(Mode::Idle),
             tx: Cell::new(std::ptr::null_mut()),
             iterating: Cell::new(false),
-            worker: RefCell::new(None),
+            began_on: Cell::new(0),
         }));
         Ok(())
     })
 }
 
 /// Give the thread slot back (NULL is accepted). An explicit transaction still open
-/// on it is aborted. Fails with `PISCES_EBUSY` (and closes nothing) when called from
-/// inside a `pisces_run` callback of this handle.
+/// on it is aborted (close it then on the thread that began the transaction:
+/// `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
+/// called from inside a `pisces_run` callback of this handle.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
-    entry(|| {
+    entry(move || {
         let Some(hr) = h.as_ref() else {
             return Ok(());
         };
@@ -641,12 +598,13 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
             ));
         }
         if hr.mode.get() == Mode::Explicit {
+            // Rolled back on the thread that began it, which has its registration.
+            explicit::check_thread(hr)?;
             let _ = explicit::end(hr, false);
         }
         // Giving the slot back writes back its pending work, which may wait for the
         // transactions running on the pool.
-        not_in_tx(hr.key())?;
-        explicit::shutdown(hr);
+        not_in_tx(&hr.shared.pool)?;
         drop(Box::from_raw(h));
         Ok(())
     })
@@ -656,17 +614,17 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
 /// with `deferred_durability`).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_int {
-    entry(|| {
+    entry(move || {
         let h = handle_ref(h)?;
         let th = idle_th(h)?;
-        not_in_tx(h.key())?;
+        not_in_tx(&h.shared.pool)?;
         Ok(th.wait_durable()?)
     })
 }
 
 /// Commits, conflict retries and failed transactions on this handle (callback and
-/// explicit ones; an explicit commit that conflicted counts as a conflict and a
-/// failure).
+/// explicit ones; an explicit transaction rolled back by a conflict counts as a
+/// conflict, any other abort as a failure).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_stats(
     h: *mut pisces_handle,
@@ -674,7 +632,7 @@ pub unsafe extern "C" fn pisces_handle_stats(
     conflicts: *mut u64,
     failed: *mut u64,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let h = handle_ref(h)?;
         let s = idle_th(h)?.stats();
         if let Some(c) = commits.as_mut() {
@@ -697,22 +655,26 @@ pub unsafe extern "C" fn pisces_handle_stats(
 /// `h.mode` is `Idle`, and every caller either drops the borrow before C code can run
 /// again (stats, wait_durable) or keeps `h.mode` non-idle whenever it calls C code
 /// while holding it (`pisces_run` calls the callback only inside an attempt, with
-/// `mode == Callback`; between attempts only library code runs). A handle is used by
-/// one thread at a time (documented), and `pisces_handle` is not `Sync`.
+/// `mode == Callback`; between attempts only library code runs; `pisces_tx_begin`
+/// turns it into the explicit transaction's borrow and sets `mode == Explicit` until
+/// that transaction is taken out again). A handle is used by one thread at a time
+/// (documented), and `pisces_handle` is not `Sync`.
 ///
 /// # Safety
-/// The caller keeps to the rule above: it does not call this (or [`take_th`]) again on
-/// `h` while the result is alive, and runs C code while holding it only with `h.mode`
-/// set to a non-idle value.
+/// The caller keeps to the rule above: it does not call this again on `h` while the
+/// result is alive, and runs C code while holding it only with `h.mode` set to a
+/// non-idle value.
 // A `&mut` from a `&`: the state sits in an `UnsafeCell`, and the contract above keeps
 // the borrows apart.
 #[allow(clippy::mut_from_ref)]
+#[inline]
 unsafe fn idle_th(h: &pisces_handle) -> Result<&mut ThreadHandle, Fail> {
     check_idle(h)?;
     // SAFETY: the handle is idle, so no other borrow of the state is alive (see above).
-    unsafe { &mut *h.th.get() }.as_mut().ok_or_else(lost_state)
+    Ok(unsafe { &mut *h.th.get() })
 }
 
+#[inline]
 fn check_idle(h: &pisces_handle) -> Result<(), Fail> {
     if h.mode.get() != Mode::Idle {
         return Err(Fail::new(
@@ -721,27 +683,6 @@ fn check_idle(h: &pisces_handle) -> Result<(), Fail> {
         ));
     }
     Ok(())
-}
-
-/// Move the thread state out of idle `h` (onto the explicit-transaction worker); give
-/// it back with [`put_th`].
-fn take_th(h: &pisces_handle) -> Result<ThreadHandle, Fail> {
-    check_idle(h)?;
-    // SAFETY: idle (checked just above): no borrow of the state is alive.
-    unsafe { &mut *h.th.get() }.take().ok_or_else(lost_state)
-}
-
-/// Give back a thread state moved out by [`take_th`].
-fn put_th(h: &pisces_handle, th: ThreadHandle) {
-    // SAFETY: the state was moved out, so no borrow of it is alive.
-    unsafe { *h.th.get() = Some(th) };
-}
-
-fn lost_state() -> Fail {
-    Fail::new(
-        PISCES_EPANIC,
-        "this handle lost its thread state after an internal panic; close it",
-    )
 }
 
 // ---------------------------------------------------------------------------------
@@ -787,14 +728,13 @@ pub unsafe extern "C" fn pisces_run_with(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
         let opts = to_tx_options(opts)?;
-        // In place (no move of the thread state): see `idle_th`.
+        // In place (no move of the thread state): see `idle_th`. The library refuses a
+        // nested transaction of the pool (`PISCES_ENESTED`).
         let th = idle_th(hr)?;
-        nest_enter(hr.key())?;
-        let _g = NestGuard(hr.key());
         run_callback(hr, h, th, opts, f, ctx)
     })
 }
@@ -879,7 +819,7 @@ pub unsafe extern "C" fn pisces_read(
     len: usize,
     out: *mut *const c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let p = with_tx_ref(tx, |t| {
             Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
@@ -903,7 +843,7 @@ pub unsafe extern "C" fn pisces_write(
     len: usize,
     out: *mut *mut c_void,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         let out = out_ptr(out, "out")?;
         let p = with_tx_mut(tx, |t| {
             Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
@@ -923,7 +863,7 @@ pub unsafe extern "C" fn pisces_get(
     dst: *mut c_void,
     len: usize,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         if dst.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "dst is NULL"));
         }
@@ -947,7 +887,7 @@ pub unsafe extern "C" fn pisces_put(
     src: *const c_void,
     len: usize,
 ) -> c_int {
-    entry(|| {
+    entry(move || {
         if src.is_null() && len > 0 {
             return Err(Fail::new(PISCES_EINVAL, "src is NULL"));
         }
@@ -970,7 +910,7 @@ fn span(at: usize, len: usize) -> Result<usize, Fail> {
 /// released again if the transaction rolls back.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) -> c_int {
-    entry(|| {
+    entry(move || {
         let off = out_ptr(off, "off")?;
         *off = with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset()))?;
         Ok(())
@@ -980,11 +920,12 @@ pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) 
 /// Free the object at `off` when the transaction commits.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
-    entry(|| with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
+    entry(move || with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
 }
 
 /// Mark `h` idle after an attempt or an explicit transaction.
 fn set_idle(h: &pisces_handle) {
+    h.tx.set(std::ptr::null_mut());
     h.mode.set(Mode::Idle);
     h.iterating.set(false);
     h.generation.set(h.generation.get() + 1);

@@ -1,8 +1,8 @@
 //! The same hash-map workload through the C ABI (`pisces_run` + `pisces_hmap_*`,
 //! called as `extern "C"` functions) and directly in Rust, on one thread, same engine,
 //! same process; prints the time ratio (no assertion: timing is noisy, especially on
-//! a shared machine). Also times the ABI's explicit transactions (a thread hand-off
-//! per access).
+//! a shared machine). Also times the ABI's explicit transactions (begin, the same
+//! accesses, commit: on the calling thread, like the callback's).
 //!
 //! `cargo test --release -p pisces-capi --test abi_vs_rust -- --nocapture`
 

@@ -16,6 +16,7 @@ pub mod containers;
 pub mod engine;
 
 pub mod error;
+pub mod explicit;
 pub(crate) mod fasthash;
 pub mod heap;
 pub mod medium;
@@ -28,6 +29,7 @@ pub mod tx;
 pub use containers::{BTreeMap, HashMap};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
+pub use explicit::ExplicitTx;
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use ops::Operations;

@@ -184,13 +184,15 @@ thread_local! {
     static IN_TX_LEN: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Marks this thread as inside a transaction of one pool while alive. Guards are
-/// dropped in reverse order of creation (nested scopes, also when unwinding).
-struct InTx;
+/// Marks this thread as inside a transaction of one pool while alive. Guards of
+/// closure transactions are dropped in reverse order of creation (nested scopes, also
+/// when unwinding); an explicit transaction (`crate::explicit`) may end in any order,
+/// so a guard removes its own pool's entry, not just the innermost one.
+pub(crate) struct InTx(usize);
 
 impl InTx {
     #[inline]
-    fn enter(pool: usize) -> Result<InTx> {
+    pub(crate) fn enter(pool: usize) -> Result<InTx> {
         let len = IN_TX_LEN.get();
         let mut active = IN_TX.get();
         if active[..len].contains(&pool) {
@@ -204,14 +206,32 @@ impl InTx {
         active[len] = pool;
         IN_TX.set(active);
         IN_TX_LEN.set(len + 1);
-        Ok(InTx)
+        Ok(InTx(pool))
+    }
+
+    /// Whether a transaction of `pool` runs on this thread.
+    pub(crate) fn active(pool: usize) -> bool {
+        IN_TX.get()[..IN_TX_LEN.get()].contains(&pool)
     }
 }
 
 impl Drop for InTx {
     #[inline]
     fn drop(&mut self) {
-        IN_TX_LEN.set(IN_TX_LEN.get() - 1);
+        let len = IN_TX_LEN.get();
+        let mut active = IN_TX.get();
+        // The innermost entry (always, for closure transactions): one compare.
+        if len > 0 && active[len - 1] == self.0 {
+            IN_TX_LEN.set(len - 1);
+            return;
+        }
+        // An explicit transaction that ends while a later one still runs. Each pool
+        // is in the list at most once, so this is the guard's own entry.
+        if let Some(i) = active[..len].iter().position(|&p| p == self.0) {
+            active.copy_within(i + 1..len, i);
+            IN_TX.set(active);
+            IN_TX_LEN.set(len - 1);
+        }
     }
 }
 
@@ -735,6 +755,21 @@ impl Pool {
         })
     }
 
+    /// Whether a transaction of this pool (a closure's or an explicit one) is running
+    /// on the calling thread: pool-wide waits (`sync`, dropping or waiting on another
+    /// handle) from such a thread could wait for that very transaction.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("in.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// assert!(!pool.in_transaction());
+    /// assert!(pool.run(|_| Ok(pool.in_transaction())).unwrap());
+    /// ```
+    pub fn in_transaction(&self) -> bool {
+        InTx::active(self.inner.id)
+    }
+
     /// Write back everything pending and make the whole pool durable now (on the
     /// file medium, msync of the whole file).
     ///
@@ -857,6 +892,13 @@ impl ThreadHandle {
     /// ```
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// The pool's identity for the nesting check, the thread state and the counters,
+    /// borrowed apart (for `crate::explicit`).
+    pub(crate) fn parts(&mut self) -> (usize, &mut AnyThread, &mut TxStats) {
+        let state = self.state.as_mut().expect("state present until drop");
+        (self.pool.inner.id, &mut state.1, &mut self.stats)
     }
 
     /// The thread slot this handle uses (its log area).

@@ -318,6 +318,31 @@ impl<'h> Tx<'h> {
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 
+    /// The attempt `th.begin` just started, for an explicit transaction
+    /// (`crate::explicit`); `run_on` builds its own.
+    pub(crate) fn begun(th: &'h mut AnyThread, read_only: bool) -> Tx<'h> {
+        let fast = th.fast_reads();
+        Tx {
+            th,
+            fast,
+            finished: false,
+            read_only,
+            conflicted: std::cell::Cell::new(false),
+        }
+    }
+
+    /// End the attempt's access phase (no rollback on drop any more); whether an
+    /// access conflicted. The caller commits or aborts through [`Tx::thread`].
+    pub(crate) fn finish(&mut self) -> bool {
+        self.finished = true;
+        self.conflicted.get()
+    }
+
+    /// The engine's thread state, for ending the attempt after [`Tx::finish`].
+    pub(crate) fn thread(&mut self) -> &mut AnyThread {
+        self.th
+    }
+
     /// This attempt runs registered operation `id` with `args` (`Pool::run_op`).
     pub(crate) fn set_operation(&mut self, id: u32, args: &[u8]) {
         self.th.set_operation(Some((id, args)));

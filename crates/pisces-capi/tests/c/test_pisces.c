@@ -491,7 +491,7 @@ static void test_explicit_transactions(void) {
     OK(pisces_alloc(tx, 16, &off));
     OK(pisces_put(tx, off, 0, "explicit-alloc", 15));
     OK(pisces_put(tx, root, 8, &off, 8));
-    EXPECT(pisces_read(tx, 12345, 8, &rp), PISCES_EPTR); /* error text from the worker */
+    EXPECT(pisces_read(tx, 12345, 8, &rp), PISCES_EPTR); /* the library's error text */
     CHECK(strstr(pisces_errmsg(), "invalid persistent pointer") != NULL);
     OK(pisces_tx_commit(tx));
     EXPECT(pisces_tx_commit(tx), PISCES_ESTALE);

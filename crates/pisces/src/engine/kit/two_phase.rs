@@ -21,6 +21,9 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 const EXCLUSIVE: u64 = 1 << 47;
 const LOW_MASK: u64 = (1 << 47) - 1;
 
+/// Entries a lock table keeps room for after `release_all` shrinks it.
+const SMALL_TABLE: usize = 32;
+
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -88,7 +91,9 @@ impl HeldLocks {
 
     /// Release every held lock; `word_of(key)` gives the lock word at `key`.
     pub(crate) fn release_all<'a>(&self, word_of: impl Fn(u64) -> &'a AtomicU64) {
-        for (key, mode) in self.held.borrow_mut().drain() {
+        let mut held = self.held.borrow_mut();
+        let count = held.len();
+        for (key, mode) in held.drain() {
             let word = word_of(key);
             match mode {
                 // Release: our in-place writes happen before the next holder's reads.
@@ -107,6 +112,12 @@ impl HeldLocks {
                     }
                 }
             }
+        }
+        // Draining costs the table's capacity, not its length: after one large
+        // transaction (a preload) every later small one would pay for its table. Shrink
+        // a table far larger than what this transaction needed.
+        if held.capacity() > SMALL_TABLE && held.capacity() > 8 * count {
+            held.shrink_to(SMALL_TABLE.max(2 * count));
         }
     }
 }
@@ -138,5 +149,24 @@ mod tests {
         assert_eq!(b.mode(8), Some(Mode::Exclusive));
         b.release_all(|_| &w);
         assert_eq!(b.mode(8), None);
+    }
+
+    /// After one large transaction the table shrinks back at the next small one (its
+    /// drain would otherwise cost the large capacity on every commit), and every lock
+    /// is still released.
+    #[test]
+    fn the_table_shrinks_after_a_large_transaction() {
+        let words: Vec<AtomicU64> = (0..1000).map(|_| AtomicU64::new(0)).collect();
+        let a = HeldLocks::new(1 << 48, 1);
+        for k in 0..1000u64 {
+            a.lock(k, &words[k as usize], Mode::Shared).unwrap();
+        }
+        a.release_all(|k| &words[k as usize]);
+        let large = a.held.borrow().capacity();
+        assert!(large >= 1000);
+        a.lock(3, &words[3], Mode::Exclusive).unwrap();
+        a.release_all(|k| &words[k as usize]);
+        assert!(a.held.borrow().capacity() <= 2 * SMALL_TABLE, "{large}");
+        assert!(words.iter().all(|w| w.load(Acquire) == 0));
     }
 }
