@@ -37,6 +37,9 @@ pub enum Mutation {
     /// spht: a committer does not wait for transactions with smaller timestamps to
     /// persist before it advances the durability marker (§3.1's wait).
     SphtWait = 12,
+    /// pisces: the write-back that publishes a free leaves the block's header word
+    /// marked live (allocated), so the read fast path still accepts the freed object.
+    FreedStaysLive = 40,
 }
 
 impl Mutation {
