@@ -25,6 +25,9 @@ pub mod protocol;
 pub mod shared;
 pub mod thread;
 
+#[cfg(test)]
+mod live_tests;
+
 use crate::engine::kit::replay;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};
 use crate::heap::alloc::{Allocator, ThreadCache};

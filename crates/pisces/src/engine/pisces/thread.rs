@@ -467,18 +467,14 @@ impl PiscesThread {
 }
 
 impl EngineThread for PiscesThread {
+    #[inline]
     fn begin(&mut self, _opts: &crate::tx::TxOptions) {
-        if self.attempt.is_some() {
-            self.rollback();
+        // The common case (the last transaction committed read-only, or its attempt
+        // was kept) takes no lock and calls nothing; the rest is out of line.
+        if self.attempt.is_some() || self.idle_attempt.is_none() {
+            self.prepare_attempt();
         }
-        let attempt = match self.idle_attempt.take() {
-            Some(a) => a,
-            None => {
-                let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
-                spare.unwrap_or_else(|| Attempt::new(self.slot))
-            }
-        };
-        self.attempt = Some(attempt);
+        self.attempt = self.idle_attempt.take();
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
@@ -567,7 +563,14 @@ impl EngineThread for PiscesThread {
         Ok(())
     }
 
+    #[inline]
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        if self.writes.is_empty() && self.attempt.is_some() {
+            // Read-only (see `commit_visible`), kept small enough to inline.
+            self.sh.slots[self.slot].clock.finish();
+            self.idle_attempt = self.attempt.take();
+            return Ok(crate::engine::DurableToken::DURABLE);
+        }
         self.commit_visible()?;
         // Durable before visible: the record was persisted before the commit point.
         Ok(crate::engine::DurableToken::DURABLE)
@@ -609,8 +612,24 @@ impl Drop for PiscesThread {
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
 
 impl PiscesThread {
+    /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
+    /// use (a spare from the batch, or a new one) if none is kept; it goes to
+    /// `idle_attempt`.
+    #[cold]
+    #[inline(never)]
+    fn prepare_attempt(&mut self) {
+        if self.attempt.is_some() {
+            self.rollback();
+        }
+        if self.idle_attempt.is_none() {
+            let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
+            self.idle_attempt = Some(spare.unwrap_or_else(|| Attempt::new(self.slot)));
+        }
+    }
+
     /// Commit up to the point where the transaction is visible (and, for this engine,
     /// already durable). On `Err` the transaction has been rolled back.
+    #[inline(never)]
     fn commit_visible(&mut self) -> Result<()> {
         self.active()?;
         // Line 33: this transaction reads nothing more.
