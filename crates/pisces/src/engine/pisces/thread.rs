@@ -474,7 +474,8 @@ impl EngineThread for PiscesThread {
         if self.attempt.is_some() || self.idle_attempt.is_none() {
             self.prepare_attempt();
         }
-        self.attempt = self.idle_attempt.take();
+        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
+        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
@@ -568,7 +569,8 @@ impl EngineThread for PiscesThread {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.sh.slots[self.slot].clock.finish();
-            self.idle_attempt = self.attempt.take();
+            // `idle_attempt` is None while a transaction runs (`begin` moved it out).
+            std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
             return Ok(crate::engine::DurableToken::DURABLE);
         }
         self.commit_visible()?;
