@@ -55,6 +55,9 @@ pub enum Mutation {
     /// the last one) share the CLog record's fence instead of being fenced before the
     /// record is written.
     TsFreshFence = 31,
+    /// pisces: the write-back that publishes a free leaves the block's header word
+    /// marked live (allocated), so the read fast path still accepts the freed object.
+    FreedStaysLive = 40,
 }
 
 impl Mutation {

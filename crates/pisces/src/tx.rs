@@ -197,7 +197,7 @@ impl<'h> Tx<'h> {
     /// let sum = pool.run(|tx| { let r = tx.read(root)?; Ok(r[0] + r[1]) }).unwrap();
     /// assert_eq!(sum, 0);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<&T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
         let ptr = match self.fast.and_then(|f| f.read(p.offset(), size_of::<T>())) {

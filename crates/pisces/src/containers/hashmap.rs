@@ -322,11 +322,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         }
         let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
         if h[H_GROW] != 0 && h[H_GROW] != GROWABLE {
-            return Err(Error::Corrupt(format!(
-                "hash map at {:#x}: unknown layout version {:#x} (written by a newer Pisces, or damaged)",
-                self.header.offset(),
-                h[H_GROW]
-            )));
+            return Err(self.unknown_layout(h));
         }
         if b == 0
             || b > MAX_BUCKETS as u64
@@ -336,6 +332,17 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.bad_header(h));
         }
         Ok(h)
+    }
+
+    /// The error for a header of a layout version this build does not know.
+    #[cold]
+    #[inline(never)]
+    fn unknown_layout(&self, h: &Header) -> Error {
+        Error::Corrupt(format!(
+            "hash map at {:#x}: unknown layout version {:#x} (written by a newer Pisces, or damaged)",
+            self.header.offset(),
+            h[H_GROW]
+        ))
     }
 
     /// Why header `h` is not a valid one of a map of this handle's types.
@@ -362,7 +369,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Offset of chunk `c` (validated `< chunks`).
-    #[inline]
+    #[inline(always)]
     fn chunk_of(tx: &Tx<'_>, h: &Header, c: usize) -> Result<u64> {
         let off = if h[H_LEVELS] == 1 {
             h[H_DIR + c]
@@ -374,7 +381,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// The chunk and slot of `k`'s bucket.
-    #[inline]
+    #[inline(always)]
     fn bucket(&self, tx: &Tx<'_>, k: &K) -> Result<(u64, usize)> {
         let h = self.header(tx)?;
         let b = Self::bucket_index(h, k) as usize;

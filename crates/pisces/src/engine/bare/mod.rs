@@ -161,7 +161,7 @@ impl EngineThread for BareThread {
         self.running().ok()?;
         // SAFETY: the allocator lives in `self.sh`, which outlives the transaction;
         // `read` returns home for every live object (no header locks here).
-        Some(unsafe { FastReads::new(&self.sh.alloc, FastReads::NO_LOCKS) })
+        Some(unsafe { FastReads::bitmap(&self.sh.alloc) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

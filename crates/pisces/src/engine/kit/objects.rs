@@ -4,7 +4,7 @@
 //! is an error, never a wild access; recovery validates every logged write here before
 //! applying it.
 
-use crate::heap::alloc::{Allocator, Block, HEADER};
+use crate::heap::alloc::{Allocator, Block, SmallBlocks, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::{Error, Result};
 
@@ -79,53 +79,78 @@ pub(crate) fn locate_object(
 }
 
 /// The common case of an engine's read, inlined into every `Tx::read`: a live
-/// small-class object (allocation bit set, see [`Allocator::live_small_header`]) whose
-/// header word is not locked by the running engine. Engines whose read of such an
-/// object is its home payload hand one out per transaction attempt
-/// (`EngineThread::fast_reads`); every other access goes through the engine's `read`,
-/// which handles all cases and all errors.
+/// small-class object whose header word says that its home payload is the version this
+/// transaction reads. Engines whose read of such an object is its home payload hand one
+/// out per transaction attempt (`EngineThread::fast_reads`); every other access goes
+/// through the engine's `read`, which handles all cases and all errors.
+///
+/// Two ways of knowing the object is allocated:
+/// * [`FastReads::live_word`]: the engine keeps the allocation state in the header word
+///   itself (a word equal to the engine's "live and unlocked" value implies the
+///   allocation bit is set: Pisces), so the read loads one word next to the payload
+///   and nothing else;
+/// * [`FastReads::bitmap`]: the allocation bit in the slab's bitmap (one more load, on
+///   another cache line) and no header-word check (engines that keep nothing there).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastReads {
-    alloc: *const Allocator,
-    /// A header word whose tag bits equal this is locked (the object may have a newer
-    /// version elsewhere): not a fast read. A value with low bits set never matches.
-    lock_tag: u64,
+    blocks: SmallBlocks,
+    /// The header-word value of a live object whose home is current; 0: check the
+    /// allocation bitmap instead and ignore the header word.
+    live: u64,
 }
 
-// SAFETY: it only reads through a shared reference to the allocator, which is `Sync`.
+// SAFETY: it only reads through the allocator's geometry (atomics and immutable
+// fields), which is `Sync`; the contract of the constructors keeps it alive.
 unsafe impl Send for FastReads {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for FastReads {}
 
 impl FastReads {
-    /// Fast reads over `alloc`: a header word `h` with `h & TAG_MASK == lock_tag` sends
-    /// the read to the engine (an engine that never locks header words passes
-    /// [`FastReads::NO_LOCKS`]).
+    /// Fast reads of objects whose header word equals `live` (not 0).
     ///
     /// # Safety
     /// `alloc` must stay alive and the heap mapped while the value is used (engines
     /// give it to a `Tx`, which lives inside one attempt of their thread state, which
-    /// holds the allocator), and the engine's `read` must return the home payload for
-    /// every object this accepts during the attempt.
-    pub(crate) unsafe fn new(alloc: &Allocator, lock_tag: u64) -> FastReads {
-        FastReads { alloc, lock_tag }
+    /// holds the allocator); a header word equal to `live` must imply, for the whole
+    /// attempt, that the block is allocated and that the engine's `read` returns its
+    /// home payload.
+    pub(crate) unsafe fn live_word(alloc: &Allocator, live: u64) -> FastReads {
+        debug_assert_ne!(live, 0);
+        FastReads {
+            blocks: alloc.small_blocks(),
+            live,
+        }
     }
 
-    /// For engines that keep nothing in header words.
-    pub(crate) const NO_LOCKS: u64 = 1;
+    /// Fast reads of objects whose allocation bit is set (engines that keep nothing in
+    /// header words).
+    ///
+    /// # Safety
+    /// As for [`FastReads::live_word`], with "allocation bit set" in place of the
+    /// header-word condition.
+    pub(crate) unsafe fn bitmap(alloc: &Allocator) -> FastReads {
+        FastReads {
+            blocks: alloc.small_blocks(),
+            live: 0,
+        }
+    }
 
     /// The home payload of the object at `off` (`len` bytes), or `None`: ask the engine.
     #[inline(always)]
     pub(crate) fn read(&self, off: u64, len: usize) -> Option<*const u8> {
-        // SAFETY: alive while `self` is used (`new`'s contract).
-        let alloc = unsafe { &*self.alloc };
-        let hw = alloc.live_small_header(off, len)?;
-        // Acquire: pairs with the Release that unlocks a header after write-back (the
-        // home contents), as the engines' own reads of the word.
-        let h = hw.load(std::sync::atomic::Ordering::Acquire);
-        if h & super::header_word::TAG_MASK == self.lock_tag {
-            return None;
-        }
+        let hw = if self.live != 0 {
+            // SAFETY: the allocator is alive while `self` is used (constructors).
+            let hw = unsafe { self.blocks.header(off, len) }?;
+            // Acquire: pairs with the Release store of the live value after a write-back
+            // (the home contents), as the engine's own reads of the word.
+            if hw.load(std::sync::atomic::Ordering::Acquire) != self.live {
+                return None;
+            }
+            hw
+        } else {
+            // SAFETY: as above.
+            unsafe { self.blocks.allocated_header(off, len) }?
+        };
         // The payload follows the header word inside the block.
         Some((hw as *const std::sync::atomic::AtomicU64 as *const u8).wrapping_add(HEADER))
     }

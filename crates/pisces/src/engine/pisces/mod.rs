@@ -20,10 +20,19 @@
 //!   observe a home write while a reader might be looking.
 //! * The header word tags its pointer with the run generation (top 16 bits), so locks
 //!   left by a crash read as empty without a heap scan.
+//! * An unlocked header word also says whether the block is allocated: the write-back
+//!   that unlocks an object stores a "live" marker of this run, the one that publishes
+//!   a free a "freed" marker ([`shared::LIVE`]). The read fast path then checks
+//!   allocated and unlocked with the single load of the word next to the payload (no
+//!   load of the slab's allocation bitmap on another line). Objects of earlier runs are
+//!   marked by their first read through the engine.
 
 pub mod protocol;
 pub mod shared;
 pub mod thread;
+
+#[cfg(test)]
+mod live_tests;
 
 use crate::engine::kit::replay;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};

@@ -13,14 +13,14 @@
 //! while a reader could be looking.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
-use crate::engine::kit::header_word::PTR_MASK;
+use crate::engine::kit::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::objects::FastReads;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::heap::ROOT_SLOT_OFFSET;
 use crate::{Error, Result};
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
 use crate::engine::kit::objects::WriteKind as Kind;
@@ -31,6 +31,9 @@ struct WriteEntry {
     header: u64,
     copy: *mut CopyHdr,
     kind: Kind,
+    /// The header word's value before our lock: what a rollback puts back (see
+    /// `shared::LIVE` for why it must not be a fixed "unlocked" value).
+    prev: u64,
 }
 
 /// A thread's Pisces state.
@@ -131,10 +134,37 @@ impl PiscesThread {
             for w in self.writes.drain(before..) {
                 // Release: our copy is unlinked (as in `rollback`); the header was
                 // unlocked when we took it.
-                self.sh.heap.atomic_u64(w.header as usize).store(0, Release);
+                self.sh
+                    .heap
+                    .atomic_u64(w.header as usize)
+                    .store(w.prev, Release);
             }
         }
         r
+    }
+
+    /// `read` found the object allocated and its header word left by an earlier run
+    /// (`seen`, unlocked): store the live marker, so the read fast path takes it from
+    /// now on. Only small blocks (the fast path's), only if the allocation bit is set
+    /// after `seen` was loaded, and only by a compare-and-swap from `seen`: a word of an
+    /// earlier run never comes back once this run freed the block (`shared::LIVE`), so
+    /// the swap succeeds only if the block was allocated all along.
+    #[cold]
+    #[inline(never)]
+    fn mark_live(&self, off: u64, header: u64, seen: u64) {
+        // SAFETY: the allocator is alive (in `self.sh`).
+        let small = unsafe { self.sh.alloc.small_blocks().header(off, 0) }.is_some();
+        let allocated = self.sh.alloc.block_state(off).is_some_and(|(_, a)| a);
+        if small && allocated {
+            // Release: a fast reader that Acquires the marker reads home after it, as
+            // after a write-back's unlock. Failure: someone locked or marked it first.
+            let _ = self.sh.heap.atomic_u64(header as usize).compare_exchange(
+                seen,
+                self.sh.live_word(),
+                Release,
+                Relaxed,
+            );
+        }
     }
 
     fn active(&self) -> Result<()> {
@@ -220,7 +250,12 @@ impl PiscesThread {
                     );
                 }
             }
-            self.writes.push(WriteEntry { header, copy, kind });
+            self.writes.push(WriteEntry {
+                header,
+                copy,
+                kind,
+                prev: h,
+            });
             return Ok(copy);
         }
     }
@@ -229,7 +264,10 @@ impl PiscesThread {
     fn rollback(&mut self) {
         for w in self.writes.drain(..) {
             // Release: our copy is unlinked before the attempt is retired.
-            self.sh.heap.atomic_u64(w.header as usize).store(0, Release);
+            self.sh
+                .heap
+                .atomic_u64(w.header as usize)
+                .store(w.prev, Release);
             if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
                 self.sh.alloc.unreserve(&mut self.cache, b);
             }
@@ -251,7 +289,7 @@ impl PiscesThread {
         ranges: &mut Vec<HomeRange>,
         allocs: &mut Vec<Block>,
         frees: &mut Vec<Block>,
-        unlock: &mut Vec<u64>,
+        unlock: &mut Vec<(u64, u64)>,
     ) {
         self.record.clear();
         let heap = &self.sh.heap;
@@ -264,7 +302,16 @@ impl PiscesThread {
                     CopyHdr::data(w.copy),
                 )
             };
-            unlock.push(w.header);
+            let freed = matches!(w.kind, Kind::Freed(_) | Kind::FreshFreed(_))
+                && !crate::mutation::active(crate::mutation::Mutation::FreedStaysLive);
+            unlock.push((
+                w.header,
+                if freed {
+                    self.sh.freed_word()
+                } else {
+                    self.sh.live_word()
+                },
+            ));
             match w.kind {
                 Kind::Freed(b) => {
                     self.record.free(b);
@@ -420,18 +467,15 @@ impl PiscesThread {
 }
 
 impl EngineThread for PiscesThread {
+    #[inline]
     fn begin(&mut self, _opts: &crate::tx::TxOptions) {
-        if self.attempt.is_some() {
-            self.rollback();
+        // The common case (the last transaction committed read-only, or its attempt
+        // was kept) takes no lock and calls nothing; the rest is out of line.
+        if self.attempt.is_some() || self.idle_attempt.is_none() {
+            self.prepare_attempt();
         }
-        let attempt = match self.idle_attempt.take() {
-            Some(a) => a,
-            None => {
-                let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
-                spare.unwrap_or_else(|| Attempt::new(self.slot))
-            }
-        };
-        self.attempt = Some(attempt);
+        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
+        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
@@ -445,7 +489,10 @@ impl EngineThread for PiscesThread {
         // SAFETY: `header + HEADER` validated to be a payload inside the pool.
         let home = unsafe { self.sh.heap.ptr(header as usize + HEADER) } as *const u8;
         if !self.sh.is_locked(h) {
-            return Ok(home); // fast path (line 10)
+            if h & TAG_MASK != self.sh.tag {
+                self.mark_live(off, header, h);
+            }
+            return Ok(home); // line 10
         }
         let c = (h & PTR_MASK) as *const CopyHdr;
         // SAFETY: a locked header points to a live copy and its writer's record (see
@@ -463,9 +510,10 @@ impl EngineThread for PiscesThread {
         // An unlocked header means home is the version every snapshot sees (line 10);
         // a locked one (ours or another writer's) goes to `read`.
         self.attempt.as_ref()?;
-        // SAFETY: the allocator lives in `self.sh`, which outlives the attempt, and
-        // `read` returns home for every live object whose header is not locked.
-        Some(unsafe { FastReads::new(&self.sh.alloc, self.sh.tag) })
+        // SAFETY: the allocator lives in `self.sh`, which outlives the attempt; a header
+        // word equal to the live marker means allocated (`shared::LIVE`) and unlocked,
+        // for which `read` returns home.
+        Some(unsafe { FastReads::live_word(&self.sh.alloc, self.sh.live_word()) })
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -516,7 +564,15 @@ impl EngineThread for PiscesThread {
         Ok(())
     }
 
+    #[inline]
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        if self.writes.is_empty() && self.attempt.is_some() {
+            // Read-only (see `commit_visible`), kept small enough to inline.
+            self.sh.slots[self.slot].clock.finish();
+            // `idle_attempt` is None while a transaction runs (`begin` moved it out).
+            std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+            return Ok(crate::engine::DurableToken::DURABLE);
+        }
         self.commit_visible()?;
         // Durable before visible: the record was persisted before the commit point.
         Ok(crate::engine::DurableToken::DURABLE)
@@ -558,8 +614,24 @@ impl Drop for PiscesThread {
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
 
 impl PiscesThread {
+    /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
+    /// use (a spare from the batch, or a new one) if none is kept; it goes to
+    /// `idle_attempt`.
+    #[cold]
+    #[inline(never)]
+    fn prepare_attempt(&mut self) {
+        if self.attempt.is_some() {
+            self.rollback();
+        }
+        if self.idle_attempt.is_none() {
+            let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
+            self.idle_attempt = Some(spare.unwrap_or_else(|| Attempt::new(self.slot)));
+        }
+    }
+
     /// Commit up to the point where the transaction is visible (and, for this engine,
     /// already durable). On `Err` the transaction has been rolled back.
+    #[inline(never)]
     fn commit_visible(&mut self) -> Result<()> {
         self.active()?;
         // Line 33: this transaction reads nothing more.

@@ -654,38 +654,15 @@ impl Allocator {
         }
     }
 
-    /// The read fast path of [`Allocator::block_state`]: the header word of the block
-    /// whose payload starts at `payload_off`, if it is a small-class block with at least
-    /// `len` payload bytes whose allocation bit is set (the payload follows the word).
-    /// `None` means "ask `block_state`" (large runs, the root slot, blocks whose bit is
-    /// clear, errors); it never accepts an offset `block_state` would refuse or report
-    /// unallocated.
-    #[inline(always)]
-    pub fn live_small_header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
-        let heap_off = self.heap.layout().heap_offset as u64;
-        let rel = payload_off.wrapping_sub(heap_off + HEADER as u64);
-        let slab = (rel / SLAB_SIZE as u64) as usize;
-        // Acquire: as in `block_state`. (A `rel` that wrapped gives a slab index past
-        // the table: `get` refuses it.)
-        let e = self.kinds.get(slab)?.load(Ordering::Acquire);
-        let cl = &CLASSES[classes::small_class_of_entry(e)?];
-        let index = cl.index_of(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
-        if len > cl.size as usize - HEADER {
-            return None;
-        }
-        let slab_start = heap_off as usize + slab * SLAB_SIZE;
-        // SAFETY: as in `block_state`: the slab is inside the image, `index < nblocks`
-        // keeps the bitmap word inside its bitmap, 8-aligned; bitmap words are only
-        // accessed atomically. The block's header word is inside the same slab,
-        // 8-aligned (blocks are multiples of 16 bytes from the 64-byte aligned data
-        // start); header words are only accessed atomically.
-        unsafe {
-            let w = &*(self.heap.ptr(slab_start + 8 * (index / 64) as usize) as *const AtomicU64);
-            // Acquire: as in `block_state`.
-            if w.load(Ordering::Acquire) & (1u64 << (index % 64)) == 0 {
-                return None;
-            }
-            Some(&*(self.heap.ptr((rel + heap_off) as usize) as *const AtomicU64))
+    /// The read fast path's copy of the geometry (see [`SmallBlocks`]).
+    #[inline]
+    pub fn small_blocks(&self) -> SmallBlocks {
+        SmallBlocks {
+            base: self.heap.base(),
+            heap_off: self.heap.layout().heap_offset as u64,
+            kinds: self.kinds.as_ptr(),
+            slabs: self.kinds.len(),
+            _alloc: std::marker::PhantomData,
         }
     }
 
@@ -877,5 +854,80 @@ impl Allocator {
             }
         }
         Ok(())
+    }
+}
+
+/// What the read fast path needs of the allocator, copied out once per transaction so
+/// that a read follows no `Arc` or `Box` to find it: the image's base address, the
+/// heap's offset and the slab table mirror. Valid while the allocator it came from is
+/// alive (its users hold it: engines hand it out inside a `FastReads`, whose contract
+/// says so); the base never moves (growth extends the mapping in place) and the slab
+/// table mirror is allocated once for the largest geometry.
+#[derive(Clone, Copy, Debug)]
+pub struct SmallBlocks {
+    base: *mut u8,
+    heap_off: u64,
+    kinds: *const AtomicU32,
+    slabs: usize,
+    _alloc: std::marker::PhantomData<*const Allocator>,
+}
+
+impl SmallBlocks {
+    /// The header word of the small-class block whose payload starts at `payload_off`
+    /// and has at least `len` bytes, whatever its allocation state; `None` for anything
+    /// else (large runs, the root slot, offsets that are not a block's payload). The
+    /// geometry is all this checks: a small slab keeps its class for the whole run
+    /// (module docs), so a block found here stays a block of that class.
+    ///
+    /// # Safety
+    /// The allocator this came from must be alive.
+    #[inline(always)]
+    pub unsafe fn header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
+        // SAFETY: caller.
+        unsafe { self.locate(payload_off, len) }.map(|(hw, _, _)| hw)
+    }
+
+    /// [`SmallBlocks::header`] of a block whose allocation bit is set (one more load:
+    /// the bitmap word at the start of its slab).
+    ///
+    /// # Safety
+    /// As for [`SmallBlocks::header`].
+    #[inline(always)]
+    pub unsafe fn allocated_header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
+        // SAFETY: caller.
+        let (hw, slab_start, index) = unsafe { self.locate(payload_off, len) }?;
+        // SAFETY: as in `block_state`: `index < nblocks` keeps the word inside the
+        // slab's bitmap, 8-aligned; bitmap words are only accessed atomically.
+        let w = unsafe {
+            &*(self.base.add(slab_start + 8 * (index / 64) as usize) as *const AtomicU64)
+        };
+        // Acquire: as in `block_state`.
+        (w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0).then_some(hw)
+    }
+
+    /// The header word, the slab's image offset and the block's index.
+    ///
+    /// # Safety
+    /// As for [`SmallBlocks::header`].
+    #[inline(always)]
+    unsafe fn locate(&self, payload_off: u64, len: usize) -> Option<(&AtomicU64, usize, u32)> {
+        let rel = payload_off.wrapping_sub(self.heap_off + HEADER as u64);
+        let slab = (rel / SLAB_SIZE as u64) as usize;
+        // (A `rel` that wrapped gives a slab index past the table.)
+        if slab >= self.slabs {
+            return None;
+        }
+        // SAFETY: `slab < slabs`, the length of the allocator's live table (caller).
+        // Acquire: as in `block_state`.
+        let e = unsafe { &*self.kinds.add(slab) }.load(Ordering::Acquire);
+        let cl = &CLASSES[classes::small_class_of_entry(e)?];
+        let index = cl.index_of(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
+        if len > cl.size as usize - HEADER {
+            return None;
+        }
+        // SAFETY: as in `block_state`: the block lies in a slab of the image; its
+        // header word is 8-aligned and only accessed atomically.
+        let hw = unsafe { &*(self.base.add((rel + self.heap_off) as usize) as *const AtomicU64) };
+        Some((hw, self.heap_off as usize + slab * SLAB_SIZE, index))
     }
 }

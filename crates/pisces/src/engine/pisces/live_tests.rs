@@ -1,0 +1,122 @@
+//! The live and freed markers in header words (`shared::LIVE`): what the read fast path
+//! accepts, across frees, rollbacks and runs (white-box: they look at header words).
+
+use crate::engine::kit::header_word::tag_of;
+use crate::{Config, Error, PPtr, Pool};
+
+fn cfg() -> Config {
+    Config {
+        size: 16 << 20,
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        ..Config::default()
+    }
+}
+
+/// The header word of the object at `p`.
+fn header_word<T>(pool: &Pool, p: PPtr<T>) -> u64 {
+    let heap = pool.heap().unwrap();
+    heap.atomic_u64(p.offset() as usize - 8)
+        .load(std::sync::atomic::Ordering::Acquire)
+}
+
+fn live(pool: &Pool) -> u64 {
+    tag_of(pool.heap().unwrap().generation()) | super::shared::LIVE
+}
+
+fn freed(pool: &Pool) -> u64 {
+    tag_of(pool.heap().unwrap().generation()) | super::shared::FREED
+}
+
+fn is_invalid<T: std::fmt::Debug>(r: crate::Result<T>) -> bool {
+    matches!(r, Err(Error::InvalidPointer(_)))
+}
+
+/// A freed object is refused (`InvalidPointer`) although its header word is the one
+/// load the fast path makes: the write-back that publishes the free stores the freed
+/// marker. Returns whether the read of the freed object was refused.
+fn freed_object_is_refused() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path().join("freed.pool"), cfg()).unwrap();
+    let x = pool.run(|tx| tx.alloc(7u64)).unwrap();
+    pool.sync().unwrap();
+    assert_eq!(header_word(&pool, x), live(&pool), "a new object is live");
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 7);
+    pool.run(|tx| tx.free(x)).unwrap();
+    pool.sync().unwrap(); // the group-commit batch is written back
+    let r = pool.run(|tx| Ok(*tx.read(x)?));
+    if is_invalid(r) {
+        assert_eq!(header_word(&pool, x), freed(&pool));
+        true
+    } else {
+        false
+    }
+}
+
+#[test]
+fn freed_objects_are_refused_by_the_read_fast_path() {
+    assert!(freed_object_is_refused());
+}
+
+/// Mutation evidence: with the free leaving the live marker, the fast path accepts the
+/// freed object.
+#[cfg(feature = "mutation")]
+#[test]
+fn the_freed_marker_is_needed() {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            crate::mutation::set(None);
+        }
+    }
+    let _reset = Reset;
+    crate::mutation::set(Some(crate::mutation::Mutation::FreedStaysLive));
+    assert!(!freed_object_is_refused(), "the mutation went unnoticed");
+}
+
+/// A rollback gives the header word back as it was: a block allocated by an aborted
+/// transaction is not live (refused), a written object stays live.
+#[test]
+fn rollback_restores_the_header_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path().join("rollback.pool"), cfg()).unwrap();
+    let x = pool.run(|tx| tx.alloc(1u64)).unwrap();
+    pool.sync().unwrap();
+    let mut lost = PPtr::<u64>::from_offset(0);
+    let r: crate::Result<()> = pool.run(|tx| {
+        lost = tx.alloc(2u64)?;
+        *tx.write(x)? = 3;
+        Err(tx.abort("no"))
+    });
+    assert!(matches!(r, Err(Error::UserAbort(_))));
+    assert_eq!(header_word(&pool, x), live(&pool));
+    assert_ne!(header_word(&pool, lost), live(&pool));
+    assert!(is_invalid(pool.run(|tx| Ok(*tx.read(lost)?))));
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 1);
+}
+
+/// Objects of an earlier run carry its tag: the first read (the engine's, through the
+/// allocation bitmap) marks them live in this run; an object freed in the earlier run
+/// stays refused, and one freed in this run after being marked is refused too.
+#[test]
+fn objects_of_an_earlier_run_are_marked_live_on_first_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.pool");
+    let (x, y) = {
+        let pool = Pool::create(&path, cfg()).unwrap();
+        let x = pool.run(|tx| tx.alloc(5u64)).unwrap();
+        let y = pool.run(|tx| tx.alloc(6u64)).unwrap();
+        pool.run(|tx| tx.free(y)).unwrap();
+        (x, y)
+    };
+    let pool = Pool::open(&path, cfg()).unwrap();
+    assert_ne!(header_word(&pool, x), live(&pool), "an earlier run's word");
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 5);
+    assert_eq!(header_word(&pool, x), live(&pool), "marked by the read");
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 5);
+    assert!(is_invalid(pool.run(|tx| Ok(*tx.read(y)?))));
+    assert_ne!(header_word(&pool, y), live(&pool));
+    pool.run(|tx| tx.free(x)).unwrap();
+    pool.sync().unwrap();
+    assert!(is_invalid(pool.run(|tx| Ok(*tx.read(x)?))));
+}
