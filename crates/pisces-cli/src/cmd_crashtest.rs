@@ -352,8 +352,11 @@ struct MutationGuard;
 
 #[cfg(feature = "mutation")]
 impl MutationGuard {
+    #[allow(unsafe_code)]
     fn set(m: Option<pisces::mutation::Mutation>) -> Self {
-        pisces::mutation::set(m);
+        // SAFETY: `pisces crashtest --mutation` is mutation testing (a test build with the
+        // `mutation` feature): the campaign exists to show that the removed step matters.
+        unsafe { pisces::mutation::set(m) };
         MutationGuard
     }
 }
@@ -361,7 +364,7 @@ impl MutationGuard {
 #[cfg(feature = "mutation")]
 impl Drop for MutationGuard {
     fn drop(&mut self) {
-        pisces::mutation::set(None);
+        pisces::mutation::clear();
     }
 }
 

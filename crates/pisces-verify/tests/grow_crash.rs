@@ -242,10 +242,12 @@ fn crash_at_every_fence_of_a_growth() {
     }
     #[cfg(feature = "mutation")]
     {
-        use pisces::mutation::{set, Mutation};
-        set(Some(Mutation::GrowSizeLate));
+        use pisces::mutation::{clear, set, Mutation};
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { set(Some(Mutation::GrowSizeLate)) };
         let (states, violations) = campaign(EngineId::Pisces);
-        set(None);
+        clear();
         eprintln!(
             "GrowSizeLate: {states} crash states, {} violations, e.g. {:?}",
             violations.len(),

@@ -79,14 +79,16 @@ fn each_protocol_step_is_needed() {
         Some(Mutation::Watermark),
         Some(Mutation::LogFlush),
     ] {
-        mutation::set(m);
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { mutation::set(m) };
         let row = (
             m,
             crash_violations(),
             grace_violations(),
             watermark_violations(),
         );
-        mutation::set(None);
+        mutation::clear();
         println!(
             "{:<16} crash-state violations {:>4}   read skew {}   stale replay {}",
             m.map_or("none".to_string(), |m| format!("{m:?}")),

@@ -613,7 +613,7 @@ mod mutation_evidence {
     struct Off;
     impl Drop for Off {
         fn drop(&mut self) {
-            mutation::set(None);
+            mutation::clear();
         }
     }
 
@@ -621,7 +621,9 @@ mod mutation_evidence {
     fn dram_forbidden(m: Option<Mutation>) -> usize {
         let _engine = engine_lock();
         let _off = Off;
-        mutation::set(m);
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { mutation::set(m) };
         let mut f = 0;
         for write_skew in [false, true] {
             let cfg = WorkloadConfig {
@@ -662,7 +664,9 @@ mod mutation_evidence {
     fn crash_forbidden(m: Option<Mutation>) -> usize {
         let _engine = engine_lock();
         let _off = Off;
-        mutation::set(m);
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { mutation::set(m) };
         let txns = 120;
         let (start, end) = fence_span(txns);
         let mut f = 0;

@@ -998,7 +998,9 @@ fn validation_violations() -> usize {
 fn mutations_each_break_their_test() {
     use pisces::mutation::{self, Mutation};
     let run = |m: Option<Mutation>| {
-        mutation::set(m);
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { mutation::set(m) };
         let r = [
             olog_violations(),
             checkpoint_violations(),
@@ -1008,7 +1010,7 @@ fn mutations_each_break_their_test() {
             diff_violations(),
             fresh_violations(),
         ];
-        mutation::set(None);
+        mutation::clear();
         eprintln!(
             "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff, fresh] = {r:?}"
         );

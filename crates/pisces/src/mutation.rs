@@ -107,8 +107,18 @@ pub fn active(m: Mutation) -> bool {
     }
 }
 
-/// Activate one mutation, or none. Panics without the `mutation` feature.
-pub fn set(m: Option<Mutation>) {
+/// Activate mutation `m`, or none (`None`, the same as [`clear`]). Panics without the
+/// `mutation` feature when `m` is `Some`.
+///
+/// # Safety
+/// A mutation removes a step of an engine's protocol on purpose, so that a test can
+/// show the step matters. Without it the engine may let a reader use memory that is
+/// being freed or overwritten, or two threads write the same memory without order:
+/// undefined behaviour in the running program, not only a wrong result. Activate a
+/// mutation only in mutation tests, whose outcome is read as evidence about the
+/// protocol, never in a program whose data matters. Switch it while no pool is in
+/// use: the switch is process-wide and takes effect in the middle of a protocol step.
+pub unsafe fn set(m: Option<Mutation>) {
     #[cfg(feature = "mutation")]
     ACTIVE.store(
         m.map_or(0, |m| m as u8),
@@ -116,4 +126,10 @@ pub fn set(m: Option<Mutation>) {
     );
     #[cfg(not(feature = "mutation"))]
     assert!(m.is_none(), "built without the `mutation` feature");
+}
+
+/// Deactivate any mutation: every protocol step runs again.
+pub fn clear() {
+    // SAFETY: with no mutation active no protocol step is removed (see `set`).
+    unsafe { set(None) }
 }

@@ -66,11 +66,13 @@ fn the_freed_marker_is_needed() {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
-            crate::mutation::set(None);
+            crate::mutation::clear();
         }
     }
     let _reset = Reset;
-    crate::mutation::set(Some(crate::mutation::Mutation::FreedStaysLive));
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    unsafe { crate::mutation::set(Some(crate::mutation::Mutation::FreedStaysLive)) };
     assert!(!freed_object_is_refused(), "the mutation went unnoticed");
 }
 

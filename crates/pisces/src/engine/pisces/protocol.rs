@@ -180,11 +180,13 @@ mod loom_tests {
         struct Reset;
         impl Drop for Reset {
             fn drop(&mut self) {
-                crate::mutation::set(None);
+                crate::mutation::clear();
             }
         }
         let _reset = Reset;
-        crate::mutation::set(Some(crate::mutation::Mutation::InCriticalWait));
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { crate::mutation::set(Some(crate::mutation::Mutation::InCriticalWait)) };
         reader_committer_race();
     }
 

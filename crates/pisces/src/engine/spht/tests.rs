@@ -609,9 +609,11 @@ fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
 #[test]
 fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
     use crate::mutation::{self, Mutation};
-    mutation::set(Some(Mutation::SphtWait));
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    unsafe { mutation::set(Some(Mutation::SphtWait)) };
     let r = std::panic::catch_unwind(dependent_commit_crash);
-    mutation::set(None);
+    mutation::clear();
     let (x, y) = r.expect("the run itself failed");
     assert_eq!(
         (x, y),
@@ -686,9 +688,11 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
 #[cfg(feature = "mutation")]
 fn fails_under(m: crate::mutation::Mutation, test: fn()) -> bool {
     use crate::mutation;
-    mutation::set(Some(m));
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    unsafe { mutation::set(Some(m)) };
     let r = std::panic::catch_unwind(test);
-    mutation::set(None);
+    mutation::clear();
     r.is_err()
 }
 
