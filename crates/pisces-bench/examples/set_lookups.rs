@@ -9,8 +9,11 @@
 //! target/release/examples/set_lookups bare 1000 20000 tree-set /tmp
 //! ```
 //!
-//! Arguments: engine, keys, lookups, data set (`set`, the default, or `tree-set`),
-//! directory of the pool file (default `/dev/shm`). The preload and the setup are the
+//! Arguments: engine, keys, lookups, data set (`set`, the default, `tree-set`, or the
+//! fixed-size `hash` and `btree` data sets, which ignore KEYS), directory of the pool
+//! file (default `/dev/shm`). `UPDATE_PCT=20` in the environment makes that share of
+//! the transactions updates (drawn from their own seeded generator), for instruction
+//! profiles of the update path. The preload and the setup are the
 //! same in two runs with different lookup counts (same seed), so the difference of
 //! their totals divided by the difference of the counts is the cost of one lookup
 //! transaction, with the caches as the preload and the earlier lookups left them.
@@ -19,13 +22,13 @@ use pisces::{Config, EngineId, MediumKind, Pool};
 use pisces_bench::dataset::Sizes;
 use pisces_bench::registry::{self, DataKind};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: set_lookups ENGINE KEYS LOOKUPS [set|tree-set] [DIR]";
+    let usage = "usage: set_lookups ENGINE KEYS LOOKUPS [set|tree-set|hash|btree] [DIR]";
     let (Some(engine), Some(keys), Some(lookups)) = (
         args.first().and_then(|n| EngineId::from_name(n)),
         args.get(1).and_then(|s| s.parse::<usize>().ok()),
@@ -41,10 +44,22 @@ fn main() -> ExitCode {
     let kind = match args.get(3).map(String::as_str) {
         None | Some("set") => DataKind::Set(keys),
         Some("tree-set") => DataKind::TreeSet(keys),
+        Some("hash") => DataKind::Hash,
+        Some("btree") => DataKind::Tree,
         Some(_) => {
             eprintln!("{usage}");
             return ExitCode::from(2);
         }
+    };
+    let update_pct: u32 = match std::env::var("UPDATE_PCT") {
+        Err(_) => 0,
+        Ok(v) => match v.parse() {
+            Ok(p) if p <= 100 => p,
+            _ => {
+                eprintln!("UPDATE_PCT must be a percentage, not `{v}`");
+                return ExitCode::from(2);
+            }
+        },
     };
     let dir = PathBuf::from(args.get(4).map_or("/dev/shm", String::as_str));
     let dir = match tempfile::tempdir_in(&dir) {
@@ -69,8 +84,10 @@ fn main() -> ExitCode {
         pool.sync()?;
         let mut h = pool.handle()?;
         let mut rng = StdRng::seed_from_u64(7);
+        let mut pick = StdRng::seed_from_u64(11);
         for _ in 0..lookups {
-            data.op(0, &mut h, &mut rng, false)?;
+            let update = update_pct > 0 && pick.gen_range(0..100) < update_pct;
+            data.op(0, &mut h, &mut rng, update)?;
         }
         data.worker_done(0);
         Ok(lookups)
