@@ -9,9 +9,12 @@
 //! finds its key. A member found missing is reported as an error (so every lookup
 //! result is examined, and passed through [`black_box`] as well). Changed bytes of an
 //! update: 16 (the key removed and the key added; the placeholder byte is not counted).
+//!
+//! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
+//! set ([`crate::tree_set`]) is the same over a B+-tree.
 
 use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
-use pisces::{HashMap, Pool, ThreadHandle};
+use pisces::{HashMap, Pool, ThreadHandle, Tx};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::hint::black_box;
@@ -22,32 +25,77 @@ pub type Set = HashMap<u64, u8>;
 /// The placeholder value of every member.
 pub const MEMBER: u8 = 1;
 
-/// The hash-set data set (see the module docs).
-pub struct SetBench {
-    set: Set,
+/// A persistent map of `u64` keys to the placeholder byte, used as a set.
+pub trait SetContainer: Copy + Send + Sync + 'static {
+    /// The data set's name in errors (`set`, `tree-set`).
+    const NAME: &'static str;
+    /// An empty container.
+    fn create(tx: &mut Tx<'_>) -> pisces::Result<Self>;
+    /// Add `k` (with [`MEMBER`]).
+    fn add(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<()>;
+    /// Remove `k`; `None` if it was absent.
+    fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
+    /// The value stored under `k`.
+    fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
+    /// Every (key, value) pair.
+    fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>>;
+    /// The container's own structural check.
+    fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()>;
+}
+
+impl SetContainer for Set {
+    const NAME: &'static str = "set";
+    fn create(tx: &mut Tx<'_>) -> pisces::Result<Self> {
+        Set::new(tx)
+    }
+    fn add(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<()> {
+        self.insert(tx, k, MEMBER).map(|_| ())
+    }
+    fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+        self.remove(tx, &k)
+    }
+    fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+        Ok(self.get_ref(tx, &k)?.copied())
+    }
+    fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
+        let mut v = Vec::new();
+        self.for_each(tx, |k, m| {
+            v.push((*k, *m));
+            true
+        })?;
+        Ok(v)
+    }
+    fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()> {
+        self.check(tx).map(|_| ())
+    }
+}
+
+/// A set data set over the container `S` (see the module docs).
+pub struct MemberSetBench<S> {
+    set: S,
     members: Vec<u64>,
 }
+
+/// The hash-set data set.
+pub type SetBench = MemberSetBench<Set>;
 
 /// Pool bytes a set of `keys` keys needs, generously.
 pub fn pool_bytes(keys: usize) -> u64 {
     256 * keys as u64
 }
 
-impl SetBench {
+impl<S: SetContainer> MemberSetBench<S> {
     /// Create a set of `keys` keys on `pool` and preload it in batches.
     pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
         let members = sample_keys(keys, 2 * keys as u64, seed);
         let mut h = pool.handle()?;
-        let set = h.run(Set::new)?;
-        preload(&mut h, &members, |tx, k| {
-            set.insert(tx, k, MEMBER)?;
-            Ok(())
-        })?;
-        Ok(SetBench { set, members })
+        let set = h.run(S::create)?;
+        preload(&mut h, &members, |tx, k| set.add(tx, k))?;
+        Ok(MemberSetBench { set, members })
     }
 }
 
-impl DataSet for SetBench {
+impl<S: SetContainer> DataSet for MemberSetBench<S> {
     fn op(
         &self,
         _worker: usize,
@@ -64,71 +112,70 @@ impl DataSet for SetBench {
         let s = self.set;
         if update {
             h.run(|tx| {
-                s.remove(tx, &k)?.ok_or_else(|| missing_member("set", k))?;
-                s.insert(tx, k, MEMBER)?;
+                s.take(tx, k)?.ok_or_else(|| missing_member(S::NAME, k))?;
+                s.add(tx, k)?;
                 Ok(SET_UPDATE_BYTES)
             })
         } else {
-            let v = h.run(|tx| {
-                s.get_ref(tx, &k)?
-                    .copied()
-                    .ok_or_else(|| missing_member("set", k))
-            })?;
+            let v = h.run(|tx| s.find(tx, k)?.ok_or_else(|| missing_member(S::NAME, k)))?;
             black_box(v);
             Ok(0)
         }
     }
 }
 
+/// The data set's test on every engine of the build: the preload holds exactly the
+/// members, `ops` operations (every `every`-th an update) keep them and report their
+/// changed bytes, and a lookup of a member removed behind the data set's back is an
+/// error.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn check_member_set<S: SetContainer>(keys: usize, seed: u64, ops: usize, every: usize) {
     use crate::engines::Engine;
     use crate::testutil::file_pool;
     use rand::SeedableRng;
+    if !Engine::PMDK.in_build() {
+        println!("pmdk: skipped: pmdk not in this build");
+    }
+    for engine in Engine::available() {
+        let name = engine.name();
+        let (p, _dir) = file_pool(engine, 32 << 20, 2);
+        let sb = MemberSetBench::<S>::build(&p, keys, seed).unwrap();
+        let contents = |p: &Pool| {
+            let pairs = p.run(|tx| sb.set.pairs(tx)).unwrap();
+            assert!(pairs.iter().all(|&(_, m)| m == MEMBER), "{name}");
+            let mut v: Vec<u64> = pairs.into_iter().map(|(k, _)| k).collect();
+            v.sort_unstable();
+            v
+        };
+        let mut want = sb.members.clone();
+        want.sort_unstable();
+        assert_eq!(contents(&p), want, "{name}: preloaded members");
+        assert!(want.iter().all(|&k| k < 2 * keys as u64));
+        let mut h = p.handle().unwrap();
+        let mut rng = StdRng::seed_from_u64(seed + 1);
+        for i in 0..ops {
+            let update = i % every == 0;
+            let changed = sb.op(0, &mut h, &mut rng, update).unwrap();
+            assert_eq!(changed, if update { SET_UPDATE_BYTES } else { 0 });
+        }
+        drop(h);
+        assert_eq!(contents(&p), want, "{name}: updates keep the set");
+        p.run(|tx| sb.set.verify(tx)).unwrap();
+        // A lookup whose key is gone is an error: its result is examined.
+        p.run(|tx| sb.set.take(tx, sb.members[0]).map(|_| ()))
+            .unwrap();
+        let mut h = p.handle().unwrap();
+        let e = (0..100_000)
+            .find_map(|_| sb.op(0, &mut h, &mut rng, false).err())
+            .expect("the missing member was never looked up");
+        assert!(e.to_string().contains("is missing"), "{name}: {e}");
+    }
+}
 
+#[cfg(test)]
+mod tests {
     #[test]
     fn updates_keep_the_set_and_reads_examine_their_result() {
-        if !Engine::PMDK.in_build() {
-            println!("pmdk: skipped: pmdk not in this build");
-        }
-        for engine in Engine::available() {
-            let name = engine.name();
-            let (p, _dir) = file_pool(engine, 32 << 20, 2);
-            let sb = SetBench::build(&p, 1000, 5).unwrap();
-            let contents = |p: &Pool| {
-                let mut v = Vec::new();
-                p.run(|tx| {
-                    sb.set.for_each(tx, |k, m| {
-                        assert_eq!(*m, MEMBER);
-                        v.push(*k);
-                        true
-                    })
-                })
-                .unwrap();
-                v.sort_unstable();
-                v
-            };
-            let mut want = sb.members.clone();
-            want.sort_unstable();
-            assert_eq!(contents(&p), want, "{name}: preloaded members");
-            assert!(want.iter().all(|&k| k < 2000));
-            let mut h = p.handle().unwrap();
-            let mut rng = StdRng::seed_from_u64(1);
-            for i in 0..600 {
-                let changed = sb.op(0, &mut h, &mut rng, i % 2 == 0).unwrap();
-                assert_eq!(changed, if i % 2 == 0 { SET_UPDATE_BYTES } else { 0 });
-            }
-            drop(h);
-            assert_eq!(contents(&p), want, "{name}: updates keep the set");
-            // A lookup whose key is gone is an error: its result is examined.
-            p.run(|tx| sb.set.remove(tx, &sb.members[0]).map(|_| ()))
-                .unwrap();
-            let mut h = p.handle().unwrap();
-            let e = (0..100_000)
-                .find_map(|_| sb.op(0, &mut h, &mut rng, false).err())
-                .expect("the missing member was never looked up");
-            assert!(e.to_string().contains("is missing"), "{name}: {e}");
-        }
+        super::check_member_set::<super::Set>(1000, 5, 600, 2);
     }
 }

@@ -2,134 +2,56 @@
 //! `BTreeMap<u64, u8, 16>` used as a set of `N` keys (the value is a one-byte
 //! placeholder: the container has no zero-sized values).
 //!
-//! The `N` member keys are drawn from `0 .. 2N` (the peers use 1M keys drawn from 2M)
-//! and preloaded in a random order. Every operation picks one member uniformly: a read
-//! looks it up, an update removes it and adds it back in the same transaction, so the
-//! set keeps its size and every operation finds its key. A member found missing is
-//! reported as an error (so every lookup result is examined, and passed through
-//! [`black_box`] as well). Changed bytes of an update: 16 (the key removed and the key
-//! added; the placeholder byte is not counted).
+//! The `N` member keys are drawn from `0 .. 2N` (the peers use 1M keys drawn from 2M).
+//! The operations are those of the hash-set data set ([`crate::set`], whose
+//! [`MemberSetBench`] serves both): a read looks a member up, an update removes it and
+//! adds it back in one transaction; changed bytes of an update: 16.
 
-use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
-use pisces::{BTreeMap, Pool, ThreadHandle};
-use rand::rngs::StdRng;
-use rand::Rng;
-use std::hint::black_box;
+use crate::set::{MemberSetBench, SetContainer, MEMBER};
+use pisces::{BTreeMap, Tx};
 
 /// A B+-tree set of 8-byte keys, fanout 16.
 pub type TreeSet = BTreeMap<u64, u8, 16>;
 
-/// The placeholder value of every member.
-const MEMBER: u8 = 1;
+/// The B+-tree set data set.
+pub type TreeSetBench = MemberSetBench<TreeSet>;
 
-/// The B+-tree set data set (see the module docs).
-pub struct TreeSetBench {
-    set: TreeSet,
-    members: Vec<u64>,
-}
-
-/// Pool bytes a set of `keys` keys needs, generously.
+/// Pool bytes a tree set of `keys` keys needs, generously.
 pub fn pool_bytes(keys: usize) -> u64 {
     128 * keys as u64
 }
 
-impl TreeSetBench {
-    /// Create a set of `keys` keys on `pool` and preload it in batches.
-    pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
-        let members = sample_keys(keys, 2 * keys as u64, seed);
-        let mut h = pool.handle()?;
-        let set = h.run(TreeSet::create)?;
-        preload(&mut h, &members, |tx, k| {
-            set.insert(tx, k, MEMBER)?;
-            Ok(())
-        })?;
-        Ok(TreeSetBench { set, members })
+impl SetContainer for TreeSet {
+    const NAME: &'static str = "tree-set";
+    fn create(tx: &mut Tx<'_>) -> pisces::Result<Self> {
+        TreeSet::create(tx)
     }
-}
-
-impl DataSet for TreeSetBench {
-    fn op(
-        &self,
-        _worker: usize,
-        h: &mut ThreadHandle,
-        rng: &mut StdRng,
-        update: bool,
-    ) -> pisces::Result<u64> {
-        let Some(&k) = self
-            .members
-            .get(rng.gen_range(0..self.members.len().max(1)))
-        else {
-            return Ok(0);
-        };
-        let s = self.set;
-        if update {
-            h.run(|tx| {
-                s.remove(tx, &k)?
-                    .ok_or_else(|| missing_member("tree-set", k))?;
-                s.insert(tx, k, MEMBER)?;
-                Ok(SET_UPDATE_BYTES)
-            })
-        } else {
-            let v = h.run(|tx| {
-                s.get_ref(tx, &k)?
-                    .copied()
-                    .ok_or_else(|| missing_member("tree-set", k))
-            })?;
-            black_box(v);
-            Ok(0)
-        }
+    fn add(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<()> {
+        self.insert(tx, k, MEMBER).map(|_| ())
+    }
+    fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+        self.remove(tx, &k)
+    }
+    fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+        Ok(self.get_ref(tx, &k)?.copied())
+    }
+    fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
+        let mut v = Vec::new();
+        self.for_each(tx, |k, m| {
+            v.push((*k, *m));
+            true
+        })?;
+        Ok(v)
+    }
+    fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()> {
+        self.check(tx).map(|_| ())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::engines::Engine;
-    use crate::testutil::file_pool;
-    use rand::SeedableRng;
-
     #[test]
     fn updates_keep_the_tree_set_and_reads_examine_their_result() {
-        if !Engine::PMDK.in_build() {
-            println!("pmdk: skipped: pmdk not in this build");
-        }
-        for engine in Engine::available() {
-            let name = engine.name();
-            let (p, _dir) = file_pool(engine, 32 << 20, 2);
-            let tb = TreeSetBench::build(&p, 3000, 8).unwrap();
-            let contents = |p: &Pool| {
-                let mut v = Vec::new();
-                p.run(|tx| {
-                    tb.set.for_each(tx, |k, m| {
-                        assert_eq!(*m, MEMBER);
-                        v.push(*k);
-                        true
-                    })
-                })
-                .unwrap();
-                v
-            };
-            let mut want = tb.members.clone();
-            want.sort_unstable();
-            assert_eq!(contents(&p), want, "{name}: preloaded members");
-            assert!(want.iter().all(|&k| k < 6000));
-            let mut h = p.handle().unwrap();
-            let mut rng = StdRng::seed_from_u64(2);
-            for i in 0..900 {
-                let changed = tb.op(0, &mut h, &mut rng, i % 3 == 0).unwrap();
-                assert_eq!(changed, if i % 3 == 0 { SET_UPDATE_BYTES } else { 0 });
-            }
-            drop(h);
-            assert_eq!(contents(&p), want, "{name}: updates keep the set");
-            p.run(|tx| tb.set.check(tx).map(|_| ())).unwrap();
-            // A lookup whose key is gone is an error: its result is examined.
-            p.run(|tx| tb.set.remove(tx, &tb.members[0]).map(|_| ()))
-                .unwrap();
-            let mut h = p.handle().unwrap();
-            let e = (0..100_000)
-                .find_map(|_| tb.op(0, &mut h, &mut rng, false).err())
-                .expect("the missing member was never looked up");
-            assert!(e.to_string().contains("is missing"), "{name}: {e}");
-        }
+        crate::set::check_member_set::<super::TreeSet>(3000, 8, 900, 3);
     }
 }
