@@ -870,62 +870,48 @@ impl Env {
         let s = &self.s;
         let (read, write_a, write_b) = (&read, &write_a, &write_b);
         self.sessions(
-            |h| {
-                let (mut n, mut over) = (0, false);
-                let seen = h
-                    .run(|tx| {
-                        n += 1;
-                        if n == 1 {
-                            let seen = s.step(0, || read(tx))?;
-                            s.step(2, || write_a(tx, &seen))?;
-                            s.at(4);
-                            return Ok(seen);
-                        }
-                        if !over {
-                            over = true;
-                            s.at(4);
-                            s.done(4);
-                        }
-                        s.at(6);
-                        let seen = read(tx)?;
-                        write_a(tx, &seen)?;
-                        Ok(seen)
-                    })
-                    .unwrap();
-                if !over {
-                    s.done(4);
-                }
-                (seen, n)
-            },
-            |h| {
-                let (mut n, mut over) = (0, false);
-                let seen = h
-                    .run(|tx| {
-                        n += 1;
-                        if n == 1 {
-                            let seen = s.step(1, || read(tx))?;
-                            s.step(3, || write_b(tx, &seen))?;
-                            s.at(5);
-                            return Ok(seen);
-                        }
-                        if !over {
-                            over = true;
-                            s.at(5);
-                            s.done(5);
-                        }
-                        s.at(6);
-                        let seen = read(tx)?;
-                        write_b(tx, &seen)?;
-                        Ok(seen)
-                    })
-                    .unwrap();
-                if !over {
-                    s.done(5);
-                }
-                (seen, n)
-            },
+            |h| overlap_session(h, s, 0, read, write_a),
+            |h| overlap_session(h, s, 1, read, write_b),
         )
     }
+}
+
+/// One session of [`Env::overlap`], reading at step `first` and writing at `first + 2`
+/// in its first attempt, which ends (commits or conflicts) at step `first + 4`; a retry
+/// runs at step 6 once the other session's first attempt has ended.
+fn overlap_session<R>(
+    h: &mut pisces::ThreadHandle,
+    s: &Script,
+    first: usize,
+    read: &dyn Fn(&Tx<'_>) -> Result<R>,
+    write: &dyn Fn(&mut Tx<'_>, &R) -> Result<()>,
+) -> Committed<R> {
+    let end = first + 4;
+    let (mut n, mut over) = (0, false);
+    let seen = h
+        .run(|tx| {
+            n += 1;
+            if n == 1 {
+                let seen = s.step(first, || read(tx))?;
+                s.step(first + 2, || write(tx, &seen))?;
+                s.at(end);
+                return Ok(seen);
+            }
+            if !over {
+                over = true;
+                s.at(end);
+                s.done(end);
+            }
+            s.at(6);
+            let seen = read(tx)?;
+            write(tx, &seen)?;
+            Ok(seen)
+        })
+        .unwrap();
+    if !over {
+        s.done(end);
+    }
+    (seen, n)
 }
 
 /// G2-item, write skew, forbidden: both read x and y, A writes x, B writes y. One of
