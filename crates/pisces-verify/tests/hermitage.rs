@@ -802,20 +802,7 @@ fn g2_read_only_anomaly_is_allowed() {
                     .unwrap();
                 (seen, n)
             },
-            |h| {
-                h.run(|tx| {
-                    s.step(1, || -> Result<()> {
-                        let y = e.get(tx, Y)?;
-                        e.set(tx, Y, y + 5)
-                    })
-                })
-                .unwrap();
-                s.step(2, || ());
-                // T3, after T2 committed.
-                let seen = h.run(|tx| e.select(tx, |_| true)).unwrap();
-                s.step(3, || ());
-                seen
-            },
+            |h| e.g2_t2_then_t3(h),
         );
         assert_eq!(t1_seen, vec![(X, 10), (Y, 20)]);
         assert_eq!(t1_attempts, 1, "T1 commits on its first attempt");
@@ -825,6 +812,23 @@ fn g2_read_only_anomaly_is_allowed() {
 }
 
 impl Env {
+    /// The G2 read-only anomaly's second session: T2 adds 5 to y at step 1 and commits
+    /// (step 2); T3, after T2 committed, reads everything (step 3). Returns T3's read.
+    fn g2_t2_then_t3(&self, h: &mut pisces::ThreadHandle) -> Vec<(usize, u64)> {
+        let s = &self.s;
+        h.run(|tx| {
+            s.step(1, || -> Result<()> {
+                let y = self.get(tx, Y)?;
+                self.set(tx, Y, y + 5)
+            })
+        })
+        .unwrap();
+        s.step(2, || ());
+        let seen = h.run(|tx| self.select(tx, |_| true)).unwrap();
+        s.step(3, || ());
+        seen
+    }
+
     fn select_all_mod3(&self) -> Vec<(usize, u64)> {
         self.pool.run(|tx| self.select(tx, |v| v % 3 == 0)).unwrap()
     }
@@ -998,19 +1002,7 @@ fn serializable_g2_read_only_anomaly_is_forbidden() {
                     .unwrap();
                 (seen, n)
             },
-            |h| {
-                h.run(|tx| {
-                    s.step(1, || -> Result<()> {
-                        let y = e.get(tx, Y)?;
-                        e.set(tx, Y, y + 5)
-                    })
-                })
-                .unwrap();
-                s.step(2, || ());
-                let seen = h.run(|tx| e.select(tx, |_| true)).unwrap();
-                s.step(3, || ());
-                seen
-            },
+            |h| e.g2_t2_then_t3(h),
         );
         assert_eq!(t3_seen, vec![(X, 10), (Y, 25)]);
         assert!(t1_attempts >= 2, "T1 committed on its stale read of y");
