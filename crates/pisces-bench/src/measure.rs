@@ -78,6 +78,9 @@ pub struct Outcome {
     pub counters: Counters,
     /// Bytes the program changed (declared by the workload per update).
     pub changed_bytes: u64,
+    /// Reads of the committed read-only transactions that took the copy path
+    /// ([`pisces::TxStats::ro_locked_reads`]).
+    pub ro_locked_reads: u64,
 }
 
 fn histogram() -> Result<Histogram<u64>, String> {
@@ -138,6 +141,7 @@ struct WorkerOut {
     upd: Histogram<u64>,
     counters: Counters,
     changed_bytes: u64,
+    ro_locked_reads: u64,
 }
 
 /// What a worker's loop measured, before the engine's own counts are added.
@@ -241,6 +245,7 @@ fn lib_worker(
         upd: t.upd,
         counters: counters::snapshot() - t.before,
         changed_bytes: t.changed_bytes,
+        ro_locked_reads: stats.ro_locked_reads,
     })
 }
 
@@ -266,6 +271,7 @@ fn peer_worker(
         upd: t.upd,
         counters: counters::snapshot() - t.before,
         changed_bytes: t.changed_bytes,
+        ro_locked_reads: 0,
     })
 }
 
@@ -453,6 +459,7 @@ fn measure_at(
         upd: histogram()?,
         counters: Counters::default(),
         changed_bytes: 0,
+        ro_locked_reads: 0,
     };
     for w in outs {
         let w = w?;
@@ -464,6 +471,7 @@ fn measure_at(
         o.upd.add(&w.upd).map_err(|e| e.to_string())?;
         o.counters.add(w.counters);
         o.changed_bytes += w.changed_bytes;
+        o.ro_locked_reads += w.ro_locked_reads;
     }
     o.counters.add(at_close);
     Ok(o)

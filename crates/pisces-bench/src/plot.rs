@@ -414,6 +414,7 @@ mod tests {
             flushes_per_tx: 1.0,
             fences_per_tx: 1.0,
             write_amp: 3.0,
+            ro_locked_reads_per_ro_tx: 0.0,
             user_abort_rate: 0.0,
         }
     }

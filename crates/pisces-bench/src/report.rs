@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 /// The CSV header (its columns are fixed: scripts read them by name).
 pub const CSV_HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
-abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp";
+abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp,\
+ro_locked_reads_per_ro_tx";
 
 /// One run of one configuration. Metrics that do not apply (no update transactions, so
 /// no update latency and no write amplification) are NaN, written `NaN` in the CSV.
@@ -46,6 +47,10 @@ pub struct Row {
     /// including what the engine writes back when the pool closes) / bytes the program
     /// changed ([`pisces::medium::counters::Counters::bytes_durable`]).
     pub write_amp: f64,
+    /// Reads that took the copy path (met another writer's lock) per committed
+    /// read-only transaction ([`pisces::TxStats::ro_locked_reads`]; 0 on engines
+    /// that do not count them, NaN without read-only transactions).
+    pub ro_locked_reads_per_ro_tx: f64,
     /// Fraction of the completed transactions the workload rolled back on purpose
     /// (TPC-C's invalid-item new-orders; 0 elsewhere). Not a CSV column: shown under
     /// the TPC-C throughput table.
@@ -92,6 +97,7 @@ impl Row {
             flushes_per_tx: seen(ratio(c.lines_flushed, o.commits)),
             fences_per_tx: seen(ratio(c.fences, o.commits)),
             write_amp: seen(ratio(c.bytes_durable(), o.changed_bytes)),
+            ro_locked_reads_per_ro_tx: ratio(o.ro_locked_reads, o.ro.len()),
             user_abort_rate: ratio(o.user_aborts, o.commits),
         }
     }
@@ -99,7 +105,7 @@ impl Row {
     /// The CSV line (no newline), columns as [`CSV_HEADER`].
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.engine,
             self.workload,
             self.threads,
@@ -115,6 +121,7 @@ impl Row {
             num(self.flushes_per_tx, 3),
             num(self.fences_per_tx, 3),
             num(self.write_amp, 3),
+            num(self.ro_locked_reads_per_ro_tx, 4),
         )
     }
 }
@@ -319,6 +326,7 @@ pub(crate) fn test_row(
         flushes_per_tx: 0.0,
         fences_per_tx: 0.0,
         write_amp: f64::NAN,
+        ro_locked_reads_per_ro_tx: 0.0,
         user_abort_rate: 0.0,
     }
 }
@@ -342,7 +350,7 @@ mod tests {
         assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count());
         assert_eq!(
             line,
-            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN"
+            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN,0.0000"
         );
         for f in line.split(',').skip(2) {
             f.parse::<f64>().unwrap();

@@ -269,6 +269,7 @@ fn latency_table_of(res: &Results, w: &str, what: &str) -> String {
             "upd p50",
             "upd p99",
             "Mops/s",
+            "locked/ro",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -295,12 +296,15 @@ fn latency_table_of(res: &Results, w: &str, what: &str) -> String {
                 ns(m(k, |r| r.upd_p50_ns)),
                 ns(m(k, |r| r.upd_p99_ns)),
                 mops(m(k, |r| r.ops_per_sec)),
+                format!("{:.4}", m(k, |r| r.ro_locked_reads_per_ro_tx)),
             ]);
         }
     }
     format!(
         "{w}: transaction latency (ns, median over runs) vs emulated NVM write latency \
-         per flushed line; hash table, {what}\n{}\n",
+         per flushed line; hash table, {what}; locked/ro: reads per read-only transaction \
+         that met a writer's lock and took the copy path (counted by pisces only; \
+         readers never wait)\n{}\n",
         t.render()
     )
 }

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 const HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
-abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp";
+abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp,\
+ro_locked_reads_per_ro_tx";
 
 struct Run {
     pid: u32,
@@ -134,6 +135,10 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
         let a = row.f("abort_rate");
         assert!((0.0..=1.0).contains(&a));
         assert!(row.f("ro_p50_ns") > 0.0 && row.f("ro_p99_ns") >= row.f("ro_p50_ns"));
+        if row.s("engine") != "pisces" || row.f("update_pct") == 0.0 {
+            // Only pisces counts copy-path reads, and without writers there are none.
+            assert_eq!(row.f("ro_locked_reads_per_ro_tx"), 0.0);
+        }
         if row.f("update_pct") == 0.0 {
             // No update transactions: no update latency, no write amplification, and
             // read-only transactions persist nothing.
@@ -213,6 +218,10 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     for r in rows.iter().filter(|r| r.s("workload") == "latency-split") {
         assert_eq!((r.f("update_pct"), r.f("threads")), (100.0, 2.0));
         assert!(r.f("ro_p50_ns") > 0.0 && r.f("upd_p50_ns") > 0.0);
+        // Copy-path reads: a count per read-only transaction, well below one lookup's
+        // few reads.
+        let locked = r.f("ro_locked_reads_per_ro_tx");
+        assert!((0.0..3.0).contains(&locked), "{locked}");
     }
     let lat: Vec<&Row> = rows
         .iter()

@@ -611,10 +611,15 @@ impl Pool {
     /// ```
     pub fn handle(&self) -> Result<ThreadHandle> {
         let state = self.checkout(false)?;
+        // The thread state counts from its creation; the handle's stats from here.
+        let stats = TxStats {
+            ro_locked_reads: state.1.ro_locked_reads(),
+            ..TxStats::default()
+        };
         Ok(ThreadHandle {
             pool: self.clone(),
             state: Some(state),
-            stats: TxStats::default(),
+            stats,
         })
     }
 
@@ -878,7 +883,12 @@ impl ThreadHandle {
     /// assert_eq!(h.stats().commits, 1);
     /// ```
     pub fn stats(&self) -> TxStats {
-        self.stats
+        let now = self.state.as_ref().map_or(0, |s| s.1.ro_locked_reads());
+        TxStats {
+            // `self.stats` holds the state's count when the handle was made.
+            ro_locked_reads: now.wrapping_sub(self.stats.ro_locked_reads),
+            ..self.stats
+        }
     }
 
     /// The pool.

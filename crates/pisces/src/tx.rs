@@ -436,6 +436,11 @@ pub struct TxStats {
     pub conflicts: u64,
     /// Transactions that ended in an error (user abort or other).
     pub failed: u64,
+    /// Reads in the committed read-only transactions that met an object still locked
+    /// by another writer (not yet committed, or committed but not yet written back),
+    /// so the reader chose between that writer's copy and home: the copy path. Readers
+    /// never wait for the writer. Counted by the `pisces` engine; 0 elsewhere.
+    pub ro_locked_reads: u64,
 }
 
 /// The retry loop behind `Pool::run` and `ThreadHandle::run`.

@@ -202,6 +202,13 @@ pub(crate) trait EngineThread: Send + 'static {
     /// Pointer to the version of the object at `off` (payload offset, `len` bytes) this
     /// transaction must see. Err(Conflict) if the engine must abort.
     fn read(&self, off: u64, len: usize) -> Result<*const u8>;
+    /// Reads in transactions that committed read-only which met an object locked by
+    /// another writer, since this state was made (Pisces' copy path: the reader chose
+    /// between the writer's copy and home without waiting). 0 for engines that do not
+    /// count them.
+    fn ro_locked_reads(&self) -> u64 {
+        0
+    }
     /// The fast path of `read` for the attempt `begin` just started (see
     /// [`kit::objects::FastReads`]), or `None` if every read must go to `read`.
     fn fast_reads(&self) -> Option<kit::objects::FastReads> {

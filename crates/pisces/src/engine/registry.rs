@@ -140,6 +140,9 @@ macro_rules! engines {
             pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
             }
+            pub(crate) fn ro_locked_reads(&self) -> u64 {
+                match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
+            }
             #[inline]
             pub(crate) fn fast_reads(&self) -> Option<crate::engine::kit::objects::FastReads> {
                 match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }

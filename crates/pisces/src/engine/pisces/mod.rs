@@ -33,6 +33,8 @@ pub mod thread;
 
 #[cfg(test)]
 mod live_tests;
+#[cfg(test)]
+mod locked_read_tests;
 
 use crate::engine::kit::replay;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};

@@ -55,6 +55,12 @@ pub struct PiscesThread {
     /// Conflict retries spent on reclaiming space for this transaction.
     oos_rounds: u32,
     durable_watermark: u64,
+    /// Reads of this attempt that met an object locked by another writer (the copy
+    /// path: the reader chose between that writer's copy and home).
+    attempt_locked_reads: std::cell::Cell<u64>,
+    /// Of those, the ones in attempts that committed read-only, since the state was
+    /// made ([`EngineThread::ro_locked_reads`]).
+    ro_locked_reads: u64,
 }
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
@@ -78,6 +84,8 @@ impl PiscesThread {
             record: RecordBuilder::default(),
             help_hint: None,
             oos_help: false,
+            attempt_locked_reads: std::cell::Cell::new(0),
+            ro_locked_reads: 0,
             oos_rounds: 0,
             durable_watermark: 0,
         }
@@ -476,6 +484,7 @@ impl EngineThread for PiscesThread {
         }
         // `attempt` is None here: a swap moves the kept attempt in without a drop call.
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        self.attempt_locked_reads.set(0);
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
@@ -499,11 +508,20 @@ impl EngineThread for PiscesThread {
         // `lock`); both outlive this transaction by the grace period.
         unsafe {
             let w = (*c).writer;
-            if w == self.record_ptr() || (*w).visible_to(self.start_ts) {
+            if w == self.record_ptr() {
+                return Ok(CopyHdr::data(c));
+            }
+            self.attempt_locked_reads
+                .set(self.attempt_locked_reads.get() + 1);
+            if (*w).visible_to(self.start_ts) {
                 return Ok(CopyHdr::data(c));
             }
         }
         Ok(home)
+    }
+
+    fn ro_locked_reads(&self) -> u64 {
+        self.ro_locked_reads
     }
 
     fn fast_reads(&self) -> Option<FastReads> {
@@ -569,6 +587,7 @@ impl EngineThread for PiscesThread {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.sh.slots[self.slot].clock.finish();
+            self.ro_locked_reads += self.attempt_locked_reads.get();
             // `idle_attempt` is None while a transaction runs (`begin` moved it out).
             std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
             return Ok(crate::engine::DurableToken::DURABLE);

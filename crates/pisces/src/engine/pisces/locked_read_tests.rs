@@ -1,0 +1,80 @@
+//! The count of copy-path reads (`TxStats::ro_locked_reads`): a read-only transaction
+//! that meets another writer's lock counts it, and nothing else does.
+
+use crate::{Config, PPtr, Pool, TxOptions};
+
+fn pool(dir: &tempfile::TempDir) -> Pool {
+    Pool::create(
+        dir.path().join("locked.pool"),
+        Config {
+            size: 16 << 20,
+            max_threads: 3,
+            ..Config::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn read_only_reads_of_a_locked_object_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir);
+    let mut setup = pool.handle().unwrap();
+    let (x, y) = setup
+        .run(|tx| Ok((tx.alloc(1u64)?, tx.alloc(2u64)?)))
+        .unwrap();
+    // A committed writer's objects stay locked (pointing at its copy) until its
+    // write-back, which group commit defers; the handle writes back when dropped.
+    drop(setup);
+    let mut reader = pool.handle().unwrap();
+    // Unlocked objects: the home path, not counted.
+    let v = reader.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+    assert_eq!(v, 3);
+    assert_eq!(reader.stats().ro_locked_reads, 0);
+    let mut writer = pool.handle().unwrap();
+    let mut wtx = writer.begin(TxOptions::default()).unwrap();
+    *wtx.write(x).unwrap() = 10;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A read-only transaction meets the writer's lock on `x` and reads home.
+            let v = reader.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+            assert_eq!(v, 3, "the uncommitted write is not visible");
+            assert_eq!(reader.stats().ro_locked_reads, 1);
+            // An update transaction's reads of it are not counted (it conflicts on
+            // its own write of `y` only if it writes `x`; it writes `y`).
+            reader
+                .run(|tx| {
+                    let a = *tx.read(x)?;
+                    *tx.write(y)? = a;
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(reader.stats().ro_locked_reads, 1);
+        });
+    });
+    wtx.commit().unwrap();
+    // A handle's count starts at its creation, although the thread state is reused.
+    drop(reader);
+    let fresh = pool.handle().unwrap();
+    assert_eq!(fresh.stats().ro_locked_reads, 0);
+    let got: (u64, u64) = pool.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?))).unwrap();
+    assert_eq!(got, (10, 1));
+}
+
+#[test]
+fn other_engines_count_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(
+        dir.path().join("undo.pool"),
+        Config {
+            size: 16 << 20,
+            engine: Some(crate::EngineId::Undo),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let x: PPtr<u64> = pool.run(|tx| tx.alloc(1u64)).unwrap();
+    let mut h = pool.handle().unwrap();
+    h.run(|tx| Ok(*tx.read(x)?)).unwrap();
+    assert_eq!(h.stats().ro_locked_reads, 0);
+}
