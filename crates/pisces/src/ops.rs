@@ -42,7 +42,7 @@
 use crate::tx::{Isolation, Tx, TxOptions};
 use crate::{Error, Pool, Result, ThreadHandle};
 use bytemuck::Pod;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 /// An operation as the engine calls it: the transaction and the argument bytes.
@@ -55,15 +55,17 @@ struct Registered {
 }
 
 /// A registry of operations (cheap to clone: clones share one registry).
+///
+/// A `BTreeMap`: a program registers a handful of operations, and finding one among
+/// them by comparisons is cheaper than hashing the id on every `run_op`.
 #[derive(Clone, Default)]
 pub struct Operations {
-    map: Arc<RwLock<HashMap<u32, Registered>>>,
+    map: Arc<RwLock<BTreeMap<u32, Registered>>>,
 }
 
 impl std::fmt::Debug for Operations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut ids: Vec<u32> = self.read().keys().copied().collect();
-        ids.sort_unstable();
+        let ids: Vec<u32> = self.read().keys().copied().collect();
         f.debug_struct("Operations").field("ids", &ids).finish()
     }
 }
@@ -74,7 +76,7 @@ impl Operations {
         Operations::default()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u32, Registered>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<u32, Registered>> {
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -207,10 +209,10 @@ impl Pool {
     /// [`Pool::run_op`] with transaction options.
     pub fn run_op_with<A: Pod>(&self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
         let f = self.ops().checked::<A>(id)?;
-        let bytes = bytemuck::bytes_of(args).to_vec();
+        let bytes = bytemuck::bytes_of(args);
         self.transaction(op_options(self, opts), |tx| {
-            tx.set_operation(id, &bytes);
-            f(tx, &bytes)
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
         })
     }
 }
@@ -225,10 +227,10 @@ impl ThreadHandle {
     pub fn run_op_with<A: Pod>(&mut self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
         let f = self.pool().ops().checked::<A>(id)?;
         let opts = op_options(self.pool(), opts);
-        let bytes = bytemuck::bytes_of(args).to_vec();
+        let bytes = bytemuck::bytes_of(args);
         self.transaction(opts, |tx| {
-            tx.set_operation(id, &bytes);
-            f(tx, &bytes)
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
         })
     }
 }
