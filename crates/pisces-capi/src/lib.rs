@@ -238,6 +238,7 @@ fn pisces_config_default() -> pisces_config {
     }
 }
 
+#[inline(always)]
 unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> {
     let o = if o.is_null() {
         pisces_tx_options::default()
@@ -277,9 +278,19 @@ unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, F
         .ok_or_else(|| Fail::new(PISCES_EINVAL, "the handle is NULL"))
 }
 
-unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
-    p.as_mut()
-        .ok_or_else(|| Fail::new(PISCES_EINVAL, format!("{what} is NULL")))
+#[inline(always)]
+unsafe fn out_ptr<'a, T>(p: *mut T, what: &'static str) -> Result<&'a mut T, Fail> {
+    match p.as_mut() {
+        Some(r) => Ok(r),
+        None => Err(null_arg(what)),
+    }
+}
+
+/// The failure of a NULL argument (off the fast path).
+#[cold]
+#[inline(never)]
+fn null_arg(what: &str) -> Fail {
+    Fail::new(PISCES_EINVAL, format!("{what} is NULL"))
 }
 
 /// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
