@@ -15,6 +15,8 @@
  */
 #include "pisces.h"
 
+/* One operation's arguments and results; the Rust side fills in `map` and `key` and
+ * reads the results (its `OpCtx` has the same layout). */
 struct op_ctx {
     pisces_hmap map;
     uint64_t key;
@@ -57,16 +59,13 @@ static int lookup_tx(pisces_tx tx, void *p) {
 }
 
 /*
- * One operation on `map` through handle `h`: an update if `update`, else a lookup.
- * Returns the pisces_run code; on success `*changed` = bytes changed (8 for a remove,
- * 72 for an insert, 0 for a lookup) and `*seen` = the last byte of the value looked up
- * (0 when absent).
+ * One operation through handle `h` on `c->map` and `c->key`: an update if `update`,
+ * else a lookup. Returns the pisces_run code; on success `c->changed` = bytes changed
+ * (8 for a remove, 72 for an insert, 0 for a lookup) and `c->seen` = the last byte of
+ * the value looked up (0 when absent).
  */
-int pisces_bench_hash_op(pisces_handle *h, pisces_hmap map, uint64_t key, int update,
-                         uint64_t *changed, unsigned char *seen) {
-    struct op_ctx c = {map, key, 0, 0};
-    int rc = pisces_run(h, update ? update_tx : lookup_tx, &c);
-    *changed = c.changed;
-    *seen = c.seen;
-    return rc;
+int pisces_bench_hash_op(pisces_handle *h, struct op_ctx *c, int update) {
+    c->changed = 0;
+    c->seen = 0;
+    return pisces_run(h, update ? update_tx : lookup_tx, c);
 }

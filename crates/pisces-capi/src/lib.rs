@@ -720,7 +720,7 @@ pub unsafe extern "C" fn pisces_run(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    pisces_run_with(h, std::ptr::null(), f, ctx)
+    run_entry::<false>(h, std::ptr::null(), f, ctx)
 }
 
 /// Run `fn(tx, ctx)` as one transaction, retrying it on conflicts, and return when it
@@ -739,18 +739,37 @@ pub unsafe extern "C" fn pisces_run_with(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
+    run_entry::<true>(h, opts, f, ctx)
+}
+
+/// The body of `pisces_run` (`WITH_OPTS` false: no options, so their decoding folds
+/// away) and `pisces_run_with`, inlined into each; the two instances have distinct
+/// closures (panic barrier, transaction body), so each of those has a single caller and
+/// is inlined whole instead of being called from both.
+#[inline(always)]
+unsafe fn run_entry<const WITH_OPTS: bool>(
+    h: *mut pisces_handle,
+    opts: *const pisces_tx_options,
+    f: pisces_tx_fn,
+    ctx: *mut c_void,
+) -> c_int {
     entry(move || {
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
-        let opts = to_tx_options(opts)?;
+        let opts = if WITH_OPTS {
+            to_tx_options(opts)?
+        } else {
+            TxOptions::default()
+        };
         // In place (no move of the thread state): see `idle_th`. The library refuses a
         // nested transaction of the pool (`PISCES_ENESTED`).
         let th = idle_th(hr)?;
-        run_callback(hr, h, th, opts, f, ctx)
+        run_callback::<WITH_OPTS>(hr, h, th, opts, f, ctx)
     })
 }
 
-unsafe fn run_callback(
+#[inline(always)]
+unsafe fn run_callback<const WITH_OPTS: bool>(
     hr: &pisces_handle,
     h: *mut pisces_handle,
     th: &mut ThreadHandle,
