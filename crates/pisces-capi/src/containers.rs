@@ -51,6 +51,8 @@ pub extern "C" fn pisces_value_size_supported(value_size: usize) -> c_int {
     std::panic::catch_unwind(|| c_int::from(PISCES_VALUE_SIZES.contains(&value_size))).unwrap_or(0)
 }
 
+#[cold]
+#[inline(never)]
 fn bad_size(n: u64) -> Fail {
     Fail::new(
         PISCES_EVALUESIZE,

@@ -273,9 +273,12 @@ unsafe fn pool_ref<'a>(p: *const pisces_pool) -> Result<&'a pisces_pool, Fail> {
         .ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
 }
 
+#[inline(always)]
 unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, Fail> {
-    h.as_ref()
-        .ok_or_else(|| Fail::new(PISCES_EINVAL, "the handle is NULL"))
+    match h.as_ref() {
+        Some(h) => Ok(h),
+        None => Err(null_arg("the handle")),
+    }
 }
 
 #[inline(always)]
@@ -308,12 +311,19 @@ fn not_in_tx(pool: &Pool) -> Result<(), Fail> {
 unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
     let h = handle_ref(tx.handle)?;
     if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
-        return Err(Fail::new(
-            PISCES_ESTALE,
-            "the transaction has ended (pisces_tx used after commit, abort or the end of its callback)",
-        ));
+        return Err(stale());
     }
     Ok(h)
+}
+
+/// The failure of a `pisces_tx` whose transaction has ended (off the fast path).
+#[cold]
+#[inline(never)]
+fn stale() -> Fail {
+    Fail::new(
+        PISCES_ESTALE,
+        "the transaction has ended (pisces_tx used after commit, abort or the end of its callback)",
+    )
 }
 
 /// Run `f` with shared access to the running transaction `tx`.
