@@ -9,9 +9,9 @@
 //! operation is then either [`HashBench`]'s own (`via_c == false`) or one call of
 //! `pisces_bench_hash_op` (`c/capi_hash.c`, compiled by the crate's build script),
 //! which runs the operation as one `pisces_run` transaction whose C callback calls
-//! `pisces_hmap_remove` / `pisces_hmap_insert` / `pisces_hmap_get`. The key is drawn in
-//! Rust by the same generator either way, and the harness times each call the same
-//! way.
+//! `pisces_hmap_remove` / `pisces_hmap_insert` / `pisces_hmap_find` (the value in
+//! place, as the Rust side's `get_ref`). The key is drawn in Rust by the same generator
+//! either way, and the harness times each call the same way.
 //!
 //! Both variants hold the same thread slots (per worker a Rust handle and a C handle,
 //! one of the two idle), so the engine runs with the same pool configuration; the
