@@ -978,3 +978,20 @@ fn set_explicit(h: &pisces_handle) -> u64 {
     h.mode.set(Mode::Explicit);
     g
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pisces_run` uses `TxOptions::default()` directly (folded in at compile time);
+    /// `pisces_run_with` decodes its options: NULL must mean exactly those defaults.
+    #[test]
+    fn null_options_are_the_default_options() {
+        // SAFETY: NULL is a valid argument (it means the defaults).
+        let o = unsafe { to_tx_options(std::ptr::null()) }.unwrap();
+        assert_eq!(o, TxOptions::default());
+        // SAFETY: a valid pointer to all-zero options.
+        let z = unsafe { to_tx_options(&pisces_tx_options::default()) }.unwrap();
+        assert_eq!(z, TxOptions::default());
+    }
+}
