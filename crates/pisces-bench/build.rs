@@ -12,6 +12,9 @@ fn main() {
         .include("../pisces-capi/include")
         .flag_if_supported("-std=c11")
         .flag_if_supported("-Wextra")
+        // As a C program is built for production (the release profile's debug info
+        // would otherwise keep a frame pointer in every C function).
+        .force_frame_pointer(false)
         .warnings_into_errors(true)
         .compile("pisces_bench_capi");
 }

@@ -9,9 +9,9 @@
 //! operation is then either [`HashBench`]'s own (`via_c == false`) or one call of
 //! `pisces_bench_hash_op` (`c/capi_hash.c`, compiled by the crate's build script),
 //! which runs the operation as one `pisces_run` transaction whose C callback calls
-//! `pisces_hmap_remove` / `pisces_hmap_insert` / `pisces_hmap_get`. The key is drawn in
-//! Rust by the same generator either way, and the harness times each call the same
-//! way.
+//! `pisces_hmap_remove` / `pisces_hmap_insert` / `pisces_hmap_find` (the value in
+//! place, as the Rust side's `get_ref`). The key is drawn in Rust by the same generator
+//! either way, and the harness times each call the same way.
 //!
 //! Both variants hold the same thread slots (per worker a Rust handle and a C handle,
 //! one of the two idle), so the engine runs with the same pool configuration; the
@@ -32,18 +32,22 @@ use std::ffi::{c_int, c_void, CStr};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+/// `struct op_ctx` of `c/capi_hash.c`: one operation's arguments and results.
+#[repr(C)]
+struct OpCtx {
+    map: pisces_hmap,
+    key: u64,
+    /// Bytes the operation changed.
+    changed: u64,
+    /// The last byte of the value looked up (0 when absent).
+    seen: u8,
+}
+
 extern "C" {
-    /// `c/capi_hash.c`: one update (`update != 0`) or lookup of `key` in `map` as one
-    /// `pisces_run` transaction on `h` (a `pisces_handle *`, opaque to C); returns its
-    /// code.
-    fn pisces_bench_hash_op(
-        h: *mut c_void,
-        map: pisces_hmap,
-        key: u64,
-        update: c_int,
-        changed: *mut u64,
-        seen: *mut u8,
-    ) -> c_int;
+    /// `c/capi_hash.c`: one update (`update != 0`) or lookup of `c.key` in `c.map` as
+    /// one `pisces_run` transaction on `h` (a `pisces_handle *`, opaque to C); returns
+    /// its code and fills in `c.changed` and `c.seen`.
+    fn pisces_bench_hash_op(h: *mut c_void, c: *mut OpCtx, update: c_int) -> c_int;
 }
 
 /// The hash table driven through the C interface or from Rust (see the module docs).
@@ -128,25 +132,20 @@ impl DataSet for CapiHashBench {
                 "capi: worker {worker} has no C handle"
             )));
         }
-        let (mut changed, mut seen) = (0u64, 0u8);
-        // SAFETY: `ch` is worker `worker`'s open C handle, used by this thread only
-        // (the harness runs each worker index on one thread); the out-pointers are
-        // valid locals.
-        let rc = unsafe {
-            pisces_bench_hash_op(
-                ch.cast(),
-                self.map,
-                k,
-                c_int::from(update),
-                &mut changed,
-                &mut seen,
-            )
+        let mut c = OpCtx {
+            map: self.map,
+            key: k,
+            changed: 0,
+            seen: 0,
         };
+        // SAFETY: `ch` is worker `worker`'s open C handle, used by this thread only
+        // (the harness runs each worker index on one thread); `c` is a valid local.
+        let rc = unsafe { pisces_bench_hash_op(ch.cast(), &mut c, c_int::from(update)) };
         if rc != PISCES_OK {
             return Err(c_error("pisces_run", rc));
         }
-        black_box(seen);
-        Ok(changed)
+        black_box(c.seen);
+        Ok(c.changed)
     }
 
     fn worker_done(&self, worker: usize) -> Option<TxStats> {

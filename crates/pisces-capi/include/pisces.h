@@ -353,6 +353,14 @@ int pisces_hmap_insert(struct pisces_tx tx,
 // NULL) if present, else `*found` = 0 (not an error).
 int pisces_hmap_get(struct pisces_tx tx, struct pisces_hmap m, uint64_t key, void *out, int *found);
 
+// Look `key` up without copying: `*value` = a pointer to its `value_size` bytes in
+// this transaction's snapshot, or NULL if the key is absent (not an error).
+//
+// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
+// `pisces_put`, `pisces_alloc`, `pisces_free` or container update of the same
+// transaction, or its end; read only.
+int pisces_hmap_find(struct pisces_tx tx, struct pisces_hmap m, uint64_t key, const void **value);
+
 // Remove `key`: `*found` (may be NULL) = 1 and the old value copied to `old` (may be
 // NULL) if it was present.
 int pisces_hmap_remove(struct pisces_tx tx,

@@ -51,6 +51,8 @@ pub extern "C" fn pisces_value_size_supported(value_size: usize) -> c_int {
     std::panic::catch_unwind(|| c_int::from(PISCES_VALUE_SIZES.contains(&value_size))).unwrap_or(0)
 }
 
+#[cold]
+#[inline(never)]
 fn bad_size(n: u64) -> Fail {
     Fail::new(
         PISCES_EVALUESIZE,
@@ -244,6 +246,37 @@ pub unsafe extern "C" fn pisces_hmap_get(
     found: *mut c_int,
 ) -> c_int {
     entry_by_size!(m.value_size, hmap_get_n(tx, m.header, key, out, found))
+}
+
+unsafe fn hmap_find_n<const N: usize>(
+    tx: pisces_tx,
+    m: u64,
+    key: u64,
+    value: *mut *const c_void,
+) -> Result<(), Fail> {
+    let value = crate::out_ptr(value, "value")?;
+    *value = with_tx_ref(tx, |t| {
+        Ok(hm::<N>(m)
+            .get_ref(t, &key)?
+            .map_or(std::ptr::null(), |v| v.as_ptr().cast()))
+    })?;
+    Ok(())
+}
+
+/// Look `key` up without copying: `*value` = a pointer to its `value_size` bytes in
+/// this transaction's snapshot, or NULL if the key is absent (not an error).
+///
+/// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
+/// `pisces_put`, `pisces_alloc`, `pisces_free` or container update of the same
+/// transaction, or its end; read only.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_hmap_find(
+    tx: pisces_tx,
+    m: pisces_hmap,
+    key: u64,
+    value: *mut *const c_void,
+) -> c_int {
+    entry_by_size!(m.value_size, hmap_find_n(tx, m.header, key, value))
 }
 
 unsafe fn hmap_remove_n<const N: usize>(

@@ -61,12 +61,19 @@ pub(crate) fn thread_mark() -> usize {
 #[inline]
 pub(crate) fn check_thread(h: &pisces_handle) -> Result<(), Fail> {
     if h.began_on.get() != thread_mark() {
-        return Err(Fail::new(
-            PISCES_EINVAL,
-            "an explicit transaction is used only on the thread that began it",
-        ));
+        return Err(other_thread());
     }
     Ok(())
+}
+
+/// The failure of an explicit transaction used on another thread (off the fast path).
+#[cold]
+#[inline(never)]
+fn other_thread() -> Fail {
+    Fail::new(
+        PISCES_EINVAL,
+        "an explicit transaction is used only on the thread that began it",
+    )
 }
 
 /// Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.

@@ -238,6 +238,7 @@ fn pisces_config_default() -> pisces_config {
     }
 }
 
+#[inline(always)]
 unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> {
     let o = if o.is_null() {
         pisces_tx_options::default()
@@ -272,14 +273,27 @@ unsafe fn pool_ref<'a>(p: *const pisces_pool) -> Result<&'a pisces_pool, Fail> {
         .ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
 }
 
+#[inline(always)]
 unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, Fail> {
-    h.as_ref()
-        .ok_or_else(|| Fail::new(PISCES_EINVAL, "the handle is NULL"))
+    match h.as_ref() {
+        Some(h) => Ok(h),
+        None => Err(null_arg("the handle")),
+    }
 }
 
-unsafe fn out_ptr<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Fail> {
-    p.as_mut()
-        .ok_or_else(|| Fail::new(PISCES_EINVAL, format!("{what} is NULL")))
+#[inline(always)]
+unsafe fn out_ptr<'a, T>(p: *mut T, what: &'static str) -> Result<&'a mut T, Fail> {
+    match p.as_mut() {
+        Some(r) => Ok(r),
+        None => Err(null_arg(what)),
+    }
+}
+
+/// The failure of a NULL argument (off the fast path).
+#[cold]
+#[inline(never)]
+fn null_arg(what: &str) -> Fail {
+    Fail::new(PISCES_EINVAL, format!("{what} is NULL"))
 }
 
 /// Refuse pool-wide work (root, sync, closing or waiting on another handle) while
@@ -297,12 +311,19 @@ fn not_in_tx(pool: &Pool) -> Result<(), Fail> {
 unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
     let h = handle_ref(tx.handle)?;
     if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
-        return Err(Fail::new(
-            PISCES_ESTALE,
-            "the transaction has ended (pisces_tx used after commit, abort or the end of its callback)",
-        ));
+        return Err(stale());
     }
     Ok(h)
+}
+
+/// The failure of a `pisces_tx` whose transaction has ended (off the fast path).
+#[cold]
+#[inline(never)]
+fn stale() -> Fail {
+    Fail::new(
+        PISCES_ESTALE,
+        "the transaction has ended (pisces_tx used after commit, abort or the end of its callback)",
+    )
 }
 
 /// Run `f` with shared access to the running transaction `tx`.
@@ -709,7 +730,7 @@ pub unsafe extern "C" fn pisces_run(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    pisces_run_with(h, std::ptr::null(), f, ctx)
+    run_entry::<false>(h, std::ptr::null(), f, ctx)
 }
 
 /// Run `fn(tx, ctx)` as one transaction, retrying it on conflicts, and return when it
@@ -728,18 +749,37 @@ pub unsafe extern "C" fn pisces_run_with(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
+    run_entry::<true>(h, opts, f, ctx)
+}
+
+/// The body of `pisces_run` (`WITH_OPTS` false: no options, so their decoding folds
+/// away) and `pisces_run_with`, inlined into each; the two instances have distinct
+/// closures (panic barrier, transaction body), so each of those has a single caller and
+/// is inlined whole instead of being called from both.
+#[inline(always)]
+unsafe fn run_entry<const WITH_OPTS: bool>(
+    h: *mut pisces_handle,
+    opts: *const pisces_tx_options,
+    f: pisces_tx_fn,
+    ctx: *mut c_void,
+) -> c_int {
     entry(move || {
         let hr = handle_ref(h)?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
-        let opts = to_tx_options(opts)?;
+        let opts = if WITH_OPTS {
+            to_tx_options(opts)?
+        } else {
+            TxOptions::default()
+        };
         // In place (no move of the thread state): see `idle_th`. The library refuses a
         // nested transaction of the pool (`PISCES_ENESTED`).
         let th = idle_th(hr)?;
-        run_callback(hr, h, th, opts, f, ctx)
+        run_callback::<WITH_OPTS>(hr, h, th, opts, f, ctx)
     })
 }
 
-unsafe fn run_callback(
+#[inline(always)]
+unsafe fn run_callback<const WITH_OPTS: bool>(
     hr: &pisces_handle,
     h: *mut pisces_handle,
     th: &mut ThreadHandle,
@@ -937,4 +977,21 @@ fn set_explicit(h: &pisces_handle) -> u64 {
     h.generation.set(g);
     h.mode.set(Mode::Explicit);
     g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pisces_run` uses `TxOptions::default()` directly (folded in at compile time);
+    /// `pisces_run_with` decodes its options: NULL must mean exactly those defaults.
+    #[test]
+    fn null_options_are_the_default_options() {
+        // SAFETY: NULL is a valid argument (it means the defaults).
+        let o = unsafe { to_tx_options(std::ptr::null()) }.unwrap();
+        assert_eq!(o, TxOptions::default());
+        // SAFETY: a valid pointer to all-zero options.
+        let z = unsafe { to_tx_options(&pisces_tx_options::default()) }.unwrap();
+        assert_eq!(z, TxOptions::default());
+    }
 }

@@ -341,6 +341,9 @@ static void test_callback_transactions(void) {
     CHECK(strstr(pisces_errmsg(), "ended") != NULL);
     void *wp;
     EXPECT(pisces_write(c.saved, root, 8, &wp), PISCES_ESTALE);
+    pisces_hmap some_map = {root, 16};
+    EXPECT(pisces_hmap_find(c.saved, some_map, 1, &rp), PISCES_ESTALE);
+    CHECK(strstr(pisces_errmsg(), "ended") != NULL);
     pisces_tx null_tx = {NULL, 0};
     EXPECT(pisces_read(null_tx, root, 8, &rp), PISCES_EINVAL);
 
@@ -603,6 +606,9 @@ static int hmap_visit(uint64_t key, const void *value, void *vctx) {
     /* Reads are allowed inside; updates are not. */
     OK(pisces_hmap_get(c->tx, c->map, key, v, &found));
     CHECK(found == 1);
+    const void *p = NULL;
+    OK(pisces_hmap_find(c->tx, c->map, key, &p));
+    CHECK(p != NULL && ((const uint64_t *)p)[0] == key * 10);
     EXPECT(pisces_hmap_insert(c->tx, c->map, key, v, NULL), PISCES_EBUSY);
     int rc = pisces_tx_commit(c->tx); /* never inside an iteration */
     CHECK(rc == PISCES_EBUSY || rc == PISCES_ESTALE);
@@ -659,6 +665,15 @@ static int container_body(pisces_tx tx, struct map_ctx *m) {
     OK(pisces_hmap_get(tx, map, 5000, out, &found));
     CHECK(found == 0);
     OK(pisces_hmap_get(tx, map, 50, NULL, NULL)); /* both optional */
+    /* Lookups in place: a pointer to the value, NULL when absent. */
+    const void *vp = NULL;
+    OK(pisces_hmap_find(tx, map, 50, &vp));
+    CHECK(vp != NULL && ((const uint64_t *)vp)[0] == 500);
+    OK(pisces_hmap_find(tx, map, 5000, &vp));
+    CHECK(vp == NULL);
+    EXPECT(pisces_hmap_find(tx, map, 50, NULL), PISCES_EINVAL);
+    CHECK(strstr(pisces_errmsg(), "value is NULL") != NULL);
+    EXPECT(pisces_hmap_find(tx, null_map, 1, &vp), PISCES_EPTR);
     OK(pisces_hmap_len(tx, map, &len));
     CHECK(len == 100);
     EXPECT(pisces_hmap_len(tx, map, NULL), PISCES_EINVAL);
@@ -666,8 +681,12 @@ static int container_body(pisces_tx tx, struct map_ctx *m) {
     wrong.value_size = 8;
     int rc = pisces_hmap_get(tx, wrong, 50, out, &found);
     CHECK(rc == PISCES_EPTR || rc == PISCES_ECORRUPT);
+    rc = pisces_hmap_find(tx, wrong, 50, &vp);
+    CHECK(rc == PISCES_EPTR || rc == PISCES_ECORRUPT);
     wrong.value_size = 5;
     EXPECT(pisces_hmap_get(tx, wrong, 50, out, &found), PISCES_EVALUESIZE);
+    EXPECT(pisces_hmap_find(tx, wrong, 50, &vp), PISCES_EVALUESIZE);
+    CHECK(strstr(pisces_errmsg(), "value size 5") != NULL);
 
     struct iter_ctx it = {tx, map, {0, 0}, 0, 0, 0, 1, 0};
     EXPECT(pisces_hmap_foreach(tx, map, NULL, &it), PISCES_EINVAL);
