@@ -7,12 +7,15 @@
 //!   applies only the words of its chunks, so shards write disjoint memory and need no
 //!   synchronization; each flushes and fences its own writes. Shard 0 runs on the
 //!   calling thread, the others on scoped threads.
-//! * **Backward replay with a duplicate filter** ([`ReplayMode::Backward`]): the batch
-//!   is walked newest transaction first, entries last first, and a word is applied only
-//!   the first time the shard meets it (a per-shard set of word offsets; the paper uses
-//!   a bitmap — a set costs DRAM per written word, not per heap word). Every word ends
-//!   with its newest value, written once.
-//! * **Forward replay** ([`ReplayMode::Forward`]): oldest first, every write applied.
+//! * **With the duplicate filter** (`dup_filter=on`, the default of backward replay):
+//!   the batch is walked newest transaction first, entries last first, and a word is
+//!   applied only the first time the shard meets it (a per-shard set of word offsets;
+//!   the paper uses a bitmap — a set costs DRAM per written word, not per heap word).
+//!   Every word ends with its newest value, written once.
+//! * **Without it** (`dup_filter=off`): oldest first, every write applied.
+//!
+//! How the batch was found (backward links, forward links, timestamp scan) does not
+//! matter here: it arrives oldest first either way.
 //! * **Allocator entries** are applied by the coordinator, oldest first, never filtered:
 //!   an allocation and a later free of overlapping blocks (a large run, then a small
 //!   slab in its place) must keep their order (see `heap::alloc`, Recovery).
@@ -21,7 +24,6 @@
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
 //! batch again (absolute values: idempotent).
 
-use super::options::ReplayMode;
 use crate::engine::kit::redo_log::Entry;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
@@ -46,25 +48,56 @@ pub struct ApplyStats {
     pub filtered: u64,
 }
 
-/// Every (offset, value) word of an entry list, in entry order.
-fn words<'a>(entries: &'a [Entry<'a>]) -> impl DoubleEndedIterator<Item = (u64, u64)> + 'a {
-    entries.iter().flat_map(|e| {
-        let v: Vec<(u64, u64)> = match *e {
-            Entry::Word { off, value } => vec![(off, value)],
-            Entry::Range { off, data } => data
-                .chunks(8)
-                .enumerate()
-                .map(|(i, c)| {
-                    let mut w = [0u8; 8];
-                    w[..c.len()].copy_from_slice(c);
-                    (off + 8 * i as u64, u64::from_le_bytes(w))
-                })
-                .collect(),
-            // Operation entries are TimeStone's; recovery refuses them in spht logs.
-            Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => Vec::new(),
-        };
-        v
-    })
+/// The `i`-th 8-byte word of a range's data (the last one zero-padded).
+#[inline]
+fn range_word(data: &[u8], i: usize) -> u64 {
+    let start = 8 * i;
+    match data.get(start..start + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            w[..data.len() - start].copy_from_slice(&data[start..]);
+            u64::from_le_bytes(w)
+        }
+    }
+}
+
+/// Call `f` on every (offset, value) word of one entry, in order or (with `rev`)
+/// last word first. Allocator and operation entries have no words here (operation
+/// entries are TimeStone's; recovery refuses them in spht logs).
+#[inline]
+fn entry_words<F: FnMut(u64, u64)>(e: &Entry<'_>, rev: bool, f: &mut F) {
+    match *e {
+        Entry::Word { off, value } => f(off, value),
+        Entry::Range { off, data } => {
+            let n = data.len().div_ceil(8);
+            if rev {
+                for i in (0..n).rev() {
+                    f(off + 8 * i as u64, range_word(data, i));
+                }
+            } else {
+                for i in 0..n {
+                    f(off + 8 * i as u64, range_word(data, i));
+                }
+            }
+        }
+        Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => {}
+    }
+}
+
+/// Call `f` on every word of an entry list, in entry order or (with `rev`) last word
+/// first.
+#[inline]
+fn for_each_word<F: FnMut(u64, u64)>(entries: &[Entry<'_>], rev: bool, mut f: F) {
+    if rev {
+        for e in entries.iter().rev() {
+            entry_words(e, true, &mut f);
+        }
+    } else {
+        for e in entries {
+            entry_words(e, false, &mut f);
+        }
+    }
 }
 
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
@@ -72,7 +105,7 @@ fn words<'a>(entries: &'a [Entry<'a>]) -> impl DoubleEndedIterator<Item = (u64, 
 pub fn apply_shard(
     heap: &Heap,
     batch: &[Vec<Entry<'_>>],
-    mode: ReplayMode,
+    filter: bool,
     shards: usize,
     shard: usize,
 ) -> (u64, u64) {
@@ -85,33 +118,34 @@ pub fn apply_shard(
         // Relaxed: only replay writes these words of the durable heap; the fence below
         // orders their durability.
         heap.atomic_u64(off as usize).store(value, Relaxed);
-        lines.push(off as usize & !63);
+        let line = off as usize & !63;
+        // Consecutive words mostly share a line: keep the list short before the sort.
+        if lines.last() != Some(&line) {
+            lines.push(line);
+        }
         applied += 1;
     };
-    match mode {
-        ReplayMode::Forward => {
-            for rec in batch {
-                for (off, value) in words(rec) {
-                    if mine(off) {
-                        write(off, value, &mut lines);
-                    }
+    if filter {
+        let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
+        for rec in batch.iter().rev() {
+            for_each_word(rec, true, |off, value| {
+                if !mine(off) {
+                    return;
                 }
-            }
+                if seen.insert(off, ()).is_some() && !no_filter {
+                    filtered += 1;
+                    return;
+                }
+                write(off, value, &mut lines);
+            });
         }
-        ReplayMode::Backward => {
-            let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
-            for rec in batch.iter().rev() {
-                for (off, value) in words(rec).rev() {
-                    if !mine(off) {
-                        continue;
-                    }
-                    if seen.insert(off, ()).is_some() && !no_filter {
-                        filtered += 1;
-                        continue;
-                    }
+    } else {
+        for rec in batch {
+            for_each_word(rec, false, |off, value| {
+                if mine(off) {
                     write(off, value, &mut lines);
                 }
-            }
+            });
         }
     }
     lines.sort_unstable();
@@ -129,7 +163,7 @@ pub fn apply_shard(
 pub fn apply(
     heap: &Heap,
     batch: &[Vec<Entry<'_>>],
-    mode: ReplayMode,
+    filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
@@ -152,15 +186,15 @@ pub fn apply(
         filtered: 0,
     };
     if shards == 1 {
-        let (a, f) = apply_shard(heap, batch, mode, 1, 0);
+        let (a, f) = apply_shard(heap, batch, filter, 1, 0);
         stats.applied[0] = a;
         stats.filtered = f;
     } else {
         let results: Vec<(u64, u64)> = std::thread::scope(|s| {
             let hs: Vec<_> = (1..shards)
-                .map(|k| s.spawn(move || apply_shard(heap, batch, mode, shards, k)))
+                .map(|k| s.spawn(move || apply_shard(heap, batch, filter, shards, k)))
                 .collect();
-            let mut r = vec![apply_shard(heap, batch, mode, shards, 0)];
+            let mut r = vec![apply_shard(heap, batch, filter, shards, 0)];
             r.extend(
                 hs.into_iter()
                     .map(|h| h.join().expect("replay shard panicked")),

@@ -91,6 +91,7 @@ pub mod clock;
 pub mod durability;
 pub mod log;
 pub mod options;
+pub mod order;
 pub mod recovery;
 pub mod replayer;
 pub mod shared;
@@ -109,7 +110,7 @@ use crate::{Config, Error, Result};
 use crossbeam_utils::CachePadded;
 use options::SphtOptions;
 use shared::{Shared, Stats};
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -159,7 +160,7 @@ impl SphtEngine {
                 l.engine_area_size, l.max_threads
             )));
         }
-        let rec = recovery::recover(&heap, opts.replay, ctx.recovery_threads)?;
+        let rec = recovery::recover(&heap, &opts, ctx.recovery_threads)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The replayer is not started yet: nobody writes the image.
         let ws = snapshot::Snapshot::of(&heap)
@@ -200,6 +201,13 @@ impl SphtEngine {
             #[cfg(test)]
             hold: Default::default(),
         });
+        // Relaxed: diagnostics read after `open` returns (the engine's hand-off orders them).
+        sh.stats
+            .recovered_records
+            .store(rec.replayed_records as u64, Relaxed);
+        sh.stats
+            .recovery_followed_links
+            .store(rec.followed_links, Relaxed);
         let sh2 = sh.clone();
         let h = std::thread::Builder::new()
             .name("spht-replayer".into())
