@@ -963,12 +963,17 @@ fn mutation_spht_duplicate_filter_is_caught() {
 }
 
 /// Mutation evidence: scan replay that does not merge the slots' logs by timestamp
-/// leaves older values in the durable heap.
+/// leaves older values in the durable heap, at run time (a held log replayed in one
+/// batch) and at recovery.
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_spht_scan_merge_is_caught() {
     assert!(fails_under(
         crate::mutation::Mutation::SphtScanMerge,
-        every_replay_mode_makes_the_durable_heap_equal_the_snapshot
+        replay_hold_keeps_the_log_until_quiesce
+    ));
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtScanMerge,
+        recovery_replays_a_held_log_in_every_mode
     ));
 }
