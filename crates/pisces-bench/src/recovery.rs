@@ -411,7 +411,11 @@ fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
                             return Err(pisces::Error::Corrupt(format!(
                                 "key {k} of the {}: the recovered value is not the last \
                                  committed one",
-                                if tree.is_some() { "B+-tree" } else { "hash table" }
+                                if tree.is_some() {
+                                    "B+-tree"
+                                } else {
+                                    "hash table"
+                                }
                             )));
                         }
                     }

@@ -266,7 +266,13 @@ pub fn run(
             break;
         }
         let what = format!("replay spht {log_mib} MiB run {run}/{runs}");
-        match measure(log_mib << 20, &configs, run, seed ^ u64::from(run), &pool_dir()) {
+        match measure(
+            log_mib << 20,
+            &configs,
+            run,
+            seed ^ u64::from(run),
+            &pool_dir(),
+        ) {
             Ok(rs) => {
                 for r in &rs {
                     let _ = writeln!(csv, "{}", r.to_csv());

@@ -24,7 +24,8 @@
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
 //! batch again (absolute values: idempotent).
 
-use crate::engine::kit::redo_log::Entry;
+use super::log::RecordRef;
+use crate::engine::kit::redo_log::{Entries, Entry};
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
@@ -46,6 +47,32 @@ pub struct ApplyStats {
     pub applied: Vec<u64>,
     /// Words skipped by the duplicate filter.
     pub filtered: u64,
+    /// Offsets of the blocks the batch's allocator entries named, oldest first.
+    pub allocator: Vec<u64>,
+}
+
+/// A transaction's record as `apply` reads it: its entries are decoded when they are
+/// applied (a record in a log, read in place: nothing is copied or kept per record),
+/// or given (tests).
+pub trait LoggedRecord: Sync {
+    /// Append its entries to `out`; `Err` names the first malformed one.
+    fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()>;
+}
+
+impl LoggedRecord for RecordRef {
+    fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
+        for e in Entries::new(self.entries(heap)) {
+            out.push(e?);
+        }
+        Ok(())
+    }
+}
+
+impl LoggedRecord for Vec<Entry<'_>> {
+    fn entries_into<'s>(&'s self, _: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
+        out.extend(self.iter().cloned());
+        Ok(())
+    }
 }
 
 /// The `i`-th 8-byte word of a range's data (the last one zero-padded).
@@ -102,9 +129,9 @@ fn for_each_word<F: FnMut(u64, u64)>(entries: &[Entry<'_>], rev: bool, mut f: F)
 
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
 /// durable. Returns (words written, words filtered).
-pub fn apply_shard(
+pub fn apply_shard<R: LoggedRecord>(
     heap: &Heap,
-    batch: &[Vec<Entry<'_>>],
+    batch: &[R],
     filter: bool,
     shards: usize,
     shard: usize,
@@ -125,10 +152,15 @@ pub fn apply_shard(
         }
         applied += 1;
     };
+    // One buffer for every record's entries (the coordinator's pass in `apply`
+    // decoded every record once already: no error here).
+    let mut buf = Vec::new();
     if filter {
         let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
         for rec in batch.iter().rev() {
-            for_each_word(rec, true, |off, value| {
+            buf.clear();
+            let _ = rec.entries_into(heap, &mut buf);
+            for_each_word(&buf, true, |off, value| {
                 if !mine(off) {
                     return;
                 }
@@ -141,7 +173,9 @@ pub fn apply_shard(
         }
     } else {
         for rec in batch {
-            for_each_word(rec, false, |off, value| {
+            buf.clear();
+            let _ = rec.entries_into(heap, &mut buf);
+            for_each_word(&buf, false, |off, value| {
                 if mine(off) {
                     write(off, value, &mut lines);
                 }
@@ -160,21 +194,29 @@ pub fn apply_shard(
 /// Apply a batch (oldest transaction first): allocator entries on this thread, data
 /// words on `shards` shards. Everything is durable when it returns. Returns the blocks
 /// the batch freed, and statistics.
-pub fn apply(
+pub fn apply<R: LoggedRecord>(
     heap: &Heap,
-    batch: &[Vec<Entry<'_>>],
+    batch: &[R],
     filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
     let mut freed = Vec::new();
+    let mut allocator = Vec::new();
+    let mut buf = Vec::new();
     for rec in batch {
-        for e in rec {
+        buf.clear();
+        rec.entries_into(heap, &mut buf)?;
+        for e in &buf {
             match *e {
-                Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+                Entry::Alloc(b) => {
+                    Allocator::replay_alloc(heap, b)?;
+                    allocator.push(b.offset);
+                }
                 Entry::Free(b) => {
                     Allocator::replay_free(heap, b)?;
                     freed.push(b);
+                    allocator.push(b.offset);
                 }
                 _ => {}
             }
@@ -184,6 +226,7 @@ pub fn apply(
     let mut stats = ApplyStats {
         applied: vec![0; shards],
         filtered: 0,
+        allocator,
     };
     if shards == 1 {
         let (a, f) = apply_shard(heap, batch, filter, 1, 0);

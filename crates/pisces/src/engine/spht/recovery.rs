@@ -31,7 +31,7 @@ use super::log;
 use super::options::{ReplayMode, SphtOptions};
 use super::order;
 use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{decode, Entry};
+use crate::engine::kit::redo_log::{decode, Entries, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -94,20 +94,20 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     };
     let followed_links = followed.is_some();
     let records = followed.unwrap_or_else(|| order::merge_by_ts(lists));
-    let mut batch = Vec::with_capacity(records.len());
+    // Validate everything before writing anything (entries decoded in place, nothing
+    // kept: `apply` decodes them again as it writes).
     for rec in &records {
-        let entries = decode(rec.entries(heap))
-            .and_then(|e| validate(heap, &e).map(|()| e))
+        Entries::new(rec.entries(heap))
+            .try_for_each(|e| e.and_then(|e| validate(heap, std::slice::from_ref(&e))))
             .map_err(|e| {
                 Error::Corrupt(format!(
                     "spht log record {} of thread slot {}: {e}",
                     rec.seq, rec.slot
                 ))
             })?;
-        batch.push(entries);
     }
-    if !batch.is_empty() {
-        apply::apply(heap, &batch, opts.dup_filter, shards)?;
+    if !records.is_empty() {
+        apply::apply(heap, &records, opts.dup_filter, shards)?;
     }
     let replayed_ts = r.max(d);
     if d > r {

@@ -37,7 +37,6 @@ use super::log::{self, RecordRef, LINK_BIT};
 use super::options::ReplayMode;
 use super::order::merge_by_ts;
 use super::shared::Shared;
-use crate::engine::kit::redo_log::decode;
 use crate::heap::alloc::ThreadCache;
 use crate::Result;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -194,23 +193,13 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
         return Ok(false);
     };
     let heap = &*sh.heap;
-    let decoded = batch
-        .iter()
-        .map(|r| decode(r.entries(heap)))
-        .collect::<Result<Vec<_>>>()?;
-    let (freed, stats) = apply::apply(heap, &decoded, sh.opts.dup_filter, sh.opts.replayers)?;
-    {
+    let (freed, stats) = apply::apply(heap, &batch, sh.opts.dup_filter, sh.opts.replayers)?;
+    if !stats.allocator.is_empty() {
         // The bitmaps now show these allocations and frees (see `Shared::unreplayed`).
         let mut pending = sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
         if !pending.is_empty() {
-            for rec in &decoded {
-                for e in rec {
-                    if let crate::engine::kit::redo_log::Entry::Alloc(b)
-                    | crate::engine::kit::redo_log::Entry::Free(b) = *e
-                    {
-                        pending.remove(&b.offset);
-                    }
-                }
+            for off in &stats.allocator {
+                pending.remove(off);
             }
         }
     }

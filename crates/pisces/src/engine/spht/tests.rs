@@ -883,10 +883,7 @@ fn recovery_merges_when_a_link_is_wrong() {
     );
     let objs = two_writers(&e, 60);
     let sh = e.shared();
-    let want: Vec<u64> = objs
-        .iter()
-        .map(|&o| sh.ws.word(o).load(Relaxed))
-        .collect();
+    let want: Vec<u64> = objs.iter().map(|&o| sh.ws.word(o).load(Relaxed)).collect();
     // The tenth record of slot 1: make its forward link name itself.
     let (recs, _) = log::parse(&sh.heap, 1);
     let r = recs[10];
