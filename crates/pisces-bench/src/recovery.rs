@@ -221,14 +221,14 @@ pub(crate) struct OpenTiming {
 }
 
 /// What the fill left: the crash image and what recovery must restore.
-struct Filled {
+pub(crate) struct Filled {
     map: Table64,
     tree: Option<Tree64>,
     /// Per fill thread, per container (hash table, B+-tree): the last sequence number
     /// committed for each of its keys (0: none; the preloaded value is then expected).
     last: Vec<[Vec<u64>; 2]>,
-    log_bytes: u64,
-    transactions: u64,
+    pub(crate) log_bytes: u64,
+    pub(crate) transactions: u64,
 }
 
 /// What one fill thread leaves: the last sequence number per container and key, its
@@ -293,7 +293,7 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64
 
 /// Steps 1 to 3 of the module docs: a pool in `dir` filled with `log_bytes` of log,
 /// copied to `image` while the fill's handles are held.
-fn fill(
+pub(crate) fn fill(
     spec: &FillSpec,
     dir: &Path,
     image: &Path,

@@ -307,6 +307,25 @@ pub fn run(
 mod tests {
     use super::*;
 
+    /// The fill leaves every transaction in the logs (the replayer was held): the
+    /// crash image's inspection counts them all as durable and unreplayed.
+    #[test]
+    fn the_fill_leaves_every_transaction_in_the_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("crash.pool");
+        let f = recovery::fill(&fill_spec(4 << 20), dir.path(), &image, 4 << 20, 1).unwrap();
+        assert!(f.log_bytes >= 4 << 20 && f.transactions > 1000);
+        let report = pisces::check::check_pool(&image, recovery::plain_dram()).unwrap();
+        let lines = report.engine_state.unwrap().lines.join("\n");
+        assert!(
+            lines.contains(&format!(
+                "live records   {} durable, unreplayed",
+                f.transactions
+            )),
+            "every fill transaction must be in the log: {lines}"
+        );
+    }
+
     /// A small log (4 MiB): every configuration recovers every committed value of the
     /// hash table and the B+-tree (checked inside `measure_opens`), and the table has
     /// a row per configuration.
