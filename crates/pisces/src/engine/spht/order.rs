@@ -25,19 +25,24 @@ use std::collections::BinaryHeap;
 pub fn merge_by_ts(lists: Vec<Vec<RecordRef>>) -> Vec<RecordRef> {
     let total = lists.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(total);
+    if crate::mutation::active(crate::mutation::Mutation::SphtScanMerge) {
+        // The slots' lists one after the other (the one holding the newest record
+        // last, so that the replayer still reaches the durable point).
+        let mut ls: Vec<&Vec<RecordRef>> = lists.iter().filter(|l| !l.is_empty()).collect();
+        ls.sort_by_key(|l| l.last().map_or(0, |r| r.ts));
+        for l in ls {
+            out.extend_from_slice(l);
+        }
+        return out;
+    }
     let mut next = vec![0usize; lists.len()];
     let mut heads: BinaryHeap<Reverse<(u64, usize)>> = lists
         .iter()
         .enumerate()
         .filter_map(|(s, l)| l.first().map(|r| Reverse((r.ts, s))))
         .collect();
-    let concatenate = crate::mutation::active(crate::mutation::Mutation::SphtScanMerge);
     while let Some(Reverse((_, s))) = heads.pop() {
         let l = &lists[s];
-        if concatenate {
-            out.extend_from_slice(&l[next[s]..]);
-            continue;
-        }
         // Take the run of this slot's records below the other slots' next one (one
         // heap operation per run, not per record: a slot's records often follow each
         // other).

@@ -738,13 +738,29 @@ fn two_writers(e: &SphtEngine, txns: u64) -> Vec<u64> {
             s.spawn(move || {
                 let mut th = e.thread(t as usize).unwrap();
                 for i in 0..txns {
-                    let k = ((i * 5 + t * 3) % 8) as usize;
-                    let w = (i + t) % 4;
-                    put_word(&mut th, objs[k], w, (t << 32) | i);
+                    // Both threads write the same sequence of words.
+                    put_word(&mut th, objs[(i % 8) as usize], (i / 8) % 4, (t << 32) | i);
                 }
             });
         }
     });
+    objs
+}
+
+/// Two thread slots, driven alternately from this thread, overwrite the words of 8
+/// shared objects `txns` times each: their records interleave in timestamp order
+/// (deterministically, unlike [`two_writers`]). Returns the objects.
+fn interleaved_writers(e: &SphtEngine, txns: u64) -> Vec<u64> {
+    let mut ths = [e.thread(0).unwrap(), e.thread(1).unwrap()];
+    let objs: Vec<u64> = (0..8).map(|_| alloc(&mut ths[0], 4)).collect();
+    for i in 0..txns {
+        // Both slots write the same word in turn, which one first alternating: the
+        // newer value must win, and it is either slot's.
+        for t in [i % 2, 1 - i % 2] {
+            let th = &mut ths[t as usize];
+            put_word(th, objs[(i % 8) as usize], (i / 8) % 4, (t << 32) | i);
+        }
+    }
     objs
 }
 
@@ -796,7 +812,7 @@ fn replay_hold_keeps_the_log_until_quiesce() {
             .set("replay_hold", "true");
         let e = engine_with(opts.clone(), 2);
         // 2 x 100 records of about 100 bytes: well inside two 64 KiB logs.
-        let objs = two_writers(&e, 100);
+        let objs = interleaved_writers(&e, 100);
         std::thread::sleep(Duration::from_millis(20));
         let sh = e.shared();
         assert_eq!(
@@ -837,7 +853,7 @@ fn recovery_replays_a_held_log_in_every_mode() {
             .set("replay_hold", "true"),
         2,
     );
-    let objs = two_writers(&e, 120);
+    let objs = interleaved_writers(&e, 120);
     let sh = e.shared();
     let want: Vec<u64> = objs
         .iter()
