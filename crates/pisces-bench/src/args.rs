@@ -58,7 +58,10 @@ hot (only when named): every transaction reads 4 and updates 2 of 16 hot counter
 2+ threads over the latency sweep; sp3 runs also as sp3-no-ev (early_visibility=false). \
 recovery (only when named): --recovery-log-mib of log (default 256) left to a crash by 2 \
 threads, then Pool::open timed with 1 and 2 recovery threads (engines whose logs can hold \
-it; slow).\n\n\
+it; slow). replay (only when named): spht only, --replay-log-mib of log (default 1024) \
+left to a crash with the replayer held (hash table and B+-tree), then the replay timed per \
+mode (forward links, timestamp scan, backward links), duplicate filter on/off and 1 and 2 \
+threads (slow).\n\n\
 capi runs only when named in --workloads: the hash workload's operations issued from C \
 through the C interface (one pisces_run per operation, the C side compiled into the \
 harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
@@ -93,7 +96,7 @@ pub struct BenchArgs {
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;
     /// --full: hash,btree,latency,breakdown,tpcc,tatp; also latency-split, ycsb, hot,
-    /// recovery, capi, markers].
+    /// recovery, capi, markers, replay].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -150,6 +153,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = crate::recovery::DEFAULT_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub recovery_log_mib: u64,
+    /// MiB of log the `replay` workload leaves to a crash (all fill threads).
+    #[arg(long, default_value_t = crate::replay::DEFAULT_LOG_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub replay_log_mib: u64,
     /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
     /// (the default).
     #[arg(long, overrides_with = "no_pin")]
@@ -253,6 +260,8 @@ pub struct Settings {
     pub out: Option<PathBuf>,
     /// MiB of log of the `recovery` workload.
     pub recovery_log_mib: u64,
+    /// MiB of log of the `replay` workload.
+    pub replay_log_mib: u64,
     /// Pin worker threads to CPUs.
     pub pin: bool,
 }
@@ -356,6 +365,7 @@ impl BenchArgs {
             seed: self.seed,
             out: self.out.clone(),
             recovery_log_mib: self.recovery_log_mib,
+            replay_log_mib: self.replay_log_mib,
             pin: !self.no_pin,
         }
     }

@@ -190,8 +190,8 @@ impl Engine {
             }
             EngineId::Mvcc => Err("it writes every commit home before it returns, so its \
                  log is recycled as it goes"),
-            EngineId::Spht => Err("its replayer truncates the log while it runs (its \
-                 replay throughput is not measured yet)"),
+            EngineId::Spht => Err("its replayer truncates the log while it runs (the \
+                 `replay` workload measures its replay, with the replayer held)"),
             EngineId::Timestone => Err("its checkpoints start when an operation log fills \
                  or the dirty bytes pass `checkpoint_pct` of its checkpoint-log budget; \
                  not sized for this workload yet"),

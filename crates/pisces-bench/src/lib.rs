@@ -29,7 +29,8 @@
 //! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
 //! * [`pin`]: pinning worker threads to CPUs; [`signal`], [`measure`]: one
 //!   measurement; [`recovery`]: the recovery measurement (fill logs, crash, time the
-//!   reopen);
+//!   reopen); [`replay`]: spht's log replay throughput per replay mode (the same
+//!   measurement with the replayer held);
 //! * [`report`]: CSV rows, medians, ratios; [`tables`], [`hot_table`], [`targets`],
 //!   [`plot`] (SVG) on top of it;
 //! * [`out_dir`], [`mod@run`]: a whole bench run.
@@ -50,6 +51,7 @@ pub mod plan;
 pub mod plot;
 pub mod recovery;
 pub mod registry;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod set;

@@ -133,6 +133,8 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
         WorkloadKind::Hot => vec![hot_part(s, notes)],
         // Not a throughput measurement: `crate::recovery` runs it.
         WorkloadKind::Recovery => Vec::new(),
+        // Not a throughput measurement: `crate::replay` runs it.
+        WorkloadKind::Replay => Vec::new(),
         WorkloadKind::Capi => vec![part(DataKind::CapiHash { via_c: false }, &s.mixes)],
         WorkloadKind::TreeSet => s
             .tree_set_keys

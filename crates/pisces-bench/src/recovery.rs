@@ -48,7 +48,7 @@ use crate::measure::pool_dir;
 use crate::report::median;
 use crate::tables::Table;
 use pisces::medium::counters;
-use pisces::{Config, HashMap, MediumKind, Pool};
+use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
@@ -68,6 +68,7 @@ pub const BUCKETS: usize = 10_000;
 pub const DEFAULT_LOG_MIB: u64 = 256;
 
 type Table64 = HashMap<u64, [u8; 64]>;
+type Tree64 = BTreeMap<u64, [u8; 64]>;
 
 /// The value thread `t` writes to key `k` in its transaction number `seq`.
 fn value(t: usize, k: u64, seq: u64) -> [u8; 64] {
@@ -134,7 +135,7 @@ impl RecoveryRow {
 }
 
 /// Removes a file when dropped (best effort: it may not exist).
-struct Remove(PathBuf);
+pub(crate) struct Remove(pub(crate) PathBuf);
 
 impl Drop for Remove {
     fn drop(&mut self) {
@@ -142,7 +143,7 @@ impl Drop for Remove {
     }
 }
 
-fn unique(dir: &Path, what: &str) -> PathBuf {
+pub(crate) fn unique(dir: &Path, what: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -157,7 +158,7 @@ fn unique(dir: &Path, what: &str) -> PathBuf {
 
 /// CPU seconds (user + system) the process has used so far, from `/proc/self/stat`
 /// (in clock ticks of 1/100 s, Linux's USER_HZ); NaN where that file is unreadable.
-fn process_cpu_secs() -> f64 {
+pub(crate) fn process_cpu_secs() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return f64::NAN;
     };
@@ -176,74 +177,138 @@ fn process_cpu_secs() -> f64 {
     }
 }
 
-fn plain_dram() -> MediumKind {
+pub(crate) fn plain_dram() -> MediumKind {
     MediumKind::Dram {
         write_latency_ns: 0,
         bandwidth_bytes_per_sec: 0,
     }
 }
 
-/// What the fill left: the crash image and what recovery must restore.
-struct Filled {
-    map: Table64,
-    /// Per fill thread: the last sequence number committed for each of its keys (0:
-    /// none; the preloaded value is then expected).
-    last: Vec<Vec<u64>>,
-    log_bytes: u64,
-    transactions: u64,
+/// How the logs are filled: shared by this workload and `replay`.
+#[derive(Clone, Debug)]
+pub(crate) struct FillSpec {
+    /// The engine.
+    pub engine: Engine,
+    /// Engine options of the fill. Empty: the pool stays open from the preload on;
+    /// else the preload's pool (default options) is closed, which leaves its logs
+    /// empty, and reopened with these (spht: `replay_hold=true`).
+    pub fill_options: EngineOptions,
+    /// `log_bytes_per_thread` of the pool.
+    pub log_per_thread: usize,
+    /// A B+-tree of the same keys besides the hash table; the fill transactions
+    /// alternate between the two.
+    pub btree: bool,
 }
 
-/// What one fill thread leaves: the last sequence number per key, its log bytes, its
-/// transactions, and its handle (held until the crash image is taken).
-type FillThread = (Vec<u64>, u64, u64, pisces::ThreadHandle);
+/// One timed open of a copy of the crash image.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenSpec {
+    /// Engine options of the open (and of the clean reopen).
+    pub options: EngineOptions,
+    /// `recovery_threads` of the open.
+    pub threads: usize,
+}
+
+/// What one [`OpenSpec`] measured.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenTiming {
+    /// Seconds of `Pool::open` on the crash image.
+    pub recovery_secs: f64,
+    /// CPU seconds of the process during that open.
+    pub recovery_cpu_secs: f64,
+    /// Seconds of `Pool::open` on the same pool after a clean close.
+    pub clean_open_secs: f64,
+}
+
+/// What the fill left: the crash image and what recovery must restore.
+pub(crate) struct Filled {
+    map: Table64,
+    tree: Option<Tree64>,
+    /// Per fill thread, per container (hash table, B+-tree): the last sequence number
+    /// committed for each of its keys (0: none; the preloaded value is then expected).
+    last: Vec<[Vec<u64>; 2]>,
+    pub(crate) log_bytes: u64,
+    pub(crate) transactions: u64,
+}
+
+/// What one fill thread leaves: the last sequence number per container and key, its
+/// log bytes, its transactions, and its handle (held until the crash image is taken).
+type FillThread = ([Vec<u64>; 2], u64, u64, pisces::ThreadHandle);
+
+/// Create the pool and preload the containers from one thread handle, which is then
+/// dropped: the engine retires (checkpoints) the preload.
+fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64>), String> {
+    let mut heap = 512 * 2 * KEYS as u64 + (128 << 20);
+    if spec.btree {
+        heap += 512 * 2 * KEYS as u64;
+    }
+    let size = (heap + (FILL_THREADS * spec.log_per_thread) as u64).next_multiple_of(1 << 20);
+    let cfg = Config {
+        medium: plain_dram(),
+        ..spec.engine.config(size, FILL_THREADS)
+    };
+    let cfg = Config {
+        log_bytes_per_thread: spec.log_per_thread,
+        ..cfg
+    };
+    let pool = Pool::create(path, cfg).map_err(|e| format!("creating the pool: {e}"))?;
+    let mut h = pool.handle().map_err(|e| e.to_string())?;
+    let (map, tree) = h
+        .run(|tx| {
+            let map = Table64::create(tx, BUCKETS)?;
+            let tree = if spec.btree {
+                Some(Tree64::create(tx)?)
+            } else {
+                None
+            };
+            Ok((map, tree))
+        })
+        .map_err(|e| format!("creating the containers: {e}"))?;
+    for batch in (0..KEYS as u64).collect::<Vec<_>>().chunks(64) {
+        h.run(|tx| {
+            for &k in batch {
+                map.insert(tx, k, value(usize::MAX, k, 0))?;
+                if let Some(t) = &tree {
+                    t.insert(tx, k, value(usize::MAX, k, 0))?;
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| format!("preloading: {e}"))?;
+    }
+    drop(h);
+    if spec.fill_options.is_empty() {
+        return Ok((pool, map, tree));
+    }
+    drop(pool);
+    let cfg = Config {
+        medium: plain_dram(),
+        engine: spec.engine.id(),
+        engine_options: spec.fill_options.clone(),
+        ..Config::default()
+    };
+    let pool = Pool::open(path, cfg).map_err(|e| format!("reopening for the fill: {e}"))?;
+    Ok((pool, map, tree))
+}
 
 /// Steps 1 to 3 of the module docs: a pool in `dir` filled with `log_bytes` of log,
 /// copied to `image` while the fill's handles are held.
-fn fill(
-    engine: Engine,
+pub(crate) fn fill(
+    spec: &FillSpec,
     dir: &Path,
     image: &Path,
     log_bytes: u64,
     seed: u64,
 ) -> Result<Filled, String> {
     let per_thread = log_bytes.div_ceil(FILL_THREADS as u64);
-    let log_per_thread = engine
-        .log_size_for(per_thread as usize)
-        .map_err(|why| format!("{}: {why}", engine.name()))?;
-    let heap = 512 * 2 * KEYS as u64 + (128 << 20);
-    let size = (heap + (FILL_THREADS * log_per_thread) as u64).next_multiple_of(1 << 20);
     let path = unique(dir, "fill");
     let _remove = Remove(path.clone());
-    let cfg = Config {
-        medium: plain_dram(),
-        ..engine.config(size, FILL_THREADS)
-    };
-    let cfg = Config {
-        log_bytes_per_thread: log_per_thread,
-        ..cfg
-    };
-    let pool = Pool::create(&path, cfg).map_err(|e| format!("creating the pool: {e}"))?;
-    let map = {
-        let mut h = pool.handle().map_err(|e| e.to_string())?;
-        let map = h
-            .run(|tx| Table64::create(tx, BUCKETS))
-            .map_err(|e| format!("creating the table: {e}"))?;
-        for batch in (0..KEYS as u64).collect::<Vec<_>>().chunks(64) {
-            h.run(|tx| {
-                for &k in batch {
-                    map.insert(tx, k, value(usize::MAX, k, 0))?;
-                }
-                Ok(())
-            })
-            .map_err(|e| format!("preloading: {e}"))?;
-        }
-        map
-        // `h` is dropped: the engine retires the preload, the logs start empty.
-    };
+    let (pool, map, tree) = preload(spec, &path)?;
     let handles = (0..FILL_THREADS)
         .map(|_| pool.handle())
         .collect::<pisces::Result<Vec<_>>>()
         .map_err(|e| format!("taking thread handles: {e}"))?;
+    let tree = &tree;
     let outs: Vec<Result<FillThread, String>> = std::thread::scope(|s| {
         let workers: Vec<_> = handles
             .into_iter()
@@ -252,7 +317,7 @@ fn fill(
                 s.spawn(move || {
                     let mut rng = StdRng::seed_from_u64(seed ^ ((t as u64 + 1) * 0x9e37));
                     let mine = KEYS.div_ceil(FILL_THREADS);
-                    let mut last = vec![0u64; mine];
+                    let mut last = [vec![0u64; mine], vec![0u64; mine]];
                     let before = counters::snapshot().bytes_logged;
                     let mut seq = 0u64;
                     while counters::snapshot().bytes_logged - before < per_thread {
@@ -262,15 +327,22 @@ fn fill(
                             continue;
                         }
                         seq += 1;
+                        // With a B+-tree, odd transactions update it, even ones the
+                        // hash table.
+                        let in_tree = tree.is_some() && seq % 2 == 1;
                         h.run(|tx| {
-                            let v = map.get_mut(tx, &k)?.ok_or_else(|| {
+                            let v = match tree {
+                                Some(t) if in_tree => t.get_mut(tx, &k)?,
+                                _ => map.get_mut(tx, &k)?,
+                            };
+                            let v = v.ok_or_else(|| {
                                 pisces::Error::Corrupt(format!("key {k} is missing"))
                             })?;
                             *v = value(t, k, seq);
                             Ok(())
                         })
                         .map_err(|e| format!("fill transaction: {e}"))?;
-                        last[i] = seq;
+                        last[usize::from(in_tree)][i] = seq;
                     }
                     let logged = counters::snapshot().bytes_logged - before;
                     Ok((last, logged, seq, h))
@@ -287,6 +359,7 @@ fn fill(
     });
     let mut filled = Filled {
         map,
+        tree: *tree,
         last: Vec::new(),
         log_bytes: 0,
         transactions: 0,
@@ -306,58 +379,79 @@ fn fill(
     Ok(filled)
 }
 
-/// Check that the recovered table holds every value the fill committed.
+/// Check that the recovered containers hold every value the fill committed.
 fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
     let mut h = pool.handle().map_err(|e| e.to_string())?;
     for (t, last) in f.last.iter().enumerate() {
-        // Small transactions: an engine may revalidate its whole read set on each read.
-        for chunk in last.iter().enumerate().collect::<Vec<_>>().chunks(16) {
-            h.run(|tx| {
-                for &(i, &seq) in chunk {
-                    let k = (i * FILL_THREADS + t) as u64;
-                    if k >= KEYS as u64 {
-                        continue;
+        for (c, last) in last.iter().enumerate() {
+            let tree = match (c, &f.tree) {
+                (0, _) => None,
+                (_, Some(tree)) => Some(tree),
+                (_, None) => continue,
+            };
+            // Small transactions: an engine may revalidate its whole read set on each
+            // read.
+            for chunk in last.iter().enumerate().collect::<Vec<_>>().chunks(16) {
+                h.run(|tx| {
+                    for &(i, &seq) in chunk {
+                        let k = (i * FILL_THREADS + t) as u64;
+                        if k >= KEYS as u64 {
+                            continue;
+                        }
+                        let want = if seq == 0 {
+                            value(usize::MAX, k, 0)
+                        } else {
+                            value(t, k, seq)
+                        };
+                        let got = match tree {
+                            Some(tree) => tree.get(tx, &k)?,
+                            None => f.map.get(tx, &k)?,
+                        };
+                        if got != Some(want) {
+                            return Err(pisces::Error::Corrupt(format!(
+                                "key {k} of the {}: the recovered value is not the last \
+                                 committed one",
+                                if tree.is_some() {
+                                    "B+-tree"
+                                } else {
+                                    "hash table"
+                                }
+                            )));
+                        }
                     }
-                    let want = if seq == 0 {
-                        value(usize::MAX, k, 0)
-                    } else {
-                        value(t, k, seq)
-                    };
-                    if f.map.get(tx, &k)? != Some(want) {
-                        return Err(pisces::Error::Corrupt(format!(
-                            "key {k}: the recovered value is not the last committed one"
-                        )));
-                    }
-                }
-                Ok(())
-            })
-            .map_err(|e| format!("after recovery: {e}"))?;
+                    Ok(())
+                })
+                .map_err(|e| format!("after recovery: {e}"))?;
+            }
         }
     }
     Ok(())
 }
 
-/// One run of `engine`: fill `log_bytes` of log, crash, recover with each thread count
-/// of [`RECOVERY_THREADS`]. Pool files go to `dir` and are removed.
-pub fn measure(
-    engine: Engine,
+/// Fill `log_bytes` of log as `spec` says, crash, then time each open of `opens` on
+/// a fresh copy of the crash image, check every value, and time a clean reopen.
+/// Returns the log bytes, the transactions, and one timing per open. Pool files go
+/// to `dir` and are removed.
+pub(crate) fn measure_opens(
+    spec: &FillSpec,
     log_bytes: u64,
-    run: u32,
     seed: u64,
     dir: &Path,
-) -> Result<Vec<RecoveryRow>, String> {
+    opens: &[OpenSpec],
+) -> Result<(u64, u64, Vec<OpenTiming>), String> {
     let image = unique(dir, "crash");
     let _remove_image = Remove(image.clone());
-    let f = fill(engine, dir, &image, log_bytes, seed)?;
-    let mut rows = Vec::new();
-    for threads in RECOVERY_THREADS {
+    let f = fill(spec, dir, &image, log_bytes, seed)?;
+    let mut timings = Vec::new();
+    for open in opens {
         let work = unique(dir, "recover");
         let _remove = Remove(work.clone());
         std::fs::copy(&image, &work).map_err(|e| format!("copying the crash image: {e}"))?;
         let cfg = Config {
             medium: plain_dram(),
-            engine: engine.id(),
-            recovery_threads: threads,
+            engine: spec.engine.id(),
+            recovery_threads: open.threads,
+            engine_options: open.options.clone(),
             ..Config::default()
         };
         let (t0, cpu0) = (Instant::now(), process_cpu_secs());
@@ -370,18 +464,54 @@ pub fn measure(
         let pool = Pool::open(&work, cfg).map_err(|e| format!("reopening: {e}"))?;
         let clean_open_secs = t0.elapsed().as_secs_f64();
         drop(pool);
-        rows.push(RecoveryRow {
-            engine: engine.name().into(),
-            run,
-            recovery_threads: threads,
-            log_bytes: f.log_bytes,
-            transactions: f.transactions,
+        timings.push(OpenTiming {
             recovery_secs,
             recovery_cpu_secs,
             clean_open_secs,
         });
     }
-    Ok(rows)
+    Ok((f.log_bytes, f.transactions, timings))
+}
+
+/// One run of `engine`: fill `log_bytes` of log, crash, recover with each thread count
+/// of [`RECOVERY_THREADS`]. Pool files go to `dir` and are removed.
+pub fn measure(
+    engine: Engine,
+    log_bytes: u64,
+    run: u32,
+    seed: u64,
+    dir: &Path,
+) -> Result<Vec<RecoveryRow>, String> {
+    let spec = FillSpec {
+        engine,
+        fill_options: EngineOptions::new(),
+        log_per_thread: engine
+            .log_size_for(log_bytes.div_ceil(FILL_THREADS as u64) as usize)
+            .map_err(|why| format!("{}: {why}", engine.name()))?,
+        btree: false,
+    };
+    let opens: Vec<OpenSpec> = RECOVERY_THREADS
+        .iter()
+        .map(|&threads| OpenSpec {
+            options: EngineOptions::new(),
+            threads,
+        })
+        .collect();
+    let (log_bytes, transactions, timings) = measure_opens(&spec, log_bytes, seed, dir, &opens)?;
+    Ok(opens
+        .iter()
+        .zip(timings)
+        .map(|(o, t)| RecoveryRow {
+            engine: engine.name().into(),
+            run,
+            recovery_threads: o.threads,
+            log_bytes,
+            transactions,
+            recovery_secs: t.recovery_secs,
+            recovery_cpu_secs: t.recovery_cpu_secs,
+            clean_open_secs: t.clean_open_secs,
+        })
+        .collect())
 }
 
 /// The engines of `engines` that the workload measures, and notes on the others.
@@ -522,7 +652,13 @@ mod tests {
     fn sp3_recovers_a_full_log_with_one_and_two_threads() {
         let dir = tempfile::tempdir().unwrap();
         let image = dir.path().join("crash.pool");
-        let f = fill(Engine::SP3, dir.path(), &image, 4 << 20, 1).unwrap();
+        let spec = FillSpec {
+            engine: Engine::SP3,
+            fill_options: EngineOptions::new(),
+            log_per_thread: Engine::SP3.log_size_for(2 << 20).unwrap(),
+            btree: false,
+        };
+        let f = fill(&spec, dir.path(), &image, 4 << 20, 1).unwrap();
         assert!(
             f.log_bytes >= 4 << 20 && f.transactions > 1000,
             "{}",

@@ -14,7 +14,7 @@ use crate::report::{Results, Row, CSV_HEADER};
 use crate::signal::{catch_signals, interrupted};
 use crate::workload::WorkloadKind;
 use crate::ycsb::{YCSB_KEYS, ZIPF_THETA};
-use crate::{hot_table, plan, plot, recovery, tables, targets};
+use crate::{hot_table, plan, plot, recovery, replay, tables, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -65,7 +65,8 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     notes.extend(recovery_notes);
     // Read the affinity mask here, on the main thread, which is never pinned.
     let placement = Placement::new(s.pin);
-    if specs.is_empty() && recovery_engines.is_empty() {
+    let replay_spht = s.workloads.contains(&WorkloadKind::Replay);
+    if specs.is_empty() && recovery_engines.is_empty() && !replay_spht {
         err("pisces bench: nothing to measure with these options");
         for n in &notes {
             err(&format!("  {n}"));
@@ -172,6 +173,19 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             "data: recovery, {} MiB of log from {} threads overwriting a {}-key hash table, \
              a crash, then Pool::open with 1 and 2 recovery threads, {} run{}\n",
             s.recovery_log_mib,
+            recovery::FILL_THREADS,
+            recovery::KEYS,
+            s.runs,
+            if s.runs == 1 { "" } else { "s" },
+        );
+    }
+    if replay_spht {
+        head += &format!(
+            "data: replay, spht only (whatever --engines says), {} MiB of log from {} \
+             threads overwriting a {}-key hash table and B+-tree with the replayer held, a \
+             crash, then Pool::open per replay mode, duplicate filter and 1 and 2 threads, \
+             {} run{}\n",
+            s.replay_log_mib,
             recovery::FILL_THREADS,
             recovery::KEYS,
             s.runs,
@@ -326,12 +340,22 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         failures.extend(failed);
     }
 
+    let mut replay_text = String::new();
+    if replay_spht && !interrupted() {
+        let (text, failed) = replay::run(s.replay_log_mib, s.runs, s.seed, &dir, &mut |line| {
+            err(line)
+        });
+        replay_text = text;
+        failures.extend(failed);
+    }
+
     let mut summary = String::new();
     summary += &tables::throughput_tables(&res);
     summary += &tables::latency_table(&res);
     summary += &tables::breakdown_table(&res);
     summary += &hot_table::early_visibility_table(&res);
     summary += &recovery_text;
+    summary += &replay_text;
     summary += &tables::capi_table(&res);
     summary += &tables::markers_table(&res);
     summary += &tables::detail_table(&res);

@@ -55,6 +55,10 @@ pub enum WorkloadKind {
     /// (the spht engine's `marker` ablation) on the hash table, at 0 and 1000 ns
     /// emulated latency (not in the default lists).
     Markers,
+    /// spht's log replay throughput: logs of `--replay-log-mib` left to a crash with
+    /// the replayer held, then the replay (recovery on open) timed per replay mode,
+    /// duplicate filter and thread count (slow; not in the default lists).
+    Replay,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -120,6 +124,7 @@ impl WorkloadKind {
             WorkloadKind::Capi => "capi",
             WorkloadKind::Ycsb => "ycsb",
             WorkloadKind::Markers => "markers",
+            WorkloadKind::Replay => "replay",
         }
     }
 

@@ -48,6 +48,9 @@ pub enum Mutation {
     /// spht: backward replay applies every write (no duplicate filter), so the oldest
     /// value of a word wins.
     SphtDuplicateFilter = 23,
+    /// spht: scan replay takes the slots' logs one after the other instead of merging
+    /// them by timestamp.
+    SphtScanMerge = 24,
     /// timestone: a checkpoint's write-back of changed words loses the last changed
     /// span of each object.
     TsCheckpointDiff = 30,
@@ -81,12 +84,13 @@ impl Mutation {
         Mutation::TsFreshFence,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
-    pub const SPHT: [Mutation; 5] = [
+    pub const SPHT: [Mutation; 6] = [
         Mutation::SphtWait,
         Mutation::SphtSkipCas,
         Mutation::SphtForwardLink,
         Mutation::SphtShardFilter,
         Mutation::SphtDuplicateFilter,
+        Mutation::SphtScanMerge,
     ];
 }
 

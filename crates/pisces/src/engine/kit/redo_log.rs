@@ -144,10 +144,26 @@ impl RecordBuilder {
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
-pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
-    let mut out = Vec::new();
-    let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-    while !bytes.is_empty() {
+pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
+    Entries::new(bytes).collect()
+}
+
+/// The entries of a record, decoded one by one without allocating (replay loops that
+/// walk millions of records). After an `Err` (the first malformed entry) it ends.
+#[derive(Clone, Debug)]
+pub struct Entries<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Entries<'a> {
+    /// The entries of the record body `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Entries<'a> {
+        Entries { bytes }
+    }
+
+    fn next_entry(&mut self) -> Result<Entry<'a>> {
+        let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        let bytes = self.bytes;
         if bytes.len() >= 8 && rd(bytes, 0) >> 56 == E_OP {
             let w0 = rd(bytes, 0);
             let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
@@ -157,20 +173,19 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                     "log operation entry of {len} bytes overruns its record"
                 )));
             }
-            out.push(Entry::Op {
+            self.bytes = &bytes[8 + padded..];
+            return Ok(Entry::Op {
                 id: w0 as u32,
                 data: &bytes[8..8 + len],
             });
-            bytes = &bytes[8 + padded..];
-            continue;
         }
         if bytes.len() < 16 {
             return Err(Error::Corrupt("truncated log entry".into()));
         }
         let (w0, w1) = (rd(bytes, 0), rd(bytes, 1));
         let off = w0 & OFF_MASK;
-        let e = match w0 >> 56 {
-            E_WORD => Entry::Word { off, value: w1 },
+        let (e, used) = match w0 >> 56 {
+            E_WORD => (Entry::Word { off, value: w1 }, 16),
             E_RANGE => {
                 let len = usize::try_from(w1).unwrap_or(usize::MAX);
                 let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
@@ -180,23 +195,41 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                     )));
                 }
                 let data = &bytes[16..16 + len];
-                bytes = &bytes[padded..];
-                Entry::Range { off, data }
+                (Entry::Range { off, data }, 16 + padded)
             }
-            E_ALLOC => Entry::Alloc(Block {
-                offset: off,
-                size: w1,
-            }),
-            E_FREE => Entry::Free(Block {
-                offset: off,
-                size: w1,
-            }),
+            E_ALLOC => (
+                Entry::Alloc(Block {
+                    offset: off,
+                    size: w1,
+                }),
+                16,
+            ),
+            E_FREE => (
+                Entry::Free(Block {
+                    offset: off,
+                    size: w1,
+                }),
+                16,
+            ),
             k => return Err(Error::Corrupt(format!("unknown log entry kind {k}"))),
         };
-        bytes = &bytes[16..];
-        out.push(e);
+        self.bytes = &bytes[used..];
+        Ok(e)
     }
-    Ok(out)
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<Entry<'a>>;
+    fn next(&mut self) -> Option<Result<Entry<'a>>> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let r = self.next_entry();
+        if r.is_err() {
+            self.bytes = &[];
+        }
+        Some(r)
+    }
 }
 
 fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u32 {

@@ -7,12 +7,15 @@
 //!   applies only the words of its chunks, so shards write disjoint memory and need no
 //!   synchronization; each flushes and fences its own writes. Shard 0 runs on the
 //!   calling thread, the others on scoped threads.
-//! * **Backward replay with a duplicate filter** ([`ReplayMode::Backward`]): the batch
-//!   is walked newest transaction first, entries last first, and a word is applied only
-//!   the first time the shard meets it (a per-shard set of word offsets; the paper uses
-//!   a bitmap — a set costs DRAM per written word, not per heap word). Every word ends
-//!   with its newest value, written once.
-//! * **Forward replay** ([`ReplayMode::Forward`]): oldest first, every write applied.
+//! * **With the duplicate filter** (`dup_filter=on`, the default of backward replay):
+//!   the batch is walked newest transaction first, entries last first, and a word is
+//!   applied only the first time the shard meets it (a per-shard set of word offsets;
+//!   the paper uses a bitmap — a set costs DRAM per written word, not per heap word).
+//!   Every word ends with its newest value, written once.
+//! * **Without it** (`dup_filter=off`): oldest first, every write applied.
+//!
+//! How the batch was found (backward links, forward links, timestamp scan) does not
+//! matter here: it arrives oldest first either way.
 //! * **Allocator entries** are applied by the coordinator, oldest first, never filtered:
 //!   an allocation and a later free of overlapping blocks (a large run, then a small
 //!   slab in its place) must keep their order (see `heap::alloc`, Recovery).
@@ -21,8 +24,8 @@
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
 //! batch again (absolute values: idempotent).
 
-use super::options::ReplayMode;
-use crate::engine::kit::redo_log::Entry;
+use super::log::RecordRef;
+use crate::engine::kit::redo_log::{Entries, Entry};
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
@@ -44,35 +47,92 @@ pub struct ApplyStats {
     pub applied: Vec<u64>,
     /// Words skipped by the duplicate filter.
     pub filtered: u64,
+    /// Offsets of the blocks the batch's allocator entries named, oldest first.
+    pub allocator: Vec<u64>,
 }
 
-/// Every (offset, value) word of an entry list, in entry order.
-fn words<'a>(entries: &'a [Entry<'a>]) -> impl DoubleEndedIterator<Item = (u64, u64)> + 'a {
-    entries.iter().flat_map(|e| {
-        let v: Vec<(u64, u64)> = match *e {
-            Entry::Word { off, value } => vec![(off, value)],
-            Entry::Range { off, data } => data
-                .chunks(8)
-                .enumerate()
-                .map(|(i, c)| {
-                    let mut w = [0u8; 8];
-                    w[..c.len()].copy_from_slice(c);
-                    (off + 8 * i as u64, u64::from_le_bytes(w))
-                })
-                .collect(),
-            // Operation entries are TimeStone's; recovery refuses them in spht logs.
-            Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => Vec::new(),
-        };
-        v
-    })
+/// A transaction's record as `apply` reads it: its entries are decoded when they are
+/// applied (a record in a log, read in place: nothing is copied or kept per record),
+/// or given (tests).
+pub trait LoggedRecord: Sync {
+    /// Append its entries to `out`; `Err` names the first malformed one.
+    fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()>;
+}
+
+impl LoggedRecord for RecordRef {
+    fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
+        for e in Entries::new(self.entries(heap)) {
+            out.push(e?);
+        }
+        Ok(())
+    }
+}
+
+impl LoggedRecord for Vec<Entry<'_>> {
+    fn entries_into<'s>(&'s self, _: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
+        out.extend(self.iter().cloned());
+        Ok(())
+    }
+}
+
+/// The `i`-th 8-byte word of a range's data (the last one zero-padded).
+#[inline]
+fn range_word(data: &[u8], i: usize) -> u64 {
+    let start = 8 * i;
+    match data.get(start..start + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => {
+            let mut w = [0u8; 8];
+            w[..data.len() - start].copy_from_slice(&data[start..]);
+            u64::from_le_bytes(w)
+        }
+    }
+}
+
+/// Call `f` on every (offset, value) word of one entry, in order or (with `rev`)
+/// last word first. Allocator and operation entries have no words here (operation
+/// entries are TimeStone's; recovery refuses them in spht logs).
+#[inline]
+fn entry_words<F: FnMut(u64, u64)>(e: &Entry<'_>, rev: bool, f: &mut F) {
+    match *e {
+        Entry::Word { off, value } => f(off, value),
+        Entry::Range { off, data } => {
+            let n = data.len().div_ceil(8);
+            if rev {
+                for i in (0..n).rev() {
+                    f(off + 8 * i as u64, range_word(data, i));
+                }
+            } else {
+                for i in 0..n {
+                    f(off + 8 * i as u64, range_word(data, i));
+                }
+            }
+        }
+        Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => {}
+    }
+}
+
+/// Call `f` on every word of an entry list, in entry order or (with `rev`) last word
+/// first.
+#[inline]
+fn for_each_word<F: FnMut(u64, u64)>(entries: &[Entry<'_>], rev: bool, mut f: F) {
+    if rev {
+        for e in entries.iter().rev() {
+            entry_words(e, true, &mut f);
+        }
+    } else {
+        for e in entries {
+            entry_words(e, false, &mut f);
+        }
+    }
 }
 
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
 /// durable. Returns (words written, words filtered).
-pub fn apply_shard(
+pub fn apply_shard<R: LoggedRecord>(
     heap: &Heap,
-    batch: &[Vec<Entry<'_>>],
-    mode: ReplayMode,
+    batch: &[R],
+    filter: bool,
     shards: usize,
     shard: usize,
 ) -> (u64, u64) {
@@ -85,33 +145,41 @@ pub fn apply_shard(
         // Relaxed: only replay writes these words of the durable heap; the fence below
         // orders their durability.
         heap.atomic_u64(off as usize).store(value, Relaxed);
-        lines.push(off as usize & !63);
+        let line = off as usize & !63;
+        // Consecutive words mostly share a line: keep the list short before the sort.
+        if lines.last() != Some(&line) {
+            lines.push(line);
+        }
         applied += 1;
     };
-    match mode {
-        ReplayMode::Forward => {
-            for rec in batch {
-                for (off, value) in words(rec) {
-                    if mine(off) {
-                        write(off, value, &mut lines);
-                    }
+    // One buffer for every record's entries (the coordinator's pass in `apply`
+    // decoded every record once already: no error here).
+    let mut buf = Vec::new();
+    if filter {
+        let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
+        for rec in batch.iter().rev() {
+            buf.clear();
+            let _ = rec.entries_into(heap, &mut buf);
+            for_each_word(&buf, true, |off, value| {
+                if !mine(off) {
+                    return;
                 }
-            }
+                if seen.insert(off, ()).is_some() && !no_filter {
+                    filtered += 1;
+                    return;
+                }
+                write(off, value, &mut lines);
+            });
         }
-        ReplayMode::Backward => {
-            let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
-            for rec in batch.iter().rev() {
-                for (off, value) in words(rec).rev() {
-                    if !mine(off) {
-                        continue;
-                    }
-                    if seen.insert(off, ()).is_some() && !no_filter {
-                        filtered += 1;
-                        continue;
-                    }
+    } else {
+        for rec in batch {
+            buf.clear();
+            let _ = rec.entries_into(heap, &mut buf);
+            for_each_word(&buf, false, |off, value| {
+                if mine(off) {
                     write(off, value, &mut lines);
                 }
-            }
+            });
         }
     }
     lines.sort_unstable();
@@ -126,21 +194,29 @@ pub fn apply_shard(
 /// Apply a batch (oldest transaction first): allocator entries on this thread, data
 /// words on `shards` shards. Everything is durable when it returns. Returns the blocks
 /// the batch freed, and statistics.
-pub fn apply(
+pub fn apply<R: LoggedRecord>(
     heap: &Heap,
-    batch: &[Vec<Entry<'_>>],
-    mode: ReplayMode,
+    batch: &[R],
+    filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
     let mut freed = Vec::new();
+    let mut allocator = Vec::new();
+    let mut buf = Vec::new();
     for rec in batch {
-        for e in rec {
+        buf.clear();
+        rec.entries_into(heap, &mut buf)?;
+        for e in &buf {
             match *e {
-                Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
+                Entry::Alloc(b) => {
+                    Allocator::replay_alloc(heap, b)?;
+                    allocator.push(b.offset);
+                }
                 Entry::Free(b) => {
                     Allocator::replay_free(heap, b)?;
                     freed.push(b);
+                    allocator.push(b.offset);
                 }
                 _ => {}
             }
@@ -150,17 +226,18 @@ pub fn apply(
     let mut stats = ApplyStats {
         applied: vec![0; shards],
         filtered: 0,
+        allocator,
     };
     if shards == 1 {
-        let (a, f) = apply_shard(heap, batch, mode, 1, 0);
+        let (a, f) = apply_shard(heap, batch, filter, 1, 0);
         stats.applied[0] = a;
         stats.filtered = f;
     } else {
         let results: Vec<(u64, u64)> = std::thread::scope(|s| {
             let hs: Vec<_> = (1..shards)
-                .map(|k| s.spawn(move || apply_shard(heap, batch, mode, shards, k)))
+                .map(|k| s.spawn(move || apply_shard(heap, batch, filter, shards, k)))
                 .collect();
-            let mut r = vec![apply_shard(heap, batch, mode, shards, 0)];
+            let mut r = vec![apply_shard(heap, batch, filter, shards, 0)];
             r.extend(
                 hs.into_iter()
                     .map(|h| h.join().expect("replay shard panicked")),

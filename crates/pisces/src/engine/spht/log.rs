@@ -197,20 +197,10 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
     heap.flush(a.off, 8);
 }
 
-/// A record found by the parser.
-#[derive(Debug, Clone)]
-pub struct Parsed {
-    /// Sequence number.
-    pub seq: u64,
-    /// Timestamp.
-    pub ts: u64,
-    /// Entries.
-    pub entries: Vec<u8>,
-}
-
-/// Parse slot `slot`'s log from its persisted head: valid records in order, and the
-/// sequence number the next record must carry.
-pub fn parse(heap: &Heap, slot: usize) -> (Vec<Parsed>, u64) {
+/// Parse slot `slot`'s log from its persisted head: valid records in order (read in
+/// place, checksums checked), and the sequence number the next record must carry.
+/// Nobody else may append to or release the log meanwhile.
+pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, u64) {
     let a = Area::of(heap, slot);
     let hw = heap.atomic_u64(a.off).load(Acquire);
     let mut pos = (hw >> 32) as usize;
@@ -252,9 +242,16 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<Parsed>, u64) {
         if !in_seq || !len.is_multiple_of(8) || len > a.cap - pos - HEADER_LEN {
             break;
         }
-        let mut entries = vec![0u8; len];
-        heap.read_bytes(a.at(pos) + HEADER_LEN, &mut entries);
-        let ok = crc == checksum(len as u32, kind, seq, ts, &entries)
+        let rec = RecordRef {
+            slot,
+            pos,
+            seq,
+            ts,
+            len,
+            is_wrap: kind == KIND_WRAP,
+        };
+        // In place: the caller has the pool to itself (recovery, inspection).
+        let ok = crc == checksum(len as u32, kind, seq, ts, rec.entries(heap))
             || crate::mutation::active(crate::mutation::Mutation::Checksum);
         if !ok {
             break;
@@ -266,7 +263,7 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<Parsed>, u64) {
             pos = 0;
             continue;
         }
-        out.push(Parsed { seq, ts, entries });
+        out.push(rec);
         consumed += HEADER_LEN + len;
         pos += HEADER_LEN + len;
         if pos == a.cap {

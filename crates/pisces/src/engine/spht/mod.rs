@@ -21,14 +21,23 @@
 //!   sequential per-thread commit markers (the baseline of Fig. 1a).
 //! * **Links (§3.2)**: each transaction links its predecessor in timestamp order to
 //!   itself (forward) and itself to its predecessor (backward).
-//! * **Replay (§3.3, [`replayer`], [`apply`])**: background threads owned by the engine
-//!   apply durable transactions (ts ≤ marker) to the durable heap following the links
-//!   — forward, or backward with a duplicate filter — sharded by 4 KiB address chunks,
-//!   then persist their progress and truncate the logs. A thread whose log is full waits
-//!   for (or runs) the replayer.
+//! * **Replay (§3.3, [`replayer`], [`order`], [`apply`])**: background threads owned by
+//!   the engine apply durable transactions (ts ≤ marker) to the durable heap, sharded by
+//!   4 KiB address chunks, then persist their progress and truncate the logs. A thread
+//!   whose log is full waits for (or runs) the replayer. Three ways to find a batch in
+//!   timestamp order (option `replay`): the backward links from the newest durable
+//!   transaction (the default), the forward links from the last replayed one, or a
+//!   scan of the per-thread logs merged by timestamp (no links: the baseline the
+//!   links are measured against). Applying is independent of that (option
+//!   `dup_filter`): newest first with the duplicate filter (each word written once,
+//!   the default with backward) or oldest first writing every word.
+//!   `replay_hold=true` keeps the background replayer idle so that the logs build up
+//!   (the replay benchmark); full logs, allocation, `quiesce`, close and recovery
+//!   still replay. All options: [`options`].
 //! * **Recovery ([`recovery`])** is the same apply code over the records up to the
-//!   durable point (on `OpenCtx::recovery_threads` shards); then the working snapshot is
-//!   re-created from the recovered durable heap.
+//!   durable point (on `OpenCtx::recovery_threads` shards), ordered the way the
+//!   `replay` option says (links checked against the timestamps); then the working
+//!   snapshot is re-created from the recovered durable heap.
 //! * Allocation and free go through the redo log like any write: `ALLOC` / `FREE`
 //!   entries, applied to the durable allocator state by the replayer; a freed block is
 //!   reused after its free is replayed.
@@ -43,8 +52,9 @@
 //!   ([`thread`], *Decisions*).
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
-//! * Recovery orders records by their checksummed timestamps instead of trusting links
-//!   that a crash may have lost ([`recovery`]).
+//! * Recovery follows a link only where it names the record the timestamp order would
+//!   take next (a crash may lose links, never the checksummed timestamps) and merges by
+//!   timestamp when one is missing ([`recovery`], [`order`]).
 //! * One NUMA node here: shards stride chunks over replayers without placement.
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
 //!
@@ -68,17 +78,25 @@
 //!   `skip_cas_needs_an_update_transaction`), `SphtForwardLink` (no forward link
 //!   update: the link chain test), `SphtShardFilter` (every shard applies every word:
 //!   the shard test), `SphtDuplicateFilter` (backward replay without the filter
-//!   leaves the oldest value: the duplicate-filter test).
+//!   leaves the oldest value: the duplicate-filter test), `SphtScanMerge` (the scan
+//!   takes the slots' logs one after the other instead of merging them: the held-log
+//!   test and the recovery test of every mode).
+//! * Every replay mode × duplicate filter × 1 and 2 shards is tested at run time (two
+//!   threads writing the same words: the durable heap equals the working snapshot)
+//!   and at recovery of a crash image whose logs hold every transaction (the
+//!   recovered values equal the committed ones; the link modes really follow the
+//!   links, and a wrong link makes recovery merge instead).
 //! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
 //!   two threads, every option set) and serializability of recorded histories.
 //! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,
 //!   hashmap and btree on two threads of 100 operations.
 //! * `pisces bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
+//! * `pisces bench --workloads replay`: replay throughput per mode, filter and thread
+//!   count over a log of 1 GiB (recovery on open of a crash image filled with the
+//!   replayer held).
 //!
 //! # Not done
 //! * No NUMA placement of shards or heap arenas (one node here).
-//! * No replay throughput benchmark yet (`pisces bench` has no `replay` workload), and
-//!   no scan-by-timestamp replay option at run time (recovery sorts by timestamp).
 //! * The working snapshot never shrinks during a run (neither does the paper's).
 //!
 //! # Persistent format
@@ -91,6 +109,7 @@ pub mod clock;
 pub mod durability;
 pub mod log;
 pub mod options;
+pub mod order;
 pub mod recovery;
 pub mod replayer;
 pub mod shared;
@@ -109,7 +128,7 @@ use crate::{Config, Error, Result};
 use crossbeam_utils::CachePadded;
 use options::SphtOptions;
 use shared::{Shared, Stats};
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -159,7 +178,7 @@ impl SphtEngine {
                 l.engine_area_size, l.max_threads
             )));
         }
-        let rec = recovery::recover(&heap, opts.replay, ctx.recovery_threads)?;
+        let rec = recovery::recover(&heap, &opts, ctx.recovery_threads)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The replayer is not started yet: nobody writes the image.
         let ws = snapshot::Snapshot::of(&heap)
@@ -200,6 +219,13 @@ impl SphtEngine {
             #[cfg(test)]
             hold: Default::default(),
         });
+        // Relaxed: diagnostics read after `open` returns (the engine's hand-off orders them).
+        sh.stats
+            .recovered_records
+            .store(rec.replayed_records as u64, Relaxed);
+        sh.stats
+            .recovery_followed_links
+            .store(rec.followed_links, Relaxed);
         let sh2 = sh.clone();
         let h = std::thread::Builder::new()
             .name("spht-replayer".into())

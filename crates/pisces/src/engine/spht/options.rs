@@ -3,9 +3,22 @@
 //! * `marker=global|nvhtm` (default `global`): SPHT's single persistent global marker
 //!   advanced by CAS with skipCAS (§3.1), or NV-HTM's sequential per-thread commit
 //!   markers (the scheme of Fig. 1a) for comparison.
-//! * `replay=backward|forward` (default `backward`): the replayer walks a batch through
-//!   the backward links newest-first with a duplicate filter, or through the forward
-//!   links oldest-first applying every write (§3.2, §3.3).
+//! * `replay=backward|forward|scan` (default `backward`): how a batch of durable
+//!   transactions is found, oldest first: through the backward links from the newest
+//!   one, through the forward links from the last replayed one (§3.2, §3.3), or by
+//!   scanning the per-thread logs and merging them by commit timestamp (no link
+//!   followed: the baseline the links are measured against). Recovery on open finds
+//!   its records the same way (see `recovery`).
+//! * `dup_filter=on|off` (default `on` with `replay=backward`, else `off`): apply a
+//!   batch newest transaction first, writing each word only once (its newest value:
+//!   the duplicate filter), or oldest first, writing every logged word. Any
+//!   combination with `replay` is correct; the paper pairs the filter with backward
+//!   replay.
+//! * `replay_hold=true|false` (default `false`): the background replayer stays idle,
+//!   so the durable transactions build up in the logs (the replay benchmark fills the
+//!   logs this way). Replay still runs when a log is full, when an allocation finds
+//!   no free block, at `quiesce` and close, and at recovery: holding never blocks a
+//!   writer for good.
 //! * `replayers=N` (default 2, 1..=16): background replay shards (threads), each
 //!   applying the words of its address range.
 //! * `clock=tsc|counter` (default `tsc` where the CPU has an invariant TSC, else
@@ -29,8 +42,10 @@ pub enum MarkerMode {
 pub enum ReplayMode {
     /// Newest first through backward links, duplicate filter.
     Backward,
-    /// Oldest first through forward links, every write.
+    /// Oldest first through forward links.
     Forward,
+    /// Per-thread logs merged by commit timestamp, no link followed.
+    Scan,
 }
 
 /// Parsed options.
@@ -40,6 +55,10 @@ pub struct SphtOptions {
     pub marker: MarkerMode,
     /// Replay direction.
     pub replay: ReplayMode,
+    /// Apply newest first with the duplicate filter (else oldest first, every word).
+    pub dup_filter: bool,
+    /// The background replayer stays idle.
+    pub replay_hold: bool,
     /// Replay shards.
     pub replayers: usize,
     /// Clock source.
@@ -49,7 +68,17 @@ pub struct SphtOptions {
 impl SphtOptions {
     /// Parse and validate.
     pub fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
-        o.only(engine, &["marker", "replay", "replayers", "clock"])?;
+        o.only(
+            engine,
+            &[
+                "marker",
+                "replay",
+                "dup_filter",
+                "replay_hold",
+                "replayers",
+                "clock",
+            ],
+        )?;
         let bad = |k: &str, v: &str| {
             Error::InvalidConfig(format!(
                 "the {engine} engine's option `{k}` cannot be `{v}`"
@@ -63,7 +92,19 @@ impl SphtOptions {
         let replay = match o.get("replay").unwrap_or("backward") {
             "backward" => ReplayMode::Backward,
             "forward" => ReplayMode::Forward,
+            "scan" => ReplayMode::Scan,
             v => return Err(bad("replay", v)),
+        };
+        let dup_filter = match o.get("dup_filter") {
+            None => replay == ReplayMode::Backward,
+            Some("on") => true,
+            Some("off") => false,
+            Some(v) => return Err(bad("dup_filter", v)),
+        };
+        let replay_hold = match o.get("replay_hold").unwrap_or("false") {
+            "true" => true,
+            "false" => false,
+            v => return Err(bad("replay_hold", v)),
         };
         let replayers: usize = o.parse_or(engine, "replayers", 2)?;
         if !(1..=16).contains(&replayers) {
@@ -85,18 +126,24 @@ impl SphtOptions {
         Ok(SphtOptions {
             marker,
             replay,
+            dup_filter,
+            replay_hold,
             replayers,
             clock,
         })
     }
 
     /// The option sets campaigns cycle through: the global marker (the default), NV-HTM
-    /// markers, forward replay, and one replayer on the logical clock.
+    /// markers, forward replay, scan replay with the duplicate filter, and one
+    /// replayer on the logical clock.
     pub fn option_sets() -> Vec<EngineOptions> {
         vec![
             EngineOptions::new().set("marker", "global"),
             EngineOptions::new().set("marker", "nvhtm"),
             EngineOptions::new().set("replay", "forward"),
+            EngineOptions::new()
+                .set("replay", "scan")
+                .set("dup_filter", "on"),
             EngineOptions::new()
                 .set("replayers", 1)
                 .set("clock", "counter"),

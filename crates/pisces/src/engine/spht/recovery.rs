@@ -6,16 +6,19 @@
 //!    `R < ts ≤ D`. Records above D belong to transactions whose commit never returned
 //!    (a transaction returns only once the marker covers it) and are dropped; records
 //!    up to R are already applied.
-//! 3. Order them by timestamp. **Decision:** recovery sorts instead of following the
-//!    links. At run time the links of every transaction up to the durable point exist
-//!    (see `replayer`), but a crash can persist the marker CASed by a larger transaction
-//!    before a smaller one's link reached the medium (links are written after the
-//!    record's fence and are not on the durability path); the checksummed timestamps
-//!    always are. Sorting costs O(n log n) once per open.
+//! 3. Order them by timestamp, the way the `replay` option says (`order`):
+//!    `scan` merges the slots' lists by timestamp; `forward` and `backward` follow the
+//!    links, checked against those lists. **Decision:** a link is trusted only if it
+//!    names the next record the merge would take. At run time the links of every
+//!    transaction up to the durable point exist (see `replayer`), but a crash can
+//!    persist the marker CASed by a larger transaction before a smaller one's link
+//!    reached the medium (links are written after the record's fence and are not on
+//!    the durability path); the checksummed timestamps always are. If a walk finds a
+//!    link missing, recovery merges instead (same result, one more pass).
 //! 4. Decode and validate every entry before writing anything (a damaged pool is
 //!    refused unchanged), then apply them with `apply` — the replayer's code: allocator
-//!    entries in order, data words on `OpenCtx::recovery_threads` shards, backward with
-//!    the duplicate filter or forward, as the pool's options say.
+//!    entries in order, data words on `OpenCtx::recovery_threads` shards, newest first
+//!    with the duplicate filter or oldest first, as the `dup_filter` option says.
 //! 5. Persist `replayed = max(R, D)`, then reset every log (head at 0, next sequence
 //!    number) and fence. A crash anywhere repeats the same steps over the same records.
 //!
@@ -25,9 +28,10 @@
 use super::apply;
 use super::durability::{durable_point, persist_replayed, replayed};
 use super::log;
-use super::options::ReplayMode;
+use super::options::{ReplayMode, SphtOptions};
+use super::order;
 use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{decode, Entry};
+use crate::engine::kit::redo_log::{decode, Entries, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -41,6 +45,11 @@ pub struct Recovered {
     pub next_seq: Vec<u64>,
     /// The `replayed` word after recovery.
     pub replayed_ts: u64,
+    /// Records replayed.
+    pub replayed_records: usize,
+    /// The records were ordered by the links the `replay` option names (false: merged
+    /// by timestamp, by option or because a link was missing).
+    pub followed_links: bool,
 }
 
 fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
@@ -59,36 +68,46 @@ fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
     Ok(())
 }
 
-/// Run recovery on a pool nobody uses yet.
-pub fn recover(heap: &Heap, mode: ReplayMode, shards: usize) -> Result<Recovered> {
+/// Run recovery on a pool nobody uses yet, with the replay options `opts` and
+/// `shards` apply threads.
+pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
     let mut max_ts = d.max(r);
-    let mut records = Vec::new();
+    let mut lists = Vec::with_capacity(n);
     let mut next_seq = Vec::with_capacity(n);
     for slot in 0..n {
         let (recs, next) = log::parse(heap, slot);
         next_seq.push(next);
-        for p in recs {
-            max_ts = max_ts.max(p.ts);
-            if p.ts > r && p.ts <= d {
-                records.push((p.ts, slot, p.seq, p.entries));
-            }
-        }
+        max_ts = recs.iter().fold(max_ts, |m, p| m.max(p.ts));
+        lists.push(
+            recs.into_iter()
+                .filter(|p| p.ts > r && p.ts <= d)
+                .collect::<Vec<_>>(),
+        );
     }
-    records.sort_by_key(|x| x.0);
-    let mut batch = Vec::with_capacity(records.len());
-    for (_, slot, seq, bytes) in &records {
-        let entries = decode(bytes)
-            .and_then(|e| validate(heap, &e).map(|()| e))
+    let followed = match opts.replay {
+        ReplayMode::Scan => None,
+        ReplayMode::Forward => order::follow_forward(heap, &lists),
+        ReplayMode::Backward => order::follow_backward(heap, &lists),
+    };
+    let followed_links = followed.is_some();
+    let records = followed.unwrap_or_else(|| order::merge_by_ts(lists));
+    // Validate everything before writing anything (entries decoded in place, nothing
+    // kept: `apply` decodes them again as it writes).
+    for rec in &records {
+        Entries::new(rec.entries(heap))
+            .try_for_each(|e| e.and_then(|e| validate(heap, std::slice::from_ref(&e))))
             .map_err(|e| {
-                Error::Corrupt(format!("spht log record {seq} of thread slot {slot}: {e}"))
+                Error::Corrupt(format!(
+                    "spht log record {} of thread slot {}: {e}",
+                    rec.seq, rec.slot
+                ))
             })?;
-        batch.push(entries);
     }
-    if !batch.is_empty() {
-        apply::apply(heap, &batch, mode, shards)?;
+    if !records.is_empty() {
+        apply::apply(heap, &records, opts.dup_filter, shards)?;
     }
     let replayed_ts = r.max(d);
     if d > r {
@@ -102,6 +121,8 @@ pub fn recover(heap: &Heap, mode: ReplayMode, shards: usize) -> Result<Recovered
         max_ts,
         next_seq,
         replayed_ts,
+        replayed_records: records.len(),
+        followed_links,
     })
 }
 
@@ -125,7 +146,7 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
             if p.ts <= d {
                 pending += 1;
             }
-            if let Err(e) = decode(&p.entries).and_then(|e| validate(heap, &e)) {
+            if let Err(e) = decode(p.entries(heap)).and_then(|e| validate(heap, &e)) {
                 problems.push(format!("log: slot {slot} record {}: {e}", p.seq));
             }
         }

@@ -13,12 +13,17 @@
 //!      transaction already replayed (or the first of the run).
 //!    * `replay=forward`: from the last replayed transaction (or the run's first),
 //!      follow the **forward links** while the timestamps are ≤ D.
+//!    * `replay=scan`: no link. Each slot's log is read from the replayer's head up
+//!      to the slot's last linked record (published in its `SlotMeta::last` before
+//!      its isPers; records past it may be half written and are never read), taking
+//!      the records with `replayed < ts ≤ D`; the slots' lists are merged by
+//!      timestamp (`order::merge_by_ts`).
 //!
 //!    The links needed exist: a transaction links itself to its predecessor (both
 //!    directions) before it sets isPers, and the transaction whose timestamp is D
 //!    waited for every smaller one to set isPers before the marker passed it (the
 //!    Acquire load of the mirror makes their link stores visible).
-//! 3. Apply it (`apply`: sharded, with the duplicate filter when backward).
+//! 3. Apply it (`apply`: sharded, with the duplicate filter if `dup_filter=on`).
 //! 4. Persist `replayed = newest ts`, then each slot's head word past its last
 //!    replayed record (the newest record of the batch is kept: it is the cursor whose
 //!    forward slot the next batch reads, and the link the backward walk stops at), fence; then tell the writers (`released_seq`) that the space is
@@ -30,8 +35,8 @@ use super::apply;
 use super::durability::persist_replayed;
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::ReplayMode;
+use super::order::merge_by_ts;
 use super::shared::Shared;
-use crate::engine::kit::redo_log::decode;
 use crate::heap::alloc::ThreadCache;
 use crate::Result;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -118,6 +123,43 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
             }
             out.reverse();
         }
+        ReplayMode::Scan => {
+            let mut lists = Vec::with_capacity(sh.slots.len());
+            for (slot, meta) in sh.slots.iter().enumerate() {
+                // Acquire (inside `last`): the records up to the published one are
+                // complete (written before it linked itself).
+                let (last_ts, last_link) = meta.last();
+                if last_ts <= last || last_link == 0 {
+                    continue; // nothing unreplayed in this slot
+                }
+                let (_, end) = log::unlink(last_link);
+                let (pos, mut seq) = st.heads[slot];
+                let mut list = Vec::new();
+                let mut r = record_at(sh, slot, pos);
+                loop {
+                    if r.seq != seq && r.seq != seq + 1 {
+                        return Err(crate::Error::Corrupt(format!(
+                            "spht replayer: thread slot {slot}'s log has record {} where \
+                             record {seq} was expected",
+                            r.seq
+                        )));
+                    }
+                    if r.ts > d {
+                        break;
+                    }
+                    if r.ts > last {
+                        list.push(r);
+                    }
+                    if r.pos == end {
+                        break;
+                    }
+                    seq = r.seq + 1;
+                    r = record_at(sh, slot, r.end(heap).0);
+                }
+                lists.push(list);
+            }
+            out = merge_by_ts(lists);
+        }
         ReplayMode::Forward => {
             let mut next = if st.cursor == 0 {
                 sh.genesis.load(Acquire)
@@ -151,23 +193,13 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
         return Ok(false);
     };
     let heap = &*sh.heap;
-    let decoded = batch
-        .iter()
-        .map(|r| decode(r.entries(heap)))
-        .collect::<Result<Vec<_>>>()?;
-    let (freed, stats) = apply::apply(heap, &decoded, sh.opts.replay, sh.opts.replayers)?;
-    {
+    let (freed, stats) = apply::apply(heap, &batch, sh.opts.dup_filter, sh.opts.replayers)?;
+    if !stats.allocator.is_empty() {
         // The bitmaps now show these allocations and frees (see `Shared::unreplayed`).
         let mut pending = sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
         if !pending.is_empty() {
-            for rec in &decoded {
-                for e in rec {
-                    if let crate::engine::kit::redo_log::Entry::Alloc(b)
-                    | crate::engine::kit::redo_log::Entry::Free(b) = *e
-                    {
-                        pending.remove(&b.offset);
-                    }
-                }
+            for off in &stats.allocator {
+                pending.remove(off);
             }
         }
     }
@@ -218,9 +250,14 @@ pub fn kick(sh: &Shared) {
     }
 }
 
-/// The background replayer's loop.
+/// The background replayer's loop (idle with `replay_hold`: the writers, `quiesce`
+/// and close still replay).
 pub fn background(sh: Arc<Shared>) {
     while !sh.stop.load(Acquire) {
+        if sh.opts.replay_hold {
+            std::thread::park_timeout(Duration::from_millis(50));
+            continue;
+        }
         let did = {
             let mut st = sh.replay.lock().unwrap_or_else(|e| e.into_inner());
             match run_batch(&sh, &mut st) {

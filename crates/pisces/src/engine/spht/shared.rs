@@ -27,6 +27,11 @@ pub struct Stats {
     pub filtered: AtomicU64,
     /// Words applied by the replayer.
     pub applied: AtomicU64,
+    /// Records the recovery at open replayed.
+    pub recovered_records: AtomicU64,
+    /// The recovery at open ordered its records by the links (1) or merged them by
+    /// timestamp (0).
+    pub recovery_followed_links: AtomicBool,
 }
 
 /// A test hook: holds the commit of one slot at one point until released.

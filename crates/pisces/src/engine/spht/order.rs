@@ -1,0 +1,121 @@
+//! The order of a batch of durable transactions (oldest first), found three ways
+//! (`replay=` option): following the forward links, following the backward links, or
+//! scanning the per-thread logs and merging them by commit timestamp.
+//!
+//! * [`merge_by_ts`]: the scan. Each thread's log holds its transactions in timestamp
+//!   order (a thread's commit timestamps increase), so the batch is a k-way merge of
+//!   the per-slot lists (a heap of the slots' next timestamps: O(n log k)). It reads
+//!   every log's records but no link.
+//! * [`follow_forward`], [`follow_backward`]: the link walks over records that recovery
+//!   parsed. The run-time replayer follows the links without checks (the protocol
+//!   guarantees them up to the durable point, see `replayer`); after a crash a link may
+//!   be missing (links are not on the durability path, see `recovery`), so these walks
+//!   accept a link only if it names the next record of its slot not yet taken, with a
+//!   larger (forward) or smaller (backward) timestamp, and succeed only if they take
+//!   every record. Then the result is exactly the merge's order; otherwise they
+//!   return `None` and recovery merges.
+
+use super::log::{self, RecordRef, LINK_BIT};
+use crate::heap::Heap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// The records of `lists` (one list per slot, each in timestamp order), merged into
+/// one list in timestamp order.
+pub fn merge_by_ts(lists: Vec<Vec<RecordRef>>) -> Vec<RecordRef> {
+    let total = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    if crate::mutation::active(crate::mutation::Mutation::SphtScanMerge) {
+        // The slots' lists one after the other (the one holding the newest record
+        // last, so that the replayer still reaches the durable point).
+        let mut ls: Vec<&Vec<RecordRef>> = lists.iter().filter(|l| !l.is_empty()).collect();
+        ls.sort_by_key(|l| l.last().map_or(0, |r| r.ts));
+        for l in ls {
+            out.extend_from_slice(l);
+        }
+        return out;
+    }
+    let mut next = vec![0usize; lists.len()];
+    let mut heads: BinaryHeap<Reverse<(u64, usize)>> = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(s, l)| l.first().map(|r| Reverse((r.ts, s))))
+        .collect();
+    while let Some(Reverse((_, s))) = heads.pop() {
+        let l = &lists[s];
+        // Take the run of this slot's records below the other slots' next one (one
+        // heap operation per run, not per record: a slot's records often follow each
+        // other).
+        let bound = heads.peek().map_or(u64::MAX, |Reverse((ts, _))| *ts);
+        while let Some(r) = l.get(next[s]) {
+            if r.ts > bound {
+                heads.push(Reverse((r.ts, s)));
+                break;
+            }
+            out.push(*r);
+            next[s] += 1;
+        }
+    }
+    out
+}
+
+/// The records of `lists` in the order of the forward links, from the oldest one;
+/// `None` if a link is missing or names another record than the merge would take.
+pub fn follow_forward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<RecordRef>> {
+    let total: usize = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    let Some(mut cur) = lists.iter().filter_map(|l| l.first()).min_by_key(|r| r.ts) else {
+        return Some(out);
+    };
+    let mut taken = vec![0usize; lists.len()];
+    taken[cur.slot] = 1;
+    out.push(*cur);
+    while out.len() < total {
+        let l = cur.fwd(heap);
+        if l & LINK_BIT == 0 {
+            return None;
+        }
+        let (s, p) = log::unlink(l);
+        let next = lists.get(s)?.get(taken[s])?;
+        if next.pos != p || next.ts <= cur.ts {
+            return None;
+        }
+        taken[s] += 1;
+        out.push(*next);
+        cur = next;
+    }
+    Some(out)
+}
+
+/// The records of `lists` in the order of the backward links from the newest one,
+/// returned oldest first; `None` if a link is missing or names another record than
+/// the merge would take.
+pub fn follow_backward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<RecordRef>> {
+    let total: usize = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    let Some(mut cur) = lists.iter().filter_map(|l| l.last()).max_by_key(|r| r.ts) else {
+        return Some(out);
+    };
+    // Per slot: how many of its records are not taken yet (the next one to take is
+    // the one before that count).
+    let mut left: Vec<usize> = lists.iter().map(Vec::len).collect();
+    left[cur.slot] -= 1;
+    out.push(*cur);
+    while out.len() < total {
+        let l = cur.back(heap);
+        if l & LINK_BIT == 0 {
+            return None;
+        }
+        let (s, p) = log::unlink(l);
+        let k = left.get(s)?.checked_sub(1)?;
+        let prev = &lists[s][k];
+        if prev.pos != p || prev.ts >= cur.ts {
+            return None;
+        }
+        left[s] = k;
+        out.push(*prev);
+        cur = prev;
+    }
+    out.reverse();
+    Some(out)
+}
