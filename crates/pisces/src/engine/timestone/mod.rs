@@ -135,6 +135,9 @@ pub struct Timestone;
 
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
 
+/// How OLog records are framed: the kit's compact 16-byte header (module docs).
+pub const OLOG_FRAMING: log::Framing = log::Framing::Compact;
+
 impl EngineDef for Timestone {
     const ID: u32 = 8;
     const NAME: &'static str = "timestone";
@@ -191,7 +194,12 @@ impl EngineDef for Timestone {
         let k_done = Shared::load_k_done(heap);
         let mut live = 0;
         for slot in 0..l.max_threads {
-            let p = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+            let p = log::parse_framed(
+                heap,
+                l.log_offset(slot),
+                l.log_bytes_per_thread,
+                OLOG_FRAMING,
+            );
             live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
         }
         let pending_ckpt =
