@@ -138,11 +138,6 @@ pub struct Pending {
     pub bits: FastMap<u64, (bool, u64)>,
 }
 
-/// Freed bytes that trigger a checkpoint by themselves (one slab): freed space is
-/// reusable only after the checkpoint that makes the free durable, and holding it back
-/// longer makes threads format fresh slabs for small blocks, which starves large ones.
-const FREED_HIGH_WATER: u64 = crate::heap::layout::SLAB_SIZE as u64;
-
 // SAFETY: the entry pointers point into the index, which lives as long as the engine
 // and is shared (`Entry: Sync`).
 unsafe impl Send for Pending {}
@@ -247,11 +242,13 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
     p.items.extend_from_slice(items);
 }
 
-/// True if the pending items passed the high-water mark, or hold back a slab's worth
-/// of freed blocks.
+/// True if the pending items passed the high-water mark, or hold back freed blocks
+/// past `Shared::freed_high_water` (freed space is reusable only after the checkpoint
+/// that makes the free durable, and holding much of it back makes threads format fresh
+/// slabs for small blocks, which starves large ones).
 pub fn above_high_water(sh: &Shared) -> bool {
     let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
-    p.used >= sh.high_water || p.freed >= FREED_HIGH_WATER
+    p.used >= sh.high_water || p.freed >= sh.freed_high_water
 }
 
 /// Per payload offset: the timestamp of the newest write or free at or below the cut,

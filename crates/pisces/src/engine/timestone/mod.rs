@@ -116,6 +116,7 @@ mod tests;
 use crate::engine::kit::redo_log as log;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
 use crate::tx::Isolation;
 use crate::{Config, Error, Result};
@@ -134,6 +135,24 @@ pub struct TimestoneEngine {
 pub struct Timestone;
 
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
+/// Size of the CLog area in MiB, chosen when the pool is created (default: half a
+/// thread log plus 12 KiB). It bounds one checkpoint's record, and so how many
+/// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
+/// it): the coalescing window (see the module docs on write amplification).
+const OPT_CLOG_MIB: &str = "clog_mib";
+/// How many of the pool's per-thread log regions (1..=8, `log_bytes_per_thread`
+/// each) one thread's OLog spans, chosen when the pool is created (default 1). A
+/// full OLog forces a checkpoint, so this bounds the coalescing window too.
+const OPT_OLOG_REGIONS: &str = "olog_regions";
+
+/// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
+/// the slot's log regions, which are contiguous).
+pub fn olog_len(l: &Layout) -> usize {
+    l.logs_per_thread * l.log_bytes_per_thread
+}
+
+/// Largest `clog_mib` (the engine area is at most 64 MiB).
+const MAX_CLOG_MIB: usize = 63;
 
 /// How OLog records are framed: the kit's compact 16-byte header (module docs).
 pub const OLOG_FRAMING: log::Framing = log::Framing::Compact;
@@ -156,16 +175,46 @@ impl EngineDef for Timestone {
     }
 
     fn regions(cfg: &Config) -> Regions {
+        // The CLog: one checkpoint record, bounded by the budget (by default half a
+        // thread log: the largest physical record), plus slack. A bad `clog_mib` is
+        // reported by `open`.
+        let clog = match cfg
+            .engine_options
+            .parse_or(Self::NAME, OPT_CLOG_MIB, 0usize)
+        {
+            Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
+            _ => cfg.log_bytes_per_thread / 2 + 8192,
+        };
+        let regions = match cfg
+            .engine_options
+            .parse_or(Self::NAME, OPT_OLOG_REGIONS, 1usize)
+        {
+            Ok(n @ 1..=MAX_LOGS_PER_THREAD) => n,
+            _ => 1,
+        };
         Regions {
-            logs_per_thread: 1,
-            // The CLog: one checkpoint record, bounded by the budget (half a thread
-            // log: the largest physical record), plus slack.
-            engine_area_bytes: 4096 + cfg.log_bytes_per_thread / 2 + 8192,
+            logs_per_thread: regions,
+            engine_area_bytes: 4096 + clog,
         }
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        opts.only(Self::NAME, &[OPT_HIGH_WATER])?;
+        opts.only(
+            Self::NAME,
+            &[OPT_HIGH_WATER, OPT_CLOG_MIB, OPT_OLOG_REGIONS],
+        )?;
+        let regions: usize = opts.parse_or(Self::NAME, OPT_OLOG_REGIONS, 1)?;
+        if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
+            return Err(Error::InvalidConfig(format!(
+                "{OPT_OLOG_REGIONS} must be 1..={MAX_LOGS_PER_THREAD}, not {regions}"
+            )));
+        }
+        let mib: usize = opts.parse_or(Self::NAME, OPT_CLOG_MIB, 1)?;
+        if !(1..=MAX_CLOG_MIB).contains(&mib) {
+            return Err(Error::InvalidConfig(format!(
+                "{OPT_CLOG_MIB} must be 1..={MAX_CLOG_MIB}, not {mib}"
+            )));
+        }
         let pct: u64 = opts.parse_or(Self::NAME, OPT_HIGH_WATER, 50)?;
         if !(1..=100).contains(&pct) {
             return Err(Error::InvalidConfig(format!(
@@ -194,12 +243,7 @@ impl EngineDef for Timestone {
         let k_done = Shared::load_k_done(heap);
         let mut live = 0;
         for slot in 0..l.max_threads {
-            let p = log::parse_framed(
-                heap,
-                l.log_offset(slot),
-                l.log_bytes_per_thread,
-                OLOG_FRAMING,
-            );
+            let p = log::parse_framed(heap, l.log_offset(slot), olog_len(&l), OLOG_FRAMING);
             live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
         }
         let pending_ckpt =

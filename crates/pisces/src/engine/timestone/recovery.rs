@@ -77,7 +77,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
         let parsed = log::parse_framed(
             heap,
             l.log_offset(slot),
-            l.log_bytes_per_thread,
+            super::olog_len(&l),
             super::OLOG_FRAMING,
         );
         if let Some(d) = parsed.damage {

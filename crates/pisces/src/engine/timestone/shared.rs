@@ -115,6 +115,11 @@ pub struct Shared {
     pub recovering: bool,
     /// Trigger: a checkpoint starts when the pending bytes pass this.
     pub high_water: u64,
+    /// Trigger: a checkpoint starts when the bytes of blocks freed since the last one
+    /// pass this: a sixteenth of `high_water`, at least one slab (freed blocks are
+    /// reusable only after the checkpoint, see `clog`). With the default CLog it is one
+    /// slab; a larger CLog lets more frees wait, and so coalesce.
+    pub freed_high_water: u64,
     /// Statistics.
     pub stats: Stats,
 }
@@ -154,6 +159,8 @@ impl Shared {
             next_seq,
             recovering,
             high_water: budget * high_water_pct.clamp(1, 100) / 100,
+            freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
+                .max(crate::heap::layout::SLAB_SIZE as u64),
             stats: Stats::default(),
             heap,
             alloc,

@@ -85,7 +85,7 @@ impl TsThread {
         let log = LogWriter::framed(
             super::OLOG_FRAMING,
             l.log_offset(slot),
-            l.log_bytes_per_thread,
+            super::olog_len(&l),
             sh.next_seq[slot],
         );
         TsThread {
