@@ -59,7 +59,9 @@
 //! back (`push_items`). A checkpoint gives back the charges of the objects it leaves
 //! with no pending write. The high-water mark (`checkpoint_pct` of the budget)
 //! therefore counts *distinct* dirty bytes: repeated updates of a hot set never
-//! trigger a checkpoint by themselves (only a full OLog or the pool closing does).
+//! trigger a checkpoint by themselves (only a full OLog, the frees waiting for reuse
+//! or the pool closing do). The budget is the CLog area (engine option `clog_mib`)
+//! less 4 KiB: a larger area widens the window checkpoints coalesce over.
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
