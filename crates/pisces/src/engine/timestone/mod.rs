@@ -210,13 +210,12 @@ impl EngineDef for Timestone {
             Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
             _ => cfg.log_bytes_per_thread / 2 + 8192,
         };
-        let regions = match cfg
+        let regions = cfg
             .engine_options
             .parse_or(Self::NAME, OPT_OLOG_REGIONS, 1usize)
-        {
-            Ok(n @ 1..=MAX_LOGS_PER_THREAD) => n,
-            _ => 1,
-        };
+            .ok()
+            .filter(|n| (1..=MAX_LOGS_PER_THREAD).contains(n))
+            .unwrap_or(1);
         Regions {
             logs_per_thread: regions,
             engine_area_bytes: 4096 + clog,
