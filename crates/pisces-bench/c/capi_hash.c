@@ -45,7 +45,7 @@ static int update_tx(pisces_tx tx, void *p) {
     value_of(c->key, v);
     rc = pisces_hmap_insert(tx, c->map, c->key, v, NULL);
     if (rc != PISCES_OK) return rc;
-    c->changed = 72;
+    c->changed = 80; /* key, value and the link to the node (hash.rs INSERT_CHANGED) */
     return PISCES_OK;
 }
 
@@ -61,7 +61,7 @@ static int lookup_tx(pisces_tx tx, void *p) {
 /*
  * One operation through handle `h` on `c->map` and `c->key`: an update if `update`,
  * else a lookup. Returns the pisces_run code; on success `c->changed` = bytes changed
- * (8 for a remove, 72 for an insert, 0 for a lookup) and `c->seen` = the last byte of
+ * (8 for a remove, 80 for an insert, 0 for a lookup) and `c->seen` = the last byte of
  * the value looked up (0 when absent).
  */
 int pisces_bench_hash_op(pisces_handle *h, struct op_ctx *c, int update) {

@@ -234,6 +234,15 @@ impl EngineSpec {
         }
     }
 
+    /// An engine with `options`, labelled `label`.
+    pub fn with_options(engine: Engine, label: String, options: EngineOptions) -> Self {
+        EngineSpec {
+            label,
+            engine,
+            options,
+        }
+    }
+
     /// The same configuration under another label.
     pub fn relabelled(&self, label: String) -> Self {
         EngineSpec {

@@ -5,8 +5,11 @@
 //! order, so lookups and updates pick uniformly random keys of the whole space (about
 //! half of the lookups hit). An update is the paper's insert/remove: it removes the key
 //! if present and inserts it (with a 64-byte value) if absent, so the map's size is a
-//! random walk pulled back to `N`. Changed bytes: 72 for an insert (key and value), 8
-//! for a remove (the key).
+//! random walk pulled back to `N`. Changed bytes ([`INSERT_CHANGED`],
+//! [`REMOVE_CHANGED`]): 80 for an insert (the new node's key and value, and the link
+//! — bucket head or predecessor's `next` — that now points to it), 8 for a remove (the
+//! link that skips the node). The new node's own `next` word (null) and the freed
+//! node's bytes are not counted.
 //!
 //! The update is a registered operation ([`UPDATE_OP`], arguments: the map and the
 //! key) on every engine, so engines that log operations instead of data (timestone)
@@ -18,6 +21,12 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use std::cell::Cell;
 use std::hint::black_box;
+
+/// Bytes an insert changes: key (8) and value (64) of the new node, and the 8-byte
+/// link that points to it.
+pub const INSERT_CHANGED: u64 = 80;
+/// Bytes a remove changes: the 8-byte link that skips the removed node.
+pub const REMOVE_CHANGED: u64 = 8;
 
 /// Operation id of the insert-or-remove update.
 pub const UPDATE_OP: u32 = 0x4841_5348; // "HASH"
@@ -40,10 +49,10 @@ thread_local! {
 /// its arguments and the pool only), as an operation must be.
 fn update(tx: &mut Tx<'_>, a: &UpdateArgs) -> pisces::Result<()> {
     let changed = if a.map.remove(tx, &a.key)?.is_some() {
-        8
+        REMOVE_CHANGED
     } else {
         a.map.insert(tx, a.key, value_of(a.key))?;
-        72
+        INSERT_CHANGED
     };
     CHANGED.with(|c| c.set(changed));
     Ok(())
@@ -157,8 +166,8 @@ mod tests {
             let (mut ins, mut rem) = (0i64, 0i64);
             for _ in 0..400 {
                 match hb.op(0, &mut h, &mut rng, true).unwrap() {
-                    72 => ins += 1,
-                    8 => rem += 1,
+                    INSERT_CHANGED => ins += 1,
+                    REMOVE_CHANGED => rem += 1,
                     other => panic!("{name}: changed {other} bytes"),
                 }
                 assert_eq!(hb.op(0, &mut h, &mut rng, false).unwrap(), 0);

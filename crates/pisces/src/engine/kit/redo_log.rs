@@ -28,6 +28,22 @@
 //! no entries, consuming a sequence number) is written at the head and the record goes
 //! to offset 0. If fewer than 32 bytes remain, both sides wrap without a marker.
 //!
+//! # Compact framing
+//! A log opened with [`Framing::Compact`] (timestone's OLog, whose records are a few
+//! dozen bytes each) frames records with a 16-byte header instead:
+//!
+//! ```text
+//! word 0: crc32c (bits 0..32) | seq, low 32 bits (bits 32..64)
+//! word 1: kind (bits 0..2) | len / 8 (bits 2..16) | persistTS (bits 16..64)
+//! [word 2: len in bytes, only when len / 8 does not fit in 14 bits (field = 0x3FFF)]
+//! ```
+//! The CRC32C covers the header from byte 4 (sequence half, word 1, word 2) and the
+//! entries. There is no magic: the kind field (zero in zeroed memory) and the checksum
+//! decide validity. Sequence numbers are compared modulo 2^32 (the tail word holds the
+//! same low 32 bits), and persistTS must be below 2^48. Everything else — the ring,
+//! wrap markers, the chain the parser follows, torn-tail and damage detection — is the
+//! same as for standard records.
+//!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
 //! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
@@ -48,6 +64,40 @@ pub const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
+/// Compact framing: the header's length field value meaning "length in word 2".
+const COMPACT_LONG: u64 = 0x3FFF;
+/// Compact framing: header bytes of a record that is not long.
+pub const COMPACT_HEADER_LEN: usize = 16;
+/// Compact framing: the largest persistTS a header holds.
+pub const COMPACT_MAX_TS: u64 = (1 << 48) - 1;
+
+/// How a log frames its records (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// The 32-byte header with magic and full sequence number.
+    Standard,
+    /// The 16-byte header (24 bytes for records of 128 KiB and more).
+    Compact,
+}
+
+impl Framing {
+    /// Header bytes of a record with `len` bytes of entries.
+    pub fn header_len(self, len: usize) -> usize {
+        match self {
+            Framing::Standard => HEADER_LEN,
+            Framing::Compact if (len / 8) as u64 >= COMPACT_LONG => COMPACT_HEADER_LEN + 8,
+            Framing::Compact => COMPACT_HEADER_LEN,
+        }
+    }
+
+    /// The smallest header: a ring position with less room left is skipped (wrap).
+    fn min_header(self) -> usize {
+        match self {
+            Framing::Standard => HEADER_LEN,
+            Framing::Compact => COMPACT_HEADER_LEN,
+        }
+    }
+}
 
 const E_WORD: u64 = 1;
 const E_RANGE: u64 = 2;
@@ -259,6 +309,135 @@ fn encode_header(
     h
 }
 
+/// A record header read from the ring, not yet checked against its entries.
+struct RawHeader {
+    kind: u32,
+    len: usize,
+    crc: u32,
+    /// Full sequence number (standard) or its low 32 bits (compact).
+    seq: u64,
+    pts: u64,
+    /// Header bytes.
+    hlen: usize,
+    bytes: [u8; HEADER_LEN],
+}
+
+/// The header at ring position `pos` with `room` bytes left before the ring's end, if
+/// it can be one (magic or kind, and it fits); its length field is not checked yet.
+fn read_header(
+    heap: &Heap,
+    ring: usize,
+    pos: usize,
+    room: usize,
+    framing: Framing,
+) -> Option<RawHeader> {
+    let mut bytes = [0u8; HEADER_LEN];
+    let u32at = |h: &[u8], i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+    let u64at = |h: &[u8], i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+    match framing {
+        Framing::Standard => {
+            if room < HEADER_LEN {
+                return None;
+            }
+            heap.read_bytes(ring + pos, &mut bytes);
+            let (magic, kind) = (u32at(&bytes, 0), u32at(&bytes, 4));
+            if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+                return None;
+            }
+            Some(RawHeader {
+                kind,
+                len: u32at(&bytes, 8) as usize,
+                crc: u32at(&bytes, 12),
+                seq: u64at(&bytes, 16),
+                pts: u64at(&bytes, 24),
+                hlen: HEADER_LEN,
+                bytes,
+            })
+        }
+        Framing::Compact => {
+            if room < COMPACT_HEADER_LEN {
+                return None;
+            }
+            heap.read_bytes(ring + pos, &mut bytes[..COMPACT_HEADER_LEN]);
+            let (w0, w1) = (u64at(&bytes, 0), u64at(&bytes, 8));
+            let kind = (w1 & 3) as u32;
+            if kind != KIND_TX && kind != KIND_WRAP {
+                return None;
+            }
+            let words = (w1 >> 2) & COMPACT_LONG;
+            let (len, hlen) = if words == COMPACT_LONG {
+                if room < COMPACT_HEADER_LEN + 8 {
+                    return None;
+                }
+                heap.read_bytes(
+                    ring + pos + COMPACT_HEADER_LEN,
+                    &mut bytes[COMPACT_HEADER_LEN..COMPACT_HEADER_LEN + 8],
+                );
+                let len = usize::try_from(u64at(&bytes, 16)).unwrap_or(usize::MAX);
+                (len, COMPACT_HEADER_LEN + 8)
+            } else {
+                (words as usize * 8, COMPACT_HEADER_LEN)
+            };
+            Some(RawHeader {
+                kind,
+                len,
+                crc: w0 as u32,
+                seq: w0 >> 32,
+                pts: w1 >> 16,
+                hlen,
+                bytes,
+            })
+        }
+    }
+}
+
+/// The checksum a record with header `h` and `entries` must carry.
+fn header_checksum(framing: Framing, h: &RawHeader, entries: &[u8]) -> u32 {
+    match framing {
+        Framing::Standard => checksum(h.kind, h.len as u32, h.seq, h.pts, entries),
+        Framing::Compact => crc32c::crc32c_append(crc32c::crc32c(&h.bytes[4..h.hlen]), entries),
+    }
+}
+
+/// Encode a header in `framing`; returns the bytes and the header length.
+fn encode_framed(
+    framing: Framing,
+    kind: u32,
+    seq: u64,
+    persist_ts: u64,
+    entries: &[u8],
+) -> ([u8; HEADER_LEN], usize) {
+    match framing {
+        Framing::Standard => (
+            encode_header(kind, entries.len() as u32, seq, persist_ts, entries),
+            HEADER_LEN,
+        ),
+        Framing::Compact => {
+            debug_assert!(
+                persist_ts <= COMPACT_MAX_TS,
+                "persistTS {persist_ts} above 2^48"
+            );
+            let len = entries.len();
+            let hlen = framing.header_len(len);
+            let words = if hlen > COMPACT_HEADER_LEN {
+                COMPACT_LONG
+            } else {
+                (len / 8) as u64
+            };
+            let w1 = u64::from(kind) | words << 2 | (persist_ts & COMPACT_MAX_TS) << 16;
+            let mut h = [0u8; HEADER_LEN];
+            h[4..8].copy_from_slice(&(seq as u32).to_le_bytes());
+            h[8..16].copy_from_slice(&w1.to_le_bytes());
+            if hlen > COMPACT_HEADER_LEN {
+                h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
+            }
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..hlen]), entries);
+            h[0..4].copy_from_slice(&crc.to_le_bytes());
+            (h, hlen)
+        }
+    }
+}
+
 fn checksum_ok(stored: u32, computed: u32) -> bool {
     stored == computed || crate::mutation::active(crate::mutation::Mutation::Checksum)
 }
@@ -311,7 +490,13 @@ struct Stop {
 /// (expected seq e, at the end of the ring) and record e+1 at offset 0 are flushed
 /// together and fenced once, so record e+1 alone at offset 0, too long to have fitted
 /// after the marker's position, with nothing after it, is a torn tail too.
-fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<String> {
+fn damage_after(
+    heap: &Heap,
+    ring: usize,
+    cap: usize,
+    stop: &Stop,
+    framing: Framing,
+) -> Option<String> {
     let later = |seq: u64| -> Option<u64> {
         if stop.full {
             (seq > stop.seq).then(|| seq - stop.seq)
@@ -322,29 +507,15 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
     };
     let mut found: Vec<(usize, u64, u64, usize)> = Vec::new(); // (pos, seq, distance, len)
     let mut pos = 0;
-    while pos + HEADER_LEN <= cap {
-        let mut h = [0u8; HEADER_LEN];
-        heap.read_bytes(ring + pos, &mut h);
-        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
-        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
-        let (magic, kind, len, crc, seq, pts) = (
-            u32at(0),
-            u32at(4),
-            u32at(8) as usize,
-            u32at(12),
-            u64at(16),
-            u64at(24),
-        );
-        if magic == MAGIC
-            && (kind == KIND_TX || kind == KIND_WRAP)
-            && len % 8 == 0
-            && len <= cap - pos - HEADER_LEN
-        {
-            if let Some(d) = later(seq) {
-                let mut entries = vec![0u8; len];
-                heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
-                if checksum(kind, len as u32, seq, pts, &entries) == crc {
-                    found.push((pos, seq, d, len));
+    while pos + framing.min_header() <= cap {
+        if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
+            if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
+                if let Some(d) = later(h.seq) {
+                    let mut entries = vec![0u8; h.len];
+                    heap.read_bytes(ring + pos + h.hlen, &mut entries);
+                    if header_checksum(framing, &h, &entries) == h.crc {
+                        found.push((pos, h.seq, d, h.hlen + h.len));
+                    }
                 }
             }
         }
@@ -353,8 +524,8 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
     if found.is_empty() {
         return None;
     }
-    if let [(0, _, 1, len)] = found[..] {
-        if stop.pos > 0 && HEADER_LEN + len > cap - stop.pos {
+    if let [(0, _, 1, rec_len)] = found[..] {
+        if stop.pos > 0 && rec_len > cap - stop.pos {
             return None; // a torn wrap marker with its record
         }
     }
@@ -370,6 +541,13 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`).
 pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
+    parse_framed(heap, area_off, area_len, Framing::Standard)
+}
+
+/// [`parse`] for a log written with `framing`. Compact sequence numbers are known
+/// modulo 2^32 only: the records and `next_seq` carry the tail word's low 32 bits
+/// counted on (the writer compares them modulo 2^32 too).
+pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Framing) -> ParsedLog {
     let cap = area_len - RING_OFFSET;
     let ring = area_off + RING_OFFSET;
     let tw = heap
@@ -381,6 +559,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     let mut expected: Option<u64> = None;
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
+    let standard = framing == Framing::Standard;
     if pos >= cap || !pos.is_multiple_of(8) {
         // The tail word is one 8-byte store: it cannot be torn, only damaged.
         return ParsedLog {
@@ -393,66 +572,61 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     }
     let mut stop;
     loop {
-        if cap - pos < HEADER_LEN {
+        if cap - pos < framing.min_header() {
             consumed += cap - pos;
             pos = 0;
         }
         let here = Stop {
             pos,
             seq: expected.unwrap_or(seq_lo),
-            full: expected.is_some(),
+            full: expected.is_some() && standard,
         };
         if consumed >= cap {
             stop = None;
             break;
         }
         stop = Some(here);
-        let mut h = [0u8; HEADER_LEN];
-        heap.read_bytes(ring + pos, &mut h);
-        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
-        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
-        let (magic, kind, len, crc, seq, pts) = (
-            u32at(0),
-            u32at(4),
-            u32at(8) as usize,
-            u32at(12),
-            u64at(16),
-            u64at(24),
-        );
-        if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+        let Some(h) = read_header(heap, ring, pos, cap - pos, framing) else {
             break;
-        }
-        let in_seq = match expected {
-            None => seq & 0xFFFF_FFFF == seq_lo,
-            Some(e) => seq == e,
         };
-        if !in_seq || len % 8 != 0 || len > cap - pos - HEADER_LEN {
+        let in_seq = match expected {
+            None => h.seq & 0xFFFF_FFFF == seq_lo,
+            Some(e) if standard => h.seq == e,
+            Some(e) => h.seq as u32 == e as u32,
+        };
+        if !in_seq || h.len % 8 != 0 || h.len > cap - pos - h.hlen {
             break;
         }
-        let mut entries = vec![0u8; len];
-        heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
-        if !checksum_ok(crc, checksum(kind, len as u32, seq, pts, &entries)) {
+        let mut entries = vec![0u8; h.len];
+        heap.read_bytes(ring + pos + h.hlen, &mut entries);
+        if !checksum_ok(h.crc, header_checksum(framing, &h, &entries)) {
             break;
         }
+        // The full sequence number: a standard header has it; a compact one continues
+        // the count started from the tail word.
+        let seq = match expected {
+            Some(e) if !standard => e,
+            _ => h.seq,
+        };
         expected = Some(seq + 1);
         next_seq = seq + 1;
-        if kind == KIND_WRAP {
+        if h.kind == KIND_WRAP {
             consumed += cap - pos;
             pos = 0;
             continue;
         }
         records.push(ParsedRecord {
             seq,
-            persist_ts: pts,
+            persist_ts: h.pts,
             entries,
         });
-        consumed += HEADER_LEN + len;
-        pos += HEADER_LEN + len;
+        consumed += h.hlen + h.len;
+        pos += h.hlen + h.len;
         if pos == cap {
             pos = 0;
         }
     }
-    let damage = stop.and_then(|st| damage_after(heap, ring, cap, &st));
+    let damage = stop.and_then(|st| damage_after(heap, ring, cap, &st, framing));
     ParsedLog {
         records,
         next_seq,
@@ -485,6 +659,7 @@ struct LiveRecord {
 /// The writer side of one slot's log (volatile bookkeeping of the ring).
 #[derive(Debug)]
 pub struct LogWriter {
+    framing: Framing,
     area_off: usize,
     cap: usize,
     head: usize,
@@ -496,7 +671,14 @@ pub struct LogWriter {
 impl LogWriter {
     /// Writer for an empty log (after recovery reset it) whose next record has `next_seq`.
     pub fn new(area_off: usize, area_len: usize, next_seq: u64) -> Self {
+        Self::framed(Framing::Standard, area_off, area_len, next_seq)
+    }
+
+    /// [`LogWriter::new`] writing records with `framing` (read them back with
+    /// [`parse_framed`] and the same framing).
+    pub fn framed(framing: Framing, area_off: usize, area_len: usize, next_seq: u64) -> Self {
         LogWriter {
+            framing,
             area_off,
             cap: area_len - RING_OFFSET,
             head: 0,
@@ -534,7 +716,7 @@ impl LogWriter {
 
     /// True if a record with `entries_len` bytes of entries fits now.
     pub fn fits(&self, entries_len: usize) -> bool {
-        let (fp, _) = self.footprint_at_head(HEADER_LEN + entries_len);
+        let (fp, _) = self.footprint_at_head(self.framing.header_len(entries_len) + entries_len);
         self.used + fp <= self.cap
     }
 
@@ -542,16 +724,17 @@ impl LogWriter {
     /// once for the whole persist stage). Returns its sequence number. The caller has
     /// checked `fits`.
     pub fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
-        let rec_len = HEADER_LEN + entries.len();
+        let hlen = self.framing.header_len(entries.len());
+        let rec_len = hlen + entries.len();
         let (footprint, wraps) = self.footprint_at_head(rec_len);
         debug_assert!(self.used + footprint <= self.cap);
         let ring = self.area_off + RING_OFFSET;
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
         if wraps {
-            if self.cap - self.head >= HEADER_LEN {
-                let h = encode_header(KIND_WRAP, 0, self.next_seq, 0, &[]);
-                heap.write_bytes(ring + self.head, &h);
-                heap.flush(ring + self.head, HEADER_LEN);
+            if self.cap - self.head >= self.framing.min_header() {
+                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, self.next_seq, 0, &[]);
+                heap.write_bytes(ring + self.head, &h[..wlen]);
+                heap.flush(ring + self.head, wlen);
                 self.next_seq += 1;
             } else {
                 parse_start = 0;
@@ -560,9 +743,9 @@ impl LogWriter {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let h = encode_header(KIND_TX, entries.len() as u32, seq, persist_ts, entries);
-        heap.write_bytes(ring + self.head + HEADER_LEN, entries);
-        heap.write_bytes(ring + self.head, &h);
+        let (h, _) = encode_framed(self.framing, KIND_TX, seq, persist_ts, entries);
+        heap.write_bytes(ring + self.head + hlen, entries);
+        heap.write_bytes(ring + self.head, &h[..hlen]);
         if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {
             heap.flush(ring + self.head, rec_len);
         }

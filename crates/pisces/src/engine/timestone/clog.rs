@@ -59,7 +59,9 @@
 //! back (`push_items`). A checkpoint gives back the charges of the objects it leaves
 //! with no pending write. The high-water mark (`checkpoint_pct` of the budget)
 //! therefore counts *distinct* dirty bytes: repeated updates of a hot set never
-//! trigger a checkpoint by themselves (only a full OLog or the pool closing does).
+//! trigger a checkpoint by themselves (only a full OLog, the frees waiting for reuse
+//! or the pool closing do). The budget is the CLog area (engine option `clog_mib`)
+//! less 4 KiB: a larger area widens the window checkpoints coalesce over.
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
@@ -137,11 +139,6 @@ pub struct Pending {
     /// validation asks here for a block whose bit does not show the committed state.
     pub bits: FastMap<u64, (bool, u64)>,
 }
-
-/// Freed bytes that trigger a checkpoint by themselves (one slab): freed space is
-/// reusable only after the checkpoint that makes the free durable, and holding it back
-/// longer makes threads format fresh slabs for small blocks, which starves large ones.
-const FREED_HIGH_WATER: u64 = crate::heap::layout::SLAB_SIZE as u64;
 
 // SAFETY: the entry pointers point into the index, which lives as long as the engine
 // and is shared (`Entry: Sync`).
@@ -247,11 +244,13 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
     p.items.extend_from_slice(items);
 }
 
-/// True if the pending items passed the high-water mark, or hold back a slab's worth
-/// of freed blocks.
+/// True if the pending items passed the high-water mark, or hold back freed blocks
+/// past `Shared::freed_high_water` (freed space is reusable only after the checkpoint
+/// that makes the free durable, and holding much of it back makes threads format fresh
+/// slabs for small blocks, which starves large ones).
 pub fn above_high_water(sh: &Shared) -> bool {
     let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
-    p.used >= sh.high_water || p.freed >= FREED_HIGH_WATER
+    p.used >= sh.high_water || p.freed >= sh.freed_high_water
 }
 
 /// Per payload offset: the timestamp of the newest write or free at or below the cut,

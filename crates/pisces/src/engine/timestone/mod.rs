@@ -8,15 +8,18 @@
 //!   chain in DRAM, newest first, each version stamped with its commit timestamp.
 //!   Readers pick the newest version at or below their snapshot and never read home
 //!   (after the first access, which copies home into a base version).
-//! * **OLog** ([`thread`]): per thread, in the thread's log region (kit redo-log
-//!   format). At commit the only persistent write is one record: the registered
+//! * **OLog** ([`thread`]): per thread, in the thread's log region(s) (the kit's
+//!   redo-log ring with its compact framing, [`OLOG_FRAMING`]). At commit the only
+//!   persistent write is one record: the registered
 //!   operation's id and argument bytes plus the blocks it allocated, stamped with the
 //!   commit timestamp; a plain `run` closure (no registered operation) falls back to
 //!   its physical write set (whole objects written, allocations, frees) — it costs
 //!   every written object's full size in the OLog instead of a few argument bytes.
-//!   The OLog record of a registered operation is the kit's 32-byte record header,
-//!   an 8-byte operation word, the argument bytes (padded to 8) and 16 bytes per
-//!   allocation: 56 bytes for a 16-byte argument, 72 with one allocation.
+//!   The OLog record of a registered operation is a 16-byte header (CRC32C, sequence
+//!   number, kind, length and the 48-bit commit timestamp: torn records fail the
+//!   checksum, the sequence ends the chain), an 8-byte operation word, the argument
+//!   bytes (padded to 8) and 16 bytes per allocation: 40 bytes for a 16-byte argument,
+//!   56 with one allocation (the kit's standard 32-byte header made them 56 and 72).
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
 //!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
 //!   blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
@@ -35,19 +38,41 @@
 //!   recovered state, then checkpoint.
 //!
 //! # Write amplification
-//! Bytes made durable (OLog, CLog, home, allocator bitmaps) per byte the program
+//! Bytes made durable (OLog, CLog, home, allocator metadata) per byte the program
 //! changed, as `pisces bench` defines it for every engine (emulated DRAM medium, 1
-//! thread, medians of 3 runs of 1 s): hash table 3.92 at 2 % updates and 3.88 at 20 %
-//! (10.5 before the word diff and direct fresh writes), TPC-C new-order 2.16 (7.61).
-//! Per hash update (72 bytes credited for an insert, 8 for a remove): OLog 64, CLog 38,
-//! home 45, bitmaps 8–10. Below 1 is out of reach there: an inserted node (80 bytes
-//! with its next link) must reach home once for 72 credited bytes, a remove rewrites a
-//! link and a bitmap word and logs its operation for 8 credited, and random keys are
-//! rarely inserted and removed between two checkpoints. It is reached where updates
-//! overwrite the same bytes between checkpoints (`write_amplification_of_small_updates`
-//! in the verification suite: 64 hot objects). Not done: a compact OLog framing (the
-//! 32-byte kit header is half of a hash update's record).
+//! thread, medians of 3 runs of 1 s; the hash insert credits 80 bytes — key, value
+//! and the link to the node — a remove 8, a TPC-C index entry 24 — key, pointer, the
+//! leaf's count): see the README's table for the figures. Per hash update (44 bytes
+//! credited on average) with the default CLog: OLog 48, CLog 38, home 45, allocator
+//! 8–10, about 3.2.
 //!
+//! **The coalescing window.** A checkpoint writes each object once with its newest
+//! value, so the more updates a checkpoint covers, the fewer bytes per update reach
+//! the CLog and home. What bounds the window: the CLog budget (`clog_mib`, the
+//! high-water mark is `checkpoint_pct` of it), the OLog (`olog_regions`: a full OLog
+//! forces a checkpoint), the frees waiting for reuse (`Shared::freed_high_water`, a
+//! sixteenth of the high-water mark) and, in a benchmark, the run itself (the pool's
+//! close checkpoints what is left, and that is counted). `examples/ts_window.rs` in
+//! the bench crate measures it (README). DRAM cost of a window: each pending item
+//! (about 40 bytes; 2–3 per hash update, about 25 per new-order) plus the
+//! checkpointer's `charged` and `bits` maps (one entry per distinct dirty object and
+//! per allocated or freed block); the TLog's versions do not grow with it (chains are
+//! truncated at commit), but blocks freed in the window are not reused inside it, so
+//! new blocks (and their base versions) are touched instead.
+//!
+//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: a compact OLog
+//! record alone is 40–56 bytes per update for 44 credited, and every insert's 80-byte
+//! node must reach home once unless a remove of the same key follows inside the
+//! window; with 40 000 uniformly random keys and 1-second runs (15 000 updates at 2 %,
+//! 60 000 at 20 %) most keys are touched once per run, so home and CLog bytes cannot
+//! be amortised. TPC-C: the new rows (about 760 of the 1 220 credited bytes) must reach
+//! home once, each allocated block costs about 16 bytes of allocator metadata (its
+//! header word when its slab is formatted, its bitmap bit), the OLog record carries the
+//! 144-byte input and 16 bytes per allocated block, and B+-tree inserts into a leaf
+//! shift the entries after them (bytes written home, not credited). Below 1 is reached
+//! where updates overwrite the same bytes within a window
+//! (`write_amplification_of_small_updates` in the verification suite: 64 hot objects).
+
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
 //! * **Serializable**: snapshot reads, plus read-set validation after the commit
@@ -116,6 +141,7 @@ mod tests;
 use crate::engine::kit::redo_log as log;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
 use crate::tx::Isolation;
 use crate::{Config, Error, Result};
@@ -134,6 +160,27 @@ pub struct TimestoneEngine {
 pub struct Timestone;
 
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
+/// Size of the CLog area in MiB, chosen when the pool is created (default: half a
+/// thread log plus 12 KiB). It bounds one checkpoint's record, and so how many
+/// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
+/// it): the coalescing window (see the module docs on write amplification).
+const OPT_CLOG_MIB: &str = "clog_mib";
+/// How many of the pool's per-thread log regions (1..=8, `log_bytes_per_thread`
+/// each) one thread's OLog spans, chosen when the pool is created (default 1). A
+/// full OLog forces a checkpoint, so this bounds the coalescing window too.
+const OPT_OLOG_REGIONS: &str = "olog_regions";
+
+/// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
+/// the slot's log regions, which are contiguous).
+pub fn olog_len(l: &Layout) -> usize {
+    l.logs_per_thread * l.log_bytes_per_thread
+}
+
+/// Largest `clog_mib` (the engine area is at most 64 MiB).
+const MAX_CLOG_MIB: usize = 63;
+
+/// How OLog records are framed: the kit's compact 16-byte header (module docs).
+pub const OLOG_FRAMING: log::Framing = log::Framing::Compact;
 
 impl EngineDef for Timestone {
     const ID: u32 = 8;
@@ -153,16 +200,45 @@ impl EngineDef for Timestone {
     }
 
     fn regions(cfg: &Config) -> Regions {
+        // The CLog: one checkpoint record, bounded by the budget (by default half a
+        // thread log: the largest physical record), plus slack. A bad `clog_mib` is
+        // reported by `open`.
+        let clog = match cfg
+            .engine_options
+            .parse_or(Self::NAME, OPT_CLOG_MIB, 0usize)
+        {
+            Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
+            _ => cfg.log_bytes_per_thread / 2 + 8192,
+        };
+        let regions = cfg
+            .engine_options
+            .parse_or(Self::NAME, OPT_OLOG_REGIONS, 1usize)
+            .ok()
+            .filter(|n| (1..=MAX_LOGS_PER_THREAD).contains(n))
+            .unwrap_or(1);
         Regions {
-            logs_per_thread: 1,
-            // The CLog: one checkpoint record, bounded by the budget (half a thread
-            // log: the largest physical record), plus slack.
-            engine_area_bytes: 4096 + cfg.log_bytes_per_thread / 2 + 8192,
+            logs_per_thread: regions,
+            engine_area_bytes: 4096 + clog,
         }
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        opts.only(Self::NAME, &[OPT_HIGH_WATER])?;
+        opts.only(
+            Self::NAME,
+            &[OPT_HIGH_WATER, OPT_CLOG_MIB, OPT_OLOG_REGIONS],
+        )?;
+        let regions: usize = opts.parse_or(Self::NAME, OPT_OLOG_REGIONS, 1)?;
+        if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
+            return Err(Error::InvalidConfig(format!(
+                "{OPT_OLOG_REGIONS} must be 1..={MAX_LOGS_PER_THREAD}, not {regions}"
+            )));
+        }
+        let mib: usize = opts.parse_or(Self::NAME, OPT_CLOG_MIB, 1)?;
+        if !(1..=MAX_CLOG_MIB).contains(&mib) {
+            return Err(Error::InvalidConfig(format!(
+                "{OPT_CLOG_MIB} must be 1..={MAX_CLOG_MIB}, not {mib}"
+            )));
+        }
         let pct: u64 = opts.parse_or(Self::NAME, OPT_HIGH_WATER, 50)?;
         if !(1..=100).contains(&pct) {
             return Err(Error::InvalidConfig(format!(
@@ -191,7 +267,7 @@ impl EngineDef for Timestone {
         let k_done = Shared::load_k_done(heap);
         let mut live = 0;
         for slot in 0..l.max_threads {
-            let p = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+            let p = log::parse_framed(heap, l.log_offset(slot), olog_len(&l), OLOG_FRAMING);
             live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
         }
         let pending_ckpt =

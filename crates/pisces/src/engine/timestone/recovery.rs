@@ -74,7 +74,15 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
     let mut next_seq = Vec::with_capacity(l.max_threads);
     let mut recs = Vec::new();
     for slot in 0..l.max_threads {
-        let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
+        let parsed = log::parse_framed(
+            heap,
+            l.log_offset(slot),
+            super::olog_len(&l),
+            super::OLOG_FRAMING,
+        );
+        if let Some(d) = parsed.damage {
+            return Err(Error::Corrupt(format!("OLog of thread slot {slot}: {d}")));
+        }
         next_seq.push(parsed.next_seq);
         for r in parsed.records {
             if r.persist_ts > k_done {

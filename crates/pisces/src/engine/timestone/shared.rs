@@ -8,7 +8,8 @@
 //! +64    root slot (16 B, every engine)
 //! +128   K_done: timestamp of the last completed checkpoint (persisted by the
 //!        checkpointer after the home writes of that checkpoint are durable)
-//! +4096  the CLog area: one checkpoint record (`clog`), half a thread log + 4 KiB
+//! +4096  the CLog area: one checkpoint record (`clog`); `clog_mib` MiB, by default
+//!        half a thread log + 8 KiB (the checkpoint budget is the area less 4 KiB)
 //! ```
 //!
 //! # Slots
@@ -115,6 +116,11 @@ pub struct Shared {
     pub recovering: bool,
     /// Trigger: a checkpoint starts when the pending bytes pass this.
     pub high_water: u64,
+    /// Trigger: a checkpoint starts when the bytes of blocks freed since the last one
+    /// pass this: a sixteenth of `high_water`, at least one slab (freed blocks are
+    /// reusable only after the checkpoint, see `clog`). With the default CLog it is one
+    /// slab; a larger CLog lets more frees wait, and so coalesce.
+    pub freed_high_water: u64,
     /// Statistics.
     pub stats: Stats,
 }
@@ -154,6 +160,8 @@ impl Shared {
             next_seq,
             recovering,
             high_water: budget * high_water_pct.clamp(1, 100) / 100,
+            freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
+                .max(crate::heap::layout::SLAB_SIZE as u64),
             stats: Stats::default(),
             heap,
             alloc,

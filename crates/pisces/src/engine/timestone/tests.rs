@@ -183,3 +183,78 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
     assert_eq!(engine(&p).replayed, 0);
     assert_eq!(p.run(|tx| Ok(*tx.read(c)?)).unwrap(), 25);
 }
+
+/// An OLog spanning several log regions (`olog_regions`) holds that many times the
+/// records before it forces a checkpoint, and recovery reads it across the regions'
+/// boundaries; out-of-range window options are refused.
+#[test]
+fn olog_regions_widen_the_window_and_recover() {
+    let ops = Operations::new();
+    ops.register(1, |tx, c: &PPtr<u64>| {
+        *tx.write(*c)? += 1;
+        Ok(())
+    })
+    .unwrap();
+    let cfg = |opts: &str| Config {
+        size: 16 << 20,
+        engine: Some(EngineId::Timestone),
+        max_threads: 2,
+        log_bytes_per_thread: 16 << 10,
+        engine_options: opts.parse().unwrap(),
+        ..Config::default()
+    };
+    let mut checkpoints = Vec::new();
+    for regions in [1, 3] {
+        let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
+        let c = cfg(&format!("olog_regions={regions},clog_mib=1"));
+        let p = Pool::create_on_with_ops(m.clone(), c.clone(), &ops).unwrap();
+        let n: PPtr<u64> = p.root().unwrap();
+        p.allocated_objects().unwrap(); // checkpoint: the root is home
+        let sh = engine(&p).shared().clone();
+        let before = sh
+            .stats
+            .checkpoints
+            .load(std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..2000 {
+            p.run_op(1, &n).unwrap();
+        }
+        checkpoints.push(
+            sh.stats
+                .checkpoints
+                .load(std::sync::atomic::Ordering::Relaxed)
+                - before,
+        );
+        drop(sh);
+        std::mem::forget(p); // crash
+        let p = Pool::open_on_with_ops(m, c, &ops).unwrap();
+        assert!(
+            engine(&p).replayed > 0,
+            "{regions} regions: nothing re-executed"
+        );
+        assert_eq!(
+            p.run(|tx| Ok(*tx.read(n)?)).unwrap(),
+            2000,
+            "{regions} regions"
+        );
+    }
+    // 2000 records of 32 bytes: a 16 KiB OLog fills every ~500, one of 48 KiB every ~1500.
+    assert!(
+        checkpoints[1] < checkpoints[0],
+        "checkpoints with 1 and 3 OLog regions: {checkpoints:?}"
+    );
+    for bad in [
+        "olog_regions=0",
+        "olog_regions=9",
+        "clog_mib=0",
+        "clog_mib=64",
+    ] {
+        let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
+        assert!(
+            matches!(
+                Pool::create_on(m, cfg(bad)),
+                Err(crate::Error::InvalidConfig(_))
+            ),
+            "{bad} accepted"
+        );
+    }
+}

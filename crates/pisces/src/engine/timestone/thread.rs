@@ -35,7 +35,7 @@ use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE}
 use crate::engine::kit::objects::{
     locate_block_to_free, locate_object, root_object, WriteKind as Kind,
 };
-use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder};
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
@@ -82,9 +82,10 @@ impl TsThread {
     /// State for `slot`.
     pub fn new(sh: Arc<Shared>, slot: usize) -> TsThread {
         let l = *sh.heap.layout();
-        let log = LogWriter::new(
+        let log = LogWriter::framed(
+            super::OLOG_FRAMING,
             l.log_offset(slot),
-            l.log_bytes_per_thread,
+            super::olog_len(&l),
             sh.next_seq[slot],
         );
         TsThread {
@@ -250,9 +251,10 @@ impl TsThread {
 
     /// Step 2a: room in the OLog.
     fn reserve_log(&mut self, n: usize) -> Result<()> {
-        if HEADER_LEN + n > self.log.max_record() {
+        let rec = super::OLOG_FRAMING.header_len(n) + n;
+        if rec > self.log.max_record() {
             return Err(Error::TooLargeForLog {
-                needed: HEADER_LEN + n,
+                needed: rec,
                 capacity: self.log.max_record(),
             });
         }
@@ -435,9 +437,10 @@ impl TsThread {
         clog::push_items(&sh, &self.items, cost);
         if !sh.recovering {
             self.log.append(&sh.heap, self.record.bytes(), ts);
-            sh.stats
-                .olog_bytes
-                .fetch_add((self.record.len() + HEADER_LEN) as u64, Relaxed);
+            sh.stats.olog_bytes.fetch_add(
+                (self.record.len() + super::OLOG_FRAMING.header_len(self.record.len())) as u64,
+                Relaxed,
+            );
             if !crate::mutation::active(crate::mutation::Mutation::TsOLogPersist) {
                 sh.heap.fence();
             }
