@@ -58,6 +58,10 @@ pub enum Mutation {
     /// pisces: the write-back that publishes a free leaves the block's header word
     /// marked live (allocated), so the read fast path still accepts the freed object.
     FreedStaysLive = 40,
+    /// sp3: recovery marks a record only for the replay part of the first chunk its
+    /// data entries write, so a parallel replay thread skips the pieces of its own
+    /// chunks that a record writes beyond that chunk.
+    Sp3PartMask = 50,
 }
 
 impl Mutation {

@@ -144,12 +144,29 @@ impl RecordBuilder {
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
-pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
-    let mut out = Vec::new();
-    let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-    while !bytes.is_empty() {
-        if bytes.len() >= 8 && rd(bytes, 0) >> 56 == E_OP {
-            let w0 = rd(bytes, 0);
+pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
+    entries(bytes).collect()
+}
+
+/// The entries of a record one by one, without allocating (recovery decodes each
+/// record in place, in the mapping); after an `Err` (the first malformed entry) the
+/// iterator ends.
+pub fn entries(bytes: &[u8]) -> Entries<'_> {
+    Entries { bytes }
+}
+
+/// Iterator over the entries of a record ([`entries`]).
+#[derive(Clone, Debug)]
+pub struct Entries<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Entries<'a> {
+    fn next_entry(&mut self) -> Result<Entry<'a>> {
+        let bytes = self.bytes;
+        let rd = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+        if bytes.len() >= 8 && rd(0) >> 56 == E_OP {
+            let w0 = rd(0);
             let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
             let padded = len.next_multiple_of(8);
             if padded > bytes.len() - 8 {
@@ -157,20 +174,19 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                     "log operation entry of {len} bytes overruns its record"
                 )));
             }
-            out.push(Entry::Op {
+            self.bytes = &bytes[8 + padded..];
+            return Ok(Entry::Op {
                 id: w0 as u32,
                 data: &bytes[8..8 + len],
             });
-            bytes = &bytes[8 + padded..];
-            continue;
         }
         if bytes.len() < 16 {
             return Err(Error::Corrupt("truncated log entry".into()));
         }
-        let (w0, w1) = (rd(bytes, 0), rd(bytes, 1));
+        let (w0, w1) = (rd(0), rd(1));
         let off = w0 & OFF_MASK;
-        let e = match w0 >> 56 {
-            E_WORD => Entry::Word { off, value: w1 },
+        let (e, used) = match w0 >> 56 {
+            E_WORD => (Entry::Word { off, value: w1 }, 16),
             E_RANGE => {
                 let len = usize::try_from(w1).unwrap_or(usize::MAX);
                 let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
@@ -180,23 +196,42 @@ pub fn decode(mut bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
                     )));
                 }
                 let data = &bytes[16..16 + len];
-                bytes = &bytes[padded..];
-                Entry::Range { off, data }
+                (Entry::Range { off, data }, 16 + padded)
             }
-            E_ALLOC => Entry::Alloc(Block {
-                offset: off,
-                size: w1,
-            }),
-            E_FREE => Entry::Free(Block {
-                offset: off,
-                size: w1,
-            }),
+            E_ALLOC => (
+                Entry::Alloc(Block {
+                    offset: off,
+                    size: w1,
+                }),
+                16,
+            ),
+            E_FREE => (
+                Entry::Free(Block {
+                    offset: off,
+                    size: w1,
+                }),
+                16,
+            ),
             k => return Err(Error::Corrupt(format!("unknown log entry kind {k}"))),
         };
-        bytes = &bytes[16..];
-        out.push(e);
+        self.bytes = &bytes[used..];
+        Ok(e)
     }
-    Ok(out)
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<Entry<'a>>;
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let e = self.next_entry();
+        if e.is_err() {
+            self.bytes = &[];
+        }
+        Some(e)
+    }
 }
 
 fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u32 {
@@ -228,6 +263,12 @@ fn encode_header(
 
 fn checksum_ok(stored: u32, computed: u32) -> bool {
     stored == computed || crate::mutation::active(crate::mutation::Mutation::Checksum)
+}
+
+/// The most records (each at least a header and one entry word) a log area of
+/// `area_len` bytes can hold at once: a bound for tables of one entry per record.
+pub fn max_records(area_len: usize) -> usize {
+    area_len.saturating_sub(RING_OFFSET) / (HEADER_LEN + 8)
 }
 
 /// Pack the tail word.
@@ -288,10 +329,10 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
         }
     };
     let mut found: Vec<(usize, u64, u64, usize)> = Vec::new(); // (pos, seq, distance, len)
+    let ring = log_bytes(heap, ring, cap);
     let mut pos = 0;
     while pos + HEADER_LEN <= cap {
-        let mut h = [0u8; HEADER_LEN];
-        heap.read_bytes(ring + pos, &mut h);
+        let h = &ring[pos..pos + HEADER_LEN];
         let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
         let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
         let (magic, kind, len, crc, seq, pts) = (
@@ -308,9 +349,8 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
             && len <= cap - pos - HEADER_LEN
         {
             if let Some(d) = later(seq) {
-                let mut entries = vec![0u8; len];
-                heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
-                if checksum(kind, len as u32, seq, pts, &entries) == crc {
+                let entries = &ring[pos + HEADER_LEN..pos + HEADER_LEN + len];
+                if checksum(kind, len as u32, seq, pts, entries) == crc {
                     found.push((pos, seq, d, len));
                 }
             }
@@ -335,23 +375,94 @@ fn damage_after(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<Str
     ))
 }
 
-/// Parse the log of one slot from its persisted tail (recovery, `pisces info`).
+/// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
+/// copying each record's entries out of the log.
 pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
+    let mut records = Vec::new();
+    let end = walk(heap, area_off, area_len, DamageScan::Yes, |r| {
+        records.push(ParsedRecord {
+            seq: r.seq,
+            persist_ts: r.persist_ts,
+            entries: r.entries.to_vec(),
+        })
+    });
+    ParsedLog {
+        records,
+        next_seq: end.next_seq,
+        damage: end.damage,
+    }
+}
+
+/// A valid record found by [`walk`], its entries borrowed from the pool's mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'h> {
+    /// Sequence number.
+    pub seq: u64,
+    /// Persist timestamp.
+    pub persist_ts: u64,
+    /// The entry bytes, in the log itself (no copy).
+    pub entries: &'h [u8],
+}
+
+/// Whether [`walk`] looks, after the last valid record, for later valid records that
+/// would prove the stop to be damage rather than a torn tail ([`ParsedLog::damage`]).
+/// The look reads the whole ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageScan {
+    /// Look (the redo-log engines' recovery and inspection refuse damaged logs).
+    Yes,
+    /// Do not look: [`Walked::damage`] is `None`.
+    No,
+}
+
+/// Where [`walk`] ended.
+#[derive(Debug)]
+pub struct Walked {
+    /// Sequence number the next record should carry.
+    pub next_seq: u64,
+    /// Damage that is not a torn tail (only with [`DamageScan::Yes`]).
+    pub damage: Option<String>,
+}
+
+/// The bytes `off..off + len` of a log area, borrowed from the mapping.
+///
+/// The caller guarantees what every parser entry point requires: no thread appends to
+/// or recycles this log while the borrow lives (recovery before any thread runs, or
+/// inspection of a pool nobody runs).
+fn log_bytes(heap: &Heap, off: usize, len: usize) -> &[u8] {
+    assert!(heap.in_bounds(off, len), "log bytes outside the pool");
+    // SAFETY: in bounds (asserted), and the mapping lives as long as `heap`; nobody
+    // writes a log area while it is parsed (the contract above, the same one
+    // `Heap::read_bytes` relies on), so the shared borrow aliases no write.
+    unsafe { std::slice::from_raw_parts(heap.ptr(off), len) }
+}
+
+/// Parse the log of one slot from its persisted tail and hand each valid record, in
+/// sequence order, to `each`, its entries borrowed from the mapping (no copy: recovery
+/// decodes and replays them in place). Call only on a log no thread is writing
+/// (recovery, inspection); the borrowed entries stay valid while the log is not
+/// written (recovery replays into the heap, then resets only the tail word).
+pub fn walk<'h>(
+    heap: &'h Heap,
+    area_off: usize,
+    area_len: usize,
+    scan: DamageScan,
+    mut each: impl FnMut(Record<'h>),
+) -> Walked {
     let cap = area_len - RING_OFFSET;
-    let ring = area_off + RING_OFFSET;
+    let ring_off = area_off + RING_OFFSET;
+    let ring = log_bytes(heap, ring_off, cap);
     let tw = heap
         .atomic_u64(area_off)
         .load(std::sync::atomic::Ordering::Acquire);
     let mut pos = (tw >> 32) as usize;
     let seq_lo = tw & 0xFFFF_FFFF;
-    let mut records = Vec::new();
     let mut expected: Option<u64> = None;
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
     if pos >= cap || !pos.is_multiple_of(8) {
         // The tail word is one 8-byte store: it cannot be torn, only damaged.
-        return ParsedLog {
-            records,
+        return Walked {
             next_seq,
             damage: Some(format!(
                 "the tail word {tw:#018x} points at ring offset {pos:#x}, outside the {cap}-byte ring or unaligned"
@@ -374,8 +485,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
             break;
         }
         stop = Some(here);
-        let mut h = [0u8; HEADER_LEN];
-        heap.read_bytes(ring + pos, &mut h);
+        let h = &ring[pos..pos + HEADER_LEN];
         let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
         let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
         let (magic, kind, len, crc, seq, pts) = (
@@ -396,9 +506,8 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
         if !in_seq || len % 8 != 0 || len > cap - pos - HEADER_LEN {
             break;
         }
-        let mut entries = vec![0u8; len];
-        heap.read_bytes(ring + pos + HEADER_LEN, &mut entries);
-        if !checksum_ok(crc, checksum(kind, len as u32, seq, pts, &entries)) {
+        let entries = &ring[pos + HEADER_LEN..pos + HEADER_LEN + len];
+        if !checksum_ok(crc, checksum(kind, len as u32, seq, pts, entries)) {
             break;
         }
         expected = Some(seq + 1);
@@ -408,7 +517,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
             pos = 0;
             continue;
         }
-        records.push(ParsedRecord {
+        each(Record {
             seq,
             persist_ts: pts,
             entries,
@@ -419,12 +528,11 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
             pos = 0;
         }
     }
-    let damage = stop.and_then(|st| damage_after(heap, ring, cap, &st));
-    ParsedLog {
-        records,
-        next_seq,
-        damage,
-    }
+    let damage = match scan {
+        DamageScan::Yes => stop.and_then(|st| damage_after(heap, ring_off, cap, &st)),
+        DamageScan::No => None,
+    };
+    Walked { next_seq, damage }
 }
 
 /// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).
