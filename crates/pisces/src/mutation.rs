@@ -62,6 +62,9 @@ pub enum Mutation {
     /// data entries write, so a parallel replay thread skips the pieces of its own
     /// chunks that a record writes beyond that chunk.
     Sp3PartMask = 50,
+    /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
+    /// order (a log is then taken for another slot's).
+    Sp3ParseSlotOrder = 51,
 }
 
 impl Mutation {

@@ -306,7 +306,9 @@ fn build(heap: &Heap, threads: usize) -> Result<Dag<'_>> {
             all
         })
     };
-    parsed.sort_by_key(|(slot, _)| *slot);
+    if !crate::mutation::active(crate::mutation::Mutation::Sp3ParseSlotOrder) {
+        parsed.sort_by_key(|(slot, _)| *slot);
+    }
     let slots = parsed
         .into_iter()
         .map(|(_, r)| r)
