@@ -32,6 +32,13 @@ fn heap(slots: usize) -> Heap {
     .unwrap()
 }
 
+/// Held by the recovery tests here, and by the mutation test while its mutation is
+/// active: a mutation is process-wide, and tests run in parallel threads.
+fn recovery_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Append a record (lid, deps, one WORD entry writing `value` at `off`) to `w`.
 fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: u64) {
     let mut b = RecordBuilder::default();
@@ -47,6 +54,7 @@ fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: 
 /// is dropped and reported by `inspect`; retired predecessors count as present.
 #[test]
 fn recovery_keeps_exactly_the_records_whose_predecessors_are_all_there() {
+    let _serial = recovery_lock();
     let h = heap(3);
     let l = *h.layout();
     let target = l.heap_offset as u64;
@@ -105,6 +113,11 @@ fn append_range(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, d
 /// one of its chunks, or if a parsed log is taken for another slot's.
 #[test]
 fn parallel_recovery_keeps_slot_and_dependency_order_across_chunks() {
+    let _serial = recovery_lock();
+    parallel_recovery_case();
+}
+
+fn parallel_recovery_case() {
     let fill = |n: u8, len: usize| -> Vec<u8> {
         (0..len).map(|i| n.wrapping_mul(37).wrapping_add(i as u8)).collect()
     };
@@ -146,13 +159,12 @@ fn parallel_recovery_keeps_slot_and_dependency_order_across_chunks() {
 #[test]
 fn mutations_of_parallel_recovery_are_caught() {
     use crate::mutation::{self, Mutation};
+    let _serial = recovery_lock();
     for m in [Mutation::Sp3PartMask, Mutation::Sp3ParseSlotOrder] {
         // SAFETY: a mutation test: the run exists to show the removed step matters,
         // and its outcome is read only as that evidence (see `pisces::mutation::set`).
         unsafe { mutation::set(Some(m)) };
-        let r = std::panic::catch_unwind(
-            parallel_recovery_keeps_slot_and_dependency_order_across_chunks,
-        );
+        let r = std::panic::catch_unwind(parallel_recovery_case);
         mutation::clear();
         assert!(r.is_err(), "{m:?} went unnoticed");
     }
@@ -160,6 +172,7 @@ fn mutations_of_parallel_recovery_are_caught() {
 
 #[test]
 fn a_dependency_cycle_is_dropped_and_reported() {
+    let _serial = recovery_lock();
     let h = heap(2);
     let l = *h.layout();
     let target = l.heap_offset as u64;
