@@ -531,7 +531,11 @@ fn prefetch(p: *const u8) {
 fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>, part: Part) {
     if let Some(n) = later {
         prefetch(n.entries.as_ptr());
-        prefetch(n.entries.as_ptr().wrapping_add(n.entries.len().saturating_sub(1)));
+        prefetch(
+            n.entries
+                .as_ptr()
+                .wrapping_add(n.entries.len().saturating_sub(1)),
+        );
     }
     let Some(n) = node.filter(|n| part.touched_by(n.parts)) else {
         return;
@@ -560,7 +564,12 @@ fn heap_line(heap: &Heap, off: usize) -> *const u8 {
 fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
     let at = |k: usize| dag.order.get(k).map(|&id| dag.node(id));
     for (k, &id) in dag.order.iter().enumerate() {
-        prefetch_ahead(heap, at(k + PREFETCH_AHEAD), at(k + 2 * PREFETCH_AHEAD), part);
+        prefetch_ahead(
+            heap,
+            at(k + PREFETCH_AHEAD),
+            at(k + 2 * PREFETCH_AHEAD),
+            part,
+        );
         apply_data(heap, dag.node(id), part);
     }
 }

@@ -119,7 +119,9 @@ fn parallel_recovery_keeps_slot_and_dependency_order_across_chunks() {
 
 fn parallel_recovery_case() {
     let fill = |n: u8, len: usize| -> Vec<u8> {
-        (0..len).map(|i| n.wrapping_mul(37).wrapping_add(i as u8)).collect()
+        (0..len)
+            .map(|i| n.wrapping_mul(37).wrapping_add(i as u8))
+            .collect()
     };
     // (slot, lid, deps, offset from the region, data)
     let records = [
@@ -144,7 +146,11 @@ fn parallel_recovery_case() {
             append_range(&h, &mut w[*slot], *lid, deps, (region + at) as u64, data);
         }
         let r = recovery::recover(&h, threads).unwrap();
-        assert_eq!((r.replayed, r.dropped), (3, 0), "recovery_threads = {threads}");
+        assert_eq!(
+            (r.replayed, r.dropped),
+            (3, 0),
+            "recovery_threads = {threads}"
+        );
         assert_eq!(&r.next_lid[..3], &[1, 3, 2], "recovery_threads = {threads}");
         let mut got = vec![0u8; len];
         h.read_bytes(region, &mut got);
