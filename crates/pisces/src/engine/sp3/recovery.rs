@@ -4,6 +4,16 @@
 //! 1. For each slot read `retired[s]` and parse its log from the persisted tail (the
 //!    kit parser: valid, checksummed records in sequence order). Records with
 //!    lid ≤ `retired[s]` are home already (checkpoint invariant R) and are skipped.
+//!    The parser hands each record over in place, borrowed from the mapping (no
+//!    copy); it is decoded and validated right then, while its bytes are in cache,
+//!    and the node keeps only what the later steps need (its lid, its entry bytes in
+//!    the log, its dependency set, the replay parts it writes, whether it has
+//!    allocator entries), so no record is decoded for validation again. With
+//!    `recovery_threads > 1` the slots are parsed in parallel (slot s by thread s mod
+//!    threads; each slot's parse depends on no other's) and put back in slot order.
+//!    Every record is validated before anything is written. The per-record tables
+//!    are reserved for the most records a log can hold and backed by huge pages
+//!    (`kit::bulk_vec`): no growth copies them, and first touches fault per 2 MiB.
 //! 2. Nodes are the remaining records; edges: (s, l-1) → (s, l) (same slot, lid
 //!    order), and d → (s, l) for each d in its dependency set. A predecessor is
 //!    *satisfied* if it is retired (lid ≤ `retired` of its slot) or a node that is
@@ -19,7 +29,10 @@
 //!    entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
 //!    by the [`PART_BYTES`] (4 KiB) chunk of the pool they write: every thread walks
 //!    the whole topological order and applies the pieces of entries that fall into its
-//!    own chunks (chunk number mod threads), flushing them, then fences. Every byte is
+//!    own chunks (chunk number mod threads), flushing them, then fences; a record
+//!    whose entries touch none of its chunks (known from step 1) is skipped without
+//!    being decoded. Each thread prefetches the home lines of the record
+//!    [`PREFETCH_AHEAD`] places ahead (home writes land anywhere in the heap). Every byte is
 //!    thus written by one thread, in topological order, so the result is serial
 //!    replay's; and no thread waits for another until the end. (Partitioning by
 //!    topological *level* instead needs a join per level, and a level holds at most
