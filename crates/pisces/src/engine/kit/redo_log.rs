@@ -22,7 +22,11 @@
 //! have smaller sequence numbers and so end the chain. Conversely, a valid record with a
 //! *later* sequence number anywhere in the ring means the stop was not a torn tail but
 //! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
-//! (Damage to the newest record itself cannot be told from a torn tail.)
+//! (Damage to the newest record itself cannot be told from a torn tail.) [`walk`] is
+//! the parser: it hands each valid record to its caller in place, borrowed from the
+//! mapping (recovery decodes and replays records where they are, with no copy);
+//! [`parse`] collects copies of them. The damage scan reads the whole ring, so
+//! [`walk`] does it only when asked ([`DamageScan`]).
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
