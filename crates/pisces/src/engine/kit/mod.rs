@@ -1,6 +1,7 @@
 //! The engine kit: building blocks that several engines share.
 //!
 //! An engine composes these instead of importing another engine's modules:
+//! * [`bulk_vec`]: push-only vectors for recovery's per-record tables (huge pages);
 //! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
 //! * [`grace`]: grace periods (wait for readers older than a timestamp);
 //! * [`header_word`]: run-generation tags of the per-object header word;
@@ -14,6 +15,7 @@
 //!   commit timestamp, visibility and truncation (the multi-version engines);
 //! * [`version_index`]: the sharded DRAM map from objects to their chains.
 
+pub mod bulk_vec;
 pub mod clock;
 pub mod grace;
 pub mod header_word;

@@ -22,7 +22,11 @@
 //! have smaller sequence numbers and so end the chain. Conversely, a valid record with a
 //! *later* sequence number anywhere in the ring means the stop was not a torn tail but
 //! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
-//! (Damage to the newest record itself cannot be told from a torn tail.)
+//! (Damage to the newest record itself cannot be told from a torn tail.) [`walk`] is
+//! the parser: it hands each valid record to its caller in place, borrowed from the
+//! mapping (recovery decodes and replays records where they are, with no copy);
+//! [`parse`] collects copies of them. The damage scan reads the whole ring, so
+//! [`walk`] does it only when asked ([`DamageScan`]).
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
@@ -195,27 +199,28 @@ impl RecordBuilder {
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
-    Entries::new(bytes).collect()
+    entries(bytes).collect()
 }
 
-/// The entries of a record, decoded one by one without allocating (replay loops that
-/// walk millions of records). After an `Err` (the first malformed entry) it ends.
+/// The entries of a record one by one, without allocating (recovery decodes each
+/// record in place, in the mapping); after an `Err` (the first malformed entry) the
+/// iterator ends.
+pub fn entries(bytes: &[u8]) -> Entries<'_> {
+    Entries { bytes }
+}
+
+/// Iterator over the entries of a record ([`entries`]).
 #[derive(Clone, Debug)]
 pub struct Entries<'a> {
     bytes: &'a [u8],
 }
 
 impl<'a> Entries<'a> {
-    /// The entries of the record body `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Entries<'a> {
-        Entries { bytes }
-    }
-
     fn next_entry(&mut self) -> Result<Entry<'a>> {
-        let rd = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
         let bytes = self.bytes;
-        if bytes.len() >= 8 && rd(bytes, 0) >> 56 == E_OP {
-            let w0 = rd(bytes, 0);
+        let rd = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+        if bytes.len() >= 8 && rd(0) >> 56 == E_OP {
+            let w0 = rd(0);
             let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
             let padded = len.next_multiple_of(8);
             if padded > bytes.len() - 8 {
@@ -232,7 +237,7 @@ impl<'a> Entries<'a> {
         if bytes.len() < 16 {
             return Err(Error::Corrupt("truncated log entry".into()));
         }
-        let (w0, w1) = (rd(bytes, 0), rd(bytes, 1));
+        let (w0, w1) = (rd(0), rd(1));
         let off = w0 & OFF_MASK;
         let (e, used) = match w0 >> 56 {
             E_WORD => (Entry::Word { off, value: w1 }, 16),
@@ -270,15 +275,16 @@ impl<'a> Entries<'a> {
 
 impl<'a> Iterator for Entries<'a> {
     type Item = Result<Entry<'a>>;
-    fn next(&mut self) -> Option<Result<Entry<'a>>> {
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
         if self.bytes.is_empty() {
             return None;
         }
-        let r = self.next_entry();
-        if r.is_err() {
+        let e = self.next_entry();
+        if e.is_err() {
             self.bytes = &[];
         }
-        Some(r)
+        Some(e)
     }
 }
 
@@ -442,6 +448,12 @@ fn checksum_ok(stored: u32, computed: u32) -> bool {
     stored == computed || crate::mutation::active(crate::mutation::Mutation::Checksum)
 }
 
+/// The most records (each at least a header and one entry word) a log area of
+/// `area_len` bytes can hold at once: a bound for tables of one entry per record.
+pub fn max_records(area_len: usize) -> usize {
+    area_len.saturating_sub(RING_OFFSET) / (HEADER_LEN + 8)
+}
+
 /// Pack the tail word.
 fn tail_word(tail: usize, seq: u64) -> u64 {
     (tail as u64) << 32 | (seq & 0xFFFF_FFFF)
@@ -506,14 +518,14 @@ fn damage_after(
         }
     };
     let mut found: Vec<(usize, u64, u64, usize)> = Vec::new(); // (pos, seq, distance, len)
+    let ring_bytes = log_bytes(heap, ring, cap);
     let mut pos = 0;
     while pos + framing.min_header() <= cap {
         if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
             if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
                 if let Some(d) = later(h.seq) {
-                    let mut entries = vec![0u8; h.len];
-                    heap.read_bytes(ring + pos + h.hlen, &mut entries);
-                    if header_checksum(framing, &h, &entries) == h.crc {
+                    let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
+                    if header_checksum(framing, &h, entries) == h.crc {
                         found.push((pos, h.seq, d, h.hlen + h.len));
                     }
                 }
@@ -539,7 +551,8 @@ fn damage_after(
     ))
 }
 
-/// Parse the log of one slot from its persisted tail (recovery, `pisces info`).
+/// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
+/// copying each record's entries out of the log.
 pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     parse_framed(heap, area_off, area_len, Framing::Standard)
 }
@@ -548,22 +561,105 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
 /// modulo 2^32 only: the records and `next_seq` carry the tail word's low 32 bits
 /// counted on (the writer compares them modulo 2^32 too).
 pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Framing) -> ParsedLog {
+    let mut records = Vec::new();
+    let end = walk_framed(heap, area_off, area_len, framing, DamageScan::Yes, |r| {
+        records.push(ParsedRecord {
+            seq: r.seq,
+            persist_ts: r.persist_ts,
+            entries: r.entries.to_vec(),
+        })
+    });
+    ParsedLog {
+        records,
+        next_seq: end.next_seq,
+        damage: end.damage,
+    }
+}
+
+/// A valid record found by [`walk`], its entries borrowed from the pool's mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'h> {
+    /// Sequence number.
+    pub seq: u64,
+    /// Persist timestamp.
+    pub persist_ts: u64,
+    /// The entry bytes, in the log itself (no copy).
+    pub entries: &'h [u8],
+}
+
+/// Whether [`walk`] looks, after the last valid record, for later valid records that
+/// would prove the stop to be damage rather than a torn tail ([`ParsedLog::damage`]).
+/// The look reads the whole ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageScan {
+    /// Look (the redo-log engines' recovery and inspection refuse damaged logs).
+    Yes,
+    /// Do not look: [`Walked::damage`] is `None`.
+    No,
+}
+
+/// Where [`walk`] ended.
+#[derive(Debug)]
+pub struct Walked {
+    /// Sequence number the next record should carry.
+    pub next_seq: u64,
+    /// Damage that is not a torn tail (only with [`DamageScan::Yes`]).
+    pub damage: Option<String>,
+}
+
+/// The bytes `off..off + len` of a log area, borrowed from the mapping.
+///
+/// The caller guarantees what every parser entry point requires: no thread appends to
+/// or recycles this log while the borrow lives (recovery before any thread runs, or
+/// inspection of a pool nobody runs).
+fn log_bytes(heap: &Heap, off: usize, len: usize) -> &[u8] {
+    assert!(heap.in_bounds(off, len), "log bytes outside the pool");
+    // SAFETY: in bounds (asserted), and the mapping lives as long as `heap`; nobody
+    // writes a log area while it is parsed (the contract above, the same one
+    // `Heap::read_bytes` relies on), so the shared borrow aliases no write.
+    unsafe { std::slice::from_raw_parts(heap.ptr(off), len) }
+}
+
+/// Parse the log of one slot from its persisted tail and hand each valid record, in
+/// sequence order, to `each`, its entries borrowed from the mapping (no copy: recovery
+/// decodes and replays them in place). Call only on a log no thread is writing
+/// (recovery, inspection); the borrowed entries stay valid while the log is not
+/// written (recovery replays into the heap, then resets only the tail word).
+pub fn walk<'h>(
+    heap: &'h Heap,
+    area_off: usize,
+    area_len: usize,
+    scan: DamageScan,
+    each: impl FnMut(Record<'h>),
+) -> Walked {
+    walk_framed(heap, area_off, area_len, Framing::Standard, scan, each)
+}
+
+/// [`walk`] for a log written with `framing` (see [`parse_framed`] for compact
+/// sequence numbers).
+pub fn walk_framed<'h>(
+    heap: &'h Heap,
+    area_off: usize,
+    area_len: usize,
+    framing: Framing,
+    scan: DamageScan,
+    mut each: impl FnMut(Record<'h>),
+) -> Walked {
     let cap = area_len - RING_OFFSET;
-    let ring = area_off + RING_OFFSET;
+    let ring_off = area_off + RING_OFFSET;
+    let ring = log_bytes(heap, ring_off, cap);
     let tw = heap
         .atomic_u64(area_off)
         .load(std::sync::atomic::Ordering::Acquire);
     let mut pos = (tw >> 32) as usize;
     let seq_lo = tw & 0xFFFF_FFFF;
-    let mut records = Vec::new();
     let mut expected: Option<u64> = None;
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
     let standard = framing == Framing::Standard;
     if pos >= cap || !pos.is_multiple_of(8) {
         // The tail word is one 8-byte store: it cannot be torn, only damaged.
-        return ParsedLog {
-            records,
+        return Walked {
             next_seq,
             damage: Some(format!(
                 "the tail word {tw:#018x} points at ring offset {pos:#x}, outside the {cap}-byte ring or unaligned"
@@ -586,7 +682,7 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
             break;
         }
         stop = Some(here);
-        let Some(h) = read_header(heap, ring, pos, cap - pos, framing) else {
+        let Some(h) = read_header(heap, ring_off, pos, cap - pos, framing) else {
             break;
         };
         let in_seq = match expected {
@@ -597,9 +693,8 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
         if !in_seq || h.len % 8 != 0 || h.len > cap - pos - h.hlen {
             break;
         }
-        let mut entries = vec![0u8; h.len];
-        heap.read_bytes(ring + pos + h.hlen, &mut entries);
-        if !checksum_ok(h.crc, header_checksum(framing, &h, &entries)) {
+        let entries = &ring[pos + h.hlen..pos + h.hlen + h.len];
+        if !checksum_ok(h.crc, header_checksum(framing, &h, entries)) {
             break;
         }
         // The full sequence number: a standard header has it; a compact one continues
@@ -615,7 +710,7 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
             pos = 0;
             continue;
         }
-        records.push(ParsedRecord {
+        each(Record {
             seq,
             persist_ts: h.pts,
             entries,
@@ -626,12 +721,11 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
             pos = 0;
         }
     }
-    let damage = stop.and_then(|st| damage_after(heap, ring, cap, &st, framing));
-    ParsedLog {
-        records,
-        next_seq,
-        damage,
-    }
+    let damage = match scan {
+        DamageScan::Yes => stop.and_then(|st| damage_after(heap, ring_off, cap, &st, framing)),
+        DamageScan::No => None,
+    };
+    Walked { next_seq, damage }
 }
 
 /// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).

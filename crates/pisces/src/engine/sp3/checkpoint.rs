@@ -41,7 +41,7 @@
 
 use super::record;
 use super::tid::{lid_of, slot_of};
-use crate::engine::kit::redo_log::Entry;
+use crate::engine::kit::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
@@ -300,9 +300,9 @@ impl Checkpointer {
 /// Write one record's effects home (flushed, not fenced).
 fn apply(heap: &Heap, alloc: &Allocator, p: &Pending, frees: &mut Vec<Block>) {
     // Our own record, checked when it was built: a failure here is an engine bug.
-    let body = record::decode(&p.body).expect("a record this run wrote decodes");
-    for e in body.entries {
-        match e {
+    let rec = record::split(&p.body).expect("a record this run wrote decodes");
+    for e in redo_log::entries(rec.entries) {
+        match e.expect("a record this run wrote decodes") {
             Entry::Word { off, value } => {
                 heap.write_bytes(off as usize, &value.to_le_bytes());
                 heap.flush(off as usize, 8);

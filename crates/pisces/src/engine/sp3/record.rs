@@ -11,6 +11,7 @@
 //! dependency set did not fully persist is invalid as a whole. Same-slot predecessors
 //! are not listed: they are implied by lid order (§III-C, condition 1).
 
+#[cfg(test)]
 use crate::engine::kit::redo_log::{self, Entry};
 use crate::{Error, Result};
 
@@ -30,6 +31,7 @@ pub fn encode(out: &mut Vec<u8>, deps: &[u64], entries: &[u8]) {
 }
 
 /// A decoded record body.
+#[cfg(test)]
 #[derive(Debug)]
 pub struct Body<'a> {
     /// Predecessors in other slots (packed ids).
@@ -39,22 +41,51 @@ pub struct Body<'a> {
 }
 
 /// Split a record's entry bytes into its dependency set and kit entries.
+#[cfg(test)]
 pub fn decode(bytes: &[u8]) -> Result<Body<'_>> {
-    let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
+    let parts = split(bytes)?;
+    Ok(Body {
+        deps: parts.deps().collect(),
+        entries: redo_log::decode(parts.entries)?,
+    })
+}
+
+/// A record's bytes split into its dependency set and its kit entries, in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Parts<'a> {
+    /// The dependency ids, 8 bytes each.
+    deps: &'a [u8],
+    /// The kit entries (decode with [`crate::engine::kit::redo_log::entries`]).
+    pub entries: &'a [u8],
+}
+
+impl<'a> Parts<'a> {
+    /// The dependency set (packed ids of predecessors in other slots).
+    pub fn deps(&self) -> impl Iterator<Item = u64> + 'a {
+        self.deps
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+    }
+}
+
+/// Split a record's entry bytes without decoding the entries (recovery decodes them
+/// in the log, once).
+pub fn split(bytes: &[u8]) -> Result<Parts<'_>> {
     if bytes.len() < 8 {
         return Err(Error::Corrupt("SP3 record without a dependency set".into()));
     }
-    let n = word(0);
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
     if n > (bytes.len() as u64 - 8) / 8 {
         return Err(Error::Corrupt(format!(
             "SP3 record lists {n} dependencies in {} bytes",
             bytes.len()
         )));
     }
-    let n = n as usize;
-    let deps = (1..=n).map(word).collect();
-    let entries = redo_log::decode(&bytes[prefix_len(n)..])?;
-    Ok(Body { deps, entries })
+    let end = prefix_len(n as usize);
+    Ok(Parts {
+        deps: &bytes[8..end],
+        entries: &bytes[end..],
+    })
 }
 
 #[cfg(test)]

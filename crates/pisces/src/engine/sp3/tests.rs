@@ -32,6 +32,13 @@ fn heap(slots: usize) -> Heap {
     .unwrap()
 }
 
+/// Held by the recovery tests here, and by the mutation test while its mutation is
+/// active: a mutation is process-wide, and tests run in parallel threads.
+fn recovery_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Append a record (lid, deps, one WORD entry writing `value` at `off`) to `w`.
 fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: u64) {
     let mut b = RecordBuilder::default();
@@ -47,6 +54,7 @@ fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: 
 /// is dropped and reported by `inspect`; retired predecessors count as present.
 #[test]
 fn recovery_keeps_exactly_the_records_whose_predecessors_are_all_there() {
+    let _serial = recovery_lock();
     let h = heap(3);
     let l = *h.layout();
     let target = l.heap_offset as u64;
@@ -87,8 +95,90 @@ fn recovery_keeps_exactly_the_records_whose_predecessors_are_all_there() {
     assert_eq!((again.replayed, again.dropped), (0, 0));
 }
 
+/// Append a record (lid, deps, one RANGE entry writing `data` at `off`) to `w`.
+fn append_range(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, data: &[u8]) {
+    let mut b = RecordBuilder::default();
+    b.range(off, data);
+    let mut body = Vec::new();
+    record::encode(&mut body, deps, b.bytes());
+    w.append(h, &body, lid);
+    h.fence();
+}
+
+/// Parallel recovery (logs parsed by several threads, data replayed by 4 KiB chunk of
+/// the pool) gives serial replay's bytes: records of slots 1 and 2 (slot 0's log is
+/// empty, so that with 2 threads one thread parses slots 0 and 2, the other slot 1)
+/// overwrite overlapping ranges, each spanning several chunks, in dependency order
+/// (1,1) -> (2,1) -> (1,2). Fails if a replay thread skips a record that writes into
+/// one of its chunks, or if a parsed log is taken for another slot's.
+#[test]
+fn parallel_recovery_keeps_slot_and_dependency_order_across_chunks() {
+    let _serial = recovery_lock();
+    parallel_recovery_case();
+}
+
+fn parallel_recovery_case() {
+    let fill = |n: u8, len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|i| n.wrapping_mul(37).wrapping_add(i as u8))
+            .collect()
+    };
+    // (slot, lid, deps, offset from the region, data)
+    let records = [
+        (1usize, 1u64, vec![], 0usize, fill(1, 10 << 10)),
+        (2, 1, vec![pack(1, 1)], 2048, fill(2, 8 << 10)),
+        (1, 2, vec![pack(2, 1)], 0, fill(3, 5 << 10)),
+    ];
+    let len = 12 << 10;
+    let mut expect = vec![0u8; len];
+    for (_, _, _, at, data) in &records {
+        expect[*at..at + data.len()].copy_from_slice(data);
+    }
+    for threads in [1, 2, 3] {
+        let h = heap(3);
+        let l = *h.layout();
+        // Not chunk aligned: every range starts inside a chunk and ends in another.
+        let region = l.heap_offset + 1000;
+        let mut w: Vec<LogWriter> = (0..3)
+            .map(|s| LogWriter::new(l.log_offset(s), l.log_bytes_per_thread, 0))
+            .collect();
+        for (slot, lid, deps, at, data) in &records {
+            append_range(&h, &mut w[*slot], *lid, deps, (region + at) as u64, data);
+        }
+        let r = recovery::recover(&h, threads).unwrap();
+        assert_eq!(
+            (r.replayed, r.dropped),
+            (3, 0),
+            "recovery_threads = {threads}"
+        );
+        assert_eq!(&r.next_lid[..3], &[1, 3, 2], "recovery_threads = {threads}");
+        let mut got = vec![0u8; len];
+        h.read_bytes(region, &mut got);
+        assert!(got == expect, "recovery_threads = {threads}: bytes differ");
+    }
+}
+
+/// Mutation evidence: the test above fails when a replay thread skips a record that
+/// writes into its chunks beyond the record's first chunk, and when the parsed logs
+/// are not put back in slot order.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutations_of_parallel_recovery_are_caught() {
+    use crate::mutation::{self, Mutation};
+    let _serial = recovery_lock();
+    for m in [Mutation::Sp3PartMask, Mutation::Sp3ParseSlotOrder] {
+        // SAFETY: a mutation test: the run exists to show the removed step matters,
+        // and its outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { mutation::set(Some(m)) };
+        let r = std::panic::catch_unwind(parallel_recovery_case);
+        mutation::clear();
+        assert!(r.is_err(), "{m:?} went unnoticed");
+    }
+}
+
 #[test]
 fn a_dependency_cycle_is_dropped_and_reported() {
+    let _serial = recovery_lock();
     let h = heap(2);
     let l = *h.layout();
     let target = l.heap_offset as u64;

@@ -25,7 +25,7 @@
 //! batch again (absolute values: idempotent).
 
 use super::log::RecordRef;
-use crate::engine::kit::redo_log::{Entries, Entry};
+use crate::engine::kit::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
@@ -61,7 +61,7 @@ pub trait LoggedRecord: Sync {
 
 impl LoggedRecord for RecordRef {
     fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
-        for e in Entries::new(self.entries(heap)) {
+        for e in redo_log::entries(self.entries(heap)) {
             out.push(e?);
         }
         Ok(())

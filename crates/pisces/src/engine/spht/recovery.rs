@@ -31,7 +31,7 @@ use super::log;
 use super::options::{ReplayMode, SphtOptions};
 use super::order;
 use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{decode, Entries, Entry};
+use crate::engine::kit::redo_log::{self, decode, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -97,7 +97,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     // Validate everything before writing anything (entries decoded in place, nothing
     // kept: `apply` decodes them again as it writes).
     for rec in &records {
-        Entries::new(rec.entries(heap))
+        redo_log::entries(rec.entries(heap))
             .try_for_each(|e| e.and_then(|e| validate(heap, std::slice::from_ref(&e))))
             .map_err(|e| {
                 Error::Corrupt(format!(
