@@ -3,7 +3,7 @@
 
 use super::tlog::{truncate, visible, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
 use crate::medium::dram::DramMedium;
-use crate::{Config, EngineId, Operations, PPtr, Pool};
+use crate::{Config, EngineId, Error, Operations, PPtr, Pool};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -257,4 +257,29 @@ fn olog_regions_widen_the_window_and_recover() {
             "{bad} accepted"
         );
     }
+}
+
+/// A commit whose timestamp would not fit the compact OLog header's 48 bits is refused
+/// with an error and rolled back; the commit just below the limit is fine.
+#[test]
+fn a_commit_timestamp_past_48_bits_is_refused() {
+    let p = pool("");
+    let n: PPtr<u64> = p.root().unwrap();
+    let clock = &engine(&p).shared().clock;
+    clock.advance_to(crate::engine::kit::redo_log::COMPACT_MAX_TS - 1);
+    let mut h = p.handle().unwrap();
+    h.run(|tx| {
+        *tx.write(n)? = 7;
+        Ok(())
+    })
+    .unwrap();
+    let r = h.run(|tx| {
+        *tx.write(n)? = 8;
+        Ok(())
+    });
+    assert!(
+        matches!(&r, Err(Error::Corrupt(m)) if m.contains("48 bits")),
+        "{r:?}"
+    );
+    assert_eq!(h.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
 }

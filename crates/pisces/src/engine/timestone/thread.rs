@@ -403,8 +403,12 @@ impl TsThread {
         }
         let ts = sh.clock.tick();
         slot.committing.store(ts, Release);
+        // The compact OLog header holds 48 bits of commit timestamp: past them a
+        // record's order could not be told at recovery, so the commit is refused
+        // (2^48 commits: about a year of 10 M commits per second).
+        let clock_exhausted = ts > log::COMPACT_MAX_TS;
         // 5.
-        if self.iso >= Isolation::Serializable && !self.validate() {
+        if clock_exhausted || (self.iso >= Isolation::Serializable && !self.validate()) {
             for w in self.pushed() {
                 // SAFETY: our pushed version; the chain owns it from now on.
                 unsafe { Version::set_stamp(w.copy, ABORTED) };
@@ -417,8 +421,13 @@ impl TsThread {
             self.unlock();
             slot.committing.store(u64::MAX, Release);
             clog::unreserve_budget(&sh, cost);
-            sh.stats.validation_aborts.fetch_add(1, Relaxed);
             self.rollback();
+            if clock_exhausted {
+                return Err(Error::Corrupt(format!(
+                    "commit timestamp {ts} does not fit the operation log's 48 bits"
+                )));
+            }
+            sh.stats.validation_aborts.fetch_add(1, Relaxed);
             return Err(Error::Conflict);
         }
         slot.clock.finish();
