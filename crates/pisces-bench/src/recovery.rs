@@ -630,15 +630,28 @@ pub fn run(
             }
         }
     }
-    if let Err(e) = std::fs::write(out.join("recovery.csv"), csv) {
-        failures.push(format!("writing recovery.csv: {e}"));
+    let text = finish(out, "recovery.csv", &csv, &rows, table, &mut failures);
+    (text, failures)
+}
+
+/// The end of a log-replay measurement: write `csv` to `out/name` (a failure to write
+/// it joins `failures`) and render `rows` with `table` (nothing without rows).
+pub(crate) fn finish<R>(
+    out: &Path,
+    name: &str,
+    csv: &str,
+    rows: &[R],
+    table: fn(&[R]) -> String,
+    failures: &mut Vec<String>,
+) -> String {
+    if let Err(e) = std::fs::write(out.join(name), csv) {
+        failures.push(format!("writing {name}: {e}"));
     }
-    let text = if rows.is_empty() {
+    if rows.is_empty() {
         String::new()
     } else {
-        table(&rows)
-    };
-    (text, failures)
+        table(rows)
+    }
 }
 
 #[cfg(test)]

@@ -292,14 +292,7 @@ pub fn run(
             Err(err) => failures.push(format!("{what}: {err}")),
         }
     }
-    if let Err(e) = std::fs::write(out.join("replay.csv"), csv) {
-        failures.push(format!("writing replay.csv: {e}"));
-    }
-    let text = if rows.is_empty() {
-        String::new()
-    } else {
-        table(&rows)
-    };
+    let text = recovery::finish(out, "replay.csv", &csv, &rows, table, &mut failures);
     (text, failures)
 }
 

@@ -43,32 +43,42 @@ pub trait SetContainer: Copy + Send + Sync + 'static {
     fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()>;
 }
 
-impl SetContainer for Set {
-    const NAME: &'static str = "set";
-    fn create(tx: &mut Tx<'_>) -> pisces::Result<Self> {
-        Set::new(tx)
-    }
-    fn add(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<()> {
-        self.insert(tx, k, MEMBER).map(|_| ())
-    }
-    fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
-        self.remove(tx, &k)
-    }
-    fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
-        Ok(self.get_ref(tx, &k)?.copied())
-    }
-    fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
-        let mut v = Vec::new();
-        self.for_each(tx, |k, m| {
-            v.push((*k, *m));
-            true
-        })?;
-        Ok(v)
-    }
-    fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()> {
-        self.check(tx).map(|_| ())
-    }
+/// `impl SetContainer` for a map type of `u64` keys and `u8` values whose methods
+/// have the containers' names (`insert`, `remove`, `get_ref`, `for_each`, `check`),
+/// with its data-set name and its constructor.
+macro_rules! set_container {
+    ($map:ty, $name:literal, $create:path) => {
+        impl $crate::set::SetContainer for $map {
+            const NAME: &'static str = $name;
+            fn create(tx: &mut pisces::Tx<'_>) -> pisces::Result<Self> {
+                $create(tx)
+            }
+            fn add(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<()> {
+                self.insert(tx, k, $crate::set::MEMBER).map(|_| ())
+            }
+            fn take(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+                self.remove(tx, &k)
+            }
+            fn find(&self, tx: &pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
+                Ok(self.get_ref(tx, &k)?.copied())
+            }
+            fn pairs(&self, tx: &pisces::Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
+                let mut v = Vec::new();
+                self.for_each(tx, |k, m| {
+                    v.push((*k, *m));
+                    true
+                })?;
+                Ok(v)
+            }
+            fn verify(&self, tx: &pisces::Tx<'_>) -> pisces::Result<()> {
+                self.check(tx).map(|_| ())
+            }
+        }
+    };
 }
+pub(crate) use set_container;
+
+set_container!(Set, "set", Set::new);
 
 /// A set data set over the container `S` (see the module docs).
 pub struct MemberSetBench<S> {

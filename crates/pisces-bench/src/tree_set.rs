@@ -7,8 +7,8 @@
 //! [`MemberSetBench`] serves both): a read looks a member up, an update removes it and
 //! adds it back in one transaction; changed bytes of an update: 16.
 
-use crate::set::{MemberSetBench, SetContainer, MEMBER};
-use pisces::{BTreeMap, Tx};
+use crate::set::{set_container, MemberSetBench};
+use pisces::BTreeMap;
 
 /// A B+-tree set of 8-byte keys, fanout 16.
 pub type TreeSet = BTreeMap<u64, u8, 16>;
@@ -21,32 +21,7 @@ pub fn pool_bytes(keys: usize) -> u64 {
     128 * keys as u64
 }
 
-impl SetContainer for TreeSet {
-    const NAME: &'static str = "tree-set";
-    fn create(tx: &mut Tx<'_>) -> pisces::Result<Self> {
-        TreeSet::create(tx)
-    }
-    fn add(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<()> {
-        self.insert(tx, k, MEMBER).map(|_| ())
-    }
-    fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
-        self.remove(tx, &k)
-    }
-    fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
-        Ok(self.get_ref(tx, &k)?.copied())
-    }
-    fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
-        let mut v = Vec::new();
-        self.for_each(tx, |k, m| {
-            v.push((*k, *m));
-            true
-        })?;
-        Ok(v)
-    }
-    fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()> {
-        self.check(tx).map(|_| ())
-    }
-}
+set_container!(TreeSet, "tree-set", TreeSet::create);
 
 #[cfg(test)]
 mod tests {
