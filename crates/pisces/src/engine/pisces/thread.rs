@@ -13,6 +13,7 @@
 //! while a reader could be looking.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
+use crate::engine::kit::changed_words::changed_runs;
 use crate::engine::kit::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::objects::FastReads;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
@@ -345,27 +346,18 @@ impl PiscesThread {
                 continue;
             }
             // Flush-diff: runs of changed words.
-            let words = len / 8;
-            let mut i = 0;
-            while i < words {
-                // SAFETY: `i < words`; home is locked by us and stable, the copy is ours.
-                let differs = |i: usize| unsafe {
-                    let c = (data as *const u64).add(i).read();
-                    let h = (heap.ptr(home as usize) as *const u64).add(i).read();
-                    c != h
-                };
-                if !differs(i) {
-                    i += 1;
-                    continue;
-                }
-                let start = i;
-                while i < words && differs(i) {
-                    i += 1;
-                }
+            // SAFETY: `changed_runs` calls with `i < len / 8` only; home is locked by us
+            // and stable, the copy is ours.
+            let differs = |i: usize| unsafe {
+                let c = (data as *const u64).add(i).read();
+                let h = (heap.ptr(home as usize) as *const u64).add(i).read();
+                c != h
+            };
+            for (start, end) in changed_runs(len / 8, differs) {
                 let off = home + 8 * start as u64;
-                // SAFETY: `start..i` is inside the copy.
+                // SAFETY: `start..end` is inside the copy.
                 let src = unsafe { data.add(8 * start) };
-                let n = i - start;
+                let n = end - start;
                 if n == 1 {
                     // SAFETY: one word inside the copy.
                     self.record.word(off, unsafe { (src as *const u64).read() });

@@ -66,6 +66,7 @@
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{self, Entry, Version};
+use crate::engine::kit::changed_words::changed_runs;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
 use crate::fasthash::FastMap;
@@ -465,22 +466,13 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
     home.clear();
     home.resize(new.len(), 0);
     heap.read_bytes(off as usize, home);
-    let words = new.len() / 8;
+    let home: &[u8] = home;
     let differs = |i: usize| new[i * 8..i * 8 + 8] != home[i * 8..i * 8 + 8];
     let mut spans: Vec<(usize, usize)> = Vec::new(); // word ranges [start, end)
-    let mut i = 0;
-    while i < words {
-        if !differs(i) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < words && differs(i) {
-            i += 1;
-        }
+    for (start, end) in changed_runs(new.len() / 8, differs) {
         match spans.last_mut() {
-            Some(last) if start - last.1 <= 1 => last.1 = i,
-            _ => spans.push((start, i)),
+            Some(last) if start - last.1 <= 1 => last.1 = end,
+            _ => spans.push((start, end)),
         }
     }
     if crate::mutation::active(crate::mutation::Mutation::TsCheckpointDiff) {
