@@ -289,3 +289,105 @@ fn compact_framing_detects_torn_and_damaged_records() {
     assert_eq!(p.records.len(), 2);
     assert!(p.damage.is_none());
 }
+
+/// Over many laps of a small ring, in both framings: a clean log reports no damage
+/// (stale records of earlier laps everywhere); any record of the live chain but the
+/// last, or any wrap marker inside the chain, with a header byte flipped is damage;
+/// the last record, or a wrap marker right before it (record and marker share a
+/// fence), flipped is a torn tail. The damage look only reads from the stop to the
+/// first valid record and from offset 0 on: this checks it finds later records wherever
+/// the chain puts them (before the end of the ring, after a wrap, behind a damaged
+/// marker's stale gap).
+#[test]
+fn damage_is_found_wherever_the_chain_continues() {
+    use crate::engine::kit::redo_log::{parse_framed, reset, Framing, RING_OFFSET};
+    for framing in [Framing::Standard, Framing::Compact] {
+        let heap = framing_heap();
+        let l = *heap.layout();
+        let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
+        let cap = len - RING_OFFSET;
+        let ring = off + RING_OFFSET;
+        reset(&heap, off, 3);
+        let mut w = LogWriter::framed(framing, off, len, 3);
+        // (persist ts, ring offset of the record, ring offset of the wrap marker
+        // written just before it)
+        let mut live: std::collections::VecDeque<(u64, usize, Option<usize>)> = Default::default();
+        let mut head = 0usize;
+        let min_header = framing.header_len(8);
+        let flip = |at: usize| {
+            let mut b = [0u8; 1];
+            heap.read_bytes(ring + at, &mut b);
+            b[0] ^= 0x04;
+            heap.write_bytes(ring + at, &b);
+        };
+        let (mut damaged, mut torn) = (0, 0);
+        for i in 0..700u64 {
+            let mut r = RecordBuilder::default();
+            r.op(7, &i.to_le_bytes().repeat(1 + (i % 7) as usize * 5));
+            while !w.fits(r.len()) {
+                let (oldest, ..) = live.pop_front().unwrap();
+                w.recycle(&heap, u64::MAX, oldest + 1);
+            }
+            // Where the writer puts it (its placement rule, mirrored).
+            let rec_len = framing.header_len(r.len()) + r.len();
+            let mut marker = None;
+            if rec_len > cap - head {
+                if cap - head >= min_header {
+                    marker = Some(head);
+                }
+                head = 0;
+            }
+            live.push_back((100 + i, head, marker));
+            head = (head + rec_len) % cap;
+            w.append(&heap, r.bytes(), 100 + i);
+            heap.fence();
+            let p = parse_framed(&heap, off, len, framing);
+            assert!(
+                p.damage.is_none(),
+                "{framing:?} clean, record {i}: {:?}",
+                p.damage
+            );
+            assert_eq!(p.records.len(), live.len(), "{framing:?} record {i}");
+            if i % 5 != 0 {
+                continue;
+            }
+            let n = live.len();
+            for (j, &(_, pos, marker)) in live.iter().enumerate() {
+                // A header byte of the record (its sequence half in both framings).
+                let seq_byte = match framing {
+                    Framing::Standard => 16,
+                    Framing::Compact => 4,
+                };
+                let mut cases = vec![(pos + seq_byte, j + 1 == n)];
+                if let Some(m) = marker {
+                    // The marker before the chain's first record is where the parse
+                    // starts; before any other it sits inside the chain.
+                    cases.push((m + seq_byte, j + 1 == n));
+                }
+                for (at, is_tail) in cases {
+                    flip(at);
+                    let p = parse_framed(&heap, off, len, framing);
+                    if is_tail {
+                        assert!(
+                            p.damage.is_none(),
+                            "{framing:?} record {i}: the tail (live {j}) flipped: {:?}",
+                            p.damage
+                        );
+                        torn += 1;
+                    } else {
+                        assert!(
+                            p.damage.is_some(),
+                            "{framing:?} record {i}: live record {j} of {n} flipped (at {at:#x}) was taken for a torn tail"
+                        );
+                        damaged += 1;
+                    }
+                    flip(at);
+                }
+            }
+        }
+        assert!(
+            damaged > 1000 && torn > 100,
+            "{framing:?}: {damaged} {torn}"
+        );
+    }
+}

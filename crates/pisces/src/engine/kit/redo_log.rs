@@ -25,8 +25,9 @@
 //! (Damage to the newest record itself cannot be told from a torn tail.) [`walk`] is
 //! the parser: it hands each valid record to its caller in place, borrowed from the
 //! mapping (recovery decodes and replays records where they are, with no copy);
-//! [`parse`] collects copies of them. The damage scan reads the whole ring, so
-//! [`walk`] does it only when asked ([`DamageScan`]).
+//! [`parse`] collects copies of them. The damage look goes from the stop to the first
+//! valid record and from offset 0 to the first valid record (where later records
+//! would be); it reads a record or two in the common cases.
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
@@ -494,14 +495,28 @@ struct Stop {
 /// Tell a torn tail from damage after the parser stopped at `stop`.
 ///
 /// A thread writes record n+1 only after record n's fence, so at a crash only the last
-/// record (with its wrap marker, which shares its fence) can be partly durable. Any
-/// valid record *later* in sequence than the one expected at the stop, anywhere in the
-/// ring, proves that the expected record was once complete: the stop is damage, and
-/// the later records would be lost with it. Records of earlier laps and runs carry
-/// smaller sequence numbers and prove nothing. The one exception is a wrap: the marker
-/// (expected seq e, at the end of the ring) and record e+1 at offset 0 are flushed
-/// together and fenced once, so record e+1 alone at offset 0, too long to have fitted
-/// after the marker's position, with nothing after it, is a torn tail too.
+/// record (with its wrap marker, which shares its fence) can be partly durable. A valid
+/// record *later* in sequence than the one expected at the stop proves that the
+/// expected record was once complete: the stop is damage, and the later records would
+/// be lost with it. Records of earlier laps and runs carry smaller sequence numbers and
+/// prove nothing. The one exception is a wrap: the marker (expected seq e, at the end
+/// of the ring) and record e+1 at offset 0 are flushed together and fenced once, so
+/// record e+1 alone at offset 0, too long to have fitted after the marker's position,
+/// with nothing after it, is a torn tail too.
+///
+/// Where later records can be: a thread appends contiguously, so records e+1, e+2, ..
+/// would follow the stop position p up to the end of the ring and go on from offset 0
+/// (after a wrap marker, the bytes from the marker's header to the end of the ring are
+/// not written and keep stale records). So the look goes forward from p to the first
+/// valid record; one of an earlier lap there means the chain did not reach that far
+/// (it would have overwritten it) or that the rest of the ring is a wrap marker's gap,
+/// so the look then goes on from offset 0, again to the first valid record. A later
+/// record found either way is damage. This reads a record or two in the common cases
+/// (a clean log: the stop is at a stale record; a crash in a full ring) instead of the
+/// whole ring; it finds damage unless every later record is damaged too, which no
+/// scan could tell from a torn tail, or bytes inside a damaged record's entries happen
+/// to form a valid record of an earlier lap (user data would have to carry a valid
+/// header and checksum).
 fn damage_after(
     heap: &Heap,
     ring: usize,
@@ -517,38 +532,59 @@ fn damage_after(
             (d != 0 && d < 1 << 31).then_some(d as u64)
         }
     };
-    let mut found: Vec<(usize, u64, u64, usize)> = Vec::new(); // (pos, seq, distance, len)
     let ring_bytes = log_bytes(heap, ring, cap);
-    let mut pos = 0;
-    while pos + framing.min_header() <= cap {
-        if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
-            if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
-                if let Some(d) = later(h.seq) {
-                    let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
-                    if header_checksum(framing, &h, entries) == h.crc {
-                        found.push((pos, h.seq, d, h.hlen + h.len));
+    // The first valid record starting in `from..to` (8-byte steps): (pos, header).
+    let first_valid = |from: usize, to: usize| -> Option<(usize, RawHeader)> {
+        let word = |i: usize| u64::from_le_bytes(ring_bytes[i..i + 8].try_into().unwrap());
+        let mut pos = from;
+        while pos < to && pos + framing.min_header() <= cap {
+            // A cheap look at the words in place rules out most positions before a
+            // header is decoded: a standard header starts with the magic, a compact
+            // one's kind field names a record (zeroed memory names none).
+            let candidate = match framing {
+                Framing::Standard => word(pos) as u32 == MAGIC,
+                Framing::Compact => matches!((word(pos + 8) & 3) as u32, KIND_TX | KIND_WRAP),
+            };
+            if candidate {
+                if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
+                    if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
+                        let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
+                        if header_checksum(framing, &h, entries) == h.crc {
+                            return Some((pos, h));
+                        }
                     }
                 }
             }
+            pos += 8;
         }
-        pos += 8;
-    }
-    if found.is_empty() {
-        return None;
-    }
-    if let [(0, _, 1, rec_len)] = found[..] {
-        if stop.pos > 0 && rec_len > cap - stop.pos {
-            return None; // a torn wrap marker with its record
+        None
+    };
+    let damage = |pos: usize, seq: u64| {
+        Some(format!(
+            "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {seq} at ring offset {pos:#x}): not a torn tail",
+            stop.pos,
+            if stop.full { "" } else { "low 32 bits " },
+            if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
+        ))
+    };
+    // Forward from the stop to the end of the ring: nothing later may be valid there.
+    if let Some((pos, h)) = first_valid(stop.pos, cap) {
+        if later(h.seq).is_some() {
+            return damage(pos, h.seq);
         }
     }
-    let (p, seq, ..) = found[0];
-    Some(format!(
-        "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but {} later record(s) follow (e.g. sequence number {seq} at ring offset {p:#x}): not a torn tail",
-        stop.pos,
-        if stop.full { "" } else { "low 32 bits " },
-        if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
-        found.len(),
-    ))
+    // On from offset 0, where the chain would continue after a wrap.
+    let (pos, h) = first_valid(0, stop.pos)?;
+    let d = later(h.seq)?;
+    let len = h.hlen + h.len;
+    if pos == 0 && d == 1 && stop.pos > 0 && len > cap - stop.pos {
+        // Record e+1 alone at offset 0 is the torn wrap's record, unless e+2 follows.
+        return match first_valid(len, stop.pos) {
+            Some((p2, h2)) if later(h2.seq).is_some() => damage(p2, h2.seq),
+            _ => None,
+        };
+    }
+    damage(pos, h.seq)
 }
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
@@ -562,7 +598,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
 /// counted on (the writer compares them modulo 2^32 too).
 pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Framing) -> ParsedLog {
     let mut records = Vec::new();
-    let end = walk_framed(heap, area_off, area_len, framing, DamageScan::Yes, |r| {
+    let end = walk_framed(heap, area_off, area_len, framing, |r| {
         records.push(ParsedRecord {
             seq: r.seq,
             persist_ts: r.persist_ts,
@@ -587,23 +623,12 @@ pub struct Record<'h> {
     pub entries: &'h [u8],
 }
 
-/// Whether [`walk`] looks, after the last valid record, for later valid records that
-/// would prove the stop to be damage rather than a torn tail ([`ParsedLog::damage`]).
-/// The look reads the whole ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DamageScan {
-    /// Look (the redo-log engines' recovery and inspection refuse damaged logs).
-    Yes,
-    /// Do not look: [`Walked::damage`] is `None`.
-    No,
-}
-
 /// Where [`walk`] ended.
 #[derive(Debug)]
 pub struct Walked {
     /// Sequence number the next record should carry.
     pub next_seq: u64,
-    /// Damage that is not a torn tail (only with [`DamageScan::Yes`]).
+    /// Damage that is not a torn tail.
     pub damage: Option<String>,
 }
 
@@ -629,10 +654,9 @@ pub fn walk<'h>(
     heap: &'h Heap,
     area_off: usize,
     area_len: usize,
-    scan: DamageScan,
     each: impl FnMut(Record<'h>),
 ) -> Walked {
-    walk_framed(heap, area_off, area_len, Framing::Standard, scan, each)
+    walk_framed(heap, area_off, area_len, Framing::Standard, each)
 }
 
 /// [`walk`] for a log written with `framing` (see [`parse_framed`] for compact
@@ -642,7 +666,6 @@ pub fn walk_framed<'h>(
     area_off: usize,
     area_len: usize,
     framing: Framing,
-    scan: DamageScan,
     mut each: impl FnMut(Record<'h>),
 ) -> Walked {
     let cap = area_len - RING_OFFSET;
@@ -721,10 +744,7 @@ pub fn walk_framed<'h>(
             pos = 0;
         }
     }
-    let damage = match scan {
-        DamageScan::Yes => stop.and_then(|st| damage_after(heap, ring_off, cap, &st, framing)),
-        DamageScan::No => None,
-    };
+    let damage = stop.and_then(|st| damage_after(heap, ring_off, cap, &st, framing));
     Walked { next_seq, damage }
 }
 

@@ -2,7 +2,9 @@
 //! predecessor, replay the rest in topological order.
 //!
 //! 1. For each slot read `retired[s]` and parse its log from the persisted tail (the
-//!    kit parser: valid, checksummed records in sequence order). Records with
+//!    kit parser: valid, checksummed records in sequence order; a valid record later
+//!    than where the parse stopped means damage, not a torn tail, and refuses the
+//!    pool, since recovering without it would drop committed transactions). Records with
 //!    lid ≤ `retired[s]` are home already (checkpoint invariant R) and are skipped.
 //!    The parser hands each record over in place, borrowed from the mapping (no
 //!    copy); it is decoded and validated right then, while its bytes are in cache,
@@ -68,7 +70,7 @@ use super::record;
 use super::tid::{lid_of, slot_of};
 use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{self as log, DamageScan, Entry};
+use crate::engine::kit::redo_log::{self as log, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -238,40 +240,39 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
     };
     out.dep_at.push(0);
     let mut failed = None;
-    let walked = log::walk(
-        heap,
-        l.log_offset(slot),
-        l.log_bytes_per_thread,
-        DamageScan::No,
-        |rec| {
-            if failed.is_some() || rec.persist_ts <= retired {
-                return;
-            }
-            let lid = rec.persist_ts;
-            if let Some(prev) = out.nodes.last() {
-                if prev.lid >= lid {
-                    failed = Some(Error::Corrupt(format!(
+    let walked = log::walk(heap, l.log_offset(slot), l.log_bytes_per_thread, |rec| {
+        if failed.is_some() || rec.persist_ts <= retired {
+            return;
+        }
+        let lid = rec.persist_ts;
+        if let Some(prev) = out.nodes.last() {
+            if prev.lid >= lid {
+                failed = Some(Error::Corrupt(format!(
                         "log of thread slot {slot}: record {lid} follows record {} (logical ids must increase along a log)",
                         prev.lid
                     )));
-                    return;
-                }
+                return;
             }
-            match node(heap, lid, rec.entries, parts, &mut out.deps) {
-                Ok(n) => {
-                    out.nodes.push(n);
-                    out.dep_at.push(out.deps.len());
-                }
-                Err(e) => {
-                    failed = Some(Error::Corrupt(format!(
-                        "log record {lid} of thread slot {slot}: {e}"
-                    )))
-                }
+        }
+        match node(heap, lid, rec.entries, parts, &mut out.deps) {
+            Ok(n) => {
+                out.nodes.push(n);
+                out.dep_at.push(out.deps.len());
             }
-        },
-    );
+            Err(e) => {
+                failed = Some(Error::Corrupt(format!(
+                    "log record {lid} of thread slot {slot}: {e}"
+                )))
+            }
+        }
+    });
     if let Some(e) = failed {
         return Err(e);
+    }
+    if let Some(d) = walked.damage {
+        // A valid record later than the stop: the stop is damage, not a torn tail,
+        // and replaying up to it would silently drop committed transactions.
+        return Err(Error::Corrupt(format!("log of thread slot {slot}: {d}")));
     }
     out.next_seq = walked.next_seq;
     // Lids strictly increase along the list (checked above), so first and last lids
