@@ -136,6 +136,32 @@ macro_rules! engines {
             pub(crate) fn begin(&mut self, opts: &TxOptions) {
                 match self { $( AnyThread::$variant(t) => t.begin(opts), )+ }
             }
+            /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
+            /// the engine has none): one dispatch for both, as every attempt of `run`
+            /// needs both.
+            ///
+            /// [`FastReads::NONE`]: crate::engine::kit::objects::FastReads::NONE
+            #[inline]
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+                match self {
+                    $( AnyThread::$variant(t) => {
+                        t.begin(opts);
+                        t.fast_reads().unwrap_or(crate::engine::kit::objects::FastReads::NONE)
+                    } )+
+                }
+            }
+            /// `commit`, then (if `wait`) `wait_durable` on its token, in one dispatch.
+            /// The outer error is the commit's (the attempt is rolled back), the inner
+            /// one the wait's (the transaction committed).
+            #[inline]
+            pub(crate) fn commit_then_wait(&mut self, wait: bool) -> Result<Result<()>> {
+                match self {
+                    $( AnyThread::$variant(t) => {
+                        let token = t.commit()?;
+                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
+                    } )+
+                }
+            }
             #[inline]
             pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }

@@ -106,6 +106,13 @@ unsafe impl Send for FastReads {}
 unsafe impl Sync for FastReads {}
 
 impl FastReads {
+    /// No fast path: every read goes to the engine (engines without one, and a `Tx`
+    /// outside a running attempt).
+    pub(crate) const NONE: FastReads = FastReads {
+        blocks: SmallBlocks::empty(),
+        live: 0,
+    };
+
     /// Fast reads of objects whose header word equals `live` (not 0).
     ///
     /// # Safety

@@ -196,8 +196,11 @@ impl Kind {
 /// path's [`Kind::decode`]).
 #[inline(always)]
 pub(crate) fn small_class_of_entry(e: u32) -> Option<usize> {
-    let arg = (e & ARG_MASK) as usize;
-    (e & KIND_MASK == TAG_SMALL && arg < NCLASSES).then_some(arg)
+    // One unsigned compare: `e - TAG_SMALL < NCLASSES` holds exactly when the kind bits
+    // are TAG_SMALL and the argument is below NCLASSES (NCLASSES < 2^28, so the
+    // subtraction cannot carry into or borrow from the kind bits and stay small).
+    let c = e.wrapping_sub(TAG_SMALL);
+    ((c as usize) < NCLASSES).then_some(c as usize)
 }
 
 /// Human-readable description of a raw slab table entry (for error messages).
@@ -227,6 +230,27 @@ mod tests {
                 let want = (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size);
                 assert_eq!(cl.index_of(d), want, "class {} offset {d}", cl.size);
             }
+        }
+    }
+
+    /// The read fast path's one-compare decode agrees with `Kind::decode` on every
+    /// entry that matters: all kinds with small and boundary arguments, and entries
+    /// around every kind boundary.
+    #[test]
+    fn small_class_of_entry_agrees_with_decode() {
+        let mut entries: Vec<u32> = Vec::new();
+        for tag in 0..16u32 {
+            for arg in (0..64u32).chain([ARG_MASK - 1, ARG_MASK]) {
+                entries.push(tag << 28 | arg);
+            }
+        }
+        entries.extend([u32::MAX, TAG_SMALL - 1, TAG_SMALL + NCLASSES as u32]);
+        for e in entries {
+            let want = match Kind::decode(e) {
+                Some(Kind::Small(c)) => Some(c),
+                _ => None,
+            };
+            assert_eq!(small_class_of_entry(e), want, "entry {e:#010x}");
         }
     }
 }

@@ -873,6 +873,18 @@ pub struct SmallBlocks {
 }
 
 impl SmallBlocks {
+    /// Geometry with no slabs: every lookup answers `None` (for engines without a read
+    /// fast path). Dereferences nothing: `locate` refuses every slab index first.
+    pub const fn empty() -> SmallBlocks {
+        SmallBlocks {
+            base: std::ptr::null_mut(),
+            heap_off: 0,
+            kinds: std::ptr::null(),
+            slabs: 0,
+            _alloc: std::marker::PhantomData,
+        }
+    }
+
     /// The header word of the small-class block whose payload starts at `payload_off`
     /// and has at least `len` bytes, whatever its allocation state; `None` for anything
     /// else (large runs, the root slot, offsets that are not a block's payload). The
