@@ -229,22 +229,35 @@ impl InTx {
 impl Drop for InTx {
     #[inline]
     fn drop(&mut self) {
-        IN_TX.with(|t| {
+        // The innermost entry (always, for closure transactions): one compare, in a
+        // closure small enough to be inlined; the general case is out of line.
+        let innermost = IN_TX.with(|t| {
             let len = t.len.get();
-            // The innermost entry (always, for closure transactions): one compare.
-            if len > 0 && t.pools[len - 1].get() == self.0 {
-                t.len.set(len - 1);
-                return;
-            }
-            // An explicit transaction that ends while a later one still runs. Each pool
-            // is in the list at most once, so this is the guard's own entry.
-            if let Some(i) = t.pools[..len].iter().position(|p| p.get() == self.0) {
-                for j in i..len - 1 {
-                    t.pools[j].set(t.pools[j + 1].get());
-                }
+            let top = len > 0 && t.pools[len - 1].get() == self.0;
+            if top {
                 t.len.set(len - 1);
             }
-        })
+            top
+        });
+        if !innermost {
+            IN_TX.with(|t| self.remove_inner(t));
+        }
+    }
+}
+
+impl InTx {
+    /// An explicit transaction that ends while a later one still runs. Each pool is in
+    /// the list at most once, so this is the guard's own entry.
+    #[cold]
+    #[inline(never)]
+    fn remove_inner(&self, t: &ActivePools) {
+        let len = t.len.get();
+        if let Some(i) = t.pools[..len].iter().position(|p| p.get() == self.0) {
+            for j in i..len - 1 {
+                t.pools[j].set(t.pools[j + 1].get());
+            }
+            t.len.set(len - 1);
+        }
     }
 }
 

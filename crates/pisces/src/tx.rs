@@ -449,6 +449,7 @@ pub struct TxStats {
 ///
 /// A panic in `f` unwinds through here: `Tx`'s drop rolls the attempt back, and the
 /// caller's guard gives the thread state back to the pool.
+#[inline]
 pub(crate) fn run_on<R, E: From<Error>>(
     th: &mut AnyThread,
     stats: &mut TxStats,

@@ -138,11 +138,20 @@ macro_rules! engines {
             }
             /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
-            /// needs both.
+            /// needs both. The default engine's arm is inlined into `run`; the others
+            /// are one call away (`begin_fast_dispatch`).
             ///
             /// [`FastReads::NONE`]: crate::engine::kit::objects::FastReads::NONE
-            #[inline]
+            #[inline(always)]
             pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+                if let AnyThread::Pisces(t) = self {
+                    t.begin(opts);
+                    return t.fast_reads().unwrap_or(crate::engine::kit::objects::FastReads::NONE);
+                }
+                self.begin_fast_dispatch(opts)
+            }
+            #[inline(never)]
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
                 match self {
                     $( AnyThread::$variant(t) => {
                         t.begin(opts);
@@ -152,9 +161,18 @@ macro_rules! engines {
             }
             /// `commit`, then (if `wait`) `wait_durable` on its token, in one dispatch.
             /// The outer error is the commit's (the attempt is rolled back), the inner
-            /// one the wait's (the transaction committed).
-            #[inline]
+            /// one the wait's (the transaction committed). The default engine's arm is
+            /// inlined, as in `begin_fast`.
+            #[inline(always)]
             pub(crate) fn commit_then_wait(&mut self, wait: bool) -> Result<Result<()>> {
+                if let AnyThread::Pisces(t) = self {
+                    let token = t.commit()?;
+                    return Ok(if wait { t.wait_durable(token) } else { Ok(()) });
+                }
+                self.commit_then_wait_dispatch(wait)
+            }
+            #[inline(never)]
+            fn commit_then_wait_dispatch(&mut self, wait: bool) -> Result<Result<()>> {
                 match self {
                     $( AnyThread::$variant(t) => {
                         let token = t.commit()?;

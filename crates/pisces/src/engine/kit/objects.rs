@@ -148,9 +148,11 @@ impl FastReads {
         let hw = if self.live != 0 {
             // SAFETY: the allocator is alive while `self` is used (constructors).
             let hw = unsafe { self.blocks.header(off, len) }?;
+            // SAFETY: a block's header word inside the mapped image, 8-aligned, only
+            // accessed atomically (`SmallBlocks::header`).
             // Acquire: pairs with the Release store of the live value after a write-back
             // (the home contents), as the engine's own reads of the word.
-            if hw.load(std::sync::atomic::Ordering::Acquire) != self.live {
+            if unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire) != self.live {
                 return None;
             }
             hw
@@ -159,7 +161,7 @@ impl FastReads {
             unsafe { self.blocks.allocated_header(off, len) }?
         };
         // The payload follows the header word inside the block.
-        Some((hw as *const std::sync::atomic::AtomicU64 as *const u8).wrapping_add(HEADER))
+        Some((hw as *const u8).wrapping_add(HEADER))
     }
 }
 

@@ -65,6 +65,26 @@ impl Class {
     }
 }
 
+impl Class {
+    /// [`Class::index_of`] with one multiply, for `d` inside a slab (`d < SLAB_SIZE`,
+    /// as every caller's `d` is): `d` is a multiple of `size` exactly when the low 32
+    /// bits of `d * recip` are below `recip`.
+    ///
+    /// Why: write `d = q * size + r` (`0 <= r < size`) and `size * recip = 2^32 + e`
+    /// (`0 < e <= size`). Then `d * recip = q * 2^32 + (q * e + r * recip)`, and the
+    /// bracket is below 2^32 because `q * e + r * recip <= q * size + (size - 1) * recip
+    /// = d - r + 2^32 + e - recip` and `d + e < 2^17 < recip` (slabs are 64 KiB, blocks
+    /// at most 16 KiB, so `recip > 2^18`). So the high half is `q` and the low half is
+    /// `q * e + r * recip`: below `recip` if `r = 0` (as `q * e < 2^17`), at least
+    /// `recip` otherwise. `tests` checks every offset of every class as well.
+    #[inline(always)]
+    pub fn block_index(&self, d: u32) -> Option<u32> {
+        let p = d as u64 * self.recip;
+        let index = (p >> 32) as u32;
+        ((p as u32 as u64) < self.recip && index < self.nblocks).then_some(index)
+    }
+}
+
 const fn bitmap_bytes(nblocks: usize) -> usize {
     nblocks.div_ceil(64) * 8
 }
@@ -229,6 +249,7 @@ mod tests {
             for d in 0..SLAB_SIZE as u32 {
                 let want = (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size);
                 assert_eq!(cl.index_of(d), want, "class {} offset {d}", cl.size);
+                assert_eq!(cl.block_index(d), want, "class {} offset {d}", cl.size);
             }
         }
     }
