@@ -323,7 +323,7 @@ impl<'h> Tx<'h> {
     /// The attempt `th.begin` just started, for an explicit transaction
     /// (`crate::explicit`); `run_on` builds its own.
     pub(crate) fn begun(th: &'h mut AnyThread, read_only: bool) -> Tx<'h> {
-        let fast = th.fast_reads().unwrap_or(FastReads::NONE);
+        let fast = th.fast_reads();
         Tx {
             th,
             fast,

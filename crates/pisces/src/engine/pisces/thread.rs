@@ -525,11 +525,13 @@ impl EngineThread for PiscesThread {
         self.ro_locked_reads
     }
 
-    fn fast_reads(&self) -> Option<FastReads> {
+    fn fast_reads(&self) -> FastReads {
         // An unlocked header means home is the version every snapshot sees (line 10);
         // a locked one (ours or another writer's) goes to `read`.
-        self.attempt.as_ref()?;
-        Some(self.fast)
+        if self.attempt.is_none() {
+            return FastReads::NONE;
+        }
+        self.fast
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
