@@ -175,13 +175,24 @@ impl Drop for PoolInner {
 /// pool may run a transaction of another inside it).
 const MAX_NESTED_POOLS: usize = 4;
 
+/// The pools with a transaction running on this thread (see `IN_TX`).
+struct ActivePools {
+    len: Cell<usize>,
+    pools: [Cell<usize>; MAX_NESTED_POOLS],
+}
+
 thread_local! {
     /// Pools (by `PoolInner::id`) with a transaction running on this thread, innermost
     /// last: a second transaction of one of them would wait for the first (a grace
-    /// period, a lock) forever. Plain `Cell`s with const initialisers: checked on every
-    /// transaction, so it must cost a few instructions, not a `RefCell<Vec>`.
-    static IN_TX: Cell<[usize; MAX_NESTED_POOLS]> = const { Cell::new([0; MAX_NESTED_POOLS]) };
-    static IN_TX_LEN: Cell<usize> = const { Cell::new(0) };
+    /// period, a lock) forever. One thread-local of plain `Cell`s with a const
+    /// initialiser: checked on every transaction, so it must cost a few instructions
+    /// (one thread-local address, no copy of the whole list), not a `RefCell<Vec>`.
+    static IN_TX: ActivePools = const {
+        ActivePools {
+            len: Cell::new(0),
+            pools: [const { Cell::new(0) }; MAX_NESTED_POOLS],
+        }
+    };
 }
 
 /// Marks this thread as inside a transaction of one pool while alive. Guards of
@@ -193,44 +204,59 @@ pub(crate) struct InTx(usize);
 impl InTx {
     #[inline]
     pub(crate) fn enter(pool: usize) -> Result<InTx> {
-        let len = IN_TX_LEN.get();
-        let mut active = IN_TX.get();
-        if active[..len].contains(&pool) {
-            return Err(Error::NestedTransaction);
-        }
-        if len == MAX_NESTED_POOLS {
-            return Err(Error::InvalidArgument(format!(
-                "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
-            )));
-        }
-        active[len] = pool;
-        IN_TX.set(active);
-        IN_TX_LEN.set(len + 1);
-        Ok(InTx(pool))
+        IN_TX.with(|t| {
+            let len = t.len.get();
+            if t.pools.iter().take(len).any(|p| p.get() == pool) {
+                return Err(Error::NestedTransaction);
+            }
+            let Some(slot) = t.pools.get(len) else {
+                return Err(Error::InvalidArgument(format!(
+                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
+                )));
+            };
+            slot.set(pool);
+            t.len.set(len + 1);
+            Ok(InTx(pool))
+        })
     }
 
     /// Whether a transaction of `pool` runs on this thread.
     pub(crate) fn active(pool: usize) -> bool {
-        IN_TX.get()[..IN_TX_LEN.get()].contains(&pool)
+        IN_TX.with(|t| t.pools.iter().take(t.len.get()).any(|p| p.get() == pool))
     }
 }
 
 impl Drop for InTx {
     #[inline]
     fn drop(&mut self) {
-        let len = IN_TX_LEN.get();
-        let mut active = IN_TX.get();
-        // The innermost entry (always, for closure transactions): one compare.
-        if len > 0 && active[len - 1] == self.0 {
-            IN_TX_LEN.set(len - 1);
-            return;
+        // The innermost entry (always, for closure transactions): one compare, in a
+        // closure small enough to be inlined; the general case is out of line.
+        let innermost = IN_TX.with(|t| {
+            let len = t.len.get();
+            let top = len > 0 && t.pools[len - 1].get() == self.0;
+            if top {
+                t.len.set(len - 1);
+            }
+            top
+        });
+        if !innermost {
+            IN_TX.with(|t| self.remove_inner(t));
         }
-        // An explicit transaction that ends while a later one still runs. Each pool
-        // is in the list at most once, so this is the guard's own entry.
-        if let Some(i) = active[..len].iter().position(|&p| p == self.0) {
-            active.copy_within(i + 1..len, i);
-            IN_TX.set(active);
-            IN_TX_LEN.set(len - 1);
+    }
+}
+
+impl InTx {
+    /// An explicit transaction that ends while a later one still runs. Each pool is in
+    /// the list at most once, so this is the guard's own entry.
+    #[cold]
+    #[inline(never)]
+    fn remove_inner(&self, t: &ActivePools) {
+        let len = t.len.get();
+        if let Some(i) = t.pools[..len].iter().position(|p| p.get() == self.0) {
+            for j in i..len - 1 {
+                t.pools[j].set(t.pools[j + 1].get());
+            }
+            t.len.set(len - 1);
         }
     }
 }

@@ -157,9 +157,9 @@ impl TxOptions {
 /// A running transaction (see the module docs for its borrowing rules).
 pub struct Tx<'h> {
     th: &'h mut AnyThread,
-    /// The engine's read fast path for this attempt (`None`: every read asks the
-    /// engine).
-    fast: Option<FastReads>,
+    /// The engine's read fast path for this attempt ([`FastReads::NONE`]: every read
+    /// asks the engine). Not an `Option`: a read tests nothing before using it.
+    fast: FastReads,
     finished: bool,
     read_only: bool,
     /// An engine call of this attempt failed with a conflict: the attempt is retried
@@ -200,7 +200,9 @@ impl<'h> Tx<'h> {
     #[inline(always)]
     pub fn read<T: Pod>(&self, p: PPtr<T>) -> Result<&T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
-        let ptr = match self.fast.and_then(|f| f.read(p.offset(), size_of::<T>())) {
+        // (A `match` on the inlined fast path, not `Option` combinators: a closure there
+        // was compiled out of line, one call and a copy of `fast` per read.)
+        let ptr = match self.fast.read(p.offset(), size_of::<T>()) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), size_of::<T>())?,
         };
@@ -297,7 +299,7 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = match self.fast.and_then(|f| f.read(p.offset(), len)) {
+        let ptr = match self.fast.read(p.offset(), len) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), len)?,
         };
@@ -447,6 +449,7 @@ pub struct TxStats {
 ///
 /// A panic in `f` unwinds through here: `Tx`'s drop rolls the attempt back, and the
 /// caller's guard gives the thread state back to the pool.
+#[inline]
 pub(crate) fn run_on<R, E: From<Error>>(
     th: &mut AnyThread,
     stats: &mut TxStats,
@@ -466,8 +469,7 @@ pub(crate) fn run_on<R, E: From<Error>>(
     }
     let mut backoff = Backoff::new();
     loop {
-        th.begin(opts);
-        let fast = th.fast_reads();
+        let fast = th.begin_fast(opts);
         let mut tx = Tx {
             th: &mut *th,
             fast,
@@ -476,9 +478,11 @@ pub(crate) fn run_on<R, E: From<Error>>(
             conflicted: std::cell::Cell::new(false),
         };
         let r = f(&mut tx);
-        tx.finished = true;
         let conflicted = tx.conflicted.get();
-        drop(tx);
+        // The attempt's access phase is over: no rollback on drop. `Tx` owns nothing
+        // (borrows and plain values), so forgetting it is its drop minus the
+        // `finished` test, without an out-of-line drop call.
+        std::mem::forget(tx);
         let conflict = match r {
             // The closure swallowed a conflict: its attempt may have seen an
             // inconsistent state, so it is rolled back and retried, never committed.
@@ -486,16 +490,14 @@ pub(crate) fn run_on<R, E: From<Error>>(
                 th.abort();
                 true
             }
-            Ok(v) => match th.commit() {
-                Ok(token) => {
-                    if opts.durability == Durability::OnReturn {
-                        if let Err(e) = th.wait_durable(token) {
-                            stats.failed += 1;
-                            return Err(e.into());
-                        }
-                    }
+            Ok(v) => match th.commit_then_wait(opts.durability == Durability::OnReturn) {
+                Ok(Ok(())) => {
                     stats.commits += 1;
                     return Ok(v);
+                }
+                Ok(Err(e)) => {
+                    stats.failed += 1;
+                    return Err(e.into());
                 }
                 Err(Error::Conflict) => true,
                 Err(e) => {

@@ -311,7 +311,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// The header, validated against this handle's types. Small enough to inline into
     /// every operation: the messages of its failures are built out of line.
-    #[inline]
+    #[inline(always)]
     fn header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
         if self.header.is_null() {
             return Err(Error::InvalidPointer("null hash map handle".into()));

@@ -210,9 +210,10 @@ pub(crate) trait EngineThread: Send + 'static {
         0
     }
     /// The fast path of `read` for the attempt `begin` just started (see
-    /// [`kit::objects::FastReads`]), or `None` if every read must go to `read`.
-    fn fast_reads(&self) -> Option<kit::objects::FastReads> {
-        None
+    /// [`kit::objects::FastReads`]), or [`kit::objects::FastReads::NONE`] if every read
+    /// must go to `read`.
+    fn fast_reads(&self) -> kit::objects::FastReads {
+        kit::objects::FastReads::NONE
     }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;

@@ -136,6 +136,63 @@ macro_rules! engines {
             pub(crate) fn begin(&mut self, opts: &TxOptions) {
                 match self { $( AnyThread::$variant(t) => t.begin(opts), )+ }
             }
+            /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
+            /// the engine has none): one dispatch for both, as every attempt of `run`
+            /// needs both. The arms of the default engine and of `bare` (the limit it
+            /// is measured against, so both get the same treatment) are inlined into
+            /// `run`; the others are one call away (`begin_fast_dispatch`).
+            ///
+            /// [`FastReads::NONE`]: crate::engine::kit::objects::FastReads::NONE
+            #[inline(always)]
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+                match self {
+                    AnyThread::Pisces(t) => {
+                        t.begin(opts);
+                        t.fast_reads()
+                    }
+                    AnyThread::Bare(t) => {
+                        t.begin(opts);
+                        t.fast_reads()
+                    }
+                    _ => self.begin_fast_dispatch(opts),
+                }
+            }
+            #[inline(never)]
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+                match self {
+                    $( AnyThread::$variant(t) => {
+                        t.begin(opts);
+                        t.fast_reads()
+                    } )+
+                }
+            }
+            /// `commit`, then (if `wait`) `wait_durable` on its token, in one dispatch.
+            /// The outer error is the commit's (the attempt is rolled back), the inner
+            /// one the wait's (the transaction committed). The arms of `pisces` and
+            /// `bare` are inlined, as in `begin_fast`.
+            #[inline(always)]
+            pub(crate) fn commit_then_wait(&mut self, wait: bool) -> Result<Result<()>> {
+                match self {
+                    AnyThread::Pisces(t) => {
+                        let token = t.commit()?;
+                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
+                    }
+                    AnyThread::Bare(t) => {
+                        let token = t.commit()?;
+                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
+                    }
+                    _ => self.commit_then_wait_dispatch(wait),
+                }
+            }
+            #[inline(never)]
+            fn commit_then_wait_dispatch(&mut self, wait: bool) -> Result<Result<()>> {
+                match self {
+                    $( AnyThread::$variant(t) => {
+                        let token = t.commit()?;
+                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
+                    } )+
+                }
+            }
             #[inline]
             pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
@@ -144,7 +201,7 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
             }
             #[inline]
-            pub(crate) fn fast_reads(&self) -> Option<crate::engine::kit::objects::FastReads> {
+            pub(crate) fn fast_reads(&self) -> crate::engine::kit::objects::FastReads {
                 match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
             }
             #[inline]

@@ -72,7 +72,12 @@ impl Engine for BareEngine {
         if slot >= self.sh.gate.slots() {
             return Err(Error::TooManyThreads(self.sh.gate.slots()));
         }
+        // SAFETY: the allocator lives in `sh`, which the thread state holds and which
+        // outlives every transaction (`fast_reads` hands the value out only while one
+        // runs); `read` returns home for every live object (no header locks here).
+        let fast = unsafe { FastReads::bitmap(&self.sh.alloc) };
         Ok(BareThread {
+            fast,
             sh: self.sh.clone(),
             slot,
             state: State::Idle,
@@ -105,6 +110,9 @@ pub(crate) struct BareThread {
     allocs: Vec<Block>,
     frees: Vec<Block>,
     cache: ThreadCache,
+    /// The read fast path every transaction hands out (the allocator's geometry does
+    /// not change while `sh` lives).
+    fast: FastReads,
 }
 
 impl BareThread {
@@ -157,11 +165,11 @@ impl EngineThread for BareThread {
         Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
-    fn fast_reads(&self) -> Option<FastReads> {
-        self.running().ok()?;
-        // SAFETY: the allocator lives in `self.sh`, which outlives the transaction;
-        // `read` returns home for every live object (no header locks here).
-        Some(unsafe { FastReads::bitmap(&self.sh.alloc) })
+    fn fast_reads(&self) -> FastReads {
+        if self.running().is_err() {
+            return FastReads::NONE;
+        }
+        self.fast
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

@@ -106,6 +106,13 @@ unsafe impl Send for FastReads {}
 unsafe impl Sync for FastReads {}
 
 impl FastReads {
+    /// No fast path: every read goes to the engine (engines without one, and a `Tx`
+    /// outside a running attempt).
+    pub(crate) const NONE: FastReads = FastReads {
+        blocks: SmallBlocks::empty(),
+        live: 0,
+    };
+
     /// Fast reads of objects whose header word equals `live` (not 0).
     ///
     /// # Safety
@@ -141,9 +148,11 @@ impl FastReads {
         let hw = if self.live != 0 {
             // SAFETY: the allocator is alive while `self` is used (constructors).
             let hw = unsafe { self.blocks.header(off, len) }?;
+            // SAFETY: a block's header word inside the mapped image, 8-aligned, only
+            // accessed atomically (`SmallBlocks::header`).
             // Acquire: pairs with the Release store of the live value after a write-back
             // (the home contents), as the engine's own reads of the word.
-            if hw.load(std::sync::atomic::Ordering::Acquire) != self.live {
+            if unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire) != self.live {
                 return None;
             }
             hw
@@ -152,7 +161,7 @@ impl FastReads {
             unsafe { self.blocks.allocated_header(off, len) }?
         };
         // The payload follows the header word inside the block.
-        Some((hw as *const std::sync::atomic::AtomicU64 as *const u8).wrapping_add(HEADER))
+        Some((hw as *const u8).wrapping_add(HEADER))
     }
 }
 

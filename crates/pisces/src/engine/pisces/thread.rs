@@ -62,6 +62,9 @@ pub struct PiscesThread {
     /// Of those, the ones in attempts that committed read-only, since the state was
     /// made ([`EngineThread::ro_locked_reads`]).
     ro_locked_reads: u64,
+    /// The read fast path every attempt hands out: built once, as the allocator's
+    /// geometry copy and this run's live marker do not change while `sh` lives.
+    fast: FastReads,
 }
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
@@ -73,7 +76,13 @@ impl PiscesThread {
     /// State for `slot`; only one may exist per slot.
     pub fn new(sh: Arc<Shared>, slot: usize) -> PiscesThread {
         let log = sh.log_writer(slot);
+        // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
+        // every attempt (the only place the value is handed out, `fast_reads`); a header
+        // word equal to the live marker means allocated (`shared::LIVE`) and unlocked,
+        // for which `read` returns home.
+        let fast = unsafe { FastReads::live_word(&sh.alloc, sh.live_word()) };
         PiscesThread {
+            fast,
             sh,
             slot,
             cache: ThreadCache::default(),
@@ -516,14 +525,13 @@ impl EngineThread for PiscesThread {
         self.ro_locked_reads
     }
 
-    fn fast_reads(&self) -> Option<FastReads> {
+    fn fast_reads(&self) -> FastReads {
         // An unlocked header means home is the version every snapshot sees (line 10);
         // a locked one (ours or another writer's) goes to `read`.
-        self.attempt.as_ref()?;
-        // SAFETY: the allocator lives in `self.sh`, which outlives the attempt; a header
-        // word equal to the live marker means allocated (`shared::LIVE`) and unlocked,
-        // for which `read` returns home.
-        Some(unsafe { FastReads::live_word(&self.sh.alloc, self.sh.live_word()) })
+        if self.attempt.is_none() {
+            return FastReads::NONE;
+        }
+        self.fast
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

@@ -65,6 +65,26 @@ impl Class {
     }
 }
 
+impl Class {
+    /// [`Class::index_of`] with one multiply, for `d` inside a slab (`d < SLAB_SIZE`,
+    /// as every caller's `d` is): `d` is a multiple of `size` exactly when the low 32
+    /// bits of `d * recip` are below `recip`.
+    ///
+    /// Why: write `d = q * size + r` (`0 <= r < size`) and `size * recip = 2^32 + e`
+    /// (`0 < e <= size`). Then `d * recip = q * 2^32 + (q * e + r * recip)`, and the
+    /// bracket is below 2^32 because `q * e + r * recip <= q * size + (size - 1) * recip
+    /// = d - r + 2^32 + e - recip` and `d + e < 2^17 < recip` (slabs are 64 KiB, blocks
+    /// at most 16 KiB, so `recip > 2^18`). So the high half is `q` and the low half is
+    /// `q * e + r * recip`: below `recip` if `r = 0` (as `q * e < 2^17`), at least
+    /// `recip` otherwise. `tests` checks every offset of every class as well.
+    #[inline(always)]
+    pub fn block_index(&self, d: u32) -> Option<u32> {
+        let p = d as u64 * self.recip;
+        let index = (p >> 32) as u32;
+        ((p as u32 as u64) < self.recip && index < self.nblocks).then_some(index)
+    }
+}
+
 const fn bitmap_bytes(nblocks: usize) -> usize {
     nblocks.div_ceil(64) * 8
 }
@@ -196,8 +216,11 @@ impl Kind {
 /// path's [`Kind::decode`]).
 #[inline(always)]
 pub(crate) fn small_class_of_entry(e: u32) -> Option<usize> {
-    let arg = (e & ARG_MASK) as usize;
-    (e & KIND_MASK == TAG_SMALL && arg < NCLASSES).then_some(arg)
+    // One unsigned compare: `e - TAG_SMALL < NCLASSES` holds exactly when the kind bits
+    // are TAG_SMALL and the argument is below NCLASSES (NCLASSES < 2^28, so the
+    // subtraction cannot carry into or borrow from the kind bits and stay small).
+    let c = e.wrapping_sub(TAG_SMALL);
+    ((c as usize) < NCLASSES).then_some(c as usize)
 }
 
 /// Human-readable description of a raw slab table entry (for error messages).
@@ -226,7 +249,29 @@ mod tests {
             for d in 0..SLAB_SIZE as u32 {
                 let want = (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size);
                 assert_eq!(cl.index_of(d), want, "class {} offset {d}", cl.size);
+                assert_eq!(cl.block_index(d), want, "class {} offset {d}", cl.size);
             }
+        }
+    }
+
+    /// The read fast path's one-compare decode agrees with `Kind::decode` on every
+    /// entry that matters: all kinds with small and boundary arguments, and entries
+    /// around every kind boundary.
+    #[test]
+    fn small_class_of_entry_agrees_with_decode() {
+        let mut entries: Vec<u32> = Vec::new();
+        for tag in 0..16u32 {
+            for arg in (0..64u32).chain([ARG_MASK - 1, ARG_MASK]) {
+                entries.push(tag << 28 | arg);
+            }
+        }
+        entries.extend([u32::MAX, TAG_SMALL - 1, TAG_SMALL + NCLASSES as u32]);
+        for e in entries {
+            let want = match Kind::decode(e) {
+                Some(Kind::Small(c)) => Some(c),
+                _ => None,
+            };
+            assert_eq!(small_class_of_entry(e), want, "entry {e:#010x}");
         }
     }
 }

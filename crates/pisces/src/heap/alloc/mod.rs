@@ -873,16 +873,31 @@ pub struct SmallBlocks {
 }
 
 impl SmallBlocks {
+    /// Geometry with no slabs: every lookup answers `None` (for engines without a read
+    /// fast path). Dereferences nothing: `locate` refuses every slab index first.
+    pub const fn empty() -> SmallBlocks {
+        SmallBlocks {
+            base: std::ptr::null_mut(),
+            heap_off: 0,
+            kinds: std::ptr::null(),
+            slabs: 0,
+            _alloc: std::marker::PhantomData,
+        }
+    }
+
     /// The header word of the small-class block whose payload starts at `payload_off`
     /// and has at least `len` bytes, whatever its allocation state; `None` for anything
     /// else (large runs, the root slot, offsets that are not a block's payload). The
     /// geometry is all this checks: a small slab keeps its class for the whole run
     /// (module docs), so a block found here stays a block of that class.
     ///
+    /// A raw pointer (valid, 8-aligned, only accessed atomically), not a reference: the
+    /// read fast path would otherwise test the address for null after every lookup.
+    ///
     /// # Safety
     /// The allocator this came from must be alive.
     #[inline(always)]
-    pub unsafe fn header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
+    pub unsafe fn header(&self, payload_off: u64, len: usize) -> Option<*const AtomicU64> {
         // SAFETY: caller.
         unsafe { self.locate(payload_off, len) }.map(|(hw, _, _)| hw)
     }
@@ -893,7 +908,11 @@ impl SmallBlocks {
     /// # Safety
     /// As for [`SmallBlocks::header`].
     #[inline(always)]
-    pub unsafe fn allocated_header(&self, payload_off: u64, len: usize) -> Option<&AtomicU64> {
+    pub unsafe fn allocated_header(
+        &self,
+        payload_off: u64,
+        len: usize,
+    ) -> Option<*const AtomicU64> {
         // SAFETY: caller.
         let (hw, slab_start, index) = unsafe { self.locate(payload_off, len) }?;
         // SAFETY: as in `block_state`: `index < nblocks` keeps the word inside the
@@ -910,7 +929,11 @@ impl SmallBlocks {
     /// # Safety
     /// As for [`SmallBlocks::header`].
     #[inline(always)]
-    unsafe fn locate(&self, payload_off: u64, len: usize) -> Option<(&AtomicU64, usize, u32)> {
+    unsafe fn locate(
+        &self,
+        payload_off: u64,
+        len: usize,
+    ) -> Option<(*const AtomicU64, usize, u32)> {
         let rel = payload_off.wrapping_sub(self.heap_off + HEADER as u64);
         let slab = (rel / SLAB_SIZE as u64) as usize;
         // (A `rel` that wrapped gives a slab index past the table.)
@@ -921,13 +944,14 @@ impl SmallBlocks {
         // Acquire: as in `block_state`.
         let e = unsafe { &*self.kinds.add(slab) }.load(Ordering::Acquire);
         let cl = &CLASSES[classes::small_class_of_entry(e)?];
-        let index = cl.index_of(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
+        let index =
+            cl.block_index(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
         if len > cl.size as usize - HEADER {
             return None;
         }
         // SAFETY: as in `block_state`: the block lies in a slab of the image; its
         // header word is 8-aligned and only accessed atomically.
-        let hw = unsafe { &*(self.base.add((rel + self.heap_off) as usize) as *const AtomicU64) };
+        let hw = unsafe { self.base.add((rel + self.heap_off) as usize) } as *const AtomicU64;
         Some((hw, self.heap_off as usize + slab * SLAB_SIZE, index))
     }
 }
