@@ -203,6 +203,32 @@ impl PiscesThread {
         }
     }
 
+    /// The root object's payload offset in this transaction's snapshot (0: none), for
+    /// `free`'s refusal to free it: the root slot read as `read` reads it (our copy, a
+    /// visible writer's copy, or home), without `read`'s pointer validation, which the
+    /// slot's fixed offset does not need.
+    fn root_object(&self) -> u64 {
+        // Acquire: see `lock`.
+        let h = self.sh.heap.atomic_u64(ROOT_SLOT_OFFSET).load(Acquire);
+        // SAFETY: the root slot is inside every pool (the layout puts it there).
+        let mut p = unsafe { self.sh.heap.ptr(ROOT_SLOT_OFFSET + HEADER) } as *const u8;
+        if self.sh.is_locked(h) {
+            let c = (h & PTR_MASK) as *const CopyHdr;
+            // SAFETY: a locked header points to a live copy and its writer's record (see
+            // `read`).
+            unsafe {
+                let w = (*c).writer;
+                if w == self.record_ptr() || (*w).visible_to(self.start_ts) {
+                    p = CopyHdr::data(c);
+                }
+            }
+        }
+        // SAFETY: the slot's payload (and a copy of it) is 16 bytes, 8-aligned, and does
+        // not change while this transaction runs (home is written only after a grace
+        // period that waits for it; copies are immutable after commit, ours is ours).
+        unsafe { (p as *const u64).read() }
+    }
+
     fn active(&self) -> Result<()> {
         if self.attempt.is_none() {
             return Err(Error::InvalidPointer(
@@ -586,7 +612,7 @@ impl EngineThread for PiscesThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.active()?;
-        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let root = self.root_object();
         let b =
             crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.pending(b)
@@ -737,6 +763,11 @@ impl PiscesThread {
         if b.entries.len() >= self.sh.opts.group_commit.max(1) {
             self.sh
                 .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        }
+        // The next transaction's attempt, taken while the batch is locked anyway, so
+        // that `begin` does not lock it again (`prepare_attempt`).
+        if self.idle_attempt.is_none() {
+            self.idle_attempt = b.spare.pop();
         }
         drop(b);
         if self.log.used() > self.log.capacity() / 2 {
