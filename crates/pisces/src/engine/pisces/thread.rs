@@ -13,7 +13,7 @@
 //! while a reader could be looking.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
-use crate::engine::kit::changed_words::changed_word_runs;
+use crate::engine::kit::changed_words::changed_runs;
 use crate::engine::kit::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::objects::FastReads;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
@@ -401,16 +401,14 @@ impl PiscesThread {
                 continue;
             }
             // Flush-diff: runs of changed words.
-            // SAFETY: both are `len / 8` words, 8-aligned: the copy is ours and alive;
-            // home is a validated payload that we hold locked, so nothing writes it
-            // while the slices live (write-back needs our lock; readers only read).
-            let (new, old) = unsafe {
-                (
-                    std::slice::from_raw_parts(data as *const u64, len / 8),
-                    std::slice::from_raw_parts(heap.ptr(home as usize) as *const u64, len / 8),
-                )
+            // SAFETY: `changed_runs` calls with `i < len / 8` only; home is locked by us
+            // and stable, the copy is ours.
+            let differs = |i: usize| unsafe {
+                let c = (data as *const u64).add(i).read();
+                let h = (heap.ptr(home as usize) as *const u64).add(i).read();
+                c != h
             };
-            for (start, end) in changed_word_runs(new, old) {
+            for (start, end) in changed_runs(len / 8, differs) {
                 let off = home + 8 * start as u64;
                 // SAFETY: `start..end` is inside the copy.
                 let src = unsafe { data.add(8 * start) };
