@@ -139,7 +139,11 @@ fn stale_write_after_pending_free_is_refused() -> bool {
     assert_eq!(header_word(&pool, x), live(&pool));
     h.run(|tx| tx.free(x)).unwrap();
     // The free is committed, not written back: the object is still locked by its copy.
-    assert_ne!(header_word(&pool, x), freed(&pool), "the batch was not pending");
+    assert_ne!(
+        header_word(&pool, x),
+        freed(&pool),
+        "the batch was not pending"
+    );
     let r = h.run(|tx| {
         *tx.write(y)? = 9;
         *tx.write(x)? = 5;
