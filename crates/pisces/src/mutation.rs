@@ -68,6 +68,10 @@ pub enum Mutation {
     /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
     /// order (a log is then taken for another slot's).
     Sp3ParseSlotOrder = 51,
+    /// pisces: a writer's check that a block it just locked is still allocated trusts
+    /// any unlocked header word the lock replaced (also the freed marker), not only
+    /// this run's live marker.
+    LockedCheckTrustsAny = 70,
 }
 
 impl Mutation {

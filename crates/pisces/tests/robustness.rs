@@ -190,6 +190,11 @@ fn the_root_object_cannot_be_freed() {
         assert_ne!(n, root);
         assert_eq!(pool.root::<[u64; 2]>().unwrap(), root);
         assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [0, 0]);
+        // Also once the root slot is written back (read from home, not from a copy).
+        invalid(
+            pool.run(|tx| tx.free(root)),
+            &format!("{engine:?} after sync"),
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! * [`bulk_vec`]: push-only vectors for recovery's per-record tables (huge pages);
 //! * [`changed_words`]: runs of words where a new version differs from home;
 //! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
+//! * [`crc`]: CRC32C of log records (the `crc32` instruction where the CPU has it);
 //! * [`grace`]: grace periods (wait for readers older than a timestamp);
 //! * [`header_word`]: run-generation tags of the per-object header word;
 //! * [`redo_log`]: checksummed redo records in per-thread ring buffers, and their parser;
@@ -19,6 +20,7 @@
 pub mod bulk_vec;
 pub mod changed_words;
 pub mod clock;
+pub mod crc;
 pub mod grace;
 pub mod header_word;
 pub mod objects;

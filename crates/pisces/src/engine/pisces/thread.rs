@@ -139,9 +139,36 @@ impl PiscesThread {
     /// still allocated, or allocated by this transaction. If not, a lock this call just
     /// took (write-set entries from `before` on) is given back, so that a commit after
     /// the error can neither write nor free the block.
+    ///
+    /// Two cases need no look at the allocation bitmap (another cache line, and the
+    /// geometry lookup): a lock this transaction already held before this call (its
+    /// first `lock` was checked, and no free of a block we hold locked can be published
+    /// until our own write-back), and a lock taken by a compare-and-swap from this run's
+    /// live marker on a small block, which implies the allocation bit was set at that
+    /// instant (`shared::LIVE`) — and it stays set, since only a write-back holding the
+    /// lock publishes a free. Any other word the lock replaced (the freed marker, an
+    /// earlier run's word) and any large block (whose slabs may be reused with another
+    /// geometry once freed) take the bitmap check.
+    #[inline]
     fn check_locked(&mut self, b: Block, c: *mut CopyHdr, before: usize) -> Result<()> {
         // SAFETY: our own live copy.
         let idx = unsafe { (*c).entry } as usize;
+        let trust_any = crate::mutation::active(crate::mutation::Mutation::LockedCheckTrustsAny);
+        if idx < before
+            || b.is_small()
+                && self.writes.get(idx).is_some_and(|w| {
+                    w.prev == self.sh.live_word() || (trust_any && !self.sh.is_locked(w.prev))
+                })
+        {
+            return Ok(());
+        }
+        self.check_locked_slow(b, idx, before)
+    }
+
+    /// [`Self::check_locked`]'s look at the allocation bitmap.
+    #[cold]
+    #[inline(never)]
+    fn check_locked_slow(&mut self, b: Block, idx: usize, before: usize) -> Result<()> {
         let own_fresh = self
             .writes
             .get(idx)
@@ -183,6 +210,32 @@ impl PiscesThread {
                 Relaxed,
             );
         }
+    }
+
+    /// The root object's payload offset in this transaction's snapshot (0: none), for
+    /// `free`'s refusal to free it: the root slot read as `read` reads it (our copy, a
+    /// visible writer's copy, or home), without `read`'s pointer validation, which the
+    /// slot's fixed offset does not need.
+    fn root_object(&self) -> u64 {
+        // Acquire: see `lock`.
+        let h = self.sh.heap.atomic_u64(ROOT_SLOT_OFFSET).load(Acquire);
+        // SAFETY: the root slot is inside every pool (the layout puts it there).
+        let mut p = unsafe { self.sh.heap.ptr(ROOT_SLOT_OFFSET + HEADER) } as *const u8;
+        if self.sh.is_locked(h) {
+            let c = (h & PTR_MASK) as *const CopyHdr;
+            // SAFETY: a locked header points to a live copy and its writer's record (see
+            // `read`).
+            unsafe {
+                let w = (*c).writer;
+                if w == self.record_ptr() || (*w).visible_to(self.start_ts) {
+                    p = CopyHdr::data(c);
+                }
+            }
+        }
+        // SAFETY: the slot's payload (and a copy of it) is 16 bytes, 8-aligned, and does
+        // not change while this transaction runs (home is written only after a grace
+        // period that waits for it; copies are immutable after commit, ours is ours).
+        unsafe { (p as *const u64).read() }
     }
 
     fn active(&self) -> Result<()> {
@@ -232,7 +285,9 @@ impl PiscesThread {
                 }
                 return Err(Error::Conflict);
             }
-            let attempt = self.attempt.as_mut().ok_or(Error::Conflict)?;
+            let Some(attempt) = self.attempt.as_mut() else {
+                return Err(Error::Conflict);
+            };
             let copy = attempt.alloc_copy(plen).ok_or_else(|| {
                 Error::InvalidConfig("copy memory is above the 48-bit address range".into())
             })?;
@@ -565,7 +620,7 @@ impl EngineThread for PiscesThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.active()?;
-        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let root = self.root_object();
         let b =
             crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.pending(b)
@@ -716,6 +771,11 @@ impl PiscesThread {
         if b.entries.len() >= self.sh.opts.group_commit.max(1) {
             self.sh
                 .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        }
+        // The next transaction's attempt, taken while the batch is locked anyway, so
+        // that `begin` does not lock it again (`prepare_attempt`).
+        if self.idle_attempt.is_none() {
+            self.idle_attempt = b.spare.pop();
         }
         drop(b);
         if self.log.used() > self.log.capacity() / 2 {

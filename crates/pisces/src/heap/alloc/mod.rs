@@ -149,6 +149,13 @@ impl Block {
     pub fn payload_len(&self) -> usize {
         self.size as usize - HEADER
     }
+    /// True for a block of a small class (a large block is a run of whole slabs, all
+    /// bigger than the largest class). A small slab keeps its class for the whole
+    /// run, so the word at a small block's header position stays its header word.
+    #[inline]
+    pub fn is_small(&self) -> bool {
+        self.size <= classes::MAX_SMALL as u64
+    }
 }
 
 /// Usage of one size class (for `pisces info`), from the persistent state.
@@ -327,11 +334,13 @@ impl Allocator {
     /// `payload_len` 0 is allowed (the smallest class). `Err(OutOfSpace)` if no free
     /// block or run of slabs is left (or the size is absurd).
     pub fn reserve(&self, cache: &mut ThreadCache, payload_len: usize) -> Result<Block> {
-        let oos = Error::OutOfSpace {
+        // (Built only when needed: an `Error` made and dropped on every call costs a
+        // call of its drop glue.)
+        let oos = || Error::OutOfSpace {
             requested: payload_len,
         };
         let Some(size) = payload_len.checked_add(HEADER) else {
-            return Err(oos);
+            return Err(oos());
         };
         let b = match class_for(size) {
             Some(c) => self.reserve_small(cache, c)?,
@@ -341,7 +350,7 @@ impl Allocator {
             // Relaxed: a hint for `give_back` (see `pressure`).
             self.pressure.store(true, Ordering::Relaxed);
         }
-        b.ok_or(oos)
+        b.ok_or_else(oos)
     }
 
     fn bind(&self, cache: &mut ThreadCache) {
