@@ -68,6 +68,9 @@ pub enum Mutation {
     /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
     /// order (a log is then taken for another slot's).
     Sp3ParseSlotOrder = 51,
+    /// timestone: an operation record's block words name the size class after the
+    /// block's own (an encoding error of the compact operation record).
+    TsOpBlockCode = 60,
 }
 
 impl Mutation {
@@ -81,7 +84,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 7] = [
+    pub const TIMESTONE: [Mutation; 8] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -89,6 +92,7 @@ impl Mutation {
         Mutation::TsCommitGuard,
         Mutation::TsCheckpointDiff,
         Mutation::TsFreshFence,
+        Mutation::TsOpBlockCode,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 6] = [

@@ -37,16 +37,40 @@
 //! dozen bytes each) frames records with a 16-byte header instead:
 //!
 //! ```text
-//! word 0: crc32c (bits 0..32) | seq, low 32 bits (bits 32..64)
+//! word 0: crc32c (bits 0..32) | seq, low 16 bits (bits 32..48) | tag (bits 48..64)
 //! word 1: kind (bits 0..2) | len / 8 (bits 2..16) | persistTS (bits 16..64)
 //! [word 2: len in bytes, only when len / 8 does not fit in 14 bits (field = 0x3FFF)]
 //! ```
-//! The CRC32C covers the header from byte 4 (sequence half, word 1, word 2) and the
-//! entries. There is no magic: the kind field (zero in zeroed memory) and the checksum
-//! decide validity. Sequence numbers are compared modulo 2^32 (the tail word holds the
-//! same low 32 bits), and persistTS must be below 2^48. Everything else — the ring,
-//! wrap markers, the chain the parser follows, torn-tail and damage detection — is the
-//! same as for standard records.
+//! The CRC32C covers the sequence number's low 32 bits (4 bytes, as if stored), the
+//! header from byte 4 (sequence bits, tag, word 1, word 2) and the entries. The
+//! header stores only 16 bits of the sequence number; the parser knows the other 16
+//! (the tail word holds the low 32 bits of the first one, and the chain counts on), and
+//! the checksum binds them: a record left from an earlier lap whose 16 stored bits
+//! happen to match the expected number fails its checksum, as does any record out of
+//! sequence modulo 2^32 (the bound the standard framing's low-32-bit tail word gives
+//! too). The damage scan takes a record whose 16 bits are 1 to 2^15 − 1 ahead of the
+//! expected number as that later number and believes it only if the checksum agrees.
+//! There is no magic: the kind field (zero in zeroed memory) and the checksum decide
+//! validity; persistTS must be below 2^48. Kind 3 (`OP`, compact framing only) is an
+//! operation record whose 16-bit tag describes its entries ([`RecordBuilder::op_record`]);
+//! other records carry tag 0. Everything else — the ring, wrap markers, the chain the
+//! parser follows, torn-tail and damage detection — is the same as for standard
+//! records.
+//!
+//! # Operation records (compact framing)
+//! A registered operation with its allocation script, in as few bytes as possible
+//! (timestone's OLog writes one per commit):
+//! ```text
+//! header (16 B, kind OP): tag = operation index (bits 0..8) | padding bytes after
+//!         the arguments (bits 8..11) | number of block words (bits 11..16)
+//! entries: the argument bytes, zero-padded to 8 | one word per block, in order:
+//!          bit 62 = free (else alloc), bit 63 clear, bits 0..62 = `Block::pack`
+//! ```
+//! 16 bytes of header plus 16 argument bytes is a 32-byte record; each allocation adds
+//! 8. The operation index names the operation in a table its engine keeps (the 32-bit
+//! ids themselves do not fit the header). A record that does not fit this form (an
+//! index above 255, more than 31 blocks, a block `Block::pack` cannot pack) is written
+//! with kind TX and the general entries below instead.
 //!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
@@ -68,6 +92,10 @@ pub const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
+/// Compact framing: an operation record (module docs).
+const KIND_OP: u32 = 3;
+/// Operation records: the free flag of a block word.
+const BLOCK_FREE: u64 = 1 << 62;
 /// Compact framing: the header's length field value meaning "length in word 2".
 const COMPACT_LONG: u64 = 0x3FFF;
 /// Compact framing: header bytes of a record that is not long.
@@ -195,6 +223,87 @@ impl RecordBuilder {
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
+
+    /// Start a new record holding an operation record's entries (module docs): the
+    /// operation's `args` and its `blocks` (`true`: allocated, `false`: freed), for
+    /// operation index `index` of its engine's table. Returns the header tag to
+    /// append it with ([`LogWriter::append_op`]), or `None` (and leaves the builder
+    /// empty) when the record has no such form.
+    pub fn op_record(&mut self, index: u8, args: &[u8], blocks: &[(bool, Block)]) -> Option<u16> {
+        self.buf.clear();
+        if blocks.len() > 31 {
+            return None;
+        }
+        let pad = args.len().next_multiple_of(8) - args.len();
+        self.buf.extend_from_slice(args);
+        self.buf.extend(std::iter::repeat_n(0u8, pad));
+        for &(alloc, b) in blocks {
+            let Some(mut w) = b.pack() else {
+                self.buf.clear();
+                return None;
+            };
+            if crate::mutation::active(crate::mutation::Mutation::TsOpBlockCode) {
+                // Mutation: the size code names the next class up.
+                w += 1;
+            }
+            let w = if alloc { w } else { w | BLOCK_FREE };
+            self.buf.extend_from_slice(&w.to_le_bytes());
+        }
+        Some(u16::from(index) | (pad as u16) << 8 | (blocks.len() as u16) << 11)
+    }
+}
+
+/// An operation record's contents, decoded from its tag and entries (module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpRecord<'a> {
+    /// Index of the operation in its engine's table.
+    pub index: u8,
+    /// The argument bytes.
+    pub args: &'a [u8],
+    /// The blocks, in order: `Entry::Alloc` or `Entry::Free`.
+    pub blocks: Vec<Entry<'a>>,
+}
+
+/// Decode an operation record with header tag `tag`; `Err` names what is malformed.
+pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
+    let index = tag as u8;
+    let pad = usize::from(tag >> 8 & 7);
+    let nblocks = usize::from(tag >> 11);
+    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
+        return bad(format!(
+            "{nblocks} block words in {} bytes of entries",
+            bytes.len()
+        ));
+    };
+    if !padded.is_multiple_of(8) || pad > padded || (pad > 0 && padded == 0) {
+        return bad(format!("{pad} padding bytes in {padded} argument bytes"));
+    }
+    let args = &bytes[..padded - pad];
+    if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
+        return bad("nonzero padding after the arguments".into());
+    }
+    let mut blocks = Vec::with_capacity(nblocks);
+    for w in bytes[padded..].chunks_exact(8) {
+        let w = u64::from_le_bytes(w.try_into().unwrap());
+        if w >> 63 != 0 {
+            return bad(format!("block word {w:#x} has bit 63 set"));
+        }
+        let b = match Block::unpack(w) {
+            Ok(b) => b,
+            Err(m) => return bad(m),
+        };
+        blocks.push(if w & BLOCK_FREE != 0 {
+            Entry::Free(b)
+        } else {
+            Entry::Alloc(b)
+        });
+    }
+    Ok(OpRecord {
+        index,
+        args,
+        blocks,
+    })
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
@@ -320,8 +429,10 @@ struct RawHeader {
     kind: u32,
     len: usize,
     crc: u32,
-    /// Full sequence number (standard) or its low 32 bits (compact).
+    /// Full sequence number (standard) or its low 16 bits (compact).
     seq: u64,
+    /// Compact: the header's tag (0 for standard records).
+    tag: u16,
     pts: u64,
     /// Header bytes.
     hlen: usize,
@@ -355,6 +466,7 @@ fn read_header(
                 len: u32at(&bytes, 8) as usize,
                 crc: u32at(&bytes, 12),
                 seq: u64at(&bytes, 16),
+                tag: 0,
                 pts: u64at(&bytes, 24),
                 hlen: HEADER_LEN,
                 bytes,
@@ -367,7 +479,7 @@ fn read_header(
             heap.read_bytes(ring + pos, &mut bytes[..COMPACT_HEADER_LEN]);
             let (w0, w1) = (u64at(&bytes, 0), u64at(&bytes, 8));
             let kind = (w1 & 3) as u32;
-            if kind != KIND_TX && kind != KIND_WRAP {
+            if kind == 0 {
                 return None;
             }
             let words = (w1 >> 2) & COMPACT_LONG;
@@ -388,7 +500,8 @@ fn read_header(
                 kind,
                 len,
                 crc: w0 as u32,
-                seq: w0 >> 32,
+                seq: (w0 >> 32) & 0xFFFF,
+                tag: (w0 >> 48) as u16,
                 pts: w1 >> 16,
                 hlen,
                 bytes,
@@ -397,18 +510,28 @@ fn read_header(
     }
 }
 
-/// The checksum a record with header `h` and `entries` must carry.
-fn header_checksum(framing: Framing, h: &RawHeader, entries: &[u8]) -> u32 {
+/// The checksum a record with header `h` and `entries` must carry if it is the
+/// record of sequence number `seq` (compact framing: only its low 32 bits count; the
+/// standard header holds the whole number).
+fn header_checksum(framing: Framing, h: &RawHeader, seq: u64, entries: &[u8]) -> u32 {
     match framing {
         Framing::Standard => checksum(h.kind, h.len as u32, h.seq, h.pts, entries),
-        Framing::Compact => crc32c::crc32c_append(crc32c::crc32c(&h.bytes[4..h.hlen]), entries),
+        Framing::Compact => compact_checksum(seq, &h.bytes[4..h.hlen], entries),
     }
+}
+
+/// Compact framing: CRC32C over the low 32 bits of `seq`, the header from its byte 4
+/// and the entries.
+fn compact_checksum(seq: u64, header_rest: &[u8], entries: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&(seq as u32).to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c_append(c, header_rest), entries)
 }
 
 /// Encode a header in `framing`; returns the bytes and the header length.
 fn encode_framed(
     framing: Framing,
     kind: u32,
+    tag: u16,
     seq: u64,
     persist_ts: u64,
     entries: &[u8],
@@ -432,12 +555,13 @@ fn encode_framed(
             };
             let w1 = u64::from(kind) | words << 2 | (persist_ts & COMPACT_MAX_TS) << 16;
             let mut h = [0u8; HEADER_LEN];
-            h[4..8].copy_from_slice(&(seq as u32).to_le_bytes());
+            h[4..6].copy_from_slice(&(seq as u16).to_le_bytes());
+            h[6..8].copy_from_slice(&tag.to_le_bytes());
             h[8..16].copy_from_slice(&w1.to_le_bytes());
             if hlen > COMPACT_HEADER_LEN {
                 h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
             }
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..hlen]), entries);
+            let crc = compact_checksum(seq, &h[4..hlen], entries);
             h[0..4].copy_from_slice(&crc.to_le_bytes());
             (h, hlen)
         }
@@ -468,6 +592,8 @@ pub struct ParsedRecord {
     pub persist_ts: u64,
     /// Entry bytes (copied out of the log).
     pub entries: Vec<u8>,
+    /// An operation record's header tag (compact framing; `None`: general entries).
+    pub op_tag: Option<u16>,
 }
 
 /// Result of parsing one slot's log.
@@ -510,7 +636,11 @@ fn damage_after(
     framing: Framing,
 ) -> Option<String> {
     let later = |seq: u64| -> Option<u64> {
-        if stop.full {
+        if framing == Framing::Compact {
+            // 16 stored bits: taken as the number that many ahead, checked by the CRC.
+            let d = (seq as u16).wrapping_sub(stop.seq as u16);
+            (d != 0 && d < 1 << 15).then_some(u64::from(d))
+        } else if stop.full {
             (seq > stop.seq).then(|| seq - stop.seq)
         } else {
             let d = (seq as u32).wrapping_sub(stop.seq as u32);
@@ -525,8 +655,12 @@ fn damage_after(
             if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
                 if let Some(d) = later(h.seq) {
                     let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
-                    if header_checksum(framing, &h, entries) == h.crc {
-                        found.push((pos, h.seq, d, h.hlen + h.len));
+                    let seq = match framing {
+                        Framing::Standard => h.seq,
+                        Framing::Compact => stop.seq + d,
+                    };
+                    if header_checksum(framing, &h, seq, entries) == h.crc {
+                        found.push((pos, seq, d, h.hlen + h.len));
                     }
                 }
             }
@@ -567,6 +701,7 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
             seq: r.seq,
             persist_ts: r.persist_ts,
             entries: r.entries.to_vec(),
+            op_tag: r.op_tag,
         })
     });
     ParsedLog {
@@ -585,6 +720,9 @@ pub struct Record<'h> {
     pub persist_ts: u64,
     /// The entry bytes, in the log itself (no copy).
     pub entries: &'h [u8],
+    /// An operation record's header tag (compact framing; `None`: general entries,
+    /// [`entries`]; `Some`: [`decode_op_record`]).
+    pub op_tag: Option<u16>,
 }
 
 /// Whether [`walk`] looks, after the last valid record, for later valid records that
@@ -685,24 +823,22 @@ pub fn walk_framed<'h>(
         let Some(h) = read_header(heap, ring_off, pos, cap - pos, framing) else {
             break;
         };
+        // The sequence number this record must carry: a standard header has the whole
+        // number; a compact one continues the count started from the tail word.
+        let want = expected.unwrap_or(seq_lo);
         let in_seq = match expected {
-            None => h.seq & 0xFFFF_FFFF == seq_lo,
+            None if standard => h.seq & 0xFFFF_FFFF == seq_lo,
             Some(e) if standard => h.seq == e,
-            Some(e) => h.seq as u32 == e as u32,
+            _ => h.seq as u16 == want as u16,
         };
         if !in_seq || h.len % 8 != 0 || h.len > cap - pos - h.hlen {
             break;
         }
         let entries = &ring[pos + h.hlen..pos + h.hlen + h.len];
-        if !checksum_ok(h.crc, header_checksum(framing, &h, entries)) {
+        if !checksum_ok(h.crc, header_checksum(framing, &h, want, entries)) {
             break;
         }
-        // The full sequence number: a standard header has it; a compact one continues
-        // the count started from the tail word.
-        let seq = match expected {
-            Some(e) if !standard => e,
-            _ => h.seq,
-        };
+        let seq = if standard { h.seq } else { want };
         expected = Some(seq + 1);
         next_seq = seq + 1;
         if h.kind == KIND_WRAP {
@@ -714,6 +850,7 @@ pub fn walk_framed<'h>(
             seq,
             persist_ts: h.pts,
             entries,
+            op_tag: (h.kind == KIND_OP).then_some(h.tag),
         });
         consumed += h.hlen + h.len;
         pos += h.hlen + h.len;
@@ -818,6 +955,28 @@ impl LogWriter {
     /// once for the whole persist stage). Returns its sequence number. The caller has
     /// checked `fits`.
     pub fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
+        self.append_kind(heap, KIND_TX, 0, entries, persist_ts)
+    }
+
+    /// [`LogWriter::append`] for an operation record built by
+    /// [`RecordBuilder::op_record`], with the tag it returned (compact framing only).
+    pub fn append_op(&mut self, heap: &Heap, entries: &[u8], tag: u16, persist_ts: u64) -> u64 {
+        assert_eq!(
+            self.framing,
+            Framing::Compact,
+            "operation records need the compact framing"
+        );
+        self.append_kind(heap, KIND_OP, tag, entries, persist_ts)
+    }
+
+    fn append_kind(
+        &mut self,
+        heap: &Heap,
+        kind: u32,
+        tag: u16,
+        entries: &[u8],
+        persist_ts: u64,
+    ) -> u64 {
         let hlen = self.framing.header_len(entries.len());
         let rec_len = hlen + entries.len();
         let (footprint, wraps) = self.footprint_at_head(rec_len);
@@ -826,7 +985,7 @@ impl LogWriter {
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
         if wraps {
             if self.cap - self.head >= self.framing.min_header() {
-                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, self.next_seq, 0, &[]);
+                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, 0, self.next_seq, 0, &[]);
                 heap.write_bytes(ring + self.head, &h[..wlen]);
                 heap.flush(ring + self.head, wlen);
                 self.next_seq += 1;
@@ -837,7 +996,7 @@ impl LogWriter {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let (h, _) = encode_framed(self.framing, KIND_TX, seq, persist_ts, entries);
+        let (h, _) = encode_framed(self.framing, kind, tag, seq, persist_ts, entries);
         heap.write_bytes(ring + self.head + hlen, entries);
         heap.write_bytes(ring + self.head, &h[..hlen]);
         if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {

@@ -130,6 +130,7 @@
 //! 4. See `tlog` for the chain invariants and reclamation.
 
 pub mod clog;
+pub mod optable;
 pub mod recovery;
 pub mod shared;
 pub mod thread;
@@ -245,8 +246,19 @@ impl EngineDef for Timestone {
                 "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
             )));
         }
+        let l = *heap.layout();
+        let fresh = Shared::load_k_done(&heap) == 0
+            && clog::read_clog(&heap, l.engine_area_size - 4096).is_none()
+            && (0..l.max_threads).all(|slot| {
+                // Acquire: open runs alone; any ordering would do.
+                heap.atomic_u64(l.log_offset(slot))
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    == 0
+            });
+        optable::check_format(&heap, fresh)?;
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let table = optable::OpTable::load(&heap)?;
         let sh = Arc::new(Shared::new(
             heap,
             alloc,
@@ -255,6 +267,7 @@ impl EngineDef for Timestone {
             rec.next_seq,
             false,
             pct,
+            table,
         ));
         Ok(TimestoneEngine {
             sh,

@@ -123,6 +123,8 @@ pub struct Shared {
     pub freed_high_water: u64,
     /// Statistics.
     pub stats: Stats,
+    /// Operation ids ↔ the indices OLog operation records name them by.
+    pub ops: super::optable::OpTable,
 }
 
 impl Shared {
@@ -136,6 +138,7 @@ impl Shared {
         next_seq: Vec<u64>,
         recovering: bool,
         high_water_pct: u64,
+        ops: super::optable::OpTable,
     ) -> Shared {
         let n = heap.layout().max_threads;
         let clog_len = heap.layout().engine_area_size - 4096;
@@ -163,6 +166,7 @@ impl Shared {
             freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
                 .max(crate::heap::layout::SLAB_SIZE as u64),
             stats: Stats::default(),
+            ops,
             heap,
             alloc,
         }
