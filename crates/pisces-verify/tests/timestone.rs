@@ -904,6 +904,14 @@ fn fresh_violations() -> usize {
     crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {}).violation_count as usize
 }
 
+/// Violations of the registered-operation list campaign (every append allocates a
+/// node; an operation record whose block word names the wrong size class makes the
+/// re-executed append's allocation disagree with its script, and recovery refuses).
+#[cfg(feature = "mutation")]
+fn op_block_violations() -> usize {
+    ops_campaign(OpWorkload::List, &EngineOptions::new(), 12).1.len()
+}
+
 /// Audits that saw a wrong total while serializable writers (some of which fail
 /// validation, leaving aborted versions) move money.
 #[cfg(feature = "mutation")]
@@ -1009,14 +1017,15 @@ fn mutations_each_break_their_test() {
             guard_violations(),
             diff_violations(),
             fresh_violations(),
+            op_block_violations(),
         ];
         mutation::clear();
         eprintln!(
-            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff, fresh] = {r:?}"
+            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff, fresh, op block] = {r:?}"
         );
         r
     };
-    assert_eq!(run(None), [0; 7], "violations without any mutation");
+    assert_eq!(run(None), [0; 8], "violations without any mutation");
     for (i, m) in Mutation::TIMESTONE.into_iter().enumerate() {
         let r = run(Some(m));
         assert!(r[i] > 0, "{m:?} went unnoticed: {r:?}");
@@ -1095,8 +1104,7 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
 /// below 1 for repeated small updates), that operation logging persists less than
 /// physical logging of the same updates, and that an operation rewriting a 64-byte
 /// object from 16 argument bytes has a total below 1. (An 8-byte change cannot: each
-/// OLog record carries 40 bytes of framing — the kit's 32-byte record header and the
-/// 8-byte operation entry word — around its 16 argument bytes.)
+/// OLog record is 32 bytes — its 16-byte header and the 16 argument bytes.)
 #[test]
 fn write_amplification_of_small_updates() {
     for words in [1, 8] {

@@ -852,6 +852,64 @@ impl Allocator {
         Ok(())
     }
 
+    /// The persistent effect of [`Allocator::replay_alloc`] (`true`) or
+    /// [`Allocator::replay_free`] (`false`) of each change in order, with the bitmap
+    /// words written once: a run of changes to small blocks of formatted slabs of
+    /// their class is gathered per bitmap word (the last change of a block decides its
+    /// bit) and each word that changes is written with one set and one clear RMW,
+    /// flushed and counted once, however many of its bits change. Anything else (a
+    /// block of a free slab, which formatting must precede, a large run, an error)
+    /// first writes out the words gathered so far and then goes through the single
+    /// replay, so the result is exactly that of replaying the changes one by one.
+    /// Flushes; the caller fences. For checkpoints that write many changes at once.
+    pub fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
+        let mut words: Vec<((usize, usize), (u64, u64))> = Vec::new();
+        let mut at: std::collections::HashMap<(usize, usize), usize> = Default::default();
+        let write_out = |words: &mut Vec<((usize, usize), (u64, u64))>,
+                         at: &mut std::collections::HashMap<(usize, usize), usize>| {
+            for &((slab, w), (set, clear)) in words.iter() {
+                pmem::set_word_bits(heap, slab, w, set, clear);
+            }
+            words.clear();
+            at.clear();
+        };
+        for &(allocated, b) in changes {
+            let loc = pmem::locate_present(heap, b).map_err(|m| {
+                Error::Corrupt(format!("replaying an allocator change: {m}"))
+            })?;
+            match loc {
+                Loc::Small { slab, class, index }
+                    if Kind::decode(pmem::read_entry(heap, slab)) == Some(Kind::Small(class)) =>
+                {
+                    let key = (slab, index / 64);
+                    let i = *at.entry(key).or_insert_with(|| {
+                        words.push((key, (0, 0)));
+                        words.len() - 1
+                    });
+                    let bit = 1u64 << (index % 64);
+                    let (set, clear) = &mut words[i].1;
+                    if allocated {
+                        *set |= bit;
+                        *clear &= !bit;
+                    } else {
+                        *clear |= bit;
+                        *set &= !bit;
+                    }
+                }
+                _ => {
+                    write_out(&mut words, &mut at);
+                    if allocated {
+                        Self::replay_alloc(heap, b)?;
+                    } else {
+                        Self::replay_free(heap, b)?;
+                    }
+                }
+            }
+        }
+        write_out(&mut words, &mut at);
+        Ok(())
+    }
+
     /// Every problem in the persistent allocator state (empty if sound): invalid slab
     /// table entries, broken large runs, stray bitmap bits. For `pisces check`.
     pub fn check(heap: &Heap) -> Vec<String> {
