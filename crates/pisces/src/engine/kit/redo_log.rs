@@ -77,7 +77,10 @@
 //! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
 //! `OP` (8 B + data rounded up to 8) names a registered operation (word 0 holds the
 //! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
-//! the redo-log engines' recovery refuses it.
+//! the redo-log engines' recovery refuses it. `BLOCKS` (8 B + 8 per block; word 0
+//! holds the count) is a run of allocator changes packed one word each as in
+//! operation records ([`RecordBuilder::blocks`], timestone's CLog); it decodes as the
+//! ALLOC and FREE entries it stands for.
 
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
@@ -136,6 +139,7 @@ const E_RANGE: u64 = 2;
 const E_ALLOC: u64 = 3;
 const E_FREE: u64 = 4;
 const E_OP: u64 = 5;
+const E_BLOCKS: u64 = 6;
 const OFF_MASK: u64 = (1 << 56) - 1;
 
 /// One decoded log entry.
@@ -219,6 +223,43 @@ impl RecordBuilder {
     pub fn free(&mut self, b: Block) {
         self.words(E_FREE << 56 | b.offset, b.size);
     }
+    /// Append allocator changes (`true`: ALLOC, `false`: FREE) in 8 bytes each: one
+    /// BLOCKS entry (word `count`, then one packed word per block, as in operation
+    /// records) for those `Block::pack` can pack, ALLOC / FREE entries for the
+    /// others. Decoded as the ALLOC and FREE entries they stand for, in order.
+    pub fn blocks(&mut self, changes: &[(bool, Block)]) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&(E_BLOCKS << 56).to_le_bytes());
+        let mut n = 0u64;
+        for (i, &(alloc, b)) in changes.iter().enumerate() {
+            match b.pack() {
+                Some(w) => {
+                    let w = if alloc { w } else { w | BLOCK_FREE };
+                    self.buf.extend_from_slice(&w.to_le_bytes());
+                    n += 1;
+                }
+                None => {
+                    // Ends this BLOCKS entry; the next pack starts another.
+                    self.finish_blocks(start, n);
+                    if alloc {
+                        self.alloc(b);
+                    } else {
+                        self.free(b);
+                    }
+                    return self.blocks(&changes[i + 1..]);
+                }
+            }
+        }
+        self.finish_blocks(start, n);
+    }
+    /// Fill in the count of the BLOCKS entry at `start`, or drop it if empty.
+    fn finish_blocks(&mut self, start: usize, n: u64) {
+        if n == 0 {
+            self.buf.truncate(start);
+        } else {
+            self.buf[start..start + 8].copy_from_slice(&(E_BLOCKS << 56 | n).to_le_bytes());
+        }
+    }
     /// The encoded entries.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
@@ -285,19 +326,10 @@ pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
     }
     let mut blocks = Vec::with_capacity(nblocks);
     for w in bytes[padded..].chunks_exact(8) {
-        let w = u64::from_le_bytes(w.try_into().unwrap());
-        if w >> 63 != 0 {
-            return bad(format!("block word {w:#x} has bit 63 set"));
+        match block_entry(u64::from_le_bytes(w.try_into().unwrap())) {
+            Ok(e) => blocks.push(e),
+            Err(e) => return bad(e.to_string()),
         }
-        let b = match Block::unpack(w) {
-            Ok(b) => b,
-            Err(m) => return bad(m),
-        };
-        blocks.push(if w & BLOCK_FREE != 0 {
-            Entry::Free(b)
-        } else {
-            Entry::Alloc(b)
-        });
     }
     Ok(OpRecord {
         index,
@@ -315,18 +347,48 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
 /// record in place, in the mapping); after an `Err` (the first malformed entry) the
 /// iterator ends.
 pub fn entries(bytes: &[u8]) -> Entries<'_> {
-    Entries { bytes }
+    Entries { bytes, blocks: &[] }
 }
 
 /// Iterator over the entries of a record ([`entries`]).
 #[derive(Clone, Debug)]
 pub struct Entries<'a> {
     bytes: &'a [u8],
+    /// The packed block words of a BLOCKS entry not yet handed out.
+    blocks: &'a [u8],
+}
+
+/// The ALLOC or FREE entry a packed block word (bit 62: free) stands for.
+fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
+    if w >> 63 != 0 {
+        return Err(Error::Corrupt(format!("block word {w:#x} has bit 63 set")));
+    }
+    let b = Block::unpack(w).map_err(Error::Corrupt)?;
+    Ok(if w & BLOCK_FREE != 0 {
+        Entry::Free(b)
+    } else {
+        Entry::Alloc(b)
+    })
 }
 
 impl<'a> Entries<'a> {
     fn next_entry(&mut self) -> Result<Entry<'a>> {
+        if let Some((w, rest)) = self.blocks.split_first_chunk::<8>() {
+            self.blocks = rest;
+            return block_entry(u64::from_le_bytes(*w));
+        }
         let bytes = self.bytes;
+        if bytes.len() >= 8 && rd_word(bytes) >> 56 == E_BLOCKS {
+            let n = (rd_word(bytes) & OFF_MASK) as usize;
+            if n == 0 || n > (bytes.len() - 8) / 8 {
+                return Err(Error::Corrupt(format!(
+                    "log blocks entry of {n} blocks overruns its record"
+                )));
+            }
+            self.blocks = &bytes[8..8 + 8 * n];
+            self.bytes = &bytes[8 + 8 * n..];
+            return self.next_entry();
+        }
         let rd = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
         if bytes.len() >= 8 && rd(0) >> 56 == E_OP {
             let w0 = rd(0);
@@ -386,15 +448,20 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Entry<'a>>;
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.bytes.is_empty() {
+        if self.bytes.is_empty() && self.blocks.is_empty() {
             return None;
         }
         let e = self.next_entry();
         if e.is_err() {
             self.bytes = &[];
+            self.blocks = &[];
         }
         Some(e)
     }
+}
+
+fn rd_word(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
 fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u32 {

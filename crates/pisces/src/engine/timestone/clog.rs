@@ -152,7 +152,7 @@ pub struct CkptState {
     pub cache: ThreadCache,
 }
 
-const CLOG_MAGIC: u64 = 0x5453_434B_5054_0001; // "TSCKPT" v1
+const CLOG_MAGIC: u64 = 0x5453_434B_5054_0002; // "TSCKPT" v2 (BLOCKS entries)
 /// Bytes of the CLog record header.
 pub const CLOG_HEADER: usize = 32;
 
@@ -365,13 +365,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             changed_ranges(heap, off, data, &mut home, to);
         }
     }
-    for &(alloc, b) in &net {
-        if alloc {
-            rec.alloc(b);
-        } else {
-            rec.free(b);
-        }
-    }
+    rec.blocks(&net);
     // 3. CLog record, fence.
     if CLOG_HEADER + rec.len() > sh.clog_len {
         // Cannot happen: the budget bounds the items (see the module docs).

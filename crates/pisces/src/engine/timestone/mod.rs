@@ -250,10 +250,12 @@ impl EngineDef for Timestone {
         let fresh = Shared::load_k_done(&heap) == 0
             && clog::read_clog(&heap, l.engine_area_size - 4096).is_none()
             && (0..l.max_threads).all(|slot| {
-                // Acquire: open runs alone; any ordering would do.
-                heap.atomic_u64(l.log_offset(slot))
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    == 0
+                // Never recycled or reset (tail word zero) and no record ever written
+                // (a slot's first record goes to ring offset 0).
+                let mut first = [0u8; 24];
+                heap.read_bytes(l.log_offset(slot), &mut first[..8]);
+                heap.read_bytes(l.log_offset(slot) + log::RING_OFFSET, &mut first[8..]);
+                first == [0; 24]
             });
         optable::check_format(&heap, fresh)?;
         let rec = recovery::recover(&heap, &ctx.ops)?;
