@@ -46,8 +46,12 @@
 //! CLog and home once, with its newest value at K, and only in the words that changed
 //! since K_done: that is what keeps bytes persisted per byte changed below one for
 //! repeated small updates. A block allocated and freed between two checkpoints has
-//! its contents never written (only its free); one allocated and kept is written
-//! once, home only.
+//! its contents never written and, outside recovery, no allocator change either (its
+//! bit is clear at home and stays clear: `net_bit_changes`); one allocated and kept is
+//! written once, home only. Allocator changes go into the record as the kit's BLOCKS
+//! entry (8 bytes each) and home with each changed bitmap word written once
+//! (`Allocator::replay_changes`): allocations handed out in address order from a
+//! thread's cache share bitmap words.
 //!
 //! # Budget
 //! The CLog area holds one record, so the pending items of one checkpoint must fit it.

@@ -15,11 +15,23 @@
 //!   commit timestamp; a plain `run` closure (no registered operation) falls back to
 //!   its physical write set (whole objects written, allocations, frees) — it costs
 //!   every written object's full size in the OLog instead of a few argument bytes.
-//!   The OLog record of a registered operation is a 16-byte header (CRC32C, sequence
-//!   number, kind, length and the 48-bit commit timestamp: torn records fail the
-//!   checksum, the sequence ends the chain), an 8-byte operation word, the argument
-//!   bytes (padded to 8) and 16 bytes per allocation: 40 bytes for a 16-byte argument,
-//!   56 with one allocation (the kit's standard 32-byte header made them 56 and 72).
+//!   The OLog record of a registered operation is the kit's compact *operation
+//!   record*: a 16-byte header (CRC32C; 16 bits of the sequence number, the other 16
+//!   bound by the checksum; kind, length, the 48-bit commit timestamp; and a 16-bit tag
+//!   holding the operation's index in the pool's operation table ([`optable`]), the
+//!   argument padding and the number of blocks), the argument bytes (padded to 8) and
+//!   one 8-byte word per allocation (`Block::pack`: the size class in 6 bits, the
+//!   offset / 16 above, a free flag). A hash update's record is 32 bytes for a remove,
+//!   40 for an insert (16 argument bytes). Why: the record is the one persistent write
+//!   of the commit and, on workloads whose keys are rarely touched twice between
+//!   checkpoints, the largest share of the bytes made durable; its earlier form (an
+//!   8-byte operation word with the 32-bit id, 16 bytes per allocation) was 40–56.
+//!   Torn and damaged records are told apart as before (a torn record fails its
+//!   checksum; a valid later one proves damage, and recovery refuses the pool). An
+//!   operation with more than 31 allocations, or whose id finds no free table slot
+//!   (255), is logged with the kit's general entries (8-byte operation word, 16 bytes
+//!   per block). The pool's OLog format word ([`optable`]) makes pools written by
+//!   builds with the earlier record form refuse to open.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
 //!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
 //!   blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
@@ -28,8 +40,11 @@
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
 //!   Only the 8-byte words that differ from home are written (home holds the state at
 //!   K_done), blocks allocated since K_done go home directly (fenced before the CLog
-//!   record, with no CLog copy: they are not part of the state at K_done), and each
-//!   block's allocator bit is written once.
+//!   record, with no CLog copy: they are not part of the state at K_done), allocator
+//!   changes take 8 bytes each in the CLog and each changed bitmap word is written
+//!   home once per checkpoint (however many of its blocks changed), and a block
+//!   allocated and freed again within the window touches neither (see
+//!   `clog::net_bit_changes` for why that is crash-safe).
 //! * **TLog memory**: chains are truncated at every commit below the oldest running
 //!   snapshot (not by checkpoints), so DRAM holds the versions running snapshots need
 //!   plus one base version per object touched in this run.
