@@ -101,6 +101,60 @@ fn crash_campaigns_every_workload() {
     }
 }
 
+/// The window options chosen at pool creation. `olog_regions = 2` (an OLog of two log
+/// regions: 32 KiB with the campaigns' 16 KiB regions, so a full OLog forces
+/// checkpoints too) with a checkpoint at 5 % of the CLog (every few operations) on the
+/// workloads that allocate and free (not `alloc`: its 28 000-byte blocks do not fit
+/// the crashtest pool beside the larger OLogs): 2 threads, random crash states, a third of them
+/// crashed again during recovery. And `clog_mib = 1` (the smallest CLog; the
+/// crashtest pools are too small for it) with `checkpoint_pct = 1` (about 10 KB of
+/// distinct dirty objects) and `olog_regions = 2` on the registered-operation list
+/// campaign (1 thread, a crash at every fence), long enough (180 appends, each a new
+/// node) for checkpoints to fall inside it.
+#[test]
+fn crash_campaigns_with_window_options() {
+    let opts = EngineOptions::new()
+        .set("olog_regions", 2)
+        .set("checkpoint_pct", 5);
+    for name in ["list", "hashmap", "btree"] {
+        let w = crashtest::workload_by_name(name).unwrap();
+        let settings = Settings {
+            engine: EngineId::Timestone,
+            options: vec![opts.clone()],
+            threads: 2,
+            ops: 60,
+            mode: Mode::Random { states: 100 },
+            seed: 23,
+            recovery_crash_one_in: 3,
+            ..Settings::default()
+        };
+        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+        eprintln!(
+            "timestone `{opts}` {name}: crash states: {} checked, {} violations",
+            r.states, r.violation_count
+        );
+        assert_eq!(
+            r.violation_count,
+            0,
+            "{:#?}",
+            r.violations
+                .iter()
+                .take(3)
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+        );
+        assert!(r.states >= 60, "only {} states", r.states);
+    }
+    let opts = EngineOptions::new()
+        .set("clog_mib", 1)
+        .set("olog_regions", 2)
+        .set("checkpoint_pct", 1);
+    let (states, bad) = ops_campaign(OpWorkload::List, &opts, 180);
+    eprintln!("ops list `{opts}`: {states} states, {} violations", bad.len());
+    assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(3)]);
+    assert!(states >= 180, "only {states} states");
+}
+
 /// Longer version (minutes): `cargo test -p pisces-verify --release --test timestone
 /// long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500 random crash states
 /// per workload, a third of them crashed again during recovery.
