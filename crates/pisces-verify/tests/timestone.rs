@@ -150,7 +150,10 @@ fn crash_campaigns_with_window_options() {
         .set("olog_regions", 2)
         .set("checkpoint_pct", 1);
     let (states, bad) = ops_campaign(OpWorkload::List, &opts, 180);
-    eprintln!("ops list `{opts}`: {states} states, {} violations", bad.len());
+    eprintln!(
+        "ops list `{opts}`: {states} states, {} violations",
+        bad.len()
+    );
     assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(3)]);
     assert!(states >= 180, "only {states} states");
 }
@@ -963,7 +966,9 @@ fn fresh_violations() -> usize {
 /// re-executed append's allocation disagree with its script, and recovery refuses).
 #[cfg(feature = "mutation")]
 fn op_block_violations() -> usize {
-    ops_campaign(OpWorkload::List, &EngineOptions::new(), 12).1.len()
+    ops_campaign(OpWorkload::List, &EngineOptions::new(), 12)
+        .1
+        .len()
 }
 
 /// Audits that saw a wrong total while serializable writers (some of which fail

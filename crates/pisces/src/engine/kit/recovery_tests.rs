@@ -297,9 +297,7 @@ fn compact_framing_detects_torn_and_damaged_records() {
 fn blocks_pack_into_one_word_and_back() {
     use crate::heap::alloc::{Allocator, Block};
     use crate::heap::layout::SLAB_SIZE;
-    let mut sizes: Vec<u64> = (0..20_000)
-        .filter_map(Allocator::block_size_for)
-        .collect();
+    let mut sizes: Vec<u64> = (0..20_000).filter_map(Allocator::block_size_for).collect();
     sizes.dedup();
     assert!(sizes.len() > 30, "{} sizes", sizes.len());
     for &size in &sizes {
@@ -319,11 +317,26 @@ fn blocks_pack_into_one_word_and_back() {
         assert_eq!(Block::unpack(b.pack().unwrap()), Ok(b));
     }
     let no = [
-        Block { offset: 8, size: 32 },                   // misaligned
-        Block { offset: 16, size: 40 },                  // no class of that size
-        Block { offset: 16, size: 3 * SLAB_SIZE as u64 / 2 },
-        Block { offset: 1 << 44, size: SLAB_SIZE as u64 }, // too far for a large run
-        Block { offset: 0, size: (1 << 16) * SLAB_SIZE as u64 }, // run too long
+        Block {
+            offset: 8,
+            size: 32,
+        }, // misaligned
+        Block {
+            offset: 16,
+            size: 40,
+        }, // no class of that size
+        Block {
+            offset: 16,
+            size: 3 * SLAB_SIZE as u64 / 2,
+        },
+        Block {
+            offset: 1 << 44,
+            size: SLAB_SIZE as u64,
+        }, // too far for a large run
+        Block {
+            offset: 0,
+            size: (1 << 16) * SLAB_SIZE as u64,
+        }, // run too long
     ];
     for b in no {
         assert_eq!(b.pack(), None, "{b:?}");
@@ -355,7 +368,10 @@ fn operation_records_round_trip() {
         size: 2 << 16,
     };
     let mut want = Vec::new();
-    for (i, nargs) in [16usize, 0, 1, 7, 8, 9, 15, 23, 100].into_iter().enumerate() {
+    for (i, nargs) in [16usize, 0, 1, 7, 8, 9, 15, 23, 100]
+        .into_iter()
+        .enumerate()
+    {
         let args: Vec<u8> = (0..nargs).map(|k| (k * 7 + i) as u8 | 1).collect();
         let blocks: Vec<(bool, Block)> = (0..i as u64 * 3 % 32)
             .map(|k| (k % 3 != 1, if k == 5 { large } else { small(k) }))
@@ -370,8 +386,7 @@ fn operation_records_round_trip() {
     assert!(p.damage.is_none());
     assert_eq!(p.records.len(), want.len());
     for (rec, (index, args, blocks)) in p.records.iter().zip(&want) {
-        let op = decode_op_record(rec.op_tag.expect("an operation record"), &rec.entries)
-            .unwrap();
+        let op = decode_op_record(rec.op_tag.expect("an operation record"), &rec.entries).unwrap();
         assert_eq!(op.index, *index);
         assert_eq!(op.args, &args[..]);
         let got: Vec<(bool, Block)> = op
@@ -394,7 +409,10 @@ fn operation_records_round_trip() {
     let many: Vec<_> = (0..32).map(|k| (true, small(k))).collect();
     assert_eq!(r.op_record(0, &[0; 16], &many), None);
     assert!(r.bytes().is_empty());
-    let odd = Block { offset: 8, size: 48 };
+    let odd = Block {
+        offset: 8,
+        size: 48,
+    };
     assert_eq!(r.op_record(0, &[0; 16], &[(true, odd)]), None);
     assert!(r.bytes().is_empty());
 }
@@ -408,23 +426,43 @@ fn malformed_operation_records_are_refused() {
     let tag = |index: u16, pad: u16, blocks: u16| index | pad << 8 | blocks << 11;
     let args = [1u8; 16];
     assert!(decode_op_record(tag(0, 0, 0), &args).is_ok());
-    assert!(decode_op_record(tag(0, 0, 3), &args).is_err(), "blocks overrun");
+    assert!(
+        decode_op_record(tag(0, 0, 3), &args).is_err(),
+        "blocks overrun"
+    );
     assert!(decode_op_record(tag(0, 0, 0), &[0; 0]).is_ok());
-    assert!(decode_op_record(tag(0, 1, 0), &[0; 0]).is_err(), "pad without args");
+    assert!(
+        decode_op_record(tag(0, 1, 0), &[0; 0]).is_err(),
+        "pad without args"
+    );
     let mut padded = [0u8; 16];
     padded[..13].fill(9);
-    assert_eq!(decode_op_record(tag(0, 3, 0), &padded).unwrap().args.len(), 13);
+    assert_eq!(
+        decode_op_record(tag(0, 3, 0), &padded).unwrap().args.len(),
+        13
+    );
     padded[14] = 1;
-    assert!(decode_op_record(tag(0, 3, 0), &padded).is_err(), "nonzero padding");
+    assert!(
+        decode_op_record(tag(0, 3, 0), &padded).is_err(),
+        "nonzero padding"
+    );
     let mut with_block = [0u8; 24];
     with_block[16..].copy_from_slice(&(1u64 << 63 | 1 << 6).to_le_bytes());
-    assert!(decode_op_record(tag(0, 0, 1), &with_block).is_err(), "bit 63");
+    assert!(
+        decode_op_record(tag(0, 0, 1), &with_block).is_err(),
+        "bit 63"
+    );
     with_block[16..].copy_from_slice(&(1u64 << 6 | 40).to_le_bytes());
-    assert!(decode_op_record(tag(0, 0, 1), &with_block).is_err(), "class 40");
+    assert!(
+        decode_op_record(tag(0, 0, 1), &with_block).is_err(),
+        "class 40"
+    );
     with_block[16..].copy_from_slice(&(1u64 << 62 | 1 << 6 | 2).to_le_bytes());
     let op = decode_op_record(tag(7, 0, 1), &with_block).unwrap();
     assert_eq!(op.index, 7);
-    assert!(matches!(op.blocks[..], [crate::engine::kit::redo_log::Entry::Free(b)] if b.offset == 16 && b.size == 48));
+    assert!(
+        matches!(op.blocks[..], [crate::engine::kit::redo_log::Entry::Free(b)] if b.offset == 16 && b.size == 48)
+    );
 }
 
 /// A torn or damaged operation record is treated like any compact record: flipping
@@ -467,8 +505,14 @@ fn operation_records_torn_damaged_and_stale() {
             flip(ring + rec_len + at, bit);
             flip(ring + at, bit);
             let p = parse_framed(&heap, off, len, Framing::Compact);
-            assert!(p.records.is_empty(), "byte {at} bit {bit} of the first record");
-            assert!(p.damage.is_some(), "byte {at} bit {bit} of the first record");
+            assert!(
+                p.records.is_empty(),
+                "byte {at} bit {bit} of the first record"
+            );
+            assert!(
+                p.damage.is_some(),
+                "byte {at} bit {bit} of the first record"
+            );
             flip(ring + at, bit);
         }
     }
@@ -495,10 +539,19 @@ fn blocks_entries_round_trip() {
         offset: 0x2_0000 + 64 * i,
         size: 64,
     };
-    let odd = Block { offset: 8, size: 64 }; // does not pack
+    let odd = Block {
+        offset: 8,
+        size: 64,
+    }; // does not pack
     let mut r = RecordBuilder::default();
     r.range(0x100, &[1; 8]);
-    let changes = [(true, b(0)), (false, b(1)), (true, odd), (false, b(2)), (false, odd)];
+    let changes = [
+        (true, b(0)),
+        (false, b(1)),
+        (true, odd),
+        (false, b(2)),
+        (false, odd),
+    ];
     r.blocks(&changes);
     assert_eq!(r.len(), 24 + (8 + 16) + 16 + (8 + 8) + 16);
     let got = decode(r.bytes()).unwrap();
@@ -506,7 +559,11 @@ fn blocks_entries_round_trip() {
         off: 0x100,
         data: &[1; 8],
     })
-    .chain(changes.iter().map(|&(a, b)| if a { Entry::Alloc(b) } else { Entry::Free(b) }))
+    .chain(
+        changes
+            .iter()
+            .map(|&(a, b)| if a { Entry::Alloc(b) } else { Entry::Free(b) }),
+    )
     .collect();
     assert_eq!(got, want);
     let mut r = RecordBuilder::default();

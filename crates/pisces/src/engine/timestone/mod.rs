@@ -58,15 +58,16 @@
 //! thread, medians of 3 runs of 1 s; the hash insert credits 80 bytes — key, value
 //! and the link to the node — a remove 8, a TPC-C index entry 24 — key, pointer, the
 //! leaf's count): see the README's table for the figures. Per hash update (44 bytes
-//! credited on average) with the default CLog: OLog 48, CLog 38, home 45, allocator
-//! 8–10, about 3.2.
+//! credited on average) with the default window: OLog 36, CLog about 30, home 45,
+//! allocator 2, about 2.6.
 //!
 //! **The coalescing window.** A checkpoint writes each object once with its newest
 //! value, so the more updates a checkpoint covers, the fewer bytes per update reach
 //! the CLog and home. What bounds the window: the CLog budget (`clog_mib`, the
 //! high-water mark is `checkpoint_pct` of it), the OLog (`olog_regions`: a full OLog
 //! forces a checkpoint), the frees waiting for reuse (`Shared::freed_high_water`, a
-//! sixteenth of the high-water mark) and, in a benchmark, the run itself (the pool's
+//! sixteenth of the high-water mark: with the default CLog this is what bounds the
+//! hash workloads' window, about 1 400 updates) and, in a benchmark, the run itself (the pool's
 //! close checkpoints what is left, and that is counted). `examples/ts_window.rs` in
 //! the bench crate measures it (README). DRAM cost of a window: each pending item
 //! (about 40 bytes; 2–3 per hash update, about 25 per new-order) plus the
@@ -75,18 +76,18 @@
 //! truncated at commit), but blocks freed in the window are not reused inside it, so
 //! new blocks (and their base versions) are touched instead.
 //!
-//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: a compact OLog
-//! record alone is 40–56 bytes per update for 44 credited, and every insert's 80-byte
-//! node must reach home once unless a remove of the same key follows inside the
-//! window; with 40 000 uniformly random keys and 1-second runs (15 000 updates at 2 %,
-//! 60 000 at 20 %) most keys are touched once per run, so home and CLog bytes cannot
-//! be amortised. TPC-C: the new rows (about 760 of the 1 220 credited bytes) must reach
-//! home once, each allocated block costs about 16 bytes of allocator metadata (its
-//! header word when its slab is formatted, its bitmap bit), the OLog record carries the
-//! 144-byte input and 16 bytes per allocated block, and B+-tree inserts into a leaf
-//! shift the entries after them (bytes written home, not credited). Below 1 is reached
-//! where updates overwrite the same bytes within a window
-//! (`write_amplification_of_small_updates` in the verification suite: 64 hot objects).
+//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: the OLog record
+//! alone is 32–40 bytes per update (36 on average) for 44 credited, and every insert's
+//! 80-byte node must reach home once unless a remove of the same key follows inside
+//! the window; with 40 000 uniformly random keys and 1-second runs most keys are
+//! touched once per run, so home and CLog bytes cannot be amortised. TPC-C: the new
+//! rows (about 760 of the 1 220 credited bytes) must reach home once, each allocated
+//! block costs about 8 bytes of allocator metadata when its slab is formatted (its
+//! header word), the OLog record carries the 144-byte input, and B+-tree inserts into
+//! a leaf shift the entries after them (bytes written home, not credited). Below 1 is
+//! reached where updates overwrite the same bytes within a window: a 1 000-pair hash
+//! table with a CLog of 32 MiB or more (README), and
+//! `write_amplification_of_small_updates` in the verification suite (64 hot objects).
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
@@ -130,8 +131,8 @@
 //!   commit with a smaller timestamp is complete too (`Shared::wait_predecessors`: at
 //!   most the OLog fences already in flight) before `commit` returns, so a transaction
 //!   that begins after it returned sees it (read-your-writes, linearizability).
-//! * Allocator bitmaps are written by checkpoints (CLog ALLOC/FREE entries), never at
-//!   commit; a freed block becomes reusable once the checkpoint holding its free is
+//! * Allocator bitmaps are written by checkpoints (CLog BLOCKS entries, each changed
+//!   bitmap word once), never at commit; a freed block becomes reusable once the checkpoint holding its free is
 //!   complete (no grace period needed: old snapshots read DRAM versions).
 //! * Operation arguments are copied bytes of a `Pod` type; pointers in arguments are
 //!   fine, because re-executed allocations return the logged blocks.
@@ -143,6 +144,8 @@
 //! 3. Every transaction with C > K_done whose commit returned has a durable OLog
 //!    record; records at or below K_done may be dropped.
 //! 4. See `tlog` for the chain invariants and reclamation.
+//! 5. An operation-table slot is durable before the first OLog record naming its
+//!    index ([`optable`]).
 
 pub mod clog;
 pub mod optable;

@@ -8,6 +8,8 @@
 //! +64    root slot (16 B, every engine)
 //! +128   K_done: timestamp of the last completed checkpoint (persisted by the
 //!        checkpointer after the home writes of that checkpoint are durable)
+//! +192   OLog format word (`optable`)
+//! +256   operation table: 255 slots of 8 bytes, operation index → id (`optable`)
 //! +4096  the CLog area: one checkpoint record (`clog`); `clog_mib` MiB, by default
 //!        half a thread log + 8 KiB (the checkpoint budget is the area less 4 KiB)
 //! ```

@@ -354,7 +354,16 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
         p.run(|tx| {
             let r = *tx.read(root)?;
             r.iter()
-                .map(|s| Ok((s.offset(), if s.is_null() { None } else { Some(*tx.read(*s)?) })))
+                .map(|s| {
+                    Ok((
+                        s.offset(),
+                        if s.is_null() {
+                            None
+                        } else {
+                            Some(*tx.read(*s)?)
+                        },
+                    ))
+                })
                 .collect::<crate::Result<Vec<_>>>()
         })
         .unwrap()
@@ -364,11 +373,19 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     std::mem::forget(p); // crash
     let p = Pool::open_on_with_ops(m, cfg, &ops).unwrap();
     assert_eq!(engine(&p).replayed, 8);
-    assert_eq!(contents(&p), want, "same blocks, same contents after re-execution");
+    assert_eq!(
+        contents(&p),
+        want,
+        "same blocks, same contents after re-execution"
+    );
     let mut objects: Vec<u64> = want.iter().map(|w| w.0).filter(|&o| o != 0).collect();
     objects.push(root.offset());
     objects.sort_unstable();
-    assert_eq!(p.allocated_objects().unwrap(), objects, "no leak, nothing lost");
+    assert_eq!(
+        p.allocated_objects().unwrap(),
+        objects,
+        "no leak, nothing lost"
+    );
 }
 
 /// A pool whose OLog format word is not this build's is refused with an error that
@@ -400,14 +417,18 @@ fn a_pool_of_another_olog_format_is_refused() {
     for v in [0, 1, 3] {
         heap.atomic_u64(super::optable::FORMAT_OFFSET)
             .store(v, std::sync::atomic::Ordering::Relaxed);
-        let e = Pool::open_on(m.clone(), cfg.clone()).map(|_| ()).unwrap_err();
+        let e = Pool::open_on(m.clone(), cfg.clone())
+            .map(|_| ())
+            .unwrap_err();
         assert!(
             e.to_string().contains("operation log is in format"),
             "{v}: {e}"
         );
     }
-    heap.atomic_u64(super::optable::FORMAT_OFFSET)
-        .store(super::optable::OLOG_FORMAT, std::sync::atomic::Ordering::Relaxed);
+    heap.atomic_u64(super::optable::FORMAT_OFFSET).store(
+        super::optable::OLOG_FORMAT,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let p = Pool::open_on(m, cfg).unwrap();
     assert_eq!(p.run(|tx| Ok(*tx.read(n)?)).unwrap(), 5);
 }
@@ -435,7 +456,10 @@ fn checkpoints_write_each_bitmap_word_once() {
     let before = crate::medium::counters::snapshot();
     p.allocated_objects().unwrap();
     let meta = (crate::medium::counters::snapshot() - before).bytes_metadata;
-    assert!(meta <= 16, "{meta} bytes of allocator metadata for 48 blocks");
+    assert!(
+        meta <= 16,
+        "{meta} bytes of allocator metadata for 48 blocks"
+    );
     // Allocated and freed within one window: no allocator write at all.
     for _ in 0..20 {
         let t = p.run(|tx| tx.alloc(1u64)).unwrap();
@@ -444,7 +468,10 @@ fn checkpoints_write_each_bitmap_word_once() {
     let before = crate::medium::counters::snapshot();
     p.allocated_objects().unwrap();
     let meta = (crate::medium::counters::snapshot() - before).bytes_metadata;
-    assert_eq!(meta, 0, "bytes of allocator metadata for blocks that came and went");
+    assert_eq!(
+        meta, 0,
+        "bytes of allocator metadata for blocks that came and went"
+    );
     assert_eq!(p.allocated_objects().unwrap().len(), 49);
     drop(objs);
 }

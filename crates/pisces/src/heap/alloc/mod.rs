@@ -865,18 +865,18 @@ impl Allocator {
     pub fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
         let mut words: Vec<((usize, usize), (u64, u64))> = Vec::new();
         let mut at: std::collections::HashMap<(usize, usize), usize> = Default::default();
-        let write_out = |words: &mut Vec<((usize, usize), (u64, u64))>,
-                         at: &mut std::collections::HashMap<(usize, usize), usize>| {
-            for &((slab, w), (set, clear)) in words.iter() {
-                pmem::set_word_bits(heap, slab, w, set, clear);
-            }
-            words.clear();
-            at.clear();
-        };
+        let write_out =
+            |words: &mut Vec<((usize, usize), (u64, u64))>,
+             at: &mut std::collections::HashMap<(usize, usize), usize>| {
+                for &((slab, w), (set, clear)) in words.iter() {
+                    pmem::set_word_bits(heap, slab, w, set, clear);
+                }
+                words.clear();
+                at.clear();
+            };
         for &(allocated, b) in changes {
-            let loc = pmem::locate_present(heap, b).map_err(|m| {
-                Error::Corrupt(format!("replaying an allocator change: {m}"))
-            })?;
+            let loc = pmem::locate_present(heap, b)
+                .map_err(|m| Error::Corrupt(format!("replaying an allocator change: {m}")))?;
             match loc {
                 Loc::Small { slab, class, index }
                     if Kind::decode(pmem::read_entry(heap, slab)) == Some(Kind::Small(class)) =>
