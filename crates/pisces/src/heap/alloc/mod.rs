@@ -170,13 +170,13 @@ impl Block {
         let off16 = self.offset >> 4;
         match usize::try_from(self.size).ok().and_then(class_for) {
             Some(c) if CLASSES[c].size as u64 == self.size => {
-                (off16 < 1 << 56).then(|| off16 << 6 | c as u64)
+                (off16 < 1 << 56).then_some(off16 << 6 | c as u64)
             }
             _ => {
                 let n = self.size / SLAB_SIZE as u64;
                 let whole = self.size.is_multiple_of(SLAB_SIZE as u64);
                 (whole && (1..1 << 16).contains(&n) && off16 < 1 << 40)
-                    .then(|| n << 46 | off16 << 6 | PACK_LARGE)
+                    .then_some(n << 46 | off16 << 6 | PACK_LARGE)
             }
         }
     }
@@ -863,17 +863,18 @@ impl Allocator {
     /// replay, so the result is exactly that of replaying the changes one by one.
     /// Flushes; the caller fences. For checkpoints that write many changes at once.
     pub fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
-        let mut words: Vec<((usize, usize), (u64, u64))> = Vec::new();
-        let mut at: std::collections::HashMap<(usize, usize), usize> = Default::default();
-        let write_out =
-            |words: &mut Vec<((usize, usize), (u64, u64))>,
-             at: &mut std::collections::HashMap<(usize, usize), usize>| {
-                for &((slab, w), (set, clear)) in words.iter() {
-                    pmem::set_word_bits(heap, slab, w, set, clear);
-                }
-                words.clear();
-                at.clear();
-            };
+        // Per (slab, bitmap word): the bits to set and to clear; `at` indexes it.
+        type Words = Vec<((usize, usize), (u64, u64))>;
+        type At = std::collections::HashMap<(usize, usize), usize>;
+        let mut words: Words = Vec::new();
+        let mut at: At = Default::default();
+        let write_out = |words: &mut Words, at: &mut At| {
+            for &((slab, w), (set, clear)) in words.iter() {
+                pmem::set_word_bits(heap, slab, w, set, clear);
+            }
+            words.clear();
+            at.clear();
+        };
         for &(allocated, b) in changes {
             let loc = pmem::locate_present(heap, b)
                 .map_err(|m| Error::Corrupt(format!("replaying an allocator change: {m}")))?;
