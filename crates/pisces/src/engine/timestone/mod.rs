@@ -264,18 +264,7 @@ impl EngineDef for Timestone {
                 "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
             )));
         }
-        let l = *heap.layout();
-        let fresh = Shared::load_k_done(&heap) == 0
-            && clog::read_clog(&heap, l.engine_area_size - 4096).is_none()
-            && (0..l.max_threads).all(|slot| {
-                // Never recycled or reset (tail word zero) and no record ever written
-                // (a slot's first record goes to ring offset 0).
-                let mut first = [0u8; 24];
-                heap.read_bytes(l.log_offset(slot), &mut first[..8]);
-                heap.read_bytes(l.log_offset(slot) + log::RING_OFFSET, &mut first[8..]);
-                first == [0; 24]
-            });
-        optable::check_format(&heap, fresh)?;
+        optable::check_format(&heap, never_committed(&heap))?;
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;
@@ -297,6 +286,10 @@ impl EngineDef for Timestone {
 
     fn inspect(heap: &Heap) -> Inspection {
         let l = *heap.layout();
+        let mut problems = Vec::new();
+        if let Err(e) = optable::check_format_read_only(heap, never_committed(heap)) {
+            problems.push(e.to_string());
+        }
         let k_done = Shared::load_k_done(heap);
         let mut live = 0;
         for slot in 0..l.max_threads {
@@ -311,9 +304,24 @@ impl EngineDef for Timestone {
                 format!("OLog records to re-execute {live}"),
                 format!("interrupted checkpoint {pending_ckpt}"),
             ],
-            problems: Vec::new(),
+            problems,
         }
     }
+}
+
+/// True if the pool has never committed anything: no checkpoint, no CLog record, and
+/// every OLog never recycled or reset (tail word zero) with no record ever written (a
+/// slot's first record goes to ring offset 0).
+fn never_committed(heap: &Heap) -> bool {
+    let l = *heap.layout();
+    Shared::load_k_done(heap) == 0
+        && clog::read_clog(heap, l.engine_area_size - 4096).is_none()
+        && (0..l.max_threads).all(|slot| {
+            let mut first = [0u8; 24];
+            heap.read_bytes(l.log_offset(slot), &mut first[..8]);
+            heap.read_bytes(l.log_offset(slot) + log::RING_OFFSET, &mut first[8..]);
+            first == [0; 24]
+        })
 }
 
 impl TimestoneEngine {

@@ -42,18 +42,25 @@ pub const TABLE_OFFSET: usize = ENGINE_AREA_OFFSET + 256;
 pub const SLOTS: usize = 255;
 const USED: u64 = 1 << 32;
 
-/// Check the format word of a pool being opened (module docs); `fresh` tells whether
-/// the pool has never committed anything.
+/// Check the format word of a pool being opened (module docs), writing it if the
+/// pool is `fresh` (has never committed anything).
 pub fn check_format(heap: &Heap, fresh: bool) -> Result<()> {
-    // Acquire: recovery runs alone; any ordering would do.
+    check_format_read_only(heap, fresh)?;
+    // Acquire: open runs alone; any ordering would do.
+    if heap.atomic_u64(FORMAT_OFFSET).load(Acquire) == 0 {
+        // Relaxed: nobody else uses the pool yet; the persist makes it durable.
+        heap.atomic_u64(FORMAT_OFFSET).store(OLOG_FORMAT, Relaxed);
+        heap.persist(FORMAT_OFFSET, 8);
+    }
+    Ok(())
+}
+
+/// [`check_format`] without writing anything (`pisces info` / `check`).
+pub fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
+    // Acquire: inspection and open run alone; any ordering would do.
     match heap.atomic_u64(FORMAT_OFFSET).load(Acquire) {
         OLOG_FORMAT => Ok(()),
-        0 if fresh => {
-            // Relaxed: nobody else uses the pool yet; the persist makes it durable.
-            heap.atomic_u64(FORMAT_OFFSET).store(OLOG_FORMAT, Relaxed);
-            heap.persist(FORMAT_OFFSET, 8);
-            Ok(())
-        }
+        0 if fresh => Ok(()),
         v => Err(Error::Corrupt(format!(
             "this timestone pool's operation log is in format {} (written by {} build), \
              and this build reads format {OLOG_FORMAT} only: recreate the pool",
