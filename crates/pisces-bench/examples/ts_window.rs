@@ -46,14 +46,23 @@ fn main() {
             &[("clog_mib", 63), ("olog_regions", 8)],
         ),
     ];
+    // The bench's sizes, and a hash table of 1 000 pairs (a key set small enough for
+    // a checkpoint window to see keys again).
+    let small = Sizes {
+        hash_pairs: 1000,
+        hash_buckets: 1000,
+        ..Sizes::QUICK
+    };
     let workloads = [
-        ("hash", DataKind::Hash, 2),
-        ("hash", DataKind::Hash, 20),
-        ("tpcc", DataKind::Tpcc, 100),
+        ("hash", DataKind::Hash, 2, Sizes::QUICK),
+        ("hash", DataKind::Hash, 20, Sizes::QUICK),
+        ("hash1k", DataKind::Hash, 20, small),
+        ("set1k", DataKind::Set(1000), 20, Sizes::QUICK),
+        ("tpcc", DataKind::Tpcc, 100, Sizes::QUICK),
     ];
     println!("runs {runs} x {seconds} s, 1 thread, emulated PM on DRAM (/dev/shm)");
     println!(
-        "{:<34} {:<5} {:>4} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
+        "{:<34} {:<6} {:>4} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "configuration",
         "load",
         "upd%",
@@ -69,7 +78,7 @@ fn main() {
         for &(k, v) in opts {
             options = options.set(k, v);
         }
-        for (name, data, pct) in workloads {
+        for &(name, data, pct, sizes) in &workloads {
             let spec = Spec {
                 engine: EngineSpec::with_options(engine, "timestone".into(), options.clone()),
                 workload: name.into(),
@@ -83,7 +92,7 @@ fn main() {
             for run in 0..runs {
                 let o = match measure(
                     &spec,
-                    &Sizes::QUICK,
+                    &sizes,
                     seconds,
                     42 + run as u64,
                     &Placement::new(true),
@@ -106,7 +115,7 @@ fn main() {
             }
             let [ups, credit, log, home, meta, wa] = m.map(median);
             println!(
-                "{label:<34} {name:<5} {pct:>4} {ups:>9.0} {credit:>9.1} {log:>8.1} {home:>8.1} {meta:>8.1} {wa:>9.2}"
+                "{label:<34} {name:<6} {pct:>4} {ups:>9.0} {credit:>9.1} {log:>8.1} {home:>8.1} {meta:>8.1} {wa:>9.2}"
             );
         }
     }

@@ -9,12 +9,16 @@
 //! finds its key. A member found missing is reported as an error (so every lookup
 //! result is examined, and passed through [`black_box`] as well). Changed bytes of an
 //! update: 16 (the key removed and the key added; the placeholder byte is not counted).
+//! The update is a registered operation ([`SetContainer::UPDATE_OP`], arguments: the
+//! container and the key) on every engine, as the hash table's is, so engines that log
+//! operations (timestone) persist its 16 argument bytes at commit rather than the
+//! objects it writes; the others run it as a closure.
 //!
 //! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
 //! set ([`crate::tree_set`]) is the same over a B+-tree.
 
 use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
-use pisces::{HashMap, Pool, ThreadHandle, Tx};
+use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::hint::black_box;
@@ -26,9 +30,11 @@ pub type Set = HashMap<u64, u8>;
 pub const MEMBER: u8 = 1;
 
 /// A persistent map of `u64` keys to the placeholder byte, used as a set.
-pub trait SetContainer: Copy + Send + Sync + 'static {
+pub trait SetContainer: Pod + Send + Sync + 'static {
     /// The data set's name in errors (`set`, `tree-set`).
     const NAME: &'static str;
+    /// Operation id of the update (remove a member and add it back).
+    const UPDATE_OP: u32;
     /// An empty container.
     fn create(tx: &mut Tx<'_>) -> pisces::Result<Self>;
     /// Add `k` (with [`MEMBER`]).
@@ -47,9 +53,10 @@ pub trait SetContainer: Copy + Send + Sync + 'static {
 /// have the containers' names (`insert`, `remove`, `get_ref`, `for_each`, `check`),
 /// with its data-set name and its constructor.
 macro_rules! set_container {
-    ($map:ty, $name:literal, $create:path) => {
+    ($map:ty, $name:literal, $op:literal, $create:path) => {
         impl $crate::set::SetContainer for $map {
             const NAME: &'static str = $name;
+            const UPDATE_OP: u32 = u32::from_be_bytes(*$op);
             fn create(tx: &mut pisces::Tx<'_>) -> pisces::Result<Self> {
                 $create(tx)
             }
@@ -78,7 +85,24 @@ macro_rules! set_container {
 }
 pub(crate) use set_container;
 
-set_container!(Set, "set", Set::new);
+set_container!(Set, "set", b"SETU", Set::new);
+
+/// Arguments of a set's update: the container (its 8-byte handle) and the member.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct UpdateArgs {
+    set: u64,
+    key: u64,
+}
+
+/// The update: remove member `key` and add it back. Deterministic (it depends on its
+/// arguments and the pool only), as an operation must be.
+fn update<S: SetContainer>(tx: &mut Tx<'_>, a: &UpdateArgs) -> pisces::Result<()> {
+    let s: S = bytemuck::cast(a.set);
+    s.take(tx, a.key)?
+        .ok_or_else(|| missing_member(S::NAME, a.key))?;
+    s.add(tx, a.key)
+}
 
 /// A set data set over the container `S` (see the module docs).
 pub struct MemberSetBench<S> {
@@ -99,6 +123,7 @@ impl<S: SetContainer> MemberSetBench<S> {
     pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
         let members = sample_keys(keys, 2 * keys as u64, seed);
         let mut h = pool.handle()?;
+        pool.register_op(S::UPDATE_OP, update::<S>)?;
         let set = h.run(S::create)?;
         preload(&mut h, &members, |tx, k| set.add(tx, k))?;
         Ok(MemberSetBench { set, members })
@@ -121,11 +146,9 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
         };
         let s = self.set;
         if update {
-            h.run(|tx| {
-                s.take(tx, k)?.ok_or_else(|| missing_member(S::NAME, k))?;
-                s.add(tx, k)?;
-                Ok(SET_UPDATE_BYTES)
-            })
+            let set = bytemuck::cast::<S, u64>(s);
+            h.run_op(S::UPDATE_OP, &UpdateArgs { set, key: k })?;
+            Ok(SET_UPDATE_BYTES)
         } else {
             let v = h.run(|tx| s.find(tx, k)?.ok_or_else(|| missing_member(S::NAME, k)))?;
             black_box(v);

@@ -72,6 +72,9 @@ pub enum Mutation {
     /// any unlocked header word the lock replaced (also the freed marker), not only
     /// this run's live marker.
     LockedCheckTrustsAny = 70,
+    /// timestone: an operation record's block words name the size class after the
+    /// block's own (an encoding error of the compact operation record).
+    TsOpBlockCode = 60,
 }
 
 impl Mutation {
@@ -85,7 +88,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 7] = [
+    pub const TIMESTONE: [Mutation; 8] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -93,6 +96,7 @@ impl Mutation {
         Mutation::TsCommitGuard,
         Mutation::TsCheckpointDiff,
         Mutation::TsFreshFence,
+        Mutation::TsOpBlockCode,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 6] = [

@@ -391,3 +391,289 @@ fn damage_is_found_wherever_the_chain_continues() {
         );
     }
 }
+
+/// Every block a heap can hold packs into one word and back: each small class at
+/// offsets across the 16-byte grid, large runs of several lengths; sizes and offsets
+/// no block has do not pack, and words no block packs to are refused.
+#[test]
+fn blocks_pack_into_one_word_and_back() {
+    use crate::heap::alloc::{Allocator, Block};
+    use crate::heap::layout::SLAB_SIZE;
+    let mut sizes: Vec<u64> = (0..20_000).filter_map(Allocator::block_size_for).collect();
+    sizes.dedup();
+    assert!(sizes.len() > 30, "{} sizes", sizes.len());
+    for &size in &sizes {
+        for offset in [16u64, 4096 + 48, (1 << 40) + 16, 0x7F_FFF0] {
+            let b = Block { offset, size };
+            let w = b.pack().unwrap_or_else(|| panic!("{b:?} does not pack"));
+            assert_eq!(w >> 62, 0, "{b:?}");
+            assert_eq!(Block::unpack(w), Ok(b));
+            assert_eq!(Block::unpack(w | 3 << 62), Ok(b), "bits 62, 63 ignored");
+        }
+    }
+    for n in [1u64, 2, 17, 65_535] {
+        let b = Block {
+            offset: 3 << 20,
+            size: n * SLAB_SIZE as u64,
+        };
+        assert_eq!(Block::unpack(b.pack().unwrap()), Ok(b));
+    }
+    let no = [
+        Block {
+            offset: 8,
+            size: 32,
+        }, // misaligned
+        Block {
+            offset: 16,
+            size: 40,
+        }, // no class of that size
+        Block {
+            offset: 16,
+            size: 3 * SLAB_SIZE as u64 / 2,
+        },
+        Block {
+            offset: 1 << 44,
+            size: SLAB_SIZE as u64,
+        }, // too far for a large run
+        Block {
+            offset: 0,
+            size: (1 << 16) * SLAB_SIZE as u64,
+        }, // run too long
+    ];
+    for b in no {
+        assert_eq!(b.pack(), None, "{b:?}");
+    }
+    assert!(Block::unpack(40).is_err(), "code 40 is no class");
+    assert!(Block::unpack(63).is_err(), "a large run of 0 slabs");
+}
+
+/// Operation records read back exactly through the compact framing (arguments of
+/// every length modulo 8, up to 31 blocks allocated or freed, small and large), take
+/// 16 header bytes plus the padded arguments plus 8 per block (32 bytes for 16
+/// argument bytes, 40 with one allocation), and a record that has no such form is
+/// refused by the builder.
+#[test]
+fn operation_records_round_trip() {
+    use crate::engine::kit::redo_log::{decode_op_record, parse_framed, Entry, Framing};
+    use crate::heap::alloc::Block;
+    let heap = framing_heap();
+    let l = *heap.layout();
+    let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
+    let mut w = LogWriter::framed(Framing::Compact, off, len, 0);
+    let mut r = RecordBuilder::default();
+    let small = |i: u64| Block {
+        offset: 0x10_0000 + 48 * i,
+        size: 48,
+    };
+    let large = Block {
+        offset: 0x40_0000,
+        size: 2 << 16,
+    };
+    let mut want = Vec::new();
+    for (i, nargs) in [16usize, 0, 1, 7, 8, 9, 15, 23, 100]
+        .into_iter()
+        .enumerate()
+    {
+        let args: Vec<u8> = (0..nargs).map(|k| (k * 7 + i) as u8 | 1).collect();
+        let blocks: Vec<(bool, Block)> = (0..i as u64 * 3 % 32)
+            .map(|k| (k % 3 != 1, if k == 5 { large } else { small(k) }))
+            .collect();
+        let tag = r.op_record(i as u8 * 30, &args, &blocks).unwrap();
+        assert_eq!(r.len(), nargs.next_multiple_of(8) + 8 * blocks.len());
+        w.append_op(&heap, r.bytes(), tag, 100 + i as u64);
+        want.push((i as u8 * 30, args, blocks));
+    }
+    heap.fence();
+    let p = parse_framed(&heap, off, len, Framing::Compact);
+    assert!(p.damage.is_none());
+    assert_eq!(p.records.len(), want.len());
+    for (rec, (index, args, blocks)) in p.records.iter().zip(&want) {
+        let op = decode_op_record(rec.op_tag.expect("an operation record"), &rec.entries).unwrap();
+        assert_eq!(op.index, *index);
+        assert_eq!(op.args, &args[..]);
+        let got: Vec<(bool, Block)> = op
+            .blocks
+            .iter()
+            .map(|e| match *e {
+                Entry::Alloc(b) => (true, b),
+                Entry::Free(b) => (false, b),
+                ref e => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(&got, blocks);
+    }
+    // Sizes: 16 + 16 for a hash remove's arguments, + 8 per allocation.
+    assert!(r.op_record(0, &[0; 16], &[]).is_some());
+    assert_eq!(16 + r.len(), 32);
+    assert!(r.op_record(0, &[0; 16], &[(true, small(0))]).is_some());
+    assert_eq!(16 + r.len(), 40);
+    // No such form: too many blocks, a block that does not pack.
+    let many: Vec<_> = (0..32).map(|k| (true, small(k))).collect();
+    assert_eq!(r.op_record(0, &[0; 16], &many), None);
+    assert!(r.bytes().is_empty());
+    let odd = Block {
+        offset: 8,
+        size: 48,
+    };
+    assert_eq!(r.op_record(0, &[0; 16], &[(true, odd)]), None);
+    assert!(r.bytes().is_empty());
+}
+
+/// Malformed operation records are refused with an error, never misread: block
+/// counts or padding that do not fit the entries, nonzero padding, block words with
+/// bit 63 set or no size class.
+#[test]
+fn malformed_operation_records_are_refused() {
+    use crate::engine::kit::redo_log::decode_op_record;
+    let tag = |index: u16, pad: u16, blocks: u16| index | pad << 8 | blocks << 11;
+    let args = [1u8; 16];
+    assert!(decode_op_record(tag(0, 0, 0), &args).is_ok());
+    assert!(
+        decode_op_record(tag(0, 0, 3), &args).is_err(),
+        "blocks overrun"
+    );
+    assert!(decode_op_record(tag(0, 0, 0), &[0; 0]).is_ok());
+    assert!(
+        decode_op_record(tag(0, 1, 0), &[0; 0]).is_err(),
+        "pad without args"
+    );
+    let mut padded = [0u8; 16];
+    padded[..13].fill(9);
+    assert_eq!(
+        decode_op_record(tag(0, 3, 0), &padded).unwrap().args.len(),
+        13
+    );
+    padded[14] = 1;
+    assert!(
+        decode_op_record(tag(0, 3, 0), &padded).is_err(),
+        "nonzero padding"
+    );
+    let mut with_block = [0u8; 24];
+    with_block[16..].copy_from_slice(&(1u64 << 63 | 1 << 6).to_le_bytes());
+    assert!(
+        decode_op_record(tag(0, 0, 1), &with_block).is_err(),
+        "bit 63"
+    );
+    with_block[16..].copy_from_slice(&(1u64 << 6 | 40).to_le_bytes());
+    assert!(
+        decode_op_record(tag(0, 0, 1), &with_block).is_err(),
+        "class 40"
+    );
+    with_block[16..].copy_from_slice(&(1u64 << 62 | 1 << 6 | 2).to_le_bytes());
+    let op = decode_op_record(tag(7, 0, 1), &with_block).unwrap();
+    assert_eq!(op.index, 7);
+    assert!(
+        matches!(op.blocks[..], [crate::engine::kit::redo_log::Entry::Free(b)] if b.offset == 16 && b.size == 48)
+    );
+}
+
+/// A torn or damaged operation record is treated like any compact record: flipping
+/// any bit of the last one drops it alone (torn tail), flipping any bit of the first
+/// of two is reported as damage; a record from an earlier lap whose 16 stored
+/// sequence bits match is not taken for the expected one (the checksum binds the
+/// whole number).
+#[test]
+fn operation_records_torn_damaged_and_stale() {
+    use crate::engine::kit::redo_log::{parse_framed, Framing, RING_OFFSET};
+    use crate::heap::alloc::Block;
+    let heap = framing_heap();
+    let l = *heap.layout();
+    let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
+    let mut w = LogWriter::framed(Framing::Compact, off, len, 0);
+    let mut r = RecordBuilder::default();
+    let b = Block {
+        offset: 0x10_0010,
+        size: 96,
+    };
+    let tag = r.op_record(3, &[5; 16], &[(true, b)]).unwrap();
+    w.append_op(&heap, r.bytes(), tag, 10);
+    w.append_op(&heap, r.bytes(), tag, 11);
+    heap.fence();
+    let rec_len = 16 + r.len();
+    assert_eq!(rec_len, 40);
+    let ring = off + RING_OFFSET;
+    let flip = |at: usize, bit: u8| {
+        let mut x = [0u8; 1];
+        heap.read_bytes(at, &mut x);
+        x[0] ^= 1 << bit;
+        heap.write_bytes(at, &x);
+    };
+    for at in 0..rec_len {
+        for bit in [0u8, 5] {
+            flip(ring + rec_len + at, bit);
+            let p = parse_framed(&heap, off, len, Framing::Compact);
+            assert_eq!(p.records.len(), 1, "byte {at} bit {bit} of the last record");
+            assert!(p.damage.is_none());
+            flip(ring + rec_len + at, bit);
+            flip(ring + at, bit);
+            let p = parse_framed(&heap, off, len, Framing::Compact);
+            assert!(
+                p.records.is_empty(),
+                "byte {at} bit {bit} of the first record"
+            );
+            assert!(
+                p.damage.is_some(),
+                "byte {at} bit {bit} of the first record"
+            );
+            flip(ring + at, bit);
+        }
+    }
+    // A stale record: sequence number 2^16 written where record 0 is expected (the
+    // same 16 stored bits) is not read.
+    crate::engine::kit::redo_log::reset(&heap, off, 0);
+    heap.fence();
+    let mut stale = LogWriter::framed(Framing::Compact, off, len, 1 << 16);
+    stale.append_op(&heap, r.bytes(), tag, 12);
+    heap.fence();
+    let p = parse_framed(&heap, off, len, Framing::Compact);
+    assert!(p.records.is_empty(), "a record of another lap was read");
+}
+
+/// Allocator changes written with `RecordBuilder::blocks` take 8 bytes each (plus 8
+/// per run) and decode as the ALLOC and FREE entries they stand for, in order, with
+/// blocks that do not pack written as ordinary entries between runs; a count that
+/// overruns the record is an error.
+#[test]
+fn blocks_entries_round_trip() {
+    use crate::engine::kit::redo_log::{decode, Entry};
+    use crate::heap::alloc::Block;
+    let b = |i: u64| Block {
+        offset: 0x2_0000 + 64 * i,
+        size: 64,
+    };
+    let odd = Block {
+        offset: 8,
+        size: 64,
+    }; // does not pack
+    let mut r = RecordBuilder::default();
+    r.range(0x100, &[1; 8]);
+    let changes = [
+        (true, b(0)),
+        (false, b(1)),
+        (true, odd),
+        (false, b(2)),
+        (false, odd),
+    ];
+    r.blocks(&changes);
+    assert_eq!(r.len(), 24 + (8 + 16) + 16 + (8 + 8) + 16);
+    let got = decode(r.bytes()).unwrap();
+    let want: Vec<Entry> = std::iter::once(Entry::Range {
+        off: 0x100,
+        data: &[1; 8],
+    })
+    .chain(
+        changes
+            .iter()
+            .map(|&(a, b)| if a { Entry::Alloc(b) } else { Entry::Free(b) }),
+    )
+    .collect();
+    assert_eq!(got, want);
+    let mut r = RecordBuilder::default();
+    r.blocks(&(0..100).map(|i| (i % 2 == 0, b(i))).collect::<Vec<_>>());
+    assert_eq!(r.len(), 8 + 800);
+    assert_eq!(decode(r.bytes()).unwrap().len(), 100);
+    assert!(decode(&r.bytes()[..r.len() - 8]).is_err(), "count overruns");
+    let mut e = RecordBuilder::default();
+    e.blocks(&[]);
+    assert!(e.bytes().is_empty());
+}

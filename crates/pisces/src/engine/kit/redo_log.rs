@@ -38,23 +38,50 @@
 //! dozen bytes each) frames records with a 16-byte header instead:
 //!
 //! ```text
-//! word 0: crc32c (bits 0..32) | seq, low 32 bits (bits 32..64)
+//! word 0: crc32c (bits 0..32) | seq, low 16 bits (bits 32..48) | tag (bits 48..64)
 //! word 1: kind (bits 0..2) | len / 8 (bits 2..16) | persistTS (bits 16..64)
 //! [word 2: len in bytes, only when len / 8 does not fit in 14 bits (field = 0x3FFF)]
 //! ```
-//! The CRC32C covers the header from byte 4 (sequence half, word 1, word 2) and the
-//! entries. There is no magic: the kind field (zero in zeroed memory) and the checksum
-//! decide validity. Sequence numbers are compared modulo 2^32 (the tail word holds the
-//! same low 32 bits), and persistTS must be below 2^48. Everything else — the ring,
-//! wrap markers, the chain the parser follows, torn-tail and damage detection — is the
-//! same as for standard records.
+//! The CRC32C covers the sequence number's low 32 bits (4 bytes, as if stored), the
+//! header from byte 4 (sequence bits, tag, word 1, word 2) and the entries. The
+//! header stores only 16 bits of the sequence number; the parser knows the other 16
+//! (the tail word holds the low 32 bits of the first one, and the chain counts on), and
+//! the checksum binds them: a record left from an earlier lap whose 16 stored bits
+//! happen to match the expected number fails its checksum, as does any record out of
+//! sequence modulo 2^32 (the bound the standard framing's low-32-bit tail word gives
+//! too). The damage scan takes a record whose 16 bits are 1 to 2^15 − 1 ahead of the
+//! expected number as that later number and believes it only if the checksum agrees.
+//! There is no magic: the kind field (zero in zeroed memory) and the checksum decide
+//! validity; persistTS must be below 2^48. Kind 3 (`OP`, compact framing only) is an
+//! operation record whose 16-bit tag describes its entries ([`RecordBuilder::op_record`]);
+//! other records carry tag 0. Everything else — the ring, wrap markers, the chain the
+//! parser follows, torn-tail and damage detection — is the same as for standard
+//! records.
+//!
+//! # Operation records (compact framing)
+//! A registered operation with its allocation script, in as few bytes as possible
+//! (timestone's OLog writes one per commit):
+//! ```text
+//! header (16 B, kind OP): tag = operation index (bits 0..8) | padding bytes after
+//!         the arguments (bits 8..11) | number of block words (bits 11..16)
+//! entries: the argument bytes, zero-padded to 8 | one word per block, in order:
+//!          bit 62 = free (else alloc), bit 63 clear, bits 0..62 = `Block::pack`
+//! ```
+//! 16 bytes of header plus 16 argument bytes is a 32-byte record; each allocation adds
+//! 8. The operation index names the operation in a table its engine keeps (the 32-bit
+//! ids themselves do not fit the header). A record that does not fit this form (an
+//! index above 255, more than 31 blocks, a block `Block::pack` cannot pack) is written
+//! with kind TX and the general entries below instead.
 //!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
 //! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
 //! `OP` (8 B + data rounded up to 8) names a registered operation (word 0 holds the
 //! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
-//! the redo-log engines' recovery refuses it.
+//! the redo-log engines' recovery refuses it. `BLOCKS` (8 B + 8 per block; word 0
+//! holds the count) is a run of allocator changes packed one word each as in
+//! operation records ([`RecordBuilder::blocks`], timestone's CLog); it decodes as the
+//! ALLOC and FREE entries it stands for.
 
 use crate::engine::kit::crc::crc32c_of;
 use crate::heap::alloc::Block;
@@ -70,6 +97,10 @@ pub const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
+/// Compact framing: an operation record (module docs).
+const KIND_OP: u32 = 3;
+/// Operation records: the free flag of a block word.
+const BLOCK_FREE: u64 = 1 << 62;
 /// Compact framing: the header's length field value meaning "length in word 2".
 const COMPACT_LONG: u64 = 0x3FFF;
 /// Compact framing: header bytes of a record that is not long.
@@ -110,6 +141,7 @@ const E_RANGE: u64 = 2;
 const E_ALLOC: u64 = 3;
 const E_FREE: u64 = 4;
 const E_OP: u64 = 5;
+const E_BLOCKS: u64 = 6;
 const OFF_MASK: u64 = (1 << 56) - 1;
 
 /// One decoded log entry.
@@ -193,10 +225,119 @@ impl RecordBuilder {
     pub fn free(&mut self, b: Block) {
         self.words(E_FREE << 56 | b.offset, b.size);
     }
+    /// Append allocator changes (`true`: ALLOC, `false`: FREE) in 8 bytes each: one
+    /// BLOCKS entry (word `count`, then one packed word per block, as in operation
+    /// records) for those `Block::pack` can pack, ALLOC / FREE entries for the
+    /// others. Decoded as the ALLOC and FREE entries they stand for, in order.
+    pub fn blocks(&mut self, changes: &[(bool, Block)]) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&(E_BLOCKS << 56).to_le_bytes());
+        let mut n = 0u64;
+        for (i, &(alloc, b)) in changes.iter().enumerate() {
+            match b.pack() {
+                Some(w) => {
+                    let w = if alloc { w } else { w | BLOCK_FREE };
+                    self.buf.extend_from_slice(&w.to_le_bytes());
+                    n += 1;
+                }
+                None => {
+                    // Ends this BLOCKS entry; the next pack starts another.
+                    self.finish_blocks(start, n);
+                    if alloc {
+                        self.alloc(b);
+                    } else {
+                        self.free(b);
+                    }
+                    return self.blocks(&changes[i + 1..]);
+                }
+            }
+        }
+        self.finish_blocks(start, n);
+    }
+    /// Fill in the count of the BLOCKS entry at `start`, or drop it if empty.
+    fn finish_blocks(&mut self, start: usize, n: u64) {
+        if n == 0 {
+            self.buf.truncate(start);
+        } else {
+            self.buf[start..start + 8].copy_from_slice(&(E_BLOCKS << 56 | n).to_le_bytes());
+        }
+    }
     /// The encoded entries.
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
+
+    /// Start a new record holding an operation record's entries (module docs): the
+    /// operation's `args` and its `blocks` (`true`: allocated, `false`: freed), for
+    /// operation index `index` of its engine's table. Returns the header tag to
+    /// append it with ([`LogWriter::append_op`]), or `None` (and leaves the builder
+    /// empty) when the record has no such form.
+    pub fn op_record(&mut self, index: u8, args: &[u8], blocks: &[(bool, Block)]) -> Option<u16> {
+        self.buf.clear();
+        if blocks.len() > 31 {
+            return None;
+        }
+        let pad = args.len().next_multiple_of(8) - args.len();
+        self.buf.extend_from_slice(args);
+        self.buf.extend(std::iter::repeat_n(0u8, pad));
+        for &(alloc, b) in blocks {
+            let Some(mut w) = b.pack() else {
+                self.buf.clear();
+                return None;
+            };
+            if crate::mutation::active(crate::mutation::Mutation::TsOpBlockCode) {
+                // Mutation: the size code names the next class up.
+                w += 1;
+            }
+            let w = if alloc { w } else { w | BLOCK_FREE };
+            self.buf.extend_from_slice(&w.to_le_bytes());
+        }
+        Some(u16::from(index) | (pad as u16) << 8 | (blocks.len() as u16) << 11)
+    }
+}
+
+/// An operation record's contents, decoded from its tag and entries (module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpRecord<'a> {
+    /// Index of the operation in its engine's table.
+    pub index: u8,
+    /// The argument bytes.
+    pub args: &'a [u8],
+    /// The blocks, in order: `Entry::Alloc` or `Entry::Free`.
+    pub blocks: Vec<Entry<'a>>,
+}
+
+/// Decode an operation record with header tag `tag`; `Err` names what is malformed.
+pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
+    let index = tag as u8;
+    let pad = usize::from(tag >> 8 & 7);
+    let nblocks = usize::from(tag >> 11);
+    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
+        return bad(format!(
+            "{nblocks} block words in {} bytes of entries",
+            bytes.len()
+        ));
+    };
+    if !padded.is_multiple_of(8) || pad > padded || (pad > 0 && padded == 0) {
+        return bad(format!("{pad} padding bytes in {padded} argument bytes"));
+    }
+    let args = &bytes[..padded - pad];
+    if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
+        return bad("nonzero padding after the arguments".into());
+    }
+    let mut blocks = Vec::with_capacity(nblocks);
+    for w in bytes[padded..].chunks_exact(8) {
+        match block_entry(u64::from_le_bytes(w.try_into().unwrap())) {
+            Ok(e) => blocks.push(e),
+            Err(e) => return bad(e.to_string()),
+        }
+    }
+    Ok(OpRecord {
+        index,
+        args,
+        blocks,
+    })
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
@@ -208,18 +349,48 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
 /// record in place, in the mapping); after an `Err` (the first malformed entry) the
 /// iterator ends.
 pub fn entries(bytes: &[u8]) -> Entries<'_> {
-    Entries { bytes }
+    Entries { bytes, blocks: &[] }
 }
 
 /// Iterator over the entries of a record ([`entries`]).
 #[derive(Clone, Debug)]
 pub struct Entries<'a> {
     bytes: &'a [u8],
+    /// The packed block words of a BLOCKS entry not yet handed out.
+    blocks: &'a [u8],
+}
+
+/// The ALLOC or FREE entry a packed block word (bit 62: free) stands for.
+fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
+    if w >> 63 != 0 {
+        return Err(Error::Corrupt(format!("block word {w:#x} has bit 63 set")));
+    }
+    let b = Block::unpack(w).map_err(Error::Corrupt)?;
+    Ok(if w & BLOCK_FREE != 0 {
+        Entry::Free(b)
+    } else {
+        Entry::Alloc(b)
+    })
 }
 
 impl<'a> Entries<'a> {
     fn next_entry(&mut self) -> Result<Entry<'a>> {
+        if let Some((w, rest)) = self.blocks.split_first_chunk::<8>() {
+            self.blocks = rest;
+            return block_entry(u64::from_le_bytes(*w));
+        }
         let bytes = self.bytes;
+        if bytes.len() >= 8 && rd_word(bytes) >> 56 == E_BLOCKS {
+            let n = (rd_word(bytes) & OFF_MASK) as usize;
+            if n == 0 || n > (bytes.len() - 8) / 8 {
+                return Err(Error::Corrupt(format!(
+                    "log blocks entry of {n} blocks overruns its record"
+                )));
+            }
+            self.blocks = &bytes[8..8 + 8 * n];
+            self.bytes = &bytes[8 + 8 * n..];
+            return self.next_entry();
+        }
         let rd = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
         if bytes.len() >= 8 && rd(0) >> 56 == E_OP {
             let w0 = rd(0);
@@ -279,15 +450,20 @@ impl<'a> Iterator for Entries<'a> {
     type Item = Result<Entry<'a>>;
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.bytes.is_empty() {
+        if self.bytes.is_empty() && self.blocks.is_empty() {
             return None;
         }
         let e = self.next_entry();
         if e.is_err() {
             self.bytes = &[];
+            self.blocks = &[];
         }
         Some(e)
     }
+}
+
+fn rd_word(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
 fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u32 {
@@ -322,8 +498,10 @@ struct RawHeader {
     kind: u32,
     len: usize,
     crc: u32,
-    /// Full sequence number (standard) or its low 32 bits (compact).
+    /// Full sequence number (standard) or its low 16 bits (compact).
     seq: u64,
+    /// Compact: the header's tag (0 for standard records).
+    tag: u16,
     pts: u64,
     /// Header bytes.
     hlen: usize,
@@ -357,6 +535,7 @@ fn read_header(
                 len: u32at(&bytes, 8) as usize,
                 crc: u32at(&bytes, 12),
                 seq: u64at(&bytes, 16),
+                tag: 0,
                 pts: u64at(&bytes, 24),
                 hlen: HEADER_LEN,
                 bytes,
@@ -369,7 +548,7 @@ fn read_header(
             heap.read_bytes(ring + pos, &mut bytes[..COMPACT_HEADER_LEN]);
             let (w0, w1) = (u64at(&bytes, 0), u64at(&bytes, 8));
             let kind = (w1 & 3) as u32;
-            if kind != KIND_TX && kind != KIND_WRAP {
+            if kind == 0 {
                 return None;
             }
             let words = (w1 >> 2) & COMPACT_LONG;
@@ -390,7 +569,8 @@ fn read_header(
                 kind,
                 len,
                 crc: w0 as u32,
-                seq: w0 >> 32,
+                seq: (w0 >> 32) & 0xFFFF,
+                tag: (w0 >> 48) as u16,
                 pts: w1 >> 16,
                 hlen,
                 bytes,
@@ -399,18 +579,31 @@ fn read_header(
     }
 }
 
-/// The checksum a record with header `h` and `entries` must carry.
-fn header_checksum(framing: Framing, h: &RawHeader, entries: &[u8]) -> u32 {
+/// The checksum a record with header `h` and `entries` must carry if it is the
+/// record of sequence number `seq` (compact framing: only its low 32 bits count; the
+/// standard header holds the whole number).
+fn header_checksum(framing: Framing, h: &RawHeader, seq: u64, entries: &[u8]) -> u32 {
     match framing {
         Framing::Standard => checksum(h.kind, h.len as u32, h.seq, h.pts, entries),
-        Framing::Compact => crc32c_of(&h.bytes[4..h.hlen], entries),
+        Framing::Compact => compact_checksum(seq, &h.bytes[4..h.hlen], entries),
     }
+}
+
+/// Compact framing: CRC32C over the low 32 bits of `seq`, the header from its byte 4
+/// and the entries.
+fn compact_checksum(seq: u64, header_rest: &[u8], entries: &[u8]) -> u32 {
+    // One pass over [seq low 32 bits | header from byte 4] and the entries.
+    let mut head = [0u8; 4 + HEADER_LEN - 4];
+    head[..4].copy_from_slice(&(seq as u32).to_le_bytes());
+    head[4..4 + header_rest.len()].copy_from_slice(header_rest);
+    crc32c_of(&head[..4 + header_rest.len()], entries)
 }
 
 /// Encode a header in `framing`; returns the bytes and the header length.
 fn encode_framed(
     framing: Framing,
     kind: u32,
+    tag: u16,
     seq: u64,
     persist_ts: u64,
     entries: &[u8],
@@ -434,12 +627,13 @@ fn encode_framed(
             };
             let w1 = u64::from(kind) | words << 2 | (persist_ts & COMPACT_MAX_TS) << 16;
             let mut h = [0u8; HEADER_LEN];
-            h[4..8].copy_from_slice(&(seq as u32).to_le_bytes());
+            h[4..6].copy_from_slice(&(seq as u16).to_le_bytes());
+            h[6..8].copy_from_slice(&tag.to_le_bytes());
             h[8..16].copy_from_slice(&w1.to_le_bytes());
             if hlen > COMPACT_HEADER_LEN {
                 h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
             }
-            let crc = crc32c_of(&h[4..hlen], entries);
+            let crc = compact_checksum(seq, &h[4..hlen], entries);
             h[0..4].copy_from_slice(&crc.to_le_bytes());
             (h, hlen)
         }
@@ -470,6 +664,8 @@ pub struct ParsedRecord {
     pub persist_ts: u64,
     /// Entry bytes (copied out of the log).
     pub entries: Vec<u8>,
+    /// An operation record's header tag (compact framing; `None`: general entries).
+    pub op_tag: Option<u16>,
 }
 
 /// Result of parsing one slot's log.
@@ -525,17 +721,30 @@ fn damage_after(
     stop: &Stop,
     framing: Framing,
 ) -> Option<String> {
-    let later = |seq: u64| -> Option<u64> {
-        if stop.full {
-            (seq > stop.seq).then(|| seq - stop.seq)
-        } else {
-            let d = (seq as u32).wrapping_sub(stop.seq as u32);
-            (d != 0 && d < 1 << 31).then_some(d as u64)
+    // How far a record's sequence number is from the expected one (positive: later),
+    // and the number itself, from what its header stores.
+    let distance = |stored: u64| -> (i64, u64) {
+        match framing {
+            // 16 stored bits: taken as the number within 2^15 of the expected one;
+            // the checksum, over the low 32 bits, decides whether that is right.
+            Framing::Compact => {
+                let d = i64::from((stored as u16).wrapping_sub(stop.seq as u16) as i16);
+                (
+                    d,
+                    u64::from((stop.seq as u32).wrapping_add(d as i32 as u32)),
+                )
+            }
+            Framing::Standard if stop.full => (stored.wrapping_sub(stop.seq) as i64, stored),
+            Framing::Standard => (
+                i64::from((stored as u32).wrapping_sub(stop.seq as u32) as i32),
+                stored,
+            ),
         }
     };
     let ring_bytes = log_bytes(heap, ring, cap);
-    // The first valid record starting in `from..to` (8-byte steps): (pos, header).
-    let first_valid = |from: usize, to: usize| -> Option<(usize, RawHeader)> {
+    // The first valid record starting in `from..to` (8-byte steps): (pos, record
+    // length, sequence number, distance from the expected one).
+    let first_valid = |from: usize, to: usize| -> Option<(usize, usize, u64, i64)> {
         let word = |i: usize| u64::from_le_bytes(ring_bytes[i..i + 8].try_into().unwrap());
         let mut pos = from;
         while pos < to && pos + framing.min_header() <= cap {
@@ -544,14 +753,15 @@ fn damage_after(
             // one's kind field names a record (zeroed memory names none).
             let candidate = match framing {
                 Framing::Standard => word(pos) as u32 == MAGIC,
-                Framing::Compact => matches!((word(pos + 8) & 3) as u32, KIND_TX | KIND_WRAP),
+                Framing::Compact => (word(pos + 8) & 3) != 0,
             };
             if candidate {
                 if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
                     if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
                         let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
-                        if header_checksum(framing, &h, entries) == h.crc {
-                            return Some((pos, h));
+                        let (d, seq) = distance(h.seq);
+                        if header_checksum(framing, &h, seq, entries) == h.crc {
+                            return Some((pos, h.hlen + h.len, seq, d));
                         }
                     }
                 }
@@ -562,30 +772,32 @@ fn damage_after(
     };
     let damage = |pos: usize, seq: u64| {
         Some(format!(
-            "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {seq} at ring offset {pos:#x}): not a torn tail",
+            "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {}{seq} at ring offset {pos:#x}): not a torn tail",
             stop.pos,
             if stop.full { "" } else { "low 32 bits " },
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
+            if framing == Framing::Compact { "low 32 bits " } else { "" },
         ))
     };
     // Forward from the stop to the end of the ring: nothing later may be valid there.
-    if let Some((pos, h)) = first_valid(stop.pos, cap) {
-        if later(h.seq).is_some() {
-            return damage(pos, h.seq);
+    if let Some((pos, _, seq, d)) = first_valid(stop.pos, cap) {
+        if d > 0 {
+            return damage(pos, seq);
         }
     }
     // On from offset 0, where the chain would continue after a wrap.
-    let (pos, h) = first_valid(0, stop.pos)?;
-    let d = later(h.seq)?;
-    let len = h.hlen + h.len;
+    let (pos, len, seq, d) = first_valid(0, stop.pos)?;
+    if d <= 0 {
+        return None;
+    }
     if pos == 0 && d == 1 && stop.pos > 0 && len > cap - stop.pos {
         // Record e+1 alone at offset 0 is the torn wrap's record, unless e+2 follows.
         return match first_valid(len, stop.pos) {
-            Some((p2, h2)) if later(h2.seq).is_some() => damage(p2, h2.seq),
+            Some((p2, _, s2, d2)) if d2 > 0 => damage(p2, s2),
             _ => None,
         };
     }
-    damage(pos, h.seq)
+    damage(pos, seq)
 }
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
@@ -604,6 +816,7 @@ pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Fram
             seq: r.seq,
             persist_ts: r.persist_ts,
             entries: r.entries.to_vec(),
+            op_tag: r.op_tag,
         })
     });
     ParsedLog {
@@ -622,6 +835,9 @@ pub struct Record<'h> {
     pub persist_ts: u64,
     /// The entry bytes, in the log itself (no copy).
     pub entries: &'h [u8],
+    /// An operation record's header tag (compact framing; `None`: general entries,
+    /// [`entries`]; `Some`: [`decode_op_record`]).
+    pub op_tag: Option<u16>,
 }
 
 /// Where [`walk`] ended.
@@ -709,24 +925,22 @@ pub fn walk_framed<'h>(
         let Some(h) = read_header(heap, ring_off, pos, cap - pos, framing) else {
             break;
         };
+        // The sequence number this record must carry: a standard header has the whole
+        // number; a compact one continues the count started from the tail word.
+        let want = expected.unwrap_or(seq_lo);
         let in_seq = match expected {
-            None => h.seq & 0xFFFF_FFFF == seq_lo,
+            None if standard => h.seq & 0xFFFF_FFFF == seq_lo,
             Some(e) if standard => h.seq == e,
-            Some(e) => h.seq as u32 == e as u32,
+            _ => h.seq as u16 == want as u16,
         };
         if !in_seq || h.len % 8 != 0 || h.len > cap - pos - h.hlen {
             break;
         }
         let entries = &ring[pos + h.hlen..pos + h.hlen + h.len];
-        if !checksum_ok(h.crc, header_checksum(framing, &h, entries)) {
+        if !checksum_ok(h.crc, header_checksum(framing, &h, want, entries)) {
             break;
         }
-        // The full sequence number: a standard header has it; a compact one continues
-        // the count started from the tail word.
-        let seq = match expected {
-            Some(e) if !standard => e,
-            _ => h.seq,
-        };
+        let seq = if standard { h.seq } else { want };
         expected = Some(seq + 1);
         next_seq = seq + 1;
         if h.kind == KIND_WRAP {
@@ -738,6 +952,7 @@ pub fn walk_framed<'h>(
             seq,
             persist_ts: h.pts,
             entries,
+            op_tag: (h.kind == KIND_OP).then_some(h.tag),
         });
         consumed += h.hlen + h.len;
         pos += h.hlen + h.len;
@@ -839,6 +1054,28 @@ impl LogWriter {
     /// once for the whole persist stage). Returns its sequence number. The caller has
     /// checked `fits`.
     pub fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
+        self.append_kind(heap, KIND_TX, 0, entries, persist_ts)
+    }
+
+    /// [`LogWriter::append`] for an operation record built by
+    /// [`RecordBuilder::op_record`], with the tag it returned (compact framing only).
+    pub fn append_op(&mut self, heap: &Heap, entries: &[u8], tag: u16, persist_ts: u64) -> u64 {
+        assert_eq!(
+            self.framing,
+            Framing::Compact,
+            "operation records need the compact framing"
+        );
+        self.append_kind(heap, KIND_OP, tag, entries, persist_ts)
+    }
+
+    fn append_kind(
+        &mut self,
+        heap: &Heap,
+        kind: u32,
+        tag: u16,
+        entries: &[u8],
+        persist_ts: u64,
+    ) -> u64 {
         let hlen = self.framing.header_len(entries.len());
         let rec_len = hlen + entries.len();
         let (footprint, wraps) = self.footprint_at_head(rec_len);
@@ -847,7 +1084,7 @@ impl LogWriter {
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
         if wraps {
             if self.cap - self.head >= self.framing.min_header() {
-                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, self.next_seq, 0, &[]);
+                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, 0, self.next_seq, 0, &[]);
                 heap.write_bytes(ring + self.head, &h[..wlen]);
                 heap.flush(ring + self.head, wlen);
                 self.next_seq += 1;
@@ -858,7 +1095,7 @@ impl LogWriter {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let (h, _) = encode_framed(self.framing, KIND_TX, seq, persist_ts, entries);
+        let (h, _) = encode_framed(self.framing, kind, tag, seq, persist_ts, entries);
         heap.write_bytes(ring + self.head + hlen, entries);
         heap.write_bytes(ring + self.head, &h[..hlen]);
         if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {

@@ -46,8 +46,12 @@
 //! CLog and home once, with its newest value at K, and only in the words that changed
 //! since K_done: that is what keeps bytes persisted per byte changed below one for
 //! repeated small updates. A block allocated and freed between two checkpoints has
-//! its contents never written (only its free); one allocated and kept is written
-//! once, home only.
+//! its contents never written and, outside recovery, no allocator change either (its
+//! bit is clear at home and stays clear: `net_bit_changes`); one allocated and kept is
+//! written once, home only. Allocator changes go into the record as the kit's BLOCKS
+//! entry (8 bytes each) and home with each changed bitmap word written once
+//! (`Allocator::replay_changes`): allocations handed out in address order from a
+//! thread's cache share bitmap words.
 //!
 //! # Budget
 //! The CLog area holds one record, so the pending items of one checkpoint must fit it.
@@ -152,7 +156,7 @@ pub struct CkptState {
     pub cache: ThreadCache,
 }
 
-const CLOG_MAGIC: u64 = 0x5453_434B_5054_0001; // "TSCKPT" v1
+const CLOG_MAGIC: u64 = 0x5453_434B_5054_0002; // "TSCKPT" v2 (BLOCKS entries)
 /// Bytes of the CLog record header.
 pub const CLOG_HEADER: usize = 32;
 
@@ -340,7 +344,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut rec = RecordBuilder::default();
     let mut offs: Vec<_> = last.into_iter().collect();
     offs.sort_by_key(|x| x.0);
-    let net = net_bit_changes(&bits);
+    let net = net_bit_changes(&bits, sh.recovering);
     // Payloads of blocks allocated since K_done (free in the state at K_done).
     let fresh: std::collections::HashSet<u64> = net
         .iter()
@@ -365,13 +369,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             changed_ranges(heap, off, data, &mut home, to);
         }
     }
-    for &(alloc, b) in &net {
-        if alloc {
-            rec.alloc(b);
-        } else {
-            rec.free(b);
-        }
-    }
+    rec.blocks(&net);
     // 3. CLog record, fence.
     if CLOG_HEADER + rec.len() > sh.clog_len {
         // Cannot happen: the budget bounds the items (see the module docs).
@@ -485,18 +483,32 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
 }
 
 /// The allocator changes a checkpoint writes, from the committed ones in timestamp
-/// order: per block only its last change (bit sets and clears are absolute). A block
-/// allocated and freed again since K_done still gets its free: recovery marks the
-/// blocks of the records it re-executes allocated before it runs them, so its bit may
-/// be set in the state a checkpoint starts from. Order among blocks is kept.
-fn net_bit_changes(bits: &[(u64, bool, Block)]) -> Vec<(bool, Block)> {
-    let mut last: FastMap<u64, usize> = FastMap::default();
+/// order: per block only its last change (bit sets and clears are absolute). Order
+/// among blocks is kept.
+///
+/// A block allocated and freed again since K_done (its first change here an
+/// allocation, its last a free) is left out entirely — no CLog entry, no bitmap
+/// write — unless `recovering`. Sound at run time: its bit is clear at home (it was
+/// handed out as free: a bit clear in the state a `rebuild` read, a freshly
+/// formatted slab, or a free a completed checkpoint made durable), clear is its state
+/// at K, and no operation above K can name it (a freed block is reused only after
+/// the checkpoint that holds its free completes), so neither this checkpoint's
+/// recovery nor a later re-execution needs its bit. During recovery it is not left
+/// out: recovery marks the blocks of the records it re-executes allocated before it
+/// runs them, so its bit may be set at home. (A free followed by an allocation of
+/// the same block cannot happen between two checkpoints: see above.)
+fn net_bit_changes(bits: &[(u64, bool, Block)], recovering: bool) -> Vec<(bool, Block)> {
+    let mut span: FastMap<u64, (usize, usize)> = FastMap::default();
     for (i, &(_, _, b)) in bits.iter().enumerate() {
-        last.insert(b.offset, i);
+        span.entry(b.offset).or_insert((i, i)).1 = i;
     }
     bits.iter()
         .enumerate()
-        .filter(|&(i, &(_, _, b))| last[&b.offset] == i)
+        .filter(|&(i, &(_, _, b))| {
+            let (first, last) = span[&b.offset];
+            let transient = bits[first].1 && !bits[last].1;
+            last == i && (recovering || !transient)
+        })
         .map(|(_, &(_, alloc, b))| (alloc, b))
         .collect()
 }
@@ -521,9 +533,14 @@ pub fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
 
 /// Write a checkpoint's entries home and flush them (the caller fences); returns the
 /// bytes written home.
+///
+/// The allocator changes go out together ([`Allocator::replay_changes`]: each
+/// bitmap word once, whatever number of its blocks changed), in their order; ranges
+/// and bitmaps never share bytes, so their relative order does not matter.
 pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
     validate(heap, entries)?;
     let mut bytes = 0;
+    let mut bits = Vec::new();
     for e in entries {
         match *e {
             log::Entry::Range { off, data } => {
@@ -532,11 +549,12 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
                 counters::add_bytes_written_home(data.len() as u64);
                 bytes += data.len() as u64;
             }
-            log::Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
-            log::Entry::Free(b) => Allocator::replay_free(heap, b)?,
+            log::Entry::Alloc(b) => bits.push((true, b)),
+            log::Entry::Free(b) => bits.push((false, b)),
             _ => {}
         }
     }
+    Allocator::replay_changes(heap, &bits)?;
     Ok(bytes)
 }
 

@@ -15,11 +15,23 @@
 //!   commit timestamp; a plain `run` closure (no registered operation) falls back to
 //!   its physical write set (whole objects written, allocations, frees) — it costs
 //!   every written object's full size in the OLog instead of a few argument bytes.
-//!   The OLog record of a registered operation is a 16-byte header (CRC32C, sequence
-//!   number, kind, length and the 48-bit commit timestamp: torn records fail the
-//!   checksum, the sequence ends the chain), an 8-byte operation word, the argument
-//!   bytes (padded to 8) and 16 bytes per allocation: 40 bytes for a 16-byte argument,
-//!   56 with one allocation (the kit's standard 32-byte header made them 56 and 72).
+//!   The OLog record of a registered operation is the kit's compact *operation
+//!   record*: a 16-byte header (CRC32C; 16 bits of the sequence number, the other 16
+//!   bound by the checksum; kind, length, the 48-bit commit timestamp; and a 16-bit tag
+//!   holding the operation's index in the pool's operation table ([`optable`]), the
+//!   argument padding and the number of blocks), the argument bytes (padded to 8) and
+//!   one 8-byte word per allocation (`Block::pack`: the size class in 6 bits, the
+//!   offset / 16 above, a free flag). A hash update's record is 32 bytes for a remove,
+//!   40 for an insert (16 argument bytes). Why: the record is the one persistent write
+//!   of the commit and, on workloads whose keys are rarely touched twice between
+//!   checkpoints, the largest share of the bytes made durable; its earlier form (an
+//!   8-byte operation word with the 32-bit id, 16 bytes per allocation) was 40–56.
+//!   Torn and damaged records are told apart as before (a torn record fails its
+//!   checksum; a valid later one proves damage, and recovery refuses the pool). An
+//!   operation with more than 31 allocations, or whose id finds no free table slot
+//!   (255), is logged with the kit's general entries (8-byte operation word, 16 bytes
+//!   per block). The pool's OLog format word ([`optable`]) makes pools written by
+//!   builds with the earlier record form refuse to open.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
 //!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
 //!   blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
@@ -28,8 +40,11 @@
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
 //!   Only the 8-byte words that differ from home are written (home holds the state at
 //!   K_done), blocks allocated since K_done go home directly (fenced before the CLog
-//!   record, with no CLog copy: they are not part of the state at K_done), and each
-//!   block's allocator bit is written once.
+//!   record, with no CLog copy: they are not part of the state at K_done), allocator
+//!   changes take 8 bytes each in the CLog and each changed bitmap word is written
+//!   home once per checkpoint (however many of its blocks changed), and a block
+//!   allocated and freed again within the window touches neither (see
+//!   `clog::net_bit_changes` for why that is crash-safe).
 //! * **TLog memory**: chains are truncated at every commit below the oldest running
 //!   snapshot (not by checkpoints), so DRAM holds the versions running snapshots need
 //!   plus one base version per object touched in this run.
@@ -43,15 +58,16 @@
 //! thread, medians of 3 runs of 1 s; the hash insert credits 80 bytes — key, value
 //! and the link to the node — a remove 8, a TPC-C index entry 24 — key, pointer, the
 //! leaf's count): see the README's table for the figures. Per hash update (44 bytes
-//! credited on average) with the default CLog: OLog 48, CLog 38, home 45, allocator
-//! 8–10, about 3.2.
+//! credited on average) with the default window: OLog 36, CLog about 30, home 45,
+//! allocator 2, about 2.6.
 //!
 //! **The coalescing window.** A checkpoint writes each object once with its newest
 //! value, so the more updates a checkpoint covers, the fewer bytes per update reach
 //! the CLog and home. What bounds the window: the CLog budget (`clog_mib`, the
 //! high-water mark is `checkpoint_pct` of it), the OLog (`olog_regions`: a full OLog
 //! forces a checkpoint), the frees waiting for reuse (`Shared::freed_high_water`, a
-//! sixteenth of the high-water mark) and, in a benchmark, the run itself (the pool's
+//! sixteenth of the high-water mark: with the default CLog this is what bounds the
+//! hash workloads' window, about 1 400 updates) and, in a benchmark, the run itself (the pool's
 //! close checkpoints what is left, and that is counted). `examples/ts_window.rs` in
 //! the bench crate measures it (README). DRAM cost of a window: each pending item
 //! (about 40 bytes; 2–3 per hash update, about 25 per new-order) plus the
@@ -60,18 +76,18 @@
 //! truncated at commit), but blocks freed in the window are not reused inside it, so
 //! new blocks (and their base versions) are touched instead.
 //!
-//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: a compact OLog
-//! record alone is 40–56 bytes per update for 44 credited, and every insert's 80-byte
-//! node must reach home once unless a remove of the same key follows inside the
-//! window; with 40 000 uniformly random keys and 1-second runs (15 000 updates at 2 %,
-//! 60 000 at 20 %) most keys are touched once per run, so home and CLog bytes cannot
-//! be amortised. TPC-C: the new rows (about 760 of the 1 220 credited bytes) must reach
-//! home once, each allocated block costs about 16 bytes of allocator metadata (its
-//! header word when its slab is formatted, its bitmap bit), the OLog record carries the
-//! 144-byte input and 16 bytes per allocated block, and B+-tree inserts into a leaf
-//! shift the entries after them (bytes written home, not credited). Below 1 is reached
-//! where updates overwrite the same bytes within a window
-//! (`write_amplification_of_small_updates` in the verification suite: 64 hot objects).
+//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: the OLog record
+//! alone is 32–40 bytes per update (36 on average) for 44 credited, and every insert's
+//! 80-byte node must reach home once unless a remove of the same key follows inside
+//! the window; with 40 000 uniformly random keys and 1-second runs most keys are
+//! touched once per run, so home and CLog bytes cannot be amortised. TPC-C: the new
+//! rows (about 760 of the 1 220 credited bytes) must reach home once, each allocated
+//! block costs about 8 bytes of allocator metadata when its slab is formatted (its
+//! header word), the OLog record carries the 144-byte input, and B+-tree inserts into
+//! a leaf shift the entries after them (bytes written home, not credited). Below 1 is
+//! reached where updates overwrite the same bytes within a window: a 1 000-pair hash
+//! table with a CLog of 32 MiB or more (README), and
+//! `write_amplification_of_small_updates` in the verification suite (64 hot objects).
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
@@ -115,8 +131,8 @@
 //!   commit with a smaller timestamp is complete too (`Shared::wait_predecessors`: at
 //!   most the OLog fences already in flight) before `commit` returns, so a transaction
 //!   that begins after it returned sees it (read-your-writes, linearizability).
-//! * Allocator bitmaps are written by checkpoints (CLog ALLOC/FREE entries), never at
-//!   commit; a freed block becomes reusable once the checkpoint holding its free is
+//! * Allocator bitmaps are written by checkpoints (CLog BLOCKS entries, each changed
+//!   bitmap word once), never at commit; a freed block becomes reusable once the checkpoint holding its free is
 //!   complete (no grace period needed: old snapshots read DRAM versions).
 //! * Operation arguments are copied bytes of a `Pod` type; pointers in arguments are
 //!   fine, because re-executed allocations return the logged blocks.
@@ -128,8 +144,11 @@
 //! 3. Every transaction with C > K_done whose commit returned has a durable OLog
 //!    record; records at or below K_done may be dropped.
 //! 4. See `tlog` for the chain invariants and reclamation.
+//! 5. An operation-table slot is durable before the first OLog record naming its
+//!    index ([`optable`]).
 
 pub mod clog;
+pub mod optable;
 pub mod recovery;
 pub mod shared;
 pub mod thread;
@@ -245,8 +264,10 @@ impl EngineDef for Timestone {
                 "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
             )));
         }
+        optable::check_format(&heap, never_committed(&heap))?;
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let table = optable::OpTable::load(&heap)?;
         let sh = Arc::new(Shared::new(
             heap,
             alloc,
@@ -255,6 +276,7 @@ impl EngineDef for Timestone {
             rec.next_seq,
             false,
             pct,
+            table,
         ));
         Ok(TimestoneEngine {
             sh,
@@ -264,6 +286,10 @@ impl EngineDef for Timestone {
 
     fn inspect(heap: &Heap) -> Inspection {
         let l = *heap.layout();
+        let mut problems = Vec::new();
+        if let Err(e) = optable::check_format_read_only(heap, never_committed(heap)) {
+            problems.push(e.to_string());
+        }
         let k_done = Shared::load_k_done(heap);
         let mut live = 0;
         for slot in 0..l.max_threads {
@@ -278,9 +304,24 @@ impl EngineDef for Timestone {
                 format!("OLog records to re-execute {live}"),
                 format!("interrupted checkpoint {pending_ckpt}"),
             ],
-            problems: Vec::new(),
+            problems,
         }
     }
+}
+
+/// True if the pool has never committed anything: no checkpoint, no CLog record, and
+/// every OLog never recycled or reset (tail word zero) with no record ever written (a
+/// slot's first record goes to ring offset 0).
+fn never_committed(heap: &Heap) -> bool {
+    let l = *heap.layout();
+    Shared::load_k_done(heap) == 0
+        && clog::read_clog(heap, l.engine_area_size - 4096).is_none()
+        && (0..l.max_threads).all(|slot| {
+            let mut first = [0u8; 24];
+            heap.read_bytes(l.log_offset(slot), &mut first[..8]);
+            heap.read_bytes(l.log_offset(slot) + log::RING_OFFSET, &mut first[8..]);
+            first == [0; 24]
+        })
 }
 
 impl TimestoneEngine {

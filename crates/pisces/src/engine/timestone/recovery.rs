@@ -34,6 +34,7 @@
 //! reproduces every operation's reads and writes. Physical records are absolute.
 
 use super::clog;
+use super::optable::OpTable;
 use super::shared::Shared;
 use super::thread::TsThread;
 use crate::engine::kit::objects::check_logged_write;
@@ -62,6 +63,7 @@ struct Pending {
     slot: usize,
     seq: u64,
     bytes: Vec<u8>,
+    op_tag: Option<u16>,
 }
 
 /// Run recovery (see the module docs) on a pool nobody uses yet.
@@ -91,11 +93,13 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                     slot,
                     seq: r.seq,
                     bytes: r.entries,
+                    op_tag: r.op_tag,
                 });
             }
         }
     }
     recs.sort_by_key(|r| r.ts);
+    let table = OpTable::load(heap)?;
     let mut decoded = Vec::with_capacity(recs.len());
     for r in &recs {
         let what = |e: Error| {
@@ -104,7 +108,21 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                 r.seq, r.slot, r.ts
             ))
         };
-        let entries = log::decode(&r.bytes).map_err(what)?;
+        let entries = match r.op_tag {
+            None => log::decode(&r.bytes).map_err(what)?,
+            Some(tag) => {
+                let op = log::decode_op_record(tag, &r.bytes).map_err(what)?;
+                let id = table.id_at(op.index).ok_or_else(|| {
+                    what(Error::Corrupt(format!(
+                        "operation index {} is not in the operation table",
+                        op.index
+                    )))
+                })?;
+                let mut entries = vec![Entry::Op { id, data: op.args }];
+                entries.extend(op.blocks);
+                entries
+            }
+        };
         for (i, e) in entries.iter().enumerate() {
             match *e {
                 Entry::Op { id, .. } if i == 0 => {
@@ -149,6 +167,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
             next_seq.clone(),
             true,
             100,
+            OpTable::load(heap)?,
         ));
         let mut any = AnyThread::Timestone(TsThread::new(sh.clone(), 0));
         let mut stats = TxStats::default();

@@ -8,6 +8,8 @@
 //! +64    root slot (16 B, every engine)
 //! +128   K_done: timestamp of the last completed checkpoint (persisted by the
 //!        checkpointer after the home writes of that checkpoint are durable)
+//! +192   OLog format word (`optable`)
+//! +256   operation table: 255 slots of 8 bytes, operation index → id (`optable`)
 //! +4096  the CLog area: one checkpoint record (`clog`); `clog_mib` MiB, by default
 //!        half a thread log + 8 KiB (the checkpoint budget is the area less 4 KiB)
 //! ```
@@ -123,6 +125,8 @@ pub struct Shared {
     pub freed_high_water: u64,
     /// Statistics.
     pub stats: Stats,
+    /// Operation ids ↔ the indices OLog operation records name them by.
+    pub ops: super::optable::OpTable,
 }
 
 impl Shared {
@@ -136,6 +140,7 @@ impl Shared {
         next_seq: Vec<u64>,
         recovering: bool,
         high_water_pct: u64,
+        ops: super::optable::OpTable,
     ) -> Shared {
         let n = heap.layout().max_threads;
         let clog_len = heap.layout().engine_area_size - 4096;
@@ -163,6 +168,7 @@ impl Shared {
             freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
                 .max(crate::heap::layout::SLAB_SIZE as u64),
             stats: Stats::default(),
+            ops,
             heap,
             alloc,
         }

@@ -61,6 +61,12 @@ pub struct TsThread {
     cache: ThreadCache,
     log: LogWriter,
     record: RecordBuilder,
+    /// The header tag when `record` is an operation record (kit `redo_log`).
+    record_tag: Option<u16>,
+    /// Operation id → table index, as far as this thread has used them.
+    op_index: FastMap<u32, u8>,
+    /// The operation record's blocks (reused).
+    op_blocks: Vec<(bool, Block)>,
     active: bool,
     start_ts: u64,
     iso: Isolation,
@@ -94,6 +100,9 @@ impl TsThread {
             cache: ThreadCache::default(),
             log,
             record: RecordBuilder::default(),
+            record_tag: None,
+            op_index: FastMap::default(),
+            op_blocks: Vec::new(),
             active: false,
             start_ts: 0,
             iso: Isolation::Snapshot,
@@ -210,10 +219,37 @@ impl TsThread {
     /// Step 1: the OLog record.
     fn build_record(&mut self) {
         self.record.clear();
+        self.record_tag = None;
         if let Some((id, args)) = &self.op {
             // Logical: the operation, and its allocation script. An allocation freed
             // again by the same transaction is logged as FREE (recovery does not mark
-            // it allocated beforehand).
+            // it allocated beforehand). The compact operation record when it has that
+            // form (an index in the operation table, at most 31 blocks), else the
+            // general entries.
+            self.op_blocks.clear();
+            for b in &self.allocs {
+                let kept = matches!(
+                    self.by_off.get(&b.payload()).map(|&i| self.writes[i].kind),
+                    Some(Kind::Fresh(_))
+                );
+                self.op_blocks.push((kept, *b));
+            }
+            let index = match self.op_index.get(id) {
+                Some(&i) => Some(i),
+                None => {
+                    let i = self.sh.ops.index_of(&self.sh.heap, *id);
+                    if let Some(i) = i {
+                        self.op_index.insert(*id, i);
+                    }
+                    i
+                }
+            };
+            if let Some(index) = index {
+                self.record_tag = self.record.op_record(index, args, &self.op_blocks);
+                if self.record_tag.is_some() {
+                    return;
+                }
+            }
             self.record.op(*id, args);
             for b in &self.allocs {
                 match self.by_off.get(&b.payload()).map(|&i| self.writes[i].kind) {
@@ -445,7 +481,10 @@ impl TsThread {
         }
         clog::push_items(&sh, &self.items, cost);
         if !sh.recovering {
-            self.log.append(&sh.heap, self.record.bytes(), ts);
+            match self.record_tag {
+                Some(tag) => self.log.append_op(&sh.heap, self.record.bytes(), tag, ts),
+                None => self.log.append(&sh.heap, self.record.bytes(), ts),
+            };
             sh.stats.olog_bytes.fetch_add(
                 (self.record.len() + super::OLOG_FRAMING.header_len(self.record.len())) as u64,
                 Relaxed,

@@ -156,7 +156,67 @@ impl Block {
     pub fn is_small(&self) -> bool {
         self.size <= classes::MAX_SMALL as u64
     }
+
+    /// The block in the 62 low bits of one word (logs that name many blocks, such as
+    /// timestone's operation records), or `None` if it has no such form (a size that
+    /// is neither a class size nor whole slabs, or an offset or run too large):
+    ///
+    /// ```text
+    /// bits 0..6   size code: 0..=35 the small class of that index, 63 a large run
+    /// small:      bits 6..62  offset / 16   (block starts are 16-byte aligned)
+    /// large:      bits 6..46  offset / 16,  bits 46..62 the run's slabs (1..65535)
+    /// ```
+    /// Unambiguous: the code alone tells small from large, a class index gives
+    /// exactly one size, and offsets are multiples of 16, stored exactly; every
+    /// other code is refused by [`Block::unpack`]. Bits 62 and 63 stay clear for the
+    /// caller.
+    pub fn pack(&self) -> Option<u64> {
+        if !self.offset.is_multiple_of(16) {
+            return None;
+        }
+        let off16 = self.offset >> 4;
+        match usize::try_from(self.size).ok().and_then(class_for) {
+            Some(c) if CLASSES[c].size as u64 == self.size => {
+                (off16 < 1 << 56).then_some(off16 << 6 | c as u64)
+            }
+            _ => {
+                let n = self.size / SLAB_SIZE as u64;
+                let whole = self.size.is_multiple_of(SLAB_SIZE as u64);
+                (whole && (1..1 << 16).contains(&n) && off16 < 1 << 40)
+                    .then_some(n << 46 | off16 << 6 | PACK_LARGE)
+            }
+        }
+    }
+
+    /// The block [`Block::pack`] packed into `w` (bits 62 and 63 ignored); `Err` names
+    /// what is wrong with a word that no block packs to.
+    pub fn unpack(w: u64) -> std::result::Result<Block, String> {
+        let w = w & ((1 << 62) - 1);
+        let code = w & 63;
+        if code == PACK_LARGE {
+            let n = w >> 46;
+            let offset = ((w >> 6) & ((1 << 40) - 1)) << 4;
+            if n == 0 {
+                return Err(format!("packed block {w:#x}: a large run of 0 slabs"));
+            }
+            return Ok(Block {
+                offset,
+                size: n * SLAB_SIZE as u64,
+            });
+        }
+        match CLASSES.get(code as usize) {
+            Some(cl) => Ok(Block {
+                offset: (w >> 6) << 4,
+                size: cl.size as u64,
+            }),
+            None => Err(format!("packed block {w:#x}: no size class {code}")),
+        }
+    }
 }
+
+/// [`Block::pack`]'s size code of a large run (above every class index).
+const PACK_LARGE: u64 = 63;
+const _: () = assert!((NCLASSES as u64) < PACK_LARGE);
 
 /// Usage of one size class (for `pisces info`), from the persistent state.
 ///
@@ -798,6 +858,65 @@ impl Allocator {
             }
             Loc::Large { head, n } => pmem::write_run(heap, head, n, false),
         }
+        Ok(())
+    }
+
+    /// The persistent effect of [`Allocator::replay_alloc`] (`true`) or
+    /// [`Allocator::replay_free`] (`false`) of each change in order, with the bitmap
+    /// words written once: a run of changes to small blocks of formatted slabs of
+    /// their class is gathered per bitmap word (the last change of a block decides its
+    /// bit) and each word that changes is written with one set and one clear RMW,
+    /// flushed and counted once, however many of its bits change. Anything else (a
+    /// block of a free slab, which formatting must precede, a large run, an error)
+    /// first writes out the words gathered so far and then goes through the single
+    /// replay, so the result is exactly that of replaying the changes one by one.
+    /// Flushes; the caller fences. For checkpoints that write many changes at once.
+    pub fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
+        // Per (slab, bitmap word): the bits to set and to clear; `at` indexes it.
+        type Words = Vec<((usize, usize), (u64, u64))>;
+        type At = std::collections::HashMap<(usize, usize), usize>;
+        let mut words: Words = Vec::new();
+        let mut at: At = Default::default();
+        let write_out = |words: &mut Words, at: &mut At| {
+            for &((slab, w), (set, clear)) in words.iter() {
+                pmem::set_word_bits(heap, slab, w, set, clear);
+            }
+            words.clear();
+            at.clear();
+        };
+        for &(allocated, b) in changes {
+            let loc = pmem::locate_present(heap, b)
+                .map_err(|m| Error::Corrupt(format!("replaying an allocator change: {m}")))?;
+            match loc {
+                Loc::Small { slab, class, index }
+                    if Kind::decode(pmem::read_entry(heap, slab)) == Some(Kind::Small(class)) =>
+                {
+                    let key = (slab, index / 64);
+                    let i = *at.entry(key).or_insert_with(|| {
+                        words.push((key, (0, 0)));
+                        words.len() - 1
+                    });
+                    let bit = 1u64 << (index % 64);
+                    let (set, clear) = &mut words[i].1;
+                    if allocated {
+                        *set |= bit;
+                        *clear &= !bit;
+                    } else {
+                        *clear |= bit;
+                        *set &= !bit;
+                    }
+                }
+                _ => {
+                    write_out(&mut words, &mut at);
+                    if allocated {
+                        Self::replay_alloc(heap, b)?;
+                    } else {
+                        Self::replay_free(heap, b)?;
+                    }
+                }
+            }
+        }
+        write_out(&mut words, &mut at);
         Ok(())
     }
 

@@ -238,6 +238,22 @@ pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
     counters::add_bytes_metadata(8);
 }
 
+/// Set the bits `set` and clear the bits `clear` (disjoint) of bitmap word `w` of
+/// `slab`, and flush the word once (the caller fences).
+pub(crate) fn set_word_bits(heap: &Heap, slab: usize, w: usize, set: u64, clear: u64) {
+    debug_assert_eq!(set & clear, 0);
+    let word = bitmap_word(heap, slab, w);
+    // Relaxed / Release and the flush: as in `set_bit`.
+    if set != 0 {
+        word.fetch_or(set, Ordering::Release);
+    }
+    if clear != 0 {
+        word.fetch_and(!clear, Ordering::Release);
+    }
+    heap.flush(heap.layout().slab_offset(slab) + 8 * w, 8);
+    counters::add_bytes_metadata(8);
+}
+
 /// The persistent bit of block `index` of `slab`.
 pub(crate) fn bit(heap: &Heap, slab: usize, index: usize) -> bool {
     // Relaxed: a consistency check or a statistic; a block whose bit matters to the
