@@ -68,6 +68,9 @@ pub enum Mutation {
     /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
     /// order (a log is then taken for another slot's).
     Sp3ParseSlotOrder = 51,
+    /// sp3: recovery replay does not flush the lines it wrote before its fence (they
+    /// are then retired without being durable).
+    Sp3ReplayFlush = 52,
 }
 
 impl Mutation {

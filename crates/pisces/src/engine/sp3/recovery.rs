@@ -25,8 +25,9 @@
 //!    log took 0.31 s of CPU, most of it cache misses in the map and the lists; with
 //!    the merge, 0.13 s. A cycle cannot
 //!    come from a correct run; its nodes are dropped and reported.
-//! 3. Replay the kept nodes in topological order: data entries, flush; allocator
-//!    entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
+//! 3. Replay the kept nodes in topological order: data entries; flush every line
+//!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
+//!    and a flush per write evicted it each time); allocator entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
 //!    by the [`PART_BYTES`] (4 KiB) chunk of the pool they write: every thread walks
 //!    the whole topological order and applies the pieces of entries that fall into its
 //!    own chunks (chunk number mod threads), flushing them, then fences; a record
@@ -67,6 +68,7 @@ use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
 use super::record;
 use super::tid::{lid_of, slot_of};
 use crate::engine::kit::bulk_vec::BulkVec;
+use crate::engine::kit::dirty_lines::DirtyLines;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, DamageScan, Entry};
 use crate::heap::alloc::Allocator;
@@ -484,11 +486,11 @@ fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
 }
 
 /// Write the pieces of `data` (to go at `off`) that fall into `part`'s chunks, and
-/// flush them.
-fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part) {
+/// mark their lines for the flush at the end of replay.
+fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part, dirty: &mut DirtyLines) {
     if part.count == 1 {
         heap.write_bytes(off, data);
-        heap.flush(off, data.len());
+        dirty.mark(off, data.len());
         return;
     }
     let (mut at, end) = (off, off + data.len());
@@ -497,23 +499,23 @@ fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part) {
         let stop = ((chunk + 1) * PART_BYTES).min(end);
         if chunk % part.count == part.index {
             heap.write_bytes(at, &data[at - off..stop - off]);
-            heap.flush(at, stop - at);
+            dirty.mark(at, stop - at);
         }
         at = stop;
     }
 }
 
 /// Apply the data entries of one record (validated by [`node`]) that fall into `part`.
-fn apply_data(heap: &Heap, node: &Node<'_>, part: Part) {
+fn apply_data(heap: &Heap, node: &Node<'_>, part: Part, dirty: &mut DirtyLines) {
     if !part.touched_by(node.parts) {
         return;
     }
     for e in log::entries(node.entries) {
         match e.expect("validated") {
             Entry::Word { off, value } => {
-                write_part(heap, off as usize, &value.to_le_bytes(), part)
+                write_part(heap, off as usize, &value.to_le_bytes(), part, dirty)
             }
-            Entry::Range { off, data } => write_part(heap, off as usize, data, part),
+            Entry::Range { off, data } => write_part(heap, off as usize, data, part, dirty),
             // Validated before: sp3 records hold no operation entries.
             Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => {}
         }
@@ -573,8 +575,9 @@ fn heap_line(heap: &Heap, off: usize) -> *const u8 {
 }
 
 /// Apply, in `order`, the data entries of the nodes that fall into `part`, prefetching
-/// ahead.
+/// ahead; then flush each line written once (`kit::dirty_lines`). The caller fences.
 fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
+    let mut dirty = DirtyLines::new(heap.size());
     let at = |k: usize| dag.order.get(k).map(|&id| dag.node(id));
     for (k, &id) in dag.order.iter().enumerate() {
         prefetch_ahead(
@@ -583,7 +586,10 @@ fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
             at(k + 2 * PREFETCH_AHEAD),
             part,
         );
-        apply_data(heap, dag.node(id), part);
+        apply_data(heap, dag.node(id), part, &mut dirty);
+    }
+    if !crate::mutation::active(crate::mutation::Mutation::Sp3ReplayFlush) {
+        dirty.flush(heap);
     }
 }
 
