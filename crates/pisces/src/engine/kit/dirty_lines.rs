@@ -57,6 +57,7 @@ impl DirtyLines {
     }
 
     /// Lines marked so far.
+    #[cfg(test)]
     pub fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }

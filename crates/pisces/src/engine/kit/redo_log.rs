@@ -55,6 +55,7 @@
 //! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
 //! the redo-log engines' recovery refuses it.
 
+use super::crc::crc32c_of;
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
 use crate::medium::counters;
@@ -295,7 +296,7 @@ fn checksum(kind: u32, len: u32, seq: u64, persist_ts: u64, entries: &[u8]) -> u
     h[8..12].copy_from_slice(&len.to_le_bytes());
     h[12..20].copy_from_slice(&seq.to_le_bytes());
     h[20..28].copy_from_slice(&persist_ts.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&h), entries)
+    crc32c_of(&h, entries)
 }
 
 fn encode_header(
@@ -401,7 +402,7 @@ fn read_header(
 fn header_checksum(framing: Framing, h: &RawHeader, entries: &[u8]) -> u32 {
     match framing {
         Framing::Standard => checksum(h.kind, h.len as u32, h.seq, h.pts, entries),
-        Framing::Compact => crc32c::crc32c_append(crc32c::crc32c(&h.bytes[4..h.hlen]), entries),
+        Framing::Compact => crc32c_of(&h.bytes[4..h.hlen], entries),
     }
 }
 
@@ -437,7 +438,7 @@ fn encode_framed(
             if hlen > COMPACT_HEADER_LEN {
                 h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
             }
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&h[4..hlen]), entries);
+            let crc = crc32c_of(&h[4..hlen], entries);
             h[0..4].copy_from_slice(&crc.to_le_bytes());
             (h, hlen)
         }
