@@ -92,15 +92,48 @@ pub struct Recovered {
 }
 
 /// A live record: its lid and where its entries are, with what replay needs to know
-/// without decoding them again.
+/// without decoding them again. 24 bytes (a slice and a flag word would take 32):
+/// there is one per record of a full log, millions, in memory recovery touches for
+/// the first time, and with a crash image of a 256 MiB log the kernel's zeroing of
+/// these tables' fresh pages was about a quarter of recovery's CPU time.
 struct Node<'h> {
     lid: u64,
-    /// The kit entries (after the dependency prefix), in the log itself.
-    entries: &'h [u8],
-    /// Bit p set: a data entry writes into a chunk of replay part p (see [`Part`]).
-    parts: u32,
+    /// Start of the kit entries (after the dependency prefix), in the log itself.
+    at: std::ptr::NonNull<u8>,
+    /// Bytes of the kit entries.
+    len: u32,
+    /// Bit p < [`MAX_PARTS`] set: a data entry writes into a chunk of replay part p
+    /// (see [`Part`]); bit [`ALLOCS`]: the record holds allocator entries.
+    flags: u32,
+    log: std::marker::PhantomData<&'h [u8]>,
+}
+
+/// The flag bit of [`Node::flags`] for allocator entries.
+const ALLOCS: u32 = 1 << 31;
+const _: () = assert!(size_of::<Node<'static>>() == 24 && MAX_PARTS < 32);
+
+// SAFETY: a node stands for the shared borrow `&'h [u8]` of its entries (made from
+// one in `node`, handed back by `Node::entries` with the same lifetime), which may be
+// sent to and shared between threads like any shared borrow of bytes.
+unsafe impl Send for Node<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Node<'_> {}
+
+impl<'h> Node<'h> {
+    /// The kit entries, in the log.
+    fn entries(&self) -> &'h [u8] {
+        // SAFETY: `at` and `len` were taken from a `&'h [u8]` (see `node`), which
+        // lives for 'h: the bytes are valid, and nobody writes them while it lives.
+        unsafe { std::slice::from_raw_parts(self.at.as_ptr(), self.len as usize) }
+    }
+    /// The replay parts its data entries write (bit p: part p).
+    fn parts(&self) -> u32 {
+        self.flags & !ALLOCS
+    }
     /// The record holds allocator entries.
-    allocs: bool,
+    fn allocs(&self) -> bool {
+        self.flags & ALLOCS != 0
+    }
 }
 
 /// One slot's log, parsed and validated (step 1).
@@ -216,11 +249,14 @@ fn node<'h>(
             }
         }
     }
+    let len = u32::try_from(rec.entries.len())
+        .map_err(|_| Error::Corrupt(format!("a record of {} bytes (recovery takes records below 4 GiB)", rec.entries.len())))?;
     Ok(Node {
         lid,
-        entries: rec.entries,
-        parts: mask,
-        allocs,
+        at: std::ptr::NonNull::from(rec.entries).cast(),
+        len,
+        flags: mask | if allocs { ALLOCS } else { 0 },
+        log: std::marker::PhantomData,
     })
 }
 
@@ -441,9 +477,9 @@ fn topological_order(
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;
 
-/// Most replay parts (the width of [`Node::parts`]); more recovery threads than this
-/// replay with this many.
-const MAX_PARTS: usize = 32;
+/// Most replay parts (the part bits of [`Node::flags`], below [`ALLOCS`]); more
+/// recovery threads than this replay with this many.
+const MAX_PARTS: usize = 31;
 
 /// The share of the pool one replay thread writes: the chunks whose number mod
 /// `count` is `index`.
@@ -507,10 +543,10 @@ fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part, dirty: &mut Dirt
 
 /// Apply the data entries of one record (validated by [`node`]) that fall into `part`.
 fn apply_data(heap: &Heap, node: &Node<'_>, part: Part, dirty: &mut DirtyLines) {
-    if !part.touched_by(node.parts) {
+    if !part.touched_by(node.parts()) {
         return;
     }
-    for e in log::entries(node.entries) {
+    for e in log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Word { off, value } => {
                 write_part(heap, off as usize, &value.to_le_bytes(), part, dirty)
@@ -545,17 +581,14 @@ fn prefetch(p: *const u8) {
 /// log bytes of `later`.
 fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>, part: Part) {
     if let Some(n) = later {
-        prefetch(n.entries.as_ptr());
-        prefetch(
-            n.entries
-                .as_ptr()
-                .wrapping_add(n.entries.len().saturating_sub(1)),
-        );
+        let entries = n.entries();
+        prefetch(entries.as_ptr());
+        prefetch(entries.as_ptr().wrapping_add(entries.len().saturating_sub(1)));
     }
-    let Some(n) = node.filter(|n| part.touched_by(n.parts)) else {
+    let Some(n) = node.filter(|n| part.touched_by(n.parts())) else {
         return;
     };
-    for e in log::entries(n.entries) {
+    for e in log::entries(n.entries()) {
         let off = match e {
             Ok(Entry::Word { off, .. }) => off,
             Ok(Entry::Range { off, .. }) => off,
@@ -594,10 +627,10 @@ fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
 }
 
 fn apply_alloc(heap: &Heap, node: &Node<'_>) -> Result<()> {
-    if !node.allocs {
+    if !node.allocs() {
         return Ok(());
     }
-    for e in log::entries(node.entries) {
+    for e in log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             Entry::Free(b) => Allocator::replay_free(heap, b)?,
