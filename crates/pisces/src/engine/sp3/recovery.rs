@@ -6,10 +6,9 @@
 //!    lid ≤ `retired[s]` are home already (checkpoint invariant R) and are skipped.
 //!    The parser hands each record over in place, borrowed from the mapping (no
 //!    copy); it is decoded and validated right then, while its bytes are in cache,
-//!    and the node keeps only what the later steps need (its lid, where its bytes
-//!    are in the log, whether it has dependencies, the replay parts it writes,
-//!    whether it has allocator entries; 24 bytes), so no record is decoded for
-//!    validation again. With
+//!    and the node keeps only what the later steps need (its lid, its entry bytes in
+//!    the log, its dependency set, the replay parts it writes, whether it has
+//!    allocator entries), so no record is decoded for validation again. With
 //!    `recovery_threads > 1` the slots are parsed in parallel (slot s by thread s mod
 //!    threads; each slot's parse depends on no other's) and put back in slot order.
 //!    Every record is validated before anything is written. The per-record tables
@@ -28,7 +27,7 @@
 //!    come from a correct run; its nodes are dropped and reported.
 //! 3. Replay the kept nodes in topological order: data entries; flush every line
 //!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
-//!    and flushed it each time); allocator entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
+//!    and a flush per write evicted it each time); allocator entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
 //!    by the [`PART_BYTES`] (4 KiB) chunk of the pool they write: every thread walks
 //!    the whole topological order and applies the pieces of entries that fall into its
 //!    own chunks (chunk number mod threads), flushing them, then fences; a record
@@ -93,64 +92,43 @@ pub struct Recovered {
 }
 
 /// A live record: its lid and where its entries are, with what replay needs to know
-/// without decoding them again. 24 bytes (a slice and a flag word would take 32),
-/// and its dependency set stays in the log (read again only for the records that
-/// have one, flagged): there is one node per record of a full log, millions, in
-/// memory recovery touches for the first time, and in a profiled run of the recovery
-/// benchmark (256 MiB of log) the kernel's zeroing of these tables' fresh pages was
-/// about a quarter of recovery's CPU time.
+/// without decoding them again. 24 bytes (a slice and a flag word would take 32):
+/// there is one per record of a full log, millions, in memory recovery touches for
+/// the first time, and with a crash image of a 256 MiB log the kernel's zeroing of
+/// these tables' fresh pages was about a quarter of recovery's CPU time.
 struct Node<'h> {
     lid: u64,
-    /// Start of the record's body (dependency prefix, then kit entries), in the log.
+    /// Start of the kit entries (after the dependency prefix), in the log itself.
     at: std::ptr::NonNull<u8>,
-    /// Bytes of the body.
+    /// Bytes of the kit entries.
     len: u32,
     /// Bit p < [`MAX_PARTS`] set: a data entry writes into a chunk of replay part p
-    /// (see [`Part`]); bit [`DEPS`]: the dependency set is not empty; bit [`ALLOCS`]:
-    /// the record holds allocator entries.
+    /// (see [`Part`]); bit [`ALLOCS`]: the record holds allocator entries.
     flags: u32,
     log: std::marker::PhantomData<&'h [u8]>,
 }
 
 /// The flag bit of [`Node::flags`] for allocator entries.
 const ALLOCS: u32 = 1 << 31;
-/// The flag bit of [`Node::flags`] for a non-empty dependency set.
-const DEPS: u32 = 1 << 30;
-const _: () = assert!(size_of::<Node<'static>>() == 24 && MAX_PARTS <= 30);
+const _: () = assert!(size_of::<Node<'static>>() == 24 && MAX_PARTS < 32);
 
-// SAFETY: a node stands for the shared borrow `&'h [u8]` of its body (made from one
-// in `node`, handed back by `Node::body` with the same lifetime), which may be sent
-// to and shared between threads like any shared borrow of bytes.
+// SAFETY: a node stands for the shared borrow `&'h [u8]` of its entries (made from
+// one in `node`, handed back by `Node::entries` with the same lifetime), which may be
+// sent to and shared between threads like any shared borrow of bytes.
 unsafe impl Send for Node<'_> {}
 // SAFETY: as above.
 unsafe impl Sync for Node<'_> {}
 
 impl<'h> Node<'h> {
-    /// The record's body (validated by [`node`]), in the log.
-    fn body(&self) -> &'h [u8] {
+    /// The kit entries, in the log.
+    fn entries(&self) -> &'h [u8] {
         // SAFETY: `at` and `len` were taken from a `&'h [u8]` (see `node`), which
         // lives for 'h: the bytes are valid, and nobody writes them while it lives.
         unsafe { std::slice::from_raw_parts(self.at.as_ptr(), self.len as usize) }
     }
-    /// The kit entries, in the log.
-    fn entries(&self) -> &'h [u8] {
-        if self.flags & DEPS == 0 {
-            // An empty dependency set: the prefix is the count word alone.
-            &self.body()[record::prefix_len(0)..]
-        } else {
-            record::split(self.body()).expect("validated").entries
-        }
-    }
-    /// The dependency set (packed ids), read from the log.
-    fn deps(&self) -> impl Iterator<Item = u64> + 'h {
-        (self.flags & DEPS != 0)
-            .then(|| record::split(self.body()).expect("validated").deps())
-            .into_iter()
-            .flatten()
-    }
     /// The replay parts its data entries write (bit p: part p).
     fn parts(&self) -> u32 {
-        self.flags & !(ALLOCS | DEPS)
+        self.flags & !ALLOCS
     }
     /// The record holds allocator entries.
     fn allocs(&self) -> bool {
@@ -162,6 +140,9 @@ impl<'h> Node<'h> {
 struct SlotLog<'h> {
     /// The live records (lid > `retired`), in lid order.
     nodes: BulkVec<Node<'h>>,
+    /// Node i's dependency set is `deps[dep_at[i]..dep_at[i + 1]]`.
+    deps: BulkVec<u64>,
+    dep_at: BulkVec<usize>,
     /// The nodes' lids are consecutive (always, in a correct run): node i has lid
     /// `nodes[0].lid + i`, so a dependency's node is found without loading any node
     /// (a load that misses the cache: dependencies point anywhere back in a log).
@@ -227,7 +208,7 @@ fn clear_intent(heap: &Heap, slots: usize) {
     heap.flush(off, 8);
 }
 
-/// Decode and validate one record: every entry
+/// Decode and validate one record (dependency set appended to `deps`): every entry
 /// names a place a transaction could have written, no dependency names a slot the
 /// pool does not have. The record is decoded here, once, in the log; replay decodes
 /// only what it applies.
@@ -236,15 +217,15 @@ fn node<'h>(
     lid: u64,
     bytes: &'h [u8],
     parts: usize,
+    deps: &mut BulkVec<u64>,
 ) -> Result<Node<'h>> {
     let slots = heap.layout().max_threads;
     let rec = record::split(bytes)?;
-    let mut has_deps = false;
     for d in rec.deps() {
         if slot_of(d) >= slots {
             return Err(Error::Corrupt(format!("depends on slot {}", slot_of(d))));
         }
-        has_deps = true;
+        deps.push(d);
     }
     let (mut mask, mut allocs) = (0u32, false);
     for e in log::entries(rec.entries) {
@@ -268,18 +249,13 @@ fn node<'h>(
             }
         }
     }
-    let len = u32::try_from(bytes.len()).map_err(|_| {
-        Error::Corrupt(format!(
-            "a record of {} bytes (recovery takes records below 4 GiB)",
-            bytes.len()
-        ))
-    })?;
-    let flag = |on: bool, bit: u32| if on { bit } else { 0 };
+    let len = u32::try_from(rec.entries.len())
+        .map_err(|_| Error::Corrupt(format!("a record of {} bytes (recovery takes records below 4 GiB)", rec.entries.len())))?;
     Ok(Node {
         lid,
-        at: std::ptr::NonNull::from(bytes).cast(),
+        at: std::ptr::NonNull::from(rec.entries).cast(),
         len,
-        flags: mask | flag(allocs, ALLOCS) | flag(has_deps, DEPS),
+        flags: mask | if allocs { ALLOCS } else { 0 },
         log: std::marker::PhantomData,
     })
 }
@@ -288,13 +264,17 @@ fn node<'h>(
 /// `retired`, decode and validate each while it is in cache.
 fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<SlotLog<'_>> {
     let l = heap.layout();
-    // Every record holds the dependency count, so this bounds the nodes too.
+    // Every record holds the dependency count, so this bounds the nodes too. Most
+    // records depend on at most one other slot's; more deps grow the table.
     let bound = log::max_records(l.log_bytes_per_thread);
     let mut out = SlotLog {
         nodes: BulkVec::with_capacity(bound),
+        deps: BulkVec::with_capacity(bound),
+        dep_at: BulkVec::with_capacity(bound + 1),
         dense: false,
         next_seq: 0,
     };
+    out.dep_at.push(0);
     let mut failed = None;
     let walked = log::walk(
         heap,
@@ -315,8 +295,11 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
                     return;
                 }
             }
-            match node(heap, lid, rec.entries, parts) {
-                Ok(n) => out.nodes.push(n),
+            match node(heap, lid, rec.entries, parts, &mut out.deps) {
+                Ok(n) => {
+                    out.nodes.push(n);
+                    out.dep_at.push(out.deps.len());
+                }
                 Err(e) => {
                     failed = Some(Error::Corrupt(format!(
                         "log record {lid} of thread slot {slot}: {e}"
@@ -446,7 +429,7 @@ fn topological_order(
                     doomed: same > retired[s]
                         && !(i > 0 && nodes[i - 1].lid == same && !doomed[s][i - 1]),
                 };
-                for d in node.deps() {
+                for &d in &log.deps[log.dep_at[i]..log.dep_at[i + 1]] {
                     let (ds, dl) = (slot_of(d), lid_of(d));
                     if dl <= retired[ds] {
                         continue;
@@ -494,9 +477,9 @@ fn topological_order(
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;
 
-/// Most replay parts (the part bits of [`Node::flags`], below [`DEPS`]); more
+/// Most replay parts (the part bits of [`Node::flags`], below [`ALLOCS`]); more
 /// recovery threads than this replay with this many.
-const MAX_PARTS: usize = 30;
+const MAX_PARTS: usize = 31;
 
 /// The share of the pool one replay thread writes: the chunks whose number mod
 /// `count` is `index`.
