@@ -52,7 +52,10 @@ fn run(args: &[String]) -> Result<(), String> {
             let engine = Engine::parse("sp3")?;
             let (bytes, txns) =
                 pisces_bench::recovery::crash_image(engine, mib << 20, 7, &dir, &image)?;
-            println!("{}: {bytes} bytes of log, {txns} transactions", image.display());
+            println!(
+                "{}: {bytes} bytes of log, {txns} transactions",
+                image.display()
+            );
             Ok(())
         }
         Some("open") if args.len() == 4 => {

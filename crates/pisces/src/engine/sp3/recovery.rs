@@ -27,10 +27,11 @@
 //!    come from a correct run; its nodes are dropped and reported.
 //! 3. Replay the kept nodes in topological order: data entries; flush every line
 //!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
-//!    and a flush per write evicted it each time); allocator entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
-//!    by the [`PART_BYTES`] (4 KiB) chunk of the pool they write: every thread walks
-//!    the whole topological order and applies the pieces of entries that fall into its
-//!    own chunks (chunk number mod threads), flushing them, then fences; a record
+//!    and flushed it each time); allocator entries; **fence**. With
+//!    `recovery_threads > 1` the data entries are partitioned by the [`PART_BYTES`]
+//!    (4 KiB) chunk of the pool they write: every thread walks the whole topological
+//!    order and applies the pieces of entries that fall into its own chunks (chunk
+//!    number mod threads), flushes the lines it wrote once, then fences; a record
 //!    whose entries touch none of its chunks (known from step 1) is skipped without
 //!    being decoded. Each thread prefetches the home lines of the record
 //!    [`PREFETCH_AHEAD`] places ahead (home writes land anywhere in the heap). Every byte is
@@ -249,8 +250,12 @@ fn node<'h>(
             }
         }
     }
-    let len = u32::try_from(rec.entries.len())
-        .map_err(|_| Error::Corrupt(format!("a record of {} bytes (recovery takes records below 4 GiB)", rec.entries.len())))?;
+    let len = u32::try_from(rec.entries.len()).map_err(|_| {
+        Error::Corrupt(format!(
+            "a record of {} bytes (recovery takes records below 4 GiB)",
+            rec.entries.len()
+        ))
+    })?;
     Ok(Node {
         lid,
         at: std::ptr::NonNull::from(rec.entries).cast(),
@@ -583,7 +588,11 @@ fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>
     if let Some(n) = later {
         let entries = n.entries();
         prefetch(entries.as_ptr());
-        prefetch(entries.as_ptr().wrapping_add(entries.len().saturating_sub(1)));
+        prefetch(
+            entries
+                .as_ptr()
+                .wrapping_add(entries.len().saturating_sub(1)),
+        );
     }
     let Some(n) = node.filter(|n| part.touched_by(n.parts())) else {
         return;
