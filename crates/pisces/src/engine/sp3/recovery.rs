@@ -95,8 +95,8 @@ pub struct Recovered {
 /// A live record: its lid and where its entries are, with what replay needs to know
 /// without decoding them again. 24 bytes (a slice and a flag word would take 32):
 /// there is one per record of a full log, millions, in memory recovery touches for
-/// the first time, and with a crash image of a 256 MiB log the kernel's zeroing of
-/// these tables' fresh pages was about a quarter of recovery's CPU time.
+/// the first time (in a profiled run of the recovery benchmark, 256 MiB of log, the
+/// kernel's zeroing of these tables' fresh pages was a quarter of recovery's CPU).
 struct Node<'h> {
     lid: u64,
     /// Start of the kit entries (after the dependency prefix), in the log itself.
