@@ -514,6 +514,28 @@ pub fn measure(
         .collect())
 }
 
+/// Steps 1 to 3 of the module docs for `engine` alone: leave at `image` the crash
+/// image of a pool whose logs hold `log_bytes` of log (for profiling recovery outside
+/// the harness, `examples/recovery_open.rs`). Returns the log bytes and transactions.
+pub fn crash_image(
+    engine: Engine,
+    log_bytes: u64,
+    seed: u64,
+    dir: &Path,
+    image: &Path,
+) -> Result<(u64, u64), String> {
+    let spec = FillSpec {
+        engine,
+        fill_options: EngineOptions::new(),
+        log_per_thread: engine
+            .log_size_for(log_bytes.div_ceil(FILL_THREADS as u64) as usize)
+            .map_err(|why| format!("{}: {why}", engine.name()))?,
+        btree: false,
+    };
+    let f = fill(&spec, dir, image, log_bytes, seed)?;
+    Ok((f.log_bytes, f.transactions))
+}
+
 /// The engines of `engines` that the workload measures, and notes on the others.
 pub fn engines(engines: &[Engine]) -> (Vec<Engine>, Vec<String>) {
     let mut run = Vec::new();

@@ -598,6 +598,21 @@ fn lost_predecessor_images(opts: EngineOptions) -> LostPredecessor {
 /// kept ones stay, and the pool keeps working.
 #[test]
 fn crashes_during_recovery_keep_the_drop_decision() {
+    let _serial = recovery_mutation_lock();
+    let crashed_at = crash_recovery_at_each_fence().unwrap_or_else(|e| panic!("{e}"));
+    assert!(crashed_at >= 3, "recovery has only {crashed_at} fences");
+}
+
+/// Held by the tests that crash recovery, and by the mutation test while its mutation
+/// (process-wide) is active.
+fn recovery_mutation_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The body of [`crashes_during_recovery_keep_the_drop_decision`]: the number of
+/// recovery fences crashed at, or the first wrong outcome.
+fn crash_recovery_at_each_fence() -> Result<usize, String> {
     let lp = lost_predecessor_images(EngineOptions::new());
     let mut crashed_at = 0;
     for fence in 0.. {
@@ -606,7 +621,10 @@ fn crashes_during_recovery_keep_the_drop_decision() {
         );
         let first = Pool::open_on(sim.clone(), lp.cfg.clone());
         if sim.crash_info().is_none() {
-            assert_eq!(lp.values(&first.unwrap()), (0, 0, 5));
+            let got = lp.values(&first.unwrap());
+            if got != (0, 0, 5) {
+                return Err(format!("recovery without a crash: {got:?}"));
+            }
             break;
         }
         drop(first);
@@ -618,11 +636,12 @@ fn crashes_during_recovery_keep_the_drop_decision() {
         ] {
             let image = sim.crash_image_with(seed, adv).unwrap().image;
             let p = reboot(image, &lp.cfg);
-            assert_eq!(
-                lp.values(&p),
-                (0, 0, 5),
-                "crash at recovery fence {fence}, {adv:?}"
-            );
+            let got = lp.values(&p);
+            if got != (0, 0, 5) {
+                return Err(format!(
+                    "crash at recovery fence {fence}, {adv:?}: recovered {got:?}, want (0, 0, 5)"
+                ));
+            }
             let [x, _, z] = lp.xyz;
             p.run(|tx| {
                 *tx.write(z)? += *tx.read(x)? + 1;
@@ -632,7 +651,25 @@ fn crashes_during_recovery_keep_the_drop_decision() {
             assert_eq!(lp.values(&p), (0, 0, 6));
         }
     }
-    assert!(crashed_at >= 3, "recovery has only {crashed_at} fences");
+    Ok(crashed_at)
+}
+
+/// Mutation evidence for replay's flush (each written line flushed once, after the
+/// whole replay, before its fence): without it the replayed writes are not durable
+/// when recovery retires their records, and a crash after that loses them (T0's
+/// z = 5 above). Run alone (`--test-threads=1`): the switch is process-wide.
+#[cfg(feature = "mutation")]
+#[test]
+fn recovery_without_the_replay_flush_is_caught() {
+    use pisces::mutation::{self, Mutation};
+    let _serial = recovery_mutation_lock();
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    unsafe { mutation::set(Some(Mutation::Sp3ReplayFlush)) };
+    let r = crash_recovery_at_each_fence();
+    mutation::clear();
+    let e = r.expect_err("recovery without the replay flush went unnoticed");
+    eprintln!("Sp3ReplayFlush: {e}");
 }
 
 #[test]

@@ -75,6 +75,9 @@ pub enum Mutation {
     /// timestone: an operation record's block words name the size class after the
     /// block's own (an encoding error of the compact operation record).
     TsOpBlockCode = 60,
+    /// sp3: recovery replay does not flush the lines it wrote before its fence (they
+    /// are then retired without being durable).
+    Sp3ReplayFlush = 52,
 }
 
 impl Mutation {

@@ -3,6 +3,8 @@
 //! An engine composes these instead of importing another engine's modules:
 //! * [`bulk_vec`]: push-only vectors for recovery's per-record tables (huge pages);
 //! * [`changed_words`]: runs of words where a new version differs from home;
+//! * [`crc`]: CRC32C of a record's header and body in one pass (SSE4.2);
+//! * [`dirty_lines`]: the cache lines a recovery replay wrote, flushed once each;
 //! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
 //! * [`crc`]: CRC32C of log records (the `crc32` instruction where the CPU has it);
 //! * [`grace`]: grace periods (wait for readers older than a timestamp);
@@ -21,6 +23,7 @@ pub mod bulk_vec;
 pub mod changed_words;
 pub mod clock;
 pub mod crc;
+pub mod dirty_lines;
 pub mod grace;
 pub mod header_word;
 pub mod objects;

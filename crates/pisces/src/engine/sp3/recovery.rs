@@ -27,11 +27,13 @@
 //!    log took 0.31 s of CPU, most of it cache misses in the map and the lists; with
 //!    the merge, 0.13 s. A cycle cannot
 //!    come from a correct run; its nodes are dropped and reported.
-//! 3. Replay the kept nodes in topological order: data entries, flush; allocator
-//!    entries; **fence**. With `recovery_threads > 1` the data entries are partitioned
-//!    by the [`PART_BYTES`] (4 KiB) chunk of the pool they write: every thread walks
-//!    the whole topological order and applies the pieces of entries that fall into its
-//!    own chunks (chunk number mod threads), flushing them, then fences; a record
+//! 3. Replay the kept nodes in topological order: data entries; flush every line
+//!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
+//!    and flushed it each time); allocator entries; **fence**. With
+//!    `recovery_threads > 1` the data entries are partitioned by the [`PART_BYTES`]
+//!    (4 KiB) chunk of the pool they write: every thread walks the whole topological
+//!    order and applies the pieces of entries that fall into its own chunks (chunk
+//!    number mod threads), flushes the lines it wrote once, then fences; a record
 //!    whose entries touch none of its chunks (known from step 1) is skipped without
 //!    being decoded. Each thread prefetches the home lines of the record
 //!    [`PREFETCH_AHEAD`] places ahead (home writes land anywhere in the heap). Every byte is
@@ -69,6 +71,7 @@ use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
 use super::record;
 use super::tid::{lid_of, slot_of};
 use crate::engine::kit::bulk_vec::BulkVec;
+use crate::engine::kit::dirty_lines::DirtyLines;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, Entry};
 use crate::heap::alloc::Allocator;
@@ -92,15 +95,48 @@ pub struct Recovered {
 }
 
 /// A live record: its lid and where its entries are, with what replay needs to know
-/// without decoding them again.
+/// without decoding them again. 24 bytes (a slice and a flag word would take 32):
+/// there is one per record of a full log, millions, in memory recovery touches for
+/// the first time (in a profiled run of the recovery benchmark, 256 MiB of log, the
+/// kernel's zeroing of these tables' fresh pages was a quarter of recovery's CPU).
 struct Node<'h> {
     lid: u64,
-    /// The kit entries (after the dependency prefix), in the log itself.
-    entries: &'h [u8],
-    /// Bit p set: a data entry writes into a chunk of replay part p (see [`Part`]).
-    parts: u32,
+    /// Start of the kit entries (after the dependency prefix), in the log itself.
+    at: std::ptr::NonNull<u8>,
+    /// Bytes of the kit entries.
+    len: u32,
+    /// Bit p < [`MAX_PARTS`] set: a data entry writes into a chunk of replay part p
+    /// (see [`Part`]); bit [`ALLOCS`]: the record holds allocator entries.
+    flags: u32,
+    log: std::marker::PhantomData<&'h [u8]>,
+}
+
+/// The flag bit of [`Node::flags`] for allocator entries.
+const ALLOCS: u32 = 1 << 31;
+const _: () = assert!(size_of::<Node<'static>>() == 24 && MAX_PARTS < 32);
+
+// SAFETY: a node stands for the shared borrow `&'h [u8]` of its entries (made from
+// one in `node`, handed back by `Node::entries` with the same lifetime), which may be
+// sent to and shared between threads like any shared borrow of bytes.
+unsafe impl Send for Node<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Node<'_> {}
+
+impl<'h> Node<'h> {
+    /// The kit entries, in the log.
+    fn entries(&self) -> &'h [u8] {
+        // SAFETY: `at` and `len` were taken from a `&'h [u8]` (see `node`), which
+        // lives for 'h: the bytes are valid, and nobody writes them while it lives.
+        unsafe { std::slice::from_raw_parts(self.at.as_ptr(), self.len as usize) }
+    }
+    /// The replay parts its data entries write (bit p: part p).
+    fn parts(&self) -> u32 {
+        self.flags & !ALLOCS
+    }
     /// The record holds allocator entries.
-    allocs: bool,
+    fn allocs(&self) -> bool {
+        self.flags & ALLOCS != 0
+    }
 }
 
 /// One slot's log, parsed and validated (step 1).
@@ -216,11 +252,18 @@ fn node<'h>(
             }
         }
     }
+    let len = u32::try_from(rec.entries.len()).map_err(|_| {
+        Error::Corrupt(format!(
+            "a record of {} bytes (recovery takes records below 4 GiB)",
+            rec.entries.len()
+        ))
+    })?;
     Ok(Node {
         lid,
-        entries: rec.entries,
-        parts: mask,
-        allocs,
+        at: std::ptr::NonNull::from(rec.entries).cast(),
+        len,
+        flags: mask | if allocs { ALLOCS } else { 0 },
+        log: std::marker::PhantomData,
     })
 }
 
@@ -440,9 +483,9 @@ fn topological_order(
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;
 
-/// Most replay parts (the width of [`Node::parts`]); more recovery threads than this
-/// replay with this many.
-const MAX_PARTS: usize = 32;
+/// Most replay parts (the part bits of [`Node::flags`], below [`ALLOCS`]); more
+/// recovery threads than this replay with this many.
+const MAX_PARTS: usize = 31;
 
 /// The share of the pool one replay thread writes: the chunks whose number mod
 /// `count` is `index`.
@@ -485,11 +528,11 @@ fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
 }
 
 /// Write the pieces of `data` (to go at `off`) that fall into `part`'s chunks, and
-/// flush them.
-fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part) {
+/// mark their lines for the flush at the end of replay.
+fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part, dirty: &mut DirtyLines) {
     if part.count == 1 {
         heap.write_bytes(off, data);
-        heap.flush(off, data.len());
+        dirty.mark(off, data.len());
         return;
     }
     let (mut at, end) = (off, off + data.len());
@@ -498,23 +541,23 @@ fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part) {
         let stop = ((chunk + 1) * PART_BYTES).min(end);
         if chunk % part.count == part.index {
             heap.write_bytes(at, &data[at - off..stop - off]);
-            heap.flush(at, stop - at);
+            dirty.mark(at, stop - at);
         }
         at = stop;
     }
 }
 
 /// Apply the data entries of one record (validated by [`node`]) that fall into `part`.
-fn apply_data(heap: &Heap, node: &Node<'_>, part: Part) {
-    if !part.touched_by(node.parts) {
+fn apply_data(heap: &Heap, node: &Node<'_>, part: Part, dirty: &mut DirtyLines) {
+    if !part.touched_by(node.parts()) {
         return;
     }
-    for e in log::entries(node.entries) {
+    for e in log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Word { off, value } => {
-                write_part(heap, off as usize, &value.to_le_bytes(), part)
+                write_part(heap, off as usize, &value.to_le_bytes(), part, dirty)
             }
-            Entry::Range { off, data } => write_part(heap, off as usize, data, part),
+            Entry::Range { off, data } => write_part(heap, off as usize, data, part, dirty),
             // Validated before: sp3 records hold no operation entries.
             Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => {}
         }
@@ -544,17 +587,18 @@ fn prefetch(p: *const u8) {
 /// log bytes of `later`.
 fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>, part: Part) {
     if let Some(n) = later {
-        prefetch(n.entries.as_ptr());
+        let entries = n.entries();
+        prefetch(entries.as_ptr());
         prefetch(
-            n.entries
+            entries
                 .as_ptr()
-                .wrapping_add(n.entries.len().saturating_sub(1)),
+                .wrapping_add(entries.len().saturating_sub(1)),
         );
     }
-    let Some(n) = node.filter(|n| part.touched_by(n.parts)) else {
+    let Some(n) = node.filter(|n| part.touched_by(n.parts())) else {
         return;
     };
-    for e in log::entries(n.entries) {
+    for e in log::entries(n.entries()) {
         let off = match e {
             Ok(Entry::Word { off, .. }) => off,
             Ok(Entry::Range { off, .. }) => off,
@@ -574,8 +618,9 @@ fn heap_line(heap: &Heap, off: usize) -> *const u8 {
 }
 
 /// Apply, in `order`, the data entries of the nodes that fall into `part`, prefetching
-/// ahead.
+/// ahead; then flush each line written once (`kit::dirty_lines`). The caller fences.
 fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
+    let mut dirty = DirtyLines::new(heap.size());
     let at = |k: usize| dag.order.get(k).map(|&id| dag.node(id));
     for (k, &id) in dag.order.iter().enumerate() {
         prefetch_ahead(
@@ -584,15 +629,18 @@ fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
             at(k + 2 * PREFETCH_AHEAD),
             part,
         );
-        apply_data(heap, dag.node(id), part);
+        apply_data(heap, dag.node(id), part, &mut dirty);
+    }
+    if !crate::mutation::active(crate::mutation::Mutation::Sp3ReplayFlush) {
+        dirty.flush(heap);
     }
 }
 
 fn apply_alloc(heap: &Heap, node: &Node<'_>) -> Result<()> {
-    if !node.allocs {
+    if !node.allocs() {
         return Ok(());
     }
-    for e in log::entries(node.entries) {
+    for e in log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             Entry::Free(b) => Allocator::replay_free(heap, b)?,
