@@ -200,6 +200,21 @@ pub(crate) struct FillSpec {
     pub btree: bool,
 }
 
+impl FillSpec {
+    /// The `recovery` workload's fill: `engine` with its default options, the hash
+    /// table alone, logs sized so the fill threads together hold `log_bytes`.
+    fn recovery(engine: Engine, log_bytes: u64) -> Result<FillSpec, String> {
+        Ok(FillSpec {
+            engine,
+            fill_options: EngineOptions::new(),
+            log_per_thread: engine
+                .log_size_for(log_bytes.div_ceil(FILL_THREADS as u64) as usize)
+                .map_err(|why| format!("{}: {why}", engine.name()))?,
+            btree: false,
+        })
+    }
+}
+
 /// One timed open of a copy of the crash image.
 #[derive(Clone, Debug)]
 pub(crate) struct OpenSpec {
@@ -482,14 +497,7 @@ pub fn measure(
     seed: u64,
     dir: &Path,
 ) -> Result<Vec<RecoveryRow>, String> {
-    let spec = FillSpec {
-        engine,
-        fill_options: EngineOptions::new(),
-        log_per_thread: engine
-            .log_size_for(log_bytes.div_ceil(FILL_THREADS as u64) as usize)
-            .map_err(|why| format!("{}: {why}", engine.name()))?,
-        btree: false,
-    };
+    let spec = FillSpec::recovery(engine, log_bytes)?;
     let opens: Vec<OpenSpec> = RECOVERY_THREADS
         .iter()
         .map(|&threads| OpenSpec {
@@ -524,14 +532,7 @@ pub fn crash_image(
     dir: &Path,
     image: &Path,
 ) -> Result<(u64, u64), String> {
-    let spec = FillSpec {
-        engine,
-        fill_options: EngineOptions::new(),
-        log_per_thread: engine
-            .log_size_for(log_bytes.div_ceil(FILL_THREADS as u64) as usize)
-            .map_err(|why| format!("{}: {why}", engine.name()))?,
-        btree: false,
-    };
+    let spec = FillSpec::recovery(engine, log_bytes)?;
     let f = fill(&spec, dir, image, log_bytes, seed)?;
     Ok((f.log_bytes, f.transactions))
 }

@@ -14,6 +14,28 @@ fn ts_pool(size: u64, threads: usize, opts: EngineOptions) -> Pool {
     common::mem_pool_on(EngineId::Timestone, size, threads, opts)
 }
 
+/// Run a crash campaign of `name` with `settings`, print its count under `label`,
+/// and assert no violation and at least `min_states` states.
+fn clean_campaign(name: &str, settings: &Settings, label: &str, min_states: u64) {
+    let w = crashtest::workload_by_name(name).unwrap();
+    let r = crashtest::run_campaign(w.as_ref(), settings, &|_, _| {});
+    eprintln!(
+        "{label} {name}: crash states: {} checked, {} violations",
+        r.states, r.violation_count
+    );
+    assert_eq!(
+        r.violation_count,
+        0,
+        "{:#?}",
+        r.violations
+            .iter()
+            .take(3)
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(r.states >= min_states, "only {} states", r.states);
+}
+
 #[test]
 fn basic_read_write_alloc_free() {
     for opts in EngineId::Timestone.option_sets() {
@@ -69,7 +91,7 @@ fn crash_campaigns_every_workload() {
         let names = crashtest::WORKLOADS
             .iter()
             .chain(crashtest::EXTRA_WORKLOADS.iter());
-        for w in names.map(|n| crashtest::workload_by_name(n).unwrap()) {
+        for name in names {
             let settings = Settings {
                 engine: EngineId::Timestone,
                 threads,
@@ -79,24 +101,12 @@ fn crash_campaigns_every_workload() {
                 recovery_crash_one_in: 3,
                 ..Settings::default()
             };
-            let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
-            eprintln!(
-                "timestone {} threads {threads}: crash states: {} checked, {} violations",
-                w.name(),
-                r.states,
-                r.violation_count
+            clean_campaign(
+                name,
+                &settings,
+                &format!("timestone, {threads} threads,"),
+                30,
             );
-            assert_eq!(
-                r.violation_count,
-                0,
-                "{:#?}",
-                r.violations
-                    .iter()
-                    .take(3)
-                    .map(|v| v.to_string())
-                    .collect::<Vec<_>>()
-            );
-            assert!(r.states >= 30, "only {} states", r.states);
         }
     }
 }
@@ -117,7 +127,6 @@ fn crash_campaigns_with_window_options() {
         .set("olog_regions", 2)
         .set("checkpoint_pct", 5);
     for name in ["list", "hashmap", "btree"] {
-        let w = crashtest::workload_by_name(name).unwrap();
         let settings = Settings {
             engine: EngineId::Timestone,
             options: vec![opts.clone()],
@@ -128,22 +137,7 @@ fn crash_campaigns_with_window_options() {
             recovery_crash_one_in: 3,
             ..Settings::default()
         };
-        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
-        eprintln!(
-            "timestone `{opts}` {name}: crash states: {} checked, {} violations",
-            r.states, r.violation_count
-        );
-        assert_eq!(
-            r.violation_count,
-            0,
-            "{:#?}",
-            r.violations
-                .iter()
-                .take(3)
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-        );
-        assert!(r.states >= 60, "only {} states", r.states);
+        clean_campaign(name, &settings, &format!("timestone `{opts}`"), 60);
     }
     let opts = EngineOptions::new()
         .set("clog_mib", 1)
@@ -175,7 +169,7 @@ fn long_crash_campaigns() {
         .ok()
         .and_then(|e| EngineId::from_name(&e))
         .unwrap_or(EngineId::Timestone);
-    for w in names.map(|n| crashtest::workload_by_name(n).unwrap()) {
+    for name in names {
         let settings = Settings {
             engine,
             threads: 2,
@@ -185,22 +179,7 @@ fn long_crash_campaigns() {
             recovery_crash_one_in: 3,
             ..Settings::default()
         };
-        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
-        eprintln!(
-            "{engine} {}: crash states: {} checked, {} violations",
-            w.name(),
-            r.states,
-            r.violation_count
-        );
-        assert_eq!(
-            r.violation_count,
-            0,
-            "{:#?}",
-            r.violations
-                .iter()
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-        );
+        clean_campaign(name, &settings, &engine.to_string(), 0);
     }
 }
 

@@ -86,20 +86,25 @@ fn truncation_keeps_the_keeper_and_newer() {
     assert_eq!(live.into_inner(), 0);
 }
 
+/// The tests' pool configuration: 16 MiB, 2 thread slots of 64 KiB logs, `opts`.
+fn test_cfg(opts: &str) -> Config {
+    Config {
+        size: 16 << 20,
+        engine: Some(EngineId::Timestone),
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        engine_options: opts.parse().unwrap(),
+        ..Config::default()
+    }
+}
+
+/// A fresh medium of the tests' pool size.
+fn test_medium() -> Arc<DramMedium> {
+    Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap())
+}
+
 fn pool(opts: &str) -> Pool {
-    let m = DramMedium::anonymous(16 << 20, 0, 0).unwrap();
-    Pool::create_on(
-        Arc::new(m),
-        Config {
-            size: 16 << 20,
-            engine: Some(EngineId::Timestone),
-            max_threads: 2,
-            log_bytes_per_thread: 64 << 10,
-            engine_options: opts.parse().unwrap(),
-            ..Config::default()
-        },
-    )
-    .unwrap()
+    Pool::create_on(test_medium(), test_cfg(opts)).unwrap()
 }
 
 fn engine(p: &Pool) -> &super::TimestoneEngine {
@@ -159,14 +164,8 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
         Ok(())
     })
     .unwrap();
-    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
-    let cfg = Config {
-        size: 16 << 20,
-        engine: Some(EngineId::Timestone),
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    };
+    let m = test_medium();
+    let cfg = test_cfg("");
     let p = Pool::create_on_with_ops(m.clone(), cfg.clone(), &ops).unwrap();
     let c: PPtr<u64> = p.root().unwrap();
     p.allocated_objects().unwrap(); // checkpoint: the root is home
@@ -319,14 +318,8 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
         Ok(())
     })
     .unwrap();
-    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
-    let cfg = Config {
-        size: 16 << 20,
-        engine: Some(EngineId::Timestone),
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    };
+    let m = test_medium();
+    let cfg = test_cfg("");
     let p = Pool::create_on_with_ops(m.clone(), cfg.clone(), &ops).unwrap();
     let root: PPtr<[PPtr<[u64; 4]>; 40]> = p.root().unwrap();
     p.allocated_objects().unwrap(); // checkpoint
@@ -392,14 +385,8 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
 /// says so, unless it never committed anything (then the word is written).
 #[test]
 fn a_pool_of_another_olog_format_is_refused() {
-    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
-    let cfg = Config {
-        size: 16 << 20,
-        engine: Some(EngineId::Timestone),
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    };
+    let m = test_medium();
+    let cfg = test_cfg("");
     let p = Pool::create_on(m.clone(), cfg.clone()).unwrap();
     let heap = engine(&p).shared().heap.clone();
     let word = |heap: &crate::heap::Heap| {
