@@ -58,6 +58,7 @@ pub mod set;
 pub mod signal;
 pub mod tables;
 pub mod targets;
+pub mod timing;
 pub mod tatp;
 pub mod tpcc;
 pub mod tree_set;

@@ -19,7 +19,7 @@
 
 use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use rand::rngs::StdRng;
+use crate::dataset::OpRng;
 use rand::Rng;
 use std::hint::black_box;
 
@@ -135,7 +135,7 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let Some(&k) = self
@@ -185,7 +185,7 @@ pub(crate) fn check_member_set<S: SetContainer>(keys: usize, seed: u64, ops: usi
         assert_eq!(contents(&p), want, "{name}: preloaded members");
         assert!(want.iter().all(|&k| k < 2 * keys as u64));
         let mut h = p.handle().unwrap();
-        let mut rng = StdRng::seed_from_u64(seed + 1);
+        let mut rng = OpRng::seed_from_u64(seed + 1);
         for i in 0..ops {
             let update = i % every == 0;
             let changed = sb.op(0, &mut h, &mut rng, update).unwrap();
