@@ -16,8 +16,8 @@
 
 use pisces::{Config, EngineId, MediumKind, Pool};
 use pisces_bench::capi::CapiHashBench;
-use pisces_bench::dataset::{DataSet, Sizes};
 use pisces_bench::dataset::OpRng;
+use pisces_bench::dataset::{DataSet, Sizes};
 use rand::{Rng, SeedableRng};
 use std::process::ExitCode;
 

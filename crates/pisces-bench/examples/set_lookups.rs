@@ -19,9 +19,9 @@
 //! transaction, with the caches as the preload and the earlier lookups left them.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces_bench::dataset::OpRng;
 use pisces_bench::dataset::Sizes;
 use pisces_bench::registry::{self, DataKind};
-use pisces_bench::dataset::OpRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -20,6 +20,7 @@
 //! write-backs still pending in its group-commit batch are counted with its work, as
 //! for a Rust handle.
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use crate::hash::HashBench;
 use pisces::{Error, Pool, ThreadHandle, TxStats};
@@ -27,7 +28,6 @@ use pisces_capi::{
     pisces_errmsg, pisces_handle, pisces_handle_close, pisces_handle_open, pisces_handle_stats,
     pisces_hmap, pisces_pool, pisces_pool_close, pool_from_rust, PISCES_OK,
 };
-use crate::dataset::OpRng;
 use std::ffi::{c_int, c_void, CStr};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicPtr, Ordering};

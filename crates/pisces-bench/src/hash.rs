@@ -15,10 +15,9 @@
 //! key) on every engine, so engines that log operations instead of data (timestone)
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
+use crate::dataset::OpRng;
 use crate::dataset::{preload, preload_keys, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use crate::dataset::OpRng;
-use rand::Rng;
 use std::cell::Cell;
 use std::hint::black_box;
 
@@ -110,7 +109,7 @@ impl HashBench {
 
     /// The key of the next operation: uniform over the whole key space.
     pub(crate) fn pick_key(&self, rng: &mut OpRng) -> u64 {
-        rng.gen_range(0..self.key_space)
+        crate::dataset::pick(rng, self.key_space)
     }
 }
 

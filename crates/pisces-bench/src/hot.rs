@@ -18,8 +18,8 @@
 //! being persisted.
 
 use crate::dataset::DataSet;
-use pisces::{PPtr, Pool, ThreadHandle};
 use crate::dataset::OpRng;
+use pisces::{PPtr, Pool, ThreadHandle};
 use rand::seq::index::sample;
 use std::hint::black_box;
 

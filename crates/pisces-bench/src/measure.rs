@@ -21,17 +21,17 @@
 //! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
 //! workload has them (any other failed transaction fails the measurement).
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use crate::engines::EngineSpec;
 use crate::peers::{Peer, PeerBench};
 use crate::pin::Placement;
 use crate::registry::{self, DataKind};
 use crate::signal::interrupted;
+use crate::timing::{histogram, OpTimer};
 use hdrhistogram::Histogram;
 use pisces::medium::counters::{self, Counters};
 use pisces::{MediumKind, Pool, ThreadHandle};
-use crate::dataset::OpRng;
-use crate::timing::{histogram, OpTimer};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -274,12 +274,7 @@ fn peer_worker(
     seed: u64,
     gate: Gate<'_>,
 ) -> Result<WorkerOut, String> {
-    let t = timed_loop(
-        |rng, update| data.op(rng, update),
-        update_pct,
-        seed,
-        gate,
-    )?;
+    let t = timed_loop(|rng, update| data.op(rng, update), update_pct, seed, gate)?;
     Ok(WorkerOut {
         commits: t.ops,
         user_aborts: 0,

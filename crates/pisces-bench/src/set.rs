@@ -17,10 +17,9 @@
 //! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
 //! set ([`crate::tree_set`]) is the same over a B+-tree.
 
-use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
-use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use crate::dataset::OpRng;
-use rand::Rng;
+use crate::dataset::{missing_member, pick, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
+use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use std::hint::black_box;
 
 /// A hash set of 8-byte keys.
@@ -66,6 +65,7 @@ macro_rules! set_container {
             fn take(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 self.remove(tx, &k)
             }
+            #[inline]
             fn find(&self, tx: &pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 Ok(self.get_ref(tx, &k)?.copied())
             }
@@ -140,7 +140,7 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
     ) -> pisces::Result<u64> {
         let Some(&k) = self
             .members
-            .get(rng.gen_range(0..self.members.len().max(1)))
+            .get(pick(rng, self.members.len() as u64) as usize)
         else {
             return Ok(0);
         };

@@ -26,9 +26,9 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
-use std::time::Instant;
 #[cfg(test)]
 use std::time::Duration;
+use std::time::Instant;
 
 /// Largest latency a histogram records (longer ones are clamped): 60 s.
 pub const MAX_LATENCY_NS: u64 = 60_000_000_000;
@@ -295,7 +295,10 @@ mod tests {
             }
         }
         let want = n / 16;
-        assert!(timed > want * 9 / 10 && timed < want * 11 / 10, "{timed} of {n}");
+        assert!(
+            timed > want * 9 / 10 && timed < want * 11 / 10,
+            "{timed} of {n}"
+        );
         let (lo, hi) = (
             *by_residue.iter().min().unwrap(),
             *by_residue.iter().max().unwrap(),

@@ -3,11 +3,11 @@
 //! sets (see their docs), one operation per transaction of the store.
 
 use super::{KvStore, Peer};
+use crate::dataset::OpRng;
 use crate::dataset::{preload_keys, sample_keys, Sizes, PRELOAD_BATCH, SET_UPDATE_BYTES};
 use crate::registry::DataKind;
 use crate::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
 use crate::{hash, set};
-use crate::dataset::OpRng;
 use rand::Rng;
 use std::hint::black_box;
 use std::path::Path;
