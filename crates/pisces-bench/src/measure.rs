@@ -12,8 +12,9 @@
 //! own seeded RNG and its own latency histograms; it snapshots the medium counters of
 //! its thread before its first transaction and after its handle is dropped (so the
 //! write-backs still pending in its group-commit batch are counted with the
-//! transactions that produced them), and it times every transaction, retries
-//! included.
+//! transactions that produced them), and it times its transactions, retries included:
+//! all of them when they are long, a random sample when they are short (the clock's
+//! cost would otherwise be most of a short transaction's time: [`crate::timing`]).
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
