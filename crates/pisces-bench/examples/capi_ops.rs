@@ -16,8 +16,8 @@
 
 use pisces::{Config, EngineId, MediumKind, Pool};
 use pisces_bench::capi::CapiHashBench;
+use pisces_bench::dataset::OpRng;
 use pisces_bench::dataset::{DataSet, Sizes};
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::process::ExitCode;
 
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         )?;
         let data = CapiHashBench::build(&pool, &Sizes::QUICK, 1, 42, via_c)?;
         let mut h = pool.handle()?;
-        let mut rng = StdRng::seed_from_u64(7);
+        let mut rng = OpRng::seed_from_u64(7);
         let mut changed = 0;
         for _ in 0..ops {
             let update = rng.gen_range(0..100) < pct;

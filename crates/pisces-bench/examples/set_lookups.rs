@@ -19,9 +19,9 @@
 //! transaction, with the caches as the preload and the earlier lookups left them.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces_bench::dataset::OpRng;
 use pisces_bench::dataset::Sizes;
 use pisces_bench::registry::{self, DataKind};
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,8 +83,8 @@ fn main() -> ExitCode {
         let data = registry::build(&pool, kind, &Sizes::QUICK, 1, 42)?;
         pool.sync()?;
         let mut h = pool.handle()?;
-        let mut rng = StdRng::seed_from_u64(7);
-        let mut pick = StdRng::seed_from_u64(11);
+        let mut rng = OpRng::seed_from_u64(7);
+        let mut pick = OpRng::seed_from_u64(11);
         for _ in 0..lookups {
             let update = update_pct > 0 && pick.gen_range(0..100) < update_pct;
             data.op(0, &mut h, &mut rng, update)?;

@@ -6,9 +6,9 @@
 //! changed bytes 8 for an overwrite, 16 for a new key. The tree grows during a run (by
 //! at most `N` keys), as in the paper.
 
+use crate::dataset::OpRng;
 use crate::dataset::{preload, preload_keys, DataSet, Sizes};
 use pisces::{BTreeMap, Pool, ThreadHandle};
-use rand::rngs::StdRng;
 use rand::Rng;
 use std::hint::black_box;
 
@@ -48,7 +48,7 @@ impl DataSet for TreeBench {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let k = rng.gen_range(0..self.key_space);
@@ -89,7 +89,7 @@ mod tests {
             let count = |p: &Pool| p.run(|tx| tb.tree.len(tx)).unwrap();
             assert_eq!(count(&p), 700);
             let mut h = p.handle().unwrap();
-            let mut rng = StdRng::seed_from_u64(4);
+            let mut rng = OpRng::seed_from_u64(4);
             let mut seen = [0usize; 2];
             for _ in 0..300 {
                 match tb.op(0, &mut h, &mut rng, true).unwrap() {

@@ -20,6 +20,7 @@
 //! write-backs still pending in its group-commit batch are counted with its work, as
 //! for a Rust handle.
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use crate::hash::HashBench;
 use pisces::{Error, Pool, ThreadHandle, TxStats};
@@ -27,7 +28,6 @@ use pisces_capi::{
     pisces_errmsg, pisces_handle, pisces_handle_close, pisces_handle_open, pisces_handle_stats,
     pisces_hmap, pisces_pool, pisces_pool_close, pool_from_rust, PISCES_OK,
 };
-use rand::rngs::StdRng;
 use std::ffi::{c_int, c_void, CStr};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -119,7 +119,7 @@ impl DataSet for CapiHashBench {
         &self,
         worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         if !self.via_c {
@@ -204,7 +204,7 @@ mod tests {
                 let (p, _dir) = file_pool(engine, 32 << 20, 5);
                 let b = CapiHashBench::build(&p, &SMALL, 2, 7, via_c).unwrap();
                 let mut h = p.handle().unwrap();
-                let mut rng = StdRng::seed_from_u64(3);
+                let mut rng = OpRng::seed_from_u64(3);
                 let mut changed = Vec::new();
                 for i in 0..300 {
                     changed.push(b.op(i % 2, &mut h, &mut rng, i % 3 != 0).unwrap());

@@ -15,10 +15,9 @@
 //! key) on every engine, so engines that log operations instead of data (timestone)
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
+use crate::dataset::OpRng;
 use crate::dataset::{preload, preload_keys, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use rand::rngs::StdRng;
-use rand::Rng;
 use std::cell::Cell;
 use std::hint::black_box;
 
@@ -109,8 +108,8 @@ impl HashBench {
     }
 
     /// The key of the next operation: uniform over the whole key space.
-    pub(crate) fn pick_key(&self, rng: &mut StdRng) -> u64 {
-        rng.gen_range(0..self.key_space)
+    pub(crate) fn pick_key(&self, rng: &mut OpRng) -> u64 {
+        crate::dataset::pick(rng, self.key_space)
     }
 }
 
@@ -119,7 +118,7 @@ impl DataSet for HashBench {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let k = self.pick_key(rng);
@@ -162,7 +161,7 @@ mod tests {
             assert_eq!(count(&p), 500);
             assert_eq!(hb.key_space, 1000);
             let mut h = p.handle().unwrap();
-            let mut rng = StdRng::seed_from_u64(3);
+            let mut rng = OpRng::seed_from_u64(3);
             let (mut ins, mut rem) = (0i64, 0i64);
             for _ in 0..400 {
                 match hb.op(0, &mut h, &mut rng, true).unwrap() {

@@ -18,8 +18,8 @@
 //! being persisted.
 
 use crate::dataset::DataSet;
+use crate::dataset::OpRng;
 use pisces::{PPtr, Pool, ThreadHandle};
-use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use std::hint::black_box;
 
@@ -77,7 +77,7 @@ impl DataSet for HotBench {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let picked: Vec<PPtr<Counter>> = sample(rng, HOT_KEYS, READS)
@@ -133,7 +133,7 @@ mod tests {
                     let (p, hb) = (&p, &hb);
                     s.spawn(move || {
                         let mut h = p.handle().unwrap();
-                        let mut rng = StdRng::seed_from_u64(t);
+                        let mut rng = OpRng::seed_from_u64(t);
                         for i in 0..300 {
                             let changed = hb.op(t as usize, &mut h, &mut rng, i % 4 != 0);
                             assert!(matches!(changed, Ok(0 | CHANGED_BYTES)), "{name}");

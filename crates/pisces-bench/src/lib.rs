@@ -59,6 +59,7 @@ pub mod signal;
 pub mod tables;
 pub mod targets;
 pub mod tatp;
+pub mod timing;
 pub mod tpcc;
 pub mod tree_set;
 pub mod workload;

@@ -12,8 +12,9 @@
 //! own seeded RNG and its own latency histograms; it snapshots the medium counters of
 //! its thread before its first transaction and after its handle is dropped (so the
 //! write-backs still pending in its group-commit batch are counted with the
-//! transactions that produced them), and it times every transaction, retries
-//! included.
+//! transactions that produced them), and it times its transactions, retries included:
+//! all of them when they are long, a random sample when they are short (the clock's
+//! cost would otherwise be most of a short transaction's time: [`crate::timing`]).
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
@@ -21,24 +22,22 @@
 //! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
 //! workload has them (any other failed transaction fails the measurement).
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use crate::engines::EngineSpec;
 use crate::peers::{Peer, PeerBench};
 use crate::pin::Placement;
 use crate::registry::{self, DataKind};
 use crate::signal::interrupted;
+use crate::timing::{histogram, OpTimer};
 use hdrhistogram::Histogram;
 use pisces::medium::counters::{self, Counters};
 use pisces::{MediumKind, Pool, ThreadHandle};
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Largest latency a histogram records (longer ones are clamped): 60 s.
-const MAX_LATENCY_NS: u64 = 60_000_000_000;
 
 /// What to measure (one run of it).
 #[derive(Clone, Debug)]
@@ -70,10 +69,14 @@ pub struct Outcome {
     pub user_aborts: u64,
     /// Conflict retries.
     pub conflicts: u64,
-    /// Read-only transaction latencies (ns).
+    /// Read-only transaction latencies (ns) of the timed sample ([`crate::timing`]).
     pub ro: Histogram<u64>,
-    /// Update transaction latencies (ns).
+    /// Update transaction latencies (ns) of the timed sample.
     pub upd: Histogram<u64>,
+    /// Completed read-only transactions (all of them, timed or not).
+    pub ro_txs: u64,
+    /// Completed updates (all of them).
+    pub upd_txs: u64,
     /// Medium counters summed over the workers.
     pub counters: Counters,
     /// Bytes the program changed (declared by the workload per update).
@@ -81,10 +84,6 @@ pub struct Outcome {
     /// Reads of the committed read-only transactions that took the copy path
     /// ([`pisces::TxStats::ro_locked_reads`]).
     pub ro_locked_reads: u64,
-}
-
-fn histogram() -> Result<Histogram<u64>, String> {
-    Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).map_err(|e| e.to_string())
 }
 
 /// Removes the pool file when dropped (after the pool, which is dropped first).
@@ -139,6 +138,8 @@ struct WorkerOut {
     elapsed: Duration,
     ro: Histogram<u64>,
     upd: Histogram<u64>,
+    ro_txs: u64,
+    upd_txs: u64,
     counters: Counters,
     changed_bytes: u64,
     ro_locked_reads: u64,
@@ -147,6 +148,8 @@ struct WorkerOut {
 /// What a worker's loop measured, before the engine's own counts are added.
 struct Timed {
     ops: u64,
+    ro_txs: u64,
+    upd_txs: u64,
     elapsed: Duration,
     ro: Histogram<u64>,
     upd: Histogram<u64>,
@@ -163,39 +166,50 @@ struct Gate<'a> {
     done: &'a AtomicU64,
 }
 
+#[cold]
+fn failed(update: bool, e: String) -> String {
+    format!(
+        "{} transaction failed: {e}",
+        if update { "an update" } else { "a read-only" }
+    )
+}
+
 /// Wait for the start, then run `op` (one transaction, `update` or not, returning the
-/// bytes changed) until told to stop, timing each.
+/// bytes changed) until told to stop, timing a sample of them ([`crate::timing`]).
 fn timed_loop(
-    op: &mut dyn FnMut(&mut StdRng, bool) -> Result<u64, String>,
+    mut op: impl FnMut(&mut OpRng, bool) -> Result<u64, String>,
     update_pct: u32,
     seed: u64,
     gate: Gate<'_>,
 ) -> Result<Timed, String> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let (mut ro, mut upd) = (histogram()?, histogram()?);
+    let mut rng = OpRng::seed_from_u64(seed);
+    let mut timer = OpTimer::new(seed)?;
     let mut changed_bytes = 0u64;
     let mut unreported = 0u64;
-    let mut ops = 0u64;
+    let (mut ops, mut updates) = (0u64, 0u64);
     gate.start.wait();
     let before = counters::snapshot();
     let t0 = Instant::now();
+    timer.start();
     // Relaxed: a stop flag; nothing is published through it.
     while !gate.stop.load(Ordering::Relaxed) {
-        let update = rng.gen_range(0..100) < update_pct;
-        let t = Instant::now();
-        let changed = op(&mut rng, update).map_err(|e| {
-            format!(
-                "{} transaction failed: {e}",
-                if update { "an update" } else { "a read-only" }
-            )
-        })?;
-        let ns = (t.elapsed().as_nanos() as u64).max(1);
-        if update {
-            upd.saturating_record(ns);
+        let update = match update_pct {
+            0 => false,
+            100.. => true,
+            p => rng.gen_range(0..100) < p,
+        };
+        let changed = if timer.timed() {
+            let t = timer.now();
+            let r = op(&mut rng, update);
+            timer.record(update, t, timer.now());
+            r
         } else {
-            ro.saturating_record(ns);
+            op(&mut rng, update)
         }
+        .map_err(|e| failed(update, e))?;
+        timer.count();
         changed_bytes += changed;
+        updates += u64::from(update);
         ops += 1;
         unreported += 1;
         if unreported == 1024 {
@@ -205,12 +219,15 @@ fn timed_loop(
         }
     }
     let elapsed = t0.elapsed();
+    let lat = timer.finish()?;
     gate.done.fetch_add(unreported, Ordering::Relaxed);
     Ok(Timed {
         ops,
+        ro_txs: ops - updates,
+        upd_txs: updates,
         elapsed,
-        ro,
-        upd,
+        ro: lat.ro,
+        upd: lat.upd,
         changed_bytes,
         before,
     })
@@ -226,7 +243,7 @@ fn lib_worker(
     gate: Gate<'_>,
 ) -> Result<WorkerOut, String> {
     let t = timed_loop(
-        &mut |rng, update| {
+        |rng, update| {
             data.op(index, &mut h, rng, update)
                 .map_err(|e| e.to_string())
         },
@@ -243,6 +260,8 @@ fn lib_worker(
         elapsed: t.elapsed,
         ro: t.ro,
         upd: t.upd,
+        ro_txs: t.ro_txs,
+        upd_txs: t.upd_txs,
         counters: counters::snapshot() - t.before,
         changed_bytes: t.changed_bytes,
         ro_locked_reads: stats.ro_locked_reads,
@@ -256,12 +275,7 @@ fn peer_worker(
     seed: u64,
     gate: Gate<'_>,
 ) -> Result<WorkerOut, String> {
-    let t = timed_loop(
-        &mut |rng, update| data.op(rng, update),
-        update_pct,
-        seed,
-        gate,
-    )?;
+    let t = timed_loop(|rng, update| data.op(rng, update), update_pct, seed, gate)?;
     Ok(WorkerOut {
         commits: t.ops,
         user_aborts: 0,
@@ -269,6 +283,8 @@ fn peer_worker(
         elapsed: t.elapsed,
         ro: t.ro,
         upd: t.upd,
+        ro_txs: t.ro_txs,
+        upd_txs: t.upd_txs,
         counters: counters::snapshot() - t.before,
         changed_bytes: t.changed_bytes,
         ro_locked_reads: 0,
@@ -457,6 +473,8 @@ fn measure_at(
         conflicts: 0,
         ro: histogram()?,
         upd: histogram()?,
+        ro_txs: 0,
+        upd_txs: 0,
         counters: Counters::default(),
         changed_bytes: 0,
         ro_locked_reads: 0,
@@ -469,6 +487,8 @@ fn measure_at(
         o.conflicts += w.conflicts;
         o.ro.add(&w.ro).map_err(|e| e.to_string())?;
         o.upd.add(&w.upd).map_err(|e| e.to_string())?;
+        o.ro_txs += w.ro_txs;
+        o.upd_txs += w.upd_txs;
         o.counters.add(w.counters);
         o.changed_bytes += w.changed_bytes;
         o.ro_locked_reads += w.ro_locked_reads;
@@ -519,11 +539,13 @@ mod tests {
         .unwrap();
         assert!(ticks >= 2);
         assert!(o.commits > 0);
-        assert_eq!(o.ro.len() + o.upd.len(), o.commits);
+        assert_eq!(o.ro_txs + o.upd_txs, o.commits);
         assert!(!o.ro.is_empty() && !o.upd.is_empty());
-        assert!(o.changed_bytes >= 8 * o.upd.len());
+        // The latencies are of a sample (every transaction at this size).
+        assert!(o.ro.len() <= o.ro_txs && o.upd.len() <= o.upd_txs);
+        assert!(o.changed_bytes >= 8 * o.upd_txs);
         // Pisces persists every update: a log record and a fence at least.
-        assert!(o.counters.fences >= o.upd.len(), "{:?}", o.counters);
+        assert!(o.counters.fences >= o.upd_txs, "{:?}", o.counters);
         assert!(o.counters.bytes_logged > 0 && o.counters.lines_flushed > 0);
         assert!(o.ops_per_sec > 0.0);
         assert!(!path.exists(), "the pool file was not removed");
@@ -548,7 +570,7 @@ mod tests {
         .unwrap();
         // Every new-order is an update; rolled-back ones count as completed.
         assert!(o.commits > 100 && o.ro.is_empty(), "{}", o.commits);
-        assert_eq!(o.upd.len(), o.commits);
+        assert_eq!(o.upd_txs, o.commits);
         assert!(
             o.user_aborts < o.commits / 20,
             "{} of {}",
@@ -566,9 +588,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.user_aborts, 0);
-        assert_eq!(o.ro.len() + o.upd.len(), o.commits);
+        assert_eq!(o.ro_txs + o.upd_txs, o.commits);
         // 80 % read-only.
-        assert!(o.ro.len() > 3 * o.upd.len() && o.ro.len() < 5 * o.upd.len());
+        assert!(o.ro_txs > 3 * o.upd_txs && o.ro_txs < 5 * o.upd_txs);
     }
 
     #[test]
@@ -621,7 +643,7 @@ mod tests {
         // No log and no write-back persistence; only the allocator persists its own
         // metadata when it formats a new slab (rarely).
         assert_eq!(o.counters.bytes_logged, 0);
-        assert!(o.counters.fences * 20 < o.upd.len(), "{:?}", o.counters);
+        assert!(o.counters.fences * 20 < o.upd_txs, "{:?}", o.counters);
     }
 
     /// The peers run the key-value data sets through the same workers; their files go
@@ -643,8 +665,8 @@ mod tests {
             .unwrap();
             let name = e.name();
             assert!(o.commits > 20, "{name}: {}", o.commits);
-            assert_eq!(o.ro.len() + o.upd.len(), o.commits, "{name}");
-            assert_eq!(o.changed_bytes, YCSB_UPDATE_BYTES * o.upd.len(), "{name}");
+            assert_eq!(o.ro_txs + o.upd_txs, o.commits, "{name}");
+            assert_eq!(o.changed_bytes, YCSB_UPDATE_BYTES * o.upd_txs, "{name}");
             assert_eq!((o.conflicts, o.user_aborts), (0, 0));
             // Nothing goes through the pool's medium.
             assert_eq!(o.counters.bytes_logged, 0, "{name}");

@@ -97,7 +97,7 @@ impl Row {
             flushes_per_tx: seen(ratio(c.lines_flushed, o.commits)),
             fences_per_tx: seen(ratio(c.fences, o.commits)),
             write_amp: seen(ratio(c.bytes_durable(), o.changed_bytes)),
-            ro_locked_reads_per_ro_tx: ratio(o.ro_locked_reads, o.ro.len()),
+            ro_locked_reads_per_ro_tx: ratio(o.ro_locked_reads, o.ro_txs),
             user_abort_rate: ratio(o.user_aborts, o.commits),
         }
     }

@@ -17,10 +17,9 @@
 //! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
 //! set ([`crate::tree_set`]) is the same over a B+-tree.
 
-use crate::dataset::{missing_member, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
+use crate::dataset::OpRng;
+use crate::dataset::{missing_member, pick, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use rand::rngs::StdRng;
-use rand::Rng;
 use std::hint::black_box;
 
 /// A hash set of 8-byte keys.
@@ -66,6 +65,7 @@ macro_rules! set_container {
             fn take(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 self.remove(tx, &k)
             }
+            #[inline]
             fn find(&self, tx: &pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 Ok(self.get_ref(tx, &k)?.copied())
             }
@@ -135,12 +135,12 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let Some(&k) = self
             .members
-            .get(rng.gen_range(0..self.members.len().max(1)))
+            .get(pick(rng, self.members.len() as u64) as usize)
         else {
             return Ok(0);
         };
@@ -185,7 +185,7 @@ pub(crate) fn check_member_set<S: SetContainer>(keys: usize, seed: u64, ops: usi
         assert_eq!(contents(&p), want, "{name}: preloaded members");
         assert!(want.iter().all(|&k| k < 2 * keys as u64));
         let mut h = p.handle().unwrap();
-        let mut rng = StdRng::seed_from_u64(seed + 1);
+        let mut rng = OpRng::seed_from_u64(seed + 1);
         for i in 0..ops {
             let update = i % every == 0;
             let changed = sb.op(0, &mut h, &mut rng, update).unwrap();

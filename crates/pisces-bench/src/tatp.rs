@@ -35,9 +35,9 @@
 //! UPDATE_LOCATION 4 (`vlr_location`), INSERT_CALL_FORWARDING the row (32) + 16 for the
 //! index entry, DELETE_CALL_FORWARDING 16 (the index entry); 0 when nothing was done.
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use pisces::{BTreeMap, Error, PPtr, Pod, Pool, ThreadHandle, Zeroable};
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
@@ -159,7 +159,7 @@ pub enum TxKind {
 
 impl TxKind {
     /// A read-only transaction with TATP's weights (35 : 10 : 35).
-    fn read_only(rng: &mut StdRng) -> TxKind {
+    fn read_only(rng: &mut OpRng) -> TxKind {
         match rng.gen_range(0..80) {
             0..=34 => TxKind::GetSubscriberData,
             35..=44 => TxKind::GetNewDestination,
@@ -167,7 +167,7 @@ impl TxKind {
         }
     }
     /// A read-write transaction with TATP's weights (2 : 14 : 2 : 2).
-    fn read_write(rng: &mut StdRng) -> TxKind {
+    fn read_write(rng: &mut OpRng) -> TxKind {
         match rng.gen_range(0..20) {
             0..=1 => TxKind::UpdateSubscriberData,
             2..=15 => TxKind::UpdateLocation,
@@ -177,7 +177,7 @@ impl TxKind {
     }
 }
 
-fn digits<const N: usize>(rng: &mut StdRng) -> [u8; N] {
+fn digits<const N: usize>(rng: &mut OpRng) -> [u8; N] {
     let mut s = [0u8; N];
     for b in &mut s[..N.min(15)] {
         *b = b'0' + rng.gen_range(0..10);
@@ -185,7 +185,7 @@ fn digits<const N: usize>(rng: &mut StdRng) -> [u8; N] {
     s
 }
 
-fn upper<const N: usize>(rng: &mut StdRng) -> [u8; N] {
+fn upper<const N: usize>(rng: &mut OpRng) -> [u8; N] {
     let mut s = [0u8; N];
     for b in &mut s {
         *b = b'A' + rng.gen_range(0..26);
@@ -237,7 +237,7 @@ struct Population {
     cf: Vec<CallForwarding>,
 }
 
-fn populate(s_id: u64, rng: &mut StdRng) -> Population {
+fn populate(s_id: u64, rng: &mut OpRng) -> Population {
     let mut bit = [0u8; 10];
     let mut hex = [0u8; 10];
     let mut byte2 = [0u8; 10];
@@ -351,7 +351,7 @@ impl TatpBench {
         ids: std::ops::RangeInclusive<u64>,
         seed: u64,
     ) -> pisces::Result<()> {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x7a79_0000);
+        let mut rng = OpRng::seed_from_u64(seed ^ 0x7a79_0000);
         let mut h = pool.handle()?;
         let ids: Vec<u64> = ids.collect();
         for batch in ids.chunks(PRELOAD_BATCH) {
@@ -387,13 +387,13 @@ impl TatpBench {
     }
 
     /// TATP's non-uniform subscriber id.
-    fn s_id(&self, rng: &mut StdRng) -> u64 {
+    fn s_id(&self, rng: &mut OpRng) -> u64 {
         let p = self.subscribers;
         (rng.gen_range(0..=NURAND_A) | rng.gen_range(1..=p)) % p + 1
     }
 
     /// Run one transaction of `kind`; returns the bytes it changed.
-    pub fn run(&self, kind: TxKind, h: &mut ThreadHandle, rng: &mut StdRng) -> pisces::Result<u64> {
+    pub fn run(&self, kind: TxKind, h: &mut ThreadHandle, rng: &mut OpRng) -> pisces::Result<u64> {
         let s = self.s_id(rng);
         let sf_type: u8 = rng.gen_range(1..=4);
         let start_time: u8 = 8 * rng.gen_range(0..=2);
@@ -540,7 +540,7 @@ impl DataSet for TatpBench {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let kind = if update {
@@ -569,7 +569,7 @@ mod tests {
             assert_eq!(s_id_of(&sub_nbr(s)), s);
         }
         assert_eq!(&sub_nbr(42)[..15], b"000000000000042");
-        let mut rng = StdRng::seed_from_u64(1);
+        let mut rng = OpRng::seed_from_u64(1);
         let mut n = [0u32; 7];
         for _ in 0..100_000 {
             n[TxKind::read_only(&mut rng) as usize] += 1;
@@ -621,7 +621,7 @@ mod tests {
                     let (t, p) = (&t, &p);
                     s.spawn(move || {
                         let mut h = p.handle().unwrap();
-                        let mut rng = StdRng::seed_from_u64(10 + i);
+                        let mut rng = OpRng::seed_from_u64(10 + i);
                         let mut changed = [0u64; 7];
                         for _ in 0..20_000 {
                             let update = rng.gen_range(0..100) < 20;

@@ -56,9 +56,9 @@
 //! new-order and order-line rows + 16 per stock update (the quantity, ytd and
 //! order_cnt fields). Entries shifted inside a leaf and leaf splits are not counted.
 
+use crate::dataset::OpRng;
 use crate::dataset::{DataSet, Sizes};
 use pisces::{BTreeMap, Error, PPtr, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
 use std::mem::size_of;
@@ -256,12 +256,12 @@ fn nurand_a(n: u32, spec_a: u64, spec_n: u64) -> u32 {
 }
 
 /// TPC-C's non-uniform random number in `x..=y` (2.1.6).
-fn nurand(rng: &mut StdRng, (a, c): (u32, u32), x: u32, y: u32) -> u32 {
+fn nurand(rng: &mut OpRng, (a, c): (u32, u32), x: u32, y: u32) -> u32 {
     (((rng.gen_range(0..=a) | rng.gen_range(x..=y)) + c) % (y - x + 1)) + x
 }
 
 /// A random alphanumeric string of `len` in `min..=N` bytes, zero-padded.
-fn astring<const N: usize>(rng: &mut StdRng, min: usize) -> [u8; N] {
+fn astring<const N: usize>(rng: &mut OpRng, min: usize) -> [u8; N] {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut s = [0u8; N];
     let len = rng.gen_range(min.min(N)..=N);
@@ -272,7 +272,7 @@ fn astring<const N: usize>(rng: &mut StdRng, min: usize) -> [u8; N] {
 }
 
 /// Item and stock data: 10 % contain "ORIGINAL" (2.1.5, 4.3.3.1).
-fn data_field(rng: &mut StdRng) -> [u8; 56] {
+fn data_field(rng: &mut OpRng) -> [u8; 56] {
     let mut d = astring::<56>(rng, 26);
     if rng.gen_range(0..10) == 0 {
         let at = rng.gen_range(0..=56 - 8);
@@ -381,7 +381,7 @@ impl TpccBench {
         if !(1..=1 << 24).contains(&sizes.tpcc_customers) {
             return Err(bad("1 to 16777216 customers per district"));
         }
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x7bcc_0000);
+        let mut rng = OpRng::seed_from_u64(seed ^ 0x7bcc_0000);
         let items = sizes.tpcc_items as u32;
         let customers = sizes.tpcc_customers as u32;
         let c_a = nurand_a(customers, 1023, 3000);
@@ -456,7 +456,7 @@ impl TpccBench {
 
     /// Preload warehouse `w`: its row, districts, customers, stock, orders.
     fn load_warehouse(&self, pool: &Pool, w: u32, seed: u64) -> pisces::Result<()> {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = OpRng::seed_from_u64(seed);
         let mut h = pool.handle()?;
         let wh = Warehouse {
             id: u64::from(w),
@@ -628,7 +628,7 @@ impl TpccBench {
         Ok(())
     }
 
-    fn input(&self, worker: usize, rng: &mut StdRng) -> NewOrderInput {
+    fn input(&self, worker: usize, rng: &mut OpRng) -> NewOrderInput {
         let ol_cnt = rng.gen_range(5..=MAX_OL);
         let mut lines = [[0u32; 2]; MAX_OL];
         for l in &mut lines[..ol_cnt] {
@@ -761,7 +761,7 @@ impl TpccBench {
         &self,
         worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
     ) -> pisces::Result<Option<u64>> {
         let inp = self.input(worker, rng);
         match h.run_op(NEW_ORDER_OP, &inp) {
@@ -785,7 +785,7 @@ impl DataSet for TpccBench {
         &self,
         worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         _update: bool,
     ) -> pisces::Result<u64> {
         Ok(self.new_order(worker, h, rng)?.unwrap_or(0))
@@ -813,7 +813,7 @@ mod tests {
         assert_eq!(nurand_a(3000, 1023, 3000), 1023);
         assert_eq!(nurand_a(300, 1023, 3000), 63);
         assert_eq!(nurand_a(1, 1023, 3000), 0);
-        let mut rng = StdRng::seed_from_u64(1);
+        let mut rng = OpRng::seed_from_u64(1);
         for _ in 0..10_000 {
             let v = nurand(&mut rng, (63, 17), 1, 300);
             assert!((1..=300).contains(&v));
@@ -917,7 +917,7 @@ mod tests {
                     let (t, p) = (&t, &p);
                     s.spawn(move || {
                         let mut h = p.handle().unwrap();
-                        let mut rng = StdRng::seed_from_u64(100 + i as u64);
+                        let mut rng = OpRng::seed_from_u64(100 + i as u64);
                         let mut c = Counts::default();
                         for _ in 0..1500 {
                             match t.new_order(i, &mut h, &mut rng).unwrap() {
@@ -963,7 +963,7 @@ mod tests {
         let p = memory_pool(Engine::PISCES, bytes);
         let t = TpccBench::build(&p, &SMALL, 1, 5).unwrap();
         let mut h = p.handle().unwrap();
-        let mut rng = StdRng::seed_from_u64(7);
+        let mut rng = OpRng::seed_from_u64(7);
         for _ in 0..3000 {
             t.new_order(0, &mut h, &mut rng).unwrap();
         }

@@ -20,10 +20,10 @@
 //! `n * (eta * u - eta + 1)^(1 / (1 - theta))` with
 //! `eta = (1 - (2 / n)^(1 - theta)) / (1 - zeta(2) / zeta(n))`.
 
+use crate::dataset::OpRng;
 use crate::dataset::{preload, preload_keys, DataSet};
 use pisces::containers::hashmap::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
@@ -104,7 +104,7 @@ impl KeyChooser {
     /// `n` records `0 .. n` with popularity ranks from a seeded permutation.
     pub fn new(n: usize, seed: u64) -> KeyChooser {
         let mut by_rank: Vec<u64> = (0..n as u64).collect();
-        by_rank.shuffle(&mut StdRng::seed_from_u64(seed ^ 0x00c5_b0ad_5eed));
+        by_rank.shuffle(&mut OpRng::seed_from_u64(seed ^ 0x00c5_b0ad_5eed));
         KeyChooser {
             zipf: Zipf::new(n, ZIPF_THETA),
             by_rank,
@@ -194,7 +194,7 @@ impl DataSet for YcsbBench {
         &self,
         _worker: usize,
         h: &mut ThreadHandle,
-        rng: &mut StdRng,
+        rng: &mut OpRng,
         update: bool,
     ) -> pisces::Result<u64> {
         let k = self.keys.pick(rng);
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn zipf_ranks_follow_the_distribution() {
         let z = Zipf::new(YCSB_KEYS, ZIPF_THETA);
-        let mut rng = StdRng::seed_from_u64(9);
+        let mut rng = OpRng::seed_from_u64(9);
         let draws = 400_000;
         let mut counts = vec![0u32; YCSB_KEYS];
         for _ in 0..draws {
@@ -278,7 +278,7 @@ mod tests {
             let yb = YcsbBench::build(&p, 2000, 5).unwrap();
             assert_eq!(p.run(|tx| yb.table.len(tx)).unwrap(), 2000, "{name}");
             let mut h = p.handle().unwrap();
-            let mut rng = StdRng::seed_from_u64(1);
+            let mut rng = OpRng::seed_from_u64(1);
             for i in 0..400 {
                 let changed = yb.op(0, &mut h, &mut rng, i % 2 == 0).unwrap();
                 assert_eq!(changed, if i % 2 == 0 { YCSB_UPDATE_BYTES } else { 0 });

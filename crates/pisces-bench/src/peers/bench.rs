@@ -3,11 +3,11 @@
 //! sets (see their docs), one operation per transaction of the store.
 
 use super::{KvStore, Peer};
+use crate::dataset::OpRng;
 use crate::dataset::{preload_keys, sample_keys, Sizes, PRELOAD_BATCH, SET_UPDATE_BYTES};
 use crate::registry::DataKind;
 use crate::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
 use crate::{hash, set};
-use rand::rngs::StdRng;
 use rand::Rng;
 use std::hint::black_box;
 use std::path::Path;
@@ -94,7 +94,7 @@ impl PeerBench {
 
     /// Run one transaction: a read, or an update if `update`. Returns the bytes the
     /// program changed (0 for a read), as the library's data sets do.
-    pub fn op(&self, rng: &mut StdRng, update: bool) -> Result<u64, String> {
+    pub fn op(&self, rng: &mut OpRng, update: bool) -> Result<u64, String> {
         let s = self.store.as_ref();
         let missing = |what: &str, k: u64| format!("{}: {what} {k} is missing", self.name);
         match &self.load {
@@ -176,7 +176,7 @@ mod tests {
     fn peers_run_the_key_value_data_sets_like_the_library() {
         for peer in Peer::ALL {
             let name = peer.name();
-            let mut rng = StdRng::seed_from_u64(4);
+            let mut rng = OpRng::seed_from_u64(4);
             // hash: insert or remove, changed bytes as the library's.
             let dir = tempfile::tempdir().unwrap();
             let b =

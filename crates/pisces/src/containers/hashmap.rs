@@ -599,6 +599,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// A reference to `k`'s value in this transaction's snapshot, without copying it.
+    /// (Inline: a lookup is small next to a call's register saves and its result
+    /// passed through memory, and inlined the reads' fast path shares registers.)
+    #[inline]
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
         let (chunk, slot) = self.bucket(tx, k)?;
         let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];

@@ -8,11 +8,11 @@
 //! loads the writer word, a writer stores the writer word then loads the indicators.
 //! All four accesses are SeqCst, so they are totally ordered and at least one side sees
 //! the other's store: either the reader sees the writer and backs off, or the writer
-//! sees the reader and waits.
+//! sees the reader and waits. A reader leaves with a Release store (see `leave_read`).
 
 use crate::sync::spin_step;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 /// No writer holds the gate.
@@ -37,27 +37,42 @@ impl Gate {
         self.readers.len()
     }
 
-    /// Enter as a reader: wait while a writer holds the gate.
+    /// Enter as a reader: wait while a writer holds the gate. The first try is
+    /// inlined; waiting is out of line.
+    #[inline]
     pub(super) fn enter_read(&self, slot: usize) {
+        self.readers[slot].store(true, SeqCst);
+        if self.writer.load(SeqCst) != NO_WRITER {
+            self.enter_read_wait(slot);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter_read_wait(&self, slot: usize) {
         let mut round = 0;
         loop {
-            self.readers[slot].store(true, SeqCst);
-            if self.writer.load(SeqCst) == NO_WRITER {
-                return;
-            }
             // Back off without holding the indicator, so the writer can finish.
             self.readers[slot].store(false, SeqCst);
             while self.writer.load(Relaxed) != NO_WRITER {
                 spin_step(&mut round);
             }
+            self.readers[slot].store(true, SeqCst);
+            if self.writer.load(SeqCst) == NO_WRITER {
+                return;
+            }
         }
     }
 
     /// Leave as a reader.
+    #[inline]
     pub(super) fn leave_read(&self, slot: usize) {
-        // SeqCst (Release would do for the reads before it): the writer's scan must
-        // see it before it writes.
-        self.readers[slot].store(false, SeqCst);
+        // Release: a writer whose scan (a SeqCst load, so also Acquire) reads this
+        // `false` sees every read of ours before it, so it writes nothing we read. It
+        // needs no place in the SeqCst order: the store-buffering race is between
+        // `enter_read` and `upgrade`, whose accesses stay SeqCst. (A writer whose scan
+        // still reads `true` waits until it sees this store.)
+        self.readers[slot].store(false, Release);
     }
 
     /// A reader becomes the writer: `false` at once if another thread is the writer

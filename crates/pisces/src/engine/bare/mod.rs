@@ -138,6 +138,22 @@ impl BareThread {
         Ok(())
     }
 
+    /// `commit` of a writer, or of a reader that allocated or freed.
+    #[inline(never)]
+    fn commit_slow(&mut self) -> Result<DurableToken> {
+        self.running()?;
+        for b in std::mem::take(&mut self.allocs) {
+            self.sh.alloc.publish_alloc(b);
+        }
+        for b in std::mem::take(&mut self.frees) {
+            self.sh.alloc.publish_free(b);
+            // No reader is active while we write, and none can start before we end.
+            self.sh.alloc.release(&mut self.cache, b);
+        }
+        self.end();
+        Ok(DurableToken::DURABLE)
+    }
+
     fn end(&mut self) {
         match self.state {
             State::Idle => {}
@@ -150,8 +166,12 @@ impl BareThread {
 }
 
 impl EngineThread for BareThread {
+    #[inline]
     fn begin(&mut self, _opts: &TxOptions) {
-        self.end();
+        // The previous transaction ended (the common case): nothing to end.
+        if self.state != State::Idle {
+            self.end();
+        }
         self.sh.gate.enter_read(self.slot);
         self.state = State::Reading;
     }
@@ -165,8 +185,9 @@ impl EngineThread for BareThread {
         Ok(unsafe { self.sh.heap.ptr(header as usize + HEADER) })
     }
 
+    #[inline]
     fn fast_reads(&self) -> FastReads {
-        if self.running().is_err() {
+        if self.state == State::Idle {
             return FastReads::NONE;
         }
         self.fast
@@ -217,18 +238,17 @@ impl EngineThread for BareThread {
         Ok(())
     }
 
+    #[inline]
     fn commit(&mut self) -> Result<DurableToken> {
-        self.running()?;
-        for b in std::mem::take(&mut self.allocs) {
-            self.sh.alloc.publish_alloc(b);
+        // A reader (it wrote, allocated and freed nothing: each of those makes it the
+        // writer first) only leaves the gate; the rest is out of line.
+        if self.state == State::Reading {
+            debug_assert!(self.allocs.is_empty() && self.frees.is_empty() && self.undo.is_empty());
+            self.sh.gate.leave_read(self.slot);
+            self.state = State::Idle;
+            return Ok(DurableToken::DURABLE);
         }
-        for b in std::mem::take(&mut self.frees) {
-            self.sh.alloc.publish_free(b);
-            // No reader is active while we write, and none can start before we end.
-            self.sh.alloc.release(&mut self.cache, b);
-        }
-        self.end();
-        Ok(DurableToken::DURABLE)
+        self.commit_slow()
     }
 
     fn abort(&mut self) {
