@@ -193,6 +193,20 @@ pub fn measure(
         .collect())
 }
 
+/// Steps 1 and 2 of the module docs alone: leave at `image` the crash image of an
+/// `spht` pool whose held logs hold `log_bytes` of log (for profiling the replay
+/// outside the harness, `examples/recovery_open.rs`). Returns the log bytes and
+/// transactions.
+pub fn crash_image(
+    log_bytes: u64,
+    seed: u64,
+    dir: &Path,
+    image: &Path,
+) -> Result<(u64, u64), String> {
+    let f = recovery::fill(&fill_spec(log_bytes), dir, image, log_bytes, seed)?;
+    Ok((f.log_bytes, f.transactions))
+}
+
 /// The table of `rows`: medians over runs per configuration.
 pub fn table(rows: &[ReplayRow]) -> String {
     let mut t = Table::new(
