@@ -18,7 +18,10 @@
 //! matter here: it arrives oldest first either way.
 //! * **Allocator entries** are applied by the coordinator, oldest first, never filtered:
 //!   an allocation and a later free of overlapping blocks (a large run, then a small
-//!   slab in its place) must keep their order (see `heap::alloc`, Recovery).
+//!   slab in its place) must keep their order (see `heap::alloc`, Recovery). The
+//!   coordinator decodes only the records its caller says may hold them
+//!   ([`apply_marked`]: recovery knows which do from its validation pass, so a log of
+//!   data-only records is decoded once here, by the shards, not twice).
 //!
 //! A crash in the middle leaves some words newer than others; the batch's records stay
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
@@ -200,11 +203,26 @@ pub fn apply<R: LoggedRecord>(
     filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
+    apply_marked(heap, batch, filter, shards, |_| true)
+}
+
+/// [`apply`], where `may_allocate(i)` is false only for records `batch[i]` known to
+/// hold no allocator entry (the coordinator skips them undecoded).
+pub fn apply_marked<R: LoggedRecord>(
+    heap: &Heap,
+    batch: &[R],
+    filter: bool,
+    shards: usize,
+    may_allocate: impl Fn(usize) -> bool,
+) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
     let mut freed = Vec::new();
     let mut allocator = Vec::new();
     let mut buf = Vec::new();
-    for rec in batch {
+    for (i, rec) in batch.iter().enumerate() {
+        if !may_allocate(i) {
+            continue;
+        }
         buf.clear();
         rec.entries_into(heap, &mut buf)?;
         for e in &buf {
