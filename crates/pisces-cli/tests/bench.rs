@@ -435,7 +435,11 @@ fn recovery_and_replay_time_the_open_in_a_child_process() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("timed in a fresh process"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("timed in a fresh process"),
+        "{}",
+        r.stdout
+    );
     for (file, rows, wall, cpu) in [
         ("recovery.csv", 2, "recovery_secs", "recovery_cpu_secs"),
         ("replay.csv", 12, "open_secs", "open_cpu_secs"),
