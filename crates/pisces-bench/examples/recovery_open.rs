@@ -1,17 +1,23 @@
 //! Recovery outside the harness, for profiles: make a crash image with full logs (the
-//! `recovery` workload's fill), then time `Pool::open` of fresh copies of it.
+//! `recovery` workload's fill for sp3, the `replay` workload's for spht), then time
+//! `Pool::open` of fresh copies of it.
 //!
 //! ```sh
 //! cargo build --release -p pisces-bench --example recovery_open
 //! target/release/examples/recovery_open make /dev/shm/img.pool 256      # MiB of log
 //! target/release/examples/recovery_open open /dev/shm/img.pool 3 1      # opens, threads
+//! target/release/examples/recovery_open make /dev/shm/spht.pool 256 spht
+//! target/release/examples/recovery_open open /dev/shm/spht.pool 3 1 spht replay=scan,dup_filter=on
 //! ```
+//!
+//! (`pisces recovery-child PATH ENGINE THREADS OPTIONS` is the harness's own timed
+//! open of one copy, in a fresh process.)
 //!
 //! `open` prints, per open, wall seconds, CPU seconds (user + system, from
 //! `/proc/self/stat`) and minor page faults of the open alone; the copy is made before the
 //! timer starts. `perf record -- ... open IMG 1 1` profiles one open (plus one copy).
 
-use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool};
 use pisces_bench::engines::Engine;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,22 +49,38 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage_msg = "usage: recovery_open make IMAGE MIB | open IMAGE OPENS THREADS";
+    let usage_msg = "usage: recovery_open make IMAGE MIB [sp3|spht] | open IMAGE OPENS \
+                     THREADS [sp3|spht] [OPTIONS]";
+    let engine_at = |i: usize| -> Result<EngineId, String> {
+        match args.get(i).map_or("sp3", String::as_str) {
+            "sp3" => Ok(EngineId::Sp3),
+            "spht" => Ok(EngineId::Spht),
+            _ => Err(usage_msg.to_string()),
+        }
+    };
     match args.first().map(String::as_str) {
-        Some("make") if args.len() == 3 => {
+        Some("make") if (3..=4).contains(&args.len()) => {
             let image = PathBuf::from(&args[1]);
             let mib: u64 = args[2].parse().map_err(|_| usage_msg.to_string())?;
             let dir = image.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let engine = Engine::parse("sp3")?;
-            let (bytes, txns) =
-                pisces_bench::recovery::crash_image(engine, mib << 20, 7, &dir, &image)?;
+            let (bytes, txns) = if engine_at(3)? == EngineId::Spht {
+                pisces_bench::replay::crash_image(mib << 20, 7, &dir, &image)?
+            } else {
+                let engine = Engine::parse("sp3")?;
+                pisces_bench::recovery::crash_image(engine, mib << 20, 7, &dir, &image)?
+            };
             println!(
                 "{}: {bytes} bytes of log, {txns} transactions",
                 image.display()
             );
             Ok(())
         }
-        Some("open") if args.len() == 4 => {
+        Some("open") if (4..=6).contains(&args.len()) => {
+            let engine = engine_at(4)?;
+            let options: EngineOptions = match args.get(5) {
+                Some(o) => o.parse().map_err(|e| format!("options: {e}"))?,
+                None => EngineOptions::new(),
+            };
             let image = PathBuf::from(&args[1]);
             let opens: usize = args[2].parse().map_err(|_| usage_msg.to_string())?;
             let threads: usize = args[3].parse().map_err(|_| usage_msg.to_string())?;
@@ -70,8 +92,9 @@ fn run(args: &[String]) -> Result<(), String> {
                         write_latency_ns: 0,
                         bandwidth_bytes_per_sec: 0,
                     },
-                    engine: Some(EngineId::Sp3),
+                    engine: Some(engine),
                     recovery_threads: threads,
+                    engine_options: options.clone(),
                     ..Config::default()
                 };
                 let (t0, (c0, f0)) = (Instant::now(), usage());

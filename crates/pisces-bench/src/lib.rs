@@ -50,6 +50,7 @@ pub mod pin;
 pub mod plan;
 pub mod plot;
 pub mod recovery;
+pub mod recovery_child;
 pub mod registry;
 pub mod replay;
 pub mod report;

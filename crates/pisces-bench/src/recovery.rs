@@ -18,12 +18,16 @@
 //!    `kill -9` at that point leaves behind on a DAX file or `/dev/shm`: every store
 //!    reached the file, nothing of the engine's close ran, the logs are full. The
 //!    original pool is then closed and removed (untimed).
-//! 4. For each recovery thread count: a fresh copy of the crash image, then
-//!    `Pool::open` with `recovery_threads` set is timed (recovery: parse the logs,
-//!    rebuild, replay, retire). The recovered table is checked against the values the
-//!    fill committed (every key of every thread), and the pool is closed; then the
-//!    same file is opened again and that clean open is timed too, as the fixed cost of
-//!    opening a pool of this size without anything to replay.
+//! 4. For each recovery thread count: a fresh copy of the crash image, then a fresh
+//!    child process (the harness's own program, [`crate::recovery_child`]) maps it and
+//!    times `Pool::open` with `recovery_threads` set (recovery: parse the logs,
+//!    rebuild, replay, retire), closes it, and times a second open of the same file,
+//!    as the fixed cost of opening a pool of this size without anything to replay. A
+//!    fresh process is what a user meets after a crash; the filling process would
+//!    recover with its own heap and page tables warm from the fill (its first
+//!    measurements did, and spent a quarter of the open in the kernel zeroing pages).
+//!    The harness then opens the recovered pool itself and checks the table against
+//!    the values the fill committed (every key of every thread).
 //!
 //! Space: the pool holds the logs (for sp3 twice the log size, see below) and the
 //! heap (about 230 MB), and two such files exist at once (the pool and its crash
@@ -32,9 +36,10 @@
 //!
 //! Reported per engine, recovery thread count and run: log bytes (the sum of the
 //! fill threads' bytes-logged counters: the records recovery must read), transactions
-//! in the log, recovery seconds, MB/s of log (10^6 bytes per second of recovery),
-//! transactions replayed per second, and the clean open's seconds. The table shows
-//! medians over runs.
+//! in the log, the open's wall seconds, CPU seconds (all threads) and the kernel's
+//! part of them, GB/s of log (10^9 bytes per wall second of the open), GB per CPU
+//! second, transactions replayed per second, and the clean open's seconds. The table
+//! shows medians over runs.
 //!
 //! # Which engines
 //! Those for which [`Engine::log_size_for`] names how much log a thread may write
@@ -45,6 +50,7 @@
 
 use crate::engines::Engine;
 use crate::measure::pool_dir;
+use crate::recovery_child::{Opener, Timing};
 use crate::report::median;
 use crate::tables::Table;
 use pisces::medium::counters;
@@ -54,7 +60,7 @@ use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Threads that fill the logs (and thread slots of the pool).
 pub const FILL_THREADS: usize = 2;
@@ -92,44 +98,48 @@ pub struct RecoveryRow {
     pub log_bytes: u64,
     /// Transactions the fill committed (records in the log).
     pub transactions: u64,
-    /// Seconds of `Pool::open` on the crash image.
-    pub recovery_secs: f64,
-    /// CPU seconds (user + system, all threads of the process) of that `Pool::open`.
-    pub recovery_cpu_secs: f64,
-    /// Seconds of `Pool::open` on the same pool after a clean close.
-    pub clean_open_secs: f64,
+    /// What the child process measured: the open of the crash image (recovery) and
+    /// the clean reopen.
+    pub timing: Timing,
 }
 
 impl RecoveryRow {
-    /// Log replayed per second of recovery, in MB (10^6 bytes).
-    pub fn mb_per_sec(&self) -> f64 {
-        self.log_bytes as f64 / 1e6 / self.recovery_secs
+    /// Log replayed per wall second of recovery, in GB (10^9 bytes).
+    pub fn gb_per_sec(&self) -> f64 {
+        self.log_bytes as f64 / 1e9 / self.timing.open_secs
+    }
+    /// Log replayed per CPU second of recovery, in GB.
+    pub fn gb_per_cpu_sec(&self) -> f64 {
+        self.log_bytes as f64 / 1e9 / self.timing.cpu_secs
     }
     /// Transactions replayed per second of recovery.
     pub fn tx_per_sec(&self) -> f64 {
-        self.transactions as f64 / self.recovery_secs
+        self.transactions as f64 / self.timing.open_secs
     }
 }
 
 /// The CSV header of `recovery.csv`.
 pub const CSV_HEADER: &str =
-    "engine,run,recovery_threads,log_bytes,transactions,recovery_secs,recovery_cpu_secs,mb_per_sec,tx_per_sec,clean_open_secs";
+    "engine,run,recovery_threads,log_bytes,transactions,recovery_secs,recovery_cpu_secs,recovery_sys_secs,minor_faults,gb_per_sec,gb_per_cpu_sec,tx_per_sec,clean_open_secs";
 
 impl RecoveryRow {
     /// The CSV line (no newline), columns as [`CSV_HEADER`].
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{:.6},{:.2},{:.1},{:.0},{:.6}",
+            "{},{},{},{},{},{:.6},{:.2},{:.2},{},{:.3},{:.3},{:.0},{:.6}",
             self.engine,
             self.run,
             self.recovery_threads,
             self.log_bytes,
             self.transactions,
-            self.recovery_secs,
-            self.recovery_cpu_secs,
-            self.mb_per_sec(),
+            self.timing.open_secs,
+            self.timing.cpu_secs,
+            self.timing.sys_secs,
+            self.timing.minor_faults,
+            self.gb_per_sec(),
+            self.gb_per_cpu_sec(),
             self.tx_per_sec(),
-            self.clean_open_secs
+            self.timing.clean_open_secs
         )
     }
 }
@@ -154,27 +164,6 @@ pub(crate) fn unique(dir: &Path, what: &str) -> PathBuf {
         "pisces-bench-recovery-{}-{n}-{nanos}-{what}.pool",
         std::process::id()
     ))
-}
-
-/// CPU seconds (user + system) the process has used so far, from `/proc/self/stat`
-/// (in clock ticks of 1/100 s, Linux's USER_HZ); NaN where that file is unreadable.
-pub(crate) fn process_cpu_secs() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which is in parentheses and may hold spaces):
-    // state is field 3, utime 14, stime 15.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    match (
-        f.get(11).and_then(|u| u.parse::<u64>().ok()),
-        f.get(12).and_then(|s| s.parse::<u64>().ok()),
-    ) {
-        (Some(u), Some(s)) => (u + s) as f64 / 100.0,
-        _ => f64::NAN,
-    }
 }
 
 pub(crate) fn plain_dram() -> MediumKind {
@@ -222,17 +211,6 @@ pub(crate) struct OpenSpec {
     pub options: EngineOptions,
     /// `recovery_threads` of the open.
     pub threads: usize,
-}
-
-/// What one [`OpenSpec`] measured.
-#[derive(Clone, Debug)]
-pub(crate) struct OpenTiming {
-    /// Seconds of `Pool::open` on the crash image.
-    pub recovery_secs: f64,
-    /// CPU seconds of the process during that open.
-    pub recovery_cpu_secs: f64,
-    /// Seconds of `Pool::open` on the same pool after a clean close.
-    pub clean_open_secs: f64,
 }
 
 /// What the fill left: the crash image and what recovery must restore.
@@ -443,17 +421,18 @@ fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
     Ok(())
 }
 
-/// Fill `log_bytes` of log as `spec` says, crash, then time each open of `opens` on
-/// a fresh copy of the crash image, check every value, and time a clean reopen.
-/// Returns the log bytes, the transactions, and one timing per open. Pool files go
-/// to `dir` and are removed.
+/// Fill `log_bytes` of log as `spec` says, crash, then have `opener` time each open
+/// of `opens` on a fresh copy of the crash image (and a clean reopen), and check every
+/// value. Returns the log bytes, the transactions, and one timing per open. Pool
+/// files go to `dir` and are removed.
 pub(crate) fn measure_opens(
     spec: &FillSpec,
     log_bytes: u64,
     seed: u64,
     dir: &Path,
     opens: &[OpenSpec],
-) -> Result<(u64, u64, Vec<OpenTiming>), String> {
+    opener: &Opener,
+) -> Result<(u64, u64, Vec<Timing>), String> {
     let image = unique(dir, "crash");
     let _remove_image = Remove(image.clone());
     let f = fill(spec, dir, &image, log_bytes, seed)?;
@@ -462,28 +441,19 @@ pub(crate) fn measure_opens(
         let work = unique(dir, "recover");
         let _remove = Remove(work.clone());
         std::fs::copy(&image, &work).map_err(|e| format!("copying the crash image: {e}"))?;
+        let timing = opener.open(&work, spec.engine.id(), open.threads, &open.options)?;
+        // The opener recovered the pool and closed it: this open has nothing to
+        // replay (untimed).
         let cfg = Config {
             medium: plain_dram(),
             engine: spec.engine.id(),
-            recovery_threads: open.threads,
             engine_options: open.options.clone(),
             ..Config::default()
         };
-        let (t0, cpu0) = (Instant::now(), process_cpu_secs());
-        let pool = Pool::open(&work, cfg.clone()).map_err(|e| format!("recovery: {e}"))?;
-        let recovery_secs = t0.elapsed().as_secs_f64();
-        let recovery_cpu_secs = process_cpu_secs() - cpu0;
+        let pool = Pool::open(&work, cfg).map_err(|e| format!("reopening to check: {e}"))?;
         verify(&pool, &f)?;
         drop(pool);
-        let t0 = Instant::now();
-        let pool = Pool::open(&work, cfg).map_err(|e| format!("reopening: {e}"))?;
-        let clean_open_secs = t0.elapsed().as_secs_f64();
-        drop(pool);
-        timings.push(OpenTiming {
-            recovery_secs,
-            recovery_cpu_secs,
-            clean_open_secs,
-        });
+        timings.push(timing);
     }
     Ok((f.log_bytes, f.transactions, timings))
 }
@@ -496,6 +466,7 @@ pub fn measure(
     run: u32,
     seed: u64,
     dir: &Path,
+    opener: &Opener,
 ) -> Result<Vec<RecoveryRow>, String> {
     let spec = FillSpec::recovery(engine, log_bytes)?;
     let opens: Vec<OpenSpec> = RECOVERY_THREADS
@@ -505,7 +476,8 @@ pub fn measure(
             threads,
         })
         .collect();
-    let (log_bytes, transactions, timings) = measure_opens(&spec, log_bytes, seed, dir, &opens)?;
+    let (log_bytes, transactions, timings) =
+        measure_opens(&spec, log_bytes, seed, dir, &opens, opener)?;
     Ok(opens
         .iter()
         .zip(timings)
@@ -515,9 +487,7 @@ pub fn measure(
             recovery_threads: o.threads,
             log_bytes,
             transactions,
-            recovery_secs: t.recovery_secs,
-            recovery_cpu_secs: t.recovery_cpu_secs,
-            clean_open_secs: t.clean_open_secs,
+            timing: t,
         })
         .collect())
 }
@@ -558,9 +528,11 @@ pub fn table(rows: &[RecoveryRow]) -> String {
             "rec thr",
             "log MiB",
             "txns",
-            "recovery s",
+            "open s",
             "cpu s",
-            "MB/s",
+            "sys s",
+            "GB/s",
+            "GB/cpu s",
             "txns/s",
             "clean open s",
             "t1/tN",
@@ -589,29 +561,32 @@ pub fn table(rows: &[RecoveryRow]) -> String {
             let speedup = median(of.iter().filter_map(|r| {
                 rows.iter()
                     .find(|o| o.engine == e && o.run == r.run && o.recovery_threads == 1)
-                    .map(|o| o.recovery_secs / r.recovery_secs)
+                    .map(|o| o.timing.open_secs / r.timing.open_secs)
             }));
             t.push(vec![
                 e.to_string(),
                 threads.to_string(),
                 format!("{:.1}", m(|r| r.log_bytes as f64) / f64::from(1 << 20)),
                 format!("{:.0}", m(|r| r.transactions as f64)),
-                format!("{:.3}", m(|r| r.recovery_secs)),
-                format!("{:.2}", m(|r| r.recovery_cpu_secs)),
-                format!("{:.0}", m(RecoveryRow::mb_per_sec)),
+                format!("{:.3}", m(|r| r.timing.open_secs)),
+                format!("{:.2}", m(|r| r.timing.cpu_secs)),
+                format!("{:.2}", m(|r| r.timing.sys_secs)),
+                format!("{:.2}", m(RecoveryRow::gb_per_sec)),
+                format!("{:.2}", m(RecoveryRow::gb_per_cpu_sec)),
                 format!("{:.0}", m(RecoveryRow::tx_per_sec)),
-                format!("{:.3}", m(|r| r.clean_open_secs)),
+                format!("{:.3}", m(|r| r.timing.clean_open_secs)),
                 format!("{speedup:.2}x"),
             ]);
         }
     }
     format!(
         "recovery: a crash with full logs ({FILL_THREADS} fill threads overwriting 64-byte \
-         values of a {KEYS}-key hash table), then Pool::open timed with 1 and 2 recovery \
-         threads (median over runs; cpu s = CPU seconds of the process during the open, \
-         all threads; MB/s = log bytes / recovery seconds (wall); clean open = the same \
-         pool reopened after a clean close; t1/tN = recovery seconds with 1 thread / \
-         with N, median of per-run ratios)\n{}\n",
+         values of a {KEYS}-key hash table), then Pool::open timed in a fresh process with \
+         1 and 2 recovery threads (median over runs; open s = wall seconds of the open; \
+         cpu s = CPU seconds of the child during the open, all threads, sys s = the \
+         kernel's part; GB/s = log bytes / open s; GB/cpu s = log bytes / cpu s; clean \
+         open = the same pool reopened after a clean close; t1/tN = open s with 1 thread \
+         / with N, median of per-run ratios)\n{}\n",
         t.render()
     )
 }
@@ -630,21 +605,36 @@ pub fn run(
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     let mut csv = format!("{CSV_HEADER}\n");
+    let opener = match Opener::this_program() {
+        Ok(o) => o,
+        Err(e) => {
+            failures.push(format!("recovery: {e}"));
+            return (String::new(), failures);
+        }
+    };
     for run in 1..=runs {
         for &e in engines {
             if crate::signal::interrupted() {
                 break;
             }
             let what = format!("recovery {} {log_mib} MiB run {run}/{runs}", e.name());
-            match measure(e, log_mib << 20, run, seed ^ u64::from(run), &pool_dir()) {
+            match measure(
+                e,
+                log_mib << 20,
+                run,
+                seed ^ u64::from(run),
+                &pool_dir(),
+                &opener,
+            ) {
                 Ok(rs) => {
                     for r in &rs {
                         let _ = writeln!(csv, "{}", r.to_csv());
                         progress(&format!(
-                            "{what}: {} recovery threads: {:.3} s, {:.0} MB/s",
+                            "{what}: {} recovery threads: {:.3} s, {:.2} GB/s, {:.2} GB/cpu s",
                             r.recovery_threads,
-                            r.recovery_secs,
-                            r.mb_per_sec()
+                            r.timing.open_secs,
+                            r.gb_per_sec(),
+                            r.gb_per_cpu_sec()
                         ));
                     }
                     rows.extend(rs);
@@ -709,11 +699,11 @@ mod tests {
             )),
             "every fill transaction must be in the log: {lines}"
         );
-        let rows = measure(Engine::SP3, 4 << 20, 1, 2, dir.path()).unwrap();
+        let rows = measure(Engine::SP3, 4 << 20, 1, 2, dir.path(), &Opener::InProcess).unwrap();
         assert_eq!(rows.len(), 2);
         assert!(rows
             .iter()
-            .all(|r| r.recovery_secs > 0.0 && r.log_bytes >= 4 << 20));
+            .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20));
         let t = table(&rows);
         assert!(t.contains("sp3") && t.contains("1.00x"), "{t}");
         // Only this test's files are left in the directory: the crash image above.

@@ -15,7 +15,7 @@
 //!    with room to spare, so no writer ever finds its log full (which would replay).
 //! 2. The crash: the pool file is copied while the fill's handles are held.
 //! 3. For each mode, filter setting and thread count: `Pool::open` of a fresh copy,
-//!    timed. Recovery on open is the engine's replay (`engine::spht::recovery`):
+//!    timed in a fresh child process ([`crate::recovery_child`]). Recovery on open is the engine's replay (`engine::spht::recovery`):
 //!    parse and checksum the logs, order the records (through the links the mode
 //!    names, checked against the timestamps, or by merging the per-thread logs by
 //!    timestamp), decode, and apply them on `replayers` shards (the same apply code
@@ -36,6 +36,7 @@
 use crate::engines::Engine;
 use crate::measure::pool_dir;
 use crate::recovery::{self, measure_opens, FillSpec, OpenSpec};
+use crate::recovery_child::{Opener, Timing};
 use crate::report::median;
 use crate::tables::Table;
 use pisces::EngineOptions;
@@ -109,49 +110,48 @@ pub struct ReplayRow {
     pub log_bytes: u64,
     /// Transactions the fill committed.
     pub transactions: u64,
-    /// Seconds of `Pool::open` on the crash image.
-    pub secs: f64,
-    /// CPU seconds of the process during that open.
-    pub cpu_secs: f64,
-    /// Seconds of `Pool::open` on the same pool after a clean close.
-    pub clean_open_secs: f64,
+    /// What the child process measured: the open of the crash image (the replay) and
+    /// the clean reopen.
+    pub timing: Timing,
 }
 
 impl ReplayRow {
     /// Log replayed per second of the open, in GB (10^9 bytes).
     pub fn gb_per_sec(&self) -> f64 {
-        self.log_bytes as f64 / 1e9 / self.secs
+        self.log_bytes as f64 / 1e9 / self.timing.open_secs
     }
     /// Log replayed per CPU second of the open, in GB.
     pub fn gb_per_cpu_sec(&self) -> f64 {
-        self.log_bytes as f64 / 1e9 / self.cpu_secs
+        self.log_bytes as f64 / 1e9 / self.timing.cpu_secs
     }
     /// Transactions replayed per second of the open.
     pub fn tx_per_sec(&self) -> f64 {
-        self.transactions as f64 / self.secs
+        self.transactions as f64 / self.timing.open_secs
     }
 }
 
 /// The CSV header of `replay.csv`.
-pub const CSV_HEADER: &str = "engine,run,mode,dup_filter,replayers,log_bytes,transactions,open_secs,open_cpu_secs,gb_per_sec,gb_per_cpu_sec,tx_per_sec,clean_open_secs";
+pub const CSV_HEADER: &str = "engine,run,mode,dup_filter,replayers,log_bytes,transactions,open_secs,open_cpu_secs,open_sys_secs,minor_faults,gb_per_sec,gb_per_cpu_sec,tx_per_sec,clean_open_secs";
 
 impl ReplayRow {
     /// The CSV line (no newline), columns as [`CSV_HEADER`].
     pub fn to_csv(&self) -> String {
         format!(
-            "spht,{},{},{},{},{},{},{:.6},{:.2},{:.3},{:.3},{:.0},{:.6}",
+            "spht,{},{},{},{},{},{},{:.6},{:.2},{:.2},{},{:.3},{:.3},{:.0},{:.6}",
             self.run,
             self.config.mode,
             self.config.filter_name(),
             self.config.replayers,
             self.log_bytes,
             self.transactions,
-            self.secs,
-            self.cpu_secs,
+            self.timing.open_secs,
+            self.timing.cpu_secs,
+            self.timing.sys_secs,
+            self.timing.minor_faults,
             self.gb_per_sec(),
             self.gb_per_cpu_sec(),
             self.tx_per_sec(),
-            self.clean_open_secs
+            self.timing.clean_open_secs
         )
     }
 }
@@ -175,10 +175,11 @@ pub fn measure(
     run: u32,
     seed: u64,
     dir: &Path,
+    opener: &Opener,
 ) -> Result<Vec<ReplayRow>, String> {
     let opens: Vec<OpenSpec> = configs.iter().map(|c| c.open()).collect();
     let (log_bytes, transactions, timings) =
-        measure_opens(&fill_spec(log_bytes), log_bytes, seed, dir, &opens)?;
+        measure_opens(&fill_spec(log_bytes), log_bytes, seed, dir, &opens, opener)?;
     Ok(configs
         .iter()
         .zip(timings)
@@ -187,11 +188,23 @@ pub fn measure(
             run,
             log_bytes,
             transactions,
-            secs: t.recovery_secs,
-            cpu_secs: t.recovery_cpu_secs,
-            clean_open_secs: t.clean_open_secs,
+            timing: t,
         })
         .collect())
+}
+
+/// Steps 1 and 2 of the module docs alone: leave at `image` the crash image of an
+/// `spht` pool whose held logs hold `log_bytes` of log (for profiling the replay
+/// outside the harness, `examples/recovery_open.rs`). Returns the log bytes and
+/// transactions.
+pub fn crash_image(
+    log_bytes: u64,
+    seed: u64,
+    dir: &Path,
+    image: &Path,
+) -> Result<(u64, u64), String> {
+    let f = recovery::fill(&fill_spec(log_bytes), dir, image, log_bytes, seed)?;
+    Ok((f.log_bytes, f.transactions))
 }
 
 /// The table of `rows`: medians over runs per configuration.
@@ -205,6 +218,7 @@ pub fn table(rows: &[ReplayRow]) -> String {
             "txns",
             "open s",
             "cpu s",
+            "sys s",
             "GB/s",
             "GB/cpu s",
             "txns/s",
@@ -226,21 +240,23 @@ pub fn table(rows: &[ReplayRow]) -> String {
             c.replayers.to_string(),
             format!("{:.1}", m(|r| r.log_bytes as f64) / f64::from(1 << 20)),
             format!("{:.0}", m(|r| r.transactions as f64)),
-            format!("{:.3}", m(|r| r.secs)),
-            format!("{:.2}", m(|r| r.cpu_secs)),
+            format!("{:.3}", m(|r| r.timing.open_secs)),
+            format!("{:.2}", m(|r| r.timing.cpu_secs)),
+            format!("{:.2}", m(|r| r.timing.sys_secs)),
             format!("{:.2}", m(ReplayRow::gb_per_sec)),
             format!("{:.2}", m(ReplayRow::gb_per_cpu_sec)),
             format!("{:.0}", m(ReplayRow::tx_per_sec)),
-            format!("{:.3}", m(|r| r.clean_open_secs)),
+            format!("{:.3}", m(|r| r.timing.clean_open_secs)),
         ]);
     }
     format!(
         "replay: spht logs left to a crash with the replayer held ({} fill threads \
          overwriting 64-byte values of a {}-key hash table and B+-tree), then Pool::open \
-         (the engine's replay) timed per mode (forward links, timestamp scan of the \
+         (the engine's replay) timed in a fresh process per mode (forward links, timestamp scan of the \
          per-thread logs, backward links), duplicate filter and replay threads (medians \
          over runs; GB/s = log bytes / open seconds (wall, including the open's fixed \
-         cost: compare clean open s); GB/cpu s = log bytes / CPU seconds of the open)\n{}\n",
+         cost: compare clean open s); GB/cpu s = log bytes / CPU seconds of the open, \
+         all threads of the child; sys s = the kernel's part)\n{}\n",
         recovery::FILL_THREADS,
         recovery::KEYS,
         t.render()
@@ -261,6 +277,13 @@ pub fn run(
     let mut failures = Vec::new();
     let mut csv = format!("{CSV_HEADER}\n");
     let configs = ReplayConfig::all();
+    let opener = match Opener::this_program() {
+        Ok(o) => o,
+        Err(e) => {
+            failures.push(format!("replay: {e}"));
+            return (String::new(), failures);
+        }
+    };
     for run in 1..=runs {
         if crate::signal::interrupted() {
             break;
@@ -272,6 +295,7 @@ pub fn run(
             run,
             seed ^ u64::from(run),
             &pool_dir(),
+            &opener,
         ) {
             Ok(rs) => {
                 for r in &rs {
@@ -282,7 +306,7 @@ pub fn run(
                         r.config.mode,
                         r.config.filter_name(),
                         r.config.replayers,
-                        r.secs,
+                        r.timing.open_secs,
                         r.gb_per_sec(),
                         r.gb_per_cpu_sec()
                     ));
@@ -326,11 +350,11 @@ mod tests {
     fn every_mode_replays_a_held_log() {
         let dir = tempfile::tempdir().unwrap();
         let configs = ReplayConfig::all();
-        let rows = measure(4 << 20, &configs, 1, 3, dir.path()).unwrap();
+        let rows = measure(4 << 20, &configs, 1, 3, dir.path(), &Opener::InProcess).unwrap();
         assert_eq!(rows.len(), configs.len());
         assert!(rows
             .iter()
-            .all(|r| r.secs > 0.0 && r.log_bytes >= 4 << 20 && r.transactions > 1000));
+            .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20 && r.transactions > 1000));
         let t = table(&rows);
         for m in MODES {
             assert!(t.contains(m), "{t}");

@@ -411,6 +411,64 @@ fn set_workloads_run_once_per_size_when_named() {
     }
 }
 
+/// The recovery and replay workloads time each open in a child process (the tool run
+/// with its hidden `recovery-child` subcommand): every CSV row has the child's wall,
+/// CPU and page-fault figures, and the harness checked every recovered value (a
+/// wrong value fails the run: exit 1).
+#[test]
+fn recovery_and_replay_time_the_open_in_a_child_process() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r");
+    let r = pisces(&[
+        "bench",
+        "--runs",
+        "1",
+        "--engines",
+        "sp3",
+        "--workloads",
+        "recovery,replay",
+        "--recovery-log-mib",
+        "4",
+        "--replay-log-mib",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("timed in a fresh process"),
+        "{}",
+        r.stdout
+    );
+    for (file, rows, wall, cpu) in [
+        ("recovery.csv", 2, "recovery_secs", "recovery_cpu_secs"),
+        ("replay.csv", 12, "open_secs", "open_cpu_secs"),
+    ] {
+        let text = std::fs::read_to_string(out.join(file)).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let body: Vec<&str> = lines.collect();
+        assert_eq!(body.len(), rows, "{file}:\n{text}");
+        for line in body {
+            let row: Vec<&str> = line.split(',').collect();
+            assert_eq!(row.len(), header.len(), "{file}: {line}");
+            let col = |c: &str| -> f64 {
+                row[header.iter().position(|h| *h == c).unwrap()]
+                    .parse()
+                    .unwrap()
+            };
+            assert!(col(wall) > 0.0 && col(cpu) >= 0.0, "{file}: {line}");
+            // The child mapped the pool and faulted its pages in: a fresh process.
+            assert!(col("minor_faults") > 100.0, "{file}: {line}");
+            assert!(col("log_bytes") >= f64::from(4 << 20), "{file}: {line}");
+        }
+    }
+    // The hidden subcommand refuses bad arguments with exit 2.
+    let bad = pisces(&["recovery-child", "/nonexistent", "sp3"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("usage"), "{}", bad.stderr);
+}
+
 #[test]
 fn bad_bench_options_exit_2_with_a_reason() {
     let d = tempfile::tempdir().unwrap();

@@ -78,6 +78,9 @@ pub enum Mutation {
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
+    /// spht: recovery's validation pass notes no record as holding allocator entries,
+    /// so the allocator pass of its replay skips every record.
+    SphtRecoveryAllocFlags = 53,
 }
 
 impl Mutation {
@@ -102,13 +105,14 @@ impl Mutation {
         Mutation::TsOpBlockCode,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
-    pub const SPHT: [Mutation; 6] = [
+    pub const SPHT: [Mutation; 7] = [
         Mutation::SphtWait,
         Mutation::SphtSkipCas,
         Mutation::SphtForwardLink,
         Mutation::SphtShardFilter,
         Mutation::SphtDuplicateFilter,
         Mutation::SphtScanMerge,
+        Mutation::SphtRecoveryAllocFlags,
     ];
 }
 

@@ -13,6 +13,7 @@
 //! * [`replay`]: recovery of the redo-log engines (replay in timestamp order);
 //! * [`watermark`]: the persistent recycle watermark of the redo logs;
 //! * [`two_phase`]: reader-writer lock words and a thread's held-lock set (strict 2PL);
+//! * [`prefetch`]: prefetch hints for the home lines a replay will write;
 //! * [`objects`]: validation of user offsets and logged writes; write-set kinds;
 //! * [`version`]: a DRAM version of an object (stamp, next older version, payload);
 //! * [`version_chain`]: an object's versions newest first, its commit lock and last
@@ -27,6 +28,7 @@ pub mod dirty_lines;
 pub mod grace;
 pub mod header_word;
 pub mod objects;
+pub mod prefetch;
 pub mod redo_log;
 pub mod replay;
 pub mod two_phase;

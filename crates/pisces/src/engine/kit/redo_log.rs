@@ -714,6 +714,10 @@ struct Stop {
 /// scan could tell from a torn tail, or bytes inside a damaged record's entries happen
 /// to form a valid record of an earlier lap (user data would have to carry a valid
 /// header and checksum).
+/// Bytes of ring [`damage_after`] rules out at once when no position in them can
+/// start a header.
+const SKIP_SPAN: usize = 64;
+
 fn damage_after(
     heap: &Heap,
     ring: usize,
@@ -746,16 +750,26 @@ fn damage_after(
     // length, sequence number, distance from the expected one).
     let first_valid = |from: usize, to: usize| -> Option<(usize, usize, u64, i64)> {
         let word = |i: usize| u64::from_le_bytes(ring_bytes[i..i + 8].try_into().unwrap());
+        // A cheap look at the words in place rules out most positions before a
+        // header is decoded: a standard header starts with the magic, a compact one's
+        // kind field names a record (zeroed memory names none).
+        let candidate = |pos: usize| match framing {
+            Framing::Standard => word(pos) as u32 == MAGIC,
+            Framing::Compact => (word(pos + 8) & 3) != 0,
+        };
         let mut pos = from;
         while pos < to && pos + framing.min_header() <= cap {
-            // A cheap look at the words in place rules out most positions before a
-            // header is decoded: a standard header starts with the magic, a compact
-            // one's kind field names a record (zeroed memory names none).
-            let candidate = match framing {
-                Framing::Standard => word(pos) as u32 == MAGIC,
-                Framing::Compact => (word(pos + 8) & 3) != 0,
-            };
-            if candidate {
+            // Most of a ring past its end holds no header (zeroed or an old lap's
+            // entries): rule out 8 positions at a time while none is a candidate
+            // (the same positions the step below would rule out one by one).
+            if pos + SKIP_SPAN <= to
+                && pos + SKIP_SPAN + framing.min_header() <= cap
+                && !(0..SKIP_SPAN).step_by(8).any(|d| candidate(pos + d))
+            {
+                pos += SKIP_SPAN;
+                continue;
+            }
+            if candidate(pos) {
                 if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
                     if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
                         let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];

@@ -73,6 +73,7 @@ use super::tid::{lid_of, slot_of};
 use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::dirty_lines::DirtyLines;
 use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::prefetch::{prefetch, prefetch_home};
 use crate::engine::kit::redo_log::{self as log, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
@@ -570,19 +571,6 @@ fn apply_data(heap: &Heap, node: &Node<'_>, part: Part, dirty: &mut DirtyLines) 
 /// cache miss in turn; with it several misses are in flight at once.
 const PREFETCH_AHEAD: usize = 8;
 
-/// Hint the processor to bring the line of `p` into the cache.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and writes nothing, whatever
-    // the address (SSE, which every x86-64 processor has).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Prefetch the first line of every home location `node` writes in `part`, and the
 /// log bytes of `later`.
 fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>, part: Part) {
@@ -604,17 +592,8 @@ fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>
             Ok(Entry::Range { off, .. }) => off,
             _ => continue,
         };
-        prefetch(heap_line(heap, off as usize));
+        prefetch_home(heap, off as usize);
     }
-}
-
-/// The address of pool offset `off`, for a prefetch (never dereferenced).
-fn heap_line(heap: &Heap, off: usize) -> *const u8 {
-    if !heap.in_bounds(off, 1) {
-        return std::ptr::null();
-    }
-    // SAFETY: `off` is inside the image (checked above).
-    unsafe { heap.ptr(off) }
 }
 
 /// Apply, in `order`, the data entries of the nodes that fall into `part`, prefetching

@@ -13,23 +13,36 @@
 //!   the paper uses a bitmap — a set costs DRAM per written word, not per heap word).
 //!   Every word ends with its newest value, written once.
 //! * **Without it** (`dup_filter=off`): oldest first, every write applied.
+//! * **Decoded ahead.** A shard decodes each record [`AHEAD`] records before it
+//!   applies it, into a ring of that many entry buffers, and prefetches the home lines
+//!   of the shard's words as it decodes (`kit::prefetch`): home writes land anywhere
+//!   in the heap, and without the hint each waited for its cache miss in turn. Each
+//!   record is still decoded once per shard.
 //!
 //! How the batch was found (backward links, forward links, timestamp scan) does not
 //! matter here: it arrives oldest first either way.
 //! * **Allocator entries** are applied by the coordinator, oldest first, never filtered:
 //!   an allocation and a later free of overlapping blocks (a large run, then a small
-//!   slab in its place) must keep their order (see `heap::alloc`, Recovery).
+//!   slab in its place) must keep their order (see `heap::alloc`, Recovery). The
+//!   coordinator decodes only the records its caller says may hold them
+//!   ([`apply_marked`]: recovery knows which do from its validation pass, so a log of
+//!   data-only records is decoded once here, by the shards, not twice).
 //!
 //! A crash in the middle leaves some words newer than others; the batch's records stay
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
 //! batch again (absolute values: idempotent).
 
 use super::log::RecordRef;
+use crate::engine::kit::prefetch::prefetch_home;
 use crate::engine::kit::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// How many records ahead of the one it applies a shard decodes (and prefetches the
+/// home lines of).
+const AHEAD: usize = 8;
 
 /// Chunk size of the sharding.
 pub const CHUNK_SHIFT: u32 = 12;
@@ -127,6 +140,29 @@ fn for_each_word<F: FnMut(u64, u64)>(entries: &[Entry<'_>], rev: bool, mut f: F)
     }
 }
 
+/// Decode `rec` (if any) into `buf` and prefetch the home lines of the words `mine`
+/// says the shard writes. The caller validated every record: no error here.
+#[inline]
+fn decode_ahead<'s, R: LoggedRecord>(
+    heap: &'s Heap,
+    rec: Option<&'s R>,
+    buf: &mut Vec<Entry<'s>>,
+    mine: &impl Fn(u64) -> bool,
+) {
+    buf.clear();
+    let Some(rec) = rec else {
+        return;
+    };
+    let _ = rec.entries_into(heap, buf);
+    for e in buf.iter() {
+        if let Entry::Word { off, .. } | Entry::Range { off, .. } = *e {
+            if mine(off) {
+                prefetch_home(heap, off as usize);
+            }
+        }
+    }
+}
+
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
 /// durable. Returns (words written, words filtered).
 pub fn apply_shard<R: LoggedRecord>(
@@ -152,15 +188,19 @@ pub fn apply_shard<R: LoggedRecord>(
         }
         applied += 1;
     };
-    // One buffer for every record's entries (the coordinator's pass in `apply`
-    // decoded every record once already: no error here).
-    let mut buf = Vec::new();
-    if filter {
-        let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
-        for rec in batch.iter().rev() {
-            buf.clear();
-            let _ = rec.entries_into(heap, &mut buf);
-            for_each_word(&buf, true, |off, value| {
+    // The records in the order they are applied: newest first with the filter.
+    let n = batch.len();
+    let at = |j: usize| (j < n).then(|| if filter { &batch[n - 1 - j] } else { &batch[j] });
+    let mut ring: Vec<Vec<Entry<'_>>> = (0..AHEAD).map(|_| Vec::new()).collect();
+    for (j, buf) in ring.iter_mut().enumerate() {
+        decode_ahead(heap, at(j), buf, &mine);
+    }
+    let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
+    for j in 0..n {
+        // Record `j` was decoded into this buffer `AHEAD` records ago.
+        let buf = &mut ring[j % AHEAD];
+        if filter {
+            for_each_word(buf, true, |off, value| {
                 if !mine(off) {
                     return;
                 }
@@ -170,17 +210,14 @@ pub fn apply_shard<R: LoggedRecord>(
                 }
                 write(off, value, &mut lines);
             });
-        }
-    } else {
-        for rec in batch {
-            buf.clear();
-            let _ = rec.entries_into(heap, &mut buf);
-            for_each_word(&buf, false, |off, value| {
+        } else {
+            for_each_word(buf, false, |off, value| {
                 if mine(off) {
                     write(off, value, &mut lines);
                 }
             });
         }
+        decode_ahead(heap, at(j + AHEAD), buf, &mine);
     }
     lines.sort_unstable();
     lines.dedup();
@@ -200,11 +237,26 @@ pub fn apply<R: LoggedRecord>(
     filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
+    apply_marked(heap, batch, filter, shards, |_| true)
+}
+
+/// [`apply`], where `may_allocate(i)` is false only for records `batch[i]` known to
+/// hold no allocator entry (the coordinator skips them undecoded).
+pub fn apply_marked<R: LoggedRecord>(
+    heap: &Heap,
+    batch: &[R],
+    filter: bool,
+    shards: usize,
+    may_allocate: impl Fn(usize) -> bool,
+) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
     let mut freed = Vec::new();
     let mut allocator = Vec::new();
     let mut buf = Vec::new();
-    for rec in batch {
+    for (i, rec) in batch.iter().enumerate() {
+        if !may_allocate(i) {
+            continue;
+        }
         buf.clear();
         rec.entries_into(heap, &mut buf)?;
         for e in &buf {

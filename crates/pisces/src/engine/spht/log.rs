@@ -69,7 +69,8 @@ fn checksum(len: u32, kind: u32, seq: u64, ts: u64, entries: &[u8]) -> u32 {
     h[8..12].copy_from_slice(&kind.to_le_bytes());
     h[12..20].copy_from_slice(&seq.to_le_bytes());
     h[20..28].copy_from_slice(&ts.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&h), entries)
+    // One pass over both pieces (the crate's value): recovery checksums every record.
+    crate::engine::kit::crc::crc32c_of(&h, entries)
 }
 
 fn header(kind: u32, seq: u64, ts: u64, entries: &[u8]) -> [u8; HEADER_LEN] {

@@ -16,9 +16,11 @@
 //!    the durability path); the checksummed timestamps always are. If a walk finds a
 //!    link missing, recovery merges instead (same result, one more pass).
 //! 4. Decode and validate every entry before writing anything (a damaged pool is
-//!    refused unchanged), then apply them with `apply` — the replayer's code: allocator
-//!    entries in order, data words on `OpenCtx::recovery_threads` shards, newest first
-//!    with the duplicate filter or oldest first, as the `dup_filter` option says.
+//!    refused unchanged), noting which records hold allocator entries, then apply them
+//!    with `apply` — the replayer's code: allocator entries in order (only the noted
+//!    records are decoded for them), data words on `OpenCtx::recovery_threads` shards,
+//!    newest first with the duplicate filter or oldest first, as the `dup_filter`
+//!    option says.
 //! 5. Persist `replayed = max(R, D)`, then reset every log (head at 0, next sequence
 //!    number) and fence. A crash anywhere repeats the same steps over the same records.
 //!
@@ -52,12 +54,18 @@ pub struct Recovered {
     pub followed_links: bool,
 }
 
-fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
+/// Check that every entry names a place a transaction could have written. Returns
+/// whether any is an allocator entry.
+fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<bool> {
+    let mut allocates = false;
     for e in entries {
         match *e {
             Entry::Word { off, .. } => check_logged_write(heap, off, 8)?,
             Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
-            Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b)?,
+            Entry::Alloc(b) | Entry::Free(b) => {
+                Allocator::check_block(heap, b)?;
+                allocates = true;
+            }
             Entry::Op { .. } => {
                 return Err(Error::Corrupt(
                     "an operation entry (TimeStone's) in an spht log".into(),
@@ -65,7 +73,7 @@ fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(allocates)
 }
 
 /// Run recovery on a pool nobody uses yet, with the replay options `opts` and
@@ -95,19 +103,32 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     let followed_links = followed.is_some();
     let records = followed.unwrap_or_else(|| order::merge_by_ts(lists));
     // Validate everything before writing anything (entries decoded in place, nothing
-    // kept: `apply` decodes them again as it writes).
-    for rec in &records {
+    // kept: `apply` decodes them again as it writes), and note the records with
+    // allocator entries (bit i of `allocating`), the only ones `apply` must decode
+    // for its allocator pass.
+    let mut allocating = vec![0u64; records.len().div_ceil(64)];
+    for (i, rec) in records.iter().enumerate() {
+        let mut allocates = false;
         redo_log::entries(rec.entries(heap))
-            .try_for_each(|e| e.and_then(|e| validate(heap, std::slice::from_ref(&e))))
-            .map_err(|e| {
+            .try_for_each(|e| {
+                allocates |= validate(heap, std::slice::from_ref(&e?))?;
+                Ok(())
+            })
+            .map_err(|e: Error| {
                 Error::Corrupt(format!(
                     "spht log record {} of thread slot {}: {e}",
                     rec.seq, rec.slot
                 ))
             })?;
+        if allocates && !crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags)
+        {
+            allocating[i / 64] |= 1 << (i % 64);
+        }
     }
     if !records.is_empty() {
-        apply::apply(heap, &records, opts.dup_filter, shards)?;
+        apply::apply_marked(heap, &records, opts.dup_filter, shards, |i| {
+            allocating[i / 64] & (1 << (i % 64)) != 0
+        })?;
     }
     let replayed_ts = r.max(d);
     if d > r {
@@ -146,7 +167,7 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
             if p.ts <= d {
                 pending += 1;
             }
-            if let Err(e) = decode(p.entries(heap)).and_then(|e| validate(heap, &e)) {
+            if let Err(e) = decode(p.entries(heap)).and_then(|e| validate(heap, &e).map(drop)) {
                 problems.push(format!("log: slot {slot} record {}: {e}", p.seq));
             }
         }

@@ -886,6 +886,41 @@ fn recovery_replays_a_held_log_in_every_mode() {
     }
 }
 
+/// Recovery replays the allocations of a held log (the records it notes as holding
+/// allocator entries, the only ones its allocator pass decodes): after recovery the
+/// allocator hands out none of the blocks the log allocated, in every mode and with
+/// 1 and 2 recovery threads.
+#[test]
+fn recovery_replays_the_allocations_of_a_held_log() {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        2,
+    );
+    // Allocations between data-only records: 8 objects, then writes, then 8 more.
+    let mut objs = interleaved_writers(&e, 40);
+    let mut th = e.thread(0).unwrap();
+    objs.extend((0..8).map(|_| alloc(&mut th, 4)));
+    drop(th);
+    let image = crash_image(&e.shared().heap);
+    drop(e);
+    for opts in replay_option_combinations() {
+        for shards in [1, 2] {
+            let r = recover_image_with(&image, opts.clone(), shards);
+            let mut th = r.thread(0).unwrap();
+            for _ in 0..64 {
+                let fresh = alloc(&mut th, 4);
+                assert!(
+                    !objs.contains(&fresh),
+                    "block {fresh:#x}, allocated by a logged transaction, handed out \
+                     again after recovery ({opts}, {shards} shards)"
+                );
+            }
+        }
+    }
+}
+
 /// Recovery does not trust a link that names another record: with one forward link
 /// pointing back at its own record, forward recovery merges by timestamp instead and
 /// still recovers the committed values.
@@ -952,6 +987,17 @@ fn mutation_spht_forward_link_is_caught() {
     assert!(fails_under(
         crate::mutation::Mutation::SphtForwardLink,
         links_chain_every_update_transaction_in_timestamp_order
+    ));
+}
+
+/// Mutation evidence: recovery that notes no record as holding allocator entries
+/// skips their allocations, and the allocator hands the blocks out again.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_recovery_alloc_flags_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtRecoveryAllocFlags,
+        recovery_replays_the_allocations_of_a_held_log
     ));
 }
 

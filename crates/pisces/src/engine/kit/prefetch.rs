@@ -1,0 +1,35 @@
+//! Prefetch hints for replay: the home lines a record will write, requested some
+//! records before it is applied.
+//!
+//! A replay writes its records' values to home locations anywhere in the heap, in log
+//! order. Without a hint nearly every write waits for its line's cache miss in turn
+//! (in a profile of spht's replay of a 256 MiB log, about 40 % of the CPU sat on the
+//! stores of the writes); with the lines requested a few records ahead, several misses
+//! are in flight at once. A hint never faults and changes nothing the program can
+//! observe, so a wrong or stale address costs at most a wasted memory access.
+
+use crate::heap::Heap;
+
+/// Hint the processor to bring the cache line of `p` into its caches.
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and writes nothing, whatever
+    // the address (SSE, which every x86-64 processor has).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Hint the processor to bring the line of pool offset `off` into its caches (nothing
+/// for an offset outside the pool).
+#[inline(always)]
+pub fn prefetch_home(heap: &Heap, off: usize) {
+    if heap.in_bounds(off, 1) {
+        // SAFETY: `off` is inside the image (checked above); the pointer is only
+        // passed to a prefetch hint, never dereferenced.
+        prefetch(unsafe { heap.ptr(off) });
+    }
+}
