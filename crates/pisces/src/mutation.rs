@@ -68,10 +68,6 @@ pub enum Mutation {
     /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
     /// order (a log is then taken for another slot's).
     Sp3ParseSlotOrder = 51,
-    /// pisces: the group-commit write-back flushes a line when the batch first writes
-    /// it, not once after the batch's last write to it, so a later transaction's write
-    /// to the same line (home or allocator metadata) is not written back at the fence.
-    WriteBackFlushFirst = 71,
     /// redo logs: the parser does not skip the gap after a line-aligned record, so it
     /// stops there and recovery loses the records after it.
     LogLineSkip = 72,

@@ -9,7 +9,6 @@
 //! * [`crc`]: CRC32C of log records (the `crc32` instruction where the CPU has it);
 //! * [`grace`]: grace periods (wait for readers older than a timestamp);
 //! * [`header_word`]: run-generation tags of the per-object header word;
-//! * [`line_set`]: the cache lines a write-back batch wrote, flushed once each;
 //! * [`redo_log`]: checksummed redo records in per-thread ring buffers, and their parser;
 //! * [`replay`]: recovery of the redo-log engines (replay in timestamp order);
 //! * [`watermark`]: the persistent recycle watermark of the redo logs;
@@ -27,7 +26,6 @@ pub mod crc;
 pub mod dirty_lines;
 pub mod grace;
 pub mod header_word;
-pub mod line_set;
 pub mod objects;
 pub mod redo_log;
 pub mod replay;

@@ -735,7 +735,11 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
             starts += 1;
         }
     }
-    assert!(starts >= live.len(), "{starts} record headers for {} live", live.len());
+    assert!(
+        starts >= live.len(),
+        "{starts} record headers for {} live",
+        live.len()
+    );
     // Damage to a record with later ones after it: refused, not a torn tail.
     let p = parse(&heap, off, len);
     let n = p.records.len();
@@ -759,7 +763,10 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
     heap.read_bytes(at + 40, &mut b);
     heap.write_bytes(at + 40, &[b[0] ^ 1]);
     let p = parse(&heap, off, len);
-    assert!(p.damage.is_some(), "damage in a line-aligned chain not found");
+    assert!(
+        p.damage.is_some(),
+        "damage in a line-aligned chain not found"
+    );
 }
 
 /// Mutation evidence for the parser's step over the gap after a line-aligned record:

@@ -40,7 +40,6 @@ use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::engine::kit::grace::wait_for_readers;
 use crate::engine::kit::header_word::tag_of;
 use crate::engine::kit::header_word::PTR_MASK;
-use crate::engine::kit::line_set::LineSet;
 use crate::engine::kit::redo_log::LogWriter;
 use crate::engine::kit::watermark;
 use crate::engine::PiscesOptions;
@@ -237,9 +236,6 @@ pub struct Batch {
     /// commit record, so its address must not change while it is reused.
     #[allow(clippy::vec_box)]
     pub spare: Vec<Box<Attempt>>,
-    /// The lines the write-back in progress wrote (empty between write-backs; kept for
-    /// its capacity).
-    pub lines: LineSet,
 }
 
 // SAFETY: the raw pointers inside `Committed` (copy sources, commit-record pointers in
@@ -382,22 +378,6 @@ impl Shared {
             wait_for_readers(self.clocks(), caller_slot, max_end);
         }
         let heap = &*self.heap;
-        // The lines written below, flushed once each after the batch's last write to
-        // them (`kit::line_set`). The mutation flushes at a line's first write instead.
-        let flush_first = crate::mutation::active(crate::mutation::Mutation::WriteBackFlushFirst);
-        let lines = &mut batch.lines;
-        let durable = self.durable;
-        let mut add = |off: usize, len: usize| {
-            if !durable {
-                return;
-            }
-            if flush_first {
-                if !lines.contains(off) {
-                    heap.flush(off, len);
-                }
-            }
-            lines.add(off, len);
-        };
         for e in &batch.entries {
             for r in &e.attempt.wb.ranges {
                 // SAFETY: `src` points into the copies of `e.attempt`, alive while the
@@ -412,20 +392,17 @@ impl Shared {
                         std::ptr::copy_nonoverlapping(r.src, dst, r.len as usize);
                     }
                 };
-                add(r.home as usize, r.len as usize);
+                if self.durable {
+                    heap.flush(r.home as usize, r.len as usize);
+                }
                 counters::add_bytes_written_home(r.len as u64);
             }
             for &b in &e.attempt.wb.allocs {
-                self.alloc.publish_then(b, true, &mut add);
+                self.alloc.publish_alloc(b);
             }
             for &b in &e.attempt.wb.frees {
-                self.alloc.publish_then(b, false, &mut add);
+                self.alloc.publish_free(b);
             }
-        }
-        if flush_first {
-            batch.lines.clear();
-        } else {
-            batch.lines.flush(heap);
         }
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).

@@ -626,15 +626,6 @@ impl Allocator {
     }
 
     fn publish(&self, b: Block, allocated: bool) {
-        let heap = &*self.heap;
-        self.publish_then(b, allocated, |off, len| heap.flush(off, len));
-    }
-
-    /// [`Allocator::publish_alloc`] (`allocated`) or [`Allocator::publish_free`],
-    /// handing the metadata range to flush to `flush` instead of flushing it: for a
-    /// caller that flushes the lines of a batch of changes once each, after the last
-    /// change to them (and then fences).
-    pub fn publish_then(&self, b: Block, allocated: bool, flush: impl FnOnce(usize, usize)) {
         match pmem::locate(self.heap.layout(), b) {
             Ok(Loc::Small { slab, index, class }) => {
                 debug_assert_eq!(
@@ -642,11 +633,9 @@ impl Allocator {
                     Kind::Small(class).encode(),
                     "publish of {b:?} in a slab not formatted for its class"
                 );
-                pmem::set_bit_then(&self.heap, slab, index, allocated, flush)
+                pmem::set_bit(&self.heap, slab, index, allocated)
             }
-            Ok(Loc::Large { head, n }) => {
-                pmem::write_run_then(&self.heap, head, n, allocated, flush)
-            }
+            Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
             Err(msg) => debug_assert!(false, "publish: {msg}"),
         }
         if allocated && crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {

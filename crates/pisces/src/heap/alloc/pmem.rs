@@ -220,20 +220,6 @@ pub(crate) fn clear_headers(heap: &Heap, slab: usize, class: usize) {
 
 /// Set (or clear) the bit of block `index` of `slab` and flush its word.
 pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
-    set_bit_then(heap, slab, index, allocated, |off, len| {
-        heap.flush(off, len)
-    });
-}
-
-/// [`set_bit`], handing the range to flush to `flush` instead of flushing it (a caller
-/// that flushes the lines of several changes once each; it flushes after this call).
-pub(crate) fn set_bit_then(
-    heap: &Heap,
-    slab: usize,
-    index: usize,
-    allocated: bool,
-    flush: impl FnOnce(usize, usize),
-) {
     let word = bitmap_word(heap, slab, index / 64);
     let bit = 1u64 << (index % 64);
     // Relaxed: several threads publish into one slab, and read-modify-writes of one word
@@ -248,7 +234,7 @@ pub(crate) fn set_bit_then(
     } else {
         word.fetch_and(!bit, Ordering::Release);
     }
-    flush(heap.layout().slab_offset(slab) + 8 * (index / 64), 8);
+    heap.flush(heap.layout().slab_offset(slab) + 8 * (index / 64), 8);
     counters::add_bytes_metadata(8);
 }
 
@@ -281,17 +267,6 @@ pub(crate) fn bit(heap: &Heap, slab: usize, index: usize) -> bool {
 /// engine's fence makes them durable together; a torn run after a crash is repaired by
 /// replaying the logged operation.
 pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
-    write_run_then(heap, head, n, allocated, |off, len| heap.flush(off, len));
-}
-
-/// [`write_run`], handing the range to flush to `flush` (as [`set_bit_then`]).
-pub(crate) fn write_run_then(
-    heap: &Heap,
-    head: usize,
-    n: usize,
-    allocated: bool,
-    flush: impl FnOnce(usize, usize),
-) {
     if allocated {
         for k in 1..n {
             store_entry(heap, head + k, Kind::Cont(k));
@@ -304,7 +279,7 @@ pub(crate) fn write_run_then(
             store_entry(heap, head + k, Kind::Free);
         }
     }
-    flush(entry_offset(heap, head), 4 * n);
+    heap.flush(entry_offset(heap, head), 4 * n);
     counters::add_bytes_metadata(4 * n as u64);
 }
 
