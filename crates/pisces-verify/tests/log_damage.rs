@@ -52,7 +52,8 @@ fn crashed_copy(dir: &Path, engine: EngineId) -> (PathBuf, Vec<(usize, usize)>, 
     std::mem::forget(h); // keep the batches pending until the copy is taken
     drop(pool);
     // Walk slot 0's ring from offset 0 (a fresh log): header = magic u32 | kind u32 |
-    // len u32 | crc u32 | seq u64 | persistTS u64.
+    // len u32 | crc u32 | seq u64 | persistTS u64. Kind 4 (Pisces' line-aligned
+    // records): the next record starts at the next multiple of 64 of the ring.
     let bytes = std::fs::read(&copy).unwrap();
     let ring = area + RING_OFFSET;
     let mut recs = Vec::new();
@@ -66,9 +67,13 @@ fn crashed_copy(dir: &Path, engine: EngineId) -> (PathBuf, Vec<(usize, usize)>, 
         if magic != 0x5052_4543 || seq.is_some_and(|q| q + 1 != s) {
             break;
         }
+        let kind = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
         seq = Some(s);
         recs.push((pos, len));
         pos += HEADER_LEN + len;
+        if kind == 4 {
+            pos = pos.next_multiple_of(64);
+        }
     }
     (copy, recs, ring)
 }

@@ -78,6 +78,7 @@ fn each_protocol_step_is_needed() {
         Some(Mutation::Checksum),
         Some(Mutation::Watermark),
         Some(Mutation::LogFlush),
+        Some(Mutation::LogLineSkip),
     ] {
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
         // outcome is read only as that evidence (see `pisces::mutation::set`).
@@ -90,7 +91,7 @@ fn each_protocol_step_is_needed() {
         );
         mutation::clear();
         println!(
-            "{:<16} crash-state violations {:>4}   read skew {}   stale replay {}",
+            "{:<20} crash-state violations {:>4}   read skew {}   stale replay {}",
             m.map_or("none".to_string(), |m| format!("{m:?}")),
             row.1,
             row.2,
@@ -109,6 +110,9 @@ fn each_protocol_step_is_needed() {
             Some(Mutation::Checksum) => assert!(crash > 0, "checksum removal not detected"),
             Some(Mutation::Watermark) => assert!(wm > 0, "watermark removal not detected"),
             Some(Mutation::LogFlush) => assert!(crash > 0, "log flush removal not detected"),
+            Some(Mutation::LogLineSkip) => {
+                assert!(crash > 0, "parser not skipping the line gap not detected")
+            }
             // Not in this table: the inCritical wait is loom's; TimeStone's switches
             // have their own table (`tests/timestone.rs`).
             Some(_) => unreachable!(),

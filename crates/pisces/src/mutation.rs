@@ -68,6 +68,9 @@ pub enum Mutation {
     /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
     /// order (a log is then taken for another slot's).
     Sp3ParseSlotOrder = 51,
+    /// redo logs: the parser does not skip the gap after a line-aligned record, so it
+    /// stops there and recovery loses the records after it.
+    LogLineSkip = 72,
     /// pisces: a writer's check that a block it just locked is still allocated trusts
     /// any unlocked header word the lock replaced (also the freed marker), not only
     /// this run's live marker.

@@ -346,7 +346,9 @@ impl Shared {
         self.slots.iter().map(|s| &s.clock)
     }
 
-    /// A new log writer for slot `slot`.
+    /// A new log writer for slot `slot`. Its records start on cache-line boundaries:
+    /// a commit's record then flushes no line of the record before it
+    /// (`kit::redo_log`, "Line-aligned records").
     pub fn log_writer(&self, slot: usize) -> LogWriter {
         let l = self.heap.layout();
         LogWriter::new(
@@ -354,6 +356,7 @@ impl Shared {
             l.log_bytes_per_thread,
             self.next_seq[slot],
         )
+        .line_aligned()
     }
 
     /// Write back a slot's batch (the third commit stage) and reclaim what the grace
