@@ -234,7 +234,9 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
                 }
             }
             Item::Free { b, ts } => {
-                p.freed += b.size;
+                if !b.is_small() {
+                    p.freed += b.size;
+                }
                 p.bits.insert(b.offset, (false, ts));
                 actual += it.cost();
             }
@@ -288,7 +290,9 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
                     cost += it.cost();
                 }
                 if let Item::Free { b, .. } = it {
-                    freed += b.size;
+                    if !b.is_small() {
+                        freed += b.size;
+                    }
                 }
                 mine.push(*it);
                 false
@@ -345,12 +349,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut offs: Vec<_> = last.into_iter().collect();
     offs.sort_by_key(|x| x.0);
     let net = net_bit_changes(&bits, sh.recovering);
-    // Payloads of blocks allocated since K_done (free in the state at K_done).
-    let fresh: std::collections::HashSet<u64> = net
-        .iter()
-        .filter(|(alloc, _)| *alloc)
-        .map(|(_, b)| b.payload())
-        .collect();
+    let fresh = fresh_blocks(&bits);
     let mut direct = RecordBuilder::default();
     let mut home = Vec::new();
     for (off, (_, w)) in offs {
@@ -421,8 +420,10 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     sh.k_done.fetch_max(k, AcqRel);
     sh.ckpt_clock.finish();
     if !sh.recovering {
+        // Large blocks only: small ones went to the reuse lists when their commit
+        // completed (and may be in use again).
         for &(_, alloc, b) in &bits {
-            if !alloc {
+            if !alloc && !b.is_small() {
                 sh.alloc.release(&mut st.cache, b);
             }
         }
@@ -510,6 +511,32 @@ fn net_bit_changes(bits: &[(u64, bool, Block)], recovering: bool) -> Vec<(bool, 
             last == i && (recovering || !transient)
         })
         .map(|(_, &(_, alloc, b))| (alloc, b))
+        .collect()
+}
+
+/// Payloads of the blocks that are *fresh* in a checkpoint's window: free in the
+/// state at K_done, written straight home before the CLog record (step 3). Those are
+/// the blocks whose first allocator change since K_done (`bits`, in timestamp order)
+/// is an allocation: a block live at K_done can only change by being freed first. A
+/// block whose last change is an allocation but whose first is a free (freed and
+/// handed out again inside the window) is part of the state at K_done, and its new
+/// contents go through the CLog like any other object's.
+fn fresh_blocks(bits: &[(u64, bool, Block)]) -> std::collections::HashSet<u64> {
+    let mut first: FastMap<u64, bool> = FastMap::default();
+    let mut last: FastMap<u64, bool> = FastMap::default();
+    for &(_, alloc, b) in bits {
+        first.entry(b.payload()).or_insert(alloc);
+        last.insert(b.payload(), alloc);
+    }
+    if crate::mutation::active(crate::mutation::Mutation::TsReuseFresh) {
+        // Mutation: the rule from before blocks were reused inside a window (the last
+        // change decides), which sends a reused block live at K_done home early.
+        return last.into_iter().filter(|&(_, a)| a).map(|(o, _)| o).collect();
+    }
+    first
+        .into_iter()
+        .filter(|&(o, a)| a && last[&o])
+        .map(|(o, _)| o)
         .collect()
 }
 

@@ -118,11 +118,16 @@ pub struct Shared {
     pub recovering: bool,
     /// Trigger: a checkpoint starts when the pending bytes pass this.
     pub high_water: u64,
-    /// Trigger: a checkpoint starts when the bytes of blocks freed since the last one
-    /// pass this: a sixteenth of `high_water`, at least one slab (freed blocks are
-    /// reusable only after the checkpoint, see `clog`). With the default CLog it is one
-    /// slab; a larger CLog lets more frees wait, and so coalesce.
+    /// Trigger: a checkpoint starts when the bytes of large blocks (runs of slabs)
+    /// freed since the last one pass this: a sixteenth of `high_water`, at least one
+    /// slab (freed large blocks are reusable only after the checkpoint, see `clog`;
+    /// small ones are reused at once and do not count).
     pub freed_high_water: u64,
+    /// Small blocks free for reuse by this engine, per block size: blocks freed by
+    /// complete commits (whose free may not be durable yet) and reservations given
+    /// back. Handed out before the allocator's own lists (see `clog`, *Reuse inside a
+    /// window*). Bounded by the heap: each block is here at most once.
+    pub reuse: Mutex<crate::fasthash::FastMap<u64, Vec<crate::heap::alloc::Block>>>,
     /// Statistics.
     pub stats: Stats,
     /// Operation ids ↔ the indices OLog operation records name them by.
@@ -167,6 +172,7 @@ impl Shared {
             high_water: budget * high_water_pct.clamp(1, 100) / 100,
             freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
                 .max(crate::heap::layout::SLAB_SIZE as u64),
+            reuse: Mutex::default(),
             stats: Stats::default(),
             ops,
             heap,

@@ -182,18 +182,40 @@ impl TsThread {
     /// End the transaction, dropping private copies (not those already linked).
     fn rollback(&mut self) {
         let recovering = self.sh.recovering;
-        for w in self.writes.drain(..) {
+        let mut writes = std::mem::take(&mut self.writes);
+        for w in writes.drain(..) {
             if !w.copy.is_null() {
                 // SAFETY: an unlinked private copy owned by us.
                 unsafe { Version::free(w.copy, &self.sh.index.live) };
             }
             if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
                 if !recovering {
-                    self.sh.alloc.unreserve(&mut self.cache, b);
+                    self.give_back(b);
                 }
             }
         }
+        self.writes = writes;
         self.end();
+    }
+
+    /// A block this thread reserved and no commit published, or one a complete
+    /// commit freed: a small block goes to the engine's reuse lists (it may have come
+    /// from them, with its bit still set at home, which the allocator's own lists must
+    /// never hold); a large one back to the allocator as a reservation never
+    /// published (a freed large block waits for its checkpoint instead).
+    fn give_back(&mut self, b: Block) {
+        if b.is_small() {
+            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            r.entry(b.size).or_default().push(b);
+        } else {
+            self.sh.alloc.unreserve(&mut self.cache, b);
+        }
+    }
+
+    /// A small block of `size` bytes from the engine's reuse lists, if any.
+    fn take_reusable(&self, size: u64) -> Option<Block> {
+        let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+        r.get_mut(&size).and_then(Vec::pop)
     }
 
     fn end(&mut self) {
@@ -517,16 +539,25 @@ impl TsThread {
             sh.wait_predecessors(ts);
         }
         let recovering = sh.recovering;
-        for w in self.writes.drain(..) {
-            match w.kind {
-                Kind::FreshFreed(b) if !recovering => sh.alloc.unreserve(&mut self.cache, b),
-                Kind::Freed(_) if !w.copy.is_null() => {
+        let mut writes = std::mem::take(&mut self.writes);
+        for w in writes.drain(..) {
+            if let Kind::Freed(_) = w.kind {
+                if !w.copy.is_null() {
                     // SAFETY: an unlinked copy of an object freed by this transaction.
                     unsafe { Version::free(w.copy, &sh.index.live) }
                 }
+            }
+            match w.kind {
+                Kind::FreshFreed(b) if !recovering => self.give_back(b),
+                // Reusable now that this commit is complete: its OLog record (the
+                // free) is durable and every smaller timestamp is complete, so a
+                // commit that reuses the block has a larger timestamp and can never
+                // be durable without this one (see `clog`, *Reuse inside a window*).
+                Kind::Freed(b) if !recovering && b.is_small() => self.give_back(b),
                 _ => {}
             }
         }
+        self.writes = writes;
         self.end();
         // 7.
         if clog::above_high_water(&sh) {
@@ -651,12 +682,18 @@ impl EngineThread for TsThread {
             }
             b
         } else {
-            // Blocks freed since the last checkpoint become reusable only when a
-            // checkpoint has made their free durable: when the heap looks full, run one
-            // and try again, a few times (another thread's commit that frees space may
-            // be in flight), before reporting the pool full.
+            // Small blocks freed by complete commits first (`clog`, *Reuse inside a
+            // window*), then the allocator. Large blocks freed since the last
+            // checkpoint become reusable only when a checkpoint has made their free
+            // durable: when the heap looks full, run one and try again, a few times
+            // (another thread's commit that frees space may be in flight), before
+            // reporting the pool full.
+            let small = Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
             loop {
+                if let Some(b) = small.and_then(|size| self.take_reusable(size)) {
+                    break b;
+                }
                 match self.sh.alloc.reserve(&mut self.cache, len) {
                     Err(Error::OutOfSpace { .. }) if attempt < 8 => {
                         clog::checkpoint(&self.sh)?;
