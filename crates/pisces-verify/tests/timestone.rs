@@ -478,8 +478,7 @@ fn check(pool: &Pool, w: OpWorkload, root: u64, acked: &[usize]) -> Result<(), S
             }
             let a = acked[0];
             let state = (values.clone(), r.popped);
-            if state != expected_list_and_popped(a) && state != expected_list_and_popped(a + 1)
-            {
+            if state != expected_list_and_popped(a) && state != expected_list_and_popped(a + 1) {
                 return Err(format!(
                     "list {values:?} (popped sum {}) is neither the one after {a} operations \
                      {:?} nor after {}",

@@ -531,7 +531,11 @@ fn fresh_blocks(bits: &[(u64, bool, Block)]) -> std::collections::HashSet<u64> {
     if crate::mutation::active(crate::mutation::Mutation::TsReuseFresh) {
         // Mutation: the rule from before blocks were reused inside a window (the last
         // change decides), which sends a reused block live at K_done home early.
-        return last.into_iter().filter(|&(_, a)| a).map(|(o, _)| o).collect();
+        return last
+            .into_iter()
+            .filter(|&(_, a)| a)
+            .map(|(o, _)| o)
+            .collect();
     }
     first
         .into_iter()

@@ -688,7 +688,8 @@ impl EngineThread for TsThread {
             // durable: when the heap looks full, run one and try again, a few times
             // (another thread's commit that frees space may be in flight), before
             // reporting the pool full.
-            let small = Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
+            let small =
+                Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
             loop {
                 if let Some(b) = small.and_then(|size| self.take_reusable(size)) {
