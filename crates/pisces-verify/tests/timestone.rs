@@ -158,11 +158,14 @@ fn small_window_options() -> EngineOptions {
 }
 
 /// A checkpoint at 2 % of the default CLog (about 250 bytes of distinct dirty
-/// objects: windows of a few list operations), so that blocks freed by a pop and
-/// reused by an append fall into windows both where the node was live at K_done and
-/// where it was allocated inside the window.
+/// objects: windows of a few list operations), and `eager_reuse` (a block live at
+/// K_done and freed inside the window is handed out again at once), so that blocks
+/// freed by a pop and reused by an append fall into windows both where the node was
+/// live at K_done and where it was allocated inside the window.
 fn reuse_window_options() -> EngineOptions {
-    EngineOptions::new().set("checkpoint_pct", 2)
+    EngineOptions::new()
+        .set("checkpoint_pct", 2)
+        .set("eager_reuse", true)
 }
 
 /// Reuse of freed blocks inside a checkpoint window, under crashes: the list

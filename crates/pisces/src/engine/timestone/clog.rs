@@ -223,10 +223,24 @@ pub fn unreserve_budget(sh: &Shared, cost: u64) {
 
 /// Push committed items whose full cost `reserved` was reserved: objects already
 /// charged are not charged again, and the difference is given back.
-pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
+///
+/// Appends to `freed` each small block the items free, with `true` if it was
+/// allocated inside the current window (a pending allocation above K_done: then it is
+/// free in the state at K_done again, and stays fresh when reused).
+pub fn push_items(sh: &Shared, items: &[Item], reserved: u64, freed: &mut Vec<(Block, bool)>) {
+    let k_done = sh.k_done.load(Acquire);
     let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
     let mut actual = 0;
     for it in items {
+        if let Item::Free { b, .. } = *it {
+            if b.is_small() {
+                let fresh = p
+                    .bits
+                    .get(&b.offset)
+                    .is_some_and(|&(alloc, ts)| alloc && ts > k_done);
+                freed.push((b, fresh));
+            }
+        }
         match *it {
             Item::Write { off, len, .. } => {
                 if p.charged.insert((off, len), ()).is_none() {
@@ -428,6 +442,10 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             }
         }
         sh.alloc.drain(&mut st.cache);
+        sh.reuse
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpointed(k);
     }
     {
         let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());

@@ -189,6 +189,12 @@ const OPT_CLOG_MIB: &str = "clog_mib";
 /// full OLog forces a checkpoint, so this bounds the coalescing window too.
 const OPT_OLOG_REGIONS: &str = "olog_regions";
 
+/// Hand out small blocks that were live at K_done and freed inside the checkpoint
+/// window before asking the allocator (default false: only when the allocator has no
+/// free block left). True keeps the heap smaller; each such block's new contents
+/// then take a CLog copy at the checkpoint (`clog`, *Reuse inside a window*).
+const OPT_EAGER_REUSE: &str = "eager_reuse";
+
 /// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
 /// the slot's log regions, which are contiguous).
 pub fn olog_len(l: &Layout) -> usize {
@@ -244,7 +250,12 @@ impl EngineDef for Timestone {
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
         opts.only(
             Self::NAME,
-            &[OPT_HIGH_WATER, OPT_CLOG_MIB, OPT_OLOG_REGIONS],
+            &[
+                OPT_HIGH_WATER,
+                OPT_CLOG_MIB,
+                OPT_OLOG_REGIONS,
+                OPT_EAGER_REUSE,
+            ],
         )?;
         let regions: usize = opts.parse_or(Self::NAME, OPT_OLOG_REGIONS, 1)?;
         if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
@@ -268,7 +279,7 @@ impl EngineDef for Timestone {
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;
-        let sh = Arc::new(Shared::new(
+        let mut sh = Shared::new(
             heap,
             alloc,
             rec.k_done,
@@ -277,7 +288,9 @@ impl EngineDef for Timestone {
             false,
             pct,
             table,
-        ));
+        );
+        sh.eager_reuse = opts.parse_or(Self::NAME, OPT_EAGER_REUSE, false)?;
+        let sh = Arc::new(sh);
         Ok(TimestoneEngine {
             sh,
             replayed: rec.replayed,

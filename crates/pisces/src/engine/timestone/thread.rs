@@ -77,6 +77,9 @@ pub struct TsThread {
     allocs: Vec<Block>,
     script: VecDeque<Block>,
     items: Vec<Item>,
+    /// Small blocks the committing transaction frees, and whether each is fresh
+    /// (`clog::push_items`).
+    freed: Vec<(Block, bool)>,
     locked: usize,
 }
 
@@ -113,6 +116,7 @@ impl TsThread {
             allocs: Vec::new(),
             script: VecDeque::new(),
             items: Vec::new(),
+            freed: Vec::new(),
             locked: 0,
         }
     }
@@ -206,16 +210,10 @@ impl TsThread {
     fn give_back(&mut self, b: Block) {
         if b.is_small() {
             let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
-            r.entry(b.size).or_default().push(b);
+            r.put_fresh(b);
         } else {
             self.sh.alloc.unreserve(&mut self.cache, b);
         }
-    }
-
-    /// A small block of `size` bytes from the engine's reuse lists, if any.
-    fn take_reusable(&self, size: u64) -> Option<Block> {
-        let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
-        r.get_mut(&size).and_then(Vec::pop)
     }
 
     fn end(&mut self) {
@@ -501,7 +499,8 @@ impl TsThread {
                 | Item::Free { ts: t, .. } => *t = ts,
             }
         }
-        clog::push_items(&sh, &self.items, cost);
+        self.freed.clear();
+        clog::push_items(&sh, &self.items, cost, &mut self.freed);
         if !sh.recovering {
             match self.record_tag {
                 Some(tag) => self.log.append_op(&sh.heap, self.record.bytes(), tag, ts),
@@ -539,6 +538,20 @@ impl TsThread {
             sh.wait_predecessors(ts);
         }
         let recovering = sh.recovering;
+        if !recovering && !self.freed.is_empty() {
+            // Reusable now that this commit is complete: its OLog record (the free) is
+            // durable and every smaller timestamp is complete, so a commit that reuses
+            // a block has a larger timestamp and can never be durable without this one
+            // (see `clog`, *Reuse inside a window*).
+            let mut r = sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            for &(b, fresh) in &self.freed {
+                if fresh {
+                    r.put_fresh(b);
+                } else {
+                    r.held.push((ts, b));
+                }
+            }
+        }
         let mut writes = std::mem::take(&mut self.writes);
         for w in writes.drain(..) {
             if let Kind::Freed(_) = w.kind {
@@ -549,11 +562,6 @@ impl TsThread {
             }
             match w.kind {
                 Kind::FreshFreed(b) if !recovering => self.give_back(b),
-                // Reusable now that this commit is complete: its OLog record (the
-                // free) is durable and every smaller timestamp is complete, so a
-                // commit that reuses the block has a larger timestamp and can never
-                // be durable without this one (see `clog`, *Reuse inside a window*).
-                Kind::Freed(b) if !recovering && b.is_small() => self.give_back(b),
                 _ => {}
             }
         }
@@ -692,11 +700,25 @@ impl EngineThread for TsThread {
                 Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
             loop {
-                if let Some(b) = small.and_then(|size| self.take_reusable(size)) {
+                let fresh = small.and_then(|size| {
+                    let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                    r.take_fresh(size)
+                        .or_else(|| self.sh.eager_reuse.then(|| r.take_held(size)).flatten())
+                });
+                if let Some(b) = fresh {
                     break b;
                 }
                 match self.sh.alloc.reserve(&mut self.cache, len) {
                     Err(Error::OutOfSpace { .. }) if attempt < 8 => {
+                        // A block live at K_done and freed inside the window (its new
+                        // contents then take a CLog copy), before a checkpoint.
+                        let held = small.and_then(|size| {
+                            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                            r.take_held(size)
+                        });
+                        if let Some(b) = held {
+                            break b;
+                        }
                         clog::checkpoint(&self.sh)?;
                         if attempt > 0 {
                             std::thread::sleep(std::time::Duration::from_micros(200 << attempt));
