@@ -94,7 +94,8 @@
 //! changed link word), and with uniformly random keys about half the keys touched an
 //! odd number of times end up changed; those bytes are amortised only over the
 //! updates of the window, so the run length decides: with 40 000 keys, 20 % updates
-//! and 10-second runs (about 10⁶ updates in one window) the figure is below 1; at 2 %
+//! and 10-second runs (about 10⁶ updates, one or two windows) the figure is below
+//! 1; at 2 %
 //! updates 10 seconds are about 10⁵ updates, about 2.5 per key, and the close
 //! checkpoint's roughly 2 MB of changed nodes add about 16 bytes per update (1.2
 //! in total); runs of tens of seconds, or an OLog record smaller than 36 bytes, are
@@ -103,8 +104,9 @@
 //! bytes of allocator metadata when its slab is formatted (its header word), the
 //! OLog record carries the 144-byte input, and B+-tree inserts into a leaf shift the
 //! entries after them (bytes written home, not credited): measured home bytes alone
-//! are about 0.96 of the credit, so with the OLog (about 0.2) and allocator metadata
-//! (about 0.09) it stays above 1 (about 1.36 with the largest window); the B+-tree
+//! are about 0.96 of the credit, so with the logs (OLog and CLog, about 0.3) and
+//! allocator metadata (about 0.09) it stays above 1 (about 1.36 with the largest
+//! window, 1-second runs); the B+-tree
 //! shifts and the slab header words are the parts a different design could cut.
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
