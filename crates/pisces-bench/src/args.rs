@@ -164,6 +164,20 @@ pub struct BenchArgs {
     /// Let the scheduler place the worker threads.
     #[arg(long = "no-pin", overrides_with = "pin")]
     pub no_pin: bool,
+    /// Options of one engine for all its measurements (those the plan does not set
+    /// itself), `ENGINE:KEY=VALUE[,KEY=VALUE...]`; repeatable. E.g.
+    /// `timestone:clog_mib=63,olog_regions=8`.
+    #[arg(long = "engine-options", value_parser = parse_engine_options)]
+    pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+}
+
+fn parse_engine_options(s: &str) -> Result<(Engine, pisces::EngineOptions), String> {
+    let (name, opts) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: expected ENGINE:KEY=VALUE[,KEY=VALUE...]"))?;
+    let engine = Engine::parse(name)?;
+    let opts: pisces::EngineOptions = opts.parse().map_err(|e| format!("`{s}`: {e}"))?;
+    Ok((engine, opts))
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {
@@ -264,6 +278,8 @@ pub struct Settings {
     pub replay_log_mib: u64,
     /// Pin worker threads to CPUs.
     pub pin: bool,
+    /// Options given to an engine's measurements (`--engine-options`).
+    pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -367,6 +383,7 @@ impl BenchArgs {
             recovery_log_mib: self.recovery_log_mib,
             replay_log_mib: self.replay_log_mib,
             pin: !self.no_pin,
+            engine_options: self.engine_options.clone(),
         }
     }
 }
@@ -387,6 +404,34 @@ pub(crate) mod tests {
         let mut v = vec!["bench"];
         v.extend_from_slice(args);
         P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn engine_options_parse_and_reach_the_plan() {
+        let s = parse(&[
+            "--engines",
+            "pisces,timestone",
+            "--workloads",
+            "hash",
+            "--engine-options",
+            "timestone:clog_mib=63,olog_regions=8",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.engine_options.len(), 1);
+        let (specs, notes) = crate::plan::plan(&s);
+        for sp in &specs {
+            let o = sp.engine.options();
+            if sp.engine.engine.name() == "timestone" {
+                assert_eq!(o.get("clog_mib"), Some("63"));
+                assert_eq!(o.get("olog_regions"), Some("8"));
+            } else {
+                assert!(o.is_empty());
+            }
+        }
+        assert!(notes.iter().any(|n| n.contains("clog_mib=63")), "{notes:?}");
+        assert!(parse(&["--engine-options", "timestone"]).is_err());
+        assert!(parse(&["--engine-options", "nosuch:a=1"]).is_err());
     }
 
     #[test]

@@ -184,10 +184,23 @@ fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
     p
 }
 
+/// `e` with the `--engine-options` of its engine, unless the plan gave it options.
+fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
+    match s.engine_options.iter().rev().find(|(x, _)| *x == e.engine) {
+        Some((_, o)) if e.options().is_empty() => {
+            EngineSpec::with_options(e.engine, e.label, o.clone())
+        }
+        _ => e,
+    }
+}
+
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
     let mut notes: Vec<String> = Engine::missing_note().into_iter().collect();
+    for (e, o) in &s.engine_options {
+        notes.push(format!("{} runs with the options `{o}`", e.name()));
+    }
     let mut unemulated_skipped = Vec::new();
     for &w in &s.workloads {
         let needs_writers = matches!(
@@ -216,6 +229,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                 continue;
                             }
                             for (engine, data) in variants(e, p.data) {
+                                let engine = with_engine_options(s, engine);
                                 specs.push(Spec {
                                     engine,
                                     workload: p.name.clone(),

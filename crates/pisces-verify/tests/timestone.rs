@@ -139,10 +139,7 @@ fn crash_campaigns_with_window_options() {
         };
         clean_campaign(name, &settings, &format!("timestone `{opts}`"), 60);
     }
-    let opts = EngineOptions::new()
-        .set("clog_mib", 1)
-        .set("olog_regions", 2)
-        .set("checkpoint_pct", 1);
+    let opts = small_window_options();
     let (states, bad) = ops_campaign(OpWorkload::List, &opts, 180);
     eprintln!(
         "ops list `{opts}`: {states} states, {} violations",
@@ -150,6 +147,40 @@ fn crash_campaigns_with_window_options() {
     );
     assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(3)]);
     assert!(states >= 180, "only {states} states");
+}
+
+/// The smallest CLog, an OLog of two regions, a checkpoint at 1 % of the CLog.
+fn small_window_options() -> EngineOptions {
+    EngineOptions::new()
+        .set("clog_mib", 1)
+        .set("olog_regions", 2)
+        .set("checkpoint_pct", 1)
+}
+
+/// A checkpoint at 2 % of the default CLog (about 250 bytes of distinct dirty
+/// objects: windows of a few list operations), and `eager_reuse` (a block live at
+/// K_done and freed inside the window is handed out again at once), so that blocks
+/// freed by a pop and reused by an append fall into windows both where the node was
+/// live at K_done and where it was allocated inside the window.
+fn reuse_window_options() -> EngineOptions {
+    EngineOptions::new()
+        .set("checkpoint_pct", 2)
+        .set("eager_reuse", true)
+}
+
+/// Reuse of freed blocks inside a checkpoint window, under crashes: the list
+/// campaign of registered operations (1 thread, a crash at every fence, some
+/// recoveries crashed again) with windows of a few operations.
+#[test]
+fn freed_blocks_reused_inside_a_window_survive_crashes() {
+    let opts = reuse_window_options();
+    let (states, bad) = ops_campaign(OpWorkload::List, &opts, 40);
+    eprintln!(
+        "ops list `{opts}`: {states} states, {} violations",
+        bad.len()
+    );
+    assert!(bad.is_empty(), "{:#?}", &bad[..bad.len().min(3)]);
+    assert!(states >= 40, "only {states} states");
 }
 
 /// Longer version (minutes): `cargo test -p pisces-verify --release --test timestone
@@ -215,6 +246,10 @@ struct Transfer {
 struct ListRoot {
     head: PPtr<Node>,
     len: u64,
+    /// Sum of the popped values: a re-executed pop must read the node it frees as it
+    /// was (a node freed and handed out again later in the same checkpoint window
+    /// must not reach home before that window's CLog record).
+    popped: u64,
 }
 
 #[derive(Clone, Copy, Pod, Zeroable, Debug)]
@@ -253,6 +288,7 @@ fn operations() -> Operations {
         *tx.write(a.root)? = ListRoot {
             head: n,
             len: r.len + 1,
+            popped: r.popped,
         };
         Ok(())
     })
@@ -267,6 +303,7 @@ fn operations() -> Operations {
         *tx.write(*root)? = ListRoot {
             head: n.next,
             len: r.len - 1,
+            popped: r.popped + n.value,
         };
         Ok(())
     })
@@ -313,19 +350,21 @@ fn expected_balances(k: usize) -> [u64; ACCOUNTS] {
     b
 }
 
-/// List contents (head first) after the first `k` list operations.
-fn expected_list(k: usize) -> Vec<u64> {
+/// List contents (head first) and the sum of the popped values after the first `k`
+/// list operations.
+fn expected_list_and_popped(k: usize) -> (Vec<u64>, u64) {
     let mut v: Vec<u64> = Vec::new();
+    let mut popped = 0;
     for i in 0..k {
         if i % 3 == 2 {
             if !v.is_empty() {
-                v.remove(0);
+                popped += v.remove(0);
             }
         } else {
             v.insert(0, i as u64 * 10 + 1);
         }
     }
-    v
+    (v, popped)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -441,10 +480,13 @@ fn check(pool: &Pool, w: OpWorkload, root: u64, acked: &[usize]) -> Result<(), S
                 return Err(format!("len {} but {} nodes", r.len, values.len()));
             }
             let a = acked[0];
-            if values != expected_list(a) && values != expected_list(a + 1) {
+            let state = (values.clone(), r.popped);
+            if state != expected_list_and_popped(a) && state != expected_list_and_popped(a + 1) {
                 return Err(format!(
-                    "list {values:?} is neither the one after {a} operations {:?} nor after {}",
-                    expected_list(a),
+                    "list {values:?} (popped sum {}) is neither the one after {a} operations \
+                     {:?} nor after {}",
+                    r.popped,
+                    expected_list_and_popped(a),
                     a + 1
                 ));
             }
@@ -1039,6 +1081,19 @@ fn validation_violations() -> usize {
         .sum()
 }
 
+/// Violations of the registered-operation list campaign with windows of a few
+/// operations ([`reuse_window_options`]): a pop frees the head node, and the next
+/// append reuses that block inside the same checkpoint window. When the node was
+/// live at K_done, its new contents must go through the CLog: written home before
+/// the CLog record is durable, a crash in between makes the re-executed pop read the
+/// appended node's value (a wrong popped sum).
+#[cfg(feature = "mutation")]
+fn reuse_violations() -> usize {
+    ops_campaign(OpWorkload::List, &reuse_window_options(), 40)
+        .1
+        .len()
+}
+
 #[cfg(feature = "mutation")]
 #[test]
 fn mutations_each_break_their_test() {
@@ -1056,14 +1111,15 @@ fn mutations_each_break_their_test() {
             diff_violations(),
             fresh_violations(),
             op_block_violations(),
+            reuse_violations(),
         ];
         mutation::clear();
         eprintln!(
-            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff, fresh, op block] = {r:?}"
+            "mutation {m:?}: violations [olog, checkpoint, visibility, validation, guard, diff, fresh, op block, reuse] = {r:?}"
         );
         r
     };
-    assert_eq!(run(None), [0; 8], "violations without any mutation");
+    assert_eq!(run(None), [0; 9], "violations without any mutation");
     for (i, m) in Mutation::TIMESTONE.into_iter().enumerate() {
         if m == Mutation::TsCommitGuard {
             // Its detector needs a committer preempted between reading the clock and

@@ -78,6 +78,10 @@ pub enum Mutation {
     /// timestone: an operation record's block words name the size class after the
     /// block's own (an encoding error of the compact operation record).
     TsOpBlockCode = 60,
+    /// timestone: a checkpoint writes every block whose last change in its window is
+    /// an allocation straight home before the CLog record (the fresh-block path),
+    /// also one that was live at K_done, freed and handed out again inside the window.
+    TsReuseFresh = 61,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
@@ -97,7 +101,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 8] = [
+    pub const TIMESTONE: [Mutation; 9] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -106,6 +110,7 @@ impl Mutation {
         Mutation::TsCheckpointDiff,
         Mutation::TsFreshFence,
         Mutation::TsOpBlockCode,
+        Mutation::TsReuseFresh,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 7] = [

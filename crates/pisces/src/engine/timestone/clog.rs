@@ -34,8 +34,9 @@
 //!    invariant: they are durable before the CLog record is written* — sharing the
 //!    record's fence would let a crash make the record durable without them.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
-//! 5. **K_done = K**, persist. Then blocks freed at or below K become reusable (their
-//!    free is durable now), and the budget is given back.
+//! 5. **K_done = K**, persist. Then large blocks freed at or below K become reusable
+//!    (their free is durable now), held small blocks freed at or below K become fresh
+//!    (see *Reuse inside a window*), and the budget is given back.
 //!
 //! A crash between 3 and 5 is repaired by recovery, which re-applies a valid CLog
 //! record whose K is above K_done (idempotent: absolute ranges, bit sets and clears)
@@ -53,6 +54,48 @@
 //! (`Allocator::replay_changes`): allocations handed out in address order from a
 //! thread's cache share bitmap words.
 //!
+//! # Reuse inside a window
+//! A small block freed by a commit is handed out again inside the same window, before
+//! any checkpoint makes its free durable (`Shared::reuse`); large blocks (runs of
+//! slabs, which the allocator may reformat) still wait for the checkpoint. Without
+//! this, every remove's block waits for a checkpoint, so a long window makes the heap
+//! grow by the blocks freed in it, and the frees waiting bound the window. Why it is
+//! crash-safe:
+//! * **When.** A freed block enters the reuse lists only once its commit is complete
+//!   (OLog record durable, every smaller timestamp complete: after
+//!   `Shared::wait_predecessors`). A commit that reuses it therefore has a larger
+//!   timestamp, and its OLog record can never be durable without the free's: recovery
+//!   re-executes the free before the reuse, on a state where the block is live with
+//!   its old contents (the state at K_done) or already freed by an earlier
+//!   re-executed record.
+//! * **Where its contents go.** A block is *fresh* in a window — written straight
+//!   home before the CLog record, with no CLog copy (step 3) — only if it is free in
+//!   the state at K_done, that is, if its first allocator change since K_done is an
+//!   allocation (`fresh_blocks`; a block live at K_done can only change by being
+//!   freed first). A block live at K_done, freed and handed out again inside the
+//!   window has an allocation as its *last* change but not its first: it is part of
+//!   the state at K_done (recovery's re-executed operations read it, e.g. the pop
+//!   that freed it reads its value), so its new contents go through the CLog like
+//!   any object's, and only the words that differ from its old contents at home. The
+//!   `TsReuseFresh` mutation (the last change decides) sends such a block home before
+//!   the record, and the list campaign with windows of a few operations
+//!   (`freed_blocks_reused_inside_a_window_survive_crashes` in the verification
+//!   suite) then finds re-executed pops reading the appended value.
+//! * **Allocator bits.** Absolute per block, last change wins (`net_bit_changes`); a
+//!   free then an allocation leaves the bit set, as home already has it.
+//! * **Recovery** allocates by the logged script only, so the reuse lists play no
+//!   part in it (they are rebuilt empty; the allocator is rebuilt from the bitmaps).
+//!
+//! Which block is handed out (write amplification only; the rules above make every
+//! choice safe): first a *fresh* one (`Reuse::fresh`: allocated inside the window and
+//! freed again — classified at its free from the pending allocation
+//! (`push_items`) —, or freed at or below the last cut, or reserved and never
+//! published), since it stays on the home-only path; then the allocator's; the *held*
+//! ones (live at K_done, freed inside the window) only when the allocator has no free
+//! block left, or first with the engine option `eager_reuse`. The held blocks are
+//! bounded by the small blocks live at K_done, which bounds the heap growth a long
+//! window causes.
+//!
 //! # Budget
 //! The CLog area holds one record, so the pending items of one checkpoint must fit it.
 //! Committers reserve the full encoded size of their items (`reserve_budget`: 16 +
@@ -63,8 +106,8 @@
 //! back (`push_items`). A checkpoint gives back the charges of the objects it leaves
 //! with no pending write. The high-water mark (`checkpoint_pct` of the budget)
 //! therefore counts *distinct* dirty bytes: repeated updates of a hot set never
-//! trigger a checkpoint by themselves (only a full OLog, the frees waiting for reuse
-//! or the pool closing do). The budget is the CLog area (engine option `clog_mib`)
+//! trigger a checkpoint by themselves (only a full OLog, large frees waiting for
+//! reuse or the pool closing do). The budget is the CLog area (engine option `clog_mib`)
 //! less 4 KiB: a larger area widens the window checkpoints coalesce over.
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
@@ -223,10 +266,24 @@ pub fn unreserve_budget(sh: &Shared, cost: u64) {
 
 /// Push committed items whose full cost `reserved` was reserved: objects already
 /// charged are not charged again, and the difference is given back.
-pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
+///
+/// Appends to `freed` each small block the items free, with `true` if it was
+/// allocated inside the current window (a pending allocation above K_done: then it is
+/// free in the state at K_done again, and stays fresh when reused).
+pub fn push_items(sh: &Shared, items: &[Item], reserved: u64, freed: &mut Vec<(Block, bool)>) {
+    let k_done = sh.k_done.load(Acquire);
     let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
     let mut actual = 0;
     for it in items {
+        if let Item::Free { b, .. } = *it {
+            if b.is_small() {
+                let fresh = p
+                    .bits
+                    .get(&b.offset)
+                    .is_some_and(|&(alloc, ts)| alloc && ts > k_done);
+                freed.push((b, fresh));
+            }
+        }
         match *it {
             Item::Write { off, len, .. } => {
                 if p.charged.insert((off, len), ()).is_none() {
@@ -234,7 +291,9 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64) {
                 }
             }
             Item::Free { b, ts } => {
-                p.freed += b.size;
+                if !b.is_small() {
+                    p.freed += b.size;
+                }
                 p.bits.insert(b.offset, (false, ts));
                 actual += it.cost();
             }
@@ -288,7 +347,9 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
                     cost += it.cost();
                 }
                 if let Item::Free { b, .. } = it {
-                    freed += b.size;
+                    if !b.is_small() {
+                        freed += b.size;
+                    }
                 }
                 mine.push(*it);
                 false
@@ -345,12 +406,7 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     let mut offs: Vec<_> = last.into_iter().collect();
     offs.sort_by_key(|x| x.0);
     let net = net_bit_changes(&bits, sh.recovering);
-    // Payloads of blocks allocated since K_done (free in the state at K_done).
-    let fresh: std::collections::HashSet<u64> = net
-        .iter()
-        .filter(|(alloc, _)| *alloc)
-        .map(|(_, b)| b.payload())
-        .collect();
+    let fresh = fresh_blocks(&bits);
     let mut direct = RecordBuilder::default();
     let mut home = Vec::new();
     for (off, (_, w)) in offs {
@@ -421,12 +477,18 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     sh.k_done.fetch_max(k, AcqRel);
     sh.ckpt_clock.finish();
     if !sh.recovering {
+        // Large blocks only: small ones went to the reuse lists when their commit
+        // completed (and may be in use again).
         for &(_, alloc, b) in &bits {
-            if !alloc {
+            if !alloc && !b.is_small() {
                 sh.alloc.release(&mut st.cache, b);
             }
         }
         sh.alloc.drain(&mut st.cache);
+        sh.reuse
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpointed(k);
     }
     {
         let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -487,16 +549,16 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
 /// among blocks is kept.
 ///
 /// A block allocated and freed again since K_done (its first change here an
-/// allocation, its last a free) is left out entirely — no CLog entry, no bitmap
-/// write — unless `recovering`. Sound at run time: its bit is clear at home (it was
-/// handed out as free: a bit clear in the state a `rebuild` read, a freshly
-/// formatted slab, or a free a completed checkpoint made durable), clear is its state
-/// at K, and no operation above K can name it (a freed block is reused only after
-/// the checkpoint that holds its free completes), so neither this checkpoint's
-/// recovery nor a later re-execution needs its bit. During recovery it is not left
-/// out: recovery marks the blocks of the records it re-executes allocated before it
-/// runs them, so its bit may be set at home. (A free followed by an allocation of
-/// the same block cannot happen between two checkpoints: see above.)
+/// allocation, its last a free; reallocations in between included) is left out
+/// entirely — no CLog entry, no bitmap write — unless `recovering`. Sound at run
+/// time: its first change is an allocation, so it is free in the state at K_done and
+/// its bit is clear at home (home holds that state), and clear is its state at K. An
+/// operation above K may allocate it again (blocks are reused inside a window, see
+/// *Reuse inside a window*), but re-executing that operation needs only a block free
+/// at K, which it is (recovery marks the blocks of the records it re-executes
+/// allocated itself). During recovery it is not left out: that marking may have set
+/// its bit at home. A block live at K_done starts with a free, so it is never left
+/// out: its last change (a free, or an allocation after a free) is written.
 fn net_bit_changes(bits: &[(u64, bool, Block)], recovering: bool) -> Vec<(bool, Block)> {
     let mut span: FastMap<u64, (usize, usize)> = FastMap::default();
     for (i, &(_, _, b)) in bits.iter().enumerate() {
@@ -510,6 +572,36 @@ fn net_bit_changes(bits: &[(u64, bool, Block)], recovering: bool) -> Vec<(bool, 
             last == i && (recovering || !transient)
         })
         .map(|(_, &(_, alloc, b))| (alloc, b))
+        .collect()
+}
+
+/// Payloads of the blocks that are *fresh* in a checkpoint's window: free in the
+/// state at K_done, written straight home before the CLog record (step 3). Those are
+/// the blocks whose first allocator change since K_done (`bits`, in timestamp order)
+/// is an allocation: a block live at K_done can only change by being freed first. A
+/// block whose last change is an allocation but whose first is a free (freed and
+/// handed out again inside the window) is part of the state at K_done, and its new
+/// contents go through the CLog like any other object's.
+fn fresh_blocks(bits: &[(u64, bool, Block)]) -> std::collections::HashSet<u64> {
+    let mut first: FastMap<u64, bool> = FastMap::default();
+    let mut last: FastMap<u64, bool> = FastMap::default();
+    for &(_, alloc, b) in bits {
+        first.entry(b.payload()).or_insert(alloc);
+        last.insert(b.payload(), alloc);
+    }
+    if crate::mutation::active(crate::mutation::Mutation::TsReuseFresh) {
+        // Mutation: the rule from before blocks were reused inside a window (the last
+        // change decides), which sends a reused block live at K_done home early.
+        return last
+            .into_iter()
+            .filter(|&(_, a)| a)
+            .map(|(o, _)| o)
+            .collect();
+    }
+    first
+        .into_iter()
+        .filter(|&(o, a)| a && last[&o])
+        .map(|(o, _)| o)
         .collect()
 }
 

@@ -34,7 +34,7 @@
 //!   builds with the earlier record form refuse to open.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
 //!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
-//!   blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
+//!   large blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
 //!   or the pool closes, one checkpoint writes the newest
 //!   version at a cut K of every object changed since the last one into the CLog, then
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
@@ -44,7 +44,10 @@
 //!   changes take 8 bytes each in the CLog and each changed bitmap word is written
 //!   home once per checkpoint (however many of its blocks changed), and a block
 //!   allocated and freed again within the window touches neither (see
-//!   `clog::net_bit_changes` for why that is crash-safe).
+//!   `clog::net_bit_changes` for why that is crash-safe). Small blocks freed by a
+//!   complete commit are handed out again inside the window; one that was live at
+//!   K_done then goes through the CLog, not the fresh-block path (`clog`, *Reuse
+//!   inside a window*).
 //! * **TLog memory**: chains are truncated at every commit below the oldest running
 //!   snapshot (not by checkpoints), so DRAM holds the versions running snapshots need
 //!   plus one base version per object touched in this run.
@@ -53,41 +56,58 @@
 //!   recovered state, then checkpoint.
 //!
 //! # Write amplification
-//! Bytes made durable (OLog, CLog, home, allocator metadata) per byte the program
-//! changed, as `pisces bench` defines it for every engine (emulated DRAM medium, 1
-//! thread, medians of 3 runs of 1 s; the hash insert credits 80 bytes — key, value
-//! and the link to the node — a remove 8, a TPC-C index entry 24 — key, pointer, the
-//! leaf's count): see the README's table for the figures. Per hash update (44 bytes
-//! credited on average) with the default window: OLog 36, CLog about 30, home 45,
-//! allocator 2, about 2.6.
+//! Bytes made durable (OLog, CLog, home, allocator metadata, the checkpoint at pool
+//! close included) per byte the program changed, as `pisces bench` defines it for
+//! every engine (the hash insert credits 80 bytes — key, value and the link to the
+//! node — a remove 8, a TPC-C index entry 24 — key, pointer, the leaf's count). The
+//! README has the measured figures (emulated DRAM medium).
 //!
 //! **The coalescing window.** A checkpoint writes each object once with its newest
 //! value, so the more updates a checkpoint covers, the fewer bytes per update reach
 //! the CLog and home. What bounds the window: the CLog budget (`clog_mib`, the
-//! high-water mark is `checkpoint_pct` of it), the OLog (`olog_regions`: a full OLog
-//! forces a checkpoint), the frees waiting for reuse (`Shared::freed_high_water`, a
-//! sixteenth of the high-water mark: with the default CLog this is what bounds the
-//! hash workloads' window, about 1 400 updates) and, in a benchmark, the run itself (the pool's
-//! close checkpoints what is left, and that is counted). `examples/ts_window.rs` in
-//! the bench crate measures it (README). DRAM cost of a window: each pending item
-//! (about 40 bytes; 2–3 per hash update, about 25 per new-order) plus the
-//! checkpointer's `charged` and `bits` maps (one entry per distinct dirty object and
-//! per allocated or freed block); the TLog's versions do not grow with it (chains are
-//! truncated at commit), but blocks freed in the window are not reused inside it, so
-//! new blocks (and their base versions) are touched instead.
+//! high-water mark is `checkpoint_pct` of it; allocations and frees take 16 bytes of
+//! it each, objects 16 + their length once per window), the OLog (`olog_regions`: a
+//! full OLog forces a checkpoint; at 36 bytes per hash update the largest OLog, 32
+//! MiB, holds about 930 000 updates), the large blocks freed and waiting for reuse
+//! (`Shared::freed_high_water`; small blocks are reused inside the window, see
+//! `clog`), and, in a benchmark, the run itself (the pool's close checkpoints what is
+//! left, and that is counted). `pisces bench --engine-options
+//! timestone:clog_mib=63,olog_regions=8` runs the bench with the largest window;
+//! `examples/ts_window.rs` in the bench crate compares window sizes.
 //!
-//! **Why not below 1 on the bench's hash table and TPC-C.** Hash: the OLog record
-//! alone is 32–40 bytes per update (36 on average) for 44 credited, and every insert's
-//! 80-byte node must reach home once unless a remove of the same key follows inside
-//! the window; with 40 000 uniformly random keys and 1-second runs most keys are
-//! touched once per run, so home and CLog bytes cannot be amortised. TPC-C: the new
-//! rows (about 760 of the 1 220 credited bytes) must reach home once, each allocated
-//! block costs about 8 bytes of allocator metadata when its slab is formatted (its
-//! header word), the OLog record carries the 144-byte input, and B+-tree inserts into
-//! a leaf shift the entries after them (bytes written home, not credited). Below 1 is
-//! reached where updates overwrite the same bytes within a window: a 1 000-pair hash
-//! table with a CLog of 32 MiB or more (README), and
-//! `write_amplification_of_small_updates` in the verification suite (64 hot objects).
+//! **DRAM cost of a window**, all bounded: each pending item (about 40 bytes; 2–3 per
+//! hash update, about 25 per new-order) until the checkpoint — bounded by the OLog
+//! (every commit has a record of at least 32 bytes), so at most about 120 MB for
+//! the largest OLog on the hash table —, the checkpointer's `charged` and `bits` maps
+//! (one entry per distinct dirty object and per allocated or freed block), and the
+//! reuse lists (one entry per free small block they hold, each block at most once).
+//! The TLog's versions do not grow with the window (chains are truncated at commit).
+//! The heap grows by at most the small blocks live at K_done that are freed inside
+//! the window (held until the checkpoint, unless the allocator runs out or
+//! `eager_reuse` is set).
+//!
+//! **Where the floor is.** Hash table: the OLog record alone is 32 bytes for a
+//! remove and 40 for an insert (16-byte header, 16 argument bytes — map handle and
+//! key —, one block word per allocation), 36 on average for 44 credited: 0.82 before
+//! anything else. Every key whose state differs between the run's start and end must
+//! reach home once (an inserted node, about 90 bytes with its bitmap share, or a
+//! changed link word), and with uniformly random keys about half the keys touched an
+//! odd number of times end up changed; those bytes are amortised only over the
+//! updates of the window, so the run length decides: with 40 000 keys, 20 % updates
+//! and 10-second runs (about 10⁶ updates, one or two windows) the figure is below
+//! 1; at 2 %
+//! updates 10 seconds are about 10⁵ updates, about 2.5 per key, and the close
+//! checkpoint's roughly 2 MB of changed nodes add about 16 bytes per update (1.2
+//! in total); runs of tens of seconds, or an OLog record smaller than 36 bytes, are
+//! what would bring it below 1. TPC-C new-order: the new rows (about 760 of the
+//! 1 220 credited bytes) must reach home once, each allocated block costs about 8
+//! bytes of allocator metadata when its slab is formatted (its header word), the
+//! OLog record carries the 144-byte input, and B+-tree inserts into a leaf shift the
+//! entries after them (bytes written home, not credited): measured home bytes alone
+//! are about 0.96 of the credit, so with the logs (OLog and CLog, about 0.3) and
+//! allocator metadata (about 0.09) it stays above 1 (about 1.36 with the largest
+//! window, 1-second runs); the B+-tree
+//! shifts and the slab header words are the parts a different design could cut.
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
@@ -189,6 +209,12 @@ const OPT_CLOG_MIB: &str = "clog_mib";
 /// full OLog forces a checkpoint, so this bounds the coalescing window too.
 const OPT_OLOG_REGIONS: &str = "olog_regions";
 
+/// Hand out small blocks that were live at K_done and freed inside the checkpoint
+/// window before asking the allocator (default false: only when the allocator has no
+/// free block left). True keeps the heap smaller; each such block's new contents
+/// then take a CLog copy at the checkpoint (`clog`, *Reuse inside a window*).
+const OPT_EAGER_REUSE: &str = "eager_reuse";
+
 /// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
 /// the slot's log regions, which are contiguous).
 pub fn olog_len(l: &Layout) -> usize {
@@ -244,7 +270,12 @@ impl EngineDef for Timestone {
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
         opts.only(
             Self::NAME,
-            &[OPT_HIGH_WATER, OPT_CLOG_MIB, OPT_OLOG_REGIONS],
+            &[
+                OPT_HIGH_WATER,
+                OPT_CLOG_MIB,
+                OPT_OLOG_REGIONS,
+                OPT_EAGER_REUSE,
+            ],
         )?;
         let regions: usize = opts.parse_or(Self::NAME, OPT_OLOG_REGIONS, 1)?;
         if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
@@ -268,7 +299,7 @@ impl EngineDef for Timestone {
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;
-        let sh = Arc::new(Shared::new(
+        let mut sh = Shared::new(
             heap,
             alloc,
             rec.k_done,
@@ -277,7 +308,9 @@ impl EngineDef for Timestone {
             false,
             pct,
             table,
-        ));
+        );
+        sh.eager_reuse = opts.parse_or(Self::NAME, OPT_EAGER_REUSE, false)?;
+        let sh = Arc::new(sh);
         Ok(TimestoneEngine {
             sh,
             replayed: rec.replayed,

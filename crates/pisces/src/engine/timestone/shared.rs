@@ -47,7 +47,8 @@
 use super::clog::Pending;
 use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::engine::kit::version_index::VersionIndex as Index;
-use crate::heap::alloc::Allocator;
+use crate::fasthash::FastMap;
+use crate::heap::alloc::{Allocator, Block};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::sync::fence;
@@ -87,6 +88,54 @@ pub struct Stats {
     pub validation_aborts: AtomicU64,
 }
 
+/// Small blocks this engine hands out again itself, before asking the allocator:
+/// blocks freed by complete commits (whose free may not be durable yet) and
+/// reservations given back. Each block is in at most one list, at most once: the
+/// lists are bounded by the heap. See `clog`, *Reuse inside a window*, for why and
+/// when this is crash-safe.
+#[derive(Default)]
+pub struct Reuse {
+    /// Per block size: blocks free in the state at K_done as far as the engine knows
+    /// (allocated inside the current window and freed again, or freed at or below
+    /// K_done, or never published). Handed out first: reused, they stay on the
+    /// checkpoint's fresh-block path (home only, no CLog copy).
+    pub fresh: FastMap<u64, Vec<Block>>,
+    /// Blocks live at K_done and freed inside the window, with the timestamp of the
+    /// free. Handed out only when the allocator has no free block left (a reused one
+    /// costs a CLog copy of its new contents); a checkpoint whose cut covers the free
+    /// moves them to `fresh`. Bounded by the small blocks live at K_done.
+    pub held: Vec<(u64, Block)>,
+}
+
+impl Reuse {
+    /// A fresh block of `size` bytes.
+    pub fn take_fresh(&mut self, size: u64) -> Option<Block> {
+        self.fresh.get_mut(&size).and_then(Vec::pop)
+    }
+    /// A held block of `size` bytes (the newest freed).
+    pub fn take_held(&mut self, size: u64) -> Option<Block> {
+        let i = self.held.iter().rposition(|(_, b)| b.size == size)?;
+        Some(self.held.swap_remove(i).1)
+    }
+    /// A block free at K_done.
+    pub fn put_fresh(&mut self, b: Block) {
+        self.fresh.entry(b.size).or_default().push(b);
+    }
+    /// After a checkpoint at cut `k`: held blocks freed at or below `k` are free in
+    /// the new K_done state.
+    pub fn checkpointed(&mut self, k: u64) {
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].0 <= k {
+                let (_, b) = self.held.swap_remove(i);
+                self.fresh.entry(b.size).or_default().push(b);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
 /// Pool-wide engine state.
 pub struct Shared {
     /// The pool.
@@ -118,11 +167,18 @@ pub struct Shared {
     pub recovering: bool,
     /// Trigger: a checkpoint starts when the pending bytes pass this.
     pub high_water: u64,
-    /// Trigger: a checkpoint starts when the bytes of blocks freed since the last one
-    /// pass this: a sixteenth of `high_water`, at least one slab (freed blocks are
-    /// reusable only after the checkpoint, see `clog`). With the default CLog it is one
-    /// slab; a larger CLog lets more frees wait, and so coalesce.
+    /// Trigger: a checkpoint starts when the bytes of large blocks (runs of slabs)
+    /// freed since the last one pass this: a sixteenth of `high_water`, at least one
+    /// slab (freed large blocks are reusable only after the checkpoint, see `clog`;
+    /// small ones are reused at once and do not count).
     pub freed_high_water: u64,
+    /// Small blocks free for reuse by this engine (see `clog`, *Reuse inside a
+    /// window*).
+    pub reuse: Mutex<Reuse>,
+    /// Engine option `eager_reuse`: hand out held blocks (live at K_done, freed inside
+    /// the window) before asking the allocator, not only when it has none left: a
+    /// smaller heap, a CLog copy per reused block.
+    pub eager_reuse: bool,
     /// Statistics.
     pub stats: Stats,
     /// Operation ids ↔ the indices OLog operation records name them by.
@@ -167,6 +223,8 @@ impl Shared {
             high_water: budget * high_water_pct.clamp(1, 100) / 100,
             freed_high_water: (budget * high_water_pct.clamp(1, 100) / 100 / 16)
                 .max(crate::heap::layout::SLAB_SIZE as u64),
+            reuse: Mutex::default(),
+            eager_reuse: false,
             stats: Stats::default(),
             ops,
             heap,

@@ -77,6 +77,9 @@ pub struct TsThread {
     allocs: Vec<Block>,
     script: VecDeque<Block>,
     items: Vec<Item>,
+    /// Small blocks the committing transaction frees, and whether each is fresh
+    /// (`clog::push_items`).
+    freed: Vec<(Block, bool)>,
     locked: usize,
 }
 
@@ -113,6 +116,7 @@ impl TsThread {
             allocs: Vec::new(),
             script: VecDeque::new(),
             items: Vec::new(),
+            freed: Vec::new(),
             locked: 0,
         }
     }
@@ -182,18 +186,34 @@ impl TsThread {
     /// End the transaction, dropping private copies (not those already linked).
     fn rollback(&mut self) {
         let recovering = self.sh.recovering;
-        for w in self.writes.drain(..) {
+        let mut writes = std::mem::take(&mut self.writes);
+        for w in writes.drain(..) {
             if !w.copy.is_null() {
                 // SAFETY: an unlinked private copy owned by us.
                 unsafe { Version::free(w.copy, &self.sh.index.live) };
             }
             if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
                 if !recovering {
-                    self.sh.alloc.unreserve(&mut self.cache, b);
+                    self.give_back(b);
                 }
             }
         }
+        self.writes = writes;
         self.end();
+    }
+
+    /// A block this thread reserved and no commit published, or one a complete
+    /// commit freed: a small block goes to the engine's reuse lists (it may have come
+    /// from them, with its bit still set at home, which the allocator's own lists must
+    /// never hold); a large one back to the allocator as a reservation never
+    /// published (a freed large block waits for its checkpoint instead).
+    fn give_back(&mut self, b: Block) {
+        if b.is_small() {
+            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            r.put_fresh(b);
+        } else {
+            self.sh.alloc.unreserve(&mut self.cache, b);
+        }
     }
 
     fn end(&mut self) {
@@ -479,7 +499,8 @@ impl TsThread {
                 | Item::Free { ts: t, .. } => *t = ts,
             }
         }
-        clog::push_items(&sh, &self.items, cost);
+        self.freed.clear();
+        clog::push_items(&sh, &self.items, cost, &mut self.freed);
         if !sh.recovering {
             match self.record_tag {
                 Some(tag) => self.log.append_op(&sh.heap, self.record.bytes(), tag, ts),
@@ -517,16 +538,34 @@ impl TsThread {
             sh.wait_predecessors(ts);
         }
         let recovering = sh.recovering;
-        for w in self.writes.drain(..) {
-            match w.kind {
-                Kind::FreshFreed(b) if !recovering => sh.alloc.unreserve(&mut self.cache, b),
-                Kind::Freed(_) if !w.copy.is_null() => {
+        if !recovering && !self.freed.is_empty() {
+            // Reusable now that this commit is complete: its OLog record (the free) is
+            // durable and every smaller timestamp is complete, so a commit that reuses
+            // a block has a larger timestamp and can never be durable without this one
+            // (see `clog`, *Reuse inside a window*).
+            let mut r = sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            for &(b, fresh) in &self.freed {
+                if fresh {
+                    r.put_fresh(b);
+                } else {
+                    r.held.push((ts, b));
+                }
+            }
+        }
+        let mut writes = std::mem::take(&mut self.writes);
+        for w in writes.drain(..) {
+            if let Kind::Freed(_) = w.kind {
+                if !w.copy.is_null() {
                     // SAFETY: an unlinked copy of an object freed by this transaction.
                     unsafe { Version::free(w.copy, &sh.index.live) }
                 }
+            }
+            match w.kind {
+                Kind::FreshFreed(b) if !recovering => self.give_back(b),
                 _ => {}
             }
         }
+        self.writes = writes;
         self.end();
         // 7.
         if clog::above_high_water(&sh) {
@@ -651,14 +690,35 @@ impl EngineThread for TsThread {
             }
             b
         } else {
-            // Blocks freed since the last checkpoint become reusable only when a
-            // checkpoint has made their free durable: when the heap looks full, run one
-            // and try again, a few times (another thread's commit that frees space may
-            // be in flight), before reporting the pool full.
+            // Small blocks freed by complete commits first (`clog`, *Reuse inside a
+            // window*), then the allocator. Large blocks freed since the last
+            // checkpoint become reusable only when a checkpoint has made their free
+            // durable: when the heap looks full, run one and try again, a few times
+            // (another thread's commit that frees space may be in flight), before
+            // reporting the pool full.
+            let small =
+                Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
             loop {
+                let fresh = small.and_then(|size| {
+                    let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                    r.take_fresh(size)
+                        .or_else(|| self.sh.eager_reuse.then(|| r.take_held(size)).flatten())
+                });
+                if let Some(b) = fresh {
+                    break b;
+                }
                 match self.sh.alloc.reserve(&mut self.cache, len) {
                     Err(Error::OutOfSpace { .. }) if attempt < 8 => {
+                        // A block live at K_done and freed inside the window (its new
+                        // contents then take a CLog copy), before a checkpoint.
+                        let held = small.and_then(|size| {
+                            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                            r.take_held(size)
+                        });
+                        if let Some(b) = held {
+                            break b;
+                        }
                         clog::checkpoint(&self.sh)?;
                         if attempt > 0 {
                             std::thread::sleep(std::time::Duration::from_micros(200 << attempt));
