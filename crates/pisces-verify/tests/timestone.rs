@@ -544,7 +544,16 @@ fn run_until_crash(
         }
     });
     let end = sim.fence_count();
-    std::mem::forget(pool); // a crashed machine does not close its pool
+    if sim.crash_info().is_some() {
+        // The crash images are frozen at the crash (later writes and fences are no-ops
+        // on a crashed simulator), so the pool is dropped as `pisces crashtest` drops
+        // it: forgetting it kept every crashed run's simulated memory alive.
+        drop(pool);
+    } else {
+        // No crash: the caller may take an image of the running machine, which a close
+        // (its final checkpoint) would change.
+        std::mem::forget(pool);
+    }
     let acked = acked
         .iter()
         .map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
@@ -568,9 +577,12 @@ fn recover_and_check(
         let sim = Arc::new(
             SimMedium::from_image(image, SimConfig::crash_at_fence(rc).with_seed(seed)).unwrap(),
         );
-        if let Ok(p) = Pool::open_on_with_ops(sim.clone(), cfg.clone(), &operations()) {
-            std::mem::forget(p);
-        }
+        // Dropped after the crash: the image is frozen (see `run_until_crash`).
+        drop(Pool::open_on_with_ops(
+            sim.clone(),
+            cfg.clone(),
+            &operations(),
+        ));
         match sim.crash_image(seed) {
             Some(i) => i,
             None => return Ok(0), // recovery needed fewer fences
