@@ -88,6 +88,12 @@ pub enum Mutation {
     /// spht: recovery's validation pass notes no record as holding allocator entries,
     /// so the allocator pass of its replay skips every record.
     SphtRecoveryAllocFlags = 53,
+    /// spht: the dense duplicate filter of recovery's replay keeps one bit per cache
+    /// line instead of one per word, so the older writes of a line's other words are
+    /// taken for duplicates and skipped.
+    SphtDenseFilterUnit = 54,
+    /// spht: recovery's parse validates only the first entry of each record.
+    SphtParseValidation = 55,
 }
 
 impl Mutation {
@@ -113,7 +119,7 @@ impl Mutation {
         Mutation::TsReuseFresh,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
-    pub const SPHT: [Mutation; 7] = [
+    pub const SPHT: [Mutation; 9] = [
         Mutation::SphtWait,
         Mutation::SphtSkipCas,
         Mutation::SphtForwardLink,
@@ -121,6 +127,8 @@ impl Mutation {
         Mutation::SphtDuplicateFilter,
         Mutation::SphtScanMerge,
         Mutation::SphtRecoveryAllocFlags,
+        Mutation::SphtDenseFilterUnit,
+        Mutation::SphtParseValidation,
     ];
 }
 

@@ -32,7 +32,7 @@
 //! in the logs until the `replayed` word passes them, so recovery applies the whole
 //! batch again (absolute values: idempotent).
 
-use super::log::RecordRef;
+use super::log::{LogRec, RecordRef};
 use crate::engine::kit::prefetch::prefetch_home;
 use crate::engine::kit::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block};
@@ -44,6 +44,11 @@ use std::sync::atomic::Ordering::Relaxed;
 /// home lines of).
 const AHEAD: usize = 8;
 
+/// How many records ahead of the one it decodes a shard prefetches the record's own
+/// bytes (recovery reads its records from a log far larger than the caches, in an
+/// order that interleaves the slots' logs).
+const LOG_AHEAD: usize = 8;
+
 /// Chunk size of the sharding.
 pub const CHUNK_SHIFT: u32 = 12;
 
@@ -51,6 +56,145 @@ pub const CHUNK_SHIFT: u32 = 12;
 #[inline]
 pub fn shard_of(off: u64, shards: usize) -> usize {
     ((off >> CHUNK_SHIFT) % shards as u64) as usize
+}
+
+/// How a shard remembers the words it wrote (the duplicate filter) and the lines it
+/// must flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tracking {
+    /// A hash set of word offsets and a list of lines, sorted at the end: memory in
+    /// proportion to the batch (the background replayer's small batches).
+    Sparse,
+    /// One bit per word and one bit per line of the whole pool (the paper's bitmap):
+    /// a test-and-set instead of a hash lookup, no sort; the bitmaps are allocated
+    /// zeroed and the kernel maps only the pages the batch touches (recovery, whose
+    /// batch is every durable record: millions of words).
+    Dense,
+}
+
+/// A bitmap over the pool: bit `i` stands for unit `i` (`1 << shift` bytes) of the pool.
+struct PoolBits {
+    words: Vec<u64>,
+    shift: u32,
+}
+
+impl PoolBits {
+    fn new(pool_bytes: usize, shift: u32) -> PoolBits {
+        // `vec![0; n]` is a zeroed allocation: pages the batch never touches are never
+        // written (nor faulted in).
+        PoolBits {
+            words: vec![0; (pool_bytes >> shift).div_ceil(64)],
+            shift,
+        }
+    }
+    /// Set the bit of pool offset `off`; true if it was set already.
+    #[inline]
+    fn test_and_set(&mut self, off: u64) -> bool {
+        let i = (off >> self.shift) as usize;
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let was = self.words[w] & b != 0;
+        self.words[w] |= b;
+        was
+    }
+    /// Is the bit of pool offset `off` set?
+    #[inline]
+    fn test(&self, off: u64) -> bool {
+        let i = (off >> self.shift) as usize;
+        self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+    /// The pool offsets of the set bits, in order.
+    fn for_each(&self, mut f: impl FnMut(usize)) {
+        for (w, &bits) in self.words.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                let i = 64 * w + b.trailing_zeros() as usize;
+                f(i << self.shift);
+                b &= b - 1;
+            }
+        }
+    }
+}
+
+/// A shard's record of the words it wrote and the lines to flush (see [`Tracking`]).
+enum Written {
+    Sparse {
+        seen: crate::fasthash::FastMap<u64, ()>,
+        lines: Vec<usize>,
+    },
+    Dense {
+        seen: PoolBits,
+        lines: PoolBits,
+    },
+}
+
+impl Written {
+    fn new(heap: &Heap, tracking: Tracking) -> Written {
+        match tracking {
+            Tracking::Sparse => Written::Sparse {
+                seen: Default::default(),
+                lines: Vec::new(),
+            },
+            Tracking::Dense => {
+                let word_shift =
+                    if crate::mutation::active(crate::mutation::Mutation::SphtDenseFilterUnit) {
+                        // Mutation: one bit per line, not per word.
+                        6
+                    } else {
+                        3
+                    };
+                Written::Dense {
+                    seen: PoolBits::new(heap.size(), word_shift),
+                    lines: PoolBits::new(heap.size(), 6),
+                }
+            }
+        }
+    }
+    /// Note word `off` as met; true if it was met before (the filter skips it).
+    #[inline]
+    fn seen_before(&mut self, off: u64) -> bool {
+        match self {
+            Written::Sparse { seen, .. } => seen.insert(off, ()).is_some(),
+            Written::Dense { seen, .. } => seen.test_and_set(off),
+        }
+    }
+    /// Was word `off` met already (a later record of the walk will be filtered)?
+    #[inline]
+    fn met(&self, off: u64) -> bool {
+        match self {
+            Written::Sparse { .. } => false,
+            Written::Dense { seen, .. } => seen.test(off),
+        }
+    }
+    /// Note the line of word `off` as written.
+    #[inline]
+    fn line(&mut self, off: u64) {
+        let line = off as usize & !63;
+        match self {
+            // Consecutive words mostly share a line: keep the list short before the
+            // sort.
+            Written::Sparse { lines, .. } => {
+                if lines.last() != Some(&line) {
+                    lines.push(line);
+                }
+            }
+            Written::Dense { lines, .. } => {
+                lines.test_and_set(line as u64);
+            }
+        }
+    }
+    /// Flush every line written (the caller fences).
+    fn flush(self, heap: &Heap) {
+        match self {
+            Written::Sparse { mut lines, .. } => {
+                lines.sort_unstable();
+                lines.dedup();
+                for l in lines {
+                    heap.flush(l, 64);
+                }
+            }
+            Written::Dense { lines, .. } => lines.for_each(|l| heap.flush(l, 64)),
+        }
+    }
 }
 
 /// What applying a batch did (tests and `info`).
@@ -70,6 +214,9 @@ pub struct ApplyStats {
 pub trait LoggedRecord: Sync {
     /// Append its entries to `out`; `Err` names the first malformed one.
     fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()>;
+    /// Hint the processor to fetch the record's bytes (it is decoded soon).
+    #[inline]
+    fn prefetch(&self, _heap: &Heap) {}
 }
 
 impl LoggedRecord for RecordRef {
@@ -78,6 +225,21 @@ impl LoggedRecord for RecordRef {
             out.push(e?);
         }
         Ok(())
+    }
+}
+
+impl LoggedRecord for LogRec {
+    fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()> {
+        for e in redo_log::entries(LogRec::entries(*self, heap)) {
+            out.push(e?);
+        }
+        Ok(())
+    }
+    #[inline]
+    fn prefetch(&self, heap: &Heap) {
+        // Header and first entry (a record is 64 bytes and more, rarely line-aligned).
+        prefetch_home(heap, self.off());
+        prefetch_home(heap, self.off() + 64);
     }
 }
 
@@ -148,6 +310,7 @@ fn decode_ahead<'s, R: LoggedRecord>(
     rec: Option<&'s R>,
     buf: &mut Vec<Entry<'s>>,
     mine: &impl Fn(u64) -> bool,
+    written: &Written,
 ) {
     buf.clear();
     let Some(rec) = rec else {
@@ -156,7 +319,8 @@ fn decode_ahead<'s, R: LoggedRecord>(
     let _ = rec.entries_into(heap, buf);
     for e in buf.iter() {
         if let Entry::Word { off, .. } | Entry::Range { off, .. } = *e {
-            if mine(off) {
+            // A word met already is filtered (newest first): no need for its line.
+            if mine(off) && !written.met(off) {
                 prefetch_home(heap, off as usize);
             }
         }
@@ -164,66 +328,67 @@ fn decode_ahead<'s, R: LoggedRecord>(
 }
 
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
-/// durable. Returns (words written, words filtered).
+/// durable, remembering what it wrote as `tracking` says. Returns (words written,
+/// words filtered).
 pub fn apply_shard<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,
     shards: usize,
     shard: usize,
+    tracking: Tracking,
 ) -> (u64, u64) {
-    let mut lines: Vec<usize> = Vec::new();
+    let mut written = Written::new(heap, tracking);
     let (mut applied, mut filtered) = (0u64, 0u64);
     let all_shards = crate::mutation::active(crate::mutation::Mutation::SphtShardFilter);
     let mine = |off: u64| all_shards || shard_of(off, shards) == shard;
     let no_filter = crate::mutation::active(crate::mutation::Mutation::SphtDuplicateFilter);
-    let mut write = |off: u64, value: u64, lines: &mut Vec<usize>| {
-        // Relaxed: only replay writes these words of the durable heap; the fence below
-        // orders their durability.
-        heap.atomic_u64(off as usize).store(value, Relaxed);
-        let line = off as usize & !63;
-        // Consecutive words mostly share a line: keep the list short before the sort.
-        if lines.last() != Some(&line) {
-            lines.push(line);
-        }
-        applied += 1;
-    };
     // The records in the order they are applied: newest first with the filter.
     let n = batch.len();
     let at = |j: usize| (j < n).then(|| if filter { &batch[n - 1 - j] } else { &batch[j] });
     let mut ring: Vec<Vec<Entry<'_>>> = (0..AHEAD).map(|_| Vec::new()).collect();
-    for (j, buf) in ring.iter_mut().enumerate() {
-        decode_ahead(heap, at(j), buf, &mine);
+    for j in 0..AHEAD + LOG_AHEAD {
+        if let Some(r) = at(j) {
+            r.prefetch(heap);
+        }
     }
-    let mut seen = crate::fasthash::FastMap::<u64, ()>::default();
+    for (j, buf) in ring.iter_mut().enumerate() {
+        decode_ahead(heap, at(j), buf, &mine, &written);
+    }
     for j in 0..n {
         // Record `j` was decoded into this buffer `AHEAD` records ago.
         let buf = &mut ring[j % AHEAD];
+        let mut write = |off: u64, value: u64, written: &mut Written| {
+            // Relaxed: only replay writes these words of the durable heap; the fence
+            // below orders their durability.
+            heap.atomic_u64(off as usize).store(value, Relaxed);
+            written.line(off);
+            applied += 1;
+        };
         if filter {
             for_each_word(buf, true, |off, value| {
                 if !mine(off) {
                     return;
                 }
-                if seen.insert(off, ()).is_some() && !no_filter {
+                if written.seen_before(off) && !no_filter {
                     filtered += 1;
                     return;
                 }
-                write(off, value, &mut lines);
+                write(off, value, &mut written);
             });
         } else {
             for_each_word(buf, false, |off, value| {
                 if mine(off) {
-                    write(off, value, &mut lines);
+                    write(off, value, &mut written);
                 }
             });
         }
-        decode_ahead(heap, at(j + AHEAD), buf, &mine);
+        if let Some(r) = at(j + AHEAD + LOG_AHEAD) {
+            r.prefetch(heap);
+        }
+        decode_ahead(heap, at(j + AHEAD), buf, &mine, &written);
     }
-    lines.sort_unstable();
-    lines.dedup();
-    for l in lines {
-        heap.flush(l, 64);
-    }
+    written.flush(heap);
     heap.fence();
     (applied, filtered)
 }
@@ -237,16 +402,18 @@ pub fn apply<R: LoggedRecord>(
     filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
-    apply_marked(heap, batch, filter, shards, |_| true)
+    apply_marked(heap, batch, filter, shards, Tracking::Sparse, |_| true)
 }
 
-/// [`apply`], where `may_allocate(i)` is false only for records `batch[i]` known to
-/// hold no allocator entry (the coordinator skips them undecoded).
+/// [`apply`] with the shards' `tracking`, where `may_allocate(i)` is false only for
+/// records `batch[i]` known to hold no allocator entry (the coordinator skips them
+/// undecoded).
 pub fn apply_marked<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,
     shards: usize,
+    tracking: Tracking,
     may_allocate: impl Fn(usize) -> bool,
 ) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
@@ -281,15 +448,15 @@ pub fn apply_marked<R: LoggedRecord>(
         allocator,
     };
     if shards == 1 {
-        let (a, f) = apply_shard(heap, batch, filter, 1, 0);
+        let (a, f) = apply_shard(heap, batch, filter, 1, 0, tracking);
         stats.applied[0] = a;
         stats.filtered = f;
     } else {
         let results: Vec<(u64, u64)> = std::thread::scope(|s| {
             let hs: Vec<_> = (1..shards)
-                .map(|k| s.spawn(move || apply_shard(heap, batch, filter, shards, k)))
+                .map(|k| s.spawn(move || apply_shard(heap, batch, filter, shards, k, tracking)))
                 .collect();
-            let mut r = vec![apply_shard(heap, batch, filter, shards, 0)];
+            let mut r = vec![apply_shard(heap, batch, filter, shards, 0, tracking)];
             r.extend(
                 hs.into_iter()
                     .map(|h| h.join().expect("replay shard panicked")),

@@ -202,16 +202,33 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
 /// place, checksums checked), and the sequence number the next record must carry.
 /// Nobody else may append to or release the log meanwhile.
 pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, u64) {
+    let mut out = Vec::new();
+    let next = walk(heap, slot, |rec, _| {
+        out.push(*rec);
+        Ok(())
+    })
+    .expect("the collecting callback never fails");
+    (out, next)
+}
+
+/// [`parse`] without a list: hand each valid transaction record, with its entry bytes
+/// (in place, just checksummed, so still in the cache), to `each`, in sequence order,
+/// and return the sequence number the next record must carry. Stops at the first
+/// error `each` returns. Nobody else may append to or release the log meanwhile.
+pub fn walk<'h>(
+    heap: &'h Heap,
+    slot: usize,
+    mut each: impl FnMut(&RecordRef, &'h [u8]) -> crate::Result<()>,
+) -> crate::Result<u64> {
     let a = Area::of(heap, slot);
     let hw = heap.atomic_u64(a.off).load(Acquire);
     let mut pos = (hw >> 32) as usize;
     let seq_lo = hw & 0xFFFF_FFFF;
-    let mut out = Vec::new();
     let mut expected: Option<u64> = None;
     let mut next_seq = seq_lo;
     let mut consumed = 0usize;
     if pos >= a.cap || !pos.is_multiple_of(8) {
-        return (out, next_seq);
+        return Ok(next_seq);
     }
     loop {
         if a.cap - pos < HEADER_LEN {
@@ -252,7 +269,8 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, u64) {
             is_wrap: kind == KIND_WRAP,
         };
         // In place: the caller has the pool to itself (recovery, inspection).
-        let ok = crc == checksum(len as u32, kind, seq, ts, rec.entries(heap))
+        let entries = rec.entries(heap);
+        let ok = crc == checksum(len as u32, kind, seq, ts, entries)
             || crate::mutation::active(crate::mutation::Mutation::Checksum);
         if !ok {
             break;
@@ -264,14 +282,61 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, u64) {
             pos = 0;
             continue;
         }
-        out.push(rec);
+        each(&rec, entries)?;
         consumed += HEADER_LEN + len;
         pos += HEADER_LEN + len;
         if pos == a.cap {
             pos = 0;
         }
     }
-    (out, next_seq)
+    Ok(next_seq)
+}
+
+/// A parsed record in 8 bytes (recovery's tables: millions of them): the pool offset
+/// of its header, and in bit 63 whether it holds allocator entries. Its length and
+/// timestamp stay in the log, read again from the header when needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRec(u64);
+
+/// Bit 63 of a [`LogRec`]: the record holds allocator entries.
+const ALLOCATES: u64 = 1 << 63;
+
+impl LogRec {
+    /// The record at ring offset `pos` of `slot`; `allocates`: it holds allocator
+    /// entries.
+    pub fn new(heap: &Heap, slot: usize, pos: usize, allocates: bool) -> LogRec {
+        let off = Area::of(heap, slot).at(pos) as u64;
+        LogRec(if allocates { off | ALLOCATES } else { off })
+    }
+    /// Pool offset of its header.
+    #[inline]
+    pub fn off(self) -> usize {
+        (self.0 & !ALLOCATES) as usize
+    }
+    /// It holds allocator entries.
+    #[inline]
+    pub fn allocates(self) -> bool {
+        self.0 & ALLOCATES != 0
+    }
+    /// Its forward link slot.
+    pub fn fwd(self, heap: &Heap) -> u64 {
+        heap.atomic_u64(self.off() + FWD).load(Acquire)
+    }
+    /// Its backward link slot.
+    pub fn back(self, heap: &Heap) -> u64 {
+        heap.atomic_u64(self.off() + BACK).load(Acquire)
+    }
+    /// The entry bytes, in place (a record [`walk`] returned, in a log nobody writes).
+    #[inline]
+    pub fn entries(self, heap: &Heap) -> &[u8] {
+        let mut b = [0u8; 4];
+        heap.read_bytes(self.off() + 4, &mut b);
+        let (off, len) = (self.off() + HEADER_LEN, u32::from_le_bytes(b) as usize);
+        assert!(heap.in_bounds(off, len));
+        // SAFETY: in bounds; the bytes were checksummed by the parse and are not
+        // rewritten while recovery (the only user) runs.
+        unsafe { std::slice::from_raw_parts(heap.ptr(off), len) }
+    }
 }
 
 /// The writer side of one slot's log.

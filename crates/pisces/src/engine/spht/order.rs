@@ -15,23 +15,42 @@
 //!   every record. Then the result is exactly the merge's order; otherwise they
 //!   return `None` and recovery merges.
 
-use super::log::{self, RecordRef, LINK_BIT};
+use super::log::{self, LogRec, LINK_BIT};
+use crate::engine::kit::prefetch::prefetch_home;
 use crate::heap::Heap;
 use std::cmp::Reverse;
+
+/// How many records of a slot ahead of the one a link walk takes it prefetches.
+const WALK_AHEAD: usize = 8;
 use std::collections::BinaryHeap;
 
-/// The records of `lists` (one list per slot, each in timestamp order), merged into
-/// one list in timestamp order.
-pub fn merge_by_ts(lists: Vec<Vec<RecordRef>>) -> Vec<RecordRef> {
+/// A record of recovery's per-slot lists: where it is, and its timestamp (kept beside
+/// it: the merge compares timestamps of every record, the log need not be read again
+/// for them). 16 bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Parsed {
+    /// The record.
+    pub rec: LogRec,
+    /// Its timestamp.
+    pub ts: u64,
+}
+
+/// The records of `lists` (one list per slot, each in timestamp order, `ts` their
+/// timestamps), merged into one list in timestamp order, each record mapped by `out`.
+pub fn merge_by_ts<T, O>(
+    lists: &[Vec<T>],
+    ts: impl Fn(&T) -> u64,
+    out_of: impl Fn(&T) -> O,
+) -> Vec<O> {
     let total = lists.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(total);
     if crate::mutation::active(crate::mutation::Mutation::SphtScanMerge) {
         // The slots' lists one after the other (the one holding the newest record
         // last, so that the replayer still reaches the durable point).
-        let mut ls: Vec<&Vec<RecordRef>> = lists.iter().filter(|l| !l.is_empty()).collect();
-        ls.sort_by_key(|l| l.last().map_or(0, |r| r.ts));
+        let mut ls: Vec<&Vec<T>> = lists.iter().filter(|l| !l.is_empty()).collect();
+        ls.sort_by_key(|l| l.last().map_or(0, &ts));
         for l in ls {
-            out.extend_from_slice(l);
+            out.extend(l.iter().map(&out_of));
         }
         return out;
     }
@@ -39,49 +58,59 @@ pub fn merge_by_ts(lists: Vec<Vec<RecordRef>>) -> Vec<RecordRef> {
     let mut heads: BinaryHeap<Reverse<(u64, usize)>> = lists
         .iter()
         .enumerate()
-        .filter_map(|(s, l)| l.first().map(|r| Reverse((r.ts, s))))
+        .filter_map(|(s, l)| l.first().map(|r| Reverse((ts(r), s))))
         .collect();
     while let Some(Reverse((_, s))) = heads.pop() {
         let l = &lists[s];
         // Take the run of this slot's records below the other slots' next one (one
         // heap operation per run, not per record: a slot's records often follow each
         // other).
-        let bound = heads.peek().map_or(u64::MAX, |Reverse((ts, _))| *ts);
+        let bound = heads.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
         while let Some(r) = l.get(next[s]) {
-            if r.ts > bound {
-                heads.push(Reverse((r.ts, s)));
+            let t = ts(r);
+            if t > bound {
+                heads.push(Reverse((t, s)));
                 break;
             }
-            out.push(*r);
+            out.push(out_of(r));
             next[s] += 1;
         }
     }
     out
 }
 
+/// Does link word `l` name record `r` (of slot `s`'s list)?
+fn names(heap: &Heap, l: u64, r: &Parsed) -> bool {
+    let (s, p) = log::unlink(l);
+    s < heap.layout().max_threads && log::Area::of(heap, s).at(p) == r.rec.off()
+}
+
 /// The records of `lists` in the order of the forward links, from the oldest one;
 /// `None` if a link is missing or names another record than the merge would take.
-pub fn follow_forward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<RecordRef>> {
+pub fn follow_forward(heap: &Heap, lists: &[Vec<Parsed>]) -> Option<Vec<LogRec>> {
     let total: usize = lists.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(total);
     let Some(mut cur) = lists.iter().filter_map(|l| l.first()).min_by_key(|r| r.ts) else {
         return Some(out);
     };
     let mut taken = vec![0usize; lists.len()];
-    taken[cur.slot] = 1;
-    out.push(*cur);
+    taken[lists.iter().position(|l| l.first().is_some_and(|r| r.rec == cur.rec))?] = 1;
+    out.push(cur.rec);
     while out.len() < total {
-        let l = cur.fwd(heap);
+        let l = cur.rec.fwd(heap);
         if l & LINK_BIT == 0 {
             return None;
         }
-        let (s, p) = log::unlink(l);
+        let (s, _) = log::unlink(l);
         let next = lists.get(s)?.get(taken[s])?;
-        if next.pos != p || next.ts <= cur.ts {
+        if !names(heap, l, next) || next.ts <= cur.ts {
             return None;
         }
         taken[s] += 1;
-        out.push(*next);
+        if let Some(p) = lists[s].get(taken[s] + WALK_AHEAD) {
+            prefetch_home(heap, p.rec.off());
+        }
+        out.push(next.rec);
         cur = next;
     }
     Some(out)
@@ -90,7 +119,7 @@ pub fn follow_forward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<Recor
 /// The records of `lists` in the order of the backward links from the newest one,
 /// returned oldest first; `None` if a link is missing or names another record than
 /// the merge would take.
-pub fn follow_backward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<RecordRef>> {
+pub fn follow_backward(heap: &Heap, lists: &[Vec<Parsed>]) -> Option<Vec<LogRec>> {
     let total: usize = lists.iter().map(Vec::len).sum();
     let mut out = Vec::with_capacity(total);
     let Some(mut cur) = lists.iter().filter_map(|l| l.last()).max_by_key(|r| r.ts) else {
@@ -99,21 +128,26 @@ pub fn follow_backward(heap: &Heap, lists: &[Vec<RecordRef>]) -> Option<Vec<Reco
     // Per slot: how many of its records are not taken yet (the next one to take is
     // the one before that count).
     let mut left: Vec<usize> = lists.iter().map(Vec::len).collect();
-    left[cur.slot] -= 1;
-    out.push(*cur);
+    left[lists.iter().position(|l| l.last().is_some_and(|r| r.rec == cur.rec))?] -= 1;
+    out.push(cur.rec);
     while out.len() < total {
-        let l = cur.back(heap);
+        let l = cur.rec.back(heap);
         if l & LINK_BIT == 0 {
             return None;
         }
-        let (s, p) = log::unlink(l);
+        let (s, _) = log::unlink(l);
         let k = left.get(s)?.checked_sub(1)?;
         let prev = &lists[s][k];
-        if prev.pos != p || prev.ts >= cur.ts {
+        if !names(heap, l, prev) || prev.ts >= cur.ts {
             return None;
         }
         left[s] = k;
-        out.push(*prev);
+        // The walk reads each record's link from the log (far larger than the
+        // caches): fetch this slot's next records ahead.
+        if let Some(p) = k.checked_sub(WALK_AHEAD).map(|i| lists[s][i]) {
+            prefetch_home(heap, p.rec.off());
+        }
+        out.push(prev.rec);
         cur = prev;
     }
     out.reverse();

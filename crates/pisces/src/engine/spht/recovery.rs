@@ -27,11 +27,12 @@
 //! The new run's clock starts above every timestamp seen (D, R and every record), so
 //! its records sort after everything here.
 
-use super::apply;
+use super::apply::{self, Tracking};
 use super::durability::{durable_point, persist_replayed, replayed};
 use super::log;
 use super::options::{ReplayMode, SphtOptions};
-use super::order;
+use super::log::LogRec;
+use super::order::{self, Parsed};
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self, decode, Entry};
 use crate::heap::alloc::Allocator;
@@ -59,19 +60,35 @@ pub struct Recovered {
 fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<bool> {
     let mut allocates = false;
     for e in entries {
-        match *e {
-            Entry::Word { off, .. } => check_logged_write(heap, off, 8)?,
-            Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
-            Entry::Alloc(b) | Entry::Free(b) => {
-                Allocator::check_block(heap, b)?;
-                allocates = true;
-            }
-            Entry::Op { .. } => {
-                return Err(Error::Corrupt(
-                    "an operation entry (TimeStone's) in an spht log".into(),
-                ))
-            }
+        allocates |= validate_entry(heap, e)?;
+    }
+    Ok(allocates)
+}
+
+/// [`validate`] for one entry.
+#[inline]
+fn validate_entry(heap: &Heap, e: &Entry<'_>) -> Result<bool> {
+    match *e {
+        Entry::Word { off, .. } => check_logged_write(heap, off, 8).map(|()| false),
+        Entry::Range { off, data } => check_logged_write(heap, off, data.len()).map(|()| false),
+        Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b).map(|()| true),
+        Entry::Op { .. } => Err(Error::Corrupt(
+            "an operation entry (TimeStone's) in an spht log".into(),
+        )),
+    }
+}
+
+/// Decode and validate a record's entry bytes in place. Returns whether any is an
+/// allocator entry.
+fn validate_bytes(heap: &Heap, bytes: &[u8]) -> Result<bool> {
+    let mut allocates = false;
+    let first_only = crate::mutation::active(crate::mutation::Mutation::SphtParseValidation);
+    for (i, e) in redo_log::entries(bytes).enumerate() {
+        let e = e?;
+        if i > 0 && first_only {
+            continue;
         }
+        allocates |= validate_entry(heap, &e)?;
     }
     Ok(allocates)
 }
@@ -83,17 +100,33 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     let d = durable_point(heap);
     let r = replayed(heap);
     let mut max_ts = d.max(r);
-    let mut lists = Vec::with_capacity(n);
+    let mut lists: Vec<Vec<Parsed>> = Vec::with_capacity(n);
     let mut next_seq = Vec::with_capacity(n);
+    // Parse and validate in one pass: each record is decoded and its entries checked
+    // right after its checksum, while its bytes are in the cache. Nothing is written
+    // before every slot is parsed, so a damaged pool is refused unchanged.
+    let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
     for slot in 0..n {
-        let (recs, next) = log::parse(heap, slot);
+        let mut list = Vec::new();
+        let next = log::walk(heap, slot, |rec, bytes| {
+            max_ts = max_ts.max(rec.ts);
+            if rec.ts <= r || rec.ts > d {
+                return Ok(());
+            }
+            let allocates = validate_bytes(heap, bytes).map_err(|e| {
+                Error::Corrupt(format!(
+                    "spht log record {} of thread slot {slot}: {e}",
+                    rec.seq
+                ))
+            })?;
+            list.push(Parsed {
+                rec: LogRec::new(heap, slot, rec.pos, allocates && !no_alloc_flags),
+                ts: rec.ts,
+            });
+            Ok(())
+        })?;
         next_seq.push(next);
-        max_ts = recs.iter().fold(max_ts, |m, p| m.max(p.ts));
-        lists.push(
-            recs.into_iter()
-                .filter(|p| p.ts > r && p.ts <= d)
-                .collect::<Vec<_>>(),
-        );
+        lists.push(list);
     }
     let followed = match opts.replay {
         ReplayMode::Scan => None,
@@ -101,34 +134,18 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
         ReplayMode::Backward => order::follow_backward(heap, &lists),
     };
     let followed_links = followed.is_some();
-    let records = followed.unwrap_or_else(|| order::merge_by_ts(lists));
-    // Validate everything before writing anything (entries decoded in place, nothing
-    // kept: `apply` decodes them again as it writes), and note the records with
-    // allocator entries (bit i of `allocating`), the only ones `apply` must decode
-    // for its allocator pass.
-    let mut allocating = vec![0u64; records.len().div_ceil(64)];
-    for (i, rec) in records.iter().enumerate() {
-        let mut allocates = false;
-        redo_log::entries(rec.entries(heap))
-            .try_for_each(|e| {
-                allocates |= validate(heap, std::slice::from_ref(&e?))?;
-                Ok(())
-            })
-            .map_err(|e: Error| {
-                Error::Corrupt(format!(
-                    "spht log record {} of thread slot {}: {e}",
-                    rec.seq, rec.slot
-                ))
-            })?;
-        if allocates && !crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags)
-        {
-            allocating[i / 64] |= 1 << (i % 64);
-        }
-    }
+    let records = followed.unwrap_or_else(|| order::merge_by_ts(&lists, |p| p.ts, |p| p.rec));
+    drop(lists);
     if !records.is_empty() {
-        apply::apply_marked(heap, &records, opts.dup_filter, shards, |i| {
-            allocating[i / 64] & (1 << (i % 64)) != 0
-        })?;
+        // Dense tracking: the batch is every durable record (see `apply::Tracking`).
+        apply::apply_marked(
+            heap,
+            &records,
+            opts.dup_filter,
+            shards,
+            Tracking::Dense,
+            |i| records[i].allocates(),
+        )?;
     }
     let replayed_ts = r.max(d);
     if d > r {
