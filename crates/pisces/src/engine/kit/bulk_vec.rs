@@ -60,6 +60,16 @@ impl<T> BulkVec<T> {
         }
     }
 
+    /// Reverse the order of the elements, in place.
+    pub fn reverse(&mut self) {
+        self.v.reverse();
+    }
+
+    /// The elements as a `Vec` (no copy).
+    pub fn into_vec(self) -> Vec<T> {
+        self.v
+    }
+
     #[cold]
     fn grow(&mut self) {
         let want = (2 * self.v.capacity()).max(64);
@@ -81,6 +91,15 @@ impl<'a, T> IntoIterator for &'a BulkVec<T> {
     fn into_iter(self) -> Self::IntoIter {
         self.v.iter()
     }
+}
+
+/// `n` zero words, advised for huge pages (a bitmap recovery sets bits of here and
+/// there). The allocation is zeroed by the kernel, not written: pages no bit reaches
+/// are never faulted in (with huge pages, never the 2 MiB regions no bit reaches).
+pub fn zeroed_words(n: usize) -> Vec<u64> {
+    let v = vec![0u64; n];
+    advise_huge(v.as_ptr() as usize, n * size_of::<u64>());
+    v
 }
 
 /// Advise the whole 2 MiB regions inside `addr..addr + len` for huge pages.

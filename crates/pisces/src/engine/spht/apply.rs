@@ -33,6 +33,7 @@
 //! batch again (absolute values: idempotent).
 
 use super::log::{LogRec, RecordRef};
+use crate::engine::kit::bulk_vec::zeroed_words;
 use crate::engine::kit::prefetch::prefetch_home;
 use crate::engine::kit::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block};
@@ -80,10 +81,8 @@ struct PoolBits {
 
 impl PoolBits {
     fn new(pool_bytes: usize, shift: u32) -> PoolBits {
-        // `vec![0; n]` is a zeroed allocation: pages the batch never touches are never
-        // written (nor faulted in).
         PoolBits {
-            words: vec![0; (pool_bytes >> shift).div_ceil(64)],
+            words: zeroed_words((pool_bytes >> shift).div_ceil(64)),
             shift,
         }
     }
@@ -341,7 +340,8 @@ pub fn apply_shard<R: LoggedRecord>(
     let mut written = Written::new(heap, tracking);
     let (mut applied, mut filtered) = (0u64, 0u64);
     let all_shards = crate::mutation::active(crate::mutation::Mutation::SphtShardFilter);
-    let mine = |off: u64| all_shards || shard_of(off, shards) == shard;
+    // One shard owns everything (no division per word).
+    let mine = |off: u64| all_shards || shards == 1 || shard_of(off, shards) == shard;
     let no_filter = crate::mutation::active(crate::mutation::Mutation::SphtDuplicateFilter);
     // The records in the order they are applied: newest first with the filter.
     let n = batch.len();

@@ -16,7 +16,9 @@
 //!   return `None` and recovery merges.
 
 use super::log::{self, LogRec, LINK_BIT};
+use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::prefetch::prefetch_home;
+use std::ops::Deref;
 use crate::heap::Heap;
 use std::cmp::Reverse;
 
@@ -37,17 +39,17 @@ pub struct Parsed {
 
 /// The records of `lists` (one list per slot, each in timestamp order, `ts` their
 /// timestamps), merged into one list in timestamp order, each record mapped by `out`.
-pub fn merge_by_ts<T, O>(
-    lists: &[Vec<T>],
+pub fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
+    lists: &[L],
     ts: impl Fn(&T) -> u64,
     out_of: impl Fn(&T) -> O,
-) -> Vec<O> {
-    let total = lists.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(total);
+) -> BulkVec<O> {
+    let total = lists.iter().map(|l| l.len()).sum();
+    let mut out = BulkVec::with_capacity(total);
     if crate::mutation::active(crate::mutation::Mutation::SphtScanMerge) {
         // The slots' lists one after the other (the one holding the newest record
         // last, so that the replayer still reaches the durable point).
-        let mut ls: Vec<&Vec<T>> = lists.iter().filter(|l| !l.is_empty()).collect();
+        let mut ls: Vec<&L> = lists.iter().filter(|l| !l.is_empty()).collect();
         ls.sort_by_key(|l| l.last().map_or(0, &ts));
         for l in ls {
             out.extend(l.iter().map(&out_of));
@@ -87,9 +89,9 @@ fn names(heap: &Heap, l: u64, r: &Parsed) -> bool {
 
 /// The records of `lists` in the order of the forward links, from the oldest one;
 /// `None` if a link is missing or names another record than the merge would take.
-pub fn follow_forward(heap: &Heap, lists: &[Vec<Parsed>]) -> Option<Vec<LogRec>> {
-    let total: usize = lists.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(total);
+pub fn follow_forward(heap: &Heap, lists: &[BulkVec<Parsed>]) -> Option<BulkVec<LogRec>> {
+    let total: usize = lists.iter().map(|l| l.len()).sum();
+    let mut out = BulkVec::with_capacity(total);
     let Some(mut cur) = lists.iter().filter_map(|l| l.first()).min_by_key(|r| r.ts) else {
         return Some(out);
     };
@@ -119,15 +121,15 @@ pub fn follow_forward(heap: &Heap, lists: &[Vec<Parsed>]) -> Option<Vec<LogRec>>
 /// The records of `lists` in the order of the backward links from the newest one,
 /// returned oldest first; `None` if a link is missing or names another record than
 /// the merge would take.
-pub fn follow_backward(heap: &Heap, lists: &[Vec<Parsed>]) -> Option<Vec<LogRec>> {
-    let total: usize = lists.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(total);
+pub fn follow_backward(heap: &Heap, lists: &[BulkVec<Parsed>]) -> Option<BulkVec<LogRec>> {
+    let total: usize = lists.iter().map(|l| l.len()).sum();
+    let mut out = BulkVec::with_capacity(total);
     let Some(mut cur) = lists.iter().filter_map(|l| l.last()).max_by_key(|r| r.ts) else {
         return Some(out);
     };
     // Per slot: how many of its records are not taken yet (the next one to take is
     // the one before that count).
-    let mut left: Vec<usize> = lists.iter().map(Vec::len).collect();
+    let mut left: Vec<usize> = lists.iter().map(|l| l.len()).collect();
     left[lists.iter().position(|l| l.last().is_some_and(|r| r.rec == cur.rec))?] -= 1;
     out.push(cur.rec);
     while out.len() < total {

@@ -32,6 +32,7 @@ use super::durability::{durable_point, persist_replayed, replayed};
 use super::log;
 use super::options::{ReplayMode, SphtOptions};
 use super::log::LogRec;
+use crate::engine::kit::bulk_vec::BulkVec;
 use super::order::{self, Parsed};
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self, decode, Entry};
@@ -100,14 +101,16 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     let d = durable_point(heap);
     let r = replayed(heap);
     let mut max_ts = d.max(r);
-    let mut lists: Vec<Vec<Parsed>> = Vec::with_capacity(n);
+    let mut lists: Vec<BulkVec<Parsed>> = Vec::with_capacity(n);
     let mut next_seq = Vec::with_capacity(n);
     // Parse and validate in one pass: each record is decoded and its entries checked
     // right after its checksum, while its bytes are in the cache. Nothing is written
     // before every slot is parsed, so a damaged pool is refused unchanged.
     let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
     for slot in 0..n {
-        let mut list = Vec::new();
+        // At most one record per header's worth of ring: reserved once (address
+        // space only; the pages the pushes reach are touched, as huge pages).
+        let mut list = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
         let next = log::walk(heap, slot, |rec, bytes| {
             max_ts = max_ts.max(rec.ts);
             if rec.ts <= r || rec.ts > d {

@@ -158,7 +158,7 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
                 }
                 lists.push(list);
             }
-            out = merge_by_ts(&lists, |r| r.ts, |r| *r);
+            out = merge_by_ts(&lists, |r| r.ts, |r| *r).into_vec();
         }
         ReplayMode::Forward => {
             let mut next = if st.cursor == 0 {
