@@ -101,6 +101,13 @@ impl PoolBits {
         let i = (off >> self.shift) as usize;
         self.words[i / 64] & (1 << (i % 64)) != 0
     }
+    /// Hint the processor to fetch the word holding the bit of `off`.
+    #[inline]
+    fn prefetch(&self, off: u64) {
+        if let Some(w) = self.words.get((off >> self.shift) as usize / 64) {
+            crate::engine::kit::prefetch::prefetch((w as *const u64).cast());
+        }
+    }
     /// The pool offsets of the set bits, in order.
     fn for_each(&self, mut f: impl FnMut(usize)) {
         for (w, &bits) in self.words.iter().enumerate() {
@@ -162,6 +169,18 @@ impl Written {
         match self {
             Written::Sparse { .. } => false,
             Written::Dense { seen, .. } => seen.test(off),
+        }
+    }
+    /// Is this the dense (bitmap) tracking?
+    #[inline]
+    fn is_dense(&self) -> bool {
+        matches!(self, Written::Dense { .. })
+    }
+    /// Hint the processor to fetch the filter's bit of word `off` (dense tracking).
+    #[inline]
+    fn prefetch_seen(&self, off: u64) {
+        if let Written::Dense { seen, .. } = self {
+            seen.prefetch(off);
         }
     }
     /// Note the line of word `off` as written.
@@ -301,8 +320,10 @@ fn for_each_word<F: FnMut(u64, u64)>(entries: &[Entry<'_>], rev: bool, mut f: F)
     }
 }
 
-/// Decode `rec` (if any) into `buf` and prefetch the home lines of the words `mine`
-/// says the shard writes. The caller validated every record: no error here.
+/// Decode `rec` (if any) into `buf` and hint the lines its words `mine` says the shard
+/// writes will need: with a dense duplicate filter the filter's bitmap words (whether
+/// a word is written at all is known only once they are read: [`hint_homes`]), else
+/// the home lines. The caller validated every record: no error here.
 #[inline]
 fn decode_ahead<'s, R: LoggedRecord>(
     heap: &'s Heap,
@@ -310,15 +331,35 @@ fn decode_ahead<'s, R: LoggedRecord>(
     buf: &mut Vec<Entry<'s>>,
     mine: &impl Fn(u64) -> bool,
     written: &Written,
+    filter: bool,
 ) {
     buf.clear();
     let Some(rec) = rec else {
         return;
     };
     let _ = rec.entries_into(heap, buf);
+    let dense_filter = filter && written.is_dense();
     for e in buf.iter() {
         if let Entry::Word { off, .. } | Entry::Range { off, .. } = *e {
-            // A word met already is filtered (newest first): no need for its line.
+            if !mine(off) {
+                continue;
+            }
+            if dense_filter {
+                written.prefetch_seen(off);
+            } else {
+                prefetch_home(heap, off as usize);
+            }
+        }
+    }
+}
+
+/// The second hint of a dense duplicate filter, [`AHEAD`] records after the decoding
+/// hinted the bitmap: prefetch the home lines of the words of `buf` not met yet (a word
+/// met already is filtered: its line is not needed).
+#[inline]
+fn hint_homes(heap: &Heap, buf: &[Entry<'_>], mine: &impl Fn(u64) -> bool, written: &Written) {
+    for e in buf {
+        if let Entry::Word { off, .. } | Entry::Range { off, .. } = *e {
             if mine(off) && !written.met(off) {
                 prefetch_home(heap, off as usize);
             }
@@ -346,18 +387,30 @@ pub fn apply_shard<R: LoggedRecord>(
     // The records in the order they are applied: newest first with the filter.
     let n = batch.len();
     let at = |j: usize| (j < n).then(|| if filter { &batch[n - 1 - j] } else { &batch[j] });
-    let mut ring: Vec<Vec<Entry<'_>>> = (0..AHEAD).map(|_| Vec::new()).collect();
-    for j in 0..AHEAD + LOG_AHEAD {
+    // A pipeline over the records in apply order: record `j + DECODE + LOG_AHEAD`'s
+    // log bytes are prefetched, record `j + DECODE` is decoded (and its filter bits or
+    // home lines hinted), record `j + AHEAD` has its home lines hinted (dense filter),
+    // record `j` is applied. The ring holds the decoded records `j .. j + DECODE`.
+    const DECODE: usize = 2 * AHEAD;
+    let dense_filter = filter && written.is_dense();
+    let mut ring: Vec<Vec<Entry<'_>>> = (0..DECODE).map(|_| Vec::new()).collect();
+    for j in 0..DECODE + LOG_AHEAD {
         if let Some(r) = at(j) {
             r.prefetch(heap);
         }
     }
     for (j, buf) in ring.iter_mut().enumerate() {
-        decode_ahead(heap, at(j), buf, &mine, &written);
+        decode_ahead(heap, at(j), buf, &mine, &written, filter);
+    }
+    if dense_filter {
+        // Records 0 .. AHEAD: the loop hints the later ones, each AHEAD steps early.
+        for buf in &ring[..AHEAD] {
+            hint_homes(heap, buf, &mine, &written);
+        }
     }
     for j in 0..n {
-        // Record `j` was decoded into this buffer `AHEAD` records ago.
-        let buf = &mut ring[j % AHEAD];
+        // Record `j` was decoded into this buffer `DECODE` records ago.
+        let buf = &mut ring[j % DECODE];
         let mut write = |off: u64, value: u64, written: &mut Written| {
             // Relaxed: only replay writes these words of the durable heap; the fence
             // below orders their durability.
@@ -383,10 +436,13 @@ pub fn apply_shard<R: LoggedRecord>(
                 }
             });
         }
-        if let Some(r) = at(j + AHEAD + LOG_AHEAD) {
+        if let Some(r) = at(j + DECODE + LOG_AHEAD) {
             r.prefetch(heap);
         }
-        decode_ahead(heap, at(j + AHEAD), buf, &mine, &written);
+        decode_ahead(heap, at(j + DECODE), buf, &mine, &written, filter);
+        if dense_filter {
+            hint_homes(heap, &ring[(j + AHEAD) % DECODE], &mine, &written);
+        }
     }
     written.flush(heap);
     heap.fence();
