@@ -328,6 +328,13 @@ impl LogRec {
     pub fn allocates(self) -> bool {
         self.0 & ALLOCATES != 0
     }
+    /// Its timestamp (from the header: the same line as its links).
+    #[inline]
+    pub fn ts(self, heap: &Heap) -> u64 {
+        let mut b = [0u8; 8];
+        heap.read_bytes(self.off() + 24, &mut b);
+        u64::from_le_bytes(b)
+    }
     /// Its forward link slot.
     pub fn fwd(self, heap: &Heap) -> u64 {
         heap.atomic_u64(self.off() + FWD).load(Acquire)

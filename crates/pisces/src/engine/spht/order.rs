@@ -26,17 +26,6 @@ use std::cmp::Reverse;
 const WALK_AHEAD: usize = 8;
 use std::collections::BinaryHeap;
 
-/// A record of recovery's per-slot lists: where it is, and its timestamp (kept beside
-/// it: the merge compares timestamps of every record, the log need not be read again
-/// for them). 16 bytes.
-#[derive(Clone, Copy, Debug)]
-pub struct Parsed {
-    /// The record.
-    pub rec: LogRec,
-    /// Its timestamp.
-    pub ts: u64,
-}
-
 /// The records of `lists` (one list per slot, each in timestamp order, `ts` their
 /// timestamps), merged into one list in timestamp order, each record mapped by `out`.
 pub fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
@@ -81,39 +70,46 @@ pub fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
     out
 }
 
-/// Does link word `l` name record `r` (of slot `s`'s list)?
-fn names(heap: &Heap, l: u64, r: &Parsed) -> bool {
+/// Does link word `l` name record `r`?
+fn names(heap: &Heap, l: u64, r: LogRec) -> bool {
     let (s, p) = log::unlink(l);
-    s < heap.layout().max_threads && log::Area::of(heap, s).at(p) == r.rec.off()
+    s < heap.layout().max_threads && log::Area::of(heap, s).at(p) == r.off()
 }
 
 /// The records of `lists` in the order of the forward links, from the oldest one;
 /// `None` if a link is missing or names another record than the merge would take.
-pub fn follow_forward(heap: &Heap, lists: &[BulkVec<Parsed>]) -> Option<BulkVec<LogRec>> {
+pub fn follow_forward(heap: &Heap, lists: &[BulkVec<LogRec>]) -> Option<BulkVec<LogRec>> {
     let total: usize = lists.iter().map(|l| l.len()).sum();
     let mut out = BulkVec::with_capacity(total);
-    let Some(mut cur) = lists.iter().filter_map(|l| l.first()).min_by_key(|r| r.ts) else {
+    let Some((first_slot, mut cur)) = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(s, l)| l.first().map(|&r| (s, r)))
+        .min_by_key(|(_, r)| r.ts(heap))
+    else {
         return Some(out);
     };
+    let mut cur_ts = cur.ts(heap);
     let mut taken = vec![0usize; lists.len()];
-    taken[lists.iter().position(|l| l.first().is_some_and(|r| r.rec == cur.rec))?] = 1;
-    out.push(cur.rec);
+    taken[first_slot] = 1;
+    out.push(cur);
     while out.len() < total {
-        let l = cur.rec.fwd(heap);
+        let l = cur.fwd(heap);
         if l & LINK_BIT == 0 {
             return None;
         }
         let (s, _) = log::unlink(l);
-        let next = lists.get(s)?.get(taken[s])?;
-        if !names(heap, l, next) || next.ts <= cur.ts {
+        let next = *lists.get(s)?.get(taken[s])?;
+        let next_ts = next.ts(heap);
+        if !names(heap, l, next) || next_ts <= cur_ts {
             return None;
         }
         taken[s] += 1;
         if let Some(p) = lists[s].get(taken[s] + WALK_AHEAD) {
-            prefetch_home(heap, p.rec.off());
+            prefetch_home(heap, p.off());
         }
-        out.push(next.rec);
-        cur = next;
+        out.push(next);
+        (cur, cur_ts) = (next, next_ts);
     }
     Some(out)
 }
@@ -121,36 +117,43 @@ pub fn follow_forward(heap: &Heap, lists: &[BulkVec<Parsed>]) -> Option<BulkVec<
 /// The records of `lists` in the order of the backward links from the newest one,
 /// returned oldest first; `None` if a link is missing or names another record than
 /// the merge would take.
-pub fn follow_backward(heap: &Heap, lists: &[BulkVec<Parsed>]) -> Option<BulkVec<LogRec>> {
+pub fn follow_backward(heap: &Heap, lists: &[BulkVec<LogRec>]) -> Option<BulkVec<LogRec>> {
     let total: usize = lists.iter().map(|l| l.len()).sum();
     let mut out = BulkVec::with_capacity(total);
-    let Some(mut cur) = lists.iter().filter_map(|l| l.last()).max_by_key(|r| r.ts) else {
+    let Some((last_slot, mut cur)) = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(s, l)| l.last().map(|&r| (s, r)))
+        .max_by_key(|(_, r)| r.ts(heap))
+    else {
         return Some(out);
     };
+    let mut cur_ts = cur.ts(heap);
     // Per slot: how many of its records are not taken yet (the next one to take is
     // the one before that count).
     let mut left: Vec<usize> = lists.iter().map(|l| l.len()).collect();
-    left[lists.iter().position(|l| l.last().is_some_and(|r| r.rec == cur.rec))?] -= 1;
-    out.push(cur.rec);
+    left[last_slot] -= 1;
+    out.push(cur);
     while out.len() < total {
-        let l = cur.rec.back(heap);
+        let l = cur.back(heap);
         if l & LINK_BIT == 0 {
             return None;
         }
         let (s, _) = log::unlink(l);
         let k = left.get(s)?.checked_sub(1)?;
-        let prev = &lists[s][k];
-        if !names(heap, l, prev) || prev.ts >= cur.ts {
+        let prev = lists[s][k];
+        let prev_ts = prev.ts(heap);
+        if !names(heap, l, prev) || prev_ts >= cur_ts {
             return None;
         }
         left[s] = k;
         // The walk reads each record's link from the log (far larger than the
         // caches): fetch this slot's next records ahead.
         if let Some(p) = k.checked_sub(WALK_AHEAD).map(|i| lists[s][i]) {
-            prefetch_home(heap, p.rec.off());
+            prefetch_home(heap, p.off());
         }
-        out.push(prev.rec);
-        cur = prev;
+        out.push(prev);
+        (cur, cur_ts) = (prev, prev_ts);
     }
     out.reverse();
     Some(out)

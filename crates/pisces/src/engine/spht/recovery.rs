@@ -33,7 +33,7 @@ use super::log;
 use super::options::{ReplayMode, SphtOptions};
 use super::log::LogRec;
 use crate::engine::kit::bulk_vec::BulkVec;
-use super::order::{self, Parsed};
+use super::order;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self, decode, Entry};
 use crate::heap::alloc::Allocator;
@@ -101,7 +101,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
     let d = durable_point(heap);
     let r = replayed(heap);
     let mut max_ts = d.max(r);
-    let mut lists: Vec<BulkVec<Parsed>> = Vec::with_capacity(n);
+    let mut lists: Vec<BulkVec<LogRec>> = Vec::with_capacity(n);
     let mut next_seq = Vec::with_capacity(n);
     // Parse and validate in one pass: each record is decoded and its entries checked
     // right after its checksum, while its bytes are in the cache. Nothing is written
@@ -122,10 +122,12 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
                     rec.seq
                 ))
             })?;
-            list.push(Parsed {
-                rec: LogRec::new(heap, slot, rec.pos, allocates && !no_alloc_flags),
-                ts: rec.ts,
-            });
+            list.push(LogRec::new(
+                heap,
+                slot,
+                rec.pos,
+                allocates && !no_alloc_flags,
+            ));
             Ok(())
         })?;
         next_seq.push(next);
@@ -137,7 +139,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
         ReplayMode::Backward => order::follow_backward(heap, &lists),
     };
     let followed_links = followed.is_some();
-    let records = followed.unwrap_or_else(|| order::merge_by_ts(&lists, |p| p.ts, |p| p.rec));
+    let records = followed.unwrap_or_else(|| order::merge_by_ts(&lists, |r| r.ts(heap), |r| *r));
     drop(lists);
     if !records.is_empty() {
         // Dense tracking: the batch is every durable record (see `apply::Tracking`).
