@@ -299,6 +299,15 @@ pub fn walk<'h>(
     Ok(next_seq)
 }
 
+/// Recompute the checksum of the transaction record at ring offset `pos` of `slot`
+/// after a test changed its entries (a damage the checksum cannot see).
+#[cfg(test)]
+pub fn reseal(heap: &Heap, slot: usize, pos: usize) {
+    let r = RecordRef::read(heap, slot, pos);
+    let c = checksum(r.len as u32, KIND_TX, r.seq, r.ts, r.entries(heap));
+    heap.write_bytes(Area::of(heap, slot).at(pos) + 8, &c.to_le_bytes());
+}
+
 /// How far ahead of the record it checks [`walk`] prefetches the log.
 const WALK_PREFETCH: usize = 1024;
 

@@ -18,9 +18,9 @@
 use super::log::{self, LogRec, LINK_BIT};
 use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::prefetch::prefetch_home;
-use std::ops::Deref;
 use crate::heap::Heap;
 use std::cmp::Reverse;
+use std::ops::Deref;
 
 /// How many records of a slot ahead of the one a link walk takes it prefetches.
 const WALK_AHEAD: usize = 8;

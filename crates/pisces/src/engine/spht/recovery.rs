@@ -30,10 +30,10 @@
 use super::apply::{self, Tracking};
 use super::durability::{durable_point, persist_replayed, replayed};
 use super::log;
-use super::options::{ReplayMode, SphtOptions};
 use super::log::LogRec;
-use crate::engine::kit::bulk_vec::BulkVec;
+use super::options::{ReplayMode, SphtOptions};
 use super::order;
+use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self, decode, Entry};
 use crate::heap::alloc::Allocator;

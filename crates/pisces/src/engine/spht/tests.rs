@@ -2,7 +2,7 @@
 //! isolation suites run the engine through the public API). Each test here fails when
 //! its path is broken (see the commit messages for the injected bugs).
 
-use super::apply::{apply, shard_of};
+use super::apply::{apply, apply_marked, shard_of, Tracking};
 use super::durability::{self, MARKER_OFFSET};
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::SphtOptions;
@@ -331,6 +331,22 @@ fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
     let (_, st) = apply(heap, &batch, false, 1).unwrap();
     assert_eq!(st.applied[0], 40);
     assert_eq!(heap.atomic_u64(base as usize).load(Relaxed), 900);
+    // The same with recovery's dense (bitmap) tracking.
+    for shards in [1, 2] {
+        for w in 0..4u64 {
+            heap.atomic_u64((base + 8 * w) as usize).store(0, Relaxed);
+        }
+        let (_, st) = apply_marked(heap, &batch, true, shards, Tracking::Dense, |_| true).unwrap();
+        for w in 0..4u64 {
+            assert_eq!(
+                heap.atomic_u64((base + 8 * w) as usize).load(Relaxed),
+                900 + w,
+                "word {w} does not hold the newest value (dense filter)"
+            );
+        }
+        assert_eq!(st.applied.iter().sum::<u64>(), 4, "each word written once");
+        assert_eq!(st.filtered, 36);
+    }
 }
 
 /// Shard filter: every word is applied by exactly the shard owning its 4 KiB chunk.
@@ -998,6 +1014,107 @@ fn mutation_spht_recovery_alloc_flags_is_caught() {
     assert!(fails_under(
         crate::mutation::Mutation::SphtRecoveryAllocFlags,
         recovery_replays_the_allocations_of_a_held_log
+    ));
+}
+
+/// Recovery validates every entry of every record before it writes anything: a
+/// checksum-valid record whose second entry names an unaligned word makes it refuse
+/// the pool, which is left unchanged (the first transaction's value is not replayed
+/// either).
+#[test]
+fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        2,
+    );
+    let mut th = e.thread(0).unwrap();
+    let (a, b) = (alloc(&mut th, 4), alloc(&mut th, 4));
+    put(&mut th, a, 5);
+    th.begin(&TxOptions::default());
+    for (off, v) in [(a, 1u64), (b, 2)] {
+        let p = th.write(off, 8).unwrap();
+        // SAFETY: our private copy of at least 8 bytes, 8-aligned.
+        unsafe { (p as *mut u64).write(v) };
+    }
+    let tok = th.commit().unwrap();
+    th.wait_durable(tok).unwrap();
+    drop(th);
+    let sh = e.shared();
+    let heap = &sh.heap;
+    let (recs, _) = log::parse(heap, 0);
+    let last = *recs.last().unwrap();
+    // The entry word naming `b` (a WORD or RANGE entry: kind in the top byte) now
+    // names an unaligned place (no transaction writes one).
+    let bytes = last.entries(heap);
+    let at = (0..bytes.len() / 8)
+        .find(|&i| {
+            let w = u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
+            w & ((1 << 56) - 1) == b && matches!(w >> 56, 1 | 2)
+        })
+        .expect("the record names b");
+    assert!(at > 0, "b's entry is not the record's first");
+    let w = u64::from_le_bytes(bytes[8 * at..8 * at + 8].try_into().unwrap());
+    let bad = w + 4;
+    let entry_off = log::Area::of(heap, 0).at(last.pos) + log::HEADER_LEN + 8 * at;
+    let image = crash_image(heap);
+    // Closing replays the held log: damage the copy, not this pool.
+    drop(e);
+    let len = image.len() * 8;
+    let m = Arc::new(DramMedium::anonymous(len, 0, 0).unwrap());
+    // SAFETY: the fresh mapping is `len` bytes and nobody else uses it yet.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            image.as_ptr() as *const u8,
+            crate::medium::Medium::base(&*m),
+            len,
+        )
+    };
+    let heap = Arc::new(Heap::open(m.clone()).unwrap());
+    heap.write_bytes(entry_off, &bad.to_le_bytes());
+    log::reseal(&heap, 0, last.pos);
+    let image = crash_image(&heap);
+    let o = SphtOptions::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
+    let r = SphtEngine::open(
+        heap.clone(),
+        o,
+        &OpenCtx {
+            recovery_threads: 1,
+            ops: Default::default(),
+        },
+    );
+    assert!(
+        matches!(r, Err(crate::Error::Corrupt(_))),
+        "recovery accepted a record writing an unaligned word"
+    );
+    let after = crash_image(&heap);
+    assert!(after == image, "a refused pool was changed");
+}
+
+/// Mutation evidence: recovery's parse validating only the first entry of a record
+/// replays the good entries of a damaged pool.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_parse_validation_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtParseValidation,
+        recovery_refuses_a_record_with_a_bad_later_entry_unchanged
+    ));
+}
+
+/// Mutation evidence: a dense duplicate filter with one bit per line takes the other
+/// words of a line for duplicates once one is written, and recovery leaves old values.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_dense_filter_unit_is_caught() {
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtDenseFilterUnit,
+        recovery_replays_a_held_log_in_every_mode
+    ));
+    assert!(fails_under(
+        crate::mutation::Mutation::SphtDenseFilterUnit,
+        backward_replay_filters_duplicates_and_keeps_the_newest_value
     ));
 }
 
