@@ -9,15 +9,23 @@
 //!   calling thread, the others on scoped threads.
 //! * **With the duplicate filter** (`dup_filter=on`, the default of backward replay):
 //!   the batch is walked newest transaction first, entries last first, and a word is
-//!   applied only the first time the shard meets it (a per-shard set of word offsets;
-//!   the paper uses a bitmap — a set costs DRAM per written word, not per heap word).
-//!   Every word ends with its newest value, written once.
+//!   applied only the first time the shard meets it. Every word ends with its newest
+//!   value, written once. How a shard remembers the words it met ([`Tracking`]): the
+//!   background replayer's batches use a set of word offsets (memory in proportion to
+//!   the batch); recovery, whose batch is every durable record, uses the paper's
+//!   bitmap, one bit per word of the pool (a test-and-set, where the set cost a hash
+//!   lookup and a cache miss per word), allocated zeroed on huge pages so only the
+//!   regions the batch reaches are ever touched. The lines to flush are kept the same
+//!   way: a list sorted at the end, or one bit per line.
 //! * **Without it** (`dup_filter=off`): oldest first, every write applied.
-//! * **Decoded ahead.** A shard decodes each record [`AHEAD`] records before it
-//!   applies it, into a ring of that many entry buffers, and prefetches the home lines
-//!   of the shard's words as it decodes (`kit::prefetch`): home writes land anywhere
-//!   in the heap, and without the hint each waited for its cache miss in turn. Each
-//!   record is still decoded once per shard.
+//! * **A pipeline of hints.** Home writes land anywhere in the heap and recovery's
+//!   records come from a log far larger than the caches, so a shard works on several
+//!   records at once: record `j + 2 AHEAD + LOG_AHEAD`'s log bytes are prefetched,
+//!   record `j + 2 AHEAD` is decoded into a ring of entry buffers (and its home lines
+//!   prefetched, or, with a dense filter, its filter bits), record `j + AHEAD` has the
+//!   home lines of its words not met yet prefetched (dense filter), and record `j` is
+//!   applied (`kit::prefetch`, shared with `sp3`). Without the hints each write waited
+//!   for its cache miss in turn. Each record is still decoded once per shard.
 //!
 //! How the batch was found (backward links, forward links, timestamp scan) does not
 //! matter here: it arrives oldest first either way.

@@ -80,7 +80,11 @@
 //!   the shard test), `SphtDuplicateFilter` (backward replay without the filter
 //!   leaves the oldest value: the duplicate-filter test), `SphtScanMerge` (the scan
 //!   takes the slots' logs one after the other instead of merging them: the held-log
-//!   test and the recovery test of every mode).
+//!   test and the recovery test of every mode), `SphtDenseFilterUnit` (recovery's
+//!   bitmap filter keeps one bit per line, not per word: the recovery test of every
+//!   mode and the duplicate-filter test), `SphtParseValidation` (recovery's parse
+//!   checks only the first entry of a record:
+//!   `recovery_refuses_a_record_with_a_bad_later_entry_unchanged`).
 //! * Every replay mode × duplicate filter × 1 and 2 shards is tested at run time (two
 //!   threads writing the same words: the durable heap equals the working snapshot)
 //!   and at recovery of a crash image whose logs hold every transaction (the

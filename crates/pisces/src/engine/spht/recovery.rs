@@ -2,10 +2,14 @@
 //! crash left durable.
 //!
 //! 1. D = the durable point (`max(pmarker, slot markers)`), R = the `replayed` word.
-//! 2. Parse every slot's log from its persisted head; keep the records with
-//!    `R < ts ≤ D`. Records above D belong to transactions whose commit never returned
-//!    (a transaction returns only once the marker covers it) and are dropped; records
-//!    up to R are already applied.
+//! 2. Parse every slot's log from its persisted head (`log::walk`); keep the records
+//!    with `R < ts ≤ D`. Records above D belong to transactions whose commit never
+//!    returned (a transaction returns only once the marker covers it) and are
+//!    dropped; records up to R are already applied. Each kept record is decoded and
+//!    validated right after its checksum, while its bytes are in the cache (every
+//!    entry must name a place a transaction could have written), and noted as holding
+//!    allocator entries or not. Nothing is written before every slot is parsed: a
+//!    damaged pool is refused unchanged.
 //! 3. Order them by timestamp, the way the `replay` option says (`order`):
 //!    `scan` merges the slots' lists by timestamp; `forward` and `backward` follow the
 //!    links, checked against those lists. **Decision:** a link is trusted only if it
@@ -15,12 +19,15 @@
 //!    reached the medium (links are written after the record's fence and are not on
 //!    the durability path); the checksummed timestamps always are. If a walk finds a
 //!    link missing, recovery merges instead (same result, one more pass).
-//! 4. Decode and validate every entry before writing anything (a damaged pool is
-//!    refused unchanged), noting which records hold allocator entries, then apply them
-//!    with `apply` — the replayer's code: allocator entries in order (only the noted
-//!    records are decoded for them), data words on `OpenCtx::recovery_threads` shards,
-//!    newest first with the duplicate filter or oldest first, as the `dup_filter`
-//!    option says.
+//!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
+//!    record (`log::LogRec`: the header's pool offset and the allocator flag; length
+//!    and timestamp are read from the header again), reserved once and backed by huge
+//!    pages (`kit::bulk_vec`): the per-slot lists and the ordered batch.
+//! 4. Apply them with `apply` — the replayer's code, with the dense (bitmap)
+//!    tracking: allocator entries in order (only the records noted in step 2 are
+//!    decoded for them), data words on `OpenCtx::recovery_threads` shards, newest
+//!    first with the duplicate filter or oldest first, as the `dup_filter` option
+//!    says.
 //! 5. Persist `replayed = max(R, D)`, then reset every log (head at 0, next sequence
 //!    number) and fence. A crash anywhere repeats the same steps over the same records.
 //!
