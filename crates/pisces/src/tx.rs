@@ -65,6 +65,7 @@
 
 use crate::engine::kit::objects::FastReads;
 use crate::engine::registry::AnyThread;
+use crate::heap::alloc::min_class;
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;
 use rand::Rng;
@@ -202,7 +203,10 @@ impl<'h> Tx<'h> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
         // (A `match` on the inlined fast path, not `Option` combinators: a closure there
         // was compiled out of line, one call and a copy of `fast` per read.)
-        let ptr = match self.fast.read(p.offset(), size_of::<T>()) {
+        // The smallest class holding a `T`: a compile-time constant per type, so the
+        // length check is part of the fast path's class compare.
+        let min_class = const { min_class(size_of::<T>()) };
+        let ptr = match self.fast.read(p.offset(), min_class) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), size_of::<T>())?,
         };
@@ -299,7 +303,7 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = match self.fast.read(p.offset(), len) {
+        let ptr = match self.fast.read(p.offset(), min_class(len)) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), len)?,
         };

@@ -142,12 +142,13 @@ impl FastReads {
         }
     }
 
-    /// The home payload of the object at `off` (`len` bytes), or `None`: ask the engine.
+    /// The home payload of the object at `off` whose block is of class `min_class` or
+    /// larger (`min_class(len)` for a `len`-byte read), or `None`: ask the engine.
     #[inline(always)]
-    pub(crate) fn read(&self, off: u64, len: usize) -> Option<*const u8> {
+    pub(crate) fn read(&self, off: u64, min_class: u32) -> Option<*const u8> {
         let hw = if self.live != 0 {
             // SAFETY: the allocator is alive while `self` is used (constructors).
-            let hw = unsafe { self.blocks.header(off, len) }?;
+            let hw = unsafe { self.blocks.header(off, min_class) }?;
             // SAFETY: a block's header word inside the mapped image, 8-aligned, only
             // accessed atomically (`SmallBlocks::header`).
             // Acquire: pairs with the Release store of the live value after a write-back
@@ -158,7 +159,7 @@ impl FastReads {
             hw
         } else {
             // SAFETY: as above.
-            unsafe { self.blocks.allocated_header(off, len) }?
+            unsafe { self.blocks.allocated_header(off, min_class) }?
         };
         // The payload follows the header word inside the block.
         Some((hw as *const u8).wrapping_add(HEADER))

@@ -191,3 +191,39 @@ fn the_check_after_the_lock_needs_the_live_marker() {
         "the mutation went unnoticed"
     );
 }
+
+/// The fast path's geometry checks stand on their own, behind a header word that holds
+/// the live marker: a small object read as a bigger type (the length, folded into the
+/// class compare), and a forged pointer into an object right after a user word equal
+/// to the live marker (the block-start test) are both refused.
+#[test]
+fn the_fast_path_checks_the_geometry_behind_a_live_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::create(dir.path().join("geometry.pool"), cfg()).unwrap();
+    let x = pool.run(|tx| tx.alloc([0u64; 8])).unwrap();
+    pool.sync().unwrap();
+    assert_eq!(header_word(&pool, x), live(&pool));
+    let big: PPtr<[u64; 64]> = x.cast();
+    assert!(
+        is_invalid(pool.run(|tx| Ok(tx.read(big)?[0]))),
+        "read as a bigger type"
+    );
+    let l = live(&pool);
+    pool.run(|tx| {
+        tx.write(x)?[3] = l;
+        Ok(())
+    })
+    .unwrap();
+    pool.sync().unwrap();
+    let inner: PPtr<u64> = PPtr::from_offset(x.offset() + 32);
+    assert_eq!(
+        header_word(&pool, inner),
+        l,
+        "the forged pointer's header word is live"
+    );
+    assert!(
+        is_invalid(pool.run(|tx| Ok(*tx.read(inner)?))),
+        "pointer into an object"
+    );
+    assert_eq!(pool.run(|tx| Ok(tx.read(x)?[3])).unwrap(), l);
+}

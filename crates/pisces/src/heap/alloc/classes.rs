@@ -65,26 +65,6 @@ impl Class {
     }
 }
 
-impl Class {
-    /// [`Class::index_of`] with one multiply, for `d` inside a slab (`d < SLAB_SIZE`,
-    /// as every caller's `d` is): `d` is a multiple of `size` exactly when the low 32
-    /// bits of `d * recip` are below `recip`.
-    ///
-    /// Why: write `d = q * size + r` (`0 <= r < size`) and `size * recip = 2^32 + e`
-    /// (`0 < e <= size`). Then `d * recip = q * 2^32 + (q * e + r * recip)`, and the
-    /// bracket is below 2^32 because `q * e + r * recip <= q * size + (size - 1) * recip
-    /// = d - r + 2^32 + e - recip` and `d + e < 2^17 < recip` (slabs are 64 KiB, blocks
-    /// at most 16 KiB, so `recip > 2^18`). So the high half is `q` and the low half is
-    /// `q * e + r * recip`: below `recip` if `r = 0` (as `q * e < 2^17`), at least
-    /// `recip` otherwise. `tests` checks every offset of every class as well.
-    #[inline(always)]
-    pub fn block_index(&self, d: u32) -> Option<u32> {
-        let p = d as u64 * self.recip;
-        let index = (p >> 32) as u32;
-        ((p as u32 as u64) < self.recip && index < self.nblocks).then_some(index)
-    }
-}
-
 const fn bitmap_bytes(nblocks: usize) -> usize {
     nblocks.div_ceil(64) * 8
 }
@@ -132,7 +112,8 @@ const fn all_classes() -> [Class; NCLASSES] {
 }
 
 /// Geometry of every class, computed at compile time.
-pub(crate) static CLASSES: [Class; NCLASSES] = all_classes();
+pub(crate) static CLASSES: [Class; NCLASSES] = CLASSES_CONST;
+const CLASSES_CONST: [Class; NCLASSES] = all_classes();
 
 const LOOKUP_LEN: usize = MAX_SMALL / 16 + 1;
 
@@ -212,15 +193,95 @@ impl Kind {
     }
 }
 
-/// The class of a slab table entry if it is a valid small-class entry (the read fast
-/// path's [`Kind::decode`]).
+/// The read fast path's view of one class: what [`SmallBlocks`] needs to validate a
+/// payload offset, packed into 8 bytes so that a table entry is one scaled index
+/// (`recip` fits 32 bits because blocks are at least 16 bytes; `data_start` and
+/// `nblocks` fit 16 bits because slabs are 64 KiB).
+///
+/// [`SmallBlocks`]: super::SmallBlocks
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(8))]
+pub(crate) struct FastClass {
+    /// [`Class::recip`].
+    pub recip: u32,
+    /// [`Class::data_start`].
+    pub data_start: u16,
+    /// [`Class::nblocks`].
+    pub nblocks: u16,
+}
+
+impl FastClass {
+    /// The block index of slab offset `in_slab` (`< SLAB_SIZE`) if a block starts
+    /// exactly there, else `None`, with one multiply: with `d = in_slab - data_start`,
+    /// `d` is a multiple of `size` exactly when the low 32 bits of `d * recip` are below
+    /// `recip`, and the high half is `d / size`.
+    ///
+    /// Why: write `d = q * size + r` (`0 <= r < size`) and `size * recip = 2^32 + e`
+    /// (`0 < e <= size`). Then `d * recip = q * 2^32 + (q * e + r * recip)`, and the
+    /// bracket is below 2^32 because `q * e + r * recip <= q * size + (size - 1) * recip
+    /// = d - r + 2^32 + e - recip` and `d + e < 2^17 < recip` (slabs are 64 KiB, blocks
+    /// at most 16 KiB, so `recip > 2^18`). So the high half is `q` and the low half is
+    /// `q * e + r * recip`: below `recip` if `r = 0` (as `q * e < 2^17`), at least
+    /// `recip` otherwise. `tests` checks every offset of every class as well.
+    ///
+    /// An offset before the data area wraps to `d >= 2^32 - SLAB_SIZE`, whose quotient
+    /// `d * recip >> 32 >= d / size > 2^32 / 2^14 - 4 > 2^16` is above every `nblocks`,
+    /// so the subtraction needs no test of its own; the product fits 64 bits (`recip <
+    /// 2^29`).
+    #[inline(always)]
+    pub fn block_index(&self, in_slab: u32) -> Option<u32> {
+        let p = u64::from(in_slab.wrapping_sub(u32::from(self.data_start))) * u64::from(self.recip);
+        let index = (p >> 32) as u32;
+        ((p as u32) < self.recip && index < u32::from(self.nblocks)).then_some(index)
+    }
+}
+
+const fn fast_classes() -> [FastClass; NCLASSES] {
+    let mut out = [FastClass {
+        recip: 0,
+        data_start: 0,
+        nblocks: 0,
+    }; NCLASSES];
+    let mut i = 0;
+    while i < NCLASSES {
+        let c = CLASSES_CONST[i];
+        assert!(c.recip < 1 << 32 && c.data_start < 1 << 16 && c.nblocks < 1 << 16);
+        out[i] = FastClass {
+            recip: c.recip as u32,
+            data_start: c.data_start as u16,
+            nblocks: c.nblocks as u16,
+        };
+        i += 1;
+    }
+    out
+}
+
+/// [`FastClass`] of every class, by class number. A `const`, not a `static`: each use
+/// site gets its own copy addressed relative to the code, where a `static` of this crate
+/// used from another one is reached through the global offset table (one more load).
+pub(crate) const FAST_CLASSES: [FastClass; NCLASSES] = fast_classes();
+
+/// The smallest class whose blocks hold a `len`-byte payload ([`NCLASSES`] if none
+/// does). Classes grow with their number, so "class `c` holds `len` bytes" is `c >=
+/// min_class(len)`: the read fast path folds the length check into the class decode.
+pub(crate) const fn min_class(len: usize) -> u32 {
+    let mut c = 0;
+    while c < NCLASSES && (CLASS_SIZES[c] as usize) < len.saturating_add(super::HEADER) {
+        c += 1;
+    }
+    c as u32
+}
+
+/// The class of a slab table entry if it is a valid small-class entry whose blocks
+/// hold at least the payload of class `min` ([`min_class`]), in one compare:
+/// `e - (TAG_SMALL + min) < NCLASSES - min` holds exactly when the kind bits are
+/// TAG_SMALL and the argument is in `min..NCLASSES` (`NCLASSES < 2^28`, so the
+/// subtraction cannot carry into or borrow from the kind bits and stay small;
+/// `min <= NCLASSES`, so an impossible length makes the bound 0 and refuses all).
 #[inline(always)]
-pub(crate) fn small_class_of_entry(e: u32) -> Option<usize> {
-    // One unsigned compare: `e - TAG_SMALL < NCLASSES` holds exactly when the kind bits
-    // are TAG_SMALL and the argument is below NCLASSES (NCLASSES < 2^28, so the
-    // subtraction cannot carry into or borrow from the kind bits and stay small).
-    let c = e.wrapping_sub(TAG_SMALL);
-    ((c as usize) < NCLASSES).then_some(c as usize)
+pub(crate) fn small_class_at_least(e: u32, min: u32) -> Option<usize> {
+    let c = e.wrapping_sub(TAG_SMALL + min);
+    (c < NCLASSES as u32 - min).then_some((c + min) as usize)
 }
 
 /// Human-readable description of a raw slab table entry (for error messages).
@@ -249,29 +310,48 @@ mod tests {
             for d in 0..SLAB_SIZE as u32 {
                 let want = (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size);
                 assert_eq!(cl.index_of(d), want, "class {} offset {d}", cl.size);
-                assert_eq!(cl.block_index(d), want, "class {} offset {d}", cl.size);
             }
         }
     }
 
-    /// The read fast path's one-compare decode agrees with `Kind::decode` on every
-    /// entry that matters: all kinds with small and boundary arguments, and entries
-    /// around every kind boundary.
+    /// The fast table's index (with the data start folded in) agrees with division for
+    /// every offset of every slab and every class, including the bitmap area.
     #[test]
-    fn small_class_of_entry_agrees_with_decode() {
+    fn fast_block_index_agrees_with_division_everywhere() {
+        for (cl, f) in CLASSES.iter().zip(&FAST_CLASSES) {
+            for o in 0..SLAB_SIZE as u32 {
+                let want = o.checked_sub(cl.data_start).and_then(|d| {
+                    (d % cl.size == 0 && d / cl.size < cl.nblocks).then_some(d / cl.size)
+                });
+                assert_eq!(f.block_index(o), want, "class {} slab offset {o}", cl.size);
+            }
+        }
+    }
+
+    /// The combined decode and length check accepts exactly small entries of classes
+    /// whose payload holds `len` bytes.
+    #[test]
+    fn small_class_at_least_agrees_with_decode_and_size() {
         let mut entries: Vec<u32> = Vec::new();
         for tag in 0..16u32 {
             for arg in (0..64u32).chain([ARG_MASK - 1, ARG_MASK]) {
                 entries.push(tag << 28 | arg);
             }
         }
-        entries.extend([u32::MAX, TAG_SMALL - 1, TAG_SMALL + NCLASSES as u32]);
-        for e in entries {
-            let want = match Kind::decode(e) {
-                Some(Kind::Small(c)) => Some(c),
-                _ => None,
-            };
-            assert_eq!(small_class_of_entry(e), want, "entry {e:#010x}");
+        entries.extend([u32::MAX, 0, TAG_SMALL - 1]);
+        for len in (0..=MAX_SMALL + 16).chain([usize::MAX]) {
+            let min = min_class(len);
+            for &e in &entries {
+                let want = match Kind::decode(e) {
+                    Some(Kind::Small(c)) if CLASSES[c].size as usize - 8 >= len => Some(c),
+                    _ => None,
+                };
+                assert_eq!(
+                    small_class_at_least(e, min),
+                    want,
+                    "entry {e:#010x} len {len}"
+                );
+            }
         }
     }
 }

@@ -121,6 +121,7 @@ mod tests;
 use super::layout::SLAB_SIZE;
 use super::Heap;
 use crate::{Error, Result};
+pub(crate) use classes::min_class;
 use classes::{class_for, Kind, ARG_MASK, CLASSES, NCLASSES};
 use crossbeam_utils::CachePadded;
 use pmem::Loc;
@@ -726,9 +727,10 @@ impl Allocator {
     /// The read fast path's copy of the geometry (see [`SmallBlocks`]).
     #[inline]
     pub fn small_blocks(&self) -> SmallBlocks {
+        let heap_off = self.heap.layout().heap_offset;
         SmallBlocks {
-            base: self.heap.base(),
-            heap_off: self.heap.layout().heap_offset as u64,
+            heap: self.heap.base().wrapping_add(heap_off),
+            payload0: (heap_off + HEADER) as u64,
             kinds: self.kinds.as_ptr(),
             slabs: self.kinds.len(),
             _alloc: std::marker::PhantomData,
@@ -993,8 +995,11 @@ impl Allocator {
 /// table mirror is allocated once for the largest geometry.
 #[derive(Clone, Copy, Debug)]
 pub struct SmallBlocks {
-    base: *mut u8,
-    heap_off: u64,
+    /// The image's address of the heap's first byte (`base + heap_off`): a block's
+    /// header word is at `heap + rel`, `rel` the payload's offset from `payload0`.
+    heap: *mut u8,
+    /// The pool offset of a payload at the heap's first byte (`heap_off + HEADER`).
+    payload0: u64,
     kinds: *const AtomicU32,
     slabs: usize,
     _alloc: std::marker::PhantomData<*const Allocator>,
@@ -1005,8 +1010,8 @@ impl SmallBlocks {
     /// fast path). Dereferences nothing: `locate` refuses every slab index first.
     pub const fn empty() -> SmallBlocks {
         SmallBlocks {
-            base: std::ptr::null_mut(),
-            heap_off: 0,
+            heap: std::ptr::null_mut(),
+            payload0: 0,
             kinds: std::ptr::null(),
             slabs: 0,
             _alloc: std::marker::PhantomData,
@@ -1014,10 +1019,12 @@ impl SmallBlocks {
     }
 
     /// The header word of the small-class block whose payload starts at `payload_off`
-    /// and has at least `len` bytes, whatever its allocation state; `None` for anything
-    /// else (large runs, the root slot, offsets that are not a block's payload). The
-    /// geometry is all this checks: a small slab keeps its class for the whole run
-    /// (module docs), so a block found here stays a block of that class.
+    /// and whose class is at least `min_class` (so that its payload holds the
+    /// `len` bytes that [`min_class`]`(len)` was computed from), whatever its
+    /// allocation state; `None` for anything else (large runs, the root slot, offsets
+    /// that are not a block's payload, smaller blocks). The geometry is all this
+    /// checks: a small slab keeps its class for the whole run (module docs), so a block
+    /// found here stays a block of that class.
     ///
     /// A raw pointer (valid, 8-aligned, only accessed atomically), not a reference: the
     /// read fast path would otherwise test the address for null after every lookup.
@@ -1025,9 +1032,9 @@ impl SmallBlocks {
     /// # Safety
     /// The allocator this came from must be alive.
     #[inline(always)]
-    pub unsafe fn header(&self, payload_off: u64, len: usize) -> Option<*const AtomicU64> {
+    pub unsafe fn header(&self, payload_off: u64, min_class: u32) -> Option<*const AtomicU64> {
         // SAFETY: caller.
-        unsafe { self.locate(payload_off, len) }.map(|(hw, _, _)| hw)
+        unsafe { self.locate(payload_off, min_class) }.map(|(hw, _, _)| hw)
     }
 
     /// [`SmallBlocks::header`] of a block whose allocation bit is set (one more load:
@@ -1039,20 +1046,25 @@ impl SmallBlocks {
     pub unsafe fn allocated_header(
         &self,
         payload_off: u64,
-        len: usize,
+        min_class: u32,
     ) -> Option<*const AtomicU64> {
         // SAFETY: caller.
-        let (hw, slab_start, index) = unsafe { self.locate(payload_off, len) }?;
+        let (hw, slab_start, index) = unsafe { self.locate(payload_off, min_class) }?;
         // SAFETY: as in `block_state`: `index < nblocks` keeps the word inside the
         // slab's bitmap, 8-aligned; bitmap words are only accessed atomically.
         let w = unsafe {
-            &*(self.base.add(slab_start + 8 * (index / 64) as usize) as *const AtomicU64)
+            &*(self.heap.add(slab_start + 8 * (index / 64) as usize) as *const AtomicU64)
         };
         // Acquire: as in `block_state`.
         (w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0).then_some(hw)
     }
 
-    /// The header word, the slab's image offset and the block's index.
+    /// The header word, the slab's offset in the heap and the block's index.
+    ///
+    /// The checks, each one compare: the slab is in the table; its entry is a small
+    /// class of at least `min_class` (kind, class range and payload length folded into
+    /// one compare, `classes::small_class_at_least`); the offset in the slab is a block
+    /// start below the class's block count (one multiply, `FastClass::block_index`).
     ///
     /// # Safety
     /// As for [`SmallBlocks::header`].
@@ -1060,9 +1072,9 @@ impl SmallBlocks {
     unsafe fn locate(
         &self,
         payload_off: u64,
-        len: usize,
+        min_class: u32,
     ) -> Option<(*const AtomicU64, usize, u32)> {
-        let rel = payload_off.wrapping_sub(self.heap_off + HEADER as u64);
+        let rel = payload_off.wrapping_sub(self.payload0);
         let slab = (rel / SLAB_SIZE as u64) as usize;
         // (A `rel` that wrapped gives a slab index past the table.)
         if slab >= self.slabs {
@@ -1071,15 +1083,12 @@ impl SmallBlocks {
         // SAFETY: `slab < slabs`, the length of the allocator's live table (caller).
         // Acquire: as in `block_state`.
         let e = unsafe { &*self.kinds.add(slab) }.load(Ordering::Acquire);
-        let cl = &CLASSES[classes::small_class_of_entry(e)?];
-        let index =
-            cl.block_index(((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?)?;
-        if len > cl.size as usize - HEADER {
-            return None;
-        }
-        // SAFETY: as in `block_state`: the block lies in a slab of the image; its
-        // header word is 8-aligned and only accessed atomically.
-        let hw = unsafe { self.base.add((rel + self.heap_off) as usize) } as *const AtomicU64;
-        Some((hw, self.heap_off as usize + slab * SLAB_SIZE, index))
+        let c = classes::small_class_at_least(e, min_class)?;
+        let index = classes::FAST_CLASSES[c].block_index((rel % SLAB_SIZE as u64) as u32)?;
+        // The block lies in a slab of the image (`heap + rel` is its header word: `rel`
+        // is the block's offset in the heap); its header word is 8-aligned and only
+        // accessed atomically (as in `block_state`).
+        let hw = self.heap.wrapping_add(rel as usize) as *const AtomicU64;
+        Some((hw, slab * SLAB_SIZE, index))
     }
 }
