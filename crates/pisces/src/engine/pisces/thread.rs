@@ -687,6 +687,13 @@ impl Drop for PiscesThread {
 #[allow(dead_code)]
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
 
+/// How many group-commit batches' worth of committed transactions may wait for their
+/// grace period before a commit waits for it (`Shared::try_write_back`). Transactions
+/// waiting keep their objects locked (readers take their copies, writers of those
+/// objects abort and help) and their log records and copies in use, so the backlog is
+/// bounded; 4 batches absorb a reader's transaction, or a few, on the other threads.
+const DEFER_BATCHES: usize = 4;
+
 impl PiscesThread {
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
     /// use (a spare from the batch, or a new one) if none is kept; it goes to
@@ -765,12 +772,22 @@ impl PiscesThread {
             attempt,
             end_ts,
             log_seq: seq,
+            persist_ts,
         });
         slot.pending_min.fetch_min(persist_ts, SeqCst);
         slot.persisting_ts.store(u64::MAX, SeqCst);
-        if b.entries.len() >= self.sh.opts.group_commit.max(1) {
-            self.sh
-                .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        let k = self.sh.opts.group_commit.max(1);
+        if b.entries.len() >= k {
+            // A full batch: write back what no running snapshot can still need, without
+            // waiting; wait (the paper's grace period) only with group commit off or
+            // once the batch has grown to `DEFER_BATCHES` times its size.
+            if k == 1 || b.entries.len() >= k.saturating_mul(DEFER_BATCHES) {
+                self.sh
+                    .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+            } else {
+                self.sh
+                    .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);
+            }
         }
         // The next transaction's attempt, taken while the batch is locked anyway, so
         // that `begin` does not lock it again (`prepare_attempt`).
