@@ -32,10 +32,11 @@ fn reader_against_deferred_write_back() -> (bool, u64) {
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let (returned, second) = std::thread::scope(|s| {
-        let writer = s.spawn(|| {
+        let (pool, xs) = (&pool, &xs);
+        let writer = s.spawn(move || {
             let mut h = pool.handle().unwrap();
             go_rx.recv().unwrap();
-            for &x in &xs {
+            for &x in xs {
                 h.run(|tx| {
                     *tx.write(x)? = 1;
                     Ok(())
@@ -48,11 +49,17 @@ fn reader_against_deferred_write_back() -> (bool, u64) {
         let mut h = pool.handle().unwrap();
         let r = h
             .run(|tx| {
-                let first: u64 = xs.iter().map(|&x| tx.read(x).map(|v| *v)).sum::<crate::Result<u64>>()?;
+                let first: u64 = xs
+                    .iter()
+                    .map(|&x| tx.read(x).map(|v| *v))
+                    .sum::<crate::Result<u64>>()?;
                 assert_eq!(first, 0);
                 go_tx.send(()).unwrap();
                 let returned = done_rx.recv_timeout(Duration::from_secs(5)).is_ok();
-                let second = xs.iter().map(|&x| tx.read(x).map(|v| *v)).sum::<crate::Result<u64>>()?;
+                let second = xs
+                    .iter()
+                    .map(|&x| tx.read(x).map(|v| *v))
+                    .sum::<crate::Result<u64>>()?;
                 Ok((returned, second))
             })
             .unwrap();
@@ -72,7 +79,10 @@ fn reader_against_deferred_write_back() -> (bool, u64) {
 fn full_batches_wait_for_no_reader_and_keep_its_snapshot() {
     let (returned, second) = reader_against_deferred_write_back();
     assert!(returned, "a commit waited for the reader's transaction");
-    assert_eq!(second, 0, "the reader saw updates committed after its snapshot");
+    assert_eq!(
+        second, 0,
+        "the reader saw updates committed after its snapshot"
+    );
 }
 
 /// Mutation evidence: a write-back that does not wait must still leave the

@@ -432,7 +432,11 @@ impl Shared {
         if n == 0 {
             return 0;
         }
-        let covered = if ignore { 0 } else { batch.entries[n - 1].end_ts };
+        let covered = if ignore {
+            0
+        } else {
+            batch.entries[n - 1].end_ts
+        };
         self.write_back_first(slot, batch, n, covered, cache);
         n
     }
