@@ -5,12 +5,20 @@
 //! `cargo test -p pisces-verify --release --test deferred_write_back`; with
 //! `--features mutation` also the evidence that the test catches the bug.
 
-mod common;
-
-use common::crash::cfg;
-use pisces::{EngineOptions, PPtr, Pool};
+use pisces::{Config, EngineOptions, PPtr, Pool};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+
+/// A small pool with small logs (so that one thread's updates recycle its log soon).
+fn cfg(opts: EngineOptions) -> Config {
+    Config {
+        size: 1 << 20,
+        max_threads: 2,
+        log_bytes_per_thread: 16 << 10,
+        engine_options: opts,
+        ..Config::default()
+    }
+}
 
 /// Thread slot A commits `a = 1` and then, while a reader on slot B runs a
 /// transaction that started between the two, `b = 2`: with group commit of 2 the
@@ -32,22 +40,34 @@ fn pending_update_after_crash() -> u64 {
         .unwrap();
     pool.sync().unwrap();
     let mut ha = pool.handle().unwrap();
-    let mut hb = pool.handle().unwrap();
+    let hb = pool.handle().unwrap();
     ha.run(|tx| {
         *tx.write(a)? = 1;
         Ok(())
     })
     .unwrap();
-    hb.run(|tx| {
-        assert_eq!(*tx.read(a)?, 1);
-        ha.run(|tx| {
-            *tx.write(b)? = 2;
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let mut hb = hb;
+        hb.run(|tx| {
+            assert_eq!(*tx.read(a)?, 1);
+            ready_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            assert_eq!(*tx.read(b)?, 0, "the reader's snapshot");
             Ok(())
-        })?;
-        assert_eq!(*tx.read(b)?, 0, "the reader's snapshot");
+        })
+        .unwrap();
+        hb
+    });
+    ready_rx.recv().unwrap();
+    ha.run(|tx| {
+        *tx.write(b)? = 2;
         Ok(())
     })
     .unwrap();
+    done_tx.send(()).unwrap();
+    let mut hb = reader.join().unwrap();
     for i in 0..3000 {
         hb.run(|tx| {
             *tx.write(c)? = i;
