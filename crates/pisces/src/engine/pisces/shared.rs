@@ -295,8 +295,10 @@ pub struct Shared {
     pub heap: Arc<Heap>,
     /// The allocator.
     pub alloc: Arc<Allocator>,
-    /// globalTS.
-    pub clock: Clock,
+    /// globalTS, on a cache line of its own: every commit increments it, and the
+    /// fields around it (heap, allocator, tag, options) are read by every access of
+    /// every thread, which would otherwise miss after each commit of another thread.
+    pub clock: CachePadded<Clock>,
     /// Thread slots.
     pub slots: Vec<CachePadded<Slot>>,
     /// Engine options.
@@ -324,7 +326,7 @@ impl Shared {
         Shared {
             heap,
             alloc,
-            clock: Clock::new(clock_start),
+            clock: CachePadded::new(Clock::new(clock_start)),
             slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
             opts,
             durable,
