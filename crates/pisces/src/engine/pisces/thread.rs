@@ -692,7 +692,13 @@ const _: () = assert!(COPY_HDR.is_multiple_of(8));
 /// waiting keep their objects locked (readers take their copies, writers of those
 /// objects abort and help) and their log records and copies in use, so the backlog is
 /// bounded; 4 batches absorb a reader's transaction, or a few, on the other threads.
+/// Large batches defer at most [`DEFER_MAX_EXTRA`] more (each attempt holds a chunk of
+/// copy memory).
 const DEFER_BATCHES: usize = 4;
+
+/// The most committed transactions beyond a full batch that wait for their grace
+/// period (see [`DEFER_BATCHES`]).
+const DEFER_MAX_EXTRA: usize = 64;
 
 impl PiscesThread {
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
@@ -780,8 +786,11 @@ impl PiscesThread {
         if b.entries.len() >= k {
             // A full batch: write back what no running snapshot can still need, without
             // waiting; wait (the paper's grace period) only with group commit off or
-            // once the batch has grown to `DEFER_BATCHES` times its size.
-            if k == 1 || b.entries.len() >= k.saturating_mul(DEFER_BATCHES) {
+            // once the batch has grown to its limit (`DEFER_BATCHES`).
+            let limit = k
+                .saturating_mul(DEFER_BATCHES)
+                .min(k.saturating_add(DEFER_MAX_EXTRA));
+            if k == 1 || b.entries.len() >= limit {
                 self.sh
                     .write_back(self.slot, &mut b, self.slot, &mut self.cache);
             } else {
