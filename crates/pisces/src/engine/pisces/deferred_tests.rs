@@ -51,14 +51,14 @@ fn reader_against_deferred_write_back() -> (bool, u64) {
             .run(|tx| {
                 let first: u64 = xs
                     .iter()
-                    .map(|&x| tx.read(x).map(|v| *v))
+                    .map(|&x| tx.read(x).copied())
                     .sum::<crate::Result<u64>>()?;
                 assert_eq!(first, 0);
                 go_tx.send(()).unwrap();
                 let returned = done_rx.recv_timeout(Duration::from_secs(5)).is_ok();
                 let second = xs
                     .iter()
-                    .map(|&x| tx.read(x).map(|v| *v))
+                    .map(|&x| tx.read(x).copied())
                     .sum::<crate::Result<u64>>()?;
                 Ok((returned, second))
             })
@@ -69,7 +69,7 @@ fn reader_against_deferred_write_back() -> (bool, u64) {
     });
     // Every update is there once the reader is gone.
     let after: u64 = pool
-        .run(|tx| xs.iter().map(|&x| tx.read(x).map(|v| *v)).sum())
+        .run(|tx| xs.iter().map(|&x| tx.read(x).copied()).sum())
         .unwrap();
     assert_eq!(after, OBJECTS as u64);
     (returned, second)
