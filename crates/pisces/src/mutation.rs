@@ -75,6 +75,14 @@ pub enum Mutation {
     /// any unlocked header word the lock replaced (also the freed marker), not only
     /// this run's live marker.
     LockedCheckTrustsAny = 70,
+    /// pisces: the group-commit write-back that does not wait (it writes back only the
+    /// transactions whose grace period has passed) writes back the whole batch, as if
+    /// no reader were older than its transactions.
+    DeferredWriteBackIgnoresReaders = 73,
+    /// pisces: a write-back of part of a batch clears the slot's `pending_min` as if
+    /// the whole batch were written back, so the watermark may pass the persistTS of a
+    /// record still waiting in the batch.
+    PartialWriteBackClearsPending = 74,
     /// timestone: an operation record's block words name the size class after the
     /// block's own (an encoding error of the compact operation record).
     TsOpBlockCode = 60,

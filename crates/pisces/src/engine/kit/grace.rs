@@ -31,3 +31,21 @@ pub fn wait_for_readers<'a>(
         }
     }
 }
+
+/// The grace period without the wait: the oldest start timestamp among the slots
+/// other than `own_slot` that run a transaction ([`super::clock::INACTIVE`], i.e.
+/// `u64::MAX`, if none does). Every transaction that started before an `end_ts` at
+/// most this value has finished, exactly as if [`wait_for_readers`] had returned for
+/// it: that function's loop ends for a slot the first time the slot shows a value at
+/// or above `end_ts`, and this scan takes one such look per slot. The fence is the
+/// same one, and closes the same race (see [`wait_for_readers`]).
+pub fn oldest_reader<'a>(slots: impl IntoIterator<Item = &'a SlotClock>, own_slot: usize) -> u64 {
+    fence(SeqCst);
+    slots
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| i != own_slot)
+        .map(|(_, s)| s.load())
+        .min()
+        .unwrap_or(u64::MAX)
+}

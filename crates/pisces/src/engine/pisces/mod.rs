@@ -32,6 +32,8 @@ pub mod shared;
 pub mod thread;
 
 #[cfg(test)]
+mod deferred_tests;
+#[cfg(test)]
 mod live_tests;
 #[cfg(test)]
 mod locked_read_tests;

@@ -18,6 +18,15 @@
 //! that is not inside a transaction may lock a slot's batch and write it back. Copies
 //! are immutable after commit, so the helper needs nothing from the owner.
 //!
+//! The owner's write-back of a full batch does not wait for the grace period
+//! ([`Shared::try_write_back`]): it writes back the oldest transactions whose grace
+//! period has passed (no other slot runs a transaction that started before their
+//! endTS) and leaves the younger ones in the batch, still locked, for a later
+//! write-back. It waits only when the batch has grown to a few times its size, for
+//! the write-backs that must happen now (a transaction of the owner writes one of the
+//! objects, log space, quiescing) and in helpers. So a committer is not tied to the
+//! progress of the other threads' running transactions.
+//!
 //! # Reclaiming copies (P-1)
 //! After a write-back unlinks copies, readers that loaded a header earlier may still be
 //! reading them. The unlinked copies are *retired* with `retire_ts = globalTS + 1` (read
@@ -37,7 +46,7 @@
 
 use super::protocol::TxRecord;
 use crate::engine::kit::clock::{Clock, SlotClock};
-use crate::engine::kit::grace::wait_for_readers;
+use crate::engine::kit::grace::{oldest_reader, wait_for_readers};
 use crate::engine::kit::header_word::tag_of;
 use crate::engine::kit::header_word::PTR_MASK;
 use crate::engine::kit::redo_log::LogWriter;
@@ -217,6 +226,9 @@ pub struct Committed {
     pub end_ts: u64,
     /// Log sequence number of its record.
     pub log_seq: u64,
+    /// persistTS of its record (`u64::MAX` without persistence): what the slot's
+    /// `pending_min` must stay at or below while the entry waits.
+    pub persist_ts: u64,
 }
 
 /// Attempts whose copies were unlinked at a time before `retire_ts`.
@@ -283,8 +295,10 @@ pub struct Shared {
     pub heap: Arc<Heap>,
     /// The allocator.
     pub alloc: Arc<Allocator>,
-    /// globalTS.
-    pub clock: Clock,
+    /// globalTS, on a cache line of its own: every commit increments it, and the
+    /// fields around it (heap, allocator, tag, options) are read by every access of
+    /// every thread, which would otherwise miss after each commit of another thread.
+    pub clock: CachePadded<Clock>,
     /// Thread slots.
     pub slots: Vec<CachePadded<Slot>>,
     /// Engine options.
@@ -312,7 +326,7 @@ impl Shared {
         Shared {
             heap,
             alloc,
-            clock: Clock::new(clock_start),
+            clock: CachePadded::new(Clock::new(clock_start)),
             slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
             opts,
             durable,
@@ -377,8 +391,71 @@ impl Shared {
         if !skip {
             wait_for_readers(self.clocks(), caller_slot, max_end);
         }
+        // (Retire timestamps are at least 2: with the grace period skipped, 0 reclaims
+        // nothing.)
+        let n = batch.entries.len();
+        self.write_back_first(slot, batch, n, if skip { 0 } else { max_end }, cache);
+    }
+
+    /// Group commit's write-back that never waits: write back the oldest transactions
+    /// of the batch whose grace period has already passed (their endTS is at most the
+    /// oldest running snapshot of the other slots, [`oldest_reader`]) and leave the
+    /// rest pending, still locked, for a later write-back. Returns how many were
+    /// written back.
+    ///
+    /// Why: the batch's newest transactions are often younger than a transaction the
+    /// other threads are running right now, and waiting for it (or, on a loaded
+    /// machine, for a descheduled thread to run again) ties every committer to every
+    /// other thread's progress. Their copies stay linked meanwhile, so readers and
+    /// writers treat them exactly as committed transactions waiting in the batch.
+    ///
+    /// Only a prefix: the slot's log is recycled up to `wb_seq`, the sequence number of
+    /// the last transaction written back, so write-backs follow commit order (endTS
+    /// grows along the batch, as one thread commits them one after the other).
+    pub fn try_write_back(
+        &self,
+        slot: usize,
+        batch: &mut Batch,
+        caller_slot: usize,
+        cache: &mut ThreadCache,
+    ) -> usize {
+        let ignore = crate::mutation::active(crate::mutation::Mutation::GracePeriod)
+            || crate::mutation::active(crate::mutation::Mutation::DeferredWriteBackIgnoresReaders);
+        let oldest = if ignore {
+            u64::MAX
+        } else {
+            oldest_reader(self.clocks(), caller_slot)
+        };
+        let n = batch
+            .entries
+            .iter()
+            .take_while(|e| e.end_ts <= oldest)
+            .count();
+        if n == 0 {
+            return 0;
+        }
+        let covered = if ignore {
+            0
+        } else {
+            batch.entries[n - 1].end_ts
+        };
+        self.write_back_first(slot, batch, n, covered, cache);
+        n
+    }
+
+    /// Write back the first `n` (at least one) transactions of the batch, whose grace
+    /// period the caller has established, and reclaim the attempts retired at or below
+    /// `covered` (a timestamp every other slot's transaction has started at or after).
+    fn write_back_first(
+        &self,
+        slot: usize,
+        batch: &mut Batch,
+        n: usize,
+        covered: u64,
+        cache: &mut ThreadCache,
+    ) {
         let heap = &*self.heap;
-        for e in &batch.entries {
+        for e in &batch.entries[..n] {
             for r in &e.attempt.wb.ranges {
                 // SAFETY: `src` points into the copies of `e.attempt`, alive while the
                 // batch holds it; `home` was validated when the object was locked. Both
@@ -406,7 +483,7 @@ impl Shared {
         }
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
-        for e in &batch.entries {
+        for e in &batch.entries[..n] {
             for &(h, v) in &e.attempt.wb.unlock {
                 heap.atomic_u64(h as usize).store(v, Release);
             }
@@ -415,17 +492,28 @@ impl Shared {
             heap.fence();
         }
         let s = &self.slots[slot];
-        let last_seq = batch.entries.last().map_or(0, |e| e.log_seq);
+        let last_seq = batch.entries[n - 1].log_seq;
         // Release: the owner's recycler Acquires wb_seq and then overwrites log space;
         // our fence above made the write-back durable before this store.
         s.wb_seq.fetch_max(last_seq, Release);
+        // The records still waiting keep the watermark below their persistTS. Only the
+        // batch's lock holder changes `pending_min` (the owner lowers it when it adds
+        // an entry, under this lock), so this store cannot hide a newer entry's value.
+        let clear_all =
+            crate::mutation::active(crate::mutation::Mutation::PartialWriteBackClearsPending);
+        let waiting = batch.entries[n..]
+            .iter()
+            .map(|e| e.persist_ts)
+            .min()
+            .filter(|_| !clear_all)
+            .unwrap_or(u64::MAX);
         // SeqCst: ordered with the owner's next `pending_min` update and with the
         // watermark scans (see `watermark`).
-        s.pending_min.store(u64::MAX, SeqCst);
+        s.pending_min.store(waiting, SeqCst);
         // Reclaim attempts retired before a timestamp the grace period covered.
         let mut i = 0;
         while i < batch.retired.len() {
-            if !skip && batch.retired[i].retire_ts <= max_end {
+            if batch.retired[i].retire_ts <= covered {
                 let mut r = batch.retired.swap_remove(i);
                 r.attempt.recycle();
                 batch.spare.push(r.attempt);
@@ -434,14 +522,14 @@ impl Shared {
             }
         }
         // Freed blocks are durable-free and no snapshot can see them any more.
-        for e in &batch.entries {
+        for e in &batch.entries[..n] {
             for &b in &e.attempt.wb.frees {
                 self.alloc.release(cache, b);
             }
         }
         // Copies just unlinked: reclaim after a later grace period.
         let retire_ts = self.clock.now() + 1;
-        for e in batch.entries.drain(..) {
+        for e in batch.entries.drain(..n) {
             batch.retired.push(Retired {
                 attempt: e.attempt,
                 retire_ts,

@@ -687,6 +687,19 @@ impl Drop for PiscesThread {
 #[allow(dead_code)]
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
 
+/// How many group-commit batches' worth of committed transactions may wait for their
+/// grace period before a commit waits for it (`Shared::try_write_back`). Transactions
+/// waiting keep their objects locked (readers take their copies, writers of those
+/// objects abort and help) and their log records and copies in use, so the backlog is
+/// bounded; 4 batches absorb a reader's transaction, or a few, on the other threads.
+/// Large batches defer at most [`DEFER_MAX_EXTRA`] more (each attempt holds a chunk of
+/// copy memory).
+const DEFER_BATCHES: usize = 4;
+
+/// The most committed transactions beyond a full batch that wait for their grace
+/// period (see [`DEFER_BATCHES`]).
+const DEFER_MAX_EXTRA: usize = 64;
+
 impl PiscesThread {
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
     /// use (a spare from the batch, or a new one) if none is kept; it goes to
@@ -765,12 +778,25 @@ impl PiscesThread {
             attempt,
             end_ts,
             log_seq: seq,
+            persist_ts,
         });
         slot.pending_min.fetch_min(persist_ts, SeqCst);
         slot.persisting_ts.store(u64::MAX, SeqCst);
-        if b.entries.len() >= self.sh.opts.group_commit.max(1) {
-            self.sh
-                .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+        let k = self.sh.opts.group_commit.max(1);
+        if b.entries.len() >= k {
+            // A full batch: write back what no running snapshot can still need, without
+            // waiting; wait (the paper's grace period) only with group commit off or
+            // once the batch has grown to its limit (`DEFER_BATCHES`).
+            let limit = k
+                .saturating_mul(DEFER_BATCHES)
+                .min(k.saturating_add(DEFER_MAX_EXTRA));
+            if k == 1 || b.entries.len() >= limit {
+                self.sh
+                    .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+            } else {
+                self.sh
+                    .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);
+            }
         }
         // The next transaction's attempt, taken while the batch is locked anyway, so
         // that `begin` does not lock it again (`prepare_attempt`).
