@@ -530,7 +530,11 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
             go_on.wait();
         });
     });
-    assert_eq!(reused.load(Relaxed), 1, "the construction needs the block reused");
+    assert_eq!(
+        reused.load(Relaxed),
+        1,
+        "the construction needs the block reused"
+    );
     let values = p
         .run(|tx| {
             let mut v = Vec::new();
@@ -550,7 +554,10 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
 fn a_block_freed_after_the_snapshot_and_reused_by_it_conflicts() {
     let (values, attempts) = append_behind_a_node_freed_and_reused();
     assert_eq!(values, vec![7], "the append was lost into the freed block");
-    assert_eq!(attempts, 2, "one conflict, then a snapshot that sees the free");
+    assert_eq!(
+        attempts, 2,
+        "one conflict, then a snapshot that sees the free"
+    );
 }
 
 /// Mutation evidence: without the check, B commits its first attempt and the append

@@ -396,8 +396,7 @@ impl TsThread {
         if e.is_some_and(|e| e.last_ts() > self.start_ts) {
             return true;
         }
-        !b.is_small()
-            && matches!(self.committed_state(b), Some((false, ts)) if ts > self.start_ts)
+        !b.is_small() && matches!(self.committed_state(b), Some((false, ts)) if ts > self.start_ts)
     }
 
     /// Step 3: lock and first-committer-wins check.
