@@ -18,7 +18,9 @@
 //! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
 //!    its items' cost in the checkpoint budget, before any lock is taken.
 //! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
-//!    (`last_ts > S` aborts).
+//!    (`last_ts > S` aborts) — also for a block this transaction allocated that a
+//!    commit after S freed (reused inside the window: still a live object for S,
+//!    which may have written it through a stale pointer; `reused_after_snapshot`).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
 //!    bound of the timestamp, `Shared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
