@@ -90,6 +90,13 @@ pub enum Mutation {
     /// an allocation straight home before the CLog record (the fresh-block path),
     /// also one that was live at K_done, freed and handed out again inside the window.
     TsReuseFresh = 61,
+    /// timestone: a block this transaction allocated never conflicts, also one a
+    /// commit freed after its snapshot (handed out again by the reuse lists), which it
+    /// may have written through a stale pointer. An in-memory defect (a lost insert,
+    /// no crash needed): shown by the engine's unit test
+    /// `a_block_freed_after_the_snapshot_and_reused_by_it_conflicts`, not by the crash
+    /// campaigns of [`Mutation::TIMESTONE`].
+    TsReusedConflict = 65,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,

@@ -464,3 +464,113 @@ fn checkpoints_write_each_bitmap_word_once() {
     want.sort_unstable();
     assert_eq!(p.allocated_objects().unwrap(), want);
 }
+
+/// A block freed by a commit after a transaction's snapshot and handed to that
+/// transaction by the reuse lists is still a live object for it: its writes through a
+/// stale pointer land in the block's new contents. The first committer wins there as
+/// for any object written after the snapshot: the transaction conflicts and retries,
+/// and no insert is lost into the freed block.
+///
+/// Construction (a list of one node, as a hash chain): B reads `head → P`; A unlinks
+/// and frees P and completes, so P enters the reuse lists; B then allocates a node of
+/// P's size (and gets P) and links it behind what its snapshot sees as the tail, P.
+/// Returns the list's values at the end and how many attempts B's transaction took.
+fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Barrier;
+    let p = pool("");
+    let head: PPtr<PPtr<[u64; 2]>> = p.root().unwrap();
+    let first = p
+        .run(|tx| {
+            let n = tx.alloc([0u64, 1])?;
+            *tx.write(head)? = n;
+            Ok(n)
+        })
+        .unwrap();
+    let (attempts, reused) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (freed, go_on) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            h.run(|tx| {
+                let first_attempt = attempts.fetch_add(1, Relaxed) == 0;
+                // Append 7 at the tail of the list as this snapshot sees it.
+                let mut tail = PPtr::null();
+                let mut cur = *tx.read(head)?;
+                while !cur.is_null() {
+                    tail = cur;
+                    cur = PPtr::from_offset(tx.read(cur)?[0]);
+                }
+                if first_attempt {
+                    freed.wait();
+                    go_on.wait();
+                }
+                let n = tx.alloc([0u64, 7])?;
+                if first_attempt && n == first {
+                    reused.store(1, Relaxed);
+                }
+                if tail.is_null() {
+                    *tx.write(head)? = n;
+                } else {
+                    tx.write(tail)?[0] = n.offset();
+                }
+                Ok(())
+            })
+            .unwrap();
+        });
+        s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            freed.wait();
+            h.run(|tx| {
+                let n = *tx.read(head)?;
+                *tx.write(head)? = PPtr::from_offset(tx.read(n)?[0]);
+                tx.free(n)
+            })
+            .unwrap();
+            go_on.wait();
+        });
+    });
+    assert_eq!(
+        reused.load(Relaxed),
+        1,
+        "the construction needs the block reused"
+    );
+    let values = p
+        .run(|tx| {
+            let mut v = Vec::new();
+            let mut cur = *tx.read(head)?;
+            while !cur.is_null() && v.len() < 10 {
+                let n = *tx.read(cur)?;
+                v.push(n[1]);
+                cur = PPtr::from_offset(n[0]);
+            }
+            Ok(v)
+        })
+        .unwrap();
+    (values, attempts.load(Relaxed))
+}
+
+#[test]
+fn a_block_freed_after_the_snapshot_and_reused_by_it_conflicts() {
+    let (values, attempts) = append_behind_a_node_freed_and_reused();
+    assert_eq!(values, vec![7], "the append was lost into the freed block");
+    assert_eq!(
+        attempts, 2,
+        "one conflict, then a snapshot that sees the free"
+    );
+}
+
+/// Mutation evidence: without the check, B commits its first attempt and the append
+/// is lost into the freed block.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_ts_reused_conflict_loses_the_append() {
+    use crate::mutation::{self, Mutation};
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    unsafe { mutation::set(Some(Mutation::TsReusedConflict)) };
+    let r = std::panic::catch_unwind(append_behind_a_node_freed_and_reused);
+    mutation::clear();
+    let (values, attempts) = r.expect("the run itself failed");
+    assert_eq!((values, attempts), (vec![], 1), "the append should be lost");
+}

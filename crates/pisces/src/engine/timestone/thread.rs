@@ -18,7 +18,9 @@
 //! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
 //!    its items' cost in the checkpoint budget, before any lock is taken.
 //! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
-//!    (`last_ts > S` aborts).
+//!    (`last_ts > S` aborts) — also for a block this transaction allocated that a
+//!    commit after S freed (reused inside the window: still a live object for S,
+//!    which may have written it through a stale pointer; `reused_after_snapshot`).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
 //!    bound of the timestamp, `Shared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
@@ -367,12 +369,47 @@ impl TsThread {
         );
     }
 
+    /// True if `b`, a block this transaction allocated (chain `e`, if it has one),
+    /// was freed by a commit after this snapshot: for the snapshot it is still a live
+    /// object, and the transaction may have read it, or written it through a pointer
+    /// its snapshot holds — writes that land in the new object's copy, since both
+    /// have the same payload offset. The free is then a commit on the object after S,
+    /// and the first committer wins as for any write (retry with a newer snapshot,
+    /// which sees it freed).
+    ///
+    /// Blocks come back within the snapshot's life from the reuse lists (small ones,
+    /// once the freeing commit is complete: `clog`, *Reuse inside a window*) or from
+    /// the allocator after a checkpoint (large ones). The chain's `last_ts` holds the
+    /// free's timestamp (the freeing commit marked it, and the block entered the reuse
+    /// lists only after that commit unlocked, so it is visible here). A large block
+    /// may come back as a run of another length at the same offset, with a chain of
+    /// its own: the pending allocator state (kept while a snapshot older than the free
+    /// runs) tells that free.
+    ///
+    /// Recovery re-executes one transaction at a time: no snapshot is stale there.
+    fn reused_after_snapshot(&self, b: Block, e: Option<&Entry>) -> bool {
+        if self.sh.recovering {
+            return false;
+        }
+        if crate::mutation::active(crate::mutation::Mutation::TsReusedConflict) {
+            // Mutation: the defect this check closes (a fresh block never conflicts).
+            return false;
+        }
+        if e.is_some_and(|e| e.last_ts() > self.start_ts) {
+            return true;
+        }
+        !b.is_small() && matches!(self.committed_state(b), Some((false, ts)) if ts > self.start_ts)
+    }
+
     /// Step 3: lock and first-committer-wins check.
     fn lock_and_check(&mut self) -> Result<()> {
         for i in 0..self.writes.len() {
             let w = &self.writes[i];
-            if let Kind::FreshFreed(_) = w.kind {
+            if let Kind::FreshFreed(b) = w.kind {
                 self.locked = i + 1;
+                if self.reused_after_snapshot(b, self.sh.index.get(w.off, w.len)) {
+                    return Err(Error::Conflict);
+                }
                 continue;
             }
             // SAFETY: validated when it entered the write set (or a reserved block).
@@ -383,7 +420,11 @@ impl TsThread {
             }
             self.writes[i].entry = e;
             self.locked = i + 1;
-            if !matches!(self.writes[i].kind, Kind::Fresh(_)) && e.last_ts() > self.start_ts {
+            let conflict = match self.writes[i].kind {
+                Kind::Fresh(b) => self.reused_after_snapshot(b, Some(e)),
+                _ => e.last_ts() > self.start_ts,
+            };
+            if conflict {
                 return Err(Error::Conflict);
             }
         }
