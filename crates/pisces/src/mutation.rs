@@ -82,6 +82,10 @@ pub enum Mutation {
     /// an allocation straight home before the CLog record (the fresh-block path),
     /// also one that was live at K_done, freed and handed out again inside the window.
     TsReuseFresh = 61,
+    /// timestone: a checkpoint writes the allocator bits of fresh blocks (allocated
+    /// since the last one), which have no CLog entry, after the CLog record's fence
+    /// with the other home writes instead of before the record.
+    TsFreshBits = 62,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
@@ -101,7 +105,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 9] = [
+    pub const TIMESTONE: [Mutation; 10] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -111,6 +115,7 @@ impl Mutation {
         Mutation::TsFreshFence,
         Mutation::TsOpBlockCode,
         Mutation::TsReuseFresh,
+        Mutation::TsFreshBits,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 7] = [

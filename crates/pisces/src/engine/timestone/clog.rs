@@ -425,6 +425,18 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             changed_ranges(heap, off, data, &mut home, to);
         }
     }
+    // The allocations of fresh blocks go home with their contents, before the record
+    // and without a CLog entry (see *Fresh allocations* in the module docs); every
+    // other allocator change goes through the record.
+    let late_fresh_bits = crate::mutation::active(crate::mutation::Mutation::TsFreshBits);
+    let (fresh_allocs, net): (Vec<_>, Vec<_>) = net
+        .into_iter()
+        .partition(|&(alloc, b)| alloc && fresh.contains(&b.payload()));
+    if late_fresh_bits {
+        // Mutation: they go home after the record's fence, with no CLog entry.
+    } else {
+        direct.blocks(&fresh_allocs);
+    }
     rec.blocks(&net);
     // 3. CLog record, fence.
     if CLOG_HEADER + rec.len() > sh.clog_len {
@@ -435,9 +447,10 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             capacity: sh.clog_len,
         });
     }
-    // 3a. Fresh blocks straight home, flushed and fenced before the CLog record is
-    // written: a crash at the record's fence could make the record durable without
-    // them, and recovery would then take the checkpoint as complete.
+    // 3a. Fresh blocks straight home with their allocator bits, flushed and fenced
+    // before the CLog record is written: a crash at the record's fence could make the
+    // record durable without them, and recovery would then take the checkpoint as
+    // complete.
     //
     // They need no CLog copy: such a block is not part of the state at K_done (its bit
     // is clear there, or set only by a recovery that is about to re-execute the
@@ -470,6 +483,9 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     } else {
         apply(heap, &entries)?
     };
+    if late_fresh_bits {
+        Allocator::replay_changes(heap, &fresh_allocs)?;
+    }
     sh.stats.home_bytes.fetch_add(home, Relaxed);
     heap.fence();
     // 5. K_done.

@@ -296,6 +296,9 @@ impl EngineDef for Timestone {
             )));
         }
         optable::check_format(&heap, never_committed(&heap))?;
+        // Objects are validated by the allocation bitmap and no header word is read or
+        // written (module docs): slab formatting need not zero them.
+        heap.set_header_words_unused();
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;
