@@ -86,6 +86,9 @@ pub enum Mutation {
     /// since the last one), which have no CLog entry, after the CLog record's fence
     /// with the other home writes instead of before the record.
     TsFreshBits = 62,
+    /// timestone: an operation record's run word counts one block fewer than the
+    /// consecutive allocations it stands for.
+    TsOpBlockRun = 63,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
@@ -105,7 +108,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 10] = [
+    pub const TIMESTONE: [Mutation; 11] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -116,6 +119,7 @@ impl Mutation {
         Mutation::TsOpBlockCode,
         Mutation::TsReuseFresh,
         Mutation::TsFreshBits,
+        Mutation::TsOpBlockRun,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 7] = [

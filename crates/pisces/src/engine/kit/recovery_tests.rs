@@ -479,7 +479,24 @@ fn operation_records_round_trip() {
             .map(|k| (k % 3 != 1, if k == 5 { large } else { small(k) }))
             .collect();
         let tag = r.op_record(i as u8 * 30, &args, &blocks).unwrap();
-        assert_eq!(r.len(), nargs.next_multiple_of(8) + 8 * blocks.len());
+        // One word per block, except that a small allocation right after a small
+        // allocation of the block before it continues a run (one run word per run).
+        let mut words = 0;
+        let mut in_run = false;
+        for (j, &(alloc, b)) in blocks.iter().enumerate() {
+            let continues = j > 0 && alloc && b.is_small() && {
+                let (palloc, p) = blocks[j - 1];
+                palloc && p.size == b.size && p.offset + p.size == b.offset
+            };
+            if !continues {
+                words += 1;
+                in_run = false;
+            } else if !in_run {
+                words += 1;
+                in_run = true;
+            }
+        }
+        assert_eq!(r.len(), nargs.next_multiple_of(8) + 8 * words);
         w.append_op(&heap, r.bytes(), tag, 100 + i as u64);
         want.push((i as u8 * 30, args, blocks));
     }
@@ -507,8 +524,12 @@ fn operation_records_round_trip() {
     assert_eq!(16 + r.len(), 32);
     assert!(r.op_record(0, &[0; 16], &[(true, small(0))]).is_some());
     assert_eq!(16 + r.len(), 40);
-    // No such form: too many blocks, a block that does not pack.
-    let many: Vec<_> = (0..32).map(|k| (true, small(k))).collect();
+    // Consecutive allocations of one class: one word and a run word.
+    let run: Vec<_> = (0..40).map(|k| (true, small(k))).collect();
+    assert!(r.op_record(0, &[0; 16], &run).is_some());
+    assert_eq!(16 + r.len(), 48);
+    // No such form: too many block words, a block that does not pack.
+    let many: Vec<_> = (0..32).map(|k| (true, small(2 * k))).collect();
     assert_eq!(r.op_record(0, &[0; 16], &many), None);
     assert!(r.bytes().is_empty());
     let odd = Block {
@@ -552,7 +573,42 @@ fn malformed_operation_records_are_refused() {
     with_block[16..].copy_from_slice(&(1u64 << 63 | 1 << 6).to_le_bytes());
     assert!(
         decode_op_record(tag(0, 0, 1), &with_block).is_err(),
-        "bit 63"
+        "a run word first"
+    );
+    // Run words: after a small allocation only, 1..=4096 blocks.
+    let two = |a: u64, b: u64| {
+        let mut x = [0u8; 32];
+        x[16..24].copy_from_slice(&a.to_le_bytes());
+        x[24..].copy_from_slice(&b.to_le_bytes());
+        x
+    };
+    let alloc48 = 1u64 << 6 | 2; // class 2 (48 bytes) at offset 16
+    let rec = two(alloc48, 1 << 63 | 3);
+    let op = decode_op_record(tag(0, 0, 2), &rec).unwrap();
+    let offs: Vec<u64> = op
+        .blocks
+        .iter()
+        .map(|e| match *e {
+            crate::engine::kit::redo_log::Entry::Alloc(b) if b.size == 48 => b.offset,
+            ref e => panic!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(offs, [16, 64, 112, 160]);
+    for (a, b, what) in [
+        (alloc48, 1u64 << 63, "a run of 0"),
+        (alloc48, 1 << 63 | 4097, "a run of 4097"),
+        (alloc48 | 1 << 62, 1 << 63 | 1, "a run after a free"),
+        (1 << 63 | 1, 1 << 63 | 1, "a run after a run"),
+    ] {
+        assert!(
+            decode_op_record(tag(0, 0, 2), &two(a, b)).is_err(),
+            "{what}"
+        );
+    }
+    let large = 1u64 << 46 | 1 << 14 | 63; // a large run of one slab
+    assert!(
+        decode_op_record(tag(0, 0, 2), &two(large, 1 << 63 | 1)).is_err(),
+        "a run after a large block"
     );
     with_block[16..].copy_from_slice(&(1u64 << 6 | 40).to_le_bytes());
     assert!(

@@ -34,8 +34,9 @@ use std::sync::Mutex;
 /// Offset of the OLog format word.
 pub const FORMAT_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
 /// The OLog format this build writes and reads: compact records with 16 sequence
-/// bits and operation records.
-pub const OLOG_FORMAT: u64 = 2;
+/// bits and operation records with run words (format 2 had no run words: a run word
+/// would read there as a malformed block word).
+pub const OLOG_FORMAT: u64 = 3;
 /// Offset of the operation table.
 pub const TABLE_OFFSET: usize = ENGINE_AREA_OFFSET + 256;
 /// Slots of the operation table (indices 0..=254 fit the record's 8 bits).
