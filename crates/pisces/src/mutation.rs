@@ -89,6 +89,9 @@ pub enum Mutation {
     /// timestone: an operation record's run word counts one block fewer than the
     /// consecutive allocations it stands for.
     TsOpBlockRun = 63,
+    /// timestone: packing an operation record's arguments takes bytes equal to 1 for
+    /// zero bytes (they are re-executed as 0).
+    TsArgsPacking = 64,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
@@ -108,7 +111,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 11] = [
+    pub const TIMESTONE: [Mutation; 12] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -120,6 +123,7 @@ impl Mutation {
         Mutation::TsReuseFresh,
         Mutation::TsFreshBits,
         Mutation::TsOpBlockRun,
+        Mutation::TsArgsPacking,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 7] = [

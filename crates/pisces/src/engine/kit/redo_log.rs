@@ -71,12 +71,21 @@
 //!                        bits n (1..=4096) stand for n more allocations, of the
 //!                        blocks of b's class at b + size, b + 2 size, … b + n size
 //! ```
+//! When it is shorter, the argument section is *packed* instead (bit 7 of the index
+//! field set, so indices are 0..=127): the arguments' length (2 bytes), a mask of one
+//! bit per argument byte (set: nonzero) and the nonzero bytes, zero-padded to 8. A
+//! TPC-C new-order's 144-byte input (15 order lines of item number and quantity, up to
+//! 10 used; small integers in 4-byte fields) takes about 64 bytes. A packed section
+//! whose length, mask and bytes disagree, with mask bits past the length or a zero
+//! among its bytes, makes the record malformed. Arguments with few zero bytes (a hash
+//! update's key and map handle) stay as they are.
+//!
 //! 16 bytes of header plus 16 argument bytes is a 32-byte record; each allocation adds
 //! 8, except that allocations of consecutive blocks of one class (a thread's
 //! allocator cache hands blocks out in address order) take 16 bytes per run: a TPC-C
 //! new-order's 10 order lines take 16 bytes, not 80. The operation index names the
 //! operation in a table its engine keeps (the 32-bit ids themselves do not fit the
-//! header). A record that does not fit this form (an index above 255, more than 31
+//! header). A record that does not fit this form (an index above 127, more than 31
 //! block words, a block `Block::pack` cannot pack) is written with kind TX and the
 //! general entries below instead. A run word that follows no small allocation, or
 //! names 0 or more than 4096 blocks, makes the record malformed; the blocks it
@@ -306,8 +315,19 @@ impl RecordBuilder {
     /// empty) when the record has no such form.
     pub fn op_record(&mut self, index: u8, args: &[u8], blocks: &[(bool, Block)]) -> Option<u16> {
         self.buf.clear();
-        let pad = args.len().next_multiple_of(8) - args.len();
-        self.buf.extend_from_slice(args);
+        if index >= OP_ARGS_PACKED || args.len() > u16::MAX as usize {
+            return None;
+        }
+        // The arguments as they are, or without their zero bytes when that is shorter.
+        let raw_len = args.len().next_multiple_of(8);
+        let packed = pack_args(args);
+        let (index, section) = if packed.len().next_multiple_of(8) < raw_len {
+            (index | OP_ARGS_PACKED, &packed[..])
+        } else {
+            (index, args)
+        };
+        let pad = section.len().next_multiple_of(8) - section.len();
+        self.buf.extend_from_slice(section);
         self.buf.extend(std::iter::repeat_n(0u8, pad));
         let mut words = 0u16;
         let mut i = 0;
@@ -362,6 +382,107 @@ impl RecordBuilder {
     }
 }
 
+/// Operation records: bit 7 of the operation index field says the arguments are
+/// packed ([`pack_args`]); indices are 0..=127.
+pub const OP_ARGS_PACKED: u8 = 0x80;
+
+/// The packed form of operation arguments (module docs): their length (2 bytes,
+/// little-endian), a mask with one bit per argument byte (set: nonzero), then the
+/// nonzero bytes in order.
+fn pack_args(args: &[u8]) -> Vec<u8> {
+    let nonzero = |b: u8| {
+        if crate::mutation::active(crate::mutation::Mutation::TsArgsPacking) {
+            // Mutation: bytes equal to 1 are taken for zero bytes.
+            b > 1
+        } else {
+            b != 0
+        }
+    };
+    let mut out = Vec::with_capacity(2 + args.len().div_ceil(8) + args.len());
+    out.extend_from_slice(&(args.len() as u16).to_le_bytes());
+    for chunk in args.chunks(8) {
+        let mut m = 0u8;
+        for (j, &b) in chunk.iter().enumerate() {
+            if nonzero(b) {
+                m |= 1 << j;
+            }
+        }
+        out.push(m);
+    }
+    out.extend(args.iter().copied().filter(|&b| nonzero(b)));
+    out
+}
+
+/// The arguments of a packed argument section `p` (padding removed); `Err` names
+/// what is malformed: a length that does not match the mask and bytes, mask bits past
+/// the length, or a listed byte that is zero (each form has one encoding).
+fn unpack_args(p: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let (Some(&l0), Some(&l1)) = (p.first(), p.get(1)) else {
+        return Err(format!("packed arguments of {} bytes", p.len()));
+    };
+    let len = usize::from(u16::from_le_bytes([l0, l1]));
+    let masks = len.div_ceil(8);
+    let Some(mask) = p.get(2..2 + masks) else {
+        return Err(format!(
+            "{len} packed argument bytes need a {masks}-byte mask"
+        ));
+    };
+    if len % 8 != 0 && mask[masks - 1] >> (len % 8) != 0 {
+        return Err("mask bits past the arguments".into());
+    }
+    let data = &p[2 + masks..];
+    let n: usize = mask.iter().map(|m| m.count_ones() as usize).sum();
+    if data.len() != n || data.contains(&0) {
+        return Err(format!(
+            "{} packed bytes for {n} mask bits, or a zero among them",
+            data.len()
+        ));
+    }
+    let mut args = vec![0u8; len];
+    let mut next = data.iter();
+    for (i, a) in args.iter_mut().enumerate() {
+        if mask[i / 8] & (1 << (i % 8)) != 0 {
+            *a = *next.next().expect("counted above");
+        }
+    }
+    Ok(args)
+}
+
+/// An operation record whose arguments are packed ([`OP_ARGS_PACKED`]), in the form
+/// with its arguments as they are: `Ok(None)` if they are not packed, else the tag and
+/// entries to decode with [`decode_op_record`]. `Err` names what is malformed.
+pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
+    if tag as u8 & OP_ARGS_PACKED == 0 {
+        return Ok(None);
+    }
+    let pad = usize::from(tag >> 8 & 7);
+    let nblocks = usize::from(tag >> 11);
+    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
+        return bad(format!(
+            "{nblocks} block words in {} bytes of entries",
+            bytes.len()
+        ));
+    };
+    if !padded.is_multiple_of(8) || pad > padded {
+        return bad(format!("{pad} padding bytes in {padded} argument bytes"));
+    }
+    if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
+        return bad("nonzero padding after the arguments".into());
+    }
+    let args = match unpack_args(&bytes[..padded - pad]) {
+        Ok(a) => a,
+        Err(m) => return bad(m),
+    };
+    let raw_pad = args.len().next_multiple_of(8) - args.len();
+    let mut out = args;
+    out.extend(std::iter::repeat_n(0u8, raw_pad));
+    out.extend_from_slice(&bytes[padded..]);
+    let raw_tag =
+        u16::from(tag as u8 & !OP_ARGS_PACKED) | (raw_pad as u16) << 8 | (nblocks as u16) << 11;
+    Ok(Some((raw_tag, out)))
+}
+
 /// An operation record's contents, decoded from its tag and entries (module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpRecord<'a> {
@@ -376,6 +497,11 @@ pub struct OpRecord<'a> {
 /// Decode an operation record with header tag `tag`; `Err` names what is malformed.
 pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
     let index = tag as u8;
+    if index & OP_ARGS_PACKED != 0 {
+        return Err(Error::Corrupt(
+            "operation record: packed arguments (unpack_op_record first)".into(),
+        ));
+    }
     let pad = usize::from(tag >> 8 & 7);
     let nblocks = usize::from(tag >> 11);
     let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));

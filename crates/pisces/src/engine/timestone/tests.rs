@@ -283,9 +283,9 @@ fn a_commit_timestamp_past_48_bits_is_refused() {
     assert_eq!(h.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
 }
 
-/// A registered operation with 16 argument bytes takes a 32-byte OLog record, 40 with
-/// one allocation (the compact operation record: 16-byte header, arguments, 8 bytes
-/// per block or per run of consecutive blocks plus a run word). After a crash,
+/// A registered operation with 16 argument bytes, packed into 8, takes a 24-byte OLog
+/// record, 32 with one allocation (the compact operation record: 16-byte header,
+/// arguments, 8 bytes per block or per run of consecutive blocks plus a run word). After a crash,
 /// recovery re-executes them all, their allocations returning the logged blocks
 /// (runs included).
 #[test]
@@ -335,10 +335,11 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
         p.run_op(7, &Args { root, slot }).unwrap();
         sizes.push(olog() - before);
     }
-    // Allocate (40), free (32: frees are not logged, re-execution repeats them),
+    // The 16 argument bytes (a root offset and a small slot number) pack into 8.
+    // Allocate (32), free (24: frees are not logged, re-execution repeats them),
     // allocate, allocate; 38 blocks handed out in address order by the thread's
-    // cache: one block word and a run word (16 + 16 + 16).
-    assert_eq!(sizes, [40, 32, 40, 40, 48]);
+    // cache: one block word and a run word (16 + 8 + 16).
+    assert_eq!(sizes, [32, 24, 32, 32, 40]);
     p.allocated_objects().unwrap(); // a checkpoint: re-execution starts after it
     for slot in [1u64, 2, 3, 4, 99, 1, 2, 1] {
         p.run_op(7, &Args { root, slot }).unwrap();
