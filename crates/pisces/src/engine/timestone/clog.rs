@@ -28,7 +28,8 @@
 //!    K_done is touched at home before this fence*, so a crash before it leaves that
 //!    state at home and the torn record is ignored.
 //!    Before the record, **fresh blocks home**: the ranges of blocks allocated since
-//!    K_done are written home, flushed and **fenced**, with no CLog copy
+//!    K_done, and their allocator bits, are written home, flushed and **fenced**, with
+//!    no CLog copy or entry
 //!    (`checkpoint`, step 3): such a block is not part of the state at K_done, so a crash
 //!    before the record is durable loses nothing recovery needs. *Ordering
 //!    invariant: they are durable before the CLog record is written* — sharing the
@@ -53,6 +54,19 @@
 //! entry (8 bytes each) and home with each changed bitmap word written once
 //! (`Allocator::replay_changes`): allocations handed out in address order from a
 //! thread's cache share bitmap words.
+//!
+//! # Fresh allocations
+//! The allocator bit of a fresh block (free at K_done, allocated at K) goes home with
+//! its contents before the CLog record, and the record has no entry for it (8 bytes
+//! per allocated block less). A crash before the record is durable leaves the bit
+//! set at home for a block the state at K_done does not hold; recovery's step 3 sets
+//! the bit of every block allocated by the records above K_done anyway, and the
+//! operation that allocated this one is among them (its commit ≤ K is complete and
+//! its OLog record is only recycled at K_done ≥ its timestamp), so the recovered
+//! state is the same. A crash after the record is durable finds the bit home (the
+//! fence), so re-applying the record completes the checkpoint. The `TsFreshBits`
+//! mutation writes the bits after the record's fence instead, and the list crash
+//! campaign then finds nodes reachable but not allocated.
 //!
 //! # Reuse inside a window
 //! A small block freed by a commit is handed out again inside the same window, before
