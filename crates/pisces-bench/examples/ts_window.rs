@@ -8,7 +8,9 @@
 //! cargo run --release -p pisces-bench --example ts_window -- 3 1
 //! ```
 //!
-//! Arguments: runs per point (default 3), seconds per run (default 1). Prints, per
+//! Arguments: runs per point (default 3), seconds per run (default 1), optionally a
+//! workload name (`hash`, `hash1k`, `set1k`, `tpcc`) to run only that one and the
+//! number of one configuration (1–4) to run only that one. Prints, per
 //! configuration and workload, the median write amplification and the medians of the
 //! bytes logged (OLog + CLog), written home and of allocator metadata per update
 //! transaction, with the median number of checkpoints' worth of updates (the window)
@@ -30,6 +32,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runs: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(3);
     let seconds: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    let only_workload = args.get(2).cloned();
+    let only_config: Option<usize> = args.get(3).and_then(|s| s.parse().ok());
     let engine = Engine::parse("timestone").expect("timestone is in every build");
     let configs: [(&str, &[(&str, usize)]); 4] = [
         ("default (CLog 2 MiB, OLog 4 MiB)", &[]),
@@ -73,12 +77,18 @@ fn main() {
         "meta/u",
         "write amp"
     );
-    for (label, opts) in configs {
+    for (n, (label, opts)) in configs.into_iter().enumerate() {
+        if only_config.is_some_and(|c| c != n + 1) {
+            continue;
+        }
         let mut options = EngineOptions::new();
         for &(k, v) in opts {
             options = options.set(k, v);
         }
         for &(name, data, pct, sizes) in &workloads {
+            if only_workload.as_deref().is_some_and(|w| w != name) {
+                continue;
+            }
             let spec = Spec {
                 engine: EngineSpec::with_options(engine, "timestone".into(), options.clone()),
                 workload: name.into(),

@@ -691,6 +691,69 @@ fn btree_sequential_inserts_fill_nodes() {
     assert_eq!(st.entries, N as usize);
 }
 
+/// Ascending keys inside key ranges that other keys follow (TPC-C's orders: each
+/// district's new order ids go between its last order and the next district's
+/// first): leaves fill up, because a full leaf splits at a key in its upper half
+/// instead of halving. Random keys keep leaves at least about half full.
+#[test]
+fn btree_ascending_runs_between_other_keys_fill_nodes() {
+    let pool = mem_pool(pisces(), 64 << 20, 1);
+    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    const RANGES: u64 = 10;
+    // Preload 100 keys per range, in order, then append 1 500 per range, the ranges
+    // taking turns as a pseudo-random sequence picks them.
+    let preload: Vec<u64> = (0..RANGES)
+        .flat_map(|r| (0..100).map(move |i| r << 32 | i))
+        .collect();
+    pool.run(|tx| {
+        for &k in &preload {
+            t.insert(tx, k, k)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let mut next = [100u64; RANGES as usize];
+    let mut x = 12345u64;
+    for _ in 0..15 {
+        pool.run(|tx| {
+            for _ in 0..1000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (x >> 33) % RANGES;
+                let k = r << 32 | next[r as usize];
+                next[r as usize] += 1;
+                t.insert(tx, k, k)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let st = pool.run(|tx| t.check(tx)).unwrap();
+    assert_eq!(st.entries, 16_000, "{st:?}");
+    // Full leaves hold 15 entries: about 1 067 leaves, plus a partly filled one per
+    // range boundary. Halving splits would leave them about half full (about 2 000).
+    assert!(st.leaves <= 16_000 / 15 + 4 * RANGES as usize, "{st:?}");
+
+    // Random keys: every leaf keeps at least half of a full one on average.
+    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    for _ in 0..16 {
+        pool.run(|tx| {
+            for _ in 0..1000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                t.insert(tx, x >> 20, 0)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let st = pool.run(|tx| t.check(tx)).unwrap();
+    eprintln!("random keys: {st:?}");
+    assert!(st.leaves * 15 / 2 <= st.entries, "{st:?}");
+}
+
 // ------------------------------------------------------------------ composition
 
 #[test]

@@ -97,6 +97,16 @@ pub enum Mutation {
     /// `a_block_freed_after_the_snapshot_and_reused_by_it_conflicts`, not by the crash
     /// campaigns of [`Mutation::TIMESTONE`].
     TsReusedConflict = 65,
+    /// timestone: a checkpoint writes the allocator bits of fresh blocks (allocated
+    /// since the last one), which have no CLog entry, after the CLog record's fence
+    /// with the other home writes instead of before the record.
+    TsFreshBits = 62,
+    /// timestone: an operation record's run word counts one block fewer than the
+    /// consecutive allocations it stands for.
+    TsOpBlockRun = 63,
+    /// timestone: packing an operation record's arguments takes bytes equal to 1 for
+    /// zero bytes (they are re-executed as 0).
+    TsArgsPacking = 64,
     /// sp3: recovery replay does not flush the lines it wrote before its fence (they
     /// are then retired without being durable).
     Sp3ReplayFlush = 52,
@@ -122,7 +132,7 @@ impl Mutation {
     ];
     /// The timestone engine's mutations (not in [`Mutation::ALL`], which the Pisces
     /// mutation suite iterates).
-    pub const TIMESTONE: [Mutation; 9] = [
+    pub const TIMESTONE: [Mutation; 12] = [
         Mutation::TsOLogPersist,
         Mutation::TsCheckpointOrder,
         Mutation::TsVisibility,
@@ -132,6 +142,9 @@ impl Mutation {
         Mutation::TsFreshFence,
         Mutation::TsOpBlockCode,
         Mutation::TsReuseFresh,
+        Mutation::TsFreshBits,
+        Mutation::TsOpBlockRun,
+        Mutation::TsArgsPacking,
     ];
     /// The spht engine's mutations (their tests are the engine's unit tests).
     pub const SPHT: [Mutation; 9] = [

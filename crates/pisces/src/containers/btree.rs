@@ -29,6 +29,13 @@
 //! existing pointer to a node (parent slots, the left neighbour's `next`) stays valid.
 //! An insert past the last key of a node (ascending keys, e.g. order ids) splits off a
 //! nearly empty right node instead of halving, so sequential loads fill nodes fully.
+//! A leaf that is full when a key goes into its upper half splits at that key: the new
+//! key ends the left leaf and only the entries after it move right. Ascending inserts
+//! into a key range that other keys follow (one district's order ids before the next
+//! district's) then fill the left leaf and continue with append splits, instead of
+//! halving the same leaf forever and leaving a trail of half-full leaves (each written
+//! home with its empty half's worth of entries moved once more). A key in the lower
+//! half splits the leaf in halves; either way the left leaf keeps at least half.
 //! A split copies the old node into a temporary buffer (the only allocation on any
 //! path besides `check`, `for_each_object` and `destroy`); lookups, scans and
 //! non-splitting updates allocate nothing.
@@ -456,8 +463,15 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         };
         let total = Self::LCAP + 1;
         // Appending past the last key: keep the left leaf full (sequential loads).
+        // Inserting in the upper half: split at the new key, which ends the left leaf,
+        // and only the entries after it move (ascending keys inside a key range
+        // followed by other keys, e.g. one district's order ids before the next
+        // district's: the range's later inserts then go to the left leaf until it is
+        // full and ends with the range, and append from there). Otherwise in halves.
         let left_n = if pos == Self::LCAP {
             Self::LCAP
+        } else if pos >= total / 2 {
+            pos + 1
         } else {
             total.div_ceil(2)
         };

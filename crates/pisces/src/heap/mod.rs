@@ -35,7 +35,7 @@ use crate::medium::Medium;
 use crate::{Error, Result};
 use layout::{Layout, ENGINE_AREA_OFFSET};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use superblock::Superblock;
 
@@ -73,6 +73,10 @@ pub(crate) struct Heap {
     /// A grown size whose superblock write was deferred (only under the
     /// `GrowSizeLate` mutation, which shows that the deferral loses data); 0 if none.
     late_size: AtomicU64,
+    /// False once the engine declared that it keeps nothing in block header words
+    /// ([`Heap::set_header_words_unused`]): slab formatting then leaves them as they
+    /// are (see `alloc::pmem::format_small`).
+    header_words_used: AtomicBool,
 }
 
 // SAFETY: `base` points into the medium's mapping, which `medium` (an `Arc` of a
@@ -157,6 +161,7 @@ impl Heap {
             superblock: Mutex::new((sb, 0)),
             generation: 1,
             late_size: AtomicU64::new(0),
+            header_words_used: AtomicBool::new(true),
         })
     }
 
@@ -203,7 +208,27 @@ impl Heap {
             superblock: Mutex::new((sb, slot)),
             generation: sb.run_generation + 1,
             late_size: AtomicU64::new(0),
+            header_words_used: AtomicBool::new(true),
         })
+    }
+
+    /// The engine keeps nothing in block header words (neither locks nor allocation
+    /// state: it validates objects by the allocation bitmap and never reads a header
+    /// word). Slab formatting then does not zero and persist them: that costs 8 bytes of
+    /// allocator metadata per block and only protects engines that read header words
+    /// as locks. A pool's engine is fixed when it is created, so no engine that reads
+    /// them ever opens a pool formatted this way. Called by the engine's `open`, before
+    /// recovery and before any other thread has the heap.
+    pub fn set_header_words_unused(&self) {
+        // Relaxed: set before the heap is shared with any other thread (the engine's
+        // `open`); the hand-over of the `Arc` orders it for them.
+        self.header_words_used.store(false, Ordering::Relaxed);
+    }
+
+    /// False if the engine declared that it keeps nothing in header words.
+    pub fn header_words_used(&self) -> bool {
+        // Relaxed: see `set_header_words_unused`.
+        self.header_words_used.load(Ordering::Relaxed)
     }
 
     /// Make this run's generation durable (the superblock's other copy, then persist).

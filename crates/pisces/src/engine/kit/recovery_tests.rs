@@ -478,10 +478,27 @@ fn operation_records_round_trip() {
         let blocks: Vec<(bool, Block)> = (0..i as u64 * 3 % 32)
             .map(|k| (k % 3 != 1, if k == 5 { large } else { small(k) }))
             .collect();
-        let tag = r.op_record(i as u8 * 30, &args, &blocks).unwrap();
-        assert_eq!(r.len(), nargs.next_multiple_of(8) + 8 * blocks.len());
+        let tag = r.op_record(i as u8 * 15, &args, &blocks).unwrap();
+        // One word per block, except that a small allocation right after a small
+        // allocation of the block before it continues a run (one run word per run).
+        let mut words = 0;
+        let mut in_run = false;
+        for (j, &(alloc, b)) in blocks.iter().enumerate() {
+            let continues = j > 0 && alloc && b.is_small() && {
+                let (palloc, p) = blocks[j - 1];
+                palloc && p.size == b.size && p.offset + p.size == b.offset
+            };
+            if !continues {
+                words += 1;
+                in_run = false;
+            } else if !in_run {
+                words += 1;
+                in_run = true;
+            }
+        }
+        assert_eq!(r.len(), nargs.next_multiple_of(8) + 8 * words);
         w.append_op(&heap, r.bytes(), tag, 100 + i as u64);
-        want.push((i as u8 * 30, args, blocks));
+        want.push((i as u8 * 15, args, blocks));
     }
     heap.fence();
     let p = parse_framed(&heap, off, len, Framing::Compact);
@@ -502,13 +519,21 @@ fn operation_records_round_trip() {
             .collect();
         assert_eq!(&got, blocks);
     }
-    // Sizes: 16 + 16 for a hash remove's arguments, + 8 per allocation.
-    assert!(r.op_record(0, &[0; 16], &[]).is_some());
+    // Sizes: 16 + 16 for a hash remove's arguments (few zero bytes: not packed), + 8
+    // per allocation; 16 zero bytes pack into 8 (length, two mask bytes, padding).
+    let key = [0xA5u8; 16];
+    assert!(r.op_record(0, &key, &[]).is_some());
     assert_eq!(16 + r.len(), 32);
-    assert!(r.op_record(0, &[0; 16], &[(true, small(0))]).is_some());
+    assert!(r.op_record(0, &key, &[(true, small(0))]).is_some());
     assert_eq!(16 + r.len(), 40);
-    // No such form: too many blocks, a block that does not pack.
-    let many: Vec<_> = (0..32).map(|k| (true, small(k))).collect();
+    assert!(r.op_record(0, &[0; 16], &[]).is_some());
+    assert_eq!(16 + r.len(), 24);
+    // Consecutive allocations of one class: one word and a run word.
+    let run: Vec<_> = (0..40).map(|k| (true, small(k))).collect();
+    assert!(r.op_record(0, &key, &run).is_some());
+    assert_eq!(16 + r.len(), 48);
+    // No such form: too many block words, a block that does not pack.
+    let many: Vec<_> = (0..32).map(|k| (true, small(2 * k))).collect();
     assert_eq!(r.op_record(0, &[0; 16], &many), None);
     assert!(r.bytes().is_empty());
     let odd = Block {
@@ -517,6 +542,78 @@ fn operation_records_round_trip() {
     };
     assert_eq!(r.op_record(0, &[0; 16], &[(true, odd)]), None);
     assert!(r.bytes().is_empty());
+}
+
+/// Arguments with many zero bytes are packed (length, mask, nonzero bytes) when that
+/// is shorter, and come back exactly; malformed packed sections are refused.
+#[test]
+fn operation_record_arguments_are_packed_and_unpacked() {
+    use crate::engine::kit::redo_log::{decode_op_record, unpack_op_record, OP_ARGS_PACKED};
+    use crate::heap::alloc::Block;
+    let mut r = RecordBuilder::default();
+    let b = Block {
+        offset: 0x10_0010,
+        size: 96,
+    };
+    // A TPC-C-like input: small integers in wide fields, unused lines zero.
+    let mut args = vec![0u8; 144];
+    for (i, a) in args.iter_mut().enumerate().take(90) {
+        if i % 4 == 0 || i % 8 == 1 {
+            *a = (i as u8).wrapping_mul(37) | 1;
+        }
+    }
+    let tag = r.op_record(5, &args, &[(true, b)]).unwrap();
+    assert_ne!(tag as u8 & OP_ARGS_PACKED, 0, "packed");
+    assert!(r.len() < 144 + 8, "{} bytes", r.len());
+    let (raw_tag, raw) = unpack_op_record(tag, r.bytes()).unwrap().unwrap();
+    let op = decode_op_record(raw_tag, &raw).unwrap();
+    assert_eq!((op.index, op.args), (5, &args[..]));
+    assert_eq!(op.blocks, [crate::engine::kit::redo_log::Entry::Alloc(b)]);
+    // Packed records are not decoded without unpacking; plain ones need none.
+    assert!(decode_op_record(tag, r.bytes()).is_err());
+    let dense = [7u8; 16];
+    let tag = r.op_record(5, &dense, &[]).unwrap();
+    assert_eq!(tag as u8 & OP_ARGS_PACKED, 0, "not shorter: not packed");
+    assert!(unpack_op_record(tag, r.bytes()).unwrap().is_none());
+    // Every length from 0 to 40, zero and nonzero bytes mixed, round trips.
+    for n in 0..40usize {
+        let a: Vec<u8> = (0..n)
+            .map(|i| if i % 5 == 0 { i as u8 + 1 } else { 0 })
+            .collect();
+        let tag = r.op_record(1, &a, &[]).unwrap();
+        let got = match unpack_op_record(tag, r.bytes()).unwrap() {
+            Some((t, raw)) => decode_op_record(t, &raw).unwrap().args.to_vec(),
+            None => decode_op_record(tag, r.bytes()).unwrap().args.to_vec(),
+        };
+        assert_eq!(got, a, "{n}");
+    }
+    // Indices 128 and above have no compact form.
+    assert_eq!(r.op_record(128, &args, &[]), None);
+    // Malformed packed sections: (section bytes, padding) with the packed flag.
+    let tag = |pad: u16| u16::from(OP_ARGS_PACKED) | pad << 8;
+    let section = |s: &[u8]| {
+        let mut v = s.to_vec();
+        let pad = v.len().next_multiple_of(8) - v.len();
+        v.resize(v.len() + pad, 0);
+        (v, pad as u16)
+    };
+    for (s, what) in [
+        (&[3u8, 0, 0b101, 9, 9][..], "fine"),
+        (&[3, 0, 0b101, 9][..], "one byte short"),
+        (&[3, 0, 0b101, 9, 9, 9][..], "one byte too many"),
+        (&[3, 0, 0b101, 9, 0][..], "a zero byte listed"),
+        (&[3, 0, 0b1101, 9, 9, 9][..], "a mask bit past the length"),
+        (&[9, 0, 0b1][..], "mask too short"),
+        (&[3][..], "no length"),
+    ] {
+        let (v, pad) = section(s);
+        let r = unpack_op_record(tag(pad), &v);
+        assert_eq!(r.is_ok(), what == "fine", "{what}: {r:?}");
+        if what == "fine" {
+            let (t, raw) = r.unwrap().unwrap();
+            assert_eq!(decode_op_record(t, &raw).unwrap().args, [9, 0, 9]);
+        }
+    }
 }
 
 /// Malformed operation records are refused with an error, never misread: block
@@ -552,7 +649,42 @@ fn malformed_operation_records_are_refused() {
     with_block[16..].copy_from_slice(&(1u64 << 63 | 1 << 6).to_le_bytes());
     assert!(
         decode_op_record(tag(0, 0, 1), &with_block).is_err(),
-        "bit 63"
+        "a run word first"
+    );
+    // Run words: after a small allocation only, 1..=4096 blocks.
+    let two = |a: u64, b: u64| {
+        let mut x = [0u8; 32];
+        x[16..24].copy_from_slice(&a.to_le_bytes());
+        x[24..].copy_from_slice(&b.to_le_bytes());
+        x
+    };
+    let alloc48 = 1u64 << 6 | 2; // class 2 (48 bytes) at offset 16
+    let rec = two(alloc48, 1 << 63 | 3);
+    let op = decode_op_record(tag(0, 0, 2), &rec).unwrap();
+    let offs: Vec<u64> = op
+        .blocks
+        .iter()
+        .map(|e| match *e {
+            crate::engine::kit::redo_log::Entry::Alloc(b) if b.size == 48 => b.offset,
+            ref e => panic!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(offs, [16, 64, 112, 160]);
+    for (a, b, what) in [
+        (alloc48, 1u64 << 63, "a run of 0"),
+        (alloc48, 1 << 63 | 4097, "a run of 4097"),
+        (alloc48 | 1 << 62, 1 << 63 | 1, "a run after a free"),
+        (1 << 63 | 1, 1 << 63 | 1, "a run after a run"),
+    ] {
+        assert!(
+            decode_op_record(tag(0, 0, 2), &two(a, b)).is_err(),
+            "{what}"
+        );
+    }
+    let large = 1u64 << 46 | 1 << 14 | 63; // a large run of one slab
+    assert!(
+        decode_op_record(tag(0, 0, 2), &two(large, 1 << 63 | 1)).is_err(),
+        "a run after a large block"
     );
     with_block[16..].copy_from_slice(&(1u64 << 6 | 40).to_le_bytes());
     assert!(

@@ -28,7 +28,8 @@
 //!    K_done is touched at home before this fence*, so a crash before it leaves that
 //!    state at home and the torn record is ignored.
 //!    Before the record, **fresh blocks home**: the ranges of blocks allocated since
-//!    K_done are written home, flushed and **fenced**, with no CLog copy
+//!    K_done, and their allocator bits, are written home, flushed and **fenced**, with
+//!    no CLog copy or entry
 //!    (`checkpoint`, step 3): such a block is not part of the state at K_done, so a crash
 //!    before the record is durable loses nothing recovery needs. *Ordering
 //!    invariant: they are durable before the CLog record is written* — sharing the
@@ -53,6 +54,19 @@
 //! entry (8 bytes each) and home with each changed bitmap word written once
 //! (`Allocator::replay_changes`): allocations handed out in address order from a
 //! thread's cache share bitmap words.
+//!
+//! # Fresh allocations
+//! The allocator bit of a fresh block (free at K_done, allocated at K) goes home with
+//! its contents before the CLog record, and the record has no entry for it (8 bytes
+//! per allocated block less). A crash before the record is durable leaves the bit
+//! set at home for a block the state at K_done does not hold; recovery's step 3 sets
+//! the bit of every block allocated by the records above K_done anyway, and the
+//! operation that allocated this one is among them (its commit ≤ K is complete and
+//! its OLog record is only recycled at K_done ≥ its timestamp), so the recovered
+//! state is the same. A crash after the record is durable finds the bit home (the
+//! fence), so re-applying the record completes the checkpoint. The `TsFreshBits`
+//! mutation writes the bits after the record's fence instead, and the list crash
+//! campaign then finds nodes reachable but not allocated.
 //!
 //! # Reuse inside a window
 //! A small block freed by a commit is handed out again inside the same window, before
@@ -425,6 +439,18 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             changed_ranges(heap, off, data, &mut home, to);
         }
     }
+    // The allocations of fresh blocks go home with their contents, before the record
+    // and without a CLog entry (see *Fresh allocations* in the module docs); every
+    // other allocator change goes through the record.
+    let late_fresh_bits = crate::mutation::active(crate::mutation::Mutation::TsFreshBits);
+    let (fresh_allocs, net): (Vec<_>, Vec<_>) = net
+        .into_iter()
+        .partition(|&(alloc, b)| alloc && fresh.contains(&b.payload()));
+    if late_fresh_bits {
+        // Mutation: they go home after the record's fence, with no CLog entry.
+    } else {
+        direct.blocks(&fresh_allocs);
+    }
     rec.blocks(&net);
     // 3. CLog record, fence.
     if CLOG_HEADER + rec.len() > sh.clog_len {
@@ -435,9 +461,10 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
             capacity: sh.clog_len,
         });
     }
-    // 3a. Fresh blocks straight home, flushed and fenced before the CLog record is
-    // written: a crash at the record's fence could make the record durable without
-    // them, and recovery would then take the checkpoint as complete.
+    // 3a. Fresh blocks straight home with their allocator bits, flushed and fenced
+    // before the CLog record is written: a crash at the record's fence could make the
+    // record durable without them, and recovery would then take the checkpoint as
+    // complete.
     //
     // They need no CLog copy: such a block is not part of the state at K_done (its bit
     // is clear there, or set only by a recovery that is about to re-execute the
@@ -470,6 +497,9 @@ pub fn checkpoint(sh: &Shared) -> Result<u64> {
     } else {
         apply(heap, &entries)?
     };
+    if late_fresh_bits {
+        Allocator::replay_changes(heap, &fresh_allocs)?;
+    }
     sh.stats.home_bytes.fetch_add(home, Relaxed);
     heap.fence();
     // 5. K_done.

@@ -19,17 +19,22 @@
 //!   record*: a 16-byte header (CRC32C; 16 bits of the sequence number, the other 16
 //!   bound by the checksum; kind, length, the 48-bit commit timestamp; and a 16-bit tag
 //!   holding the operation's index in the pool's operation table ([`optable`]), the
-//!   argument padding and the number of blocks), the argument bytes (padded to 8) and
-//!   one 8-byte word per allocation (`Block::pack`: the size class in 6 bits, the
-//!   offset / 16 above, a free flag). A hash update's record is 32 bytes for a remove,
-//!   40 for an insert (16 argument bytes). Why: the record is the one persistent write
+//!   argument padding and the number of block words), the argument bytes (padded to
+//!   8; *packed* — length, a mask of nonzero bytes, the nonzero bytes — when that is
+//!   shorter) and one 8-byte word per allocation (`Block::pack`: the size class in 6
+//!   bits, the offset / 16 above, a free flag), or per run of allocations of
+//!   consecutive blocks of one class a block word and a run word (the thread's
+//!   allocator cache hands blocks out in address order). A hash update's record is 32
+//!   bytes for a remove, 40 for an insert (16 argument bytes, too few of them zero to
+//!   pack); a TPC-C new-order's is about 16 + 64 (its 144-byte input packed) + 24
+//!   (order, new-order and a run of order lines). Why: the record is the one persistent write
 //!   of the commit and, on workloads whose keys are rarely touched twice between
 //!   checkpoints, the largest share of the bytes made durable; its earlier form (an
 //!   8-byte operation word with the 32-bit id, 16 bytes per allocation) was 40–56.
 //!   Torn and damaged records are told apart as before (a torn record fails its
 //!   checksum; a valid later one proves damage, and recovery refuses the pool). An
-//!   operation with more than 31 allocations, or whose id finds no free table slot
-//!   (255), is logged with the kit's general entries (8-byte operation word, 16 bytes
+//!   operation with more than 31 block words, or whose id finds no free table slot
+//!   (127), is logged with the kit's general entries (8-byte operation word, 16 bytes
 //!   per block). The pool's OLog format word ([`optable`]) makes pools written by
 //!   builds with the earlier record form refuse to open.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
@@ -40,9 +45,10 @@
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
 //!   Only the 8-byte words that differ from home are written (home holds the state at
 //!   K_done), blocks allocated since K_done go home directly (fenced before the CLog
-//!   record, with no CLog copy: they are not part of the state at K_done), allocator
-//!   changes take 8 bytes each in the CLog and each changed bitmap word is written
-//!   home once per checkpoint (however many of its blocks changed), and a block
+//!   record, with no CLog copy: they are not part of the state at K_done, and their
+//!   allocator bits go with them, with no CLog entry), other allocator changes take
+//!   8 bytes each in the CLog and each changed bitmap word is written home once per
+//!   checkpoint (however many of its blocks changed), and a block
 //!   allocated and freed again within the window touches neither (see
 //!   `clog::net_bit_changes` for why that is crash-safe). Small blocks freed by a
 //!   complete commit are handed out again inside the window; one that was live at
@@ -99,15 +105,19 @@
 //! updates 10 seconds are about 10⁵ updates, about 2.5 per key, and the close
 //! checkpoint's roughly 2 MB of changed nodes add about 16 bytes per update (1.2
 //! in total); runs of tens of seconds, or an OLog record smaller than 36 bytes, are
-//! what would bring it below 1. TPC-C new-order: the new rows (about 760 of the
-//! 1 220 credited bytes) must reach home once, each allocated block costs about 8
-//! bytes of allocator metadata when its slab is formatted (its header word), the
-//! OLog record carries the 144-byte input, and B+-tree inserts into a leaf shift the
-//! entries after them (bytes written home, not credited): measured home bytes alone
-//! are about 0.96 of the credit, so with the logs (OLog and CLog, about 0.3) and
-//! allocator metadata (about 0.09) it stays above 1 (about 1.36 with the largest
-//! window, 1-second runs); the B+-tree
-//! shifts and the slab header words are the parts a different design could cut.
+//! what would bring it below 1. TPC-C new-order (about 1 220 credited bytes): the
+//! new rows' nonzero words (about 776 bytes) and their index entries in B+-tree
+//! leaves (16 per entry and the leaf's count, about 200 with full leaves) must reach
+//! home once, and the OLog record is its one persistent write at commit (16 + the
+//! packed input, about 64 + about 24 of block words); changed stock rows go through
+//! the CLog once per window. With the largest window that is about 990 home + 140
+//! logged + 4 allocator bytes, 0.93 of the credit (10-second runs); the floor for any
+//! window is the home rows and entries plus the OLog record, about 0.88. What got it
+//! there: slab formatting writes no header words on this engine (it keeps nothing in
+//! them: 8 bytes per block), fresh blocks' allocator bits need no CLog entry (8 per
+//! block), run words (8 per order line), packed arguments (about 80), and B+-tree
+//! leaves that split at an insert in their upper half (a district's ascending order
+//! ids no longer leave half-full leaves behind: about 170 home bytes).
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
@@ -296,6 +306,9 @@ impl EngineDef for Timestone {
             )));
         }
         optable::check_format(&heap, never_committed(&heap))?;
+        // Objects are validated by the allocation bitmap and no header word is read or
+        // written (module docs): slab formatting need not zero them.
+        heap.set_header_words_unused();
         let rec = recovery::recover(&heap, &ctx.ops)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;

@@ -2,7 +2,7 @@
 //! in the engine area.
 //!
 //! # Operation table
-//! An OLog operation record names its operation by an 8-bit index (the 32-bit ids do
+//! An OLog operation record names its operation by a 7-bit index (the 32-bit ids do
 //! not fit its 16-byte header; see the kit's `redo_log` on operation records). The
 //! table maps indices to ids, persistently: slot `i` (8 bytes at [`TABLE_OFFSET`] +
 //! 8 i) holds `1 << 32 | id`, or 0 while unused. Slots are taken in order and never
@@ -34,12 +34,14 @@ use std::sync::Mutex;
 /// Offset of the OLog format word.
 pub const FORMAT_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
 /// The OLog format this build writes and reads: compact records with 16 sequence
-/// bits and operation records.
-pub const OLOG_FORMAT: u64 = 2;
+/// bits and operation records with run words and packed arguments (format 2 had
+/// neither, and 8-bit operation indices).
+pub const OLOG_FORMAT: u64 = 3;
 /// Offset of the operation table.
 pub const TABLE_OFFSET: usize = ENGINE_AREA_OFFSET + 256;
-/// Slots of the operation table (indices 0..=254 fit the record's 8 bits).
-pub const SLOTS: usize = 255;
+/// Slots of the operation table (indices 0..=126: the record's index field has 8
+/// bits, and its top bit says whether the arguments are packed).
+pub const SLOTS: usize = 127;
 const USED: u64 = 1 << 32;
 
 /// Check the format word of a pool being opened (module docs), writing it if the

@@ -88,12 +88,26 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
         next_seq.push(parsed.next_seq);
         for r in parsed.records {
             if r.persist_ts > k_done {
+                // Packed arguments: decode them into the record's plain form.
+                let (op_tag, bytes) = match r.op_tag {
+                    Some(tag) => match log::unpack_op_record(tag, &r.entries) {
+                        Ok(Some((tag, bytes))) => (Some(tag), bytes),
+                        Ok(None) => (Some(tag), r.entries),
+                        Err(e) => {
+                            return Err(Error::Corrupt(format!(
+                                "OLog record {} of thread slot {slot} (commit timestamp {}): {e}",
+                                r.seq, r.persist_ts
+                            )))
+                        }
+                    },
+                    None => (None, r.entries),
+                };
                 recs.push(Pending {
                     ts: r.persist_ts,
                     slot,
                     seq: r.seq,
-                    bytes: r.entries,
-                    op_tag: r.op_tag,
+                    bytes,
+                    op_tag,
                 });
             }
         }

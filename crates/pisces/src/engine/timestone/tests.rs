@@ -283,11 +283,11 @@ fn a_commit_timestamp_past_48_bits_is_refused() {
     assert_eq!(h.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
 }
 
-/// A registered operation with 16 argument bytes takes a 32-byte OLog record, 40 with
-/// one allocation (the compact operation record: 16-byte header, arguments, 8 bytes
-/// per block); one with more blocks than the record's 5-bit count is logged with the
-/// general entries. After a crash, recovery re-executes them all, their allocations
-/// returning the logged blocks.
+/// A registered operation with 16 argument bytes, packed into 8, takes a 24-byte OLog
+/// record, 32 with one allocation (the compact operation record: 16-byte header,
+/// arguments, 8 bytes per block or per run of consecutive blocks plus a run word). After a crash,
+/// recovery re-executes them all, their allocations returning the logged blocks
+/// (runs included).
 #[test]
 fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -335,10 +335,11 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
         p.run_op(7, &Args { root, slot }).unwrap();
         sizes.push(olog() - before);
     }
-    // Allocate (40), free (32: frees are not logged, re-execution repeats them),
-    // allocate, allocate; 38 blocks: header 16 + general entries (op word 8 + 16
-    // argument bytes + 38 × 16).
-    assert_eq!(sizes, [40, 32, 40, 40, 16 + 8 + 16 + 38 * 16]);
+    // The 16 argument bytes (a root offset and a small slot number) pack into 8.
+    // Allocate (32), free (24: frees are not logged, re-execution repeats them),
+    // allocate, allocate; 38 blocks handed out in address order by the thread's
+    // cache: one block word and a run word (16 + 8 + 16).
+    assert_eq!(sizes, [32, 24, 32, 32, 40]);
     p.allocated_objects().unwrap(); // a checkpoint: re-execution starts after it
     for slot in [1u64, 2, 3, 4, 99, 1, 2, 1] {
         p.run_op(7, &Args { root, slot }).unwrap();
@@ -381,6 +382,24 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     );
 }
 
+/// Mutation evidence for the run words of operation records: a run word that stands
+/// for one block fewer than were allocated makes the re-executed operation's
+/// allocations disagree with its script, and the test above fails (recovery refuses
+/// the pool). `cargo test -p pisces --release --features mutation --lib
+/// run_word_mutation -- --test-threads=1` (the switch is process-wide).
+#[cfg(feature = "mutation")]
+#[test]
+fn run_word_mutation_breaks_re_execution() {
+    use crate::mutation::{self, Mutation};
+    // SAFETY: a mutation test; run alone (see above), its outcome is only evidence.
+    unsafe { mutation::set(Some(Mutation::TsOpBlockRun)) };
+    let r = std::panic::catch_unwind(
+        operation_records_are_compact_and_re_execute_with_their_allocations,
+    );
+    mutation::clear();
+    assert!(r.is_err(), "TsOpBlockRun went unnoticed");
+}
+
 /// A pool whose OLog format word is not this build's is refused with an error that
 /// says so, unless it never committed anything (then the word is written).
 #[test]
@@ -401,7 +420,7 @@ fn a_pool_of_another_olog_format_is_refused() {
     })
     .unwrap();
     drop(p);
-    for v in [0, 1, 3] {
+    for v in [0, 1, 2, 4] {
         heap.atomic_u64(super::optable::FORMAT_OFFSET)
             .store(v, std::sync::atomic::Ordering::Relaxed);
         let e = Pool::open_on(m.clone(), cfg.clone())

@@ -180,6 +180,8 @@ pub(crate) fn valid_mask(class: usize, w: usize) -> u64 {
 
 /// Format slab `slab` for class `class` and make it durable: zero the bitmap and the
 /// header word of every block and persist them, then set and persist the table entry.
+/// The header words are left alone on a heap whose engine keeps nothing in them
+/// ([`Heap::set_header_words_unused`]).
 /// A crash in between leaves either a free slab or a formatted, empty one; both hold
 /// nothing.
 ///
@@ -195,9 +197,14 @@ pub(crate) fn format_small(heap: &Heap, slab: usize, class: usize) {
         // before the entry.
         bitmap_word(heap, slab, w).store(0, Ordering::Relaxed);
     }
-    clear_headers(heap, slab, class);
+    let headers = if heap.header_words_used() {
+        clear_headers(heap, slab, class);
+        8 * cl.nblocks as u64
+    } else {
+        0
+    };
     heap.persist(heap.layout().slab_offset(slab), cl.data_start as usize);
-    counters::add_bytes_metadata(cl.data_start as u64 + 8 * cl.nblocks as u64 + 4);
+    counters::add_bytes_metadata(cl.data_start as u64 + headers + 4);
     store_entry(heap, slab, Kind::Small(class));
     // Fenced here, not by the engine: the blocks of this slab may be published by other
     // threads, whose fences do not cover this thread's flush.
