@@ -448,13 +448,10 @@ fn unpack_args(p: &[u8]) -> std::result::Result<Vec<u8>, String> {
     Ok(args)
 }
 
-/// An operation record whose arguments are packed ([`OP_ARGS_PACKED`]), in the form
-/// with its arguments as they are: `Ok(None)` if they are not packed, else the tag and
-/// entries to decode with [`decode_op_record`]. `Err` names what is malformed.
-pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
-    if tag as u8 & OP_ARGS_PACKED == 0 {
-        return Ok(None);
-    }
+/// An operation record's layout from its tag and entries: (argument padding, block
+/// words, argument bytes with their padding), checked against the entries' length and
+/// with the padding zero. `Err` names what is malformed.
+fn op_record_layout(tag: u16, bytes: &[u8]) -> Result<(usize, usize, usize)> {
     let pad = usize::from(tag >> 8 & 7);
     let nblocks = usize::from(tag >> 11);
     let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
@@ -470,6 +467,18 @@ pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>
     if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
         return bad("nonzero padding after the arguments".into());
     }
+    Ok((pad, nblocks, padded))
+}
+
+/// An operation record whose arguments are packed ([`OP_ARGS_PACKED`]), in the form
+/// with its arguments as they are: `Ok(None)` if they are not packed, else the tag and
+/// entries to decode with [`decode_op_record`]. `Err` names what is malformed.
+pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
+    if tag as u8 & OP_ARGS_PACKED == 0 {
+        return Ok(None);
+    }
+    let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
+    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
     let args = match unpack_args(&bytes[..padded - pad]) {
         Ok(a) => a,
         Err(m) => return bad(m),
@@ -502,22 +511,12 @@ pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
             "operation record: packed arguments (unpack_op_record first)".into(),
         ));
     }
-    let pad = usize::from(tag >> 8 & 7);
-    let nblocks = usize::from(tag >> 11);
+    let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
     let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
-    let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
-        return bad(format!(
-            "{nblocks} block words in {} bytes of entries",
-            bytes.len()
-        ));
-    };
-    if !padded.is_multiple_of(8) || pad > padded || (pad > 0 && padded == 0) {
+    if pad > 0 && padded == 0 {
         return bad(format!("{pad} padding bytes in {padded} argument bytes"));
     }
     let args = &bytes[..padded - pad];
-    if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
-        return bad("nonzero padding after the arguments".into());
-    }
     let mut blocks = Vec::with_capacity(nblocks);
     // The word before a run word must be a small allocation (not a run itself).
     let mut run_base: Option<Block> = None;
