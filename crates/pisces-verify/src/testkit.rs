@@ -32,14 +32,24 @@ pub fn mem_pool_on(
     .unwrap()
 }
 
-/// Every (engine, options) combination the behavioural tests run under.
-/// Every engine of the registry that runs on our pool format, with each of its option
-/// sets (its ablation switches on and off): a new engine joins every suite that uses
-/// this without a change here.
+/// Every (engine, options) combination the behavioural tests run under: every engine
+/// of the registry that runs on our pool format, with each of its option sets (its
+/// ablation switches on and off). A new engine joins every suite that uses this without
+/// a change here.
+///
+/// `PISCES_TEST_ENGINES` (engine names, comma-separated) narrows the list, for
+/// stress-running one engine's share of a suite; unset, every engine runs.
 pub fn all_engines() -> Vec<(pisces::EngineId, EngineOptions)> {
+    let only: Option<Vec<String>> = std::env::var("PISCES_TEST_ENGINES")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
     pisces::EngineId::ALL
         .iter()
         .filter(|e| e.available() && !e.has_own_pool_format())
+        .filter(|e| {
+            only.as_ref()
+                .is_none_or(|o| o.iter().any(|n| n == e.name()))
+        })
         .flat_map(|&e| e.option_sets().into_iter().map(move |o| (e, o)))
         .collect()
 }

@@ -90,13 +90,13 @@ pub enum Mutation {
     /// an allocation straight home before the CLog record (the fresh-block path),
     /// also one that was live at K_done, freed and handed out again inside the window.
     TsReuseFresh = 61,
-    /// timestone: a block this transaction allocated never conflicts, also one a
-    /// commit freed after its snapshot (handed out again by the reuse lists), which it
-    /// may have written through a stale pointer. An in-memory defect (a lost insert,
-    /// no crash needed): shown by the engine's unit test
-    /// `a_block_freed_after_the_snapshot_and_reused_by_it_conflicts`, not by the crash
+    /// timestone: the reuse lists hand a transaction a block that a commit freed
+    /// after its snapshot, for which that block is still a live object: reads through
+    /// the pointers the snapshot holds then find the transaction's own new object
+    /// (an inconsistent snapshot, no crash needed). Shown by the engine's unit test
+    /// `a_block_freed_after_the_snapshot_is_not_handed_to_it`, not by the crash
     /// campaigns of [`Mutation::TIMESTONE`].
-    TsReusedConflict = 65,
+    TsReuseAfterSnapshot = 65,
     /// timestone: a checkpoint writes the allocator bits of fresh blocks (allocated
     /// since the last one), which have no CLog entry, after the CLog record's fence
     /// with the other home writes instead of before the record.

@@ -93,13 +93,21 @@ pub struct Stats {
 /// reservations given back. Each block is in at most one list, at most once: the
 /// lists are bounded by the heap. See `clog`, *Reuse inside a window*, for why and
 /// when this is crash-safe.
+///
+/// Every entry carries a timestamp at or after the block's free (the freeing commit's,
+/// or the snapshot of the transaction that gives a reservation back), and a
+/// transaction is handed only blocks freed at or below its snapshot: for an older
+/// snapshot the block is still a live object, which the transaction may reach
+/// through the pointers it reads, and its own new object must never stand in for it
+/// (see `thread`, *Blocks freed after the snapshot*).
 #[derive(Default)]
 pub struct Reuse {
     /// Per block size: blocks free in the state at K_done as far as the engine knows
     /// (allocated inside the current window and freed again, or freed at or below
-    /// K_done, or never published). Handed out first: reused, they stay on the
-    /// checkpoint's fresh-block path (home only, no CLog copy).
-    pub fresh: FastMap<u64, Vec<Block>>,
+    /// K_done, or never published), each with its free's timestamp. Handed out first:
+    /// reused, they stay on the checkpoint's fresh-block path (home only, no CLog
+    /// copy).
+    pub fresh: FastMap<u64, Vec<(u64, Block)>>,
     /// Blocks live at K_done and freed inside the window, with the timestamp of the
     /// free. Handed out only when the allocator has no free block left (a reused one
     /// costs a CLog copy of its new contents); a checkpoint whose cut covers the free
@@ -107,19 +115,28 @@ pub struct Reuse {
     pub held: Vec<(u64, Block)>,
 }
 
+/// The newest entry of `list` of `size` bytes freed at or below `snapshot`.
+fn take_newest(list: &mut Vec<(u64, Block)>, size: u64, snapshot: u64) -> Option<Block> {
+    let any = crate::mutation::active(crate::mutation::Mutation::TsReuseAfterSnapshot);
+    // Mutation: the defect the timestamp closes (any freed block is handed out).
+    let i = list
+        .iter()
+        .rposition(|&(ts, b)| b.size == size && (ts <= snapshot || any))?;
+    Some(list.swap_remove(i).1)
+}
+
 impl Reuse {
-    /// A fresh block of `size` bytes.
-    pub fn take_fresh(&mut self, size: u64) -> Option<Block> {
-        self.fresh.get_mut(&size).and_then(Vec::pop)
+    /// A fresh block of `size` bytes freed at or below `snapshot`.
+    pub fn take_fresh(&mut self, size: u64, snapshot: u64) -> Option<Block> {
+        take_newest(self.fresh.get_mut(&size)?, size, snapshot)
     }
-    /// A held block of `size` bytes (the newest freed).
-    pub fn take_held(&mut self, size: u64) -> Option<Block> {
-        let i = self.held.iter().rposition(|(_, b)| b.size == size)?;
-        Some(self.held.swap_remove(i).1)
+    /// A held block of `size` bytes freed at or below `snapshot` (the newest such).
+    pub fn take_held(&mut self, size: u64, snapshot: u64) -> Option<Block> {
+        take_newest(&mut self.held, size, snapshot)
     }
-    /// A block free at K_done.
-    pub fn put_fresh(&mut self, b: Block) {
-        self.fresh.entry(b.size).or_default().push(b);
+    /// A block free at K_done, freed at or before `ts`.
+    pub fn put_fresh(&mut self, ts: u64, b: Block) {
+        self.fresh.entry(b.size).or_default().push((ts, b));
     }
     /// After a checkpoint at cut `k`: held blocks freed at or below `k` are free in
     /// the new K_done state.
@@ -127,8 +144,8 @@ impl Reuse {
         let mut i = 0;
         while i < self.held.len() {
             if self.held[i].0 <= k {
-                let (_, b) = self.held.swap_remove(i);
-                self.fresh.entry(b.size).or_default().push(b);
+                let (ts, b) = self.held.swap_remove(i);
+                self.put_fresh(ts, b);
             } else {
                 i += 1;
             }

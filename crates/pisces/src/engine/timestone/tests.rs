@@ -484,19 +484,32 @@ fn checkpoints_write_each_bitmap_word_once() {
     assert_eq!(p.allocated_objects().unwrap(), want);
 }
 
-/// A block freed by a commit after a transaction's snapshot and handed to that
-/// transaction by the reuse lists is still a live object for it: its writes through a
-/// stale pointer land in the block's new contents. The first committer wins there as
-/// for any object written after the snapshot: the transaction conflicts and retries,
-/// and no insert is lost into the freed block.
+/// A block freed by a commit after a transaction's snapshot is still a live object for
+/// that snapshot, so the reuse lists must not hand it to the transaction: the
+/// transaction may follow a pointer to it at any time, and would find its own new
+/// object there. The transaction gets another block, its write through the stale
+/// pointer conflicts with the free (first committer wins), and the retry, whose
+/// snapshot sees the free, appends at the new tail.
 ///
 /// Construction (a list of one node, as a hash chain): B reads `head → P`; A unlinks
 /// and frees P and completes, so P enters the reuse lists; B then allocates a node of
-/// P's size (and gets P) and links it behind what its snapshot sees as the tail, P.
-/// Returns the list's values at the end and how many attempts B's transaction took.
-fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
+/// P's size, reads P through the pointer its snapshot holds, and links the new node
+/// behind P, the tail as its snapshot sees it.
+struct StaleAppend {
+    /// The list's values at the end.
+    values: Vec<u64>,
+    /// Attempts of B's transaction.
+    attempts: u64,
+    /// B's first attempt was handed P.
+    got_freed_block: bool,
+    /// What B's first attempt read through its pointer to P, after its allocation.
+    stale_read: [u64; 2],
+}
+
+fn append_behind_a_freed_node() -> StaleAppend {
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Barrier;
+    use std::sync::Mutex;
     let p = pool("");
     let head: PPtr<PPtr<[u64; 2]>> = p.root().unwrap();
     let first = p
@@ -506,7 +519,8 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
             Ok(n)
         })
         .unwrap();
-    let (attempts, reused) = (AtomicU64::new(0), AtomicU64::new(0));
+    let attempts = AtomicU64::new(0);
+    let first_attempt_saw = Mutex::new(None);
     let (freed, go_on) = (Barrier::new(2), Barrier::new(2));
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -525,8 +539,8 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
                     go_on.wait();
                 }
                 let n = tx.alloc([0u64, 7])?;
-                if first_attempt && n == first {
-                    reused.store(1, Relaxed);
+                if first_attempt {
+                    *first_attempt_saw.lock().unwrap() = Some((n == first, *tx.read(first)?));
                 }
                 if tail.is_null() {
                     *tx.write(head)? = n;
@@ -549,11 +563,6 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
             go_on.wait();
         });
     });
-    assert_eq!(
-        reused.load(Relaxed),
-        1,
-        "the construction needs the block reused"
-    );
     let values = p
         .run(|tx| {
             let mut v = Vec::new();
@@ -566,30 +575,46 @@ fn append_behind_a_node_freed_and_reused() -> (Vec<u64>, u64) {
             Ok(v)
         })
         .unwrap();
-    (values, attempts.load(Relaxed))
+    let (got_freed_block, stale_read) = first_attempt_saw
+        .into_inner()
+        .unwrap()
+        .expect("the first attempt reached its allocation");
+    StaleAppend {
+        values,
+        attempts: attempts.load(Relaxed),
+        got_freed_block,
+        stale_read,
+    }
 }
 
 #[test]
-fn a_block_freed_after_the_snapshot_and_reused_by_it_conflicts() {
-    let (values, attempts) = append_behind_a_node_freed_and_reused();
-    assert_eq!(values, vec![7], "the append was lost into the freed block");
+fn a_block_freed_after_the_snapshot_is_not_handed_to_it() {
+    let r = append_behind_a_freed_node();
+    assert!(!r.got_freed_block, "the freed block was handed out");
+    assert_eq!(r.stale_read, [0, 1], "the snapshot's node changed under it");
     assert_eq!(
-        attempts, 2,
+        r.values,
+        vec![7],
+        "the append was lost into the freed block"
+    );
+    assert_eq!(
+        r.attempts, 2,
         "one conflict, then a snapshot that sees the free"
     );
 }
 
-/// Mutation evidence: without the check, B commits its first attempt and the append
-/// is lost into the freed block.
+/// Mutation evidence: with the rule lifted, B's first attempt is handed P and reads
+/// its own new node where its snapshot has P.
 #[cfg(feature = "mutation")]
 #[test]
-fn mutation_ts_reused_conflict_loses_the_append() {
+fn mutation_ts_reuse_after_snapshot_shows_the_new_object() {
     use crate::mutation::{self, Mutation};
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(Mutation::TsReusedConflict)) };
-    let r = std::panic::catch_unwind(append_behind_a_node_freed_and_reused);
+    unsafe { mutation::set(Some(Mutation::TsReuseAfterSnapshot)) };
+    let r = std::panic::catch_unwind(append_behind_a_freed_node);
     mutation::clear();
-    let (values, attempts) = r.expect("the run itself failed");
-    assert_eq!((values, attempts), (vec![], 1), "the append should be lost");
+    let r = r.expect("the run itself failed");
+    assert!(r.got_freed_block, "the freed block should be handed out");
+    assert_eq!(r.stale_read, [0, 7], "the snapshot should see the new node");
 }

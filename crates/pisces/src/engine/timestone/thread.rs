@@ -18,9 +18,7 @@
 //! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
 //!    its items' cost in the checkpoint budget, before any lock is taken.
 //! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
-//!    (`last_ts > S` aborts) — also for a block this transaction allocated that a
-//!    commit after S freed (reused inside the window: still a live object for S,
-//!    which may have written it through a stale pointer; `reused_after_snapshot`).
+//!    (`last_ts > S` aborts).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
 //!    bound of the timestamp, `Shared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
@@ -30,6 +28,21 @@
 //!    `last_ts`, truncate chains, unlock, clear `committing`, and wait until every
 //!    commit with a smaller timestamp is complete (`Shared::wait_predecessors`).
 //! 7. If the pending items passed the high-water mark, checkpoint (`clog`).
+//!
+//! # Blocks freed after the snapshot
+//! A block a commit freed after S is still a live object for S: the transaction may
+//! hold pointers to it (read at S) and follow them at any time. If the allocator handed
+//! the transaction that block, its reads through those pointers would find its own new
+//! object (a hash-map split, for one, would find a node of another bucket in the chain
+//! it is moving), and its writes through them would land in the new object's copy. So
+//! a transaction is never handed such a block: the reuse lists give out only blocks
+//! freed at or below S (`Reuse`; each entry carries its free's timestamp), and a large
+//! block the allocator hands out after a checkpoint is checked against the pending
+//! allocator state, which keeps a free while a snapshot older than it may run (the
+//! transaction then retries with a newer snapshot). Other transactions read such a
+//! block's versions visible at their snapshots, and a write through a stale pointer
+//! meets the free's `last_ts` at step 3. The `TsReuseAfterSnapshot` mutation lifts the
+//! rule for the reuse lists.
 
 use super::clog::{self, Item};
 use super::shared::Shared;
@@ -209,10 +222,14 @@ impl TsThread {
     /// from them, with its bit still set at home, which the allocator's own lists must
     /// never hold); a large one back to the allocator as a reservation never
     /// published (a freed large block waits for its checkpoint instead).
+    ///
+    /// A block handed to this transaction was freed at or below its snapshot (module
+    /// docs, *Blocks freed after the snapshot*), so the snapshot bounds its free's
+    /// timestamp; snapshots only grow, so a retry can take it again.
     fn give_back(&mut self, b: Block) {
         if b.is_small() {
             let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
-            r.put_fresh(b);
+            r.put_fresh(self.start_ts, b);
         } else {
             self.sh.alloc.unreserve(&mut self.cache, b);
         }
@@ -369,47 +386,13 @@ impl TsThread {
         );
     }
 
-    /// True if `b`, a block this transaction allocated (chain `e`, if it has one),
-    /// was freed by a commit after this snapshot: for the snapshot it is still a live
-    /// object, and the transaction may have read it, or written it through a pointer
-    /// its snapshot holds — writes that land in the new object's copy, since both
-    /// have the same payload offset. The free is then a commit on the object after S,
-    /// and the first committer wins as for any write (retry with a newer snapshot,
-    /// which sees it freed).
-    ///
-    /// Blocks come back within the snapshot's life from the reuse lists (small ones,
-    /// once the freeing commit is complete: `clog`, *Reuse inside a window*) or from
-    /// the allocator after a checkpoint (large ones). The chain's `last_ts` holds the
-    /// free's timestamp (the freeing commit marked it, and the block entered the reuse
-    /// lists only after that commit unlocked, so it is visible here). A large block
-    /// may come back as a run of another length at the same offset, with a chain of
-    /// its own: the pending allocator state (kept while a snapshot older than the free
-    /// runs) tells that free.
-    ///
-    /// Recovery re-executes one transaction at a time: no snapshot is stale there.
-    fn reused_after_snapshot(&self, b: Block, e: Option<&Entry>) -> bool {
-        if self.sh.recovering {
-            return false;
-        }
-        if crate::mutation::active(crate::mutation::Mutation::TsReusedConflict) {
-            // Mutation: the defect this check closes (a fresh block never conflicts).
-            return false;
-        }
-        if e.is_some_and(|e| e.last_ts() > self.start_ts) {
-            return true;
-        }
-        !b.is_small() && matches!(self.committed_state(b), Some((false, ts)) if ts > self.start_ts)
-    }
-
     /// Step 3: lock and first-committer-wins check.
     fn lock_and_check(&mut self) -> Result<()> {
         for i in 0..self.writes.len() {
             let w = &self.writes[i];
-            if let Kind::FreshFreed(b) = w.kind {
+            if let Kind::FreshFreed(_) = w.kind {
+                // Allocated and freed by us: nothing to publish, nothing to lock.
                 self.locked = i + 1;
-                if self.reused_after_snapshot(b, self.sh.index.get(w.off, w.len)) {
-                    return Err(Error::Conflict);
-                }
                 continue;
             }
             // SAFETY: validated when it entered the write set (or a reserved block).
@@ -420,11 +403,9 @@ impl TsThread {
             }
             self.writes[i].entry = e;
             self.locked = i + 1;
-            let conflict = match self.writes[i].kind {
-                Kind::Fresh(b) => self.reused_after_snapshot(b, Some(e)),
-                _ => e.last_ts() > self.start_ts,
-            };
-            if conflict {
+            // A block we allocated was freed at or below S (module docs), so its
+            // `last_ts` is too, unless a stale writer got in first.
+            if e.last_ts() > self.start_ts {
                 return Err(Error::Conflict);
             }
         }
@@ -587,7 +568,7 @@ impl TsThread {
             let mut r = sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
             for &(b, fresh) in &self.freed {
                 if fresh {
-                    r.put_fresh(b);
+                    r.put_fresh(ts, b);
                 } else {
                     r.held.push((ts, b));
                 }
@@ -740,11 +721,12 @@ impl EngineThread for TsThread {
             let small =
                 Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
-            loop {
+            let b = loop {
+                let s = self.start_ts;
                 let fresh = small.and_then(|size| {
                     let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
-                    r.take_fresh(size)
-                        .or_else(|| self.sh.eager_reuse.then(|| r.take_held(size)).flatten())
+                    r.take_fresh(size, s)
+                        .or_else(|| self.sh.eager_reuse.then(|| r.take_held(size, s)).flatten())
                 });
                 if let Some(b) = fresh {
                     break b;
@@ -755,7 +737,7 @@ impl EngineThread for TsThread {
                         // contents then take a CLog copy), before a checkpoint.
                         let held = small.and_then(|size| {
                             let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
-                            r.take_held(size)
+                            r.take_held(size, s)
                         });
                         if let Some(b) = held {
                             break b;
@@ -768,7 +750,17 @@ impl EngineThread for TsThread {
                     }
                     r => break r?,
                 }
+            };
+            if !b.is_small()
+                && matches!(self.committed_state(b), Some((false, ts)) if ts > self.start_ts)
+            {
+                // A large block freed after S, released by a checkpoint since: still a
+                // live object for S (module docs, *Blocks freed after the snapshot*).
+                // Retry with a snapshot that sees the free.
+                self.sh.alloc.unreserve(&mut self.cache, b);
+                return Err(Error::Conflict);
             }
+            b
         };
         let plen = b.payload_len() & !7;
         // SAFETY: zeroed copy.
