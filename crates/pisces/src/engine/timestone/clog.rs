@@ -99,9 +99,12 @@
 //!   free then an allocation leaves the bit set, as home already has it.
 //! * **Recovery** allocates by the logged script only, so the reuse lists play no
 //!   part in it (they are rebuilt empty; the allocator is rebuilt from the bitmaps).
+//! * **Isolation.** A transaction is handed only blocks freed at or below its
+//!   snapshot (each entry keeps its free's timestamp): for an older snapshot the block
+//!   is still a live object (`thread`, *Blocks freed after the snapshot*).
 //!
 //! Which block is handed out (write amplification only; the rules above make every
-//! choice safe): first a *fresh* one (`Reuse::fresh`: allocated inside the window and
+//! choice safe), among those freed at or below the snapshot: first a *fresh* one (`Reuse::fresh`: allocated inside the window and
 //! freed again — classified at its free from the pending allocation
 //! (`push_items`) —, or freed at or below the last cut, or reserved and never
 //! published), since it stays on the home-only path; then the allocator's; the *held*
