@@ -61,13 +61,13 @@ pub enum Mutation {
     /// pisces: the write-back that publishes a free leaves the block's header word
     /// marked live (allocated), so the read fast path still accepts the freed object.
     FreedStaysLive = 40,
-    /// sp3: recovery marks a record only for the replay part of the first chunk its
-    /// data entries write, so a parallel replay thread skips the pieces of its own
-    /// chunks that a record writes beyond that chunk.
-    Sp3PartMask = 50,
-    /// sp3: recovery does not put the slots' logs, parsed in parallel, back in slot
-    /// order (a log is then taken for another slot's).
-    Sp3ParseSlotOrder = 51,
+    /// sp3 and spht: recovery marks a record only for the replay part of the first
+    /// chunk its data entries write, so a parallel replay thread skips the pieces of
+    /// its own chunks that a record writes beyond that chunk (`kit::replay_parts`).
+    ReplayPartMask = 50,
+    /// sp3 and spht: recovery does not put the slots' logs, parsed in parallel, back
+    /// in slot order (a log is then taken for another slot's; `kit::per_slot`).
+    ParseSlotOrder = 51,
     /// redo logs: the parser does not skip the gap after a line-aligned record, so it
     /// stops there and recovery loses the records after it.
     LogLineSkip = 72,

@@ -30,7 +30,7 @@
 //! 3. Replay the kept nodes in topological order: data entries; flush every line
 //!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
 //!    and flushed it each time); allocator entries; **fence**. With
-//!    `recovery_threads > 1` the data entries are partitioned by the [`PART_BYTES`]
+//!    `recovery_threads > 1` the data entries are partitioned by the `PART_BYTES`
 //!    (4 KiB) chunk of the pool they write: every thread walks the whole topological
 //!    order and applies the pieces of entries that fall into its own chunks (chunk
 //!    number mod threads), flushes the lines it wrote once, then fences; a record
@@ -73,8 +73,10 @@ use super::tid::{lid_of, slot_of};
 use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::dirty_lines::DirtyLines;
 use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::per_slot::per_slot;
 use crate::engine::kit::prefetch::{prefetch, prefetch_home};
 use crate::engine::kit::redo_log::{self as log, Entry};
+use crate::engine::kit::replay_parts::{part_mask, Part, PART_BYTES};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -343,34 +345,11 @@ fn build(heap: &Heap, threads: usize) -> Result<Dag<'_>> {
             intent.as_ref().map_or(r, |t| r.max(t[slot]))
         })
         .collect();
-    let workers = threads.clamp(1, l.max_threads.max(1));
-    let parse_share = |w: usize| -> Vec<(usize, Result<SlotLog<'_>>)> {
-        (w..l.max_threads)
-            .step_by(workers)
-            .map(|slot| (slot, parse_slot(heap, slot, retired[slot], parts)))
-            .collect()
-    };
-    let mut parsed: Vec<(usize, Result<SlotLog<'_>>)> = if workers == 1 {
-        parse_share(0)
-    } else {
-        std::thread::scope(|sc| {
-            let others: Vec<_> = (1..workers)
-                .map(|w| sc.spawn(move || parse_share(w)))
-                .collect();
-            let mut all = parse_share(0);
-            for o in others {
-                all.extend(o.join().expect("a recovery parse thread panicked"));
-            }
-            all
-        })
-    };
-    if !crate::mutation::active(crate::mutation::Mutation::Sp3ParseSlotOrder) {
-        parsed.sort_by_key(|(slot, _)| *slot);
-    }
-    let slots = parsed
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect::<Result<Vec<_>>>()?;
+    let slots = per_slot(threads, l.max_threads, |slot| {
+        parse_slot(heap, slot, retired[slot], parts)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     let (order, dropped, cycles) = topological_order(&slots, &retired);
     Ok(Dag {
         retired,
@@ -481,52 +460,9 @@ fn topological_order(
     (order, dropped, cycles)
 }
 
-/// Bytes of the chunks by which parallel replay partitions the pool.
-pub const PART_BYTES: usize = 4096;
-
 /// Most replay parts (the part bits of [`Node::flags`], below [`ALLOCS`]); more
 /// recovery threads than this replay with this many.
 const MAX_PARTS: usize = 31;
-
-/// The share of the pool one replay thread writes: the chunks whose number mod
-/// `count` is `index`.
-#[derive(Clone, Copy, Debug)]
-struct Part {
-    index: usize,
-    count: usize,
-}
-
-impl Part {
-    /// Every chunk (serial replay).
-    const ALL: Part = Part { index: 0, count: 1 };
-
-    /// True if a record whose data entries touch the parts of `mask` has anything
-    /// for this part.
-    fn touched_by(self, mask: u32) -> bool {
-        self.count == 1 || mask & (1 << self.index) != 0
-    }
-}
-
-/// The parts (bit p: part p of `parts`) whose chunks `off..off + len` overlaps.
-fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
-    if len == 0 {
-        return 0;
-    }
-    if parts == 1 {
-        return 1;
-    }
-    let (first, last) = (off / PART_BYTES, (off + len - 1) / PART_BYTES);
-    let mut mask = 0u32;
-    // After `parts` consecutive chunks every part is in.
-    for chunk in first..=last.min(first + parts - 1) {
-        mask |= 1 << (chunk % parts);
-    }
-    if crate::mutation::active(crate::mutation::Mutation::Sp3PartMask) {
-        // The bug: only the part of the first chunk is marked.
-        mask = 1 << (first % parts);
-    }
-    mask
-}
 
 /// Write the pieces of `data` (to go at `off`) that fall into `part`'s chunks, and
 /// mark their lines for the flush at the end of replay.
@@ -540,7 +476,7 @@ fn write_part(heap: &Heap, off: usize, data: &[u8], part: Part, dirty: &mut Dirt
     while at < end {
         let chunk = at / PART_BYTES;
         let stop = ((chunk + 1) * PART_BYTES).min(end);
-        if chunk % part.count == part.index {
+        if part.owns(at as u64) {
             heap.write_bytes(at, &data[at - off..stop - off]);
             dirty.mark(at, stop - at);
         }

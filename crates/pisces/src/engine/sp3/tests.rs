@@ -166,7 +166,7 @@ fn parallel_recovery_case() {
 fn mutations_of_parallel_recovery_are_caught() {
     use crate::mutation::{self, Mutation};
     let _serial = recovery_lock();
-    for m in [Mutation::Sp3PartMask, Mutation::Sp3ParseSlotOrder] {
+    for m in [Mutation::ReplayPartMask, Mutation::ParseSlotOrder] {
         // SAFETY: a mutation test: the run exists to show the removed step matters,
         // and its outcome is read only as that evidence (see `pisces::mutation::set`).
         unsafe { mutation::set(Some(m)) };

@@ -2,11 +2,13 @@
 //! background replayer and recovery.
 //!
 //! * **Sharding.** The heap is cut into 4 KiB chunks strided over the shards: chunk
-//!   `c` belongs to shard `c % shards` ([`shard_of`]; the paper's policy without the
-//!   NUMA placement — this machine has one node). Every shard scans the whole batch and
-//!   applies only the words of its chunks, so shards write disjoint memory and need no
-//!   synchronization; each flushes and fences its own writes. Shard 0 runs on the
-//!   calling thread, the others on scoped threads.
+//!   `c` belongs to shard `c % shards` (`kit::replay_parts`; the paper's policy without
+//!   the NUMA placement — this machine has one node). Every shard scans the whole batch
+//!   and applies only the words of its chunks, so shards write disjoint memory and
+//!   need no synchronization; each flushes and fences its own writes. A record that
+//!   says which shards it writes ([`LoggedRecord::parts`]: recovery's records, whose
+//!   parse noted it) is skipped unread by the others. Shard 0 runs on the calling
+//!   thread, the others on scoped threads.
 //! * **With the duplicate filter** (`dup_filter=on`, the default of backward replay):
 //!   the batch is walked newest transaction first, entries last first, and a word is
 //!   applied only the first time the shard meets it. Every word ends with its newest
@@ -44,6 +46,7 @@ use super::log::{LogRec, RecordRef};
 use crate::engine::kit::bulk_vec::zeroed_words;
 use crate::engine::kit::prefetch::prefetch_home;
 use crate::engine::kit::redo_log::{self, Entry};
+use crate::engine::kit::replay_parts::Part;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
@@ -57,15 +60,6 @@ const AHEAD: usize = 8;
 /// bytes (recovery reads its records from a log far larger than the caches, in an
 /// order that interleaves the slots' logs).
 const LOG_AHEAD: usize = 8;
-
-/// Chunk size of the sharding.
-pub const CHUNK_SHIFT: u32 = 12;
-
-/// The shard that applies the word at `off`.
-#[inline]
-pub fn shard_of(off: u64, shards: usize) -> usize {
-    ((off >> CHUNK_SHIFT) % shards as u64) as usize
-}
 
 /// How a shard remembers the words it wrote (the duplicate filter) and the lines it
 /// must flush.
@@ -243,6 +237,12 @@ pub trait LoggedRecord: Sync {
     /// Hint the processor to fetch the record's bytes (it is decoded soon).
     #[inline]
     fn prefetch(&self, _heap: &Heap) {}
+    /// The shards its data words fall in (bit k: shard k of the batch's shard count),
+    /// if known without decoding it; `None`: every shard decodes it.
+    #[inline]
+    fn parts(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl LoggedRecord for RecordRef {
@@ -266,6 +266,10 @@ impl LoggedRecord for LogRec {
         // Header and first entry (a record is 64 bytes and more, rarely line-aligned).
         prefetch_home(heap, self.off());
         prefetch_home(heap, self.off() + 64);
+    }
+    #[inline]
+    fn parts(&self) -> Option<u32> {
+        Some(LogRec::parts(*self))
     }
 }
 
@@ -389,26 +393,36 @@ pub fn apply_shard<R: LoggedRecord>(
     let mut written = Written::new(heap, tracking);
     let (mut applied, mut filtered) = (0u64, 0u64);
     let all_shards = crate::mutation::active(crate::mutation::Mutation::SphtShardFilter);
-    // One shard owns everything (no division per word).
-    let mine = |off: u64| all_shards || shards == 1 || shard_of(off, shards) == shard;
+    let part = Part {
+        index: shard,
+        count: shards,
+    };
+    let mine = |off: u64| all_shards || part.owns(off);
     let no_filter = crate::mutation::active(crate::mutation::Mutation::SphtDuplicateFilter);
-    // The records in the order they are applied: newest first with the filter.
+    // The records in the order they are applied (newest first with the filter),
+    // without those known to have nothing for this shard.
     let n = batch.len();
-    let at = |j: usize| (j < n).then(|| if filter { &batch[n - 1 - j] } else { &batch[j] });
-    // A pipeline over the records in apply order: record `j + DECODE + LOG_AHEAD`'s
-    // log bytes are prefetched, record `j + DECODE` is decoded (and its filter bits or
-    // home lines hinted), record `j + AHEAD` has its home lines hinted (dense filter),
-    // record `j` is applied. The ring holds the decoded records `j .. j + DECODE`.
+    let records = (0..n)
+        .map(|j| if filter { &batch[n - 1 - j] } else { &batch[j] })
+        .filter(|r| all_shards || r.parts().is_none_or(|m| part.touched_by(m)));
+    // A pipeline over them: record `j + DECODE + LOG_AHEAD`'s log bytes are
+    // prefetched, record `j + DECODE` is decoded (and its filter bits or home lines
+    // hinted), record `j + AHEAD` has its home lines hinted (dense filter), record `j`
+    // is applied. The ring holds the decoded records `j .. j + DECODE`; `decoded`
+    // counts the records decoded so far.
     const DECODE: usize = 2 * AHEAD;
     let dense_filter = filter && written.is_dense();
+    let mut to_prefetch = records.clone();
+    let mut to_decode = records;
     let mut ring: Vec<Vec<Entry<'_>>> = (0..DECODE).map(|_| Vec::new()).collect();
-    for j in 0..DECODE + LOG_AHEAD {
-        if let Some(r) = at(j) {
-            r.prefetch(heap);
-        }
+    for r in to_prefetch.by_ref().take(DECODE + LOG_AHEAD) {
+        r.prefetch(heap);
     }
-    for (j, buf) in ring.iter_mut().enumerate() {
-        decode_ahead(heap, at(j), buf, &mine, &written, filter);
+    let mut decoded = 0;
+    for buf in ring.iter_mut() {
+        let r = to_decode.next();
+        decoded += usize::from(r.is_some());
+        decode_ahead(heap, r, buf, &mine, &written, filter);
     }
     if dense_filter {
         // Records 0 .. AHEAD: the loop hints the later ones, each AHEAD steps early.
@@ -416,7 +430,8 @@ pub fn apply_shard<R: LoggedRecord>(
             hint_homes(heap, buf, &mine, &written);
         }
     }
-    for j in 0..n {
+    let mut j = 0;
+    while j < decoded {
         // Record `j` was decoded into this buffer `DECODE` records ago.
         let buf = &mut ring[j % DECODE];
         let mut write = |off: u64, value: u64, written: &mut Written| {
@@ -444,13 +459,16 @@ pub fn apply_shard<R: LoggedRecord>(
                 }
             });
         }
-        if let Some(r) = at(j + DECODE + LOG_AHEAD) {
+        if let Some(r) = to_prefetch.next() {
             r.prefetch(heap);
         }
-        decode_ahead(heap, at(j + DECODE), buf, &mine, &written, filter);
+        let r = to_decode.next();
+        decoded += usize::from(r.is_some());
+        decode_ahead(heap, r, buf, &mine, &written, filter);
         if dense_filter {
             hint_homes(heap, &ring[(j + AHEAD) % DECODE], &mine, &written);
         }
+        j += 1;
     }
     written.flush(heap);
     heap.fence();
@@ -471,7 +489,8 @@ pub fn apply<R: LoggedRecord>(
 
 /// [`apply`] with the shards' `tracking`, where `may_allocate(i)` is false only for
 /// records `batch[i]` known to hold no allocator entry (the coordinator skips them
-/// undecoded).
+/// undecoded). Records that know their shards ([`LoggedRecord::parts`]) must know
+/// them for `shards` shards.
 pub fn apply_marked<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],

@@ -312,30 +312,48 @@ pub fn reseal(heap: &Heap, slot: usize, pos: usize) {
 const WALK_PREFETCH: usize = 1024;
 
 /// A parsed record in 8 bytes (recovery's tables: millions of them): the pool offset
-/// of its header, and in bit 63 whether it holds allocator entries. Its length and
-/// timestamp stay in the log, read again from the header when needed.
+/// of its header (bits 0..48), the replay parts its data entries write (bits 48..63,
+/// see `kit::replay_parts`), and in bit 63 whether it holds allocator entries. Its
+/// length and timestamp stay in the log, read again from the header when needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogRec(u64);
 
 /// Bit 63 of a [`LogRec`]: the record holds allocator entries.
 const ALLOCATES: u64 = 1 << 63;
+/// Where a [`LogRec`]'s replay parts start.
+const PARTS_SHIFT: u32 = 48;
+/// The pool-offset bits of a [`LogRec`].
+const OFF_MASK: u64 = (1 << PARTS_SHIFT) - 1;
 
 impl LogRec {
+    /// Most replay parts a record can name (the bits between the offset and
+    /// [`ALLOCATES`]); recovery with more threads replays with this many.
+    pub const MAX_PARTS: usize = 15;
+
     /// The record at ring offset `pos` of `slot`; `allocates`: it holds allocator
-    /// entries.
-    pub fn new(heap: &Heap, slot: usize, pos: usize, allocates: bool) -> LogRec {
+    /// entries; `parts`: the replay parts its data entries write (bit p: part p, for
+    /// at most [`LogRec::MAX_PARTS`] parts).
+    pub fn new(heap: &Heap, slot: usize, pos: usize, allocates: bool, parts: u32) -> LogRec {
         let off = Area::of(heap, slot).at(pos) as u64;
-        LogRec(if allocates { off | ALLOCATES } else { off })
+        // A pool is far below 2^48 bytes (the address space of a process).
+        assert!(off <= OFF_MASK && parts < 1 << Self::MAX_PARTS);
+        let parts = u64::from(parts) << PARTS_SHIFT;
+        LogRec(off | parts | if allocates { ALLOCATES } else { 0 })
     }
     /// Pool offset of its header.
     #[inline]
     pub fn off(self) -> usize {
-        (self.0 & !ALLOCATES) as usize
+        (self.0 & OFF_MASK) as usize
     }
     /// It holds allocator entries.
     #[inline]
     pub fn allocates(self) -> bool {
         self.0 & ALLOCATES != 0
+    }
+    /// The replay parts its data entries write (bit p: part p).
+    #[inline]
+    pub fn parts(self) -> u32 {
+        ((self.0 & !ALLOCATES) >> PARTS_SHIFT) as u32
     }
     /// Its timestamp (from the header: the same line as its links).
     #[inline]

@@ -8,8 +8,11 @@
 //!    dropped; records up to R are already applied. Each kept record is decoded and
 //!    validated right after its checksum, while its bytes are in the cache (every
 //!    entry must name a place a transaction could have written), and noted as holding
-//!    allocator entries or not. Nothing is written before every slot is parsed: a
-//!    damaged pool is refused unchanged.
+//!    allocator entries or not and with the replay parts its words fall in (step 4).
+//!    With `OpenCtx::recovery_threads > 1` the slots are parsed in parallel
+//!    (`kit::per_slot`: slot s by thread s mod threads, results back in slot order).
+//!    Nothing is written before every slot is parsed: a damaged pool is refused
+//!    unchanged, with the lowest slot's error.
 //! 3. Order them by timestamp, the way the `replay` option says (`order`):
 //!    `scan` merges the slots' lists by timestamp; `forward` and `backward` follow the
 //!    links, checked against those lists. **Decision:** a link is trusted only if it
@@ -20,14 +23,16 @@
 //!    the durability path); the checksummed timestamps always are. If a walk finds a
 //!    link missing, recovery merges instead (same result, one more pass).
 //!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
-//!    record (`log::LogRec`: the header's pool offset and the allocator flag; length
-//!    and timestamp are read from the header again), reserved once and backed by huge
+//!    record (`log::LogRec`: the header's pool offset, the replay parts and the
+//!    allocator flag; length and timestamp are read from the header again), reserved once and backed by huge
 //!    pages (`kit::bulk_vec`): the per-slot lists and the ordered batch.
 //! 4. Apply them with `apply` — the replayer's code, with the dense (bitmap)
 //!    tracking: allocator entries in order (only the records noted in step 2 are
-//!    decoded for them), data words on `OpenCtx::recovery_threads` shards, newest
-//!    first with the duplicate filter or oldest first, as the `dup_filter` option
-//!    says.
+//!    decoded for them), data words on `OpenCtx::recovery_threads` shards (at most
+//!    `LogRec::MAX_PARTS`), newest first with the duplicate filter or oldest first, as
+//!    the `dup_filter` option says. A shard skips, unread, the records whose parts
+//!    (noted in step 2) do not include its own: a full log is mostly one-word records,
+//!    and when every shard decoded every record, two shards took longer than one.
 //! 5. Persist `replayed = max(R, D)`, then reset every log (head at 0, next sequence
 //!    number) and fence. A crash anywhere repeats the same steps over the same records.
 //!
@@ -42,7 +47,9 @@ use super::options::{ReplayMode, SphtOptions};
 use super::order;
 use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::objects::check_logged_write;
+use crate::engine::kit::per_slot::per_slot;
 use crate::engine::kit::redo_log::{self, decode, Entry};
+use crate::engine::kit::replay_parts::part_mask;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -87,9 +94,10 @@ fn validate_entry(heap: &Heap, e: &Entry<'_>) -> Result<bool> {
 }
 
 /// Decode and validate a record's entry bytes in place. Returns whether any is an
-/// allocator entry.
-fn validate_bytes(heap: &Heap, bytes: &[u8]) -> Result<bool> {
+/// allocator entry, and the replay parts (of `parts`) its data entries write.
+fn validate_bytes(heap: &Heap, bytes: &[u8], parts: usize) -> Result<(bool, u32)> {
     let mut allocates = false;
+    let mut mask = 0;
     let first_only = crate::mutation::active(crate::mutation::Mutation::SphtParseValidation);
     for (i, e) in redo_log::entries(bytes).enumerate() {
         let e = e?;
@@ -97,49 +105,77 @@ fn validate_bytes(heap: &Heap, bytes: &[u8]) -> Result<bool> {
             continue;
         }
         allocates |= validate_entry(heap, &e)?;
+        match e {
+            Entry::Word { off, .. } => mask |= part_mask(off as usize, 8, parts),
+            Entry::Range { off, data } => mask |= part_mask(off as usize, data.len(), parts),
+            _ => {}
+        }
     }
-    Ok(allocates)
+    Ok((allocates, mask))
+}
+
+/// One slot's log, parsed (step 2).
+struct SlotLog {
+    /// Its records with `R < ts ≤ D`, in log order.
+    records: BulkVec<LogRec>,
+    /// The sequence number its next record takes.
+    next_seq: u64,
+    /// The largest timestamp of any record in it.
+    max_ts: u64,
+}
+
+/// Parse and validate slot `slot`'s log in one pass, keeping the records with
+/// `r < ts ≤ d`: each record is decoded and its entries checked right after its
+/// checksum, while its bytes are in the cache, and noted with the replay parts (of
+/// `parts`) it writes.
+fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Result<SlotLog> {
+    let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
+    // At most one record per header's worth of ring: reserved once (address space
+    // only; the pages the pushes reach are touched, as huge pages).
+    let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
+    let mut max_ts = 0;
+    let next_seq = log::walk(heap, slot, |rec, bytes| {
+        max_ts = max_ts.max(rec.ts);
+        if rec.ts <= r || rec.ts > d {
+            return Ok(());
+        }
+        let (allocates, mask) = validate_bytes(heap, bytes, parts).map_err(|e| {
+            Error::Corrupt(format!(
+                "spht log record {} of thread slot {slot}: {e}",
+                rec.seq
+            ))
+        })?;
+        records.push(LogRec::new(
+            heap,
+            slot,
+            rec.pos,
+            allocates && !no_alloc_flags,
+            mask,
+        ));
+        Ok(())
+    })?;
+    Ok(SlotLog {
+        records,
+        next_seq,
+        max_ts,
+    })
 }
 
 /// Run recovery on a pool nobody uses yet, with the replay options `opts` and
-/// `shards` apply threads.
-pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recovered> {
+/// `threads` threads (parse and apply).
+pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
-    let mut max_ts = d.max(r);
-    let mut lists: Vec<BulkVec<LogRec>> = Vec::with_capacity(n);
-    let mut next_seq = Vec::with_capacity(n);
-    // Parse and validate in one pass: each record is decoded and its entries checked
-    // right after its checksum, while its bytes are in the cache. Nothing is written
-    // before every slot is parsed, so a damaged pool is refused unchanged.
-    let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
-    for slot in 0..n {
-        // At most one record per header's worth of ring: reserved once (address
-        // space only; the pages the pushes reach are touched, as huge pages).
-        let mut list = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
-        let next = log::walk(heap, slot, |rec, bytes| {
-            max_ts = max_ts.max(rec.ts);
-            if rec.ts <= r || rec.ts > d {
-                return Ok(());
-            }
-            let allocates = validate_bytes(heap, bytes).map_err(|e| {
-                Error::Corrupt(format!(
-                    "spht log record {} of thread slot {slot}: {e}",
-                    rec.seq
-                ))
-            })?;
-            list.push(LogRec::new(
-                heap,
-                slot,
-                rec.pos,
-                allocates && !no_alloc_flags,
-            ));
-            Ok(())
-        })?;
-        next_seq.push(next);
-        lists.push(list);
-    }
+    let parts = threads.clamp(1, LogRec::MAX_PARTS);
+    // Nothing is written before every slot is parsed, so a damaged pool is refused
+    // unchanged (the lowest slot's error is reported).
+    let slots = per_slot(threads, n, |slot| parse_slot(heap, slot, (r, d), parts))
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let max_ts = slots.iter().map(|s| s.max_ts).fold(d.max(r), u64::max);
+    let next_seq: Vec<u64> = slots.iter().map(|s| s.next_seq).collect();
+    let lists: Vec<BulkVec<LogRec>> = slots.into_iter().map(|s| s.records).collect();
     let followed = match opts.replay {
         ReplayMode::Scan => None,
         ReplayMode::Forward => order::follow_forward(heap, &lists),
@@ -154,7 +190,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, shards: usize) -> Result<Recover
             heap,
             &records,
             opts.dup_filter,
-            shards,
+            parts,
             Tracking::Dense,
             |i| records[i].allocates(),
         )?;

@@ -2,7 +2,7 @@
 //! isolation suites run the engine through the public API). Each test here fails when
 //! its path is broken (see the commit messages for the injected bugs).
 
-use super::apply::{apply, apply_marked, shard_of, Tracking};
+use super::apply::{apply, apply_marked, Tracking};
 use super::durability::{self, MARKER_OFFSET};
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::SphtOptions;
@@ -10,6 +10,7 @@ use super::shared::HOLD_BEFORE_LOG;
 use super::thread::SphtThread;
 use super::SphtEngine;
 use crate::engine::kit::redo_log::Entry;
+use crate::engine::kit::replay_parts::part_of;
 use crate::engine::{DurableToken, Engine, EngineId, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
@@ -369,7 +370,7 @@ fn shards_apply_exactly_their_chunks() {
             }
             let (_, st) = apply(heap, &batch, filter, shards).unwrap();
             for k in 0..shards {
-                let want = offs.iter().filter(|&&o| shard_of(o, shards) == k).count() as u64;
+                let want = offs.iter().filter(|&&o| part_of(o, shards) == k).count() as u64;
                 assert_eq!(
                     st.applied[k], want,
                     "shard {k} of {shards} applied other words"
@@ -937,6 +938,86 @@ fn recovery_replays_the_allocations_of_a_held_log() {
     }
 }
 
+/// Write `n` words into the object at `obj`, word `k` = `v + k`, retrying on
+/// conflicts (every word changes: the record holds one range entry).
+fn put_range(th: &mut SphtThread, obj: u64, n: usize, v: u64) {
+    loop {
+        th.begin(&TxOptions::default());
+        let r = th.write(obj, 8 * n).and_then(|p| {
+            for k in 0..n {
+                // SAFETY: our private copy of the object's `8 * n` bytes, 8-aligned.
+                unsafe { (p as *mut u64).add(k).write(v + k as u64) };
+            }
+            th.commit()
+        });
+        match r {
+            Ok(_) => return,
+            Err(crate::Error::Conflict) => th.abort(),
+            Err(e) => panic!("put_range: {e}"),
+        }
+    }
+}
+
+/// Parallel recovery: three slots' held logs whose records write ranges across 4 KiB
+/// chunk boundaries (the replay parts' unit) recover to the committed values with 1, 2
+/// and 3 recovery threads in every mode, and the link modes still follow the links
+/// (each slot's parsed log is taken for its own slot). A replay thread that skipped a
+/// record writing into its chunks beyond the record's first chunk would leave old
+/// words; logs put back in the wrong slot order would break the links' check.
+#[test]
+fn parallel_recovery_replays_ranges_across_chunks() {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        3,
+    );
+    const WORDS: usize = 1280; // 10 KiB: every range spans three or four chunks.
+    let mut ths: Vec<SphtThread> = (0..3).map(|s| e.thread(s).unwrap()).collect();
+    let big = alloc(&mut ths[0], WORDS);
+    let small: Vec<u64> = (0..4).map(|_| alloc(&mut ths[1], 4)).collect();
+    for i in 0..24u64 {
+        // Slots 1 and 2 write the big object (slot 2's log is parsed by the first
+        // thread with two threads, slot 1's by the second); slot 0 small words.
+        put_range(&mut ths[1 + (i % 2) as usize], big, WORDS, i << 32);
+        put_word(
+            &mut ths[(i % 3) as usize],
+            small[(i % 4) as usize],
+            i % 4,
+            i,
+        );
+    }
+    drop(ths);
+    let sh = e.shared();
+    let offs: Vec<u64> = (0..WORDS as u64)
+        .map(|k| big + 8 * k)
+        .chain(
+            small
+                .iter()
+                .flat_map(|&o| (0..4u64).map(move |w| o + 8 * w)),
+        )
+        .collect();
+    let want: Vec<u64> = offs.iter().map(|&o| sh.ws.word(o).load(Relaxed)).collect();
+    let image = crash_image(&sh.heap);
+    drop(e);
+    for opts in replay_option_combinations() {
+        for shards in [1, 2, 3] {
+            let r = recover_image_with(&image, opts.clone(), shards);
+            let rs = r.shared();
+            assert_eq!(
+                rs.stats.recovery_followed_links.load(Relaxed),
+                opts.get("replay") != Some("scan"),
+                "order source ({opts}, {shards} threads)"
+            );
+            let got: Vec<u64> = offs
+                .iter()
+                .map(|&o| rs.heap.atomic_u64(o as usize).load(Relaxed))
+                .collect();
+            assert!(got == want, "recovered values ({opts}, {shards} threads)");
+        }
+    }
+}
+
 /// Recovery does not trust a link that names another record: with one forward link
 /// pointing back at its own record, forward recovery merges by timestamp instead and
 /// still recovers the committed values.
@@ -1126,6 +1207,23 @@ fn mutation_spht_shard_filter_is_caught() {
         crate::mutation::Mutation::SphtShardFilter,
         shards_apply_exactly_their_chunks
     ));
+}
+
+/// Mutation evidence: a record marked only for the replay part of its first chunk,
+/// and slots' logs not put back in slot order after a parallel parse, both fail the
+/// parallel recovery test.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_parallel_recovery_is_caught() {
+    for m in [
+        crate::mutation::Mutation::ReplayPartMask,
+        crate::mutation::Mutation::ParseSlotOrder,
+    ] {
+        assert!(
+            fails_under(m, parallel_recovery_replays_ranges_across_chunks),
+            "{m:?} went unnoticed"
+        );
+    }
 }
 
 /// Mutation evidence: backward replay without the duplicate filter leaves old values.
