@@ -27,7 +27,7 @@ use std::time::Instant;
 pub const SUBCOMMAND: &str = "recovery-child";
 
 /// What one child measured.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Timing {
     /// Wall seconds of `Pool::open` on the crashed pool.
     pub open_secs: f64,

@@ -256,11 +256,50 @@ pub fn table(rows: &[ReplayRow]) -> String {
          per-thread logs, backward links), duplicate filter and replay threads (medians \
          over runs; GB/s = log bytes / open seconds (wall, including the open's fixed \
          cost: compare clean open s); GB/cpu s = log bytes / CPU seconds of the open, \
-         all threads of the child; sys s = the kernel's part)\n{}\n",
+         all threads of the child; sys s = the kernel's part)\n{}\n{}",
         recovery::FILL_THREADS,
         recovery::KEYS,
-        t.render()
+        t.render(),
+        target(rows)
     )
+}
+
+/// The log size from which a replay counts for the target.
+const TARGET_LOG_BYTES: u64 = 256 << 20;
+
+/// The target line: replay of a full log of at least 256 MiB at 1 GB/s or more (wall
+/// time of the open), in the configuration with the best median.
+fn target(rows: &[ReplayRow]) -> String {
+    let best = ReplayConfig::all()
+        .into_iter()
+        .filter_map(|c| {
+            let of: Vec<&ReplayRow> = rows.iter().filter(|r| r.config == c).collect();
+            (!of.is_empty()).then(|| {
+                let gb = median(of.iter().map(|r| r.gb_per_sec()));
+                let log = median(of.iter().map(|r| r.log_bytes as f64));
+                (c, gb, log)
+            })
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((c, gb, log)) = best else {
+        return "  [n/a]    replay of a full log: not measured\n".into();
+    };
+    let what = format!(
+        "replay of a {:.0} MiB spht log: best median {gb:.2} GB/s (replay={}, dup_filter={}, \
+         {} thread{}; target >= 1 GB/s",
+        log / f64::from(1 << 20),
+        c.mode,
+        c.filter_name(),
+        c.replayers,
+        if c.replayers == 1 { "" } else { "s" },
+    );
+    if log < TARGET_LOG_BYTES as f64 {
+        format!("  [n/a]    {what}, for a log of at least 256 MiB)\n")
+    } else if gb >= 1.0 {
+        format!("  [met]    {what})\n")
+    } else {
+        format!("  [MISSED] {what}; short by {:.0}%)\n", (1.0 - gb) * 100.0)
+    }
 }
 
 /// Run the workload (`runs` runs, `log_mib` MiB of log each), writing `replay.csv`
@@ -323,6 +362,46 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The target line takes the configuration with the best median and says n/a
+    /// below 256 MiB of log.
+    #[test]
+    fn the_target_takes_the_best_median_of_a_large_enough_log() {
+        let row = |replayers: usize, run: u32, open_secs: f64, log_bytes: u64| ReplayRow {
+            config: ReplayConfig {
+                mode: "forward",
+                dup_filter: true,
+                replayers,
+            },
+            run,
+            log_bytes,
+            transactions: 1,
+            timing: Timing {
+                open_secs,
+                ..Timing::default()
+            },
+        };
+        let gb = 1u64 << 30;
+        // 1 thread: medians 0.5 s; 2 threads: runs 0.9, 1.0 and 3.0 s (median 1.0 s).
+        let rows = [
+            row(1, 1, 0.5, gb),
+            row(1, 2, 0.5, gb),
+            row(2, 1, 0.9, gb),
+            row(2, 2, 1.0, gb),
+            row(2, 3, 3.0, gb),
+        ];
+        let t = target(&rows);
+        assert!(
+            t.starts_with("  [met]") && t.contains("2.15 GB/s") && t.contains("1 thread;"),
+            "{t}"
+        );
+        let t = target(&rows[2..]);
+        assert!(t.starts_with("  [met]") && t.contains("1.07 GB/s"), "{t}");
+        let slow = [row(1, 1, 2.0, gb)];
+        assert!(target(&slow).contains("[MISSED]") && target(&slow).contains("short by 46%"));
+        assert!(target(&[row(1, 1, 0.1, 1 << 20)]).starts_with("  [n/a]"));
+        assert!(target(&[]).starts_with("  [n/a]"));
+    }
 
     /// The fill leaves every transaction in the logs (the replayer was held): the
     /// crash image's inspection counts them all as durable and unreplayed.
