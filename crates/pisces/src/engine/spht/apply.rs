@@ -27,7 +27,8 @@
 //!   prefetched, or, with a dense filter, its filter bits), record `j + AHEAD` has the
 //!   home lines of its words not met yet prefetched (dense filter), and record `j` is
 //!   applied (`kit::prefetch`, shared with `sp3`). Without the hints each write waited
-//!   for its cache miss in turn. Each record is still decoded once per shard.
+//!   for its cache miss in turn. Each record is decoded once by every shard it has
+//!   words for (by every shard, when its parts are not known).
 //!
 //! How the batch was found (backward links, forward links, timestamp scan) does not
 //! matter here: it arrives oldest first either way.
