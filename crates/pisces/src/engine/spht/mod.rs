@@ -73,7 +73,7 @@
 //!   crash recovering B without A (CI runs both). The random crash campaigns did not
 //!   catch this mutation: its window is a few instructions wide.
 //! * The `mutation` feature's other spht switches, each caught by a unit test that CI
-//!   runs with it on (`mutation_spht_*_is_caught`): `SphtSkipCas` (delegating the
+//!   runs with it on (`every_spht_mutation_is_caught`, a row per switch): `SphtSkipCas` (delegating the
 //!   marker to a larger lower bound that is not an update transaction's:
 //!   `skip_cas_needs_an_update_transaction`), `SphtForwardLink` (no forward link
 //!   update: the link chain test), `SphtShardFilter` (every shard applies every word:
@@ -84,7 +84,9 @@
 //!   bitmap filter keeps one bit per line, not per word: the recovery test of every
 //!   mode and the duplicate-filter test), `SphtParseValidation` (recovery's parse
 //!   checks only the first entry of a record:
-//!   `recovery_refuses_a_record_with_a_bad_later_entry_unchanged`).
+//!   `recovery_refuses_a_record_with_a_bad_later_entry_unchanged`), and the kit's
+//!   `ReplayPartMask` and `ParseSlotOrder` (parallel recovery's part masks and slot
+//!   order: `parallel_recovery_replays_ranges_across_chunks`).
 //! * Every replay mode × duplicate filter × 1 and 2 shards is tested at run time (two
 //!   threads writing the same words: the durable heap equals the working snapshot)
 //!   and at recovery of a crash image whose logs hold every transaction (the

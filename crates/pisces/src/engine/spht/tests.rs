@@ -1066,38 +1066,6 @@ fn fails_under(m: crate::mutation::Mutation, test: fn()) -> bool {
     r.is_err()
 }
 
-/// Mutation evidence: skipCAS delegating to a larger lower bound leaves a returned
-/// commit not durable.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_skip_cas_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtSkipCas,
-        skip_cas_ignores_a_larger_lower_bound
-    ));
-}
-
-/// Mutation evidence: without the forward link update the chain test breaks.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_forward_link_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtForwardLink,
-        links_chain_every_update_transaction_in_timestamp_order
-    ));
-}
-
-/// Mutation evidence: recovery that notes no record as holding allocator entries
-/// skips their allocations, and the allocator hands the blocks out again.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_recovery_alloc_flags_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtRecoveryAllocFlags,
-        recovery_replays_the_allocations_of_a_held_log
-    ));
-}
-
 /// Recovery validates every entry of every record before it writes anything: a
 /// checksum-valid record whose second entry names an unaligned word makes it refuse
 /// the pool, which is left unchanged (the first transaction's value is not replayed
@@ -1173,81 +1141,84 @@ fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
     assert!(after == image, "a refused pool was changed");
 }
 
-/// Mutation evidence: recovery's parse validating only the first entry of a record
-/// replays the good entries of a damaged pool.
+/// Mutation evidence, one row per switch: the removed step, and the tests that fail
+/// without it (each test passes with the step in place).
 #[cfg(feature = "mutation")]
 #[test]
-fn mutation_spht_parse_validation_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtParseValidation,
-        recovery_refuses_a_record_with_a_bad_later_entry_unchanged
-    ));
-}
-
-/// Mutation evidence: a dense duplicate filter with one bit per line takes the other
-/// words of a line for duplicates once one is written, and recovery leaves old values.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_dense_filter_unit_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtDenseFilterUnit,
-        recovery_replays_a_held_log_in_every_mode
-    ));
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtDenseFilterUnit,
-        backward_replay_filters_duplicates_and_keeps_the_newest_value
-    ));
-}
-
-/// Mutation evidence: shards applying every word fail the shard test.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_shard_filter_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtShardFilter,
-        shards_apply_exactly_their_chunks
-    ));
-}
-
-/// Mutation evidence: a record marked only for the replay part of its first chunk,
-/// and slots' logs not put back in slot order after a parallel parse, both fail the
-/// parallel recovery test.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_parallel_recovery_is_caught() {
-    for m in [
-        crate::mutation::Mutation::ReplayPartMask,
-        crate::mutation::Mutation::ParseSlotOrder,
-    ] {
-        assert!(
-            fails_under(m, parallel_recovery_replays_ranges_across_chunks),
-            "{m:?} went unnoticed"
-        );
+fn every_spht_mutation_is_caught() {
+    use crate::mutation::Mutation as M;
+    /// The switch, what it breaks, the tests that must fail with it.
+    type Row = (M, &'static str, &'static [fn()]);
+    let rows: [Row; 10] = [
+        (
+            M::SphtSkipCas,
+            "skipCAS delegating to a larger lower bound leaves a returned commit not durable",
+            &[skip_cas_ignores_a_larger_lower_bound],
+        ),
+        (
+            M::SphtForwardLink,
+            "without the forward link update the chain breaks",
+            &[links_chain_every_update_transaction_in_timestamp_order],
+        ),
+        (
+            M::SphtRecoveryAllocFlags,
+            "recovery noting no record as holding allocator entries skips their \
+             allocations: the allocator hands the blocks out again",
+            &[recovery_replays_the_allocations_of_a_held_log],
+        ),
+        (
+            M::SphtParseValidation,
+            "a parse validating only a record's first entry replays the good entries of \
+             a damaged pool",
+            &[recovery_refuses_a_record_with_a_bad_later_entry_unchanged],
+        ),
+        (
+            M::SphtDenseFilterUnit,
+            "a dense duplicate filter with one bit per line takes the other words of a \
+             line for duplicates: old values stay",
+            &[
+                recovery_replays_a_held_log_in_every_mode,
+                backward_replay_filters_duplicates_and_keeps_the_newest_value,
+            ],
+        ),
+        (
+            M::SphtShardFilter,
+            "shards applying every word",
+            &[shards_apply_exactly_their_chunks],
+        ),
+        (
+            M::ReplayPartMask,
+            "a record marked only for the replay part of its first chunk: a parallel \
+             replay thread skips its own chunks' words beyond it",
+            &[parallel_recovery_replays_ranges_across_chunks],
+        ),
+        (
+            M::ParseSlotOrder,
+            "slots' logs not put back in slot order after a parallel parse",
+            &[parallel_recovery_replays_ranges_across_chunks],
+        ),
+        (
+            M::SphtDuplicateFilter,
+            "backward replay without the duplicate filter leaves old values",
+            &[backward_replay_filters_duplicates_and_keeps_the_newest_value],
+        ),
+        (
+            M::SphtScanMerge,
+            "a scan that does not merge the slots' logs by timestamp leaves older values, \
+             at run time (a held log replayed in one batch) and at recovery",
+            &[
+                replay_hold_keeps_the_log_until_quiesce,
+                recovery_replays_a_held_log_in_every_mode,
+            ],
+        ),
+    ];
+    let mut missed = Vec::new();
+    for (m, what, tests) in rows {
+        for (i, &test) in tests.iter().enumerate() {
+            if !fails_under(m, test) {
+                missed.push(format!("{m:?} (test {i} of its row): {what}"));
+            }
+        }
     }
-}
-
-/// Mutation evidence: backward replay without the duplicate filter leaves old values.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_duplicate_filter_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtDuplicateFilter,
-        backward_replay_filters_duplicates_and_keeps_the_newest_value
-    ));
-}
-
-/// Mutation evidence: scan replay that does not merge the slots' logs by timestamp
-/// leaves older values in the durable heap, at run time (a held log replayed in one
-/// batch) and at recovery.
-#[cfg(feature = "mutation")]
-#[test]
-fn mutation_spht_scan_merge_is_caught() {
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtScanMerge,
-        replay_hold_keeps_the_log_until_quiesce
-    ));
-    assert!(fails_under(
-        crate::mutation::Mutation::SphtScanMerge,
-        recovery_replays_a_held_log_in_every_mode
-    ));
+    assert!(missed.is_empty(), "mutations no test caught: {missed:#?}");
 }
