@@ -16,6 +16,8 @@
 //! overlaps. A missing bit loses writes: the mutation `ReplayPartMask` marks only the
 //! first chunk's part, and the parallel-recovery tests of `sp3` and `spht` catch it.
 
+use super::redo_log::Entry;
+
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;
 
@@ -84,6 +86,17 @@ pub fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
         mask = 1 << (first % parts);
     }
     mask
+}
+
+/// The parts (of `parts`) a redo entry's data writes; none for allocator and
+/// operation entries.
+#[inline]
+pub fn entry_mask(e: &Entry<'_>, parts: usize) -> u32 {
+    match *e {
+        Entry::Word { off, .. } => part_mask(off as usize, 8, parts),
+        Entry::Range { off, data } => part_mask(off as usize, data.len(), parts),
+        Entry::Alloc(_) | Entry::Free(_) | Entry::Op { .. } => 0,
+    }
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::per_slot::per_slot;
 use crate::engine::kit::prefetch::{prefetch, prefetch_home};
 use crate::engine::kit::redo_log::{self as log, Entry};
-use crate::engine::kit::replay_parts::{part_mask, Part, PART_BYTES};
+use crate::engine::kit::replay_parts::{entry_mask, Part, PART_BYTES};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -235,15 +235,11 @@ fn node<'h>(
     }
     let (mut mask, mut allocs) = (0u32, false);
     for e in log::entries(rec.entries) {
-        match e? {
-            Entry::Word { off, .. } => {
-                check_logged_write(heap, off, 8)?;
-                mask |= part_mask(off as usize, 8, parts);
-            }
-            Entry::Range { off, data } => {
-                check_logged_write(heap, off, data.len())?;
-                mask |= part_mask(off as usize, data.len(), parts);
-            }
+        let e = e?;
+        mask |= entry_mask(&e, parts);
+        match e {
+            Entry::Word { off, .. } => check_logged_write(heap, off, 8)?,
+            Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
             Entry::Alloc(b) | Entry::Free(b) => {
                 Allocator::check_block(heap, b)?;
                 allocs = true;

@@ -24,8 +24,9 @@
 //!    link missing, recovery merges instead (same result, one more pass).
 //!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
 //!    record (`log::LogRec`: the header's pool offset, the replay parts and the
-//!    allocator flag; length and timestamp are read from the header again), reserved once and backed by huge
-//!    pages (`kit::bulk_vec`): the per-slot lists and the ordered batch.
+//!    allocator flag; length and timestamp are read from the header again), reserved
+//!    once and backed by huge pages (`kit::bulk_vec`): the per-slot lists and the
+//!    ordered batch.
 //! 4. Apply them with `apply` — the replayer's code, with the dense (bitmap)
 //!    tracking: allocator entries in order (only the records noted in step 2 are
 //!    decoded for them), data words on `OpenCtx::recovery_threads` shards (at most
@@ -49,7 +50,7 @@ use crate::engine::kit::bulk_vec::BulkVec;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::per_slot::per_slot;
 use crate::engine::kit::redo_log::{self, decode, Entry};
-use crate::engine::kit::replay_parts::part_mask;
+use crate::engine::kit::replay_parts::entry_mask;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -105,11 +106,7 @@ fn validate_bytes(heap: &Heap, bytes: &[u8], parts: usize) -> Result<(bool, u32)
             continue;
         }
         allocates |= validate_entry(heap, &e)?;
-        match e {
-            Entry::Word { off, .. } => mask |= part_mask(off as usize, 8, parts),
-            Entry::Range { off, data } => mask |= part_mask(off as usize, data.len(), parts),
-            _ => {}
-        }
+        mask |= entry_mask(&e, parts);
     }
     Ok((allocates, mask))
 }
