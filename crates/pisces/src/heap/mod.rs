@@ -402,6 +402,14 @@ impl Heap {
         // recovery before any thread runs).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(off), data.len()) }
     }
+    /// Write `parts` at `off`, a line boundary, zero the rest of the last line, and
+    /// start the lines' write-back ([`Medium::write_lines`]: durable after the next
+    /// fence, possibly without passing through the cache). The caller has the lines to
+    /// itself.
+    #[inline]
+    pub fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+        self.medium.write_lines(off, parts)
+    }
     /// Flush `off..off+len`.
     #[inline]
     pub fn flush(&self, off: usize, len: usize) {

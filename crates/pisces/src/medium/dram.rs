@@ -14,9 +14,9 @@
 //! pools within a commit, so this only matters for contrived programs.
 
 use super::counters::{add_fence, add_lines_flushed};
-use super::flush::{flush_range, sfence};
+use super::flush::{flush_range, sfence, stream_lines};
 use super::reserve::{extend_file, Backing, Mapping};
-use super::{Medium, MediumKind, CACHE_LINE};
+use super::{checked_line_write, Medium, MediumKind, CACHE_LINE};
 use crate::{Error, Result};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -91,6 +91,16 @@ impl DramMedium {
         })
     }
 
+    /// Count `n` lines whose write-back this thread started (flushed or streamed); with
+    /// an emulated latency or bandwidth, its next fence is charged for them.
+    #[inline]
+    fn count_flushed(&self, n: u64) {
+        add_lines_flushed(n);
+        if self.latency_ns != 0 || self.bandwidth != 0 {
+            UNCHARGED_LINES.with(|c| c.set(c.get() + n));
+        }
+    }
+
     fn charge(&self, lines: u64) {
         let mut ns = lines.saturating_mul(self.latency_ns);
         // Bandwidth 0 means "no cap": `checked_div` yields None then.
@@ -146,10 +156,14 @@ unsafe impl Medium for DramMedium {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
         // SAFETY: the range is inside the mapping (asserted).
         let n = unsafe { flush_range(self.map.base().add(off), len) };
-        add_lines_flushed(n);
-        if self.latency_ns != 0 || self.bandwidth != 0 {
-            UNCHARGED_LINES.with(|c| c.set(c.get() + n));
-        }
+        self.count_flushed(n);
+    }
+    fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+        checked_line_write(off, parts, self.map.len());
+        // SAFETY: the lines are inside the mapping (asserted; the base is page aligned,
+        // so `off` is a line boundary of memory too); the caller has them to itself.
+        let n = unsafe { stream_lines(self.map.base().add(off), parts) };
+        self.count_flushed(n);
     }
     #[inline]
     fn fence(&self) {
@@ -186,6 +200,37 @@ mod tests {
         let d = crate::medium::counters::snapshot() - before;
         assert_eq!(d.lines_flushed, 4);
         assert_eq!(d.fences, 1);
+    }
+
+    #[test]
+    fn line_writes_land_zero_padded_and_count_as_flushed_lines() {
+        let m = DramMedium::anonymous(1 << 16, 0, 0).unwrap();
+        // SAFETY: offsets 128..320 are inside the image.
+        unsafe { std::ptr::write_bytes(m.base().add(128), 0xAA, 192) };
+        let before = crate::medium::counters::snapshot();
+        m.write_lines(128, &[&[1; 32], &[2; 40]]);
+        m.fence();
+        let d = crate::medium::counters::snapshot() - before;
+        assert_eq!((d.lines_flushed, d.fences), (2, 1));
+        // SAFETY: as above; no other thread writes the image.
+        let got = unsafe { std::slice::from_raw_parts(m.base().add(128), 192) };
+        assert!(got[..32].iter().all(|&b| b == 1));
+        assert!(got[32..72].iter().all(|&b| b == 2));
+        assert!(
+            got[72..128].iter().all(|&b| b == 0),
+            "the last line is zero-padded"
+        );
+        assert!(
+            got[128..].iter().all(|&b| b == 0xAA),
+            "the line after is untouched"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the image")]
+    fn line_writes_off_a_line_boundary_are_refused() {
+        let m = DramMedium::anonymous(1 << 16, 0, 0).unwrap();
+        m.write_lines(8, &[&[1; 8]]);
     }
 
     #[test]

@@ -44,9 +44,9 @@
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::dram::DramMedium;
-use super::flush::{flush_range, sfence};
+use super::flush::{flush_range, sfence, stream_lines};
 use super::reserve::{extend_file, Backing, Mapping};
-use super::{Medium, MediumKind};
+use super::{checked_line_write, Medium, MediumKind};
 use crate::heap::layout::MIN_POOL_SIZE;
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -504,6 +504,14 @@ unsafe impl Medium for DaxMedium {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
         // SAFETY: the range is inside the mapping (asserted).
         let n = unsafe { flush_range(self.map.base().add(off), len) };
+        add_lines_flushed(n);
+    }
+    fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+        checked_line_write(off, parts, self.map.len());
+        // SAFETY: the lines are inside the mapping (asserted; the base is page aligned);
+        // the caller has them to itself. Streamed stores plus `sfence` are durable on a
+        // DAX mapping as flushed lines are.
+        let n = unsafe { stream_lines(self.map.base().add(off), parts) };
         add_lines_flushed(n);
     }
     #[inline]

@@ -52,6 +52,21 @@ pub use file::{create_file, create_file_growable, open_file, DaxMedium, FileMedi
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
 
+/// The length of a [`Medium::write_lines`] of `parts` at `off` on an image of
+/// `image_len` bytes, after checking that `off` is a line boundary and the lines fit
+/// the image (a caller's bug otherwise: panics).
+pub(crate) fn checked_line_write(off: usize, parts: &[&[u8]], image_len: usize) -> usize {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    assert!(
+        off.is_multiple_of(CACHE_LINE)
+            && off
+                .checked_add(len.next_multiple_of(CACHE_LINE))
+                .is_some_and(|e| e <= image_len),
+        "line write of {len} bytes at {off:#x} outside the image"
+    );
+    len
+}
+
 /// Which kind of medium a pool is mapped on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MediumKind {
@@ -144,6 +159,29 @@ pub unsafe trait Medium: Send + Sync {
     fn flush(&self, off: usize, len: usize);
     /// Wait until this thread's earlier flushes are durable.
     fn fence(&self);
+    /// Write `parts`, one after the other, at `off` (a multiple of [`CACHE_LINE`]),
+    /// zero the rest of the last line they touch, and start the write-back of those
+    /// lines: as a copy followed by `flush` of the lines, durable after this thread's
+    /// next `fence`. For bytes written whole and not read again soon (log records): a
+    /// medium may store them without bringing the lines into the cache
+    /// ([`flush::stream_lines`]). The caller has the lines to itself. Default: the copy
+    /// and the `flush`.
+    fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+        let len = checked_line_write(off, parts, self.len());
+        let pad = [0u8; CACHE_LINE];
+        let pad: &[u8] = &pad[..len.next_multiple_of(CACHE_LINE) - len];
+        let mut at = off;
+        for part in parts.iter().chain([&pad]) {
+            // SAFETY: `at .. at + part.len()` is inside the image (checked: the parts
+            // and the padding end at the end of the last line); the caller has these
+            // lines to itself.
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), self.base().add(at), part.len())
+            };
+            at += part.len();
+        }
+        self.flush(off, len);
+    }
     /// `flush` then `fence`.
     fn persist(&self, off: usize, len: usize) {
         self.flush(off, len);

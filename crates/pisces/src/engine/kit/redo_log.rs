@@ -96,12 +96,16 @@
 //! record on a 64-byte boundary of the ring (the ring itself starts on one, as log
 //! areas are whole pages): its records carry kind `TX_LINE` instead of `TX`, which
 //! tells the parser that the next record starts at the next multiple of 64 after this
-//! one (or at offset 0 if that is the ring's end). The bytes skipped are not written.
+//! one (or at offset 0 if that is the ring's end). The bytes skipped are zeroed.
 //! A record then never shares its first cache line with the record before it, which
 //! was flushed and fenced already: it flushes `ceil(len / 64)` lines instead of one
 //! more in most cases, and on a medium with NVM latency each flushed line costs it.
 //! The price is ring space (up to 56 bytes per record), so the ring is recycled a
-//! little more often.
+//! little more often. Its lines being its own, such a record is written whole lines
+//! at a time with [`Heap::write_lines`], which on DRAM and DAX media stores them with
+//! non-temporal stores instead of stores and `clwb` (no read for ownership, no
+//! write-back; the same fence completes them): the persist stage's fence, the largest
+//! part of a small update's commit, gets shorter.
 //!
 //! Entries: word 0 = `kind << 56 | offset`, word 1 = value / length / block size.
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
@@ -1371,10 +1375,17 @@ impl LogWriter {
             kind
         };
         let (h, _) = encode_framed(self.framing, kind, tag, seq, persist_ts, entries);
-        heap.write_bytes(ring + self.head + hlen, entries);
-        heap.write_bytes(ring + self.head, &h[..hlen]);
-        if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {
-            heap.flush(ring + self.head, rec_len);
+        let unflushed = crate::mutation::active(crate::mutation::Mutation::LogFlush);
+        if self.line_aligned && !unflushed {
+            // The record's lines are this log's alone (the gap up to the next boundary
+            // is part of its footprint): stream them past the cache.
+            heap.write_lines(ring + self.head, &[&h[..hlen], entries]);
+        } else {
+            heap.write_bytes(ring + self.head + hlen, entries);
+            heap.write_bytes(ring + self.head, &h[..hlen]);
+            if !unflushed {
+                heap.flush(ring + self.head, rec_len);
+            }
         }
         counters::add_bytes_logged(rec_len as u64);
         self.live.push_back(LiveRecord {
