@@ -3,7 +3,11 @@
 //! A [`Medium`] is a contiguous byte image (the mapped pool) plus the two persistence
 //! primitives of the papers: [`Medium::flush`] writes back the cache lines covering a
 //! range, [`Medium::fence`] orders them: once `fence` returns, every line this thread
-//! flushed before it is durable. `persist = flush + fence`.
+//! flushed before it is durable. `persist = flush + fence`. A third, optional one,
+//! [`Medium::write_lines`], writes whole cache lines and starts their write-back in
+//! one step, for bytes not read again soon (log records): the DRAM and DAX media store
+//! them with non-temporal stores, which skip the cache (no read for ownership, no
+//! write-back; the same fence completes them); the others copy and flush.
 //!
 //! Everything above this layer (heap, engines) addresses the image by offset and calls
 //! only these primitives, so the same engine runs unchanged on
