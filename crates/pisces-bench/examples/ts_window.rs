@@ -96,6 +96,7 @@ fn main() {
                 threads: 1,
                 update_pct: pct,
                 dedicated_reader: false,
+                waits_outside: false,
                 nvm_latency_ns: 0,
             };
             let mut m: [Vec<f64>; 6] = Default::default();

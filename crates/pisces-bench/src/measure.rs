@@ -32,6 +32,7 @@ use crate::signal::interrupted;
 use crate::timing::{histogram, OpTimer};
 use hdrhistogram::Histogram;
 use pisces::medium::counters::{self, Counters};
+use pisces::medium::dram;
 use pisces::{MediumKind, Pool, ThreadHandle};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -57,6 +58,11 @@ pub struct Spec {
     pub dedicated_reader: bool,
     /// Emulated NVM write latency per flushed cache line.
     pub nvm_latency_ns: u64,
+    /// The control of the latency sweep: each worker's emulated NVM waits are paid
+    /// after its transaction returns instead of at the fence inside it
+    /// ([`pisces::medium::dram::defer_emulated_waits`]): the same waits, with nothing
+    /// the engine holds held during them.
+    pub waits_outside: bool,
 }
 
 /// What one measurement produced.
@@ -234,18 +240,25 @@ fn timed_loop(
 }
 
 /// A worker on a library engine's pool.
+/// With `waits_outside`, the thread's emulated NVM waits are paid after each
+/// transaction, inside the timed operation (an update's latency keeps its waits).
 fn lib_worker(
     index: usize,
     mut h: ThreadHandle,
     data: &dyn DataSet,
     update_pct: u32,
+    waits_outside: bool,
     seed: u64,
     gate: Gate<'_>,
 ) -> Result<WorkerOut, String> {
+    dram::defer_emulated_waits(waits_outside);
     let t = timed_loop(
         |rng, update| {
-            data.op(index, &mut h, rng, update)
-                .map_err(|e| e.to_string())
+            let r = data.op(index, &mut h, rng, update);
+            if waits_outside {
+                dram::pay_deferred_waits();
+            }
+            r.map_err(|e| e.to_string())
         },
         update_pct,
         seed,
@@ -253,6 +266,7 @@ fn lib_worker(
     )?;
     let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
     drop(h); // writes back the pending batch on this thread: counted below
+    dram::defer_emulated_waits(false);
     Ok(WorkerOut {
         commits: stats.commits + stats.failed,
         user_aborts: stats.failed,
@@ -426,7 +440,9 @@ fn measure_at(
                             gate.start.wait();
                             Err(e)
                         }
-                        (Ok(()), Some(h), Some(data), _) => lib_worker(i, h, data, pct, seed, gate),
+                        (Ok(()), Some(h), Some(data), _) => {
+                            lib_worker(i, h, data, pct, spec.waits_outside, seed, gate)
+                        }
                         (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
                         _ => {
                             gate.start.wait();
@@ -518,6 +534,7 @@ mod tests {
             threads,
             update_pct,
             dedicated_reader: false,
+            waits_outside: false,
             nvm_latency_ns: 0,
         }
     }

@@ -194,6 +194,14 @@ fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
     }
 }
 
+/// The workload name of the latency sweep's control: the `latency` mix at the sweep's
+/// largest emulated NVM latency with every wait paid after the transaction instead of
+/// inside it ([`Spec::waits_outside`]). Its lookups are spaced by the same waits as the
+/// sweep's, and no engine holds anything during them: what the sweep's read-only tail
+/// has beyond the control's is the engine's doing; what the control has beyond 0 ns is
+/// the time between a thread's lookups.
+pub const LATENCY_CONTROL: &str = "latency-waits-outside";
+
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
@@ -230,7 +238,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                             }
                             for (engine, data) in variants(e, p.data) {
                                 let engine = with_engine_options(s, engine);
-                                specs.push(Spec {
+                                let spec = Spec {
                                     engine,
                                     workload: p.name.clone(),
                                     data,
@@ -238,7 +246,20 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                     update_pct,
                                     dedicated_reader: w == WorkloadKind::LatencySplit,
                                     nvm_latency_ns,
+                                    waits_outside: false,
+                                };
+                                // The sweep's control, next to the measurement it
+                                // controls (same load on the machine).
+                                let control = (w == WorkloadKind::Latency
+                                    && nvm_latency_ns > 0
+                                    && Some(&nvm_latency_ns) == p.latencies.iter().max())
+                                .then(|| Spec {
+                                    workload: LATENCY_CONTROL.into(),
+                                    waits_outside: true,
+                                    ..spec.clone()
                                 });
+                                specs.push(spec);
+                                specs.extend(control);
                             }
                         }
                     }
@@ -307,6 +328,26 @@ mod tests {
                 && x.update_pct == 20
                 && x.engine.label != "volatile"
                 && x.engine.label != "pmdk"));
+        // The control: each of them once more at the largest latency, waits outside,
+        // measured right after the sweep's measurement it controls.
+        assert_eq!(count(LATENCY_CONTROL), persisting);
+        for (i, c) in specs.iter().enumerate() {
+            assert_eq!(c.waits_outside, c.workload == LATENCY_CONTROL);
+            if c.waits_outside {
+                let sweep = &specs[i - 1];
+                assert_eq!(sweep.workload, "latency");
+                assert_eq!(
+                    (
+                        &sweep.engine.label,
+                        sweep.threads,
+                        sweep.update_pct,
+                        sweep.nvm_latency_ns
+                    ),
+                    (&c.engine.label, c.threads, c.update_pct, 1000)
+                );
+                assert_eq!(c.nvm_latency_ns, 1000);
+            }
+        }
         // 3 Pisces variants x 2 thread counts.
         assert_eq!(count("breakdown"), 6);
         let labels: Vec<_> = specs
@@ -428,7 +469,9 @@ mod tests {
         .settings();
         let (specs, _) = plan(&s);
         assert_eq!(specs[0].workload, "latency");
-        assert_eq!(specs.len(), 2 + 2 * 2 * 2);
+        // The latency sweep's control at its largest (only) latency, per engine.
+        assert_eq!(specs[1].workload, LATENCY_CONTROL);
+        assert_eq!(specs.len(), 2 * 2 + 2 * 2 * 2);
         assert!(specs.iter().all(|x| x.nvm_latency_ns == 300));
     }
 

@@ -10,6 +10,7 @@
 //!
 //! Every value plotted is a median over runs.
 
+use crate::plan::LATENCY_CONTROL;
 use crate::report::{Key, Results, Row};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -59,6 +60,8 @@ pub fn all(dir: &Path, res: &Results) -> Result<Vec<PathBuf>, String> {
                 latency(&p, res, &w)?;
                 p
             }
+            // One latency, beside the sweep's: its table and the target line say it all.
+            LATENCY_CONTROL => continue,
             "breakdown" => {
                 let p = dir.join("breakdown.svg");
                 breakdown(&p, res)?;

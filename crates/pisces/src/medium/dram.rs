@@ -12,6 +12,14 @@
 //! thread's last fence, shared by all DRAM media of the thread: a thread that flushes
 //! on one pool and fences on another pays at the second. Engines never interleave two
 //! pools within a commit, so this only matters for contrived programs.
+//!
+//! A benchmark control can move the charge out of the engine: after
+//! [`defer_emulated_waits`]`(true)` a fence of this thread adds its charge to a debt
+//! instead of spinning, and [`pay_deferred_waits`] spins the debt off later, between two
+//! transactions. The waits are the same in number and length, but nothing the engine
+//! holds during them (locks, a snapshot, a batch awaiting its write-back) is held any
+//! longer: comparing the two separates what a wait inside a commit does to other
+//! transactions from what the time between a thread's transactions does anyway.
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence, stream_lines};
@@ -23,6 +31,40 @@ use std::time::{Duration, Instant};
 
 thread_local! {
     static UNCHARGED_LINES: Cell<u64> = const { Cell::new(0) };
+    /// Some(ns owed) while this thread's waits are deferred ([`defer_emulated_waits`]).
+    static DEFERRED_NS: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Whether this thread's fences defer their emulated NVM wait (module docs) instead of
+/// spinning it at once. Turning deferral off drops any unpaid debt.
+pub fn defer_emulated_waits(on: bool) {
+    DEFERRED_NS.with(|d| d.set(on.then_some(0)));
+}
+
+/// Spin off the emulated waits this thread deferred since the last call (none unless
+/// [`defer_emulated_waits`] is on); returns how long that was, in ns.
+pub fn pay_deferred_waits() -> u64 {
+    let ns = DEFERRED_NS.with(|d| match d.get() {
+        Some(owed) => {
+            d.set(Some(0));
+            owed
+        }
+        None => 0,
+    });
+    spin_for(ns);
+    ns
+}
+
+/// Busy-wait `ns` nanoseconds (the emulated NVM's wait: a sleep would give up the CPU
+/// and wake late).
+fn spin_for(ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let until = Instant::now() + Duration::from_nanos(ns);
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
 }
 
 /// A DRAM medium (file-backed or anonymous).
@@ -110,12 +152,15 @@ impl DramMedium {
         {
             ns = ns.saturating_add(bw_ns);
         }
-        if ns == 0 {
-            return;
-        }
-        let until = Instant::now() + Duration::from_nanos(ns);
-        while Instant::now() < until {
-            std::hint::spin_loop();
+        let deferred = DEFERRED_NS.with(|d| match d.get() {
+            Some(owed) => {
+                d.set(Some(owed.saturating_add(ns)));
+                true
+            }
+            None => false,
+        });
+        if !deferred {
+            spin_for(ns);
         }
     }
 }
@@ -243,5 +288,24 @@ mod tests {
         let t = Instant::now();
         m.fence(); // nothing pending: no charge
         assert!(t.elapsed() < Duration::from_micros(1000));
+    }
+
+    #[test]
+    fn deferred_waits_are_owed_by_the_fence_and_paid_later() {
+        let m = DramMedium::anonymous(1 << 16, 20_000, 0).unwrap();
+        defer_emulated_waits(true);
+        m.flush(0, 64 * 50); // 50 lines x 20 us
+        m.fence();
+        m.flush(0, 64 * 2);
+        m.fence();
+        assert_eq!(pay_deferred_waits(), 52 * 20_000, "both fences' waits owed");
+        assert_eq!(pay_deferred_waits(), 0, "paid once");
+        m.flush(0, 64);
+        m.fence();
+        defer_emulated_waits(false); // an unpaid debt is dropped
+        assert_eq!(pay_deferred_waits(), 0);
+        m.flush(0, 64);
+        m.fence(); // charged at the fence again: nothing owed afterwards
+        assert_eq!(pay_deferred_waits(), 0);
     }
 }
