@@ -120,6 +120,23 @@ fn user_abort_and_errors_roll_back_everything() {
         })
         .unwrap();
         assert_eq!(pool.run(|tx| Ok(tx.read(root)?[0])).unwrap(), 9);
+        // Several objects of different sizes written, then an abort: each gets its own
+        // old bytes back.
+        let (a, b) = pool
+            .run(|tx| Ok((tx.alloc([1u64, 2, 3])?, tx.alloc([4u64, 5, 6, 7, 8])?)))
+            .unwrap();
+        let r: pisces::Result<()> = pool.run(|tx| {
+            tx.write(a)?[0] = 10;
+            tx.write(b)?[4] = 80;
+            tx.write(root)?[1] = 7;
+            tx.write(a)?[2] = 30;
+            Err(tx.abort("no"))
+        });
+        assert!(matches!(r, Err(Error::UserAbort(_))));
+        let after = pool
+            .run(|tx| Ok((*tx.read(a)?, *tx.read(b)?, *tx.read(root)?)))
+            .unwrap();
+        assert_eq!(after, ([1, 2, 3], [4, 5, 6, 7, 8], [9, 0]), "{engine:?}");
     }
 }
 

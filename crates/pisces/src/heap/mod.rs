@@ -402,6 +402,13 @@ impl Heap {
         // recovery before any thread runs).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(off), data.len()) }
     }
+    /// Zero `len` bytes of the image at `off` (not flushed).
+    pub fn write_zeros(&self, off: usize, len: usize) {
+        assert!(self.in_bounds(off, len));
+        // SAFETY: in bounds; the caller holds exclusive access to the region, as for
+        // `write_bytes`.
+        unsafe { std::ptr::write_bytes(self.ptr(off), 0, len) }
+    }
     /// Write `parts` at `off`, a line boundary, zero the rest of the last line, and
     /// start the lines' write-back ([`Medium::write_lines`]: durable after the next
     /// fence, possibly without passing through the cache). The caller has the lines to

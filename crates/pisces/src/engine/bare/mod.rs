@@ -82,6 +82,7 @@ impl Engine for BareEngine {
             slot,
             state: State::Idle,
             undo: Vec::new(),
+            undo_bytes: Vec::new(),
             allocs: Vec::new(),
             frees: Vec::new(),
             cache: ThreadCache::default(),
@@ -105,8 +106,11 @@ pub(crate) struct BareThread {
     sh: Arc<Shared>,
     slot: usize,
     state: State,
-    /// Old bytes of each object written in place (payload offset, bytes), for abort.
-    undo: Vec<(u64, Vec<u8>)>,
+    /// Each object written in place (payload offset, length), for abort; their old
+    /// bytes are `undo_bytes`, back to back in the same order. Both keep their
+    /// capacity from one transaction to the next: no allocation per write.
+    undo: Vec<(u64, usize)>,
+    undo_bytes: Vec<u8>,
     allocs: Vec<Block>,
     frees: Vec<Block>,
     cache: ThreadCache,
@@ -142,10 +146,10 @@ impl BareThread {
     #[inline(never)]
     fn commit_slow(&mut self) -> Result<DurableToken> {
         self.running()?;
-        for b in std::mem::take(&mut self.allocs) {
+        for b in self.allocs.drain(..) {
             self.sh.alloc.publish_alloc(b);
         }
-        for b in std::mem::take(&mut self.frees) {
+        for b in self.frees.drain(..) {
             self.sh.alloc.publish_free(b);
             // No reader is active while we write, and none can start before we end.
             self.sh.alloc.release(&mut self.cache, b);
@@ -162,6 +166,7 @@ impl BareThread {
         }
         self.state = State::Idle;
         self.undo.clear();
+        self.undo_bytes.clear();
     }
 }
 
@@ -201,9 +206,12 @@ impl EngineThread for BareThread {
         if !self.undo.iter().any(|(o, _)| *o == payload)
             && !self.allocs.iter().any(|b| b.payload() == payload)
         {
-            let mut old = vec![0u8; plen];
-            self.sh.heap.read_bytes(payload as usize, &mut old);
-            self.undo.push((payload, old));
+            let start = self.undo_bytes.len();
+            self.undo_bytes.resize(start + plen, 0);
+            self.sh
+                .heap
+                .read_bytes(payload as usize, &mut self.undo_bytes[start..]);
+            self.undo.push((payload, plen));
         }
         // SAFETY: validated payload inside the image; we are the only writer and no
         // reader is active (the gate), so nothing else accesses it until we end.
@@ -213,8 +221,9 @@ impl EngineThread for BareThread {
     fn alloc(&mut self, len: usize) -> Result<u64> {
         self.upgrade()?;
         let b = self.sh.alloc.reserve(&mut self.cache, len)?;
-        let zeros = vec![0u8; b.payload_len() & !7];
-        self.sh.heap.write_bytes(b.payload() as usize, &zeros);
+        self.sh
+            .heap
+            .write_zeros(b.payload() as usize, b.payload_len() & !7);
         self.allocs.push(b);
         Ok(b.payload())
     }
@@ -253,10 +262,16 @@ impl EngineThread for BareThread {
 
     fn abort(&mut self) {
         if self.state == State::Writing {
-            for (off, old) in std::mem::take(&mut self.undo).into_iter().rev() {
-                self.sh.heap.write_bytes(off as usize, &old);
+            // Newest first: the bytes of the last entry are the last ones.
+            let mut end = self.undo_bytes.len();
+            for &(off, len) in self.undo.iter().rev() {
+                let start = end - len;
+                self.sh
+                    .heap
+                    .write_bytes(off as usize, &self.undo_bytes[start..end]);
+                end = start;
             }
-            for b in std::mem::take(&mut self.allocs) {
+            for b in self.allocs.drain(..) {
                 self.sh.alloc.unreserve(&mut self.cache, b);
             }
             self.frees.clear();
