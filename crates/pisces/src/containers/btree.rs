@@ -381,16 +381,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// Insert or replace; returns the previous value of `k`.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
-        let h = self.header(tx)?;
-        // Descend (reads only), remembering the path.
-        let mut path = [(0u64, 0usize); MAX_HEIGHT];
-        let mut node = h.root;
-        for p in path.iter_mut().take(h.height as usize) {
-            let (w, n) = Self::inner(tx, node)?;
-            let i = Self::route(w, n, &k)?;
-            *p = (node, i);
-            node = w[Self::I_KIDS + i];
-        }
+        let node = self.find_leaf(tx, &k)?;
         let (n, pos) = {
             let (w, n) = Self::leaf(tx, node)?;
             match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
@@ -412,6 +403,29 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             vals.copy_within(pos..n, pos + 1);
             vals[pos] = v;
             return Ok(None);
+        }
+        self.insert_splitting(tx, node, pos, k, v)?;
+        Ok(None)
+    }
+
+    /// `insert` into the full leaf `leaf` at `pos`: split it, and its parents as far as
+    /// they are full, up to a new root. Out of line, with the path it needs: the common
+    /// insert does not set up (or zero) a path array for the rare split.
+    #[inline(never)]
+    fn insert_splitting(&self, tx: &mut Tx<'_>, leaf: u64, pos: usize, k: K, v: V) -> Result<()> {
+        let h = self.header(tx)?;
+        // The descent again, remembering the path: the nodes `insert` read, as nothing
+        // was written since.
+        let mut path = [(0u64, 0usize); MAX_HEIGHT];
+        let mut node = h.root;
+        for p in path.iter_mut().take(h.height as usize) {
+            let (w, n) = Self::inner(tx, node)?;
+            let i = Self::route(w, n, &k)?;
+            *p = (node, i);
+            node = w[Self::I_KIDS + i];
+        }
+        if node != leaf {
+            return Err(words::corrupt("the descent changed within one insert"));
         }
         let mut carry = Some(Self::split_leaf(tx, node, pos, k, v)?);
         for &(parent, i) in path[..h.height as usize].iter().rev() {
@@ -444,7 +458,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             hw.root = root;
             hw.height += 1;
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Split the full leaf `leaf` while inserting `(k, v)` at `pos`; returns the

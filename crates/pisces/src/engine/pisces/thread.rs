@@ -13,7 +13,7 @@
 //! while a reader could be looking.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
-use crate::engine::kit::changed_words::changed_runs;
+use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::objects::FastReads;
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
@@ -410,14 +410,16 @@ impl PiscesThread {
                 continue;
             }
             // Flush-diff: runs of changed words.
-            // SAFETY: `changed_runs` calls with `i < len / 8` only; home is locked by us
-            // and stable, the copy is ours.
-            let differs = |i: usize| unsafe {
-                let c = (data as *const u64).add(i).read();
-                let h = (heap.ptr(home as usize) as *const u64).add(i).read();
-                c != h
+            // SAFETY: the copy is ours and `len` bytes long; home is a validated
+            // payload of at least `len` bytes, locked by us, so no thread writes it
+            // while these shared views live (readers only read it).
+            let (copy, at_home) = unsafe {
+                (
+                    std::slice::from_raw_parts(data as *const u8, len & !7),
+                    std::slice::from_raw_parts(heap.ptr(home as usize) as *const u8, len & !7),
+                )
             };
-            for (start, end) in changed_runs(len / 8, differs) {
+            for (start, end) in changed_word_runs(copy, at_home) {
                 let off = home + 8 * start as u64;
                 // SAFETY: `start..end` is inside the copy.
                 let src = unsafe { data.add(8 * start) };

@@ -130,7 +130,7 @@
 
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{self, Entry, Version};
-use crate::engine::kit::changed_words::changed_runs;
+use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
 use crate::fasthash::FastMap;
@@ -559,10 +559,8 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
     home.clear();
     home.resize(new.len(), 0);
     heap.read_bytes(off as usize, home);
-    let home: &[u8] = home;
-    let differs = |i: usize| new[i * 8..i * 8 + 8] != home[i * 8..i * 8 + 8];
     let mut spans: Vec<(usize, usize)> = Vec::new(); // word ranges [start, end)
-    for (start, end) in changed_runs(new.len() / 8, differs) {
+    for (start, end) in changed_word_runs(new, home) {
         match spans.last_mut() {
             Some(last) if start - last.1 <= 1 => last.1 = end,
             _ => spans.push((start, end)),
