@@ -4,43 +4,19 @@
 //!
 //! [`changed_word_runs`] yields the maximal runs `start..end` of word indices at which
 //! two byte slices differ, in increasing order; runs never touch (a run ends at a word
-//! that does not differ). The tests hold it to the word-by-word definition
-//! (`changed_runs`, test-only). It is written for the common case of an
-//! object whose words mostly did not change (a B+-tree node where one key or value
-//! was written): it first skips whole 64-byte blocks that are equal, comparing each
-//! with four 16-byte vector compares on x86-64 (eight word compares elsewhere), and
-//! compares word by word only inside a block that differs. A 256-byte node with one
-//! changed word costs about a third of the instructions of the word-by-word scan.
-
-/// The maximal runs of word indices in `0..words` for which `differs(i)` holds (see
-/// the module docs): the word-by-word definition, which the tests hold
-/// [`changed_word_runs`] to.
-#[cfg(test)]
-pub fn changed_runs(
-    words: usize,
-    differs: impl Fn(usize) -> bool,
-) -> impl Iterator<Item = (usize, usize)> {
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < words && !differs(i) {
-            i += 1;
-        }
-        if i == words {
-            return None;
-        }
-        let start = i;
-        while i < words && differs(i) {
-            i += 1;
-        }
-        Some((start, i))
-    })
-}
+//! that does not differ); the tests hold it to a naive word-by-word oracle. It is
+//! written for the common case of an object whose words mostly did not change (a
+//! B+-tree node where one key or value was written): it first skips whole 64-byte
+//! blocks that are equal, comparing each with four 16-byte vector compares on x86-64
+//! (eight word compares elsewhere), and compares word by word only inside a block
+//! that differs. For a 256-byte node that saves about 120 of the 207 instructions the
+//! word-by-word scan took (callgrind, B+-tree updates).
 
 /// Words per block that [`changed_word_runs`] skips with one comparison.
 const BLOCK_WORDS: usize = 8;
 
 /// The maximal runs of word indices (8-byte words) at which `new` and `old` differ, in
-/// increasing order, as [`changed_runs`] gives them. The slices have the same length,
+/// increasing order (module docs). The slices have the same length,
 /// a multiple of 8 (a caller's bug otherwise: panics).
 #[inline]
 pub fn changed_word_runs<'a>(
@@ -134,8 +110,31 @@ unsafe fn blocks_equal(a: *const u8, b: *const u8) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{changed_runs, changed_word_runs};
+    use super::changed_word_runs;
     use proptest::prelude::*;
+
+    /// The oracle: the maximal runs of word indices in `0..words` for which
+    /// `differs(i)` holds, found word by word (the definition `changed_word_runs` is
+    /// held to; kept naive on purpose).
+    fn changed_runs(
+        words: usize,
+        differs: impl Fn(usize) -> bool,
+    ) -> impl Iterator<Item = (usize, usize)> {
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            while i < words && !differs(i) {
+                i += 1;
+            }
+            if i == words {
+                return None;
+            }
+            let start = i;
+            while i < words && differs(i) {
+                i += 1;
+            }
+            Some((start, i))
+        })
+    }
 
     proptest! {
         /// The block-skipping scan finds exactly the runs of the word-by-word one, for
