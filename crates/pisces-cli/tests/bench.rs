@@ -208,12 +208,23 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let rows = read_csv(&out);
-    // Per run: latency and latency-split 1 engine x 2 latencies each; breakdown 3
-    // variants x 2 latencies.
-    assert_eq!(rows.len(), 2 * (2 + 2 + 6));
+    // Per run: latency and latency-split 1 engine x 2 latencies each, the latency
+    // sweep's control at its largest latency; breakdown 3 variants x 2 latencies.
+    assert_eq!(rows.len(), 2 * (2 + 1 + 2 + 6));
     for run in [1.0, 2.0] {
-        assert_eq!(rows.iter().filter(|r| r.f("run") == run).count(), 10);
+        assert_eq!(rows.iter().filter(|r| r.f("run") == run).count(), 11);
     }
+    let control: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.s("workload") == "latency-waits-outside")
+        .collect();
+    assert_eq!(control.len(), 2);
+    assert!(control.iter().all(|r| r.s("engine") == "pisces"
+        && r.f("nvm_latency_ns") == 1000.0
+        && r.f("update_pct") == 20.0
+        && r.f("threads") == 2.0
+        && r.f("ro_p50_ns") > 0.0
+        && r.f("upd_p50_ns") > 0.0));
     // The split sweep: a reader thread and a writer thread, so both kinds of latency.
     for r in rows.iter().filter(|r| r.s("workload") == "latency-split") {
         assert_eq!((r.f("update_pct"), r.f("threads")), (100.0, 2.0));
@@ -260,9 +271,13 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     for want in [
         "pisces read-only p99, 2 threads, 20% updates",
         "pisces read-only p99, 2 threads, dedicated reader",
+        "latency-waits-outside: transaction latency",
+        "the same with each NVM wait paid after the transaction (control)",
     ] {
         assert!(r.stdout.contains(want), "{want}: {}", r.stdout);
     }
+    // The control is a table, not a plot.
+    assert!(!out.join("throughput-latency-waits-outside.svg").exists());
 }
 
 #[test]
