@@ -31,8 +31,13 @@
 //!   transaction ends on the thread that began it.
 //! * Nesting: as for closures, a transaction of a pool cannot begin on a thread that
 //!   already runs one of the same pool (it could wait for that one forever): `begin`
-//!   fails with [`Error::NestedTransaction`]. The registration ends when the
-//!   transaction does, in any order relative to other transactions of other pools.
+//!   fails with [`Error::NestedTransaction`]. The registration (kept with the pool,
+//!   not in a thread-local) ends when the transaction does, in any order relative to
+//!   other transactions of other pools.
+//! * Leaking: `mem::forget` of an `ExplicitTx` leaks its attempt, like forgetting a
+//!   lock guard, but only until the handle is used again: the handle's next `begin`,
+//!   `run`, `wait_durable` or its drop rolls the forgotten attempt back and ends its
+//!   registration. Other handles and other pools are never affected.
 //! * A conflict seen by an access marks the attempt: it is rolled back, never
 //!   committed, even if the caller ignored the error (its reads may have been
 //!   inconsistent), exactly as in the closure API.
@@ -42,12 +47,13 @@
 //! `conflicts`; any other abort or failure in `failed`.
 
 use crate::engine::registry::AnyThread;
-use crate::pool::InTx;
+use crate::pool::{InTx, OpenExplicit};
 use crate::tx::{Durability, Tx, TxOptions, TxStats};
 use crate::{Error, PPtr, Result, ThreadHandle};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::thread::ThreadId;
 
 /// A running explicit transaction on a [`ThreadHandle`] (see the [module
 /// docs](self)). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
@@ -117,7 +123,7 @@ pub struct ExplicitTx<'h> {
     ended: bool,
     /// Dropped after `tx`'s rollback: the pool counts as running a transaction on this
     /// thread until the attempt is over.
-    _in_tx: InTx,
+    _registration: Registration<'h>,
     /// Not `Send` (module docs).
     _thread_bound: PhantomData<*mut ()>,
 }
@@ -134,18 +140,68 @@ impl ThreadHandle {
     /// the same pool already runs on this thread, and with
     /// [`Error::IsolationUnsupported`] for a level the engine does not offer.
     pub fn begin(&mut self, opts: TxOptions) -> Result<ExplicitTx<'_>> {
-        let (pool, th, stats) = self.parts();
-        let in_tx = InTx::enter(pool)?;
+        let HandleParts {
+            pool,
+            explicit,
+            slot,
+            th,
+            stats,
+            began_on,
+        } = self.parts();
+        if InTx::active(pool) || explicit.on_this_thread() {
+            return Err(Error::NestedTransaction);
+        }
         check_isolation(th, &opts)?;
+        th.set_nested(InTx::inside_any());
+        explicit.add(slot);
+        *began_on = Some(std::thread::current().id());
+        let registration = Registration {
+            explicit,
+            slot,
+            began_on,
+        };
         th.begin(&opts);
         Ok(ExplicitTx {
             tx: Tx::begun(th, opts.read_only),
             stats,
             durability: opts.durability,
             ended: false,
-            _in_tx: in_tx,
+            _registration: registration,
             _thread_bound: PhantomData,
         })
+    }
+}
+
+/// What an explicit transaction borrows from its [`ThreadHandle`].
+pub(crate) struct HandleParts<'h> {
+    /// The pool's identity (closure transactions' nesting check).
+    pub pool: usize,
+    /// The pool's open explicit transactions.
+    pub explicit: &'h OpenExplicit,
+    /// The handle's thread slot.
+    pub slot: usize,
+    /// The thread state.
+    pub th: &'h mut AnyThread,
+    /// The handle's counters.
+    pub stats: &'h mut TxStats,
+    /// The thread that began the handle's open explicit transaction, if any.
+    pub began_on: &'h mut Option<ThreadId>,
+}
+
+/// An explicit transaction's registration with its pool, ended when dropped (after the
+/// attempt is over). If the transaction is leaked, `began_on` stays set and the
+/// handle ends the registration itself.
+struct Registration<'h> {
+    explicit: &'h OpenExplicit,
+    slot: usize,
+    began_on: &'h mut Option<ThreadId>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.began_on.take() {
+            self.explicit.remove(self.slot, t);
+        }
     }
 }
 

@@ -17,7 +17,9 @@ use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
 use std::cell::Cell;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// How to create or open a pool.
@@ -154,6 +156,8 @@ struct PoolInner {
     id: usize,
     /// Registered operations (`crate::ops`).
     ops: crate::ops::Operations,
+    /// The explicit transactions that are open, by thread (for the nesting check).
+    explicit: OpenExplicit,
 }
 
 impl Drop for PoolInner {
@@ -171,39 +175,122 @@ impl Drop for PoolInner {
     }
 }
 
-/// Most pools with a transaction running on one thread at once (a transaction of one
-/// pool may run a transaction of another inside it).
+/// Most pools with a closure transaction running on one thread at once (a transaction
+/// of one pool may run a transaction of another inside it).
 const MAX_NESTED_POOLS: usize = 4;
 
-/// The pools with a transaction running on this thread (see `IN_TX`).
+/// The closure transactions running on this thread (see `IN_TX`).
 struct ActivePools {
     len: Cell<usize>,
     pools: [Cell<usize>; MAX_NESTED_POOLS],
+    /// Explicit transactions this thread began that have not ended (any pool): a
+    /// closure transaction that starts while one is open runs nested in it.
+    explicit: Cell<usize>,
+    /// A nested transaction gave up on a conflict that its enclosing transaction may
+    /// be the cause of (see [`InTx::gave_up_nested`]); the enclosing `run` that sees
+    /// it rolls its own attempt back and retries.
+    nested_gave_up: Cell<bool>,
 }
 
 thread_local! {
-    /// Pools (by `PoolInner::id`) with a transaction running on this thread, innermost
-    /// last: a second transaction of one of them would wait for the first (a grace
-    /// period, a lock) forever. One thread-local of plain `Cell`s with a const
+    /// Pools (by `PoolInner::id`) with a closure transaction running on this thread,
+    /// innermost last: a second transaction of one of them would wait for the first (a
+    /// grace period, a lock) forever. One thread-local of plain `Cell`s with a const
     /// initialiser: checked on every transaction, so it must cost a few instructions
     /// (one thread-local address, no copy of the whole list), not a `RefCell<Vec>`.
+    /// Closure transactions end in reverse order of their start (scopes, also when
+    /// unwinding), so the list never holds a transaction that is over. Explicit
+    /// transactions, which a caller may leak (`mem::forget`), are registered with
+    /// their pool instead ([`OpenExplicit`]) and only counted here.
     static IN_TX: ActivePools = const {
         ActivePools {
             len: Cell::new(0),
             pools: [const { Cell::new(0) }; MAX_NESTED_POOLS],
+            explicit: Cell::new(0),
+            nested_gave_up: Cell::new(false),
         }
     };
 }
 
-/// Marks this thread as inside a transaction of one pool while alive. Guards of
-/// closure transactions are dropped in reverse order of creation (nested scopes, also
-/// when unwinding); an explicit transaction (`crate::explicit`) may end in any order,
-/// so a guard removes its own pool's entry, not just the innermost one.
-pub(crate) struct InTx(usize);
+/// The explicit transactions of one pool that are open, with the thread that began
+/// each (see `crate::explicit`). Kept with the pool, not in a thread-local: an explicit
+/// transaction that is leaked stays registered only until its handle begins again or
+/// is dropped ([`ThreadHandle`] ends it then), and never concerns another pool.
+#[derive(Debug, Default)]
+pub(crate) struct OpenExplicit {
+    /// How many are open: closure transactions read the list only when this is not 0.
+    count: AtomicUsize,
+    /// (thread, thread slot of the handle) of each open explicit transaction.
+    list: Mutex<Vec<(ThreadId, usize)>>,
+}
+
+impl OpenExplicit {
+    /// Whether the calling thread has an explicit transaction of this pool open.
+    #[inline]
+    pub(crate) fn on_this_thread(&self) -> bool {
+        // Relaxed: a thread asks only about its own registrations, which program order
+        // makes visible to it; another thread's entries never concern it, so missing
+        // or seeing them late changes no answer.
+        if self.count.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.on_this_thread_slow()
+    }
+
+    #[cold]
+    fn on_this_thread_slow(&self) -> bool {
+        let me = std::thread::current().id();
+        self.list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|&(t, _)| t == me)
+    }
+
+    /// Register the explicit transaction of the handle on `slot`, begun on this thread.
+    pub(crate) fn add(&self, slot: usize) {
+        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        l.push((std::thread::current().id(), slot));
+        self.count.store(l.len(), Ordering::Relaxed);
+        IN_TX.with(|t| t.explicit.set(t.explicit.get() + 1));
+    }
+
+    /// End the registration of the handle on `slot`, begun by thread `began_on`.
+    pub(crate) fn remove(&self, slot: usize, began_on: ThreadId) {
+        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = l.iter().position(|&(_, s)| s == slot) {
+            l.swap_remove(i);
+        }
+        self.count.store(l.len(), Ordering::Relaxed);
+        drop(l);
+        // The count of the thread that began it; a handle that moved to another thread
+        // after its transaction was leaked cannot reach that thread's count, which then
+        // stays raised: that thread's later transactions count as nested (bounded
+        // retries), nothing worse.
+        if began_on == std::thread::current().id() {
+            IN_TX.with(|t| t.explicit.set(t.explicit.get().saturating_sub(1)));
+        }
+    }
+}
+
+/// Marks this thread as inside a closure transaction of one pool while alive. Guards
+/// are dropped in reverse order of creation (nested scopes, also when unwinding).
+pub(crate) struct InTx {
+    pool: usize,
+    /// Another transaction (of another pool) was running on this thread when this one
+    /// started.
+    nested: bool,
+}
 
 impl InTx {
+    /// Register a closure transaction of `pool` (its id and open explicit
+    /// transactions); `Err(NestedTransaction)` if one of the same pool runs on this
+    /// thread already.
     #[inline]
-    pub(crate) fn enter(pool: usize) -> Result<InTx> {
+    pub(crate) fn enter(pool: usize, explicit: &OpenExplicit) -> Result<InTx> {
+        if explicit.on_this_thread() {
+            return Err(Error::NestedTransaction);
+        }
         IN_TX.with(|t| {
             let len = t.len.get();
             if t.pools.iter().take(len).any(|p| p.get() == pool) {
@@ -216,48 +303,53 @@ impl InTx {
             };
             slot.set(pool);
             t.len.set(len + 1);
-            Ok(InTx(pool))
+            // A give-up noted before this transaction started was about another one.
+            t.nested_gave_up.set(false);
+            Ok(InTx {
+                pool,
+                nested: len > 0 || t.explicit.get() > 0,
+            })
         })
     }
 
-    /// Whether a transaction of `pool` runs on this thread.
+    /// Whether any transaction (closure or explicit, any pool) runs on this thread.
+    pub(crate) fn inside_any() -> bool {
+        IN_TX.with(|t| t.len.get() > 0 || t.explicit.get() > 0)
+    }
+
+    /// Whether a closure transaction of `pool` runs on this thread.
     pub(crate) fn active(pool: usize) -> bool {
         IN_TX.with(|t| t.pools.iter().take(t.len.get()).any(|p| p.get() == pool))
+    }
+
+    /// Whether this transaction runs inside another one (of another pool) on this
+    /// thread, which may hold what this one waits for.
+    #[inline]
+    pub(crate) fn nested(&self) -> bool {
+        self.nested
+    }
+
+    /// Note that a nested transaction gave up on a conflict (it returns
+    /// `Err(Conflict)` to the transaction around it).
+    pub(crate) fn gave_up_nested() {
+        IN_TX.with(|t| t.nested_gave_up.set(true));
+    }
+
+    /// Whether a transaction nested in the current attempt gave up (and forget it).
+    #[inline]
+    pub(crate) fn take_nested_gave_up() -> bool {
+        IN_TX.with(|t| t.nested_gave_up.replace(false))
     }
 }
 
 impl Drop for InTx {
     #[inline]
     fn drop(&mut self) {
-        // The innermost entry (always, for closure transactions): one compare, in a
-        // closure small enough to be inlined; the general case is out of line.
-        let innermost = IN_TX.with(|t| {
+        IN_TX.with(|t| {
             let len = t.len.get();
-            let top = len > 0 && t.pools[len - 1].get() == self.0;
-            if top {
-                t.len.set(len - 1);
-            }
-            top
+            debug_assert!(len > 0 && t.pools[len - 1].get() == self.pool);
+            t.len.set(len.saturating_sub(1));
         });
-        if !innermost {
-            IN_TX.with(|t| self.remove_inner(t));
-        }
-    }
-}
-
-impl InTx {
-    /// An explicit transaction that ends while a later one still runs. Each pool is in
-    /// the list at most once, so this is the guard's own entry.
-    #[cold]
-    #[inline(never)]
-    fn remove_inner(&self, t: &ActivePools) {
-        let len = t.len.get();
-        if let Some(i) = t.pools[..len].iter().position(|p| p.get() == self.0) {
-            for j in i..len - 1 {
-                t.pools[j].set(t.pools[j + 1].get());
-            }
-            t.len.set(len - 1);
-        }
     }
 }
 
@@ -504,6 +596,7 @@ impl Pool {
             slot_wait: cfg.slot_wait,
             id: w.as_ptr() as usize,
             ops,
+            explicit: OpenExplicit::default(),
         });
         Ok(Pool { inner })
     }
@@ -646,6 +739,7 @@ impl Pool {
             pool: self.clone(),
             state: Some(state),
             stats,
+            explicit_began_on: None,
         })
     }
 
@@ -660,6 +754,15 @@ impl Pool {
     /// `Config::slot_wait` for one. A transaction cannot run inside another one of the
     /// same pool on the same thread ([`Error::NestedTransaction`]). If `f` panics, the
     /// attempt is rolled back and the thread state given back before the panic goes on.
+    ///
+    /// A transaction may run inside a transaction of another pool (they commit
+    /// separately: not atomic together). Such a nested transaction never waits for
+    /// other transactions of its pool, and retries a conflict a bounded number of
+    /// times; then it returns [`Error::Conflict`], and the `run` around it, seeing its
+    /// closure fail after that, rolls its own attempt back and retries it (releasing
+    /// what the conflict may have been waiting for). So two threads nesting two pools
+    /// in opposite order both finish. Around an explicit transaction, the caller gets
+    /// the `Conflict` and should abort and begin again.
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
@@ -729,13 +832,19 @@ impl Pool {
         opts: TxOptions,
         f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<R, E> {
-        let _in_tx = InTx::enter(self.inner.id)?;
+        let in_tx = InTx::enter(self.inner.id, &self.inner.explicit)?;
         let mut lease = Lease {
             pool: self,
             state: Some(self.checkout(true)?),
         };
         let state = lease.state.as_mut().expect("checked out");
-        run_on(&mut state.1, &mut TxStats::default(), &opts, f)
+        run_on(
+            &mut state.1,
+            &mut TxStats::default(),
+            &opts,
+            in_tx.nested(),
+            f,
+        )
     }
 
     /// The root object, created zeroed on first use. Every call must use the same `T`:
@@ -798,7 +907,7 @@ impl Pool {
     /// assert!(pool.run(|_| Ok(pool.in_transaction())).unwrap());
     /// ```
     pub fn in_transaction(&self) -> bool {
-        InTx::active(self.inner.id)
+        InTx::active(self.inner.id) || self.inner.explicit.on_this_thread()
     }
 
     /// Write back everything pending and make the whole pool durable now (on the
@@ -831,6 +940,11 @@ pub struct ThreadHandle {
     pool: Pool,
     state: Option<(usize, AnyThread)>,
     stats: TxStats,
+    /// The thread that began this handle's explicit transaction while one is open
+    /// (`crate::explicit`). Set while an [`ExplicitTx`](crate::ExplicitTx) borrows the
+    /// handle; found set by a method of the handle itself only if that transaction
+    /// was leaked (`mem::forget`), which the method then ends ([`Self::end_leaked`]).
+    explicit_began_on: Option<ThreadId>,
 }
 
 impl std::fmt::Debug for ThreadHandle {
@@ -874,9 +988,10 @@ impl ThreadHandle {
         opts: TxOptions,
         f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
     ) -> std::result::Result<R, E> {
-        let _in_tx = InTx::enter(self.pool.inner.id)?;
+        self.end_leaked();
+        let in_tx = InTx::enter(self.pool.inner.id, &self.pool.inner.explicit)?;
         let state = self.state.as_mut().expect("state present until drop");
-        run_on(&mut state.1, &mut self.stats, &opts, f)
+        run_on(&mut state.1, &mut self.stats, &opts, in_tx.nested(), f)
     }
 
     /// Wait until every transaction this handle committed is durable (after runs with
@@ -893,6 +1008,7 @@ impl ThreadHandle {
     /// h.wait_durable().unwrap();
     /// ```
     pub fn wait_durable(&mut self) -> Result<()> {
+        self.end_leaked();
         let state = self.state.as_mut().expect("state present until drop");
         state.1.wait_durable(crate::engine::DurableToken::ALL)
     }
@@ -930,11 +1046,38 @@ impl ThreadHandle {
         &self.pool
     }
 
-    /// The pool's identity for the nesting check, the thread state and the counters,
-    /// borrowed apart (for `crate::explicit`).
-    pub(crate) fn parts(&mut self) -> (usize, &mut AnyThread, &mut TxStats) {
+    /// What an explicit transaction borrows, apart (for `crate::explicit`).
+    pub(crate) fn parts(&mut self) -> crate::explicit::HandleParts<'_> {
+        self.end_leaked();
         let state = self.state.as_mut().expect("state present until drop");
-        (self.pool.inner.id, &mut state.1, &mut self.stats)
+        crate::explicit::HandleParts {
+            pool: self.pool.inner.id,
+            explicit: &self.pool.inner.explicit,
+            slot: state.0,
+            th: &mut state.1,
+            stats: &mut self.stats,
+            began_on: &mut self.explicit_began_on,
+        }
+    }
+
+    /// End an explicit transaction of this handle that was leaked (`mem::forget` of
+    /// its [`ExplicitTx`](crate::ExplicitTx)): roll its attempt back and end its
+    /// registration, so the thread and the pool are as if it had been dropped. Every
+    /// method that uses the thread state calls this first; while the handle is
+    /// borrowed by a live explicit transaction, none can run.
+    fn end_leaked(&mut self) {
+        if let Some(began_on) = self.explicit_began_on.take() {
+            self.end_leaked_slow(began_on);
+        }
+    }
+
+    #[cold]
+    fn end_leaked_slow(&mut self, began_on: ThreadId) {
+        if let Some(state) = self.state.as_mut() {
+            state.1.abort();
+            self.stats.failed += 1;
+            self.pool.inner.explicit.remove(state.0, began_on);
+        }
     }
 
     /// The thread slot this handle uses (its log area).
@@ -953,6 +1096,7 @@ impl ThreadHandle {
 
 impl Drop for ThreadHandle {
     fn drop(&mut self) {
+        self.end_leaked();
         if let Some(mut s) = self.state.take() {
             s.1.quiesce();
             self.pool.checkin(s);

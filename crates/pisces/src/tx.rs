@@ -66,6 +66,7 @@
 use crate::engine::kit::objects::FastReads;
 use crate::engine::registry::AnyThread;
 use crate::heap::alloc::min_class;
+use crate::pool::InTx;
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;
 use rand::Rng;
@@ -449,7 +450,22 @@ pub struct TxStats {
     pub ro_locked_reads: u64,
 }
 
+/// Conflict retries of a transaction that runs inside a transaction of another pool
+/// (`nested` in [`run_on`]) before it gives up with `Err(Conflict)`. What it conflicts
+/// with may be held by a transaction that waits, inside its own thread's transaction,
+/// for something the enclosing transaction holds (two threads nesting two pools in
+/// opposite order): retrying forever would wait forever. Giving up hands the conflict
+/// to the enclosing transaction, whose `run` rolls back, backs off and retries, which
+/// releases what it held. With the back-off's growth this is some tens of
+/// milliseconds of retrying.
+pub(crate) const NESTED_RETRIES: u32 = 32;
+
 /// The retry loop behind `Pool::run` and `ThreadHandle::run`.
+///
+/// `nested`: another transaction (of another pool) runs around this one on this
+/// thread; conflicts are then retried at most [`NESTED_RETRIES`] times. An `Err` from
+/// `f` after a transaction nested in it gave up that way is a conflict of this
+/// attempt: rolled back and retried (bounded in turn if this one is nested).
 ///
 /// A panic in `f` unwinds through here: `Tx`'s drop rolls the attempt back, and the
 /// caller's guard gives the thread state back to the pool.
@@ -458,6 +474,7 @@ pub(crate) fn run_on<R, E: From<Error>>(
     th: &mut AnyThread,
     stats: &mut TxStats,
     opts: &TxOptions,
+    nested: bool,
     mut f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
 ) -> std::result::Result<R, E> {
     if let Some(level) = opts.isolation {
@@ -472,6 +489,8 @@ pub(crate) fn run_on<R, E: From<Error>>(
         }
     }
     let mut backoff = Backoff::new();
+    let mut retries = 0u32;
+    th.set_nested(nested);
     loop {
         let fast = th.begin_fast(opts);
         let mut tx = Tx {
@@ -511,13 +530,25 @@ pub(crate) fn run_on<R, E: From<Error>>(
             },
             Err(e) => {
                 th.abort();
-                stats.failed += 1;
-                return Err(e);
+                if !InTx::take_nested_gave_up() {
+                    stats.failed += 1;
+                    return Err(e);
+                }
+                // A transaction nested in this attempt gave up on a conflict this
+                // attempt may cause: retry it, releasing what it held.
+                true
             }
         };
         debug_assert!(conflict);
         stats.conflicts += 1;
         th.after_abort();
+        if nested {
+            retries += 1;
+            if retries >= NESTED_RETRIES {
+                InTx::gave_up_nested();
+                return Err(Error::Conflict.into());
+            }
+        }
         backoff.wait();
     }
 }

@@ -334,3 +334,64 @@ fn open_reads_the_engine_from_the_pool() {
     );
     assert!(matches!(r, Err(Error::WrongEngine { .. })), "{r:?}");
 }
+
+/// Two threads nesting two pools in opposite order, each outer transaction holding
+/// what the other's inner one needs: both finish (an inner transaction gives its
+/// conflict up to its outer one after a bounded number of retries, and the outer one
+/// rolls back and retries), on every engine that lets a transaction of one pool write
+/// inside another's (pmdk refuses two open transactions on one thread). Transactions
+/// of two pools are not atomic together: an inner one commits on its own.
+#[test]
+fn two_pools_nested_in_opposite_order_both_finish() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Barrier};
+    let d = tempfile::tempdir().unwrap();
+    for &engine in EngineId::ALL
+        .iter()
+        .filter(|e| e.available() && e.name() != "pmdk")
+    {
+        let cfg = Config {
+            engine: Some(engine),
+            max_threads: 4,
+            ..Config::default()
+        };
+        let a = pool_with(&d, &format!("{engine}-a"), cfg.clone());
+        let b = pool_with(&d, &format!("{engine}-b"), cfg);
+        let xa: PPtr<u64> = a.root().unwrap();
+        let xb: PPtr<u64> = b.root().unwrap();
+        // Both outer transactions hold their object before either inner one starts
+        // (first attempts only).
+        let barrier = Arc::new(Barrier::new(2));
+        let (done_tx, done) = std::sync::mpsc::channel();
+        for (outer, inner, xo, xi) in [
+            (a.clone(), b.clone(), xa, xb),
+            (b.clone(), a.clone(), xb, xa),
+        ] {
+            let (barrier, done_tx) = (barrier.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let first = AtomicBool::new(true);
+                let r = outer.run(|tx| {
+                    *tx.write(xo)? += 1;
+                    if first.swap(false, Ordering::Relaxed) {
+                        barrier.wait();
+                    }
+                    inner.run(|t| {
+                        *t.write(xi)? += 1;
+                        Ok(())
+                    })
+                });
+                let _ = done_tx.send(r);
+            });
+        }
+        for _ in 0..2 {
+            let r = done
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("{engine}: nested transactions did not finish"));
+            r.unwrap_or_else(|e| panic!("{engine}: {e}"));
+        }
+        // At least both increments of each (an inner transaction commits on its own
+        // pool, so an outer one that retries after it runs it again).
+        assert!(a.run(|tx| Ok(*tx.read(xa)?)).unwrap() >= 2, "{engine}");
+        assert!(b.run(|tx| Ok(*tx.read(xb)?)).unwrap() >= 2, "{engine}");
+    }
+}

@@ -317,3 +317,68 @@ fn a_panic_rolls_an_open_transaction_back() {
         assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 6, "{name}");
     }
 }
+
+/// A leaked explicit transaction (`mem::forget`) affects only its own handle, and only
+/// until the handle is used again or dropped: it is rolled back then, and no other
+/// pool, later pool or later transaction of the thread is refused.
+#[test]
+fn a_forgotten_transaction_ends_with_its_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, pool) in pools(&dir) {
+        let n: PPtr<u64> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        *t.write(n).unwrap() = 5;
+        std::mem::forget(t);
+        // The handle's next use rolls the leaked attempt back.
+        assert_eq!(h.run(|tx| Ok(*tx.read(n)?)).unwrap(), 0, "{name}");
+        assert!(!pool.in_transaction(), "{name}");
+        assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 0, "{name}");
+        // So does its drop; and a new explicit transaction after a leaked one works.
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        *t.write(n).unwrap() = 6;
+        std::mem::forget(t);
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        *t.write(n).unwrap() = 7;
+        t.commit().unwrap();
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        *t.write(n).unwrap() = 8;
+        std::mem::forget(t);
+        drop(h);
+        assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7, "{name}");
+    }
+    // More leaked transactions (handles kept) than pools may nest on a thread: every
+    // other pool, and pools opened later, same file or not, still run transactions.
+    let cfg = |_: usize| Config {
+        size: 16 << 20,
+        medium: MediumKind::DRAM,
+        max_threads: 2,
+        log_bytes_per_thread: 64 << 10,
+        ..Config::default()
+    };
+    let mut kept = Vec::new();
+    for i in 0..6 {
+        let path = dir.path().join(format!("leak{i}.pool"));
+        let pool = Pool::create(&path, cfg(i)).unwrap();
+        let n: PPtr<u64> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+        let t = h.begin(TxOptions::read_only()).unwrap();
+        assert_eq!(*t.read(n).unwrap(), 0);
+        std::mem::forget(t);
+        kept.push((pool, h));
+    }
+    for i in 0..6 {
+        let path = dir.path().join(format!("later{i}.pool"));
+        let pool = Pool::create(&path, cfg(i)).unwrap();
+        let n: PPtr<u64> = pool.root().unwrap();
+        pool.run(|tx| {
+            *tx.write(n)? += 1;
+            Ok(())
+        })
+        .unwrap();
+        drop(pool);
+        let pool = Pool::open(&path, cfg(i)).unwrap();
+        assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
+    }
+    drop(kept);
+}

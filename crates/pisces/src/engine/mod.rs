@@ -238,6 +238,13 @@ pub(crate) trait EngineThread: Send + 'static {
     /// Called by `run` after a conflict abort, before the retry, outside any
     /// transaction: an engine may help the transaction it conflicted with here.
     fn after_abort(&mut self) {}
+    /// Whether the transactions begun from now on run nested in a transaction of
+    /// another pool on this thread. Such a transaction must not wait for other
+    /// transactions of its pool to finish (a grace period, a lock): the one it waits
+    /// for may be waiting, inside its own thread's transaction of the other pool, for
+    /// the transaction around ours. It aborts with a conflict instead (the API bounds
+    /// the retries of nested transactions). Engines that never wait ignore it.
+    fn set_nested(&mut self, _nested: bool) {}
     /// Push out deferred work of this thread (group commit); called when a thread
     /// unregisters.
     fn quiesce(&mut self);

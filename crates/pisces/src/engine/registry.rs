@@ -219,6 +219,10 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.alloc(len), )+ }
             }
             #[inline]
+            pub(crate) fn set_nested(&mut self, nested: bool) {
+                match self { $( AnyThread::$variant(t) => t.set_nested(nested), )+ }
+            }
+            #[inline]
             pub(crate) fn free(&mut self, off: u64) -> Result<()> {
                 match self { $( AnyThread::$variant(t) => t.free(off), )+ }
             }

@@ -64,6 +64,17 @@ impl Gate {
         }
     }
 
+    /// Enter as a reader if no writer holds the gate; `false` (and not inside)
+    /// otherwise. The same store-buffering handshake as [`Gate::enter_read`].
+    pub(super) fn try_enter_read(&self, slot: usize) -> bool {
+        self.readers[slot].store(true, SeqCst);
+        if self.writer.load(SeqCst) == NO_WRITER {
+            return true;
+        }
+        self.readers[slot].store(false, SeqCst);
+        false
+    }
+
     /// Leave as a reader.
     #[inline]
     pub(super) fn leave_read(&self, slot: usize) {

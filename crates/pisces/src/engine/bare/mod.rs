@@ -86,6 +86,7 @@ impl Engine for BareEngine {
             allocs: Vec::new(),
             frees: Vec::new(),
             cache: ThreadCache::default(),
+            nested: false,
         })
     }
     fn quiesce(&self) {}
@@ -99,6 +100,9 @@ enum State {
     Idle,
     Reading,
     Writing,
+    /// A nested transaction that found the gate held by a writer: it does not wait
+    /// (see `EngineThread::set_nested`), every access and the commit conflict.
+    Shut,
 }
 
 /// One thread's state.
@@ -117,16 +121,18 @@ pub(crate) struct BareThread {
     /// The read fast path every transaction hands out (the allocator's geometry does
     /// not change while `sh` lives).
     fast: FastReads,
+    /// Transactions run nested in another pool's ([`EngineThread::set_nested`]).
+    nested: bool,
 }
 
 impl BareThread {
     fn running(&self) -> Result<()> {
-        if self.state == State::Idle {
-            Err(Error::InvalidArgument(
+        match self.state {
+            State::Idle => Err(Error::InvalidArgument(
                 "no transaction is running on this thread".into(),
-            ))
-        } else {
-            Ok(())
+            )),
+            State::Shut => Err(Error::Conflict),
+            State::Reading | State::Writing => Ok(()),
         }
     }
 
@@ -160,7 +166,7 @@ impl BareThread {
 
     fn end(&mut self) {
         match self.state {
-            State::Idle => {}
+            State::Idle | State::Shut => {}
             State::Reading => self.sh.gate.leave_read(self.slot),
             State::Writing => self.sh.gate.leave_write(),
         }
@@ -177,6 +183,10 @@ impl EngineThread for BareThread {
         if self.state != State::Idle {
             self.end();
         }
+        if self.nested {
+            self.begin_nested();
+            return;
+        }
         self.sh.gate.enter_read(self.slot);
         self.state = State::Reading;
     }
@@ -192,7 +202,7 @@ impl EngineThread for BareThread {
 
     #[inline]
     fn fast_reads(&self) -> FastReads {
-        if self.state == State::Idle {
+        if matches!(self.state, State::Idle | State::Shut) {
             return FastReads::NONE;
         }
         self.fast
@@ -257,6 +267,10 @@ impl EngineThread for BareThread {
             self.state = State::Idle;
             return Ok(DurableToken::DURABLE);
         }
+        if self.state == State::Shut {
+            self.state = State::Idle;
+            return Err(Error::Conflict);
+        }
         self.commit_slow()
     }
 
@@ -279,9 +293,25 @@ impl EngineThread for BareThread {
         self.end();
     }
 
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
+    }
+
     fn quiesce(&mut self) {
         self.abort();
         self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl BareThread {
+    /// `begin` of a nested transaction: enter the gate only if no writer holds it.
+    #[cold]
+    fn begin_nested(&mut self) {
+        self.state = if self.sh.gate.try_enter_read(self.slot) {
+            State::Reading
+        } else {
+            State::Shut
+        };
     }
 }
 

@@ -556,6 +556,21 @@ impl Shared {
         }
     }
 
+    /// Reclaim the retired attempts whose grace period has passed already (no wait).
+    pub fn reclaim_ready(&self, batch: &mut Batch, caller_slot: usize) {
+        let oldest = oldest_reader(self.clocks(), caller_slot);
+        let mut i = 0;
+        while i < batch.retired.len() {
+            if batch.retired[i].retire_ts <= oldest {
+                let mut r = batch.retired.swap_remove(i);
+                r.attempt.recycle();
+                batch.spare.push(r.attempt);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// The watermark candidate: no record with a smaller persistTS is pending anywhere.
     ///
     /// Races closed: a thread entering its persist stage publishes `persisting_ts = 0`
@@ -586,23 +601,39 @@ impl Shared {
         }
     }
 
-    /// Help: write back other slots' batches that are not locked right now.
-    pub fn help_all(&self, caller_slot: usize, cache: &mut ThreadCache) {
+    /// Help: write back other slots' batches that are not locked right now (`wait`:
+    /// all of each after its grace period; else only what needs no wait).
+    pub fn help_all(&self, caller_slot: usize, cache: &mut ThreadCache, wait: bool) {
         for (i, s) in self.slots.iter().enumerate() {
             if i == caller_slot {
                 continue;
             }
             if let Ok(mut b) = s.batch.try_lock() {
-                self.write_back(i, &mut b, caller_slot, cache);
+                self.write_back_or_try(i, &mut b, caller_slot, cache, wait);
             }
         }
     }
 
-    /// Help one slot (after aborting on one of its locks).
-    pub fn help(&self, slot: usize, caller_slot: usize, cache: &mut ThreadCache) {
+    /// Help one slot (after aborting on one of its locks); `wait` as in `help_all`.
+    pub fn help(&self, slot: usize, caller_slot: usize, cache: &mut ThreadCache, wait: bool) {
         if let Some(s) = self.slots.get(slot) {
             let mut b = s.lock_batch();
-            self.write_back(slot, &mut b, caller_slot, cache);
+            self.write_back_or_try(slot, &mut b, caller_slot, cache, wait);
+        }
+    }
+
+    fn write_back_or_try(
+        &self,
+        slot: usize,
+        batch: &mut Batch,
+        caller_slot: usize,
+        cache: &mut ThreadCache,
+        wait: bool,
+    ) {
+        if wait {
+            self.write_back(slot, batch, caller_slot, cache);
+        } else {
+            self.try_write_back(slot, batch, caller_slot, cache);
         }
     }
 }

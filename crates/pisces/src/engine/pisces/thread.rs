@@ -65,6 +65,13 @@ pub struct PiscesThread {
     /// The read fast path every attempt hands out: built once, as the allocator's
     /// geometry copy and this run's live marker do not change while `sh` lives.
     fast: FastReads,
+    /// The running transaction is nested in a transaction of another pool on this
+    /// thread ([`EngineThread::set_nested`]): it never waits for a grace period,
+    /// since the reader it would wait for may be that other pool's transaction's
+    /// counterpart on another thread, waiting in turn for ours. Write-backs it would
+    /// wait for are left pending (they need no wait later), and where progress needs
+    /// one it aborts as a conflict, which the API bounds.
+    nested: bool,
 }
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
@@ -98,7 +105,15 @@ impl PiscesThread {
             ro_locked_reads: 0,
             oos_rounds: 0,
             durable_watermark: 0,
+            nested: false,
         }
+    }
+
+    /// Write back this slot's batch: all of it after its grace period, or, nested
+    /// (see `nested`), only the prefix that needs no wait. Whether the batch is empty
+    /// afterwards.
+    fn write_back_own(&mut self) -> bool {
+        write_back_own(&self.sh, self.slot, &mut self.cache, self.nested)
     }
 
     fn record_ptr(&self) -> *const super::protocol::TxRecord {
@@ -271,9 +286,9 @@ impl PiscesThread {
                     // One of our own group-committed transactions still holds it: push
                     // our batch out now (the paper's "another transaction needs to
                     // update the same object"), then look again.
-                    let mut b = self.sh.slots[self.slot].lock_batch();
-                    self.sh
-                        .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+                    if !write_back_own(&self.sh, self.slot, &mut self.cache, self.nested) {
+                        return Err(Error::Conflict);
+                    }
                     continue;
                 }
                 // Committed and waiting in its thread's group-commit batch: after we
@@ -350,7 +365,11 @@ impl PiscesThread {
             let mut b = self.sh.slots[self.slot].lock_batch();
             self.sh.retire(&mut b, a);
             if b.retired.len() > 64 {
-                self.sh.reclaim_all(&mut b, self.slot);
+                if self.nested {
+                    self.sh.reclaim_ready(&mut b, self.slot);
+                } else {
+                    self.sh.reclaim_all(&mut b, self.slot);
+                }
             }
         }
     }
@@ -453,17 +472,17 @@ impl PiscesThread {
         let mut round = 0u32;
         while !self.log.fits(entries) {
             // 1. our own pending write-backs; 2. recycle; 3. help the others.
-            {
-                let mut b = self.sh.slots[self.slot].lock_batch();
-                self.sh
-                    .write_back(self.slot, &mut b, self.slot, &mut self.cache);
-            }
+            self.write_back_own();
             self.recycle();
             if self.log.fits(entries) {
                 break;
             }
-            self.sh.help_all(self.slot, &mut self.cache);
+            self.sh.help_all(self.slot, &mut self.cache, !self.nested);
             self.recycle();
+            if self.nested && !self.log.fits(entries) {
+                // What would free the log needs a grace period: give the attempt up.
+                return Err(Error::Conflict);
+            }
             round += 1;
             if round > 2 {
                 std::thread::yield_now();
@@ -503,11 +522,7 @@ impl PiscesThread {
             Err(Error::OutOfSpace { .. }) => {}
             r => return r,
         }
-        {
-            let mut b = self.sh.slots[self.slot].lock_batch();
-            self.sh
-                .write_back(self.slot, &mut b, self.slot, &mut self.cache);
-        }
+        self.write_back_own();
         let r = self.sh.alloc.reserve(&mut self.cache, len);
         if r.is_ok() || self.oos_rounds >= 3 {
             self.oos_rounds = 0;
@@ -660,6 +675,10 @@ impl EngineThread for PiscesThread {
         }
     }
 
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
+    }
+
     fn quiesce(&mut self) {
         self.abort();
         let mut b = self.sh.slots[self.slot].lock_batch();
@@ -672,10 +691,10 @@ impl EngineThread for PiscesThread {
 
     fn after_abort(&mut self) {
         if std::mem::take(&mut self.oos_help) {
-            self.sh.help_all(self.slot, &mut self.cache);
+            self.sh.help_all(self.slot, &mut self.cache, !self.nested);
         }
         if let Some(s) = self.take_help_hint() {
-            self.sh.help(s, self.slot, &mut self.cache);
+            self.sh.help(s, self.slot, &mut self.cache, !self.nested);
         }
     }
 }
@@ -683,6 +702,19 @@ impl EngineThread for PiscesThread {
 impl Drop for PiscesThread {
     fn drop(&mut self) {
         self.quiesce();
+    }
+}
+
+/// [`PiscesThread::write_back_own`], on the fields it needs (for callers that hold a
+/// borrow of another field).
+fn write_back_own(sh: &Shared, slot: usize, cache: &mut ThreadCache, nested: bool) -> bool {
+    let mut b = sh.slots[slot].lock_batch();
+    if nested {
+        sh.try_write_back(slot, &mut b, slot, cache);
+        b.entries.is_empty()
+    } else {
+        sh.write_back(slot, &mut b, slot, cache);
+        true
     }
 }
 
@@ -792,7 +824,7 @@ impl PiscesThread {
             let limit = k
                 .saturating_mul(DEFER_BATCHES)
                 .min(k.saturating_add(DEFER_MAX_EXTRA));
-            if k == 1 || b.entries.len() >= limit {
+            if (k == 1 || b.entries.len() >= limit) && !self.nested {
                 self.sh
                     .write_back(self.slot, &mut b, self.slot, &mut self.cache);
             } else {

@@ -205,7 +205,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                     t.set_script(script);
                 }
                 let f = ops.get(*id).expect("checked above");
-                run_on(&mut any, &mut stats, &TxOptions::default(), |tx| {
+                run_on(&mut any, &mut stats, &TxOptions::default(), false, |tx| {
                     f(tx, data)
                 })
                 .map_err(fail)?;
