@@ -46,7 +46,7 @@ pub use crate::engine::kit::redo_log::{
 use crate::engine::{registry, EngineId, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
-use crate::heap::superblock::{self, Superblock, FORMAT_VERSION, MAGIC};
+use crate::heap::superblock::{self, Superblock, FORMAT_VERSION, MAGIC, MIN_FORMAT_VERSION};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
@@ -84,7 +84,7 @@ impl fmt::Display for CopyStatus {
             CopyStatus::BadMagic => write!(f, "bad magic number (not a Pisces superblock)"),
             CopyStatus::UnsupportedVersion(v) => write!(
                 f,
-                "format version {v} (this build reads version {FORMAT_VERSION})"
+                "format version {v} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"
             ),
             CopyStatus::ChecksumMismatch { stored, computed } => write!(
                 f,
@@ -454,7 +454,7 @@ fn copy_status(sb: &Superblock) -> CopyStatus {
     // The same order of tests as opening a pool (`superblock::read_current`).
     if sb.magic != MAGIC {
         CopyStatus::BadMagic
-    } else if sb.format_version != FORMAT_VERSION {
+    } else if !superblock::version_supported(sb.format_version) {
         CopyStatus::UnsupportedVersion(sb.format_version)
     } else {
         let computed = sb.seal().checksum;
@@ -764,6 +764,27 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         };
         let root = read_root(&heap);
         r.root = Some(root);
+        let tag = read_root_tag(&heap);
+        if let Some((offset, rec_tag)) = sb.root_record() {
+            if (root.offset, tag) != (offset, rec_tag) {
+                r.problems.push(format!(
+                    "the root slot is damaged: the superblock records the root object at {offset:#x} ({} bytes), the slot names {:#x} ({} bytes)",
+                    rec_tag & 0xFFFF_FFFF,
+                    root.offset,
+                    root.size
+                ));
+            }
+        }
+        if root.offset == 0 {
+            let mut objects = 0u64;
+            if crate::heap::alloc::Allocator::for_each_allocated(&heap, |_| objects += 1).is_ok()
+                && objects > 0
+            {
+                r.problems.push(format!(
+                    "{objects} objects are allocated but the pool has no root object: none of them can be reached"
+                ));
+            }
+        }
         if root.offset != 0 {
             match alloc.block_at(root.offset) {
                 None => r.problems.push(format!(
@@ -825,6 +846,13 @@ fn read_root(heap: &Heap) -> RootInfo {
         // The high half is the root type's fingerprint (see `Pool::root`).
         size: word(8) & 0xFFFF_FFFF,
     }
+}
+
+/// The root slot's size-and-type tag (its second word, whole).
+fn read_root_tag(heap: &Heap) -> u64 {
+    let mut b = [0u8; 8];
+    heap.read_bytes(ROOT_SLOT_OFFSET + HEADER + 8, &mut b);
+    u64::from_ne_bytes(b)
 }
 
 // Slab table encoding (see the `heap::alloc` module docs).

@@ -573,14 +573,42 @@ impl Pool {
         )?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
-        Self::from_engine(
+        let pool = Self::from_engine(
             engine,
             &Config {
                 max_threads,
                 ..cfg.clone()
             },
             ops,
-        )
+        )?;
+        pool.verify_root(&heap)?;
+        Ok(pool)
+    }
+
+    /// The root slot as recovery left it, against the superblock's root record: a
+    /// slot that lost a recorded root is damage (`Err(Corrupt)`), never a pool without
+    /// a root, whose objects would all be unreachable. A root found and not recorded
+    /// yet (a version 3 pool, or a crash right after the root was made) is recorded.
+    fn verify_root(&self, heap: &Heap) -> Result<()> {
+        let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
+        let found = self.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(slot)?))?;
+        match heap.superblock().root_record() {
+            Some((offset, tag)) if (found.offset, found.size_and_type) != (offset, tag) => {
+                Err(Error::Corrupt(format!(
+                    "the root slot is damaged: the superblock records the root object at {offset:#x} \
+                     ({} bytes), the slot names {:#x} ({} bytes); the pool's objects cannot be \
+                     reached from it (restore the pool file from a copy)",
+                    tag & 0xFFFF_FFFF,
+                    found.offset,
+                    found.size_and_type & 0xFFFF_FFFF
+                )))
+            }
+            Some(_) => Ok(()),
+            None => {
+                heap.record_root(found.offset, found.size_and_type);
+                Ok(())
+            }
+        }
     }
 
     fn from_engine(engine: AnyEngine, cfg: &Config, ops: crate::ops::Operations) -> Result<Pool> {
@@ -866,7 +894,7 @@ impl Pool {
         let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
         let size = std::mem::size_of::<T>() as u64;
         let tag = u64::from(type_fingerprint::<T>()) << 32 | size;
-        self.run(|tx| {
+        let (root, created) = self.run(|tx| {
             let r = *tx.read(slot)?;
             if r.offset != 0 {
                 if r.size_and_type & 0xFFFF_FFFF != size {
@@ -884,15 +912,22 @@ impl Pool {
                 let p = PPtr::from_offset(r.offset);
                 // A damaged root slot is an error here, not at the caller's first read.
                 tx.read(p)?;
-                return Ok(p);
+                return Ok((p, false));
             }
             let p = tx.alloc(T::zeroed())?;
             *tx.write(slot)? = RootSlot {
                 offset: p.offset(),
                 size_and_type: tag,
             };
-            Ok(p)
-        })
+            Ok((p, true))
+        })?;
+        if created {
+            // `run` returned after the creating transaction became durable.
+            if let Some(heap) = self.heap() {
+                heap.record_root(root.offset(), tag);
+            }
+        }
+        Ok(root)
     }
 
     /// Whether a transaction of this pool (a closure's or an explicit one) is running

@@ -67,10 +67,19 @@ fn write_at(p: &Path, off: usize, bytes: &[u8]) {
 }
 
 /// The superblock checksum as the format defines it: CRC32C of every byte before the
-/// checksum field (the last 8 bytes are the checksum and padding).
+/// checksum field, continued over the root record (the fields after the checksum and
+/// its padding) when the pool has one.
 fn format_checksum(sb: &Superblock) -> u32 {
-    let body = std::mem::size_of::<Superblock>() - 8;
-    crc32c::crc32c(&bytemuck::bytes_of(sb)[..body])
+    let bytes = bytemuck::bytes_of(sb);
+    let body = crc32c::crc32c(&bytes[..std::mem::offset_of!(Superblock, checksum)]);
+    if sb.root_offset == 0 && sb.root_tag == 0 {
+        body
+    } else {
+        crc32c::crc32c_append(
+            body,
+            &bytes[std::mem::offset_of!(Superblock, root_offset)..],
+        )
+    }
 }
 
 /// Rewrite both superblock copies with `f` applied, checksums re-sealed.
@@ -391,4 +400,105 @@ fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
         Err(Error::InvalidConfig(m)) => assert!(m.contains("libpmemobj-dev"), "{m}"),
         other => panic!("expected InvalidConfig, got {other:?}"),
     }
+}
+
+/// A root slot lost to damage (the engine area's first page zeroed, or a bit flipped
+/// in the slot) is an error at open and a problem in `check`, on every durable engine
+/// of this format; never a fresh empty root over unreachable objects.
+#[test]
+fn a_damaged_root_slot_is_refused_not_replaced() {
+    use pisces::check::check_pool_deep;
+    use pisces::heap::layout::ENGINE_AREA_OFFSET;
+    use pisces::{EngineId, MediumKind};
+    let d = tempfile::tempdir().unwrap();
+    for &engine in EngineId::ALL
+        .iter()
+        .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
+    {
+        let p = d.path().join(format!("{engine}.pool"));
+        let cfg = Config {
+            engine: Some(engine),
+            ..cfg()
+        };
+        {
+            let pool = Pool::create(&p, cfg.clone()).unwrap();
+            let root: PPtr<[u64; 4]> = pool.root().unwrap();
+            pool.run(|tx| {
+                let n = tx.alloc(7u64)?;
+                tx.write(root)?[0] = n.offset();
+                Ok(())
+            })
+            .unwrap();
+        }
+        let good = std::fs::read(&p).unwrap();
+        for (what, damage) in [
+            ("zeroed page", (ENGINE_AREA_OFFSET, None)),
+            (
+                "bit flip",
+                (pisces::heap::ROOT_SLOT_OFFSET + 8, Some(0x10u8)),
+            ),
+        ] {
+            let mut bytes = good.clone();
+            match damage {
+                (at, None) => bytes[at..at + 4096].fill(0),
+                (at, Some(bit)) => bytes[at] ^= bit,
+            }
+            std::fs::write(&p, &bytes).unwrap();
+            // The root slot, or (timestone) the engine-area word in front of it.
+            let report = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|q| q.contains("root") || q.contains("engine area")),
+                "{engine}, {what}: check found no root problem: {report}"
+            );
+            match Pool::open(&p, cfg.clone()) {
+                Err(Error::Corrupt(m)) => assert!(
+                    m.contains("root") || m.contains("engine area"),
+                    "{engine}, {what}: {m}"
+                ),
+                Err(e) => panic!("{engine}, {what}: expected Corrupt, got {e}"),
+                Ok(_) => panic!("{engine}, {what}: a damaged root slot was accepted"),
+            }
+        }
+        // The undamaged pool still opens, with its root.
+        std::fs::write(&p, &good).unwrap();
+        let pool = Pool::open(&p, cfg).unwrap();
+        let root: PPtr<[u64; 4]> = pool.root().unwrap();
+        assert_ne!(pool.run(|tx| Ok(tx.read(root)?[0])).unwrap(), 0, "{engine}");
+    }
+}
+
+/// A pool of format version 3 (no root record) opens, and the open records its root.
+#[test]
+fn a_format_3_pool_opens_and_gets_its_root_recorded() {
+    let (_d, p) = make_pool();
+    rewrite_both(&p, |sb| {
+        sb.format_version = 3;
+        sb.root_offset = 0;
+        sb.root_tag = 0;
+    });
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(root_value(&pool), 41);
+    let sb = pool.superblock().unwrap();
+    assert_eq!(sb.format_version, FORMAT_VERSION);
+    let root: PPtr<u64> = pool.root().unwrap();
+    assert_eq!(sb.root_record().map(|r| r.0), Some(root.offset()));
+}
+
+/// Objects allocated in a pool without a root object cannot be reached: `check` says so.
+#[test]
+fn objects_without_a_root_are_a_check_problem() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("pool");
+    {
+        let pool = Pool::create(&p, cfg()).unwrap();
+        pool.run(|tx| tx.alloc(5u64).map(|_| ())).unwrap();
+    }
+    let r = pisces::check::check_pool(&p, pisces::MediumKind::DRAM).unwrap();
+    assert!(
+        r.problems.iter().any(|q| q.contains("no root object")),
+        "{r}"
+    );
 }

@@ -147,6 +147,8 @@ impl Heap {
             seq: 1,
             checksum: 0,
             _pad2: 0,
+            root_offset: 0,
+            root_tag: 0,
         };
         // Everything but the superblock is zero in a new image: empty logs, an empty slab
         // table, an empty root slot. Make that durable before the superblock says "pool".
@@ -246,6 +248,23 @@ impl Heap {
         self.write_superblock(&mut cur, next);
     }
 
+    /// Record the root object (its payload offset and size-and-type tag, as the root
+    /// slot holds them) in the superblock, durably. Called once the transaction that
+    /// created the root is durable, or at open for a pool whose root slot is set and
+    /// not recorded. A root already recorded is never changed.
+    pub fn record_root(&self, offset: u64, tag: u64) {
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if offset == 0 || cur.0.root_record().is_some() {
+            return;
+        }
+        let next = Superblock {
+            root_offset: offset,
+            root_tag: tag,
+            ..cur.0
+        };
+        self.write_superblock(&mut cur, next);
+    }
+
     /// The pool's current size in bytes.
     #[inline]
     pub fn size(&self) -> usize {
@@ -325,6 +344,7 @@ impl Heap {
         *cur = (
             Superblock {
                 seq: next.seq + 1,
+                format_version: superblock::FORMAT_VERSION,
                 ..next
             }
             .seal(),

@@ -6,6 +6,12 @@
 //! in the middle of an update leaves the previous copy intact (this is how the run
 //! generation is bumped at every open without a window in which the pool is corrupt,
 //! and how a growing pool's new size becomes durable in one step).
+//!
+//! The root record: once a pool has a root object, the superblock keeps a copy of the
+//! root slot's contents (the root's offset and its size-and-type tag). The root never
+//! moves or changes type, so the copy never goes stale; it lets `open` and `check` tell
+//! a damaged root slot (an error) from a pool that has no root yet. Version 3 pools
+//! have no root record (zero); opening one records it.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
 use crate::medium::Medium;
@@ -14,8 +20,15 @@ use bytemuck::{Pod, Zeroable};
 
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
-/// The on-media format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 3;
+/// The on-media format version this build writes.
+pub const FORMAT_VERSION: u32 = 4;
+/// The oldest format version this build reads (3: no root record).
+pub const MIN_FORMAT_VERSION: u32 = 3;
+
+/// Whether this build reads pools of format version `v`.
+pub fn version_supported(v: u32) -> bool {
+    (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v)
+}
 
 /// The persistent superblock (one copy).
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
@@ -48,17 +61,35 @@ pub struct Superblock {
     pub max_size: u64,
     /// Update sequence number of this copy.
     pub seq: u64,
-    /// CRC32C of all preceding bytes.
+    /// CRC32C of all preceding bytes, continued over the root record when it is set.
     pub checksum: u32,
     /// Reserved, zero.
     pub _pad2: u32,
+    /// The root record's payload offset of the root object (0: no root recorded).
+    pub root_offset: u64,
+    /// The root record's size-and-type tag (as in the root slot).
+    pub root_tag: u64,
 }
 
-const BODY_LEN: usize = std::mem::size_of::<Superblock>() - 8;
+const BODY_LEN: usize = std::mem::offset_of!(Superblock, checksum);
+const ROOT_RECORD: std::ops::Range<usize> =
+    std::mem::offset_of!(Superblock, root_offset)..std::mem::size_of::<Superblock>();
 
 impl Superblock {
     fn compute_checksum(&self) -> u32 {
-        crc32c::crc32c(&bytemuck::bytes_of(self)[..BODY_LEN])
+        let bytes = bytemuck::bytes_of(self);
+        let body = crc32c::crc32c(&bytes[..BODY_LEN]);
+        // A version 3 copy has zeros here and the checksum of the body alone.
+        if self.root_offset == 0 && self.root_tag == 0 {
+            body
+        } else {
+            crc32c::crc32c_append(body, &bytes[ROOT_RECORD])
+        }
+    }
+
+    /// The root record (offset, tag), if the pool has one.
+    pub fn root_record(&self) -> Option<(u64, u64)> {
+        (self.root_offset != 0).then_some((self.root_offset, self.root_tag))
     }
 
     /// Fill in the checksum.
@@ -113,7 +144,7 @@ fn read_copy(image: &[u8], idx: usize) -> CopyState {
     if sb.magic != MAGIC {
         return CopyState::Invalid(Error::BadMagic);
     }
-    if sb.format_version != FORMAT_VERSION {
+    if !version_supported(sb.format_version) {
         return CopyState::Invalid(Error::UnsupportedVersion {
             found: sb.format_version,
             supported: FORMAT_VERSION,
@@ -157,6 +188,7 @@ pub(crate) fn write_next(medium: &dyn Medium, sb: &Superblock, current_slot: usi
     let slot = 1 - current_slot;
     let next = Superblock {
         seq: sb.seq + 1,
+        format_version: FORMAT_VERSION,
         ..*sb
     }
     .seal();

@@ -63,11 +63,15 @@ pub fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
     match heap.atomic_u64(FORMAT_OFFSET).load(Acquire) {
         OLOG_FORMAT => Ok(()),
         0 if fresh => Ok(()),
+        0 => Err(Error::Corrupt(format!(
+            "this timestone pool's operation log is in format 0: its format word in the \
+             engine area is zero although the pool has been used, so the engine area is \
+             damaged (or a build older than format 1 wrote it); this build reads format \
+             {OLOG_FORMAT} only"
+        ))),
         v => Err(Error::Corrupt(format!(
-            "this timestone pool's operation log is in format {} (written by {} build), \
-             and this build reads format {OLOG_FORMAT} only: recreate the pool",
-            v.max(1),
-            if v == 0 { "an earlier" } else { "another" },
+            "this timestone pool's operation log is in format {v} (written by another \
+             build), and this build reads format {OLOG_FORMAT} only: recreate the pool"
         ))),
     }
 }
