@@ -524,24 +524,17 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
     .unwrap_or(std::ptr::null())
 }
 
-/// The root cell of C programs: where their root object is and its size.
-#[repr(C)]
-#[derive(Clone, Copy, pisces::Pod, pisces::Zeroable)]
-struct CApiRootCell {
-    offset: u64,
-    size: u64,
-}
-
 /// The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
-/// its offset. Every call must give the same size (else `PISCES_EPTR`). Runs its own
-/// transaction, which needs a free thread slot (waits `slot_wait_ms` for one).
+/// its offset. Every call must give the same size (else `PISCES_EPTR`). It is the
+/// library's root object (`Pool::root_bytes`), with the same checks: it can never be
+/// freed. Runs its own transaction, which needs a free thread slot (waits
+/// `slot_wait_ms` for one).
 #[no_mangle]
 pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
     entry(move || {
         let off = out_ptr(off, "off")?;
         let shared = &pool_ref(pool)?.shared;
         not_in_tx(&shared.pool)?;
-        let p = &shared.pool;
         if size == 0 {
             return Err(Fail::new(
                 PISCES_EINVAL,
@@ -550,25 +543,7 @@ pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mu
         }
         let len =
             usize::try_from(size).map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
-        let cell: PPtr<CApiRootCell> = p.root()?;
-        *off = p.run(|tx| {
-            let c = *tx.read(cell)?;
-            if c.offset != 0 {
-                if c.size != size {
-                    return Err(Error::InvalidPointer(format!(
-                        "the root object has {} bytes, not {size}",
-                        c.size
-                    )));
-                }
-                return Ok(c.offset);
-            }
-            let obj = tx.alloc_bytes(len)?;
-            *tx.write(cell)? = CApiRootCell {
-                offset: obj.offset(),
-                size,
-            };
-            Ok(obj.offset())
-        })?;
+        *off = shared.pool.root_bytes(len)?.offset();
         Ok(())
     })
 }

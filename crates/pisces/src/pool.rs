@@ -101,7 +101,7 @@ struct RootSlot {
 /// A fingerprint of `T` for the root slot: CRC32C of its type name with module paths
 /// removed (`PPtr<u64>`, not `pisces::heap::pptr::PPtr<u64>`), so moving a type to
 /// another module keeps its pools usable, while `u64` and `PPtr<u64>` differ. Never 0.
-fn type_fingerprint<T>() -> u32 {
+fn type_fingerprint<T: ?Sized>() -> u32 {
     let full = std::any::type_name::<T>();
     let mut short = String::with_capacity(full.len());
     let mut segment = String::new();
@@ -891,9 +891,44 @@ impl Pool {
     /// assert!(pool.root::<u64>().is_err());          // another type is refused
     /// ```
     pub fn root<T: Pod>(&self) -> Result<PPtr<T>> {
-        let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
         let size = std::mem::size_of::<T>() as u64;
         let tag = u64::from(type_fingerprint::<T>()) << 32 | size;
+        let p = self.root_tagged(size, tag, std::any::type_name::<T>())?;
+        Ok(PPtr::from_offset(p.offset()))
+    }
+
+    /// The root object as `len` raw bytes, created zeroed on first use: for callers
+    /// without a Rust type for it (the C ABI). Every call must give the same `len`; a
+    /// root made by [`Pool::root`] is refused (another type), and the other way round.
+    /// The same object, checks and protection as [`Pool::root`]: it cannot be freed.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("rb.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let root = pool.root_bytes(24).unwrap();
+    /// assert_eq!(pool.root_bytes(24).unwrap(), root);
+    /// assert!(pool.root_bytes(16).is_err());
+    /// assert!(pool.run(|tx| tx.free(root)).is_err());
+    /// ```
+    pub fn root_bytes(&self, len: usize) -> Result<PPtr<u8>> {
+        let size = u64::try_from(len)
+            .ok()
+            .filter(|&s| s > 0 && s <= u64::from(u32::MAX))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a root object of {len} bytes (1 to {} bytes)",
+                    u32::MAX
+                ))
+            })?;
+        let tag = u64::from(type_fingerprint::<[u8]>()) << 32 | size;
+        self.root_tagged(size, tag, "raw bytes")
+    }
+
+    /// The root object of `size` bytes whose slot records `tag` (size and type),
+    /// created zeroed if there is none (both [`Pool::root`] and [`Pool::root_bytes`]).
+    fn root_tagged(&self, size: u64, tag: u64, type_name: &str) -> Result<PPtr<u8>> {
+        let slot: PPtr<RootSlot> = PPtr::from_offset(self.inner.engine.root_slot());
         let (root, created) = self.run(|tx| {
             let r = *tx.read(slot)?;
             if r.offset != 0 {
@@ -905,16 +940,15 @@ impl Pool {
                 }
                 if r.size_and_type != tag {
                     return Err(Error::InvalidPointer(format!(
-                        "the root object was created as another type than {} (same size, different type)",
-                        std::any::type_name::<T>()
+                        "the root object was created as another type than {type_name} (same size, different type)"
                     )));
                 }
-                let p = PPtr::from_offset(r.offset);
+                let p = PPtr::<u8>::from_offset(r.offset);
                 // A damaged root slot is an error here, not at the caller's first read.
-                tx.read(p)?;
+                tx.read_bytes(p, (size as usize).max(1))?;
                 return Ok((p, false));
             }
-            let p = tx.alloc(T::zeroed())?;
+            let p = tx.alloc_bytes((size as usize).max(1))?;
             *tx.write(slot)? = RootSlot {
                 offset: p.offset(),
                 size_and_type: tag,

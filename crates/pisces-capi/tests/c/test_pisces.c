@@ -814,6 +814,42 @@ static int engine_round(pisces_tx tx, void *vctx) {
     return pisces_hmap_insert(tx, c->map, v, &v, NULL);
 }
 
+static int free_ctx_object(pisces_tx tx, void *vctx) {
+    return pisces_free(tx, *(uint64_t *)vctx);
+}
+
+/* The root object (and only it) can never be freed, from a callback or an explicit
+ * transaction; a double free is refused; so no allocation ever returns the root. */
+static void check_root_protected(pisces_pool *p, pisces_handle *h, uint64_t root) {
+    uint64_t r = root;
+    EXPECT(pisces_run(h, free_ctx_object, &r), PISCES_EPTR);
+    pisces_tx tx;
+    OK(pisces_tx_begin(h, NULL, &tx));
+    EXPECT(pisces_free(tx, root), PISCES_EPTR);
+    OK(pisces_tx_commit(tx)); /* nothing was freed: the commit changes nothing */
+    uint64_t obj = 0;
+    OK(pisces_tx_begin(h, NULL, &tx));
+    OK(pisces_alloc(tx, 24, &obj));
+    OK(pisces_tx_commit(tx));
+    OK(pisces_tx_begin(h, NULL, &tx));
+    OK(pisces_free(tx, obj));
+    EXPECT(pisces_free(tx, obj), PISCES_EPTR);
+    pisces_tx_abort(tx);
+    OK(pisces_run(h, free_ctx_object, &obj));
+    EXPECT(pisces_run(h, free_ctx_object, &obj), PISCES_EPTR);
+    for (int k = 0; k < 3; k++) {
+        OK(pisces_tx_begin(h, NULL, &tx));
+        uint64_t a = 0;
+        OK(pisces_alloc(tx, 48, &a));
+        CHECK(a != root);
+        OK(pisces_tx_commit(tx));
+    }
+    uint64_t again = 0;
+    OK(pisces_handle_close(h));
+    OK(pisces_root(p, 48, &again));
+    CHECK(again == root);
+}
+
 static void test_every_engine(void) {
     for (size_t i = 0; i < pisces_engine_count(); i++) {
         const char *name = pisces_engine_name(i);
@@ -848,7 +884,7 @@ static void test_every_engine(void) {
         OK(pisces_put(tx, root, 8, &c.map, 16));
         OK(pisces_tx_commit(tx));
         for (int k = 0; k < 5; k++) OK(pisces_run(h, engine_round, &c));
-        OK(pisces_handle_close(h));
+        check_root_protected(p, h, root);
         OK(pisces_pool_close(p));
 
         /* Reopen with the engine taken from the pool. */
