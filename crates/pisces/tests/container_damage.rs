@@ -381,3 +381,48 @@ fn deep_check_understands_a_grown_map() {
     assert!(!bad.is_ok());
     assert!(bad.to_string().contains("counts"), "{bad}");
 }
+
+/// A root word that points at a freed block (a dangling pointer, or a container whose
+/// header block was lost) is a deep-check problem; counters in the root are not.
+#[test]
+fn deep_check_reports_a_root_word_pointing_at_a_free_block() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("dangling.pool");
+    let cfg = Config {
+        size: 16 << 20,
+        ..Config::default()
+    };
+    {
+        let pool = Pool::create(&p, cfg.clone()).unwrap();
+        let root: PPtr<Root> = pool.root().unwrap();
+        pool.run(|tx| {
+            let map = HashMap::create(tx, 8)?;
+            let tree = BTreeMap::create(tx)?;
+            let other = tx.alloc(7u64)?;
+            // A neighbour in the same slab, so the slab stays in use after the free.
+            tx.alloc(8u64)?;
+            *tx.write(root)? = Root {
+                count: 12345,
+                map,
+                tree,
+                other,
+            };
+            Ok(())
+        })
+        .unwrap();
+    }
+    let ok = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(ok.is_ok(), "{ok}");
+    {
+        let pool = Pool::open(&p, cfg).unwrap();
+        let root: PPtr<Root> = pool.root().unwrap();
+        pool.run(|tx| {
+            let other = tx.read(root)?.other;
+            tx.free(other)
+        })
+        .unwrap();
+    }
+    let bad = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(!bad.is_ok(), "{bad}");
+    assert!(bad.to_string().contains("a free block"), "{bad}");
+}

@@ -20,6 +20,11 @@
 //!   order needs `K: Ord`, which an untyped walk does not have: [`BTreeMap::check`](super::BTreeMap::check)
 //!   does that with the types.
 //!
+//! A root word that is the payload offset of a heap block which is not allocated is a
+//! problem too: a dangling pointer, or a container whose header block was freed or lost
+//! (everything it held is unreachable). Words that are no block's payload offset
+//! (counters, flags) are not pointers and are left alone.
+//!
 //! Every walk is bounded: a node is visited at most once.
 
 use super::btree::{INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC};
@@ -121,7 +126,16 @@ pub(crate) fn check_root_containers(
                     r.problems.push(format!("{}: {e}", name("B+-tree")));
                 }
             },
-            _ => {}
+            Some(_) => {}
+            None => {
+                if let Some(b) = alloc.block_at(w) {
+                    if !alloc.is_allocated(b) {
+                        r.problems.push(format!(
+                            "root word {i} points at {w:#x}, a free block: a dangling pointer, or a container whose header was lost"
+                        ));
+                    }
+                }
+            }
         }
     }
     r
