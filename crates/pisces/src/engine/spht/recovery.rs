@@ -11,8 +11,12 @@
 //!    allocator entries or not and with the replay parts its words fall in (step 4).
 //!    With `OpenCtx::recovery_threads > 1` the slots are parsed in parallel
 //!    (`kit::per_slot`: slot s by thread s mod threads, results back in slot order).
-//!    Nothing is written before every slot is parsed: a damaged pool is refused
-//!    unchanged, with the lowest slot's error.
+//!    **Decision:** a damaged record followed by a valid later one of its log is
+//!    refused (`log::walk`: not a torn tail; replaying the other slots without that
+//!    log's later records would build a state no sequence of transactions produced);
+//!    an invalid last record is a torn tail and ends the log. Nothing is written
+//!    before every slot is parsed: a damaged pool is refused unchanged, with the
+//!    lowest slot's error.
 //! 3. Order them by timestamp, the way the `replay` option says (`order`):
 //!    `scan` merges the slots' lists by timestamp; `forward` and `backward` follow the
 //!    links, checked against those lists. **Decision:** a link is trusted only if it
@@ -219,7 +223,10 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let mut per_slot = Vec::new();
     let mut pending = 0;
     for slot in 0..n {
-        let (recs, _) = log::parse(heap, slot);
+        let (recs, walked) = log::parse(heap, slot);
+        if let Err(e) = walked {
+            problems.push(format!("log: {e}"));
+        }
         let mut live = 0;
         for p in &recs {
             if p.ts <= r {
