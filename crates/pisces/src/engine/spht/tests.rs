@@ -1263,6 +1263,28 @@ fn recovery_refuses_a_head_word_outside_the_ring() {
     );
 }
 
+/// A global marker above every timestamp a run can issue (damage: garbage in the
+/// engine area) is refused at open, naming the word, instead of starting the new
+/// run's clock above it, where the first commit would find the timestamp space
+/// exhausted.
+#[test]
+fn recovery_refuses_a_marker_above_every_timestamp() {
+    let (image, a, _, _) = two_slot_held_image();
+    let (_, r) = open_damaged_image(&image, |h| {
+        h.atomic_u64(MARKER_OFFSET).store(u64::MAX >> 1, SeqCst);
+    });
+    match r {
+        Err(crate::Error::Corrupt(m)) => assert!(m.contains("durable point"), "{m}"),
+        Err(e) => panic!("refused with the wrong error: {e}"),
+        Ok(e) => {
+            let mut th = e.thread(0).unwrap();
+            let tok = put(&mut th, a, 9);
+            th.wait_durable(tok).unwrap();
+            panic!("recovery accepted a marker above every timestamp");
+        }
+    }
+}
+
 /// Mutation evidence, one row per switch: the removed step, and the tests that fail
 /// without it (each test passes with the step in place).
 #[cfg(feature = "mutation")]
