@@ -16,7 +16,10 @@
 //!   all reach persistence fails its checksum and is ignored.
 //! * Records are appended in sequence-number order; parsing from the head follows
 //!   consecutive numbers and stops at the first invalid or out-of-sequence record
-//!   (an old lap of the ring has smaller numbers). A record that does not fit before
+//!   (an old lap of the ring has smaller numbers). Only the last record can be torn
+//!   (a thread appends a record after its previous one's fence), so a valid record
+//!   *later* in sequence than the one expected at the stop means damage, not a torn
+//!   tail: the parse refuses the log (`Error::Corrupt`), as the kit's does. A record that does not fit before
 //!   the end is preceded by a `WRAP` marker (or, if fewer than 48 bytes remain, an
 //!   implicit wrap) and goes to offset 0 — the kit's scheme.
 //! * **Link slots** (§3.2). The forward slot first holds the record's own timestamp
@@ -200,28 +203,164 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
 }
 
 /// Parse slot `slot`'s log from its persisted head: valid records in order (read in
-/// place, checksums checked), and the sequence number the next record must carry.
-/// Nobody else may append to or release the log meanwhile.
-pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, u64) {
+/// place, checksums checked), and what [`walk`] returned: the sequence number the next
+/// record must carry, or the damage that ended the parse (the records before it are
+/// still listed). Nobody else may append to or release the log meanwhile.
+pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<u64>) {
     let mut out = Vec::new();
     let next = walk(heap, slot, |rec, _| {
         out.push(*rec);
         Ok(())
-    })
-    .expect("the collecting callback never fails");
+    });
     (out, next)
+}
+
+/// A record header whose magic, kind and length (8-aligned, inside the ring) can be a
+/// record's, with its entry bytes and whether its checksum matches.
+struct Header<'h> {
+    kind: u32,
+    seq: u64,
+    ts: u64,
+    entries: &'h [u8],
+    crc_ok: bool,
+}
+
+/// Read the header at ring offset `pos` of `ring` (the caller checked that a header
+/// fits before the end). `None` if its magic, kind or length cannot be a record's.
+fn read_header(ring: &[u8], pos: usize) -> Option<Header<'_>> {
+    let h = &ring[pos..pos + HEADER_LEN];
+    let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+    let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+    let (magic, len, crc, kind, seq, ts) = (
+        u32at(0),
+        u32at(4) as usize,
+        u32at(8),
+        u32at(12),
+        u64at(16),
+        u64at(24),
+    );
+    if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+        return None;
+    }
+    if !len.is_multiple_of(8) || len > ring.len() - pos - HEADER_LEN {
+        return None;
+    }
+    let entries = &ring[pos + HEADER_LEN..pos + HEADER_LEN + len];
+    Some(Header {
+        kind,
+        seq,
+        ts,
+        entries,
+        crc_ok: crc == checksum(len as u32, kind, seq, ts, entries),
+    })
+}
+
+/// The ring of a log area, borrowed from the mapping. The caller guarantees what
+/// [`walk`] requires: nobody appends to or releases the log while the borrow lives.
+fn ring_bytes<'h>(heap: &'h Heap, a: &Area) -> &'h [u8] {
+    let off = a.at(0);
+    assert!(heap.in_bounds(off, a.cap), "spht log ring outside the pool");
+    // SAFETY: in bounds (asserted) and the mapping lives as long as `heap`; nobody
+    // writes the log while it is parsed (the caller's contract), so the shared borrow
+    // aliases no write.
+    unsafe { std::slice::from_raw_parts(heap.ptr(off), a.cap) }
+}
+
+/// Where [`walk`] stopped at an invalid record: its ring offset and the sequence
+/// number expected there (`full`: the whole number is known; otherwise only its low
+/// 32 bits, from the head word).
+struct Stop {
+    pos: usize,
+    seq: u64,
+    full: bool,
+}
+
+/// Tell a torn tail from damage after [`walk`] stopped at `stop` (the kit's rule, see
+/// `kit::redo_log`, for this log's records).
+///
+/// A thread appends record n+1 only after record n's fence (its commit waits for its
+/// record to persist), so at a crash only the last record, with the wrap marker before
+/// it (flushed with it, one fence), can be partly durable. A valid record *later* in
+/// sequence than the one expected at the stop proves that the expected record was once
+/// complete: the stop is damage, and replaying the other slots without this one's
+/// later records would build a state no sequence of transactions produced. Records of
+/// earlier laps and runs carry smaller sequence numbers (recovery resets the head to
+/// offset 0 with the next number; the writer reuses space only after the replayer's
+/// head word passed it) and prove nothing.
+///
+/// Where later records can be: from the stop to the end of the ring, then from offset
+/// 0 (after a wrap). Each look goes to the first valid record only: an earlier lap's
+/// record there means the chain never reached it (it would have overwritten it), or
+/// that the rest of the ring is a wrap marker's gap. Record e+1 alone at offset 0, too
+/// long to have fitted after the stop, with nothing after it, is the torn wrap's own
+/// record: a torn tail. Damage goes unseen only if every later record is damaged too
+/// (no scan could tell that from a torn tail).
+fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
+    let cap = ring.len();
+    let distance = |seq: u64| -> i64 {
+        if stop.full {
+            seq.wrapping_sub(stop.seq) as i64
+        } else {
+            i64::from((seq as u32).wrapping_sub(stop.seq as u32) as i32)
+        }
+    };
+    // The first valid record starting in `from..to`: (pos, record length, seq,
+    // distance from the expected one).
+    let first_valid = |from: usize, to: usize| -> Option<(usize, usize, u64, i64)> {
+        let mut pos = from;
+        while pos < to && pos + HEADER_LEN <= cap {
+            // The magic rules out most positions before a header is decoded.
+            if u32::from_le_bytes(ring[pos..pos + 4].try_into().unwrap()) == MAGIC {
+                if let Some(h) = read_header(ring, pos) {
+                    if h.crc_ok {
+                        return Some((pos, HEADER_LEN + h.entries.len(), h.seq, distance(h.seq)));
+                    }
+                }
+            }
+            pos += 8;
+        }
+        None
+    };
+    let damage = |pos: usize, seq: u64| {
+        Some(format!(
+            "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {seq} at ring offset {pos:#x}): not a torn tail",
+            stop.pos,
+            if stop.full { "" } else { "low 32 bits " },
+            if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
+        ))
+    };
+    if let Some((pos, _, seq, d)) = first_valid(stop.pos, cap) {
+        if d > 0 {
+            return damage(pos, seq);
+        }
+    }
+    let (pos, len, seq, d) = first_valid(0, stop.pos)?;
+    if d <= 0 {
+        return None;
+    }
+    if pos == 0 && d == 1 && stop.pos > 0 && len > cap - stop.pos {
+        return match first_valid(len, stop.pos) {
+            Some((p2, _, s2, d2)) if d2 > 0 => damage(p2, s2),
+            _ => None,
+        };
+    }
+    damage(pos, seq)
 }
 
 /// [`parse`] without a list: hand each valid transaction record, with its entry bytes
 /// (in place, just checksummed, so still in the cache), to `each`, in sequence order,
 /// and return the sequence number the next record must carry. Stops at the first
-/// error `each` returns. Nobody else may append to or release the log meanwhile.
+/// error `each` returns. A torn tail (the last record, partly persisted at a crash)
+/// ends the log; an invalid record followed by a valid later one, or a head word
+/// outside the ring, is damage: `Error::Corrupt`, naming the slot and the record.
+/// Nobody else may append to or release the log meanwhile.
 pub fn walk<'h>(
     heap: &'h Heap,
     slot: usize,
     mut each: impl FnMut(&RecordRef, &'h [u8]) -> crate::Result<()>,
 ) -> crate::Result<u64> {
     let a = Area::of(heap, slot);
+    let ring = ring_bytes(heap, &a);
     let hw = heap.atomic_u64(a.off).load(Acquire);
     let mut pos = (hw >> 32) as usize;
     let seq_lo = hw & 0xFFFF_FFFF;
@@ -229,71 +368,74 @@ pub fn walk<'h>(
     let mut next_seq = seq_lo;
     let mut consumed = 0usize;
     if pos >= a.cap || !pos.is_multiple_of(8) {
-        return Ok(next_seq);
+        // One 8-byte store writes the head word: it cannot be torn, only damaged.
+        return Err(crate::Error::Corrupt(format!(
+            "spht log of thread slot {slot}: the head word {hw:#018x} points at ring offset {pos:#x}, outside the {}-byte ring or unaligned",
+            a.cap
+        )));
     }
-    loop {
+    let stop = loop {
         if a.cap - pos < HEADER_LEN {
             consumed += a.cap - pos;
             pos = 0;
         }
         if consumed >= a.cap {
-            break;
+            break None;
         }
+        let here = Stop {
+            pos,
+            seq: expected.unwrap_or(seq_lo),
+            full: expected.is_some(),
+        };
         // The log is read once, front to back, and is far larger than the caches: ask
         // for the lines a few records ahead (the hardware's stream prefetch stops at
         // each 4 KiB page).
         if pos + WALK_PREFETCH < a.cap {
             prefetch_home(heap, a.at(pos + WALK_PREFETCH));
         }
-        let mut h = [0u8; 32];
-        heap.read_bytes(a.at(pos), &mut h);
-        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
-        let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
-        let (magic, len, crc, kind, seq, ts) = (
-            u32at(0),
-            u32at(4) as usize,
-            u32at(8),
-            u32at(12),
-            u64at(16),
-            u64at(24),
-        );
-        if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
-            break;
-        }
-        let in_seq = match expected {
-            None => seq & 0xFFFF_FFFF == seq_lo,
-            Some(e) => seq == e,
+        let Some(h) = read_header(ring, pos) else {
+            break Some(here);
         };
-        if !in_seq || !len.is_multiple_of(8) || len > a.cap - pos - HEADER_LEN {
-            break;
+        let in_seq = match expected {
+            None => h.seq & 0xFFFF_FFFF == seq_lo,
+            Some(e) => h.seq == e,
+        };
+        if !in_seq {
+            break Some(here);
+        }
+        let ok = h.crc_ok || crate::mutation::active(crate::mutation::Mutation::Checksum);
+        if !ok {
+            break Some(here);
+        }
+        let (seq, len) = (h.seq, h.entries.len());
+        expected = Some(seq + 1);
+        next_seq = seq + 1;
+        if h.kind == KIND_WRAP {
+            consumed += a.cap - pos;
+            pos = 0;
+            continue;
         }
         let rec = RecordRef {
             slot,
             pos,
             seq,
-            ts,
+            ts: h.ts,
             len,
-            is_wrap: kind == KIND_WRAP,
+            is_wrap: false,
         };
         // In place: the caller has the pool to itself (recovery, inspection).
-        let entries = rec.entries(heap);
-        let ok = crc == checksum(len as u32, kind, seq, ts, entries)
-            || crate::mutation::active(crate::mutation::Mutation::Checksum);
-        if !ok {
-            break;
-        }
-        expected = Some(seq + 1);
-        next_seq = seq + 1;
-        if kind == KIND_WRAP {
-            consumed += a.cap - pos;
-            pos = 0;
-            continue;
-        }
-        each(&rec, entries)?;
+        each(&rec, h.entries)?;
         consumed += HEADER_LEN + len;
         pos += HEADER_LEN + len;
         if pos == a.cap {
             pos = 0;
+        }
+    };
+    if let Some(stop) = stop {
+        if let Some(d) = damage_after(ring, &stop) {
+            return Err(crate::Error::Corrupt(format!(
+                "spht log of thread slot {slot}: {d}"
+            )));
         }
     }
     Ok(next_seq)

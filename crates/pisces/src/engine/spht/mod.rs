@@ -55,6 +55,14 @@
 //! * Recovery follows a link only where it names the record the timestamp order would
 //!   take next (a crash may lose links, never the checksummed timestamps) and merges by
 //!   timestamp when one is missing ([`recovery`], [`order`]).
+//! * Recovery tells a torn tail from damage the way the kit's redo log does: an invalid
+//!   last record of a slot's log is a torn tail and ends that log, but **a damaged
+//!   record followed by a valid later one is refused** (`Error::Corrupt` at open,
+//!   naming the slot and ring offset), as is a head word outside the ring: replaying
+//!   the other slots without that log's later records would build a state no
+//!   sequence of transactions produced ([`log`], [`recovery`]). A marker or
+//!   `replayed` word at or above the timestamp limit is refused too (no run writes
+//!   one).
 //! * One NUMA node here: shards stride chunks over replayers without placement.
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
 //!
@@ -63,7 +71,10 @@
 //!   backward links, the shard filter, the duplicate filter, replay equal to the
 //!   snapshot under every option set, read-only tokens, the copy-on-write snapshot,
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
-//!   wrap marker the replayer's head names is not overwritten).
+//!   wrap marker the replayer's head names is not overwritten), recovery's torn tail
+//!   and damage (a damaged record followed by a valid later one refused and the pool
+//!   left unchanged, a torn last record ignored, a head word outside the ring refused,
+//!   a marker above every timestamp refused).
 //!   Each was checked to fail with its path broken (commit history).
 //! * The wait on smaller timestamps also has a crash test
 //!   (`a_crash_never_recovers_a_transaction_without_one_it_read_from`: B reads A's

@@ -2,6 +2,7 @@
 //! crash left durable.
 //!
 //! 1. D = the durable point (`max(pmarker, slot markers)`), R = the `replayed` word.
+//!    Either at or above `clock::TS_LIMIT` is damage (no run writes one): refused.
 //! 2. Parse every slot's log from its persisted head (`log::walk`); keep the records
 //!    with `R < ts ≤ D`. Records above D belong to transactions whose commit never
 //!    returned (a transaction returns only once the marker covers it) and are
@@ -11,8 +12,12 @@
 //!    allocator entries or not and with the replay parts its words fall in (step 4).
 //!    With `OpenCtx::recovery_threads > 1` the slots are parsed in parallel
 //!    (`kit::per_slot`: slot s by thread s mod threads, results back in slot order).
-//!    Nothing is written before every slot is parsed: a damaged pool is refused
-//!    unchanged, with the lowest slot's error.
+//!    **Decision:** a damaged record followed by a valid later one of its log is
+//!    refused (`log::walk`: not a torn tail; replaying the other slots without that
+//!    log's later records would build a state no sequence of transactions produced);
+//!    an invalid last record is a torn tail and ends the log. Nothing is written
+//!    before every slot is parsed: a damaged pool is refused unchanged, with the
+//!    lowest slot's error.
 //! 3. Order them by timestamp, the way the `replay` option says (`order`):
 //!    `scan` merges the slots' lists by timestamp; `forward` and `backward` follow the
 //!    links, checked against those lists. **Decision:** a link is trusted only if it
@@ -41,6 +46,7 @@
 //! its records sort after everything here.
 
 use super::apply::{self, Tracking};
+use super::clock::TS_LIMIT;
 use super::durability::{durable_point, persist_replayed, replayed};
 use super::log;
 use super::log::LogRec;
@@ -158,12 +164,29 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     })
 }
 
+/// Refuse a durable point or `replayed` word no run could have written: every
+/// timestamp is below `clock::TS_LIMIT` (the clock never issues one at or above it,
+/// and the top bits of a published word are flags), so a larger marker is damage. The
+/// new run's clock starts above these words: left unchecked, one would make the
+/// first commit find the timestamp space exhausted.
+fn check_timestamp_words(d: u64, r: u64) -> Result<()> {
+    for (what, v) in [("durable point (the markers)", d), ("replayed word", r)] {
+        if v >= TS_LIMIT {
+            return Err(Error::Corrupt(format!(
+                "spht engine area: the {what} holds {v:#x}, not a timestamp (all are below {TS_LIMIT:#x})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Run recovery on a pool nobody uses yet, with the replay options `opts` and
 /// `threads` threads (parse and apply).
 pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
+    check_timestamp_words(d, r)?;
     let parts = threads.clamp(1, LogRec::MAX_PARTS);
     // Nothing is written before every slot is parsed, so a damaged pool is refused
     // unchanged (the lowest slot's error is reported).
@@ -219,7 +242,10 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let mut per_slot = Vec::new();
     let mut pending = 0;
     for slot in 0..n {
-        let (recs, _) = log::parse(heap, slot);
+        let (recs, walked) = log::parse(heap, slot);
+        if let Err(e) = walked {
+            problems.push(format!("log: {e}"));
+        }
         let mut live = 0;
         for p in &recs {
             if p.ts <= r {

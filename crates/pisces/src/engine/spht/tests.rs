@@ -1141,6 +1141,150 @@ fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
     assert!(after == image, "a refused pool was changed");
 }
 
+/// A crash image of a held log on two slots: slot 0 commits `a = 1..=6` in six
+/// transactions, then slot 1 sets `b = 7` (a later timestamp than all of them).
+/// Returns (image, a, b, slot 0's records).
+fn two_slot_held_image() -> (Vec<u64>, u64, u64, Vec<RecordRef>) {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        2,
+    );
+    let (mut t0, mut t1) = (e.thread(0).unwrap(), e.thread(1).unwrap());
+    let (a, b) = (alloc(&mut t0, 1), alloc(&mut t1, 1));
+    e.quiesce();
+    for v in 1..=6 {
+        let tok = put(&mut t0, a, v);
+        t0.wait_durable(tok).unwrap();
+    }
+    let tok = put(&mut t1, b, 7);
+    t1.wait_durable(tok).unwrap();
+    drop((t0, t1));
+    let sh = e.shared();
+    let (recs, walked) = log::parse(&sh.heap, 0);
+    walked.unwrap();
+    let image = crash_image(&sh.heap);
+    (image, a, b, recs)
+}
+
+/// Open a crash image as a new process would, with damage `hurt` done to it first:
+/// the heap, and what the open returned.
+fn open_damaged_image(
+    image: &[u64],
+    hurt: impl FnOnce(&Heap),
+) -> (Arc<Heap>, crate::Result<SphtEngine>) {
+    let len = image.len() * 8;
+    let m = Arc::new(DramMedium::anonymous(len, 0, 0).unwrap());
+    // SAFETY: the fresh mapping is `len` bytes and nobody else uses it yet.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            image.as_ptr() as *const u8,
+            crate::medium::Medium::base(&*m),
+            len,
+        )
+    };
+    let heap = Arc::new(Heap::open(m).unwrap());
+    hurt(&heap);
+    let o = SphtOptions::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
+    let r = SphtEngine::open(
+        heap.clone(),
+        o,
+        &OpenCtx {
+            recovery_threads: 1,
+            ops: Default::default(),
+        },
+    );
+    (heap, r)
+}
+
+/// Flip a bit of the first entry word of `rec` (in slot 0's log): its checksum fails.
+fn damage_entries(heap: &Heap, rec: &RecordRef) {
+    let off = log::Area::of(heap, 0).at(rec.pos) + log::HEADER_LEN;
+    let mut w = [0u8; 8];
+    heap.read_bytes(off, &mut w);
+    w[0] ^= 1;
+    heap.write_bytes(off, &w);
+}
+
+/// A damaged record followed by valid later records of its log is damage, not a torn
+/// tail: recovery refuses the pool (naming the slot) and leaves it unchanged, instead
+/// of replaying slot 1's later transaction over a slot 0 cut short.
+#[test]
+fn recovery_refuses_a_damaged_record_followed_by_a_valid_one() {
+    let (image, _, _, recs) = two_slot_held_image();
+    let mid = recs[recs.len() - 3];
+    let mut before = Vec::new();
+    let (heap, r) = open_damaged_image(&image, |h| {
+        damage_entries(h, &mid);
+        before = crash_image(h);
+    });
+    match r {
+        Err(crate::Error::Corrupt(m)) => assert!(
+            m.contains("thread slot 0") && m.contains("a later record follows"),
+            "unclear refusal: {m}"
+        ),
+        Err(e) => panic!("refused with the wrong error: {e}"),
+        Ok(_) => panic!("recovery accepted a log damaged before its last record"),
+    }
+    assert!(crash_image(&heap) == before, "a refused pool was changed");
+}
+
+/// A damaged last record is a torn tail: recovery ignores it (slot 0 ends one
+/// transaction earlier) and opens the pool.
+#[test]
+fn recovery_ignores_a_torn_last_record() {
+    let (image, a, b, recs) = two_slot_held_image();
+    let last = *recs.last().unwrap();
+    let (_, r) = open_damaged_image(&image, |h| damage_entries(h, &last));
+    let e = r.expect("a torn last record refused");
+    let mut th = e.thread(0).unwrap();
+    assert_eq!(
+        get(&mut th, a),
+        5,
+        "the torn record was replayed or more was lost"
+    );
+    assert_eq!(get(&mut th, b), 7);
+}
+
+/// A head word naming a place outside its ring (one 8-byte store: damage, never torn)
+/// is refused, not read as an empty log.
+#[test]
+fn recovery_refuses_a_head_word_outside_the_ring() {
+    let (image, _, _, _) = two_slot_held_image();
+    let (_, r) = open_damaged_image(&image, |h| {
+        let a = log::Area::of(h, 0);
+        h.atomic_u64(a.off).store((a.cap as u64 + 64) << 32, SeqCst);
+    });
+    assert!(
+        matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("head word")),
+        "recovery accepted a head word outside the ring: {:?}",
+        r.as_ref().err()
+    );
+}
+
+/// A global marker above every timestamp a run can issue (damage: garbage in the
+/// engine area) is refused at open, naming the word, instead of starting the new
+/// run's clock above it, where the first commit would find the timestamp space
+/// exhausted.
+#[test]
+fn recovery_refuses_a_marker_above_every_timestamp() {
+    let (image, a, _, _) = two_slot_held_image();
+    let (_, r) = open_damaged_image(&image, |h| {
+        h.atomic_u64(MARKER_OFFSET).store(u64::MAX >> 1, SeqCst);
+    });
+    match r {
+        Err(crate::Error::Corrupt(m)) => assert!(m.contains("durable point"), "{m}"),
+        Err(e) => panic!("refused with the wrong error: {e}"),
+        Ok(e) => {
+            let mut th = e.thread(0).unwrap();
+            let tok = put(&mut th, a, 9);
+            th.wait_durable(tok).unwrap();
+            panic!("recovery accepted a marker above every timestamp");
+        }
+    }
+}
+
 /// Mutation evidence, one row per switch: the removed step, and the tests that fail
 /// without it (each test passes with the step in place).
 #[cfg(feature = "mutation")]
