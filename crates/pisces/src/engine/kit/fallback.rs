@@ -202,3 +202,63 @@ impl Retries {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_holder_blocks_the_others_until_it_gives_back() {
+        let fb = Fallback::default();
+        assert!(!fb.blocks(0) && !fb.blocks(1));
+        assert!(fb.take(0, Duration::from_secs(60)));
+        assert!(!fb.take(1, Duration::from_secs(60)), "a second holder");
+        assert!(!fb.blocks(0), "the holder blocks itself");
+        assert!(fb.blocks(1) && fb.held());
+        fb.give_back(0);
+        assert!(!fb.blocks(1) && !fb.held());
+        assert!(fb.take(1, Duration::from_secs(60)));
+    }
+
+    /// A holder that never gives the word back (its attempt waits for something that
+    /// waits for it) holds the others up only until its deadline.
+    #[test]
+    fn the_deadline_bounds_every_wait() {
+        let fb = Fallback::default();
+        assert!(fb.take(0, Duration::from_millis(30)));
+        let t = Instant::now();
+        fb.wait(1);
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(25), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert!(!fb.blocks(1) && !fb.held());
+    }
+
+    #[test]
+    fn retries_count_consecutive_conflicts_of_one_run() {
+        let fb = Fallback::default();
+        let mut r = Retries::default();
+        assert!(!r.begin(), "a first attempt");
+        for _ in 1..THRESHOLD {
+            r.after_abort();
+            assert!(!r.begin());
+        }
+        r.after_abort();
+        assert!(r.begin(), "after THRESHOLD conflicts in a row");
+        assert!(r.take(&fb, 3) && fb.blocks(0) && !fb.blocks(3));
+        r.end(&fb, 3);
+        assert!(!fb.blocks(0), "given back at the end of the attempt");
+        r.after_abort();
+        assert!(r.begin(), "still over the threshold on the next retry");
+        assert!(
+            !r.begin(),
+            "a begin without after_abort is a new transaction"
+        );
+        // The budget grows with the longest aborted attempt.
+        r.after_abort();
+        r.begin();
+        std::thread::sleep(Duration::from_millis(20));
+        r.after_abort();
+        assert!(r.longest >= Duration::from_millis(20));
+    }
+}
