@@ -1693,3 +1693,82 @@ fn long_transactions_commit_while_a_writer_runs_every_option() {
         long_transactions_commit_while_a_writer_runs(&mem_pool(3, opts));
     }
 }
+
+/// The fallback never holds writers for good: a reader whose attempt waits until the
+/// writer commits once more (what a holder does when its closure waits for a
+/// transaction that waits for it: a nested transaction of another pool, a thread-slot
+/// checkout) holds the writer only until its deadline, so the writer keeps committing.
+/// (This reader can never commit on a single-version engine: it needs a write to what
+/// it read during its own attempt. Its deadline doubles with each attempt, so the
+/// writer slows down; a permanent wait would stop it.)
+fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(pool: &Pool) {
+    use pisces::PPtr;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+    use std::time::{Duration, Instant};
+    let root: PPtr<[PPtr<i64>; 2]> = pool.root().unwrap();
+    let [a, b] = pool
+        .run(|tx| {
+            let p = [tx.alloc(0i64)?, tx.alloc(0i64)?];
+            *tx.write(root)? = p;
+            Ok(p)
+        })
+        .unwrap();
+    let (stop, writes) = (&AtomicBool::new(false), &AtomicU64::new(0));
+    // The value of `a` the writer committed last.
+    let last = &AtomicI64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut h = pool.handle().unwrap();
+            while !stop.load(Relaxed) {
+                let v = h
+                    .run(|tx| {
+                        *tx.write(b)? += 1;
+                        let a = tx.write(a)?;
+                        *a += 1;
+                        Ok(*a)
+                    })
+                    .unwrap();
+                last.store(v, Relaxed);
+                writes.fetch_add(1, Relaxed);
+            }
+        });
+        s.spawn(move || {
+            pool.run_with(TxOptions::read_only(), |tx| {
+                // Wait for a commit after our read of `a`: our read of `b` then
+                // conflicts.
+                let x = *tx.read(a)?;
+                let t = Instant::now();
+                while last.load(Relaxed) <= x
+                    && !stop.load(Relaxed)
+                    && t.elapsed() < Duration::from_secs(60)
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(x + *tx.read(b)?)
+            })
+            .unwrap();
+        });
+        // The reader falls back after 8 aborts (8 writes, a few milliseconds); from
+        // then on each write waits for the reader's deadline, about twice the previous
+        // one, from 10 ms.
+        std::thread::sleep(Duration::from_millis(200));
+        let (w0, t) = (writes.load(Relaxed), Instant::now());
+        while writes.load(Relaxed) < w0 + 2 && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (n, took) = (writes.load(Relaxed) - w0, t.elapsed());
+        stop.store(true, Relaxed);
+        assert!(n >= 2, "the writer committed {n} times in {took:?}");
+        assert!(
+            took >= Duration::from_millis(10),
+            "two writes in {took:?}: the reader did not hold the writer back"
+        );
+    });
+}
+
+#[test]
+fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline_every_option() {
+    for opts in options() {
+        a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(&mem_pool(3, opts));
+    }
+}
