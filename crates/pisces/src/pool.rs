@@ -778,6 +778,10 @@ impl Pool {
     /// caller's own error type). All reads inside one attempt see one snapshot. `run` returns
     /// after the transaction is durable.
     ///
+    /// Read-only transactions commit within a bounded number of attempts on every engine,
+    /// also while other threads keep writing what they read (`sp3` and `spht`, which keep
+    /// no old versions, hold writers back for a bounded time after repeated aborts).
+    ///
     /// When all `max_threads` thread states are checked out, `run` waits up to
     /// `Config::slot_wait` for one. A transaction cannot run inside another one of the
     /// same pool on the same thread ([`Error::NestedTransaction`]). If `f` panics, the

@@ -6,6 +6,8 @@
 //! * [`crc`]: CRC32C of a record's header and body in one pass (SSE4.2);
 //! * [`dirty_lines`]: the cache lines a recovery replay wrote, flushed once each;
 //! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
+//! * [`fallback`]: the serial fallback that bounds the attempts of a transaction
+//!   that keeps aborting (the single-version optimistic engines);
 //! * [`grace`]: grace periods (wait for readers older than a timestamp);
 //! * [`header_word`]: run-generation tags of the per-object header word;
 //! * [`redo_log`]: checksummed redo records in per-thread ring buffers, and their parser;
@@ -26,6 +28,7 @@ pub mod changed_words;
 pub mod clock;
 pub mod crc;
 pub mod dirty_lines;
+pub mod fallback;
 pub mod grace;
 pub mod header_word;
 pub mod objects;

@@ -39,6 +39,18 @@
 //! * Opacity: each new read revalidates the read set ([`thread`]).
 //! * A reader that finds an object locked aborts at once (it would fail validation).
 //! * Locks are no-wait: a locked object aborts the writer; `run` retries with back-off.
+//! * A bound on attempts (the paper has none: its validation aborts a reader whenever
+//!   a writer replaced an object it read, so a long read-only scan beside a steady
+//!   writer never commits): a transaction that aborted
+//!   [`kit::fallback::THRESHOLD`](crate::engine::kit::fallback::THRESHOLD) times in a
+//!   row takes the pool's fallback word, waits for the transactions already running,
+//!   and runs its next attempt while update transactions wait at `begin` (each wait
+//!   bounded by the holder's deadline) — so read-only transactions, and update
+//!   transactions too, commit within a bounded number of attempts ([`thread`],
+//!   *Fallback*). Not a snapshot of old versions: SP3 keeps only each object's newest
+//!   version and no global clock (the counter the paper avoids), so a reader could not
+//!   tell which older version belongs to its snapshot. The fast path pays one load of
+//!   the word per `begin`.
 //! * Read-only transactions have no id and no record, but wait for their dependencies.
 //! * Log records hold whole objects; write-back and log truncation are a checkpoint run
 //!   by the threads themselves (under a try-lock: when a log is half full, before an

@@ -4,6 +4,7 @@ use super::checkpoint::Checkpointer;
 use super::index::Index;
 use super::Sp3Options;
 use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::fallback::Fallback;
 use crate::engine::kit::redo_log::LogWriter;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
@@ -35,6 +36,8 @@ pub struct Shared {
     pub index: Index,
     /// Durable records on their way home.
     pub ckpt: Checkpointer,
+    /// The serial fallback word (see `thread`, *Fallback*).
+    pub fallback: Fallback,
     /// Options.
     pub opts: Sp3Options,
 }
@@ -69,6 +72,7 @@ impl Shared {
             clock: Clock::new(1),
             index: Index::default(),
             ckpt: Checkpointer::new(&retired),
+            fallback: Fallback::default(),
             opts,
         }
     }

@@ -41,6 +41,31 @@
 //!
 //! After validation nothing can fail: a visible transaction always persists (its log
 //! space is reserved), so a dependent never waits for a predecessor that gives up.
+//!
+//! # Fallback (a bound on attempts)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! times in a row on conflicts (a long reader whose objects writers keep replacing, a
+//! long update transaction that reads a lot) takes the pool's fallback word before its
+//! next attempt ([`crate::engine::kit::fallback`]):
+//! * it stores the word, ticks the epoch clock and waits, like a grace period, until
+//!   every other slot's transaction that started before the tick has ended (or the
+//!   deadline of its hold has passed);
+//! * `begin` of every transaction not declared read-only loads the word after
+//!   [`SlotClock::start`](crate::engine::kit::clock::SlotClock::start) and, while the
+//!   holder's deadline runs, leaves the slot inactive and waits before its read phase,
+//!   so it takes no encounter-time lock the holder could meet.
+//!
+//! Race closed (store buffering, the grace period's): the holder stores the word,
+//! ticks (Release) and fences (SeqCst) before it scans the slot clocks; a starting
+//! transaction stores `STARTING`, fences, loads the clock, then loads the word. Either
+//! the scan sees the starter's slot older than the tick (and waits for it to end), or
+//! the starter's fence comes later and its load of the word sees it (also when its
+//! clock load read the tick: the tick's Release makes the word visible). So after the
+//! drain, until the deadline, no update transaction runs beside the holder, whose
+//! attempt meets no lock and no changed version and commits. Everything else is
+//! unchanged (the holder validates and logs as always): serializability, the
+//! dependency rules and crash safety are untouched. Fast-path cost: one load per
+//! `begin`.
 
 use super::index::{unchanged, Entry};
 use super::record;
@@ -48,6 +73,7 @@ use super::shared::Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
 use super::Bug;
+use crate::engine::kit::fallback::Retries;
 use crate::engine::kit::objects::{
     locate_block_to_free, locate_object, root_object, WriteKind as Kind,
 };
@@ -109,6 +135,8 @@ pub struct Sp3Thread {
     /// Predecessors of committed transactions not known to be persistent yet.
     owed: Vec<u64>,
     limbo: Limbo,
+    /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
+    retries: Retries,
 }
 
 // SAFETY: the raw pointers are private copies owned by this struct, versions kept alive
@@ -140,6 +168,7 @@ impl Sp3Thread {
             lid,
             owed: Vec::new(),
             limbo: Limbo::default(),
+            retries: Retries::default(),
         }
     }
 
@@ -235,7 +264,28 @@ impl Sp3Thread {
         rs.at.clear();
         self.sh.slots[self.slot].clock.finish();
         self.active = false;
+        self.retries.end(&self.sh.fallback, self.slot);
         self.limbo.collect(&self.sh.clock, self.sh.clocks());
+    }
+
+    /// The fallback's drain (module docs, *Fallback*): a grace period for every other
+    /// slot's transaction that started before a tick after our store of the word,
+    /// bounded by the deadline of our hold.
+    fn drain(&self) {
+        // Release (AcqRel RMW): a starter whose clock load reads this tick sees our
+        // store of the word.
+        let e = self.sh.clock.tick();
+        // SeqCst fence: pairs with the one in `SlotClock::start` (store buffering).
+        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+        for (i, s) in self.sh.clocks().enumerate() {
+            if i == self.slot {
+                continue;
+            }
+            let mut round = 0;
+            while s.load() < e && self.sh.fallback.held() {
+                spin_step(&mut round);
+            }
+        }
     }
 
     /// Lock `e` for a write or free of the object at `off`: from the version read
@@ -346,12 +396,25 @@ impl Sp3Thread {
 }
 
 impl EngineThread for Sp3Thread {
-    fn begin(&mut self, _opts: &TxOptions) {
+    fn begin(&mut self, opts: &TxOptions) {
         if self.active {
             self.rollback();
         }
+        if self.retries.begin() && self.retries.take(&self.sh.fallback, self.slot) {
+            self.drain();
+        }
+        let clock = &self.sh.slots[self.slot].clock;
+        loop {
+            clock.start(&self.sh.clock);
+            // After `start`'s fence (module docs, *Fallback*).
+            if opts.read_only || !self.sh.fallback.blocks(self.slot) {
+                break;
+            }
+            // Another slot's fallback attempt runs: wait for it, reading nothing.
+            clock.finish();
+            self.sh.fallback.wait(self.slot);
+        }
         self.active = true;
-        self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
@@ -654,6 +717,10 @@ impl EngineThread for Sp3Thread {
         if self.active {
             self.rollback();
         }
+    }
+
+    fn after_abort(&mut self) {
+        self.retries.after_abort();
     }
 
     fn quiesce(&mut self) {

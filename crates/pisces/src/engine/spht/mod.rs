@@ -50,6 +50,17 @@
 //! * The lower bound of a transaction's timestamp is published at commit, not at begin;
 //!   isPers is set after linking, which replaces Alg. 2's predecessor estimate
 //!   ([`thread`], *Decisions*).
+//! * A bound on attempts: a transaction that aborted
+//!   [`kit::fallback::THRESHOLD`](crate::engine::kit::fallback::THRESHOLD) times in a
+//!   row on conflicts takes the pool's fallback word (the paper's HTM design falls back
+//!   to a single global lock after N aborts; here the word's holder waits for the
+//!   commits in flight and runs optimistically as before, while other commits abort
+//!   before locking and wait, each wait bounded by the holder's deadline). So a long
+//!   read-only transaction beside a steady writer — which the STM's validation would
+//!   abort forever — and a long update transaction commit within a bounded number of
+//!   attempts ([`thread`], *Fallback*). Not a snapshot: the working snapshot is written
+//!   in place and keeps no old versions. The fast path pays one load after step 2's
+//!   fence.
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
 //! * Recovery follows a link only where it names the record the timestamp order would
@@ -216,6 +227,7 @@ impl SphtEngine {
             ws,
             unreplayed: Mutex::new(Default::default()),
             stripes: stripes::Stripes::new(STRIPE_BITS),
+            fallback: Default::default(),
             clock,
             opts,
             slots: (0..n)

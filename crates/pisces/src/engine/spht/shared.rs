@@ -6,6 +6,7 @@ use super::options::SphtOptions;
 use super::replayer::ReplayState;
 use super::snapshot::Snapshot;
 use super::stripes::Stripes;
+use crate::engine::kit::fallback::Fallback;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
@@ -83,6 +84,8 @@ pub struct Shared {
     pub unreplayed: Mutex<crate::fasthash::FastMap<u64, bool>>,
     /// Versioned locks.
     pub stripes: Stripes,
+    /// The serial fallback word (see `thread`, *Fallback*).
+    pub fallback: Fallback,
     /// Commit clock.
     pub clock: PhysClock,
     /// Options.

@@ -53,6 +53,28 @@
 //! need since HTM hides non-committed state — here committed-but-not-durable state is
 //! visible).
 //!
+//! # Fallback (a bound on attempts)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! times in a row on conflicts (a long reader whose reads writers keep replacing, a
+//! long update transaction that reads a lot) takes the pool's fallback word before its
+//! next attempt ([`crate::engine::kit::fallback`]; HTM systems such as SPHT's paper
+//! fall back to a single global lock after N aborts):
+//! * it stores the word, fences (SeqCst) and waits until no other slot's `vts` is
+//!   non-persistent, i.e. until every commit in steps 2-11 has finished (bounded: those
+//!   steps wait only for each other, in timestamp order), then reads `rv`;
+//! * step 2 of every other commit loads the word after its SeqCst fence and, while the
+//!   holder's deadline runs, aborts before locking anything and waits in `after_abort`.
+//!
+//! Race closed (store buffering): the holder stores the word then fences then loads
+//! `vts`; a committer stores `vts` then fences then loads the word. Either the
+//! committer sees the word (and aborts), or the holder sees its non-persistent `vts`
+//! (and waits for it to finish: its write-back and unlock happen before its isPers
+//! store, which the holder's Acquire load reads). So after the drain, until the
+//! deadline, no commit changes what the holder reads, and its attempt commits: readers
+//! (and update transactions) commit within a bounded number of attempts. Everything
+//! else is unchanged (the holder validates as always), so serializability and the
+//! durability protocol are untouched. Fast-path cost: one load after step 2's fence.
+//!
 //! # Invariants
 //! * A transaction that has not read its commit clock yet gets a larger timestamp than
 //!   one that scans now (the clock is monotonic and the scan follows the reading).
@@ -87,6 +109,7 @@ use super::options::MarkerMode;
 use super::replayer;
 use super::shared::Shared;
 use super::stripes::LOCKED;
+use crate::engine::kit::fallback::Retries;
 use crate::engine::kit::objects::{
     locate_block_to_free, locate_object, root_object, WriteKind as Kind,
 };
@@ -148,6 +171,8 @@ pub struct SphtThread {
     by_off: FastMap<u64, usize>,
     /// Stripes locked by the committing transaction, with their old versions.
     locks: Vec<(u32, u64)>,
+    /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
+    retries: Retries,
 }
 
 fn words_as_bytes(w: &[u64]) -> &[u8] {
@@ -174,6 +199,7 @@ impl SphtThread {
             writes: Vec::new(),
             by_off: FastMap::default(),
             locks: Vec::new(),
+            retries: Retries::default(),
         })
     }
 
@@ -304,6 +330,26 @@ impl SphtThread {
         rs.arena.clear();
         rs.max_read = 0;
         self.active = false;
+        self.retries.end(&self.sh.fallback, self.slot);
+    }
+
+    /// The fallback's drain (module docs, *Fallback*): wait until no other slot is in
+    /// steps 2-11 of a commit, or the deadline of our hold has passed.
+    fn drain(&self) {
+        // SeqCst fence: orders our store of the fallback word before the `vts` loads
+        // below (store buffering with the committers' fence in step 2).
+        fence(SeqCst);
+        for (t, s) in self.sh.slots.iter().enumerate() {
+            if t == self.slot {
+                continue;
+            }
+            let mut round = 0;
+            // Acquire: pairs with the committer's Release of isPers (or of its abort),
+            // so its write-back and unlocks happen before our reads.
+            while s.vts.load(Acquire) & PERS == 0 && self.sh.fallback.held() {
+                spin_step(&mut round);
+            }
+        }
     }
 
     /// Release the stripes locked so far, restoring their versions.
@@ -568,6 +614,13 @@ impl SphtThread {
         let lower = sh.clock.ts(sh.clock.now(), self.slot);
         me.vts.store(lower, SeqCst);
         fence(SeqCst);
+        // The fallback: after the fence, so a holder either sees our `vts` in its drain
+        // or we see its word here (module docs, *Fallback*).
+        if sh.fallback.blocks(self.slot) {
+            me.vts.store(lower | PERS, Release);
+            self.rollback();
+            return Err(Error::Conflict);
+        }
         // The commit reading must be strictly above a reading taken after the
         // publication: a scanner that missed the publication read its clock before
         // it, so its timestamp is then strictly smaller than ours (equal TSC readings
@@ -612,6 +665,9 @@ impl EngineThread for SphtThread {
             self.rollback();
         }
         self.active = true;
+        if self.retries.begin() && self.retries.take(&self.sh.fallback, self.slot) {
+            self.drain();
+        }
         self.rv = self.sh.clock.now();
     }
 
@@ -765,6 +821,12 @@ impl EngineThread for SphtThread {
         if self.active {
             self.rollback();
         }
+    }
+
+    fn after_abort(&mut self) {
+        self.retries.after_abort();
+        // A commit the fallback turned away waits here, holding nothing (bounded).
+        self.sh.fallback.wait(self.slot);
     }
 
     fn quiesce(&mut self) {
