@@ -426,3 +426,90 @@ fn deep_check_reports_a_root_word_pointing_at_a_free_block() {
     assert!(!bad.is_ok(), "{bad}");
     assert!(bad.to_string().contains("a free block"), "{bad}");
 }
+
+/// Reads and writes word `i` of the 256-byte node at `off`.
+fn node_word(pool: &Pool, off: u64, i: usize) -> u64 {
+    pool.run(|tx| Ok(tx.read(PPtr::<[u64; 32]>::from_offset(off))?[i]))
+        .unwrap()
+}
+fn set_node_word(pool: &Pool, off: u64, i: usize, v: u64) {
+    pool.run(|tx| {
+        tx.write(PPtr::<[u64; 32]>::from_offset(off))?[i] = v;
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// `check --deep` verifies a B+-tree's key order as `BTreeMap::check` does: keys out of
+/// order in a leaf, and a key outside its parent's separators, are problems.
+#[test]
+fn deep_check_verifies_btree_key_order() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        size: 16 << 20,
+        ..Config::default()
+    };
+    for (case, damage) in [("swapped", 0), ("outside its separators", 1)] {
+        let p = d.path().join(format!("order{damage}.pool"));
+        let tree = {
+            let pool = Pool::create(&p, cfg.clone()).unwrap();
+            let root: PPtr<Root> = pool.root().unwrap();
+            pool.run(|tx| {
+                let map = HashMap::create(tx, 8)?;
+                let tree = BTreeMap::create(tx)?;
+                for k in 0..100 {
+                    tree.insert(tx, k, k)?;
+                }
+                let other = tx.alloc(7u64)?;
+                *tx.write(root)? = Root {
+                    count: 1,
+                    map,
+                    tree,
+                    other,
+                };
+                Ok(())
+            })
+            .unwrap();
+            pool.run(|tx| Ok(tx.read(root)?.tree)).unwrap()
+        };
+        assert!(check_pool_deep(&p, MediumKind::DRAM).unwrap().is_ok());
+        {
+            let pool = Pool::open(&p, cfg.clone()).unwrap();
+            let mut objs = Vec::new();
+            pool.run(|tx| {
+                objs.clear();
+                tree.for_each_object(tx, |o| objs.push(o))
+            })
+            .unwrap();
+            // The first leaf of the chain with at least two keys.
+            let leaf = objs
+                .iter()
+                .copied()
+                .find(|&o| {
+                    let w = word(&pool, o, 0);
+                    w >> 32 == LEAF_TAG && (w & 0xffff_ffff) >= 2 && node_word(&pool, o, 2) == 0
+                })
+                .expect("the first leaf");
+            if damage == 0 {
+                let (a, b) = (node_word(&pool, leaf, 2), node_word(&pool, leaf, 3));
+                set_node_word(&pool, leaf, 2, b);
+                set_node_word(&pool, leaf, 3, a);
+            } else {
+                // The leaf's last key becomes larger than every key: still ascending
+                // in its leaf, but beyond the separator that bounds the leaf.
+                let n = (node_word(&pool, leaf, 0) & 0xffff_ffff) as usize;
+                set_node_word(&pool, leaf, 2 + n - 1, 1_000_000);
+            }
+            let typed = pool.run(|tx| tree.check(tx));
+            assert!(matches!(typed, Err(Error::Corrupt(_))), "{case}: {typed:?}");
+        }
+        let bad = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+        assert!(!bad.is_ok(), "{case}: {bad}");
+        let text = bad.to_string();
+        assert!(
+            text.contains("B+-tree")
+                && (text.contains("not in order") || text.contains("outside the range")),
+            "{case}: {text}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! ```text
-//! handle (8 bytes, Pod) ──► header { magic, signature, root, height }
+//! handle (8 bytes, Pod) ──► header { magic, signature, root, height, key order }
 //! inner node: [meta][keys: FANOUT-1 × K][children: FANOUT × u64]
 //! leaf node:  [meta][next leaf][keys: FANOUT-1 × K][values: FANOUT-1 × V]
 //! meta = kind tag << 32 | count (children of an inner node, entries of a leaf)
@@ -83,7 +83,31 @@ pub const LEAF_TAG: u64 = 0x4c45_4146;
 pub const INNER_TAG: u64 = 0x494e_4e52;
 const LEAF_CHAIN: &str = "B+-tree leaf chain";
 /// Deepest tree accepted (a deeper one can only come from a damaged pool).
-const MAX_HEIGHT: usize = 64;
+pub(crate) const MAX_HEIGHT: usize = 64;
+
+/// High half of the header's key-order word ("KORD"); the low byte is one of the
+/// `ORDER_*` codes. 0 (trees made before the word existed, or a key type whose order
+/// an untyped reader cannot know): key order is checked only by [`BTreeMap::check`].
+pub(crate) const ORDER_TAG: u64 = 0x4b4f_5244 << 32;
+/// Keys are unsigned integers, little-endian (`u8` .. `u128`, `usize`).
+pub(crate) const ORDER_UNSIGNED: u64 = 1;
+/// Keys are signed integers, little-endian (`i8` .. `i128`, `isize`).
+pub(crate) const ORDER_SIGNED: u64 = 2;
+/// Keys are byte arrays (`[u8; N]`), ordered lexicographically.
+pub(crate) const ORDER_BYTES: u64 = 3;
+
+/// The key-order word for keys of type `K`: the order `K: Ord` has, when it is one of
+/// the orders `pisces check --deep` knows how to read from bytes (module
+/// `containers::deep`); 0 otherwise.
+fn key_order_word<K>() -> u64 {
+    let code = match std::any::type_name::<K>() {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => ORDER_UNSIGNED,
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => ORDER_SIGNED,
+        n if n.starts_with("[u8; ") => ORDER_BYTES,
+        _ => return 0,
+    };
+    ORDER_TAG | code
+}
 
 #[derive(Clone, Copy, Pod, Zeroable)]
 #[repr(C)]
@@ -92,6 +116,9 @@ struct Header {
     sig: u64,
     root: u64,
     height: u64,
+    /// The key-order word (see [`ORDER_TAG`]); fits in the header's block, whose
+    /// payload was 40 bytes also before the word existed (zero there).
+    order: u64,
 }
 
 /// A persistent ordered map (B+-tree) from `K` to `V` with inner nodes of up to
@@ -258,6 +285,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 sig: Self::SIG,
                 root,
                 height: 0,
+                order: key_order_word::<K>(),
             })?,
             _kv: PhantomData,
         })

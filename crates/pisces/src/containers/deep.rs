@@ -16,9 +16,12 @@
 //!   node an allocated block of the node's size, each key in the bucket its hash
 //!   selects, no node reached twice (a cycle or two chains joined), no chunk shared;
 //! * B+-tree: the height bound, node kinds and counts, all leaves at the same depth,
-//!   no node reached twice, the leaf chain visiting exactly the leaves in order. Key
-//!   order needs `K: Ord`, which an untyped walk does not have: [`BTreeMap::check`](super::BTreeMap::check)
-//!   does that with the types.
+//!   no node reached twice, the leaf chain visiting exactly the leaves in order; and,
+//!   for trees whose header records the key order (integer and byte-array keys, see
+//!   the tree's `ORDER_TAG`), key order: each node's keys strictly ascending, every
+//!   key of a subtree inside the range its parent's separators give it, and the keys
+//!   ascending along the leaf chain — what [`BTreeMap::check`](super::BTreeMap::check)
+//!   verifies with the types. Trees with other key types are walked without it.
 //!
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
@@ -27,12 +30,15 @@
 //!
 //! Every walk is bounded: a node is visited at most once.
 
-use super::btree::{INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC};
+use super::btree::{
+    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_SIGNED, ORDER_TAG, ORDER_UNSIGNED,
+};
 use super::hash::{bucket_in, stable_hash};
 use super::hashmap::MAGIC as HASH_MAGIC;
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 /// What a deep walk found: one line per container, and the problems.
@@ -244,9 +250,62 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
 
 const MAX_HEIGHT: u64 = 64;
 
+/// How keys of `len` bytes compare, from the tree's key-order word.
+#[derive(Clone, Copy)]
+enum KeyOrder {
+    Unsigned,
+    Signed,
+    Bytes,
+}
+
+impl KeyOrder {
+    fn from_word(w: u64) -> Option<KeyOrder> {
+        if w & !0xff != ORDER_TAG {
+            return None;
+        }
+        match w & 0xff {
+            ORDER_UNSIGNED => Some(KeyOrder::Unsigned),
+            ORDER_SIGNED => Some(KeyOrder::Signed),
+            ORDER_BYTES => Some(KeyOrder::Bytes),
+            _ => None,
+        }
+    }
+
+    fn cmp(self, a: &[u8], b: &[u8]) -> Ordering {
+        match self {
+            KeyOrder::Bytes => a.cmp(b),
+            // Little-endian integers: compare from the most significant byte; a signed
+            // one's top bit flipped makes two's complement order unsigned order.
+            KeyOrder::Unsigned | KeyOrder::Signed => {
+                let flip = |x: u8, i: usize| {
+                    if matches!(self, KeyOrder::Signed) && i == a.len() - 1 {
+                        x ^ 0x80
+                    } else {
+                        x
+                    }
+                };
+                for i in (0..a.len()).rev() {
+                    match flip(a[i], i).cmp(&flip(b[i], i)) {
+                        Ordering::Equal => {}
+                        o => return o,
+                    }
+                }
+                Ordering::Equal
+            }
+        }
+    }
+}
+
+/// Key `j` of a node whose keys start at word `first` (`ks` bytes each).
+fn key_at(w: &[u64], first: usize, ks: usize, j: usize) -> Vec<u8> {
+    let bytes: Vec<u8> = w[first..].iter().flat_map(|x| x.to_le_bytes()).collect();
+    bytes[j * ks..(j + 1) * ks].to_vec()
+}
+
 fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
-    let h = objs.words(at, 4)?;
+    let h = objs.words(at, 5).or_else(|_| objs.words(at, 4))?;
     let (sig, root, height) = (h[1], h[2], h[3]);
+    let order = h.get(4).copied().and_then(KeyOrder::from_word);
     let (ks, vs, f) = (
         sig & 0xff_ffff,
         (sig >> 24) & 0xff_ffff,
@@ -267,11 +326,48 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
         return Err(format!("nodes of fanout {f} exceed the node size limit"));
     }
     let i_kids = 1 + kw;
-    let mut stack = vec![(root, height)];
+    let ksz = ks as usize;
+    // Keys of a node strictly ascending and inside [lo, hi) (bounds from the parents).
+    let in_order = |w: &[u64],
+                    first: usize,
+                    n: usize,
+                    lo: &Option<Vec<u8>>,
+                    hi: &Option<Vec<u8>>,
+                    node: u64|
+     -> Result<(), String> {
+        let Some(ord) = order else { return Ok(()) };
+        let mut prev: Option<Vec<u8>> = None;
+        for j in 0..n {
+            let k = key_at(w, first, ksz, j);
+            if prev
+                .as_ref()
+                .is_some_and(|p| ord.cmp(p, &k) != Ordering::Less)
+            {
+                return Err(format!(
+                    "the keys of the node at {node:#x} are not in order (key {j})"
+                ));
+            }
+            if lo
+                .as_ref()
+                .is_some_and(|l| ord.cmp(&k, l) == Ordering::Less)
+                || hi
+                    .as_ref()
+                    .is_some_and(|h| ord.cmp(&k, h) != Ordering::Less)
+            {
+                return Err(format!(
+                    "key {j} of the node at {node:#x} is outside the range its parent's separators give it"
+                ));
+            }
+            prev = Some(k);
+        }
+        Ok(())
+    };
+    let mut stack: Vec<(u64, u64, Option<Vec<u8>>, Option<Vec<u8>>)> =
+        vec![(root, height, None, None)];
     let mut seen = HashSet::new();
     let mut leaves = Vec::new();
     let (mut entries, mut inners) = (0usize, 0usize);
-    while let Some((node, level)) = stack.pop() {
+    while let Some((node, level, lo, hi)) = stack.pop() {
         if !seen.insert(node) {
             return Err(format!("the node at {node:#x} is reached twice"));
         }
@@ -284,6 +380,7 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
             if tag != LEAF_TAG || n > f - 1 {
                 return Err(format!("the leaf at {node:#x} has header {:#x}", w[0]));
             }
+            in_order(&w, 2, n, &lo, &hi, node)?;
             entries += n;
             leaves.push((node, w[1]));
         } else {
@@ -293,9 +390,27 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
                     w[0]
                 ));
             }
+            in_order(&w, 1, n - 1, &lo, &hi, node)?;
             inners += 1;
             for j in (0..n).rev() {
-                stack.push((w[i_kids + j], level - 1));
+                // Child j holds the keys in [key j-1, key j).
+                let (clo, chi) = if order.is_some() {
+                    (
+                        if j == 0 {
+                            lo.clone()
+                        } else {
+                            Some(key_at(&w, 1, ksz, j - 1))
+                        },
+                        if j == n - 1 {
+                            hi.clone()
+                        } else {
+                            Some(key_at(&w, 1, ksz, j))
+                        },
+                    )
+                } else {
+                    (None, None)
+                };
+                stack.push((w[i_kids + j], level - 1, clo, chi));
             }
         }
     }
