@@ -84,8 +84,8 @@
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
 //!   wrap marker the replayer's head names is not overwritten), recovery's torn tail
 //!   and damage (a damaged record followed by a valid later one refused and the pool
-//!   left unchanged, a torn last record ignored, a head word outside the ring refused,
-//!   a marker above every timestamp refused).
+//!   left unchanged, also across a wrap of the ring; a torn last record ignored; a
+//!   head word outside the ring refused; a marker above every timestamp refused).
 //!   Each was checked to fail with its path broken (commit history).
 //! * The wait on smaller timestamps also has a crash test
 //!   (`a_crash_never_recovers_a_transaction_without_one_it_read_from`: B reads A's

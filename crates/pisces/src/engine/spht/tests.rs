@@ -1230,6 +1230,57 @@ fn recovery_refuses_a_damaged_record_followed_by_a_valid_one() {
     assert!(crash_image(&heap) == before, "a refused pool was changed");
 }
 
+/// The look for later records goes on from offset 0 after a wrap of the ring: a
+/// damaged wrap marker (or, where the ring's end was too short for one, the last
+/// record before the wrap), with the log's later records at the start of the ring, is
+/// refused too, although the first of them alone would pass for the torn wrap's own
+/// record.
+#[test]
+fn recovery_refuses_a_damaged_record_before_a_wrap() {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        1,
+    );
+    let mut th = e.thread(0).unwrap();
+    let obj = alloc(&mut th, 1);
+    let sh = e.shared();
+    let mut found = None;
+    for v in 0..100_000u64 {
+        let tok = put(&mut th, obj, v);
+        th.wait_durable(tok).unwrap();
+        // A full log replays while this thread commits: parse between commits.
+        let (recs, walked) = log::parse(&sh.heap, 0);
+        walked.unwrap();
+        let wrap = recs.windows(2).position(|p| p[1].pos < p[0].pos);
+        if let Some(w) = wrap.filter(|&w| recs.len() - w >= 3) {
+            found = Some(recs[w]);
+            break;
+        }
+    }
+    let before_wrap = found.expect("the log never wrapped with records on both sides");
+    let image = crash_image(&sh.heap);
+    drop(th);
+    let (_, r) = open_damaged_image(&image, |h| {
+        let a = log::Area::of(h, 0);
+        let marker = before_wrap.pos + log::HEADER_LEN + before_wrap.len;
+        if a.cap - marker >= log::HEADER_LEN {
+            // A byte of the wrap marker's checksum.
+            let mut b = [0u8; 1];
+            h.read_bytes(a.at(marker) + 8, &mut b);
+            h.write_bytes(a.at(marker) + 8, &[b[0] ^ 1]);
+        } else {
+            damage_entries(h, &before_wrap);
+        }
+    });
+    assert!(
+        matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("a later record follows")),
+        "recovery accepted a log damaged before a wrap: {:?}",
+        r.as_ref().err()
+    );
+}
+
 /// A damaged last record is a torn tail: recovery ignores it (slot 0 ends one
 /// transaction earlier) and opens the pool.
 #[test]
