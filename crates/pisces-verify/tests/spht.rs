@@ -289,10 +289,10 @@ fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(pool: &Pool) {
             })
             .unwrap();
         });
-        // The reader falls back after 8 aborts (8 writes, a few milliseconds); from
-        // then on the writer waits for the reader's deadline, about twice the previous
-        // one, from 10 ms, with free commits between the reader's attempts. Wait for
-        // a pause of 10 ms and two commits after it.
+        // The reader falls back after a few aborts (one write each); from then on the
+        // writer waits for the reader's deadline (at least the fallback's floor, and
+        // twice the reader's longest attempt), committing freely between the reader's
+        // attempts. Wait for a pause of at least the floor and two commits after it.
         let t = Instant::now();
         let (mut seen, mut since) = (writes.load(Relaxed), Instant::now());
         let (mut paused, mut after) = (Duration::ZERO, 0);
