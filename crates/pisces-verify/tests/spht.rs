@@ -289,20 +289,35 @@ fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(pool: &Pool) {
             })
             .unwrap();
         });
-        // The reader falls back after 8 aborts (8 writes, a few milliseconds); from
-        // then on each write waits for the reader's deadline, about twice the previous
-        // one, from 10 ms.
-        std::thread::sleep(Duration::from_millis(200));
-        let (w0, t) = (writes.load(Relaxed), Instant::now());
-        while writes.load(Relaxed) < w0 + 2 && t.elapsed() < Duration::from_secs(20) {
+        // The reader falls back after a few aborts (one write each); from then on the
+        // writer waits for the reader's deadline (at least the fallback's floor, and
+        // twice the reader's longest attempt), committing freely between the reader's
+        // attempts. Wait for a pause of at least the floor and two commits after it.
+        let t = Instant::now();
+        let (mut seen, mut since) = (writes.load(Relaxed), Instant::now());
+        let (mut paused, mut after) = (Duration::ZERO, 0);
+        while (paused < Duration::from_millis(10) || after < 2)
+            && t.elapsed() < Duration::from_secs(20)
+        {
             std::thread::sleep(Duration::from_millis(1));
+            let w = writes.load(Relaxed);
+            if w != seen {
+                if paused >= Duration::from_millis(10) {
+                    after += w - seen;
+                }
+                paused = paused.max(since.elapsed());
+                (seen, since) = (w, Instant::now());
+            }
         }
-        let (n, took) = (writes.load(Relaxed) - w0, t.elapsed());
         stop.store(true, Relaxed);
-        assert!(n >= 2, "the writer committed {n} times in {took:?}");
         assert!(
-            took >= Duration::from_millis(10),
-            "two writes in {took:?}: the reader did not hold the writer back"
+            paused >= Duration::from_millis(10),
+            "the writer never paused: the reader did not hold it back"
+        );
+        assert!(
+            after >= 2,
+            "the writer committed {after} times after a pause of {paused:?}, in {:?}",
+            t.elapsed()
         );
     });
 }
@@ -313,4 +328,106 @@ fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline_default_option
         2,
         EngineOptions::new(),
     ));
+}
+
+/// No deadlock across pools: a long reader of pool P and a long reader of pool Q, each
+/// beside a writer of its pool, both fall back; once a reader sees its pool's writer
+/// stalled (it holds the fallback word), it waits for the other reader to hold too,
+/// then writes the other pool (a nested transaction). Each holder's nested write then
+/// waits for the other pool's holder — a cycle that the deadlines end. Both return.
+/// P runs `sp3`, Q `spht`. (With the deadline made infinite, a pure single-lock
+/// fallback, the two readers deadlock.)
+#[test]
+fn holders_of_two_pools_writing_each_other_do_not_deadlock() {
+    use pisces::PPtr;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use std::sync::mpsc;
+    use std::time::Instant;
+    let sp3 = {
+        let m = DramMedium::anonymous(8 << 20, 0, 0).unwrap();
+        let cfg = Config {
+            size: 8 << 20,
+            engine: Some(EngineId::Sp3),
+            max_threads: 3,
+            log_bytes_per_thread: 64 << 10,
+            ..Config::default()
+        };
+        Pool::create_on(Arc::new(m), cfg).unwrap()
+    };
+    let pools = [sp3, dram_pool(2, EngineOptions::new())];
+    let objs: Vec<[PPtr<i64>; 3]> = pools
+        .iter()
+        .map(|p| {
+            let root: PPtr<[PPtr<i64>; 3]> = p.root().unwrap();
+            p.run(|tx| {
+                let o = [tx.alloc(0i64)?, tx.alloc(0i64)?, tx.alloc(0i64)?];
+                *tx.write(root)? = o;
+                Ok(o)
+            })
+            .unwrap()
+        })
+        .collect();
+    let (pools, objs, stop) = (&pools, &objs, &AtomicBool::new(false));
+    // Per pool: the writer's commits; per reader: it held the word once, it is done.
+    let writes = &[AtomicU64::new(0), AtomicU64::new(0)];
+    let held = &[AtomicBool::new(false), AtomicBool::new(false)];
+    let finished = &[AtomicBool::new(false), AtomicBool::new(false)];
+    std::thread::scope(|s| {
+        for i in 0..2 {
+            s.spawn(move || {
+                let [a, b, _] = objs[i];
+                while !stop.load(Relaxed) {
+                    pools[i]
+                        .run(|tx| {
+                            *tx.write(a)? += 1;
+                            *tx.write(b)? -= 1;
+                            Ok(())
+                        })
+                        .unwrap();
+                    writes[i].fetch_add(1, Relaxed);
+                }
+            });
+        }
+        let (done, results) = mpsc::channel();
+        for i in 0..2 {
+            let done = done.clone();
+            s.spawn(move || {
+                let [a, b, _] = objs[i];
+                let other = 1 - i;
+                let c = objs[other][2];
+                let r = pools[i].run_with(TxOptions::read_only(), |tx| {
+                    let x = *tx.read(a)?;
+                    let w = writes[i].load(Relaxed);
+                    std::thread::sleep(Duration::from_millis(30));
+                    if writes[i].load(Relaxed) == w {
+                        // Our writer is held back: we hold the word. Wait for the
+                        // other reader to hold its pool's, then write that pool.
+                        held[i].store(true, Relaxed);
+                        let t = Instant::now();
+                        while !held[other].load(Relaxed)
+                            && !finished[other].load(Relaxed)
+                            && t.elapsed() < Duration::from_secs(5)
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        pools[other].run(|q| {
+                            *q.write(c)? += 1;
+                            Ok(())
+                        })?;
+                    }
+                    Ok(x + *tx.read(b)?)
+                });
+                finished[i].store(true, Relaxed);
+                let _ = done.send(r);
+            });
+        }
+        for _ in 0..2 {
+            let Ok(r) = results.recv_timeout(Duration::from_secs(20)) else {
+                stop.store(true, Relaxed);
+                panic!("a long reader did not return within 20 s");
+            };
+            assert_eq!(r.unwrap(), 0, "a + b changed");
+        }
+        stop.store(true, Relaxed);
+    });
 }

@@ -116,8 +116,9 @@ impl Fallback {
     pub fn take(&self, me: usize, budget: Duration) -> bool {
         debug_assert!((me as u64) < SLOT_MASK, "slot {me} does not fit the word");
         let deadline = self.now_ms() + budget.as_millis() as u64 + 1;
-        // Acquire/Release: nothing is published through the word itself (the engines'
-        // fences order the protocol); a plain CAS that excludes a second holder.
+        // Acquire: pairs with the previous holder's Release in `give_back`, so its
+        // attempt is over before ours starts. The race with writers is not closed
+        // here but by the SeqCst fences after this store and before their loads.
         self.word
             .compare_exchange(0, deadline << SLOT_BITS | (me as u64 + 1), Acquire, Relaxed)
             .is_ok()
@@ -126,9 +127,8 @@ impl Fallback {
     /// Give the word back (holder `me` only).
     pub fn give_back(&self, me: usize) {
         debug_assert_eq!(self.word.load(Relaxed) & SLOT_MASK, me as u64 + 1);
-        // Release: a writer that sees the word free starts after our attempt ended
-        // (not needed for correctness — every writer validates — only for fewness of
-        // aborts).
+        // Release: the next holder (Acquire in `take`) starts after our attempt ended.
+        // Writers need no order from it: every commit validates as usual.
         self.word.store(0, Release);
     }
 }

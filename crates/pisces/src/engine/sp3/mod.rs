@@ -75,6 +75,10 @@
 //! Behaviour, crash campaigns of every crash-test workload, Elle-style histories, and
 //! targeted tests of each protocol step; each step's test fails with the step removed
 //! (`inject_bug`, and bugs injected by hand, listed in `tests/sp3.rs`).
+//! The fallback: a long reader and a long update transaction beside a writer commit
+//! within 5 s (without the fallback they never did); a holder whose attempt waits for
+//! a writer holds it only until its deadline (`tests/sp3.rs`); holders of an `sp3` and
+//! a `spht` pool writing each other do not deadlock (`tests/spht.rs`).
 //!
 //! # Options
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation

@@ -115,7 +115,11 @@
 //!   recovered values equal the committed ones; the link modes really follow the
 //!   links, and a wrong link makes recovery merge instead).
 //! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
-//!   two threads, every option set) and serializability of recorded histories.
+//!   two threads, every option set) and serializability of recorded histories; the
+//!   fallback: a long reader and a long update transaction beside a writer commit
+//!   within 5 s (without the fallback they never did), a holder whose attempt waits
+//!   for a writer holds it only until its deadline, holders of two pools writing each
+//!   other do not deadlock (a pure single-lock fallback does).
 //! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,
 //!   hashmap and btree on two threads of 100 operations.
 //! * `pisces bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
