@@ -137,6 +137,8 @@ pub struct Sp3Thread {
     limbo: Limbo,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
     retries: Retries,
+    /// Transactions run nested in another pool's (`EngineThread::set_nested`).
+    nested: bool,
 }
 
 // SAFETY: the raw pointers are private copies owned by this struct, versions kept alive
@@ -169,6 +171,7 @@ impl Sp3Thread {
             owed: Vec::new(),
             limbo: Limbo::default(),
             retries: Retries::default(),
+            nested: false,
         }
     }
 
@@ -400,14 +403,17 @@ impl EngineThread for Sp3Thread {
         if self.active {
             self.rollback();
         }
-        if self.retries.begin() && self.retries.take(&self.sh.fallback, self.slot) {
+        // A nested transaction never waits for other transactions of the pool
+        // (`EngineThread::set_nested`): it neither takes the fallback word (whose drain
+        // waits) nor waits for a holder; it may conflict with the holder's attempt.
+        if self.retries.begin() && !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
             self.drain();
         }
         let clock = &self.sh.slots[self.slot].clock;
         loop {
             clock.start(&self.sh.clock);
             // After `start`'s fence (module docs, *Fallback*).
-            if opts.read_only || !self.sh.fallback.blocks(self.slot) {
+            if opts.read_only || self.nested || !self.sh.fallback.blocks(self.slot) {
                 break;
             }
             // Another slot's fallback attempt runs: wait for it, reading nothing.
@@ -721,6 +727,10 @@ impl EngineThread for Sp3Thread {
 
     fn after_abort(&mut self) {
         self.retries.after_abort();
+    }
+
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
     }
 
     fn quiesce(&mut self) {

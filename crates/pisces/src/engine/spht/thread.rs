@@ -173,6 +173,8 @@ pub struct SphtThread {
     locks: Vec<(u32, u64)>,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
     retries: Retries,
+    /// Transactions run nested in another pool's (`EngineThread::set_nested`).
+    nested: bool,
 }
 
 fn words_as_bytes(w: &[u64]) -> &[u8] {
@@ -200,6 +202,7 @@ impl SphtThread {
             by_off: FastMap::default(),
             locks: Vec::new(),
             retries: Retries::default(),
+            nested: false,
         })
     }
 
@@ -665,7 +668,9 @@ impl EngineThread for SphtThread {
             self.rollback();
         }
         self.active = true;
-        if self.retries.begin() && self.retries.take(&self.sh.fallback, self.slot) {
+        // A nested transaction never waits for other transactions of the pool
+        // (`EngineThread::set_nested`): it takes no fallback word (whose drain waits).
+        if self.retries.begin() && !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
             self.drain();
         }
         self.rv = self.sh.clock.now();
@@ -825,8 +830,15 @@ impl EngineThread for SphtThread {
 
     fn after_abort(&mut self) {
         self.retries.after_abort();
-        // A commit the fallback turned away waits here, holding nothing (bounded).
-        self.sh.fallback.wait(self.slot);
+        // A commit the fallback turned away waits here, holding nothing (bounded); a
+        // nested one retries at once (its retries are bounded by the API instead).
+        if !self.nested {
+            self.sh.fallback.wait(self.slot);
+        }
+    }
+
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
     }
 
     fn quiesce(&mut self) {
