@@ -253,8 +253,10 @@ int pisces_pool_sync(struct pisces_pool *pool);
 const char *pisces_pool_engine(const struct pisces_pool *pool);
 
 // The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
-// its offset. Every call must give the same size (else `PISCES_EPTR`). Runs its own
-// transaction, which needs a free thread slot (waits `slot_wait_ms` for one).
+// its offset. Every call must give the same size (else `PISCES_EPTR`). It is the
+// library's root object (`Pool::root_bytes`), with the same checks: it can never be
+// freed. Runs its own transaction, which needs a free thread slot (waits
+// `slot_wait_ms` for one).
 int pisces_root(struct pisces_pool *pool, uint64_t size, uint64_t *off);
 
 // Take one of the pool's thread slots (`PISCES_ETHREADS` when all `max_threads`
