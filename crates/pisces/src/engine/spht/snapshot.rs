@@ -16,7 +16,12 @@
 //!   transactions never read those words (only object payloads).
 //! * **No file** (the crash simulator, anonymous DRAM, `pisces check`'s private view):
 //!   a private anonymous mapping holding a copy of the whole image. **DRAM cost: one
-//!   pool size**, allocated at open.
+//!   pool size**, allocated at open. A closed pool's mapping of at most
+//!   [`REUSE_MAX_BYTES`] is kept for the next open of a pool of that size (at most
+//!   [`REUSE_KEPT`] of them per process): the copy then lands in pages that are already
+//!   mapped, instead of a new mapping that faults in every page — what a process that
+//!   opens many small pools in a row (the crash simulator's recoveries) spends most of
+//!   its time on otherwise.
 //! * Either way the snapshot starts equal to the durable image, transactions'
 //!   write-backs go only here, and the durable image catches up through the replayer.
 //!   Only object payloads (the heap and the root slot) of the snapshot are meaningful.
@@ -28,6 +33,15 @@
 use crate::heap::Heap;
 use memmap2::{MmapMut, MmapOptions};
 use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+/// Largest anonymous snapshot kept for reuse after its pool closes.
+pub const REUSE_MAX_BYTES: usize = 64 << 20;
+/// Most anonymous snapshots kept for reuse.
+pub const REUSE_KEPT: usize = 2;
+
+/// Anonymous snapshot mappings of closed pools, for reuse (module docs).
+static KEPT: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
 
 /// The private image.
 pub struct Snapshot {
@@ -36,7 +50,22 @@ pub struct Snapshot {
     /// True for a copy-on-write mapping of the pool file.
     #[cfg_attr(not(test), allow(dead_code))]
     pub copy_on_write: bool,
-    _map: MmapMut,
+    /// `None` only while being dropped.
+    map: Option<MmapMut>,
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let Some(map) = self.map.take() else { return };
+        if self.copy_on_write || map.len() > REUSE_MAX_BYTES {
+            return;
+        }
+        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == REUSE_KEPT {
+            kept.remove(0);
+        }
+        kept.push(map);
+    }
 }
 
 // SAFETY: the mapping is owned by the value; all concurrent access goes through atomics.
@@ -54,7 +83,16 @@ impl Snapshot {
             // the pool lives; a private mapping never writes it.
             Some(f) => (unsafe { MmapOptions::new().len(len).map_copy(f)? }, true),
             None => {
-                let mut map = MmapMut::map_anon(len)?;
+                let reused = {
+                    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.iter()
+                        .position(|m| m.len() == len)
+                        .map(|i| kept.swap_remove(i))
+                };
+                let mut map = match reused {
+                    Some(m) => m,
+                    None => MmapMut::map_anon(len)?,
+                };
                 // SAFETY: the image is `len` bytes and nobody writes it now; the
                 // anonymous map has `len` bytes.
                 unsafe { std::ptr::copy_nonoverlapping(heap.base(), map.as_mut_ptr(), len) };
@@ -65,7 +103,7 @@ impl Snapshot {
             base: map.as_mut_ptr(),
             len,
             copy_on_write: cow,
-            _map: map,
+            map: Some(map),
         })
     }
 
