@@ -1248,7 +1248,9 @@ mod tests {
         let mut w = LogWriter::new(off, len, next_seq);
         let mut rb = RecordBuilder::default();
         build(&heap, &mut rb);
-        let wm = crate::engine::kit::watermark::load(&heap);
+        let wm = crate::engine::kit::watermark::load(&heap)
+            .unwrap()
+            .unwrap_or(0);
         w.append(&heap, rb.bytes(), wm + 10);
         heap.fence();
     }

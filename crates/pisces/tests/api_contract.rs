@@ -395,3 +395,43 @@ fn two_pools_nested_in_opposite_order_both_finish() {
         assert!(b.run(|tx| Ok(*tx.read(xb)?)).unwrap() >= 2, "{engine}");
     }
 }
+
+/// The root object can never be freed, on every engine (also pmdk's own pool format),
+/// whether made by `root` or `root_bytes` (the C ABI's root).
+#[test]
+fn the_root_object_cannot_be_freed_on_any_engine() {
+    let d = tempfile::tempdir().unwrap();
+    for &engine in EngineId::ALL.iter().filter(|e| e.available()) {
+        for bytes in [false, true] {
+            let pool = pool_with(
+                &d,
+                &format!("{engine}-{bytes}"),
+                Config {
+                    engine: Some(engine),
+                    ..Config::default()
+                },
+            );
+            let root = if bytes {
+                pool.root_bytes(24).unwrap()
+            } else {
+                PPtr::from_offset(pool.root::<[u64; 3]>().unwrap().offset())
+            };
+            let r = pool.run(|tx| tx.free(root));
+            assert!(
+                matches!(r, Err(Error::InvalidPointer(_))),
+                "{engine}: {r:?}"
+            );
+            // Nothing handed out afterwards is the root.
+            for _ in 0..3 {
+                let p = pool.run(|tx| tx.alloc([0u64; 3])).unwrap();
+                assert_ne!(p.offset(), root.offset(), "{engine}");
+            }
+            let again = if bytes {
+                pool.root_bytes(24).unwrap()
+            } else {
+                PPtr::from_offset(pool.root::<[u64; 3]>().unwrap().offset())
+            };
+            assert_eq!(again, root, "{engine}");
+        }
+    }
+}

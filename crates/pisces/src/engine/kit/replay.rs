@@ -16,11 +16,9 @@
 //! allocator entries set or clear bits); after it, nothing replays.
 
 use super::redo_log::{self as log, Entry};
-use super::watermark::WATERMARK_OFFSET;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
-use std::sync::atomic::Ordering::AcqRel;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +79,8 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
 /// Run recovery on a pool nobody else uses yet.
 pub fn recover(heap: &Heap) -> Result<Recovered> {
     let l = *heap.layout();
-    let w = super::watermark::load(heap);
+    let stored = super::watermark::load(heap)?;
+    let w = stored.unwrap_or(0);
     let mut records = Vec::new();
     let mut next_seq = Vec::with_capacity(l.max_threads);
     for slot in 0..l.max_threads {
@@ -97,6 +96,14 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
                 records.push((r.persist_ts, slot, r.seq, r.entries));
             }
         }
+    }
+    if stored.is_none() && (!records.is_empty() || heap.superblock().root_record().is_some()) {
+        // Every recovery leaves the watermark at 1 or more, and every pool that holds
+        // something has been recovered once (at its creation): a zero word is damage.
+        return Err(Error::Corrupt(
+            "the log watermark word in the engine area is zero in a pool that holds data (damaged)"
+                .into(),
+        ));
     }
     records.sort_by_key(|r| (r.0, r.1, r.2));
     // Validate every record before writing anything: a pool whose logs are damaged is
@@ -115,10 +122,8 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
     }
     heap.fence();
     new_w = new_w.max(1);
-    if new_w > w {
-        heap.atomic_u64(WATERMARK_OFFSET).fetch_max(new_w, AcqRel);
-        heap.persist(WATERMARK_OFFSET, 8);
-    }
+    // Always written: a format 3 pool's plain word becomes an encoded one.
+    super::watermark::set(heap, new_w);
     for (slot, &seq) in next_seq.iter().enumerate() {
         log::reset(heap, l.log_offset(slot), seq);
     }
@@ -144,11 +149,11 @@ pub struct LogState {
 /// Inspect the logs without changing anything.
 pub fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
-    let w = super::watermark::load(heap);
-    let mut st = LogState {
-        watermark: w,
-        ..Default::default()
-    };
+    let mut st = LogState::default();
+    match super::watermark::load(heap) {
+        Ok(w) => st.watermark = w.unwrap_or(0),
+        Err(e) => st.problems.push(e.to_string()),
+    }
     for slot in 0..l.max_threads {
         let parsed = log::parse(heap, l.log_offset(slot), l.log_bytes_per_thread);
         if let Some(d) = &parsed.damage {
@@ -156,7 +161,7 @@ pub fn inspect(heap: &Heap) -> LogState {
         }
         let mut live = 0;
         for r in &parsed.records {
-            if r.persist_ts < w {
+            if r.persist_ts < st.watermark {
                 continue;
             }
             live += 1;

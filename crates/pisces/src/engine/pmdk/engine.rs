@@ -502,6 +502,17 @@ impl EngineThread for PmdkThread {
                 "the root slot cannot be freed".into(),
             ));
         }
+        // The root object (the root slot's first word) cannot be freed either:
+        // `Pool::root` would hand it out again after its block is reused.
+        let slot = self.read(self.sh.root_slot, 16)?;
+        // SAFETY: `read` returns a pointer valid for reads of 16 bytes that do not
+        // change while this transaction runs (engine contract); read unaligned.
+        let root = unsafe { (slot as *const u64).read_unaligned() };
+        if root != 0 && off == root {
+            return Err(Error::InvalidPointer(format!(
+                "{off:#x} is the root object, which cannot be freed (Pool::root hands it out)"
+            )));
+        }
         if self.frees.contains(&off) {
             return Err(Error::InvalidPointer(format!(
                 "object {off:#x} freed twice"
