@@ -25,6 +25,7 @@
 
 pub mod bulk_vec;
 pub mod changed_words;
+pub mod checked_word;
 pub mod clock;
 pub mod crc;
 pub mod dirty_lines;

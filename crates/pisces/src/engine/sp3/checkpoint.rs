@@ -78,15 +78,25 @@ pub fn intent_len(slots: usize) -> usize {
     8 * (slots + 1)
 }
 
-/// The persistent `retired` word of `slot`.
-pub fn load_retired(heap: &Heap, slot: usize) -> u64 {
-    heap.atomic_u64(retired_offset(slot)).load(Acquire)
+/// The persistent `retired` word of `slot` (0 if never written). The word carries a
+/// check ([`crate::engine::kit::checked_word`]): a damaged one is `Err(Corrupt)`.
+pub fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
+    use crate::engine::kit::checked_word::{classify, legacy, Word};
+    // Acquire: recovery and inspection run alone; any ordering would do.
+    let word = heap.atomic_u64(retired_offset(slot)).load(Acquire);
+    match classify(word, legacy(heap)) {
+        Word::Zero => Ok(0),
+        Word::Value(v) => Ok(v),
+        Word::Damaged => Err(crate::Error::Corrupt(format!(
+            "the retired word of thread slot {slot} in the engine area is damaged \
+             ({word:#018x} fails its check)"
+        ))),
+    }
 }
 
-/// Raise `slot`'s `retired` word to `lid` and flush it (the caller fences).
+/// Raise `slot`'s `retired` word to `lid` (encoded) and flush it (the caller fences).
 pub fn store_retired(heap: &Heap, slot: usize, lid: u64) {
-    heap.atomic_u64(retired_offset(slot))
-        .fetch_max(lid, std::sync::atomic::Ordering::AcqRel);
+    crate::engine::kit::checked_word::raise(heap.atomic_u64(retired_offset(slot)), lid);
     heap.flush(retired_offset(slot), 8);
 }
 

@@ -337,15 +337,30 @@ fn build(heap: &Heap, threads: usize) -> Result<Dag<'_>> {
     let intent = load_intent(heap, l.max_threads);
     let retired: Vec<u64> = (0..l.max_threads)
         .map(|slot| {
-            let r = load_retired(heap, slot);
-            intent.as_ref().map_or(r, |t| r.max(t[slot]))
+            let r = load_retired(heap, slot)?;
+            Ok(intent.as_ref().map_or(r, |t| r.max(t[slot])))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let slots = per_slot(threads, l.max_threads, |slot| {
         parse_slot(heap, slot, retired[slot], parts)
     })
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
+    // A slot's log starts right after its retired word: a log is truncated only after
+    // the word that retires its records is durable. A later first record means the
+    // word is lower than it was (damaged: zeroed), and replay would drop the slot's
+    // records as if their predecessor were lost.
+    for (slot, log) in slots.iter().enumerate() {
+        if let Some(first) = log.nodes.first() {
+            if first.lid > retired[slot] + 1 {
+                return Err(Error::Corrupt(format!(
+                    "thread slot {slot}: its log starts at transaction {} but its retired word \
+                     says {}: the records between are missing (the engine area is damaged)",
+                    first.lid, retired[slot]
+                )));
+            }
+        }
+    }
     let (order, dropped, cycles) = topological_order(&slots, &retired);
     Ok(Dag {
         retired,
@@ -597,7 +612,10 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
         let s = s as usize;
         last[s] = last[s].max(lid);
     }
-    let behind = (0..l.max_threads).any(|s| load_retired(heap, s) < last[s]);
+    // A format 3 pool's plain words are rewritten encoded, through the intent like
+    // any update of them (crash safe: both forms read back).
+    let behind = crate::engine::kit::checked_word::legacy(heap)
+        || (0..l.max_threads).any(|s| load_retired(heap, s).map_or(true, |r| r < last[s]));
     if behind {
         store_intent(heap, &last);
         heap.fence();
