@@ -296,6 +296,9 @@ impl KeyOrder {
     }
 }
 
+/// A bound on a subtree's keys (a separator's bytes), or none.
+type KeyBound = Option<Vec<u8>>;
+
 /// Key `j` of a node whose keys start at word `first` (`ks` bytes each).
 fn key_at(w: &[u64], first: usize, ks: usize, j: usize) -> Vec<u8> {
     let bytes: Vec<u8> = w[first..].iter().flat_map(|x| x.to_le_bytes()).collect();
@@ -362,8 +365,7 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
         }
         Ok(())
     };
-    let mut stack: Vec<(u64, u64, Option<Vec<u8>>, Option<Vec<u8>>)> =
-        vec![(root, height, None, None)];
+    let mut stack: Vec<(u64, u64, KeyBound, KeyBound)> = vec![(root, height, None, None)];
     let mut seen = HashSet::new();
     let mut leaves = Vec::new();
     let (mut entries, mut inners) = (0usize, 0usize);
