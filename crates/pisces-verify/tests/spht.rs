@@ -235,99 +235,11 @@ fn long_transactions_commit_while_a_writer_runs_default_options() {
     long_transactions_commit_while_a_writer_runs(&dram_pool(2, EngineOptions::new()));
 }
 
-/// The fallback never holds writers for good: a reader whose attempt waits until the
-/// writer commits once more (what a holder does when its closure waits for a
-/// transaction that waits for it: a nested transaction of another pool, a thread-slot
-/// checkout) holds the writer only until its deadline, so the writer keeps committing.
-/// (This reader can never commit on a single-version engine: it needs a write to what
-/// it read during its own attempt. Its deadline doubles with each attempt, so the
-/// writer slows down; a permanent wait would stop it.)
-fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(pool: &Pool) {
-    use pisces::PPtr;
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-    use std::time::{Duration, Instant};
-    let root: PPtr<[PPtr<i64>; 2]> = pool.root().unwrap();
-    let [a, b] = pool
-        .run(|tx| {
-            let p = [tx.alloc(0i64)?, tx.alloc(0i64)?];
-            *tx.write(root)? = p;
-            Ok(p)
-        })
-        .unwrap();
-    let (stop, writes) = (&AtomicBool::new(false), &AtomicU64::new(0));
-    // The value of `a` the writer committed last.
-    let last = &AtomicI64::new(0);
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            let mut h = pool.handle().unwrap();
-            while !stop.load(Relaxed) {
-                let v = h
-                    .run(|tx| {
-                        *tx.write(b)? += 1;
-                        let a = tx.write(a)?;
-                        *a += 1;
-                        Ok(*a)
-                    })
-                    .unwrap();
-                last.store(v, Relaxed);
-                writes.fetch_add(1, Relaxed);
-            }
-        });
-        s.spawn(move || {
-            pool.run_with(TxOptions::read_only(), |tx| {
-                // Wait for a commit after our read of `a`: our read of `b` then
-                // conflicts.
-                let x = *tx.read(a)?;
-                let t = Instant::now();
-                while last.load(Relaxed) <= x
-                    && !stop.load(Relaxed)
-                    && t.elapsed() < Duration::from_secs(60)
-                {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Ok(x + *tx.read(b)?)
-            })
-            .unwrap();
-        });
-        // The reader falls back after a few aborts (one write each); from then on the
-        // writer waits for the reader's deadline (at least the fallback's floor, and
-        // twice the reader's longest attempt), committing freely between the reader's
-        // attempts. Wait for a pause of at least the floor and two commits after it.
-        let t = Instant::now();
-        let (mut seen, mut since) = (writes.load(Relaxed), Instant::now());
-        let (mut paused, mut after) = (Duration::ZERO, 0);
-        while (paused < Duration::from_millis(10) || after < 2)
-            && t.elapsed() < Duration::from_secs(20)
-        {
-            std::thread::sleep(Duration::from_millis(1));
-            let w = writes.load(Relaxed);
-            if w != seen {
-                if paused >= Duration::from_millis(10) {
-                    after += w - seen;
-                }
-                paused = paused.max(since.elapsed());
-                (seen, since) = (w, Instant::now());
-            }
-        }
-        stop.store(true, Relaxed);
-        assert!(
-            paused >= Duration::from_millis(10),
-            "the writer never paused: the reader did not hold it back"
-        );
-        assert!(
-            after >= 2,
-            "the writer committed {after} times after a pause of {paused:?}, in {:?}",
-            t.elapsed()
-        );
-    });
-}
-
 #[test]
 fn a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline_default_options() {
-    a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(&dram_pool(
-        2,
-        EngineOptions::new(),
-    ));
+    pisces_verify::testkit::a_holder_waiting_for_a_writer_holds_it_only_until_its_deadline(
+        &dram_pool(2, EngineOptions::new()),
+    );
 }
 
 /// No deadlock across pools: a long reader of pool P and a long reader of pool Q, each

@@ -1015,20 +1015,34 @@ fn damage_after(
             if framing == Framing::Compact { "low 32 bits " } else { "" },
         ))
     };
+    later_record_after_stop(stop.pos, cap, first_valid, damage)
+}
+
+/// The look of [`damage_after`] (its docs say where later records can be), for any
+/// record format: `first_valid(from, to)` is the format's first valid record starting
+/// in `from..to` as (position, length, sequence number, its distance from the one
+/// expected at the stop: positive means later); `damage(pos, seq)` words the finding.
+/// Shared with spht's log, whose records have their own header.
+pub(crate) fn later_record_after_stop(
+    stop_pos: usize,
+    cap: usize,
+    first_valid: impl Fn(usize, usize) -> Option<(usize, usize, u64, i64)>,
+    damage: impl Fn(usize, u64) -> Option<String>,
+) -> Option<String> {
     // Forward from the stop to the end of the ring: nothing later may be valid there.
-    if let Some((pos, _, seq, d)) = first_valid(stop.pos, cap) {
+    if let Some((pos, _, seq, d)) = first_valid(stop_pos, cap) {
         if d > 0 {
             return damage(pos, seq);
         }
     }
     // On from offset 0, where the chain would continue after a wrap.
-    let (pos, len, seq, d) = first_valid(0, stop.pos)?;
+    let (pos, len, seq, d) = first_valid(0, stop_pos)?;
     if d <= 0 {
         return None;
     }
-    if pos == 0 && d == 1 && stop.pos > 0 && len > cap - stop.pos {
+    if pos == 0 && d == 1 && stop_pos > 0 && len > cap - stop_pos {
         // Record e+1 alone at offset 0 is the torn wrap's record, unless e+2 follows.
-        return match first_valid(len, stop.pos) {
+        return match first_valid(len, stop_pos) {
             Some((p2, _, s2, d2)) if d2 > 0 => damage(p2, s2),
             _ => None,
         };

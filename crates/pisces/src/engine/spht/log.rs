@@ -329,22 +329,7 @@ fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
         ))
     };
-    if let Some((pos, _, seq, d)) = first_valid(stop.pos, cap) {
-        if d > 0 {
-            return damage(pos, seq);
-        }
-    }
-    let (pos, len, seq, d) = first_valid(0, stop.pos)?;
-    if d <= 0 {
-        return None;
-    }
-    if pos == 0 && d == 1 && stop.pos > 0 && len > cap - stop.pos {
-        return match first_valid(len, stop.pos) {
-            Some((p2, _, s2, d2)) if d2 > 0 => damage(p2, s2),
-            _ => None,
-        };
-    }
-    damage(pos, seq)
+    crate::engine::kit::redo_log::later_record_after_stop(stop.pos, cap, first_valid, damage)
 }
 
 /// [`parse`] without a list: hand each valid transaction record, with its entry bytes
