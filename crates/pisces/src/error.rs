@@ -154,6 +154,14 @@ impl Error {
         }
     }
 
+    /// An I/O error that says the storage is full: no space, a quota, a file size
+    /// limit.
+    pub(crate) fn is_storage_full(&self) -> bool {
+        use std::io::ErrorKind::{FileTooLarge, QuotaExceeded, StorageFull};
+        matches!(self, Error::Io { source, .. }
+            if matches!(source.kind(), StorageFull | QuotaExceeded | FileTooLarge))
+    }
+
     /// A user abort with a message; return it from a transaction closure to roll back.
     pub fn abort(msg: impl Into<String>) -> Self {
         Error::UserAbort(msg.into())

@@ -480,12 +480,18 @@ impl Allocator {
             if let Some(i) = lock(&self.slabs).take_run(n) {
                 return Ok(Some(i));
             }
-            match self.heap.grow(n)? {
+            match self.heap.grow(n) {
                 // The new slabs follow the old ones: a run can start among free slabs
                 // at the old end, so they are not handed out directly but inserted
                 // (first fit then takes the lowest run that fits).
-                Some(new) => lock(&self.slabs).insert(new.start, new.len()),
-                None => return Ok(None),
+                Ok(Some(new)) => lock(&self.slabs).insert(new.start, new.len()),
+                Ok(None) => return Ok(None),
+                // The file system is full (or a quota or file size limit is reached):
+                // the heap cannot grow now, as at its maximum, so the allocation is
+                // out of space. A failed growth changed nothing durable (the file is
+                // cut back, the superblock not written): the pool stays as it was.
+                Err(e) if e.is_storage_full() => return Ok(None),
+                Err(e) => return Err(e),
             }
         }
     }
