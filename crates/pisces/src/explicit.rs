@@ -121,6 +121,8 @@ pub struct ExplicitTx<'h> {
     durability: Durability,
     /// Set once committed or aborted (then `Drop` has nothing to do).
     ended: bool,
+    /// Runs nested in a transaction of another pool (the engine was told).
+    nested: bool,
     /// Dropped after `tx`'s rollback: the pool counts as running a transaction on this
     /// thread until the attempt is over.
     _registration: Registration<'h>,
@@ -152,7 +154,12 @@ impl ThreadHandle {
             return Err(Error::NestedTransaction);
         }
         check_isolation(th, &opts)?;
-        th.set_nested(InTx::inside_any());
+        // The engine forgets it when the transaction ends (`Drop`, also after
+        // `commit`), or, for a leaked one, when its handle ends it.
+        let nested = InTx::inside_any();
+        if nested {
+            th.set_nested(true);
+        }
         explicit.add(slot);
         *began_on = Some(std::thread::current().id());
         let registration = Registration {
@@ -166,6 +173,7 @@ impl ThreadHandle {
             stats,
             durability: opts.durability,
             ended: false,
+            nested,
             _registration: registration,
             _thread_bound: PhantomData,
         })
@@ -327,6 +335,10 @@ impl Drop for ExplicitTx<'_> {
     fn drop(&mut self) {
         if !self.ended {
             self.roll_back();
+        }
+        // Also after `commit` (which drops `self` when it returns).
+        if self.nested {
+            self.tx.thread().set_nested(false);
         }
     }
 }

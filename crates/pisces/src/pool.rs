@@ -1148,6 +1148,7 @@ impl ThreadHandle {
     fn end_leaked_slow(&mut self, began_on: ThreadId) {
         if let Some(state) = self.state.as_mut() {
             state.1.abort();
+            state.1.set_nested(false);
             self.stats.failed += 1;
             self.pool.inner.explicit.remove(state.0, began_on);
         }

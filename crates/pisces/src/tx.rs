@@ -475,6 +475,42 @@ pub(crate) fn run_on<R, E: From<Error>>(
     stats: &mut TxStats,
     opts: &TxOptions,
     nested: bool,
+    f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
+    if nested {
+        return run_nested(th, stats, opts, f);
+    }
+    attempts(th, stats, opts, false, f)
+}
+
+/// [`run_on`] of a nested transaction: the engine knows it for the attempts (and
+/// forgets it after them, also when `f` panics).
+#[cold]
+#[inline(never)]
+fn run_nested<R, E: From<Error>>(
+    th: &mut AnyThread,
+    stats: &mut TxStats,
+    opts: &TxOptions,
+    f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
+    struct Nested<'a>(&'a mut AnyThread);
+    impl Drop for Nested<'_> {
+        fn drop(&mut self) {
+            self.0.set_nested(false);
+        }
+    }
+    th.set_nested(true);
+    let g = Nested(th);
+    attempts(&mut *g.0, stats, opts, true, f)
+}
+
+/// The retry loop of [`run_on`].
+#[inline]
+fn attempts<R, E: From<Error>>(
+    th: &mut AnyThread,
+    stats: &mut TxStats,
+    opts: &TxOptions,
+    nested: bool,
     mut f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
 ) -> std::result::Result<R, E> {
     if let Some(level) = opts.isolation {
@@ -490,7 +526,6 @@ pub(crate) fn run_on<R, E: From<Error>>(
     }
     let mut backoff = Backoff::new();
     let mut retries = 0u32;
-    th.set_nested(nested);
     loop {
         let fast = th.begin_fast(opts);
         let mut tx = Tx {
