@@ -1,8 +1,8 @@
 //! Recovery edge cases: header words left by old runs, damaged logs (white-box: they
 //! forge log records and header words through the kit).
 
-use crate::engine::kit::header_word::tag_of;
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
+use crate::engine::kit::cc::header_word::tag_of;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
 use crate::heap::superblock::Superblock;
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
@@ -171,11 +171,11 @@ fn framing_heap() -> Heap {
 /// recycling), and take 16 header bytes where standard ones take 32.
 #[test]
 fn compact_framing_round_trips_over_many_laps() {
-    use crate::engine::kit::redo_log::{parse_framed, Framing, COMPACT_HEADER_LEN};
+    use crate::engine::kit::log::redo_log::{parse_framed, Framing, COMPACT_HEADER_LEN};
     let heap = framing_heap();
     let l = *heap.layout();
     let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
-    crate::engine::kit::redo_log::reset(&heap, off, 7);
+    crate::engine::kit::log::redo_log::reset(&heap, off, 7);
     let mut w = LogWriter::framed(Framing::Compact, off, len, 7);
     let mut live: std::collections::VecDeque<(u64, Vec<u8>)> = Default::default();
     for i in 0..1500u64 {
@@ -243,7 +243,7 @@ fn compact_framing_round_trips_over_many_laps() {
 /// reported as damage, not taken for a torn tail.
 #[test]
 fn compact_framing_detects_torn_and_damaged_records() {
-    use crate::engine::kit::redo_log::{parse_framed, Framing, RING_OFFSET};
+    use crate::engine::kit::log::redo_log::{parse_framed, Framing, RING_OFFSET};
     let heap = framing_heap();
     let l = *heap.layout();
     let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
@@ -300,7 +300,7 @@ fn compact_framing_detects_torn_and_damaged_records() {
 /// marker's stale gap).
 #[test]
 fn damage_is_found_wherever_the_chain_continues() {
-    use crate::engine::kit::redo_log::{parse_framed, reset, Framing, RING_OFFSET};
+    use crate::engine::kit::log::redo_log::{parse_framed, reset, Framing, RING_OFFSET};
     for framing in [Framing::Standard, Framing::Compact] {
         let heap = framing_heap();
         let l = *heap.layout();
@@ -454,7 +454,7 @@ fn blocks_pack_into_one_word_and_back() {
 /// refused by the builder.
 #[test]
 fn operation_records_round_trip() {
-    use crate::engine::kit::redo_log::{decode_op_record, parse_framed, Entry, Framing};
+    use crate::engine::kit::log::redo_log::{decode_op_record, parse_framed, Entry, Framing};
     use crate::heap::alloc::Block;
     let heap = framing_heap();
     let l = *heap.layout();
@@ -548,7 +548,7 @@ fn operation_records_round_trip() {
 /// is shorter, and come back exactly; malformed packed sections are refused.
 #[test]
 fn operation_record_arguments_are_packed_and_unpacked() {
-    use crate::engine::kit::redo_log::{decode_op_record, unpack_op_record, OP_ARGS_PACKED};
+    use crate::engine::kit::log::redo_log::{decode_op_record, unpack_op_record, OP_ARGS_PACKED};
     use crate::heap::alloc::Block;
     let mut r = RecordBuilder::default();
     let b = Block {
@@ -568,7 +568,10 @@ fn operation_record_arguments_are_packed_and_unpacked() {
     let (raw_tag, raw) = unpack_op_record(tag, r.bytes()).unwrap().unwrap();
     let op = decode_op_record(raw_tag, &raw).unwrap();
     assert_eq!((op.index, op.args), (5, &args[..]));
-    assert_eq!(op.blocks, [crate::engine::kit::redo_log::Entry::Alloc(b)]);
+    assert_eq!(
+        op.blocks,
+        [crate::engine::kit::log::redo_log::Entry::Alloc(b)]
+    );
     // Packed records are not decoded without unpacking; plain ones need none.
     assert!(decode_op_record(tag, r.bytes()).is_err());
     let dense = [7u8; 16];
@@ -621,7 +624,7 @@ fn operation_record_arguments_are_packed_and_unpacked() {
 /// bit 63 set or no size class.
 #[test]
 fn malformed_operation_records_are_refused() {
-    use crate::engine::kit::redo_log::decode_op_record;
+    use crate::engine::kit::log::redo_log::decode_op_record;
     let tag = |index: u16, pad: u16, blocks: u16| index | pad << 8 | blocks << 11;
     let args = [1u8; 16];
     assert!(decode_op_record(tag(0, 0, 0), &args).is_ok());
@@ -665,7 +668,7 @@ fn malformed_operation_records_are_refused() {
         .blocks
         .iter()
         .map(|e| match *e {
-            crate::engine::kit::redo_log::Entry::Alloc(b) if b.size == 48 => b.offset,
+            crate::engine::kit::log::redo_log::Entry::Alloc(b) if b.size == 48 => b.offset,
             ref e => panic!("{e:?}"),
         })
         .collect();
@@ -695,7 +698,7 @@ fn malformed_operation_records_are_refused() {
     let op = decode_op_record(tag(7, 0, 1), &with_block).unwrap();
     assert_eq!(op.index, 7);
     assert!(
-        matches!(op.blocks[..], [crate::engine::kit::redo_log::Entry::Free(b)] if b.offset == 16 && b.size == 48)
+        matches!(op.blocks[..], [crate::engine::kit::log::redo_log::Entry::Free(b)] if b.offset == 16 && b.size == 48)
     );
 }
 
@@ -706,7 +709,7 @@ fn malformed_operation_records_are_refused() {
 /// whole number).
 #[test]
 fn operation_records_torn_damaged_and_stale() {
-    use crate::engine::kit::redo_log::{parse_framed, Framing, RING_OFFSET};
+    use crate::engine::kit::log::redo_log::{parse_framed, Framing, RING_OFFSET};
     use crate::heap::alloc::Block;
     let heap = framing_heap();
     let l = *heap.layout();
@@ -752,7 +755,7 @@ fn operation_records_torn_damaged_and_stale() {
     }
     // A stale record: sequence number 2^16 written where record 0 is expected (the
     // same 16 stored bits) is not read.
-    crate::engine::kit::redo_log::reset(&heap, off, 0);
+    crate::engine::kit::log::redo_log::reset(&heap, off, 0);
     heap.fence();
     let mut stale = LogWriter::framed(Framing::Compact, off, len, 1 << 16);
     stale.append_op(&heap, r.bytes(), tag, 12);
@@ -767,7 +770,7 @@ fn operation_records_torn_damaged_and_stale() {
 /// overruns the record is an error.
 #[test]
 fn blocks_entries_round_trip() {
-    use crate::engine::kit::redo_log::{decode, Entry};
+    use crate::engine::kit::log::redo_log::{decode, Entry};
     use crate::heap::alloc::Block;
     let b = |i: u64| Block {
         offset: 0x2_0000 + 64 * i,
@@ -816,11 +819,11 @@ fn blocks_entries_round_trip() {
 /// of a line-aligned chain is still told from a torn tail.
 #[test]
 fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
-    use crate::engine::kit::redo_log::parse;
+    use crate::engine::kit::log::redo_log::parse;
     let heap = framing_heap();
     let l = *heap.layout();
     let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
-    crate::engine::kit::redo_log::reset(&heap, off, 5);
+    crate::engine::kit::log::redo_log::reset(&heap, off, 5);
     let mut w = LogWriter::new(off, len, 5).line_aligned();
     let mut live: std::collections::VecDeque<(u64, Vec<u8>)> = Default::default();
     for i in 0..1200u64 {
@@ -835,7 +838,7 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
         let before = crate::medium::counters::snapshot();
         w.append(&heap, r.bytes(), 100 + i);
         let lines = (crate::medium::counters::snapshot() - before).lines_flushed;
-        let rec_len = crate::engine::kit::redo_log::HEADER_LEN + r.len();
+        let rec_len = crate::engine::kit::log::redo_log::HEADER_LEN + r.len();
         // (A wrap marker adds its own line.)
         assert!(
             lines == rec_len.div_ceil(64) as u64 || lines == rec_len.div_ceil(64) as u64 + 1,
@@ -853,7 +856,7 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
         assert_eq!(got, Vec::from(live.clone()), "after record {i}");
     }
     // Every live record starts on a line: find each one's header in the ring.
-    let ring = off + crate::engine::kit::redo_log::RING_OFFSET;
+    let ring = off + crate::engine::kit::log::redo_log::RING_OFFSET;
     assert_eq!(ring % 64, 0);
     let mut starts = 0;
     for pos in (ring..off + len).step_by(8) {
@@ -906,12 +909,12 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
 #[cfg(feature = "mutation")]
 #[test]
 fn line_aligned_parser_must_skip_the_gap() {
-    use crate::engine::kit::redo_log::parse;
+    use crate::engine::kit::log::redo_log::parse;
     use crate::mutation::{self, Mutation};
     let heap = framing_heap();
     let l = *heap.layout();
     let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);
-    crate::engine::kit::redo_log::reset(&heap, off, 0);
+    crate::engine::kit::log::redo_log::reset(&heap, off, 0);
     let mut w = LogWriter::new(off, len, 0).line_aligned();
     for i in 0..4u64 {
         let mut r = RecordBuilder::default();

@@ -32,9 +32,9 @@
 
 use super::shared::Shared;
 use super::version::{self, Entry, Version};
-use crate::engine::kit::grace::wait_for_readers;
-use crate::engine::kit::objects::locate_object;
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::cc::grace::wait_for_readers;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::validate::locate_object;
 use crate::engine::EngineThread;
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -43,7 +43,7 @@ use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 
-use crate::engine::kit::objects::WriteKind as Kind;
+use crate::engine::kit::write_set::WriteKind as Kind;
 
 /// One object of the write set.
 struct WriteEntry {
@@ -336,9 +336,9 @@ impl EngineThread for MvccThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         self.check_active()?;
-        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let root = crate::engine::kit::validate::root_object(|o, l| self.read(o, l))?;
         let b =
-            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+            crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.pending(b)
             })?;
         if let Some(&i) = self.by_off.get(&off) {

@@ -1,7 +1,7 @@
 //! The live and freed markers in header words (`shared::LIVE`): what the read fast path
 //! accepts, across frees, rollbacks and runs (white-box: they look at header words).
 
-use crate::engine::kit::header_word::tag_of;
+use crate::engine::kit::cc::header_word::tag_of;
 use crate::{Config, Error, PPtr, Pool};
 
 fn cfg() -> Config {

@@ -3,7 +3,7 @@
 
 use super::ffi::{self, PmemObjPool, PmemOid};
 use super::objects::Objects;
-use crate::engine::kit::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::cc::two_phase::{HeldLocks, Mode};
 use crate::engine::{Engine, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::Heap;

@@ -43,15 +43,15 @@
 //! space is reserved), so a dependent never waits for a predecessor that gives up.
 //!
 //! # Fallback (a bound on attempts)
-//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
 //! times in a row on conflicts (a long reader whose objects writers keep replacing, a
 //! long update transaction that reads a lot) takes the pool's fallback word before its
-//! next attempt ([`crate::engine::kit::fallback`]):
+//! next attempt ([`crate::engine::kit::cc::fallback`]):
 //! * it stores the word, ticks the epoch clock and waits, like a grace period, until
 //!   every other slot's transaction that started before the tick has ended (or the
 //!   deadline of its hold has passed);
 //! * `begin` of every transaction not declared read-only loads the word after
-//!   [`SlotClock::start`](crate::engine::kit::clock::SlotClock::start) and, while the
+//!   [`SlotClock::start`](crate::engine::kit::cc::clock::SlotClock::start) and, while the
 //!   holder's deadline runs, leaves the slot inactive and waits before its read phase,
 //!   so it takes no encounter-time lock the holder could meet.
 //!
@@ -73,11 +73,10 @@ use super::shared::Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
 use super::Bug;
-use crate::engine::kit::fallback::Retries;
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::cc::fallback::Retries;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
+use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -211,7 +210,7 @@ impl Sp3Thread {
                 .committed_live(b.payload(), b.payload_len() & !7)
     }
 
-    /// Validate a user offset (see `kit::objects::locate_object`): the object's real
+    /// Validate a user offset (see `kit::validate::locate_object`): the object's real
     /// payload offset (the root slot's token maps to the slot) and its length. An
     /// object that is no longer allocated while this transaction's reads are no longer
     /// current is a conflict (a concurrent free unlinked it), not a bad pointer.

@@ -10,7 +10,7 @@
 //! # Reclamation (epochs on the kit's clock)
 //! A version replaced by a newer one may still be read by transactions that loaded the
 //! old pointer. The committer puts it in its [`Limbo`]; a full batch is stamped with a
-//! clock increment `e` ([`crate::engine::kit::clock::Clock::tick`], once per batch, not
+//! clock increment `e` ([`crate::engine::kit::cc::clock::Clock::tick`], once per batch, not
 //! per transaction — this is the only shared counter of the engine and it is not a
 //! transaction id) and freed once every slot's published start timestamp is `>= e`
 //! (or inactive): a transaction that started after the increment loads the entry's
@@ -18,7 +18,7 @@
 //! cannot hold the old version. The check is a scan, never a wait, except when a thread
 //! leaves ([`Limbo::drain_blocking`]).
 
-use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::sync::fence;
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::Ordering::SeqCst;
@@ -152,7 +152,7 @@ impl Limbo {
             return;
         }
         let e = clock.tick();
-        crate::engine::kit::grace::wait_for_readers(slots, own, e);
+        crate::engine::kit::cc::grace::wait_for_readers(slots, own, e);
         for v in self
             .current
             .drain(..)

@@ -54,10 +54,10 @@
 //! visible).
 //!
 //! # Fallback (a bound on attempts)
-//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
 //! times in a row on conflicts (a long reader whose reads writers keep replacing, a
 //! long update transaction that reads a lot) takes the pool's fallback word before its
-//! next attempt ([`crate::engine::kit::fallback`]; HTM systems such as SPHT's paper
+//! next attempt ([`crate::engine::kit::cc::fallback`]; HTM systems such as SPHT's paper
 //! fall back to a single global lock after N aborts):
 //! * it stores the word, fences (SeqCst) and waits until no other slot's `vts` is
 //!   non-persistent, i.e. until every commit in steps 2-11 has finished (bounded: those
@@ -109,11 +109,10 @@ use super::options::MarkerMode;
 use super::replayer;
 use super::shared::Shared;
 use super::stripes::LOCKED;
-use crate::engine::kit::fallback::Retries;
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::RecordBuilder;
+use crate::engine::kit::cc::fallback::Retries;
+use crate::engine::kit::log::redo_log::RecordBuilder;
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
+use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};

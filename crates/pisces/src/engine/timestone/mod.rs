@@ -138,7 +138,7 @@
 //! * Registered operations run at least serializable ([`crate::Pool::run_op`]): their
 //!   re-execution in timestamp order must reproduce their original reads.
 //!
-//! # Timestamps: one global logical clock (`kit::clock`)
+//! # Timestamps: one global logical clock (`kit::cc::clock`)
 //! A fetch-add counter gives unique, totally ordered commit timestamps whose order
 //! agrees with every conflict (write locks are held across the increment, validation
 //! runs after it), which is exactly what ordering the OLog replay needs. A physical
@@ -187,7 +187,7 @@ pub mod tlog;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::kit::redo_log as log;
+use crate::engine::kit::log::redo_log as log;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};

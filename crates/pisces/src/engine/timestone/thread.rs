@@ -47,10 +47,9 @@
 use super::clog::{self, Item};
 use super::shared::Shared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder};
+use crate::engine::kit::log::redo_log::{self as log, LogWriter, RecordBuilder};
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
+use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
@@ -171,7 +170,7 @@ impl TsThread {
     /// Validate a user offset: the object's real payload offset (the root slot's token
     /// maps to the slot) and its payload length.
     fn locate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        if self.sh.recovering && off == crate::engine::kit::objects::ROOT_SLOT_PAYLOAD && len <= 16
+        if self.sh.recovering && off == crate::engine::kit::validate::ROOT_SLOT_PAYLOAD && len <= 16
         {
             // Recovery re-executes logged write sets, which name the slot by its real
             // payload offset (users can only reach it through `Pool::root`'s token).

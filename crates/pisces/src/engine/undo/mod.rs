@@ -26,7 +26,7 @@
 //! block size). A torn entry fails its checksum and ends the parse; its in-place
 //! write never happened, because writes follow the entry's fence.
 
-use crate::engine::kit::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::cc::two_phase::{HeldLocks, Mode};
 use crate::engine::{Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
@@ -43,7 +43,7 @@ const K_ALLOC: u32 = 2;
 const K_FREE: u32 = 3;
 
 fn tag_of(generation: u64) -> u64 {
-    crate::engine::kit::header_word::tag_of(generation)
+    crate::engine::kit::cc::header_word::tag_of(generation)
 }
 
 /// A parsed undo entry.
@@ -172,7 +172,7 @@ fn recover(heap: &Heap) -> Result<Vec<u64>> {
         for e in &entries {
             match e.kind {
                 K_DATA => {
-                    crate::engine::kit::objects::check_logged_write(heap, e.off, e.len as usize)?
+                    crate::engine::kit::validate::check_logged_write(heap, e.off, e.len as usize)?
                 }
                 _ => Allocator::check_block(
                     heap,
@@ -252,7 +252,7 @@ impl UndoEngine {
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         heap.atomic_u64(ROOT_SLOT_OFFSET).store(0, Release);
         heap.persist(ROOT_SLOT_OFFSET, 8);
-        if crate::engine::kit::header_word::tag_wraps(heap.generation()) {
+        if crate::engine::kit::cc::header_word::tag_wraps(heap.generation()) {
             Allocator::clear_header_words(&heap)?;
         }
         let tag = tag_of(heap.generation());
@@ -321,7 +321,7 @@ impl UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len, |b| {
+        crate::engine::kit::validate::locate_object(&self.sh.alloc, off, len, |b| {
             self.allocs.contains(&b)
         })
     }
@@ -336,7 +336,7 @@ impl UndoThread {
             offset: header,
             size: (plen + HEADER) as u64,
         };
-        crate::engine::kit::objects::check_still_allocated(&self.sh.alloc, b, |b| {
+        crate::engine::kit::validate::check_still_allocated(&self.sh.alloc, b, |b| {
             self.allocs.contains(&b)
         })
     }
@@ -469,9 +469,9 @@ impl EngineThread for UndoThread {
                 "no transaction is running on this thread".into(),
             ));
         }
-        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        let root = crate::engine::kit::validate::root_object(|o, l| self.read(o, l))?;
         let b =
-            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+            crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.allocs.contains(&b)
             })?;
         let header = b.offset;

@@ -15,7 +15,7 @@
 //! again over the same home locations (idempotent: each entry writes absolute values,
 //! allocator entries set or clear bits); after it, nothing replays.
 
-use super::redo_log::{self as log, Entry};
+use crate::engine::kit::log::redo_log::{self as log, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -30,7 +30,7 @@ pub struct Recovered {
 }
 
 fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
-    super::objects::check_logged_write(heap, off, len)
+    crate::engine::kit::validate::check_logged_write(heap, off, len)
 }
 
 /// Check that every entry of a record names a place a transaction could have written.
@@ -79,7 +79,7 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
 /// Run recovery on a pool nobody else uses yet.
 pub fn recover(heap: &Heap) -> Result<Recovered> {
     let l = *heap.layout();
-    let stored = super::watermark::load(heap)?;
+    let stored = crate::engine::kit::log::watermark::load(heap)?;
     let w = stored.unwrap_or(0);
     let mut records = Vec::new();
     let mut next_seq = Vec::with_capacity(l.max_threads);
@@ -123,7 +123,7 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
     heap.fence();
     new_w = new_w.max(1);
     // Always written: a format 3 pool's plain word becomes an encoded one.
-    super::watermark::set(heap, new_w);
+    crate::engine::kit::log::watermark::set(heap, new_w);
     for (slot, &seq) in next_seq.iter().enumerate() {
         log::reset(heap, l.log_offset(slot), seq);
     }
@@ -150,7 +150,7 @@ pub struct LogState {
 pub fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
     let mut st = LogState::default();
-    match super::watermark::load(heap) {
+    match crate::engine::kit::log::watermark::load(heap) {
         Ok(w) => st.watermark = w.unwrap_or(0),
         Err(e) => st.problems.push(e.to_string()),
     }

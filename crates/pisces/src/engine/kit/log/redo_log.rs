@@ -117,7 +117,7 @@
 //! operation records ([`RecordBuilder::blocks`], timestone's CLog); it decodes as the
 //! ALLOC and FREE entries it stands for.
 
-use crate::engine::kit::crc::crc32c_of;
+use crate::engine::kit::log::crc::crc32c_of;
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
 use crate::medium::counters;
