@@ -3,8 +3,10 @@
 //! An engine composes these instead of importing another engine's modules. Grouped by
 //! concern (users in parentheses):
 //! * [`log`], persistent log formats:
-//!   * [`log::redo_log`]: checksummed redo records in per-thread ring buffers, their
-//!     framing and their parser (pisces, mvcc, sp3, spht, timestone);
+//!   * [`log::redo_log`]: checksummed redo records in per-thread ring buffers and
+//!     their parser, generic over the records' header framing (pisces, mvcc, sp3, and
+//!     timestone with its own framing; spht writes the entries and shares the damage
+//!     look under its own record header);
 //!   * [`log::crc`]: CRC32C of a record's header and body in one pass (the redo log,
 //!     spht's log);
 //!   * [`log::watermark`]: the persistent recycle watermark of the redo logs (pisces,
@@ -57,6 +59,3 @@ pub mod recovery;
 pub mod validate;
 pub mod versions;
 pub mod write_set;
-
-#[cfg(test)]
-mod recovery_tests;

@@ -45,9 +45,10 @@
 //! rule for the reuse lists.
 
 use super::clog::{self, Item};
+use super::olog::{self, Compact};
 use super::shared::Shared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
-use crate::engine::kit::log::redo_log::{self as log, LogWriter, RecordBuilder};
+use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
 use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
@@ -73,9 +74,9 @@ pub struct TsThread {
     sh: Arc<Shared>,
     slot: usize,
     cache: ThreadCache,
-    log: LogWriter,
+    log: LogWriter<Compact>,
     record: RecordBuilder,
-    /// The header tag when `record` is an operation record (kit `redo_log`).
+    /// The header tag when `record` is an operation record (`olog`).
     record_tag: Option<u16>,
     /// Operation id → table index, as far as this thread has used them.
     op_index: FastMap<u32, u8>,
@@ -283,7 +284,7 @@ impl TsThread {
                 }
             };
             if let Some(index) = index {
-                self.record_tag = self.record.op_record(index, args, &self.op_blocks);
+                self.record_tag = olog::op_record(&mut self.record, index, args, &self.op_blocks);
                 if self.record_tag.is_some() {
                     return;
                 }
@@ -483,7 +484,7 @@ impl TsThread {
         // The compact OLog header holds 48 bits of commit timestamp: past them a
         // record's order could not be told at recovery, so the commit is refused
         // (2^48 commits: about a year of 10 M commits per second).
-        let clock_exhausted = ts > log::COMPACT_MAX_TS;
+        let clock_exhausted = ts > olog::COMPACT_MAX_TS;
         // 5.
         if clock_exhausted || (self.iso >= Isolation::Serializable && !self.validate()) {
             for w in self.pushed() {
@@ -524,7 +525,9 @@ impl TsThread {
         clog::push_items(&sh, &self.items, cost, &mut self.freed);
         if !sh.recovering {
             match self.record_tag {
-                Some(tag) => self.log.append_op(&sh.heap, self.record.bytes(), tag, ts),
+                Some(tag) => self
+                    .log
+                    .append_tagged(&sh.heap, self.record.bytes(), tag, ts),
                 None => self.log.append(&sh.heap, self.record.bytes(), ts),
             };
             sh.stats.olog_bytes.fetch_add(

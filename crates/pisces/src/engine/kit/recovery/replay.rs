@@ -206,3 +206,74 @@ pub(crate) fn inspect_redo_logs(heap: &Heap) -> crate::engine::Inspection {
         problems: st.problems.iter().map(|p| format!("log: {p}")).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
+    use crate::heap::{FormatParams, Heap};
+    use crate::medium::dram::DramMedium;
+    use crate::medium::Medium;
+    use crate::{Config, EngineOptions, Error, Pool};
+    use std::sync::Arc;
+
+    fn small_cfg() -> Config {
+        Config {
+            size: 16 << 20,
+            max_threads: 2,
+            log_bytes_per_thread: 64 << 10,
+            ..Config::default()
+        }
+    }
+
+    /// A log record with a valid checksum but an impossible target makes the pool refused
+    /// as corrupt — before any record is replayed, so the image is unchanged.
+    #[test]
+    fn damaged_log_is_refused_before_anything_is_written() {
+        let size = 4 << 20;
+        let sim = Arc::new(DramMedium::anonymous(size, 0, 0).unwrap());
+        let heap = Heap::format(
+            sim.clone(),
+            FormatParams {
+                engine_id: 1,
+                max_threads: 2,
+                log_bytes_per_thread: 64 << 10,
+                regions: Default::default(),
+            },
+        )
+        .unwrap();
+        let l = *heap.layout();
+        // Slot 0: a valid record (persistTS 5) writing a heap word.
+        let mut good = RecordBuilder::default();
+        good.word(l.heap_offset as u64 + 4096, 0xABCD);
+        let mut w0 = LogWriter::new(l.log_offset(0), l.log_bytes_per_thread, 0);
+        w0.append(&heap, good.bytes(), 5);
+        // Slot 1: a later record writing outside the heap (into the superblock).
+        let mut bad = RecordBuilder::default();
+        bad.word(64, 0xDEAD);
+        let mut w1 = LogWriter::new(l.log_offset(1), l.log_bytes_per_thread, 0);
+        w1.append(&heap, bad.bytes(), 9);
+        heap.fence();
+        drop(heap);
+        // Compare every byte of the image, flushed or not.
+        let image = |m: &DramMedium| {
+            // SAFETY: the medium's image is valid for `len()` bytes; no thread writes it
+            // while we copy (the pool refused to open, nothing else uses the medium).
+            unsafe { std::slice::from_raw_parts(m.base(), m.len()) }.to_vec()
+        };
+        let before = image(&sim);
+        let opened = Pool::open_on(
+            sim.clone(),
+            Config {
+                engine_options: EngineOptions::default(),
+                ..small_cfg()
+            },
+        );
+        assert!(
+            matches!(opened, Err(Error::Corrupt(_))),
+            "{:?}",
+            opened.err()
+        );
+        assert!(image(&sim) == before, "a refused pool was written");
+        let _ = sim.len();
+    }
+}
