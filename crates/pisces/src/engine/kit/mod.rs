@@ -37,17 +37,22 @@
 //!     that keeps aborting (sp3, spht);
 //! * [`versions`], DRAM versions of objects:
 //!   * [`versions::version`]: a DRAM version of an object (stamp, next older version,
-//!     payload) (mvcc, timestone);
+//!     payload) (mvcc, timestone), and the allocation of a header and a payload copy
+//!     that sp3's versions (a length word and the payload) are made of too;
 //!   * [`versions::version_chain`]: an object's versions newest first, its commit lock
 //!     and last commit timestamp, visibility and truncation (mvcc, timestone);
 //!   * [`versions::version_index`]: the sharded DRAM map from objects to their chains
 //!     (mvcc, timestone);
 //! * the rest:
 //!   * [`validate`]: validation of user offsets and of logged writes (every engine
-//!     but pmdk, which validates against its own pool's objects);
+//!     but pmdk, which validates against its own pool's objects; pmdk too for the
+//!     running-transaction check);
 //!   * [`fast_reads`]: the read fast path `Tx::read` inlines (pisces, bare);
 //!   * [`write_set`]: what a transaction does to each object (pisces, mvcc, sp3, spht,
-//!     timestone);
+//!     timestone), and the write set of private copies with its redo record (mvcc,
+//!     sp3, timestone);
+//!   * [`rollback`]: rolling back a running transaction in `begin` and `abort` (mvcc,
+//!     pmdk, sp3, spht, timestone, undo);
 //!   * [`changed_words`]: runs of words where a new version differs from home (pisces,
 //!     timestone).
 
@@ -56,6 +61,7 @@ pub mod changed_words;
 pub mod fast_reads;
 pub mod log;
 pub mod recovery;
+pub mod rollback;
 pub mod validate;
 pub mod versions;
 pub mod write_set;

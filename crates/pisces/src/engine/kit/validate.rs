@@ -31,6 +31,21 @@ pub(crate) fn root_slot_token() -> u64 {
     })
 }
 
+/// `Ok` if a transaction runs (`active`): every call but `begin` needs one.
+#[inline]
+pub(crate) fn running(active: bool) -> Result<()> {
+    if active {
+        Ok(())
+    } else {
+        Err(no_transaction())
+    }
+}
+
+#[cold]
+fn no_transaction() -> Error {
+    Error::InvalidPointer("no transaction is running on this thread".into())
+}
+
 /// Validate a user's object offset for an access of `len` bytes: returns the offset of
 /// its header word and its payload length (a multiple of 8). Every engine calls this
 /// before touching memory, so a bad `PPtr` is an error, never a wild access. The

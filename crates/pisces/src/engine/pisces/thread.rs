@@ -17,6 +17,7 @@ use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
+use crate::engine::kit::validate::running;
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::heap::ROOT_SLOT_OFFSET;
@@ -253,13 +254,9 @@ impl PiscesThread {
         unsafe { (p as *const u64).read() }
     }
 
+    #[inline]
     fn active(&self) -> Result<()> {
-        if self.attempt.is_none() {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
-        Ok(())
+        running(self.attempt.is_some())
     }
 
     /// Lock the object whose header is at `header` (payload `plen` bytes) for this

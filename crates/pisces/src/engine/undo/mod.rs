@@ -27,6 +27,8 @@
 //! write never happened, because writes follow the entry's fence.
 
 use crate::engine::kit::cc::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::running;
 use crate::engine::{Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
@@ -316,11 +318,7 @@ pub(crate) struct UndoThread {
 
 impl UndoThread {
     fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
+        running(self.active)?;
         crate::engine::kit::validate::locate_object(&self.sh.alloc, off, len, |b| {
             self.allocs.contains(&b)
         })
@@ -390,7 +388,9 @@ impl UndoThread {
         self.log_pos = ENTRIES_OFFSET;
         self.active = false;
     }
+}
 
+impl Rollback for UndoThread {
     fn rollback(&mut self) {
         let heap = self.sh.heap.clone();
         for (off, old) in self.undo.iter().rev() {
@@ -403,15 +403,21 @@ impl UndoThread {
         }
         self.finish();
     }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
 }
 
 impl EngineThread for UndoThread {
     fn begin(&mut self, _opts: &crate::tx::TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         self.seq += 1;
         self.active = true;
+    }
+
+    fn abort(&mut self) {
+        self.abort_running();
     }
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
@@ -441,11 +447,7 @@ impl EngineThread for UndoThread {
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
+        running(self.active)?;
         let b = self.sh.alloc.reserve(&mut self.cache, len)?;
         if let Err(e) = self.lock(b.offset, Mode::Exclusive) {
             self.sh.alloc.unreserve(&mut self.cache, b);
@@ -464,11 +466,7 @@ impl EngineThread for UndoThread {
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
+        running(self.active)?;
         let root = crate::engine::kit::validate::root_object(|o, l| self.read(o, l))?;
         let b =
             crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {
@@ -493,44 +491,16 @@ impl EngineThread for UndoThread {
         Ok(())
     }
 
+    /// Commit: on `Ok` the transaction is visible and durable (its undo entries were
+    /// persisted before its in-place writes, which are flushed and fenced before the
+    /// commit marker); on `Err` it has been rolled back.
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
-        self.commit_visible()?;
-        // Durable before visible: the record was persisted before the commit point.
-        Ok(crate::engine::DurableToken::DURABLE)
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-        self.sh.alloc.drain(&mut self.cache);
-    }
-}
-
-impl Drop for UndoThread {
-    fn drop(&mut self) {
-        self.quiesce();
-    }
-}
-
-impl UndoThread {
-    /// Commit up to the point where the transaction is visible (and, for this engine,
-    /// already durable). On `Err` the transaction has been rolled back.
-    fn commit_visible(&mut self) -> Result<()> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
+        running(self.active)?;
         let heap = self.sh.heap.clone();
         if self.written.is_empty() && self.allocs.is_empty() && self.frees.is_empty() {
             self.release_locks();
             self.active = false;
-            return Ok(());
+            return Ok(crate::engine::DurableToken::DURABLE);
         }
         for &(off, len) in &self.written {
             heap.flush(off as usize, len);
@@ -549,6 +519,17 @@ impl UndoThread {
         for b in frees {
             self.sh.alloc.release(&mut self.cache, b);
         }
-        Ok(())
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for UndoThread {
+    fn drop(&mut self) {
+        self.quiesce();
     }
 }
