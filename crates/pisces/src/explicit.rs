@@ -48,7 +48,8 @@
 
 use crate::engine::registry::AnyThread;
 use crate::pool::{InTx, OpenExplicit};
-use crate::tx::{Durability, Tx, TxOptions, TxStats};
+use crate::tx::{Tx, TxStats};
+use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result, ThreadHandle};
 use bytemuck::Pod;
 use std::marker::PhantomData;

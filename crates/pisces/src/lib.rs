@@ -25,6 +25,7 @@ pub mod ops;
 pub mod pool;
 mod sync;
 pub mod tx;
+mod tx_options;
 
 pub use containers::{BTreeMap, HashMap};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
@@ -34,7 +35,8 @@ pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use ops::Operations;
 pub use pool::{Config, Pool, ThreadHandle};
-pub use tx::{Durability, Isolation, Tx, TxOptions, TxStats};
+pub use tx::{Tx, TxStats};
+pub use tx_options::{Durability, Isolation, TxOptions};
 
 /// Derive macros and traits for types stored in a pool.
 pub use bytemuck::{Pod, Zeroable};

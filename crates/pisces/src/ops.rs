@@ -39,7 +39,8 @@
 //! assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
 //! ```
 
-use crate::tx::{Isolation, Tx, TxOptions};
+use crate::tx::Tx;
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, Pool, Result, ThreadHandle};
 use bytemuck::Pod;
 use std::collections::BTreeMap;

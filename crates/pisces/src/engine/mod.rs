@@ -47,7 +47,7 @@ pub(crate) mod timestone;
 pub(crate) mod undo;
 
 use crate::heap::Heap;
-use crate::tx::{Isolation, TxOptions};
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Config, Result};
 pub use options::{EngineOptions, PiscesOptions};
 pub use registry::EngineId;

@@ -14,7 +14,7 @@ use super::{
     EngineOptions, EngineThread, Inspection, OpenCtx, Regions, Storage,
 };
 use crate::heap::Heap;
-use crate::tx::{Isolation, TxOptions};
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Config, Result};
 use std::path::Path;
 use std::sync::Arc;

@@ -424,7 +424,7 @@ impl PmdkThread {
 }
 
 impl EngineThread for PmdkThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         if self.active {
             self.rollback();
         }

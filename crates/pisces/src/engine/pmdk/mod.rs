@@ -50,7 +50,7 @@ mod objects;
 
 use crate::engine::{EngineDef, EngineOptions, OpenCtx, Storage};
 use crate::heap::Heap;
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Config, Error, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -110,7 +110,7 @@ impl EngineDef for Pmdk {
 mod absent {
     use crate::engine::{DurableToken, Engine, EngineThread};
     use crate::heap::Heap;
-    use crate::tx::TxOptions;
+    use crate::tx_options::TxOptions;
     use crate::Result;
     use std::sync::Arc;
 

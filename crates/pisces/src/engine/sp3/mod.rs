@@ -100,7 +100,7 @@ mod tests;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
 use crate::heap::alloc::Allocator;
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Config, Error, Result};
 use shared::Shared;
 use std::sync::Arc;

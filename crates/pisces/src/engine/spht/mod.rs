@@ -155,7 +155,7 @@ mod tests;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Config, Error, Result};
 use crossbeam_utils::CachePadded;
 use options::SphtOptions;

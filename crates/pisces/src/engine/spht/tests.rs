@@ -14,7 +14,7 @@ use crate::engine::kit::replay_parts::part_of;
 use crate::engine::{DurableToken, Engine, EngineId, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
-use crate::tx::TxOptions;
+use crate::tx_options::TxOptions;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

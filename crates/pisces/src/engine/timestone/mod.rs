@@ -192,7 +192,7 @@ use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regio
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Config, Error, Result};
 use shared::Shared;
 use std::sync::Arc;

@@ -44,7 +44,8 @@ use crate::engine::EngineThread;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::ops::Operations;
-use crate::tx::{run_on, TxOptions, TxStats};
+use crate::tx::{run_on, TxStats};
+use crate::tx_options::TxOptions;
 use crate::{Error, Result};
 use std::sync::Arc;
 
