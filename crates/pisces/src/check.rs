@@ -737,12 +737,10 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     // Dry run of the engine's recovery on the private pages: the engine opens the pool
     // exactly as `Pool::open` would, then is dropped (nothing reaches the file).
     if r.problems.is_empty() {
-        let ctx = OpenCtx {
-            recovery_threads: 1,
-            // No operations: a timestone pool with operations to re-execute reports
-            // that it needs them (the dry run cannot know the program's functions).
-            ops: crate::ops::Operations::new(),
-        };
+        // No operations (the default): a timestone pool with operations to
+        // re-execute reports that it needs them (the dry run cannot know the
+        // program's functions).
+        let ctx = OpenCtx::default();
         match registry::open_heap(engine, heap.clone(), &EngineOptions::default(), &ctx) {
             Ok(e) => {
                 e.shutdown();

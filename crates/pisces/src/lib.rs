@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+mod config;
 pub mod containers;
 pub mod engine;
 
@@ -27,6 +28,7 @@ mod sync;
 pub mod tx;
 mod tx_options;
 
+pub use config::Config;
 pub use containers::{BTreeMap, HashMap};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
@@ -34,7 +36,7 @@ pub use explicit::ExplicitTx;
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use ops::Operations;
-pub use pool::{Config, Pool, ThreadHandle};
+pub use pool::{Pool, ThreadHandle};
 pub use tx::{Tx, TxStats};
 pub use tx_options::{Durability, Isolation, TxOptions};
 

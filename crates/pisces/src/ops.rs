@@ -39,7 +39,9 @@
 //! assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
 //! ```
 
-use crate::tx::Tx;
+use crate::engine::registry::AnyThread;
+use crate::engine::Reexecute;
+use crate::tx::{run_on, Tx, TxStats};
 use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, Pool, Result, ThreadHandle};
 use bytemuck::Pod;
@@ -233,5 +235,25 @@ impl ThreadHandle {
             tx.set_operation(id, bytes);
             f(tx, bytes)
         })
+    }
+}
+
+/// Recovery re-executes a logged operation as one transaction with default options,
+/// through the same path as `Pool::run_op`.
+impl Reexecute for Operations {
+    fn registered(&self, id: u32) -> bool {
+        self.get(id).is_some()
+    }
+    fn run(&self, thread: &mut AnyThread, id: u32, args: &[u8]) -> Result<()> {
+        let f = self
+            .get(id)
+            .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
+        run_on(
+            thread,
+            &mut TxStats::default(),
+            &TxOptions::default(),
+            false,
+            |tx| f(tx, args),
+        )
     }
 }

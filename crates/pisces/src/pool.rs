@@ -8,10 +8,11 @@
 //! `Config::max_threads` of them; they are never destroyed while the pool is open,
 //! and a parked state's pending write-backs are helped out by other threads.
 
+use crate::config::Config;
 use crate::engine::registry::{self, AnyEngine, AnyThread};
-use crate::engine::{EngineId, EngineOptions, OpenCtx, Storage};
+use crate::engine::{EngineId, Storage};
 use crate::heap::{FormatParams, Heap};
-use crate::medium::{self, Medium, MediumKind};
+use crate::medium::{self, Medium};
 use crate::tx::{run_on, Tx, TxStats};
 use crate::tx_options::TxOptions;
 use crate::{Error, PPtr, Result};
@@ -22,72 +23,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-/// How to create or open a pool.
-///
-/// ```
-/// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
-/// let cfg = Config {
-///     size: 256 << 20,                       // a 256 MiB pool
-///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
-///     engine: Some(EngineId::Pisces),
-///     max_threads: 4,
-///     engine_options: PiscesOptions { flush_diff: true, group_commit: 8 }.into(),
-///     ..Config::default()
-/// };
-/// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
-/// ```
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
-    pub size: u64,
-    /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
-    /// (the default) is a pool that never grows and reports
-    /// [`Error::OutOfSpace`] when its heap is full. A pool that may grow reserves
-    /// `max_size` bytes of address space when it is mapped (not memory: the reservation
-    /// costs nothing until the pool grows), extends its file and heap when the
-    /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
-    /// sized for the maximum (4 bytes per 64 KiB). Fixed at creation; `open` takes it
-    /// from the pool. Refused by the `spht` engine (its private working snapshot is a
-    /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
-    pub max_size: Option<u64>,
-    /// The medium the pool is mapped on.
-    pub medium: MediumKind,
-    /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
-    /// `None` takes the engine the superblock records; naming another one is refused
-    /// with [`Error::WrongEngine`].
-    pub engine: Option<EngineId>,
-    /// Most threads that run transactions at once. Fixed at creation.
-    pub max_threads: usize,
-    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
-    /// transaction's record may use at most half of it.
-    pub log_bytes_per_thread: usize,
-    /// The engine's options (`key=value`, parsed and checked by the engine at open);
-    /// may differ between runs.
-    pub engine_options: EngineOptions,
-    /// Threads recovery may use at open (engines that replay in parallel).
-    pub recovery_threads: usize,
-    /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
-    /// out (by handles or other `run` calls) before it fails with
-    /// [`Error::TooManyThreads`].
-    pub slot_wait: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            size: 64 << 20,
-            max_size: None,
-            medium: MediumKind::DRAM,
-            engine: None,
-            max_threads: 8,
-            log_bytes_per_thread: 1 << 20,
-            engine_options: EngineOptions::default(),
-            recovery_threads: 1,
-            slot_wait: Duration::from_secs(5),
-        }
-    }
-}
 
 /// The root slot's payload: where the root object is, its size and a fingerprint of
 /// its type.
@@ -426,7 +361,7 @@ impl Pool {
         refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg, true)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(&ops), true)?,
                 &cfg,
                 ops,
             );
@@ -470,7 +405,7 @@ impl Pool {
     ) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg, false)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(&ops), false)?,
                 &cfg,
                 ops,
             );
@@ -512,7 +447,7 @@ impl Pool {
                 engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
-                regions: engine.regions(&cfg),
+                regions: engine.regions(&cfg.engine_ctx(&ops)),
             },
             max_size,
         )?;
@@ -566,12 +501,8 @@ impl Pool {
     ) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
         refuse_growth(id, Some(heap.layout().max_size), heap.size() as u64)?;
-        let engine = registry::open_heap(
-            id,
-            heap.clone(),
-            &cfg.engine_options,
-            &OpenCtx::from_config(cfg, ops.clone()),
-        )?;
+        let engine =
+            registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx(&ops))?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
         let pool = Self::from_engine(

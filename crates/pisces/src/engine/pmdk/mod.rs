@@ -51,7 +51,7 @@ mod objects;
 use crate::engine::{EngineDef, EngineOptions, OpenCtx, Storage};
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
-use crate::{Config, Error, Result};
+use crate::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -86,11 +86,11 @@ impl EngineDef for Pmdk {
                 .into(),
         ))
     }
-    fn open_file(path: &Path, cfg: &Config, create: bool) -> Result<PmdkEngine> {
-        cfg.engine_options.only(Self::NAME, &[])?;
+    fn open_file(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
+        ctx.options.only(Self::NAME, &[])?;
         #[cfg(pmdk)]
         {
-            engine::PmdkEngine::start(path, cfg, create)
+            engine::PmdkEngine::start(path, ctx, create)
         }
         #[cfg(not(pmdk))]
         {

@@ -40,7 +40,7 @@ fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     )
     .unwrap()
@@ -470,7 +470,7 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
     let ctx = OpenCtx {
         recovery_threads: 1,
-        ops: Default::default(),
+        ..OpenCtx::default()
     };
     let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
     assert!(e.shared().ws.copy_on_write);
@@ -576,7 +576,7 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
         o,
         &OpenCtx {
             recovery_threads: shards,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     )
     .unwrap()
@@ -1130,7 +1130,7 @@ fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     );
     assert!(
@@ -1192,7 +1192,7 @@ fn open_damaged_image(
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     );
     (heap, r)

@@ -281,7 +281,9 @@ pub(crate) const fn min_class(len: usize) -> u32 {
 #[inline(always)]
 pub(crate) fn small_class_at_least(e: u32, min: u32) -> Option<usize> {
     let c = e.wrapping_sub(TAG_SMALL + min);
-    (c < NCLASSES as u32 - min).then_some((c + min) as usize)
+    // `then_some` evaluates its argument on every call: wrapping, as `c` is huge
+    // exactly when the entry is refused.
+    (c < NCLASSES as u32 - min).then_some(c.wrapping_add(min) as usize)
 }
 
 /// Human-readable description of a raw slab table entry (for error messages).

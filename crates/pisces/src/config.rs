@@ -1,0 +1,90 @@
+//! How to create or open a pool: the user's configuration, and what of it the engine
+//! sees.
+
+use crate::engine::{EngineId, EngineOptions, OpenCtx};
+use crate::medium::MediumKind;
+use crate::ops::Operations;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to create or open a pool.
+///
+/// ```
+/// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
+/// let cfg = Config {
+///     size: 256 << 20,                       // a 256 MiB pool
+///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
+///     engine: Some(EngineId::Pisces),
+///     max_threads: 4,
+///     engine_options: PiscesOptions { flush_diff: true, group_commit: 8 }.into(),
+///     ..Config::default()
+/// };
+/// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
+    pub size: u64,
+    /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
+    /// (the default) is a pool that never grows and reports
+    /// [`Error::OutOfSpace`] when its heap is full. A pool that may grow reserves
+    /// `max_size` bytes of address space when it is mapped (not memory: the reservation
+    /// costs nothing until the pool grows), extends its file and heap when the
+    /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
+    /// sized for the maximum (4 bytes per 64 KiB). Fixed at creation; `open` takes it
+    /// from the pool. Refused by the `spht` engine (its private working snapshot is a
+    /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
+    pub max_size: Option<u64>,
+    /// The medium the pool is mapped on.
+    pub medium: MediumKind,
+    /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
+    /// `None` takes the engine the superblock records; naming another one is refused
+    /// with [`Error::WrongEngine`].
+    pub engine: Option<EngineId>,
+    /// Most threads that run transactions at once. Fixed at creation.
+    pub max_threads: usize,
+    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
+    /// transaction's record may use at most half of it.
+    pub log_bytes_per_thread: usize,
+    /// The engine's options (`key=value`, parsed and checked by the engine at open);
+    /// may differ between runs.
+    pub engine_options: EngineOptions,
+    /// Threads recovery may use at open (engines that replay in parallel).
+    pub recovery_threads: usize,
+    /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
+    /// out (by handles or other `run` calls) before it fails with
+    /// [`Error::TooManyThreads`].
+    pub slot_wait: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            size: 64 << 20,
+            max_size: None,
+            medium: MediumKind::DRAM,
+            engine: None,
+            max_threads: 8,
+            log_bytes_per_thread: 1 << 20,
+            engine_options: EngineOptions::default(),
+            recovery_threads: 1,
+            slot_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// What the engine sees of this configuration, with the pool's registered
+    /// operations.
+    pub(crate) fn engine_ctx(&self, ops: &Operations) -> OpenCtx {
+        OpenCtx {
+            size: self.size,
+            max_threads: self.max_threads,
+            log_bytes_per_thread: self.log_bytes_per_thread,
+            medium: self.medium,
+            options: self.engine_options.clone(),
+            recovery_threads: self.recovery_threads.max(1),
+            reexecute: Arc::new(ops.clone()),
+        }
+    }
+}
