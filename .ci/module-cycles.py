@@ -7,11 +7,12 @@ tests` blocks left out); an edge a -> b when file a names a path `crate::...`,
 through a re-export of the crate root (`crate::Pool`) resolves to the file the root
 re-exports it from. Strongly connected components of more than one file are cycles.
 
-A cycle is allowed only when all its files sit in one folder named in ALLOWED (an
-engine's own parts may refer to each other: its pool state holds its per-thread
-parts and they reach back for the shared state). Usage:
+A cycle is allowed only when all its files sit in one folder given with --allow;
+`--allow engine/*` allows a cycle inside any one folder below engine/ (an engine's own
+parts may refer to each other: its pool state holds its per-thread parts and they
+reach back for the shared state). Usage:
 
-    module-cycles.py CRATE_SRC_DIR [--allow FOLDER]...
+    module-cycles.py CRATE_SRC_DIR [--allow FOLDER | --allow FOLDER/*]...
 """
 import os
 import re
@@ -103,44 +104,58 @@ def main():
     files = module_files(src)
     texts = {m: strip_comments(strip_tests(open(os.path.join(src, f)).read())) for m, f in files.items()}
 
-    # Names the crate root re-exports: `pub use a::b::{X, Y}` at the root.
-    root_exports = {}
-    for path in re.findall(r"pub\s+use\s+([^;]+);", texts.get((), "")):
-        for p in expand_use(path):
-            segs = [s for s in p.replace("crate::", "").split("::") if s]
-            if segs:
-                root_exports[segs[-1]] = tuple(segs[:-1])
+    # Re-exports (`pub use` / `pub(crate) use`): a name a module re-exports resolves to
+    # where it comes from, and the re-export itself is no dependency of the module.
+    reexport_re = re.compile(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);")
 
-    def resolve(mod, segs):
-        # The longest prefix of segs that names a module file.
-        for k in range(len(segs), 0, -1):
+    def absolute(mod, segs):
+        if segs[0] == "crate":
+            return segs[1:]
+        if segs[0] in ("super", "self"):
+            base = list(mod)
+            while segs and segs[0] == "super":
+                base = base[:-1]
+                segs = segs[1:]
+            if segs and segs[0] == "self":
+                segs = segs[1:]
+            return base + segs
+        if (mod + (segs[0],)) in files:
+            return list(mod) + segs
+        return None
+
+    reexports = {m: {} for m in files}
+    for mod, text in texts.items():
+        for tree in reexport_re.findall(text):
+            for p in expand_use(tree):
+                segs = p.split("::")
+                full = absolute(mod, segs)
+                if full:
+                    reexports[mod][full[-1]] = full
+
+    def resolve(mod, segs, depth=0):
+        # The longest prefix of segs that names a module file, following re-exports.
+        for k in range(len(segs), -1, -1):
             if tuple(segs[:k]) in files:
-                return tuple(segs[:k])
-        if segs and segs[0] in root_exports and len(segs) >= 1:
-            return resolve(mod, list(root_exports[segs[0]]) + segs[1:]) if root_exports[segs[0]] else ()
+                here = tuple(segs[:k])
+                if k < len(segs) and segs[k] in reexports[here] and depth < 20:
+                    target = reexports[here][segs[k]]
+                    if target[: k + 1] != segs[: k + 1]:
+                        return resolve(mod, target + segs[k + 1 :], depth + 1)
+                return here
         return None
 
     edges = {m: set() for m in files}
     for mod, text in texts.items():
+        own = reexport_re.sub("", text)
         paths = []
-        for tree in re.findall(r"\buse\s+([^;]+);", text):
+        for tree in re.findall(r"\buse\s+([^;]+);", own):
             paths.extend(expand_use(tree))
-        paths.extend(re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", text))
+        paths.extend(re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", own))
         for p in paths:
-            segs = p.split("::")
-            if segs[0] == "crate":
-                base = []
-                segs = segs[1:]
-            elif segs[0] in ("super", "self"):
-                base = list(mod)
-                while segs and segs[0] == "super":
-                    base = base[:-1]
-                    segs = segs[1:]
-                if segs and segs[0] == "self":
-                    segs = segs[1:]
-            else:
+            full = absolute(mod, p.split("::"))
+            if full is None:
                 continue
-            target = resolve(mod, base + segs)
+            target = resolve(mod, full)
             if target is not None and target != mod and target in files:
                 edges[mod].add(target)
 
@@ -176,7 +191,16 @@ def main():
     bad = 0
     for comp in comps:
         names = ["/".join(c) or "lib" for c in comp]
-        inside = [a for a in allowed if all(n.startswith(a + "/") or n == a for n in names)]
+        inside = []
+        for a in allowed:
+            if a.endswith("/*"):
+                # One folder below `a`, the same for every file of the cycle.
+                parent = a[:-2] + "/"
+                heads = {n[len(parent):].split("/")[0] for n in names if n.startswith(parent)}
+                if len(heads) == 1 and all(n.startswith(parent) for n in names):
+                    inside.append(parent + heads.pop())
+            elif all(n.startswith(a + "/") or n == a for n in names):
+                inside.append(a)
         if inside:
             print(f"cycle inside {inside[0]} (allowed): {' '.join(names)}")
         else:

@@ -426,7 +426,7 @@ unsafe impl Medium for PrivateView {
 
 /// Open `path` for reading and take a shared lock on it.
 fn open_shared(path: &Path) -> Result<File> {
-    crate::medium::file::pool_file_metadata(path)?;
+    crate::medium::open::pool_file_metadata(path)?;
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -444,7 +444,7 @@ fn open_shared(path: &Path) -> Result<File> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Err(crate::medium::file::lock_conflict(&file, path)),
+            Some(libc::EWOULDBLOCK) => return Err(crate::medium::open::lock_conflict(&file, path)),
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
@@ -1234,7 +1234,7 @@ mod tests {
 
     /// Append a record to slot 0's log of a closed pool file.
     fn append_record(p: &Path, build: impl FnOnce(&Heap, &mut RecordBuilder)) {
-        let m = crate::medium::open_file(p, MediumKind::DRAM).unwrap();
+        let m = crate::heap::superblock::open_pool_file(p, MediumKind::DRAM).unwrap();
         let heap = Heap::open(m).unwrap();
         let l = *heap.layout();
         let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);

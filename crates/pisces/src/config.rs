@@ -55,6 +55,11 @@ pub struct Config {
     /// out (by handles or other `run` calls) before it fails with
     /// [`Error::TooManyThreads`].
     pub slot_wait: Duration,
+    /// The registered operations (see [`Operations`]): an engine that logs operations
+    /// (`timestone`) re-executes them in recovery, so `open` needs every operation the
+    /// pool's log may name. The pool shares the registry: operations registered later
+    /// ([`Pool::register_op`](crate::Pool::register_op)) are in it too.
+    pub operations: Operations,
 }
 
 impl Default for Config {
@@ -69,14 +74,14 @@ impl Default for Config {
             engine_options: EngineOptions::default(),
             recovery_threads: 1,
             slot_wait: Duration::from_secs(5),
+            operations: Operations::new(),
         }
     }
 }
 
 impl Config {
-    /// What the engine sees of this configuration, with the pool's registered
-    /// operations.
-    pub(crate) fn engine_ctx(&self, ops: &Operations) -> OpenCtx {
+    /// What the engine sees of this configuration.
+    pub(crate) fn engine_ctx(&self) -> OpenCtx {
         OpenCtx {
             size: self.size,
             max_threads: self.max_threads,
@@ -84,7 +89,7 @@ impl Config {
             medium: self.medium,
             options: self.engine_options.clone(),
             recovery_threads: self.recovery_threads.max(1),
-            reexecute: Arc::new(ops.clone()),
+            reexecute: Arc::new(self.operations.clone()),
         }
     }
 }

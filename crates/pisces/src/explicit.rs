@@ -47,7 +47,8 @@
 //! `conflicts`; any other abort or failure in `failed`.
 
 use crate::engine::registry::AnyThread;
-use crate::pool::{InTx, OpenExplicit};
+use crate::nesting::{InTx, OpenExplicit};
+use crate::pool::HandleParts;
 use crate::tx::{Tx, TxStats};
 use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result, ThreadHandle};
@@ -179,22 +180,6 @@ impl ThreadHandle {
             _thread_bound: PhantomData,
         })
     }
-}
-
-/// What an explicit transaction borrows from its [`ThreadHandle`].
-pub(crate) struct HandleParts<'h> {
-    /// The pool's identity (closure transactions' nesting check).
-    pub pool: usize,
-    /// The pool's open explicit transactions.
-    pub explicit: &'h OpenExplicit,
-    /// The handle's thread slot.
-    pub slot: usize,
-    /// The thread state.
-    pub th: &'h mut AnyThread,
-    /// The handle's counters.
-    pub stats: &'h mut TxStats,
-    /// The thread that began the handle's open explicit transaction, if any.
-    pub began_on: &'h mut Option<ThreadId>,
 }
 
 /// An explicit transaction's registration with its pool, ended when dropped (after the

@@ -22,6 +22,7 @@ pub(crate) mod fasthash;
 pub mod heap;
 pub mod medium;
 pub mod mutation;
+mod nesting;
 pub mod ops;
 pub mod pool;
 mod sync;

@@ -11,15 +11,15 @@
 use crate::config::Config;
 use crate::engine::registry::{self, AnyEngine, AnyThread};
 use crate::engine::{EngineId, Storage};
-use crate::heap::{FormatParams, Heap};
+use crate::heap::{superblock, FormatParams, Heap};
 use crate::medium::{self, Medium};
+use crate::nesting::{InTx, OpenExplicit};
+use crate::ops::Operations;
 use crate::tx::{run_on, Tx, TxStats};
-use crate::tx_options::TxOptions;
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
-use std::cell::Cell;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -91,7 +91,7 @@ struct PoolInner {
     /// Identity for the nesting check (the address of this allocation).
     id: usize,
     /// Registered operations (`crate::ops`).
-    ops: crate::ops::Operations,
+    ops: Operations,
     /// The explicit transactions that are open, by thread (for the nesting check).
     explicit: OpenExplicit,
 }
@@ -111,182 +111,20 @@ impl Drop for PoolInner {
     }
 }
 
-/// Most pools with a closure transaction running on one thread at once (a transaction
-/// of one pool may run a transaction of another inside it).
-const MAX_NESTED_POOLS: usize = 4;
-
-/// The closure transactions running on this thread (see `IN_TX`).
-struct ActivePools {
-    len: Cell<usize>,
-    pools: [Cell<usize>; MAX_NESTED_POOLS],
-    /// Explicit transactions this thread began that have not ended (any pool): a
-    /// closure transaction that starts while one is open runs nested in it.
-    explicit: Cell<usize>,
-    /// A nested transaction gave up on a conflict that its enclosing transaction may
-    /// be the cause of (see [`InTx::gave_up_nested`]); the enclosing `run` that sees
-    /// it rolls its own attempt back and retries.
-    nested_gave_up: Cell<bool>,
-}
-
-thread_local! {
-    /// Pools (by `PoolInner::id`) with a closure transaction running on this thread,
-    /// innermost last: a second transaction of one of them would wait for the first (a
-    /// grace period, a lock) forever. One thread-local of plain `Cell`s with a const
-    /// initialiser: checked on every transaction, so it must cost a few instructions
-    /// (one thread-local address, no copy of the whole list), not a `RefCell<Vec>`.
-    /// Closure transactions end in reverse order of their start (scopes, also when
-    /// unwinding), so the list never holds a transaction that is over. Explicit
-    /// transactions, which a caller may leak (`mem::forget`), are registered with
-    /// their pool instead ([`OpenExplicit`]) and only counted here.
-    static IN_TX: ActivePools = const {
-        ActivePools {
-            len: Cell::new(0),
-            pools: [const { Cell::new(0) }; MAX_NESTED_POOLS],
-            explicit: Cell::new(0),
-            nested_gave_up: Cell::new(false),
-        }
-    };
-}
-
-/// The explicit transactions of one pool that are open, with the thread that began
-/// each (see `crate::explicit`). Kept with the pool, not in a thread-local: an explicit
-/// transaction that is leaked stays registered only until its handle begins again or
-/// is dropped ([`ThreadHandle`] ends it then), and never concerns another pool.
-#[derive(Debug, Default)]
-pub(crate) struct OpenExplicit {
-    /// How many are open: closure transactions read the list only when this is not 0.
-    count: AtomicUsize,
-    /// (thread, thread slot of the handle) of each open explicit transaction.
-    list: Mutex<Vec<(ThreadId, usize)>>,
-}
-
-impl OpenExplicit {
-    /// Whether the calling thread has an explicit transaction of this pool open.
-    #[inline]
-    pub(crate) fn on_this_thread(&self) -> bool {
-        // Relaxed: a thread asks only about its own registrations, which program order
-        // makes visible to it; another thread's entries never concern it, so missing
-        // or seeing them late changes no answer.
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        self.on_this_thread_slow()
-    }
-
-    #[cold]
-    fn on_this_thread_slow(&self) -> bool {
-        let me = std::thread::current().id();
-        self.list
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .any(|&(t, _)| t == me)
-    }
-
-    /// Register the explicit transaction of the handle on `slot`, begun on this thread.
-    pub(crate) fn add(&self, slot: usize) {
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        l.push((std::thread::current().id(), slot));
-        self.count.store(l.len(), Ordering::Relaxed);
-        IN_TX.with(|t| t.explicit.set(t.explicit.get() + 1));
-    }
-
-    /// End the registration of the handle on `slot`, begun by thread `began_on`.
-    pub(crate) fn remove(&self, slot: usize, began_on: ThreadId) {
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = l.iter().position(|&(_, s)| s == slot) {
-            l.swap_remove(i);
-        }
-        self.count.store(l.len(), Ordering::Relaxed);
-        drop(l);
-        // The count of the thread that began it; a handle that moved to another thread
-        // after its transaction was leaked cannot reach that thread's count, which then
-        // stays raised: that thread's later transactions count as nested (bounded
-        // retries), nothing worse.
-        if began_on == std::thread::current().id() {
-            IN_TX.with(|t| t.explicit.set(t.explicit.get().saturating_sub(1)));
-        }
-    }
-}
-
-/// Marks this thread as inside a closure transaction of one pool while alive. Guards
-/// are dropped in reverse order of creation (nested scopes, also when unwinding).
-pub(crate) struct InTx {
-    pool: usize,
-    /// Another transaction (of another pool) was running on this thread when this one
-    /// started.
-    nested: bool,
-}
-
-impl InTx {
-    /// Register a closure transaction of `pool` (its id and open explicit
-    /// transactions); `Err(NestedTransaction)` if one of the same pool runs on this
-    /// thread already.
-    #[inline]
-    pub(crate) fn enter(pool: usize, explicit: &OpenExplicit) -> Result<InTx> {
-        if explicit.on_this_thread() {
-            return Err(Error::NestedTransaction);
-        }
-        IN_TX.with(|t| {
-            let len = t.len.get();
-            if t.pools.iter().take(len).any(|p| p.get() == pool) {
-                return Err(Error::NestedTransaction);
-            }
-            let Some(slot) = t.pools.get(len) else {
-                return Err(Error::InvalidArgument(format!(
-                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
-                )));
-            };
-            slot.set(pool);
-            t.len.set(len + 1);
-            // A give-up noted before this transaction started was about another one.
-            t.nested_gave_up.set(false);
-            Ok(InTx {
-                pool,
-                nested: len > 0 || t.explicit.get() > 0,
-            })
-        })
-    }
-
-    /// Whether any transaction (closure or explicit, any pool) runs on this thread.
-    pub(crate) fn inside_any() -> bool {
-        IN_TX.with(|t| t.len.get() > 0 || t.explicit.get() > 0)
-    }
-
-    /// Whether a closure transaction of `pool` runs on this thread.
-    pub(crate) fn active(pool: usize) -> bool {
-        IN_TX.with(|t| t.pools.iter().take(t.len.get()).any(|p| p.get() == pool))
-    }
-
-    /// Whether this transaction runs inside another one (of another pool) on this
-    /// thread, which may hold what this one waits for.
-    #[inline]
-    pub(crate) fn nested(&self) -> bool {
-        self.nested
-    }
-
-    /// Note that a nested transaction gave up on a conflict (it returns
-    /// `Err(Conflict)` to the transaction around it).
-    pub(crate) fn gave_up_nested() {
-        IN_TX.with(|t| t.nested_gave_up.set(true));
-    }
-
-    /// Whether a transaction nested in the current attempt gave up (and forget it).
-    #[inline]
-    pub(crate) fn take_nested_gave_up() -> bool {
-        IN_TX.with(|t| t.nested_gave_up.replace(false))
-    }
-}
-
-impl Drop for InTx {
-    #[inline]
-    fn drop(&mut self) {
-        IN_TX.with(|t| {
-            let len = t.len.get();
-            debug_assert!(len > 0 && t.pools[len - 1].get() == self.pool);
-            t.len.set(len.saturating_sub(1));
-        });
-    }
+/// What an explicit transaction borrows from its [`ThreadHandle`].
+pub(crate) struct HandleParts<'h> {
+    /// The pool's identity (closure transactions' nesting check).
+    pub pool: usize,
+    /// The pool's open explicit transactions.
+    pub explicit: &'h OpenExplicit,
+    /// The handle's thread slot.
+    pub slot: usize,
+    /// The thread state.
+    pub th: &'h mut AnyThread,
+    /// The handle's counters.
+    pub stats: &'h mut TxStats,
+    /// The thread that began the handle's open explicit transaction, if any.
+    pub began_on: &'h mut Option<ThreadId>,
 }
 
 /// A thread state checked out for one `Pool::run`; given back when dropped, also when
@@ -349,21 +187,12 @@ impl Pool {
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
     /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        Self::create_ops(path, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn create_ops(
-        path: impl AsRef<Path>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(&ops), true)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), true)?,
                 &cfg,
-                ops,
             );
         }
         let medium = medium::create_file_growable(
@@ -372,7 +201,7 @@ impl Pool {
             cfg.max_size.unwrap_or(cfg.size),
             cfg.medium,
         )?;
-        Self::create_on_ops(medium, cfg, ops).inspect_err(|_| {
+        Self::create_on(medium, cfg).inspect_err(|_| {
             let _ = std::fs::remove_file(path.as_ref());
         })
     }
@@ -395,23 +224,14 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        Self::open_ops(path, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn open_ops(
-        path: impl AsRef<Path>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(&ops), false)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), false)?,
                 &cfg,
-                ops,
             );
         }
-        let medium = medium::open_file(path.as_ref(), cfg.medium)?;
-        Self::open_on_ops(medium, cfg, ops)
+        let medium = superblock::open_pool_file(path.as_ref(), cfg.medium)?;
+        Self::open_on(medium, cfg)
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
@@ -425,14 +245,6 @@ impl Pool {
     /// assert_eq!(pool.superblock().unwrap().max_threads, 8);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
-        Self::create_on_ops(medium, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn create_on_ops(
-        medium: Arc<dyn Medium>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         if engine.storage() != Storage::Heap {
             return Err(Error::InvalidConfig(format!(
@@ -447,11 +259,11 @@ impl Pool {
                 engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
-                regions: engine.regions(&cfg.engine_ctx(&ops)),
+                regions: engine.regions(&cfg.engine_ctx()),
             },
             max_size,
         )?;
-        Self::start(Arc::new(heap), engine, &cfg, ops)
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
     /// Open a pool on a medium that holds one (e.g. a crash image of the simulator in
@@ -471,14 +283,6 @@ impl Pool {
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
-        Self::open_on_ops(medium, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn open_on_ops(
-        medium: Arc<dyn Medium>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let heap = Heap::open(medium)?;
         let found = heap.superblock().engine_id;
         let engine = EngineId::from_u32(found)
@@ -490,19 +294,13 @@ impl Pool {
                 requested: asked.name().to_string(),
             });
         }
-        Self::start(Arc::new(heap), engine, &cfg, ops)
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
-    fn start(
-        heap: Arc<Heap>,
-        id: EngineId,
-        cfg: &Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
+    fn start(heap: Arc<Heap>, id: EngineId, cfg: &Config) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
         refuse_growth(id, Some(heap.layout().max_size), heap.size() as u64)?;
-        let engine =
-            registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx(&ops))?;
+        let engine = registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx())?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
         let pool = Self::from_engine(
@@ -511,7 +309,6 @@ impl Pool {
                 max_threads,
                 ..cfg.clone()
             },
-            ops,
         )?;
         pool.verify_root(&heap)?;
         Ok(pool)
@@ -543,7 +340,7 @@ impl Pool {
         }
     }
 
-    fn from_engine(engine: AnyEngine, cfg: &Config, ops: crate::ops::Operations) -> Result<Pool> {
+    fn from_engine(engine: AnyEngine, cfg: &Config) -> Result<Pool> {
         let max_threads = cfg.max_threads;
         let inner = Arc::new_cyclic(|w| PoolInner {
             engine,
@@ -555,7 +352,7 @@ impl Pool {
             max_threads,
             slot_wait: cfg.slot_wait,
             id: w.as_ptr() as usize,
-            ops,
+            ops: cfg.operations.clone(),
             explicit: OpenExplicit::default(),
         });
         Ok(Pool { inner })
@@ -624,7 +421,7 @@ impl Pool {
     }
 
     /// The pool's registered operations (`crate::ops`).
-    pub(crate) fn ops(&self) -> &crate::ops::Operations {
+    pub(crate) fn ops(&self) -> &Operations {
         &self.inner.ops
     }
 
@@ -1052,10 +849,10 @@ impl ThreadHandle {
     }
 
     /// What an explicit transaction borrows, apart (for `crate::explicit`).
-    pub(crate) fn parts(&mut self) -> crate::explicit::HandleParts<'_> {
+    pub(crate) fn parts(&mut self) -> HandleParts<'_> {
         self.end_leaked();
         let state = self.state.as_mut().expect("state present until drop");
-        crate::explicit::HandleParts {
+        HandleParts {
             pool: self.pool.inner.id,
             explicit: &self.pool.inner.explicit,
             slot: state.0,
@@ -1107,5 +904,66 @@ impl Drop for ThreadHandle {
             s.1.quiesce();
             self.pool.checkin(s);
         }
+    }
+}
+
+/// The options `run_op` uses: at least serializable where the engine offers it.
+fn op_options(e: EngineId, opts: TxOptions) -> TxOptions {
+    if e.offers(Isolation::Serializable)
+        && opts.isolation.is_none_or(|l| l < Isolation::Serializable)
+    {
+        opts.isolation(Isolation::Serializable)
+    } else {
+        opts
+    }
+}
+
+impl Pool {
+    /// Register an operation with this pool (see the module docs: the next open needs
+    /// it in its registry too).
+    pub fn register_op<A: Pod>(
+        &self,
+        id: u32,
+        f: impl Fn(&mut Tx<'_>, &A) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.ops().register(id, f)
+    }
+
+    /// The operations registered with this pool.
+    pub fn operations(&self) -> Operations {
+        self.ops().clone()
+    }
+
+    /// Run operation `id` with `args` as one transaction (retried on conflicts).
+    pub fn run_op<A: Pod>(&self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`Pool::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.ops().checked::<A>(id)?;
+        let bytes = bytemuck::bytes_of(args);
+        self.transaction(op_options(self.engine_id(), opts), |tx| {
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
+        })
+    }
+}
+
+impl ThreadHandle {
+    /// Run operation `id` with `args` on this handle's thread state.
+    pub fn run_op<A: Pod>(&mut self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`ThreadHandle::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&mut self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.pool().ops().checked::<A>(id)?;
+        let opts = op_options(self.pool().engine_id(), opts);
+        let bytes = bytemuck::bytes_of(args);
+        self.transaction(opts, |tx| {
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
+        })
     }
 }

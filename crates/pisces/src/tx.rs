@@ -66,7 +66,7 @@
 use crate::engine::kit::objects::FastReads;
 use crate::engine::registry::AnyThread;
 use crate::heap::alloc::min_class;
-use crate::pool::InTx;
+use crate::nesting::InTx;
 use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;

@@ -78,7 +78,7 @@
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
 use super::hash::{bucket_in, stable_hash};
-use super::iter::{HashIter, Walk};
+use super::walk::Walk;
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
@@ -877,5 +877,85 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             tx.free(PPtr::<u64>::from_offset(o))?;
         }
         Ok(())
+    }
+}
+
+/// Entries of a [`HashMap`] in bucket order, then chain order (see
+/// [`HashMap::iter`]).
+pub struct HashIter<'t, 'a, K, V> {
+    map: HashMap<K, V>,
+    tx: &'t Tx<'a>,
+    /// Next chunk to read.
+    chunk: usize,
+    /// The current chunk's heads and the next slot in it.
+    heads: Option<&'t [u64]>,
+    slot: usize,
+    /// Next node of the current chain (0: none).
+    cur: u64,
+    walk: Walk,
+    done: bool,
+}
+
+impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
+    pub(super) fn new(map: HashMap<K, V>, tx: &'t Tx<'a>) -> Self {
+        HashIter {
+            map,
+            tx,
+            chunk: 0,
+            heads: None,
+            slot: 0,
+            cur: 0,
+            walk: Walk::new("hash map chain", 0),
+            done: false,
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Option<Result<(&'t K, &'t V)>> {
+        self.done = true;
+        Some(Err(e))
+    }
+}
+
+impl<'t, 'a, K: Pod + Eq, V: Pod> Iterator for HashIter<'t, 'a, K, V> {
+    type Item = Result<(&'t K, &'t V)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if self.cur != 0 {
+                let (k, v, next) = match self.map.node(self.tx, self.cur) {
+                    Ok(x) => x,
+                    Err(e) => return self.fail(e),
+                };
+                if next != 0 {
+                    if let Err(e) = self.walk.step(next) {
+                        return self.fail(e);
+                    }
+                }
+                self.cur = next;
+                return Some(Ok((k, v)));
+            }
+            match self.heads {
+                Some(heads) if self.slot < heads.len() => {
+                    let head = heads[self.slot];
+                    self.slot += 1;
+                    if head != 0 {
+                        self.cur = head;
+                        self.walk = Walk::new("hash map chain", head);
+                    }
+                }
+                _ => match self.map.chunk_heads(self.tx, self.chunk) {
+                    Ok(Some(heads)) => {
+                        self.heads = Some(heads);
+                        self.chunk += 1;
+                        self.slot = 0;
+                    }
+                    Ok(None) => self.done = true,
+                    Err(e) => return self.fail(e),
+                },
+            }
+        }
     }
 }

@@ -46,6 +46,7 @@ pub(crate) mod spht;
 pub(crate) mod timestone;
 pub(crate) mod undo;
 
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::medium::MediumKind;
 use crate::tx_options::{Isolation, TxOptions};
@@ -61,25 +62,6 @@ pub(crate) enum Storage {
     Heap,
     /// A pool file in the engine's own format (`pmdk`): [`EngineDef::open_file`].
     OwnFile,
-}
-
-/// The persistent regions an engine needs in a pool of our format, fixed at creation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Regions {
-    /// Log regions per thread slot, each `OpenCtx::log_bytes_per_thread` bytes (0..=8).
-    pub logs_per_thread: usize,
-    /// Bytes of the engine-wide area (rounded up to 4 KiB pages; at least one page,
-    /// which holds the recycle watermark and the root slot).
-    pub engine_area_bytes: usize,
-}
-
-impl Default for Regions {
-    fn default() -> Self {
-        Regions {
-            logs_per_thread: 1,
-            engine_area_bytes: 4096,
-        }
-    }
 }
 
 /// What an engine sees of the pool's configuration: the pool layer builds it from the

@@ -11,8 +11,9 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, Inspection, OpenCtx, Regions, Storage,
+    EngineOptions, EngineThread, Inspection, OpenCtx, Storage,
 };
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::{Isolation, TxOptions};
 use crate::Result;

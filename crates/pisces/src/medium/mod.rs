@@ -48,10 +48,15 @@ pub mod counters;
 pub mod dram;
 pub mod file;
 pub mod flush;
+pub(crate) mod open;
 pub mod reserve;
 
 pub use dram::DramMedium;
-pub use file::{create_file, create_file_growable, open_file, DaxMedium, FileMedium};
+pub use file::{DaxMedium, FileMedium};
+pub use open::{create_file, create_file_growable, open_file};
+
+/// Page size assumed for `msync` alignment and pool sizes.
+pub(crate) const PAGE: usize = 4096;
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;

@@ -97,8 +97,9 @@ pub mod version;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::tx_options::Isolation;
 use crate::{Error, Result};

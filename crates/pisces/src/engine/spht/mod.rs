@@ -152,8 +152,9 @@ pub mod thread;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
 use crate::{Error, Result};

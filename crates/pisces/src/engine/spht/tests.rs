@@ -448,7 +448,7 @@ fn read_only_token_covers_what_it_read() {
 /// holds the committed values, and a reopened pool reads them.
 #[test]
 fn file_pools_get_a_copy_on_write_snapshot() {
-    use crate::medium::{create_file, open_file, MediumKind};
+    use crate::medium::{create_file, MediumKind};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spht.pool");
     let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
@@ -488,7 +488,10 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     );
     drop(e);
     drop(heap);
-    let heap = Arc::new(Heap::open(open_file(&path, MediumKind::DRAM).unwrap()).unwrap());
+    let heap = Arc::new(
+        Heap::open(crate::heap::superblock::open_pool_file(&path, MediumKind::DRAM).unwrap())
+            .unwrap(),
+    );
     let e = SphtEngine::open(heap, opts, &ctx).unwrap();
     let mut th = e.thread(1).unwrap();
     assert_eq!(get(&mut th, x), 0xfeed);

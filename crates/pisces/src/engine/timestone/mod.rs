@@ -188,8 +188,9 @@ pub mod tlog;
 mod tests;
 
 use crate::engine::kit::redo_log as log;
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
 use crate::tx_options::Isolation;

@@ -7,8 +7,8 @@
 //! 2. **OLog**: parse every slot's OLog, keep the valid records with a commit
 //!    timestamp above K_done, sort them by timestamp (timestamps are unique), and check
 //!    them all before changing anything more: every operation id must be registered
-//!    (open with [`crate::Pool::open_with_ops`]), every physical entry must target the
-//!    heap.
+//!    (the pool is opened with them in [`crate::Config::operations`]), every physical
+//!    entry must target the heap.
 //! 3. **Allocations**: mark every block the pending records allocated (their ALLOC
 //!    entries) in the persistent bitmaps (idempotent), so the rebuilt allocator
 //!    neither hands them out nor drops their slabs; frees wait for step 5.
@@ -143,8 +143,8 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
                     if !ops.registered(id) {
                         return Err(Error::InvalidConfig(format!(
                             "the pool must re-execute operation {id} (commit timestamp {}) \
-                             but it is not registered: open the pool with Pool::open_with_ops \
-                             and every operation it ran",
+                             but it is not registered: open the pool with every operation it ran \
+                             in Config::operations",
                             r.ts
                         )));
                     }
