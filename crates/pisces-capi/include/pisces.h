@@ -9,6 +9,11 @@
  *     pisces_errmsg() gives the library's message, per thread, valid until the next
  *     failing call on that thread.
  *   - No Rust panic crosses this interface: an internal panic becomes PISCES_EPANIC.
+ *   - The "# Safety" paragraph of each function states what the caller must
+ *     guarantee: which pointers must be valid and for how long, nul-terminated
+ *     strings, which thread may use a handle. Breaking it is undefined behaviour;
+ *     what the library can detect (a NULL where PISCES_EINVAL is named, a stale
+ *     pisces_tx, an explicit transaction used on another thread) returns a code.
  *   - Objects in the pool are named by their offset (uint64_t); 0 is no object.
  *
  * Transactions
@@ -24,17 +29,22 @@
  *     per pool at a time (PISCES_ENESTED).
  *
  * Pointer lifetimes
- *   - A pointer from pisces_read or pisces_write is valid until the next
- *     pisces_write, pisces_put, pisces_alloc, pisces_free or container update
+ *   - A pointer from pisces_read, pisces_write or pisces_hmap_find is valid until the
+ *     next pisces_write, pisces_put, pisces_alloc, pisces_free or container update
  *     (insert, remove, create, destroy) of the same transaction, or the end of the
  *     transaction (commit, abort, or the return of the pisces_run callback), whichever
- *     comes first. Copy what you need before that; using it later is undefined
- *     behaviour. pisces_get / pisces_put copy and have no such rule.
- *   - Never write through a pointer from pisces_read.
+ *     comes first. Copy what you need before that; using it later, or passing it to
+ *     one of those calls, is undefined behaviour. pisces_get / pisces_put copy and have
+ *     no such rule (their buffer must not overlap the bytes copied).
+ *   - Never write through a pointer from pisces_read or pisces_hmap_find.
+ *   - The value given to a foreach / range callback is valid during that call.
  *   - A pisces_tx is a value valid until its transaction ends; using it afterwards is
  *     detected and returns PISCES_ESTALE (its handle must still be open).
+ *   - A handle is used by one thread at a time; after pisces_handle_close neither it
+ *     nor a pisces_tx of it may be used.
  *   - The string from pisces_pool_engine lives as long as the pool object; the one
- *     from pisces_engine_name and pisces_strerror are static.
+ *     from pisces_errmsg until the next failing call on the same thread; the ones from
+ *     pisces_engine_name and pisces_strerror are static.
  */
 
 
