@@ -183,8 +183,8 @@ pub(crate) unsafe fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
 /// foreach/range callback, `PISCES_EINVAL` on another thread than the one that began it.
 ///
 /// # Safety
-/// `tx.handle` is NULL or an open handle that is not closed and is used by no other
-/// thread during `'a` (as for `current`).
+/// `tx.handle` is NULL or an open handle that stays open and is used by no other thread
+/// during `'a` (as for `current`).
 unsafe fn explicit_of<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
     // SAFETY: the contract of `current`, which this function's contract gives.
     let h = unsafe { current(tx) }?;
