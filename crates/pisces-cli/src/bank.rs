@@ -8,7 +8,7 @@
 //! isolation says there is none).
 
 use bytemuck::{Pod, Zeroable};
-use pisces::medium::counters;
+use pisces::tools::counters;
 use pisces::{PPtr, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -12,7 +12,7 @@
 //! on errors setting up or running the workload.
 
 use clap::{Args, ValueEnum};
-use pisces::medium::dram::DramMedium;
+use pisces::tools::dram::DramMedium;
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use pisces_verify::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
 use pisces_verify::sicheck::{check, Isolation, Workload, WorkloadConfig};

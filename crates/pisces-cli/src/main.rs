@@ -18,7 +18,7 @@ mod size;
 mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use pisces::check::check_pool;
+use pisces::tools::check::check_pool;
 use pisces::{Config, EngineId, MediumKind, Pool};
 use pisces_bench::{parse_seconds, BenchArgs};
 use std::io::Write;
@@ -217,7 +217,7 @@ fn create(a: &CreateArgs) -> ExitCode {
 
 fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
     let r = if deep {
-        pisces::check::check_pool_deep(path, MediumKind::DRAM)
+        pisces::tools::check::check_pool_deep(path, MediumKind::DRAM)
     } else {
         check_pool(path, MediumKind::DRAM)
     };

@@ -10,7 +10,7 @@
 use crate::bank::{self, RoundStats, ACCOUNTS, TOTAL};
 use crate::{err, out};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pisces::check::check_pool;
+use pisces::tools::check::check_pool;
 use pisces::{Config, MediumKind, Pool};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -48,7 +48,7 @@ fn persist_cost_report() {
     println!(
         "persist() of one cache line (store 8 bytes + flush + fence), median of {RUNS} runs; \
          flush instruction: {}",
-        pisces::medium::flush::instruction().name()
+        pisces::tools::flush::instruction().name()
     );
     let cases: Vec<(&str, Arc<dyn Medium>, usize)> = vec![
         (

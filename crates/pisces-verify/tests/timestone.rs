@@ -1254,7 +1254,7 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
         .unwrap();
     pool.allocated_objects().unwrap(); // checkpoint the setup
     let mut h = pool.handle().unwrap();
-    let before = pisces::medium::counters::snapshot();
+    let before = pisces::tools::counters::snapshot();
     for i in 0..n {
         let obj = objs[(i * 7) % 64];
         if as_op {
@@ -1277,9 +1277,9 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
             .unwrap();
         }
     }
-    let olog = pisces::medium::counters::snapshot() - before;
+    let olog = pisces::tools::counters::snapshot() - before;
     pool.allocated_objects().unwrap(); // final checkpoint, on this thread
-    let all = pisces::medium::counters::snapshot() - before;
+    let all = pisces::tools::counters::snapshot() - before;
     let changed = (n * words * 8) as f64;
     let total = all.bytes_durable() as f64 / changed;
     let ckpt = (all.bytes_durable() - olog.bytes_logged) as f64 / changed;

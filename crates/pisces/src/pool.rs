@@ -238,11 +238,12 @@ impl Pool {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use pisces::medium::dram::DramMedium;
-    /// use pisces::{Config, Pool};
+    /// use pisces::medium::DramMedium;
+    /// use pisces::{Config, Pool, PPtr};
     /// let medium = Arc::new(DramMedium::anonymous(32 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium, Config::default()).unwrap();
-    /// assert_eq!(pool.superblock().unwrap().max_threads, 8);
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 0);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
@@ -271,7 +272,7 @@ impl Pool {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use pisces::medium::dram::DramMedium;
+    /// use pisces::medium::DramMedium;
     /// use pisces::{Config, Pool, PPtr};
     /// let cfg = Config { size: 4 << 20, max_threads: 2, log_bytes_per_thread: 64 << 10, ..Config::default() };
     /// let medium = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
@@ -398,6 +399,7 @@ impl Pool {
     /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
     /// assert_eq!(pool.superblock().unwrap().pool_size, 32 << 20);
     /// ```
+    #[cfg(feature = "tools")]
     pub fn superblock(&self) -> Option<crate::heap::superblock::Superblock> {
         self.heap().map(|h| h.superblock())
     }

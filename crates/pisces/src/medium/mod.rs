@@ -44,12 +44,12 @@
 //! pisces-verify persist_cost -- --ignored --nocapture`): DRAM ~0.2 us, DRAM with 300 ns
 //! emulated latency ~0.4 us, file + msync on disk ~130-260 us, simulator ~0.2 us.
 
-pub mod counters;
-pub mod dram;
-pub mod file;
-pub mod flush;
+pub(crate) mod counters;
+pub(crate) mod dram;
+mod file;
+pub(crate) mod flush;
 pub(crate) mod open;
-pub mod reserve;
+pub(crate) mod reserve;
 
 pub use dram::DramMedium;
 pub use file::{DaxMedium, FileMedium};
