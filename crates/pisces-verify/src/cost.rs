@@ -5,7 +5,8 @@
 //! ```
 
 use crate::sim::{SimConfig, SimMedium};
-use pisces::medium::{create_file, Medium, MediumKind, CACHE_LINE};
+use pisces::medium::{Medium, MediumKind, CACHE_LINE};
+use pisces::tools::create_file;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

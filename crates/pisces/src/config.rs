@@ -27,7 +27,7 @@ pub struct Config {
     pub size: u64,
     /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
     /// (the default) is a pool that never grows and reports
-    /// [`Error::OutOfSpace`] when its heap is full. A pool that may grow reserves
+    /// [`Error::OutOfSpace`](crate::Error::OutOfSpace) when its heap is full. A pool that may grow reserves
     /// `max_size` bytes of address space when it is mapped (not memory: the reservation
     /// costs nothing until the pool grows), extends its file and heap when the
     /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
@@ -39,7 +39,7 @@ pub struct Config {
     pub medium: MediumKind,
     /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
     /// `None` takes the engine the superblock records; naming another one is refused
-    /// with [`Error::WrongEngine`].
+    /// with [`Error::WrongEngine`](crate::Error::WrongEngine).
     pub engine: Option<EngineId>,
     /// Most threads that run transactions at once. Fixed at creation.
     pub max_threads: usize,
@@ -53,7 +53,7 @@ pub struct Config {
     pub recovery_threads: usize,
     /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
     /// out (by handles or other `run` calls) before it fails with
-    /// [`Error::TooManyThreads`].
+    /// [`Error::TooManyThreads`](crate::Error::TooManyThreads).
     pub slot_wait: Duration,
     /// The registered operations (see [`Operations`]): an engine that logs operations
     /// (`timestone`) re-executes them in recovery, so `open` needs every operation the

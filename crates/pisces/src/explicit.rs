@@ -57,8 +57,8 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::thread::ThreadId;
 
-/// A running explicit transaction on a [`ThreadHandle`] (see the [module
-/// docs](self)). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
+/// A running explicit transaction on a [`ThreadHandle`] (begun by
+/// [`ThreadHandle::begin`]). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
 /// allocations and frees are methods of this type; [`ExplicitTx::with_tx`] lends the
 /// `&mut Tx` that the containers take. Dropping it without `commit` rolls it back.
 ///

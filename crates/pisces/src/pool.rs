@@ -195,7 +195,7 @@ impl Pool {
                 &cfg,
             );
         }
-        let medium = medium::create_file_growable(
+        let medium = medium::open::create_file_growable(
             path.as_ref(),
             cfg.size,
             cfg.max_size.unwrap_or(cfg.size),

@@ -51,7 +51,7 @@ pub mod reserve {
     pub use crate::medium::reserve::*;
 }
 
-pub use crate::medium::{create_file, create_file_growable, open_file};
+pub use crate::medium::open::{create_file, create_file_growable, open_file};
 
 /// The containers' on-media constants.
 pub mod containers {

@@ -233,8 +233,10 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// Bytes of a node object (payload: next pointer, key and value, each padded to
     /// words; 80 for 8-byte keys and 64-byte values).
     pub const NODE_BYTES: usize = Self::NODE.size * 8;
+    /// Most buckets a map can have (what its bucket directory holds).
+    pub const MAX_BUCKETS: usize = MAX_BUCKETS;
 
-    /// Create an empty map with `buckets` chains (1 ..= [`MAX_BUCKETS`]); the count is
+    /// Create an empty map with `buckets` chains (1 ..= [`Self::MAX_BUCKETS`]); the count is
     /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000
     /// keys. [`HashMap::new`] makes a map that grows as it fills instead.
     pub fn create(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {

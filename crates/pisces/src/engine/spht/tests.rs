@@ -448,7 +448,8 @@ fn read_only_token_covers_what_it_read() {
 /// holds the committed values, and a reopened pool reads them.
 #[test]
 fn file_pools_get_a_copy_on_write_snapshot() {
-    use crate::medium::{create_file, MediumKind};
+    use crate::medium::open::create_file;
+    use crate::medium::MediumKind;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spht.pool");
     let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
