@@ -210,15 +210,15 @@ unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
         // (plain integers and pointers: every initialized value is valid).
         c = unsafe { *cfg };
     }
-    let mut out = Config {
-        size: c.size,
-        max_threads: c.max_threads as usize,
-        log_bytes_per_thread: usize::try_from(c.log_bytes_per_thread)
-            .map_err(|_| Fail::new(PISCES_ECONFIG, "log_bytes_per_thread is too large"))?,
-        recovery_threads: (c.recovery_threads as usize).max(1),
-        slot_wait: Duration::from_millis(c.slot_wait_ms),
-        ..Config::default()
-    };
+    let mut out = Config::default()
+        .size(c.size)
+        .max_threads(c.max_threads as usize)
+        .log_bytes_per_thread(
+            usize::try_from(c.log_bytes_per_thread)
+                .map_err(|_| Fail::new(PISCES_ECONFIG, "log_bytes_per_thread is too large"))?,
+        )
+        .recovery_threads((c.recovery_threads as usize).max(1))
+        .slot_wait(Duration::from_millis(c.slot_wait_ms));
     // SAFETY: each string field of `c` is NULL or a nul-terminated string readable
     // during this call (contract); the `&str` is used only before it returns. The same
     // holds for the two `cstr_opt` calls below.
@@ -613,14 +613,7 @@ pub unsafe extern "C" fn pisces_pool_open(
             // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
             // own file format, so the superblock cannot name it).
             Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
-                Pool::open(
-                    path,
-                    Config {
-                        engine: Some(EngineId::Pmdk),
-                        ..cfg
-                    },
-                )
-                .map_err(|_| Error::BadMagic)?
+                Pool::open(path, cfg.engine(Some(EngineId::Pmdk))).map_err(|_| Error::BadMagic)?
             }
             r => r?,
         };

@@ -22,14 +22,7 @@ fn value(k: u64) -> V {
 }
 
 fn rust_run(path: &std::path::Path) -> Duration {
-    let pool = Pool::create(
-        path,
-        Config {
-            size: 64 << 20,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let pool = Pool::create(path, Config::default().size(64 << 20)).unwrap();
     let root: PPtr<HashMap<u64, V>> = pool.root().unwrap();
     let mut h = pool.handle().unwrap();
     let m = h

@@ -198,14 +198,12 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
     let pool = match DramMedium::anonymous(size as usize, 0, 0).and_then(|m| {
         Pool::create_on(
             Arc::new(m),
-            Config {
-                size,
-                engine: Some(args.engine),
-                max_threads: threads + 1,
-                log_bytes_per_thread: LOG_BYTES,
-                engine_options: EngineOptions::default(),
-                ..Config::default()
-            },
+            Config::default()
+                .size(size)
+                .engine(Some(args.engine))
+                .max_threads(threads + 1)
+                .log_bytes_per_thread(LOG_BYTES)
+                .engine_options(EngineOptions::default()),
         )
     }) {
         Ok(p) => p,

@@ -162,15 +162,13 @@ fn create(a: &CreateArgs) -> ExitCode {
         err(&format!("pisces: --log-bytes {} is too large", a.log_bytes));
         return ExitCode::from(2);
     };
-    let cfg = Config {
-        size: a.size,
-        max_size: a.max_size,
-        medium: a.medium.kind(),
-        engine: Some(a.engine),
-        max_threads: a.threads,
-        log_bytes_per_thread: log_bytes,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(a.size)
+        .max_size(a.max_size)
+        .medium(a.medium.kind())
+        .engine(Some(a.engine))
+        .max_threads(a.threads)
+        .log_bytes_per_thread(log_bytes);
     let pool = match Pool::create(&a.path, cfg) {
         Ok(p) => p,
         Err(e) => {

@@ -306,12 +306,10 @@ fn check_deep_finds_a_looping_hash_chain() {
     use pisces::HashMap;
     let d = tempfile::tempdir().unwrap();
     let p = create_small(d.path(), "deep.pool");
-    let cfg = Config {
-        size: 8 << 20,
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(8 << 20)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
     {
         let pool = Pool::open(&p, cfg.clone()).unwrap();
         let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();

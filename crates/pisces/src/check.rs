@@ -944,12 +944,10 @@ mod tests {
     use crate::{Config, PPtr, Pool};
 
     fn small_config() -> Config {
-        Config {
-            size: 8 << 20,
-            max_threads: 2,
-            log_bytes_per_thread: 64 << 10,
-            ..Config::default()
-        }
+        Config::default()
+            .size(8 << 20)
+            .max_threads(2)
+            .log_bytes_per_thread(64 << 10)
     }
 
     fn crc(p: &Path) -> (u64, u32) {

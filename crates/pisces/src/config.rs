@@ -11,16 +11,18 @@ use std::time::Duration;
 ///
 /// ```
 /// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
-/// let cfg = Config {
-///     size: 256 << 20,                       // a 256 MiB pool
-///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
-///     engine: Some(EngineId::Pisces),
-///     max_threads: 4,
-///     engine_options: PiscesOptions { flush_diff: true, group_commit: 8 }.into(),
-///     ..Config::default()
-/// };
+/// let cfg = Config::new()
+///     .size(256 << 20) // a 256 MiB pool
+///     .medium(MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 })
+///     .engine(EngineId::Pisces)
+///     .max_threads(4)
+///     .engine_options(PiscesOptions { flush_diff: true, group_commit: 8 });
 /// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
 /// ```
+///
+/// The fields are public to read and to change; a new field may be added in a minor
+/// release, so a `Config` is made with [`Config::new`] (or `default`) and the setters,
+/// not with a struct literal.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
@@ -80,6 +82,70 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The defaults: a 64 MiB pool on the DRAM medium, the Pisces engine, 8 threads.
+    /// The setters below change one field each:
+    ///
+    /// ```
+    /// use pisces::{Config, EngineId};
+    /// let cfg = Config::new().size(32 << 20).engine(EngineId::Sp3).max_threads(4);
+    /// assert_eq!((cfg.size, cfg.engine, cfg.max_threads), (32 << 20, Some(EngineId::Sp3), 4));
+    /// ```
+    pub fn new() -> Config {
+        Config::default()
+    }
+    /// With [`size`](Config::size) `bytes`.
+    pub fn size(mut self, bytes: u64) -> Config {
+        self.size = bytes;
+        self
+    }
+    /// With [`max_size`](Config::max_size) `bytes` (`None`: the pool never grows).
+    pub fn max_size(mut self, bytes: impl Into<Option<u64>>) -> Config {
+        self.max_size = bytes.into();
+        self
+    }
+    /// With [`medium`](Config::medium) `medium`.
+    pub fn medium(mut self, medium: MediumKind) -> Config {
+        self.medium = medium;
+        self
+    }
+    /// With [`engine`](Config::engine) `engine` (`None`: the default, or at `open` the
+    /// engine the pool records).
+    pub fn engine(mut self, engine: impl Into<Option<EngineId>>) -> Config {
+        self.engine = engine.into();
+        self
+    }
+    /// With [`max_threads`](Config::max_threads) `n`.
+    pub fn max_threads(mut self, n: usize) -> Config {
+        self.max_threads = n;
+        self
+    }
+    /// With [`log_bytes_per_thread`](Config::log_bytes_per_thread) `bytes`.
+    pub fn log_bytes_per_thread(mut self, bytes: usize) -> Config {
+        self.log_bytes_per_thread = bytes;
+        self
+    }
+    /// With [`engine_options`](Config::engine_options) `options` (an engine's own options
+    /// type converts, e.g. [`PiscesOptions`](crate::PiscesOptions)).
+    pub fn engine_options(mut self, options: impl Into<EngineOptions>) -> Config {
+        self.engine_options = options.into();
+        self
+    }
+    /// With [`recovery_threads`](Config::recovery_threads) `n`.
+    pub fn recovery_threads(mut self, n: usize) -> Config {
+        self.recovery_threads = n;
+        self
+    }
+    /// With [`slot_wait`](Config::slot_wait) `wait`.
+    pub fn slot_wait(mut self, wait: Duration) -> Config {
+        self.slot_wait = wait;
+        self
+    }
+    /// With [`operations`](Config::operations) `operations`.
+    pub fn operations(mut self, operations: Operations) -> Config {
+        self.operations = operations;
+        self
+    }
+
     /// What the engine sees of this configuration.
     pub(crate) fn engine_ctx(&self) -> OpenCtx {
         OpenCtx {

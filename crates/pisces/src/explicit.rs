@@ -65,7 +65,7 @@ use std::thread::ThreadId;
 /// ```
 /// # use pisces::{Config, Pool, PPtr, Error, TxOptions};
 /// # let dir = tempfile::tempdir().unwrap();
-/// # let pool = Pool::create(dir.path().join("x.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+/// # let pool = Pool::create(dir.path().join("x.pool"), Config::default().size(32 << 20)).unwrap();
 /// let n: PPtr<u64> = pool.root().unwrap();
 /// let mut h = pool.handle().unwrap();
 /// loop {

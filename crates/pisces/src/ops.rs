@@ -30,12 +30,7 @@
 //! }).unwrap();
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("ops.pool");
-//! let cfg = Config {
-//!     size: 32 << 20,
-//!     engine: Some(EngineId::Timestone),
-//!     operations: ops,
-//!     ..Config::default()
-//! };
+//! let cfg = Config::new().size(32 << 20).engine(EngineId::Timestone).operations(ops);
 //! let pool = Pool::create(&path, cfg.clone()).unwrap();
 //! let counter: PPtr<u64> = pool.root().unwrap();
 //! pool.run_op(1, &counter).unwrap();

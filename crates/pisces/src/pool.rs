@@ -151,7 +151,7 @@ impl Drop for Lease<'_> {
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("doc.pool");
-/// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(&path, Config::default().size(32 << 20))?;
 /// let root: PPtr<u64> = pool.root()?;
 /// pool.run(|tx| {
 ///     *tx.write(root)? += 1;
@@ -181,7 +181,7 @@ impl Pool {
     /// # use pisces::{Config, Pool, Error};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("new.pool");
-    /// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(&path, Config::default().size(32 << 20)).unwrap();
     /// drop(pool);
     /// // Creating over an existing file is refused.
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
@@ -213,7 +213,7 @@ impl Pool {
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("kept.pool");
-    /// let cfg = Config { size: 32 << 20, ..Config::default() };
+    /// let cfg = Config::default().size(32 << 20);
     /// {
     ///     let pool = Pool::create(&path, cfg.clone()).unwrap();
     ///     let n: PPtr<u64> = pool.root().unwrap();
@@ -274,7 +274,7 @@ impl Pool {
     /// # use std::sync::Arc;
     /// use pisces::medium::DramMedium;
     /// use pisces::{Config, Pool, PPtr};
-    /// let cfg = Config { size: 4 << 20, max_threads: 2, log_bytes_per_thread: 64 << 10, ..Config::default() };
+    /// let cfg = Config::default().size(4 << 20).max_threads(2).log_bytes_per_thread(64 << 10);
     /// let medium = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium.clone(), cfg.clone()).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
@@ -304,13 +304,7 @@ impl Pool {
         let engine = registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx())?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
-        let pool = Self::from_engine(
-            engine,
-            &Config {
-                max_threads,
-                ..cfg.clone()
-            },
-        )?;
+        let pool = Self::from_engine(engine, &cfg.clone().max_threads(max_threads))?;
         pool.verify_root(&heap)?;
         Ok(pool)
     }
@@ -373,7 +367,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("a.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("a.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// assert_eq!(pool.allocated_objects().unwrap(), vec![root.offset()]);
     /// ```
@@ -396,7 +390,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("h.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert_eq!(pool.superblock().unwrap().pool_size, 32 << 20);
     /// ```
     #[cfg(feature = "tools")]
@@ -409,7 +403,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, EngineId};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("e.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert_eq!(pool.engine_id(), EngineId::Pisces);
     /// ```
     pub fn engine_id(&self) -> EngineId {
@@ -472,7 +466,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// std::thread::scope(|s| {
     ///     for _ in 0..2 {
@@ -530,7 +524,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("r.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("r.pool"), Config::default().size(32 << 20)).unwrap();
     /// let pair: PPtr<[i64; 2]> = pool.root().unwrap();
     /// let moved = pool.run(|tx| {
     ///     let p = tx.write(pair)?;
@@ -549,7 +543,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions, Isolation, Error};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("o.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("o.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let v = pool.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(n)?)).unwrap();
     /// assert_eq!(v, 0);
@@ -575,7 +569,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("e.pool"), Config::default().size(32 << 20)).unwrap();
     /// #[derive(Debug)]
     /// enum BankError { Pool(pisces::Error), Overdrawn(i64) }
     /// impl From<pisces::Error> for BankError {
@@ -620,7 +614,7 @@ impl Pool {
     /// #[repr(C)]
     /// struct Root { count: u64, head: PPtr<u64> }
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("root.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("root.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<Root> = pool.root().unwrap();
     /// assert_eq!(pool.root::<Root>().unwrap(), root); // same object every time
     /// assert!(pool.root::<u64>().is_err());          // another type is refused
@@ -640,7 +634,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("rb.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("rb.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root = pool.root_bytes(24).unwrap();
     /// assert_eq!(pool.root_bytes(24).unwrap(), root);
     /// assert!(pool.root_bytes(16).is_err());
@@ -706,7 +700,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("in.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("in.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert!(!pool.in_transaction());
     /// assert!(pool.run(|_| Ok(pool.in_transaction())).unwrap());
     /// ```
@@ -720,7 +714,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("s.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("s.pool"), Config::default().size(32 << 20)).unwrap();
     /// pool.sync().unwrap();
     /// ```
     pub fn sync(&self) -> Result<()> {
@@ -765,7 +759,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("h.pool"), Config::default().size(32 << 20)).unwrap();
     /// let counter: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// for _ in 0..10 {
@@ -804,7 +798,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions, Durability};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("d.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("d.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// let lazy = TxOptions::default().durability(Durability::Deferred);
@@ -822,7 +816,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("st.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("st.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// h.run(|tx| { *tx.write(n)? = 1; Ok(()) }).unwrap();
@@ -842,7 +836,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("p.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("p.pool"), Config::default().size(32 << 20)).unwrap();
     /// let h = pool.handle().unwrap();
     /// assert_eq!(h.pool().engine_id(), pool.engine_id());
     /// ```
@@ -890,7 +884,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("sl.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("sl.pool"), Config::default().size(32 << 20)).unwrap();
     /// let (a, b) = (pool.handle().unwrap(), pool.handle().unwrap());
     /// assert_ne!(a.slot(), b.slot());
     /// ```

@@ -112,7 +112,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("r.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("r.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<[u64; 2]> = pool.root().unwrap();
     /// let sum = pool.run(|tx| { let r = tx.read(root)?; Ok(r[0] + r[1]) }).unwrap();
     /// assert_eq!(sum, 0);
@@ -141,7 +141,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("w.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("w.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// pool.run(|tx| { *tx.write(root)? = 42; Ok(()) }).unwrap();
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 42);
@@ -164,7 +164,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("a.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("a.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<PPtr<u64>> = pool.root().unwrap();
     /// pool.run(|tx| { let n = tx.alloc(7u64)?; *tx.write(root)? = n; Ok(()) }).unwrap();
     /// let v = pool.run(|tx| { let n = *tx.read(root)?; Ok(*tx.read(n)?) }).unwrap();
@@ -182,7 +182,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("z.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("z.pool"), Config::default().size(32 << 20)).unwrap();
     /// let big = pool.run(|tx| tx.alloc_zeroed::<[u64; 4096]>()).unwrap();
     /// assert_eq!(pool.run(|tx| Ok(tx.read(big)?[4095])).unwrap(), 0);
     /// ```
@@ -200,7 +200,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("b.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("b.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n = 100;
     /// let blob = pool.run(|tx| {
     ///     let b = tx.alloc_bytes(n)?;
@@ -303,7 +303,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("f.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("f.pool"), Config::default().size(32 << 20)).unwrap();
     /// let p = pool.run(|tx| tx.alloc(1u32)).unwrap();
     /// pool.run(|tx| tx.free(p)).unwrap();
     /// ```
@@ -318,7 +318,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, Error};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("u.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("u.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// let r: pisces::Result<()> = pool.run(|tx| { *tx.write(root)? = 5; Err(tx.abort("changed my mind")) });
     /// assert!(matches!(r, Err(Error::UserAbort(_))));

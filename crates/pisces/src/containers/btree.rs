@@ -132,7 +132,7 @@ struct Header {
 /// use pisces::{BTreeMap, Config, Pool};
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
-/// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<BTreeMap<u64, u64, 16>>()?;
 /// pool.run(|tx| {
 ///     let t = BTreeMap::create(tx)?;
@@ -665,7 +665,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// ```
     /// # use pisces::{BTreeMap, Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
     /// pool.run(|tx| {
     ///     let t = BTreeMap::<u64, u64>::create(tx)?;
     ///     for k in (0..100).rev() { t.insert(tx, k, 2 * k)?; }

@@ -123,7 +123,7 @@ pub const MAX_BUCKETS: usize = DIR * PAGE * CHUNK;
 /// use pisces::{Config, HashMap, Pool};
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
-/// let pool = Pool::create(dir.path().join("m.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(dir.path().join("m.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<HashMap<u64, [u8; 16]>>()?;
 /// pool.run(|tx| {
 ///     let m = HashMap::create(tx, 1024)?;
@@ -249,7 +249,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("g.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("g.pool"), Config::default().size(32 << 20)).unwrap();
     /// let m = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
     /// pool.run(|tx| { for k in 0..1000 { m.insert(tx, k, k)?; } Ok(()) }).unwrap();
     /// assert!(pool.run(|tx| m.buckets(tx)).unwrap() >= 500);
@@ -702,7 +702,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("i.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("i.pool"), Config::default().size(32 << 20)).unwrap();
     /// let sum = pool.run(|tx| {
     ///     let m = HashMap::<u64, u64>::create(tx, 64)?;
     ///     for k in 1..=10 { m.insert(tx, k, k * k)?; }
