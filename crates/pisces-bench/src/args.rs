@@ -7,7 +7,7 @@ use crate::engines::Engine;
 use crate::workload::{self, WorkloadKind, SET_MIXES};
 use crate::ycsb::YCSB_MIXES;
 use clap::Args;
-use pisces::containers::hashmap::MAX_BUCKETS;
+use pisces::tools::containers::MAX_BUCKETS;
 use std::path::PathBuf;
 
 /// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).

@@ -53,7 +53,7 @@ use crate::measure::pool_dir;
 use crate::recovery_child::{Opener, Timing};
 use crate::report::median;
 use crate::tables::Table;
-use pisces::medium::counters;
+use pisces::tools::counters;
 use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -690,7 +690,7 @@ mod tests {
             "{}",
             f.transactions
         );
-        let report = pisces::check::check_pool(&image, plain_dram()).unwrap();
+        let report = pisces::tools::check::check_pool(&image, plain_dram()).unwrap();
         let lines = report.engine_state.unwrap().lines.join("\n");
         assert!(
             lines.contains(&format!(

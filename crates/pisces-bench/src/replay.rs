@@ -411,7 +411,7 @@ mod tests {
         let image = dir.path().join("crash.pool");
         let f = recovery::fill(&fill_spec(4 << 20), dir.path(), &image, 4 << 20, 1).unwrap();
         assert!(f.log_bytes >= 4 << 20 && f.transactions > 1000);
-        let report = pisces::check::check_pool(&image, recovery::plain_dram()).unwrap();
+        let report = pisces::tools::check::check_pool(&image, recovery::plain_dram()).unwrap();
         let lines = report.engine_state.unwrap().lines.join("\n");
         assert!(
             lines.contains(&format!(

@@ -22,7 +22,7 @@
 
 use crate::dataset::OpRng;
 use crate::dataset::{preload, preload_keys, DataSet};
-use pisces::containers::hashmap::MAX_BUCKETS;
+use pisces::tools::containers::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

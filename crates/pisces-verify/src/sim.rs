@@ -70,9 +70,9 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use pisces::medium::counters::{add_fence, add_lines_flushed, lines_in};
-use pisces::medium::reserve::{Backing, Mapping};
 use pisces::medium::{Medium, MediumKind, CACHE_LINE};
+use pisces::tools::counters::{add_fence, add_lines_flushed, lines_in};
+use pisces::tools::reserve::{Backing, Mapping};
 use pisces::{Error, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -1244,9 +1244,9 @@ mod tests {
         let s = sim(SimConfig::default());
         assert_eq!(s.kind(), MediumKind::Simulated);
         assert_eq!(s.base() as usize % 4096, 0);
-        let before = pisces::medium::counters::snapshot();
+        let before = pisces::tools::counters::snapshot();
         s.persist(64, 200);
-        let d = pisces::medium::counters::snapshot() - before;
+        let d = pisces::tools::counters::snapshot() - before;
         assert_eq!((d.lines_flushed, d.fences), (4, 1));
         s.sync_all().unwrap();
         assert_eq!(s.fence_count(), 2);

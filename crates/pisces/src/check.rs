@@ -426,7 +426,7 @@ unsafe impl Medium for PrivateView {
 
 /// Open `path` for reading and take a shared lock on it.
 fn open_shared(path: &Path) -> Result<File> {
-    crate::medium::file::pool_file_metadata(path)?;
+    crate::medium::open::pool_file_metadata(path)?;
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -444,7 +444,7 @@ fn open_shared(path: &Path) -> Result<File> {
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Err(crate::medium::file::lock_conflict(&file, path)),
+            Some(libc::EWOULDBLOCK) => return Err(crate::medium::open::lock_conflict(&file, path)),
             _ => return Err(Error::io(format!("locking {}", path.display()), e)),
         }
     }
@@ -737,12 +737,10 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     // Dry run of the engine's recovery on the private pages: the engine opens the pool
     // exactly as `Pool::open` would, then is dropped (nothing reaches the file).
     if r.problems.is_empty() {
-        let ctx = OpenCtx {
-            recovery_threads: 1,
-            // No operations: a timestone pool with operations to re-execute reports
-            // that it needs them (the dry run cannot know the program's functions).
-            ops: crate::ops::Operations::new(),
-        };
+        // No operations (the default): a timestone pool with operations to
+        // re-execute reports that it needs them (the dry run cannot know the
+        // program's functions).
+        let ctx = OpenCtx::default();
         match registry::open_heap(engine, heap.clone(), &EngineOptions::default(), &ctx) {
             Ok(e) => {
                 e.shutdown();
@@ -946,12 +944,10 @@ mod tests {
     use crate::{Config, PPtr, Pool};
 
     fn small_config() -> Config {
-        Config {
-            size: 8 << 20,
-            max_threads: 2,
-            log_bytes_per_thread: 64 << 10,
-            ..Config::default()
-        }
+        Config::default()
+            .size(8 << 20)
+            .max_threads(2)
+            .log_bytes_per_thread(64 << 10)
     }
 
     fn crc(p: &Path) -> (u64, u32) {
@@ -1236,7 +1232,7 @@ mod tests {
 
     /// Append a record to slot 0's log of a closed pool file.
     fn append_record(p: &Path, build: impl FnOnce(&Heap, &mut RecordBuilder)) {
-        let m = crate::medium::open_file(p, MediumKind::DRAM).unwrap();
+        let m = crate::heap::superblock::open_pool_file(p, MediumKind::DRAM).unwrap();
         let heap = Heap::open(m).unwrap();
         let l = *heap.layout();
         let (off, len) = (l.log_offset(0), l.log_bytes_per_thread);

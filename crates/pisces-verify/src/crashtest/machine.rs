@@ -29,14 +29,12 @@ pub struct PoolSpec {
 impl PoolSpec {
     /// The pool configuration.
     pub fn config(&self) -> Config {
-        Config {
-            size: self.shape.pool_size,
-            engine: Some(self.engine),
-            max_threads: self.slots,
-            log_bytes_per_thread: self.shape.log_bytes,
-            engine_options: self.options.clone(),
-            ..Config::default()
-        }
+        Config::default()
+            .size(self.shape.pool_size)
+            .engine(Some(self.engine))
+            .max_threads(self.slots)
+            .log_bytes_per_thread(self.shape.log_bytes)
+            .engine_options(self.options.clone())
     }
 }
 

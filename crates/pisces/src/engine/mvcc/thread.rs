@@ -223,7 +223,7 @@ impl Rollback for MvccThread {
 }
 
 impl EngineThread for MvccThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.active = true;
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);

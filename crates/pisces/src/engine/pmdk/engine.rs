@@ -6,11 +6,12 @@ use super::objects::Objects;
 use crate::engine::kit::cc::two_phase::{HeldLocks, Mode};
 use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::running;
+use crate::engine::OpenCtx;
 use crate::engine::{Engine, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::Heap;
 use crate::medium::MediumKind;
-use crate::{Config, Error, Result};
+use crate::{Error, Result};
 use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
@@ -160,9 +161,9 @@ pub(crate) struct PmdkEngine {
 
 impl PmdkEngine {
     /// Create (`create`) or open the pool at `path`.
-    pub(crate) fn start(path: &Path, cfg: &Config, create: bool) -> Result<PmdkEngine> {
-        settle_flush_mode(cfg.medium)?;
-        if cfg.max_threads == 0 {
+    pub(crate) fn start(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
+        settle_flush_mode(ctx.medium)?;
+        if ctx.max_threads == 0 {
             return Err(Error::InvalidConfig(
                 "max_threads must be at least 1".into(),
             ));
@@ -170,10 +171,10 @@ impl PmdkEngine {
         let cpath = CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::InvalidConfig(format!("path {path:?} contains a NUL byte")))?;
         let pop = if create {
-            if cfg.size < MIN_POOL {
+            if ctx.size < MIN_POOL {
                 return Err(Error::InvalidConfig(format!(
                     "a pmdk pool needs at least {MIN_POOL} bytes, not {}",
-                    cfg.size
+                    ctx.size
                 )));
             }
             if path.exists() {
@@ -181,7 +182,7 @@ impl PmdkEngine {
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj creates and maps the file.
             let pop = unsafe {
-                ffi::pmemobj_create(cpath.as_ptr(), LAYOUT.as_ptr(), cfg.size as usize, 0o600)
+                ffi::pmemobj_create(cpath.as_ptr(), LAYOUT.as_ptr(), ctx.size as usize, 0o600)
             };
             if pop.is_null() {
                 return Err(pmdk_error(format!("cannot create {}", path.display())));
@@ -223,7 +224,7 @@ impl PmdkEngine {
             uuid: root.pool_uuid_lo,
             root_slot: root.off + HEADER,
             objects: Objects::new(size),
-            max_threads: cfg.max_threads,
+            max_threads: ctx.max_threads,
             path: path.to_path_buf(),
         };
         // The header length words are rebuilt from PMDK's own sizes: they need not be
@@ -426,7 +427,7 @@ impl Rollback for PmdkThread {
 }
 
 impl EngineThread for PmdkThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.active = true;
     }

@@ -152,11 +152,12 @@ pub mod thread;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
-use crate::tx::Isolation;
-use crate::{Config, Error, Result};
+use crate::tx_options::Isolation;
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use options::SphtOptions;
 use shared::{Shared, Stats};
@@ -181,10 +182,10 @@ impl EngineDef for Spht {
     fn option_sets() -> Vec<EngineOptions> {
         SphtOptions::option_sets()
     }
-    fn regions(cfg: &Config) -> Regions {
+    fn regions(ctx: &OpenCtx) -> Regions {
         Regions {
             logs_per_thread: 1,
-            engine_area_bytes: durability::engine_area_bytes(cfg.max_threads),
+            engine_area_bytes: durability::engine_area_bytes(ctx.max_threads),
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<SphtEngine> {

@@ -660,7 +660,7 @@ impl Rollback for SphtThread {
 }
 
 impl EngineThread for SphtThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.active = true;
         // A nested transaction never waits for other transactions of the pool
