@@ -36,7 +36,8 @@
 //! # Persistence: reused from Pisces
 //! The redo log ([`crate::engine::kit::log::redo_log`]: per-thread rings of checksummed
 //! records), its recycling watermark, and recovery ([`crate::engine::kit::recovery::replay`]:
-//! replay valid records in persistTS order) are Pisces'. A record's persistTS is the
+//! replay valid records in persistTS order) are Pisces', from the kit: the engine has
+//! no log or recovery of its own. A record's persistTS is the
 //! commit timestamp: two records that write one object were committed in lock order,
 //! so in timestamp order. The pool format is Pisces' (same log areas, watermark word).
 //!
@@ -57,29 +58,32 @@
 //! * The first access to an object in a run copies its home bytes into DRAM as its
 //!   version 0: readers never read persistent memory in this engine.
 
-pub mod shared;
-pub mod thread;
-pub mod version;
+//!
+//! # Parts
+//! * [`shared`]: pool-wide state (clock, slots, version index, watermark;
+//!   [`shared::MvccEngine`]);
+//! * [`thread`]: one thread's transactions and the strawman's commit;
+//! * [`version`]: what a version's stamp means on an `mvcc` chain;
+//! * the log and recovery are the kit's (above); no options (the engine refuses any).
+
+mod shared;
+mod thread;
+mod version;
 
 #[cfg(test)]
 mod tests;
 
-use crate::engine::kit::recovery::replay as recovery;
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
-use crate::heap::alloc::Allocator;
+use crate::engine::kit::recovery::replay;
+use crate::engine::{EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
-use crate::{Error, Result};
-use shared::Shared;
+use crate::Result;
+use shared::MvccEngine;
 use std::sync::Arc;
-
-/// The multi-version strawman engine over one pool.
-pub struct MvccEngine {
-    sh: Arc<Shared>,
-}
+use thread::MvccThread;
 
 /// Registry entry of the `mvcc` baseline.
-pub struct Mvcc;
+pub(crate) struct Mvcc;
 
 impl EngineDef for Mvcc {
     const ID: u32 = 3;
@@ -88,52 +92,12 @@ impl EngineDef for Mvcc {
         "baseline: the Pisces paper's multi-version strawman (version chains, blocking reads)";
     const ISOLATION: Isolation = Isolation::Snapshot;
     type Engine = MvccEngine;
-    type Thread = thread::MvccThread;
+    type Thread = MvccThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<MvccEngine> {
         opts.only(Self::NAME, &[])?;
         MvccEngine::open(heap)
     }
     fn inspect(heap: &Heap) -> Inspection {
-        recovery::inspect_redo_logs(heap)
-    }
-}
-
-impl MvccEngine {
-    /// Recover the pool (replay the redo logs, as for Pisces) and start.
-    pub(crate) fn open(heap: Arc<Heap>) -> Result<MvccEngine> {
-        let recovered = recovery::recover(&heap)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        let sh = Arc::new(Shared::new(
-            heap,
-            alloc,
-            recovered.clock_start,
-            recovered.next_seq.clone(),
-        ));
-        Ok(MvccEngine { sh })
-    }
-
-    /// Versions alive in DRAM (published and private), for tests and diagnostics.
-    #[cfg(test)]
-    pub(crate) fn live_versions(&self) -> u64 {
-        self.sh
-            .index
-            .live
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl Engine for MvccEngine {
-    type Thread = thread::MvccThread;
-    fn thread(&self, slot: usize) -> Result<thread::MvccThread> {
-        if slot >= self.sh.slots.len() {
-            return Err(Error::TooManyThreads(self.sh.slots.len()));
-        }
-        Ok(thread::MvccThread::new(self.sh.clone(), slot))
-    }
-    /// Nothing is deferred across threads: every commit writes home itself, and each
-    /// thread releases its freed blocks when it quiesces.
-    fn quiesce(&self) {}
-    fn heap(&self) -> Option<&Arc<Heap>> {
-        Some(&self.sh.heap)
+        replay::inspect_redo_logs(heap)
     }
 }

@@ -1,5 +1,6 @@
-//! Pool-wide state of the `mvcc` engine: the clock, the thread slots, the index, and
-//! the two scans over the slots (oldest running snapshot; log-recycling watermark).
+//! Pool-wide state of the `mvcc` engine ([`MvccEngine`]): the clock, the thread slots,
+//! the index, and the two scans over the slots (oldest running snapshot;
+//! log-recycling watermark).
 //!
 //! # Slots
 //! Each thread slot has, in DRAM and cache-padded ([`Slot`]):
@@ -18,12 +19,16 @@
 //! So, as in Pisces (P-2), a thread persists the watermark W = "every record below W is
 //! home" before dropping its records below W; recovery ignores records below W.
 
+use super::thread::MvccThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::log::watermark;
+use crate::engine::kit::recovery::replay;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
+use crate::engine::Engine;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::sync::fence;
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
@@ -39,7 +44,7 @@ pub struct Slot {
 }
 
 /// Pool-wide engine state.
-pub struct Shared {
+pub(crate) struct MvccShared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -54,16 +59,16 @@ pub struct Shared {
     pub next_seq: Vec<u64>,
 }
 
-impl Shared {
+impl MvccShared {
     /// Build the shared state (after recovery).
     pub fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         clock_start: u64,
         next_seq: Vec<u64>,
-    ) -> Shared {
+    ) -> MvccShared {
         let n = heap.layout().max_threads;
-        Shared {
+        MvccShared {
             heap,
             alloc,
             clock: Clock::new(clock_start),
@@ -119,5 +124,50 @@ impl Shared {
     /// Raise the persistent watermark to at least `w` and make it durable.
     pub fn persist_watermark(&self, w: u64) {
         watermark::raise(&self.heap, w);
+    }
+}
+
+/// The multi-version strawman engine over one pool.
+pub(crate) struct MvccEngine {
+    sh: Arc<MvccShared>,
+}
+
+impl MvccEngine {
+    /// Recover the pool (replay the redo logs, as for Pisces) and start.
+    pub(super) fn open(heap: Arc<Heap>) -> Result<MvccEngine> {
+        let recovered = replay::recover(&heap)?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let sh = Arc::new(MvccShared::new(
+            heap,
+            alloc,
+            recovered.clock_start,
+            recovered.next_seq.clone(),
+        ));
+        Ok(MvccEngine { sh })
+    }
+
+    /// Versions alive in DRAM (published and private), for tests and diagnostics.
+    #[cfg(test)]
+    pub(super) fn live_versions(&self) -> u64 {
+        self.sh
+            .index
+            .live
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Engine for MvccEngine {
+    type Thread = MvccThread;
+    fn thread(&self, slot: usize) -> Result<MvccThread> {
+        if slot >= self.sh.slots.len() {
+            return Err(Error::TooManyThreads(self.sh.slots.len()));
+        }
+        Ok(MvccThread::new(self.sh.clone(), slot))
+    }
+    /// Nothing is deferred across threads: every commit writes home itself, and each
+    /// thread releases its freed blocks when it quiesces.
+    fn quiesce(&self) {}
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
     }
 }

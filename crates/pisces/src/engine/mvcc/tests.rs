@@ -1,8 +1,8 @@
 //! Unit tests of the `mvcc` engine's internals (the behavioural, container, crash and
 //! isolation suites run it through the public API, see `tests/`).
 
+use super::shared::MvccEngine;
 use super::thread::MvccThread;
-use super::MvccEngine;
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;

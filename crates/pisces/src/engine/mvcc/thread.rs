@@ -30,7 +30,7 @@
 //!
 //! Read-only transactions do no persistence work.
 
-use super::shared::Shared;
+use super::shared::MvccShared;
 use super::version::{self, Entry, Version};
 use crate::engine::kit::cc::grace::wait_for_readers;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
@@ -50,8 +50,8 @@ use crate::engine::kit::write_set::WriteKind as Kind;
 type WriteEntry = write_set::WriteEntry<Version, Entry>;
 
 /// A thread's `mvcc` state.
-pub struct MvccThread {
-    sh: Arc<Shared>,
+pub(crate) struct MvccThread {
+    sh: Arc<MvccShared>,
     slot: usize,
     cache: ThreadCache,
     log: LogWriter,
@@ -73,7 +73,7 @@ unsafe impl Send for MvccThread {}
 
 impl MvccThread {
     /// State for `slot`; only one may exist per slot.
-    pub fn new(sh: Arc<Shared>, slot: usize) -> MvccThread {
+    pub(super) fn new(sh: Arc<MvccShared>, slot: usize) -> MvccThread {
         let l = sh.heap.layout();
         let log = LogWriter::new(
             l.log_offset(slot),
