@@ -678,7 +678,7 @@ fn use_image(path: &Path, engine: EngineId) -> String {
 //
 // Wrong states fail the test, wherever the damage is; so does engine-area damage that
 // opens *older*: the words recovery trusts there carry checks (the kit's watermark,
-// SP3's `retired` words: `kit::checked_word`) and the root slot has its record in the
+// SP3's `retired` words: `kit::log::checked_word`) and the root slot has its record in the
 // superblock, so such damage is refused. Damage confined to a log's newest record
 // may open older (it looks like a torn tail), which is allowed. So may damage to
 // spht's durability markers: 62-bit physical timestamps leave no room for a check in

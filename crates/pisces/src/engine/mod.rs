@@ -34,24 +34,25 @@
 //! An engine may start threads (replayers, checkpointers) in `open`; the pool calls
 //! [`Engine::shutdown`] before it closes, and the engine must stop and join them there.
 
-pub(crate) mod bare;
+mod bare;
 pub(crate) mod kit;
-pub(crate) mod mvcc;
+mod mvcc;
 mod options;
-pub(crate) mod pisces;
-pub(crate) mod pmdk;
+mod pisces;
+mod pmdk;
 pub(crate) mod registry;
-pub(crate) mod sp3;
-pub(crate) mod spht;
-pub(crate) mod timestone;
-pub(crate) mod undo;
+mod sp3;
+mod spht;
+mod timestone;
+mod undo;
 
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::medium::MediumKind;
 use crate::tx_options::{Isolation, TxOptions};
 use crate::Result;
-pub use options::{EngineOptions, PiscesOptions};
+pub use options::EngineOptions;
+pub use pisces::PiscesOptions;
 pub use registry::EngineId;
 use std::sync::Arc;
 

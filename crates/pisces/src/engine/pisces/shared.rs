@@ -4,7 +4,7 @@
 //! Each thread slot has, in DRAM and cache-padded ([`Slot`]):
 //! * its published start timestamp (`protocol::SlotClock`);
 //! * `persisting_ts` and `pending_min`, which bound from below the persistTS of every
-//!   record of this slot that is not yet durably written back (see [`Shared::watermark`]);
+//!   record of this slot that is not yet durably written back (see [`PiscesShared::watermark`]);
 //! * `wb_seq`, the highest log sequence number whose write-back is durable;
 //! * the batch of committed transactions whose write-back is pending (group commit),
 //!   behind a mutex so that *another* thread can perform it ("helping").
@@ -19,7 +19,7 @@
 //! are immutable after commit, so the helper needs nothing from the owner.
 //!
 //! The owner's write-back of a full batch does not wait for the grace period
-//! ([`Shared::try_write_back`]): it writes back the oldest transactions whose grace
+//! ([`PiscesShared::try_write_back`]): it writes back the oldest transactions whose grace
 //! period has passed (no other slot runs a transaction that started before their
 //! endTS) and leaves the younger ones in the batch, still locked, for a later
 //! write-back. It waits only when the batch has grown to a few times its size, for
@@ -44,17 +44,21 @@
 //! `min(globalTS, persisting_ts[*], pending_min[*])`, persists it, and only then drops
 //! its own records below W and persists its new log tail.
 
+use super::options::PiscesOptions;
 use super::protocol::TxRecord;
+use super::thread::PiscesThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::cc::grace::{oldest_reader, wait_for_readers};
-use crate::engine::kit::cc::header_word::tag_of;
 use crate::engine::kit::cc::header_word::PTR_MASK;
+use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
 use crate::engine::kit::log::redo_log::LogWriter;
 use crate::engine::kit::log::watermark;
-use crate::engine::PiscesOptions;
+use crate::engine::kit::recovery::replay;
+use crate::engine::Engine;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
-use crate::heap::Heap;
+use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
+use crate::Result;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Release, SeqCst};
@@ -290,7 +294,7 @@ impl Slot {
 }
 
 /// Pool-wide engine state.
-pub struct Shared {
+pub struct PiscesShared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -311,7 +315,7 @@ pub struct Shared {
     pub next_seq: Vec<u64>,
 }
 
-impl Shared {
+impl PiscesShared {
     /// Build the shared state (after recovery).
     pub fn new(
         heap: Arc<Heap>,
@@ -320,10 +324,10 @@ impl Shared {
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
-    ) -> Shared {
+    ) -> PiscesShared {
         let n = heap.layout().max_threads;
         let tag = tag_of(heap.generation());
-        Shared {
+        PiscesShared {
             heap,
             alloc,
             clock: CachePadded::new(Clock::new(clock_start)),
@@ -635,5 +639,59 @@ impl Shared {
         } else {
             self.try_write_back(slot, batch, caller_slot, cache);
         }
+    }
+}
+
+/// The Pisces engine over one pool.
+pub(crate) struct PiscesEngine {
+    sh: Arc<PiscesShared>,
+}
+
+impl PiscesEngine {
+    /// Recover the pool (if `durable`) and start the engine.
+    pub(super) fn start(
+        heap: Arc<Heap>,
+        opts: PiscesOptions,
+        durable: bool,
+    ) -> Result<PiscesEngine> {
+        let recovered = replay::recover(&heap)?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        // The root slot's header word is outside the allocator's heap; a lock left
+        // there by a crash reads as empty (older tag), but clear it anyway: it is free.
+        heap.atomic_u64(ROOT_SLOT_OFFSET)
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        heap.persist(ROOT_SLOT_OFFSET, 8);
+        if tag_wraps(heap.generation()) {
+            // This run's tag was used 65535 runs ago: words left by that run would
+            // read as locks of this one.
+            Allocator::clear_header_words(&heap)?;
+        }
+        let sh = Arc::new(PiscesShared::new(
+            heap,
+            alloc,
+            opts,
+            durable,
+            recovered.clock_start,
+            recovered.next_seq.clone(),
+        ));
+        Ok(PiscesEngine { sh })
+    }
+}
+
+impl Engine for PiscesEngine {
+    type Thread = PiscesThread;
+    fn thread(&self, slot: usize) -> Result<PiscesThread> {
+        if slot >= self.sh.slots.len() {
+            return Err(crate::Error::TooManyThreads(self.sh.slots.len()));
+        }
+        Ok(PiscesThread::new(self.sh.clone(), slot))
+    }
+    fn quiesce(&self) {
+        let mut cache = ThreadCache::default();
+        self.sh.quiesce(usize::MAX, &mut cache);
+        self.sh.alloc.drain(&mut cache);
+    }
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
     }
 }

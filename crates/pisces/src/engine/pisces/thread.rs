@@ -12,7 +12,7 @@
 //! period) and a stale pointer to a recently freed block never observes a home write
 //! while a reader could be looking.
 
-use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
+use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, COPY_HDR};
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::FastReads;
@@ -40,7 +40,7 @@ struct WriteEntry {
 
 /// A thread's Pisces state.
 pub struct PiscesThread {
-    sh: Arc<Shared>,
+    sh: Arc<PiscesShared>,
     slot: usize,
     cache: ThreadCache,
     log: LogWriter,
@@ -82,7 +82,7 @@ unsafe impl Send for PiscesThread {}
 
 impl PiscesThread {
     /// State for `slot`; only one may exist per slot.
-    pub fn new(sh: Arc<Shared>, slot: usize) -> PiscesThread {
+    pub fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
         let log = sh.log_writer(slot);
         // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
         // every attempt (the only place the value is handed out, `fast_reads`); a header
@@ -703,7 +703,7 @@ impl Drop for PiscesThread {
 
 /// [`PiscesThread::write_back_own`], on the fields it needs (for callers that hold a
 /// borrow of another field).
-fn write_back_own(sh: &Shared, slot: usize, cache: &mut ThreadCache, nested: bool) -> bool {
+fn write_back_own(sh: &PiscesShared, slot: usize, cache: &mut ThreadCache, nested: bool) -> bool {
     let mut b = sh.slots[slot].lock_batch();
     if nested {
         sh.try_write_back(slot, &mut b, slot, cache);
@@ -718,7 +718,7 @@ fn write_back_own(sh: &Shared, slot: usize, cache: &mut ThreadCache, nested: boo
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
 
 /// How many group-commit batches' worth of committed transactions may wait for their
-/// grace period before a commit waits for it (`Shared::try_write_back`). Transactions
+/// grace period before a commit waits for it (`PiscesShared::try_write_back`). Transactions
 /// waiting keep their objects locked (readers take their copies, writers of those
 /// objects abort and help) and their log records and copies in use, so the backlog is
 /// bounded; 4 batches absorb a reader's transaction, or a few, on the other threads.
@@ -778,7 +778,7 @@ impl PiscesThread {
                 return Err(e);
             }
             let slot = &self.sh.slots[self.slot];
-            // Stage 1, persist. Guard first (see `Shared::watermark`), then persistTS.
+            // Stage 1, persist. Guard first (see `PiscesShared::watermark`), then persistTS.
             slot.persisting_ts.store(0, SeqCst);
             let persist_ts = self.sh.clock.now();
             slot.persisting_ts.store(persist_ts, SeqCst);

@@ -23,11 +23,11 @@ fn header_word<T>(pool: &Pool, p: PPtr<T>) -> u64 {
 }
 
 fn live(pool: &Pool) -> u64 {
-    tag_of(pool.heap().unwrap().generation()) | super::shared::LIVE
+    tag_of(pool.heap().unwrap().generation()) | crate::engine::pisces::shared::LIVE
 }
 
 fn freed(pool: &Pool) -> u64 {
-    tag_of(pool.heap().unwrap().generation()) | super::shared::FREED
+    tag_of(pool.heap().unwrap().generation()) | crate::engine::pisces::shared::FREED
 }
 
 fn is_invalid<T: std::fmt::Debug>(r: crate::Result<T>) -> bool {

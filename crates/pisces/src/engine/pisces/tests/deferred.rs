@@ -1,4 +1,4 @@
-//! Group commit's write-back that does not wait (`Shared::try_write_back`): a full
+//! Group commit's write-back that does not wait (`PiscesShared::try_write_back`): a full
 //! batch whose transactions are younger than a running reader stays pending (locked),
 //! so the writer goes on committing and the reader's snapshot is kept.
 
