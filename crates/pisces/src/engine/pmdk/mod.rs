@@ -40,13 +40,26 @@
 //! finds libpmemobj (Debian package `libpmemobj-dev`): `build.rs` then sets `cfg(pmdk)`
 //! and the engine links the library. Otherwise the crate still builds, and opening a
 //! `pmdk` pool fails with a message saying what to install.
+//!
+//! # Parts
+//! * [`ffi`]: the libpmemobj functions and types the engine calls;
+//! * [`objects`]: the DRAM side tables (object bitmap, lock stripes);
+//! * [`shared`]: the open pool ([`shared::PmdkEngine`]), its creation and opening;
+//! * [`thread`]: one thread's transactions;
+//! * `absent`: the uninhabited states of a build without libpmemobj;
+//! * no log and no recovery of its own (libpmemobj's undo log, recovered inside
+//!   `pmemobj_open`), no options (the engine refuses any).
 
-#[cfg(pmdk)]
-mod engine;
+#[cfg(not(pmdk))]
+mod absent;
 #[cfg(pmdk)]
 mod ffi;
 #[cfg(pmdk)]
 mod objects;
+#[cfg(pmdk)]
+mod shared;
+#[cfg(pmdk)]
+mod thread;
 
 use crate::engine::{EngineDef, EngineOptions, OpenCtx, Storage};
 use crate::heap::Heap;
@@ -56,15 +69,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// True if this build has the `pmdk` engine.
-pub const AVAILABLE: bool = cfg!(pmdk);
+pub(crate) const AVAILABLE: bool = cfg!(pmdk);
 
 /// Registry entry of the `pmdk` peer.
-pub struct Pmdk;
+pub(crate) struct Pmdk;
 
 #[cfg(pmdk)]
-type PmdkEngine = engine::PmdkEngine;
+type PmdkEngine = shared::PmdkEngine;
 #[cfg(pmdk)]
-type PmdkThread = engine::PmdkThread;
+type PmdkThread = thread::PmdkThread;
 #[cfg(not(pmdk))]
 type PmdkEngine = absent::Absent;
 #[cfg(not(pmdk))]
@@ -90,7 +103,7 @@ impl EngineDef for Pmdk {
         ctx.options.only(Self::NAME, &[])?;
         #[cfg(pmdk)]
         {
-            engine::PmdkEngine::start(path, ctx, create)
+            shared::PmdkEngine::start(path, ctx, create)
         }
         #[cfg(not(pmdk))]
         {
@@ -100,60 +113,6 @@ impl EngineDef for Pmdk {
                  (Debian package libpmemobj-dev) and the `pmdk` feature (on by default)"
                     .into(),
             ))
-        }
-    }
-}
-
-/// Without libpmemobj the engine cannot exist: its states are an uninhabited type, so
-/// the registry's dispatch arms for it compile to nothing.
-#[cfg(not(pmdk))]
-mod absent {
-    use crate::engine::{DurableToken, Engine, EngineThread};
-    use crate::heap::Heap;
-    use crate::tx_options::TxOptions;
-    use crate::Result;
-    use std::sync::Arc;
-
-    /// No value of this type exists.
-    pub(crate) enum Absent {}
-
-    impl Engine for Absent {
-        type Thread = Absent;
-        fn thread(&self, _slot: usize) -> Result<Absent> {
-            match *self {}
-        }
-        fn quiesce(&self) {
-            match *self {}
-        }
-        fn heap(&self) -> Option<&Arc<Heap>> {
-            match *self {}
-        }
-    }
-
-    impl EngineThread for Absent {
-        fn begin(&mut self, _opts: &TxOptions) {
-            match *self {}
-        }
-        fn read(&self, _off: u64, _len: usize) -> Result<*const u8> {
-            match *self {}
-        }
-        fn write(&mut self, _off: u64, _len: usize) -> Result<*mut u8> {
-            match *self {}
-        }
-        fn alloc(&mut self, _len: usize) -> Result<u64> {
-            match *self {}
-        }
-        fn free(&mut self, _off: u64) -> Result<()> {
-            match *self {}
-        }
-        fn commit(&mut self) -> Result<DurableToken> {
-            match *self {}
-        }
-        fn abort(&mut self) {
-            match *self {}
-        }
-        fn quiesce(&mut self) {
-            match *self {}
         }
     }
 }
