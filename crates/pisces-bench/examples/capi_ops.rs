@@ -15,9 +15,9 @@
 //! the preload.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
-use pisces_bench::capi::CapiHashBench;
-use pisces_bench::dataset::OpRng;
-use pisces_bench::dataset::{DataSet, Sizes};
+use pisces_bench::workloads::capi::CapiHashBench;
+use pisces_bench::workloads::OpRng;
+use pisces_bench::workloads::{DataSet, Sizes};
 use rand::{Rng, SeedableRng};
 use std::process::ExitCode;
 

@@ -64,7 +64,7 @@ fn run(args: &[String]) -> Result<(), String> {
             let mib: u64 = args[2].parse().map_err(|_| usage_msg.to_string())?;
             let dir = image.parent().unwrap_or(Path::new(".")).to_path_buf();
             let (bytes, txns) = if engine_at(3)? == EngineId::Spht {
-                pisces_bench::replay::crash_image(mib << 20, 7, &dir, &image)?
+                pisces_bench::recovery::replay::crash_image(mib << 20, 7, &dir, &image)?
             } else {
                 let engine = Engine::parse("sp3")?;
                 pisces_bench::recovery::crash_image(engine, mib << 20, 7, &dir, &image)?

@@ -19,9 +19,9 @@
 //! transaction, with the caches as the preload and the earlier lookups left them.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
-use pisces_bench::dataset::OpRng;
-use pisces_bench::dataset::Sizes;
-use pisces_bench::registry::{self, DataKind};
+use pisces_bench::workloads::kinds::{self, DataKind};
+use pisces_bench::workloads::OpRng;
+use pisces_bench::workloads::Sizes;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
                 ..Config::default()
             },
         )?;
-        let data = registry::build(&pool, kind, &Sizes::QUICK, 1, 42)?;
+        let data = kinds::build(&pool, kind, &Sizes::QUICK, 1, 42)?;
         pool.sync()?;
         let mut h = pool.handle()?;
         let mut rng = OpRng::seed_from_u64(7);

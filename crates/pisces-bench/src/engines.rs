@@ -14,7 +14,7 @@
 //! peers are engines of this harness only, not of the library.
 
 use crate::peers::Peer;
-use crate::registry::DataKind;
+use crate::workloads::kinds::DataKind;
 use pisces::{Config, EngineId, EngineOptions, MediumKind};
 
 /// An engine under test: one of the library's, or a peer.

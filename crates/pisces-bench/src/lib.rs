@@ -16,58 +16,27 @@
 //! `summary.txt` and SVG plots.
 //!
 //! The harness uses the `pisces` library as any user would; it is not part of the
-//! library's API. Modules, each depending only on those listed before it:
+//! library's API. Modules, by concern:
 //!
-//! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
-//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`],
-//!   [`ycsb`], [`hot`], and [`capi`] (the hash table driven through the C interface);
-//! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
+//! * [`workloads`]: the [`DataSet`](workloads::DataSet) trait and the data sets,
+//!   [`DataKind`](workloads::kinds::DataKind) and what `--workloads` selects;
 //! * [`peers`]: redb and LMDB, and the key-value data sets on them;
-//! * [`engines`]: the engines under test (the one module naming engine ids and
-//!   options);
-//! * [`workload`]: what `--workloads` selects;
-//! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
-//! * [`pin`]: pinning worker threads to CPUs; [`signal`], [`measure`]: one
-//!   measurement; [`recovery`]: the recovery measurement (fill logs, crash, time the
-//!   reopen); [`replay`]: spht's log replay throughput per replay mode (the same
-//!   measurement with the replayer held);
-//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`hot_table`], [`targets`],
-//!   [`plot`] (SVG) on top of it;
-//! * [`out_dir`], [`mod@run`]: a whole bench run.
+//! * [`engines`]: the engines under test;
+//! * [`measure`]: one measurement (pinning, signals, timing);
+//! * [`report`]: CSV rows, medians, ratios, tables, targets and plots;
+//! * [`recovery`]: the recovery and replay measurements and their child process;
+//! * [`cli`]: options, the plan, the report directory, a whole run.
 
-pub mod args;
-pub mod btree;
-pub mod capi;
-pub mod dataset;
+pub mod cli;
 pub mod engines;
-pub mod hash;
-pub mod hot;
-pub mod hot_table;
 pub mod measure;
-pub mod out_dir;
 pub mod peers;
-pub mod pin;
-pub mod plan;
-pub mod plot;
 pub mod recovery;
-pub mod recovery_child;
-pub mod registry;
-pub mod replay;
 pub mod report;
-pub mod run;
-pub mod set;
-pub mod signal;
-pub mod tables;
-pub mod targets;
-pub mod tatp;
-pub mod timing;
-pub mod tpcc;
-pub mod tree_set;
-pub mod workload;
-pub mod ycsb;
+pub mod workloads;
 
 #[cfg(test)]
 mod testutil;
 
-pub use args::{parse_seconds, BenchArgs};
-pub use run::run;
+pub use cli::args::{parse_seconds, BenchArgs};
+pub use cli::run::run;

@@ -8,12 +8,12 @@
 //! * read-only throughput at least 0.8x that of `volatile`;
 //! * read-only p99 at 1000 ns of emulated NVM latency at most 1.1x that at 0 ns, with
 //!   the sweep's control beside it (the same waits paid outside the transactions:
-//!   [`crate::plan::LATENCY_CONTROL`]), which tells the engine's share of a rise from
+//!   [`crate::cli::plan::LATENCY_CONTROL`]), which tells the engine's share of a rise from
 //!   the time between a thread's lookups;
 //! * where the `capi` workload ran: an operation through the C interface at most 1.1x
 //!   the time of the same operation in Rust, at 1 thread.
 
-use crate::plan::{C_SUFFIX, LATENCY_CONTROL};
+use crate::cli::plan::{C_SUFFIX, LATENCY_CONTROL};
 use crate::report::{Key, Results};
 use std::fmt::Write as _;
 
@@ -186,8 +186,8 @@ fn lat_note(k: &Key) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::tables::throughput_tables;
     use crate::report::test_row;
-    use crate::tables::throughput_tables;
 
     #[test]
     fn ratios_pair_runs_and_the_best_baseline_is_per_run() {

@@ -3,11 +3,11 @@
 //! placeholder: the container has no zero-sized values).
 //!
 //! The `N` member keys are drawn from `0 .. 2N` (the peers use 1M keys drawn from 2M).
-//! The operations are those of the hash-set data set ([`crate::set`], whose
+//! The operations are those of the hash-set data set ([`crate::workloads::set`], whose
 //! [`MemberSetBench`] serves both): a read looks a member up, an update removes it and
 //! adds it back in one transaction; changed bytes of an update: 16.
 
-use crate::set::{set_container, MemberSetBench};
+use crate::workloads::set::{set_container, MemberSetBench};
 use pisces::BTreeMap;
 
 /// A B+-tree set of 8-byte keys, fanout 16.
@@ -27,6 +27,6 @@ set_container!(TreeSet, "tree-set", b"TSET", TreeSet::create);
 mod tests {
     #[test]
     fn updates_keep_the_tree_set_and_reads_examine_their_result() {
-        crate::set::check_member_set::<super::TreeSet>(3000, 8, 900, 3);
+        crate::workloads::set::check_member_set::<super::TreeSet>(3000, 8, 900, 3);
     }
 }

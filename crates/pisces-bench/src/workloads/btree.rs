@@ -6,8 +6,8 @@
 //! changed bytes 8 for an overwrite, 16 for a new key. The tree grows during a run (by
 //! at most `N` keys), as in the paper.
 
-use crate::dataset::OpRng;
-use crate::dataset::{preload, preload_keys, DataSet, Sizes};
+use crate::workloads::OpRng;
+use crate::workloads::{preload, preload_keys, DataSet, Sizes};
 use pisces::{BTreeMap, Pool, ThreadHandle};
 use rand::Rng;
 use std::hint::black_box;

@@ -15,10 +15,10 @@
 //! objects it writes; the others run it as a closure.
 //!
 //! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
-//! set ([`crate::tree_set`]) is the same over a B+-tree.
+//! set ([`crate::workloads::tree_set`]) is the same over a B+-tree.
 
-use crate::dataset::OpRng;
-use crate::dataset::{missing_member, pick, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
+use crate::workloads::OpRng;
+use crate::workloads::{missing_member, pick, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use std::hint::black_box;
 
@@ -53,14 +53,15 @@ pub trait SetContainer: Pod + Send + Sync + 'static {
 /// with its data-set name and its constructor.
 macro_rules! set_container {
     ($map:ty, $name:literal, $op:literal, $create:path) => {
-        impl $crate::set::SetContainer for $map {
+        impl $crate::workloads::set::SetContainer for $map {
             const NAME: &'static str = $name;
             const UPDATE_OP: u32 = u32::from_be_bytes(*$op);
             fn create(tx: &mut pisces::Tx<'_>) -> pisces::Result<Self> {
                 $create(tx)
             }
             fn add(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<()> {
-                self.insert(tx, k, $crate::set::MEMBER).map(|_| ())
+                self.insert(tx, k, $crate::workloads::set::MEMBER)
+                    .map(|_| ())
             }
             fn take(&self, tx: &mut pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 self.remove(tx, &k)

@@ -1,4 +1,4 @@
-//! The `capi` data set: the hash-table operations of [`crate::hash`] issued from C
+//! The `capi` data set: the hash-table operations of [`crate::workloads::hash`] issued from C
 //! through the C interface (`pisces-capi`, `include/pisces.h`), or the same operations
 //! in Rust, so that the two can be measured on the same engine in the same run.
 //!
@@ -20,9 +20,9 @@
 //! write-backs still pending in its group-commit batch are counted with its work, as
 //! for a Rust handle.
 
-use crate::dataset::OpRng;
-use crate::dataset::{DataSet, Sizes};
-use crate::hash::HashBench;
+use crate::workloads::hash::HashBench;
+use crate::workloads::OpRng;
+use crate::workloads::{DataSet, Sizes};
 use pisces::{Error, Pool, ThreadHandle, TxStats};
 use pisces_capi::{
     pisces_errmsg, pisces_handle, pisces_handle_close, pisces_handle_open, pisces_handle_stats,
@@ -210,8 +210,8 @@ mod tests {
                     changed.push(b.op(i % 2, &mut h, &mut rng, i % 3 != 0).unwrap());
                 }
                 assert!(
-                    changed.contains(&crate::hash::INSERT_CHANGED)
-                        && changed.contains(&crate::hash::REMOVE_CHANGED),
+                    changed.contains(&crate::workloads::hash::INSERT_CHANGED)
+                        && changed.contains(&crate::workloads::hash::REMOVE_CHANGED),
                     "{name}"
                 );
                 let c_stats = (0..2).map(|w| b.worker_done(w)).collect::<Vec<_>>();

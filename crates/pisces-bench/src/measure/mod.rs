@@ -14,7 +14,7 @@
 //! write-backs still pending in its group-commit batch are counted with the
 //! transactions that produced them), and it times its transactions, retries included:
 //! all of them when they are long, a random sample when they are short (the clock's
-//! cost would otherwise be most of a short transaction's time: [`crate::timing`]).
+//! cost would otherwise be most of a short transaction's time: [`crate::measure::timing`]).
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
@@ -22,14 +22,18 @@
 //! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
 //! workload has them (any other failed transaction fails the measurement).
 
-use crate::dataset::OpRng;
-use crate::dataset::{DataSet, Sizes};
+pub mod pin;
+pub mod signal;
+pub mod timing;
+
 use crate::engines::EngineSpec;
+use crate::measure::pin::Placement;
+use crate::measure::signal::interrupted;
+use crate::measure::timing::{histogram, OpTimer};
 use crate::peers::{Peer, PeerBench};
-use crate::pin::Placement;
-use crate::registry::{self, DataKind};
-use crate::signal::interrupted;
-use crate::timing::{histogram, OpTimer};
+use crate::workloads::kinds::{self, DataKind};
+use crate::workloads::OpRng;
+use crate::workloads::{DataSet, Sizes};
 use hdrhistogram::Histogram;
 use pisces::medium::counters::{self, Counters};
 use pisces::medium::dram;
@@ -75,7 +79,7 @@ pub struct Outcome {
     pub user_aborts: u64,
     /// Conflict retries.
     pub conflicts: u64,
-    /// Read-only transaction latencies (ns) of the timed sample ([`crate::timing`]).
+    /// Read-only transaction latencies (ns) of the timed sample ([`crate::measure::timing`]).
     pub ro: Histogram<u64>,
     /// Update transaction latencies (ns) of the timed sample.
     pub upd: Histogram<u64>,
@@ -181,7 +185,7 @@ fn failed(update: bool, e: String) -> String {
 }
 
 /// Wait for the start, then run `op` (one transaction, `update` or not, returning the
-/// bytes changed) until told to stop, timing a sample of them ([`crate::timing`]).
+/// bytes changed) until told to stop, timing a sample of them ([`crate::measure::timing`]).
 fn timed_loop(
     mut op: impl FnMut(&mut OpRng, bool) -> Result<u64, String>,
     update_pct: u32,
@@ -370,7 +374,7 @@ fn prepare(
     );
     let pool = Pool::create(path, cfg)
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
-    let data = registry::build(&pool, spec.data, sizes, spec.threads, seed)
+    let data = kinds::build(&pool, spec.data, sizes, spec.threads, seed)
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
     // Nothing of the preload may be left for the measured run to write back (an
     // engine that defers write-back, such as timestone's checkpoints, would otherwise
@@ -517,7 +521,7 @@ fn measure_at(
 mod tests {
     use super::*;
     use crate::engines::Engine;
-    use crate::ycsb::YCSB_UPDATE_BYTES;
+    use crate::workloads::ycsb::YCSB_UPDATE_BYTES;
 
     const TINY: Sizes = Sizes {
         hash_buckets: 128,
@@ -594,7 +598,10 @@ mod tests {
             o.user_aborts,
             o.commits
         );
-        assert!(o.changed_bytes >= (o.commits - o.user_aborts) * crate::tpcc::changed_bytes(5));
+        assert!(
+            o.changed_bytes
+                >= (o.commits - o.user_aborts) * crate::workloads::oltp::tpcc::changed_bytes(5)
+        );
         let o = measure(
             &spec(Engine::UNDO, DataKind::Tatp, 2, 20),
             &sizes,

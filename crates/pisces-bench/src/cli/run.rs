@@ -6,15 +6,17 @@
 //! and a report directory with `results.csv` (every run, the columns of
 //! [`CSV_HEADER`]), `summary.txt` (the tables) and SVG plots.
 
-use crate::args::{BenchArgs, TREE_SET_KEYS_QUICK};
+use crate::cli::args::{BenchArgs, TREE_SET_KEYS_QUICK};
+use crate::cli::out_dir::make_out_dir;
+use crate::cli::plan;
+use crate::measure::pin::Placement;
+use crate::measure::signal::{catch_signals, interrupted};
 use crate::measure::{self, Spec};
-use crate::out_dir::make_out_dir;
-use crate::pin::Placement;
+use crate::recovery::{self, replay};
+use crate::report::{hot_table, plot, tables, targets};
 use crate::report::{Results, Row, CSV_HEADER};
-use crate::signal::{catch_signals, interrupted};
-use crate::workload::WorkloadKind;
-use crate::ycsb::{YCSB_KEYS, ZIPF_THETA};
-use crate::{hot_table, plan, plot, recovery, replay, tables, targets};
+use crate::workloads::select::WorkloadKind;
+use crate::workloads::ycsb::{YCSB_KEYS, ZIPF_THETA};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -163,9 +165,9 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         head += &format!(
             "data: hot, {} counters of 64 bytes; every transaction reads {} of them and \
              updates {} (update_pct 100); sp3 also without early visibility (sp3-no-ev)\n",
-            crate::hot::HOT_KEYS,
-            crate::hot::READS,
-            crate::hot::WRITES,
+            crate::workloads::hot::HOT_KEYS,
+            crate::workloads::hot::READS,
+            crate::workloads::hot::WRITES,
         );
     }
     if !recovery_engines.is_empty() {

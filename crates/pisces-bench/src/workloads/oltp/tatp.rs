@@ -35,8 +35,8 @@
 //! UPDATE_LOCATION 4 (`vlr_location`), INSERT_CALL_FORWARDING the row (32) + 16 for the
 //! index entry, DELETE_CALL_FORWARDING 16 (the index entry); 0 when nothing was done.
 
-use crate::dataset::OpRng;
-use crate::dataset::{DataSet, Sizes};
+use crate::workloads::OpRng;
+use crate::workloads::{DataSet, Sizes};
 use pisces::{BTreeMap, Error, PPtr, Pod, Pool, ThreadHandle, Zeroable};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

@@ -19,7 +19,7 @@
 //!    reached the file, nothing of the engine's close ran, the logs are full. The
 //!    original pool is then closed and removed (untimed).
 //! 4. For each recovery thread count: a fresh copy of the crash image, then a fresh
-//!    child process (the harness's own program, [`crate::recovery_child`]) maps it and
+//!    child process (the harness's own program, [`crate::recovery::child`]) maps it and
 //!    times `Pool::open` with `recovery_threads` set (recovery: parse the logs,
 //!    rebuild, replay, retire), closes it, and times a second open of the same file,
 //!    as the fixed cost of opening a pool of this size without anything to replay. A
@@ -48,11 +48,14 @@
 //! group commit (pisces, undo) have at most a batch to replay, whatever the run; the
 //! others are skipped with the reason (`Engine::log_size_for`'s error).
 
+pub mod child;
+pub mod replay;
+
 use crate::engines::Engine;
 use crate::measure::pool_dir;
-use crate::recovery_child::{Opener, Timing};
+use crate::recovery::child::{Opener, Timing};
 use crate::report::median;
-use crate::tables::Table;
+use crate::report::tables::Table;
 use pisces::medium::counters;
 use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
 use rand::rngs::StdRng;
@@ -614,7 +617,7 @@ pub fn run(
     };
     for run in 1..=runs {
         for &e in engines {
-            if crate::signal::interrupted() {
+            if crate::measure::signal::interrupted() {
                 break;
             }
             let what = format!("recovery {} {log_mib} MiB run {run}/{runs}", e.name());

@@ -1,7 +1,12 @@
 //! The results of a bench run: one CSV [`Row`] per run of a configuration, medians over
 //! runs, and ratios between engines within a run. The terminal tables are made from
-//! them by [`crate::tables`], the verdicts on the performance targets by
-//! [`crate::targets`].
+//! them by [`crate::report::tables`], the verdicts on the performance targets by
+//! [`crate::report::targets`].
+
+pub mod hot_table;
+pub mod plot;
+pub mod tables;
+pub mod targets;
 
 use crate::measure::{Outcome, Spec};
 use std::collections::BTreeSet;

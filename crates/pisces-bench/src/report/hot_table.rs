@@ -4,8 +4,8 @@
 //! persists), per emulated NVM latency and thread count: throughput, the median of
 //! the per-run ratios, abort rates and update latencies.
 
+use crate::report::tables::{mops, times, Table};
 use crate::report::Results;
-use crate::tables::{mops, times, Table};
 
 /// The workload and the two configurations compared.
 const W: &str = "hot";

@@ -2,7 +2,7 @@
 //! their names in reports, the default lists and the fixed mixes of some of them.
 //!
 //! A workload is a way of measuring (which engines, mixes, latencies and threads, see
-//! [`crate::plan`]) on one of the data sets of [`crate::registry`].
+//! [`crate::cli::plan`]) on one of the data sets of [`crate::workloads::kinds`].
 
 use clap::ValueEnum;
 

@@ -1,7 +1,7 @@
 //! The terminal tables of a bench run: engines side by side with Pisces' ratio to
 //! each, every metric per configuration, the latency sweeps and the breakdown.
 
-use crate::plan::{C_SUFFIX, LATENCY_CONTROL};
+use crate::cli::plan::{C_SUFFIX, LATENCY_CONTROL};
 use crate::report::{median, Key, Results, Row};
 use std::fmt::Write as _;
 

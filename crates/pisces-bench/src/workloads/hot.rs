@@ -17,8 +17,8 @@
 //! counter finds the previous writer's version unlocked while its log record is still
 //! being persisted.
 
-use crate::dataset::DataSet;
-use crate::dataset::OpRng;
+use crate::workloads::DataSet;
+use crate::workloads::OpRng;
 use pisces::{PPtr, Pool, ThreadHandle};
 use rand::seq::index::sample;
 use std::hint::black_box;

@@ -15,7 +15,7 @@
 //!    with room to spare, so no writer ever finds its log full (which would replay).
 //! 2. The crash: the pool file is copied while the fill's handles are held.
 //! 3. For each mode, filter setting and thread count: `Pool::open` of a fresh copy,
-//!    timed in a fresh child process ([`crate::recovery_child`]). Recovery on open is the engine's replay (`engine::spht::recovery`):
+//!    timed in a fresh child process ([`crate::recovery::child`]). Recovery on open is the engine's replay (`engine::spht::recovery`):
 //!    parse and checksum the logs, order the records (through the links the mode
 //!    names, checked against the timestamps, or by merging the per-thread logs by
 //!    timestamp), decode, and apply them on `replayers` shards (the same apply code
@@ -35,10 +35,10 @@
 
 use crate::engines::Engine;
 use crate::measure::pool_dir;
+use crate::recovery::child::{Opener, Timing};
 use crate::recovery::{self, measure_opens, FillSpec, OpenSpec};
-use crate::recovery_child::{Opener, Timing};
 use crate::report::median;
-use crate::tables::Table;
+use crate::report::tables::Table;
 use pisces::EngineOptions;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -324,7 +324,7 @@ pub fn run(
         }
     };
     for run in 1..=runs {
-        if crate::signal::interrupted() {
+        if crate::measure::signal::interrupted() {
             break;
         }
         let what = format!("replay spht {log_mib} MiB run {run}/{runs}");

@@ -1,11 +1,12 @@
 //! The registry of data sets: [`DataKind`] names one (with its size where a workload
 //! runs it at several), says how much pool it needs, and [`build`]s it.
 //!
-//! This module sits on top of the data sets (which know only [`crate::dataset`]);
+//! This module sits on top of the data sets (which know only [`crate::workloads`]);
 //! nothing below it refers to it.
 
-use crate::dataset::{DataSet, Sizes};
-use crate::{btree, capi, hash, hot, set, tatp, tpcc, tree_set, ycsb};
+use crate::workloads::oltp::{tatp, tpcc};
+use crate::workloads::{btree, capi, hash, hot, set, tree_set, ycsb};
+use crate::workloads::{DataSet, Sizes};
 use pisces::Pool;
 
 /// Which data set a measurement runs on.

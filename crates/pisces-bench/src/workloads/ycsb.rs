@@ -20,8 +20,8 @@
 //! `n * (eta * u - eta + 1)^(1 / (1 - theta))` with
 //! `eta = (1 - (2 / n)^(1 - theta)) / (1 - zeta(2) / zeta(n))`.
 
-use crate::dataset::OpRng;
-use crate::dataset::{preload, preload_keys, DataSet};
+use crate::workloads::OpRng;
+use crate::workloads::{preload, preload_keys, DataSet};
 use pisces::containers::hashmap::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
 use rand::seq::SliceRandom;

@@ -1,11 +1,11 @@
 //! Command-line arguments of `pisces bench` and the [`Settings`] they resolve to
 //! (defaults of `--quick` and `--full` filled in). The plan of measurements is made
-//! from the settings by [`crate::plan`].
+//! from the settings by [`crate::cli::plan`].
 
-use crate::dataset::Sizes;
 use crate::engines::Engine;
-use crate::workload::{self, WorkloadKind, SET_MIXES};
-use crate::ycsb::YCSB_MIXES;
+use crate::workloads::select::{self, WorkloadKind, SET_MIXES};
+use crate::workloads::ycsb::YCSB_MIXES;
+use crate::workloads::Sizes;
 use clap::Args;
 use pisces::containers::hashmap::MAX_BUCKETS;
 use std::path::PathBuf;
@@ -154,7 +154,7 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub recovery_log_mib: u64,
     /// MiB of log the `replay` workload leaves to a crash (all fill threads).
-    #[arg(long, default_value_t = crate::replay::DEFAULT_LOG_MIB,
+    #[arg(long, default_value_t = crate::recovery::replay::DEFAULT_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub replay_log_mib: u64,
     /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
@@ -328,7 +328,7 @@ impl BenchArgs {
         let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
         let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
         let set_engines = match (&self.engines, main_job) {
-            (None, true) => workload::MAIN_SET_ENGINES
+            (None, true) => select::MAIN_SET_ENGINES
                 .iter()
                 .copied()
                 .filter(|e| e.in_build())
@@ -336,11 +336,11 @@ impl BenchArgs {
             _ => engines.clone(),
         };
         let set_threads = match (&self.threads, main_job) {
-            (None, true) => workload::MAIN_SET_THREADS.to_vec(),
+            (None, true) => select::MAIN_SET_THREADS.to_vec(),
             _ => threads.clone(),
         };
         let set_mixes: &[u32] = if main_job {
-            &workload::MAIN_SET_MIXES
+            &select::MAIN_SET_MIXES
         } else {
             &SET_MIXES
         };
@@ -350,9 +350,9 @@ impl BenchArgs {
             set_engines,
             set_threads,
             workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
-                &workload::FULL
+                &select::FULL
             } else {
-                &workload::QUICK
+                &select::QUICK
             })),
             threads,
             btree_mixes: explicit_mixes
@@ -419,7 +419,7 @@ pub(crate) mod tests {
         .unwrap()
         .settings();
         assert_eq!(s.engine_options.len(), 1);
-        let (specs, notes) = crate::plan::plan(&s);
+        let (specs, notes) = crate::cli::plan::plan(&s);
         for sp in &specs {
             let o = sp.engine.options();
             if sp.engine.engine.name() == "timestone" {
@@ -549,7 +549,7 @@ pub(crate) mod tests {
             .unwrap()
             .settings();
         assert_eq!(s.engines, [Engine::PISCES, Engine::REDB, Engine::LMDB]);
-        assert_eq!(s.ycsb_mixes, crate::ycsb::YCSB_MIXES);
+        assert_eq!(s.ycsb_mixes, crate::workloads::ycsb::YCSB_MIXES);
         let s = parse(&["--workloads", "ycsb", "--update-pct", "5"])
             .unwrap()
             .settings();

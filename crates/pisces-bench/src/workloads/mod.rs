@@ -7,10 +7,21 @@
 //! RNG decides. `op` returns the bytes the *program* changed (the denominator of write
 //! amplification), 0 for a read.
 //!
-//! The data sets themselves ([`hash`](crate::hash), [`btree`](crate::btree),
-//! [`set`](crate::set), [`tree_set`](crate::tree_set), [`tpcc`](crate::tpcc),
-//! [`tatp`](crate::tatp)) depend on this module only; the registry that names and
-//! builds them ([`registry`](crate::registry)) sits on top of them.
+//! The data sets themselves ([`hash`](crate::workloads::hash), [`btree`](crate::workloads::btree),
+//! [`set`](crate::workloads::set), [`tree_set`](crate::workloads::tree_set), [`tpcc`](crate::workloads::oltp::tpcc),
+//! [`tatp`](crate::workloads::oltp::tatp)) depend on this module only; the registry that names and
+//! builds them ([`registry`](crate::workloads::kinds)) sits on top of them.
+
+pub mod btree;
+pub mod capi;
+pub mod hash;
+pub mod hot;
+pub mod kinds;
+pub mod oltp;
+pub mod select;
+pub mod set;
+pub mod tree_set;
+pub mod ycsb;
 
 use pisces::{Error, ThreadHandle, Tx, TxStats};
 use rand::rngs::{SmallRng, StdRng};
@@ -38,8 +49,8 @@ pub fn preload(
     Ok(())
 }
 
-/// Bytes the program changes in an update of a set data set ([`crate::set`],
-/// [`crate::tree_set`]): the key removed and the key added back (8 each; their
+/// Bytes the program changes in an update of a set data set ([`crate::workloads::set`],
+/// [`crate::workloads::tree_set`]): the key removed and the key added back (8 each; their
 /// one-byte placeholder value is not counted).
 pub const SET_UPDATE_BYTES: u64 = 16;
 
@@ -86,7 +97,7 @@ pub trait DataSet: Send + Sync {
     }
 }
 
-/// Data-set sizes (the sets' sizes are part of their [`DataKind`](crate::registry::DataKind)).
+/// Data-set sizes (the sets' sizes are part of their [`DataKind`](crate::workloads::kinds::DataKind)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sizes {
     /// Buckets of the hash table.

@@ -4,12 +4,12 @@
 //! Engines of one configuration are measured back to back, so that the ratios of a
 //! run compare measurements taken close together.
 
-use crate::args::Settings;
+use crate::cli::args::Settings;
 use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
-use crate::registry::DataKind;
-use crate::workload::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
-use crate::ycsb::YCSB_KEYS;
+use crate::workloads::kinds::DataKind;
+use crate::workloads::select::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+use crate::workloads::ycsb::YCSB_KEYS;
 
 /// One workload's share of the plan before it is expanded.
 struct Part {
@@ -133,7 +133,7 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
         WorkloadKind::Hot => vec![hot_part(s, notes)],
         // Not a throughput measurement: `crate::recovery` runs it.
         WorkloadKind::Recovery => Vec::new(),
-        // Not a throughput measurement: `crate::replay` runs it.
+        // Not a throughput measurement: `crate::recovery::replay` runs it.
         WorkloadKind::Replay => Vec::new(),
         WorkloadKind::Capi => vec![part(DataKind::CapiHash { via_c: false }, &s.mixes)],
         WorkloadKind::TreeSet => s
@@ -280,8 +280,8 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::tests::parse;
-    use crate::dataset::Sizes;
+    use crate::cli::args::tests::parse;
+    use crate::workloads::Sizes;
 
     /// `notes` without the note that this build lacks an engine (present exactly when
     /// it does).

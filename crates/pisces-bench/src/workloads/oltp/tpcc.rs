@@ -56,8 +56,8 @@
 //! new-order and order-line rows + 16 per stock update (the quantity, ytd and
 //! order_cnt fields). Entries shifted inside a leaf and leaf splits are not counted.
 
-use crate::dataset::OpRng;
-use crate::dataset::{DataSet, Sizes};
+use crate::workloads::OpRng;
+use crate::workloads::{DataSet, Sizes};
 use pisces::{BTreeMap, Error, PPtr, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;

@@ -10,7 +10,7 @@
 //!
 //! Every value plotted is a median over runs.
 
-use crate::plan::LATENCY_CONTROL;
+use crate::cli::plan::LATENCY_CONTROL;
 use crate::report::{Key, Results, Row};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;

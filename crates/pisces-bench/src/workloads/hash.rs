@@ -15,8 +15,8 @@
 //! key) on every engine, so engines that log operations instead of data (timestone)
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
-use crate::dataset::OpRng;
-use crate::dataset::{preload, preload_keys, DataSet, Sizes};
+use crate::workloads::OpRng;
+use crate::workloads::{preload, preload_keys, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use std::cell::Cell;
 use std::hint::black_box;
@@ -109,7 +109,7 @@ impl HashBench {
 
     /// The key of the next operation: uniform over the whole key space.
     pub(crate) fn pick_key(&self, rng: &mut OpRng) -> u64 {
-        crate::dataset::pick(rng, self.key_space)
+        crate::workloads::pick(rng, self.key_space)
     }
 }
 
