@@ -24,6 +24,26 @@ pub const TREE_SET_KEYS_QUICK: [usize; 2] = [1000, 100_000];
 /// Sizes of the `tree-set` workload in full mode: the peers' 1K and 1M (drawn from 2M).
 pub const TREE_SET_KEYS_FULL: [usize; 2] = [1000, 1_000_000];
 
+/// Engines of `set` and `tree-set` in the main job (quick mode, no `--workloads`),
+/// unless `--engines` is given: Pisces, the in-house baseline `undo`, the physical
+/// limit `bare`, and the key-value peers (which run `set`, not `tree-set`).
+pub const MAIN_SET_ENGINES: [Engine; 5] = [
+    Engine::PISCES,
+    Engine::UNDO,
+    Engine::BARE,
+    Engine::REDB,
+    Engine::LMDB,
+];
+/// Thread counts of `set` and `tree-set` in the main job, unless `--threads` is given.
+pub const MAIN_SET_THREADS: [usize; 1] = [1];
+/// Update mixes of `set` and `tree-set` in the main job, unless `--update-pct` is
+/// given (the peers' 1 and 10 %; 100 % runs when the sets are named).
+pub const MAIN_SET_MIXES: [u32; 2] = [1, 10];
+/// MiB of log the `recovery` workload leaves to a crash by default (all fill threads).
+pub const RECOVERY_LOG_MIB: u64 = 256;
+/// MiB of log the `replay` workload leaves to a crash by default (all fill threads).
+pub const REPLAY_LOG_MIB: u64 = 1024;
+
 /// Arguments of `pisces bench`.
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
@@ -150,11 +170,11 @@ pub struct BenchArgs {
     #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
     pub tree_set_keys: Option<Vec<usize>>,
     /// MiB of log the `recovery` workload leaves to a crash (all fill threads).
-    #[arg(long, default_value_t = crate::recovery::DEFAULT_LOG_MIB,
+    #[arg(long, default_value_t = RECOVERY_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub recovery_log_mib: u64,
     /// MiB of log the `replay` workload leaves to a crash (all fill threads).
-    #[arg(long, default_value_t = crate::recovery::replay::DEFAULT_LOG_MIB,
+    #[arg(long, default_value_t = REPLAY_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub replay_log_mib: u64,
     /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
@@ -328,7 +348,7 @@ impl BenchArgs {
         let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
         let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
         let set_engines = match (&self.engines, main_job) {
-            (None, true) => select::MAIN_SET_ENGINES
+            (None, true) => MAIN_SET_ENGINES
                 .iter()
                 .copied()
                 .filter(|e| e.in_build())
@@ -336,11 +356,11 @@ impl BenchArgs {
             _ => engines.clone(),
         };
         let set_threads = match (&self.threads, main_job) {
-            (None, true) => select::MAIN_SET_THREADS.to_vec(),
+            (None, true) => MAIN_SET_THREADS.to_vec(),
             _ => threads.clone(),
         };
         let set_mixes: &[u32] = if main_job {
-            &select::MAIN_SET_MIXES
+            &MAIN_SET_MIXES
         } else {
             &SET_MIXES
         };

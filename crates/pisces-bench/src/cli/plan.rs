@@ -8,7 +8,9 @@ use crate::cli::args::Settings;
 use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
 use crate::workloads::kinds::DataKind;
-use crate::workloads::select::{WorkloadKind, HOT_UPDATE_PCT, TATP_UPDATE_PCT, TPCC_UPDATE_PCT};
+use crate::workloads::select::{
+    WorkloadKind, C_SUFFIX, HOT_UPDATE_PCT, LATENCY_CONTROL, TATP_UPDATE_PCT, TPCC_UPDATE_PCT,
+};
 use crate::workloads::ycsb::YCSB_KEYS;
 
 /// One workload's share of the plan before it is expanded.
@@ -166,9 +168,6 @@ fn variants(e: &EngineSpec, data: DataKind) -> Vec<(EngineSpec, DataKind)> {
     }
 }
 
-/// Suffix of the label of an engine measured through the C interface.
-pub const C_SUFFIX: &str = "-c";
-
 /// `p` without the engines that cannot run its data set (the peers on the data sets
 /// that are not key-value tables), with a note for each.
 fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
@@ -193,14 +192,6 @@ fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
         _ => e,
     }
 }
-
-/// The workload name of the latency sweep's control: the `latency` mix at the sweep's
-/// largest emulated NVM latency with every wait paid after the transaction instead of
-/// inside it ([`Spec::waits_outside`]). Its lookups are spaced by the same waits as the
-/// sweep's, and no engine holds anything during them: what the sweep's read-only tail
-/// has beyond the control's is the engine's doing; what the control has beyond 0 ns is
-/// the time between a thread's lookups.
-pub const LATENCY_CONTROL: &str = "latency-waits-outside";
 
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {

@@ -55,7 +55,7 @@ use crate::engines::Engine;
 use crate::measure::pool_dir;
 use crate::recovery::child::{Opener, Timing};
 use crate::report::median;
-use crate::report::tables::Table;
+use crate::report::table::Table;
 use pisces::medium::counters;
 use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
 use rand::rngs::StdRng;
@@ -73,8 +73,6 @@ pub const RECOVERY_THREADS: [usize; 2] = [1, 2];
 pub const KEYS: usize = 100_000;
 /// Buckets of that hash table.
 pub const BUCKETS: usize = 10_000;
-/// Default log size of a measurement (all fill threads together).
-pub const DEFAULT_LOG_MIB: u64 = 256;
 
 type Table64 = HashMap<u64, [u8; 64]>;
 type Tree64 = BTreeMap<u64, [u8; 64]>;

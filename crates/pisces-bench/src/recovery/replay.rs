@@ -38,13 +38,11 @@ use crate::measure::pool_dir;
 use crate::recovery::child::{Opener, Timing};
 use crate::recovery::{self, measure_opens, FillSpec, OpenSpec};
 use crate::report::median;
-use crate::report::tables::Table;
+use crate::report::table::Table;
 use pisces::EngineOptions;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Default log size of a measurement (all fill threads together).
-pub const DEFAULT_LOG_MIB: u64 = 1024;
 /// How the batch is found, in the order measured.
 pub const MODES: [&str; 3] = ["forward", "scan", "backward"];
 /// Replay threads measured.

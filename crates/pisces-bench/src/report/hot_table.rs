@@ -4,7 +4,8 @@
 //! persists), per emulated NVM latency and thread count: throughput, the median of
 //! the per-run ratios, abort rates and update latencies.
 
-use crate::report::tables::{mops, times, Table};
+use crate::report::table::Table;
+use crate::report::tables::{mops, times};
 use crate::report::Results;
 
 /// The workload and the two configurations compared.

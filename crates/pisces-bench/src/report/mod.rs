@@ -5,6 +5,7 @@
 
 pub mod hot_table;
 pub mod plot;
+pub mod table;
 pub mod tables;
 pub mod targets;
 

@@ -10,8 +10,8 @@
 //!
 //! Every value plotted is a median over runs.
 
-use crate::cli::plan::LATENCY_CONTROL;
 use crate::report::{Key, Results, Row};
+use crate::workloads::select::LATENCY_CONTROL;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -8,13 +8,13 @@
 //! * read-only throughput at least 0.8x that of `volatile`;
 //! * read-only p99 at 1000 ns of emulated NVM latency at most 1.1x that at 0 ns, with
 //!   the sweep's control beside it (the same waits paid outside the transactions:
-//!   [`crate::cli::plan::LATENCY_CONTROL`]), which tells the engine's share of a rise from
+//!   [`crate::workloads::select::LATENCY_CONTROL`]), which tells the engine's share of a rise from
 //!   the time between a thread's lookups;
 //! * where the `capi` workload ran: an operation through the C interface at most 1.1x
 //!   the time of the same operation in Rust, at 1 thread.
 
-use crate::cli::plan::{C_SUFFIX, LATENCY_CONTROL};
 use crate::report::{Key, Results};
+use crate::workloads::select::{C_SUFFIX, LATENCY_CONTROL};
 use std::fmt::Write as _;
 
 /// The performance targets, evaluated on what was measured (not asserted).

@@ -1,5 +1,7 @@
 //! The workloads of `pisces bench`: what `--workloads` selects ([`WorkloadKind`]),
-//! their names in reports, the default lists and the fixed mixes of some of them.
+//! their names in reports (with the latency sweep's control, [`LATENCY_CONTROL`], and
+//! the label suffix of the measurements through the C interface, [`C_SUFFIX`]), the
+//! default lists and the fixed mixes of some of them.
 //!
 //! A workload is a way of measuring (which engines, mixes, latencies and threads, see
 //! [`crate::cli::plan`]) on one of the data sets of [`crate::workloads::kinds`].
@@ -71,8 +73,8 @@ pub const HOT_UPDATE_PCT: u32 = 100;
 pub const SET_MIXES: [u32; 3] = [1, 10, 100];
 
 /// The workloads of `--quick` (the main job) when `--workloads` is not given. The
-/// sets run there in a reduced form ([`MAIN_SET_ENGINES`], [`MAIN_SET_THREADS`],
-/// [`MAIN_SET_MIXES`]) so that the main job's time does not grow.
+/// sets run there in a reduced form (the engines, threads and mixes of
+/// [`crate::cli::args`]'s `MAIN_SET_*`) so that the main job's time does not grow.
 pub const QUICK: [WorkloadKind; 6] = [
     WorkloadKind::Hash,
     WorkloadKind::Btree,
@@ -81,21 +83,6 @@ pub const QUICK: [WorkloadKind; 6] = [
     WorkloadKind::Set,
     WorkloadKind::TreeSet,
 ];
-/// Engines of `set` and `tree-set` in the main job (quick mode, no `--workloads`),
-/// unless `--engines` is given: Pisces, the in-house baseline `undo`, the physical
-/// limit `bare`, and the key-value peers (which run `set`, not `tree-set`).
-pub const MAIN_SET_ENGINES: [crate::engines::Engine; 5] = [
-    crate::engines::Engine::PISCES,
-    crate::engines::Engine::UNDO,
-    crate::engines::Engine::BARE,
-    crate::engines::Engine::REDB,
-    crate::engines::Engine::LMDB,
-];
-/// Thread counts of `set` and `tree-set` in the main job, unless `--threads` is given.
-pub const MAIN_SET_THREADS: [usize; 1] = [1];
-/// Update mixes of `set` and `tree-set` in the main job, unless `--update-pct` is
-/// given (the peers' 1 and 10 %; 100 % runs when the sets are named).
-pub const MAIN_SET_MIXES: [u32; 2] = [1, 10];
 /// The workloads of `--full` when `--workloads` is not given.
 pub const FULL: [WorkloadKind; 6] = [
     WorkloadKind::Hash,
@@ -105,6 +92,18 @@ pub const FULL: [WorkloadKind; 6] = [
     WorkloadKind::Tpcc,
     WorkloadKind::Tatp,
 ];
+
+/// Suffix of the label of an engine measured through the C interface.
+pub const C_SUFFIX: &str = "-c";
+
+/// The workload name of the latency sweep's control: the `latency` mix at the sweep's
+/// largest emulated NVM latency with every wait paid after the transaction instead of
+/// inside it ([`Spec::waits_outside`](crate::measure::Spec::waits_outside)). Its
+/// lookups are spaced by the same waits as the sweep's, and no engine holds anything
+/// during them: what the sweep's read-only tail has beyond the control's is the
+/// engine's doing; what the control has beyond 0 ns is the time between a thread's
+/// lookups.
+pub const LATENCY_CONTROL: &str = "latency-waits-outside";
 
 impl WorkloadKind {
     /// Name on the command line and, for workloads of one size, in reports.
