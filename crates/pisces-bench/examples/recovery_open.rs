@@ -19,6 +19,7 @@
 
 use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool};
 use pisces_bench::engines::Engine;
+use pisces_bench::recovery::{crash_image, Workload};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -63,12 +64,13 @@ fn run(args: &[String]) -> Result<(), String> {
             let image = PathBuf::from(&args[1]);
             let mib: u64 = args[2].parse().map_err(|_| usage_msg.to_string())?;
             let dir = image.parent().unwrap_or(Path::new(".")).to_path_buf();
-            let (bytes, txns) = if engine_at(3)? == EngineId::Spht {
-                pisces_bench::recovery::replay::crash_image(mib << 20, 7, &dir, &image)?
+            // spht: the `replay` workload's fill (replayer held); sp3: `recovery`'s.
+            let (workload, engine) = if engine_at(3)? == EngineId::Spht {
+                (Workload::Replay, Engine::parse("spht")?)
             } else {
-                let engine = Engine::parse("sp3")?;
-                pisces_bench::recovery::crash_image(engine, mib << 20, 7, &dir, &image)?
+                (Workload::Recovery, Engine::parse("sp3")?)
             };
+            let (bytes, txns) = crash_image(workload, engine, mib << 20, 7, &dir, &image)?;
             println!(
                 "{}: {bytes} bytes of log, {txns} transactions",
                 image.display()

@@ -324,6 +324,27 @@ impl EngineSpec {
     }
 }
 
+/// spht's replay modes (`replay=`), in the order the `replay` workload measures them:
+/// how recovery finds the logged transactions in timestamp order (following the
+/// forward links, merging the per-thread logs by timestamp, following the backward
+/// links).
+pub const SPHT_REPLAY_MODES: [&str; 3] = ["forward", "scan", "backward"];
+
+/// spht's options for one replay of the `replay` workload: the mode (one of
+/// [`SPHT_REPLAY_MODES`]), the duplicate filter, and the replay threads.
+pub fn spht_replay_options(mode: &str, dup_filter: bool, replayers: usize) -> EngineOptions {
+    EngineOptions::new()
+        .set("replay", mode)
+        .set("dup_filter", if dup_filter { "on" } else { "off" })
+        .set("replayers", replayers)
+}
+
+/// spht with its background replayer held (the `replay` workload's fill): every
+/// durable transaction stays in the logs until the next open replays it.
+pub fn spht_replayer_held() -> EngineOptions {
+    EngineOptions::new().set("replay_hold", "true")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,10 +9,12 @@
 use crate::cli::args::{BenchArgs, TREE_SET_KEYS_QUICK};
 use crate::cli::out_dir::make_out_dir;
 use crate::cli::plan;
+use crate::engines::Engine;
 use crate::measure::pin::Placement;
 use crate::measure::signal::{catch_signals, interrupted};
 use crate::measure::{self, Spec};
-use crate::recovery::{self, replay};
+use crate::recovery::crash::{FILL_THREADS, KEYS};
+use crate::recovery::{self, Workload};
 use crate::report::{hot_table, plot, tables, targets};
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::workloads::select::WorkloadKind;
@@ -60,7 +62,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
     let (specs, mut notes) = plan::plan(&s);
     let (recovery_engines, recovery_notes) = if s.workloads.contains(&WorkloadKind::Recovery) {
-        recovery::engines(&s.engines)
+        recovery::recovery_engines(&s.engines)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -175,8 +177,8 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             "data: recovery, {} MiB of log from {} threads overwriting a {}-key hash table, \
              a crash, then Pool::open with 1 and 2 recovery threads, {} run{}\n",
             s.recovery_log_mib,
-            recovery::FILL_THREADS,
-            recovery::KEYS,
+            FILL_THREADS,
+            KEYS,
             s.runs,
             if s.runs == 1 { "" } else { "s" },
         );
@@ -188,8 +190,8 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
              crash, then Pool::open per replay mode, duplicate filter and 1 and 2 threads, \
              {} run{}\n",
             s.replay_log_mib,
-            recovery::FILL_THREADS,
-            recovery::KEYS,
+            FILL_THREADS,
+            KEYS,
             s.runs,
             if s.runs == 1 { "" } else { "s" },
         );
@@ -331,6 +333,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let mut recovery_text = String::new();
     if !recovery_engines.is_empty() && !interrupted() {
         let (text, failed) = recovery::run(
+            Workload::Recovery,
             &recovery_engines,
             s.recovery_log_mib,
             s.runs,
@@ -344,9 +347,15 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
 
     let mut replay_text = String::new();
     if replay_spht && !interrupted() {
-        let (text, failed) = replay::run(s.replay_log_mib, s.runs, s.seed, &dir, &mut |line| {
-            err(line)
-        });
+        let (text, failed) = recovery::run(
+            Workload::Replay,
+            &[Engine::SPHT],
+            s.replay_log_mib,
+            s.runs,
+            s.seed,
+            &dir,
+            &mut |line| err(line),
+        );
         replay_text = text;
         failures.extend(failed);
     }
