@@ -7,10 +7,9 @@
 //! at most `N` keys), as in the paper.
 
 use crate::workloads::OpRng;
-use crate::workloads::{preload, preload_keys, DataSet, Sizes};
+use crate::workloads::{preload, preload_keys, read_only_op, DataSet, Sizes};
 use pisces::{BTreeMap, Pool, ThreadHandle};
 use rand::Rng;
-use std::hint::black_box;
 
 /// B+-tree: 8-byte keys and values, fanout 16, so nodes are 256 bytes (§5.2).
 pub type Tree = BTreeMap<u64, u64, 16>;
@@ -57,9 +56,7 @@ impl DataSet for TreeBench {
             let v: u64 = rng.gen();
             h.run(|tx| Ok(if t.insert(tx, k, v)?.is_some() { 8 } else { 16 }))
         } else {
-            let seen = h.run(|tx| Ok(t.get_ref(tx, &k)?.copied()))?;
-            black_box(seen);
-            Ok(0)
+            read_only_op(h, |tx| Ok(t.get_ref(tx, &k)?.copied()))
         }
     }
 }

@@ -16,10 +16,9 @@
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
 use crate::workloads::OpRng;
-use crate::workloads::{preload, preload_keys, DataSet, Sizes};
+use crate::workloads::{preload, preload_keys, read_only_op, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
 use std::cell::Cell;
-use std::hint::black_box;
 
 /// Bytes an insert changes: key (8) and value (64) of the new node, and the 8-byte
 /// link that points to it.
@@ -127,9 +126,7 @@ impl DataSet for HashBench {
             h.run_op(UPDATE_OP, &UpdateArgs { map: m, key: k })?;
             Ok(CHANGED.with(Cell::get))
         } else {
-            let seen = h.run(|tx| Ok(m.get_ref(tx, &k)?.map_or(0, |v| v[63])))?;
-            black_box(seen);
-            Ok(0)
+            read_only_op(h, |tx| Ok(m.get_ref(tx, &k)?.map_or(0, |v| v[63])))
         }
     }
 }

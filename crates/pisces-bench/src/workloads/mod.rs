@@ -27,6 +27,7 @@ use pisces::{Error, ThreadHandle, Tx, TxStats};
 use rand::rngs::{SmallRng, StdRng};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use std::hint::black_box;
 
 /// Keys inserted per transaction while preloading.
 pub const PRELOAD_BATCH: usize = 64;
@@ -73,6 +74,19 @@ pub type OpRng = SmallRng;
 pub fn pick(rng: &mut OpRng, n: u64) -> u64 {
     use rand::RngCore;
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
+}
+
+/// The read-only side of [`DataSet::op`]: `read` as one transaction on `h`, its result
+/// kept alive through [`black_box`] (a lookup whose result nobody uses could be
+/// optimised away), and 0 bytes changed. `#[inline]`: it is on the measured path, and
+/// costs no more than writing it out in place.
+#[inline]
+pub fn read_only_op<R>(
+    h: &mut ThreadHandle,
+    read: impl FnMut(&mut Tx<'_>) -> pisces::Result<R>,
+) -> pisces::Result<u64> {
+    black_box(h.run(read)?);
+    Ok(0)
 }
 
 /// A preloaded data set shared by the workers of one measurement.

@@ -7,7 +7,7 @@
 //! operation picks one member uniformly: a read looks it up, an update removes it and
 //! adds it back in the same transaction, so the set keeps its size and every operation
 //! finds its key. A member found missing is reported as an error (so every lookup
-//! result is examined, and passed through [`black_box`] as well). Changed bytes of an
+//! result is examined, and kept alive by [`read_only_op`] as well). Changed bytes of an
 //! update: 16 (the key removed and the key added; the placeholder byte is not counted).
 //! The update is a registered operation ([`SetContainer::UPDATE_OP`], arguments: the
 //! container and the key) on every engine, as the hash table's is, so engines that log
@@ -18,9 +18,10 @@
 //! set ([`crate::workloads::tree_set`]) is the same over a B+-tree.
 
 use crate::workloads::OpRng;
-use crate::workloads::{missing_member, pick, preload, sample_keys, DataSet, SET_UPDATE_BYTES};
+use crate::workloads::{
+    missing_member, pick, preload, read_only_op, sample_keys, DataSet, SET_UPDATE_BYTES,
+};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
-use std::hint::black_box;
 
 /// A hash set of 8-byte keys.
 pub type Set = HashMap<u64, u8>;
@@ -151,9 +152,9 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
             h.run_op(S::UPDATE_OP, &UpdateArgs { set, key: k })?;
             Ok(SET_UPDATE_BYTES)
         } else {
-            let v = h.run(|tx| s.find(tx, k)?.ok_or_else(|| missing_member(S::NAME, k)))?;
-            black_box(v);
-            Ok(0)
+            read_only_op(h, |tx| {
+                s.find(tx, k)?.ok_or_else(|| missing_member(S::NAME, k))
+            })
         }
     }
 }

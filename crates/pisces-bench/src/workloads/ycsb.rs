@@ -8,7 +8,7 @@
 //! rank (rank 0 the most popular) and maps it through a seeded permutation of the keys
 //! ([`KeyChooser`]), so the popular records are not neighbours in the table, as in
 //! YCSB's scrambled zipfian. A read fetches the record and examines its value (a
-//! checksum of the bytes, passed through [`black_box`]); an update overwrites the
+//! checksum of the bytes, kept alive by [`read_only_op`]); an update overwrites the
 //! record's 64-byte value with a fresh one (changed bytes: 64). A record found missing
 //! is an error. The library's engines run it on [`HashMap`] (one bucket per record);
 //! the peers of [`crate::peers`] on their own tables with the same [`KeyChooser`].
@@ -21,12 +21,11 @@
 //! `eta = (1 - (2 / n)^(1 - theta)) / (1 - zeta(2) / zeta(n))`.
 
 use crate::workloads::OpRng;
-use crate::workloads::{preload, preload_keys, DataSet};
+use crate::workloads::{preload, preload_keys, read_only_op, DataSet};
 use pisces::containers::hashmap::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use std::hint::black_box;
 
 /// Records of the table (YCSB's usual scaled-down record count).
 pub const YCSB_KEYS: usize = 100_000;
@@ -206,13 +205,11 @@ impl DataSet for YcsbBench {
                 Ok(YCSB_UPDATE_BYTES)
             })
         } else {
-            let sum = h.run(|tx| {
+            read_only_op(h, |tx| {
                 t.get_ref(tx, &k)?
                     .map(|v| examine(v))
                     .ok_or_else(|| missing_record(k))
-            })?;
-            black_box(sum);
-            Ok(0)
+            })
         }
     }
 }
