@@ -213,6 +213,20 @@ impl Engine {
     }
 }
 
+/// The labels in reports of the engine configurations the plan measures besides the
+/// engines with their default options (which are labelled by [`Engine::name`]).
+pub mod labels {
+    /// Pisces with flush whole (no flush-diff, no group commit): the breakdown's first
+    /// step.
+    pub const PISCES_WHOLE: &str = "pisces-whole";
+    /// Pisces with flush-diff, no group commit: the breakdown's second step.
+    pub const PISCES_DIFF: &str = "pisces-diff";
+    /// SP3 without early visibility (`hot`).
+    pub const SP3_NO_EV: &str = "sp3-no-ev";
+    /// spht with NV-HTM's per-thread commit markers (`markers`).
+    pub const SPHT_NVHTM: &str = "spht-nvhtm";
+}
+
 /// An engine configuration under test, with its label in reports.
 #[derive(Clone, Debug)]
 pub struct EngineSpec {
@@ -265,8 +279,8 @@ impl EngineSpec {
             .into(),
         };
         [
-            pisces("pisces-whole", false),
-            pisces("pisces-diff", true),
+            pisces(labels::PISCES_WHOLE, false),
+            pisces(labels::PISCES_DIFF, true),
             EngineSpec::plain(Engine::PISCES),
         ]
     }
@@ -278,7 +292,7 @@ impl EngineSpec {
         [
             EngineSpec::plain(Engine::SP3),
             EngineSpec {
-                label: "sp3-no-ev".into(),
+                label: labels::SP3_NO_EV.into(),
                 engine: Engine::SP3,
                 options: pisces::EngineOptions::new().set("early_visibility", false),
             },
@@ -291,7 +305,7 @@ impl EngineSpec {
     pub fn markers() -> [EngineSpec; 2] {
         [
             EngineSpec {
-                label: "spht-nvhtm".into(),
+                label: labels::SPHT_NVHTM.into(),
                 engine: Engine::SPHT,
                 options: EngineOptions::new().set("marker", "nvhtm"),
             },

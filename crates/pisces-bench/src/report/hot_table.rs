@@ -4,14 +4,13 @@
 //! persists), per emulated NVM latency and thread count: throughput, the median of
 //! the per-run ratios, abort rates and update latencies.
 
+use crate::engines::{labels, Engine};
 use crate::report::table::Table;
 use crate::report::tables::{mops, times};
 use crate::report::Results;
 
-/// The workload and the two configurations compared.
+/// The workload.
 const W: &str = "hot";
-const ON: &str = "sp3";
-const OFF: &str = "sp3-no-ev";
 
 fn pct(x: f64) -> String {
     if x.is_nan() {
@@ -32,8 +31,10 @@ fn ns(x: f64) -> String {
 /// The early-visibility table, or nothing when the run has no `hot` rows of both sp3
 /// configurations.
 pub fn early_visibility_table(res: &Results) -> String {
+    // The two configurations compared.
+    let (on, off) = (Engine::SP3.name(), labels::SP3_NO_EV);
     let engines = res.engines(W);
-    if !(engines.iter().any(|e| e == ON) && engines.iter().any(|e| e == OFF)) {
+    if !(engines.iter().any(|e| e == on) && engines.iter().any(|e| e == off)) {
         return String::new();
     }
     let mut t = Table::new(
@@ -59,15 +60,15 @@ pub fn early_visibility_table(res: &Results) -> String {
         t.push(vec![
             k.nvm_latency_ns.to_string(),
             k.threads.to_string(),
-            mops(m(ON, |r| r.ops_per_sec)),
-            mops(m(OFF, |r| r.ops_per_sec)),
-            times(res.ratio(W, &k, ON, OFF)),
-            pct(m(ON, |r| r.abort_rate)),
-            pct(m(OFF, |r| r.abort_rate)),
-            ns(m(ON, |r| r.upd_p50_ns)),
-            ns(m(OFF, |r| r.upd_p50_ns)),
-            ns(m(ON, |r| r.upd_p99_ns)),
-            ns(m(OFF, |r| r.upd_p99_ns)),
+            mops(m(on, |r| r.ops_per_sec)),
+            mops(m(off, |r| r.ops_per_sec)),
+            times(res.ratio(W, &k, on, off)),
+            pct(m(on, |r| r.abort_rate)),
+            pct(m(off, |r| r.abort_rate)),
+            ns(m(on, |r| r.upd_p50_ns)),
+            ns(m(off, |r| r.upd_p50_ns)),
+            ns(m(on, |r| r.upd_p99_ns)),
+            ns(m(off, |r| r.upd_p99_ns)),
         ]);
     }
     format!(

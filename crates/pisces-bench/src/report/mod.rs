@@ -9,6 +9,7 @@ pub mod table;
 pub mod tables;
 pub mod targets;
 
+use crate::engines::Engine;
 use crate::measure::{Outcome, Spec};
 use std::collections::BTreeSet;
 
@@ -177,13 +178,13 @@ pub struct Results {
 /// True for the engines the throughput target compares Pisces against (undo, mvcc,
 /// pmdk).
 fn is_baseline(engine: &str) -> bool {
-    crate::engines::Engine::parse(engine).is_ok_and(|e| e.is_baseline())
+    Engine::parse(engine).is_ok_and(|e| e.is_baseline())
 }
 
 /// True for the engines of the other PTM papers (sp3, spht, timestone), compared with
 /// Pisces as information only.
 fn is_paper_engine(engine: &str) -> bool {
-    crate::engines::Engine::parse(engine).is_ok_and(|e| e.is_paper_engine())
+    Engine::parse(engine).is_ok_and(|e| e.is_paper_engine())
 }
 
 impl Results {
@@ -256,7 +257,7 @@ impl Results {
             .collect();
         let mut ratios = Vec::new();
         let mut best_names: Vec<String> = Vec::new();
-        for p in self.runs(workload, key, "pisces") {
+        for p in self.runs(workload, key, Engine::PISCES.name()) {
             let best = baselines
                 .iter()
                 .filter_map(|b| {
@@ -289,7 +290,7 @@ impl Results {
             .into_iter()
             .filter(|e| is_paper_engine(e))
             .map(|e| {
-                let r = self.ratio(workload, key, "pisces", &e);
+                let r = self.ratio(workload, key, Engine::PISCES.name(), &e);
                 (e, r)
             })
             .filter(|(_, r)| !r.is_nan())

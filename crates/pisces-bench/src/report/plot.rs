@@ -10,6 +10,7 @@
 //!
 //! Every value plotted is a median over runs.
 
+use crate::engines::{labels, Engine};
 use crate::report::{Key, Results, Row};
 use crate::workloads::select::LATENCY_CONTROL;
 use plotters::coord::types::RangedCoordf64;
@@ -22,22 +23,24 @@ fn e<E: std::fmt::Display>(x: E) -> String {
     format!("plotting: {x}")
 }
 
-/// A stable colour per engine label.
+/// A stable colour per engine label: fixed ones for the engines of most plots, one
+/// picked by a hash of the label for the others.
 fn color(engine: &str) -> RGBColor {
-    match engine {
-        "pisces" => RGBColor(31, 119, 180),
-        "undo" => RGBColor(214, 39, 40),
-        "volatile" => RGBColor(44, 160, 44),
-        "pisces-whole" => RGBColor(255, 127, 14),
-        "pisces-diff" => RGBColor(148, 103, 189),
-        other => {
-            let h = other
-                .bytes()
-                .fold(7usize, |a, b| a.wrapping_mul(31).wrapping_add(b as usize));
-            let c = Palette99::pick(h).to_rgba();
-            RGBColor(c.0, c.1, c.2)
-        }
+    let fixed = [
+        (Engine::PISCES.name(), RGBColor(31, 119, 180)),
+        (Engine::UNDO.name(), RGBColor(214, 39, 40)),
+        (Engine::VOLATILE.name(), RGBColor(44, 160, 44)),
+        (labels::PISCES_WHOLE, RGBColor(255, 127, 14)),
+        (labels::PISCES_DIFF, RGBColor(148, 103, 189)),
+    ];
+    if let Some(&(_, c)) = fixed.iter().find(|(label, _)| *label == engine) {
+        return c;
     }
+    let h = engine
+        .bytes()
+        .fold(7usize, |a, b| a.wrapping_mul(31).wrapping_add(b as usize));
+    let c = Palette99::pick(h).to_rgba();
+    RGBColor(c.0, c.1, c.2)
 }
 
 /// Label integral x values only (thread counts, NVM latencies).

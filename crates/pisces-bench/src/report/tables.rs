@@ -1,6 +1,7 @@
 //! The terminal tables of a bench run: engines side by side with Pisces' ratio to
 //! each, every metric per configuration, the latency sweeps and the breakdown.
 
+use crate::engines::{labels, Engine};
 use crate::report::table::Table;
 use crate::report::{median, Key, Results, Row};
 use crate::workloads::select::{C_SUFFIX, LATENCY_CONTROL};
@@ -81,12 +82,13 @@ pub fn throughput_tables(res: &Results) -> String {
     let mut s = String::new();
     for w in res.workloads().iter().filter(|w| is_throughput_workload(w)) {
         let engines = res.engines(w);
-        let has_pisces = engines.iter().any(|e| e == "pisces");
-        let others: Vec<&String> = engines.iter().filter(|e| *e != "pisces").collect();
+        let pisces = Engine::PISCES.name();
+        let has_pisces = engines.iter().any(|e| e == pisces);
+        let others: Vec<&String> = engines.iter().filter(|e| *e != pisces).collect();
         let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
         head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
         if has_pisces {
-            head.extend(others.iter().map(|e| format!("pisces/{e}")));
+            head.extend(others.iter().map(|e| format!("{pisces}/{e}")));
         }
         let mut t = Table::new(head);
         for k in res.keys(w) {
@@ -101,7 +103,7 @@ pub fn throughput_tables(res: &Results) -> String {
                     .map(|e| mops(res.median(w, &k, e, |r| r.ops_per_sec))),
             );
             if has_pisces {
-                row.extend(others.iter().map(|e| times(res.ratio(w, &k, "pisces", e))));
+                row.extend(others.iter().map(|e| times(res.ratio(w, &k, pisces, e))));
             }
             t.push(row);
         }
@@ -374,7 +376,7 @@ pub fn markers_table(res: &Results) -> String {
     if keys.is_empty() {
         return String::new();
     }
-    let (spht, nvhtm) = ("spht", "spht-nvhtm");
+    let (spht, nvhtm) = (Engine::SPHT.name(), labels::SPHT_NVHTM);
     let mut t = Table::new(vec![
         "upd%".into(),
         "nvm ns".into(),
