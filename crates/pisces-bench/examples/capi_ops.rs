@@ -15,9 +15,7 @@
 //! the preload.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
-use pisces_bench::workloads::capi::CapiHashBench;
-use pisces_bench::workloads::OpRng;
-use pisces_bench::workloads::{DataSet, Sizes};
+use pisces_bench::{CapiHashBench, DataSet, OpRng, Sizes};
 use rand::{Rng, SeedableRng};
 use std::process::ExitCode;
 

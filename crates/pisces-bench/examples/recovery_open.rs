@@ -18,8 +18,7 @@
 //! timer starts. `perf record -- ... open IMG 1 1` profiles one open (plus one copy).
 
 use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool};
-use pisces_bench::engines::Engine;
-use pisces_bench::recovery::{crash_image, Workload};
+use pisces_bench::{crash_image, Engine, RecoveryWorkload};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -66,9 +65,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let dir = image.parent().unwrap_or(Path::new(".")).to_path_buf();
             // spht: the `replay` workload's fill (replayer held); sp3: `recovery`'s.
             let (workload, engine) = if engine_at(3)? == EngineId::Spht {
-                (Workload::Replay, Engine::parse("spht")?)
+                (RecoveryWorkload::Replay, Engine::parse("spht")?)
             } else {
-                (Workload::Recovery, Engine::parse("sp3")?)
+                (RecoveryWorkload::Recovery, Engine::parse("sp3")?)
             };
             let (bytes, txns) = crash_image(workload, engine, mib << 20, 7, &dir, &image)?;
             println!(

@@ -19,9 +19,7 @@
 //! transaction, with the caches as the preload and the earlier lookups left them.
 
 use pisces::{Config, EngineId, MediumKind, Pool};
-use pisces_bench::workloads::kinds::{self, DataKind};
-use pisces_bench::workloads::OpRng;
-use pisces_bench::workloads::Sizes;
+use pisces_bench::{DataKind, OpRng, Sizes};
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,7 +78,7 @@ fn main() -> ExitCode {
                 ..Config::default()
             },
         )?;
-        let data = kinds::build(&pool, kind, &Sizes::QUICK, 1, 42)?;
+        let data = kind.build(&pool, &Sizes::QUICK, 1, 42)?;
         pool.sync()?;
         let mut h = pool.handle()?;
         let mut rng = OpRng::seed_from_u64(7);

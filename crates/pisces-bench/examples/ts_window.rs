@@ -17,11 +17,7 @@
 //! left implicit: compare the rows.
 
 use pisces::EngineOptions;
-use pisces_bench::engines::{Engine, EngineSpec};
-use pisces_bench::measure::pin::Placement;
-use pisces_bench::measure::{measure, Spec};
-use pisces_bench::workloads::kinds::DataKind;
-use pisces_bench::workloads::Sizes;
+use pisces_bench::{measure, DataKind, Engine, EngineSpec, Placement, Sizes, Spec};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -14,7 +14,7 @@ use crate::measure::pin::Placement;
 use crate::measure::signal::{catch_signals, interrupted};
 use crate::measure::{self, Spec};
 use crate::recovery::crash::{FILL_THREADS, KEYS};
-use crate::recovery::{self, Workload};
+use crate::recovery::{self, RecoveryWorkload};
 use crate::report::{hot_table, plot, tables, targets};
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::workloads::select::WorkloadKind;
@@ -333,7 +333,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let mut recovery_text = String::new();
     if !recovery_engines.is_empty() && !interrupted() {
         let (text, failed) = recovery::run(
-            Workload::Recovery,
+            RecoveryWorkload::Recovery,
             &recovery_engines,
             s.recovery_log_mib,
             s.runs,
@@ -348,7 +348,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let mut replay_text = String::new();
     if replay_spht && !interrupted() {
         let (text, failed) = recovery::run(
-            Workload::Replay,
+            RecoveryWorkload::Replay,
             &[Engine::SPHT],
             s.replay_log_mib,
             s.runs,

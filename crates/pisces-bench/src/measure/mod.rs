@@ -14,7 +14,7 @@
 //! write-backs still pending in its group-commit batch are counted with the
 //! transactions that produced them), and it times its transactions, retries included:
 //! all of them when they are long, a random sample when they are short (the clock's
-//! cost would otherwise be most of a short transaction's time: [`crate::measure::timing`]).
+//! cost would otherwise be most of a short transaction's time: [`timing`]).
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
@@ -31,7 +31,7 @@ use crate::measure::pin::Placement;
 use crate::measure::signal::interrupted;
 use crate::measure::timing::{histogram, OpTimer};
 use crate::peers::{Peer, PeerBench};
-use crate::workloads::kinds::{self, DataKind};
+use crate::workloads::kinds::DataKind;
 use crate::workloads::OpRng;
 use crate::workloads::{DataSet, Sizes};
 use hdrhistogram::Histogram;
@@ -185,7 +185,7 @@ fn failed(update: bool, e: String) -> String {
 }
 
 /// Wait for the start, then run `op` (one transaction, `update` or not, returning the
-/// bytes changed) until told to stop, timing a sample of them ([`crate::measure::timing`]).
+/// bytes changed) until told to stop, timing a sample of them ([`timing`]).
 fn timed_loop(
     mut op: impl FnMut(&mut OpRng, bool) -> Result<u64, String>,
     update_pct: u32,
@@ -374,7 +374,9 @@ fn prepare(
     );
     let pool = Pool::create(path, cfg)
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
-    let data = kinds::build(&pool, spec.data, sizes, spec.threads, seed)
+    let data = spec
+        .data
+        .build(&pool, sizes, spec.threads, seed)
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
     // Nothing of the preload may be left for the measured run to write back (an
     // engine that defers write-back, such as timestone's checkpoints, would otherwise

@@ -1,6 +1,6 @@
 //! Timing the transactions of a worker: the clock, and which transactions it times.
 //!
-//! A worker's loop ([`crate::measure`]) runs one transaction per iteration. Timing
+//! A worker's loop ([`crate::measure`](mod@crate::measure)) runs one transaction per iteration. Timing
 //! every one with `Instant` (a vDSO `clock_gettime`, about 25 ns a call in this
 //! machine's KVM guest) took two calls per transaction, about 50 ns: more than a
 //! one-lookup transaction itself, in its latency and in the throughput. So:

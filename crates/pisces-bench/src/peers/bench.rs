@@ -1,6 +1,6 @@
 //! The key-value data sets on a peer: the same keys, values and operations as the
-//! library's [`hash`](crate::workloads::hash), [`set`](crate::workloads::set) and [`ycsb`](crate::workloads::ycsb) data
-//! sets (see their docs), one operation per transaction of the store.
+//! library's [`hash`], [`set`] and [`ycsb`] data sets (see their docs), one operation
+//! per transaction of the store.
 
 use super::{KvStore, Peer};
 use crate::workloads::kinds::DataKind;

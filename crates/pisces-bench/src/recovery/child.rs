@@ -7,7 +7,7 @@
 //! its allocator's caches and its page tables warm or dirty, and the kernel serves its
 //! new pages from what the fill freed. So the harness re-executes its own binary (the
 //! `pisces` tool, found by [`std::env::current_exe`], so a fresh clone's build and CI
-//! find it) with the hidden subcommand [`SUBCOMMAND`], which opens the copy once
+//! find it) with the hidden subcommand [`RECOVERY_CHILD`], which opens the copy once
 //! (recovery: the engine parses and replays the logs), closes it, opens it again (the
 //! clean open: the fixed cost of an open with nothing to replay) and prints one line of
 //! [`Timing`]. The harness then opens the recovered pool itself and checks every value.
@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-/// The hidden subcommand of the `pisces` tool that runs [`main`].
-pub const SUBCOMMAND: &str = "recovery-child";
+/// The hidden subcommand of the `pisces` tool that runs [`recovery_child`].
+pub const RECOVERY_CHILD: &str = "recovery-child";
 
 /// What one child measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -45,10 +45,11 @@ pub struct Timing {
 #[derive(Clone, Debug)]
 pub enum Opener {
     /// In a fresh child process: this program (the `pisces` tool) run with
-    /// [`SUBCOMMAND`]. What the harness measures.
+    /// [`RECOVERY_CHILD`]. What the harness measures.
     Child(PathBuf),
     /// In the calling process (unit tests of the harness, which have no `pisces`
     /// binary to run).
+    #[cfg(test)]
     InProcess,
 }
 
@@ -70,6 +71,7 @@ impl Opener {
         options: &EngineOptions,
     ) -> Result<Timing, String> {
         match self {
+            #[cfg(test)]
             Opener::InProcess => open_twice(path, engine, threads, options),
             Opener::Child(exe) => spawn(exe, path, engine, threads, options),
         }
@@ -136,19 +138,19 @@ fn open_twice(
 /// The line the child prints.
 fn render(t: &Timing) -> String {
     format!(
-        "{SUBCOMMAND} open_secs={:.6} cpu_secs={:.6} sys_secs={:.6} minor_faults={} \
+        "{RECOVERY_CHILD} open_secs={:.6} cpu_secs={:.6} sys_secs={:.6} minor_faults={} \
          clean_open_secs={:.6}",
         t.open_secs, t.cpu_secs, t.sys_secs, t.minor_faults, t.clean_open_secs
     )
 }
 
 /// The child's line back into a [`Timing`]: the last line of `out` that starts with
-/// [`SUBCOMMAND`]; every field must be there.
+/// [`RECOVERY_CHILD`]; every field must be there.
 fn parse(out: &str) -> Result<Timing, String> {
     let line = out
         .lines()
         .rev()
-        .find(|l| l.starts_with(SUBCOMMAND))
+        .find(|l| l.starts_with(RECOVERY_CHILD))
         .ok_or_else(|| format!("the child printed no timing line: {out:?}"))?;
     let field = |name: &str| -> Result<&str, String> {
         line.split_whitespace()
@@ -171,7 +173,7 @@ fn parse(out: &str) -> Result<Timing, String> {
     })
 }
 
-/// Run `exe SUBCOMMAND PATH ENGINE THREADS OPTIONS` and read its timing.
+/// Run `exe RECOVERY_CHILD PATH ENGINE THREADS OPTIONS` and read its timing.
 fn spawn(
     exe: &Path,
     path: &Path,
@@ -180,7 +182,7 @@ fn spawn(
     options: &EngineOptions,
 ) -> Result<Timing, String> {
     let out = Command::new(exe)
-        .arg(SUBCOMMAND)
+        .arg(RECOVERY_CHILD)
         .arg(path)
         .arg(engine.map_or("-", |e| e.name()))
         .arg(threads.to_string())
@@ -191,11 +193,11 @@ fn spawn(
         })
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("running {} {SUBCOMMAND}: {e}", exe.display()))?;
+        .map_err(|e| format!("running {} {RECOVERY_CHILD}: {e}", exe.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(format!(
-            "{} {SUBCOMMAND} failed ({}): {}",
+            "{} {RECOVERY_CHILD} failed ({}): {}",
             exe.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
@@ -206,14 +208,14 @@ fn spawn(
 
 /// The child: `args` are `PATH ENGINE THREADS OPTIONS` (`-` for no engine / no
 /// options). Prints the timing line; exit status 0, or 2 with the error on stderr.
-pub fn main(args: &[String]) -> ExitCode {
+pub fn recovery_child(args: &[String]) -> ExitCode {
     match child(args) {
         Ok(t) => {
             println!("{}", render(&t));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("pisces {SUBCOMMAND}: {e}");
+            eprintln!("pisces {RECOVERY_CHILD}: {e}");
             ExitCode::from(2)
         }
     }
@@ -222,7 +224,7 @@ pub fn main(args: &[String]) -> ExitCode {
 fn child(args: &[String]) -> Result<Timing, String> {
     let [path, engine, threads, options] = args else {
         return Err(format!(
-            "usage: pisces {SUBCOMMAND} PATH ENGINE THREADS OPTIONS (got {} arguments)",
+            "usage: pisces {RECOVERY_CHILD} PATH ENGINE THREADS OPTIONS (got {} arguments)",
             args.len()
         ));
     };

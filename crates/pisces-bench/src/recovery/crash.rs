@@ -87,7 +87,7 @@ pub(crate) fn plain_dram() -> MediumKind {
     }
 }
 
-/// How the logs are filled (each workload of [`super::Workload`] has its own).
+/// How the logs are filled (each workload of [`super::RecoveryWorkload`] has its own).
 #[derive(Clone, Debug)]
 pub(crate) struct FillSpec {
     /// The engine.

@@ -6,7 +6,7 @@
 //! B+-tree), copied as a `kill -9` leaves it, and each configuration of the workload
 //! ([`Open`]) opens a fresh copy of that crash image, timed in a fresh child process
 //! ([`child`]); every recovered value is then checked against the last one committed.
-//! The two workloads ([`Workload`]) differ in what they fill and how they open:
+//! The two workloads ([`RecoveryWorkload`]) differ in what they fill and how they open:
 //!
 //! * `recovery`: every engine that can leave that much log to a crash, with its
 //!   default options, on the hash table alone; opened with 1 and 2 recovery threads
@@ -66,27 +66,27 @@ const TARGET_LOG_BYTES: u64 = 256 << 20;
 
 /// The two workloads of the measurement (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Workload {
+pub enum RecoveryWorkload {
     /// `recovery`: an engine's full logs, opened with 1 and 2 recovery threads.
     Recovery,
     /// `replay`: spht's held logs, opened per replay configuration.
     Replay,
 }
 
-impl Workload {
+impl RecoveryWorkload {
     /// The workload's name (in `--workloads`, notes and failures).
     pub fn name(self) -> &'static str {
         match self {
-            Workload::Recovery => WorkloadKind::Recovery.name(),
-            Workload::Replay => WorkloadKind::Replay.name(),
+            RecoveryWorkload::Recovery => WorkloadKind::Recovery.name(),
+            RecoveryWorkload::Replay => WorkloadKind::Replay.name(),
         }
     }
 
     /// The CSV file in the report directory.
     fn csv_name(self) -> &'static str {
         match self {
-            Workload::Recovery => "recovery.csv",
-            Workload::Replay => "replay.csv",
+            RecoveryWorkload::Recovery => "recovery.csv",
+            RecoveryWorkload::Replay => "replay.csv",
         }
     }
 
@@ -94,12 +94,12 @@ impl Workload {
     /// those every row has ([`Row::to_csv`]).
     fn csv_header(self) -> &'static str {
         match self {
-            Workload::Recovery => {
+            RecoveryWorkload::Recovery => {
                 "engine,run,recovery_threads,log_bytes,transactions,recovery_secs,\
                  recovery_cpu_secs,recovery_sys_secs,minor_faults,gb_per_sec,gb_per_cpu_sec,\
                  tx_per_sec,clean_open_secs"
             }
-            Workload::Replay => {
+            RecoveryWorkload::Replay => {
                 "engine,run,mode,dup_filter,replayers,log_bytes,transactions,open_secs,\
                  open_cpu_secs,open_sys_secs,minor_faults,gb_per_sec,gb_per_cpu_sec,\
                  tx_per_sec,clean_open_secs"
@@ -113,7 +113,7 @@ impl Workload {
         match self {
             // The engine's default options; logs sized so that the fill never makes
             // the engine checkpoint by itself.
-            Workload::Recovery => Ok(FillSpec {
+            RecoveryWorkload::Recovery => Ok(FillSpec {
                 engine,
                 fill_options: EngineOptions::new(),
                 log_per_thread: engine
@@ -124,14 +124,14 @@ impl Workload {
             // The replayer held; the record that crosses the fill mark, and wrap
             // waste, fit in the margin, so no writer ever finds its log full (which
             // would replay).
-            Workload::Replay if engine == Engine::SPHT => Ok(FillSpec {
+            RecoveryWorkload::Replay if engine == Engine::SPHT => Ok(FillSpec {
                 engine,
                 fill_options: engines::spht_replayer_held(),
                 log_per_thread: (per_thread + per_thread / 16 + (4 << 20))
                     .next_multiple_of(1 << 20),
                 btree: true,
             }),
-            Workload::Replay => Err(format!(
+            RecoveryWorkload::Replay => Err(format!(
                 "replay: measures {} only, not {}",
                 Engine::SPHT.name(),
                 engine.name()
@@ -142,11 +142,11 @@ impl Workload {
     /// The opens measured, in order.
     pub fn opens(self) -> Vec<Open> {
         match self {
-            Workload::Recovery => RECOVERY_THREADS
+            RecoveryWorkload::Recovery => RECOVERY_THREADS
                 .iter()
                 .map(|&threads| Open::Recovery { threads })
                 .collect(),
-            Workload::Replay => {
+            RecoveryWorkload::Replay => {
                 let mut v = Vec::new();
                 for mode in engines::SPHT_REPLAY_MODES {
                     for dup_filter in [false, true] {
@@ -295,7 +295,7 @@ impl Row {
 /// One run of workload `w` on `engine`: fill `log_bytes` of log, crash, time each open
 /// of the workload. Pool files go to `dir` and are removed.
 pub fn measure(
-    w: Workload,
+    w: RecoveryWorkload,
     engine: Engine,
     log_bytes: u64,
     run: u32,
@@ -327,7 +327,7 @@ pub fn measure(
 /// profiling recovery outside the harness (the `recovery_open` probe). Returns the
 /// log bytes and transactions.
 pub fn crash_image(
-    w: Workload,
+    w: RecoveryWorkload,
     engine: Engine,
     log_bytes: u64,
     seed: u64,
@@ -383,14 +383,14 @@ const MEDIAN_HEADS: [&str; 9] = [
 ];
 
 /// The table of workload `w`'s `rows`: medians over runs per engine and open.
-pub fn table(w: Workload, rows: &[Row]) -> String {
+pub fn table(w: RecoveryWorkload, rows: &[Row]) -> String {
     let key_heads: &[&str] = match w {
-        Workload::Recovery => &["engine", "rec thr"],
-        Workload::Replay => &["mode", "filter", "thr"],
+        RecoveryWorkload::Recovery => &["engine", "rec thr"],
+        RecoveryWorkload::Replay => &["mode", "filter", "thr"],
     };
     let mut head: Vec<String> = key_heads.iter().map(|s| s.to_string()).collect();
     head.extend(MEDIAN_HEADS.iter().map(|s| s.to_string()));
-    if w == Workload::Recovery {
+    if w == RecoveryWorkload::Recovery {
         head.push("t1/tN".into());
     }
     let mut t = Table::new(head);
@@ -418,7 +418,7 @@ pub fn table(w: Workload, rows: &[Row]) -> String {
                 ],
             };
             cells.extend(median_cells(&of));
-            if w == Workload::Recovery {
+            if w == RecoveryWorkload::Recovery {
                 // Speed-up over 1 recovery thread: the median of the per-run ratios.
                 let speedup = median(of.iter().filter_map(|r| {
                     rows.iter()
@@ -435,7 +435,7 @@ pub fn table(w: Workload, rows: &[Row]) -> String {
         }
     }
     match w {
-        Workload::Recovery => format!(
+        RecoveryWorkload::Recovery => format!(
             "recovery: a crash with full logs ({FILL_THREADS} fill threads overwriting \
              64-byte values of a {KEYS}-key hash table), then Pool::open timed in a fresh \
              process with 1 and 2 recovery threads (median over runs; open s = wall \
@@ -445,7 +445,7 @@ pub fn table(w: Workload, rows: &[Row]) -> String {
              = open s with 1 thread / with N, median of per-run ratios)\n{}\n",
             t.render()
         ),
-        Workload::Replay => format!(
+        RecoveryWorkload::Replay => format!(
             "replay: spht logs left to a crash with the replayer held ({FILL_THREADS} fill \
              threads overwriting 64-byte values of a {KEYS}-key hash table and B+-tree), \
              then Pool::open (the engine's replay) timed in a fresh process per mode \
@@ -463,7 +463,7 @@ pub fn table(w: Workload, rows: &[Row]) -> String {
 /// The `replay` target line: replay of a full log of at least 256 MiB at 1 GB/s or
 /// more (wall time of the open), in the configuration with the best median.
 fn replay_target(rows: &[Row]) -> String {
-    let best = Workload::Replay
+    let best = RecoveryWorkload::Replay
         .opens()
         .into_iter()
         .filter_map(|open| {
@@ -501,7 +501,7 @@ fn replay_target(rows: &[Row]) -> String {
 /// its CSV file to `out`. Returns the table text and the failures; `progress` gets a
 /// line per open.
 pub fn run(
-    w: Workload,
+    w: RecoveryWorkload,
     engines: &[Engine],
     log_mib: u64,
     runs: u32,
@@ -575,7 +575,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let image = dir.path().join("crash.pool");
         let (log_bytes, transactions) = crash_image(
-            Workload::Recovery,
+            RecoveryWorkload::Recovery,
             Engine::SP3,
             4 << 20,
             1,
@@ -594,7 +594,7 @@ mod tests {
             "every fill transaction must be in the log: {lines}"
         );
         let rows = measure(
-            Workload::Recovery,
+            RecoveryWorkload::Recovery,
             Engine::SP3,
             4 << 20,
             1,
@@ -607,13 +607,13 @@ mod tests {
         assert!(rows
             .iter()
             .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20));
-        let t = table(Workload::Recovery, &rows);
+        let t = table(RecoveryWorkload::Recovery, &rows);
         assert!(t.contains("sp3") && t.contains("1.00x"), "{t}");
         let line = rows[1].to_csv();
         assert!(line.starts_with("sp3,1,2,"), "{line}");
         assert_eq!(
             line.split(',').count(),
-            Workload::Recovery.csv_header().split(',').count()
+            RecoveryWorkload::Recovery.csv_header().split(',').count()
         );
         // Only this test's files are left in the directory: the crash image above.
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
@@ -629,7 +629,7 @@ mod tests {
             notes[0].starts_with("recovery: pisces skipped ("),
             "{notes:?}"
         );
-        assert!(Workload::Replay.fill(Engine::SP3, 1 << 20).is_err());
+        assert!(RecoveryWorkload::Replay.fill(Engine::SP3, 1 << 20).is_err());
     }
 
     /// The target line takes the configuration with the best median and says n/a
@@ -684,7 +684,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let image = dir.path().join("crash.pool");
         let (log_bytes, transactions) = crash_image(
-            Workload::Replay,
+            RecoveryWorkload::Replay,
             Engine::SPHT,
             4 << 20,
             1,
@@ -710,7 +710,7 @@ mod tests {
     fn every_mode_replays_a_held_log() {
         let dir = tempfile::tempdir().unwrap();
         let rows = measure(
-            Workload::Replay,
+            RecoveryWorkload::Replay,
             Engine::SPHT,
             4 << 20,
             1,
@@ -719,11 +719,11 @@ mod tests {
             &Opener::InProcess,
         )
         .unwrap();
-        assert_eq!(rows.len(), Workload::Replay.opens().len());
+        assert_eq!(rows.len(), RecoveryWorkload::Replay.opens().len());
         assert!(rows
             .iter()
             .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20 && r.transactions > 1000));
-        let t = table(Workload::Replay, &rows);
+        let t = table(RecoveryWorkload::Replay, &rows);
         for m in engines::SPHT_REPLAY_MODES {
             assert!(t.contains(m), "{t}");
         }

@@ -8,8 +8,8 @@
 //! * read-only throughput at least 0.8x that of `volatile`;
 //! * read-only p99 at 1000 ns of emulated NVM latency at most 1.1x that at 0 ns, with
 //!   the sweep's control beside it (the same waits paid outside the transactions:
-//!   [`crate::workloads::select::LATENCY_CONTROL`]), which tells the engine's share of a rise from
-//!   the time between a thread's lookups;
+//!   [`LATENCY_CONTROL`]), which tells the engine's share of a rise from the time
+//!   between a thread's lookups;
 //! * where the `capi` workload ran: an operation through the C interface at most 1.1x
 //!   the time of the same operation in Rust, at 1 thread.
 

@@ -1,4 +1,4 @@
-//! The `capi` data set: the hash-table operations of [`crate::workloads::hash`] issued from C
+//! The `capi` data set: the hash-table operations of [`super::hash`] issued from C
 //! through the C interface (`pisces-capi`, `include/pisces.h`), or the same operations
 //! in Rust, so that the two can be measured on the same engine in the same run.
 //!

@@ -1,8 +1,8 @@
-//! The registry of data sets: [`DataKind`] names one (with its size where a workload
-//! runs it at several), says how much pool it needs, and [`build`]s it.
+//! The kinds of data set: [`DataKind`] names one (with its size where a workload runs
+//! it at several), says how much pool it needs, and [`builds`](DataKind::build) it.
 //!
 //! This module sits on top of the data sets (which know only [`crate::workloads`]);
-//! nothing below it refers to it.
+//! no data set refers to it.
 
 use crate::workloads::oltp::{tatp, tpcc};
 use crate::workloads::{btree, capi, hash, hot, set, tree_set, ycsb};
@@ -69,27 +69,28 @@ impl DataKind {
             _ => threads + 1,
         }
     }
-}
 
-/// Build `kind` on `pool` with `sizes` for `threads` workers, preloading in batches.
-pub fn build(
-    pool: &Pool,
-    kind: DataKind,
-    sizes: &Sizes,
-    threads: usize,
-    seed: u64,
-) -> pisces::Result<Box<dyn DataSet>> {
-    Ok(match kind {
-        DataKind::Hash => Box::new(hash::HashBench::build(pool, sizes, seed)?),
-        DataKind::Tree => Box::new(btree::TreeBench::build(pool, sizes, seed)?),
-        DataKind::Set(n) => Box::new(set::SetBench::build(pool, n, seed)?),
-        DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
-        DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
-        DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
-        DataKind::Hot => Box::new(hot::HotBench::build(pool)?),
-        DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
-            pool, sizes, threads, seed, via_c,
-        )?),
-        DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
-    })
+    /// Build the data set on `pool` with `sizes` for `threads` workers, preloading in
+    /// batches.
+    pub fn build(
+        self,
+        pool: &Pool,
+        sizes: &Sizes,
+        threads: usize,
+        seed: u64,
+    ) -> pisces::Result<Box<dyn DataSet>> {
+        Ok(match self {
+            DataKind::Hash => Box::new(hash::HashBench::build(pool, sizes, seed)?),
+            DataKind::Tree => Box::new(btree::TreeBench::build(pool, sizes, seed)?),
+            DataKind::Set(n) => Box::new(set::SetBench::build(pool, n, seed)?),
+            DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
+            DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
+            DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
+            DataKind::Hot => Box::new(hot::HotBench::build(pool)?),
+            DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
+                pool, sizes, threads, seed, via_c,
+            )?),
+            DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
+        })
+    }
 }

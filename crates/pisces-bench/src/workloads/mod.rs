@@ -7,10 +7,11 @@
 //! RNG decides. `op` returns the bytes the *program* changed (the denominator of write
 //! amplification), 0 for a read.
 //!
-//! The data sets themselves ([`hash`](crate::workloads::hash), [`btree`](crate::workloads::btree),
-//! [`set`](crate::workloads::set), [`tree_set`](crate::workloads::tree_set), [`tpcc`](crate::workloads::oltp::tpcc),
-//! [`tatp`](crate::workloads::oltp::tatp)) depend on this module only; the registry that names and
-//! builds them ([`registry`](crate::workloads::kinds)) sits on top of them.
+//! The data sets themselves ([`hash`], [`btree`], [`set`], [`tree_set`], [`ycsb`],
+//! [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only (and
+//! `capi` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
+//! them, sits on top of them. [`select`] (what `--workloads` selects) depends on none
+//! of them.
 
 pub mod btree;
 pub mod capi;
@@ -50,9 +51,9 @@ pub fn preload(
     Ok(())
 }
 
-/// Bytes the program changes in an update of a set data set ([`crate::workloads::set`],
-/// [`crate::workloads::tree_set`]): the key removed and the key added back (8 each; their
-/// one-byte placeholder value is not counted).
+/// Bytes the program changes in an update of a set data set ([`set`], [`tree_set`]):
+/// the key removed and the key added back (8 each; their one-byte placeholder value is
+/// not counted).
 pub const SET_UPDATE_BYTES: u64 = 16;
 
 /// The error of a set data set that finds one of its members missing.
@@ -111,7 +112,7 @@ pub trait DataSet: Send + Sync {
     }
 }
 
-/// Data-set sizes (the sets' sizes are part of their [`DataKind`](crate::workloads::kinds::DataKind)).
+/// Data-set sizes (the sets' sizes are part of their [`DataKind`](kinds::DataKind)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sizes {
     /// Buckets of the hash table.

@@ -43,9 +43,11 @@ pub trait SetContainer: Pod + Send + Sync + 'static {
     fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
     /// The value stored under `k`.
     fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
-    /// Every (key, value) pair.
+    /// Every (key, value) pair (the data set's test).
+    #[cfg(test)]
     fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>>;
-    /// The container's own structural check.
+    /// The container's own structural check (the data set's test).
+    #[cfg(test)]
     fn verify(&self, tx: &Tx<'_>) -> pisces::Result<()>;
 }
 
@@ -71,6 +73,7 @@ macro_rules! set_container {
             fn find(&self, tx: &pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 Ok(self.get_ref(tx, &k)?.copied())
             }
+            #[cfg(test)]
             fn pairs(&self, tx: &pisces::Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
                 let mut v = Vec::new();
                 self.for_each(tx, |k, m| {
@@ -79,6 +82,7 @@ macro_rules! set_container {
                 })?;
                 Ok(v)
             }
+            #[cfg(test)]
             fn verify(&self, tx: &pisces::Tx<'_>) -> pisces::Result<()> {
                 self.check(tx).map(|_| ())
             }

@@ -71,7 +71,8 @@ impl Zipf {
     }
 
     /// The probability of rank 0 (`1 / zeta(n)`).
-    pub fn p_first(&self) -> f64 {
+    #[cfg(test)]
+    fn p_first(&self) -> f64 {
         1.0 / self.zeta_n
     }
 
@@ -125,13 +126,9 @@ impl KeyChooser {
     }
 
     /// Records.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.by_rank.len()
-    }
-
-    /// True if there are no records.
-    pub fn is_empty(&self) -> bool {
-        self.by_rank.is_empty()
     }
 }
 
