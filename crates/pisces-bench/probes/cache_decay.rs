@@ -7,13 +7,14 @@
 //! round, with a busy-wait of `spin` ns between rounds (plain loop or `spin_loop`
 //! hint), and prints the median and 99th-percentile time of a lookup.
 //!
-//! `cargo run --release -p pisces-cli --example cache_decay [seconds]`
+//! `cargo run --release -p pisces-bench --example cache_decay [seconds]`
 //!
-//! On the 2-core KVM guest the benchmarks ran on, a 4 MiB working set read at L3 speed
-//! in a tight loop (p50 ~170 ns for 8 reads) reads at DRAM speed (~1000 ns) after a
-//! pause of 1 us; 512 KiB keeps its speed up to ~5 us, 32 KiB throughout. That is the
-//! rise of read-only latency with emulated NVM latency in `pisces bench`'s mixed
-//! `latency` sweep (and its absence for a dedicated reader in `latency-split`).
+//! Where a working set that reads at cache speed in a tight loop reads at DRAM speed
+//! after a pause of a few microseconds, a thread's lookups slow down by the emulated
+//! waits of its own updates: the rise of read-only latency with emulated NVM latency
+//! in `pisces bench`'s mixed `latency` sweep, and its absence for a dedicated reader
+//! in `latency-split`. The README has the figures of the machine the benchmarks ran
+//! on.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! A fixed number of read-only one-lookup transactions on the `set` (or `tree-set`)
 //! data set, on one thread, for cache-miss counts under valgrind's cache simulation
-//! (load-independent, unlike the timed benchmark; this machine's perf has no hardware
-//! counters). `scripts/set-misses` runs it and prints misses per lookup.
+//! (load-independent, unlike the timed benchmark, and available where perf has no
+//! hardware counters). `scripts/set-misses` runs it and prints misses per lookup.
 //!
 //! ```sh
 //! cargo build --release -p pisces-bench --example set_lookups

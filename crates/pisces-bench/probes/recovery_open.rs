@@ -14,8 +14,9 @@
 //! open of one copy, in a fresh process.)
 //!
 //! `open` prints, per open, wall seconds, CPU seconds (user + system, from
-//! `/proc/self/stat`) and minor page faults of the open alone; the copy is made before the
-//! timer starts. `perf record -- ... open IMG 1 1` profiles one open (plus one copy).
+//! `/proc/self/stat`) and minor page faults of the open alone; the copy is made before
+//! the timer starts. `perf record -- ... open IMG 1 1` profiles one open (plus one
+//! copy).
 
 use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool};
 use pisces_bench::{crash_image, Engine, RecoveryWorkload};
