@@ -1,5 +1,6 @@
 //! The engines under test: the one module of the harness that names the library's
-//! engine ids and engine options, and the peers of [`crate::peers`].
+//! engine ids, engine options and the labels of engine configurations in reports
+//! ([`labels`]), and the peers of [`crate::peers`].
 //!
 //! Everything else speaks of an [`Engine`] (which engine) and an [`EngineSpec`] (an
 //! engine with options and a label in reports), and asks this module what an engine is

@@ -1,7 +1,7 @@
 //! Pinning worker threads to CPUs (`--pin`, the default; `--no-pin`).
 //!
-//! Unpinned, a single worker migrates between cores and its throughput varies by tens
-//! of percent from run to run; pinned, each worker stays on one CPU. Worker `i` of a
+//! Unpinned, a worker may migrate between cores, and its throughput then varies from
+//! run to run with where the scheduler put it; pinned, each worker stays on one CPU. Worker `i` of a
 //! measurement goes to the `i`-th CPU of the process's affinity mask, round-robin (with
 //! more workers than CPUs, several share one). The mask is read once, from the main
 //! thread, which is never pinned itself (it only preloads and watches the clock), so

@@ -1,16 +1,17 @@
 //! Timing the transactions of a worker: the clock, and which transactions it times.
 //!
-//! A worker's loop ([`crate::measure`](mod@crate::measure)) runs one transaction per iteration. Timing
-//! every one with `Instant` (a vDSO `clock_gettime`, about 25 ns a call in this
-//! machine's KVM guest) took two calls per transaction, about 50 ns: more than a
-//! one-lookup transaction itself, in its latency and in the throughput. So:
+//! A worker's loop ([`crate::measure`](mod@crate::measure)) runs one transaction per
+//! iteration, and a one-lookup transaction takes a few tens of ns: timing every one
+//! takes two clock reads per transaction, which would be a large part of its latency
+//! and of the throughput. So:
 //! * **The clock** is the time-stamp counter where it is invariant (x86_64 with
 //!   `constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`: one rate in every power
 //!   state, on every core), read by `rdtsc` after an `lfence` (a read waits for the
-//!   instructions before it, so an interval covers the whole transaction); about
-//!   10 ns a read here. Its rate is measured against `Instant` over the worker's whole
-//!   loop, and the histograms are converted to ns with it at the end. Elsewhere the
-//!   clock is `Instant`. A latency includes one clock read (the end's).
+//!   instructions before it, so an interval covers the whole transaction): cheaper
+//!   than `Instant` (a vDSO `clock_gettime`). Its rate is measured against `Instant`
+//!   over the worker's whole loop, and the histograms are converted to ns with it at
+//!   the end. Elsewhere the clock is `Instant`. A latency includes one clock read (the
+//!   end's).
 //! * **A sample** of the transactions is timed when they are short. After a timed
 //!   transaction the worker skips a random number of them (uniform in
 //!   `0 ..= 2 (s - 1)`, from a generator of its own), so one in `s` is timed on
@@ -18,9 +19,9 @@
 //!   always or never on the timed ones. The stride `s`, a power of two from 1 to
 //!   [`MAX_STRIDE`], is set every [`WINDOW`] transactions from their mean duration:
 //!   about one timed transaction per 1 to 2 × [`TARGET_NS`] of work (the stride is
-//!   rounded down), so a timed one's two clock reads and its histogram record (about
-//!   40 ns here) cost a few per cent of the time at most; while transactions take more
-//!   than 1 µs on average, all are timed. Throughput and the per-kind counts include
+//!   rounded down), so a timed one's two clock reads and its histogram record (tens of
+//!   ns) cost a few per cent of the time at most; while transactions take more than
+//!   1 µs on average, all are timed. Throughput and the per-kind counts include
 //!   every transaction; the latency percentiles are those of the sample.
 
 use hdrhistogram::Histogram;

@@ -63,9 +63,9 @@ pub fn missing_member(set: &str, k: u64) -> Error {
 
 /// The generator of a worker's transactions (their kind, keys and arguments): seeded
 /// per worker, so a run is reproducible. A small non-cryptographic generator
-/// (xoshiro256++): a transaction of the `set` data set costs a few tens of ns, and
-/// `StdRng` (ChaCha12) took about 30 instructions of it per draw, block refills
-/// included.
+/// (xoshiro256++): a transaction of the `set` data set costs a few tens of ns, and a
+/// draw of a cryptographic one (`StdRng`, ChaCha12, with its block refills) would be a
+/// visible part of it.
 pub type OpRng = SmallRng;
 
 /// A uniform pick from `0 .. n` (0 if `n` is 0): the high half of a 64×64-bit product

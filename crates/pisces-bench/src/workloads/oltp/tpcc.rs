@@ -20,8 +20,7 @@
 //! **Scale.** The specification has 100 000 items and 3 000 customers (and 3 000
 //! initial orders) per district; `--full` has those. `--quick` (and `--workloads
 //! tpcc` without `--full`) is scaled down to 10 000 items and 300 customers and
-//! initial orders per district (a preload of well under a second instead of about
-//! three). `--tpcc-items` and `--tpcc-customers` override them. The order tables grow
+//! initial orders per district (a preload a tenth the size). `--tpcc-items` and `--tpcc-customers` override them. The order tables grow
 //! by every new-order (there is no delivery transaction), so the pool is sized for
 //! [`MAX_RATE`] new-orders per second and worker
 //! for the measurement's duration; a faster run fills it and fails with a message
