@@ -7,7 +7,6 @@
 //! affect it.
 
 use pisces::medium::DramMedium;
-use pisces::medium::Medium;
 use pisces::{
     BTreeMap, Config, EngineId, EngineOptions, Error, HashMap, PPtr, Pod, Pool, Zeroable,
 };

@@ -524,12 +524,12 @@ fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
 /// pool (see the module docs for what is checked).
 ///
 /// `medium` is the kind the pool is used with; it is recorded in the report (the file
-/// is read through a private mapping whatever the kind). [`MediumKind::Simulated`] is
+/// is read through a private mapping whatever the kind). [`MediumKind::Custom`] is
 /// refused.
 ///
 /// Returns `Err` only when the file cannot be examined: [`Error::NotFound`],
 /// [`Error::IsDirectory`], [`Error::Locked`] (the pool is open), [`Error::InvalidConfig`]
-/// (not a regular file, simulated medium) or [`Error::Io`]. Everything about the
+/// (not a regular file, a custom medium) or [`Error::Io`]. Everything about the
 /// file's contents, a file too small to be a pool included, is a problem in the
 /// report.
 pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
@@ -548,9 +548,9 @@ pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 }
 
 fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
-    if medium == MediumKind::Simulated {
+    if medium == MediumKind::Custom {
         return Err(Error::InvalidConfig(
-            "the simulated medium has no pool file to check".into(),
+            "a custom medium has no pool file to check".into(),
         ));
     }
     let file = open_shared(path)?;
@@ -1053,7 +1053,7 @@ mod tests {
             Err(Error::IsDirectory(_))
         ));
         assert!(matches!(
-            check_pool(&p, MediumKind::Simulated),
+            check_pool(&p, MediumKind::Custom),
             Err(Error::InvalidConfig(_))
         ));
         // While a check holds its shared lock, the pool cannot be opened.

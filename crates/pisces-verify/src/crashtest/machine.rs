@@ -9,7 +9,6 @@
 
 use super::workload::{Bounds, Shape, Workload};
 use crate::sim::{Adversary, SimConfig, SimMedium};
-use pisces::medium::Medium;
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use std::sync::Arc;
 
