@@ -1143,13 +1143,13 @@ mod tests {
         }
         for correct in [true, false] {
             let probe = sim(SimConfig::default());
-            workload(&*probe, correct);
+            workload(&probe, correct);
             let fences = probe.fence_count();
             assert_eq!(fences, if correct { 12 } else { 6 });
             let mut violations = 0;
             for k in 0..fences {
                 let s = sim(SimConfig::crash_at_fence(k));
-                workload(&*s, correct);
+                workload(&s, correct);
                 assert!(s.crashed());
                 assert_eq!(s.fence_count(), k);
                 for seed in 0..32 {
