@@ -2,7 +2,7 @@
 //! one, including those that keep their own pool file) or on anonymous memory.
 
 use crate::engines::Engine;
-use pisces::medium::dram::DramMedium;
+use pisces::tools::dram::DramMedium;
 use pisces::Pool;
 use std::sync::Arc;
 

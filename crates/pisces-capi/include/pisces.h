@@ -9,6 +9,11 @@
  *     pisces_errmsg() gives the library's message, per thread, valid until the next
  *     failing call on that thread.
  *   - No Rust panic crosses this interface: an internal panic becomes PISCES_EPANIC.
+ *   - The "# Safety" paragraph of each function states what the caller must
+ *     guarantee: which pointers must be valid and for how long, nul-terminated
+ *     strings, which thread may use a handle. Breaking it is undefined behaviour;
+ *     what the library can detect (a NULL where PISCES_EINVAL is named, a stale
+ *     pisces_tx, an explicit transaction used on another thread) returns a code.
  *   - Objects in the pool are named by their offset (uint64_t); 0 is no object.
  *
  * Transactions
@@ -24,17 +29,22 @@
  *     per pool at a time (PISCES_ENESTED).
  *
  * Pointer lifetimes
- *   - A pointer from pisces_read or pisces_write is valid until the next
- *     pisces_write, pisces_put, pisces_alloc, pisces_free or container update
+ *   - A pointer from pisces_read, pisces_write or pisces_hmap_find is valid until the
+ *     next pisces_write, pisces_put, pisces_alloc, pisces_free or container update
  *     (insert, remove, create, destroy) of the same transaction, or the end of the
  *     transaction (commit, abort, or the return of the pisces_run callback), whichever
- *     comes first. Copy what you need before that; using it later is undefined
- *     behaviour. pisces_get / pisces_put copy and have no such rule.
- *   - Never write through a pointer from pisces_read.
+ *     comes first. Copy what you need before that; using it later, or passing it to
+ *     one of those calls, is undefined behaviour. pisces_get / pisces_put copy and have
+ *     no such rule (their buffer must not overlap the bytes copied).
+ *   - Never write through a pointer from pisces_read or pisces_hmap_find.
+ *   - The value given to a foreach / range callback is valid during that call.
  *   - A pisces_tx is a value valid until its transaction ends; using it afterwards is
  *     detected and returns PISCES_ESTALE (its handle must still be open).
+ *   - A handle is used by one thread at a time; after pisces_handle_close neither it
+ *     nor a pisces_tx of it may be used.
  *   - The string from pisces_pool_engine lives as long as the pool object; the one
- *     from pisces_engine_name and pisces_strerror are static.
+ *     from pisces_errmsg until the next failing call on the same thread; the ones from
+ *     pisces_engine_name and pisces_strerror are static.
  */
 
 
@@ -133,10 +143,13 @@
 #define PISCES_USER 1000
 
 // A thread handle (opaque): one thread slot of the pool, used by one thread at a
-// time.
+// time (a program that hands it to another thread does so with synchronization, as a
+// mutex or a thread join give). It is freed by a successful `pisces_handle_close`,
+// after which neither it nor a `pisces_tx` of it may be used.
 typedef struct pisces_handle pisces_handle;
 
-// An open pool (opaque).
+// An open pool (opaque). Any number of threads may use it at once; it is freed by
+// `pisces_pool_close`, after which no call may use it.
 typedef struct pisces_pool pisces_pool;
 
 // How to create or open a pool. Fill it with [`pisces_config_init`] first, then
@@ -166,8 +179,10 @@ typedef struct pisces_config {
 
 // A running transaction: passed to the `pisces_run` callback, or returned by
 // `pisces_tx_begin`. Valid until the transaction (or, for callbacks, the attempt)
-// ends; afterwards every function given it returns `PISCES_ESTALE`. Use it only on
-// the thread that runs the callback / called `pisces_tx_begin`.
+// ends; afterwards every function given it returns `PISCES_ESTALE`, as long as its
+// handle is open (after `pisces_handle_close` of the handle, using it is undefined
+// behaviour). Use it only on the thread that runs the callback / called
+// `pisces_tx_begin`.
 typedef struct pisces_tx {
   // The handle the transaction runs on.
   struct pisces_handle *handle;
@@ -177,7 +192,9 @@ typedef struct pisces_tx {
 
 // A transaction body for `pisces_run`: return 0 to commit, `PISCES_ECONFLICT` to roll
 // back and run again, anything else to roll back and make `pisces_run` return that
-// value.
+// value. It must return normally: no unwinding (C++ exceptions) and no `longjmp` out
+// of it. `tx` is valid during the call only, and so are the pointers its accesses
+// return.
 typedef int (*pisces_tx_fn)(struct pisces_tx tx, void *ctx);
 
 // Options of one transaction (NULL pointer = all zero = the defaults).
@@ -202,9 +219,10 @@ typedef struct pisces_hmap {
 } pisces_hmap;
 
 // Called for each entry by foreach / range: return 0 to go on, nonzero to stop.
-// `value` points to `value_size` bytes valid during the call. Inside it only reads
-// of the same transaction are allowed (`pisces_read`, `pisces_get`, lookups);
-// updates fail with `PISCES_EBUSY`.
+// `value` points to `value_size` bytes, read only and valid during the call. Inside
+// it only reads of the same transaction are allowed (`pisces_read`, `pisces_get`,
+// lookups); updates, commit, abort and closing the handle fail with `PISCES_EBUSY`.
+// It must return normally: no unwinding (C++ exceptions) and no `longjmp` out of it.
 typedef int (*pisces_entry_fn)(uint64_t key, const void *value, void *ctx);
 
 // A B+-tree handle (keys in order; range scans), like `pisces_hmap`.
@@ -222,34 +240,77 @@ extern "C" {
 // Number of engines this library knows (also those this build cannot run).
 size_t pisces_engine_count(void);
 
-// Name of engine `i` (0 ≤ i < `pisces_engine_count()`), a static string; NULL when
-// out of range.
+// Name of engine `i` (0 ≤ i < `pisces_engine_count()`); NULL when out of range.
+//
+// The string is static (valid for the rest of the process) and read only.
 const char *pisces_engine_name(size_t i);
 
 // 1 if this build can run the engine called `name`, 0 if it knows it but cannot run
 // it (`pmdk` without libpmemobj), -1 if the name is unknown or NULL.
+//
+// # Safety
+// `name` is NULL or a nul-terminated string, readable and unchanged during the call.
 int pisces_engine_available(const char *name);
 
 // Fill `cfg` with the defaults (64 MiB, engine from the pool / "pisces", medium
 // "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
+//
+// # Safety
+// `cfg` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_config` that no other
+// thread uses during the call.
 int pisces_config_init(struct pisces_config *cfg);
 
 // Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
 // NULL (defaults). On success `*out` is the pool; close it with `pisces_pool_close`.
+//
+// # Safety
+// * `path` is NULL (`PISCES_EINVAL`) or a nul-terminated string.
+// * `cfg` is NULL or points to an initialized `pisces_config` (`pisces_config_init`,
+//   then fields changed) whose `engine`, `engine_options` and `medium` are each NULL or
+//   a nul-terminated string.
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_pool *`.
+// * All of these stay readable (`out`: writable) and unchanged by other threads during
+//   the call; the library keeps none of them after it returns.
 int pisces_pool_create(const char *path, const struct pisces_config *cfg, struct pisces_pool **out);
 
-// Open an existing pool file, running recovery if it was not closed cleanly.
+// Open an existing pool file, running recovery if it was not closed cleanly. `cfg`
+// may be NULL (defaults; the engine is the pool's). On success `*out` is the pool;
+// close it with `pisces_pool_close`.
+//
+// # Safety
+// * `path` is NULL (`PISCES_EINVAL`) or a nul-terminated string.
+// * `cfg` is NULL or points to an initialized `pisces_config` (`pisces_config_init`,
+//   then fields changed) whose `engine`, `engine_options` and `medium` are each NULL or
+//   a nul-terminated string.
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_pool *`.
+// * All of these stay readable (`out`: writable) and unchanged by other threads during
+//   the call; the library keeps none of them after it returns.
 int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct pisces_pool **out);
 
 // Close a pool (NULL is accepted). Handles still open keep the pool open until the
 // last of them is closed; then pending work is written back and the file unlocked.
+//
+// # Safety
+// * `pool` is NULL or a pool object from `pisces_pool_create`, `pisces_pool_open` or
+//   the Rust `pool_from_rust`, not closed yet.
+// * No other call uses `pool` at the same time (on any thread), and none uses it after
+//   this one: the object is freed, and with it the string from `pisces_pool_engine`.
+//   Handles opened from it stay valid.
 int pisces_pool_close(struct pisces_pool *pool);
 
 // Write back everything pending and make the whole pool durable now.
+//
+// # Safety
+// `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+// `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
 int pisces_pool_sync(struct pisces_pool *pool);
 
-// The name of the engine running the pool (valid while the pool is open); NULL if
-// `pool` is NULL.
+// The name of the engine running the pool; NULL if `pool` is NULL.
+//
+// # Safety
+// * `pool` is NULL or an open pool object (not passed to `pisces_pool_close` before
+//   this call returns). Other threads may use it meanwhile.
+// * The string returned is read only and valid until `pisces_pool_close(pool)`.
 const char *pisces_pool_engine(const struct pisces_pool *pool);
 
 // The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
@@ -257,26 +318,55 @@ const char *pisces_pool_engine(const struct pisces_pool *pool);
 // library's root object (`Pool::root_bytes`), with the same checks: it can never be
 // freed. Runs its own transaction, which needs a free thread slot (waits
 // `slot_wait_ms` for one).
+//
+// # Safety
+// * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+//   `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
+// * `off` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+//   thread uses during the call.
 int pisces_root(struct pisces_pool *pool, uint64_t size, uint64_t *off);
 
 // Take one of the pool's thread slots (`PISCES_ETHREADS` when all `max_threads`
 // are taken). A handle is used by one thread at a time; close it with
 // `pisces_handle_close` (before or after the pool).
+//
+// # Safety
+// * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+//   `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_handle *` that no
+//   other thread uses during the call.
 int pisces_handle_open(struct pisces_pool *pool, struct pisces_handle **out);
 
 // Give the thread slot back (NULL is accepted). An explicit transaction still open
 // on it is aborted (close it then on the thread that began the transaction:
 // `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
 // called from inside a `pisces_run` callback of this handle.
+//
+// # Safety
+// * `h` is NULL or a handle from `pisces_handle_open`, not closed yet, that no other
+//   thread uses during the call.
+// * When it returns `PISCES_OK` the handle is freed: neither `h` nor any `pisces_tx`
+//   of it may be used again, on any thread (a `pisces_tx` is checked for staleness only
+//   while its handle is open), and no pointer from its transactions.
 int pisces_handle_close(struct pisces_handle *h);
 
 // Wait until every transaction this handle committed is durable (after transactions
 // with `deferred_durability`).
+//
+// # Safety
+// `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+// closed) that no other thread uses during the call.
 int pisces_handle_wait_durable(struct pisces_handle *h);
 
 // Commits, conflict retries and failed transactions on this handle (callback and
 // explicit ones; an explicit transaction rolled back by a conflict counts as a
 // conflict, any other abort as a failure).
+//
+// # Safety
+// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+//   closed) that no other thread uses during the call.
+// * `commits`, `conflicts` and `failed` are each NULL (not filled in) or point to a
+//   writable `uint64_t` that no other thread uses during the call.
 int pisces_handle_stats(struct pisces_handle *h,
                         uint64_t *commits,
                         uint64_t *conflicts,
@@ -284,6 +374,17 @@ int pisces_handle_stats(struct pisces_handle *h,
 
 // Run `fn(tx, ctx)` as one transaction with the default options (see
 // `pisces_run_with`).
+//
+// # Safety
+// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+//   closed) that no other thread uses until this call returns: neither the handle nor
+//   a `pisces_tx` of it (the callback's `tx` is for this thread).
+// * `f` is NULL (`PISCES_EINVAL`) or a function that returns normally on every call:
+//   it must not unwind (a C++ exception) or `longjmp` out of it.
+// * `ctx` is passed to `f` as is; the library never dereferences it.
+// * The `tx` given to `f` is valid during that call only: afterwards it returns
+//   `PISCES_ESTALE` (while the handle is open). Pointers from accesses inside `f`
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) end with the call at the latest.
 int pisces_run(struct pisces_handle *h, pisces_tx_fn f, void *ctx);
 
 // Run `fn(tx, ctx)` as one transaction, retrying it on conflicts, and return when it
@@ -294,7 +395,20 @@ int pisces_run(struct pisces_handle *h, pisces_tx_fn f, void *ctx);
 // `PISCES_ECONFLICT`, the attempt is rolled back and `fn` runs again. Any other
 // nonzero value rolls back and is returned by `pisces_run` (an error code of an access
 // passed on keeps its `pisces_errmsg`; use values from `PISCES_USER` up for your own).
-// `opts` may be NULL. `fn` must not unwind (longjmp) out of the call.
+// `opts` may be NULL (the defaults).
+//
+// # Safety
+// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+//   closed) that no other thread uses until this call returns: neither the handle nor
+//   a `pisces_tx` of it (the callback's `tx` is for this thread).
+// * `f` is NULL (`PISCES_EINVAL`) or a function that returns normally on every call:
+//   it must not unwind (a C++ exception) or `longjmp` out of it.
+// * `ctx` is passed to `f` as is; the library never dereferences it.
+// * The `tx` given to `f` is valid during that call only: afterwards it returns
+//   `PISCES_ESTALE` (while the handle is open). Pointers from accesses inside `f`
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) end with the call at the latest.
+// * `opts` is NULL or points to an initialized `pisces_tx_options`, readable during
+//   the call.
 int pisces_run_with(struct pisces_handle *h,
                     const struct pisces_tx_options *opts,
                     pisces_tx_fn f,
@@ -305,32 +419,90 @@ int pisces_run_with(struct pisces_handle *h,
 // `pisces_alloc` / `pisces_root`) and the object at least `len` bytes long; a field
 // inside it is at `(const char *)*out + field_offset`.
 //
-// Lifetime: valid until the next `pisces_write`, `pisces_alloc`, `pisces_free` or
-// container update of the same transaction, or its end, whichever comes first.
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `const void *` that no
+//   other thread uses during the call.
+// * `*out` may be read for `len` bytes, never written through, until the next
+//   `pisces_write`, `pisces_put`, `pisces_alloc`, `pisces_free` or container update
+//   (insert, remove, create, destroy) of the same transaction, or its end (commit,
+//   abort, the return of the `pisces_run` callback), whichever comes first.
 int pisces_read(struct pisces_tx tx, uint64_t off, size_t len, const void **out);
 
 // `*out` = a pointer to this transaction's writable version of the first `len` bytes
 // of the object at `off` (the object is locked until the transaction ends; a
 // concurrent writer of it makes one of the two fail with `PISCES_ECONFLICT`).
 //
-// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
-// `pisces_alloc`, `pisces_free` or container update of the same transaction, or its
-// end. Writing through it after that is undefined behaviour.
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `void *` that no other
+//   thread uses during the call and that is not memory the transaction handed out.
+// * `*out` may be read and written for `len` bytes until the next `pisces_write`,
+//   `pisces_put`, `pisces_alloc`, `pisces_free` or container update (insert, remove,
+//   create, destroy) of the same transaction, or its end (commit, abort, the return of
+//   the `pisces_run` callback), whichever comes first.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on, and pass none to it.
 int pisces_write(struct pisces_tx tx, uint64_t off, size_t len, void **out);
 
 // Copy `len` bytes at byte `at` of the object at `off` into `dst` (no pointer
 // lifetime to mind; the object must have at least `at + len` bytes).
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `dst` is valid for writes of `len` bytes (NULL only with `len` 0, else
+//   `PISCES_EINVAL`), no other thread uses them during the call, and they do not
+//   overlap the bytes copied (as a pointer from `pisces_write` of the same object
+//   could). It is not a pointer from `pisces_read` / `pisces_hmap_find`, which are
+//   read only.
 int pisces_get(struct pisces_tx tx, uint64_t off, size_t at, void *dst, size_t len);
 
 // Copy `len` bytes from `src` to byte `at` of the object at `off` (the object must
 // have at least `at + len` bytes).
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `src` is valid for reads of `len` bytes (NULL only with `len` 0, else
+//   `PISCES_EINVAL`), unchanged by other threads during the call, and not memory the
+//   transaction handed out: copy bytes from `pisces_read` / `pisces_write` /
+//   `pisces_hmap_find` to a buffer of your own first.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on, and pass none to it.
 int pisces_put(struct pisces_tx tx, uint64_t off, size_t at, const void *src, size_t len);
 
 // Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
 // released again if the transaction rolls back.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `off` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+//   thread uses during the call and that is not memory the transaction handed out.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on, and pass none to it.
 int pisces_alloc(struct pisces_tx tx, size_t len, uint64_t *off);
 
 // Free the object at `off` when the transaction commits.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_free(struct pisces_tx tx, uint64_t off);
 
 // 1 if `value_size` is supported by the containers, else 0.
@@ -338,6 +510,16 @@ int pisces_value_size_supported(size_t value_size);
 
 // Create an empty hash map with `buckets` chains (fixed for its life; about a tenth
 // of the expected entries is a good count) and values of `value_size` bytes.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_hmap` that no other
+//   thread uses during the call and that is not memory the transaction handed out.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_hmap_create(struct pisces_tx tx,
                        size_t buckets,
                        size_t value_size,
@@ -345,6 +527,21 @@ int pisces_hmap_create(struct pisces_tx tx,
 
 // Insert or replace `key` with the `value_size` bytes at `value`; `*replaced` (may be
 // NULL) = 1 if the key was present.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `value` is NULL (`PISCES_EINVAL`) or valid for reads of `value_size` bytes of the
+//   map (`m.value_size`), unchanged during the call.
+// * `replaced` is NULL or points to a writable `int` that no other thread uses during
+//   the call.
+// * Neither `value` nor `replaced` is memory the transaction handed out: copy bytes
+//   from `pisces_read` / `pisces_write` / `pisces_hmap_find` to a buffer of your own
+//   first.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_hmap_insert(struct pisces_tx tx,
                        struct pisces_hmap m,
                        uint64_t key,
@@ -353,18 +550,49 @@ int pisces_hmap_insert(struct pisces_tx tx,
 
 // Look `key` up: `*found` (may be NULL) = 1 and the value copied to `out` (may be
 // NULL) if present, else `*found` = 0 (not an error).
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL or valid for writes of `value_size` bytes of the map
+//   (`m.value_size`) that do not overlap the map's own objects in the pool; it is not a
+//   pointer from `pisces_read` / `pisces_hmap_find` (read only).
+// * `found` is NULL or points to a writable `int`.
+// * No other thread uses `*out` or `*found` during the call.
 int pisces_hmap_get(struct pisces_tx tx, struct pisces_hmap m, uint64_t key, void *out, int *found);
 
 // Look `key` up without copying: `*value` = a pointer to its `value_size` bytes in
 // this transaction's snapshot, or NULL if the key is absent (not an error).
 //
-// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
-// `pisces_put`, `pisces_alloc`, `pisces_free` or container update of the same
-// transaction, or its end; read only.
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `value` is NULL (`PISCES_EINVAL`) or points to a writable `const void *` that no
+//   other thread uses during the call.
+// * `*value` may be read for `value_size` bytes, never written through, until the next
+//   `pisces_write`, `pisces_put`, `pisces_alloc`, `pisces_free` or container update
+//   (insert, remove, create, destroy) of the same transaction, or its end (commit,
+//   abort, the return of the `pisces_run` callback), whichever comes first — as a
+//   pointer from `pisces_read`.
 int pisces_hmap_find(struct pisces_tx tx, struct pisces_hmap m, uint64_t key, const void **value);
 
 // Remove `key`: `*found` (may be NULL) = 1 and the old value copied to `old` (may be
 // NULL) if it was present.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `old` is NULL or valid for writes of `value_size` bytes of the map
+//   (`m.value_size`); `found` is NULL or points to a writable `int`; no other thread
+//   uses them during the call.
+// * Neither `old` nor `found` is memory the transaction handed out (`pisces_read`,
+//   `pisces_write`, `pisces_hmap_find`).
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_hmap_remove(struct pisces_tx tx,
                        struct pisces_hmap m,
                        uint64_t key,
@@ -372,32 +600,111 @@ int pisces_hmap_remove(struct pisces_tx tx,
                        int *found);
 
 // `*len` = the number of entries (counted by walking the map).
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `len` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+//   thread uses during the call; it is not a pointer from `pisces_read` /
+//   `pisces_hmap_find` (read only).
 int pisces_hmap_len(struct pisces_tx tx, struct pisces_hmap m, uint64_t *len);
 
 // Call `fn(key, value, ctx)` for every entry (bucket order) until it returns nonzero.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `f` is NULL (`PISCES_EINVAL`) or a `pisces_entry_fn` that returns normally on every
+//   call: no unwinding (C++ exceptions) and no `longjmp` out of it. `ctx` is passed to
+//   it as is; the library never dereferences it.
+// * The `value` given to `f` may be read for `value_size` bytes during that call only,
+//   never written through. Inside `f` only reads of `tx` are allowed (others return
+//   `PISCES_EBUSY`), so pointers the transaction handed out stay valid across it.
 int pisces_hmap_foreach(struct pisces_tx tx, struct pisces_hmap m, pisces_entry_fn f, void *ctx);
 
 // Free the map and all its entries (at commit). The handle must not be used again.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_hmap_destroy(struct pisces_tx tx, struct pisces_hmap m);
 
 // Create an empty B+-tree (fanout 16) with values of `value_size` bytes.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_btree` that no
+//   other thread uses during the call and that is not memory the transaction handed
+//   out.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_btree_create(struct pisces_tx tx, size_t value_size, struct pisces_btree *out);
 
-// Insert or replace `key` (see `pisces_hmap_insert`).
+// Insert or replace `key` with the `value_size` bytes at `value`; `*replaced` (may be
+// NULL) = 1 if the key was present.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `value` is NULL (`PISCES_EINVAL`) or valid for reads of `value_size` bytes of the
+//   tree (`t.value_size`), unchanged during the call.
+// * `replaced` is NULL or points to a writable `int` that no other thread uses during
+//   the call.
+// * Neither `value` nor `replaced` is memory the transaction handed out: copy bytes
+//   from `pisces_read` / `pisces_write` / `pisces_hmap_find` to a buffer of your own
+//   first.
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_btree_insert(struct pisces_tx tx,
                         struct pisces_btree t,
                         uint64_t key,
                         const void *value,
                         int *replaced);
 
-// Look `key` up (see `pisces_hmap_get`).
+// Look `key` up: `*found` (may be NULL) = 1 and the value copied to `out` (may be
+// NULL) if present, else `*found` = 0 (not an error).
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `out` is NULL or valid for writes of `value_size` bytes of the tree
+//   (`t.value_size`) that do not overlap the tree's own objects in the pool; it is not
+//   a pointer from `pisces_read` / `pisces_hmap_find` (read only).
+// * `found` is NULL or points to a writable `int`.
+// * No other thread uses `*out` or `*found` during the call.
 int pisces_btree_get(struct pisces_tx tx,
                      struct pisces_btree t,
                      uint64_t key,
                      void *out,
                      int *found);
 
-// Remove `key` (see `pisces_hmap_remove`).
+// Remove `key`: `*found` (may be NULL) = 1 and the old value copied to `old` (may be
+// NULL) if it was present.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `old` is NULL or valid for writes of `value_size` bytes of the tree
+//   (`t.value_size`); `found` is NULL or points to a writable `int`; no other thread
+//   uses them during the call.
+// * Neither `old` nor `found` is memory the transaction handed out (`pisces_read`,
+//   `pisces_write`, `pisces_hmap_find`).
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_btree_remove(struct pisces_tx tx,
                         struct pisces_btree t,
                         uint64_t key,
@@ -405,10 +712,29 @@ int pisces_btree_remove(struct pisces_tx tx,
                         int *found);
 
 // `*len` = the number of entries.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `len` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+//   thread uses during the call; it is not a pointer from `pisces_read` /
+//   `pisces_hmap_find` (read only).
 int pisces_btree_len(struct pisces_tx tx, struct pisces_btree t, uint64_t *len);
 
 // Call `fn(key, value, ctx)` for the entries with `lo <= key <= hi`, in key order,
 // until it returns nonzero. (0 and UINT64_MAX scan everything.)
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * `f` is NULL (`PISCES_EINVAL`) or a `pisces_entry_fn` that returns normally on every
+//   call: no unwinding (C++ exceptions) and no `longjmp` out of it. `ctx` is passed to
+//   it as is; the library never dereferences it.
+// * The `value` given to `f` may be read for `value_size` bytes during that call only,
+//   never written through. Inside `f` only reads of `tx` are allowed (others return
+//   `PISCES_EBUSY`), so pointers the transaction handed out stay valid across it.
 int pisces_btree_range(struct pisces_tx tx,
                        struct pisces_btree t,
                        uint64_t lo,
@@ -416,14 +742,25 @@ int pisces_btree_range(struct pisces_tx tx,
                        pisces_entry_fn f,
                        void *ctx);
 
-// Free the tree and all its entries (at commit).
+// Free the tree and all its entries (at commit). The handle must not be used again.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`).
+// * This call ends the validity of every pointer the transaction handed out before
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+//   on.
 int pisces_btree_destroy(struct pisces_tx tx, struct pisces_btree t);
 
-// The message of the last failed call on this thread ("" if none failed yet). Valid
-// until the next failing call on this thread.
+// The message of the last failed call on this thread ("" if none failed yet).
+//
+// The string is read only and valid until the next failing call on this thread, and
+// not after the thread exits; copy it to keep it.
 const char *pisces_errmsg(void);
 
-// A short static description of a return code.
+// A short description of a return code. The string is static (valid for the rest of
+// the process) and read only.
 const char *pisces_strerror(int code);
 
 // Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.
@@ -434,6 +771,17 @@ const char *pisces_strerror(int code);
 // handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
 // this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
 // one delays the write-backs of other threads' commits until it ends.
+//
+// # Safety
+// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+//   closed) that no other thread uses during the call.
+// * `opts` is NULL or points to an initialized `pisces_tx_options`, readable during
+//   the call.
+// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_tx` that no other
+//   thread uses during the call.
+// * The transaction is ended on this thread (`pisces_tx_commit`, `pisces_tx_abort` or
+//   `pisces_handle_close`) before the thread exits: the thread check compares the
+//   address of a thread-local variable, which a thread started later may reuse.
 int pisces_tx_begin(struct pisces_handle *h,
                     const struct pisces_tx_options *opts,
                     struct pisces_tx *out);
@@ -441,9 +789,25 @@ int pisces_tx_begin(struct pisces_handle *h,
 // Commit the explicit transaction `tx` (durable on return unless
 // `deferred_durability`). `PISCES_ECONFLICT`: it was rolled back; run it again.
 // Afterwards `tx` is stale whatever the outcome.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`), one used on another thread than its `pisces_tx_begin`'s too
+//   (`PISCES_EINVAL`).
+// * Once it returns, whatever the outcome, no pointer the transaction handed out
+//   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) may be used.
 int pisces_tx_commit(struct pisces_tx tx);
 
 // Roll back the explicit transaction `tx`. Afterwards `tx` is stale.
+//
+// # Safety
+// * `tx`: its handle is open (not closed since the transaction began) and no other
+//   thread uses it during the call; a `tx` whose transaction has ended is refused
+//   (`PISCES_ESTALE`), one used on another thread than its `pisces_tx_begin`'s too
+//   (`PISCES_EINVAL`).
+// * Once it returns, no pointer the transaction handed out (`pisces_read`,
+//   `pisces_write`, `pisces_hmap_find`) may be used.
 int pisces_tx_abort(struct pisces_tx tx);
 
 #ifdef __cplusplus

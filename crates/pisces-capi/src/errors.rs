@@ -164,8 +164,10 @@ fn panicked(p: Box<dyn std::any::Any + Send>) -> c_int {
     .0
 }
 
-/// The message of the last failed call on this thread ("" if none failed yet). Valid
-/// until the next failing call on this thread.
+/// The message of the last failed call on this thread ("" if none failed yet).
+///
+/// The string is read only and valid until the next failing call on this thread, and
+/// not after the thread exits; copy it to keep it.
 #[no_mangle]
 pub extern "C" fn pisces_errmsg() -> *const c_char {
     // `try_with`: during thread exit the message may be gone already.
@@ -178,7 +180,8 @@ pub extern "C" fn pisces_errmsg() -> *const c_char {
     .unwrap_or(c"".as_ptr())
 }
 
-/// A short static description of a return code.
+/// A short description of a return code. The string is static (valid for the rest of
+/// the process) and read only.
 #[no_mangle]
 pub extern "C" fn pisces_strerror(code: c_int) -> *const c_char {
     catch_unwind(|| strerror(code).as_ptr().cast()).unwrap_or(c"unknown code".as_ptr())

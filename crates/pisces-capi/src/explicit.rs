@@ -27,7 +27,10 @@
 //!   thread and some engines keep per-thread transaction state. C cannot be stopped
 //!   from passing a `pisces_tx` to another thread, so every use of an explicit
 //!   transaction (accesses, commit, abort, closing the handle) checks that it runs on
-//!   the thread that began it (`PISCES_EINVAL` otherwise).
+//!   the thread that began it (`PISCES_EINVAL` otherwise). The check compares the
+//!   address of a thread-local, which a thread started after that one exits may get
+//!   too: so `pisces_tx_begin`'s contract has the transaction ended before its thread
+//!   exits.
 //! * Pointers handed to C follow the header's lifetime rule, the C form of the Rust
 //!   borrows (`&self` for reads, `&mut self` for writes, `self` for commit).
 //!
@@ -84,6 +87,17 @@ fn other_thread() -> Fail {
 /// handle at a time (`PISCES_EBUSY`), and none of the same pool already running on
 /// this thread (`PISCES_ENESTED`). Keep it short: like any running transaction, an open
 /// one delays the write-backs of other threads' commits until it ends.
+///
+/// # Safety
+/// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+///   closed) that no other thread uses during the call.
+/// * `opts` is NULL or points to an initialized `pisces_tx_options`, readable during
+///   the call.
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_tx` that no other
+///   thread uses during the call.
+/// * The transaction is ended on this thread (`pisces_tx_commit`, `pisces_tx_abort` or
+///   `pisces_handle_close`) before the thread exits: the thread check compares the
+///   address of a thread-local variable, which a thread started later may reuse.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_begin(
     h: *mut pisces_handle,
@@ -91,10 +105,18 @@ pub unsafe extern "C" fn pisces_tx_begin(
     out: *mut pisces_tx,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")?;
-        let hr = handle_ref(h)?;
-        let opts = to_tx_options(opts)?;
-        let th: *mut ThreadHandle = idle_th(hr)?;
+        // SAFETY: `out` is NULL or a writable `pisces_tx` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
+        // (contract).
+        let hr = unsafe { handle_ref(h) }?;
+        // SAFETY: `opts` is NULL or initialized options (contract).
+        let opts = unsafe { to_tx_options(opts) }?;
+        // SAFETY: the borrow becomes the explicit transaction's below, and `mode` is
+        // `Explicit` until that transaction is taken out again (the rule of `idle_th`);
+        // no C code runs in between.
+        let th: *mut ThreadHandle = unsafe { idle_th(hr) }?;
         // SAFETY: the lifetime of the borrow is erased (module docs): the handle is
         // idle, so no other reference to its thread state exists; from here until the
         // transaction is taken out again `mode` is `Explicit`, which keeps `idle_th`
@@ -124,10 +146,18 @@ pub unsafe extern "C" fn pisces_tx_begin(
 
 /// End the explicit transaction of `h` (running on this thread): commit or roll back.
 /// The handle is idle afterwards whatever happened.
-pub(crate) fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
-    // SAFETY: no other borrow of the slot is alive (entry points do not nest on a
-    // handle's explicit transaction: a C callback cannot run inside this function).
-    set_idle(h); // clears `h.tx` before the transaction moves
+///
+/// # Safety
+/// * The explicit transaction of `h`, if any, was begun on this thread
+///   ([`check_thread`] passed): it is not `Send`.
+/// * No reference to its `Tx` (through `h.tx`) or to the slot `h.explicit` is alive:
+///   the caller is not inside a `with_tx_ref` / `with_tx_mut` of `h` (so `h` is not
+///   iterating) nor inside a callback of `h`.
+pub(crate) unsafe fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
+    // Clears `h.tx` before the transaction moves.
+    set_idle(h);
+    // SAFETY: no other borrow of the slot is alive (contract), and none is made while
+    // this one lives: no C code runs inside this function.
     let t = unsafe { (*h.explicit.get()).take() };
     match t {
         Some(t) if commit => t.commit().map_err(|e| {
@@ -148,8 +178,16 @@ pub(crate) fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
     }
 }
 
+/// The handle of the current explicit transaction `tx`, checked for ending it here:
+/// `PISCES_ESTALE` for an ended or callback transaction, `PISCES_EBUSY` inside a
+/// foreach/range callback, `PISCES_EINVAL` on another thread than the one that began it.
+///
+/// # Safety
+/// `tx.handle` is NULL or an open handle that stays open and is used by no other thread
+/// during `'a` (as for `current`).
 unsafe fn explicit_of<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
-    let h = current(tx)?;
+    // SAFETY: the contract of `current`, which this function's contract gives.
+    let h = unsafe { current(tx) }?;
     if h.mode.get() != Mode::Explicit {
         return Err(Fail::new(
             PISCES_ESTALE,
@@ -169,13 +207,42 @@ unsafe fn explicit_of<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
 /// Commit the explicit transaction `tx` (durable on return unless
 /// `deferred_durability`). `PISCES_ECONFLICT`: it was rolled back; run it again.
 /// Afterwards `tx` is stale whatever the outcome.
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`), one used on another thread than its `pisces_tx_begin`'s too
+///   (`PISCES_EINVAL`).
+/// * Once it returns, whatever the outcome, no pointer the transaction handed out
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) may be used.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_commit(tx: pisces_tx) -> c_int {
-    entry(move || end(explicit_of(tx)?, true))
+    entry(move || {
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let h = unsafe { explicit_of(tx) }?;
+        // SAFETY: `explicit_of` checked that this is the thread that began the
+        // transaction and that `h` is not iterating. So no reference to its `Tx` is
+        // alive: the only `with_tx_*` that runs C code is a foreach/range scan, which
+        // sets `iterating`, and inside a `pisces_run` callback `h` is not `Explicit`.
+        unsafe { end(h, true) }
+    })
 }
 
 /// Roll back the explicit transaction `tx`. Afterwards `tx` is stale.
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`), one used on another thread than its `pisces_tx_begin`'s too
+///   (`PISCES_EINVAL`).
+/// * Once it returns, no pointer the transaction handed out (`pisces_read`,
+///   `pisces_write`, `pisces_hmap_find`) may be used.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_tx_abort(tx: pisces_tx) -> c_int {
-    entry(move || end(explicit_of(tx)?, false))
+    entry(move || {
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let h = unsafe { explicit_of(tx) }?;
+        // SAFETY: as in `pisces_tx_commit`.
+        unsafe { end(h, false) }
+    })
 }

@@ -17,7 +17,6 @@
 //! (`pisces_tx_begin` / `pisces_tx_commit` / `pisces_tx_abort`, see [`explicit`]);
 //! both run on the calling thread.
 #![allow(non_camel_case_types)]
-#![allow(clippy::missing_safety_doc)]
 
 pub mod containers;
 mod errors;
@@ -89,8 +88,10 @@ pub const PISCES_ISOLATION_LINEARIZABLE: c_int = 3;
 
 /// A running transaction: passed to the `pisces_run` callback, or returned by
 /// `pisces_tx_begin`. Valid until the transaction (or, for callbacks, the attempt)
-/// ends; afterwards every function given it returns `PISCES_ESTALE`. Use it only on
-/// the thread that runs the callback / called `pisces_tx_begin`.
+/// ends; afterwards every function given it returns `PISCES_ESTALE`, as long as its
+/// handle is open (after `pisces_handle_close` of the handle, using it is undefined
+/// behaviour). Use it only on the thread that runs the callback / called
+/// `pisces_tx_begin`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct pisces_tx {
@@ -102,13 +103,23 @@ pub struct pisces_tx {
 
 /// A transaction body for `pisces_run`: return 0 to commit, `PISCES_ECONFLICT` to roll
 /// back and run again, anything else to roll back and make `pisces_run` return that
-/// value.
+/// value. It must return normally: no unwinding (C++ exceptions) and no `longjmp` out
+/// of it. `tx` is valid during the call only, and so are the pointers its accesses
+/// return.
 pub type pisces_tx_fn = Option<unsafe extern "C" fn(tx: pisces_tx, ctx: *mut c_void) -> c_int>;
 
-/// An open pool (opaque).
+/// An open pool (opaque). Any number of threads may use it at once; it is freed by
+/// `pisces_pool_close`, after which no call may use it.
 pub struct pisces_pool {
     shared: Arc<PoolShared>,
 }
+
+// Many threads use one `pisces_pool` at once (documented), through shared references
+// (`pool_ref`): it must be `Sync`, and `Send` for the last close on any thread.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<pisces_pool>();
+};
 
 struct PoolShared {
     pool: Pool,
@@ -123,7 +134,9 @@ enum Mode {
 }
 
 /// A thread handle (opaque): one thread slot of the pool, used by one thread at a
-/// time.
+/// time (a program that hands it to another thread does so with synchronization, as a
+/// mutex or a thread join give). It is freed by a successful `pisces_handle_close`,
+/// after which neither it nor a `pisces_tx` of it may be used.
 pub struct pisces_handle {
     /// The running explicit transaction (while `mode == Explicit`): a borrow of `th`
     /// with its lifetime erased (see [`explicit`]). Declared before `th` so that it is
@@ -156,11 +169,18 @@ impl Drop for pisces_handle {
 // ---------------------------------------------------------------------------------
 // Helpers
 
+/// The string at `p` (`None` for NULL); `PISCES_EINVAL` if it is not UTF-8.
+///
+/// # Safety
+/// `p` is NULL or points to a nul-terminated string that stays readable and unchanged
+/// for `'a`.
 unsafe fn cstr_opt<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, Fail> {
     if p.is_null() {
         return Ok(None);
     }
-    CStr::from_ptr(p)
+    // SAFETY: `p` is not NULL, so by the contract it points to a nul-terminated string
+    // that is readable and unchanged for `'a`.
+    unsafe { CStr::from_ptr(p) }
         .to_str()
         .map(Some)
         .map_err(|_| Fail::new(PISCES_EINVAL, format!("{what} is not valid UTF-8")))
@@ -176,21 +196,33 @@ fn engine_by_name(name: &str) -> Result<EngineId, Fail> {
     })
 }
 
+/// The library's configuration for the C one at `cfg` (NULL: the defaults).
+///
+/// # Safety
+/// `cfg` is NULL or points to an initialized `pisces_config` (as `pisces_config_init`
+/// leaves it) whose `engine`, `engine_options` and `medium` are each NULL or a
+/// nul-terminated string; all of it stays readable and unchanged during the call (the
+/// result keeps no pointer into it).
 unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
     let mut c = pisces_config_default();
     if !cfg.is_null() {
-        c = *cfg;
+        // SAFETY: not NULL, so by the contract an initialized, readable `pisces_config`
+        // (plain integers and pointers: every initialized value is valid).
+        c = unsafe { *cfg };
     }
-    let mut out = Config {
-        size: c.size,
-        max_threads: c.max_threads as usize,
-        log_bytes_per_thread: usize::try_from(c.log_bytes_per_thread)
-            .map_err(|_| Fail::new(PISCES_ECONFIG, "log_bytes_per_thread is too large"))?,
-        recovery_threads: (c.recovery_threads as usize).max(1),
-        slot_wait: Duration::from_millis(c.slot_wait_ms),
-        ..Config::default()
-    };
-    if let Some(name) = cstr_opt(c.engine, "engine")? {
+    let mut out = Config::default()
+        .size(c.size)
+        .max_threads(c.max_threads as usize)
+        .log_bytes_per_thread(
+            usize::try_from(c.log_bytes_per_thread)
+                .map_err(|_| Fail::new(PISCES_ECONFIG, "log_bytes_per_thread is too large"))?,
+        )
+        .recovery_threads((c.recovery_threads as usize).max(1))
+        .slot_wait(Duration::from_millis(c.slot_wait_ms));
+    // SAFETY: each string field of `c` is NULL or a nul-terminated string readable
+    // during this call (contract); the `&str` is used only before it returns. The same
+    // holds for the two `cstr_opt` calls below.
+    if let Some(name) = unsafe { cstr_opt(c.engine, "engine") }? {
         let e = engine_by_name(name)?;
         if !e.available() {
             return Err(Fail::new(
@@ -203,10 +235,12 @@ unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
         }
         out.engine = Some(e);
     }
-    if let Some(opts) = cstr_opt(c.engine_options, "engine_options")? {
+    // SAFETY: see above.
+    if let Some(opts) = unsafe { cstr_opt(c.engine_options, "engine_options") }? {
         out.engine_options = opts.parse::<EngineOptions>()?;
     }
-    out.medium = match cstr_opt(c.medium, "medium")?.unwrap_or("dram") {
+    // SAFETY: see above.
+    out.medium = match unsafe { cstr_opt(c.medium, "medium") }?.unwrap_or("dram") {
         "dram" => MediumKind::Dram {
             write_latency_ns: c.dram_write_latency_ns,
             bandwidth_bytes_per_sec: 0,
@@ -238,12 +272,18 @@ fn pisces_config_default() -> pisces_config {
     }
 }
 
+/// The library's options for the C ones at `o` (NULL: the defaults).
+///
+/// # Safety
+/// `o` is NULL or points to an initialized, readable `pisces_tx_options`.
 #[inline(always)]
 unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> {
     let o = if o.is_null() {
         pisces_tx_options::default()
     } else {
-        *o
+        // SAFETY: not NULL, so by the contract an initialized, readable
+        // `pisces_tx_options` (three `c_int`s: every initialized value is valid).
+        unsafe { *o }
     };
     let isolation = match o.isolation {
         PISCES_ISOLATION_DEFAULT => None,
@@ -268,22 +308,44 @@ unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> 
     })
 }
 
+/// The pool at `p`; `PISCES_EINVAL` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a pool object from `pisces_pool_create`,
+/// `pisces_pool_open` or [`pool_from_rust`] that `pisces_pool_close` does not free
+/// during `'a`. Other threads may use it meanwhile (`pisces_pool` is `Sync`).
 unsafe fn pool_ref<'a>(p: *const pisces_pool) -> Result<&'a pisces_pool, Fail> {
-    p.as_ref()
-        .ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
+    // SAFETY: by the contract `p` is NULL or a live pool object for `'a`; shared
+    // references to it on several threads are fine, as it is `Sync`.
+    unsafe { p.as_ref() }.ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
 }
 
+/// The handle at `h`; `PISCES_EINVAL` for NULL.
+///
+/// # Safety
+/// `h` is NULL or points to a handle from `pisces_handle_open` that
+/// `pisces_handle_close` does not free during `'a`, and no other thread uses it during
+/// `'a` (`pisces_handle` is not `Sync`: its state is in `Cell`s).
 #[inline(always)]
 unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, Fail> {
-    match h.as_ref() {
+    // SAFETY: by the contract `h` is NULL or a live handle for `'a`, referenced only
+    // from this thread meanwhile.
+    match unsafe { h.as_ref() } {
         Some(h) => Ok(h),
         None => Err(null_arg("the handle")),
     }
 }
 
+/// The out-parameter `p` as a reference; `PISCES_EINVAL` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a `T` (aligned, readable and writable) that nothing else
+/// reads or writes during `'a`.
 #[inline(always)]
 unsafe fn out_ptr<'a, T>(p: *mut T, what: &'static str) -> Result<&'a mut T, Fail> {
-    match p.as_mut() {
+    // SAFETY: by the contract `p` is NULL or points to a `T` that only the returned
+    // reference uses during `'a`.
+    match unsafe { p.as_mut() } {
         Some(r) => Ok(r),
         None => Err(null_arg(what)),
     }
@@ -307,9 +369,15 @@ fn not_in_tx(pool: &Pool) -> Result<(), Fail> {
 }
 
 /// The handle of a current transaction, or `PISCES_ESTALE`.
+///
+/// # Safety
+/// `tx.handle` is NULL or an open handle that stays open and is used by no other thread
+/// during `'a` (as for [`handle_ref`]); `tx.generation` may be any value (one that is
+/// not current is refused).
 #[inline(always)]
 unsafe fn current<'a>(tx: pisces_tx) -> Result<&'a pisces_handle, Fail> {
-    let h = handle_ref(tx.handle)?;
+    // SAFETY: the contract of `handle_ref`, which this function's contract gives.
+    let h = unsafe { handle_ref(tx.handle) }?;
     if h.mode.get() == Mode::Idle || h.generation.get() != tx.generation {
         return Err(stale());
     }
@@ -327,30 +395,46 @@ fn stale() -> Fail {
 }
 
 /// Run `f` with shared access to the running transaction `tx`.
+///
+/// # Safety
+/// * `tx.handle` is as for [`current`], for the duration of the call.
+/// * If `f` runs C code, the handle's `iterating` flag is set while it does, so that the
+///   C code can reach the transaction only shared (through this function again), not
+///   exclusively ([`with_tx_mut`]) nor to end it.
 #[inline]
 pub(crate) unsafe fn with_tx_ref<R>(
     tx: pisces_tx,
     f: impl FnOnce(&Tx<'_>) -> Result<R, Fail>,
 ) -> Result<R, Fail> {
-    let h = current(tx)?;
+    // SAFETY: this function's contract includes `current`'s.
+    let h = unsafe { current(tx) }?;
     if h.mode.get() == Mode::Explicit {
         explicit::check_thread(h)?;
     }
-    // SAFETY: `h.tx` points to the running transaction's `Tx` (the callback's attempt,
-    // or the one inside the handle's explicit transaction), which stays in place while
-    // the transaction runs; only shared references to it exist while C code can run
-    // (a foreach/range callback reading again), exclusive ones only outside callbacks.
-    f(&*h.tx.get())
+    // SAFETY: `tx` is current, so `h.tx` points to the running transaction's `Tx` (the
+    // callback's attempt, or the one inside the handle's explicit transaction), which
+    // stays in place while the transaction runs. It runs on this thread: an explicit
+    // one was checked above, and a callback's handle is used by no other thread until
+    // its `pisces_run` returns (contract). Only shared references to it exist while C
+    // code can run (a foreach/range callback reading again, with `iterating` set),
+    // exclusive ones only outside callbacks.
+    f(unsafe { &*h.tx.get() })
 }
 
 /// Run `f` with exclusive access to the running transaction `tx` (not allowed inside
 /// a foreach/range callback).
+///
+/// # Safety
+/// * `tx.handle` is as for [`current`], for the duration of the call.
+/// * `f` runs no C code: nothing else may reach the transaction while the exclusive
+///   reference lives.
 #[inline]
 pub(crate) unsafe fn with_tx_mut<R>(
     tx: pisces_tx,
     f: impl FnOnce(&mut Tx<'_>) -> Result<R, Fail>,
 ) -> Result<R, Fail> {
-    let h = current(tx)?;
+    // SAFETY: this function's contract includes `current`'s.
+    let h = unsafe { current(tx) }?;
     if h.iterating.get() {
         return Err(Fail::new(
             PISCES_EBUSY,
@@ -361,9 +445,9 @@ pub(crate) unsafe fn with_tx_mut<R>(
         explicit::check_thread(h)?;
     }
     // SAFETY: as in `with_tx_ref`; not iterating, so no other reference to the `Tx` is
-    // alive (the C caller holds only raw pointers), and no C code runs while this
-    // one lives.
-    f(&mut *h.tx.get())
+    // alive (the C caller holds only raw pointers), and `f` runs no C code (contract),
+    // so none is made while this one lives.
+    f(unsafe { &mut *h.tx.get() })
 }
 
 // ---------------------------------------------------------------------------------
@@ -375,8 +459,9 @@ pub extern "C" fn pisces_engine_count() -> usize {
     std::panic::catch_unwind(|| EngineId::ALL.len()).unwrap_or(0)
 }
 
-/// Name of engine `i` (0 ≤ i < `pisces_engine_count()`), a static string; NULL when
-/// out of range.
+/// Name of engine `i` (0 ≤ i < `pisces_engine_count()`); NULL when out of range.
+///
+/// The string is static (valid for the rest of the process) and read only.
 #[no_mangle]
 pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
     static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
@@ -394,10 +479,15 @@ pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
 
 /// 1 if this build can run the engine called `name`, 0 if it knows it but cannot run
 /// it (`pmdk` without libpmemobj), -1 if the name is unknown or NULL.
+///
+/// # Safety
+/// `name` is NULL or a nul-terminated string, readable and unchanged during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
     let r = std::panic::catch_unwind(|| {
-        let Ok(Some(n)) = cstr_opt(name, "name") else {
+        // SAFETY: `name` is NULL or a nul-terminated string readable during the call
+        // (contract); the `&str` is used only inside it.
+        let Ok(Some(n)) = (unsafe { cstr_opt(name, "name") }) else {
             return -1;
         };
         match EngineId::from_name(n) {
@@ -413,19 +503,32 @@ pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
 
 /// Fill `cfg` with the defaults (64 MiB, engine from the pool / "pisces", medium
 /// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
+///
+/// # Safety
+/// `cfg` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_config` that no other
+/// thread uses during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
     entry(move || {
-        *out_ptr(cfg, "cfg")? = pisces_config_default();
+        // SAFETY: `cfg` is NULL or a writable `pisces_config` used only by this call
+        // (contract).
+        *unsafe { out_ptr(cfg, "cfg") }? = pisces_config_default();
         Ok(())
     })
 }
 
+/// Box `pool` as the C pool object and store it in `*out`.
+///
+/// # Safety
+/// `out` is valid for writing a `*mut pisces_pool`.
 unsafe fn finish_pool(pool: Pool, out: *mut *mut pisces_pool) -> Result<(), Fail> {
     let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
-    *out = Box::into_raw(Box::new(pisces_pool {
-        shared: Arc::new(PoolShared { pool, engine_name }),
-    }));
+    // SAFETY: `out` is writable (contract); the pointer stored is plain data.
+    unsafe {
+        *out = Box::into_raw(Box::new(pisces_pool {
+            shared: Arc::new(PoolShared { pool, engine_name }),
+        }))
+    };
     Ok(())
 }
 
@@ -445,6 +548,15 @@ pub fn pool_from_rust(pool: &Pool) -> *mut pisces_pool {
 
 /// Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
 /// NULL (defaults). On success `*out` is the pool; close it with `pisces_pool_close`.
+///
+/// # Safety
+/// * `path` is NULL (`PISCES_EINVAL`) or a nul-terminated string.
+/// * `cfg` is NULL or points to an initialized `pisces_config` (`pisces_config_init`,
+///   then fields changed) whose `engine`, `engine_options` and `medium` are each NULL or
+///   a nul-terminated string.
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_pool *`.
+/// * All of these stay readable (`out`: writable) and unchanged by other threads during
+///   the call; the library keeps none of them after it returns.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_create(
     path: *const c_char,
@@ -452,15 +564,34 @@ pub unsafe extern "C" fn pisces_pool_create(
     out: *mut *mut pisces_pool,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
-        let path =
-            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
-        let cfg = to_config(cfg)?;
-        finish_pool(Pool::create(path, cfg)?, out)
+        // SAFETY: `out` is NULL or a writable `pisces_pool *` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }? as *mut *mut pisces_pool;
+        // SAFETY: `path` is NULL or a nul-terminated string, readable and unchanged
+        // during the call (contract); the `&str` is not used after it.
+        let path = unsafe { cstr_opt(path, "path") }?
+            .ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        // SAFETY: `cfg` is NULL or an initialized configuration whose strings are NULL
+        // or nul-terminated, readable during the call (contract).
+        let cfg = unsafe { to_config(cfg) }?;
+        let pool = Pool::create(path, cfg)?;
+        // SAFETY: `out` came from a non-NULL writable `pisces_pool *` (above).
+        unsafe { finish_pool(pool, out) }
     })
 }
 
-/// Open an existing pool file, running recovery if it was not closed cleanly.
+/// Open an existing pool file, running recovery if it was not closed cleanly. `cfg`
+/// may be NULL (defaults; the engine is the pool's). On success `*out` is the pool;
+/// close it with `pisces_pool_close`.
+///
+/// # Safety
+/// * `path` is NULL (`PISCES_EINVAL`) or a nul-terminated string.
+/// * `cfg` is NULL or points to an initialized `pisces_config` (`pisces_config_init`,
+///   then fields changed) whose `engine`, `engine_options` and `medium` are each NULL or
+///   a nul-terminated string.
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_pool *`.
+/// * All of these stay readable (`out`: writable) and unchanged by other threads during
+///   the call; the library keeps none of them after it returns.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_open(
     path: *const c_char,
@@ -468,58 +599,81 @@ pub unsafe extern "C" fn pisces_pool_open(
     out: *mut *mut pisces_pool,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")? as *mut *mut pisces_pool;
-        let path =
-            cstr_opt(path, "path")?.ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
-        let cfg = to_config(cfg)?;
+        // SAFETY: `out` is NULL or a writable `pisces_pool *` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }? as *mut *mut pisces_pool;
+        // SAFETY: `path` is NULL or a nul-terminated string, readable and unchanged
+        // during the call (contract); the `&str` is not used after it.
+        let path = unsafe { cstr_opt(path, "path") }?
+            .ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        // SAFETY: `cfg` is NULL or an initialized configuration whose strings are NULL
+        // or nul-terminated, readable during the call (contract).
+        let cfg = unsafe { to_config(cfg) }?;
         let pool = match Pool::open(path, cfg.clone()) {
             // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
             // own file format, so the superblock cannot name it).
             Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
-                Pool::open(
-                    path,
-                    Config {
-                        engine: Some(EngineId::Pmdk),
-                        ..cfg
-                    },
-                )
-                .map_err(|_| Error::BadMagic)?
+                Pool::open(path, cfg.engine(Some(EngineId::Pmdk))).map_err(|_| Error::BadMagic)?
             }
             r => r?,
         };
-        finish_pool(pool, out)
+        // SAFETY: `out` came from a non-NULL writable `pisces_pool *` (above).
+        unsafe { finish_pool(pool, out) }
     })
 }
 
 /// Close a pool (NULL is accepted). Handles still open keep the pool open until the
 /// last of them is closed; then pending work is written back and the file unlocked.
+///
+/// # Safety
+/// * `pool` is NULL or a pool object from `pisces_pool_create`, `pisces_pool_open` or
+///   the Rust `pool_from_rust`, not closed yet.
+/// * No other call uses `pool` at the same time (on any thread), and none uses it after
+///   this one: the object is freed, and with it the string from `pisces_pool_engine`.
+///   Handles opened from it stay valid.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
     entry(move || {
         if !pool.is_null() {
-            drop(Box::from_raw(pool));
+            // SAFETY: a non-NULL `pool` is a live pool object, made by `Box::into_raw`
+            // (`finish_pool`, `pool_from_rust`), that no other call uses now or later
+            // (contract): this is the one place it is freed.
+            drop(unsafe { Box::from_raw(pool) });
         }
         Ok(())
     })
 }
 
 /// Write back everything pending and make the whole pool durable now.
+///
+/// # Safety
+/// `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+/// `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
     entry(move || {
-        let shared = &pool_ref(pool)?.shared;
+        // SAFETY: `pool` is NULL or stays open during the call (contract).
+        let shared = &unsafe { pool_ref(pool) }?.shared;
         not_in_tx(&shared.pool)?;
         Ok(shared.pool.sync()?)
     })
 }
 
-/// The name of the engine running the pool (valid while the pool is open); NULL if
-/// `pool` is NULL.
+/// The name of the engine running the pool; NULL if `pool` is NULL.
+///
+/// # Safety
+/// * `pool` is NULL or an open pool object (not passed to `pisces_pool_close` before
+///   this call returns). Other threads may use it meanwhile.
+/// * The string returned is read only and valid until `pisces_pool_close(pool)`.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const c_char {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match pool.as_ref() {
-        Some(p) => p.shared.engine_name.as_ptr(),
-        None => std::ptr::null(),
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `pool` is NULL or a live pool object during the call (contract); the
+        // string returned lives in it (kept alive by the object until it is closed).
+        match unsafe { pool.as_ref() } {
+            Some(p) => p.shared.engine_name.as_ptr(),
+            None => std::ptr::null(),
+        }
     }))
     .unwrap_or(std::ptr::null())
 }
@@ -529,11 +683,20 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
 /// library's root object (`Pool::root_bytes`), with the same checks: it can never be
 /// freed. Runs its own transaction, which needs a free thread slot (waits
 /// `slot_wait_ms` for one).
+///
+/// # Safety
+/// * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+///   `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
+/// * `off` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+///   thread uses during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mut u64) -> c_int {
     entry(move || {
-        let off = out_ptr(off, "off")?;
-        let shared = &pool_ref(pool)?.shared;
+        // SAFETY: `off` is NULL or a writable `uint64_t` used only by this call
+        // (contract).
+        let off = unsafe { out_ptr(off, "off") }?;
+        // SAFETY: `pool` is NULL or stays open during the call (contract).
+        let shared = &unsafe { pool_ref(pool) }?.shared;
         not_in_tx(&shared.pool)?;
         if size == 0 {
             return Err(Fail::new(
@@ -554,14 +717,23 @@ pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mu
 /// Take one of the pool's thread slots (`PISCES_ETHREADS` when all `max_threads`
 /// are taken). A handle is used by one thread at a time; close it with
 /// `pisces_handle_close` (before or after the pool).
+///
+/// # Safety
+/// * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
+///   `pisces_pool_close` before this call returns). Other threads may use it meanwhile.
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_handle *` that no
+///   other thread uses during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_open(
     pool: *mut pisces_pool,
     out: *mut *mut pisces_handle,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")?;
-        let shared = pool_ref(pool)?.shared.clone();
+        // SAFETY: `out` is NULL or a writable `pisces_handle *` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `pool` is NULL or stays open during the call (contract).
+        let shared = unsafe { pool_ref(pool) }?.shared.clone();
         let th = shared.pool.handle()?;
         *out = Box::into_raw(Box::new(pisces_handle {
             explicit: UnsafeCell::new(None),
@@ -581,10 +753,19 @@ pub unsafe extern "C" fn pisces_handle_open(
 /// on it is aborted (close it then on the thread that began the transaction:
 /// `PISCES_EINVAL` otherwise). Fails with `PISCES_EBUSY` (and closes nothing) when
 /// called from inside a `pisces_run` callback of this handle.
+///
+/// # Safety
+/// * `h` is NULL or a handle from `pisces_handle_open`, not closed yet, that no other
+///   thread uses during the call.
+/// * When it returns `PISCES_OK` the handle is freed: neither `h` nor any `pisces_tx`
+///   of it may be used again, on any thread (a `pisces_tx` is checked for staleness only
+///   while its handle is open), and no pointer from its transactions.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
     entry(move || {
-        let Some(hr) = h.as_ref() else {
+        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
+        // (contract); the reference is not used after the handle is freed below.
+        let Some(hr) = (unsafe { h.as_ref() }) else {
             return Ok(());
         };
         if hr.mode.get() == Mode::Callback || hr.iterating.get() {
@@ -596,23 +777,38 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
         if hr.mode.get() == Mode::Explicit {
             // Rolled back on the thread that began it, which has its registration.
             explicit::check_thread(hr)?;
-            let _ = explicit::end(hr, false);
+            // SAFETY: begun on this thread (checked just above); not iterating and not
+            // in a callback of `hr` (checked above), so no reference to its `Tx` or to
+            // the slot is alive.
+            let _ = unsafe { explicit::end(hr, false) };
         }
         // Giving the slot back writes back its pending work, which may wait for the
         // transactions running on the pool.
         not_in_tx(&hr.shared.pool)?;
-        drop(Box::from_raw(h));
+        // SAFETY: `h` is a live handle made by `Box::into_raw` (`pisces_handle_open`)
+        // that nothing uses during this call but it (contract; no transaction of it is
+        // running: callback mode was refused, an explicit one was ended above), nor
+        // after it returns `PISCES_OK` (contract); `hr` is not used again.
+        drop(unsafe { Box::from_raw(h) });
         Ok(())
     })
 }
 
 /// Wait until every transaction this handle committed is durable (after transactions
 /// with `deferred_durability`).
+///
+/// # Safety
+/// `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+/// closed) that no other thread uses during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_int {
     entry(move || {
-        let h = handle_ref(h)?;
-        let th = idle_th(h)?;
+        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
+        // (contract).
+        let h = unsafe { handle_ref(h) }?;
+        // SAFETY: the borrow is dropped before this function returns, and no C code
+        // runs while it lives.
+        let th = unsafe { idle_th(h) }?;
         not_in_tx(&h.shared.pool)?;
         Ok(th.wait_durable()?)
     })
@@ -621,6 +817,12 @@ pub unsafe extern "C" fn pisces_handle_wait_durable(h: *mut pisces_handle) -> c_
 /// Commits, conflict retries and failed transactions on this handle (callback and
 /// explicit ones; an explicit transaction rolled back by a conflict counts as a
 /// conflict, any other abort as a failure).
+///
+/// # Safety
+/// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+///   closed) that no other thread uses during the call.
+/// * `commits`, `conflicts` and `failed` are each NULL (not filled in) or point to a
+///   writable `uint64_t` that no other thread uses during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_stats(
     h: *mut pisces_handle,
@@ -629,15 +831,22 @@ pub unsafe extern "C" fn pisces_handle_stats(
     failed: *mut u64,
 ) -> c_int {
     entry(move || {
-        let h = handle_ref(h)?;
-        let s = idle_th(h)?.stats();
-        if let Some(c) = commits.as_mut() {
+        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
+        // (contract).
+        let h = unsafe { handle_ref(h) }?;
+        // SAFETY: the borrow ends within this statement; no C code runs meanwhile.
+        let s = unsafe { idle_th(h) }?.stats();
+        // SAFETY: `commits`, `conflicts` and `failed` are each NULL or a writable
+        // `uint64_t` used only by this call (contract); so for the two blocks below.
+        if let Some(c) = unsafe { commits.as_mut() } {
             *c = s.commits;
         }
-        if let Some(c) = conflicts.as_mut() {
+        // SAFETY: see above.
+        if let Some(c) = unsafe { conflicts.as_mut() } {
             *c = s.conflicts;
         }
-        if let Some(c) = failed.as_mut() {
+        // SAFETY: see above.
+        if let Some(c) = unsafe { failed.as_mut() } {
             *c = s.failed;
         }
         Ok(())
@@ -699,13 +908,26 @@ impl From<Error> for CbErr {
 
 /// Run `fn(tx, ctx)` as one transaction with the default options (see
 /// `pisces_run_with`).
+///
+/// # Safety
+/// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+///   closed) that no other thread uses until this call returns: neither the handle nor
+///   a `pisces_tx` of it (the callback's `tx` is for this thread).
+/// * `f` is NULL (`PISCES_EINVAL`) or a function that returns normally on every call:
+///   it must not unwind (a C++ exception) or `longjmp` out of it.
+/// * `ctx` is passed to `f` as is; the library never dereferences it.
+/// * The `tx` given to `f` is valid during that call only: afterwards it returns
+///   `PISCES_ESTALE` (while the handle is open). Pointers from accesses inside `f`
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) end with the call at the latest.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_run(
     h: *mut pisces_handle,
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    run_entry::<false>(h, std::ptr::null(), f, ctx)
+    // SAFETY: `h`, `f` and `ctx` as `run_entry` requires (this function's contract is
+    // its contract); without options `opts` is not read.
+    unsafe { run_entry::<false>(h, std::ptr::null(), f, ctx) }
 }
 
 /// Run `fn(tx, ctx)` as one transaction, retrying it on conflicts, and return when it
@@ -716,7 +938,20 @@ pub unsafe extern "C" fn pisces_run(
 /// `PISCES_ECONFLICT`, the attempt is rolled back and `fn` runs again. Any other
 /// nonzero value rolls back and is returned by `pisces_run` (an error code of an access
 /// passed on keeps its `pisces_errmsg`; use values from `PISCES_USER` up for your own).
-/// `opts` may be NULL. `fn` must not unwind (longjmp) out of the call.
+/// `opts` may be NULL (the defaults).
+///
+/// # Safety
+/// * `h` is NULL (`PISCES_EINVAL`) or an open handle (from `pisces_handle_open`, not
+///   closed) that no other thread uses until this call returns: neither the handle nor
+///   a `pisces_tx` of it (the callback's `tx` is for this thread).
+/// * `f` is NULL (`PISCES_EINVAL`) or a function that returns normally on every call:
+///   it must not unwind (a C++ exception) or `longjmp` out of it.
+/// * `ctx` is passed to `f` as is; the library never dereferences it.
+/// * The `tx` given to `f` is valid during that call only: afterwards it returns
+///   `PISCES_ESTALE` (while the handle is open). Pointers from accesses inside `f`
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`) end with the call at the latest.
+/// * `opts` is NULL or points to an initialized `pisces_tx_options`, readable during
+///   the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_run_with(
     h: *mut pisces_handle,
@@ -724,13 +959,23 @@ pub unsafe extern "C" fn pisces_run_with(
     f: pisces_tx_fn,
     ctx: *mut c_void,
 ) -> c_int {
-    run_entry::<true>(h, opts, f, ctx)
+    // SAFETY: `h`, `opts`, `f` and `ctx` as `run_entry` requires (this function's
+    // contract is its contract).
+    unsafe { run_entry::<true>(h, opts, f, ctx) }
 }
 
 /// The body of `pisces_run` (`WITH_OPTS` false: no options, so their decoding folds
 /// away) and `pisces_run_with`, inlined into each; the two instances have distinct
 /// closures (panic barrier, transaction body), so each of those has a single caller and
 /// is inlined whole instead of being called from both.
+///
+/// # Safety
+/// * `h` is NULL or an open handle that no other thread uses (nor a `pisces_tx` of it)
+///   until the call returns.
+/// * `f` is NULL or a function that returns normally (no unwinding, no `longjmp` out of
+///   it); `ctx` is whatever `f` expects.
+/// * If `WITH_OPTS`, `opts` is NULL or points to an initialized `pisces_tx_options`
+///   (else it is not read).
 #[inline(always)]
 unsafe fn run_entry<const WITH_OPTS: bool>(
     h: *mut pisces_handle,
@@ -739,20 +984,36 @@ unsafe fn run_entry<const WITH_OPTS: bool>(
     ctx: *mut c_void,
 ) -> c_int {
     entry(move || {
-        let hr = handle_ref(h)?;
+        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
+        // (contract).
+        let hr = unsafe { handle_ref(h) }?;
         let f = f.ok_or_else(|| Fail::new(PISCES_EINVAL, "the callback is NULL"))?;
         let opts = if WITH_OPTS {
-            to_tx_options(opts)?
+            // SAFETY: with options, `opts` is NULL or initialized options (contract).
+            unsafe { to_tx_options(opts) }?
         } else {
             TxOptions::default()
         };
         // In place (no move of the thread state): see `idle_th`. The library refuses a
         // nested transaction of the pool (`PISCES_ENESTED`).
-        let th = idle_th(hr)?;
-        run_callback::<WITH_OPTS>(hr, h, th, opts, f, ctx)
+        // SAFETY: `run_callback` keeps `hr.mode` at `Callback` whenever it calls C code
+        // while `th` lives (the rule of `idle_th`), and `th` ends with it.
+        let th = unsafe { idle_th(hr) }?;
+        // SAFETY: `hr` is `h`'s handle, `th` its thread state lent while it was idle, and
+        // `f` / `ctx` follow this function's contract.
+        unsafe { run_callback::<WITH_OPTS>(hr, h, th, opts, f, ctx) }
     })
 }
 
+/// The retry loop of `pisces_run` / `pisces_run_with`: run `f` in transactions of
+/// `th` until one commits or `f` (or the library) asks to stop.
+///
+/// # Safety
+/// * `h` is the open handle `hr` refers to, used by no other thread until this returns.
+/// * `th` is `hr`'s thread state, from [`idle_th`] on the idle handle; this function
+///   sets `hr.mode` to `Callback` around every call of `f`, as `idle_th` requires.
+/// * `f` returns normally on every call (no unwinding, no `longjmp` out of it), and
+///   `ctx` is whatever it expects.
 #[inline(always)]
 unsafe fn run_callback<const WITH_OPTS: bool>(
     hr: &pisces_handle,
@@ -782,13 +1043,18 @@ unsafe fn run_callback<const WITH_OPTS: bool>(
             hr.mode.set(Mode::Callback);
             let _a = Attempt(hr);
             errors::clear_last_code();
-            let rc = f(
-                pisces_tx {
-                    handle: h,
-                    generation,
-                },
-                ctx,
-            );
+            // SAFETY: `f` returns normally and takes this `ctx` (contract); the
+            // `pisces_tx` names the attempt just published in the handle (`mode` is
+            // `Callback`, so `idle_th` lends `th` to none of the C code's calls).
+            let rc = unsafe {
+                f(
+                    pisces_tx {
+                        handle: h,
+                        generation,
+                    },
+                    ctx,
+                )
+            };
             match rc {
                 PISCES_OK => Ok(()),
                 PISCES_ECONFLICT => Err(CbErr::Retry),
@@ -825,8 +1091,16 @@ unsafe fn run_callback<const WITH_OPTS: bool>(
 /// `pisces_alloc` / `pisces_root`) and the object at least `len` bytes long; a field
 /// inside it is at `(const char *)*out + field_offset`.
 ///
-/// Lifetime: valid until the next `pisces_write`, `pisces_alloc`, `pisces_free` or
-/// container update of the same transaction, or its end, whichever comes first.
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `const void *` that no
+///   other thread uses during the call.
+/// * `*out` may be read for `len` bytes, never written through, until the next
+///   `pisces_write`, `pisces_put`, `pisces_alloc`, `pisces_free` or container update
+///   (insert, remove, create, destroy) of the same transaction, or its end (commit,
+///   abort, the return of the `pisces_run` callback), whichever comes first.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_read(
     tx: pisces_tx,
@@ -835,10 +1109,16 @@ pub unsafe extern "C" fn pisces_read(
     out: *mut *const c_void,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")?;
-        let p = with_tx_ref(tx, |t| {
-            Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
-        })?;
+        // SAFETY: `out` is NULL or a writable `const void *` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
+        let p = unsafe {
+            with_tx_ref(tx, |t| {
+                Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
+            })
+        }?;
         *out = p as *const c_void;
         Ok(())
     })
@@ -848,9 +1128,19 @@ pub unsafe extern "C" fn pisces_read(
 /// of the object at `off` (the object is locked until the transaction ends; a
 /// concurrent writer of it makes one of the two fail with `PISCES_ECONFLICT`).
 ///
-/// Lifetime: as for `pisces_read` — valid until the next `pisces_write`,
-/// `pisces_alloc`, `pisces_free` or container update of the same transaction, or its
-/// end. Writing through it after that is undefined behaviour.
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * `out` is NULL (`PISCES_EINVAL`) or points to a writable `void *` that no other
+///   thread uses during the call and that is not memory the transaction handed out.
+/// * `*out` may be read and written for `len` bytes until the next `pisces_write`,
+///   `pisces_put`, `pisces_alloc`, `pisces_free` or container update (insert, remove,
+///   create, destroy) of the same transaction, or its end (commit, abort, the return of
+///   the `pisces_run` callback), whichever comes first.
+/// * This call ends the validity of every pointer the transaction handed out before
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+///   on, and pass none to it.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_write(
     tx: pisces_tx,
@@ -859,10 +1149,16 @@ pub unsafe extern "C" fn pisces_write(
     out: *mut *mut c_void,
 ) -> c_int {
     entry(move || {
-        let out = out_ptr(out, "out")?;
-        let p = with_tx_mut(tx, |t| {
-            Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
-        })?;
+        // SAFETY: `out` is NULL or a writable `void *` used only by this call
+        // (contract).
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
+        let p = unsafe {
+            with_tx_mut(tx, |t| {
+                Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
+            })
+        }?;
         *out = p as *mut c_void;
         Ok(())
     })
@@ -870,6 +1166,16 @@ pub unsafe extern "C" fn pisces_write(
 
 /// Copy `len` bytes at byte `at` of the object at `off` into `dst` (no pointer
 /// lifetime to mind; the object must have at least `at + len` bytes).
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * `dst` is valid for writes of `len` bytes (NULL only with `len` 0, else
+///   `PISCES_EINVAL`), no other thread uses them during the call, and they do not
+///   overlap the bytes copied (as a pointer from `pisces_write` of the same object
+///   could). It is not a pointer from `pisces_read` / `pisces_hmap_find`, which are
+///   read only.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_get(
     tx: pisces_tx,
@@ -884,16 +1190,34 @@ pub unsafe extern "C" fn pisces_get(
         }
         let end = span(at, len)?;
         let dst = dst as usize;
-        with_tx_ref(tx, |t| {
+        let copy = |t: &Tx<'_>| -> Result<(), Fail> {
             let s = t.read_bytes(PPtr::from_offset(off), end)?;
-            std::ptr::copy_nonoverlapping(s[at..].as_ptr(), dst as *mut u8, len);
+            // SAFETY: `s[at..]` holds `end - at = len` readable bytes; `dst` is valid for
+            // writes of `len` bytes and does not overlap them (contract; a copy of 0
+            // bytes is valid for any pointer, NULL included).
+            unsafe { std::ptr::copy_nonoverlapping(s[at..].as_ptr(), dst as *mut u8, len) };
             Ok(())
-        })
+        };
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); `copy`
+        // runs no C code.
+        unsafe { with_tx_ref(tx, copy) }
     })
 }
 
 /// Copy `len` bytes from `src` to byte `at` of the object at `off` (the object must
 /// have at least `at + len` bytes).
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * `src` is valid for reads of `len` bytes (NULL only with `len` 0, else
+///   `PISCES_EINVAL`), unchanged by other threads during the call, and not memory the
+///   transaction handed out: copy bytes from `pisces_read` / `pisces_write` /
+///   `pisces_hmap_find` to a buffer of your own first.
+/// * This call ends the validity of every pointer the transaction handed out before
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+///   on, and pass none to it.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_put(
     tx: pisces_tx,
@@ -908,11 +1232,17 @@ pub unsafe extern "C" fn pisces_put(
         }
         let end = span(at, len)?;
         let src = src as usize;
-        with_tx_mut(tx, |t| {
+        let copy = |t: &mut Tx<'_>| -> Result<(), Fail> {
             let s = t.write_bytes(PPtr::from_offset(off), end)?;
-            std::ptr::copy_nonoverlapping(src as *const u8, s[at..].as_mut_ptr(), len);
+            // SAFETY: `src` is valid for reads of `len` bytes and is not memory of the
+            // transaction, so it does not overlap `s` (contract); `s[at..]` holds `len`
+            // writable bytes (a copy of 0 bytes is valid for any pointer, NULL included).
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, s[at..].as_mut_ptr(), len) };
             Ok(())
-        })
+        };
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); `copy`
+        // runs no C code.
+        unsafe { with_tx_mut(tx, copy) }
     })
 }
 
@@ -923,19 +1253,43 @@ fn span(at: usize, len: usize) -> Result<usize, Fail> {
 
 /// Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
 /// released again if the transaction rolls back.
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * `off` is NULL (`PISCES_EINVAL`) or points to a writable `uint64_t` that no other
+///   thread uses during the call and that is not memory the transaction handed out.
+/// * This call ends the validity of every pointer the transaction handed out before
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+///   on, and pass none to it.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) -> c_int {
     entry(move || {
-        let off = out_ptr(off, "off")?;
-        *off = with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset()))?;
+        // SAFETY: `off` is NULL or a writable `uint64_t` used only by this call, outside
+        // the transaction's memory (contract).
+        let off = unsafe { out_ptr(off, "off") }?;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
+        *off = unsafe { with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset())) }?;
         Ok(())
     })
 }
 
 /// Free the object at `off` when the transaction commits.
+///
+/// # Safety
+/// * `tx`: its handle is open (not closed since the transaction began) and no other
+///   thread uses it during the call; a `tx` whose transaction has ended is refused
+///   (`PISCES_ESTALE`).
+/// * This call ends the validity of every pointer the transaction handed out before
+///   (`pisces_read`, `pisces_write`, `pisces_hmap_find`): use none of them from here
+///   on.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
-    entry(move || with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)))
+    // SAFETY: `tx`'s handle is open and used only by this thread (contract); the closure
+    // runs no C code.
+    entry(move || unsafe { with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)) })
 }
 
 /// Mark `h` idle after an attempt or an explicit transaction.

@@ -22,14 +22,7 @@ fn value(k: u64) -> V {
 }
 
 fn rust_run(path: &std::path::Path) -> Duration {
-    let pool = Pool::create(
-        path,
-        Config {
-            size: 64 << 20,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let pool = Pool::create(path, Config::default().size(64 << 20)).unwrap();
     let root: PPtr<HashMap<u64, V>> = pool.root().unwrap();
     let mut h = pool.handle().unwrap();
     let m = h
@@ -70,11 +63,20 @@ struct Batch {
     sum: u64,
 }
 
+/// Insert keys `first .. first + PER_TX` of the batch at `ctx`.
+///
+/// # Safety
+/// `ctx` points to a `Batch` that nothing else uses during the call, and `tx` is a
+/// running transaction of this thread whose handle is open.
 unsafe extern "C" fn insert_batch(tx: pisces_tx, ctx: *mut c_void) -> c_int {
-    let b = &mut *(ctx as *mut Batch);
+    // SAFETY: `ctx` is an exclusive `Batch` for the call (contract).
+    let b = unsafe { &mut *(ctx as *mut Batch) };
     for k in b.first..b.first + PER_TX {
         let v = value(k);
-        let rc = pisces_hmap_insert(tx, b.map, k, v.as_ptr().cast(), std::ptr::null_mut());
+        // SAFETY: `tx` is running on this thread with its handle open (contract); `v` has
+        // the map's 16 value bytes, in this frame; `replaced` is NULL.
+        let rc =
+            unsafe { pisces_hmap_insert(tx, b.map, k, v.as_ptr().cast(), std::ptr::null_mut()) };
         if rc != PISCES_OK {
             return rc;
         }
@@ -82,13 +84,20 @@ unsafe extern "C" fn insert_batch(tx: pisces_tx, ctx: *mut c_void) -> c_int {
     PISCES_OK
 }
 
+/// Look up keys `first .. first + PER_TX` of the batch at `ctx`, summing a byte of each.
+///
+/// # Safety
+/// As for [`insert_batch`].
 unsafe extern "C" fn get_batch(tx: pisces_tx, ctx: *mut c_void) -> c_int {
-    let b = &mut *(ctx as *mut Batch);
+    // SAFETY: `ctx` is an exclusive `Batch` for the call (contract).
+    let b = unsafe { &mut *(ctx as *mut Batch) };
     b.sum = 0;
     for k in b.first..b.first + PER_TX {
         let mut v = [0u8; 16];
         let mut found = 0;
-        let rc = pisces_hmap_get(tx, b.map, k, v.as_mut_ptr().cast(), &mut found);
+        // SAFETY: `tx` is running on this thread with its handle open (contract); `v`
+        // (16 bytes, the map's value size) and `found` are locals of this frame.
+        let rc = unsafe { pisces_hmap_get(tx, b.map, k, v.as_mut_ptr().cast(), &mut found) };
         if rc != PISCES_OK {
             return rc;
         }
@@ -97,33 +106,46 @@ unsafe extern "C" fn get_batch(tx: pisces_tx, ctx: *mut c_void) -> c_int {
     PISCES_OK
 }
 
+/// Create the batch's map (16-byte values).
+///
+/// # Safety
+/// As for [`insert_batch`].
 unsafe extern "C" fn create_map(tx: pisces_tx, ctx: *mut c_void) -> c_int {
-    let b = &mut *(ctx as *mut Batch);
-    pisces_hmap_create(tx, 2048, 16, &mut b.map)
+    // SAFETY: `ctx` is an exclusive `Batch` for the call (contract).
+    let b = unsafe { &mut *(ctx as *mut Batch) };
+    // SAFETY: `tx` is running on this thread with its handle open (contract); `b.map` is
+    // a writable `pisces_hmap` outside the pool.
+    unsafe { pisces_hmap_create(tx, 2048, 16, &mut b.map) }
 }
 
-unsafe fn open_abi(path: &std::path::Path) -> (*mut pisces_pool, *mut pisces_handle, pisces_hmap) {
-    let mut cfg = std::mem::zeroed();
-    assert_eq!(pisces_config_init(&mut cfg), 0);
+fn open_abi(path: &std::path::Path) -> (*mut pisces_pool, *mut pisces_handle, pisces_hmap) {
+    // SAFETY: all zero is a valid `pisces_config` (integers and NULL pointers).
+    let mut cfg: pisces_config = unsafe { std::mem::zeroed() };
+    // SAFETY: `cfg` is a writable `pisces_config` of this frame.
+    assert_eq!(unsafe { pisces_config_init(&mut cfg) }, 0);
     cfg.size = 64 << 20;
     let p = CString::new(path.to_str().unwrap()).unwrap();
     let mut pool = std::ptr::null_mut();
-    assert_eq!(pisces_pool_create(p.as_ptr(), &cfg, &mut pool), 0);
+    // SAFETY: `p` is a nul-terminated string, `cfg` an initialized configuration with
+    // NULL strings, `pool` a writable out-parameter.
+    let rc = unsafe { pisces_pool_create(p.as_ptr(), &cfg, &mut pool) };
+    assert_eq!(rc, 0);
     let mut h = std::ptr::null_mut();
-    assert_eq!(pisces_handle_open(pool, &mut h), 0);
+    // SAFETY: `pool` is open; `h` is a writable out-parameter.
+    assert_eq!(unsafe { pisces_handle_open(pool, &mut h) }, 0);
     let mut b = Batch {
         map: pisces_hmap::default(),
         first: 0,
         sum: 0,
     };
-    assert_eq!(
-        pisces_run(h, Some(create_map), (&mut b as *mut Batch).cast()),
-        0
-    );
+    // SAFETY: `h` is open and used only by this thread; `create_map` returns normally
+    // and gets `b`, which nothing else uses during the call.
+    let rc = unsafe { pisces_run(h, Some(create_map), (&mut b as *mut Batch).cast()) };
+    assert_eq!(rc, 0);
     (pool, h, b.map)
 }
 
-unsafe fn abi_run(path: &std::path::Path) -> Duration {
+fn abi_run(path: &std::path::Path) -> Duration {
     let (pool, h, map) = open_abi(path);
     let mut b = Batch {
         map,
@@ -133,26 +155,27 @@ unsafe fn abi_run(path: &std::path::Path) -> Duration {
     let t = Instant::now();
     for i in 0..KEYS / PER_TX {
         b.first = i * PER_TX;
-        assert_eq!(
-            pisces_run(h, Some(insert_batch), (&mut b as *mut Batch).cast()),
-            0
-        );
+        // SAFETY: as in `open_abi`, with `insert_batch`.
+        let rc = unsafe { pisces_run(h, Some(insert_batch), (&mut b as *mut Batch).cast()) };
+        assert_eq!(rc, 0);
     }
     for i in 0..KEYS / PER_TX {
         b.first = i * PER_TX;
-        assert_eq!(
-            pisces_run(h, Some(get_batch), (&mut b as *mut Batch).cast()),
-            0
-        );
+        // SAFETY: as in `open_abi`, with `get_batch`.
+        let rc = unsafe { pisces_run(h, Some(get_batch), (&mut b as *mut Batch).cast()) };
+        assert_eq!(rc, 0);
         assert!(b.sum > 0 || i == 0);
     }
     let d = t.elapsed();
-    pisces_handle_close(h);
-    pisces_pool_close(pool);
+    // SAFETY: `h` and `pool` are open, no transaction runs, and neither is used again.
+    unsafe {
+        pisces_handle_close(h);
+        pisces_pool_close(pool);
+    }
     d
 }
 
-unsafe fn abi_explicit_run(path: &std::path::Path) -> Duration {
+fn abi_explicit_run(path: &std::path::Path) -> Duration {
     let (pool, h, map) = open_abi(path);
     let mut b = Batch {
         map,
@@ -167,14 +190,23 @@ unsafe fn abi_explicit_run(path: &std::path::Path) -> Duration {
                 handle: std::ptr::null_mut(),
                 generation: 0,
             };
-            assert_eq!(pisces_tx_begin(h, std::ptr::null(), &mut tx), 0);
-            assert_eq!(phase(tx, (&mut b as *mut Batch).cast()), 0);
-            assert_eq!(pisces_tx_commit(tx), 0);
+            // SAFETY: `h` is open and used only by this thread, idle between
+            // transactions; `tx` is a writable out-parameter. `phase` gets the running
+            // transaction (begun on this thread) and `b`, which nothing else uses
+            // meanwhile; the transaction is committed on this thread.
+            unsafe {
+                assert_eq!(pisces_tx_begin(h, std::ptr::null(), &mut tx), 0);
+                assert_eq!(phase(tx, (&mut b as *mut Batch).cast()), 0);
+                assert_eq!(pisces_tx_commit(tx), 0);
+            }
         }
     }
     let d = t.elapsed();
-    pisces_handle_close(h);
-    pisces_pool_close(pool);
+    // SAFETY: `h` and `pool` are open, no transaction runs, and neither is used again.
+    unsafe {
+        pisces_handle_close(h);
+        pisces_pool_close(pool);
+    }
     d
 }
 
@@ -187,7 +219,7 @@ fn hashmap_workload_abi_vs_rust() {
     const ROUNDS: usize = 5;
     for round in 0..ROUNDS {
         let r = || rust_run(&dir.path().join(format!("rust{round}.pool")));
-        let a = || unsafe { abi_run(&dir.path().join(format!("abi{round}.pool"))) };
+        let a = || abi_run(&dir.path().join(format!("abi{round}.pool")));
         let (tr, ta) = if round % 2 == 0 {
             let tr = r();
             (tr, a())
@@ -197,8 +229,9 @@ fn hashmap_workload_abi_vs_rust() {
         };
         rust = rust.min(tr);
         abi = abi.min(ta);
-        explicit =
-            explicit.min(unsafe { abi_explicit_run(&dir.path().join(format!("ex{round}.pool"))) });
+        explicit = explicit.min(abi_explicit_run(
+            &dir.path().join(format!("ex{round}.pool")),
+        ));
     }
     let ops = (2 * KEYS) as f64;
     println!(

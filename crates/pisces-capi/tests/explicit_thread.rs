@@ -14,13 +14,11 @@ fn explicit_transactions_run_on_the_calling_thread() {
         let name = engine.name();
         let pool = Pool::create(
             dir.path().join(format!("{name}.pool")),
-            Config {
-                size: 32 << 20,
-                engine: EngineId::from_name(name),
-                max_threads: 4,
-                log_bytes_per_thread: 256 << 10,
-                ..Config::default()
-            },
+            Config::default()
+                .size(32 << 20)
+                .engine(EngineId::from_name(name))
+                .max_threads(4)
+                .log_bytes_per_thread(256 << 10),
         )
         .unwrap();
         let n: PPtr<u64> = pool.root().unwrap();

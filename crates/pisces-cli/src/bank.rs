@@ -8,7 +8,7 @@
 //! isolation says there is none).
 
 use bytemuck::{Pod, Zeroable};
-use pisces::medium::counters;
+use pisces::tools::counters;
 use pisces::{PPtr, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -249,12 +249,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::create(
             dir.path().join("bank.pool"),
-            Config {
-                size: 8 << 20,
-                max_threads: 4,
-                log_bytes_per_thread: 64 << 10,
-                ..Config::default()
-            },
+            Config::default()
+                .size(8 << 20)
+                .max_threads(4)
+                .log_bytes_per_thread(64 << 10),
         )
         .unwrap();
         let bank = setup(&pool).unwrap();

@@ -12,7 +12,7 @@
 //! on errors setting up or running the workload.
 
 use clap::{Args, ValueEnum};
-use pisces::medium::dram::DramMedium;
+use pisces::tools::dram::DramMedium;
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use pisces_verify::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
 use pisces_verify::sicheck::{check, Isolation, Workload, WorkloadConfig};
@@ -198,14 +198,12 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
     let pool = match DramMedium::anonymous(size as usize, 0, 0).and_then(|m| {
         Pool::create_on(
             Arc::new(m),
-            Config {
-                size,
-                engine: Some(args.engine),
-                max_threads: threads + 1,
-                log_bytes_per_thread: LOG_BYTES,
-                engine_options: EngineOptions::default(),
-                ..Config::default()
-            },
+            Config::default()
+                .size(size)
+                .engine(Some(args.engine))
+                .max_threads(threads + 1)
+                .log_bytes_per_thread(LOG_BYTES)
+                .engine_options(EngineOptions::default()),
         )
     }) {
         Ok(p) => p,

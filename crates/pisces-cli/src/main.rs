@@ -18,7 +18,7 @@ mod size;
 mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use pisces::check::check_pool;
+use pisces::tools::check::check_pool;
 use pisces::{Config, EngineId, MediumKind, Pool};
 use pisces_bench::{parse_seconds, BenchArgs};
 use std::io::Write;
@@ -162,15 +162,13 @@ fn create(a: &CreateArgs) -> ExitCode {
         err(&format!("pisces: --log-bytes {} is too large", a.log_bytes));
         return ExitCode::from(2);
     };
-    let cfg = Config {
-        size: a.size,
-        max_size: a.max_size,
-        medium: a.medium.kind(),
-        engine: Some(a.engine),
-        max_threads: a.threads,
-        log_bytes_per_thread: log_bytes,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(a.size)
+        .max_size(a.max_size)
+        .medium(a.medium.kind())
+        .engine(Some(a.engine))
+        .max_threads(a.threads)
+        .log_bytes_per_thread(log_bytes);
     let pool = match Pool::create(&a.path, cfg) {
         Ok(p) => p,
         Err(e) => {
@@ -217,7 +215,7 @@ fn create(a: &CreateArgs) -> ExitCode {
 
 fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
     let r = if deep {
-        pisces::check::check_pool_deep(path, MediumKind::DRAM)
+        pisces::tools::check::check_pool_deep(path, MediumKind::DRAM)
     } else {
         check_pool(path, MediumKind::DRAM)
     };

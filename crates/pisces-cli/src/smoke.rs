@@ -10,7 +10,7 @@
 use crate::bank::{self, RoundStats, ACCOUNTS, TOTAL};
 use crate::{err, out};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pisces::check::check_pool;
+use pisces::tools::check::check_pool;
 use pisces::{Config, MediumKind, Pool};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -81,12 +81,10 @@ pub fn run(seconds: f64) -> ExitCode {
 
 /// The job; `Ok(false)` if an invariant failed.
 fn job(path: &Path, seconds: f64) -> Result<bool, String> {
-    let cfg = Config {
-        size: 64 << 20,
-        medium: MediumKind::DRAM,
-        max_threads: 8,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(64 << 20)
+        .medium(MediumKind::DRAM)
+        .max_threads(8);
     out(&format!(
         "pisces smoke: bank transfers on the Pisces engine\n\
          pool: {} ({} MiB, {} thread slots, medium dram, no emulated NVM latency)\n\

@@ -1,6 +1,6 @@
 //! The `pisces` binary, run as a user would: exit codes, stdout, stderr.
 
-use pisces::heap::layout::SUPERBLOCK_SIZE;
+use pisces::tools::layout::SUPERBLOCK_SIZE;
 use pisces::{Config, PPtr, Pool};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -181,7 +181,7 @@ fn truncated_pool_and_broken_slab_table_are_reported() {
 
     let p = create_small(d.path(), "s.pool");
     let l =
-        pisces::heap::layout::Layout::compute(8 << 20, 2, 64 << 10, Default::default()).unwrap();
+        pisces::tools::layout::Layout::compute(8 << 20, 2, 64 << 10, Default::default()).unwrap();
     let mut b = std::fs::read(&p).unwrap();
     let off = l.slab_table_offset + 4 * 7;
     b[off..off + 4].copy_from_slice(&0x3000_0002u32.to_ne_bytes());
@@ -306,12 +306,10 @@ fn check_deep_finds_a_looping_hash_chain() {
     use pisces::HashMap;
     let d = tempfile::tempdir().unwrap();
     let p = create_small(d.path(), "deep.pool");
-    let cfg = Config {
-        size: 8 << 20,
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(8 << 20)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
     {
         let pool = Pool::open(&p, cfg.clone()).unwrap();
         let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();

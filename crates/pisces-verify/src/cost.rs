@@ -5,7 +5,8 @@
 //! ```
 
 use crate::sim::{SimConfig, SimMedium};
-use pisces::medium::{create_file, Medium, MediumKind, CACHE_LINE};
+use pisces::medium::{Medium, MediumKind, CACHE_LINE};
+use pisces::tools::create_file;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ fn persist_cost_report() {
     println!(
         "persist() of one cache line (store 8 bytes + flush + fence), median of {RUNS} runs; \
          flush instruction: {}",
-        pisces::medium::flush::instruction().name()
+        pisces::tools::flush::instruction().name()
     );
     let cases: Vec<(&str, Arc<dyn Medium>, usize)> = vec![
         (

@@ -20,14 +20,12 @@ pub fn mem_pool_on(
     let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size,
-            engine: Some(engine),
-            max_threads: threads,
-            log_bytes_per_thread: 256 << 10,
-            engine_options: opts,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size)
+            .engine(Some(engine))
+            .max_threads(threads)
+            .log_bytes_per_thread(256 << 10)
+            .engine_options(opts),
     )
     .unwrap()
 }

@@ -7,7 +7,6 @@
 //! affect it.
 
 use pisces::medium::DramMedium;
-use pisces::medium::Medium;
 use pisces::{
     BTreeMap, Config, EngineId, EngineOptions, Error, HashMap, PPtr, Pod, Pool, Zeroable,
 };
@@ -156,7 +155,7 @@ fn hashmap_basic_operations_and_destroy() {
 #[test]
 fn hashmap_bad_handles_and_arguments_are_errors() {
     let pool = mem_pool(pisces(), 16 << 20, 1);
-    for b in [0, pisces::containers::hashmap::MAX_BUCKETS + 1] {
+    for b in [0, pisces::tools::containers::MAX_BUCKETS + 1] {
         let r = pool.run(|tx| HashMap::<u64, u64>::create(tx, b));
         assert!(matches!(r, Err(Error::InvalidConfig(_))), "{b}");
     }

@@ -21,8 +21,8 @@
 //! times as many images; `PISCES_CORRUPTION_KEEP=DIR` keeps the failing images (and
 //! the logs-and-metadata bases) in DIR for `pisces info` / `pisces check`.
 
-use pisces::check::check_pool_deep;
-use pisces::check::{REDO_RECORD_HEADER as HEADER_LEN, REDO_RING_OFFSET as RING_OFFSET};
+use pisces::tools::check::check_pool_deep;
+use pisces::tools::check::{REDO_RECORD_HEADER as HEADER_LEN, REDO_RING_OFFSET as RING_OFFSET};
 use pisces::{
     BTreeMap, Config, EngineId, EngineOptions, Error, HashMap, MediumKind, PPtr, Pod, Pool,
     Zeroable,
@@ -121,7 +121,7 @@ struct Base {
 fn layout_of(bytes: &[u8]) -> (usize, usize) {
     // (first log area offset, log bytes per thread) from the fixed geometry of `cfg`.
     let _ = bytes;
-    (pisces::heap::layout::LOGS_OFFSET, 16 << 10)
+    (pisces::tools::layout::LOGS_OFFSET, 16 << 10)
 }
 
 /// Records (absolute offset, entry bytes) of every log that are followed by a later
@@ -235,7 +235,7 @@ fn bases(dir: &Path) -> Vec<Base> {
 /// Where corruptions land: metadata regions are small, so they get as much weight as
 /// the heap.
 fn offset(rng: &mut Rng, len: usize) -> usize {
-    let logs = pisces::heap::layout::LOGS_OFFSET;
+    let logs = pisces::tools::layout::LOGS_OFFSET;
     let regions = [
         (0, logs),                      // superblocks, engine area (watermark, root slot)
         (logs, logs + 2 * (16 << 10)),  // the two logs
@@ -841,7 +841,7 @@ fn meta_regions(pool: &Pool) -> Vec<(usize, usize)> {
     let l = pool.superblock().unwrap().layout().unwrap();
     let logs_end = l.logs_offset + l.max_threads * l.logs_per_thread * l.log_bytes_per_thread;
     vec![
-        (pisces::heap::layout::ENGINE_AREA_OFFSET, l.logs_offset),
+        (pisces::tools::layout::ENGINE_AREA_OFFSET, l.logs_offset),
         (l.logs_offset, logs_end),
     ]
 }

@@ -2,8 +2,8 @@
 //! `Pool::open` refuses the pool and `check_pool` reports it; a torn last record is
 //! still tolerated.
 
-use pisces::check::check_pool;
-use pisces::check::{REDO_RECORD_HEADER as HEADER_LEN, REDO_RING_OFFSET as RING_OFFSET};
+use pisces::tools::check::check_pool;
+use pisces::tools::check::{REDO_RECORD_HEADER as HEADER_LEN, REDO_RING_OFFSET as RING_OFFSET};
 use pisces::{Config, EngineId, EngineOptions, Error, MediumKind, PPtr, Pool};
 use std::path::{Path, PathBuf};
 

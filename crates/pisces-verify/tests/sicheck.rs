@@ -5,7 +5,6 @@
 //! crash and recovery.
 
 use pisces::medium::DramMedium;
-use pisces::medium::Medium;
 use pisces::{Config, EngineOptions, Pool};
 use pisces_verify::sicheck::{
     check, Anomaly, History, Isolation, Report, Txn, Workload, WorkloadConfig,

@@ -19,7 +19,7 @@
 //! * the checkpoint's fence between the home writes and the `retired` words removed:
 //!   `crash_during_checkpoints` finds violations (bank, 2 of 60 states).
 
-use pisces::medium::dram::DramMedium;
+use pisces::tools::dram::DramMedium;
 use pisces::{Config, EngineId, EngineOptions, Error, PPtr, Pool, ThreadHandle, TxOptions};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
 
@@ -1094,7 +1094,7 @@ fn check_reports_live_records_of_a_running_pool() {
     h.wait_durable().unwrap();
     let copy = dir.path().join("copy");
     std::fs::copy(&path, &copy).unwrap();
-    let r = pisces::check::check_pool(&copy, pisces::MediumKind::DRAM).unwrap();
+    let r = pisces::tools::check::check_pool(&copy, pisces::MediumKind::DRAM).unwrap();
     assert!(r.is_ok(), "{:?}", r.problems);
     assert!(r.recovery_ok);
     let lines = r.engine_state.unwrap().lines.join("\n");
@@ -1104,7 +1104,7 @@ fn check_reports_live_records_of_a_running_pool() {
     drop(pool);
     let copy2 = dir.path().join("copy2");
     std::fs::copy(&path, &copy2).unwrap();
-    let r = pisces::check::check_pool(&copy2, pisces::MediumKind::DRAM).unwrap();
+    let r = pisces::tools::check::check_pool(&copy2, pisces::MediumKind::DRAM).unwrap();
     let lines = r.engine_state.unwrap().lines.join("\n");
     assert!(
         lines.contains("live records   0"),

@@ -521,7 +521,14 @@ fn run_until_crash(
     }
     .with_seed(seed);
     let sim = Arc::new(SimMedium::new(cfg.size as usize, sim_cfg).unwrap());
-    let pool = Pool::create_on_with_ops(sim.clone(), cfg.clone(), &operations()).unwrap();
+    let pool = Pool::create_on(
+        sim.clone(),
+        Config {
+            operations: operations(),
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
     let root = setup(&pool, w);
     let base = sim.fence_count();
     let acked: Vec<std::sync::atomic::AtomicUsize> = (0..threads)
@@ -578,10 +585,12 @@ fn recover_and_check(
             SimMedium::from_image(image, SimConfig::crash_at_fence(rc).with_seed(seed)).unwrap(),
         );
         // Dropped after the crash: the image is frozen (see `run_until_crash`).
-        drop(Pool::open_on_with_ops(
+        drop(Pool::open_on(
             sim.clone(),
-            cfg.clone(),
-            &operations(),
+            Config {
+                operations: operations(),
+                ..cfg.clone()
+            },
         ));
         match sim.crash_image(seed) {
             Some(i) => i,
@@ -591,7 +600,14 @@ fn recover_and_check(
         image
     };
     let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    let pool = Pool::open_on_with_ops(sim, cfg, &operations()).map_err(|e| e.to_string())?;
+    let pool = Pool::open_on(
+        sim,
+        Config {
+            operations: operations(),
+            ..cfg
+        },
+    )
+    .map_err(|e| e.to_string())?;
     check(&pool, w, root, acked)?;
     // The recovered pool keeps working, and recovers again after a clean close.
     let mut h = pool.handle().unwrap();
@@ -685,7 +701,14 @@ fn open_without_operations_is_refused_when_some_must_be_re_executed() {
         "unexpected error: {err}"
     );
     let m = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    let pool = Pool::open_on_with_ops(m, ops_cfg(&opts), &operations()).unwrap();
+    let pool = Pool::open_on(
+        m,
+        Config {
+            operations: operations(),
+            ..ops_cfg(&opts)
+        },
+    )
+    .unwrap();
     check(&pool, OpWorkload::Bank, root, &acked).unwrap();
     assert_eq!(acked, vec![10]);
 }
@@ -1231,7 +1254,7 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
         .unwrap();
     pool.allocated_objects().unwrap(); // checkpoint the setup
     let mut h = pool.handle().unwrap();
-    let before = pisces::medium::counters::snapshot();
+    let before = pisces::tools::counters::snapshot();
     for i in 0..n {
         let obj = objs[(i * 7) % 64];
         if as_op {
@@ -1254,9 +1277,9 @@ fn write_amplification(as_op: bool, words: usize, n: usize) -> (f64, f64) {
             .unwrap();
         }
     }
-    let olog = pisces::medium::counters::snapshot() - before;
+    let olog = pisces::tools::counters::snapshot() - before;
     pool.allocated_objects().unwrap(); // final checkpoint, on this thread
-    let all = pisces::medium::counters::snapshot() - before;
+    let all = pisces::tools::counters::snapshot() - before;
     let changed = (n * words * 8) as f64;
     let total = all.bytes_durable() as f64 / changed;
     let ckpt = (all.bytes_durable() - olog.bytes_logged) as f64 / changed;

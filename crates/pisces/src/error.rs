@@ -127,9 +127,9 @@ pub enum Error {
         /// The engine.
         engine: &'static str,
         /// What the transaction asked for.
-        requested: crate::tx::Isolation,
+        requested: crate::tx_options::Isolation,
         /// The strongest level the engine offers.
-        offered: crate::tx::Isolation,
+        offered: crate::tx_options::Isolation,
     },
     /// A transaction was started on a thread that is already inside a transaction of
     /// the same pool (transactions do not nest; run the inner work in the outer one).

@@ -47,23 +47,25 @@
 //! `conflicts`; any other abort or failure in `failed`.
 
 use crate::engine::registry::AnyThread;
-use crate::pool::{InTx, OpenExplicit};
-use crate::tx::{Durability, Tx, TxOptions, TxStats};
+use crate::nesting::{InTx, OpenExplicit};
+use crate::pool::HandleParts;
+use crate::tx::{Tx, TxStats};
+use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result, ThreadHandle};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::thread::ThreadId;
 
-/// A running explicit transaction on a [`ThreadHandle`] (see the [module
-/// docs](self)). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
+/// A running explicit transaction on a [`ThreadHandle`] (begun by
+/// [`ThreadHandle::begin`]). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
 /// allocations and frees are methods of this type; [`ExplicitTx::with_tx`] lends the
 /// `&mut Tx` that the containers take. Dropping it without `commit` rolls it back.
 ///
 /// ```
 /// # use pisces::{Config, Pool, PPtr, Error, TxOptions};
 /// # let dir = tempfile::tempdir().unwrap();
-/// # let pool = Pool::create(dir.path().join("x.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+/// # let pool = Pool::create(dir.path().join("x.pool"), Config::default().size(32 << 20)).unwrap();
 /// let n: PPtr<u64> = pool.root().unwrap();
 /// let mut h = pool.handle().unwrap();
 /// loop {
@@ -178,22 +180,6 @@ impl ThreadHandle {
             _thread_bound: PhantomData,
         })
     }
-}
-
-/// What an explicit transaction borrows from its [`ThreadHandle`].
-pub(crate) struct HandleParts<'h> {
-    /// The pool's identity (closure transactions' nesting check).
-    pub pool: usize,
-    /// The pool's open explicit transactions.
-    pub explicit: &'h OpenExplicit,
-    /// The handle's thread slot.
-    pub slot: usize,
-    /// The thread state.
-    pub th: &'h mut AnyThread,
-    /// The handle's counters.
-    pub stats: &'h mut TxStats,
-    /// The thread that began the handle's open explicit transaction, if any.
-    pub began_on: &'h mut Option<ThreadId>,
 }
 
 /// An explicit transaction's registration with its pool, ended when dropped (after the

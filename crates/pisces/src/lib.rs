@@ -6,35 +6,59 @@
 //! concurrency control and a three-stage commit, so readers never wait for persistent
 //! memory.
 //!
-//! Layers, bottom up: [`medium`] (bytes and durability), [`heap`] (pool layout,
-//! `PPtr`, allocator), [`engine`] (concurrency control and logging), and the
-//! transaction API ([`Pool`], [`Tx`]).
+//! The API is flat: a [`Pool`] (made from a [`Config`]) runs transactions ([`Tx`] in a
+//! closure, [`ExplicitTx`] on a [`ThreadHandle`]) with [`TxOptions`]; objects are
+//! [`PPtr`]s to [`Pod`] types; [`HashMap`] and [`BTreeMap`] are persistent containers;
+//! [`EngineId`] picks the concurrency control and logging engine. The one extension
+//! point is [`medium::Medium`], where the pool's bytes live and become durable.
+//!
+//! Layers inside, bottom up: the medium (bytes and durability), the heap (pool
+//! layout, allocator), the engines (concurrency control and logging, over a kit of
+//! shared parts), the transaction API and the pool, the containers. Each depends only
+//! on those below it.
 #![warn(missing_docs)]
+// What only the workspace's tools reach (`pisces::tools`: the offline checks, the
+// engines' inspection, the media counters) is unused in a build without them. The
+// workspace builds with them (CI's clippy included), where dead code is still found.
+#![cfg_attr(not(feature = "tools"), allow(dead_code))]
 
-pub mod check;
-pub mod containers;
-pub mod engine;
-
-pub mod error;
-pub mod explicit;
-pub(crate) mod fasthash;
-pub mod heap;
+#[cfg(any(test, feature = "tools"))]
+mod check;
+mod config;
+mod containers;
+mod engine;
+mod error;
+mod explicit;
+mod fasthash;
+mod heap;
 pub mod medium;
+#[cfg(feature = "mutation")]
+#[doc(hidden)]
 pub mod mutation;
-pub mod ops;
-pub mod pool;
+// Without the feature every switch reads as off and the setters are unused.
+#[cfg(not(feature = "mutation"))]
+#[allow(dead_code)]
+mod mutation;
+mod nesting;
+mod ops;
+mod pool;
 mod sync;
-pub mod tx;
+#[cfg(feature = "tools")]
+pub mod tools;
+mod tx;
+mod tx_options;
 
-pub use containers::{BTreeMap, HashMap};
+pub use config::Config;
+pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use explicit::ExplicitTx;
 pub use heap::pptr::PPtr;
 pub use medium::MediumKind;
 pub use ops::Operations;
-pub use pool::{Config, Pool, ThreadHandle};
-pub use tx::{Durability, Isolation, Tx, TxOptions, TxStats};
+pub use pool::{Pool, ThreadHandle};
+pub use tx::{Tx, TxStats};
+pub use tx_options::{Durability, Isolation, TxOptions};
 
 /// Derive macros and traits for types stored in a pool.
 pub use bytemuck::{Pod, Zeroable};

@@ -3,9 +3,9 @@
 //! An engine that logs *operations* instead of data (`timestone`) persists, at commit,
 //! only the operation's id and its argument bytes; recovery re-executes the operations
 //! that the last checkpoint does not cover. For that, recovery must know the functions:
-//! **register them before the pool opens** and open it with
-//! [`Pool::open_with_ops`] (or create it with [`Pool::create_with_ops`]). A pool with
-//! operations left to re-execute refuses to open without them
+//! **register them before the pool opens** and give them to [`Pool::open`] in
+//! [`Config::operations`](crate::Config::operations) (and to [`Pool::create`]). A pool
+//! with operations left to re-execute refuses to open without them
 //! ([`Error::InvalidConfig`] naming the missing id). Operations registered later with
 //! [`Pool::register_op`] run fine but must be in the registry of the next open too.
 //!
@@ -30,17 +30,20 @@
 //! }).unwrap();
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("ops.pool");
-//! let cfg = Config { size: 32 << 20, engine: Some(EngineId::Timestone), ..Config::default() };
-//! let pool = Pool::create_with_ops(&path, cfg.clone(), &ops).unwrap();
+//! let cfg = Config::new().size(32 << 20).engine(EngineId::Timestone).operations(ops);
+//! let pool = Pool::create(&path, cfg.clone()).unwrap();
 //! let counter: PPtr<u64> = pool.root().unwrap();
 //! pool.run_op(1, &counter).unwrap();
 //! drop(pool);
-//! let pool = Pool::open_with_ops(&path, cfg, &ops).unwrap();
+//! let pool = Pool::open(&path, cfg).unwrap();
 //! assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
 //! ```
 
-use crate::tx::{Isolation, Tx, TxOptions};
-use crate::{Error, Pool, Result, ThreadHandle};
+use crate::engine::registry::AnyThread;
+use crate::engine::Reexecute;
+use crate::tx::{run_on, Tx, TxStats};
+use crate::tx_options::TxOptions;
+use crate::{Error, Result};
 use bytemuck::Pod;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -120,7 +123,7 @@ impl Operations {
         self.read().get(&id).map(|r| r.f.clone())
     }
 
-    fn checked<A: Pod>(&self, id: u32) -> Result<Arc<OpFn>> {
+    pub(crate) fn checked<A: Pod>(&self, id: u32) -> Result<Arc<OpFn>> {
         let m = self.read();
         let r = m
             .get(&id)
@@ -137,100 +140,22 @@ impl Operations {
     }
 }
 
-/// The options `run_op` uses: at least serializable where the engine offers it.
-fn op_options(pool: &Pool, opts: TxOptions) -> TxOptions {
-    let e = pool.engine_id();
-    if e.offers(Isolation::Serializable)
-        && opts.isolation.is_none_or(|l| l < Isolation::Serializable)
-    {
-        opts.isolation(Isolation::Serializable)
-    } else {
-        opts
+/// Recovery re-executes a logged operation as one transaction with default options,
+/// through the same path as `Pool::run_op`.
+impl Reexecute for Operations {
+    fn registered(&self, id: u32) -> bool {
+        self.get(id).is_some()
     }
-}
-
-impl Pool {
-    /// Create a pool whose recovery can re-execute the operations of `ops`.
-    pub fn create_with_ops(
-        path: impl AsRef<std::path::Path>,
-        cfg: crate::Config,
-        ops: &Operations,
-    ) -> Result<Pool> {
-        Pool::create_ops(path, cfg, ops.clone())
-    }
-
-    /// Open a pool, re-executing logged operations of `ops` in recovery.
-    pub fn open_with_ops(
-        path: impl AsRef<std::path::Path>,
-        cfg: crate::Config,
-        ops: &Operations,
-    ) -> Result<Pool> {
-        Pool::open_ops(path, cfg, ops.clone())
-    }
-
-    /// [`Pool::create_on`] with operations.
-    pub fn create_on_with_ops(
-        medium: Arc<dyn crate::medium::Medium>,
-        cfg: crate::Config,
-        ops: &Operations,
-    ) -> Result<Pool> {
-        Pool::create_on_ops(medium, cfg, ops.clone())
-    }
-
-    /// [`Pool::open_on`] with operations.
-    pub fn open_on_with_ops(
-        medium: Arc<dyn crate::medium::Medium>,
-        cfg: crate::Config,
-        ops: &Operations,
-    ) -> Result<Pool> {
-        Pool::open_on_ops(medium, cfg, ops.clone())
-    }
-
-    /// Register an operation with this pool (see the module docs: the next open needs
-    /// it in its registry too).
-    pub fn register_op<A: Pod>(
-        &self,
-        id: u32,
-        f: impl Fn(&mut Tx<'_>, &A) -> Result<()> + Send + Sync + 'static,
-    ) -> Result<()> {
-        self.ops().register(id, f)
-    }
-
-    /// The operations registered with this pool.
-    pub fn operations(&self) -> Operations {
-        self.ops().clone()
-    }
-
-    /// Run operation `id` with `args` as one transaction (retried on conflicts).
-    pub fn run_op<A: Pod>(&self, id: u32, args: &A) -> Result<()> {
-        self.run_op_with(TxOptions::default(), id, args)
-    }
-
-    /// [`Pool::run_op`] with transaction options.
-    pub fn run_op_with<A: Pod>(&self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
-        let f = self.ops().checked::<A>(id)?;
-        let bytes = bytemuck::bytes_of(args);
-        self.transaction(op_options(self, opts), |tx| {
-            tx.set_operation(id, bytes);
-            f(tx, bytes)
-        })
-    }
-}
-
-impl ThreadHandle {
-    /// Run operation `id` with `args` on this handle's thread state.
-    pub fn run_op<A: Pod>(&mut self, id: u32, args: &A) -> Result<()> {
-        self.run_op_with(TxOptions::default(), id, args)
-    }
-
-    /// [`ThreadHandle::run_op`] with transaction options.
-    pub fn run_op_with<A: Pod>(&mut self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
-        let f = self.pool().ops().checked::<A>(id)?;
-        let opts = op_options(self.pool(), opts);
-        let bytes = bytemuck::bytes_of(args);
-        self.transaction(opts, |tx| {
-            tx.set_operation(id, bytes);
-            f(tx, bytes)
-        })
+    fn run(&self, thread: &mut AnyThread, id: u32, args: &[u8]) -> Result<()> {
+        let f = self
+            .get(id)
+            .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
+        run_on(
+            thread,
+            &mut TxStats::default(),
+            &TxOptions::default(),
+            false,
+            |tx| f(tx, args),
+        )
     }
 }

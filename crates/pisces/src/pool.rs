@@ -8,85 +8,21 @@
 //! `Config::max_threads` of them; they are never destroyed while the pool is open,
 //! and a parked state's pending write-backs are helped out by other threads.
 
+use crate::config::Config;
 use crate::engine::registry::{self, AnyEngine, AnyThread};
-use crate::engine::{EngineId, EngineOptions, OpenCtx, Storage};
-use crate::heap::{FormatParams, Heap};
-use crate::medium::{self, Medium, MediumKind};
-use crate::tx::{run_on, Tx, TxOptions, TxStats};
+use crate::engine::{EngineId, Storage};
+use crate::heap::{superblock, FormatParams, Heap};
+use crate::medium::{self, Medium};
+use crate::nesting::{InTx, OpenExplicit};
+use crate::ops::Operations;
+use crate::tx::{run_on, Tx, TxStats};
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
-use std::cell::Cell;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-/// How to create or open a pool.
-///
-/// ```
-/// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
-/// let cfg = Config {
-///     size: 256 << 20,                       // a 256 MiB pool
-///     medium: MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 },
-///     engine: Some(EngineId::Pisces),
-///     max_threads: 4,
-///     engine_options: PiscesOptions { flush_diff: true, group_commit: 8 }.into(),
-///     ..Config::default()
-/// };
-/// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
-/// ```
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
-    pub size: u64,
-    /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
-    /// (the default) is a pool that never grows and reports
-    /// [`Error::OutOfSpace`] when its heap is full. A pool that may grow reserves
-    /// `max_size` bytes of address space when it is mapped (not memory: the reservation
-    /// costs nothing until the pool grows), extends its file and heap when the
-    /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
-    /// sized for the maximum (4 bytes per 64 KiB). Fixed at creation; `open` takes it
-    /// from the pool. Refused by the `spht` engine (its private working snapshot is a
-    /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
-    pub max_size: Option<u64>,
-    /// The medium the pool is mapped on.
-    pub medium: MediumKind,
-    /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
-    /// `None` takes the engine the superblock records; naming another one is refused
-    /// with [`Error::WrongEngine`].
-    pub engine: Option<EngineId>,
-    /// Most threads that run transactions at once. Fixed at creation.
-    pub max_threads: usize,
-    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
-    /// transaction's record may use at most half of it.
-    pub log_bytes_per_thread: usize,
-    /// The engine's options (`key=value`, parsed and checked by the engine at open);
-    /// may differ between runs.
-    pub engine_options: EngineOptions,
-    /// Threads recovery may use at open (engines that replay in parallel).
-    pub recovery_threads: usize,
-    /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
-    /// out (by handles or other `run` calls) before it fails with
-    /// [`Error::TooManyThreads`].
-    pub slot_wait: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            size: 64 << 20,
-            max_size: None,
-            medium: MediumKind::DRAM,
-            engine: None,
-            max_threads: 8,
-            log_bytes_per_thread: 1 << 20,
-            engine_options: EngineOptions::default(),
-            recovery_threads: 1,
-            slot_wait: Duration::from_secs(5),
-        }
-    }
-}
 
 /// The root slot's payload: where the root object is, its size and a fingerprint of
 /// its type.
@@ -124,12 +60,8 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
     let Some(max) = max_size else {
         return Ok(());
     };
-    let why = match engine {
-        EngineId::Spht => {
-            "its working snapshot is a private mapping of the pool at open and does not follow a growth"
-        }
-        _ if engine.storage() == Storage::OwnFile => "its pool file is not in this library's format",
-        _ => return Ok(()),
+    let Some(why) = engine.growth_refused() else {
+        return Ok(());
     };
     if max > size {
         return Err(Error::InvalidConfig(format!(
@@ -155,7 +87,7 @@ struct PoolInner {
     /// Identity for the nesting check (the address of this allocation).
     id: usize,
     /// Registered operations (`crate::ops`).
-    ops: crate::ops::Operations,
+    ops: Operations,
     /// The explicit transactions that are open, by thread (for the nesting check).
     explicit: OpenExplicit,
 }
@@ -175,182 +107,20 @@ impl Drop for PoolInner {
     }
 }
 
-/// Most pools with a closure transaction running on one thread at once (a transaction
-/// of one pool may run a transaction of another inside it).
-const MAX_NESTED_POOLS: usize = 4;
-
-/// The closure transactions running on this thread (see `IN_TX`).
-struct ActivePools {
-    len: Cell<usize>,
-    pools: [Cell<usize>; MAX_NESTED_POOLS],
-    /// Explicit transactions this thread began that have not ended (any pool): a
-    /// closure transaction that starts while one is open runs nested in it.
-    explicit: Cell<usize>,
-    /// A nested transaction gave up on a conflict that its enclosing transaction may
-    /// be the cause of (see [`InTx::gave_up_nested`]); the enclosing `run` that sees
-    /// it rolls its own attempt back and retries.
-    nested_gave_up: Cell<bool>,
-}
-
-thread_local! {
-    /// Pools (by `PoolInner::id`) with a closure transaction running on this thread,
-    /// innermost last: a second transaction of one of them would wait for the first (a
-    /// grace period, a lock) forever. One thread-local of plain `Cell`s with a const
-    /// initialiser: checked on every transaction, so it must cost a few instructions
-    /// (one thread-local address, no copy of the whole list), not a `RefCell<Vec>`.
-    /// Closure transactions end in reverse order of their start (scopes, also when
-    /// unwinding), so the list never holds a transaction that is over. Explicit
-    /// transactions, which a caller may leak (`mem::forget`), are registered with
-    /// their pool instead ([`OpenExplicit`]) and only counted here.
-    static IN_TX: ActivePools = const {
-        ActivePools {
-            len: Cell::new(0),
-            pools: [const { Cell::new(0) }; MAX_NESTED_POOLS],
-            explicit: Cell::new(0),
-            nested_gave_up: Cell::new(false),
-        }
-    };
-}
-
-/// The explicit transactions of one pool that are open, with the thread that began
-/// each (see `crate::explicit`). Kept with the pool, not in a thread-local: an explicit
-/// transaction that is leaked stays registered only until its handle begins again or
-/// is dropped ([`ThreadHandle`] ends it then), and never concerns another pool.
-#[derive(Debug, Default)]
-pub(crate) struct OpenExplicit {
-    /// How many are open: closure transactions read the list only when this is not 0.
-    count: AtomicUsize,
-    /// (thread, thread slot of the handle) of each open explicit transaction.
-    list: Mutex<Vec<(ThreadId, usize)>>,
-}
-
-impl OpenExplicit {
-    /// Whether the calling thread has an explicit transaction of this pool open.
-    #[inline]
-    pub(crate) fn on_this_thread(&self) -> bool {
-        // Relaxed: a thread asks only about its own registrations, which program order
-        // makes visible to it; another thread's entries never concern it, so missing
-        // or seeing them late changes no answer.
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return false;
-        }
-        self.on_this_thread_slow()
-    }
-
-    #[cold]
-    fn on_this_thread_slow(&self) -> bool {
-        let me = std::thread::current().id();
-        self.list
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .any(|&(t, _)| t == me)
-    }
-
-    /// Register the explicit transaction of the handle on `slot`, begun on this thread.
-    pub(crate) fn add(&self, slot: usize) {
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        l.push((std::thread::current().id(), slot));
-        self.count.store(l.len(), Ordering::Relaxed);
-        IN_TX.with(|t| t.explicit.set(t.explicit.get() + 1));
-    }
-
-    /// End the registration of the handle on `slot`, begun by thread `began_on`.
-    pub(crate) fn remove(&self, slot: usize, began_on: ThreadId) {
-        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = l.iter().position(|&(_, s)| s == slot) {
-            l.swap_remove(i);
-        }
-        self.count.store(l.len(), Ordering::Relaxed);
-        drop(l);
-        // The count of the thread that began it; a handle that moved to another thread
-        // after its transaction was leaked cannot reach that thread's count, which then
-        // stays raised: that thread's later transactions count as nested (bounded
-        // retries), nothing worse.
-        if began_on == std::thread::current().id() {
-            IN_TX.with(|t| t.explicit.set(t.explicit.get().saturating_sub(1)));
-        }
-    }
-}
-
-/// Marks this thread as inside a closure transaction of one pool while alive. Guards
-/// are dropped in reverse order of creation (nested scopes, also when unwinding).
-pub(crate) struct InTx {
-    pool: usize,
-    /// Another transaction (of another pool) was running on this thread when this one
-    /// started.
-    nested: bool,
-}
-
-impl InTx {
-    /// Register a closure transaction of `pool` (its id and open explicit
-    /// transactions); `Err(NestedTransaction)` if one of the same pool runs on this
-    /// thread already.
-    #[inline]
-    pub(crate) fn enter(pool: usize, explicit: &OpenExplicit) -> Result<InTx> {
-        if explicit.on_this_thread() {
-            return Err(Error::NestedTransaction);
-        }
-        IN_TX.with(|t| {
-            let len = t.len.get();
-            if t.pools.iter().take(len).any(|p| p.get() == pool) {
-                return Err(Error::NestedTransaction);
-            }
-            let Some(slot) = t.pools.get(len) else {
-                return Err(Error::InvalidArgument(format!(
-                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
-                )));
-            };
-            slot.set(pool);
-            t.len.set(len + 1);
-            // A give-up noted before this transaction started was about another one.
-            t.nested_gave_up.set(false);
-            Ok(InTx {
-                pool,
-                nested: len > 0 || t.explicit.get() > 0,
-            })
-        })
-    }
-
-    /// Whether any transaction (closure or explicit, any pool) runs on this thread.
-    pub(crate) fn inside_any() -> bool {
-        IN_TX.with(|t| t.len.get() > 0 || t.explicit.get() > 0)
-    }
-
-    /// Whether a closure transaction of `pool` runs on this thread.
-    pub(crate) fn active(pool: usize) -> bool {
-        IN_TX.with(|t| t.pools.iter().take(t.len.get()).any(|p| p.get() == pool))
-    }
-
-    /// Whether this transaction runs inside another one (of another pool) on this
-    /// thread, which may hold what this one waits for.
-    #[inline]
-    pub(crate) fn nested(&self) -> bool {
-        self.nested
-    }
-
-    /// Note that a nested transaction gave up on a conflict (it returns
-    /// `Err(Conflict)` to the transaction around it).
-    pub(crate) fn gave_up_nested() {
-        IN_TX.with(|t| t.nested_gave_up.set(true));
-    }
-
-    /// Whether a transaction nested in the current attempt gave up (and forget it).
-    #[inline]
-    pub(crate) fn take_nested_gave_up() -> bool {
-        IN_TX.with(|t| t.nested_gave_up.replace(false))
-    }
-}
-
-impl Drop for InTx {
-    #[inline]
-    fn drop(&mut self) {
-        IN_TX.with(|t| {
-            let len = t.len.get();
-            debug_assert!(len > 0 && t.pools[len - 1].get() == self.pool);
-            t.len.set(len.saturating_sub(1));
-        });
-    }
+/// What an explicit transaction borrows from its [`ThreadHandle`].
+pub(crate) struct HandleParts<'h> {
+    /// The pool's identity (closure transactions' nesting check).
+    pub pool: usize,
+    /// The pool's open explicit transactions.
+    pub explicit: &'h OpenExplicit,
+    /// The handle's thread slot.
+    pub slot: usize,
+    /// The thread state.
+    pub th: &'h mut AnyThread,
+    /// The handle's counters.
+    pub stats: &'h mut TxStats,
+    /// The thread that began the handle's open explicit transaction, if any.
+    pub began_on: &'h mut Option<ThreadId>,
 }
 
 /// A thread state checked out for one `Pool::run`; given back when dropped, also when
@@ -377,7 +147,7 @@ impl Drop for Lease<'_> {
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("doc.pool");
-/// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(&path, Config::default().size(32 << 20))?;
 /// let root: PPtr<u64> = pool.root()?;
 /// pool.run(|tx| {
 ///     *tx.write(root)? += 1;
@@ -407,36 +177,27 @@ impl Pool {
     /// # use pisces::{Config, Pool, Error};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("new.pool");
-    /// let pool = Pool::create(&path, Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(&path, Config::default().size(32 << 20)).unwrap();
     /// drop(pool);
     /// // Creating over an existing file is refused.
     /// assert!(matches!(Pool::create(&path, Config::default()), Err(Error::AlreadyExists(_))));
     /// ```
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        Self::create_ops(path, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn create_ops(
-        path: impl AsRef<Path>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg, true)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), true)?,
                 &cfg,
-                ops,
             );
         }
-        let medium = medium::create_file_growable(
+        let medium = medium::open::create_file_growable(
             path.as_ref(),
             cfg.size,
             cfg.max_size.unwrap_or(cfg.size),
             cfg.medium,
         )?;
-        Self::create_on_ops(medium, cfg, ops).inspect_err(|_| {
+        Self::create_on(medium, cfg).inspect_err(|_| {
             let _ = std::fs::remove_file(path.as_ref());
         })
     }
@@ -448,7 +209,7 @@ impl Pool {
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("kept.pool");
-    /// let cfg = Config { size: 32 << 20, ..Config::default() };
+    /// let cfg = Config::default().size(32 << 20);
     /// {
     ///     let pool = Pool::create(&path, cfg.clone()).unwrap();
     ///     let n: PPtr<u64> = pool.root().unwrap();
@@ -459,44 +220,28 @@ impl Pool {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 7);
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
-        Self::open_ops(path, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn open_ops(
-        path: impl AsRef<Path>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
             return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg, false)?,
+                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), false)?,
                 &cfg,
-                ops,
             );
         }
-        let medium = medium::open_file(path.as_ref(), cfg.medium)?;
-        Self::open_on_ops(medium, cfg, ops)
+        let medium = superblock::open_pool_file(path.as_ref(), cfg.medium)?;
+        Self::open_on(medium, cfg)
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use pisces::medium::dram::DramMedium;
-    /// use pisces::{Config, Pool};
+    /// use pisces::medium::DramMedium;
+    /// use pisces::{Config, Pool, PPtr};
     /// let medium = Arc::new(DramMedium::anonymous(32 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium, Config::default()).unwrap();
-    /// assert_eq!(pool.superblock().unwrap().max_threads, 8);
+    /// let n: PPtr<u64> = pool.root().unwrap();
+    /// assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), 0);
     /// ```
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
-        Self::create_on_ops(medium, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn create_on_ops(
-        medium: Arc<dyn Medium>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         if engine.storage() != Storage::Heap {
             return Err(Error::InvalidConfig(format!(
@@ -511,11 +256,11 @@ impl Pool {
                 engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
-                regions: engine.regions(&cfg),
+                regions: engine.regions(&cfg.engine_ctx()),
             },
             max_size,
         )?;
-        Self::start(Arc::new(heap), engine, &cfg, ops)
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
     /// Open a pool on a medium that holds one (e.g. a crash image of the simulator in
@@ -523,9 +268,9 @@ impl Pool {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// use pisces::medium::dram::DramMedium;
+    /// use pisces::medium::DramMedium;
     /// use pisces::{Config, Pool, PPtr};
-    /// let cfg = Config { size: 4 << 20, max_threads: 2, log_bytes_per_thread: 64 << 10, ..Config::default() };
+    /// let cfg = Config::default().size(4 << 20).max_threads(2).log_bytes_per_thread(64 << 10);
     /// let medium = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
     /// let pool = Pool::create_on(medium.clone(), cfg.clone()).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
@@ -535,14 +280,6 @@ impl Pool {
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
-        Self::open_on_ops(medium, cfg, crate::ops::Operations::new())
-    }
-
-    pub(crate) fn open_on_ops(
-        medium: Arc<dyn Medium>,
-        cfg: Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
         let heap = Heap::open(medium)?;
         let found = heap.superblock().engine_id;
         let engine = EngineId::from_u32(found)
@@ -554,33 +291,16 @@ impl Pool {
                 requested: asked.name().to_string(),
             });
         }
-        Self::start(Arc::new(heap), engine, &cfg, ops)
+        Self::start(Arc::new(heap), engine, &cfg)
     }
 
-    fn start(
-        heap: Arc<Heap>,
-        id: EngineId,
-        cfg: &Config,
-        ops: crate::ops::Operations,
-    ) -> Result<Pool> {
+    fn start(heap: Arc<Heap>, id: EngineId, cfg: &Config) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
         refuse_growth(id, Some(heap.layout().max_size), heap.size() as u64)?;
-        let engine = registry::open_heap(
-            id,
-            heap.clone(),
-            &cfg.engine_options,
-            &OpenCtx::from_config(cfg, ops.clone()),
-        )?;
+        let engine = registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx())?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
-        let pool = Self::from_engine(
-            engine,
-            &Config {
-                max_threads,
-                ..cfg.clone()
-            },
-            ops,
-        )?;
+        let pool = Self::from_engine(engine, &cfg.clone().max_threads(max_threads))?;
         pool.verify_root(&heap)?;
         Ok(pool)
     }
@@ -611,7 +331,7 @@ impl Pool {
         }
     }
 
-    fn from_engine(engine: AnyEngine, cfg: &Config, ops: crate::ops::Operations) -> Result<Pool> {
+    fn from_engine(engine: AnyEngine, cfg: &Config) -> Result<Pool> {
         let max_threads = cfg.max_threads;
         let inner = Arc::new_cyclic(|w| PoolInner {
             engine,
@@ -623,7 +343,7 @@ impl Pool {
             max_threads,
             slot_wait: cfg.slot_wait,
             id: w.as_ptr() as usize,
-            ops,
+            ops: cfg.operations.clone(),
             explicit: OpenExplicit::default(),
         });
         Ok(Pool { inner })
@@ -643,7 +363,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("a.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("a.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// assert_eq!(pool.allocated_objects().unwrap(), vec![root.offset()]);
     /// ```
@@ -666,9 +386,10 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("h.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert_eq!(pool.superblock().unwrap().pool_size, 32 << 20);
     /// ```
+    #[cfg(feature = "tools")]
     pub fn superblock(&self) -> Option<crate::heap::superblock::Superblock> {
         self.heap().map(|h| h.superblock())
     }
@@ -678,7 +399,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, EngineId};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("e.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert_eq!(pool.engine_id(), EngineId::Pisces);
     /// ```
     pub fn engine_id(&self) -> EngineId {
@@ -692,7 +413,7 @@ impl Pool {
     }
 
     /// The pool's registered operations (`crate::ops`).
-    pub(crate) fn ops(&self) -> &crate::ops::Operations {
+    pub(crate) fn ops(&self) -> &Operations {
         &self.inner.ops
     }
 
@@ -741,7 +462,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// std::thread::scope(|s| {
     ///     for _ in 0..2 {
@@ -799,7 +520,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("r.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("r.pool"), Config::default().size(32 << 20)).unwrap();
     /// let pair: PPtr<[i64; 2]> = pool.root().unwrap();
     /// let moved = pool.run(|tx| {
     ///     let p = tx.write(pair)?;
@@ -818,7 +539,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions, Isolation, Error};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("o.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("o.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let v = pool.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(n)?)).unwrap();
     /// assert_eq!(v, 0);
@@ -844,7 +565,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("e.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("e.pool"), Config::default().size(32 << 20)).unwrap();
     /// #[derive(Debug)]
     /// enum BankError { Pool(pisces::Error), Overdrawn(i64) }
     /// impl From<pisces::Error> for BankError {
@@ -889,7 +610,7 @@ impl Pool {
     /// #[repr(C)]
     /// struct Root { count: u64, head: PPtr<u64> }
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("root.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("root.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<Root> = pool.root().unwrap();
     /// assert_eq!(pool.root::<Root>().unwrap(), root); // same object every time
     /// assert!(pool.root::<u64>().is_err());          // another type is refused
@@ -909,7 +630,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("rb.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("rb.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root = pool.root_bytes(24).unwrap();
     /// assert_eq!(pool.root_bytes(24).unwrap(), root);
     /// assert!(pool.root_bytes(16).is_err());
@@ -975,7 +696,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("in.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("in.pool"), Config::default().size(32 << 20)).unwrap();
     /// assert!(!pool.in_transaction());
     /// assert!(pool.run(|_| Ok(pool.in_transaction())).unwrap());
     /// ```
@@ -989,7 +710,7 @@ impl Pool {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let pool = Pool::create(dir.path().join("s.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// let pool = Pool::create(dir.path().join("s.pool"), Config::default().size(32 << 20)).unwrap();
     /// pool.sync().unwrap();
     /// ```
     pub fn sync(&self) -> Result<()> {
@@ -1034,7 +755,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("h.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("h.pool"), Config::default().size(32 << 20)).unwrap();
     /// let counter: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// for _ in 0..10 {
@@ -1073,7 +794,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, TxOptions, Durability};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("d.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("d.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// let lazy = TxOptions::default().durability(Durability::Deferred);
@@ -1091,7 +812,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("st.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("st.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n: PPtr<u64> = pool.root().unwrap();
     /// let mut h = pool.handle().unwrap();
     /// h.run(|tx| { *tx.write(n)? = 1; Ok(()) }).unwrap();
@@ -1111,7 +832,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("p.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("p.pool"), Config::default().size(32 << 20)).unwrap();
     /// let h = pool.handle().unwrap();
     /// assert_eq!(h.pool().engine_id(), pool.engine_id());
     /// ```
@@ -1120,10 +841,10 @@ impl ThreadHandle {
     }
 
     /// What an explicit transaction borrows, apart (for `crate::explicit`).
-    pub(crate) fn parts(&mut self) -> crate::explicit::HandleParts<'_> {
+    pub(crate) fn parts(&mut self) -> HandleParts<'_> {
         self.end_leaked();
         let state = self.state.as_mut().expect("state present until drop");
-        crate::explicit::HandleParts {
+        HandleParts {
             pool: self.pool.inner.id,
             explicit: &self.pool.inner.explicit,
             slot: state.0,
@@ -1159,7 +880,7 @@ impl ThreadHandle {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("sl.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("sl.pool"), Config::default().size(32 << 20)).unwrap();
     /// let (a, b) = (pool.handle().unwrap(), pool.handle().unwrap());
     /// assert_ne!(a.slot(), b.slot());
     /// ```
@@ -1175,5 +896,66 @@ impl Drop for ThreadHandle {
             s.1.quiesce();
             self.pool.checkin(s);
         }
+    }
+}
+
+/// The options `run_op` uses: at least serializable where the engine offers it.
+fn op_options(e: EngineId, opts: TxOptions) -> TxOptions {
+    if e.offers(Isolation::Serializable)
+        && opts.isolation.is_none_or(|l| l < Isolation::Serializable)
+    {
+        opts.isolation(Isolation::Serializable)
+    } else {
+        opts
+    }
+}
+
+impl Pool {
+    /// Register an operation with this pool (see the module docs: the next open needs
+    /// it in its registry too).
+    pub fn register_op<A: Pod>(
+        &self,
+        id: u32,
+        f: impl Fn(&mut Tx<'_>, &A) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.ops().register(id, f)
+    }
+
+    /// The operations registered with this pool.
+    pub fn operations(&self) -> Operations {
+        self.ops().clone()
+    }
+
+    /// Run operation `id` with `args` as one transaction (retried on conflicts).
+    pub fn run_op<A: Pod>(&self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`Pool::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.ops().checked::<A>(id)?;
+        let bytes = bytemuck::bytes_of(args);
+        self.transaction(op_options(self.engine_id(), opts), |tx| {
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
+        })
+    }
+}
+
+impl ThreadHandle {
+    /// Run operation `id` with `args` on this handle's thread state.
+    pub fn run_op<A: Pod>(&mut self, id: u32, args: &A) -> Result<()> {
+        self.run_op_with(TxOptions::default(), id, args)
+    }
+
+    /// [`ThreadHandle::run_op`] with transaction options.
+    pub fn run_op_with<A: Pod>(&mut self, opts: TxOptions, id: u32, args: &A) -> Result<()> {
+        let f = self.pool().ops().checked::<A>(id)?;
+        let opts = op_options(self.pool().engine_id(), opts);
+        let bytes = bytemuck::bytes_of(args);
+        self.transaction(opts, |tx| {
+            tx.set_operation(id, bytes);
+            f(tx, bytes)
+        })
     }
 }

@@ -66,95 +66,13 @@
 use crate::engine::kit::objects::FastReads;
 use crate::engine::registry::AnyThread;
 use crate::heap::alloc::min_class;
-use crate::pool::InTx;
+use crate::nesting::InTx;
+use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result};
 use bytemuck::Pod;
 use rand::Rng;
 use std::mem::{align_of, size_of};
 use std::time::Duration;
-
-/// How strongly a transaction is isolated from concurrent ones. Levels are ordered:
-/// an engine that offers a level also accepts requests for weaker ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Isolation {
-    /// Snapshot isolation: every read sees one committed snapshot taken at begin; two
-    /// transactions that write the same object do not both commit. Write skew is
-    /// possible.
-    Snapshot,
-    /// Serializable: the outcome equals some serial order of the committed
-    /// transactions (no write skew).
-    Serializable,
-    /// Linearizable (strict serializable): serializable, and the order respects real
-    /// time (a transaction sees every one that committed before it began).
-    Linearizable,
-}
-
-impl std::fmt::Display for Isolation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Isolation::Snapshot => "snapshot",
-            Isolation::Serializable => "serializable",
-            Isolation::Linearizable => "linearizable",
-        })
-    }
-}
-
-/// When `run` returns relative to durability.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Durability {
-    /// `run` returns after the transaction is durable (survives a crash).
-    #[default]
-    OnReturn,
-    /// `run` returns once the transaction is visible; it becomes durable later, at the
-    /// latest when [`crate::ThreadHandle::wait_durable`] or [`crate::Pool::sync`]
-    /// returns. On engines whose commit is durable anyway nothing changes.
-    Deferred,
-}
-
-/// Options of one transaction.
-///
-/// ```
-/// use pisces::{Isolation, TxOptions};
-/// let o = TxOptions { read_only: true, ..TxOptions::default() };
-/// assert_eq!(o.isolation, None); // the engine's own level
-/// let strict = TxOptions::default().isolation(Isolation::Serializable);
-/// assert_eq!(strict.isolation, Some(Isolation::Serializable));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TxOptions {
-    /// The transaction only reads: `write`, `alloc` and `free` are refused with
-    /// [`Error::ReadOnlyTransaction`], and an engine may take a cheaper path.
-    pub read_only: bool,
-    /// The isolation level asked for; `None` = the engine's own. A level the engine
-    /// does not offer is refused with [`Error::IsolationUnsupported`].
-    pub isolation: Option<Isolation>,
-    /// When `run` returns.
-    pub durability: Durability,
-}
-
-impl TxOptions {
-    /// Read-only transactions.
-    pub fn read_only() -> TxOptions {
-        TxOptions {
-            read_only: true,
-            ..TxOptions::default()
-        }
-    }
-    /// With isolation level `level`.
-    pub fn isolation(self, level: Isolation) -> TxOptions {
-        TxOptions {
-            isolation: Some(level),
-            ..self
-        }
-    }
-    /// With durability `d`.
-    pub fn durability(self, d: Durability) -> TxOptions {
-        TxOptions {
-            durability: d,
-            ..self
-        }
-    }
-}
 
 /// A running transaction (see the module docs for its borrowing rules).
 pub struct Tx<'h> {
@@ -194,7 +112,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("r.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("r.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<[u64; 2]> = pool.root().unwrap();
     /// let sum = pool.run(|tx| { let r = tx.read(root)?; Ok(r[0] + r[1]) }).unwrap();
     /// assert_eq!(sum, 0);
@@ -223,7 +141,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("w.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("w.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// pool.run(|tx| { *tx.write(root)? = 42; Ok(()) }).unwrap();
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 42);
@@ -246,7 +164,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("a.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("a.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<PPtr<u64>> = pool.root().unwrap();
     /// pool.run(|tx| { let n = tx.alloc(7u64)?; *tx.write(root)? = n; Ok(()) }).unwrap();
     /// let v = pool.run(|tx| { let n = *tx.read(root)?; Ok(*tx.read(n)?) }).unwrap();
@@ -264,7 +182,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("z.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("z.pool"), Config::default().size(32 << 20)).unwrap();
     /// let big = pool.run(|tx| tx.alloc_zeroed::<[u64; 4096]>()).unwrap();
     /// assert_eq!(pool.run(|tx| Ok(tx.read(big)?[4095])).unwrap(), 0);
     /// ```
@@ -282,7 +200,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("b.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("b.pool"), Config::default().size(32 << 20)).unwrap();
     /// let n = 100;
     /// let blob = pool.run(|tx| {
     ///     let b = tx.alloc_bytes(n)?;
@@ -385,7 +303,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("f.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("f.pool"), Config::default().size(32 << 20)).unwrap();
     /// let p = pool.run(|tx| tx.alloc(1u32)).unwrap();
     /// pool.run(|tx| tx.free(p)).unwrap();
     /// ```
@@ -400,7 +318,7 @@ impl<'h> Tx<'h> {
     /// ```
     /// # use pisces::{Config, Pool, PPtr, Error};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("u.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("u.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<u64> = pool.root().unwrap();
     /// let r: pisces::Result<()> = pool.run(|tx| { *tx.write(root)? = 5; Err(tx.abort("changed my mind")) });
     /// assert!(matches!(r, Err(Error::UserAbort(_))));

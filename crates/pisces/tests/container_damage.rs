@@ -3,8 +3,8 @@
 
 mod common;
 
-use pisces::check::{check_pool, check_pool_deep};
-use pisces::containers::btree::LEAF_TAG;
+use pisces::tools::check::{check_pool, check_pool_deep};
+use pisces::tools::containers::LEAF_TAG;
 use pisces::{
     BTreeMap, Config, EngineOptions, Error, HashMap, MediumKind, PPtr, Pod, Pool, Zeroable,
 };

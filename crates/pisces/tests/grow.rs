@@ -4,7 +4,7 @@
 //! end at once both succeed; `check` accepts a grown pool and a file that an
 //! interrupted growth left longer than the pool.
 
-use pisces::check::check_pool;
+use pisces::tools::check::check_pool;
 use pisces::{Config, EngineId, Error, MediumKind, PPtr, Pool};
 use std::path::Path;
 
@@ -295,7 +295,7 @@ fn file_and_anonymous_media_grow_too() {
     drop(pool);
 
     let m = std::sync::Arc::new(
-        pisces::medium::dram::DramMedium::anonymous_growable(SIZE as usize, MAX as usize, 0, 0)
+        pisces::tools::dram::DramMedium::anonymous_growable(SIZE as usize, MAX as usize, 0, 0)
             .unwrap(),
     );
     let pool = Pool::create_on(m.clone(), cfg(EngineId::Pisces, Some(MAX))).unwrap();
@@ -305,7 +305,7 @@ fn file_and_anonymous_media_grow_too() {
     drop(pool);
     // A medium that reserves less than the maximum is refused at format time.
     let small = std::sync::Arc::new(
-        pisces::medium::dram::DramMedium::anonymous(SIZE as usize, 0, 0).unwrap(),
+        pisces::tools::dram::DramMedium::anonymous(SIZE as usize, 0, 0).unwrap(),
     );
     assert!(matches!(
         Pool::create_on(small, cfg(EngineId::Pisces, Some(MAX))),

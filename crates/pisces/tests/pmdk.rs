@@ -166,7 +166,7 @@ fn bad_pointers_and_bad_pools_are_errors() {
         Err(Error::InvalidConfig(_))
     ));
     let m =
-        std::sync::Arc::new(pisces::medium::dram::DramMedium::anonymous(32 << 20, 0, 0).unwrap());
+        std::sync::Arc::new(pisces::tools::dram::DramMedium::anonymous(32 << 20, 0, 0).unwrap());
     assert!(matches!(
         Pool::create_on(m, cfg()),
         Err(Error::InvalidConfig(_))

@@ -1,8 +1,8 @@
 //! Bad input to `Pool::open` / `Pool::create`: each case gives its own `Error` variant,
 //! never panics, and leaves the file's bytes exactly as they were.
 
-use pisces::heap::layout::SUPERBLOCK_SIZE;
-use pisces::heap::superblock::{Superblock, FORMAT_VERSION, MAGIC};
+use pisces::tools::layout::SUPERBLOCK_SIZE;
+use pisces::tools::superblock::{Superblock, FORMAT_VERSION, MAGIC};
 use pisces::{Config, Error, PPtr, Pool};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -407,8 +407,8 @@ fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
 /// of this format; never a fresh empty root over unreachable objects.
 #[test]
 fn a_damaged_root_slot_is_refused_not_replaced() {
-    use pisces::check::check_pool_deep;
-    use pisces::heap::layout::ENGINE_AREA_OFFSET;
+    use pisces::tools::check::check_pool_deep;
+    use pisces::tools::layout::ENGINE_AREA_OFFSET;
     use pisces::{EngineId, MediumKind};
     let d = tempfile::tempdir().unwrap();
     for &engine in EngineId::ALL
@@ -435,7 +435,7 @@ fn a_damaged_root_slot_is_refused_not_replaced() {
             ("zeroed page", (ENGINE_AREA_OFFSET, None)),
             (
                 "bit flip",
-                (pisces::heap::ROOT_SLOT_OFFSET + 8, Some(0x10u8)),
+                (pisces::tools::ROOT_SLOT_OFFSET + 8, Some(0x10u8)),
             ),
         ] {
             let mut bytes = good.clone();
@@ -497,7 +497,7 @@ fn objects_without_a_root_are_a_check_warning() {
         let pool = Pool::create(&p, cfg()).unwrap();
         pool.run(|tx| tx.alloc(5u64).map(|_| ())).unwrap();
     }
-    let r = pisces::check::check_pool(&p, pisces::MediumKind::DRAM).unwrap();
+    let r = pisces::tools::check::check_pool(&p, pisces::MediumKind::DRAM).unwrap();
     assert!(
         r.warnings.iter().any(|q| q.contains("no root object")),
         "{r}"

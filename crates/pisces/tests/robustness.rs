@@ -3,7 +3,7 @@
 
 mod common;
 
-use pisces::heap::ROOT_SLOT_OFFSET;
+use pisces::tools::ROOT_SLOT_OFFSET;
 use pisces::{EngineOptions, Error, PPtr, Pool};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

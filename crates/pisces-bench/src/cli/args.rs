@@ -7,7 +7,7 @@ use crate::workloads::select::{self, WorkloadKind, SET_MIXES};
 use crate::workloads::ycsb::YCSB_MIXES;
 use crate::workloads::Sizes;
 use clap::Args;
-use pisces::containers::hashmap::MAX_BUCKETS;
+use pisces::tools::containers::MAX_BUCKETS;
 use std::path::PathBuf;
 
 /// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).

@@ -35,8 +35,8 @@ use crate::workloads::kinds::DataKind;
 use crate::workloads::OpRng;
 use crate::workloads::{DataSet, Sizes};
 use hdrhistogram::Histogram;
-use pisces::medium::counters::{self, Counters};
-use pisces::medium::dram;
+use pisces::tools::counters::{self, Counters};
+use pisces::tools::dram;
 use pisces::{MediumKind, Pool, ThreadHandle};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -64,7 +64,7 @@ pub struct Spec {
     pub nvm_latency_ns: u64,
     /// The control of the latency sweep: each worker's emulated NVM waits are paid
     /// after its transaction returns instead of at the fence inside it
-    /// ([`pisces::medium::dram::defer_emulated_waits`]): the same waits, with nothing
+    /// ([`pisces::tools::dram::defer_emulated_waits`]): the same waits, with nothing
     /// the engine holds held during them.
     pub waits_outside: bool,
 }

@@ -29,7 +29,7 @@
 
 use super::child::{Opener, Timing};
 use crate::engines::Engine;
-use pisces::medium::counters;
+use pisces::tools::counters;
 use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -587,7 +587,7 @@ mod tests {
             log_bytes >= 4 << 20 && transactions > 1000,
             "{transactions}"
         );
-        let report = pisces::check::check_pool(&image, crash::plain_dram()).unwrap();
+        let report = pisces::tools::check::check_pool(&image, crash::plain_dram()).unwrap();
         let lines = report.engine_state.unwrap().lines.join("\n");
         assert!(
             lines.contains(&format!("recovery would replay {transactions} and drop 0")),
@@ -693,7 +693,7 @@ mod tests {
         )
         .unwrap();
         assert!(log_bytes >= 4 << 20 && transactions > 1000);
-        let report = pisces::check::check_pool(&image, crash::plain_dram()).unwrap();
+        let report = pisces::tools::check::check_pool(&image, crash::plain_dram()).unwrap();
         let lines = report.engine_state.unwrap().lines.join("\n");
         assert!(
             lines.contains(&format!(

@@ -52,7 +52,7 @@ pub struct Row {
     pub fences_per_tx: f64,
     /// Write amplification: bytes made durable (logs, write-back, allocator metadata,
     /// including what the engine writes back when the pool closes) / bytes the program
-    /// changed ([`pisces::medium::counters::Counters::bytes_durable`]).
+    /// changed ([`pisces::tools::counters::Counters::bytes_durable`]).
     pub write_amp: f64,
     /// Reads that took the copy path (met another writer's lock) per committed
     /// read-only transaction ([`pisces::TxStats::ro_locked_reads`]; 0 on engines

@@ -22,7 +22,7 @@
 
 use crate::workloads::OpRng;
 use crate::workloads::{preload, preload_keys, read_only_op, DataSet};
-use pisces::containers::hashmap::MAX_BUCKETS;
+use pisces::tools::containers::MAX_BUCKETS;
 use pisces::{Error, HashMap, Pool, ThreadHandle};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

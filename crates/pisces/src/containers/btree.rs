@@ -67,7 +67,7 @@
 //! There is no element counter (it would make every pair of writers conflict);
 //! [`BTreeMap::len`] walks the leaf chain.
 
-use super::iter::{RangeIter, Walk};
+use super::walk::Walk;
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
@@ -132,7 +132,7 @@ struct Header {
 /// use pisces::{BTreeMap, Config, Pool};
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
-/// let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<BTreeMap<u64, u64, 16>>()?;
 /// pool.run(|tx| {
 ///     let t = BTreeMap::create(tx)?;
@@ -665,7 +665,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// ```
     /// # use pisces::{BTreeMap, Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("t.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
     /// pool.run(|tx| {
     ///     let t = BTreeMap::<u64, u64>::create(tx)?;
     ///     for k in (0..100).rev() { t.insert(tx, k, 2 * k)?; }
@@ -897,5 +897,94 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             }
         }
         Ok(st)
+    }
+}
+
+/// Entries of a [`BTreeMap`] in key order within a range (see [`BTreeMap::iter`] and
+/// [`BTreeMap::range_iter`]).
+pub struct RangeIter<'t, 'a, K, V, const F: usize> {
+    tx: &'t Tx<'a>,
+    /// Keys and values of the current leaf, and the next index in it.
+    keys: &'t [K],
+    vals: &'t [V],
+    i: usize,
+    /// The next leaf (0: none).
+    next: u64,
+    end: Bound<K>,
+    walk: Walk,
+    /// Not started yet: (tree, start bound).
+    start: Option<(BTreeMap<K, V, F>, Bound<K>)>,
+    done: bool,
+}
+
+impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
+    pub(super) fn new<R: RangeBounds<K>>(tree: BTreeMap<K, V, F>, tx: &'t Tx<'a>, r: R) -> Self {
+        RangeIter {
+            tx,
+            keys: &[],
+            vals: &[],
+            i: 0,
+            next: 0,
+            end: r.end_bound().cloned(),
+            walk: Walk::new("B+-tree leaf chain", 0),
+            start: Some((tree, r.start_bound().cloned())),
+            done: false,
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Option<Result<(&'t K, &'t V)>> {
+        self.done = true;
+        Some(Err(e))
+    }
+
+    /// Load leaf `off` (its entries from index `from`).
+    fn load(&mut self, off: u64, from: impl FnOnce(&[K]) -> usize) -> Result<()> {
+        let (keys, vals, next) = BTreeMap::<K, V, F>::leaf_entries(self.tx, off)?;
+        self.i = from(keys);
+        self.keys = keys;
+        self.vals = vals;
+        self.next = next;
+        if next != 0 {
+            self.walk.step(next)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a, K, V, F> {
+    type Item = Result<(&'t K, &'t V)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if let Some((tree, start)) = self.start.take() {
+            let first = match tree.seek(self.tx, start.as_ref()) {
+                Ok(leaf) => leaf,
+                Err(e) => return self.fail(e),
+            };
+            self.walk = Walk::new("B+-tree leaf chain", first);
+            if let Err(e) = self.load(first, |keys| super::btree::start_pos(keys, start.as_ref())) {
+                return self.fail(e);
+            }
+        }
+        loop {
+            if self.i < self.keys.len() {
+                let (k, v) = (&self.keys[self.i], &self.vals[self.i]);
+                if super::btree::past_end(k, self.end.as_ref()) {
+                    self.done = true;
+                    return None;
+                }
+                self.i += 1;
+                return Some(Ok((k, v)));
+            }
+            if self.next == 0 {
+                self.done = true;
+                return None;
+            }
+            if let Err(e) = self.load(self.next, |_| 0) {
+                return self.fail(e);
+            }
+        }
     }
 }

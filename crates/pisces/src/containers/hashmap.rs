@@ -78,7 +78,7 @@
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
 use super::hash::{bucket_in, stable_hash};
-use super::iter::{HashIter, Walk};
+use super::walk::Walk;
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
@@ -123,7 +123,7 @@ pub const MAX_BUCKETS: usize = DIR * PAGE * CHUNK;
 /// use pisces::{Config, HashMap, Pool};
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();
-/// let pool = Pool::create(dir.path().join("m.pool"), Config { size: 32 << 20, ..Config::default() })?;
+/// let pool = Pool::create(dir.path().join("m.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<HashMap<u64, [u8; 16]>>()?;
 /// pool.run(|tx| {
 ///     let m = HashMap::create(tx, 1024)?;
@@ -233,8 +233,10 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// Bytes of a node object (payload: next pointer, key and value, each padded to
     /// words; 80 for 8-byte keys and 64-byte values).
     pub const NODE_BYTES: usize = Self::NODE.size * 8;
+    /// Most buckets a map can have (what its bucket directory holds).
+    pub const MAX_BUCKETS: usize = MAX_BUCKETS;
 
-    /// Create an empty map with `buckets` chains (1 ..= [`MAX_BUCKETS`]); the count is
+    /// Create an empty map with `buckets` chains (1 ..= [`Self::MAX_BUCKETS`]); the count is
     /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000
     /// keys. [`HashMap::new`] makes a map that grows as it fills instead.
     pub fn create(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
@@ -247,7 +249,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("g.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("g.pool"), Config::default().size(32 << 20)).unwrap();
     /// let m = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
     /// pool.run(|tx| { for k in 0..1000 { m.insert(tx, k, k)?; } Ok(()) }).unwrap();
     /// assert!(pool.run(|tx| m.buckets(tx)).unwrap() >= 500);
@@ -700,7 +702,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("i.pool"), Config { size: 32 << 20, ..Config::default() }).unwrap();
+    /// # let pool = Pool::create(dir.path().join("i.pool"), Config::default().size(32 << 20)).unwrap();
     /// let sum = pool.run(|tx| {
     ///     let m = HashMap::<u64, u64>::create(tx, 64)?;
     ///     for k in 1..=10 { m.insert(tx, k, k * k)?; }
@@ -877,5 +879,85 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             tx.free(PPtr::<u64>::from_offset(o))?;
         }
         Ok(())
+    }
+}
+
+/// Entries of a [`HashMap`] in bucket order, then chain order (see
+/// [`HashMap::iter`]).
+pub struct HashIter<'t, 'a, K, V> {
+    map: HashMap<K, V>,
+    tx: &'t Tx<'a>,
+    /// Next chunk to read.
+    chunk: usize,
+    /// The current chunk's heads and the next slot in it.
+    heads: Option<&'t [u64]>,
+    slot: usize,
+    /// Next node of the current chain (0: none).
+    cur: u64,
+    walk: Walk,
+    done: bool,
+}
+
+impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
+    pub(super) fn new(map: HashMap<K, V>, tx: &'t Tx<'a>) -> Self {
+        HashIter {
+            map,
+            tx,
+            chunk: 0,
+            heads: None,
+            slot: 0,
+            cur: 0,
+            walk: Walk::new("hash map chain", 0),
+            done: false,
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Option<Result<(&'t K, &'t V)>> {
+        self.done = true;
+        Some(Err(e))
+    }
+}
+
+impl<'t, 'a, K: Pod + Eq, V: Pod> Iterator for HashIter<'t, 'a, K, V> {
+    type Item = Result<(&'t K, &'t V)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if self.cur != 0 {
+                let (k, v, next) = match self.map.node(self.tx, self.cur) {
+                    Ok(x) => x,
+                    Err(e) => return self.fail(e),
+                };
+                if next != 0 {
+                    if let Err(e) = self.walk.step(next) {
+                        return self.fail(e);
+                    }
+                }
+                self.cur = next;
+                return Some(Ok((k, v)));
+            }
+            match self.heads {
+                Some(heads) if self.slot < heads.len() => {
+                    let head = heads[self.slot];
+                    self.slot += 1;
+                    if head != 0 {
+                        self.cur = head;
+                        self.walk = Walk::new("hash map chain", head);
+                    }
+                }
+                _ => match self.map.chunk_heads(self.tx, self.chunk) {
+                    Ok(Some(heads)) => {
+                        self.heads = Some(heads);
+                        self.chunk += 1;
+                        self.slot = 0;
+                    }
+                    Ok(None) => self.done = true,
+                    Err(e) => return self.fail(e),
+                },
+            }
+        }
     }
 }

@@ -54,6 +54,16 @@
 //! instead of running forever; tree descents are bounded by the height. [`HashMap::check`]
 //! and [`BTreeMap::check`] verify a whole container.
 //!
+//! # Iterators
+//! * [`HashIter`] ([`HashMap::iter`]): every entry, bucket order then chain order.
+//! * [`RangeIter`] ([`BTreeMap::iter`], [`BTreeMap::range_iter`]): entries in key
+//!   order, optionally limited to a key range.
+//!
+//! Both borrow the transaction immutably and yield `Result<(&K, &V)>` borrowed from it
+//! (no copying): they read only, see the transaction's snapshot, and conflict with
+//! nothing. An error (a damaged pool: a bad pointer, a cycle the walk guard finds) is
+//! yielded once and ends the iteration.
+//!
 //! # Recognising containers
 //! Each container's header object starts with a magic word ([`hashmap::MAGIC`],
 //! [`btree::MAGIC`]) followed by a signature word holding the key and value sizes (and
@@ -65,10 +75,9 @@ pub mod btree;
 pub mod deep;
 mod hash;
 pub mod hashmap;
-pub mod iter;
+mod walk;
 mod words;
 
-pub use btree::{BTreeMap, TreeStats};
+pub use btree::{BTreeMap, RangeIter, TreeStats};
 pub use hash::stable_hash;
-pub use hashmap::{HashMap, MapStats};
-pub use iter::{HashIter, RangeIter};
+pub use hashmap::{HashIter, HashMap, MapStats};

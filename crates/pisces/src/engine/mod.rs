@@ -46,9 +46,11 @@ pub(crate) mod spht;
 pub(crate) mod timestone;
 pub(crate) mod undo;
 
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
-use crate::tx::{Isolation, TxOptions};
-use crate::{Config, Result};
+use crate::medium::MediumKind;
+use crate::tx_options::{Isolation, TxOptions};
+use crate::Result;
 pub use options::{EngineOptions, PiscesOptions};
 pub use registry::EngineId;
 use std::sync::Arc;
@@ -62,43 +64,71 @@ pub(crate) enum Storage {
     OwnFile,
 }
 
-/// The persistent regions an engine needs in a pool of our format, fixed at creation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Regions {
-    /// Log regions per thread slot, each `Config::log_bytes_per_thread` bytes (0..=8).
-    pub logs_per_thread: usize,
-    /// Bytes of the engine-wide area (rounded up to 4 KiB pages; at least one page,
-    /// which holds the recycle watermark and the root slot).
-    pub engine_area_bytes: usize,
+/// What an engine sees of the pool's configuration: the pool layer builds it from the
+/// user's `Config`, so the engines depend on neither the configuration type nor the
+/// transaction API above them.
+#[derive(Clone)]
+pub(crate) struct OpenCtx {
+    /// Size of a new pool file in bytes (`Storage::OwnFile` engines create it; a build
+    /// without such an engine reads it nowhere).
+    #[cfg_attr(not(pmdk), allow(dead_code))]
+    pub size: u64,
+    /// Most threads that run transactions at once.
+    pub max_threads: usize,
+    /// Bytes of each thread's log region.
+    pub log_bytes_per_thread: usize,
+    /// The medium kind asked for (`Storage::OwnFile` engines map their own file).
+    #[cfg_attr(not(pmdk), allow(dead_code))]
+    pub medium: MediumKind,
+    /// The engine options the caller gave (parsed and checked by the engine).
+    pub options: EngineOptions,
+    /// Threads recovery may use (engines with parallel replay; the others replay on
+    /// one thread and ignore it).
+    pub recovery_threads: usize,
+    /// The operations registered with the pool, for engines that log operations and
+    /// re-execute them in recovery (timestone).
+    pub reexecute: Arc<dyn Reexecute>,
 }
 
-impl Default for Regions {
+impl Default for OpenCtx {
     fn default() -> Self {
-        Regions {
-            logs_per_thread: 1,
-            engine_area_bytes: 4096,
+        OpenCtx {
+            size: 64 << 20,
+            max_threads: 8,
+            log_bytes_per_thread: 1 << 20,
+            medium: MediumKind::DRAM,
+            options: EngineOptions::new(),
+            recovery_threads: 1,
+            reexecute: Arc::new(NoOperations),
         }
     }
 }
 
-/// What the engine sees of the pool's configuration when it opens.
-#[derive(Clone, Debug)]
-pub(crate) struct OpenCtx {
-    /// Threads recovery may use (engines with parallel replay; the others replay on
-    /// one thread and ignore it).
-    #[allow(dead_code)]
-    pub recovery_threads: usize,
-    /// The operations registered with the pool (engines that re-execute operations in
-    /// recovery: timestone).
-    pub ops: crate::ops::Operations,
+/// Registered operations as an engine's recovery sees them: whether an id is
+/// registered, and running one as a transaction on a thread of the engine being
+/// recovered. The pool layer implements it over its operation registry and the
+/// transaction API, so recovery can re-execute operations at the step its crash
+/// argument needs them (between its own steps) without the engine layer depending on
+/// the layers above it.
+pub(crate) trait Reexecute: Send + Sync {
+    /// Whether operation `id` is registered.
+    fn registered(&self, id: u32) -> bool;
+    /// Run operation `id` with its logged argument bytes as one transaction on
+    /// `thread` (the engine's own thread state, registered under the engine's id).
+    fn run(&self, thread: &mut registry::AnyThread, id: u32, args: &[u8]) -> Result<()>;
 }
 
-impl OpenCtx {
-    pub(crate) fn from_config(cfg: &Config, ops: crate::ops::Operations) -> OpenCtx {
-        OpenCtx {
-            recovery_threads: cfg.recovery_threads.max(1),
-            ops,
-        }
+/// No operation registered (engine-level tests; pools opened without operations).
+struct NoOperations;
+
+impl Reexecute for NoOperations {
+    fn registered(&self, _id: u32) -> bool {
+        false
+    }
+    fn run(&self, _thread: &mut registry::AnyThread, id: u32, _args: &[u8]) -> Result<()> {
+        Err(crate::Error::InvalidArgument(format!(
+            "no operation registered as {id}"
+        )))
     }
 }
 
@@ -138,6 +168,9 @@ pub(crate) trait EngineDef: 'static {
     const DURABLE: bool = true;
     /// Where the pool lives.
     const STORAGE: Storage = Storage::Heap;
+    /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
+    /// size), or `None` if it can.
+    const GROWTH_REFUSED: Option<&'static str> = None;
     /// Pool-wide state.
     type Engine: Engine<Thread = Self::Thread>;
     /// One thread's state.
@@ -148,7 +181,7 @@ pub(crate) trait EngineDef: 'static {
         vec![EngineOptions::new()]
     }
     /// Regions the engine needs in a new pool.
-    fn regions(_cfg: &Config) -> Regions {
+    fn regions(_ctx: &OpenCtx) -> Regions {
         Regions::default()
     }
     /// Open (recover) a pool of our format; `opts` are the caller's engine options,
@@ -160,7 +193,7 @@ pub(crate) trait EngineDef: 'static {
         Inspection::default()
     }
     /// Create or open a pool file of the engine's own format (`Storage::OwnFile`).
-    fn open_file(_path: &std::path::Path, _cfg: &Config, _create: bool) -> Result<Self::Engine> {
+    fn open_file(_path: &std::path::Path, _ctx: &OpenCtx, _create: bool) -> Result<Self::Engine> {
         Err(crate::Error::InvalidConfig(format!(
             "the {} engine keeps its pool in the common format",
             Self::NAME

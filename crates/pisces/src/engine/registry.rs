@@ -11,11 +11,12 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, Inspection, OpenCtx, Regions, Storage,
+    EngineOptions, EngineThread, Inspection, OpenCtx, Storage,
 };
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
-use crate::tx::{Isolation, TxOptions};
-use crate::{Config, Result};
+use crate::tx_options::{Isolation, TxOptions};
+use crate::Result;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,11 +63,15 @@ macro_rules! engines {
             pub fn option_sets(self) -> Vec<EngineOptions> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::option_sets(), )+ }
             }
+            /// Why the engine cannot run on a pool that grows, if it cannot.
+            pub(crate) fn growth_refused(self) -> Option<&'static str> {
+                match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
+            }
             pub(crate) fn storage(self) -> Storage {
                 match self { $( EngineId::$variant => <$def as EngineDef>::STORAGE, )+ }
             }
-            pub(crate) fn regions(self, cfg: &Config) -> Regions {
-                match self { $( EngineId::$variant => <$def as EngineDef>::regions(cfg), )+ }
+            pub(crate) fn regions(self, ctx: &OpenCtx) -> Regions {
+                match self { $( EngineId::$variant => <$def as EngineDef>::regions(ctx), )+ }
             }
             /// Describe and verify the engine's persistent state (tools; writes nothing).
             pub(crate) fn inspect(self, heap: &Heap) -> Inspection {
@@ -103,9 +108,9 @@ macro_rules! engines {
         }
 
         /// Create or open a pool in the engine's own file format.
-        pub(crate) fn open_file(id: EngineId, path: &Path, cfg: &Config, create: bool) -> Result<AnyEngine> {
+        pub(crate) fn open_file(id: EngineId, path: &Path, ctx: &OpenCtx, create: bool) -> Result<AnyEngine> {
             match id {
-                $( EngineId::$variant => Ok(AnyEngine::$variant(<$def as EngineDef>::open_file(path, cfg, create)?)), )+
+                $( EngineId::$variant => Ok(AnyEngine::$variant(<$def as EngineDef>::open_file(path, ctx, create)?)), )+
             }
         }
 

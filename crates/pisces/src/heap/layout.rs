@@ -17,8 +17,26 @@
 //! at the end of the heap and moves nothing. A pool that cannot grow has maximum size =
 //! size, and every slab exists.
 
-pub use crate::engine::Regions;
 use crate::{Error, Result};
+
+/// The persistent regions an engine needs in a pool of our format, fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Regions {
+    /// Log regions per thread slot, each the pool's log bytes per thread (0..=8).
+    pub logs_per_thread: usize,
+    /// Bytes of the engine-wide area (rounded up to 4 KiB pages; at least one page,
+    /// which holds the recycle watermark and the root slot).
+    pub engine_area_bytes: usize,
+}
+
+impl Default for Regions {
+    fn default() -> Self {
+        Regions {
+            logs_per_thread: 1,
+            engine_area_bytes: 4096,
+        }
+    }
+}
 
 /// Size of one superblock copy.
 pub const SUPERBLOCK_SIZE: usize = 4096;

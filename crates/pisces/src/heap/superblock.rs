@@ -14,9 +14,11 @@
 //! have no root record (zero); opening one records it.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
-use crate::medium::Medium;
+use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
@@ -221,4 +223,27 @@ pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
     }
     medium.flush(0, 2 * SUPERBLOCK_SIZE);
     medium.fence();
+}
+
+/// Open a pool file as `kind`, reserving address space for the maximum size its current
+/// superblock records, so a growable pool grows in place. A superblock that cannot be
+/// read reserves just the file's length (opening the heap then reports why).
+pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
+    crate::medium::open::open_file_reserving(path, kind, |file| {
+        use std::os::unix::fs::FileExt;
+        let mut head = vec![0u8; 2 * SUPERBLOCK_SIZE];
+        if file.read_exact_at(&mut head, 0).is_err() {
+            return Ok(0);
+        }
+        let Ok((sb, _)) = read_current(&head) else {
+            return Ok(0);
+        };
+        usize::try_from(sb.max_size).map_err(|_| {
+            Error::Corrupt(format!(
+                "{}: the superblock's maximum size {} does not fit in this machine's address space",
+                path.display(),
+                sb.max_size
+            ))
+        })
+    })
 }

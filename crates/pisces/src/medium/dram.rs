@@ -121,7 +121,7 @@ impl DramMedium {
         write_latency_ns: u64,
         bandwidth_bytes_per_sec: u64,
     ) -> Result<Self> {
-        let len = super::file::map_len(&file)?;
+        let len = super::reserve::map_len(&file)?;
         // The file is a regular pool file held under an exclusive advisory lock for the
         // life of the mapping, so no cooperating process resizes or maps it.
         let map = Mapping::new(Some(&file), len, max_len, Backing::Shared)?;

@@ -20,38 +20,42 @@
 //!   [`Error::MediumUnsupported`](crate::Error::MediumUnsupported), naming the fallbacks;
 //! * [`MediumKind::File`] ([`FileMedium`]): an ordinary file where the fence `msync`s
 //!   the pages the calling thread flushed since its last fence;
-//! * the crash simulator ([`SimMedium`]), which keeps a second, durable image that a
+//! * the crash simulator (`SimMedium` in `pisces-verify`), which keeps a second, durable image that a
 //!   line reaches only when the thread that flushed it fences, can freeze everything at
 //!   any fence or flush, and builds the images a power failure could leave (an
 //!   adversary picks, per 8-byte word, among unfenced and never-flushed writes).
 //!
-//! Pool files are created and opened by [`create_file`] and [`open_file`]: every
+//! Pool files are created and opened by the pool (`Pool::create`, `Pool::open`): every
 //! operating-system check (missing, directory, read-only, too small, locked by another
 //! open) is its own error, and the pool stays `flock`ed for as long as its medium lives.
 //!
 //! # Growth
 //! A pool created with a maximum size larger than its size can grow: its medium
-//! reserves the whole maximum of address space at the start ([`reserve::Mapping`]) and
+//! reserves the whole maximum of address space at the start (an address-space reservation) and
 //! maps the file over the start of it, so [`Medium::grow`] extends the file and maps the
 //! new part in place — the base address never changes. Growing is the heap's decision
 //! (when the allocator runs out); a medium that cannot grow (the default of
 //! [`Medium::grow`]) refuses with [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
 //!
 //! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
-//! [`counters`].
+//! the media's counters.
 //!
 //! Cost of one `persist` of a cache line on this machine (`cargo test --release -p
 //! pisces-verify persist_cost -- --ignored --nocapture`): DRAM ~0.2 us, DRAM with 300 ns
 //! emulated latency ~0.4 us, file + msync on disk ~130-260 us, simulator ~0.2 us.
 
-pub mod counters;
-pub mod dram;
-pub mod file;
-pub mod flush;
-pub mod reserve;
+pub(crate) mod counters;
+pub(crate) mod dram;
+mod file;
+pub(crate) mod flush;
+pub(crate) mod open;
+pub(crate) mod reserve;
 
 pub use dram::DramMedium;
-pub use file::{create_file, create_file_growable, open_file, DaxMedium, FileMedium};
+pub use file::{DaxMedium, FileMedium};
+
+/// Page size assumed for `msync` alignment and pool sizes.
+pub(crate) const PAGE: usize = 4096;
 
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
@@ -86,8 +90,10 @@ pub enum MediumKind {
     Dax,
     /// An ordinary file: the fence `msync`s the pages flushed since the last fence.
     File,
-    /// The crash simulator (tests only).
-    Simulated,
+    /// A medium the program implements ([`Medium`]) and gives to `Pool::create_on` /
+    /// `Pool::open_on`, not backed by a pool file (the crash simulator of the
+    /// verification crate is one).
+    Custom,
 }
 
 impl MediumKind {
@@ -97,13 +103,13 @@ impl MediumKind {
         bandwidth_bytes_per_sec: 0,
     };
 
-    /// A short, stable name (`dram`, `dax`, `file`, `sim`).
+    /// A short, stable name (`dram`, `dax`, `file`, `custom`).
     pub fn name(&self) -> &'static str {
         match self {
             MediumKind::Dram { .. } => "dram",
             MediumKind::Dax => "dax",
             MediumKind::File => "file",
-            MediumKind::Simulated => "sim",
+            MediumKind::Custom => "custom",
         }
     }
 }
@@ -168,7 +174,7 @@ pub unsafe trait Medium: Send + Sync {
     /// lines: as a copy followed by `flush` of the lines, durable after this thread's
     /// next `fence`. For bytes written whole and not read again soon (log records): a
     /// medium may store them without bringing the lines into the cache
-    /// ([`flush::stream_lines`]). The caller has the lines to itself. Default: the copy
+    /// (non-temporal stores). The caller has the lines to itself. Default: the copy
     /// and the `flush`.
     fn write_lines(&self, off: usize, parts: &[&[u8]]) {
         let len = checked_line_write(off, parts, self.len());
@@ -195,10 +201,6 @@ pub unsafe trait Medium: Send + Sync {
     fn sync_all(&self) -> crate::Result<()> {
         self.persist(0, self.len());
         Ok(())
-    }
-    /// True once a simulated crash has happened: work after it is lost. Real media: false.
-    fn crashed(&self) -> bool {
-        false
     }
     /// The file the image maps, if it maps one (an engine may map it again, e.g.
     /// `MAP_PRIVATE` for a copy-on-write working snapshot). Default: none.

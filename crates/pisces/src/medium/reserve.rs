@@ -314,6 +314,29 @@ pub fn extend_file(file: &File, new_len: u64) -> io::Result<()> {
     file.sync_data()
 }
 
+/// Grow a file-backed mapping: extend the file durably, then map the new part.
+pub(crate) fn grow_file(map: &Mapping, file: &File, new_len: usize) -> Result<()> {
+    extend_file(file, new_len as u64)
+        .map_err(|e| Error::io(format!("extending the pool file to {new_len} bytes"), e))?;
+    map.extend(Some(file), new_len)
+        .map_err(|e| Error::io("mapping the grown part of the pool", e))
+}
+
+/// Length of an opened pool file as a mapping length.
+pub(crate) fn map_len(file: &File) -> Result<usize> {
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("inspecting pool file", e))?
+        .len();
+    match usize::try_from(len) {
+        Ok(0) => Err(Error::InvalidConfig("cannot map an empty pool file".into())),
+        Ok(n) => Ok(n),
+        Err(_) => Err(Error::InvalidConfig(format!(
+            "pool file of {len} bytes is larger than the address space"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

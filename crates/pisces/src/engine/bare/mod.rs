@@ -28,7 +28,7 @@ use crate::engine::kit::objects::{locate_block_to_free, locate_object, root_obje
 use crate::engine::{DurableToken, Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::Heap;
-use crate::tx::{Isolation, TxOptions};
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, Result};
 use gate::Gate;
 use std::sync::Arc;

@@ -68,7 +68,7 @@ use crate::engine::kit::replay as recovery;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Error, Result};
 use shared::Shared;
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use super::MvccEngine;
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
-use crate::tx::TxOptions;
+use crate::tx_options::TxOptions;
 use std::sync::Arc;
 
 fn engine() -> MvccEngine {

@@ -260,7 +260,7 @@ impl MvccThread {
 }
 
 impl EngineThread for MvccThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         if self.active {
             self.rollback();
         }

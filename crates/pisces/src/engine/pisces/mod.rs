@@ -42,7 +42,7 @@ use crate::engine::kit::replay;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};
 use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::Result;
 use shared::Shared;
 use std::sync::Arc;

@@ -549,7 +549,7 @@ impl PiscesThread {
 
 impl EngineThread for PiscesThread {
     #[inline]
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         // The common case (the last transaction committed read-only, or its attempt
         // was kept) takes no lock and calls nothing; the rest is out of line.
         if self.attempt.is_some() || self.idle_attempt.is_none() {

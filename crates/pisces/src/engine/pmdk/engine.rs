@@ -4,11 +4,12 @@
 use super::ffi::{self, PmemObjPool, PmemOid};
 use super::objects::Objects;
 use crate::engine::kit::two_phase::{HeldLocks, Mode};
+use crate::engine::OpenCtx;
 use crate::engine::{Engine, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::Heap;
 use crate::medium::MediumKind;
-use crate::{Config, Error, Result};
+use crate::{Error, Result};
 use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
@@ -67,7 +68,7 @@ fn settle_flush_mode(kind: MediumKind) -> Result<()> {
             ))
         }
         MediumKind::Dax | MediumKind::File => false,
-        MediumKind::Simulated => {
+        MediumKind::Custom => {
             return Err(Error::InvalidConfig(
                 "the pmdk engine cannot run on the crash simulator".into(),
             ))
@@ -158,9 +159,9 @@ pub(crate) struct PmdkEngine {
 
 impl PmdkEngine {
     /// Create (`create`) or open the pool at `path`.
-    pub(crate) fn start(path: &Path, cfg: &Config, create: bool) -> Result<PmdkEngine> {
-        settle_flush_mode(cfg.medium)?;
-        if cfg.max_threads == 0 {
+    pub(crate) fn start(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
+        settle_flush_mode(ctx.medium)?;
+        if ctx.max_threads == 0 {
             return Err(Error::InvalidConfig(
                 "max_threads must be at least 1".into(),
             ));
@@ -168,10 +169,10 @@ impl PmdkEngine {
         let cpath = CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::InvalidConfig(format!("path {path:?} contains a NUL byte")))?;
         let pop = if create {
-            if cfg.size < MIN_POOL {
+            if ctx.size < MIN_POOL {
                 return Err(Error::InvalidConfig(format!(
                     "a pmdk pool needs at least {MIN_POOL} bytes, not {}",
-                    cfg.size
+                    ctx.size
                 )));
             }
             if path.exists() {
@@ -179,7 +180,7 @@ impl PmdkEngine {
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj creates and maps the file.
             let pop = unsafe {
-                ffi::pmemobj_create(cpath.as_ptr(), LAYOUT.as_ptr(), cfg.size as usize, 0o600)
+                ffi::pmemobj_create(cpath.as_ptr(), LAYOUT.as_ptr(), ctx.size as usize, 0o600)
             };
             if pop.is_null() {
                 return Err(pmdk_error(format!("cannot create {}", path.display())));
@@ -221,7 +222,7 @@ impl PmdkEngine {
             uuid: root.pool_uuid_lo,
             root_slot: root.off + HEADER,
             objects: Objects::new(size),
-            max_threads: cfg.max_threads,
+            max_threads: ctx.max_threads,
             path: path.to_path_buf(),
         };
         // The header length words are rebuilt from PMDK's own sizes: they need not be
@@ -424,7 +425,7 @@ impl PmdkThread {
 }
 
 impl EngineThread for PmdkThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         if self.active {
             self.rollback();
         }

@@ -50,8 +50,8 @@ mod objects;
 
 use crate::engine::{EngineDef, EngineOptions, OpenCtx, Storage};
 use crate::heap::Heap;
-use crate::tx::Isolation;
-use crate::{Config, Error, Result};
+use crate::tx_options::Isolation;
+use crate::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -78,6 +78,8 @@ impl EngineDef for Pmdk {
     // Strict 2PL, as for `undo`.
     const ISOLATION: Isolation = Isolation::Linearizable;
     const STORAGE: Storage = Storage::OwnFile;
+    const GROWTH_REFUSED: Option<&'static str> =
+        Some("libpmemobj's pool file is not in this library's format and does not grow");
     type Engine = PmdkEngine;
     type Thread = PmdkThread;
     fn open(_heap: Arc<Heap>, _opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PmdkEngine> {
@@ -86,11 +88,11 @@ impl EngineDef for Pmdk {
                 .into(),
         ))
     }
-    fn open_file(path: &Path, cfg: &Config, create: bool) -> Result<PmdkEngine> {
-        cfg.engine_options.only(Self::NAME, &[])?;
+    fn open_file(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
+        ctx.options.only(Self::NAME, &[])?;
         #[cfg(pmdk)]
         {
-            engine::PmdkEngine::start(path, cfg, create)
+            engine::PmdkEngine::start(path, ctx, create)
         }
         #[cfg(not(pmdk))]
         {
@@ -110,7 +112,7 @@ impl EngineDef for Pmdk {
 mod absent {
     use crate::engine::{DurableToken, Engine, EngineThread};
     use crate::heap::Heap;
-    use crate::tx::TxOptions;
+    use crate::tx_options::TxOptions;
     use crate::Result;
     use std::sync::Arc;
 

@@ -97,11 +97,12 @@ pub mod version;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
-use crate::tx::Isolation;
-use crate::{Config, Error, Result};
+use crate::tx_options::Isolation;
+use crate::{Error, Result};
 use shared::Shared;
 use std::sync::Arc;
 
@@ -180,12 +181,12 @@ impl EngineDef for Sp3 {
             EngineOptions::new().set("early_visibility", false),
         ]
     }
-    fn regions(cfg: &Config) -> Regions {
+    fn regions(ctx: &OpenCtx) -> Regions {
         Regions {
             logs_per_thread: 1,
             // Page 1: the kit's watermark word (unused) and the root slot; page 2 on:
             // one `retired` word per slot, then recovery's intent record.
-            engine_area_bytes: checkpoint::engine_area_bytes(cfg.max_threads),
+            engine_area_bytes: checkpoint::engine_area_bytes(ctx.max_threads),
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Sp3Engine> {

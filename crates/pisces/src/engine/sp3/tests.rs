@@ -8,17 +8,16 @@ use super::tid::pack;
 use super::version::{Limbo, Version};
 use crate::engine::kit::clock::{Clock, SlotClock};
 use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
-use crate::engine::EngineDef;
+use crate::engine::{EngineDef, OpenCtx};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
-use crate::Config;
 use std::sync::Arc;
 
 fn heap(slots: usize) -> Heap {
     let m = Arc::new(DramMedium::anonymous(8 << 20, 0, 0).unwrap());
-    let cfg = Config {
+    let ctx = OpenCtx {
         max_threads: slots,
-        ..Config::default()
+        ..OpenCtx::default()
     };
     Heap::format(
         m,
@@ -26,7 +25,7 @@ fn heap(slots: usize) -> Heap {
             engine_id: super::Sp3::ID,
             max_threads: slots,
             log_bytes_per_thread: 64 << 10,
-            regions: super::Sp3::regions(&cfg),
+            regions: super::Sp3::regions(&ctx),
         },
     )
     .unwrap()

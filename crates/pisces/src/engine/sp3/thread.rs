@@ -82,7 +82,7 @@ use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::sync::spin_step;
-use crate::tx::TxOptions;
+use crate::tx_options::TxOptions;
 use crate::{Error, Result};
 use std::cell::RefCell;
 use std::sync::Arc;

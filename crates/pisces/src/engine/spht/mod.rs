@@ -152,11 +152,12 @@ pub mod thread;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::Heap;
-use crate::tx::Isolation;
-use crate::{Config, Error, Result};
+use crate::tx_options::Isolation;
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use options::SphtOptions;
 use shared::{Shared, Stats};
@@ -176,15 +177,18 @@ impl EngineDef for Spht {
     const SUMMARY: &'static str =
         "SPHT (2021): STM on a working snapshot, physical-clock redo logs, global marker, linked parallel replay";
     const ISOLATION: Isolation = Isolation::Serializable;
+    const GROWTH_REFUSED: Option<&'static str> = Some(
+        "its working snapshot is a private mapping of the pool at open and does not follow a growth",
+    );
     type Engine = SphtEngine;
     type Thread = thread::SphtThread;
     fn option_sets() -> Vec<EngineOptions> {
         SphtOptions::option_sets()
     }
-    fn regions(cfg: &Config) -> Regions {
+    fn regions(ctx: &OpenCtx) -> Regions {
         Regions {
             logs_per_thread: 1,
-            engine_area_bytes: durability::engine_area_bytes(cfg.max_threads),
+            engine_area_bytes: durability::engine_area_bytes(ctx.max_threads),
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<SphtEngine> {

@@ -14,7 +14,7 @@ use crate::engine::kit::replay_parts::part_of;
 use crate::engine::{DurableToken, Engine, EngineId, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
-use crate::tx::TxOptions;
+use crate::tx_options::TxOptions;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +40,7 @@ fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     )
     .unwrap()
@@ -448,7 +448,8 @@ fn read_only_token_covers_what_it_read() {
 /// holds the committed values, and a reopened pool reads them.
 #[test]
 fn file_pools_get_a_copy_on_write_snapshot() {
-    use crate::medium::{create_file, open_file, MediumKind};
+    use crate::medium::open::create_file;
+    use crate::medium::MediumKind;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spht.pool");
     let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
@@ -470,7 +471,7 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
     let ctx = OpenCtx {
         recovery_threads: 1,
-        ops: Default::default(),
+        ..OpenCtx::default()
     };
     let e = SphtEngine::open(heap.clone(), opts, &ctx).unwrap();
     assert!(e.shared().ws.copy_on_write);
@@ -488,7 +489,10 @@ fn file_pools_get_a_copy_on_write_snapshot() {
     );
     drop(e);
     drop(heap);
-    let heap = Arc::new(Heap::open(open_file(&path, MediumKind::DRAM).unwrap()).unwrap());
+    let heap = Arc::new(
+        Heap::open(crate::heap::superblock::open_pool_file(&path, MediumKind::DRAM).unwrap())
+            .unwrap(),
+    );
     let e = SphtEngine::open(heap, opts, &ctx).unwrap();
     let mut th = e.thread(1).unwrap();
     assert_eq!(get(&mut th, x), 0xfeed);
@@ -576,7 +580,7 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
         o,
         &OpenCtx {
             recovery_threads: shards,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     )
     .unwrap()
@@ -1130,7 +1134,7 @@ fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     );
     assert!(
@@ -1192,7 +1196,7 @@ fn open_damaged_image(
         o,
         &OpenCtx {
             recovery_threads: 1,
-            ops: Default::default(),
+            ..OpenCtx::default()
         },
     );
     (heap, r)

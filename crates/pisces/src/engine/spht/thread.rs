@@ -663,7 +663,7 @@ impl SphtThread {
 }
 
 impl EngineThread for SphtThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         if self.active {
             self.rollback();
         }

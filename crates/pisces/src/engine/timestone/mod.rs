@@ -188,12 +188,13 @@ pub mod tlog;
 mod tests;
 
 use crate::engine::kit::redo_log as log;
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, Regions};
+use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
+use crate::heap::layout::Regions;
 use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
-use crate::tx::Isolation;
-use crate::{Config, Error, Result};
+use crate::tx_options::Isolation;
+use crate::{Error, Result};
 use shared::Shared;
 use std::sync::Arc;
 
@@ -254,19 +255,16 @@ impl EngineDef for Timestone {
         ]
     }
 
-    fn regions(cfg: &Config) -> Regions {
+    fn regions(ctx: &OpenCtx) -> Regions {
         // The CLog: one checkpoint record, bounded by the budget (by default half a
         // thread log: the largest physical record), plus slack. A bad `clog_mib` is
         // reported by `open`.
-        let clog = match cfg
-            .engine_options
-            .parse_or(Self::NAME, OPT_CLOG_MIB, 0usize)
-        {
+        let clog = match ctx.options.parse_or(Self::NAME, OPT_CLOG_MIB, 0usize) {
             Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
-            _ => cfg.log_bytes_per_thread / 2 + 8192,
+            _ => ctx.log_bytes_per_thread / 2 + 8192,
         };
-        let regions = cfg
-            .engine_options
+        let regions = ctx
+            .options
             .parse_or(Self::NAME, OPT_OLOG_REGIONS, 1usize)
             .ok()
             .filter(|n| (1..=MAX_LOGS_PER_THREAD).contains(n))
@@ -309,7 +307,7 @@ impl EngineDef for Timestone {
         // Objects are validated by the allocation bitmap and no header word is read or
         // written (module docs): slab formatting need not zero them.
         heap.set_header_words_unused();
-        let rec = recovery::recover(&heap, &ctx.ops)?;
+        let rec = recovery::recover(&heap, ctx.reexecute.as_ref())?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = optable::OpTable::load(&heap)?;
         let mut sh = Shared::new(

@@ -7,8 +7,8 @@
 //! 2. **OLog**: parse every slot's OLog, keep the valid records with a commit
 //!    timestamp above K_done, sort them by timestamp (timestamps are unique), and check
 //!    them all before changing anything more: every operation id must be registered
-//!    (open with [`crate::Pool::open_with_ops`]), every physical entry must target the
-//!    heap.
+//!    (the pool is opened with them in [`crate::Config::operations`]), every physical
+//!    entry must target the heap.
 //! 3. **Allocations**: mark every block the pending records allocated (their ALLOC
 //!    entries) in the persistent bitmaps (idempotent), so the rebuilt allocator
 //!    neither hands them out nor drops their slabs; frees wait for step 5.
@@ -41,10 +41,10 @@ use crate::engine::kit::objects::check_logged_write;
 use crate::engine::kit::redo_log::{self as log, Entry};
 use crate::engine::registry::AnyThread;
 use crate::engine::EngineThread;
+use crate::engine::Reexecute;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
-use crate::ops::Operations;
-use crate::tx::{run_on, TxOptions, TxStats};
+use crate::tx_options::TxOptions;
 use crate::{Error, Result};
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ struct Pending {
 }
 
 /// Run recovery (see the module docs) on a pool nobody uses yet.
-pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
+pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
     let l = *heap.layout();
     let clog_len = l.engine_area_size - 4096;
     // 1.
@@ -140,11 +140,11 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
         for (i, e) in entries.iter().enumerate() {
             match *e {
                 Entry::Op { id, .. } if i == 0 => {
-                    if ops.get(id).is_none() {
+                    if !ops.registered(id) {
                         return Err(Error::InvalidConfig(format!(
                             "the pool must re-execute operation {id} (commit timestamp {}) \
-                             but it is not registered: open the pool with Pool::open_with_ops \
-                             and every operation it ran",
+                             but it is not registered: open the pool with every operation it ran \
+                             in Config::operations",
                             r.ts
                         )));
                     }
@@ -184,7 +184,6 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
             OpTable::load(heap)?,
         ));
         let mut any = AnyThread::Timestone(TsThread::new(sh.clone(), 0));
-        let mut stats = TxStats::default();
         let mut last = k_done;
         for (ts, entries) in &decoded {
             sh.clock.advance_to(ts - 1);
@@ -204,11 +203,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &Operations) -> Result<Recovered> {
                 if let AnyThread::Timestone(t) = &mut any {
                     t.set_script(script);
                 }
-                let f = ops.get(*id).expect("checked above");
-                run_on(&mut any, &mut stats, &TxOptions::default(), false, |tx| {
-                    f(tx, data)
-                })
-                .map_err(fail)?;
+                ops.run(&mut any, *id, data).map_err(fail)?;
             } else if let AnyThread::Timestone(t) = &mut any {
                 t.begin(&TxOptions::default());
                 if let Err(e) = t.replay_physical(entries) {

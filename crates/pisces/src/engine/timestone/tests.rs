@@ -166,7 +166,14 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
     .unwrap();
     let m = test_medium();
     let cfg = test_cfg("");
-    let p = Pool::create_on_with_ops(m.clone(), cfg.clone(), &ops).unwrap();
+    let p = Pool::create_on(
+        m.clone(),
+        Config {
+            operations: ops.clone(),
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
     let c: PPtr<u64> = p.root().unwrap();
     p.allocated_objects().unwrap(); // checkpoint: the root is home
     for _ in 0..25 {
@@ -174,11 +181,25 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
     }
     // "Crash": reopen the same memory without closing (the pool is leaked).
     std::mem::forget(p);
-    let p = Pool::open_on_with_ops(m.clone(), cfg.clone(), &ops).unwrap();
+    let p = Pool::open_on(
+        m.clone(),
+        Config {
+            operations: ops.clone(),
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
     assert_eq!(engine(&p).replayed, 25);
     assert_eq!(p.run(|tx| Ok(*tx.read(c)?)).unwrap(), 25);
     drop(p);
-    let p = Pool::open_on_with_ops(m, cfg, &ops).unwrap();
+    let p = Pool::open_on(
+        m,
+        Config {
+            operations: ops.clone(),
+            ..cfg
+        },
+    )
+    .unwrap();
     assert_eq!(engine(&p).replayed, 0);
     assert_eq!(p.run(|tx| Ok(*tx.read(c)?)).unwrap(), 25);
 }
@@ -206,7 +227,14 @@ fn olog_regions_widen_the_window_and_recover() {
     for regions in [1, 3] {
         let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
         let c = cfg(&format!("olog_regions={regions},clog_mib=1"));
-        let p = Pool::create_on_with_ops(m.clone(), c.clone(), &ops).unwrap();
+        let p = Pool::create_on(
+            m.clone(),
+            Config {
+                operations: ops.clone(),
+                ..c.clone()
+            },
+        )
+        .unwrap();
         let n: PPtr<u64> = p.root().unwrap();
         p.allocated_objects().unwrap(); // checkpoint: the root is home
         let sh = engine(&p).shared().clone();
@@ -225,7 +253,14 @@ fn olog_regions_widen_the_window_and_recover() {
         );
         drop(sh);
         std::mem::forget(p); // crash
-        let p = Pool::open_on_with_ops(m, c, &ops).unwrap();
+        let p = Pool::open_on(
+            m,
+            Config {
+                operations: ops.clone(),
+                ..c
+            },
+        )
+        .unwrap();
         assert!(
             engine(&p).replayed > 0,
             "{regions} regions: nothing re-executed"
@@ -320,7 +355,14 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     .unwrap();
     let m = test_medium();
     let cfg = test_cfg("");
-    let p = Pool::create_on_with_ops(m.clone(), cfg.clone(), &ops).unwrap();
+    let p = Pool::create_on(
+        m.clone(),
+        Config {
+            operations: ops.clone(),
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
     let root: PPtr<[PPtr<[u64; 4]>; 40]> = p.root().unwrap();
     p.allocated_objects().unwrap(); // checkpoint
     let sh = engine(&p).shared().clone();
@@ -365,7 +407,14 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     let want = contents(&p);
     drop(sh);
     std::mem::forget(p); // crash
-    let p = Pool::open_on_with_ops(m, cfg, &ops).unwrap();
+    let p = Pool::open_on(
+        m,
+        Config {
+            operations: ops.clone(),
+            ..cfg
+        },
+    )
+    .unwrap();
     assert_eq!(engine(&p).replayed, 8);
     assert_eq!(
         contents(&p),

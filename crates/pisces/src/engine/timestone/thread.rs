@@ -55,7 +55,7 @@ use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::sync::fence;
-use crate::tx::{Isolation, TxOptions};
+use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, Result};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};

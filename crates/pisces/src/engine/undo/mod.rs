@@ -31,7 +31,7 @@ use crate::engine::{Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
-use crate::tx::Isolation;
+use crate::tx_options::Isolation;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::Arc;
@@ -406,7 +406,7 @@ impl UndoThread {
 }
 
 impl EngineThread for UndoThread {
-    fn begin(&mut self, _opts: &crate::tx::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         if self.active {
             self.rollback();
         }

@@ -3,6 +3,9 @@
 
 use crate::heap::layout::SLAB_SIZE;
 
+/// Bytes of the header word in front of every payload.
+pub const HEADER: usize = 8;
+
 /// Block sizes (header included) of the small size classes.
 ///
 /// Up to 3584 bytes: four classes per doubling, multiples of 16. Above that the sizes
@@ -266,7 +269,7 @@ pub(crate) const FAST_CLASSES: [FastClass; NCLASSES] = fast_classes();
 /// min_class(len)`: the read fast path folds the length check into the class decode.
 pub(crate) const fn min_class(len: usize) -> u32 {
     let mut c = 0;
-    while c < NCLASSES && (CLASS_SIZES[c] as usize) < len.saturating_add(super::HEADER) {
+    while c < NCLASSES && (CLASS_SIZES[c] as usize) < len.saturating_add(HEADER) {
         c += 1;
     }
     c as u32
@@ -281,7 +284,9 @@ pub(crate) const fn min_class(len: usize) -> u32 {
 #[inline(always)]
 pub(crate) fn small_class_at_least(e: u32, min: u32) -> Option<usize> {
     let c = e.wrapping_sub(TAG_SMALL + min);
-    (c < NCLASSES as u32 - min).then_some((c + min) as usize)
+    // `then_some` evaluates its argument on every call: wrapping, as `c` is huge
+    // exactly when the entry is refused.
+    (c < NCLASSES as u32 - min).then_some(c.wrapping_add(min) as usize)
 }
 
 /// Human-readable description of a raw slab table entry (for error messages).

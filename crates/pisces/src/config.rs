@@ -1,0 +1,161 @@
+//! How to create or open a pool: the user's configuration, and what of it the engine
+//! sees.
+
+use crate::engine::{EngineId, EngineOptions, OpenCtx};
+use crate::medium::MediumKind;
+use crate::ops::Operations;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to create or open a pool.
+///
+/// ```
+/// use pisces::{Config, EngineId, MediumKind, PiscesOptions};
+/// let cfg = Config::new()
+///     .size(256 << 20) // a 256 MiB pool
+///     .medium(MediumKind::Dram { write_latency_ns: 300, bandwidth_bytes_per_sec: 0 })
+///     .engine(EngineId::Pisces)
+///     .max_threads(4)
+///     .engine_options(PiscesOptions { flush_diff: true, group_commit: 8 });
+/// assert_eq!(cfg.log_bytes_per_thread, 1 << 20);
+/// ```
+///
+/// The fields are public to read and to change; a new field may be added in a minor
+/// release, so a `Config` is made with [`Config::new`] (or `default`) and the setters,
+/// not with a struct literal.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
+    pub size: u64,
+    /// Most bytes a new pool may grow to (multiple of 4096, at least `size`); `None`
+    /// (the default) is a pool that never grows and reports
+    /// [`Error::OutOfSpace`](crate::Error::OutOfSpace) when its heap is full. A pool that may grow reserves
+    /// `max_size` bytes of address space when it is mapped (not memory: the reservation
+    /// costs nothing until the pool grows), extends its file and heap when the
+    /// allocator runs out, and gives `OutOfSpace` only at the maximum. Its slab table is
+    /// sized for the maximum (4 bytes per 64 KiB). Fixed at creation; `open` takes it
+    /// from the pool. Refused by the `spht` engine (its private working snapshot is a
+    /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
+    pub max_size: Option<u64>,
+    /// The medium the pool is mapped on.
+    pub medium: MediumKind,
+    /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
+    /// `None` takes the engine the superblock records; naming another one is refused
+    /// with [`Error::WrongEngine`](crate::Error::WrongEngine).
+    pub engine: Option<EngineId>,
+    /// Most threads that run transactions at once. Fixed at creation.
+    pub max_threads: usize,
+    /// Bytes of each thread's redo log (multiple of 4096). Fixed at creation. A
+    /// transaction's record may use at most half of it.
+    pub log_bytes_per_thread: usize,
+    /// The engine's options (`key=value`, parsed and checked by the engine at open);
+    /// may differ between runs.
+    pub engine_options: EngineOptions,
+    /// Threads recovery may use at open (engines that replay in parallel).
+    pub recovery_threads: usize,
+    /// How long `Pool::run` waits for a thread slot when all `max_threads` are checked
+    /// out (by handles or other `run` calls) before it fails with
+    /// [`Error::TooManyThreads`](crate::Error::TooManyThreads).
+    pub slot_wait: Duration,
+    /// The registered operations (see [`Operations`]): an engine that logs operations
+    /// (`timestone`) re-executes them in recovery, so `open` needs every operation the
+    /// pool's log may name. The pool shares the registry: operations registered later
+    /// ([`Pool::register_op`](crate::Pool::register_op)) are in it too.
+    pub operations: Operations,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            size: 64 << 20,
+            max_size: None,
+            medium: MediumKind::DRAM,
+            engine: None,
+            max_threads: 8,
+            log_bytes_per_thread: 1 << 20,
+            engine_options: EngineOptions::default(),
+            recovery_threads: 1,
+            slot_wait: Duration::from_secs(5),
+            operations: Operations::new(),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults: a 64 MiB pool on the DRAM medium, the Pisces engine, 8 threads.
+    /// The setters below change one field each:
+    ///
+    /// ```
+    /// use pisces::{Config, EngineId};
+    /// let cfg = Config::new().size(32 << 20).engine(EngineId::Sp3).max_threads(4);
+    /// assert_eq!((cfg.size, cfg.engine, cfg.max_threads), (32 << 20, Some(EngineId::Sp3), 4));
+    /// ```
+    pub fn new() -> Config {
+        Config::default()
+    }
+    /// With [`size`](Config::size) `bytes`.
+    pub fn size(mut self, bytes: u64) -> Config {
+        self.size = bytes;
+        self
+    }
+    /// With [`max_size`](Config::max_size) `bytes` (`None`: the pool never grows).
+    pub fn max_size(mut self, bytes: impl Into<Option<u64>>) -> Config {
+        self.max_size = bytes.into();
+        self
+    }
+    /// With [`medium`](Config::medium) `medium`.
+    pub fn medium(mut self, medium: MediumKind) -> Config {
+        self.medium = medium;
+        self
+    }
+    /// With [`engine`](Config::engine) `engine` (`None`: the default, or at `open` the
+    /// engine the pool records).
+    pub fn engine(mut self, engine: impl Into<Option<EngineId>>) -> Config {
+        self.engine = engine.into();
+        self
+    }
+    /// With [`max_threads`](Config::max_threads) `n`.
+    pub fn max_threads(mut self, n: usize) -> Config {
+        self.max_threads = n;
+        self
+    }
+    /// With [`log_bytes_per_thread`](Config::log_bytes_per_thread) `bytes`.
+    pub fn log_bytes_per_thread(mut self, bytes: usize) -> Config {
+        self.log_bytes_per_thread = bytes;
+        self
+    }
+    /// With [`engine_options`](Config::engine_options) `options` (an engine's own options
+    /// type converts, e.g. [`PiscesOptions`](crate::PiscesOptions)).
+    pub fn engine_options(mut self, options: impl Into<EngineOptions>) -> Config {
+        self.engine_options = options.into();
+        self
+    }
+    /// With [`recovery_threads`](Config::recovery_threads) `n`.
+    pub fn recovery_threads(mut self, n: usize) -> Config {
+        self.recovery_threads = n;
+        self
+    }
+    /// With [`slot_wait`](Config::slot_wait) `wait`.
+    pub fn slot_wait(mut self, wait: Duration) -> Config {
+        self.slot_wait = wait;
+        self
+    }
+    /// With [`operations`](Config::operations) `operations`.
+    pub fn operations(mut self, operations: Operations) -> Config {
+        self.operations = operations;
+        self
+    }
+
+    /// What the engine sees of this configuration.
+    pub(crate) fn engine_ctx(&self) -> OpenCtx {
+        OpenCtx {
+            size: self.size,
+            max_threads: self.max_threads,
+            log_bytes_per_thread: self.log_bytes_per_thread,
+            medium: self.medium,
+            options: self.engine_options.clone(),
+            recovery_threads: self.recovery_threads.max(1),
+            reexecute: Arc::new(self.operations.clone()),
+        }
+    }
+}
