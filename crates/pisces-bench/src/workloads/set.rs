@@ -163,58 +163,64 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
     }
 }
 
-/// The data set's test on every engine of the build: the preload holds exactly the
-/// members, `ops` operations (every `every`-th an update) keep them and report their
-/// changed bytes, and a lookup of a member removed behind the data set's back is an
-/// error.
 #[cfg(test)]
-pub(crate) fn check_member_set<S: SetContainer>(keys: usize, seed: u64, ops: usize, every: usize) {
+pub(crate) mod tests {
+    use super::*;
     use crate::engines::Engine;
     use crate::testutil::file_pool;
     use rand::SeedableRng;
-    if !Engine::PMDK.in_build() {
-        println!("pmdk: skipped: pmdk not in this build");
-    }
-    for engine in Engine::available() {
-        let name = engine.name();
-        let (p, _dir) = file_pool(engine, 32 << 20, 2);
-        let sb = MemberSetBench::<S>::build(&p, keys, seed).unwrap();
-        let contents = |p: &Pool| {
-            let pairs = p.run(|tx| sb.set.pairs(tx)).unwrap();
-            assert!(pairs.iter().all(|&(_, m)| m == MEMBER), "{name}");
-            let mut v: Vec<u64> = pairs.into_iter().map(|(k, _)| k).collect();
-            v.sort_unstable();
-            v
-        };
-        let mut want = sb.members.clone();
-        want.sort_unstable();
-        assert_eq!(contents(&p), want, "{name}: preloaded members");
-        assert!(want.iter().all(|&k| k < 2 * keys as u64));
-        let mut h = p.handle().unwrap();
-        let mut rng = OpRng::seed_from_u64(seed + 1);
-        for i in 0..ops {
-            let update = i % every == 0;
-            let changed = sb.op(0, &mut h, &mut rng, update).unwrap();
-            assert_eq!(changed, if update { SET_UPDATE_BYTES } else { 0 });
-        }
-        drop(h);
-        assert_eq!(contents(&p), want, "{name}: updates keep the set");
-        p.run(|tx| sb.set.verify(tx)).unwrap();
-        // A lookup whose key is gone is an error: its result is examined.
-        p.run(|tx| sb.set.take(tx, sb.members[0]).map(|_| ()))
-            .unwrap();
-        let mut h = p.handle().unwrap();
-        let e = (0..100_000)
-            .find_map(|_| sb.op(0, &mut h, &mut rng, false).err())
-            .expect("the missing member was never looked up");
-        assert!(e.to_string().contains("is missing"), "{name}: {e}");
-    }
-}
 
-#[cfg(test)]
-mod tests {
+    /// The data set's test on every engine of the build: the preload holds exactly the
+    /// members, `ops` operations (every `every`-th an update) keep them and report their
+    /// changed bytes, and a lookup of a member removed behind the data set's back is an
+    /// error.
+    pub(crate) fn check_member_set<S: SetContainer>(
+        keys: usize,
+        seed: u64,
+        ops: usize,
+        every: usize,
+    ) {
+        if !Engine::PMDK.in_build() {
+            println!("pmdk: skipped: pmdk not in this build");
+        }
+        for engine in Engine::available() {
+            let name = engine.name();
+            let (p, _dir) = file_pool(engine, 32 << 20, 2);
+            let sb = MemberSetBench::<S>::build(&p, keys, seed).unwrap();
+            let contents = |p: &Pool| {
+                let pairs = p.run(|tx| sb.set.pairs(tx)).unwrap();
+                assert!(pairs.iter().all(|&(_, m)| m == MEMBER), "{name}");
+                let mut v: Vec<u64> = pairs.into_iter().map(|(k, _)| k).collect();
+                v.sort_unstable();
+                v
+            };
+            let mut want = sb.members.clone();
+            want.sort_unstable();
+            assert_eq!(contents(&p), want, "{name}: preloaded members");
+            assert!(want.iter().all(|&k| k < 2 * keys as u64));
+            let mut h = p.handle().unwrap();
+            let mut rng = OpRng::seed_from_u64(seed + 1);
+            for i in 0..ops {
+                let update = i % every == 0;
+                let changed = sb.op(0, &mut h, &mut rng, update).unwrap();
+                assert_eq!(changed, if update { SET_UPDATE_BYTES } else { 0 });
+            }
+            drop(h);
+            assert_eq!(contents(&p), want, "{name}: updates keep the set");
+            p.run(|tx| sb.set.verify(tx)).unwrap();
+            // A lookup whose key is gone is an error: its result is examined.
+            p.run(|tx| sb.set.take(tx, sb.members[0]).map(|_| ()))
+                .unwrap();
+            let mut h = p.handle().unwrap();
+            let e = (0..100_000)
+                .find_map(|_| sb.op(0, &mut h, &mut rng, false).err())
+                .expect("the missing member was never looked up");
+            assert!(e.to_string().contains("is missing"), "{name}: {e}");
+        }
+    }
+
     #[test]
     fn updates_keep_the_set_and_reads_examine_their_result() {
-        super::check_member_set::<super::Set>(1000, 5, 600, 2);
+        check_member_set::<Set>(1000, 5, 600, 2);
     }
 }

@@ -27,6 +27,6 @@ set_container!(TreeSet, "tree-set", b"TSET", TreeSet::create);
 mod tests {
     #[test]
     fn updates_keep_the_tree_set_and_reads_examine_their_result() {
-        crate::workloads::set::check_member_set::<super::TreeSet>(3000, 8, 900, 3);
+        crate::workloads::set::tests::check_member_set::<super::TreeSet>(3000, 8, 900, 3);
     }
 }
