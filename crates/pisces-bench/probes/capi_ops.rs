@@ -55,14 +55,12 @@ fn main() -> ExitCode {
     let run = || -> pisces::Result<u64> {
         let pool = Pool::create(
             dir.path().join("ops.pool"),
-            Config {
-                size: 256 << 20,
-                medium: MediumKind::DRAM,
-                engine: Some(engine),
-                max_threads: 3,
-                log_bytes_per_thread: 4 << 20,
-                ..Config::default()
-            },
+            Config::default()
+                .size(256 << 20)
+                .medium(MediumKind::DRAM)
+                .engine(Some(engine))
+                .max_threads(3)
+                .log_bytes_per_thread(4 << 20),
         )?;
         let data = CapiHashBench::build(&pool, &Sizes::QUICK, 1, 42, via_c)?;
         let mut h = pool.handle()?;

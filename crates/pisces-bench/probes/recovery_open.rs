@@ -89,16 +89,14 @@ fn run(args: &[String]) -> Result<(), String> {
             let work = image.with_extension("work");
             for _ in 0..opens {
                 std::fs::copy(&image, &work).map_err(|e| format!("copying: {e}"))?;
-                let cfg = Config {
-                    medium: MediumKind::Dram {
+                let cfg = Config::default()
+                    .medium(MediumKind::Dram {
                         write_latency_ns: 0,
                         bandwidth_bytes_per_sec: 0,
-                    },
-                    engine: Some(engine),
-                    recovery_threads: threads,
-                    engine_options: options.clone(),
-                    ..Config::default()
-                };
+                    })
+                    .engine(Some(engine))
+                    .recovery_threads(threads)
+                    .engine_options(options.clone());
                 let (t0, (c0, f0)) = (Instant::now(), usage());
                 let pool = Pool::open(&work, cfg).map_err(|e| format!("recovery: {e}"))?;
                 let wall = t0.elapsed().as_secs_f64();

@@ -70,13 +70,11 @@ fn main() -> ExitCode {
     let run = || -> pisces::Result<u64> {
         let pool = Pool::create(
             dir.path().join("lookups.pool"),
-            Config {
-                size: kind.pool_bytes(&Sizes::QUICK, 1, 1.0),
-                medium: MediumKind::DRAM,
-                engine: Some(engine),
-                max_threads: kind.thread_slots(1),
-                ..Config::default()
-            },
+            Config::default()
+                .size(kind.pool_bytes(&Sizes::QUICK, 1, 1.0))
+                .medium(MediumKind::DRAM)
+                .engine(Some(engine))
+                .max_threads(kind.thread_slots(1)),
         )?;
         let data = kind.build(&pool, &Sizes::QUICK, 1, 42)?;
         pool.sync()?;

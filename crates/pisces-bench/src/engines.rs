@@ -205,12 +205,10 @@ impl Engine {
     /// plain emulated PM, `max_threads` thread slots (`engine` None for a peer, which
     /// has no pool).
     pub fn config(self, size: u64, max_threads: usize) -> Config {
-        Config {
-            size,
-            engine: self.id(),
-            max_threads,
-            ..Config::default()
-        }
+        Config::default()
+            .size(size)
+            .engine(self.id())
+            .max_threads(max_threads)
     }
 }
 
@@ -327,15 +325,13 @@ impl EngineSpec {
         max_threads: usize,
         log_bytes_per_thread: usize,
     ) -> Config {
-        Config {
-            size,
-            medium,
-            engine: self.engine.id(),
-            max_threads,
-            log_bytes_per_thread,
-            engine_options: self.options.clone(),
-            ..Config::default()
-        }
+        Config::default()
+            .size(size)
+            .medium(medium)
+            .engine(self.engine.id())
+            .max_threads(max_threads)
+            .log_bytes_per_thread(log_bytes_per_thread)
+            .engine_options(self.options.clone())
     }
 }
 

@@ -97,16 +97,14 @@ fn usage() -> (f64, f64, u64) {
 }
 
 fn config(engine: Option<EngineId>, threads: usize, options: &EngineOptions) -> Config {
-    Config {
-        medium: MediumKind::Dram {
+    Config::default()
+        .medium(MediumKind::Dram {
             write_latency_ns: 0,
             bandwidth_bytes_per_sec: 0,
-        },
-        engine,
-        recovery_threads: threads,
-        engine_options: options.clone(),
-        ..Config::default()
-    }
+        })
+        .engine(engine)
+        .recovery_threads(threads)
+        .engine_options(options.clone())
 }
 
 /// The measurement itself, in this process.

@@ -135,14 +135,8 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64
         heap += 512 * 2 * KEYS as u64;
     }
     let size = (heap + (FILL_THREADS * spec.log_per_thread) as u64).next_multiple_of(1 << 20);
-    let cfg = Config {
-        medium: plain_dram(),
-        ..spec.engine.config(size, FILL_THREADS)
-    };
-    let cfg = Config {
-        log_bytes_per_thread: spec.log_per_thread,
-        ..cfg
-    };
+    let cfg = spec.engine.config(size, FILL_THREADS).medium(plain_dram());
+    let cfg = cfg.log_bytes_per_thread(spec.log_per_thread);
     let pool = Pool::create(path, cfg).map_err(|e| format!("creating the pool: {e}"))?;
     let mut h = pool.handle().map_err(|e| e.to_string())?;
     let (map, tree) = h
@@ -173,12 +167,10 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64
         return Ok((pool, map, tree));
     }
     drop(pool);
-    let cfg = Config {
-        medium: plain_dram(),
-        engine: spec.engine.id(),
-        engine_options: spec.fill_options.clone(),
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .medium(plain_dram())
+        .engine(spec.engine.id())
+        .engine_options(spec.fill_options.clone());
     let pool = Pool::open(path, cfg).map_err(|e| format!("reopening for the fill: {e}"))?;
     Ok((pool, map, tree))
 }
@@ -343,12 +335,10 @@ pub(crate) fn measure_opens(
         let timing = opener.open(&work, spec.engine.id(), open.threads, &open.options)?;
         // The opener recovered the pool and closed it: this open has nothing to
         // replay (untimed).
-        let cfg = Config {
-            medium: plain_dram(),
-            engine: spec.engine.id(),
-            engine_options: open.options.clone(),
-            ..Config::default()
-        };
+        let cfg = Config::default()
+            .medium(plain_dram())
+            .engine(spec.engine.id())
+            .engine_options(open.options.clone());
         let pool = Pool::open(&work, cfg).map_err(|e| format!("reopening to check: {e}"))?;
         verify(&pool, &f)?;
         drop(pool);
