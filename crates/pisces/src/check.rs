@@ -42,7 +42,7 @@
 /// On-media facts of the redo logs of the log-based engines (pisces, mvcc), for tools
 /// and damage tests: where the ring of records starts in a thread's log region, and the
 /// size of a record header.
-pub use crate::engine::kit::redo_log::{
+pub use crate::engine::kit::log::redo_log::{
     HEADER_LEN as REDO_RECORD_HEADER, RING_OFFSET as REDO_RING_OFFSET,
 };
 
@@ -942,7 +942,7 @@ fn usage(heap: &Heap) -> Result<(Vec<ClassUsage>, (u64, u64))> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder};
+    use crate::engine::kit::log::redo_log::{self as log, LogWriter, RecordBuilder};
     use crate::heap::alloc::Block;
     use crate::{Config, PPtr, Pool};
 
@@ -1247,7 +1247,7 @@ mod tests {
         let mut w = LogWriter::new(off, len, next_seq);
         let mut rb = RecordBuilder::default();
         build(&heap, &mut rb);
-        let wm = crate::engine::kit::watermark::load(&heap)
+        let wm = crate::engine::kit::log::watermark::load(&heap)
             .unwrap()
             .unwrap_or(0);
         w.append(&heap, rb.bytes(), wm + 10);

@@ -63,10 +63,10 @@ pub enum Mutation {
     FreedStaysLive = 40,
     /// sp3 and spht: recovery marks a record only for the replay part of the first
     /// chunk its data entries write, so a parallel replay thread skips the pieces of
-    /// its own chunks that a record writes beyond that chunk (`kit::replay_parts`).
+    /// its own chunks that a record writes beyond that chunk (`kit::recovery::replay_parts`).
     ReplayPartMask = 50,
     /// sp3 and spht: recovery does not put the slots' logs, parsed in parallel, back
-    /// in slot order (a log is then taken for another slot's; `kit::per_slot`).
+    /// in slot order (a log is then taken for another slot's; `kit::recovery::per_slot`).
     ParseSlotOrder = 51,
     /// redo logs: the parser does not skip the gap after a line-aligned record, so it
     /// stops there and recovery loses the records after it.

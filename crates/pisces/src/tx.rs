@@ -63,7 +63,7 @@
 //! # let _codegen: fn(&Pool, PPtr<u128>) -> Result<()> = f;
 //! ```
 
-use crate::engine::kit::objects::FastReads;
+use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::registry::AnyThread;
 use crate::heap::alloc::min_class;
 use crate::nesting::InTx;

@@ -216,7 +216,7 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// object's offset and size are kept): a capability token that only the engine hands
     /// out (see `root_slot_token`), not the slot's real offset.
     fn root_slot(&self) -> u64 {
-        kit::objects::root_slot_token()
+        kit::validate::root_slot_token()
     }
     /// Make everything committed durable now (e.g. msync of a file medium).
     fn sync(&self) -> Result<()> {
@@ -243,10 +243,10 @@ pub(crate) trait EngineThread: Send + 'static {
         0
     }
     /// The fast path of `read` for the attempt `begin` just started (see
-    /// [`kit::objects::FastReads`]), or [`kit::objects::FastReads::NONE`] if every read
+    /// [`kit::fast_reads::FastReads`]), or [`kit::fast_reads::FastReads::NONE`] if every read
     /// must go to `read`.
-    fn fast_reads(&self) -> kit::objects::FastReads {
-        kit::objects::FastReads::NONE
+    fn fast_reads(&self) -> kit::fast_reads::FastReads {
+        kit::fast_reads::FastReads::NONE
     }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;

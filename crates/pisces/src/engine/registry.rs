@@ -153,9 +153,9 @@ macro_rules! engines {
             /// is measured against, so both get the same treatment) are inlined into
             /// `run`; the others are one call away (`begin_fast_dispatch`).
             ///
-            /// [`FastReads::NONE`]: crate::engine::kit::objects::FastReads::NONE
+            /// [`FastReads::NONE`]: crate::engine::kit::fast_reads::FastReads::NONE
             #[inline(always)]
-            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
                 match self {
                     AnyThread::Pisces(t) => {
                         t.begin(opts);
@@ -169,7 +169,7 @@ macro_rules! engines {
                 }
             }
             #[inline(never)]
-            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::objects::FastReads {
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
                 match self {
                     $( AnyThread::$variant(t) => {
                         t.begin(opts);
@@ -212,7 +212,7 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
             }
             #[inline]
-            pub(crate) fn fast_reads(&self) -> crate::engine::kit::objects::FastReads {
+            pub(crate) fn fast_reads(&self) -> crate::engine::kit::fast_reads::FastReads {
                 match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
             }
             #[inline]

@@ -24,7 +24,8 @@
 
 mod gate;
 
-use crate::engine::kit::objects::{locate_block_to_free, locate_object, root_object, FastReads};
+use crate::engine::kit::fast_reads::FastReads;
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
 use crate::engine::{DurableToken, Engine, EngineDef, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
 use crate::heap::Heap;

@@ -1,48 +1,67 @@
 //! The engine kit: building blocks that several engines share.
 //!
-//! An engine composes these instead of importing another engine's modules:
-//! * [`bulk_vec`]: push-only vectors for recovery's per-record tables (huge pages);
-//! * [`changed_words`]: runs of words where a new version differs from home;
-//! * [`crc`]: CRC32C of a record's header and body in one pass (SSE4.2);
-//! * [`dirty_lines`]: the cache lines a recovery replay wrote, flushed once each;
-//! * [`clock`]: the global timestamp counter and per-slot published start timestamps;
-//! * [`fallback`]: the serial fallback that bounds the attempts of a transaction
-//!   that keeps aborting (the single-version optimistic engines);
-//! * [`grace`]: grace periods (wait for readers older than a timestamp);
-//! * [`header_word`]: run-generation tags of the per-object header word;
-//! * [`redo_log`]: checksummed redo records in per-thread ring buffers, and their parser;
-//! * [`per_slot`]: recovery's parse of the slots' logs on several threads;
-//! * [`replay_parts`]: parallel replay's partition of the pool into chunks per thread;
-//! * [`replay`]: recovery of the redo-log engines (replay in timestamp order);
-//! * [`watermark`]: the persistent recycle watermark of the redo logs;
-//! * [`two_phase`]: reader-writer lock words and a thread's held-lock set (strict 2PL);
-//! * [`prefetch`]: prefetch hints for the home lines a replay will write;
-//! * [`objects`]: validation of user offsets and logged writes; write-set kinds;
-//! * [`version`]: a DRAM version of an object (stamp, next older version, payload);
-//! * [`version_chain`]: an object's versions newest first, its commit lock and last
-//!   commit timestamp, visibility and truncation (the multi-version engines);
-//! * [`version_index`]: the sharded DRAM map from objects to their chains.
+//! An engine composes these instead of importing another engine's modules. Grouped by
+//! concern (users in parentheses):
+//! * [`log`], persistent log formats:
+//!   * [`log::redo_log`]: checksummed redo records in per-thread ring buffers and
+//!     their parser, generic over the records' header framing (pisces, mvcc, sp3, and
+//!     timestone with its own framing; spht writes the entries and shares the damage
+//!     look under its own record header);
+//!   * [`log::crc`]: CRC32C of a record's header and body in one pass (the redo log,
+//!     spht's log);
+//!   * [`log::watermark`]: the persistent recycle watermark of the redo logs (pisces,
+//!     mvcc);
+//!   * [`log::checked_word`]: monotone persistent words that carry their own check
+//!     (the watermark, sp3's `retired` words);
+//! * [`recovery`], replay after a crash:
+//!   * [`recovery::replay`]: recovery of the redo-log engines, replay in timestamp
+//!     order (pisces, mvcc);
+//!   * [`recovery::per_slot`]: the parse of the slots' logs on several threads (sp3,
+//!     spht);
+//!   * [`recovery::replay_parts`]: parallel replay's partition of the pool into chunks
+//!     per thread (sp3, spht);
+//!   * [`recovery::prefetch`]: prefetch hints for the home lines a replay will write
+//!     (sp3, spht);
+//!   * [`recovery::bulk_vec`]: push-only vectors for recovery's per-record tables
+//!     (sp3, spht);
+//! * [`cc`], concurrency control:
+//!   * [`cc::clock`]: the global timestamp counter and per-slot published start
+//!     timestamps (pisces, mvcc, sp3, timestone);
+//!   * [`cc::grace`]: grace periods, waits for readers older than a timestamp (pisces,
+//!     mvcc, sp3);
+//!   * [`cc::header_word`]: run-generation tags of the per-object header word (pisces,
+//!     undo, and the lock words of [`cc::two_phase`]);
+//!   * [`cc::two_phase`]: reader-writer lock words and a thread's held-lock set, strict
+//!     2PL (undo, pmdk);
+//!   * [`cc::fallback`]: the serial fallback that bounds the attempts of a transaction
+//!     that keeps aborting (sp3, spht);
+//! * [`versions`], DRAM versions of objects:
+//!   * [`versions::version`]: a DRAM version of an object (stamp, next older version,
+//!     payload) (mvcc, timestone), and the allocation of a header and a payload copy
+//!     that sp3's versions (a length word and the payload) are made of too;
+//!   * [`versions::version_chain`]: an object's versions newest first, its commit lock
+//!     and last commit timestamp, visibility and truncation (mvcc, timestone);
+//!   * [`versions::version_index`]: the sharded DRAM map from objects to their chains
+//!     (mvcc, timestone);
+//! * the rest:
+//!   * [`validate`]: validation of user offsets and of logged writes (every engine
+//!     but pmdk, which validates against its own pool's objects; pmdk too for the
+//!     running-transaction check);
+//!   * [`fast_reads`]: the read fast path `Tx::read` inlines (pisces, bare);
+//!   * [`write_set`]: what a transaction does to each object (pisces, mvcc, sp3, spht,
+//!     timestone), and the write set of private copies with its redo record (mvcc,
+//!     sp3, timestone);
+//!   * [`rollback`]: rolling back a running transaction in `begin` and `abort` (mvcc,
+//!     pmdk, sp3, spht, timestone, undo);
+//!   * [`changed_words`]: runs of words where a new version differs from home (pisces,
+//!     timestone).
 
-pub mod bulk_vec;
+pub mod cc;
 pub mod changed_words;
-pub mod checked_word;
-pub mod clock;
-pub mod crc;
-pub mod dirty_lines;
-pub mod fallback;
-pub mod grace;
-pub mod header_word;
-pub mod objects;
-pub mod per_slot;
-pub mod prefetch;
-pub mod redo_log;
-pub mod replay;
-pub mod replay_parts;
-pub mod two_phase;
-pub mod version;
-pub mod version_chain;
-pub mod version_index;
-pub mod watermark;
-
-#[cfg(test)]
-mod recovery_tests;
+pub mod fast_reads;
+pub mod log;
+pub mod recovery;
+pub mod rollback;
+pub mod validate;
+pub mod versions;
+pub mod write_set;

@@ -6,7 +6,7 @@
 //! * Every object has a list of versions, newest first, each stamped with the commit
 //!   timestamp of the transaction that wrote it ([`version`]). The lists live in DRAM
 //!   and are found through an index from the object's offset (the kit's
-//!   [`crate::engine::kit::version_index`]): the read
+//!   [`crate::engine::kit::versions::version_index`]): the read
 //!   indirection the paper measures.
 //! * A transaction takes its start timestamp S from a global clock. A read looks the
 //!   object up, and walks its list to the newest version with `ts ≤ S`.
@@ -28,14 +28,14 @@
 //! 2. Home (the persistent copy) always equals the head of the object's list outside a
 //!    commit, and is written only under the object's lock. Readers never read home,
 //!    except to create the first version of an object no one has committed to in this
-//!    run (then nobody writes home, see [`crate::engine::kit::version_index`]).
+//!    run (then nobody writes home, see [`crate::engine::kit::versions::version_index`]).
 //! 3. A log record is durable before its versions are published, so no transaction
 //!    can see (and build on) a transaction that a crash would lose.
 //! 4. Recovery sees only home and the logs.
 //!
 //! # Persistence: reused from Pisces
-//! The redo log ([`crate::engine::kit::redo_log`]: per-thread rings of checksummed
-//! records), its recycling watermark, and recovery ([`crate::engine::kit::replay`]:
+//! The redo log ([`crate::engine::kit::log::redo_log`]: per-thread rings of checksummed
+//! records), its recycling watermark, and recovery ([`crate::engine::kit::recovery::replay`]:
 //! replay valid records in persistTS order) are Pisces'. A record's persistTS is the
 //! commit timestamp: two records that write one object were committed in lock order,
 //! so in timestamp order. The pool format is Pisces' (same log areas, watermark word).
@@ -64,7 +64,7 @@ pub mod version;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::kit::replay as recovery;
+use crate::engine::kit::recovery::replay as recovery;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;

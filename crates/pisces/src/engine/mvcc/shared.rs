@@ -10,17 +10,17 @@
 //!   is not yet durably written home (`u64::MAX`: none), for the watermark.
 //!
 //! # Log recycling
-//! The redo log and its recovery are Pisces' ([`crate::engine::kit::redo_log`],
-//! [`crate::engine::kit::replay`]): records carry the commit timestamp as their
+//! The redo log and its recovery are Pisces' ([`crate::engine::kit::log::redo_log`],
+//! [`crate::engine::kit::recovery::replay`]): records carry the commit timestamp as their
 //! persistTS and recovery replays them in that order. A thread may drop a record only
 //! when every record with a smaller timestamp, in every thread's log, is durably home —
 //! else recovery could replay an older record over a newer value whose record is gone.
 //! So, as in Pisces (P-2), a thread persists the watermark W = "every record below W is
 //! home" before dropping its records below W; recovery ignores records below W.
 
-use crate::engine::kit::clock::{Clock, SlotClock};
-use crate::engine::kit::version_index::VersionIndex as Index;
-use crate::engine::kit::watermark;
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::log::watermark;
+use crate::engine::kit::versions::version_index::VersionIndex as Index;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::sync::fence;

@@ -32,31 +32,22 @@
 
 use super::shared::Shared;
 use super::version::{self, Entry, Version};
-use crate::engine::kit::grace::wait_for_readers;
-use crate::engine::kit::objects::locate_object;
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
-use crate::engine::EngineThread;
-use crate::fasthash::FastMap;
+use crate::engine::kit::cc::grace::wait_for_readers;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::{locate_object, running};
+use crate::engine::kit::write_set::{self, WriteSet};
+use crate::engine::{DurableToken, EngineThread};
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::medium::counters;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::Arc;
 
-use crate::engine::kit::objects::WriteKind as Kind;
+use crate::engine::kit::write_set::WriteKind as Kind;
 
-/// One object of the write set.
-struct WriteEntry {
-    /// Payload offset.
-    off: u64,
-    /// Payload bytes (a multiple of 8).
-    len: usize,
-    /// Private copy (null for an object freed without being written).
-    copy: *mut Version,
-    kind: Kind,
-    /// The object's index entry, once locked at commit.
-    entry: *const Entry,
-}
+/// One object of the write set (its index entry is set when the commit locks it).
+type WriteEntry = write_set::WriteEntry<Version, Entry>;
 
 /// A thread's `mvcc` state.
 pub struct MvccThread {
@@ -67,9 +58,7 @@ pub struct MvccThread {
     record: RecordBuilder,
     active: bool,
     start_ts: u64,
-    writes: Vec<WriteEntry>,
-    /// Payload offset → index in `writes`.
-    by_off: FastMap<u64, usize>,
+    writes: WriteSet<Version, Entry>,
     /// Blocks freed by the committing transaction (reused buffer).
     frees: Vec<Block>,
     /// Highest log sequence number written home.
@@ -99,21 +88,11 @@ impl MvccThread {
             record: RecordBuilder::default(),
             active: false,
             start_ts: 0,
-            writes: Vec::new(),
-            by_off: FastMap::default(),
+            writes: WriteSet::default(),
             frees: Vec::new(),
             wb_seq: 0,
             durable_watermark: 0,
         }
-    }
-
-    fn check_active(&self) -> Result<()> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
-        Ok(())
     }
 
     /// Validate a user offset: the object's canonical payload offset (the root slot
@@ -131,12 +110,10 @@ impl MvccThread {
     /// marking the entry, under the entry's lock: wait for the lock, then read the mark.
     #[cold]
     fn pending(&self, b: Block) -> bool {
-        let off = b.payload();
-        if let Some(&i) = self.by_off.get(&off) {
-            if matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)) {
-                return true;
-            }
+        if self.writes.own_fresh(b) {
+            return true;
         }
+        let off = b.payload();
         self.sh
             .index
             .get(off, b.payload_len() & !7)
@@ -156,22 +133,6 @@ impl MvccThread {
         version::visible(e, self.start_ts)
     }
 
-    /// Free the private copies, hand back unpublished blocks, end the transaction.
-    fn rollback(&mut self) {
-        for w in self.writes.drain(..) {
-            if !w.copy.is_null() {
-                // SAFETY: an unpublished private copy, owned by us.
-                unsafe { Version::free(w.copy, &self.sh.index.live) };
-            }
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
-                self.sh.alloc.unreserve(&mut self.cache, b);
-            }
-        }
-        self.by_off.clear();
-        self.sh.slots[self.slot].clock.finish();
-        self.active = false;
-    }
-
     /// Release the locks of the first `n` write entries (those that have an entry).
     fn unlock(&self, n: usize) {
         for w in &self.writes[..n] {
@@ -179,25 +140,6 @@ impl MvccThread {
                 // SAFETY: entries live as long as the index (`sh`).
                 unsafe { (*w.entry).unlock() };
             }
-        }
-    }
-
-    /// Encode the redo record of the running transaction into `self.record`.
-    fn build_record(&mut self) {
-        self.record.clear();
-        for w in &self.writes {
-            match w.kind {
-                Kind::Freed(b) => {
-                    self.record.free(b);
-                    continue;
-                }
-                Kind::FreshFreed(_) => continue,
-                Kind::Fresh(b) => self.record.alloc(b),
-                Kind::Written => {}
-            }
-            // SAFETY: written and fresh objects have a private copy of `len` bytes.
-            let data = unsafe { std::slice::from_raw_parts(Version::data(w.copy), w.len) };
-            self.record.range(w.off, data);
         }
     }
 
@@ -259,21 +201,44 @@ impl MvccThread {
     }
 }
 
+impl Rollback for MvccThread {
+    /// Free the private copies, hand back unpublished blocks, end the transaction.
+    fn rollback(&mut self) {
+        for w in self.writes.drain() {
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished private copy, owned by us.
+                unsafe { Version::free(w.copy, &self.sh.index.live) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.sh.slots[self.slot].clock.finish();
+        self.active = false;
+    }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
+}
+
 impl EngineThread for MvccThread {
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         self.active = true;
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
+    fn abort(&mut self) {
+        self.abort_running();
+    }
+
     #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.validate(off, len)?;
         if !self.writes.is_empty() {
-            if let Some(&i) = self.by_off.get(&off) {
+            if let Some(i) = self.writes.index_of(off) {
                 let c = self.writes[i].copy;
                 if !c.is_null() {
                     // SAFETY: our own live private copy.
@@ -287,15 +252,15 @@ impl EngineThread for MvccThread {
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.validate(off, len)?;
         let live = &self.sh.index.live;
-        if let Some(&i) = self.by_off.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             if self.writes[i].copy.is_null() {
                 // Freed first, written now: start from the snapshot.
                 let v = self.snapshot(off, plen);
                 // SAFETY: `v` is a live version of `plen` bytes.
-                self.writes[i].copy = unsafe { Version::new(plen, Some(Version::data(v)), live) };
+                self.writes[i].copy = unsafe { Version::copy_of(v, plen, live) };
             }
             // SAFETY: our own live private copy.
             return Ok(unsafe { Version::data(self.writes[i].copy) });
@@ -303,104 +268,53 @@ impl EngineThread for MvccThread {
         let v = self.snapshot(off, plen);
         // SAFETY: `v` is a live version of `plen` bytes (index entries have the
         // object's payload length).
-        let copy = unsafe { Version::new(plen, Some(Version::data(v)), live) };
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy,
-            kind: Kind::Written,
-            entry: std::ptr::null(),
-        });
+        let copy = unsafe { Version::copy_of(v, plen, live) };
+        self.writes
+            .push(WriteEntry::new(off, plen, copy, Kind::Written));
         // SAFETY: just allocated, ours.
         Ok(unsafe { Version::data(copy) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        self.check_active()?;
+        running(self.active)?;
         let b = self.sh.alloc.reserve(&mut self.cache, len)?;
-        let plen = b.payload_len() & !7;
         // SAFETY: no source: a zeroed copy.
-        let copy = unsafe { Version::new(plen, None, &self.sh.index.live) };
-        let off = b.payload();
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy,
-            kind: Kind::Fresh(b),
-            entry: std::ptr::null(),
-        });
-        Ok(off)
+        let copy = unsafe { Version::new(b.payload_len() & !7, None, &self.sh.index.live) };
+        self.writes.push(WriteEntry::fresh(b, copy));
+        Ok(b.payload())
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        self.check_active()?;
-        let root = crate::engine::kit::objects::root_object(|o, l| self.read(o, l))?;
+        running(self.active)?;
+        let root = crate::engine::kit::validate::root_object(|o, l| self.read(o, l))?;
         let b =
-            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+            crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.pending(b)
             })?;
-        if let Some(&i) = self.by_off.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             let e = &mut self.writes[i];
             e.kind = e.kind.freed(off, b)?;
             return Ok(());
         }
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: b.payload_len() & !7,
-            copy: std::ptr::null_mut(),
-            kind: Kind::Freed(b),
-            entry: std::ptr::null(),
-        });
+        self.writes.push(WriteEntry::freed(b));
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
-        self.commit_visible()?;
-        // Durable before visible: the record was persisted before the commit point.
-        Ok(crate::engine::DurableToken::DURABLE)
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-        self.recycle();
-        self.sh.alloc.drain(&mut self.cache);
-    }
-}
-
-impl Drop for MvccThread {
-    fn drop(&mut self) {
-        self.quiesce();
-    }
-}
-
-impl MvccThread {
-    /// Commit up to the point where the transaction is visible (and, for this engine,
-    /// already durable). On `Err` the transaction has been rolled back.
-    fn commit_visible(&mut self) -> Result<()> {
-        self.check_active()?;
+    /// The commit (module docs): on `Ok` the transaction is visible and already durable
+    /// (its record was persisted before the commit point); on `Err` it has been rolled
+    /// back.
+    fn commit(&mut self) -> Result<DurableToken> {
+        running(self.active)?;
         let slot = &self.sh.slots[self.slot];
         // This transaction reads nothing more: its snapshot no longer holds versions.
         slot.clock.finish();
-        if self
-            .writes
-            .iter()
-            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
-        {
+        if self.writes.publishes_nothing() {
             // Read-only (or nothing published): no persistence work at all.
             self.rollback();
-            return Ok(());
+            return Ok(DurableToken::DURABLE);
         }
         // 1. The record, and room for it, before taking any lock.
-        self.build_record();
+        self.writes.build_record(&mut self.record);
         if let Err(e) = self.reserve_log(self.record.len()) {
             self.rollback();
             return Err(e);
@@ -424,7 +338,7 @@ impl MvccThread {
         // 6. Publish the versions; reclaim what no snapshot can see any more.
         let oldest = sh.oldest_active(ts);
         let live = &sh.index.live;
-        for w in &mut self.writes {
+        for w in self.writes.iter_mut() {
             // SAFETY: `w.entry` is locked by us (step 2) and lives as long as
             // the index; `w.copy` is our unpublished copy of the object's size, and
             // `oldest` bounds every snapshot's start (`Shared::oldest_active` with our
@@ -447,7 +361,7 @@ impl MvccThread {
             }
         }
         // 7. Home, allocator, fence.
-        for w in &self.writes {
+        for w in self.writes.iter() {
             match w.kind {
                 Kind::Written | Kind::Fresh(_) => {
                     // SAFETY: the copy is now a published version, immutable and kept
@@ -478,14 +392,13 @@ impl MvccThread {
         // see this slot idle.
         slot.committing.store(u64::MAX, Release);
         self.wb_seq = seq;
-        for w in self.writes.drain(..) {
+        for w in self.writes.drain() {
             match w.kind {
                 Kind::Freed(b) => self.frees.push(b),
                 Kind::FreshFreed(b) => sh.alloc.unreserve(&mut self.cache, b),
                 _ => {}
             }
         }
-        self.by_off.clear();
         self.active = false;
         if !self.frees.is_empty() {
             // Freed blocks are reusable once no snapshot older than the free runs (a
@@ -499,6 +412,18 @@ impl MvccThread {
         if self.log.used() > self.log.capacity() / 2 {
             self.recycle();
         }
-        Ok(())
+        Ok(DurableToken::DURABLE)
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+        self.recycle();
+        self.sh.alloc.drain(&mut self.cache);
+    }
+}
+
+impl Drop for MvccThread {
+    fn drop(&mut self) {
+        self.quiesce();
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! # Stamps
 //! A transaction's private copy is an unpublished version (stamp
-//! [`crate::engine::kit::version::UNPUBLISHED`]); at commit it is pushed with its
+//! [`crate::engine::kit::versions::version::UNPUBLISHED`]); at commit it is pushed with its
 //! commit timestamp C ([`publish`]) and becomes the chain's head, so committing copies
 //! nothing. Every version on a chain is committed: [`committed`] is `Some`.
 //!
@@ -37,9 +37,9 @@
 //! start bounds `oldest` from above, so a keeper would have `ts ≤ start` and the reader
 //! would have stopped there; without a keeper nothing is cut.
 
-pub use crate::engine::kit::version::Version;
-pub use crate::engine::kit::version_chain::Chain as Entry;
-use crate::engine::kit::version_chain::Chain;
+pub use crate::engine::kit::versions::version::Version;
+pub use crate::engine::kit::versions::version_chain::Chain as Entry;
+use crate::engine::kit::versions::version_chain::Chain;
 use std::sync::atomic::AtomicU64;
 
 /// Every stamp on an `mvcc` chain is a commit timestamp.

@@ -1,7 +1,9 @@
 //! The live and freed markers in header words (`shared::LIVE`): what the read fast path
-//! accepts, across frees, rollbacks and runs (white-box: they look at header words).
+//! accepts, across frees, rollbacks and runs; header words left by old runs that are
+//! never followed as locks (white-box: they look at and forge header words).
 
-use crate::engine::kit::header_word::tag_of;
+use crate::engine::kit::cc::header_word::tag_of;
+use crate::heap::superblock::Superblock;
 use crate::{Config, Error, PPtr, Pool};
 
 fn cfg() -> Config {
@@ -226,4 +228,85 @@ fn the_fast_path_checks_the_geometry_behind_a_live_word() {
         "pointer into an object"
     );
     assert_eq!(pool.run(|tx| Ok(tx.read(x)?[3])).unwrap(), l);
+}
+
+fn rewrite_generation(path: &std::path::Path, generation: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    for copy in 0..2 {
+        let off = copy * 4096;
+        let n = std::mem::size_of::<Superblock>();
+        let mut sb: Superblock = bytemuck::pod_read_unaligned(&bytes[off..off + n]);
+        sb.run_generation = generation;
+        let sb = sb.seal();
+        bytes[off..off + n].copy_from_slice(bytemuck::bytes_of(&sb));
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn poke(path: &std::path::Path, off: u64, value: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[off as usize..off as usize + 8].copy_from_slice(&value.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A header word left by a run whose tag equals the current run's (65535 runs ago)
+/// must not be followed as a lock: opening at the wrap clears every header word.
+#[test]
+fn tag_wrap_clears_header_words_of_long_ago_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wrap.pool");
+    let x = {
+        let pool = Pool::create(&path, cfg()).unwrap();
+        let root: PPtr<PPtr<u64>> = pool.root().unwrap();
+        pool.run(|tx| {
+            let x = tx.alloc(5u64)?;
+            *tx.write(root)? = x;
+            Ok(x)
+        })
+        .unwrap()
+    };
+    // The next open is run 0xFFFF, whose tag is that of run 0: plant a "lock" of that
+    // tag pointing nowhere in x's header word.
+    rewrite_generation(&path, 0xFFFE);
+    poke(&path, x.offset() - 8, tag_of(0xFFFF) | 0x10);
+    let pool = Pool::open(&path, cfg()).unwrap();
+    assert_eq!(pool.heap().unwrap().generation(), 0xFFFF);
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 5);
+    pool.run(|tx| {
+        *tx.write(x)? = 6;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(x)?)).unwrap(), 6);
+}
+
+/// When a slab is reused for another size class, its new header words sit on old
+/// payload bytes; old bytes that look like a lock of the current run must not be
+/// followed (the allocator zeroes header words when it formats a slab).
+#[test]
+fn reformatted_slab_has_no_lock_shaped_header_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reformat.pool");
+    let next_generation = {
+        let pool = Pool::create(&path, cfg()).unwrap();
+        let next = pool.heap().unwrap().generation() + 1;
+        let mut h = pool.handle().unwrap();
+        // Objects of one class, every payload word shaped like a lock of the next run.
+        let fake = tag_of(next) | 0x10;
+        let objs: Vec<PPtr<[u64; 13]>> = (0..2000)
+            .map(|_| h.run(|tx| tx.alloc([fake; 13])).unwrap())
+            .collect();
+        for o in objs {
+            h.run(|tx| tx.free(o)).unwrap();
+        }
+        next
+    };
+    // Reopen: empty slabs return to the free state; a different class reuses them.
+    let pool = Pool::open(&path, cfg()).unwrap();
+    assert_eq!(pool.heap().unwrap().generation(), next_generation);
+    let mut h = pool.handle().unwrap();
+    for i in 0..3000u64 {
+        let p = h.run(|tx| tx.alloc([i; 5])).unwrap();
+        assert_eq!(h.run(|tx| Ok(tx.read(p)?[4])).unwrap(), i);
+    }
 }

@@ -38,7 +38,7 @@ mod live_tests;
 #[cfg(test)]
 mod locked_read_tests;
 
-use crate::engine::kit::replay;
+use crate::engine::kit::recovery::replay;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx, PiscesOptions};
 use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
@@ -99,14 +99,14 @@ pub struct PiscesEngine {
 impl PiscesEngine {
     /// Recover the pool (if `durable`) and start the engine.
     fn start(heap: Arc<Heap>, opts: PiscesOptions, durable: bool) -> Result<PiscesEngine> {
-        let recovered = crate::engine::kit::replay::recover(&heap)?;
+        let recovered = crate::engine::kit::recovery::replay::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The root slot's header word is outside the allocator's heap; a lock left
         // there by a crash reads as empty (older tag), but clear it anyway: it is free.
         heap.atomic_u64(ROOT_SLOT_OFFSET)
             .store(0, std::sync::atomic::Ordering::Relaxed);
         heap.persist(ROOT_SLOT_OFFSET, 8);
-        if crate::engine::kit::header_word::tag_wraps(heap.generation()) {
+        if crate::engine::kit::cc::header_word::tag_wraps(heap.generation()) {
             // This run's tag was used 65535 runs ago: words left by that run would
             // read as locks of this one.
             Allocator::clear_header_words(&heap)?;

@@ -22,7 +22,7 @@
 //!   writer's record, so group-committed transactions of one thread keep distinct
 //!   `endTS` values.
 
-use crate::engine::kit::clock::Clock;
+use crate::engine::kit::cc::clock::Clock;
 use crate::sync::spin_step;
 use crate::sync::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
@@ -106,8 +106,8 @@ mod loom_tests {
     //! Model checks, run by `.ci/run` as
     //! `RUSTFLAGS="--cfg loom" cargo test -p pisces --release --lib loom_`.
     use super::*;
-    use crate::engine::kit::clock::SlotClock;
-    use crate::engine::kit::grace::wait_for_readers;
+    use crate::engine::kit::cc::clock::SlotClock;
+    use crate::engine::kit::cc::grace::wait_for_readers;
     use loom::sync::atomic::AtomicU64 as LAtomicU64;
     use loom::sync::Arc;
     use std::sync::atomic::Ordering::{Acquire, Release};

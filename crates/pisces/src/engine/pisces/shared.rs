@@ -45,12 +45,12 @@
 //! its own records below W and persists its new log tail.
 
 use super::protocol::TxRecord;
-use crate::engine::kit::clock::{Clock, SlotClock};
-use crate::engine::kit::grace::{oldest_reader, wait_for_readers};
-use crate::engine::kit::header_word::tag_of;
-use crate::engine::kit::header_word::PTR_MASK;
-use crate::engine::kit::redo_log::LogWriter;
-use crate::engine::kit::watermark;
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::grace::{oldest_reader, wait_for_readers};
+use crate::engine::kit::cc::header_word::tag_of;
+use crate::engine::kit::cc::header_word::PTR_MASK;
+use crate::engine::kit::log::redo_log::LogWriter;
+use crate::engine::kit::log::watermark;
 use crate::engine::PiscesOptions;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::Heap;
@@ -362,7 +362,7 @@ impl Shared {
 
     /// A new log writer for slot `slot`. Its records start on cache-line boundaries:
     /// a commit's record then flushes no line of the record before it
-    /// (`kit::redo_log`, "Line-aligned records").
+    /// (`kit::log::redo_log`, "Line-aligned records").
     pub fn log_writer(&self, slot: usize) -> LogWriter {
         let l = self.heap.layout();
         LogWriter::new(

@@ -13,10 +13,11 @@
 //! while a reader could be looking.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, Shared, COPY_HDR};
+use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
-use crate::engine::kit::header_word::{PTR_MASK, TAG_MASK};
-use crate::engine::kit::objects::FastReads;
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder};
+use crate::engine::kit::fast_reads::FastReads;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
+use crate::engine::kit::validate::running;
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
 use crate::heap::ROOT_SLOT_OFFSET;
@@ -24,7 +25,7 @@ use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
-use crate::engine::kit::objects::WriteKind as Kind;
+use crate::engine::kit::write_set::WriteKind as Kind;
 
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
@@ -125,7 +126,7 @@ impl PiscesThread {
     /// Validate a user offset: returns the header-word offset and payload length.
     #[inline]
     fn validate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        crate::engine::kit::objects::locate_object(&self.sh.alloc, off, len, |b| self.pending(b))
+        crate::engine::kit::validate::locate_object(&self.sh.alloc, off, len, |b| self.pending(b))
     }
 
     /// A block whose allocation bit is clear that this transaction may still use: its
@@ -189,7 +190,7 @@ impl PiscesThread {
             .get(idx)
             .is_some_and(|w| matches!(w.kind, Kind::Fresh(_) | Kind::FreshFreed(_)));
         let r =
-            crate::engine::kit::objects::check_still_allocated(&self.sh.alloc, b, |_| own_fresh);
+            crate::engine::kit::validate::check_still_allocated(&self.sh.alloc, b, |_| own_fresh);
         if r.is_err() {
             for w in self.writes.drain(before..) {
                 // Release: our copy is unlinked (as in `rollback`); the header was
@@ -253,13 +254,9 @@ impl PiscesThread {
         unsafe { (p as *const u64).read() }
     }
 
+    #[inline]
     fn active(&self) -> Result<()> {
-        if self.attempt.is_none() {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
-        Ok(())
+        running(self.attempt.is_some())
     }
 
     /// Lock the object whose header is at `header` (payload `plen` bytes) for this
@@ -462,7 +459,7 @@ impl PiscesThread {
 
     /// Make room in the log for a record of `entries` bytes.
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
-        let needed = crate::engine::kit::redo_log::HEADER_LEN + entries;
+        let needed = crate::engine::kit::log::redo_log::HEADER_LEN + entries;
         if needed > self.log.max_record() {
             return Err(Error::TooLargeForLog {
                 needed,
@@ -639,7 +636,7 @@ impl EngineThread for PiscesThread {
         self.active()?;
         let root = self.root_object();
         let b =
-            crate::engine::kit::objects::locate_block_to_free(&self.sh.alloc, off, root, |b| {
+            crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {
                 self.pending(b)
             })?;
         let before = self.writes.len();

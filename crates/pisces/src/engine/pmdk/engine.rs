@@ -3,7 +3,9 @@
 
 use super::ffi::{self, PmemObjPool, PmemOid};
 use super::objects::Objects;
-use crate::engine::kit::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::cc::two_phase::{HeldLocks, Mode};
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::running;
 use crate::engine::OpenCtx;
 use crate::engine::{Engine, EngineThread};
 use crate::fasthash::FastMap;
@@ -302,10 +304,6 @@ pub(crate) struct PmdkThread {
     frees: Vec<u64>,
 }
 
-fn not_running() -> Error {
-    Error::InvalidPointer("no transaction is running on this thread".into())
-}
-
 impl PmdkThread {
     /// Check that `off` names a live object of at least `len` bytes; its payload length.
     fn check(&self, off: u64, len: usize) -> Result<u64> {
@@ -333,9 +331,7 @@ impl PmdkThread {
     /// Validate `off`, take its lock in `mode`, validate again (it may have been freed
     /// and reused before the lock was ours). Returns the payload length.
     fn acquire(&self, off: u64, len: usize, mode: Mode) -> Result<u64> {
-        if !self.active {
-            return Err(not_running());
-        }
+        running(self.active)?;
         self.check(off, len)?;
         let (key, word) = self.sh.objects.lock_of(off);
         self.locks.lock(key, word, mode)?;
@@ -407,7 +403,9 @@ impl PmdkThread {
         self.frees.clear();
         self.active = false;
     }
+}
 
+impl Rollback for PmdkThread {
     fn rollback(&mut self) {
         // Unmark our new objects while we still lock them, before PMDK frees them.
         for &a in &self.allocs {
@@ -422,14 +420,20 @@ impl PmdkThread {
         self.end_tx(false);
         self.finish();
     }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
 }
 
 impl EngineThread for PmdkThread {
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         self.active = true;
+    }
+
+    fn abort(&mut self) {
+        self.abort_running();
     }
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
@@ -463,9 +467,7 @@ impl EngineThread for PmdkThread {
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        if !self.active {
-            return Err(not_running());
-        }
+        running(self.active)?;
         self.ensure_tx()?;
         let size = HEADER as usize + len.max(8).next_multiple_of(8);
         // SAFETY: our transaction is open on this thread.
@@ -538,36 +540,11 @@ impl EngineThread for PmdkThread {
         Ok(())
     }
 
+    /// Commit: on `Ok` the transaction is visible and durable (libpmemobj's commit
+    /// returns once the transaction is durable, and the locks are released after it);
+    /// on `Err` it has been rolled back.
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
-        self.commit_visible()?;
-        // Durable before visible: the record was persisted before the commit point.
-        Ok(crate::engine::DurableToken::DURABLE)
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
-    }
-}
-
-impl Drop for PmdkThread {
-    fn drop(&mut self) {
-        self.abort();
-    }
-}
-
-impl PmdkThread {
-    /// Commit up to the point where the transaction is visible (and, for this engine,
-    /// already durable). On `Err` the transaction has been rolled back.
-    fn commit_visible(&mut self) -> Result<()> {
-        if !self.active {
-            return Err(not_running());
-        }
+        running(self.active)?;
         if self.in_tx && self.tx_thread != thread_key() {
             self.rollback();
             return Err(Error::InvalidConfig(
@@ -589,6 +566,16 @@ impl PmdkThread {
             return Err(e);
         }
         self.finish();
-        Ok(())
+        Ok(crate::engine::DurableToken::DURABLE)
+    }
+
+    fn quiesce(&mut self) {
+        self.abort();
+    }
+}
+
+impl Drop for PmdkThread {
+    fn drop(&mut self) {
+        self.abort();
     }
 }

@@ -16,7 +16,7 @@
 //!   an object is allocated and cleared when its free commits — always while holding
 //!   its lock, and for a free *before* PMDK can hand the block out again.
 //! * **Isolation.** Strict two-phase locking with no-wait (see
-//!   [`crate::engine::kit::two_phase`]) on a DRAM table of striped reader-writer locks keyed
+//!   [`crate::engine::kit::cc::two_phase`]) on a DRAM table of striped reader-writer locks keyed
 //!   by object offset. The locks are not in the objects: PMDK zeroes a reused block,
 //!   which would wipe a lock a stale reader still holds. A lock taken on a pointer is
 //!   re-validated afterwards, since the object may have been freed in between.

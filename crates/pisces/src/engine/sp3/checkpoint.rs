@@ -41,7 +41,7 @@
 
 use super::record;
 use super::tid::{lid_of, slot_of};
-use crate::engine::kit::redo_log::{self, Entry};
+use crate::engine::kit::log::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
@@ -79,9 +79,9 @@ pub fn intent_len(slots: usize) -> usize {
 }
 
 /// The persistent `retired` word of `slot` (0 if never written). The word carries a
-/// check ([`crate::engine::kit::checked_word`]): a damaged one is `Err(Corrupt)`.
+/// check ([`crate::engine::kit::log::checked_word`]): a damaged one is `Err(Corrupt)`.
 pub fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
-    use crate::engine::kit::checked_word::{classify, legacy, Word};
+    use crate::engine::kit::log::checked_word::{classify, legacy, Word};
     // Acquire: recovery and inspection run alone; any ordering would do.
     let word = heap.atomic_u64(retired_offset(slot)).load(Acquire);
     match classify(word, legacy(heap)) {
@@ -96,7 +96,7 @@ pub fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
 
 /// Raise `slot`'s `retired` word to `lid` (encoded) and flush it (the caller fences).
 pub fn store_retired(heap: &Heap, slot: usize, lid: u64) {
-    crate::engine::kit::checked_word::raise(heap.atomic_u64(retired_offset(slot)), lid);
+    crate::engine::kit::log::checked_word::raise(heap.atomic_u64(retired_offset(slot)), lid);
     heap.flush(retired_offset(slot), 8);
 }
 

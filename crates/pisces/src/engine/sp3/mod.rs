@@ -42,7 +42,7 @@
 //! * A bound on attempts (the paper has none: its validation aborts a reader whenever
 //!   a writer replaced an object it read, so a long read-only scan beside a steady
 //!   writer never commits): a transaction that aborted
-//!   [`kit::fallback::THRESHOLD`](crate::engine::kit::fallback::THRESHOLD) times in a
+//!   [`kit::cc::fallback::THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD) times in a
 //!   row takes the pool's fallback word, waits for the transactions already running,
 //!   and runs its next attempt while update transactions wait at `begin` (each wait
 //!   bounded by the holder's deadline) — so read-only transactions, and update
@@ -86,6 +86,7 @@
 //!   dependencies are then always persistent already.
 
 pub mod checkpoint;
+mod dirty_lines;
 pub mod index;
 pub mod record;
 pub mod recovery;

@@ -1,4 +1,4 @@
-//! The SP3 log record: a kit redo record ([`crate::engine::kit::redo_log`]) whose
+//! The SP3 log record: a kit redo record ([`crate::engine::kit::log::redo_log`]) whose
 //! persistTS field holds the transaction's logical id and whose entry bytes start with
 //! the dependency set (Algorithm 1, step 4: `Log.append(depSet)`).
 //!
@@ -12,7 +12,7 @@
 //! are not listed: they are implied by lid order (§III-C, condition 1).
 
 #[cfg(test)]
-use crate::engine::kit::redo_log::{self, Entry};
+use crate::engine::kit::log::redo_log::{self, Entry};
 use crate::{Error, Result};
 
 /// Bytes the dependency prefix of `n` ids takes.
@@ -55,7 +55,7 @@ pub fn decode(bytes: &[u8]) -> Result<Body<'_>> {
 pub struct Parts<'a> {
     /// The dependency ids, 8 bytes each.
     deps: &'a [u8],
-    /// The kit entries (decode with [`crate::engine::kit::redo_log::entries`]).
+    /// The kit entries (decode with [`crate::engine::kit::log::redo_log::entries`]).
     pub entries: &'a [u8],
 }
 
@@ -91,7 +91,7 @@ pub fn split(bytes: &[u8]) -> Result<Parts<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::kit::redo_log::RecordBuilder;
+    use crate::engine::kit::log::redo_log::RecordBuilder;
 
     #[test]
     fn records_round_trip_and_bad_prefixes_are_errors() {

@@ -15,7 +15,7 @@
 //!    threads; each slot's parse depends on no other's) and put back in slot order.
 //!    Every record is validated before anything is written. The per-record tables
 //!    are reserved for the most records a log can hold and backed by huge pages
-//!    (`kit::bulk_vec`): no growth copies them, and first touches fault per 2 MiB.
+//!    (`kit::recovery::bulk_vec`): no growth copies them, and first touches fault per 2 MiB.
 //! 2. Nodes are the remaining records; edges: (s, l-1) → (s, l) (same slot, lid
 //!    order), and d → (s, l) for each d in its dependency set. A predecessor is
 //!    *satisfied* if it is retired (lid ≤ `retired` of its slot) or a node that is
@@ -28,7 +28,7 @@
 //!    the merge, 0.13 s. A cycle cannot
 //!    come from a correct run; its nodes are dropped and reported.
 //! 3. Replay the kept nodes in topological order: data entries; flush every line
-//!    they wrote, once (`kit::dirty_lines`: a full log writes a hot line many times,
+//!    they wrote, once (`dirty_lines`: a full log writes a hot line many times,
 //!    and flushed it each time); allocator entries; **fence**. With
 //!    `recovery_threads > 1` the data entries are partitioned by the `PART_BYTES`
 //!    (4 KiB) chunk of the pool they write: every thread walks the whole topological
@@ -68,15 +68,15 @@
 //! refer to the dropped ones any more).
 
 use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
+use super::dirty_lines::DirtyLines;
 use super::record;
 use super::tid::{lid_of, slot_of};
-use crate::engine::kit::bulk_vec::BulkVec;
-use crate::engine::kit::dirty_lines::DirtyLines;
-use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::per_slot::per_slot;
-use crate::engine::kit::prefetch::{prefetch, prefetch_home};
-use crate::engine::kit::redo_log::{self as log, Entry};
-use crate::engine::kit::replay_parts::{entry_mask, Part, PART_BYTES};
+use crate::engine::kit::log::redo_log::{self as log, Entry};
+use crate::engine::kit::recovery::bulk_vec::BulkVec;
+use crate::engine::kit::recovery::per_slot::per_slot;
+use crate::engine::kit::recovery::prefetch::{prefetch, prefetch_home};
+use crate::engine::kit::recovery::replay_parts::{entry_mask, Part, PART_BYTES};
+use crate::engine::kit::validate::check_logged_write;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -544,7 +544,7 @@ fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>
 }
 
 /// Apply, in `order`, the data entries of the nodes that fall into `part`, prefetching
-/// ahead; then flush each line written once (`kit::dirty_lines`). The caller fences.
+/// ahead; then flush each line written once (`dirty_lines`). The caller fences.
 fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
     let mut dirty = DirtyLines::new(heap.size());
     let at = |k: usize| dag.order.get(k).map(|&id| dag.node(id));
@@ -614,7 +614,7 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
     }
     // A format 3 pool's plain words are rewritten encoded, through the intent like
     // any update of them (crash safe: both forms read back).
-    let behind = crate::engine::kit::checked_word::legacy(heap)
+    let behind = crate::engine::kit::log::checked_word::legacy(heap)
         || (0..l.max_threads).any(|s| load_retired(heap, s).map_or(true, |r| r < last[s]));
     if behind {
         store_intent(heap, &last);

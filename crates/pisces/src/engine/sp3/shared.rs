@@ -3,9 +3,9 @@
 use super::checkpoint::Checkpointer;
 use super::index::Index;
 use super::Sp3Options;
-use crate::engine::kit::clock::{Clock, SlotClock};
-use crate::engine::kit::fallback::Fallback;
-use crate::engine::kit::redo_log::LogWriter;
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::fallback::Fallback;
+use crate::engine::kit::log::redo_log::LogWriter;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;

@@ -43,15 +43,15 @@
 //! space is reserved), so a dependent never waits for a predecessor that gives up.
 //!
 //! # Fallback (a bound on attempts)
-//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
 //! times in a row on conflicts (a long reader whose objects writers keep replacing, a
 //! long update transaction that reads a lot) takes the pool's fallback word before its
-//! next attempt ([`crate::engine::kit::fallback`]):
+//! next attempt ([`crate::engine::kit::cc::fallback`]):
 //! * it stores the word, ticks the epoch clock and waits, like a grace period, until
 //!   every other slot's transaction that started before the tick has ended (or the
 //!   deadline of its hold has passed);
 //! * `begin` of every transaction not declared read-only loads the word after
-//!   [`SlotClock::start`](crate::engine::kit::clock::SlotClock::start) and, while the
+//!   [`SlotClock::start`](crate::engine::kit::cc::clock::SlotClock::start) and, while the
 //!   holder's deadline runs, leaves the slot inactive and waits before its read phase,
 //!   so it takes no encounter-time lock the holder could meet.
 //!
@@ -73,11 +73,11 @@ use super::shared::Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
 use super::Bug;
-use crate::engine::kit::fallback::Retries;
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::cc::fallback::Retries;
+use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
+use crate::engine::kit::write_set::{self, WriteKind as Kind, WriteSet};
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -97,18 +97,9 @@ struct ReadEntry {
     data: *const u8,
 }
 
-/// One object of the write set.
-struct WriteEntry {
-    off: u64,
-    len: usize,
-    /// Private copy (null: freed without being written).
-    copy: *mut Version,
-    kind: Kind,
-    /// Locked entry (null for a new block until commit).
-    entry: *const Entry,
-    /// The `ver` word before we locked it.
-    prior: u64,
-}
+/// One object of the write set: its entry is locked (null for a new block until
+/// commit), `prior` is the entry's `ver` word before we locked it.
+type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 
 #[derive(Default)]
 struct ReadSet {
@@ -128,8 +119,7 @@ pub struct Sp3Thread {
     active: bool,
     /// Interior mutability: `read` takes `&self`.
     reads: RefCell<ReadSet>,
-    writes: Vec<WriteEntry>,
-    write_at: FastMap<u64, usize>,
+    writes: WriteSet<Version, Entry, u64>,
     /// Last lid this slot used.
     lid: u64,
     /// Predecessors of committed transactions not known to be persistent yet.
@@ -165,8 +155,7 @@ impl Sp3Thread {
             deps: Vec::new(),
             active: false,
             reads: RefCell::new(ReadSet::default()),
-            writes: Vec::new(),
-            write_at: FastMap::default(),
+            writes: WriteSet::default(),
             lid,
             owed: Vec::new(),
             limbo: Limbo::default(),
@@ -181,23 +170,11 @@ impl Sp3Thread {
             .expect("log present while the state lives")
     }
 
-    fn check_active(&self) -> Result<()> {
-        if self.active {
-            Ok(())
-        } else {
-            Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ))
-        }
-    }
-
     /// Step 1 over the whole read set.
     /// A block allocated by this transaction (its allocation bit is set only when the
     /// transaction's record is written back).
     fn own_fresh(&self, b: Block) -> bool {
-        self.write_at
-            .get(&b.payload())
-            .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+        self.writes.own_fresh(b)
     }
 
     /// A block whose allocation bit is clear that this transaction may still use: one it
@@ -211,7 +188,7 @@ impl Sp3Thread {
                 .committed_live(b.payload(), b.payload_len() & !7)
     }
 
-    /// Validate a user offset (see `kit::objects::locate_object`): the object's real
+    /// Validate a user offset (see `kit::validate::locate_object`): the object's real
     /// payload offset (the root slot's token maps to the slot) and its length. An
     /// object that is no longer allocated while this transaction's reads are no longer
     /// current is a conflict (a concurrent free unlinked it), not a bad pointer.
@@ -241,27 +218,9 @@ impl Sp3Thread {
         })
     }
 
-    /// Unlock, free private copies, give back new blocks, end the transaction.
-    fn rollback(&mut self) {
-        for w in self.writes.drain(..) {
-            if !w.entry.is_null() {
-                // SAFETY: an entry we locked; entries live as long as the index.
-                unsafe { &*w.entry }.unlock(w.prior, false);
-            }
-            if !w.copy.is_null() {
-                // SAFETY: an unpublished private copy, ours.
-                unsafe { Version::free(w.copy) };
-            }
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
-                self.sh.alloc.unreserve(&mut self.cache, b);
-            }
-        }
-        self.end();
-    }
-
     /// Forget the read and write sets; the slot reads nothing any more.
     fn end(&mut self) {
-        self.write_at.clear();
+        self.writes.clear_index();
         let rs = self.reads.get_mut();
         rs.list.clear();
         rs.at.clear();
@@ -371,7 +330,7 @@ impl Sp3Thread {
 
     /// Step 3 for every object of the write set.
     fn publish(&mut self, tid: u64) {
-        for w in &mut self.writes {
+        for w in self.writes.iter_mut() {
             if w.entry.is_null() {
                 continue; // allocated and freed again: never published
             }
@@ -398,11 +357,33 @@ impl Sp3Thread {
     }
 }
 
+impl Rollback for Sp3Thread {
+    /// Unlock, free private copies, give back new blocks, end the transaction.
+    fn rollback(&mut self) {
+        for w in self.writes.drain() {
+            if !w.entry.is_null() {
+                // SAFETY: an entry we locked; entries live as long as the index.
+                unsafe { &*w.entry }.unlock(w.prior, false);
+            }
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished private copy, ours.
+                unsafe { Version::free(w.copy) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.end();
+    }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
+}
+
 impl EngineThread for Sp3Thread {
     fn begin(&mut self, opts: &TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         // A nested transaction never waits for other transactions of the pool
         // (`EngineThread::set_nested`): it neither takes the fallback word (whose drain
         // waits) nor waits for a holder; it may conflict with the holder's attempt.
@@ -423,11 +404,14 @@ impl EngineThread for Sp3Thread {
         self.active = true;
     }
 
+    fn abort(&mut self) {
+        self.abort_running();
+    }
+
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.locate(off, len)?;
-        if let Some(&i) = self.write_at.get(&off) {
-            let w = &self.writes[i];
+        if let Some(w) = self.writes.get(off) {
             if !w.copy.is_null() {
                 // SAFETY: our live private copy.
                 return Ok(unsafe { Version::data(w.copy) });
@@ -464,9 +448,9 @@ impl EngineThread for Sp3Thread {
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.locate(off, len)?;
-        if let Some(&i) = self.write_at.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             let w = &mut self.writes[i];
             if w.copy.is_null() {
                 // Freed first, written now: we hold the lock.
@@ -479,15 +463,10 @@ impl EngineThread for Sp3Thread {
         // SAFETY: validated by `locate_object`.
         let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
         let prior = self.lock_entry(e, off)?;
-        let entry: *const Entry = e;
-        self.write_at.insert(off, self.writes.len());
         self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy: std::ptr::null_mut(),
-            kind: Kind::Written,
-            entry,
+            entry: e,
             prior,
+            ..WriteEntry::new(off, plen, std::ptr::null_mut(), Kind::Written)
         });
         // Opacity: the copy's content joins what this transaction has seen.
         if !self.validate(&self.reads.borrow()) {
@@ -501,7 +480,7 @@ impl EngineThread for Sp3Thread {
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        self.check_active()?;
+        running(self.active)?;
         if self.sh.ckpt.frees_pending() {
             // Committed frees wait in the checkpoint queues: make them reusable before
             // the allocator takes fresh slabs (else delayed reuse fragments the heap).
@@ -527,27 +506,17 @@ impl EngineThread for Sp3Thread {
                 Err(e) => return Err(e),
             }
         };
-        let plen = b.payload_len() & !7;
         // SAFETY: no source: zeroed.
-        let copy = unsafe { Version::new(plen, None) };
-        let off = b.payload();
-        self.write_at.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy,
-            kind: Kind::Fresh(b),
-            entry: std::ptr::null(),
-            prior: 0,
-        });
-        Ok(off)
+        let copy = unsafe { Version::new(b.payload_len() & !7, None) };
+        self.writes.push(WriteEntry::fresh(b, copy));
+        Ok(b.payload())
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        self.check_active()?;
+        running(self.active)?;
         let root = root_object(|o, l| self.read(o, l))?;
         let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
-        if let Some(&i) = self.write_at.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             let w = &mut self.writes[i];
             w.kind = w.kind.freed(off, b)?;
             return Ok(());
@@ -556,43 +525,21 @@ impl EngineThread for Sp3Thread {
         // SAFETY: a block of this pool (validated).
         let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
         let prior = self.lock_entry(e, off)?;
-        self.write_at.insert(off, self.writes.len());
         self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy: std::ptr::null_mut(),
-            kind: Kind::Freed(b),
             entry: e,
             prior,
+            ..WriteEntry::freed(b)
         });
         Ok(())
     }
 
     fn commit(&mut self) -> Result<DurableToken> {
-        self.check_active()?;
-        if self
-            .writes
-            .iter()
-            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
-        {
+        running(self.active)?;
+        if self.writes.publishes_nothing() {
             return self.commit_read_only();
         }
         // 0. Entries, log space, locks of new blocks.
-        self.builder.clear();
-        for w in &self.writes {
-            match w.kind {
-                Kind::Freed(b) => {
-                    self.builder.free(b);
-                    continue;
-                }
-                Kind::FreshFreed(_) => continue,
-                Kind::Fresh(b) => self.builder.alloc(b),
-                Kind::Written => {}
-            }
-            // SAFETY: written and new objects have a private copy of `len` bytes.
-            let data = unsafe { std::slice::from_raw_parts(Version::data(w.copy), w.len) };
-            self.builder.range(w.off, data);
-        }
+        self.writes.build_record(&mut self.builder);
         let max_deps = self.reads.get_mut().list.len() + self.writes.len();
         if let Err(e) = self.reserve_log(record::prefix_len(max_deps) + self.builder.len()) {
             self.rollback();
@@ -632,7 +579,7 @@ impl EngineThread for Sp3Thread {
         deps.clear();
         if self.sh.opts.bug != Bug::NoDependencies {
             deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
-            for w in &self.writes {
+            for w in self.writes.iter() {
                 if !w.entry.is_null() {
                     // SAFETY: locked by us; entries live as long as the index.
                     deps.push(unsafe { &*w.entry }.last_tid());
@@ -681,7 +628,7 @@ impl EngineThread for Sp3Thread {
         self.body = body;
         // Clean up: copies of freed objects were never published; new blocks freed
         // again go back.
-        for w in self.writes.drain(..) {
+        for w in self.writes.drain() {
             if !w.copy.is_null() {
                 // SAFETY: an unpublished copy (published ones were nulled).
                 unsafe { Version::free(w.copy) };
@@ -717,12 +664,6 @@ impl EngineThread for Sp3Thread {
         }
         self.owed.clear();
         Ok(())
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
     }
 
     fn after_abort(&mut self) {

@@ -10,7 +10,7 @@
 //! # Reclamation (epochs on the kit's clock)
 //! A version replaced by a newer one may still be read by transactions that loaded the
 //! old pointer. The committer puts it in its [`Limbo`]; a full batch is stamped with a
-//! clock increment `e` ([`crate::engine::kit::clock::Clock::tick`], once per batch, not
+//! clock increment `e` ([`crate::engine::kit::cc::clock::Clock::tick`], once per batch, not
 //! per transaction — this is the only shared counter of the engine and it is not a
 //! transaction id) and freed once every slot's published start timestamp is `>= e`
 //! (or inactive): a transaction that started after the increment loads the entry's
@@ -18,9 +18,10 @@
 //! cannot hold the old version. The check is a scan, never a wait, except when a thread
 //! leaves ([`Limbo::drain_blocking`]).
 
-use crate::engine::kit::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::versions::version::{alloc_copy, copy_layout};
 use crate::sync::fence;
-use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
+use std::alloc::dealloc;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// A version (opaque: header word + payload words).
@@ -28,9 +29,8 @@ pub struct Version {
     _words: u64,
 }
 
-fn layout(words: usize) -> Layout {
-    Layout::array::<u64>(words + 1).expect("version size overflows")
-}
+/// Bytes before the payload: the header word (the payload length in words).
+const HDR: usize = 8;
 
 impl Version {
     /// A new unpublished version of `bytes` bytes (a multiple of 8): zeroed, or copied
@@ -39,28 +39,10 @@ impl Version {
     /// # Safety
     /// `src`, if given, must be valid for reads of `bytes` bytes.
     pub unsafe fn new(bytes: usize, src: Option<*const u8>) -> *mut Version {
-        debug_assert!(bytes.is_multiple_of(8));
-        let words = bytes / 8;
-        let l = layout(words);
-        // SAFETY: the layout has a non-zero size (the header word).
-        let p = unsafe {
-            if src.is_some() {
-                alloc(l)
-            } else {
-                alloc_zeroed(l)
-            }
-        } as *mut u64;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(l);
-        }
-        // SAFETY: a fresh allocation of `words + 1` words; `src` is valid for `bytes`
-        // bytes (caller) and cannot overlap it.
-        unsafe {
-            p.write(words as u64);
-            if let Some(src) = src {
-                std::ptr::copy_nonoverlapping(src, p.add(1) as *mut u8, bytes);
-            }
-        }
+        // SAFETY: `src` as the caller guarantees.
+        let p = unsafe { alloc_copy(HDR, bytes, src) } as *mut u64;
+        // SAFETY: a fresh allocation with room for the header word, 8-aligned.
+        unsafe { p.write((bytes / 8) as u64) };
         p as *mut Version
     }
 
@@ -82,8 +64,16 @@ impl Version {
         // SAFETY: caller's contract; the layout is the allocation's.
         unsafe {
             let words = *(this as *const u64) as usize;
-            dealloc(this as *mut u8, layout(words));
+            dealloc(this as *mut u8, copy_layout(HDR, words));
         }
+    }
+}
+
+impl crate::engine::kit::write_set::Payload for Version {
+    #[inline]
+    unsafe fn data(this: *const Version) -> *mut u8 {
+        // SAFETY: caller (a live version).
+        unsafe { Version::data(this) }
     }
 }
 
@@ -152,7 +142,7 @@ impl Limbo {
             return;
         }
         let e = clock.tick();
-        crate::engine::kit::grace::wait_for_readers(slots, own, e);
+        crate::engine::kit::cc::grace::wait_for_readers(slots, own, e);
         for v in self
             .current
             .drain(..)

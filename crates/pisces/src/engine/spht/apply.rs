@@ -2,7 +2,7 @@
 //! background replayer and recovery.
 //!
 //! * **Sharding.** The heap is cut into 4 KiB chunks strided over the shards: chunk
-//!   `c` belongs to shard `c % shards` (`kit::replay_parts`; the paper's policy without
+//!   `c` belongs to shard `c % shards` (`kit::recovery::replay_parts`; the paper's policy without
 //!   the NUMA placement — this machine has one node). Every shard scans the whole batch
 //!   and applies only the words of its chunks, so shards write disjoint memory and
 //!   need no synchronization; each flushes and fences its own writes. A record that
@@ -26,7 +26,7 @@
 //!   record `j + 2 AHEAD` is decoded into a ring of entry buffers (and its home lines
 //!   prefetched, or, with a dense filter, its filter bits), record `j + AHEAD` has the
 //!   home lines of its words not met yet prefetched (dense filter), and record `j` is
-//!   applied (`kit::prefetch`, shared with `sp3`). Without the hints each write waited
+//!   applied (`kit::recovery::prefetch`, shared with `sp3`). Without the hints each write waited
 //!   for its cache miss in turn. Each record is decoded once by every shard it has
 //!   words for (by every shard, when its parts are not known).
 //!
@@ -44,10 +44,10 @@
 //! batch again (absolute values: idempotent).
 
 use super::log::{LogRec, RecordRef};
-use crate::engine::kit::bulk_vec::zeroed_words;
-use crate::engine::kit::prefetch::prefetch_home;
-use crate::engine::kit::redo_log::{self, Entry};
-use crate::engine::kit::replay_parts::Part;
+use crate::engine::kit::log::redo_log::{self, Entry};
+use crate::engine::kit::recovery::bulk_vec::zeroed_words;
+use crate::engine::kit::recovery::prefetch::prefetch_home;
+use crate::engine::kit::recovery::replay_parts::Part;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
@@ -108,7 +108,7 @@ impl PoolBits {
     #[inline]
     fn prefetch(&self, off: u64) {
         if let Some(w) = self.words.get((off >> self.shift) as usize / 64) {
-            crate::engine::kit::prefetch::prefetch((w as *const u64).cast());
+            crate::engine::kit::recovery::prefetch::prefetch((w as *const u64).cast());
         }
     }
     /// The pool offsets of the set bits, in order.

@@ -7,7 +7,7 @@
 //! +64  ring of records, 8-byte aligned, never straddling the end:
 //!      header (48 B): magic u32 | len u32 | crc32c u32 | kind u32 | seq u64 | ts u64
 //!                     | forward link u64 | backward link u64
-//!      entries (len bytes): the kit's redo entries (`kit::redo_log::RecordBuilder`)
+//!      entries (len bytes): the kit's redo entries (`kit::log::redo_log::RecordBuilder`)
 //! ```
 //!
 //! * The checksum covers magic, len, kind, seq, ts and the entries — not the two link
@@ -34,7 +34,7 @@
 //!   replayer or recovery could need it (a wrap marker counts as live like a record:
 //!   see [`LogWriter::fits`]).
 
-use crate::engine::kit::prefetch::prefetch_home;
+use crate::engine::kit::recovery::prefetch::prefetch_home;
 use crate::heap::Heap;
 use crate::medium::counters;
 use std::collections::VecDeque;
@@ -74,7 +74,7 @@ fn checksum(len: u32, kind: u32, seq: u64, ts: u64, entries: &[u8]) -> u32 {
     h[12..20].copy_from_slice(&seq.to_le_bytes());
     h[20..28].copy_from_slice(&ts.to_le_bytes());
     // One pass over both pieces (the crate's value): recovery checksums every record.
-    crate::engine::kit::crc::crc32c_of(&h, entries)
+    crate::engine::kit::log::crc::crc32c_of(&h, entries)
 }
 
 fn header(kind: u32, seq: u64, ts: u64, entries: &[u8]) -> [u8; HEADER_LEN] {
@@ -276,7 +276,7 @@ struct Stop {
 }
 
 /// Tell a torn tail from damage after [`walk`] stopped at `stop` (the kit's rule, see
-/// `kit::redo_log`, for this log's records).
+/// `kit::log::redo_log`, for this log's records).
 ///
 /// A thread appends record n+1 only after record n's fence (its commit waits for its
 /// record to persist), so at a crash only the last record, with the wrap marker before
@@ -329,7 +329,7 @@ fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
         ))
     };
-    crate::engine::kit::redo_log::later_record_after_stop(stop.pos, cap, first_valid, damage)
+    crate::engine::kit::log::redo_log::later_record_after_stop(stop.pos, cap, first_valid, damage)
 }
 
 /// [`parse`] without a list: hand each valid transaction record, with its entry bytes
@@ -440,7 +440,7 @@ const WALK_PREFETCH: usize = 1024;
 
 /// A parsed record in 8 bytes (recovery's tables: millions of them): the pool offset
 /// of its header (bits 0..48), the replay parts its data entries write (bits 48..63,
-/// see `kit::replay_parts`), and in bit 63 whether it holds allocator entries. Its
+/// see `kit::recovery::replay_parts`), and in bit 63 whether it holds allocator entries. Its
 /// length and timestamp stay in the log, read again from the header when needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogRec(u64);

@@ -51,7 +51,7 @@
 //!   isPers is set after linking, which replaces Alg. 2's predecessor estimate
 //!   ([`thread`], *Decisions*).
 //! * A bound on attempts: a transaction that aborted
-//!   [`kit::fallback::THRESHOLD`](crate::engine::kit::fallback::THRESHOLD) times in a
+//!   [`kit::cc::fallback::THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD) times in a
 //!   row on conflicts takes the pool's fallback word (the paper's HTM design falls back
 //!   to a single global lock after N aborts; here the word's holder waits for the
 //!   commits in flight and runs optimistically as before, while other commits abort

@@ -16,8 +16,8 @@
 //!   return `None` and recovery merges.
 
 use super::log::{self, LogRec, LINK_BIT};
-use crate::engine::kit::bulk_vec::BulkVec;
-use crate::engine::kit::prefetch::prefetch_home;
+use crate::engine::kit::recovery::bulk_vec::BulkVec;
+use crate::engine::kit::recovery::prefetch::prefetch_home;
 use crate::heap::Heap;
 use std::cmp::Reverse;
 use std::ops::Deref;

@@ -11,7 +11,7 @@
 //!    entry must name a place a transaction could have written), and noted as holding
 //!    allocator entries or not and with the replay parts its words fall in (step 4).
 //!    With `OpenCtx::recovery_threads > 1` the slots are parsed in parallel
-//!    (`kit::per_slot`: slot s by thread s mod threads, results back in slot order).
+//!    (`kit::recovery::per_slot`: slot s by thread s mod threads, results back in slot order).
 //!    **Decision:** a damaged record followed by a valid later one of its log is
 //!    refused (`log::walk`: not a torn tail; replaying the other slots without that
 //!    log's later records would build a state no sequence of transactions produced);
@@ -30,7 +30,7 @@
 //!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
 //!    record (`log::LogRec`: the header's pool offset, the replay parts and the
 //!    allocator flag; length and timestamp are read from the header again), reserved
-//!    once and backed by huge pages (`kit::bulk_vec`): the per-slot lists and the
+//!    once and backed by huge pages (`kit::recovery::bulk_vec`): the per-slot lists and the
 //!    ordered batch.
 //! 4. Apply them with `apply` — the replayer's code, with the dense (bitmap)
 //!    tracking: allocator entries in order (only the records noted in step 2 are
@@ -52,11 +52,11 @@ use super::log;
 use super::log::LogRec;
 use super::options::{ReplayMode, SphtOptions};
 use super::order;
-use crate::engine::kit::bulk_vec::BulkVec;
-use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::per_slot::per_slot;
-use crate::engine::kit::redo_log::{self, decode, Entry};
-use crate::engine::kit::replay_parts::entry_mask;
+use crate::engine::kit::log::redo_log::{self, decode, Entry};
+use crate::engine::kit::recovery::bulk_vec::BulkVec;
+use crate::engine::kit::recovery::per_slot::per_slot;
+use crate::engine::kit::recovery::replay_parts::entry_mask;
+use crate::engine::kit::validate::check_logged_write;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};

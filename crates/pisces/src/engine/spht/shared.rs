@@ -6,7 +6,7 @@ use super::options::SphtOptions;
 use super::replayer::ReplayState;
 use super::snapshot::Snapshot;
 use super::stripes::Stripes;
-use crate::engine::kit::fallback::Fallback;
+use crate::engine::kit::cc::fallback::Fallback;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;

@@ -54,10 +54,10 @@
 //! visible).
 //!
 //! # Fallback (a bound on attempts)
-//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::fallback::THRESHOLD)
+//! A transaction that aborted [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
 //! times in a row on conflicts (a long reader whose reads writers keep replacing, a
 //! long update transaction that reads a lot) takes the pool's fallback word before its
-//! next attempt ([`crate::engine::kit::fallback`]; HTM systems such as SPHT's paper
+//! next attempt ([`crate::engine::kit::cc::fallback`]; HTM systems such as SPHT's paper
 //! fall back to a single global lock after N aborts):
 //! * it stores the word, fences (SeqCst) and waits until no other slot's `vts` is
 //!   non-persistent, i.e. until every commit in steps 2-11 has finished (bounded: those
@@ -109,11 +109,11 @@ use super::options::MarkerMode;
 use super::replayer;
 use super::shared::Shared;
 use super::stripes::LOCKED;
-use crate::engine::kit::fallback::Retries;
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::RecordBuilder;
+use crate::engine::kit::cc::fallback::Retries;
+use crate::engine::kit::log::redo_log::RecordBuilder;
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
+use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -224,15 +224,6 @@ impl SphtThread {
         &self.sh.clock
     }
 
-    fn check_active(&self) -> Result<()> {
-        if !self.active {
-            return Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ));
-        }
-        Ok(())
-    }
-
     /// True while every snapshot copy taken is still current.
     fn reads_valid(&self) -> bool {
         let rs = self.rs.borrow();
@@ -309,11 +300,6 @@ impl SphtThread {
             return Err(Error::Conflict);
         }
         Ok(v)
-    }
-
-    /// Undo the running transaction's volatile effects and end it.
-    fn rollback(&mut self) {
-        self.end(false);
     }
 
     /// End the transaction: hand back the blocks it reserved and did not publish (all
@@ -662,11 +648,20 @@ impl SphtThread {
     }
 }
 
+impl Rollback for SphtThread {
+    /// Undo the running transaction's volatile effects and end it.
+    fn rollback(&mut self) {
+        self.end(false);
+    }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
+}
+
 impl EngineThread for SphtThread {
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         self.active = true;
         // A nested transaction never waits for other transactions of the pool
         // (`EngineThread::set_nested`): it takes no fallback word (whose drain waits).
@@ -676,8 +671,12 @@ impl EngineThread for SphtThread {
         self.rv = self.sh.clock.now();
     }
 
+    fn abort(&mut self) {
+        self.abort_running();
+    }
+
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
         // The real payload (the root slot's token maps to the slot).
@@ -704,7 +703,7 @@ impl EngineThread for SphtThread {
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
         let off = hdr + HEADER as u64;
@@ -741,7 +740,7 @@ impl EngineThread for SphtThread {
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        self.check_active()?;
+        running(self.active)?;
         let b = match self.sh.alloc.reserve(&mut self.cache, len) {
             Err(Error::OutOfSpace { .. }) => {
                 // Committed frees become reusable when replay applies them: catch up
@@ -765,7 +764,7 @@ impl EngineThread for SphtThread {
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        self.check_active()?;
+        running(self.active)?;
         let root = root_object(|o, l| self.read(o, l))?;
         let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
@@ -793,7 +792,7 @@ impl EngineThread for SphtThread {
     }
 
     fn commit(&mut self) -> Result<DurableToken> {
-        self.check_active()?;
+        running(self.active)?;
         if self
             .writes
             .iter()
@@ -820,12 +819,6 @@ impl EngineThread for SphtThread {
             spin_step(&mut round);
         }
         Ok(())
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
     }
 
     fn after_abort(&mut self) {

@@ -131,8 +131,8 @@
 use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{self, Entry, Version};
 use crate::engine::kit::changed_words::changed_word_runs;
-use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{self as log, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::log::redo_log::{self as log, RecordBuilder, HEADER_LEN};
+use crate::engine::kit::validate::check_logged_write;
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::Heap;

@@ -9,14 +9,14 @@
 //!   Readers pick the newest version at or below their snapshot and never read home
 //!   (after the first access, which copies home into a base version).
 //! * **OLog** ([`thread`]): per thread, in the thread's log region(s) (the kit's
-//!   redo-log ring with its compact framing, [`OLOG_FRAMING`]). At commit the only
+//!   redo-log ring with the compact framing of [`olog`], [`OLOG_FRAMING`]). At commit the only
 //!   persistent write is one record: the registered
 //!   operation's id and argument bytes plus the blocks it allocated, stamped with the
 //!   commit timestamp; a plain `run` closure (no registered operation) falls back to
 //!   its physical write set (whole objects written, allocations, frees) — it costs
 //!   every written object's full size in the OLog instead of a few argument bytes.
-//!   The OLog record of a registered operation is the kit's compact *operation
-//!   record*: a 16-byte header (CRC32C; 16 bits of the sequence number, the other 16
+//!   The OLog record of a registered operation is a compact *operation record*
+//!   ([`olog`]): a 16-byte header (CRC32C; 16 bits of the sequence number, the other 16
 //!   bound by the checksum; kind, length, the 48-bit commit timestamp; and a 16-bit tag
 //!   holding the operation's index in the pool's operation table ([`optable`]), the
 //!   argument padding and the number of block words), the argument bytes (padded to
@@ -138,7 +138,7 @@
 //! * Registered operations run at least serializable ([`crate::Pool::run_op`]): their
 //!   re-execution in timestamp order must reproduce their original reads.
 //!
-//! # Timestamps: one global logical clock (`kit::clock`)
+//! # Timestamps: one global logical clock (`kit::cc::clock`)
 //! A fetch-add counter gives unique, totally ordered commit timestamps whose order
 //! agrees with every conflict (write locks are held across the increment, validation
 //! runs after it), which is exactly what ordering the OLog replay needs. A physical
@@ -178,6 +178,7 @@
 //!    index ([`optable`]).
 
 pub mod clog;
+pub mod olog;
 pub mod optable;
 pub mod recovery;
 pub mod shared;
@@ -187,7 +188,7 @@ pub mod tlog;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::kit::redo_log as log;
+use crate::engine::kit::log::redo_log as log;
 use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::Regions;
@@ -235,8 +236,8 @@ pub fn olog_len(l: &Layout) -> usize {
 /// Largest `clog_mib` (the engine area is at most 64 MiB).
 const MAX_CLOG_MIB: usize = 63;
 
-/// How OLog records are framed: the kit's compact 16-byte header (module docs).
-pub const OLOG_FRAMING: log::Framing = log::Framing::Compact;
+/// How OLog records are framed: the compact 16-byte header (`olog`).
+pub const OLOG_FRAMING: olog::Compact = olog::Compact;
 
 impl EngineDef for Timestone {
     const ID: u32 = 8;

@@ -3,7 +3,7 @@
 //!
 //! # Operation table
 //! An OLog operation record names its operation by a 7-bit index (the 32-bit ids do
-//! not fit its 16-byte header; see the kit's `redo_log` on operation records). The
+//! not fit its 16-byte header; see [`super::olog`] on operation records). The
 //! table maps indices to ids, persistently: slot `i` (8 bytes at [`TABLE_OFFSET`] +
 //! 8 i) holds `1 << 32 | id`, or 0 while unused. Slots are taken in order and never
 //! change once set, so the table only grows, and an index in a record means the same

@@ -34,11 +34,12 @@
 //! reproduces every operation's reads and writes. Physical records are absolute.
 
 use super::clog;
+use super::olog;
 use super::optable::OpTable;
 use super::shared::Shared;
 use super::thread::TsThread;
-use crate::engine::kit::objects::check_logged_write;
-use crate::engine::kit::redo_log::{self as log, Entry};
+use crate::engine::kit::log::redo_log::{self as log, Entry};
+use crate::engine::kit::validate::check_logged_write;
 use crate::engine::registry::AnyThread;
 use crate::engine::EngineThread;
 use crate::engine::Reexecute;
@@ -90,7 +91,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
             if r.persist_ts > k_done {
                 // Packed arguments: decode them into the record's plain form.
                 let (op_tag, bytes) = match r.op_tag {
-                    Some(tag) => match log::unpack_op_record(tag, &r.entries) {
+                    Some(tag) => match olog::unpack_op_record(tag, &r.entries) {
                         Ok(Some((tag, bytes))) => (Some(tag), bytes),
                         Ok(None) => (Some(tag), r.entries),
                         Err(e) => {
@@ -125,7 +126,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
         let entries = match r.op_tag {
             None => log::decode(&r.bytes).map_err(what)?,
             Some(tag) => {
-                let op = log::decode_op_record(tag, &r.bytes).map_err(what)?;
+                let op = olog::decode_op_record(tag, &r.bytes).map_err(what)?;
                 let id = table.id_at(op.index).ok_or_else(|| {
                     what(Error::Corrupt(format!(
                         "operation index {} is not in the operation table",

@@ -45,8 +45,8 @@
 //! `TsCommitGuard` mutation (the single-store guard g) show it.
 
 use super::clog::Pending;
-use crate::engine::kit::clock::{Clock, SlotClock};
-use crate::engine::kit::version_index::VersionIndex as Index;
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::versions::version_index::VersionIndex as Index;
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::layout::ENGINE_AREA_OFFSET;

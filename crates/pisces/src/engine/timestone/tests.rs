@@ -300,7 +300,7 @@ fn a_commit_timestamp_past_48_bits_is_refused() {
     let p = pool("");
     let n: PPtr<u64> = p.root().unwrap();
     let clock = &engine(&p).shared().clock;
-    clock.advance_to(crate::engine::kit::redo_log::COMPACT_MAX_TS - 1);
+    clock.advance_to(super::olog::COMPACT_MAX_TS - 1);
     let mut h = p.handle().unwrap();
     h.run(|tx| {
         *tx.write(n)? = 7;

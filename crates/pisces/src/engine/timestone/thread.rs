@@ -45,12 +45,13 @@
 //! rule for the reuse lists.
 
 use super::clog::{self, Item};
+use super::olog::{self, Compact};
 use super::shared::Shared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
-use crate::engine::kit::objects::{
-    locate_block_to_free, locate_object, root_object, WriteKind as Kind,
-};
-use crate::engine::kit::redo_log::{self as log, LogWriter, RecordBuilder};
+use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
+use crate::engine::kit::rollback::Rollback;
+use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
+use crate::engine::kit::write_set::{self, WriteKind as Kind, WriteSet};
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, ThreadCache, HEADER};
@@ -61,22 +62,17 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
-struct WriteEntry {
-    off: u64,
-    len: usize,
-    copy: *mut Version,
-    kind: Kind,
-    entry: *const Entry,
-}
+/// One object of the write set (its entry is set when the commit locks it).
+type WriteEntry = write_set::WriteEntry<Version, Entry>;
 
 /// A thread's `timestone` state.
 pub struct TsThread {
     sh: Arc<Shared>,
     slot: usize,
     cache: ThreadCache,
-    log: LogWriter,
+    log: LogWriter<Compact>,
     record: RecordBuilder,
-    /// The header tag when `record` is an operation record (kit `redo_log`).
+    /// The header tag when `record` is an operation record (`olog`).
     record_tag: Option<u16>,
     /// Operation id → table index, as far as this thread has used them.
     op_index: FastMap<u32, u8>,
@@ -85,8 +81,7 @@ pub struct TsThread {
     active: bool,
     start_ts: u64,
     iso: Isolation,
-    writes: Vec<WriteEntry>,
-    by_off: FastMap<u64, usize>,
+    writes: WriteSet<Version, Entry>,
     reads: std::cell::RefCell<Vec<*const Entry>>,
     op: Option<(u32, Vec<u8>)>,
     allocs: Vec<Block>,
@@ -124,8 +119,7 @@ impl TsThread {
             active: false,
             start_ts: 0,
             iso: Isolation::Snapshot,
-            writes: Vec::new(),
-            by_off: FastMap::default(),
+            writes: WriteSet::default(),
             reads: std::cell::RefCell::new(Vec::new()),
             op: None,
             allocs: Vec::new(),
@@ -150,9 +144,7 @@ impl TsThread {
     /// it allocated, or one a committed transaction allocated whose checkpoint has not
     /// written the bitmaps yet.
     fn pending(&self, b: Block) -> bool {
-        self.by_off
-            .get(&b.payload())
-            .is_some_and(|&i| matches!(self.writes[i].kind, Kind::Fresh(_) | Kind::FreshFreed(_)))
+        self.writes.own_fresh(b)
             || match self.committed_state(b) {
                 Some((true, _)) => true,
                 // Freed after this snapshot was taken: still an object for it.
@@ -171,7 +163,7 @@ impl TsThread {
     /// Validate a user offset: the object's real payload offset (the root slot's token
     /// maps to the slot) and its payload length.
     fn locate(&self, off: u64, len: usize) -> Result<(u64, usize)> {
-        if self.sh.recovering && off == crate::engine::kit::objects::ROOT_SLOT_PAYLOAD && len <= 16
+        if self.sh.recovering && off == crate::engine::kit::validate::ROOT_SLOT_PAYLOAD && len <= 16
         {
             // Recovery re-executes logged write sets, which name the slot by its real
             // payload offset (users can only reach it through `Pool::root`'s token).
@@ -181,40 +173,11 @@ impl TsThread {
         Ok((hdr + HEADER as u64, plen))
     }
 
-    fn check_active(&self) -> Result<()> {
-        if self.active {
-            Ok(())
-        } else {
-            Err(Error::InvalidPointer(
-                "no transaction is running on this thread".into(),
-            ))
-        }
-    }
-
     #[inline]
     fn snapshot(&self, off: u64, len: usize) -> (*const Entry, *const Version) {
         // SAFETY: validated by `locate_object`.
         let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
         (e, tlog::visible(e, self.start_ts))
-    }
-
-    /// End the transaction, dropping private copies (not those already linked).
-    fn rollback(&mut self) {
-        let recovering = self.sh.recovering;
-        let mut writes = std::mem::take(&mut self.writes);
-        for w in writes.drain(..) {
-            if !w.copy.is_null() {
-                // SAFETY: an unlinked private copy owned by us.
-                unsafe { Version::free(w.copy, &self.sh.index.live) };
-            }
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
-                if !recovering {
-                    self.give_back(b);
-                }
-            }
-        }
-        self.writes = writes;
-        self.end();
     }
 
     /// A block this thread reserved and no commit published, or one a complete
@@ -236,7 +199,7 @@ impl TsThread {
     }
 
     fn end(&mut self) {
-        self.by_off.clear();
+        self.writes.clear_index();
         self.reads.get_mut().clear();
         self.allocs.clear();
         self.items.clear();
@@ -268,7 +231,9 @@ impl TsThread {
             self.op_blocks.clear();
             for b in &self.allocs {
                 let kept = matches!(
-                    self.by_off.get(&b.payload()).map(|&i| self.writes[i].kind),
+                    self.writes
+                        .index_of(b.payload())
+                        .map(|i| self.writes[i].kind),
                     Some(Kind::Fresh(_))
                 );
                 self.op_blocks.push((kept, *b));
@@ -284,14 +249,18 @@ impl TsThread {
                 }
             };
             if let Some(index) = index {
-                self.record_tag = self.record.op_record(index, args, &self.op_blocks);
+                self.record_tag = olog::op_record(&mut self.record, index, args, &self.op_blocks);
                 if self.record_tag.is_some() {
                     return;
                 }
             }
             self.record.op(*id, args);
             for b in &self.allocs {
-                match self.by_off.get(&b.payload()).map(|&i| self.writes[i].kind) {
+                match self
+                    .writes
+                    .index_of(b.payload())
+                    .map(|i| self.writes[i].kind)
+                {
                     Some(Kind::Fresh(_)) => self.record.alloc(*b),
                     _ => self.record.free(*b),
                 }
@@ -299,12 +268,12 @@ impl TsThread {
             return;
         }
         // Physical: allocations first (recovery re-creates them before writing them).
-        for w in &self.writes {
+        for w in self.writes.iter() {
             if let Kind::Fresh(b) = w.kind {
                 self.record.alloc(b);
             }
         }
-        for w in &self.writes {
+        for w in self.writes.iter() {
             match w.kind {
                 Kind::Written | Kind::Fresh(_) => {
                     // SAFETY: a live private copy of `len` bytes.
@@ -359,7 +328,7 @@ impl TsThread {
     /// The checkpoint items (after locking: entries known; timestamps filled in later).
     fn build_items(&mut self) {
         self.items.clear();
-        for w in &self.writes {
+        for w in self.writes.iter() {
             match w.kind {
                 Kind::Written => self.items.push(Item::Write {
                     ts: 0,
@@ -434,14 +403,10 @@ impl TsThread {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
-        self.check_active()?;
+        running(self.active)?;
         let sh = self.sh.clone();
         let slot = &sh.slots[self.slot];
-        if self
-            .writes
-            .iter()
-            .all(|w| matches!(w.kind, Kind::FreshFreed(_)))
-        {
+        if self.writes.publishes_nothing() {
             // Read-only (serializable ones too: they serialize at S).
             self.rollback();
             return Ok(());
@@ -484,7 +449,7 @@ impl TsThread {
         // The compact OLog header holds 48 bits of commit timestamp: past them a
         // record's order could not be told at recovery, so the commit is refused
         // (2^48 commits: about a year of 10 M commits per second).
-        let clock_exhausted = ts > log::COMPACT_MAX_TS;
+        let clock_exhausted = ts > olog::COMPACT_MAX_TS;
         // 5.
         if clock_exhausted || (self.iso >= Isolation::Serializable && !self.validate()) {
             for w in self.pushed() {
@@ -525,7 +490,9 @@ impl TsThread {
         clog::push_items(&sh, &self.items, cost, &mut self.freed);
         if !sh.recovering {
             match self.record_tag {
-                Some(tag) => self.log.append_op(&sh.heap, self.record.bytes(), tag, ts),
+                Some(tag) => self
+                    .log
+                    .append_tagged(&sh.heap, self.record.bytes(), tag, ts),
                 None => self.log.append(&sh.heap, self.record.bytes(), ts),
             };
             sh.stats.olog_bytes.fetch_add(
@@ -542,7 +509,7 @@ impl TsThread {
             unsafe { Version::set_stamp(w.copy, ts) };
         }
         let oldest = sh.oldest_active(ts);
-        for w in &self.writes {
+        for w in self.writes.iter() {
             if w.entry.is_null() {
                 continue;
             }
@@ -574,7 +541,7 @@ impl TsThread {
                 }
             }
         }
-        let mut writes = std::mem::take(&mut self.writes);
+        let mut writes = std::mem::take(&mut self.writes.list);
         for w in writes.drain(..) {
             if let Kind::Freed(_) = w.kind {
                 if !w.copy.is_null() {
@@ -587,7 +554,7 @@ impl TsThread {
                 _ => {}
             }
         }
-        self.writes = writes;
+        self.writes.list = writes;
         self.end();
         // 7.
         if clog::above_high_water(&sh) {
@@ -620,11 +587,34 @@ impl TsThread {
     }
 }
 
+impl Rollback for TsThread {
+    /// End the transaction, dropping private copies (not those already linked).
+    fn rollback(&mut self) {
+        let recovering = self.sh.recovering;
+        let mut writes = std::mem::take(&mut self.writes.list);
+        for w in writes.drain(..) {
+            if !w.copy.is_null() {
+                // SAFETY: an unlinked private copy owned by us.
+                unsafe { Version::free(w.copy, &self.sh.index.live) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                if !recovering {
+                    self.give_back(b);
+                }
+            }
+        }
+        self.writes.list = writes;
+        self.end();
+    }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
+}
+
 impl EngineThread for TsThread {
     fn begin(&mut self, opts: &TxOptions) {
-        if self.active {
-            self.rollback();
-        }
+        self.abort_running();
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
         let sh = &self.sh;
@@ -633,16 +623,19 @@ impl EngineThread for TsThread {
             .start_with(&sh.clock, |t| sh.horizon(t));
     }
 
+    fn abort(&mut self) {
+        self.abort_running();
+    }
+
     fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
         self.op = op.map(|(id, a)| (id, a.to_vec()));
     }
 
     #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.locate(off, len)?;
-        if let Some(&i) = self.by_off.get(&off) {
-            let w = &self.writes[i];
+        if let Some(w) = self.writes.get(off) {
             if !w.copy.is_null() {
                 if len > w.len {
                     return Err(Error::InvalidPointer(format!(
@@ -663,14 +656,13 @@ impl EngineThread for TsThread {
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
-        self.check_active()?;
+        running(self.active)?;
         let (off, plen) = self.locate(off, len)?;
-        if let Some(&i) = self.by_off.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             if self.writes[i].copy.is_null() {
                 let (_, v) = self.snapshot(off, plen);
                 // SAFETY: `v` is live with `plen` bytes.
-                self.writes[i].copy =
-                    unsafe { Version::new(plen, Some(Version::data(v)), &self.sh.index.live) };
+                self.writes[i].copy = unsafe { Version::copy_of(v, plen, &self.sh.index.live) };
             } else if len > self.writes[i].len {
                 return Err(Error::InvalidPointer(format!(
                     "object at {off:#x} has {} bytes, not {len}",
@@ -685,21 +677,15 @@ impl EngineThread for TsThread {
             self.reads.get_mut().push(e);
         }
         // SAFETY: `v` is live with `plen` bytes.
-        let copy = unsafe { Version::new(plen, Some(Version::data(v)), &self.sh.index.live) };
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy,
-            kind: Kind::Written,
-            entry: std::ptr::null(),
-        });
+        let copy = unsafe { Version::copy_of(v, plen, &self.sh.index.live) };
+        self.writes
+            .push(WriteEntry::new(off, plen, copy, Kind::Written));
         // SAFETY: ours.
         Ok(unsafe { Version::data(copy) })
     }
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
-        self.check_active()?;
+        running(self.active)?;
         let b = if self.sh.recovering {
             let b = self.script.pop_front().ok_or_else(|| {
                 Error::Corrupt("re-executed operation allocates more than it did".into())
@@ -762,24 +748,15 @@ impl EngineThread for TsThread {
             }
             b
         };
-        let plen = b.payload_len() & !7;
         // SAFETY: zeroed copy.
-        let copy = unsafe { Version::new(plen, None, &self.sh.index.live) };
-        let off = b.payload();
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: plen,
-            copy,
-            kind: Kind::Fresh(b),
-            entry: std::ptr::null(),
-        });
+        let copy = unsafe { Version::new(b.payload_len() & !7, None, &self.sh.index.live) };
+        self.writes.push(WriteEntry::fresh(b, copy));
         self.allocs.push(b);
-        Ok(off)
+        Ok(b.payload())
     }
 
     fn free(&mut self, off: u64) -> Result<()> {
-        self.check_active()?;
+        running(self.active)?;
         let root = root_object(|o, l| self.read(o, l))?;
         let b0 = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
         let off = b0.payload();
@@ -794,7 +771,7 @@ impl EngineThread for TsThread {
                 ))
             });
         }
-        if let Some(&i) = self.by_off.get(&off) {
+        if let Some(i) = self.writes.index_of(off) {
             let w = &mut self.writes[i];
             let b = match w.kind {
                 Kind::Fresh(b) | Kind::FreshFreed(b) | Kind::Freed(b) => b,
@@ -813,14 +790,7 @@ impl EngineThread for TsThread {
             };
             self.reads.get_mut().push(e);
         }
-        self.by_off.insert(off, self.writes.len());
-        self.writes.push(WriteEntry {
-            off,
-            len: b.payload_len() & !7,
-            copy: std::ptr::null_mut(),
-            kind: Kind::Freed(b),
-            entry: std::ptr::null(),
-        });
+        self.writes.push(WriteEntry::freed(b));
         Ok(())
     }
 
@@ -828,12 +798,6 @@ impl EngineThread for TsThread {
         self.commit_inner()?;
         // The OLog record is durable before the versions become visible.
         Ok(DurableToken::DURABLE)
-    }
-
-    fn abort(&mut self) {
-        if self.active {
-            self.rollback();
-        }
     }
 
     fn quiesce(&mut self) {

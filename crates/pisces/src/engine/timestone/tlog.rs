@@ -42,10 +42,10 @@
 //! committed version with `ts ≤ S` (S ≥ oldest), so they never go below the keeper; a
 //! reader the scan missed has S ≥ C and stops at the committer's own version.
 
-pub use crate::engine::kit::version::Version;
-use crate::engine::kit::version::UNPUBLISHED;
-pub use crate::engine::kit::version_chain::Chain as Entry;
-use crate::engine::kit::version_chain::Chain;
+pub use crate::engine::kit::versions::version::Version;
+use crate::engine::kit::versions::version::UNPUBLISHED;
+pub use crate::engine::kit::versions::version_chain::Chain as Entry;
+use crate::engine::kit::versions::version_chain::Chain;
 use std::sync::atomic::AtomicU64;
 
 /// Pushed, no timestamp yet: invisible to every reader.

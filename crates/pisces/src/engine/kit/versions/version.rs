@@ -37,8 +37,45 @@ const HDR: usize = std::mem::size_of::<Version>();
 const _: () = assert!(HDR.is_multiple_of(8));
 
 fn layout(words: usize) -> Layout {
+    copy_layout(HDR, words)
+}
+
+/// The layout of an allocation of `hdr` header bytes followed by a payload of `words`
+/// 8-byte words, 8-aligned ([`alloc_copy`]).
+#[inline]
+pub(crate) fn copy_layout(hdr: usize, words: usize) -> Layout {
     // Object sizes are bounded by the pool size, far below isize::MAX.
-    Layout::from_size_align(HDR + 8 * words, 8).expect("version size overflows")
+    Layout::from_size_align(hdr + 8 * words, 8).expect("version size overflows")
+}
+
+/// One allocation of `hdr` header bytes (a multiple of 8, at least 8) followed by a
+/// payload of `bytes` bytes (a multiple of 8): the payload zeroed, or copied from
+/// `src`; the header is left for the caller to write. The layout is
+/// [`copy_layout`]`(hdr, bytes / 8)`, which the caller frees it with.
+///
+/// # Safety
+/// `src`, if given, must be valid for reads of `bytes` bytes.
+#[inline]
+pub(crate) unsafe fn alloc_copy(hdr: usize, bytes: usize, src: Option<*const u8>) -> *mut u8 {
+    debug_assert!(bytes.is_multiple_of(8) && hdr.is_multiple_of(8) && hdr > 0);
+    let l = copy_layout(hdr, bytes / 8);
+    // SAFETY: `l` has a non-zero size (the header).
+    let p = unsafe {
+        if src.is_some() {
+            alloc(l)
+        } else {
+            alloc_zeroed(l)
+        }
+    };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(l);
+    }
+    if let Some(src) = src {
+        // SAFETY: `p` is a fresh allocation of `hdr + bytes` bytes; `src` is valid for
+        // `bytes` bytes (caller) and cannot overlap a fresh allocation.
+        unsafe { std::ptr::copy_nonoverlapping(src, p.add(hdr), bytes) };
+    }
+    p
 }
 
 impl Version {
@@ -48,35 +85,30 @@ impl Version {
     /// # Safety
     /// `src`, if given, must be valid for reads of `bytes` bytes.
     pub unsafe fn new(bytes: usize, src: Option<*const u8>, live: &AtomicU64) -> *mut Version {
-        debug_assert!(bytes.is_multiple_of(8));
-        let words = bytes / 8;
-        let l = layout(words);
-        // SAFETY: `l` has a non-zero size (the header).
-        let p = unsafe {
-            if src.is_some() {
-                alloc(l)
-            } else {
-                alloc_zeroed(l)
-            }
-        } as *mut Version;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(l);
-        }
-        // SAFETY: `p` is a fresh allocation of HDR + bytes bytes, 8-aligned; `src` is
-        // valid for `bytes` bytes (caller) and cannot overlap a fresh allocation.
+        // SAFETY: `src` as the caller guarantees.
+        let p = unsafe { alloc_copy(HDR, bytes, src) } as *mut Version;
+        // SAFETY: `p` is a fresh allocation with room for the header, 8-aligned.
         unsafe {
             p.write(Version {
                 stamp: AtomicU64::new(UNPUBLISHED),
                 next: AtomicPtr::new(std::ptr::null_mut()),
-                words,
-            });
-            if let Some(src) = src {
-                std::ptr::copy_nonoverlapping(src, Self::data(p), bytes);
-            }
-        }
+                words: bytes / 8,
+            })
+        };
         // Relaxed: a statistic, read only by tests and diagnostics.
         live.fetch_add(1, Relaxed);
         p
+    }
+
+    /// A private copy of the first `bytes` bytes (a multiple of 8) of the payload of
+    /// `src`: the copy-on-write of a transaction's first write. Counts itself in `live`.
+    ///
+    /// # Safety
+    /// `src` must point to a live version of at least `bytes` bytes.
+    #[inline]
+    pub unsafe fn copy_of(src: *const Version, bytes: usize, live: &AtomicU64) -> *mut Version {
+        // SAFETY: the payload of a live version of at least `bytes` bytes (caller).
+        unsafe { Self::new(bytes, Some(Self::data(src)), live) }
     }
 
     /// Pointer to the payload.
@@ -172,5 +204,13 @@ impl Version {
             n += 1;
         }
         n
+    }
+}
+
+impl crate::engine::kit::write_set::Payload for Version {
+    #[inline]
+    unsafe fn data(this: *const Version) -> *mut u8 {
+        // SAFETY: caller (a live version).
+        unsafe { Version::data(this) }
     }
 }

@@ -33,63 +33,16 @@
 //! no entries, consuming a sequence number) is written at the head and the record goes
 //! to offset 0. If fewer than 32 bytes remain, both sides wrap without a marker.
 //!
-//! # Compact framing
-//! A log opened with [`Framing::Compact`] (timestone's OLog, whose records are a few
-//! dozen bytes each) frames records with a 16-byte header instead:
-//!
-//! ```text
-//! word 0: crc32c (bits 0..32) | seq, low 16 bits (bits 32..48) | tag (bits 48..64)
-//! word 1: kind (bits 0..2) | len / 8 (bits 2..16) | persistTS (bits 16..64)
-//! [word 2: len in bytes, only when len / 8 does not fit in 14 bits (field = 0x3FFF)]
-//! ```
-//! The CRC32C covers the sequence number's low 32 bits (4 bytes, as if stored), the
-//! header from byte 4 (sequence bits, tag, word 1, word 2) and the entries. The
-//! header stores only 16 bits of the sequence number; the parser knows the other 16
-//! (the tail word holds the low 32 bits of the first one, and the chain counts on), and
-//! the checksum binds them: a record left from an earlier lap whose 16 stored bits
-//! happen to match the expected number fails its checksum, as does any record out of
-//! sequence modulo 2^32 (the bound the standard framing's low-32-bit tail word gives
-//! too). The damage scan takes a record whose 16 bits are 1 to 2^15 − 1 ahead of the
-//! expected number as that later number and believes it only if the checksum agrees.
-//! There is no magic: the kind field (zero in zeroed memory) and the checksum decide
-//! validity; persistTS must be below 2^48. Kind 3 (`OP`, compact framing only) is an
-//! operation record whose 16-bit tag describes its entries ([`RecordBuilder::op_record`]);
-//! other records carry tag 0. Everything else — the ring, wrap markers, the chain the
-//! parser follows, torn-tail and damage detection — is the same as for standard
-//! records.
-//!
-//! # Operation records (compact framing)
-//! A registered operation with its allocation script, in as few bytes as possible
-//! (timestone's OLog writes one per commit):
-//! ```text
-//! header (16 B, kind OP): tag = operation index (bits 0..8) | padding bytes after
-//!         the arguments (bits 8..11) | number of block words (bits 11..16)
-//! entries: the argument bytes, zero-padded to 8 | block words, in order:
-//!          bit 63 clear: one block, bit 62 = free (else alloc), bits 0..62 =
-//!                        `Block::pack`
-//!          bit 63 set:   a run, after a word allocating a small block b: the low
-//!                        bits n (1..=4096) stand for n more allocations, of the
-//!                        blocks of b's class at b + size, b + 2 size, … b + n size
-//! ```
-//! When it is shorter, the argument section is *packed* instead (bit 7 of the index
-//! field set, so indices are 0..=127): the arguments' length (2 bytes), a mask of one
-//! bit per argument byte (set: nonzero) and the nonzero bytes, zero-padded to 8. A
-//! TPC-C new-order's 144-byte input (15 order lines of item number and quantity, up to
-//! 10 used; small integers in 4-byte fields) takes about 64 bytes. A packed section
-//! whose length, mask and bytes disagree, with mask bits past the length or a zero
-//! among its bytes, makes the record malformed. Arguments with few zero bytes (a hash
-//! update's key and map handle) stay as they are.
-//!
-//! 16 bytes of header plus 16 argument bytes is a 32-byte record; each allocation adds
-//! 8, except that allocations of consecutive blocks of one class (a thread's
-//! allocator cache hands blocks out in address order) take 16 bytes per run: a TPC-C
-//! new-order's 10 order lines take 16 bytes, not 80. The operation index names the
-//! operation in a table its engine keeps (the 32-bit ids themselves do not fit the
-//! header). A record that does not fit this form (an index above 127, more than 31
-//! block words, a block `Block::pack` cannot pack) is written with kind TX and the
-//! general entries below instead. A run word that follows no small allocation, or
-//! names 0 or more than 4096 blocks, makes the record malformed; the blocks it
-//! stands for are checked like any logged block by the recovery that uses them.
+//! # Framings
+//! The header above is the [`Standard`] framing. A record's header is the one part of
+//! the format a log may choose: a log is written and parsed with a [`Framing`], and an
+//! engine may define its own (timestone's OLog frames its small records with a 16-byte
+//! header whose sequence number is partial, `engine::timestone::olog`). Everything
+//! else — the ring, wrap markers, the chain the parser follows, torn-tail and damage
+//! detection — is the same for every framing. A framing may let records carry a
+//! 16-bit tag ([`Framing::TAGGED`], [`LogWriter::append_tagged`]): such a record
+//! (kind `TAGGED`) is handed to its reader with the tag, which says how its entries
+//! are laid out.
 //!
 //! # Line-aligned records
 //! A log opened with [`LogWriter::line_aligned`] (standard framing) starts every
@@ -111,72 +64,170 @@
 //! `WORD` (16 B) writes one 8-byte value; `RANGE` (16 B + data rounded up to 8) writes
 //! bytes; `ALLOC` / `FREE` name a heap block (offset of its header word, block size);
 //! `OP` (8 B + data rounded up to 8) names a registered operation (word 0 holds the
-//! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes, for engines that log operations (timestone's OLog);
-//! the redo-log engines' recovery refuses it. `BLOCKS` (8 B + 8 per block; word 0
-//! holds the count) is a run of allocator changes packed one word each as in
-//! operation records ([`RecordBuilder::blocks`], timestone's CLog); it decodes as the
-//! ALLOC and FREE entries it stands for.
+//! argument length in bits 32..56 and the id in bits 0..32) and its argument bytes,
+//! for engines that log operations (timestone's OLog); the redo-log engines' recovery
+//! refuses it. `BLOCKS` (8 B + 8 per block; word 0 holds the count) is a run of
+//! allocator changes packed one word each (`Block::pack`, bit 62 set for a free;
+//! [`RecordBuilder::blocks`], timestone's CLog); it decodes as the ALLOC and FREE
+//! entries it stands for.
 
-use crate::engine::kit::crc::crc32c_of;
+use crate::engine::kit::log::crc::crc32c_of;
 use crate::heap::alloc::Block;
 use crate::heap::Heap;
 use crate::medium::counters;
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
+#[cfg(test)]
+pub(crate) mod tests;
+
 /// Record header size.
 pub const HEADER_LEN: usize = 32;
 /// Offset of the ring inside a log area.
 pub const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
-const KIND_TX: u32 = 1;
-const KIND_WRAP: u32 = 2;
-/// Compact framing: an operation record (module docs).
-const KIND_OP: u32 = 3;
+/// Record kind: a transaction's entries.
+pub const KIND_TX: u32 = 1;
+/// Record kind: a wrap marker (no entries; the chain goes on at ring offset 0).
+pub const KIND_WRAP: u32 = 2;
+/// Record kind: entries laid out as the record's header tag says (framings with
+/// [`Framing::TAGGED`]; module docs, "Framings").
+pub const KIND_TAGGED: u32 = 3;
 /// Standard framing: a transaction record after which the next record starts at the
 /// next multiple of 64 bytes of the ring (module docs, "Line-aligned records").
 const KIND_TX_LINE: u32 = 4;
 /// The alignment of line-aligned records (a cache line).
 const LINE: usize = 64;
-/// Operation records: the free flag of a block word.
-const BLOCK_FREE: u64 = 1 << 62;
-/// Operation records: a word with bit 63 set stands for the next `n` blocks
-/// (`n` = its low bits, 1..=[`RUN_MAX`]) of the small class of the allocation before
-/// it, each allocated, at that block's offset + 1, 2, … `n` times its size.
-const BLOCK_RUN: u64 = 1 << 63;
-/// Most blocks one run word stands for.
-const RUN_MAX: usize = 4096;
-/// Compact framing: the header's length field value meaning "length in word 2".
-const COMPACT_LONG: u64 = 0x3FFF;
-/// Compact framing: header bytes of a record that is not long.
-pub const COMPACT_HEADER_LEN: usize = 16;
-/// Compact framing: the largest persistTS a header holds.
-pub const COMPACT_MAX_TS: u64 = (1 << 48) - 1;
+/// A packed block word (BLOCKS entries): the block is freed, not allocated.
+pub const BLOCK_FREE: u64 = 1 << 62;
 
-/// How a log frames its records (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
-    /// The 32-byte header with magic and full sequence number.
-    Standard,
-    /// The 16-byte header (24 bytes for records of 128 KiB and more).
-    Compact,
+/// A record header as written: its bytes (the first `.1` of them).
+pub type HeaderBytes = ([u8; HEADER_LEN], usize);
+
+/// How a log frames its records: the layout of a record's header (module docs,
+/// "Framings"). A value of the type names the framing where a function takes one.
+pub trait Framing: Copy + std::fmt::Debug + 'static {
+    /// Whether a header holds the whole sequence number. If not, it holds some low
+    /// bits of it and its checksum covers the number's low 32 bits: the parser counts
+    /// the chain on from the tail word, and sequence numbers are known modulo 2^32.
+    const FULL_SEQ: bool;
+    /// The smallest header: a ring position with less room left is skipped (wrap).
+    const MIN_HEADER: usize;
+    /// Whether records may carry a tag ([`LogWriter::append_tagged`]).
+    const TAGGED: bool;
+
+    /// Header bytes of a record with `len` bytes of entries.
+    fn header_len(self, len: usize) -> usize;
+
+    /// A cheap look at the ring bytes `ring` at `pos` (at least [`Self::MIN_HEADER`]
+    /// of them): false rules out a header there before it is decoded.
+    fn candidate(ring: &[u8], pos: usize) -> bool;
+
+    /// The header at ring position `pos` (the ring starts at pool offset `ring`) with
+    /// `room` bytes left before the ring's end, if it can be one (its kind is one of
+    /// the framing's and it fits); its length field is not checked yet.
+    fn read_header(heap: &Heap, ring: usize, pos: usize, room: usize) -> Option<RawHeader>;
+
+    /// The checksum a record with header `h` and `entries` must carry if it is the
+    /// record of sequence number `seq`.
+    fn checksum(h: &RawHeader, seq: u64, entries: &[u8]) -> u32;
+
+    /// A header of record kind `kind` with tag `tag` (0 if untagged) for sequence
+    /// number `seq`, persistTS `persist_ts` and `entries`: its bytes and length.
+    fn encode(self, kind: u32, tag: u16, seq: u64, persist_ts: u64, entries: &[u8]) -> HeaderBytes;
+
+    /// Whether a header's stored sequence number is the one expected, `want` (all of it
+    /// if `full`, else its low 32 bits from the tail word).
+    fn in_sequence(stored: u64, want: u64, full: bool) -> bool;
+
+    /// How far a record's sequence number is from `expected` (positive: later), and
+    /// the number itself, from what its header stores (`full`: the whole expected
+    /// number is known, else only its low 32 bits).
+    fn distance(stored: u64, expected: u64, full: bool) -> (i64, u64);
 }
 
-impl Framing {
-    /// Header bytes of a record with `len` bytes of entries.
-    pub fn header_len(self, len: usize) -> usize {
-        match self {
-            Framing::Standard => HEADER_LEN,
-            Framing::Compact if (len / 8) as u64 >= COMPACT_LONG => COMPACT_HEADER_LEN + 8,
-            Framing::Compact => COMPACT_HEADER_LEN,
+/// The standard framing: the 32-byte header with magic and full sequence number
+/// (module docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Standard;
+
+impl Framing for Standard {
+    const FULL_SEQ: bool = true;
+    const MIN_HEADER: usize = HEADER_LEN;
+    const TAGGED: bool = false;
+
+    #[inline]
+    fn header_len(self, _len: usize) -> usize {
+        HEADER_LEN
+    }
+
+    #[inline]
+    fn candidate(ring: &[u8], pos: usize) -> bool {
+        rd_word(&ring[pos..]) as u32 == MAGIC
+    }
+
+    fn read_header(heap: &Heap, ring: usize, pos: usize, room: usize) -> Option<RawHeader> {
+        if room < HEADER_LEN {
+            return None;
+        }
+        let mut bytes = [0u8; HEADER_LEN];
+        heap.read_bytes(ring + pos, &mut bytes);
+        let u32at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+        let (magic, kind) = (u32at(0), u32at(4));
+        if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_LINE) {
+            return None;
+        }
+        Some(RawHeader {
+            kind,
+            len: u32at(8) as usize,
+            crc: u32at(12),
+            seq: u64at(16),
+            tag: 0,
+            pts: u64at(24),
+            hlen: HEADER_LEN,
+            bytes,
+        })
+    }
+
+    #[inline]
+    fn checksum(h: &RawHeader, _seq: u64, entries: &[u8]) -> u32 {
+        checksum(h.kind, h.len as u32, h.seq, h.pts, entries)
+    }
+
+    #[inline]
+    fn encode(
+        self,
+        kind: u32,
+        _tag: u16,
+        seq: u64,
+        persist_ts: u64,
+        entries: &[u8],
+    ) -> HeaderBytes {
+        (
+            encode_header(kind, entries.len() as u32, seq, persist_ts, entries),
+            HEADER_LEN,
+        )
+    }
+
+    #[inline]
+    fn in_sequence(stored: u64, want: u64, full: bool) -> bool {
+        if full {
+            stored == want
+        } else {
+            stored & 0xFFFF_FFFF == want
         }
     }
 
-    /// The smallest header: a ring position with less room left is skipped (wrap).
-    fn min_header(self) -> usize {
-        match self {
-            Framing::Standard => HEADER_LEN,
-            Framing::Compact => COMPACT_HEADER_LEN,
+    #[inline]
+    fn distance(stored: u64, expected: u64, full: bool) -> (i64, u64) {
+        if full {
+            (stored.wrapping_sub(expected) as i64, stored)
+        } else {
+            (
+                i64::from((stored as u32).wrapping_sub(expected as u32) as i32),
+                stored,
+            )
         }
     }
 }
@@ -312,254 +363,11 @@ impl RecordBuilder {
         &self.buf
     }
 
-    /// Start a new record holding an operation record's entries (module docs): the
-    /// operation's `args` and its `blocks` (`true`: allocated, `false`: freed), for
-    /// operation index `index` of its engine's table. Returns the header tag to
-    /// append it with ([`LogWriter::append_op`]), or `None` (and leaves the builder
-    /// empty) when the record has no such form.
-    pub fn op_record(&mut self, index: u8, args: &[u8], blocks: &[(bool, Block)]) -> Option<u16> {
-        self.buf.clear();
-        if index >= OP_ARGS_PACKED || args.len() > u16::MAX as usize {
-            return None;
-        }
-        // The arguments as they are, or without their zero bytes when that is shorter.
-        let raw_len = args.len().next_multiple_of(8);
-        let packed = pack_args(args);
-        let (index, section) = if packed.len().next_multiple_of(8) < raw_len {
-            (index | OP_ARGS_PACKED, &packed[..])
-        } else {
-            (index, args)
-        };
-        let pad = section.len().next_multiple_of(8) - section.len();
-        self.buf.extend_from_slice(section);
-        self.buf.extend(std::iter::repeat_n(0u8, pad));
-        let mut words = 0u16;
-        let mut i = 0;
-        while i < blocks.len() {
-            let (alloc, b) = blocks[i];
-            let Some(mut w) = b.pack() else {
-                self.buf.clear();
-                return None;
-            };
-            if crate::mutation::active(crate::mutation::Mutation::TsOpBlockCode) {
-                // Mutation: the size code names the next class up.
-                w += 1;
-            }
-            let w = if alloc { w } else { w | BLOCK_FREE };
-            self.buf.extend_from_slice(&w.to_le_bytes());
-            words += 1;
-            // A run: the allocations right after it of the next blocks of its class.
-            let mut run = 0;
-            if alloc && b.is_small() {
-                while i + 1 + run < blocks.len()
-                    && run < RUN_MAX
-                    && blocks[i + 1 + run]
-                        == (
-                            true,
-                            Block {
-                                offset: b.offset + (run as u64 + 1) * b.size,
-                                size: b.size,
-                            },
-                        )
-                {
-                    run += 1;
-                }
-            }
-            if run > 0 {
-                let logged = if crate::mutation::active(crate::mutation::Mutation::TsOpBlockRun) {
-                    // Mutation: the run word counts one block fewer than it stands for.
-                    run - 1
-                } else {
-                    run
-                };
-                self.buf
-                    .extend_from_slice(&(BLOCK_RUN | logged as u64).to_le_bytes());
-                words += 1;
-            }
-            i += 1 + run;
-            if words > 31 {
-                self.buf.clear();
-                return None;
-            }
-        }
-        Some(u16::from(index) | (pad as u16) << 8 | words << 11)
+    /// The entry bytes, for entries of a format defined outside the kit (timestone's
+    /// operation records): the caller appends whole 8-byte words.
+    pub fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
     }
-}
-
-/// Operation records: bit 7 of the operation index field says the arguments are
-/// packed ([`pack_args`]); indices are 0..=127.
-pub const OP_ARGS_PACKED: u8 = 0x80;
-
-/// The packed form of operation arguments (module docs): their length (2 bytes,
-/// little-endian), a mask with one bit per argument byte (set: nonzero), then the
-/// nonzero bytes in order.
-fn pack_args(args: &[u8]) -> Vec<u8> {
-    let nonzero = |b: u8| {
-        if crate::mutation::active(crate::mutation::Mutation::TsArgsPacking) {
-            // Mutation: bytes equal to 1 are taken for zero bytes.
-            b > 1
-        } else {
-            b != 0
-        }
-    };
-    let mut out = Vec::with_capacity(2 + args.len().div_ceil(8) + args.len());
-    out.extend_from_slice(&(args.len() as u16).to_le_bytes());
-    for chunk in args.chunks(8) {
-        let mut m = 0u8;
-        for (j, &b) in chunk.iter().enumerate() {
-            if nonzero(b) {
-                m |= 1 << j;
-            }
-        }
-        out.push(m);
-    }
-    out.extend(args.iter().copied().filter(|&b| nonzero(b)));
-    out
-}
-
-/// The arguments of a packed argument section `p` (padding removed); `Err` names
-/// what is malformed: a length that does not match the mask and bytes, mask bits past
-/// the length, or a listed byte that is zero (each form has one encoding).
-fn unpack_args(p: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let (Some(&l0), Some(&l1)) = (p.first(), p.get(1)) else {
-        return Err(format!("packed arguments of {} bytes", p.len()));
-    };
-    let len = usize::from(u16::from_le_bytes([l0, l1]));
-    let masks = len.div_ceil(8);
-    let Some(mask) = p.get(2..2 + masks) else {
-        return Err(format!(
-            "{len} packed argument bytes need a {masks}-byte mask"
-        ));
-    };
-    if len % 8 != 0 && mask[masks - 1] >> (len % 8) != 0 {
-        return Err("mask bits past the arguments".into());
-    }
-    let data = &p[2 + masks..];
-    let n: usize = mask.iter().map(|m| m.count_ones() as usize).sum();
-    if data.len() != n || data.contains(&0) {
-        return Err(format!(
-            "{} packed bytes for {n} mask bits, or a zero among them",
-            data.len()
-        ));
-    }
-    let mut args = vec![0u8; len];
-    let mut next = data.iter();
-    for (i, a) in args.iter_mut().enumerate() {
-        if mask[i / 8] & (1 << (i % 8)) != 0 {
-            *a = *next.next().expect("counted above");
-        }
-    }
-    Ok(args)
-}
-
-/// An operation record's layout from its tag and entries: (argument padding, block
-/// words, argument bytes with their padding), checked against the entries' length and
-/// with the padding zero. `Err` names what is malformed.
-fn op_record_layout(tag: u16, bytes: &[u8]) -> Result<(usize, usize, usize)> {
-    let pad = usize::from(tag >> 8 & 7);
-    let nblocks = usize::from(tag >> 11);
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
-    let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
-        return bad(format!(
-            "{nblocks} block words in {} bytes of entries",
-            bytes.len()
-        ));
-    };
-    if !padded.is_multiple_of(8) || pad > padded {
-        return bad(format!("{pad} padding bytes in {padded} argument bytes"));
-    }
-    if bytes[padded - pad..padded].iter().any(|&b| b != 0) {
-        return bad("nonzero padding after the arguments".into());
-    }
-    Ok((pad, nblocks, padded))
-}
-
-/// An operation record whose arguments are packed ([`OP_ARGS_PACKED`]), in the form
-/// with its arguments as they are: `Ok(None)` if they are not packed, else the tag and
-/// entries to decode with [`decode_op_record`]. `Err` names what is malformed.
-pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
-    if tag as u8 & OP_ARGS_PACKED == 0 {
-        return Ok(None);
-    }
-    let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
-    let args = match unpack_args(&bytes[..padded - pad]) {
-        Ok(a) => a,
-        Err(m) => return bad(m),
-    };
-    let raw_pad = args.len().next_multiple_of(8) - args.len();
-    let mut out = args;
-    out.extend(std::iter::repeat_n(0u8, raw_pad));
-    out.extend_from_slice(&bytes[padded..]);
-    let raw_tag =
-        u16::from(tag as u8 & !OP_ARGS_PACKED) | (raw_pad as u16) << 8 | (nblocks as u16) << 11;
-    Ok(Some((raw_tag, out)))
-}
-
-/// An operation record's contents, decoded from its tag and entries (module docs).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpRecord<'a> {
-    /// Index of the operation in its engine's table.
-    pub index: u8,
-    /// The argument bytes.
-    pub args: &'a [u8],
-    /// The blocks, in order: `Entry::Alloc` or `Entry::Free`.
-    pub blocks: Vec<Entry<'a>>,
-}
-
-/// Decode an operation record with header tag `tag`; `Err` names what is malformed.
-pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
-    let index = tag as u8;
-    if index & OP_ARGS_PACKED != 0 {
-        return Err(Error::Corrupt(
-            "operation record: packed arguments (unpack_op_record first)".into(),
-        ));
-    }
-    let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
-    if pad > 0 && padded == 0 {
-        return bad(format!("{pad} padding bytes in {padded} argument bytes"));
-    }
-    let args = &bytes[..padded - pad];
-    let mut blocks = Vec::with_capacity(nblocks);
-    // The word before a run word must be a small allocation (not a run itself).
-    let mut run_base: Option<Block> = None;
-    for w in bytes[padded..].chunks_exact(8) {
-        let w = u64::from_le_bytes(w.try_into().unwrap());
-        if w & BLOCK_RUN != 0 {
-            let n = w & !BLOCK_RUN;
-            let Some(b) = run_base.take() else {
-                return bad(format!(
-                    "run word {w:#x} does not follow a small allocation"
-                ));
-            };
-            if n == 0 || n > RUN_MAX as u64 {
-                return bad(format!("run word {w:#x} names {n} blocks"));
-            }
-            for k in 1..=n {
-                blocks.push(Entry::Alloc(Block {
-                    offset: b.offset + k * b.size,
-                    size: b.size,
-                }));
-            }
-            continue;
-        }
-        match block_entry(w) {
-            Ok(e) => {
-                run_base = match e {
-                    Entry::Alloc(b) if b.is_small() => Some(b),
-                    _ => None,
-                };
-                blocks.push(e);
-            }
-            Err(e) => return bad(e.to_string()),
-        }
-    }
-    Ok(OpRecord {
-        index,
-        args,
-        blocks,
-    })
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
@@ -583,7 +391,7 @@ pub struct Entries<'a> {
 }
 
 /// The ALLOC or FREE entry a packed block word (bit 62: free) stands for.
-fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
+pub fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
     if w >> 63 != 0 {
         return Err(Error::Corrupt(format!("block word {w:#x} has bit 63 set")));
     }
@@ -715,151 +523,26 @@ fn encode_header(
     h
 }
 
-/// A record header read from the ring, not yet checked against its entries.
-struct RawHeader {
-    kind: u32,
-    len: usize,
-    crc: u32,
-    /// Full sequence number (standard) or its low 16 bits (compact).
-    seq: u64,
-    /// Compact: the header's tag (0 for standard records).
-    tag: u16,
-    pts: u64,
+/// A record header read from the ring, not yet checked against its entries
+/// ([`Framing::read_header`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RawHeader {
+    /// Record kind (`KIND_*`).
+    pub kind: u32,
+    /// Entry bytes.
+    pub len: usize,
+    /// The stored checksum.
+    pub crc: u32,
+    /// The stored sequence number: all of it, or its low bits ([`Framing::FULL_SEQ`]).
+    pub seq: u64,
+    /// The header's tag (0 for untagged records).
+    pub tag: u16,
+    /// PersistTS.
+    pub pts: u64,
     /// Header bytes.
-    hlen: usize,
-    bytes: [u8; HEADER_LEN],
-}
-
-/// The header at ring position `pos` with `room` bytes left before the ring's end, if
-/// it can be one (magic or kind, and it fits); its length field is not checked yet.
-fn read_header(
-    heap: &Heap,
-    ring: usize,
-    pos: usize,
-    room: usize,
-    framing: Framing,
-) -> Option<RawHeader> {
-    let mut bytes = [0u8; HEADER_LEN];
-    let u32at = |h: &[u8], i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
-    let u64at = |h: &[u8], i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
-    match framing {
-        Framing::Standard => {
-            if room < HEADER_LEN {
-                return None;
-            }
-            heap.read_bytes(ring + pos, &mut bytes);
-            let (magic, kind) = (u32at(&bytes, 0), u32at(&bytes, 4));
-            if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_LINE) {
-                return None;
-            }
-            Some(RawHeader {
-                kind,
-                len: u32at(&bytes, 8) as usize,
-                crc: u32at(&bytes, 12),
-                seq: u64at(&bytes, 16),
-                tag: 0,
-                pts: u64at(&bytes, 24),
-                hlen: HEADER_LEN,
-                bytes,
-            })
-        }
-        Framing::Compact => {
-            if room < COMPACT_HEADER_LEN {
-                return None;
-            }
-            heap.read_bytes(ring + pos, &mut bytes[..COMPACT_HEADER_LEN]);
-            let (w0, w1) = (u64at(&bytes, 0), u64at(&bytes, 8));
-            let kind = (w1 & 3) as u32;
-            if kind == 0 {
-                return None;
-            }
-            let words = (w1 >> 2) & COMPACT_LONG;
-            let (len, hlen) = if words == COMPACT_LONG {
-                if room < COMPACT_HEADER_LEN + 8 {
-                    return None;
-                }
-                heap.read_bytes(
-                    ring + pos + COMPACT_HEADER_LEN,
-                    &mut bytes[COMPACT_HEADER_LEN..COMPACT_HEADER_LEN + 8],
-                );
-                let len = usize::try_from(u64at(&bytes, 16)).unwrap_or(usize::MAX);
-                (len, COMPACT_HEADER_LEN + 8)
-            } else {
-                (words as usize * 8, COMPACT_HEADER_LEN)
-            };
-            Some(RawHeader {
-                kind,
-                len,
-                crc: w0 as u32,
-                seq: (w0 >> 32) & 0xFFFF,
-                tag: (w0 >> 48) as u16,
-                pts: w1 >> 16,
-                hlen,
-                bytes,
-            })
-        }
-    }
-}
-
-/// The checksum a record with header `h` and `entries` must carry if it is the
-/// record of sequence number `seq` (compact framing: only its low 32 bits count; the
-/// standard header holds the whole number).
-fn header_checksum(framing: Framing, h: &RawHeader, seq: u64, entries: &[u8]) -> u32 {
-    match framing {
-        Framing::Standard => checksum(h.kind, h.len as u32, h.seq, h.pts, entries),
-        Framing::Compact => compact_checksum(seq, &h.bytes[4..h.hlen], entries),
-    }
-}
-
-/// Compact framing: CRC32C over the low 32 bits of `seq`, the header from its byte 4
-/// and the entries.
-fn compact_checksum(seq: u64, header_rest: &[u8], entries: &[u8]) -> u32 {
-    // One pass over [seq low 32 bits | header from byte 4] and the entries.
-    let mut head = [0u8; 4 + HEADER_LEN - 4];
-    head[..4].copy_from_slice(&(seq as u32).to_le_bytes());
-    head[4..4 + header_rest.len()].copy_from_slice(header_rest);
-    crc32c_of(&head[..4 + header_rest.len()], entries)
-}
-
-/// Encode a header in `framing`; returns the bytes and the header length.
-fn encode_framed(
-    framing: Framing,
-    kind: u32,
-    tag: u16,
-    seq: u64,
-    persist_ts: u64,
-    entries: &[u8],
-) -> ([u8; HEADER_LEN], usize) {
-    match framing {
-        Framing::Standard => (
-            encode_header(kind, entries.len() as u32, seq, persist_ts, entries),
-            HEADER_LEN,
-        ),
-        Framing::Compact => {
-            debug_assert!(
-                persist_ts <= COMPACT_MAX_TS,
-                "persistTS {persist_ts} above 2^48"
-            );
-            let len = entries.len();
-            let hlen = framing.header_len(len);
-            let words = if hlen > COMPACT_HEADER_LEN {
-                COMPACT_LONG
-            } else {
-                (len / 8) as u64
-            };
-            let w1 = u64::from(kind) | words << 2 | (persist_ts & COMPACT_MAX_TS) << 16;
-            let mut h = [0u8; HEADER_LEN];
-            h[4..6].copy_from_slice(&(seq as u16).to_le_bytes());
-            h[6..8].copy_from_slice(&tag.to_le_bytes());
-            h[8..16].copy_from_slice(&w1.to_le_bytes());
-            if hlen > COMPACT_HEADER_LEN {
-                h[16..24].copy_from_slice(&(len as u64).to_le_bytes());
-            }
-            let crc = compact_checksum(seq, &h[4..hlen], entries);
-            h[0..4].copy_from_slice(&crc.to_le_bytes());
-            (h, hlen)
-        }
-    }
+    pub hlen: usize,
+    /// The header as read (`hlen` bytes of it).
+    pub bytes: [u8; HEADER_LEN],
 }
 
 fn checksum_ok(stored: u32, computed: u32) -> bool {
@@ -886,7 +569,8 @@ pub struct ParsedRecord {
     pub persist_ts: u64,
     /// Entry bytes (copied out of the log).
     pub entries: Vec<u8>,
-    /// An operation record's header tag (compact framing; `None`: general entries).
+    /// A tagged record's header tag (kind `TAGGED`: timestone's operation records;
+    /// `None`: general entries).
     pub op_tag: Option<u16>,
 }
 
@@ -940,63 +624,32 @@ struct Stop {
 /// start a header.
 const SKIP_SPAN: usize = 64;
 
-fn damage_after(
-    heap: &Heap,
-    ring: usize,
-    cap: usize,
-    stop: &Stop,
-    framing: Framing,
-) -> Option<String> {
-    // How far a record's sequence number is from the expected one (positive: later),
-    // and the number itself, from what its header stores.
-    let distance = |stored: u64| -> (i64, u64) {
-        match framing {
-            // 16 stored bits: taken as the number within 2^15 of the expected one;
-            // the checksum, over the low 32 bits, decides whether that is right.
-            Framing::Compact => {
-                let d = i64::from((stored as u16).wrapping_sub(stop.seq as u16) as i16);
-                (
-                    d,
-                    u64::from((stop.seq as u32).wrapping_add(d as i32 as u32)),
-                )
-            }
-            Framing::Standard if stop.full => (stored.wrapping_sub(stop.seq) as i64, stored),
-            Framing::Standard => (
-                i64::from((stored as u32).wrapping_sub(stop.seq as u32) as i32),
-                stored,
-            ),
-        }
-    };
+fn damage_after<F: Framing>(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<String> {
     let ring_bytes = log_bytes(heap, ring, cap);
     // The first valid record starting in `from..to` (8-byte steps): (pos, record
     // length, sequence number, distance from the expected one).
     let first_valid = |from: usize, to: usize| -> Option<(usize, usize, u64, i64)> {
-        let word = |i: usize| u64::from_le_bytes(ring_bytes[i..i + 8].try_into().unwrap());
         // A cheap look at the words in place rules out most positions before a
-        // header is decoded: a standard header starts with the magic, a compact one's
-        // kind field names a record (zeroed memory names none).
-        let candidate = |pos: usize| match framing {
-            Framing::Standard => word(pos) as u32 == MAGIC,
-            Framing::Compact => (word(pos + 8) & 3) != 0,
-        };
+        // header is decoded (a standard header starts with the magic).
+        let candidate = |pos: usize| F::candidate(ring_bytes, pos);
         let mut pos = from;
-        while pos < to && pos + framing.min_header() <= cap {
+        while pos < to && pos + F::MIN_HEADER <= cap {
             // Most of a ring past its end holds no header (zeroed or an old lap's
             // entries): rule out 8 positions at a time while none is a candidate
             // (the same positions the step below would rule out one by one).
             if pos + SKIP_SPAN <= to
-                && pos + SKIP_SPAN + framing.min_header() <= cap
+                && pos + SKIP_SPAN + F::MIN_HEADER <= cap
                 && !(0..SKIP_SPAN).step_by(8).any(|d| candidate(pos + d))
             {
                 pos += SKIP_SPAN;
                 continue;
             }
             if candidate(pos) {
-                if let Some(h) = read_header(heap, ring, pos, cap - pos, framing) {
+                if let Some(h) = F::read_header(heap, ring, pos, cap - pos) {
                     if h.len % 8 == 0 && h.len <= cap - pos - h.hlen {
                         let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
-                        let (d, seq) = distance(h.seq);
-                        if header_checksum(framing, &h, seq, entries) == h.crc {
+                        let (d, seq) = F::distance(h.seq, stop.seq, stop.full);
+                        if F::checksum(&h, seq, entries) == h.crc {
                             return Some((pos, h.hlen + h.len, seq, d));
                         }
                     }
@@ -1012,7 +665,7 @@ fn damage_after(
             stop.pos,
             if stop.full { "" } else { "low 32 bits " },
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
-            if framing == Framing::Compact { "low 32 bits " } else { "" },
+            if F::FULL_SEQ { "" } else { "low 32 bits " },
         ))
     };
     later_record_after_stop(stop.pos, cap, first_valid, damage)
@@ -1053,13 +706,19 @@ pub(crate) fn later_record_after_stop(
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
 /// copying each record's entries out of the log.
 pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
-    parse_framed(heap, area_off, area_len, Framing::Standard)
+    parse_framed(heap, area_off, area_len, Standard)
 }
 
-/// [`parse`] for a log written with `framing`. Compact sequence numbers are known
-/// modulo 2^32 only: the records and `next_seq` carry the tail word's low 32 bits
-/// counted on (the writer compares them modulo 2^32 too).
-pub fn parse_framed(heap: &Heap, area_off: usize, area_len: usize, framing: Framing) -> ParsedLog {
+/// [`parse`] for a log written with `framing`. Where the headers hold partial
+/// sequence numbers ([`Framing::FULL_SEQ`]) they are known modulo 2^32 only: the
+/// records and `next_seq` carry the tail word's low 32 bits counted on (the writer
+/// compares them modulo 2^32 too).
+pub fn parse_framed<F: Framing>(
+    heap: &Heap,
+    area_off: usize,
+    area_len: usize,
+    framing: F,
+) -> ParsedLog {
     let mut records = Vec::new();
     let end = walk_framed(heap, area_off, area_len, framing, |r| {
         records.push(ParsedRecord {
@@ -1085,8 +744,8 @@ pub struct Record<'h> {
     pub persist_ts: u64,
     /// The entry bytes, in the log itself (no copy).
     pub entries: &'h [u8],
-    /// An operation record's header tag (compact framing; `None`: general entries,
-    /// [`entries`]; `Some`: [`decode_op_record`]).
+    /// A tagged record's header tag (kind `TAGGED`, whose entries the tag describes;
+    /// `None`: general entries, [`entries`]).
     pub op_tag: Option<u16>,
 }
 
@@ -1123,16 +782,16 @@ pub fn walk<'h>(
     area_len: usize,
     each: impl FnMut(Record<'h>),
 ) -> Walked {
-    walk_framed(heap, area_off, area_len, Framing::Standard, each)
+    walk_framed(heap, area_off, area_len, Standard, each)
 }
 
-/// [`walk`] for a log written with `framing` (see [`parse_framed`] for compact
+/// [`walk`] for a log written with `framing` (see [`parse_framed`] for partial
 /// sequence numbers).
-pub fn walk_framed<'h>(
+pub fn walk_framed<'h, F: Framing>(
     heap: &'h Heap,
     area_off: usize,
     area_len: usize,
-    framing: Framing,
+    _framing: F,
     mut each: impl FnMut(Record<'h>),
 ) -> Walked {
     let cap = area_len - RING_OFFSET;
@@ -1146,7 +805,6 @@ pub fn walk_framed<'h>(
     let mut expected: Option<u64> = None;
     let mut consumed = 0usize;
     let mut next_seq = seq_lo;
-    let standard = framing == Framing::Standard;
     if pos >= cap || !pos.is_multiple_of(8) {
         // The tail word is one 8-byte store: it cannot be torn, only damaged.
         return Walked {
@@ -1158,39 +816,35 @@ pub fn walk_framed<'h>(
     }
     let mut stop;
     loop {
-        if cap - pos < framing.min_header() {
+        if cap - pos < F::MIN_HEADER {
             consumed += cap - pos;
             pos = 0;
         }
         let here = Stop {
             pos,
             seq: expected.unwrap_or(seq_lo),
-            full: expected.is_some() && standard,
+            full: expected.is_some() && F::FULL_SEQ,
         };
         if consumed >= cap {
             stop = None;
             break;
         }
         stop = Some(here);
-        let Some(h) = read_header(heap, ring_off, pos, cap - pos, framing) else {
+        let Some(h) = F::read_header(heap, ring_off, pos, cap - pos) else {
             break;
         };
         // The sequence number this record must carry: a standard header has the whole
-        // number; a compact one continues the count started from the tail word.
+        // number; a partial one continues the count started from the tail word.
         let want = expected.unwrap_or(seq_lo);
-        let in_seq = match expected {
-            None if standard => h.seq & 0xFFFF_FFFF == seq_lo,
-            Some(e) if standard => h.seq == e,
-            _ => h.seq as u16 == want as u16,
-        };
+        let in_seq = F::in_sequence(h.seq, want, expected.is_some());
         if !in_seq || h.len % 8 != 0 || h.len > cap - pos - h.hlen {
             break;
         }
         let entries = &ring[pos + h.hlen..pos + h.hlen + h.len];
-        if !checksum_ok(h.crc, header_checksum(framing, &h, want, entries)) {
+        if !checksum_ok(h.crc, F::checksum(&h, want, entries)) {
             break;
         }
-        let seq = if standard { h.seq } else { want };
+        let seq = if F::FULL_SEQ { h.seq } else { want };
         expected = Some(seq + 1);
         next_seq = seq + 1;
         if h.kind == KIND_WRAP {
@@ -1202,7 +856,7 @@ pub fn walk_framed<'h>(
             seq,
             persist_ts: h.pts,
             entries,
-            op_tag: (h.kind == KIND_OP).then_some(h.tag),
+            op_tag: (h.kind == KIND_TAGGED).then_some(h.tag),
         });
         consumed += h.hlen + h.len;
         pos += h.hlen + h.len;
@@ -1218,7 +872,7 @@ pub fn walk_framed<'h>(
             pos = 0;
         }
     }
-    let damage = stop.and_then(|st| damage_after(heap, ring_off, cap, &st, framing));
+    let damage = stop.and_then(|st| damage_after::<F>(heap, ring_off, cap, &st));
     Walked { next_seq, damage }
 }
 
@@ -1244,10 +898,11 @@ struct LiveRecord {
     persist_ts: u64,
 }
 
-/// The writer side of one slot's log (volatile bookkeeping of the ring).
+/// The writer side of one slot's log (volatile bookkeeping of the ring), writing
+/// records framed by `F`.
 #[derive(Debug)]
-pub struct LogWriter {
-    framing: Framing,
+pub struct LogWriter<F: Framing = Standard> {
+    framing: F,
     /// Every record starts on a 64-byte boundary of the ring (module docs).
     line_aligned: bool,
     area_off: usize,
@@ -1261,12 +916,27 @@ pub struct LogWriter {
 impl LogWriter {
     /// Writer for an empty log (after recovery reset it) whose next record has `next_seq`.
     pub fn new(area_off: usize, area_len: usize, next_seq: u64) -> Self {
-        Self::framed(Framing::Standard, area_off, area_len, next_seq)
+        Self::framed(Standard, area_off, area_len, next_seq)
     }
 
+    /// This writer with every record starting on a 64-byte boundary of the ring
+    /// (module docs, "Line-aligned records"; standard framing only). Call before the
+    /// first append: the head is then at offset 0, a boundary.
+    pub fn line_aligned(mut self) -> Self {
+        assert!(
+            self.head == 0 && self.cap.is_multiple_of(LINE),
+            "line alignment set on a used log or a ring of {} bytes",
+            self.cap
+        );
+        self.line_aligned = true;
+        self
+    }
+}
+
+impl<F: Framing> LogWriter<F> {
     /// [`LogWriter::new`] writing records with `framing` (read them back with
     /// [`parse_framed`] and the same framing).
-    pub fn framed(framing: Framing, area_off: usize, area_len: usize, next_seq: u64) -> Self {
+    pub fn framed(framing: F, area_off: usize, area_len: usize, next_seq: u64) -> Self {
         LogWriter {
             framing,
             line_aligned: false,
@@ -1277,24 +947,6 @@ impl LogWriter {
             next_seq,
             live: VecDeque::new(),
         }
-    }
-
-    /// This writer with every record starting on a 64-byte boundary of the ring
-    /// (module docs, "Line-aligned records"; standard framing only). Call before the
-    /// first append: the head is then at offset 0, a boundary.
-    pub fn line_aligned(mut self) -> Self {
-        assert_eq!(
-            self.framing,
-            Framing::Standard,
-            "line-aligned records need the standard framing"
-        );
-        assert!(
-            self.head == 0 && self.cap.is_multiple_of(LINE),
-            "line alignment set on a used log or a ring of {} bytes",
-            self.cap
-        );
-        self.line_aligned = true;
-        self
     }
 
     /// Largest record (header + entries) this log can ever hold.
@@ -1345,15 +997,11 @@ impl LogWriter {
         self.append_kind(heap, KIND_TX, 0, entries, persist_ts)
     }
 
-    /// [`LogWriter::append`] for an operation record built by
-    /// [`RecordBuilder::op_record`], with the tag it returned (compact framing only).
-    pub fn append_op(&mut self, heap: &Heap, entries: &[u8], tag: u16, persist_ts: u64) -> u64 {
-        assert_eq!(
-            self.framing,
-            Framing::Compact,
-            "operation records need the compact framing"
-        );
-        self.append_kind(heap, KIND_OP, tag, entries, persist_ts)
+    /// [`LogWriter::append`] for a tagged record: `entries` laid out as `tag` says
+    /// (framings with [`Framing::TAGGED`] only).
+    pub fn append_tagged(&mut self, heap: &Heap, entries: &[u8], tag: u16, persist_ts: u64) -> u64 {
+        assert!(F::TAGGED, "{:?} records carry no tag", self.framing);
+        self.append_kind(heap, KIND_TAGGED, tag, entries, persist_ts)
     }
 
     fn append_kind(
@@ -1371,8 +1019,8 @@ impl LogWriter {
         let ring = self.area_off + RING_OFFSET;
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
         if wraps {
-            if self.cap - self.head >= self.framing.min_header() {
-                let (h, wlen) = encode_framed(self.framing, KIND_WRAP, 0, self.next_seq, 0, &[]);
+            if self.cap - self.head >= F::MIN_HEADER {
+                let (h, wlen) = self.framing.encode(KIND_WRAP, 0, self.next_seq, 0, &[]);
                 heap.write_bytes(ring + self.head, &h[..wlen]);
                 heap.flush(ring + self.head, wlen);
                 self.next_seq += 1;
@@ -1388,7 +1036,7 @@ impl LogWriter {
         } else {
             kind
         };
-        let (h, _) = encode_framed(self.framing, kind, tag, seq, persist_ts, entries);
+        let (h, _) = self.framing.encode(kind, tag, seq, persist_ts, entries);
         let unflushed = crate::mutation::active(crate::mutation::Mutation::LogFlush);
         if self.line_aligned && !unflushed {
             // The record's lines are this log's alone (the gap up to the next boundary

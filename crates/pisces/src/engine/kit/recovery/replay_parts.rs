@@ -16,7 +16,7 @@
 //! overlaps. A missing bit loses writes: the mutation `ReplayPartMask` marks only the
 //! first chunk's part, and the parallel-recovery tests of `sp3` and `spht` catch it.
 
-use super::redo_log::Entry;
+use crate::engine::kit::log::redo_log::Entry;
 
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;

@@ -1,10 +1,10 @@
-//! Validation of user offsets and the write-set kinds that buffering engines share.
+//! Validation of user offsets and of logged writes.
 //!
 //! Every engine validates a user's `PPtr` here before touching memory, so a bad pointer
 //! is an error, never a wild access; recovery validates every logged write here before
 //! applying it.
 
-use crate::heap::alloc::{Allocator, Block, SmallBlocks, HEADER};
+use crate::heap::alloc::{Allocator, Block, HEADER};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::{Error, Result};
 
@@ -20,9 +20,6 @@ pub(crate) const ROOT_SLOT_PAYLOAD: u64 = (ROOT_SLOT_OFFSET + HEADER) as u64;
 /// bit 63 set (never an offset of a pool) and 51 random bits chosen once per process,
 /// so a `PPtr` can only hold it if it came from the engine. Engines map it to the real
 /// offset in [`locate_object`] and work with that (logs, indexes, home copies).
-///
-/// (Once `Tx` has a crate-internal root-slot accessor, the token can become a plain
-/// "slot" flag on that path; the check in [`locate_object`] stays the same.)
 pub(crate) fn root_slot_token() -> u64 {
     static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *TOKEN.get_or_init(|| {
@@ -32,6 +29,21 @@ pub(crate) fn root_slot_token() -> u64 {
         let r = h.finish();
         (1 << 63) | (r & 0x7FFF_FFFF_FFFF_F000) | ROOT_SLOT_PAYLOAD
     })
+}
+
+/// `Ok` if a transaction runs (`active`): every call but `begin` needs one.
+#[inline]
+pub(crate) fn running(active: bool) -> Result<()> {
+    if active {
+        Ok(())
+    } else {
+        Err(no_transaction())
+    }
+}
+
+#[cold]
+fn no_transaction() -> Error {
+    Error::InvalidPointer("no transaction is running on this thread".into())
 }
 
 /// Validate a user's object offset for an access of `len` bytes: returns the offset of
@@ -76,94 +88,6 @@ pub(crate) fn locate_object(
         )));
     }
     Err(not_an_object(off))
-}
-
-/// The common case of an engine's read, inlined into every `Tx::read`: a live
-/// small-class object whose header word says that its home payload is the version this
-/// transaction reads. Engines whose read of such an object is its home payload hand one
-/// out per transaction attempt (`EngineThread::fast_reads`); every other access goes
-/// through the engine's `read`, which handles all cases and all errors.
-///
-/// Two ways of knowing the object is allocated:
-/// * [`FastReads::live_word`]: the engine keeps the allocation state in the header word
-///   itself (a word equal to the engine's "live and unlocked" value implies the
-///   allocation bit is set: Pisces), so the read loads one word next to the payload
-///   and nothing else;
-/// * [`FastReads::bitmap`]: the allocation bit in the slab's bitmap (one more load, on
-///   another cache line) and no header-word check (engines that keep nothing there).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FastReads {
-    blocks: SmallBlocks,
-    /// The header-word value of a live object whose home is current; 0: check the
-    /// allocation bitmap instead and ignore the header word.
-    live: u64,
-}
-
-// SAFETY: it only reads through the allocator's geometry (atomics and immutable
-// fields), which is `Sync`; the contract of the constructors keeps it alive.
-unsafe impl Send for FastReads {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for FastReads {}
-
-impl FastReads {
-    /// No fast path: every read goes to the engine (engines without one, and a `Tx`
-    /// outside a running attempt).
-    pub(crate) const NONE: FastReads = FastReads {
-        blocks: SmallBlocks::empty(),
-        live: 0,
-    };
-
-    /// Fast reads of objects whose header word equals `live` (not 0).
-    ///
-    /// # Safety
-    /// `alloc` must stay alive and the heap mapped while the value is used (engines
-    /// give it to a `Tx`, which lives inside one attempt of their thread state, which
-    /// holds the allocator); a header word equal to `live` must imply, for the whole
-    /// attempt, that the block is allocated and that the engine's `read` returns its
-    /// home payload.
-    pub(crate) unsafe fn live_word(alloc: &Allocator, live: u64) -> FastReads {
-        debug_assert_ne!(live, 0);
-        FastReads {
-            blocks: alloc.small_blocks(),
-            live,
-        }
-    }
-
-    /// Fast reads of objects whose allocation bit is set (engines that keep nothing in
-    /// header words).
-    ///
-    /// # Safety
-    /// As for [`FastReads::live_word`], with "allocation bit set" in place of the
-    /// header-word condition.
-    pub(crate) unsafe fn bitmap(alloc: &Allocator) -> FastReads {
-        FastReads {
-            blocks: alloc.small_blocks(),
-            live: 0,
-        }
-    }
-
-    /// The home payload of the object at `off` whose block is of class `min_class` or
-    /// larger (`min_class(len)` for a `len`-byte read), or `None`: ask the engine.
-    #[inline(always)]
-    pub(crate) fn read(&self, off: u64, min_class: u32) -> Option<*const u8> {
-        let hw = if self.live != 0 {
-            // SAFETY: the allocator is alive while `self` is used (constructors).
-            let hw = unsafe { self.blocks.header(off, min_class) }?;
-            // SAFETY: a block's header word inside the mapped image, 8-aligned, only
-            // accessed atomically (`SmallBlocks::header`).
-            // Acquire: pairs with the Release store of the live value after a write-back
-            // (the home contents), as the engine's own reads of the word.
-            if unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire) != self.live {
-                return None;
-            }
-            hw
-        } else {
-            // SAFETY: as above.
-            unsafe { self.blocks.allocated_header(off, min_class) }?
-        };
-        // The payload follows the header word inside the block.
-        Some((hw as *const u8).wrapping_add(HEADER))
-    }
 }
 
 /// The slow path of the allocated check (see [`locate_object`]).
@@ -243,34 +167,6 @@ pub(crate) fn root_object(read: impl FnOnce(u64, usize) -> Result<*const u8>) ->
     // SAFETY: the engine's read returns a pointer valid for 16 bytes, 8-aligned (a
     // payload), unchanged while the transaction runs.
     Ok(unsafe { (p as *const u64).read() })
-}
-
-/// What a transaction does to one object of its write set (the engines that buffer
-/// writes: pisces, mvcc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WriteKind {
-    /// An existing object written.
-    Written,
-    /// A block allocated by this transaction.
-    Fresh(Block),
-    /// An existing object freed (and perhaps written).
-    Freed(Block),
-    /// Allocated and freed again by this transaction.
-    FreshFreed(Block),
-}
-
-impl WriteKind {
-    /// The kind after the transaction frees the object at `off` (block `block`);
-    /// freeing it twice is an error.
-    pub(crate) fn freed(self, off: u64, block: Block) -> Result<WriteKind> {
-        match self {
-            WriteKind::Written => Ok(WriteKind::Freed(block)),
-            WriteKind::Fresh(f) => Ok(WriteKind::FreshFreed(f)),
-            WriteKind::Freed(_) | WriteKind::FreshFreed(_) => Err(Error::InvalidPointer(format!(
-                "object {off:#x} freed twice"
-            ))),
-        }
-    }
 }
 
 /// Check that a logged write of `len` bytes at `off` targets object payloads (the heap

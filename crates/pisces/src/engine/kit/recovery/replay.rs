@@ -15,7 +15,7 @@
 //! again over the same home locations (idempotent: each entry writes absolute values,
 //! allocator entries set or clear bits); after it, nothing replays.
 
-use super::redo_log::{self as log, Entry};
+use crate::engine::kit::log::redo_log::{self as log, Entry};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
@@ -30,7 +30,7 @@ pub struct Recovered {
 }
 
 fn check_target(heap: &Heap, off: u64, len: usize) -> Result<()> {
-    super::objects::check_logged_write(heap, off, len)
+    crate::engine::kit::validate::check_logged_write(heap, off, len)
 }
 
 /// Check that every entry of a record names a place a transaction could have written.
@@ -79,7 +79,7 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
 /// Run recovery on a pool nobody else uses yet.
 pub fn recover(heap: &Heap) -> Result<Recovered> {
     let l = *heap.layout();
-    let stored = super::watermark::load(heap)?;
+    let stored = crate::engine::kit::log::watermark::load(heap)?;
     let w = stored.unwrap_or(0);
     let mut records = Vec::new();
     let mut next_seq = Vec::with_capacity(l.max_threads);
@@ -123,7 +123,7 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
     heap.fence();
     new_w = new_w.max(1);
     // Always written: a format 3 pool's plain word becomes an encoded one.
-    super::watermark::set(heap, new_w);
+    crate::engine::kit::log::watermark::set(heap, new_w);
     for (slot, &seq) in next_seq.iter().enumerate() {
         log::reset(heap, l.log_offset(slot), seq);
     }
@@ -150,7 +150,7 @@ pub struct LogState {
 pub fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
     let mut st = LogState::default();
-    match super::watermark::load(heap) {
+    match crate::engine::kit::log::watermark::load(heap) {
         Ok(w) => st.watermark = w.unwrap_or(0),
         Err(e) => st.problems.push(e.to_string()),
     }
@@ -204,5 +204,76 @@ pub(crate) fn inspect_redo_logs(heap: &Heap) -> crate::engine::Inspection {
             ),
         ],
         problems: st.problems.iter().map(|p| format!("log: {p}")).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
+    use crate::heap::{FormatParams, Heap};
+    use crate::medium::dram::DramMedium;
+    use crate::medium::Medium;
+    use crate::{Config, EngineOptions, Error, Pool};
+    use std::sync::Arc;
+
+    fn small_cfg() -> Config {
+        Config {
+            size: 16 << 20,
+            max_threads: 2,
+            log_bytes_per_thread: 64 << 10,
+            ..Config::default()
+        }
+    }
+
+    /// A log record with a valid checksum but an impossible target makes the pool refused
+    /// as corrupt — before any record is replayed, so the image is unchanged.
+    #[test]
+    fn damaged_log_is_refused_before_anything_is_written() {
+        let size = 4 << 20;
+        let sim = Arc::new(DramMedium::anonymous(size, 0, 0).unwrap());
+        let heap = Heap::format(
+            sim.clone(),
+            FormatParams {
+                engine_id: 1,
+                max_threads: 2,
+                log_bytes_per_thread: 64 << 10,
+                regions: Default::default(),
+            },
+        )
+        .unwrap();
+        let l = *heap.layout();
+        // Slot 0: a valid record (persistTS 5) writing a heap word.
+        let mut good = RecordBuilder::default();
+        good.word(l.heap_offset as u64 + 4096, 0xABCD);
+        let mut w0 = LogWriter::new(l.log_offset(0), l.log_bytes_per_thread, 0);
+        w0.append(&heap, good.bytes(), 5);
+        // Slot 1: a later record writing outside the heap (into the superblock).
+        let mut bad = RecordBuilder::default();
+        bad.word(64, 0xDEAD);
+        let mut w1 = LogWriter::new(l.log_offset(1), l.log_bytes_per_thread, 0);
+        w1.append(&heap, bad.bytes(), 9);
+        heap.fence();
+        drop(heap);
+        // Compare every byte of the image, flushed or not.
+        let image = |m: &DramMedium| {
+            // SAFETY: the medium's image is valid for `len()` bytes; no thread writes it
+            // while we copy (the pool refused to open, nothing else uses the medium).
+            unsafe { std::slice::from_raw_parts(m.base(), m.len()) }.to_vec()
+        };
+        let before = image(&sim);
+        let opened = Pool::open_on(
+            sim.clone(),
+            Config {
+                engine_options: EngineOptions::default(),
+                ..small_cfg()
+            },
+        );
+        assert!(
+            matches!(opened, Err(Error::Corrupt(_))),
+            "{:?}",
+            opened.err()
+        );
+        assert!(image(&sim) == before, "a refused pool was written");
+        let _ = sim.len();
     }
 }

@@ -1,0 +1,359 @@
+//! The redo log's format: records read back as written over many laps of the ring,
+//! torn tails told from damage wherever the chain goes on, BLOCKS entries and packed
+//! blocks, line-aligned records (white-box: they forge records through the writer and
+//! flip their bytes in place).
+
+use super::{
+    parse_framed, reset, Framing, LogWriter, ParsedLog, RecordBuilder, Standard, RING_OFFSET,
+};
+use crate::heap::{FormatParams, Heap};
+use crate::medium::dram::DramMedium;
+use std::sync::Arc;
+
+/// A framing test's heap and its slot 0's log: its offset and length.
+pub(crate) fn slot0_log() -> (Heap, usize, usize) {
+    let heap = framing_heap();
+    let l = *heap.layout();
+    (heap, l.log_offset(0), l.log_bytes_per_thread)
+}
+
+/// The persistTS and entries of each record parsed, in order.
+pub(crate) fn read_back(p: &ParsedLog) -> Vec<(u64, Vec<u8>)> {
+    p.records
+        .iter()
+        .map(|r| (r.persist_ts, r.entries.clone()))
+        .collect()
+}
+
+/// A heap with 2 slots of 16 KiB logs, for the framing tests.
+pub(crate) fn framing_heap() -> Heap {
+    let sim = Arc::new(DramMedium::anonymous(4 << 20, 0, 0).unwrap());
+    Heap::format(
+        sim,
+        FormatParams {
+            engine_id: 1,
+            max_threads: 2,
+            log_bytes_per_thread: 16 << 10,
+            regions: Default::default(),
+        },
+    )
+    .unwrap()
+}
+
+/// Over many laps of a small ring: a clean log reports no damage
+/// (stale records of earlier laps everywhere); any record of the live chain but the
+/// last, or any wrap marker inside the chain, with a header byte flipped is damage;
+/// the last record, or a wrap marker right before it (record and marker share a
+/// fence), flipped is a torn tail. The damage look only reads from the stop to the
+/// first valid record and from offset 0 on: this checks it finds later records wherever
+/// the chain puts them (before the end of the ring, after a wrap, behind a damaged
+/// marker's stale gap).
+#[test]
+fn damage_is_found_wherever_the_chain_continues() {
+    // The sequence number's first byte in a standard header.
+    chain_damage_is_found(Standard, 16);
+}
+
+/// The body of [`damage_is_found_wherever_the_chain_continues`] for records framed by
+/// `framing`, whose header holds (part of) the sequence number at byte `seq_byte`.
+pub(crate) fn chain_damage_is_found<F: Framing>(framing: F, seq_byte: usize) {
+    {
+        let (heap, off, len) = slot0_log();
+        let cap = len - RING_OFFSET;
+        let ring = off + RING_OFFSET;
+        reset(&heap, off, 3);
+        let mut w = LogWriter::framed(framing, off, len, 3);
+        // (persist ts, ring offset of the record, ring offset of the wrap marker
+        // written just before it)
+        let mut live: std::collections::VecDeque<(u64, usize, Option<usize>)> = Default::default();
+        let mut head = 0usize;
+        let min_header = framing.header_len(8);
+        let flip = |at: usize| {
+            let mut b = [0u8; 1];
+            heap.read_bytes(ring + at, &mut b);
+            b[0] ^= 0x04;
+            heap.write_bytes(ring + at, &b);
+        };
+        let (mut damaged, mut torn) = (0, 0);
+        for i in 0..700u64 {
+            let mut r = RecordBuilder::default();
+            r.op(7, &i.to_le_bytes().repeat(1 + (i % 7) as usize * 5));
+            while !w.fits(r.len()) {
+                let (oldest, ..) = live.pop_front().unwrap();
+                w.recycle(&heap, u64::MAX, oldest + 1);
+            }
+            // Where the writer puts it (its placement rule, mirrored).
+            let rec_len = framing.header_len(r.len()) + r.len();
+            let mut marker = None;
+            if rec_len > cap - head {
+                if cap - head >= min_header {
+                    marker = Some(head);
+                }
+                head = 0;
+            }
+            live.push_back((100 + i, head, marker));
+            head = (head + rec_len) % cap;
+            w.append(&heap, r.bytes(), 100 + i);
+            heap.fence();
+            let p = parse_framed(&heap, off, len, framing);
+            assert!(
+                p.damage.is_none(),
+                "{framing:?} clean, record {i}: {:?}",
+                p.damage
+            );
+            assert_eq!(p.records.len(), live.len(), "{framing:?} record {i}");
+            if i % 5 != 0 {
+                continue;
+            }
+            let n = live.len();
+            for (j, &(_, pos, marker)) in live.iter().enumerate() {
+                // A header byte of the record (in its sequence number).
+                let mut cases = vec![(pos + seq_byte, j + 1 == n)];
+                if let Some(m) = marker {
+                    // The marker before the chain's first record is where the parse
+                    // starts; before any other it sits inside the chain.
+                    cases.push((m + seq_byte, j + 1 == n));
+                }
+                for (at, is_tail) in cases {
+                    flip(at);
+                    let p = parse_framed(&heap, off, len, framing);
+                    if is_tail {
+                        assert!(
+                            p.damage.is_none(),
+                            "{framing:?} record {i}: the tail (live {j}) flipped: {:?}",
+                            p.damage
+                        );
+                        torn += 1;
+                    } else {
+                        assert!(
+                            p.damage.is_some(),
+                            "{framing:?} record {i}: live record {j} of {n} flipped (at {at:#x}) was taken for a torn tail"
+                        );
+                        damaged += 1;
+                    }
+                    flip(at);
+                }
+            }
+        }
+        assert!(
+            damaged > 1000 && torn > 100,
+            "{framing:?}: {damaged} {torn}"
+        );
+    }
+}
+
+/// Every block a heap can hold packs into one word and back: each small class at
+/// offsets across the 16-byte grid, large runs of several lengths; sizes and offsets
+/// no block has do not pack, and words no block packs to are refused.
+#[test]
+fn blocks_pack_into_one_word_and_back() {
+    use crate::heap::alloc::{Allocator, Block};
+    use crate::heap::layout::SLAB_SIZE;
+    let mut sizes: Vec<u64> = (0..20_000).filter_map(Allocator::block_size_for).collect();
+    sizes.dedup();
+    assert!(sizes.len() > 30, "{} sizes", sizes.len());
+    for &size in &sizes {
+        for offset in [16u64, 4096 + 48, (1 << 40) + 16, 0x7F_FFF0] {
+            let b = Block { offset, size };
+            let w = b.pack().unwrap_or_else(|| panic!("{b:?} does not pack"));
+            assert_eq!(w >> 62, 0, "{b:?}");
+            assert_eq!(Block::unpack(w), Ok(b));
+            assert_eq!(Block::unpack(w | 3 << 62), Ok(b), "bits 62, 63 ignored");
+        }
+    }
+    for n in [1u64, 2, 17, 65_535] {
+        let b = Block {
+            offset: 3 << 20,
+            size: n * SLAB_SIZE as u64,
+        };
+        assert_eq!(Block::unpack(b.pack().unwrap()), Ok(b));
+    }
+    let no = [
+        Block {
+            offset: 8,
+            size: 32,
+        }, // misaligned
+        Block {
+            offset: 16,
+            size: 40,
+        }, // no class of that size
+        Block {
+            offset: 16,
+            size: 3 * SLAB_SIZE as u64 / 2,
+        },
+        Block {
+            offset: 1 << 44,
+            size: SLAB_SIZE as u64,
+        }, // too far for a large run
+        Block {
+            offset: 0,
+            size: (1 << 16) * SLAB_SIZE as u64,
+        }, // run too long
+    ];
+    for b in no {
+        assert_eq!(b.pack(), None, "{b:?}");
+    }
+    assert!(Block::unpack(40).is_err(), "code 40 is no class");
+    assert!(Block::unpack(63).is_err(), "a large run of 0 slabs");
+}
+
+/// Allocator changes written with `RecordBuilder::blocks` take 8 bytes each (plus 8
+/// per run) and decode as the ALLOC and FREE entries they stand for, in order, with
+/// blocks that do not pack written as ordinary entries between runs; a count that
+/// overruns the record is an error.
+#[test]
+fn blocks_entries_round_trip() {
+    use super::{decode, Entry};
+    use crate::heap::alloc::Block;
+    let b = |i: u64| Block {
+        offset: 0x2_0000 + 64 * i,
+        size: 64,
+    };
+    let odd = Block {
+        offset: 8,
+        size: 64,
+    }; // does not pack
+    let mut r = RecordBuilder::default();
+    r.range(0x100, &[1; 8]);
+    let changes = [
+        (true, b(0)),
+        (false, b(1)),
+        (true, odd),
+        (false, b(2)),
+        (false, odd),
+    ];
+    r.blocks(&changes);
+    assert_eq!(r.len(), 24 + (8 + 16) + 16 + (8 + 8) + 16);
+    let got = decode(r.bytes()).unwrap();
+    let want: Vec<Entry> = std::iter::once(Entry::Range {
+        off: 0x100,
+        data: &[1; 8],
+    })
+    .chain(
+        changes
+            .iter()
+            .map(|&(a, b)| if a { Entry::Alloc(b) } else { Entry::Free(b) }),
+    )
+    .collect();
+    assert_eq!(got, want);
+    let mut r = RecordBuilder::default();
+    r.blocks(&(0..100).map(|i| (i % 2 == 0, b(i))).collect::<Vec<_>>());
+    assert_eq!(r.len(), 8 + 800);
+    assert_eq!(decode(r.bytes()).unwrap().len(), 100);
+    assert!(decode(&r.bytes()[..r.len() - 8]).is_err(), "count overruns");
+    let mut e = RecordBuilder::default();
+    e.blocks(&[]);
+    assert!(e.bytes().is_empty());
+}
+
+/// Line-aligned records read back exactly over many laps of the ring (wraps with and
+/// without markers, recycling), each starts on a 64-byte boundary of the pool, and a
+/// record flushes only its own lines: `ceil(len / 64)`. A damaged record in the middle
+/// of a line-aligned chain is still told from a torn tail.
+#[test]
+fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
+    use super::parse;
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 5);
+    let mut w = LogWriter::new(off, len, 5).line_aligned();
+    let mut live: std::collections::VecDeque<(u64, Vec<u8>)> = Default::default();
+    for i in 0..1200u64 {
+        let mut r = RecordBuilder::default();
+        // 16 to 16 + 8 * 13 bytes of data: records of 64 to 168 bytes, so the
+        // unaligned ends vary and the ring wraps at many different places.
+        r.range(4096 + 8 * i, &i.to_le_bytes().repeat(2 + (i % 14) as usize));
+        while !w.fits(r.len()) {
+            let (oldest, _) = live.pop_front().unwrap();
+            w.recycle(&heap, u64::MAX, oldest + 1);
+        }
+        let before = crate::medium::counters::snapshot();
+        w.append(&heap, r.bytes(), 100 + i);
+        let lines = (crate::medium::counters::snapshot() - before).lines_flushed;
+        let rec_len = super::HEADER_LEN + r.len();
+        // (A wrap marker adds its own line.)
+        assert!(
+            lines == rec_len.div_ceil(64) as u64 || lines == rec_len.div_ceil(64) as u64 + 1,
+            "record {i} of {rec_len} bytes flushed {lines} lines"
+        );
+        heap.fence();
+        live.push_back((100 + i, r.bytes().to_vec()));
+        let p = parse(&heap, off, len);
+        assert!(p.damage.is_none(), "{:?}", p.damage);
+        let got = read_back(&p);
+        assert_eq!(got, Vec::from(live.clone()), "after record {i}");
+    }
+    // Every live record starts on a line: find each one's header in the ring.
+    let ring = off + RING_OFFSET;
+    assert_eq!(ring % 64, 0);
+    let mut starts = 0;
+    for pos in (ring..off + len).step_by(8) {
+        let mut w = [0u8; 8];
+        heap.read_bytes(pos, &mut w);
+        // magic "PREC" and kind 4 (TX_LINE)
+        if u32::from_le_bytes(w[..4].try_into().unwrap()) == 0x5052_4543
+            && u32::from_le_bytes(w[4..].try_into().unwrap()) == 4
+        {
+            assert_eq!(pos % 64, 0, "a line-aligned record at {pos:#x}");
+            starts += 1;
+        }
+    }
+    assert!(
+        starts >= live.len(),
+        "{starts} record headers for {} live",
+        live.len()
+    );
+    // Damage to a record with later ones after it: refused, not a torn tail.
+    let p = parse(&heap, off, len);
+    let n = p.records.len();
+    assert!(n > 3);
+    let target = p.records[n - 3].seq;
+    let mut pos = ring;
+    let mut found = None;
+    while pos < off + len {
+        let mut h = [0u8; 24];
+        heap.read_bytes(pos, &mut h);
+        if u32::from_le_bytes(h[..4].try_into().unwrap()) == 0x5052_4543
+            && u64::from_le_bytes(h[16..24].try_into().unwrap()) == target
+        {
+            found = Some(pos);
+            break;
+        }
+        pos += 64;
+    }
+    let at = found.expect("the record's header on a line");
+    let mut b = [0u8; 1];
+    heap.read_bytes(at + 40, &mut b);
+    heap.write_bytes(at + 40, &[b[0] ^ 1]);
+    let p = parse(&heap, off, len);
+    assert!(
+        p.damage.is_some(),
+        "damage in a line-aligned chain not found"
+    );
+}
+
+/// Mutation evidence for the parser's step over the gap after a line-aligned record:
+/// without it the parser stops at the gap and loses every later record.
+#[cfg(feature = "mutation")]
+#[test]
+fn line_aligned_parser_must_skip_the_gap() {
+    use super::parse;
+    use crate::mutation::{self, Mutation};
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 0);
+    let mut w = LogWriter::new(off, len, 0).line_aligned();
+    for i in 0..4u64 {
+        let mut r = RecordBuilder::default();
+        r.word(4096, i); // 48-byte records: a 16-byte gap after each
+        w.append(&heap, r.bytes(), 1 + i);
+    }
+    heap.fence();
+    let count = |m: Option<Mutation>| {
+        // SAFETY: a mutation test; the switch changes only this parse (no pool runs).
+        unsafe { mutation::set(m) };
+        let n = parse(&heap, off, len).records.len();
+        mutation::clear();
+        n
+    };
+    assert_eq!(count(None), 4);
+    assert_eq!(count(Some(Mutation::LogLineSkip)), 1);
+}
