@@ -4,8 +4,10 @@
 //! `mutation` feature — each protocol step's guard failing when the step is removed
 //! (`inject_bug=...`, see `engine/sp3/mod.rs`).
 //!
-//! Run: `cargo test -p pisces --release --test sp3` (add `--features mutation` for the
-//! injected-bug tests and the two tests that need the `persist_delay_ms` hook).
+//! Run: `cargo test -p pisces-verify --release --test engine_sp3` (add `--features
+//! mutation` for the injected-bug tests, the tests that need the `persist_delay_ms`
+//! hook and recovery's mutation switch).
+//! The engine's white-box tests are in `crates/pisces/src/engine/sp3/tests.rs`.
 //!
 //! # Evidence that the guards guard (besides the `inject_bug` switches)
 //! Bugs injected by hand into the source, run, reverted:
@@ -1014,7 +1016,7 @@ fn parallel_replay_restores_objects_spanning_chunks() {
 
 // ---------------------------------------------------------------------------------
 // Injected bugs: each guard above fails when its protocol step is removed.
-// (`cargo test -p pisces --release --features mutation --test sp3 injected`)
+// (`cargo test -p pisces-verify --release --features mutation --test engine_sp3 injected`)
 
 #[cfg(feature = "mutation")]
 mod injected {
@@ -1279,7 +1281,8 @@ fn crashes_during_a_checkpoint_of_a_dependency_chain() {
     }
 }
 
-/// Long version (minutes): `cargo test -p pisces --release --test sp3 -- --ignored`.
+/// Long version (minutes): `cargo test -p pisces-verify --release --test engine_sp3 --
+/// --ignored long_crash_campaigns`.
 #[test]
 #[ignore]
 fn long_crash_campaigns() {
@@ -1534,7 +1537,8 @@ fn early_visibility_shows_versions_before_they_persist() {
 }
 
 /// A rough throughput look (not a benchmark: the machine is shared), printed:
-/// `cargo test -p pisces --release --test sp3 -- --ignored rough_throughput --nocapture`.
+/// `cargo test -p pisces-verify --release --test engine_sp3 -- --ignored rough_throughput
+/// --nocapture`.
 #[test]
 #[ignore]
 fn rough_throughput() {

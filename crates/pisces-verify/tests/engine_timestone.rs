@@ -2,6 +2,10 @@
 //! (bank transfer, list append) recovered by re-execution — crashes during runs,
 //! checkpoints and recovery —, isolation per transaction level, write amplification.
 //! (The behavioural and container suites run it too, through `common::all_engines`.)
+//!
+//! `cargo test -p pisces-verify --release --test engine_timestone`; its mutation table
+//! with `--features mutation` (see the section below). The engine's white-box tests
+//! are in `crates/pisces/src/engine/timestone/tests.rs`.
 
 mod common;
 
@@ -183,9 +187,9 @@ fn freed_blocks_reused_inside_a_window_survive_crashes() {
     assert!(states >= 40, "only {states} states");
 }
 
-/// Longer version (minutes): `cargo test -p pisces-verify --release --test timestone
-/// long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500 random crash states
-/// per workload, a third of them crashed again during recovery.
+/// Longer version (minutes): `cargo test -p pisces-verify --release --test
+/// engine_timestone long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500
+/// random crash states per workload, a third of them crashed again during recovery.
 #[test]
 #[ignore]
 fn long_crash_campaigns() {
@@ -965,7 +969,8 @@ fn linearizable_sees_every_earlier_commit() {
 
 // ---------------------------------------------------------------------------------
 // Mutation evidence: each protocol path has a test that fails without it.
-// `cargo test -p pisces-verify --features mutation --test timestone mutations`
+// `cargo test -p pisces-verify --release --features mutation --test engine_timestone
+// mutations -- --nocapture`
 // (run alone: the switch is process-wide).
 
 /// Acknowledged transactions lost over a 1-thread every-fence bank campaign.
@@ -1203,7 +1208,7 @@ fn mutations_each_break_their_test() {
 }
 
 /// The commit guard's mutation, with the timing-dependent detector given many rounds:
-/// `cargo test -p pisces-verify --release --features mutation --test timestone
+/// `cargo test -p pisces-verify --release --features mutation --test engine_timestone
 /// commit_guard -- --ignored --nocapture` (run alone: the switch is process-wide).
 #[cfg(feature = "mutation")]
 #[test]

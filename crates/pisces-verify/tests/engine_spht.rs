@@ -8,6 +8,12 @@
 //! * Isolation: `sicheck` histories recorded from the engine, checked as serializable:
 //!   no forbidden anomaly, and the write-skew workload shows no write skew (SPHT's STM
 //!   validates reads at commit).
+//! * Progress: long transactions commit while a writer runs (the serial fallback), a
+//!   holder of the fallback holds a writer only until its deadline, and holders of two
+//!   pools writing each other do not deadlock.
+//!
+//! `cargo test -p pisces-verify --release --test engine_spht`. The engine's white-box
+//! tests, with its mutation evidence, are in `crates/pisces/src/engine/spht/tests.rs`.
 
 use pisces::medium::DramMedium;
 use pisces::{Config, EngineId, EngineOptions, Pool, TxOptions};
