@@ -1051,10 +1051,58 @@ fn op_block_violations() -> usize {
         .len()
 }
 
+/// Snapshots that saw a wrong total: [`scripted_read_skew`] (deterministic), and
+/// [`audit_violations`] (racing threads: their count varies from run to run, down to
+/// 1 in some).
+#[cfg(feature = "mutation")]
+fn visibility_violations() -> usize {
+    scripted_read_skew() + audit_violations()
+}
+
+/// A transfer commits between a reader's two reads: the reader reads account `a`,
+/// another thread then moves 10 from `a` to `b` and commits, and the reader, in the
+/// same transaction, reads `b`. Its snapshot must give the total from before the
+/// transfer (1 if it did not).
+#[cfg(feature = "mutation")]
+fn scripted_read_skew() -> usize {
+    let pool = ts_pool(16 << 20, 3, EngineOptions::new());
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let [a, b] = pool
+        .run(|tx| {
+            let ab = [tx.alloc(100u64)?, tx.alloc(100u64)?];
+            *tx.write(root)? = ab;
+            Ok(ab)
+        })
+        .unwrap();
+    let transferred = std::sync::atomic::AtomicBool::new(false);
+    let mut h = pool.handle().unwrap();
+    let total = h
+        .run(|tx| {
+            let va = *tx.read(a)?;
+            if !transferred.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        pool.run(|tx| {
+                            *tx.write(a)? -= 10;
+                            *tx.write(b)? += 10;
+                            Ok(())
+                        })
+                        .unwrap()
+                    })
+                    .join()
+                    .unwrap()
+                });
+            }
+            Ok(va + *tx.read(b)?)
+        })
+        .unwrap();
+    usize::from(total != 200)
+}
+
 /// Audits that saw a wrong total while serializable writers (some of which fail
 /// validation, leaving aborted versions) move money.
 #[cfg(feature = "mutation")]
-fn visibility_violations() -> usize {
+fn audit_violations() -> usize {
     let pool = ts_pool(16 << 20, 4, EngineOptions::new());
     let root: PPtr<[PPtr<u64>; 4]> = pool.root().unwrap();
     let acc = pool
@@ -1120,9 +1168,62 @@ fn guard_violations() -> usize {
     real_time_violations(Isolation::Linearizable, 3)
 }
 
-/// Write skews in serializable write-skew workloads.
+/// Write skews between serializable transactions: [`scripted_write_skew`]
+/// (deterministic), and those of write-skew workloads (racing threads).
 #[cfg(feature = "mutation")]
 fn validation_violations() -> usize {
+    scripted_write_skew() + workload_write_skews()
+}
+
+/// Two serializable transactions each zero their own object if both are 1: the first
+/// reads `x` and `y`, the second then runs whole on another thread (sets `y` to 0 and
+/// commits), and the first sets `x` to 0. Read-set validation must refuse that
+/// attempt's commit (its read of `y` is stale); its retry sees `y` = 0 and writes
+/// nothing. 1 if both objects end at 0 (a write skew).
+#[cfg(feature = "mutation")]
+fn scripted_write_skew() -> usize {
+    let pool = ts_pool(16 << 20, 3, EngineOptions::new());
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let [x, y] = pool
+        .run(|tx| {
+            let xy = [tx.alloc(1u64)?, tx.alloc(1u64)?];
+            *tx.write(root)? = xy;
+            Ok(xy)
+        })
+        .unwrap();
+    let ser = TxOptions::default().isolation(Isolation::Serializable);
+    let other_ran = std::sync::atomic::AtomicBool::new(false);
+    let mut h = pool.handle().unwrap();
+    h.run_with(ser, |tx| {
+        let both = *tx.read(x)? + *tx.read(y)? == 2;
+        if !other_ran.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    pool.run_with(ser, |tx| {
+                        if *tx.read(x)? + *tx.read(y)? == 2 {
+                            *tx.write(y)? = 0;
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+                })
+                .join()
+                .unwrap()
+            });
+        }
+        if both {
+            *tx.write(x)? = 0;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let left = pool.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+    usize::from(left == 0)
+}
+
+/// Write skews in serializable write-skew workloads.
+#[cfg(feature = "mutation")]
+fn workload_write_skews() -> usize {
     (0..4)
         .map(|seed| {
             let cfg = WorkloadConfig {
