@@ -565,7 +565,7 @@ fn crash_checker_detects_a_doctored_recovery() {
     );
 }
 
-/// Long version: `cargo test --release --test sicheck -- --ignored`.
+/// Long version: `cargo test -p pisces-verify --release --test sicheck -- --ignored`.
 #[test]
 #[ignore]
 fn long_engine_runs() {
@@ -601,9 +601,9 @@ fn long_engine_runs() {
     }
 }
 
-/// Mutation evidence (`cargo test -p pisces --features mutation --test sicheck`):
-/// with a protocol step removed, the checker finds forbidden anomalies in the engine's
-/// histories.
+/// Mutation evidence (`cargo test -p pisces-verify --release --features mutation --test
+/// sicheck`): with a protocol step removed, the checker finds forbidden anomalies in the
+/// engine's histories.
 #[cfg(feature = "mutation")]
 mod mutation_evidence {
     use super::*;

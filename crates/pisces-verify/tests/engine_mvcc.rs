@@ -1,8 +1,12 @@
 //! The `mvcc` baseline (the paper's §2.2 strawman) through the public API: snapshot
 //! reads stay consistent under concurrent writers, and a reader of an object locked by
 //! a committing writer waits for it and then sees the version its snapshot calls for.
-//! (Every behavioural, container and crash suite also runs on it: `common::all_engines`,
-//! `crash_engine.rs`; version reclamation is tested in `engine/mvcc/tests.rs`.)
+//! Then crash consistency on the crash simulator: every library crash workload, and
+//! long runs whose logs recycle and wrap. (The behavioural, container and corruption
+//! suites run it too, through `common::all_engines`; version reclamation is tested in
+//! `engine/mvcc/tests.rs`.)
+//!
+//! `cargo test -p pisces-verify --release --test engine_mvcc`
 
 mod common;
 
@@ -284,4 +288,39 @@ fn histories_are_snapshot_isolated_and_show_write_skew() {
         }
     }
     assert!(skews > 0, "no write skew in five runs");
+}
+
+/// The `mvcc` strawman on the crash workloads and oracles of the Pisces engine: every
+/// fence of short runs (the log fence and the home fence of each commit, log
+/// recycling), and random fences of 2-thread runs.
+#[test]
+fn mvcc_engine_every_fence_and_random() {
+    common::crash::baseline_every_fence_and_random(pisces::EngineId::Mvcc);
+}
+
+/// The `mvcc` strawman over long runs whose logs recycle and wrap several times, so
+/// that crashes land on watermark and tail updates and on wrap markers.
+#[test]
+fn mvcc_crashes_during_log_recycling_and_wrap() {
+    use pisces_verify::crashtest::{self, Mode, Settings};
+    for threads in [1, 2] {
+        let settings = Settings {
+            engine: pisces::EngineId::Mvcc,
+            options: vec![pisces::EngineOptions::default()],
+            threads,
+            ops: 600,
+            mode: Mode::Random { states: 400 },
+            seed: 11,
+            ..Settings::default()
+        };
+        let w = crashtest::workload_by_name("bank").unwrap();
+        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+        assert_eq!(
+            r.violation_count,
+            0,
+            "{:?}",
+            r.violations.first().map(|v| v.to_string())
+        );
+        assert!(r.states >= 400, "only {} states", r.states);
+    }
 }

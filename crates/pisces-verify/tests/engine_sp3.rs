@@ -4,8 +4,10 @@
 //! `mutation` feature — each protocol step's guard failing when the step is removed
 //! (`inject_bug=...`, see `engine/sp3/mod.rs`).
 //!
-//! Run: `cargo test -p pisces --release --test sp3` (add `--features mutation` for the
-//! injected-bug tests and the two tests that need the `persist_delay_ms` hook).
+//! Run: `cargo test -p pisces-verify --release --test engine_sp3` (add `--features
+//! mutation` for the injected-bug tests, the tests that need the `persist_delay_ms`
+//! hook and recovery's mutation switch).
+//! The engine's white-box tests are in `crates/pisces/src/engine/sp3/tests.rs`.
 //!
 //! # Evidence that the guards guard (besides the `inject_bug` switches)
 //! Bugs injected by hand into the source, run, reverted:
@@ -1014,7 +1016,7 @@ fn parallel_replay_restores_objects_spanning_chunks() {
 
 // ---------------------------------------------------------------------------------
 // Injected bugs: each guard above fails when its protocol step is removed.
-// (`cargo test -p pisces --release --features mutation --test sp3 injected`)
+// (`cargo test -p pisces-verify --release --features mutation --test engine_sp3 injected`)
 
 #[cfg(feature = "mutation")]
 mod injected {
@@ -1279,7 +1281,8 @@ fn crashes_during_a_checkpoint_of_a_dependency_chain() {
     }
 }
 
-/// Long version (minutes): `cargo test -p pisces --release --test sp3 -- --ignored`.
+/// Long version (minutes): `cargo test -p pisces-verify --release --test engine_sp3 --
+/// --ignored long_crash_campaigns`.
 #[test]
 #[ignore]
 fn long_crash_campaigns() {
@@ -1534,7 +1537,8 @@ fn early_visibility_shows_versions_before_they_persist() {
 }
 
 /// A rough throughput look (not a benchmark: the machine is shared), printed:
-/// `cargo test -p pisces --release --test sp3 -- --ignored rough_throughput --nocapture`.
+/// `cargo test -p pisces-verify --release --test engine_sp3 -- --ignored rough_throughput
+/// --nocapture`.
 #[test]
 #[ignore]
 fn rough_throughput() {
@@ -1617,85 +1621,10 @@ fn rough_throughput() {
     }
 }
 
-/// A long transaction (read `a`, sleep 30 ms, read `b`) commits while a writer thread
-/// moves one unit from `a` to `b` in a loop, read-only and as an update transaction
-/// (which also writes a third object): each returns within 5 s (an attempt bound, not
-/// a hope: the engine's serial fallback after repeated aborts) and saw `a + b`
-/// unchanged, while the writer kept committing.
-fn long_transactions_commit_while_a_writer_runs(pool: &Pool) {
-    use pisces::PPtr;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-    use std::sync::mpsc;
-    use std::time::Duration;
-    const TOTAL: i64 = 1_000_000;
-    let root: PPtr<[PPtr<i64>; 3]> = pool.root().unwrap();
-    let [a, b, c] = pool
-        .run(|tx| {
-            let p = [tx.alloc(TOTAL)?, tx.alloc(0i64)?, tx.alloc(0i64)?];
-            *tx.write(root)? = p;
-            Ok(p)
-        })
-        .unwrap();
-    let (stop, writes) = (&AtomicBool::new(false), &AtomicU64::new(0));
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            let mut h = pool.handle().unwrap();
-            while !stop.load(Relaxed) {
-                h.run(|tx| {
-                    *tx.write(a)? -= 1;
-                    *tx.write(b)? += 1;
-                    Ok(())
-                })
-                .unwrap();
-                writes.fetch_add(1, Relaxed);
-            }
-        });
-        let (done, results) = mpsc::channel();
-        s.spawn(move || {
-            let long = |tx: &mut pisces::Tx<'_>| -> pisces::Result<i64> {
-                let x = *tx.read(a)?;
-                std::thread::sleep(Duration::from_millis(30));
-                let y = *tx.read(b)?;
-                Ok(x + y)
-            };
-            for update in [false, true] {
-                let before = writes.load(Relaxed);
-                let r = if update {
-                    pool.run(|tx| {
-                        let sum = long(tx)?;
-                        *tx.write(c)? = sum;
-                        Ok(sum)
-                    })
-                } else {
-                    pool.run_with(TxOptions::read_only(), long)
-                };
-                let _ = done.send((update, r, before));
-            }
-        });
-        for _ in 0..2 {
-            let got = results.recv_timeout(Duration::from_secs(5));
-            let Ok((update, r, before)) = got else {
-                stop.store(true, Relaxed);
-                panic!("a long transaction did not commit within 5 s while a writer ran");
-            };
-            assert_eq!(r.unwrap(), TOTAL, "update={update}: a + b changed");
-            // The writer kept committing around it (the test is not vacuous).
-            let mut round = 0;
-            while writes.load(Relaxed) <= before + 1 {
-                round += 1;
-                assert!(round < 5000, "the writer made no progress");
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        stop.store(true, Relaxed);
-    });
-    assert_eq!(pool.run(|tx| Ok(*tx.read(c)?)).unwrap(), TOTAL);
-}
-
 #[test]
 fn long_transactions_commit_while_a_writer_runs_every_option() {
     for opts in options() {
-        long_transactions_commit_while_a_writer_runs(&mem_pool(3, opts));
+        pisces_verify::testkit::long_transactions_commit_while_a_writer_runs(&mem_pool(3, opts));
     }
 }
 

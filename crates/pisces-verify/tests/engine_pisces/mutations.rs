@@ -1,16 +1,18 @@
-//! Mutation evidence: removing any one protocol step of the Pisces engine makes a test
-//! report violations, and with no step removed the same tests report none.
+//! Mutation evidence of the Pisces engine: removing any one protocol step (the grace
+//! period, the log checksum, the recycle watermark, the log flush, the parser's skip of
+//! a line-aligned record's gap) makes a test report violations, and with no step
+//! removed the same tests report none.
 //!
-//! Needs the test-only `mutation` feature:
-//! `cargo test -p pisces --release --features mutation --test mutations -- --nocapture`.
+//! Needs the test-only `mutation` feature, and runs alone (the switch is
+//! process-wide):
+//! `cargo test -p pisces-verify --release --features mutation --test engine_pisces
+//! mutations:: -- --nocapture`.
 //! The `inCritical` wait cannot be observed reliably on real hardware (its window is a
 //! few instructions); its evidence is the loom model in `engine/pisces/protocol.rs`,
-//! which fails with this mutation (see `.ci/run`).
-#![cfg(feature = "mutation")]
+//! which fails with this mutation (see `.ci/run`). Group commit's partial write-back
+//! has its own evidence in `deferred_write_back`.
 
-mod common;
-
-use common::crash::{campaign, cfg, Workload};
+use crate::common::{self, crash::campaign, crash::cfg, crash::Workload};
 use pisces::mutation::{self, Mutation};
 use pisces::{EngineOptions, PPtr, Pool};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
@@ -114,7 +116,7 @@ fn each_protocol_step_is_needed() {
                 assert!(crash > 0, "parser not skipping the line gap not detected")
             }
             // Not in this table: the inCritical wait is loom's; TimeStone's switches
-            // have their own table (`tests/timestone.rs`).
+            // have their own table (`tests/engine_timestone.rs`).
             Some(_) => unreachable!(),
         }
     }

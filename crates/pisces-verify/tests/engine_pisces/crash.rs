@@ -13,9 +13,7 @@
 //! Short runs crash at every fence; 2-thread runs at random fences; some recoveries are
 //! crashed again and recovered again.
 
-mod common;
-
-use common::crash::{campaign, Workload};
+use crate::common::{self, crash::campaign, crash::Workload};
 use pisces_verify::sim::Adversary;
 
 fn assert_clean(c: common::crash::Campaign, min_states: usize) {
@@ -120,7 +118,8 @@ fn extreme_adversaries() {
     }
 }
 
-/// Long version (minutes): `cargo test --release --test crash_engine -- --ignored`.
+/// Long version (minutes): `cargo test -p pisces-verify --release --test engine_pisces
+/// -- --ignored crash::long_campaigns`.
 #[test]
 #[ignore]
 fn long_campaigns() {
@@ -172,86 +171,5 @@ fn crashes_during_log_recycling_and_wrap() {
             ),
             20,
         );
-    }
-}
-
-/// The `undo` baseline on the same workloads and oracles: every fence of short runs,
-/// and random fences of 2-thread runs.
-#[test]
-fn undo_engine_every_fence_and_random() {
-    baseline_every_fence_and_random(pisces::EngineId::Undo);
-}
-
-/// The `mvcc` strawman on the same workloads and oracles: every fence of short runs
-/// (the log fence and the home fence of each commit, log recycling), and random
-/// fences of 2-thread runs.
-#[test]
-fn mvcc_engine_every_fence_and_random() {
-    baseline_every_fence_and_random(pisces::EngineId::Mvcc);
-}
-
-/// The `mvcc` strawman over long runs whose logs recycle and wrap several times, so
-/// that crashes land on watermark and tail updates and on wrap markers.
-#[test]
-fn mvcc_crashes_during_log_recycling_and_wrap() {
-    use pisces_verify::crashtest::{self, Mode, Settings};
-    for threads in [1, 2] {
-        let settings = Settings {
-            engine: pisces::EngineId::Mvcc,
-            options: vec![pisces::EngineOptions::default()],
-            threads,
-            ops: 600,
-            mode: Mode::Random { states: 400 },
-            seed: 11,
-            ..Settings::default()
-        };
-        let w = crashtest::workload_by_name("bank").unwrap();
-        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
-        assert_eq!(
-            r.violation_count,
-            0,
-            "{:?}",
-            r.violations.first().map(|v| v.to_string())
-        );
-        assert!(r.states >= 400, "only {} states", r.states);
-    }
-}
-
-/// Every library crash workload on `engine` (its default options): a 1-thread run
-/// crashed at every fence, a 2-thread run at 300 random fences.
-fn baseline_every_fence_and_random(engine: pisces::EngineId) {
-    use pisces_verify::crashtest::{self, Mode, Settings};
-    for (threads, mode, ops) in [
-        (1, Mode::Exhaustive, 20),
-        (2, Mode::Random { states: 300 }, 60),
-    ] {
-        for w in crashtest::workloads() {
-            let settings = Settings {
-                engine,
-                threads,
-                ops,
-                mode,
-                seed: 7,
-                ..Settings::default()
-            };
-            let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
-            eprintln!(
-                "{} {} threads {threads}: crash states: {} checked, {} violations",
-                engine.name(),
-                w.name(),
-                r.states,
-                r.violation_count
-            );
-            assert_eq!(
-                r.violation_count,
-                0,
-                "{:#?}",
-                r.violations
-                    .iter()
-                    .map(|v| v.to_string())
-                    .collect::<Vec<_>>()
-            );
-            assert!(r.states >= 50, "only {} states", r.states);
-        }
     }
 }

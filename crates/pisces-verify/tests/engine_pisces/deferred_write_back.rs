@@ -2,8 +2,9 @@
 //! of a batch: the transactions still waiting must keep the watermark below their
 //! persistTS, or recovery would ignore their records after a crash.
 //!
-//! `cargo test -p pisces-verify --release --test deferred_write_back`; with
-//! `--features mutation` also the evidence that the test catches the bug.
+//! `cargo test -p pisces-verify --release --test engine_pisces deferred_write_back::`;
+//! with `--features mutation` also the evidence that the test catches the bug (add
+//! `-- --test-threads=1`: the switch is process-wide).
 
 use pisces::{Config, EngineOptions, PPtr, Pool};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};

@@ -2,6 +2,10 @@
 //! (bank transfer, list append) recovered by re-execution — crashes during runs,
 //! checkpoints and recovery —, isolation per transaction level, write amplification.
 //! (The behavioural and container suites run it too, through `common::all_engines`.)
+//!
+//! `cargo test -p pisces-verify --release --test engine_timestone`; its mutation table
+//! with `--features mutation` (see the section below). The engine's white-box tests
+//! are in `crates/pisces/src/engine/timestone/tests.rs`.
 
 mod common;
 
@@ -183,9 +187,9 @@ fn freed_blocks_reused_inside_a_window_survive_crashes() {
     assert!(states >= 40, "only {states} states");
 }
 
-/// Longer version (minutes): `cargo test -p pisces-verify --release --test timestone
-/// long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500 random crash states
-/// per workload, a third of them crashed again during recovery.
+/// Longer version (minutes): `cargo test -p pisces-verify --release --test
+/// engine_timestone long_crash_campaigns -- --ignored --nocapture`: 2 threads, 1500
+/// random crash states per workload, a third of them crashed again during recovery.
 #[test]
 #[ignore]
 fn long_crash_campaigns() {
@@ -965,7 +969,8 @@ fn linearizable_sees_every_earlier_commit() {
 
 // ---------------------------------------------------------------------------------
 // Mutation evidence: each protocol path has a test that fails without it.
-// `cargo test -p pisces-verify --features mutation --test timestone mutations`
+// `cargo test -p pisces-verify --release --features mutation --test engine_timestone
+// mutations -- --nocapture`
 // (run alone: the switch is process-wide).
 
 /// Acknowledged transactions lost over a 1-thread every-fence bank campaign.
@@ -1046,10 +1051,58 @@ fn op_block_violations() -> usize {
         .len()
 }
 
+/// Snapshots that saw a wrong total: [`scripted_read_skew`] (deterministic), and
+/// [`audit_violations`] (racing threads: their count varies from run to run, down to
+/// 1 in some).
+#[cfg(feature = "mutation")]
+fn visibility_violations() -> usize {
+    scripted_read_skew() + audit_violations()
+}
+
+/// A transfer commits between a reader's two reads: the reader reads account `a`,
+/// another thread then moves 10 from `a` to `b` and commits, and the reader, in the
+/// same transaction, reads `b`. Its snapshot must give the total from before the
+/// transfer (1 if it did not).
+#[cfg(feature = "mutation")]
+fn scripted_read_skew() -> usize {
+    let pool = ts_pool(16 << 20, 3, EngineOptions::new());
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let [a, b] = pool
+        .run(|tx| {
+            let ab = [tx.alloc(100u64)?, tx.alloc(100u64)?];
+            *tx.write(root)? = ab;
+            Ok(ab)
+        })
+        .unwrap();
+    let transferred = std::sync::atomic::AtomicBool::new(false);
+    let mut h = pool.handle().unwrap();
+    let total = h
+        .run(|tx| {
+            let va = *tx.read(a)?;
+            if !transferred.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        pool.run(|tx| {
+                            *tx.write(a)? -= 10;
+                            *tx.write(b)? += 10;
+                            Ok(())
+                        })
+                        .unwrap()
+                    })
+                    .join()
+                    .unwrap()
+                });
+            }
+            Ok(va + *tx.read(b)?)
+        })
+        .unwrap();
+    usize::from(total != 200)
+}
+
 /// Audits that saw a wrong total while serializable writers (some of which fail
 /// validation, leaving aborted versions) move money.
 #[cfg(feature = "mutation")]
-fn visibility_violations() -> usize {
+fn audit_violations() -> usize {
     let pool = ts_pool(16 << 20, 4, EngineOptions::new());
     let root: PPtr<[PPtr<u64>; 4]> = pool.root().unwrap();
     let acc = pool
@@ -1115,9 +1168,62 @@ fn guard_violations() -> usize {
     real_time_violations(Isolation::Linearizable, 3)
 }
 
-/// Write skews in serializable write-skew workloads.
+/// Write skews between serializable transactions: [`scripted_write_skew`]
+/// (deterministic), and those of write-skew workloads (racing threads).
 #[cfg(feature = "mutation")]
 fn validation_violations() -> usize {
+    scripted_write_skew() + workload_write_skews()
+}
+
+/// Two serializable transactions each zero their own object if both are 1: the first
+/// reads `x` and `y`, the second then runs whole on another thread (sets `y` to 0 and
+/// commits), and the first sets `x` to 0. Read-set validation must refuse that
+/// attempt's commit (its read of `y` is stale); its retry sees `y` = 0 and writes
+/// nothing. 1 if both objects end at 0 (a write skew).
+#[cfg(feature = "mutation")]
+fn scripted_write_skew() -> usize {
+    let pool = ts_pool(16 << 20, 3, EngineOptions::new());
+    let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
+    let [x, y] = pool
+        .run(|tx| {
+            let xy = [tx.alloc(1u64)?, tx.alloc(1u64)?];
+            *tx.write(root)? = xy;
+            Ok(xy)
+        })
+        .unwrap();
+    let ser = TxOptions::default().isolation(Isolation::Serializable);
+    let other_ran = std::sync::atomic::AtomicBool::new(false);
+    let mut h = pool.handle().unwrap();
+    h.run_with(ser, |tx| {
+        let both = *tx.read(x)? + *tx.read(y)? == 2;
+        if !other_ran.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    pool.run_with(ser, |tx| {
+                        if *tx.read(x)? + *tx.read(y)? == 2 {
+                            *tx.write(y)? = 0;
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+                })
+                .join()
+                .unwrap()
+            });
+        }
+        if both {
+            *tx.write(x)? = 0;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let left = pool.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+    usize::from(left == 0)
+}
+
+/// Write skews in serializable write-skew workloads.
+#[cfg(feature = "mutation")]
+fn workload_write_skews() -> usize {
     (0..4)
         .map(|seed| {
             let cfg = WorkloadConfig {
@@ -1203,7 +1309,7 @@ fn mutations_each_break_their_test() {
 }
 
 /// The commit guard's mutation, with the timing-dependent detector given many rounds:
-/// `cargo test -p pisces-verify --release --features mutation --test timestone
+/// `cargo test -p pisces-verify --release --features mutation --test engine_timestone
 /// commit_guard -- --ignored --nocapture` (run alone: the switch is process-wide).
 #[cfg(feature = "mutation")]
 #[test]
