@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             Config::default()
                 .size(256 << 20)
                 .medium(MediumKind::DRAM)
-                .engine(Some(engine))
+                .engine(engine)
                 .max_threads(3)
                 .log_bytes_per_thread(4 << 20),
         )?;

@@ -94,7 +94,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         write_latency_ns: 0,
                         bandwidth_bytes_per_sec: 0,
                     })
-                    .engine(Some(engine))
+                    .engine(engine)
                     .recovery_threads(threads)
                     .engine_options(options.clone());
                 let (t0, (c0, f0)) = (Instant::now(), usage());

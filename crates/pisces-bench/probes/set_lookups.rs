@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             Config::default()
                 .size(kind.pool_bytes(&Sizes::QUICK, 1, 1.0))
                 .medium(MediumKind::DRAM)
-                .engine(Some(engine))
+                .engine(engine)
                 .max_threads(kind.thread_slots(1)),
         )?;
         let data = kind.build(&pool, &Sizes::QUICK, 1, 42)?;

@@ -166,7 +166,7 @@ fn create(a: &CreateArgs) -> ExitCode {
         .size(a.size)
         .max_size(a.max_size)
         .medium(a.medium.kind())
-        .engine(Some(a.engine))
+        .engine(a.engine)
         .max_threads(a.threads)
         .log_bytes_per_thread(log_bytes);
     let pool = match Pool::create(&a.path, cfg) {

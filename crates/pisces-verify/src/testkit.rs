@@ -22,7 +22,7 @@ pub fn mem_pool_on(
         Arc::new(m),
         Config::default()
             .size(size)
-            .engine(Some(engine))
+            .engine(engine)
             .max_threads(threads)
             .log_bytes_per_thread(256 << 10)
             .engine_options(opts),

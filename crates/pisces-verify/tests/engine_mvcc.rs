@@ -136,13 +136,11 @@ fn reader_of_a_locked_object_waits_and_sees_its_snapshot_version() {
     let m = DramMedium::anonymous(size, LATENCY.as_nanos() as u64, 0).unwrap();
     let pool = Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            engine: Some(EngineId::Mvcc),
-            max_threads: 3,
-            log_bytes_per_thread: 16 << 10,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size as u64)
+            .engine(EngineId::Mvcc)
+            .max_threads(3)
+            .log_bytes_per_thread(16 << 10),
     )
     .unwrap();
     let root: PPtr<[u64; WORDS]> = pool.root_with(|| [1u64; WORDS]);

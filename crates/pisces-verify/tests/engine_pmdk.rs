@@ -25,12 +25,10 @@ fn built() -> bool {
 }
 
 fn cfg() -> Config {
-    Config {
-        size: 32 << 20,
-        engine: Some(EngineId::Pmdk),
-        max_threads: 4,
-        ..Config::default()
-    }
+    Config::default()
+        .size(32 << 20)
+        .engine(EngineId::Pmdk)
+        .max_threads(4)
 }
 
 /// A directory for pool files on the DRAM-backed /dev/shm when there is one.
@@ -155,34 +153,19 @@ fn bad_pointers_and_bad_pools_are_errors() {
     ));
     // A pisces pool is not a pmdk pool, and the other way round.
     let ours = d.path().join("ours.pool");
-    drop(
-        Pool::create(
-            &ours,
-            Config {
-                size: 32 << 20,
-                ..Config::default()
-            },
-        )
-        .unwrap(),
-    );
+    drop(Pool::create(&ours, Config::default().size(32 << 20)).unwrap());
     assert!(Pool::open(&ours, cfg()).is_err());
     assert!(Pool::open(&path, Config::default()).is_err());
     // Too small, emulated latency and the crash simulator are refused.
-    let small = Config {
-        size: 1 << 20,
-        ..cfg()
-    };
+    let small = cfg().size(1 << 20);
     assert!(matches!(
         Pool::create(d.path().join("s.pool"), small),
         Err(Error::InvalidConfig(_))
     ));
-    let slow = Config {
-        medium: MediumKind::Dram {
-            write_latency_ns: 300,
-            bandwidth_bytes_per_sec: 0,
-        },
-        ..cfg()
-    };
+    let slow = cfg().medium(MediumKind::Dram {
+        write_latency_ns: 300,
+        bandwidth_bytes_per_sec: 0,
+    });
     assert!(matches!(
         Pool::create(d.path().join("l.pool"), slow),
         Err(Error::InvalidConfig(_))

@@ -33,14 +33,12 @@ fn options() -> Vec<EngineOptions> {
 }
 
 fn cfg(threads: usize, opts: EngineOptions) -> Config {
-    Config {
-        size: 8 << 20,
-        engine: Some(EngineId::Sp3),
-        max_threads: threads,
-        log_bytes_per_thread: 64 << 10,
-        engine_options: opts,
-        ..Config::default()
-    }
+    Config::default()
+        .size(8 << 20)
+        .engine(EngineId::Sp3)
+        .max_threads(threads)
+        .log_bytes_per_thread(64 << 10)
+        .engine_options(opts)
 }
 
 fn mem_pool(threads: usize, opts: EngineOptions) -> Pool {
@@ -288,7 +286,7 @@ fn reopen_keeps_data_and_frees() {
             .unwrap();
             (kg[0], kg[1])
         };
-        let pool = Pool::open(&path, Config { engine: None, ..c }).unwrap();
+        let pool = Pool::open(&path, c.engine(None)).unwrap();
         assert_eq!(pool.engine_id(), EngineId::Sp3);
         let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
         let (v, r) = pool
@@ -495,10 +493,7 @@ fn crash_during_checkpoints() {
 // The drop rule and the durability wait, on the crash simulator.
 
 fn sim_pool(opts: EngineOptions, log_bytes: usize) -> (Arc<SimMedium>, Pool, Config) {
-    let c = Config {
-        log_bytes_per_thread: log_bytes,
-        ..cfg(2, opts)
-    };
+    let c = cfg(2, opts).log_bytes_per_thread(log_bytes);
     let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
     let pool = Pool::create_on(sim.clone(), c.clone()).unwrap();
     (sim, pool, c)
@@ -749,10 +744,7 @@ fn run_returns_only_after_predecessors_persist() {
 /// When T3's `run` returns the power fails: T3 must survive, so its wait must cover
 /// T1 too (a predecessor is persistent only with its own predecessors). Returns x, y, z.
 fn transitive_chain(opts: EngineOptions) -> (u64, u64, u64) {
-    let c = Config {
-        log_bytes_per_thread: 64 << 10,
-        ..cfg(3, opts.set("persist_delay_ms", 300))
-    };
+    let c = cfg(3, opts.set("persist_delay_ms", 300)).log_bytes_per_thread(64 << 10);
     let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
     let pool = Pool::create_on(sim.clone(), c.clone()).unwrap();
     let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
@@ -922,13 +914,7 @@ fn parallel_replay_recovers_the_same_state() {
     let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
     drop(pool);
     for threads in [1, 2, 4] {
-        let p = reboot(
-            image.clone(),
-            &Config {
-                recovery_threads: threads,
-                ..c.clone()
-            },
-        );
+        let p = reboot(image.clone(), &c.clone().recovery_threads(threads));
         let got = p
             .run(|tx| {
                 let mut v = Vec::new();
@@ -1000,13 +986,7 @@ fn parallel_replay_restores_objects_spanning_chunks() {
     drop(handles);
     drop(pool);
     for threads in [1, 2, 3] {
-        let p = reboot(
-            image.clone(),
-            &Config {
-                recovery_threads: threads,
-                ..c.clone()
-            },
-        );
+        let p = reboot(image.clone(), &c.clone().recovery_threads(threads));
         assert!(
             p.run(read_all).unwrap() == expect,
             "recovery_threads = {threads}"
@@ -1127,12 +1107,10 @@ fn sicheck_pool(threads: usize, opts: EngineOptions) -> Pool {
     let m = DramMedium::anonymous(size, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            max_threads: threads + 1,
-            log_bytes_per_thread: 256 << 10,
-            ..cfg(threads + 1, opts)
-        },
+        cfg(threads + 1, opts)
+            .size(size as u64)
+            .max_threads(threads + 1)
+            .log_bytes_per_thread(256 << 10),
     )
     .unwrap()
 }
@@ -1205,10 +1183,7 @@ fn injected_skip_validation_shows_write_skew_to_the_checker() {
 /// predecessors in the other slot).
 #[test]
 fn crashes_during_a_checkpoint_of_a_dependency_chain() {
-    let c = Config {
-        log_bytes_per_thread: 64 << 10,
-        ..cfg(2, EngineOptions::new())
-    };
+    let c = cfg(2, EngineOptions::new()).log_bytes_per_thread(64 << 10);
     // The initial image: the pool with x, y allocated.
     let base = {
         let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
@@ -1408,11 +1383,9 @@ fn read_skew_and_lost_update_are_prevented() {
 fn list_append_histories_spanning_a_crash_are_serializable_and_durable() {
     const POOL: usize = 2 << 20;
     for opts in options() {
-        let c = Config {
-            size: POOL as u64,
-            log_bytes_per_thread: 32 << 10,
-            ..cfg(3, opts.clone())
-        };
+        let c = cfg(3, opts.clone())
+            .size(POOL as u64)
+            .log_bytes_per_thread(32 << 10);
         let workload = |seed| {
             ListAppend::new(WorkloadConfig {
                 threads: 2,
@@ -1558,14 +1531,12 @@ fn rough_throughput() {
             let m = DramMedium::anonymous(32 << 20, 0, 0).unwrap();
             let pool = Pool::create_on(
                 Arc::new(m),
-                Config {
-                    size: 32 << 20,
-                    engine: Some(engine),
-                    max_threads: 3,
-                    log_bytes_per_thread: 1 << 20,
-                    engine_options: opts.clone(),
-                    ..Config::default()
-                },
+                Config::default()
+                    .size(32 << 20)
+                    .engine(engine)
+                    .max_threads(3)
+                    .log_bytes_per_thread(1 << 20)
+                    .engine_options(opts.clone()),
             )
             .unwrap();
             let root: PPtr<[PPtr<[u64; 8]>; 64]> = pool.root().unwrap();

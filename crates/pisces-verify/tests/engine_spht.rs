@@ -89,14 +89,12 @@ fn dram_pool(threads: usize, opts: EngineOptions) -> Pool {
     let m = DramMedium::anonymous(size, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            max_threads: threads + 1,
-            log_bytes_per_thread: 256 << 10,
-            engine: Some(EngineId::Spht),
-            engine_options: opts,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size as u64)
+            .max_threads(threads + 1)
+            .log_bytes_per_thread(256 << 10)
+            .engine(EngineId::Spht)
+            .engine_options(opts),
     )
     .unwrap()
 }
@@ -191,13 +189,11 @@ fn holders_of_two_pools_writing_each_other_do_not_deadlock() {
     use std::time::Instant;
     let sp3 = {
         let m = DramMedium::anonymous(8 << 20, 0, 0).unwrap();
-        let cfg = Config {
-            size: 8 << 20,
-            engine: Some(EngineId::Sp3),
-            max_threads: 3,
-            log_bytes_per_thread: 64 << 10,
-            ..Config::default()
-        };
+        let cfg = Config::default()
+            .size(8 << 20)
+            .engine(EngineId::Sp3)
+            .max_threads(3)
+            .log_bytes_per_thread(64 << 10);
         Pool::create_on(Arc::new(m), cfg).unwrap()
     };
     let pools = [sp3, dram_pool(2, EngineOptions::new())];

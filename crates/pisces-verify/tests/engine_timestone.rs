@@ -316,14 +316,12 @@ fn operations() -> Operations {
 }
 
 fn ops_cfg(opts: &EngineOptions) -> Config {
-    Config {
-        size: 4 << 20,
-        engine: Some(EngineId::Timestone),
-        max_threads: 2,
-        log_bytes_per_thread: 16 << 10,
-        engine_options: opts.clone(),
-        ..Config::default()
-    }
+    Config::default()
+        .size(4 << 20)
+        .engine(EngineId::Timestone)
+        .max_threads(2)
+        .log_bytes_per_thread(16 << 10)
+        .engine_options(opts.clone())
 }
 
 /// Deterministic pseudo-random transfer `i` of thread `t`.
@@ -525,14 +523,7 @@ fn run_until_crash(
     }
     .with_seed(seed);
     let sim = Arc::new(SimMedium::new(cfg.size as usize, sim_cfg).unwrap());
-    let pool = Pool::create_on(
-        sim.clone(),
-        Config {
-            operations: operations(),
-            ..cfg.clone()
-        },
-    )
-    .unwrap();
+    let pool = Pool::create_on(sim.clone(), cfg.clone().operations(operations())).unwrap();
     let root = setup(&pool, w);
     let base = sim.fence_count();
     let acked: Vec<std::sync::atomic::AtomicUsize> = (0..threads)
@@ -591,10 +582,7 @@ fn recover_and_check(
         // Dropped after the crash: the image is frozen (see `run_until_crash`).
         drop(Pool::open_on(
             sim.clone(),
-            Config {
-                operations: operations(),
-                ..cfg.clone()
-            },
+            cfg.clone().operations(operations()),
         ));
         match sim.crash_image(seed) {
             Some(i) => i,
@@ -604,14 +592,7 @@ fn recover_and_check(
         image
     };
     let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    let pool = Pool::open_on(
-        sim,
-        Config {
-            operations: operations(),
-            ..cfg
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let pool = Pool::open_on(sim, cfg.operations(operations())).map_err(|e| e.to_string())?;
     check(&pool, w, root, acked)?;
     // The recovered pool keeps working, and recovers again after a clean close.
     let mut h = pool.handle().unwrap();
@@ -705,14 +686,7 @@ fn open_without_operations_is_refused_when_some_must_be_re_executed() {
         "unexpected error: {err}"
     );
     let m = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    let pool = Pool::open_on(
-        m,
-        Config {
-            operations: operations(),
-            ..ops_cfg(&opts)
-        },
-    )
-    .unwrap();
+    let pool = Pool::open_on(m, ops_cfg(&opts).operations(operations())).unwrap();
     check(&pool, OpWorkload::Bank, root, &acked).unwrap();
     assert_eq!(acked, vec![10]);
 }
@@ -1437,13 +1411,11 @@ fn readers_do_not_wait_for_an_olog_fence_in_flight() {
     let m = DramMedium::anonymous(size, 4_000_000, 0).unwrap();
     let pool = Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            engine: Some(EngineId::Timestone),
-            max_threads: 3,
-            log_bytes_per_thread: 16 << 10,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size as u64)
+            .engine(EngineId::Timestone)
+            .max_threads(3)
+            .log_bytes_per_thread(16 << 10),
     )
     .unwrap();
     let root: PPtr<[u64; WORDS]> = pool.root().unwrap();

@@ -302,13 +302,11 @@ fn dram_pool_with(threads: usize, engine_options: EngineOptions) -> Pool {
     let m = DramMedium::anonymous(size, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            max_threads: threads + 1,
-            log_bytes_per_thread: 256 << 10,
-            engine_options,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size as u64)
+            .max_threads(threads + 1)
+            .log_bytes_per_thread(256 << 10)
+            .engine_options(engine_options),
     )
     .unwrap()
 }
@@ -392,13 +390,11 @@ fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
 const SIM_POOL: usize = 2 << 20;
 
 fn sim_cfg() -> Config {
-    Config {
-        size: SIM_POOL as u64,
-        max_threads: 3,
-        log_bytes_per_thread: 32 << 10,
-        engine_options: EngineOptions::default(),
-        ..Config::default()
-    }
+    Config::default()
+        .size(SIM_POOL as u64)
+        .max_threads(3)
+        .log_bytes_per_thread(32 << 10)
+        .engine_options(EngineOptions::default())
 }
 
 /// A pool image holding the empty store, made on a machine that does not crash.

@@ -30,7 +30,7 @@ impl PoolSpec {
     pub fn config(&self) -> Config {
         Config::default()
             .size(self.shape.pool_size)
-            .engine(Some(self.engine))
+            .engine(self.engine)
             .max_threads(self.slots)
             .log_bytes_per_thread(self.shape.log_bytes)
             .engine_options(self.options.clone())

@@ -13,13 +13,11 @@ pub const POOL: u64 = 1 << 20;
 
 /// The configuration of the crash-test pools (1 MiB, 2 thread slots, 16 KiB logs).
 pub fn cfg(opts: EngineOptions) -> Config {
-    Config {
-        size: POOL,
-        max_threads: 2,
-        log_bytes_per_thread: 16 << 10,
-        engine_options: opts,
-        ..Config::default()
-    }
+    Config::default()
+        .size(POOL)
+        .max_threads(2)
+        .log_bytes_per_thread(16 << 10)
+        .engine_options(opts)
 }
 
 /// A workload of [`pisces_verify::crashtest`].

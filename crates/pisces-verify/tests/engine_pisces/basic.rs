@@ -10,10 +10,7 @@ use std::sync::Arc;
 fn write_then_read_and_reopen_from_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.pool");
-    let cfg = Config {
-        size: 32 << 20,
-        ..Config::default()
-    };
+    let cfg = Config::default().size(32 << 20);
     {
         let pool = Pool::create(&path, cfg.clone()).unwrap();
         let root: PPtr<[u64; 4]> = pool.root().unwrap();

@@ -12,13 +12,11 @@ use std::sync::{mpsc, Arc};
 
 /// A small pool with small logs (so that one thread's updates recycle its log soon).
 fn cfg(opts: EngineOptions) -> Config {
-    Config {
-        size: 1 << 20,
-        max_threads: 2,
-        log_bytes_per_thread: 16 << 10,
-        engine_options: opts,
-        ..Config::default()
-    }
+    Config::default()
+        .size(1 << 20)
+        .max_threads(2)
+        .log_bytes_per_thread(16 << 10)
+        .engine_options(opts)
 }
 
 /// Thread slot A commits `a = 1` and then, while a reader on slot B runs a
