@@ -1,5 +1,6 @@
 //! The engines under test: the one module of the harness that names the library's
-//! engine ids and engine options, and the peers of [`crate::peers`].
+//! engine ids, engine options and the labels of engine configurations in reports
+//! ([`labels`]), and the peers of [`crate::peers`].
 //!
 //! Everything else speaks of an [`Engine`] (which engine) and an [`EngineSpec`] (an
 //! engine with options and a label in reports), and asks this module what an engine is
@@ -14,7 +15,7 @@
 //! peers are engines of this harness only, not of the library.
 
 use crate::peers::Peer;
-use crate::registry::DataKind;
+use crate::workloads::kinds::DataKind;
 use pisces::{Config, EngineId, EngineOptions, MediumKind};
 
 /// An engine under test: one of the library's, or a peer.
@@ -204,13 +205,25 @@ impl Engine {
     /// plain emulated PM, `max_threads` thread slots (`engine` None for a peer, which
     /// has no pool).
     pub fn config(self, size: u64, max_threads: usize) -> Config {
-        Config {
-            size,
-            engine: self.id(),
-            max_threads,
-            ..Config::default()
-        }
+        Config::default()
+            .size(size)
+            .engine(self.id())
+            .max_threads(max_threads)
     }
+}
+
+/// The labels in reports of the engine configurations the plan measures besides the
+/// engines with their default options (which are labelled by [`Engine::name`]).
+pub mod labels {
+    /// Pisces with flush whole (no flush-diff, no group commit): the breakdown's first
+    /// step.
+    pub const PISCES_WHOLE: &str = "pisces-whole";
+    /// Pisces with flush-diff, no group commit: the breakdown's second step.
+    pub const PISCES_DIFF: &str = "pisces-diff";
+    /// SP3 without early visibility (`hot`).
+    pub const SP3_NO_EV: &str = "sp3-no-ev";
+    /// spht with NV-HTM's per-thread commit markers (`markers`).
+    pub const SPHT_NVHTM: &str = "spht-nvhtm";
 }
 
 /// An engine configuration under test, with its label in reports.
@@ -265,8 +278,8 @@ impl EngineSpec {
             .into(),
         };
         [
-            pisces("pisces-whole", false),
-            pisces("pisces-diff", true),
+            pisces(labels::PISCES_WHOLE, false),
+            pisces(labels::PISCES_DIFF, true),
             EngineSpec::plain(Engine::PISCES),
         ]
     }
@@ -278,7 +291,7 @@ impl EngineSpec {
         [
             EngineSpec::plain(Engine::SP3),
             EngineSpec {
-                label: "sp3-no-ev".into(),
+                label: labels::SP3_NO_EV.into(),
                 engine: Engine::SP3,
                 options: pisces::EngineOptions::new().set("early_visibility", false),
             },
@@ -291,7 +304,7 @@ impl EngineSpec {
     pub fn markers() -> [EngineSpec; 2] {
         [
             EngineSpec {
-                label: "spht-nvhtm".into(),
+                label: labels::SPHT_NVHTM.into(),
                 engine: Engine::SPHT,
                 options: EngineOptions::new().set("marker", "nvhtm"),
             },
@@ -312,16 +325,35 @@ impl EngineSpec {
         max_threads: usize,
         log_bytes_per_thread: usize,
     ) -> Config {
-        Config {
-            size,
-            medium,
-            engine: self.engine.id(),
-            max_threads,
-            log_bytes_per_thread,
-            engine_options: self.options.clone(),
-            ..Config::default()
-        }
+        Config::default()
+            .size(size)
+            .medium(medium)
+            .engine(self.engine.id())
+            .max_threads(max_threads)
+            .log_bytes_per_thread(log_bytes_per_thread)
+            .engine_options(self.options.clone())
     }
+}
+
+/// spht's replay modes (`replay=`), in the order the `replay` workload measures them:
+/// how recovery finds the logged transactions in timestamp order (following the
+/// forward links, merging the per-thread logs by timestamp, following the backward
+/// links).
+pub const SPHT_REPLAY_MODES: [&str; 3] = ["forward", "scan", "backward"];
+
+/// spht's options for one replay of the `replay` workload: the mode (one of
+/// [`SPHT_REPLAY_MODES`]), the duplicate filter, and the replay threads.
+pub fn spht_replay_options(mode: &str, dup_filter: bool, replayers: usize) -> EngineOptions {
+    EngineOptions::new()
+        .set("replay", mode)
+        .set("dup_filter", if dup_filter { "on" } else { "off" })
+        .set("replayers", replayers)
+}
+
+/// spht with its background replayer held (the `replay` workload's fill): every
+/// durable transaction stays in the logs until the next open replays it.
+pub fn spht_replayer_held() -> EngineOptions {
+    EngineOptions::new().set("replay_hold", "true")
 }
 
 #[cfg(test)]

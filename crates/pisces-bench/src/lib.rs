@@ -1,73 +1,74 @@
 //! The Pisces benchmark harness: `pisces bench` and the main job of the `pisces` tool.
 //!
-//! Engines (`pisces`, `undo`, `mvcc`, `pmdk` where the build has it, `volatile`, and
-//! Pisces with its optimisations switched off one by one) run the paper's workloads
-//! (§5: hash table, B+-tree, read latency against emulated NVM write latency,
-//! optimisation breakdown; in `--full` or when named TPC-C new-order and TATP; when
-//! named the PTM peers' hash-set and B+-tree-set benchmarks, a YCSB-style key-value
-//! mix, the conflict-heavy `hot` mix with SP3's early visibility on and off, the
-//! `recovery` measurement and the hash operations driven through the C interface) on
-//! fresh pools under `/dev/shm`; the key-value stores `redb` and LMDB run the key-value
-//! workloads as peers, on their own files there. Every measurement is one configuration
-//! for `--seconds`; `--runs`
+//! Engines (`pisces`, the in-house baselines `undo`, `mvcc` and `pmdk` where the build
+//! has it, the paper engines `sp3`, `spht` and `timestone`, the references `volatile`
+//! and `bare`, and Pisces with its optimisations switched off one by one) run the
+//! paper's workloads (§5: hash table, B+-tree, read latency against emulated NVM write
+//! latency, optimisation breakdown; in `--full` or when named TPC-C new-order and TATP;
+//! when named the PTM peers' hash-set and B+-tree-set benchmarks, a YCSB-style
+//! key-value mix, the conflict-heavy `hot` mix with SP3's early visibility on and off,
+//! spht's marker ablation, the `recovery` and `replay` measurements and the hash
+//! operations driven through the C interface) on fresh pools under `/dev/shm`; the
+//! key-value stores `redb` and LMDB run the key-value workloads as peers, on their own
+//! files there. Every measurement is one configuration for `--seconds`; `--runs`
 //! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
 //! the other engines' run `r` and ratios are taken within a run. Output: tables and
 //! the performance targets on stdout, a report directory with `results.csv`,
 //! `summary.txt` and SVG plots.
 //!
 //! The harness uses the `pisces` library as any user would; it is not part of the
-//! library's API. Modules, each depending only on those listed before it:
+//! library's API. The crate root re-exports only what is used outside the crate: the
+//! `pisces` tool's entry points, and what the probes (`probes/`, see its README) drive
+//! by hand. The modules, by concern, each depending only on those listed before it
+//! (test code aside):
 //!
-//! * [`dataset`]: the [`DataSet`](dataset::DataSet) trait, sizes, preload helpers;
-//! * the data sets: [`hash`], [`btree`], [`set`], [`tree_set`], [`tpcc`], [`tatp`],
-//!   [`ycsb`], [`hot`], and [`capi`] (the hash table driven through the C interface);
-//! * [`registry`]: [`DataKind`](registry::DataKind), naming, sizing and building them;
-//! * [`peers`]: redb and LMDB, and the key-value data sets on them;
-//! * [`engines`]: the engines under test (the one module naming engine ids and
-//!   options);
-//! * [`workload`]: what `--workloads` selects;
-//! * [`args`]: options and the settings they resolve to; [`plan`]: the measurements;
-//! * [`pin`]: pinning worker threads to CPUs; [`signal`], [`measure`]: one
-//!   measurement; [`recovery`]: the recovery measurement (fill logs, crash, time the
-//!   reopen); [`replay`]: spht's log replay throughput per replay mode (the same
-//!   measurement with the replayer held);
-//! * [`report`]: CSV rows, medians, ratios; [`tables`], [`hot_table`], [`targets`],
-//!   [`plot`] (SVG) on top of it;
-//! * [`out_dir`], [`mod@run`]: a whole bench run.
+//! 1. `workloads`: what a measurement runs. `mod.rs`: the [`DataSet`] trait, the
+//!    [`Sizes`], the preload helpers; the data sets on top of it (`hash`, `btree`,
+//!    `set` and `tree_set`, `ycsb`, `hot`, `capi`: the hash table driven through the C
+//!    interface, `oltp::{tpcc, tatp}`); `kinds`: [`DataKind`], naming, sizing and
+//!    building them. `select` (what `--workloads` selects, the workloads' names in
+//!    reports) depends on nothing of the crate.
+//! 2. `peers`: redb and LMDB, and the key-value data sets on them.
+//! 3. `engines`: the engines under test ([`Engine`], [`EngineSpec`]): the one module
+//!    naming engine ids, engine options and configuration labels.
+//! 4. `measure`: one measurement ([`measure()`]); below it `timing` (the clock, and
+//!    which transactions are timed), `pin` (where workers run) and `signal` (stopping
+//!    on a signal), which depend on nothing of the crate.
+//! 5. `report`: `table` (the text table, a leaf); `mod.rs`: CSV rows, medians, ratios;
+//!    `tables`, `hot_table`, `targets` and `plot` (SVG) on top of both.
+//! 6. `recovery`: the `recovery` and `replay` workloads: `child` (the open timed in a
+//!    fresh process, a leaf), `crash` (fill, crash image, timed opens, check), `mod.rs`
+//!    (what each workload opens, its rows, table and run).
+//! 7. `cli`: `args` (options and the settings they resolve to), `plan` (the
+//!    measurements), `out_dir` (the report directory), `run` (a whole `pisces bench`
+//!    run, [`run()`]).
 
-pub mod args;
-pub mod btree;
-pub mod capi;
-pub mod dataset;
-pub mod engines;
-pub mod hash;
-pub mod hot;
-pub mod hot_table;
-pub mod measure;
-pub mod out_dir;
-pub mod peers;
-pub mod pin;
-pub mod plan;
-pub mod plot;
-pub mod recovery;
-pub mod recovery_child;
-pub mod registry;
-pub mod replay;
-pub mod report;
-pub mod run;
-pub mod set;
-pub mod signal;
-pub mod tables;
-pub mod targets;
-pub mod tatp;
-pub mod timing;
-pub mod tpcc;
-pub mod tree_set;
-pub mod workload;
-pub mod ycsb;
+// The modules are private, so the facade's docs link to private items; the harness's
+// documentation is read with `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
+
+mod cli;
+mod engines;
+mod measure;
+mod peers;
+mod recovery;
+mod report;
+mod workloads;
 
 #[cfg(test)]
 mod testutil;
 
-pub use args::{parse_seconds, BenchArgs};
-pub use run::run;
+// The `pisces` tool: `pisces bench`, the main job, and the recovery measurements'
+// child process.
+pub use cli::args::{parse_seconds, BenchArgs};
+pub use cli::run::run;
+pub use recovery::child::{recovery_child, RECOVERY_CHILD};
+
+// The probes (`probes/`): one measurement, a data set driven by hand, a crash image.
+pub use engines::{Engine, EngineSpec};
+pub use measure::pin::Placement;
+pub use measure::{measure, Spec};
+pub use recovery::{crash_image, RecoveryWorkload};
+pub use workloads::capi::CapiHashBench;
+pub use workloads::kinds::DataKind;
+pub use workloads::{DataSet, OpRng, Sizes};

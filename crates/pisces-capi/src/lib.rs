@@ -613,7 +613,7 @@ pub unsafe extern "C" fn pisces_pool_open(
             // Not a Pisces-format pool: maybe libpmemobj's (the pmdk engine keeps its
             // own file format, so the superblock cannot name it).
             Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
-                Pool::open(path, cfg.engine(Some(EngineId::Pmdk))).map_err(|_| Error::BadMagic)?
+                Pool::open(path, cfg.engine(EngineId::Pmdk)).map_err(|_| Error::BadMagic)?
             }
             r => r?,
         };

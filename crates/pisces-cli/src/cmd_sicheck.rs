@@ -200,7 +200,7 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
             Arc::new(m),
             Config::default()
                 .size(size)
-                .engine(Some(args.engine))
+                .engine(args.engine)
                 .max_threads(threads + 1)
                 .log_bytes_per_thread(LOG_BYTES)
                 .engine_options(EngineOptions::default()),

@@ -87,7 +87,7 @@ enum Command {
     },
     /// Internal to `bench`: open a crashed pool in this fresh process and print how
     /// long recovery took (the `recovery` and `replay` workloads run it).
-    #[command(name = pisces_bench::recovery_child::SUBCOMMAND, hide = true)]
+    #[command(name = pisces_bench::RECOVERY_CHILD, hide = true)]
     RecoveryChild {
         /// PATH ENGINE THREADS OPTIONS.
         #[arg(allow_hyphen_values = true, num_args = 0..)]
@@ -166,7 +166,7 @@ fn create(a: &CreateArgs) -> ExitCode {
         .size(a.size)
         .max_size(a.max_size)
         .medium(a.medium.kind())
-        .engine(Some(a.engine))
+        .engine(a.engine)
         .max_threads(a.threads)
         .log_bytes_per_thread(log_bytes);
     let pool = match Pool::create(&a.path, cfg) {
@@ -262,7 +262,7 @@ fn main() -> ExitCode {
         Some(Command::Create(a)) => create(a),
         Some(Command::Info { path }) => inspect(path, true, false),
         Some(Command::Check { path, deep }) => inspect(path, false, *deep),
-        Some(Command::RecoveryChild { args }) => pisces_bench::recovery_child::main(args),
+        Some(Command::RecoveryChild { args }) => pisces_bench::recovery_child(args),
     }
 }
 

@@ -10,9 +10,9 @@
 //! every-fence campaigns of `bank` and `list` report violations; with no mutation the
 //! same campaigns report none. (The other protocol steps are covered elsewhere: the
 //! grace period by the read-skew test and the recycle watermark by the stale-replay
-//! test in `crates/pisces/tests/mutations.rs`, the `inCritical` wait by the loom model
-//! of the commit protocol; random 2-thread crashtest campaigns catch the watermark and
-//! the grace period too.)
+//! test in `crates/pisces-verify/tests/engine_pisces/mutations.rs`, the `inCritical`
+//! wait by the loom model of the commit protocol; random 2-thread crashtest campaigns
+//! catch the watermark and the grace period too.)
 
 #[allow(dead_code)]
 #[path = "../src/cmd_crashtest.rs"]

@@ -669,7 +669,7 @@ impl Decider<'_> {
 // the trait contract.
 unsafe impl Medium for SimMedium {
     fn kind(&self) -> MediumKind {
-        MediumKind::Simulated
+        MediumKind::Custom
     }
     fn base(&self) -> *mut u8 {
         self.work.base()
@@ -781,7 +781,11 @@ unsafe impl Medium for SimMedium {
         }
         Ok(())
     }
-    fn crashed(&self) -> bool {
+}
+
+impl SimMedium {
+    /// True once the simulated crash has happened: work after it is lost.
+    pub fn crashed(&self) -> bool {
         // Acquire: pairs with the Release in `crash_locked` (see there).
         self.crashed.load(Ordering::Acquire)
     }
@@ -998,7 +1002,7 @@ mod tests {
         for (i, off) in [0usize, 64, 128, 192].into_iter().enumerate() {
             store(&*m, off, 100 + i as u64);
             m.persist(off, 8);
-            assert_eq!(m.crashed(), i >= 2, "after persist {i}");
+            assert_eq!(s.crashed(), i >= 2, "after persist {i}");
         }
         store(&*m, 256, 999); // after the crash
         assert_eq!(s.fence_count(), 2);
@@ -1115,7 +1119,7 @@ mod tests {
     fn enumerating_every_fence_checks_a_protocol() {
         // Data words at 0.., a commit counter in its own line at 4096. Correct protocol:
         // persist the data, then persist the counter. Buggy: persist both together.
-        fn workload(m: &dyn Medium, correct: bool) {
+        fn workload(m: &SimMedium, correct: bool) {
             for i in 0..6usize {
                 store(m, i * WORD, i as u64 + 1);
                 if correct {
@@ -1139,13 +1143,13 @@ mod tests {
         }
         for correct in [true, false] {
             let probe = sim(SimConfig::default());
-            workload(&*probe, correct);
+            workload(&probe, correct);
             let fences = probe.fence_count();
             assert_eq!(fences, if correct { 12 } else { 6 });
             let mut violations = 0;
             for k in 0..fences {
                 let s = sim(SimConfig::crash_at_fence(k));
-                workload(&*s, correct);
+                workload(&s, correct);
                 assert!(s.crashed());
                 assert_eq!(s.fence_count(), k);
                 for seed in 0..32 {
@@ -1166,7 +1170,7 @@ mod tests {
     fn threads_persisting_concurrently_stop_cleanly_at_the_crash() {
         const THREADS: usize = 4;
         let s = sim(SimConfig::crash_at_fence(500).with_seed(9));
-        let m: Arc<dyn Medium> = s.clone();
+        let m: Arc<SimMedium> = s.clone();
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
                 let m = Arc::clone(&m);
@@ -1242,7 +1246,7 @@ mod tests {
     #[test]
     fn counters_and_kind() {
         let s = sim(SimConfig::default());
-        assert_eq!(s.kind(), MediumKind::Simulated);
+        assert_eq!(s.kind(), MediumKind::Custom);
         assert_eq!(s.base() as usize % 4096, 0);
         let before = pisces::tools::counters::snapshot();
         s.persist(64, 200);

@@ -7,7 +7,6 @@
 //! affect it.
 
 use pisces::medium::DramMedium;
-use pisces::medium::Medium;
 use pisces::{
     BTreeMap, Config, EngineId, EngineOptions, Error, HashMap, PPtr, Pod, Pool, Zeroable,
 };
@@ -34,14 +33,12 @@ fn mem_pool((engine, opts): Setup, size: u64, threads: usize) -> Pool {
     let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size,
-            engine: Some(engine),
-            max_threads: threads,
-            log_bytes_per_thread: 1 << 20,
-            engine_options: opts.clone(),
-            ..Config::default()
-        },
+        Config::default()
+            .size(size)
+            .engine(engine)
+            .max_threads(threads)
+            .log_bytes_per_thread(1 << 20)
+            .engine_options(opts.clone()),
     )
     .unwrap()
 }
@@ -1091,14 +1088,12 @@ fn two_threads_adjacent_removes_in_one_chain() {
 const CRASH_POOL: u64 = 1 << 20;
 
 fn crash_cfg((engine, opts): Setup) -> Config {
-    Config {
-        size: CRASH_POOL,
-        engine: Some(engine),
-        max_threads: 2,
-        log_bytes_per_thread: 32 << 10,
-        engine_options: opts.clone(),
-        ..Config::default()
-    }
+    Config::default()
+        .size(CRASH_POOL)
+        .engine(engine)
+        .max_threads(2)
+        .log_bytes_per_thread(32 << 10)
+        .engine_options(opts.clone())
 }
 
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -1296,14 +1291,12 @@ fn crash_at_every_fence_with(make_map: MakeMap) {
 fn grown_map_reopens_and_damage_is_corrupt() {
     let (engine, opts) = pisces();
     let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
-    let cfg = Config {
-        size: 8 << 20,
-        engine: Some(engine),
-        max_threads: 2,
-        log_bytes_per_thread: 1 << 20,
-        engine_options: opts,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(8 << 20)
+        .engine(engine)
+        .max_threads(2)
+        .log_bytes_per_thread(1 << 20)
+        .engine_options(opts);
     let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
     let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
     pool.run(|tx| {

@@ -49,15 +49,13 @@ struct Root {
 }
 
 fn cfg(engine: EngineId) -> Config {
-    Config {
-        size: SIZE,
-        engine: Some(engine),
-        max_threads: 2,
-        log_bytes_per_thread: 16 << 10,
-        // The engine's defaults (for Pisces: flush-diff, group commit of 8).
-        engine_options: EngineOptions::new(),
-        ..Config::default()
-    }
+    // The engine's defaults (for Pisces: flush-diff, group commit of 8).
+    Config::default()
+        .size(SIZE)
+        .engine(engine)
+        .max_threads(2)
+        .log_bytes_per_thread(16 << 10)
+        .engine_options(EngineOptions::new())
 }
 
 /// Deterministic xorshift64* (no dev-dependency needed).
@@ -710,17 +708,16 @@ const DURABLE: [EngineId; 6] = [
 const META_TXNS: u64 = 48;
 
 fn meta_cfg(engine: EngineId) -> Config {
-    Config {
-        log_bytes_per_thread: 32 << 10,
-        // spht: the background replayer stays idle, so the logs keep the committed
-        // transactions (a full log still replays).
-        engine_options: if engine == EngineId::Spht {
-            EngineOptions::new().set("replay_hold", "true")
-        } else {
-            EngineOptions::new()
-        },
-        ..cfg(engine)
-    }
+    // spht: the background replayer stays idle, so the logs keep the committed
+    // transactions (a full log still replays).
+    let options = if engine == EngineId::Spht {
+        EngineOptions::new().set("replay_hold", "true")
+    } else {
+        EngineOptions::new()
+    };
+    cfg(engine)
+        .log_bytes_per_thread(32 << 10)
+        .engine_options(options)
 }
 
 /// The root of the logs-and-metadata workload.

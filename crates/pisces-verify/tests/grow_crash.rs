@@ -27,14 +27,12 @@ const WORDS: usize = 1024;
 type Obj = [u64; WORDS];
 
 fn cfg(engine: EngineId) -> Config {
-    Config {
-        size: SIZE as u64,
-        max_size: Some(MAX as u64),
-        engine: Some(engine),
-        max_threads: 1,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    }
+    Config::default()
+        .size(SIZE as u64)
+        .max_size(MAX as u64)
+        .engine(engine)
+        .max_threads(1)
+        .log_bytes_per_thread(64 << 10)
 }
 
 fn pattern(i: u64, k: usize) -> u64 {

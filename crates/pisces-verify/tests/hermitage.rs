@@ -116,14 +116,12 @@ impl Env {
         let m = DramMedium::anonymous(size, 0, 0).unwrap();
         let pool = Pool::create_on(
             Arc::new(m),
-            Config {
-                size: size as u64,
-                engine: Some(engine),
-                max_threads: 3,
-                log_bytes_per_thread: 64 << 10,
-                engine_options: opts.clone(),
-                ..Config::default()
-            },
+            Config::default()
+                .size(size as u64)
+                .engine(engine)
+                .max_threads(3)
+                .log_bytes_per_thread(64 << 10)
+                .engine_options(opts.clone()),
         )
         .unwrap();
         let root: PPtr<Table> = pool.root().unwrap();

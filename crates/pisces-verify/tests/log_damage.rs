@@ -10,19 +10,17 @@ use std::path::{Path, PathBuf};
 const LOG: usize = 64 << 10;
 
 fn cfg(engine: EngineId) -> Config {
-    Config {
-        size: 8 << 20,
-        engine: Some(engine),
-        max_threads: 2,
-        log_bytes_per_thread: LOG,
-        // Pisces: records stay in the log (group commit larger than the test's runs).
-        engine_options: if engine == EngineId::Pisces {
+    // Pisces: records stay in the log (group commit larger than the test's runs).
+    Config::default()
+        .size(8 << 20)
+        .engine(engine)
+        .max_threads(2)
+        .log_bytes_per_thread(LOG)
+        .engine_options(if engine == EngineId::Pisces {
             EngineOptions::new().set("group_commit", 64)
         } else {
             EngineOptions::new()
-        },
-        ..Config::default()
-    }
+        })
 }
 
 /// A copy of a pool file taken while it is open, after 12 transactions on two thread
@@ -172,13 +170,11 @@ fn a_torn_last_record_is_tolerated() {
 fn undo_log_damage_in_the_middle_is_refused_a_torn_last_entry_is_not() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("undo.pool");
-    let cfg = Config {
-        size: 8 << 20,
-        engine: Some(EngineId::Undo),
-        max_threads: 2,
-        log_bytes_per_thread: LOG,
-        ..Config::default()
-    };
+    let cfg = Config::default()
+        .size(8 << 20)
+        .engine(EngineId::Undo)
+        .max_threads(2)
+        .log_bytes_per_thread(LOG);
     let pool = Pool::create(&p, cfg.clone()).unwrap();
     let objs: Vec<PPtr<[u64; 4]>> = pool
         .run(|tx| (0..4).map(|i| tx.alloc([i; 4])).collect())

@@ -5,7 +5,6 @@
 //! crash and recovery.
 
 use pisces::medium::DramMedium;
-use pisces::medium::Medium;
 use pisces::{Config, EngineOptions, Pool};
 use pisces_verify::sicheck::{
     check, Anomaly, History, Isolation, Report, Txn, Workload, WorkloadConfig,
@@ -303,13 +302,11 @@ fn dram_pool_with(threads: usize, engine_options: EngineOptions) -> Pool {
     let m = DramMedium::anonymous(size, 0, 0).unwrap();
     Pool::create_on(
         Arc::new(m),
-        Config {
-            size: size as u64,
-            max_threads: threads + 1,
-            log_bytes_per_thread: 256 << 10,
-            engine_options,
-            ..Config::default()
-        },
+        Config::default()
+            .size(size as u64)
+            .max_threads(threads + 1)
+            .log_bytes_per_thread(256 << 10)
+            .engine_options(engine_options),
     )
     .unwrap()
 }
@@ -393,13 +390,11 @@ fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
 const SIM_POOL: usize = 2 << 20;
 
 fn sim_cfg() -> Config {
-    Config {
-        size: SIM_POOL as u64,
-        max_threads: 3,
-        log_bytes_per_thread: 32 << 10,
-        engine_options: EngineOptions::default(),
-        ..Config::default()
-    }
+    Config::default()
+        .size(SIM_POOL as u64)
+        .max_threads(3)
+        .log_bytes_per_thread(32 << 10)
+        .engine_options(EngineOptions::default())
 }
 
 /// A pool image holding the empty store, made on a machine that does not crash.
@@ -566,7 +561,7 @@ fn crash_checker_detects_a_doctored_recovery() {
     );
 }
 
-/// Long version: `cargo test --release --test sicheck -- --ignored`.
+/// Long version: `cargo test -p pisces-verify --release --test sicheck -- --ignored`.
 #[test]
 #[ignore]
 fn long_engine_runs() {
@@ -602,9 +597,9 @@ fn long_engine_runs() {
     }
 }
 
-/// Mutation evidence (`cargo test -p pisces --features mutation --test sicheck`):
-/// with a protocol step removed, the checker finds forbidden anomalies in the engine's
-/// histories.
+/// Mutation evidence (`cargo test -p pisces-verify --release --features mutation --test
+/// sicheck`): with a protocol step removed, the checker finds forbidden anomalies in the
+/// engine's histories.
 #[cfg(feature = "mutation")]
 mod mutation_evidence {
     use super::*;

@@ -26,10 +26,13 @@
 //!    generation is not zero, the engine id is known.
 //! 4. The allocator's persistent state ([`Allocator::check`]): slab table entries, large
 //!    runs, bitmap padding.
-//! 5. The logs (Pisces engine, [`recovery::inspect`]): the records at or above the
-//!    watermark that recovery would replay decode, and their writes stay in the heap.
-//! 6. A dry run of recovery on the private mapping — replay every live record, then
-//!    rebuild the allocator — which catches what only replay can see (an allocation
+//! 5. The engine's persistent state (each engine's `EngineDef::inspect`): for the
+//!    redo-log engines, the records at or above the watermark that recovery would
+//!    replay decode and their writes stay in the heap; the other engines check their
+//!    own logs, markers and checkpoints.
+//! 6. A dry run of the engine's recovery on the private mapping (every engine: it opens
+//!    the pool as `Pool::open` would, then the allocator is rebuilt), which catches
+//!    what only recovery can see (an allocation
 //!    logged into a slab that holds another size class); then the root object named by
 //!    the root slot must be an allocated block large enough for the size it records.
 //!
@@ -521,12 +524,12 @@ fn identity_differences(a: &Superblock, b: &Superblock) -> Vec<String> {
 /// pool (see the module docs for what is checked).
 ///
 /// `medium` is the kind the pool is used with; it is recorded in the report (the file
-/// is read through a private mapping whatever the kind). [`MediumKind::Simulated`] is
+/// is read through a private mapping whatever the kind). [`MediumKind::Custom`] is
 /// refused.
 ///
 /// Returns `Err` only when the file cannot be examined: [`Error::NotFound`],
 /// [`Error::IsDirectory`], [`Error::Locked`] (the pool is open), [`Error::InvalidConfig`]
-/// (not a regular file, simulated medium) or [`Error::Io`]. Everything about the
+/// (not a regular file, a custom medium) or [`Error::Io`]. Everything about the
 /// file's contents, a file too small to be a pool included, is a problem in the
 /// report.
 pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
@@ -537,17 +540,17 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 /// handles are words of the root object, on the recovered state, and report each one
 /// and its damage: hash chains that loop or join, keys in the wrong bucket, tree nodes
 /// of the wrong kind, leaves off the chain (see [`crate::containers::deep`] for how
-/// they are recognised and what is checked). For engines other than Pisces no dry run
-/// of recovery happens, so the walk sees the heap as stored: meaningful for a pool that
-/// was closed cleanly. What `pisces check --deep` runs.
+/// they are recognised and what is checked). The walk sees the state the dry run of
+/// recovery left on the private mapping, as `Pool::open` would. What
+/// `pisces check --deep` runs.
 pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
     check(path, medium, true)
 }
 
 fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
-    if medium == MediumKind::Simulated {
+    if medium == MediumKind::Custom {
         return Err(Error::InvalidConfig(
-            "the simulated medium has no pool file to check".into(),
+            "a custom medium has no pool file to check".into(),
         ));
     }
     let file = open_shared(path)?;
@@ -1050,7 +1053,7 @@ mod tests {
             Err(Error::IsDirectory(_))
         ));
         assert!(matches!(
-            check_pool(&p, MediumKind::Simulated),
+            check_pool(&p, MediumKind::Custom),
             Err(Error::InvalidConfig(_))
         ));
         // While a check holds its shared lock, the pool cannot be opened.

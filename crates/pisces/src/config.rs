@@ -24,6 +24,7 @@ use std::time::Duration;
 /// release, so a `Config` is made with [`Config::new`] (or `default`) and the setters,
 /// not with a struct literal.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// Size of a new pool file in bytes (multiple of 4096). Ignored by `open`.
     pub size: u64,

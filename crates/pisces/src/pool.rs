@@ -60,12 +60,8 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
     let Some(max) = max_size else {
         return Ok(());
     };
-    let why = match engine {
-        EngineId::Spht => {
-            "its working snapshot is a private mapping of the pool at open and does not follow a growth"
-        }
-        _ if engine.storage() == Storage::OwnFile => "its pool file is not in this library's format",
-        _ => return Ok(()),
+    let Some(why) = engine.growth_refused() else {
+        return Ok(());
     };
     if max > size {
         return Err(Error::InvalidConfig(format!(

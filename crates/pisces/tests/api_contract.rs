@@ -5,14 +5,7 @@ use pisces::{Config, EngineId, EngineOptions, Error, Isolation, PPtr, Pool, TxOp
 use std::time::{Duration, Instant};
 
 fn pool_with(dir: &tempfile::TempDir, name: &str, cfg: Config) -> Pool {
-    Pool::create(
-        dir.path().join(name),
-        Config {
-            size: 16 << 20,
-            ..cfg
-        },
-    )
-    .unwrap()
+    Pool::create(dir.path().join(name), cfg.size(16 << 20)).unwrap()
 }
 
 /// A panic inside `run` rolls the attempt back and gives the thread slot back: more
@@ -20,14 +13,7 @@ fn pool_with(dir: &tempfile::TempDir, name: &str, cfg: Config) -> Pool {
 #[test]
 fn panics_in_run_roll_back_and_return_the_slot() {
     let d = tempfile::tempdir().unwrap();
-    let pool = pool_with(
-        &d,
-        "p",
-        Config {
-            max_threads: 2,
-            ..Config::default()
-        },
-    );
+    let pool = pool_with(&d, "p", Config::default().max_threads(2));
     let n: PPtr<u64> = pool.root().unwrap();
     for _ in 0..5 {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -55,14 +41,7 @@ fn panics_in_run_roll_back_and_return_the_slot() {
 fn nested_transactions_are_refused() {
     let d = tempfile::tempdir().unwrap();
     for engine in [EngineId::Pisces, EngineId::Undo, EngineId::Mvcc] {
-        let pool = pool_with(
-            &d,
-            engine.name(),
-            Config {
-                engine: Some(engine),
-                ..Config::default()
-            },
-        );
+        let pool = pool_with(&d, engine.name(), Config::default().engine(engine));
         let n: PPtr<u64> = pool.root().unwrap();
         let mut handle = pool.handle().unwrap();
         let inner = pool.run(|tx| {
@@ -106,11 +85,9 @@ fn run_waits_for_a_free_slot_within_the_bound() {
     let pool = pool_with(
         &d,
         "w",
-        Config {
-            max_threads: 1,
-            slot_wait: Duration::from_secs(10),
-            ..Config::default()
-        },
+        Config::default()
+            .max_threads(1)
+            .slot_wait(Duration::from_secs(10)),
     );
     let n: PPtr<u64> = pool.root().unwrap();
     let h = pool.handle().unwrap();
@@ -131,11 +108,7 @@ fn run_waits_for_a_free_slot_within_the_bound() {
     let quick = pool_with(
         &d,
         "q",
-        Config {
-            max_threads: 1,
-            slot_wait: Duration::ZERO,
-            ..Config::default()
-        },
+        Config::default().max_threads(1).slot_wait(Duration::ZERO),
     );
     let _h = quick.handle().unwrap();
     let r = std::thread::scope(|s| s.spawn(|| quick.run(|_| Ok(()))).join().unwrap());
@@ -149,14 +122,7 @@ fn root_of_another_type_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("r");
     {
-        let pool = Pool::create(
-            &path,
-            Config {
-                size: 16 << 20,
-                ..Config::default()
-            },
-        )
-        .unwrap();
+        let pool = Pool::create(&path, Config::default().size(16 << 20)).unwrap();
         let r: PPtr<u64> = pool.root().unwrap();
         pool.run(|tx| {
             *tx.write(r)? = 0xDEAD_BEEF;
@@ -261,14 +227,7 @@ fn transaction_options_are_enforced() {
         Ok(*tx.read(n)?)
     })
     .unwrap();
-    let undo = pool_with(
-        &d,
-        "u",
-        Config {
-            engine: Some(EngineId::Undo),
-            ..Config::default()
-        },
-    );
+    let undo = pool_with(&d, "u", Config::default().engine(EngineId::Undo));
     let m: PPtr<u64> = undo.root().unwrap();
     for level in [
         Isolation::Snapshot,
@@ -287,12 +246,10 @@ fn engine_options_are_checked_by_the_engine() {
     let bad = |name: &str, engine: EngineId, o: &str| {
         let r = Pool::create(
             d.path().join(name),
-            Config {
-                size: 16 << 20,
-                engine: Some(engine),
-                engine_options: o.parse::<EngineOptions>().unwrap(),
-                ..Config::default()
-            },
+            Config::default()
+                .size(16 << 20)
+                .engine(engine)
+                .engine_options(o.parse::<EngineOptions>().unwrap()),
         );
         match r {
             Err(Error::InvalidConfig(m)) => m,
@@ -314,24 +271,11 @@ fn engine_options_are_checked_by_the_engine() {
 fn open_reads_the_engine_from_the_pool() {
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("m");
-    drop(pool_with(
-        &d,
-        "m",
-        Config {
-            engine: Some(EngineId::Mvcc),
-            ..Config::default()
-        },
-    ));
+    drop(pool_with(&d, "m", Config::default().engine(EngineId::Mvcc)));
     let pool = Pool::open(&path, Config::default()).unwrap();
     assert_eq!(pool.engine_id(), EngineId::Mvcc);
     drop(pool);
-    let r = Pool::open(
-        &path,
-        Config {
-            engine: Some(EngineId::Undo),
-            ..Config::default()
-        },
-    );
+    let r = Pool::open(&path, Config::default().engine(EngineId::Undo));
     assert!(matches!(r, Err(Error::WrongEngine { .. })), "{r:?}");
 }
 
@@ -350,11 +294,7 @@ fn two_pools_nested_in_opposite_order_both_finish() {
         .iter()
         .filter(|e| e.available() && e.name() != "pmdk")
     {
-        let cfg = Config {
-            engine: Some(engine),
-            max_threads: 4,
-            ..Config::default()
-        };
+        let cfg = Config::default().engine(engine).max_threads(4);
         let a = pool_with(&d, &format!("{engine}-a"), cfg.clone());
         let b = pool_with(&d, &format!("{engine}-b"), cfg);
         let xa: PPtr<u64> = a.root().unwrap();
@@ -406,10 +346,7 @@ fn the_root_object_cannot_be_freed_on_any_engine() {
             let pool = pool_with(
                 &d,
                 &format!("{engine}-{bytes}"),
-                Config {
-                    engine: Some(engine),
-                    ..Config::default()
-                },
+                Config::default().engine(engine),
             );
             let root = if bytes {
                 pool.root_bytes(24).unwrap()

@@ -267,10 +267,7 @@ struct Root {
 fn deep_check_walks_the_containers_of_the_root() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("deep.pool");
-    let cfg = Config {
-        size: 16 << 20,
-        ..Config::default()
-    };
+    let cfg = Config::default().size(16 << 20);
     let (map, _) = {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
         let root: PPtr<Root> = pool.root().unwrap();
@@ -344,10 +341,7 @@ fn deep_check_walks_the_containers_of_the_root() {
 fn deep_check_understands_a_grown_map() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("grown.pool");
-    let cfg = Config {
-        size: 16 << 20,
-        ..Config::default()
-    };
+    let cfg = Config::default().size(16 << 20);
     let map = {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
         let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
@@ -388,10 +382,7 @@ fn deep_check_understands_a_grown_map() {
 fn deep_check_reports_a_root_word_pointing_at_a_free_block() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("dangling.pool");
-    let cfg = Config {
-        size: 16 << 20,
-        ..Config::default()
-    };
+    let cfg = Config::default().size(16 << 20);
     {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
         let root: PPtr<Root> = pool.root().unwrap();
@@ -445,10 +436,7 @@ fn set_node_word(pool: &Pool, off: u64, i: usize, v: u64) {
 #[test]
 fn deep_check_verifies_btree_key_order() {
     let d = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        size: 16 << 20,
-        ..Config::default()
-    };
+    let cfg = Config::default().size(16 << 20);
     for (case, damage) in [("swapped", 0), ("outside its separators", 1)] {
         let p = d.path().join(format!("order{damage}.pool"));
         let tree = {

@@ -19,14 +19,12 @@ fn pools(dir: &tempfile::TempDir) -> Vec<(&'static str, Pool)> {
             let engine = EngineId::from_name(name).expect("engine by name");
             let pool = Pool::create(
                 dir.path().join(format!("{name}.pool")),
-                Config {
-                    size: 32 << 20,
-                    medium: MediumKind::DRAM,
-                    engine: Some(engine),
-                    max_threads: 4,
-                    log_bytes_per_thread: 256 << 10,
-                    ..Config::default()
-                },
+                Config::default()
+                    .size(32 << 20)
+                    .medium(MediumKind::DRAM)
+                    .engine(engine)
+                    .max_threads(4)
+                    .log_bytes_per_thread(256 << 10),
             )
             .unwrap_or_else(|e| panic!("{name}: {e}"));
             (name, pool)
@@ -349,12 +347,12 @@ fn a_forgotten_transaction_ends_with_its_handle() {
     }
     // More leaked transactions (handles kept) than pools may nest on a thread: every
     // other pool, and pools opened later, same file or not, still run transactions.
-    let cfg = |_: usize| Config {
-        size: 16 << 20,
-        medium: MediumKind::DRAM,
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
+    let cfg = |_: usize| {
+        Config::default()
+            .size(16 << 20)
+            .medium(MediumKind::DRAM)
+            .max_threads(2)
+            .log_bytes_per_thread(64 << 10)
     };
     let mut kept = Vec::new();
     for i in 0..6 {

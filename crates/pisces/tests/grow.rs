@@ -15,14 +15,12 @@ const WORDS: usize = 512;
 type Obj = [u64; WORDS];
 
 fn cfg(engine: EngineId, max: Option<u64>) -> Config {
-    Config {
-        size: SIZE,
-        max_size: max,
-        engine: Some(engine),
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    }
+    Config::default()
+        .size(SIZE)
+        .max_size(max)
+        .engine(engine)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10)
 }
 
 /// Engines on the library's heap that can use a pool that grows.
@@ -280,10 +278,7 @@ fn a_file_longer_than_the_pool_opens_and_is_reused() {
 fn file_and_anonymous_media_grow_too() {
     let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
     let p = d.path().join("f.pool");
-    let c = Config {
-        medium: MediumKind::File,
-        ..cfg(EngineId::Pisces, Some(4 << 20))
-    };
+    let c = cfg(EngineId::Pisces, Some(4 << 20)).medium(MediumKind::File);
     {
         let pool = Pool::create(&p, c.clone()).unwrap();
         let root: PPtr<[u64; 2]> = pool.root().unwrap();

@@ -10,12 +10,10 @@ use std::path::{Path, PathBuf};
 const SIZE: u64 = 4 << 20;
 
 fn cfg() -> Config {
-    Config {
-        size: SIZE,
-        max_threads: 2,
-        log_bytes_per_thread: 64 << 10,
-        ..Config::default()
-    }
+    Config::default()
+        .size(SIZE)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10)
 }
 
 /// A closed pool with a root counter set to 41, in a fresh directory.
@@ -392,10 +390,7 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
 #[test]
 fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        engine: Some(pisces::EngineId::Pmdk),
-        ..Config::default()
-    };
+    let cfg = Config::default().engine(pisces::EngineId::Pmdk);
     match Pool::create(dir.path().join("p.pool"), cfg) {
         Err(Error::InvalidConfig(m)) => assert!(m.contains("libpmemobj-dev"), "{m}"),
         other => panic!("expected InvalidConfig, got {other:?}"),
@@ -416,10 +411,7 @@ fn a_damaged_root_slot_is_refused_not_replaced() {
         .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
     {
         let p = d.path().join(format!("{engine}.pool"));
-        let cfg = Config {
-            engine: Some(engine),
-            ..cfg()
-        };
+        let cfg = cfg().engine(engine);
         {
             let pool = Pool::create(&p, cfg.clone()).unwrap();
             let root: PPtr<[u64; 4]> = pool.root().unwrap();

@@ -1,13 +1,13 @@
 //! The key-value data sets on a peer: the same keys, values and operations as the
-//! library's [`hash`](crate::hash), [`set`](crate::set) and [`ycsb`](crate::ycsb) data
-//! sets (see their docs), one operation per transaction of the store.
+//! library's [`hash`], [`set`] and [`ycsb`] data sets (see their docs), one operation
+//! per transaction of the store.
 
 use super::{KvStore, Peer};
-use crate::dataset::OpRng;
-use crate::dataset::{preload_keys, sample_keys, Sizes, PRELOAD_BATCH, SET_UPDATE_BYTES};
-use crate::registry::DataKind;
-use crate::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
-use crate::{hash, set};
+use crate::workloads::kinds::DataKind;
+use crate::workloads::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
+use crate::workloads::OpRng;
+use crate::workloads::{hash, set};
+use crate::workloads::{preload_keys, sample_keys, Sizes, PRELOAD_BATCH, SET_UPDATE_BYTES};
 use rand::Rng;
 use std::hint::black_box;
 use std::path::Path;

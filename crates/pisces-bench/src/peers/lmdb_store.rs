@@ -2,7 +2,7 @@
 //! byte-string values in an environment directory; the environment is opened with
 //! LMDB's default flags, so a commit returns after an fdatasync of the data file.
 
-use super::{failed, KvStore, KvWrite};
+use super::{failed, KvStore, KvWrite, Peer};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RwTxn};
 use std::path::Path;
@@ -14,7 +14,7 @@ pub struct LmdbStore {
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {
-    failed("lmdb", what, e)
+    failed(Peer::Lmdb.name(), what, e)
 }
 
 impl LmdbStore {

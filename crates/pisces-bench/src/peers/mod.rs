@@ -30,7 +30,7 @@ mod redb_store;
 
 pub use bench::PeerBench;
 
-use crate::registry::DataKind;
+use crate::workloads::kinds::DataKind;
 use std::path::Path;
 
 /// A peer.

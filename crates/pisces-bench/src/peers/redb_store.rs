@@ -2,7 +2,7 @@
 //! file; every write transaction commits with `Durability::Immediate` (set explicitly,
 //! though it is redb's default): the commit returns after an fsync of the file.
 
-use super::{failed, KvStore, KvWrite};
+use super::{failed, KvStore, KvWrite, Peer};
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use std::path::Path;
 
@@ -15,7 +15,7 @@ pub struct RedbStore {
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {
-    failed("redb", what, e)
+    failed(Peer::Redb.name(), what, e)
 }
 
 impl RedbStore {

@@ -9,7 +9,6 @@
 
 use super::workload::{Bounds, Shape, Workload};
 use crate::sim::{Adversary, SimConfig, SimMedium};
-use pisces::medium::Medium;
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use std::sync::Arc;
 
@@ -31,7 +30,7 @@ impl PoolSpec {
     pub fn config(&self) -> Config {
         Config::default()
             .size(self.shape.pool_size)
-            .engine(Some(self.engine))
+            .engine(self.engine)
             .max_threads(self.slots)
             .log_bytes_per_thread(self.shape.log_bytes)
             .engine_options(self.options.clone())

@@ -1,6 +1,7 @@
 //! Crash campaigns for the integration tests: a thin layer over the library's
 //! [`pisces_verify::crashtest`] (workloads with engine-independent oracles, the campaign
-//! driver), keeping the small API the crash and mutation tests use.
+//! driver): the small API of the Pisces engine's crash and mutation tests, and the
+//! campaign the baselines (`undo`, `mvcc`) run.
 #![allow(dead_code)]
 
 use pisces::{Config, EngineOptions};
@@ -12,13 +13,11 @@ pub const POOL: u64 = 1 << 20;
 
 /// The configuration of the crash-test pools (1 MiB, 2 thread slots, 16 KiB logs).
 pub fn cfg(opts: EngineOptions) -> Config {
-    Config {
-        size: POOL,
-        max_threads: 2,
-        log_bytes_per_thread: 16 << 10,
-        engine_options: opts,
-        ..Config::default()
-    }
+    Config::default()
+        .size(POOL)
+        .max_threads(2)
+        .log_bytes_per_thread(16 << 10)
+        .engine_options(opts)
 }
 
 /// A workload of [`pisces_verify::crashtest`].
@@ -94,5 +93,43 @@ pub fn campaign(
         states: report.states as usize,
         violations: report.violations.iter().map(|v| v.to_string()).collect(),
         violation_count: report.violation_count as usize,
+    }
+}
+
+/// Every library crash workload on `engine` (its default options): a 1-thread run
+/// crashed at every fence, a 2-thread run at 300 random fences.
+pub fn baseline_every_fence_and_random(engine: pisces::EngineId) {
+    for (threads, mode, ops) in [
+        (1, Mode::Exhaustive, 20),
+        (2, Mode::Random { states: 300 }, 60),
+    ] {
+        for w in crashtest::workloads() {
+            let settings = Settings {
+                engine,
+                threads,
+                ops,
+                mode,
+                seed: 7,
+                ..Settings::default()
+            };
+            let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+            eprintln!(
+                "{} {} threads {threads}: crash states: {} checked, {} violations",
+                engine.name(),
+                w.name(),
+                r.states,
+                r.violation_count
+            );
+            assert_eq!(
+                r.violation_count,
+                0,
+                "{:#?}",
+                r.violations
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+            );
+            assert!(r.states >= 50, "only {} states", r.states);
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//! Helpers shared by the integration tests (each test binary uses a part of them).
+#![allow(dead_code, unused_imports)]
 
 pub use pisces_verify::testkit::*;
 

@@ -70,13 +70,16 @@ pub(crate) enum Storage {
 /// transaction API above them.
 #[derive(Clone)]
 pub(crate) struct OpenCtx {
-    /// Size of a new pool file in bytes (`Storage::OwnFile` engines create it).
+    /// Size of a new pool file in bytes (`Storage::OwnFile` engines create it; a build
+    /// without such an engine reads it nowhere).
+    #[cfg_attr(not(pmdk), allow(dead_code))]
     pub size: u64,
     /// Most threads that run transactions at once.
     pub max_threads: usize,
     /// Bytes of each thread's log region.
     pub log_bytes_per_thread: usize,
     /// The medium kind asked for (`Storage::OwnFile` engines map their own file).
+    #[cfg_attr(not(pmdk), allow(dead_code))]
     pub medium: MediumKind,
     /// The engine options the caller gave (parsed and checked by the engine).
     pub options: EngineOptions,
@@ -166,6 +169,9 @@ pub(crate) trait EngineDef: 'static {
     const DURABLE: bool = true;
     /// Where the pool lives.
     const STORAGE: Storage = Storage::Heap;
+    /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
+    /// size), or `None` if it can.
+    const GROWTH_REFUSED: Option<&'static str> = None;
     /// Pool-wide state.
     type Engine: Engine<Thread = Self::Thread>;
     /// One thread's state.

@@ -63,6 +63,10 @@ macro_rules! engines {
             pub fn option_sets(self) -> Vec<EngineOptions> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::option_sets(), )+ }
             }
+            /// Why the engine cannot run on a pool that grows, if it cannot.
+            pub(crate) fn growth_refused(self) -> Option<&'static str> {
+                match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
+            }
             pub(crate) fn storage(self) -> Storage {
                 match self { $( EngineId::$variant => <$def as EngineDef>::STORAGE, )+ }
             }

@@ -90,8 +90,10 @@ pub enum MediumKind {
     Dax,
     /// An ordinary file: the fence `msync`s the pages flushed since the last fence.
     File,
-    /// The crash simulator (tests only).
-    Simulated,
+    /// A medium the program implements ([`Medium`]) and gives to `Pool::create_on` /
+    /// `Pool::open_on`, not backed by a pool file (the crash simulator of the
+    /// verification crate is one).
+    Custom,
 }
 
 impl MediumKind {
@@ -101,13 +103,13 @@ impl MediumKind {
         bandwidth_bytes_per_sec: 0,
     };
 
-    /// A short, stable name (`dram`, `dax`, `file`, `sim`).
+    /// A short, stable name (`dram`, `dax`, `file`, `custom`).
     pub fn name(&self) -> &'static str {
         match self {
             MediumKind::Dram { .. } => "dram",
             MediumKind::Dax => "dax",
             MediumKind::File => "file",
-            MediumKind::Simulated => "sim",
+            MediumKind::Custom => "custom",
         }
     }
 }
@@ -199,10 +201,6 @@ pub unsafe trait Medium: Send + Sync {
     fn sync_all(&self) -> crate::Result<()> {
         self.persist(0, self.len());
         Ok(())
-    }
-    /// True once a simulated crash has happened: work after it is lost. Real media: false.
-    fn crashed(&self) -> bool {
-        false
     }
     /// The file the image maps, if it maps one (an engine may map it again, e.g.
     /// `MAP_PRIVATE` for a copy-on-write working snapshot). Default: none.

@@ -16,7 +16,7 @@
 //! | another process holds its lock              | [`Error::Locked`]             |
 //! | this process holds its lock (open already)  | [`Error::AlreadyOpen`]        |
 //! | size too small / not page multiple (create) | [`Error::InvalidConfig`]      |
-//! | [`MediumKind::Simulated`], not a regular file | [`Error::InvalidConfig`]    |
+//! | [`MediumKind::Custom`], not a regular file | [`Error::InvalidConfig`]    |
 //! | DAX requested on a non-DAX file system      | [`Error::MediumUnsupported`]  |
 //!
 //! The read-only check looks at the permission bits as well as at `open(2)`: the
@@ -61,7 +61,7 @@ use std::sync::Arc;
 ///
 /// Fails with [`Error::AlreadyExists`] if `path` exists, and with
 /// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_SIZE`] or not a multiple of
-/// 4096, or `kind` is [`MediumKind::Simulated`]. On any failure after the file was
+/// 4096, or `kind` is [`MediumKind::Custom`]. On any failure after the file was
 /// created, the file is removed.
 pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn Medium>> {
     create_file_growable(path, size, size, kind)
@@ -169,9 +169,9 @@ pub(crate) fn open_file_reserving(
 }
 
 fn check_kind(kind: MediumKind) -> Result<()> {
-    if kind == MediumKind::Simulated {
+    if kind == MediumKind::Custom {
         return Err(Error::InvalidConfig(
-            "the simulated medium is not backed by a file; use medium::SimMedium::new".into(),
+            "a custom medium is not backed by a pool file: give it to Pool::create_on / Pool::open_on".into(),
         ));
     }
     Ok(())
@@ -382,9 +382,9 @@ fn map_kind(file: File, kind: MediumKind, path: &Path, max_len: usize) -> Result
             other => other,
         })?),
         MediumKind::File => Arc::new(FileMedium::from_file(file, max_len)?),
-        MediumKind::Simulated => {
+        MediumKind::Custom => {
             return Err(Error::InvalidConfig(
-                "the simulated medium is not backed by a file".into(),
+                "a custom medium is not backed by a pool file".into(),
             ))
         }
     })
@@ -442,7 +442,7 @@ mod tests {
             assert!(!q.exists(), "nothing created for size {bad}");
         }
         assert!(matches!(
-            create_file(&q, SIZE, MediumKind::Simulated),
+            create_file(&q, SIZE, MediumKind::Custom),
             Err(Error::InvalidConfig(_))
         ));
         assert!(!q.exists());
@@ -488,7 +488,7 @@ mod tests {
         assert!(open_file(&ro, dram()).is_ok());
 
         assert!(matches!(
-            open_file(&ro, MediumKind::Simulated),
+            open_file(&ro, MediumKind::Custom),
             Err(Error::InvalidConfig(_))
         ));
         assert!(matches!(

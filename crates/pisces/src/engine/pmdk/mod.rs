@@ -91,6 +91,8 @@ impl EngineDef for Pmdk {
     // Strict 2PL, as for `undo`.
     const ISOLATION: Isolation = Isolation::Linearizable;
     const STORAGE: Storage = Storage::OwnFile;
+    const GROWTH_REFUSED: Option<&'static str> =
+        Some("libpmemobj's pool file is not in this library's format and does not grow");
     type Engine = PmdkEngine;
     type Thread = PmdkThread;
     fn open(_heap: Arc<Heap>, _opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PmdkEngine> {

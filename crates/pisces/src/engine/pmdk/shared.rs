@@ -55,7 +55,7 @@ fn settle_flush_mode(kind: MediumKind) -> Result<()> {
             ))
         }
         MediumKind::Dax | MediumKind::File => false,
-        MediumKind::Simulated => {
+        MediumKind::Custom => {
             return Err(Error::InvalidConfig(
                 "the pmdk engine cannot run on the crash simulator".into(),
             ))

@@ -177,6 +177,9 @@ impl EngineDef for Spht {
     const SUMMARY: &'static str =
         "SPHT (2021): STM on a working snapshot, physical-clock redo logs, global marker, linked parallel replay";
     const ISOLATION: Isolation = Isolation::Serializable;
+    const GROWTH_REFUSED: Option<&'static str> = Some(
+        "its working snapshot is a private mapping of the pool at open and does not follow a growth",
+    );
     type Engine = SphtEngine;
     type Thread = thread::SphtThread;
     fn option_sets() -> Vec<EngineOptions> {

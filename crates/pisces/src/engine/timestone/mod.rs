@@ -79,7 +79,7 @@
 //! `clog`), and, in a benchmark, the run itself (the pool's close checkpoints what is
 //! left, and that is counted). `pisces bench --engine-options
 //! timestone:clog_mib=63,olog_regions=8` runs the bench with the largest window;
-//! `examples/ts_window.rs` in the bench crate compares window sizes.
+//! `probes/ts_window.rs` in the bench crate compares window sizes.
 //!
 //! **DRAM cost of a window**, all bounded: each pending item (about 40 bytes; 2–3 per
 //! hash update, about 25 per new-order) until the checkpoint — bounded by the OLog

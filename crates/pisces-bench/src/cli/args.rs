@@ -1,0 +1,586 @@
+//! Command-line arguments of `pisces bench` and the [`Settings`] they resolve to
+//! (defaults of `--quick` and `--full` filled in). The plan of measurements is made
+//! from the settings by [`crate::cli::plan`].
+
+use crate::engines::Engine;
+use crate::workloads::select::{self, WorkloadKind, SET_MIXES};
+use crate::workloads::ycsb::YCSB_MIXES;
+use crate::workloads::Sizes;
+use clap::Args;
+use pisces::tools::containers::MAX_BUCKETS;
+use std::path::PathBuf;
+
+/// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
+pub const LATENCY_SWEEP_NS: [u64; 5] = [0, 100, 300, 600, 1000];
+/// Update percentage of the latency sweep and the breakdown (paper Fig 9a, 9c: 20 %).
+pub const SWEEP_UPDATE_PCT: u32 = 20;
+/// Emulated NVM write latencies of the marker ablation.
+pub const MARKER_LATENCIES_NS: [u64; 2] = [0, 1000];
+/// Sizes of the `set` workload (both modes).
+pub const SET_KEYS: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in quick mode: the peers' 1M keys scaled down to
+/// 100K (drawn from 200K).
+pub const TREE_SET_KEYS_QUICK: [usize; 2] = [1000, 100_000];
+/// Sizes of the `tree-set` workload in full mode: the peers' 1K and 1M (drawn from 2M).
+pub const TREE_SET_KEYS_FULL: [usize; 2] = [1000, 1_000_000];
+
+/// Engines of `set` and `tree-set` in the main job (quick mode, no `--workloads`),
+/// unless `--engines` is given: Pisces, the in-house baseline `undo`, the physical
+/// limit `bare`, and the key-value peers (which run `set`, not `tree-set`).
+pub const MAIN_SET_ENGINES: [Engine; 5] = [
+    Engine::PISCES,
+    Engine::UNDO,
+    Engine::BARE,
+    Engine::REDB,
+    Engine::LMDB,
+];
+/// Thread counts of `set` and `tree-set` in the main job, unless `--threads` is given.
+pub const MAIN_SET_THREADS: [usize; 1] = [1];
+/// Update mixes of `set` and `tree-set` in the main job, unless `--update-pct` is
+/// given (the peers' 1 and 10 %; 100 % runs when the sets are named).
+pub const MAIN_SET_MIXES: [u32; 2] = [1, 10];
+/// MiB of log the `recovery` workload leaves to a crash by default (all fill threads).
+pub const RECOVERY_LOG_MIB: u64 = 256;
+/// MiB of log the `replay` workload leaves to a crash by default (all fill threads).
+pub const REPLAY_LOG_MIB: u64 = 1024;
+
+/// Arguments of `pisces bench`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Each measurement creates a fresh pool under /dev/shm (DRAM with the emulated NVM write \
+latency of --nvm-latency-ns charged per flushed cache line), preloads it, and runs the \
+worker threads for --seconds, one operation per transaction; the pool is removed \
+afterwards. Runs are interleaved (run 1 of every configuration, then run 2, ...), and \
+the ratios against Pisces are taken within each run, then the median over runs.\n\n\
+Defaults: --quick. quick: hash table 10K buckets / 20K pairs, B+-tree 100K keys, \
+updates 0,2,20 % (B+-tree 0,20 %), 0.4 s x 3 runs. full: the paper's sizes (10K buckets / 100K pairs, \
+1M keys), updates 0,2,20,40 %, 10 s x 3 runs. The latency sweep uses 0,100,300,600,1000 \
+ns and 20 % updates on 2 threads (or the --threads values above 1); latency-split (not \
+in the default list) sweeps the same latencies with thread 0 only looking up and the \
+others only updating (update_pct 100 in the CSV: the writers' mix); the breakdown uses \
+20 % updates. An explicit --update-pct or --nvm-latency-ns applies to every workload \
+(0 % is skipped where a workload needs writers), except that tpcc and tatp always run \
+their own mix (update_pct 100: every new-order is read-write; 20: TATP's 80 % read-only \
+mix).\n\n\
+tpcc (TPC-C new-order, one warehouse per worker thread) and tatp run in --full and when \
+named in --workloads, not in the quick default. Scaled down: tpcc quick 10K items and \
+300 customers per district, full 100K items and 3K customers; tatp quick 20K \
+subscribers, full 200K (the paper's).\n\n\
+set and tree-set (the set benchmarks of the published PTM peers): N keys drawn from 0..2N, an update removes a member and adds it back in \
+one transaction, a read looks one up; updates 1,10,100 %; one measurement per size, \
+reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
+1K and 100K (the peers' 1M scaled down), full 1K and 1M. In the quick default (no \
+--workloads: the main job) they run reduced, so that its time does not grow: engines \
+pisces, undo, bare, redb, lmdb (the peers on set only), 1 thread, 1 and 10 % updates \
+(--engines, --threads, --update-pct override this); named in --workloads they run with \
+the run's engines and threads and 1, 10, 100 %.\n\n\
+hot (only when named): every transaction reads 4 and updates 2 of 16 hot counters, on \
+2+ threads over the latency sweep; sp3 runs also as sp3-no-ev (early_visibility=false). \
+recovery (only when named): --recovery-log-mib of log (default 256) left to a crash by 2 \
+threads, then Pool::open timed with 1 and 2 recovery threads (engines whose logs can hold \
+it; slow). replay (only when named): spht only, --replay-log-mib of log (default 1024) \
+left to a crash with the replayer held (hash table and B+-tree), then the replay timed per \
+mode (forward links, timestamp scan, backward links), duplicate filter on/off and 1 and 2 \
+threads (slow).\n\n\
+capi runs only when named in --workloads: the hash workload's operations issued from C \
+through the C interface (one pisces_run per operation, the C side compiled into the \
+harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
+the hash mixes; its table shows C time / Rust time.\n\n\
+ycsb (only when named): a YCSB-style key-value table of 100K records, 8-byte keys and \
+64-byte values, zipfian requests (constant 0.99, hot records scattered), one operation \
+per transaction; mixes A (50 % updates), B (5 %), C (read-only), reported by update_pct. \
+The library's engines run it on HashMap.\n\n\
+markers (only when named) compares the spht engine's SPHT global durability marker \
+with NV-HTM's sequential per-thread commit markers (spht-nvhtm) on the hash table at \
+20 % updates, 0 and 1000 ns emulated latency.\n\n\
+Engines: every engine of the library in this build by default; pmdk is in the build only \
+where libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
+flushes by itself). The peers redb and lmdb (key-value stores a Rust user might pick \
+instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on their own \
+files under /dev/shm: redb with Durability::Immediate (an fsync per commit), LMDB with \
+its default sync (an fdatasync per commit); on /dev/shm an fsync is nearly free. Both \
+allow one write transaction at a time and concurrent readers.\n\n\
+Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
+unless --no-pin is given.")]
+pub struct BenchArgs {
+    /// Scaled-down data sets and short runs (the default).
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+    /// The paper's data-set sizes and longer runs.
+    #[arg(long)]
+    pub full: bool,
+    /// Engines to compare, comma-separated [default: every engine of the library in
+    /// this build, of pisces,undo,mvcc,pmdk,volatile,sp3,spht,timestone,bare; the peers
+    /// redb,lmdb when named].
+    #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
+    pub engines: Option<Vec<Engine>>,
+    /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;
+    /// --full: hash,btree,latency,breakdown,tpcc,tatp; also latency-split, ycsb, hot,
+    /// recovery, capi, markers, replay].
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub workloads: Option<Vec<WorkloadKind>>,
+    /// Worker-thread counts, comma-separated [default: 1,2].
+    #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Option<Vec<usize>>,
+    /// Percentages of update transactions, comma-separated [default: see below].
+    #[arg(long = "update-pct", value_delimiter = ',', value_parser = parse_pct)]
+    pub update_pct: Option<Vec<u32>>,
+    /// Emulated NVM write latencies in ns per flushed cache line, comma-separated
+    /// [default: 0; the latency sweep 0,100,300,600,1000].
+    #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
+    pub nvm_latency_ns: Option<Vec<u64>>,
+    /// Seconds per measurement [default: 0.4 quick, 10 full].
+    #[arg(long, value_parser = parse_seconds)]
+    pub seconds: Option<f64>,
+    /// Runs of every configuration (the table shows medians) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: Option<u32>,
+    /// Report directory [default: a fresh target/bench/YYYYMMDD-HHMMSS (UTC) in the
+    /// workspace].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the workers' operation choices and of the preload order.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Hash-table buckets [default: 10000].
+    #[arg(long, value_parser = parse_buckets)]
+    pub hash_buckets: Option<usize>,
+    /// Hash-table pairs preloaded [default: 20000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub hash_pairs: Option<usize>,
+    /// B+-tree keys preloaded [default: 100000 quick, 1000000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub btree_keys: Option<usize>,
+    /// TPC-C items, and stock rows per warehouse [default: 10000 quick, 100000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_items: Option<usize>,
+    /// TPC-C customers (and preloaded orders) per district [default: 300 quick, 3000
+    /// full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tpcc_customers: Option<usize>,
+    /// TATP subscribers [default: 20000 quick, 200000 full].
+    #[arg(long, value_parser = parse_keys)]
+    pub tatp_subscribers: Option<usize>,
+    /// Sizes of the hash set, comma-separated: one measurement each [default:
+    /// 1000,100000].
+    #[arg(long = "set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub set_keys: Option<Vec<usize>>,
+    /// Sizes of the B+-tree set, comma-separated: one measurement each [default:
+    /// 1000,100000 quick, 1000,1000000 full].
+    #[arg(long = "tree-set-keys", value_delimiter = ',', value_parser = parse_keys)]
+    pub tree_set_keys: Option<Vec<usize>>,
+    /// MiB of log the `recovery` workload leaves to a crash (all fill threads).
+    #[arg(long, default_value_t = RECOVERY_LOG_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub recovery_log_mib: u64,
+    /// MiB of log the `replay` workload leaves to a crash (all fill threads).
+    #[arg(long, default_value_t = REPLAY_LOG_MIB,
+          value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub replay_log_mib: u64,
+    /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
+    /// (the default).
+    #[arg(long, overrides_with = "no_pin")]
+    pub pin: bool,
+    /// Let the scheduler place the worker threads.
+    #[arg(long = "no-pin", overrides_with = "pin")]
+    pub no_pin: bool,
+    /// Options of one engine for all its measurements (those the plan does not set
+    /// itself), `ENGINE:KEY=VALUE[,KEY=VALUE...]`; repeatable. E.g.
+    /// `timestone:clog_mib=63,olog_regions=8`.
+    #[arg(long = "engine-options", value_parser = parse_engine_options)]
+    pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+}
+
+fn parse_engine_options(s: &str) -> Result<(Engine, pisces::EngineOptions), String> {
+    let (name, opts) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: expected ENGINE:KEY=VALUE[,KEY=VALUE...]"))?;
+    let engine = Engine::parse(name)?;
+    let opts: pisces::EngineOptions = opts.parse().map_err(|e| format!("`{s}`: {e}"))?;
+    Ok((engine, opts))
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a thread count (1 to 64)")),
+    }
+}
+
+fn parse_pct(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= 100 => Ok(n),
+        _ => Err(format!("`{s}` is not a percentage (0 to 100)")),
+    }
+}
+
+fn parse_latency(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= 1_000_000 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a latency in ns (0 to 1000000 per cache line)"
+        )),
+    }
+}
+
+/// Seconds per measurement: above 0, at most one hour.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration in seconds (a number above 0, at most 3600)"
+        )),
+    }
+}
+
+fn parse_buckets(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_BUCKETS).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a bucket count (1 to {MAX_BUCKETS})")),
+    }
+}
+
+fn parse_keys(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=20_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a key count (1 to 20000000)")),
+    }
+}
+
+/// Everything a bench run needs, defaults resolved.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `quick` or `full`.
+    pub mode: &'static str,
+    /// Engines compared on hash and btree (and swept for latency).
+    pub engines: Vec<Engine>,
+    /// Workloads, in the order given.
+    pub workloads: Vec<WorkloadKind>,
+    /// Thread counts, ascending.
+    pub threads: Vec<usize>,
+    /// Update mixes of hash.
+    pub mixes: Vec<u32>,
+    /// Update mixes of btree.
+    pub btree_mixes: Vec<u32>,
+    /// Update mixes of latency and breakdown.
+    pub sweep_mixes: Vec<u32>,
+    /// Update mixes of set and tree-set.
+    pub set_mixes: Vec<u32>,
+    /// Engines of set and tree-set (those of `engines`, except in the main job).
+    pub set_engines: Vec<Engine>,
+    /// Thread counts of set and tree-set (those of `threads`, except in the main job).
+    pub set_threads: Vec<usize>,
+    /// Update mixes of ycsb (A, B, C by default).
+    pub ycsb_mixes: Vec<u32>,
+    /// NVM latencies of hash, btree and breakdown.
+    pub latencies: Vec<u64>,
+    /// NVM latencies of the latency sweep.
+    pub sweep_latencies: Vec<u64>,
+    /// NVM latencies of the marker ablation.
+    pub marker_latencies: Vec<u64>,
+    /// Seconds per measurement.
+    pub seconds: f64,
+    /// Runs per configuration.
+    pub runs: u32,
+    /// Data-set sizes.
+    pub sizes: Sizes,
+    /// Sizes of the hash set (one measurement each), ascending.
+    pub set_keys: Vec<usize>,
+    /// Sizes of the B+-tree set (one measurement each), ascending.
+    pub tree_set_keys: Vec<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Report directory, if given.
+    pub out: Option<PathBuf>,
+    /// MiB of log of the `recovery` workload.
+    pub recovery_log_mib: u64,
+    /// MiB of log of the `replay` workload.
+    pub replay_log_mib: u64,
+    /// Pin worker threads to CPUs.
+    pub pin: bool,
+    /// Options given to an engine's measurements (`--engine-options`).
+    pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+}
+
+fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn dedup_ordered<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for &x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+impl BenchArgs {
+    /// Resolve defaults (quick unless `--full`).
+    pub fn settings(&self) -> Settings {
+        let full = self.full;
+        let base = if full { Sizes::FULL } else { Sizes::QUICK };
+        let sizes = Sizes {
+            hash_buckets: self.hash_buckets.unwrap_or(base.hash_buckets),
+            hash_pairs: self.hash_pairs.unwrap_or(base.hash_pairs),
+            btree_keys: self.btree_keys.unwrap_or(base.btree_keys),
+            tpcc_items: self.tpcc_items.unwrap_or(base.tpcc_items),
+            tpcc_customers: self.tpcc_customers.unwrap_or(base.tpcc_customers),
+            tatp_subscribers: self.tatp_subscribers.unwrap_or(base.tatp_subscribers),
+        };
+        let (default_mixes, default_btree_mixes): (&[u32], &[u32]) = if full {
+            (&[0, 2, 20, 40], &[0, 2, 20, 40])
+        } else {
+            (&[0, 2, 20], &[0, 20])
+        };
+        let explicit_mixes = self.update_pct.as_deref().map(dedup_sorted);
+        let sweep_mixes = match &explicit_mixes {
+            Some(m) => m.iter().copied().filter(|&p| p > 0).collect(),
+            None => vec![SWEEP_UPDATE_PCT],
+        };
+        let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
+        // The main job (quick, default workloads) runs the sets in a reduced form.
+        let main_job = !full && self.workloads.is_none();
+        let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
+        let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
+        let set_engines = match (&self.engines, main_job) {
+            (None, true) => MAIN_SET_ENGINES
+                .iter()
+                .copied()
+                .filter(|e| e.in_build())
+                .collect(),
+            _ => engines.clone(),
+        };
+        let set_threads = match (&self.threads, main_job) {
+            (None, true) => MAIN_SET_THREADS.to_vec(),
+            _ => threads.clone(),
+        };
+        let set_mixes: &[u32] = if main_job {
+            &MAIN_SET_MIXES
+        } else {
+            &SET_MIXES
+        };
+        Settings {
+            mode: if full { "full" } else { "quick" },
+            engines,
+            set_engines,
+            set_threads,
+            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
+                &select::FULL
+            } else {
+                &select::QUICK
+            })),
+            threads,
+            btree_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| default_btree_mixes.to_vec()),
+            set_mixes: explicit_mixes.clone().unwrap_or_else(|| set_mixes.to_vec()),
+            ycsb_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| YCSB_MIXES.to_vec()),
+            mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
+            sweep_mixes,
+            latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
+            marker_latencies: explicit_lat
+                .clone()
+                .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
+            sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
+            seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
+            runs: self.runs.unwrap_or(3),
+            sizes,
+            set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),
+            tree_set_keys: dedup_sorted(self.tree_set_keys.as_deref().unwrap_or(if full {
+                &TREE_SET_KEYS_FULL
+            } else {
+                &TREE_SET_KEYS_QUICK
+            })),
+            seed: self.seed,
+            out: self.out.clone(),
+            recovery_log_mib: self.recovery_log_mib,
+            replay_log_mib: self.replay_log_mib,
+            pin: !self.no_pin,
+            engine_options: self.engine_options.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        b: BenchArgs,
+    }
+
+    /// Parse `pisces bench` arguments.
+    pub(crate) fn parse(args: &[&str]) -> Result<BenchArgs, String> {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(args);
+        P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn engine_options_parse_and_reach_the_plan() {
+        let s = parse(&[
+            "--engines",
+            "pisces,timestone",
+            "--workloads",
+            "hash",
+            "--engine-options",
+            "timestone:clog_mib=63,olog_regions=8",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.engine_options.len(), 1);
+        let (specs, notes) = crate::cli::plan::plan(&s);
+        for sp in &specs {
+            let o = sp.engine.options();
+            if sp.engine.engine.name() == "timestone" {
+                assert_eq!(o.get("clog_mib"), Some("63"));
+                assert_eq!(o.get("olog_regions"), Some("8"));
+            } else {
+                assert!(o.is_empty());
+            }
+        }
+        assert!(notes.iter().any(|n| n.contains("clog_mib=63")), "{notes:?}");
+        assert!(parse(&["--engine-options", "timestone"]).is_err());
+        assert!(parse(&["--engine-options", "nosuch:a=1"]).is_err());
+    }
+
+    #[test]
+    fn full_mode_and_explicit_lists() {
+        let s = parse(&["--full"]).unwrap().settings();
+        assert_eq!(s.mode, "full");
+        assert_eq!(s.sizes, Sizes::FULL);
+        assert_eq!(s.mixes, [0, 2, 20, 40]);
+        assert_eq!(s.btree_mixes, [0, 2, 20, 40]);
+        assert_eq!(s.set_mixes, SET_MIXES);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_FULL);
+        assert_eq!(s.engines, Engine::available());
+        let s = parse(&[
+            "--engines",
+            "undo,pisces,undo",
+            "--threads",
+            "2,1,2",
+            "--update-pct",
+            "20,0",
+            "--nvm-latency-ns",
+            "300",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.engines, [Engine::UNDO, Engine::PISCES]);
+        assert_eq!(s.threads, [1, 2]);
+        assert_eq!(s.mixes, [0, 20]);
+        assert_eq!(s.btree_mixes, [0, 20]);
+        assert_eq!(s.set_mixes, [0, 20]);
+        assert_eq!(s.sweep_mixes, [20]);
+        assert_eq!(s.latencies, [300]);
+        assert_eq!(s.sweep_latencies, [300]);
+        assert_eq!(s.set_keys, SET_KEYS);
+        assert_eq!(s.tree_set_keys, TREE_SET_KEYS_QUICK);
+    }
+
+    #[test]
+    fn the_help_names_the_engines_of_the_build() {
+        use clap::CommandFactory;
+        let help = P::command().render_long_help().to_string();
+        assert!(!help.contains("Not built yet"), "{help}");
+        assert!(
+            help.contains("every engine of the library in this build"),
+            "{help}"
+        );
+        assert!(help.contains("redb,lmdb when named"), "{help}");
+        assert!(help.contains("--no-pin"), "{help}");
+        assert!(help.contains("tree-set"), "{help}");
+    }
+
+    #[test]
+    fn pmdk_is_refused_only_where_the_build_lacks_it() {
+        let r = parse(&["--engines", "pmdk"]);
+        if Engine::PMDK.in_build() {
+            assert_eq!(r.unwrap().settings().engines, [Engine::PMDK]);
+        } else {
+            let e = r.err().unwrap();
+            assert!(e.contains("libpmemobj-dev"), "{e}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        for (args, want) in [
+            (
+                vec!["--engines", "nosuch"],
+                "known engines: pisces, undo, mvcc, pmdk, volatile",
+            ),
+            (vec!["--engines", "pisces,sqlite"], "redb, lmdb"),
+            (vec!["--threads", "0"], "thread count"),
+            (vec!["--threads", "1,x"], "thread count"),
+            (vec!["--update-pct", "101"], "percentage"),
+            (vec!["--nvm-latency-ns=-1"], "latency"),
+            (vec!["--nvm-latency-ns", "2000000"], "latency"),
+            (vec!["--seconds", "0"], "duration"),
+            (vec!["--seconds", "nan"], "duration"),
+            (vec!["--runs", "0"], "0"),
+            (vec!["--workloads", "tpc-c"], "invalid value"),
+            (vec!["--tpcc-items", "0"], "key count"),
+            (vec!["--quick", "--full"], "cannot be used with"),
+            (vec!["--hash-buckets", "0"], "bucket count"),
+            (vec!["--btree-keys", "0"], "key count"),
+            (vec!["--set-keys", "10,0"], "key count"),
+            (vec!["--tree-set-keys", "x"], "key count"),
+        ] {
+            let e = parse(&args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"));
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn threads_are_pinned_unless_told_otherwise() {
+        for (args, want) in [
+            (vec![], true),
+            (vec!["--pin"], true),
+            (vec!["--no-pin"], false),
+            (vec!["--pin", "--no-pin"], false),
+            (vec!["--no-pin", "--pin"], true),
+        ] {
+            let s = parse(&args).unwrap().settings();
+            assert_eq!(s.pin, want, "{args:?}");
+        }
+        let e = parse(&["--pin=no"]).err().unwrap();
+        assert!(e.contains("unexpected value"), "{e}");
+    }
+
+    #[test]
+    fn peers_and_ycsb_are_named_not_defaults() {
+        let s = parse(&[]).unwrap().settings();
+        assert!(s.engines.iter().all(|e| e.peer().is_none()));
+        assert!(!s.workloads.contains(&WorkloadKind::Ycsb));
+        let s = parse(&["--engines", "pisces,redb,lmdb", "--workloads", "ycsb"])
+            .unwrap()
+            .settings();
+        assert_eq!(s.engines, [Engine::PISCES, Engine::REDB, Engine::LMDB]);
+        assert_eq!(s.ycsb_mixes, crate::workloads::ycsb::YCSB_MIXES);
+        let s = parse(&["--workloads", "ycsb", "--update-pct", "5"])
+            .unwrap()
+            .settings();
+        assert_eq!(s.ycsb_mixes, [5]);
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        for bad in ["0", "-1", "nan", "inf", "x", "4000"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,731 @@
+//! One measurement: a fresh pool, a preload, `T` worker threads for `S` seconds.
+//!
+//! A peer ([`crate::peers`]) gets a fresh directory instead of a pool, with its store
+//! in it, and the same workers (an operation is one transaction of the store; the
+//! stores count no conflicts: a second writer waits for the first). Each worker is
+//! pinned to its CPU first, as the [`Placement`] says.
+//!
+//! The pool file is created under `/dev/shm` (else the temporary directory) with a
+//! unique name on the emulated-NVM DRAM medium and removed afterwards, also when the
+//! measurement fails. Every worker has its own [`ThreadHandle`] (taken before the
+//! workers start, so that running out of thread slots is an error, not a hang), its
+//! own seeded RNG and its own latency histograms; it snapshots the medium counters of
+//! its thread before its first transaction and after its handle is dropped (so the
+//! write-backs still pending in its group-commit batch are counted with the
+//! transactions that produced them), and it times its transactions, retries included:
+//! all of them when they are long, a random sample when they are short (the clock's
+//! cost would otherwise be most of a short transaction's time: [`timing`]).
+//!
+//! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
+//! unused item number: a user abort, `TxStats::failed`) are completed transactions
+//! here (a choice, see the `tpcc` module): they count in the throughput and in the
+//! per-transaction counts, and separately in [`Outcome::user_aborts`]. No other
+//! workload has them (any other failed transaction fails the measurement).
+
+pub mod pin;
+pub mod signal;
+pub mod timing;
+
+use crate::engines::EngineSpec;
+use crate::measure::pin::Placement;
+use crate::measure::signal::interrupted;
+use crate::measure::timing::{histogram, OpTimer};
+use crate::peers::{Peer, PeerBench};
+use crate::workloads::kinds::DataKind;
+use crate::workloads::OpRng;
+use crate::workloads::{DataSet, Sizes};
+use hdrhistogram::Histogram;
+use pisces::tools::counters::{self, Counters};
+use pisces::tools::dram;
+use pisces::{MediumKind, Pool, ThreadHandle};
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What to measure (one run of it).
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Engine configuration.
+    pub engine: EngineSpec,
+    /// Workload name in reports (`hash`, `btree`, `latency`, `breakdown`, `set-1k`, ...).
+    pub workload: String,
+    /// The data structure.
+    pub data: DataKind,
+    /// Worker threads.
+    pub threads: usize,
+    /// Percentage of update transactions (0..=100).
+    pub update_pct: u32,
+    /// Thread 0 runs only lookups and the other threads only updates (`update_pct`
+    /// is then 100, the writers' mix).
+    pub dedicated_reader: bool,
+    /// Emulated NVM write latency per flushed cache line.
+    pub nvm_latency_ns: u64,
+    /// The control of the latency sweep: each worker's emulated NVM waits are paid
+    /// after its transaction returns instead of at the fence inside it
+    /// ([`pisces::tools::dram::defer_emulated_waits`]): the same waits, with nothing
+    /// the engine holds held during them.
+    pub waits_outside: bool,
+}
+
+/// What one measurement produced.
+pub struct Outcome {
+    /// Completed transactions per second (sum over workers of completed / own time).
+    pub ops_per_sec: f64,
+    /// Completed transactions: committed, plus rolled back by the workload on purpose.
+    pub commits: u64,
+    /// Of `commits`, the transactions the workload rolled back on purpose.
+    pub user_aborts: u64,
+    /// Conflict retries.
+    pub conflicts: u64,
+    /// Read-only transaction latencies (ns) of the timed sample ([`crate::measure::timing`]).
+    pub ro: Histogram<u64>,
+    /// Update transaction latencies (ns) of the timed sample.
+    pub upd: Histogram<u64>,
+    /// Completed read-only transactions (all of them, timed or not).
+    pub ro_txs: u64,
+    /// Completed updates (all of them).
+    pub upd_txs: u64,
+    /// Medium counters summed over the workers.
+    pub counters: Counters,
+    /// Bytes the program changed (declared by the workload per update).
+    pub changed_bytes: u64,
+    /// Reads of the committed read-only transactions that took the copy path
+    /// ([`pisces::TxStats::ro_locked_reads`]).
+    pub ro_locked_reads: u64,
+}
+
+/// Removes the pool file when dropped (after the pool, which is dropped first).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        // Best effort: the file or directory may not have been created.
+        if self.0.is_dir() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        } else {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// The environment variable naming another directory for the pools (for example a
+/// tmpfs mounted with `huge=always`, to measure huge pages).
+pub const POOL_DIR_VAR: &str = "PISCES_BENCH_DIR";
+
+/// Where pools go: `$PISCES_BENCH_DIR` if set, else `/dev/shm` (DRAM) if it exists,
+/// else the temporary directory.
+pub fn pool_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os(POOL_DIR_VAR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+fn unique_pool_path() -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // Relaxed: a counter that only needs to be unique.
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    pool_dir().join(format!(
+        "pisces-bench-{}-{n}-{nanos}.pool",
+        std::process::id()
+    ))
+}
+
+struct WorkerOut {
+    commits: u64,
+    user_aborts: u64,
+    conflicts: u64,
+    elapsed: Duration,
+    ro: Histogram<u64>,
+    upd: Histogram<u64>,
+    ro_txs: u64,
+    upd_txs: u64,
+    counters: Counters,
+    changed_bytes: u64,
+    ro_locked_reads: u64,
+}
+
+/// What a worker's loop measured, before the engine's own counts are added.
+struct Timed {
+    ops: u64,
+    ro_txs: u64,
+    upd_txs: u64,
+    elapsed: Duration,
+    ro: Histogram<u64>,
+    upd: Histogram<u64>,
+    changed_bytes: u64,
+    /// The thread's medium counters when the loop started.
+    before: Counters,
+}
+
+/// The shared state the workers of one measurement run against.
+#[derive(Clone, Copy)]
+struct Gate<'a> {
+    start: &'a Barrier,
+    stop: &'a AtomicBool,
+    done: &'a AtomicU64,
+}
+
+#[cold]
+fn failed(update: bool, e: String) -> String {
+    format!(
+        "{} transaction failed: {e}",
+        if update { "an update" } else { "a read-only" }
+    )
+}
+
+/// Wait for the start, then run `op` (one transaction, `update` or not, returning the
+/// bytes changed) until told to stop, timing a sample of them ([`timing`]).
+fn timed_loop(
+    mut op: impl FnMut(&mut OpRng, bool) -> Result<u64, String>,
+    update_pct: u32,
+    seed: u64,
+    gate: Gate<'_>,
+) -> Result<Timed, String> {
+    let mut rng = OpRng::seed_from_u64(seed);
+    let mut timer = OpTimer::new(seed)?;
+    let mut changed_bytes = 0u64;
+    let mut unreported = 0u64;
+    let (mut ops, mut updates) = (0u64, 0u64);
+    gate.start.wait();
+    let before = counters::snapshot();
+    let t0 = Instant::now();
+    timer.start();
+    // Relaxed: a stop flag; nothing is published through it.
+    while !gate.stop.load(Ordering::Relaxed) {
+        let update = match update_pct {
+            0 => false,
+            100.. => true,
+            p => rng.gen_range(0..100) < p,
+        };
+        let changed = if timer.timed() {
+            let t = timer.now();
+            let r = op(&mut rng, update);
+            timer.record(update, t, timer.now());
+            r
+        } else {
+            op(&mut rng, update)
+        }
+        .map_err(|e| failed(update, e))?;
+        timer.count();
+        changed_bytes += changed;
+        updates += u64::from(update);
+        ops += 1;
+        unreported += 1;
+        if unreported == 1024 {
+            // Relaxed: a progress statistic.
+            gate.done.fetch_add(unreported, Ordering::Relaxed);
+            unreported = 0;
+        }
+    }
+    let elapsed = t0.elapsed();
+    let lat = timer.finish()?;
+    gate.done.fetch_add(unreported, Ordering::Relaxed);
+    Ok(Timed {
+        ops,
+        ro_txs: ops - updates,
+        upd_txs: updates,
+        elapsed,
+        ro: lat.ro,
+        upd: lat.upd,
+        changed_bytes,
+        before,
+    })
+}
+
+/// A worker on a library engine's pool.
+/// With `waits_outside`, the thread's emulated NVM waits are paid after each
+/// transaction, inside the timed operation (an update's latency keeps its waits).
+fn lib_worker(
+    index: usize,
+    mut h: ThreadHandle,
+    data: &dyn DataSet,
+    update_pct: u32,
+    waits_outside: bool,
+    seed: u64,
+    gate: Gate<'_>,
+) -> Result<WorkerOut, String> {
+    dram::defer_emulated_waits(waits_outside);
+    let t = timed_loop(
+        |rng, update| {
+            let r = data.op(index, &mut h, rng, update);
+            if waits_outside {
+                dram::pay_deferred_waits();
+            }
+            r.map_err(|e| e.to_string())
+        },
+        update_pct,
+        seed,
+        gate,
+    )?;
+    let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
+    drop(h); // writes back the pending batch on this thread: counted below
+    dram::defer_emulated_waits(false);
+    Ok(WorkerOut {
+        commits: stats.commits + stats.failed,
+        user_aborts: stats.failed,
+        conflicts: stats.conflicts,
+        elapsed: t.elapsed,
+        ro: t.ro,
+        upd: t.upd,
+        ro_txs: t.ro_txs,
+        upd_txs: t.upd_txs,
+        counters: counters::snapshot() - t.before,
+        changed_bytes: t.changed_bytes,
+        ro_locked_reads: stats.ro_locked_reads,
+    })
+}
+
+/// A worker on a peer's store: every operation is one committed transaction.
+fn peer_worker(
+    data: &PeerBench,
+    update_pct: u32,
+    seed: u64,
+    gate: Gate<'_>,
+) -> Result<WorkerOut, String> {
+    let t = timed_loop(|rng, update| data.op(rng, update), update_pct, seed, gate)?;
+    Ok(WorkerOut {
+        commits: t.ops,
+        user_aborts: 0,
+        conflicts: 0,
+        elapsed: t.elapsed,
+        ro: t.ro,
+        upd: t.upd,
+        ro_txs: t.ro_txs,
+        upd_txs: t.upd_txs,
+        counters: counters::snapshot() - t.before,
+        changed_bytes: t.changed_bytes,
+        ro_locked_reads: 0,
+    })
+}
+
+/// What the workers of a measurement run on.
+enum Target {
+    /// A library engine's pool: the data set and a handle per worker.
+    Lib {
+        data: Box<dyn DataSet>,
+        handles: Vec<ThreadHandle>,
+    },
+    /// A peer's store with the data set.
+    Peer(PeerBench),
+}
+
+/// Run `spec` for `seconds` on a fresh pool (a fresh directory for a peer), its
+/// workers placed as `placement` says. `tick(elapsed, transactions so far)` is called
+/// about every 50 ms from the calling thread while the workers run.
+pub fn measure(
+    spec: &Spec,
+    sizes: &Sizes,
+    seconds: f64,
+    seed: u64,
+    placement: &Placement,
+    tick: &mut dyn FnMut(Duration, u64),
+) -> Result<Outcome, String> {
+    measure_at(
+        &unique_pool_path(),
+        spec,
+        sizes,
+        seconds,
+        seed,
+        placement,
+        tick,
+    )
+}
+
+/// The pool (None for a peer) and what the workers run on, preloaded at `path`.
+fn prepare(
+    path: &Path,
+    spec: &Spec,
+    sizes: &Sizes,
+    seconds: f64,
+    seed: u64,
+) -> Result<(Option<Pool>, Target), String> {
+    let bytes = spec.data.pool_bytes(sizes, spec.threads, seconds);
+    if let Some(peer) = spec.engine.engine.peer() {
+        let data = PeerBench::build(
+            peer,
+            path,
+            spec.data,
+            sizes,
+            seed,
+            peer_map_bytes(peer, bytes),
+        )
+        .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
+        return Ok((None, Target::Peer(data)));
+    }
+    let cfg = spec.engine.config(
+        bytes,
+        MediumKind::Dram {
+            write_latency_ns: spec.nvm_latency_ns,
+            bandwidth_bytes_per_sec: 0,
+        },
+        spec.data.thread_slots(spec.threads),
+        4 << 20,
+    );
+    let pool = Pool::create(path, cfg)
+        .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
+    let data = spec
+        .data
+        .build(&pool, sizes, spec.threads, seed)
+        .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
+    // Nothing of the preload may be left for the measured run to write back (an
+    // engine that defers write-back, such as timestone's checkpoints, would otherwise
+    // be charged for it).
+    pool.sync()
+        .map_err(|e| format!("syncing the preloaded {}: {e}", spec.workload))?;
+    let handles = (0..spec.threads)
+        .map(|_| pool.handle())
+        .collect::<pisces::Result<Vec<_>>>()
+        .map_err(|e| format!("taking thread handles: {e}"))?;
+    Ok((Some(pool), Target::Lib { data, handles }))
+}
+
+/// The address space LMDB maps for a data set of a pool of `pool_bytes`: room for
+/// its copy-on-write pages and free lists (the map is sparse: only pages written take
+/// memory). redb grows its file itself.
+fn peer_map_bytes(peer: Peer, pool_bytes: u64) -> u64 {
+    match peer {
+        Peer::Lmdb => 4 * pool_bytes,
+        Peer::Redb => pool_bytes,
+    }
+}
+
+/// [`measure`] with the pool at `path` (which must not exist; removed at the end).
+fn measure_at(
+    path: &Path,
+    spec: &Spec,
+    sizes: &Sizes,
+    seconds: f64,
+    seed: u64,
+    placement: &Placement,
+    tick: &mut dyn FnMut(Duration, u64),
+) -> Result<Outcome, String> {
+    let _guard = RemoveOnDrop(path.to_path_buf());
+    let (pool, target) = prepare(path, spec, sizes, seconds, seed)?;
+    let start = Barrier::new(spec.threads + 1);
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let gate = Gate {
+        start: &start,
+        stop: &stop,
+        done: &done,
+    };
+    let duration = Duration::from_secs_f64(seconds);
+    let (mut handles, data, peer) = match target {
+        Target::Lib { data, handles } => (handles, Some(data), None),
+        Target::Peer(p) => (Vec::new(), None, Some(p)),
+    };
+    let outs = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..spec.threads)
+            .map(|i| {
+                let seed = seed
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .wrapping_add(i as u64);
+                let pct = match (spec.dedicated_reader, i) {
+                    (false, _) => spec.update_pct,
+                    (true, 0) => 0,
+                    (true, _) => 100,
+                };
+                let handle = (!handles.is_empty()).then(|| handles.remove(0));
+                let (data, peer) = (data.as_deref(), peer.as_ref());
+                s.spawn(move || {
+                    // Pinned before the barrier: a failure still reaches the barrier.
+                    let pinned = placement.apply(i);
+                    match (pinned, handle, data, peer) {
+                        (Err(e), _, _, _) => {
+                            gate.start.wait();
+                            Err(e)
+                        }
+                        (Ok(()), Some(h), Some(data), _) => {
+                            lib_worker(i, h, data, pct, spec.waits_outside, seed, gate)
+                        }
+                        (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
+                        _ => {
+                            gate.start.wait();
+                            Err("a worker has nothing to run".into())
+                        }
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        loop {
+            let el = t0.elapsed();
+            // Relaxed: a progress statistic.
+            tick(el, done.load(Ordering::Relaxed));
+            if el >= duration || interrupted() {
+                break;
+            }
+            std::thread::sleep((duration - el).min(Duration::from_millis(50)));
+        }
+        stop.store(true, Ordering::Relaxed);
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err("a worker thread panicked".into()))
+            })
+            .collect::<Vec<_>>()
+    });
+    // What the engine still defers when the workers stop (timestone's last checkpoint)
+    // is made durable at close, on this thread: it counts as the run's.
+    let before_close = counters::snapshot();
+    drop(data);
+    drop(peer);
+    drop(pool);
+    let at_close = counters::snapshot() - before_close;
+    if interrupted() {
+        return Err("interrupted".into());
+    }
+    let mut o = Outcome {
+        ops_per_sec: 0.0,
+        commits: 0,
+        user_aborts: 0,
+        conflicts: 0,
+        ro: histogram()?,
+        upd: histogram()?,
+        ro_txs: 0,
+        upd_txs: 0,
+        counters: Counters::default(),
+        changed_bytes: 0,
+        ro_locked_reads: 0,
+    };
+    for w in outs {
+        let w = w?;
+        o.ops_per_sec += w.commits as f64 / w.elapsed.as_secs_f64().max(1e-9);
+        o.commits += w.commits;
+        o.user_aborts += w.user_aborts;
+        o.conflicts += w.conflicts;
+        o.ro.add(&w.ro).map_err(|e| e.to_string())?;
+        o.upd.add(&w.upd).map_err(|e| e.to_string())?;
+        o.ro_txs += w.ro_txs;
+        o.upd_txs += w.upd_txs;
+        o.counters.add(w.counters);
+        o.changed_bytes += w.changed_bytes;
+        o.ro_locked_reads += w.ro_locked_reads;
+    }
+    o.counters.add(at_close);
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::Engine;
+    use crate::workloads::ycsb::YCSB_UPDATE_BYTES;
+
+    const TINY: Sizes = Sizes {
+        hash_buckets: 128,
+        hash_pairs: 1000,
+        btree_keys: 1000,
+        ..Sizes::QUICK
+    };
+
+    fn spec(engine: Engine, data: DataKind, threads: usize, update_pct: u32) -> Spec {
+        Spec {
+            engine: EngineSpec::plain(engine),
+            workload: "test".into(),
+            data,
+            threads,
+            update_pct,
+            dedicated_reader: false,
+            waits_outside: false,
+            nvm_latency_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_measurement_counts_transactions_and_removes_its_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.pool");
+        let mut ticks = 0;
+        let o = measure_at(
+            &path,
+            &spec(Engine::PISCES, DataKind::Hash, 2, 50),
+            &TINY,
+            0.2,
+            1,
+            &Placement::new(true),
+            &mut |_, _| ticks += 1,
+        )
+        .unwrap();
+        assert!(ticks >= 2);
+        assert!(o.commits > 0);
+        assert_eq!(o.ro_txs + o.upd_txs, o.commits);
+        assert!(!o.ro.is_empty() && !o.upd.is_empty());
+        // The latencies are of a sample (every transaction at this size).
+        assert!(o.ro.len() <= o.ro_txs && o.upd.len() <= o.upd_txs);
+        assert!(o.changed_bytes >= 8 * o.upd_txs);
+        // Pisces persists every update: a log record and a fence at least.
+        assert!(o.counters.fences >= o.upd_txs, "{:?}", o.counters);
+        assert!(o.counters.bytes_logged > 0 && o.counters.lines_flushed > 0);
+        assert!(o.ops_per_sec > 0.0);
+        assert!(!path.exists(), "the pool file was not removed");
+    }
+
+    #[test]
+    fn tpcc_and_tatp_latencies_go_to_their_columns() {
+        let sizes = Sizes {
+            tpcc_items: 1000,
+            tpcc_customers: 30,
+            tatp_subscribers: 2000,
+            ..TINY
+        };
+        let o = measure(
+            &spec(Engine::PISCES, DataKind::Tpcc, 2, 100),
+            &sizes,
+            0.3,
+            1,
+            &Placement::new(false),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        // Every new-order is an update; rolled-back ones count as completed.
+        assert!(o.commits > 100 && o.ro.is_empty(), "{}", o.commits);
+        assert_eq!(o.upd_txs, o.commits);
+        assert!(
+            o.user_aborts < o.commits / 20,
+            "{} of {}",
+            o.user_aborts,
+            o.commits
+        );
+        assert!(
+            o.changed_bytes
+                >= (o.commits - o.user_aborts) * crate::workloads::oltp::tpcc::changed_bytes(5)
+        );
+        let o = measure(
+            &spec(Engine::UNDO, DataKind::Tatp, 2, 20),
+            &sizes,
+            0.3,
+            2,
+            &Placement::new(false),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(o.user_aborts, 0);
+        assert_eq!(o.ro_txs + o.upd_txs, o.commits);
+        // 80 % read-only.
+        assert!(o.ro_txs > 3 * o.upd_txs && o.ro_txs < 5 * o.upd_txs);
+    }
+
+    #[test]
+    fn a_failed_measurement_removes_its_pool_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.pool");
+        let bad = Sizes {
+            hash_buckets: 0, // refused by HashMap::create: the preload fails
+            ..TINY
+        };
+        let e = measure_at(
+            &path,
+            &spec(Engine::UNDO, DataKind::Hash, 1, 0),
+            &bad,
+            0.1,
+            1,
+            &Placement::new(false),
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("preloading"), "{e}");
+        assert!(!path.exists(), "the pool file was not removed");
+    }
+
+    #[test]
+    fn read_only_runs_flush_nothing_and_volatile_never_flushes() {
+        let o = measure(
+            &spec(Engine::PISCES, DataKind::Tree, 1, 0),
+            &TINY,
+            0.1,
+            2,
+            &Placement::new(false),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert!(o.commits > 0 && o.upd.is_empty());
+        assert_eq!(o.counters, Counters::default());
+        assert_eq!(o.changed_bytes, 0);
+        let o = measure(
+            &spec(Engine::VOLATILE, DataKind::Tree, 1, 100),
+            &TINY,
+            0.1,
+            3,
+            &Placement::new(false),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert!(!o.upd.is_empty() && o.changed_bytes > 0);
+        // No log and no write-back persistence; only the allocator persists its own
+        // metadata when it formats a new slab (rarely).
+        assert_eq!(o.counters.bytes_logged, 0);
+        assert!(o.counters.fences * 20 < o.upd_txs, "{:?}", o.counters);
+    }
+
+    /// The peers run the key-value data sets through the same workers; their files go
+    /// with the measurement, and an update is one committed transaction of the store.
+    #[test]
+    fn peers_are_measured_and_their_directory_removed() {
+        for e in Engine::peers() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("peer");
+            let o = measure_at(
+                &path,
+                &spec(e, DataKind::Ycsb(2000), 2, 50),
+                &TINY,
+                0.2,
+                1,
+                &Placement::new(true),
+                &mut |_, _| {},
+            )
+            .unwrap();
+            let name = e.name();
+            assert!(o.commits > 20, "{name}: {}", o.commits);
+            assert_eq!(o.ro_txs + o.upd_txs, o.commits, "{name}");
+            assert_eq!(o.changed_bytes, YCSB_UPDATE_BYTES * o.upd_txs, "{name}");
+            assert_eq!((o.conflicts, o.user_aborts), (0, 0));
+            // Nothing goes through the pool's medium.
+            assert_eq!(o.counters.bytes_logged, 0, "{name}");
+            assert!(!path.exists(), "{name}: the store was not removed");
+            let e = measure_at(
+                &path,
+                &spec(e, DataKind::Tree, 1, 0),
+                &TINY,
+                0.1,
+                1,
+                &Placement::new(false),
+                &mut |_, _| {},
+            )
+            .err()
+            .unwrap();
+            assert!(e.contains("key-value"), "{name}: {e}");
+            assert!(!path.exists(), "{name}: a failed store was not removed");
+        }
+    }
+
+    #[test]
+    fn a_worker_that_cannot_be_pinned_fails_the_measurement() {
+        let bad = Placement::Pinned { cpus: vec![1000] };
+        let e = measure(
+            &spec(Engine::PISCES, DataKind::Hash, 2, 50),
+            &TINY,
+            0.1,
+            1,
+            &bad,
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("pinning worker 0 to CPU 1000"), "{e}");
+    }
+}

@@ -1,0 +1,96 @@
+//! The kinds of data set: [`DataKind`] names one (with its size where a workload runs
+//! it at several), says how much pool it needs, and [`builds`](DataKind::build) it.
+//!
+//! This module sits on top of the data sets (which know only [`crate::workloads`]);
+//! no data set refers to it.
+
+use crate::workloads::oltp::{tatp, tpcc};
+use crate::workloads::{btree, capi, hash, hot, set, tree_set, ycsb};
+use crate::workloads::{DataSet, Sizes};
+use pisces::Pool;
+
+/// Which data set a measurement runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataKind {
+    /// [`hash::HashBench`].
+    Hash,
+    /// [`btree::TreeBench`].
+    Tree,
+    /// [`set::SetBench`] of this many keys.
+    Set(usize),
+    /// [`tree_set::TreeSetBench`] of this many keys.
+    TreeSet(usize),
+    /// [`tpcc::TpccBench`].
+    Tpcc,
+    /// [`tatp::TatpBench`].
+    Tatp,
+    /// [`hot::HotBench`].
+    Hot,
+    /// [`capi::CapiHashBench`]: the hash table driven through the C interface
+    /// (`via_c`) or from Rust.
+    CapiHash {
+        /// The operations go through C.
+        via_c: bool,
+    },
+    /// [`ycsb::YcsbBench`] of this many records.
+    Ycsb(usize),
+}
+
+impl DataKind {
+    /// Pool bytes to reserve for a run of `threads` workers for `seconds`: generous
+    /// for the data sets that stay about their preloaded size; for TPC-C (whose order
+    /// tables grow by every new-order) room for [`tpcc::MAX_RATE`] new-orders per
+    /// second per worker. Pool files are reserved with `posix_fallocate`, so this is
+    /// memory under /dev/shm while the measurement runs.
+    pub fn pool_bytes(self, s: &Sizes, threads: usize, seconds: f64) -> u64 {
+        let bytes = (128u64 << 20)
+            + match self {
+                DataKind::Hash | DataKind::CapiHash { .. } => hash::pool_bytes(s),
+                DataKind::Tree => btree::pool_bytes(s),
+                DataKind::Set(n) => set::pool_bytes(n),
+                DataKind::TreeSet(n) => tree_set::pool_bytes(n),
+                DataKind::Tpcc => {
+                    let orders = (tpcc::MAX_RATE * seconds.max(0.0)) as u64;
+                    tpcc::pool_bytes(s, threads, orders) / 4 * 5
+                }
+                DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
+                DataKind::Hot => hot::pool_bytes(),
+                DataKind::Ycsb(n) => ycsb::pool_bytes(n),
+            };
+        bytes.div_ceil(1 << 20) << 20
+    }
+
+    /// Thread slots of the pool of a measurement with `threads` workers: a handle per
+    /// worker and one for the preload; the `capi` data set holds a C handle per worker
+    /// besides.
+    pub fn thread_slots(self, threads: usize) -> usize {
+        match self {
+            DataKind::CapiHash { .. } => 2 * threads + 1,
+            _ => threads + 1,
+        }
+    }
+
+    /// Build the data set on `pool` with `sizes` for `threads` workers, preloading in
+    /// batches.
+    pub fn build(
+        self,
+        pool: &Pool,
+        sizes: &Sizes,
+        threads: usize,
+        seed: u64,
+    ) -> pisces::Result<Box<dyn DataSet>> {
+        Ok(match self {
+            DataKind::Hash => Box::new(hash::HashBench::build(pool, sizes, seed)?),
+            DataKind::Tree => Box::new(btree::TreeBench::build(pool, sizes, seed)?),
+            DataKind::Set(n) => Box::new(set::SetBench::build(pool, n, seed)?),
+            DataKind::TreeSet(n) => Box::new(tree_set::TreeSetBench::build(pool, n, seed)?),
+            DataKind::Tpcc => Box::new(tpcc::TpccBench::build(pool, sizes, threads, seed)?),
+            DataKind::Tatp => Box::new(tatp::TatpBench::build(pool, sizes, threads, seed)?),
+            DataKind::Hot => Box::new(hot::HotBench::build(pool)?),
+            DataKind::CapiHash { via_c } => Box::new(capi::CapiHashBench::build(
+                pool, sizes, threads, seed, via_c,
+            )?),
+            DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! Protocol paths of the Pisces engine through the public API: a pool file reopened,
+//! invalid pointers, a full heap, a transaction too large for its log, a panicking
+//! transaction's locks, the bound on thread slots, the grace period of write-back.
+
+use crate::common::{self, mem_pool};
+use pisces::{Config, EngineOptions, Error, PPtr, Pool};
+use std::sync::Arc;
+
+#[test]
+fn write_then_read_and_reopen_from_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.pool");
+    let cfg = Config::default().size(32 << 20);
+    {
+        let pool = Pool::create(&path, cfg.clone()).unwrap();
+        let root: PPtr<[u64; 4]> = pool.root().unwrap();
+        pool.run(|tx| {
+            tx.write(root)?[2] = 77;
+            Ok(())
+        })
+        .unwrap();
+        // Own writes are visible inside the transaction, before commit.
+        pool.run(|tx| {
+            tx.write(root)?[0] = 5;
+            assert_eq!(tx.read(root)?[0], 5);
+            Ok(())
+        })
+        .unwrap();
+    }
+    let pool = Pool::open(&path, cfg).unwrap();
+    let root: PPtr<[u64; 4]> = pool.root().unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [5, 0, 77, 0]);
+    // The root's type is checked by size.
+    assert!(matches!(pool.root::<u64>(), Err(Error::InvalidPointer(_))));
+}
+
+#[test]
+fn invalid_pointers_are_errors_not_crashes() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    for off in [0u64, 1, 8, 4096, 12345, 1 << 40, u64::MAX - 7] {
+        let p: PPtr<u64> = PPtr::from_offset(off);
+        assert!(
+            matches!(
+                pool.run(|tx| Ok(*tx.read(p)?)),
+                Err(Error::InvalidPointer(_))
+            ),
+            "{off}"
+        );
+        assert!(
+            matches!(pool.run(|tx| tx.free(p)), Err(Error::InvalidPointer(_))),
+            "{off}"
+        );
+    }
+    // A pointer to a small object read as a bigger type.
+    let small = pool.run(|tx| tx.alloc(1u64)).unwrap();
+    let big: PPtr<[u64; 64]> = small.cast();
+    assert!(matches!(
+        pool.run(|tx| Ok(tx.read(big)?[0])),
+        Err(Error::InvalidPointer(_))
+    ));
+    // Double free inside one transaction.
+    assert!(matches!(
+        pool.run(|tx| {
+            tx.free(small)?;
+            tx.free(small)
+        }),
+        Err(Error::InvalidPointer(_))
+    ));
+}
+
+#[test]
+fn out_of_space_is_an_error_and_space_comes_back() {
+    let pool = mem_pool(2 << 20, 1, EngineOptions::default());
+    let mut h = pool.handle().unwrap();
+    let mut ptrs = Vec::new();
+    let err = loop {
+        match h.run(|tx| tx.alloc([0u64; 500])) {
+            Ok(p) => ptrs.push(p),
+            Err(e) => break e,
+        }
+        assert!(ptrs.len() < 100_000);
+    };
+    assert!(matches!(err, Error::OutOfSpace { .. }), "{err}");
+    assert!(ptrs.len() > 10);
+    for p in ptrs.drain(..) {
+        h.run(|tx| tx.free(p)).unwrap();
+    }
+    drop(h);
+    let mut h = pool.handle().unwrap();
+    h.run(|tx| tx.alloc([0u64; 500])).unwrap();
+}
+
+#[test]
+fn transaction_too_large_for_the_log_is_a_clear_error() {
+    let pool = mem_pool(16 << 20, 1, EngineOptions::default());
+    let r = pool.run(|tx| {
+        for _ in 0..400 {
+            tx.alloc([7u64; 128])?;
+        }
+        Ok(())
+    });
+    assert!(matches!(r, Err(Error::TooLargeForLog { .. })), "{r:?}");
+    // The pool is still usable.
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| {
+        *tx.write(root)? = 1;
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_panicking_transaction_releases_its_locks() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    let root: PPtr<u64> = pool.root().unwrap();
+    let p2 = pool.clone();
+    let r = std::thread::spawn(move || {
+        p2.run(|tx| -> pisces::Result<()> {
+            *tx.write(root)? = 3;
+            panic!("user code panicked");
+        })
+    })
+    .join();
+    assert!(r.is_err());
+    // Not blocked by a leftover lock, and the write did not happen.
+    pool.run(|tx| {
+        *tx.write(root)? += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 1);
+    let _ = Arc::new(());
+}
+
+#[test]
+fn thread_slots_are_bounded() {
+    let pool = mem_pool(8 << 20, 2, EngineOptions::default());
+    let a = pool.handle().unwrap();
+    let b = pool.handle().unwrap();
+    assert!(matches!(pool.handle(), Err(Error::TooManyThreads(2))));
+    drop(a);
+    let _c = pool.handle().unwrap();
+    drop(b);
+}
+
+/// The grace period (lines 52-54): a write-back waits for a reader whose snapshot is
+/// older than the writer's commit, so the reader never sees half of the transfer.
+#[test]
+fn write_back_waits_for_older_snapshots() {
+    let patience = std::time::Duration::from_millis(300);
+    let (sum, commit_took) = common::read_skew_under_write_back(patience);
+    assert_eq!(sum, 200, "read skew: the reader saw half a transfer");
+    assert!(
+        commit_took >= patience / 2,
+        "the writer's commit returned in {commit_took:?}, without waiting for the reader"
+    );
+}

@@ -1,0 +1,22 @@
+//! The Pisces engine's integration suite: its protocol paths through the public API
+//! (`basic`), crash consistency on the crash simulator (`crash`), group commit's
+//! partial write-back (`deferred_write_back`), and, with the test-only `mutation`
+//! feature, the mutation table that shows each protocol step is needed (`mutations`).
+//! The engine's white-box tests are in `crates/pisces/src/engine/pisces/`; the
+//! Hermitage cases (`hermitage.rs`), the isolation checker's engine histories
+//! (`sicheck.rs`) and the log damage suite (`log_damage.rs`) run it too.
+//!
+//! `cargo test -p pisces-verify --release --test engine_pisces`; one part by its
+//! module, e.g. `... --test engine_pisces crash::`. With `--features mutation`, run the
+//! tests that set a mutation switch alone, as `.ci/run` does (the switch is
+//! process-wide): `... --test engine_pisces mutations:: -- --nocapture` and
+//! `... --test engine_pisces deferred_write_back:: -- --test-threads=1`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod basic;
+mod crash;
+mod deferred_write_back;
+#[cfg(feature = "mutation")]
+mod mutations;
