@@ -39,7 +39,7 @@
 //! order between them would be undefined if they were independent in the DAG). Readers
 //! need no grace period for this: they read DRAM versions, never home.
 
-use super::record;
+use super::log;
 use super::tid::{lid_of, slot_of};
 use crate::engine::kit::log::redo_log::{self, Entry};
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
@@ -244,7 +244,13 @@ impl Checkpointer {
 
     /// Run a checkpoint (module docs). With `wait` false, return at once if another
     /// thread runs one. Returns the number of records retired.
-    pub fn run(&self, heap: &Heap, alloc: &Allocator, wait: bool, bug: super::Bug) -> usize {
+    pub fn run(
+        &self,
+        heap: &Heap,
+        alloc: &Allocator,
+        wait: bool,
+        bug: super::options::InjectedBug,
+    ) -> usize {
         let mut cache = if wait {
             lock(&self.work)
         } else {
@@ -264,7 +270,9 @@ impl Checkpointer {
                 let mut taken = Vec::new();
                 while let Some(p) = q.front() {
                     // (Injected bug: write home before the predecessors are retired.)
-                    if !self.eligible(p) && bug != super::Bug::HomeBeforePredecessors {
+                    if !self.eligible(p)
+                        && bug != super::options::InjectedBug::HomeBeforePredecessors
+                    {
                         break;
                     }
                     taken.push(q.pop_front().expect("front exists"));
@@ -310,7 +318,7 @@ impl Checkpointer {
 /// Write one record's effects home (flushed, not fenced).
 fn apply(heap: &Heap, alloc: &Allocator, p: &Pending, frees: &mut Vec<Block>) {
     // Our own record, checked when it was built: a failure here is an engine bug.
-    let rec = record::split(&p.body).expect("a record this run wrote decodes");
+    let rec = log::split(&p.body).expect("a record this run wrote decodes");
     for e in redo_log::entries(rec.entries) {
         match e.expect("a record this run wrote decodes") {
             Entry::Word { off, value } => {

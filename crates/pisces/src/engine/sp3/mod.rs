@@ -85,88 +85,44 @@
 //!   that unlocks only after persisting (the "NVM-TX" baseline of the paper's Fig. 6);
 //!   dependencies are then always persistent already.
 
-pub mod checkpoint;
+//!
+//! # Parts
+//! * [`options`]: early visibility and the test hooks ([`options::Sp3Options`]);
+//! * [`shared`]: pool-wide state, the checkpoint's entry points ([`shared::Sp3Engine`]);
+//! * [`thread`]: one thread's transactions (Algorithm 1);
+//! * [`log`]: the log record (dependency set + kit entries);
+//! * [`recovery`]: recovery by the dependency DAG, with [`dirty_lines`] for its flushes;
+//! * [`checkpoint`]: the write-back of durable records in dependency order and the
+//!   persistent `retired` words;
+//! * [`index`], [`version`], [`tid`]: the object index, DRAM versions with their epoch
+//!   reclamation, transaction ids.
+
+mod checkpoint;
 mod dirty_lines;
-pub mod index;
-pub mod record;
-pub mod recovery;
-pub mod shared;
-pub mod thread;
-pub mod tid;
-pub mod version;
+mod index;
+mod log;
+mod options;
+mod recovery;
+mod shared;
+mod thread;
+mod tid;
+mod version;
 
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
-use crate::heap::alloc::Allocator;
+use crate::engine::{EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::layout::Regions;
-use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::heap::Heap;
 use crate::tx_options::Isolation;
-use crate::{Error, Result};
-use shared::Shared;
+use crate::Result;
+use options::Sp3Options;
+use shared::Sp3Engine;
 use std::sync::Arc;
-
-/// Protocol steps that tests remove on purpose (option `inject_bug`, only in builds with
-/// `cfg(test)` or the `mutation` feature)
-/// to show that the test guarding each step fails without it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Bug {
-    /// None: the real protocol.
-    None,
-    /// Commit does not validate the read set (step 1), nor does a read.
-    SkipValidation,
-    /// `wait_durable` does not wait for predecessors (step 5).
-    NoDependencyWait,
-    /// The checkpoint writes home and retires before the predecessors are retired.
-    HomeBeforePredecessors,
-    /// Records carry no dependency set (step 2).
-    NoDependencies,
-}
-
-impl std::str::FromStr for Bug {
-    type Err = ();
-    fn from_str(s: &str) -> std::result::Result<Bug, ()> {
-        Ok(match s {
-            "none" => Bug::None,
-            "skip_validation" => Bug::SkipValidation,
-            "no_dependency_wait" => Bug::NoDependencyWait,
-            "home_before_predecessors" => Bug::HomeBeforePredecessors,
-            "no_dependencies" => Bug::NoDependencies,
-            _ => return Err(()),
-        })
-    }
-}
-
-/// The SP3 engine's options.
-#[derive(Clone, Copy, Debug)]
-pub struct Sp3Options {
-    /// Unlock before persisting (the paper) or after (ablation).
-    pub early_visibility: bool,
-    pub(crate) bug: Bug,
-    /// Test hook (`persist_delay_ms`, same builds as `inject_bug`): slot 0 sleeps this
-    /// long between visibility and persistence, so tests can act inside that window.
-    pub(crate) persist_delay_ms: u64,
-}
-
-impl Sp3Options {
-    fn parse(o: &EngineOptions) -> Result<Sp3Options> {
-        let keys: &[&str] = if cfg!(any(test, feature = "mutation")) {
-            &["early_visibility", "inject_bug", "persist_delay_ms"]
-        } else {
-            &["early_visibility"]
-        };
-        o.only(Sp3::NAME, keys)?;
-        Ok(Sp3Options {
-            early_visibility: o.parse_or(Sp3::NAME, "early_visibility", true)?,
-            bug: o.parse_or(Sp3::NAME, "inject_bug", Bug::None)?,
-            persist_delay_ms: o.parse_or(Sp3::NAME, "persist_delay_ms", 0)?,
-        })
-    }
-}
+use thread::Sp3Thread;
 
 /// Registry entry of the SP3 engine.
-pub struct Sp3;
+pub(crate) struct Sp3;
 
 impl EngineDef for Sp3 {
     const ID: u32 = 6;
@@ -175,7 +131,7 @@ impl EngineDef for Sp3 {
         "SP3: serializable OCC, versions visible before they persist, dependency DAG recovery";
     const ISOLATION: Isolation = Isolation::Serializable;
     type Engine = Sp3Engine;
-    type Thread = thread::Sp3Thread;
+    type Thread = Sp3Thread;
     fn option_sets() -> Vec<EngineOptions> {
         vec![
             EngineOptions::new().set("early_visibility", true),
@@ -191,22 +147,7 @@ impl EngineDef for Sp3 {
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Sp3Engine> {
-        let opts = Sp3Options::parse(opts)?;
-        let l = *heap.layout();
-        if l.engine_area_size < checkpoint::engine_area_bytes(l.max_threads) {
-            return Err(Error::Corrupt(format!(
-                "the engine area ({} bytes) has no room for {} retired words",
-                l.engine_area_size, l.max_threads
-            )));
-        }
-        let rec = recovery::recover(&heap, ctx.recovery_threads)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        // The root slot's header word is not used by this engine; keep it empty.
-        heap.atomic_u64(ROOT_SLOT_OFFSET)
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-        heap.persist(ROOT_SLOT_OFFSET, 8);
-        let sh = Arc::new(Shared::new(heap, alloc, opts, &rec.next_lid, &rec.next_seq));
-        Ok(Sp3Engine { sh, recovered: rec })
+        Sp3Engine::open(heap, Sp3Options::parse(opts)?, ctx)
     }
     fn inspect(heap: &Heap) -> Inspection {
         let l = heap.layout();
@@ -217,35 +158,5 @@ impl EngineDef for Sp3 {
             };
         }
         recovery::inspect(heap)
-    }
-}
-
-/// The SP3 engine over one pool.
-pub struct Sp3Engine {
-    sh: Arc<Shared>,
-    #[allow(dead_code)] // read by tests
-    recovered: recovery::Recovered,
-}
-
-impl Engine for Sp3Engine {
-    type Thread = thread::Sp3Thread;
-    fn thread(&self, slot: usize) -> Result<thread::Sp3Thread> {
-        if slot >= self.sh.slots.len() {
-            return Err(Error::TooManyThreads(self.sh.slots.len()));
-        }
-        Ok(thread::Sp3Thread::new(self.sh.clone(), slot))
-    }
-    /// Write everything durable home and retire it (pool close).
-    fn quiesce(&self) {
-        self.sh.checkpoint(true);
-    }
-    fn heap(&self) -> Option<&Arc<Heap>> {
-        Some(&self.sh.heap)
-    }
-    /// Every transaction visible now becomes durable (deferred-durability commits of
-    /// all threads included), then the medium syncs.
-    fn sync(&self) -> Result<()> {
-        self.sh.wait_all_visible_persistent();
-        self.sh.heap.medium().sync_all()
     }
 }

@@ -69,9 +69,9 @@
 
 use super::checkpoint::{intent_len, intent_offset, load_retired, store_retired};
 use super::dirty_lines::DirtyLines;
-use super::record;
+use super::log;
 use super::tid::{lid_of, slot_of};
-use crate::engine::kit::log::redo_log::{self as log, Entry};
+use crate::engine::kit::log::redo_log::{self, Entry};
 use crate::engine::kit::recovery::bulk_vec::BulkVec;
 use crate::engine::kit::recovery::per_slot::per_slot;
 use crate::engine::kit::recovery::prefetch::{prefetch, prefetch_home};
@@ -226,7 +226,7 @@ fn node<'h>(
     deps: &mut BulkVec<u64>,
 ) -> Result<Node<'h>> {
     let slots = heap.layout().max_threads;
-    let rec = record::split(bytes)?;
+    let rec = log::split(bytes)?;
     for d in rec.deps() {
         if slot_of(d) >= slots {
             return Err(Error::Corrupt(format!("depends on slot {}", slot_of(d))));
@@ -234,7 +234,7 @@ fn node<'h>(
         deps.push(d);
     }
     let (mut mask, mut allocs) = (0u32, false);
-    for e in log::entries(rec.entries) {
+    for e in redo_log::entries(rec.entries) {
         let e = e?;
         mask |= entry_mask(&e, parts);
         match e {
@@ -272,7 +272,7 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
     let l = heap.layout();
     // Every record holds the dependency count, so this bounds the nodes too. Most
     // records depend on at most one other slot's; more deps grow the table.
-    let bound = log::max_records(l.log_bytes_per_thread);
+    let bound = redo_log::max_records(l.log_bytes_per_thread);
     let mut out = SlotLog {
         nodes: BulkVec::with_capacity(bound),
         deps: BulkVec::with_capacity(bound),
@@ -282,7 +282,7 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
     };
     out.dep_at.push(0);
     let mut failed = None;
-    let walked = log::walk(heap, l.log_offset(slot), l.log_bytes_per_thread, |rec| {
+    let walked = redo_log::walk(heap, l.log_offset(slot), l.log_bytes_per_thread, |rec| {
         if failed.is_some() || rec.persist_ts <= retired {
             return;
         }
@@ -500,7 +500,7 @@ fn apply_data(heap: &Heap, node: &Node<'_>, part: Part, dirty: &mut DirtyLines) 
     if !part.touched_by(node.parts()) {
         return;
     }
-    for e in log::entries(node.entries()) {
+    for e in redo_log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Word { off, value } => {
                 write_part(heap, off as usize, &value.to_le_bytes(), part, dirty)
@@ -533,7 +533,7 @@ fn prefetch_ahead(heap: &Heap, node: Option<&Node<'_>>, later: Option<&Node<'_>>
     let Some(n) = node.filter(|n| part.touched_by(n.parts())) else {
         return;
     };
-    for e in log::entries(n.entries()) {
+    for e in redo_log::entries(n.entries()) {
         let off = match e {
             Ok(Entry::Word { off, .. }) => off,
             Ok(Entry::Range { off, .. }) => off,
@@ -566,7 +566,7 @@ fn apply_alloc(heap: &Heap, node: &Node<'_>) -> Result<()> {
     if !node.allocs() {
         return Ok(());
     }
-    for e in log::entries(node.entries()) {
+    for e in redo_log::entries(node.entries()) {
         match e.expect("validated") {
             Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             Entry::Free(b) => Allocator::replay_free(heap, b)?,
@@ -630,7 +630,7 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
         clear_intent(heap, l.max_threads);
     }
     for (slot, log) in dag.slots.iter().enumerate() {
-        log::reset(heap, l.log_offset(slot), log.next_seq);
+        redo_log::reset(heap, l.log_offset(slot), log.next_seq);
     }
     heap.fence();
     Ok(Recovered {

@@ -1,13 +1,17 @@
 //! Pool-wide state of the SP3 engine.
 
-use super::checkpoint::Checkpointer;
+use super::checkpoint::{engine_area_bytes, Checkpointer};
 use super::index::Index;
-use super::Sp3Options;
+use super::options::Sp3Options;
+use super::recovery::{recover, Recovered};
+use super::thread::Sp3Thread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::cc::fallback::Fallback;
 use crate::engine::kit::log::redo_log::LogWriter;
+use crate::engine::{Engine, OpenCtx};
 use crate::heap::alloc::Allocator;
-use crate::heap::Heap;
+use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +27,7 @@ pub struct Slot {
 }
 
 /// Pool-wide engine state.
-pub struct Shared {
+pub(crate) struct Sp3Shared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -42,7 +46,7 @@ pub struct Shared {
     pub opts: Sp3Options,
 }
 
-impl Shared {
+impl Sp3Shared {
     /// After recovery: slot `s` numbers its next transaction `next_lid[s]` and appends
     /// its next record with sequence number `next_seq[s]`.
     pub fn new(
@@ -51,10 +55,10 @@ impl Shared {
         opts: Sp3Options,
         next_lid: &[u64],
         next_seq: &[u64],
-    ) -> Shared {
+    ) -> Sp3Shared {
         let l = *heap.layout();
         let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
-        Shared {
+        Sp3Shared {
             slots: (0..l.max_threads)
                 .map(|s| {
                     CachePadded::new(Slot {
@@ -101,5 +105,62 @@ impl Shared {
     /// The slot clocks.
     pub fn clocks(&self) -> impl Iterator<Item = &SlotClock> + Clone {
         self.slots.iter().map(|s| &s.clock)
+    }
+}
+
+/// The SP3 engine over one pool.
+pub(crate) struct Sp3Engine {
+    sh: Arc<Sp3Shared>,
+    #[allow(dead_code)] // read by tests
+    recovered: Recovered,
+}
+
+impl Sp3Engine {
+    /// Recover the pool (`recovery`) and start the engine.
+    pub(super) fn open(heap: Arc<Heap>, opts: Sp3Options, ctx: &OpenCtx) -> Result<Sp3Engine> {
+        let l = *heap.layout();
+        if l.engine_area_size < engine_area_bytes(l.max_threads) {
+            return Err(Error::Corrupt(format!(
+                "the engine area ({} bytes) has no room for {} retired words",
+                l.engine_area_size, l.max_threads
+            )));
+        }
+        let rec = recover(&heap, ctx.recovery_threads)?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        // The root slot's header word is not used by this engine; keep it empty.
+        heap.atomic_u64(ROOT_SLOT_OFFSET)
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        heap.persist(ROOT_SLOT_OFFSET, 8);
+        let sh = Arc::new(Sp3Shared::new(
+            heap,
+            alloc,
+            opts,
+            &rec.next_lid,
+            &rec.next_seq,
+        ));
+        Ok(Sp3Engine { sh, recovered: rec })
+    }
+}
+
+impl Engine for Sp3Engine {
+    type Thread = Sp3Thread;
+    fn thread(&self, slot: usize) -> Result<Sp3Thread> {
+        if slot >= self.sh.slots.len() {
+            return Err(Error::TooManyThreads(self.sh.slots.len()));
+        }
+        Ok(Sp3Thread::new(self.sh.clone(), slot))
+    }
+    /// Write everything durable home and retire it (pool close).
+    fn quiesce(&self) {
+        self.sh.checkpoint(true);
+    }
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
+    }
+    /// Every transaction visible now becomes durable (deferred-durability commits of
+    /// all threads included), then the medium syncs.
+    fn sync(&self) -> Result<()> {
+        self.sh.wait_all_visible_persistent();
+        self.sh.heap.medium().sync_all()
     }
 }

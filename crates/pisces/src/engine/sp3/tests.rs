@@ -2,7 +2,7 @@
 //! suites run it through the public API: `tests/sp3.rs`).
 
 use super::index::{is_locked, Index};
-use super::record;
+use super::log;
 use super::recovery;
 use super::tid::pack;
 use super::version::{Limbo, Version};
@@ -43,7 +43,7 @@ fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: 
     let mut b = RecordBuilder::default();
     b.word(off, value);
     let mut body = Vec::new();
-    record::encode(&mut body, deps, b.bytes());
+    log::encode(&mut body, deps, b.bytes());
     w.append(h, &body, lid);
     h.fence();
 }
@@ -99,7 +99,7 @@ fn append_range(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, d
     let mut b = RecordBuilder::default();
     b.range(off, data);
     let mut body = Vec::new();
-    record::encode(&mut body, deps, b.bytes());
+    log::encode(&mut body, deps, b.bytes());
     w.append(h, &body, lid);
     h.fence();
 }

@@ -68,11 +68,11 @@
 //! `begin`.
 
 use super::index::{unchanged, Entry};
-use super::record;
-use super::shared::Shared;
+use super::log;
+use super::options::InjectedBug;
+use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
-use super::Bug;
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::kit::rollback::Rollback;
@@ -109,7 +109,7 @@ struct ReadSet {
 
 /// A thread's SP3 state.
 pub struct Sp3Thread {
-    sh: Arc<Shared>,
+    sh: Arc<Sp3Shared>,
     slot: usize,
     cache: ThreadCache,
     log: Option<LogWriter>,
@@ -138,7 +138,7 @@ unsafe impl Send for Sp3Thread {}
 
 impl Sp3Thread {
     /// State for `slot` (one live state per slot).
-    pub fn new(sh: Arc<Shared>, slot: usize) -> Sp3Thread {
+    pub fn new(sh: Arc<Sp3Shared>, slot: usize) -> Sp3Thread {
         let (log, lid) = sh.slots[slot]
             .parked
             .lock()
@@ -206,7 +206,7 @@ impl Sp3Thread {
     }
 
     fn validate(&self, rs: &ReadSet) -> bool {
-        if self.sh.opts.bug == Bug::SkipValidation {
+        if self.sh.opts.bug == InjectedBug::SkipValidation {
             return true;
         }
         rs.list.iter().all(|r| {
@@ -541,7 +541,7 @@ impl EngineThread for Sp3Thread {
         // 0. Entries, log space, locks of new blocks.
         self.writes.build_record(&mut self.builder);
         let max_deps = self.reads.get_mut().list.len() + self.writes.len();
-        if let Err(e) = self.reserve_log(record::prefix_len(max_deps) + self.builder.len()) {
+        if let Err(e) = self.reserve_log(log::prefix_len(max_deps) + self.builder.len()) {
             self.rollback();
             return Err(e);
         }
@@ -577,7 +577,7 @@ impl EngineThread for Sp3Thread {
         // 2. Dependencies.
         let mut deps = std::mem::take(&mut self.deps);
         deps.clear();
-        if self.sh.opts.bug != Bug::NoDependencies {
+        if self.sh.opts.bug != InjectedBug::NoDependencies {
             deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
             for w in self.writes.iter() {
                 if !w.entry.is_null() {
@@ -604,7 +604,7 @@ impl EngineThread for Sp3Thread {
         }
         // 4. Persist.
         let mut body = std::mem::take(&mut self.body);
-        record::encode(&mut body, &deps, self.builder.bytes());
+        log::encode(&mut body, &deps, self.builder.bytes());
         let sh = self.sh.clone();
         self.log().append(&sh.heap, &body, lid);
         sh.heap.fence();
@@ -647,7 +647,7 @@ impl EngineThread for Sp3Thread {
     }
 
     fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
-        if token == DurableToken::DURABLE || self.sh.opts.bug == Bug::NoDependencyWait {
+        if token == DurableToken::DURABLE || self.sh.opts.bug == InjectedBug::NoDependencyWait {
             self.owed.clear();
             return Ok(());
         }
