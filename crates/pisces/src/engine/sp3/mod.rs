@@ -5,15 +5,18 @@
 //! what lost a predecessor and replays the rest in topological order.
 //!
 //! Modules, one concept each:
+//! * [`options`]: early visibility, and the test hooks ([`options::Sp3Options`]);
+//! * [`shared`]: pool-wide state and the engine ([`shared::Sp3Engine`]);
 //! * [`tid`]: logical transaction ids (slot, lid) and what "persistent" means;
 //! * [`index`]: the DRAM index entry (`ptr`, `ver`, `lastTid`) and the seqlock read;
 //! * [`version`]: immutable DRAM versions and their epoch-based reclamation;
-//! * [`record`]: the log record (dependency set + kit redo entries, lid as persistTS);
+//! * [`log`]: the log record (dependency set + kit redo entries, lid as persistTS);
 //! * [`thread`]: the read phase and the commit protocol (Algorithm 1);
 //! * [`checkpoint`]: the queues of durable records, the stable marks (transitive
 //!   persistence), write-back in dependency order and the `retired` watermarks that
 //!   truncate the logs;
-//! * [`recovery`]: the DAG, the drop rule, (parallel) replay.
+//! * [`recovery`]: the DAG, the drop rule, (parallel) replay, with [`dirty_lines`]
+//!   for its flushes.
 //!
 //! # Invariants
 //! 1. A published version is immutable; a pointer `read` returns stays valid and
@@ -84,18 +87,6 @@
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation
 //!   that unlocks only after persisting (the "NVM-TX" baseline of the paper's Fig. 6);
 //!   dependencies are then always persistent already.
-
-//!
-//! # Parts
-//! * [`options`]: early visibility and the test hooks ([`options::Sp3Options`]);
-//! * [`shared`]: pool-wide state, the checkpoint's entry points ([`shared::Sp3Engine`]);
-//! * [`thread`]: one thread's transactions (Algorithm 1);
-//! * [`log`]: the log record (dependency set + kit entries);
-//! * [`recovery`]: recovery by the dependency DAG, with [`dirty_lines`] for its flushes;
-//! * [`checkpoint`]: the write-back of durable records in dependency order and the
-//!   persistent `retired` words;
-//! * [`index`], [`version`], [`tid`]: the object index, DRAM versions with their epoch
-//!   reclamation, transaction ids.
 
 mod checkpoint;
 mod dirty_lines;
