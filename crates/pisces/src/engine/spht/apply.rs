@@ -2,8 +2,8 @@
 //! background replayer and recovery.
 //!
 //! * **Sharding.** The heap is cut into 4 KiB chunks strided over the shards: chunk
-//!   `c` belongs to shard `c % shards` (`kit::recovery::replay_parts`; the paper's policy without
-//!   the NUMA placement — this machine has one node). Every shard scans the whole batch
+//!   `c` belongs to shard `c % shards` (`kit::recovery::replay_parts`; the paper's
+//!   policy without its NUMA placement). Every shard scans the whole batch
 //!   and applies only the words of its chunks, so shards write disjoint memory and
 //!   need no synchronization; each flushes and fences its own writes. A record that
 //!   says which shards it writes ([`LoggedRecord::parts`]: recovery's records, whose

@@ -39,7 +39,7 @@ pub enum ClockKind {
 }
 
 impl ClockKind {
-    /// True if this machine has an invariant TSC the engine can use.
+    /// True if the processor has an invariant TSC the engine can use.
     pub fn tsc_available() -> bool {
         #[cfg(target_arch = "x86_64")]
         {

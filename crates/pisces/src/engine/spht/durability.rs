@@ -7,7 +7,7 @@
 //!   consistent without multi-word atomicity.
 //! * `last`: the timestamp and log link of the slot's last committed update
 //!   transaction, two words under a seqlock (the paper reads 32 bytes of metadata with
-//!   AVX; we have no such atomicity guarantee on this machine, so a seqlock).
+//!   one AVX load, which x86 does not guarantee to be atomic: hence the seqlock).
 //!
 //! # Persistent words (engine area)
 //! * `pmarker` at [`MARKER_OFFSET`]: the global marker (`marker=global`).

@@ -6,9 +6,10 @@
 //!   ([`snapshot`]) — under a TL2-style serializable software TM ([`stripes`],
 //!   [`thread`]): versioned locks per object stripe, commit-time read validation, and
 //!   a **physical commit clock** (`rdtscp`, [`clock`]) read while the write locks are
-//!   held, so timestamp order is a serialization order. No HTM on this machine (AMD);
-//!   the STM is the substitution, with the same contract the paper needs from HTM:
-//!   a committed transaction's timestamp orders it after everything it depends on.
+//!   held, so timestamp order is a serialization order. The engine does not rely on
+//!   HTM (many processors have none, or have it disabled); the STM is the
+//!   substitution, with the same contract the paper needs from HTM: a committed
+//!   transaction's timestamp orders it after everything it depends on.
 //! * Each thread appends one redo record per update transaction to its persistent log
 //!   ([`log`]): the kit's (address, value) entries, the timestamp, a checksum, and two
 //!   link slots.
@@ -41,6 +42,8 @@
 //! * Allocation and free go through the redo log like any write: `ALLOC` / `FREE`
 //!   entries, applied to the durable allocator state by the replayer; a freed block is
 //!   reused after its free is replayed.
+//! * The pool-wide state and the engine's open (recovery, working snapshot, replayer
+//!   thread) and shutdown: [`shared`] ([`shared::SphtEngine`]).
 //!
 //! # Substitutions and decisions (details in each module)
 //! * STM instead of HTM (above); serializable, so `ISOLATION = Serializable`.
@@ -74,7 +77,8 @@
 //!   sequence of transactions produced ([`log`], [`recovery`]). A marker or
 //!   `replayed` word at or above the timestamp limit is refused too (no run writes
 //!   one).
-//! * One NUMA node here: shards stride chunks over replayers without placement.
+//! * Shards stride chunks over replayers without NUMA placement (the operating system
+//!   places the memory and the threads).
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
 //!
 //! # Evidence
@@ -128,7 +132,7 @@
 //!   replayer held).
 //!
 //! # Not done
-//! * No NUMA placement of shards or heap arenas (one node here).
+//! * No NUMA placement of shards or heap arenas.
 //! * The working snapshot never shrinks during a run (neither does the paper's).
 //!
 //! # Persistent format
@@ -136,40 +140,34 @@
 //! replay progress word (+192), and from +4096 one NV-HTM marker per slot (a cache line
 //! each). Logs: one region per slot ([`log`]).
 
-pub mod apply;
-pub mod clock;
-pub mod durability;
-pub mod log;
-pub mod options;
-pub mod order;
-pub mod recovery;
-pub mod replayer;
-pub mod shared;
-pub mod snapshot;
-pub mod stripes;
-pub mod thread;
+mod apply;
+mod clock;
+mod durability;
+mod log;
+mod options;
+mod order;
+mod recovery;
+mod replayer;
+mod shared;
+mod snapshot;
+mod stripes;
+mod thread;
 
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
-use crate::heap::alloc::Allocator;
+use crate::engine::{EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
-use crate::{Error, Result};
-use crossbeam_utils::CachePadded;
+use crate::Result;
 use options::SphtOptions;
-use shared::{Shared, Stats};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, OnceLock};
+use shared::SphtEngine;
+use std::sync::Arc;
+use thread::SphtThread;
 
 /// Registry entry of the `spht` engine.
-pub struct Spht;
-
-/// Stripes in the lock table (2^18 words: 2 MiB of DRAM).
-const STRIPE_BITS: u32 = 18;
+pub(crate) struct Spht;
 
 impl EngineDef for Spht {
     const ID: u32 = 7;
@@ -181,7 +179,7 @@ impl EngineDef for Spht {
         "its working snapshot is a private mapping of the pool at open and does not follow a growth",
     );
     type Engine = SphtEngine;
-    type Thread = thread::SphtThread;
+    type Thread = SphtThread;
     fn option_sets() -> Vec<EngineOptions> {
         SphtOptions::option_sets()
     }
@@ -196,124 +194,5 @@ impl EngineDef for Spht {
     }
     fn inspect(heap: &Heap) -> Inspection {
         recovery::inspect(heap)
-    }
-}
-
-/// The `spht` engine over one pool.
-pub struct SphtEngine {
-    sh: Arc<Shared>,
-    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl SphtEngine {
-    fn open(heap: Arc<Heap>, opts: SphtOptions, ctx: &OpenCtx) -> Result<SphtEngine> {
-        let l = *heap.layout();
-        if l.engine_area_size < durability::engine_area_bytes(l.max_threads) {
-            return Err(Error::Corrupt(format!(
-                "engine area of {} bytes is too small for spht's {} slot markers",
-                l.engine_area_size, l.max_threads
-            )));
-        }
-        let rec = recovery::recover(&heap, &opts, ctx.recovery_threads)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        // The replayer is not started yet: nobody writes the image.
-        let ws = snapshot::Snapshot::of(&heap)
-            .map_err(|e| Error::io("allocating the spht working snapshot".to_string(), e))?;
-        let n = l.max_threads;
-        let clock = clock::PhysClock::above(opts.clock, n, rec.max_ts);
-        let locals = (0..n)
-            .map(|s| {
-                Mutex::new(Some(thread::SlotLocal {
-                    log: log::LogWriter::new(&heap, s, rec.next_seq[s]),
-                    last_raw: 0,
-                    last_ts: 0,
-                }))
-            })
-            .collect();
-        let sh = Arc::new(Shared {
-            alloc,
-            ws,
-            unreplayed: Mutex::new(Default::default()),
-            stripes: stripes::Stripes::new(STRIPE_BITS),
-            fallback: Default::default(),
-            clock,
-            opts,
-            slots: (0..n)
-                .map(|_| CachePadded::new(Default::default()))
-                .collect(),
-            durable: CachePadded::new(AtomicU64::new(rec.replayed_ts)),
-            genesis: AtomicU64::new(0),
-            released_seq: (0..n)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
-                .collect(),
-            replayed_ts: CachePadded::new(AtomicU64::new(rec.replayed_ts)),
-            replay: Mutex::new(replayer::ReplayState::new(&rec.next_seq)),
-            stop: AtomicBool::new(false),
-            worker: OnceLock::new(),
-            stats: Stats::default(),
-            locals,
-            heap,
-            #[cfg(test)]
-            hold: Default::default(),
-        });
-        // Relaxed: diagnostics read after `open` returns (the engine's hand-off orders them).
-        sh.stats
-            .recovered_records
-            .store(rec.replayed_records as u64, Relaxed);
-        sh.stats
-            .recovery_followed_links
-            .store(rec.followed_links, Relaxed);
-        let sh2 = sh.clone();
-        let h = std::thread::Builder::new()
-            .name("spht-replayer".into())
-            .spawn(move || replayer::background(sh2))
-            .map_err(|e| Error::io("starting the spht replayer".to_string(), e))?;
-        let _ = sh.worker.set(h.thread().clone());
-        Ok(SphtEngine {
-            sh,
-            worker: Mutex::new(Some(h)),
-        })
-    }
-
-    /// The engine's shared state (tests).
-    #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.sh
-    }
-}
-
-impl Engine for SphtEngine {
-    type Thread = thread::SphtThread;
-    fn thread(&self, slot: usize) -> Result<thread::SphtThread> {
-        if slot >= self.sh.slots.len() {
-            return Err(Error::TooManyThreads(self.sh.slots.len()));
-        }
-        thread::SphtThread::new(self.sh.clone(), slot)
-    }
-    /// Replay until the durable heap holds every durable transaction.
-    fn quiesce(&self) {
-        let mut round = 0;
-        while self.sh.replayed_ts.load(Acquire) < self.sh.durable.load(Acquire) {
-            replayer::catch_up(&self.sh);
-            crate::sync::spin_step(&mut round);
-        }
-    }
-    fn heap(&self) -> Option<&Arc<Heap>> {
-        Some(&self.sh.heap)
-    }
-    fn shutdown(&self) {
-        self.sh.stop.store(true, Release);
-        replayer::kick(&self.sh);
-        let h = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = h {
-            let _ = h.join();
-        }
-        self.quiesce();
-    }
-}
-
-impl Drop for SphtEngine {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }

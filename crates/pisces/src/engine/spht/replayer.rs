@@ -36,7 +36,7 @@ use super::durability::persist_replayed;
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::ReplayMode;
 use super::order::merge_by_ts;
-use super::shared::Shared;
+use super::shared::SphtShared;
 use crate::heap::alloc::ThreadCache;
 use crate::Result;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -65,7 +65,7 @@ impl ReplayState {
 }
 
 /// The record at ring offset `pos` of `slot`, skipping a wrap (marker or implicit).
-fn record_at(sh: &Shared, slot: usize, mut pos: usize) -> RecordRef {
+fn record_at(sh: &SphtShared, slot: usize, mut pos: usize) -> RecordRef {
     let cap = log::Area::of(&sh.heap, slot).cap;
     if cap - pos < log::HEADER_LEN {
         pos = 0;
@@ -79,7 +79,7 @@ fn record_at(sh: &Shared, slot: usize, mut pos: usize) -> RecordRef {
 
 /// The batch to replay up to durable point `d` (oldest first). `Err` if the logs do
 /// not hold what the protocol guarantees (a bug: the replayer stops, recovery decides).
-fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
+fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
     let heap = &*sh.heap;
     let last = sh.replayed_ts.load(Relaxed);
     let mut out = Vec::new();
@@ -183,7 +183,7 @@ fn collect(sh: &Shared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> {
 
 /// Apply one batch if the durable point is ahead of the durable heap. Returns true if
 /// it applied something.
-pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
+pub fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
     let d = sh.durable.load(Acquire);
     if d <= sh.replayed_ts.load(Relaxed) {
         return Ok(false);
@@ -195,7 +195,7 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
     let heap = &*sh.heap;
     let (freed, stats) = apply::apply(heap, &batch, sh.opts.dup_filter, sh.opts.replayers)?;
     if !stats.allocator.is_empty() {
-        // The bitmaps now show these allocations and frees (see `Shared::unreplayed`).
+        // The bitmaps now show these allocations and frees (see `SphtShared::unreplayed`).
         let mut pending = sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
         if !pending.is_empty() {
             for off in &stats.allocator {
@@ -238,13 +238,13 @@ pub fn run_batch(sh: &Shared, st: &mut ReplayState) -> Result<bool> {
 }
 
 /// Replay until the durable heap is up to date with the durable point as read now.
-pub fn catch_up(sh: &Shared) {
+pub fn catch_up(sh: &SphtShared) {
     let mut st = sh.replay.lock().unwrap_or_else(|e| e.into_inner());
     while let Ok(true) = run_batch(sh, &mut st) {}
 }
 
 /// Wake the background replayer.
-pub fn kick(sh: &Shared) {
+pub fn kick(sh: &SphtShared) {
     if let Some(t) = sh.worker.get() {
         t.unpark();
     }
@@ -252,7 +252,7 @@ pub fn kick(sh: &Shared) {
 
 /// The background replayer's loop (idle with `replay_hold`: the writers, `quiesce`
 /// and close still replay).
-pub fn background(sh: Arc<Shared>) {
+pub fn background(sh: Arc<SphtShared>) {
     while !sh.stop.load(Acquire) {
         if sh.opts.replay_hold {
             std::thread::park_timeout(Duration::from_millis(50));

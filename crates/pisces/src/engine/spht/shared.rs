@@ -1,17 +1,27 @@
-//! Pool-wide state of the `spht` engine (DRAM).
+//! Pool-wide state of the `spht` engine (DRAM), and the engine ([`SphtEngine`]): its
+//! open (recovery, the working snapshot, the replayer thread) and its shutdown.
 
 use super::clock::PhysClock;
-use super::durability::SlotMeta;
+use super::durability::{engine_area_bytes, SlotMeta};
+use super::log::LogWriter;
 use super::options::SphtOptions;
-use super::replayer::ReplayState;
+use super::recovery::recover;
+use super::replayer::{background, catch_up, kick, ReplayState};
 use super::snapshot::Snapshot;
 use super::stripes::Stripes;
+use super::thread::{SlotLocal, SphtThread};
 use crate::engine::kit::cc::fallback::Fallback;
+use crate::engine::{Engine, OpenCtx};
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// Stripes in the lock table (2^18 words: 2 MiB of DRAM).
+const STRIPE_BITS: u32 = 18;
 
 /// Counters of the durability protocol (tests, diagnostics).
 #[derive(Debug, Default)]
@@ -70,7 +80,7 @@ pub const HOLD_BEFORE_LOG: u32 = 1;
 pub const HOLD_BEFORE_MARKER: u32 = 2;
 
 /// Pool-wide engine state.
-pub struct Shared {
+pub(crate) struct SphtShared {
     /// The pool (durable heap: logs, markers, and the image only replay writes).
     pub heap: Arc<Heap>,
     /// The allocator (its persistent state lives in the durable heap).
@@ -114,4 +124,124 @@ pub struct Shared {
     pub hold: Hold,
     /// Per slot: the log writer and clock history, while no thread state holds them.
     pub locals: Vec<Mutex<Option<super::thread::SlotLocal>>>,
+}
+
+/// The `spht` engine over one pool.
+pub(crate) struct SphtEngine {
+    sh: Arc<SphtShared>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl SphtEngine {
+    /// Recover the pool (`recovery`), start the replayer and the engine.
+    pub(super) fn open(heap: Arc<Heap>, opts: SphtOptions, ctx: &OpenCtx) -> Result<SphtEngine> {
+        let l = *heap.layout();
+        if l.engine_area_size < engine_area_bytes(l.max_threads) {
+            return Err(Error::Corrupt(format!(
+                "engine area of {} bytes is too small for spht's {} slot markers",
+                l.engine_area_size, l.max_threads
+            )));
+        }
+        let rec = recover(&heap, &opts, ctx.recovery_threads)?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        // The replayer is not started yet: nobody writes the image.
+        let ws = Snapshot::of(&heap)
+            .map_err(|e| Error::io("allocating the spht working snapshot".to_string(), e))?;
+        let n = l.max_threads;
+        let clock = PhysClock::above(opts.clock, n, rec.max_ts);
+        let locals = (0..n)
+            .map(|s| {
+                Mutex::new(Some(SlotLocal {
+                    log: LogWriter::new(&heap, s, rec.next_seq[s]),
+                    last_raw: 0,
+                    last_ts: 0,
+                }))
+            })
+            .collect();
+        let sh = Arc::new(SphtShared {
+            alloc,
+            ws,
+            unreplayed: Mutex::new(Default::default()),
+            stripes: Stripes::new(STRIPE_BITS),
+            fallback: Default::default(),
+            clock,
+            opts,
+            slots: (0..n)
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+            durable: CachePadded::new(AtomicU64::new(rec.replayed_ts)),
+            genesis: AtomicU64::new(0),
+            released_seq: (0..n)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            replayed_ts: CachePadded::new(AtomicU64::new(rec.replayed_ts)),
+            replay: Mutex::new(ReplayState::new(&rec.next_seq)),
+            stop: AtomicBool::new(false),
+            worker: OnceLock::new(),
+            stats: Stats::default(),
+            locals,
+            heap,
+            #[cfg(test)]
+            hold: Default::default(),
+        });
+        // Relaxed: diagnostics read after `open` returns (the engine's hand-off orders them).
+        sh.stats
+            .recovered_records
+            .store(rec.replayed_records as u64, Relaxed);
+        sh.stats
+            .recovery_followed_links
+            .store(rec.followed_links, Relaxed);
+        let sh2 = sh.clone();
+        let h = std::thread::Builder::new()
+            .name("spht-replayer".into())
+            .spawn(move || background(sh2))
+            .map_err(|e| Error::io("starting the spht replayer".to_string(), e))?;
+        let _ = sh.worker.set(h.thread().clone());
+        Ok(SphtEngine {
+            sh,
+            worker: Mutex::new(Some(h)),
+        })
+    }
+
+    /// The engine's shared state (tests).
+    #[cfg(test)]
+    pub(super) fn shared(&self) -> &Arc<SphtShared> {
+        &self.sh
+    }
+}
+
+impl Engine for SphtEngine {
+    type Thread = SphtThread;
+    fn thread(&self, slot: usize) -> Result<SphtThread> {
+        if slot >= self.sh.slots.len() {
+            return Err(Error::TooManyThreads(self.sh.slots.len()));
+        }
+        SphtThread::new(self.sh.clone(), slot)
+    }
+    /// Replay until the durable heap holds every durable transaction.
+    fn quiesce(&self) {
+        let mut round = 0;
+        while self.sh.replayed_ts.load(Acquire) < self.sh.durable.load(Acquire) {
+            catch_up(&self.sh);
+            crate::sync::spin_step(&mut round);
+        }
+    }
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
+    }
+    fn shutdown(&self) {
+        self.sh.stop.store(true, Release);
+        kick(&self.sh);
+        let h = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = h {
+            let _ = h.join();
+        }
+        self.quiesce();
+    }
+}
+
+impl Drop for SphtEngine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }

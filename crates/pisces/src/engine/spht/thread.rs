@@ -107,7 +107,7 @@ use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
 use super::log::{self, LogWriter, BACK, FWD, HEADER_LEN};
 use super::options::MarkerMode;
 use super::replayer;
-use super::shared::Shared;
+use super::shared::SphtShared;
 use super::stripes::LOCKED;
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::log::redo_log::RecordBuilder;
@@ -159,7 +159,7 @@ struct ReadState {
 
 /// A thread's `spht` state.
 pub struct SphtThread {
-    sh: Arc<Shared>,
+    sh: Arc<SphtShared>,
     slot: usize,
     local: Option<SlotLocal>,
     cache: ThreadCache,
@@ -183,7 +183,7 @@ fn words_as_bytes(w: &[u64]) -> &[u8] {
 
 impl SphtThread {
     /// State for `slot` (unique among live thread states).
-    pub fn new(sh: Arc<Shared>, slot: usize) -> Result<SphtThread> {
+    pub fn new(sh: Arc<SphtShared>, slot: usize) -> Result<SphtThread> {
         let local = sh.locals[slot]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
