@@ -5,7 +5,7 @@
 //! with commit timestamp ≤ K, and then persists `K_done = K`. Recovery starts from that
 //! state and re-executes the OLog records with timestamps above K_done.
 //!
-//! # Protocol (one checkpoint at a time, under `Shared::ckpt`)
+//! # Protocol (one checkpoint at a time, under `TimestoneShared::ckpt`)
 //! 1. **Cut.** Publish the checkpointer's snapshot K (`ckpt_clock`, the Pisces start
 //!    protocol: versions it reads are not reclaimed), fence, and wait until no slot
 //!    may have a commit in flight with timestamp ≤ K (`committing` at or below K: a
@@ -70,14 +70,14 @@
 //!
 //! # Reuse inside a window
 //! A small block freed by a commit is handed out again inside the same window, before
-//! any checkpoint makes its free durable (`Shared::reuse`); large blocks (runs of
+//! any checkpoint makes its free durable (`TimestoneShared::reuse`); large blocks (runs of
 //! slabs, which the allocator may reformat) still wait for the checkpoint. Without
 //! this, every remove's block waits for a checkpoint, so a long window makes the heap
 //! grow by the blocks freed in it, and the frees waiting bound the window. Why it is
 //! crash-safe:
 //! * **When.** A freed block enters the reuse lists only once its commit is complete
 //!   (OLog record durable, every smaller timestamp complete: after
-//!   `Shared::wait_predecessors`). A commit that reuses it therefore has a larger
+//!   `TimestoneShared::wait_predecessors`). A commit that reuses it therefore has a larger
 //!   timestamp, and its OLog record can never be durable without the free's: recovery
 //!   re-executes the free before the reuse, on a state where the block is live with
 //!   its old contents (the state at K_done) or already freed by an earlier
@@ -128,7 +128,7 @@
 //! less 4 KiB: a larger area widens the window checkpoints coalesce over.
 //! An operation whose writes alone exceed the budget fails with `TooLargeForLog`.
 
-use super::shared::{Shared, CLOG_OFFSET, K_DONE_OFFSET};
+use super::shared::{TimestoneShared, CLOG_OFFSET, K_DONE_OFFSET};
 use super::tlog::{self, Entry, Version};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::log::redo_log::{self as log, RecordBuilder, HEADER_LEN};
@@ -256,7 +256,7 @@ pub fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
 
 /// Reserve `cost` bytes of the checkpoint budget, checkpointing while it is full.
 /// `Err(TooLargeForLog)` if one transaction alone exceeds it.
-pub fn reserve_budget(sh: &Shared, cost: u64) -> Result<()> {
+pub fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
     if cost > sh.budget {
         return Err(Error::TooLargeForLog {
             needed: cost as usize + HEADER_LEN,
@@ -276,7 +276,7 @@ pub fn reserve_budget(sh: &Shared, cost: u64) -> Result<()> {
 }
 
 /// Give back a reservation that produced no items (an aborted commit).
-pub fn unreserve_budget(sh: &Shared, cost: u64) {
+pub fn unreserve_budget(sh: &TimestoneShared, cost: u64) {
     let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
     p.used -= cost;
 }
@@ -287,7 +287,12 @@ pub fn unreserve_budget(sh: &Shared, cost: u64) {
 /// Appends to `freed` each small block the items free, with `true` if it was
 /// allocated inside the current window (a pending allocation above K_done: then it is
 /// free in the state at K_done again, and stays fresh when reused).
-pub fn push_items(sh: &Shared, items: &[Item], reserved: u64, freed: &mut Vec<(Block, bool)>) {
+pub fn push_items(
+    sh: &TimestoneShared,
+    items: &[Item],
+    reserved: u64,
+    freed: &mut Vec<(Block, bool)>,
+) {
     let k_done = sh.k_done.load(Acquire);
     let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
     let mut actual = 0;
@@ -326,10 +331,10 @@ pub fn push_items(sh: &Shared, items: &[Item], reserved: u64, freed: &mut Vec<(B
 }
 
 /// True if the pending items passed the high-water mark, or hold back freed blocks
-/// past `Shared::freed_high_water` (freed space is reusable only after the checkpoint
+/// past `TimestoneShared::freed_high_water` (freed space is reusable only after the checkpoint
 /// that makes the free durable, and holding much of it back makes threads format fresh
 /// slabs for small blocks, which starves large ones).
-pub fn above_high_water(sh: &Shared) -> bool {
+pub fn above_high_water(sh: &TimestoneShared) -> bool {
     let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
     p.used >= sh.high_water || p.freed >= sh.freed_high_water
 }
@@ -339,7 +344,7 @@ pub fn above_high_water(sh: &Shared) -> bool {
 type Newest = (u64, Option<(usize, *const Entry)>);
 
 /// Run one checkpoint (see the module docs); returns its cut K.
-pub fn checkpoint(sh: &Shared) -> Result<u64> {
+pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
     let _ = HEADER_LEN;
     let heap = &*sh.heap;
@@ -684,7 +689,7 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
 /// Recovery step 1: re-apply a valid CLog record newer than K_done, then persist
 /// K_done. Returns K_done after it.
 pub fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
-    let k_done = Shared::load_k_done(heap);
+    let k_done = TimestoneShared::load_k_done(heap);
     match read_clog(heap, clog_len) {
         Some((k, bytes)) if k > k_done => {
             let what = |e: Error| Error::Corrupt(format!("CLog record of checkpoint {k}: {e}"));

@@ -73,51 +73,32 @@
 //! the CLog and home. What bounds the window: the CLog budget (`clog_mib`, the
 //! high-water mark is `checkpoint_pct` of it; allocations and frees take 16 bytes of
 //! it each, objects 16 + their length once per window), the OLog (`olog_regions`: a
-//! full OLog forces a checkpoint; at 36 bytes per hash update the largest OLog, 32
-//! MiB, holds about 930 000 updates), the large blocks freed and waiting for reuse
+//! full OLog forces a checkpoint), the large blocks freed and waiting for reuse
 //! (`Shared::freed_high_water`; small blocks are reused inside the window, see
 //! `clog`), and, in a benchmark, the run itself (the pool's close checkpoints what is
 //! left, and that is counted). `pisces bench --engine-options
 //! timestone:clog_mib=63,olog_regions=8` runs the bench with the largest window;
 //! `probes/ts_window.rs` in the bench crate compares window sizes.
 //!
-//! **DRAM cost of a window**, all bounded: each pending item (about 40 bytes; 2–3 per
-//! hash update, about 25 per new-order) until the checkpoint — bounded by the OLog
-//! (every commit has a record of at least 32 bytes), so at most about 120 MB for
-//! the largest OLog on the hash table —, the checkpointer's `charged` and `bits` maps
-//! (one entry per distinct dirty object and per allocated or freed block), and the
-//! reuse lists (one entry per free small block they hold, each block at most once).
-//! The TLog's versions do not grow with the window (chains are truncated at commit).
-//! The heap grows by at most the small blocks live at K_done that are freed inside
-//! the window (held until the checkpoint, unless the allocator runs out or
-//! `eager_reuse` is set).
+//! **DRAM cost of a window**, all bounded: each pending item until the checkpoint
+//! (a few per update) — bounded by the OLog, since every commit has a record of at
+//! least 32 bytes —, the checkpointer's `charged` and `bits` maps (one entry per
+//! distinct dirty object and per allocated or freed block), and the reuse lists (one
+//! entry per free small block they hold, each block at most once). The TLog's
+//! versions do not grow with the window (chains are truncated at commit). The heap
+//! grows by at most the small blocks live at K_done that are freed inside the window
+//! (held until the checkpoint, unless the allocator runs out or `eager_reuse` is set).
 //!
-//! **Where the floor is.** Hash table: the OLog record alone is 32 bytes for a
-//! remove and 40 for an insert (16-byte header, 16 argument bytes — map handle and
-//! key —, one block word per allocation), 36 on average for 44 credited: 0.82 before
-//! anything else. Every key whose state differs between the run's start and end must
-//! reach home once (an inserted node, about 90 bytes with its bitmap share, or a
-//! changed link word), and with uniformly random keys about half the keys touched an
-//! odd number of times end up changed; those bytes are amortised only over the
-//! updates of the window, so the run length decides: with 40 000 keys, 20 % updates
-//! and 10-second runs (about 10⁶ updates, one or two windows) the figure is below
-//! 1; at 2 %
-//! updates 10 seconds are about 10⁵ updates, about 2.5 per key, and the close
-//! checkpoint's roughly 2 MB of changed nodes add about 16 bytes per update (1.2
-//! in total); runs of tens of seconds, or an OLog record smaller than 36 bytes, are
-//! what would bring it below 1. TPC-C new-order (about 1 220 credited bytes): the
-//! new rows' nonzero words (about 776 bytes) and their index entries in B+-tree
-//! leaves (16 per entry and the leaf's count, about 200 with full leaves) must reach
-//! home once, and the OLog record is its one persistent write at commit (16 + the
-//! packed input, about 64 + about 24 of block words); changed stock rows go through
-//! the CLog once per window. With the largest window that is about 990 home + 140
-//! logged + 4 allocator bytes, 0.93 of the credit (10-second runs); the floor for any
-//! window is the home rows and entries plus the OLog record, about 0.88. What got it
-//! there: slab formatting writes no header words on this engine (it keeps nothing in
-//! them: 8 bytes per block), fresh blocks' allocator bits need no CLog entry (8 per
-//! block), run words (8 per order line), packed arguments (about 80), and B+-tree
-//! leaves that split at an insert in their upper half (a district's ascending order
-//! ids no longer leave half-full leaves behind: about 170 home bytes).
+//! **Where the floor is.** However large the window, an update makes durable its OLog
+//! record (the 16-byte header, its arguments — packed when that is shorter — and a
+//! word per allocation or run of allocations), and every word whose value differs
+//! between a window's start and end reaches home once (with a CLog copy first if its
+//! object was live at K_done). The rest is kept off persistent memory by design: slab
+//! formatting writes no header words on this engine (it keeps nothing in them),
+//! fresh blocks' allocator bits take no CLog entry, consecutive allocations of one
+//! class take one run word, and B+-tree leaves split at an insert in their upper
+//! half, so that ascending keys (a district's order ids) do not leave half-full
+//! leaves behind.
 
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
@@ -177,67 +158,43 @@
 //! 5. An operation-table slot is durable before the first OLog record naming its
 //!    index ([`optable`]).
 
-pub mod clog;
-pub mod olog;
-pub mod optable;
-pub mod recovery;
-pub mod shared;
-pub mod thread;
-pub mod tlog;
+//!
+//! # Parts
+//! * [`options`]: the window's options (`checkpoint_pct`, `clog_mib`, `olog_regions`,
+//!   `eager_reuse`);
+//! * [`shared`]: pool-wide state, the engine ([`shared::TimestoneEngine`]) and its
+//!   open, the inspection of a pool;
+//! * [`thread`]: one thread's transactions;
+//! * the paper's three logs: [`tlog`] (DRAM versions), [`olog`] (the operation log's
+//!   format), [`clog`] (checkpoints); [`optable`]: the operation table the OLog's
+//!   records name operations by;
+//! * [`recovery`]: checkpoint repair and operation re-execution.
+
+mod clog;
+mod olog;
+mod optable;
+mod options;
+mod recovery;
+mod shared;
+mod thread;
+mod tlog;
 
 #[cfg(test)]
 mod tests;
 
-use crate::engine::kit::log::redo_log as log;
-use crate::engine::{Engine, EngineDef, EngineOptions, Inspection, OpenCtx};
-use crate::heap::alloc::Allocator;
+use crate::engine::{EngineDef, EngineOptions, Inspection, OpenCtx};
 use crate::heap::layout::Regions;
-use crate::heap::layout::{Layout, MAX_LOGS_PER_THREAD};
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
-use crate::{Error, Result};
-use shared::Shared;
+use crate::Result;
+use olog::{olog_len, OLOG_FRAMING};
+use options::TimestoneOptions;
+use shared::TimestoneEngine;
 use std::sync::Arc;
-
-/// The engine over one pool.
-pub struct TimestoneEngine {
-    sh: Arc<Shared>,
-    /// Records re-executed by the recovery that opened this pool.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub replayed: usize,
-}
+use thread::TimestoneThread;
 
 /// Registry entry.
-pub struct Timestone;
-
-const OPT_HIGH_WATER: &str = "checkpoint_pct";
-/// Size of the CLog area in MiB, chosen when the pool is created (default: half a
-/// thread log plus 12 KiB). It bounds one checkpoint's record, and so how many
-/// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
-/// it): the coalescing window (see the module docs on write amplification).
-const OPT_CLOG_MIB: &str = "clog_mib";
-/// How many of the pool's per-thread log regions (1..=8, `log_bytes_per_thread`
-/// each) one thread's OLog spans, chosen when the pool is created (default 1). A
-/// full OLog forces a checkpoint, so this bounds the coalescing window too.
-const OPT_OLOG_REGIONS: &str = "olog_regions";
-
-/// Hand out small blocks that were live at K_done and freed inside the checkpoint
-/// window before asking the allocator (default false: only when the allocator has no
-/// free block left). True keeps the heap smaller; each such block's new contents
-/// then take a CLog copy at the checkpoint (`clog`, *Reuse inside a window*).
-const OPT_EAGER_REUSE: &str = "eager_reuse";
-
-/// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
-/// the slot's log regions, which are contiguous).
-pub fn olog_len(l: &Layout) -> usize {
-    l.logs_per_thread * l.log_bytes_per_thread
-}
-
-/// Largest `clog_mib` (the engine area is at most 64 MiB).
-const MAX_CLOG_MIB: usize = 63;
-
-/// How OLog records are framed: the compact 16-byte header (`olog`).
-pub const OLOG_FRAMING: olog::Compact = olog::Compact;
+pub(crate) struct Timestone;
 
 impl EngineDef for Timestone {
     const ID: u32 = 8;
@@ -246,150 +203,21 @@ impl EngineDef for Timestone {
         "TimeStone: MVCC with TOC logging (DRAM versions, operation log, checkpoint log), per-transaction isolation";
     const ISOLATION: Isolation = Isolation::Linearizable;
     type Engine = TimestoneEngine;
-    type Thread = thread::TsThread;
+    type Thread = TimestoneThread;
 
     fn option_sets() -> Vec<EngineOptions> {
-        vec![
-            EngineOptions::new(),
-            // Checkpoint after almost every update: crash campaigns hit checkpoints.
-            EngineOptions::new().set(OPT_HIGH_WATER, 1),
-        ]
+        TimestoneOptions::option_sets()
     }
 
     fn regions(ctx: &OpenCtx) -> Regions {
-        // The CLog: one checkpoint record, bounded by the budget (by default half a
-        // thread log: the largest physical record), plus slack. A bad `clog_mib` is
-        // reported by `open`.
-        let clog = match ctx.options.parse_or(Self::NAME, OPT_CLOG_MIB, 0usize) {
-            Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
-            _ => ctx.log_bytes_per_thread / 2 + 8192,
-        };
-        let regions = ctx
-            .options
-            .parse_or(Self::NAME, OPT_OLOG_REGIONS, 1usize)
-            .ok()
-            .filter(|n| (1..=MAX_LOGS_PER_THREAD).contains(n))
-            .unwrap_or(1);
-        Regions {
-            logs_per_thread: regions,
-            engine_area_bytes: 4096 + clog,
-        }
+        TimestoneOptions::regions(ctx)
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        opts.only(
-            Self::NAME,
-            &[
-                OPT_HIGH_WATER,
-                OPT_CLOG_MIB,
-                OPT_OLOG_REGIONS,
-                OPT_EAGER_REUSE,
-            ],
-        )?;
-        let regions: usize = opts.parse_or(Self::NAME, OPT_OLOG_REGIONS, 1)?;
-        if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_OLOG_REGIONS} must be 1..={MAX_LOGS_PER_THREAD}, not {regions}"
-            )));
-        }
-        let mib: usize = opts.parse_or(Self::NAME, OPT_CLOG_MIB, 1)?;
-        if !(1..=MAX_CLOG_MIB).contains(&mib) {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_CLOG_MIB} must be 1..={MAX_CLOG_MIB}, not {mib}"
-            )));
-        }
-        let pct: u64 = opts.parse_or(Self::NAME, OPT_HIGH_WATER, 50)?;
-        if !(1..=100).contains(&pct) {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
-            )));
-        }
-        optable::check_format(&heap, never_committed(&heap))?;
-        // Objects are validated by the allocation bitmap and no header word is read or
-        // written (module docs): slab formatting need not zero them.
-        heap.set_header_words_unused();
-        let rec = recovery::recover(&heap, ctx.reexecute.as_ref())?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        let table = optable::OpTable::load(&heap)?;
-        let mut sh = Shared::new(
-            heap,
-            alloc,
-            rec.k_done,
-            rec.k_done,
-            rec.next_seq,
-            false,
-            pct,
-            table,
-        );
-        sh.eager_reuse = opts.parse_or(Self::NAME, OPT_EAGER_REUSE, false)?;
-        let sh = Arc::new(sh);
-        Ok(TimestoneEngine {
-            sh,
-            replayed: rec.replayed,
-        })
+        TimestoneEngine::open(heap, TimestoneOptions::parse(opts)?, opts, ctx)
     }
 
     fn inspect(heap: &Heap) -> Inspection {
-        let l = *heap.layout();
-        let mut problems = Vec::new();
-        if let Err(e) = optable::check_format_read_only(heap, never_committed(heap)) {
-            problems.push(e.to_string());
-        }
-        let k_done = Shared::load_k_done(heap);
-        let mut live = 0;
-        for slot in 0..l.max_threads {
-            let p = log::parse_framed(heap, l.log_offset(slot), olog_len(&l), OLOG_FRAMING);
-            live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
-        }
-        let pending_ckpt =
-            clog::read_clog(heap, l.engine_area_size - 4096).is_some_and(|(k, _)| k > k_done);
-        Inspection {
-            lines: vec![
-                format!("checkpoint K_done {k_done}"),
-                format!("OLog records to re-execute {live}"),
-                format!("interrupted checkpoint {pending_ckpt}"),
-            ],
-            problems,
-        }
-    }
-}
-
-/// True if the pool has never committed anything: no checkpoint, no CLog record, and
-/// every OLog never recycled or reset (tail word zero) with no record ever written (a
-/// slot's first record goes to ring offset 0).
-fn never_committed(heap: &Heap) -> bool {
-    let l = *heap.layout();
-    Shared::load_k_done(heap) == 0
-        && clog::read_clog(heap, l.engine_area_size - 4096).is_none()
-        && (0..l.max_threads).all(|slot| {
-            let mut first = [0u8; 24];
-            heap.read_bytes(l.log_offset(slot), &mut first[..8]);
-            heap.read_bytes(l.log_offset(slot) + log::RING_OFFSET, &mut first[8..]);
-            first == [0; 24]
-        })
-}
-
-impl TimestoneEngine {
-    /// Shared state (tests).
-    #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.sh
-    }
-}
-
-impl Engine for TimestoneEngine {
-    type Thread = thread::TsThread;
-    fn thread(&self, slot: usize) -> Result<thread::TsThread> {
-        if slot >= self.sh.slots.len() {
-            return Err(Error::TooManyThreads(self.sh.slots.len()));
-        }
-        Ok(thread::TsThread::new(self.sh.clone(), slot))
-    }
-    /// Checkpoint everything committed, so home is current (pool close, leak checks).
-    fn quiesce(&self) {
-        let _ = clog::checkpoint(&self.sh);
-    }
-    fn heap(&self) -> Option<&Arc<Heap>> {
-        Some(&self.sh.heap)
+        shared::inspect(heap)
     }
 }

@@ -65,11 +65,21 @@ use crate::engine::kit::log::redo_log::{
     block_entry, Entry, Framing, HeaderBytes, RawHeader, RecordBuilder, BLOCK_FREE, HEADER_LEN,
 };
 use crate::heap::alloc::Block;
+use crate::heap::layout::Layout;
 use crate::heap::Heap;
 use crate::{Error, Result};
 
 #[cfg(test)]
 mod tests;
+
+/// How OLog records are framed: the compact 16-byte header.
+pub const OLOG_FRAMING: Compact = Compact;
+
+/// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
+/// the slot's log regions, which are contiguous).
+pub fn olog_len(l: &Layout) -> usize {
+    l.logs_per_thread * l.log_bytes_per_thread
+}
 
 /// The header's length field value meaning "length in word 2".
 const COMPACT_LONG: u64 = 0x3FFF;

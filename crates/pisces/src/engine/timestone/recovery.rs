@@ -36,8 +36,8 @@
 use super::clog;
 use super::olog;
 use super::optable::OpTable;
-use super::shared::Shared;
-use super::thread::TsThread;
+use super::shared::TimestoneShared;
+use super::thread::TimestoneThread;
 use crate::engine::kit::log::redo_log::{self as log, Entry};
 use crate::engine::kit::validate::check_logged_write;
 use crate::engine::registry::AnyThread;
@@ -174,7 +174,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
         heap.fence();
         // 4.
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
-        let sh = Arc::new(Shared::new(
+        let sh = Arc::new(TimestoneShared::new(
             heap.clone(),
             alloc,
             k_done,
@@ -184,7 +184,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
             100,
             OpTable::load(heap)?,
         ));
-        let mut any = AnyThread::Timestone(TsThread::new(sh.clone(), 0));
+        let mut any = AnyThread::Timestone(TimestoneThread::new(sh.clone(), 0));
         let mut last = k_done;
         for (ts, entries) in &decoded {
             sh.clock.advance_to(ts - 1);
@@ -226,7 +226,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
         sh.clock.advance_to(last);
         clog::checkpoint(&sh)?;
         drop(any);
-        k_done = k_done.max(Shared::load_k_done(heap));
+        k_done = k_done.max(TimestoneShared::load_k_done(heap));
     }
     // 6.
     for (slot, &seq) in next_seq.iter().enumerate() {

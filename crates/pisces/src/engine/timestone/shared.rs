@@ -25,12 +25,12 @@
 //! | [`BOUND_UNKNOWN`] | guarding: the bound is being read (its timestamp will be above the clock value of anyone whose fenced scan sees this) |
 //! | `L`               | a **lower bound** of the timestamp (first the guard, then the timestamp itself) |
 //!
-//! [`Shared::enter_commit`] publishes the bound with the start protocol of
+//! [`TimestoneShared::enter_commit`] publishes the bound with the start protocol of
 //! [`SlotClock::start`]: store `BOUND_UNKNOWN`, fence, read the clock g, store `g + 1`.
 //! Readers of the word use it thus: the snapshot horizon stays below each bound
 //! (`L - 1`) and skips `BOUND_UNKNOWN`; the checkpointer waits for slots at or below
 //! its cut (`BOUND_UNKNOWN` included, see `clog`); a returning committer waits for
-//! slots at or below its own timestamp (`Shared::wait_predecessors`).
+//! slots at or below its own timestamp (`TimestoneShared::wait_predecessors`).
 //!
 //! Why a bound and why the two steps: a transaction that begins after a commit at C
 //! returned must get a snapshot ≥ C (read-your-writes across threads, linearizable
@@ -44,14 +44,22 @@
 //! `linearizable_sees_every_earlier_commit` in the verification suite and the
 //! `TsCommitGuard` mutation (the single-store guard g) show it.
 
-use super::clog::Pending;
+use super::clog::{checkpoint, read_clog, Pending};
+use super::olog::{olog_len, OLOG_FRAMING};
+use super::optable::{check_format, check_format_read_only, OpTable};
+use super::options::TimestoneOptions;
+use super::recovery::recover;
+use super::thread::TimestoneThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::log::redo_log;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
+use crate::engine::{Engine, EngineOptions, Inspection, OpenCtx};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::sync::fence;
+use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -154,7 +162,7 @@ impl Reuse {
 }
 
 /// Pool-wide engine state.
-pub struct Shared {
+pub struct TimestoneShared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -202,7 +210,7 @@ pub struct Shared {
     pub ops: super::optable::OpTable,
 }
 
-impl Shared {
+impl TimestoneShared {
     /// Build the state (after recovery).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -214,11 +222,11 @@ impl Shared {
         recovering: bool,
         high_water_pct: u64,
         ops: super::optable::OpTable,
-    ) -> Shared {
+    ) -> TimestoneShared {
         let n = heap.layout().max_threads;
         let clog_len = heap.layout().engine_area_size - 4096;
         let budget = (clog_len - 4096) as u64;
-        Shared {
+        TimestoneShared {
             clock: Clock::new(clock_start),
             slots: (0..n)
                 .map(|_| {
@@ -253,7 +261,7 @@ impl Shared {
     /// timestamp this thread took from the clock before the call): the scan of the
     /// `mvcc` baseline, plus the checkpointer's snapshot, plus `committing - 1` of every
     /// commit in flight, because a transaction starting now may take a snapshot that
-    /// low (see [`Shared::horizon`]).
+    /// low (see [`TimestoneShared::horizon`]).
     ///
     /// Race closed: the fence pairs with the one in [`SlotClock::start_with`]. A starter
     /// the scan misses read the clock after our increment; the in-flight commits it may
@@ -284,7 +292,7 @@ impl Shared {
     /// incremented yet as far as we can tell (else we would see its bound), so its
     /// timestamp will be above `t`: skipped. A commit that returned before this
     /// transaction began leaves only bounds above its timestamp (see
-    /// [`Shared::wait_predecessors`]), so the horizon is at or above it. No waiting.
+    /// [`TimestoneShared::wait_predecessors`]), so the horizon is at or above it. No waiting.
     pub fn horizon(&self, t: u64) -> u64 {
         fence(SeqCst);
         let mut s = t;
@@ -342,4 +350,108 @@ impl Shared {
     pub fn load_k_done(heap: &Heap) -> u64 {
         heap.atomic_u64(K_DONE_OFFSET).load(Acquire)
     }
+}
+
+/// The engine over one pool.
+pub(crate) struct TimestoneEngine {
+    sh: Arc<TimestoneShared>,
+    /// Records re-executed by the recovery that opened this pool.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub replayed: usize,
+}
+
+impl TimestoneEngine {
+    /// Check the pool's format, recover (`recovery`) and start.
+    pub(super) fn open(
+        heap: Arc<Heap>,
+        o: TimestoneOptions,
+        opts: &EngineOptions,
+        ctx: &OpenCtx,
+    ) -> Result<TimestoneEngine> {
+        check_format(&heap, never_committed(&heap))?;
+        // Objects are validated by the allocation bitmap and no header word is read or
+        // written (module docs): slab formatting need not zero them.
+        heap.set_header_words_unused();
+        let rec = recover(&heap, ctx.reexecute.as_ref())?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let table = OpTable::load(&heap)?;
+        let mut sh = TimestoneShared::new(
+            heap,
+            alloc,
+            rec.k_done,
+            rec.k_done,
+            rec.next_seq,
+            false,
+            o.high_water_pct,
+            table,
+        );
+        sh.eager_reuse = TimestoneOptions::eager_reuse(opts)?;
+        let sh = Arc::new(sh);
+        Ok(TimestoneEngine {
+            sh,
+            replayed: rec.replayed,
+        })
+    }
+
+    /// Shared state (tests).
+    #[cfg(test)]
+    pub(super) fn shared(&self) -> &Arc<TimestoneShared> {
+        &self.sh
+    }
+}
+
+impl Engine for TimestoneEngine {
+    type Thread = TimestoneThread;
+    fn thread(&self, slot: usize) -> Result<TimestoneThread> {
+        if slot >= self.sh.slots.len() {
+            return Err(Error::TooManyThreads(self.sh.slots.len()));
+        }
+        Ok(TimestoneThread::new(self.sh.clone(), slot))
+    }
+    /// Checkpoint everything committed, so home is current (pool close, leak checks).
+    fn quiesce(&self) {
+        let _ = checkpoint(&self.sh);
+    }
+    fn heap(&self) -> Option<&Arc<Heap>> {
+        Some(&self.sh.heap)
+    }
+}
+
+/// Describe and check the persistent state of a pool nobody runs (`EngineDef::inspect`).
+pub(super) fn inspect(heap: &Heap) -> Inspection {
+    let l = *heap.layout();
+    let mut problems = Vec::new();
+    if let Err(e) = check_format_read_only(heap, never_committed(heap)) {
+        problems.push(e.to_string());
+    }
+    let k_done = TimestoneShared::load_k_done(heap);
+    let mut live = 0;
+    for slot in 0..l.max_threads {
+        let p = redo_log::parse_framed(heap, l.log_offset(slot), olog_len(&l), OLOG_FRAMING);
+        live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
+    }
+    let pending_ckpt = read_clog(heap, l.engine_area_size - 4096).is_some_and(|(k, _)| k > k_done);
+    Inspection {
+        lines: vec![
+            format!("checkpoint K_done {k_done}"),
+            format!("OLog records to re-execute {live}"),
+            format!("interrupted checkpoint {pending_ckpt}"),
+        ],
+        problems,
+    }
+}
+
+/// True if the pool has never committed anything: no checkpoint, no CLog record, and
+/// every OLog never recycled or reset (tail word zero) with no record ever written (a
+/// slot's first record goes to ring offset 0).
+fn never_committed(heap: &Heap) -> bool {
+    let l = *heap.layout();
+    TimestoneShared::load_k_done(heap) == 0
+        && read_clog(heap, l.engine_area_size - 4096).is_none()
+        && (0..l.max_threads).all(|slot| {
+            let mut first = [0u8; 24];
+            heap.read_bytes(l.log_offset(slot), &mut first[..8]);
+            heap.read_bytes(l.log_offset(slot) + redo_log::RING_OFFSET, &mut first[8..]);
+            first == [0; 24]
+        })
 }

@@ -107,7 +107,7 @@ fn pool(opts: &str) -> Pool {
     Pool::create_on(test_medium(), test_cfg(opts)).unwrap()
 }
 
-fn engine(p: &Pool) -> &super::TimestoneEngine {
+fn engine(p: &Pool) -> &super::shared::TimestoneEngine {
     match p.engine_ref() {
         crate::engine::registry::AnyEngine::Timestone(e) => e,
         _ => unreachable!(),
@@ -145,7 +145,7 @@ fn checkpoints_coalesce_repeated_updates() {
     );
     // The CLog record is valid and covered by K_done.
     let (k, _) = super::clog::read_clog(&sh.heap, sh.clog_len).unwrap();
-    assert_eq!(k, super::shared::Shared::load_k_done(&sh.heap));
+    assert_eq!(k, super::shared::TimestoneShared::load_k_done(&sh.heap));
     // A torn record (one byte changed) fails its checksum.
     let off = super::shared::CLOG_OFFSET + super::clog::CLOG_HEADER;
     let mut b = [0u8; 1];

@@ -2,7 +2,7 @@
 //!
 //! # Transaction
 //! * **Begin**: take and publish the snapshot S, the horizon of complete commits
-//!   (`Shared::horizon`); remember the isolation level.
+//!   (`TimestoneShared::horizon`); remember the isolation level.
 //! * **Read**: own copy if written; else the object's version visible at S (TLog, see
 //!   `tlog`), never home. Serializable and linearizable transactions remember the
 //!   object in their read set.
@@ -20,13 +20,13 @@
 //! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
 //!    (`last_ts > S` aborts).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
-//!    bound of the timestamp, `Shared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
+//!    bound of the timestamp, `TimestoneShared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
 //!    committer or committed after S aborts (stamps become `ABORTED`).
 //! 6. Stamp `C | UNDURABLE`, queue the checkpoint items, append the OLog record with C,
 //!    **fence** — the only persistent write of the commit. Then stamp `C`, set
 //!    `last_ts`, truncate chains, unlock, clear `committing`, and wait until every
-//!    commit with a smaller timestamp is complete (`Shared::wait_predecessors`).
+//!    commit with a smaller timestamp is complete (`TimestoneShared::wait_predecessors`).
 //! 7. If the pending items passed the high-water mark, checkpoint (`clog`).
 //!
 //! # Blocks freed after the snapshot
@@ -46,7 +46,7 @@
 
 use super::clog::{self, Item};
 use super::olog::{self, Compact};
-use super::shared::Shared;
+use super::shared::TimestoneShared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
 use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::rollback::Rollback;
@@ -66,8 +66,8 @@ use std::sync::Arc;
 type WriteEntry = write_set::WriteEntry<Version, Entry>;
 
 /// A thread's `timestone` state.
-pub struct TsThread {
-    sh: Arc<Shared>,
+pub struct TimestoneThread {
+    sh: Arc<TimestoneShared>,
     slot: usize,
     cache: ThreadCache,
     log: LogWriter<Compact>,
@@ -95,11 +95,11 @@ pub struct TsThread {
 
 // SAFETY: raw pointers are private copies owned here and index entries owned by `sh`;
 // the state moves between threads only between transactions.
-unsafe impl Send for TsThread {}
+unsafe impl Send for TimestoneThread {}
 
-impl TsThread {
+impl TimestoneThread {
     /// State for `slot`.
-    pub fn new(sh: Arc<Shared>, slot: usize) -> TsThread {
+    pub fn new(sh: Arc<TimestoneShared>, slot: usize) -> TimestoneThread {
         let l = *sh.heap.layout();
         let log = LogWriter::framed(
             super::OLOG_FRAMING,
@@ -107,7 +107,7 @@ impl TsThread {
             super::olog_len(&l),
             sh.next_seq[slot],
         );
-        TsThread {
+        TimestoneThread {
             sh,
             slot,
             cache: ThreadCache::default(),
@@ -587,7 +587,7 @@ impl TsThread {
     }
 }
 
-impl Rollback for TsThread {
+impl Rollback for TimestoneThread {
     /// End the transaction, dropping private copies (not those already linked).
     fn rollback(&mut self) {
         let recovering = self.sh.recovering;
@@ -612,7 +612,7 @@ impl Rollback for TsThread {
     }
 }
 
-impl EngineThread for TsThread {
+impl EngineThread for TimestoneThread {
     fn begin(&mut self, opts: &TxOptions) {
         self.abort_running();
         self.active = true;
@@ -809,7 +809,7 @@ impl EngineThread for TsThread {
     }
 }
 
-impl Drop for TsThread {
+impl Drop for TimestoneThread {
     fn drop(&mut self) {
         self.quiesce();
     }

@@ -20,7 +20,7 @@
 //!
 //! A reader at snapshot S takes the newest version whose stamp is a final `C ≤ S`
 //! and skips every other one, *without waiting*. This is sound because snapshots are
-//! horizons (`Shared::horizon`): S is below every commit that is not complete when the
+//! horizons (`TimestoneShared::horizon`): S is below every commit that is not complete when the
 //! transaction starts, so every commit with `C ≤ S` had stored its final stamps
 //! before it cleared its `committing` guard, which the starting transaction observed
 //! (acquire) — a non-final stamp therefore always belongs to a commit above S. The
