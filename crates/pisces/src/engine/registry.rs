@@ -87,9 +87,9 @@ macro_rules! engines {
         /// One thread's state of whichever engine runs the pool.
         ///
         /// `repr(u8)`: an explicit tag byte, so the dispatch in every transaction's
-        /// begin and commit tests the engine with one compare (with the compiler's
-        /// niche layout it decoded the tag from a field of the first variant, seven
-        /// instructions each time).
+        /// begin and commit tests the engine with one compare of that byte (a niche
+        /// layout would store the tag inside a field of a variant, which the dispatch
+        /// would have to decode first).
         #[repr(u8)]
         pub(crate) enum AnyThread {
             $( $variant(<$def as EngineDef>::Thread), )+

@@ -1,11 +1,10 @@
 //! The cache lines a recovery replay wrote, so that each is flushed once, at the end.
 //!
 //! A full log writes the same home locations many times over (a hot object's line
-//! once per record that writes it: the recovery benchmark's 256 MiB log holds 1.56 M
-//! records, each writing one 88-byte value (2 or 3 lines) of 100 K keys). A flush
-//! per write costs a flush instruction per write, a miss at the next write to the
-//! line on processors whose flush evicts it, and, on a medium with emulated NVM
-//! latency, the latency of every flushed line.
+//! once per record that writes it, and a log holds many more records than the pool
+//! has hot lines). A flush per write costs a flush instruction per write, a miss at
+//! the next write to the line on processors whose flush evicts it, and, on a medium
+//! with emulated NVM latency, the latency of every flushed line.
 //!
 //! Replay instead marks each line it writes in a bitmap of the pool's lines
 //! ([`DirtyLines::mark`]) and, when it has applied everything, flushes every marked

@@ -41,8 +41,8 @@
 //!    replay's; and no thread waits for another until the end. (Partitioning by
 //!    topological *level* instead needs a join per level, and a level holds at most
 //!    one record per slot — every slot's records form a chain — so it would cost a
-//!    join per record or two: measured, slower than one thread.) Allocator entries are
-//!    applied on one thread in topological order afterwards (they read-modify-write
+//!    join per record or two, more than the work between the joins.) Allocator entries
+//!    are applied on one thread in topological order afterwards (they read-modify-write
 //!    shared bitmap words and may format a slab).
 //! 4. Raise every `retired[s]` to the slot's last kept lid *at once*: write the targets
 //!    as an intent record (checksummed), **fence**; store the `retired` words,

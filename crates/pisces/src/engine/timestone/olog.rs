@@ -56,9 +56,10 @@
 //! operation in a table its engine keeps (the 32-bit ids themselves do not fit the
 //! header). A record that does not fit this form (an index above 127, more than 31
 //! block words, a block `Block::pack` cannot pack) is written with kind TX and the
-//! general entries (the kit's `OP`, `ALLOC`, `FREE`) instead. A run word that follows no small allocation, or
-//! names 0 or more than 4096 blocks, makes the record malformed; the blocks it
-//! stands for are checked like any logged block by the recovery that uses them.
+//! general entries (the kit's `OP`, `ALLOC`, `FREE`) instead. A run word that follows
+//! no small allocation, or names 0 or more than 4096 blocks, makes the record
+//! malformed; the blocks it stands for are checked like any logged block by the
+//! recovery that uses them.
 
 use crate::engine::kit::log::crc::crc32c_of;
 use crate::engine::kit::log::redo_log::{

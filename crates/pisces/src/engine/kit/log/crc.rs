@@ -3,13 +3,12 @@
 //!
 //! The value is the `crc32c` crate's (`crc32c_append(crc32c(head), body)`, the CRC of
 //! `head` followed by `body`); only the way it is computed differs. The crate's call
-//! per piece costs about 180 instructions on a record of a few dozen to a few hundred
-//! bytes (its unaligned head and tail are taken a byte at a time, and each call
-//! dispatches and finalises), where the record's own words are a few dozen `crc32`
-//! instructions: recovery checksums every record of every log, and the crate's calls
-//! were a quarter of its instructions; on Pisces' commit path the two calls per record
-//! (header, then entries) cost 324 instructions, this one pass about 113. Here both pieces go through one loop over
-//! 8-byte words (the tail by 4 and 1 bytes), with one feature check per record. Long
+//! per piece dispatches, finalises and takes its unaligned head and tail a byte at a
+//! time, which on a record of a few dozen to a few hundred bytes is most of the work,
+//! where the record's own words are a few dozen `crc32` instructions; every commit and
+//! every record recovery reads are checksummed, two pieces each. Here both pieces go
+//! through one loop over 8-byte words (the tail by 4 and 1 bytes), with one feature
+//! check per record. Long
 //! bodies (from [`LONG`] bytes) go to the crate, whose three interleaved streams are
 //! faster there. Without SSE4.2 (or off x86-64) everything goes to the crate.
 

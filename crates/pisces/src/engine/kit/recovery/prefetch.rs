@@ -2,10 +2,9 @@
 //! records before it is applied.
 //!
 //! A replay writes its records' values to home locations anywhere in the heap, in log
-//! order. Without a hint nearly every write waits for its line's cache miss in turn
-//! (in a profile of spht's replay of a 256 MiB log, about 40 % of the CPU sat on the
-//! stores of the writes); with the lines requested a few records ahead, several misses
-//! are in flight at once. A hint never faults and changes nothing the program can
+//! order. Without a hint nearly every write waits for its line's cache miss in turn;
+//! with the lines requested a few records ahead, several misses are in flight at
+//! once. A hint never faults and changes nothing the program can
 //! observe, so a wrong or stale address costs at most a wasted memory access.
 
 use crate::heap::Heap;
