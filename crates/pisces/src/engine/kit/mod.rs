@@ -56,12 +56,12 @@
 //!   * [`changed_words`]: runs of words where a new version differs from home (pisces,
 //!     timestone).
 
-pub mod cc;
-pub mod changed_words;
-pub mod fast_reads;
-pub mod log;
-pub mod recovery;
-pub mod rollback;
-pub mod validate;
-pub mod versions;
-pub mod write_set;
+pub(crate) mod cc;
+pub(crate) mod changed_words;
+pub(crate) mod fast_reads;
+pub(crate) mod log;
+pub(crate) mod recovery;
+pub(crate) mod rollback;
+pub(crate) mod validate;
+pub(crate) mod versions;
+pub(crate) mod write_set;

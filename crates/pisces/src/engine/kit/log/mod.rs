@@ -1,7 +1,7 @@
 //! Persistent log formats: the redo log's records, rings and parser, and the words
 //! that bound what recovery replays.
 
-pub mod checked_word;
-pub mod crc;
-pub mod redo_log;
-pub mod watermark;
+pub(crate) mod checked_word;
+pub(crate) mod crc;
+pub(crate) mod redo_log;
+pub(crate) mod watermark;
