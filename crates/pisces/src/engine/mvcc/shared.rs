@@ -20,7 +20,7 @@
 //! home" before dropping its records below W; recovery ignores records below W.
 
 use super::thread::MvccThread;
-use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::clock::Clock;
 use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
@@ -30,18 +30,12 @@ use crate::heap::Heap;
 use crate::sync::fence;
 use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::Arc;
 
-/// One thread slot.
-pub struct Slot {
-    /// Published start timestamp.
-    pub clock: SlotClock,
-    /// Commit timestamp of a record not yet durably home (0 while it is being taken;
-    /// `u64::MAX`: none).
-    pub committing: AtomicU64,
-}
+/// One thread slot: `committing` is the commit timestamp of a record not yet durably
+/// home (0 while it is being taken; `u64::MAX`: none).
+pub(crate) use crate::engine::kit::cc::clock::CommitSlot as Slot;
 
 /// Pool-wide engine state.
 pub(crate) struct MvccShared {
@@ -72,14 +66,7 @@ impl MvccShared {
             heap,
             alloc,
             clock: Clock::new(clock_start),
-            slots: (0..n)
-                .map(|_| {
-                    CachePadded::new(Slot {
-                        clock: SlotClock::default(),
-                        committing: AtomicU64::new(u64::MAX),
-                    })
-                })
-                .collect(),
+            slots: Slot::slots(n),
             index: Index::default(),
             next_seq,
         }

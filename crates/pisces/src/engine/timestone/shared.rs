@@ -73,13 +73,9 @@ pub const BOUND_UNKNOWN: u64 = 0;
 /// Offset of the CLog ring area inside the pool.
 pub const CLOG_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
 
-/// One thread slot.
-pub struct Slot {
-    /// Published start timestamp.
-    pub clock: SlotClock,
-    /// Commit in flight (see the module docs).
-    pub committing: AtomicU64,
-}
+/// One thread slot: `committing` is the lower bound of the commit in flight (see the
+/// module docs).
+pub(crate) use crate::engine::kit::cc::clock::CommitSlot as Slot;
 
 /// Engine statistics (tests, diagnostics).
 #[derive(Default)]
@@ -228,14 +224,7 @@ impl TimestoneShared {
         let budget = (clog_len - 4096) as u64;
         TimestoneShared {
             clock: Clock::new(clock_start),
-            slots: (0..n)
-                .map(|_| {
-                    CachePadded::new(Slot {
-                        clock: SlotClock::default(),
-                        committing: AtomicU64::new(u64::MAX),
-                    })
-                })
-                .collect(),
+            slots: Slot::slots(n),
             index: Index::default(),
             ckpt_clock: SlotClock::default(),
             pending: Mutex::new(Pending::default()),

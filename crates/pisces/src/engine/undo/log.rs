@@ -82,13 +82,7 @@ pub(super) fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, V
         if pos + ENTRY_HDR > area_len {
             break None;
         }
-        let mut h = [0u8; ENTRY_HDR];
-        heap.read_bytes(area + pos, &mut h);
-        let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
-        let kind = u32::from_le_bytes(h[4..8].try_into().unwrap());
-        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
-        let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
-        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        let (crc, kind, seq, off, len) = read_header(heap, area + pos);
         if seq <= committed || seq_of_tx.is_some_and(|s| s != seq) {
             break Some(pos);
         }
@@ -126,6 +120,15 @@ pub(super) fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, V
     Ok((seq_of_tx.unwrap_or(committed), out))
 }
 
+/// The header fields of the entry at pool offset `at`: (crc, kind, seq, off, len).
+fn read_header(heap: &Heap, at: usize) -> (u32, u32, u64, u64, u64) {
+    let mut h = [0u8; ENTRY_HDR];
+    heap.read_bytes(at, &mut h);
+    let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+    let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+    (u32at(0), u32at(4), u64at(8), u64at(16), u64at(24))
+}
+
 /// Offset of a checksum-valid entry with a sequence number above `committed` after
 /// `at` (see `parse`).
 fn later_entry(
@@ -137,13 +140,7 @@ fn later_entry(
 ) -> Option<usize> {
     let mut pos = at + 8;
     while pos + ENTRY_HDR <= area_len {
-        let mut h = [0u8; ENTRY_HDR];
-        heap.read_bytes(area + pos, &mut h);
-        let crc = u32::from_le_bytes(h[0..4].try_into().unwrap());
-        let kind = u32::from_le_bytes(h[4..8].try_into().unwrap());
-        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
-        let off = u64::from_le_bytes(h[16..24].try_into().unwrap());
-        let len = u64::from_le_bytes(h[24..32].try_into().unwrap());
+        let (crc, kind, seq, off, len) = read_header(heap, area + pos);
         if seq > committed && (K_DATA..=K_FREE).contains(&kind) {
             let dlen = if kind == K_DATA { len as usize } else { 0 };
             if dlen <= area_len - pos - ENTRY_HDR {

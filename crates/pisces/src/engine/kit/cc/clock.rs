@@ -118,3 +118,27 @@ impl SlotClock {
         self.active_start.load(Acquire)
     }
 }
+
+/// A thread slot of the engines that publish, beside the start timestamp, a guard of
+/// the slot's commit in flight (mvcc, timestone): each engine says what `committing`
+/// bounds and when it stores it; `u64::MAX` means no commit in flight.
+pub(crate) struct CommitSlot {
+    /// Published start timestamp.
+    pub clock: SlotClock,
+    /// The guard of the commit in flight (`u64::MAX`: none).
+    pub committing: std::sync::atomic::AtomicU64,
+}
+
+impl CommitSlot {
+    /// `n` idle slots, each on its own cache line.
+    pub(crate) fn slots(n: usize) -> Vec<crossbeam_utils::CachePadded<CommitSlot>> {
+        (0..n)
+            .map(|_| {
+                crossbeam_utils::CachePadded::new(CommitSlot {
+                    clock: SlotClock::default(),
+                    committing: std::sync::atomic::AtomicU64::new(u64::MAX),
+                })
+            })
+            .collect()
+    }
+}
