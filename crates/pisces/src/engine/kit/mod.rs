@@ -26,7 +26,8 @@
 //!     (sp3, spht);
 //! * [`cc`], concurrency control:
 //!   * [`cc::clock`]: the global timestamp counter and per-slot published start
-//!     timestamps (pisces, mvcc, sp3, timestone);
+//!     timestamps (pisces, mvcc, sp3, timestone), and the slot with a commit guard
+//!     (mvcc, timestone);
 //!   * [`cc::grace`]: grace periods, waits for readers older than a timestamp (pisces,
 //!     mvcc, sp3);
 //!   * [`cc::header_word`]: run-generation tags of the per-object header word (pisces,
