@@ -11,7 +11,8 @@ use crate::{Error, Result};
 /// Payload offset of the root slot, the one object outside the allocator's heap.
 pub(crate) const ROOT_SLOT_PAYLOAD: u64 = (ROOT_SLOT_OFFSET + HEADER) as u64;
 
-/// The offset engines hand out for the root slot ([`Engine::root_slot`], used by
+/// The offset engines hand out for the root slot
+/// ([`Engine::root_slot`](crate::engine::Engine::root_slot), used by
 /// `Pool::root` only): a capability, not the slot's real offset.
 ///
 /// The root slot holds the root object's offset and size; a user who could write it

@@ -4,7 +4,8 @@
 //!
 //! # Slots
 //! Each thread slot has, in DRAM and cache-padded ([`Slot`]):
-//! * its published start timestamp, [`SlotClock`] — the same loom-checked protocol as
+//! * its published start timestamp, [`SlotClock`](crate::engine::kit::cc::clock::SlotClock)
+//!   — the same loom-checked protocol as
 //!   Pisces (`STARTING`, SeqCst fence, clock load), so a scan after a fence never misses
 //!   a transaction whose start timestamp is below the scanner's last clock increment;
 //! * `committing`: a lower bound of the commit timestamp of this slot's log record that
@@ -78,7 +79,8 @@ impl MvccShared {
     /// earlier commit): every transaction then either shows up in the scan, or read the
     /// clock after our increment, so its start is at least `bound`.
     ///
-    /// Race closed: the fence pairs with the one in [`SlotClock::start`] (store
+    /// Race closed: the fence pairs with the one in
+    /// [`SlotClock::start`](crate::engine::kit::cc::clock::SlotClock::start) (store
     /// `STARTING`, fence, read the clock): if our scan misses a starting transaction's
     /// store, our fence precedes its fence, so its clock load sees our increment.
     pub fn oldest_active(&self, bound: u64) -> u64 {

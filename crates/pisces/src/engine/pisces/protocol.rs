@@ -13,7 +13,8 @@
 //! accesses as AcqRel, and with SeqCst accesses it reports the races below as real.)
 //!
 //! * `globalTS` ([`Clock`]) is the only global counter.
-//! * Each thread slot publishes `active_start` ([`SlotClock`]): `INACTIVE`, `STARTING`
+//! * Each thread slot publishes `active_start`
+//!   ([`SlotClock`](crate::engine::kit::cc::clock::SlotClock)): `INACTIVE`, `STARTING`
 //!   (active, start timestamp not yet known), or the start timestamp. One word instead
 //!   of the paper's separate `status` and `startTS` closes a race: a writer scanning
 //!   slots could otherwise read `status == ACTIVE` together with a stale `startTS` from

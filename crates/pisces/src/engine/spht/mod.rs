@@ -82,7 +82,7 @@
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
 //!
 //! # Evidence
-//! * Unit tests ([`tests`]): the wait on smaller timestamps, skipCAS, the forward and
+//! * Unit tests (`tests`): the wait on smaller timestamps, skipCAS, the forward and
 //!   backward links, the shard filter, the duplicate filter, replay equal to the
 //!   snapshot under every option set, read-only tokens, the copy-on-write snapshot,
 //!   log space (a log holding only the replayer's cursor fits the largest record; a

@@ -40,7 +40,7 @@ impl Clock {
     }
     /// Advance the clock by one and return the new value, which no other caller gets
     /// (the `mvcc` baseline's commit timestamps; Pisces commits through
-    /// [`TxRecord::commit`]). Release: a thread whose [`Clock::now`] returns this value
+    /// `TxRecord::commit`). Release: a thread whose [`Clock::now`] returns this value
     /// or a later one (later increments are RMWs, so they continue the release
     /// sequence) sees everything the caller did before, e.g. the locks it holds.
     #[inline]
