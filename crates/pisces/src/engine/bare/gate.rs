@@ -37,6 +37,12 @@ impl Gate {
         self.readers.len()
     }
 
+    /// Whether a writer holds the gate (tests).
+    #[cfg(test)]
+    pub(super) fn writer_held(&self) -> bool {
+        self.writer.load(SeqCst) != NO_WRITER
+    }
+
     /// Enter as a reader: wait while a writer holds the gate. The first try is
     /// inlined; waiting is out of line.
     #[inline]

@@ -254,7 +254,6 @@ impl PiscesThread {
         unsafe { (p as *const u64).read() }
     }
 
-    #[inline]
     fn active(&self) -> Result<()> {
         running(self.attempt.is_some())
     }
