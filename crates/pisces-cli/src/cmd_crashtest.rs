@@ -175,7 +175,7 @@ fn parse_engine(s: &str) -> Result<EngineId, String> {
     match EngineId::from_name(s) {
         Some(EngineId::Pmdk) => Err(format!(
             "the pmdk engine cannot run on the crash simulator (libpmemobj maps and \
-             flushes its own pool; its crash test is kill -9 in crates/pisces/tests/pmdk.rs); \
+             flushes its own pool; its crash test is kill -9 in crates/pisces-verify/tests/engine_pmdk.rs); \
              engines: {}",
             known()
         )),

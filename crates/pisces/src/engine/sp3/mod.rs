@@ -74,14 +74,14 @@
 //! * Transaction ids continue across runs (a slot restarts at its `retired` word + 1);
 //!   no `lastTid` survives a run (the index is DRAM), so dependencies never cross runs.
 //!
-//! # Evidence (`tests/sp3.rs`, `tests.rs`)
+//! # Evidence (`crates/pisces-verify/tests/engine_sp3.rs`, `tests.rs`)
 //! Behaviour, crash campaigns of every crash-test workload, Elle-style histories, and
 //! targeted tests of each protocol step; each step's test fails with the step removed
-//! (`inject_bug`, and bugs injected by hand, listed in `tests/sp3.rs`).
+//! (`inject_bug`, and bugs injected by hand, listed in `crates/pisces-verify/tests/engine_sp3.rs`).
 //! The fallback: a long reader and a long update transaction beside a writer commit
 //! within 5 s (without the fallback they never did); a holder whose attempt waits for
-//! a writer holds it only until its deadline (`tests/sp3.rs`); holders of an `sp3` and
-//! a `spht` pool writing each other do not deadlock (`tests/spht.rs`).
+//! a writer holds it only until its deadline (`crates/pisces-verify/tests/engine_sp3.rs`); holders of an `sp3` and
+//! a `spht` pool writing each other do not deadlock (`crates/pisces-verify/tests/engine_spht.rs`).
 //!
 //! # Options
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation

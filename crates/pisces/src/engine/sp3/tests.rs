@@ -1,5 +1,5 @@
 //! White-box tests of the SP3 engine's parts (the behavioural, crash and isolation
-//! suites run it through the public API: `tests/sp3.rs`).
+//! suites run it through the public API: `crates/pisces-verify/tests/engine_sp3.rs`).
 
 use super::index::{is_locked, Index};
 use super::log;

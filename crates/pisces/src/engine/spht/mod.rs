@@ -118,7 +118,7 @@
 //!   and at recovery of a crash image whose logs hold every transaction (the
 //!   recovered values equal the committed ones; the link modes really follow the
 //!   links, and a wrong link makes recovery merge instead).
-//! * `crates/pisces-verify/tests/spht.rs`: crash campaigns on every workload (one and
+//! * `crates/pisces-verify/tests/engine_spht.rs`: crash campaigns on every workload (one and
 //!   two threads, every option set) and serializability of recorded histories; the
 //!   fallback: a long reader and a long update transaction beside a writer commit
 //!   within 5 s (without the fallback they never did), a holder whose attempt waits
