@@ -214,7 +214,10 @@ impl EngineDef for Timestone {
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        TimestoneEngine::open(heap, TimestoneOptions::parse(opts)?, opts, ctx)
+        let o = TimestoneOptions::parse(opts)?;
+        TimestoneEngine::prepare(&heap)?;
+        let rec = recovery::recover(&heap, ctx.reexecute.as_ref())?;
+        TimestoneEngine::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
     }
 
     fn inspect(heap: &Heap) -> Inspection {

@@ -48,12 +48,11 @@ use super::clog::{checkpoint, read_clog, Pending};
 use super::olog::{olog_len, OLOG_FRAMING};
 use super::optable::{check_format, check_format_read_only, OpTable};
 use super::options::TimestoneOptions;
-use super::recovery::recover;
 use super::thread::TimestoneThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
-use crate::engine::{Engine, EngineOptions, Inspection, OpenCtx};
+use crate::engine::{Engine, EngineOptions, Inspection};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
@@ -350,36 +349,40 @@ pub(crate) struct TimestoneEngine {
 }
 
 impl TimestoneEngine {
-    /// Check the pool's format, recover (`recovery`) and start.
-    pub(super) fn open(
-        heap: Arc<Heap>,
-        o: TimestoneOptions,
-        opts: &EngineOptions,
-        ctx: &OpenCtx,
-    ) -> Result<TimestoneEngine> {
-        check_format(&heap, never_committed(&heap))?;
+    /// Before recovery: check the pool's format, and mark its header words unused.
+    pub(super) fn prepare(heap: &Heap) -> Result<()> {
+        check_format(heap, never_committed(heap))?;
         // Objects are validated by the allocation bitmap and no header word is read or
         // written (module docs): slab formatting need not zero them.
         heap.set_header_words_unused();
-        let rec = recover(&heap, ctx.reexecute.as_ref())?;
+        Ok(())
+    }
+
+    /// After recovery (which left every commit up to `k_done` home, re-executed
+    /// `replayed` records and returned each slot's next OLog sequence number): start.
+    pub(super) fn start(
+        heap: Arc<Heap>,
+        o: TimestoneOptions,
+        opts: &EngineOptions,
+        k_done: u64,
+        next_seq: Vec<u64>,
+        replayed: usize,
+    ) -> Result<TimestoneEngine> {
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         let table = OpTable::load(&heap)?;
         let mut sh = TimestoneShared::new(
             heap,
             alloc,
-            rec.k_done,
-            rec.k_done,
-            rec.next_seq,
+            k_done,
+            k_done,
+            next_seq,
             false,
             o.high_water_pct,
             table,
         );
         sh.eager_reuse = TimestoneOptions::eager_reuse(opts)?;
         let sh = Arc::new(sh);
-        Ok(TimestoneEngine {
-            sh,
-            replayed: rec.replayed,
-        })
+        Ok(TimestoneEngine { sh, replayed })
     }
 
     /// Shared state (tests).
