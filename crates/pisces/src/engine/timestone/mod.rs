@@ -163,12 +163,13 @@
 //! * [`options`]: the window's options (`checkpoint_pct`, `clog_mib`, `olog_regions`,
 //!   `eager_reuse`);
 //! * [`shared`]: pool-wide state, the engine ([`shared::TimestoneEngine`]) and its
-//!   open, the inspection of a pool;
+//!   start around recovery;
 //! * [`thread`]: one thread's transactions;
 //! * the paper's three logs: [`tlog`] (DRAM versions), [`olog`] (the operation log's
 //!   format), [`clog`] (checkpoints); [`optable`]: the operation table the OLog's
 //!   records name operations by;
-//! * [`recovery`]: checkpoint repair and operation re-execution.
+//! * [`recovery`]: checkpoint repair and operation re-execution, and the inspection
+//!   of a pool nobody runs.
 
 mod clog;
 mod olog;
@@ -221,6 +222,6 @@ impl EngineDef for Timestone {
     }
 
     fn inspect(heap: &Heap) -> Inspection {
-        shared::inspect(heap)
+        recovery::inspect(heap)
     }
 }

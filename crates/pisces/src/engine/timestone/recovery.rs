@@ -239,3 +239,34 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
         replayed,
     })
 }
+
+/// Describe and check the persistent state of a pool nobody runs (`EngineDef::inspect`).
+pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
+    let l = *heap.layout();
+    let mut problems = Vec::new();
+    let never_committed = super::shared::never_committed(heap);
+    if let Err(e) = super::optable::check_format_read_only(heap, never_committed) {
+        problems.push(e.to_string());
+    }
+    let k_done = TimestoneShared::load_k_done(heap);
+    let mut live = 0;
+    for slot in 0..l.max_threads {
+        let p = log::parse_framed(
+            heap,
+            l.log_offset(slot),
+            super::olog_len(&l),
+            super::OLOG_FRAMING,
+        );
+        live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
+    }
+    let pending_ckpt =
+        clog::read_clog(heap, l.engine_area_size - 4096).is_some_and(|(k, _)| k > k_done);
+    crate::engine::Inspection {
+        lines: vec![
+            format!("checkpoint K_done {k_done}"),
+            format!("OLog records to re-execute {live}"),
+            format!("interrupted checkpoint {pending_ckpt}"),
+        ],
+        problems,
+    }
+}

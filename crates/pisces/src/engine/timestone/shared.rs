@@ -45,14 +45,13 @@
 //! `TsCommitGuard` mutation (the single-store guard g) show it.
 
 use super::clog::{checkpoint, read_clog, Pending};
-use super::olog::{olog_len, OLOG_FRAMING};
-use super::optable::{check_format, check_format_read_only, OpTable};
+use super::optable::{check_format, OpTable};
 use super::options::TimestoneOptions;
 use super::thread::TimestoneThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
-use crate::engine::{Engine, EngineOptions, Inspection};
+use crate::engine::{Engine, EngineOptions};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
@@ -409,34 +408,10 @@ impl Engine for TimestoneEngine {
     }
 }
 
-/// Describe and check the persistent state of a pool nobody runs (`EngineDef::inspect`).
-pub(super) fn inspect(heap: &Heap) -> Inspection {
-    let l = *heap.layout();
-    let mut problems = Vec::new();
-    if let Err(e) = check_format_read_only(heap, never_committed(heap)) {
-        problems.push(e.to_string());
-    }
-    let k_done = TimestoneShared::load_k_done(heap);
-    let mut live = 0;
-    for slot in 0..l.max_threads {
-        let p = redo_log::parse_framed(heap, l.log_offset(slot), olog_len(&l), OLOG_FRAMING);
-        live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
-    }
-    let pending_ckpt = read_clog(heap, l.engine_area_size - 4096).is_some_and(|(k, _)| k > k_done);
-    Inspection {
-        lines: vec![
-            format!("checkpoint K_done {k_done}"),
-            format!("OLog records to re-execute {live}"),
-            format!("interrupted checkpoint {pending_ckpt}"),
-        ],
-        problems,
-    }
-}
-
 /// True if the pool has never committed anything: no checkpoint, no CLog record, and
 /// every OLog never recycled or reset (tail word zero) with no record ever written (a
 /// slot's first record goes to ring offset 0).
-fn never_committed(heap: &Heap) -> bool {
+pub(super) fn never_committed(heap: &Heap) -> bool {
     let l = *heap.layout();
     TimestoneShared::load_k_done(heap) == 0
         && read_clog(heap, l.engine_area_size - 4096).is_none()
