@@ -168,8 +168,8 @@
 //! * the paper's three logs: [`tlog`] (DRAM versions), [`olog`] (the operation log's
 //!   format), [`clog`] (checkpoints); [`optable`]: the operation table the OLog's
 //!   records name operations by;
-//! * [`recovery`]: checkpoint repair and operation re-execution, and the inspection
-//!   of a pool nobody runs.
+//! * [`recovery`]: checkpoint repair and operation re-execution (the engine's open),
+//!   and the inspection of a pool nobody runs.
 
 mod clog;
 mod olog;
@@ -215,10 +215,7 @@ impl EngineDef for Timestone {
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        let o = TimestoneOptions::parse(opts)?;
-        TimestoneEngine::prepare(&heap)?;
-        let rec = recovery::recover(&heap, ctx.reexecute.as_ref())?;
-        TimestoneEngine::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
+        TimestoneEngine::open(heap, TimestoneOptions::parse(opts)?, opts, ctx)
     }
 
     fn inspect(heap: &Heap) -> Inspection {

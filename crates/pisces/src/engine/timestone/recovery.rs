@@ -270,3 +270,19 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
         problems,
     }
 }
+
+impl super::shared::TimestoneEngine {
+    /// Open a pool: check its format, recover ([`recover`]), start. (Here rather than
+    /// beside the pool state: recovery re-executes operations through the registry's
+    /// thread enum, so the pool state must not depend on this module.)
+    pub(super) fn open(
+        heap: Arc<Heap>,
+        o: super::options::TimestoneOptions,
+        opts: &crate::engine::EngineOptions,
+        ctx: &crate::engine::OpenCtx,
+    ) -> Result<Self> {
+        Self::prepare(&heap)?;
+        let rec = recover(&heap, ctx.reexecute.as_ref())?;
+        Self::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
+    }
+}
