@@ -19,7 +19,9 @@
 //! `cargo test -p pisces-verify --release --test corruption -- --nocapture` prints the
 //! outcomes per class and the per-engine table. `PISCES_CORRUPTION_SCALE=4` runs four
 //! times as many images; `PISCES_CORRUPTION_KEEP=DIR` keeps the failing images (and
-//! the logs-and-metadata bases) in DIR for `pisces info` / `pisces check`.
+//! the logs-and-metadata bases) in DIR for `pisces info` / `pisces check`;
+//! `PISCES_CORRUPTION_ENGINES=spht,sp3` runs the logs-and-metadata class on those
+//! engines only.
 
 use pisces::tools::check::check_pool_deep;
 use pisces::tools::check::{REDO_RECORD_HEADER as HEADER_LEN, REDO_RING_OFFSET as RING_OFFSET};
@@ -1042,7 +1044,13 @@ fn logs_and_metadata_damage_on_every_durable_engine() {
     let mut jobs = Vec::new();
     let mut names = Vec::new();
     let per_base = 100 * scale;
-    for engine in DURABLE {
+    // `PISCES_CORRUPTION_ENGINES=spht,sp3` limits the campaign to those engines.
+    let only = std::env::var("PISCES_CORRUPTION_ENGINES").ok();
+    let chosen = |e: EngineId| {
+        only.as_deref()
+            .is_none_or(|l| l.split(',').any(|n| n == e.name()))
+    };
+    for engine in DURABLE.into_iter().filter(|&e| chosen(e)) {
         for (base, regions) in meta_bases(dir.path(), engine) {
             let bi = names.len();
             names.push(base.name.clone());

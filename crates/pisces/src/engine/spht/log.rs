@@ -203,16 +203,122 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
 }
 
 /// Parse slot `slot`'s log from its persisted head: valid records in order (read in
-/// place, checksums checked), and what [`walk`] returned: the sequence number the next
-/// record must carry, or the damage that ended the parse (the records before it are
-/// still listed). Nobody else may append to or release the log meanwhile.
-pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<u64>) {
+/// place, checksums checked), and what [`walk`] returned: how far the valid records
+/// reach, or the damage that ended the parse (the records before it are still listed).
+/// Nobody else may append to or release the log meanwhile.
+pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<Walked>) {
     let mut out = Vec::new();
-    let next = walk(heap, slot, |rec, _| {
+    let walked = walk(heap, slot, |rec, _| {
         out.push(*rec);
         Ok(())
     });
-    (out, next)
+    (out, walked)
+}
+
+/// How far [`walk`] read a log.
+#[derive(Clone, Copy, Debug)]
+pub struct Walked {
+    /// The sequence number the log's next record must carry.
+    pub next_seq: u64,
+    /// Ring bytes from the head word's offset to the end of the last valid record,
+    /// wrap gaps included: a record at ring offset `pos` was parsed only if
+    /// [`ring_distance`] from the head to `pos` is below this.
+    pub used: usize,
+}
+
+/// Ring bytes from ring offset `from` forward to ring offset `to` in a ring of `cap`
+/// bytes.
+#[inline]
+pub fn ring_distance(cap: usize, from: usize, to: usize) -> usize {
+    (to + cap - from) % cap
+}
+
+/// The ring offset of the oldest record a slot's persisted head word names.
+pub fn head_pos(heap: &Heap, slot: usize) -> usize {
+    (heap.atomic_u64(Area::of(heap, slot).off).load(Acquire) >> 32) as usize
+}
+
+/// Forward links as evidence: a record whose successor's link it holds was complete.
+///
+/// A transaction stores its link into its predecessor's forward slot only after its
+/// own record's fence (commit steps 7 and 9), and a record's forward slot holds its own
+/// timestamp until then (written with the record, one fence). So a valid record whose
+/// forward slot holds a link proves the named record was once complete and durable.
+/// If the predecessor is durable and not yet replayed (`replayed < ts <= durable
+/// point`), its successor is not replayed either, so its space was never released: it
+/// must be among the records its log's walk parsed. A link naming a record the walk did
+/// not reach is damage that a torn-tail reading of that log would turn into silent
+/// loss (the log's last records gone while the other logs' later records replay).
+///
+/// Records above the durable point prove nothing (a recovery that crashed after it
+/// persisted `replayed` may have reset some logs and not others); records up to
+/// `replayed` are applied, and their successors may be released.
+pub struct LinkCheck {
+    cap: usize,
+    heads: Vec<usize>,
+    /// Per slot: the farthest record a checked link names, as (ring distance from the
+    /// head, its ring offset, the linking record's slot and sequence number).
+    farthest: Vec<Option<(usize, usize, usize, u64)>>,
+}
+
+impl LinkCheck {
+    /// A check of the links into every slot's log, from their persisted head words.
+    pub fn new(heap: &Heap) -> LinkCheck {
+        let n = heap.layout().max_threads;
+        LinkCheck {
+            cap: Area::of(heap, 0).cap,
+            heads: (0..n).map(|s| head_pos(heap, s)).collect(),
+            farthest: vec![None; n],
+        }
+    }
+
+    /// Note the forward slot of `rec`, a valid, durable, not yet replayed record.
+    /// A link word no run could have written (a slot or ring offset out of range) is
+    /// damage.
+    pub fn note(&mut self, heap: &Heap, rec: &RecordRef) -> crate::Result<()> {
+        let fwd = rec.fwd(heap);
+        if fwd & LINK_BIT == 0 {
+            return Ok(());
+        }
+        let (slot, pos) = unlink(fwd);
+        if slot >= self.heads.len() || pos + HEADER_LEN > self.cap || !pos.is_multiple_of(8) {
+            return Err(crate::Error::Corrupt(format!(
+                "spht log record {} of thread slot {}: its forward link {fwd:#018x} names no record of a log",
+                rec.seq, rec.slot
+            )));
+        }
+        let dist = ring_distance(self.cap, self.heads[slot], pos);
+        if self.farthest[slot].is_none_or(|(d, ..)| dist > d) {
+            self.farthest[slot] = Some((dist, pos, rec.slot, rec.seq));
+        }
+        Ok(())
+    }
+
+    /// Add the links another walk noted.
+    pub fn merge(&mut self, other: &LinkCheck) {
+        for (mine, theirs) in self.farthest.iter_mut().zip(&other.farthest) {
+            if let Some(t) = *theirs {
+                if mine.is_none_or(|(d, ..)| t.0 > d) {
+                    *mine = Some(t);
+                }
+            }
+        }
+    }
+
+    /// Refuse a log whose walk (`used`, per slot) stopped before a record a noted link
+    /// names.
+    pub fn check(&self, walked: &[Walked]) -> crate::Result<()> {
+        for (slot, (far, w)) in self.farthest.iter().zip(walked).enumerate() {
+            if let Some((dist, pos, from_slot, from_seq)) = *far {
+                if dist >= w.used {
+                    return Err(crate::Error::Corrupt(format!(
+                        "spht log of thread slot {slot}: the record at ring offset {pos:#x} is damaged or missing, but durable record {from_seq} of thread slot {from_slot} links to it (a record is linked only once complete): not a torn tail"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A record header whose magic, kind and length (8-aligned, inside the ring) can be a
@@ -343,7 +449,7 @@ pub fn walk<'h>(
     heap: &'h Heap,
     slot: usize,
     mut each: impl FnMut(&RecordRef, &'h [u8]) -> crate::Result<()>,
-) -> crate::Result<u64> {
+) -> crate::Result<Walked> {
     let a = Area::of(heap, slot);
     let ring = ring_bytes(heap, &a);
     let hw = heap.atomic_u64(a.off).load(Acquire);
@@ -423,7 +529,10 @@ pub fn walk<'h>(
             )));
         }
     }
-    Ok(next_seq)
+    Ok(Walked {
+        next_seq,
+        used: consumed.min(a.cap),
+    })
 }
 
 /// Recompute the checksum of the transaction record at ring offset `pos` of `slot`

@@ -15,7 +15,10 @@
 //!    **Decision:** a damaged record followed by a valid later one of its log is
 //!    refused (`log::walk`: not a torn tail; replaying the other slots without that
 //!    log's later records would build a state no sequence of transactions produced);
-//!    an invalid last record is a torn tail and ends the log. Nothing is written
+//!    an invalid last record is a torn tail and ends the log — unless a kept record's
+//!    forward link names a record past where its log's walk stopped: a record is
+//!    linked only once its fence passed, so that record was complete and is damaged
+//!    (`log::LinkCheck`: refused). Nothing is written
 //!    before every slot is parsed: a damaged pool is refused unchanged, with the
 //!    lowest slot's error.
 //! 3. Order them by timestamp, the way the `replay` option says (`order`):
@@ -121,8 +124,10 @@ fn validate_bytes(heap: &Heap, bytes: &[u8], parts: usize) -> Result<(bool, u32)
 struct SlotLog {
     /// Its records with `R < ts ≤ D`, in log order.
     records: BulkVec<LogRec>,
-    /// The sequence number its next record takes.
-    next_seq: u64,
+    /// How far its walk read.
+    walked: log::Walked,
+    /// The forward links of its kept records (`log::LinkCheck`).
+    links: log::LinkCheck,
     /// The largest timestamp of any record in it.
     max_ts: u64,
 }
@@ -137,11 +142,13 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     // only; the pages the pushes reach are touched, as huge pages).
     let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
     let mut max_ts = 0;
-    let next_seq = log::walk(heap, slot, |rec, bytes| {
+    let mut links = log::LinkCheck::new(heap);
+    let walked = log::walk(heap, slot, |rec, bytes| {
         max_ts = max_ts.max(rec.ts);
         if rec.ts <= r || rec.ts > d {
             return Ok(());
         }
+        links.note(heap, rec)?;
         let (allocates, mask) = validate_bytes(heap, bytes, parts).map_err(|e| {
             Error::Corrupt(format!(
                 "spht log record {} of thread slot {slot}: {e}",
@@ -159,7 +166,8 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     })?;
     Ok(SlotLog {
         records,
-        next_seq,
+        walked,
+        links,
         max_ts,
     })
 }
@@ -193,8 +201,14 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
     let slots = per_slot(threads, n, |slot| parse_slot(heap, slot, (r, d), parts))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+    let walked: Vec<log::Walked> = slots.iter().map(|s| s.walked).collect();
+    let mut links = log::LinkCheck::new(heap);
+    for s in &slots {
+        links.merge(&s.links);
+    }
+    links.check(&walked)?;
     let max_ts = slots.iter().map(|s| s.max_ts).fold(d.max(r), u64::max);
-    let next_seq: Vec<u64> = slots.iter().map(|s| s.next_seq).collect();
+    let next_seq: Vec<u64> = walked.iter().map(|w| w.next_seq).collect();
     let lists: Vec<BulkVec<LogRec>> = slots.into_iter().map(|s| s.records).collect();
     let followed = match opts.replay {
         ReplayMode::Scan => None,
@@ -241,10 +255,13 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let mut problems = Vec::new();
     let mut per_slot = Vec::new();
     let mut pending = 0;
+    let mut links = log::LinkCheck::new(heap);
+    let mut walks = Vec::new();
     for slot in 0..n {
         let (recs, walked) = log::parse(heap, slot);
-        if let Err(e) = walked {
-            problems.push(format!("log: {e}"));
+        match walked {
+            Ok(w) => walks.push(w),
+            Err(e) => problems.push(format!("log: {e}")),
         }
         let mut live = 0;
         for p in &recs {
@@ -254,12 +271,20 @@ pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
             live += 1;
             if p.ts <= d {
                 pending += 1;
+                if let Err(e) = links.note(heap, p) {
+                    problems.push(format!("log: {e}"));
+                }
             }
             if let Err(e) = decode(p.entries(heap)).and_then(|e| validate(heap, &e).map(drop)) {
                 problems.push(format!("log: slot {slot} record {}: {e}", p.seq));
             }
         }
         per_slot.push(live.to_string());
+    }
+    if walks.len() == n {
+        if let Err(e) = links.check(&walks) {
+            problems.push(format!("log: {e}"));
+        }
     }
     lines.push(format!(
         "live records   {} durable, unreplayed (per slot: {})",

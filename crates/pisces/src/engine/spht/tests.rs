@@ -1202,9 +1202,9 @@ fn open_damaged_image(
     (heap, r)
 }
 
-/// Flip a bit of the first entry word of `rec` (in slot 0's log): its checksum fails.
+/// Flip a bit of the first entry word of `rec`: its checksum fails.
 fn damage_entries(heap: &Heap, rec: &RecordRef) {
-    let off = log::Area::of(heap, 0).at(rec.pos) + log::HEADER_LEN;
+    let off = log::Area::of(heap, rec.slot).at(rec.pos) + log::HEADER_LEN;
     let mut w = [0u8; 8];
     heap.read_bytes(off, &mut w);
     w[0] ^= 1;
@@ -1230,6 +1230,36 @@ fn recovery_refuses_a_damaged_record_followed_by_a_valid_one() {
         ),
         Err(e) => panic!("refused with the wrong error: {e}"),
         Ok(_) => panic!("recovery accepted a log damaged before its last record"),
+    }
+    assert!(crash_image(&heap) == before, "a refused pool was changed");
+}
+
+/// A log's damaged last record reads as a torn tail, but a durable record of the other
+/// log holds a forward link to it (slot 0's last transaction precedes slot 1's): a
+/// record is linked only after its fence, so it was complete, and recovery refuses the
+/// pool instead of dropping an acknowledged transaction.
+#[test]
+fn recovery_refuses_a_damaged_last_record_that_a_durable_link_names() {
+    let (image, _, _, _) = two_slot_held_image();
+    let mut before = Vec::new();
+    let (heap, r) = open_damaged_image(&image, |h| {
+        let (recs, walked) = log::parse(h, 1);
+        walked.unwrap();
+        let last = *recs.last().unwrap();
+        damage_entries(h, &last);
+        // Alone, the damage reads as a torn tail: the walk ends without an error.
+        let (after, walked) = log::parse(h, 1);
+        walked.unwrap();
+        assert_eq!(after.len(), recs.len() - 1);
+        before = crash_image(h);
+    });
+    match r {
+        Err(crate::Error::Corrupt(m)) => assert!(
+            m.contains("thread slot 1") && m.contains("links to it"),
+            "unclear refusal: {m}"
+        ),
+        Err(e) => panic!("refused with the wrong error: {e}"),
+        Ok(_) => panic!("recovery dropped a linked, acknowledged record as a torn tail"),
     }
     assert!(crash_image(&heap) == before, "a refused pool was changed");
 }
@@ -1285,21 +1315,25 @@ fn recovery_refuses_a_damaged_record_before_a_wrap() {
     );
 }
 
-/// A damaged last record is a torn tail: recovery ignores it (slot 0 ends one
-/// transaction earlier) and opens the pool.
+/// A damaged last record that no durable record links to is a torn tail: recovery
+/// ignores it and opens the pool. The image is the one a crash before the run's last
+/// record (slot 1's `b = 7`) reached its fence leaves: the record torn, and its
+/// predecessor (slot 0's last record) still holding its own timestamp in its forward
+/// slot, since the link is stored only after the fence.
 #[test]
 fn recovery_ignores_a_torn_last_record() {
     let (image, a, b, recs) = two_slot_held_image();
-    let last = *recs.last().unwrap();
-    let (_, r) = open_damaged_image(&image, |h| damage_entries(h, &last));
+    let pred = *recs.last().unwrap();
+    let (_, r) = open_damaged_image(&image, |h| {
+        let (slot1, walked) = log::parse(h, 1);
+        walked.unwrap();
+        damage_entries(h, slot1.last().unwrap());
+        log::set_link(h, 0, pred.pos, log::FWD, pred.ts);
+    });
     let e = r.expect("a torn last record refused");
     let mut th = e.thread(0).unwrap();
-    assert_eq!(
-        get(&mut th, a),
-        5,
-        "the torn record was replayed or more was lost"
-    );
-    assert_eq!(get(&mut th, b), 7);
+    assert_eq!(get(&mut th, a), 6, "more than the torn record was lost");
+    assert_eq!(get(&mut th, b), 0, "the torn record was replayed");
 }
 
 /// A head word naming a place outside its ring (one 8-byte store: damage, never torn)
