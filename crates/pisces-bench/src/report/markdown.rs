@@ -19,7 +19,9 @@ Written by `pisces bench --markdown FILE` (each run below names its exact comman
 `--markdown-append` adds a run to the file): regenerate it rather than edit it. How the \
 harness measures, what each workload does and what each column means: \
 `crates/pisces-bench/README.md`. The figures are from the emulated PM medium on DRAM \
-described in each run, not from NVM.
+described in each run, not from NVM. Older results, each with its date, command and \
+load, are in `docs/bench/`; each engine's figures against its paper's ablations are in \
+`docs/engines/`.
 ";
 
 /// What is known about a run besides its rows: the facts its report states.
