@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Check that the commands and paths the documents quote exist as written.
+
+Usage: .ci/doc-commands.py [--pisces BIN] [FILE.md ...]
+
+Documents (default): README.md, ARCHITECTURE.md, CONTRIBUTING.md, BENCHMARKS.md,
+crates/*/README.md, docs/**/*.md. In each:
+
+* every `pisces ...` command (a line of a code block, or a code span; also written as
+  `cargo run --release [-q] [-p pisces-cli] -- ...` or `target/release/pisces ...`;
+  continuation lines of a code block that start with blanks and a `[` or `--` belong to
+  the command above): its subcommand exists and every `--flag` it uses appears in
+  `pisces SUBCOMMAND --help` (the main job, `pisces --flag ...`, takes bench's flags);
+* every `cargo test ... -p CRATE --test NAME`: CRATE is a crate of the workspace and
+  `crates/<dir>/tests/NAME.rs` or `NAME/main.rs` exists; every `--example NAME` of a
+  `cargo run`/`cargo build` with `-p CRATE` is an example of CRATE;
+* every relative link target (`[..](path)`) exists, relative to the document; every code
+  span that looks like a repository path (its first component is an entry of the
+  workspace root, e.g. `crates/...`, `docs/...`, `.ci/run`) exists. Paths with
+  placeholders (`<name>`, `*`, `{`, `...`) and generated ones (`target/...`) are skipped.
+
+The `pisces` binary is the release build CI has already made (`target/release/pisces`),
+so this costs one `--help` per subcommand. Exit status 1 and one line per finding when
+anything is wrong.
+"""
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# Ways the documents spell the `pisces` binary, longest first.
+PISCES_PREFIXES = [
+    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*cargo run --release(?: -q)?(?: -p pisces-cli)?(?: -q)? --(?:\s+|$)"),
+    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*(?:\./)?target/release/pisces(?:\s+|$)"),
+    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*pisces(?:\s+|$)"),
+]
+
+
+def documents(args):
+    if args:
+        return args
+    pats = ["README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "BENCHMARKS.md",
+            "crates/*/README.md", "docs/**/*.md"]
+    out = []
+    for p in pats:
+        out += sorted(glob.glob(os.path.join(ROOT, p), recursive=True))
+    return out
+
+
+def crates():
+    """Package name -> crate directory, for every crate of the workspace."""
+    m = {}
+    for toml in glob.glob(os.path.join(ROOT, "crates", "*", "Cargo.toml")) + \
+            glob.glob(os.path.join(ROOT, "crates", "*", "*", "Cargo.toml")):
+        with open(toml) as f:
+            for line in f:
+                g = re.match(r'\s*name\s*=\s*"([^"]+)"', line)
+                if g:
+                    m.setdefault(g.group(1), os.path.dirname(toml))
+                    break
+    return m
+
+
+class Pisces:
+    """The `pisces` binary's subcommands and the flags each accepts."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.cache = {}
+        top = self.help([])
+        self.subcommands = set()
+        section = False
+        for line in top.splitlines():
+            if line.startswith("Commands:"):
+                section = True
+                continue
+            if section:
+                g = re.match(r"^  (\S+)", line)
+                if g:
+                    self.subcommands.add(g.group(1))
+                elif line and not line.startswith(" "):
+                    section = False
+
+    def help(self, sub):
+        key = tuple(sub)
+        if key not in self.cache:
+            r = subprocess.run([self.binary] + sub + ["--help"], capture_output=True, text=True)
+            self.cache[key] = r.stdout if r.returncode == 0 else None
+        return self.cache[key]
+
+    def flags(self, sub):
+        h = self.help(sub)
+        if h is None:
+            return None
+        return set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", h)) | {"--help"}
+
+
+def strip_comment(line):
+    i = line.find(" #")
+    return line if i < 0 else line[:i]
+
+
+def pisces_args(text):
+    """The words after the binary if `text` runs `pisces`, else None."""
+    text = text.strip()
+    for p in PISCES_PREFIXES:
+        m = p.match(text)
+        if m:
+            return text[m.end():]
+    return None
+
+
+def commands(path):
+    """(line number, command text, in_block) of every command the document quotes."""
+    out = []
+    in_block = False
+    lang_ok = True
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for n, raw in enumerate(lines, 1):
+        s = raw.strip()
+        if s.startswith("```"):
+            if not in_block:
+                lang = s[3:].strip()
+                lang_ok = lang in ("", "sh", "bash", "shell", "console", "text")
+            in_block = not in_block
+            continue
+        if in_block:
+            if not lang_ok:
+                continue
+            line = strip_comment(raw)
+            if re.match(r"^\s+(\[|--)", line) and out and out[-1][2] and out[-1][0] == "cont":
+                # A continuation of the command above.
+                out[-1] = ("cont", out[-1][1] + " " + line.strip(), True, out[-1][3])
+                continue
+            if pisces_args(line) is not None or line.strip().startswith("cargo "):
+                out.append(("cont", line.strip(), True, n))
+            else:
+                out.append(("other", "", False, n))
+        else:
+            for span in re.findall(r"`([^`]+)`", raw):
+                if pisces_args(span) is not None or span.startswith("cargo "):
+                    out.append(("span", span, False, n))
+    return [(n, text) for kind, text, _, n in out if kind != "other"]
+
+
+def check_pisces(pisces, words, where, findings):
+    toks = words.split()
+    if not toks:
+        return
+    sub = []
+    if toks[0] == "help":
+        if len(toks) > 1 and toks[1] not in pisces.subcommands and not toks[1].isupper():
+            findings.append(f"{where}: `pisces help {toks[1]}`: no such subcommand")
+        return
+    if not toks[0].startswith("-"):
+        if toks[0] not in pisces.subcommands:
+            # `pisces` followed by prose ("pisces engine", ...) is not a command.
+            if re.fullmatch(r"[a-z][a-z-]*", toks[0]) and len(toks) > 1 and \
+                    (toks[1].startswith("-") or toks[1].isupper() or "/" in toks[1]):
+                findings.append(f"{where}: `pisces {toks[0]}`: no such subcommand")
+            return
+        sub = [toks[0]]
+    accepted = pisces.flags(sub)
+    if accepted is None:
+        findings.append(f"{where}: `pisces {' '.join(sub)} --help` failed")
+        return
+    for t in toks:
+        for flag in re.findall(r"(?:^|[\[|(])(--[a-z0-9][a-z0-9-]*)", t):
+            if flag not in accepted:
+                name = " ".join(["pisces"] + sub)
+                findings.append(f"{where}: `{name}` does not accept {flag}")
+
+
+def check_cargo(cmd, crate_dirs, where, findings):
+    toks = cmd.split()
+    if len(toks) < 2:
+        return
+    # Only the cargo arguments, not those after `--` (the program's).
+    if "--" in toks:
+        toks = toks[:toks.index("--")]
+    pkgs = [toks[i + 1] for i, t in enumerate(toks[:-1]) if t in ("-p", "--package")]
+    for p in pkgs:
+        if p not in crate_dirs:
+            findings.append(f"{where}: `{cmd}`: no crate {p} in the workspace")
+            return
+    if toks[1] == "test":
+        for i, t in enumerate(toks[:-1]):
+            if t == "--test":
+                name = toks[i + 1]
+                if not pkgs:
+                    findings.append(f"{where}: `{cmd}`: --test {name} without -p CRATE")
+                    continue
+                d = crate_dirs[pkgs[0]]
+                if not (os.path.isfile(os.path.join(d, "tests", name + ".rs"))
+                        or os.path.isfile(os.path.join(d, "tests", name, "main.rs"))):
+                    findings.append(f"{where}: `{cmd}`: crate {pkgs[0]} has no test target {name}")
+    if toks[1] in ("run", "build", "test") and "--example" in toks and pkgs:
+        name = toks[toks.index("--example") + 1]
+        d = crate_dirs[pkgs[0]]
+        with open(os.path.join(d, "Cargo.toml")) as f:
+            declared = re.findall(r'\[\[example\]\]\s*name\s*=\s*"([^"]+)"', f.read())
+        if name not in declared and not os.path.isfile(os.path.join(d, "examples", name + ".rs")):
+            findings.append(f"{where}: `{cmd}`: crate {pkgs[0]} has no example {name}")
+
+
+def check_paths(path, findings):
+    top = set(os.listdir(ROOT)) - {"target"}
+    base = os.path.dirname(path)
+    rel = os.path.relpath(path, ROOT)
+    in_block = False
+    with open(path) as f:
+        lines = f.read().split("\n")
+    for n, raw in enumerate(lines, 1):
+        if raw.strip().startswith("```"):
+            in_block = not in_block
+            continue
+        if in_block:
+            continue
+        for target in re.findall(r"\]\(([^)\s]+)\)", raw):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            t = target.split("#")[0]
+            if t and not os.path.exists(os.path.normpath(os.path.join(base, t))):
+                findings.append(f"{rel}:{n}: link to {target}: no such file")
+        for span in re.findall(r"`([^`\s]+)`", raw):
+            span = span.rstrip(".,;:")
+            if any(c in span for c in "<>*{}$") or "..." in span or span.startswith("target/"):
+                continue
+            first = span.split("/")[0]
+            if "/" not in span and not span.endswith(".md"):
+                continue
+            if first not in top or first in (".", ".."):
+                continue
+            if not os.path.exists(os.path.join(ROOT, span.split("#")[0].split(":")[0])):
+                findings.append(f"{rel}:{n}: `{span}`: no such path")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pisces", default=os.path.join(ROOT, "target", "release", "pisces"))
+    ap.add_argument("--list", action="store_true", help="print every command checked")
+    ap.add_argument("files", nargs="*")
+    a = ap.parse_args()
+    if not os.access(a.pisces, os.X_OK):
+        print(f"doc-commands: no pisces binary at {a.pisces} (build it first)", file=sys.stderr)
+        return 2
+    pisces = Pisces(a.pisces)
+    crate_dirs = crates()
+    findings = []
+    docs = documents(a.files)
+    n_cmds = 0
+    for d in docs:
+        rel = os.path.relpath(d, ROOT)
+        for n, cmd in commands(d):
+            where = f"{rel}:{n}"
+            if a.list:
+                print(f"{where}: {cmd}")
+            words = pisces_args(cmd)
+            if words is not None:
+                n_cmds += 1
+                check_pisces(pisces, words, where, findings)
+            elif cmd.startswith("cargo "):
+                n_cmds += 1
+                check_cargo(cmd, crate_dirs, where, findings)
+        check_paths(d, findings)
+    for f in findings:
+        print(f)
+    print(f"doc-commands: {len(docs)} documents, {n_cmds} commands, "
+          f"{len(findings)} finding(s)")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
