@@ -10,7 +10,9 @@ crates/*/README.md, docs/**/*.md. In each:
   `cargo run --release [-q] [-p pisces-cli] -- ...` or `target/release/pisces ...`;
   continuation lines of a code block that start with blanks and a `[` or `--` belong to
   the command above): its subcommand exists and every `--flag` it uses appears in
-  `pisces SUBCOMMAND --help` (the main job, `pisces --flag ...`, takes bench's flags);
+  `pisces SUBCOMMAND --help` (the main job, `pisces --flag ...`, takes bench's flags),
+  the engines `--engine` / `--engines` name exist, and every key of
+  `--engine-options ENGINE:KEY=VALUE` is a string of that engine's folder;
 * every `cargo test ... -p CRATE --test NAME`: CRATE is a crate of the workspace and
   `crates/<dir>/tests/NAME.rs` or `NAME/main.rs` exists; every `--example NAME` of a
   `cargo run`/`cargo build` with `-p CRATE` is an example of CRATE;
@@ -166,6 +168,7 @@ def check_pisces(pisces, words, where, findings):
                 findings.append(f"{where}: `pisces {toks[0]}`: no such subcommand")
             return
         sub = [toks[0]]
+    check_engines(toks, where, findings)
     accepted = pisces.flags(sub)
     if accepted is None:
         findings.append(f"{where}: `pisces {' '.join(sub)} --help` failed")
@@ -175,6 +178,49 @@ def check_pisces(pisces, words, where, findings):
             if flag not in accepted:
                 name = " ".join(["pisces"] + sub)
                 findings.append(f"{where}: `{name}` does not accept {flag}")
+
+
+def engine_names():
+    """The engines of the registry (their folders, and `volatile`, defined in pisces')
+    and the bench's key-value peers."""
+    d = os.path.join(ROOT, "crates", "pisces", "src", "engine")
+    names = {n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n, "mod.rs")) and n != "kit"}
+    return names | {"volatile", "redb", "lmdb"}
+
+
+def engine_option_keys(engine):
+    """Every string literal of the engine's folder: the option keys are among them."""
+    folder = "pisces" if engine == "volatile" else engine
+    keys = set()
+    for f in glob.glob(os.path.join(ROOT, "crates", "pisces", "src", "engine", folder, "**", "*.rs"),
+                       recursive=True):
+        with open(f) as fh:
+            keys |= set(re.findall(r'"([a-z_]+)"', fh.read()))
+    return keys
+
+
+def check_engines(toks, where, findings):
+    """`--engine E`, `--engines A,B` and `--engine-options E:K=V,...` name engines and
+    option keys that exist (placeholders in capitals are skipped)."""
+    known = engine_names()
+    for i, t in enumerate(toks[:-1]):
+        v = toks[i + 1].strip("[]|")
+        if t in ("--engine", "--engines"):
+            for e in v.split(","):
+                if e and e.islower() and re.fullmatch(r"[a-z0-9-]+", e) and e not in known:
+                    findings.append(f"{where}: {t} {v}: no engine {e}")
+        if t == "--engine-options" and ":" in v:
+            e, opts = v.split(":", 1)
+            if not e.islower():
+                continue
+            if e not in known:
+                findings.append(f"{where}: --engine-options {v}: no engine {e}")
+                continue
+            keys = engine_option_keys(e)
+            for kv in opts.split(","):
+                k = kv.split("=")[0]
+                if k.islower() and k not in keys:
+                    findings.append(f"{where}: --engine-options {v}: engine {e} has no option {k}")
 
 
 def check_cargo(cmd, crate_dirs, where, findings):
