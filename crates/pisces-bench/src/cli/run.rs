@@ -505,6 +505,10 @@ fn write_markdown(
         }
         None => dir.to_path_buf(),
     };
+    // Both resolved the same way (symbolic links included), so that the link between
+    // them is the shortest.
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (base, target) = (resolve(&base), resolve(&target));
     let links: Vec<PlotLink> = names
         .iter()
         .map(|n| PlotLink {
@@ -521,4 +525,44 @@ fn write_markdown(
         format!("{}{text}", markdown::PREFACE)
     };
     std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--markdown FILE` replaces FILE (preface + section), `--markdown-append` adds a
+    /// section, and `--markdown-plots DIR` copies the plots there and links them
+    /// relative to FILE.
+    #[test]
+    fn markdown_files_are_replaced_or_appended_with_plots_linked_from_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let report = d.path().join("target/bench/run");
+        std::fs::create_dir_all(&report).unwrap();
+        std::fs::write(report.join("a.svg"), "<svg/>").unwrap();
+        let file = d.path().join("BENCH.md");
+        std::fs::write(&file, "old contents\n").unwrap();
+        let names = vec!["a.svg".to_string()];
+        let section =
+            |n: u32| move |plots: &[PlotLink]| format!("\n## run {n}\n![a]({})\n", plots[0].link);
+        let plots = d.path().join("docs/plots");
+        write_markdown(&file, Some(&plots), false, &report, &names, section(1)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(plots.join("a.svg")).unwrap(),
+            "<svg/>"
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with(markdown::PREFACE),
+            "replaced, with the preface"
+        );
+        assert!(text.ends_with("\n## run 1\n![a](docs/plots/a.svg)\n"));
+        write_markdown(&file, None, true, &report, &names, section(2)).unwrap();
+        let text2 = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text2,
+            format!("{text}\n## run 2\n![a](target/bench/run/a.svg)\n"),
+            "appended, linking the plot in the report directory"
+        );
+    }
 }
