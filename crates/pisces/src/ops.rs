@@ -24,11 +24,11 @@ struct Registered {
 /// An engine that logs *operations* instead of data (`timestone`) persists, at commit,
 /// only the operation's id and its argument bytes; recovery re-executes the operations
 /// that the last checkpoint does not cover. For that, recovery must know the functions:
-/// **register them before the pool opens** and give them to [`Pool::open`] in
-/// [`Config::operations`](crate::Config::operations) (and to [`Pool::create`]). A pool
+/// **register them before the pool opens** and give them to [`Pool::open`](crate::Pool::open) in
+/// [`Config::operations`](crate::Config::operations) (and to [`Pool::create`](crate::Pool::create)). A pool
 /// with operations left to re-execute refuses to open without them
 /// ([`Error::InvalidConfig`] naming the missing id). Operations registered later with
-/// [`Pool::register_op`] run fine but must be in the registry of the next open too.
+/// [`Pool::register_op`](crate::Pool::register_op) run fine but must be in the registry of the next open too.
 ///
 /// Rules for an operation:
 /// * deterministic: its effects depend only on its arguments and what it reads in the
