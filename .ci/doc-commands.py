@@ -117,6 +117,47 @@ def pisces_args(text):
     return None
 
 
+def prose_spans(lines):
+    """(line number, code span) of every code span outside code blocks, a span that
+    wraps over a line break included (the break read as a space), and (line number,
+    link target) of every Markdown link, as two lists."""
+    spans, links = [], []
+    para = []  # (line number, text) of the paragraph being read
+    in_block = False
+
+    def flush():
+        if not para:
+            return
+        text = ""
+        starts = []
+        for n, t in para:
+            starts.append((len(text), n))
+            text += t + " "
+
+        def line_at(pos):
+            return max(n for off, n in starts if off <= pos)
+
+        for m in re.finditer(r"`([^`]+)`", text):
+            spans.append((line_at(m.start()), m.group(1).strip()))
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            links.append((line_at(m.start()), m.group(1)))
+        para.clear()
+
+    for n, raw in enumerate(lines, 1):
+        if raw.strip().startswith("```"):
+            flush()
+            in_block = not in_block
+            continue
+        if in_block:
+            continue
+        if not raw.strip():
+            flush()
+            continue
+        para.append((n, raw.strip()))
+    flush()
+    return spans, links
+
+
 def commands(path):
     """(line number, command text, in_block) of every command the document quotes."""
     out = []
@@ -144,10 +185,11 @@ def commands(path):
                 out.append(("cont", line.strip(), True, n))
             else:
                 out.append(("other", "", False, n))
-        else:
-            for span in re.findall(r"`([^`]+)`", raw):
-                if pisces_args(span) is not None or span.startswith("cargo "):
-                    out.append(("span", span, False, n))
+    spans, _ = prose_spans(lines)
+    for n, span in spans:
+        if pisces_args(span) is not None or span.startswith("cargo "):
+            out.append(("span", span, False, n))
+    out.sort(key=lambda c: c[3])
     return [(n, text) for kind, text, _, n in out if kind != "other"]
 
 
@@ -161,6 +203,10 @@ def check_pisces(pisces, words, where, findings):
             findings.append(f"{where}: `pisces help {toks[1]}`: no such subcommand")
         return
     if not toks[0].startswith("-"):
+        # A hidden subcommand is not listed but answers `--help`.
+        if toks[0] not in pisces.subcommands and re.fullmatch(r"[a-z][a-z-]*", toks[0]) \
+                and pisces.help([toks[0]]) is not None:
+            pisces.subcommands.add(toks[0])
         if toks[0] not in pisces.subcommands:
             # `pisces` followed by prose ("pisces engine", ...) is not a command.
             if re.fullmatch(r"[a-z][a-z-]*", toks[0]) and len(toks) > 1 and \
@@ -223,7 +269,55 @@ def check_engines(toks, where, findings):
                     findings.append(f"{where}: --engine-options {v}: engine {e} has no option {k}")
 
 
-def check_cargo(cmd, crate_dirs, where, findings):
+# cargo test options that take a value.
+CARGO_VALUE_FLAGS = {"-p", "--package", "--test", "--features", "--target-dir", "--example",
+                     "--bin", "-j", "--jobs", "--manifest-path", "--profile"}
+
+
+class TestNames:
+    """The test names of a crate's test target, from `cargo test --release ... -- --list`
+    (the release test binaries CI has built: listing them builds nothing new)."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def names(self, crate, target):
+        key = (crate, tuple(target))
+        if key not in self.cache:
+            args = ["cargo", "test", "-q", "--release", "-p", crate] + target + ["--", "--list"]
+            r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+            self.cache[key] = None if r.returncode != 0 else [
+                l[:-len(": test")] for l in r.stdout.splitlines() if l.endswith(": test")]
+        return self.cache[key]
+
+
+def check_filter(cmd, toks, pkgs, tests, where, findings):
+    """The name filter of `cargo test -p X (--test Y | --lib) FILTER` matches a test."""
+    if tests is None or "--features" in toks or len(pkgs) != 1:
+        return
+    target, filt, i = [], None, 2
+    while i < len(toks):
+        t = toks[i]
+        if t in ("--test",):
+            target += [t, toks[i + 1]] if i + 1 < len(toks) else []
+        if t == "--lib":
+            target.append(t)
+        if t in CARGO_VALUE_FLAGS:
+            i += 2
+            continue
+        if not t.startswith("-") and filt is None:
+            filt = t
+        i += 1
+    if filt is None or not target or target.count("--test") > 1:
+        return
+    names = tests.names(pkgs[0], target)
+    if names is None:
+        findings.append(f"{where}: `{cmd}`: cannot list the tests of {pkgs[0]} {' '.join(target)}")
+    elif not any(filt in n for n in names):
+        findings.append(f"{where}: `{cmd}`: no test of {pkgs[0]} {' '.join(target)} matches {filt}")
+
+
+def check_cargo(cmd, crate_dirs, where, findings, tests=None):
     toks = cmd.split()
     if len(toks) < 2:
         return
@@ -231,6 +325,8 @@ def check_cargo(cmd, crate_dirs, where, findings):
     if "--" in toks:
         toks = toks[:toks.index("--")]
     pkgs = [toks[i + 1] for i, t in enumerate(toks[:-1]) if t in ("-p", "--package")]
+    if any(p.isupper() for p in pkgs):
+        return  # a placeholder (`-p CRATE`)
     for p in pkgs:
         if p not in crate_dirs:
             findings.append(f"{where}: `{cmd}`: no crate {p} in the workspace")
@@ -246,6 +342,8 @@ def check_cargo(cmd, crate_dirs, where, findings):
                 if not (os.path.isfile(os.path.join(d, "tests", name + ".rs"))
                         or os.path.isfile(os.path.join(d, "tests", name, "main.rs"))):
                     findings.append(f"{where}: `{cmd}`: crate {pkgs[0]} has no test target {name}")
+                    return
+        check_filter(cmd, toks, pkgs, tests, where, findings)
     if toks[1] in ("run", "build", "test") and "--example" in toks and pkgs:
         name = toks[toks.index("--example") + 1]
         d = crate_dirs[pkgs[0]]
@@ -259,38 +357,37 @@ def check_paths(path, findings):
     top = set(os.listdir(ROOT)) - {"target"}
     base = os.path.dirname(path)
     rel = os.path.relpath(path, ROOT)
-    in_block = False
     with open(path) as f:
         lines = f.read().split("\n")
-    for n, raw in enumerate(lines, 1):
-        if raw.strip().startswith("```"):
-            in_block = not in_block
+    spans, links = prose_spans(lines)
+    for n, target in links:
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
             continue
-        if in_block:
+        t = target.split("#")[0]
+        if t and not os.path.exists(os.path.normpath(os.path.join(base, t))):
+            findings.append(f"{rel}:{n}: link to {target}: no such file")
+    for n, span in spans:
+        span = span.rstrip(".,;:")
+        if " " in span or any(c in span for c in "<>*{}$") or "..." in span \
+                or span.startswith("target/"):
             continue
-        for target in re.findall(r"\]\(([^)\s]+)\)", raw):
-            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
-                continue
-            t = target.split("#")[0]
-            if t and not os.path.exists(os.path.normpath(os.path.join(base, t))):
-                findings.append(f"{rel}:{n}: link to {target}: no such file")
-        for span in re.findall(r"`([^`\s]+)`", raw):
-            span = span.rstrip(".,;:")
-            if any(c in span for c in "<>*{}$") or "..." in span or span.startswith("target/"):
-                continue
-            first = span.split("/")[0]
-            if "/" not in span and not span.endswith(".md"):
-                continue
-            if first not in top or first in (".", ".."):
-                continue
-            if not os.path.exists(os.path.join(ROOT, span.split("#")[0].split(":")[0])):
-                findings.append(f"{rel}:{n}: `{span}`: no such path")
+        first = span.split("/")[0]
+        if "/" not in span and not span.endswith(".md"):
+            continue
+        if first not in top or first in (".", ".."):
+            continue
+        if not os.path.exists(os.path.join(ROOT, span.split("#")[0].split(":")[0])):
+            findings.append(f"{rel}:{n}: `{span}`: no such path")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pisces", default=os.path.join(ROOT, "target", "release", "pisces"))
     ap.add_argument("--list", action="store_true", help="print every command checked")
+    ap.add_argument("--test-names", action="store_true",
+                    help="also check each `cargo test ... FILTER` against the names "
+                         "`cargo test --release ... -- --list` prints (needs the release "
+                         "test binaries; commands with --features are left out)")
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
     if not os.access(a.pisces, os.X_OK):
@@ -298,6 +395,7 @@ def main():
         return 2
     pisces = Pisces(a.pisces)
     crate_dirs = crates()
+    tests = TestNames() if a.test_names else None
     findings = []
     docs = documents(a.files)
     n_cmds = 0
@@ -313,7 +411,7 @@ def main():
                 check_pisces(pisces, words, where, findings)
             elif cmd.startswith("cargo "):
                 n_cmds += 1
-                check_cargo(cmd, crate_dirs, where, findings)
+                check_cargo(cmd, crate_dirs, where, findings, tests)
         check_paths(d, findings)
     for f in findings:
         print(f)
