@@ -104,7 +104,7 @@ pub fn section(
     }
     let t = targets::targets(res);
     if !t.trim().is_empty() {
-        s += "\n### Targets\n\nMeasured in this run, not asserted.\n\n";
+        s += "\n### Targets\n\n";
         s += &fenced(&t);
     }
     if !failures.is_empty() {
@@ -254,8 +254,6 @@ hash        undo     0       0    1   1.150  0.00%     500     900        -     
 ```
 
 ### Targets
-
-Measured in this run, not asserted.
 
 ```text
 Targets (measured in this run, not asserted; ratios are medians of per-run ratios):
