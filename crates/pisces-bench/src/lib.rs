@@ -14,7 +14,8 @@
 //! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
 //! the other engines' run `r` and ratios are taken within a run. Output: tables and
 //! the performance targets on stdout, a report directory with `results.csv`,
-//! `summary.txt` and SVG plots.
+//! `summary.txt`, `summary.md` (the same in Markdown with the run's command, date,
+//! build, machine and load; `--markdown FILE` writes it elsewhere too) and SVG plots.
 //!
 //! The harness uses the `pisces` library as any user would; it is not part of the
 //! library's API. The crate root re-exports only what is used outside the crate: the
@@ -35,13 +36,15 @@
 //!    which transactions are timed), `pin` (where workers run) and `signal` (stopping
 //!    on a signal), which depend on nothing of the crate.
 //! 5. `report`: `table` (the text table, a leaf); `mod.rs`: CSV rows, medians, ratios;
-//!    `tables`, `hot_table`, `targets` and `plot` (SVG) on top of both.
+//!    `tables`, `hot_table`, `targets` and `plot` (SVG) on top of both; `markdown` (a
+//!    run as Markdown: the facts, the tables, the targets, the plots) on top of those.
 //! 6. `recovery`: the `recovery` and `replay` workloads: `child` (the open timed in a
 //!    fresh process, a leaf), `crash` (fill, crash image, timed opens, check), `mod.rs`
 //!    (what each workload opens, its rows, table and run).
 //! 7. `cli`: `args` (options and the settings they resolve to), `plan` (the
-//!    measurements), `out_dir` (the report directory), `run` (a whole `pisces bench`
-//!    run, [`run()`]).
+//!    measurements), `out_dir` (the report directory), `facts` (command line, build
+//!    commit, machine and load, read at run time), `run` (a whole `pisces bench` run,
+//!    [`run()`]).
 
 // The modules are private, so the facade's docs link to private items; the harness's
 // documentation is read with `cargo doc --document-private-items`.

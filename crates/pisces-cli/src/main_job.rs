@@ -6,7 +6,7 @@
 //! and the peers' set benchmarks in a reduced form (hash set and B+-tree set of 1K and
 //! 100K keys; pisces, undo, bare and the key-value stores redb and lmdb; 1 thread, 1 and
 //! 10 % updates), each configuration for 0.4 s, 3 runs interleaved. It prints the tables and the performance targets and where the report
-//! (`results.csv`, `summary.txt`, SVG plots) was written: `target/bench/<UTC time>` in
+//! (`results.csv`, `summary.txt`, `summary.md`, SVG plots) was written: `target/bench/<UTC time>` in
 //! the workspace. Any `pisces bench` option may be given (`pisces --seconds 0.5`).
 
 use pisces_bench::BenchArgs;

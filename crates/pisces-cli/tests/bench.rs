@@ -97,6 +97,7 @@ fn assert_svg(path: &Path) {
 fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("report");
+    let md = d.path().join("BENCH.md");
     let r = pisces(&[
         "bench",
         "--seconds",
@@ -113,8 +114,34 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
         "2000",
         "--out",
         out.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // The Markdown report: in the report directory and in the --markdown file, with
+    // the facts of the run, the tables and the plot.
+    let summary_md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    for want in [
+        "| command | `pisces bench --seconds 0.2 --runs 1 --engines pisces,undo",
+        "| build | ",
+        "| machine | ",
+        "| load average (1, 5, 15 min) | ",
+        "pisces/undo",
+        "### Targets",
+        "![throughput-hash](throughput-hash.svg)",
+    ] {
+        assert!(summary_md.contains(want), "{want}\n{summary_md}");
+    }
+    let file_md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        file_md.contains("](report/throughput-hash.svg)"),
+        "{file_md}"
+    );
+    assert_eq!(
+        file_md.replace("](report/", "]("),
+        summary_md,
+        "the same Markdown, plots linked from where the file is"
+    );
     let rows = read_csv(&out);
     // 2 engines x the quick hash mixes 0, 2, 20 %.
     assert_eq!(rows.len(), 6);

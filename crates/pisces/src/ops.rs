@@ -1,43 +1,5 @@
-//! Registered operations: deterministic transaction functions under stable ids.
-//!
-//! An engine that logs *operations* instead of data (`timestone`) persists, at commit,
-//! only the operation's id and its argument bytes; recovery re-executes the operations
-//! that the last checkpoint does not cover. For that, recovery must know the functions:
-//! **register them before the pool opens** and give them to [`Pool::open`] in
-//! [`Config::operations`](crate::Config::operations) (and to [`Pool::create`]). A pool
-//! with operations left to re-execute refuses to open without them
-//! ([`Error::InvalidConfig`] naming the missing id). Operations registered later with
-//! [`Pool::register_op`] run fine but must be in the registry of the next open too.
-//!
-//! Rules for an operation:
-//! * deterministic: its effects depend only on its arguments and what it reads in the
-//!   pool (no clocks, random numbers, thread ids, or state outside the pool);
-//! * its argument type is [`Pod`] (copied as bytes into the log); pointers (`PPtr`) in
-//!   arguments are fine;
-//! * the same id must keep meaning the same function across runs.
-//!
-//! Every engine runs operations (the others simply execute them as closures).
-//! `run_op` asks for serializable isolation where the engine offers it: re-execution in
-//! commit order reproduces an operation only if its reads were still current at its
-//! commit.
-//!
-//! ```
-//! use pisces::{Config, EngineId, Operations, Pool, PPtr};
-//! let ops = Operations::new();
-//! ops.register(1, |tx, counter: &PPtr<u64>| {
-//!     *tx.write(*counter)? += 1;
-//!     Ok(())
-//! }).unwrap();
-//! let dir = tempfile::tempdir().unwrap();
-//! let path = dir.path().join("ops.pool");
-//! let cfg = Config::new().size(32 << 20).engine(EngineId::Timestone).operations(ops);
-//! let pool = Pool::create(&path, cfg.clone()).unwrap();
-//! let counter: PPtr<u64> = pool.root().unwrap();
-//! pool.run_op(1, &counter).unwrap();
-//! drop(pool);
-//! let pool = Pool::open(&path, cfg).unwrap();
-//! assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
-//! ```
+//! Registered operations: deterministic transaction functions under stable ids
+//! ([`Operations`], whose documentation states the rules).
 
 use crate::engine::registry::AnyThread;
 use crate::engine::Reexecute;
@@ -58,6 +20,45 @@ struct Registered {
 }
 
 /// A registry of operations (cheap to clone: clones share one registry).
+///
+/// An engine that logs *operations* instead of data (`timestone`) persists, at commit,
+/// only the operation's id and its argument bytes; recovery re-executes the operations
+/// that the last checkpoint does not cover. For that, recovery must know the functions:
+/// **register them before the pool opens** and give them to [`Pool::open`](crate::Pool::open) in
+/// [`Config::operations`](crate::Config::operations) (and to [`Pool::create`](crate::Pool::create)). A pool
+/// with operations left to re-execute refuses to open without them
+/// ([`Error::InvalidConfig`] naming the missing id). Operations registered later with
+/// [`Pool::register_op`](crate::Pool::register_op) run fine but must be in the registry of the next open too.
+///
+/// Rules for an operation:
+/// * deterministic: its effects depend only on its arguments and what it reads in the
+///   pool (no clocks, random numbers, thread ids, or state outside the pool);
+/// * its argument type is [`Pod`] (copied as bytes into the log); pointers (`PPtr`) in
+///   arguments are fine;
+/// * the same id must keep meaning the same function across runs.
+///
+/// Every engine runs operations (the others simply execute them as closures).
+/// `run_op` asks for serializable isolation where the engine offers it: re-execution in
+/// commit order reproduces an operation only if its reads were still current at its
+/// commit.
+///
+/// ```
+/// use pisces::{Config, EngineId, Operations, Pool, PPtr};
+/// let ops = Operations::new();
+/// ops.register(1, |tx, counter: &PPtr<u64>| {
+///     *tx.write(*counter)? += 1;
+///     Ok(())
+/// }).unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("ops.pool");
+/// let cfg = Config::new().size(32 << 20).engine(EngineId::Timestone).operations(ops);
+/// let pool = Pool::create(&path, cfg.clone()).unwrap();
+/// let counter: PPtr<u64> = pool.root().unwrap();
+/// pool.run_op(1, &counter).unwrap();
+/// drop(pool);
+/// let pool = Pool::open(&path, cfg).unwrap();
+/// assert_eq!(pool.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 1);
+/// ```
 ///
 /// A `BTreeMap`: a program registers a handful of operations, and finding one among
 /// them by comparisons is cheaper than hashing the id on every `run_op`.

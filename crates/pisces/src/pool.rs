@@ -911,8 +911,26 @@ fn op_options(e: EngineId, opts: TxOptions) -> TxOptions {
 }
 
 impl Pool {
-    /// Register an operation with this pool (see the module docs: the next open needs
-    /// it in its registry too).
+    /// Register an operation with this pool. The next open needs it in its registry too
+    /// ([`Config::operations`]): an engine that logs operations (`timestone`)
+    /// re-executes them in recovery. The rules an operation follows: [`Operations`].
+    ///
+    /// ```
+    /// use pisces::{Config, Pool, PPtr};
+    /// # fn main() -> pisces::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("op.pool"), Config::new().size(32 << 20))?;
+    /// let total: PPtr<u64> = pool.root()?;
+    /// const ADD: u32 = 1;
+    /// pool.register_op(ADD, move |tx, amount: &u64| {
+    ///     *tx.write(total)? += *amount;
+    ///     Ok(())
+    /// })?;
+    /// pool.run_op(ADD, &5u64)?;        // one transaction, retried on conflicts
+    /// pool.run_op(ADD, &2u64)?;
+    /// assert_eq!(pool.run(|tx| Ok(*tx.read(total)?))?, 7);
+    /// # Ok(()) }
+    /// ```
     pub fn register_op<A: Pod>(
         &self,
         id: u32,

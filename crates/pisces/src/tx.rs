@@ -1,67 +1,5 @@
-//! Transactions: typed, borrow-checked access to persistent objects.
-//!
-//! # Why the API is sound
-//! The scheme is "borrows scoped by `&mut self`":
-//! * [`Tx::read`] takes `&self` and returns `&T` living as long as that borrow; any
-//!   number of reads may be alive together.
-//! * [`Tx::write`], [`Tx::alloc`] and [`Tx::free`] take `&mut self`, so no reference
-//!   from an earlier `read` or `write` is alive when they run. That is what lets the
-//!   engine do anything inside them — create a copy of an object that was just read
-//!   from home, write back this thread's own pending group-commit batch, recycle log
-//!   space — without invalidating memory behind a live reference, and it makes two
-//!   live `&mut` to one object, or a `&` next to a `&mut` of the same copy, impossible.
-//! * `Tx` only exists inside the closure given to `run`; the closure's result type
-//!   cannot borrow from it, so no reference outlives the transaction.
-//! * While a transaction runs, the memory behind a `&T` does not change: a home object
-//!   is overwritten only after a grace period that waits for every transaction that
-//!   started before the writer's commit, and copies are reclaimed only after a later
-//!   grace period.
-//! * Stored types are `bytemuck::Pod` (any bit pattern valid, no padding, no
-//!   references) with alignment at most 8 (checked at compile time), so reading any
-//!   pool bytes as `T` is defined behaviour; every pointer is validated against the
-//!   allocator's geometry before use.
-//!
-//! Values are `Copy`, so the usual pattern for using two objects at once is to copy
-//! one out: `let a = *tx.read(x)?; tx.write(y)?.v = a.v;`.
-//!
-//! Misuse is a compile error:
-//! ```compile_fail
-//! # use pisces::{Pool, PPtr, Result};
-//! # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
-//! // A reference cannot escape the transaction.
-//! let r: &u64 = pool.run(|tx| tx.read(p))?;
-//! # Ok(()) }
-//! ```
-//! ```compile_fail
-//! # use pisces::{Pool, PPtr, Result};
-//! # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
-//! pool.run(|tx| {
-//!     let a = tx.write(p)?;
-//!     let b = tx.write(p)?; // two live &mut to one object
-//!     *a += *b;
-//!     Ok(())
-//! })
-//! # }
-//! ```
-//! ```compile_fail
-//! # use pisces::{Pool, PPtr, Result};
-//! # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
-//! pool.run(|tx| {
-//!     let r = tx.read(p)?;
-//!     *tx.write(p)? = 1; // a write while a read reference is alive
-//!     assert_eq!(*r, 0);
-//!     Ok(())
-//! })
-//! # }
-//! ```
-//! ```compile_fail
-//! # use pisces::{Pool, PPtr, Result};
-//! # fn f(pool: &Pool, p: PPtr<u128>) -> Result<()> {
-//! // Over-aligned types cannot be stored (payloads are 8-aligned).
-//! pool.run(|tx| Ok(*tx.read(p)?))?;
-//! # Ok(()) }
-//! # let _codegen: fn(&Pool, PPtr<u128>) -> Result<()> = f;
-//! ```
+//! Transactions: typed, borrow-checked access to persistent objects ([`Tx`], whose
+//! documentation states why the API is sound).
 
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::registry::AnyThread;
@@ -74,7 +12,105 @@ use rand::Rng;
 use std::mem::{align_of, size_of};
 use std::time::Duration;
 
-/// A running transaction (see the module docs for its borrowing rules).
+/// A running transaction: the `&mut Tx` that [`Pool::run`](crate::Pool::run) and its
+/// siblings hand to their closure. Reads, writes, allocations and frees of persistent
+/// objects go through it; the transaction commits when the closure returns `Ok` and rolls
+/// back when it returns `Err` (and `run` retries it on [`Error::Conflict`]).
+///
+/// ```
+/// use pisces::{Config, Pool, PPtr, Pod, Zeroable};
+///
+/// #[derive(Clone, Copy, Pod, Zeroable)]
+/// #[repr(C)]
+/// struct Node { value: u64, next: PPtr<Node> }
+///
+/// # fn main() -> pisces::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// let pool = Pool::create(dir.path().join("tx.pool"), Config::new().size(32 << 20))?;
+/// let head: PPtr<PPtr<Node>> = pool.root()?;
+/// pool.run(|tx| {
+///     let old = *tx.read(head)?;
+///     let n = tx.alloc(Node { value: 7, next: old })?;   // a new object
+///     *tx.write(head)? = n;                               // link it
+///     Ok(())
+/// })?;
+/// let first = pool.run(|tx| {
+///     let n = *tx.read(head)?;
+///     Ok(tx.read(n)?.value)
+/// })?;
+/// assert_eq!(first, 7);
+/// pool.run(|tx| {
+///     let n = *tx.read(head)?;
+///     let next = tx.read(n)?.next;
+///     *tx.write(head)? = next;
+///     tx.free(n)                                          // freed at commit
+/// })?;
+/// # Ok(()) }
+/// ```
+///
+///
+///  # Why the API is sound
+///  The scheme is "borrows scoped by `&mut self`":
+///  * [`Tx::read`] takes `&self` and returns `&T` living as long as that borrow; any
+///    number of reads may be alive together.
+///  * [`Tx::write`], [`Tx::alloc`] and [`Tx::free`] take `&mut self`, so no reference
+///    from an earlier `read` or `write` is alive when they run. That is what lets the
+///    engine do anything inside them — create a copy of an object that was just read
+///    from home, write back this thread's own pending group-commit batch, recycle log
+///    space — without invalidating memory behind a live reference, and it makes two
+///    live `&mut` to one object, or a `&` next to a `&mut` of the same copy, impossible.
+///  * `Tx` only exists inside the closure given to `run`; the closure's result type
+///    cannot borrow from it, so no reference outlives the transaction.
+///  * While a transaction runs, the memory behind a `&T` does not change: a home object
+///    is overwritten only after a grace period that waits for every transaction that
+///    started before the writer's commit, and copies are reclaimed only after a later
+///    grace period.
+///  * Stored types are `bytemuck::Pod` (any bit pattern valid, no padding, no
+///    references) with alignment at most 8 (checked at compile time), so reading any
+///    pool bytes as `T` is defined behaviour; every pointer is validated against the
+///    allocator's geometry before use.
+///
+///  Values are `Copy`, so the usual pattern for using two objects at once is to copy
+///  one out: `let a = *tx.read(x)?; tx.write(y)?.v = a.v;`.
+///
+///  Misuse is a compile error:
+///  ```compile_fail
+///  # use pisces::{Pool, PPtr, Result};
+///  # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
+///  // A reference cannot escape the transaction.
+///  let r: &u64 = pool.run(|tx| tx.read(p))?;
+///  # Ok(()) }
+///  ```
+///  ```compile_fail
+///  # use pisces::{Pool, PPtr, Result};
+///  # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
+///  pool.run(|tx| {
+///      let a = tx.write(p)?;
+///      let b = tx.write(p)?; // two live &mut to one object
+///      *a += *b;
+///      Ok(())
+///  })
+///  # }
+///  ```
+///  ```compile_fail
+///  # use pisces::{Pool, PPtr, Result};
+///  # fn f(pool: &Pool, p: PPtr<u64>) -> Result<()> {
+///  pool.run(|tx| {
+///      let r = tx.read(p)?;
+///      *tx.write(p)? = 1; // a write while a read reference is alive
+///      assert_eq!(*r, 0);
+///      Ok(())
+///  })
+///  # }
+///  ```
+///  ```compile_fail
+///  # use pisces::{Pool, PPtr, Result};
+///  # fn f(pool: &Pool, p: PPtr<u128>) -> Result<()> {
+///  // Over-aligned types cannot be stored (payloads are 8-aligned).
+///  pool.run(|tx| Ok(*tx.read(p)?))?;
+///  # Ok(()) }
+///  # let _codegen: fn(&Pool, PPtr<u128>) -> Result<()> = f;
+///  ```
 pub struct Tx<'h> {
     th: &'h mut AnyThread,
     /// The engine's read fast path for this attempt ([`FastReads::NONE`]: every read

@@ -189,6 +189,18 @@ pub struct BenchArgs {
     /// `timestone:clog_mib=63,olog_regions=8`.
     #[arg(long = "engine-options", value_parser = parse_engine_options)]
     pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+    /// Also write the report as Markdown to FILE (the `summary.md` of the report
+    /// directory, with the command, date, build commit, machine, medium and load),
+    /// replacing FILE unless --markdown-append is given.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Add this run to the end of the --markdown FILE instead of replacing it.
+    #[arg(long = "markdown-append", requires = "markdown")]
+    pub markdown_append: bool,
+    /// Copy the SVG plots into DIR and link them from the --markdown FILE there
+    /// [default: link them in the report directory].
+    #[arg(long = "markdown-plots", value_name = "DIR", requires = "markdown")]
+    pub markdown_plots: Option<PathBuf>,
 }
 
 fn parse_engine_options(s: &str) -> Result<(Engine, pisces::EngineOptions), String> {

@@ -2,6 +2,7 @@
 //! directory, and the run itself.
 
 pub mod args;
+pub mod facts;
 pub mod out_dir;
 pub mod plan;
 pub mod run;

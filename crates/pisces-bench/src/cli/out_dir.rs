@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `YYYYMMDD-HHMMSS` in UTC for `secs` since the epoch.
-fn utc_stamp(secs: u64) -> String {
+/// Year, month, day, hour, minute, second in UTC for `secs` since the epoch.
+fn utc_civil(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil_from_days.
@@ -18,12 +18,19 @@ fn utc_stamp(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    (y, m, d, rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC for `secs` since the epoch.
+fn utc_stamp(secs: u64) -> String {
+    let (y, m, d, hh, mm, ss) = utc_civil(secs);
+    format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}")
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for `secs` since the epoch.
+pub fn utc_datetime(secs: u64) -> String {
+    let (y, m, d, hh, mm, ss) = utc_civil(secs);
+    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}:{ss:02} UTC")
 }
 
 /// The default report directory: `<target>/bench/<UTC timestamp>` where `<target>` is
@@ -94,6 +101,7 @@ mod tests {
         assert_eq!(utc_stamp(951_782_400), "20000229-000000");
         assert_eq!(utc_stamp(1_767_225_599), "20251231-235959");
         assert_eq!(utc_stamp(1_778_592_896), "20260512-133456");
+        assert_eq!(utc_datetime(1_778_592_896), "2026-05-12 13:34:56 UTC");
     }
 
     #[test]

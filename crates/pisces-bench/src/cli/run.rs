@@ -4,10 +4,13 @@
 //! Output: a progress bar on stderr (hidden when stderr is not a terminal; one line per
 //! measurement is printed there instead), tables and the performance targets on stdout,
 //! and a report directory with `results.csv` (every run, the columns of
-//! [`CSV_HEADER`]), `summary.txt` (the tables) and SVG plots.
+//! [`CSV_HEADER`]), `summary.txt` (the tables), `summary.md` (the same with the
+//! command, date, build, machine and load: [`markdown`]) and SVG plots; `--markdown
+//! FILE` writes the Markdown to FILE too.
 
 use crate::cli::args::{BenchArgs, TREE_SET_KEYS_QUICK};
-use crate::cli::out_dir::make_out_dir;
+use crate::cli::facts::{self, load_average};
+use crate::cli::out_dir::{make_out_dir, utc_datetime};
 use crate::cli::plan;
 use crate::engines::Engine;
 use crate::measure::pin::Placement;
@@ -15,14 +18,16 @@ use crate::measure::signal::{catch_signals, interrupted};
 use crate::measure::{self, Spec};
 use crate::recovery::crash::{FILL_THREADS, KEYS};
 use crate::recovery::{self, RecoveryWorkload};
-use crate::report::{hot_table, plot, tables, targets};
+use crate::report::markdown::{self, PlotLink, RunInfo};
+use crate::report::{plot, targets};
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::workloads::select::WorkloadKind;
 use crate::workloads::ycsb::{YCSB_KEYS, ZIPF_THETA};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Write to stdout, ignoring errors (a closed pipe must not panic the tool).
 fn out(s: &str) {
@@ -41,14 +46,6 @@ fn describe(spec: &Spec, run: u32, runs: u32) -> String {
         "{} {} {}t {}% {}ns run {run}/{runs}",
         spec.workload, spec.engine.label, spec.threads, spec.update_pct, spec.nvm_latency_ns
     )
-}
-
-/// The 1, 5 and 15 minute load averages (other work on the machine skews results).
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn list<T: ToString>(v: &[T]) -> String {
@@ -101,6 +98,17 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let workloads: Vec<&str> = s.workloads.iter().map(|w| w.name()).collect();
     let engines: Vec<&str> = s.engines.iter().map(|e| e.name()).collect();
     let z = &s.sizes;
+    let started_utc = utc_datetime(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    );
+    let load_start = load_average();
+    let medium = format!(
+        "emulated PM: DRAM under {} with real cache-line flushes and fences, plus an \
+         emulated NVM write latency charged per flushed line (not NVM)",
+        measure::pool_dir().display()
+    );
     let mut head = format!(
         "{title}\n\
          mode {}: engines {}; workloads {}; threads {}; seconds {} x {} run{}\n\
@@ -134,7 +142,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         list(&s.btree_mixes),
         list(&s.sweep_mixes),
         total as f64 * s.seconds,
-        load_average(),
+        load_start,
     );
     if s.workloads.contains(&WorkloadKind::Tpcc) {
         head += &format!(
@@ -360,16 +368,8 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         failures.extend(failed);
     }
 
-    let mut summary = String::new();
-    summary += &tables::throughput_tables(&res);
-    summary += &tables::latency_table(&res);
-    summary += &tables::breakdown_table(&res);
-    summary += &hot_table::early_visibility_table(&res);
-    summary += &recovery_text;
-    summary += &replay_text;
-    summary += &tables::capi_table(&res);
-    summary += &tables::markers_table(&res);
-    summary += &tables::detail_table(&res);
+    let extra = format!("{recovery_text}{replay_text}");
+    let mut summary = markdown::tables_text(&res, &extra);
     summary.push('\n');
     summary += &targets::targets(&res);
     if !failures.is_empty() {
@@ -401,11 +401,9 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         .iter()
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    let footer = format!(
-        "\nfinished in {:.0} s (load average now {})\n",
-        started.elapsed().as_secs_f64(),
-        load_average()
-    );
+    let load_end = load_average();
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let footer = format!("\nfinished in {elapsed_s:.0} s (load average now {load_end})\n");
     let summary_path = dir.join("summary.txt");
     if let Err(e) = std::fs::write(&summary_path, format!("{head}{summary}{footer}")) {
         err(&format!(
@@ -414,12 +412,157 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         ));
         code = ExitCode::from(2);
     }
+    // The settings as printed, without the title line (the section's heading) and the
+    // report directory (a path on the machine that ran it).
+    let settings: String = head
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("report directory:") && !l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let info = RunInfo {
+        title: title.to_string(),
+        command: facts::command_line(),
+        started: started_utc,
+        build: facts::build_commit(),
+        machine: facts::machine(),
+        medium,
+        load_start,
+        load_end,
+        elapsed_s,
+        settings,
+    };
+    let mut written = vec!["summary.txt".to_string(), "summary.md".to_string()];
+    let here: Vec<PlotLink> = names
+        .iter()
+        .map(|n| PlotLink {
+            name: n.clone(),
+            link: n.clone(),
+        })
+        .collect();
+    let section = markdown::section(&info, &res, &extra, &failures, interrupted(), &here);
+    let md_path = dir.join("summary.md");
+    if let Err(e) = std::fs::write(&md_path, format!("{}{section}", markdown::PREFACE)) {
+        err(&format!(
+            "pisces bench: cannot write {}: {e}",
+            md_path.display()
+        ));
+        code = ExitCode::from(2);
+        written.pop();
+    }
+    let mut elsewhere = String::new();
+    if let Some(file) = &a.markdown {
+        match write_markdown(
+            file,
+            a.markdown_plots.as_deref(),
+            a.markdown_append,
+            &dir,
+            &names,
+            |plots| markdown::section(&info, &res, &extra, &failures, interrupted(), plots),
+        ) {
+            Ok(()) => elsewhere = format!("\nMarkdown report written to {}\n", file.display()),
+            Err(e) => {
+                err(&format!("pisces bench: {e}"));
+                code = ExitCode::from(2);
+            }
+        }
+    }
     out(&format!(
-        "{footer}report written to {}\n  results.csv ({} rows), summary.txt{}{}\n",
+        "{footer}report written to {}\n  results.csv ({} rows), {}{}{}\n{elsewhere}",
         dir.display(),
         res.rows.len(),
+        written.join(", "),
         if names.is_empty() { "" } else { ", " },
         names.join(", "),
     ));
     code
+}
+
+/// Write the run's Markdown section to `file` (after the preface, or appended to what
+/// `file` holds when `append`), its plots linked where they are: copied into
+/// `plots_dir` when given, else in the report directory `dir`.
+fn write_markdown(
+    file: &Path,
+    plots_dir: Option<&Path>,
+    append: bool,
+    dir: &Path,
+    names: &[String],
+    section: impl Fn(&[PlotLink]) -> String,
+) -> Result<(), String> {
+    let base = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let target = match plots_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            for n in names {
+                std::fs::copy(dir.join(n), d.join(n))
+                    .map_err(|e| format!("cannot copy {n} to {}: {e}", d.display()))?;
+            }
+            d.to_path_buf()
+        }
+        None => dir.to_path_buf(),
+    };
+    // Both resolved the same way (symbolic links included), so that the link between
+    // them is the shortest.
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (base, target) = (resolve(&base), resolve(&target));
+    let links: Vec<PlotLink> = names
+        .iter()
+        .map(|n| PlotLink {
+            name: n.clone(),
+            link: markdown::link(&markdown::relative_to(&target.join(n), &base)),
+        })
+        .collect();
+    let text = section(&links);
+    let text = if append && file.exists() {
+        let old = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        format!("{old}{text}")
+    } else {
+        format!("{}{text}", markdown::PREFACE)
+    };
+    std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--markdown FILE` replaces FILE (preface + section), `--markdown-append` adds a
+    /// section, and `--markdown-plots DIR` copies the plots there and links them
+    /// relative to FILE.
+    #[test]
+    fn markdown_files_are_replaced_or_appended_with_plots_linked_from_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let report = d.path().join("target/bench/run");
+        std::fs::create_dir_all(&report).unwrap();
+        std::fs::write(report.join("a.svg"), "<svg/>").unwrap();
+        let file = d.path().join("BENCH.md");
+        std::fs::write(&file, "old contents\n").unwrap();
+        let names = vec!["a.svg".to_string()];
+        let section =
+            |n: u32| move |plots: &[PlotLink]| format!("\n## run {n}\n![a]({})\n", plots[0].link);
+        let plots = d.path().join("docs/plots");
+        write_markdown(&file, Some(&plots), false, &report, &names, section(1)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(plots.join("a.svg")).unwrap(),
+            "<svg/>"
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with(markdown::PREFACE),
+            "replaced, with the preface"
+        );
+        assert!(text.ends_with("\n## run 1\n![a](docs/plots/a.svg)\n"));
+        write_markdown(&file, None, true, &report, &names, section(2)).unwrap();
+        let text2 = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text2,
+            format!("{text}\n## run 2\n![a](target/bench/run/a.svg)\n"),
+            "appended, linking the plot in the report directory"
+        );
+    }
 }

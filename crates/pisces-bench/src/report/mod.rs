@@ -4,6 +4,7 @@
 //! [`crate::report::targets`].
 
 pub mod hot_table;
+pub mod markdown;
 pub mod plot;
 pub mod table;
 pub mod tables;
