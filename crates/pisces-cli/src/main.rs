@@ -29,7 +29,7 @@ use std::process::ExitCode;
 ///
 /// With no subcommand, runs the main job: `pisces bench --quick` (every engine on the
 /// hash table and the B+-tree with 1 and 2 threads, the read-latency sweep and the
-/// optimisation breakdown, about 3 minutes), prints the tables and where the report
+/// optimisation breakdown, about 4 minutes on 2 cores), prints the tables and where the report
 /// was written. The options below are those of `bench`.
 #[derive(Parser, Debug)]
 #[command(name = "pisces", version, args_conflicts_with_subcommands = true)]
