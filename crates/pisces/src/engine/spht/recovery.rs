@@ -50,7 +50,9 @@
 
 use super::apply::{self, Tracking};
 use super::clock::TS_LIMIT;
-use super::durability::{durable_point, persist_replayed, replayed};
+use super::durability::{
+    durable_point, persist_replayed, replayed, slot_marker_offset, MARKER_OFFSET,
+};
 use super::log;
 use super::log::LogRec;
 use super::options::{ReplayMode, SphtOptions};
@@ -63,6 +65,7 @@ use crate::engine::kit::validate::check_logged_write;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
+use std::sync::atomic::Ordering::Acquire;
 
 /// What recovery found.
 #[derive(Debug, Clone)]
@@ -130,6 +133,15 @@ struct SlotLog {
     links: log::LinkCheck,
     /// The largest timestamp of any record in it.
     max_ts: u64,
+    /// Which of the markers (the global one, the slot's own) a record of it carries.
+    holds: MarkerRecords,
+}
+
+/// Whether a slot's log holds the record a marker names.
+#[derive(Clone, Copy, Default)]
+struct MarkerRecords {
+    global: bool,
+    own: bool,
 }
 
 /// Parse and validate slot `slot`'s log in one pass, keeping the records with
@@ -137,6 +149,11 @@ struct SlotLog {
 /// checksum, while its bytes are in the cache, and noted with the replay parts (of
 /// `parts`) it writes.
 fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Result<SlotLog> {
+    let (global, own) = (
+        heap.atomic_u64(MARKER_OFFSET).load(Acquire),
+        heap.atomic_u64(slot_marker_offset(slot)).load(Acquire),
+    );
+    let mut holds = MarkerRecords::default();
     let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
     // At most one record per header's worth of ring: reserved once (address space
     // only; the pages the pushes reach are touched, as huge pages).
@@ -145,6 +162,8 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     let mut links = log::LinkCheck::new(heap);
     let walked = log::walk(heap, slot, |rec, bytes| {
         max_ts = max_ts.max(rec.ts);
+        holds.global |= rec.ts == global;
+        holds.own |= rec.ts == own;
         if rec.ts <= r || rec.ts > d {
             return Ok(());
         }
@@ -169,7 +188,41 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
         walked,
         links,
         max_ts,
+        holds,
     })
+}
+
+/// Refuse markers that no run left: the durable point below the replay progress
+/// (`replayed` is raised only to durable timestamps, and recovery raises it to the
+/// durable point), or a marker above the replay progress whose record is not in its
+/// log. A marker is only ever set to the timestamp of a record already durable in its
+/// log (the global marker: the CAS winner's own; a slot's: its own last record), and a
+/// record above `replayed` is not replayed, so its space was never released. The
+/// markers are single words on the commit path, with no checksum or copy; this check
+/// is their protection: damage that keeps the durable point at or above `replayed`
+/// and still names a record of the log goes unseen, as does a global marker zeroed
+/// before the first replay (`replayed` still 0).
+fn check_markers(heap: &Heap, slots: &[SlotLog], d: u64, r: u64) -> Result<()> {
+    if d < r {
+        return Err(Error::Corrupt(format!(
+            "spht engine area: the durable point {d} (the markers) is below the replayed word {r}"
+        )));
+    }
+    let global = heap.atomic_u64(MARKER_OFFSET).load(Acquire);
+    if global > r && !slots.iter().any(|s| s.holds.global) {
+        return Err(Error::Corrupt(format!(
+            "spht engine area: the global marker {global} names no record of the logs (every marker is a durable record's timestamp)"
+        )));
+    }
+    for (slot, s) in slots.iter().enumerate() {
+        let own = heap.atomic_u64(slot_marker_offset(slot)).load(Acquire);
+        if own > r && !s.holds.own {
+            return Err(Error::Corrupt(format!(
+                "spht engine area: thread slot {slot}'s marker {own} names no record of its log (every marker is a durable record's timestamp)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a durable point or `replayed` word no run could have written: every
@@ -207,6 +260,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
         links.merge(&s.links);
     }
     links.check(&walked)?;
+    check_markers(heap, &slots, d, r)?;
     let max_ts = slots.iter().map(|s| s.max_ts).fold(d.max(r), u64::max);
     let next_seq: Vec<u64> = walked.iter().map(|w| w.next_seq).collect();
     let lists: Vec<BulkVec<LogRec>> = slots.into_iter().map(|s| s.records).collect();

@@ -1317,9 +1317,10 @@ fn recovery_refuses_a_damaged_record_before_a_wrap() {
 
 /// A damaged last record that no durable record links to is a torn tail: recovery
 /// ignores it and opens the pool. The image is the one a crash before the run's last
-/// record (slot 1's `b = 7`) reached its fence leaves: the record torn, and its
+/// record (slot 1's `b = 7`) reached its fence leaves: the record torn, its
 /// predecessor (slot 0's last record) still holding its own timestamp in its forward
-/// slot, since the link is stored only after the fence.
+/// slot, since the link is stored only after the fence, and the global marker at the
+/// predecessor's timestamp (it passes a transaction only after its record's fence).
 #[test]
 fn recovery_ignores_a_torn_last_record() {
     let (image, a, b, recs) = two_slot_held_image();
@@ -1329,11 +1330,47 @@ fn recovery_ignores_a_torn_last_record() {
         walked.unwrap();
         damage_entries(h, slot1.last().unwrap());
         log::set_link(h, 0, pred.pos, log::FWD, pred.ts);
+        h.atomic_u64(MARKER_OFFSET).store(pred.ts, SeqCst);
     });
     let e = r.expect("a torn last record refused");
     let mut th = e.thread(0).unwrap();
     assert_eq!(get(&mut th, a), 6, "more than the torn record was lost");
     assert_eq!(get(&mut th, b), 0, "the torn record was replayed");
+}
+
+/// The markers are checked against the logs: a global marker above the replay
+/// progress that names no record of any log (every marker is the timestamp of a
+/// durable record, not yet released while above `replayed`) is refused, and so is a
+/// `replayed` word above the durable point. Left unchecked, the first would replay
+/// transactions whose commit never returned as durable, and a lowered marker of the
+/// second kind would drop acknowledged ones.
+#[test]
+fn recovery_refuses_markers_that_name_no_record() {
+    let (image, _, _, recs) = two_slot_held_image();
+    let top = recs.iter().map(|r| r.ts).max().unwrap();
+    let (_, r) = open_damaged_image(&image, |h| {
+        let (slot1, _) = log::parse(h, 1);
+        let newest = top.max(slot1.iter().map(|r| r.ts).max().unwrap());
+        h.atomic_u64(MARKER_OFFSET).store(newest + 7, SeqCst);
+    });
+    assert!(
+        matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("names no record")),
+        "recovery accepted a global marker naming no record: {:?}",
+        r.as_ref().err()
+    );
+    let (_, r) = open_damaged_image(&image, |h| {
+        let d = h.atomic_u64(MARKER_OFFSET).load(SeqCst);
+        h.atomic_u64(durability::REPLAYED_OFFSET)
+            .store(d + 1, SeqCst);
+    });
+    assert!(
+        matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("below the replayed word")),
+        "recovery accepted a durable point below the replay progress: {:?}",
+        r.as_ref().err()
+    );
+    // The undamaged image opens.
+    let (_, r) = open_damaged_image(&image, |_| {});
+    r.expect("the undamaged image refused");
 }
 
 /// A head word naming a place outside its ring (one 8-byte store: damage, never torn)
