@@ -14,11 +14,12 @@
 //! have no root record (zero); opening one records it.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
+use crate::medium::domain::DomainRequest;
+use crate::medium::open::Opened;
 use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 use std::path::Path;
-use std::sync::Arc;
 
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
@@ -228,8 +229,21 @@ pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
 /// Open a pool file as `kind`, reserving address space for the maximum size its current
 /// superblock records, so a growable pool grows in place. A superblock that cannot be
 /// read reserves just the file's length (opening the heap then reports why).
-pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
-    crate::medium::open::open_file_reserving(path, kind, |file| {
+#[cfg(test)]
+pub(crate) fn open_pool_file(
+    path: &Path,
+    kind: MediumKind,
+) -> Result<std::sync::Arc<dyn Medium>> {
+    open_pool_file_in(path, kind, DomainRequest::default()).map(|o| o.medium)
+}
+
+/// [`open_pool_file`] under the persistence domain `req` asks for.
+pub(crate) fn open_pool_file_in(
+    path: &Path,
+    kind: MediumKind,
+    req: DomainRequest,
+) -> Result<Opened> {
+    let max_len = |file: &std::fs::File| {
         use std::os::unix::fs::FileExt;
         let mut head = vec![0u8; 2 * SUPERBLOCK_SIZE];
         if file.read_exact_at(&mut head, 0).is_err() {
@@ -245,5 +259,6 @@ pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Me
                 sb.max_size
             ))
         })
-    })
+    };
+    crate::medium::open::open_file_reserving(path, kind, max_len, req)
 }
