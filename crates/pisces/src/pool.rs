@@ -130,7 +130,13 @@ impl Drop for PoolInner {
             .clear();
         self.engine.shutdown();
         self.engine.quiesce();
-        let _ = self.engine.sync();
+        // Only a close whose last write-back is durable is a clean one (a crashed
+        // simulator's, or a failed msync, is not).
+        if self.engine.sync().is_ok() {
+            if let Some(heap) = self.engine.heap() {
+                heap.mark_closed();
+            }
+        }
     }
 }
 

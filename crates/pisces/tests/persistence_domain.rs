@@ -117,3 +117,40 @@ fn the_domain_is_decided_at_each_open() {
     let pool = Pool::open(&p, cfg.persistence_domain(PersistenceDomain::Eadr)).unwrap();
     assert_eq!(pool.persistence_domain(), PersistenceDomain::Eadr);
 }
+
+/// The superblock counts the opens that found the pool not closed cleanly.
+#[test]
+fn opens_after_an_unclean_close_are_counted() {
+    use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
+    let cfg = Config::default().max_threads(2).log_bytes_per_thread(64 << 10);
+    let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
+    let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
+    let sb = pool.superblock().unwrap();
+    assert_eq!((sb.closed_cleanly(), sb.unclean_opens), (Some(false), 0));
+    assert_eq!(sb.dirty_shutdowns(), None, "no NVDIMM behind a simulator");
+    drop(pool);
+    let closed = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    // Opened after a clean close, then the power fails with the pool open.
+    let sim = Arc::new(SimMedium::from_image(closed, SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim.clone(), cfg.clone()).unwrap();
+    assert_eq!(pool.superblock().unwrap().unclean_opens, 0);
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| {
+        *tx.write(root)? = 5;
+        Ok(())
+    })
+    .unwrap();
+    sim.crash_now();
+    drop(pool);
+    let crashed = sim.crash_image(0).unwrap();
+    let sim = Arc::new(SimMedium::from_image(crashed, SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim.clone(), cfg.clone()).unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 5);
+    assert_eq!(pool.superblock().unwrap().unclean_opens, 1);
+    drop(pool);
+    // A clean close in between: the count stays.
+    let closed = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    let sim = Arc::new(SimMedium::from_image(closed, SimConfig::default()).unwrap());
+    let pool = Pool::open_on(sim, cfg).unwrap();
+    assert_eq!(pool.superblock().unwrap().unclean_opens, 1);
+}

@@ -15,7 +15,7 @@ use crate::measure::signal::{catch_signals, interrupted};
 use crate::measure::{self, Spec};
 use crate::recovery::crash::{FILL_THREADS, KEYS};
 use crate::recovery::{self, RecoveryWorkload};
-use crate::report::{hot_table, plot, tables, targets};
+use crate::report::{domain_table, hot_table, plot, tables, targets};
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::workloads::select::WorkloadKind;
 use crate::workloads::ycsb::{YCSB_KEYS, ZIPF_THETA};
@@ -365,6 +365,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     summary += &tables::latency_table(&res);
     summary += &tables::breakdown_table(&res);
     summary += &hot_table::early_visibility_table(&res);
+    summary += &domain_table::domain_table(&res);
     summary += &recovery_text;
     summary += &replay_text;
     summary += &tables::capi_table(&res);

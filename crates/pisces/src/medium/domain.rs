@@ -215,6 +215,16 @@ impl SysfsProbe {
         dimms
     }
 
+    /// The unsafe-shutdown count summed over the NVDIMMs of the region holding `file`'s
+    /// file system; `None` when there is no region or none of its DIMMs exposes one.
+    pub fn dirty_shutdowns_of_file(&self, file: &std::fs::File) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = file.metadata().ok()?.dev();
+        let region = self.detect_for_device(major(dev), minor(dev)).region?;
+        let counts = self.dirty_shutdowns(&region);
+        (!counts.is_empty()).then(|| counts.iter().map(|(_, n)| n).sum())
+    }
+
     /// The unsafe-shutdown count of each NVDIMM of `region` that exposes one
     /// (`nmemN/nfit/dirty_shutdown`); empty when none does.
     pub fn dirty_shutdowns(&self, region: &str) -> Vec<(String, u64)> {
