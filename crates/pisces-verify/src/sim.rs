@@ -594,11 +594,25 @@ impl SimMedium {
                 }
             }
         }
+        // A flush's content older than the durable line (another thread's fence wrote a
+        // newer one since) is never offered: a crash does not make a line older.
         let mut groups: Vec<Vec<Group>> = st
             .groups
             .values()
             .filter(|g| !g.is_empty())
-            .cloned()
+            .map(|gs| {
+                gs.iter()
+                    .map(|g| Group {
+                        version: g.version,
+                        lines: g
+                            .lines
+                            .iter()
+                            .filter(|&&(l, _)| g.version > st.line_version[l])
+                            .copied()
+                            .collect(),
+                    })
+                    .collect()
+            })
             .collect();
         groups.sort_by_key(|g| g[0].version);
         Frozen {
@@ -681,12 +695,16 @@ impl SimMedium {
     }
 }
 
+/// A surviving flush's offer for a line: its event number and its content (`None`: the
+/// line's latest content, offered by a thread that lost nothing).
+type Offer = (u64, Option<[u64; LINE_WORDS]>);
+
 /// An eADR crash image (module docs, eADR): the visible stores, less a suffix of each
 /// thread's flushes since its fence; streamed lines decided per word.
 fn build_eadr(fz: &Frozen, adversary: Adversary, rng: StdRng) -> CrashImage {
     // Per line some thread flushed since its fence: the newest surviving content
     // (version, words; `None` words: the latest, from a thread that lost nothing).
-    let mut covered: BTreeMap<usize, Option<(u64, Option<[u64; LINE_WORDS]>)>> = BTreeMap::new();
+    let mut covered: BTreeMap<usize, Option<Offer>> = BTreeMap::new();
     let mut d = Decider {
         fz,
         adversary,
@@ -744,11 +762,7 @@ fn build_eadr(fz: &Frozen, adversary: Adversary, rng: StdRng) -> CrashImage {
     }
     d.stats.lines_flushed_unfenced = fz.unfenced.len() as u64;
     // Every other word that differs is a visible store: it survives.
-    let decided: BTreeSet<usize> = covered
-        .keys()
-        .chain(fz.unfenced.keys())
-        .copied()
-        .collect();
+    let decided: BTreeSet<usize> = covered.keys().chain(fz.unfenced.keys()).copied().collect();
     let lines = fz.durable.len() / CACHE_LINE;
     let mut l = 0;
     while l < lines {
@@ -938,7 +952,9 @@ unsafe impl Medium for SimMedium {
         for part in parts.iter().copied().chain([&pad[..end - off - len]]) {
             // SAFETY: `at .. at + part.len()` is inside the image (asserted: the parts
             // and the padding end at `end`); the caller has these lines to itself.
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), self.work.base().add(at), part.len()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), self.work.base().add(at), part.len())
+            };
             at += part.len();
         }
         self.written_back(off, len, true);
@@ -1482,7 +1498,12 @@ mod tests {
                 }
                 s.crash_now();
             }
-            let only = |s: &SimMedium| word(&s.crash_image_with(0, Adversary::DurableOnly).unwrap().image, 64);
+            let only = |s: &SimMedium| {
+                word(
+                    &s.crash_image_with(0, Adversary::DurableOnly).unwrap().image,
+                    64,
+                )
+            };
             assert_eq!(only(&a), 0, "adr: never written back");
             assert_eq!(only(&e), 7, "eadr: visible, so durable");
         }
@@ -1491,7 +1512,11 @@ mod tests {
         let before = pisces::tools::counters::snapshot();
         e.persist(0, 256);
         let d = pisces::tools::counters::snapshot() - before;
-        assert_eq!((d.lines_flushed, d.fences), (0, 1), "eadr writes nothing back");
+        assert_eq!(
+            (d.lines_flushed, d.fences),
+            (0, 1),
+            "eadr writes nothing back"
+        );
     }
 
     #[test]
@@ -1511,8 +1536,9 @@ mod tests {
         assert_eq!((only.stats.flushes_lost, only.stats.flushes_kept), (2, 0));
         let all = s.crash_image_with(0, Adversary::AllWritten).unwrap();
         assert_eq!(pair(&all.image), (100, 1, 2));
-        let seen: std::collections::BTreeSet<_> =
-            (0..64).map(|seed| pair(&s.crash_image(seed).unwrap())).collect();
+        let seen: std::collections::BTreeSet<_> = (0..64)
+            .map(|seed| pair(&s.crash_image(seed).unwrap()))
+            .collect();
         assert_eq!(
             seen,
             [(100, 0, 0), (100, 1, 0), (100, 1, 2)].into(),
@@ -1571,7 +1597,11 @@ mod tests {
 
     /// The recovered value of DATA is a committed one (1..=3), never an aborted one.
     fn recovered_is_committed(img: &[u8]) -> bool {
-        let data = if word(img, 4096) == 1 { word(img, 4104) } else { word(img, 0) };
+        let data = if word(img, 4096) == 1 {
+            word(img, 4104)
+        } else {
+            word(img, 0)
+        };
         data <= 3
     }
 
@@ -1583,7 +1613,9 @@ mod tests {
         let fences = probe.fence_count();
         let mut bad = 0;
         for f in 0..fences {
-            let s = sim(SimConfig::crash_at_fence(f).with_seed(f).with_domain(domain));
+            let s = sim(SimConfig::crash_at_fence(f)
+                .with_seed(f)
+                .with_domain(domain));
             speculative_update(&s, undo_logged);
             assert!(s.crashed());
             for seed in 0..16 {

@@ -265,7 +265,8 @@ impl Pool {
                 &cfg,
             );
         }
-        let opened = superblock::open_pool_file_in(path.as_ref(), cfg.medium, cfg.domain_request())?;
+        let opened =
+            superblock::open_pool_file_in(path.as_ref(), cfg.medium, cfg.domain_request())?;
         let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
         Self::open_on(opened.medium, cfg).map(|p| p.with_domain_warning(opened.domain_warning))
     }

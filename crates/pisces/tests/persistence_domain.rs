@@ -122,7 +122,9 @@ fn the_domain_is_decided_at_each_open() {
 #[test]
 fn opens_after_an_unclean_close_are_counted() {
     use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
-    let cfg = Config::default().max_threads(2).log_bytes_per_thread(64 << 10);
+    let cfg = Config::default()
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
     let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
     let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
     let sb = pool.superblock().unwrap();

@@ -406,11 +406,7 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
-            domains: dedup_ordered(
-                self.domains
-                    .as_deref()
-                    .unwrap_or(&[PersistenceDomain::Adr]),
-            ),
+            domains: dedup_ordered(self.domains.as_deref().unwrap_or(&[PersistenceDomain::Adr])),
             seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
             runs: self.runs.unwrap_or(3),
             sizes,

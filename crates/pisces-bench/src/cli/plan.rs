@@ -233,39 +233,39 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                 continue;
                             }
                             for &domain in &s.domains {
-                            if domain == PersistenceDomain::Eadr
-                                && !e.engine.flushes_through_medium()
-                            {
-                                if !eadr_skipped.contains(&e.engine) {
-                                    eadr_skipped.push(e.engine);
+                                if domain == PersistenceDomain::Eadr
+                                    && !e.engine.flushes_through_medium()
+                                {
+                                    if !eadr_skipped.contains(&e.engine) {
+                                        eadr_skipped.push(e.engine);
+                                    }
+                                    continue;
                                 }
-                                continue;
-                            }
-                            for (engine, data) in variants(&e.under(domain), p.data) {
-                                let engine = with_engine_options(s, engine);
-                                let spec = Spec {
-                                    engine,
-                                    workload: p.name.clone(),
-                                    data,
-                                    threads: t,
-                                    update_pct,
-                                    dedicated_reader: w == WorkloadKind::LatencySplit,
-                                    nvm_latency_ns,
-                                    waits_outside: false,
-                                };
-                                // The sweep's control, next to the measurement it
-                                // controls (same load on the machine).
-                                let control = (w == WorkloadKind::Latency
-                                    && nvm_latency_ns > 0
-                                    && Some(&nvm_latency_ns) == p.latencies.iter().max())
-                                .then(|| Spec {
-                                    workload: LATENCY_CONTROL.into(),
-                                    waits_outside: true,
-                                    ..spec.clone()
-                                });
-                                specs.push(spec);
-                                specs.extend(control);
-                            }
+                                for (engine, data) in variants(&e.under(domain), p.data) {
+                                    let engine = with_engine_options(s, engine);
+                                    let spec = Spec {
+                                        engine,
+                                        workload: p.name.clone(),
+                                        data,
+                                        threads: t,
+                                        update_pct,
+                                        dedicated_reader: w == WorkloadKind::LatencySplit,
+                                        nvm_latency_ns,
+                                        waits_outside: false,
+                                    };
+                                    // The sweep's control, next to the measurement it
+                                    // controls (same load on the machine).
+                                    let control = (w == WorkloadKind::Latency
+                                        && nvm_latency_ns > 0
+                                        && Some(&nvm_latency_ns) == p.latencies.iter().max())
+                                    .then(|| Spec {
+                                        workload: LATENCY_CONTROL.into(),
+                                        waits_outside: true,
+                                        ..spec.clone()
+                                    });
+                                    specs.push(spec);
+                                    specs.extend(control);
+                                }
                             }
                         }
                     }
@@ -713,8 +713,12 @@ mod tests {
                 ("redb", Adr)
             ]
         );
-        assert!(notes.iter().any(|n| n.starts_with("redb runs only under adr")));
-        let cfg = specs[1].engine.config(1 << 24, pisces::MediumKind::DRAM, 2, 1 << 16);
+        assert!(notes
+            .iter()
+            .any(|n| n.starts_with("redb runs only under adr")));
+        let cfg = specs[1]
+            .engine
+            .config(1 << 24, pisces::MediumKind::DRAM, 2, 1 << 16);
         assert_eq!(cfg.persistence_domain, Some(Eadr));
         assert!(parse(&["--domain", "page-cache"]).is_err());
     }

@@ -101,7 +101,10 @@ mod tests {
         }
         let t = domain_table(&res);
         assert!(t.contains("1.50x"), "{t}");
-        assert!(t.contains("6.00") && t.contains("0.00") && t.contains("3.00"), "{t}");
+        assert!(
+            t.contains("6.00") && t.contains("0.00") && t.contains("3.00"),
+            "{t}"
+        );
         // An engine measured under one domain only has no row.
         res.rows.push(test_row("mvcc", "hash", 1, 20, 1, 90.0));
         assert!(!domain_table(&res).contains("mvcc"));

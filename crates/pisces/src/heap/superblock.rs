@@ -273,10 +273,7 @@ pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
 /// superblock records, so a growable pool grows in place. A superblock that cannot be
 /// read reserves just the file's length (opening the heap then reports why).
 #[cfg(test)]
-pub(crate) fn open_pool_file(
-    path: &Path,
-    kind: MediumKind,
-) -> Result<std::sync::Arc<dyn Medium>> {
+pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<std::sync::Arc<dyn Medium>> {
     open_pool_file_in(path, kind, DomainRequest::default()).map(|o| o.medium)
 }
 

@@ -147,9 +147,7 @@ impl SysfsProbe {
             return Detected {
                 domain: PersistenceDomain::Adr,
                 region: None,
-                reason: format!(
-                    "device {major}:{minor} is not on an NVDIMM region; assuming adr"
-                ),
+                reason: format!("device {major}:{minor} is not on an NVDIMM region; assuming adr"),
             };
         };
         self.region_domain(&region)
@@ -413,8 +411,15 @@ mod tests {
             trust: false,
         };
         assert!(resolve(MediumKind::Dax, Some(&adr), eadr).is_err());
-        let (d, w) = resolve(MediumKind::Dax, Some(&adr), DomainRequest { trust: true, ..eadr })
-            .unwrap();
+        let (d, w) = resolve(
+            MediumKind::Dax,
+            Some(&adr),
+            DomainRequest {
+                trust: true,
+                ..eadr
+            },
+        )
+        .unwrap();
         assert_eq!(d, PersistenceDomain::Eadr);
         assert!(w.unwrap().contains("memory_controller"));
         // Detection alone, and adr forced on an eadr platform: no warning.
@@ -441,7 +446,9 @@ mod tests {
         );
         assert!(resolve(MediumKind::File, None, eadr).is_err());
         assert_eq!(
-            resolve(MediumKind::File, None, DomainRequest::default()).unwrap().0,
+            resolve(MediumKind::File, None, DomainRequest::default())
+                .unwrap()
+                .0,
             PersistenceDomain::PageCache
         );
     }
