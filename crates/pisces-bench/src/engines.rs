@@ -16,7 +16,7 @@
 
 use crate::peers::Peer;
 use crate::workloads::kinds::DataKind;
-use pisces::{Config, EngineId, EngineOptions, MediumKind};
+use pisces::{Config, EngineId, EngineOptions, MediumKind, PersistenceDomain};
 
 /// An engine under test: one of the library's, or a peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +226,9 @@ pub mod labels {
     pub const SPHT_NVHTM: &str = "spht-nvhtm";
 }
 
+/// The label suffix of a configuration measured under eADR ([`EngineSpec::under`]).
+pub const EADR_SUFFIX: &str = "@eadr";
+
 /// An engine configuration under test, with its label in reports.
 #[derive(Clone, Debug)]
 pub struct EngineSpec {
@@ -235,6 +238,8 @@ pub struct EngineSpec {
     pub engine: Engine,
     /// Its options.
     options: EngineOptions,
+    /// The persistence domain its pool runs under (the DRAM medium emulates both).
+    pub domain: PersistenceDomain,
 }
 
 impl EngineSpec {
@@ -244,6 +249,7 @@ impl EngineSpec {
             label: engine.name().to_string(),
             engine,
             options: EngineOptions::default(),
+            domain: PersistenceDomain::Adr,
         }
     }
 
@@ -253,6 +259,22 @@ impl EngineSpec {
             label,
             engine,
             options,
+            domain: PersistenceDomain::Adr,
+        }
+    }
+
+    /// The same configuration under `domain`: labelled `<label>@eadr` under eADR (the
+    /// label unchanged under ADR), so the reports' tables show it as a configuration
+    /// of its own and [`crate::report::domain_table`] pairs the two.
+    pub fn under(&self, domain: PersistenceDomain) -> Self {
+        let label = match domain {
+            PersistenceDomain::Eadr => format!("{}{EADR_SUFFIX}", self.label),
+            _ => self.label.clone(),
+        };
+        EngineSpec {
+            label,
+            domain,
+            ..self.clone()
         }
     }
 
@@ -276,6 +298,7 @@ impl EngineSpec {
                 group_commit: 1,
             }
             .into(),
+            domain: PersistenceDomain::Adr,
         };
         [
             pisces(labels::PISCES_WHOLE, false),
@@ -294,6 +317,7 @@ impl EngineSpec {
                 label: labels::SP3_NO_EV.into(),
                 engine: Engine::SP3,
                 options: pisces::EngineOptions::new().set("early_visibility", false),
+                domain: PersistenceDomain::Adr,
             },
         ]
     }
@@ -307,6 +331,7 @@ impl EngineSpec {
                 label: labels::SPHT_NVHTM.into(),
                 engine: Engine::SPHT,
                 options: EngineOptions::new().set("marker", "nvhtm"),
+                domain: PersistenceDomain::Adr,
             },
             EngineSpec::plain(Engine::SPHT),
         ]
@@ -332,6 +357,9 @@ impl EngineSpec {
             .max_threads(max_threads)
             .log_bytes_per_thread(log_bytes_per_thread)
             .engine_options(self.options.clone())
+            .persistence_domain(
+                (self.domain == PersistenceDomain::Eadr).then_some(PersistenceDomain::Eadr),
+            )
     }
 }
 

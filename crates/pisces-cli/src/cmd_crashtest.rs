@@ -14,7 +14,7 @@
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pisces::EngineId;
+use pisces::{EngineId, PersistenceDomain};
 use pisces_verify::crashtest::workload::{format_bounds, parse_bounds};
 use pisces_verify::crashtest::{
     reproduce, run_plan, workload_by_name, Mode, Plan, Report, Settings, Violation, Workload,
@@ -42,9 +42,16 @@ Exit status: 0 no violation; 1 violations found; 2 usage errors.\n\
 A crash image written for a violation is a pool file: `pisces check FILE` examines it."
 )]
 pub struct CrashtestArgs {
-    /// Engine under test.
-    #[arg(long, default_value = "pisces", value_parser = parse_engine)]
-    pub engine: EngineId,
+    /// Engine under test [default: pisces; with --domain eadr, every durable engine in
+    /// turn].
+    #[arg(long, value_parser = parse_engine)]
+    pub engine: Option<EngineId>,
+    /// Persistence domain of the simulated machine: adr (a store is durable once
+    /// written back and fenced; the adversary decides the rest) or eadr (the caches are
+    /// persistent: every visible store survives, less a suffix of each thread's stores
+    /// since its last fence).
+    #[arg(long, default_value = "adr", value_parser = parse_domain)]
+    pub domain: PersistenceDomain,
     /// Workload: bank, list, alloc, hashmap, btree (the public containers), all (these
     /// five), or bucket-map, sorted-tree (engine-test structures, not in all).
     #[arg(long, default_value = "all", value_parser = parse_workload)]
@@ -204,13 +211,21 @@ pub fn run(args: &CrashtestArgs) -> ExitCode {
 
 /// Run `pisces crashtest`, printing the report to `out`; returns the exit status.
 pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
-    let settings = match settings(args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln_safe(&format!("pisces crashtest: {e}"));
-            return 2;
+    let engines = engines(args);
+    if args.reproduce.is_some() && engines.len() > 1 {
+        eprintln_safe("pisces crashtest: --reproduce needs one --engine");
+        return 2;
+    }
+    let mut all = Vec::new();
+    for &engine in &engines {
+        match settings(args, engine) {
+            Ok(s) => all.push(s),
+            Err(e) => {
+                eprintln_safe(&format!("pisces crashtest: {e}"));
+                return 2;
+            }
         }
-    };
+    }
     #[cfg(feature = "mutation")]
     let _mutation = MutationGuard::set(args.mutation.map(MutationArg::mutation));
     let names: Vec<&str> = if args.workload == "all" {
@@ -218,15 +233,46 @@ pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
     } else {
         vec![args.workload.as_str()]
     };
-    match args.reproduce {
-        Some(index) => reproduce_one(args, &settings, &names, index, out),
-        None => campaign(args, &settings, &names, out),
+    if let Some(index) = args.reproduce {
+        return reproduce_one(args, &all[0], &names, index, out);
+    }
+    let (mut states, mut bad) = (0, 0);
+    for settings in &all {
+        let (n, v) = campaign(args, settings, &names, out);
+        states += n;
+        bad += v;
+    }
+    line(
+        out,
+        &format!("crash states: {states} checked, {bad} violations"),
+    );
+    u8::from(bad > 0)
+}
+
+/// The engines to run: the one named, else Pisces under ADR and every durable engine
+/// of this build with its pool on the medium under eADR.
+fn engines(a: &CrashtestArgs) -> Vec<EngineId> {
+    match (a.engine, a.domain) {
+        (Some(e), _) => vec![e],
+        (None, PersistenceDomain::Eadr) => EngineId::ALL
+            .iter()
+            .copied()
+            .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
+            .collect(),
+        (None, _) => vec![EngineId::Pisces],
+    }
+}
+
+fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
+    match PersistenceDomain::from_name(s) {
+        Some(d @ (PersistenceDomain::Adr | PersistenceDomain::Eadr)) => Ok(d),
+        _ => Err(format!("unknown persistence domain `{s}` (adr, eadr)")),
     }
 }
 
 /// The library settings for these arguments (the random mode's state count is set
 /// per workload later).
-fn settings(a: &CrashtestArgs) -> Result<Settings, String> {
+fn settings(a: &CrashtestArgs, engine: EngineId) -> Result<Settings, String> {
     let threads = a.threads.unwrap_or(if a.exhaustive { 1 } else { 2 });
     if threads == 0 || threads > MAX_THREADS {
         return Err(format!(
@@ -263,7 +309,7 @@ fn settings(a: &CrashtestArgs) -> Result<Settings, String> {
     if a.group_commit.is_empty() || a.group_commit.iter().any(|&g| g == 0 || g > 1024) {
         return Err("--group-commit sizes must be 1 to 1024".into());
     }
-    let options = if a.engine == EngineId::Pisces {
+    let options = if engine == EngineId::Pisces {
         let diffs: &[bool] = match a.flush_diff {
             FlushDiffArg::Both => &[true, false],
             FlushDiffArg::On => &[true],
@@ -295,7 +341,8 @@ fn settings(a: &CrashtestArgs) -> Result<Settings, String> {
         AdversaryArg::AllWritten => Adversary::AllWritten,
     };
     let s = Settings {
-        engine: a.engine,
+        engine,
+        domain: a.domain,
         options,
         threads,
         ops,
@@ -391,8 +438,9 @@ fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String 
         Adversary::AllWritten => "all-written".into(),
     };
     let mut m = format!(
-        "crashtest: engine {}, workloads {}, {} thread{}, {} ops per thread, {}, {} image{} per crash, adversary {adversary}, crash during recovery 1 in {}, seed {}",
+        "crashtest: engine {}, domain {}, workloads {}, {} thread{}, {} ops per thread, {}, {} image{} per crash, adversary {adversary}, crash during recovery 1 in {}, seed {}",
         s.engine.name(),
+        s.domain,
         names.join(" "),
         s.threads,
         if s.threads == 1 { "" } else { "s" },
@@ -411,7 +459,8 @@ fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String 
     m
 }
 
-fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write) -> u8 {
+/// Run the campaign of one engine; returns the states checked and the violations.
+fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write) -> (u64, u64) {
     line(out, &describe_settings(a, s, names));
     let workloads: Vec<Box<dyn Workload>> =
         names.iter().filter_map(|n| workload_by_name(n)).collect();
@@ -487,11 +536,7 @@ fn campaign(a: &CrashtestArgs, s: &Settings, names: &[&str], out: &mut dyn Write
             states as f64 / elapsed.as_secs_f64().max(1e-9)
         ),
     );
-    line(
-        out,
-        &format!("crash states: {states} checked, {bad} violations"),
-    );
-    u8::from(bad > 0)
+    (states, bad)
 }
 
 fn summary(r: &Report) -> String {
@@ -554,8 +599,9 @@ fn report_violation(
 /// The command line that re-runs state `index` of workload `w` of this campaign.
 fn reproducer(a: &CrashtestArgs, s: &Settings, w: &str, index: u64) -> String {
     let mut c = format!(
-        "pisces crashtest --engine {} --workload {w} --threads {} --ops {} --seed {} --images {}",
+        "pisces crashtest --engine {} --domain {} --workload {w} --threads {} --ops {} --seed {} --images {}",
         s.engine.name(),
+        s.domain,
         s.threads,
         s.ops,
         s.seed,

@@ -19,7 +19,7 @@ mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pisces::tools::check::check_pool;
-use pisces::{Config, EngineId, MediumKind, Pool};
+use pisces::{Config, EngineId, MediumKind, PersistenceDomain, Pool};
 use pisces_bench::{parse_seconds, BenchArgs};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -119,6 +119,22 @@ struct CreateArgs {
     /// Bytes of each thread's redo log (multiple of 4096, at least 16K).
     #[arg(long = "log-bytes", default_value = "1M", value_parser = size::parse_size)]
     log_bytes: u64,
+    /// Persistence domain: adr (flush + fence) or eadr (the CPU caches are persistent:
+    /// fence only). Default: the platform's (on dax, what the NVDIMM region reports;
+    /// adr on dram). Not recorded in the pool: each open decides again.
+    #[arg(long, value_parser = parse_domain)]
+    domain: Option<PersistenceDomain>,
+    /// Allow --domain eadr on a dax file whose platform does not report eadr (a power
+    /// failure then loses data if the caches are not persistent after all).
+    #[arg(long = "trust-domain", requires = "domain")]
+    trust_domain: bool,
+}
+
+fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
+    match PersistenceDomain::from_name(s) {
+        Some(d @ (PersistenceDomain::Adr | PersistenceDomain::Eadr)) => Ok(d),
+        _ => Err(format!("unknown persistence domain `{s}` (adr, eadr)")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -168,7 +184,9 @@ fn create(a: &CreateArgs) -> ExitCode {
         .medium(a.medium.kind())
         .engine(a.engine)
         .max_threads(a.threads)
-        .log_bytes_per_thread(log_bytes);
+        .log_bytes_per_thread(log_bytes)
+        .persistence_domain(a.domain)
+        .trust_persistence_domain(a.trust_domain);
     let pool = match Pool::create(&a.path, cfg) {
         Ok(p) => p,
         Err(e) => {
@@ -176,6 +194,10 @@ fn create(a: &CreateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(w) = pool.persistence_domain_warning() {
+        err(&format!("pisces: warning: {w}"));
+    }
+    let domain = pool.persistence_domain();
     let Some(sb) = pool.superblock() else {
         out(&format!(
             "created {}: {} bytes, engine {} (libpmemobj's own pool format), {} thread slots\n",
@@ -198,7 +220,7 @@ fn create(a: &CreateArgs) -> ExitCode {
         String::new()
     };
     out(&format!(
-        "created {}: {} bytes, engine {}, medium {}, {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}{growth}, run generation {}\n",
+        "created {}: {} bytes, engine {}, medium {} (persistence domain {domain}), {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}{growth}, run generation {}\n",
         a.path.display(),
         sb.pool_size,
         a.engine.name(),
@@ -228,6 +250,9 @@ fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
     };
     if full || !report.is_ok() {
         out(&report.to_string());
+        if full {
+            out(&platform_info(path));
+        }
     } else {
         out(&format!("{}\n", report.summary_line()));
         for c in report.containers.iter().flatten() {
@@ -249,6 +274,16 @@ fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
         }
         ExitCode::from(1)
     }
+}
+
+/// What the platform says about the file system holding `path`: the persistence
+/// domain a DAX open would run under. Not recorded in the pool.
+fn platform_info(path: &Path) -> String {
+    let d = pisces::medium::domain::SysfsProbe::default().detect_for_path(path);
+    format!(
+        "platform (decided at each open, not recorded in the pool)\n  persistence domain {} on dax ({}); adr on dram unless asked, page-cache on file\n",
+        d.domain, d.reason
+    )
 }
 
 fn main() -> ExitCode {

@@ -67,10 +67,13 @@ fn create_info_check() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     for want in [
         "magic          ok",
-        "format version 4",
+        "format version 5",
         "engine         pisces (id 1)",
         "pool size      8388608 bytes",
         "run generation 1",
+        "last close     clean",
+        "unclean opens  0",
+        "persistence domain adr on dax",
         "thread slots   2 (a redo log of 64.0 KiB each)",
         "free slabs     125",
         "watermark",

@@ -55,6 +55,31 @@
 //! crashed in turn. [`SimMedium::fence_count`] and [`SimMedium::flush_count`] let a test
 //! run a workload once, learn how many fences it issues, and re-run it crashing at each.
 //!
+//! # eADR
+//! With [`SimConfig::domain`] [`PersistenceDomain::Eadr`] the simulated machine has
+//! persistent caches: a store is durable once it is visible, so the crash image starts
+//! from the working image, and `flush` writes nothing back (it counts no flushed
+//! lines). What a crash may still lose is what a core had not made visible yet: a
+//! suffix, in program order, of each thread's stores since its last fence (the fence
+//! drains the store buffer). The simulator does not see stores, only the calls a
+//! thread makes, so it takes a thread's `flush` calls since its last fence as the
+//! points of its program order: flush `i` says "this thread's stores to these lines
+//! so far", and the simulator keeps the lines' content at that moment. At the crash
+//! the adversary picks, per thread, how many of those flushes survive (a prefix:
+//! none with [`Adversary::DurableOnly`], all with [`Adversary::AllWritten`], uniformly
+//! with `Random`); a line some thread flushed since its fence takes the content of the
+//! newest surviving flush of it (of any thread), or the durable line when none
+//! survives, or its latest content when a thread that flushed it lost nothing.
+//! Streamed lines ([`Medium::write_lines`], non-temporal stores) bypass the caches:
+//! they are pending until the thread's fence and decided per word, as flushed lines
+//! are under ADR. A fence makes durable the latest content of every line the thread
+//! flushed since its previous fence, and its streamed lines.
+//!
+//! Every state this builds is one the ADR adversary can build too (it keeps any subset
+//! of the words not fenced), except intermediate flush-time contents of a line flushed
+//! twice since a fence; what eADR adds is certainty: a store without its flush is
+//! durable, always, where under ADR it is durable only if the adversary evicts it.
+//!
 //! # Limitations
 //! * A word's intermediate values are not offered: only its durable value, its value
 //!   in a pending write-back, and its latest value. A word stored three times between
@@ -62,6 +87,9 @@
 //!   second (unless that was the one a flush captured).
 //! * When several threads have the same line flushed and unfenced, only the most
 //!   recent flush's content is offered as the pending write-back.
+//! * eADR: a store no flush covers is kept as visible. A line whose flush is lost
+//!   reverts whole to its durable content, which also drops stores to it that another
+//!   thread made and fenced without flushing it (a state ADR reaches as well).
 //! * Serializing every flush and fence under one mutex changes the timing of a
 //!   multi-threaded program. The simulator checks crash consistency, not races.
 //! * The working image captured at the crash is read word by word while other threads
@@ -70,13 +98,13 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use pisces::medium::{Medium, MediumKind, CACHE_LINE};
+use pisces::medium::{Medium, MediumKind, PersistenceDomain, CACHE_LINE};
 use pisces::tools::counters::{add_fence, add_lines_flushed, lines_in};
 use pisces::tools::reserve::{Backing, Mapping};
 use pisces::{Error, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
@@ -181,6 +209,9 @@ pub struct SimConfig {
     /// Bytes the image may grow to ([`Medium::grow`]); 0 or less than the image: it
     /// cannot grow.
     pub max_len: usize,
+    /// The persistence domain of the simulated machine (see the module docs' eADR
+    /// section). [`PersistenceDomain::PageCache`] is simulated as ADR.
+    pub domain: PersistenceDomain,
 }
 
 impl SimConfig {
@@ -206,6 +237,10 @@ impl SimConfig {
     pub fn with_adversary(self, adversary: Adversary) -> Self {
         SimConfig { adversary, ..self }
     }
+    /// The same configuration on a machine of persistence domain `domain`.
+    pub fn with_domain(self, domain: PersistenceDomain) -> Self {
+        SimConfig { domain, ..self }
+    }
     /// The same configuration for an image that may grow to `max_len` bytes.
     pub fn with_max_len(self, max_len: usize) -> Self {
         SimConfig { max_len, ..self }
@@ -227,6 +262,11 @@ pub struct CrashStats {
     pub words_unflushed_kept: u64,
     /// Words of never-flushed dirty lines left at their durable value.
     pub words_unflushed_dropped: u64,
+    /// eADR: flushes (points of a thread's program order since its fence) whose stores
+    /// were lost.
+    pub flushes_lost: u64,
+    /// eADR: flushes since a fence whose stores survived.
+    pub flushes_kept: u64,
 }
 
 /// A crash image and the choices that made it.
@@ -255,6 +295,15 @@ struct Pending {
     words: [u64; LINE_WORDS],
 }
 
+/// eADR: one flush of a thread since its last fence, a point of its program order:
+/// the lines it names, with their content then.
+#[derive(Clone, Debug)]
+struct Group {
+    /// Global event number of the flush.
+    version: u64,
+    lines: Vec<(usize, [u64; LINE_WORDS])>,
+}
+
 /// A crash state: everything a crash image is built from.
 struct Frozen {
     info: CrashInfo,
@@ -263,6 +312,9 @@ struct Frozen {
     /// Lines flushed but not fenced, with the content of the pending write-back when it
     /// is newer than the durable line.
     unfenced: BTreeMap<usize, Option<[u64; LINE_WORDS]>>,
+    /// eADR: each thread's flushes since its last fence, in program order (threads
+    /// ordered by their first such flush, so images are deterministic).
+    groups: Vec<Vec<Group>>,
 }
 
 struct State {
@@ -271,6 +323,8 @@ struct State {
     line_version: Vec<u64>,
     /// Per thread: lines flushed since that thread's last fence.
     pending: HashMap<ThreadId, HashMap<usize, Pending>>,
+    /// eADR: per thread, its flushes since its last fence.
+    groups: HashMap<ThreadId, Vec<Group>>,
     flushes: u64,
     fences: u64,
     /// Flushes + fences: numbers the flush snapshots.
@@ -357,6 +411,7 @@ impl SimMedium {
                 durable,
                 line_version: vec![0; lines],
                 pending: HashMap::new(),
+                groups: HashMap::new(),
                 flushes: 0,
                 fences: 0,
                 events: 0,
@@ -437,6 +492,57 @@ impl SimMedium {
         self.build(&frozen, seed, adversary)
     }
 
+    /// A flush (`streamed`: the lines of a `write_lines`) of `off..off + len`: an
+    /// event, and a crash point.
+    fn written_back(&self, off: usize, len: usize, streamed: bool) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.work.len()));
+        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
+        if st.frozen.is_some() {
+            return;
+        }
+        if self.cfg.crash_at == CrashPoint::Flush(st.flushes) {
+            self.crash_locked(&mut st);
+            return;
+        }
+        st.flushes += 1;
+        st.events += 1;
+        let eadr = self.cfg.domain == PersistenceDomain::Eadr;
+        if !eadr || streamed {
+            add_lines_flushed(lines_in(off, len));
+        }
+        if len == 0 {
+            return;
+        }
+        let version = st.events;
+        let first = off / CACHE_LINE;
+        let last = (off + len - 1) / CACHE_LINE;
+        let me = std::thread::current().id();
+        if eadr && !streamed {
+            let lines = (first..=last).map(|l| (l, self.load_line(l))).collect();
+            st.groups
+                .entry(me)
+                .or_default()
+                .push(Group { version, lines });
+            return;
+        }
+        let lines = st.pending.entry(me).or_default();
+        for l in first..=last {
+            // A later flush of the same line by this thread replaces the earlier one:
+            // its write-back carries at least the earlier content.
+            lines.insert(
+                l,
+                Pending {
+                    version,
+                    words: self.load_line(l),
+                },
+            );
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // No code path panics while holding the lock with the state half-updated, so
         // a poisoned lock (a panic elsewhere in a test thread) still guards valid state.
@@ -488,6 +594,27 @@ impl SimMedium {
                 }
             }
         }
+        // A flush's content older than the durable line (another thread's fence wrote a
+        // newer one since) is never offered: a crash does not make a line older.
+        let mut groups: Vec<Vec<Group>> = st
+            .groups
+            .values()
+            .filter(|g| !g.is_empty())
+            .map(|gs| {
+                gs.iter()
+                    .map(|g| Group {
+                        version: g.version,
+                        lines: g
+                            .lines
+                            .iter()
+                            .filter(|&&(l, _)| g.version > st.line_version[l])
+                            .copied()
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .collect();
+        groups.sort_by_key(|g| g[0].version);
         Frozen {
             info: CrashInfo {
                 fences_before: st.fences,
@@ -499,6 +626,7 @@ impl SimMedium {
                 .into_iter()
                 .map(|(l, p)| (l, p.map(|p| p.words)))
                 .collect(),
+            groups,
         }
     }
 
@@ -507,6 +635,7 @@ impl SimMedium {
         let durable = std::mem::take(&mut st.durable);
         let frozen = self.capture(st, durable);
         st.pending.clear();
+        st.groups.clear();
         st.frozen = Some(Arc::new(frozen));
         // Release, and only after the capture above is complete: a thread that observes
         // `crashed()` (Acquire) — including the lock-free fast paths of flush and fence —
@@ -520,6 +649,9 @@ impl SimMedium {
         let mut key = [0u8; 32];
         key[..8].copy_from_slice(&self.cfg.seed.to_le_bytes());
         key[8..16].copy_from_slice(&seed.to_le_bytes());
+        if self.cfg.domain == PersistenceDomain::Eadr {
+            return build_eadr(fz, adversary.sanitized(), StdRng::from_seed(key));
+        }
         let mut d = Decider {
             fz,
             adversary: adversary.sanitized(),
@@ -560,6 +692,103 @@ impl SimMedium {
             image: d.image,
             stats: d.stats,
         }
+    }
+}
+
+/// A surviving flush's offer for a line: its event number and its content (`None`: the
+/// line's latest content, offered by a thread that lost nothing).
+type Offer = (u64, Option<[u64; LINE_WORDS]>);
+
+/// An eADR crash image (module docs, eADR): the visible stores, less a suffix of each
+/// thread's flushes since its fence; streamed lines decided per word.
+fn build_eadr(fz: &Frozen, adversary: Adversary, rng: StdRng) -> CrashImage {
+    // Per line some thread flushed since its fence: the newest surviving content
+    // (version, words; `None` words: the latest, from a thread that lost nothing).
+    let mut covered: BTreeMap<usize, Option<Offer>> = BTreeMap::new();
+    let mut d = Decider {
+        fz,
+        adversary,
+        rng,
+        image: fz.working.clone(),
+        stats: CrashStats::default(),
+    };
+    for groups in &fz.groups {
+        let n = groups.len();
+        let cut = match d.adversary {
+            Adversary::DurableOnly => 0,
+            Adversary::AllWritten => n,
+            Adversary::Random { .. } => d.rng.gen_range(0..=n),
+        };
+        d.stats.flushes_kept += cut as u64;
+        d.stats.flushes_lost += (n - cut) as u64;
+        for (i, g) in groups.iter().enumerate() {
+            for &(l, words) in &g.lines {
+                let slot = covered.entry(l).or_insert(None);
+                let offer = if cut == n {
+                    Some((u64::MAX, None))
+                } else if i < cut {
+                    Some((g.version, Some(words)))
+                } else {
+                    None
+                };
+                if let Some(o) = offer {
+                    if slot.is_none_or(|(v, _)| v < o.0) {
+                        *slot = Some(o);
+                    }
+                }
+            }
+        }
+    }
+    for (&l, choice) in &covered {
+        let r = l * CACHE_LINE..(l + 1) * CACHE_LINE;
+        match choice {
+            Some((_, None)) => {}
+            Some((_, Some(words))) => {
+                for (w, v) in words.iter().enumerate() {
+                    d.set(l * LINE_WORDS + w, *v);
+                }
+            }
+            None => d.image[r.clone()].copy_from_slice(&fz.durable[r]),
+        }
+    }
+    // Streamed lines not covered by a flush: pending until the fence, as under ADR.
+    for (&l, snapshot) in &fz.unfenced {
+        if covered.contains_key(&l) {
+            continue;
+        }
+        let r = l * CACHE_LINE..(l + 1) * CACHE_LINE;
+        d.image[r.clone()].copy_from_slice(&fz.durable[r]);
+        d.flushed_line(l, *snapshot);
+    }
+    d.stats.lines_flushed_unfenced = fz.unfenced.len() as u64;
+    // Every other word that differs is a visible store: it survives.
+    let decided: BTreeSet<usize> = covered.keys().chain(fz.unfenced.keys()).copied().collect();
+    let lines = fz.durable.len() / CACHE_LINE;
+    let mut l = 0;
+    while l < lines {
+        // Whole clean blocks are skipped with one comparison.
+        const BLOCK_LINES: usize = 64;
+        let end = (l + BLOCK_LINES).min(lines);
+        let block = l * CACHE_LINE..end * CACHE_LINE;
+        if l % BLOCK_LINES == 0 && fz.working[block.clone()] == fz.durable[block] {
+            l = end;
+            continue;
+        }
+        let r = l * CACHE_LINE..(l + 1) * CACHE_LINE;
+        if decided.contains(&l) || fz.working[r.clone()] == fz.durable[r] {
+            l += 1;
+            continue;
+        }
+        for i in l * LINE_WORDS..(l + 1) * LINE_WORDS {
+            if Decider::word(&fz.working, i) != Decider::word(&fz.durable, i) {
+                d.stats.words_unflushed_kept += 1;
+            }
+        }
+        l += 1;
+    }
+    CrashImage {
+        image: d.image,
+        stats: d.stats,
     }
 }
 
@@ -671,6 +900,12 @@ unsafe impl Medium for SimMedium {
     fn kind(&self) -> MediumKind {
         MediumKind::Custom
     }
+    fn persistence_domain(&self) -> PersistenceDomain {
+        match self.cfg.domain {
+            PersistenceDomain::Eadr => PersistenceDomain::Eadr,
+            PersistenceDomain::Adr | PersistenceDomain::PageCache => PersistenceDomain::Adr,
+        }
+    }
     fn base(&self) -> *mut u8 {
         self.work.base()
     }
@@ -701,40 +936,28 @@ unsafe impl Medium for SimMedium {
         Ok(())
     }
     fn flush(&self, off: usize, len: usize) {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.work.len()));
-        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
-        if self.crashed.load(Ordering::Acquire) {
-            return;
+        self.written_back(off, len, false);
+    }
+    /// The copy, then the lines are pending until this thread's fence (as flushed
+    /// lines under ADR; under eADR too, since non-temporal stores bypass the caches).
+    fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let end = off + len.next_multiple_of(CACHE_LINE);
+        assert!(
+            off.is_multiple_of(CACHE_LINE) && end <= self.work.len(),
+            "line write of {len} bytes at {off:#x} outside the image"
+        );
+        let pad = [0u8; CACHE_LINE];
+        let mut at = off;
+        for part in parts.iter().copied().chain([&pad[..end - off - len]]) {
+            // SAFETY: `at .. at + part.len()` is inside the image (asserted: the parts
+            // and the padding end at `end`); the caller has these lines to itself.
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), self.work.base().add(at), part.len())
+            };
+            at += part.len();
         }
-        let mut st = self.lock();
-        if st.frozen.is_some() {
-            return;
-        }
-        if self.cfg.crash_at == CrashPoint::Flush(st.flushes) {
-            self.crash_locked(&mut st);
-            return;
-        }
-        st.flushes += 1;
-        st.events += 1;
-        add_lines_flushed(lines_in(off, len));
-        if len == 0 {
-            return;
-        }
-        let version = st.events;
-        let first = off / CACHE_LINE;
-        let last = (off + len - 1) / CACHE_LINE;
-        let lines = st.pending.entry(std::thread::current().id()).or_default();
-        for l in first..=last {
-            // A later flush of the same line by this thread replaces the earlier one:
-            // its write-back carries at least the earlier content.
-            lines.insert(
-                l,
-                Pending {
-                    version,
-                    words: self.load_line(l),
-                },
-            );
-        }
+        self.written_back(off, len, true);
     }
     fn fence(&self) {
         // Acquire: see `crash_locked`. The authoritative check is under the lock below.
@@ -752,15 +975,32 @@ unsafe impl Medium for SimMedium {
         st.fences += 1;
         st.events += 1;
         add_fence();
+        let now = st.events;
         let State {
             durable,
             line_version,
             pending,
+            groups,
             ..
         } = &mut *st;
-        let Some(lines) = pending.remove(&std::thread::current().id()) else {
-            return;
-        };
+        let me = std::thread::current().id();
+        let lines = pending.remove(&me).unwrap_or_default();
+        // eADR: the fence drains the store buffer; every line this thread flushed since
+        // its last fence is durable with its content now.
+        let drained: BTreeSet<usize> = groups
+            .remove(&me)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|g| g.lines.iter().map(|&(l, _)| l))
+            .collect();
+        for l in drained {
+            line_version[l] = now;
+            let words = self.load_line(l);
+            for (w, v) in words.iter().enumerate() {
+                let o = l * CACHE_LINE + w * WORD;
+                durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
+            }
+        }
         for (l, p) in lines {
             if p.version > line_version[l] {
                 line_version[l] = p.version;
@@ -1241,6 +1481,164 @@ mod tests {
             },
         );
         assert_eq!(c.stats.words_unflushed_dropped, 1);
+    }
+
+    fn eadr(cfg: SimConfig) -> Arc<SimMedium> {
+        sim(cfg.with_domain(PersistenceDomain::Eadr))
+    }
+
+    #[test]
+    fn under_eadr_a_visible_store_is_durable_without_its_flush() {
+        for fenced in [true, false] {
+            let (a, e) = (sim(SimConfig::default()), eadr(SimConfig::default()));
+            for s in [&a, &e] {
+                store(&**s, 64, 7);
+                if fenced {
+                    s.fence();
+                }
+                s.crash_now();
+            }
+            let only = |s: &SimMedium| {
+                word(
+                    &s.crash_image_with(0, Adversary::DurableOnly).unwrap().image,
+                    64,
+                )
+            };
+            assert_eq!(only(&a), 0, "adr: never written back");
+            assert_eq!(only(&e), 7, "eadr: visible, so durable");
+        }
+        let e = eadr(SimConfig::default());
+        assert_eq!(e.persistence_domain(), PersistenceDomain::Eadr);
+        let before = pisces::tools::counters::snapshot();
+        e.persist(0, 256);
+        let d = pisces::tools::counters::snapshot() - before;
+        assert_eq!(
+            (d.lines_flushed, d.fences),
+            (0, 1),
+            "eadr writes nothing back"
+        );
+    }
+
+    #[test]
+    fn under_eadr_a_suffix_of_a_threads_flushes_since_its_fence_is_lost_in_program_order() {
+        let s = eadr(SimConfig::default().with_seed(3));
+        store(&*s, 0, 100);
+        s.flush(0, 8);
+        s.fence(); // durable from here on
+        store(&*s, 64, 1);
+        s.flush(64, 8);
+        store(&*s, 128, 2);
+        s.flush(128, 8);
+        s.crash_now();
+        let pair = |img: &[u8]| (word(img, 0), word(img, 64), word(img, 128));
+        let only = s.crash_image_with(0, Adversary::DurableOnly).unwrap();
+        assert_eq!(pair(&only.image), (100, 0, 0));
+        assert_eq!((only.stats.flushes_lost, only.stats.flushes_kept), (2, 0));
+        let all = s.crash_image_with(0, Adversary::AllWritten).unwrap();
+        assert_eq!(pair(&all.image), (100, 1, 2));
+        let seen: std::collections::BTreeSet<_> = (0..64)
+            .map(|seed| pair(&s.crash_image(seed).unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            [(100, 0, 0), (100, 1, 0), (100, 1, 2)].into(),
+            "a prefix survives: never the later store without the earlier one"
+        );
+    }
+
+    #[test]
+    fn under_eadr_streamed_lines_need_the_fence() {
+        for fenced in [false, true] {
+            let s = eadr(SimConfig::default());
+            s.write_lines(128, &[&5u64.to_ne_bytes()]);
+            if fenced {
+                s.fence();
+            }
+            s.crash_now();
+            let c = s.crash_image_with(0, Adversary::DurableOnly).unwrap();
+            assert_eq!(word(&c.image, 128), if fenced { 5 } else { 0 });
+            assert_eq!(c.stats.lines_flushed_unfenced, u64::from(!fenced));
+        }
+    }
+
+    /// A protocol that counts on "not flushed yet = not durable": an update written in
+    /// place and taken back before anything flushed it (an abort). Under ADR the
+    /// durable image never holds the aborted value unless the cache happens to evict
+    /// it; under eADR the store is durable the moment it is made. `undo_logged` is the
+    /// sound version: the old value is logged and fenced before the in-place write,
+    /// and recovery rolls back from the log.
+    fn speculative_update(s: &SimMedium, undo_logged: bool) {
+        const DATA: usize = 0;
+        const LOG: usize = 4096; // [valid, old value]
+        const OTHER: usize = 8192;
+        for v in 1..=3u64 {
+            // Commit v: in place, persisted.
+            store(s, DATA, v);
+            s.persist(DATA, 8);
+            // A transaction writes v + 100 in place, then aborts.
+            if undo_logged {
+                store(s, LOG + 8, v);
+                store(s, LOG, 1);
+                s.persist(LOG, 16);
+            }
+            store(s, DATA, v + 100);
+            // Unrelated durable work of the same thread (a fence: a crash point).
+            store(s, OTHER, v);
+            s.persist(OTHER, 8);
+            // The abort puts the committed value back.
+            store(s, DATA, v);
+            if undo_logged {
+                s.persist(DATA, 8);
+                store(s, LOG, 0);
+                s.persist(LOG, 8);
+            }
+        }
+    }
+
+    /// The recovered value of DATA is a committed one (1..=3), never an aborted one.
+    fn recovered_is_committed(img: &[u8]) -> bool {
+        let data = if word(img, 4096) == 1 {
+            word(img, 4104)
+        } else {
+            word(img, 0)
+        };
+        data <= 3
+    }
+
+    /// Crash `speculative_update` at every fence, `images` images each; returns the
+    /// states whose recovered value is an aborted one.
+    fn violations(domain: PersistenceDomain, adversary: Adversary, undo_logged: bool) -> usize {
+        let probe = sim(SimConfig::default());
+        speculative_update(&probe, undo_logged);
+        let fences = probe.fence_count();
+        let mut bad = 0;
+        for f in 0..fences {
+            let s = sim(SimConfig::crash_at_fence(f)
+                .with_seed(f)
+                .with_domain(domain));
+            speculative_update(&s, undo_logged);
+            assert!(s.crashed());
+            for seed in 0..16 {
+                let c = s.crash_image_with(seed, adversary).unwrap();
+                bad += usize::from(!recovered_is_committed(&c.image));
+            }
+        }
+        bad
+    }
+
+    #[test]
+    fn an_abort_that_relies_on_unflushed_stores_being_lost_is_caught_under_eadr() {
+        use PersistenceDomain::{Adr, Eadr};
+        // The bug: invisible to the ADR model of what fences made durable, caught
+        // under eADR at every crash between the in-place write and the abort.
+        assert_eq!(violations(Adr, Adversary::DurableOnly, false), 0);
+        assert!(violations(Eadr, Adversary::DurableOnly, false) > 0);
+        assert!(violations(Eadr, random(), false) > 0);
+        // The sound protocol passes both models, whatever the adversary keeps.
+        for adversary in [Adversary::DurableOnly, random(), Adversary::AllWritten] {
+            assert_eq!(violations(Adr, adversary, true), 0, "adr {adversary:?}");
+            assert_eq!(violations(Eadr, adversary, true), 0, "eadr {adversary:?}");
+        }
     }
 
     #[test]

@@ -278,6 +278,35 @@ impl fmt::Display for CheckReport {
                 writeln!(f, "  maximum size   the pool size (does not grow)")?;
             }
             writeln!(f, "  run generation {}", sb.run_generation)?;
+            match sb.closed_cleanly() {
+                Some(clean) => {
+                    writeln!(
+                        f,
+                        "  last close     {}",
+                        if clean {
+                            "clean"
+                        } else {
+                            "not clean (open now, or the process or machine died with it open)"
+                        }
+                    )?;
+                    writeln!(f, "  unclean opens  {}", sb.unclean_opens)?;
+                }
+                None => writeln!(
+                    f,
+                    "  last close     not recorded (format {}: from format 5)",
+                    sb.format_version
+                )?,
+            }
+            match sb.dirty_shutdowns() {
+                Some(n) => writeln!(
+                    f,
+                    "  nvdimm unsafe shutdowns {n} (the platform's count at the last open)"
+                )?,
+                None => writeln!(
+                    f,
+                    "  nvdimm unsafe shutdowns not exposed by the platform at the last open"
+                )?,
+            }
             writeln!(f, "  seq            {}", sb.seq)?;
             writeln!(f, "  checksum       {:#010x}", sb.checksum)?;
         }

@@ -2,7 +2,8 @@
 //! sees.
 
 use crate::engine::{EngineId, EngineOptions, OpenCtx};
-use crate::medium::MediumKind;
+use crate::medium::domain::DomainRequest;
+use crate::medium::{MediumKind, PersistenceDomain};
 use crate::ops::Operations;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,19 @@ pub struct Config {
     pub max_size: Option<u64>,
     /// The medium the pool is mapped on.
     pub medium: MediumKind,
+    /// The persistence domain to run under (see [`PersistenceDomain`]); `None` (the
+    /// default): the platform's, read at every open — on a DAX file the domain its
+    /// NVDIMM region reports (ADR when it reports none), ADR on the DRAM medium, the
+    /// page cache on a plain file. `Some(Adr)` is always allowed; `Some(Eadr)` on a DAX
+    /// file whose platform does not report it is refused unless
+    /// [`trust_persistence_domain`](Config::trust_persistence_domain) is set. Not
+    /// recorded in the pool.
+    pub persistence_domain: Option<PersistenceDomain>,
+    /// Allow [`persistence_domain`](Config::persistence_domain) `eadr` against what the
+    /// platform reports ("I know": e.g. a kernel that does not report the domain of an
+    /// eADR machine). The pool then says so in
+    /// [`Pool::persistence_domain_warning`](crate::Pool::persistence_domain_warning).
+    pub trust_persistence_domain: bool,
     /// The engine. `create`: the engine of the new pool (`None` = Pisces). `open`:
     /// `None` takes the engine the superblock records; naming another one is refused
     /// with [`Error::WrongEngine`](crate::Error::WrongEngine).
@@ -71,6 +85,8 @@ impl Default for Config {
             size: 64 << 20,
             max_size: None,
             medium: MediumKind::DRAM,
+            persistence_domain: None,
+            trust_persistence_domain: false,
             engine: None,
             max_threads: 8,
             log_bytes_per_thread: 1 << 20,
@@ -109,6 +125,28 @@ impl Config {
         self.medium = medium;
         self
     }
+    /// With [`persistence_domain`](Config::persistence_domain) `domain` (`None`: the
+    /// platform's).
+    ///
+    /// ```
+    /// use pisces::{Config, PersistenceDomain, Pool};
+    /// use pisces::medium::DramMedium;
+    /// # use std::sync::Arc;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // The emulated DRAM medium runs under either domain.
+    /// let cfg = Config::new().size(32 << 20).persistence_domain(PersistenceDomain::Eadr);
+    /// let pool = Pool::create(dir.path().join("e.pool"), cfg).unwrap();
+    /// assert_eq!(pool.persistence_domain(), PersistenceDomain::Eadr);
+    /// ```
+    pub fn persistence_domain(mut self, domain: impl Into<Option<PersistenceDomain>>) -> Config {
+        self.persistence_domain = domain.into();
+        self
+    }
+    /// With [`trust_persistence_domain`](Config::trust_persistence_domain) `yes`.
+    pub fn trust_persistence_domain(mut self, yes: bool) -> Config {
+        self.trust_persistence_domain = yes;
+        self
+    }
     /// With [`engine`](Config::engine) `engine` (`None`: the default, or at `open` the
     /// engine the pool records).
     pub fn engine(mut self, engine: impl Into<Option<EngineId>>) -> Config {
@@ -145,6 +183,14 @@ impl Config {
     pub fn operations(mut self, operations: Operations) -> Config {
         self.operations = operations;
         self
+    }
+
+    /// What the medium layer is asked for.
+    pub(crate) fn domain_request(&self) -> DomainRequest {
+        DomainRequest {
+            domain: self.persistence_domain,
+            trust: self.trust_persistence_domain,
+        }
     }
 
     /// What the engine sees of this configuration.

@@ -71,6 +71,31 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
     Ok(())
 }
 
+/// `Err(InvalidConfig)` if `cfg` asks for a persistence domain other than the one
+/// `medium` runs under (a medium given to `create_on` / `open_on` brings its own).
+fn refuse_domain(medium: &dyn Medium, cfg: &Config) -> Result<()> {
+    match cfg.persistence_domain {
+        Some(d) if d != medium.persistence_domain() => Err(Error::InvalidConfig(format!(
+            "the persistence domain {d} was asked for, the {} medium runs under {}",
+            medium.kind().name(),
+            medium.persistence_domain()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `Err(InvalidConfig)` if `cfg` asks an engine that keeps its own pool file (whose
+/// library flushes as it sees fit) for a domain other than ADR.
+fn refuse_own_file_domain(engine: EngineId, cfg: &Config) -> Result<()> {
+    match cfg.persistence_domain {
+        Some(d) if d != medium::PersistenceDomain::Adr => Err(Error::InvalidConfig(format!(
+            "the {engine} engine keeps its own pool file and flushes as its library decides; \
+             it cannot run under the {d} domain"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Thread states of a pool that are not checked out, and how many exist.
 struct Slots {
     idle: Vec<(usize, AnyThread)>,
@@ -90,6 +115,8 @@ struct PoolInner {
     ops: Operations,
     /// The explicit transactions that are open, by thread (for the nesting check).
     explicit: OpenExplicit,
+    /// Set when `eadr` was forced against what the platform reports.
+    domain_warning: Option<String>,
 }
 
 impl Drop for PoolInner {
@@ -103,7 +130,13 @@ impl Drop for PoolInner {
             .clear();
         self.engine.shutdown();
         self.engine.quiesce();
-        let _ = self.engine.sync();
+        // Only a close whose last write-back is durable is a clean one (a crashed
+        // simulator's, or a failed msync, is not).
+        if self.engine.sync().is_ok() {
+            if let Some(heap) = self.engine.heap() {
+                heap.mark_closed();
+            }
+        }
     }
 }
 
@@ -186,20 +219,25 @@ impl Pool {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
+            refuse_own_file_domain(engine, &cfg)?;
             return Self::from_engine(
                 registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), true)?,
                 &cfg,
             );
         }
-        let medium = medium::open::create_file_growable(
+        let opened = medium::open::create_pool_file(
             path.as_ref(),
             cfg.size,
             cfg.max_size.unwrap_or(cfg.size),
             cfg.medium,
+            cfg.domain_request(),
         )?;
-        Self::create_on(medium, cfg).inspect_err(|_| {
-            let _ = std::fs::remove_file(path.as_ref());
-        })
+        let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
+        Self::create_on(opened.medium, cfg)
+            .map(|p| p.with_domain_warning(opened.domain_warning))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(path.as_ref());
+            })
     }
 
     /// Open an existing pool file, running recovery if it was not closed cleanly.
@@ -221,13 +259,16 @@ impl Pool {
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
+            refuse_own_file_domain(engine, &cfg)?;
             return Self::from_engine(
                 registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), false)?,
                 &cfg,
             );
         }
-        let medium = superblock::open_pool_file(path.as_ref(), cfg.medium)?;
-        Self::open_on(medium, cfg)
+        let opened =
+            superblock::open_pool_file_in(path.as_ref(), cfg.medium, cfg.domain_request())?;
+        let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
+        Self::open_on(opened.medium, cfg).map(|p| p.with_domain_warning(opened.domain_warning))
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
@@ -248,6 +289,7 @@ impl Pool {
                 "the {engine} engine keeps its own pool file: use Pool::create / Pool::open with a path"
             )));
         }
+        refuse_domain(medium.as_ref(), &cfg)?;
         refuse_growth(engine, cfg.max_size, medium.len() as u64)?;
         let max_size = cfg.max_size.unwrap_or(medium.len() as u64);
         let heap = Heap::format_growable(
@@ -280,6 +322,7 @@ impl Pool {
     /// assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
     /// ```
     pub fn open_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        refuse_domain(medium.as_ref(), &cfg)?;
         let heap = Heap::open(medium)?;
         let found = heap.superblock().engine_id;
         let engine = EngineId::from_u32(found)
@@ -345,8 +388,41 @@ impl Pool {
             id: w.as_ptr() as usize,
             ops: cfg.operations.clone(),
             explicit: OpenExplicit::default(),
+            domain_warning: None,
         });
         Ok(Pool { inner })
+    }
+
+    /// This pool with `warning` as its persistence-domain warning (set while it is
+    /// the only handle: right after it was opened).
+    fn with_domain_warning(mut self, warning: Option<String>) -> Pool {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.domain_warning = warning;
+        }
+        self
+    }
+
+    /// Where a store to this pool becomes durable: the persistence domain its medium
+    /// runs under, decided at open ([`Config::persistence_domain`]). The `pmdk`
+    /// engine's pool is libpmemobj's, which flushes as under ADR (`adr`).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PersistenceDomain};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("d.pool"), Config::default().size(32 << 20)).unwrap();
+    /// assert_eq!(pool.persistence_domain(), PersistenceDomain::Adr); // DRAM's default
+    /// ```
+    pub fn persistence_domain(&self) -> medium::PersistenceDomain {
+        self.heap().map_or(medium::PersistenceDomain::Adr, |h| {
+            h.medium().persistence_domain()
+        })
+    }
+
+    /// Set when the pool runs under `eadr` forced against what the platform reports
+    /// ([`Config::trust_persistence_domain`]): a power failure may then lose committed
+    /// transactions if the caches are not persistent after all. Tools print it.
+    pub fn persistence_domain_warning(&self) -> Option<&str> {
+        self.inner.domain_warning.as_deref()
     }
 
     /// The heap (layout, medium, superblock); `None` for the `pmdk` engine, whose pool

@@ -8,6 +8,7 @@ use crate::workloads::ycsb::YCSB_MIXES;
 use crate::workloads::Sizes;
 use clap::Args;
 use pisces::tools::containers::MAX_BUCKETS;
+use pisces::PersistenceDomain;
 use std::path::PathBuf;
 
 /// Emulated NVM write latencies of the read-latency sweep (paper Fig 9c).
@@ -129,6 +130,13 @@ pub struct BenchArgs {
     /// [default: 0; the latency sweep 0,100,300,600,1000].
     #[arg(long = "nvm-latency-ns", value_delimiter = ',', value_parser = parse_latency)]
     pub nvm_latency_ns: Option<Vec<u64>>,
+    /// Persistence domains the pools run under, comma-separated: adr (flush + fence),
+    /// eadr (persistent caches: the medium's flush writes nothing back, the fences
+    /// stay) [default: adr]. An engine under eADR is labelled `<engine>@eadr`; with
+    /// both, a table gives each engine's throughput under eADR over ADR and its
+    /// flushes and fences per transaction under each.
+    #[arg(long = "domain", value_delimiter = ',', value_parser = parse_domain)]
+    pub domains: Option<Vec<PersistenceDomain>>,
     /// Seconds per measurement [default: 0.4 quick, 10 full].
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
@@ -212,6 +220,13 @@ fn parse_engine_options(s: &str) -> Result<(Engine, pisces::EngineOptions), Stri
     Ok((engine, opts))
 }
 
+fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
+    match PersistenceDomain::from_name(s.trim()) {
+        Some(d @ (PersistenceDomain::Adr | PersistenceDomain::Eadr)) => Ok(d),
+        _ => Err(format!("`{s}` is not a persistence domain (adr, eadr)")),
+    }
+}
+
 fn parse_threads(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=64).contains(&n) => Ok(n),
@@ -290,6 +305,8 @@ pub struct Settings {
     pub sweep_latencies: Vec<u64>,
     /// NVM latencies of the marker ablation.
     pub marker_latencies: Vec<u64>,
+    /// Persistence domains, in the order given.
+    pub domains: Vec<PersistenceDomain>,
     /// Seconds per measurement.
     pub seconds: f64,
     /// Runs per configuration.
@@ -401,6 +418,7 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| MARKER_LATENCIES_NS.to_vec()),
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
+            domains: dedup_ordered(self.domains.as_deref().unwrap_or(&[PersistenceDomain::Adr])),
             seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
             runs: self.runs.unwrap_or(3),
             sizes,

@@ -12,6 +12,7 @@ use crate::workloads::select::{
     WorkloadKind, C_SUFFIX, HOT_UPDATE_PCT, LATENCY_CONTROL, TATP_UPDATE_PCT, TPCC_UPDATE_PCT,
 };
 use crate::workloads::ycsb::YCSB_KEYS;
+use pisces::PersistenceDomain;
 
 /// One workload's share of the plan before it is expanded.
 struct Part {
@@ -187,7 +188,10 @@ fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
 fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
     match s.engine_options.iter().rev().find(|(x, _)| *x == e.engine) {
         Some((_, o)) if e.options().is_empty() => {
-            EngineSpec::with_options(e.engine, e.label, o.clone())
+            let domain = e.domain;
+            let mut x = EngineSpec::with_options(e.engine, e.label, o.clone());
+            x.domain = domain;
+            x
         }
         _ => e,
     }
@@ -201,6 +205,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
         notes.push(format!("{} runs with the options `{o}`", e.name()));
     }
     let mut unemulated_skipped = Vec::new();
+    let mut eadr_skipped = Vec::new();
     for &w in &s.workloads {
         let needs_writers = matches!(
             w,
@@ -227,36 +232,53 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                 }
                                 continue;
                             }
-                            for (engine, data) in variants(e, p.data) {
-                                let engine = with_engine_options(s, engine);
-                                let spec = Spec {
-                                    engine,
-                                    workload: p.name.clone(),
-                                    data,
-                                    threads: t,
-                                    update_pct,
-                                    dedicated_reader: w == WorkloadKind::LatencySplit,
-                                    nvm_latency_ns,
-                                    waits_outside: false,
-                                };
-                                // The sweep's control, next to the measurement it
-                                // controls (same load on the machine).
-                                let control = (w == WorkloadKind::Latency
-                                    && nvm_latency_ns > 0
-                                    && Some(&nvm_latency_ns) == p.latencies.iter().max())
-                                .then(|| Spec {
-                                    workload: LATENCY_CONTROL.into(),
-                                    waits_outside: true,
-                                    ..spec.clone()
-                                });
-                                specs.push(spec);
-                                specs.extend(control);
+                            for &domain in &s.domains {
+                                if domain == PersistenceDomain::Eadr
+                                    && !e.engine.flushes_through_medium()
+                                {
+                                    if !eadr_skipped.contains(&e.engine) {
+                                        eadr_skipped.push(e.engine);
+                                    }
+                                    continue;
+                                }
+                                for (engine, data) in variants(&e.under(domain), p.data) {
+                                    let engine = with_engine_options(s, engine);
+                                    let spec = Spec {
+                                        engine,
+                                        workload: p.name.clone(),
+                                        data,
+                                        threads: t,
+                                        update_pct,
+                                        dedicated_reader: w == WorkloadKind::LatencySplit,
+                                        nvm_latency_ns,
+                                        waits_outside: false,
+                                    };
+                                    // The sweep's control, next to the measurement it
+                                    // controls (same load on the machine).
+                                    let control = (w == WorkloadKind::Latency
+                                        && nvm_latency_ns > 0
+                                        && Some(&nvm_latency_ns) == p.latencies.iter().max())
+                                    .then(|| Spec {
+                                        workload: LATENCY_CONTROL.into(),
+                                        waits_outside: true,
+                                        ..spec.clone()
+                                    });
+                                    specs.push(spec);
+                                    specs.extend(control);
+                                }
                             }
                         }
                     }
                 }
             }
         }
+    }
+    for e in eadr_skipped {
+        notes.push(format!(
+            "{} runs only under adr (it does not flush through the medium, so the \
+             domain does not reach it)",
+            e.name()
+        ));
     }
     for e in unemulated_skipped {
         notes.push(format!(
@@ -657,6 +679,48 @@ mod tests {
             .unwrap()
             .settings();
         assert_eq!(s.set_keys, [200, 500]);
+    }
+
+    #[test]
+    fn each_engine_runs_under_each_domain_that_reaches_it() {
+        let s = parse(&[
+            "--engines",
+            "pisces,undo,redb",
+            "--workloads",
+            "hash",
+            "--update-pct",
+            "20",
+            "--threads",
+            "1",
+            "--domain",
+            "adr,eadr",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, notes) = plan(&s);
+        let got: Vec<(&str, PersistenceDomain)> = specs
+            .iter()
+            .map(|x| (x.engine.label.as_str(), x.engine.domain))
+            .collect();
+        use PersistenceDomain::{Adr, Eadr};
+        assert_eq!(
+            got,
+            [
+                ("pisces", Adr),
+                ("pisces@eadr", Eadr),
+                ("undo", Adr),
+                ("undo@eadr", Eadr),
+                ("redb", Adr)
+            ]
+        );
+        assert!(notes
+            .iter()
+            .any(|n| n.starts_with("redb runs only under adr")));
+        let cfg = specs[1]
+            .engine
+            .config(1 << 24, pisces::MediumKind::DRAM, 2, 1 << 16);
+        assert_eq!(cfg.persistence_domain, Some(Eadr));
+        assert!(parse(&["--domain", "page-cache"]).is_err());
     }
 
     #[test]

@@ -480,11 +480,15 @@ fn measure_at(
     });
     // What the engine still defers when the workers stop (timestone's last checkpoint)
     // is made durable at close, on this thread: it counts as the run's.
+    // The pool's own record of a clean close (its superblock), written when the pool
+    // is dropped, is not the engine's work: it is left out.
     let before_close = counters::snapshot();
     drop(data);
     drop(peer);
-    drop(pool);
+    let synced = pool.as_ref().map_or(Ok(()), |p| p.sync());
     let at_close = counters::snapshot() - before_close;
+    drop(pool);
+    synced.map_err(|e| format!("closing the pool: {e}"))?;
     if interrupted() {
         return Err("interrupted".into());
     }

@@ -3,6 +3,7 @@
 //! them by [`crate::report::tables`], the verdicts on the performance targets by
 //! [`crate::report::targets`].
 
+pub mod domain_table;
 pub mod hot_table;
 pub mod markdown;
 pub mod plot;

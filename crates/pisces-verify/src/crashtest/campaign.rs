@@ -325,9 +325,11 @@ pub fn reproduce(
             let rerun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let sim = super::machine::boot(
                     plan.images[round.option].clone(),
-                    SimConfig::crash_at_fence(round.fence)
-                        .with_seed(round.sim_seed)
-                        .with_adversary(s.adversary),
+                    plan.specs[round.option].sim(
+                        SimConfig::crash_at_fence(round.fence)
+                            .with_seed(round.sim_seed)
+                            .with_adversary(s.adversary),
+                    ),
                 )?;
                 let out = super::machine::run(
                     plan.workload,

@@ -9,7 +9,7 @@
 
 use super::workload::{Bounds, Shape, Workload};
 use crate::sim::{Adversary, SimConfig, SimMedium};
-use pisces::{Config, EngineId, EngineOptions, Pool};
+use pisces::{Config, EngineId, EngineOptions, PersistenceDomain, Pool};
 use std::sync::Arc;
 
 /// Which engine, tuned how, on pools of which geometry.
@@ -23,9 +23,16 @@ pub struct PoolSpec {
     pub shape: Shape,
     /// Thread slots (at least the number of workload threads).
     pub slots: usize,
+    /// The persistence domain of the simulated machines it runs on.
+    pub domain: PersistenceDomain,
 }
 
 impl PoolSpec {
+    /// A simulator configuration for this spec's machines (its persistence domain).
+    pub fn sim(&self, cfg: SimConfig) -> SimConfig {
+        cfg.with_domain(self.domain)
+    }
+
     /// The pool configuration.
     pub fn config(&self) -> Config {
         Config::default()
@@ -48,8 +55,10 @@ pub fn boot(image: Vec<u8>, cfg: SimConfig) -> Result<Arc<SimMedium>, String> {
 /// crash, as the image a clean shutdown leaves.
 pub fn initial_image(w: &dyn Workload, spec: &PoolSpec) -> Result<Vec<u8>, String> {
     let len = usize::try_from(spec.shape.pool_size).map_err(|_| "pool too large".to_string())?;
-    let sim =
-        Arc::new(SimMedium::new(len, SimConfig::default()).map_err(|e| format!("simulator: {e}"))?);
+    let sim = Arc::new(
+        SimMedium::new(len, spec.sim(SimConfig::default()))
+            .map_err(|e| format!("simulator: {e}"))?,
+    );
     let pool = Pool::create_on(sim.clone(), spec.config())
         .map_err(|e| format!("creating the pool: {e}"))?;
     w.setup(&pool)
@@ -150,7 +159,7 @@ pub struct RecoveryCrash {
 
 /// Fences that opening (recovering) `image` executes, on a machine that does not crash.
 pub fn recovery_fences(image: Vec<u8>, spec: &PoolSpec) -> Result<u64, String> {
-    let sim = boot(image, SimConfig::default())?;
+    let sim = boot(image, spec.sim(SimConfig::default()))?;
     let pool =
         Pool::open_on(sim.clone(), spec.config()).map_err(|e| format!("recovery failed: {e}"))?;
     let n = sim.fence_count();
@@ -178,9 +187,11 @@ pub fn recover(
         Some(c) => {
             let sim = boot(
                 image,
-                SimConfig::crash_at_fence(c.fence)
-                    .with_seed(c.seed)
-                    .with_adversary(c.adversary),
+                spec.sim(
+                    SimConfig::crash_at_fence(c.fence)
+                        .with_seed(c.seed)
+                        .with_adversary(c.adversary),
+                ),
             )?;
             let opened = Pool::open_on(sim.clone(), spec.config());
             match (opened, sim.crashed()) {
@@ -194,7 +205,7 @@ pub fn recover(
         }
         None => image,
     };
-    let sim = boot(image, SimConfig::default())?;
+    let sim = boot(image, spec.sim(SimConfig::default()))?;
     let pool =
         Pool::open_on(sim.clone(), spec.config()).map_err(|e| format!("recovery failed: {e}"))?;
     Ok((pool, sim))

@@ -23,7 +23,7 @@ use super::machine::{boot, initial_image, run, PoolSpec};
 use super::rng::{below, mix};
 use super::workload::{Workload, MAX_THREADS};
 use crate::sim::{Adversary, SimConfig};
-use pisces::{EngineId, EngineOptions};
+use pisces::{EngineId, EngineOptions, PersistenceDomain};
 
 /// How crash points are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +66,9 @@ pub struct Settings {
     pub jobs: usize,
     /// Violations kept in full (with their crash image), lowest indices first.
     pub keep: usize,
+    /// The persistence domain of the simulated machines (eADR: visible stores
+    /// survive, see [`crate::sim`]).
+    pub domain: PersistenceDomain,
 }
 
 impl Default for Settings {
@@ -83,6 +86,7 @@ impl Default for Settings {
             seed: 1,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             keep: 8,
+            domain: PersistenceDomain::Adr,
         }
     }
 }
@@ -174,9 +178,10 @@ impl<'w> Plan<'w> {
                 options,
                 shape,
                 slots: settings.threads.max(2),
+                domain: settings.domain,
             };
             let image = initial_image(workload, &spec)?;
-            let sim = boot(image.clone(), SimConfig::default())?;
+            let sim = boot(image.clone(), spec.sim(SimConfig::default()))?;
             let probe = run(workload, &spec, &sim, settings.threads, settings.ops)
                 .map_err(|e| format!("crash-free run with options `{}`: {e}", spec.options))?;
             plan.specs.push(spec);

@@ -48,9 +48,11 @@ pub fn run_round(plan: &Plan<'_>, r: u64) -> RoundResult {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         let sim = boot(
             plan.images[spec.option].clone(),
-            SimConfig::crash_at_fence(spec.fence)
-                .with_seed(spec.sim_seed)
-                .with_adversary(s.adversary),
+            plan.specs[spec.option].sim(
+                SimConfig::crash_at_fence(spec.fence)
+                    .with_seed(spec.sim_seed)
+                    .with_adversary(s.adversary),
+            ),
         )?;
         let out = run(
             plan.workload,

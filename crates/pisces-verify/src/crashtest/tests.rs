@@ -21,6 +21,7 @@ fn spec(w: &dyn Workload, threads: usize, ops: usize) -> PoolSpec {
         options: EngineOptions::default(),
         shape: w.shape(threads, ops),
         slots: threads.max(2),
+        domain: pisces::PersistenceDomain::Adr,
     }
 }
 

@@ -39,6 +39,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use superblock::Superblock;
 
+/// The value of [`Superblock::dirty_shutdowns_seen`] for a pool on `medium`: the
+/// unsafe-shutdown count of the NVDIMMs of its file's region, plus one; 0 without a
+/// file, a region, or a count.
+fn dirty_shutdowns_seen(medium: &dyn Medium) -> u64 {
+    medium
+        .file()
+        .and_then(|f| crate::medium::domain::SysfsProbe::default().dirty_shutdowns_of_file(f))
+        .map_or(0, |n| n.saturating_add(1))
+}
+
 /// Parameters fixed when a pool is formatted.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FormatParams {
@@ -149,6 +159,9 @@ impl Heap {
             _pad2: 0,
             root_offset: 0,
             root_tag: 0,
+            open_state: superblock::OPEN,
+            unclean_opens: 0,
+            dirty_shutdowns_seen: dirty_shutdowns_seen(medium.as_ref()),
         };
         // Everything but the superblock is zero in a new image: empty logs, an empty slab
         // table, an empty root slot. Make that durable before the superblock says "pool".
@@ -236,13 +249,35 @@ impl Heap {
     /// Make this run's generation durable (the superblock's other copy, then persist).
     /// Called once per open, after recovery and before any transaction: header words
     /// tagged with an older generation read as unlocked from now on. Idempotent.
+    ///
+    /// The same write marks the pool open, counts the open as unclean if the pool was
+    /// open already (the last process to have it did not close it), and records the
+    /// platform's NVDIMM unsafe-shutdown count.
     pub fn commit_generation(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.run_generation == self.generation {
             return;
         }
+        let unclean = u32::from(cur.0.open_state == superblock::OPEN);
         let next = Superblock {
             run_generation: self.generation,
+            open_state: superblock::OPEN,
+            unclean_opens: cur.0.unclean_opens.saturating_add(unclean),
+            dirty_shutdowns_seen: dirty_shutdowns_seen(self.medium.as_ref()),
+            ..cur.0
+        };
+        self.write_superblock(&mut cur, next);
+    }
+
+    /// Record a clean close. Called when the pool is closed, after the engine's last
+    /// write-back is durable (nothing is left for recovery to do).
+    pub fn mark_closed(&self) {
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if cur.0.open_state == superblock::CLEAN {
+            return;
+        }
+        let next = Superblock {
+            open_state: superblock::CLEAN,
             ..cur.0
         };
         self.write_superblock(&mut cur, next);

@@ -12,18 +12,26 @@
 //! moves or changes type, so the copy never goes stale; it lets `open` and `check` tell
 //! a damaged root slot (an error) from a pool that has no root yet. Version 3 pools
 //! have no root record (zero); opening one records it.
+//!
+//! Unclean shutdowns (format 5): the superblock says whether the pool is open or was
+//! closed cleanly (`open_state`, written at every open and at a clean close, after the
+//! engine's last write-back), counts the opens that found it open (`unclean_opens`:
+//! the process or the machine died with the pool open), and keeps the NVDIMM
+//! unsafe-shutdown count the platform reported at the last open
+//! (`dirty_shutdowns_seen`). Older formats have zeros there: nothing known.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
+use crate::medium::domain::DomainRequest;
+use crate::medium::open::Opened;
 use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 use std::path::Path;
-use std::sync::Arc;
 
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
 /// The on-media format version this build writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this build reads (3: no root record).
 pub const MIN_FORMAT_VERSION: u32 = 3;
 
@@ -71,22 +79,58 @@ pub struct Superblock {
     pub root_offset: u64,
     /// The root record's size-and-type tag (as in the root slot).
     pub root_tag: u64,
+    /// From format 5: [`OPEN`] while a process has the pool open, [`CLEAN`] after a
+    /// clean close; 0 in older formats (unknown).
+    pub open_state: u32,
+    /// From format 5: opens that found the pool [`OPEN`], i.e. not closed cleanly.
+    pub unclean_opens: u32,
+    /// From format 5: the NVDIMM unsafe-shutdown count (summed over the DIMMs of the
+    /// pool's region) that the platform reported at the last open, plus one; 0 when
+    /// the platform reported none.
+    pub dirty_shutdowns_seen: u64,
 }
+
+/// [`Superblock::open_state`] while the pool is open.
+pub const OPEN: u32 = 0x4F50_454E;
+/// [`Superblock::open_state`] after a clean close.
+pub const CLEAN: u32 = 0x434C_4E44;
 
 const BODY_LEN: usize = std::mem::offset_of!(Superblock, checksum);
 const ROOT_RECORD: std::ops::Range<usize> =
+    std::mem::offset_of!(Superblock, root_offset)..std::mem::offset_of!(Superblock, open_state);
+/// The root record and the shutdown record: what a format-5 checksum continues over.
+const TAIL: std::ops::Range<usize> =
     std::mem::offset_of!(Superblock, root_offset)..std::mem::size_of::<Superblock>();
 
 impl Superblock {
     fn compute_checksum(&self) -> u32 {
         let bytes = bytemuck::bytes_of(self);
         let body = crc32c::crc32c(&bytes[..BODY_LEN]);
+        if self.format_version >= 5 {
+            return crc32c::crc32c_append(body, &bytes[TAIL]);
+        }
         // A version 3 copy has zeros here and the checksum of the body alone.
         if self.root_offset == 0 && self.root_tag == 0 {
             body
         } else {
             crc32c::crc32c_append(body, &bytes[ROOT_RECORD])
         }
+    }
+
+    /// Whether the pool was closed cleanly: `None` when the superblock does not say
+    /// (format 4 and older).
+    pub fn closed_cleanly(&self) -> Option<bool> {
+        match self.open_state {
+            CLEAN => Some(true),
+            OPEN => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The NVDIMM unsafe-shutdown count seen at the last open, if the platform
+    /// reported one.
+    pub fn dirty_shutdowns(&self) -> Option<u64> {
+        self.dirty_shutdowns_seen.checked_sub(1)
     }
 
     /// The root record (offset, tag), if the pool has one.
@@ -228,8 +272,18 @@ pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
 /// Open a pool file as `kind`, reserving address space for the maximum size its current
 /// superblock records, so a growable pool grows in place. A superblock that cannot be
 /// read reserves just the file's length (opening the heap then reports why).
-pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
-    crate::medium::open::open_file_reserving(path, kind, |file| {
+#[cfg(test)]
+pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<std::sync::Arc<dyn Medium>> {
+    open_pool_file_in(path, kind, DomainRequest::default()).map(|o| o.medium)
+}
+
+/// [`open_pool_file`] under the persistence domain `req` asks for.
+pub(crate) fn open_pool_file_in(
+    path: &Path,
+    kind: MediumKind,
+    req: DomainRequest,
+) -> Result<Opened> {
+    let max_len = |file: &std::fs::File| {
         use std::os::unix::fs::FileExt;
         let mut head = vec![0u8; 2 * SUPERBLOCK_SIZE];
         if file.read_exact_at(&mut head, 0).is_err() {
@@ -245,5 +299,6 @@ pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Me
                 sb.max_size
             ))
         })
-    })
+    };
+    crate::medium::open::open_file_reserving(path, kind, max_len, req)
 }

@@ -13,6 +13,13 @@
 //! on one pool and fences on another pays at the second. Engines never interleave two
 //! pools within a commit, so this only matters for contrived programs.
 //!
+//! The medium takes a persistence domain ([`DramMedium::with_domain`]): under
+//! [`PersistenceDomain::Eadr`] `flush` executes no write-back and charges no latency
+//! (a store to a persistent cache is durable once visible, and the NVM write happens
+//! at a later eviction, off the program's path), while streamed lines
+//! ([`Medium::write_lines`]) still go to the medium and are charged at the fence. So
+//! one machine measures what a protocol costs under both domains.
+//!
 //! A benchmark control can move the charge out of the engine: after
 //! [`defer_emulated_waits`]`(true)` a fence of this thread adds its charge to a debt
 //! instead of spinning, and [`pay_deferred_waits`] spins the debt off later, between two
@@ -24,7 +31,7 @@
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence, stream_lines};
 use super::reserve::{extend_file, Backing, Mapping};
-use super::{checked_line_write, Medium, MediumKind, CACHE_LINE};
+use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, CACHE_LINE};
 use crate::{Error, Result};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -72,6 +79,7 @@ pub struct DramMedium {
     map: Mapping,
     latency_ns: u64,
     bandwidth: u64,
+    domain: PersistenceDomain,
     // Keeps the advisory lock (and the file) alive as long as the mapping.
     _file: Option<std::fs::File>,
 }
@@ -81,6 +89,7 @@ impl std::fmt::Debug for DramMedium {
         f.debug_struct("DramMedium")
             .field("len", &self.map.len())
             .field("latency_ns", &self.latency_ns)
+            .field("domain", &self.domain)
             .finish()
     }
 }
@@ -109,6 +118,7 @@ impl DramMedium {
             map,
             latency_ns: write_latency_ns,
             bandwidth: bandwidth_bytes_per_sec,
+            domain: PersistenceDomain::Adr,
             _file: None,
         })
     }
@@ -129,8 +139,19 @@ impl DramMedium {
             map,
             latency_ns: write_latency_ns,
             bandwidth: bandwidth_bytes_per_sec,
+            domain: PersistenceDomain::Adr,
             _file: Some(file),
         })
+    }
+
+    /// The same medium under `domain` ([`PersistenceDomain::Adr`] by default;
+    /// [`PersistenceDomain::PageCache`] is the file medium's and reads as ADR here).
+    pub fn with_domain(mut self, domain: PersistenceDomain) -> Self {
+        self.domain = match domain {
+            PersistenceDomain::Eadr => PersistenceDomain::Eadr,
+            PersistenceDomain::Adr | PersistenceDomain::PageCache => PersistenceDomain::Adr,
+        };
+        self
     }
 
     /// Count `n` lines whose write-back this thread started (flushed or streamed); with
@@ -172,6 +193,9 @@ unsafe impl Medium for DramMedium {
     fn file(&self) -> Option<&std::fs::File> {
         self._file.as_ref()
     }
+    fn persistence_domain(&self) -> PersistenceDomain {
+        self.domain
+    }
     fn kind(&self) -> MediumKind {
         MediumKind::Dram {
             write_latency_ns: self.latency_ns,
@@ -199,6 +223,10 @@ unsafe impl Medium for DramMedium {
     #[inline]
     fn flush(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        if self.domain == PersistenceDomain::Eadr {
+            // The caches are persistent: nothing to write back, nothing to charge.
+            return;
+        }
         // SAFETY: the range is inside the mapping (asserted).
         let n = unsafe { flush_range(self.map.base().add(off), len) };
         self.count_flushed(n);
@@ -276,6 +304,30 @@ mod tests {
     fn line_writes_off_a_line_boundary_are_refused() {
         let m = DramMedium::anonymous(1 << 16, 0, 0).unwrap();
         m.write_lines(8, &[&[1; 8]]);
+    }
+
+    #[test]
+    fn under_eadr_flush_writes_nothing_back_and_the_fence_stays() {
+        let m = DramMedium::anonymous(1 << 16, 20_000, 0)
+            .unwrap()
+            .with_domain(PersistenceDomain::Eadr);
+        assert_eq!(m.persistence_domain(), PersistenceDomain::Eadr);
+        let before = crate::medium::counters::snapshot();
+        m.flush(0, 64 * 50);
+        let t = Instant::now();
+        m.fence();
+        assert!(
+            t.elapsed() < Duration::from_micros(1000),
+            "no write-back charged"
+        );
+        m.write_lines(0, &[&[1; 64]]);
+        m.fence();
+        let d = crate::medium::counters::snapshot() - before;
+        assert_eq!(
+            (d.lines_flushed, d.fences),
+            (1, 2),
+            "only the streamed line is written back; both fences remain"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence, stream_lines};
 use super::reserve::{grow_file, map_len, Backing, Mapping};
-use super::{checked_line_write, Medium, MediumKind, PAGE};
+use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, PAGE};
 use crate::{Error, Result};
 use std::cell::RefCell;
 use std::fs::File;
@@ -18,16 +18,21 @@ use std::sync::Mutex;
 // ---------------------------------------------------------------------------------
 
 /// A pool file on a DAX file system, mapped `MAP_SHARED_VALIDATE | MAP_SYNC`: the
-/// processor's cache-line write-back plus `sfence` makes a store durable.
+/// processor's cache-line write-back plus `sfence` makes a store durable (ADR), or
+/// the store alone once visible (eADR: `flush` then does nothing).
 pub struct DaxMedium {
     map: Mapping,
+    domain: PersistenceDomain,
     // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
     _file: File,
 }
 
 impl std::fmt::Debug for DaxMedium {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DaxMedium").field("map", &self.map).finish()
+        f.debug_struct("DaxMedium")
+            .field("map", &self.map)
+            .field("domain", &self.domain)
+            .finish()
     }
 }
 
@@ -57,7 +62,21 @@ impl DaxMedium {
                 _ => Error::io("mapping pool file with MAP_SYNC", e),
             }
         })?;
-        Ok(DaxMedium { map, _file: file })
+        Ok(DaxMedium {
+            map,
+            domain: PersistenceDomain::Adr,
+            _file: file,
+        })
+    }
+
+    /// The same medium under `domain` (the caller decided it from the platform, see
+    /// [`super::domain`]; [`PersistenceDomain::PageCache`] reads as ADR here).
+    pub fn with_domain(mut self, domain: PersistenceDomain) -> Self {
+        self.domain = match domain {
+            PersistenceDomain::Eadr => PersistenceDomain::Eadr,
+            PersistenceDomain::Adr | PersistenceDomain::PageCache => PersistenceDomain::Adr,
+        };
+        self
     }
 }
 
@@ -70,6 +89,9 @@ unsafe impl Medium for DaxMedium {
     }
     fn kind(&self) -> MediumKind {
         MediumKind::Dax
+    }
+    fn persistence_domain(&self) -> PersistenceDomain {
+        self.domain
     }
     fn base(&self) -> *mut u8 {
         self.map.base()
@@ -86,6 +108,10 @@ unsafe impl Medium for DaxMedium {
     #[inline]
     fn flush(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        if self.domain == PersistenceDomain::Eadr {
+            // The caches are in the persistence domain: a visible store is durable.
+            return;
+        }
         // SAFETY: the range is inside the mapping (asserted).
         let n = unsafe { flush_range(self.map.base().add(off), len) };
         add_lines_flushed(n);
@@ -241,6 +267,9 @@ unsafe impl Medium for FileMedium {
     }
     fn kind(&self) -> MediumKind {
         MediumKind::File
+    }
+    fn persistence_domain(&self) -> PersistenceDomain {
+        PersistenceDomain::PageCache
     }
     fn base(&self) -> *mut u8 {
         self.map.base()

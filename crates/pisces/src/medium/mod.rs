@@ -37,6 +37,14 @@
 //! (when the allocator runs out); a medium that cannot grow (the default of
 //! [`Medium::grow`]) refuses with [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
 //!
+//! # Persistence domain
+//! Where a store becomes durable is the medium's [`Medium::persistence_domain`]
+//! ([`domain`]): under ADR a line must be written back and fenced; under eADR (the CPU
+//! caches inside the domain) a visible store is durable, so `flush` writes nothing
+//! back and only `fence` remains. The DRAM medium takes the domain as an option (both
+//! can be measured), the DAX medium reads it from the platform at every open, the file
+//! medium's is the page cache.
+//!
 //! Per-thread counters (lines flushed, fences, bytes logged, bytes written home) are in
 //! the media's counters.
 //!
@@ -45,12 +53,14 @@
 //! emulated latency ~0.4 us, file + msync on disk ~130-260 us, simulator ~0.2 us.
 
 pub(crate) mod counters;
+pub mod domain;
 pub(crate) mod dram;
 mod file;
 pub(crate) mod flush;
 pub(crate) mod open;
 pub(crate) mod reserve;
 
+pub use domain::PersistenceDomain;
 pub use dram::DramMedium;
 pub use file::{DaxMedium, FileMedium};
 
@@ -129,7 +139,8 @@ impl MediumKind {
 ///   [`Medium::grow`]), never beyond `max_len()`, and once a thread has read a length
 ///   the bytes up to it stay valid.
 /// * `flush(off, len)` starts the write-back of every cache line overlapping
-///   `off..off+len`; it orders nothing by itself.
+///   `off..off+len`; it orders nothing by itself. Under
+///   [`PersistenceDomain::Eadr`] there is nothing to write back and it may do nothing.
 /// * `fence()` returns only when every line the *calling thread* flushed before it is
 ///   durable. Lines flushed by other threads are not covered (as with `sfence`).
 /// * Implementations never panic on a range inside the image; a range outside it is a
@@ -137,6 +148,11 @@ impl MediumKind {
 pub unsafe trait Medium: Send + Sync {
     /// The kind of this medium.
     fn kind(&self) -> MediumKind;
+    /// Where a store on this medium becomes durable ([`domain`]). Default:
+    /// [`PersistenceDomain::Adr`], the domain every engine's protocol is written for.
+    fn persistence_domain(&self) -> PersistenceDomain {
+        PersistenceDomain::Adr
+    }
     /// Start of the mapped image; constant for the medium's lifetime (the heap caches
     /// it).
     fn base(&self) -> *mut u8;

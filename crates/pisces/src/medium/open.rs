@@ -42,6 +42,7 @@
 //!   flushed pages for the calling thread; `fence` `msync(MS_SYNC)`s the pages this
 //!   thread flushed since its last fence. Slow, but durable on any file system.
 
+use super::domain::{resolve, DomainRequest, SysfsProbe};
 use super::dram::DramMedium;
 use super::file::{DaxMedium, FileMedium};
 use super::reserve::map_len;
@@ -77,6 +78,26 @@ pub fn create_file_growable(
     max_size: u64,
     kind: MediumKind,
 ) -> Result<Arc<dyn Medium>> {
+    create_pool_file(path, size, max_size, kind, DomainRequest::default()).map(|o| o.medium)
+}
+
+/// A pool file's medium, and the warning of a persistence domain forced against the
+/// platform ([`super::domain`]).
+pub(crate) struct Opened {
+    /// The medium.
+    pub medium: Arc<dyn Medium>,
+    /// Set when `eadr` was forced where the platform reports otherwise.
+    pub domain_warning: Option<String>,
+}
+
+/// [`create_file_growable`] under the persistence domain `req` asks for.
+pub(crate) fn create_pool_file(
+    path: &Path,
+    size: u64,
+    max_size: u64,
+    kind: MediumKind,
+    req: DomainRequest,
+) -> Result<Opened> {
     check_kind(kind)?;
     if max_size < size || max_size & (PAGE as u64 - 1) != 0 {
         return Err(Error::InvalidConfig(format!(
@@ -134,7 +155,7 @@ pub fn create_file_growable(
         file.set_len(size)
             .map_err(|e| Error::io(format!("setting the length of {}", path.display()), e))?;
         reserve(&file, size, path)?;
-        map_kind(file, kind, path, max_len)
+        map_kind(file, kind, path, max_len, req)
     })();
     if result.is_err() {
         // Best effort: the original error is the one worth reporting.
@@ -151,21 +172,22 @@ pub fn create_file_growable(
 /// file) or [`Error::MediumUnsupported`] (DAX on a non-DAX file system). The file is
 /// not modified when opening fails.
 pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
-    open_file_reserving(path, kind, map_len)
+    open_file_reserving(path, kind, map_len, DomainRequest::default()).map(|o| o.medium)
 }
 
 /// [`open_file`], reserving `max_len(file)` bytes of address space for the mapping
 /// (the pool's maximum size: what the pool format records, which this layer does not
-/// read), so the medium can grow in place.
+/// read), so the medium can grow in place, under the persistence domain `req` asks for.
 pub(crate) fn open_file_reserving(
     path: &Path,
     kind: MediumKind,
     max_len: impl FnOnce(&File) -> Result<usize>,
-) -> Result<Arc<dyn Medium>> {
+    req: DomainRequest,
+) -> Result<Opened> {
     check_kind(kind)?;
     let file = open_locked(path)?;
     let max_len = max_len(&file)?.max(map_len(&file)?);
-    map_kind(file, kind, path, max_len)
+    map_kind(file, kind, path, max_len, req)
 }
 
 fn check_kind(kind: MediumKind) -> Result<()> {
@@ -364,29 +386,45 @@ fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
     }
 }
 
-fn map_kind(file: File, kind: MediumKind, path: &Path, max_len: usize) -> Result<Arc<dyn Medium>> {
-    Ok(match kind {
+fn map_kind(
+    file: File,
+    kind: MediumKind,
+    path: &Path,
+    max_len: usize,
+    req: DomainRequest,
+) -> Result<Opened> {
+    // The platform is asked about DAX files only: the other media are not persistent
+    // memory (DRAM emulates either domain, a plain file is durable through msync).
+    let detected = (kind == MediumKind::Dax).then(|| SysfsProbe::default().detect_for_path(path));
+    let (domain, domain_warning) = resolve(kind, detected.as_ref(), req)?;
+    let medium: Arc<dyn Medium> = match kind {
         MediumKind::Dram {
             write_latency_ns,
             bandwidth_bytes_per_sec,
-        } => Arc::new(DramMedium::from_file(
-            file,
-            max_len,
-            write_latency_ns,
-            bandwidth_bytes_per_sec,
-        )?),
-        MediumKind::Dax => Arc::new(DaxMedium::from_file(file, max_len).map_err(|e| match e {
-            Error::MediumUnsupported(m) => {
-                Error::MediumUnsupported(format!("{}: {m}", path.display()))
-            }
-            other => other,
-        })?),
+        } => Arc::new(
+            DramMedium::from_file(file, max_len, write_latency_ns, bandwidth_bytes_per_sec)?
+                .with_domain(domain),
+        ),
+        MediumKind::Dax => Arc::new(
+            DaxMedium::from_file(file, max_len)
+                .map_err(|e| match e {
+                    Error::MediumUnsupported(m) => {
+                        Error::MediumUnsupported(format!("{}: {m}", path.display()))
+                    }
+                    other => other,
+                })?
+                .with_domain(domain),
+        ),
         MediumKind::File => Arc::new(FileMedium::from_file(file, max_len)?),
         MediumKind::Custom => {
             return Err(Error::InvalidConfig(
                 "a custom medium is not backed by a pool file".into(),
             ))
         }
+    };
+    Ok(Opened {
+        medium,
+        domain_warning,
     })
 }
 

@@ -22,6 +22,9 @@
 //! Isolation: one writer at a time and no reader beside it — serializable and
 //! linearizable.
 //!
+//! # Under eADR
+//! Nothing changes: the engine persists nothing, so it issues neither flush nor fence.
+//!
 //! # Parts
 //! * [`gate`]: the reader-writer lock with per-slot reader indicators;
 //! * [`shared`]: pool-wide state ([`shared::BareEngine`]);

@@ -59,6 +59,14 @@
 //!   version 0: readers never read persistent memory in this engine.
 
 //!
+//! # Under eADR
+//! The medium's flush writes nothing back; both fences of an update stay: the redo
+//! record's (streamed with non-temporal stores, which the persistent caches do not
+//! hold, completed before the versions are published) and the home write's (drained
+//! before the locks are released and the log space can be recycled). Flush-diff, which
+//! the engine keeps from Pisces, saves logged bytes under both domains and written-back
+//! lines only under ADR.
+//!
 //! # Parts
 //! * [`shared`]: pool-wide state (clock, slots, version index, watermark;
 //!   [`shared::MvccEngine`]);

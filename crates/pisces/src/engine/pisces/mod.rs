@@ -30,6 +30,16 @@
 //!   allocated and unlocked with the single load of the word next to the payload (no
 //!   load of the slab's allocation bitmap on another line). Objects of earlier runs are
 //!   marked by their first read through the engine.
+//!
+//! Under eADR (`PersistenceDomain::Eadr`, the medium's flush writes nothing back) the
+//! fences stay, each for its own reason: the commit's fence completes the redo record,
+//! which the kit streams with non-temporal stores that bypass the persistent caches,
+//! before the transaction is acknowledged; the write-back's fence orders the home
+//! stores before the recycle watermark lets the record's log space be reused. What
+//! goes away is the write-back's line flushes, so the two options pay off less:
+//! flush-diff still logs fewer bytes but its saving in written-back lines is gone, and
+//! group commit still shares one write-back fence among a batch but no longer shares
+//! flushes of lines the batch's transactions have in common.
 
 mod options;
 mod protocol;

@@ -41,6 +41,11 @@
 //! and the engine links the library. Otherwise the crate still builds, and opening a
 //! `pmdk` pool fails with a message saying what to install.
 //!
+//! # Under eADR
+//! libpmemobj flushes by itself, out of the medium's sight, so the pool's persistence
+//! domain does not reach it: the engine refuses `Config::persistence_domain(Eadr)`.
+//! (libpmemobj has its own switch for persistent caches, `PMEM_NO_FLUSH=1`.)
+//!
 //! # Parts
 //! * [`ffi`]: the libpmemobj functions and types the engine calls;
 //! * [`objects`]: the DRAM side tables (object bitmap, lock stripes);

@@ -74,6 +74,15 @@
 //! * Transaction ids continue across runs (a slot restarts at its `retired` word + 1);
 //!   no `lastTid` survives a run (the index is DRAM), so dependencies never cross runs.
 //!
+//! # Under eADR
+//! The medium's flush writes nothing back; the fences stay. The log record's fence
+//! completes its non-temporal stores before the transaction's `isPersistent` word is
+//! set (early visibility does not change that: a dependent waits for it), the
+//! checkpoint's fences drain the home writes before the `retired` watermark that lets
+//! recovery skip the record and its log space be reused.
+//! The checkpoint's write-back in dependency order costs only its stores and fences
+//! here; its flushes, the bulk of its cost under ADR, are gone.
+//!
 //! # Evidence (`crates/pisces-verify/tests/engine_sp3.rs`, `tests.rs`)
 //! Behaviour, crash campaigns of every crash-test workload, Elle-style histories, and
 //! targeted tests of each protocol step; each step's test fails with the step removed

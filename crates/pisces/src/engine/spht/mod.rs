@@ -81,6 +81,14 @@
 //!   places the memory and the threads).
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
 //!
+//! # Under eADR
+//! The medium's flush writes nothing back; the fences stay: the record's (its
+//! non-temporal stores complete before `isPers` is published), the global marker's
+//! (drained before the transaction returns as durable), and the replayer's (the
+//! durable heap's stores before the progress that truncates the logs). skipCAS and the
+//! marker protocol exist to amortise the marker's persist; under eADR that persist is
+//! one fence, so they save less.
+//!
 //! # Evidence
 //! * Unit tests (`tests`): the wait on smaller timestamps, skipCAS, the forward and
 //!   backward links, the shard filter, the duplicate filter, replay equal to the

@@ -159,6 +159,14 @@
 //!    index ([`optable`]).
 
 //!
+//! # Under eADR
+//! The medium's flush writes nothing back; the fences stay: the OLog record is drained
+//! before `commit` returns (the acknowledged operation must survive), a checkpoint's
+//! home writes before its CLog record and `K_done`, and fresh blocks before the CLog
+//! record that names them. The checkpoint's word diff, which writes home only the words
+//! that changed, saves stores under both domains and written-back lines, which only ADR
+//! pays for, under ADR alone.
+//!
 //! # Parts
 //! * [`options`]: the window's options (`checkpoint_pct`, `clog_mib`, `olog_regions`,
 //!   `eager_reuse`);

@@ -28,6 +28,14 @@
 //! 3. Locks are released only after the marker, so no transaction reads a change that
 //!    a crash could undo.
 //!
+//! # Under eADR
+//! The medium's flush writes nothing back; every fence stays. The undo entry's fence drains the entry before the first in-place store (a store still
+//! in the store buffer is not yet in the persistent caches, and the entry must be
+//! durable before the change it undoes can be); the commit's fence does the same for
+//! the transaction's changes before the marker, and the marker's fence before the
+//! transaction is acknowledged. Nothing in this engine pays off only under ADR: its
+//! cost there is the flushes, which eADR removes.
+//!
 //! # Parts
 //! * [`log`]: the per-slot undo log (entries, commit marker) and its parser;
 //! * [`recovery`]: rolls back what a crash left unfinished;
