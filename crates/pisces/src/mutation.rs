@@ -31,13 +31,13 @@ macro_rules! point {
 }
 pub(crate) use point;
 
-/// True if the mutation point (a path to a `point!` static) is active; `false`
-/// without the `mutation` feature, where the point does not exist.
+/// True if the mutation point (a path to a `point!` static), or one of several, is
+/// active; `false` without the `mutation` feature, where the points do not exist.
 macro_rules! active {
-    ($point:path) => {{
+    ($($point:path),+ $(,)?) => {{
         #[cfg(feature = "mutation")]
         {
-            $crate::mutation::is_active(&$point)
+            $crate::mutation::any_active(&[$(&$point),+])
         }
         #[cfg(not(feature = "mutation"))]
         {
@@ -76,10 +76,12 @@ mod points {
     /// pool is in use (see [`set`]) and orders nothing; a step reads it as a flag.
     static ACTIVE: AtomicPtr<MutationPoint> = AtomicPtr::new(std::ptr::null_mut());
 
-    /// True if `point` is the active one (what `active!` expands to).
+    /// True if one of `points` is the active one (what `active!` expands to): one
+    /// load of the switch, compared with each.
     #[inline(always)]
-    pub fn is_active(point: &'static MutationPoint) -> bool {
-        std::ptr::eq(ACTIVE.load(Ordering::Relaxed), point)
+    pub fn any_active(points: &[&'static MutationPoint]) -> bool {
+        let active = ACTIVE.load(Ordering::Relaxed);
+        points.iter().any(|&p| std::ptr::eq(active, p))
     }
 
     /// Activate mutation point `point`, or none (`None`, the same as [`clear`]). The

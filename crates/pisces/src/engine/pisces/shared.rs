@@ -436,8 +436,7 @@ impl PiscesShared {
         caller_slot: usize,
         cache: &mut ThreadCache,
     ) -> usize {
-        let ignore = crate::mutation::active!(GRACE_PERIOD)
-            || crate::mutation::active!(DEFERRED_WRITE_BACK_IGNORES_READERS);
+        let ignore = crate::mutation::active!(GRACE_PERIOD, DEFERRED_WRITE_BACK_IGNORES_READERS);
         let oldest = if ignore {
             u64::MAX
         } else {
