@@ -144,17 +144,6 @@ unsafe fn value_out<const N: usize>(p: *mut c_void, v: &[u8; N]) {
     }
 }
 
-/// `*p` = 1 or 0 (nothing for NULL).
-///
-/// # Safety
-/// `p` is NULL or points to a writable `c_int` that nothing else uses during the call.
-unsafe fn set_flag(p: *mut c_int, v: bool) {
-    // SAFETY: `p` is NULL or a writable `c_int` used only here (contract).
-    if let Some(p) = unsafe { p.as_mut() } {
-        *p = c_int::from(v);
-    }
-}
-
 /// Run a read-only scan, calling the C function for each entry (the transaction is
 /// borrowed shared meanwhile: the C function may read, not update or end it).
 ///
@@ -225,10 +214,10 @@ pub unsafe extern "C" fn pisces_hmap_create(
         let out = unsafe { crate::out_ptr(out, "out") }?;
         // SAFETY: `tx` as `hmap_create_n` requires (contract).
         let header = unsafe { by_size!(value_size, hmap_create_n(tx, buckets)) }?;
-        *out = pisces_hmap {
+        out.write(pisces_hmap {
             header,
             value_size: value_size as u64,
-        };
+        });
         Ok(())
     })
 }
@@ -245,14 +234,18 @@ unsafe fn hmap_insert_n<const N: usize>(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `replaced` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let replaced = unsafe { crate::opt_out(replaced, "replaced") }?;
     // SAFETY: `value` is NULL or `N` readable bytes (contract).
     let v = unsafe { value_in::<N>(value) }?;
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
     let old = unsafe { with_tx_mut(tx, |t| Ok(hm::<N>(m).insert(t, key, v)?)) }?;
-    // SAFETY: `replaced` is NULL or a writable `c_int` outside the transaction's memory,
-    // used only here (contract).
-    unsafe { set_flag(replaced, old.is_some()) };
+    if let Some(replaced) = replaced {
+        replaced.write(c_int::from(old.is_some()));
+    }
     Ok(())
 }
 
@@ -303,6 +296,10 @@ unsafe fn hmap_get_n<const N: usize>(
     out: *mut c_void,
     found: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `found` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let found = unsafe { crate::opt_out(found, "found") }?;
     let out = out as usize;
     let get = |t: &Tx<'_>| -> Result<bool, Fail> {
         Ok(match hm::<N>(m).get_ref(t, &key)? {
@@ -318,8 +315,9 @@ unsafe fn hmap_get_n<const N: usize>(
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); `get` runs no C code.
     let hit = unsafe { with_tx_ref(tx, get) }?;
-    // SAFETY: `found` is NULL or a writable `c_int` used only here (contract).
-    unsafe { set_flag(found, hit) };
+    if let Some(found) = found {
+        found.write(c_int::from(hit));
+    }
     Ok(())
 }
 
@@ -362,13 +360,13 @@ unsafe fn hmap_find_n<const N: usize>(
     let value = unsafe { crate::out_ptr(value, "value") }?;
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
-    *value = unsafe {
+    value.write(unsafe {
         with_tx_ref(tx, |t| {
             Ok(hm::<N>(m)
                 .get_ref(t, &key)?
                 .map_or(std::ptr::null(), |v| v.as_ptr().cast()))
         })
-    }?;
+    }?);
     Ok(())
 }
 
@@ -409,6 +407,10 @@ unsafe fn hmap_remove_n<const N: usize>(
     old: *mut c_void,
     found: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `found` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let found = unsafe { crate::opt_out(found, "found") }?;
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
     let prev = unsafe { with_tx_mut(tx, |t| Ok(hm::<N>(m).remove(t, &key)?)) }?;
@@ -417,8 +419,9 @@ unsafe fn hmap_remove_n<const N: usize>(
         // a local copy, which they cannot overlap.
         unsafe { value_out(old, v) };
     }
-    // SAFETY: `found` is NULL or a writable `c_int` used only here (contract).
-    unsafe { set_flag(found, prev.is_some()) };
+    if let Some(found) = found {
+        found.write(c_int::from(prev.is_some()));
+    }
     Ok(())
 }
 
@@ -474,7 +477,7 @@ pub unsafe extern "C" fn pisces_hmap_len(tx: pisces_tx, m: pisces_hmap, len: *mu
         // (contract).
         let len = unsafe { crate::out_ptr(len, "len") }?;
         // SAFETY: `tx` as `hmap_len_n` requires (contract).
-        *len = unsafe { by_size!(m.value_size, hmap_len_n(tx, m.header)) }?;
+        len.write(unsafe { by_size!(m.value_size, hmap_len_n(tx, m.header)) }?);
         Ok(())
     })
 }
@@ -574,10 +577,10 @@ pub unsafe extern "C" fn pisces_btree_create(
         let out = unsafe { crate::out_ptr(out, "out") }?;
         // SAFETY: `tx` as `btree_create_n` requires (contract).
         let header = unsafe { by_size!(value_size, btree_create_n(tx)) }?;
-        *out = pisces_btree {
+        out.write(pisces_btree {
             header,
             value_size: value_size as u64,
-        };
+        });
         Ok(())
     })
 }
@@ -594,14 +597,18 @@ unsafe fn btree_insert_n<const N: usize>(
     value: *const c_void,
     replaced: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `replaced` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let replaced = unsafe { crate::opt_out(replaced, "replaced") }?;
     // SAFETY: `value` is NULL or `N` readable bytes (contract).
     let v = unsafe { value_in::<N>(value) }?;
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
     let old = unsafe { with_tx_mut(tx, |t| Ok(bt::<N>(m).insert(t, key, v)?)) }?;
-    // SAFETY: `replaced` is NULL or a writable `c_int` outside the transaction's memory,
-    // used only here (contract).
-    unsafe { set_flag(replaced, old.is_some()) };
+    if let Some(replaced) = replaced {
+        replaced.write(c_int::from(old.is_some()));
+    }
     Ok(())
 }
 
@@ -652,6 +659,10 @@ unsafe fn btree_get_n<const N: usize>(
     out: *mut c_void,
     found: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `found` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let found = unsafe { crate::opt_out(found, "found") }?;
     let out = out as usize;
     let get = |t: &Tx<'_>| -> Result<bool, Fail> {
         Ok(match bt::<N>(m).get_ref(t, &key)? {
@@ -667,8 +678,9 @@ unsafe fn btree_get_n<const N: usize>(
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); `get` runs no C code.
     let hit = unsafe { with_tx_ref(tx, get) }?;
-    // SAFETY: `found` is NULL or a writable `c_int` used only here (contract).
-    unsafe { set_flag(found, hit) };
+    if let Some(found) = found {
+        found.write(c_int::from(hit));
+    }
     Ok(())
 }
 
@@ -709,6 +721,10 @@ unsafe fn btree_remove_n<const N: usize>(
     old: *mut c_void,
     found: *mut c_int,
 ) -> Result<(), Fail> {
+    // SAFETY: `found` is NULL or a writable `c_int` outside the transaction's memory,
+    // used only by this call (contract). Checked before the operation, so that a bad
+    // pointer fails the call before it changes anything; written after it.
+    let found = unsafe { crate::opt_out(found, "found") }?;
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
     let prev = unsafe { with_tx_mut(tx, |t| Ok(bt::<N>(m).remove(t, &key)?)) }?;
@@ -717,8 +733,9 @@ unsafe fn btree_remove_n<const N: usize>(
         // a local copy, which they cannot overlap.
         unsafe { value_out(old, v) };
     }
-    // SAFETY: `found` is NULL or a writable `c_int` used only here (contract).
-    unsafe { set_flag(found, prev.is_some()) };
+    if let Some(found) = found {
+        found.write(c_int::from(prev.is_some()));
+    }
     Ok(())
 }
 
@@ -774,7 +791,7 @@ pub unsafe extern "C" fn pisces_btree_len(tx: pisces_tx, t: pisces_btree, len: *
         // (contract).
         let len = unsafe { crate::out_ptr(len, "len") }?;
         // SAFETY: `tx` as `btree_len_n` requires (contract).
-        *len = unsafe { by_size!(t.value_size, btree_len_n(tx, t.header)) }?;
+        len.write(unsafe { by_size!(t.value_size, btree_len_n(tx, t.header)) }?);
         Ok(())
     })
 }

@@ -136,10 +136,10 @@ pub unsafe extern "C" fn pisces_tx_begin(
         hr.tx.set(p);
         hr.began_on.set(crate::explicit::thread_mark());
         let generation = set_explicit(hr);
-        *out = pisces_tx {
+        out.write(pisces_tx {
             handle: h,
             generation,
-        };
+        });
         Ok(())
     })
 }

@@ -336,19 +336,58 @@ unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, F
     }
 }
 
-/// The out-parameter `p` as a reference; `PISCES_EINVAL` for NULL.
+/// An out-parameter checked to be non-NULL and aligned, valid for one write of a `T`.
+/// The memory behind it may be uninitialised (C callers pass `&local` of a variable
+/// they have not set), so it is never read nor turned into a `&mut T` (a reference to
+/// uninitialised memory of a type with invalid bit patterns is undefined behaviour):
+/// [`Out::write`] stores with `ptr::write`, which neither reads nor drops the old
+/// contents.
+pub(crate) struct Out<T>(std::ptr::NonNull<T>);
+
+impl<T> Out<T> {
+    /// Store `v` (the old contents are neither read nor dropped).
+    #[inline(always)]
+    pub(crate) fn write(self, v: T) {
+        // SAFETY: `out_ptr` / `opt_out` made `self` only from a non-NULL, aligned
+        // pointer that their caller guaranteed valid for writes of a `T` and used by
+        // nothing else during the call; `write` consumes `self`, so one store.
+        unsafe { self.0.as_ptr().write(v) }
+    }
+}
+
+/// The out-parameter `p`, checked: `PISCES_EINVAL` for NULL or a misaligned pointer.
 ///
 /// # Safety
-/// `p` is NULL or points to a `T` (aligned, readable and writable) that nothing else
-/// reads or writes during `'a`.
+/// `p` is NULL or valid for writes of a `T` (it may point to uninitialised memory),
+/// and nothing else reads or writes it until the returned [`Out`] is written or
+/// dropped (within the call).
 #[inline(always)]
-unsafe fn out_ptr<'a, T>(p: *mut T, what: &'static str) -> Result<&'a mut T, Fail> {
-    // SAFETY: by the contract `p` is NULL or points to a `T` that only the returned
-    // reference uses during `'a`.
-    match unsafe { p.as_mut() } {
-        Some(r) => Ok(r),
+unsafe fn out_ptr<T>(p: *mut T, what: &'static str) -> Result<Out<T>, Fail> {
+    match std::ptr::NonNull::new(p) {
+        Some(nn) if p.is_aligned() => Ok(Out(nn)),
+        Some(_) => Err(misaligned_arg(what)),
         None => Err(null_arg(what)),
     }
+}
+
+/// An optional out-parameter: `None` for NULL, else as [`out_ptr`].
+///
+/// # Safety
+/// As [`out_ptr`].
+#[inline(always)]
+unsafe fn opt_out<T>(p: *mut T, what: &'static str) -> Result<Option<Out<T>>, Fail> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract is `out_ptr`'s.
+    unsafe { out_ptr(p, what) }.map(Some)
+}
+
+/// The failure of a misaligned out-parameter (off the fast path).
+#[cold]
+#[inline(never)]
+fn misaligned_arg(what: &str) -> Fail {
+    Fail::new(PISCES_EINVAL, format!("{what} is not aligned for its type"))
 }
 
 /// The failure of a NULL argument (off the fast path).
@@ -512,23 +551,17 @@ pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
     entry(move || {
         // SAFETY: `cfg` is NULL or a writable `pisces_config` used only by this call
         // (contract).
-        *unsafe { out_ptr(cfg, "cfg") }? = pisces_config_default();
+        unsafe { out_ptr(cfg, "cfg") }?.write(pisces_config_default());
         Ok(())
     })
 }
 
 /// Box `pool` as the C pool object and store it in `*out`.
-///
-/// # Safety
-/// `out` is valid for writing a `*mut pisces_pool`.
-unsafe fn finish_pool(pool: Pool, out: *mut *mut pisces_pool) -> Result<(), Fail> {
+fn finish_pool(pool: Pool, out: Out<*mut pisces_pool>) -> Result<(), Fail> {
     let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
-    // SAFETY: `out` is writable (contract); the pointer stored is plain data.
-    unsafe {
-        *out = Box::into_raw(Box::new(pisces_pool {
-            shared: Arc::new(PoolShared { pool, engine_name }),
-        }))
-    };
+    out.write(Box::into_raw(Box::new(pisces_pool {
+        shared: Arc::new(PoolShared { pool, engine_name }),
+    })));
     Ok(())
 }
 
@@ -566,7 +599,7 @@ pub unsafe extern "C" fn pisces_pool_create(
     entry(move || {
         // SAFETY: `out` is NULL or a writable `pisces_pool *` used only by this call
         // (contract).
-        let out = unsafe { out_ptr(out, "out") }? as *mut *mut pisces_pool;
+        let out = unsafe { out_ptr(out, "out") }?;
         // SAFETY: `path` is NULL or a nul-terminated string, readable and unchanged
         // during the call (contract); the `&str` is not used after it.
         let path = unsafe { cstr_opt(path, "path") }?
@@ -575,8 +608,7 @@ pub unsafe extern "C" fn pisces_pool_create(
         // or nul-terminated, readable during the call (contract).
         let cfg = unsafe { to_config(cfg) }?;
         let pool = Pool::create(path, cfg)?;
-        // SAFETY: `out` came from a non-NULL writable `pisces_pool *` (above).
-        unsafe { finish_pool(pool, out) }
+        finish_pool(pool, out)
     })
 }
 
@@ -601,7 +633,7 @@ pub unsafe extern "C" fn pisces_pool_open(
     entry(move || {
         // SAFETY: `out` is NULL or a writable `pisces_pool *` used only by this call
         // (contract).
-        let out = unsafe { out_ptr(out, "out") }? as *mut *mut pisces_pool;
+        let out = unsafe { out_ptr(out, "out") }?;
         // SAFETY: `path` is NULL or a nul-terminated string, readable and unchanged
         // during the call (contract); the `&str` is not used after it.
         let path = unsafe { cstr_opt(path, "path") }?
@@ -617,8 +649,7 @@ pub unsafe extern "C" fn pisces_pool_open(
             }
             r => r?,
         };
-        // SAFETY: `out` came from a non-NULL writable `pisces_pool *` (above).
-        unsafe { finish_pool(pool, out) }
+        finish_pool(pool, out)
     })
 }
 
@@ -706,7 +737,7 @@ pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mu
         }
         let len =
             usize::try_from(size).map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
-        *off = shared.pool.root_bytes(len)?.offset();
+        off.write(shared.pool.root_bytes(len)?.offset());
         Ok(())
     })
 }
@@ -735,7 +766,7 @@ pub unsafe extern "C" fn pisces_handle_open(
         // SAFETY: `pool` is NULL or stays open during the call (contract).
         let shared = unsafe { pool_ref(pool) }?.shared.clone();
         let th = shared.pool.handle()?;
-        *out = Box::into_raw(Box::new(pisces_handle {
+        out.write(Box::into_raw(Box::new(pisces_handle {
             explicit: UnsafeCell::new(None),
             shared,
             th: UnsafeCell::new(th),
@@ -744,7 +775,7 @@ pub unsafe extern "C" fn pisces_handle_open(
             tx: Cell::new(std::ptr::null_mut()),
             iterating: Cell::new(false),
             began_on: Cell::new(0),
-        }));
+        })));
         Ok(())
     })
 }
@@ -837,17 +868,19 @@ pub unsafe extern "C" fn pisces_handle_stats(
         // SAFETY: the borrow ends within this statement; no C code runs meanwhile.
         let s = unsafe { idle_th(h) }?.stats();
         // SAFETY: `commits`, `conflicts` and `failed` are each NULL or a writable
-        // `uint64_t` used only by this call (contract); so for the two blocks below.
-        if let Some(c) = unsafe { commits.as_mut() } {
-            *c = s.commits;
-        }
-        // SAFETY: see above.
-        if let Some(c) = unsafe { conflicts.as_mut() } {
-            *c = s.conflicts;
-        }
-        // SAFETY: see above.
-        if let Some(c) = unsafe { failed.as_mut() } {
-            *c = s.failed;
+        // `uint64_t` used only by this call (contract). All three are checked before
+        // any is written, so a misaligned one leaves the others unchanged.
+        let outs = unsafe {
+            [
+                (opt_out(commits, "commits")?, s.commits),
+                (opt_out(conflicts, "conflicts")?, s.conflicts),
+                (opt_out(failed, "failed")?, s.failed),
+            ]
+        };
+        for (out, v) in outs {
+            if let Some(out) = out {
+                out.write(v);
+            }
         }
         Ok(())
     })
@@ -1119,7 +1152,7 @@ pub unsafe extern "C" fn pisces_read(
                 Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
             })
         }?;
-        *out = p as *const c_void;
+        out.write(p as *const c_void);
         Ok(())
     })
 }
@@ -1159,7 +1192,7 @@ pub unsafe extern "C" fn pisces_write(
                 Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
             })
         }?;
-        *out = p as *mut c_void;
+        out.write(p as *mut c_void);
         Ok(())
     })
 }
@@ -1271,7 +1304,7 @@ pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) 
         let off = unsafe { out_ptr(off, "off") }?;
         // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
         // closure runs no C code.
-        *off = unsafe { with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset())) }?;
+        off.write(unsafe { with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset())) }?);
         Ok(())
     })
 }

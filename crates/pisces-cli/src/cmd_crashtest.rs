@@ -112,10 +112,11 @@ pub struct CrashtestArgs {
     /// in flight (e.g. 12,9+).
     #[arg(long, requires = "image")]
     pub acked: Option<String>,
-    /// Test builds only: remove one protocol step of the Pisces engine.
+    /// Test builds only: remove one protocol step of the engine, named by one of its
+    /// mutation points (e.g. checksum, log-flush; an unknown name lists the engine's).
     #[cfg(feature = "mutation")]
-    #[arg(long, value_enum)]
-    pub mutation: Option<MutationArg>,
+    #[arg(long, value_name = "NAME")]
+    pub mutation: Option<String>,
 }
 
 /// `--adversary`.
@@ -140,34 +141,26 @@ pub enum FlushDiffArg {
     Off,
 }
 
-/// `--mutation`.
+/// The engine's mutation point `--mutation` names, if any.
 #[cfg(feature = "mutation")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum MutationArg {
-    /// Accept log records without a valid checksum.
-    Checksum,
-    /// Recycle log space without persisting the watermark first.
-    Watermark,
-    /// Do not flush the log record before persistTS makes it count.
-    LogFlush,
-    /// Write back without waiting for older snapshots.
-    GracePeriod,
-    /// Readers do not wait for a writer in its commit critical section.
-    IncriticalWait,
-}
-
-#[cfg(feature = "mutation")]
-impl MutationArg {
-    fn mutation(self) -> pisces::mutation::Mutation {
-        use pisces::mutation::Mutation;
-        match self {
-            MutationArg::Checksum => Mutation::Checksum,
-            MutationArg::Watermark => Mutation::Watermark,
-            MutationArg::LogFlush => Mutation::LogFlush,
-            MutationArg::GracePeriod => Mutation::GracePeriod,
-            MutationArg::IncriticalWait => Mutation::InCriticalWait,
-        }
-    }
+fn mutation_point(
+    a: &CrashtestArgs,
+) -> Result<Option<&'static pisces::mutation::MutationPoint>, String> {
+    let Some(name) = &a.mutation else {
+        return Ok(None);
+    };
+    a.engine.mutation(name).map(Some).ok_or_else(|| {
+        let names = a.engine.mutation_names();
+        format!(
+            "--mutation: the {} engine has no mutation point `{name}` (its points: {})",
+            a.engine.name(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    })
 }
 
 fn parse_engine(s: &str) -> Result<EngineId, String> {
@@ -227,7 +220,13 @@ pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
         }
     }
     #[cfg(feature = "mutation")]
-    let _mutation = MutationGuard::set(args.mutation.map(MutationArg::mutation));
+    let _mutation = match mutation_point(args) {
+        Ok(p) => MutationGuard::set(p),
+        Err(e) => {
+            eprintln_safe(&format!("pisces crashtest: {e}"));
+            return 2;
+        }
+    };
     let names: Vec<&str> = if args.workload == "all" {
         WORKLOADS.to_vec()
     } else {
@@ -400,7 +399,7 @@ struct MutationGuard;
 #[cfg(feature = "mutation")]
 impl MutationGuard {
     #[allow(unsafe_code)]
-    fn set(m: Option<pisces::mutation::Mutation>) -> Self {
+    fn set(m: Option<&'static pisces::mutation::MutationPoint>) -> Self {
         // SAFETY: `pisces crashtest --mutation` is mutation testing (a test build with the
         // `mutation` feature): the campaign exists to show that the removed step matters.
         unsafe { pisces::mutation::set(m) };
@@ -452,8 +451,8 @@ fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String 
         s.seed,
     );
     #[cfg(feature = "mutation")]
-    if let Some(mu) = a.mutation {
-        m.push_str(&format!(", MUTATION {mu:?} active"));
+    if let Some(mu) = &a.mutation {
+        m.push_str(&format!(", MUTATION {mu} active"));
     }
     let _ = &mut m;
     m
@@ -635,10 +634,8 @@ fn reproducer(a: &CrashtestArgs, s: &Settings, w: &str, index: u64) -> String {
         ));
     }
     #[cfg(feature = "mutation")]
-    if let Some(m) = a.mutation {
-        if let Some(v) = m.to_possible_value() {
-            c.push_str(&format!(" --mutation {}", v.get_name()));
-        }
+    if let Some(m) = &a.mutation {
+        c.push_str(&format!(" --mutation {m}"));
     }
     c.push_str(&format!(" --reproduce {index}"));
     c

@@ -12,7 +12,9 @@
 //! grace period by the read-skew test and the recycle watermark by the stale-replay
 //! test in `crates/pisces-verify/tests/engine_pisces/mutations.rs`, the `inCritical`
 //! wait by the loom model of the commit protocol; random 2-thread crashtest campaigns
-//! catch the watermark and the grace period too.)
+//! catch the watermark and the grace period too.) For `spht`, whose log is its own,
+//! random campaigns catch the removed flush of its log record; an unknown point name
+//! is refused with the engine's list.
 
 #[allow(dead_code)]
 #[path = "../src/cmd_crashtest.rs"]
@@ -238,5 +240,44 @@ mod mutation {
             }
         }
         println!("{}", table.join("\n"));
+    }
+
+    #[test]
+    fn spht_log_flush_removal_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let args = |m: Option<&'static str>| {
+            let mut a = vec![
+                "--engine",
+                "spht",
+                "--workload",
+                "bank",
+                "--states",
+                "200",
+                "--out",
+                d,
+            ];
+            a.extend(m.iter().flat_map(|m| ["--mutation", *m]));
+            a
+        };
+        let (code, out) = crashtest(&args(None));
+        assert_eq!(
+            (code, totals(&out).1),
+            (0, 0),
+            "spht without mutation:\n{out}"
+        );
+        let (code, out) = crashtest(&args(Some("log-flush")));
+        let (n, v) = totals(&out);
+        assert!(v > 0, "spht with log-flush removed: no violation\n{out}");
+        assert_eq!(code, 1);
+        println!("spht  log-flush  {n:>4} states {v:>3} violations");
+    }
+
+    #[test]
+    fn an_unknown_mutation_point_is_refused() {
+        let (code, out) = crashtest(&["--engine", "sp3", "--mutation", "checksum"]);
+        assert_eq!((code, out.as_str()), (2, ""));
+        let a = parse(&["--engine", "sp3", "--mutation", "skip-validation"]).unwrap();
+        assert_eq!(a.mutation.as_deref(), Some("skip-validation"));
     }
 }

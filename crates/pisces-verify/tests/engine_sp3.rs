@@ -2,14 +2,15 @@
 //! concurrent auditors, write skew, reopen, invalid pointers), crash consistency on the
 //! crash simulator (every crash-test workload), recovery's drop rule, and — with the
 //! `mutation` feature — each protocol step's guard failing when the step is removed
-//! (`inject_bug=...`, see `engine/sp3/mod.rs`).
+//! (the engine's mutation points, `EngineId::Sp3.mutations()`).
 //!
 //! Run: `cargo test -p pisces-verify --release --test engine_sp3` (add `--features
-//! mutation` for the injected-bug tests, the tests that need the `persist_delay_ms`
-//! hook and recovery's mutation switch).
+//! mutation` for the mutation tests and the tests that need the `persist_delay_ms`
+//! hook; run the mutation tests alone, `mutation -- --test-threads=1` and
+//! `recovery -- --test-threads=1`: the switch is process-wide).
 //! The engine's white-box tests are in `crates/pisces/src/engine/sp3/tests.rs`.
 //!
-//! # Evidence that the guards guard (besides the `inject_bug` switches)
+//! # Evidence that the guards guard (besides the mutation points)
 //! Bugs injected by hand into the source, run, reverted:
 //! * commit publishes without bumping the version (`unlock(prior, false)`):
 //!   `bank_auditors_never_see_a_broken_invariant`, `write_skew_is_prevented` and
@@ -663,15 +664,11 @@ fn crash_recovery_at_each_fence() -> Result<usize, String> {
 #[cfg(feature = "mutation")]
 #[test]
 fn recovery_without_the_replay_flush_is_caught() {
-    use pisces::mutation::{self, Mutation};
-    let _serial = recovery_mutation_lock();
-    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(Mutation::Sp3ReplayFlush)) };
+    let m = Mutated::new("replay-flush");
     let r = crash_recovery_at_each_fence();
-    mutation::clear();
+    drop(m);
     let e = r.expect_err("recovery without the replay flush went unnoticed");
-    eprintln!("Sp3ReplayFlush: {e}");
+    eprintln!("replay-flush: {e}");
 }
 
 #[test]
@@ -995,57 +992,106 @@ fn parallel_replay_restores_objects_spanning_chunks() {
 }
 
 // ---------------------------------------------------------------------------------
-// Injected bugs: each guard above fails when its protocol step is removed.
-// (`cargo test -p pisces-verify --release --features mutation --test engine_sp3 injected`)
+// Mutation evidence: each guard above fails when its protocol step is removed.
+// (`cargo test -p pisces-verify --release --features mutation --test engine_sp3
+// mutation -- --test-threads=1`: the switch is process-wide.)
+
+/// Activates the engine's mutation point `name` until dropped. Holds the recovery lock
+/// (the tests that crash recovery take it too); run the mutation tests alone
+/// (`--test-threads=1`): the other tests of this binary do not take it.
+#[cfg(feature = "mutation")]
+struct Mutated(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
 
 #[cfg(feature = "mutation")]
-mod injected {
-    use super::*;
-
-    fn bug(name: &str) -> EngineOptions {
-        EngineOptions::new().set("inject_bug", name)
+impl Mutated {
+    fn new(name: &str) -> Mutated {
+        let serial = recovery_mutation_lock();
+        let p = EngineId::Sp3.mutation(name).expect("a point of the engine");
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and
+        // its outcome is read only as that evidence (see `pisces::mutation::set`).
+        unsafe { pisces::mutation::set(Some(p)) };
+        Mutated(serial)
     }
+}
 
-    #[test]
-    fn injected_skip_validation_allows_write_skew_and_broken_audits() {
-        assert_eq!(
-            write_skew(bug("skip_validation")),
-            0,
-            "write skew went unnoticed"
-        );
-        // Interleaving-dependent: a few tries.
-        let broken = (0..5).any(|_| {
-            let (bad_commits, bad_views) = bank_with_auditor(bug("skip_validation"), 50_000);
-            bad_commits + bad_views > 0
-        });
-        assert!(broken, "no broken audit without validation");
+#[cfg(feature = "mutation")]
+impl Drop for Mutated {
+    fn drop(&mut self) {
+        pisces::mutation::clear();
     }
+}
 
-    #[test]
-    fn injected_no_dependencies_keeps_dependents_of_a_lost_record() {
-        let [_, damaged] = lost_predecessor(bug("no_dependencies"));
-        assert_eq!(
-            damaged.1,
-            MAGIC + 1,
-            "T2 survived its lost predecessor: {damaged:?}"
-        );
-    }
+/// The engine's points whose evidence is not in [`mutation_each_sp3_step_is_needed`],
+/// with where it is.
+#[cfg(feature = "mutation")]
+const ELSEWHERE: [(&str, &str); 3] = [
+    (
+        "replay-flush",
+        "`recovery_without_the_replay_flush_is_caught` in this binary",
+    ),
+    (
+        "replay-part-mask",
+        "the engine's unit test `mutations_of_parallel_recovery_are_caught`",
+    ),
+    (
+        "parse-slot-order",
+        "the engine's unit test `mutations_of_parallel_recovery_are_caught`",
+    ),
+];
 
-    #[test]
-    fn injected_no_dependency_wait_loses_an_acknowledged_transaction() {
-        let (x, y) = acknowledged_dependent_survives(bug("no_dependency_wait"));
-        assert_eq!((x, y), (0, 0), "the acknowledged T2 was lost with T1");
-    }
-
-    #[test]
-    fn injected_no_dependency_wait_loses_the_end_of_a_chain() {
-        assert_eq!(transitive_chain(bug("no_dependency_wait")), (0, 0, 0));
-    }
-
-    #[test]
-    fn injected_home_before_predecessors_exposes_a_lost_predecessor() {
-        let (x, y) = home_waits_for_predecessors(bug("home_before_predecessors"));
-        assert!(y != 0 && y != x + 1, "x = {x}, y = {y}");
+/// Each of the engine's mutation points (`EngineId::Sp3.mutations()`, iterated here)
+/// breaks the test that guards its step, or is named in [`ELSEWHERE`].
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_each_sp3_step_is_needed() {
+    let d = EngineOptions::new;
+    for p in EngineId::Sp3.mutations() {
+        if ELSEWHERE.iter().any(|(n, _)| *n == p.name) {
+            continue;
+        }
+        eprintln!("mutation {}", p.name);
+        match p.name {
+            "skip-validation" => {
+                let _m = Mutated::new(p.name);
+                assert_eq!(write_skew(d()), 0, "write skew went unnoticed");
+                // Interleaving-dependent: a few tries.
+                let broken = (0..5).any(|_| {
+                    let (bad_commits, bad_views) = bank_with_auditor(d(), 50_000);
+                    bad_commits + bad_views > 0
+                });
+                assert!(broken, "no broken audit without validation");
+                let mut found = 0;
+                for seed in 0..5 {
+                    let (forbidden, _, _) = list_append(d(), true, seed, 400);
+                    found += forbidden;
+                    if found > 0 {
+                        break;
+                    }
+                }
+                assert!(found > 0, "the checker saw nothing without validation");
+            }
+            "no-dependencies" => {
+                let _m = Mutated::new(p.name);
+                let [_, damaged] = lost_predecessor(d());
+                assert_eq!(
+                    damaged.1,
+                    MAGIC + 1,
+                    "T2 survived its lost predecessor: {damaged:?}"
+                );
+            }
+            "no-dependency-wait" => {
+                let _m = Mutated::new(p.name);
+                let (x, y) = acknowledged_dependent_survives(d());
+                assert_eq!((x, y), (0, 0), "the acknowledged T2 was lost with T1");
+                assert_eq!(transitive_chain(d()), (0, 0, 0));
+            }
+            "home-before-predecessors" => {
+                let _m = Mutated::new(p.name);
+                let (x, y) = home_waits_for_predecessors(d());
+                assert!(y != 0 && y != x + 1, "x = {x}, y = {y}");
+            }
+            other => panic!("mutation point `{other}`: no evidence in this table"),
+        }
     }
 }
 
@@ -1155,25 +1201,6 @@ fn list_append_histories_are_serializable() {
             assert_eq!((forbidden, skews), (0, 0), "{opts}, write-skew workload");
         }
     }
-}
-
-#[cfg(feature = "mutation")]
-#[test]
-fn injected_skip_validation_shows_write_skew_to_the_checker() {
-    let mut found = 0;
-    for seed in 0..5 {
-        let (forbidden, _, _) = list_append(
-            EngineOptions::new().set("inject_bug", "skip_validation"),
-            true,
-            seed,
-            400,
-        );
-        found += forbidden;
-        if found > 0 {
-            break;
-        }
-    }
-    assert!(found > 0, "the checker saw nothing without validation");
 }
 
 /// The checkpoint of records with a chain of cross-slot dependencies (each transaction

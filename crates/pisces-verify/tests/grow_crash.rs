@@ -240,14 +240,20 @@ fn crash_at_every_fence_of_a_growth() {
     }
     #[cfg(feature = "mutation")]
     {
-        use pisces::mutation::{clear, set, Mutation};
+        use pisces::mutation::{clear, set};
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
         // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { set(Some(Mutation::GrowSizeLate)) };
+        unsafe {
+            set(Some(
+                EngineId::Pisces
+                    .mutation("grow-size-late")
+                    .expect("a point of the heap"),
+            ))
+        };
         let (states, violations) = campaign(EngineId::Pisces);
         clear();
         eprintln!(
-            "GrowSizeLate: {states} crash states, {} violations, e.g. {:?}",
+            "grow-size-late: {states} crash states, {} violations, e.g. {:?}",
             violations.len(),
             violations.last()
         );

@@ -95,7 +95,7 @@ fn a_partly_written_back_batch_keeps_the_watermark_below_its_waiting_records() {
 #[cfg(feature = "mutation")]
 #[test]
 fn the_waiting_records_bound_is_needed() {
-    use pisces::mutation::{self, Mutation};
+    use pisces::mutation;
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
@@ -105,7 +105,13 @@ fn the_waiting_records_bound_is_needed() {
     let _reset = Reset;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(Mutation::PartialWriteBackClearsPending)) };
+    unsafe {
+        mutation::set(Some(
+            pisces::EngineId::Pisces
+                .mutation("partial-write-back-clears-pending")
+                .expect("a point of the engine"),
+        ))
+    };
     assert_ne!(
         pending_update_after_crash(),
         2,

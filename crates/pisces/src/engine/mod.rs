@@ -172,6 +172,13 @@ pub(crate) trait EngineDef: 'static {
     /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
     /// size), or `None` if it can.
     const GROWTH_REFUSED: Option<&'static str> = None;
+    /// The engine's mutation points (tests only, `mutation` feature): each protocol
+    /// step a test can remove, declared with `mutation::point!` in the module that owns
+    /// the step, and the points of `kit` parts the engine runs through. The engine's
+    /// mutation suites iterate this list; `pisces crashtest --mutation NAME` takes a
+    /// name from it. The heap's points (`heap::MUTATIONS`) are added by the registry.
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[];
     /// Pool-wide state.
     type Engine: Engine<Thread = Self::Thread>;
     /// One thread's state.

@@ -63,6 +63,13 @@ macro_rules! engines {
             pub fn option_sets(self) -> Vec<EngineOptions> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::option_sets(), )+ }
             }
+            /// The engine's mutation points (`EngineDef::MUTATIONS`): the protocol
+            /// steps a mutation test can remove. Test builds only.
+            #[cfg(feature = "mutation")]
+            #[doc(hidden)]
+            pub fn mutations(self) -> &'static [&'static crate::mutation::MutationPoint] {
+                match self { $( EngineId::$variant => <$def as EngineDef>::MUTATIONS, )+ }
+            }
             /// Why the engine cannot run on a pool that grows, if it cannot.
             pub(crate) fn growth_refused(self) -> Option<&'static str> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
@@ -293,6 +300,29 @@ impl EngineId {
     /// Name for an id read from a pool, known or not.
     pub fn describe(id: u32) -> String {
         Self::from_u32(id).map_or_else(|| format!("unknown engine #{id}"), |e| e.name().to_string())
+    }
+    /// The engine's mutation points ([`EngineId::mutations`]) and, for an engine whose
+    /// pool is the heap, the heap's: every point a test can activate for the engine.
+    #[cfg(feature = "mutation")]
+    fn mutation_points(self) -> impl Iterator<Item = &'static crate::mutation::MutationPoint> {
+        let heap: &'static [&'static crate::mutation::MutationPoint] = match self.storage() {
+            Storage::Heap => crate::heap::MUTATIONS,
+            Storage::OwnFile => &[],
+        };
+        self.mutations().iter().chain(heap).copied()
+    }
+    /// The mutation point named `name` among the engine's ([`EngineId::mutations`]) and,
+    /// for an engine whose pool is the heap, the heap's. Test builds only.
+    #[cfg(feature = "mutation")]
+    #[doc(hidden)]
+    pub fn mutation(self, name: &str) -> Option<&'static crate::mutation::MutationPoint> {
+        self.mutation_points().find(|p| p.name == name)
+    }
+    /// The names [`EngineId::mutation`] accepts, in order. Test builds only.
+    #[cfg(feature = "mutation")]
+    #[doc(hidden)]
+    pub fn mutation_names(self) -> Vec<&'static str> {
+        self.mutation_points().map(|p| p.name).collect()
     }
     /// Whether this build can run the engine (`pmdk` needs libpmemobj at build time).
     pub fn available(self) -> bool {

@@ -49,6 +49,17 @@ fn dirty_shutdowns_seen(medium: &dyn Medium) -> u64 {
         .map_or(0, |n| n.saturating_add(1))
 }
 
+crate::mutation::point! {
+    /// A grown pool's new size reaches the superblock only when the first block of the
+    /// new region is published (after its transaction committed), not before the new
+    /// region is handed out.
+    pub(crate) static GROW_SIZE_LATE = "grow-size-late";
+}
+/// The heap's mutation points: they apply to every engine whose pool is the heap (the
+/// registry adds them to `EngineId::mutations()`).
+#[cfg(feature = "mutation")]
+pub(crate) static MUTATIONS: &[&crate::mutation::MutationPoint] = &[&GROW_SIZE_LATE];
+
 /// Parameters fixed when a pool is formatted.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FormatParams {
@@ -334,7 +345,7 @@ impl Heap {
         let target = want.max(present.saturating_mul(2)).min(cap);
         let new_size = self.layout.size_for_slabs(target);
         self.medium.grow(new_size as usize)?;
-        if crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
+        if crate::mutation::active!(GROW_SIZE_LATE) {
             // Wrong on purpose: the superblock is written only when the first block of
             // the new region is published (`write_late_size`).
             self.late_size.store(new_size, Ordering::Relaxed);

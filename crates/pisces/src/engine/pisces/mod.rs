@@ -69,6 +69,19 @@ impl EngineDef for Pisces {
         "Pisces (USENIX ATC 2019): snapshot isolation, dual-version concurrency control, three-stage commit";
     const ISOLATION: Isolation = Isolation::Snapshot;
     type Engine = PiscesEngine;
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
+        &protocol::IN_CRITICAL_WAIT,
+        &shared::GRACE_PERIOD,
+        &shared::DEFERRED_WRITE_BACK_IGNORES_READERS,
+        &shared::PARTIAL_WRITE_BACK_CLEARS_PENDING,
+        &thread::WATERMARK,
+        &thread::FREED_STAYS_LIVE,
+        &thread::LOCKED_CHECK_TRUSTS_ANY,
+        &crate::engine::kit::log::redo_log::CHECKSUM,
+        &crate::engine::kit::log::redo_log::LOG_FLUSH,
+        &crate::engine::kit::log::redo_log::LOG_LINE_SKIP,
+    ];
     type Thread = PiscesThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PiscesEngine> {
         PiscesEngine::start(heap, PiscesOptions::parse(Self::NAME, opts)?, true)

@@ -28,6 +28,12 @@ use crate::sync::spin_step;
 use crate::sync::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
+crate::mutation::point! {
+    /// Readers do not wait while a writer is in its commit critical section (line 14 of
+    /// the paper's algorithm).
+    pub(crate) static IN_CRITICAL_WAIT = "in-critical-wait";
+}
+
 /// `endTS` of a transaction that has not committed.
 pub const END_INFINITE: u64 = u64::MAX;
 
@@ -87,9 +93,7 @@ impl TxRecord {
     pub fn visible_to(&self, start_ts: u64) -> bool {
         fence(SeqCst);
         let mut round = 0;
-        while self.in_critical.load(Acquire)
-            && !crate::mutation::active(crate::mutation::Mutation::InCriticalWait)
-        {
+        while self.in_critical.load(Acquire) && !crate::mutation::active!(IN_CRITICAL_WAIT) {
             spin_step(&mut round);
         }
         self.end_ts.load(Acquire) <= start_ts
@@ -187,7 +191,7 @@ mod loom_tests {
         let _reset = Reset;
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
         // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { crate::mutation::set(Some(crate::mutation::Mutation::InCriticalWait)) };
+        unsafe { crate::mutation::set(Some(&super::IN_CRITICAL_WAIT)) };
         reader_committer_race();
     }
 

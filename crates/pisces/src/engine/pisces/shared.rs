@@ -64,6 +64,19 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+crate::mutation::point! {
+    /// Write-back does not wait for older snapshots (lines 52-54 of the paper's algorithm).
+    pub(crate) static GRACE_PERIOD = "grace-period";
+    /// The group-commit write-back that does not wait (it writes back only the
+    /// transactions whose grace period has passed) writes back the whole batch, as if no
+    /// reader were older than its transactions.
+    pub(crate) static DEFERRED_WRITE_BACK_IGNORES_READERS = "deferred-write-back-ignores-readers";
+    /// A write-back of part of a batch clears the slot's `pending_min` as if the whole
+    /// batch were written back, so the watermark may pass the persistTS of a record still
+    /// waiting in the batch.
+    pub(crate) static PARTIAL_WRITE_BACK_CLEARS_PENDING = "partial-write-back-clears-pending";
+}
+
 /// Words per DRAM chunk holding copies.
 pub const CHUNK_WORDS: usize = 8 * 1024;
 
@@ -391,7 +404,7 @@ impl PiscesShared {
             return;
         }
         let max_end = batch.entries.iter().map(|e| e.end_ts).max().unwrap_or(0);
-        let skip = crate::mutation::active(crate::mutation::Mutation::GracePeriod);
+        let skip = crate::mutation::active!(GRACE_PERIOD);
         if !skip {
             wait_for_readers(self.clocks(), caller_slot, max_end);
         }
@@ -423,8 +436,7 @@ impl PiscesShared {
         caller_slot: usize,
         cache: &mut ThreadCache,
     ) -> usize {
-        let ignore = crate::mutation::active(crate::mutation::Mutation::GracePeriod)
-            || crate::mutation::active(crate::mutation::Mutation::DeferredWriteBackIgnoresReaders);
+        let ignore = crate::mutation::active!(GRACE_PERIOD, DEFERRED_WRITE_BACK_IGNORES_READERS);
         let oldest = if ignore {
             u64::MAX
         } else {
@@ -503,8 +515,7 @@ impl PiscesShared {
         // The records still waiting keep the watermark below their persistTS. Only the
         // batch's lock holder changes `pending_min` (the owner lowers it when it adds
         // an entry, under this lock), so this store cannot hide a newer entry's value.
-        let clear_all =
-            crate::mutation::active(crate::mutation::Mutation::PartialWriteBackClearsPending);
+        let clear_all = crate::mutation::active!(PARTIAL_WRITE_BACK_CLEARS_PENDING);
         let waiting = batch.entries[n..]
             .iter()
             .map(|e| e.persist_ts)

@@ -27,6 +27,18 @@ use std::sync::Arc;
 
 use crate::engine::kit::write_set::WriteKind as Kind;
 
+crate::mutation::point! {
+    /// Log space is recycled without first persisting the watermark.
+    pub(crate) static WATERMARK = "watermark";
+    /// The write-back that publishes a free leaves the block's header word marked live
+    /// (allocated), so the read fast path still accepts the freed object.
+    pub(crate) static FREED_STAYS_LIVE = "freed-stays-live";
+    /// A writer's check that a block it just locked is still allocated trusts any
+    /// unlocked header word the lock replaced (also the freed marker), not only this
+    /// run's live marker.
+    pub(crate) static LOCKED_CHECK_TRUSTS_ANY = "locked-check-trusts-any";
+}
+
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
     /// Offset of the header word.
@@ -169,7 +181,7 @@ impl PiscesThread {
     fn check_locked(&mut self, b: Block, c: *mut CopyHdr, before: usize) -> Result<()> {
         // SAFETY: our own live copy.
         let idx = unsafe { (*c).entry } as usize;
-        let trust_any = crate::mutation::active(crate::mutation::Mutation::LockedCheckTrustsAny);
+        let trust_any = crate::mutation::active!(LOCKED_CHECK_TRUSTS_ANY);
         if idx < before
             || b.is_small()
                 && self.writes.get(idx).is_some_and(|w| {
@@ -391,7 +403,7 @@ impl PiscesThread {
                 )
             };
             let freed = matches!(w.kind, Kind::Freed(_) | Kind::FreshFreed(_))
-                && !crate::mutation::active(crate::mutation::Mutation::FreedStaysLive);
+                && !crate::mutation::active!(FREED_STAYS_LIVE);
             unlock.push((
                 w.header,
                 if freed {
@@ -493,7 +505,7 @@ impl PiscesThread {
             return;
         }
         let w = self.sh.watermark();
-        let skip = crate::mutation::active(crate::mutation::Mutation::Watermark);
+        let skip = crate::mutation::active!(WATERMARK);
         if w > self.durable_watermark {
             if !skip {
                 self.sh.persist_watermark(w);

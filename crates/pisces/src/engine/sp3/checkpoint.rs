@@ -52,6 +52,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::{Mutex, MutexGuard};
 
+crate::mutation::point! {
+    /// The checkpoint writes home and retires before the predecessors are retired.
+    pub(crate) static HOME_BEFORE_PREDECESSORS = "home-before-predecessors";
+}
+
 /// Offset of the first `retired` word: the engine area's second page (the first holds
 /// the kit's watermark and the root slot).
 pub const RETIRED_AREA: usize = ENGINE_AREA_OFFSET + 4096;
@@ -244,13 +249,7 @@ impl Checkpointer {
 
     /// Run a checkpoint (module docs). With `wait` false, return at once if another
     /// thread runs one. Returns the number of records retired.
-    pub fn run(
-        &self,
-        heap: &Heap,
-        alloc: &Allocator,
-        wait: bool,
-        bug: super::options::InjectedBug,
-    ) -> usize {
+    pub fn run(&self, heap: &Heap, alloc: &Allocator, wait: bool) -> usize {
         let mut cache = if wait {
             lock(&self.work)
         } else {
@@ -269,10 +268,8 @@ impl Checkpointer {
                 let mut q = lock(q);
                 let mut taken = Vec::new();
                 while let Some(p) = q.front() {
-                    // (Injected bug: write home before the predecessors are retired.)
-                    if !self.eligible(p)
-                        && bug != super::options::InjectedBug::HomeBeforePredecessors
-                    {
+                    // (Mutation: write home before the predecessors are retired.)
+                    if !self.eligible(p) && !crate::mutation::active!(HOME_BEFORE_PREDECESSORS) {
                         break;
                     }
                     taken.push(q.pop_front().expect("front exists"));

@@ -86,7 +86,8 @@
 //! # Evidence (`crates/pisces-verify/tests/engine_sp3.rs`, `tests.rs`)
 //! Behaviour, crash campaigns of every crash-test workload, Elle-style histories, and
 //! targeted tests of each protocol step; each step's test fails with the step removed
-//! (`inject_bug`, and bugs injected by hand, listed in `crates/pisces-verify/tests/engine_sp3.rs`).
+//! (the engine's mutation points, `Sp3::MUTATIONS`, and bugs injected by hand, listed in
+//! `crates/pisces-verify/tests/engine_sp3.rs`).
 //! The fallback: a long reader and a long update transaction beside a writer commit
 //! within 5 s (without the fallback they never did); a holder whose attempt waits for
 //! a writer holds it only until its deadline (`crates/pisces-verify/tests/engine_sp3.rs`); holders of an `sp3` and
@@ -131,6 +132,16 @@ impl EngineDef for Sp3 {
         "SP3: serializable OCC, versions visible before they persist, dependency DAG recovery";
     const ISOLATION: Isolation = Isolation::Serializable;
     type Engine = Sp3Engine;
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
+        &thread::SKIP_VALIDATION,
+        &thread::NO_DEPENDENCIES,
+        &thread::NO_DEPENDENCY_WAIT,
+        &checkpoint::HOME_BEFORE_PREDECESSORS,
+        &recovery::REPLAY_FLUSH,
+        &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,
+        &crate::engine::kit::recovery::per_slot::PARSE_SLOT_ORDER,
+    ];
     type Thread = Sp3Thread;
     fn option_sets() -> Vec<EngineOptions> {
         vec![

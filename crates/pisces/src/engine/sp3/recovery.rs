@@ -81,6 +81,12 @@ use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
 
+crate::mutation::point! {
+    /// Recovery replay does not flush the lines it wrote before its fence (they are then
+    /// retired without being durable).
+    pub(crate) static REPLAY_FLUSH = "replay-flush";
+}
+
 /// What recovery found and did (the counts are for tests and diagnostics).
 #[derive(Debug, Clone, Default)]
 #[allow(dead_code)]
@@ -557,7 +563,7 @@ fn replay(heap: &Heap, dag: &Dag<'_>, part: Part) {
         );
         apply_data(heap, dag.node(id), part, &mut dirty);
     }
-    if !crate::mutation::active(crate::mutation::Mutation::Sp3ReplayFlush) {
+    if !crate::mutation::active!(REPLAY_FLUSH) {
         dirty.flush(heap);
     }
 }

@@ -83,7 +83,7 @@ impl Sp3Shared {
 
     /// Run a checkpoint (see `checkpoint`).
     pub fn checkpoint(&self, wait: bool) -> usize {
-        self.ckpt.run(&self.heap, &self.alloc, wait, self.opts.bug)
+        self.ckpt.run(&self.heap, &self.alloc, wait)
     }
 
     /// Wait until every transaction visible now is stable (`Pool::sync`): a visible

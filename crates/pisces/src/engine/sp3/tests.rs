@@ -163,15 +163,18 @@ fn parallel_recovery_case() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutations_of_parallel_recovery_are_caught() {
-    use crate::mutation::{self, Mutation};
+    use crate::mutation;
     let _serial = recovery_lock();
-    for m in [Mutation::ReplayPartMask, Mutation::ParseSlotOrder] {
+    for m in [
+        &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,
+        &crate::engine::kit::recovery::per_slot::PARSE_SLOT_ORDER,
+    ] {
         // SAFETY: a mutation test: the run exists to show the removed step matters,
         // and its outcome is read only as that evidence (see `pisces::mutation::set`).
         unsafe { mutation::set(Some(m)) };
         let r = std::panic::catch_unwind(parallel_recovery_case);
         mutation::clear();
-        assert!(r.is_err(), "{m:?} went unnoticed");
+        assert!(r.is_err(), "{} went unnoticed", m.name);
     }
 }
 

@@ -69,7 +69,6 @@
 
 use super::index::{unchanged, Entry};
 use super::log;
-use super::options::InjectedBug;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
@@ -86,6 +85,15 @@ use crate::tx_options::TxOptions;
 use crate::{Error, Result};
 use std::cell::RefCell;
 use std::sync::Arc;
+
+crate::mutation::point! {
+    /// Commit does not validate the read set (step 1), nor does a read.
+    pub(crate) static SKIP_VALIDATION = "skip-validation";
+    /// `wait_durable` does not wait for predecessors (step 5).
+    pub(crate) static NO_DEPENDENCY_WAIT = "no-dependency-wait";
+    /// Records carry no dependency set (step 2).
+    pub(crate) static NO_DEPENDENCIES = "no-dependencies";
+}
 
 /// One object of the read set.
 struct ReadEntry {
@@ -206,7 +214,7 @@ impl Sp3Thread {
     }
 
     fn validate(&self, rs: &ReadSet) -> bool {
-        if self.sh.opts.bug == InjectedBug::SkipValidation {
+        if crate::mutation::active!(SKIP_VALIDATION) {
             return true;
         }
         rs.list.iter().all(|r| {
@@ -577,7 +585,7 @@ impl EngineThread for Sp3Thread {
         // 2. Dependencies.
         let mut deps = std::mem::take(&mut self.deps);
         deps.clear();
-        if self.sh.opts.bug != InjectedBug::NoDependencies {
+        if !crate::mutation::active!(NO_DEPENDENCIES) {
             deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
             for w in self.writes.iter() {
                 if !w.entry.is_null() {
@@ -647,7 +655,7 @@ impl EngineThread for Sp3Thread {
     }
 
     fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
-        if token == DurableToken::DURABLE || self.sh.opts.bug == InjectedBug::NoDependencyWait {
+        if token == DurableToken::DURABLE || crate::mutation::active!(NO_DEPENDENCY_WAIT) {
             self.owed.clear();
             return Ok(());
         }

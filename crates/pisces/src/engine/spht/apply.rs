@@ -53,6 +53,18 @@ use crate::heap::Heap;
 use crate::Result;
 use std::sync::atomic::Ordering::Relaxed;
 
+crate::mutation::point! {
+    /// Every replay shard applies every word, not only those of its chunks.
+    pub(crate) static SHARD_FILTER = "shard-filter";
+    /// Backward replay applies every write (no duplicate filter), so the oldest value of
+    /// a word wins.
+    pub(crate) static DUPLICATE_FILTER = "duplicate-filter";
+    /// The dense duplicate filter of recovery's replay keeps one bit per cache line
+    /// instead of one per word, so the older writes of a line's other words are taken for
+    /// duplicates and skipped.
+    pub(crate) static DENSE_FILTER_UNIT = "dense-filter-unit";
+}
+
 /// How many records ahead of the one it applies a shard decodes (and prefetches the
 /// home lines of).
 const AHEAD: usize = 8;
@@ -144,13 +156,12 @@ impl Written {
                 lines: Vec::new(),
             },
             Tracking::Dense => {
-                let word_shift =
-                    if crate::mutation::active(crate::mutation::Mutation::SphtDenseFilterUnit) {
-                        // Mutation: one bit per line, not per word.
-                        6
-                    } else {
-                        3
-                    };
+                let word_shift = if crate::mutation::active!(DENSE_FILTER_UNIT) {
+                    // Mutation: one bit per line, not per word.
+                    6
+                } else {
+                    3
+                };
                 Written::Dense {
                     seen: PoolBits::new(heap.size(), word_shift),
                     lines: PoolBits::new(heap.size(), 6),
@@ -393,13 +404,13 @@ pub fn apply_shard<R: LoggedRecord>(
 ) -> (u64, u64) {
     let mut written = Written::new(heap, tracking);
     let (mut applied, mut filtered) = (0u64, 0u64);
-    let all_shards = crate::mutation::active(crate::mutation::Mutation::SphtShardFilter);
+    let all_shards = crate::mutation::active!(SHARD_FILTER);
     let part = Part {
         index: shard,
         count: shards,
     };
     let mine = |off: u64| all_shards || part.owns(off);
-    let no_filter = crate::mutation::active(crate::mutation::Mutation::SphtDuplicateFilter);
+    let no_filter = crate::mutation::active!(DUPLICATE_FILTER);
     // The records in the order they are applied (newest first with the filter),
     // without those known to have nothing for this shard.
     let n = batch.len();

@@ -40,6 +40,13 @@ use crate::medium::counters;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
+crate::mutation::point! {
+    /// Records are accepted without a valid checksum.
+    pub(crate) static CHECKSUM = "checksum";
+    /// A record is not flushed before the commit that wrote it counts as persisted.
+    pub(crate) static LOG_FLUSH = "log-flush";
+}
+
 /// Record header size.
 pub const HEADER_LEN: usize = 48;
 /// Offset of the ring in a log area.
@@ -494,7 +501,7 @@ pub fn walk<'h>(
         if !in_seq {
             break Some(here);
         }
-        let ok = h.crc_ok || crate::mutation::active(crate::mutation::Mutation::Checksum);
+        let ok = h.crc_ok || crate::mutation::active!(CHECKSUM);
         if !ok {
             break Some(here);
         }
@@ -724,7 +731,7 @@ impl LogWriter {
         heap.write_bytes(at, &h[..32]);
         heap.atomic_u64(at + FWD).store(ts, Release);
         heap.atomic_u64(at + BACK).store(0, Release);
-        if !crate::mutation::active(crate::mutation::Mutation::LogFlush) {
+        if !crate::mutation::active!(LOG_FLUSH) {
             heap.flush(at, rec_len);
         }
         counters::add_bytes_logged(rec_len as u64);

@@ -186,6 +186,22 @@ impl EngineDef for Spht {
     const GROWTH_REFUSED: Option<&'static str> = Some(
         "its working snapshot is a private mapping of the pool at open and does not follow a growth",
     );
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
+        &thread::WAIT,
+        &thread::SKIP_CAS,
+        &thread::FORWARD_LINK,
+        &apply::SHARD_FILTER,
+        &apply::DUPLICATE_FILTER,
+        &order::SCAN_MERGE,
+        &recovery::RECOVERY_ALLOC_FLAGS,
+        &apply::DENSE_FILTER_UNIT,
+        &recovery::PARSE_VALIDATION,
+        &log::CHECKSUM,
+        &log::LOG_FLUSH,
+        &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,
+        &crate::engine::kit::recovery::per_slot::PARSE_SLOT_ORDER,
+    ];
     type Engine = SphtEngine;
     type Thread = SphtThread;
     fn option_sets() -> Vec<EngineOptions> {

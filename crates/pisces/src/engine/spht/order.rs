@@ -22,6 +22,12 @@ use crate::heap::Heap;
 use std::cmp::Reverse;
 use std::ops::Deref;
 
+crate::mutation::point! {
+    /// Scan replay takes the slots' logs one after the other instead of merging them by
+    /// timestamp.
+    pub(crate) static SCAN_MERGE = "scan-merge";
+}
+
 /// How many records of a slot ahead of the one a link walk takes it prefetches.
 const WALK_AHEAD: usize = 8;
 use std::collections::BinaryHeap;
@@ -35,7 +41,7 @@ pub fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
 ) -> BulkVec<O> {
     let total = lists.iter().map(|l| l.len()).sum();
     let mut out = BulkVec::with_capacity(total);
-    if crate::mutation::active(crate::mutation::Mutation::SphtScanMerge) {
+    if crate::mutation::active!(SCAN_MERGE) {
         // The slots' lists one after the other (the one holding the newest record
         // last, so that the replayer still reaches the durable point).
         let mut ls: Vec<&L> = lists.iter().filter(|l| !l.is_empty()).collect();

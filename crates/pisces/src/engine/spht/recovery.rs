@@ -67,6 +67,14 @@ use crate::heap::Heap;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::Acquire;
 
+crate::mutation::point! {
+    /// Recovery's validation pass notes no record as holding allocator entries, so the
+    /// allocator pass of its replay skips every record.
+    pub(crate) static RECOVERY_ALLOC_FLAGS = "recovery-alloc-flags";
+    /// Recovery's parse validates only the first entry of each record.
+    pub(crate) static PARSE_VALIDATION = "parse-validation";
+}
+
 /// What recovery found.
 #[derive(Debug, Clone)]
 pub struct Recovered {
@@ -111,7 +119,7 @@ fn validate_entry(heap: &Heap, e: &Entry<'_>) -> Result<bool> {
 fn validate_bytes(heap: &Heap, bytes: &[u8], parts: usize) -> Result<(bool, u32)> {
     let mut allocates = false;
     let mut mask = 0;
-    let first_only = crate::mutation::active(crate::mutation::Mutation::SphtParseValidation);
+    let first_only = crate::mutation::active!(PARSE_VALIDATION);
     for (i, e) in redo_log::entries(bytes).enumerate() {
         let e = e?;
         if i > 0 && first_only {
@@ -154,7 +162,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
         heap.atomic_u64(slot_marker_offset(slot)).load(Acquire),
     );
     let mut holds = MarkerRecords::default();
-    let no_alloc_flags = crate::mutation::active(crate::mutation::Mutation::SphtRecoveryAllocFlags);
+    let no_alloc_flags = crate::mutation::active!(RECOVERY_ALLOC_FLAGS);
     // At most one record per header's worth of ring: reserved once (address space
     // only; the pages the pushes reach are touched, as huge pages).
     let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);

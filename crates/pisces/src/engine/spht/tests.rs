@@ -651,10 +651,10 @@ fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
-    use crate::mutation::{self, Mutation};
+    use crate::mutation;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(Mutation::SphtWait)) };
+    unsafe { mutation::set(Some(&super::thread::WAIT)) };
     let r = std::panic::catch_unwind(dependent_commit_crash);
     mutation::clear();
     let (x, y) = r.expect("the run itself failed");
@@ -1060,7 +1060,7 @@ fn recovery_merges_when_a_link_is_wrong() {
 
 /// Runs `test` with mutation `m` active; true if it failed.
 #[cfg(feature = "mutation")]
-fn fails_under(m: crate::mutation::Mutation, test: fn()) -> bool {
+fn fails_under(m: &'static crate::mutation::MutationPoint, test: fn()) -> bool {
     use crate::mutation;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
@@ -1411,39 +1411,43 @@ fn recovery_refuses_a_marker_above_every_timestamp() {
     }
 }
 
-/// Mutation evidence, one row per switch: the removed step, and the tests that fail
-/// without it (each test passes with the step in place).
+/// Mutation evidence, one row per mutation point of the engine (`Spht::MUTATIONS`, which
+/// this test iterates): the removed step, and the tests that fail without it (each
+/// test passes with the step in place). A point without a row fails the test.
 #[cfg(feature = "mutation")]
 #[test]
 fn every_spht_mutation_is_caught() {
-    use crate::mutation::Mutation as M;
-    /// The switch, what it breaks, the tests that must fail with it.
-    type Row = (M, &'static str, &'static [fn()]);
-    let rows: [Row; 10] = [
+    use super::{apply, order, recovery, thread};
+    use crate::engine::kit::recovery::{per_slot, replay_parts};
+    use crate::engine::EngineDef;
+    use crate::mutation::MutationPoint;
+    /// The point, what it breaks, the tests that must fail with it.
+    type Row = (&'static MutationPoint, &'static str, &'static [fn()]);
+    let rows: [Row; 12] = [
         (
-            M::SphtSkipCas,
+            &thread::SKIP_CAS,
             "skipCAS delegating to a larger lower bound leaves a returned commit not durable",
             &[skip_cas_ignores_a_larger_lower_bound],
         ),
         (
-            M::SphtForwardLink,
+            &thread::FORWARD_LINK,
             "without the forward link update the chain breaks",
             &[links_chain_every_update_transaction_in_timestamp_order],
         ),
         (
-            M::SphtRecoveryAllocFlags,
+            &recovery::RECOVERY_ALLOC_FLAGS,
             "recovery noting no record as holding allocator entries skips their \
              allocations: the allocator hands the blocks out again",
             &[recovery_replays_the_allocations_of_a_held_log],
         ),
         (
-            M::SphtParseValidation,
+            &recovery::PARSE_VALIDATION,
             "a parse validating only a record's first entry replays the good entries of \
              a damaged pool",
             &[recovery_refuses_a_record_with_a_bad_later_entry_unchanged],
         ),
         (
-            M::SphtDenseFilterUnit,
+            &apply::DENSE_FILTER_UNIT,
             "a dense duplicate filter with one bit per line takes the other words of a \
              line for duplicates: old values stay",
             &[
@@ -1452,28 +1456,28 @@ fn every_spht_mutation_is_caught() {
             ],
         ),
         (
-            M::SphtShardFilter,
+            &apply::SHARD_FILTER,
             "shards applying every word",
             &[shards_apply_exactly_their_chunks],
         ),
         (
-            M::ReplayPartMask,
+            &replay_parts::REPLAY_PART_MASK,
             "a record marked only for the replay part of its first chunk: a parallel \
              replay thread skips its own chunks' words beyond it",
             &[parallel_recovery_replays_ranges_across_chunks],
         ),
         (
-            M::ParseSlotOrder,
+            &per_slot::PARSE_SLOT_ORDER,
             "slots' logs not put back in slot order after a parallel parse",
             &[parallel_recovery_replays_ranges_across_chunks],
         ),
         (
-            M::SphtDuplicateFilter,
+            &apply::DUPLICATE_FILTER,
             "backward replay without the duplicate filter leaves old values",
             &[backward_replay_filters_duplicates_and_keeps_the_newest_value],
         ),
         (
-            M::SphtScanMerge,
+            &order::SCAN_MERGE,
             "a scan that does not merge the slots' logs by timestamp leaves older values, \
              at run time (a held log replayed in one batch) and at recovery",
             &[
@@ -1481,12 +1485,36 @@ fn every_spht_mutation_is_caught() {
                 recovery_replays_a_held_log_in_every_mode,
             ],
         ),
+        (
+            &log::CHECKSUM,
+            "a parse that accepts records whose checksum fails replays a damaged record",
+            &[
+                recovery_refuses_a_damaged_record_followed_by_a_valid_one,
+                recovery_refuses_a_damaged_record_before_a_wrap,
+            ],
+        ),
+        (
+            &thread::WAIT,
+            "a committer not waiting for smaller timestamps: a crash recovers a \
+             transaction without the one it read from",
+            &[a_crash_never_recovers_a_transaction_without_one_it_read_from],
+        ),
     ];
+    // Points whose evidence is elsewhere, with where.
+    let elsewhere: [(&MutationPoint, &str); 1] = [(
+        &log::LOG_FLUSH,
+        "the crash simulator: `cargo test -p pisces-cli --features mutation --test crashtest spht`",
+    )];
+    for p in <super::Spht as EngineDef>::MUTATIONS {
+        let rows_of = rows.iter().filter(|r| std::ptr::eq(r.0, *p)).count();
+        let noted = elsewhere.iter().any(|e| std::ptr::eq(e.0, *p));
+        assert!(rows_of == 1 || noted, "mutation point `{}`: no row", p.name);
+    }
     let mut missed = Vec::new();
     for (m, what, tests) in rows {
         for (i, &test) in tests.iter().enumerate() {
             if !fails_under(m, test) {
-                missed.push(format!("{m:?} (test {i} of its row): {what}"));
+                missed.push(format!("{} (test {i} of its row): {what}", m.name));
             }
         }
     }

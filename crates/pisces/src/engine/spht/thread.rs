@@ -123,6 +123,18 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
+crate::mutation::point! {
+    /// A committer does not wait for transactions with smaller timestamps to persist
+    /// before it advances the durability marker (§3.1's wait).
+    pub(crate) static WAIT = "wait";
+    /// skipCAS delegates the marker to any slot with a larger published timestamp, not
+    /// only to an update transaction (a committer still validating may abort and never
+    /// advance the marker).
+    pub(crate) static SKIP_CAS = "skip-cas";
+    /// A committer does not link itself into its predecessor's forward slot.
+    pub(crate) static FORWARD_LINK = "forward-link";
+}
+
 /// What a slot keeps between thread states (a slot may be leased again).
 #[derive(Debug)]
 pub struct SlotLocal {
@@ -512,12 +524,11 @@ impl SphtThread {
                 // sees our isPers or the marker we set).
                 let w = s.vts.load(Acquire);
                 let wts = w & TS_MASK;
-                let no_wait = crate::mutation::active(crate::mutation::Mutation::SphtWait);
+                let no_wait = crate::mutation::active!(WAIT);
                 if w & PERS != 0 || wts > ts || no_wait {
                     // Only an update transaction is past its validation and sure to
                     // advance the marker; a larger lower bound may still abort.
-                    let upd = w & UPD != 0
-                        || crate::mutation::active(crate::mutation::Mutation::SphtSkipCas);
+                    let upd = w & UPD != 0 || crate::mutation::active!(SKIP_CAS);
                     if wts > ts && upd {
                         skip = true;
                     }
@@ -544,7 +555,7 @@ impl SphtThread {
         );
         if plink != 0 {
             let (ps, ppos) = log::unlink(plink);
-            if !crate::mutation::active(crate::mutation::Mutation::SphtForwardLink) {
+            if !crate::mutation::active!(FORWARD_LINK) {
                 log::set_link(heap, ps, ppos, FWD, my_link);
             }
             log::set_link(heap, self.slot, pos, BACK, plink);

@@ -141,6 +141,26 @@ use crate::sync::{fence, spin_step};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 
+crate::mutation::point! {
+    /// A checkpoint writes home before its CLog record is durable.
+    pub(crate) static CHECKPOINT_ORDER = "checkpoint-order";
+    /// A checkpoint's write-back of changed words loses the last changed span of each
+    /// object.
+    pub(crate) static CHECKPOINT_DIFF = "checkpoint-diff";
+    /// The blocks a checkpoint writes home outside the CLog (allocated since the last
+    /// one) share the CLog record's fence instead of being fenced before the record is
+    /// written.
+    pub(crate) static FRESH_FENCE = "fresh-fence";
+    /// A checkpoint writes every block whose last change in its window is an allocation
+    /// straight home before the CLog record (the fresh-block path), also one that was
+    /// live at K_done, freed and handed out again inside the window.
+    pub(crate) static REUSE_FRESH = "reuse-fresh";
+    /// A checkpoint writes the allocator bits of fresh blocks (allocated since the last
+    /// one), which have no CLog entry, after the CLog record's fence with the other home
+    /// writes instead of before the record.
+    pub(crate) static FRESH_BITS = "fresh-bits";
+}
+
 /// One thing a committed transaction left for the checkpoint.
 #[derive(Clone, Copy, Debug)]
 pub enum Item {
@@ -450,7 +470,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     // The allocations of fresh blocks go home with their contents, before the record
     // and without a CLog entry (see *Fresh allocations* in the module docs); every
     // other allocator change goes through the record.
-    let late_fresh_bits = crate::mutation::active(crate::mutation::Mutation::TsFreshBits);
+    let late_fresh_bits = crate::mutation::active!(FRESH_BITS);
     let (fresh_allocs, net): (Vec<_>, Vec<_>) = net
         .into_iter()
         .partition(|&(alloc, b)| alloc && fresh.contains(&b.payload()));
@@ -483,7 +503,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     if !direct.is_empty() {
         let home = apply(heap, &direct)?;
         sh.stats.home_bytes.fetch_add(home, Relaxed);
-        if !crate::mutation::active(crate::mutation::Mutation::TsFreshFence) {
+        if !crate::mutation::active!(FRESH_FENCE) {
             heap.fence();
         }
     }
@@ -492,7 +512,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
         .clog_bytes
         .fetch_add((rec.len() + CLOG_HEADER) as u64, Relaxed);
     let entries = log::decode(rec.bytes())?;
-    let broken_order = crate::mutation::active(crate::mutation::Mutation::TsCheckpointOrder);
+    let broken_order = crate::mutation::active!(CHECKPOINT_ORDER);
     if broken_order {
         // Mutation: home first, the CLog record's fence after it.
         let home = apply(heap, &entries)?;
@@ -571,7 +591,7 @@ fn changed_ranges(heap: &Heap, off: u64, new: &[u8], home: &mut Vec<u8>, rec: &m
             _ => spans.push((start, end)),
         }
     }
-    if crate::mutation::active(crate::mutation::Mutation::TsCheckpointDiff) {
+    if crate::mutation::active!(CHECKPOINT_DIFF) {
         // Mutation: a boundary error that loses the last changed span of the object.
         spans.pop();
     }
@@ -625,7 +645,7 @@ fn fresh_blocks(bits: &[(u64, bool, Block)]) -> std::collections::HashSet<u64> {
         first.entry(b.payload()).or_insert(alloc);
         last.insert(b.payload(), alloc);
     }
-    if crate::mutation::active(crate::mutation::Mutation::TsReuseFresh) {
+    if crate::mutation::active!(REUSE_FRESH) {
         // Mutation: the rule from before blocks were reused inside a window (the last
         // change decides), which sends a reused block live at K_done home early.
         return last

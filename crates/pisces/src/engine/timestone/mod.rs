@@ -212,6 +212,22 @@ impl EngineDef for Timestone {
         "TimeStone: MVCC with TOC logging (DRAM versions, operation log, checkpoint log), per-transaction isolation";
     const ISOLATION: Isolation = Isolation::Linearizable;
     type Engine = TimestoneEngine;
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
+        &thread::OLOG_PERSIST,
+        &clog::CHECKPOINT_ORDER,
+        &tlog::VISIBILITY,
+        &thread::VALIDATION,
+        &shared::COMMIT_GUARD,
+        &clog::CHECKPOINT_DIFF,
+        &clog::FRESH_FENCE,
+        &olog::OP_BLOCK_CODE,
+        &clog::REUSE_FRESH,
+        &clog::FRESH_BITS,
+        &olog::OP_BLOCK_RUN,
+        &olog::ARGS_PACKING,
+        &shared::REUSE_AFTER_SNAPSHOT,
+    ];
     type Thread = TimestoneThread;
 
     fn option_sets() -> Vec<EngineOptions> {

@@ -70,6 +70,18 @@ use crate::heap::layout::Layout;
 use crate::heap::Heap;
 use crate::{Error, Result};
 
+crate::mutation::point! {
+    /// An operation record's block words name the size class after the block's own (an
+    /// encoding error of the compact operation record).
+    pub(crate) static OP_BLOCK_CODE = "op-block-code";
+    /// An operation record's run word counts one block fewer than the consecutive
+    /// allocations it stands for.
+    pub(crate) static OP_BLOCK_RUN = "op-block-run";
+    /// Packing an operation record's arguments takes bytes equal to 1 for zero bytes
+    /// (they are re-executed as 0).
+    pub(crate) static ARGS_PACKING = "args-packing";
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -251,7 +263,7 @@ pub fn op_record(
             buf.clear();
             return None;
         };
-        if crate::mutation::active(crate::mutation::Mutation::TsOpBlockCode) {
+        if crate::mutation::active!(OP_BLOCK_CODE) {
             // Mutation: the size code names the next class up.
             w += 1;
         }
@@ -276,7 +288,7 @@ pub fn op_record(
             }
         }
         if run > 0 {
-            let logged = if crate::mutation::active(crate::mutation::Mutation::TsOpBlockRun) {
+            let logged = if crate::mutation::active!(OP_BLOCK_RUN) {
                 // Mutation: the run word counts one block fewer than it stands for.
                 run - 1
             } else {
@@ -303,7 +315,7 @@ pub const OP_ARGS_PACKED: u8 = 0x80;
 /// nonzero bytes in order.
 fn pack_args(args: &[u8]) -> Vec<u8> {
     let nonzero = |b: u8| {
-        if crate::mutation::active(crate::mutation::Mutation::TsArgsPacking) {
+        if crate::mutation::active!(ARGS_PACKING) {
             // Mutation: bytes equal to 1 are taken for zero bytes.
             b > 1
         } else {

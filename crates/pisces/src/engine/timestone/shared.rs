@@ -63,6 +63,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
 
+crate::mutation::point! {
+    /// A committer's guard is the clock value, not a lower bound of its timestamp
+    /// (snapshots fall one below the last completed commit).
+    pub(crate) static COMMIT_GUARD = "commit-guard";
+    /// The reuse lists hand a transaction a block that a commit freed after its
+    /// snapshot, for which that block is still a live object: reads through the pointers
+    /// the snapshot holds then find the transaction's own new object (an inconsistent
+    /// snapshot, no crash needed).
+    pub(crate) static REUSE_AFTER_SNAPSHOT = "reuse-after-snapshot";
+}
+
 /// Offset of the persistent K_done word.
 pub const K_DONE_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
 /// `committing` of a slot whose commit is reading its guard (see the module docs).
@@ -119,7 +130,7 @@ pub struct Reuse {
 
 /// The newest entry of `list` of `size` bytes freed at or below `snapshot`.
 fn take_newest(list: &mut Vec<(u64, Block)>, size: u64, snapshot: u64) -> Option<Block> {
-    let any = crate::mutation::active(crate::mutation::Mutation::TsReuseAfterSnapshot);
+    let any = crate::mutation::active!(REUSE_AFTER_SNAPSHOT);
     // Mutation: the defect the timestamp closes (any freed block is handed out).
     let i = list
         .iter()
@@ -321,7 +332,7 @@ impl TimestoneShared {
     #[inline]
     pub fn enter_commit(&self, slot: usize) {
         let c = &self.slots[slot].committing;
-        if crate::mutation::active(crate::mutation::Mutation::TsCommitGuard) {
+        if crate::mutation::active!(COMMIT_GUARD) {
             // The defect this mutation restores: the clock value itself, in one store.
             c.store(self.clock.now(), Relaxed);
             return;

@@ -439,14 +439,14 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
 #[cfg(feature = "mutation")]
 #[test]
 fn run_word_mutation_breaks_re_execution() {
-    use crate::mutation::{self, Mutation};
+    use crate::mutation;
     // SAFETY: a mutation test; run alone (see above), its outcome is only evidence.
-    unsafe { mutation::set(Some(Mutation::TsOpBlockRun)) };
+    unsafe { mutation::set(Some(&super::olog::OP_BLOCK_RUN)) };
     let r = std::panic::catch_unwind(
         operation_records_are_compact_and_re_execute_with_their_allocations,
     );
     mutation::clear();
-    assert!(r.is_err(), "TsOpBlockRun went unnoticed");
+    assert!(r.is_err(), "op-block-run went unnoticed");
 }
 
 /// A pool whose OLog format word is not this build's is refused with an error that
@@ -657,10 +657,10 @@ fn a_block_freed_after_the_snapshot_is_not_handed_to_it() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_ts_reuse_after_snapshot_shows_the_new_object() {
-    use crate::mutation::{self, Mutation};
+    use crate::mutation;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(Mutation::TsReuseAfterSnapshot)) };
+    unsafe { mutation::set(Some(&super::shared::REUSE_AFTER_SNAPSHOT)) };
     let r = std::panic::catch_unwind(append_behind_a_freed_node);
     mutation::clear();
     let r = r.expect("the run itself failed");

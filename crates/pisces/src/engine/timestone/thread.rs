@@ -62,6 +62,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
+crate::mutation::point! {
+    /// The OLog record is neither flushed nor fenced at commit.
+    pub(crate) static OLOG_PERSIST = "olog-persist";
+    /// Serializable transactions skip read-set validation.
+    pub(crate) static VALIDATION = "validation";
+}
+
 /// One object of the write set (its entry is set when the commit locks it).
 type WriteEntry = write_set::WriteEntry<Version, Entry>;
 
@@ -386,7 +393,7 @@ impl TimestoneThread {
     /// a smaller timestamp locked before its increment, which precedes ours, so we see
     /// its lock or, after its unlock, its `last_ts`.
     fn validate(&self) -> bool {
-        if crate::mutation::active(crate::mutation::Mutation::TsValidation) {
+        if crate::mutation::active!(VALIDATION) {
             return true;
         }
         self.reads.borrow().iter().all(|&e| {
@@ -499,7 +506,7 @@ impl TimestoneThread {
                 (self.record.len() + super::OLOG_FRAMING.header_len(self.record.len())) as u64,
                 Relaxed,
             );
-            if !crate::mutation::active(crate::mutation::Mutation::TsOLogPersist) {
+            if !crate::mutation::active!(OLOG_PERSIST) {
                 sh.heap.fence();
             }
         }

@@ -48,6 +48,11 @@ pub use crate::engine::kit::versions::version_chain::Chain as Entry;
 use crate::engine::kit::versions::version_chain::Chain;
 use std::sync::atomic::AtomicU64;
 
+crate::mutation::point! {
+    /// Readers take the newest version whatever its stamp.
+    pub(crate) static VISIBILITY = "visibility";
+}
+
 /// Pushed, no timestamp yet: invisible to every reader.
 pub const PENDING: u64 = UNPUBLISHED;
 /// Validation failed after the timestamp was taken: invisible forever.
@@ -69,7 +74,7 @@ pub fn committed(stamp: u64) -> Option<u64> {
 /// The version a snapshot at `s` sees: the newest with a final stamp `ts ≤ s` (see
 /// the module docs: no waiting); the oldest one if none qualifies (stale pointer).
 pub fn visible(e: &Chain, s: u64) -> *const Version {
-    if crate::mutation::active(crate::mutation::Mutation::TsVisibility) {
+    if crate::mutation::active!(VISIBILITY) {
         return e.head();
     }
     e.visible(s, |stamp| {

@@ -558,7 +558,7 @@ impl Allocator {
             Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
             Err(msg) => debug_assert!(false, "publish: {msg}"),
         }
-        if allocated && crate::mutation::active(crate::mutation::Mutation::GrowSizeLate) {
+        if allocated && crate::mutation::active!(crate::heap::GROW_SIZE_LATE) {
             self.heap.write_late_size(b.offset);
         }
     }

@@ -78,6 +78,16 @@ use crate::medium::counters;
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
+crate::mutation::point! {
+    /// Log records are accepted without a valid checksum.
+    pub(crate) static CHECKSUM = "checksum";
+    /// The log record is not flushed before its persistTS makes it count.
+    pub(crate) static LOG_FLUSH = "log-flush";
+    /// The parser does not skip the gap after a line-aligned record, so it stops there
+    /// and recovery loses the records after it.
+    pub(crate) static LOG_LINE_SKIP = "log-line-skip";
+}
+
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -546,7 +556,7 @@ pub struct RawHeader {
 }
 
 fn checksum_ok(stored: u32, computed: u32) -> bool {
-    stored == computed || crate::mutation::active(crate::mutation::Mutation::Checksum)
+    stored == computed || crate::mutation::active!(CHECKSUM)
 }
 
 /// The most records (each at least a header and one entry word) a log area of
@@ -860,9 +870,7 @@ pub fn walk_framed<'h, F: Framing>(
         });
         consumed += h.hlen + h.len;
         pos += h.hlen + h.len;
-        if h.kind == KIND_TX_LINE
-            && !crate::mutation::active(crate::mutation::Mutation::LogLineSkip)
-        {
+        if h.kind == KIND_TX_LINE && !crate::mutation::active!(LOG_LINE_SKIP) {
             // The gap up to the next line is not part of the chain (module docs).
             let next = pos.next_multiple_of(LINE).min(cap);
             consumed += next - pos;
@@ -1037,7 +1045,7 @@ impl<F: Framing> LogWriter<F> {
             kind
         };
         let (h, _) = self.framing.encode(kind, tag, seq, persist_ts, entries);
-        let unflushed = crate::mutation::active(crate::mutation::Mutation::LogFlush);
+        let unflushed = crate::mutation::active!(LOG_FLUSH);
         if self.line_aligned && !unflushed {
             // The record's lines are this log's alone (the gap up to the next boundary
             // is part of its footprint): stream them past the cache.

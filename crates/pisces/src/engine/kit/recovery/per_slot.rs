@@ -6,6 +6,12 @@
 //! the caller indexes them by slot. (The mutation `ParseSlotOrder` leaves them in the
 //! threads' order, and the parallel-recovery tests catch it.)
 
+crate::mutation::point! {
+    /// Recovery does not put the slots' logs, parsed in parallel, back in slot order (a
+    /// log is then taken for another slot's).
+    pub(crate) static PARSE_SLOT_ORDER = "parse-slot-order";
+}
+
 /// `parse(slot)` for every slot `0..slots`, on up to `threads` threads; the results
 /// in slot order.
 pub fn per_slot<T: Send>(
@@ -33,7 +39,7 @@ pub fn per_slot<T: Send>(
             all
         })
     };
-    if !crate::mutation::active(crate::mutation::Mutation::ParseSlotOrder) {
+    if !crate::mutation::active!(PARSE_SLOT_ORDER) {
         parsed.sort_by_key(|(slot, _)| *slot);
     }
     parsed.into_iter().map(|(_, t)| t).collect()

@@ -18,6 +18,13 @@
 
 use crate::engine::kit::log::redo_log::Entry;
 
+crate::mutation::point! {
+    /// Recovery marks a record only for the replay part of the first chunk its data
+    /// entries write, so a parallel replay thread skips the pieces of its own chunks that
+    /// a record writes beyond that chunk.
+    pub(crate) static REPLAY_PART_MASK = "replay-part-mask";
+}
+
 /// Bytes of the chunks by which parallel replay partitions the pool.
 pub const PART_BYTES: usize = 4096;
 
@@ -81,7 +88,7 @@ pub fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
     for chunk in first..=last.min(first + parts - 1) {
         mask |= 1 << (chunk % parts);
     }
-    if crate::mutation::active(crate::mutation::Mutation::ReplayPartMask) {
+    if crate::mutation::active!(REPLAY_PART_MASK) {
         // The bug: only the part of the first chunk is marked.
         mask = 1 << (first % parts);
     }

@@ -101,7 +101,7 @@ fn the_deferred_write_back_needs_the_readers_scan() {
     // outcome is read only as that evidence (see `pisces::mutation::set`).
     unsafe {
         crate::mutation::set(Some(
-            crate::mutation::Mutation::DeferredWriteBackIgnoresReaders,
+            &super::super::shared::DEFERRED_WRITE_BACK_IGNORES_READERS,
         ))
     };
     let (_, second) = reader_against_deferred_write_back();

@@ -74,7 +74,7 @@ fn the_freed_marker_is_needed() {
     let _reset = Reset;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { crate::mutation::set(Some(crate::mutation::Mutation::FreedStaysLive)) };
+    unsafe { crate::mutation::set(Some(&super::super::thread::FREED_STAYS_LIVE)) };
     assert!(!freed_object_is_refused(), "the mutation went unnoticed");
 }
 
@@ -187,7 +187,7 @@ fn the_check_after_the_lock_needs_the_live_marker() {
     let _reset = Reset;
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { crate::mutation::set(Some(crate::mutation::Mutation::LockedCheckTrustsAny)) };
+    unsafe { crate::mutation::set(Some(&super::super::thread::LOCKED_CHECK_TRUSTS_ANY)) };
     assert!(
         !stale_write_after_pending_free_is_refused(),
         "the mutation went unnoticed"

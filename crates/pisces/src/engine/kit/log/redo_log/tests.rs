@@ -337,7 +337,7 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
 #[test]
 fn line_aligned_parser_must_skip_the_gap() {
     use super::parse;
-    use crate::mutation::{self, Mutation};
+    use crate::mutation::{self, MutationPoint};
     let (heap, off, len) = slot0_log();
     reset(&heap, off, 0);
     let mut w = LogWriter::new(off, len, 0).line_aligned();
@@ -347,7 +347,7 @@ fn line_aligned_parser_must_skip_the_gap() {
         w.append(&heap, r.bytes(), 1 + i);
     }
     heap.fence();
-    let count = |m: Option<Mutation>| {
+    let count = |m: Option<&'static MutationPoint>| {
         // SAFETY: a mutation test; the switch changes only this parse (no pool runs).
         unsafe { mutation::set(m) };
         let n = parse(&heap, off, len).records.len();
@@ -355,5 +355,5 @@ fn line_aligned_parser_must_skip_the_gap() {
         n
     };
     assert_eq!(count(None), 4);
-    assert_eq!(count(Some(Mutation::LogLineSkip)), 1);
+    assert_eq!(count(Some(&super::LOG_LINE_SKIP)), 1);
 }
