@@ -26,7 +26,12 @@
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
 //! (everything it held is unreachable). Words that are no block's payload offset
-//! (counters, flags) are not pointers and are left alone.
+//! (counters, flags) are not pointers and are left alone. That includes a word inside
+//! a slab that holds no blocks at all (a free slab has no block geometry, so a
+//! pointer into one cannot be told from a counter whose value lands there). A
+//! container whose header's whole slab was freed or lost is therefore not reported
+//! by this walk: a limit of the check, since it has no types to tell pointers from
+//! values.
 //!
 //! Every walk is bounded: a node is visited at most once.
 
