@@ -141,19 +141,20 @@ pub enum FlushDiffArg {
     Off,
 }
 
-/// The engine's mutation point `--mutation` names, if any.
+/// The mutation point of `engine` that `--mutation` names, if any.
 #[cfg(feature = "mutation")]
 fn mutation_point(
     a: &CrashtestArgs,
+    engine: EngineId,
 ) -> Result<Option<&'static pisces::mutation::MutationPoint>, String> {
     let Some(name) = &a.mutation else {
         return Ok(None);
     };
-    a.engine.mutation(name).map(Some).ok_or_else(|| {
-        let names = a.engine.mutation_names();
+    engine.mutation(name).map(Some).ok_or_else(|| {
+        let names = engine.mutation_names();
         format!(
             "--mutation: the {} engine has no mutation point `{name}` (its points: {})",
-            a.engine.name(),
+            engine.name(),
             if names.is_empty() {
                 "none".to_string()
             } else {
@@ -220,7 +221,12 @@ pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
         }
     }
     #[cfg(feature = "mutation")]
-    let _mutation = match mutation_point(args) {
+    if args.mutation.is_some() && engines.len() > 1 {
+        eprintln_safe("pisces crashtest: --mutation needs one --engine (a point is an engine's)");
+        return 2;
+    }
+    #[cfg(feature = "mutation")]
+    let _mutation = match mutation_point(args, engines[0]) {
         Ok(p) => MutationGuard::set(p),
         Err(e) => {
             eprintln_safe(&format!("pisces crashtest: {e}"));
