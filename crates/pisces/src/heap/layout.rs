@@ -60,6 +60,8 @@ pub const MIN_LOG_BYTES: usize = 16 * 1024;
 pub const MAX_THREADS: usize = 1024;
 /// Smallest pool: the fixed areas, one small log and a few slabs.
 pub const MIN_POOL_SIZE: u64 = (LOGS_OFFSET + MIN_LOG_BYTES + PAGE + 4 * SLAB_SIZE) as u64;
+// The medium's file factory refuses smaller files by its own copy of this number.
+const _: () = assert!(MIN_POOL_SIZE == crate::medium::open::MIN_POOL_FILE_SIZE);
 
 /// Offsets and sizes of the regions of one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! | path exists (create)                        | [`Error::AlreadyExists`]      |
 //! | path is a directory                         | [`Error::IsDirectory`]        |
 //! | no write permission bit, `EACCES`, `EROFS`  | [`Error::ReadOnly`]           |
-//! | shorter than [`MIN_POOL_SIZE`]              | [`Error::TooSmall`]           |
+//! | shorter than [`MIN_POOL_FILE_SIZE`]         | [`Error::TooSmall`]           |
 //! | another process holds its lock              | [`Error::Locked`]             |
 //! | this process holds its lock (open already)  | [`Error::AlreadyOpen`]        |
 //! | size too small / not page multiple (create) | [`Error::InvalidConfig`]      |
@@ -48,7 +48,6 @@ use super::file::{DaxMedium, FileMedium};
 use super::reserve::map_len;
 use super::PAGE;
 use super::{Medium, MediumKind};
-use crate::heap::layout::MIN_POOL_SIZE;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -58,10 +57,16 @@ use std::path::Path;
 
 use std::sync::Arc;
 
+/// The smallest file a pool can live in: the pool format's minimum size
+/// (`heap::layout::MIN_POOL_SIZE`: the fixed areas, one small log and a few slabs).
+/// Stated here as a number so that the medium does not depend on the heap above it;
+/// the heap's layout asserts at compile time that the two agree.
+pub const MIN_POOL_FILE_SIZE: u64 = 294_912;
+
 /// Create a new pool file of `size` bytes (zero-filled) and map it as `kind`.
 ///
 /// Fails with [`Error::AlreadyExists`] if `path` exists, and with
-/// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_SIZE`] or not a multiple of
+/// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_FILE_SIZE`] or not a multiple of
 /// 4096, or `kind` is [`MediumKind::Custom`]. On any failure after the file was
 /// created, the file is removed.
 pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn Medium>> {
@@ -109,9 +114,9 @@ pub(crate) fn create_pool_file(
             "maximum pool size {max_size} does not fit in this machine's address space"
         )));
     };
-    if size < MIN_POOL_SIZE {
+    if size < MIN_POOL_FILE_SIZE {
         return Err(Error::InvalidConfig(format!(
-            "pool size {size} is below the minimum of {MIN_POOL_SIZE} bytes"
+            "pool size {size} is below the minimum of {MIN_POOL_FILE_SIZE} bytes"
         )));
     }
     if size & (PAGE as u64 - 1) != 0 {
@@ -222,7 +227,7 @@ pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
 }
 
 /// Open `path` read-write after checking it is a writable regular file of at least
-/// [`MIN_POOL_SIZE`] bytes, and take its exclusive lock.
+/// [`MIN_POOL_FILE_SIZE`] bytes, and take its exclusive lock.
 fn open_locked(path: &Path) -> Result<File> {
     let meta = pool_file_metadata(path)?;
     // Root can open a 0444 file for writing; a pool nobody may write is still refused.
@@ -250,11 +255,11 @@ fn open_locked(path: &Path) -> Result<File> {
             path.display()
         )));
     }
-    if meta.len() < MIN_POOL_SIZE {
+    if meta.len() < MIN_POOL_FILE_SIZE {
         return Err(Error::TooSmall {
             path: path.to_path_buf(),
             len: meta.len(),
-            min: MIN_POOL_SIZE,
+            min: MIN_POOL_FILE_SIZE,
         });
     }
     if usize::try_from(meta.len()).is_err() {
@@ -271,11 +276,11 @@ fn open_locked(path: &Path) -> Result<File> {
         .metadata()
         .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?
         .size();
-    if len < MIN_POOL_SIZE {
+    if len < MIN_POOL_FILE_SIZE {
         return Err(Error::TooSmall {
             path: path.to_path_buf(),
             len,
-            min: MIN_POOL_SIZE,
+            min: MIN_POOL_FILE_SIZE,
         });
     }
     Ok(file)
@@ -434,7 +439,7 @@ mod tests {
     use std::io::{Read, Seek, SeekFrom, Write};
     use std::path::PathBuf;
 
-    const SIZE: u64 = MIN_POOL_SIZE.next_multiple_of(4096) + 4096;
+    const SIZE: u64 = MIN_POOL_FILE_SIZE.next_multiple_of(4096) + 4096;
 
     fn dram() -> MediumKind {
         MediumKind::DRAM
@@ -472,7 +477,7 @@ mod tests {
         assert_eq!(file_bytes(&p), b"precious");
 
         let q = d.path().join("q");
-        for bad in [0, MIN_POOL_SIZE - 4096, SIZE + 1, SIZE + 100] {
+        for bad in [0, MIN_POOL_FILE_SIZE - 4096, SIZE + 1, SIZE + 100] {
             assert!(
                 matches!(create_file(&q, bad, dram()), Err(Error::InvalidConfig(_))),
                 "size {bad}"
@@ -507,7 +512,7 @@ mod tests {
         std::fs::write(&small, vec![7u8; 4096]).unwrap();
         match open_file(&small, dram()) {
             Err(Error::TooSmall { path, len, min }) => {
-                assert_eq!((path, len, min), (small.clone(), 4096, MIN_POOL_SIZE));
+                assert_eq!((path, len, min), (small.clone(), 4096, MIN_POOL_FILE_SIZE));
             }
             other => panic!("expected TooSmall, got {:?}", other.err()),
         }
