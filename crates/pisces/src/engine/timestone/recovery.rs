@@ -67,6 +67,17 @@ struct Pending {
     op_tag: Option<u16>,
 }
 
+/// Parse thread slot `slot`'s OLog (the kit's redo-log ring, in TimeStone's framing).
+fn parse_olog(heap: &Heap, slot: usize) -> log::ParsedLog {
+    let l = heap.layout();
+    log::parse_framed(
+        heap,
+        l.log_offset(slot),
+        super::olog_len(l),
+        super::OLOG_FRAMING,
+    )
+}
+
 /// Run recovery (see the module docs) on a pool nobody uses yet.
 pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
     let l = *heap.layout();
@@ -77,12 +88,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
     let mut next_seq = Vec::with_capacity(l.max_threads);
     let mut recs = Vec::new();
     for slot in 0..l.max_threads {
-        let parsed = log::parse_framed(
-            heap,
-            l.log_offset(slot),
-            super::olog_len(&l),
-            super::OLOG_FRAMING,
-        );
+        let parsed = parse_olog(heap, slot);
         if let Some(d) = parsed.damage {
             return Err(Error::Corrupt(format!("OLog of thread slot {slot}: {d}")));
         }
@@ -251,12 +257,7 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let k_done = TimestoneShared::load_k_done(heap);
     let mut live = 0;
     for slot in 0..l.max_threads {
-        let p = log::parse_framed(
-            heap,
-            l.log_offset(slot),
-            super::olog_len(&l),
-            super::OLOG_FRAMING,
-        );
+        let p = parse_olog(heap, slot);
         live += p.records.iter().filter(|r| r.persist_ts > k_done).count();
     }
     let pending_ckpt =
