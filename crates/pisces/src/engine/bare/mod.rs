@@ -13,6 +13,13 @@
 //!   taken, the attempt fails with a conflict and `run` retries it (two readers that
 //!   both want to upgrade cannot deadlock). The new writer then waits for the other
 //!   readers to finish; they never wait for it while holding their indicator.
+//! * The read fast path checks one word: a published allocation stores this run's
+//!   live value (the run's header-word tag, low bit set) in the block's header word,
+//!   and a published free clears it, both by the writer alone
+//!   (`BareShared::mark_live`). A read then loads the word next to the payload
+//!   instead of the slab's allocation bitmap on another cache line. Objects allocated
+//!   in an earlier run keep an older tag and take the slow path (the bitmap); a run
+//!   that reuses a tag clears every header word at start.
 //! * A user abort must undo in-place writes, so the first write of an object copies its
 //!   old bytes to DRAM (the only per-access cost beyond validation). Read-only
 //!   transactions pay nothing but the indicator store and the writer check.

@@ -180,3 +180,34 @@ fn abort_puts_in_place_writes_back_and_gives_back_allocations() {
     );
     t.abort();
 }
+
+/// The read fast path (the header word's live value) says "home" exactly for objects
+/// whose allocation is published: not for one this transaction allocated (its `read`
+/// takes the slow path, which knows it), yes once committed, and no again once a
+/// committed transaction freed it (a stale pointer is the engine's error, not a read of
+/// a free block).
+#[test]
+fn the_fast_path_serves_published_objects_only() {
+    use crate::heap::alloc::min_class;
+    let e = engine();
+    let mut t = e.thread(0).unwrap();
+    begin(&mut t);
+    let fresh = t.alloc(8).unwrap();
+    assert_eq!(t.fast_reads().read(fresh, min_class(8)), None);
+    assert!(
+        t.read(fresh, 8).is_ok(),
+        "its own allocation, by the slow path"
+    );
+    t.commit().unwrap();
+
+    begin(&mut t);
+    let home = t.fast_reads().read(fresh, min_class(8));
+    assert_eq!(home, Some(t.read(fresh, 8).unwrap()));
+    t.free(fresh).unwrap();
+    t.commit().unwrap();
+
+    begin(&mut t);
+    assert_eq!(t.fast_reads().read(fresh, min_class(8)), None);
+    assert!(matches!(t.read(fresh, 8), Err(Error::InvalidPointer(_))));
+    t.commit().unwrap();
+}

@@ -46,8 +46,10 @@ impl BareThread {
     pub(super) fn new(sh: Arc<BareShared>, slot: usize) -> BareThread {
         // SAFETY: the allocator lives in `sh`, which the thread state holds and which
         // outlives every transaction (`fast_reads` hands the value out only while one
-        // runs); `read` returns home for every live object (no header locks here).
-        let fast = unsafe { FastReads::bitmap(&sh.alloc) };
+        // runs); a header word equal to `sh.live` means allocated for the whole
+        // attempt (`BareShared::mark_live`: only the writer changes it, and no reader
+        // runs beside the writer), and `read` returns home for every live object.
+        let fast = unsafe { FastReads::live_word(&sh.alloc, sh.live) };
         BareThread {
             fast,
             sh,
@@ -90,8 +92,10 @@ impl BareThread {
         self.running()?;
         for b in self.allocs.drain(..) {
             self.sh.alloc.publish_alloc(b);
+            self.sh.mark_live(b);
         }
         for b in self.frees.drain(..) {
+            self.sh.mark_freed(b);
             self.sh.alloc.publish_free(b);
             // No reader is active while we write, and none can start before we end.
             self.sh.alloc.release(&mut self.cache, b);
