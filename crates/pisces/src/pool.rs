@@ -935,6 +935,7 @@ impl ThreadHandle {
     /// registration, so the thread and the pool are as if it had been dropped. Every
     /// method that uses the thread state calls this first; while the handle is
     /// borrowed by a live explicit transaction, none can run.
+    #[inline]
     fn end_leaked(&mut self) {
         if let Some(began_on) = self.explicit_began_on.take() {
             self.end_leaked_slow(began_on);

@@ -481,10 +481,10 @@ fn attempts<R, E: From<Error>>(
     let mut backoff = Backoff::new();
     let mut retries = 0u32;
     loop {
-        let fast = th.begin_fast(opts);
+        // `fast` first: built in place, before `th` is lent to the `Tx`.
         let mut tx = Tx {
+            fast: th.begin_fast(opts),
             th: &mut *th,
-            fast,
             finished: false,
             read_only: opts.read_only,
             conflicted: std::cell::Cell::new(false),
