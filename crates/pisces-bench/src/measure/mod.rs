@@ -16,6 +16,12 @@
 //! all of them when they are long, a random sample when they are short (the clock's
 //! cost would otherwise be most of a short transaction's time: [`timing`]).
 //!
+//! The writes to words several threads write ([`pisces::tools::shared_counts`], in a
+//! build with the `shared-counts` feature) are counted over every thread of the
+//! process, the engine's background threads included, from the start of the workers'
+//! loops to the pool's close; each worker ends its unit of distinct lines after every
+//! transaction it completes (its retries included).
+//!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
 //! here (a choice, see the `tpcc` module): they count in the throughput and in the
@@ -37,6 +43,7 @@ use crate::workloads::{DataSet, Sizes};
 use hdrhistogram::Histogram;
 use pisces::tools::counters::{self, Counters};
 use pisces::tools::dram;
+use pisces::tools::shared_counts::{self, SharedCounts};
 use pisces::{MediumKind, Pool, ThreadHandle};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -94,6 +101,8 @@ pub struct Outcome {
     /// Reads of the committed read-only transactions that took the copy path
     /// ([`pisces::TxStats::ro_locked_reads`]).
     pub ro_locked_reads: u64,
+    /// Writes to shared words, all threads (zero without the `shared-counts` feature).
+    pub shared: SharedCounts,
 }
 
 /// Removes the pool file when dropped (after the pool, which is dropped first).
@@ -218,6 +227,7 @@ fn timed_loop(
         }
         .map_err(|e| failed(update, e))?;
         timer.count();
+        shared_counts::end_unit();
         changed_bytes += changed;
         updates += u64::from(update);
         ops += 1;
@@ -421,6 +431,7 @@ fn measure_at(
         done: &done,
     };
     let duration = Duration::from_secs_f64(seconds);
+    let mut shared_before = SharedCounts::default();
     let (mut handles, data, peer) = match target {
         Target::Lib { data, handles } => (handles, Some(data), None),
         Target::Peer(p) => (Vec::new(), None, Some(p)),
@@ -458,6 +469,7 @@ fn measure_at(
                 })
             })
             .collect();
+        shared_before = shared_counts::totals();
         start.wait();
         let t0 = Instant::now();
         loop {
@@ -488,6 +500,7 @@ fn measure_at(
     let synced = pool.as_ref().map_or(Ok(()), |p| p.sync());
     let at_close = counters::snapshot() - before_close;
     drop(pool);
+    let shared = shared_counts::totals() - shared_before;
     synced.map_err(|e| format!("closing the pool: {e}"))?;
     if interrupted() {
         return Err("interrupted".into());
@@ -504,6 +517,7 @@ fn measure_at(
         counters: Counters::default(),
         changed_bytes: 0,
         ro_locked_reads: 0,
+        shared,
     };
     for w in outs {
         let w = w?;
