@@ -738,6 +738,35 @@ mod tests {
         }
     }
 
+    /// The counting build reports the writes to shared words: an update of Pisces
+    /// writes at least the clock, the header word it locks and unlocks and its slot's
+    /// batch lock; a lookup writes none. (Other tests of this process count at the
+    /// same time, so only lower bounds hold for the totals.)
+    #[cfg(feature = "shared-counts")]
+    #[test]
+    fn the_counting_build_reports_shared_writes() {
+        use crate::report::Row;
+        let s = spec(Engine::PISCES, DataKind::Hash, 1, 100);
+        let o = measure(&s, &TINY, 0.2, 1, &Placement::new(false), &mut |_, _| {}).unwrap();
+        assert!(
+            o.shared.writes >= 5 * o.upd_txs,
+            "{:?} {}",
+            o.shared,
+            o.upd_txs
+        );
+        assert!(
+            o.shared.lines >= 3 * o.upd_txs,
+            "{:?} {}",
+            o.shared,
+            o.upd_txs
+        );
+        let row = Row::new(&s, 1, &o);
+        assert!(row.shared_rmw_per_tx >= 5.0 && row.shared_lines_per_tx >= 3.0);
+        let redb = spec(Engine::REDB, DataKind::Hash, 1, 100);
+        let o = measure(&redb, &TINY, 0.1, 1, &Placement::new(false), &mut |_, _| {}).unwrap();
+        assert!(Row::new(&redb, 1, &o).shared_rmw_per_tx.is_nan());
+    }
+
     #[test]
     fn a_worker_that_cannot_be_pinned_fails_the_measurement() {
         let bad = Placement::Pinned { cpus: vec![1000] };
