@@ -11,7 +11,7 @@
 //!
 //! An engine is either one of the library's engines (run on a Pisces pool through the
 //! transaction API) or a peer: a key-value store a Rust user would pick instead of a
-//! PTM (`redb`, `lmdb`), run by the harness through its own API on its own files. The
+//! PTM (`redb`, `lmdb`, `canopydb`), run by the harness through its own API on its own files. The
 //! peers are engines of this harness only, not of the library.
 
 use crate::peers::Peer;
@@ -51,6 +51,8 @@ impl Engine {
     pub const REDB: Engine = Engine(Kind::Peer(Peer::Redb));
     /// Peer: LMDB through heed.
     pub const LMDB: Engine = Engine(Kind::Peer(Peer::Lmdb));
+    /// Peer: the canopydb key-value store.
+    pub const CANOPYDB: Engine = Engine(Kind::Peer(Peer::Canopy));
     /// SPHT: STM on a working snapshot, global durability marker, linked replay.
     pub const SPHT: Engine = Engine(Kind::Lib(EngineId::Spht));
 
@@ -97,7 +99,7 @@ impl Engine {
         (!Engine::PMDK.in_build()).then(|| format!("pmdk skipped: {PMDK_MISSING}"))
     }
 
-    /// The engine's stable name (`pisces`, `undo`, ..., `redb`, `lmdb`).
+    /// The engine's stable name (`pisces`, `undo`, ..., `redb`, `lmdb`, `canopydb`).
     pub fn name(self) -> &'static str {
         match self.0 {
             Kind::Lib(e) => e.name(),
@@ -415,8 +417,12 @@ mod tests {
         assert_eq!(Engine::parse("redb"), Ok(Engine::REDB));
         assert_eq!(Engine::parse(" lmdb"), Ok(Engine::LMDB));
         let all: Vec<_> = Engine::all().iter().map(|e| e.name()).collect();
-        assert!(all.ends_with(&["bare", "redb", "lmdb"]), "{all:?}");
-        for e in [Engine::REDB, Engine::LMDB] {
+        assert_eq!(Engine::parse("canopydb"), Ok(Engine::CANOPYDB));
+        assert!(
+            all.ends_with(&["bare", "redb", "lmdb", "canopydb"]),
+            "{all:?}"
+        );
+        for e in [Engine::REDB, Engine::LMDB, Engine::CANOPYDB] {
             assert!(e.in_build() && e.persists(), "{e:?}");
             // Not an in-house baseline of the targets; no medium to emulate latency on.
             assert!(!e.is_baseline() && !e.flushes_through_medium(), "{e:?}");

@@ -9,10 +9,10 @@
 //! key-value mix, the conflict-heavy `hot` mix with SP3's early visibility on and off,
 //! spht's marker ablation, the `recovery` and `replay` measurements and the hash
 //! operations driven through the C interface) on fresh pools under `/dev/shm`; the
-//! key-value stores `redb` and LMDB run the key-value workloads as peers, on their own
-//! files there. Every measurement is one configuration for `--seconds`; `--runs`
-//! repeats the whole plan, interleaved, so each engine's run `r` is measured next to
-//! the other engines' run `r` and ratios are taken within a run. Output: tables and
+//! key-value stores `redb`, LMDB and `canopydb` run the key-value workloads as peers,
+//! on their own files there. Every measurement is one configuration for `--seconds`;
+//! `--runs` repeats the whole plan, interleaved, so each engine's run `r` is measured
+//! next to the other engines' run `r` and ratios are taken within a run. Output: tables and
 //! the performance targets on stdout, a report directory with `results.csv`,
 //! `summary.txt`, `summary.md` (the same in Markdown with the run's command, date,
 //! build, machine and load; `--markdown FILE` writes it elsewhere too) and SVG plots.
@@ -29,7 +29,7 @@
 //!    interface, `oltp::{tpcc, tatp}`); `kinds`: [`DataKind`], naming, sizing and
 //!    building them. `select` (what `--workloads` selects, the workloads' names in
 //!    reports) depends on nothing of the crate.
-//! 2. `peers`: redb and LMDB, and the key-value data sets on them.
+//! 2. `peers`: redb, LMDB and canopydb, and the key-value data sets on them.
 //! 3. `engines`: the engines under test ([`Engine`], [`EngineSpec`]): the one module
 //!    naming engine ids, engine options and configuration labels.
 //! 4. `measure`: one measurement ([`measure()`]); below it `timing` (the clock, and

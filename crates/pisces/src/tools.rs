@@ -11,6 +11,8 @@
 //!   [`create_file_growable`], [`open_file`]: the media's instrumentation, the
 //!   emulated-latency controls, the flush instructions, address-space reservations
 //!   (the crash simulator maps its images with them) and the pool-file factory;
+//! * [`shared_counts`]: the engines' writes to words several threads write (counted
+//!   only with the `shared-counts` feature);
 //! * [`containers`]: the containers' on-media constants.
 
 /// Offline checks of a pool file (`pisces check`, `pisces info`).
@@ -34,6 +36,14 @@ pub use crate::heap::ROOT_SLOT_OFFSET;
 /// Per-thread counters of flushed lines, fences and bytes written.
 pub mod counters {
     pub use crate::medium::counters::*;
+}
+
+/// Counts of the writes to words several threads write (zero unless the crate is
+/// built with the `shared-counts` feature).
+pub mod shared_counts {
+    pub use crate::engine::kit::shared_counts::{
+        end_unit, this_thread, totals, SharedCounts, ENABLED,
+    };
 }
 
 /// The DRAM medium and its emulated-latency controls.

@@ -28,12 +28,13 @@ pub const TREE_SET_KEYS_FULL: [usize; 2] = [1000, 1_000_000];
 /// Engines of `set` and `tree-set` in the main job (quick mode, no `--workloads`),
 /// unless `--engines` is given: Pisces, the in-house baseline `undo`, the physical
 /// limit `bare`, and the key-value peers (which run `set`, not `tree-set`).
-pub const MAIN_SET_ENGINES: [Engine; 5] = [
+pub const MAIN_SET_ENGINES: [Engine; 6] = [
     Engine::PISCES,
     Engine::UNDO,
     Engine::BARE,
     Engine::REDB,
     Engine::LMDB,
+    Engine::CANOPYDB,
 ];
 /// Thread counts of `set` and `tree-set` in the main job, unless `--threads` is given.
 pub const MAIN_SET_THREADS: [usize; 1] = [1];
@@ -72,7 +73,7 @@ one transaction, a read looks one up; updates 1,10,100 %; one measurement per si
 reported as set-1k, set-100k, tree-set-1k, ... Sizes: set 1K and 100K; tree-set quick \
 1K and 100K (the peers' 1M scaled down), full 1K and 1M. In the quick default (no \
 --workloads: the main job) they run reduced, so that its time does not grow: engines \
-pisces, undo, bare, redb, lmdb (the peers on set only), 1 thread, 1 and 10 % updates \
+pisces, undo, bare, redb, lmdb, canopydb (the peers on set only), 1 thread, 1 and 10 % updates \
 (--engines, --threads, --update-pct override this); named in --workloads they run with \
 the run's engines and threads and 1, 10, 100 %.\n\n\
 hot (only when named): every transaction reads 4 and updates 2 of 16 hot counters, on \
@@ -96,11 +97,13 @@ with NV-HTM's sequential per-thread commit markers (spht-nvhtm) on the hash tabl
 20 % updates, 0 and 1000 ns emulated latency.\n\n\
 Engines: every engine of the library in this build by default; pmdk is in the build only \
 where libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
-flushes by itself). The peers redb and lmdb (key-value stores a Rust user might pick \
-instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on their own \
-files under /dev/shm: redb with Durability::Immediate (an fsync per commit), LMDB with \
-its default sync (an fdatasync per commit); on /dev/shm an fsync is nearly free. Both \
-allow one write transaction at a time and concurrent readers.\n\n\
+flushes by itself). The peers redb, lmdb and canopydb (key-value stores a Rust user \
+might pick instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on \
+their own files under /dev/shm: redb with Durability::Immediate (an fsync per commit), \
+LMDB with its default sync (an fdatasync per commit), canopydb with its write-ahead log \
+and commit_with(true) (the log fsynced before a commit returns); on /dev/shm an fsync is \
+nearly free. redb and LMDB allow one write transaction at a time, canopydb concurrent \
+optimistic ones (a conflict is run again); all allow concurrent readers.\n\n\
 Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
 unless --no-pin is given.")]
 pub struct BenchArgs {
@@ -112,7 +115,7 @@ pub struct BenchArgs {
     pub full: bool,
     /// Engines to compare, comma-separated [default: every engine of the library in
     /// this build, of pisces,undo,mvcc,pmdk,volatile,sp3,spht,timestone,bare; the peers
-    /// redb,lmdb when named].
+    /// redb,lmdb,canopydb when named].
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;
@@ -527,7 +530,7 @@ pub(crate) mod tests {
             help.contains("every engine of the library in this build"),
             "{help}"
         );
-        assert!(help.contains("redb,lmdb when named"), "{help}");
+        assert!(help.contains("redb,lmdb,canopydb when named"), "{help}");
         assert!(help.contains("--no-pin"), "{help}");
         assert!(help.contains("tree-set"), "{help}");
     }

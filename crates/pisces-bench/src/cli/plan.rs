@@ -386,8 +386,14 @@ mod tests {
         // The sets run in the main job in a reduced form: pisces, undo, bare and the
         // peers (not on the tree), 1 thread, 1 and 10 % updates, 0 ns.
         for (w, engines) in [
-            ("set-1k", &["pisces", "undo", "bare", "redb", "lmdb"][..]),
-            ("set-100k", &["pisces", "undo", "bare", "redb", "lmdb"][..]),
+            (
+                "set-1k",
+                &["pisces", "undo", "bare", "redb", "lmdb", "canopydb"][..],
+            ),
+            (
+                "set-100k",
+                &["pisces", "undo", "bare", "redb", "lmdb", "canopydb"][..],
+            ),
             ("tree-set-1k", &["pisces", "undo", "bare"][..]),
             ("tree-set-100k", &["pisces", "undo", "bare"][..]),
         ] {

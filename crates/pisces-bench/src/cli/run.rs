@@ -258,13 +258,20 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         .filter_map(|e| e.peer())
         .map(|p| p.durability())
         .collect();
+    let writers: Vec<String> = s
+        .engines
+        .iter()
+        .filter_map(|e| e.peer())
+        .map(|p| format!("{} {}", p.name(), p.writers()))
+        .collect();
     if !peers.is_empty() {
         head += &format!(
             "peers: key-value stores on their own files under {}, durable at every commit: \
              {}; on /dev/shm (tmpfs) an fsync is nearly free, so these figures are their \
-             CPU cost, not a device's; one write transaction at a time, concurrent readers\n",
+             CPU cost, not a device's; write transactions: {}; concurrent readers\n",
             measure::pool_dir().display(),
             peers.join("; "),
+            writers.join(", "),
         );
     }
     head += &format!("threads: {}\n", placement.describe());

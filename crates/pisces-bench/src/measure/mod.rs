@@ -1,8 +1,9 @@
 //! One measurement: a fresh pool, a preload, `T` worker threads for `S` seconds.
 //!
 //! A peer ([`crate::peers`]) gets a fresh directory instead of a pool, with its store
-//! in it, and the same workers (an operation is one transaction of the store; the
-//! stores count no conflicts: a second writer waits for the first). Each worker is
+//! in it, and the same workers (an operation is one transaction of the store; its
+//! conflicts are the write transactions it ran again, none for the stores whose second
+//! writer waits for the first). Each worker is
 //! pinned to its CPU first, as the [`Placement`] says.
 //!
 //! The pool file is created under `/dev/shm` (else the temporary directory) with a
@@ -15,6 +16,12 @@
 //! transactions that produced them), and it times its transactions, retries included:
 //! all of them when they are long, a random sample when they are short (the clock's
 //! cost would otherwise be most of a short transaction's time: [`timing`]).
+//!
+//! The writes to words several threads write ([`pisces::tools::shared_counts`], in a
+//! build with the `shared-counts` feature) are counted over every thread of the
+//! process, the engine's background threads included, from the start of the workers'
+//! loops to the pool's close; each worker ends its unit of distinct lines after every
+//! transaction it completes (its retries included).
 //!
 //! Transactions the workload rolls back on purpose (TPC-C's 1 % of new-orders with an
 //! unused item number: a user abort, `TxStats::failed`) are completed transactions
@@ -37,6 +44,7 @@ use crate::workloads::{DataSet, Sizes};
 use hdrhistogram::Histogram;
 use pisces::tools::counters::{self, Counters};
 use pisces::tools::dram;
+use pisces::tools::shared_counts::{self, SharedCounts};
 use pisces::{MediumKind, Pool, ThreadHandle};
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -94,6 +102,8 @@ pub struct Outcome {
     /// Reads of the committed read-only transactions that took the copy path
     /// ([`pisces::TxStats::ro_locked_reads`]).
     pub ro_locked_reads: u64,
+    /// Writes to shared words, all threads (zero without the `shared-counts` feature).
+    pub shared: SharedCounts,
 }
 
 /// Removes the pool file when dropped (after the pool, which is dropped first).
@@ -218,6 +228,7 @@ fn timed_loop(
         }
         .map_err(|e| failed(update, e))?;
         timer.count();
+        shared_counts::end_unit();
         changed_bytes += changed;
         updates += u64::from(update);
         ops += 1;
@@ -392,11 +403,11 @@ fn prepare(
 
 /// The address space LMDB maps for a data set of a pool of `pool_bytes`: room for
 /// its copy-on-write pages and free lists (the map is sparse: only pages written take
-/// memory). redb grows its file itself.
+/// memory). redb and canopydb grow their files themselves.
 fn peer_map_bytes(peer: Peer, pool_bytes: u64) -> u64 {
     match peer {
         Peer::Lmdb => 4 * pool_bytes,
-        Peer::Redb => pool_bytes,
+        Peer::Redb | Peer::Canopy => pool_bytes,
     }
 }
 
@@ -421,6 +432,7 @@ fn measure_at(
         done: &done,
     };
     let duration = Duration::from_secs_f64(seconds);
+    let mut shared_before = SharedCounts::default();
     let (mut handles, data, peer) = match target {
         Target::Lib { data, handles } => (handles, Some(data), None),
         Target::Peer(p) => (Vec::new(), None, Some(p)),
@@ -458,6 +470,7 @@ fn measure_at(
                 })
             })
             .collect();
+        shared_before = shared_counts::totals();
         start.wait();
         let t0 = Instant::now();
         loop {
@@ -482,12 +495,14 @@ fn measure_at(
     // is made durable at close, on this thread: it counts as the run's.
     // The pool's own record of a clean close (its superblock), written when the pool
     // is dropped, is not the engine's work: it is left out.
+    let peer_conflicts = peer.as_ref().map_or(0, PeerBench::conflicts);
     let before_close = counters::snapshot();
     drop(data);
     drop(peer);
     let synced = pool.as_ref().map_or(Ok(()), |p| p.sync());
     let at_close = counters::snapshot() - before_close;
     drop(pool);
+    let shared = shared_counts::totals() - shared_before;
     synced.map_err(|e| format!("closing the pool: {e}"))?;
     if interrupted() {
         return Err("interrupted".into());
@@ -504,6 +519,7 @@ fn measure_at(
         counters: Counters::default(),
         changed_bytes: 0,
         ro_locked_reads: 0,
+        shared,
     };
     for w in outs {
         let w = w?;
@@ -520,6 +536,7 @@ fn measure_at(
         o.ro_locked_reads += w.ro_locked_reads;
     }
     o.counters.add(at_close);
+    o.conflicts += peer_conflicts;
     Ok(o)
 }
 
@@ -697,7 +714,11 @@ mod tests {
             assert!(o.commits > 20, "{name}: {}", o.commits);
             assert_eq!(o.ro_txs + o.upd_txs, o.commits, "{name}");
             assert_eq!(o.changed_bytes, YCSB_UPDATE_BYTES * o.upd_txs, "{name}");
-            assert_eq!((o.conflicts, o.user_aborts), (0, 0));
+            assert_eq!(o.user_aborts, 0, "{name}");
+            if e != Engine::CANOPYDB {
+                // Their writers wait for each other.
+                assert_eq!(o.conflicts, 0, "{name}");
+            }
             // Nothing goes through the pool's medium.
             assert_eq!(o.counters.bytes_logged, 0, "{name}");
             assert!(!path.exists(), "{name}: the store was not removed");
@@ -715,6 +736,35 @@ mod tests {
             assert!(e.contains("key-value"), "{name}: {e}");
             assert!(!path.exists(), "{name}: a failed store was not removed");
         }
+    }
+
+    /// The counting build reports the writes to shared words: an update of Pisces
+    /// writes at least the clock, the header word it locks and unlocks and its slot's
+    /// batch lock; a lookup writes none. (Other tests of this process count at the
+    /// same time, so only lower bounds hold for the totals.)
+    #[cfg(feature = "shared-counts")]
+    #[test]
+    fn the_counting_build_reports_shared_writes() {
+        use crate::report::Row;
+        let s = spec(Engine::PISCES, DataKind::Hash, 1, 100);
+        let o = measure(&s, &TINY, 0.2, 1, &Placement::new(false), &mut |_, _| {}).unwrap();
+        assert!(
+            o.shared.writes >= 5 * o.upd_txs,
+            "{:?} {}",
+            o.shared,
+            o.upd_txs
+        );
+        assert!(
+            o.shared.lines >= 3 * o.upd_txs,
+            "{:?} {}",
+            o.shared,
+            o.upd_txs
+        );
+        let row = Row::new(&s, 1, &o);
+        assert!(row.shared_rmw_per_tx >= 5.0 && row.shared_lines_per_tx >= 3.0);
+        let redb = spec(Engine::REDB, DataKind::Hash, 1, 100);
+        let o = measure(&redb, &TINY, 0.1, 1, &Placement::new(false), &mut |_, _| {}).unwrap();
+        assert!(Row::new(&redb, 1, &o).shared_rmw_per_tx.is_nan());
     }
 
     #[test]

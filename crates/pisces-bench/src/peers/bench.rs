@@ -150,6 +150,11 @@ impl PeerBench {
         }
     }
 
+    /// Write transactions the store ran again after a conflict at commit.
+    pub fn conflicts(&self) -> u64 {
+        self.store.conflicts()
+    }
+
     /// The store (for tests).
     #[cfg(test)]
     fn store(&self) -> &dyn KvStore {

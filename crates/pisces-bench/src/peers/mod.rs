@@ -1,6 +1,6 @@
 //! The peers: key-value stores a Rust user would pick instead of a PTM for a
-//! persistent, transactional map — [`redb`](redb_store) and LMDB through
-//! [`heed`](lmdb_store). They are engines of this harness only (not of the library):
+//! persistent, transactional map — [`redb`](redb_store), LMDB through
+//! [`heed`](lmdb_store) and [`canopydb`](canopy_store). They are engines of this harness only (not of the library):
 //! the harness drives them through their own APIs on their own files, and they run the
 //! key-value data sets (`hash`, `set`, `ycsb`) with the same keys, values, operations
 //! and request distribution as the library's engines, one operation per transaction.
@@ -9,22 +9,28 @@
 //! durable when its commit returns, as a Pisces commit is. redb commits with
 //! `Durability::Immediate` (its default: an fsync of the database file per commit);
 //! LMDB with its default flags (neither `MDB_NOSYNC` nor `MDB_NOMETASYNC`: an
-//! fdatasync of the data file per commit). Their files live under `/dev/shm` like the
+//! fdatasync of the data file per commit); canopydb with its write-ahead log and
+//! `commit_with(true)` (the log written and fsynced before the commit returns; commits
+//! that arrive together share one fsync). Their files live under `/dev/shm` like the
 //! pools, where an fsync is nearly free (tmpfs has nothing to write back), so the
 //! figures show the stores' CPU cost, not a disk's; on a real device their commits
 //! would cost a device flush each. No NVM write latency is emulated for them (they do
 //! not write through the pool's medium), so they run at 0 ns only and their flush
 //! counters are not reported.
 //!
-//! Concurrency is the stores' own: both allow one write transaction at a time (a
-//! second writer blocks in `begin_write` / `write_txn` until the first commits) and any
-//! number of concurrent read transactions, which see the last committed state.
+//! Concurrency is the stores' own: redb and LMDB allow one write transaction at a time
+//! (a second writer blocks in `begin_write` / `write_txn` until the first commits);
+//! canopydb runs write transactions concurrently under snapshot isolation and
+//! validates them at commit (optimistic: one that conflicts is run again and counted
+//! as a conflict). All three allow any number of concurrent read transactions, which
+//! see the last committed state.
 //!
 //! A store is a [`KvStore`]: read-only transactions looking one key up, and write
 //! transactions of inserts and removes ([`KvWrite`]); [`PeerBench`] runs the data
 //! sets' operations on it.
 
 mod bench;
+mod canopy_store;
 mod lmdb_store;
 mod redb_store;
 
@@ -40,17 +46,20 @@ pub enum Peer {
     Redb,
     /// LMDB through heed, default (synchronous) commits.
     Lmdb,
+    /// canopydb, concurrent (optimistic) write transactions, synchronous log commits.
+    Canopy,
 }
 
 impl Peer {
     /// The peers, in benchmark order.
-    pub const ALL: [Peer; 2] = [Peer::Redb, Peer::Lmdb];
+    pub const ALL: [Peer; 3] = [Peer::Redb, Peer::Lmdb, Peer::Canopy];
 
     /// Name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Peer::Redb => "redb",
             Peer::Lmdb => "lmdb",
+            Peer::Canopy => "canopydb",
         }
     }
 
@@ -59,6 +68,15 @@ impl Peer {
         match self {
             Peer::Redb => "redb Durability::Immediate (an fsync per commit)",
             Peer::Lmdb => "lmdb default sync (an fdatasync per commit)",
+            Peer::Canopy => "canopydb commit_with(true) (its log fsynced per commit, shared by concurrent commits)",
+        }
+    }
+
+    /// How its write transactions run side by side (for the bench's header).
+    pub fn writers(self) -> &'static str {
+        match self {
+            Peer::Redb | Peer::Lmdb => "one at a time",
+            Peer::Canopy => "concurrent, optimistic (a conflict is run again)",
         }
     }
 
@@ -75,6 +93,7 @@ impl Peer {
         Ok(match self {
             Peer::Redb => Box::new(redb_store::RedbStore::create(&dir.join("redb.db"))?),
             Peer::Lmdb => Box::new(lmdb_store::LmdbStore::create(dir, map_bytes)?),
+            Peer::Canopy => Box::new(canopy_store::CanopyStore::create(dir)?),
         })
     }
 }
@@ -91,6 +110,12 @@ pub trait KvStore: Send + Sync {
         &self,
         body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
     ) -> Result<u64, String>;
+
+    /// Write transactions that failed at commit and were run again (0 for a store
+    /// whose writers wait for each other instead).
+    fn conflicts(&self) -> u64 {
+        0
+    }
 }
 
 /// The operations of a write transaction.
@@ -115,7 +140,8 @@ mod tests {
     use super::*;
 
     /// Every peer: reads see committed writes, a failed body rolls back, and the
-    /// store is shared by threads (one writer at a time, concurrent readers).
+    /// store is shared by threads (concurrent writers lose no update, concurrent
+    /// readers).
     #[test]
     fn stores_commit_roll_back_and_share_between_threads() {
         for peer in Peer::ALL {
@@ -155,7 +181,7 @@ mod tests {
             assert_eq!(removed, 0, "{name}");
             assert_eq!(s.read(8, &mut |v| sum(v)).unwrap(), Some(20), "{name}");
             // Two threads increment a counter record 200 times each: one writer at a
-            // time, so no increment is lost.
+            // time, or a conflicting one run again, so no increment is lost.
             s.write(&mut |w| w.insert(1, &0u64.to_le_bytes()).map(|()| 0))
                 .unwrap();
             std::thread::scope(|sc| {

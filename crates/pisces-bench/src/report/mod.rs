@@ -13,12 +13,13 @@ pub mod targets;
 
 use crate::engines::Engine;
 use crate::measure::{Outcome, Spec};
+use pisces::tools::shared_counts;
 use std::collections::BTreeSet;
 
 /// The CSV header (its columns are fixed: scripts read them by name).
 pub const CSV_HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
 abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp,\
-ro_locked_reads_per_ro_tx";
+ro_locked_reads_per_ro_tx,shared_rmw_per_tx,shared_lines_per_tx";
 
 /// One run of one configuration. Metrics that do not apply (no update transactions, so
 /// no update latency and no write amplification) are NaN, written `NaN` in the CSV.
@@ -60,6 +61,14 @@ pub struct Row {
     /// read-only transaction ([`pisces::TxStats::ro_locked_reads`]; 0 on engines
     /// that do not count them, NaN without read-only transactions).
     pub ro_locked_reads_per_ro_tx: f64,
+    /// Stores and atomic read-modify-writes to words several threads write (global
+    /// clocks, lock words, markers, shared counters), all threads, per committed
+    /// transaction ([`pisces::tools::shared_counts`]). NaN unless the build has the
+    /// `shared-counts` feature, and for the peers (their internals are not counted).
+    pub shared_rmw_per_tx: f64,
+    /// Distinct cache lines those writes hit per committed transaction (a line counts
+    /// once per transaction of the thread that writes it, its retries included).
+    pub shared_lines_per_tx: f64,
     /// Fraction of the completed transactions the workload rolled back on purpose
     /// (TPC-C's invalid-item new-orders; 0 elsewhere). Not a CSV column: shown under
     /// the TPC-C throughput table.
@@ -90,6 +99,14 @@ impl Row {
         // counters' sight: its counts are not reported rather than reported as zero.
         let counted = spec.engine.engine.flushes_through_medium();
         let seen = |x: f64| if counted { x } else { f64::NAN };
+        let shared_seen = shared_counts::ENABLED && spec.engine.engine.peer().is_none();
+        let shared = |x: u64| {
+            if shared_seen {
+                ratio(x, o.commits)
+            } else {
+                f64::NAN
+            }
+        };
         Row {
             engine: spec.engine.label.clone(),
             workload: spec.workload.clone(),
@@ -107,6 +124,8 @@ impl Row {
             fences_per_tx: seen(ratio(c.fences, o.commits)),
             write_amp: seen(ratio(c.bytes_durable(), o.changed_bytes)),
             ro_locked_reads_per_ro_tx: ratio(o.ro_locked_reads, o.ro_txs),
+            shared_rmw_per_tx: shared(o.shared.writes),
+            shared_lines_per_tx: shared(o.shared.lines),
             user_abort_rate: ratio(o.user_aborts, o.commits),
         }
     }
@@ -114,7 +133,7 @@ impl Row {
     /// The CSV line (no newline), columns as [`CSV_HEADER`].
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.engine,
             self.workload,
             self.threads,
@@ -131,6 +150,8 @@ impl Row {
             num(self.fences_per_tx, 3),
             num(self.write_amp, 3),
             num(self.ro_locked_reads_per_ro_tx, 4),
+            num(self.shared_rmw_per_tx, 3),
+            num(self.shared_lines_per_tx, 3),
         )
     }
 }
@@ -336,6 +357,8 @@ pub(crate) fn test_row(
         fences_per_tx: 0.0,
         write_amp: f64::NAN,
         ro_locked_reads_per_ro_tx: 0.0,
+        shared_rmw_per_tx: f64::NAN,
+        shared_lines_per_tx: f64::NAN,
         user_abort_rate: 0.0,
     }
 }
@@ -359,7 +382,7 @@ mod tests {
         assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count());
         assert_eq!(
             line,
-            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN,0.0000"
+            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN,0.0000,NaN,NaN"
         );
         for f in line.split(',').skip(2) {
             f.parse::<f64>().unwrap();

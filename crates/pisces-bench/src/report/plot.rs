@@ -421,6 +421,8 @@ mod tests {
             fences_per_tx: 1.0,
             write_amp: 3.0,
             ro_locked_reads_per_ro_tx: 0.0,
+            shared_rmw_per_tx: f64::NAN,
+            shared_lines_per_tx: f64::NAN,
             user_abort_rate: 0.0,
         }
     }

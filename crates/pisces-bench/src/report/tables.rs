@@ -5,6 +5,7 @@ use crate::engines::{labels, Engine};
 use crate::report::table::Table;
 use crate::report::{median, Key, Results, Row};
 use crate::workloads::select::{C_SUFFIX, LATENCY_CONTROL};
+use pisces::tools::shared_counts;
 use std::fmt::Write as _;
 
 pub(crate) fn mops(x: f64) -> String {
@@ -25,6 +26,15 @@ pub(crate) fn times(x: f64) -> String {
 
 fn ns(x: f64) -> String {
     fixed(x, 0)
+}
+
+/// `cols` if this build counts the writes to shared words, else nothing.
+fn shared_columns<T>(cols: &[T]) -> &[T] {
+    if shared_counts::ENABLED {
+        cols
+    } else {
+        &[]
+    }
 }
 
 fn fixed(x: f64, d: usize) -> String {
@@ -153,6 +163,7 @@ pub fn detail_table(res: &Results) -> String {
             "write amp",
         ]
         .iter()
+        .chain(shared_columns(&["shared w/tx", "shared lines/tx"]))
         .map(|s| s.to_string())
         .collect(),
     );
@@ -163,29 +174,48 @@ pub fn detail_table(res: &Results) -> String {
                     continue;
                 }
                 let m = |f: fn(&Row) -> f64| res.median(&w, &k, &e, f);
-                t.push(vec![
-                    w.clone(),
-                    e.clone(),
-                    k.update_pct.to_string(),
-                    k.nvm_latency_ns.to_string(),
-                    k.threads.to_string(),
-                    mops(m(|r| r.ops_per_sec)),
-                    pct(m(|r| r.abort_rate)),
-                    ns(m(|r| r.ro_p50_ns)),
-                    ns(m(|r| r.ro_p99_ns)),
-                    ns(m(|r| r.upd_p50_ns)),
-                    ns(m(|r| r.upd_p99_ns)),
-                    fixed(m(|r| r.flushes_per_tx), 2),
-                    fixed(m(|r| r.fences_per_tx), 2),
-                    fixed(m(|r| r.write_amp), 2),
-                ]);
+                t.push(
+                    vec![
+                        w.clone(),
+                        e.clone(),
+                        k.update_pct.to_string(),
+                        k.nvm_latency_ns.to_string(),
+                        k.threads.to_string(),
+                        mops(m(|r| r.ops_per_sec)),
+                        pct(m(|r| r.abort_rate)),
+                        ns(m(|r| r.ro_p50_ns)),
+                        ns(m(|r| r.ro_p99_ns)),
+                        ns(m(|r| r.upd_p50_ns)),
+                        ns(m(|r| r.upd_p99_ns)),
+                        fixed(m(|r| r.flushes_per_tx), 2),
+                        fixed(m(|r| r.fences_per_tx), 2),
+                        fixed(m(|r| r.write_amp), 2),
+                    ]
+                    .into_iter()
+                    .chain(
+                        shared_columns(&[
+                            fixed(m(|r| r.shared_rmw_per_tx), 2),
+                            fixed(m(|r| r.shared_lines_per_tx), 2),
+                        ])
+                        .iter()
+                        .cloned(),
+                    )
+                    .collect(),
+                );
             }
         }
     }
     format!(
         "All metrics (median over runs; latencies in ns per transaction, retries included; \
          lines and fences per committed transaction; write amp = bytes made durable (logs, \
-         write-back, allocator metadata, write-back at close) / bytes the program changed)\n{}",
+         write-back, allocator metadata, write-back at close) / bytes the program changed{})\n{}",
+        if shared_counts::ENABLED {
+            "; shared w/tx, shared lines/tx = stores and read-modify-writes to words several \
+             threads write, and the distinct lines they hit, per committed transaction (this \
+             build counts them on every engine's hot path: its times include the counting)"
+        } else {
+            ""
+        },
         t.render()
     )
 }

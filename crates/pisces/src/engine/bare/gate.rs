@@ -10,6 +10,7 @@
 //! the other's store: either the reader sees the writer and backs off, or the writer
 //! sees the reader and waits. A reader leaves with a Release store (see `leave_read`).
 
+use crate::engine::kit::shared_counts::count_write;
 use crate::sync::spin_step;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
@@ -96,6 +97,7 @@ impl Gate {
     /// (the caller aborts and retries; waiting here could deadlock with that writer,
     /// which waits for our indicator). Otherwise waits until no other reader is inside.
     pub(super) fn upgrade(&self, slot: usize) -> bool {
+        count_write(&*self.writer);
         if self
             .writer
             .compare_exchange(NO_WRITER, slot, SeqCst, Relaxed)
@@ -120,6 +122,7 @@ impl Gate {
     pub(super) fn leave_write(&self) {
         // SeqCst: a reader that then enters sees the writer gone together with
         // everything written (pairs with its SeqCst load).
+        count_write(&*self.writer);
         self.writer.store(NO_WRITER, SeqCst);
     }
 }

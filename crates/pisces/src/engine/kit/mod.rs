@@ -55,7 +55,9 @@
 //!   * [`rollback`]: rolling back a running transaction in `begin` and `abort` (mvcc,
 //!     pmdk, sp3, spht, timestone, undo);
 //!   * [`changed_words`]: runs of words where a new version differs from home (pisces,
-//!     timestone).
+//!     timestone);
+//!   * [`shared_counts`]: counts of the writes to words several threads write, compiled
+//!     in only with the `shared-counts` feature (every engine).
 
 pub(crate) mod cc;
 pub(crate) mod changed_words;
@@ -63,6 +65,7 @@ pub(crate) mod fast_reads;
 pub(crate) mod log;
 pub(crate) mod recovery;
 pub(crate) mod rollback;
+pub(crate) mod shared_counts;
 pub(crate) mod validate;
 pub(crate) mod versions;
 pub(crate) mod write_set;

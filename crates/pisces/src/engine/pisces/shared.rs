@@ -54,6 +54,7 @@ use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
 use crate::engine::kit::log::redo_log::LogWriter;
 use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
+use crate::engine::kit::shared_counts::count_write;
 use crate::engine::Engine;
 use crate::heap::alloc::{Allocator, Block, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
@@ -302,7 +303,17 @@ impl Slot {
     /// Lock the batch; a panic in another thread while holding it cannot leave it in a
     /// state worse than "some write-backs not done", so poisoning is ignored.
     pub fn lock_batch(&self) -> MutexGuard<'_, Batch> {
-        self.batch.lock().unwrap_or_else(|e| e.into_inner())
+        // Counted: helpers take other slots' batch locks, so several threads write
+        // the lock word.
+        crate::engine::kit::shared_counts::lock(&self.batch)
+    }
+
+    /// [`Slot::lock_batch`] without waiting: None if another thread holds the lock.
+    pub fn try_lock_batch(&self) -> Option<MutexGuard<'_, Batch>> {
+        count_write(&self.batch);
+        let b = self.batch.try_lock().ok()?;
+        count_write(&self.batch);
+        Some(b)
     }
 }
 
@@ -501,6 +512,7 @@ impl PiscesShared {
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in &batch.entries[..n] {
             for &(h, v) in &e.attempt.wb.unlock {
+                count_write(heap.atomic_u64(h as usize));
                 heap.atomic_u64(h as usize).store(v, Release);
             }
         }
@@ -511,6 +523,7 @@ impl PiscesShared {
         let last_seq = batch.entries[n - 1].log_seq;
         // Release: the owner's recycler Acquires wb_seq and then overwrites log space;
         // our fence above made the write-back durable before this store.
+        count_write(&s.wb_seq);
         s.wb_seq.fetch_max(last_seq, Release);
         // The records still waiting keep the watermark below their persistTS. Only the
         // batch's lock holder changes `pending_min` (the owner lowers it when it adds
@@ -524,6 +537,7 @@ impl PiscesShared {
             .unwrap_or(u64::MAX);
         // SeqCst: ordered with the owner's next `pending_min` update and with the
         // watermark scans (see `watermark`).
+        count_write(&s.pending_min);
         s.pending_min.store(waiting, SeqCst);
         // Reclaim attempts retired before a timestamp the grace period covered.
         let mut i = 0;
@@ -623,7 +637,7 @@ impl PiscesShared {
             if i == caller_slot {
                 continue;
             }
-            if let Ok(mut b) = s.batch.try_lock() {
+            if let Some(mut b) = s.try_lock_batch() {
                 self.write_back_or_try(i, &mut b, caller_slot, cache, wait);
             }
         }

@@ -17,6 +17,7 @@ use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
+use crate::engine::kit::shared_counts::count_write;
 use crate::engine::kit::validate::running;
 use crate::engine::EngineThread;
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -207,6 +208,7 @@ impl PiscesThread {
             for w in self.writes.drain(before..) {
                 // Release: our copy is unlinked (as in `rollback`); the header was
                 // unlocked when we took it.
+                count_write(self.sh.heap.atomic_u64(w.header as usize));
                 self.sh
                     .heap
                     .atomic_u64(w.header as usize)
@@ -231,6 +233,7 @@ impl PiscesThread {
         if small && allocated {
             // Release: a fast reader that Acquires the marker reads home after it, as
             // after a write-back's unlock. Failure: someone locked or marked it first.
+            count_write(self.sh.heap.atomic_u64(header as usize));
             let _ = self.sh.heap.atomic_u64(header as usize).compare_exchange(
                 seen,
                 self.sh.live_word(),
@@ -326,6 +329,7 @@ impl PiscesThread {
             // AcqRel: Release publishes the copy header (writer pointer) to readers that
             // Acquire the header word; Acquire orders our read of home after the
             // previous writer's write-back.
+            count_write(hw);
             if hw
                 .compare_exchange(h, self.sh.tag | copy as u64, AcqRel, Acquire)
                 .is_err()
@@ -360,6 +364,7 @@ impl PiscesThread {
     fn rollback(&mut self) {
         for w in self.writes.drain(..) {
             // Release: our copy is unlinked before the attempt is retired.
+            count_write(self.sh.heap.atomic_u64(w.header as usize));
             self.sh
                 .heap
                 .atomic_u64(w.header as usize)
@@ -538,7 +543,7 @@ impl PiscesThread {
         }
         // (A batch locked right now counts as pending: its holder may be writing it.)
         let others_pending = self.sh.slots.iter().enumerate().any(|(i, s)| {
-            i != self.slot && s.batch.try_lock().map_or(true, |b| !b.entries.is_empty())
+            i != self.slot && s.try_lock_batch().is_none_or(|b| !b.entries.is_empty())
         });
         if others_pending {
             self.oos_rounds += 1;
@@ -822,6 +827,8 @@ impl PiscesThread {
             log_seq: seq,
             persist_ts,
         });
+        // Helpers store `pending_min` too (the batch's lock holder does).
+        count_write(&slot.pending_min);
         slot.pending_min.fetch_min(persist_ts, SeqCst);
         slot.persisting_ts.store(u64::MAX, SeqCst);
         let k = self.sh.opts.group_commit.max(1);

@@ -5,6 +5,7 @@
 //! is written (Release, so a reader that sees the bit — Acquire — sees the length), and
 //! cleared before PMDK may reuse the block.
 
+use crate::engine::kit::shared_counts::count_write;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
@@ -48,6 +49,7 @@ impl Objects {
     /// Mark `off` as an object payload (its header already written).
     pub(crate) fn insert(&self, off: u64) {
         if let Some((w, m)) = self.slot(off) {
+            count_write(&self.bits[w]);
             self.bits[w].fetch_or(m, Release);
         }
     }
@@ -55,6 +57,7 @@ impl Objects {
     /// Unmark `off`.
     pub(crate) fn remove(&self, off: u64) {
         if let Some((w, m)) = self.slot(off) {
+            count_write(&self.bits[w]);
             self.bits[w].fetch_and(!m, Release);
         }
     }

@@ -117,7 +117,7 @@ pub struct Pending {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    crate::engine::kit::shared_counts::lock(m)
 }
 
 /// Queues of durable records, the stable marks, and the checkpoint.
@@ -164,6 +164,7 @@ impl Checkpointer {
     pub fn push(&self, slot: usize, p: Pending, frees: usize) {
         if frees > 0 {
             // Relaxed: a hint for when to checkpoint.
+            crate::engine::kit::shared_counts::count_write(&self.frees_pending);
             self.frees_pending.fetch_add(frees as u64, Relaxed);
         }
         lock(&self.queues[slot]).push_back(p);
@@ -205,6 +206,9 @@ impl Checkpointer {
         let _g = if wait {
             lock(&self.stabilizing)
         } else {
+            // The attempt and the unlock (one too many when the lock is busy).
+            crate::engine::kit::shared_counts::count_write(&self.stabilizing);
+            crate::engine::kit::shared_counts::count_write(&self.stabilizing);
             match self.stabilizing.try_lock() {
                 Ok(g) => g,
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
@@ -231,6 +235,7 @@ impl Checkpointer {
                     // Release: a waiter that sees the mark returns to its user; the
                     // fences that made these records durable happened before they
                     // were queued (the queue mutex orders them before our reads).
+                    crate::engine::kit::shared_counts::count_write(&self.stable[s]);
                     self.stable[s].fetch_max(st, AcqRel);
                     progress = true;
                 }
@@ -253,6 +258,9 @@ impl Checkpointer {
         let mut cache = if wait {
             lock(&self.work)
         } else {
+            // The attempt and the unlock (one too many when the lock is busy).
+            crate::engine::kit::shared_counts::count_write(&self.work);
+            crate::engine::kit::shared_counts::count_write(&self.work);
             match self.work.try_lock() {
                 Ok(g) => g,
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
@@ -298,10 +306,13 @@ impl Checkpointer {
                 total += recs.len();
                 let last = recs.last().expect("non-empty").lid;
                 // Retired implies stable (invariant R): keep the marks ordered.
+                crate::engine::kit::shared_counts::count_write(&self.stable[*s]);
                 self.stable[*s].fetch_max(last, AcqRel);
+                crate::engine::kit::shared_counts::count_write(&self.retired[*s]);
                 self.retired[*s].store(last, Release);
             }
             // 4. Freed blocks are reusable.
+            crate::engine::kit::shared_counts::count_write(&self.frees_pending);
             self.frees_pending.fetch_sub(frees.len() as u64, Relaxed);
             for b in frees.drain(..) {
                 alloc.release(&mut cache, b);

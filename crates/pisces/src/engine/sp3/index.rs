@@ -141,6 +141,7 @@ impl Entry {
     pub fn try_lock(&self, expected: u64, me: usize) -> bool {
         debug_assert!(!is_locked(expected));
         let locked = expected | (me as u64) << OWNER_SHIFT | LOCK;
+        crate::engine::kit::shared_counts::count_write(&self.ver);
         self.ver
             .compare_exchange(expected, locked, AcqRel, Relaxed)
             .is_ok()
@@ -180,8 +181,13 @@ impl Entry {
     pub fn publish(&self, new: Option<*mut Version>, tid: u64) -> Option<*mut Version> {
         // Release (with the unlock that follows): a validator that sees `live` sees the
         // version published with it.
+        crate::engine::kit::shared_counts::count_write(&self.live);
         self.live.store(new.is_some(), Release);
-        let old = new.map(|v| self.ptr.swap(v, AcqRel));
+        let old = new.map(|v| {
+            crate::engine::kit::shared_counts::count_write(&self.ptr);
+            self.ptr.swap(v, AcqRel)
+        });
+        crate::engine::kit::shared_counts::count_write(&self.last_tid);
         self.last_tid.store(tid, Release);
         old
     }
@@ -197,6 +203,7 @@ impl Entry {
         } else {
             base
         };
+        crate::engine::kit::shared_counts::count_write(&self.ver);
         self.ver.store(next, Release);
     }
 }
@@ -220,11 +227,16 @@ impl Default for Index {
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
+    // A read lock and its release are read-modify-writes of the shard's lock word.
+    crate::engine::kit::shared_counts::count_write(s);
+    crate::engine::kit::shared_counts::count_write(s);
     // An insert either happened or not: a poisoned shard is still consistent.
     s.read().unwrap_or_else(|e| e.into_inner())
 }
 
 fn write(s: &Shard) -> RwLockWriteGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
+    crate::engine::kit::shared_counts::count_write(s);
+    crate::engine::kit::shared_counts::count_write(s);
     s.write().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -135,7 +135,10 @@ impl PhysClock {
         loop {
             let r = match self.kind {
                 ClockKind::Tsc => self.now(),
-                ClockKind::Counter => self.counter.fetch_add(1, SeqCst) + 1,
+                ClockKind::Counter => {
+                    crate::engine::kit::shared_counts::count_write(&self.counter);
+                    self.counter.fetch_add(1, SeqCst) + 1
+                }
             };
             if r > above {
                 return r;
@@ -143,6 +146,7 @@ impl PhysClock {
             if self.kind == ClockKind::Counter {
                 // Catch the counter up (versions of an earlier run are below `base`,
                 // so this only happens with the TSC).
+                crate::engine::kit::shared_counts::count_write(&self.counter);
                 self.counter.fetch_max(above, SeqCst);
             }
             crate::sync::spin_step(&mut round);

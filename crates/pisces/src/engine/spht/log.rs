@@ -196,6 +196,8 @@ impl RecordRef {
 /// and flush it (the caller fences with its next fence).
 pub fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
     let off = Area::of(heap, slot).at(pos) + which;
+    // A forward link goes into the predecessor's record, in another slot's log.
+    (which == FWD).then(|| crate::engine::kit::shared_counts::count_write(heap.atomic_u64(off)));
     heap.atomic_u64(off).store(l, Release);
     heap.flush(off, 8);
 }

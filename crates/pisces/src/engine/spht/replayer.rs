@@ -196,6 +196,8 @@ pub fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
     let (freed, stats) = apply::apply(heap, &batch, sh.opts.dup_filter, sh.opts.replayers)?;
     if !stats.allocator.is_empty() {
         // The bitmaps now show these allocations and frees (see `SphtShared::unreplayed`).
+        crate::engine::kit::shared_counts::count_write(&sh.unreplayed); // the lock and the unlock: the workers lock it too
+        crate::engine::kit::shared_counts::count_write(&sh.unreplayed);
         let mut pending = sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
         if !pending.is_empty() {
             for off in &stats.allocator {
@@ -234,6 +236,7 @@ pub fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
     sh.stats
         .applied
         .fetch_add(stats.applied.iter().sum::<u64>(), Relaxed);
+    crate::engine::kit::shared_counts::end_unit(); // a batch is the replayer's unit of work
     Ok(true)
 }
 

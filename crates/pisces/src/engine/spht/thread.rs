@@ -258,12 +258,16 @@ impl SphtThread {
 
     /// The committed allocation state of `b` if replay has not applied it yet.
     fn committed_state(&self, b: Block) -> Option<bool> {
+        crate::engine::kit::shared_counts::count_write(&self.sh.unreplayed); // the lock and the unlock: the replayer locks it too
+        crate::engine::kit::shared_counts::count_write(&self.sh.unreplayed);
         let pending = self.sh.unreplayed.lock().unwrap_or_else(|e| e.into_inner());
         pending.get(&b.offset).copied()
     }
 
     /// Record a committed allocation (`true`) or free of `b` until replay applies it.
     fn unreplayed(&self, b: Block, allocated: bool) {
+        crate::engine::kit::shared_counts::count_write(&self.sh.unreplayed); // the lock and the unlock: the replayer locks it too
+        crate::engine::kit::shared_counts::count_write(&self.sh.unreplayed);
         self.sh
             .unreplayed
             .lock()
@@ -356,6 +360,7 @@ impl SphtThread {
     /// Release the stripes locked so far, restoring their versions.
     fn unlock_restore(&mut self) {
         for &(i, old) in &self.locks {
+            crate::engine::kit::shared_counts::count_write(self.sh.stripes.word(i));
             self.sh.stripes.word(i).store(old, Release);
         }
         self.locks.clear();
@@ -427,6 +432,8 @@ impl SphtThread {
             let idx = self.sh.stripes.index(hdr);
             let word = self.sh.stripes.word(idx);
             let cur = word.load(Acquire);
+            (cur != me && cur & LOCKED == 0)
+                .then(|| crate::engine::kit::shared_counts::count_write(word));
             let old = if cur == me {
                 self.locks
                     .iter()
@@ -539,6 +546,7 @@ impl SphtThread {
             }
         }
         if waited {
+            crate::engine::kit::shared_counts::count_write(&sh.stats.waited);
             sh.stats.waited.fetch_add(1, Relaxed);
         }
         // 9. Link to the predecessor: the largest `last` (all are below ts).
@@ -560,6 +568,7 @@ impl SphtThread {
             }
             log::set_link(heap, self.slot, pos, BACK, plink);
         } else {
+            crate::engine::kit::shared_counts::count_write(&sh.genesis);
             sh.genesis.store(my_link, Release);
         }
         me.set_last(ts, my_link);
@@ -569,6 +578,7 @@ impl SphtThread {
                 let off = slot_marker_offset(self.slot);
                 heap.atomic_u64(off).store(ts, Release);
                 heap.persist(off, 8);
+                crate::engine::kit::shared_counts::count_write(&sh.durable);
                 sh.durable.fetch_max(ts, AcqRel);
                 // 11.
                 me.vts.store(ts | UPD | PERS, Release);
@@ -579,17 +589,21 @@ impl SphtThread {
                 self.hook(super::shared::HOLD_BEFORE_MARKER);
                 // 12.
                 if skip {
+                    crate::engine::kit::shared_counts::count_write(&sh.stats.skipped);
                     sh.stats.skipped.fetch_add(1, Relaxed);
                     return;
                 }
                 let m = heap.atomic_u64(MARKER_OFFSET);
                 let mut val = m.load(Acquire);
                 while val < ts {
+                    crate::engine::kit::shared_counts::count_write(m);
                     match m.compare_exchange(val, ts, AcqRel, Acquire) {
                         Ok(_) => {
                             // The line holds ts or a larger value: durable after this.
                             heap.persist(MARKER_OFFSET, 8);
+                            crate::engine::kit::shared_counts::count_write(&sh.durable);
                             sh.durable.fetch_max(ts, AcqRel);
+                            crate::engine::kit::shared_counts::count_write(&sh.stats.cas);
                             sh.stats.cas.fetch_add(1, Relaxed);
                             break;
                         }
@@ -640,6 +654,7 @@ impl SphtThread {
         self.write_back();
         for &(i, _) in &self.locks {
             // Release: the write-back happens-before a reader that sees version ts.
+            crate::engine::kit::shared_counts::count_write(sh.stripes.word(i));
             sh.stripes.word(i).store(ts, Release);
         }
         self.locks.clear();

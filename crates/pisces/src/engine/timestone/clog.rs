@@ -285,7 +285,7 @@ pub fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
     }
     loop {
         {
-            let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
             if p.used + cost <= sh.budget {
                 p.used += cost;
                 return Ok(());
@@ -297,7 +297,7 @@ pub fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
 
 /// Give back a reservation that produced no items (an aborted commit).
 pub fn unreserve_budget(sh: &TimestoneShared, cost: u64) {
-    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
     p.used -= cost;
 }
 
@@ -314,7 +314,7 @@ pub fn push_items(
     freed: &mut Vec<(Block, bool)>,
 ) {
     let k_done = sh.k_done.load(Acquire);
-    let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
     let mut actual = 0;
     for it in items {
         if let Item::Free { b, .. } = *it {
@@ -355,7 +355,7 @@ pub fn push_items(
 /// that makes the free durable, and holding much of it back makes threads format fresh
 /// slabs for small blocks, which starves large ones).
 pub fn above_high_water(sh: &TimestoneShared) -> bool {
-    let p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+    let p = crate::engine::kit::shared_counts::lock(&sh.pending);
     p.used >= sh.high_water || p.freed >= sh.freed_high_water
 }
 
@@ -365,10 +365,13 @@ type Newest = (u64, Option<(usize, *const Entry)>);
 
 /// Run one checkpoint (see the module docs); returns its cut K.
 pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
-    let mut st = sh.ckpt.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = crate::engine::kit::shared_counts::lock(&sh.ckpt);
     let _ = HEADER_LEN;
     let heap = &*sh.heap;
     // 1. Cut.
+    // Any thread checkpoints: the checkpointer's slot has several writers.
+    crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
+    crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
     let k = sh.ckpt_clock.start(&sh.clock);
     fence(SeqCst);
     for s in &sh.slots {
@@ -379,7 +382,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     }
     // 2. Collect.
     let (mine, cost) = {
-        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
         let mut mine = Vec::new();
         let mut cost = 0;
         let mut freed = 0;
@@ -483,6 +486,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     // 3. CLog record, fence.
     if CLOG_HEADER + rec.len() > sh.clog_len {
         // Cannot happen: the budget bounds the items (see the module docs).
+        crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
         sh.ckpt_clock.finish();
         return Err(Error::TooLargeForLog {
             needed: rec.len() + CLOG_HEADER,
@@ -502,12 +506,14 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let direct = log::decode(direct.bytes())?;
     if !direct.is_empty() {
         let home = apply(heap, &direct)?;
+        crate::engine::kit::shared_counts::count_write(&sh.stats.home_bytes);
         sh.stats.home_bytes.fetch_add(home, Relaxed);
         if !crate::mutation::active!(FRESH_FENCE) {
             heap.fence();
         }
     }
     write_clog(heap, k, rec.bytes());
+    crate::engine::kit::shared_counts::count_write(&sh.stats.clog_bytes);
     sh.stats
         .clog_bytes
         .fetch_add((rec.len() + CLOG_HEADER) as u64, Relaxed);
@@ -516,6 +522,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     if broken_order {
         // Mutation: home first, the CLog record's fence after it.
         let home = apply(heap, &entries)?;
+        crate::engine::kit::shared_counts::count_write(&sh.stats.home_bytes);
         sh.stats.home_bytes.fetch_add(home, Relaxed);
     }
     heap.fence();
@@ -528,11 +535,14 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     if late_fresh_bits {
         Allocator::replay_changes(heap, &fresh_allocs)?;
     }
+    crate::engine::kit::shared_counts::count_write(&sh.stats.home_bytes);
     sh.stats.home_bytes.fetch_add(home, Relaxed);
     heap.fence();
     // 5. K_done.
     persist_k_done(heap, k);
+    crate::engine::kit::shared_counts::count_write(&sh.k_done);
     sh.k_done.fetch_max(k, AcqRel);
+    crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
     sh.ckpt_clock.finish();
     if !sh.recovering {
         // Large blocks only: small ones went to the reuse lists when their commit
@@ -543,13 +553,10 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
             }
         }
         sh.alloc.drain(&mut st.cache);
-        sh.reuse
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .checkpointed(k);
+        crate::engine::kit::shared_counts::lock(&sh.reuse).checkpointed(k);
     }
     {
-        let mut p = sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
         p.used -= cost;
         // The bitmaps show these now (unless a later commit changed the block again).
         // A free stays known while a snapshot older than it may run (for that snapshot
@@ -562,6 +569,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
             }
         }
     }
+    crate::engine::kit::shared_counts::count_write(&sh.stats.checkpoints);
     sh.stats.checkpoints.fetch_add(1, Relaxed);
     Ok(k)
 }

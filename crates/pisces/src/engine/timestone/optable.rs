@@ -123,7 +123,7 @@ impl OpTable {
     /// The index of operation `id`, taking (and persisting) a slot the first time;
     /// `None` when the table is full.
     pub fn index_of(&self, heap: &Heap, id: u32) -> Option<u8> {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = crate::engine::kit::shared_counts::lock(&self.inner);
         if let Some(&i) = g.0.get(&id) {
             return Some(i);
         }

@@ -163,7 +163,7 @@ impl TimestoneThread {
     /// The committed allocation state of `b` (and the commit timestamp) if a checkpoint
     /// has not written it yet, or (for a free) a snapshot older than it may still run.
     fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
-        let p = self.sh.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let p = crate::engine::kit::shared_counts::lock(&self.sh.pending);
         p.bits.get(&b.offset).copied()
     }
 
@@ -198,7 +198,7 @@ impl TimestoneThread {
     /// timestamp; snapshots only grow, so a retry can take it again.
     fn give_back(&mut self, b: Block) {
         if b.is_small() {
-            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = crate::engine::kit::shared_counts::lock(&self.sh.reuse);
             r.put_fresh(self.start_ts, b);
         } else {
             self.sh.alloc.unreserve(&mut self.cache, b);
@@ -477,6 +477,7 @@ impl TimestoneThread {
                     "commit timestamp {ts} does not fit the operation log's 48 bits"
                 )));
             }
+            crate::engine::kit::shared_counts::count_write(&sh.stats.validation_aborts);
             sh.stats.validation_aborts.fetch_add(1, Relaxed);
             return Err(Error::Conflict);
         }
@@ -502,6 +503,7 @@ impl TimestoneThread {
                     .append_tagged(&sh.heap, self.record.bytes(), tag, ts),
                 None => self.log.append(&sh.heap, self.record.bytes(), ts),
             };
+            crate::engine::kit::shared_counts::count_write(&sh.stats.olog_bytes);
             sh.stats.olog_bytes.fetch_add(
                 (self.record.len() + super::OLOG_FRAMING.header_len(self.record.len())) as u64,
                 Relaxed,
@@ -539,7 +541,7 @@ impl TimestoneThread {
             // durable and every smaller timestamp is complete, so a commit that reuses
             // a block has a larger timestamp and can never be durable without this one
             // (see `clog`, *Reuse inside a window*).
-            let mut r = sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = crate::engine::kit::shared_counts::lock(&sh.reuse);
             for &(b, fresh) in &self.freed {
                 if fresh {
                     r.put_fresh(ts, b);
@@ -717,7 +719,7 @@ impl EngineThread for TimestoneThread {
             let b = loop {
                 let s = self.start_ts;
                 let fresh = small.and_then(|size| {
-                    let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut r = crate::engine::kit::shared_counts::lock(&self.sh.reuse);
                     r.take_fresh(size, s)
                         .or_else(|| self.sh.eager_reuse.then(|| r.take_held(size, s)).flatten())
                 });
@@ -729,7 +731,7 @@ impl EngineThread for TimestoneThread {
                         // A block live at K_done and freed inside the window (its new
                         // contents then take a CLog copy), before a checkpoint.
                         let held = small.and_then(|size| {
-                            let mut r = self.sh.reuse.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut r = crate::engine::kit::shared_counts::lock(&self.sh.reuse);
                             r.take_held(size, s)
                         });
                         if let Some(b) = held {

@@ -5,6 +5,7 @@
 //! share these. [`SlotClock::start`] is the reader's half of the store-buffering pattern
 //! that the grace period ([`super::grace`]) closes: see its docs for the race.
 
+use crate::engine::kit::shared_counts::count_write;
 use crate::sync::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
@@ -45,12 +46,14 @@ impl Clock {
     /// sequence) sees everything the caller did before, e.g. the locks it holds.
     #[inline]
     pub fn tick(&self) -> u64 {
+        count_write(&self.ts);
         self.ts.fetch_add(1, AcqRel) + 1
     }
     /// Raise the clock to at least `ts` (single-threaded recovery that re-executes
     /// transactions under their original timestamps: the next `tick` gives `ts + 1`).
     #[inline]
     pub fn advance_to(&self, ts: u64) {
+        count_write(&self.ts);
         self.ts.fetch_max(ts, AcqRel);
     }
 }

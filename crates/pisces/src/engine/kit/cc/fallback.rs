@@ -36,6 +36,7 @@
 //! * A transaction that finds the word taken when it wants it waits like a writer
 //!   (bounded), tries once more, and otherwise runs its attempt without it.
 
+use crate::engine::kit::shared_counts::count_write;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
@@ -119,6 +120,7 @@ impl Fallback {
         // Acquire: pairs with the previous holder's Release in `give_back`, so its
         // attempt is over before ours starts. The race with writers is not closed
         // here but by the SeqCst fences after this store and before their loads.
+        count_write(&self.word);
         self.word
             .compare_exchange(0, deadline << SLOT_BITS | (me as u64 + 1), Acquire, Relaxed)
             .is_ok()
@@ -129,6 +131,7 @@ impl Fallback {
         debug_assert_eq!(self.word.load(Relaxed) & SLOT_MASK, me as u64 + 1);
         // Release: the next holder (Acquire in `take`) starts after our attempt ended.
         // Writers need no order from it: every commit validates as usual.
+        count_write(&self.word);
         self.word.store(0, Release);
     }
 }

@@ -12,6 +12,7 @@
 //! that is what the baselines built on this are for.
 
 use super::header_word::TAG_MASK;
+use crate::engine::kit::shared_counts::count_write;
 use crate::fasthash::FastMap;
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -83,6 +84,7 @@ impl HeldLocks {
         };
         // Acquire (on success) orders our reads of the object after the previous
         // holder's release, i.e. after its in-place writes.
+        count_write(word);
         word.compare_exchange(h, next, AcqRel, Acquire)
             .map_err(|_| Error::Conflict)?;
         self.held.borrow_mut().insert(key, mode);
@@ -95,6 +97,7 @@ impl HeldLocks {
         let count = held.len();
         for (key, mode) in held.drain() {
             let word = word_of(key);
+            count_write(word);
             match mode {
                 // Release: our in-place writes happen before the next holder's reads.
                 Mode::Exclusive => word.store(0, Release),
@@ -107,7 +110,11 @@ impl HeldLocks {
                         // that takes the lock next changes it.
                         match word.compare_exchange_weak(h, next, AcqRel, Acquire) {
                             Ok(_) => break,
-                            Err(x) => h = x,
+                            Err(x) => {
+                                // A retry is another write to the word.
+                                count_write(word);
+                                h = x;
+                            }
                         }
                     }
                 }

@@ -89,6 +89,7 @@ pub fn raise(a: &AtomicU64, v: u64) {
         }
         // AcqRel: the flush that follows reads the line, which then holds our value or
         // a larger one; nothing else is ordered by this RMW.
+        crate::engine::kit::shared_counts::count_write(a);
         match a.compare_exchange_weak(cur, encode(have.max(v)), AcqRel, Acquire) {
             Ok(_) => return,
             Err(now) => cur = now,

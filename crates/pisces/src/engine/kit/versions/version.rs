@@ -15,6 +15,7 @@
 //!    and when truncation cuts the chain below it.
 //! 3. A version is freed once, when no thread can reach it (the chain's reclamation).
 
+use crate::engine::kit::shared_counts::count_write;
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -96,6 +97,7 @@ impl Version {
             })
         };
         // Relaxed: a statistic, read only by tests and diagnostics.
+        count_write(live);
         live.fetch_add(1, Relaxed);
         p
     }
@@ -185,6 +187,7 @@ impl Version {
         // SAFETY: caller's contract; the layout is the one it was allocated with.
         unsafe { dealloc(this as *mut u8, layout((*this).words)) };
         // Relaxed: a statistic.
+        count_write(live);
         live.fetch_sub(1, Relaxed);
     }
 

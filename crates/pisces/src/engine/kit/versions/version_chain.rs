@@ -26,6 +26,7 @@
 //! keeper, is each engine's argument.
 
 use super::version::Version;
+use crate::engine::kit::shared_counts::count_write;
 use crate::sync::spin_step;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
@@ -69,6 +70,7 @@ impl Chain {
     /// [`Chain::unlock`], so we see its pushed version and `last_ts`.
     #[inline]
     pub fn try_lock(&self, slot: usize) -> bool {
+        count_write(&self.lock);
         self.lock
             .compare_exchange(0, slot as u64 + 1, Acquire, Relaxed)
             .is_ok()
@@ -78,6 +80,7 @@ impl Chain {
     /// to the next holder and to every reader that observes the lock free.
     #[inline]
     pub fn unlock(&self) {
+        count_write(&self.lock);
         self.lock.store(0, Release);
     }
 
@@ -110,6 +113,7 @@ impl Chain {
     /// Record a commit at `ts` (under the lock).
     #[inline]
     pub fn mark(&self, ts: u64) {
+        count_write(&self.last_ts);
         self.last_ts.store(ts, Release);
     }
 
@@ -128,6 +132,7 @@ impl Chain {
             Version::set_next(v, old);
         }
         // Release: a reader that loads the new head sees its stamp, `next` and data.
+        count_write(&self.head);
         self.head.store(v, Release);
     }
 
@@ -185,6 +190,8 @@ impl Chain {
                 // (module docs), so the versions below are unreachable from now on and
                 // owned by the chain.
                 unsafe {
+                    // The keeper's header word: another committer may have written it.
+                    count_write(&*v);
                     Version::set_next(v, std::ptr::null_mut());
                     return Version::free_chain(older, live);
                 }

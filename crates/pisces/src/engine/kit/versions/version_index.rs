@@ -19,6 +19,7 @@
 
 use super::version::Version;
 use super::version_chain::Chain;
+use crate::engine::kit::shared_counts::count_write;
 use crate::fasthash::FastMap;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
@@ -49,12 +50,18 @@ impl Default for VersionIndex {
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, Map> {
+    // The shard lock's state word: a read lock is a read-modify-write of it, and so
+    // is its release (shared by every thread that looks an object of the shard up).
+    count_write(s);
+    count_write(s);
     // A panic while holding a shard lock cannot leave a map half-updated in a way that
     // matters (an insert either happened or not): ignore poisoning.
     s.read().unwrap_or_else(|e| e.into_inner())
 }
 
 fn write(s: &Shard) -> RwLockWriteGuard<'_, Map> {
+    count_write(s);
+    count_write(s);
     s.write().unwrap_or_else(|e| e.into_inner())
 }
 
