@@ -89,8 +89,10 @@
 //!   in place and keeps no old versions. The fast path pays one load after step 2's
 //!   fence.
 //! * Reads hand out copies (above); each thread keeps its last copies of up to 256
-//!   objects of at most 4 KiB ([`read_copies::CopyCache`], **DRAM cost: up to 1 MiB per
-//!   thread state**) so that re-reading an unchanged object costs its version check.
+//!   objects of at most 4 KiB ([`read_copies::CopyCache`]) so that re-reading an
+//!   unchanged object costs its version check, and its other copies go into chunks
+//!   kept across transactions ([`read_copies::ReadCopies`]). **DRAM cost: up to 1 MiB
+//!   plus 256 KiB of chunks per thread state.**
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
 //! * Recovery follows a link only where it names the record the timestamp order would
