@@ -45,6 +45,30 @@
 //! * The pool-wide state and the engine's open (recovery, working snapshot, replayer
 //!   thread) and shutdown: [`shared`] ([`shared::SphtEngine`]).
 //!
+//! # What a read and a commit cost
+//! Under HTM (the paper) a read is a plain load and the hardware tracks it; the commit
+//! is `xend`, then the paper's own work. Here the software TM stands in, and each part
+//! is either the paper's or the stand-in's:
+//! * **Read** (stand-in, [`thread`]): locate the object (an allocated small block: the
+//!   kit's read fast path, a few compares and one bitmap load; anything else:
+//!   `locate_object`), one load of the stripe's version word (unlocked, below `rv`),
+//!   one read-set entry (stripe, version), and the bytes handed out: the thread's kept
+//!   copy when it was taken at that version ([`read_copies::CopyCache`], a hash and
+//!   three compares), else a seqlock copy of the bytes asked for (one relaxed load per
+//!   word, the version word loaded again). A read allocates nothing and hashes nothing
+//!   into a map once the thread's copy chunks exist; a transaction that wrote looks its
+//!   write set up first. A copy is needed at all because committers write the working
+//!   snapshot in place while a reader may hold a reference into what it read.
+//! * **Read-only commit** (stand-in): nothing to validate (every read was checked
+//!   against `rv`, TL2), nothing published; the token is the largest version read.
+//! * **Update commit**: stand-in — a private copy per written object (at `write`),
+//!   one CAS per written stripe, the read set's validation (one load per read), the
+//!   write-back into the snapshot with a word diff that builds the record; the
+//!   paper's — the commit clock (`rdtscp`, with the lower bound published before it:
+//!   one SeqCst store and fence), the redo record's append and flush (one fence), the
+//!   wait for smaller timestamps (one load per slot), the two links, `isPers`, and the
+//!   global marker's CAS and flush unless skipCAS applies.
+//!
 //! # Substitutions and decisions (details in each module)
 //! * STM instead of HTM (above); serializable, so `ISOLATION = Serializable`.
 //! * The working snapshot is a `MAP_PRIVATE` mapping of the pool file (DRAM cost: the
@@ -64,6 +88,11 @@
 //!   attempts ([`thread`], *Fallback*). Not a snapshot: the working snapshot is written
 //!   in place and keeps no old versions. The fast path pays one load after step 2's
 //!   fence.
+//! * Reads hand out copies (above); each thread keeps its last copies of up to 256
+//!   objects of at most 4 KiB ([`read_copies::CopyCache`]) so that re-reading an
+//!   unchanged object costs its version check, and its other copies go into chunks
+//!   kept across transactions ([`read_copies::ReadCopies`]). **DRAM cost: up to 1 MiB
+//!   plus 256 KiB of chunks per thread state.**
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
 //! * Recovery follows a link only where it names the record the timestamp order would
@@ -93,6 +122,10 @@
 //! * Unit tests (`tests`): the wait on smaller timestamps, skipCAS, the forward and
 //!   backward links, the shard filter, the duplicate filter, replay equal to the
 //!   snapshot under every option set, read-only tokens, the copy-on-write snapshot,
+//!   the read path (a kept copy is not handed out after its object changed, on small
+//!   and large objects; copies handed out stay unchanged while later reads of the
+//!   transaction fill their cache set and new chunks; the small-object lookup refuses
+//!   a freed object and a read longer than the object),
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
 //!   wrap marker the replayer's head names is not overwritten), recovery's torn tail
 //!   and damage (a damaged record followed by a valid later one refused and the pool
@@ -154,6 +187,7 @@ mod durability;
 mod log;
 mod options;
 mod order;
+mod read_copies;
 mod recovery;
 mod replayer;
 mod shared;

@@ -118,4 +118,18 @@ impl Snapshot {
         // SAFETY: in bounds, aligned (the map is page aligned), lives as long as self.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
+
+    /// The `n` words from `off` (8-aligned, inside the image; engine-validated offsets
+    /// only): one bounds check for a whole object.
+    #[inline]
+    pub fn words(&self, off: u64, n: usize) -> &[AtomicU64] {
+        let off = off as usize;
+        assert!(
+            off.is_multiple_of(8) && n <= (self.len.saturating_sub(off)) / 8,
+            "bad snapshot range {off:#x}+{n} words"
+        );
+        // SAFETY: in bounds (checked), aligned (the map is page aligned), lives as long
+        // as self; the words are only accessed atomically.
+        unsafe { std::slice::from_raw_parts(self.base.add(off) as *const AtomicU64, n) }
+    }
 }

@@ -20,13 +20,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
+    engine_with_log(opts, threads, 64 << 10)
+}
+
+fn engine_with_log(opts: EngineOptions, threads: usize, log_bytes: usize) -> SphtEngine {
     let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
     let heap = Heap::format(
         m,
         FormatParams {
             engine_id: EngineId::Spht as u32,
             max_threads: threads,
-            log_bytes_per_thread: 64 << 10,
+            log_bytes_per_thread: log_bytes,
             regions: crate::engine::Regions {
                 logs_per_thread: 1,
                 engine_area_bytes: durability::engine_area_bytes(threads),
@@ -441,6 +445,99 @@ fn read_only_token_covers_what_it_read() {
     assert_eq!(rtok, tok, "the reader's token is its writer's timestamp");
     a.wait_durable(rtok).unwrap();
     assert_eq!(get(&mut a, x), 5);
+}
+
+/// A kept read copy (`CopyCache`) is handed out again only while its object's stripe
+/// has the version it was taken at: a read after another thread's commit sees the new
+/// value, on every read path (small blocks and large runs).
+#[test]
+fn a_kept_copy_is_not_handed_out_after_its_object_changed() {
+    // Logs that hold a large run's allocation record.
+    let e = engine_with_log(EngineOptions::new().set("clock", "counter"), 4, 512 << 10);
+    let mut a = e.thread(0).unwrap();
+    let mut b = e.thread(1).unwrap();
+    // (2100 words: a large run, beyond the small classes.)
+    for words in [1, 2100] {
+        let x = alloc(&mut a, words);
+        put(&mut a, x, 5);
+        assert_eq!(get(&mut a, x), 5);
+        assert_eq!(get(&mut a, x), 5, "read from the kept copy");
+        put(&mut b, x, 6);
+        assert_eq!(get(&mut a, x), 6, "{words}-word object: a stale kept copy");
+    }
+}
+
+/// Copies a transaction was handed stay unchanged until it ends, although later reads
+/// of that transaction fill the cache set they live in (two objects of one set) and
+/// need new chunks of the per-transaction copies (many objects).
+#[test]
+fn copies_handed_out_stay_unchanged_while_the_transaction_runs() {
+    use super::read_copies::CopyCache;
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let objs: Vec<u64> = (0..600).map(|_| alloc(&mut a, 8)).collect();
+    let first = objs[0];
+    let twin = *objs[1..]
+        .iter()
+        .find(|&&o| CopyCache::set_of(o - 8) == CopyCache::set_of(first - 8))
+        .expect("two objects of one cache set");
+    for (k, &o) in objs.iter().enumerate() {
+        put(&mut a, o, 1000 + k as u64);
+    }
+    let mut order = vec![first, twin];
+    order.extend(objs.iter().copied().filter(|&o| o != first && o != twin));
+    for round in 0..2 {
+        a.begin(&TxOptions::default());
+        let held: Vec<(u64, *const u64)> = order
+            .iter()
+            .map(|&o| (o, a.read(o, 64).unwrap() as *const u64))
+            .collect();
+        for &(o, p) in &held {
+            let k = objs.iter().position(|&x| x == o).unwrap() as u64;
+            // SAFETY: a copy of 64 readable bytes, valid while the transaction runs.
+            assert_eq!(
+                unsafe { p.read() },
+                1000 + k,
+                "round {round}: copy of {o:#x} changed"
+            );
+        }
+        a.commit().unwrap();
+    }
+}
+
+/// The read fast path finds only allocated objects that hold the bytes asked for: a
+/// freed object (its free replayed) and a read longer than the object are refused as
+/// `locate_object` refuses them.
+#[test]
+fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    put(&mut a, x, 5);
+    // Replay sets the allocation bit: reads of `x` take the fast path from now on
+    // (before, `locate_object` answers for a block whose allocation is pending).
+    e.quiesce();
+    assert!(e.shared().alloc.block_state(x).unwrap().1);
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(x, 4096), Err(crate::Error::InvalidPointer(_))),
+        "a 4096-byte read of an 8-byte object"
+    );
+    a.abort();
+    assert_eq!(get(&mut a, x), 5);
+    a.begin(&TxOptions::default());
+    a.free(x).unwrap();
+    let tok = a.commit().unwrap();
+    a.wait_durable(tok).unwrap();
+    // Replay applies the free: its allocation bit is cleared.
+    e.quiesce();
+    assert!(!e.shared().alloc.block_state(x).unwrap().1);
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(x, 8), Err(crate::Error::InvalidPointer(_))),
+        "a read of a freed object"
+    );
+    a.abort();
 }
 
 /// On a pool file the working snapshot is a copy-on-write (`MAP_PRIVATE`) mapping:

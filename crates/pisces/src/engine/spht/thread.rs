@@ -4,14 +4,22 @@
 //! # Transaction (serializable)
 //! * **Begin**: read version `rv` = a clock reading. Nothing is published (see
 //!   *Decisions*).
-//! * **Read**: the private copy if the transaction wrote the object; else a copy of the
-//!   object out of the working snapshot taken as a seqlock read against its stripe: the
-//!   stripe must be unlocked with a version below `rv` before and unchanged after the
-//!   copy, else `Conflict`. The (stripe, version) pair joins the read set. The copy is
-//!   the transaction's (an arena), so the bytes behind the returned pointer never
-//!   change — committers write the snapshot in place.
-//! * **Write**: a private copy (from the read copy, or read as above), remembered with
-//!   the stripe version it was copied at. **Alloc**: a reserved block with a zeroed
+//! * **Read**: the private copy if the transaction wrote the object; else the object's
+//!   stripe must be unlocked with a version below `rv` (else `Conflict`), the (stripe,
+//!   version) pair joins the read set, and the read hands out a copy of the bytes asked
+//!   for: the thread's kept copy of the object if it was taken at that same version
+//!   ([`CopyCache`]: no commit changed the object since), else a new copy out of the
+//!   working snapshot taken as a seqlock read (the stripe unchanged after the copy,
+//!   else `Conflict`). Copies are never written while the transaction runs
+//!   ([`ReadCopies`], [`CopyCache`]), so the bytes behind the returned pointer never
+//!   change — committers write the snapshot in place, which is why a read copies at
+//!   all (an HTM read is a plain load: a concurrent write aborts the reader). An
+//!   allocated small object is located with the kit's read fast path
+//!   ([`FastReads`]: geometry and allocation bit); every other offset, and every read
+//!   of a transaction that wrote, goes through `locate_object` and the write set.
+//! * **Write**: a private copy of the whole payload out of the working snapshot,
+//!   remembered with the stripe version it was copied at (an earlier read's version is
+//!   in the read set). **Alloc**: a reserved block with a zeroed
 //!   copy. **Free**: recorded with the stripe version; applied at commit.
 //! * A `read` / `write` / `free` of an offset that is no longer an object (a stale
 //!   pointer of a transaction that is already doomed) answers `Conflict` when the read
@@ -106,17 +114,19 @@ use super::clock::PhysClock;
 use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
 use super::log::{self, LogWriter, BACK, FWD, HEADER_LEN};
 use super::options::MarkerMode;
+use super::read_copies::{CopyCache, ReadCopies};
 use super::replayer;
 use super::shared::SphtShared;
 use super::stripes::LOCKED;
 use crate::engine::kit::cc::fallback::Retries;
+use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::RecordBuilder;
 use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
 use crate::engine::kit::write_set::WriteKind as Kind;
 use crate::engine::{DurableToken, EngineThread};
 use crate::fasthash::FastMap;
-use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::alloc::{class_for, Block, ThreadCache, HEADER};
 use crate::sync::{fence, spin_step};
 use crate::{Error, Result};
 use std::cell::RefCell;
@@ -160,13 +170,15 @@ struct WEntry {
 /// Read-side state (mutated by `read`, which takes `&self`).
 #[derive(Default)]
 struct ReadState {
-    /// (stripe, version) of every snapshot copy taken.
+    /// (stripe, version) of every snapshot copy taken: the read set.
     reads: Vec<(u32, u64)>,
     /// Largest version read.
     max_read: u64,
-    /// Payload offset → (arena index, version).
-    copies: FastMap<u64, (usize, u64)>,
-    arena: Vec<Box<[u64]>>,
+    /// The copies reads hand out that the cache does not keep.
+    copies: ReadCopies,
+    /// Copies kept across transactions, handed out again while their stripe's version
+    /// is unchanged.
+    cache: CopyCache,
 }
 
 /// A thread's `spht` state.
@@ -187,6 +199,9 @@ pub struct SphtThread {
     retries: Retries,
     /// Transactions run nested in another pool's (`EngineThread::set_nested`).
     nested: bool,
+    /// Locates allocated small objects for `read` (only the geometry and the
+    /// allocation bit: the payload it points at is the durable heap's, never read).
+    located: FastReads,
 }
 
 fn words_as_bytes(w: &[u64]) -> &[u8] {
@@ -202,7 +217,6 @@ impl SphtThread {
             .take()
             .ok_or_else(|| Error::InvalidConfig(format!("thread slot {slot} is in use")))?;
         Ok(SphtThread {
-            sh,
             slot,
             local: Some(local),
             cache: ThreadCache::default(),
@@ -215,6 +229,12 @@ impl SphtThread {
             locks: Vec::new(),
             retries: Retries::default(),
             nested: false,
+            // SAFETY: the allocator lives in `sh`, which this state holds for as long
+            // as it lives; `read` uses only whether the lookup answers, and every
+            // allocated small block is an object `read` may copy (as `locate_object`
+            // says of it).
+            located: unsafe { FastReads::bitmap(&sh.alloc) },
+            sh,
         })
     }
 
@@ -286,23 +306,95 @@ impl SphtThread {
     /// Copy the object (`dst.len()` words at `off`, header at `hdr`) out of the working
     /// snapshot as of `rv`; returns the stripe version.
     fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(u32, u64)> {
+        let (idx, v1) = self.readable_stripe(hdr)?;
+        self.copy_at(idx, v1, off, dst)?;
+        Ok((idx, v1))
+    }
+
+    /// The stripe of the object at `hdr` and its version, if a transaction reading at
+    /// `rv` may read it (unlocked, written before `rv`).
+    #[inline]
+    fn readable_stripe(&self, hdr: u64) -> Result<(u32, u64)> {
         let idx = self.sh.stripes.index(hdr);
-        let w = self.sh.stripes.word(idx);
-        // Acquire: pairs with the committer's Release unlock, so the copy below sees at
-        // least the write-back of the version we accept.
-        let v1 = w.load(Acquire);
+        // Acquire: pairs with the committer's Release unlock, so a copy taken after this
+        // load sees at least the write-back of the version we accept.
+        let v1 = self.sh.stripes.word(idx).load(Acquire);
         if v1 & LOCKED != 0 || !self.clock().readable(self.clock().raw(v1), self.rv) {
             return Err(Error::Conflict);
         }
-        for (i, d) in dst.iter_mut().enumerate() {
-            *d = self.sh.ws.word(off + 8 * i as u64).load(Relaxed);
+        Ok((idx, v1))
+    }
+
+    /// Copy `dst.len()` words at `off` out of the working snapshot, if stripe `idx`
+    /// still has version `v1` (read by [`Self::readable_stripe`]) afterwards: a seqlock
+    /// read.
+    #[inline]
+    fn copy_at(&self, idx: u32, v1: u64, off: u64, dst: &mut [u64]) -> Result<()> {
+        let w = self.sh.stripes.word(idx);
+        let src = self.sh.ws.words(off, dst.len());
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.load(Relaxed);
         }
         // Acquire fence: the word loads above happen before the re-check (seqlock).
         fence(Acquire);
         if w.load(Relaxed) != v1 {
             return Err(Error::Conflict);
         }
-        Ok((idx, v1))
+        Ok(())
+    }
+
+    /// `read` of any object: validated by `locate_object` (large runs, the root slot,
+    /// blocks whose allocation is not replayed yet, bad offsets), then this
+    /// transaction's own copy if it wrote the object.
+    #[inline(never)]
+    fn read_located(&self, off: u64, len: usize) -> Result<*const u8> {
+        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
+            .map_err(|e| self.offset_error(e))?;
+        // The real payload (the root slot's token maps to the slot).
+        let off = hdr + HEADER as u64;
+        if let Some(&i) = self.by_off.get(&off) {
+            let w = &self.writes[i];
+            if !w.copy.is_empty() || plen == 0 {
+                return Ok(w.copy.as_ptr() as *const u8);
+            }
+        }
+        self.read_snapshot(hdr, off, len)
+    }
+
+    /// A copy of the first `len` bytes (`len` validated against the payload) of the
+    /// object whose header word is at `hdr` and payload at `off`, as of `rv`: the kept
+    /// copy if its stripe still has the version it was taken at (`CopyCache`), else a
+    /// new seqlock copy. Joins the read set.
+    ///
+    /// Two reads of an object in one transaction may hand out two copies: both are of
+    /// a version below `rv`, which no commit replaces before a reader sees the stripe
+    /// locked (TL2), so they are equal or the second read conflicts.
+    #[inline(always)]
+    fn read_snapshot(&self, hdr: u64, off: u64, len: usize) -> Result<*const u8> {
+        let n = len.div_ceil(8);
+        let (idx, v) = self.readable_stripe(hdr)?;
+        let mut rs = self.rs.borrow_mut();
+        let rs = &mut *rs;
+        rs.reads.push((idx, v));
+        rs.max_read = rs.max_read.max(v);
+        if let Some(p) = rs.cache.get(hdr, v, n) {
+            return Ok(p as *const u8);
+        }
+        let (p, kept) = match rs.cache.slot(hdr, n) {
+            Some(p) => (p, true),
+            None => (rs.copies.take(n), false),
+        };
+        // SAFETY: `slot` and `take` hand out `n` words that no copy handed out in this
+        // transaction uses, not moved before it ends (`CopyCache`, `ReadCopies`).
+        let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
+        if let Err(e) = self.copy_at(idx, v, off, dst) {
+            rs.reads.pop();
+            return Err(e);
+        }
+        if kept {
+            rs.cache.filled(hdr, v, n);
+        }
+        Ok(p as *const u8)
     }
 
     /// The stripe version of an object about to be freed (validated against `rv`).
@@ -328,11 +420,14 @@ impl SphtThread {
                 _ => {}
             }
         }
-        self.by_off.clear();
+        // (A hash map's `clear` rewrites its whole control array even when empty.)
+        if !self.by_off.is_empty() {
+            self.by_off.clear();
+        }
         let rs = self.rs.get_mut();
         rs.reads.clear();
-        rs.copies.clear();
-        rs.arena.clear();
+        rs.copies.reset();
+        rs.cache.end_transaction();
         rs.max_read = 0;
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
@@ -703,29 +798,18 @@ impl EngineThread for SphtThread {
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
-            .map_err(|e| self.offset_error(e))?;
-        // The real payload (the root slot's token maps to the slot).
-        let off = hdr + HEADER as u64;
-        if let Some(&i) = self.by_off.get(&off) {
-            let w = &self.writes[i];
-            if !w.copy.is_empty() || plen == 0 {
-                return Ok(w.copy.as_ptr() as *const u8);
-            }
+        // The common case in a few compares: no write of ours to look up, and an
+        // allocated small block of a class that holds `len` bytes (its header word
+        // precedes the payload). Everything else goes through `read_located`.
+        let small = self.writes.is_empty()
+            && class_for(len.saturating_add(HEADER))
+                .and_then(|c| self.located.read(off, c as u32))
+                .is_some();
+        if small {
+            self.read_snapshot(off - HEADER as u64, off, len)
+        } else {
+            self.read_located(off, len)
         }
-        if let Some(&(i, _)) = self.rs.borrow().copies.get(&off) {
-            return Ok(self.rs.borrow().arena[i].as_ptr() as *const u8);
-        }
-        let mut buf = vec![0u64; plen / 8].into_boxed_slice();
-        let (idx, v) = self.snap_copy(hdr, off, &mut buf)?;
-        let mut rs = self.rs.borrow_mut();
-        rs.reads.push((idx, v));
-        rs.max_read = rs.max_read.max(v);
-        let k = rs.arena.len();
-        rs.copies.insert(off, (k, v));
-        let p = buf.as_ptr() as *const u8;
-        rs.arena.push(buf);
-        Ok(p)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -745,15 +829,10 @@ impl EngineThread for SphtThread {
             }
             return Ok(self.writes[i].copy.as_mut_ptr() as *mut u8);
         }
-        let cached = self.rs.borrow().copies.get(&off).copied();
-        let (copy, seen) = match cached {
-            Some((k, v)) => (self.rs.borrow().arena[k].clone(), v),
-            None => {
-                let mut buf = vec![0u64; plen / 8].into_boxed_slice();
-                let (_, v) = self.snap_copy(hdr, off, &mut buf)?;
-                (buf, v)
-            }
-        };
+        // An earlier read's version is in the read set: if the object changed since,
+        // validation at commit fails.
+        let mut copy = vec![0u64; plen / 8].into_boxed_slice();
+        let (_, seen) = self.snap_copy(hdr, off, &mut copy)?;
         self.by_off.insert(off, self.writes.len());
         self.writes.push(WEntry {
             off,

@@ -1,0 +1,265 @@
+//! The words a transaction's reads copy out of the working snapshot.
+//!
+//! A read hands out a pointer to its copy, which the caller may hold until the
+//! transaction ends (`Tx::read`'s contract), so a copy never moves and is never
+//! written again before [`ReadCopies::reset`]. Copies are bump-allocated in chunks
+//! that are kept from one transaction to the next: a read costs no allocation and no
+//! zeroing once the thread's first transactions have grown the chunks, and the end of
+//! a transaction costs a few stores. A copy larger than a chunk gets its own buffer,
+//! dropped at the end of the transaction.
+
+/// Words per chunk (32 KiB).
+const CHUNK_WORDS: usize = 4096;
+/// Chunks kept across transactions (the rest are dropped at `reset`).
+const KEPT_CHUNKS: usize = 8;
+
+/// A transaction's read copies (module docs).
+///
+/// Invariant: the words handed out by [`ReadCopies::take`] since the last `reset` are
+/// disjoint, and only accessed through the pointer `take` returned (chunk buffers are
+/// only ever touched through `Vec::as_mut_ptr`, which creates no reference to the
+/// buffer), so a caller's shared reference into one copy stays valid while later
+/// copies are written.
+#[derive(Default)]
+pub struct ReadCopies {
+    chunks: Vec<Vec<u64>>,
+    /// Chunks in use by this transaction (the last one is being filled).
+    in_use: usize,
+    /// Words taken from the last chunk in use.
+    filled: usize,
+    /// Copies larger than a chunk.
+    large: Vec<Vec<u64>>,
+}
+
+impl ReadCopies {
+    /// `n` words no other copy of this transaction uses, valid and unmoved until
+    /// [`ReadCopies::reset`] (their contents are stale: the caller writes them).
+    #[inline]
+    pub fn take(&mut self, n: usize) -> *mut u64 {
+        if n > CHUNK_WORDS {
+            return self.take_large(n);
+        }
+        if self.in_use == 0 || self.filled + n > CHUNK_WORDS {
+            self.next_chunk();
+        }
+        let at = self.filled;
+        self.filled += n;
+        // In bounds: `at + n <= CHUNK_WORDS`, the chunk's length.
+        self.chunks[self.in_use - 1].as_mut_ptr().wrapping_add(at)
+    }
+
+    #[cold]
+    fn next_chunk(&mut self) {
+        if self.in_use == self.chunks.len() {
+            self.chunks.push(vec![0; CHUNK_WORDS]);
+        }
+        self.in_use += 1;
+        self.filled = 0;
+    }
+
+    #[cold]
+    fn take_large(&mut self, n: usize) -> *mut u64 {
+        let mut v = vec![0; n];
+        let p = v.as_mut_ptr();
+        // Moving the `Vec` does not move its buffer.
+        self.large.push(v);
+        p
+    }
+
+    /// End of the transaction: every pointer handed out is dead (the caller's
+    /// references into copies ended with the transaction); the space is reused.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.in_use = 0;
+        self.filled = 0;
+        if !self.large.is_empty() {
+            self.large.clear();
+        }
+        if self.chunks.len() > KEPT_CHUNKS {
+            self.chunks.truncate(KEPT_CHUNKS);
+        }
+    }
+
+    /// Words handed out since the last reset that live in kept chunks.
+    #[cfg(test)]
+    pub fn chunk_words_in_use(&self) -> usize {
+        self.in_use.saturating_sub(1) * CHUNK_WORDS + self.filled
+    }
+}
+
+/// Sets of the [`CopyCache`] (direct mapped).
+const CACHE_SETS: usize = 256;
+/// Largest object the [`CopyCache`] keeps, in words (4 KiB); larger ones are copied
+/// into the [`ReadCopies`] on every read.
+pub const CACHE_MAX_WORDS: usize = 512;
+/// An empty cache entry's `hdr` (no block header is at this offset).
+const EMPTY: u64 = u64::MAX;
+
+/// One kept copy.
+struct CachedCopy {
+    /// Header offset of the object, or [`EMPTY`].
+    hdr: u64,
+    /// Stripe version the copy was taken at (seqlock-validated).
+    version: u64,
+    /// Words copied (the first `len` words of `words` are the copy).
+    len: usize,
+    /// The transaction (`CopyCache::epoch`) that last handed the copy out.
+    epoch: u64,
+    /// Only accessed through `Vec::as_mut_ptr` / `as_ptr` while a copy may be handed
+    /// out (no reference to the buffer), resized only when no copy of it is.
+    words: Vec<u64>,
+}
+
+/// A thread's copies of the objects it read, kept across transactions: a read whose
+/// object's stripe still has the version its copy was taken at (so no commit changed
+/// the object since) hands the copy out again instead of copying the object once more.
+/// That is the read an HTM transaction makes at the cost of a stripe-version check —
+/// what repeatedly read objects (a hash map's header and directory, a tree's upper
+/// levels) cost per read.
+///
+/// Invariants:
+/// * an entry with `hdr != EMPTY` holds the first `len` words of that object's payload
+///   as of a moment its stripe had version `version` (unlocked);
+/// * a copy handed out in the current transaction (`epoch` equal to the cache's) is
+///   neither rewritten nor moved before [`CopyCache::end_transaction`]: a miss on its
+///   set copies into the per-transaction [`ReadCopies`] instead.
+///
+/// Stripe versions are commit timestamps, strictly above the versions they replace;
+/// an aborted commit puts the old version back but never wrote the object. So "same
+/// version" means "same contents". **DRAM cost**: up to `CACHE_SETS × 4 KiB` per
+/// thread state (the objects it read last, at most [`CACHE_MAX_WORDS`] words each).
+pub struct CopyCache {
+    sets: Box<[CachedCopy]>,
+    epoch: u64,
+}
+
+impl Default for CopyCache {
+    fn default() -> CopyCache {
+        CopyCache {
+            sets: (0..CACHE_SETS)
+                .map(|_| CachedCopy {
+                    hdr: EMPTY,
+                    version: 0,
+                    len: 0,
+                    epoch: 0,
+                    words: Vec::new(),
+                })
+                .collect(),
+            // Above every entry's epoch: nothing is handed out yet.
+            epoch: 1,
+        }
+    }
+}
+
+impl CopyCache {
+    /// The set of the object whose header word is at `hdr`.
+    #[inline]
+    pub fn set_of(hdr: u64) -> usize {
+        // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
+        ((hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % CACHE_SETS
+    }
+
+    /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
+    /// version `version`, handed out for the rest of this transaction.
+    #[inline]
+    pub fn get(&mut self, hdr: u64, version: u64, n: usize) -> Option<*const u64> {
+        let epoch = self.epoch;
+        let e = &mut self.sets[Self::set_of(hdr)];
+        if e.hdr == hdr && e.version == version && e.len >= n {
+            e.epoch = epoch;
+            return Some(e.words.as_ptr());
+        }
+        None
+    }
+
+    /// Room for a new copy of `n` words of the object at `hdr`, or `None` (too large, or
+    /// its set's copy is handed out in this transaction). The entry is empty until
+    /// [`CopyCache::filled`].
+    #[inline]
+    pub fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
+        let epoch = self.epoch;
+        let e = &mut self.sets[Self::set_of(hdr)];
+        if n > CACHE_MAX_WORDS || e.epoch == epoch {
+            return None;
+        }
+        e.hdr = EMPTY;
+        if e.words.len() < n {
+            e.words.resize(n, 0);
+        }
+        Some(e.words.as_mut_ptr())
+    }
+
+    /// The copy [`CopyCache::slot`] gave room for holds `n` words of the object at `hdr`
+    /// at stripe version `version`; handed out for the rest of this transaction.
+    #[inline]
+    pub fn filled(&mut self, hdr: u64, version: u64, n: usize) {
+        let epoch = self.epoch;
+        let e = &mut self.sets[Self::set_of(hdr)];
+        (e.hdr, e.version, e.len, e.epoch) = (hdr, version, n, epoch);
+    }
+
+    /// The transaction ended: every copy it was handed is dead.
+    #[inline]
+    pub fn end_transaction(&mut self) {
+        self.epoch += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_disjoint_stable_and_reused_after_reset() {
+        let mut c = ReadCopies::default();
+        let mut seen = Vec::new();
+        // Sizes that straddle chunk ends, and one larger than a chunk.
+        for (k, n) in [3usize, CHUNK_WORDS - 2, 5, 1, CHUNK_WORDS + 7, 0, 64]
+            .into_iter()
+            .enumerate()
+        {
+            let p = c.take(n);
+            for i in 0..n {
+                // SAFETY: `take` handed out `n` words at `p`.
+                unsafe { p.add(i).write((k as u64) << 32 | i as u64) };
+            }
+            seen.push((p, n, k));
+        }
+        // Every copy still holds what was written into it: no two overlap and none
+        // moved when later chunks or large buffers were added.
+        for &(p, n, k) in &seen {
+            for i in 0..n {
+                // SAFETY: as above; nothing was reset.
+                assert_eq!(unsafe { p.add(i).read() }, (k as u64) << 32 | i as u64);
+            }
+        }
+        let first = seen[0].0;
+        c.reset();
+        assert_eq!(c.chunk_words_in_use(), 0);
+        assert_eq!(c.take(3), first, "the first chunk is reused after a reset");
+    }
+
+    #[test]
+    fn a_cached_copy_is_never_rewritten_while_its_transaction_runs() {
+        let mut c = CopyCache::default();
+        // Two objects of the same set.
+        let a = 0x1000;
+        let b = (1u64..)
+            .map(|k| a + 16 * k)
+            .find(|&h| CopyCache::set_of(h) == CopyCache::set_of(a))
+            .unwrap();
+        let p = c.slot(a, 4).unwrap();
+        c.filled(a, 7, 4);
+        assert_eq!(c.get(a, 7, 4), Some(p as *const u64));
+        assert_eq!(c.get(a, 8, 4), None, "another version is another copy");
+        assert_eq!(c.get(a, 7, 5), None, "a longer read needs more words");
+        assert!(
+            c.slot(b, 4).is_none(),
+            "a's copy is handed out in this transaction"
+        );
+        c.end_transaction();
+        assert!(c.slot(b, 4).is_some(), "a's transaction ended");
+        assert_eq!(c.get(a, 7, 4), None, "a's copy was replaced");
+        assert!(c.slot(a, CACHE_MAX_WORDS + 1).is_none());
+    }
+}
