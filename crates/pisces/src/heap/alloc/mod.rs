@@ -956,6 +956,28 @@ impl SmallBlocks {
         unsafe { self.locate(payload_off, min_class) }.map(|(hw, _, _)| hw)
     }
 
+    /// [`SmallBlocks::header`] of a block whose allocation bit is set (one more load:
+    /// the bitmap word at the start of its slab).
+    ///
+    /// # Safety
+    /// As for [`SmallBlocks::header`].
+    #[inline(always)]
+    pub unsafe fn allocated_header(
+        &self,
+        payload_off: u64,
+        min_class: u32,
+    ) -> Option<*const AtomicU64> {
+        // SAFETY: caller.
+        let (hw, slab_start, index) = unsafe { self.locate(payload_off, min_class) }?;
+        // SAFETY: as in `block_state`: `index < nblocks` keeps the word inside the
+        // slab's bitmap, 8-aligned; bitmap words are only accessed atomically.
+        let w = unsafe {
+            &*(self.heap.add(slab_start + 8 * (index / 64) as usize) as *const AtomicU64)
+        };
+        // Acquire: as in `block_state`.
+        (w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0).then_some(hw)
+    }
+
     /// The header word, the slab's offset in the heap and the block's index.
     ///
     /// The checks, each one compare: the slab is in the table; its entry is a small
