@@ -229,9 +229,9 @@ fn limbo_frees_versions_only_after_older_readers_end() {
 fn entries_lock_publish_and_unlock() {
     let h = heap(2);
     let off = (h.layout().heap_offset + 8) as u64;
-    let idx = Index::default();
+    let idx = Index::new(0);
     // SAFETY: a payload range inside the heap.
-    let e = unsafe { idx.get_or_create(off, 16, &h) };
+    let e = unsafe { idx.get_or_create(off, 16, &h, None) };
     let s0 = e.snapshot().unwrap();
     let prior = e.lock_current(1).unwrap();
     assert!(is_locked(e.ver.load(std::sync::atomic::Ordering::Relaxed)));

@@ -78,8 +78,7 @@ use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
 use crate::engine::kit::write_set::{self, WriteKind as Kind, WriteSet};
 use crate::engine::{DurableToken, EngineThread};
-use crate::fasthash::FastMap;
-use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::alloc::{Block, SmallSlot, ThreadCache, HEADER};
 use crate::sync::spin_step;
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
@@ -109,10 +108,19 @@ struct ReadEntry {
 /// commit), `prior` is the entry's `ver` word before we locked it.
 type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 
+/// The read set, in order of first read. Found by entry (an object's entry is
+/// unique): a linear scan, which the read's opacity validation pays anyway.
 #[derive(Default)]
 struct ReadSet {
     list: Vec<ReadEntry>,
-    at: FastMap<u64, usize>,
+}
+
+impl ReadSet {
+    /// The read of the object whose entry is `e`, if the transaction read it.
+    #[inline]
+    fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
+        self.list.iter().find(|r| std::ptr::eq(r.entry, e))
+    }
 }
 
 /// A thread's SP3 state.
@@ -229,9 +237,7 @@ impl Sp3Thread {
     /// Forget the read and write sets; the slot reads nothing any more.
     fn end(&mut self) {
         self.writes.clear_index();
-        let rs = self.reads.get_mut();
-        rs.list.clear();
-        rs.at.clear();
+        self.reads.get_mut().list.clear();
         self.sh.slots[self.slot].clock.finish();
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
@@ -260,11 +266,11 @@ impl Sp3Thread {
 
     /// Lock `e` for a write or free of the object at `off`: from the version read
     /// earlier, or from the current one. Returns the prior word.
-    fn lock_entry(&self, e: &Entry, off: u64) -> Result<u64> {
+    fn lock_entry(&self, e: &Entry) -> Result<u64> {
         let rs = self.reads.borrow();
-        match rs.at.get(&off) {
-            Some(&i) => {
-                let seen = rs.list[i].ver;
+        match rs.of(e) {
+            Some(r) => {
+                let seen = r.ver;
                 if e.try_lock(seen, self.slot) {
                     Ok(seen)
                 } else {
@@ -273,6 +279,63 @@ impl Sp3Thread {
             }
             None => e.lock_current(self.slot).ok_or(Error::Conflict),
         }
+    }
+
+    /// A read the fast path declined: validate the offset against the allocator, the
+    /// write set, then the entry (created on the object's first access in the run).
+    fn read_slow(&self, off: u64, len: usize) -> Result<*const u8> {
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(w) = self.writes.get(off) {
+            if !w.copy.is_null() {
+                // SAFETY: our live private copy.
+                return Ok(unsafe { Version::data(w.copy) });
+            }
+            if !w.entry.is_null() {
+                // Freed (not written) by us: we hold the lock, the newest version is
+                // stable and, being an entry's, alive while we run.
+                // SAFETY: entries live as long as the index; versions as above.
+                return Ok(unsafe { Version::data((*w.entry).ptr()) });
+            }
+        }
+        // SAFETY: validated by `locate_object`; the slot is the allocator's for it.
+        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap, self.slot_of(off)) };
+        Ok(self.read_entry(e, false)?.expect("read_entry answers when not fast"))
+    }
+
+    /// The allocator's slot of the object at payload offset `off` if it is a small block
+    /// (the index links its entry into the direct table).
+    #[inline]
+    fn slot_of(&self, off: u64) -> Option<SmallSlot> {
+        self.sh.alloc.small_slot(off, 0)
+    }
+
+    /// Read the object whose entry is `e`: the version read before, or a new snapshot
+    /// recorded in the read set after the opacity check. `fast`: the object's offset was
+    /// not validated against the allocator, so a snapshot that says it is not allocated
+    /// answers `None` (the slow path decides); otherwise the answer is always `Some`.
+    #[inline]
+    fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
+        let mut rs = self.reads.borrow_mut();
+        if let Some(r) = rs.of(e) {
+            return Ok(Some(r.data));
+        }
+        let snap = e.snapshot().map_err(|_| Error::Conflict)?;
+        if fast && !snap.live {
+            return Ok(None);
+        }
+        // Opacity: everything read so far is still current.
+        if !self.validate(&rs) {
+            return Err(Error::Conflict);
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.list.push(ReadEntry {
+            entry: e,
+            ver: snap.ver,
+            last_tid: snap.last_tid,
+            data,
+        });
+        Ok(Some(data))
     }
 
     /// Drop the records the checkpointer retired.
@@ -418,41 +481,20 @@ impl EngineThread for Sp3Thread {
 
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        let (off, plen) = self.locate(off, len)?;
-        if let Some(w) = self.writes.get(off) {
-            if !w.copy.is_null() {
-                // SAFETY: our live private copy.
-                return Ok(unsafe { Version::data(w.copy) });
+        // The fast path (module docs, *Read*): a small block this transaction did not
+        // write, whose entry exists and says it is allocated.
+        if self.writes.is_empty() || self.writes.get(off).is_none() {
+            if let Some(slot) = self.sh.alloc.small_slot(off, 0) {
+                if len <= slot.payload_len as usize {
+                    if let Some(e) = self.sh.index.small(slot) {
+                        if let Some(data) = self.read_entry(e, true)? {
+                            return Ok(data);
+                        }
+                    }
+                }
             }
-            if !w.entry.is_null() {
-                // Freed (not written) by us: we hold the lock, the newest version is
-                // stable and, being an entry's, alive while we run.
-                // SAFETY: entries live as long as the index; versions as above.
-                return Ok(unsafe { Version::data((*w.entry).ptr()) });
-            }
         }
-        let mut rs = self.reads.borrow_mut();
-        if let Some(&i) = rs.at.get(&off) {
-            return Ok(rs.list[i].data);
-        }
-        // SAFETY: validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let snap = e.snapshot().map_err(|_| Error::Conflict)?;
-        // Opacity: everything read so far is still current.
-        if !self.validate(&rs) {
-            return Err(Error::Conflict);
-        }
-        // SAFETY: a published version, alive while this transaction runs (epochs).
-        let data = unsafe { Version::data(snap.ptr) } as *const u8;
-        let n = rs.list.len();
-        rs.at.insert(off, n);
-        rs.list.push(ReadEntry {
-            entry: e,
-            ver: snap.ver,
-            last_tid: snap.last_tid,
-            data,
-        });
-        Ok(data)
+        self.read_slow(off, len)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -469,8 +511,12 @@ impl EngineThread for Sp3Thread {
             return Ok(unsafe { Version::data(w.copy) });
         }
         // SAFETY: validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let prior = self.lock_entry(e, off)?;
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -531,8 +577,12 @@ impl EngineThread for Sp3Thread {
         }
         let plen = b.payload_len() & !7;
         // SAFETY: a block of this pool (validated).
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let prior = self.lock_entry(e, off)?;
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -559,7 +609,9 @@ impl EngineThread for Sp3Thread {
                 continue;
             }
             // SAFETY: a block we reserved (valid geometry).
-            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            let slot = self.slot_of(w.off);
+            // SAFETY: as above; the slot is the allocator's for the block.
+            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap, slot) };
             // A new block is ours alone unless a stale pointer of another transaction
             // names it: then that one holds the lock and we retry.
             match e.lock_current(self.slot) {
