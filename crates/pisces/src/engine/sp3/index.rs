@@ -43,7 +43,8 @@
 
 use super::version::Version;
 use crate::fasthash::FastMap;
-use crate::heap::alloc::SmallSlot;
+use crate::heap::alloc::{small_block_index, SmallSlot, HEADER};
+use crate::heap::layout::SLAB_SIZE;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -223,6 +224,10 @@ type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
 /// The entries of one small slab's blocks, by block index (null: none yet). The
 /// pointers borrow from the shards, which own every entry.
 struct SlabEntries {
+    /// The slab's size class (fixed for the run).
+    class: u32,
+    /// Payload bytes of the class's blocks.
+    payload_len: u32,
     entries: Box<[AtomicPtr<Entry>]>,
 }
 
@@ -231,6 +236,8 @@ pub struct Index {
     shards: Box<[CachePadded<Shard>]>,
     /// Per slab of the geometry: null, or its [`SlabEntries`] (owned; never replaced).
     small: Box<[AtomicPtr<SlabEntries>]>,
+    /// Pool offset of the payload of a block at the heap's first byte.
+    payload0: u64,
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
@@ -243,15 +250,43 @@ fn write(s: &Shard) -> RwLockWriteGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
 }
 
 impl Index {
-    /// An empty index for a heap of up to `slabs` slabs
+    /// An empty index for `heap`, of up to `slabs` slabs
     /// ([`crate::heap::alloc::Allocator::slab_capacity`]).
-    pub fn new(slabs: usize) -> Index {
+    pub fn new(heap: &Heap, slabs: usize) -> Index {
         Index {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
                 .collect(),
             small: (0..slabs).map(|_| AtomicPtr::default()).collect(),
+            payload0: (heap.layout().heap_offset + HEADER) as u64,
         }
+    }
+
+    /// The entry of the small block whose payload starts at `off`, holding at least
+    /// `len` bytes, if its first access made one: the read fast path (module docs). No
+    /// lock and no allocator state: the slab's table knows the slab's class, which
+    /// says whether a block starts at `off` (one multiply); then two dependent Acquire
+    /// loads. An entry found this way is that of a block of this pool (only
+    /// [`Index::get_or_create`], given a validated block, links entries).
+    #[inline(always)]
+    pub fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
+        let rel = off.wrapping_sub(self.payload0);
+        // (A `rel` that wrapped gives a slab index past the table.)
+        // Acquire: pairs with the Release publication of the table in `link_small`.
+        let t = self.small.get((rel / SLAB_SIZE as u64) as usize)?.load(Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: a published table is never freed or replaced while the index lives.
+        let t = unsafe { &*t };
+        if len > t.payload_len as usize {
+            return None;
+        }
+        let index = small_block_index(t.class, (rel % SLAB_SIZE as u64) as u32)?;
+        // Acquire: pairs with the Release store of the entry in `link_small`.
+        let e = t.entries.get(index as usize)?.load(Acquire);
+        // SAFETY: boxed entries never move and are never removed while the index lives.
+        (!e.is_null()).then(|| unsafe { &*e })
     }
 
     /// The entry of the small block at `slot`, if its first access made one: the read
@@ -281,6 +316,8 @@ impl Index {
         let mut t = cell.load(Acquire);
         if t.is_null() {
             let fresh = Box::into_raw(Box::new(SlabEntries {
+                class: slot.class,
+                payload_len: slot.payload_len,
                 entries: (0..slot.nblocks).map(|_| AtomicPtr::default()).collect(),
             }));
             // AcqRel: Release publishes the table's initialisation; Acquire on failure

@@ -58,7 +58,7 @@ impl Sp3Shared {
     ) -> Sp3Shared {
         let l = *heap.layout();
         let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
-        let index = Index::new(alloc.slab_capacity());
+        let index = Index::new(&heap, alloc.slab_capacity());
         Sp3Shared {
             slots: (0..l.max_threads)
                 .map(|s| {

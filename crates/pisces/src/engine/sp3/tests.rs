@@ -229,7 +229,7 @@ fn limbo_frees_versions_only_after_older_readers_end() {
 fn entries_lock_publish_and_unlock() {
     let h = heap(2);
     let off = (h.layout().heap_offset + 8) as u64;
-    let idx = Index::new(0);
+    let idx = Index::new(&h, 0);
     // SAFETY: a payload range inside the heap.
     let e = unsafe { idx.get_or_create(off, 16, &h, None) };
     let s0 = e.snapshot().unwrap();

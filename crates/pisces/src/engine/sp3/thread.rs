@@ -94,6 +94,13 @@ crate::mutation::point! {
     pub(crate) static NO_DEPENDENCIES = "no-dependencies";
 }
 
+/// Whether a transaction of `slot` that depends on `d` must wait for it: another
+/// slot's transaction, not stable yet (same-slot ones are implied by lid order).
+#[inline(always)]
+fn must_wait_for(sh: &Sp3Shared, slot: usize, d: u64) -> bool {
+    d != tid::NONE && slot_of(d) != slot && !sh.ckpt.is_stable(d)
+}
+
 /// One object of the read set.
 struct ReadEntry {
     entry: *const Entry,
@@ -222,16 +229,21 @@ impl Sp3Thread {
     }
 
     fn validate(&self, rs: &ReadSet) -> bool {
+        rs.list.iter().all(|r| self.unchanged(r))
+    }
+
+    /// Step 1 for one read: its object still has the version read, unlocked or locked
+    /// by us.
+    #[inline(always)]
+    fn unchanged(&self, r: &ReadEntry) -> bool {
         if crate::mutation::active!(SKIP_VALIDATION) {
             return true;
         }
-        rs.list.iter().all(|r| {
-            // SAFETY: entries live as long as the index.
-            let now = unsafe { &*r.entry }
-                .ver
-                .load(std::sync::atomic::Ordering::Acquire);
-            unchanged(r.ver, now, self.slot)
-        })
+        // SAFETY: entries live as long as the index.
+        let now = unsafe { &*r.entry }
+            .ver
+            .load(std::sync::atomic::Ordering::Acquire);
+        unchanged(r.ver, now, self.slot)
     }
 
     /// Forget the read and write sets; the slot reads nothing any more.
@@ -313,18 +325,25 @@ impl Sp3Thread {
     /// recorded in the read set after the opacity check. `fast`: the object's offset was
     /// not validated against the allocator, so a snapshot that says it is not allocated
     /// answers `None` (the slow path decides); otherwise the answer is always `Some`.
-    #[inline]
+    #[inline(always)]
     fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
         let mut rs = self.reads.borrow_mut();
-        if let Some(r) = rs.of(e) {
-            return Ok(Some(r.data));
-        }
+        // Snapshot first, then one pass over the read set that finds a repeated read
+        // and validates the others (opacity: everything read so far is still current
+        // once the new version is taken).
         let snap = e.snapshot().map_err(|_| Error::Conflict)?;
+        let mut current = true;
+        for r in rs.list.iter() {
+            if std::ptr::eq(r.entry, e) {
+                // Read before: the same version again.
+                return Ok(Some(r.data));
+            }
+            current &= self.unchanged(r);
+        }
         if fast && !snap.live {
             return Ok(None);
         }
-        // Opacity: everything read so far is still current.
-        if !self.validate(&rs) {
+        if !current {
             return Err(Error::Conflict);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
@@ -368,30 +387,48 @@ impl Sp3Thread {
         Ok(())
     }
 
-    /// The read-only commit.
+    /// The read-only commit: no validation and no record; the predecessors to wait
+    /// for come straight from the read set.
+    ///
+    /// Why no validation: each new read validated every earlier one after taking its
+    /// own snapshot (*Read*), and a version that is the same at its read and at a later
+    /// check was current all along (versions only grow; an aborted writer restores the
+    /// word it locked). So at the last read's snapshot every object read was at the
+    /// version read: the transaction serializes there, whatever writers did since.
     fn commit_read_only(&mut self) -> Result<DurableToken> {
-        let ok = self.validate(&self.reads.borrow());
-        if !ok {
-            self.rollback();
-            return Err(Error::Conflict);
+        let Sp3Thread {
+            reads,
+            owed,
+            sh,
+            slot,
+            ..
+        } = self;
+        for r in &reads.get_mut().list {
+            if must_wait_for(sh, *slot, r.last_tid) {
+                owed.push(r.last_tid);
+            }
         }
-        let mut deps = std::mem::take(&mut self.deps);
-        deps.clear();
-        deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
-        // Nothing was written: hand back blocks allocated and freed again.
-        self.rollback();
-        let token = self.owe(&deps);
-        self.deps = deps;
-        Ok(token)
+        if self.writes.is_empty() {
+            self.end();
+        } else {
+            // Nothing was written: hand back blocks allocated and freed again.
+            self.rollback();
+        }
+        Ok(self.token())
     }
 
     /// Remember the predecessors in `deps` that are not persistent yet.
     fn owe(&mut self, deps: &[u64]) -> DurableToken {
         for &d in deps {
-            if d != tid::NONE && slot_of(d) != self.slot && !self.sh.ckpt.is_stable(d) {
+            if must_wait_for(&self.sh, self.slot, d) {
                 self.owed.push(d);
             }
         }
+        self.token()
+    }
+
+    /// The durability token of what `owed` holds.
+    fn token(&self) -> DurableToken {
         if self.owed.is_empty() {
             DurableToken::DURABLE
         } else {
@@ -479,18 +516,15 @@ impl EngineThread for Sp3Thread {
         self.abort_running();
     }
 
+    #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
         // The fast path (module docs, *Read*): a small block this transaction did not
         // write, whose entry exists and says it is allocated.
         if self.writes.is_empty() || self.writes.get(off).is_none() {
-            if let Some(slot) = self.sh.alloc.small_slot(off, 0) {
-                if len <= slot.payload_len as usize {
-                    if let Some(e) = self.sh.index.small(slot) {
-                        if let Some(data) = self.read_entry(e, true)? {
-                            return Ok(data);
-                        }
-                    }
+            if let Some(e) = self.sh.index.lookup_small(off, len) {
+                if let Some(data) = self.read_entry(e, true)? {
+                    return Ok(data);
                 }
             }
         }

@@ -666,6 +666,7 @@ impl Allocator {
             index,
             nblocks: u32::from(fc.nblocks),
             payload_len: CLASSES[c].size - HEADER as u32,
+            class: c as u32,
         })
     }
 
@@ -949,6 +950,20 @@ pub struct SmallSlot {
     pub nblocks: u32,
     /// The block's payload bytes.
     pub payload_len: u32,
+    /// The block's size class (for [`small_block_index`]).
+    pub class: u32,
+}
+
+/// The index in its slab of the block of size class `class` (a [`SmallSlot::class`])
+/// whose header is `in_slab` bytes into the slab (`(payload_off - heap_offset -
+/// HEADER) % SLAB_SIZE`), if a block starts exactly there; one multiply. With the
+/// slab's class known (a small slab keeps it for the run), this is
+/// [`Allocator::small_slot`] without loading the slab table.
+#[inline(always)]
+pub fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
+    classes::FAST_CLASSES
+        .get(class as usize)?
+        .block_index(in_slab)
 }
 
 /// What the read fast path needs of the allocator, copied out once per transaction so
