@@ -273,7 +273,10 @@ impl Index {
         let rel = off.wrapping_sub(self.payload0);
         // (A `rel` that wrapped gives a slab index past the table.)
         // Acquire: pairs with the Release publication of the table in `link_small`.
-        let t = self.small.get((rel / SLAB_SIZE as u64) as usize)?.load(Acquire);
+        let t = self
+            .small
+            .get((rel / SLAB_SIZE as u64) as usize)?
+            .load(Acquire);
         if t.is_null() {
             return None;
         }

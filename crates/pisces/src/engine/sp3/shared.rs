@@ -117,6 +117,12 @@ pub(crate) struct Sp3Engine {
 }
 
 impl Sp3Engine {
+    /// The pool-wide state (white-box tests).
+    #[cfg(test)]
+    pub(super) fn shared(&self) -> &Sp3Shared {
+        &self.sh
+    }
+
     /// Recover the pool (`recovery`) and start the engine.
     pub(super) fn open(heap: Arc<Heap>, opts: Sp3Options, ctx: &OpenCtx) -> Result<Sp3Engine> {
         let l = *heap.layout();

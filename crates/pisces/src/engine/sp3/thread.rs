@@ -2,15 +2,26 @@
 //!
 //! # Read phase
 //! * **Read**: own private copy if the transaction wrote the object; the same version as
-//!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`)
-//!   snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
+//!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`,
+//!   `live`) snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
 //!   transaction aborts at once (it would fail validation anyway) — recorded in the read
-//!   set. *Opacity*: after each new read the whole read set is validated again, so the
-//!   code inside a transaction never sees two objects from different states (a zombie
-//!   could otherwise loop or follow a freed pointer). This costs O(r²) version checks
-//!   for r objects read; PTM transactions read tens of objects. (The paper validates
-//!   only at commit; a TL2-style global clock would make this O(r) but is the global
-//!   counter SP3 avoids.)
+//!   set. *Opacity*: after each new read's snapshot the whole read set is validated
+//!   again, so the code inside a transaction never sees two objects from different
+//!   states (a zombie could otherwise loop or follow a freed pointer). This costs O(r²)
+//!   version checks for r objects read; PTM transactions read tens of objects. (The
+//!   paper validates only at commit; a TL2-style global clock would make this O(r) but
+//!   is the global counter SP3 avoids.) The read set is a list searched by entry in
+//!   the same pass (no map to fill and clear per transaction).
+//!
+//!   *Fast path*: a small block not in the write set whose entry is in the index's
+//!   slab table ([`super::index::Index::lookup_small`]) is read from the entry alone,
+//!   without the allocator's check of the offset: the table holds entries of blocks
+//!   only, and the snapshot's `live` says whether the object is allocated at the
+//!   version read (a later change of it fails validation). A snapshot that says "not
+//!   allocated" goes to the slow path, which decides as before (the allocator's bit,
+//!   then the committed state). The slow path (first access in a run, large blocks,
+//!   the root slot, objects in the write set) validates the offset, then finds or
+//!   makes the entry in the index's map.
 //! * **Write** (encounter-time locking): lock the entry — from the version read earlier
 //!   if the transaction read the object (a changed object aborts now), else from its
 //!   current version — and copy the newest version into a private DRAM copy.
@@ -18,6 +29,10 @@
 //!   at commit; a free locks the entry like a write and takes effect in the checkpoint.
 //!
 //! # Commit (Algorithm 1)
+//! A read-only transaction skips steps 0-4: its reads were validated as they were
+//! made, so it serializes at its last read ([`Sp3Thread::commit_read_only`] says why);
+//! it only notes the predecessors of step 5.
+//!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
 //!    log for them and the largest possible dependency set — before anything is
 //!    visible, so nothing between visibility and persistence can block; lock the
@@ -310,8 +325,14 @@ impl Sp3Thread {
             }
         }
         // SAFETY: validated by `locate_object`; the slot is the allocator's for it.
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap, self.slot_of(off)) };
-        Ok(self.read_entry(e, false)?.expect("read_entry answers when not fast"))
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        Ok(self
+            .read_entry(e, false)?
+            .expect("read_entry answers when not fast"))
     }
 
     /// The allocator's slot of the object at payload offset `off` if it is a small block
@@ -645,7 +666,11 @@ impl EngineThread for Sp3Thread {
             // SAFETY: a block we reserved (valid geometry).
             let slot = self.slot_of(w.off);
             // SAFETY: as above; the slot is the allocator's for the block.
-            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap, slot) };
+            let e = unsafe {
+                self.sh
+                    .index
+                    .get_or_create(w.off, w.len, &self.sh.heap, slot)
+            };
             // A new block is ours alone unless a stale pointer of another transaction
             // names it: then that one holds the lock and we retry.
             match e.lock_current(self.slot) {
