@@ -352,7 +352,11 @@ impl Sp3Thread {
         // Snapshot first, then one pass over the read set that finds a repeated read
         // and validates the others (opacity: everything read so far is still current
         // once the new version is taken).
-        let snap = e.snapshot().map_err(|_| Error::Conflict)?;
+        let Ok(snap) = e.snapshot() else {
+            // Locked by a writer: a new read would fail validation; a repeated one
+            // still has its version.
+            return rs.of(e).map(|r| Some(r.data)).ok_or(Error::Conflict);
+        };
         let mut current = true;
         for r in rs.list.iter() {
             if std::ptr::eq(r.entry, e) {
