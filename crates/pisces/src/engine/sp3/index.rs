@@ -292,8 +292,8 @@ impl Index {
         (!e.is_null()).then(|| unsafe { &*e })
     }
 
-    /// The entry of the small block at `slot`, if its first access made one: the read
-    /// fast path (module docs). No lock: two dependent Acquire loads.
+    /// The entry of the small block at `slot` (the allocator's), if its first access
+    /// made one. No lock: two dependent Acquire loads.
     #[inline(always)]
     pub fn small(&self, slot: SmallSlot) -> Option<&Entry> {
         // Acquire (both loads): pairs with the Release stores in `link_small`, so the
