@@ -1,18 +1,29 @@
 //! The index (§III-B, Fig. 4): object → entry with `ptr`, `ver` and `lastTid`.
 //!
 //! # Where the metadata lives, and what it costs
-//! In a DRAM hash index keyed by (payload offset, payload length), sharded 64 ways
-//! (`RwLock`ed maps; only an object's first access in a run takes a write lock), as in
-//! the paper. Nothing of it is persistent: a crash loses it and recovery rebuilds
-//! nothing (the next run's first access of each object makes a fresh entry from home).
+//! In DRAM. Entries are found two ways:
+//! * a **small-class block** (every object but the large runs of whole slabs) through a
+//!   direct table: one array of entry pointers per slab, indexed by the block's index in
+//!   its slab ([`crate::heap::alloc::Allocator::small_slot`], a multiply from the
+//!   offset), allocated on the slab's first access. This is the paper's `entryPtr`
+//!   reached from the object's address without a search: a read finds its entry with
+//!   two dependent loads and no lock, and the slot also validates the offset as a
+//!   block of that size (a small slab keeps its class for the whole run).
+//! * the owner of every entry, and the only way for large runs and the root slot: a
+//!   hash map keyed by (payload offset, payload length), sharded 64 ways (`RwLock`ed
+//!   maps; only an object's first access in a run takes a write lock). A small block's
+//!   entry is created here and then linked into the direct table.
+//!
+//! Nothing of it is persistent: a crash loses it and recovery rebuilds nothing (the
+//! next run's first access of each object makes a fresh entry from home).
 //! * Pro: readers and committers never write persistent memory for concurrency control
 //!   (no header-word locks to tag or clear after a crash), `lastTid` needs no space in
 //!   the pool, and versions can be whole DRAM copies that stay immutable.
-//! * Cost: one hash lookup per first access of an object in a transaction (the read
-//!   indirection), one entry (~40 B with its box) plus one DRAM copy per object touched
-//!   in a run; entries are never removed while the engine lives (a freed object's entry
-//!   stays; the block's next owner of the same length reuses it), so the index is
-//!   bounded by the distinct blocks a run touches.
+//! * Cost: one entry (~40 B with its box) plus one DRAM copy per object touched in a
+//!   run, and one pointer per block of every slab touched; entries are never removed
+//!   while the engine lives (a freed object's entry stays; the block's next owner of
+//!   the same length reuses it), so the index is bounded by the distinct blocks a run
+//!   touches.
 //!
 //! Keyed by length too: a large block's slabs may later form a block of another length
 //! at the same offset, which then gets its own entry, so a version always has the
@@ -32,6 +43,8 @@
 
 use super::version::Version;
 use crate::fasthash::FastMap;
+use crate::heap::alloc::{small_block_index, SmallSlot, HEADER};
+use crate::heap::layout::SLAB_SIZE;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -94,6 +107,8 @@ pub struct Snapshot {
     pub ptr: *mut Version,
     /// The last writer.
     pub last_tid: u64,
+    /// The object is allocated in the committed state at this version.
+    pub live: bool,
 }
 
 impl Entry {
@@ -106,12 +121,12 @@ impl Entry {
         }
     }
 
-    /// Read (`ver`, `ptr`, `lastTid`) consistently, without locking. `Err(owner)` if the
+    /// Read (`ver`, `ptr`, `lastTid`, `live`) consistently, without locking. `Err(owner)` if the
     /// object is locked by a writer (the reader would fail validation anyway).
     ///
-    /// Race closed (a seqlock): the committer stores `ptr` and `lastTid` with Release
-    /// while holding the lock bit, then the unlocked new `ver`. If our Acquire loads see
-    /// a new `ptr` or `lastTid`, the lock (earlier in the committer's program order)
+    /// Race closed (a seqlock): the committer stores `live`, `ptr` and `lastTid` with
+    /// Release while holding the lock bit, then the unlocked new `ver`. If our Acquire
+    /// loads see a new `live`, `ptr` or `lastTid`, the lock (earlier in the committer's program order)
     /// happens-before our second `ver` load, which then sees the lock or the new
     /// version, and we retry. If both `ver` loads return the same unlocked value, the
     /// loads between read that version's pointer and last writer.
@@ -124,12 +139,14 @@ impl Entry {
             }
             let ptr = self.ptr.load(Acquire);
             let last_tid = self.last_tid.load(Acquire);
+            let live = self.live.load(Acquire);
             let v2 = self.ver.load(Acquire);
             if v1 == v2 {
                 return Ok(Snapshot {
                     ver: v1,
                     ptr,
                     last_tid,
+                    live,
                 });
             }
         }
@@ -211,19 +228,23 @@ impl Entry {
 const SHARDS: usize = 64;
 type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
 
+/// The entries of one small slab's blocks, by block index (null: none yet). The
+/// pointers borrow from the shards, which own every entry.
+struct SlabEntries {
+    /// The slab's size class (fixed for the run).
+    class: u32,
+    /// Payload bytes of the class's blocks.
+    payload_len: u32,
+    entries: Box<[AtomicPtr<Entry>]>,
+}
+
 /// The index.
 pub struct Index {
     shards: Box<[CachePadded<Shard>]>,
-}
-
-impl Default for Index {
-    fn default() -> Self {
-        Index {
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
-                .collect(),
-        }
-    }
+    /// Per slab of the geometry: null, or its [`SlabEntries`] (owned; never replaced).
+    small: Box<[AtomicPtr<SlabEntries>]>,
+    /// Pool offset of the payload of a block at the heap's first byte.
+    payload0: u64,
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
@@ -241,6 +262,98 @@ fn write(s: &Shard) -> RwLockWriteGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
 }
 
 impl Index {
+    /// An empty index for `heap`, of up to `slabs` slabs
+    /// ([`crate::heap::alloc::Allocator::slab_capacity`]).
+    pub fn new(heap: &Heap, slabs: usize) -> Index {
+        Index {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
+                .collect(),
+            small: (0..slabs).map(|_| AtomicPtr::default()).collect(),
+            payload0: (heap.layout().heap_offset + HEADER) as u64,
+        }
+    }
+
+    /// The entry of the small block whose payload starts at `off`, holding at least
+    /// `len` bytes, if its first access made one: the read fast path (module docs). No
+    /// lock and no allocator state: the slab's table knows the slab's class, which
+    /// says whether a block starts at `off` (one multiply); then two dependent Acquire
+    /// loads. An entry found this way is that of a block of this pool (only
+    /// [`Index::get_or_create`], given a validated block, links entries).
+    #[inline(always)]
+    pub fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
+        let rel = off.wrapping_sub(self.payload0);
+        // (A `rel` that wrapped gives a slab index past the table.)
+        // Acquire: pairs with the Release publication of the table in `link_small`.
+        let t = self
+            .small
+            .get((rel / SLAB_SIZE as u64) as usize)?
+            .load(Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: a published table is never freed or replaced while the index lives.
+        let t = unsafe { &*t };
+        if len > t.payload_len as usize {
+            return None;
+        }
+        let index = small_block_index(t.class, (rel % SLAB_SIZE as u64) as u32)?;
+        // Acquire: pairs with the Release store of the entry in `link_small`.
+        let e = t.entries.get(index as usize)?.load(Acquire);
+        // SAFETY: boxed entries never move and are never removed while the index lives.
+        (!e.is_null()).then(|| unsafe { &*e })
+    }
+
+    /// The entry of the small block at `slot` (the allocator's), if its first access
+    /// made one. No lock: two dependent Acquire loads.
+    #[inline(always)]
+    pub fn small(&self, slot: SmallSlot) -> Option<&Entry> {
+        // Acquire (both loads): pairs with the Release stores in `link_small`, so the
+        // table's and the entry's initialisation are visible.
+        let t = self.small.get(slot.slab)?.load(Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: a published table is never freed or replaced while the index lives.
+        let t = unsafe { &*t };
+        let e = t.entries.get(slot.index as usize)?.load(Acquire);
+        // SAFETY: boxed entries never move and are never removed while the index lives.
+        (!e.is_null()).then(|| unsafe { &*e })
+    }
+
+    /// Link `e`, the shards' entry of the small block at `slot`, into the direct table.
+    /// Every thread that links a slot links the same entry (the shards make one per
+    /// key, and a slot names one (offset, length) for the run).
+    fn link_small(&self, slot: SmallSlot, e: *const Entry) {
+        let Some(cell) = self.small.get(slot.slab) else {
+            return;
+        };
+        let mut t = cell.load(Acquire);
+        if t.is_null() {
+            let fresh = Box::into_raw(Box::new(SlabEntries {
+                class: slot.class,
+                payload_len: slot.payload_len,
+                entries: (0..slot.nblocks).map(|_| AtomicPtr::default()).collect(),
+            }));
+            // AcqRel: Release publishes the table's initialisation; Acquire on failure
+            // sees the winner's.
+            t = match cell.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
+                Ok(_) => fresh,
+                Err(winner) => {
+                    // SAFETY: ours, never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    winner
+                }
+            };
+        }
+        // SAFETY: published tables live as long as the index.
+        let t = unsafe { &*t };
+        if let Some(c) = t.entries.get(slot.index as usize) {
+            // Release: the entry's initialisation before a reader's Acquire load.
+            c.store(e as *mut Entry, Release);
+        }
+    }
+
     #[inline]
     fn shard(&self, off: u64) -> &Shard {
         let k = (off >> 4) ^ (off >> 12);
@@ -248,12 +361,37 @@ impl Index {
     }
 
     /// The entry of the object at payload offset `off` with `len` payload bytes (a
-    /// multiple of 8), created from its home bytes on first access.
+    /// multiple of 8), created from its home bytes on first access. `slot`: where the
+    /// object sits if it is a small block (its entry is then linked into the direct
+    /// table, for [`Index::small`]).
     ///
     /// # Safety
-    /// `off .. off + len` must be an object payload inside `heap` (validated).
+    /// `off .. off + len` must be an object payload inside `heap` (validated), and
+    /// `slot`, if given, the allocator's slot of exactly that block.
     #[inline]
-    pub unsafe fn get_or_create(&self, off: u64, len: usize, heap: &Heap) -> &Entry {
+    pub unsafe fn get_or_create(
+        &self,
+        off: u64,
+        len: usize,
+        heap: &Heap,
+        slot: Option<SmallSlot>,
+    ) -> &Entry {
+        if let Some(e) = slot.and_then(|s| self.small(s)) {
+            return e;
+        }
+        // SAFETY: the caller's contract.
+        let e = unsafe { self.get_or_create_shared(off, len, heap) };
+        if let Some(s) = slot {
+            self.link_small(s, e);
+        }
+        e
+    }
+
+    /// [`Index::get_or_create`] in the shards.
+    ///
+    /// # Safety
+    /// As for [`Index::get_or_create`].
+    unsafe fn get_or_create_shared(&self, off: u64, len: usize, heap: &Heap) -> &Entry {
         let shard = self.shard(off);
         let key = (off, len as u64);
         if let Some(e) = read(shard).get(&key) {
@@ -299,6 +437,14 @@ impl Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
+        for t in self.small.iter_mut() {
+            let t = *t.get_mut();
+            if !t.is_null() {
+                // SAFETY: the index is being dropped; tables came from `Box::into_raw`
+                // in `link_small` and are freed only here.
+                drop(unsafe { Box::from_raw(t) });
+            }
+        }
         for s in self.shards.iter_mut() {
             let m = s.get_mut().unwrap_or_else(|e| e.into_inner());
             for e in m.values_mut() {

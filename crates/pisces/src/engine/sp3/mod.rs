@@ -32,9 +32,36 @@
 //!    The checkpoint keeps it by rounds (no record of a round depends on another
 //!    slot's record of the same round), recovery by an all-or-nothing intent record.
 //!
+//! # What a read and a commit cost
+//! * **Read** (the paper's: find the index entry, take `ver` / `ptr` / `lastTid`
+//!   consistently, record them in the read set): a small block this transaction did
+//!   not write goes through [`index::Index::lookup_small`] — the slab's entry table,
+//!   one multiply to check the offset is a block start, two dependent loads — then the
+//!   seqlock snapshot and one pass over the read set that finds a repeated read and
+//!   validates the earlier ones, and a push. No lock, no hash, no allocation, no
+//!   allocator state. Ours on top of the paper: that pass (*opacity*, O(r) per read,
+//!   the paper validates only at commit), and the `Tx` layer's call into the engine
+//!   (engines whose read is a home payload inline theirs, `kit::fast_reads`; SP3's
+//!   read must record what it read, so it has no inline form). The first access of an
+//!   object in a run, large blocks and the root slot take the slow path: the
+//!   allocator's check of the offset, then the sharded map (which creates the entry
+//!   from home and links it into the table).
+//! * **Read-only commit**: no validation (each read validated the set after its
+//!   snapshot, so the transaction serializes at its last read: [`thread`]), no record;
+//!   the predecessors still volatile are noted from the read set (the paper's step 5),
+//!   and the slot's clock is reset (ours: epochs for version reclamation).
+//! * **Update commit** (the paper's steps 1-5): validation, the dependency set, the
+//!   publication of the new versions, one log record (whole objects) appended,
+//!   flushed and fenced, the record queued for the checkpoint; the checkpoint later
+//!   writes the objects home (ours: the paper leaves write-back open).
+//! * **Begin**: the slot's clock (one SeqCst fence, for the epochs) and one load of
+//!   the fallback word (ours).
+//!
 //! # Decisions the paper leaves open
 //! * Index entries live in DRAM ([`index`] says why and what it costs); so do versions:
-//!   readers never touch persistent memory.
+//!   readers never touch persistent memory. A small block's entry is reached from its
+//!   address through a per-slab table (the paper's `entryPtr` without a search);
+//!   large blocks and the root slot through a sharded hash map.
 //! * `isPersistent` is one monotone word per slot ([`tid`]).
 //! * `lastTid` of an object read is taken together with its version (seqlock), not at
 //!   commit: after validation another writer may have replaced it, and waiting for that

@@ -58,6 +58,7 @@ impl Sp3Shared {
     ) -> Sp3Shared {
         let l = *heap.layout();
         let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
+        let index = Index::new(&heap, alloc.slab_capacity());
         Sp3Shared {
             slots: (0..l.max_threads)
                 .map(|s| {
@@ -74,7 +75,7 @@ impl Sp3Shared {
             heap,
             alloc,
             clock: Clock::new(1),
-            index: Index::default(),
+            index,
             ckpt: Checkpointer::new(&retired),
             fallback: Fallback::default(),
             opts,
@@ -116,6 +117,12 @@ pub(crate) struct Sp3Engine {
 }
 
 impl Sp3Engine {
+    /// The pool-wide state (white-box tests).
+    #[cfg(test)]
+    pub(super) fn shared(&self) -> &Sp3Shared {
+        &self.sh
+    }
+
     /// Recover the pool (`recovery`) and start the engine.
     pub(super) fn open(heap: Arc<Heap>, opts: Sp3Options, ctx: &OpenCtx) -> Result<Sp3Engine> {
         let l = *heap.layout();

@@ -4,13 +4,15 @@
 use super::index::{is_locked, Index};
 use super::log;
 use super::recovery;
+use super::thread::Sp3Thread;
 use super::tid::pack;
 use super::version::{Limbo, Version};
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
-use crate::engine::{EngineDef, OpenCtx};
+use crate::engine::{Engine, EngineDef, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
+use crate::tx_options::TxOptions;
 use std::sync::Arc;
 
 fn heap(slots: usize) -> Heap {
@@ -229,9 +231,9 @@ fn limbo_frees_versions_only_after_older_readers_end() {
 fn entries_lock_publish_and_unlock() {
     let h = heap(2);
     let off = (h.layout().heap_offset + 8) as u64;
-    let idx = Index::default();
+    let idx = Index::new(&h, 0);
     // SAFETY: a payload range inside the heap.
-    let e = unsafe { idx.get_or_create(off, 16, &h) };
+    let e = unsafe { idx.get_or_create(off, 16, &h, None) };
     let s0 = e.snapshot().unwrap();
     let prior = e.lock_current(1).unwrap();
     assert!(is_locked(e.ver.load(std::sync::atomic::Ordering::Relaxed)));
@@ -250,4 +252,133 @@ fn entries_lock_publish_and_unlock() {
     // SAFETY: unlinked above, nobody else can see it.
     unsafe { Version::free(old) };
     assert_eq!(idx.len(), 1);
+}
+
+/// An engine over a fresh heap of 2 slots, and its two thread states.
+fn engine() -> (super::shared::Sp3Engine, Sp3Thread, Sp3Thread) {
+    let h = Arc::new(heap(2));
+    let ctx = OpenCtx {
+        max_threads: 2,
+        ..OpenCtx::default()
+    };
+    let e = super::Sp3::open(h, &crate::engine::EngineOptions::new(), &ctx).unwrap();
+    let a = e.thread(0).unwrap();
+    let b = e.thread(1).unwrap();
+    (e, a, b)
+}
+
+/// A committed transaction of `t` that allocates a `len`-byte object holding `value`
+/// in its first word; its offset.
+fn new_object(t: &mut Sp3Thread, len: usize, value: u64) -> u64 {
+    t.begin(&TxOptions::default());
+    let off = t.alloc(len).unwrap();
+    // SAFETY: our private copy of the new block, at least 8 bytes, 8-aligned.
+    unsafe { (t.write(off, 8).unwrap() as *mut u64).write(value) };
+    let tok = t.commit().unwrap();
+    t.wait_durable(tok).unwrap();
+    off
+}
+
+/// A committed transaction of `t` that stores `value` in the first word of each object.
+fn store(t: &mut Sp3Thread, offs: &[u64], value: u64) {
+    t.begin(&TxOptions::default());
+    for &o in offs {
+        // SAFETY: our private copy, at least 8 bytes, 8-aligned.
+        unsafe { (t.write(o, 8).unwrap() as *mut u64).write(value) };
+    }
+    let tok = t.commit().unwrap();
+    t.wait_durable(tok).unwrap();
+}
+
+/// The first word of the object at `off` as `t`'s running transaction reads it.
+fn load(t: &Sp3Thread, off: u64) -> crate::Result<u64> {
+    // SAFETY: the engine returns a pointer valid for 8 bytes, 8-aligned.
+    t.read(off, 8).map(|p| unsafe { (p as *const u64).read() })
+}
+
+/// The direct table of small blocks (the read fast path's lookup): an entry linked for
+/// a block is found from the block's payload offset, the same entry the shards hold;
+/// nothing is found for an offset inside the block, the next block before its first
+/// access, or a read longer than the block's payload.
+#[test]
+fn small_table_finds_exactly_the_linked_block() {
+    let (e, mut a, _b) = engine();
+    let off = new_object(&mut a, 24, 1);
+    let sh = e.shared();
+    let slot = sh.alloc.small_slot(off, 0).expect("a small block");
+    let plen = slot.payload_len as usize;
+    // SAFETY: a validated payload of this pool; the slot is the allocator's.
+    let linked = unsafe { sh.index.get_or_create(off, plen, &sh.heap, Some(slot)) } as *const _;
+    let found = sh.index.lookup_small(off, 8).expect("linked") as *const _;
+    assert_eq!(found, linked);
+    assert!(std::ptr::eq(
+        sh.index.lookup_small(off, plen).unwrap(),
+        found
+    ));
+    assert!(sh.index.lookup_small(off, plen + 1).is_none());
+    assert!(sh.index.lookup_small(off + 8, 8).is_none());
+    assert!(sh.index.lookup_small(off + plen as u64 + 8, 8).is_none());
+    assert!(sh.index.lookup_small(0, 8).is_none());
+}
+
+/// The fast path sees what the slow path would: the newest committed version, the same
+/// version again on a repeated read (even after another slot committed a new one), and
+/// a conflict when a new read would mix states (opacity, which is why a read-only
+/// commit need not validate again). (Each transaction ends before its results are
+/// checked: a failing check must not leave a reader running, whose slot the other
+/// state's drop would wait for.)
+#[test]
+fn fast_reads_are_repeatable_and_opaque() {
+    let (_e, mut a, mut b) = engine();
+    let x = new_object(&mut a, 24, 1);
+    let y = new_object(&mut a, 24, 1);
+    store(&mut a, &[x, y], 2);
+    // Repeatable: a's second read of x returns the version of its first read.
+    a.begin(&TxOptions::default());
+    let first = load(&a, x);
+    store(&mut b, &[x], 3);
+    let again = load(&a, x);
+    // A read-only transaction whose reads were consistent commits (it serializes
+    // before b's) without validating again.
+    let committed = a.commit();
+    assert_eq!((first.ok(), again.ok()), (Some(2), Some(2)));
+    assert!(committed.is_ok());
+    // Opaque: x read at 3, then b writes x and y together; y's new value must not be
+    // seen beside x's old one.
+    a.begin(&TxOptions::default());
+    let x_read = load(&a, x);
+    store(&mut b, &[x, y], 4);
+    let y_read = load(&a, y);
+    a.abort();
+    assert_eq!(x_read.ok(), Some(3));
+    assert!(matches!(y_read, Err(crate::Error::Conflict)), "{y_read:?}");
+    a.begin(&TxOptions::default());
+    let both = (load(&a, x).ok(), load(&a, y).ok());
+    a.abort();
+    assert_eq!(both, (Some(4), Some(4)));
+}
+
+/// The fast path takes an entry's word for it only while the object is allocated: a
+/// freed object, once the checkpoint has cleared its allocation bit, is refused as the
+/// slow path refuses it, although its entry still holds the last version.
+#[test]
+fn a_freed_object_is_refused_on_the_fast_path() {
+    let (e, mut a, _b) = engine();
+    let x = new_object(&mut a, 24, 7);
+    store(&mut a, &[x], 8);
+    a.begin(&TxOptions::default());
+    let before = load(&a, x);
+    a.free(x).unwrap();
+    let tok = a.commit().unwrap();
+    a.wait_durable(tok).unwrap();
+    assert_eq!(before.ok(), Some(8));
+    e.shared().checkpoint(true);
+    assert!(
+        e.shared().index.lookup_small(x, 8).is_some(),
+        "the entry stays"
+    );
+    a.begin(&TxOptions::default());
+    let r = load(&a, x);
+    a.abort();
+    assert!(matches!(r, Err(crate::Error::InvalidPointer(_))), "{r:?}");
 }

@@ -2,15 +2,26 @@
 //!
 //! # Read phase
 //! * **Read**: own private copy if the transaction wrote the object; the same version as
-//!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`)
-//!   snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
+//!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`,
+//!   `live`) snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
 //!   transaction aborts at once (it would fail validation anyway) — recorded in the read
-//!   set. *Opacity*: after each new read the whole read set is validated again, so the
-//!   code inside a transaction never sees two objects from different states (a zombie
-//!   could otherwise loop or follow a freed pointer). This costs O(r²) version checks
-//!   for r objects read; PTM transactions read tens of objects. (The paper validates
-//!   only at commit; a TL2-style global clock would make this O(r) but is the global
-//!   counter SP3 avoids.)
+//!   set. *Opacity*: after each new read's snapshot the whole read set is validated
+//!   again, so the code inside a transaction never sees two objects from different
+//!   states (a zombie could otherwise loop or follow a freed pointer). This costs O(r²)
+//!   version checks for r objects read; PTM transactions read tens of objects. (The
+//!   paper validates only at commit; a TL2-style global clock would make this O(r) but
+//!   is the global counter SP3 avoids.) The read set is a list searched by entry in
+//!   the same pass (no map to fill and clear per transaction).
+//!
+//!   *Fast path*: a small block not in the write set whose entry is in the index's
+//!   slab table ([`super::index::Index::lookup_small`]) is read from the entry alone,
+//!   without the allocator's check of the offset: the table holds entries of blocks
+//!   only, and the snapshot's `live` says whether the object is allocated at the
+//!   version read (a later change of it fails validation). A snapshot that says "not
+//!   allocated" goes to the slow path, which decides as before (the allocator's bit,
+//!   then the committed state). The slow path (first access in a run, large blocks,
+//!   the root slot, objects in the write set) validates the offset, then finds or
+//!   makes the entry in the index's map.
 //! * **Write** (encounter-time locking): lock the entry — from the version read earlier
 //!   if the transaction read the object (a changed object aborts now), else from its
 //!   current version — and copy the newest version into a private DRAM copy.
@@ -18,6 +29,10 @@
 //!   at commit; a free locks the entry like a write and takes effect in the checkpoint.
 //!
 //! # Commit (Algorithm 1)
+//! A read-only transaction skips steps 0-4: its reads were validated as they were
+//! made, so it serializes at its last read ([`Sp3Thread::commit_read_only`] says why);
+//! it only notes the predecessors of step 5.
+//!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
 //!    log for them and the largest possible dependency set — before anything is
 //!    visible, so nothing between visibility and persistence can block; lock the
@@ -78,8 +93,7 @@ use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
 use crate::engine::kit::write_set::{self, WriteKind as Kind, WriteSet};
 use crate::engine::{DurableToken, EngineThread};
-use crate::fasthash::FastMap;
-use crate::heap::alloc::{Block, ThreadCache, HEADER};
+use crate::heap::alloc::{Block, SmallSlot, ThreadCache, HEADER};
 use crate::sync::spin_step;
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
@@ -93,6 +107,13 @@ crate::mutation::point! {
     pub(crate) static NO_DEPENDENCY_WAIT = "no-dependency-wait";
     /// Records carry no dependency set (step 2).
     pub(crate) static NO_DEPENDENCIES = "no-dependencies";
+}
+
+/// Whether a transaction of `slot` that depends on `d` must wait for it: another
+/// slot's transaction, not stable yet (same-slot ones are implied by lid order).
+#[inline(always)]
+fn must_wait_for(sh: &Sp3Shared, slot: usize, d: u64) -> bool {
+    d != tid::NONE && slot_of(d) != slot && !sh.ckpt.is_stable(d)
 }
 
 /// One object of the read set.
@@ -109,10 +130,19 @@ struct ReadEntry {
 /// commit), `prior` is the entry's `ver` word before we locked it.
 type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 
+/// The read set, in order of first read. Found by entry (an object's entry is
+/// unique): a linear scan, which the read's opacity validation pays anyway.
 #[derive(Default)]
 struct ReadSet {
     list: Vec<ReadEntry>,
-    at: FastMap<u64, usize>,
+}
+
+impl ReadSet {
+    /// The read of the object whose entry is `e`, if the transaction read it.
+    #[inline]
+    fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
+        self.list.iter().find(|r| std::ptr::eq(r.entry, e))
+    }
 }
 
 /// A thread's SP3 state.
@@ -214,24 +244,27 @@ impl Sp3Thread {
     }
 
     fn validate(&self, rs: &ReadSet) -> bool {
+        rs.list.iter().all(|r| self.unchanged(r))
+    }
+
+    /// Step 1 for one read: its object still has the version read, unlocked or locked
+    /// by us.
+    #[inline(always)]
+    fn unchanged(&self, r: &ReadEntry) -> bool {
         if crate::mutation::active!(SKIP_VALIDATION) {
             return true;
         }
-        rs.list.iter().all(|r| {
-            // SAFETY: entries live as long as the index.
-            let now = unsafe { &*r.entry }
-                .ver
-                .load(std::sync::atomic::Ordering::Acquire);
-            unchanged(r.ver, now, self.slot)
-        })
+        // SAFETY: entries live as long as the index.
+        let now = unsafe { &*r.entry }
+            .ver
+            .load(std::sync::atomic::Ordering::Acquire);
+        unchanged(r.ver, now, self.slot)
     }
 
     /// Forget the read and write sets; the slot reads nothing any more.
     fn end(&mut self) {
         self.writes.clear_index();
-        let rs = self.reads.get_mut();
-        rs.list.clear();
-        rs.at.clear();
+        self.reads.get_mut().list.clear();
         self.sh.slots[self.slot].clock.finish();
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
@@ -260,11 +293,11 @@ impl Sp3Thread {
 
     /// Lock `e` for a write or free of the object at `off`: from the version read
     /// earlier, or from the current one. Returns the prior word.
-    fn lock_entry(&self, e: &Entry, off: u64) -> Result<u64> {
+    fn lock_entry(&self, e: &Entry) -> Result<u64> {
         let rs = self.reads.borrow();
-        match rs.at.get(&off) {
-            Some(&i) => {
-                let seen = rs.list[i].ver;
+        match rs.of(e) {
+            Some(r) => {
+                let seen = r.ver;
                 if e.try_lock(seen, self.slot) {
                     Ok(seen)
                 } else {
@@ -273,6 +306,80 @@ impl Sp3Thread {
             }
             None => e.lock_current(self.slot).ok_or(Error::Conflict),
         }
+    }
+
+    /// A read the fast path declined: validate the offset against the allocator, the
+    /// write set, then the entry (created on the object's first access in the run).
+    fn read_slow(&self, off: u64, len: usize) -> Result<*const u8> {
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(w) = self.writes.get(off) {
+            if !w.copy.is_null() {
+                // SAFETY: our live private copy.
+                return Ok(unsafe { Version::data(w.copy) });
+            }
+            if !w.entry.is_null() {
+                // Freed (not written) by us: we hold the lock, the newest version is
+                // stable and, being an entry's, alive while we run.
+                // SAFETY: entries live as long as the index; versions as above.
+                return Ok(unsafe { Version::data((*w.entry).ptr()) });
+            }
+        }
+        // SAFETY: validated by `locate_object`; the slot is the allocator's for it.
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        Ok(self
+            .read_entry(e, false)?
+            .expect("read_entry answers when not fast"))
+    }
+
+    /// The allocator's slot of the object at payload offset `off` if it is a small block
+    /// (the index links its entry into the direct table).
+    #[inline]
+    fn slot_of(&self, off: u64) -> Option<SmallSlot> {
+        self.sh.alloc.small_slot(off, 0)
+    }
+
+    /// Read the object whose entry is `e`: the version read before, or a new snapshot
+    /// recorded in the read set after the opacity check. `fast`: the object's offset was
+    /// not validated against the allocator, so a snapshot that says it is not allocated
+    /// answers `None` (the slow path decides); otherwise the answer is always `Some`.
+    #[inline(always)]
+    fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
+        let mut rs = self.reads.borrow_mut();
+        // Snapshot first, then one pass over the read set that finds a repeated read
+        // and validates the others (opacity: everything read so far is still current
+        // once the new version is taken).
+        let Ok(snap) = e.snapshot() else {
+            // Locked by a writer: a new read would fail validation; a repeated one
+            // still has its version.
+            return rs.of(e).map(|r| Some(r.data)).ok_or(Error::Conflict);
+        };
+        let mut current = true;
+        for r in rs.list.iter() {
+            if std::ptr::eq(r.entry, e) {
+                // Read before: the same version again.
+                return Ok(Some(r.data));
+            }
+            current &= self.unchanged(r);
+        }
+        if fast && !snap.live {
+            return Ok(None);
+        }
+        if !current {
+            return Err(Error::Conflict);
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.list.push(ReadEntry {
+            entry: e,
+            ver: snap.ver,
+            last_tid: snap.last_tid,
+            data,
+        });
+        Ok(Some(data))
     }
 
     /// Drop the records the checkpointer retired.
@@ -305,30 +412,48 @@ impl Sp3Thread {
         Ok(())
     }
 
-    /// The read-only commit.
+    /// The read-only commit: no validation and no record; the predecessors to wait
+    /// for come straight from the read set.
+    ///
+    /// Why no validation: each new read validated every earlier one after taking its
+    /// own snapshot (*Read*), and a version that is the same at its read and at a later
+    /// check was current all along (versions only grow; an aborted writer restores the
+    /// word it locked). So at the last read's snapshot every object read was at the
+    /// version read: the transaction serializes there, whatever writers did since.
     fn commit_read_only(&mut self) -> Result<DurableToken> {
-        let ok = self.validate(&self.reads.borrow());
-        if !ok {
-            self.rollback();
-            return Err(Error::Conflict);
+        let Sp3Thread {
+            reads,
+            owed,
+            sh,
+            slot,
+            ..
+        } = self;
+        for r in &reads.get_mut().list {
+            if must_wait_for(sh, *slot, r.last_tid) {
+                owed.push(r.last_tid);
+            }
         }
-        let mut deps = std::mem::take(&mut self.deps);
-        deps.clear();
-        deps.extend(self.reads.get_mut().list.iter().map(|r| r.last_tid));
-        // Nothing was written: hand back blocks allocated and freed again.
-        self.rollback();
-        let token = self.owe(&deps);
-        self.deps = deps;
-        Ok(token)
+        if self.writes.is_empty() {
+            self.end();
+        } else {
+            // Nothing was written: hand back blocks allocated and freed again.
+            self.rollback();
+        }
+        Ok(self.token())
     }
 
     /// Remember the predecessors in `deps` that are not persistent yet.
     fn owe(&mut self, deps: &[u64]) -> DurableToken {
         for &d in deps {
-            if d != tid::NONE && slot_of(d) != self.slot && !self.sh.ckpt.is_stable(d) {
+            if must_wait_for(&self.sh, self.slot, d) {
                 self.owed.push(d);
             }
         }
+        self.token()
+    }
+
+    /// The durability token of what `owed` holds.
+    fn token(&self) -> DurableToken {
         if self.owed.is_empty() {
             DurableToken::DURABLE
         } else {
@@ -416,43 +541,19 @@ impl EngineThread for Sp3Thread {
         self.abort_running();
     }
 
+    #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        let (off, plen) = self.locate(off, len)?;
-        if let Some(w) = self.writes.get(off) {
-            if !w.copy.is_null() {
-                // SAFETY: our live private copy.
-                return Ok(unsafe { Version::data(w.copy) });
-            }
-            if !w.entry.is_null() {
-                // Freed (not written) by us: we hold the lock, the newest version is
-                // stable and, being an entry's, alive while we run.
-                // SAFETY: entries live as long as the index; versions as above.
-                return Ok(unsafe { Version::data((*w.entry).ptr()) });
+        // The fast path (module docs, *Read*): a small block this transaction did not
+        // write, whose entry exists and says it is allocated.
+        if self.writes.is_empty() || self.writes.get(off).is_none() {
+            if let Some(e) = self.sh.index.lookup_small(off, len) {
+                if let Some(data) = self.read_entry(e, true)? {
+                    return Ok(data);
+                }
             }
         }
-        let mut rs = self.reads.borrow_mut();
-        if let Some(&i) = rs.at.get(&off) {
-            return Ok(rs.list[i].data);
-        }
-        // SAFETY: validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let snap = e.snapshot().map_err(|_| Error::Conflict)?;
-        // Opacity: everything read so far is still current.
-        if !self.validate(&rs) {
-            return Err(Error::Conflict);
-        }
-        // SAFETY: a published version, alive while this transaction runs (epochs).
-        let data = unsafe { Version::data(snap.ptr) } as *const u8;
-        let n = rs.list.len();
-        rs.at.insert(off, n);
-        rs.list.push(ReadEntry {
-            entry: e,
-            ver: snap.ver,
-            last_tid: snap.last_tid,
-            data,
-        });
-        Ok(data)
+        self.read_slow(off, len)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -469,8 +570,12 @@ impl EngineThread for Sp3Thread {
             return Ok(unsafe { Version::data(w.copy) });
         }
         // SAFETY: validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let prior = self.lock_entry(e, off)?;
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -531,8 +636,12 @@ impl EngineThread for Sp3Thread {
         }
         let plen = b.payload_len() & !7;
         // SAFETY: a block of this pool (validated).
-        let e = unsafe { self.sh.index.get_or_create(off, plen, &self.sh.heap) };
-        let prior = self.lock_entry(e, off)?;
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -559,7 +668,13 @@ impl EngineThread for Sp3Thread {
                 continue;
             }
             // SAFETY: a block we reserved (valid geometry).
-            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            let slot = self.slot_of(w.off);
+            // SAFETY: as above; the slot is the allocator's for the block.
+            let e = unsafe {
+                self.sh
+                    .index
+                    .get_or_create(w.off, w.len, &self.sh.heap, slot)
+            };
             // A new block is ours alone unless a stale pointer of another transaction
             // names it: then that one holds the lock and we retry.
             match e.lock_current(self.slot) {

@@ -643,6 +643,39 @@ impl Allocator {
         }
     }
 
+    /// Where the small-class block whose payload starts at `payload_off` sits, if it is
+    /// one of class `min_class` or larger ([`min_class`]`(len)` for a `len`-byte
+    /// access): its slab, its index in the slab and the slab's block count. Geometric
+    /// only, as [`SmallBlocks::header`] (the allocation state is not checked): a small
+    /// slab keeps its class for the whole run, so the answer for an offset never
+    /// changes while this allocator lives, and a table keyed by it (the `sp3` engine's
+    /// index) names one block for good.
+    #[inline(always)]
+    pub fn small_slot(&self, payload_off: u64, min_class: u32) -> Option<SmallSlot> {
+        let payload0 = (self.heap.layout().heap_offset + HEADER) as u64;
+        let rel = payload_off.wrapping_sub(payload0);
+        let slab = (rel / SLAB_SIZE as u64) as usize;
+        // (A `rel` that wrapped gives a slab index past the table.)
+        // Acquire: pairs with the Release stores in `format_slab`.
+        let e = self.kinds.get(slab)?.load(Ordering::Acquire);
+        let c = classes::small_class_at_least(e, min_class)?;
+        let fc = classes::FAST_CLASSES[c];
+        let index = fc.block_index((rel % SLAB_SIZE as u64) as u32)?;
+        Some(SmallSlot {
+            slab,
+            index,
+            nblocks: u32::from(fc.nblocks),
+            payload_len: CLASSES[c].size - HEADER as u32,
+            class: c as u32,
+        })
+    }
+
+    /// Slabs the geometry has room for (the pool's largest size): every
+    /// [`SmallSlot::slab`] is below this.
+    pub fn slab_capacity(&self) -> usize {
+        self.kinds.len()
+    }
+
     /// The read fast path's copy of the geometry (see [`SmallBlocks`]).
     #[inline]
     pub fn small_blocks(&self) -> SmallBlocks {
@@ -904,6 +937,33 @@ impl Allocator {
         }
         Ok(())
     }
+}
+
+/// A small-class block's place in the heap ([`Allocator::small_slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmallSlot {
+    /// The slab's number in the heap.
+    pub slab: usize,
+    /// The block's index in its slab (`< nblocks`).
+    pub index: u32,
+    /// Blocks per slab of the block's class.
+    pub nblocks: u32,
+    /// The block's payload bytes.
+    pub payload_len: u32,
+    /// The block's size class (for [`small_block_index`]).
+    pub class: u32,
+}
+
+/// The index in its slab of the block of size class `class` (a [`SmallSlot::class`])
+/// whose header is `in_slab` bytes into the slab (`(payload_off - heap_offset -
+/// HEADER) % SLAB_SIZE`), if a block starts exactly there; one multiply. With the
+/// slab's class known (a small slab keeps it for the run), this is
+/// [`Allocator::small_slot`] without loading the slab table.
+#[inline(always)]
+pub fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
+    classes::FAST_CLASSES
+        .get(class as usize)?
+        .block_index(in_slab)
 }
 
 /// What the read fast path needs of the allocator, copied out once per transaction so
