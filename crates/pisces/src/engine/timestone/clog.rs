@@ -369,13 +369,31 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let _ = HEADER_LEN;
     let heap = &*sh.heap;
     // 1. Cut.
-    let k = sh.ckpt_clock.start(&sh.clock);
+    let k0 = sh.ckpt_clock.start(&sh.clock);
     fence(SeqCst);
     for s in &sh.slots {
         let mut round = 0;
-        while s.committing.load(Acquire) <= k {
+        while s.committing.load(Acquire) <= k0 {
             spin_step(&mut round);
         }
+    }
+    // The cut is at or below every snapshot that may still read: a reader may hold a
+    // pointer into home (`tlog`, *The home word*), so a version newer than its
+    // snapshot must not go home while it runs. Re-publishing the checkpointer's
+    // snapshot shows `STARTING` during the scan (committers then truncate nothing)
+    // and then K itself, so the versions visible at K stay. A transaction the scan
+    // misses began after every commit ≤ K0 was complete (the wait above precedes the
+    // scan's fence), so its snapshot, a horizon, is at least K0 ≥ K.
+    let k = sh
+        .ckpt_clock
+        .start_with(&sh.clock, |_| k0.min(sh.oldest_snapshot()));
+    let k_done = sh.k_done.load(Acquire);
+    if k <= k_done {
+        // A snapshot at or below the last cut still reads: nothing can go home yet.
+        sh.ckpt_clock.finish();
+        drop(st);
+        std::thread::yield_now();
+        return Ok(k_done);
     }
     // 2. Collect.
     let (mine, cost) = {
@@ -451,8 +469,10 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let fresh = fresh_blocks(&bits);
     let mut direct = RecordBuilder::default();
     let mut home = Vec::new();
+    let mut written: Vec<(u64, *const Entry)> = Vec::with_capacity(offs.len());
     for (off, (_, w)) in offs {
         if let Some((len, entry)) = w {
+            written.push((off, entry));
             // SAFETY: index entries live as long as the engine; the version visible at
             // K is kept alive by our published snapshot K and is immutable.
             let data = unsafe {
@@ -533,6 +553,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     // 5. K_done.
     persist_k_done(heap, k);
     sh.k_done.fetch_max(k, AcqRel);
+    mark_clean(sh, &written, k);
     sh.ckpt_clock.finish();
     if !sh.recovering {
         // Large blocks only: small ones went to the reuse lists when their commit
@@ -564,6 +585,33 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     }
     sh.stats.checkpoints.fetch_add(1, Relaxed);
     Ok(k)
+}
+
+/// After home holds the state at `k`: mark clean the home word of each object written
+/// whose newest version is the one home now holds (`tlog`, *The home word*). Under the
+/// chain's lock (taken as one more slot, without waiting: a committer holding it is
+/// about to mark the word dirty anyway), so no commit can push or free in between;
+/// `last_ts` equal to the head's timestamp rules out a free after it.
+fn mark_clean(sh: &TimestoneShared, written: &[(u64, *const Entry)], k: u64) {
+    let me = sh.slots.len();
+    for &(off, entry) in written {
+        let Some(word) = tlog::home_word(&sh.heap, off) else {
+            continue;
+        };
+        // SAFETY: index entries live as long as the engine.
+        let e = unsafe { &*entry };
+        if !e.try_lock(me) {
+            continue;
+        }
+        // SAFETY: the head is live while we hold the lock (only lock holders cut).
+        let stamp = unsafe { Version::stamp(e.head()) };
+        if let Some(x) = tlog::committed(stamp) {
+            if x <= k && e.last_ts() == x {
+                tlog::mark_clean(word, sh.home_tag, x);
+            }
+        }
+        e.unlock();
+    }
 }
 
 /// Append to `rec` the ranges of `new` (the object at payload offset `off` as of the
