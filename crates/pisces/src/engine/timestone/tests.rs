@@ -708,7 +708,11 @@ fn a_reader_at_home_keeps_its_version_across_a_checkpoint() {
                     read.wait();
                     changed.wait();
                 }
-                Ok((home, before, v[0]))
+                // A volatile load: the compiler may not reuse `before` for a shared
+                // reference, so the test sees what home holds now.
+                // SAFETY: `v` is a live reference to 8-aligned `u64`s.
+                let now = unsafe { std::ptr::read_volatile(&v[0]) };
+                Ok((home, before, now))
             })
             .unwrap()
         });
