@@ -13,7 +13,9 @@
 //!    committer's guard precedes its clock increment, so a commit with C ≤ K is seen).
 //!    Every
 //!    transaction with C ≤ K is then visible, durable in its OLog, and has put its
-//!    items into the pending list.
+//!    items into the pending list. Then lower K to the oldest snapshot still reading
+//!    (`TimestoneShared::oldest_snapshot`): readers may hold pointers into home
+//!    (`tlog`, *The home word*). If that leaves K at K_done, there is nothing to do.
 //! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
 //!    item decides: a write → the version visible at K (the newest version no reader
 //!    at or after K needs older than), a free → nothing is written home. Of a written
@@ -35,7 +37,8 @@
 //!    invariant: they are durable before the CLog record is written* — sharing the
 //!    record's fence would let a crash make the record durable without them.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
-//! 5. **K_done = K**, persist. Then large blocks freed at or below K become reusable
+//! 5. **K_done = K**, persist; mark clean the home words of the objects written whose
+//!    newest version is the one home now holds (`mark_clean`). Then large blocks freed at or below K become reusable
 //!    (their free is durable now), held small blocks freed at or below K become fresh
 //!    (see *Reuse inside a window*), and the budget is given back.
 //!

@@ -388,8 +388,9 @@ impl TimestoneEngine {
     /// Before recovery: check the pool's format, and mark its header words unused.
     pub(super) fn prepare(heap: &Heap) -> Result<()> {
         check_format(heap, never_committed(heap))?;
-        // Objects are validated by the allocation bitmap and no header word is read or
-        // written (module docs): slab formatting need not zero them.
+        // Objects are validated by the allocation bitmap, and the home word in a header
+        // is safe whatever value it holds (`tlog`, *The home word*): slab formatting
+        // need not zero them.
         heap.set_header_words_unused();
         Ok(())
     }

@@ -3,9 +3,11 @@
 //! # Transaction
 //! * **Begin**: take and publish the snapshot S, the horizon of complete commits
 //!   (`TimestoneShared::horizon`); remember the isolation level.
-//! * **Read**: own copy if written; else the object's version visible at S (TLog, see
-//!   `tlog`), never home. Serializable and linearizable transactions remember the
-//!   object in their read set.
+//! * **Read**: own copy if written; else home, if its home word is clean at X ≤ S
+//!   (`tlog`, *The home word*; snapshot transactions do this inline in `Tx::read`
+//!   until their first write, `fast_reads`); else the object's version visible at S
+//!   (TLog). Serializable and linearizable transactions remember the object (its chain
+//!   or the home word they saw) in their read set.
 //! * **Write**: the first write copies the visible version into a private copy.
 //! * **Alloc / free**: a reserved block gets a zeroed private copy; frees take effect at
 //!   commit. During recovery, allocations follow the logged script (same blocks as the
@@ -17,8 +19,9 @@
 //!    allocations and frees (physical).
 //! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
 //!    its items' cost in the checkpoint budget, before any lock is taken.
-//! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
-//!    (`last_ts > S` aborts).
+//! 3. Stop publishing the snapshot (nothing is read from here on). Lock the write set
+//!    (no waiting: a taken lock is a conflict), marking each home word dirty; first
+//!    committer wins (`last_ts > S` aborts).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
 //!    bound of the timestamp, `TimestoneShared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
