@@ -186,6 +186,7 @@ impl<'h> Tx<'h> {
     pub fn write<T: Pod>(&mut self, p: PPtr<T>) -> Result<&mut T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
         self.check_writable()?;
+        self.fast.wrote();
         let r = self.th.write(p.offset(), size_of::<T>());
         let ptr = self.seen(r)?;
         // SAFETY: the engine returned this transaction's own copy of the object (at least
@@ -271,6 +272,7 @@ impl<'h> Tx<'h> {
     /// This transaction's writable version of the first `len` bytes of the object at `p`.
     pub fn write_bytes(&mut self, p: PPtr<u8>, len: usize) -> Result<&mut [u8]> {
         self.check_writable()?;
+        self.fast.wrote();
         let r = self.th.write(p.offset(), len);
         let ptr = self.seen(r)?;
         // SAFETY: the engine returned this transaction's own copy of at least `len`
@@ -345,6 +347,7 @@ impl<'h> Tx<'h> {
     /// ```
     pub fn free<T: Pod>(&mut self, p: PPtr<T>) -> Result<()> {
         self.check_writable()?;
+        self.fast.wrote();
         let r = self.th.free(p.offset());
         self.seen(r)
     }

@@ -9,19 +9,35 @@ use crate::heap::alloc::{Allocator, SmallBlocks, HEADER};
 /// out per transaction attempt (`EngineThread::fast_reads`); every other access goes
 /// through the engine's `read`, which handles all cases and all errors.
 ///
-/// Two ways of knowing the object is allocated:
+/// Three ways of knowing the object is allocated and its home payload is the version
+/// to read:
 /// * [`FastReads::live_word`]: the engine keeps the allocation state in the header word
 ///   itself (a word equal to the engine's "live" value implies the allocation bit is
 ///   set and, for engines with per-object locks, that the object is unlocked: Pisces,
 ///   bare), so the read loads one word next to the payload and nothing else;
 /// * [`FastReads::bitmap`]: the allocation bit in the slab's bitmap (one more load, on
-///   another cache line) and no header-word check (engines that keep nothing there).
+///   another cache line) and no header-word check (engines that keep nothing there);
+/// * [`FastReads::versioned`]: the allocation bit, and a header word that says "home
+///   holds the newest version, committed at X" with X at or below the transaction's
+///   snapshot (multi-version engines whose versions live in DRAM until a checkpoint
+///   writes them home: TimeStone).
+///
+/// The header-word check is one compare in every mode: `word - base <= bound` (wrapping),
+/// with `bound` 0 for an exact value and the snapshot for a versioned word.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastReads {
     blocks: SmallBlocks,
-    /// The header-word value of a live object whose home is current; 0: check the
-    /// allocation bitmap instead and ignore the header word.
-    live: u64,
+    /// The header-word value a readable object has at least (`live_word`: exactly; 0:
+    /// the header word is not checked).
+    base: u64,
+    /// How far above `base` the header word may be.
+    bound: u64,
+    /// Check the allocation bit in the slab's bitmap.
+    bitmap: bool,
+    /// The path ends at the transaction's first write (`Tx::write` then drops it): the
+    /// engine keeps the transaction's writes in private copies, which home does not
+    /// show.
+    until_write: bool,
 }
 
 // SAFETY: it only reads through the allocator's geometry (atomics and immutable
@@ -35,7 +51,10 @@ impl FastReads {
     /// outside a running attempt).
     pub(crate) const NONE: FastReads = FastReads {
         blocks: SmallBlocks::empty(),
-        live: 0,
+        base: 0,
+        bound: 0,
+        bitmap: false,
+        until_write: false,
     };
 
     /// Fast reads of objects whose header word equals `live` (not 0).
@@ -50,7 +69,10 @@ impl FastReads {
         debug_assert_ne!(live, 0);
         FastReads {
             blocks: alloc.small_blocks(),
-            live,
+            base: live,
+            bound: 0,
+            bitmap: false,
+            until_write: false,
         }
     }
 
@@ -63,7 +85,39 @@ impl FastReads {
     pub(crate) unsafe fn bitmap(alloc: &Allocator) -> FastReads {
         FastReads {
             blocks: alloc.small_blocks(),
-            live: 0,
+            base: 0,
+            bound: 0,
+            bitmap: true,
+            until_write: false,
+        }
+    }
+
+    /// Fast reads of objects whose allocation bit is set and whose header word is
+    /// `base + X` with `X <= snapshot` (wrapping arithmetic, so a word below `base` or
+    /// more than `snapshot` above it declines), until the transaction's first write.
+    ///
+    /// # Safety
+    /// As for [`FastReads::live_word`], with this condition in place of the header-word
+    /// one: a block whose bit is set and whose header word passes the check must be
+    /// allocated for the whole attempt's snapshot, and its home payload must be the
+    /// version the engine's `read` returns at `snapshot`, unchanged while the attempt
+    /// runs (until its first write, after which the path is not used).
+    pub(crate) unsafe fn versioned(alloc: &Allocator, base: u64, snapshot: u64) -> FastReads {
+        debug_assert_ne!(base, 0);
+        FastReads {
+            blocks: alloc.small_blocks(),
+            base,
+            bound: snapshot,
+            bitmap: true,
+            until_write: true,
+        }
+    }
+
+    /// The transaction writes (or frees): a path that ends at the first write ends.
+    #[inline(always)]
+    pub(crate) fn wrote(&mut self) {
+        if self.until_write {
+            *self = FastReads::NONE;
         }
     }
 
@@ -71,22 +125,25 @@ impl FastReads {
     /// larger (`min_class(len)` for a `len`-byte read), or `None`: ask the engine.
     #[inline(always)]
     pub(crate) fn read(&self, off: u64, min_class: u32) -> Option<*const u8> {
-        let hw = if self.live != 0 {
+        let hw = if self.bitmap {
             // SAFETY: the allocator is alive while `self` is used (constructors).
-            let hw = unsafe { self.blocks.header(off, min_class) }?;
+            unsafe { self.blocks.allocated_header(off, min_class) }?
+        } else {
+            // SAFETY: as above.
+            unsafe { self.blocks.header(off, min_class) }?
+        };
+        if self.base != 0 {
             // SAFETY: a block's header word inside the mapped image, 8-aligned, only
             // accessed atomically (`SmallBlocks::header`).
             // Acquire: pairs with the engine's Release that ordered the home contents
-            // before the live value (Pisces: the store after a write-back; bare: the
-            // writer's leaving the gate), as the engine's own reads of the word.
-            if unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire) != self.live {
+            // before a readable value (a Pisces write-back's store, a TimeStone
+            // checkpoint's store, bare's writer leaving the gate), so the payload read
+            // after it is the home contents that value announces.
+            let w = unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire);
+            if w.wrapping_sub(self.base) > self.bound {
                 return None;
             }
-            hw
-        } else {
-            // SAFETY: as above (`NONE` has no slabs: every offset misses).
-            unsafe { self.blocks.allocated_header(off, min_class) }?
-        };
+        }
         // The payload follows the header word inside the block.
         Some((hw as *const u8).wrapping_add(HEADER))
     }

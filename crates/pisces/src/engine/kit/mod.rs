@@ -48,7 +48,7 @@
 //!   * [`validate`]: validation of user offsets and of logged writes (every engine
 //!     but pmdk, which validates against its own pool's objects; pmdk too for the
 //!     running-transaction check);
-//!   * [`fast_reads`]: the read fast path `Tx::read` inlines (pisces, bare);
+//!   * [`fast_reads`]: the read fast path `Tx::read` inlines (pisces, bare, timestone);
 //!   * [`write_set`]: what a transaction does to each object (pisces, mvcc, sp3, spht,
 //!     timestone), and the write set of private copies with its redo record (mvcc,
 //!     sp3, timestone);

@@ -495,11 +495,8 @@ fn copies_handed_out_stay_unchanged_while_the_transaction_runs() {
         for &(o, p) in &held {
             let k = objs.iter().position(|&x| x == o).unwrap() as u64;
             // SAFETY: a copy of 64 readable bytes, valid while the transaction runs.
-            assert_eq!(
-                unsafe { p.read() },
-                1000 + k,
-                "round {round}: copy of {o:#x} changed"
-            );
+            let v = unsafe { p.read() };
+            assert_eq!(v, 1000 + k, "round {round}: copy of {o:#x} changed");
         }
         a.commit().unwrap();
     }

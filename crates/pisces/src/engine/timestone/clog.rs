@@ -13,7 +13,9 @@
 //!    committer's guard precedes its clock increment, so a commit with C ≤ K is seen).
 //!    Every
 //!    transaction with C ≤ K is then visible, durable in its OLog, and has put its
-//!    items into the pending list.
+//!    items into the pending list. Then lower K to the oldest snapshot still reading
+//!    (`TimestoneShared::oldest_snapshot`): readers may hold pointers into home
+//!    (`tlog`, *The home word*). If that leaves K at K_done, there is nothing to do.
 //! 2. **Collect.** Take the pending items with `ts ≤ K`. For each object, the newest
 //!    item decides: a write → the version visible at K (the newest version no reader
 //!    at or after K needs older than), a free → nothing is written home. Of a written
@@ -35,7 +37,8 @@
 //!    invariant: they are durable before the CLog record is written* — sharing the
 //!    record's fence would let a crash make the record durable without them.
 //! 4. **Home**: write the ranges and bitmap bits, flush, **fence**.
-//! 5. **K_done = K**, persist. Then large blocks freed at or below K become reusable
+//! 5. **K_done = K**, persist; mark clean the home words of the objects written whose
+//!    newest version is the one home now holds (`mark_clean`). Then large blocks freed at or below K become reusable
 //!    (their free is durable now), held small blocks freed at or below K become fresh
 //!    (see *Reuse inside a window*), and the budget is given back.
 //!
@@ -372,13 +375,34 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     // Any thread checkpoints: the checkpointer's slot has several writers.
     crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
     crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
-    let k = sh.ckpt_clock.start(&sh.clock);
+    let k0 = sh.ckpt_clock.start(&sh.clock);
     fence(SeqCst);
     for s in &sh.slots {
         let mut round = 0;
-        while s.committing.load(Acquire) <= k {
+        while s.committing.load(Acquire) <= k0 {
             spin_step(&mut round);
         }
+    }
+    // The cut is at or below every snapshot that may still read: a reader may hold a
+    // pointer into home (`tlog`, *The home word*), so a version newer than its
+    // snapshot must not go home while it runs. Re-publishing the checkpointer's
+    // snapshot shows `STARTING` during the scan (committers then truncate nothing)
+    // and then K itself, so the versions visible at K stay. A transaction the scan
+    // misses began after every commit ≤ K0 was complete (the wait above precedes the
+    // scan's fence), so its snapshot, a horizon, is at least K0 ≥ K.
+    crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
+    crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
+    let k = sh
+        .ckpt_clock
+        .start_with(&sh.clock, |_| k0.min(sh.oldest_snapshot()));
+    let k_done = sh.k_done.load(Acquire);
+    if k <= k_done {
+        // A snapshot at or below the last cut still reads: nothing can go home yet.
+        crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
+        sh.ckpt_clock.finish();
+        drop(st);
+        std::thread::yield_now();
+        return Ok(k_done);
     }
     // 2. Collect.
     let (mine, cost) = {
@@ -454,8 +478,10 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let fresh = fresh_blocks(&bits);
     let mut direct = RecordBuilder::default();
     let mut home = Vec::new();
+    let mut written: Vec<(u64, *const Entry)> = Vec::with_capacity(offs.len());
     for (off, (_, w)) in offs {
         if let Some((len, entry)) = w {
+            written.push((off, entry));
             // SAFETY: index entries live as long as the engine; the version visible at
             // K is kept alive by our published snapshot K and is immutable.
             let data = unsafe {
@@ -542,6 +568,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     persist_k_done(heap, k);
     crate::engine::kit::shared_counts::count_write(&sh.k_done);
     sh.k_done.fetch_max(k, AcqRel);
+    mark_clean(sh, &written, k);
     crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
     sh.ckpt_clock.finish();
     if !sh.recovering {
@@ -572,6 +599,33 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     crate::engine::kit::shared_counts::count_write(&sh.stats.checkpoints);
     sh.stats.checkpoints.fetch_add(1, Relaxed);
     Ok(k)
+}
+
+/// After home holds the state at `k`: mark clean the home word of each object written
+/// whose newest version is the one home now holds (`tlog`, *The home word*). Under the
+/// chain's lock (taken as one more slot, without waiting: a committer holding it is
+/// about to mark the word dirty anyway), so no commit can push or free in between;
+/// `last_ts` equal to the head's timestamp rules out a free after it.
+fn mark_clean(sh: &TimestoneShared, written: &[(u64, *const Entry)], k: u64) {
+    let me = sh.slots.len();
+    for &(off, entry) in written {
+        let Some(word) = tlog::home_word(&sh.heap, off) else {
+            continue;
+        };
+        // SAFETY: index entries live as long as the engine.
+        let e = unsafe { &*entry };
+        if !e.try_lock(me) {
+            continue;
+        }
+        // SAFETY: the head is live while we hold the lock (only lock holders cut).
+        let stamp = unsafe { Version::stamp(e.head()) };
+        if let Some(x) = tlog::committed(stamp) {
+            if x <= k && e.last_ts() == x {
+                tlog::mark_clean(word, sh.home_tag, x);
+            }
+        }
+        e.unlock();
+    }
 }
 
 /// Append to `rec` the ranges of `new` (the object at payload offset `off` as of the

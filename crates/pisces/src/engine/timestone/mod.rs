@@ -4,10 +4,15 @@
 //! transaction.
 //!
 //! # The algorithm
-//! * **TLog** ([`tlog`]; the kit's version chains and object index): every object touched in this run has a version
+//! * **TLog** ([`tlog`]; the kit's version chains and object index): every object written in this run has a version
 //!   chain in DRAM, newest first, each version stamped with its commit timestamp.
-//!   Readers pick the newest version at or below their snapshot and never read home
-//!   (after the first access, which copies home into a base version).
+//!   Readers pick the newest version at or below their snapshot.
+//! * **The home word** ([`tlog`], *The home word*; the paper's per-object pointer to
+//!   its versions): the object's header word says whether home holds its newest
+//!   version and since which timestamp X. A reader at snapshot S reads home after one
+//!   load of it when X ≤ S — no index lookup, no chain created — and goes to the chain
+//!   otherwise. Commits mark it dirty before their timestamp; checkpoints mark it
+//!   clean once home holds the newest version.
 //! * **OLog** ([`thread`]): per thread, in the thread's log region(s) (the kit's
 //!   redo-log ring with the compact framing of [`olog`], [`OLOG_FRAMING`]). At commit the only
 //!   persistent write is one record: the registered
@@ -56,7 +61,8 @@
 //!   inside a window*).
 //! * **TLog memory**: chains are truncated at every commit below the oldest running
 //!   snapshot (not by checkpoints), so DRAM holds the versions running snapshots need
-//!   plus one base version per object touched in this run.
+//!   plus one base version per object written in this run (or read while its home
+//!   word was dirty).
 //! * **Recovery** ([`recovery`]): repair a crashed checkpoint from the CLog, then
 //!   re-execute the OLog records above K_done in commit-timestamp order on the
 //!   recovered state, then checkpoint.
@@ -94,12 +100,35 @@
 //! word per allocation or run of allocations), and every word whose value differs
 //! between a window's start and end reaches home once (with a CLog copy first if its
 //! object was live at K_done). The rest is kept off persistent memory by design: slab
-//! formatting writes no header words on this engine (it keeps nothing in them),
+//! formatting writes no header words on this engine (the home word is safe whatever
+//! value it holds, and it is never flushed),
 //! fresh blocks' allocator bits take no CLog entry, consecutive allocations of one
 //! class take one run word, and B+-tree leaves split at an insert in their upper
 //! half, so that ascending keys (a district's order ids) do not leave half-full
 //! leaves behind.
 
+//! # What a read and a commit cost
+//! * **Read, snapshot isolation** (inlined in `Tx::read`, the kit's
+//!   `FastReads::versioned`): the block's allocation bit and its home word, one compare
+//!   against S, then the home payload: the paper's read of an object with no newer
+//!   version. Declined (to the engine's `read`): a dirty word or one clean above S, a
+//!   block allocated since the last checkpoint (bit not yet home), large blocks, the
+//!   root slot, every read after the transaction's first write.
+//! * **Read, engine path** (serializable, linearizable, declined reads): validation of
+//!   the pointer (`locate`), the own write set, the home word (a serializable read
+//!   notes the word it saw, validated at commit by one load), and only then the DRAM
+//!   index (ours: a sharded hash map in place of the paper's pointer) and the chain
+//!   walk (the paper's).
+//! * **Commit**: the OLog record (the paper's; its compact form is ours), room in the
+//!   OLog and the budget, the write set locked through the index (ours), each home
+//!   word marked dirty (one store, ours), versions pushed, the clock ticked,
+//!   validation, one OLog append and fence (the paper's one persistent write), final
+//!   stamps, truncation, the wait for smaller timestamps (ours: snapshots are
+//!   horizons). Each checkpoint (the paper's CLog, global here) also locks every object
+//!   it wrote once, to mark its word clean.
+//!
+//! Measured costs per operation are in `docs/engines/timestone.md`.
+//!
 //! # Isolation (per transaction, `TxOptions::isolation`)
 //! * **Snapshot** (default): reads at the start timestamp S; first committer wins.
 //! * **Serializable**: snapshot reads, plus read-set validation after the commit
@@ -128,8 +157,15 @@
 //! shared counter is cheap.
 //!
 //! # Decisions and departures from the paper
-//! * The object → chain index is a sharded DRAM hash map (as in the `mvcc` baseline),
-//!   not a pointer in a persistent object header: no header word is ever written.
+//! * The object → chain index is a sharded DRAM hash map (as in the `mvcc` baseline);
+//!   the header word holds the clean/dirty state and X instead of a pointer to the
+//!   chain (a pointer would need resetting after a crash; the state is tagged with the
+//!   run, and a word of an earlier run means "no commit in this run": home is newest).
+//!   The word is never flushed: it is not part of the durable state.
+//! * A checkpoint's cut is at or below every snapshot still reading (`clog`, step 1)
+//!   instead of the paper's grace period before write-back: home never changes under
+//!   a reader holding a pointer into it, and no checkpoint waits for a reader (a
+//!   commit may run one while the OLog or the budget is full).
 //! * Checkpoints are global and serialized (one cut K for all objects) rather than
 //!   per-thread and object-granular: recovery needs one K_done to know which OLog
 //!   records to re-execute. The thread that crosses the high-water mark runs it.
@@ -157,6 +193,12 @@
 //! 4. See `tlog` for the chain invariants and reclamation.
 //! 5. An operation-table slot is durable before the first OLog record naming its
 //!    index ([`optable`]).
+//! 6. A home word clean at X (this run's tag): home holds the object's newest
+//!    version, committed at X, and no commit of this run has locked the object since
+//!    the checkpoint that stored the word ([`tlog`], *The home word*).
+//! 7. A checkpoint's cut K is at or below the snapshot of every transaction in its
+//!    reading phase, so home holds, while such a transaction runs, versions at or
+//!    below its snapshot only.
 
 //!
 //! # Under eADR

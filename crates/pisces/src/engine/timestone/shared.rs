@@ -48,7 +48,7 @@ use super::clog::{checkpoint, read_clog, Pending};
 use super::optable::{check_format, OpTable};
 use super::options::TimestoneOptions;
 use super::thread::TimestoneThread;
-use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::clock::{Clock, SlotClock, STARTING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
 use crate::engine::{Engine, EngineOptions};
@@ -213,6 +213,8 @@ pub struct TimestoneShared {
     pub stats: Stats,
     /// Operation ids ↔ the indices OLog operation records name them by.
     pub ops: super::optable::OpTable,
+    /// This run's tag of home words (`tlog`, *The home word*).
+    pub home_tag: u64,
 }
 
 impl TimestoneShared {
@@ -250,6 +252,7 @@ impl TimestoneShared {
             eager_reuse: false,
             stats: Stats::default(),
             ops,
+            home_tag: super::tlog::tag_of(heap.generation()),
             heap,
             alloc,
         }
@@ -276,6 +279,29 @@ impl TimestoneShared {
                 s.clock.load().min(c.saturating_sub(1))
             })
             .fold(bound.min(self.ckpt_clock.load()), u64::min)
+    }
+
+    /// The oldest snapshot a transaction that may still read has published (`u64::MAX`
+    /// if none): the bound of a checkpoint's cut (`clog::checkpoint`, step 1). A slot
+    /// that is starting is waited for (it computes its horizon and publishes it, with no
+    /// waiting of its own). Transactions publish their snapshot until their last read,
+    /// at the start of their commit. The caller fenced after its last store (the
+    /// checkpointer's `start_with`).
+    pub fn oldest_snapshot(&self) -> u64 {
+        self.slots
+            .iter()
+            .map(|s| {
+                let mut round = 0;
+                loop {
+                    let v = s.clock.load();
+                    if v != STARTING {
+                        break v;
+                    }
+                    crate::sync::spin_step(&mut round);
+                }
+            })
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// The snapshot of a transaction starting when the clock reads `t`: the newest
@@ -362,8 +388,9 @@ impl TimestoneEngine {
     /// Before recovery: check the pool's format, and mark its header words unused.
     pub(super) fn prepare(heap: &Heap) -> Result<()> {
         check_format(heap, never_committed(heap))?;
-        // Objects are validated by the allocation bitmap and no header word is read or
-        // written (module docs): slab formatting need not zero them.
+        // Objects are validated by the allocation bitmap, and the home word in a header
+        // is safe whatever value it holds (`tlog`, *The home word*): slab formatting
+        // need not zero them.
         heap.set_header_words_unused();
         Ok(())
     }

@@ -667,3 +667,214 @@ fn mutation_ts_reuse_after_snapshot_shows_the_new_object() {
     assert!(r.got_freed_block, "the freed block should be handed out");
     assert_eq!(r.stale_read, [0, 7], "the snapshot should see the new node");
 }
+
+/// The home-word read path (`tlog`, *The home word*): a pool whose object `A` (four
+/// words of `1`) is checkpointed, so its word is clean and its bit set at home; and a
+/// second object `B` to write.
+fn clean_object(p: &Pool) -> (PPtr<[u64; 4]>, PPtr<[u64; 4]>) {
+    let (a, b) = p
+        .run(|tx| Ok((tx.alloc([1u64; 4])?, tx.alloc([0u64; 4])?)))
+        .unwrap();
+    p.allocated_objects().unwrap(); // quiesce: a checkpoint writes them home
+    (a, b)
+}
+
+/// True if `ptr` points into the pool's image (a home read, not a DRAM version).
+fn is_home(p: &Pool, ptr: *const u8) -> bool {
+    let heap = &engine(p).shared().heap;
+    let base = heap.base() as usize;
+    (base..base + heap.size()).contains(&(ptr as usize))
+}
+
+/// A snapshot reading an object at home keeps its version while a commit changes the
+/// object and a checkpoint runs: the cut stays at or below the running snapshots, so
+/// the newer version does not go home under the reader (`clog::checkpoint`, step 1).
+#[test]
+fn a_reader_at_home_keeps_its_version_across_a_checkpoint() {
+    use std::sync::Barrier;
+    let p = pool("");
+    let (a, _) = clean_object(&p);
+    let sh = engine(&p).shared().clone();
+    let (read, changed) = (Barrier::new(2), Barrier::new(2));
+    let seen = std::thread::scope(|s| {
+        let r = s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            let mut first = true;
+            h.run(|tx| {
+                let v = tx.read(a)?;
+                let home = is_home(&p, v as *const _ as *const u8);
+                let before = v[0];
+                if std::mem::take(&mut first) {
+                    read.wait();
+                    changed.wait();
+                }
+                // A volatile load: the compiler may not reuse `before` for a shared
+                // reference, so the test sees what home holds now.
+                // SAFETY: `v` is a live reference to 8-aligned `u64`s.
+                let now = unsafe { std::ptr::read_volatile(&v[0]) };
+                Ok((home, before, now))
+            })
+            .unwrap()
+        });
+        read.wait();
+        p.run(|tx| {
+            tx.write(a)?[0] = 2;
+            Ok(())
+        })
+        .unwrap();
+        super::clog::checkpoint(&sh).unwrap();
+        changed.wait();
+        r.join().unwrap()
+    });
+    assert!(seen.0, "the read did not take the home path");
+    assert_eq!(
+        (seen.1, seen.2),
+        (1, 1),
+        "the snapshot's version changed under it"
+    );
+    // The commit is not lost: the next checkpoint takes it home.
+    assert_eq!(p.run(|tx| Ok(tx.read(a)?[0])).unwrap(), 2);
+}
+
+/// A clean word whose version is above the reader's snapshot sends it to the chain:
+/// the race of a transaction that begins while a checkpoint cleans (forced here by
+/// writing home and cleaning the word by hand), on the inlined path (snapshot
+/// isolation) and on the engine's `read` (serializable).
+#[test]
+fn a_clean_word_above_the_snapshot_is_not_read_home() {
+    use crate::tx_options::{Isolation, TxOptions};
+    use std::sync::Barrier;
+    for iso in [Isolation::Snapshot, Isolation::Serializable] {
+        let p = pool("");
+        let (a, _) = clean_object(&p);
+        let sh = engine(&p).shared().clone();
+        let (begun, cleaned) = (Barrier::new(2), Barrier::new(2));
+        let seen = std::thread::scope(|s| {
+            let r = s.spawn(|| {
+                let mut h = p.handle().unwrap();
+                let mut first = true;
+                h.run_with(TxOptions::default().isolation(iso), |tx| {
+                    if std::mem::take(&mut first) {
+                        begun.wait();
+                        cleaned.wait();
+                    }
+                    Ok(tx.read(a)?[0])
+                })
+                .unwrap()
+            });
+            begun.wait();
+            p.run(|tx| {
+                tx.write(a)?[0] = 2;
+                Ok(())
+            })
+            .unwrap();
+            // What a checkpoint at the commit's timestamp does: home, then the word.
+            let c = sh.clock.now();
+            let off = a.offset() as usize;
+            sh.heap.write_bytes(off, &2u64.to_ne_bytes());
+            let w = super::tlog::home_word(&sh.heap, a.offset()).unwrap();
+            super::tlog::mark_clean(w, sh.home_tag, c);
+            cleaned.wait();
+            r.join().unwrap()
+        });
+        assert_eq!(
+            seen, 1,
+            "{iso:?}: a snapshot read a version committed after it"
+        );
+    }
+}
+
+/// A commit marks the words of the objects it writes dirty: a later snapshot reads the
+/// new version (from its chain), not the old one still at home.
+#[test]
+fn a_commit_sends_later_readers_to_the_chain() {
+    let p = pool("");
+    let (a, _) = clean_object(&p);
+    p.run(|tx| {
+        tx.write(a)?[0] = 2;
+        Ok(())
+    })
+    .unwrap();
+    let (v, home) = p
+        .run(|tx| {
+            let r = tx.read(a)?;
+            Ok((r[0], is_home(&p, r as *const _ as *const u8)))
+        })
+        .unwrap();
+    assert_eq!(
+        v, 2,
+        "a snapshot after the commit read the old home version"
+    );
+    assert!(!home);
+    // After a checkpoint, home is current and clean again: the home path.
+    p.allocated_objects().unwrap();
+    let (v, home) = p
+        .run(|tx| {
+            let r = tx.read(a)?;
+            Ok((r[0], is_home(&p, r as *const _ as *const u8)))
+        })
+        .unwrap();
+    assert_eq!(v, 2);
+    assert!(home, "a checkpointed object is not read at home");
+}
+
+/// The inlined path ends at the transaction's first write: its own writes are in a
+/// private copy that home does not show.
+#[test]
+fn a_transaction_reads_its_own_write() {
+    let p = pool("");
+    let (a, b) = clean_object(&p);
+    let v = p
+        .run(|tx| {
+            tx.write(a)?[0] = 5;
+            tx.write(b)?[1] = 6;
+            Ok((tx.read(a)?[0], tx.read(b)?[1]))
+        })
+        .unwrap();
+    assert_eq!(v, (5, 6));
+}
+
+/// A serializable transaction that read an object at home aborts if a commit changed
+/// the object after its snapshot (the home word it saw is gone), and its retry sees
+/// the change.
+#[test]
+fn serializable_validation_covers_home_reads() {
+    use crate::tx_options::{Isolation, TxOptions};
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Barrier;
+    let p = pool("");
+    let (a, b) = clean_object(&p);
+    let attempts = AtomicU64::new(0);
+    let (read, changed) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            h.run_with(
+                TxOptions::default().isolation(Isolation::Serializable),
+                |tx| {
+                    let v = tx.read(a)?[0];
+                    if attempts.fetch_add(1, Relaxed) == 0 {
+                        read.wait();
+                        changed.wait();
+                    }
+                    tx.write(b)?[0] = v;
+                    Ok(())
+                },
+            )
+            .unwrap();
+        });
+        read.wait();
+        p.run(|tx| {
+            tx.write(a)?[0] = 2;
+            Ok(())
+        })
+        .unwrap();
+        changed.wait();
+    });
+    assert_eq!(
+        attempts.load(Relaxed),
+        2,
+        "the stale home read was not caught"
+    );
+    assert_eq!(p.run(|tx| Ok(tx.read(b)?[0])).unwrap(), 2);
+}

@@ -3,9 +3,11 @@
 //! # Transaction
 //! * **Begin**: take and publish the snapshot S, the horizon of complete commits
 //!   (`TimestoneShared::horizon`); remember the isolation level.
-//! * **Read**: own copy if written; else the object's version visible at S (TLog, see
-//!   `tlog`), never home. Serializable and linearizable transactions remember the
-//!   object in their read set.
+//! * **Read**: own copy if written; else home, if its home word is clean at X ≤ S
+//!   (`tlog`, *The home word*; snapshot transactions do this inline in `Tx::read`
+//!   until their first write, `fast_reads`); else the object's version visible at S
+//!   (TLog). Serializable and linearizable transactions remember the object (its chain
+//!   or the home word they saw) in their read set.
 //! * **Write**: the first write copies the visible version into a private copy.
 //! * **Alloc / free**: a reserved block gets a zeroed private copy; frees take effect at
 //!   commit. During recovery, allocations follow the logged script (same blocks as the
@@ -17,8 +19,9 @@
 //!    allocations and frees (physical).
 //! 2. Make room for it in the OLog (recycle below K_done, else checkpoint), and reserve
 //!    its items' cost in the checkpoint budget, before any lock is taken.
-//! 3. Lock the write set (no waiting: a taken lock is a conflict); first committer wins
-//!    (`last_ts > S` aborts).
+//! 3. Stop publishing the snapshot (nothing is read from here on). Lock the write set
+//!    (no waiting: a taken lock is a conflict), marking each home word dirty; first
+//!    committer wins (`last_ts > S` aborts).
 //! 4. Push the copies onto their chains (`PENDING`), guard `committing` (a lower
 //!    bound of the timestamp, `TimestoneShared::enter_commit`), fence, stamp them `COMMITTING`, take C = tick.
 //! 5. Serializable / linearizable: validate the read set — an object locked by another
@@ -48,6 +51,7 @@ use super::clog::{self, Item};
 use super::olog::{self, Compact};
 use super::shared::TimestoneShared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
+use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
@@ -59,7 +63,8 @@ use crate::sync::fence;
 use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, Result};
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
 crate::mutation::point! {
@@ -71,6 +76,16 @@ crate::mutation::point! {
 
 /// One object of the write set (its entry is set when the commit locks it).
 type WriteEntry = write_set::WriteEntry<Version, Entry>;
+
+/// An object a serializable transaction read, for validation.
+#[derive(Clone, Copy)]
+enum Read {
+    /// Read through its chain.
+    Chain(*const Entry),
+    /// Read at home: its home word and the clean value it had (`tlog`, *The home
+    /// word*).
+    Home(*const AtomicU64, u64),
+}
 
 /// A thread's `timestone` state.
 pub struct TimestoneThread {
@@ -89,7 +104,7 @@ pub struct TimestoneThread {
     start_ts: u64,
     iso: Isolation,
     writes: WriteSet<Version, Entry>,
-    reads: std::cell::RefCell<Vec<*const Entry>>,
+    reads: std::cell::RefCell<Vec<Read>>,
     op: Option<(u32, Vec<u8>)>,
     allocs: Vec<Block>,
     script: VecDeque<Block>,
@@ -178,6 +193,20 @@ impl TimestoneThread {
         }
         let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.pending(b))?;
         Ok((hdr + HEADER as u64, plen))
+    }
+
+    /// The home payload of the object at `off` if it is the version this snapshot
+    /// reads (`tlog`, *The home word*), noted in the read set of a serializable
+    /// transaction.
+    #[inline]
+    fn read_home(&self, off: u64) -> Option<*const u8> {
+        let w = tlog::home_word(&self.sh.heap, off)?;
+        let seen = tlog::home_readable(w, self.sh.home_tag, self.start_ts)?;
+        if self.iso >= Isolation::Serializable {
+            self.reads.borrow_mut().push(Read::Home(w, seen));
+        }
+        // SAFETY: a payload validated by `locate_object`.
+        Some(unsafe { self.sh.heap.ptr(off as usize) })
     }
 
     #[inline]
@@ -379,6 +408,10 @@ impl TimestoneThread {
             }
             self.writes[i].entry = e;
             self.locked = i + 1;
+            // Before our timestamp: readers stop reading this object at home.
+            if let Some(w) = tlog::home_word(&self.sh.heap, self.writes[i].off) {
+                tlog::mark_dirty(w, self.sh.home_tag);
+            }
             // A block we allocated was freed at or below S (module docs), so its
             // `last_ts` is too, unless a stale writer got in first.
             if e.last_ts() > self.start_ts {
@@ -396,10 +429,28 @@ impl TimestoneThread {
         if crate::mutation::active!(VALIDATION) {
             return true;
         }
-        self.reads.borrow().iter().all(|&e| {
-            // SAFETY: entries live as long as the index.
-            let e = unsafe { &*e };
-            !e.locked_by_other(self.slot) && e.last_ts() <= self.start_ts
+        self.reads.borrow().iter().all(|&r| match r {
+            Read::Chain(e) => {
+                // SAFETY: entries live as long as the index.
+                let e = unsafe { &*e };
+                !e.locked_by_other(self.slot) && e.last_ts() <= self.start_ts
+            }
+            Read::Home(w, seen) => {
+                // SAFETY: a home word inside the mapped image (`tlog::home_word`).
+                // Acquire, after our clock increment: a committer with a smaller
+                // timestamp marked the word dirty before its increment, which ours
+                // follows in the clock's modification order (release sequence).
+                let now = unsafe { &*w }.load(Acquire);
+                // A word we marked dirty ourselves: `lock_and_check` found the object
+                // unchanged since S under its lock.
+                now == seen || {
+                    let off =
+                        w as u64 - self.sh.heap.base() as u64 + crate::heap::alloc::HEADER as u64;
+                    self.writes
+                        .index_of(off)
+                        .is_some_and(|i| !self.writes[i].entry.is_null())
+                }
+            }
         })
     }
 
@@ -418,6 +469,11 @@ impl TimestoneThread {
             self.rollback();
             return Ok(());
         }
+        // The transaction reads nothing from here on (its copies are private, its
+        // read set names chains and home words): its snapshot stops bounding
+        // checkpoints' cuts and truncation, so a commit that waits for a checkpoint
+        // (OLog or budget full) never waits for its own snapshot.
+        slot.clock.finish();
         // 1, 2.
         self.build_record();
         if !sh.recovering {
@@ -636,6 +692,24 @@ impl EngineThread for TimestoneThread {
         self.abort_running();
     }
 
+    fn fast_reads(&self) -> FastReads {
+        // Snapshot transactions only: serializable ones note each read (`read_home`).
+        // The path ends at the first write (`FastReads::versioned`): the written
+        // objects' versions are private copies.
+        // A snapshot at `PTR_MASK` would pass a dirty word (`tlog`, *The home word*).
+        if !self.active
+            || self.iso != Isolation::Snapshot
+            || self.start_ts >= crate::engine::kit::cc::header_word::PTR_MASK
+        {
+            return FastReads::NONE;
+        }
+        // SAFETY: the thread state holds the allocator (through `sh`) and outlives
+        // the attempt the value is handed to; a block allocated at home whose word
+        // passes the check is an object whose home is the version visible at
+        // `start_ts`, unchanged while the attempt runs (`tlog`, *The home word*).
+        unsafe { FastReads::versioned(&self.sh.alloc, self.sh.home_tag, self.start_ts) }
+    }
+
     fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
         self.op = op.map(|(id, a)| (id, a.to_vec()));
     }
@@ -656,9 +730,12 @@ impl EngineThread for TimestoneThread {
                 return Ok(unsafe { Version::data(w.copy) });
             }
         }
+        if let Some(p) = self.read_home(off) {
+            return Ok(p);
+        }
         let (e, v) = self.snapshot(off, plen);
         if self.iso >= Isolation::Serializable {
-            self.reads.borrow_mut().push(e);
+            self.reads.borrow_mut().push(Read::Chain(e));
         }
         // SAFETY: a version visible at S, kept until we end.
         Ok(unsafe { Version::data(v) })
@@ -683,7 +760,7 @@ impl EngineThread for TimestoneThread {
         }
         let (e, v) = self.snapshot(off, plen);
         if self.iso >= Isolation::Serializable {
-            self.reads.get_mut().push(e);
+            self.reads.get_mut().push(Read::Chain(e));
         }
         // SAFETY: `v` is live with `plen` bytes.
         let copy = unsafe { Version::copy_of(v, plen, &self.sh.index.live) };
@@ -797,7 +874,7 @@ impl EngineThread for TimestoneThread {
                     .index
                     .get_or_create(off, b.payload_len() & !7, &self.sh.heap)
             };
-            self.reads.get_mut().push(e);
+            self.reads.get_mut().push(Read::Chain(e));
         }
         self.writes.push(WriteEntry::freed(b));
         Ok(())

@@ -42,15 +42,109 @@
 //! committed version with `ts ≤ S` (S ≥ oldest), so they never go below the keeper; a
 //! reader the scan missed has S ≥ C and stops at the committer's own version.
 
+//!
+//! # The home word (the paper's per-object version pointer)
+//! The paper keeps, in each object's header, a pointer to its version chain: a reader
+//! of an object with no newer version reads the object in place after one load. Here
+//! the object's header word (the 8 bytes in front of its payload, which the heap
+//! reserves for engines) says whether home is that version:
+//!
+//! | word                 | meaning                                                      |
+//! |----------------------|--------------------------------------------------------------|
+//! | `tag \| X`           | home holds the newest version, committed at X (clean)       |
+//! | `tag \| PTR_MASK`    | a commit of this run wrote or freed it since (dirty)         |
+//! | another tag          | written by an earlier run (or never): no commit of this run |
+//!
+//! `tag` is the run generation's ([`tag_of`]); X ≤ [`super::olog::COMPACT_MAX_TS`] < `PTR_MASK`,
+//! so one compare (`word - tag <= S`, wrapping) accepts exactly a clean word with
+//! X ≤ S. Only the last committer of an object stores *dirty* (under the chain's lock,
+//! before it takes its timestamp: [`mark_dirty`]); only the checkpointer stores
+//! *clean* (after home holds the version, under the chain's lock, if no commit came
+//! since: [`mark_clean`]); a reader that finds an earlier run's word stores `tag | 0`
+//! (compare-and-swap, [`home_readable`]). The word is never flushed: it means nothing
+//! after a crash, and every value an earlier run left is safe (below).
+//!
+//! Why a reader at S may read home when the word is `tag | X` with X ≤ S, and the block
+//! is allocated at home (or the engine's `locate` found it allocated):
+//! * *Home is the version at S.* A commit C ≤ S of the object completed before the
+//!   reader began (S is a horizon): its dirty store precedes the release that completed
+//!   it, which the reader's begin acquired, so the reader sees it or a later word. The
+//!   only later writer of a clean word is a checkpoint that wrote a version ≥ C home.
+//!   A word from an earlier run (any tag, garbage included) can only be met on an
+//!   object no commit of this run touched, whose home is the recovered state: the
+//!   newest version. That is also why the reader may upgrade it to `tag | 0`: a
+//!   committer's dirty store either follows the CAS (and wins) or makes it fail.
+//! * *Home stays the version at S while the reader runs.* Home changes only in a
+//!   checkpoint, to versions at or below its cut K, and the cut is at or below the
+//!   snapshot of every transaction that may still read (`clog::checkpoint`, step 1):
+//!   a version newer than S never goes home under the reader.
+//! * *Serializable reads* record the word they saw; validation (after the commit
+//!   timestamp) finds it unchanged or aborts: a committer with a smaller timestamp
+//!   stored dirty before its clock increment, which ours follows.
+//!
+//! The check against S is what keeps a reader from home when its word was cleaned by
+//! a checkpoint whose cut is above S; with cuts bounded by the running snapshots that
+//! needs a transaction that began during the checkpoint, and the unit test
+//! `a_clean_word_above_the_snapshot_is_not_read_home` forces it.
+
+use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
+use crate::engine::kit::validate::ROOT_SLOT_PAYLOAD;
 pub use crate::engine::kit::versions::version::Version;
 use crate::engine::kit::versions::version::UNPUBLISHED;
 pub use crate::engine::kit::versions::version_chain::Chain as Entry;
 use crate::engine::kit::versions::version_chain::Chain;
+use crate::heap::alloc::HEADER;
+use crate::heap::Heap;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 crate::mutation::point! {
     /// Readers take the newest version whatever its stamp.
     pub(crate) static VISIBILITY = "visibility";
+}
+
+pub use crate::engine::kit::cc::header_word::tag_of;
+
+/// The home word of the object whose payload is at `off`, or `None` for the root slot
+/// (its word in front is not a block header).
+#[inline]
+pub fn home_word(heap: &Heap, off: u64) -> Option<&AtomicU64> {
+    (off != ROOT_SLOT_PAYLOAD).then(|| heap.atomic_u64(off as usize - HEADER))
+}
+
+/// A commit of this run is about to write or free the object (the caller holds its
+/// chain's lock and has not taken its timestamp yet). Relaxed: readers are ordered
+/// after it by the release that completes the commit (their begin acquires it) or, for
+/// validation, by the clock increment that follows it (module docs).
+#[inline]
+pub fn mark_dirty(w: &AtomicU64, tag: u64) {
+    w.store(tag | PTR_MASK, Relaxed);
+}
+
+/// Home holds the version committed at `x`, the newest one (the caller, a checkpoint,
+/// holds the chain's lock and wrote home first). Release: a reader that sees the word
+/// (Acquire) sees those home writes.
+#[inline]
+pub fn mark_clean(w: &AtomicU64, tag: u64, x: u64) {
+    debug_assert!(x < PTR_MASK);
+    w.store(tag | x, Release);
+}
+
+/// The word if home is the version a snapshot at `s` reads: clean at X ≤ S, or an
+/// earlier run's word, which it upgrades to clean at 0 first. `None`: ask the chain.
+#[inline]
+pub fn home_readable(w: &AtomicU64, tag: u64, s: u64) -> Option<u64> {
+    // Acquire: pairs with `mark_clean` (the home contents it announces).
+    let mut word = w.load(Acquire);
+    if word & TAG_MASK != tag {
+        // AcqRel: a committer's dirty store either precedes this (we fail and see it)
+        // or follows it (and wins); see the module docs.
+        word = match w.compare_exchange(word, tag, AcqRel, Acquire) {
+            Ok(_) => tag,
+            Err(now) => now,
+        };
+    }
+    (s < PTR_MASK && word.wrapping_sub(tag) <= s).then_some(word)
 }
 
 /// Pushed, no timestamp yet: invisible to every reader.
