@@ -231,7 +231,7 @@ def engine_names():
     and the bench's key-value peers."""
     d = os.path.join(ROOT, "crates", "pisces", "src", "engine")
     names = {n for n in os.listdir(d) if os.path.isfile(os.path.join(d, n, "mod.rs")) and n != "kit"}
-    return names | {"volatile", "redb", "lmdb"}
+    return names | {"volatile", "redb", "lmdb", "canopydb"}
 
 
 def engine_option_keys(engine):
