@@ -707,8 +707,8 @@ impl Sp3Thread {
         Ok(token)
     }
 
-    /// 5. Pending: every predecessor persistent. (Waits for the predecessors of all
-    /// transactions committed so far, a superset of a token's.)
+    /// Step 5, pending: every predecessor persistent. (Waits for the predecessors of
+    /// all transactions committed so far, a superset of a token's.)
     #[cold]
     #[inline(never)]
     fn wait_for_owed(&self) {
