@@ -128,6 +128,11 @@
 //! within 5 s (without the fallback they never did); a holder whose attempt waits for
 //! a writer holds it only until its deadline (`crates/pisces-verify/tests/engine_sp3.rs`); holders of an `sp3` and
 //! a `spht` pool writing each other do not deadlock (`crates/pisces-verify/tests/engine_spht.rs`).
+//! The commit clock (`tests.rs`): after a commit that changed an object read, a new
+//! read and a write of another object it wrote conflict, and so does a new read whose
+//! snapshot the commit overtook before the check; without the tick (mutation point
+//! `no-commit-tick`) the first two see mixed states. A repeated read is recorded once
+//! and keeps its version, also past the filter's 64 bits.
 //!
 //! # Options
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation
