@@ -1024,7 +1024,11 @@ impl Drop for Mutated {
 /// The engine's points whose evidence is not in [`mutation_each_sp3_step_is_needed`],
 /// with where it is.
 #[cfg(feature = "mutation")]
-const ELSEWHERE: [(&str, &str); 3] = [
+const ELSEWHERE: [(&str, &str); 4] = [
+    (
+        "no-commit-tick",
+        "the engine's unit test `reads_without_the_commit_tick_mix_states`",
+    ),
     (
         "replay-flush",
         "`recovery_without_the_replay_flush_is_caught` in this binary",

@@ -37,25 +37,29 @@
 //!   consistently, record them in the read set): a small block this transaction did
 //!   not write goes through [`index::Index::lookup_small`] — the slab's entry table,
 //!   one multiply to check the offset is a block start, two dependent loads — then the
-//!   seqlock snapshot and one pass over the read set that finds a repeated read and
-//!   validates the earlier ones, and a push. No lock, no hash, no allocation, no
-//!   allocator state. Ours on top of the paper: that pass (*opacity*, O(r) per read,
-//!   the paper validates only at commit), and the `Tx` layer's call into the engine
-//!   (engines whose read is a home payload inline theirs, `kit::fast_reads`; SP3's
-//!   read must record what it read, so it has no inline form). The first access of an
-//!   object in a run, large blocks and the root slot take the slow path: the
+//!   seqlock snapshot, a 64-bit filter that says the object was not read before (else
+//!   a scan of the read set finds the earlier read), the opacity check and a push. No
+//!   lock, no hash, no allocation, no allocator state. Ours on top of the paper: the
+//!   opacity check (the paper validates only at commit) — one load of the commit clock
+//!   while no update commit ran since the last check, else one pass over the read set
+//!   ([`thread`], *Read*, says why that is sound) — and the `Tx` layer's call into the
+//!   engine (engines whose read is a home payload inline theirs, `kit::fast_reads`;
+//!   SP3's read must record what it read, so it has no inline form). The first access
+//!   of an object in a run, large blocks and the root slot take the slow path: the
 //!   allocator's check of the offset, then the sharded map (which creates the entry
 //!   from home and links it into the table).
-//! * **Read-only commit**: no validation (each read validated the set after its
-//!   snapshot, so the transaction serializes at its last read: [`thread`]), no record;
+//! * **Read-only commit**: no validation (each read checked the set after its
+//!   snapshot, so the transaction serializes at its last check: [`thread`]), no record;
 //!   the predecessors still volatile are noted from the read set (the paper's step 5),
 //!   and the slot's clock is reset (ours: epochs for version reclamation).
 //! * **Update commit** (the paper's steps 1-5): validation, the dependency set, the
 //!   publication of the new versions, one log record (whole objects) appended,
 //!   flushed and fenced, the record queued for the checkpoint; the checkpoint later
-//!   writes the objects home (ours: the paper leaves write-back open).
-//! * **Begin**: the slot's clock (one SeqCst fence, for the epochs) and one load of
-//!   the fallback word (ours).
+//!   writes the objects home (ours: the paper leaves write-back open). Ours too: one
+//!   tick of the commit clock (an atomic RMW of a word every update commit writes)
+//!   before validation.
+//! * **Begin**: the slot's clock (one SeqCst fence, for the epochs), one load of the
+//!   fallback word and one of the commit clock (ours).
 //!
 //! # Decisions the paper leaves open
 //! * Index entries live in DRAM ([`index`] says why and what it costs); so do versions:
@@ -66,7 +70,11 @@
 //! * `lastTid` of an object read is taken together with its version (seqlock), not at
 //!   commit: after validation another writer may have replaced it, and waiting for that
 //!   writer would not wait for the one whose data we read.
-//! * Opacity: each new read revalidates the read set ([`thread`]).
+//! * Opacity: each new read checks that the read set is still current — by the commit
+//!   clock, a counter every update commit ticks once it holds its locks, while it has
+//!   not moved since the last check, else by validating the set again ([`thread`],
+//!   *Read*). The clock is the one shared word SP3 adds to the paper's update commit;
+//!   it is not a transaction id and no version carries it.
 //! * A reader that finds an object locked aborts at once (it would fail validation).
 //! * Locks are no-wait: a locked object aborts the writer; `run` retries with back-off.
 //! * A bound on attempts (the paper has none: its validation aborts a reader whenever
@@ -78,8 +86,9 @@
 //!   bounded by the holder's deadline) — so read-only transactions, and update
 //!   transactions too, commit within a bounded number of attempts ([`thread`],
 //!   *Fallback*). Not a snapshot of old versions: SP3 keeps only each object's newest
-//!   version and no global clock (the counter the paper avoids), so a reader could not
-//!   tell which older version belongs to its snapshot. The fast path pays one load of
+//!   version and no timestamp per version (the commit clock says whether anything
+//!   committed, not when a version did), so a reader could not tell which older
+//!   version belongs to its snapshot. The fast path pays one load of
 //!   the word per `begin`.
 //! * Read-only transactions have no id and no record, but wait for their dependencies.
 //! * Log records hold whole objects; write-back and log truncation are a checkpoint run
@@ -119,6 +128,11 @@
 //! within 5 s (without the fallback they never did); a holder whose attempt waits for
 //! a writer holds it only until its deadline (`crates/pisces-verify/tests/engine_sp3.rs`); holders of an `sp3` and
 //! a `spht` pool writing each other do not deadlock (`crates/pisces-verify/tests/engine_spht.rs`).
+//! The commit clock (`tests.rs`): after a commit that changed an object read, a new
+//! read and a write of another object it wrote conflict, and so does a new read whose
+//! snapshot the commit overtook before the check; without the tick (mutation point
+//! `no-commit-tick`) the first two see mixed states. A repeated read is recorded once
+//! and keeps its version, also past the filter's 64 bits.
 //!
 //! # Options
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation
@@ -164,6 +178,7 @@ impl EngineDef for Sp3 {
         &thread::SKIP_VALIDATION,
         &thread::NO_DEPENDENCIES,
         &thread::NO_DEPENDENCY_WAIT,
+        &thread::NO_COMMIT_TICK,
         &checkpoint::HOME_BEFORE_PREDECESSORS,
         &recovery::REPLAY_FLUSH,
         &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,

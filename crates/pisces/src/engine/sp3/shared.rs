@@ -34,6 +34,11 @@ pub(crate) struct Sp3Shared {
     pub alloc: Arc<Allocator>,
     /// Epoch clock for version reclamation (not a transaction id).
     pub clock: Clock,
+    /// The commit clock (not a transaction id either): ticked by every update commit
+    /// once it holds all its locks and before it validates or publishes anything, so a
+    /// reader that finds it unchanged since its last validation knows that no version
+    /// it read has changed since (`thread`, *Read*).
+    pub commit_clock: CachePadded<Clock>,
     /// Thread slots.
     pub slots: Vec<CachePadded<Slot>>,
     /// Object → entry.
@@ -75,6 +80,7 @@ impl Sp3Shared {
             heap,
             alloc,
             clock: Clock::new(1),
+            commit_clock: CachePadded::new(Clock::new(1)),
             index,
             ckpt: Checkpointer::new(&retired),
             fallback: Fallback::default(),

@@ -5,13 +5,49 @@
 //!   before if it read it already; otherwise a consistent (`ver`, `ptr`, `lastTid`,
 //!   `live`) snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
 //!   transaction aborts at once (it would fail validation anyway) — recorded in the read
-//!   set. *Opacity*: after each new read's snapshot the whole read set is validated
-//!   again, so the code inside a transaction never sees two objects from different
-//!   states (a zombie could otherwise loop or follow a freed pointer). This costs O(r²)
-//!   version checks for r objects read; PTM transactions read tens of objects. (The
-//!   paper validates only at commit; a TL2-style global clock would make this O(r) but
-//!   is the global counter SP3 avoids.) The read set is a list searched by entry in
-//!   the same pass (no map to fill and clear per transaction).
+//!   set. A repeated read is found by a scan of the read set, taken only when a 64-bit
+//!   filter of the entries read says the entry may be there.
+//!
+//!   *Opacity* (ours; the paper validates only at commit): the code inside a
+//!   transaction never sees two objects from different states (a zombie could
+//!   otherwise loop or follow a freed pointer). After each new read's snapshot — and
+//!   after a write's lock, whose copy is of the newest version — the transaction
+//!   checks that everything it read is still current ([`Sp3Thread::revalidate`]):
+//!   by the *commit clock* when it stands where the last check left it (one load),
+//!   else by validating the whole read set and the new read again (O(r)).
+//!
+//!   The commit clock ([`super::shared::Sp3Shared::commit_clock`]) is a counter that
+//!   every update commit ticks once, after it holds all its locks and before it
+//!   validates or publishes anything. It is not a transaction id and orders nothing
+//!   the paper's protocol relies on; it only lets a reader skip re-validation. Why
+//!   skipping is sound — the reader's view is the state after exactly the commits
+//!   whose tick is at or below `validated_at`, in tick order, and those form a prefix
+//!   of a serial order of the update transactions:
+//!   - *Tick order is a serial order.* A committer holds its locks from before its
+//!     tick until it publishes; it validates after its tick. A commit that read (or
+//!     overwrote) what another published saw that one's unlock, which follows that
+//!     one's tick (Release / Acquire), so its own tick is later; one whose read set
+//!     another overwrote with a smaller tick sees that one's lock in its validation
+//!     (the ticks are RMWs of one word, so the earlier tick's Release reaches the later
+//!     ticker) and aborts.
+//!   - *Checked at `c`, a reader sees every commit up to `c` and none after.* The
+//!     reader loads the clock (Acquire) after its new snapshot and before any
+//!     validation load. A commit whose tick it reads locked its objects before the
+//!     tick, so the validation that follows sees those locks or the versions published
+//!     after them: an object read before that commit changed it fails (the new read
+//!     is validated too: a commit can overtake a snapshot before the clock load). A
+//!     commit with a later tick publishes only after its tick: had the new snapshot
+//!     seen any of its versions, the clock load after it would have read that tick.
+//!   - *A skip keeps it.* A new read whose clock load returns `validated_at` again
+//!     took its snapshot after the load that set `validated_at`, so commits up to it
+//!     show their locks or versions to the snapshot (a lock aborts the read), and
+//!     commits after it are unseen (as above).
+//!
+//!   So a read-only transaction serializes at its last clock check (its commit needs no
+//!   validation), and the cost per new read is one load and a compare while no update
+//!   commits run, one pass over the read set otherwise. The price: update commits of
+//!   all threads write one shared word (one atomic RMW each; the paper's design has no
+//!   such word).
 //!
 //!   *Fast path*: a small block not in the write set whose entry is in the index's
 //!   slab table ([`super::index::Index::lookup_small`]) is read from the entry alone,
@@ -30,7 +66,7 @@
 //!
 //! # Commit (Algorithm 1)
 //! A read-only transaction skips steps 0-4: its reads were validated as they were
-//! made, so it serializes at its last read ([`Sp3Thread::commit_read_only`] says why);
+//! made, so it serializes at its last read's check ([`Sp3Thread::commit_read_only`] says why);
 //! it only notes the predecessors of step 5.
 //!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
@@ -82,7 +118,7 @@
 //! dependency rules and crash safety are untouched. Fast-path cost: one load per
 //! `begin`.
 
-use super::index::{unchanged, Entry};
+use super::index::{unchanged, Entry, Snapshot};
 use super::log;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
@@ -107,6 +143,9 @@ crate::mutation::point! {
     pub(crate) static NO_DEPENDENCY_WAIT = "no-dependency-wait";
     /// Records carry no dependency set (step 2).
     pub(crate) static NO_DEPENDENCIES = "no-dependencies";
+    /// An update commit does not tick the commit clock, so readers that skip
+    /// re-validation while the clock stands still miss its changes.
+    pub(crate) static NO_COMMIT_TICK = "no-commit-tick";
 }
 
 /// Whether a transaction of `slot` that depends on `d` must wait for it: another
@@ -131,10 +170,16 @@ struct ReadEntry {
 type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 
 /// The read set, in order of first read. Found by entry (an object's entry is
-/// unique): a linear scan, which the read's opacity validation pays anyway.
+/// unique): a linear scan, taken only when `filter` says the entry may be there.
 #[derive(Default)]
 struct ReadSet {
     list: Vec<ReadEntry>,
+    /// One bit per entry of `list`, chosen by [`ReadSet::filter_bit`] of its address:
+    /// a clear bit means the entry is not in `list` (a set one may be another's).
+    filter: u64,
+    /// A value of the commit clock at which every entry of `list` still had the
+    /// version it was read at (`Sp3Thread::revalidate`).
+    validated_at: u64,
 }
 
 impl ReadSet {
@@ -142,6 +187,36 @@ impl ReadSet {
     #[inline]
     fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
         self.list.iter().find(|r| std::ptr::eq(r.entry, e))
+    }
+
+    /// The read of `e` if the transaction read it, scanning only when `filter` has
+    /// `e`'s bit.
+    #[inline(always)]
+    fn find(&self, e: *const Entry) -> Option<&ReadEntry> {
+        if self.filter & Self::filter_bit(e) == 0 {
+            return None;
+        }
+        self.of(e)
+    }
+
+    /// The bit of `filter` for entry `e`: six bits of a multiplicative hash of its
+    /// address (entries are separate heap boxes, so their low bits say little).
+    #[inline(always)]
+    fn filter_bit(e: *const Entry) -> u64 {
+        1 << ((e as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
+    }
+
+    /// Record a new read.
+    #[inline(always)]
+    fn push(&mut self, r: ReadEntry) {
+        self.filter |= Self::filter_bit(r.entry);
+        self.list.push(r);
+    }
+
+    /// Forget every read.
+    fn clear(&mut self) {
+        self.list.clear();
+        self.filter = 0;
     }
 }
 
@@ -244,27 +319,49 @@ impl Sp3Thread {
     }
 
     fn validate(&self, rs: &ReadSet) -> bool {
-        rs.list.iter().all(|r| self.unchanged(r))
+        rs.list.iter().all(|r| self.unchanged(r.entry, r.ver))
     }
 
-    /// Step 1 for one read: its object still has the version read, unlocked or locked
-    /// by us.
+    /// Step 1 for one read: the object whose entry is `e` still has the version `seen`
+    /// (read unlocked), unlocked or locked by us.
     #[inline(always)]
-    fn unchanged(&self, r: &ReadEntry) -> bool {
+    fn unchanged(&self, e: *const Entry, seen: u64) -> bool {
         if crate::mutation::active!(SKIP_VALIDATION) {
             return true;
         }
         // SAFETY: entries live as long as the index.
-        let now = unsafe { &*r.entry }
+        let now = unsafe { &*e }
             .ver
             .load(std::sync::atomic::Ordering::Acquire);
-        unchanged(r.ver, now, self.slot)
+        unchanged(seen, now, self.slot)
+    }
+
+    /// Opacity after a new version joined what the transaction has seen (module docs,
+    /// *Read*): true if every read of `rs` is still current, by the commit clock when
+    /// it has not moved since `rs` was last validated, else by validating `rs` (and
+    /// `also`, the entry and version of a new read not pushed yet) again.
+    ///
+    /// Call it after the new version was taken. The clock load comes before the
+    /// validation's version loads: a commit whose tick it reads had locked its objects
+    /// before the tick, so the validation sees those locks or the versions after them.
+    #[inline(always)]
+    fn revalidate(&self, rs: &mut ReadSet, also: Option<(&Entry, u64)>) -> bool {
+        let now = self.sh.commit_clock.now();
+        if now == rs.validated_at {
+            return true;
+        }
+        if !self.validate(rs) || also.is_some_and(|(e, seen)| !self.unchanged(e, seen)) {
+            return false;
+        }
+        rs.validated_at = now;
+        true
     }
 
     /// Forget the read and write sets; the slot reads nothing any more.
+    #[inline]
     fn end(&mut self) {
         self.writes.clear_index();
-        self.reads.get_mut().list.clear();
+        self.reads.get_mut().clear();
         self.sh.slots[self.slot].clock.finish();
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
@@ -287,6 +384,35 @@ impl Sp3Thread {
             let mut round = 0;
             while s.load() < e && self.sh.fallback.held() {
                 spin_step(&mut round);
+            }
+        }
+    }
+
+    /// `begin` of a retry that may take the fallback word. A nested transaction never
+    /// waits for other transactions of the pool (`EngineThread::set_nested`): it neither
+    /// takes the word (whose drain waits) nor waits for a holder; it may conflict with
+    /// the holder's attempt.
+    #[cold]
+    #[inline(never)]
+    fn begin_retry(&mut self) {
+        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
+            self.drain();
+        }
+    }
+
+    /// `begin` of an update transaction while another slot's fallback attempt runs:
+    /// wait for it reading nothing, then start again.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_fallback(&mut self) {
+        let clock = &self.sh.slots[self.slot].clock;
+        loop {
+            clock.finish();
+            self.sh.fallback.wait(self.slot);
+            clock.start(&self.sh.clock);
+            // After `start`'s fence (module docs, *Fallback*).
+            if !self.sh.fallback.blocks(self.slot) {
+                break;
             }
         }
     }
@@ -349,37 +475,50 @@ impl Sp3Thread {
     #[inline(always)]
     fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
         let mut rs = self.reads.borrow_mut();
-        // Snapshot first, then one pass over the read set that finds a repeated read
-        // and validates the others (opacity: everything read so far is still current
-        // once the new version is taken).
         let Ok(snap) = e.snapshot() else {
             // Locked by a writer: a new read would fail validation; a repeated one
             // still has its version.
             return rs.of(e).map(|r| Some(r.data)).ok_or(Error::Conflict);
         };
-        let mut current = true;
-        for r in rs.list.iter() {
-            if std::ptr::eq(r.entry, e) {
-                // Read before: the same version again.
-                return Ok(Some(r.data));
-            }
-            current &= self.unchanged(r);
+        if let Some(r) = rs.find(e) {
+            // Read before: the same version again.
+            return Ok(Some(r.data));
         }
         if fast && !snap.live {
             return Ok(None);
         }
-        if !current {
+        self.record(&mut rs, e, snap).map(Some)
+    }
+
+    /// A new read of `e` whose snapshot is `snap`: the opacity check, then the read set
+    /// records it.
+    #[inline(always)]
+    fn record(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
+        if !self.revalidate(rs, Some((e, snap.ver))) {
             return Err(Error::Conflict);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
-        rs.list.push(ReadEntry {
+        rs.push(ReadEntry {
             entry: e,
             ver: snap.ver,
             last_tid: snap.last_tid,
             data,
         });
-        Ok(Some(data))
+        Ok(data)
+    }
+
+    /// [`Sp3Thread::record`] of a snapshot taken earlier by the caller (tests: a
+    /// snapshot that a commit overtakes before the reader records it).
+    #[cfg(test)]
+    pub(super) fn record_snapshot(&self, e: &Entry, snap: Snapshot) -> Result<*const u8> {
+        self.record(&mut self.reads.borrow_mut(), e, snap)
+    }
+
+    /// Reads in the read set (tests).
+    #[cfg(test)]
+    pub(super) fn reads_recorded(&self) -> usize {
+        self.reads.borrow().list.len()
     }
 
     /// Drop the records the checkpointer retired.
@@ -415,11 +554,13 @@ impl Sp3Thread {
     /// The read-only commit: no validation and no record; the predecessors to wait
     /// for come straight from the read set.
     ///
-    /// Why no validation: each new read validated every earlier one after taking its
-    /// own snapshot (*Read*), and a version that is the same at its read and at a later
-    /// check was current all along (versions only grow; an aborted writer restores the
-    /// word it locked). So at the last read's snapshot every object read was at the
-    /// version read: the transaction serializes there, whatever writers did since.
+    /// Why no validation: each new read checked, after taking its own snapshot, that
+    /// every earlier one was still current — by the commit clock or by validating them
+    /// (*Read*; a version that is the same at its read and at a later check was current
+    /// all along: versions only grow, an aborted writer restores the word it locked).
+    /// So the transaction's view is the state after the commits the last check
+    /// covered: it serializes there, whatever writers did since.
+    #[inline(always)]
     fn commit_read_only(&mut self) -> Result<DurableToken> {
         let Sp3Thread {
             reads,
@@ -442,219 +583,9 @@ impl Sp3Thread {
         Ok(self.token())
     }
 
-    /// Remember the predecessors in `deps` that are not persistent yet.
-    fn owe(&mut self, deps: &[u64]) -> DurableToken {
-        for &d in deps {
-            if must_wait_for(&self.sh, self.slot, d) {
-                self.owed.push(d);
-            }
-        }
-        self.token()
-    }
-
-    /// The durability token of what `owed` holds.
-    fn token(&self) -> DurableToken {
-        if self.owed.is_empty() {
-            DurableToken::DURABLE
-        } else {
-            DurableToken(self.lid.max(1))
-        }
-    }
-
-    /// Step 3 for every object of the write set.
-    fn publish(&mut self, tid: u64) {
-        for w in self.writes.iter_mut() {
-            if w.entry.is_null() {
-                continue; // allocated and freed again: never published
-            }
-            // SAFETY: an entry we locked; entries live as long as the index.
-            let e = unsafe { &*w.entry };
-            match w.kind {
-                Kind::Written | Kind::Fresh(_) => {
-                    if let Some(old) = e.publish(Some(w.copy), tid) {
-                        self.limbo.retire(old);
-                    }
-                    // Owned by the entry now.
-                    w.copy = std::ptr::null_mut();
-                }
-                Kind::Freed(_) | Kind::FreshFreed(_) => {
-                    e.publish(None, tid);
-                }
-            }
-            e.unlock(w.prior, true);
-        }
-        // Release: `Pool::sync` that sees this lid waits for its persistence.
-        self.sh.slots[self.slot]
-            .published
-            .store(tid::lid_of(tid), std::sync::atomic::Ordering::Release);
-    }
-}
-
-impl Rollback for Sp3Thread {
-    /// Unlock, free private copies, give back new blocks, end the transaction.
-    fn rollback(&mut self) {
-        for w in self.writes.drain() {
-            if !w.entry.is_null() {
-                // SAFETY: an entry we locked; entries live as long as the index.
-                unsafe { &*w.entry }.unlock(w.prior, false);
-            }
-            if !w.copy.is_null() {
-                // SAFETY: an unpublished private copy, ours.
-                unsafe { Version::free(w.copy) };
-            }
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
-                self.sh.alloc.unreserve(&mut self.cache, b);
-            }
-        }
-        self.end();
-    }
-
-    fn is_running(&self) -> bool {
-        self.active
-    }
-}
-
-impl EngineThread for Sp3Thread {
-    fn begin(&mut self, opts: &TxOptions) {
-        self.abort_running();
-        // A nested transaction never waits for other transactions of the pool
-        // (`EngineThread::set_nested`): it neither takes the fallback word (whose drain
-        // waits) nor waits for a holder; it may conflict with the holder's attempt.
-        if self.retries.begin() && !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
-            self.drain();
-        }
-        let clock = &self.sh.slots[self.slot].clock;
-        loop {
-            clock.start(&self.sh.clock);
-            // After `start`'s fence (module docs, *Fallback*).
-            if opts.read_only || self.nested || !self.sh.fallback.blocks(self.slot) {
-                break;
-            }
-            // Another slot's fallback attempt runs: wait for it, reading nothing.
-            clock.finish();
-            self.sh.fallback.wait(self.slot);
-        }
-        self.active = true;
-    }
-
-    fn abort(&mut self) {
-        self.abort_running();
-    }
-
-    #[inline]
-    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        running(self.active)?;
-        // The fast path (module docs, *Read*): a small block this transaction did not
-        // write, whose entry exists and says it is allocated.
-        if self.writes.is_empty() || self.writes.get(off).is_none() {
-            if let Some(e) = self.sh.index.lookup_small(off, len) {
-                if let Some(data) = self.read_entry(e, true)? {
-                    return Ok(data);
-                }
-            }
-        }
-        self.read_slow(off, len)
-    }
-
-    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
-        running(self.active)?;
-        let (off, plen) = self.locate(off, len)?;
-        if let Some(i) = self.writes.index_of(off) {
-            let w = &mut self.writes[i];
-            if w.copy.is_null() {
-                // Freed first, written now: we hold the lock.
-                // SAFETY: a locked entry; its newest version is alive and `w.len` long.
-                w.copy = unsafe { Version::new(w.len, Some(Version::data((*w.entry).ptr()))) };
-            }
-            // SAFETY: our live private copy.
-            return Ok(unsafe { Version::data(w.copy) });
-        }
-        // SAFETY: validated by `locate_object`.
-        let e = unsafe {
-            self.sh
-                .index
-                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
-        };
-        let prior = self.lock_entry(e)?;
-        self.writes.push(WriteEntry {
-            entry: e,
-            prior,
-            ..WriteEntry::new(off, plen, std::ptr::null_mut(), Kind::Written)
-        });
-        // Opacity: the copy's content joins what this transaction has seen.
-        if !self.validate(&self.reads.borrow()) {
-            return Err(Error::Conflict);
-        }
-        // SAFETY: we hold the lock: the newest version is stable, alive, `plen` long.
-        let copy = unsafe { Version::new(plen, Some(Version::data(e.ptr()))) };
-        self.writes.last_mut().expect("pushed").copy = copy;
-        // SAFETY: our new private copy.
-        Ok(unsafe { Version::data(copy) })
-    }
-
-    fn alloc(&mut self, len: usize) -> Result<u64> {
-        running(self.active)?;
-        if self.sh.ckpt.frees_pending() {
-            // Committed frees wait in the checkpoint queues: make them reusable before
-            // the allocator takes fresh slabs (else delayed reuse fragments the heap).
-            self.sh.checkpoint(false);
-        }
-        let mut round = 0;
-        let b = loop {
-            match self.sh.alloc.reserve(&mut self.cache, len) {
-                Ok(b) => break b,
-                Err(Error::OutOfSpace { .. }) => {
-                    // Freed blocks become reusable in the checkpoint, once their
-                    // records' predecessors are retired: keep checkpointing while
-                    // records wait (a predecessor may be between visibility and its
-                    // queue), give up when none is left.
-                    let retired = self.sh.checkpoint(true);
-                    if retired == 0 && !self.sh.ckpt.has_pending() {
-                        break self.sh.alloc.reserve(&mut self.cache, len)?;
-                    }
-                    if retired == 0 {
-                        spin_step(&mut round);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        // SAFETY: no source: zeroed.
-        let copy = unsafe { Version::new(b.payload_len() & !7, None) };
-        self.writes.push(WriteEntry::fresh(b, copy));
-        Ok(b.payload())
-    }
-
-    fn free(&mut self, off: u64) -> Result<()> {
-        running(self.active)?;
-        let root = root_object(|o, l| self.read(o, l))?;
-        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
-        if let Some(i) = self.writes.index_of(off) {
-            let w = &mut self.writes[i];
-            w.kind = w.kind.freed(off, b)?;
-            return Ok(());
-        }
-        let plen = b.payload_len() & !7;
-        // SAFETY: a block of this pool (validated).
-        let e = unsafe {
-            self.sh
-                .index
-                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
-        };
-        let prior = self.lock_entry(e)?;
-        self.writes.push(WriteEntry {
-            entry: e,
-            prior,
-            ..WriteEntry::freed(b)
-        });
-        Ok(())
-    }
-
-    fn commit(&mut self) -> Result<DurableToken> {
-        running(self.active)?;
-        if self.writes.publishes_nothing() {
-            return self.commit_read_only();
-        }
+    /// Algorithm 1 for a transaction that writes (module docs, *Commit*).
+    #[inline(never)]
+    fn commit_update(&mut self) -> Result<DurableToken> {
         // 0. Entries, log space, locks of new blocks.
         self.writes.build_record(&mut self.builder);
         let max_deps = self.reads.get_mut().list.len() + self.writes.len();
@@ -688,10 +619,17 @@ impl EngineThread for Sp3Thread {
                 }
             }
         }
-        // 1. Validation. SeqCst fence: orders our locks before the version loads of
-        // validation (store → load). Two transactions that each lock what the other
-        // read (write skew) both fence; the later fence's validation sees the earlier
-        // one's lock, so at least one of them aborts.
+        // 1. Validation. The commit clock first: every lock is held, no version is
+        // bumped yet (module docs, *Read*: readers skip re-validation while the clock
+        // stands still). Release (`Clock::tick`, an AcqRel RMW): a reader whose clock
+        // load reads this tick or a later one sees our locks.
+        if !crate::mutation::active!(NO_COMMIT_TICK) {
+            self.sh.commit_clock.tick();
+        }
+        // SeqCst fence: orders our locks before the version loads of validation (store
+        // → load). Two transactions that each lock what the other read (write skew)
+        // both fence; the later fence's validation sees the earlier one's lock, so at
+        // least one of them aborts.
         crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
         if !self.validate(&self.reads.borrow()) {
             self.rollback();
@@ -769,13 +707,11 @@ impl EngineThread for Sp3Thread {
         Ok(token)
     }
 
-    fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
-        if token == DurableToken::DURABLE || crate::mutation::active!(NO_DEPENDENCY_WAIT) {
-            self.owed.clear();
-            return Ok(());
-        }
-        // 5. Pending: every predecessor persistent. (Waits for the predecessors of all
-        // transactions committed so far, a superset of `token`'s.)
+    /// Step 5, pending: every predecessor persistent. (Waits for the predecessors of
+    /// all transactions committed so far, a superset of a token's.)
+    #[cold]
+    #[inline(never)]
+    fn wait_for_owed(&self) {
         for &d in &self.owed {
             let mut round = 0;
             while !self.sh.ckpt.is_stable(d) {
@@ -784,6 +720,228 @@ impl EngineThread for Sp3Thread {
                     spin_step(&mut round);
                 }
             }
+        }
+    }
+
+    /// Remember the predecessors in `deps` that are not persistent yet.
+    fn owe(&mut self, deps: &[u64]) -> DurableToken {
+        for &d in deps {
+            if must_wait_for(&self.sh, self.slot, d) {
+                self.owed.push(d);
+            }
+        }
+        self.token()
+    }
+
+    /// The durability token of what `owed` holds.
+    fn token(&self) -> DurableToken {
+        if self.owed.is_empty() {
+            DurableToken::DURABLE
+        } else {
+            DurableToken(self.lid.max(1))
+        }
+    }
+
+    /// Step 3 for every object of the write set.
+    fn publish(&mut self, tid: u64) {
+        for w in self.writes.iter_mut() {
+            if w.entry.is_null() {
+                continue; // allocated and freed again: never published
+            }
+            // SAFETY: an entry we locked; entries live as long as the index.
+            let e = unsafe { &*w.entry };
+            match w.kind {
+                Kind::Written | Kind::Fresh(_) => {
+                    if let Some(old) = e.publish(Some(w.copy), tid) {
+                        self.limbo.retire(old);
+                    }
+                    // Owned by the entry now.
+                    w.copy = std::ptr::null_mut();
+                }
+                Kind::Freed(_) | Kind::FreshFreed(_) => {
+                    e.publish(None, tid);
+                }
+            }
+            e.unlock(w.prior, true);
+        }
+        // Release: `Pool::sync` that sees this lid waits for its persistence.
+        self.sh.slots[self.slot]
+            .published
+            .store(tid::lid_of(tid), std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Rollback for Sp3Thread {
+    /// Unlock, free private copies, give back new blocks, end the transaction.
+    fn rollback(&mut self) {
+        for w in self.writes.drain() {
+            if !w.entry.is_null() {
+                // SAFETY: an entry we locked; entries live as long as the index.
+                unsafe { &*w.entry }.unlock(w.prior, false);
+            }
+            if !w.copy.is_null() {
+                // SAFETY: an unpublished private copy, ours.
+                unsafe { Version::free(w.copy) };
+            }
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                self.sh.alloc.unreserve(&mut self.cache, b);
+            }
+        }
+        self.end();
+    }
+
+    fn is_running(&self) -> bool {
+        self.active
+    }
+}
+
+impl EngineThread for Sp3Thread {
+    #[inline]
+    fn begin(&mut self, opts: &TxOptions) {
+        if self.active {
+            self.abort_running();
+        }
+        if self.retries.begin() {
+            self.begin_retry();
+        }
+        self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        // After `start`'s fence (module docs, *Fallback*).
+        if !opts.read_only && !self.nested && self.sh.fallback.blocks(self.slot) {
+            self.wait_for_fallback();
+        }
+        // Acquire: the reads' opacity check starts from this value (`revalidate`).
+        self.reads.get_mut().validated_at = self.sh.commit_clock.now();
+        self.active = true;
+    }
+
+    fn abort(&mut self) {
+        self.abort_running();
+    }
+
+    #[inline]
+    fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        running(self.active)?;
+        // The fast path (module docs, *Read*): a small block this transaction did not
+        // write, whose entry exists and says it is allocated.
+        if self.writes.is_empty() || self.writes.get(off).is_none() {
+            if let Some(e) = self.sh.index.lookup_small(off, len) {
+                if let Some(data) = self.read_entry(e, true)? {
+                    return Ok(data);
+                }
+            }
+        }
+        self.read_slow(off, len)
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        running(self.active)?;
+        let (off, plen) = self.locate(off, len)?;
+        if let Some(i) = self.writes.index_of(off) {
+            let w = &mut self.writes[i];
+            if w.copy.is_null() {
+                // Freed first, written now: we hold the lock.
+                // SAFETY: a locked entry; its newest version is alive and `w.len` long.
+                w.copy = unsafe { Version::new(w.len, Some(Version::data((*w.entry).ptr()))) };
+            }
+            // SAFETY: our live private copy.
+            return Ok(unsafe { Version::data(w.copy) });
+        }
+        // SAFETY: validated by `locate_object`.
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
+        self.writes.push(WriteEntry {
+            entry: e,
+            prior,
+            ..WriteEntry::new(off, plen, std::ptr::null_mut(), Kind::Written)
+        });
+        // Opacity: the copy's content joins what this transaction has seen. (A commit
+        // that changed the object ticked the commit clock before it unlocked the entry,
+        // which our lock read: `revalidate` sees the tick.)
+        if !self.revalidate(&mut self.reads.borrow_mut(), None) {
+            return Err(Error::Conflict);
+        }
+        // SAFETY: we hold the lock: the newest version is stable, alive, `plen` long.
+        let copy = unsafe { Version::new(plen, Some(Version::data(e.ptr()))) };
+        self.writes.last_mut().expect("pushed").copy = copy;
+        // SAFETY: our new private copy.
+        Ok(unsafe { Version::data(copy) })
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        running(self.active)?;
+        if self.sh.ckpt.frees_pending() {
+            // Committed frees wait in the checkpoint queues: make them reusable before
+            // the allocator takes fresh slabs (else delayed reuse fragments the heap).
+            self.sh.checkpoint(false);
+        }
+        let mut round = 0;
+        let b = loop {
+            match self.sh.alloc.reserve(&mut self.cache, len) {
+                Ok(b) => break b,
+                Err(Error::OutOfSpace { .. }) => {
+                    // Freed blocks become reusable in the checkpoint, once their
+                    // records' predecessors are retired: keep checkpointing while
+                    // records wait (a predecessor may be between visibility and its
+                    // queue), give up when none is left.
+                    let retired = self.sh.checkpoint(true);
+                    if retired == 0 && !self.sh.ckpt.has_pending() {
+                        break self.sh.alloc.reserve(&mut self.cache, len)?;
+                    }
+                    if retired == 0 {
+                        spin_step(&mut round);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        // SAFETY: no source: zeroed.
+        let copy = unsafe { Version::new(b.payload_len() & !7, None) };
+        self.writes.push(WriteEntry::fresh(b, copy));
+        Ok(b.payload())
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        running(self.active)?;
+        let root = root_object(|o, l| self.read(o, l))?;
+        let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
+        if let Some(i) = self.writes.index_of(off) {
+            let w = &mut self.writes[i];
+            w.kind = w.kind.freed(off, b)?;
+            return Ok(());
+        }
+        let plen = b.payload_len() & !7;
+        // SAFETY: a block of this pool (validated).
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+        };
+        let prior = self.lock_entry(e)?;
+        self.writes.push(WriteEntry {
+            entry: e,
+            prior,
+            ..WriteEntry::freed(b)
+        });
+        Ok(())
+    }
+
+    #[inline]
+    fn commit(&mut self) -> Result<DurableToken> {
+        running(self.active)?;
+        if self.writes.publishes_nothing() {
+            return self.commit_read_only();
+        }
+        self.commit_update()
+    }
+
+    #[inline]
+    fn wait_durable(&mut self, token: DurableToken) -> Result<()> {
+        if token != DurableToken::DURABLE && !crate::mutation::active!(NO_DEPENDENCY_WAIT) {
+            self.wait_for_owed();
         }
         self.owed.clear();
         Ok(())

@@ -101,7 +101,16 @@ impl Limbo {
 
     /// Stamp a full batch and free every batch no running transaction can read. Call
     /// outside a transaction (the own slot inactive).
+    #[inline(always)]
     pub fn collect<'a>(&mut self, clock: &Clock, slots: impl Iterator<Item = &'a SlotClock>) {
+        if self.current.len() >= BATCH || !self.stamped.is_empty() {
+            self.collect_now(clock, slots);
+        }
+    }
+
+    /// [`Limbo::collect`] when there is a batch to stamp or to free.
+    #[inline(never)]
+    fn collect_now<'a>(&mut self, clock: &Clock, slots: impl Iterator<Item = &'a SlotClock>) {
         if self.current.len() >= BATCH {
             let e = clock.tick();
             self.stamped
