@@ -129,6 +129,7 @@ fn crash_campaigns_every_workload() {
 fn crash_campaigns_with_window_options() {
     let opts = EngineOptions::new()
         .set("olog_regions", 2)
+        .set("clog_mib", 0)
         .set("checkpoint_pct", 5);
     for name in ["list", "hashmap", "btree"] {
         let settings = Settings {
@@ -161,13 +162,14 @@ fn small_window_options() -> EngineOptions {
         .set("checkpoint_pct", 1)
 }
 
-/// A checkpoint at 2 % of the default CLog (about 250 bytes of distinct dirty
+/// A checkpoint at 2 % of the smallest CLog (`clog_mib=0`; about 250 bytes of distinct dirty
 /// objects: windows of a few list operations), and `eager_reuse` (a block live at
 /// K_done and freed inside the window is handed out again at once), so that blocks
 /// freed by a pop and reused by an append fall into windows both where the node was
 /// live at K_done and where it was allocated inside the window.
 fn reuse_window_options() -> EngineOptions {
     EngineOptions::new()
+        .set("clog_mib", 0)
         .set("checkpoint_pct", 2)
         .set("eager_reuse", true)
 }
@@ -966,7 +968,9 @@ fn olog_violations() -> usize {
 /// transfers after a crash in between).
 #[cfg(feature = "mutation")]
 fn checkpoint_violations() -> usize {
-    let opts = EngineOptions::new().set("checkpoint_pct", 1);
+    let opts = EngineOptions::new()
+        .set("clog_mib", 0)
+        .set("checkpoint_pct", 1);
     ops_campaign(OpWorkload::Bank, &opts, 12).1.len()
 }
 

@@ -10,7 +10,8 @@ use crate::{Error, Result};
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
 /// Size of the CLog area in MiB, chosen when the pool is created (default: an
 /// eighth of the pool, at most 63 MiB and at least half a thread log plus 12 KiB,
-/// [`default_clog_bytes`]). It bounds one checkpoint's record, and so how many
+/// [`default_clog_bytes`]; 0: the smallest, half a thread log plus 12 KiB, which
+/// crash campaigns use to checkpoint every few updates). It bounds one checkpoint's record, and so how many
 /// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
 /// it): the coalescing window (see the module docs on write amplification).
 const OPT_CLOG_MIB: &str = "clog_mib";
@@ -41,7 +42,15 @@ const MAX_CLOG_MIB: usize = 63;
 /// with the updates it spans, whatever the area's size.
 pub(super) fn default_clog_bytes(pool_bytes: u64, log_bytes: usize) -> usize {
     let share = usize::try_from(pool_bytes / 8).unwrap_or(usize::MAX) & !4095;
-    share.min(MAX_CLOG_MIB << 20).max(log_bytes / 2 + 8192)
+    share
+        .min(MAX_CLOG_MIB << 20)
+        .max(smallest_clog_bytes(log_bytes))
+}
+
+/// The smallest CLog area (`clog_mib=0`): one checkpoint must hold the largest
+/// physical OLog record, half a thread log, plus slack.
+fn smallest_clog_bytes(log_bytes: usize) -> usize {
+    log_bytes / 2 + 8192
 }
 
 /// The default `olog_regions` of a pool of `pool_bytes` with `max_threads` thread
@@ -68,11 +77,13 @@ impl TimestoneOptions {
     pub(super) fn option_sets() -> Vec<EngineOptions> {
         vec![
             EngineOptions::new(),
-            // Checkpoint after almost every update, with the narrowest OLog: crash
+            // Checkpoint after almost every update (1 % of the smallest CLog), with
+            // the narrowest OLog: crash
             // campaigns hit checkpoints and full OLogs (the default window, sized by
             // the pool, rarely fills in a campaign).
             EngineOptions::new()
                 .set(OPT_HIGH_WATER, 1)
+                .set(OPT_CLOG_MIB, 0)
                 .set(OPT_OLOG_REGIONS, 1),
         ]
     }
@@ -83,7 +94,11 @@ impl TimestoneOptions {
         // The CLog: one checkpoint record, bounded by the budget (by default half a
         // thread log: the largest physical record), plus slack. A bad `clog_mib` is
         // reported by `open`.
-        let clog = match ctx.options.parse_or(Timestone::NAME, OPT_CLOG_MIB, 0usize) {
+        let clog = match ctx
+            .options
+            .parse_or(Timestone::NAME, OPT_CLOG_MIB, usize::MAX)
+        {
+            Ok(0) => smallest_clog_bytes(ctx.log_bytes_per_thread),
             Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
             _ => default_clog_bytes(ctx.size, ctx.log_bytes_per_thread),
         };
@@ -120,9 +135,9 @@ impl TimestoneOptions {
             )));
         }
         let mib: usize = opts.parse_or(name, OPT_CLOG_MIB, 1)?;
-        if !(1..=MAX_CLOG_MIB).contains(&mib) {
+        if mib > MAX_CLOG_MIB {
             return Err(Error::InvalidConfig(format!(
-                "{OPT_CLOG_MIB} must be 1..={MAX_CLOG_MIB}, not {mib}"
+                "{OPT_CLOG_MIB} must be 0..={MAX_CLOG_MIB}, not {mib}"
             )));
         }
         let pct: u64 = opts.parse_or(name, OPT_HIGH_WATER, 50)?;
