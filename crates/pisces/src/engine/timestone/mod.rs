@@ -75,7 +75,7 @@
 //!   re-executes the window (the records above K_done) and checkpoints it. Why: a
 //!   checkpoint at the close writes home every object the window dirtied, however few
 //!   updates it has coalesced yet; on a short run that is most of the bytes made
-//!   durable (on the 0.4 s hash run, 0.3-0.5 of the changed bytes on top of the OLog's
+//!   durable (on the 0.4 s hash run, 0.5-0.9 of the changed bytes on top of the OLog's
 //!   0.82). What it costs: the next open re-executes up to one window of records
 //!   (bounded by the OLogs: `olog_regions` × `log_bytes_per_thread` per thread slot)
 //!   and checkpoints them, which is time at the open and, if the pool is opened
