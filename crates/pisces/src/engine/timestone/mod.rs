@@ -107,9 +107,9 @@
 //! the bench with the largest window; `probes/ts_window.rs` in the bench crate
 //! compares window sizes.
 //!
-//! **The default window** ([`options`]) is sized by the pool: a CLog of an eighth of
+//! **The default window** ([`options`]) is sized by the pool: a CLog of a quarter of
 //! the pool (at most 63 MiB) and as many OLog regions (up to 8) as keep every
-//! thread's OLog within a quarter of it. Why: the window must span many updates per
+//! thread's OLog within an eighth of it. Why: the window must span many updates per
 //! object for a checkpoint to coalesce, and the pool's size is the one measure of the
 //! data an engine is given at creation; the earlier default (half a thread log of
 //! CLog, one region of OLog) checkpointed every few thousand updates, so almost

@@ -8,8 +8,8 @@ use crate::{Error, Result};
 
 /// The checkpoint's high-water mark, in percent of the CLog budget (default 50).
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
-/// Size of the CLog area in MiB, chosen when the pool is created (default: an
-/// eighth of the pool, at most 63 MiB and at least half a thread log plus 12 KiB,
+/// Size of the CLog area in MiB, chosen when the pool is created (default: a
+/// quarter of the pool, at most 63 MiB and at least half a thread log plus 12 KiB,
 /// [`default_clog_bytes`]; 0: the smallest, half a thread log plus 12 KiB, which
 /// crash campaigns use to checkpoint every few updates). It bounds one checkpoint's record, and so how many
 /// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
@@ -17,7 +17,7 @@ const OPT_HIGH_WATER: &str = "checkpoint_pct";
 const OPT_CLOG_MIB: &str = "clog_mib";
 /// How many of the pool's per-thread log regions (1..=8, `log_bytes_per_thread`
 /// each) one thread's OLog spans, chosen when the pool is created (default: as many
-/// as keep every thread's OLog within a quarter of the pool, at least 1,
+/// as keep every thread's OLog within an eighth of the pool, at least 1,
 /// [`default_olog_regions`]). A full OLog forces a checkpoint, so this bounds the
 /// coalescing window too.
 const OPT_OLOG_REGIONS: &str = "olog_regions";
@@ -32,7 +32,7 @@ const OPT_EAGER_REUSE: &str = "eager_reuse";
 const MAX_CLOG_MIB: usize = 63;
 
 /// The default CLog area of a pool of `pool_bytes` with thread logs of `log_bytes`:
-/// an eighth of the pool (whole pages, at most 63 MiB), and never less than half a
+/// a quarter of the pool (whole pages, at most 63 MiB), and never less than half a
 /// thread log plus 8 KiB (the largest physical OLog record must fit one checkpoint).
 ///
 /// Why a share of the pool: the window must hold a run's distinct dirty bytes for the
@@ -41,7 +41,7 @@ const MAX_CLOG_MIB: usize = 63;
 /// pool space (the heap is smaller by it), not DRAM: the DRAM a window holds grows
 /// with the updates it spans, whatever the area's size.
 pub(super) fn default_clog_bytes(pool_bytes: u64, log_bytes: usize) -> usize {
-    let share = usize::try_from(pool_bytes / 8).unwrap_or(usize::MAX) & !4095;
+    let share = usize::try_from(pool_bytes / 4).unwrap_or(usize::MAX) & !4095;
     share
         .min(MAX_CLOG_MIB << 20)
         .max(smallest_clog_bytes(log_bytes))
@@ -55,11 +55,11 @@ fn smallest_clog_bytes(log_bytes: usize) -> usize {
 
 /// The default `olog_regions` of a pool of `pool_bytes` with `max_threads` thread
 /// logs of `log_bytes`: the most regions (up to 8) that keep every thread's OLog
-/// within a quarter of the pool, at least 1. A full OLog forces a checkpoint, so the
+/// within an eighth of the pool, at least 1. A full OLog forces a checkpoint, so the
 /// OLog bounds how many updates one window spans; its cost is pool space.
 pub(super) fn default_olog_regions(pool_bytes: u64, max_threads: usize, log_bytes: usize) -> usize {
     let per_region = (max_threads.max(1) as u64).saturating_mul(log_bytes.max(1) as u64);
-    usize::try_from(pool_bytes / 4 / per_region)
+    usize::try_from(pool_bytes / 8 / per_region)
         .unwrap_or(MAX_LOGS_PER_THREAD)
         .clamp(1, MAX_LOGS_PER_THREAD)
 }

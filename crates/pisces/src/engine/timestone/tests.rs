@@ -375,14 +375,14 @@ fn olog_regions_widen_the_window_and_recover() {
         "checkpoints with 1 and 3 OLog regions: {checkpoints:?}"
     );
     // `clog_mib=0` is the smallest CLog (half a thread log and 8 KiB, page-aligned);
-    // the default is an eighth of the pool.
+    // the default is a quarter of the pool.
     let area = |opts: &str| {
         let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
         let p = Pool::create_on(m, cfg(opts)).unwrap();
         p.heap().unwrap().layout().engine_area_size
     };
     assert_eq!(area("clog_mib=0"), 4096 + (8 << 10) + 8192);
-    assert_eq!(area(""), 4096 + (2 << 20));
+    assert_eq!(area(""), 4096 + (4 << 20));
     for bad in ["olog_regions=0", "olog_regions=9", "clog_mib=64"] {
         let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
         assert!(
