@@ -43,7 +43,7 @@
 //!   per block). The pool's OLog format word ([`optable`]) makes pools written by
 //!   builds with the earlier record form refuse to open.
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
-//!   (`checkpoint_pct` of the CLog budget, default 50), or a slab's worth of freed
+//!   (`checkpoint_pct` of the CLog budget, default 90), or a slab's worth of freed
 //!   large blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
 //!   or [`crate::Pool::write_back`] asks for it (not at a close: *The close* below), one
 //!   checkpoint writes the newest
@@ -108,8 +108,8 @@
 //! compares window sizes.
 //!
 //! **The default window** ([`options`]) is sized by the pool: a CLog of a quarter of
-//! the pool (at most 63 MiB) and as many OLog regions (up to 8) as keep every
-//! thread's OLog within an eighth of it. Why: the window must span many updates per
+//! the pool (at most 63 MiB), a checkpoint at 90 % of it, and as many OLog regions
+//! (up to 8) as keep every thread's OLog within an eighth of it. Why: the window must span many updates per
 //! object for a checkpoint to coalesce, and the pool's size is the one measure of the
 //! data an engine is given at creation; the earlier default (half a thread log of
 //! CLog, one region of OLog) checkpointed every few thousand updates, so almost

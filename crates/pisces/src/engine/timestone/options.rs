@@ -6,7 +6,10 @@ use crate::engine::{EngineDef, EngineOptions, OpenCtx};
 use crate::heap::layout::{Regions, MAX_LOGS_PER_THREAD};
 use crate::{Error, Result};
 
-/// The checkpoint's high-water mark, in percent of the CLog budget (default 50).
+/// The checkpoint's high-water mark, in percent of the CLog budget (default 90). The
+/// rest is slack for the commits that run while the checkpoint does (a commit that
+/// finds the budget full waits for, or runs, a checkpoint); with the default CLog, a
+/// quarter of the pool, a tenth of it is megabytes, and the window is what coalesces.
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
 /// Size of the CLog area in MiB, chosen when the pool is created (default: a
 /// quarter of the pool, at most 63 MiB and at least half a thread log plus 12 KiB,
@@ -146,7 +149,7 @@ impl TimestoneOptions {
                 "{OPT_CLOG_MIB} must be 0..={MAX_CLOG_MIB}, not {mib}"
             )));
         }
-        let pct: u64 = opts.parse_or(name, OPT_HIGH_WATER, 50)?;
+        let pct: u64 = opts.parse_or(name, OPT_HIGH_WATER, 90)?;
         if !(1..=100).contains(&pct) {
             return Err(Error::InvalidConfig(format!(
                 "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
