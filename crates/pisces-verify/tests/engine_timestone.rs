@@ -129,6 +129,7 @@ fn crash_campaigns_every_workload() {
 fn crash_campaigns_with_window_options() {
     let opts = EngineOptions::new()
         .set("olog_regions", 2)
+        .set("clog_mib", 0)
         .set("checkpoint_pct", 5);
     for name in ["list", "hashmap", "btree"] {
         let settings = Settings {
@@ -161,13 +162,14 @@ fn small_window_options() -> EngineOptions {
         .set("checkpoint_pct", 1)
 }
 
-/// A checkpoint at 2 % of the default CLog (about 250 bytes of distinct dirty
+/// A checkpoint at 2 % of the smallest CLog (`clog_mib=0`; about 250 bytes of distinct dirty
 /// objects: windows of a few list operations), and `eager_reuse` (a block live at
 /// K_done and freed inside the window is handed out again at once), so that blocks
 /// freed by a pop and reused by an append fall into windows both where the node was
 /// live at K_done and where it was allocated inside the window.
 fn reuse_window_options() -> EngineOptions {
     EngineOptions::new()
+        .set("clog_mib", 0)
         .set("checkpoint_pct", 2)
         .set("eager_reuse", true)
 }
@@ -966,7 +968,9 @@ fn olog_violations() -> usize {
 /// transfers after a crash in between).
 #[cfg(feature = "mutation")]
 fn checkpoint_violations() -> usize {
-    let opts = EngineOptions::new().set("checkpoint_pct", 1);
+    let opts = EngineOptions::new()
+        .set("clog_mib", 0)
+        .set("checkpoint_pct", 1);
     ops_campaign(OpWorkload::Bank, &opts, 12).1.len()
 }
 
@@ -977,18 +981,28 @@ fn diff_violations() -> usize {
     checkpoint_violations()
 }
 
-/// Violations of the 1-thread exhaustive list campaign of `crash_campaigns_every_workload`
-/// (appended nodes are blocks a checkpoint writes home outside the CLog; a crash at
-/// the CLog record's fence that keeps the record but not all of them leaves a torn
-/// node if they are not fenced first).
+/// Violations of a 1-thread exhaustive list campaign with windows of a few appends
+/// (`checkpoint_pct=5,clog_mib=0`): appended nodes are blocks a checkpoint writes home
+/// outside the CLog; a crash at the CLog record's fence that keeps the record but not
+/// all of them leaves a torn node if they are not fenced first. The adversary keeps a
+/// flushed word with probability 0.9, so that images with the whole record and a
+/// torn node are common (at 0.5 a record of a dozen words is rarely whole).
 #[cfg(feature = "mutation")]
 fn fresh_violations() -> usize {
     let w = crashtest::workload_by_name("list").unwrap();
     let settings = Settings {
         engine: EngineId::Timestone,
+        options: vec![EngineOptions::new()
+            .set("checkpoint_pct", 5)
+            .set("clog_mib", 0)],
         threads: 1,
         ops: 16,
         mode: Mode::Exhaustive,
+        images: 4,
+        adversary: pisces_verify::sim::Adversary::Random {
+            p_keep_flushed: 0.9,
+            p_keep_unflushed: 0.5,
+        },
         seed: 5,
         recovery_crash_one_in: 3,
         ..Settings::default()

@@ -10,7 +10,7 @@
 
 use crate::config::Config;
 use crate::engine::registry::{self, AnyEngine, AnyThread};
-use crate::engine::{EngineId, Storage};
+use crate::engine::{EngineId, OpenCtx, Storage};
 use crate::heap::{superblock, FormatParams, Heap};
 use crate::medium::{self, Medium};
 use crate::nesting::{InTx, OpenExplicit};
@@ -292,13 +292,18 @@ impl Pool {
         refuse_domain(medium.as_ref(), &cfg)?;
         refuse_growth(engine, cfg.max_size, medium.len() as u64)?;
         let max_size = cfg.max_size.unwrap_or(medium.len() as u64);
+        // The engine sizes its regions by the pool: the medium's.
+        let regions = engine.regions(&OpenCtx {
+            size: medium.len() as u64,
+            ..cfg.engine_ctx()
+        });
         let heap = Heap::format_growable(
             medium,
             FormatParams {
                 engine_id: engine as u32,
                 max_threads: cfg.max_threads,
                 log_bytes_per_thread: cfg.log_bytes_per_thread,
-                regions: engine.regions(&cfg.engine_ctx()),
+                regions,
             },
             max_size,
         )?;
@@ -434,7 +439,8 @@ impl Pool {
     /// Payload offsets of every allocated object of the pool's persistent allocator
     /// state (the root object included), after checking that state is sound: a
     /// diagnostic for leak checks (allocated but unreachable) and tests. Pending
-    /// write-backs are finished first. `Err` for engines with their own pool format.
+    /// write-backs are finished first ([`write_back`](Pool::write_back)). `Err` for
+    /// engines with their own pool format.
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
@@ -450,7 +456,7 @@ impl Pool {
                 self.engine_id()
             ))
         })?;
-        self.sync()?;
+        self.write_back()?;
         let mut v = Vec::new();
         crate::heap::alloc::Allocator::for_each_allocated(heap, |b| v.push(b.payload()))?;
         Ok(v)
@@ -781,7 +787,9 @@ impl Pool {
     }
 
     /// Write back everything pending and make the whole pool durable now (on the
-    /// file medium, msync of the whole file).
+    /// file medium, msync of the whole file). An engine whose commits are durable in a
+    /// log that its recovery replays may leave them there rather than write them home
+    /// (timestone: its operation log, re-executed at the next open).
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr};
@@ -801,6 +809,24 @@ impl Pool {
             th.quiesce();
         }
         self.inner.engine.quiesce();
+        self.inner.engine.sync()
+    }
+
+    /// [`sync`](Pool::sync), and write every committed transaction home (the
+    /// allocator's bitmaps included), so that the heap alone shows the committed state:
+    /// on an engine that keeps commits in a log its recovery replays (timestone's
+    /// operation log), `sync` leaves them there; this writes them home (a checkpoint).
+    /// On the other engines it is `sync`.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("w.pool"), Config::default().size(32 << 20)).unwrap();
+    /// pool.write_back().unwrap();
+    /// ```
+    pub fn write_back(&self) -> Result<()> {
+        self.sync()?;
+        self.inner.engine.write_back_all();
         self.inner.engine.sync()
     }
 }

@@ -391,8 +391,9 @@ fn prepare(
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
     // Nothing of the preload may be left for the measured run to write back (an
     // engine that defers write-back, such as timestone's checkpoints, would otherwise
-    // be charged for it).
-    pool.sync()
+    // be charged for it): `write_back`, not `sync`, which timestone answers from its
+    // operation log.
+    pool.write_back()
         .map_err(|e| format!("syncing the preloaded {}: {e}", spec.workload))?;
     let handles = (0..spec.threads)
         .map(|_| pool.handle())
@@ -491,8 +492,10 @@ fn measure_at(
             })
             .collect::<Vec<_>>()
     });
-    // What the engine still defers when the workers stop (timestone's last checkpoint)
-    // is made durable at close, on this thread: it counts as the run's.
+    // What the engine must still write when the workers stop is made durable at
+    // close (`sync` writes what a close writes), on this thread: it counts as the
+    // run's. (timestone's close writes nothing: its window stays in its operation log
+    // for the next open to re-execute.)
     // The pool's own record of a clean close (its superblock), written when the pool
     // is dropped, is not the engine's work: it is left out.
     let peer_conflicts = peer.as_ref().map_or(0, PeerBench::conflicts);

@@ -215,8 +215,15 @@ pub(crate) trait Engine: Send + Sync + 'static {
     type Thread: EngineThread;
     /// State for thread slot `slot` (unique among live threads, `< max_threads`).
     fn thread(&self, slot: usize) -> Result<Self::Thread>;
-    /// Finish deferred work (pending write-backs) so the pool can be closed.
+    /// Finish deferred work so the pool can be closed: what a close must write (e.g. a
+    /// batch of commits that is not durable yet). Work recovery would redo from a
+    /// durable log may stay deferred (timestone's checkpoint).
     fn quiesce(&self);
+    /// Write everything committed home, allocator bitmaps included, so that the heap
+    /// alone shows the committed state ([`crate::Pool::allocated_objects`] reads the
+    /// bitmaps). Called after [`Engine::quiesce`]; engines whose `quiesce` leaves home
+    /// current need nothing more.
+    fn write_back_all(&self) {}
     /// The heap the engine works on; `None` for an engine that brings its own pool
     /// format (`pmdk`).
     fn heap(&self) -> Option<&Arc<Heap>>;

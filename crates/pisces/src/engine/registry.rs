@@ -131,6 +131,9 @@ macro_rules! engines {
             pub(crate) fn quiesce(&self) {
                 match self { $( AnyEngine::$variant(e) => e.quiesce(), )+ }
             }
+            pub(crate) fn write_back_all(&self) {
+                match self { $( AnyEngine::$variant(e) => e.write_back_all(), )+ }
+            }
             pub(crate) fn heap(&self) -> Option<&Arc<Heap>> {
                 match self { $( AnyEngine::$variant(e) => e.heap(), )+ }
             }

@@ -281,7 +281,8 @@ impl Heap {
     }
 
     /// Record a clean close. Called when the pool is closed, after the engine's last
-    /// write-back is durable (nothing is left for recovery to do).
+    /// write is durable (nothing is left for recovery to repair; an engine may still
+    /// re-execute its durable log at the next open).
     pub fn mark_closed(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.open_state == superblock::CLEAN {

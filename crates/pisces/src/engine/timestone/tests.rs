@@ -204,6 +204,104 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
     assert_eq!(p.run(|tx| Ok(*tx.read(c)?)).unwrap(), 25);
 }
 
+/// A clean close writes nothing home: the window stays in the OLogs, and the next open
+/// re-executes it (allocations and frees included) to the state the close left, on
+/// top of which the pool keeps working; `write_back` (what leak checks use) makes
+/// home current, after which an open has nothing to re-execute.
+#[test]
+fn a_clean_close_leaves_the_window_to_the_next_open() {
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C)]
+    struct Args {
+        root: PPtr<[PPtr<[u64; 4]>; 8]>,
+        slot: u64,
+    }
+    let ops = Operations::new();
+    // Allocate a node into the slot, or free the node it holds.
+    ops.register(3, |tx, a: &Args| {
+        let mut r = *tx.read(a.root)?;
+        let s = &mut r[a.slot as usize];
+        if s.is_null() {
+            *s = tx.alloc([a.slot * 10; 4])?;
+        } else {
+            tx.free(*s)?;
+            *s = PPtr::null();
+        }
+        *tx.write(a.root)? = r;
+        Ok(())
+    })
+    .unwrap();
+    let m = test_medium();
+    let cfg = Config {
+        operations: ops.clone(),
+        ..test_cfg("")
+    };
+    let open = || Pool::open_on(m.clone(), cfg.clone()).unwrap();
+    let p = Pool::create_on(m.clone(), cfg.clone()).unwrap();
+    let root: PPtr<[PPtr<[u64; 4]>; 8]> = p.root().unwrap();
+    p.write_back().unwrap(); // the root home: re-execution starts after it
+    let contents = |p: &Pool| {
+        p.run(|tx| {
+            let r = *tx.read(root)?;
+            r.iter()
+                .map(|s| {
+                    Ok((!s.is_null())
+                        .then(|| tx.read(*s).map(|v| *v))
+                        .transpose()?)
+                })
+                .collect::<crate::Result<Vec<_>>>()
+        })
+        .unwrap()
+    };
+    let mut want = vec![None; 8];
+    let mut flip = |p: &Pool, slots: &[u64]| {
+        for &slot in slots {
+            p.run_op(3, &Args { root, slot }).unwrap();
+            let w = &mut want[slot as usize];
+            *w = if w.is_some() {
+                None
+            } else {
+                Some([slot * 10; 4])
+            };
+        }
+        want.clone()
+    };
+    let w = flip(&p, &[1, 2, 3, 2, 5]);
+    drop(p); // a clean close
+    let p = open();
+    assert_eq!(
+        engine(&p).replayed,
+        5,
+        "the close left nothing to re-execute"
+    );
+    assert_eq!(contents(&p), w);
+    let w = flip(&p, &[1, 4, 6]);
+    drop(p);
+    let p = open();
+    // Recovery's checkpoint covered the first five; the close left the last three.
+    assert_eq!(engine(&p).replayed, 3);
+    assert_eq!(contents(&p), w);
+    let mut listed = p.allocated_objects().unwrap(); // write_back: home is current
+    listed.sort_unstable();
+    let mut live: Vec<u64> = p
+        .run(|tx| {
+            Ok(tx
+                .read(root)?
+                .iter()
+                .filter(|s| !s.is_null())
+                .map(|s| s.offset())
+                .collect::<Vec<_>>())
+        })
+        .unwrap();
+    live.push(root.offset());
+    live.sort_unstable();
+    assert_eq!(listed, live, "the allocator's bitmaps after write_back");
+    drop(p);
+    let p = open();
+    assert_eq!(engine(&p).replayed, 0);
+    assert_eq!(contents(&p), w);
+}
+
 /// An OLog spanning several log regions (`olog_regions`) holds that many times the
 /// records before it forces a checkpoint, and recovery reads it across the regions'
 /// boundaries; out-of-range window options are refused.
@@ -276,12 +374,16 @@ fn olog_regions_widen_the_window_and_recover() {
         checkpoints[1] < checkpoints[0],
         "checkpoints with 1 and 3 OLog regions: {checkpoints:?}"
     );
-    for bad in [
-        "olog_regions=0",
-        "olog_regions=9",
-        "clog_mib=0",
-        "clog_mib=64",
-    ] {
+    // `clog_mib=0` is the smallest CLog (half a thread log and 8 KiB, page-aligned);
+    // the default is a quarter of the pool.
+    let area = |opts: &str| {
+        let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
+        let p = Pool::create_on(m, cfg(opts)).unwrap();
+        p.heap().unwrap().layout().engine_area_size
+    };
+    assert_eq!(area("clog_mib=0"), 4096 + (8 << 10) + 8192);
+    assert_eq!(area(""), 4096 + (4 << 20));
+    for bad in ["olog_regions=0", "olog_regions=9", "clog_mib=64"] {
         let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
         assert!(
             matches!(
