@@ -8,6 +8,9 @@
 //! target/release/examples/recovery_open open /dev/shm/img.pool 3 1      # opens, threads
 //! target/release/examples/recovery_open make /dev/shm/spht.pool 256 spht
 //! target/release/examples/recovery_open open /dev/shm/spht.pool 3 1 spht replay=scan,dup_filter=on
+//! # the `replay` workload's word fill: 8 logging threads, 1 write per transaction,
+//! # a 1 MiB heap, 1,000,000 transactions (MIB is then ignored)
+//! target/release/examples/recovery_open make /dev/shm/w.pool 0 spht 8 1 1 1000000
 //! ```
 //!
 //! (`pisces recovery-child PATH ENGINE THREADS OPTIONS` is the harness's own timed
@@ -19,7 +22,7 @@
 //! copy).
 
 use pisces::{Config, EngineId, EngineOptions, MediumKind, Pool};
-use pisces_bench::{crash_image, Engine, RecoveryWorkload};
+use pisces_bench::{crash_image_of, Engine, RecoveryWorkload, ReplayFill};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -50,8 +53,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage_msg = "usage: recovery_open make IMAGE MIB [sp3|spht] | open IMAGE OPENS \
-                     THREADS [sp3|spht] [OPTIONS]";
+    let usage_msg = "usage: recovery_open make IMAGE MIB [sp3|spht [THREADS WRITES HEAP_MIB \
+                     TXNS]] | open IMAGE OPENS THREADS [sp3|spht] [OPTIONS]";
     let engine_at = |i: usize| -> Result<EngineId, String> {
         match args.get(i).map_or("sp3", String::as_str) {
             "sp3" => Ok(EngineId::Sp3),
@@ -60,7 +63,7 @@ fn run(args: &[String]) -> Result<(), String> {
         }
     };
     match args.first().map(String::as_str) {
-        Some("make") if (3..=4).contains(&args.len()) => {
+        Some("make") if (3..=4).contains(&args.len()) || args.len() == 8 => {
             let image = PathBuf::from(&args[1]);
             let mib: u64 = args[2].parse().map_err(|_| usage_msg.to_string())?;
             let dir = image.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -70,7 +73,21 @@ fn run(args: &[String]) -> Result<(), String> {
             } else {
                 (RecoveryWorkload::Recovery, Engine::parse("sp3")?)
             };
-            let (bytes, txns) = crash_image(workload, engine, mib << 20, 7, &dir, &image)?;
+            let num = |i: usize| -> Result<u64, String> {
+                args[i].parse().map_err(|_| usage_msg.to_string())
+            };
+            let fill = if args.len() == 8 {
+                ReplayFill {
+                    threads: num(4)? as usize,
+                    writes: num(5)? as usize,
+                    heap_mib: num(6)?,
+                    txns: num(7)?,
+                }
+            } else {
+                ReplayFill::default()
+            };
+            let (bytes, txns) =
+                crash_image_of(workload, engine, mib.max(1) << 20, &fill, 7, &dir, &image)?;
             println!(
                 "{}: {bytes} bytes of log, {txns} transactions",
                 image.display()

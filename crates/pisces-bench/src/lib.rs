@@ -71,7 +71,7 @@ pub use recovery::child::{recovery_child, RECOVERY_CHILD};
 pub use engines::{Engine, EngineSpec};
 pub use measure::pin::Placement;
 pub use measure::{measure, Spec};
-pub use recovery::{crash_image, RecoveryWorkload};
+pub use recovery::{crash_image, crash_image_of, RecoveryWorkload, ReplayFill};
 pub use workloads::capi::CapiHashBench;
 pub use workloads::kinds::DataKind;
 pub use workloads::{DataSet, OpRng, Sizes};

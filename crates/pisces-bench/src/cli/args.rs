@@ -83,7 +83,9 @@ threads, then Pool::open timed with 1 and 2 recovery threads (engines whose logs
 it; slow). replay (only when named): spht only, --replay-log-mib of log (default 1024) \
 left to a crash with the replayer held (hash table and B+-tree), then the replay timed per \
 mode (forward links, timestamp scan, backward links), duplicate filter on/off and 1 and 2 \
-threads (slow).\n\n\
+threads (slow); --replay-fill-threads logs, --replay-writes N random words per \
+transaction of a --replay-heap-mib heap instead of the containers, --replay-txns \
+transactions instead of a log size (the SPHT paper's replay setting).\n\n\
 capi runs only when named in --workloads: the hash workload's operations issued from C \
 through the C interface (one pisces_run per operation, the C side compiled into the \
 harness), each engine measured from Rust and then from C (labelled <engine>-c) with \
@@ -188,6 +190,25 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = REPLAY_LOG_MIB,
           value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub replay_log_mib: u64,
+    /// Logging (fill) threads of the `replay` workload: one log each.
+    #[arg(long, default_value_t = crate::recovery::crash::FILL_THREADS as u8,
+          value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub replay_fill_threads: u8,
+    /// Words each `replay` fill transaction writes at random in a heap of
+    /// --replay-heap-mib (the SPHT paper's replay setting); 0: the hash table and
+    /// B+-tree fill.
+    #[arg(long, default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=64))]
+    pub replay_writes: u8,
+    /// MiB of words the `replay` word fill writes into (its key space; with
+    /// --replay-writes).
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub replay_heap_mib: u16,
+    /// Transactions the `replay` fill commits in all, instead of filling
+    /// --replay-log-mib of log (0: by log size).
+    #[arg(long, default_value_t = 0)]
+    pub replay_txns: u32,
     /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
     /// (the default).
     #[arg(long, overrides_with = "no_pin")]
@@ -328,6 +349,8 @@ pub struct Settings {
     pub recovery_log_mib: u64,
     /// MiB of log of the `replay` workload.
     pub replay_log_mib: u64,
+    /// How the `replay` workload fills its logs.
+    pub replay_fill: crate::recovery::ReplayFill,
     /// Pin worker threads to CPUs.
     pub pin: bool,
     /// Options given to an engine's measurements (`--engine-options`).
@@ -435,6 +458,12 @@ impl BenchArgs {
             out: self.out.clone(),
             recovery_log_mib: self.recovery_log_mib,
             replay_log_mib: self.replay_log_mib,
+            replay_fill: crate::recovery::ReplayFill {
+                threads: usize::from(self.replay_fill_threads),
+                writes: usize::from(self.replay_writes),
+                heap_mib: u64::from(self.replay_heap_mib),
+                txns: u64::from(self.replay_txns),
+            },
             pin: !self.no_pin,
             engine_options: self.engine_options.clone(),
         }

@@ -193,13 +193,15 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     }
     if replay_spht {
         head += &format!(
-            "data: replay, spht only (whatever --engines says), {} MiB of log from {} \
-             threads overwriting a {}-key hash table and B+-tree with the replayer held, a \
-             crash, then Pool::open per replay mode, duplicate filter and 1 and 2 threads, \
-             {} run{}\n",
-            s.replay_log_mib,
-            FILL_THREADS,
-            KEYS,
+            "data: replay, spht only (whatever --engines says), {} from {} with the \
+             replayer held, a crash, then Pool::open per replay mode, duplicate filter and \
+             1 and 2 threads, {} run{}\n",
+            if s.replay_fill.txns > 0 {
+                "the transactions".to_string()
+            } else {
+                format!("{} MiB of log", s.replay_log_mib)
+            },
+            s.replay_fill.describe(),
             s.runs,
             if s.runs == 1 { "" } else { "s" },
         );
@@ -351,6 +353,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             RecoveryWorkload::Recovery,
             &recovery_engines,
             s.recovery_log_mib,
+            &recovery::ReplayFill::default(),
             s.runs,
             s.seed,
             &dir,
@@ -366,6 +369,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             RecoveryWorkload::Replay,
             &[Engine::SPHT],
             s.replay_log_mib,
+            &s.replay_fill,
             s.runs,
             s.seed,
             &dir,

@@ -28,6 +28,7 @@
 //!    against the last value it committed.
 
 use super::child::{Opener, Timing};
+use super::words;
 use crate::engines::Engine;
 use pisces::tools::counters;
 use pisces::{BTreeMap, Config, EngineOptions, HashMap, MediumKind, Pool};
@@ -101,6 +102,13 @@ pub(crate) struct FillSpec {
     /// A B+-tree of the same keys besides the hash table; the fill transactions
     /// alternate between the two.
     pub btree: bool,
+    /// Fill threads (and thread slots of the pool).
+    pub threads: usize,
+    /// Instead of the hash table (and B+-tree): an array of words, each transaction
+    /// writing some of them at random (`words`).
+    pub words: Option<words::Shape>,
+    /// Transactions to commit in all (0: fill the given bytes of log instead).
+    pub txns: u64,
 }
 
 /// One timed open of a copy of the crash image.
@@ -114,8 +122,12 @@ pub(crate) struct OpenSpec {
 
 /// What the fill left: the crash image and what recovery must restore.
 pub(crate) struct Filled {
-    map: Table64,
+    map: Option<Table64>,
     tree: Option<Tree64>,
+    /// The word array's objects, and per fill thread the last transaction number of
+    /// each word it owns (`words::owned`).
+    words: Option<(Vec<words::Obj>, Vec<Vec<u32>>)>,
+    shape: Option<words::Shape>,
     /// Per fill thread, per container (hash table, B+-tree): the last sequence number
     /// committed for each of its keys (0: none; the preloaded value is then expected).
     last: Vec<[Vec<u64>; 2]>,
@@ -125,20 +137,58 @@ pub(crate) struct Filled {
 
 /// What one fill thread leaves: the last sequence number per container and key, its
 /// log bytes, its transactions, and its handle (held until the crash image is taken).
-type FillThread = ([Vec<u64>; 2], u64, u64, pisces::ThreadHandle);
+type FillThread = (Last, u64, u64, pisces::ThreadHandle);
 
 /// Create the pool and preload the containers from one thread handle, which is then
 /// dropped: the engine retires (checkpoints) the preload.
-fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64>), String> {
-    let mut heap = 512 * 2 * KEYS as u64 + (128 << 20);
-    if spec.btree {
-        heap += 512 * 2 * KEYS as u64;
-    }
-    let size = (heap + (FILL_THREADS * spec.log_per_thread) as u64).next_multiple_of(1 << 20);
-    let cfg = spec.engine.config(size, FILL_THREADS).medium(plain_dram());
+fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Preloaded), String> {
+    let heap = match spec.words {
+        Some(shape) => shape.heap_bytes() + (64 << 20),
+        None => {
+            let tree = if spec.btree { 512 * 2 * KEYS as u64 } else { 0 };
+            512 * 2 * KEYS as u64 + (128 << 20) + tree
+        }
+    };
+    let size = (heap + (spec.threads * spec.log_per_thread) as u64).next_multiple_of(1 << 20);
+    let cfg = spec.engine.config(size, spec.threads).medium(plain_dram());
     let cfg = cfg.log_bytes_per_thread(spec.log_per_thread);
     let pool = Pool::create(path, cfg).map_err(|e| format!("creating the pool: {e}"))?;
     let mut h = pool.handle().map_err(|e| e.to_string())?;
+    let loaded = match spec.words {
+        Some(shape) => Preloaded::Words(
+            words::create(&mut h, shape).map_err(|e| format!("creating the word array: {e}"))?,
+        ),
+        None => {
+            let (map, tree) = containers(spec, &mut h)?;
+            Preloaded::Map(map, tree)
+        }
+    };
+    drop(h);
+    if spec.fill_options.is_empty() {
+        return Ok((pool, loaded));
+    }
+    drop(pool);
+    let cfg = Config::default()
+        .medium(plain_dram())
+        .engine(spec.engine.id())
+        .engine_options(spec.fill_options.clone());
+    let pool = Pool::open(path, cfg).map_err(|e| format!("reopening for the fill: {e}"))?;
+    Ok((pool, loaded))
+}
+
+/// What the preload built.
+enum Preloaded {
+    /// The hash table, and the B+-tree with [`FillSpec::btree`].
+    Map(Table64, Option<Tree64>),
+    /// The word array's objects ([`FillSpec::words`]).
+    Words(Vec<words::Obj>),
+}
+
+/// Create and preload the hash table (and B+-tree) from `h`.
+fn containers(
+    spec: &FillSpec,
+    h: &mut pisces::ThreadHandle,
+) -> Result<(Table64, Option<Tree64>), String> {
     let (map, tree) = h
         .run(|tx| {
             let map = Table64::create(tx, BUCKETS)?;
@@ -162,21 +212,12 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Table64, Option<Tree64
         })
         .map_err(|e| format!("preloading: {e}"))?;
     }
-    drop(h);
-    if spec.fill_options.is_empty() {
-        return Ok((pool, map, tree));
-    }
-    drop(pool);
-    let cfg = Config::default()
-        .medium(plain_dram())
-        .engine(spec.engine.id())
-        .engine_options(spec.fill_options.clone());
-    let pool = Pool::open(path, cfg).map_err(|e| format!("reopening for the fill: {e}"))?;
-    Ok((pool, map, tree))
+    Ok((map, tree))
 }
 
-/// Steps 1 to 3 of the module docs: a pool in `dir` filled with `log_bytes` of log,
-/// copied to `image` while the fill's handles are held.
+/// Steps 1 to 3 of the module docs: a pool in `dir` filled with `log_bytes` of log
+/// (or [`FillSpec::txns`] transactions), copied to `image` while the fill's handles
+/// are held.
 pub(crate) fn fill(
     spec: &FillSpec,
     dir: &Path,
@@ -184,15 +225,25 @@ pub(crate) fn fill(
     log_bytes: u64,
     seed: u64,
 ) -> Result<Filled, String> {
-    let per_thread = log_bytes.div_ceil(FILL_THREADS as u64);
+    let threads = spec.threads;
+    // Each thread stops at its share of the log bytes, or of the transactions.
+    let (per_thread, per_thread_txns) = if spec.txns > 0 {
+        (u64::MAX, spec.txns.div_ceil(threads as u64))
+    } else {
+        (log_bytes.div_ceil(threads as u64), u64::MAX)
+    };
     let path = unique(dir, "fill");
     let _remove = Remove(path.clone());
-    let (pool, map, tree) = preload(spec, &path)?;
-    let handles = (0..FILL_THREADS)
+    let (pool, loaded) = preload(spec, &path)?;
+    let handles = (0..threads)
         .map(|_| pool.handle())
         .collect::<pisces::Result<Vec<_>>>()
         .map_err(|e| format!("taking thread handles: {e}"))?;
-    let tree = &tree;
+    let (map, tree, objs) = match loaded {
+        Preloaded::Map(map, tree) => (Some(map), tree, Vec::new()),
+        Preloaded::Words(objs) => (None, None, objs),
+    };
+    let (map, tree, objs) = (&map, &tree, &objs);
     let outs: Vec<Result<FillThread, String>> = std::thread::scope(|s| {
         let workers: Vec<_> = handles
             .into_iter()
@@ -200,34 +251,62 @@ pub(crate) fn fill(
             .map(|(t, mut h)| {
                 s.spawn(move || {
                     let mut rng = StdRng::seed_from_u64(seed ^ ((t as u64 + 1) * 0x9e37));
-                    let mine = KEYS.div_ceil(FILL_THREADS);
-                    let mut last = [vec![0u64; mine], vec![0u64; mine]];
                     let before = counters::snapshot().bytes_logged;
+                    let more = |seq: u64| {
+                        seq < per_thread_txns
+                            && counters::snapshot().bytes_logged - before < per_thread
+                    };
                     let mut seq = 0u64;
-                    while counters::snapshot().bytes_logged - before < per_thread {
-                        let i = rng.gen_range(0..mine);
-                        let k = (i * FILL_THREADS + t) as u64;
-                        if k >= KEYS as u64 {
-                            continue;
+                    let last = match (spec.words, map) {
+                        (Some(shape), _) => {
+                            let mut last = words::owned(shape, threads, t);
+                            // Transaction numbers are kept in 32 bits.
+                            while more(seq) && seq < u64::from(u32::MAX) {
+                                seq += 1;
+                                words::transaction(
+                                    &mut h,
+                                    objs,
+                                    shape,
+                                    (t, threads),
+                                    seq as u32,
+                                    &mut rng,
+                                    &mut last,
+                                )
+                                .map_err(|e| format!("fill transaction: {e}"))?;
+                            }
+                            Last::Words(last)
                         }
-                        seq += 1;
-                        // With a B+-tree, odd transactions update it, even ones the
-                        // hash table.
-                        let in_tree = tree.is_some() && seq % 2 == 1;
-                        h.run(|tx| {
-                            let v = match tree {
-                                Some(t) if in_tree => t.get_mut(tx, &k)?,
-                                _ => map.get_mut(tx, &k)?,
-                            };
-                            let v = v.ok_or_else(|| {
-                                pisces::Error::Corrupt(format!("key {k} is missing"))
-                            })?;
-                            *v = value(t, k, seq);
-                            Ok(())
-                        })
-                        .map_err(|e| format!("fill transaction: {e}"))?;
-                        last[usize::from(in_tree)][i] = seq;
-                    }
+                        (None, Some(map)) => {
+                            let mine = KEYS.div_ceil(threads);
+                            let mut last = [vec![0u64; mine], vec![0u64; mine]];
+                            while more(seq) {
+                                let i = rng.gen_range(0..mine);
+                                let k = (i * threads + t) as u64;
+                                if k >= KEYS as u64 {
+                                    continue;
+                                }
+                                seq += 1;
+                                // With a B+-tree, odd transactions update it, even ones
+                                // the hash table.
+                                let in_tree = tree.is_some() && seq % 2 == 1;
+                                h.run(|tx| {
+                                    let v = match tree {
+                                        Some(t) if in_tree => t.get_mut(tx, &k)?,
+                                        _ => map.get_mut(tx, &k)?,
+                                    };
+                                    let v = v.ok_or_else(|| {
+                                        pisces::Error::Corrupt(format!("key {k} is missing"))
+                                    })?;
+                                    *v = value(t, k, seq);
+                                    Ok(())
+                                })
+                                .map_err(|e| format!("fill transaction: {e}"))?;
+                                last[usize::from(in_tree)][i] = seq;
+                            }
+                            Last::Keys(last)
+                        }
+                        (None, None) => unreachable!("the preload built no container"),
+                    };
                     let logged = counters::snapshot().bytes_logged - before;
                     Ok((last, logged, seq, h))
                 })
@@ -242,19 +321,28 @@ pub(crate) fn fill(
             .collect()
     });
     let mut filled = Filled {
-        map,
+        map: *map,
         tree: *tree,
+        words: None,
+        shape: spec.words,
         last: Vec::new(),
         log_bytes: 0,
         transactions: 0,
     };
+    let mut word_last = Vec::new();
     let mut held = Vec::new();
     for o in outs {
         let (last, logged, txs, h) = o?;
-        filled.last.push(last);
+        match last {
+            Last::Keys(l) => filled.last.push(l),
+            Last::Words(l) => word_last.push(l),
+        }
         filled.log_bytes += logged;
         filled.transactions += txs;
         held.push(h);
+    }
+    if spec.words.is_some() {
+        filled.words = Some((objs.clone(), word_last));
     }
     // The crash: the image as a kill -9 now would leave it.
     std::fs::copy(&path, image).map_err(|e| format!("copying the crash image: {e}"))?;
@@ -263,9 +351,23 @@ pub(crate) fn fill(
     Ok(filled)
 }
 
+/// What one fill thread remembers of the values it committed.
+enum Last {
+    /// Per container (hash table, B+-tree), per key of its own: the last sequence
+    /// number (0: none).
+    Keys([Vec<u64>; 2]),
+    /// Per word of its own: the last transaction number (`words::owned`).
+    Words(Vec<u32>),
+}
+
 /// Check that the recovered containers hold every value the fill committed.
 fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
     let mut h = pool.handle().map_err(|e| e.to_string())?;
+    if let (Some((objs, last)), Some(shape)) = (&f.words, f.shape) {
+        return words::verify(&mut h, objs, shape, last);
+    }
+    let threads = f.last.len();
+    let map = f.map.as_ref().ok_or("the fill left no hash table")?;
     for (t, last) in f.last.iter().enumerate() {
         for (c, last) in last.iter().enumerate() {
             let tree = match (c, &f.tree) {
@@ -278,7 +380,7 @@ fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
             for chunk in last.iter().enumerate().collect::<Vec<_>>().chunks(16) {
                 h.run(|tx| {
                     for &(i, &seq) in chunk {
-                        let k = (i * FILL_THREADS + t) as u64;
+                        let k = (i * threads + t) as u64;
                         if k >= KEYS as u64 {
                             continue;
                         }
@@ -289,7 +391,7 @@ fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
                         };
                         let got = match tree {
                             Some(tree) => tree.get(tx, &k)?,
-                            None => f.map.get(tx, &k)?,
+                            None => map.get(tx, &k)?,
                         };
                         if got != Some(want) {
                             return Err(pisces::Error::Corrupt(format!(

@@ -44,6 +44,7 @@
 
 pub mod child;
 pub mod crash;
+pub mod words;
 
 use crate::engines::{self, Engine};
 use crate::measure::pool_dir;
@@ -63,6 +64,60 @@ pub const RECOVERY_THREADS: [usize; 2] = [1, 2];
 pub const REPLAYERS: [usize; 2] = [1, 2];
 /// The log size from which a replay counts for the `replay` target.
 const TARGET_LOG_BYTES: u64 = 256 << 20;
+
+/// How the `replay` workload fills the logs (`pisces bench --replay-*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayFill {
+    /// Fill (logging) threads: one log each.
+    pub threads: usize,
+    /// 0: the hash table and B+-tree fill. N: the word fill ([`words`]), N words per
+    /// transaction.
+    pub writes: usize,
+    /// The word fill's heap: MiB of words (the key space).
+    pub heap_mib: u64,
+    /// Transactions in all (0: fill the log size given instead).
+    pub txns: u64,
+}
+
+impl Default for ReplayFill {
+    /// The hash table and B+-tree fill by [`FILL_THREADS`] threads, to a log size.
+    fn default() -> ReplayFill {
+        ReplayFill {
+            threads: FILL_THREADS,
+            writes: 0,
+            heap_mib: 1,
+            txns: 0,
+        }
+    }
+}
+
+impl ReplayFill {
+    /// The word fill's shape, if this is one.
+    fn words(&self) -> Option<words::Shape> {
+        (self.writes > 0).then(|| words::Shape::new(self.heap_mib << 20, self.writes))
+    }
+
+    /// The fill in words (the table heading and the progress lines).
+    pub fn describe(&self) -> String {
+        let what = match self.words() {
+            Some(w) => format!(
+                "{} thread(s) writing {} random word(s) per transaction of a {} MiB heap \
+                 ({} words)",
+                self.threads, w.writes, self.heap_mib, w.words
+            ),
+            None => format!(
+                "{} thread(s) overwriting 64-byte values of a {KEYS}-key hash table and \
+                 B+-tree",
+                self.threads
+            ),
+        };
+        if self.txns > 0 {
+            format!("{what}, {} transactions", self.txns)
+        } else {
+            what
+        }
+    }
+}
 
 /// The two workloads of the measurement (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +163,7 @@ impl RecoveryWorkload {
     }
 
     /// How `engine`'s logs are filled with `log_bytes` of log (all fill threads).
-    fn fill(self, engine: Engine, log_bytes: u64) -> Result<FillSpec, String> {
+    fn fill(self, engine: Engine, log_bytes: u64, replay: &ReplayFill) -> Result<FillSpec, String> {
         let per_thread = log_bytes.div_ceil(FILL_THREADS as u64) as usize;
         match self {
             // The engine's default options; logs sized so that the fill never makes
@@ -120,17 +175,35 @@ impl RecoveryWorkload {
                     .log_size_for(per_thread)
                     .map_err(|why| format!("{}: {why}", engine.name()))?,
                 btree: false,
+                threads: FILL_THREADS,
+                words: None,
+                txns: 0,
             }),
             // The replayer held; the record that crosses the fill mark, and wrap
             // waste, fit in the margin, so no writer ever finds its log full (which
             // would replay).
-            RecoveryWorkload::Replay if engine == Engine::SPHT => Ok(FillSpec {
-                engine,
-                fill_options: engines::spht_replayer_held(),
-                log_per_thread: (per_thread + per_thread / 16 + (4 << 20))
-                    .next_multiple_of(1 << 20),
-                btree: true,
-            }),
+            RecoveryWorkload::Replay if engine == Engine::SPHT => {
+                let threads = replay.threads.max(1);
+                let words = replay.words();
+                // A thread's share of the log, from the log size or from its share of
+                // the transactions (the hash fill's records are at most 300 bytes).
+                let per_thread = if replay.txns > 0 {
+                    let record = words.map_or(300, |w| w.record_bytes());
+                    replay.txns.div_ceil(threads as u64) as usize * record
+                } else {
+                    log_bytes.div_ceil(threads as u64) as usize
+                };
+                Ok(FillSpec {
+                    engine,
+                    fill_options: engines::spht_replayer_held(),
+                    log_per_thread: (per_thread + per_thread / 16 + (4 << 20))
+                        .next_multiple_of(1 << 20),
+                    btree: words.is_none(),
+                    threads,
+                    words,
+                    txns: replay.txns,
+                })
+            }
             RecoveryWorkload::Replay => Err(format!(
                 "replay: measures {} only, not {}",
                 Engine::SPHT.name(),
@@ -294,16 +367,18 @@ impl Row {
 
 /// One run of workload `w` on `engine`: fill `log_bytes` of log, crash, time each open
 /// of the workload. Pool files go to `dir` and are removed.
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     w: RecoveryWorkload,
     engine: Engine,
     log_bytes: u64,
+    replay: &ReplayFill,
     run: u32,
     seed: u64,
     dir: &Path,
     opener: &Opener,
 ) -> Result<Vec<Row>, String> {
-    let fill = w.fill(engine, log_bytes)?;
+    let fill = w.fill(engine, log_bytes, replay)?;
     let opens = w.opens();
     let specs: Vec<OpenSpec> = opens.iter().map(|o| o.spec()).collect();
     let (log_bytes, transactions, timings) =
@@ -334,7 +409,34 @@ pub fn crash_image(
     dir: &Path,
     image: &Path,
 ) -> Result<(u64, u64), String> {
-    let f = crash::fill(&w.fill(engine, log_bytes)?, dir, image, log_bytes, seed)?;
+    crash_image_of(
+        w,
+        engine,
+        log_bytes,
+        &ReplayFill::default(),
+        seed,
+        dir,
+        image,
+    )
+}
+
+/// [`crash_image`] with the `replay` workload's fill `replay`.
+pub fn crash_image_of(
+    w: RecoveryWorkload,
+    engine: Engine,
+    log_bytes: u64,
+    replay: &ReplayFill,
+    seed: u64,
+    dir: &Path,
+    image: &Path,
+) -> Result<(u64, u64), String> {
+    let f = crash::fill(
+        &w.fill(engine, log_bytes, replay)?,
+        dir,
+        image,
+        log_bytes,
+        seed,
+    )?;
     Ok((f.log_bytes, f.transactions))
 }
 
@@ -383,7 +485,7 @@ const MEDIAN_HEADS: [&str; 9] = [
 ];
 
 /// The table of workload `w`'s `rows`: medians over runs per engine and open.
-pub fn table(w: RecoveryWorkload, rows: &[Row]) -> String {
+pub fn table(w: RecoveryWorkload, rows: &[Row], replay: &ReplayFill) -> String {
     let key_heads: &[&str] = match w {
         RecoveryWorkload::Recovery => &["engine", "rec thr"],
         RecoveryWorkload::Replay => &["mode", "filter", "thr"],
@@ -446,14 +548,14 @@ pub fn table(w: RecoveryWorkload, rows: &[Row]) -> String {
             t.render()
         ),
         RecoveryWorkload::Replay => format!(
-            "replay: spht logs left to a crash with the replayer held ({FILL_THREADS} fill \
-             threads overwriting 64-byte values of a {KEYS}-key hash table and B+-tree), \
+            "replay: spht logs left to a crash with the replayer held ({}), \
              then Pool::open (the engine's replay) timed in a fresh process per mode \
              (forward links, timestamp scan of the per-thread logs, backward links), \
              duplicate filter and replay threads (medians over runs; GB/s = log bytes / \
              open seconds (wall, including the open's fixed cost: compare clean open s); \
              GB/cpu s = log bytes / CPU seconds of the open, all threads of the child; sys \
              s = the kernel's part)\n{}\n{}",
+            replay.describe(),
             t.render(),
             replay_target(rows)
         ),
@@ -500,10 +602,12 @@ fn replay_target(rows: &[Row]) -> String {
 /// Run workload `w` for `engines` (`runs` runs, `log_mib` MiB of log each), writing
 /// its CSV file to `out`. Returns the table text and the failures; `progress` gets a
 /// line per open.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     w: RecoveryWorkload,
     engines: &[Engine],
     log_mib: u64,
+    replay: &ReplayFill,
     runs: u32,
     seed: u64,
     out: &Path,
@@ -529,6 +633,7 @@ pub fn run(
                 w,
                 e,
                 log_mib << 20,
+                replay,
                 run,
                 seed ^ u64::from(run),
                 &pool_dir(),
@@ -558,7 +663,7 @@ pub fn run(
     let text = if rows.is_empty() {
         String::new()
     } else {
-        table(w, &rows)
+        table(w, &rows, replay)
     };
     (text, failures)
 }
@@ -597,6 +702,7 @@ mod tests {
             RecoveryWorkload::Recovery,
             Engine::SP3,
             4 << 20,
+            &ReplayFill::default(),
             1,
             2,
             dir.path(),
@@ -607,7 +713,7 @@ mod tests {
         assert!(rows
             .iter()
             .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20));
-        let t = table(RecoveryWorkload::Recovery, &rows);
+        let t = table(RecoveryWorkload::Recovery, &rows, &ReplayFill::default());
         assert!(t.contains("sp3") && t.contains("1.00x"), "{t}");
         let line = rows[1].to_csv();
         assert!(line.starts_with("sp3,1,2,"), "{line}");
@@ -629,7 +735,9 @@ mod tests {
             notes[0].starts_with("recovery: pisces skipped ("),
             "{notes:?}"
         );
-        assert!(RecoveryWorkload::Replay.fill(Engine::SP3, 1 << 20).is_err());
+        assert!(RecoveryWorkload::Replay
+            .fill(Engine::SP3, 1 << 20, &ReplayFill::default())
+            .is_err());
     }
 
     /// The target line takes the configuration with the best median and says n/a
@@ -713,6 +821,7 @@ mod tests {
             RecoveryWorkload::Replay,
             Engine::SPHT,
             4 << 20,
+            &ReplayFill::default(),
             1,
             3,
             dir.path(),
@@ -723,11 +832,62 @@ mod tests {
         assert!(rows
             .iter()
             .all(|r| r.timing.open_secs > 0.0 && r.log_bytes >= 4 << 20 && r.transactions > 1000));
-        let t = table(RecoveryWorkload::Replay, &rows);
+        let t = table(RecoveryWorkload::Replay, &rows, &ReplayFill::default());
         for m in engines::SPHT_REPLAY_MODES {
             assert!(t.contains(m), "{t}");
         }
         // Every pool file was removed.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// The word fill (the paper's replay setting, scaled down): 4 logging threads,
+    /// 5 writes per transaction on a 1 MiB heap, a transaction count. Every
+    /// transaction is in the logs, and every replay configuration recovers the last
+    /// committed value of every word (checked inside `measure_opens`).
+    #[test]
+    fn the_word_fill_replays_in_every_mode() {
+        let fill = ReplayFill {
+            threads: 4,
+            writes: 5,
+            heap_mib: 1,
+            txns: 6000,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("crash.pool");
+        let (log_bytes, transactions) = crash_image_of(
+            RecoveryWorkload::Replay,
+            Engine::SPHT,
+            1 << 20,
+            &fill,
+            1,
+            dir.path(),
+            &image,
+        )
+        .unwrap();
+        assert_eq!(transactions, 6000);
+        // Records of 5 word entries (fewer where a transaction wrote a word twice).
+        assert!(log_bytes > 6000 * (48 + 4 * 16), "{log_bytes}");
+        let report = pisces::tools::check::check_pool(&image, crash::plain_dram()).unwrap();
+        let lines = report.engine_state.unwrap().lines.join("\n");
+        assert!(
+            lines.contains("live records   6000 durable, unreplayed"),
+            "every fill transaction must be in the log: {lines}"
+        );
+        std::fs::remove_file(&image).unwrap();
+        let rows = measure(
+            RecoveryWorkload::Replay,
+            Engine::SPHT,
+            1 << 20,
+            &fill,
+            1,
+            5,
+            dir.path(),
+            &Opener::InProcess,
+        )
+        .unwrap();
+        assert_eq!(rows.len(), RecoveryWorkload::Replay.opens().len());
+        assert!(rows.iter().all(|r| r.transactions == 6000));
+        let t = table(RecoveryWorkload::Replay, &rows, &fill);
+        assert!(t.contains("4 thread(s) writing 5 random word(s)"), "{t}");
     }
 }
