@@ -469,13 +469,11 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         if delta > 0 {
             // Up to `SPLITS_PER_INSERT` splits while the estimate stays above the load
             // (one per insert could not keep a map below one entry per bucket).
-            let mut n = n;
-            for _ in 0..SPLITS_PER_INSERT {
+            for n in n..n + SPLITS_PER_INSERT {
                 if n >= MAX_BUCKETS as u64 || !Self::overloaded(n, b / CHUNK as u64, count) {
                     break;
                 }
                 self.split(tx)?;
-                n += 1;
             }
         }
         Ok(())
