@@ -208,6 +208,18 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
 /// re-executes it (allocations and frees included) to the state the close left, on
 /// top of which the pool keeps working; `write_back` (what leak checks use) makes
 /// home current, after which an open has nothing to re-execute.
+/// Allocate a node filled with `fill` into `*slot`, or free the node it holds (the
+/// operations of the re-execution tests).
+fn toggle_node(tx: &mut crate::Tx<'_>, slot: &mut PPtr<[u64; 4]>, fill: u64) -> crate::Result<()> {
+    if slot.is_null() {
+        *slot = tx.alloc([fill; 4])?;
+    } else {
+        tx.free(*slot)?;
+        *slot = PPtr::null();
+    }
+    Ok(())
+}
+
 #[test]
 fn a_clean_close_leaves_the_window_to_the_next_open() {
     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -220,13 +232,7 @@ fn a_clean_close_leaves_the_window_to_the_next_open() {
     // Allocate a node into the slot, or free the node it holds.
     ops.register(3, |tx, a: &Args| {
         let mut r = *tx.read(a.root)?;
-        let s = &mut r[a.slot as usize];
-        if s.is_null() {
-            *s = tx.alloc([a.slot * 10; 4])?;
-        } else {
-            tx.free(*s)?;
-            *s = PPtr::null();
-        }
+        toggle_node(tx, &mut r[a.slot as usize], a.slot * 10)?;
         *tx.write(a.root)? = r;
         Ok(())
     })
@@ -443,13 +449,7 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
                 *s = tx.alloc([i as u64; 4])?;
             }
         } else {
-            let s = &mut r[a.slot as usize];
-            if s.is_null() {
-                *s = tx.alloc([a.slot; 4])?;
-            } else {
-                tx.free(*s)?;
-                *s = PPtr::null();
-            }
+            toggle_node(tx, &mut r[a.slot as usize], a.slot)?;
         }
         *tx.write(a.root)? = r;
         Ok(())
