@@ -112,12 +112,12 @@ pub struct Snapshot {
 }
 
 impl Entry {
-    fn new(first: *mut Version) -> Entry {
+    fn new(first: *mut Version, live: bool) -> Entry {
         Entry {
             ver: AtomicU64::new(0),
             ptr: AtomicPtr::new(first),
             last_tid: AtomicU64::new(super::tid::NONE),
-            live: std::sync::atomic::AtomicBool::new(true),
+            live: std::sync::atomic::AtomicBool::new(live),
         }
     }
 
@@ -363,7 +363,10 @@ impl Index {
     /// The entry of the object at payload offset `off` with `len` payload bytes (a
     /// multiple of 8), created from its home bytes on first access. `slot`: where the
     /// object sits if it is a small block (its entry is then linked into the direct
-    /// table, for [`Index::small`]).
+    /// table, for [`Index::small`]). `live`: the state a new entry starts in — true for
+    /// an object of the committed state, false for a block the caller's commit
+    /// allocates (live once that commit publishes it, and never if it rolls back: the
+    /// read fast path trusts a live entry without asking the allocator).
     ///
     /// # Safety
     /// `off .. off + len` must be an object payload inside `heap` (validated), and
@@ -375,12 +378,13 @@ impl Index {
         len: usize,
         heap: &Heap,
         slot: Option<SmallSlot>,
+        live: bool,
     ) -> &Entry {
         if let Some(e) = slot.and_then(|s| self.small(s)) {
             return e;
         }
         // SAFETY: the caller's contract.
-        let e = unsafe { self.get_or_create_shared(off, len, heap) };
+        let e = unsafe { self.get_or_create_shared(off, len, heap, live) };
         if let Some(s) = slot {
             self.link_small(s, e);
         }
@@ -391,7 +395,7 @@ impl Index {
     ///
     /// # Safety
     /// As for [`Index::get_or_create`].
-    unsafe fn get_or_create_shared(&self, off: u64, len: usize, heap: &Heap) -> &Entry {
+    unsafe fn get_or_create_shared(&self, off: u64, len: usize, heap: &Heap, live: bool) -> &Entry {
         let shard = self.shard(off);
         let key = (off, len as u64);
         if let Some(e) = read(shard).get(&key) {
@@ -407,7 +411,7 @@ impl Index {
         let mut ours = false;
         let e = map.entry(key).or_insert_with(|| {
             ours = true;
-            Box::new(Entry::new(first))
+            Box::new(Entry::new(first, live))
         });
         let p: *const Entry = &**e;
         drop(map);

@@ -233,7 +233,7 @@ fn entries_lock_publish_and_unlock() {
     let off = (h.layout().heap_offset + 8) as u64;
     let idx = Index::new(&h, 0);
     // SAFETY: a payload range inside the heap.
-    let e = unsafe { idx.get_or_create(off, 16, &h, None) };
+    let e = unsafe { idx.get_or_create(off, 16, &h, None, true) };
     let s0 = e.snapshot().unwrap();
     let prior = e.lock_current(1).unwrap();
     assert!(is_locked(e.ver.load(std::sync::atomic::Ordering::Relaxed)));
@@ -308,7 +308,10 @@ fn small_table_finds_exactly_the_linked_block() {
     let slot = sh.alloc.small_slot(off, 0).expect("a small block");
     let plen = slot.payload_len as usize;
     // SAFETY: a validated payload of this pool; the slot is the allocator's.
-    let linked = unsafe { sh.index.get_or_create(off, plen, &sh.heap, Some(slot)) } as *const _;
+    let linked = unsafe {
+        sh.index
+            .get_or_create(off, plen, &sh.heap, Some(slot), true)
+    } as *const _;
     let found = sh.index.lookup_small(off, 8).expect("linked") as *const _;
     assert_eq!(found, linked);
     assert!(std::ptr::eq(
@@ -380,6 +383,33 @@ fn a_freed_object_is_refused_on_the_fast_path() {
     a.begin(&TxOptions::default());
     let r = load(&a, x);
     a.abort();
+    assert!(matches!(r, Err(crate::Error::InvalidPointer(_))), "{r:?}");
+}
+
+/// An entry that a commit creates for a block it allocates starts not live. Between its
+/// creation and the commit's lock of it the entry is unlocked, and if the commit rolls
+/// back the block goes back to the allocator while the entry stays: in both states a
+/// forged pointer to the block must be refused, not read through the fast path from
+/// the entry (built here as the commit builds it, then rolled back).
+#[test]
+fn an_entry_of_an_unpublished_allocation_is_not_read() {
+    let (e, mut a, mut b) = engine();
+    let sh = e.shared();
+    a.begin(&TxOptions::default());
+    let off = a.alloc(24).unwrap();
+    let slot = sh.alloc.small_slot(off, 0).expect("a small block");
+    let plen = slot.payload_len as usize & !7;
+    // As the commit does for a block it allocated, before it locks the entry.
+    // SAFETY: a block this transaction reserved; the slot is the allocator's.
+    let _ = unsafe {
+        sh.index
+            .get_or_create(off, plen, &sh.heap, Some(slot), false)
+    };
+    a.abort();
+    assert!(sh.index.lookup_small(off, 8).is_some(), "the entry stays");
+    b.begin(&TxOptions::default());
+    let r = load(&b, off);
+    b.abort();
     assert!(matches!(r, Err(crate::Error::InvalidPointer(_))), "{r:?}");
 }
 

@@ -454,7 +454,7 @@ impl Sp3Thread {
         let e = unsafe {
             self.sh
                 .index
-                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         Ok(self
             .read_entry(e, false)?
@@ -604,7 +604,7 @@ impl Sp3Thread {
             let e = unsafe {
                 self.sh
                     .index
-                    .get_or_create(w.off, w.len, &self.sh.heap, slot)
+                    .get_or_create(w.off, w.len, &self.sh.heap, slot, false)
             };
             // A new block is ours alone unless a stale pointer of another transaction
             // names it: then that one holds the lock and we retry.
@@ -850,7 +850,7 @@ impl EngineThread for Sp3Thread {
         let e = unsafe {
             self.sh
                 .index
-                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
@@ -918,7 +918,7 @@ impl EngineThread for Sp3Thread {
         let e = unsafe {
             self.sh
                 .index
-                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off))
+                .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
         self.writes.push(WriteEntry {
