@@ -250,11 +250,7 @@ fn a_clean_close_leaves_the_window_to_the_next_open() {
         p.run(|tx| {
             let r = *tx.read(root)?;
             r.iter()
-                .map(|s| {
-                    Ok((!s.is_null())
-                        .then(|| tx.read(*s).map(|v| *v))
-                        .transpose()?)
-                })
+                .map(|s| (!s.is_null()).then(|| tx.read(*s).copied()).transpose())
                 .collect::<crate::Result<Vec<_>>>()
         })
         .unwrap()
