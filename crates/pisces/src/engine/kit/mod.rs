@@ -42,12 +42,14 @@
 //!     that sp3's versions (a length word and the payload) are made of too;
 //!   * [`versions::version_chain`]: an object's versions newest first, its commit lock
 //!     and last commit timestamp, visibility and truncation (mvcc, timestone);
-//!   * [`versions::version_index`]: the sharded DRAM map from objects to their chains
-//!     (mvcc, timestone);
+//!   * [`versions::version_index`]: the sharded DRAM map from objects to their chains,
+//!     with a direct table for small blocks (mvcc, timestone);
 //! * the rest:
 //!   * [`validate`]: validation of user offsets and of logged writes (every engine
 //!     but pmdk, which validates against its own pool's objects; pmdk too for the
 //!     running-transaction check);
+//!   * [`slab_table`]: a direct table from small blocks to their DRAM metadata, no
+//!     search and no lock (sp3's index, the version index);
 //!   * [`fast_reads`]: the read fast path `Tx::read` inlines (pisces, bare, timestone);
 //!   * [`write_set`]: what a transaction does to each object (pisces, mvcc, sp3, spht,
 //!     timestone), and the write set of private copies with its redo record (mvcc,
@@ -66,6 +68,7 @@ pub(crate) mod log;
 pub(crate) mod recovery;
 pub(crate) mod rollback;
 pub(crate) mod shared_counts;
+pub(crate) mod slab_table;
 pub(crate) mod validate;
 pub(crate) mod versions;
 pub(crate) mod write_set;

@@ -63,12 +63,13 @@ impl MvccShared {
         next_seq: Vec<u64>,
     ) -> MvccShared {
         let n = heap.layout().max_threads;
+        let index = Index::new(&heap, &alloc);
         MvccShared {
             heap,
             alloc,
             clock: Clock::new(clock_start),
             slots: Slot::slots(n),
-            index: Index::default(),
+            index,
             next_seq,
         }
     }

@@ -128,7 +128,11 @@ impl MvccThread {
     #[inline]
     fn snapshot(&self, off: u64, len: usize) -> *const Version {
         // SAFETY: `off .. off + len` was validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, len, &self.sh.heap, &self.sh.alloc)
+        };
         e.wait_unlocked();
         version::visible(e, self.start_ts)
     }
@@ -183,7 +187,11 @@ impl MvccThread {
                 continue;
             }
             // SAFETY: validated when the object entered the write set.
-            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            let e = unsafe {
+                self.sh
+                    .index
+                    .get_or_create(w.off, w.len, &self.sh.heap, &self.sh.alloc)
+            };
             if !e.try_lock(self.slot) {
                 self.unlock(i);
                 return Err(Error::Conflict);

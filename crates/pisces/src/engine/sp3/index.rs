@@ -3,7 +3,7 @@
 //! # Where the metadata lives, and what it costs
 //! In DRAM. Entries are found two ways:
 //! * a **small-class block** (every object but the large runs of whole slabs) through a
-//!   direct table: one array of entry pointers per slab, indexed by the block's index in
+//!   direct table (the kit's [`SlabTable`]): one array of entry pointers per slab, indexed by the block's index in
 //!   its slab ([`crate::heap::alloc::Allocator::small_slot`], a multiply from the
 //!   offset), allocated on the slab's first access. This is the paper's `entryPtr`
 //!   reached from the object's address without a search: a read finds its entry with
@@ -42,9 +42,9 @@
 //! our copy is discarded.
 
 use super::version::Version;
+use crate::engine::kit::slab_table::SlabTable;
 use crate::fasthash::FastMap;
-use crate::heap::alloc::{small_block_index, SmallSlot, HEADER};
-use crate::heap::layout::SLAB_SIZE;
+use crate::heap::alloc::SmallSlot;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -228,23 +228,11 @@ impl Entry {
 const SHARDS: usize = 64;
 type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
 
-/// The entries of one small slab's blocks, by block index (null: none yet). The
-/// pointers borrow from the shards, which own every entry.
-struct SlabEntries {
-    /// The slab's size class (fixed for the run).
-    class: u32,
-    /// Payload bytes of the class's blocks.
-    payload_len: u32,
-    entries: Box<[AtomicPtr<Entry>]>,
-}
-
 /// The index.
 pub struct Index {
     shards: Box<[CachePadded<Shard>]>,
-    /// Per slab of the geometry: null, or its [`SlabEntries`] (owned; never replaced).
-    small: Box<[AtomicPtr<SlabEntries>]>,
-    /// Pool offset of the payload of a block at the heap's first byte.
-    payload0: u64,
+    /// Small blocks' entries (the shards own them).
+    small: SlabTable<Entry>,
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
@@ -269,89 +257,24 @@ impl Index {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
                 .collect(),
-            small: (0..slabs).map(|_| AtomicPtr::default()).collect(),
-            payload0: (heap.layout().heap_offset + HEADER) as u64,
+            small: SlabTable::new(heap, slabs),
         }
     }
 
     /// The entry of the small block whose payload starts at `off`, holding at least
-    /// `len` bytes, if its first access made one: the read fast path (module docs). No
-    /// lock and no allocator state: the slab's table knows the slab's class, which
-    /// says whether a block starts at `off` (one multiply); then two dependent Acquire
-    /// loads. An entry found this way is that of a block of this pool (only
-    /// [`Index::get_or_create`], given a validated block, links entries).
+    /// `len` bytes, if its first access made one: the read fast path (module docs,
+    /// [`SlabTable::lookup`]). An entry found this way is that of a block of this pool
+    /// (only [`Index::get_or_create`], given a validated block, links entries).
     #[inline(always)]
     pub fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
-        let rel = off.wrapping_sub(self.payload0);
-        // (A `rel` that wrapped gives a slab index past the table.)
-        // Acquire: pairs with the Release publication of the table in `link_small`.
-        let t = self
-            .small
-            .get((rel / SLAB_SIZE as u64) as usize)?
-            .load(Acquire);
-        if t.is_null() {
-            return None;
-        }
-        // SAFETY: a published table is never freed or replaced while the index lives.
-        let t = unsafe { &*t };
-        if len > t.payload_len as usize {
-            return None;
-        }
-        let index = small_block_index(t.class, (rel % SLAB_SIZE as u64) as u32)?;
-        // Acquire: pairs with the Release store of the entry in `link_small`.
-        let e = t.entries.get(index as usize)?.load(Acquire);
-        // SAFETY: boxed entries never move and are never removed while the index lives.
-        (!e.is_null()).then(|| unsafe { &*e })
+        self.small.lookup(off, len)
     }
 
     /// The entry of the small block at `slot` (the allocator's), if its first access
     /// made one. No lock: two dependent Acquire loads.
     #[inline(always)]
     pub fn small(&self, slot: SmallSlot) -> Option<&Entry> {
-        // Acquire (both loads): pairs with the Release stores in `link_small`, so the
-        // table's and the entry's initialisation are visible.
-        let t = self.small.get(slot.slab)?.load(Acquire);
-        if t.is_null() {
-            return None;
-        }
-        // SAFETY: a published table is never freed or replaced while the index lives.
-        let t = unsafe { &*t };
-        let e = t.entries.get(slot.index as usize)?.load(Acquire);
-        // SAFETY: boxed entries never move and are never removed while the index lives.
-        (!e.is_null()).then(|| unsafe { &*e })
-    }
-
-    /// Link `e`, the shards' entry of the small block at `slot`, into the direct table.
-    /// Every thread that links a slot links the same entry (the shards make one per
-    /// key, and a slot names one (offset, length) for the run).
-    fn link_small(&self, slot: SmallSlot, e: *const Entry) {
-        let Some(cell) = self.small.get(slot.slab) else {
-            return;
-        };
-        let mut t = cell.load(Acquire);
-        if t.is_null() {
-            let fresh = Box::into_raw(Box::new(SlabEntries {
-                class: slot.class,
-                payload_len: slot.payload_len,
-                entries: (0..slot.nblocks).map(|_| AtomicPtr::default()).collect(),
-            }));
-            // AcqRel: Release publishes the table's initialisation; Acquire on failure
-            // sees the winner's.
-            t = match cell.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
-                Ok(_) => fresh,
-                Err(winner) => {
-                    // SAFETY: ours, never published.
-                    drop(unsafe { Box::from_raw(fresh) });
-                    winner
-                }
-            };
-        }
-        // SAFETY: published tables live as long as the index.
-        let t = unsafe { &*t };
-        if let Some(c) = t.entries.get(slot.index as usize) {
-            // Release: the entry's initialisation before a reader's Acquire load.
-            c.store(e as *mut Entry, Release);
-        }
+        self.small.get(slot)
     }
 
     #[inline]
@@ -386,7 +309,10 @@ impl Index {
         // SAFETY: the caller's contract.
         let e = unsafe { self.get_or_create_shared(off, len, heap, live) };
         if let Some(s) = slot {
-            self.link_small(s, e);
+            // SAFETY: the caller's slot of this block; boxed entries never move and
+            // live as long as the index; the shards make one entry per key, and a slot
+            // names one (offset, length) for the run.
+            unsafe { self.small.link(s, e) };
         }
         e
     }
@@ -441,14 +367,6 @@ impl Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        for t in self.small.iter_mut() {
-            let t = *t.get_mut();
-            if !t.is_null() {
-                // SAFETY: the index is being dropped; tables came from `Box::into_raw`
-                // in `link_small` and are freed only here.
-                drop(unsafe { Box::from_raw(t) });
-            }
-        }
         for s in self.shards.iter_mut() {
             let m = s.get_mut().unwrap_or_else(|e| e.into_inner());
             for e in m.values_mut() {

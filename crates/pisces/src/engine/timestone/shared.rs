@@ -236,7 +236,7 @@ impl TimestoneShared {
         TimestoneShared {
             clock: Clock::new(clock_start),
             slots: Slot::slots(n),
-            index: Index::default(),
+            index: Index::new(&heap, &alloc),
             ckpt_clock: SlotClock::default(),
             pending: Mutex::new(Pending::default()),
             ckpt: Mutex::new(super::clog::CkptState::default()),

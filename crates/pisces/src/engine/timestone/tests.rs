@@ -916,6 +916,45 @@ fn a_commit_sends_later_readers_to_the_chain() {
     assert!(home, "a checkpointed object is not read at home");
 }
 
+/// A small object's chain is found in the version index's direct table once its first
+/// access made it: the chain the shards hold, one per block, so two objects of one slab
+/// read their own versions; a chain of another length at the same offset is not the
+/// table's.
+#[test]
+fn the_direct_table_finds_each_small_blocks_own_chain() {
+    let p = pool("");
+    let (a, b) = clean_object(&p);
+    p.run(|tx| {
+        tx.write(a)?[0] = 2;
+        tx.write(b)?[0] = 3;
+        Ok(())
+    })
+    .unwrap();
+    let read = || p.run(|tx| Ok((tx.read(a)?[0], tx.read(b)?[0]))).unwrap();
+    assert_eq!(read(), (2, 3));
+    let sh = engine(&p).shared();
+    let plen = sh.alloc.small_slot(a.offset(), 0).unwrap().payload_len as usize;
+    assert!(sh.index.in_small_table(a.offset(), plen));
+    assert!(sh.index.in_small_table(b.offset(), plen));
+    assert!(!sh.index.in_small_table(a.offset(), plen - 8));
+    let ca = sh.index.get(a.offset(), plen).unwrap() as *const _;
+    let cb = sh.index.get(b.offset(), plen).unwrap() as *const _;
+    assert_ne!(ca, cb);
+    // SAFETY: `a` is a live object of the pool with `plen` payload bytes.
+    let again = unsafe {
+        sh.index
+            .get_or_create(a.offset(), plen, &sh.heap, &sh.alloc)
+    };
+    assert_eq!(again as *const _, ca);
+    // Twice more through the table, the values still each object's own.
+    p.run(|tx| {
+        tx.write(b)?[0] = 4;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(read(), (2, 4));
+}
+
 /// The inlined path ends at the transaction's first write: its own writes are in a
 /// private copy that home does not show.
 #[test]

@@ -212,7 +212,11 @@ impl TimestoneThread {
     #[inline]
     fn snapshot(&self, off: u64, len: usize) -> (*const Entry, *const Version) {
         // SAFETY: validated by `locate_object`.
-        let e = unsafe { self.sh.index.get_or_create(off, len, &self.sh.heap) };
+        let e = unsafe {
+            self.sh
+                .index
+                .get_or_create(off, len, &self.sh.heap, &self.sh.alloc)
+        };
         (e, tlog::visible(e, self.start_ts))
     }
 
@@ -401,7 +405,11 @@ impl TimestoneThread {
                 continue;
             }
             // SAFETY: validated when it entered the write set (or a reserved block).
-            let e = unsafe { self.sh.index.get_or_create(w.off, w.len, &self.sh.heap) };
+            let e = unsafe {
+                self.sh
+                    .index
+                    .get_or_create(w.off, w.len, &self.sh.heap, &self.sh.alloc)
+            };
             if !e.try_lock(self.slot) {
                 self.locked = i;
                 return Err(Error::Conflict);
@@ -870,9 +878,12 @@ impl EngineThread for TimestoneThread {
         if self.iso >= Isolation::Serializable {
             // SAFETY: `b` is a block of the heap: its payload is an object.
             let e = unsafe {
-                self.sh
-                    .index
-                    .get_or_create(off, b.payload_len() & !7, &self.sh.heap)
+                self.sh.index.get_or_create(
+                    off,
+                    b.payload_len() & !7,
+                    &self.sh.heap,
+                    &self.sh.alloc,
+                )
             };
             self.reads.get_mut().push(Read::Chain(e));
         }

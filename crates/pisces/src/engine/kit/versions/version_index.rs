@@ -15,12 +15,19 @@
 //!   same chain. The index is bounded by the distinct objects a run touches.)
 //!
 //! Shards are `RwLock`ed hash maps: readers share a shard; only the first access of an
-//! object takes the write lock.
+//! object takes the write lock. They own every chain. A small block's chain is also
+//! linked into a direct table ([`SlabTable`]) at its first access, and found there
+//! afterwards: a multiply and two dependent loads, no hash and no lock — the lookup
+//! of every read whose object has versions in DRAM, so a shard's lock word would
+//! otherwise take two read-modify-writes per such read, shared by every thread reading
+//! an object of the shard.
 
 use super::version::Version;
 use super::version_chain::Chain;
 use crate::engine::kit::shared_counts::count_write;
+use crate::engine::kit::slab_table::SlabTable;
 use crate::fasthash::FastMap;
+use crate::heap::alloc::{min_class, Allocator};
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
@@ -34,16 +41,21 @@ type Shard = RwLock<Map>;
 /// The index.
 pub struct VersionIndex {
     shards: Box<[CachePadded<Shard>]>,
+    /// Small blocks' chains (the shards own them): keyed by the block, linked only for
+    /// a chain of the block's whole payload.
+    small: SlabTable<Chain>,
     /// Live versions (private copies included): a statistic for tests.
     pub live: AtomicU64,
 }
 
-impl Default for VersionIndex {
-    fn default() -> Self {
+impl VersionIndex {
+    /// An empty index for the heap of `alloc`.
+    pub fn new(heap: &Heap, alloc: &Allocator) -> VersionIndex {
         VersionIndex {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
                 .collect(),
+            small: SlabTable::new(heap, alloc.slab_capacity()),
             live: AtomicU64::new(0),
         }
     }
@@ -76,6 +88,9 @@ impl VersionIndex {
     /// The chain of the object at payload offset `off` with `len` payload bytes, if one
     /// exists (never creates one).
     pub fn get(&self, off: u64, len: usize) -> Option<&Chain> {
+        if let Some(c) = self.small_chain(off, len) {
+            return Some(c);
+        }
         let p: *const Chain = &**read(self.shard(off)).get(&(off, len as u64))?;
         // SAFETY: boxed chains never move and are never removed before the index is
         // dropped (module docs), so the reference outlives the guard.
@@ -89,7 +104,50 @@ impl VersionIndex {
     /// `off .. off + len` must be an object payload inside `heap` (validated by the
     /// caller).
     #[inline]
-    pub unsafe fn get_or_create(&self, off: u64, len: usize, heap: &Heap) -> &Chain {
+    pub unsafe fn get_or_create(
+        &self,
+        off: u64,
+        len: usize,
+        heap: &Heap,
+        alloc: &Allocator,
+    ) -> &Chain {
+        if let Some(c) = self.small_chain(off, len) {
+            return c;
+        }
+        // SAFETY: the caller's contract.
+        let c = unsafe { self.get_or_create_shared(off, len, heap) };
+        if let Some(slot) = alloc.small_slot(off, min_class(len)) {
+            if slot.payload_len as usize == len {
+                // SAFETY: the allocator's slot of the block at `off`, whose whole
+                // payload the chain holds; boxed chains never move and live as long as
+                // the index; the shards make one chain per (offset, length), and a slot
+                // names one offset and length for the run.
+                unsafe { self.small.link(slot, c) };
+            }
+        }
+        c
+    }
+
+    /// The chain of the small block at `off` from the direct table, if it is linked
+    /// and holds exactly `len` payload bytes (a chain of another length at the same
+    /// offset lives in the shards only).
+    #[inline(always)]
+    fn small_chain(&self, off: u64, len: usize) -> Option<&Chain> {
+        self.small.lookup_exact(off, len)
+    }
+
+    /// True if the small block at `off` has its chain of `len` payload bytes in the
+    /// direct table (tests).
+    #[cfg(test)]
+    pub fn in_small_table(&self, off: u64, len: usize) -> bool {
+        self.small_chain(off, len).is_some()
+    }
+
+    /// [`VersionIndex::get_or_create`] in the shards.
+    ///
+    /// # Safety
+    /// As for [`VersionIndex::get_or_create`].
+    unsafe fn get_or_create_shared(&self, off: u64, len: usize, heap: &Heap) -> &Chain {
         let shard = self.shard(off);
         let key = (off, len as u64);
         if let Some(e) = read(shard).get(&key) {
