@@ -118,7 +118,8 @@
 //! of a wider window (below), and a longer recovery (up to a window of records to
 //! re-execute). The read path pays too: an object written in the window is read
 //! through its chain, not at home (its home word is dirty until the checkpoint), so a
-//! wider window sends more reads to the DRAM index.
+//! wider window sends more reads to the DRAM index (for a small block, its direct
+//! table: two dependent loads).
 //!
 //! **DRAM cost of a window**, all bounded: each pending item until the checkpoint
 //! (a few per update) — bounded by the OLog, since every commit has a record of at
@@ -151,8 +152,10 @@
 //! * **Read, engine path** (serializable, linearizable, declined reads): validation of
 //!   the pointer (`locate`), the own write set, the home word (a serializable read
 //!   notes the word it saw, validated at commit by one load), and only then the DRAM
-//!   index (ours: a sharded hash map in place of the paper's pointer) and the chain
-//!   walk (the paper's).
+//!   index (ours, in place of the paper's pointer: for a small block a direct table
+//!   from the block to its chain, two dependent loads and no lock, filled at the
+//!   object's first access in the run; large blocks and the root slot in a sharded
+//!   hash map) and the chain walk (the paper's).
 //! * **Commit**: the OLog record (the paper's; its compact form is ours), room in the
 //!   OLog and the budget, the write set locked through the index (ours), each home
 //!   word marked dirty (one store, ours), versions pushed, the clock ticked,
@@ -191,7 +194,8 @@
 //! shared counter is cheap.
 //!
 //! # Decisions and departures from the paper
-//! * The object → chain index is a sharded DRAM hash map (as in the `mvcc` baseline);
+//! * The object → chain index is the kit's version index (as in the `mvcc` baseline):
+//!   a direct table per slab for small blocks, a sharded DRAM hash map for the rest;
 //!   the header word holds the clean/dirty state and X instead of a pointer to the
 //!   chain (a pointer would need resetting after a crash; the state is tagged with the
 //!   run, and a word of an earlier run means "no commit in this run": home is newest).
