@@ -259,56 +259,6 @@ fn read_only_file() {
 }
 
 #[test]
-fn pool_already_open() {
-    let (_d, p) = make_pool();
-    let first = Pool::open(&p, cfg()).unwrap();
-    first.sync().unwrap();
-    // The same process: the message says so (it used to say "another process").
-    match open_fails(&p) {
-        Error::AlreadyOpen(q) => {
-            assert_eq!(q, p);
-            let msg = Error::AlreadyOpen(q).to_string();
-            assert!(msg.contains("in this process"), "{msg}");
-        }
-        e => panic!("expected AlreadyOpen, got {e:?}"),
-    }
-    assert_eq!(root_value(&first), 41);
-    drop(first);
-    // Another process holding the lock (flock(1) from util-linux, if present): Locked,
-    // and the message says "another process".
-    if let Ok(mut child) = std::process::Command::new("flock")
-        .arg(&p)
-        .args(["sleep", "3"])
-        .spawn()
-    {
-        let t0 = std::time::Instant::now();
-        let mut seen = None;
-        while t0.elapsed() < std::time::Duration::from_secs(2) {
-            match Pool::open(&p, cfg()) {
-                Err(e) => {
-                    seen = Some(e);
-                    break;
-                }
-                Ok(pool) => drop(pool),
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let _ = child.wait();
-        match seen {
-            Some(e @ Error::Locked(_)) => {
-                assert!(e.to_string().contains("another process"), "{e}")
-            }
-            other => panic!("expected Locked while flock(1) holds the pool, got {other:?}"),
-        }
-    }
-    let first = Pool::open(&p, cfg()).unwrap();
-    // The first handle is unaffected, and the pool opens again once it is closed.
-    assert_eq!(root_value(&first), 41);
-    drop(first);
-    assert_eq!(root_value(&Pool::open(&p, cfg()).unwrap()), 41);
-}
-
-#[test]
 fn creating_over_an_existing_file() {
     let (_d, p) = make_pool();
     let before = fingerprint(&p);
@@ -449,7 +399,7 @@ fn a_damaged_root_slot_is_refused_not_replaced() {
                     .any(|q| q.contains("root") || q.contains("engine area")),
                 "{engine}, {what}: check found no root problem: {report}"
             );
-            match open_past_forks(&p, &cfg) {
+            match Pool::open(&p, cfg.clone()) {
                 Err(Error::Corrupt(m)) => assert!(
                     m.contains("root") || m.contains("engine area"),
                     "{engine}, {what}: {m}"
@@ -460,26 +410,9 @@ fn a_damaged_root_slot_is_refused_not_replaced() {
         }
         // The undamaged pool still opens, with its root.
         std::fs::write(&p, &good).unwrap();
-        let pool = open_past_forks(&p, &cfg).unwrap();
+        let pool = Pool::open(&p, cfg).unwrap();
         let root: PPtr<[u64; 4]> = pool.root().unwrap();
         assert_ne!(pool.run(|tx| Ok(tx.read(root)?[0])).unwrap(), 0, "{engine}");
-    }
-}
-
-/// `Pool::open`, retried for a while on `AlreadyOpen`: another test of this binary
-/// spawns a process (`flock`), and between its fork and its exec the child holds a copy
-/// of every descriptor of this process, the lock of a pool this test just closed
-/// included (the library's own state holds nothing then: the lock's holder is the
-/// process, read from `/proc/locks`).
-fn open_past_forks(p: &std::path::Path, cfg: &Config) -> pisces::Result<Pool> {
-    let t0 = std::time::Instant::now();
-    loop {
-        match Pool::open(p, cfg.clone()) {
-            Err(Error::AlreadyOpen(_)) if t0.elapsed() < std::time::Duration::from_secs(2) => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            r => return r,
-        }
     }
 }
 
