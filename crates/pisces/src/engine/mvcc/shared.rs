@@ -139,10 +139,7 @@ impl MvccEngine {
     /// Versions alive in DRAM (published and private), for tests and diagnostics.
     #[cfg(test)]
     pub(super) fn live_versions(&self) -> u64 {
-        self.sh
-            .index
-            .live
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.sh.index.live.get()
     }
 }
 

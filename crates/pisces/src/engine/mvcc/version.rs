@@ -40,7 +40,6 @@
 pub use crate::engine::kit::versions::version::Version;
 pub use crate::engine::kit::versions::version_chain::Chain as Entry;
 use crate::engine::kit::versions::version_chain::Chain;
-use std::sync::atomic::AtomicU64;
 
 /// Every stamp on an `mvcc` chain is a commit timestamp.
 #[inline]
@@ -73,7 +72,11 @@ pub unsafe fn publish(e: &Chain, v: *mut Version, ts: u64) {
 /// # Safety
 /// The caller holds the lock, and no running or future transaction has a start
 /// timestamp below `oldest` (module docs).
-pub unsafe fn truncate(e: &Chain, oldest: u64, live: &AtomicU64) -> usize {
+pub unsafe fn truncate(
+    e: &Chain,
+    oldest: u64,
+    live: &crate::engine::kit::versions::version::LiveCount,
+) -> usize {
     // SAFETY: caller.
     unsafe { e.truncate(oldest, live, committed) }
 }

@@ -2,12 +2,13 @@
 //! CLog record's checksum, checkpoint coalescing, and recovery's re-execution count.
 
 use super::tlog::{truncate, visible, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
+use crate::engine::kit::versions::version::LiveCount;
 use crate::medium::dram::DramMedium;
 use crate::{Config, EngineId, Error, Operations, PPtr, Pool};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-fn version(live: &AtomicU64, v: u64) -> *mut Version {
+fn version(live: &LiveCount, v: u64) -> *mut Version {
     // SAFETY: 8 bytes from a live u64.
     unsafe { Version::new(8, Some(&v as *const u64 as *const u8), live) }
 }
@@ -18,7 +19,7 @@ fn value(v: *const Version) -> u64 {
 }
 
 /// Build a chain base(0) ← v(ts) for each (value, stamp), newest last.
-fn chain(live: &AtomicU64, vs: &[(u64, u64)]) -> Entry {
+fn chain(live: &LiveCount, vs: &[(u64, u64)]) -> Entry {
     // SAFETY: fresh versions owned by the test; pushes happen as the only "lock holder".
     unsafe {
         let e = Entry::new(version(live, 100));
@@ -33,7 +34,7 @@ fn chain(live: &AtomicU64, vs: &[(u64, u64)]) -> Entry {
 
 #[test]
 fn visibility_follows_stamps() {
-    let live = AtomicU64::new(0);
+    let live = LiveCount::default();
     let e = chain(&live, &[(1, 5), (2, ABORTED), (3, 9), (4, PENDING)]);
     // PENDING and ABORTED are skipped; committed versions by timestamp.
     assert_eq!(value(visible(&e, 100)), 3);
@@ -52,14 +53,14 @@ fn visibility_follows_stamps() {
         e.destroy(&live);
         e2.destroy(&live);
     }
-    assert_eq!(live.into_inner(), 0);
+    assert_eq!(live.get(), 0);
 }
 
 /// Readers never wait: pending, committing and aborted versions are skipped at once
 /// (snapshots are horizons, so they all belong to commits above the snapshot).
 #[test]
 fn readers_skip_incomplete_versions_without_waiting() {
-    let live = AtomicU64::new(0);
+    let live = LiveCount::default();
     for stamp in [PENDING, COMMITTING, ABORTED, 50 | UNDURABLE] {
         let mut e = chain(&live, &[(1, 5), (2, stamp)]);
         assert_eq!(value(visible(&e, 40)), 1, "stamp {stamp:#x}");
@@ -70,7 +71,7 @@ fn readers_skip_incomplete_versions_without_waiting() {
 
 #[test]
 fn truncation_keeps_the_keeper_and_newer() {
-    let live = AtomicU64::new(0);
+    let live = LiveCount::default();
     let e = chain(&live, &[(1, 5), (2, 9), (3, ABORTED), (4, 12)]);
     assert_eq!(e.versions(), 5);
     // Keeper for oldest = 10 is the version at 9; the one at 5 and the base go.
@@ -83,7 +84,7 @@ fn truncation_keeps_the_keeper_and_newer() {
     let mut e = e;
     // SAFETY: test-owned.
     unsafe { e.destroy(&live) };
-    assert_eq!(live.into_inner(), 0);
+    assert_eq!(live.get(), 0);
 }
 
 /// The tests' pool configuration: 16 MiB, 2 thread slots of 64 KiB logs, `opts`.

@@ -186,7 +186,11 @@ pub fn visible(e: &Chain, s: u64) -> *const Version {
 ///
 /// # Safety
 /// The caller holds the lock; no running or future snapshot is below `oldest`.
-pub unsafe fn truncate(e: &Chain, oldest: u64, live: &AtomicU64) -> usize {
+pub unsafe fn truncate(
+    e: &Chain,
+    oldest: u64,
+    live: &crate::engine::kit::versions::version::LiveCount,
+) -> usize {
     // SAFETY: caller.
     unsafe { e.truncate(oldest, live, committed) }
 }

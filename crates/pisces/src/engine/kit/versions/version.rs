@@ -15,6 +15,7 @@
 //!    and when truncation cuts the chain below it.
 //! 3. A version is freed once, when no thread can reach it (the chain's reclamation).
 
+#[cfg(test)]
 use crate::engine::kit::shared_counts::count_write;
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -79,13 +80,51 @@ pub(crate) unsafe fn alloc_copy(hdr: usize, bytes: usize, src: Option<*const u8>
     p
 }
 
+/// The count of versions alive in DRAM (private copies included), which the tests
+/// check reclamation by. Counted only in the library's unit tests: elsewhere it is
+/// empty and counts nothing, since every version's allocation and free would otherwise
+/// be a read-modify-write of one word that every committing thread writes.
+#[derive(Debug, Default)]
+pub struct LiveCount {
+    #[cfg(test)]
+    n: AtomicU64,
+}
+
+impl LiveCount {
+    #[inline(always)]
+    fn add(&self) {
+        #[cfg(test)]
+        {
+            count_write(&self.n);
+            // Relaxed: a statistic, read by tests once the threads are joined.
+            self.n.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    fn sub(&self) {
+        #[cfg(test)]
+        {
+            count_write(&self.n);
+            // Relaxed: as in `add`.
+            self.n.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Versions alive now (tests).
+    #[cfg(test)]
+    pub fn get(&self) -> u64 {
+        self.n.load(Relaxed)
+    }
+}
+
 impl Version {
     /// A private copy of `bytes` bytes (a multiple of 8): zeroed, or copied from
     /// `src`. Counts itself in `live`.
     ///
     /// # Safety
     /// `src`, if given, must be valid for reads of `bytes` bytes.
-    pub unsafe fn new(bytes: usize, src: Option<*const u8>, live: &AtomicU64) -> *mut Version {
+    pub unsafe fn new(bytes: usize, src: Option<*const u8>, live: &LiveCount) -> *mut Version {
         // SAFETY: `src` as the caller guarantees.
         let p = unsafe { alloc_copy(HDR, bytes, src) } as *mut Version;
         // SAFETY: `p` is a fresh allocation with room for the header, 8-aligned.
@@ -96,9 +135,7 @@ impl Version {
                 words: bytes / 8,
             })
         };
-        // Relaxed: a statistic, read only by tests and diagnostics.
-        count_write(live);
-        live.fetch_add(1, Relaxed);
+        live.add();
         p
     }
 
@@ -108,7 +145,7 @@ impl Version {
     /// # Safety
     /// `src` must point to a live version of at least `bytes` bytes.
     #[inline]
-    pub unsafe fn copy_of(src: *const Version, bytes: usize, live: &AtomicU64) -> *mut Version {
+    pub unsafe fn copy_of(src: *const Version, bytes: usize, live: &LiveCount) -> *mut Version {
         // SAFETY: the payload of a live version of at least `bytes` bytes (caller).
         unsafe { Self::new(bytes, Some(Self::data(src)), live) }
     }
@@ -183,19 +220,17 @@ impl Version {
     ///
     /// # Safety
     /// `this` came from [`Version::new`], is freed once, and no thread can reach it.
-    pub unsafe fn free(this: *mut Version, live: &AtomicU64) {
+    pub unsafe fn free(this: *mut Version, live: &LiveCount) {
         // SAFETY: caller's contract; the layout is the one it was allocated with.
         unsafe { dealloc(this as *mut u8, layout((*this).words)) };
-        // Relaxed: a statistic.
-        count_write(live);
-        live.fetch_sub(1, Relaxed);
+        live.sub();
     }
 
     /// Free `this` and every older version; returns how many were freed.
     ///
     /// # Safety
     /// As for [`Version::free`], for every version of the chain.
-    pub(super) unsafe fn free_chain(mut this: *mut Version, live: &AtomicU64) -> usize {
+    pub(super) unsafe fn free_chain(mut this: *mut Version, live: &LiveCount) -> usize {
         let mut n = 0;
         while !this.is_null() {
             // SAFETY: caller's contract; `next` is read before the node is freed.

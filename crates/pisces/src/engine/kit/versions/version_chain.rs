@@ -25,7 +25,7 @@
 //! computed, and why a reader that the computation missed still stops at or above the
 //! keeper, is each engine's argument.
 
-use super::version::Version;
+use super::version::{LiveCount, Version};
 use crate::engine::kit::shared_counts::count_write;
 use crate::sync::spin_step;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -174,7 +174,7 @@ impl Chain {
     pub unsafe fn truncate(
         &self,
         oldest: u64,
-        live: &AtomicU64,
+        live: &LiveCount,
         committed: impl Fn(u64) -> Option<u64>,
     ) -> usize {
         // Relaxed: we are the only writer (lock).
@@ -217,7 +217,7 @@ impl Chain {
     ///
     /// # Safety
     /// No thread can reach this chain any more.
-    pub unsafe fn destroy(&mut self, live: &AtomicU64) {
+    pub unsafe fn destroy(&mut self, live: &LiveCount) {
         let head = std::mem::replace(self.head.get_mut(), std::ptr::null_mut());
         // SAFETY: caller's contract.
         unsafe { Version::free_chain(head, live) };
@@ -228,7 +228,7 @@ impl Chain {
 mod tests {
     use super::*;
 
-    fn version(live: &AtomicU64, v: u64) -> *mut Version {
+    fn version(live: &LiveCount, v: u64) -> *mut Version {
         // SAFETY: 8 bytes from a live u64.
         unsafe { Version::new(8, Some(&v as *const u64 as *const u8), live) }
     }
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn visible_and_truncate_follow_the_committed_function() {
-        let live = AtomicU64::new(0);
+        let live = LiveCount::default();
         // Stamps above 1000 do not count, in this test's meaning.
         let committed = |s: u64| (s < 1000).then_some(s);
         // SAFETY: test-owned versions; this thread is the only "lock holder".
@@ -266,12 +266,12 @@ mod tests {
         assert_eq!(value(c.visible(4, committed)), 3);
         // SAFETY: test-owned.
         unsafe { c.destroy(&live) };
-        assert_eq!(live.into_inner(), 0);
+        assert_eq!(live.get(), 0);
     }
 
     #[test]
     fn the_lock_is_held_by_one_slot() {
-        let live = AtomicU64::new(0);
+        let live = LiveCount::default();
         // SAFETY: a fresh version.
         let mut c = unsafe { Chain::new(version(&live, 0)) };
         assert!(c.try_lock(3));

@@ -22,7 +22,7 @@
 //! otherwise take two read-modify-writes per such read, shared by every thread reading
 //! an object of the shard.
 
-use super::version::Version;
+use super::version::{LiveCount, Version};
 use super::version_chain::Chain;
 use crate::engine::kit::shared_counts::count_write;
 use crate::engine::kit::slab_table::SlabTable;
@@ -30,7 +30,7 @@ use crate::fasthash::FastMap;
 use crate::heap::alloc::{min_class, Allocator};
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::AtomicU64;
+
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const SHARDS: usize = 64;
@@ -44,8 +44,8 @@ pub struct VersionIndex {
     /// Small blocks' chains (the shards own them): keyed by the block, linked only for
     /// a chain of the block's whole payload.
     small: SlabTable<Chain>,
-    /// Live versions (private copies included): a statistic for tests.
-    pub live: AtomicU64,
+    /// Live versions (private copies included): counted in tests only.
+    pub live: LiveCount,
 }
 
 impl VersionIndex {
@@ -56,7 +56,7 @@ impl VersionIndex {
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
                 .collect(),
             small: SlabTable::new(heap, alloc.slab_capacity()),
-            live: AtomicU64::new(0),
+            live: LiveCount::default(),
         }
     }
 }
