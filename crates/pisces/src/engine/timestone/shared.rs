@@ -87,18 +87,45 @@ pub const CLOG_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
 pub(crate) use crate::engine::kit::cc::clock::CommitSlot as Slot;
 
 /// Engine statistics (tests, diagnostics).
-#[derive(Default)]
 pub struct Stats {
     /// Checkpoints completed.
     pub checkpoints: AtomicU64,
-    /// Bytes of OLog records appended.
-    pub olog_bytes: AtomicU64,
+    /// Bytes of OLog records appended, per thread slot: every update commit adds to
+    /// its slot's own line (one counter for all would be a word every committer
+    /// writes).
+    olog_bytes: Box<[crossbeam_utils::CachePadded<AtomicU64>]>,
     /// Bytes of CLog records appended.
     pub clog_bytes: AtomicU64,
     /// Bytes written home by checkpoints.
     pub home_bytes: AtomicU64,
     /// Transactions aborted by serializable validation.
     pub validation_aborts: AtomicU64,
+}
+
+impl Stats {
+    fn new(slots: usize) -> Stats {
+        Stats {
+            checkpoints: AtomicU64::new(0),
+            olog_bytes: (0..slots).map(|_| Default::default()).collect(),
+            clog_bytes: AtomicU64::new(0),
+            home_bytes: AtomicU64::new(0),
+            validation_aborts: AtomicU64::new(0),
+        }
+    }
+
+    /// Slot `slot` appended an OLog record of `bytes` bytes.
+    #[inline]
+    pub fn add_olog_bytes(&self, slot: usize, bytes: u64) {
+        // Relaxed: a statistic; only the slot's thread writes its counter.
+        self.olog_bytes[slot].fetch_add(bytes, Relaxed);
+    }
+
+    /// Bytes of OLog records appended by every slot.
+    #[cfg(test)]
+    pub fn olog_bytes(&self) -> u64 {
+        // Relaxed: a statistic, read once the commits counted are complete.
+        self.olog_bytes.iter().map(|c| c.load(Relaxed)).sum()
+    }
 }
 
 /// Small blocks this engine hands out again itself, before asking the allocator:
@@ -250,7 +277,7 @@ impl TimestoneShared {
                 .max(crate::heap::layout::SLAB_SIZE as u64),
             reuse: Mutex::default(),
             eager_reuse: false,
-            stats: Stats::default(),
+            stats: Stats::new(n),
             ops,
             home_tag: super::tlog::tag_of(heap.generation()),
             heap,

@@ -465,11 +465,7 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     let root: PPtr<[PPtr<[u64; 4]>; 40]> = p.root().unwrap();
     p.allocated_objects().unwrap(); // checkpoint
     let sh = engine(&p).shared().clone();
-    let olog = || {
-        sh.stats
-            .olog_bytes
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let olog = || sh.stats.olog_bytes();
     let mut sizes = Vec::new();
     for slot in [3u64, 3, 5, 6, 99] {
         let before = olog();

@@ -567,10 +567,9 @@ impl TimestoneThread {
                     .append_tagged(&sh.heap, self.record.bytes(), tag, ts),
                 None => self.log.append(&sh.heap, self.record.bytes(), ts),
             };
-            crate::engine::kit::shared_counts::count_write(&sh.stats.olog_bytes);
-            sh.stats.olog_bytes.fetch_add(
+            sh.stats.add_olog_bytes(
+                self.slot,
                 (self.record.len() + super::OLOG_FRAMING.header_len(self.record.len())) as u64,
-                Relaxed,
             );
             if !crate::mutation::active!(OLOG_PERSIST) {
                 sh.heap.fence();
