@@ -52,6 +52,8 @@ pub(crate) struct MvccShared {
     pub index: Index,
     /// Next log sequence number of each slot after recovery.
     pub next_seq: Vec<u64>,
+    /// The serial fallback word (`thread`, *Fallback*).
+    pub fallback: crate::engine::kit::cc::fallback::Fallback,
 }
 
 impl MvccShared {
@@ -71,6 +73,7 @@ impl MvccShared {
             slots: Slot::slots(n),
             index,
             next_seq,
+            fallback: Default::default(),
         }
     }
 

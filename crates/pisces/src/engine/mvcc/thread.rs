@@ -29,9 +29,24 @@
 //!    blocks reusable (no lock held, outside the transaction).
 //!
 //! Read-only transactions do no persistence work.
+//!
+//! # Fallback (a bound on attempts)
+//! First committer wins (step 3), so an update transaction that runs longer than the
+//! gap between two commits of an object it writes would abort for as long as their
+//! writers run. After [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
+//! conflict aborts in a row it takes the pool's fallback word for its next attempt
+//! ([`crate::engine::kit::cc::fallback`]): a tick of the clock and a grace period for
+//! every other slot's transaction that started before it (bounded by the hold's
+//! deadline), while `begin` of every transaction not declared read-only waits, slot
+//! inactive. A commit already past its `begin` may still make the holder's attempt
+//! abort once (its slot shows inactive from step 1 on); the next one meets no writer.
+//! The word goes back when the attempt ends (after step 8, or its rollback). Nested
+//! transactions neither take the word nor wait for it. Fast-path cost: one load of
+//! the word per `begin` of an update transaction.
 
 use super::shared::MvccShared;
 use super::version::{self, Entry, Version};
+use crate::engine::kit::cc::fallback::{self, Retries};
 use crate::engine::kit::cc::grace::wait_for_readers;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::kit::rollback::Rollback;
@@ -64,6 +79,11 @@ pub(crate) struct MvccThread {
     /// Highest log sequence number written home.
     wb_seq: u64,
     durable_watermark: u64,
+    /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
+    retries: Retries,
+    /// Transactions run nested in another pool's (`EngineThread::set_nested`): they
+    /// never take the fallback word, whose drain waits for other transactions.
+    nested: bool,
 }
 
 // SAFETY: the raw pointers in `writes` are private copies owned by this struct and
@@ -72,6 +92,20 @@ pub(crate) struct MvccThread {
 unsafe impl Send for MvccThread {}
 
 impl MvccThread {
+    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
+    #[cold]
+    #[inline(never)]
+    fn begin_retry(&mut self) {
+        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
+            fallback::drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+            );
+        }
+    }
+
     /// State for `slot`; only one may exist per slot.
     pub(super) fn new(sh: Arc<MvccShared>, slot: usize) -> MvccThread {
         let l = sh.heap.layout();
@@ -92,6 +126,8 @@ impl MvccThread {
             frees: Vec::new(),
             wb_seq: 0,
             durable_watermark: 0,
+            retries: Retries::default(),
+            nested: false,
         }
     }
 
@@ -222,6 +258,7 @@ impl Rollback for MvccThread {
             }
         }
         self.sh.slots[self.slot].clock.finish();
+        self.retries.end(&self.sh.fallback, self.slot);
         self.active = false;
     }
 
@@ -231,10 +268,28 @@ impl Rollback for MvccThread {
 }
 
 impl EngineThread for MvccThread {
-    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
+    fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
         self.abort_running();
+        if self.retries.begin() {
+            self.begin_retry();
+        }
         self.active = true;
-        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        let (sh, slot) = (&self.sh, self.slot);
+        let clock = &sh.slots[slot].clock;
+        self.start_ts = if opts.read_only || self.nested {
+            clock.start(&sh.clock)
+        } else {
+            // (module docs, *Fallback*)
+            fallback::start_unblocked(&sh.fallback, clock, slot, || clock.start(&sh.clock))
+        };
+    }
+
+    fn after_abort(&mut self) {
+        self.retries.after_abort();
+    }
+
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
     }
 
     fn abort(&mut self) {
@@ -399,6 +454,7 @@ impl EngineThread for MvccThread {
         // Release: the record is durably home (fence above) before a watermark scan can
         // see this slot idle.
         slot.committing.store(u64::MAX, Release);
+        self.retries.end(&sh.fallback, self.slot);
         self.wb_seq = seq;
         for w in self.writes.drain() {
             match w.kind {

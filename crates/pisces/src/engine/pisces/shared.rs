@@ -48,6 +48,7 @@ use super::options::PiscesOptions;
 use super::protocol::TxRecord;
 use super::thread::PiscesThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::fallback::Fallback;
 use crate::engine::kit::cc::grace::{oldest_reader, wait_for_readers};
 use crate::engine::kit::cc::header_word::PTR_MASK;
 use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
@@ -337,6 +338,8 @@ pub struct PiscesShared {
     pub tag: u64,
     /// Next log sequence number of each slot after recovery.
     pub next_seq: Vec<u64>,
+    /// The serial fallback word (`thread`, *Fallback*).
+    pub fallback: Fallback,
 }
 
 impl PiscesShared {
@@ -360,6 +363,7 @@ impl PiscesShared {
             durable,
             tag,
             next_seq,
+            fallback: Fallback::default(),
         }
     }
 

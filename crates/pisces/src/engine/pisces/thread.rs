@@ -11,8 +11,27 @@
 //! new object becomes reachable only through the normal write-back (after a grace
 //! period) and a stale pointer to a recently freed block never observes a home write
 //! while a reader could be looking.
+//!
+//! # Fallback (a bound on attempts)
+//! A write of an object that a commit changed after the snapshot conflicts (first
+//! updater wins), so an update transaction that runs longer than the gap between two
+//! commits of an object it updates would abort for as long as their writers run. After
+//! [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD) conflict aborts in a row
+//! it takes the pool's fallback word before its next attempt
+//! ([`crate::engine::kit::cc::fallback`]): it ticks the clock and waits, like a grace
+//! period, for every other slot's transaction that started before the tick (or until
+//! its hold's deadline), and `begin` of every transaction not declared read-only waits,
+//! slot inactive, while another slot's hold runs. So the holder's attempt meets no
+//! concurrent writer and commits (a copy of a commit still waiting for its write-back
+//! may make it abort once; `after_abort` then helps that write-back). Read-only
+//! transactions never conflict here and never wait. The race between the holder's scan
+//! and a starting writer is closed by the fences of `SlotClock::start` and of the
+//! drain (`fallback::drain`). Nested transactions neither take the word nor wait for it
+//! (`nested`). Fast-path cost: one load of the word per `begin` of an update
+//! transaction.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, COPY_HDR};
+use crate::engine::kit::cc::fallback::{self, Retries};
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::FastReads;
@@ -86,6 +105,8 @@ pub struct PiscesThread {
     /// wait for are left pending (they need no wait later), and where progress needs
     /// one it aborts as a conflict, which the API bounds.
     nested: bool,
+    /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
+    retries: Retries,
 }
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
@@ -120,6 +141,7 @@ impl PiscesThread {
             oos_rounds: 0,
             durable_watermark: 0,
             nested: false,
+            retries: Retries::default(),
         }
     }
 
@@ -374,6 +396,7 @@ impl PiscesThread {
             }
         }
         self.sh.slots[self.slot].clock.finish();
+        self.retries.end(&self.sh.fallback, self.slot);
         if let Some(a) = self.attempt.take() {
             let mut b = self.sh.slots[self.slot].lock_batch();
             self.sh.retire(&mut b, a);
@@ -562,16 +585,26 @@ impl PiscesThread {
 
 impl EngineThread for PiscesThread {
     #[inline]
-    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
+    fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
         // The common case (the last transaction committed read-only, or its attempt
         // was kept) takes no lock and calls nothing; the rest is out of line.
         if self.attempt.is_some() || self.idle_attempt.is_none() {
             self.prepare_attempt();
         }
+        if self.retries.begin() {
+            self.begin_retry();
+        }
         // `attempt` is None here: a swap moves the kept attempt in without a drop call.
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
         self.attempt_locked_reads.set(0);
-        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        let (sh, slot) = (&self.sh, self.slot);
+        let clock = &sh.slots[slot].clock;
+        self.start_ts = if opts.read_only || self.nested {
+            clock.start(&sh.clock)
+        } else {
+            // (module docs, *Fallback*)
+            fallback::start_unblocked(&sh.fallback, clock, slot, || clock.start(&sh.clock))
+        };
     }
 
     #[inline]
@@ -672,6 +705,7 @@ impl EngineThread for PiscesThread {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.sh.slots[self.slot].clock.finish();
+            self.retries.end(&self.sh.fallback, self.slot);
             self.ro_locked_reads += self.attempt_locked_reads.get();
             // `idle_attempt` is None while a transaction runs (`begin` moved it out).
             std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
@@ -703,6 +737,7 @@ impl EngineThread for PiscesThread {
     }
 
     fn after_abort(&mut self) {
+        self.retries.after_abort();
         if std::mem::take(&mut self.oos_help) {
             self.sh.help_all(self.slot, &mut self.cache, !self.nested);
         }
@@ -748,6 +783,21 @@ const DEFER_BATCHES: usize = 4;
 const DEFER_MAX_EXTRA: usize = 64;
 
 impl PiscesThread {
+    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
+    /// A nested transaction never takes it: its drain waits for other transactions.
+    #[cold]
+    #[inline(never)]
+    fn begin_retry(&mut self) {
+        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
+            fallback::drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+            );
+        }
+    }
+
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
     /// use (a spare from the batch, or a new one) if none is kept; it goes to
     /// `idle_attempt`.
@@ -770,6 +820,7 @@ impl PiscesThread {
         self.active()?;
         // Line 33: this transaction reads nothing more.
         self.sh.slots[self.slot].clock.finish();
+        self.retries.end(&self.sh.fallback, self.slot);
         if self.writes.is_empty() {
             // Read-only: no persistence work at all. Nothing was linked, so the attempt
             // is reusable at once.

@@ -372,20 +372,12 @@ impl Sp3Thread {
     /// slot's transaction that started before a tick after our store of the word,
     /// bounded by the deadline of our hold.
     fn drain(&self) {
-        // Release (AcqRel RMW): a starter whose clock load reads this tick sees our
-        // store of the word.
-        let e = self.sh.clock.tick();
-        // SeqCst fence: pairs with the one in `SlotClock::start` (store buffering).
-        crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
-        for (i, s) in self.sh.clocks().enumerate() {
-            if i == self.slot {
-                continue;
-            }
-            let mut round = 0;
-            while s.load() < e && self.sh.fallback.held() {
-                spin_step(&mut round);
-            }
-        }
+        crate::engine::kit::cc::fallback::drain(
+            &self.sh.fallback,
+            &self.sh.clock,
+            self.sh.clocks(),
+            self.slot,
+        );
     }
 
     /// `begin` of a retry that may take the fallback word. A nested transaction never

@@ -242,6 +242,8 @@ pub struct TimestoneShared {
     pub ops: super::optable::OpTable,
     /// This run's tag of home words (`tlog`, *The home word*).
     pub home_tag: u64,
+    /// The serial fallback word (`thread`, *Fallback*).
+    pub fallback: crate::engine::kit::cc::fallback::Fallback,
 }
 
 impl TimestoneShared {
@@ -280,6 +282,7 @@ impl TimestoneShared {
             stats: Stats::new(n),
             ops,
             home_tag: super::tlog::tag_of(heap.generation()),
+            fallback: Default::default(),
             heap,
             alloc,
         }

@@ -32,6 +32,23 @@
 //!    commit with a smaller timestamp is complete (`TimestoneShared::wait_predecessors`).
 //! 7. If the pending items passed the high-water mark, checkpoint (`clog`).
 //!
+//! # Fallback (a bound on attempts)
+//! First committer wins (step 3), and serializable transactions also fail validation
+//! when an object they read changed, so a transaction that runs longer than the gap
+//! between two commits of what it writes (or reads, serializable) would abort for as
+//! long as their writers run. After
+//! [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD) conflict aborts in a row
+//! it takes the pool's fallback word for its next attempt
+//! ([`crate::engine::kit::cc::fallback`]): a tick of the clock (a timestamp no commit
+//! takes) and a grace period for every other slot's transaction that started before
+//! it (bounded by the hold's deadline), while `begin` of every transaction not
+//! declared read-only waits, slot inactive. A commit already past its `begin` may
+//! still make the holder's attempt abort once (its slot shows inactive once its
+//! commit starts); the next one meets no writer. The word goes back when the attempt
+//! ends (`end`). Nested transactions and recovery's re-execution neither take the word
+//! nor wait for it. Fast-path cost: one load of the word per `begin` of an update
+//! transaction.
+//!
 //! # Blocks freed after the snapshot
 //! A block a commit freed after S is still a live object for S: the transaction may
 //! hold pointers to it (read at S) and follow them at any time. If the allocator handed
@@ -51,6 +68,7 @@ use super::clog::{self, Item};
 use super::olog::{self, Compact};
 use super::shared::TimestoneShared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
+use crate::engine::kit::cc::fallback::{self, Retries};
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::rollback::Rollback;
@@ -113,6 +131,11 @@ pub struct TimestoneThread {
     /// (`clog::push_items`).
     freed: Vec<(Block, bool)>,
     locked: usize,
+    /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
+    retries: Retries,
+    /// Transactions run nested in another pool's (`EngineThread::set_nested`): they
+    /// never take the fallback word, whose drain waits for other transactions.
+    nested: bool,
 }
 
 // SAFETY: raw pointers are private copies owned here and index entries owned by `sh`;
@@ -149,6 +172,22 @@ impl TimestoneThread {
             items: Vec::new(),
             freed: Vec::new(),
             locked: 0,
+            retries: Retries::default(),
+            nested: false,
+        }
+    }
+
+    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
+    #[cold]
+    #[inline(never)]
+    fn begin_retry(&mut self) {
+        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
+            fallback::drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+            );
         }
     }
 
@@ -246,6 +285,7 @@ impl TimestoneThread {
         self.op = None;
         self.locked = 0;
         self.sh.slots[self.slot].clock.finish();
+        self.retries.end(&self.sh.fallback, self.slot);
         self.active = false;
     }
 
@@ -687,12 +727,28 @@ impl Rollback for TimestoneThread {
 impl EngineThread for TimestoneThread {
     fn begin(&mut self, opts: &TxOptions) {
         self.abort_running();
+        if self.retries.begin() {
+            self.begin_retry();
+        }
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
-        let sh = &self.sh;
-        self.start_ts = sh.slots[self.slot]
-            .clock
-            .start_with(&sh.clock, |t| sh.horizon(t));
+        let (sh, slot) = (&self.sh, self.slot);
+        let clock = &sh.slots[slot].clock;
+        let start = || clock.start_with(&sh.clock, |t| sh.horizon(t));
+        self.start_ts = if opts.read_only || self.nested || sh.recovering {
+            start()
+        } else {
+            // (module docs, *Fallback*)
+            fallback::start_unblocked(&sh.fallback, clock, slot, start)
+        };
+    }
+
+    fn after_abort(&mut self) {
+        self.retries.after_abort();
+    }
+
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
     }
 
     fn abort(&mut self) {

@@ -1,12 +1,15 @@
-//! The serial fallback of the single-version optimistic engines (`sp3`, `spht`): a
-//! bound on the attempts of a transaction that keeps aborting.
+//! The serial fallback of the optimistic engines (`sp3`, `spht`, and the snapshot
+//! engines `pisces`, `mvcc`, `timestone`): a bound on the attempts of a transaction
+//! that keeps aborting.
 //!
 //! # Why
 //! An optimistic engine without old versions aborts a reader whenever a writer
-//! replaces something it read before it commits. A transaction that runs longer than
-//! the gap between two writes of what it reads would abort for as long as the writers
-//! run. `run` retries with back-off, but back-off only slows the retrying thread, not
-//! the writers.
+//! replaces something it read before it commits. A snapshot engine lets readers
+//! through but not an update of an object that a commit changed after the snapshot
+//! (first updater or first committer wins). Either way, a transaction that runs
+//! longer than the gap between two writes of what it reads (or updates) would abort
+//! for as long as the writers run. `run` retries with back-off, but back-off only slows
+//! the retrying thread, not the writers.
 //!
 //! # The rule
 //! A transaction that aborted [`THRESHOLD`] times in a row on conflicts (counted by
@@ -36,7 +39,9 @@
 //! * A transaction that finds the word taken when it wants it waits like a writer
 //!   (bounded), tries once more, and otherwise runs its attempt without it.
 
+use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::shared_counts::count_write;
+use crate::sync::spin_step;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
@@ -134,6 +139,70 @@ impl Fallback {
         count_write(&self.word);
         self.word.store(0, Release);
     }
+}
+
+/// The holder's drain for the engines whose slots publish a start value from a clock
+/// ([`SlotClock::start`]): tick `clock`, fence, and wait until every other slot that
+/// started before the tick has ended, as in a grace period, or until the holder's
+/// deadline passes.
+///
+/// Race closed (store buffering): the holder stored the word ([`Retries::take`]),
+/// ticks (Release) and fences (SeqCst) before it scans the slots; a starting
+/// transaction stores `STARTING`, fences, loads the clock, then loads the word
+/// ([`start_unblocked`]). Either the scan sees the starter's slot below the tick (and
+/// waits for it to end), or the starter's fence comes later and its load of the word
+/// sees it. The tick is a timestamp no commit takes: the engines that use the clock
+/// for commit timestamps allow gaps (an aborted validation leaves one too).
+pub fn drain<'a>(
+    fb: &Fallback,
+    clock: &Clock,
+    slots: impl Iterator<Item = &'a SlotClock>,
+    me: usize,
+) {
+    let e = clock.tick();
+    crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
+    for (i, s) in slots.enumerate() {
+        if i == me {
+            continue;
+        }
+        let mut round = 0;
+        while s.load() < e && fb.held() {
+            spin_step(&mut round);
+        }
+    }
+}
+
+/// `begin` of a transaction that may update, for the engines whose slots publish a
+/// start value ([`drain`]): `start` publishes the slot's start (its fence first) and
+/// returns the snapshot; while another slot's fallback attempt runs, the slot is left
+/// inactive, waits for it reading nothing (bounded), and starts again. Returns the
+/// snapshot of the start that found no holder.
+#[inline]
+pub fn start_unblocked(
+    fb: &Fallback,
+    slot: &SlotClock,
+    me: usize,
+    mut start: impl FnMut() -> u64,
+) -> u64 {
+    let mut ts = start();
+    // After `start`'s fence (see `drain`).
+    while fb.blocks(me) {
+        ts = wait_and_restart(fb, slot, me, &mut start);
+    }
+    ts
+}
+
+#[cold]
+#[inline(never)]
+fn wait_and_restart(
+    fb: &Fallback,
+    slot: &SlotClock,
+    me: usize,
+    start: &mut impl FnMut() -> u64,
+) -> u64 {
+    slot.finish();
+    fb.wait(me);
+    start()
 }
 
 /// One thread's count of consecutive conflict aborts of the transaction `run` is
