@@ -276,11 +276,12 @@ impl EngineThread for MvccThread {
         self.active = true;
         let (sh, slot) = (&self.sh, self.slot);
         let clock = &sh.slots[slot].clock;
+        let ts = clock.start(&sh.clock);
         self.start_ts = if opts.read_only || self.nested {
-            clock.start(&sh.clock)
+            ts
         } else {
             // (module docs, *Fallback*)
-            fallback::start_unblocked(&sh.fallback, clock, slot, || clock.start(&sh.clock))
+            fallback::unblocked(&sh.fallback, clock, slot, ts, || clock.start(&sh.clock))
         };
     }
 

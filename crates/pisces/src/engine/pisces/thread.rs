@@ -584,7 +584,9 @@ impl PiscesThread {
 }
 
 impl EngineThread for PiscesThread {
-    #[inline]
+    // (Inlined into `run` with the rest of the default engine's transaction path:
+    // `AnyThread::begin_fast`.)
+    #[inline(always)]
     fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
         // The common case (the last transaction committed read-only, or its attempt
         // was kept) takes no lock and calls nothing; the rest is out of line.
@@ -599,11 +601,12 @@ impl EngineThread for PiscesThread {
         self.attempt_locked_reads.set(0);
         let (sh, slot) = (&self.sh, self.slot);
         let clock = &sh.slots[slot].clock;
+        let ts = clock.start(&sh.clock);
         self.start_ts = if opts.read_only || self.nested {
-            clock.start(&sh.clock)
+            ts
         } else {
             // (module docs, *Fallback*)
-            fallback::start_unblocked(&sh.fallback, clock, slot, || clock.start(&sh.clock))
+            fallback::unblocked(&sh.fallback, clock, slot, ts, || clock.start(&sh.clock))
         };
     }
 

@@ -735,11 +735,12 @@ impl EngineThread for TimestoneThread {
         let (sh, slot) = (&self.sh, self.slot);
         let clock = &sh.slots[slot].clock;
         let start = || clock.start_with(&sh.clock, |t| sh.horizon(t));
+        let ts = start();
         self.start_ts = if opts.read_only || self.nested || sh.recovering {
-            start()
+            ts
         } else {
             // (module docs, *Fallback*)
-            fallback::start_unblocked(&sh.fallback, clock, slot, start)
+            fallback::unblocked(&sh.fallback, clock, slot, ts, start)
         };
     }
 

@@ -173,23 +173,24 @@ pub fn drain<'a>(
 }
 
 /// `begin` of a transaction that may update, for the engines whose slots publish a
-/// start value ([`drain`]): `start` publishes the slot's start (its fence first) and
-/// returns the snapshot; while another slot's fallback attempt runs, the slot is left
-/// inactive, waits for it reading nothing (bounded), and starts again. Returns the
+/// start value ([`drain`]), once the slot has started (its fence first) with snapshot
+/// `ts`: while another slot's fallback attempt runs, the slot is left inactive, waits
+/// for it reading nothing (bounded), and starts again (`restart`). Returns the
 /// snapshot of the start that found no holder.
-#[inline]
-pub fn start_unblocked(
+#[inline(always)]
+pub fn unblocked(
     fb: &Fallback,
     slot: &SlotClock,
     me: usize,
-    mut start: impl FnMut() -> u64,
+    ts: u64,
+    restart: impl FnMut() -> u64,
 ) -> u64 {
-    let mut ts = start();
-    // After `start`'s fence (see `drain`).
-    while fb.blocks(me) {
-        ts = wait_and_restart(fb, slot, me, &mut start);
+    // After the start's fence (see `drain`).
+    if fb.blocks(me) {
+        wait_and_restart(fb, slot, me, restart)
+    } else {
+        ts
     }
-    ts
 }
 
 #[cold]
@@ -198,11 +199,16 @@ fn wait_and_restart(
     fb: &Fallback,
     slot: &SlotClock,
     me: usize,
-    start: &mut impl FnMut() -> u64,
+    mut restart: impl FnMut() -> u64,
 ) -> u64 {
-    slot.finish();
-    fb.wait(me);
-    start()
+    loop {
+        slot.finish();
+        fb.wait(me);
+        let ts = restart();
+        if !fb.blocks(me) {
+            return ts;
+        }
+    }
 }
 
 /// One thread's count of consecutive conflict aborts of the transaction `run` is
@@ -225,9 +231,20 @@ pub struct Retries {
 impl Retries {
     /// At `begin`: count the attempt; true if it must take the fallback word (the
     /// caller then calls [`Retries::take`]). Costs a branch on the first attempt.
-    #[inline]
+    #[inline(always)]
     pub fn begin(&mut self) -> bool {
+        // A retry always follows a conflict, so `conflicts` is 0 on the first attempt
+        // of a run whose predecessor never retried: one compare in the common case.
+        if self.conflicts == 0 {
+            return false;
+        }
+        self.begin_counted()
+    }
+
+    #[cold]
+    fn begin_counted(&mut self) -> bool {
         if !self.retry {
+            // The first attempt of a new run: forget the last run's counts.
             self.conflicts = 0;
             self.longest = Duration::ZERO;
             self.started = None;
