@@ -581,9 +581,12 @@ impl Pool {
     /// caller's own error type). All reads inside one attempt see one snapshot. `run` returns
     /// after the transaction is durable.
     ///
-    /// Read-only transactions commit within a bounded number of attempts on every engine,
-    /// also while other threads keep writing what they read (`sp3` and `spht`, which keep
-    /// no old versions, hold writers back for a bounded time after repeated aborts).
+    /// Transactions commit within a bounded number of attempts, also while other threads
+    /// keep writing what they read or write: after repeated conflict aborts, the
+    /// optimistic and snapshot engines (`pisces`, `mvcc`, `sp3`, `spht`, `timestone`)
+    /// hold update transactions back for a bounded time while the retrying transaction
+    /// runs; the locking engines (`undo`, `pmdk`) queue on their locks. (`bare`, the
+    /// read-path reference, does not: a writer there may starve.)
     ///
     /// When all `max_threads` thread states are checked out, `run` waits up to
     /// `Config::slot_wait` for one. A transaction cannot run inside another one of the

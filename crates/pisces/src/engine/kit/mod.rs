@@ -35,7 +35,7 @@
 //!   * [`cc::two_phase`]: reader-writer lock words and a thread's held-lock set, strict
 //!     2PL (undo, pmdk);
 //!   * [`cc::fallback`]: the serial fallback that bounds the attempts of a transaction
-//!     that keeps aborting (sp3, spht);
+//!     that keeps aborting (sp3, spht, pisces, mvcc, timestone);
 //! * [`versions`], DRAM versions of objects:
 //!   * [`versions::version`]: a DRAM version of an object (stamp, next older version,
 //!     payload) (mvcc, timestone), and the allocation of a header and a payload copy
