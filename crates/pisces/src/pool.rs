@@ -585,8 +585,9 @@ impl Pool {
     /// keep writing what they read or write: after repeated conflict aborts, the
     /// optimistic and snapshot engines (`pisces`, `mvcc`, `sp3`, `spht`, `timestone`)
     /// hold update transactions back for a bounded time while the retrying transaction
-    /// runs; the locking engines (`undo`, `pmdk`) queue on their locks. (`bare`, the
-    /// read-path reference, does not: a writer there may starve.)
+    /// runs; the locking engines (`undo`, `pmdk`) lock what a transaction reads, so
+    /// writers cannot change it under it. (`bare`, the read-path reference, gives no such
+    /// bound: a writer there may starve.)
     ///
     /// When all `max_threads` thread states are checked out, `run` waits up to
     /// `Config::slot_wait` for one. A transaction cannot run inside another one of the
