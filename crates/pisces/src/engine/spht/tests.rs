@@ -1328,6 +1328,49 @@ fn recovery_refuses_a_damaged_record_followed_by_a_valid_one() {
     assert!(crash_image(&heap) == before, "a refused pool was changed");
 }
 
+/// The look for a later record reads past a long stretch of zero bytes: a damaged
+/// record whose entries are kilobytes of zeros, with a valid record after it, is
+/// refused. Zero bytes are what most of a ring past its chain holds, and the look
+/// rules them out a block at a time (`kit::log::magic_scan`); the later record's
+/// header lands at a different 8-byte step of a block for each size.
+#[test]
+fn recovery_refuses_a_damaged_record_followed_by_zeros_and_a_valid_one() {
+    for words in [512usize, 513, 515, 518] {
+        let e = engine_with(
+            EngineOptions::new()
+                .set("clock", "counter")
+                .set("replay_hold", "true"),
+            1,
+        );
+        let mut th = e.thread(0).unwrap();
+        let small = alloc(&mut th, 1);
+        // A new block's record holds its whole payload.
+        th.begin(&TxOptions::default());
+        let big = th.alloc(8 * words).unwrap();
+        let p = th.write(big, 8 * words).unwrap();
+        // SAFETY: our private copy of the object's `8 * words` bytes.
+        unsafe { std::ptr::write_bytes(p, 0, 8 * words) };
+        let tok = th.commit().unwrap();
+        th.wait_durable(tok).unwrap();
+        let tok = put(&mut th, small, 9);
+        th.wait_durable(tok).unwrap();
+        drop(th);
+        let sh = e.shared();
+        let (recs, walked) = log::parse(&sh.heap, 0);
+        walked.unwrap();
+        let zeros = recs[recs.len() - 2];
+        assert!(zeros.len >= 8 * words, "the record holds the zeros");
+        let image = crash_image(&sh.heap);
+        let (_, r) = open_damaged_image(&image, |h| damage_entries(h, &zeros));
+        assert!(
+            matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("a later record follows")),
+            "recovery accepted a log damaged before {} zero bytes and a valid record: {:?}",
+            8 * words,
+            r.as_ref().err()
+        );
+    }
+}
+
 /// A log's damaged last record reads as a torn tail, but a durable record of the other
 /// log holds a forward link to it (slot 0's last transaction precedes slot 1's): a
 /// record is linked only after its fence, so it was complete, and recovery refuses the
