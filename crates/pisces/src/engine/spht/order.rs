@@ -13,7 +13,11 @@
 //!   accept a link only if it names the next record of its slot not yet taken, with a
 //!   larger (forward) or smaller (backward) timestamp, and succeed only if they take
 //!   every record. Then the result is exactly the merge's order; otherwise they
-//!   return `None` and recovery merges.
+//!   return `None` and recovery merges. With several recovery threads the forward
+//!   walk is cut into stretches at timestamps found by binary search in the lists,
+//!   walked in parallel, and joined only where each stretch ends at the next one's
+//!   first record ([`follow_forward`]): the order is otherwise one thread's work,
+//!   between the parallel parse and the parallel replay.
 
 use super::log::{self, LogRec, LINK_BIT};
 use crate::engine::kit::recovery::bulk_vec::BulkVec;
@@ -82,24 +86,70 @@ fn names(heap: &Heap, l: u64, r: LogRec) -> bool {
     s < heap.layout().max_threads && log::Area::of(heap, s).at(p) == r.off()
 }
 
-/// The records of `lists` in the order of the forward links, from the oldest one;
-/// `None` if a link is missing or names another record than the merge would take.
-pub fn follow_forward(heap: &Heap, lists: &[BulkVec<LogRec>]) -> Option<BulkVec<LogRec>> {
-    let total: usize = lists.iter().map(|l| l.len()).sum();
-    let mut out = BulkVec::with_capacity(total);
-    let Some((first_slot, mut cur)) = lists
-        .iter()
-        .enumerate()
-        .filter_map(|(s, l)| l.first().map(|&r| (s, r)))
-        .min_by_key(|(_, r)| r.ts(heap))
-    else {
-        return Some(out);
-    };
+/// Fewest records per stretch of a link walk on several threads (fewer records are
+/// walked on one thread).
+const MIN_STRETCH: usize = 16;
+
+/// A stretch of the forward link walk, where one thread starts walking.
+struct Stretch {
+    /// Its first record, and that record's slot.
+    first: LogRec,
+    slot: usize,
+    /// Per slot: the records the walk has taken once it took `first` (the records
+    /// before the stretch, and `first`).
+    taken: Vec<usize>,
+    /// Records of the whole walk before `first`.
+    before: usize,
+}
+
+/// Where stretches `1..parts` of a forward walk over `lists` start: at the records of
+/// the longest list at `i / parts` of its length, each with the records of every list
+/// older than it (each list is in timestamp order: a binary search on the timestamps
+/// in the headers). `None` if they do not cut the walk into non-empty stretches in
+/// increasing timestamp order (the walk then runs as one stretch).
+fn stretch_starts(heap: &Heap, lists: &[BulkVec<LogRec>], parts: usize) -> Option<Vec<Stretch>> {
+    let (slot, longest) = lists.iter().enumerate().max_by_key(|(_, l)| l.len())?;
+    let mut starts: Vec<Stretch> = Vec::with_capacity(parts - 1);
+    for i in 1..parts {
+        let first = longest[longest.len() * i / parts];
+        let ts = first.ts(heap);
+        let mut taken: Vec<usize> = lists
+            .iter()
+            .map(|l| l.partition_point(|r| r.ts(heap) < ts))
+            .collect();
+        let before: usize = taken.iter().sum();
+        if longest.get(taken[slot]) != Some(&first)
+            || before <= starts.last().map_or(0, |p| p.before)
+        {
+            return None;
+        }
+        taken[slot] += 1;
+        starts.push(Stretch {
+            first,
+            slot,
+            taken,
+            before,
+        });
+    }
+    Some(starts)
+}
+
+/// Walk the forward links from the first record of `st`, taking `count` records in
+/// all into `out`. Returns the last record taken, its timestamp and the per-slot
+/// counts of records taken; `None` if a link is missing or names another record than
+/// the next of its slot not taken yet, with a larger timestamp.
+fn walk_stretch(
+    heap: &Heap,
+    lists: &[BulkVec<LogRec>],
+    st: &Stretch,
+    count: usize,
+    out: &mut BulkVec<LogRec>,
+) -> Option<(LogRec, u64, Vec<usize>)> {
+    let mut taken = st.taken.clone();
+    let mut cur = st.first;
     let mut cur_ts = cur.ts(heap);
-    let mut taken = vec![0usize; lists.len()];
-    taken[first_slot] = 1;
     out.push(cur);
-    while out.len() < total {
+    for _ in 1..count {
         let l = cur.fwd(heap);
         if l & LINK_BIT == 0 {
             return None;
@@ -116,6 +166,84 @@ pub fn follow_forward(heap: &Heap, lists: &[BulkVec<LogRec>]) -> Option<BulkVec<
         }
         out.push(next);
         (cur, cur_ts) = (next, next_ts);
+    }
+    Some((cur, cur_ts, taken))
+}
+
+/// The records of `lists` in the order of the forward links, from the oldest one;
+/// `None` if a link is missing or names another record than the merge would take.
+///
+/// With `threads > 1` the walk is cut into stretches ([`stretch_starts`]), each walked
+/// on its own thread with the same checks, and the stretches are joined only if each
+/// one ends where the next begins: its last record links to the next one's first
+/// (with a larger timestamp), and it took exactly the records of every slot that the
+/// next one counts as taken before it. Then every record is taken once, each the next
+/// of its slot, in increasing timestamp order: the one walk's result.
+pub fn follow_forward(
+    heap: &Heap,
+    lists: &[BulkVec<LogRec>],
+    threads: usize,
+) -> Option<BulkVec<LogRec>> {
+    let total: usize = lists.iter().map(|l| l.len()).sum();
+    let Some((first_slot, first)) = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(s, l)| l.first().map(|&r| (s, r)))
+        .min_by_key(|(_, r)| r.ts(heap))
+    else {
+        return Some(BulkVec::with_capacity(0));
+    };
+    let mut taken = vec![0usize; lists.len()];
+    taken[first_slot] = 1;
+    let mut stretches = vec![Stretch {
+        first,
+        slot: first_slot,
+        taken,
+        before: 0,
+    }];
+    let parts = threads.clamp(1, (total / MIN_STRETCH).max(1));
+    if parts > 1 {
+        stretches.extend(stretch_starts(heap, lists, parts).unwrap_or_default());
+    }
+    let count = |i: usize| stretches.get(i + 1).map_or(total, |n| n.before) - stretches[i].before;
+    let mut out = BulkVec::with_capacity(total);
+    if stretches.len() == 1 {
+        walk_stretch(heap, lists, &stretches[0], total, &mut out)?;
+        return Some(out);
+    }
+    let (head, rest) = std::thread::scope(|sc| {
+        let (stretches, count) = (&stretches, &count);
+        let others: Vec<_> = (1..stretches.len())
+            .map(|i| {
+                sc.spawn(move || {
+                    let mut part = BulkVec::with_capacity(count(i));
+                    let end = walk_stretch(heap, lists, &stretches[i], count(i), &mut part);
+                    (end, part)
+                })
+            })
+            .collect();
+        let head = walk_stretch(heap, lists, &stretches[0], count(0), &mut out);
+        let rest: Vec<_> = others
+            .into_iter()
+            .map(|o| o.join().expect("a recovery link walk panicked"))
+            .collect();
+        (head, rest)
+    });
+    let mut end = head?;
+    for (next, (next_end, part)) in stretches[1..].iter().zip(rest) {
+        let (last, last_ts, mut taken) = end;
+        taken[next.slot] += 1;
+        let l = last.fwd(heap);
+        let joins = l & LINK_BIT != 0
+            && log::unlink(l).0 == next.slot
+            && names(heap, l, next.first)
+            && next.first.ts(heap) > last_ts
+            && taken == next.taken;
+        if !joins {
+            return None;
+        }
+        out.extend_from_slice(&part);
+        end = next_end?;
     }
     Some(out)
 }

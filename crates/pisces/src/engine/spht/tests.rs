@@ -341,7 +341,8 @@ fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
         for w in 0..4u64 {
             heap.atomic_u64((base + 8 * w) as usize).store(0, Relaxed);
         }
-        let (_, st) = apply_marked(heap, &batch, true, shards, Tracking::Dense, |_| true).unwrap();
+        let (_, st) =
+            apply_marked(heap, &batch, true, shards, Tracking::Dense, Some(|_| true)).unwrap();
         for w in 0..4u64 {
             assert_eq!(
                 heap.atomic_u64((base + 8 * w) as usize).load(Relaxed),
@@ -1113,6 +1114,66 @@ fn parallel_recovery_replays_ranges_across_chunks() {
                 .collect();
             assert!(got == want, "recovered values ({opts}, {shards} threads)");
         }
+    }
+}
+
+/// The forward link walk on several threads (stretches, each walked on its own
+/// thread and joined where one ends at the next one's first record) takes the
+/// one-thread walk's order, the timestamp merge's; a wrong forward link in any record
+/// but the newest fails it with every thread count, the links that join two stretches
+/// included.
+#[test]
+fn forward_walk_on_several_threads_checks_every_link() {
+    use super::order::{follow_forward, merge_by_ts};
+    use crate::engine::kit::recovery::bulk_vec::BulkVec;
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        2,
+    );
+    interleaved_writers(&e, 60);
+    let sh = e.shared();
+    let heap = &sh.heap;
+    let mut where_ = std::collections::HashMap::new();
+    let lists: Vec<BulkVec<log::LogRec>> = (0..2)
+        .map(|s| {
+            let (recs, walked) = log::parse(heap, s);
+            walked.unwrap();
+            let mut l = BulkVec::default();
+            for r in recs {
+                let rec = log::LogRec::new(heap, s, r.pos, false, 1);
+                where_.insert(rec.off(), r);
+                l.push(rec);
+            }
+            l
+        })
+        .collect();
+    let merged = merge_by_ts(&lists, |r| r.ts(heap), |r| *r);
+    assert!(merged.len() >= 100);
+    for threads in 1..=4 {
+        let got = follow_forward(heap, &lists, threads).expect("every link is there");
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: not the merge's order"
+        );
+    }
+    let newest = *merged.last().unwrap();
+    for rec in merged.iter() {
+        let r = where_[&rec.off()];
+        let kept = rec.fwd(heap);
+        log::set_link(heap, r.slot, r.pos, log::FWD, r.link());
+        for threads in 1..=4 {
+            let got = follow_forward(heap, &lists, threads);
+            assert_eq!(
+                got.is_some(),
+                *rec == newest,
+                "{threads} threads, a wrong link in record {} of slot {}",
+                r.seq,
+                r.slot
+            );
+        }
+        log::set_link(heap, r.slot, r.pos, log::FWD, kept);
     }
 }
 
