@@ -102,23 +102,53 @@ struct Stretch {
     before: usize,
 }
 
-/// Where stretches `1..parts` of a forward walk over `lists` start: at the records of
-/// the longest list at `i / parts` of its length, each with the records of every list
-/// older than it (each list is in timestamp order: a binary search on the timestamps
-/// in the headers). `None` if they do not cut the walk into non-empty stretches in
-/// increasing timestamp order (the walk then runs as one stretch).
-fn stretch_starts(heap: &Heap, lists: &[BulkVec<LogRec>], parts: usize) -> Option<Vec<Stretch>> {
-    let (slot, longest) = lists.iter().enumerate().max_by_key(|(_, l)| l.len())?;
-    let mut starts: Vec<Stretch> = Vec::with_capacity(parts - 1);
-    for i in 1..parts {
-        let first = longest[longest.len() * i / parts];
-        let ts = first.ts(heap);
-        let mut taken: Vec<usize> = lists
+/// Where stretches `1..parts` of a forward walk over `lists` (`total` records) start:
+/// stretch `i` at the oldest record of timestamp at least `t_i`, the smallest
+/// timestamp with `i / parts` of the records older than it, each with the records of
+/// every list older than it (each list is in timestamp order: binary searches on the
+/// timestamps in the headers, a few hundred reads). `None` if they do not cut the
+/// walk into non-empty stretches in increasing timestamp order (the walk then runs as
+/// one stretch).
+fn stretch_starts(
+    heap: &Heap,
+    lists: &[BulkVec<LogRec>],
+    parts: usize,
+    total: usize,
+) -> Option<Vec<Stretch>> {
+    let older = |ts: u64| -> Vec<usize> {
+        lists
             .iter()
             .map(|l| l.partition_point(|r| r.ts(heap) < ts))
-            .collect();
+            .collect()
+    };
+    let newest = lists
+        .iter()
+        .filter_map(|l| l.last())
+        .map(|r| r.ts(heap))
+        .max()?;
+    let mut starts: Vec<Stretch> = Vec::with_capacity(parts - 1);
+    for i in 1..parts {
+        let want = total * i / parts;
+        // The smallest timestamp `t` with `want` records older than it.
+        let (mut lo, mut hi) = (0u64, newest + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if older(mid).iter().sum::<usize>() >= want {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let at = older(lo);
+        let (slot, first) = lists
+            .iter()
+            .zip(&at)
+            .enumerate()
+            .filter_map(|(s, (l, &k))| l.get(k).map(|&r| (s, r)))
+            .min_by_key(|(_, r)| r.ts(heap))?;
+        let mut taken = older(first.ts(heap));
         let before: usize = taken.iter().sum();
-        if longest.get(taken[slot]) != Some(&first)
+        if lists[slot].get(taken[slot]) != Some(&first)
             || before <= starts.last().map_or(0, |p| p.before)
         {
             return None;
@@ -203,7 +233,7 @@ pub fn follow_forward(
     }];
     let parts = threads.clamp(1, (total / MIN_STRETCH).max(1));
     if parts > 1 {
-        stretches.extend(stretch_starts(heap, lists, parts).unwrap_or_default());
+        stretches.extend(stretch_starts(heap, lists, parts, total).unwrap_or_default());
     }
     let count = |i: usize| stretches.get(i + 1).map_or(total, |n| n.before) - stretches[i].before;
     let mut out = BulkVec::with_capacity(total);
