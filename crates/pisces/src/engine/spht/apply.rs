@@ -51,7 +51,6 @@ use crate::engine::kit::recovery::replay_parts::Part;
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::Result;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
 crate::mutation::point! {
@@ -404,6 +403,7 @@ pub fn apply_shard<R: LoggedRecord>(
     tracking: Tracking,
 ) -> (u64, u64) {
     let mut written = Written::new(heap, tracking);
+    let (mut applied, mut filtered) = (0u64, 0u64);
     let all_shards = crate::mutation::active!(SHARD_FILTER);
     let part = Part {
         index: shard,
@@ -412,46 +412,11 @@ pub fn apply_shard<R: LoggedRecord>(
     let mine = |off: u64| all_shards || part.owns(off);
     let no_filter = crate::mutation::active!(DUPLICATE_FILTER);
     // The records in the order they are applied (newest first with the filter),
-    // without those known to have nothing for this shard: one pass over the batch,
-    // whose cost every shard pays for every record, its own or not.
-    let keep = |r: &&R| all_shards || r.parts().is_none_or(|m| part.touched_by(m));
-    let (applied, filtered) = if filter {
-        apply_records(
-            heap,
-            batch.iter().rev().filter(keep),
-            true,
-            no_filter,
-            &mine,
-            &mut written,
-        )
-    } else {
-        apply_records(
-            heap,
-            batch.iter().filter(keep),
-            false,
-            no_filter,
-            &mine,
-            &mut written,
-        )
-    };
-    written.flush(heap);
-    heap.fence();
-    (applied, filtered)
-}
-
-/// [`apply_shard`]'s pipeline over `records`, the shard's records in the order they
-/// are applied (newest first with the duplicate `filter`): apply the words `mine`
-/// says are the shard's, noting them in `written`. Returns (words written, words
-/// filtered).
-fn apply_records<'s, R: LoggedRecord + 's>(
-    heap: &'s Heap,
-    mut records: impl Iterator<Item = &'s R>,
-    filter: bool,
-    no_filter: bool,
-    mine: &impl Fn(u64) -> bool,
-    written: &mut Written,
-) -> (u64, u64) {
-    let (mut applied, mut filtered) = (0u64, 0u64);
+    // without those known to have nothing for this shard.
+    let n = batch.len();
+    let records = (0..n)
+        .map(|j| if filter { &batch[n - 1 - j] } else { &batch[j] })
+        .filter(|r| all_shards || r.parts().is_none_or(|m| part.touched_by(m)));
     // A pipeline over them: record `j + DECODE + LOG_AHEAD`'s log bytes are
     // prefetched, record `j + DECODE` is decoded (and its filter bits or home lines
     // hinted), record `j + AHEAD` has its home lines hinted (dense filter), record `j`
@@ -459,23 +424,22 @@ fn apply_records<'s, R: LoggedRecord + 's>(
     // counts the records decoded so far.
     const DECODE: usize = 2 * AHEAD;
     let dense_filter = filter && written.is_dense();
-    // The records prefetched and not decoded yet.
-    let mut fetched: VecDeque<&R> = VecDeque::with_capacity(DECODE + LOG_AHEAD + 1);
+    let mut to_prefetch = records.clone();
+    let mut to_decode = records;
     let mut ring: Vec<Vec<Entry<'_>>> = (0..DECODE).map(|_| Vec::new()).collect();
-    for r in records.by_ref().take(DECODE + LOG_AHEAD) {
+    for r in to_prefetch.by_ref().take(DECODE + LOG_AHEAD) {
         r.prefetch(heap);
-        fetched.push_back(r);
     }
     let mut decoded = 0;
     for buf in ring.iter_mut() {
-        let r = fetched.pop_front();
+        let r = to_decode.next();
         decoded += usize::from(r.is_some());
-        decode_ahead(heap, r, buf, mine, written, filter);
+        decode_ahead(heap, r, buf, &mine, &written, filter);
     }
     if dense_filter {
         // Records 0 .. AHEAD: the loop hints the later ones, each AHEAD steps early.
         for buf in &ring[..AHEAD] {
-            hint_homes(heap, buf, mine, written);
+            hint_homes(heap, buf, &mine, &written);
         }
     }
     let mut j = 0;
@@ -484,7 +448,7 @@ fn apply_records<'s, R: LoggedRecord + 's>(
         let buf = &mut ring[j % DECODE];
         let mut write = |off: u64, value: u64, written: &mut Written| {
             // Relaxed: only replay writes these words of the durable heap; the fence
-            // that ends `apply_shard` orders their durability.
+            // below orders their durability.
             heap.atomic_u64(off as usize).store(value, Relaxed);
             written.line(off);
             applied += 1;
@@ -498,27 +462,28 @@ fn apply_records<'s, R: LoggedRecord + 's>(
                     filtered += 1;
                     return;
                 }
-                write(off, value, written);
+                write(off, value, &mut written);
             });
         } else {
             for_each_word(buf, false, |off, value| {
                 if mine(off) {
-                    write(off, value, written);
+                    write(off, value, &mut written);
                 }
             });
         }
-        if let Some(r) = records.next() {
+        if let Some(r) = to_prefetch.next() {
             r.prefetch(heap);
-            fetched.push_back(r);
         }
-        let r = fetched.pop_front();
+        let r = to_decode.next();
         decoded += usize::from(r.is_some());
-        decode_ahead(heap, r, buf, mine, written, filter);
+        decode_ahead(heap, r, buf, &mine, &written, filter);
         if dense_filter {
-            hint_homes(heap, &ring[(j + AHEAD) % DECODE], mine, written);
+            hint_homes(heap, &ring[(j + AHEAD) % DECODE], &mine, &written);
         }
         j += 1;
     }
+    written.flush(heap);
+    heap.fence();
     (applied, filtered)
 }
 
