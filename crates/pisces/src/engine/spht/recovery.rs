@@ -277,10 +277,10 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
     let followed = match opts.replay {
         ReplayMode::Scan => None,
         ReplayMode::Forward => order::follow_forward(heap, &lists, parts),
-        ReplayMode::Backward => order::follow_backward(heap, &lists),
+        ReplayMode::Backward => order::follow_backward(heap, &lists, parts),
     };
     let followed_links = followed.is_some();
-    let records = followed.unwrap_or_else(|| order::merge_by_ts(&lists, |r| r.ts(heap), |r| *r));
+    let records = followed.unwrap_or_else(|| order::merge_parts(heap, &lists, parts));
     drop(lists);
     if !records.is_empty() {
         // Dense tracking: the batch is every durable record (see `apply::Tracking`).

@@ -1117,14 +1117,15 @@ fn parallel_recovery_replays_ranges_across_chunks() {
     }
 }
 
-/// The forward link walk on several threads (stretches, each walked on its own
-/// thread and joined where one ends at the next one's first record) takes the
-/// one-thread walk's order, the timestamp merge's; a wrong forward link in any record
-/// but the newest fails it with every thread count, the links that join two stretches
-/// included.
+/// The orders found on several threads (the records cut into parts by timestamp,
+/// each part ordered on its own thread, the parts joined where one ends at the next
+/// one's first record) are the one-thread order, the timestamp merge's; a wrong
+/// forward link in any record but the newest, or a wrong backward link in any record
+/// but the oldest, fails the link walk with every thread count, the links that join
+/// two parts included.
 #[test]
-fn forward_walk_on_several_threads_checks_every_link() {
-    use super::order::{follow_forward, merge_by_ts};
+fn orders_on_several_threads_check_every_link() {
+    use super::order::{follow_backward, follow_forward, merge_by_ts, merge_parts};
     use crate::engine::kit::recovery::bulk_vec::BulkVec;
     let e = engine_with(
         EngineOptions::new()
@@ -1152,28 +1153,55 @@ fn forward_walk_on_several_threads_checks_every_link() {
     let merged = merge_by_ts(&lists, |r| r.ts(heap), |r| *r);
     assert!(merged.len() >= 100);
     for threads in 1..=4 {
-        let got = follow_forward(heap, &lists, threads).expect("every link is there");
+        let got = follow_forward(heap, &lists, threads).expect("every forward link is there");
         assert!(
             got[..] == merged[..],
-            "{threads} threads: not the merge's order"
+            "{threads} threads: forward, not the merge's order"
+        );
+        let got = follow_backward(heap, &lists, threads).expect("every backward link is there");
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: backward, not the merge's order"
+        );
+        let got = merge_parts(heap, &lists, threads);
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: merged in parts, another order"
         );
     }
-    let newest = *merged.last().unwrap();
+    let (oldest, newest) = (merged[0], *merged.last().unwrap());
     for rec in merged.iter() {
         let r = where_[&rec.off()];
-        let kept = rec.fwd(heap);
-        log::set_link(heap, r.slot, r.pos, log::FWD, r.link());
-        for threads in 1..=4 {
-            let got = follow_forward(heap, &lists, threads);
-            assert_eq!(
-                got.is_some(),
-                *rec == newest,
-                "{threads} threads, a wrong link in record {} of slot {}",
-                r.seq,
-                r.slot
-            );
+        for (slot, end, name) in [
+            (log::FWD, newest, "forward"),
+            (log::BACK, oldest, "backward"),
+        ] {
+            let kept = heap
+                .atomic_u64(log::Area::of(heap, r.slot).at(r.pos) + slot)
+                .load(SeqCst);
+            log::set_link(heap, r.slot, r.pos, slot, r.link());
+            let found: Vec<bool> = (1..=4)
+                .map(|threads| {
+                    if slot == log::FWD {
+                        follow_forward(heap, &lists, threads).is_some()
+                    } else {
+                        follow_backward(heap, &lists, threads).is_some()
+                    }
+                })
+                .collect();
+            // Restored before any assertion: the engine's replay at close follows the
+            // links unchecked.
+            log::set_link(heap, r.slot, r.pos, slot, kept);
+            for (threads, found) in (1..=4).zip(found) {
+                assert_eq!(
+                    found,
+                    *rec == end,
+                    "{threads} threads, a wrong {name} link in record {} of slot {}",
+                    r.seq,
+                    r.slot
+                );
+            }
         }
-        log::set_link(heap, r.slot, r.pos, log::FWD, kept);
     }
 }
 
