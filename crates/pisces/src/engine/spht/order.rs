@@ -13,11 +13,13 @@
 //!   accept a link only if it names the next record of its slot not yet taken, with a
 //!   larger (forward) or smaller (backward) timestamp, and succeed only if they take
 //!   every record. Then the result is exactly the merge's order; otherwise they
-//!   return `None` and recovery merges. With several recovery threads the forward
-//!   walk is cut into stretches at timestamps found by binary search in the lists,
-//!   walked in parallel, and joined only where each stretch ends at the next one's
-//!   first record ([`follow_forward`]): the order is otherwise one thread's work,
-//!   between the parallel parse and the parallel replay.
+//!   return `None` and recovery merges.
+//! * **On several threads** (recovery): the records are cut into parts by timestamp
+//!   ([`cuts`]: binary searches in the lists) and each part is ordered on a thread of
+//!   its own, the same way; a link walk's parts are joined only where the links join
+//!   them ([`follow_forward`], [`follow_backward`]), the merge's in order
+//!   ([`merge_parts`]). On one thread, the order would be a step between the parallel
+//!   parse and the parallel replay that the other threads wait for.
 
 use super::log::{self, LogRec, LINK_BIT};
 use crate::engine::kit::recovery::bulk_vec::BulkVec;

@@ -29,7 +29,9 @@
 //!    persist the marker CASed by a larger transaction before a smaller one's link
 //!    reached the medium (links are written after the record's fence and are not on
 //!    the durability path); the checksummed timestamps always are. If a walk finds a
-//!    link missing, recovery merges instead (same result, one more pass).
+//!    link missing, recovery merges instead (same result, one more pass). With
+//!    `OpenCtx::recovery_threads > 1` each way runs in parts, cut by timestamp, one per
+//!    thread (`order`).
 //!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
 //!    record (`log::LogRec`: the header's pool offset, the replay parts and the
 //!    allocator flag; length and timestamp are read from the header again), reserved
