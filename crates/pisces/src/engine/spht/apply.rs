@@ -496,43 +496,53 @@ pub fn apply<R: LoggedRecord>(
     filter: bool,
     shards: usize,
 ) -> Result<(Vec<Block>, ApplyStats)> {
-    apply_marked(heap, batch, filter, shards, Tracking::Sparse, |_| true)
+    apply_marked(
+        heap,
+        batch,
+        filter,
+        shards,
+        Tracking::Sparse,
+        Some(|_| true),
+    )
 }
 
 /// [`apply`] with the shards' `tracking`, where `may_allocate(i)` is false only for
 /// records `batch[i]` known to hold no allocator entry (the coordinator skips them
-/// undecoded). Records that know their shards ([`LoggedRecord::parts`]) must know
-/// them for `shards` shards.
+/// undecoded), and `None` says that no record holds one (the coordinator's pass over
+/// the batch, on one thread before the shards start, is skipped). Records that know
+/// their shards ([`LoggedRecord::parts`]) must know them for `shards` shards.
 pub fn apply_marked<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,
     shards: usize,
     tracking: Tracking,
-    may_allocate: impl Fn(usize) -> bool,
+    may_allocate: Option<impl Fn(usize) -> bool>,
 ) -> Result<(Vec<Block>, ApplyStats)> {
     let shards = shards.max(1);
     let mut freed = Vec::new();
     let mut allocator = Vec::new();
     let mut buf = Vec::new();
-    for (i, rec) in batch.iter().enumerate() {
-        if !may_allocate(i) {
-            continue;
-        }
-        buf.clear();
-        rec.entries_into(heap, &mut buf)?;
-        for e in &buf {
-            match *e {
-                Entry::Alloc(b) => {
-                    Allocator::replay_alloc(heap, b)?;
-                    allocator.push(b.offset);
+    if let Some(may_allocate) = may_allocate {
+        for (i, rec) in batch.iter().enumerate() {
+            if !may_allocate(i) {
+                continue;
+            }
+            buf.clear();
+            rec.entries_into(heap, &mut buf)?;
+            for e in &buf {
+                match *e {
+                    Entry::Alloc(b) => {
+                        Allocator::replay_alloc(heap, b)?;
+                        allocator.push(b.offset);
+                    }
+                    Entry::Free(b) => {
+                        Allocator::replay_free(heap, b)?;
+                        freed.push(b);
+                        allocator.push(b.offset);
+                    }
+                    _ => {}
                 }
-                Entry::Free(b) => {
-                    Allocator::replay_free(heap, b)?;
-                    freed.push(b);
-                    allocator.push(b.offset);
-                }
-                _ => {}
             }
         }
     }

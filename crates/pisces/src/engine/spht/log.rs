@@ -34,6 +34,7 @@
 //!   replayer or recovery could need it (a wrap marker counts as live like a record:
 //!   see [`LogWriter::fits`]).
 
+use crate::engine::kit::log::magic_scan;
 use crate::engine::kit::recovery::prefetch::prefetch_home;
 use crate::heap::Heap;
 use crate::medium::counters;
@@ -422,17 +423,19 @@ fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
     // The first valid record starting in `from..to`: (pos, record length, seq,
     // distance from the expected one).
     let first_valid = |from: usize, to: usize| -> Option<(usize, usize, u64, i64)> {
+        // Only positions with room for a whole header before the ring's end.
+        let end = to.min((cap + 1).saturating_sub(HEADER_LEN));
         let mut pos = from;
-        while pos < to && pos + HEADER_LEN <= cap {
-            // The magic rules out most positions before a header is decoded.
-            if u32::from_le_bytes(ring[pos..pos + 4].try_into().unwrap()) == MAGIC {
-                if let Some(h) = read_header(ring, pos) {
-                    if h.crc_ok {
-                        return Some((pos, HEADER_LEN + h.entries.len(), h.seq, distance(h.seq)));
-                    }
+        // The magic rules out most positions before a header is decoded, a block of
+        // them at a time (most of a ring past its chain is zero or an old lap's
+        // entries).
+        while let Some(at) = magic_scan::next_magic(ring, pos, end, MAGIC) {
+            if let Some(h) = read_header(ring, at) {
+                if h.crc_ok {
+                    return Some((at, HEADER_LEN + h.entries.len(), h.seq, distance(h.seq)));
                 }
             }
-            pos += 8;
+            pos = at + 8;
         }
         None
     };

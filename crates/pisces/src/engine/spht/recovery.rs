@@ -29,7 +29,9 @@
 //!    persist the marker CASed by a larger transaction before a smaller one's link
 //!    reached the medium (links are written after the record's fence and are not on
 //!    the durability path); the checksummed timestamps always are. If a walk finds a
-//!    link missing, recovery merges instead (same result, one more pass).
+//!    link missing, recovery merges instead (same result, one more pass). With
+//!    `OpenCtx::recovery_threads > 1` each way runs in parts, cut by timestamp, one per
+//!    thread (`order`).
 //!    **Tables.** A full log holds millions of records, so every table is 8 bytes per
 //!    record (`log::LogRec`: the header's pool offset, the replay parts and the
 //!    allocator flag; length and timestamp are read from the header again), reserved
@@ -37,7 +39,8 @@
 //!    ordered batch.
 //! 4. Apply them with `apply` — the replayer's code, with the dense (bitmap)
 //!    tracking: allocator entries in order (only the records noted in step 2 are
-//!    decoded for them), data words on `OpenCtx::recovery_threads` shards (at most
+//!    decoded for them; with none noted, that pass over the batch, on one thread
+//!    before the shards start, is skipped), data words on `OpenCtx::recovery_threads` shards (at most
 //!    `LogRec::MAX_PARTS`), newest first with the duplicate filter or oldest first, as
 //!    the `dup_filter` option says. A shard skips, unread, the records whose parts
 //!    (noted in step 2) do not include its own: a full log is mostly one-word records,
@@ -143,6 +146,8 @@ struct SlotLog {
     max_ts: u64,
     /// Which of the markers (the global one, the slot's own) a record of it carries.
     holds: MarkerRecords,
+    /// A kept record of it is noted as holding allocator entries.
+    allocating: bool,
 }
 
 /// Whether a slot's log holds the record a marker names.
@@ -168,6 +173,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
     let mut max_ts = 0;
     let mut links = log::LinkCheck::new(heap);
+    let mut allocating = false;
     let walked = log::walk(heap, slot, |rec, bytes| {
         max_ts = max_ts.max(rec.ts);
         holds.global |= rec.ts == global;
@@ -182,13 +188,9 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
                 rec.seq
             ))
         })?;
-        records.push(LogRec::new(
-            heap,
-            slot,
-            rec.pos,
-            allocates && !no_alloc_flags,
-            mask,
-        ));
+        let allocates = allocates && !no_alloc_flags;
+        allocating |= allocates;
+        records.push(LogRec::new(heap, slot, rec.pos, allocates, mask));
         Ok(())
     })?;
     Ok(SlotLog {
@@ -197,6 +199,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
         links,
         max_ts,
         holds,
+        allocating,
     })
 }
 
@@ -271,14 +274,15 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
     check_markers(heap, &slots, d, r)?;
     let max_ts = slots.iter().map(|s| s.max_ts).fold(d.max(r), u64::max);
     let next_seq: Vec<u64> = walked.iter().map(|w| w.next_seq).collect();
+    let allocating = slots.iter().any(|s| s.allocating);
     let lists: Vec<BulkVec<LogRec>> = slots.into_iter().map(|s| s.records).collect();
     let followed = match opts.replay {
         ReplayMode::Scan => None,
-        ReplayMode::Forward => order::follow_forward(heap, &lists),
-        ReplayMode::Backward => order::follow_backward(heap, &lists),
+        ReplayMode::Forward => order::follow_forward(heap, &lists, parts),
+        ReplayMode::Backward => order::follow_backward(heap, &lists, parts),
     };
     let followed_links = followed.is_some();
-    let records = followed.unwrap_or_else(|| order::merge_by_ts(&lists, |r| r.ts(heap), |r| *r));
+    let records = followed.unwrap_or_else(|| order::merge_parts(heap, &lists, parts));
     drop(lists);
     if !records.is_empty() {
         // Dense tracking: the batch is every durable record (see `apply::Tracking`).
@@ -288,7 +292,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
             opts.dup_filter,
             parts,
             Tracking::Dense,
-            |i| records[i].allocates(),
+            allocating.then_some(|i: usize| records[i].allocates()),
         )?;
     }
     let replayed_ts = r.max(d);

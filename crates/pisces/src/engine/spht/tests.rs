@@ -341,7 +341,8 @@ fn backward_replay_filters_duplicates_and_keeps_the_newest_value() {
         for w in 0..4u64 {
             heap.atomic_u64((base + 8 * w) as usize).store(0, Relaxed);
         }
-        let (_, st) = apply_marked(heap, &batch, true, shards, Tracking::Dense, |_| true).unwrap();
+        let (_, st) =
+            apply_marked(heap, &batch, true, shards, Tracking::Dense, Some(|_| true)).unwrap();
         for w in 0..4u64 {
             assert_eq!(
                 heap.atomic_u64((base + 8 * w) as usize).load(Relaxed),
@@ -1116,6 +1117,94 @@ fn parallel_recovery_replays_ranges_across_chunks() {
     }
 }
 
+/// The orders found on several threads (the records cut into parts by timestamp,
+/// each part ordered on its own thread, the parts joined where one ends at the next
+/// one's first record) are the one-thread order, the timestamp merge's; a wrong
+/// forward link in any record but the newest, or a wrong backward link in any record
+/// but the oldest, fails the link walk with every thread count, the links that join
+/// two parts included.
+#[test]
+fn orders_on_several_threads_check_every_link() {
+    use super::order::{follow_backward, follow_forward, merge_by_ts, merge_parts};
+    use crate::engine::kit::recovery::bulk_vec::BulkVec;
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        2,
+    );
+    interleaved_writers(&e, 60);
+    let sh = e.shared();
+    let heap = &sh.heap;
+    let mut where_ = std::collections::HashMap::new();
+    let lists: Vec<BulkVec<log::LogRec>> = (0..2)
+        .map(|s| {
+            let (recs, walked) = log::parse(heap, s);
+            walked.unwrap();
+            let mut l = BulkVec::default();
+            for r in recs {
+                let rec = log::LogRec::new(heap, s, r.pos, false, 1);
+                where_.insert(rec.off(), r);
+                l.push(rec);
+            }
+            l
+        })
+        .collect();
+    let merged = merge_by_ts(&lists, |r| r.ts(heap), |r| *r);
+    assert!(merged.len() >= 100);
+    for threads in 1..=4 {
+        let got = follow_forward(heap, &lists, threads).expect("every forward link is there");
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: forward, not the merge's order"
+        );
+        let got = follow_backward(heap, &lists, threads).expect("every backward link is there");
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: backward, not the merge's order"
+        );
+        let got = merge_parts(heap, &lists, threads);
+        assert!(
+            got[..] == merged[..],
+            "{threads} threads: merged in parts, another order"
+        );
+    }
+    let (oldest, newest) = (merged[0], *merged.last().unwrap());
+    for rec in merged.iter() {
+        let r = where_[&rec.off()];
+        for (slot, end, name) in [
+            (log::FWD, newest, "forward"),
+            (log::BACK, oldest, "backward"),
+        ] {
+            let kept = heap
+                .atomic_u64(log::Area::of(heap, r.slot).at(r.pos) + slot)
+                .load(SeqCst);
+            log::set_link(heap, r.slot, r.pos, slot, r.link());
+            let found: Vec<bool> = (1..=4)
+                .map(|threads| {
+                    if slot == log::FWD {
+                        follow_forward(heap, &lists, threads).is_some()
+                    } else {
+                        follow_backward(heap, &lists, threads).is_some()
+                    }
+                })
+                .collect();
+            // Restored before any assertion: the engine's replay at close follows the
+            // links unchecked.
+            log::set_link(heap, r.slot, r.pos, slot, kept);
+            for (threads, found) in (1..=4).zip(found) {
+                assert_eq!(
+                    found,
+                    *rec == end,
+                    "{threads} threads, a wrong {name} link in record {} of slot {}",
+                    r.seq,
+                    r.slot
+                );
+            }
+        }
+    }
+}
+
 /// Recovery does not trust a link that names another record: with one forward link
 /// pointing back at its own record, forward recovery merges by timestamp instead and
 /// still recovers the committed values.
@@ -1326,6 +1415,49 @@ fn recovery_refuses_a_damaged_record_followed_by_a_valid_one() {
         Ok(_) => panic!("recovery accepted a log damaged before its last record"),
     }
     assert!(crash_image(&heap) == before, "a refused pool was changed");
+}
+
+/// The look for a later record reads past a long stretch of zero bytes: a damaged
+/// record whose entries are kilobytes of zeros, with a valid record after it, is
+/// refused. Zero bytes are what most of a ring past its chain holds, and the look
+/// rules them out a block at a time (`kit::log::magic_scan`); the later record's
+/// header lands at a different 8-byte step of a block for each size.
+#[test]
+fn recovery_refuses_a_damaged_record_followed_by_zeros_and_a_valid_one() {
+    for words in [512usize, 513, 515, 518] {
+        let e = engine_with(
+            EngineOptions::new()
+                .set("clock", "counter")
+                .set("replay_hold", "true"),
+            1,
+        );
+        let mut th = e.thread(0).unwrap();
+        let small = alloc(&mut th, 1);
+        // A new block's record holds its whole payload.
+        th.begin(&TxOptions::default());
+        let big = th.alloc(8 * words).unwrap();
+        let p = th.write(big, 8 * words).unwrap();
+        // SAFETY: our private copy of the object's `8 * words` bytes.
+        unsafe { std::ptr::write_bytes(p, 0, 8 * words) };
+        let tok = th.commit().unwrap();
+        th.wait_durable(tok).unwrap();
+        let tok = put(&mut th, small, 9);
+        th.wait_durable(tok).unwrap();
+        drop(th);
+        let sh = e.shared();
+        let (recs, walked) = log::parse(&sh.heap, 0);
+        walked.unwrap();
+        let zeros = recs[recs.len() - 2];
+        assert!(zeros.len >= 8 * words, "the record holds the zeros");
+        let image = crash_image(&sh.heap);
+        let (_, r) = open_damaged_image(&image, |h| damage_entries(h, &zeros));
+        assert!(
+            matches!(&r, Err(crate::Error::Corrupt(m)) if m.contains("a later record follows")),
+            "recovery accepted a log damaged before {} zero bytes and a valid record: {:?}",
+            8 * words,
+            r.as_ref().err()
+        );
+    }
 }
 
 /// A log's damaged last record reads as a torn tail, but a durable record of the other

@@ -3,5 +3,6 @@
 
 pub(crate) mod checked_word;
 pub(crate) mod crc;
+pub(crate) mod magic_scan;
 pub(crate) mod redo_log;
 pub(crate) mod watermark;

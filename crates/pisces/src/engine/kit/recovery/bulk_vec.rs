@@ -60,6 +60,18 @@ impl<T> BulkVec<T> {
         }
     }
 
+    /// Append a copy of `xs` (one copy of the bytes, no per-element push).
+    pub fn extend_from_slice(&mut self, xs: &[T])
+    where
+        T: Copy,
+    {
+        if self.v.capacity() - self.v.len() < xs.len() {
+            self.v.reserve_exact(xs.len());
+            advise_huge(self.v.as_ptr() as usize, self.v.capacity() * size_of::<T>());
+        }
+        self.v.extend_from_slice(xs);
+    }
+
     /// Reverse the order of the elements, in place.
     pub fn reverse(&mut self) {
         self.v.reverse();
@@ -134,5 +146,7 @@ mod tests {
         let mut w = BulkVec::default();
         w.extend([3u8, 1, 2]);
         assert_eq!(&w[..], &[3, 1, 2]);
+        w.extend_from_slice(&[7, 8]);
+        assert_eq!(&w[..], &[3, 1, 2, 7, 8]);
     }
 }

@@ -83,6 +83,10 @@ pub fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
         return 1;
     }
     let (first, last) = (off / PART_BYTES, (off + len - 1) / PART_BYTES);
+    if first == last {
+        // One chunk (a word entry, most of a full log): no loop, no division.
+        return 1 << part_of(off as u64, parts);
+    }
     let mut mask = 0u32;
     // After `parts` consecutive chunks every part is in.
     for chunk in first..=last.min(first + parts - 1) {
