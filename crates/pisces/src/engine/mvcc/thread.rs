@@ -37,12 +37,13 @@
 //! conflict aborts in a row it takes the pool's fallback word for its next attempt
 //! ([`crate::engine::kit::cc::fallback`]): a tick of the clock and a grace period for
 //! every other slot's transaction that started before it (bounded by the hold's
-//! deadline), while `begin` of every transaction not declared read-only waits, slot
-//! inactive. A commit already past its `begin` may still make the holder's attempt
-//! abort once (its slot shows inactive from step 1 on); the next one meets no writer.
-//! The word goes back when the attempt ends (after step 8, or its rollback). Nested
-//! transactions neither take the word nor wait for it. Fast-path cost: one load of
-//! the word per `begin` of an update transaction.
+//! deadline), and a transaction that finds another slot's hold running at its first
+//! write, allocation or free aborts and waits for it in `after_abort`, holding
+//! nothing. A commit already under way may still make the holder's attempt abort once
+//! (its slot shows inactive from step 1 on); the next one meets no writer. The word
+//! goes back when the attempt ends (after step 8, or its rollback). Nested
+//! transactions neither take the word nor wait for it; transactions that only read
+//! never look at it. Cost: one load of the word per update transaction.
 
 use super::shared::MvccShared;
 use super::version::{self, Entry, Version};
@@ -84,6 +85,8 @@ pub(crate) struct MvccThread {
     /// Transactions run nested in another pool's (`EngineThread::set_nested`): they
     /// never take the fallback word, whose drain waits for other transactions.
     nested: bool,
+    /// The attempt aborted because another slot holds the fallback word.
+    fallback_wait: bool,
 }
 
 // SAFETY: the raw pointers in `writes` are private copies owned by this struct and
@@ -92,6 +95,18 @@ pub(crate) struct MvccThread {
 unsafe impl Send for MvccThread {}
 
 impl MvccThread {
+    /// Before the transaction's first write, allocation or free: if another slot's
+    /// fallback attempt runs (module docs, *Fallback*), the attempt aborts, and
+    /// `after_abort` waits for the holder, holding nothing.
+    #[inline]
+    fn check_fallback(&mut self) -> Result<()> {
+        if self.writes.is_empty() && !self.nested && self.sh.fallback.blocks(self.slot) {
+            self.fallback_wait = true;
+            return Err(Error::Conflict);
+        }
+        Ok(())
+    }
+
     /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
     #[cold]
     #[inline(never)]
@@ -128,6 +143,7 @@ impl MvccThread {
             durable_watermark: 0,
             retries: Retries::default(),
             nested: false,
+            fallback_wait: false,
         }
     }
 
@@ -268,25 +284,20 @@ impl Rollback for MvccThread {
 }
 
 impl EngineThread for MvccThread {
-    fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         if self.retries.begin() {
             self.begin_retry();
         }
         self.active = true;
-        let (sh, slot) = (&self.sh, self.slot);
-        let clock = &sh.slots[slot].clock;
-        let ts = clock.start(&sh.clock);
-        self.start_ts = if opts.read_only || self.nested {
-            ts
-        } else {
-            // (module docs, *Fallback*)
-            fallback::unblocked(&sh.fallback, clock, slot, ts, || clock.start(&sh.clock))
-        };
+        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
     fn after_abort(&mut self) {
         self.retries.after_abort();
+        if std::mem::take(&mut self.fallback_wait) {
+            self.sh.fallback.wait(self.slot);
+        }
     }
 
     fn set_nested(&mut self, nested: bool) {
@@ -317,6 +328,7 @@ impl EngineThread for MvccThread {
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         running(self.active)?;
+        self.check_fallback()?;
         let (off, plen) = self.validate(off, len)?;
         let live = &self.sh.index.live;
         if let Some(i) = self.writes.index_of(off) {
@@ -341,6 +353,7 @@ impl EngineThread for MvccThread {
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         running(self.active)?;
+        self.check_fallback()?;
         let b = self.sh.alloc.reserve(&mut self.cache, len)?;
         // SAFETY: no source: a zeroed copy.
         let copy = unsafe { Version::new(b.payload_len() & !7, None, &self.sh.index.live) };
@@ -350,6 +363,7 @@ impl EngineThread for MvccThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         running(self.active)?;
+        self.check_fallback()?;
         let root = crate::engine::kit::validate::root_object(|o, l| self.read(o, l))?;
         let b =
             crate::engine::kit::validate::locate_block_to_free(&self.sh.alloc, off, root, |b| {

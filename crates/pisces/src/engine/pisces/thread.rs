@@ -20,15 +20,15 @@
 //! it takes the pool's fallback word before its next attempt
 //! ([`crate::engine::kit::cc::fallback`]): it ticks the clock and waits, like a grace
 //! period, for every other slot's transaction that started before the tick (or until
-//! its hold's deadline), and `begin` of every transaction not declared read-only waits,
-//! slot inactive, while another slot's hold runs. So the holder's attempt meets no
-//! concurrent writer and commits (a copy of a commit still waiting for its write-back
-//! may make it abort once; `after_abort` then helps that write-back). Read-only
-//! transactions never conflict here and never wait. The race between the holder's scan
-//! and a starting writer is closed by the fences of `SlotClock::start` and of the
-//! drain (`fallback::drain`). Nested transactions neither take the word nor wait for it
-//! (`nested`). Fast-path cost: one load of the word per `begin` of an update
-//! transaction.
+//! its hold's deadline), and a transaction that finds another slot's hold running
+//! before its first lock aborts and waits for it in `after_abort`, slot inactive,
+//! holding nothing. So the holder's attempt meets no concurrent writer and commits (a
+//! copy of a commit still waiting for its write-back may make it abort once;
+//! `after_abort` then helps that write-back). Transactions that only read never look
+//! at the word and never wait. The race between the holder's scan and a starting
+//! writer is closed by the fences of `SlotClock::start` and of the drain
+//! (`fallback::drain`). Nested transactions neither take the word nor wait for it
+//! (`nested`). Cost: one load of the word per update transaction, at its first write.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, COPY_HDR};
 use crate::engine::kit::cc::fallback::{self, Retries};
@@ -107,6 +107,8 @@ pub struct PiscesThread {
     nested: bool,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
     retries: Retries,
+    /// The attempt aborted because another slot holds the fallback word.
+    fallback_wait: bool,
 }
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
@@ -142,6 +144,7 @@ impl PiscesThread {
             durable_watermark: 0,
             nested: false,
             retries: Retries::default(),
+            fallback_wait: false,
         }
     }
 
@@ -299,6 +302,9 @@ impl PiscesThread {
     /// transaction, creating its copy; returns the copy. `fresh` copies start zeroed
     /// instead of as a copy of home.
     fn lock(&mut self, header: u64, plen: usize, kind: Kind) -> Result<*mut CopyHdr> {
+        if self.writes.is_empty() && self.fallback_blocks() {
+            return Err(Error::Conflict);
+        }
         let me = self.record_ptr();
         let hw = self.sh.heap.atomic_u64(header as usize);
         loop {
@@ -587,7 +593,7 @@ impl EngineThread for PiscesThread {
     // (Inlined into `run` with the rest of the default engine's transaction path:
     // `AnyThread::begin_fast`.)
     #[inline(always)]
-    fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
+    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         // The common case (the last transaction committed read-only, or its attempt
         // was kept) takes no lock and calls nothing; the rest is out of line.
         if self.attempt.is_some() || self.idle_attempt.is_none() {
@@ -599,15 +605,7 @@ impl EngineThread for PiscesThread {
         // `attempt` is None here: a swap moves the kept attempt in without a drop call.
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
         self.attempt_locked_reads.set(0);
-        let (sh, slot) = (&self.sh, self.slot);
-        let clock = &sh.slots[slot].clock;
-        let ts = clock.start(&sh.clock);
-        self.start_ts = if opts.read_only || self.nested {
-            ts
-        } else {
-            // (module docs, *Fallback*)
-            fallback::unblocked(&sh.fallback, clock, slot, ts, || clock.start(&sh.clock))
-        };
+        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
     }
 
     #[inline]
@@ -741,6 +739,9 @@ impl EngineThread for PiscesThread {
 
     fn after_abort(&mut self) {
         self.retries.after_abort();
+        if std::mem::take(&mut self.fallback_wait) {
+            self.sh.fallback.wait(self.slot);
+        }
         if std::mem::take(&mut self.oos_help) {
             self.sh.help_all(self.slot, &mut self.cache, !self.nested);
         }
@@ -786,6 +787,15 @@ const DEFER_BATCHES: usize = 4;
 const DEFER_MAX_EXTRA: usize = 64;
 
 impl PiscesThread {
+    /// Before the transaction's first lock: true if another slot's fallback attempt
+    /// runs (module docs, *Fallback*); the attempt then aborts, and `after_abort` waits
+    /// for the holder, holding nothing. Nested transactions do not wait.
+    #[inline]
+    fn fallback_blocks(&mut self) -> bool {
+        self.fallback_wait = !self.nested && self.sh.fallback.blocks(self.slot);
+        self.fallback_wait
+    }
+
     /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
     /// A nested transaction never takes it: its drain waits for other transactions.
     #[cold]

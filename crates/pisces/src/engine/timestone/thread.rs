@@ -41,13 +41,14 @@
 //! it takes the pool's fallback word for its next attempt
 //! ([`crate::engine::kit::cc::fallback`]): a tick of the clock (a timestamp no commit
 //! takes) and a grace period for every other slot's transaction that started before
-//! it (bounded by the hold's deadline), while `begin` of every transaction not
-//! declared read-only waits, slot inactive. A commit already past its `begin` may
-//! still make the holder's attempt abort once (its slot shows inactive once its
-//! commit starts); the next one meets no writer. The word goes back when the attempt
-//! ends (`end`). Nested transactions and recovery's re-execution neither take the word
-//! nor wait for it. Fast-path cost: one load of the word per `begin` of an update
-//! transaction.
+//! it (bounded by the hold's deadline), and a transaction that finds another slot's
+//! hold running at its first write, allocation or free aborts and waits for it in
+//! `after_abort`, holding nothing. A commit already under way may still make the
+//! holder's attempt abort once (its slot shows inactive once its commit starts); the
+//! next one meets no writer. The word goes back when the attempt ends (`end`). Nested
+//! transactions and recovery's re-execution neither take the word nor wait for it;
+//! transactions that only read never look at it. Cost: one load of the word per
+//! update transaction.
 //!
 //! # Blocks freed after the snapshot
 //! A block a commit freed after S is still a live object for S: the transaction may
@@ -136,6 +137,8 @@ pub struct TimestoneThread {
     /// Transactions run nested in another pool's (`EngineThread::set_nested`): they
     /// never take the fallback word, whose drain waits for other transactions.
     nested: bool,
+    /// The attempt aborted because another slot holds the fallback word.
+    fallback_wait: bool,
 }
 
 // SAFETY: raw pointers are private copies owned here and index entries owned by `sh`;
@@ -174,7 +177,24 @@ impl TimestoneThread {
             locked: 0,
             retries: Retries::default(),
             nested: false,
+            fallback_wait: false,
         }
+    }
+
+    /// Before the transaction's first write, allocation or free: if another slot's
+    /// fallback attempt runs (module docs, *Fallback*), the attempt aborts, and
+    /// `after_abort` waits for the holder, holding nothing.
+    #[inline]
+    fn check_fallback(&mut self) -> Result<()> {
+        if self.writes.is_empty()
+            && !self.nested
+            && !self.sh.recovering
+            && self.sh.fallback.blocks(self.slot)
+        {
+            self.fallback_wait = true;
+            return Err(Error::Conflict);
+        }
+        Ok(())
     }
 
     /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
@@ -732,20 +752,17 @@ impl EngineThread for TimestoneThread {
         }
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
-        let (sh, slot) = (&self.sh, self.slot);
-        let clock = &sh.slots[slot].clock;
-        let start = || clock.start_with(&sh.clock, |t| sh.horizon(t));
-        let ts = start();
-        self.start_ts = if opts.read_only || self.nested || sh.recovering {
-            ts
-        } else {
-            // (module docs, *Fallback*)
-            fallback::unblocked(&sh.fallback, clock, slot, ts, start)
-        };
+        let sh = &self.sh;
+        self.start_ts = sh.slots[self.slot]
+            .clock
+            .start_with(&sh.clock, |t| sh.horizon(t));
     }
 
     fn after_abort(&mut self) {
         self.retries.after_abort();
+        if std::mem::take(&mut self.fallback_wait) {
+            self.sh.fallback.wait(self.slot);
+        }
     }
 
     fn set_nested(&mut self, nested: bool) {
@@ -807,6 +824,7 @@ impl EngineThread for TimestoneThread {
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         running(self.active)?;
+        self.check_fallback()?;
         let (off, plen) = self.locate(off, len)?;
         if let Some(i) = self.writes.index_of(off) {
             if self.writes[i].copy.is_null() {
@@ -836,6 +854,7 @@ impl EngineThread for TimestoneThread {
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         running(self.active)?;
+        self.check_fallback()?;
         let b = if self.sh.recovering {
             let b = self.script.pop_front().ok_or_else(|| {
                 Error::Corrupt("re-executed operation allocates more than it did".into())
@@ -907,6 +926,7 @@ impl EngineThread for TimestoneThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         running(self.active)?;
+        self.check_fallback()?;
         let root = root_object(|o, l| self.read(o, l))?;
         let b0 = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
         let off = b0.payload();

@@ -148,11 +148,13 @@ impl Fallback {
 ///
 /// Race closed (store buffering): the holder stored the word ([`Retries::take`]),
 /// ticks (Release) and fences (SeqCst) before it scans the slots; a starting
-/// transaction stores `STARTING`, fences, loads the clock, then loads the word
-/// ([`start_unblocked`]). Either the scan sees the starter's slot below the tick (and
-/// waits for it to end), or the starter's fence comes later and its load of the word
-/// sees it. The tick is a timestamp no commit takes: the engines that use the clock
-/// for commit timestamps allow gaps (an aborted validation leaves one too).
+/// transaction stores `STARTING`, fences and loads the clock in
+/// [`SlotClock::start`], and loads the word later, before it takes its first lock
+/// (the engine's, see each). Either the scan sees the starter's slot below the tick
+/// (and waits for it to end), or the starter's clock load sees the tick, whose
+/// Release makes the word visible to its later load. The tick is a timestamp no commit
+/// takes: the engines that use the clock for commit timestamps allow gaps (an aborted
+/// validation leaves one too).
 pub fn drain<'a>(
     fb: &Fallback,
     clock: &Clock,
@@ -168,45 +170,6 @@ pub fn drain<'a>(
         let mut round = 0;
         while s.load() < e && fb.held() {
             spin_step(&mut round);
-        }
-    }
-}
-
-/// `begin` of a transaction that may update, for the engines whose slots publish a
-/// start value ([`drain`]), once the slot has started (its fence first) with snapshot
-/// `ts`: while another slot's fallback attempt runs, the slot is left inactive, waits
-/// for it reading nothing (bounded), and starts again (`restart`). Returns the
-/// snapshot of the start that found no holder.
-#[inline(always)]
-pub fn unblocked(
-    fb: &Fallback,
-    slot: &SlotClock,
-    me: usize,
-    ts: u64,
-    restart: impl FnMut() -> u64,
-) -> u64 {
-    // After the start's fence (see `drain`).
-    if fb.blocks(me) {
-        wait_and_restart(fb, slot, me, restart)
-    } else {
-        ts
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn wait_and_restart(
-    fb: &Fallback,
-    slot: &SlotClock,
-    me: usize,
-    mut restart: impl FnMut() -> u64,
-) -> u64 {
-    loop {
-        slot.finish();
-        fb.wait(me);
-        let ts = restart();
-        if !fb.blocks(me) {
-            return ts;
         }
     }
 }
