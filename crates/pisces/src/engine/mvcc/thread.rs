@@ -47,7 +47,7 @@
 
 use super::shared::MvccShared;
 use super::version::{self, Entry, Version};
-use crate::engine::kit::cc::fallback::{self, Retries};
+use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::grace::wait_for_readers;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::kit::rollback::Rollback;
@@ -105,20 +105,6 @@ impl MvccThread {
             return Err(Error::Conflict);
         }
         Ok(())
-    }
-
-    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
-    #[cold]
-    #[inline(never)]
-    fn begin_retry(&mut self) {
-        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
-            fallback::drain(
-                &self.sh.fallback,
-                &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
-                self.slot,
-            );
-        }
     }
 
     /// State for `slot`; only one may exist per slot.
@@ -287,7 +273,14 @@ impl EngineThread for MvccThread {
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         if self.retries.begin() {
-            self.begin_retry();
+            // (module docs, *Fallback*)
+            self.retries.take_and_drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+                self.nested,
+            );
         }
         self.active = true;
         self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);

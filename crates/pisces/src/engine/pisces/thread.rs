@@ -31,7 +31,7 @@
 //! (`nested`). Cost: one load of the word per update transaction, at its first write.
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, COPY_HDR};
-use crate::engine::kit::cc::fallback::{self, Retries};
+use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::FastReads;
@@ -600,7 +600,14 @@ impl EngineThread for PiscesThread {
             self.prepare_attempt();
         }
         if self.retries.begin() {
-            self.begin_retry();
+            // (module docs, *Fallback*)
+            self.retries.take_and_drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+                self.nested,
+            );
         }
         // `attempt` is None here: a swap moves the kept attempt in without a drop call.
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
@@ -794,21 +801,6 @@ impl PiscesThread {
     fn fallback_blocks(&mut self) -> bool {
         self.fallback_wait = !self.nested && self.sh.fallback.blocks(self.slot);
         self.fallback_wait
-    }
-
-    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
-    /// A nested transaction never takes it: its drain waits for other transactions.
-    #[cold]
-    #[inline(never)]
-    fn begin_retry(&mut self) {
-        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
-            fallback::drain(
-                &self.sh.fallback,
-                &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
-                self.slot,
-            );
-        }
     }
 
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to

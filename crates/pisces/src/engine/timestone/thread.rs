@@ -69,7 +69,7 @@ use super::clog::{self, Item};
 use super::olog::{self, Compact};
 use super::shared::TimestoneShared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
-use crate::engine::kit::cc::fallback::{self, Retries};
+use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::rollback::Rollback;
@@ -195,20 +195,6 @@ impl TimestoneThread {
             return Err(Error::Conflict);
         }
         Ok(())
-    }
-
-    /// `begin` of a retry that may take the fallback word (module docs, *Fallback*).
-    #[cold]
-    #[inline(never)]
-    fn begin_retry(&mut self) {
-        if !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
-            fallback::drain(
-                &self.sh.fallback,
-                &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
-                self.slot,
-            );
-        }
     }
 
     /// Recovery: the blocks the next transaction's allocations must return, in order.
@@ -748,7 +734,14 @@ impl EngineThread for TimestoneThread {
     fn begin(&mut self, opts: &TxOptions) {
         self.abort_running();
         if self.retries.begin() {
-            self.begin_retry();
+            // (module docs, *Fallback*)
+            self.retries.take_and_drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+                self.nested,
+            );
         }
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);

@@ -235,6 +235,25 @@ impl Retries {
         true
     }
 
+    /// `begin` of a retry that must take the word ([`Retries::begin`] said so), for the
+    /// engines whose slots publish a start value: take it for slot `me` and [`drain`].
+    /// A nested transaction never takes it: its drain would wait for other
+    /// transactions of the pool (`EngineThread::set_nested`).
+    #[cold]
+    #[inline(never)]
+    pub fn take_and_drain<'a>(
+        &mut self,
+        fb: &Fallback,
+        clock: &Clock,
+        slots: impl Iterator<Item = &'a SlotClock>,
+        me: usize,
+        nested: bool,
+    ) {
+        if !nested && self.take(fb, me) {
+            drain(fb, clock, slots, me);
+        }
+    }
+
     /// At the end of every attempt (commit, abort): give the word back.
     #[inline]
     pub fn end(&mut self, fb: &Fallback, me: usize) {
