@@ -30,7 +30,6 @@ use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::sync::fence;
 use crate::{Error, Result};
-use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::Arc;
 
@@ -47,7 +46,7 @@ pub(crate) struct MvccShared {
     /// The global clock: start and commit timestamps.
     pub clock: Clock,
     /// Thread slots.
-    pub slots: Vec<CachePadded<Slot>>,
+    pub slots: Vec<Slot>,
     /// Object → version chain.
     pub index: Index,
     /// Next log sequence number of each slot after recovery.

@@ -277,7 +277,7 @@ impl EngineThread for MvccThread {
             self.retries.take_and_drain(
                 &self.sh.fallback,
                 &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
+                self.sh.slots.iter().map(|s| &*s.clock),
                 self.slot,
                 self.nested,
             );
@@ -476,7 +476,7 @@ impl EngineThread for MvccThread {
             // Freed blocks are reusable once no snapshot older than the free runs (a
             // grace period, as in Pisces' write-back). Outside the transaction and with
             // no lock held, so nobody waits for us meanwhile.
-            wait_for_readers(sh.slots.iter().map(|s| &s.clock), self.slot, ts);
+            wait_for_readers(sh.slots.iter().map(|s| &*s.clock), self.slot, ts);
             for b in self.frees.drain(..) {
                 sh.alloc.release(&mut self.cache, b);
             }

@@ -58,7 +58,6 @@ use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::sync::fence;
 use crate::{Error, Result};
-use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::{Arc, Mutex};
@@ -202,7 +201,7 @@ pub struct TimestoneShared {
     /// The global clock (commit and start timestamps).
     pub clock: Clock,
     /// Thread slots.
-    pub slots: Vec<CachePadded<Slot>>,
+    pub slots: Vec<Slot>,
     /// Object → version chain.
     pub index: Index,
     /// The checkpointer's published snapshot (one checkpoint at a time).

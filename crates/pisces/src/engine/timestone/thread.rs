@@ -738,7 +738,7 @@ impl EngineThread for TimestoneThread {
             self.retries.take_and_drain(
                 &self.sh.fallback,
                 &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
+                self.sh.slots.iter().map(|s| &*s.clock),
                 self.slot,
                 self.nested,
             );

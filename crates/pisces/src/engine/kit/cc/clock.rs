@@ -125,22 +125,28 @@ impl SlotClock {
 /// A thread slot of the engines that publish, beside the start timestamp, a guard of
 /// the slot's commit in flight (mvcc, timestone): each engine says what `committing`
 /// bounds and when it stores it; `u64::MAX` means no commit in flight.
+///
+/// The two words are on separate cache lines: every transaction of the slot's thread
+/// writes its start timestamp twice (begin and end), while `committing` changes only
+/// around its update commits, and other threads read `committing` of every slot at
+/// each begin (timestone's snapshot horizon, mvcc's): on one line, each of those reads
+/// would take the line from its owner, which writes it again at once.
 pub(crate) struct CommitSlot {
     /// Published start timestamp.
-    pub clock: SlotClock,
+    pub clock: crossbeam_utils::CachePadded<SlotClock>,
     /// The guard of the commit in flight (`u64::MAX`: none).
-    pub committing: std::sync::atomic::AtomicU64,
+    pub committing: crossbeam_utils::CachePadded<std::sync::atomic::AtomicU64>,
 }
 
 impl CommitSlot {
-    /// `n` idle slots, each on its own cache line.
-    pub(crate) fn slots(n: usize) -> Vec<crossbeam_utils::CachePadded<CommitSlot>> {
+    /// `n` idle slots (each word on its own cache line).
+    pub(crate) fn slots(n: usize) -> Vec<CommitSlot> {
         (0..n)
-            .map(|_| {
-                crossbeam_utils::CachePadded::new(CommitSlot {
-                    clock: SlotClock::default(),
-                    committing: std::sync::atomic::AtomicU64::new(u64::MAX),
-                })
+            .map(|_| CommitSlot {
+                clock: crossbeam_utils::CachePadded::new(SlotClock::default()),
+                committing: crossbeam_utils::CachePadded::new(std::sync::atomic::AtomicU64::new(
+                    u64::MAX,
+                )),
             })
             .collect()
     }
