@@ -1,8 +1,9 @@
-//! A direct table from small-class blocks to per-object DRAM metadata: the object's
-//! address finds its metadata with no search and no lock (sp3's index entries, the
-//! version chains of mvcc and timestone).
+//! Direct tables from small-class blocks to per-object DRAM metadata: the object's
+//! address finds its metadata with no search and no lock. [`SlabTable`] holds a pointer
+//! per block (sp3's index entries, the version chains of mvcc and timestone),
+//! [`SlabWords`] a word per block (timestone's committed allocation state).
 //!
-//! One array of pointers per slab, indexed by the block's index in its slab
+//! One array of cells per slab, indexed by the block's index in its slab
 //! ([`Allocator::small_slot`](crate::heap::alloc::Allocator::small_slot)), allocated on
 //! the slab's first link. A lookup is one multiply (does a block of the slab's class
 //! start at this offset?) and two dependent Acquire loads. This is sound because a small
@@ -17,24 +18,114 @@
 use crate::heap::alloc::{small_block_index, SmallSlot, HEADER};
 use crate::heap::layout::SLAB_SIZE;
 use crate::heap::Heap;
-use std::sync::atomic::AtomicPtr;
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
 
-/// The cells of one small slab's blocks, by block index (null: nothing linked yet).
-struct SlabCells<T> {
+/// The cells of one small slab's blocks, by block index.
+struct SlabCells<C> {
     /// The slab's size class (fixed for the run).
     class: u32,
     /// Payload bytes of the class's blocks.
     payload_len: u32,
-    cells: Box<[AtomicPtr<T>]>,
+    cells: Box<[C]>,
 }
 
-/// The table (see the module docs).
-pub(crate) struct SlabTable<T> {
+/// One lazily made array of cells per slab: what both tables are made of.
+struct Slabs<C> {
     /// Per slab of the geometry: null, or its cells (owned; never replaced).
-    slabs: Box<[AtomicPtr<SlabCells<T>>]>,
+    slabs: Box<[AtomicPtr<SlabCells<C>>]>,
     /// Pool offset of the payload of a block at the heap's first byte.
     payload0: u64,
+}
+
+impl<C: Default> Slabs<C> {
+    fn new(heap: &Heap, slabs: usize) -> Slabs<C> {
+        Slabs {
+            slabs: (0..slabs).map(|_| AtomicPtr::default()).collect(),
+            payload0: (heap.layout().heap_offset + HEADER) as u64,
+        }
+    }
+
+    /// The slab's cells and the block's index in them, if the slab has cells and a
+    /// block of its class starts at payload offset `off`.
+    #[inline(always)]
+    fn cells_of(&self, off: u64) -> Option<(&SlabCells<C>, u32)> {
+        let rel = off.wrapping_sub(self.payload0);
+        // (A `rel` that wrapped gives a slab index past the table.)
+        // Acquire: pairs with the Release publication of the cells in `cell_or_create`.
+        let t = self
+            .slabs
+            .get((rel / SLAB_SIZE as u64) as usize)?
+            .load(Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: published cells are never freed or replaced while the table lives.
+        let t = unsafe { &*t };
+        let index = small_block_index(t.class, (rel % SLAB_SIZE as u64) as u32)?;
+        Some((t, index))
+    }
+
+    /// The cell of the block at `slot` (the allocator's), if its slab has cells.
+    #[inline(always)]
+    fn cell(&self, slot: SmallSlot) -> Option<&C> {
+        // Acquire: pairs with the Release publication of the cells in `cell_or_create`.
+        let t = self.slabs.get(slot.slab)?.load(Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: published cells are never freed or replaced while the table lives.
+        unsafe { &*t }.cells.get(slot.index as usize)
+    }
+
+    /// The cell of the block at `slot`, making its slab's cells on first use. `None`
+    /// only for a slot outside the table's geometry.
+    fn cell_or_create(&self, slot: SmallSlot) -> Option<&C> {
+        let cell = self.slabs.get(slot.slab)?;
+        let mut t = cell.load(Acquire);
+        if t.is_null() {
+            let fresh = Box::into_raw(Box::new(SlabCells {
+                class: slot.class,
+                payload_len: slot.payload_len,
+                cells: (0..slot.nblocks).map(|_| C::default()).collect(),
+            }));
+            // AcqRel: Release publishes the cells' initialisation; Acquire on failure
+            // sees the winner's.
+            t = match cell.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
+                Ok(_) => fresh,
+                Err(winner) => {
+                    // SAFETY: ours, never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    winner
+                }
+            };
+        }
+        // SAFETY: published cells live as long as the table.
+        let t = unsafe { &*t };
+        debug_assert_eq!((t.class, t.payload_len), (slot.class, slot.payload_len));
+        t.cells.get(slot.index as usize)
+    }
+}
+
+impl<C> Drop for Slabs<C> {
+    fn drop(&mut self) {
+        for t in self.slabs.iter_mut() {
+            let t = *t.get_mut();
+            if !t.is_null() {
+                // SAFETY: the table is being dropped; cells came from `Box::into_raw` in
+                // `cell_or_create` and are freed only here.
+                drop(unsafe { Box::from_raw(t) });
+            }
+        }
+    }
+}
+
+/// A pointer per small block (see the module docs).
+pub(crate) struct SlabTable<T> {
+    slabs: Slabs<AtomicPtr<T>>,
+    /// The table shares `T`s between threads (`Send`/`Sync` below).
+    _values: PhantomData<*const T>,
 }
 
 // SAFETY: the table only hands out shared references to `T` and stores pointers to
@@ -49,8 +140,8 @@ impl<T> SlabTable<T> {
     /// ([`Allocator::slab_capacity`](crate::heap::alloc::Allocator::slab_capacity)).
     pub(crate) fn new(heap: &Heap, slabs: usize) -> SlabTable<T> {
         SlabTable {
-            slabs: (0..slabs).map(|_| AtomicPtr::default()).collect(),
-            payload0: (heap.layout().heap_offset + HEADER) as u64,
+            slabs: Slabs::new(heap, slabs),
+            _values: PhantomData,
         }
     }
 
@@ -71,7 +162,7 @@ impl<T> SlabTable<T> {
 
     #[inline(always)]
     fn find(&self, off: u64, fits: impl Fn(usize) -> bool) -> Option<&T> {
-        let (t, index) = self.cells_of(off)?;
+        let (t, index) = self.slabs.cells_of(off)?;
         if !fits(t.payload_len as usize) {
             return None;
         }
@@ -82,37 +173,11 @@ impl<T> SlabTable<T> {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// The slab's cells and the block's index in them, if a block of the slab's class
-    /// starts at `off`.
-    #[inline(always)]
-    fn cells_of(&self, off: u64) -> Option<(&SlabCells<T>, u32)> {
-        let rel = off.wrapping_sub(self.payload0);
-        // (A `rel` that wrapped gives a slab index past the table.)
-        // Acquire: pairs with the Release publication of the cells in `link`.
-        let t = self
-            .slabs
-            .get((rel / SLAB_SIZE as u64) as usize)?
-            .load(Acquire);
-        if t.is_null() {
-            return None;
-        }
-        // SAFETY: published cells are never freed or replaced while the table lives.
-        let t = unsafe { &*t };
-        let index = small_block_index(t.class, (rel % SLAB_SIZE as u64) as u32)?;
-        Some((t, index))
-    }
-
     /// What is linked for the small block at `slot` (the allocator's), if anything.
     #[inline(always)]
     pub(crate) fn get(&self, slot: SmallSlot) -> Option<&T> {
-        // Acquire (both loads): pairs with the Release stores in `link`.
-        let t = self.slabs.get(slot.slab)?.load(Acquire);
-        if t.is_null() {
-            return None;
-        }
-        // SAFETY: published cells are never freed or replaced while the table lives.
-        let t = unsafe { &*t };
-        let p = t.cells.get(slot.index as usize)?.load(Acquire);
+        // Acquire: pairs with the Release store in `link`.
+        let p = self.slabs.cell(slot)?.load(Acquire);
         // SAFETY: linked values stay alive and in place while the table lives (`link`).
         (!p.is_null()).then(|| unsafe { &*p })
     }
@@ -126,47 +191,46 @@ impl<T> SlabTable<T> {
     /// and every thread that links a slot must link the same value (the caller's map
     /// makes one per block).
     pub(crate) unsafe fn link(&self, slot: SmallSlot, value: *const T) {
-        let Some(cell) = self.slabs.get(slot.slab) else {
-            return;
-        };
-        let mut t = cell.load(Acquire);
-        if t.is_null() {
-            let fresh = Box::into_raw(Box::new(SlabCells {
-                class: slot.class,
-                payload_len: slot.payload_len,
-                cells: (0..slot.nblocks).map(|_| AtomicPtr::default()).collect(),
-            }));
-            // AcqRel: Release publishes the cells' initialisation; Acquire on failure
-            // sees the winner's.
-            t = match cell.compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire) {
-                Ok(_) => fresh,
-                Err(winner) => {
-                    // SAFETY: ours, never published.
-                    drop(unsafe { Box::from_raw(fresh) });
-                    winner
-                }
-            };
-        }
-        // SAFETY: published cells live as long as the table.
-        let t = unsafe { &*t };
-        debug_assert_eq!((t.class, t.payload_len), (slot.class, slot.payload_len));
-        if let Some(c) = t.cells.get(slot.index as usize) {
+        if let Some(c) = self.slabs.cell_or_create(slot) {
             // Release: the value's initialisation before a reader's Acquire load.
             c.store(value as *mut T, Release);
         }
     }
 }
 
-impl<T> Drop for SlabTable<T> {
-    fn drop(&mut self) {
-        for t in self.slabs.iter_mut() {
-            let t = *t.get_mut();
-            if !t.is_null() {
-                // SAFETY: the table is being dropped; cells came from `Box::into_raw` in
-                // `link` and are freed only here (the values they point to are owned
-                // elsewhere).
-                drop(unsafe { Box::from_raw(t) });
-            }
+/// A word per small block, 0 until stored (see the module docs). The words order
+/// nothing but themselves: a store is Release and a load Acquire, so a reader that sees
+/// a word sees what its writer did before storing it.
+pub(crate) struct SlabWords {
+    slabs: Slabs<AtomicU64>,
+}
+
+impl SlabWords {
+    /// All words 0, for `heap`, of up to `slabs` slabs.
+    pub(crate) fn new(heap: &Heap, slabs: usize) -> SlabWords {
+        SlabWords {
+            slabs: Slabs::new(heap, slabs),
+        }
+    }
+
+    /// The word of the small block at `slot` (the allocator's).
+    #[inline]
+    pub(crate) fn load(&self, slot: SmallSlot) -> u64 {
+        // Acquire: pairs with the Release in `store`.
+        self.slabs.cell(slot).map_or(0, |c| c.load(Acquire))
+    }
+
+    /// Set the word of the small block at `slot` (the allocator's) to `w`. The slab's
+    /// words are made at its first store of a word other than 0.
+    pub(crate) fn store(&self, slot: SmallSlot, w: u64) {
+        let cell = if w == 0 {
+            self.slabs.cell(slot)
+        } else {
+            self.slabs.cell_or_create(slot)
+        };
+        if let Some(c) = cell {
+            // Release: what the writer did before, for a reader that sees `w`.
+            c.store(w, Release);
         }
     }
 }

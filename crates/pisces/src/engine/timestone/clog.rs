@@ -339,11 +339,11 @@ pub fn push_items(
                 if !b.is_small() {
                     p.freed += b.size;
                 }
-                p.bits.insert(b.offset, (false, ts));
+                sh.set_committed_state(&mut p, b, Some((false, ts)));
                 actual += it.cost();
             }
             Item::Alloc { b, ts } => {
-                p.bits.insert(b.offset, (true, ts));
+                sh.set_committed_state(&mut p, b, Some((true, ts)));
                 actual += it.cost();
             }
         }
@@ -592,7 +592,7 @@ pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
         let oldest = sh.oldest_active(u64::MAX);
         for &(ts, allocated, b) in &bits {
             if p.bits.get(&b.offset).is_some_and(|&(_, t)| t <= ts) && (allocated || ts < oldest) {
-                p.bits.remove(&b.offset);
+                sh.set_committed_state(&mut p, b, None);
             }
         }
     }

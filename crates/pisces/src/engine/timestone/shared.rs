@@ -50,10 +50,11 @@ use super::options::TimestoneOptions;
 use super::thread::TimestoneThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock, STARTING};
 use crate::engine::kit::log::redo_log;
+use crate::engine::kit::slab_table::SlabWords;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
 use crate::engine::{Engine, EngineOptions};
 use crate::fasthash::FastMap;
-use crate::heap::alloc::{Allocator, Block};
+use crate::heap::alloc::{Allocator, Block, SmallSlot};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
 use crate::heap::Heap;
 use crate::sync::fence;
@@ -192,6 +193,12 @@ impl Reuse {
     }
 }
 
+/// A word of `committed_small`: the block has a committed state (else the word is 0).
+const COMMITTED_KNOWN: u64 = 2;
+/// A word of `committed_small`: the committed state is "allocated" (else "freed"); the
+/// commit timestamp is in the bits above these two.
+const COMMITTED_ALLOCATED: u64 = 1;
+
 /// Pool-wide engine state.
 pub struct TimestoneShared {
     /// The pool.
@@ -208,6 +215,9 @@ pub struct TimestoneShared {
     pub ckpt_clock: SlotClock,
     /// What committed transactions left for the next checkpoint.
     pub pending: Mutex<Pending>,
+    /// `Pending::bits` of the small blocks, one word per block, written under the
+    /// `pending` lock and read without it ([`TimestoneShared::committed_state`]).
+    committed_small: SlabWords,
     /// Serializes checkpoints; holds the checkpointer's allocator cache.
     pub ckpt: Mutex<super::clog::CkptState>,
     /// Volatile mirror of K_done.
@@ -246,6 +256,54 @@ pub struct TimestoneShared {
 }
 
 impl TimestoneShared {
+    /// The committed allocation state of `b` and its commit timestamp, if a checkpoint
+    /// has not written it to the bitmaps yet, or (for a free) a snapshot older than it
+    /// may still run: `Pending::bits`, for a small block from its word, without the
+    /// `pending` lock (object validation asks for every block whose bit is clear).
+    ///
+    /// The word changes in the same order as the map's entry (both under the lock), so
+    /// the answer is one the map gave at some moment of the call, as under the lock. A
+    /// reader that reached `b` through a commit's publication sees that commit's word
+    /// or a later one: the commit stored it before publishing (Release / Acquire).
+    pub fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
+        if let Some(slot) = self.small_slot_of(b) {
+            let w = self.committed_small.load(slot);
+            return (w & COMMITTED_KNOWN != 0).then_some((w & COMMITTED_ALLOCATED != 0, w >> 2));
+        }
+        crate::engine::kit::shared_counts::lock(&self.pending)
+            .bits
+            .get(&b.offset)
+            .copied()
+    }
+
+    /// Record the committed state of `b` in `p.bits` (`None`: forget it), and in the
+    /// word of a small block. `p` is the guard of `self.pending`.
+    pub fn set_committed_state(&self, p: &mut Pending, b: Block, state: Option<(bool, u64)>) {
+        match state {
+            Some(st) => {
+                p.bits.insert(b.offset, st);
+            }
+            None => {
+                p.bits.remove(&b.offset);
+            }
+        }
+        if let Some(slot) = self.small_slot_of(b) {
+            let w = state.map_or(0, |(allocated, ts)| {
+                debug_assert!(ts < 1 << 62);
+                ts << 2 | COMMITTED_KNOWN | if allocated { COMMITTED_ALLOCATED } else { 0 }
+            });
+            self.committed_small.store(slot, w);
+        }
+    }
+
+    fn small_slot_of(&self, b: Block) -> Option<SmallSlot> {
+        if b.is_small() {
+            self.alloc.small_slot(b.payload(), 0)
+        } else {
+            None
+        }
+    }
+
     /// Build the state (after recovery).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -267,6 +325,7 @@ impl TimestoneShared {
             index: Index::new(&heap, &alloc),
             ckpt_clock: SlotClock::default(),
             pending: Mutex::new(Pending::default()),
+            committed_small: SlabWords::new(&heap, alloc.slab_capacity()),
             ckpt: Mutex::new(super::clog::CkptState::default()),
             k_done: AtomicU64::new(k_done),
             clog_len,

@@ -223,8 +223,7 @@ impl TimestoneThread {
     /// The committed allocation state of `b` (and the commit timestamp) if a checkpoint
     /// has not written it yet, or (for a free) a snapshot older than it may still run.
     fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
-        let p = crate::engine::kit::shared_counts::lock(&self.sh.pending);
-        p.bits.get(&b.offset).copied()
+        self.sh.committed_state(b)
     }
 
     /// Validate a user offset: the object's real payload offset (the root slot's token
