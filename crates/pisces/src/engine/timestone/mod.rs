@@ -124,7 +124,10 @@
 //! **DRAM cost of a window**, all bounded: each pending item until the checkpoint
 //! (a few per update) — bounded by the OLog, since every commit has a record of at
 //! least 32 bytes —, the checkpointer's `charged` and `bits` maps (one entry per
-//! distinct dirty object and per allocated or freed block), and the reuse lists (one
+//! distinct dirty object and per allocated or freed block; beside `bits`, 8 bytes per
+//! block of every small slab one of whose blocks was allocated or freed in the run,
+//! kept for the run — half the slab's size for the 16-byte class, an eighth for 64-byte
+//! blocks, as the direct chain table), and the reuse lists (one
 //! entry per free small block they hold, each block at most once). The TLog's
 //! versions do not grow with the window (chains are truncated at commit). The heap
 //! grows by at most the small blocks live at K_done that are freed inside the window
@@ -150,12 +153,19 @@
 //!   block allocated since the last checkpoint (bit not yet home), large blocks, the
 //!   root slot, every read after the transaction's first write.
 //! * **Read, engine path** (serializable, linearizable, declined reads): validation of
-//!   the pointer (`locate`), the own write set, the home word (a serializable read
+//!   the pointer (`locate`: for a block allocated since the last checkpoint, the
+//!   committed allocation state, from a word per small block that follows the pending
+//!   map without its lock — ours: the paper's allocator state is not versioned), the
+//!   own write set, the home word (a serializable read
 //!   notes the word it saw, validated at commit by one load), and only then the DRAM
 //!   index (ours, in place of the paper's pointer: for a small block a direct table
 //!   from the block to its chain, two dependent loads and no lock, filled at the
 //!   object's first access in the run; large blocks and the root slot in a sharded
-//!   hash map) and the chain walk (the paper's).
+//!   hash map) and the chain walk (the paper's). In cache lines: the home word, the
+//!   chain, the version — three dependent misses for an object the window dirtied
+//!   where the paper's header pointer takes two, and where an in-place engine reads one
+//!   (the home line): on the hash table's update mix this, not instructions, is what
+//!   keeps the engine below the undo baseline.
 //! * **Commit**: the OLog record (the paper's; its compact form is ours), room in the
 //!   OLog and the budget, the write set locked through the index (ours), each home
 //!   word marked dirty (one store, ours), versions pushed, the clock ticked,
