@@ -47,7 +47,10 @@
 //!   SP3's read must record what it read, so it has no inline form). The first access
 //!   of an object in a run, large blocks and the root slot take the slow path: the
 //!   allocator's check of the offset, then the sharded map (which creates the entry
-//!   from home and links it into the table).
+//!   from home and links it into the table). In cache lines: the entry and the
+//!   version, both DRAM, where an in-place engine reads the home line only; sampling
+//!   the hash table's lookups puts most of the read's own time on the entry's first
+//!   load (the seqlock word), most of the container's on the version's bytes.
 //! * **Read-only commit**: no validation (each read checked the set after its
 //!   snapshot, so the transaction serializes at its last check: [`thread`]), no record;
 //!   the predecessors still volatile are noted from the read set (the paper's step 5),

@@ -59,6 +59,13 @@
 //!   into a map once the thread's copy chunks exist; a transaction that wrote looks its
 //!   write set up first. A copy is needed at all because committers write the working
 //!   snapshot in place while a reader may hold a reference into what it read.
+//!   In cache lines: the stripe word is a line of its own (the stripes are hashed
+//!   from the object's address, 2 MiB of them), so a read of a random object takes
+//!   two misses where an in-place engine takes one, and sampling the hash table's
+//!   lookups puts most of the read's time on the stripe word's load — the HTM read
+//!   the paper has has neither the word nor the miss.
+//! * **Begin** (the paper's): the physical clock's `rdtscp` and fence, which a sample
+//!   of the lookups finds to be the larger part of `begin`.
 //! * **Read-only commit** (stand-in): nothing to validate (every read was checked
 //!   against `rv`, TL2), nothing published; the token is the largest version read.
 //! * **Update commit**: stand-in — a private copy per written object (at `write`),
