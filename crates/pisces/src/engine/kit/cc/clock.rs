@@ -167,8 +167,8 @@ mod tests {
             .iter()
             .flat_map(|s| {
                 [
-                    &s.clock.active_start as *const AtomicU64 as usize,
-                    &*s.committing as *const AtomicU64 as usize,
+                    std::ptr::from_ref(&s.clock.active_start) as usize,
+                    std::ptr::from_ref(&*s.committing) as usize,
                 ]
             })
             .map(|a| a / 128)
