@@ -515,13 +515,15 @@ impl TimestoneThread {
 
     fn commit_inner(&mut self) -> Result<()> {
         running(self.active)?;
-        let sh = self.sh.clone();
-        let slot = &sh.slots[self.slot];
         if self.writes.publishes_nothing() {
             // Read-only (serializable ones too: they serialize at S).
             self.rollback();
             return Ok(());
         }
+        // (After the read-only return: a clone is a write of the `Arc`'s count, which
+        // shares a line with fields every thread reads.)
+        let sh = self.sh.clone();
+        let slot = &sh.slots[self.slot];
         // The transaction reads nothing from here on (its copies are private, its
         // read set names chains and home words): its snapshot stops bounding
         // checkpoints' cuts and truncation, so a commit that waits for a checkpoint

@@ -229,12 +229,14 @@ impl EngineThread for UndoThread {
     /// commit marker); on `Err` it has been rolled back.
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
         running(self.active)?;
-        let heap = self.sh.heap.clone();
         if self.written.is_empty() && self.allocs.is_empty() && self.frees.is_empty() {
             self.release_locks();
             self.active = false;
             return Ok(crate::engine::DurableToken::DURABLE);
         }
+        // (After the read-only return: a clone is a write of the `Arc`'s count, a line
+        // every thread reads.)
+        let heap = self.sh.heap.clone();
         for &(off, len) in &self.written {
             heap.flush(off as usize, len);
             counters::add_bytes_written_home(len as u64);
