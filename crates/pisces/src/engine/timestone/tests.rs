@@ -1061,3 +1061,63 @@ fn the_committed_state_of_small_blocks_follows_the_pending_map() {
         }
     }
 }
+
+/// A large allocation that finds the heap full while the free that would make room
+/// was committed after its snapshot: no checkpoint may cut past that snapshot, so the
+/// block stays unreleased while the attempt runs. The attempt restarts with a newer
+/// snapshot (one conflict), whose checkpoint releases the block, instead of reporting
+/// the pool full. With nothing committed after its snapshot, a full heap is reported.
+#[test]
+fn a_full_heap_restarts_an_allocation_that_a_later_free_makes_room_for() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Barrier;
+    /// A 32 KiB payload: a run of one slab.
+    type Big = [u64; 4096];
+    let p = pool("");
+    let mut big: Vec<PPtr<Big>> = Vec::new();
+    loop {
+        match p.run(|tx| tx.alloc([0u64; 4096])) {
+            Ok(b) => big.push(b),
+            Err(Error::OutOfSpace { .. }) => break,
+            Err(e) => panic!("filling the heap: {e}"),
+        }
+    }
+    assert!(big.len() > 100, "{} large blocks fit", big.len());
+    let victim = big.pop().unwrap();
+    let attempts = AtomicU64::new(0);
+    let (started, freed) = (Barrier::new(2), Barrier::new(2));
+    let got = std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            h.run(|tx| {
+                if attempts.fetch_add(1, Relaxed) == 0 {
+                    started.wait();
+                    freed.wait();
+                }
+                tx.alloc([1u64; 4096])
+            })
+        });
+        s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            started.wait();
+            h.run(|tx| tx.free(victim)).unwrap();
+            freed.wait();
+        });
+        a.join().unwrap()
+    });
+    let got = got.expect("the freed block was not found");
+    assert_eq!(
+        attempts.load(Relaxed),
+        2,
+        "one conflict, then the allocation"
+    );
+    assert_eq!(
+        got.offset(),
+        victim.offset(),
+        "the only free run is the freed one"
+    );
+    assert!(matches!(
+        p.run(|tx| tx.alloc([0u64; 4096])),
+        Err(Error::OutOfSpace { .. })
+    ));
+}

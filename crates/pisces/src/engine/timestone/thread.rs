@@ -865,8 +865,13 @@ impl EngineThread for TimestoneThread {
             // window*), then the allocator. Large blocks freed since the last
             // checkpoint become reusable only when a checkpoint has made their free
             // durable: when the heap looks full, run one and try again, a few times
-            // (another thread's commit that frees space may be in flight), before
-            // reporting the pool full.
+            // (another thread's commit that frees space may be in flight, or a reader's
+            // old snapshot may hold the cut back), before reporting the pool full.
+            // A checkpoint's cut never passes this transaction's own snapshot, and
+            // small blocks freed after it are not handed to it: when commits followed
+            // the snapshot, what they freed is out of this attempt's reach, so it
+            // restarts with a newer snapshot instead (a conflict) rather than report a
+            // pool that is not full.
             let small =
                 Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
@@ -890,6 +895,9 @@ impl EngineThread for TimestoneThread {
                         });
                         if let Some(b) = held {
                             break b;
+                        }
+                        if attempt > 0 && self.sh.clock.now() > s {
+                            return Err(Error::Conflict);
                         }
                         clog::checkpoint(&self.sh)?;
                         if attempt > 0 {
