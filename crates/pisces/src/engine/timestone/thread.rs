@@ -736,13 +736,10 @@ impl EngineThread for TimestoneThread {
         self.abort_running();
         if self.retries.begin() {
             // (module docs, *Fallback*)
-            self.retries.take_and_drain(
-                &self.sh.fallback,
-                &self.sh.clock,
-                self.sh.slots.iter().map(|s| &*s.clock),
-                self.slot,
-                self.nested,
-            );
+            let sh = &self.sh;
+            let (me, nested) = (self.slot, self.nested);
+            self.retries
+                .take_and_drain_slots(&sh.fallback, &sh.clock, &sh.slots, me, nested);
         }
         self.active = true;
         self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);

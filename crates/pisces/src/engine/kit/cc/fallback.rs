@@ -39,7 +39,7 @@
 //! * A transaction that finds the word taken when it wants it waits like a writer
 //!   (bounded), tries once more, and otherwise runs its attempt without it.
 
-use crate::engine::kit::cc::clock::{Clock, SlotClock};
+use crate::engine::kit::cc::clock::{Clock, CommitSlot, SlotClock};
 use crate::engine::kit::shared_counts::count_write;
 use crate::sync::spin_step;
 use std::sync::atomic::AtomicU64;
@@ -252,6 +252,21 @@ impl Retries {
         if !nested && self.take(fb, me) {
             drain(fb, clock, slots, me);
         }
+    }
+
+    /// [`Retries::take_and_drain`] with the start values of the kit's commit slots
+    /// (the engines that keep a [`CommitSlot`] per thread).
+    #[cold]
+    #[inline(never)]
+    pub fn take_and_drain_slots(
+        &mut self,
+        fb: &Fallback,
+        clock: &Clock,
+        slots: &[CommitSlot],
+        me: usize,
+        nested: bool,
+    ) {
+        self.take_and_drain(fb, clock, slots.iter().map(|s| &*s.clock), me, nested);
     }
 
     /// At the end of every attempt (commit, abort): give the word back.
