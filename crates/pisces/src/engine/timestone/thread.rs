@@ -64,6 +64,15 @@
 //! block's versions visible at their snapshots, and a write through a stale pointer
 //! meets the free's `last_ts` at step 3. The `TsReuseAfterSnapshot` mutation lifts the
 //! rule for the reuse lists.
+//!
+//! The same rule has a cost when the heap is full: what commits freed after S is out
+//! of the transaction's reach (small blocks by the rule, large ones because no
+//! checkpoint cuts past a running snapshot, S included), so an allocation that finds
+//! no block after one checkpoint restarts with a newer snapshot when any commit
+//! followed S, and reports `OutOfSpace` only when none did (after a few more
+//! checkpoints and waits, for commits in flight and for older snapshots that hold the
+//! cut back). The unit test
+//! `a_full_heap_restarts_an_allocation_that_a_later_free_makes_room_for` shows it.
 
 use super::clog::{self, Item};
 use super::olog::{self, Compact};
