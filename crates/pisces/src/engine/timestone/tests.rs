@@ -1121,3 +1121,49 @@ fn a_full_heap_restarts_an_allocation_that_a_later_free_makes_room_for() {
         Err(Error::OutOfSpace { .. })
     ));
 }
+
+/// The restart above cannot loop while other threads keep committing: after a few
+/// conflicts the allocating transaction takes the fallback word, the others wait, no
+/// commit follows its snapshot any more, and a heap that is really full is reported.
+#[test]
+fn a_full_heap_is_reported_while_other_threads_commit() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::time::{Duration, Instant};
+    let p = pool("");
+    let counter: PPtr<u64> = p.root().unwrap();
+    let mut big = 0;
+    while p.run(|tx| tx.alloc([0u64; 4096])).is_ok() {
+        big += 1;
+    }
+    assert!(big > 100, "{big} large blocks fit");
+    let stop = AtomicBool::new(false);
+    let (result, took) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut h = p.handle().unwrap();
+            // Bounded, so a livelock shows as a slow allocation rather than a hang.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Relaxed) && Instant::now() < deadline {
+                h.run(|tx| {
+                    *tx.write(counter)? += 1;
+                    Ok(())
+                })
+                .unwrap();
+            }
+        });
+        let mut h = p.handle().unwrap();
+        let t = Instant::now();
+        let r = h.run(|tx| tx.alloc([0u64; 4096]));
+        let took = t.elapsed();
+        stop.store(true, Relaxed);
+        (r, took)
+    });
+    assert!(
+        matches!(result, Err(Error::OutOfSpace { .. })),
+        "{:?}",
+        result.map(|b| b.offset())
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the allocation took {took:?}"
+    );
+}
