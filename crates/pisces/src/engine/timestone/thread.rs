@@ -876,8 +876,8 @@ impl EngineThread for TimestoneThread {
             // A checkpoint's cut never passes this transaction's own snapshot, and
             // small blocks freed after it are not handed to it: when commits followed
             // the snapshot, what they freed is out of this attempt's reach, so it
-            // restarts with a newer snapshot instead (a conflict) rather than report a
-            // pool that is not full.
+            // restarts with a newer snapshot (a conflict) rather than report a pool
+            // that is not full.
             let small =
                 Allocator::block_size_for(len).filter(|&size| Block { offset: 0, size }.is_small());
             let mut attempt = 0;
