@@ -869,11 +869,16 @@ impl ThreadHandle {
     /// }
     /// assert_eq!(h.run(|tx| Ok(*tx.read(counter)?)).unwrap(), 10);
     /// ```
+    // (Inline, with `transaction`: each call site has its own copy anyway (the closure
+    // is a type parameter), and inlined it shares the caller's frame and registers
+    // instead of a second prologue and the closure's captures passed through memory.)
+    #[inline]
     pub fn run<R>(&mut self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         self.transaction(TxOptions::default(), f)
     }
 
     /// Run `f` as one transaction with options (see [`Pool::run_with`]).
+    #[inline]
     pub fn run_with<R>(
         &mut self,
         opts: TxOptions,
@@ -883,6 +888,7 @@ impl ThreadHandle {
     }
 
     /// The general form (see [`Pool::transaction`]).
+    #[inline]
     pub fn transaction<R, E: From<Error>>(
         &mut self,
         opts: TxOptions,
