@@ -97,8 +97,14 @@ fn refuse_own_file_domain(engine: EngineId, cfg: &Config) -> Result<()> {
 }
 
 /// Thread states of a pool that are not checked out, and how many exist.
+/// A thread slot and its engine state. Boxed: the state moves between the idle list, a
+/// `Pool::run`'s lease and a `ThreadHandle` at every checkout and checkin, and an
+/// engine's thread state is large (a move of it by value was a `memcpy` of the whole
+/// state, twice per `Pool::run`).
+type ThreadState = (usize, Box<AnyThread>);
+
 struct Slots {
-    idle: Vec<(usize, AnyThread)>,
+    idle: Vec<ThreadState>,
     created: usize,
 }
 
@@ -160,7 +166,7 @@ pub(crate) struct HandleParts<'h> {
 /// the transaction's closure panics.
 struct Lease<'p> {
     pool: &'p Pool,
-    state: Option<(usize, AnyThread)>,
+    state: Option<ThreadState>,
 }
 
 impl Drop for Lease<'_> {
@@ -501,8 +507,10 @@ impl Pool {
 
     /// A thread state: an idle one, a new one while fewer than `max_threads` exist,
     /// or (if `wait`) the next one given back within `Config::slot_wait`.
-    fn checkout(&self, wait: bool) -> Result<(usize, AnyThread)> {
-        let deadline = Instant::now() + self.inner.slot_wait;
+    fn checkout(&self, wait: bool) -> Result<ThreadState> {
+        // The deadline is taken at the first wait: an idle state, the common case,
+        // costs no clock read.
+        let mut deadline = None;
         let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(s) = slots.idle.pop() {
@@ -512,22 +520,23 @@ impl Pool {
                 let slot = slots.created;
                 let th = self.inner.engine.thread(slot)?;
                 slots.created += 1;
-                return Ok((slot, th));
+                return Ok((slot, Box::new(th)));
             }
             let now = Instant::now();
-            if !wait || now >= deadline {
+            let until = *deadline.get_or_insert(now + self.inner.slot_wait);
+            if !wait || now >= until {
                 return Err(Error::TooManyThreads(self.inner.max_threads));
             }
             slots = self
                 .inner
                 .returned
-                .wait_timeout(slots, deadline - now)
+                .wait_timeout(slots, until - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
     }
 
-    fn checkin(&self, s: (usize, AnyThread)) {
+    fn checkin(&self, s: ThreadState) {
         self.inner
             .slots
             .lock()
@@ -838,7 +847,7 @@ impl Pool {
 /// A thread's own transaction state on a pool (see [`Pool::handle`]).
 pub struct ThreadHandle {
     pool: Pool,
-    state: Option<(usize, AnyThread)>,
+    state: Option<ThreadState>,
     stats: TxStats,
     /// The thread that began this handle's explicit transaction while one is open
     /// (`crate::explicit`). Set while an [`ExplicitTx`](crate::ExplicitTx) borrows the
