@@ -96,13 +96,13 @@ fn refuse_own_file_domain(engine: EngineId, cfg: &Config) -> Result<()> {
     }
 }
 
-/// Thread states of a pool that are not checked out, and how many exist.
 /// A thread slot and its engine state. Boxed: the state moves between the idle list, a
 /// `Pool::run`'s lease and a `ThreadHandle` at every checkout and checkin, and an
-/// engine's thread state is large (a move of it by value was a `memcpy` of the whole
-/// state, twice per `Pool::run`).
+/// engine's thread state is large (moved by value, it would be a `memcpy` of the whole
+/// state twice per `Pool::run`).
 type ThreadState = (usize, Box<AnyThread>);
 
+/// Thread states of a pool that are not checked out, and how many exist.
 struct Slots {
     idle: Vec<ThreadState>,
     created: usize,
