@@ -35,6 +35,7 @@
 //!   see [`LogWriter::fits`]).
 
 use crate::engine::kit::log::magic_scan;
+use crate::engine::kit::log::redo_log::PastStop;
 use crate::engine::kit::recovery::prefetch::prefetch_home;
 use crate::heap::Heap;
 use crate::medium::counters;
@@ -409,9 +410,10 @@ struct Stop {
 /// record there means the chain never reached it (it would have overwritten it), or
 /// that the rest of the ring is a wrap marker's gap. Record e+1 alone at offset 0, too
 /// long to have fitted after the stop, with nothing after it, is the torn wrap's own
-/// record: a torn tail. Damage goes unseen only if every later record is damaged too
+/// record: a torn tail, after which the log goes on at e+2 (the record stays in the
+/// ring; see `PastStop`). Damage goes unseen only if every later record is damaged too
 /// (no scan could tell that from a torn tail).
-fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
+fn look_past_stop(ring: &[u8], stop: &Stop) -> PastStop {
     let cap = ring.len();
     let distance = |seq: u64| -> i64 {
         if stop.full {
@@ -440,12 +442,12 @@ fn damage_after(ring: &[u8], stop: &Stop) -> Option<String> {
         None
     };
     let damage = |pos: usize, seq: u64| {
-        Some(format!(
+        format!(
             "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {seq} at ring offset {pos:#x}): not a torn tail",
             stop.pos,
             if stop.full { "" } else { "low 32 bits " },
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
-        ))
+        )
     };
     crate::engine::kit::log::redo_log::later_record_after_stop(stop.pos, cap, first_valid, damage)
 }
@@ -535,11 +537,9 @@ pub fn walk<'h>(
         }
     };
     if let Some(stop) = stop {
-        if let Some(d) = damage_after(ring, &stop) {
-            return Err(crate::Error::Corrupt(format!(
-                "spht log of thread slot {slot}: {d}"
-            )));
-        }
+        next_seq = look_past_stop(ring, &stop)
+            .next_seq(next_seq)
+            .map_err(|d| crate::Error::Corrupt(format!("spht log of thread slot {slot}: {d}")))?;
     }
     Ok(Walked {
         next_seq,

@@ -1541,6 +1541,68 @@ fn recovery_refuses_a_damaged_record_before_a_wrap() {
     );
 }
 
+/// A torn wrap (the marker lost, the record after it whole at offset 0) is a torn
+/// tail, and that record stays in the ring: the recovered log must go on past its
+/// sequence number, or the next recovery (a crash before the thread's next record)
+/// finds it at offset 0, later than the record the head expects there, and refuses
+/// the pool as damaged.
+#[test]
+fn a_torn_wrap_record_does_not_fail_the_next_recovery() {
+    let e = engine_with(
+        EngineOptions::new()
+            .set("clock", "counter")
+            .set("replay_hold", "true"),
+        1,
+    );
+    let mut th = e.thread(0).unwrap();
+    let obj = alloc(&mut th, 1);
+    let sh = e.shared();
+    let cap = log::Area::of(&sh.heap, 0).cap;
+    let mut found = None;
+    for v in 0..100_000u64 {
+        let tok = put(&mut th, obj, v);
+        th.wait_durable(tok).unwrap();
+        let (recs, walked) = log::parse(&sh.heap, 0);
+        walked.unwrap();
+        if let [.., before, last] = recs[..] {
+            let marker = before.pos + log::HEADER_LEN + before.len;
+            if last.pos == 0 && marker > 0 && cap - marker >= log::HEADER_LEN {
+                found = Some((marker, before, v));
+                break;
+            }
+        }
+    }
+    let (marker, before, v) =
+        found.expect("the log never wrapped with a marker before its last record");
+    let image = crash_image(&sh.heap);
+    drop(th);
+    let (heap, r) = open_damaged_image(&image, |h| {
+        // A byte of the wrap marker's checksum: the marker is torn, its record whole.
+        let a = log::Area::of(h, 0);
+        let mut b = [0u8; 1];
+        h.read_bytes(a.at(marker) + 8, &mut b);
+        h.write_bytes(a.at(marker) + 8, &[b[0] ^ 1]);
+        // What a crash before the record's fence leaves besides (see
+        // `recovery_ignores_a_torn_last_record`): the predecessor's forward slot still
+        // its own timestamp, the global marker at the predecessor.
+        log::set_link(h, 0, before.pos, log::FWD, before.ts);
+        h.atomic_u64(MARKER_OFFSET).store(before.ts, SeqCst);
+    });
+    let e = r.expect("a torn wrap refused");
+    let mut th = e.thread(0).unwrap();
+    assert_eq!(
+        get(&mut th, obj),
+        v - 1,
+        "the torn wrap's record was replayed"
+    );
+    drop(th);
+    // A crash right after that recovery: the same log, recovered again.
+    let (_, r) = open_damaged_image(&crash_image(&heap), |_| {});
+    let e = r.expect("the log recovered after a torn wrap refused on the next recovery");
+    let mut th = e.thread(0).unwrap();
+    assert_eq!(get(&mut th, obj), v - 1);
+}
+
 /// A damaged last record that no durable record links to is a torn tail: recovery
 /// ignores it and opens the pool. The image is the one a crash before the run's last
 /// record (slot 1's `b = 7`) reached its fence leaves: the record torn, its

@@ -615,7 +615,8 @@ struct Stop {
 /// prove nothing. The one exception is a wrap: the marker (expected seq e, at the end
 /// of the ring) and record e+1 at offset 0 are flushed together and fenced once, so
 /// record e+1 alone at offset 0, too long to have fitted after the marker's position,
-/// with nothing after it, is a torn tail too.
+/// with nothing after it, is a torn tail too; that record stays valid in the ring, so
+/// the log goes on at e+2 ([`PastStop::TornWrapRecord`]).
 ///
 /// Where later records can be: a thread appends contiguously, so records e+1, e+2, ..
 /// would follow the stop position p up to the end of the ring and go on from offset 0
@@ -630,11 +631,11 @@ struct Stop {
 /// scan could tell from a torn tail, or bytes inside a damaged record's entries happen
 /// to form a valid record of an earlier lap (user data would have to carry a valid
 /// header and checksum).
-/// Bytes of ring [`damage_after`] rules out at once when no position in them can
+/// Bytes of ring [`look_past_stop`] rules out at once when no position in them can
 /// start a header.
 const SKIP_SPAN: usize = 64;
 
-fn damage_after<F: Framing>(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> Option<String> {
+fn look_past_stop<F: Framing>(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -> PastStop {
     let ring_bytes = log_bytes(heap, ring, cap);
     // The first valid record starting in `from..to` (8-byte steps): (pos, record
     // length, sequence number, distance from the expected one).
@@ -670,18 +671,45 @@ fn damage_after<F: Framing>(heap: &Heap, ring: usize, cap: usize, stop: &Stop) -
         None
     };
     let damage = |pos: usize, seq: u64| {
-        Some(format!(
+        format!(
             "the record expected at ring offset {:#x} (sequence number {}{}) is damaged, but a later record follows (sequence number {}{seq} at ring offset {pos:#x}): not a torn tail",
             stop.pos,
             if stop.full { "" } else { "low 32 bits " },
             if stop.full { stop.seq } else { stop.seq & 0xFFFF_FFFF },
             if F::FULL_SEQ { "" } else { "low 32 bits " },
-        ))
+        )
     };
     later_record_after_stop(stop.pos, cap, first_valid, damage)
 }
 
-/// The look of [`damage_after`] (its docs say where later records can be), for any
+/// What the look past the parser's stop found ([`later_record_after_stop`]).
+#[derive(Debug)]
+pub(crate) enum PastStop {
+    /// No record later than the one expected at the stop: a clean end or a torn tail.
+    Nothing,
+    /// A torn wrap: the marker (expected sequence number e) is lost but its record
+    /// e+1 is valid at offset 0. A torn tail, yet that record stays in the ring, so
+    /// the log's next record must carry e+2 or later: a log reset to e would find
+    /// e+1 at offset 0 on its next parse, a later record than the one it expects,
+    /// and refuse it as damaged.
+    TornWrapRecord,
+    /// A later record follows a damaged one: what is wrong.
+    Damage(String),
+}
+
+impl PastStop {
+    /// The sequence number the log's next record must carry, given the one the
+    /// parser expected at its stop (`expected`), or the damage.
+    pub(crate) fn next_seq(self, expected: u64) -> std::result::Result<u64, String> {
+        match self {
+            PastStop::Nothing => Ok(expected),
+            PastStop::TornWrapRecord => Ok(expected + 2),
+            PastStop::Damage(d) => Err(d),
+        }
+    }
+}
+
+/// The look of [`look_past_stop`] (its docs say where later records can be), for any
 /// record format: `first_valid(from, to)` is the format's first valid record starting
 /// in `from..to` as (position, length, sequence number, its distance from the one
 /// expected at the stop: positive means later); `damage(pos, seq)` words the finding.
@@ -690,27 +718,29 @@ pub(crate) fn later_record_after_stop(
     stop_pos: usize,
     cap: usize,
     first_valid: impl Fn(usize, usize) -> Option<(usize, usize, u64, i64)>,
-    damage: impl Fn(usize, u64) -> Option<String>,
-) -> Option<String> {
+    damage: impl Fn(usize, u64) -> String,
+) -> PastStop {
     // Forward from the stop to the end of the ring: nothing later may be valid there.
     if let Some((pos, _, seq, d)) = first_valid(stop_pos, cap) {
         if d > 0 {
-            return damage(pos, seq);
+            return PastStop::Damage(damage(pos, seq));
         }
     }
     // On from offset 0, where the chain would continue after a wrap.
-    let (pos, len, seq, d) = first_valid(0, stop_pos)?;
+    let Some((pos, len, seq, d)) = first_valid(0, stop_pos) else {
+        return PastStop::Nothing;
+    };
     if d <= 0 {
-        return None;
+        return PastStop::Nothing;
     }
     if pos == 0 && d == 1 && stop_pos > 0 && len > cap - stop_pos {
         // Record e+1 alone at offset 0 is the torn wrap's record, unless e+2 follows.
         return match first_valid(len, stop_pos) {
-            Some((p2, _, s2, d2)) if d2 > 0 => damage(p2, s2),
-            _ => None,
+            Some((p2, _, s2, d2)) if d2 > 0 => PastStop::Damage(damage(p2, s2)),
+            _ => PastStop::TornWrapRecord,
         };
     }
-    damage(pos, seq)
+    PastStop::Damage(damage(pos, seq))
 }
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
@@ -880,8 +910,21 @@ pub fn walk_framed<'h, F: Framing>(
             pos = 0;
         }
     }
-    let damage = stop.and_then(|st| damage_after::<F>(heap, ring_off, cap, &st));
-    Walked { next_seq, damage }
+    match stop
+        .map_or(PastStop::Nothing, |st| {
+            look_past_stop::<F>(heap, ring_off, cap, &st)
+        })
+        .next_seq(next_seq)
+    {
+        Ok(next_seq) => Walked {
+            next_seq,
+            damage: None,
+        },
+        Err(d) => Walked {
+            next_seq,
+            damage: Some(d),
+        },
+    }
 }
 
 /// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::heap::{FormatParams, Heap};
 use crate::medium::dram::DramMedium;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A framing test's heap and its slot 0's log: its offset and length.
@@ -123,6 +124,20 @@ pub(crate) fn chain_damage_is_found<F: Framing>(framing: F, seq_byte: usize) {
                             "{framing:?} record {i}: the tail (live {j}) flipped: {:?}",
                             p.damage
                         );
+                        // Recovery resets the log to what the parse says comes next;
+                        // the reset log must parse clean and empty, though the torn
+                        // tail's bytes (a torn wrap's record among them) stay in the
+                        // ring: a crash before the next append reopens it.
+                        let tail_word = heap.atomic_u64(off).load(Ordering::Relaxed);
+                        reset(&heap, off, p.next_seq);
+                        let again = parse_framed(&heap, off, len, framing);
+                        assert!(
+                            again.damage.is_none() && again.records.is_empty(),
+                            "{framing:?} record {i}: the log reset after a torn tail (live {j}) flipped: {:?}, {} records",
+                            again.damage,
+                            again.records.len()
+                        );
+                        heap.atomic_u64(off).store(tail_word, Ordering::Relaxed);
                         torn += 1;
                     } else {
                         assert!(
