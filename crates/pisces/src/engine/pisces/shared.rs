@@ -16,7 +16,11 @@
 //! full, when the owner's next transaction writes one of its objects, when the owner
 //! quiesces, or when another thread that aborted on one of its locks helps: any thread
 //! that is not inside a transaction may lock a slot's batch and write it back. Copies
-//! are immutable after commit, so the helper needs nothing from the owner.
+//! are immutable after commit, so the helper needs nothing from the owner. A read-only
+//! commit of the owner that finds its batch not empty writes back what it can without
+//! waiting (as below): after a burst of updates followed only by reads, the batch
+//! would otherwise keep its objects locked, and every read of them on the copy path,
+//! until the next updates filled it.
 //!
 //! The owner's write-back of a full batch does not wait for the grace period
 //! ([`PiscesShared::try_write_back`]): it writes back the oldest transactions whose grace

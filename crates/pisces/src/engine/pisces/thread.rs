@@ -717,6 +717,11 @@ impl EngineThread for PiscesThread {
             self.ro_locked_reads += self.attempt_locked_reads.get();
             // `idle_attempt` is None while a transaction runs (`begin` moved it out).
             std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+            // Relaxed: only this slot's commits raise it; a stale value costs one
+            // needless try, or defers the write-back to the next commit.
+            if self.sh.slots[self.slot].pending_min.load(Relaxed) != u64::MAX {
+                self.write_back_after_reads();
+            }
             return Ok(crate::engine::DurableToken::DURABLE);
         }
         self.commit_visible()?;
@@ -801,6 +806,20 @@ impl PiscesThread {
     fn fallback_blocks(&mut self) -> bool {
         self.fallback_wait = !self.nested && self.sh.fallback.blocks(self.slot);
         self.fallback_wait
+    }
+
+    /// A read-only commit of a slot whose batch still holds committed transactions
+    /// (fewer than a group's worth since the last write-back): write back those no
+    /// running snapshot still needs, without waiting. Until then their objects stay
+    /// locked, and every read of them takes the copy path (`read`, not the inlined
+    /// fast path): after a burst of updates followed only by reads, that lasted until
+    /// the next updates filled the batch, a `sync` or the close.
+    #[cold]
+    #[inline(never)]
+    fn write_back_after_reads(&mut self) {
+        let mut b = self.sh.slots[self.slot].lock_batch();
+        self.sh
+            .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);
     }
 
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to

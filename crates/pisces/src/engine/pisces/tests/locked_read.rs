@@ -78,3 +78,80 @@ fn other_engines_count_nothing() {
     h.run(|tx| Ok(*tx.read(x)?)).unwrap();
     assert_eq!(h.stats().ro_locked_reads, 0);
 }
+
+/// A slot's own batch of committed transactions (fewer than a group's worth) is
+/// written back by its next read-only commit, once no snapshot needs it: reads after
+/// a burst of updates are not left on the copy path until the next updates fill the
+/// batch.
+#[test]
+fn read_only_commits_write_back_their_slots_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool(&dir);
+    let mut h = pool.handle().unwrap();
+    let (x, y) = h.run(|tx| Ok((tx.alloc(1u64)?, tx.alloc(2u64)?))).unwrap();
+    h.run(|tx| {
+        *tx.write(x)? = 10;
+        Ok(())
+    })
+    .unwrap();
+    // The two committed transactions are in the handle's batch, their objects locked:
+    // the first read-only transaction reads them through the copy path, and its
+    // commit writes them back.
+    let v = h.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+    assert_eq!(v, 12);
+    let first = h.stats().ro_locked_reads;
+    assert!(first >= 1, "the committed write of `x` is still locked");
+    for _ in 0..10 {
+        let v = h.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
+        assert_eq!(v, 12);
+    }
+    assert_eq!(
+        h.stats().ro_locked_reads,
+        first,
+        "the later reads found the objects written back"
+    );
+    // A running reader's snapshot holds the write-back back: the reads stay correct
+    // on the copy path meanwhile, and the first read-only commit after it ends writes
+    // back.
+    let (opened, open) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let pool = &pool;
+        s.spawn(move || {
+            let mut old = pool.handle().unwrap();
+            let mut otx = old.begin(TxOptions::default()).unwrap();
+            assert_eq!(*otx.read(x).unwrap(), 10);
+            opened.send(()).unwrap();
+            released.recv().unwrap();
+            assert_eq!(
+                *otx.read(x).unwrap(),
+                10,
+                "the old snapshot keeps its version"
+            );
+            otx.commit().unwrap();
+        });
+        open.recv().unwrap();
+        h.run(|tx| {
+            *tx.write(x)? = 20;
+            Ok(())
+        })
+        .unwrap();
+        for _ in 0..3 {
+            assert_eq!(h.run(|tx| Ok(*tx.read(x)?)).unwrap(), 20);
+        }
+        assert_eq!(
+            h.stats().ro_locked_reads,
+            first + 3,
+            "held back by the open snapshot"
+        );
+        release.send(()).unwrap();
+    });
+    h.run(|tx| Ok(*tx.read(x)?)).unwrap();
+    let before = h.stats().ro_locked_reads;
+    assert_eq!(h.run(|tx| Ok(*tx.read(x)?)).unwrap(), 20);
+    assert_eq!(
+        h.stats().ro_locked_reads,
+        before,
+        "written back after the reader ended"
+    );
+}
