@@ -16,11 +16,12 @@
 //! full, when the owner's next transaction writes one of its objects, when the owner
 //! quiesces, or when another thread that aborted on one of its locks helps: any thread
 //! that is not inside a transaction may lock a slot's batch and write it back. Copies
-//! are immutable after commit, so the helper needs nothing from the owner. A read-only
-//! commit of the owner that finds its batch not empty writes back what it can without
-//! waiting (as below): after a burst of updates followed only by reads, the batch
-//! would otherwise keep its objects locked, and every read of them on the copy path,
-//! until the next updates filled it.
+//! are immutable after commit, so the helper needs nothing from the owner. The
+//! owner's read-only commits write back what they can without waiting (as below) once
+//! 32 of them in a row found the batch not empty: after a burst of updates followed
+//! only by reads, the batch would otherwise keep its objects locked, and every read of
+//! them on the copy path, until the next updates filled it; a mix of reads and updates
+//! rarely meets the count, and its batches still fill.
 //!
 //! The owner's write-back of a full batch does not wait for the grace period
 //! ([`PiscesShared::try_write_back`]): it writes back the oldest transactions whose grace

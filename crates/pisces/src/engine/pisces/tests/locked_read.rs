@@ -1,6 +1,7 @@
 //! The count of copy-path reads (`TxStats::ro_locked_reads`): a read-only transaction
 //! that meets another writer's lock counts it, and nothing else does.
 
+use crate::engine::pisces::thread::READ_ONLY_COMMITS_BEFORE_WRITE_BACK;
 use crate::{Config, PPtr, Pool, TxOptions};
 
 fn pool(dir: &tempfile::TempDir) -> Pool {
@@ -80,38 +81,53 @@ fn other_engines_count_nothing() {
 }
 
 /// A slot's own batch of committed transactions (fewer than a group's worth) is
-/// written back by its next read-only commit, once no snapshot needs it: reads after
-/// a burst of updates are not left on the copy path until the next updates fill the
-/// batch.
+/// written back by its `READ_ONLY_COMMITS_BEFORE_WRITE_BACK`th read-only commit in a
+/// row, once no snapshot needs it: reads after a burst of updates are not left on the
+/// copy path until the next updates fill the batch. Fewer read-only commits between
+/// updates leave the batch to fill (group commit keeps its groups).
 #[test]
 fn read_only_commits_write_back_their_slots_batch() {
+    let k = READ_ONLY_COMMITS_BEFORE_WRITE_BACK as u64;
     let dir = tempfile::tempdir().unwrap();
     let pool = pool(&dir);
     let mut h = pool.handle().unwrap();
     let (x, y) = h.run(|tx| Ok((tx.alloc(1u64)?, tx.alloc(2u64)?))).unwrap();
-    h.run(|tx| {
-        *tx.write(x)? = 10;
-        Ok(())
-    })
-    .unwrap();
-    // The two committed transactions are in the handle's batch, their objects locked:
-    // the first read-only transaction reads them through the copy path, and its
-    // commit writes them back.
-    let v = h.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
-    assert_eq!(v, 12);
-    let first = h.stats().ro_locked_reads;
-    assert!(first >= 1, "the committed write of `x` is still locked");
+    let read_x = |h: &mut crate::ThreadHandle| h.run(|tx| Ok(*tx.read(x)?)).unwrap();
+    let locked = |h: &crate::ThreadHandle| h.stats().ro_locked_reads;
+    // Updates with fewer read-only commits than the threshold between them: the
+    // objects stay locked throughout (both reads of each read-only pair counted).
+    for v in 10..13u64 {
+        h.run(|tx| {
+            *tx.write(x)? = v;
+            Ok(())
+        })
+        .unwrap();
+        let before = locked(&h);
+        for _ in 0..k - 1 {
+            assert_eq!(read_x(&mut h), v);
+        }
+        assert_eq!(
+            locked(&h) - before,
+            k - 1,
+            "the batch was written back before the threshold"
+        );
+    }
+    // Then only reads: the threshold's commit writes the batch back, and the reads
+    // after it take the home path.
+    for _ in 0..k {
+        read_x(&mut h);
+    }
+    let after = locked(&h);
     for _ in 0..10 {
-        let v = h.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap();
-        assert_eq!(v, 12);
+        assert_eq!(h.run(|tx| Ok(*tx.read(x)? + *tx.read(y)?)).unwrap(), 14);
     }
     assert_eq!(
-        h.stats().ro_locked_reads,
-        first,
+        locked(&h),
+        after,
         "the later reads found the objects written back"
     );
     // A running reader's snapshot holds the write-back back: the reads stay correct
-    // on the copy path meanwhile, and the first read-only commit after it ends writes
+    // on the copy path meanwhile, and the threshold's commit after it ends writes
     // back.
     let (opened, open) = std::sync::mpsc::channel();
     let (release, released) = std::sync::mpsc::channel::<()>();
@@ -120,12 +136,12 @@ fn read_only_commits_write_back_their_slots_batch() {
         s.spawn(move || {
             let mut old = pool.handle().unwrap();
             let mut otx = old.begin(TxOptions::default()).unwrap();
-            assert_eq!(*otx.read(x).unwrap(), 10);
+            assert_eq!(*otx.read(x).unwrap(), 12);
             opened.send(()).unwrap();
             released.recv().unwrap();
             assert_eq!(
                 *otx.read(x).unwrap(),
-                10,
+                12,
                 "the old snapshot keeps its version"
             );
             otx.commit().unwrap();
@@ -136,22 +152,17 @@ fn read_only_commits_write_back_their_slots_batch() {
             Ok(())
         })
         .unwrap();
-        for _ in 0..3 {
-            assert_eq!(h.run(|tx| Ok(*tx.read(x)?)).unwrap(), 20);
+        let before = locked(&h);
+        for _ in 0..2 * k {
+            assert_eq!(read_x(&mut h), 20);
         }
-        assert_eq!(
-            h.stats().ro_locked_reads,
-            first + 3,
-            "held back by the open snapshot"
-        );
+        assert_eq!(locked(&h) - before, 2 * k, "held back by the open snapshot");
         release.send(()).unwrap();
     });
-    h.run(|tx| Ok(*tx.read(x)?)).unwrap();
-    let before = h.stats().ro_locked_reads;
-    assert_eq!(h.run(|tx| Ok(*tx.read(x)?)).unwrap(), 20);
-    assert_eq!(
-        h.stats().ro_locked_reads,
-        before,
-        "written back after the reader ended"
-    );
+    for _ in 0..k {
+        assert_eq!(read_x(&mut h), 20);
+    }
+    let before = locked(&h);
+    assert_eq!(read_x(&mut h), 20);
+    assert_eq!(locked(&h), before, "written back after the reader ended");
 }
