@@ -1490,13 +1490,12 @@ fn recovery_refuses_a_damaged_last_record_that_a_durable_link_names() {
     assert!(crash_image(&heap) == before, "a refused pool was changed");
 }
 
-/// The look for later records goes on from offset 0 after a wrap of the ring: a
-/// damaged wrap marker (or, where the ring's end was too short for one, the last
-/// record before the wrap), with the log's later records at the start of the ring, is
-/// refused too, although the first of them alone would pass for the torn wrap's own
-/// record.
-#[test]
-fn recovery_refuses_a_damaged_record_before_a_wrap() {
+/// One thread under replay hold commits `obj = v` for v = 0, 1, .. until `pick` (the
+/// log's records, its ring's size, v) chooses a moment of its log: the crash image
+/// of that moment, `obj`, and what `pick` returned.
+fn held_log_until<T>(
+    mut pick: impl FnMut(&[RecordRef], usize, u64) -> Option<T>,
+) -> (Vec<u64>, u64, T) {
     let e = engine_with(
         EngineOptions::new()
             .set("clock", "counter")
@@ -1506,22 +1505,31 @@ fn recovery_refuses_a_damaged_record_before_a_wrap() {
     let mut th = e.thread(0).unwrap();
     let obj = alloc(&mut th, 1);
     let sh = e.shared();
-    let mut found = None;
+    let cap = log::Area::of(&sh.heap, 0).cap;
     for v in 0..100_000u64 {
         let tok = put(&mut th, obj, v);
         th.wait_durable(tok).unwrap();
         // A full log replays while this thread commits: parse between commits.
         let (recs, walked) = log::parse(&sh.heap, 0);
         walked.unwrap();
-        let wrap = recs.windows(2).position(|p| p[1].pos < p[0].pos);
-        if let Some(w) = wrap.filter(|&w| recs.len() - w >= 3) {
-            found = Some(recs[w]);
-            break;
+        if let Some(t) = pick(&recs, cap, v) {
+            return (crash_image(&sh.heap), obj, t);
         }
     }
-    let before_wrap = found.expect("the log never wrapped with records on both sides");
-    let image = crash_image(&sh.heap);
-    drop(th);
+    panic!("the log never reached the state the test needs");
+}
+
+/// The look for later records goes on from offset 0 after a wrap of the ring: a
+/// damaged wrap marker (or, where the ring's end was too short for one, the last
+/// record before the wrap), with the log's later records at the start of the ring, is
+/// refused too, although the first of them alone would pass for the torn wrap's own
+/// record.
+#[test]
+fn recovery_refuses_a_damaged_record_before_a_wrap() {
+    let (image, _, before_wrap) = held_log_until(|recs, _, _| {
+        let wrap = recs.windows(2).position(|p| p[1].pos < p[0].pos);
+        wrap.filter(|&w| recs.len() - w >= 3).map(|w| recs[w])
+    });
     let (_, r) = open_damaged_image(&image, |h| {
         let a = log::Area::of(h, 0);
         let marker = before_wrap.pos + log::HEADER_LEN + before_wrap.len;
@@ -1548,34 +1556,14 @@ fn recovery_refuses_a_damaged_record_before_a_wrap() {
 /// the pool as damaged.
 #[test]
 fn a_torn_wrap_record_does_not_fail_the_next_recovery() {
-    let e = engine_with(
-        EngineOptions::new()
-            .set("clock", "counter")
-            .set("replay_hold", "true"),
-        1,
-    );
-    let mut th = e.thread(0).unwrap();
-    let obj = alloc(&mut th, 1);
-    let sh = e.shared();
-    let cap = log::Area::of(&sh.heap, 0).cap;
-    let mut found = None;
-    for v in 0..100_000u64 {
-        let tok = put(&mut th, obj, v);
-        th.wait_durable(tok).unwrap();
-        let (recs, walked) = log::parse(&sh.heap, 0);
-        walked.unwrap();
-        if let [.., before, last] = recs[..] {
-            let marker = before.pos + log::HEADER_LEN + before.len;
-            if last.pos == 0 && marker > 0 && cap - marker >= log::HEADER_LEN {
-                found = Some((marker, before, v));
-                break;
-            }
-        }
-    }
-    let (marker, before, v) =
-        found.expect("the log never wrapped with a marker before its last record");
-    let image = crash_image(&sh.heap);
-    drop(th);
+    let (image, obj, (marker, before, v)) = held_log_until(|recs, cap, v| {
+        let [.., before, last] = recs[..] else {
+            return None;
+        };
+        let marker = before.pos + log::HEADER_LEN + before.len;
+        (last.pos == 0 && marker > 0 && cap - marker >= log::HEADER_LEN)
+            .then_some((marker, before, v))
+    });
     let (heap, r) = open_damaged_image(&image, |h| {
         // A byte of the wrap marker's checksum: the marker is torn, its record whole.
         let a = log::Area::of(h, 0);
