@@ -135,7 +135,7 @@ fn read_only_commits_write_back_their_slots_batch() {
         let pool = &pool;
         s.spawn(move || {
             let mut old = pool.handle().unwrap();
-            let mut otx = old.begin(TxOptions::default()).unwrap();
+            let otx = old.begin(TxOptions::default()).unwrap();
             assert_eq!(*otx.read(x).unwrap(), 12);
             opened.send(()).unwrap();
             released.recv().unwrap();
