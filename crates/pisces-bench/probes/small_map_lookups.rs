@@ -22,8 +22,9 @@
 //!
 //! Arguments: layout (`chained`: the product's `HashMap`; `open`: the prototype), keys,
 //! lookups, engine (default `pisces`). Both layouts hold the same keys (drawn from `0 ..
-//! 2 * keys`), look up the same sequence of members (one per transaction, as the `set`
-//! data set does), and check every result; the setup is the same in two runs with
+//! 2 * keys`), are written home after the load (`Pool::write_back`, as the bench does
+//! after its preload), look up the same sequence of members (one per transaction, as
+//! the `set` data set does), and check every result; the setup is the same in two runs with
 //! different lookup counts, so the difference of their totals over the difference of
 //! the counts is the cost of one lookup transaction.
 
@@ -195,6 +196,7 @@ fn main() -> ExitCode {
         };
         if layout == "open" {
             let m = h.run(|tx| open_create(tx, members))?;
+            pool.write_back()?;
             for _ in 0..lookups {
                 let k = next();
                 let v = h.run(|tx| open_get(tx, m, k))?;
@@ -213,6 +215,7 @@ fn main() -> ExitCode {
                     Ok(())
                 })?;
             }
+            pool.write_back()?;
             for _ in 0..lookups {
                 let k = next();
                 let v = h.run(|tx| m.get(tx, &k))?;
