@@ -20,6 +20,8 @@
 //! # (total Ir of the 200000 run - total Ir of the 100000 run) / 100000
 //! ```
 //!
+//! `scripts/small-map-instructions` does this for every engine and both layouts.
+//!
 //! Arguments: layout (`chained`: the product's `HashMap`; `open`: the prototype), keys,
 //! lookups, engine (default `pisces`). Both layouts hold the same keys (drawn from `0 ..
 //! 2 * keys`), are written home after the load (`Pool::write_back`, as the bench does
