@@ -80,7 +80,7 @@ pub fn workload_by_name(name: &str) -> Option<Box<dyn Workload>> {
         "alloc" => Box::new(alloc::AllocChurn),
         "hashmap" => Box::new(KvWorkload::new(
             "hashmap",
-            "upsert/remove on the public HashMap (16 buckets): entries = acknowledged ops (plus in-flight), bitmaps = its objects",
+            "upsert/remove on the public HashMap (grouped layout, growing from one group): entries = acknowledged ops (plus in-flight), bitmaps = its objects",
             public_maps::PublicHashMap,
         )),
         "btree" => Box::new(KvWorkload::new(

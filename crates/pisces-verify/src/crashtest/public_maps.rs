@@ -1,21 +1,20 @@
 //! [`KvStore`] for the public containers: [`pisces::HashMap`] and
 //! [`pisces::BTreeMap`] with `u64` keys and values, their handle in the root object.
 //!
-//! The scans guard against a damaged structure before trusting it: the containers'
-//! own walks do not detect a cycle of chain or leaf links (their docs say so), so the
-//! hash map is walked with [`HashMap::for_each`](pisces::HashMap::for_each),
-//! stopping at the first repeated key (a cycle repeats keys), before its objects are
-//! listed; the tree is first verified with
-//! [`BTreeMap::check`](pisces::BTreeMap::check), which does find cycles.
+//! The scans verify a structure before trusting it: the hash map with
+//! [`HashMap::check`](pisces::HashMap::check), then walked with
+//! [`HashMap::for_each`](pisces::HashMap::for_each), stopping at the first repeated key,
+//! before its objects are listed; the tree with
+//! [`BTreeMap::check`](pisces::BTreeMap::check).
 
 use super::kv::{KvStore, Scan};
 use pisces::{BTreeMap, HashMap};
 use pisces::{Error, PPtr, Pool, Result, Tx};
 use std::collections::{BTreeMap as Map, BTreeSet};
 
-/// Buckets of the hash map: few, so that chains are long enough to exercise unlinking
-/// from their middle.
-pub const BUCKETS: usize = 16;
+/// Groups the hash map starts with: one, so that the workload's inserts split groups
+/// (the map is growable; `u64` keys and values make it the grouped layout).
+pub const GROUPS: usize = 1;
 
 type Hash = HashMap<u64, u64>;
 type Tree = BTreeMap<u64, u64>;
@@ -72,7 +71,7 @@ impl KvStore for PublicHashMap {
     fn create(&self, pool: &Pool) -> Result<()> {
         let root: PPtr<Hash> = pool.root()?;
         pool.run(|tx| {
-            let m = Hash::create(tx, BUCKETS)?;
+            let m = Hash::with_buckets(tx, GROUPS)?;
             *tx.write(root)? = m;
             Ok(())
         })
@@ -96,6 +95,7 @@ impl KvStore for PublicHashMap {
         let root: PPtr<Hash> = pool.root().map_err(|e| format!("root: {e}"))?;
         pool.run(|tx| {
             let m = *tx.read(root)?;
+            m.check(tx)?;
             let pairs = collect(|f| m.for_each(tx, f))?;
             let objects = distinct_objects(root.offset(), |f| m.for_each_object(tx, f))?;
             Ok(Scan {

@@ -38,8 +38,9 @@
 use super::btree::{
     INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_SIGNED, ORDER_TAG, ORDER_UNSIGNED,
 };
+use super::hash::linear_bucket;
 use super::hash::{bucket_in, stable_hash};
-use super::hashmap::MAGIC as HASH_MAGIC;
+use super::hashmap::{GROUPED, GROUP_SLOTS, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS};
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
@@ -164,18 +165,20 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     let h = objs.words(at, HDR_WORDS)?;
     let (sig, buckets, levels, chunks) = (h[1], h[2], h[3], h[4]);
     let (ks, vs) = (sig & 0xffff_ffff, sig >> 32);
-    let growable = match h[5] {
-        0 => false,
-        GROWABLE => true,
+    let (growable, grouped) = match h[5] {
+        0 => (false, false),
+        GROWABLE => (true, false),
+        GROUPED => (true, true),
         v => return Err(format!("unknown layout version {v:#x}")),
     };
+    let per_entry = if grouped { 1 } else { CHUNK as u64 };
     if buckets == 0
-        || buckets > DIR * PAGE as u64 * CHUNK as u64
-        || chunks != buckets.div_ceil(CHUNK as u64)
+        || buckets > DIR * PAGE as u64 * per_entry
+        || chunks != buckets.div_ceil(per_entry)
         || levels != if chunks <= DIR { 1 } else { 2 }
     {
         return Err(format!(
-            "bad geometry ({buckets} buckets, {chunks} chunks, {levels} levels)"
+            "bad geometry ({buckets} buckets, {chunks} directory entries, {levels} levels)"
         ));
     }
     let node = Shape::new(1 + words_for(ks) + words_for(vs));
@@ -184,23 +187,31 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     }
     let mut seen = HashSet::new();
     let mut pages = std::collections::HashMap::new();
+    let mut entry = |seen: &mut HashSet<u64>, c: usize| -> Result<u64, String> {
+        if levels == 1 {
+            return Ok(h[H_DIR + c]);
+        }
+        let p = h[H_DIR + c / PAGE];
+        if let std::collections::hash_map::Entry::Vacant(e) = pages.entry(p) {
+            let page = objs
+                .words(p, PAGE)
+                .map_err(|e| format!("directory page {}: {e}", c / PAGE))?;
+            if !seen.insert(p) {
+                return Err(format!("directory page at {p:#x} is reached twice"));
+            }
+            e.insert(page);
+        }
+        Ok(pages[&p][c % PAGE])
+    };
+    if grouped {
+        let heads = (0..chunks as usize)
+            .map(|c| entry(&mut seen, c))
+            .collect::<Result<Vec<u64>, String>>()?;
+        return grouped_map(objs, (ks, vs), &heads, &mut seen);
+    }
     let (mut entries, mut longest) = (0usize, 0usize);
     for c in 0..chunks as usize {
-        let off = if levels == 1 {
-            h[H_DIR + c]
-        } else {
-            let p = h[H_DIR + c / PAGE];
-            if let std::collections::hash_map::Entry::Vacant(e) = pages.entry(p) {
-                let page = objs
-                    .words(p, PAGE)
-                    .map_err(|e| format!("directory page {}: {e}", c / PAGE))?;
-                if !seen.insert(p) {
-                    return Err(format!("directory page at {p:#x} is reached twice"));
-                }
-                e.insert(page);
-            }
-            pages[&p][c % PAGE]
-        };
+        let off = entry(&mut seen, c)?;
         let chunk = objs
             .words(off, CHUNK + usize::from(growable))
             .map_err(|e| format!("chunk {c}: {e}"))?;
@@ -250,6 +261,91 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     }
     Ok(format!(
         "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values"
+    ))
+}
+
+/// The chains of a hash map in the grouped layout (`heads`: each chain's first group,
+/// in directory order): every group an allocated block of the group's size, reached
+/// once, its tag bytes empty or tags, each occupied slot's key in the chain its hash
+/// selects under the map's geometry and tagged with its hash's tag, no key twice in a
+/// chain, no empty group after a chain's first.
+fn grouped_map(
+    objs: &Objects<'_>,
+    (ks, vs): (u64, u64),
+    heads: &[u64],
+    seen: &mut HashSet<u64>,
+) -> Result<String, String> {
+    let (kw, sw) = (words_for(ks), words_for(ks) + words_for(vs));
+    if sw > MAX_SLOT_WORDS {
+        return Err(format!(
+            "the grouped layout with {ks}-byte keys and {vs}-byte values (it holds entries of at most {MAX_SLOT_WORDS} words)"
+        ));
+    }
+    let n = heads.len() as u64;
+    let group_words = 2 + GROUP_SLOTS * sw;
+    let (mut entries, mut longest, mut overflow) = (0usize, 0usize, 0usize);
+    for (c, &head) in heads.iter().enumerate() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut off = head;
+        let mut first = true;
+        while off != 0 {
+            if !seen.insert(off) {
+                return Err(format!(
+                    "chain {c}: the group at {off:#x} is reached twice (the links form a cycle or join another chain)"
+                ));
+            }
+            let w = objs
+                .words(off, group_words)
+                .map_err(|e| format!("chain {c}: group: {e}"))?;
+            let tags = w[0];
+            if !first && tags == 0 {
+                return Err(format!(
+                    "chain {c}: the group at {off:#x} is empty but not the chain's first"
+                ));
+            }
+            overflow += usize::from(!first);
+            for i in 0..8 {
+                let t = (tags >> (8 * i)) & 0xff;
+                if t == 0 {
+                    continue;
+                }
+                if i >= GROUP_SLOTS || t & 0x80 == 0 {
+                    return Err(format!(
+                        "chain {c}: the group at {off:#x} has tag word {tags:#x}: a byte is neither empty nor a tag"
+                    ));
+                }
+                let at = 2 + i * sw;
+                let key: Vec<u8> = w[at..at + kw]
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .take(ks as usize)
+                    .collect();
+                let hash = stable_hash(&key);
+                if linear_bucket(hash, n) != c as u64 {
+                    return Err(format!(
+                        "the key in slot {i} of the group at {off:#x} is in chain {c}, but hashes to another chain"
+                    ));
+                }
+                if t != (hash >> 57) | 0x80 {
+                    return Err(format!(
+                        "slot {i} of the group at {off:#x} has a tag its key does not hash to"
+                    ));
+                }
+                if keys.contains(&key) {
+                    return Err(format!(
+                        "the key in slot {i} of the group at {off:#x} appears twice in chain {c}"
+                    ));
+                }
+                keys.push(key);
+            }
+            first = false;
+            off = w[1];
+        }
+        entries += keys.len();
+        longest = longest.max(keys.len());
+    }
+    Ok(format!(
+        "{entries} entries in {n} groups of {GROUP_SLOTS} slots ({overflow} overflow groups, longest chain {longest} entries), {ks}-byte keys, {vs}-byte values"
     ))
 }
 

@@ -69,6 +69,50 @@
 //!   geometry. Splits write the header: concurrent splits conflict with each other
 //!   (not with lookups, or with inserts and removes that do not split).
 //!
+//! # Grouped layout (growable maps of small entries)
+//! A growable map whose key and value fit in two words together (each padded to whole
+//! words: `u64` to `u64`, a set of `u64` as `HashMap<u64, u8>`) is made in the grouped
+//! layout instead (header word 5 = `"GROUP.v1"`): open addressing inside groups of 7
+//! slots, linear hashing over the groups.
+//! ```text
+//! header (as above; `buckets` = groups) ── directory entry i ──► group: first of chain i
+//! group [u64; 16]: tags (byte j: slot j's tag, 0 = empty; byte 7 unused)
+//!                  next (the chain's next group, 0 = none)
+//!                  7 slots: [key][value], each padded to words
+//! ```
+//! A key's hash gives its chain (linear hashing on the low bits, as above) and its tag
+//! (the top 7 bits, with the high bit set). A lookup reads the header and the chain's
+//! first group, compares the 7 tags with a few word operations, compares the keys of
+//! the slots whose tag matches, and reads the chain's next group only if the key was
+//! not found and there is one: two validated reads per lookup instead of the header,
+//! the chunk and the chain's nodes. Entries are kept inline, so an insert or update
+//! copies the group (128 bytes at most) where the chained layout copies a node; larger
+//! entries stay in the chained layout for that reason.
+//!
+//! Writers (snapshot isolation, as above):
+//! * insert of an absent key writes the chain's *first* group, wherever the key goes
+//!   (the first free slot along the chain, or a new group linked from the last one,
+//!   which is written too). Two inserts of one key therefore conflict even when their
+//!   snapshots differ in which slot is free: one that saw a slot freed by a remove the
+//!   other did not see would otherwise put the key into another group, and the key
+//!   would be there twice;
+//! * update (insert of a present key, `get_mut`) writes the key's group; remove writes
+//!   it, clears the slot and, when that leaves a group other than the chain's first
+//!   empty, writes its predecessor to unlink it and frees it. A chain never holds an
+//!   empty group after its first; a remove and an insert into the group it empties
+//!   conflict on that group.
+//! * growth: an insert whose chain holds more entries than `GROUP_LOAD` per group
+//!   estimates the map overloaded (the estimate of the chained layout, with one chain
+//!   as its sample) splits chain `n - m` into itself and chain `n`, rewriting every
+//!   group of the old chain (and freeing those no longer needed) and writing the
+//!   header, so any transaction that changes that chain from an older snapshot
+//!   conflicts with the split. `check` verifies every tag, every key's chain, and that
+//!   no key is twice in a chain.
+//!
+//! [`HashMap::buckets`] of a grouped map counts groups. The directory holds at most
+//! 504 × 512 groups; past that (about half a million entries) chains lengthen instead.
+//! Maps made by [`HashMap::create`] (a fixed bucket count) are always chained.
+//!
 //! # Size
 //! There is no element counter: one counter object written by every insert and remove
 //! would make every pair of concurrent updates conflict, serialising all writers of the
@@ -77,13 +121,17 @@
 //! `create` allocates all chunks in its transaction (about 10 bytes of log per bucket
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
-use super::hash::{bucket_in, stable_hash};
-use super::walk::Walk;
-use super::words::{self, Shape};
+use crate::containers::hash::{bucket_in, stable_hash};
+use crate::containers::walk::Walk;
+use crate::containers::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::size_of;
+
+mod grouped;
+use grouped::GroupCursor;
+pub(crate) use grouped::{GROUPED, MAX_SLOT_WORDS, SLOTS as GROUP_SLOTS};
 
 type Header = [u64; HDR_WORDS];
 type Page = [u64; PAGE];
@@ -111,6 +159,8 @@ const MAX_LOAD: (u64, u64) = (1, 2);
 /// The most buckets one insert splits: enough for the bucket count to outgrow the
 /// entry count by `1 / MAX_LOAD`.
 const SPLITS_PER_INSERT: u64 = MAX_LOAD.1.div_ceil(MAX_LOAD.0);
+/// The groups a grouped map made by [`HashMap::new`] starts with.
+const INITIAL_GROUPS: usize = 4;
 const H_DIR: usize = 8;
 const DIR: usize = HDR_WORDS - H_DIR;
 const PAGE: usize = 512;
@@ -118,6 +168,8 @@ const PAGE: usize = 512;
 pub const CHUNK: usize = 32;
 /// The most buckets a [`HashMap`] can have.
 pub const MAX_BUCKETS: usize = DIR * PAGE * CHUNK;
+/// The most groups a map in the grouped layout has (one directory entry each).
+const MAX_GROUPS: usize = DIR * PAGE;
 
 /// A persistent hash map from `K` to `V` (see the module docs).
 ///
@@ -262,7 +314,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// assert_eq!(pool.run(|tx| m.get(tx, &999)).unwrap(), Some(999));
     /// ```
     pub fn new(tx: &mut Tx<'_>) -> Result<Self> {
-        Self::create_with(tx, CHUNK, true)
+        Self::create_with(tx, if Self::SMALL { INITIAL_GROUPS } else { CHUNK }, true)
     }
 
     /// A growable map (as [`HashMap::new`]) starting with `buckets` buckets: a hint
@@ -278,15 +330,29 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 "a hash map needs 1 ..= {MAX_BUCKETS} buckets, not {buckets}"
             )));
         }
-        let chunks = buckets.div_ceil(CHUNK);
+        // A grouped map's directory entries are its groups (a hint above the most
+        // groups is taken as the most); a chained map's are chunks of 32 buckets.
+        let grouped = growable && Self::SMALL;
+        let (buckets, chunks) = if grouped {
+            let groups = buckets.min(MAX_GROUPS);
+            (groups, groups)
+        } else {
+            (buckets, buckets.div_ceil(CHUNK))
+        };
         let mut hdr: Header = [0; HDR_WORDS];
         hdr[H_MAGIC] = MAGIC;
         hdr[H_SIG] = Self::SIG;
         hdr[H_BUCKETS] = buckets as u64;
         hdr[H_CHUNKS] = chunks as u64;
-        hdr[H_GROW] = if growable { GROWABLE } else { 0 };
+        hdr[H_GROW] = match (growable, grouped) {
+            (_, true) => GROUPED,
+            (true, false) => GROWABLE,
+            (false, _) => 0,
+        };
         let new_chunk = |tx: &mut Tx<'_>| -> Result<u64> {
-            Ok(if growable {
+            Ok(if grouped {
+                words::alloc(tx, Self::GROUP, |_| Ok(()))?
+            } else if growable {
                 tx.alloc_zeroed::<CountedChunk>()?.offset()
             } else {
                 tx.alloc_zeroed::<Chunk>()?.offset()
@@ -329,12 +395,13 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.bad_header(h));
         }
         let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
-        if h[H_GROW] != 0 && h[H_GROW] != GROWABLE {
+        let grouped = h[H_GROW] == GROUPED;
+        if h[H_GROW] != 0 && h[H_GROW] != GROWABLE && !(grouped && Self::SMALL) {
             return Err(self.unknown_layout(h));
         }
         if b == 0
             || b > MAX_BUCKETS as u64
-            || c != b.div_ceil(CHUNK as u64)
+            || c != if grouped { b } else { b.div_ceil(CHUNK as u64) }
             || l != if c <= DIR as u64 { 1 } else { 2 }
         {
             return Err(self.bad_header(h));
@@ -346,6 +413,15 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     #[cold]
     #[inline(never)]
     fn unknown_layout(&self, h: &Header) -> Error {
+        if h[H_GROW] == GROUPED {
+            return Error::Corrupt(format!(
+                "hash map at {:#x}: the grouped layout with {}-byte keys and {}-byte values (it holds entries of at most {} words)",
+                self.header.offset(),
+                size_of::<K>(),
+                size_of::<V>(),
+                grouped::MAX_SLOT_WORDS
+            ));
+        }
         Error::Corrupt(format!(
             "hash map at {:#x}: unknown layout version {:#x} (written by a newer Pisces, or damaged)",
             self.header.offset(),
@@ -376,7 +452,13 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         ))
     }
 
-    /// Offset of chunk `c` (validated `< chunks`).
+    /// True if the map is in the grouped layout (validates the header).
+    #[inline]
+    fn is_grouped(&self, tx: &Tx<'_>) -> Result<bool> {
+        Ok(Self::SMALL && self.header(tx)?[H_GROW] == GROUPED)
+    }
+
+    /// Offset of chunk `c` (validated `< chunks`; a grouped map's group `c`).
     #[inline(always)]
     fn chunk_of(tx: &Tx<'_>, h: &Header, c: usize) -> Result<u64> {
         let off = if h[H_LEVELS] == 1 {
@@ -470,32 +552,15 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             // Up to `SPLITS_PER_INSERT` splits while the estimate stays above the load
             // (one per insert could not keep a map below one entry per bucket).
             for n in n..n + SPLITS_PER_INSERT {
-                if n >= MAX_BUCKETS as u64 || !Self::overloaded(n, b / CHUNK as u64, count) {
+                let c = b / CHUNK as u64;
+                let (lo, hi) = (c * CHUNK as u64, (c + 1) * CHUNK as u64);
+                if n >= MAX_BUCKETS as u64 || !overloaded(n, lo, hi, count, MAX_LOAD) {
                     break;
                 }
                 self.split(tx)?;
             }
         }
         Ok(())
-    }
-
-    /// True if chunk `c` holding `count` entries estimates the whole map above
-    /// `MAX_LOAD` entries per bucket. Under linear hashing a bucket that is split (below
-    /// `s = n - m`, or at `m` and above) receives 1/(2m) of the keys and one not yet
-    /// split 1/m, so the chunk's buckets receive `(split + 2 unsplit) / 2m` of them and
-    /// the map holds about `count * 2m / (split + 2 unsplit)` entries.
-    ///
-    /// The estimate is local (no counter shared by all writers) and noisy; a chunk that
-    /// overestimates only triggers splits until `n` passes its estimate, so the table
-    /// stays within a small factor of the right size.
-    fn overloaded(n: u64, c: u64, count: u64) -> bool {
-        let m = 1u64 << (63 - n.leading_zeros());
-        let s = n - m;
-        let (lo, hi) = (c * CHUNK as u64, ((c + 1) * CHUNK as u64).min(n));
-        let split = (lo..hi).filter(|&b| b < s || b >= m).count() as u64;
-        let unsplit = (hi - lo).saturating_sub(split);
-        count as u128 * 2 * m as u128 * MAX_LOAD.1 as u128
-            > (n * MAX_LOAD.0) as u128 * (split + 2 * unsplit) as u128
     }
 
     #[cold]
@@ -619,7 +684,13 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// passed through memory, and inlined the reads' fast path shares registers.)
     #[inline]
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
-        let (chunk, slot) = self.bucket(tx, k)?;
+        let h = self.header(tx)?;
+        let hash = stable_hash(bytemuck::bytes_of(k));
+        if Self::SMALL && h[H_GROW] == GROUPED {
+            return Self::grouped_get(tx, h, hash, k);
+        }
+        let b = bucket_in(hash, h[H_BUCKETS], h[H_GROW] == GROWABLE) as usize;
+        let (chunk, slot) = (Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK);
         let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
         let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
@@ -648,6 +719,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// `k`'s value, writable in place: the change commits with the transaction. Writes
     /// (locks) only `k`'s node.
     pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+        if self.is_grouped(tx)? {
+            return self.grouped_get_mut(tx, k);
+        }
         let node = self.find(tx, k)?.node;
         if node == 0 {
             return Ok(None);
@@ -658,6 +732,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// Insert or replace; returns the previous value of `k`.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+        if self.is_grouped(tx)? {
+            return self.grouped_insert(tx, k, v);
+        }
         let Found { link, node } = self.find(tx, &k)?;
         if node != 0 {
             let w = words::write(tx, node, Self::NODE)?;
@@ -676,6 +753,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// Remove `k`; returns its value. Frees the node.
     pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+        if self.is_grouped(tx)? {
+            return self.grouped_remove(tx, k);
+        }
         let Found { link, node } = self.find(tx, k)?;
         if node == 0 {
             return Ok(None);
@@ -697,6 +777,16 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     pub(super) fn node<'t>(&self, tx: &'t Tx<'_>, off: u64) -> Result<(&'t K, &'t V, u64)> {
         let w = words::read(tx, off, Self::NODE)?;
         Ok((Self::key(w)?, Self::val(w)?, w[0]))
+    }
+
+    /// The first group of chain `c`, or `None` past the last chain, in a grouped map;
+    /// `Err` if the map is not one (for [`HashIter`]).
+    pub(super) fn chain_head(&self, tx: &Tx<'_>, c: u64) -> Result<Option<u64>> {
+        let h = self.header(tx)?;
+        if c >= h[H_BUCKETS] {
+            return Ok(None);
+        }
+        Self::chunk_of(tx, h, c as usize).map(Some)
     }
 
     /// The bucket heads of chunk `c`, or `None` past the last chunk (for [`HashIter`]).
@@ -739,6 +829,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// Returns [`Error::Corrupt`] describing the first violation. Reads only.
     pub fn check(&self, tx: &Tx<'_>) -> Result<MapStats> {
         let h = self.header(tx)?;
+        if Self::SMALL && h[H_GROW] == GROUPED {
+            return self.grouped_check(tx, h);
+        }
         let buckets = h[H_BUCKETS];
         let growable = h[H_GROW] == GROWABLE;
         let bad = |m: String| Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()));
@@ -810,6 +903,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// Call `f` on every entry (bucket order, then chain order) until it returns false.
     pub fn for_each(&self, tx: &Tx<'_>, mut f: impl FnMut(&K, &V) -> bool) -> Result<()> {
         let h = self.header(tx)?;
+        if Self::SMALL && h[H_GROW] == GROUPED {
+            return self.grouped_for_each(tx, h, f);
+        }
         for c in 0..h[H_CHUNKS] as usize {
             let chunk: &Chunk = tx.read(PPtr::from_offset(Self::chunk_of(tx, h, c)?))?;
             for &head in chunk {
@@ -866,6 +962,12 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 f(p);
             }
         }
+        if Self::SMALL && h[H_GROW] == GROUPED {
+            return self.for_each_group(tx, h, |_, off, _| {
+                f(off);
+                Ok(true)
+            });
+        }
         for c in 0..h[H_CHUNKS] as usize {
             let off = Self::chunk_of(tx, h, c)?;
             f(off);
@@ -896,6 +998,25 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 }
 
+/// True if buckets `lo .. hi` holding `count` entries estimate the whole map of `n`
+/// buckets above `load` entries per bucket (`load.0 / load.1`). Under linear hashing a
+/// bucket that is split (below `s = n - m`, or at `m` and above) receives 1/(2m) of the
+/// keys and one not yet split 1/m, so the buckets receive `(split + 2 unsplit) / 2m` of
+/// them and the map holds about `count * 2m / (split + 2 unsplit)` entries.
+///
+/// The estimate is local (no counter shared by all writers) and noisy; buckets that
+/// overestimate only trigger splits until `n` passes their estimate, so the table stays
+/// within a small factor of the right size.
+fn overloaded(n: u64, lo: u64, hi: u64, count: u64, load: (u64, u64)) -> bool {
+    let m = 1u64 << (63 - n.leading_zeros());
+    let s = n - m;
+    let hi = hi.min(n);
+    let split = (lo..hi).filter(|&b| b < s || b >= m).count() as u64;
+    let unsplit = (hi - lo).saturating_sub(split);
+    count as u128 * 2 * m as u128 * load.1 as u128
+        > (n * load.0) as u128 * (split + 2 * unsplit) as u128
+}
+
 /// Entries of a [`HashMap`] in bucket order, then chain order (see
 /// [`HashMap::iter`]).
 pub struct HashIter<'t, 'a, K, V> {
@@ -910,6 +1031,10 @@ pub struct HashIter<'t, 'a, K, V> {
     cur: u64,
     walk: Walk,
     done: bool,
+    /// The map's layout (`None` until the first `next`) and, for a grouped map, the
+    /// group being read (`chunk` is then the next chain).
+    grouped: Option<bool>,
+    cursor: GroupCursor<'t>,
 }
 
 impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
@@ -923,6 +1048,8 @@ impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
             cur: 0,
             walk: Walk::new("hash map chain", 0),
             done: false,
+            grouped: None,
+            cursor: GroupCursor::new(),
         }
     }
 
@@ -930,12 +1057,60 @@ impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
         self.done = true;
         Some(Err(e))
     }
+
+    /// `next` of a grouped map: the current group's entries, then the chain's next
+    /// group, then the next chain.
+    fn next_grouped(&mut self) -> Option<Result<(&'t K, &'t V)>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let next = match self.cursor.next::<K, V>() {
+                Ok(Ok(kv)) => return Some(Ok(kv)),
+                Ok(Err(next)) => next,
+                Err(e) => return self.fail(e),
+            };
+            let off = if next != 0 {
+                if let Err(e) = self.walk.step(next) {
+                    return self.fail(e);
+                }
+                next
+            } else {
+                match self.map.chain_head(self.tx, self.chunk as u64) {
+                    Ok(Some(off)) => {
+                        self.chunk += 1;
+                        self.walk = Walk::new("hash map group chain", off);
+                        off
+                    }
+                    Ok(None) => {
+                        self.done = true;
+                        return None;
+                    }
+                    Err(e) => return self.fail(e),
+                }
+            };
+            match HashMap::<K, V>::group(self.tx, off) {
+                Ok(w) => self.cursor.enter(w),
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
 }
 
 impl<'t, 'a, K: Pod + Eq, V: Pod> Iterator for HashIter<'t, 'a, K, V> {
     type Item = Result<(&'t K, &'t V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let grouped = match self.grouped {
+            Some(g) => g,
+            None => match self.map.is_grouped(self.tx) {
+                Ok(g) => *self.grouped.insert(g),
+                Err(e) => return self.fail(e),
+            },
+        };
+        if grouped {
+            return self.next_grouped();
+        }
         loop {
             if self.done {
                 return None;
