@@ -304,66 +304,6 @@ fn smoke_runs_and_cleans_up() {
     assert_eq!(pisces(&["smoke", "--seconds", "0"]).code, 2);
 }
 
-/// A map in the grouped layout (its chains longer than a group) passes the deep
-/// check; a key copied into a second slot of its group is reported.
-#[test]
-fn check_deep_walks_grouped_maps() {
-    use pisces::HashMap;
-    let d = tempfile::tempdir().unwrap();
-    let p = create_small(d.path(), "grouped.pool");
-    let cfg = Config::default()
-        .size(8 << 20)
-        .max_threads(2)
-        .log_bytes_per_thread(64 << 10);
-    // Keys sharing their hash's low 16 bits share one chain: 20 of them need 3 groups.
-    let low = |k: u64| pisces::stable_hash(&k.to_le_bytes()) & 0xffff;
-    let chain: Vec<u64> = (0u64..).filter(|&k| low(k) == low(0)).take(20).collect();
-    let first_group = {
-        let pool = Pool::open(&p, cfg.clone()).unwrap();
-        let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
-        pool.run(|tx| {
-            let m = HashMap::new(tx)?;
-            for k in chain.iter().copied().chain(1000..1100) {
-                m.insert(tx, k, k)?;
-            }
-            *tx.write(root)? = m;
-            Ok(())
-        })
-        .unwrap();
-        // The first group with a free slot and an occupied one.
-        pool.run(|tx| {
-            let m = *tx.read(root)?;
-            let mut found = None;
-            m.for_each_object(tx, |o| {
-                if o != m.offset() && found.is_none() {
-                    found = Some(o);
-                }
-            })?;
-            Ok(PPtr::<[u64; 16]>::from_offset(found.unwrap()))
-        })
-        .unwrap()
-    };
-    let r = pisces(&["check", "--deep", s(&p)]);
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert!(r.stdout.contains("120 entries in"), "{}", r.stdout);
-    assert!(!r.stdout.contains("(0 overflow groups"), "{}", r.stdout);
-    {
-        let pool = Pool::open(&p, cfg).unwrap();
-        pool.run(|tx| {
-            let g = tx.write(first_group)?;
-            let full = (0..7).find(|i| (g[0] >> (8 * i)) & 0x80 != 0).unwrap();
-            let free = (0..7).find(|i| (g[0] >> (8 * i)) & 0x80 == 0).unwrap();
-            g[0] |= ((g[0] >> (8 * full)) & 0xff) << (8 * free);
-            g[2 + 2 * free] = g[2 + 2 * full];
-            Ok(())
-        })
-        .unwrap();
-    }
-    let r = pisces(&["check", "--deep", s(&p)]);
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(r.stdout.contains("appears twice"), "{}", r.stdout);
-}
-
 #[test]
 fn check_deep_finds_a_looping_hash_chain() {
     use pisces::HashMap;

@@ -1406,11 +1406,11 @@ fn colliding_keys(n: usize) -> Vec<u64> {
 #[test]
 fn growable_maps_of_small_entries_are_grouped() {
     let pool = mem_pool(pisces(), 8 << 20, 1);
-    let small = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
+    let small = pool.run(HashMap::<u64, u64>::new).unwrap();
     let set = pool
         .run(|tx| HashMap::<u64, u8>::with_buckets(tx, 10))
         .unwrap();
-    let wide = pool.run(|tx| HashMap::<u64, [u64; 2]>::new(tx)).unwrap();
+    let wide = pool.run(HashMap::<u64, [u64; 2]>::new).unwrap();
     let fixed = pool.run(|tx| HashMap::<u64, u64>::create(tx, 10)).unwrap();
     assert_eq!(layout_word(&pool, small.offset()), GROUPED);
     assert_eq!(layout_word(&pool, set.offset()), GROUPED);
@@ -1442,14 +1442,15 @@ fn grouped_chain_longer_than_a_group_matches_a_model() {
             .unwrap();
         let mut model = StdHash::new();
         let others: Vec<u64> = (1..200u64).map(|k| k * 7919).collect();
-        let mut batches: Vec<Vec<(u64, Option<u64>)>> = Vec::new();
-        batches.push(chain.iter().map(|&k| (k, Some(k))).collect());
-        batches.push(others.iter().map(|&k| (k, Some(k + 1))).collect());
-        // From the end of the chain (its last groups), then from the start.
-        batches.push(chain[20..].iter().rev().map(|&k| (k, None)).collect());
-        batches.push(chain[..8].iter().map(|&k| (k, None)).collect());
-        batches.push(chain.iter().map(|&k| (k, Some(k ^ 5))).collect());
-        batches.push(chain.iter().step_by(2).map(|&k| (k, None)).collect());
+        let batches: Vec<Vec<(u64, Option<u64>)>> = vec![
+            chain.iter().map(|&k| (k, Some(k))).collect(),
+            others.iter().map(|&k| (k, Some(k + 1))).collect(),
+            // From the end of the chain (its last groups), then from the start.
+            chain[20..].iter().rev().map(|&k| (k, None)).collect(),
+            chain[..8].iter().map(|&k| (k, None)).collect(),
+            chain.iter().map(|&k| (k, Some(k ^ 5))).collect(),
+            chain.iter().step_by(2).map(|&k| (k, None)).collect(),
+        ];
         for batch in &batches {
             pool.run(|tx| {
                 for &(k, v) in batch {

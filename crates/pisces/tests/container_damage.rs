@@ -344,11 +344,12 @@ fn deep_check_understands_a_grown_map() {
     let cfg = Config::default().size(16 << 20);
     let map = {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
-        let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+        // Three-word entries: the chained layout (grouped maps have their own test).
+        let root: PPtr<HashMap<u64, [u64; 2]>> = pool.root().unwrap();
         pool.run(|tx| {
             let map = HashMap::new(tx)?;
             for k in 0..2000 {
-                map.insert(tx, k, k)?;
+                map.insert(tx, k, [k; 2])?;
             }
             *tx.write(root)? = map;
             Ok(map)
@@ -374,6 +375,54 @@ fn deep_check_understands_a_grown_map() {
     let bad = check_pool_deep(&p, MediumKind::DRAM).unwrap();
     assert!(!bad.is_ok());
     assert!(bad.to_string().contains("counts"), "{bad}");
+}
+
+/// The deep check walks a map in the grouped layout, chains longer than one group
+/// included, and reports a key copied into a second slot of its group.
+#[test]
+fn deep_check_understands_a_grouped_map() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("grouped.pool");
+    let cfg = Config::default().size(16 << 20);
+    // Keys sharing their hash's low 16 bits share one chain: 20 of them need 3 groups.
+    let low = |k: u64| pisces::stable_hash(&k.to_le_bytes()) & 0xffff;
+    let chain: Vec<u64> = (0u64..).filter(|&k| low(k) == low(0)).take(20).collect();
+    let first_group = {
+        let pool = Pool::create(&p, cfg.clone()).unwrap();
+        let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+        pool.run(|tx| {
+            let m = HashMap::new(tx)?;
+            for k in chain.iter().copied().chain(1000..1100) {
+                m.insert(tx, k, k)?;
+            }
+            *tx.write(root)? = m;
+            // The first object after the header: group 0.
+            let mut objects = Vec::new();
+            m.for_each_object(tx, |o| objects.push(o))?;
+            Ok(PPtr::<[u64; 16]>::from_offset(objects[1]))
+        })
+        .unwrap()
+    };
+    let ok = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(ok.is_ok(), "{ok}");
+    let cs = ok.containers.clone().unwrap();
+    assert!(cs[0].contains("120 entries in"), "{cs:?}");
+    assert!(!cs[0].contains("(0 overflow groups"), "{cs:?}");
+    {
+        let pool = Pool::open(&p, cfg.clone()).unwrap();
+        pool.run(|tx| {
+            let g = tx.write(first_group)?;
+            let full = (0..7).find(|i| (g[0] >> (8 * i)) & 0x80 != 0).unwrap();
+            let free = (0..7).find(|i| (g[0] >> (8 * i)) & 0x80 == 0).unwrap();
+            g[0] |= ((g[0] >> (8 * full)) & 0xff) << (8 * free);
+            g[2 + 2 * free] = g[2 + 2 * full];
+            Ok(())
+        })
+        .unwrap();
+    }
+    let bad = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+    assert!(!bad.is_ok());
+    assert!(bad.to_string().contains("appears twice"), "{bad}");
 }
 
 /// A root word that points at a freed block (a dangling pointer, or a container whose

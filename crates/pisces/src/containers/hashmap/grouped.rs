@@ -55,6 +55,12 @@ fn slot_of(bits: u64) -> usize {
     (bits.trailing_zeros() / 8) as usize
 }
 
+/// An entry a split moves: its tag and its slot's words.
+type SlotCopy = (u64, Vec<u64>);
+
+/// A key and value borrowed from a transaction's snapshot.
+type Entry<'t, K, V> = (&'t K, &'t V);
+
 /// `k`'s place in its chain, found by a walk (reads only).
 struct Spot {
     hash: u64,
@@ -259,7 +265,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let sw = Self::SLOT_WORDS;
         // The old chain's groups, and its entries (tag, slot words) by destination.
         let mut chain = Vec::new();
-        let (mut stay, mut go): (Vec<(u64, Vec<u64>)>, Vec<(u64, Vec<u64>)>) = (vec![], vec![]);
+        let (mut stay, mut go): (Vec<SlotCopy>, Vec<SlotCopy>) = (vec![], vec![]);
         let mut off = head;
         let mut walk = Walk::new(CHAIN, off);
         loop {
@@ -293,7 +299,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             off = next;
         }
         // Fill group `w` with entries `es` (at most SLOTS), linked to `next`.
-        let fill = |w: &mut [u64], es: &[(u64, Vec<u64>)], next: u64| {
+        let fill = |w: &mut [u64], es: &[SlotCopy], next: u64| {
             w.fill(0);
             for (i, (tag, slot)) in es.iter().enumerate() {
                 w[T_TAGS] |= tag << (8 * i);
@@ -478,10 +484,9 @@ impl<'t> GroupCursor<'t> {
 
     /// The next entry of the current group, or `Ok(Err(next))` when it has none left
     /// (`next`: the chain's next group, 0 at its end or before the first group).
-    #[allow(clippy::type_complexity)]
     pub(super) fn next<K: Pod + Eq, V: Pod>(
         &mut self,
-    ) -> Result<std::result::Result<(&'t K, &'t V), u64>> {
+    ) -> Result<std::result::Result<Entry<'t, K, V>, u64>> {
         let Some(w) = self.group else {
             return Ok(Err(0));
         };
