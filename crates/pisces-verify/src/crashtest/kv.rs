@@ -17,7 +17,7 @@
 
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
-use super::workload::{match_threads, Bounds, Workload, MAX_THREADS};
+use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
 use pisces::{Pool, Result, ThreadHandle, Tx};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +49,10 @@ pub trait KvStore: Send + Sync {
     fn remove(&self, tx: &mut Tx<'_>, root: u64, key: u64) -> Result<bool>;
     /// Read everything in one transaction, checking the shape.
     fn scan(&self, pool: &Pool) -> std::result::Result<Scan, String>;
+    /// The pool geometry the store's transactions need.
+    fn shape(&self) -> Shape {
+        Shape::default()
+    }
 }
 
 /// A workload of upserts and removes on a [`KvStore`] (see the [module docs](self)).
@@ -112,6 +116,10 @@ impl<S: KvStore> Workload for KvWorkload<S> {
 
     fn setup(&self, pool: &Pool) -> Result<()> {
         self.store.create(pool)
+    }
+
+    fn shape(&self, _threads: usize, _ops: usize) -> Shape {
+        self.store.shape()
     }
 
     fn root(&self, pool: &Pool) -> Result<u64> {
