@@ -1,15 +1,14 @@
-//! What a one-lookup read-only transaction on a small map would cost with an
-//! open-addressed layout, against today's `HashMap`: instructions per transaction under
-//! callgrind (load-independent), measured before such a layout is built.
+//! What a one-lookup read-only transaction on a small map costs in the product's
+//! `HashMap` against a bare read-path prototype of an open-addressed layout:
+//! instructions per transaction under callgrind (load-independent).
 //!
-//! Today's `HashMap` reads three objects and a fraction per lookup (the header, the
-//! chunk of bucket heads, the chain's nodes), each through a validated `Tx::read`. The
-//! open-addressed layout prototyped here reads two: a header holding the group
-//! directory, and one group of 7 slots whose one-byte tags (as in SwissTable) rule out
-//! all but the matching slots with a few word operations. Only its read path and a
-//! bulk load exist (no removal, no growth, no writers' conflict rules), so it measures
-//! the lookup's cost and nothing else; the chained map is the product's, built as the
-//! `set` data set builds it.
+//! The prototype reads two objects per lookup: a header holding the group directory,
+//! and one group of 7 slots whose one-byte tags (as in SwissTable) rule out all but the
+//! matching slots with a few word operations. Only its read path and a bulk load exist
+//! (no removal, no growth, no writers' conflict rules, no geometry checks), so it
+//! bounds what such a layout's lookup can cost. The product's map is built as the
+//! `set` data set builds it (`HashMap::<u64, u8>::new`: the grouped layout, which the
+//! prototype was written to measure before it was built).
 //!
 //! ```sh
 //! cargo build --release -p pisces-bench --example small_map_lookups
@@ -22,7 +21,7 @@
 //!
 //! `scripts/small-map-instructions` does this for every engine and both layouts.
 //!
-//! Arguments: layout (`chained`: the product's `HashMap`; `open`: the prototype), keys,
+//! Arguments: layout (`product`: the product's `HashMap`; `open`: the prototype), keys,
 //! lookups, engine (default `pisces`). Both layouts hold the same keys (drawn from `0 ..
 //! 2 * keys`), are written home after the load (`Pool::write_back`, as the bench does
 //! after its preload), look up the same sequence of members (one per transaction, as
@@ -141,10 +140,10 @@ fn open_get(tx: &Tx<'_>, hdr: PPtr<Header>, k: u64) -> pisces::Result<Option<u64
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: small_map_lookups chained|open KEYS LOOKUPS [ENGINE]";
+    let usage = "usage: small_map_lookups product|open KEYS LOOKUPS [ENGINE]";
     let (Some(layout), Some(keys), Some(lookups)) = (
         args.first()
-            .filter(|l| ["chained", "open"].contains(&l.as_str())),
+            .filter(|l| ["product", "open"].contains(&l.as_str())),
         args.get(1).and_then(|s| s.parse::<usize>().ok()),
         args.get(2).and_then(|s| s.parse::<u64>().ok()),
     ) else {

@@ -7,8 +7,10 @@
 //! object or inside other persistent objects. Keys and values are `Pod` types with
 //! alignment at most 8 (like everything stored in a pool).
 //!
-//! * [`HashMap<K, V>`]: a fixed number of buckets, each a chained list, the bucket
-//!   heads split into 256-byte chunk objects (see [`hashmap`]).
+//! * [`HashMap<K, V>`]: chained buckets whose heads are split into 256-byte chunk
+//!   objects, a fixed number of them or growing by linear hashing; growable maps of
+//!   small entries (key and value in two words) are open-addressed groups of 7 tagged
+//!   slots instead, so a lookup reads the header and one group (see [`hashmap`]).
 //! * [`BTreeMap<K, V, FANOUT>`]: a B+-tree with leaf links for range scans; `FANOUT`
 //!   (default 16) is a const generic (see [`btree`]).
 //!

@@ -101,16 +101,21 @@
 //!   empty, writes its predecessor to unlink it and frees it. A chain never holds an
 //!   empty group after its first; a remove and an insert into the group it empties
 //!   conflict on that group.
-//! * growth: an insert whose chain holds more entries than `GROUP_LOAD` per group
-//!   estimates the map overloaded (the estimate of the chained layout, with one chain
-//!   as its sample) splits chain `n - m` into itself and chain `n`, rewriting every
-//!   group of the old chain (and freeing those no longer needed) and writing the
-//!   header, so any transaction that changes that chain from an older snapshot
-//!   conflicts with the split. `check` verifies every tag, every key's chain, and that
-//!   no key is twice in a chain.
+//! * growth: an insert whose chain's count estimates the map above five entries per
+//!   group (the chained layout's estimate, with the one chain as its sample) splits
+//!   chain `n - m` into itself and chain `n`, rewriting every group of the old chain
+//!   (and freeing those no longer needed) and writing the header, so any transaction
+//!   that changes that chain from an older snapshot conflicts with the split. The
+//!   estimate is noisy, so maps settle at about 2.8 entries per group, with about 1 %
+//!   of the entries past a chain's first group. Keys whose hashes agree in their low
+//!   bits stay in one chain whatever the splits; each insert into such a chain splits
+//!   another (at most two per insert), as a chained map's chunk count does. `check`
+//!   verifies every tag, every key's chain, and that no key is twice in a chain.
 //!
-//! [`HashMap::buckets`] of a grouped map counts groups. The directory holds at most
-//! 504 × 512 groups; past that (about half a million entries) chains lengthen instead.
+//! [`HashMap::buckets`] of a grouped map counts groups. Up to 504 groups (about 1,400
+//! entries) the directory is in the header; larger maps add a directory page read to
+//! every lookup, as chained maps do past 16,128 buckets. The directory holds at most
+//! 504 × 512 groups; past that (about 700,000 entries) chains lengthen instead.
 //! Maps made by [`HashMap::create`] (a fixed bucket count) are always chained.
 //!
 //! # Size
