@@ -1302,19 +1302,27 @@ fn crash_at_every_fence_with(make_map: MakeMap) {
 
 /// A grown map survives a clean close and reopen, and damage to its growth state is an
 /// error (`Corrupt`), never a hang or a wrong answer.
-#[test]
-fn grown_map_reopens_and_damage_is_corrupt() {
+/// Entries of the maps [`grown_and_reopened`] makes: enough to pass the header's
+/// directory (504 entries) in either layout.
+const GROWN: u64 = 20_000;
+
+/// A growable map of [`GROWN`] entries (`value(k)` for key `k`, keys `0 .. GROWN`), filled in batches on the
+/// crash simulator, then reopened from a crash image of its durable state: the same
+/// entries, geometry and check result before and after. Returns the reopened pool, the
+/// map and its bucket (or group) count.
+fn grown_and_reopened<V: Pod + Eq + std::fmt::Debug>(
+    value: impl Fn(u64) -> V,
+) -> (Pool, HashMap<u64, V>, usize) {
     let (engine, opts) = pisces();
-    let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
+    let sim = Arc::new(SimMedium::new(16 << 20, SimConfig::default()).unwrap());
     let cfg = Config::default()
-        .size(8 << 20)
+        .size(16 << 20)
         .engine(engine)
         .max_threads(2)
         .log_bytes_per_thread(1 << 20)
         .engine_options(opts);
     let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
-    // Three-word entries: the chained layout (the grouped one has its own test).
-    let root: PPtr<HashMap<u64, [u64; 2]>> = pool.root().unwrap();
+    let root: PPtr<HashMap<u64, V>> = pool.root().unwrap();
     pool.run(|tx| {
         let m = HashMap::new(tx)?;
         *tx.write(root)? = m;
@@ -1322,30 +1330,38 @@ fn grown_map_reopens_and_damage_is_corrupt() {
     })
     .unwrap();
     let m = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
-    // Enough keys to pass the header directory (504 chunks): levels 1 -> 2.
-    const N: u64 = 20_000;
-    for batch in (0..N).collect::<Vec<_>>().chunks(500) {
+    for batch in (0..GROWN).collect::<Vec<_>>().chunks(500) {
         pool.run(|tx| {
             for &k in batch {
-                m.insert(tx, k, [k * 3; 2])?;
+                m.insert(tx, k, value(k))?;
             }
             Ok(())
         })
         .unwrap();
     }
     let before = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
-    assert_eq!(before.0.entries, N as usize);
-    assert!(before.1 > 32 * 504, "{} buckets", before.1);
+    assert_eq!(before.0.entries, GROWN as usize);
     drop(pool);
     let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
     let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
     let pool = Pool::open_on(sim, cfg).unwrap();
     let after = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
     assert_eq!(after, before);
-    for k in (0..N).step_by(97) {
-        assert_eq!(pool.run(|tx| m.get(tx, &k)).unwrap(), Some([k * 3; 2]));
+    for k in (0..GROWN).step_by(97) {
+        assert_eq!(pool.run(|tx| m.get(tx, &k)).unwrap(), Some(value(k)));
     }
-    assert_eq!(pool.run(|tx| m.get(tx, &N)).unwrap(), None);
+    assert_eq!(pool.run(|tx| m.get(tx, &GROWN)).unwrap(), None);
+    (pool, m, before.1)
+}
+
+#[test]
+fn grown_map_reopens_and_damage_is_corrupt() {
+    // Three-word entries: the chained layout (the grouped one has its own test).
+    let (pool, m, buckets) = grown_and_reopened(|k| [k * 3; 2]);
+    assert!(
+        buckets > 32 * 504,
+        "{buckets} buckets: the directory is in pages"
+    );
     // A count that disagrees with the chain: `check` says Corrupt.
     let hdr = PPtr::<[u64; 512]>::from_offset(m.offset());
     let chunk0 = pool
@@ -1369,7 +1385,7 @@ fn grown_map_reopens_and_damage_is_corrupt() {
     .unwrap();
     // Removing a key of that chunk would take its count below zero: the removes of
     // keys in other chunks succeed, the first one in chunk 0 is `Corrupt`.
-    let first_err = (0..N)
+    let first_err = (0..GROWN)
         .map(|k| pool.run(|tx| m.remove(tx, &k)))
         .find_map(|r| r.err())
         .expect("no key of chunk 0 was removed");
@@ -1676,47 +1692,8 @@ fn two_threads_grow_one_grouped_map() {
 
 #[test]
 fn grouped_map_reopens_and_damage_is_corrupt() {
-    let (engine, opts) = pisces();
-    let sim = Arc::new(SimMedium::new(16 << 20, SimConfig::default()).unwrap());
-    let cfg = Config::default()
-        .size(16 << 20)
-        .engine(engine)
-        .max_threads(2)
-        .log_bytes_per_thread(1 << 20)
-        .engine_options(opts);
-    let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
-    let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
-    pool.run(|tx| {
-        let m = HashMap::new(tx)?;
-        *tx.write(root)? = m;
-        Ok(())
-    })
-    .unwrap();
-    let m = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
-    // Enough keys to pass the header directory (504 groups): levels 1 -> 2.
-    const N: u64 = 20_000;
-    for batch in (0..N).collect::<Vec<_>>().chunks(500) {
-        pool.run(|tx| {
-            for &k in batch {
-                m.insert(tx, k, k * 3)?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    }
-    let before = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
-    assert_eq!(before.0.entries, N as usize);
-    assert!(before.1 > 504, "{} groups", before.1);
-    drop(pool);
-    let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
-    let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    let pool = Pool::open_on(sim, cfg).unwrap();
-    let after = pool.run(|tx| Ok((m.check(tx)?, m.buckets(tx)?))).unwrap();
-    assert_eq!(after, before);
-    for k in (0..N).step_by(97) {
-        assert_eq!(pool.run(|tx| m.get(tx, &k)).unwrap(), Some(k * 3));
-    }
-    assert_eq!(pool.run(|tx| m.get(tx, &N)).unwrap(), None);
+    let (pool, m, groups) = grown_and_reopened(|k| k * 3);
+    assert!(groups > 504, "{groups} groups: the directory is in pages");
     // Group 0 (the directory is in pages now).
     let hdr = PPtr::<[u64; 512]>::from_offset(m.offset());
     let group0 = pool
