@@ -1756,6 +1756,23 @@ fn grouped_map_reopens_and_damage_is_corrupt() {
     });
     // A chain that loops back on its first group.
     damage(&|w| w[1] = group0.offset());
+    // More groups than the directory can hold: refused, never an index past it.
+    let h = pool.run(|tx| Ok(*tx.read(hdr)?)).unwrap();
+    for groups in [504 * 512 + 1, u64::MAX] {
+        pool.run(|tx| {
+            let w = tx.write(hdr)?;
+            (w[2], w[4]) = (groups, groups);
+            Ok(())
+        })
+        .unwrap();
+        let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
+        assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    }
+    pool.run(|tx| {
+        *tx.write(hdr)? = h;
+        Ok(())
+    })
+    .unwrap();
     // An unknown layout version is refused, not misread; the grouped layout under
     // other types is refused by the signature.
     let wide: HashMap<u64, [u64; 2]> = bytemuck::cast(m);

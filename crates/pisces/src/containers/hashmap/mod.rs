@@ -405,7 +405,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.unknown_layout(h));
         }
         if b == 0
-            || b > MAX_BUCKETS as u64
+            || b > if grouped { MAX_GROUPS } else { MAX_BUCKETS } as u64
             || c != if grouped { b } else { b.div_ceil(CHUNK as u64) }
             || l != if c <= DIR as u64 { 1 } else { 2 }
         {
