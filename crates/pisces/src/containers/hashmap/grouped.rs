@@ -3,22 +3,16 @@
 //! *Grouped layout*, give the layout, the writers' rules and the growth; this file
 //! holds its operations.
 
-use super::{overloaded, HashMap, Header, H_BUCKETS, H_CHUNKS, H_LEVELS, SPLITS_PER_INSERT};
+use super::{
+    overloaded, HashMap, Header, GROUP_SLOTS as SLOTS, H_BUCKETS, H_CHUNKS, H_LEVELS,
+    MAX_SLOT_WORDS, SPLITS_PER_INSERT,
+};
 use crate::containers::hash::{linear_bucket, stable_hash};
 use crate::containers::walk::Walk;
 use crate::containers::words::{self, Shape};
 use crate::{PPtr, Pod, Result, Tx};
 use std::collections::HashSet;
 
-/// Header word 5 of a map in the grouped layout.
-pub(crate) const GROUPED: u64 = u64::from_le_bytes(*b"GROUP.v1");
-/// Slots per group: each has a tag byte in the group's first word, whose top byte is
-/// unused (always 0).
-pub(crate) const SLOTS: usize = 7;
-/// The most words (key and value, each padded to words) an entry of a grouped map has:
-/// a group is then at most 16 words, two cache lines, which every insert and update
-/// of one of its entries copies.
-pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// The entries per group above which an insert splits a group (`GROUP_LOAD.0 /
 /// GROUP_LOAD.1`). The estimate behind it is one chain's count, and noisy, so maps
 /// settle well below it: at about 2.8 entries per group, with about 1 % of the entries
@@ -58,9 +52,6 @@ fn slot_of(bits: u64) -> usize {
 
 /// An entry a split moves: its tag and its slot's words.
 type SlotCopy = (u64, Vec<u64>);
-
-/// A key and value borrowed from a transaction's snapshot.
-type Entry<'t, K, V> = (&'t K, &'t V);
 
 /// `k`'s place in its chain, found by a walk (reads only).
 struct Spot {
@@ -456,47 +447,23 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(st)
     }
 
-    /// The words of the group at `off` (for [`HashIter`]).
+    /// The words of the group at `off` (for [`HashIter`](super::HashIter)).
     pub(super) fn group<'t>(tx: &'t Tx<'_>, off: u64) -> Result<&'t [u64]> {
         words::read(tx, off, Self::GROUP)
     }
-}
 
-/// A grouped map's iteration state (for [`HashIter`]).
-pub(super) struct GroupCursor<'t> {
-    /// The current group's words and its occupied slots not yet yielded.
-    group: Option<&'t [u64]>,
-    occupied: u64,
-}
-
-impl<'t> GroupCursor<'t> {
-    pub(super) fn new() -> Self {
-        GroupCursor {
-            group: None,
-            occupied: 0,
-        }
+    /// The high bit of each occupied slot's tag byte in group `w`.
+    pub(super) fn occupied(w: &[u64]) -> u64 {
+        w[T_TAGS] & HI
     }
 
-    /// Enter the group `w`.
-    pub(super) fn enter(&mut self, w: &'t [u64]) {
-        self.occupied = w[T_TAGS] & HI;
-        self.group = Some(w);
+    /// The next group of the chain after group `w` (0: none).
+    pub(super) fn next_group(w: &[u64]) -> u64 {
+        w[T_NEXT]
     }
 
-    /// The next entry of the current group, or `Ok(Err(next))` when it has none left
-    /// (`next`: the chain's next group, 0 at its end or before the first group).
-    pub(super) fn next<K: Pod + Eq, V: Pod>(
-        &mut self,
-    ) -> Result<std::result::Result<Entry<'t, K, V>, u64>> {
-        let Some(w) = self.group else {
-            return Ok(Err(0));
-        };
-        if self.occupied == 0 {
-            self.group = None;
-            return Ok(Err(w[T_NEXT]));
-        }
-        let i = slot_of(self.occupied);
-        self.occupied &= self.occupied - 1;
-        HashMap::<K, V>::slot(w, i).map(Ok)
+    /// The slot of the lowest high bit set in `bits` (a mask of [`Self::occupied`]).
+    pub(super) fn lowest_slot(bits: u64) -> usize {
+        slot_of(bits)
     }
 }

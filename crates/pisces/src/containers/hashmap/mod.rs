@@ -135,8 +135,6 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 
 mod grouped;
-use grouped::GroupCursor;
-pub(crate) use grouped::{GROUPED, MAX_SLOT_WORDS, SLOTS as GROUP_SLOTS};
 
 type Header = [u64; HDR_WORDS];
 type Page = [u64; PAGE];
@@ -175,6 +173,15 @@ pub const CHUNK: usize = 32;
 pub const MAX_BUCKETS: usize = DIR * PAGE * CHUNK;
 /// The most groups a map in the grouped layout has (one directory entry each).
 const MAX_GROUPS: usize = DIR * PAGE;
+/// Header word 5 of a map in the grouped layout.
+pub(crate) const GROUPED: u64 = u64::from_le_bytes(*b"GROUP.v1");
+/// Slots per group of the grouped layout: each has a tag byte in the group's first
+/// word, whose top byte is unused (always 0).
+pub(crate) const GROUP_SLOTS: usize = 7;
+/// The most words (key and value, each padded to words) an entry of a grouped map has:
+/// a group is then at most 16 words, two cache lines, which every insert and update
+/// of one of its entries copies.
+pub(crate) const MAX_SLOT_WORDS: usize = 2;
 
 /// A persistent hash map from `K` to `V` (see the module docs).
 ///
@@ -424,7 +431,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 self.header.offset(),
                 size_of::<K>(),
                 size_of::<V>(),
-                grouped::MAX_SLOT_WORDS
+                MAX_SLOT_WORDS
             ));
         }
         Error::Corrupt(format!(
@@ -1022,6 +1029,46 @@ fn overloaded(n: u64, lo: u64, hi: u64, count: u64, load: (u64, u64)) -> bool {
         > (n * load.0) as u128 * (split + 2 * unsplit) as u128
 }
 
+/// A grouped map's iteration state (for [`HashIter`]): the group being read and its
+/// occupied slots not yet yielded.
+struct GroupCursor<'t> {
+    group: Option<&'t [u64]>,
+    occupied: u64,
+}
+
+/// A key and value borrowed from a transaction's snapshot.
+type Entry<'t, K, V> = (&'t K, &'t V);
+
+impl<'t> GroupCursor<'t> {
+    fn new() -> Self {
+        GroupCursor {
+            group: None,
+            occupied: 0,
+        }
+    }
+
+    /// Enter the group `w`.
+    fn enter<K: Pod + Eq, V: Pod>(&mut self, w: &'t [u64]) {
+        self.occupied = HashMap::<K, V>::occupied(w);
+        self.group = Some(w);
+    }
+
+    /// The next entry of the current group, or `Ok(Err(next))` when it has none left
+    /// (`next`: the chain's next group, 0 at its end or before the first group).
+    fn next<K: Pod + Eq, V: Pod>(&mut self) -> Result<std::result::Result<Entry<'t, K, V>, u64>> {
+        let Some(w) = self.group else {
+            return Ok(Err(0));
+        };
+        if self.occupied == 0 {
+            self.group = None;
+            return Ok(Err(HashMap::<K, V>::next_group(w)));
+        }
+        let i = HashMap::<K, V>::lowest_slot(self.occupied);
+        self.occupied &= self.occupied - 1;
+        HashMap::<K, V>::slot(w, i).map(Ok)
+    }
+}
+
 /// Entries of a [`HashMap`] in bucket order, then chain order (see
 /// [`HashMap::iter`]).
 pub struct HashIter<'t, 'a, K, V> {
@@ -1095,7 +1142,7 @@ impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {
                 }
             };
             match HashMap::<K, V>::group(self.tx, off) {
-                Ok(w) => self.cursor.enter(w),
+                Ok(w) => self.cursor.enter::<K, V>(w),
                 Err(e) => return self.fail(e),
             }
         }
