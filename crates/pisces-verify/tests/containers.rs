@@ -1768,6 +1768,21 @@ fn grouped_map_reopens_and_damage_is_corrupt() {
         let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
         assert!(matches!(e, Error::Corrupt(_)), "{e}");
     }
+    // No groups; a chunk count that is not the group count; a directory in the header
+    // that the level count says is in pages: each refused by a lookup.
+    type Damage<'a> = &'a dyn Fn(&mut [u64; 512]);
+    let damaged_headers: [Damage; 3] = [&|w| (w[2], w[4]) = (0, 0), &|w| w[4] += 1, &|w| w[3] = 1];
+    for damage in damaged_headers {
+        pool.run(|tx| {
+            let w = tx.write(hdr)?;
+            *w = h;
+            damage(w);
+            Ok(())
+        })
+        .unwrap();
+        let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
+        assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    }
     pool.run(|tx| {
         *tx.write(hdr)? = h;
         Ok(())

@@ -54,8 +54,11 @@ fn slot_of(bits: u64) -> usize {
 type SlotCopy = (u64, Vec<u64>);
 
 /// `k`'s place in its chain, found by a walk (reads only).
-struct Spot {
+pub(super) struct Spot {
     hash: u64,
+    /// The header's chain count when the walk read it (the insert's split test uses
+    /// it: nothing before that test changes the header).
+    buckets: u64,
     /// The chain: its index in the directory and its first group.
     chain: u64,
     head: u64,
@@ -120,15 +123,16 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         }
     }
 
-    /// Where `k` is in its chain, or where an insert of it goes.
-    fn spot(&self, tx: &Tx<'_>, k: &K) -> Result<Spot> {
-        let h = self.header(tx)?;
+    /// Where `k` is in its chain, or where an insert of it goes (`h`: the validated
+    /// header).
+    pub(super) fn spot(&self, tx: &Tx<'_>, h: &Header, k: &K) -> Result<Spot> {
         let hash = stable_hash(bytemuck::bytes_of(k));
         let tag = tag_of(hash);
         let chain = linear_bucket(hash, h[H_BUCKETS]);
         let head = Self::chunk_of(tx, h, chain as usize)?;
         let mut s = Spot {
             hash,
+            buckets: h[H_BUCKETS],
             chain,
             head,
             found: None,
@@ -179,18 +183,17 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     pub(super) fn grouped_get_mut<'t>(
         &self,
         tx: &'t mut Tx<'_>,
-        k: &K,
+        s: Spot,
     ) -> Result<Option<&'t mut V>> {
-        let Some((g, i)) = self.spot(tx, k)?.found else {
+        let Some((g, i)) = s.found else {
             return Ok(None);
         };
         let w = words::write(tx, g, Self::GROUP)?;
         words::elem_mut(w, Self::slot_at(i) + Self::KW).map(Some)
     }
 
-    /// Insert or replace.
-    pub(super) fn grouped_insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
-        let s = self.spot(tx, &k)?;
+    /// Insert or replace (`s`: `k`'s spot).
+    pub(super) fn grouped_insert(&self, tx: &mut Tx<'_>, s: Spot, k: K, v: V) -> Result<Option<V>> {
         if let Some((g, i)) = s.found {
             let w = words::write(tx, g, Self::GROUP)?;
             let slot: &mut V = words::elem_mut(w, Self::slot_at(i) + Self::KW)?;
@@ -207,8 +210,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 words::write(tx, s.last, Self::GROUP)?[T_NEXT] = new;
             }
         }
-        let n = self.header(tx)?[H_BUCKETS];
-        for n in n..n + SPLITS_PER_INSERT {
+        for n in s.buckets..s.buckets + SPLITS_PER_INSERT {
             if n >= super::MAX_GROUPS as u64
                 || !overloaded(n, s.chain, s.chain + 1, s.entries + 1, GROUP_LOAD)
             {
@@ -220,8 +222,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Remove `k`: clear its slot; an overflow group left empty is unlinked and freed.
-    pub(super) fn grouped_remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
-        let s = self.spot(tx, k)?;
+    pub(super) fn grouped_remove(&self, tx: &mut Tx<'_>, s: Spot) -> Result<Option<V>> {
         let Some((g, i)) = s.found else {
             return Ok(None);
         };

@@ -262,6 +262,12 @@ enum Link {
 struct Found {
     link: Link,
     node: u64,
+    /// What an insert or remove counts with (`count`): the header's bucket count, the
+    /// key's bucket and its chunk. (Read with the header the walk used: nothing an
+    /// insert or remove writes before it counts changes them.)
+    buckets: u64,
+    bucket: u64,
+    chunk: u64,
 }
 
 impl<K, V> HashMap<K, V> {
@@ -399,6 +405,14 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// every operation: the messages of its failures are built out of line.
     #[inline(always)]
     fn header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
+        Ok(self.header_layout(tx)?.0)
+    }
+
+    /// [`HashMap::header`] and whether the map is in the grouped layout. The grouped
+    /// layout is tested first: it is every growable map of small entries, the maps
+    /// whose lookups are cheapest and so feel these checks most.
+    #[inline(always)]
+    fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
         if self.header.is_null() {
             return Err(Error::InvalidPointer("null hash map handle".into()));
         }
@@ -406,19 +420,21 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
             return Err(self.bad_header(h));
         }
-        let (b, l, c) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS]);
-        let grouped = h[H_GROW] == GROUPED;
-        if h[H_GROW] != 0 && h[H_GROW] != GROWABLE && !(grouped && Self::SMALL) {
+        let (b, l, c, layout) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS], h[H_GROW]);
+        // (`b - 1 < max`, wrapping: `1 <= b <= max` in one compare.)
+        let levels_ok = l == if c <= DIR as u64 { 1 } else { 2 };
+        let grouped = Self::SMALL && layout == GROUPED;
+        let geometry_ok = if grouped {
+            b.wrapping_sub(1) < MAX_GROUPS as u64 && c == b
+        } else if layout == 0 || layout == GROWABLE {
+            b.wrapping_sub(1) < MAX_BUCKETS as u64 && c == b.div_ceil(CHUNK as u64)
+        } else {
             return Err(self.unknown_layout(h));
-        }
-        if b == 0
-            || b > if grouped { MAX_GROUPS } else { MAX_BUCKETS } as u64
-            || c != if grouped { b } else { b.div_ceil(CHUNK as u64) }
-            || l != if c <= DIR as u64 { 1 } else { 2 }
-        {
+        };
+        if !(geometry_ok && levels_ok) {
             return Err(self.bad_header(h));
         }
-        Ok(h)
+        Ok((h, grouped))
     }
 
     /// The error for a header of a layout version this build does not know.
@@ -467,7 +483,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// True if the map is in the grouped layout (validates the header).
     #[inline]
     fn is_grouped(&self, tx: &Tx<'_>) -> Result<bool> {
-        Ok(Self::SMALL && self.header(tx)?[H_GROW] == GROUPED)
+        Ok(self.header_layout(tx)?.1)
     }
 
     /// Offset of chunk `c` (validated `< chunks`; a grouped map's group `c`).
@@ -480,14 +496,6 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             page[c % PAGE]
         };
         Ok(off)
-    }
-
-    /// The chunk and slot of `k`'s bucket.
-    #[inline(always)]
-    fn bucket(&self, tx: &Tx<'_>, k: &K) -> Result<(u64, usize)> {
-        let h = self.header(tx)?;
-        let b = Self::bucket_index(h, k) as usize;
-        Ok((Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK))
     }
 
     /// `k`'s bucket under the header's geometry.
@@ -510,24 +518,35 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         words::elem(w, Self::VAL)
     }
 
-    /// Find `k`'s node and the link to it (reads only).
-    fn find(&self, tx: &Tx<'_>, k: &K) -> Result<Found> {
-        let (chunk, slot) = self.bucket(tx, k)?;
-        let mut link = Link::Head { chunk, slot };
+    /// Find `k`'s node and the link to it (reads only; `h`: the validated header).
+    fn find(tx: &Tx<'_>, h: &Header, k: &K) -> Result<Found> {
+        let bucket = Self::bucket_index(h, k);
+        let (chunk, slot) = (
+            Self::chunk_of(tx, h, bucket as usize / CHUNK)?,
+            bucket as usize % CHUNK,
+        );
+        let mut found = Found {
+            link: Link::Head { chunk, slot },
+            node: 0,
+            buckets: h[H_BUCKETS],
+            bucket,
+            chunk,
+        };
         let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
         let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
             let w = words::read(tx, cur, Self::NODE)?;
             if Self::key(w)? == k {
-                return Ok(Found { link, node: cur });
+                found.node = cur;
+                return Ok(found);
             }
-            link = Link::Next(cur);
+            found.link = Link::Next(cur);
             cur = w[0];
             if cur != 0 {
                 walk.step(cur)?;
             }
         }
-        Ok(Found { link, node: 0 })
+        Ok(found)
     }
 
     /// Point `link` at `to` (writes, and so locks, the object holding the link).
@@ -541,18 +560,14 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(())
     }
 
-    /// A growable map: add `delta` to the entry count of `k`'s chunk (an insert or
-    /// remove of `k` in this transaction), then split one bucket if the count says the
-    /// map is over its load. Fixed maps keep no counts.
-    fn count(&self, tx: &mut Tx<'_>, k: &K, delta: i64) -> Result<()> {
-        let (n, b, chunk) = {
-            let h = self.header(tx)?;
-            if h[H_GROW] != GROWABLE {
-                return Ok(());
-            }
-            let b = Self::bucket_index(h, k);
-            (h[H_BUCKETS], b, Self::chunk_of(tx, h, b as usize / CHUNK)?)
-        };
+    /// A growable map: add `delta` to the entry count of the chunk of `f`'s key (an
+    /// insert or remove of it in this transaction), then split one bucket if the count
+    /// says the map is over its load. Fixed maps keep no counts (`growable` false).
+    fn count(&self, tx: &mut Tx<'_>, growable: bool, f: &Found, delta: i64) -> Result<()> {
+        if !growable {
+            return Ok(());
+        }
+        let (n, b, chunk) = (f.buckets, f.bucket, f.chunk);
         let cw = tx.write(PPtr::<CountedChunk>::from_offset(chunk))?;
         let Some(count) = cw[CHUNK].checked_add_signed(delta) else {
             return Err(self.corrupt(format!(
@@ -696,9 +711,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// passed through memory, and inlined the reads' fast path shares registers.)
     #[inline]
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
-        let h = self.header(tx)?;
+        let (h, grouped) = self.header_layout(tx)?;
         let hash = stable_hash(bytemuck::bytes_of(k));
-        if Self::SMALL && h[H_GROW] == GROUPED {
+        if grouped {
             return Self::grouped_get(tx, h, hash, k);
         }
         let b = bucket_in(hash, h[H_BUCKETS], h[H_GROW] == GROWABLE) as usize;
@@ -731,10 +746,12 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// `k`'s value, writable in place: the change commits with the transaction. Writes
     /// (locks) only `k`'s node.
     pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
-        if self.is_grouped(tx)? {
-            return self.grouped_get_mut(tx, k);
+        let (h, grouped) = self.header_layout(tx)?;
+        if grouped {
+            let s = self.spot(tx, h, k)?;
+            return self.grouped_get_mut(tx, s);
         }
-        let node = self.find(tx, k)?.node;
+        let node = Self::find(tx, h, k)?.node;
         if node == 0 {
             return Ok(None);
         }
@@ -744,10 +761,14 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// Insert or replace; returns the previous value of `k`.
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
-        if self.is_grouped(tx)? {
-            return self.grouped_insert(tx, k, v);
+        let (h, grouped) = self.header_layout(tx)?;
+        if grouped {
+            let s = self.spot(tx, h, &k)?;
+            return self.grouped_insert(tx, s, k, v);
         }
-        let Found { link, node } = self.find(tx, &k)?;
+        let growable = h[H_GROW] == GROWABLE;
+        let f = Self::find(tx, h, &k)?;
+        let (link, node) = (f.link, f.node);
         if node != 0 {
             let w = words::write(tx, node, Self::NODE)?;
             let slot: &mut V = words::elem_mut(w, Self::VAL)?;
@@ -759,16 +780,20 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             Ok(())
         })?;
         Self::set_link(tx, link, new)?;
-        self.count(tx, &k, 1)?;
+        self.count(tx, growable, &f, 1)?;
         Ok(None)
     }
 
     /// Remove `k`; returns its value. Frees the node.
     pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
-        if self.is_grouped(tx)? {
-            return self.grouped_remove(tx, k);
+        let (h, grouped) = self.header_layout(tx)?;
+        if grouped {
+            let s = self.spot(tx, h, k)?;
+            return self.grouped_remove(tx, s);
         }
-        let Found { link, node } = self.find(tx, k)?;
+        let growable = h[H_GROW] == GROWABLE;
+        let f = Self::find(tx, h, k)?;
+        let (link, node) = (f.link, f.node);
         if node == 0 {
             return Ok(None);
         }
@@ -781,7 +806,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         // conflict with this transaction rather than be lost in a freed block.
         words::write(tx, node, Self::NODE)?;
         tx.free(PPtr::<u64>::from_offset(node))?;
-        self.count(tx, k, -1)?;
+        self.count(tx, growable, &f, -1)?;
         Ok(Some(old))
     }
 
