@@ -30,7 +30,7 @@
 //! (`fallback::drain`). Nested transactions neither take the word nor wait for it
 //! (`nested`). Cost: one load of the word per update transaction, at its first write.
 
-use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, COPY_HDR};
+use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
@@ -128,8 +128,20 @@ pub struct PiscesThread {
 unsafe impl Send for PiscesThread {}
 
 impl PiscesThread {
+    /// This thread's slot in the shared state (indexed without a bounds check: the
+    /// begin and commit of every transaction use it).
+    #[inline(always)]
+    fn own_slot(&self) -> &Slot {
+        debug_assert!(self.slot < self.sh.slots.len());
+        // SAFETY: `new` asserted `slot < slots.len()`; neither changes afterwards
+        // (`slot` is never reassigned, and the shared `slots` is never resized).
+        unsafe { self.sh.slots.get_unchecked(self.slot) }
+    }
+
     /// State for `slot`; only one may exist per slot.
     pub fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
+        // `own_slot` relies on it for the life of the state.
+        assert!(slot < sh.slots.len(), "thread slot {slot} out of range");
         let log = sh.log_writer(slot);
         // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
         // every attempt (the only place the value is handed out, `fast_reads`); a header
@@ -624,7 +636,7 @@ impl EngineThread for PiscesThread {
         // `attempt` is None here: a swap moves the kept attempt in without a drop call.
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
         self.attempt_locked_reads.set(0);
-        self.start_ts = self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        self.start_ts = self.own_slot().clock.start(&self.sh.clock);
     }
 
     #[inline]
@@ -727,14 +739,14 @@ impl EngineThread for PiscesThread {
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
-            self.sh.slots[self.slot].clock.finish();
+            self.own_slot().clock.finish();
             self.retries.end(&self.sh.fallback, self.slot);
             self.ro_locked_reads += self.attempt_locked_reads.get();
             // `idle_attempt` is None while a transaction runs (`begin` moved it out).
             std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
             // Relaxed: only this slot's commits raise it; a stale value costs one
             // needless count, or defers the write-back to a later commit.
-            if self.sh.slots[self.slot].pending_min.load(Relaxed) != u64::MAX {
+            if self.own_slot().pending_min.load(Relaxed) != u64::MAX {
                 self.ro_commits_over_batch += 1;
                 if self.ro_commits_over_batch >= READ_ONLY_COMMITS_BEFORE_WRITE_BACK {
                     self.write_back_after_reads();
