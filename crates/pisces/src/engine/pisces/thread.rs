@@ -82,6 +82,10 @@ struct WriteEntry {
 pub struct PiscesThread {
     sh: Arc<PiscesShared>,
     slot: usize,
+    /// `&sh.slots[slot]`, kept so that begin and commit reach the slot in one load
+    /// (not the shared state, the vector and an index). Valid while `sh` lives: the
+    /// vector is never resized and `sh` is held here.
+    own: std::ptr::NonNull<Slot>,
     cache: ThreadCache,
     log: LogWriter,
     attempt: Option<Box<Attempt>>,
@@ -124,24 +128,27 @@ pub struct PiscesThread {
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
 // state moves between threads only between transactions (the API checks a state out to
-// one thread at a time).
+// one thread at a time). `own` points into the shared state, which every thread of the
+// pool reaches through `sh` anyway (a slot is atomics and locks).
 unsafe impl Send for PiscesThread {}
 
 impl PiscesThread {
-    /// This thread's slot in the shared state (indexed without a bounds check: the
-    /// begin and commit of every transaction use it).
+    /// This thread's slot in the shared state (through `own`: the begin and commit of
+    /// every transaction use it).
     #[inline(always)]
     fn own_slot(&self) -> &Slot {
-        debug_assert!(self.slot < self.sh.slots.len());
-        // SAFETY: `new` asserted `slot < slots.len()`; neither changes afterwards
-        // (`slot` is never reassigned, and the shared `slots` is never resized).
-        unsafe { self.sh.slots.get_unchecked(self.slot) }
+        debug_assert!(std::ptr::eq(self.own.as_ptr(), &*self.sh.slots[self.slot]));
+        // SAFETY: `new` took `own` from `sh.slots[slot]`; the vector is never resized
+        // and lives in `sh`, which this state holds, so the slot outlives `&self`.
+        // Only shared references to a slot are ever made (its fields are atomics and
+        // locks).
+        unsafe { self.own.as_ref() }
     }
 
     /// State for `slot`; only one may exist per slot.
     pub fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
-        // `own_slot` relies on it for the life of the state.
         assert!(slot < sh.slots.len(), "thread slot {slot} out of range");
+        let own = std::ptr::NonNull::from(&*sh.slots[slot]);
         let log = sh.log_writer(slot);
         // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
         // every attempt (the only place the value is handed out, `fast_reads`); a header
@@ -152,6 +159,7 @@ impl PiscesThread {
             fast,
             sh,
             slot,
+            own,
             cache: ThreadCache::default(),
             log,
             attempt: None,
