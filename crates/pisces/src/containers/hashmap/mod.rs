@@ -421,20 +421,22 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.bad_header(h));
         }
         let (b, l, c, layout) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS], h[H_GROW]);
-        // (`b - 1 < max`, wrapping: `1 <= b <= max` in one compare.)
         let levels_ok = l == if c <= DIR as u64 { 1 } else { 2 };
-        let grouped = Self::SMALL && layout == GROUPED;
-        let geometry_ok = if grouped {
-            b.wrapping_sub(1) < MAX_GROUPS as u64 && c == b
+        // Each layout returns from its own branch, with its flag a constant the inlined
+        // caller can test with this branch. (`b - 1 < max`, wrapping: `1 <= b <= max` in one compare.)
+        if Self::SMALL && layout == GROUPED {
+            if b.wrapping_sub(1) < MAX_GROUPS as u64 && c == b && levels_ok {
+                return Ok((h, true));
+            }
         } else if layout == 0 || layout == GROWABLE {
-            b.wrapping_sub(1) < MAX_BUCKETS as u64 && c == b.div_ceil(CHUNK as u64)
+            if b.wrapping_sub(1) < MAX_BUCKETS as u64 && c == b.div_ceil(CHUNK as u64) && levels_ok
+            {
+                return Ok((h, false));
+            }
         } else {
             return Err(self.unknown_layout(h));
-        };
-        if !(geometry_ok && levels_ok) {
-            return Err(self.bad_header(h));
         }
-        Ok((h, grouped))
+        Err(self.bad_header(h))
     }
 
     /// The error for a header of a layout version this build does not know.
