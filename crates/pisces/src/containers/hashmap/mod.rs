@@ -423,7 +423,8 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let (b, l, c, layout) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS], h[H_GROW]);
         let levels_ok = l == if c <= DIR as u64 { 1 } else { 2 };
         // Each layout returns from its own branch, with its flag a constant the inlined
-        // caller can test with this branch. (`b - 1 < max`, wrapping: `1 <= b <= max` in one compare.)
+        // caller can test with this branch. (`b - 1 < max`, wrapping: `1 <= b <= max`
+        // in one compare.)
         if Self::SMALL && layout == GROUPED {
             if b.wrapping_sub(1) < MAX_GROUPS as u64 && c == b && levels_ok {
                 return Ok((h, true));
