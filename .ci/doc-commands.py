@@ -28,6 +28,7 @@ anything is wrong.
 
 import argparse
 import glob
+import json
 import os
 import re
 import subprocess
@@ -275,19 +276,65 @@ CARGO_VALUE_FLAGS = {"-p", "--package", "--test", "--features", "--target-dir", 
 
 
 class TestNames:
-    """The test names of a crate's test target, from `cargo test --release ... -- --list`
-    (the release test binaries CI has built: listing them builds nothing new)."""
+    """The test names of a crate's test target, listed by the test executable that
+    `cargo test --workspace --release` built (`--list`). The executables are found
+    through `cargo test --workspace --release --no-run --message-format=json`, the
+    same selection and features as CI's test build, so listing builds nothing new
+    (a `cargo test -p CRATE` would resolve the crate's features alone and rebuild)."""
 
     def __init__(self):
         self.cache = {}
+        self.executables = None
+
+    def find_executables(self):
+        """(package name, "lib" | test target name) -> test executable."""
+        if self.executables is None:
+            self.executables = {}
+            r = subprocess.run(["cargo", "test", "-q", "--workspace", "--release", "--no-run",
+                                "--message-format=json"],
+                               capture_output=True, text=True, cwd=ROOT)
+            for line in r.stdout.splitlines():
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+                    continue
+                if not msg.get("profile", {}).get("test"):
+                    continue
+                pkg = msg["package_id"]
+                name = msg["target"]["name"]
+                kinds = msg["target"]["kind"]
+                crate = self.package_name(pkg)
+                key = (crate, "lib") if "lib" in kinds or "rlib" in kinds else (crate, name)
+                self.executables[key] = msg["executable"]
+        return self.executables
+
+    @staticmethod
+    def package_name(package_id):
+        # `path+file:///.../crates/pisces-cli#0.1.0` (cargo >= 1.77) or
+        # `pisces-cli 0.1.0 (path+file://...)`; a path id ending in the crate's dir name
+        # carries no name when the dir name differs, so read it from the manifest.
+        if " " in package_id:
+            return package_id.split(" ")[0]
+        path = package_id.split("#")[0].replace("path+file://", "")
+        frag = package_id.split("#")[-1]
+        if "@" in frag:
+            return frag.split("@")[0]
+        with open(os.path.join(path, "Cargo.toml")) as f:
+            return re.search(r'^name\s*=\s*"([^"]+)"', f.read(), re.M).group(1)
 
     def names(self, crate, target):
         key = (crate, tuple(target))
         if key not in self.cache:
-            args = ["cargo", "test", "-q", "--release", "-p", crate] + target + ["--", "--list"]
-            r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
-            self.cache[key] = None if r.returncode != 0 else [
-                l[:-len(": test")] for l in r.stdout.splitlines() if l.endswith(": test")]
+            which = "lib" if target == ["--lib"] else target[1]
+            exe = self.find_executables().get((crate, which))
+            if exe is None:
+                self.cache[key] = None
+            else:
+                r = subprocess.run([exe, "--list"], capture_output=True, text=True, cwd=ROOT)
+                self.cache[key] = None if r.returncode != 0 else [
+                    l[:-len(": test")] for l in r.stdout.splitlines() if l.endswith(": test")]
         return self.cache[key]
 
 
@@ -386,8 +433,8 @@ def main():
     ap.add_argument("--list", action="store_true", help="print every command checked")
     ap.add_argument("--test-names", action="store_true",
                     help="also check each `cargo test ... FILTER` against the names "
-                         "`cargo test --release ... -- --list` prints (needs the release "
-                         "test binaries; commands with --features are left out)")
+                         "the workspace's release test executables list (`--list`; needs "
+                         "them built; commands with --features are left out)")
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
     if not os.access(a.pisces, os.X_OK):

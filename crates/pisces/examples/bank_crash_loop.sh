@@ -3,13 +3,19 @@
 # every restart that (1) the total is conserved and (2) no acknowledged transfer was
 # lost: the transfer counter recovered is at least the last number acknowledged.
 # Usage: crates/pisces/examples/bank_crash_loop.sh [rounds]
+# BANK=path runs that build of the example (CI passes the one its test build made);
+# without it the script builds the example.
 set -euo pipefail
 rounds=${1:-10}
 pool=/dev/shm/pisces-bank-crash-$$.pool
 log=$(mktemp)
 trap 'rm -f "$pool" "$log"' EXIT
-cargo build --release -q -p pisces --example bank
-bin=target/release/examples/bank
+if [ -n "${BANK:-}" ]; then
+  bin=$BANK
+else
+  cargo build --release -q -p pisces --example bank
+  bin=target/release/examples/bank
+fi
 last_ack=0
 for i in $(seq 1 "$rounds"); do
   "$bin" "$pool" 30 >"$log" 2>/dev/null &
