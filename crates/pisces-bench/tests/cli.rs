@@ -498,7 +498,7 @@ fn set_workloads_run_once_per_size_when_named() {
     }
 }
 
-/// The recovery and replay workloads time each open in a child process (the tool run
+/// The recovery and replay workloads time each open in a child process (the binary run
 /// with its hidden `recovery-child` subcommand): every CSV row has the child's wall,
 /// CPU and page-fault figures, and the harness checked every recovered value (a
 /// wrong value fails the run: exit 1).
