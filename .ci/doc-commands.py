@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Check that the commands and paths the documents quote exist as written.
 
-Usage: .ci/doc-commands.py [--pisces BIN] [FILE.md ...]
+Usage: .ci/doc-commands.py [--pisces BIN] [--pisces-bench BIN] [FILE.md ...]
 
 Documents (default): README.md, ARCHITECTURE.md, CONTRIBUTING.md, BENCHMARKS.md,
 crates/*/README.md, docs/**/*.md. In each:
 
-* every `pisces ...` command (a line of a code block, or a code span; also written as
-  `cargo run --release [-q] [-p pisces-cli] -- ...` or `target/release/pisces ...`;
+* every command of the two binaries (a line of a code block, or a code span;
   continuation lines of a code block that start with blanks and a `[` or `--` belong to
-  the command above): its subcommand exists and every `--flag` it uses appears in
-  `pisces SUBCOMMAND --help` (the main job, `pisces --flag ...`, takes bench's flags),
-  the engines `--engine` / `--engines` name exist, and every key of
+  the command above): `pisces ...` (the tool, also written `cargo run --release [-q]
+  -p pisces-cli -- ...` or `target/release/pisces ...`) and `pisces-bench ...` (the
+  benchmark, also written `cargo run --release [-q] [-p pisces-bench] -- ...`, the
+  workspace's default member, or `target/release/pisces-bench ...`): its subcommand
+  exists and every `--flag` it uses appears in `BINARY [SUBCOMMAND] --help`, the
+  engines `--engine` / `--engines` name exist, and every key of
   `--engine-options ENGINE:KEY=VALUE` is a string of that engine's folder;
 * every `cargo test ... -p CRATE --test NAME`: CRATE is a crate of the workspace and
   `crates/<dir>/tests/NAME.rs` or `NAME/main.rs` exists; every `--example NAME` of a
@@ -21,8 +23,8 @@ crates/*/README.md, docs/**/*.md. In each:
   workspace root, e.g. `crates/...`, `docs/...`, `.ci/run`) exists. Paths with
   placeholders (`<name>`, `*`, `{`, `...`) and generated ones (`target/...`) are skipped.
 
-The `pisces` binary is the release build CI has already made (`target/release/pisces`),
-so this costs one `--help` per subcommand. Exit status 1 and one line per finding when
+The binaries are the release builds CI has already made (`target/release/pisces` and
+`target/release/pisces-bench`), so this costs one `--help` per subcommand. Exit status 1 and one line per finding when
 anything is wrong.
 """
 
@@ -36,11 +38,17 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-# Ways the documents spell the `pisces` binary, longest first.
-PISCES_PREFIXES = [
-    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*cargo run --release(?: -q)?(?: -p pisces-cli)?(?: -q)? --(?:\s+|$)"),
-    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*(?:\./)?target/release/pisces(?:\s+|$)"),
-    re.compile(r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*pisces(?:\s+|$)"),
+# Ways the documents spell the two binaries, and which binary each names: `cargo run`
+# without `-p` runs the workspace's default member, the benchmark.
+_ENV = r"^(?:\$\s+)?(?:[A-Z_]+=\S+\s+)*"
+BINARY_PREFIXES = [
+    (re.compile(_ENV + r"cargo run --release(?: -q)? -p pisces-cli(?: -q)? --(?:\s+|$)"), "pisces"),
+    (re.compile(_ENV + r"cargo run --release(?: -q)?(?: -p pisces-bench)?(?: -q)? --(?:\s+|$)"),
+     "pisces-bench"),
+    (re.compile(_ENV + r"(?:\./)?target/release/pisces-bench(?:\s+|$)"), "pisces-bench"),
+    (re.compile(_ENV + r"(?:\./)?target/release/pisces(?:\s+|$)"), "pisces"),
+    (re.compile(_ENV + r"pisces-bench(?:\s+|$)"), "pisces-bench"),
+    (re.compile(_ENV + r"pisces(?:\s+|$)"), "pisces"),
 ]
 
 
@@ -69,10 +77,11 @@ def crates():
     return m
 
 
-class Pisces:
-    """The `pisces` binary's subcommands and the flags each accepts."""
+class Binary:
+    """A binary's subcommands and the flags each accepts."""
 
-    def __init__(self, binary):
+    def __init__(self, name, binary):
+        self.name = name
         self.binary = binary
         self.cache = {}
         top = self.help([])
@@ -108,13 +117,13 @@ def strip_comment(line):
     return line if i < 0 else line[:i]
 
 
-def pisces_args(text):
-    """The words after the binary if `text` runs `pisces`, else None."""
+def binary_args(text):
+    """(binary name, the words after it) if `text` runs one of the binaries, else None."""
     text = text.strip()
-    for p in PISCES_PREFIXES:
+    for p, name in BINARY_PREFIXES:
         m = p.match(text)
         if m:
-            return text[m.end():]
+            return name, text[m.end():]
     return None
 
 
@@ -182,49 +191,49 @@ def commands(path):
                 # A continuation of the command above.
                 out[-1] = ("cont", out[-1][1] + " " + line.strip(), True, out[-1][3])
                 continue
-            if pisces_args(line) is not None or line.strip().startswith("cargo "):
+            if binary_args(line) is not None or line.strip().startswith("cargo "):
                 out.append(("cont", line.strip(), True, n))
             else:
                 out.append(("other", "", False, n))
     spans, _ = prose_spans(lines)
     for n, span in spans:
-        if pisces_args(span) is not None or span.startswith("cargo "):
+        if binary_args(span) is not None or span.startswith("cargo "):
             out.append(("span", span, False, n))
     out.sort(key=lambda c: c[3])
     return [(n, text) for kind, text, _, n in out if kind != "other"]
 
 
-def check_pisces(pisces, words, where, findings):
+def check_binary(binary, words, where, findings):
     toks = words.split()
     if not toks:
         return
     sub = []
+    name = binary.name
     if toks[0] == "help":
-        if len(toks) > 1 and toks[1] not in pisces.subcommands and not toks[1].isupper():
-            findings.append(f"{where}: `pisces help {toks[1]}`: no such subcommand")
+        if len(toks) > 1 and toks[1] not in binary.subcommands and not toks[1].isupper():
+            findings.append(f"{where}: `{name} help {toks[1]}`: no such subcommand")
         return
     if not toks[0].startswith("-"):
         # A hidden subcommand is not listed but answers `--help`.
-        if toks[0] not in pisces.subcommands and re.fullmatch(r"[a-z][a-z-]*", toks[0]) \
-                and pisces.help([toks[0]]) is not None:
-            pisces.subcommands.add(toks[0])
-        if toks[0] not in pisces.subcommands:
-            # `pisces` followed by prose ("pisces engine", ...) is not a command.
+        if toks[0] not in binary.subcommands and re.fullmatch(r"[a-z][a-z-]*", toks[0]) \
+                and binary.help([toks[0]]) is not None:
+            binary.subcommands.add(toks[0])
+        if toks[0] not in binary.subcommands:
+            # A binary's name followed by prose ("pisces engine", ...) is not a command.
             if re.fullmatch(r"[a-z][a-z-]*", toks[0]) and len(toks) > 1 and \
                     (toks[1].startswith("-") or toks[1].isupper() or "/" in toks[1]):
-                findings.append(f"{where}: `pisces {toks[0]}`: no such subcommand")
+                findings.append(f"{where}: `{name} {toks[0]}`: no such subcommand")
             return
         sub = [toks[0]]
     check_engines(toks, where, findings)
-    accepted = pisces.flags(sub)
+    accepted = binary.flags(sub)
     if accepted is None:
-        findings.append(f"{where}: `pisces {' '.join(sub)} --help` failed")
+        findings.append(f"{where}: `{' '.join([name] + sub)} --help` failed")
         return
     for t in toks:
         for flag in re.findall(r"(?:^|[\[|(])(--[a-z0-9][a-z0-9-]*)", t):
             if flag not in accepted:
-                name = " ".join(["pisces"] + sub)
-                findings.append(f"{where}: `{name}` does not accept {flag}")
+                findings.append(f"{where}: `{' '.join([name] + sub)}` does not accept {flag}")
 
 
 def engine_names():
@@ -430,6 +439,8 @@ def check_paths(path, findings):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pisces", default=os.path.join(ROOT, "target", "release", "pisces"))
+    ap.add_argument("--pisces-bench",
+                    default=os.path.join(ROOT, "target", "release", "pisces-bench"))
     ap.add_argument("--list", action="store_true", help="print every command checked")
     ap.add_argument("--test-names", action="store_true",
                     help="also check each `cargo test ... FILTER` against the names "
@@ -437,10 +448,13 @@ def main():
                          "them built; commands with --features are left out)")
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
-    if not os.access(a.pisces, os.X_OK):
-        print(f"doc-commands: no pisces binary at {a.pisces} (build it first)", file=sys.stderr)
-        return 2
-    pisces = Pisces(a.pisces)
+    binaries = {}
+    for name, path in (("pisces", a.pisces), ("pisces-bench", a.pisces_bench)):
+        if not os.access(path, os.X_OK):
+            print(f"doc-commands: no {name} binary at {path} (build it first: cargo build "
+                  f"--release -p pisces-cli -p pisces-bench)", file=sys.stderr)
+            return 2
+        binaries[name] = Binary(name, path)
     crate_dirs = crates()
     tests = TestNames() if a.test_names else None
     findings = []
@@ -452,10 +466,10 @@ def main():
             where = f"{rel}:{n}"
             if a.list:
                 print(f"{where}: {cmd}")
-            words = pisces_args(cmd)
-            if words is not None:
+            run = binary_args(cmd)
+            if run is not None:
                 n_cmds += 1
-                check_pisces(pisces, words, where, findings)
+                check_binary(binaries[run[0]], run[1], where, findings)
             elif cmd.startswith("cargo "):
                 n_cmds += 1
                 check_cargo(cmd, crate_dirs, where, findings, tests)

@@ -1,5 +1,5 @@
 /*
- * The operations of the `capi` workload of `pisces bench`, issued from C through the C
+ * The operations of the `capi` workload of `pisces-bench`, issued from C through the C
  * interface (include/pisces.h): the hash-table operations of the `hash` workload, one
  * transaction (`pisces_run`) per operation, on a `pisces_hmap` with 8-byte keys and
  * 64-byte values.

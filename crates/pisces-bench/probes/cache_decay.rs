@@ -12,7 +12,7 @@
 //! Where a working set that reads at cache speed in a tight loop reads at DRAM speed
 //! after a pause of a few microseconds, a thread's lookups slow down by the emulated
 //! waits of its own updates: the rise of read-only latency with emulated NVM latency
-//! in `pisces bench`'s mixed `latency` sweep, and its absence for a dedicated reader
+//! in `pisces-bench`'s mixed `latency` sweep, and its absence for a dedicated reader
 //! in `latency-split`. The README has the figures of the machine the benchmarks ran
 //! on.
 

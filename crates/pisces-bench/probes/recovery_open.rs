@@ -13,7 +13,7 @@
 //! target/release/examples/recovery_open make /dev/shm/w.pool 0 spht 8 1 1 1000000
 //! ```
 //!
-//! (`pisces recovery-child PATH ENGINE THREADS OPTIONS` is the harness's own timed
+//! (`pisces-bench recovery-child PATH ENGINE THREADS OPTIONS` is the harness's own timed
 //! open of one copy, in a fresh process.)
 //!
 //! `open` prints, per open, wall seconds, CPU seconds (user + system, from

@@ -1,7 +1,7 @@
 //! Write amplification of the `timestone` engine against its coalescing window: the
 //! CLog size (`clog_mib`, which bounds the distinct dirty bytes a checkpoint takes) and
 //! the OLog size (`olog_regions` of the pool's 4 MiB per-thread log regions; a full
-//! OLog forces a checkpoint), on the `pisces bench` workloads and with its definition
+//! OLog forces a checkpoint), on the `pisces-bench` workloads and with its definition
 //! (bytes made durable, write-back at close included, / bytes the program changed).
 //!
 //! ```sh

@@ -1,4 +1,5 @@
-//! The Pisces benchmark harness: `pisces bench` and the main job of the `pisces` tool.
+//! The Pisces benchmark harness behind the `pisces-bench` binary (`src/main.rs`; with no
+//! arguments, the main job).
 //!
 //! Engines (`pisces`, the in-house baselines `undo`, `mvcc` and `pmdk` where the build
 //! has it, the paper engines `sp3`, `spht` and `timestone`, the references `volatile`
@@ -19,7 +20,7 @@
 //!
 //! The harness uses the `pisces` library as any user would; it is not part of the
 //! library's API. The crate root re-exports only what is used outside the crate: the
-//! `pisces` tool's entry points, and what the probes (`probes/`, see its README) drive
+//! `pisces-bench` binary's entry points, and what the probes (`probes/`, see its README) drive
 //! by hand. The modules, by concern, each depending only on those listed before it
 //! (test code aside):
 //!
@@ -43,7 +44,7 @@
 //!    (what each workload opens, its rows, table and run).
 //! 7. `cli`: `args` (options and the settings they resolve to), `plan` (the
 //!    measurements), `out_dir` (the report directory), `facts` (command line, build
-//!    commit, machine and load, read at run time), `run` (a whole `pisces bench` run,
+//!    commit, machine and load, read at run time), `run` (a whole `pisces-bench` run,
 //!    [`run()`]).
 
 // The modules are private, so the facade's docs link to private items; the harness's
@@ -61,8 +62,8 @@ mod workloads;
 #[cfg(test)]
 mod testutil;
 
-// The `pisces` tool: `pisces bench`, the main job, and the recovery measurements'
-// child process.
+// The `pisces-bench` binary: its options, a run (the main job or any other), and the
+// recovery measurements' child process.
 pub use cli::args::{parse_seconds, BenchArgs};
 pub use cli::run::run;
 pub use recovery::child::{recovery_child, RECOVERY_CHILD};

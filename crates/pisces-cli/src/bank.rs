@@ -1,4 +1,4 @@
-//! The bank-transfer workload of the main job.
+//! The bank-transfer workload of `pisces smoke`.
 //!
 //! [`ACCOUNTS`] accounts, each its own persistent object (so that transfers between
 //! different accounts do not conflict), start with [`INITIAL`] each. Worker threads move

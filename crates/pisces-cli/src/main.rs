@@ -1,10 +1,11 @@
-//! The `pisces` command-line tool: create, inspect and check pool files, benchmark
-//! the engines, run the smoke test; with no subcommand, run the main job (`pisces
-//! bench --quick`, see [`main_job`]).
+//! The `pisces` command-line tool: create, inspect and check pool files, explore crash
+//! states, check isolation, run the smoke test. The engine comparison is the
+//! `pisces-bench` binary of the pisces-bench crate: this tool links the library and its
+//! verification tools only, none of the benchmark's peers.
 //!
-//! Exit status: 0 on success; 1 when a pool has problems (`check`, `info`), a
-//! measurement failed (`bench`) or the smoke run saw a broken invariant; 2 on usage
-//! errors and on errors creating or opening files. Errors go to stderr; the tool never
+//! Exit status: 0 on success; 1 when a pool has problems (`check`, `info`) or the smoke
+//! run saw a broken invariant; 2 on usage errors (no subcommand included: the help is
+//! printed) and on errors creating or opening files. Errors go to stderr; the tool never
 //! panics on user input.
 // No unsafe code, except the one call that switches a mutation on in the test build
 // (`crashtest --mutation`, the `mutation` feature), allowed where it stands.
@@ -13,42 +14,34 @@
 mod bank;
 mod cmd_crashtest;
 mod cmd_sicheck;
-mod main_job;
 mod size;
 mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use pisces::tools::check::check_pool;
 use pisces::{Config, EngineId, MediumKind, PersistenceDomain, Pool};
-use pisces_bench::{parse_seconds, BenchArgs};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Persistent transactional memory pools (Pisces engine).
 ///
-/// With no subcommand, runs the main job: `pisces bench --quick` (every engine on the
-/// hash table and the B+-tree with 1 and 2 threads, the read-latency sweep and the
-/// optimisation breakdown, about 4 minutes on 2 cores), prints the tables and where the report
-/// was written. The options below are those of `bench`.
+/// Creates, inspects and checks pool files, explores crash states, checks isolation.
 #[derive(Parser, Debug)]
-#[command(name = "pisces", version, args_conflicts_with_subcommands = true)]
+#[command(name = "pisces", version, arg_required_else_help = true)]
 #[command(
-    after_help = "Exit status: 0 ok; 1 the pool has problems (check, info), a \
-measurement failed (bench) or the smoke run saw a broken invariant; 2 usage errors and \
-errors creating or opening files."
+    after_help = "Exit status: 0 ok; 1 the pool has problems (check, info) or the smoke \
+run saw a broken invariant; 2 usage errors and errors creating or opening files.\n\n\
+The engines are compared by the separate pisces-bench binary (in the workspace: cargo run \
+--release)."
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    bench: BenchArgs,
+    command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Compare engines on the paper's workloads: tables, results.csv, SVG plots.
-    Bench(BenchArgs),
     /// Bank transfers with a concurrent auditor on a fresh pool, 1 and 2 threads;
     /// checks the total, reopens the pool (recovery) and checks it.
     Smoke {
@@ -85,14 +78,6 @@ enum Command {
         #[arg(long)]
         deep: bool,
     },
-    /// Internal to `bench`: open a crashed pool in this fresh process and print how
-    /// long recovery took (the `recovery` and `replay` workloads run it).
-    #[command(name = pisces_bench::RECOVERY_CHILD, hide = true)]
-    RecoveryChild {
-        /// PATH ENGINE THREADS OPTIONS.
-        #[arg(allow_hyphen_values = true, num_args = 0..)]
-        args: Vec<String>,
-    },
 }
 
 #[derive(Args, Debug)]
@@ -128,6 +113,16 @@ struct CreateArgs {
     /// failure then loses data if the caches are not persistent after all).
     #[arg(long = "trust-domain", requires = "domain")]
     trust_domain: bool,
+}
+
+/// Seconds of a smoke round: above 0, at most one hour.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration in seconds (a number above 0, at most 3600)"
+        )),
+    }
 }
 
 fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
@@ -289,15 +284,12 @@ fn platform_info(path: &Path) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        None => main_job::run(&cli.bench),
-        Some(Command::Bench(a)) => pisces_bench::run(a, "pisces bench"),
-        Some(Command::Smoke { seconds }) => smoke::run(*seconds),
-        Some(Command::Crashtest(a)) => cmd_crashtest::run(a),
-        Some(Command::Sicheck(a)) => cmd_sicheck::run(a),
-        Some(Command::Create(a)) => create(a),
-        Some(Command::Info { path }) => inspect(path, true, false),
-        Some(Command::Check { path, deep }) => inspect(path, false, *deep),
-        Some(Command::RecoveryChild { args }) => pisces_bench::recovery_child(args),
+        Command::Smoke { seconds } => smoke::run(*seconds),
+        Command::Crashtest(a) => cmd_crashtest::run(a),
+        Command::Sicheck(a) => cmd_sicheck::run(a),
+        Command::Create(a) => create(a),
+        Command::Info { path } => inspect(path, true, false),
+        Command::Check { path, deep } => inspect(path, false, *deep),
     }
 }
 

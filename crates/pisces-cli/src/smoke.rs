@@ -1,11 +1,11 @@
-//! `pisces smoke` (the main job before the benchmark harness): a short smoke run of
-//! the Pisces engine on a fresh pool under `/dev/shm`.
+//! `pisces smoke`: a short smoke run of the Pisces engine on a fresh pool under
+//! `/dev/shm`.
 //!
 //! It creates a pool with a unique name (removed at the end, also on errors), runs the
 //! bank-transfer workload of [`crate::bank`] with 1 and 2 worker threads plus a
 //! concurrent auditor, closes the pool, reopens it (recovery runs), checks the total
 //! again and runs `pisces check` on the file, and prints a table. The engine
-//! comparison is `pisces bench` (the main job now).
+//! comparison is the `pisces-bench` binary.
 
 use crate::bank::{self, RoundStats, ACCOUNTS, TOTAL};
 use crate::{err, out};
@@ -156,7 +156,7 @@ fn job(path: &Path, seconds: f64) -> Result<bool, String> {
          check after reopen: {}\n\n\
          Figures are on DRAM (/dev/shm) with real cache-line flushes and fences but no emulated \
          NVM latency: they are not NVM numbers. lines/tx and fences/tx count the workers' own \
-         flushes. The engine comparison is `pisces bench`.\n",
+         flushes. The engine comparison is `pisces-bench`.\n",
         if audits_ok && totals_ok { "yes" } else { "NO" },
         report.summary_line(),
     ));

@@ -260,9 +260,19 @@ fn create_errors_exit_2_with_a_message() {
     }
     let r = pisces(&["frobnicate"]);
     assert_eq!(r.code, 2);
+    // The benchmark is its own binary: neither a subcommand nor the default here.
+    for args in [&["bench"][..], &["--seconds", "1"][..]] {
+        let r = pisces(args);
+        assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);
+    }
+    // No subcommand: the help (on stderr, as a usage error), naming the benchmark binary.
+    let r = pisces(&[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("Usage: pisces"), "{}", r.stderr);
+    assert!(r.stderr.contains("pisces-bench"), "{}", r.stderr);
     let r = pisces(&["--help"]);
     assert_eq!(r.code, 0);
-    for sub in ["create", "check", "bench", "smoke"] {
+    for sub in ["create", "check", "smoke", "crashtest", "sicheck"] {
         assert!(r.stdout.contains(sub), "no `{sub}` in:\n{}", r.stdout);
     }
 }
@@ -275,7 +285,7 @@ fn smoke_runs_and_cleans_up() {
         "committed tx/s",
         "total ok: yes",
         "no emulated NVM latency",
-        "The engine comparison is `pisces bench`",
+        "The engine comparison is `pisces-bench`",
         ": OK (",
     ] {
         assert!(

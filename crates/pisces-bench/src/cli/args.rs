@@ -1,4 +1,4 @@
-//! Command-line arguments of `pisces bench` and the [`Settings`] they resolve to
+//! Command-line arguments of `pisces-bench` and the [`Settings`] they resolve to
 //! (defaults of `--quick` and `--full` filled in). The plan of measurements is made
 //! from the settings by [`crate::cli::plan`].
 
@@ -46,7 +46,7 @@ pub const RECOVERY_LOG_MIB: u64 = 256;
 /// MiB of log the `replay` workload leaves to a crash by default (all fill threads).
 pub const REPLAY_LOG_MIB: u64 = 1024;
 
-/// Arguments of `pisces bench`.
+/// Arguments of `pisces-bench`.
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 Each measurement creates a fresh pool under /dev/shm (DRAM with the emulated NVM write \
@@ -375,6 +375,12 @@ fn dedup_ordered<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
 }
 
 impl BenchArgs {
+    /// The main job: quick mode with its default workloads (what `pisces-bench` runs
+    /// with no arguments). It runs the set workloads in a reduced form.
+    pub fn is_main_job(&self) -> bool {
+        !self.full && self.workloads.is_none()
+    }
+
     /// Resolve defaults (quick unless `--full`).
     pub fn settings(&self) -> Settings {
         let full = self.full;
@@ -398,8 +404,7 @@ impl BenchArgs {
             None => vec![SWEEP_UPDATE_PCT],
         };
         let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
-        // The main job (quick, default workloads) runs the sets in a reduced form.
-        let main_job = !full && self.workloads.is_none();
+        let main_job = self.is_main_job();
         let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
         let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
         let set_engines = match (&self.engines, main_job) {
@@ -481,9 +486,9 @@ pub(crate) mod tests {
         b: BenchArgs,
     }
 
-    /// Parse `pisces bench` arguments.
+    /// Parse `pisces-bench` arguments.
     pub(crate) fn parse(args: &[&str]) -> Result<BenchArgs, String> {
-        let mut v = vec!["bench"];
+        let mut v = vec!["pisces-bench"];
         v.extend_from_slice(args);
         P::try_parse_from(v).map(|p| p.b).map_err(|e| e.to_string())
     }

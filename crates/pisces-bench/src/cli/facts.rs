@@ -13,10 +13,10 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The command line as a user types it: the program as `pisces`, arguments with
+/// The command line as a user types it: the program as `pisces-bench`, arguments with
 /// spaces or quotes in single quotes.
 pub fn command_line() -> String {
-    let mut words = vec!["pisces".to_string()];
+    let mut words = vec!["pisces-bench".to_string()];
     for a in std::env::args_os().skip(1) {
         let a = a.to_string_lossy().into_owned();
         if a.is_empty()

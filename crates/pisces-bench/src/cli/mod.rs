@@ -1,4 +1,4 @@
-//! A whole `pisces bench` run: the options, the plan of measurements, the report
+//! A whole `pisces-bench` run: the options, the plan of measurements, the report
 //! directory, and the run itself.
 
 pub mod args;

@@ -1,4 +1,4 @@
-//! `pisces bench` and the main job: make the plan, measure it run by run
+//! A `pisces-bench` run (the main job or any other): make the plan, measure it run by run
 //! (interleaved), and print and write the report.
 //!
 //! Output: a progress bar on stderr (hidden when stderr is not a terminal; one line per
@@ -52,7 +52,7 @@ fn list<T: ToString>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// Run `pisces bench` (and the main job): exit 0 when every measurement ran, 1 when
+/// A `pisces-bench` run (the main job or any other): exit 0 when every measurement ran, 1 when
 /// some failed, 2 on usage errors and when the report cannot be written, 130 when
 /// interrupted by a signal.
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
@@ -68,7 +68,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let placement = Placement::new(s.pin);
     let replay_spht = s.workloads.contains(&WorkloadKind::Replay);
     if specs.is_empty() && recovery_engines.is_empty() && !replay_spht {
-        err("pisces bench: nothing to measure with these options");
+        err("pisces-bench: nothing to measure with these options");
         for n in &notes {
             err(&format!("  {n}"));
         }
@@ -77,7 +77,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let dir = match make_out_dir(s.out.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            err(&format!("pisces bench: {e}"));
+            err(&format!("pisces-bench: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -88,7 +88,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         Ok(f) => f,
         Err(e) => {
             err(&format!(
-                "pisces bench: cannot write {}: {e}",
+                "pisces-bench: cannot write {}: {e}",
                 csv_path.display()
             ));
             return ExitCode::from(2);
@@ -322,7 +322,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
                     if let Err(e) = writeln!(csv, "{}", row.to_csv()) {
                         pb.finish_and_clear();
                         err(&format!(
-                            "pisces bench: cannot write {}: {e}",
+                            "pisces-bench: cannot write {}: {e}",
                             csv_path.display()
                         ));
                         return ExitCode::from(2);
@@ -339,7 +339,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
                 Err(_) if interrupted() => break 'runs,
                 Err(e) => {
                     let msg = format!("{what}: {e}");
-                    pb.suspend(|| err(&format!("pisces bench: measurement failed: {msg}")));
+                    pb.suspend(|| err(&format!("pisces-bench: measurement failed: {msg}")));
                     failures.push(msg);
                 }
             }
@@ -403,7 +403,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let plots = match plot::all(&dir, &res) {
         Ok(p) => p,
         Err(e) => {
-            err(&format!("pisces bench: {e}"));
+            err(&format!("pisces-bench: {e}"));
             code = ExitCode::from(2);
             Vec::new()
         }
@@ -418,7 +418,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let summary_path = dir.join("summary.txt");
     if let Err(e) = std::fs::write(&summary_path, format!("{head}{summary}{footer}")) {
         err(&format!(
-            "pisces bench: cannot write {}: {e}",
+            "pisces-bench: cannot write {}: {e}",
             summary_path.display()
         ));
         code = ExitCode::from(2);
@@ -455,7 +455,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let md_path = dir.join("summary.md");
     if let Err(e) = std::fs::write(&md_path, format!("{}{section}", markdown::PREFACE)) {
         err(&format!(
-            "pisces bench: cannot write {}: {e}",
+            "pisces-bench: cannot write {}: {e}",
             md_path.display()
         ));
         code = ExitCode::from(2);
@@ -473,7 +473,7 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         ) {
             Ok(()) => elsewhere = format!("\nMarkdown report written to {}\n", file.display()),
             Err(e) => {
-                err(&format!("pisces bench: {e}"));
+                err(&format!("pisces-bench: {e}"));
                 code = ExitCode::from(2);
             }
         }

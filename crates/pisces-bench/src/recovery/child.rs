@@ -5,8 +5,8 @@
 //! process and copy the pool as a `kill -9` leaves it. Opening the copy in that same
 //! process would not be what happens after a crash: the filling process has its heap,
 //! its allocator's caches and its page tables warm or dirty, and the kernel serves its
-//! new pages from what the fill freed. So the harness re-executes its own binary (the
-//! `pisces` tool, found by [`std::env::current_exe`], so a fresh clone's build and CI
+//! new pages from what the fill freed. So the harness re-executes its own binary
+//! (`pisces-bench`, found by [`std::env::current_exe`], so a fresh clone's build and CI
 //! find it) with the hidden subcommand [`RECOVERY_CHILD`], which opens the copy once
 //! (recovery: the engine parses and replays the logs), closes it, opens it again (the
 //! clean open: the fixed cost of an open with nothing to replay) and prints one line of
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-/// The hidden subcommand of the `pisces` tool that runs [`recovery_child`].
+/// The hidden subcommand of the `pisces-bench` binary that runs [`recovery_child`].
 pub const RECOVERY_CHILD: &str = "recovery-child";
 
 /// What one child measured.
@@ -44,17 +44,17 @@ pub struct Timing {
 /// Where an open is timed.
 #[derive(Clone, Debug)]
 pub enum Opener {
-    /// In a fresh child process: this program (the `pisces` tool) run with
+    /// In a fresh child process: this program (the `pisces-bench` binary) run with
     /// [`RECOVERY_CHILD`]. What the harness measures.
     Child(PathBuf),
-    /// In the calling process (unit tests of the harness, which have no `pisces`
-    /// binary to run).
+    /// In the calling process (unit tests of the harness, whose test binary has no
+    /// such subcommand).
     #[cfg(test)]
     InProcess,
 }
 
 impl Opener {
-    /// A child of the running program (the `pisces` tool, which has the subcommand).
+    /// A child of the running program (`pisces-bench`, which has the subcommand).
     pub fn this_program() -> Result<Opener, String> {
         std::env::current_exe()
             .map(Opener::Child)
@@ -213,7 +213,7 @@ pub fn recovery_child(args: &[String]) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("pisces {RECOVERY_CHILD}: {e}");
+            eprintln!("pisces-bench {RECOVERY_CHILD}: {e}");
             ExitCode::from(2)
         }
     }
@@ -222,7 +222,7 @@ pub fn recovery_child(args: &[String]) -> ExitCode {
 fn child(args: &[String]) -> Result<Timing, String> {
     let [path, engine, threads, options] = args else {
         return Err(format!(
-            "usage: pisces {RECOVERY_CHILD} PATH ENGINE THREADS OPTIONS (got {} arguments)",
+            "usage: pisces-bench {RECOVERY_CHILD} PATH ENGINE THREADS OPTIONS (got {} arguments)",
             args.len()
         ));
     };

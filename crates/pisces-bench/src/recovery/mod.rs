@@ -65,7 +65,7 @@ pub const REPLAYERS: [usize; 2] = [1, 2];
 /// The log size from which a replay counts for the `replay` target.
 const TARGET_LOG_BYTES: u64 = 256 << 20;
 
-/// How the `replay` workload fills the logs (`pisces bench --replay-*`).
+/// How the `replay` workload fills the logs (`pisces-bench --replay-*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplayFill {
     /// Fill (logging) threads: one log each.

@@ -15,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 pub const PREFACE: &str = "\
 # Benchmarks
 
-Written by `pisces bench --markdown FILE` (each run below names its exact command; \
+Written by `pisces-bench --markdown FILE` (each run below names its exact command; \
 `--markdown-append` adds a run to the file): regenerate it rather than edit it. How the \
 harness measures, what each workload does and what each column means: \
 `crates/pisces-bench/README.md`. The figures are from the emulated PM medium on DRAM \
@@ -27,9 +27,9 @@ load, are in `docs/bench/`; each engine's figures against its paper's ablations 
 /// What is known about a run besides its rows: the facts its report states.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunInfo {
-    /// The heading of the run (`pisces bench`, the main job, ...).
+    /// The heading of the run (`pisces-bench`, the main job, ...).
     pub title: String,
-    /// The command line, as a user would type it (`pisces bench --engines ...`).
+    /// The command line, as a user would type it (`pisces-bench --engines ...`).
     pub command: String,
     /// Start time, UTC (`2026-11-27 11:40:02 UTC`).
     pub started: String,
@@ -189,8 +189,8 @@ mod tests {
 
     fn info() -> RunInfo {
         RunInfo {
-            title: "pisces bench".into(),
-            command: "pisces bench --engines pisces,undo --workloads hash --runs 2".into(),
+            title: "pisces-bench".into(),
+            command: "pisces-bench --engines pisces,undo --workloads hash --runs 2".into(),
             started: "2026-11-27 11:40:02 UTC".into(),
             build: "commit 0123456789ab".into(),
             machine: "Example CPU | 2 cores, 4 GiB, Linux 6.1.0".into(),
@@ -223,11 +223,11 @@ mod tests {
         }];
         let md = section(&info(), &res, "", &["x failed".into()], false, &plots);
         let want = "
-## pisces bench
+## pisces-bench
 
 | | |
 |---|---|
-| command | `pisces bench --engines pisces,undo --workloads hash --runs 2` |
+| command | `pisces-bench --engines pisces,undo --workloads hash --runs 2` |
 | date | 2026-11-27 11:40:02 UTC |
 | build | commit 0123456789ab |
 | machine | Example CPU \\| 2 cores, 4 GiB, Linux 6.1.0 |

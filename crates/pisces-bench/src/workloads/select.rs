@@ -1,4 +1,4 @@
-//! The workloads of `pisces bench`: what `--workloads` selects ([`WorkloadKind`]),
+//! The workloads of `pisces-bench`: what `--workloads` selects ([`WorkloadKind`]),
 //! their names in reports (with the latency sweep's control, [`LATENCY_CONTROL`], and
 //! the label suffix of the measurements through the C interface, [`C_SUFFIX`]), the
 //! default lists and the fixed mixes of some of them.
@@ -8,7 +8,7 @@
 
 use clap::ValueEnum;
 
-/// A workload of `pisces bench`.
+/// A workload of `pisces-bench`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum)]
 pub enum WorkloadKind {
     /// Hash table (10K buckets, 8-byte keys, 64-byte values), lookups and insert/remove.

@@ -174,8 +174,8 @@
 //!   other do not deadlock (a pure single-lock fallback does).
 //! * `pisces crashtest --engine spht` in CI: 200 states each of bank, list, alloc,
 //!   hashmap and btree on two threads of 100 operations.
-//! * `pisces bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
-//! * `pisces bench --workloads replay`: replay throughput per mode, filter and thread
+//! * `pisces-bench --workloads markers`: the marker ablation (`spht` vs `spht-nvhtm`).
+//! * `pisces-bench --workloads replay`: replay throughput per mode, filter and thread
 //!   count over a log of 1 GiB (recovery on open of a crash image filled with the
 //!   replayer held).
 //!

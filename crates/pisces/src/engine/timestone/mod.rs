@@ -90,7 +90,7 @@
 //!
 //! # Write amplification
 //! Bytes made durable (OLog, CLog, home, allocator metadata, what a close writes —
-//! nothing, see *The close*) per byte the program changed, as `pisces bench` defines
+//! nothing, see *The close*) per byte the program changed, as `pisces-bench` defines
 //! it for every engine (the hash insert credits 80 bytes — key, value and the link to the
 //! node — a remove 8, a TPC-C index entry 24 — key, pointer, the leaf's count). The
 //! README has the measured figures (emulated DRAM medium).
@@ -103,7 +103,7 @@
 //! full OLog forces a checkpoint), the large blocks freed and waiting for reuse
 //! (`Shared::freed_high_water`; small blocks are reused inside the window, see
 //! `clog`). A close ends no window's coalescing early by writing it home (*The
-//! close*). `pisces bench --engine-options timestone:clog_mib=63,olog_regions=8` runs
+//! close*). `pisces-bench --engine-options timestone:clog_mib=63,olog_regions=8` runs
 //! the bench with the largest window; `probes/ts_window.rs` in the bench crate
 //! compares window sizes.
 //!

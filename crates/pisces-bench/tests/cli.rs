@@ -1,4 +1,4 @@
-//! `pisces bench` and the main job, run as a user would, with tiny durations and data
+//! The `pisces-bench` binary and its main job, run as a user would, with tiny durations and data
 //! sets. These check what the harness writes (CSV columns and rows, plots, tables,
 //! exit codes) and counter relations that follow from the engines' design; they assert
 //! nothing about speed (benchmarks are measured, not asserted).
@@ -18,8 +18,8 @@ struct Run {
     stderr: String,
 }
 
-fn pisces(args: &[&str]) -> Run {
-    let child = Command::new(env!("CARGO_BIN_EXE_pisces"))
+fn bench(args: &[&str]) -> Run {
+    let child = Command::new(env!("CARGO_BIN_EXE_pisces-bench"))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -35,7 +35,7 @@ fn pisces(args: &[&str]) -> Run {
     };
     assert!(
         !r.stderr.contains("panicked"),
-        "pisces {args:?} panicked:\n{}",
+        "pisces-bench {args:?} panicked:\n{}",
         r.stderr
     );
     r
@@ -98,8 +98,7 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("report");
     let md = d.path().join("BENCH.md");
-    let r = pisces(&[
-        "bench",
+    let r = bench(&[
         "--seconds",
         "0.2",
         "--runs",
@@ -122,7 +121,7 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
     // the facts of the run, the tables and the plot.
     let summary_md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     for want in [
-        "| command | `pisces bench --seconds 0.2 --runs 1 --engines pisces,undo",
+        "| command | `pisces-bench --seconds 0.2 --runs 1 --engines pisces,undo",
         "| build | ",
         "| machine | ",
         "| load average (1, 5, 15 min) | ",
@@ -214,8 +213,7 @@ fn hash_bench_writes_every_run_to_the_csv_and_plots_it() {
 fn latency_sweep_and_breakdown_rows_runs_and_plots() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("r");
-    let r = pisces(&[
-        "bench",
+    let r = bench(&[
         "--seconds",
         "0.15",
         "--runs",
@@ -311,9 +309,8 @@ fn latency_sweep_and_breakdown_rows_runs_and_plots() {
 fn a_signal_stops_the_bench_removes_the_pool_and_keeps_the_partial_report() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("s");
-    let child = Command::new(env!("CARGO_BIN_EXE_pisces"))
+    let child = Command::new(env!("CARGO_BIN_EXE_pisces-bench"))
         .args([
-            "bench",
             "--seconds",
             "600",
             "--runs",
@@ -369,11 +366,64 @@ fn a_signal_stops_the_bench_removes_the_pool_and_keeps_the_partial_report() {
     assert!(out.join("summary.txt").exists());
 }
 
+/// Without `--workloads` or `--full` the binary runs the main job: the quick mode's
+/// default workloads, the sets in their reduced form (1 thread, 1 and 10 % updates);
+/// sizes, engines and durations given on the command line apply to it.
 #[test]
-fn the_main_job_is_bench_quick_and_takes_its_options() {
+fn the_main_job_is_the_quick_default_and_takes_options() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("m");
-    let r = pisces(&[
+    let r = bench(&[
+        "--seconds",
+        "0.1",
+        "--runs",
+        "1",
+        "--engines",
+        "volatile",
+        "--threads",
+        "1",
+        "--hash-pairs",
+        "2000",
+        "--btree-keys",
+        "2000",
+        "--set-keys",
+        "1000",
+        "--tree-set-keys",
+        "1000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("pisces-bench main job: the quick default"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("mode quick"));
+    assert!(r.stdout.contains("emulated PM"));
+    let rows = read_csv(&out);
+    let mixes = |workload: &str| -> Vec<u32> {
+        rows.iter()
+            .filter(|r| r.s("workload") == workload && r.s("engine") == "volatile")
+            .map(|r| r.f("update_pct") as u32)
+            .collect()
+    };
+    // The quick mixes of the hash table and the B+-tree; the sets' reduced mixes.
+    assert_eq!(mixes("hash"), [0, 2, 20]);
+    assert_eq!(mixes("btree"), [0, 20]);
+    assert_eq!(mixes("set-1k"), [1, 10]);
+    assert_eq!(mixes("tree-set-1k"), [1, 10]);
+    // The breakdown runs its own Pisces variants at 20 % updates.
+    assert!(
+        rows.iter()
+            .any(|r| r.s("workload") == "breakdown" && r.f("update_pct") == 20.0),
+        "no breakdown rows"
+    );
+    assert_svg(&out.join("throughput-btree.svg"));
+    // Naming the workloads leaves the main job: its own title, the sets' full mixes.
+    let out = d.path().join("w");
+    let r = bench(&[
         "--seconds",
         "0.1",
         "--runs",
@@ -381,33 +431,28 @@ fn the_main_job_is_bench_quick_and_takes_its_options() {
         "--engines",
         "volatile",
         "--workloads",
-        "btree",
+        "set",
         "--threads",
         "1",
-        "--btree-keys",
-        "2000",
+        "--set-keys",
+        "1000",
         "--out",
         out.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert!(r
-        .stdout
-        .starts_with("pisces main job: pisces bench --quick"));
-    assert!(r.stdout.contains("mode quick"));
-    assert!(r.stdout.contains("emulated PM"));
-    // The quick B+-tree mixes: 0 and 20 %.
-    let rows = read_csv(&out);
-    let mixes: Vec<f64> = rows.iter().map(|r| r.f("update_pct")).collect();
-    assert_eq!(mixes, [0.0, 20.0]);
-    assert_svg(&out.join("throughput-btree.svg"));
+    assert!(r.stdout.starts_with("pisces-bench\n"), "{}", r.stdout);
+    let mixes: Vec<u32> = read_csv(&out)
+        .iter()
+        .map(|r| r.f("update_pct") as u32)
+        .collect();
+    assert_eq!(mixes, [1, 10, 100]);
 }
 
 #[test]
 fn set_workloads_run_once_per_size_when_named() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("s");
-    let r = pisces(&[
-        "bench",
+    let r = bench(&[
         "--seconds",
         "0.1",
         "--runs",
@@ -453,7 +498,7 @@ fn set_workloads_run_once_per_size_when_named() {
     }
 }
 
-/// The recovery and replay workloads time each open in a child process (the tool run
+/// The recovery and replay workloads time each open in a child process (the binary run
 /// with its hidden `recovery-child` subcommand): every CSV row has the child's wall,
 /// CPU and page-fault figures, and the harness checked every recovered value (a
 /// wrong value fails the run: exit 1).
@@ -461,8 +506,7 @@ fn set_workloads_run_once_per_size_when_named() {
 fn recovery_and_replay_time_the_open_in_a_child_process() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("r");
-    let r = pisces(&[
-        "bench",
+    let r = bench(&[
         "--runs",
         "1",
         "--engines",
@@ -506,7 +550,7 @@ fn recovery_and_replay_time_the_open_in_a_child_process() {
         }
     }
     // The hidden subcommand refuses bad arguments with exit 2.
-    let bad = pisces(&["recovery-child", "/nonexistent", "sp3"]);
+    let bad = bench(&["recovery-child", "/nonexistent", "sp3"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("usage"), "{}", bad.stderr);
 }
@@ -518,17 +562,16 @@ fn bad_bench_options_exit_2_with_a_reason() {
     std::fs::write(&file, b"x").unwrap();
     let under_file = file.join("sub");
     for (args, want) in [
-        (vec!["bench", "--engines", "nosuch"], "unknown engine"),
-        (vec!["bench", "--threads", "0"], "thread count"),
-        (vec!["bench", "--update-pct", "150"], "percentage"),
-        (vec!["bench", "--seconds", "-1"], "unexpected argument"),
-        (vec!["bench", "--quick", "--full"], "cannot be used with"),
-        (vec!["bench", "--workloads", "tpc-c"], "invalid value"),
-        (vec!["bench", "--set-keys", "0"], "key count"),
+        (vec!["--engines", "nosuch"], "unknown engine"),
+        (vec!["--threads", "0"], "thread count"),
+        (vec!["--update-pct", "150"], "percentage"),
+        (vec!["--seconds", "-1"], "unexpected argument"),
+        (vec!["--quick", "--full"], "cannot be used with"),
+        (vec!["--workloads", "tpc-c"], "invalid value"),
+        (vec!["--set-keys", "0"], "key count"),
         (vec!["--engines", "nope"], "unknown engine"),
         (
             vec![
-                "bench",
                 "--workloads",
                 "breakdown",
                 "--update-pct",
@@ -539,11 +582,11 @@ fn bad_bench_options_exit_2_with_a_reason() {
             "nothing to measure",
         ),
         (
-            vec!["bench", "--out", under_file.to_str().unwrap()],
+            vec!["--out", under_file.to_str().unwrap()],
             "cannot create the report directory",
         ),
     ] {
-        let r = pisces(&args);
+        let r = bench(&args);
         assert_eq!(r.code, 2, "{args:?}: {}{}", r.stdout, r.stderr);
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
     }
