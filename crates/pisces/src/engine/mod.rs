@@ -110,13 +110,40 @@ impl Default for OpenCtx {
 /// recovered. The pool layer implements it over its operation registry and the
 /// transaction API, so recovery can re-execute operations at the step its crash
 /// argument needs them (between its own steps) without the engine layer depending on
-/// the layers above it.
+/// the layers above it or on the registry.
 pub(crate) trait Reexecute: Send + Sync {
     /// Whether operation `id` is registered.
     fn registered(&self, id: u32) -> bool;
     /// Run operation `id` with its logged argument bytes as one transaction on
-    /// `thread` (the engine's own thread state, registered under the engine's id).
-    fn run(&self, thread: &mut registry::AnyThread, id: u32, args: &[u8]) -> Result<()>;
+    /// `thread`, the recovering engine's own thread state.
+    fn run(&self, thread: LentThread<'_>, id: u32, args: &[u8]) -> Result<()>;
+}
+
+/// A thread state of the engine being recovered, lent to [`Reexecute::run`] for one
+/// transaction. The engine keeps its thread in an `Option` (`Some` between the
+/// transactions); the pool layer takes it out into the registry's dispatch enum for the
+/// transaction and puts it back (`registry::AnyThread::lend`). The thread is passed
+/// type-erased so that no engine names that enum, which names every engine.
+pub(crate) struct LentThread<'a> {
+    engine: u32,
+    /// `&mut Option<D::Thread>` of the engine whose id is `engine` (`new` pairs them).
+    slot: &'a mut dyn std::any::Any,
+}
+
+impl<'a> LentThread<'a> {
+    /// Lend the thread state in `slot` of engine `D`.
+    pub(crate) fn new<D: EngineDef>(slot: &'a mut Option<D::Thread>) -> LentThread<'a> {
+        LentThread { engine: D::ID, slot }
+    }
+    /// The id of the engine whose thread this is ([`EngineDef::ID`]).
+    pub(crate) fn engine(&self) -> u32 {
+        self.engine
+    }
+    /// The slot, if the engine's thread type is `T` (it is when `T` is the thread type
+    /// of the engine [`LentThread::engine`] names).
+    pub(crate) fn slot<T: EngineThread>(&mut self) -> Option<&mut Option<T>> {
+        self.slot.downcast_mut()
+    }
 }
 
 /// No operation registered (engine-level tests; pools opened without operations).
@@ -126,7 +153,7 @@ impl Reexecute for NoOperations {
     fn registered(&self, _id: u32) -> bool {
         false
     }
-    fn run(&self, _thread: &mut registry::AnyThread, id: u32, _args: &[u8]) -> Result<()> {
+    fn run(&self, _thread: LentThread<'_>, id: u32, _args: &[u8]) -> Result<()> {
         Err(crate::Error::InvalidArgument(format!(
             "no operation registered as {id}"
         )))

@@ -11,7 +11,7 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, Inspection, OpenCtx, Storage,
+    EngineOptions, EngineThread, Inspection, LentThread, OpenCtx, Storage,
 };
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
@@ -149,6 +149,23 @@ macro_rules! engines {
         }
 
         impl AnyThread {
+            /// Run `f` on the thread state an engine lent (recovery's re-execution of
+            /// an operation), as the variant of the engine that lent it, and put the
+            /// state back into the engine's slot afterwards.
+            pub(crate) fn lend<R>(mut lent: LentThread<'_>, f: impl FnOnce(&mut AnyThread) -> R) -> R {
+                $( if lent.engine() == <$def as EngineDef>::ID {
+                    let slot = lent
+                        .slot::<<$def as EngineDef>::Thread>()
+                        .expect("LentThread::new pairs an engine's id with its thread type");
+                    let mut any = AnyThread::$variant(slot.take().expect("a lent thread is in its slot"));
+                    let r = f(&mut any);
+                    if let AnyThread::$variant(t) = any {
+                        *slot = Some(t);
+                    }
+                    return r;
+                } )+
+                unreachable!("LentThread::new takes the id of a registered engine")
+            }
             #[inline]
             pub(crate) fn id(&self) -> EngineId {
                 match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
