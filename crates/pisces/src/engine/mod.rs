@@ -54,6 +54,9 @@ use crate::Result;
 pub use options::EngineOptions;
 pub use pisces::PiscesOptions;
 pub use registry::EngineId;
+/// The read fast path an engine hands the transaction layer per attempt
+/// ([`EngineThread::fast_reads`]), which `Tx::read` inlines.
+pub(crate) use kit::fast_reads::FastReads;
 use std::sync::Arc;
 
 /// Where an engine keeps its pool.
@@ -196,6 +199,12 @@ pub(crate) trait EngineDef: 'static {
     const DURABLE: bool = true;
     /// Where the pool lives.
     const STORAGE: Storage = Storage::Heap;
+    /// Whether the registry inlines this engine's `begin` + `fast_reads` and
+    /// `commit` + `wait_durable` into every transaction's retry loop (`Pool::run`);
+    /// the other engines are one call away there. For the default engine and the
+    /// reference it is measured against (so both get the same treatment): inlining
+    /// every engine would grow each `run` instantiation by all of them.
+    const INLINE_DISPATCH: bool = false;
     /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
     /// size), or `None` if it can.
     const GROWTH_REFUSED: Option<&'static str> = None;
@@ -285,10 +294,9 @@ pub(crate) trait EngineThread: Send + 'static {
         0
     }
     /// The fast path of `read` for the attempt `begin` just started (see
-    /// [`kit::fast_reads::FastReads`]), or [`kit::fast_reads::FastReads::NONE`] if every read
-    /// must go to `read`.
-    fn fast_reads(&self) -> kit::fast_reads::FastReads {
-        kit::fast_reads::FastReads::NONE
+    /// [`FastReads`]), or [`FastReads::NONE`] if every read must go to `read`.
+    fn fast_reads(&self) -> FastReads {
+        FastReads::NONE
     }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;

@@ -11,7 +11,7 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, Inspection, LentThread, OpenCtx, Storage,
+    EngineOptions, EngineThread, FastReads, Inspection, LentThread, OpenCtx, Storage,
 };
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
@@ -176,27 +176,22 @@ macro_rules! engines {
             }
             /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
-            /// needs both. The arms of the default engine and of `bare` (the limit it
-            /// is measured against, so both get the same treatment) are inlined into
-            /// `run`; the others are one call away (`begin_fast_dispatch`).
-            ///
-            /// [`FastReads::NONE`]: crate::engine::kit::fast_reads::FastReads::NONE
+            /// needs both. The arms of the engines that declare
+            /// [`EngineDef::INLINE_DISPATCH`] are inlined into `run` (a guard on a
+            /// constant: the other arms compile to nothing here); the others are one
+            /// call away (`begin_fast_dispatch`).
             #[inline(always)]
-            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> FastReads {
                 match self {
-                    AnyThread::Pisces(t) => {
+                    $( AnyThread::$variant(t) if <$def as EngineDef>::INLINE_DISPATCH => {
                         t.begin(opts);
                         t.fast_reads()
-                    }
-                    AnyThread::Bare(t) => {
-                        t.begin(opts);
-                        t.fast_reads()
-                    }
+                    } )+
                     _ => self.begin_fast_dispatch(opts),
                 }
             }
             #[inline(never)]
-            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> FastReads {
                 match self {
                     $( AnyThread::$variant(t) => {
                         t.begin(opts);
@@ -206,19 +201,15 @@ macro_rules! engines {
             }
             /// `commit`, then (if `wait`) `wait_durable` on its token, in one dispatch.
             /// The outer error is the commit's (the attempt is rolled back), the inner
-            /// one the wait's (the transaction committed). The arms of `pisces` and
-            /// `bare` are inlined, as in `begin_fast`.
+            /// one the wait's (the transaction committed). The arms of the engines that
+            /// declare [`EngineDef::INLINE_DISPATCH`] are inlined, as in `begin_fast`.
             #[inline(always)]
             pub(crate) fn commit_then_wait(&mut self, wait: bool) -> Result<Result<()>> {
                 match self {
-                    AnyThread::Pisces(t) => {
+                    $( AnyThread::$variant(t) if <$def as EngineDef>::INLINE_DISPATCH => {
                         let token = t.commit()?;
                         Ok(if wait { t.wait_durable(token) } else { Ok(()) })
-                    }
-                    AnyThread::Bare(t) => {
-                        let token = t.commit()?;
-                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
-                    }
+                    } )+
                     _ => self.commit_then_wait_dispatch(wait),
                 }
             }
@@ -239,7 +230,7 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
             }
             #[inline]
-            pub(crate) fn fast_reads(&self) -> crate::engine::kit::fast_reads::FastReads {
+            pub(crate) fn fast_reads(&self) -> FastReads {
                 match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
             }
             #[inline]
