@@ -51,12 +51,12 @@ use crate::heap::Heap;
 use crate::medium::MediumKind;
 use crate::tx_options::{Isolation, TxOptions};
 use crate::Result;
-pub use options::EngineOptions;
-pub use pisces::PiscesOptions;
-pub use registry::EngineId;
 /// The read fast path an engine hands the transaction layer per attempt
 /// ([`EngineThread::fast_reads`]), which `Tx::read` inlines.
 pub(crate) use kit::fast_reads::FastReads;
+pub use options::EngineOptions;
+pub use pisces::PiscesOptions;
+pub use registry::EngineId;
 use std::sync::Arc;
 
 /// Where an engine keeps its pool.
@@ -136,7 +136,10 @@ pub(crate) struct LentThread<'a> {
 impl<'a> LentThread<'a> {
     /// Lend the thread state in `slot` of engine `D`.
     pub(crate) fn new<D: EngineDef>(slot: &'a mut Option<D::Thread>) -> LentThread<'a> {
-        LentThread { engine: D::ID, slot }
+        LentThread {
+            engine: D::ID,
+            slot,
+        }
     }
     /// The id of the engine whose thread this is ([`EngineDef::ID`]).
     pub(crate) fn engine(&self) -> u32 {
