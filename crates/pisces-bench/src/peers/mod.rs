@@ -26,7 +26,7 @@
 //! see the last committed state.
 //!
 //! A store is a [`KvStore`]: read-only transactions looking one key up, and write
-//! transactions of inserts and removes ([`KvWrite`]); [`PeerBench`] runs the data
+//! transactions of inserts and removes ([`KvWrite`](store::KvWrite)); [`PeerBench`] runs the data
 //! sets' operations on it.
 
 mod bench;
@@ -36,7 +36,7 @@ mod redb_store;
 mod store;
 
 pub use bench::PeerBench;
-pub use store::{KvStore, KvWrite};
+pub use store::KvStore;
 
 use crate::workloads::kinds::DataKind;
 use std::path::Path;
