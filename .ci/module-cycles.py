@@ -3,7 +3,8 @@
 
 The graph: one node per source file of the crate (test files and `#[cfg(test)] mod
 tests` blocks left out); an edge a -> b when file a names a path `crate::...`,
-`super::...` or `self::...` that resolves to file b (in a `use` line or inline). A path
+`super::...`, `self::...` or `child::...` (a module it declares with `mod child;`) that
+resolves to file b (in a `use` line or inline). A path
 through a re-export of the crate root (`crate::Pool`) resolves to the file the root
 re-exports it from. Strongly connected components of more than one file are cycles.
 
@@ -49,8 +50,10 @@ def strip_comments(text):
 
 def expand_use(tree):
     """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']."""
+    # `x as y` names x (the alias only renames it here); drop the alias before the
+    # spaces, which would glue `x`, `as` and `y` into one segment.
+    tree = re.sub(r"\s+as\s+\w+", "", tree)
     tree = re.sub(r"\s+", "", tree)
-    tree = re.sub(r"\bas\w+", "", tree.replace("as", " as ")) if " as " in tree else tree
     def split_top(s):
         parts, depth, cur = [], 0, ""
         for ch in s:
@@ -144,6 +147,9 @@ def main():
                 return here
         return None
 
+    child_re = re.compile(r"\bmod\s+(\w+)\s*;")
+    bare_re = re.compile(r"(?<![\w:$])(\w+)((?:::\w+)+)")
+
     edges = {m: set() for m in files}
     for mod, text in texts.items():
         own = reexport_re.sub("", text)
@@ -151,6 +157,13 @@ def main():
         for tree in re.findall(r"\buse\s+([^;]+);", own):
             paths.extend(expand_use(tree))
         paths.extend(re.findall(r"\b((?:crate|super|self)(?:::\w+)+)", own))
+        # A module names its child modules (`mod child;`) by their bare name:
+        # `child::item` is `self::child::item`. Not after `::` (then `child` is a
+        # segment of a longer path) nor after `$` (`$crate::`).
+        children = {c for c in child_re.findall(own) if mod + (c,) in files}
+        for first, rest in bare_re.findall(own):
+            if first in children:
+                paths.append("self::" + first + rest)
         for p in paths:
             full = absolute(mod, p.split("::"))
             if full is None:

@@ -14,13 +14,14 @@
 mod bank;
 mod cmd_crashtest;
 mod cmd_sicheck;
+mod output;
 mod size;
 mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use output::{err, out};
 use pisces::tools::check::check_pool;
 use pisces::{Config, EngineId, MediumKind, PersistenceDomain, Pool};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -154,18 +155,6 @@ fn parse_engine(s: &str) -> Result<EngineId, String> {
         let known: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
         format!("unknown engine `{s}` (known engines: {})", known.join(", "))
     })
-}
-
-/// Write to stdout, ignoring errors (a closed pipe must not panic the tool).
-pub(crate) fn out(s: &str) {
-    let mut o = std::io::stdout().lock();
-    let _ = o.write_all(s.as_bytes());
-    let _ = o.flush();
-}
-
-/// Write a line to stderr, ignoring errors.
-pub(crate) fn err(s: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{s}");
 }
 
 fn create(a: &CreateArgs) -> ExitCode {

@@ -8,7 +8,7 @@
 //! comparison is the `pisces-bench` binary.
 
 use crate::bank::{self, RoundStats, ACCOUNTS, TOTAL};
-use crate::{err, out};
+use crate::output::{err, out};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pisces::tools::check::check_pool;
 use pisces::{Config, MediumKind, Pool};

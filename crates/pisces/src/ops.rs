@@ -2,7 +2,7 @@
 //! ([`Operations`], whose documentation states the rules).
 
 use crate::engine::registry::AnyThread;
-use crate::engine::Reexecute;
+use crate::engine::{LentThread, Reexecute};
 use crate::tx::{run_on, Tx, TxStats};
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
@@ -147,16 +147,18 @@ impl Reexecute for Operations {
     fn registered(&self, id: u32) -> bool {
         self.get(id).is_some()
     }
-    fn run(&self, thread: &mut AnyThread, id: u32, args: &[u8]) -> Result<()> {
+    fn run(&self, thread: LentThread<'_>, id: u32, args: &[u8]) -> Result<()> {
         let f = self
             .get(id)
             .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
-        run_on(
-            thread,
-            &mut TxStats::default(),
-            &TxOptions::default(),
-            false,
-            |tx| f(tx, args),
-        )
+        AnyThread::lend(thread, |th| {
+            run_on(
+                th,
+                &mut TxStats::default(),
+                &TxOptions::default(),
+                false,
+                |tx| f(tx, args),
+            )
+        })
     }
 }

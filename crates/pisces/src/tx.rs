@@ -1,9 +1,8 @@
 //! Transactions: typed, borrow-checked access to persistent objects ([`Tx`], whose
 //! documentation states why the API is sound).
 
-use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::registry::AnyThread;
-use crate::heap::alloc::min_class;
+use crate::engine::FastReads;
 use crate::nesting::InTx;
 use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result};
@@ -160,7 +159,7 @@ impl<'h> Tx<'h> {
         // was compiled out of line, one call and a copy of `fast` per read.)
         // The smallest class holding a `T`: a compile-time constant per type, so the
         // length check is part of the fast path's class compare.
-        let min_class = const { min_class(size_of::<T>()) };
+        let min_class = const { FastReads::min_class(size_of::<T>()) };
         let ptr = match self.fast.read(p.offset(), min_class) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), size_of::<T>())?,
@@ -259,7 +258,7 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = match self.fast.read(p.offset(), min_class(len)) {
+        let ptr = match self.fast.read(p.offset(), FastReads::min_class(len)) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), len)?,
         };

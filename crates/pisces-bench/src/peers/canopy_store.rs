@@ -8,7 +8,7 @@
 //! arrive together share one fsync), so a committed transaction survives a crash, as a
 //! Pisces commit does. Read transactions see the last committed state.
 
-use super::{failed, KvStore, KvWrite, Peer};
+use super::store::{failed, KvStore, KvWrite};
 use canopydb::{Database, DbOptions, EnvOptions, Tree};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,8 +23,11 @@ pub struct CanopyStore {
     conflicts: AtomicU64,
 }
 
+/// The peer's name on the command line and in reports.
+pub(super) const NAME: &str = "canopydb";
+
 fn err(what: &str, e: impl std::fmt::Display) -> String {
-    failed(Peer::Canopy.name(), what, e)
+    failed(NAME, what, e)
 }
 
 impl CanopyStore {

@@ -2,7 +2,7 @@
 //! byte-string values in an environment directory; the environment is opened with
 //! LMDB's default flags, so a commit returns after an fdatasync of the data file.
 
-use super::{failed, KvStore, KvWrite, Peer};
+use super::store::{failed, KvStore, KvWrite};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RwTxn};
 use std::path::Path;
@@ -13,8 +13,11 @@ pub struct LmdbStore {
     db: Database<Bytes, Bytes>,
 }
 
+/// The peer's name on the command line and in reports.
+pub(super) const NAME: &str = "lmdb";
+
 fn err(what: &str, e: impl std::fmt::Display) -> String {
-    failed(Peer::Lmdb.name(), what, e)
+    failed(NAME, what, e)
 }
 
 impl LmdbStore {

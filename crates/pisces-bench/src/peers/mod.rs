@@ -26,15 +26,17 @@
 //! see the last committed state.
 //!
 //! A store is a [`KvStore`]: read-only transactions looking one key up, and write
-//! transactions of inserts and removes ([`KvWrite`]); [`PeerBench`] runs the data
+//! transactions of inserts and removes ([`KvWrite`](store::KvWrite)); [`PeerBench`] runs the data
 //! sets' operations on it.
 
 mod bench;
 mod canopy_store;
 mod lmdb_store;
 mod redb_store;
+mod store;
 
 pub use bench::PeerBench;
+pub use store::KvStore;
 
 use crate::workloads::kinds::DataKind;
 use std::path::Path;
@@ -57,9 +59,9 @@ impl Peer {
     /// Name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Peer::Redb => "redb",
-            Peer::Lmdb => "lmdb",
-            Peer::Canopy => "canopydb",
+            Peer::Redb => redb_store::NAME,
+            Peer::Lmdb => lmdb_store::NAME,
+            Peer::Canopy => canopy_store::NAME,
         }
     }
 
@@ -89,50 +91,13 @@ impl Peer {
     /// of address space for its map; redb grows its file itself).
     pub fn create(self, dir: &Path, map_bytes: u64) -> Result<Box<dyn KvStore>, String> {
         std::fs::create_dir_all(dir)
-            .map_err(|e| failed(self.name(), &format!("creating {}", dir.display()), e))?;
+            .map_err(|e| store::failed(self.name(), &format!("creating {}", dir.display()), e))?;
         Ok(match self {
             Peer::Redb => Box::new(redb_store::RedbStore::create(&dir.join("redb.db"))?),
             Peer::Lmdb => Box::new(lmdb_store::LmdbStore::create(dir, map_bytes)?),
             Peer::Canopy => Box::new(canopy_store::CanopyStore::create(dir)?),
         })
     }
-}
-
-/// A persistent key-value store of `u64` keys and byte-string values.
-pub trait KvStore: Send + Sync {
-    /// One read-only transaction: look `k` up and, if present, give its value to
-    /// `examine`, whose result is returned.
-    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String>;
-
-    /// One write transaction running `body`, committed durably if `body` succeeds and
-    /// rolled back if it fails. Returns what `body` returned.
-    fn write(
-        &self,
-        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
-    ) -> Result<u64, String>;
-
-    /// Write transactions that failed at commit and were run again (0 for a store
-    /// whose writers wait for each other instead).
-    fn conflicts(&self) -> u64 {
-        0
-    }
-}
-
-/// The operations of a write transaction.
-pub trait KvWrite {
-    /// Look `k` up in this transaction (its own writes included) and, if present, give
-    /// its value to `examine`, whose result is returned.
-    fn get(&mut self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64)
-        -> Result<Option<u64>, String>;
-    /// Insert `k` with value `v`, replacing any value it had.
-    fn insert(&mut self, k: u64, v: &[u8]) -> Result<(), String>;
-    /// Remove `k`; true if it was present.
-    fn remove(&mut self, k: u64) -> Result<bool, String>;
-}
-
-/// `e` as the error text of a peer's operation.
-fn failed(peer: &str, what: &str, e: impl std::fmt::Display) -> String {
-    format!("{peer}: {what}: {e}")
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! file; every write transaction commits with `Durability::Immediate` (set explicitly,
 //! though it is redb's default): the commit returns after an fsync of the file.
 
-use super::{failed, KvStore, KvWrite, Peer};
+use super::store::{failed, KvStore, KvWrite};
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use std::path::Path;
 
@@ -14,8 +14,11 @@ pub struct RedbStore {
     db: Database,
 }
 
+/// The peer's name on the command line and in reports.
+pub(super) const NAME: &str = "redb";
+
 fn err(what: &str, e: impl std::fmt::Display) -> String {
-    failed(Peer::Redb.name(), what, e)
+    failed(NAME, what, e)
 }
 
 impl RedbStore {

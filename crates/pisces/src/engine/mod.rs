@@ -51,6 +51,9 @@ use crate::heap::Heap;
 use crate::medium::MediumKind;
 use crate::tx_options::{Isolation, TxOptions};
 use crate::Result;
+/// The read fast path an engine hands the transaction layer per attempt
+/// ([`EngineThread::fast_reads`]), which `Tx::read` inlines.
+pub(crate) use kit::fast_reads::FastReads;
 pub use options::EngineOptions;
 pub use pisces::PiscesOptions;
 pub use registry::EngineId;
@@ -110,13 +113,43 @@ impl Default for OpenCtx {
 /// recovered. The pool layer implements it over its operation registry and the
 /// transaction API, so recovery can re-execute operations at the step its crash
 /// argument needs them (between its own steps) without the engine layer depending on
-/// the layers above it.
+/// the layers above it or on the registry.
 pub(crate) trait Reexecute: Send + Sync {
     /// Whether operation `id` is registered.
     fn registered(&self, id: u32) -> bool;
     /// Run operation `id` with its logged argument bytes as one transaction on
-    /// `thread` (the engine's own thread state, registered under the engine's id).
-    fn run(&self, thread: &mut registry::AnyThread, id: u32, args: &[u8]) -> Result<()>;
+    /// `thread`, the recovering engine's own thread state.
+    fn run(&self, thread: LentThread<'_>, id: u32, args: &[u8]) -> Result<()>;
+}
+
+/// A thread state of the engine being recovered, lent to [`Reexecute::run`] for one
+/// transaction. The engine keeps its thread in an `Option` (`Some` between the
+/// transactions); the pool layer takes it out into the registry's dispatch enum for the
+/// transaction and puts it back (`registry::AnyThread::lend`). The thread is passed
+/// type-erased so that no engine names that enum, which names every engine.
+pub(crate) struct LentThread<'a> {
+    engine: u32,
+    /// `&mut Option<D::Thread>` of the engine whose id is `engine` (`new` pairs them).
+    slot: &'a mut dyn std::any::Any,
+}
+
+impl<'a> LentThread<'a> {
+    /// Lend the thread state in `slot` of engine `D`.
+    pub(crate) fn new<D: EngineDef>(slot: &'a mut Option<D::Thread>) -> LentThread<'a> {
+        LentThread {
+            engine: D::ID,
+            slot,
+        }
+    }
+    /// The id of the engine whose thread this is ([`EngineDef::ID`]).
+    pub(crate) fn engine(&self) -> u32 {
+        self.engine
+    }
+    /// The slot, if the engine's thread type is `T` (it is when `T` is the thread type
+    /// of the engine [`LentThread::engine`] names).
+    pub(crate) fn slot<T: EngineThread>(&mut self) -> Option<&mut Option<T>> {
+        self.slot.downcast_mut()
+    }
 }
 
 /// No operation registered (engine-level tests; pools opened without operations).
@@ -126,7 +159,7 @@ impl Reexecute for NoOperations {
     fn registered(&self, _id: u32) -> bool {
         false
     }
-    fn run(&self, _thread: &mut registry::AnyThread, id: u32, _args: &[u8]) -> Result<()> {
+    fn run(&self, _thread: LentThread<'_>, id: u32, _args: &[u8]) -> Result<()> {
         Err(crate::Error::InvalidArgument(format!(
             "no operation registered as {id}"
         )))
@@ -169,6 +202,12 @@ pub(crate) trait EngineDef: 'static {
     const DURABLE: bool = true;
     /// Where the pool lives.
     const STORAGE: Storage = Storage::Heap;
+    /// Whether the registry inlines this engine's `begin` + `fast_reads` and
+    /// `commit` + `wait_durable` into every transaction's retry loop (`Pool::run`);
+    /// the other engines are one call away there. For the default engine and the
+    /// reference it is measured against (so both get the same treatment): inlining
+    /// every engine would grow each `run` instantiation by all of them.
+    const INLINE_DISPATCH: bool = false;
     /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
     /// size), or `None` if it can.
     const GROWTH_REFUSED: Option<&'static str> = None;
@@ -258,10 +297,9 @@ pub(crate) trait EngineThread: Send + 'static {
         0
     }
     /// The fast path of `read` for the attempt `begin` just started (see
-    /// [`kit::fast_reads::FastReads`]), or [`kit::fast_reads::FastReads::NONE`] if every read
-    /// must go to `read`.
-    fn fast_reads(&self) -> kit::fast_reads::FastReads {
-        kit::fast_reads::FastReads::NONE
+    /// [`FastReads`]), or [`FastReads::NONE`] if every read must go to `read`.
+    fn fast_reads(&self) -> FastReads {
+        FastReads::NONE
     }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;

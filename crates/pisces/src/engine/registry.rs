@@ -11,7 +11,7 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, Inspection, OpenCtx, Storage,
+    EngineOptions, EngineThread, FastReads, Inspection, LentThread, OpenCtx, Storage,
 };
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
@@ -149,6 +149,23 @@ macro_rules! engines {
         }
 
         impl AnyThread {
+            /// Run `f` on the thread state an engine lent (recovery's re-execution of
+            /// an operation), as the variant of the engine that lent it, and put the
+            /// state back into the engine's slot afterwards.
+            pub(crate) fn lend<R>(mut lent: LentThread<'_>, f: impl FnOnce(&mut AnyThread) -> R) -> R {
+                $( if lent.engine() == <$def as EngineDef>::ID {
+                    let slot = lent
+                        .slot::<<$def as EngineDef>::Thread>()
+                        .expect("LentThread::new pairs an engine's id with its thread type");
+                    let mut any = AnyThread::$variant(slot.take().expect("a lent thread is in its slot"));
+                    let r = f(&mut any);
+                    if let AnyThread::$variant(t) = any {
+                        *slot = Some(t);
+                    }
+                    return r;
+                } )+
+                unreachable!("LentThread::new takes the id of a registered engine")
+            }
             #[inline]
             pub(crate) fn id(&self) -> EngineId {
                 match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
@@ -159,27 +176,25 @@ macro_rules! engines {
             }
             /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
-            /// needs both. The arms of the default engine and of `bare` (the limit it
-            /// is measured against, so both get the same treatment) are inlined into
-            /// `run`; the others are one call away (`begin_fast_dispatch`).
-            ///
-            /// [`FastReads::NONE`]: crate::engine::kit::fast_reads::FastReads::NONE
+            /// needs both. The arms of the engines that declare
+            /// [`EngineDef::INLINE_DISPATCH`] are inlined into `run` (a test of a
+            /// constant: the other engines' tests compile to nothing here); the others
+            /// are one call away (`begin_fast_dispatch`).
             #[inline(always)]
-            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
-                match self {
-                    AnyThread::Pisces(t) => {
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> FastReads {
+                // One `if let` per inlined engine, not a `match` with guards: for
+                // the guards, the compiler tests "any other engine" first, a range
+                // compare and a jump more on the inlined engines' path.
+                $( if <$def as EngineDef>::INLINE_DISPATCH {
+                    if let AnyThread::$variant(t) = self {
                         t.begin(opts);
-                        t.fast_reads()
+                        return t.fast_reads();
                     }
-                    AnyThread::Bare(t) => {
-                        t.begin(opts);
-                        t.fast_reads()
-                    }
-                    _ => self.begin_fast_dispatch(opts),
-                }
+                } )+
+                self.begin_fast_dispatch(opts)
             }
             #[inline(never)]
-            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> crate::engine::kit::fast_reads::FastReads {
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> FastReads {
                 match self {
                     $( AnyThread::$variant(t) => {
                         t.begin(opts);
@@ -189,21 +204,17 @@ macro_rules! engines {
             }
             /// `commit`, then (if `wait`) `wait_durable` on its token, in one dispatch.
             /// The outer error is the commit's (the attempt is rolled back), the inner
-            /// one the wait's (the transaction committed). The arms of `pisces` and
-            /// `bare` are inlined, as in `begin_fast`.
+            /// one the wait's (the transaction committed). The arms of the engines that
+            /// declare [`EngineDef::INLINE_DISPATCH`] are inlined, as in `begin_fast`.
             #[inline(always)]
             pub(crate) fn commit_then_wait(&mut self, wait: bool) -> Result<Result<()>> {
-                match self {
-                    AnyThread::Pisces(t) => {
+                $( if <$def as EngineDef>::INLINE_DISPATCH {
+                    if let AnyThread::$variant(t) = self {
                         let token = t.commit()?;
-                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
+                        return Ok(if wait { t.wait_durable(token) } else { Ok(()) });
                     }
-                    AnyThread::Bare(t) => {
-                        let token = t.commit()?;
-                        Ok(if wait { t.wait_durable(token) } else { Ok(()) })
-                    }
-                    _ => self.commit_then_wait_dispatch(wait),
-                }
+                } )+
+                self.commit_then_wait_dispatch(wait)
             }
             #[inline(never)]
             fn commit_then_wait_dispatch(&mut self, wait: bool) -> Result<Result<()>> {
@@ -222,7 +233,7 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
             }
             #[inline]
-            pub(crate) fn fast_reads(&self) -> crate::engine::kit::fast_reads::FastReads {
+            pub(crate) fn fast_reads(&self) -> FastReads {
                 match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
             }
             #[inline]

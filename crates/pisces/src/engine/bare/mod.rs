@@ -64,6 +64,8 @@ impl EngineDef for Bare {
         "reference: no transactional instrumentation, a reader-writer lock with per-thread reader indicators, no persistence (the physical limit; not crash-safe)";
     const ISOLATION: Isolation = Isolation::Linearizable;
     const DURABLE: bool = false;
+    /// The reference the default engine is measured against.
+    const INLINE_DISPATCH: bool = true;
     type Engine = BareEngine;
     type Thread = BareThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<BareEngine> {

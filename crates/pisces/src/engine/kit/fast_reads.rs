@@ -1,7 +1,7 @@
 //! The read fast path that `Tx::read` inlines for the engines whose read of a live
 //! object is its home payload ([`FastReads`]).
 
-use crate::heap::alloc::{Allocator, SmallBlocks, HEADER};
+use crate::heap::alloc::{self, Allocator, SmallBlocks, HEADER};
 
 /// The common case of an engine's read, inlined into every `Tx::read`: a live
 /// small-class object whose header word says that its home payload is the version this
@@ -111,6 +111,14 @@ impl FastReads {
             bitmap: true,
             until_write: true,
         }
+    }
+
+    /// The smallest size class whose blocks hold `len` bytes: what [`FastReads::read`]
+    /// checks a `len`-byte read's block against (a compile-time constant for a read of
+    /// a type).
+    #[inline(always)]
+    pub(crate) const fn min_class(len: usize) -> u32 {
+        alloc::min_class(len)
     }
 
     /// The transaction writes (or frees): a path that ends at the first write ends.

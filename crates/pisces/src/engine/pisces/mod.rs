@@ -68,6 +68,8 @@ impl EngineDef for Pisces {
     const SUMMARY: &'static str =
         "Pisces (USENIX ATC 2019): snapshot isolation, dual-version concurrency control, three-stage commit";
     const ISOLATION: Isolation = Isolation::Snapshot;
+    /// The default engine.
+    const INLINE_DISPATCH: bool = true;
     type Engine = PiscesEngine;
     #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[

@@ -40,9 +40,7 @@ use super::shared::TimestoneShared;
 use super::thread::TimestoneThread;
 use crate::engine::kit::log::redo_log::{self as log, Entry};
 use crate::engine::kit::validate::check_logged_write;
-use crate::engine::registry::AnyThread;
-use crate::engine::EngineThread;
-use crate::engine::Reexecute;
+use crate::engine::{EngineThread, LentThread, Reexecute};
 use crate::heap::alloc::{Allocator, Block};
 use crate::heap::Heap;
 use crate::tx_options::TxOptions;
@@ -190,7 +188,9 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
             100,
             OpTable::load(heap)?,
         ));
-        let mut any = AnyThread::Timestone(TimestoneThread::new(sh.clone(), 0));
+        // `Some` between transactions: an operation's transaction borrows it
+        // (`Reexecute::run`).
+        let mut thread = Some(TimestoneThread::new(sh.clone(), 0));
         let mut last = k_done;
         for (ts, entries) in &decoded {
             sh.clock.advance_to(ts - 1);
@@ -207,11 +207,12 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
                         _ => None,
                     })
                     .collect();
-                if let AnyThread::Timestone(t) = &mut any {
+                if let Some(t) = &mut thread {
                     t.set_script(script);
                 }
-                ops.run(&mut any, *id, data).map_err(fail)?;
-            } else if let AnyThread::Timestone(t) = &mut any {
+                ops.run(LentThread::new::<super::Timestone>(&mut thread), *id, data)
+                    .map_err(fail)?;
+            } else if let Some(t) = &mut thread {
                 t.begin(&TxOptions::default());
                 if let Err(e) = t.replay_physical(entries) {
                     t.abort();
@@ -219,7 +220,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
                 }
                 t.commit().map_err(fail)?;
             }
-            if let AnyThread::Timestone(t) = &any {
+            if let Some(t) = &thread {
                 if t.script_left() != 0 {
                     return Err(fail(Error::Corrupt(
                         "it allocated fewer blocks than it did originally".into(),
@@ -231,7 +232,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
         // 5.
         sh.clock.advance_to(last);
         clog::checkpoint(&sh)?;
-        drop(any);
+        drop(thread);
         k_done = k_done.max(TimestoneShared::load_k_done(heap));
     }
     // 6.
@@ -269,21 +270,5 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
             format!("interrupted checkpoint {pending_ckpt}"),
         ],
         problems,
-    }
-}
-
-impl super::shared::TimestoneEngine {
-    /// Open a pool: check its format, recover ([`recover`]), start. (Here rather than
-    /// beside the pool state: recovery re-executes operations through the registry's
-    /// thread enum, so the pool state must not depend on this module.)
-    pub(super) fn open(
-        heap: Arc<Heap>,
-        o: super::options::TimestoneOptions,
-        opts: &crate::engine::EngineOptions,
-        ctx: &crate::engine::OpenCtx,
-    ) -> Result<Self> {
-        Self::prepare(&heap)?;
-        let rec = recover(&heap, ctx.reexecute.as_ref())?;
-        Self::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
     }
 }

@@ -47,12 +47,13 @@
 use super::clog::{checkpoint, read_clog, Pending};
 use super::optable::{check_format, OpTable};
 use super::options::TimestoneOptions;
+use super::recovery::recover;
 use super::thread::TimestoneThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock, STARTING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::slab_table::SlabWords;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
-use crate::engine::{Engine, EngineOptions};
+use crate::engine::{Engine, EngineOptions, OpenCtx};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, SmallSlot};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
@@ -473,8 +474,20 @@ pub(crate) struct TimestoneEngine {
 }
 
 impl TimestoneEngine {
+    /// Open a pool: check its format, recover ([`recover`]), start.
+    pub(super) fn open(
+        heap: Arc<Heap>,
+        o: TimestoneOptions,
+        opts: &EngineOptions,
+        ctx: &OpenCtx,
+    ) -> Result<TimestoneEngine> {
+        Self::prepare(&heap)?;
+        let rec = recover(&heap, ctx.reexecute.as_ref())?;
+        Self::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
+    }
+
     /// Before recovery: check the pool's format, and mark its header words unused.
-    pub(super) fn prepare(heap: &Heap) -> Result<()> {
+    fn prepare(heap: &Heap) -> Result<()> {
         check_format(heap, never_committed(heap))?;
         // Objects are validated by the allocation bitmap, and the home word in a header
         // is safe whatever value it holds (`tlog`, *The home word*): slab formatting
@@ -485,7 +498,7 @@ impl TimestoneEngine {
 
     /// After recovery (which left every commit up to `k_done` home, re-executed
     /// `replayed` records and returned each slot's next OLog sequence number): start.
-    pub(super) fn start(
+    fn start(
         heap: Arc<Heap>,
         o: TimestoneOptions,
         opts: &EngineOptions,
