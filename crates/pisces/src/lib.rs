@@ -17,10 +17,6 @@
 //! shared parts), the transaction API and the pool, the containers. Each depends only
 //! on those below it.
 #![warn(missing_docs)]
-// What only the workspace's tools reach (`pisces::tools`: the offline checks, the
-// engines' inspection, the media counters) is unused in a build without them. The
-// workspace builds with them (CI's clippy included), where dead code is still found.
-#![cfg_attr(not(feature = "tools"), allow(dead_code))]
 
 #[cfg(any(test, feature = "tools"))]
 mod check;

@@ -74,6 +74,7 @@
 //! handles are words of the root object (see [`deep`]).
 
 pub mod btree;
+#[cfg(any(test, feature = "tools"))]
 pub mod deep;
 mod hash;
 pub mod hashmap;

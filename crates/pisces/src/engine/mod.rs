@@ -169,6 +169,7 @@ impl Reexecute for NoOperations {
 /// What `pisces info` / `pisces check` print about an engine's persistent state, and
 /// the problems `check` reports (exit 1).
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub struct Inspection {
     /// One line per fact (`name: value`).
     pub lines: Vec<String>,
@@ -236,6 +237,7 @@ pub(crate) trait EngineDef: 'static {
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Self::Engine>;
     /// Describe and verify the engine's persistent state of a pool nobody runs (for
     /// `pisces info` / `check`); must not write.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     fn inspect(_heap: &Heap) -> Inspection {
         Inspection::default()
     }

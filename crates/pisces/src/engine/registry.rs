@@ -81,6 +81,7 @@ macro_rules! engines {
                 match self { $( EngineId::$variant => <$def as EngineDef>::regions(ctx), )+ }
             }
             /// Describe and verify the engine's persistent state (tools; writes nothing).
+            #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
             pub(crate) fn inspect(self, heap: &Heap) -> Inspection {
                 match self { $( EngineId::$variant => <$def as EngineDef>::inspect(heap), )+ }
             }

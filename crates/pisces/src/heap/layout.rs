@@ -95,6 +95,7 @@ fn align_up(x: usize, a: usize) -> usize {
 
 impl Layout {
     /// Compute the layout of a pool, or say why these parameters cannot make one.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn compute(
         pool_size: u64,
         max_threads: usize,

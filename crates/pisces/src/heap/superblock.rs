@@ -119,6 +119,7 @@ impl Superblock {
 
     /// Whether the pool was closed cleanly: `None` when the superblock does not say
     /// (format 4 and older).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn closed_cleanly(&self) -> Option<bool> {
         match self.open_state {
             CLEAN => Some(true),
@@ -129,6 +130,7 @@ impl Superblock {
 
     /// The NVDIMM unsafe-shutdown count seen at the last open, if the platform
     /// reported one.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn dirty_shutdowns(&self) -> Option<u64> {
         self.dirty_shutdowns_seen.checked_sub(1)
     }

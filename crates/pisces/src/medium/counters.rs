@@ -16,6 +16,7 @@ use std::ops::Sub;
 
 /// A snapshot of one thread's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub struct Counters {
     /// Cache lines flushed.
     pub lines_flushed: u64,
@@ -32,11 +33,13 @@ pub struct Counters {
 impl Counters {
     /// Everything made durable: logs, write-back and allocator metadata (the numerator
     /// of write amplification).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn bytes_durable(&self) -> u64 {
         self.bytes_logged + self.bytes_written_home + self.bytes_metadata
     }
 
     /// Add `o` to these counters (threads' counters into one total).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn add(&mut self, o: Counters) {
         self.lines_flushed += o.lines_flushed;
         self.fences += o.fences;
@@ -94,6 +97,7 @@ pub fn add_bytes_metadata(n: u64) {
 }
 
 /// This thread's counters now.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn snapshot() -> Counters {
     Counters {
         lines_flushed: LINES.with(Cell::get),
@@ -105,6 +109,7 @@ pub fn snapshot() -> Counters {
 }
 
 /// Number of cache lines overlapping `off..off + len`.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn lines_in(off: usize, len: usize) -> u64 {
     if len == 0 {
         return 0;

@@ -44,12 +44,14 @@ thread_local! {
 
 /// Whether this thread's fences defer their emulated NVM wait (module docs) instead of
 /// spinning it at once. Turning deferral off drops any unpaid debt.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn defer_emulated_waits(on: bool) {
     DEFERRED_NS.with(|d| d.set(on.then_some(0)));
 }
 
 /// Spin off the emulated waits this thread deferred since the last call (none unless
 /// [`defer_emulated_waits`] is on); returns how long that was, in ns.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn pay_deferred_waits() -> u64 {
     let ns = DEFERRED_NS.with(|d| match d.get() {
         Some(owed) => {

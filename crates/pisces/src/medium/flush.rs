@@ -29,11 +29,13 @@ pub enum FlushInstr {
     /// `clflush`.
     Clflush,
     /// No instruction (non-x86 targets).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     None,
 }
 
 impl FlushInstr {
     /// Lower-case instruction name.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn name(self) -> &'static str {
         match self {
             FlushInstr::Clwb => "clwb",

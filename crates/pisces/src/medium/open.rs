@@ -69,6 +69,7 @@ pub const MIN_POOL_FILE_SIZE: u64 = 294_912;
 /// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_FILE_SIZE`] or not a multiple of
 /// 4096, or `kind` is [`MediumKind::Custom`]. On any failure after the file was
 /// created, the file is removed.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn Medium>> {
     create_file_growable(path, size, size, kind)
 }
@@ -77,6 +78,7 @@ pub fn create_file(path: &Path, size: u64, kind: MediumKind) -> Result<Arc<dyn M
 /// reserves `max_size` bytes of address space so that it never moves when the pool
 /// grows. `max_size == size` is a pool that cannot grow. [`Error::InvalidConfig`] if
 /// `max_size` is below `size` or not a multiple of 4096.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn create_file_growable(
     path: &Path,
     size: u64,
@@ -176,6 +178,7 @@ pub(crate) fn create_pool_file(
 /// [`Error::AlreadyOpen`] (this process does), [`Error::InvalidConfig`] (simulated kind, not a regular
 /// file) or [`Error::MediumUnsupported`] (DAX on a non-DAX file system). The file is
 /// not modified when opening fails.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
     open_file_reserving(path, kind, map_len, DomainRequest::default()).map(|o| o.medium)
 }

@@ -207,6 +207,7 @@ impl Mapping {
     }
 
     /// True if nothing is usable (never, for a constructed mapping).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -24,10 +24,12 @@
 use std::sync::{Mutex, MutexGuard};
 
 /// True if this build counts (the `shared-counts` feature).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub const ENABLED: bool = cfg!(feature = "shared-counts");
 
 /// Writes to shared words and the distinct lines they hit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub struct SharedCounts {
     /// Stores and atomic read-modify-writes to words several threads write.
     pub writes: u64,
@@ -74,6 +76,7 @@ pub fn end_unit() {
 
 /// Every thread's counts so far (threads that exited included). Zero without the
 /// `shared-counts` feature.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn totals() -> SharedCounts {
     #[cfg(feature = "shared-counts")]
     return counting::totals();
@@ -82,6 +85,7 @@ pub fn totals() -> SharedCounts {
 }
 
 /// This thread's counts so far. Zero without the `shared-counts` feature.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn this_thread() -> SharedCounts {
     #[cfg(feature = "shared-counts")]
     return counting::this_thread();

@@ -174,6 +174,7 @@ struct Dag<'h> {
     /// Kept nodes in a topological order.
     order: BulkVec<NodeId>,
     dropped: Vec<NodeId>,
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     cycles: usize,
 }
 
@@ -653,6 +654,7 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
 }
 
 /// Describe the logs of a pool nobody runs (`pisces info` / `check`); writes nothing.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let mut out = crate::engine::Inspection::default();
     match build(heap, 1) {

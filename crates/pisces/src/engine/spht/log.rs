@@ -217,6 +217,7 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
 /// place, checksums checked), and what [`walk`] returned: how far the valid records
 /// reach, or the damage that ended the parse (the records before it are still listed).
 /// Nobody else may append to or release the log meanwhile.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<Walked>) {
     let mut out = Vec::new();
     let walked = walk(heap, slot, |rec, _| {

@@ -96,6 +96,7 @@ pub struct Recovered {
 
 /// Check that every entry names a place a transaction could have written. Returns
 /// whether any is an allocator entry.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<bool> {
     let mut allocates = false;
     for e in entries {
@@ -313,6 +314,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
 }
 
 /// Live records and markers, for `pisces info` / `check` (writes nothing).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);

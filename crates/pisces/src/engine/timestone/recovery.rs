@@ -248,6 +248,7 @@ pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
 }
 
 /// Describe and check the persistent state of a pool nobody runs (`EngineDef::inspect`).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let l = *heap.layout();
     let mut problems = Vec::new();

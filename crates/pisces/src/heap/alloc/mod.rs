@@ -137,6 +137,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// [`Allocator::usage`] returns one entry per small class, in increasing block size,
 /// then one entry for large runs (`block_size == 0`).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub struct ClassUsage {
     /// Block size of the class (header included); for large runs, 0.
     pub block_size: u64,
@@ -568,6 +569,7 @@ impl Allocator {
     /// A block start of a formatted slab or the head of a reserved or allocated large
     /// run; whether the block is allocated is not checked.
     #[inline]
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn block_at(&self, payload_off: u64) -> Option<Block> {
         let offset = payload_off.checked_sub(HEADER as u64)?;
         let rel = offset.checked_sub(self.heap.layout().heap_offset as u64)?;
@@ -691,6 +693,7 @@ impl Allocator {
 
     /// True if `b` is allocated in the persistent state (its bit is set, or its run is
     /// written in the slab table).
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn is_allocated(&self, b: Block) -> bool {
         let heap = &self.heap;
         match pmem::locate_present(heap, b) {
@@ -876,6 +879,7 @@ impl Allocator {
 
     /// Every problem in the persistent allocator state (empty if sound): invalid slab
     /// table entries, broken large runs, stray bitmap bits. For `pisces check`.
+    #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
     pub fn check(heap: &Heap) -> Vec<String> {
         pmem::scan(heap).1
     }

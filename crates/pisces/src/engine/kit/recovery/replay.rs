@@ -136,6 +136,7 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
 
 /// Per-slot log summary (for `pisces info` / `check`): valid records, and problems.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub struct LogState {
     /// Valid records at or above the watermark, per slot.
     pub live_records: Vec<usize>,
@@ -147,6 +148,7 @@ pub struct LogState {
 }
 
 /// Inspect the logs without changing anything.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
     let mut st = LogState::default();
@@ -191,6 +193,7 @@ pub fn inspect(heap: &Heap) -> LogState {
 
 /// [`inspect`] as the engine seam reports it (`pisces info` / `check`), for the engines
 /// that keep their commits in the kit's redo logs (pisces, mvcc).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub(crate) fn inspect_redo_logs(heap: &Heap) -> crate::engine::Inspection {
     let st = inspect(heap);
     let live: Vec<String> = st.live_records.iter().map(|n| n.to_string()).collect();
