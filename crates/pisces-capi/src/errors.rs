@@ -54,6 +54,9 @@ pub const PISCES_ECONFIG: c_int = 20;
 pub const PISCES_EPANIC: c_int = 21;
 /// The container value size is not one of the supported sizes.
 pub const PISCES_EVALUESIZE: c_int = 22;
+/// The pool or handle was closed (or the pointer never came from this library): a
+/// second close, or a call after close. Checked without touching freed memory.
+pub const PISCES_ECLOSED: c_int = 23;
 /// First code free for the application's own return values from callbacks.
 pub const PISCES_USER: c_int = 1000;
 
@@ -212,6 +215,7 @@ fn strerror(code: c_int) -> &'static [u8] {
         PISCES_ECONFIG => b"invalid configuration\0",
         PISCES_EPANIC => b"internal panic\0",
         PISCES_EVALUESIZE => b"unsupported container value size\0",
+        PISCES_ECLOSED => b"pool or handle closed\0",
         _ => b"unknown code\0",
     }
 }
