@@ -98,7 +98,7 @@
 // A transaction of this pool is already running on this thread (no nesting).
 #define PISCES_ENESTED 7
 
-// The pool file does not exist.
+// The pool file, or a directory on its path, does not exist.
 #define PISCES_ENOENT 8
 
 // The pool file already exists.

@@ -24,7 +24,7 @@ pub const PISCES_ESTALE: c_int = 5;
 pub const PISCES_EBUSY: c_int = 6;
 /// A transaction of this pool is already running on this thread (no nesting).
 pub const PISCES_ENESTED: c_int = 7;
-/// The pool file does not exist.
+/// The pool file, or a directory on its path, does not exist.
 pub const PISCES_ENOENT: c_int = 8;
 /// The pool file already exists.
 pub const PISCES_EEXIST: c_int = 9;
@@ -63,6 +63,8 @@ pub const PISCES_USER: c_int = 1000;
 /// The code for a library error.
 pub(crate) fn code_of(e: &Error) -> c_int {
     match e {
+        // A missing directory on the way to the pool file: as a missing file.
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => PISCES_ENOENT,
         Error::Io { .. } | Error::ReadOnly(_) | Error::IsDirectory(_) => PISCES_EIO,
         Error::NotFound(_) => PISCES_ENOENT,
         Error::AlreadyExists(_) => PISCES_EEXIST,

@@ -958,8 +958,6 @@ fn check_idle(h: &pisces_handle) -> Result<(), Fail> {
 
 enum CbErr {
     Pisces(Error),
-    /// The callback asked for a retry without an access having conflicted.
-    Retry,
     Code(c_int),
 }
 
@@ -1068,8 +1066,9 @@ unsafe fn run_entry<const WITH_OPTS: bool>(
     })
 }
 
-/// The retry loop of `pisces_run` / `pisces_run_with`: run `f` in transactions of
-/// `th` until one commits or `f` (or the library) asks to stop.
+/// The body of `pisces_run` / `pisces_run_with`: run `f` in a transaction of `th`,
+/// which the library retries on conflicts (a callback's own `PISCES_ECONFLICT`
+/// included, counted as one) until it commits or `f` (or the library) asks to stop.
 ///
 /// # Safety
 /// * `h` is the open handle `hr` refers to, used by no other thread until this returns.
@@ -1097,51 +1096,39 @@ unsafe fn run_callback<const WITH_OPTS: bool>(
             h.generation.set(h.generation.get() + 1);
         }
     }
-    let mut spins = 0u32;
-    loop {
-        let r = th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), CbErr> {
-            let generation = hr.generation.get() + 1;
-            hr.generation.set(generation);
-            hr.tx.set((t as *mut Tx<'_>).cast::<Tx<'static>>());
-            hr.mode.set(Mode::Callback);
-            let _a = Attempt(hr);
-            errors::clear_last_code();
-            // SAFETY: `f` returns normally and takes this `ctx` (contract); the
-            // `pisces_tx` names the attempt just published in the handle (`mode` is
-            // `Callback`, so `idle_th` lends `th` to none of the C code's calls).
-            let rc = unsafe {
-                f(
-                    pisces_tx {
-                        handle: h,
-                        generation,
-                    },
-                    ctx,
-                )
-            };
-            match rc {
-                PISCES_OK => Ok(()),
-                PISCES_ECONFLICT => Err(CbErr::Retry),
-                c => Err(CbErr::Code(c)),
+    let r = th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), CbErr> {
+        let generation = hr.generation.get() + 1;
+        hr.generation.set(generation);
+        hr.tx.set((t as *mut Tx<'_>).cast::<Tx<'static>>());
+        hr.mode.set(Mode::Callback);
+        let _a = Attempt(hr);
+        errors::clear_last_code();
+        // SAFETY: `f` returns normally and takes this `ctx` (contract); the
+        // `pisces_tx` names the attempt just published in the handle (`mode` is
+        // `Callback`, so `idle_th` lends `th` to none of the C code's calls).
+        let rc = unsafe {
+            f(
+                pisces_tx {
+                    handle: h,
+                    generation,
+                },
+                ctx,
+            )
+        };
+        match rc {
+            PISCES_OK => Ok(()),
+            PISCES_ECONFLICT => Err(CbErr::Pisces(t.retry())),
+            c => Err(CbErr::Code(c)),
+        }
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(CbErr::Pisces(e)) => Err(e.into()),
+        Err(CbErr::Code(c)) => {
+            if errors::last_code() != c {
+                errors::set_msg(format!("the transaction callback returned {c}"));
             }
-        });
-        match r {
-            Ok(()) => return Ok(()),
-            Err(CbErr::Pisces(e)) => return Err(e.into()),
-            Err(CbErr::Code(c)) => {
-                if errors::last_code() != c {
-                    errors::set_msg(format!("the transaction callback returned {c}"));
-                }
-                return Err(Fail::already_set(c));
-            }
-            Err(CbErr::Retry) => {
-                spins = (spins + 1).min(16);
-                for _ in 0..(1u32 << spins.min(10)) {
-                    std::hint::spin_loop();
-                }
-                if spins > 8 {
-                    std::thread::yield_now();
-                }
-            }
+            Err(Fail::already_set(c))
         }
     }
 }

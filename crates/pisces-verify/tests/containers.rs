@@ -191,6 +191,9 @@ fn first_items<T>(
     it.take(cap).map(|e| e.map(|_| ())).collect()
 }
 
+/// Makes a map in a transaction.
+type MakeU64Map = fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, u64>>;
+
 /// An iterator over a map whose header fails validation (a null map, the header read
 /// with other key/value types, a B+-tree read as a hash map, a destroyed map) yields one
 /// `Err` and ends, on every engine and for both layouts (fixed buckets: chained;
@@ -201,10 +204,7 @@ fn hashmap_iterator_over_an_invalid_header_yields_one_error_and_ends() {
     for setup in setups() {
         let name = setup.0.name();
         let pool = mem_pool(setup, 16 << 20, 1);
-        let made: [(
-            &str,
-            fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, u64>>,
-        ); 2] = [
+        let made: [(&str, MakeU64Map); 2] = [
             ("fixed", |tx| HashMap::create(tx, 4)),
             ("growable", |tx| HashMap::new(tx)),
         ];

@@ -113,6 +113,9 @@ static void test_pool_lifecycle(void) {
     EXPECT(pisces_pool_open(path, &cfg, NULL), PISCES_EINVAL);
     EXPECT(pisces_pool_open(path, &cfg, &p), PISCES_ENOENT);
     CHECK(strstr(pisces_errmsg(), "does not exist") != NULL);
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no-such-dir/x.pool", dir);
+    EXPECT(pisces_pool_create(missing, &cfg, &p), PISCES_ENOENT);
 
     pisces_config bad = cfg;
     bad.engine = "no-such-engine";
@@ -411,13 +414,18 @@ static void test_callback_transactions(void) {
     CHECK(strstr(pisces_errmsg(), "1007") != NULL);
     CHECK(read_u64(h, root) == 1);
 
-    /* Returning PISCES_ECONFLICT retries. */
+    /* Returning PISCES_ECONFLICT retries, counted as a conflict, not a failure. */
     c.attempts = 0;
     c.return_code = 0;
     c.fail_first_with_conflict = 1;
+    uint64_t conflicts0 = 0, failed0 = 0, conflicts1 = 0, failed1 = 0;
+    OK(pisces_handle_stats(h, NULL, &conflicts0, &failed0));
     OK(pisces_run(h, bump, &c));
+    OK(pisces_handle_stats(h, NULL, &conflicts1, &failed1));
     CHECK(c.attempts == 2);
     CHECK(read_u64(h, root) == 2);
+    CHECK(conflicts1 == conflicts0 + 1);
+    CHECK(failed1 == failed0);
 
     /* Accesses and their errors. */
     OK(pisces_run(h, accesses, &root));
