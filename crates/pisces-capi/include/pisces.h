@@ -173,7 +173,12 @@ typedef struct pisces_config {
   const char *engine;
   // Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
   const char *engine_options;
-  // Medium: "dram" (default when NULL), "file" or "dax".
+  // Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
+  // of the pool file with emulated NVM write latency; nothing is synced, so it is
+  // not durable across power loss or an operating-system crash. "file": durable
+  // through msync at every commit (slow). "dax": a file on a DAX file system mapped
+  // with MAP_SYNC, durable at each commit's cache-line flushes (persistent
+  // memory). Durability also needs a durable engine (not "volatile" or "bare").
   const char *medium;
   // Emulated write latency per flushed cache line in ns (medium "dram" only).
   uint64_t dram_write_latency_ns;

@@ -50,7 +50,12 @@ pub struct pisces_config {
     pub engine: *const c_char,
     /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
     pub engine_options: *const c_char,
-    /// Medium: "dram" (default when NULL), "file" or "dax".
+    /// Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
+    /// of the pool file with emulated NVM write latency; nothing is synced, so it is
+    /// not durable across power loss or an operating-system crash. "file": durable
+    /// through msync at every commit (slow). "dax": a file on a DAX file system mapped
+    /// with MAP_SYNC, durable at each commit's cache-line flushes (persistent
+    /// memory). Durability also needs a durable engine (not "volatile" or "bare").
     pub medium: *const c_char,
     /// Emulated write latency per flushed cache line in ns (medium "dram" only).
     pub dram_write_latency_ns: u64,
