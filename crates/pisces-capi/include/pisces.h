@@ -13,7 +13,8 @@
  *     guarantee: which pointers must be valid and for how long, nul-terminated
  *     strings, which thread may use a handle. Breaking it is undefined behaviour;
  *     what the library can detect (a NULL where PISCES_EINVAL is named, a stale
- *     pisces_tx, an explicit transaction used on another thread) returns a code.
+ *     pisces_tx, an explicit transaction used on another thread, a pool or handle
+ *     used after its close) returns a code.
  *   - Objects in the pool are named by their offset (uint64_t); 0 is no object.
  *
  * Transactions
@@ -39,9 +40,12 @@
  *   - Never write through a pointer from pisces_read or pisces_hmap_find.
  *   - The value given to a foreach / range callback is valid during that call.
  *   - A pisces_tx is a value valid until its transaction ends; using it afterwards is
- *     detected and returns PISCES_ESTALE (its handle must still be open).
- *   - A handle is used by one thread at a time; after pisces_handle_close neither it
- *     nor a pisces_tx of it may be used.
+ *     detected and returns PISCES_ESTALE (PISCES_ECLOSED once its handle is closed).
+ *   - A handle is used by one thread at a time.
+ *   - pisces_pool * and pisces_handle * are names the library checks, not addresses:
+ *     a pool or handle used after its close returned (a second close included) is
+ *     refused with PISCES_ECLOSED, and no freed memory is read. Closing one while
+ *     another thread still uses it remains undefined behaviour.
  *   - The string from pisces_pool_engine lives as long as the pool object; the one
  *     from pisces_errmsg until the next failing call on the same thread; the ones from
  *     pisces_engine_name and pisces_strerror are static.
@@ -94,7 +98,7 @@
 // A transaction of this pool is already running on this thread (no nesting).
 #define PISCES_ENESTED 7
 
-// The pool file does not exist.
+// The pool file, or a directory on its path, does not exist.
 #define PISCES_ENOENT 8
 
 // The pool file already exists.
@@ -139,17 +143,23 @@
 // The container value size is not one of the supported sizes.
 #define PISCES_EVALUESIZE 22
 
+// The pool or handle was closed (or the pointer never came from this library): a
+// second close, or a call after close. Checked without touching freed memory.
+#define PISCES_ECLOSED 23
+
 // First code free for the application's own return values from callbacks.
 #define PISCES_USER 1000
 
 // A thread handle (opaque): one thread slot of the pool, used by one thread at a
 // time (a program that hands it to another thread does so with synchronization, as a
-// mutex or a thread join give). It is freed by a successful `pisces_handle_close`,
-// after which neither it nor a `pisces_tx` of it may be used.
+// mutex or a thread join give). The pointer is a name the library checks, not an
+// address: after a successful `pisces_handle_close`, every call given it or a
+// `pisces_tx` of it returns `PISCES_ECLOSED`.
 typedef struct pisces_handle pisces_handle;
 
-// An open pool (opaque). Any number of threads may use it at once; it is freed by
-// `pisces_pool_close`, after which no call may use it.
+// An open pool (opaque; the pointer is a name the library checks, not an address).
+// Any number of threads may use it at once; after `pisces_pool_close` returned, every
+// call given it returns `PISCES_ECLOSED`.
 typedef struct pisces_pool pisces_pool;
 
 // How to create or open a pool. Fill it with [`pisces_config_init`] first, then
@@ -163,7 +173,12 @@ typedef struct pisces_config {
   const char *engine;
   // Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
   const char *engine_options;
-  // Medium: "dram" (default when NULL), "file" or "dax".
+  // Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
+  // of the pool file with emulated NVM write latency; nothing is synced, so it is
+  // not durable across power loss or an operating-system crash. "file": durable
+  // through msync at every commit (slow). "dax": a file on a DAX file system mapped
+  // with MAP_SYNC, durable at each commit's cache-line flushes (persistent
+  // memory). Durability also needs a durable engine (not "volatile" or "bare").
   const char *medium;
   // Emulated write latency per flushed cache line in ns (medium "dram" only).
   uint64_t dram_write_latency_ns;
@@ -179,9 +194,8 @@ typedef struct pisces_config {
 
 // A running transaction: passed to the `pisces_run` callback, or returned by
 // `pisces_tx_begin`. Valid until the transaction (or, for callbacks, the attempt)
-// ends; afterwards every function given it returns `PISCES_ESTALE`, as long as its
-// handle is open (after `pisces_handle_close` of the handle, using it is undefined
-// behaviour). Use it only on the thread that runs the callback / called
+// ends; afterwards every function given it returns `PISCES_ESTALE`, or
+// `PISCES_ECLOSED` once its handle is closed. Use it only on the thread that runs the callback / called
 // `pisces_tx_begin`.
 typedef struct pisces_tx {
   // The handle the transaction runs on.
@@ -291,11 +305,9 @@ int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct p
 // last of them is closed; then pending work is written back and the file unlocked.
 //
 // # Safety
-// * `pool` is NULL or a pool object from `pisces_pool_create`, `pisces_pool_open` or
-//   the Rust `pool_from_rust`, not closed yet.
-// * No other call uses `pool` at the same time (on any thread), and none uses it after
-//   this one: the object is freed, and with it the string from `pisces_pool_engine`.
-//   Handles opened from it stay valid.
+// * No other call uses `pool` at the same time (on any thread). Afterwards calls given
+//   it return `PISCES_ECLOSED` (a second close too), and the string from
+//   `pisces_pool_engine` is freed. Handles opened from it stay valid.
 int pisces_pool_close(struct pisces_pool *pool);
 
 // Write back everything pending and make the whole pool durable now.
@@ -343,11 +355,10 @@ int pisces_handle_open(struct pisces_pool *pool, struct pisces_handle **out);
 // called from inside a `pisces_run` callback of this handle.
 //
 // # Safety
-// * `h` is NULL or a handle from `pisces_handle_open`, not closed yet, that no other
-//   thread uses during the call.
-// * When it returns `PISCES_OK` the handle is freed: neither `h` nor any `pisces_tx`
-//   of it may be used again, on any thread (a `pisces_tx` is checked for staleness only
-//   while its handle is open), and no pointer from its transactions.
+// * No other thread uses the handle `h` names during the call.
+// * When it returns `PISCES_OK` the handle is closed: calls given `h` or a `pisces_tx`
+//   of it return `PISCES_ECLOSED` (a second close too), and no pointer from its
+//   transactions may be used.
 int pisces_handle_close(struct pisces_handle *h);
 
 // Wait until every transaction this handle committed is durable (after transactions

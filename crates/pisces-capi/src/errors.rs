@@ -24,7 +24,7 @@ pub const PISCES_ESTALE: c_int = 5;
 pub const PISCES_EBUSY: c_int = 6;
 /// A transaction of this pool is already running on this thread (no nesting).
 pub const PISCES_ENESTED: c_int = 7;
-/// The pool file does not exist.
+/// The pool file, or a directory on its path, does not exist.
 pub const PISCES_ENOENT: c_int = 8;
 /// The pool file already exists.
 pub const PISCES_EEXIST: c_int = 9;
@@ -54,12 +54,17 @@ pub const PISCES_ECONFIG: c_int = 20;
 pub const PISCES_EPANIC: c_int = 21;
 /// The container value size is not one of the supported sizes.
 pub const PISCES_EVALUESIZE: c_int = 22;
+/// The pool or handle was closed (or the pointer never came from this library): a
+/// second close, or a call after close. Checked without touching freed memory.
+pub const PISCES_ECLOSED: c_int = 23;
 /// First code free for the application's own return values from callbacks.
 pub const PISCES_USER: c_int = 1000;
 
 /// The code for a library error.
 pub(crate) fn code_of(e: &Error) -> c_int {
     match e {
+        // A missing directory on the way to the pool file: as a missing file.
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => PISCES_ENOENT,
         Error::Io { .. } | Error::ReadOnly(_) | Error::IsDirectory(_) => PISCES_EIO,
         Error::NotFound(_) => PISCES_ENOENT,
         Error::AlreadyExists(_) => PISCES_EEXIST,
@@ -212,6 +217,7 @@ fn strerror(code: c_int) -> &'static [u8] {
         PISCES_ECONFIG => b"invalid configuration\0",
         PISCES_EPANIC => b"internal panic\0",
         PISCES_EVALUESIZE => b"unsupported container value size\0",
+        PISCES_ECLOSED => b"pool or handle closed\0",
         _ => b"unknown code\0",
     }
 }

@@ -21,6 +21,7 @@
 pub mod containers;
 mod errors;
 pub mod explicit;
+mod registry;
 
 pub use containers::*;
 pub use errors::*;
@@ -49,7 +50,12 @@ pub struct pisces_config {
     pub engine: *const c_char,
     /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
     pub engine_options: *const c_char,
-    /// Medium: "dram" (default when NULL), "file" or "dax".
+    /// Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
+    /// of the pool file with emulated NVM write latency; nothing is synced, so it is
+    /// not durable across power loss or an operating-system crash. "file": durable
+    /// through msync at every commit (slow). "dax": a file on a DAX file system mapped
+    /// with MAP_SYNC, durable at each commit's cache-line flushes (persistent
+    /// memory). Durability also needs a durable engine (not "volatile" or "bare").
     pub medium: *const c_char,
     /// Emulated write latency per flushed cache line in ns (medium "dram" only).
     pub dram_write_latency_ns: u64,
@@ -88,9 +94,8 @@ pub const PISCES_ISOLATION_LINEARIZABLE: c_int = 3;
 
 /// A running transaction: passed to the `pisces_run` callback, or returned by
 /// `pisces_tx_begin`. Valid until the transaction (or, for callbacks, the attempt)
-/// ends; afterwards every function given it returns `PISCES_ESTALE`, as long as its
-/// handle is open (after `pisces_handle_close` of the handle, using it is undefined
-/// behaviour). Use it only on the thread that runs the callback / called
+/// ends; afterwards every function given it returns `PISCES_ESTALE`, or
+/// `PISCES_ECLOSED` once its handle is closed. Use it only on the thread that runs the callback / called
 /// `pisces_tx_begin`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -108,8 +113,9 @@ pub struct pisces_tx {
 /// return.
 pub type pisces_tx_fn = Option<unsafe extern "C" fn(tx: pisces_tx, ctx: *mut c_void) -> c_int>;
 
-/// An open pool (opaque). Any number of threads may use it at once; it is freed by
-/// `pisces_pool_close`, after which no call may use it.
+/// An open pool (opaque; the pointer is a name the library checks, not an address).
+/// Any number of threads may use it at once; after `pisces_pool_close` returned, every
+/// call given it returns `PISCES_ECLOSED`.
 pub struct pisces_pool {
     shared: Arc<PoolShared>,
 }
@@ -120,6 +126,21 @@ const _: () = {
     const fn shared_by_threads<T: Send + Sync>() {}
     shared_by_threads::<pisces_pool>();
 };
+
+/// The open pools: `pisces_pool *` is a token of this table ([`registry`]).
+static POOLS: registry::Table<pisces_pool> = registry::Table::new();
+/// The open handles: `pisces_handle *` is a token of this table ([`registry`]).
+static HANDLES: registry::Table<pisces_handle> = registry::Table::new();
+
+/// The failure of a pool or handle that is closed (or never was one).
+#[cold]
+#[inline(never)]
+fn closed(what: &str) -> Fail {
+    Fail::new(
+        PISCES_ECLOSED,
+        format!("{what} is closed (or is not one from this library)"),
+    )
+}
 
 struct PoolShared {
     pool: Pool,
@@ -135,8 +156,9 @@ enum Mode {
 
 /// A thread handle (opaque): one thread slot of the pool, used by one thread at a
 /// time (a program that hands it to another thread does so with synchronization, as a
-/// mutex or a thread join give). It is freed by a successful `pisces_handle_close`,
-/// after which neither it nor a `pisces_tx` of it may be used.
+/// mutex or a thread join give). The pointer is a name the library checks, not an
+/// address: after a successful `pisces_handle_close`, every call given it or a
+/// `pisces_tx` of it returns `PISCES_ECLOSED`.
 pub struct pisces_handle {
     /// The running explicit transaction (while `mode == Explicit`): a borrow of `th`
     /// with its lifetime erased (see [`explicit`]). Declared before `th` so that it is
@@ -308,31 +330,38 @@ unsafe fn to_tx_options(o: *const pisces_tx_options) -> Result<TxOptions, Fail> 
     })
 }
 
-/// The pool at `p`; `PISCES_EINVAL` for NULL.
+/// The pool `p` names; `PISCES_EINVAL` for NULL, `PISCES_ECLOSED` for a closed pool
+/// (or any value that names no open pool).
 ///
 /// # Safety
-/// `p` is NULL or points to a pool object from `pisces_pool_create`,
-/// `pisces_pool_open` or [`pool_from_rust`] that `pisces_pool_close` does not free
-/// during `'a`. Other threads may use it meanwhile (`pisces_pool` is `Sync`).
+/// `pisces_pool_close` does not close the pool `p` names during `'a`. Other threads
+/// may use it meanwhile (`pisces_pool` is `Sync`).
 unsafe fn pool_ref<'a>(p: *const pisces_pool) -> Result<&'a pisces_pool, Fail> {
-    // SAFETY: by the contract `p` is NULL or a live pool object for `'a`; shared
-    // references to it on several threads are fine, as it is `Sync`.
-    unsafe { p.as_ref() }.ok_or_else(|| Fail::new(PISCES_EINVAL, "the pool is NULL"))
+    if p.is_null() {
+        return Err(Fail::new(PISCES_EINVAL, "the pool is NULL"));
+    }
+    // SAFETY: the pool is not closed during `'a` (contract); shared references to it
+    // on several threads are fine, as it is `Sync`.
+    unsafe { POOLS.get(p as usize) }.map_err(|_| closed("the pool"))
 }
 
-/// The handle at `h`; `PISCES_EINVAL` for NULL.
+/// The handle `h` names; `PISCES_EINVAL` for NULL, `PISCES_ECLOSED` for a closed
+/// handle (or any value that names no open handle).
 ///
 /// # Safety
-/// `h` is NULL or points to a handle from `pisces_handle_open` that
-/// `pisces_handle_close` does not free during `'a`, and no other thread uses it during
-/// `'a` (`pisces_handle` is not `Sync`: its state is in `Cell`s).
+/// `pisces_handle_close` does not close the handle `h` names during `'a`, and no other
+/// thread uses it during `'a` (`pisces_handle` is not `Sync`: its state is in
+/// `Cell`s).
 #[inline(always)]
 unsafe fn handle_ref<'a>(h: *const pisces_handle) -> Result<&'a pisces_handle, Fail> {
-    // SAFETY: by the contract `h` is NULL or a live handle for `'a`, referenced only
-    // from this thread meanwhile.
-    match unsafe { h.as_ref() } {
-        Some(h) => Ok(h),
-        None => Err(null_arg("the handle")),
+    if h.is_null() {
+        return Err(null_arg("the handle"));
+    }
+    // SAFETY: the handle stays open during `'a` and is used only from this thread
+    // meanwhile (contract).
+    match unsafe { HANDLES.get(h as usize) } {
+        Ok(h) => Ok(h),
+        Err(_) => Err(closed("the handle")),
     }
 }
 
@@ -559,24 +588,30 @@ pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
 /// Box `pool` as the C pool object and store it in `*out`.
 fn finish_pool(pool: Pool, out: Out<*mut pisces_pool>) -> Result<(), Fail> {
     let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
-    out.write(Box::into_raw(Box::new(pisces_pool {
-        shared: Arc::new(PoolShared { pool, engine_name }),
-    })));
+    let token = POOLS
+        .insert(pisces_pool {
+            shared: Arc::new(PoolShared { pool, engine_name }),
+        })
+        .map_err(|_| Fail::new(PISCES_ERROR, "too many pool objects open"))?;
+    out.write(token as *mut pisces_pool);
     Ok(())
 }
 
 /// A `pisces_pool` for C code of this process on a pool opened from Rust (a Rust
 /// program that hands a pool to C, like the benchmark harness driving the C interface
 /// on the pools it creates). Close it with `pisces_pool_close`; the pool itself stays
-/// open while `pool` or any other clone of it lives.
+/// open while `pool` or any other clone of it lives. NULL if a million pool objects
+/// are open already.
 pub fn pool_from_rust(pool: &Pool) -> *mut pisces_pool {
     let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
-    Box::into_raw(Box::new(pisces_pool {
-        shared: Arc::new(PoolShared {
-            pool: pool.clone(),
-            engine_name,
-        }),
-    }))
+    POOLS
+        .insert(pisces_pool {
+            shared: Arc::new(PoolShared {
+                pool: pool.clone(),
+                engine_name,
+            }),
+        })
+        .map_or(std::ptr::null_mut(), |t| t as *mut pisces_pool)
 }
 
 /// Create a new pool file at `path` (it must not exist) and open it. `cfg` may be
@@ -657,19 +692,17 @@ pub unsafe extern "C" fn pisces_pool_open(
 /// last of them is closed; then pending work is written back and the file unlocked.
 ///
 /// # Safety
-/// * `pool` is NULL or a pool object from `pisces_pool_create`, `pisces_pool_open` or
-///   the Rust `pool_from_rust`, not closed yet.
-/// * No other call uses `pool` at the same time (on any thread), and none uses it after
-///   this one: the object is freed, and with it the string from `pisces_pool_engine`.
-///   Handles opened from it stay valid.
+/// * No other call uses `pool` at the same time (on any thread). Afterwards calls given
+///   it return `PISCES_ECLOSED` (a second close too), and the string from
+///   `pisces_pool_engine` is freed. Handles opened from it stay valid.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_close(pool: *mut pisces_pool) -> c_int {
     entry(move || {
         if !pool.is_null() {
-            // SAFETY: a non-NULL `pool` is a live pool object, made by `Box::into_raw`
-            // (`finish_pool`, `pool_from_rust`), that no other call uses now or later
-            // (contract): this is the one place it is freed.
-            drop(unsafe { Box::from_raw(pool) });
+            // SAFETY: no other call uses the pool now (contract), so no reference from
+            // `pool_ref` to it is alive.
+            let p = unsafe { POOLS.remove(pool as usize) }.map_err(|_| closed("the pool"))?;
+            drop(p);
         }
         Ok(())
     })
@@ -701,9 +734,9 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `pool` is NULL or a live pool object during the call (contract); the
         // string returned lives in it (kept alive by the object until it is closed).
-        match unsafe { pool.as_ref() } {
-            Some(p) => p.shared.engine_name.as_ptr(),
-            None => std::ptr::null(),
+        match unsafe { pool_ref(pool) } {
+            Ok(p) => p.shared.engine_name.as_ptr(),
+            Err(_) => std::ptr::null(),
         }
     }))
     .unwrap_or(std::ptr::null())
@@ -766,7 +799,7 @@ pub unsafe extern "C" fn pisces_handle_open(
         // SAFETY: `pool` is NULL or stays open during the call (contract).
         let shared = unsafe { pool_ref(pool) }?.shared.clone();
         let th = shared.pool.handle()?;
-        out.write(Box::into_raw(Box::new(pisces_handle {
+        let token = HANDLES.insert(pisces_handle {
             explicit: UnsafeCell::new(None),
             shared,
             th: UnsafeCell::new(th),
@@ -775,7 +808,9 @@ pub unsafe extern "C" fn pisces_handle_open(
             tx: Cell::new(std::ptr::null_mut()),
             iterating: Cell::new(false),
             began_on: Cell::new(0),
-        })));
+        });
+        let token = token.map_err(|_| Fail::new(PISCES_ERROR, "too many handles open"))?;
+        out.write(token as *mut pisces_handle);
         Ok(())
     })
 }
@@ -786,19 +821,19 @@ pub unsafe extern "C" fn pisces_handle_open(
 /// called from inside a `pisces_run` callback of this handle.
 ///
 /// # Safety
-/// * `h` is NULL or a handle from `pisces_handle_open`, not closed yet, that no other
-///   thread uses during the call.
-/// * When it returns `PISCES_OK` the handle is freed: neither `h` nor any `pisces_tx`
-///   of it may be used again, on any thread (a `pisces_tx` is checked for staleness only
-///   while its handle is open), and no pointer from its transactions.
+/// * No other thread uses the handle `h` names during the call.
+/// * When it returns `PISCES_OK` the handle is closed: calls given `h` or a `pisces_tx`
+///   of it return `PISCES_ECLOSED` (a second close too), and no pointer from its
+///   transactions may be used.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
     entry(move || {
-        // SAFETY: `h` is NULL or an open handle used only by this thread during the call
-        // (contract); the reference is not used after the handle is freed below.
-        let Some(hr) = (unsafe { h.as_ref() }) else {
+        if h.is_null() {
             return Ok(());
-        };
+        }
+        // SAFETY: the handle is used only by this thread during the call (contract);
+        // the reference is not used after the handle is removed below.
+        let hr = unsafe { handle_ref(h) }?;
         if hr.mode.get() == Mode::Callback || hr.iterating.get() {
             return Err(Fail::new(
                 PISCES_EBUSY,
@@ -816,11 +851,11 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
         // Giving the slot back writes back its pending work, which may wait for the
         // transactions running on the pool.
         not_in_tx(&hr.shared.pool)?;
-        // SAFETY: `h` is a live handle made by `Box::into_raw` (`pisces_handle_open`)
-        // that nothing uses during this call but it (contract; no transaction of it is
-        // running: callback mode was refused, an explicit one was ended above), nor
-        // after it returns `PISCES_OK` (contract); `hr` is not used again.
-        drop(unsafe { Box::from_raw(h) });
+        // SAFETY: nothing uses the handle during this call but it (contract; no
+        // transaction of it is running: callback mode was refused, an explicit one was
+        // ended above); `hr` is not used again. Afterwards its token is refused.
+        let handle = unsafe { HANDLES.remove(h as usize) }.map_err(|_| closed("the handle"))?;
+        drop(handle);
         Ok(())
     })
 }
@@ -928,8 +963,6 @@ fn check_idle(h: &pisces_handle) -> Result<(), Fail> {
 
 enum CbErr {
     Pisces(Error),
-    /// The callback asked for a retry without an access having conflicted.
-    Retry,
     Code(c_int),
 }
 
@@ -1038,8 +1071,9 @@ unsafe fn run_entry<const WITH_OPTS: bool>(
     })
 }
 
-/// The retry loop of `pisces_run` / `pisces_run_with`: run `f` in transactions of
-/// `th` until one commits or `f` (or the library) asks to stop.
+/// The body of `pisces_run` / `pisces_run_with`: run `f` in a transaction of `th`,
+/// which the library retries on conflicts (a callback's own `PISCES_ECONFLICT`
+/// included, counted as one) until it commits or `f` (or the library) asks to stop.
 ///
 /// # Safety
 /// * `h` is the open handle `hr` refers to, used by no other thread until this returns.
@@ -1067,51 +1101,39 @@ unsafe fn run_callback<const WITH_OPTS: bool>(
             h.generation.set(h.generation.get() + 1);
         }
     }
-    let mut spins = 0u32;
-    loop {
-        let r = th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), CbErr> {
-            let generation = hr.generation.get() + 1;
-            hr.generation.set(generation);
-            hr.tx.set((t as *mut Tx<'_>).cast::<Tx<'static>>());
-            hr.mode.set(Mode::Callback);
-            let _a = Attempt(hr);
-            errors::clear_last_code();
-            // SAFETY: `f` returns normally and takes this `ctx` (contract); the
-            // `pisces_tx` names the attempt just published in the handle (`mode` is
-            // `Callback`, so `idle_th` lends `th` to none of the C code's calls).
-            let rc = unsafe {
-                f(
-                    pisces_tx {
-                        handle: h,
-                        generation,
-                    },
-                    ctx,
-                )
-            };
-            match rc {
-                PISCES_OK => Ok(()),
-                PISCES_ECONFLICT => Err(CbErr::Retry),
-                c => Err(CbErr::Code(c)),
+    let r = th.transaction(opts, |t: &mut Tx<'_>| -> Result<(), CbErr> {
+        let generation = hr.generation.get() + 1;
+        hr.generation.set(generation);
+        hr.tx.set((t as *mut Tx<'_>).cast::<Tx<'static>>());
+        hr.mode.set(Mode::Callback);
+        let _a = Attempt(hr);
+        errors::clear_last_code();
+        // SAFETY: `f` returns normally and takes this `ctx` (contract); the
+        // `pisces_tx` names the attempt just published in the handle (`mode` is
+        // `Callback`, so `idle_th` lends `th` to none of the C code's calls).
+        let rc = unsafe {
+            f(
+                pisces_tx {
+                    handle: h,
+                    generation,
+                },
+                ctx,
+            )
+        };
+        match rc {
+            PISCES_OK => Ok(()),
+            PISCES_ECONFLICT => Err(CbErr::Pisces(t.retry())),
+            c => Err(CbErr::Code(c)),
+        }
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(CbErr::Pisces(e)) => Err(e.into()),
+        Err(CbErr::Code(c)) => {
+            if errors::last_code() != c {
+                errors::set_msg(format!("the transaction callback returned {c}"));
             }
-        });
-        match r {
-            Ok(()) => return Ok(()),
-            Err(CbErr::Pisces(e)) => return Err(e.into()),
-            Err(CbErr::Code(c)) => {
-                if errors::last_code() != c {
-                    errors::set_msg(format!("the transaction callback returned {c}"));
-                }
-                return Err(Fail::already_set(c));
-            }
-            Err(CbErr::Retry) => {
-                spins = (spins + 1).min(16);
-                for _ in 0..(1u32 << spins.min(10)) {
-                    std::hint::spin_loop();
-                }
-                if spins > 8 {
-                    std::thread::yield_now();
-                }
-            }
+            Err(Fail::already_set(c))
         }
     }
 }

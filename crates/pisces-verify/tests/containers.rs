@@ -182,6 +182,94 @@ fn hashmap_bad_handles_and_arguments_are_errors() {
     ));
 }
 
+/// The items an iterator yields before it ends, at most `cap` (so that an iterator that
+/// never ends fails the test instead of hanging it).
+fn first_items<T>(
+    it: impl Iterator<Item = pisces::Result<T>>,
+    cap: usize,
+) -> Vec<Result<(), Error>> {
+    it.take(cap).map(|e| e.map(|_| ())).collect()
+}
+
+/// Makes a map in a transaction.
+type MakeU64Map = fn(&mut pisces::Tx<'_>) -> pisces::Result<HashMap<u64, u64>>;
+
+/// An iterator over a map whose header fails validation (a null map, the header read
+/// with other key/value types, a B+-tree read as a hash map, a destroyed map) yields one
+/// `Err` and ends, on every engine and for both layouts (fixed buckets: chained;
+/// growable: grouped), so `count`, `collect` and loops that skip errors return.
+#[test]
+fn hashmap_iterator_over_an_invalid_header_yields_one_error_and_ends() {
+    let mut destroyed_invalid = 0;
+    for setup in setups() {
+        let name = setup.0.name();
+        let pool = mem_pool(setup, 16 << 20, 1);
+        let made: [(&str, MakeU64Map); 2] = [
+            ("fixed", |tx| HashMap::create(tx, 4)),
+            ("growable", |tx| HashMap::new(tx)),
+        ];
+        for (layout, make) in made {
+            let (m, tree, gone) = pool
+                .run(|tx| {
+                    let m = make(tx)?;
+                    let gone = make(tx)?;
+                    for k in 0..20 {
+                        m.insert(tx, k, k)?;
+                        gone.insert(tx, k, k)?;
+                    }
+                    let tree = BTreeMap::<u64, u64>::create(tx)?;
+                    tree.insert(tx, 1, 1)?;
+                    Ok((m, tree, gone))
+                })
+                .unwrap();
+            pool.run(|tx| gone.destroy(tx)).unwrap();
+            let gone_invalid = pool
+                .run(|tx| {
+                    assert_eq!(first_items(m.iter(tx), 100).len(), 20);
+                    let other_key: HashMap<u32, u64> = bytemuck::cast(m);
+                    let other_value: HashMap<u64, [u64; 2]> = bytemuck::cast(m);
+                    let mut cases = vec![
+                        ("null", first_items(HashMap::<u64, u64>::null().iter(tx), 3)),
+                        ("other key type", first_items(other_key.iter(tx), 3)),
+                        ("other value type", first_items(other_value.iter(tx), 3)),
+                        (
+                            "a B+-tree",
+                            first_items(bytemuck::cast::<_, HashMap<u64, u64>>(tree).iter(tx), 3),
+                        ),
+                    ];
+                    // A destroyed map's header is invalid unless the engine dropped the
+                    // write clearing its magic word (see `destroy`); its entries are then
+                    // read, all of them.
+                    let gone_invalid = gone.len(tx).is_err();
+                    if gone_invalid {
+                        cases.push(("destroyed", first_items(gone.iter(tx), 3)));
+                    } else {
+                        let items = first_items(gone.iter(tx), 100);
+                        assert!(
+                            items.len() == 20 && items.iter().all(|e| e.is_ok()),
+                            "{name}, {layout}, destroyed: {items:?}"
+                        );
+                    }
+                    for (case, items) in cases {
+                        assert!(
+                            items.len() == 1 && items[0].is_err(),
+                            "{name}, {layout}, {case}: {items:?}"
+                        );
+                    }
+                    // An error-skipping loop returns.
+                    assert_eq!(other_value.iter(tx).filter_map(|e| e.ok()).count(), 0);
+                    Ok(gone_invalid)
+                })
+                .unwrap();
+            destroyed_invalid += usize::from(gone_invalid);
+        }
+    }
+    assert!(
+        destroyed_invalid > 0,
+        "no engine reads a destroyed map as invalid"
+    );
+}
+
 #[test]
 fn hashmap_with_two_level_directory() {
     // More than 504 chunks: the directory moves to pages of 512 chunks; 513 chunks

@@ -1,7 +1,5 @@
 //! Progress: on every engine, a transaction that keeps conflicting with a writer
-//! commits within a bounded number of attempts — except `bare`, the reference for read
-//! paths, whose reader-writer gate has no writer preference by design (its module
-//! docs): a reader that upgrades late loses to a steady writer.
+//! commits within a bounded number of attempts.
 
 use pisces::medium::DramMedium;
 use pisces::{Config, Pool};
@@ -10,9 +8,6 @@ use std::sync::Arc;
 #[test]
 fn a_long_update_of_a_hot_object_commits_on_every_engine() {
     for (engine, opts) in pisces_verify::testkit::all_engines() {
-        if engine == pisces::EngineId::Bare {
-            continue;
-        }
         let size = 16 << 20;
         let pool = Pool::create_on(
             Arc::new(DramMedium::anonymous(size, 0, 0).unwrap()),

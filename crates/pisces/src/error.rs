@@ -20,7 +20,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The pool file does not exist.
-    #[error("pool file {0} does not exist; create it first (`pisces create PATH`)")]
+    #[error("pool file {0} does not exist; create it first")]
     NotFound(PathBuf),
     /// The path names a directory, not a pool file.
     #[error("{0} is a directory, not a pool file")]

@@ -316,6 +316,15 @@ impl<'h> Tx<'h> {
         self.seen(self.th.read(off, len))
     }
 
+    /// Ask for this attempt to be rolled back and the transaction run again, as after a
+    /// conflict (and counted as one in [`TxStats`](crate::TxStats)): return the error
+    /// this gives from the closure. For closures that detect a conflict of their own
+    /// (a foreign-language callback that returns its conflict code).
+    pub fn retry(&self) -> Error {
+        self.conflicted.set(true);
+        Error::Conflict
+    }
+
     /// Note a conflict on its way out.
     #[inline]
     fn seen<T>(&self, r: Result<T>) -> Result<T> {

@@ -113,6 +113,9 @@ static void test_pool_lifecycle(void) {
     EXPECT(pisces_pool_open(path, &cfg, NULL), PISCES_EINVAL);
     EXPECT(pisces_pool_open(path, &cfg, &p), PISCES_ENOENT);
     CHECK(strstr(pisces_errmsg(), "does not exist") != NULL);
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no-such-dir/x.pool", dir);
+    EXPECT(pisces_pool_create(missing, &cfg, &p), PISCES_ENOENT);
 
     pisces_config bad = cfg;
     bad.engine = "no-such-engine";
@@ -177,6 +180,63 @@ static void test_pool_lifecycle(void) {
     fclose(f);
     int rc = pisces_pool_open(junk, NULL, &p);
     CHECK(rc == PISCES_ECORRUPT);
+}
+
+/* ------------------------------------------------------------------------------ */
+
+static int closed_body(pisces_tx tx, void *vctx) {
+    (void)tx;
+    (void)vctx;
+    return 0;
+}
+
+/* A pool or handle used after its close (a second close included) is refused with
+ * PISCES_ECLOSED, also once a new object may have taken its place, and so is a
+ * pisces_tx of a closed handle. (Under valgrind: no read of freed memory.) */
+static void test_closed_objects(void) {
+    current_test = "closed objects";
+    char path[512];
+    pisces_pool *p = new_pool(NULL, path, sizeof path);
+    pisces_handle *h = NULL, *h2 = NULL;
+    OK(pisces_handle_open(p, &h));
+    pisces_tx tx;
+    OK(pisces_tx_begin(h, NULL, &tx));
+    OK(pisces_handle_close(h));
+    EXPECT(pisces_handle_close(h), PISCES_ECLOSED);
+    EXPECT(pisces_run(h, closed_body, NULL), PISCES_ECLOSED);
+    EXPECT(pisces_run_with(h, NULL, closed_body, NULL), PISCES_ECLOSED);
+    EXPECT(pisces_tx_begin(h, NULL, &tx), PISCES_ECLOSED);
+    EXPECT(pisces_handle_stats(h, NULL, NULL, NULL), PISCES_ECLOSED);
+    EXPECT(pisces_handle_wait_durable(h), PISCES_ECLOSED);
+    uint64_t v = 0, off = 0;
+    EXPECT(pisces_get(tx, 8, 0, &v, sizeof v), PISCES_ECLOSED);
+    EXPECT(pisces_alloc(tx, 8, &off), PISCES_ECLOSED);
+    EXPECT(pisces_tx_commit(tx), PISCES_ECLOSED);
+    EXPECT(pisces_tx_abort(tx), PISCES_ECLOSED);
+    CHECK(strcmp(pisces_strerror(PISCES_ECLOSED), "unknown code") != 0);
+    /* A new handle (maybe in the old one's place) is not reachable by the old one. */
+    OK(pisces_handle_open(p, &h2));
+    EXPECT(pisces_handle_close(h), PISCES_ECLOSED);
+    OK(pisces_run(h2, closed_body, NULL));
+    OK(pisces_handle_close(h2));
+
+    OK(pisces_pool_close(p));
+    EXPECT(pisces_pool_close(p), PISCES_ECLOSED);
+    EXPECT(pisces_pool_sync(p), PISCES_ECLOSED);
+    EXPECT(pisces_handle_open(p, &h), PISCES_ECLOSED);
+    uint64_t root = 0;
+    EXPECT(pisces_root(p, 64, &root), PISCES_ECLOSED);
+    CHECK(pisces_pool_engine(p) == NULL);
+    /* Handles outlive their pool's close; a closed pool's reopening is a new pool. */
+    pisces_pool *p2 = NULL;
+    OK(pisces_pool_open(path, NULL, &p2));
+    OK(pisces_handle_open(p2, &h));
+    OK(pisces_pool_close(p2));
+    EXPECT(pisces_pool_close(p), PISCES_ECLOSED);
+    EXPECT(pisces_pool_close(p2), PISCES_ECLOSED);
+    OK(pisces_run(h, closed_body, NULL));
+    OK(pisces_handle_close(h));
+    EXPECT(pisces_handle_close(h), PISCES_ECLOSED);
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -354,13 +414,18 @@ static void test_callback_transactions(void) {
     CHECK(strstr(pisces_errmsg(), "1007") != NULL);
     CHECK(read_u64(h, root) == 1);
 
-    /* Returning PISCES_ECONFLICT retries. */
+    /* Returning PISCES_ECONFLICT retries, counted as a conflict, not a failure. */
     c.attempts = 0;
     c.return_code = 0;
     c.fail_first_with_conflict = 1;
+    uint64_t conflicts0 = 0, failed0 = 0, conflicts1 = 0, failed1 = 0;
+    OK(pisces_handle_stats(h, NULL, &conflicts0, &failed0));
     OK(pisces_run(h, bump, &c));
+    OK(pisces_handle_stats(h, NULL, &conflicts1, &failed1));
     CHECK(c.attempts == 2);
     CHECK(read_u64(h, root) == 2);
+    CHECK(conflicts1 == conflicts0 + 1);
+    CHECK(failed1 == failed0);
 
     /* Accesses and their errors. */
     OK(pisces_run(h, accesses, &root));
@@ -930,6 +995,7 @@ int main(int argc, char **argv) {
     } tests[] = {
         {"engines and strings", test_engines_and_strings},
         {"pool lifecycle", test_pool_lifecycle},
+        {"closed objects", test_closed_objects},
         {"callback transactions", test_callback_transactions},
         {"explicit transactions", test_explicit_transactions},
         {"containers", test_containers},

@@ -278,7 +278,7 @@ pub(crate) fn resolve(
         }
         (MediumKind::File, Some(d)) => Err(Error::InvalidConfig(format!(
             "the file medium is durable through msync (domain page-cache), not {d}; \
-             use --medium dax or dram"
+             use the dax or the dram medium"
         ))),
         (_, Some(PersistenceDomain::PageCache)) => Err(Error::InvalidConfig(format!(
             "the page-cache domain is the file medium's; the {} medium is adr or eadr",

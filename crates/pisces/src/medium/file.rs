@@ -40,7 +40,7 @@ impl std::fmt::Debug for DaxMedium {
 fn not_dax_message(e: &io::Error) -> String {
     format!(
         "the file system is not DAX (mmap with MAP_SYNC failed: {e}); \
-         use `--medium file` (durable through msync, slow) or `--medium dram` \
+         use the file medium (durable through msync, slow) or the dram medium \
          (emulated NVM latency, not durable across power loss)"
     )
 }

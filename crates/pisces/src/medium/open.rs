@@ -616,8 +616,8 @@ mod tests {
             match create_file(&p, SIZE, MediumKind::Dax) {
                 Err(Error::MediumUnsupported(msg)) => {
                     assert!(msg.contains("not DAX"), "{msg}");
-                    assert!(msg.contains("--medium file"), "{msg}");
-                    assert!(msg.contains("--medium dram"), "{msg}");
+                    assert!(msg.contains("the file medium"), "{msg}");
+                    assert!(msg.contains("the dram medium"), "{msg}");
                     assert!(msg.contains(&p.display().to_string()), "{msg}");
                 }
                 Ok(_) => {

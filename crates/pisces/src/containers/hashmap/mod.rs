@@ -1027,10 +1027,18 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Free the whole map (every object [`for_each_object`](Self::for_each_object)
-    /// lists). The handle and any copy of it must not be used afterwards.
+    /// lists). The handle and any copy of it must not be used afterwards. Such a use
+    /// reads freed blocks: the header's magic word is cleared before it is freed, so it
+    /// is usually an [`Error::InvalidPointer`], but an engine may drop writes to a block
+    /// the same transaction frees (the freed map's entries are then read), and once the
+    /// block is allocated again it holds whatever its new owner wrote.
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
         let mut objs = Vec::new();
         self.for_each_object(tx, |o| objs.push(o))?;
+        // Only the magic word: the rest of the header is not logged.
+        *tx.write(PPtr::<u64>::from_offset(
+            self.header.offset() + 8 * H_MAGIC as u64,
+        ))? = 0;
         for o in objs {
             tx.free(PPtr::<u64>::from_offset(o))?;
         }
@@ -1181,6 +1189,11 @@ impl<'t, 'a, K: Pod + Eq, V: Pod> Iterator for HashIter<'t, 'a, K, V> {
     type Item = Result<(&'t K, &'t V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        // Ended (at the last entry or after an error): checked before the layout,
+        // which is unknown when the header failed validation and would be read again.
+        if self.done {
+            return None;
+        }
         let grouped = match self.grouped {
             Some(g) => g,
             None => match self.map.is_grouped(self.tx) {

@@ -9,12 +9,18 @@
 //! All four accesses are SeqCst, so they are totally ordered and at least one side sees
 //! the other's store: either the reader sees the writer and backs off, or the writer
 //! sees the reader and waits. A reader leaves with a Release store (see `leave_read`).
+//!
+//! A transaction that keeps losing its upgrade (the writer word was taken each time)
+//! falls back: it takes a ticket ([`Gate::enter_fallback`]) and, when its ticket is
+//! served, takes the writer word at `begin`, holding no indicator. While any ticket is
+//! unserved, upgrades fail, so the writers that may still take the word before it are
+//! the ones that checked the tickets before it took its ticket: at most one per slot.
 
 use crate::engine::kit::shared_counts::count_write;
 use crate::sync::spin_step;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 /// No writer holds the gate.
 const NO_WRITER: usize = usize::MAX;
@@ -22,6 +28,15 @@ const NO_WRITER: usize = usize::MAX;
 pub(super) struct Gate {
     writer: CachePadded<AtomicUsize>,
     readers: Vec<CachePadded<AtomicBool>>,
+    /// Fallback tickets: the next to hand out and the one served (equal: none
+    /// pending). Served in order, so no fallback waits for a later one.
+    tickets: CachePadded<Tickets>,
+}
+
+#[derive(Default)]
+struct Tickets {
+    next: AtomicU64,
+    served: AtomicU64,
 }
 
 impl Gate {
@@ -31,6 +46,7 @@ impl Gate {
             readers: (0..slots)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
+            tickets: CachePadded::new(Tickets::default()),
         }
     }
 
@@ -96,7 +112,16 @@ impl Gate {
     /// A reader becomes the writer: `false` at once if another thread is the writer
     /// (the caller aborts and retries; waiting here could deadlock with that writer,
     /// which waits for our indicator). Otherwise waits until no other reader is inside.
+    ///
+    /// Also `false` while a fallback ticket is pending ([`Gate::enter_fallback`]).
     pub(super) fn upgrade(&self, slot: usize) -> bool {
+        // SeqCst, before the writer word: either the fallback's ticket (SeqCst
+        // `fetch_add`) comes first in the total order and we see it, or this load
+        // does and our compare-exchange is one of the at most one per slot that may
+        // take the word before the fallback (module docs).
+        if self.tickets.next.load(SeqCst) != self.tickets.served.load(SeqCst) {
+            return false;
+        }
         count_write(&*self.writer);
         if self
             .writer
@@ -106,6 +131,12 @@ impl Gate {
             return false;
         }
         self.readers[slot].store(false, SeqCst);
+        self.wait_for_readers(slot);
+        true
+    }
+
+    /// The writer `slot` waits until no other reader is inside.
+    fn wait_for_readers(&self, slot: usize) {
         for (i, r) in self.readers.iter().enumerate() {
             if i == slot {
                 continue;
@@ -115,7 +146,44 @@ impl Gate {
                 spin_step(&mut round);
             }
         }
-        true
+    }
+
+    /// Become the writer for a whole attempt, from outside the gate (no indicator
+    /// held): take a ticket, wait until it is served, then for the writer word (held
+    /// by at most one writer at a time, of which at most one per slot started after
+    /// our ticket), then for the readers inside, which never wait for us while
+    /// holding their indicator. Ends with [`Gate::leave_fallback`].
+    pub(super) fn enter_fallback(&self, slot: usize) {
+        count_write(&*self.tickets);
+        let ticket = self.tickets.next.fetch_add(1, SeqCst);
+        let mut round = 0;
+        // Acquire: pairs with the previous holder's Release in `leave_fallback`.
+        while self.tickets.served.load(Acquire) != ticket {
+            spin_step(&mut round);
+        }
+        loop {
+            count_write(&*self.writer);
+            if self
+                .writer
+                .compare_exchange(NO_WRITER, slot, SeqCst, Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+            while self.writer.load(Relaxed) != NO_WRITER {
+                spin_step(&mut round);
+            }
+        }
+        self.wait_for_readers(slot);
+    }
+
+    /// Leave as the writer that [`Gate::enter_fallback`] made, serving the next ticket.
+    pub(super) fn leave_fallback(&self) {
+        self.leave_write();
+        // Release: the next holder (Acquire in `enter_fallback`) starts after our
+        // attempt ended. Upgraders need no order from it: they only compare tickets.
+        count_write(&*self.tickets);
+        self.tickets.served.fetch_add(1, Release);
     }
 
     /// Leave as the writer.

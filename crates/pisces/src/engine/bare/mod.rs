@@ -23,8 +23,24 @@
 //! * A user abort must undo in-place writes, so the first write of an object copies its
 //!   old bytes to DRAM (the only per-access cost beyond validation). Read-only
 //!   transactions pay nothing but the indicator store and the writer check.
-//! * Writers may starve under a steady stream of readers (no writer preference): this
-//!   engine is a reference for read paths, not a fair lock.
+//! * No writer preference at the gate: a writer waits for the readers inside, and a
+//!   reader that wants to upgrade loses to whichever writer took the word first. The
+//!   attempts of a transaction are bounded by the fallback instead (below), which
+//!   costs the fast paths nothing: a reader pays nothing, an upgrade two loads of a
+//!   line written only by fallbacks.
+//!
+//! # Fallback
+//! Without it, a transaction that reads, then writes (upgrades) late loses its
+//! upgrade to a thread that writes in a loop on every attempt, for as long as that
+//! thread runs. After [`THRESHOLD`](crate::engine::kit::cc::fallback::THRESHOLD)
+//! conflict aborts in a row (counted from `run`'s `after_abort`), the next attempt
+//! begins as the writer ([`gate::Gate::enter_fallback`]): it takes a ticket, waits
+//! until its ticket is served, takes the writer word and waits for the readers inside.
+//! While a ticket is pending, upgrades fail (conflict), so at most one writer per slot
+//! that checked the tickets before ours comes first. Tickets are served in order. An
+//! attempt that holds the writer word from `begin` conflicts with nothing, so it
+//! commits unless its closure fails. A nested transaction never falls back (it must
+//! not wait for the gate; `EngineThread::set_nested`).
 //!
 //! Isolation: one writer at a time and no reader beside it — serializable and
 //! linearizable.

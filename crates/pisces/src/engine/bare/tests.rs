@@ -2,7 +2,8 @@
 //! waits for the readers inside and no reader enters beside it; a second would-be
 //! writer conflicts at once instead of waiting (no deadlock between two upgrading
 //! readers); a nested transaction that meets the writer conflicts instead of waiting;
-//! abort puts in-place writes back and hands back allocations.
+//! abort puts in-place writes back and hands back allocations; after repeated
+//! conflicts a transaction begins as the writer.
 //!
 //! Where a test shows that a thread *waits*, the waiting side can only go on after the
 //! other side's step, so the check that it has not gone on is exact; the pause before
@@ -210,4 +211,46 @@ fn the_fast_path_serves_published_objects_only() {
     assert_eq!(t.fast_reads().read(fresh, min_class(8)), None);
     assert!(matches!(t.read(fresh, 8), Err(Error::InvalidPointer(_))));
     t.commit().unwrap();
+}
+
+/// After `THRESHOLD` conflict aborts in a row, a transaction's next attempt begins as
+/// the writer: it waits at `begin` for the reader inside, whose upgrade then
+/// conflicts, and writes without conflict once the reader has left.
+#[test]
+fn after_repeated_conflicts_a_transaction_begins_as_the_writer() {
+    use crate::engine::kit::cc::fallback::THRESHOLD;
+    let e = engine();
+    let (mut r, mut x) = (e.thread(0).unwrap(), e.thread(1).unwrap());
+    let off = object(&mut r, 1);
+    // `run`'s calls after conflict aborts (what conflicted does not matter here).
+    for _ in 0..THRESHOLD {
+        begin(&mut x);
+        x.abort();
+        x.after_abort();
+    }
+    begin(&mut r);
+    let began = AtomicBool::new(false);
+    // Checked after the reader has left, so that a failure does not leave the other
+    // thread waiting for it.
+    let (began_beside, upgraded) = std::thread::scope(|s| {
+        s.spawn(|| {
+            begin(&mut x);
+            began.store(true, SeqCst);
+            put(&mut x, off, 3).unwrap();
+            x.commit().unwrap();
+        });
+        while !e.shared().gate.writer_held() {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(PAUSE);
+        let began_beside = began.load(SeqCst);
+        let upgraded = !matches!(put(&mut r, off, 4), Err(Error::Conflict));
+        r.abort();
+        (began_beside, upgraded)
+    });
+    assert!(!began_beside, "the fallback began beside a reader");
+    assert!(!upgraded, "a reader upgraded beside the fallback");
+    begin(&mut r);
+    assert_eq!(get(&r, off), 3);
+    r.commit().unwrap();
 }

@@ -3,6 +3,7 @@
 //! an abort (module docs).
 
 use super::shared::BareShared;
+use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
 use crate::engine::{DurableToken, EngineThread};
@@ -16,6 +17,8 @@ enum State {
     Idle,
     Reading,
     Writing,
+    /// The writer from `begin`, by a fallback ticket (module docs, *Fallback*).
+    Fallback,
     /// A nested transaction that found the gate held by a writer: it does not wait
     /// (see `EngineThread::set_nested`), every access and the commit conflict.
     Shut,
@@ -39,6 +42,9 @@ pub(crate) struct BareThread {
     fast: FastReads,
     /// Transactions run nested in another pool's ([`EngineThread::set_nested`]).
     nested: bool,
+    /// Conflict aborts in a row of the transaction `run` retries (module docs,
+    /// *Fallback*).
+    retries: Retries,
 }
 
 impl BareThread {
@@ -61,6 +67,7 @@ impl BareThread {
             frees: Vec::new(),
             cache: ThreadCache::default(),
             nested: false,
+            retries: Retries::default(),
         }
     }
 
@@ -70,7 +77,7 @@ impl BareThread {
                 "no transaction is running on this thread".into(),
             )),
             State::Shut => Err(Error::Conflict),
-            State::Reading | State::Writing => Ok(()),
+            State::Reading | State::Writing | State::Fallback => Ok(()),
         }
     }
 
@@ -109,6 +116,7 @@ impl BareThread {
             State::Idle | State::Shut => {}
             State::Reading => self.sh.gate.leave_read(self.slot),
             State::Writing => self.sh.gate.leave_write(),
+            State::Fallback => self.sh.gate.leave_fallback(),
         }
         self.state = State::Idle;
         self.undo.clear();
@@ -123,12 +131,20 @@ impl EngineThread for BareThread {
         if self.state != State::Idle {
             self.end();
         }
+        if self.retries.begin() && !self.nested {
+            self.begin_fallback();
+            return;
+        }
         if self.nested {
             self.begin_nested();
             return;
         }
         self.sh.gate.enter_read(self.slot);
         self.state = State::Reading;
+    }
+
+    fn after_abort(&mut self) {
+        self.retries.after_abort();
     }
 
     #[inline]
@@ -215,7 +231,7 @@ impl EngineThread for BareThread {
     }
 
     fn abort(&mut self) {
-        if self.state == State::Writing {
+        if matches!(self.state, State::Writing | State::Fallback) {
             // Newest first: the bytes of the last entry are the last ones.
             let mut end = self.undo_bytes.len();
             for &(off, len) in self.undo.iter().rev() {
@@ -244,6 +260,16 @@ impl EngineThread for BareThread {
 }
 
 impl BareThread {
+    /// `begin` of a retry after repeated conflicts: the writer for the whole attempt
+    /// (module docs, *Fallback*). A nested transaction never falls back: it must not
+    /// wait for the gate (`EngineThread::set_nested`).
+    #[cold]
+    #[inline(never)]
+    fn begin_fallback(&mut self) {
+        self.sh.gate.enter_fallback(self.slot);
+        self.state = State::Fallback;
+    }
+
     /// `begin` of a nested transaction: enter the gate only if no writer holds it.
     #[cold]
     fn begin_nested(&mut self) {
