@@ -41,43 +41,11 @@
 
 use crate::errors::{entry, Fail};
 use crate::{
-    current, handle_ref, idle_th, out_ptr, pisces_handle, pisces_tx, pisces_tx_options,
-    set_explicit, set_idle, to_tx_options, Mode, PISCES_EBUSY, PISCES_ECONFLICT, PISCES_EINVAL,
-    PISCES_ESTALE,
+    check_thread, current, end, handle_ref, idle_th, out_ptr, pisces_handle, pisces_tx,
+    pisces_tx_options, set_explicit, thread_mark, to_tx_options, Mode, PISCES_EBUSY, PISCES_ESTALE,
 };
 use pisces::ThreadHandle;
 use std::ffi::c_int;
-
-thread_local! {
-    /// Its address names the calling thread (cheaper than `std::thread::current()`,
-    /// and unique among running threads).
-    static THREAD_MARK: u8 = const { 0 };
-}
-
-/// The calling thread, as a number unique among running threads.
-#[inline]
-pub(crate) fn thread_mark() -> usize {
-    THREAD_MARK.with(|m| m as *const u8 as usize)
-}
-
-/// `PISCES_EINVAL` unless the explicit transaction of `h` was begun on this thread.
-#[inline]
-pub(crate) fn check_thread(h: &pisces_handle) -> Result<(), Fail> {
-    if h.began_on.get() != thread_mark() {
-        return Err(other_thread());
-    }
-    Ok(())
-}
-
-/// The failure of an explicit transaction used on another thread (off the fast path).
-#[cold]
-#[inline(never)]
-fn other_thread() -> Fail {
-    Fail::new(
-        PISCES_EINVAL,
-        "an explicit transaction is used only on the thread that began it",
-    )
-}
 
 /// Begin an explicit transaction on `h`; `*out` = the transaction. `opts` may be NULL.
 ///
@@ -134,7 +102,7 @@ pub unsafe extern "C" fn pisces_tx_begin(
             .insert(t)
             .with_tx(|t| std::ptr::from_mut(t).cast::<pisces::Tx<'static>>());
         hr.tx.set(p);
-        hr.began_on.set(crate::explicit::thread_mark());
+        hr.began_on.set(thread_mark());
         let generation = set_explicit(hr);
         out.write(pisces_tx {
             handle: h,
@@ -142,40 +110,6 @@ pub unsafe extern "C" fn pisces_tx_begin(
         });
         Ok(())
     })
-}
-
-/// End the explicit transaction of `h` (running on this thread): commit or roll back.
-/// The handle is idle afterwards whatever happened.
-///
-/// # Safety
-/// * The explicit transaction of `h`, if any, was begun on this thread
-///   ([`check_thread`] passed): it is not `Send`.
-/// * No reference to its `Tx` (through `h.tx`) or to the slot `h.explicit` is alive:
-///   the caller is not inside a `with_tx_ref` / `with_tx_mut` of `h` (so `h` is not
-///   iterating) nor inside a callback of `h`.
-pub(crate) unsafe fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
-    // Clears `h.tx` before the transaction moves.
-    set_idle(h);
-    // SAFETY: no other borrow of the slot is alive (contract), and none is made while
-    // this one lives: no C code runs inside this function.
-    let t = unsafe { (*h.explicit.get()).take() };
-    match t {
-        Some(t) if commit => t.commit().map_err(|e| {
-            if matches!(e, pisces::Error::Conflict) {
-                Fail::new(
-                    PISCES_ECONFLICT,
-                    "transaction rolled back by a conflict; run it again",
-                )
-            } else {
-                Fail::from(e)
-            }
-        }),
-        Some(t) => {
-            t.abort();
-            Ok(())
-        }
-        None => Ok(()),
-    }
 }
 
 /// The handle of the current explicit transaction `tx`, checked for ending it here:

@@ -177,7 +177,7 @@ pub struct pisces_handle {
     tx: Cell<*mut Tx<'static>>,
     /// Inside a foreach/range callback: only reads are allowed.
     iterating: Cell<bool>,
-    /// The thread that began the running explicit transaction ([`explicit::thread_mark`]).
+    /// The thread that began the running explicit transaction ([`thread_mark`]).
     began_on: Cell<usize>,
 }
 
@@ -477,7 +477,7 @@ pub(crate) unsafe fn with_tx_ref<R>(
     // SAFETY: this function's contract includes `current`'s.
     let h = unsafe { current(tx) }?;
     if h.mode.get() == Mode::Explicit {
-        explicit::check_thread(h)?;
+        check_thread(h)?;
     }
     // SAFETY: `tx` is current, so `h.tx` points to the running transaction's `Tx` (the
     // callback's attempt, or the one inside the handle's explicit transaction), which
@@ -510,12 +510,81 @@ pub(crate) unsafe fn with_tx_mut<R>(
         ));
     }
     if h.mode.get() == Mode::Explicit {
-        explicit::check_thread(h)?;
+        check_thread(h)?;
     }
     // SAFETY: as in `with_tx_ref`; not iterating, so no other reference to the `Tx` is
     // alive (the C caller holds only raw pointers), and `f` runs no C code (contract),
     // so none is made while this one lives.
     f(unsafe { &mut *h.tx.get() })
+}
+
+// ---------------------------------------------------------------------------------
+// The thread an explicit transaction runs on, and its end (closing a handle ends one
+// too).
+
+thread_local! {
+    /// Its address names the calling thread (cheaper than `std::thread::current()`,
+    /// and unique among running threads).
+    static THREAD_MARK: u8 = const { 0 };
+}
+
+/// The calling thread, as a number unique among running threads.
+#[inline]
+pub(crate) fn thread_mark() -> usize {
+    THREAD_MARK.with(|m| m as *const u8 as usize)
+}
+
+/// `PISCES_EINVAL` unless the explicit transaction of `h` was begun on this thread.
+#[inline]
+pub(crate) fn check_thread(h: &pisces_handle) -> Result<(), Fail> {
+    if h.began_on.get() != thread_mark() {
+        return Err(other_thread());
+    }
+    Ok(())
+}
+
+/// The failure of an explicit transaction used on another thread (off the fast path).
+#[cold]
+#[inline(never)]
+fn other_thread() -> Fail {
+    Fail::new(
+        PISCES_EINVAL,
+        "an explicit transaction is used only on the thread that began it",
+    )
+}
+
+/// End the explicit transaction of `h` (running on this thread): commit or roll back.
+/// The handle is idle afterwards whatever happened.
+///
+/// # Safety
+/// * The explicit transaction of `h`, if any, was begun on this thread
+///   ([`check_thread`] passed): it is not `Send`.
+/// * No reference to its `Tx` (through `h.tx`) or to the slot `h.explicit` is alive:
+///   the caller is not inside a `with_tx_ref` / `with_tx_mut` of `h` (so `h` is not
+///   iterating) nor inside a callback of `h`.
+pub(crate) unsafe fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
+    // Clears `h.tx` before the transaction moves.
+    set_idle(h);
+    // SAFETY: no other borrow of the slot is alive (contract), and none is made while
+    // this one lives: no C code runs inside this function.
+    let t = unsafe { (*h.explicit.get()).take() };
+    match t {
+        Some(t) if commit => t.commit().map_err(|e| {
+            if matches!(e, pisces::Error::Conflict) {
+                Fail::new(
+                    PISCES_ECONFLICT,
+                    "transaction rolled back by a conflict; run it again",
+                )
+            } else {
+                Fail::from(e)
+            }
+        }),
+        Some(t) => {
+            t.abort();
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -842,11 +911,11 @@ pub unsafe extern "C" fn pisces_handle_close(h: *mut pisces_handle) -> c_int {
         }
         if hr.mode.get() == Mode::Explicit {
             // Rolled back on the thread that began it, which has its registration.
-            explicit::check_thread(hr)?;
+            check_thread(hr)?;
             // SAFETY: begun on this thread (checked just above); not iterating and not
             // in a callback of `hr` (checked above), so no reference to its `Tx` or to
             // the slot is alive.
-            let _ = unsafe { explicit::end(hr, false) };
+            let _ = unsafe { end(hr, false) };
         }
         // Giving the slot back writes back its pending work, which may wait for the
         // transactions running on the pool.
