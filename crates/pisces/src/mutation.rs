@@ -1,5 +1,6 @@
 //! Mutation points: each names one protocol step that a test can remove, so that the
-//! test guarding the step is shown to fail without it.
+//! test guarding the step is shown to fail without it; and hook points: places where a
+//! test can pause a thread or slow it down, to act inside a window of the protocol.
 //!
 //! A point is declared with `point!` in the module that owns the step (an engine's
 //! folder, `engine/kit/...` for a step of a shared part, `heap` for the heap's), and
@@ -7,12 +8,17 @@
 //! `EngineDef::MUTATIONS` (kit points it runs through included); the registry makes
 //! that list `EngineId::mutations()` (with the heap's points for engines on the common
 //! pool format) and looks a point up by name with `EngineId::mutation`. No list here
-//! names the engines' steps: adding an engine or a point edits no shared file.
+//! names the engines' steps: adding an engine or a point edits no shared file. Hook
+//! points are declared with `hook_point!`, reached with `hook!`, and listed in
+//! `EngineDef::HOOKS` (`EngineId::hook` finds one by name).
 //!
-//! Everything but the two macros is compiled only with the `mutation` cargo feature,
+//! Everything but the macros is compiled only with the `mutation` cargo feature,
 //! which is for tests: without it, `active!` expands to `false` and names no point,
-//! and `point!` declares nothing, so a release build holds no trace of them. With
-//! it, at most one point is active at a time, chosen at run time with [`set`].
+//! `hook!` to nothing, and `point!`/`hook_point!` declare nothing, so a release build
+//! holds no trace of them. With it, points are switched on only inside a `Scenario`
+//! (one at a time in the process), which switches every point off when it ends, panic
+//! included, and which waits for the heaps opened outside it to close: a test that is
+//! not in the scenario never runs a pool while a point is on.
 
 /// Declares mutation points: `point! { /// what removing the step does
 /// pub(crate) static NAME = "name"; ... }`. Each doc comment is also its point's
@@ -47,12 +53,48 @@ macro_rules! active {
 }
 pub(crate) use active;
 
+/// Declares hook points: `hook_point! { /// what a test can do there
+/// pub(crate) static NAME = "name"; ... }`. Without the `mutation` feature it declares
+/// nothing.
+macro_rules! hook_point {
+    ($($(#[doc = $doc:literal])+ $vis:vis static $id:ident = $name:literal;)+) => {
+        $(
+            $(#[doc = $doc])+
+            #[cfg(feature = "mutation")]
+            $vis static $id: $crate::mutation::HookPoint = $crate::mutation::HookPoint {
+                name: $name,
+                doc: concat!($($doc, "\n"),+),
+            };
+        )+
+    };
+}
+pub(crate) use hook_point;
+
+/// Reaches the hook point (a path to a `hook_point!` static) on behalf of `slot`: runs
+/// the scenario's action for the point and the slot, if any (see `Scenario::pause`,
+/// `Scenario::sleep`). Nothing without the `mutation` feature (`slot` is not even
+/// evaluated).
+macro_rules! hook {
+    ($point:path, $slot:expr) => {{
+        #[cfg(feature = "mutation")]
+        {
+            $crate::mutation::reach(&$point, $slot)
+        }
+    }};
+}
+pub(crate) use hook;
+
 #[cfg(feature = "mutation")]
 pub use points::*;
 
 #[cfg(feature = "mutation")]
 mod points {
-    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::cell::Cell;
+    use std::marker::PhantomData;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+    use std::thread::ThreadId;
+    use std::time::Duration;
 
     /// One protocol step that a test can remove. Identified by its address: declare
     /// each as a `static` (with `point!`), never as a `const`, which would make copies.
@@ -72,8 +114,20 @@ mod points {
     }
     impl Eq for MutationPoint {}
 
+    /// A place in the protocol where a test can pause a thread or slow it down (see
+    /// [`Scenario::pause`], [`Scenario::sleep`]); it removes no step. Identified by its
+    /// address, like [`MutationPoint`].
+    #[derive(Debug)]
+    pub struct HookPoint {
+        /// Its name (`EngineId::hook`), unique among the hook points of one engine.
+        pub name: &'static str,
+        /// Where it is and what a test does there (the declaration's doc comment).
+        pub doc: &'static str,
+    }
+
     /// The active point, null for none. Relaxed everywhere: the switch is set while no
-    /// pool is in use (see [`set`]) and orders nothing; a step reads it as a flag.
+    /// pool is in use (see [`Scenario::set`]) and orders nothing; a step reads it as a
+    /// flag.
     static ACTIVE: AtomicPtr<MutationPoint> = AtomicPtr::new(std::ptr::null_mut());
 
     /// True if one of `points` is the active one (what `active!` expands to): one
@@ -84,28 +138,405 @@ mod points {
         points.iter().any(|&p| std::ptr::eq(active, p))
     }
 
-    /// Activate mutation point `point`, or none (`None`, the same as [`clear`]). The
-    /// points of an engine are `EngineId::mutations()`; `EngineId::mutation` finds one
-    /// by name.
-    ///
-    /// # Safety
-    /// A mutation removes a step of an engine's protocol on purpose, so that a test can
-    /// show the step matters. Without it the engine may let a reader use memory that is
-    /// being freed or overwritten, or two threads write the same memory without order:
-    /// undefined behaviour in the running program, not only a wrong result. Activate a
-    /// mutation only in mutation tests, whose outcome is read as evidence about the
-    /// protocol, never in a program whose data matters. Switch it while no pool is in
-    /// use: the switch is process-wide and takes effect in the middle of a protocol step.
-    pub unsafe fn set(point: Option<&'static MutationPoint>) {
-        let p = point.map_or(std::ptr::null_mut(), |p| {
-            (p as *const MutationPoint).cast_mut()
-        });
-        ACTIVE.store(p, Ordering::Relaxed);
+    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        // No code panics while holding these locks with their state half changed; a
+        // poisoned lock (a panic elsewhere in the holder) still holds a consistent state.
+        m.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Deactivate any mutation: every protocol step runs again.
-    pub fn clear() {
-        // SAFETY: with no mutation active no protocol step is removed (see `set`).
-        unsafe { set(None) }
+    // ---------------------------------------------------------------------------
+    // The gate between scenarios and the heaps opened outside them.
+
+    /// Who may run: at most one scenario, and the heaps open outside it.
+    struct Gate {
+        /// The running scenario's id, 0 for none.
+        scenario: u64,
+        /// The id the next scenario takes.
+        next_id: u64,
+        /// Guards held outside the running scenario (heaps opened outside it, or
+        /// inside an earlier one and still open), per thread that took them. A
+        /// scenario starts only when this is empty.
+        outside: Vec<(ThreadId, usize)>,
+        /// Guards taken inside the running scenario, per thread.
+        inside: Vec<(ThreadId, usize)>,
+    }
+
+    fn add(counts: &mut Vec<(ThreadId, usize)>, thread: ThreadId, n: usize) {
+        match counts.iter_mut().find(|(t, _)| *t == thread) {
+            Some((_, c)) => *c += n,
+            None => counts.push((thread, n)),
+        }
+    }
+
+    fn remove_one(counts: &mut Vec<(ThreadId, usize)>, thread: ThreadId) {
+        let i = counts
+            .iter()
+            .position(|(t, _)| *t == thread)
+            .expect("a guard is counted under the thread that took it");
+        counts[i].1 -= 1;
+        if counts[i].1 == 0 {
+            counts.swap_remove(i);
+        }
+    }
+
+    static GATE: Mutex<Gate> = Mutex::new(Gate {
+        scenario: 0,
+        next_id: 1,
+        outside: Vec::new(),
+        inside: Vec::new(),
+    });
+    /// Signalled when a scenario ends or the last guard outside it is dropped.
+    static GATE_CHANGED: Condvar = Condvar::new();
+
+    thread_local! {
+        /// The scenario this thread runs in (its own, or one it entered with
+        /// [`ScenarioRef::enter`]), 0 for none. A stale id (the scenario ended) counts
+        /// as none: the gate compares it with the running one.
+        static MEMBER_OF: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Keeps scenarios out while alive: every heap holds one for its lifetime, taken
+    /// when it is formatted or opened, and a test that runs protocol code without a
+    /// heap (a loom model) takes one itself. Taken on a thread in the running scenario
+    /// it lets the scenario run (its pools are the scenario's); taken elsewhere it
+    /// waits for the running scenario to end, and the next scenario waits for it to be
+    /// dropped. Guards never wait for a scenario that is only waiting, so a thread may
+    /// open a second pool while holding one.
+    #[derive(Debug)]
+    pub struct Unmutated {
+        thread: ThreadId,
+        /// The scenario it was taken in, 0 for none.
+        inside: u64,
+    }
+
+    impl Unmutated {
+        /// Take a guard (see the type), waiting for a scenario of another test to end.
+        pub fn hold() -> Unmutated {
+            let thread = std::thread::current().id();
+            let member = MEMBER_OF.with(Cell::get);
+            let mut g = lock(&GATE);
+            if member != 0 && g.scenario == member {
+                add(&mut g.inside, thread, 1);
+                return Unmutated {
+                    thread,
+                    inside: member,
+                };
+            }
+            while g.scenario != 0 {
+                g = GATE_CHANGED.wait(g).unwrap_or_else(PoisonError::into_inner);
+            }
+            add(&mut g.outside, thread, 1);
+            Unmutated { thread, inside: 0 }
+        }
+    }
+
+    impl Drop for Unmutated {
+        fn drop(&mut self) {
+            let mut g = lock(&GATE);
+            if self.inside != 0 && g.scenario == self.inside {
+                remove_one(&mut g.inside, self.thread);
+            } else {
+                // Taken outside, or inside a scenario that has ended (which moved its
+                // count here).
+                remove_one(&mut g.outside, self.thread);
+                if g.outside.is_empty() {
+                    GATE_CHANGED.notify_all();
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------
+    // Scenarios.
+
+    /// A test's exclusive use of the mutation points. While it lives no heap opened
+    /// outside it is open (it waits for them at [`Scenario::setup`], and heaps opened
+    /// elsewhere wait for it to end); the test switches points on with its methods.
+    /// Dropping it, on a panic too, switches every point off (and releases every
+    /// pause); a heap opened inside it and still open then counts as opened outside
+    /// (the next scenario waits for it).
+    ///
+    /// Pools are opened on the scenario's thread, or on threads that
+    /// [`ScenarioRef::enter`] it (a pool opened on another thread waits for the scenario
+    /// to end). Take the scenario before opening any pool on its thread: setup panics
+    /// if the thread holds a heap opened outside a scenario, which it would wait for
+    /// forever.
+    #[derive(Debug)]
+    pub struct Scenario {
+        id: u64,
+        /// Not `Send`: it ends on the thread it marked as its own.
+        _thread_bound: PhantomData<*const ()>,
+    }
+
+    impl Scenario {
+        /// Start a scenario with every point off: waits for the running scenario (of
+        /// another test) to end and for every heap opened outside a scenario to close.
+        ///
+        /// # Panics
+        /// If this thread is in a scenario already, or holds a heap (an [`Unmutated`])
+        /// taken outside a scenario.
+        pub fn setup() -> Scenario {
+            let thread = std::thread::current().id();
+            let member = MEMBER_OF.with(Cell::get);
+            let mut g = lock(&GATE);
+            if member != 0 && g.scenario == member {
+                drop(g);
+                panic!("mutation::Scenario::setup: this thread is in a scenario already");
+            }
+            if let Some(&(_, n)) = g.outside.iter().find(|(t, _)| *t == thread) {
+                drop(g);
+                panic!(
+                    "mutation::Scenario::setup: this thread holds {n} heap(s) (pools) opened \
+                     outside a scenario; the scenario would wait for them to close forever. \
+                     Set the scenario up before opening the pool."
+                );
+            }
+            while g.scenario != 0 || !g.outside.is_empty() {
+                g = GATE_CHANGED.wait(g).unwrap_or_else(PoisonError::into_inner);
+            }
+            let id = g.next_id;
+            g.next_id += 1;
+            g.scenario = id;
+            drop(g);
+            MEMBER_OF.with(|m| m.set(id));
+            Scenario {
+                id,
+                _thread_bound: PhantomData,
+            }
+        }
+
+        /// Activate mutation point `point`, or none (`None`): at most one point is
+        /// active at a time. The points of an engine are `EngineId::mutations()`;
+        /// `EngineId::mutation` finds one by name.
+        ///
+        /// # Safety
+        /// A mutation removes a step of an engine's protocol on purpose, so that a test
+        /// can show the step matters. Without it the engine may let a reader use memory
+        /// that is being freed or overwritten, or two threads write the same memory
+        /// without order: undefined behaviour in the running program, not only a wrong
+        /// result. Activate a mutation only in mutation tests, whose outcome is read as
+        /// evidence about the protocol, never in a program whose data matters. Switch
+        /// it while none of the scenario's pools is in use: the switch is process-wide
+        /// and takes effect in the middle of a protocol step.
+        pub unsafe fn set(&self, point: Option<&'static MutationPoint>) {
+            let p = point.map_or(std::ptr::null_mut(), |p| {
+                (p as *const MutationPoint).cast_mut()
+            });
+            ACTIVE.store(p, Ordering::Relaxed);
+        }
+
+        /// Switch every point off: no mutation, no hook action (a paused thread goes
+        /// on).
+        pub fn clear(&self) {
+            all_off();
+        }
+
+        /// From now on, every time `slot` reaches `point`, it sleeps for `d` first.
+        pub fn sleep(&self, point: &'static HookPoint, slot: usize, d: Duration) {
+            arm(point, slot, Action::Sleep(d));
+        }
+
+        /// The next time `slot` reaches `point`, it waits there until the returned
+        /// [`Pause`] is released or dropped (or the scenario ends).
+        pub fn pause(&self, point: &'static HookPoint, slot: usize) -> Pause {
+            let state = Arc::new(PauseState::default());
+            arm(point, slot, Action::Pause(state.clone()));
+            Pause { state }
+        }
+
+        /// A handle other threads use to run in this scenario ([`ScenarioRef::enter`]).
+        pub fn share(&self) -> ScenarioRef {
+            ScenarioRef { id: self.id }
+        }
+    }
+
+    impl Drop for Scenario {
+        fn drop(&mut self) {
+            all_off();
+            let mut g = lock(&GATE);
+            debug_assert_eq!(g.scenario, self.id);
+            // The scenario's heaps still open now keep the next scenario out.
+            for (t, n) in std::mem::take(&mut g.inside) {
+                add(&mut g.outside, t, n);
+            }
+            g.scenario = 0;
+            GATE_CHANGED.notify_all();
+            drop(g);
+            MEMBER_OF.with(|m| m.set(0));
+        }
+    }
+
+    /// The scenario this thread runs in, if any: what a function that spawns threads
+    /// which open pools passes to them ([`ScenarioRef::enter`]).
+    pub fn current_scenario() -> Option<ScenarioRef> {
+        let member = MEMBER_OF.with(Cell::get);
+        (member != 0 && lock(&GATE).scenario == member).then_some(ScenarioRef { id: member })
+    }
+
+    /// A scenario, for other threads to run in ([`Scenario::share`],
+    /// [`current_scenario`]).
+    #[derive(Clone, Copy, Debug)]
+    pub struct ScenarioRef {
+        id: u64,
+    }
+
+    impl ScenarioRef {
+        /// Run this thread in the scenario while the returned guard lives: the pools
+        /// it opens are the scenario's.
+        ///
+        /// # Panics
+        /// If the scenario has ended.
+        pub fn enter(self) -> Member {
+            assert!(
+                lock(&GATE).scenario == self.id,
+                "mutation::ScenarioRef::enter: the scenario has ended"
+            );
+            let previous = MEMBER_OF.with(|m| m.replace(self.id));
+            Member {
+                previous,
+                _thread_bound: PhantomData,
+            }
+        }
+    }
+
+    /// A thread's membership of a scenario ([`ScenarioRef::enter`]).
+    #[derive(Debug)]
+    pub struct Member {
+        previous: u64,
+        /// Not `Send`: it marks the thread that entered.
+        _thread_bound: PhantomData<*const ()>,
+    }
+
+    impl Drop for Member {
+        fn drop(&mut self) {
+            MEMBER_OF.with(|m| m.set(self.previous));
+        }
+    }
+
+    // ---------------------------------------------------------------------------
+    // Hook actions.
+
+    enum Action {
+        Sleep(Duration),
+        Pause(Arc<PauseState>),
+    }
+
+    struct Hook {
+        point: &'static HookPoint,
+        slot: usize,
+        action: Action,
+    }
+
+    /// The armed hooks.
+    static HOOKS: Mutex<Vec<Hook>> = Mutex::new(Vec::new());
+    /// Whether any hook is armed: lets `hook!` skip the lock. Relaxed: a test arms
+    /// its hooks before it starts the threads that reach them (the spawn or the
+    /// transaction's start orders that), and a reader that sees `true` reads the
+    /// table under its lock.
+    static ARMED: AtomicBool = AtomicBool::new(false);
+
+    fn arm(point: &'static HookPoint, slot: usize, action: Action) {
+        let mut hooks = lock(&HOOKS);
+        hooks.retain(|h| !(std::ptr::eq(h.point, point) && h.slot == slot));
+        hooks.push(Hook {
+            point,
+            slot,
+            action,
+        });
+        ARMED.store(true, Ordering::Relaxed);
+    }
+
+    fn all_off() {
+        ACTIVE.store(std::ptr::null_mut(), Ordering::Relaxed);
+        let mut hooks = lock(&HOOKS);
+        ARMED.store(false, Ordering::Relaxed);
+        for h in hooks.drain(..) {
+            if let Action::Pause(p) = h.action {
+                p.release();
+            }
+        }
+    }
+
+    /// What `hook!` expands to: `slot` reached `point`; run the armed action, if any.
+    pub fn reach(point: &'static HookPoint, slot: usize) {
+        if !ARMED.load(Ordering::Relaxed) {
+            return;
+        }
+        let action = {
+            let mut hooks = lock(&HOOKS);
+            let Some(i) = hooks
+                .iter()
+                .position(|h| std::ptr::eq(h.point, point) && h.slot == slot)
+            else {
+                return;
+            };
+            match &hooks[i].action {
+                Action::Sleep(d) => Action::Sleep(*d),
+                // A pause holds once.
+                Action::Pause(_) => hooks.swap_remove(i).action,
+            }
+        };
+        match action {
+            Action::Sleep(d) => std::thread::sleep(d),
+            Action::Pause(p) => p.hold(),
+        }
+    }
+
+    #[derive(Default)]
+    struct PauseState {
+        /// (reached, released).
+        state: Mutex<(bool, bool)>,
+        changed: Condvar,
+    }
+
+    impl PauseState {
+        fn hold(&self) {
+            let mut s = lock(&self.state);
+            s.0 = true;
+            self.changed.notify_all();
+            while !s.1 {
+                s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+
+        fn release(&self) {
+            lock(&self.state).1 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// A pause armed with [`Scenario::pause`]: the thread that reaches its point waits
+    /// until [`Pause::release`], the pause's drop, or the scenario's end.
+    pub struct Pause {
+        state: Arc<PauseState>,
+    }
+
+    impl Pause {
+        /// Whether a thread has reached the point (it waits there until released).
+        pub fn reached(&self) -> bool {
+            lock(&self.state.state).0
+        }
+
+        /// Let the paused thread go on (and a thread that reaches the point later not
+        /// wait).
+        pub fn release(&self) {
+            self.state.release();
+        }
+    }
+
+    impl Drop for Pause {
+        fn drop(&mut self) {
+            self.release();
+        }
+    }
+
+    impl std::fmt::Debug for Pause {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let (reached, released) = *lock(&self.state.state);
+            f.debug_struct("Pause")
+                .field("reached", &reached)
+                .field("released", &released)
+                .finish()
+        }
     }
 }
