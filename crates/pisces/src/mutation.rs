@@ -287,8 +287,9 @@ mod points {
                 drop(g);
                 panic!(
                     "mutation::Scenario::setup: this thread holds {n} heap(s) (pools) opened \
-                     outside a scenario; the scenario would wait for them to close forever. \
-                     Set the scenario up before opening the pool."
+                     outside a scenario (or inside one that has ended); the scenario would \
+                     wait for them to close forever. Set the scenario up before opening the \
+                     pool."
                 );
             }
             while g.scenario != 0 || !g.outside.is_empty() {
@@ -463,17 +464,18 @@ mod points {
             return;
         }
         let action = {
-            let mut hooks = lock(&HOOKS);
-            let Some(i) = hooks
+            let hooks = lock(&HOOKS);
+            let Some(h) = hooks
                 .iter()
-                .position(|h| std::ptr::eq(h.point, point) && h.slot == slot)
+                .find(|h| std::ptr::eq(h.point, point) && h.slot == slot)
             else {
                 return;
             };
-            match &hooks[i].action {
+            // A pause stays in the table after it is reached, so that the scenario's
+            // end releases it.
+            match &h.action {
                 Action::Sleep(d) => Action::Sleep(*d),
-                // A pause holds once.
-                Action::Pause(_) => hooks.swap_remove(i).action,
+                Action::Pause(p) => Action::Pause(p.clone()),
             }
         };
         match action {
@@ -490,8 +492,12 @@ mod points {
     }
 
     impl PauseState {
+        /// Hold the first thread that comes, until released; later ones go on.
         fn hold(&self) {
             let mut s = lock(&self.state);
+            if s.0 {
+                return;
+            }
             s.0 = true;
             self.changed.notify_all();
             while !s.1 {
@@ -538,5 +544,198 @@ mod points {
                 .field("released", &released)
                 .finish()
         }
+    }
+}
+
+/// The scenario's own guarantees: its points end with it (panic included), pools
+/// outside it never run while a point is on, misuse panics instead of hanging.
+#[cfg(all(test, feature = "mutation"))]
+mod tests {
+    use super::{Scenario, Unmutated};
+    use crate::engine::kit::log::redo_log::tests::framing_heap;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::Duration;
+
+    point! {
+        /// A step of no protocol, switched by these tests only.
+        static STEP = "test-step";
+    }
+    hook_point! {
+        /// A place in no protocol, reached by these tests only.
+        static PLACE = "test-place";
+    }
+
+    fn step_active() -> bool {
+        active!(STEP)
+    }
+
+    /// How long a test gives a thread to do what it must not (take a scenario, open a
+    /// pool) before it checks that it has not.
+    const GRACE: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn a_panic_in_a_scenario_switches_its_points_off() {
+        // On another thread: the panic unwinds through the scenario.
+        let held = std::thread::spawn(|| {
+            let sc = Scenario::setup();
+            // SAFETY: STEP removes nothing (no code checks it but these tests).
+            unsafe { sc.set(Some(&STEP)) };
+            sc.sleep(&PLACE, 0, Duration::from_secs(3600));
+            assert!(step_active());
+            panic!("a test failing with its point on");
+        })
+        .join();
+        assert!(held.is_err());
+        // The next scenario finds nothing on (and is not kept out).
+        let sc = Scenario::setup();
+        assert!(!step_active(), "the panicking test's point leaked");
+        // Would sleep for an hour if the hook had stayed armed.
+        hook!(PLACE, 0);
+        drop(sc);
+        // On this thread, caught: the thread can take a scenario again afterwards.
+        let caught = std::panic::catch_unwind(|| {
+            let sc = Scenario::setup();
+            // SAFETY: as above.
+            unsafe { sc.set(Some(&STEP)) };
+            panic!("a test failing with its point on");
+        });
+        assert!(caught.is_err());
+        let _sc = Scenario::setup();
+        assert!(!step_active(), "the caught test's point leaked");
+    }
+
+    #[test]
+    fn a_pool_outside_a_scenario_never_runs_while_its_point_is_on() {
+        // A pool opened first keeps the scenario out until it closes.
+        let heap = framing_heap();
+        let closed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let scenario = s.spawn(|| {
+                let sc = Scenario::setup();
+                assert!(
+                    closed.load(SeqCst),
+                    "the scenario started beside an open pool"
+                );
+                // SAFETY: as above.
+                unsafe { sc.set(Some(&STEP)) };
+                std::thread::sleep(GRACE);
+                assert!(step_active());
+            });
+            for _ in 0..20 {
+                assert!(!step_active(), "a point went on under an open pool");
+                std::thread::sleep(GRACE / 20);
+            }
+            closed.store(true, SeqCst);
+            drop(heap);
+            scenario.join().unwrap();
+        });
+        // A pool opened while a scenario runs waits for it to end.
+        let sc = Scenario::setup();
+        // SAFETY: as above.
+        unsafe { sc.set(Some(&STEP)) };
+        let ended = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let pool = s.spawn(|| {
+                let heap = framing_heap();
+                assert!(
+                    ended.load(SeqCst),
+                    "a pool opened inside another test's scenario"
+                );
+                assert!(!step_active(), "a pool runs with another test's point on");
+                drop(heap);
+            });
+            std::thread::sleep(GRACE);
+            ended.store(true, SeqCst);
+            drop(sc);
+            pool.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn the_scenario_s_threads_open_pools_inside_it() {
+        let sc = Scenario::setup();
+        let shared = sc.share();
+        // Entered: no wait (it would never end: the scenario waits for the join).
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _in = shared.enter();
+                drop(framing_heap());
+            });
+        });
+        // A pool of the scenario that outlives it keeps the next scenario out.
+        let heap = framing_heap();
+        drop(sc);
+        let closed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let next = s.spawn(|| {
+                let _sc = Scenario::setup();
+                assert!(
+                    closed.load(SeqCst),
+                    "a scenario started beside an open pool"
+                );
+            });
+            std::thread::sleep(GRACE);
+            closed.store(true, SeqCst);
+            drop(heap);
+            next.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_pause_holds_its_slot_until_released_or_the_scenario_ends() {
+        let sc = Scenario::setup();
+        let pause = sc.pause(&PLACE, 1);
+        let passed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            // Another slot is not held.
+            s.spawn(|| hook!(PLACE, 0)).join().unwrap();
+            let t = s.spawn(|| {
+                hook!(PLACE, 1);
+                passed.store(true, SeqCst);
+            });
+            while !pause.reached() {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(GRACE);
+            assert!(!passed.load(SeqCst), "the paused slot went on");
+            pause.release();
+            t.join().unwrap();
+        });
+        // Armed again, and left held when the scenario ends: the end lets it go.
+        let pause = sc.pause(&PLACE, 1);
+        std::thread::scope(|s| {
+            let t = s.spawn(|| hook!(PLACE, 1));
+            while !pause.reached() {
+                std::thread::yield_now();
+            }
+            drop(sc);
+            t.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn misuse_panics_instead_of_waiting_forever() {
+        let opened_first = std::panic::catch_unwind(|| {
+            let _heap = Unmutated::hold();
+            Scenario::setup()
+        })
+        .expect_err("a scenario taken with a pool open on its thread");
+        let text = opened_first.downcast_ref::<String>().expect("a message");
+        assert!(text.contains("outside a scenario"), "{text}");
+        let nested = std::panic::catch_unwind(|| {
+            let _sc = Scenario::setup();
+            Scenario::setup()
+        })
+        .expect_err("a scenario inside a scenario");
+        let text = nested.downcast_ref::<&str>().expect("a message");
+        assert!(text.contains("in a scenario already"), "{text}");
+        let ended = {
+            let sc = Scenario::setup();
+            sc.share()
+        };
+        let stale =
+            std::panic::catch_unwind(|| ended.enter()).expect_err("entering an ended scenario");
+        let text = stale.downcast_ref::<&str>().expect("a message");
+        assert!(text.contains("has ended"), "{text}");
     }
 }
