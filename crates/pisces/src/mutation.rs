@@ -458,6 +458,12 @@ mod points {
         }
     }
 
+    /// Whether any hook action is armed (the tests of the scenario's end).
+    #[cfg(test)]
+    pub(super) fn any_hook_armed() -> bool {
+        !lock(&HOOKS).is_empty()
+    }
+
     /// What `hook!` expands to: `slot` reached `point`; run the armed action, if any.
     pub fn reach(point: &'static HookPoint, slot: usize) {
         if !ARMED.load(Ordering::Relaxed) {
@@ -589,8 +595,7 @@ mod tests {
         // The next scenario finds nothing on (and is not kept out).
         let sc = Scenario::setup();
         assert!(!step_active(), "the panicking test's point leaked");
-        // Would sleep for an hour if the hook had stayed armed.
-        hook!(PLACE, 0);
+        assert!(!super::any_hook_armed(), "the panicking test's hook leaked");
         drop(sc);
         // On this thread, caught: the thread can take a scenario again afterwards.
         let caught = std::panic::catch_unwind(|| {
