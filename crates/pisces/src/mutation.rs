@@ -153,18 +153,26 @@ mod points {
         scenario: u64,
         /// The id the next scenario takes.
         next_id: u64,
-        /// Guards held outside the running scenario (heaps opened outside it, or
-        /// inside an earlier one and still open), per thread that took them. A
-        /// scenario starts only when this is empty.
+        /// Guards taken outside any scenario and held, per thread that took them.
         outside: Vec<(ThreadId, usize)>,
-        /// Guards taken inside the running scenario, per thread.
-        inside: Vec<(ThreadId, usize)>,
+        /// Guards taken inside the running scenario and held.
+        inside: usize,
+        /// Guards taken inside a scenario that has ended, still held (a pool that
+        /// outlived its scenario, or one that a background thread drops late).
+        lingering: usize,
     }
 
-    fn add(counts: &mut Vec<(ThreadId, usize)>, thread: ThreadId, n: usize) {
+    impl Gate {
+        /// Whether a scenario may start: none running, no guard held outside one.
+        fn free(&self) -> bool {
+            self.scenario == 0 && self.outside.is_empty() && self.lingering == 0
+        }
+    }
+
+    fn add_one(counts: &mut Vec<(ThreadId, usize)>, thread: ThreadId) {
         match counts.iter_mut().find(|(t, _)| *t == thread) {
-            Some((_, c)) => *c += n,
-            None => counts.push((thread, n)),
+            Some((_, c)) => *c += 1,
+            None => counts.push((thread, 1)),
         }
     }
 
@@ -183,9 +191,10 @@ mod points {
         scenario: 0,
         next_id: 1,
         outside: Vec::new(),
-        inside: Vec::new(),
+        inside: 0,
+        lingering: 0,
     });
-    /// Signalled when a scenario ends or the last guard outside it is dropped.
+    /// Signalled when a scenario ends or a guard outside it is dropped.
     static GATE_CHANGED: Condvar = Condvar::new();
 
     thread_local! {
@@ -216,7 +225,7 @@ mod points {
             let member = MEMBER_OF.with(Cell::get);
             let mut g = lock(&GATE);
             if member != 0 && g.scenario == member {
-                add(&mut g.inside, thread, 1);
+                g.inside += 1;
                 return Unmutated {
                     thread,
                     inside: member,
@@ -225,7 +234,7 @@ mod points {
             while g.scenario != 0 {
                 g = GATE_CHANGED.wait(g).unwrap_or_else(PoisonError::into_inner);
             }
-            add(&mut g.outside, thread, 1);
+            add_one(&mut g.outside, thread);
             Unmutated { thread, inside: 0 }
         }
     }
@@ -233,15 +242,16 @@ mod points {
     impl Drop for Unmutated {
         fn drop(&mut self) {
             let mut g = lock(&GATE);
-            if self.inside != 0 && g.scenario == self.inside {
-                remove_one(&mut g.inside, self.thread);
-            } else {
-                // Taken outside, or inside a scenario that has ended (which moved its
-                // count here).
+            if self.inside == 0 {
                 remove_one(&mut g.outside, self.thread);
-                if g.outside.is_empty() {
-                    GATE_CHANGED.notify_all();
-                }
+            } else if g.scenario == self.inside {
+                g.inside -= 1;
+                return;
+            } else {
+                g.lingering -= 1;
+            }
+            if g.free() {
+                GATE_CHANGED.notify_all();
             }
         }
     }
@@ -260,7 +270,8 @@ mod points {
     /// [`ScenarioRef::enter`] it (a pool opened on another thread waits for the scenario
     /// to end). Take the scenario before opening any pool on its thread: setup panics
     /// if the thread holds a heap opened outside a scenario, which it would wait for
-    /// forever.
+    /// forever. A heap of an ended scenario still open (dropped late by a background
+    /// thread, say) keeps the next scenario waiting, without a panic.
     #[derive(Debug)]
     pub struct Scenario {
         id: u64,
@@ -287,12 +298,11 @@ mod points {
                 drop(g);
                 panic!(
                     "mutation::Scenario::setup: this thread holds {n} heap(s) (pools) opened \
-                     outside a scenario (or inside one that has ended); the scenario would \
-                     wait for them to close forever. Set the scenario up before opening the \
-                     pool."
+                     outside a scenario; the scenario would wait for them to close forever. \
+                     Set the scenario up before opening the pool."
                 );
             }
-            while g.scenario != 0 || !g.outside.is_empty() {
+            while !g.free() {
                 g = GATE_CHANGED.wait(g).unwrap_or_else(PoisonError::into_inner);
             }
             let id = g.next_id;
@@ -357,9 +367,7 @@ mod points {
             let mut g = lock(&GATE);
             debug_assert_eq!(g.scenario, self.id);
             // The scenario's heaps still open now keep the next scenario out.
-            for (t, n) in std::mem::take(&mut g.inside) {
-                add(&mut g.outside, t, n);
-            }
+            g.lingering += std::mem::take(&mut g.inside);
             g.scenario = 0;
             GATE_CHANGED.notify_all();
             drop(g);
