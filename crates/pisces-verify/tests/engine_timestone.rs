@@ -556,7 +556,7 @@ fn run_until_crash(
     } else {
         // No crash: the caller may take an image of the running machine, which a close
         // (its final checkpoint) would change.
-        std::mem::forget(pool);
+        pool.forget_as_crash();
     }
     let acked = acked
         .iter()

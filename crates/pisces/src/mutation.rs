@@ -216,6 +216,8 @@ mod points {
         thread: ThreadId,
         /// The scenario it was taken in, 0 for none.
         inside: u64,
+        /// Set once the guard has let scenarios in ([`Unmutated::release`]).
+        released: AtomicBool,
     }
 
     impl Unmutated {
@@ -229,18 +231,29 @@ mod points {
                 return Unmutated {
                     thread,
                     inside: member,
+                    released: AtomicBool::new(false),
                 };
             }
             while g.scenario != 0 {
                 g = GATE_CHANGED.wait(g).unwrap_or_else(PoisonError::into_inner);
             }
             add_one(&mut g.outside, thread);
-            Unmutated { thread, inside: 0 }
+            Unmutated {
+                thread,
+                inside: 0,
+                released: AtomicBool::new(false),
+            }
         }
-    }
 
-    impl Drop for Unmutated {
-        fn drop(&mut self) {
+        /// Let scenarios in before the guard is dropped: for a pool that a test leaks
+        /// on purpose (a simulated crash, `Pool::forget_as_crash`), which is never
+        /// dropped. Later calls, and the drop, do nothing.
+        pub fn release(&self) {
+            // Relaxed: the gate's mutex orders the count's update; the swap only makes
+            // the release happen once.
+            if self.released.swap(true, Ordering::Relaxed) {
+                return;
+            }
             let mut g = lock(&GATE);
             if self.inside == 0 {
                 remove_one(&mut g.outside, self.thread);
@@ -253,6 +266,12 @@ mod points {
             if g.free() {
                 GATE_CHANGED.notify_all();
             }
+        }
+    }
+
+    impl Drop for Unmutated {
+        fn drop(&mut self) {
+            self.release();
         }
     }
 

@@ -199,6 +199,12 @@ impl Heap {
         })
     }
 
+    /// Let mutation scenarios in although the heap stays (see `Pool::forget_as_crash`).
+    #[cfg(feature = "mutation")]
+    pub(crate) fn release_mutation_gate(&self) {
+        self._unmutated.release();
+    }
+
     /// Open an existing pool image: validate the superblock and geometry and check the
     /// engine. Writes nothing (see [`Heap::commit_generation`]).
     pub fn open(medium: Arc<dyn Medium>) -> Result<Heap> {

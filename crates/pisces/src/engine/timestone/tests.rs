@@ -182,7 +182,7 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
         p.run_op(1, &c).unwrap();
     }
     // "Crash": reopen the same memory without closing (the pool is leaked).
-    std::mem::forget(p);
+    p.forget_as_crash();
     let p = Pool::open_on(
         m.clone(),
         Config {
@@ -354,7 +354,7 @@ fn olog_regions_widen_the_window_and_recover() {
                 - before,
         );
         drop(sh);
-        std::mem::forget(p); // crash
+        p.forget_as_crash(); // crash
         let p = Pool::open_on(
             m,
             Config {
@@ -502,7 +502,7 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     };
     let want = contents(&p);
     drop(sh);
-    std::mem::forget(p); // crash
+    p.forget_as_crash(); // crash
     let p = Pool::open_on(
         m,
         Config {
