@@ -225,9 +225,10 @@ pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
         eprintln_safe("pisces crashtest: --mutation needs one --engine (a point is an engine's)");
         return 2;
     }
+    // The point stays active until the scenario drops, on a panic too.
     #[cfg(feature = "mutation")]
-    let _mutation = match mutation_point(args, engines[0]) {
-        Ok(p) => MutationGuard::set(p),
+    let _scenario = match mutation_point(args, engines[0]) {
+        Ok(p) => p.map(mutated),
         Err(e) => {
             eprintln_safe(&format!("pisces crashtest: {e}"));
             return 2;
@@ -399,25 +400,16 @@ impl Drop for QuietPanics {
     }
 }
 
+/// A mutation scenario with point `m` active: the campaign's pools (its workers enter
+/// the scenario) run without the step, other pools of the process wait for it to end.
 #[cfg(feature = "mutation")]
-struct MutationGuard;
-
-#[cfg(feature = "mutation")]
-impl MutationGuard {
-    #[allow(unsafe_code)]
-    fn set(m: Option<&'static pisces::mutation::MutationPoint>) -> Self {
-        // SAFETY: `pisces crashtest --mutation` is mutation testing (a test build with the
-        // `mutation` feature): the campaign exists to show that the removed step matters.
-        unsafe { pisces::mutation::set(m) };
-        MutationGuard
-    }
-}
-
-#[cfg(feature = "mutation")]
-impl Drop for MutationGuard {
-    fn drop(&mut self) {
-        pisces::mutation::clear();
-    }
+#[allow(unsafe_code)]
+fn mutated(m: &'static pisces::mutation::MutationPoint) -> pisces::mutation::Scenario {
+    let sc = pisces::mutation::Scenario::setup();
+    // SAFETY: `pisces crashtest --mutation` is mutation testing (a test build with the
+    // `mutation` feature): the campaign exists to show that the removed step matters.
+    unsafe { sc.set(Some(m)) };
+    sc
 }
 
 fn progress_bar(total: u64) -> ProgressBar {

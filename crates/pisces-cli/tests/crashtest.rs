@@ -30,7 +30,8 @@ struct Cli {
     args: CrashtestArgs,
 }
 
-/// The mutation switch is process-wide: one campaign at a time.
+/// A campaign swaps the process's panic hook while it runs (`QuietPanics`), which two
+/// campaigns at once would leave swapped: one campaign at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn parse(args: &[&str]) -> Result<CrashtestArgs, clap::Error> {

@@ -5,9 +5,9 @@
 //! (the engine's mutation points, `EngineId::Sp3.mutations()`).
 //!
 //! Run: `cargo test -p pisces-verify --release --test engine_sp3` (add `--features
-//! mutation` for the mutation tests and the tests that need the `persist_delay_ms`
-//! hook; run the mutation tests alone, `mutation -- --test-threads=1` and
-//! `recovery -- --test-threads=1`: the switch is process-wide).
+//! mutation` for the mutation tests and the tests that slow a commit down between its
+//! visibility and its persistence with the engine's `before-persist` hook point; each
+//! runs in a `pisces::mutation::Scenario`, which keeps the other tests' pools apart).
 //! The engine's white-box tests are in `crates/pisces/src/engine/sp3/tests.rs`.
 //!
 //! # Evidence that the guards guard (besides the mutation points)
@@ -596,16 +596,8 @@ fn lost_predecessor_images(opts: EngineOptions) -> LostPredecessor {
 /// kept ones stay, and the pool keeps working.
 #[test]
 fn crashes_during_recovery_keep_the_drop_decision() {
-    let _serial = recovery_mutation_lock();
     let crashed_at = crash_recovery_at_each_fence().unwrap_or_else(|e| panic!("{e}"));
     assert!(crashed_at >= 3, "recovery has only {crashed_at} fences");
-}
-
-/// Held by the tests that crash recovery, and by the mutation test while its mutation
-/// (process-wide) is active.
-fn recovery_mutation_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The body of [`crashes_during_recovery_keep_the_drop_decision`]: the number of
@@ -660,13 +652,13 @@ fn crash_recovery_at_each_fence() -> Result<usize, String> {
 /// Mutation evidence for replay's flush (each written line flushed once, after the
 /// whole replay, before its fence): without it the replayed writes are not durable
 /// when recovery retires their records, and a crash after that loses them (T0's
-/// z = 5 above). Run alone (`--test-threads=1`): the switch is process-wide.
+/// z = 5 above).
 #[cfg(feature = "mutation")]
 #[test]
 fn recovery_without_the_replay_flush_is_caught() {
-    let m = Mutated::new("replay-flush");
+    let sc = mutated("replay-flush");
     let r = crash_recovery_at_each_fence();
-    drop(m);
+    drop(sc);
     let e = r.expect_err("recovery without the replay flush went unnoticed");
     eprintln!("replay-flush: {e}");
 }
@@ -684,13 +676,27 @@ fn recovery_drops_the_dependents_of_a_lost_record() {
     }
 }
 
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+/// Slot 0 sleeps 300 ms between its commit's visibility and its persistence (the
+/// engine's `before-persist` hook point) while scenario `sc` lives.
+#[cfg(feature = "mutation")]
+fn slow_persist_of_slot0(sc: &pisces::mutation::Scenario) {
+    let p = EngineId::Sp3
+        .hook("before-persist")
+        .expect("a hook point of the engine");
+    sc.sleep(p, 0, std::time::Duration::from_millis(300));
+}
+
+#[cfg(feature = "mutation")] // the `before-persist` hook point
 /// Slot 0 commits T1 (x = 1) and sleeps 300 ms between visibility and persistence.
 /// Slot 1 sees x = 1 (early visibility), then runs T2: y = x + 1, and as soon as T2's
 /// `run` returns, the power fails (an image of what is durable now). T2 returned, so it
 /// must survive: `run` must have waited for T1 to persist. Returns (x, y) recovered.
-fn acknowledged_dependent_survives(opts: EngineOptions) -> (u64, u64) {
-    let (sim, pool, c) = sim_pool(opts.set("persist_delay_ms", 300), 64 << 10);
+fn acknowledged_dependent_survives(
+    sc: &pisces::mutation::Scenario,
+    opts: EngineOptions,
+) -> (u64, u64) {
+    slow_persist_of_slot0(sc);
+    let (sim, pool, c) = sim_pool(opts, 64 << 10);
     let root: PPtr<[PPtr<u64>; 2]> = pool.root().unwrap();
     let mut h0 = pool.handle().unwrap();
     let mut h1 = pool.handle().unwrap();
@@ -726,22 +732,24 @@ fn acknowledged_dependent_survives(opts: EngineOptions) -> (u64, u64) {
     p.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?))).unwrap()
 }
 
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[cfg(feature = "mutation")] // the `before-persist` hook point
 #[test]
 fn run_returns_only_after_predecessors_persist() {
+    let sc = pisces::mutation::Scenario::setup();
     let opts = EngineOptions::new().set("early_visibility", true);
 
-    assert_eq!(acknowledged_dependent_survives(opts), (1, 2));
+    assert_eq!(acknowledged_dependent_survives(&sc, opts), (1, 2));
 }
 
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[cfg(feature = "mutation")] // the `before-persist` hook point
 /// A chain over three slots: T1 (slot 0, x = 1) sleeps between visibility and
 /// persistence; T2 (slot 1, y = x + 1) commits with durability deferred (its own record
 /// is durable, its predecessor T1 is not); T3 (slot 2, z = y + 1) depends on T2 only.
 /// When T3's `run` returns the power fails: T3 must survive, so its wait must cover
 /// T1 too (a predecessor is persistent only with its own predecessors). Returns x, y, z.
-fn transitive_chain(opts: EngineOptions) -> (u64, u64, u64) {
-    let c = cfg(3, opts.set("persist_delay_ms", 300)).log_bytes_per_thread(64 << 10);
+fn transitive_chain(sc: &pisces::mutation::Scenario, opts: EngineOptions) -> (u64, u64, u64) {
+    slow_persist_of_slot0(sc);
+    let c = cfg(3, opts).log_bytes_per_thread(64 << 10);
     let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
     let pool = Pool::create_on(sim.clone(), c.clone()).unwrap();
     let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
@@ -792,19 +800,21 @@ fn transitive_chain(opts: EngineOptions) -> (u64, u64, u64) {
 #[cfg(feature = "mutation")]
 #[test]
 fn run_waits_for_transitive_predecessors() {
+    let sc = pisces::mutation::Scenario::setup();
     for opts in options() {
-        assert_eq!(transitive_chain(opts.clone()), (1, 2, 3), "{opts}");
+        assert_eq!(transitive_chain(&sc, opts.clone()), (1, 2, 3), "{opts}");
     }
 }
 
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[cfg(feature = "mutation")] // the `before-persist` hook point
 /// Slot 0's T1 (x = 1) is visible but sleeps before persisting; slot 1 runs T2
 /// (y = x + 1) and then fills half its log with other transactions (durability
 /// deferred), so its checkpoint runs while T1 is not persistent. Then the power fails.
 /// Home may hold T2's write only if T1 is recoverable: the recovered state must have
 /// y = 0 or y = x + 1. Returns (x, y).
-fn home_waits_for_predecessors(opts: EngineOptions) -> (u64, u64) {
-    let (sim, pool, c) = sim_pool(opts.set("persist_delay_ms", 300), 16 << 10);
+fn home_waits_for_predecessors(sc: &pisces::mutation::Scenario, opts: EngineOptions) -> (u64, u64) {
+    slow_persist_of_slot0(sc);
+    let (sim, pool, c) = sim_pool(opts, 16 << 10);
     let root: PPtr<[PPtr<u64>; 3]> = pool.root().unwrap();
     let mut h0 = pool.handle().unwrap();
     let mut h1 = pool.handle().unwrap();
@@ -855,11 +865,12 @@ fn home_waits_for_predecessors(opts: EngineOptions) -> (u64, u64) {
     p.run(|tx| Ok((*tx.read(x)?, *tx.read(y)?))).unwrap()
 }
 
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
+#[cfg(feature = "mutation")] // the `before-persist` hook point
 #[test]
 fn home_is_written_only_after_predecessors_persist() {
+    let sc = pisces::mutation::Scenario::setup();
     for opts in options() {
-        let (x, y) = home_waits_for_predecessors(opts.clone());
+        let (x, y) = home_waits_for_predecessors(&sc, opts.clone());
         assert!(y == 0 || y == x + 1, "{opts}: x = {x}, y = {y}");
     }
 }
@@ -994,31 +1005,17 @@ fn parallel_replay_restores_objects_spanning_chunks() {
 // ---------------------------------------------------------------------------------
 // Mutation evidence: each guard above fails when its protocol step is removed.
 // (`cargo test -p pisces-verify --release --features mutation --test engine_sp3
-// mutation -- --test-threads=1`: the switch is process-wide.)
+// mutation`.)
 
-/// Activates the engine's mutation point `name` until dropped. Holds the recovery lock
-/// (the tests that crash recovery take it too); run the mutation tests alone
-/// (`--test-threads=1`): the other tests of this binary do not take it.
+/// A scenario with the engine's mutation point `name` active.
 #[cfg(feature = "mutation")]
-struct Mutated(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
-
-#[cfg(feature = "mutation")]
-impl Mutated {
-    fn new(name: &str) -> Mutated {
-        let serial = recovery_mutation_lock();
-        let p = EngineId::Sp3.mutation(name).expect("a point of the engine");
-        // SAFETY: a mutation test: the run exists to show the removed step matters, and
-        // its outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { pisces::mutation::set(Some(p)) };
-        Mutated(serial)
-    }
-}
-
-#[cfg(feature = "mutation")]
-impl Drop for Mutated {
-    fn drop(&mut self) {
-        pisces::mutation::clear();
-    }
+fn mutated(name: &str) -> pisces::mutation::Scenario {
+    let sc = pisces::mutation::Scenario::setup();
+    let p = EngineId::Sp3.mutation(name).expect("a point of the engine");
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and
+    // its outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(p)) };
+    sc
 }
 
 /// The engine's points whose evidence is not in [`mutation_each_sp3_step_is_needed`],
@@ -1056,7 +1053,7 @@ fn mutation_each_sp3_step_is_needed() {
         eprintln!("mutation {}", p.name);
         match p.name {
             "skip-validation" => {
-                let _m = Mutated::new(p.name);
+                let _sc = mutated(p.name);
                 assert_eq!(write_skew(d()), 0, "write skew went unnoticed");
                 // Interleaving-dependent: a few tries.
                 let broken = (0..5).any(|_| {
@@ -1075,7 +1072,7 @@ fn mutation_each_sp3_step_is_needed() {
                 assert!(found > 0, "the checker saw nothing without validation");
             }
             "no-dependencies" => {
-                let _m = Mutated::new(p.name);
+                let _sc = mutated(p.name);
                 let [_, damaged] = lost_predecessor(d());
                 assert_eq!(
                     damaged.1,
@@ -1084,14 +1081,14 @@ fn mutation_each_sp3_step_is_needed() {
                 );
             }
             "no-dependency-wait" => {
-                let _m = Mutated::new(p.name);
-                let (x, y) = acknowledged_dependent_survives(d());
+                let sc = mutated(p.name);
+                let (x, y) = acknowledged_dependent_survives(&sc, d());
                 assert_eq!((x, y), (0, 0), "the acknowledged T2 was lost with T1");
-                assert_eq!(transitive_chain(d()), (0, 0, 0));
+                assert_eq!(transitive_chain(&sc, d()), (0, 0, 0));
             }
             "home-before-predecessors" => {
-                let _m = Mutated::new(p.name);
-                let (x, y) = home_waits_for_predecessors(d());
+                let sc = mutated(p.name);
+                let (x, y) = home_waits_for_predecessors(&sc, d());
                 assert!(y != 0 && y != x + 1, "x = {x}, y = {y}");
             }
             other => panic!("mutation point `{other}`: no evidence in this table"),
@@ -1501,14 +1498,10 @@ fn list_append_histories_spanning_a_crash_are_serializable_and_durable() {
 /// visibility and persistence, another thread sees its write long before the sleep
 /// ends when `early_visibility=true`, and only after it with `false` (the ablation
 /// unlocks after persisting). Returns how long the reader waited.
-#[cfg(feature = "mutation")] // the `persist_delay_ms` test hook
-fn time_to_visibility(early: bool) -> std::time::Duration {
-    let pool = mem_pool(
-        3,
-        EngineOptions::new()
-            .set("early_visibility", early)
-            .set("persist_delay_ms", 300),
-    );
+#[cfg(feature = "mutation")] // the `before-persist` hook point
+fn time_to_visibility(sc: &pisces::mutation::Scenario, early: bool) -> std::time::Duration {
+    slow_persist_of_slot0(sc);
+    let pool = mem_pool(3, EngineOptions::new().set("early_visibility", early));
     let root: PPtr<[PPtr<u64>; 1]> = pool.root().unwrap();
     let mut h0 = pool.handle().unwrap();
     let mut h1 = pool.handle().unwrap();
@@ -1544,8 +1537,9 @@ fn time_to_visibility(early: bool) -> std::time::Duration {
 #[cfg(feature = "mutation")]
 #[test]
 fn early_visibility_shows_versions_before_they_persist() {
-    let early = time_to_visibility(true);
-    let late = time_to_visibility(false);
+    let sc = pisces::mutation::Scenario::setup();
+    let early = time_to_visibility(&sc, true);
+    let late = time_to_visibility(&sc, false);
     assert!(
         early < std::time::Duration::from_millis(150),
         "early: {early:?}"

@@ -556,7 +556,7 @@ fn run_until_crash(
     } else {
         // No crash: the caller may take an image of the running machine, which a close
         // (its final checkpoint) would change.
-        std::mem::forget(pool);
+        pool.forget_as_crash();
     }
     let acked = acked
         .iter()
@@ -946,8 +946,7 @@ fn linearizable_sees_every_earlier_commit() {
 // ---------------------------------------------------------------------------------
 // Mutation evidence: each protocol path has a test that fails without it.
 // `cargo test -p pisces-verify --release --features mutation --test engine_timestone
-// mutations -- --nocapture`
-// (run alone: the switch is process-wide).
+// mutations -- --nocapture`.
 
 /// Acknowledged transactions lost over a 1-thread every-fence bank campaign.
 #[cfg(feature = "mutation")]
@@ -1284,11 +1283,12 @@ const ELSEWHERE: [(&str, &str); 3] = [
 #[cfg(feature = "mutation")]
 #[test]
 fn mutations_each_break_their_test() {
-    use pisces::mutation::{self, MutationPoint};
+    use pisces::mutation::{MutationPoint, Scenario};
+    let sc = Scenario::setup();
     let run = |m: Option<&'static MutationPoint>| {
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { mutation::set(m) };
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(m) };
         let name = m.map(|p| p.name);
         // A campaign whose workload fails while it runs (a removed step that breaks
         // the running program, not only recovery: readers read checkpointed objects
@@ -1316,7 +1316,7 @@ fn mutations_each_break_their_test() {
             0,
             caught(args_violations),
         ];
-        mutation::clear();
+        sc.clear();
         eprintln!(
             "mutation {}: violations {COLUMNS:?} = {r:?}",
             name.unwrap_or("none")
@@ -1341,19 +1341,19 @@ fn mutations_each_break_their_test() {
 
 /// The commit guard's mutation, with the timing-dependent detector given many rounds:
 /// `cargo test -p pisces-verify --release --features mutation --test engine_timestone
-/// commit_guard -- --ignored --nocapture` (run alone: the switch is process-wide).
+/// commit_guard -- --ignored --nocapture`.
 #[cfg(feature = "mutation")]
 #[test]
 #[ignore = "timing-dependent: the race shows only when a committer is preempted at one point"]
 fn commit_guard_mutation_breaks_real_time_order() {
-    use pisces::mutation;
     let p = EngineId::Timestone
         .mutation("commit-guard")
         .expect("a point of the engine");
+    let sc = pisces::mutation::Scenario::setup();
     // SAFETY: a mutation test, as above.
-    unsafe { mutation::set(Some(p)) };
+    unsafe { sc.set(Some(p)) };
     let bad = real_time_violations(Isolation::Linearizable, 30);
-    mutation::clear();
+    drop(sc);
     eprintln!("commit-guard: {bad} real-time violations in 30 rounds");
     assert!(bad > 0, "commit-guard went unnoticed in 30 rounds");
 }

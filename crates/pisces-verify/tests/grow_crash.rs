@@ -219,8 +219,8 @@ fn campaign(engine: EngineId) -> (usize, Vec<String>) {
     (states, violations)
 }
 
-/// One test: the mutation switch is process-wide, so the clean campaigns and the
-/// mutated one must not run concurrently.
+/// The clean campaigns of every engine, then (with the `mutation` feature) the
+/// mutated one in its scenario.
 #[test]
 fn crash_at_every_fence_of_a_growth() {
     for engine in [
@@ -240,18 +240,18 @@ fn crash_at_every_fence_of_a_growth() {
     }
     #[cfg(feature = "mutation")]
     {
-        use pisces::mutation::{clear, set};
+        let sc = pisces::mutation::Scenario::setup();
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
         unsafe {
-            set(Some(
+            sc.set(Some(
                 EngineId::Pisces
                     .mutation("grow-size-late")
                     .expect("a point of the heap"),
             ))
         };
         let (states, violations) = campaign(EngineId::Pisces);
-        clear();
+        drop(sc);
         eprintln!(
             "grow-size-late: {states} crash states, {} violations, e.g. {:?}",
             violations.len(),

@@ -285,14 +285,6 @@ fn crash_later_transactions_follow_the_recovery() {
 
 // ------------------------------------------------------------ the engine
 
-/// Engine tests of this binary hold this lock: with the `mutation` feature, a mutation
-/// test switches a protocol step off for the whole process.
-static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn engine_lock() -> std::sync::MutexGuard<'static, ()> {
-    ENGINE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn dram_pool(threads: usize) -> Pool {
     dram_pool_with(threads, EngineOptions::default())
 }
@@ -322,7 +314,6 @@ fn run_dram(cfg: WorkloadConfig, txns: usize) -> (History, Report) {
 
 #[test]
 fn engine_random_mix_has_no_forbidden_anomaly() {
-    let _engine = engine_lock();
     for (threads, keys) in [(2, 3), (3, 8)] {
         let cfg = WorkloadConfig {
             threads,
@@ -347,7 +338,6 @@ fn engine_random_mix_has_no_forbidden_anomaly() {
 
 #[test]
 fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
-    let _engine = engine_lock();
     // Overlap depends on scheduling: try a few times for at least one write skew.
     let mut skews = 0;
     for seed in 0..5 {
@@ -475,7 +465,6 @@ fn try_crash_and_continue(fence: u64, seed: u64, txns: usize) -> pisces::Result<
 
 #[test]
 fn engine_histories_spanning_a_crash_are_clean() {
-    let _engine = engine_lock();
     let txns = 120;
     let (start, end) = fence_span(txns);
     assert!(
@@ -527,7 +516,6 @@ fn engine_histories_spanning_a_crash_are_clean() {
 /// reads, and it must complain.
 #[test]
 fn crash_checker_detects_a_doctored_recovery() {
-    let _engine = engine_lock();
     let txns = 80;
     let (start, end) = fence_span(txns);
     let run = crash_and_continue(start + (end - start) / 2, 3, txns);
@@ -565,7 +553,6 @@ fn crash_checker_detects_a_doctored_recovery() {
 #[test]
 #[ignore]
 fn long_engine_runs() {
-    let _engine = engine_lock();
     for (threads, keys) in [(2, 4), (4, 16)] {
         let (_, r) = run_dram(
             WorkloadConfig {
@@ -603,7 +590,7 @@ fn long_engine_runs() {
 #[cfg(feature = "mutation")]
 mod mutation_evidence {
     use super::*;
-    use pisces::mutation::{self, MutationPoint};
+    use pisces::mutation::{MutationPoint, Scenario};
     use pisces::EngineId;
 
     /// The Pisces engine's mutation point `name`.
@@ -613,21 +600,13 @@ mod mutation_evidence {
             .expect("a point of the engine")
     }
 
-    struct Off;
-    impl Drop for Off {
-        fn drop(&mut self) {
-            mutation::clear();
-        }
-    }
-
     /// Forbidden anomalies in DRAM runs of both workloads with `m` active.
     fn dram_forbidden(m: Option<&'static MutationPoint>) -> usize {
-        let _engine = engine_lock();
-        let _off = Off;
+        let sc = Scenario::setup();
         let label = m.map_or("none", |p| p.name);
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { mutation::set(m) };
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(m) };
         let mut f = 0;
         for write_skew in [false, true] {
             let cfg = WorkloadConfig {
@@ -666,12 +645,11 @@ mod mutation_evidence {
 
     /// Forbidden anomalies in crash-spanning runs with `m` active.
     fn crash_forbidden(m: Option<&'static MutationPoint>) -> usize {
-        let _engine = engine_lock();
-        let _off = Off;
+        let sc = Scenario::setup();
         let label = m.map_or("none", |p| p.name);
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { mutation::set(m) };
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(m) };
         let txns = 120;
         let (start, end) = fence_span(txns);
         let mut f = 0;

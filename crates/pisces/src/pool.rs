@@ -436,6 +436,20 @@ impl Pool {
         self.inner.domain_warning.as_deref()
     }
 
+    /// Leak the pool without closing it, as a test simulates a crash: nothing of the
+    /// close runs, and the pool's memory stays as the "crash" left it. In `mutation`
+    /// builds it also lets mutation scenarios in (a leaked pool would keep them out
+    /// forever); a thread of the pool still running must then run no protocol step
+    /// (an engine's background thread that never touches the pool again is fine).
+    #[doc(hidden)]
+    pub fn forget_as_crash(self) {
+        #[cfg(feature = "mutation")]
+        if let Some(heap) = self.heap() {
+            heap.release_mutation_gate();
+        }
+        std::mem::forget(self);
+    }
+
     /// The heap (layout, medium, superblock); `None` for the `pmdk` engine, whose pool
     /// is libpmemobj's.
     pub(crate) fn heap(&self) -> Option<&Arc<Heap>> {

@@ -177,7 +177,13 @@ impl Acc {
 /// Run rounds `start..end` on `jobs` workers.
 fn run_rounds(plan: &Plan<'_>, start: u64, end: u64, acc: &Mutex<Acc>, progress: Progress<'_>) {
     let next = AtomicU64::new(start);
+    // Under a mutation scenario (`pisces crashtest --mutation`), the workers' pools are
+    // the scenario's: a pool opened on a thread outside it would wait for it to end.
+    #[cfg(feature = "mutation")]
+    let scenario = pisces::mutation::current_scenario();
     let worker = || loop {
+        #[cfg(feature = "mutation")]
+        let _in_scenario = scenario.map(|s| s.enter());
         let r = next.fetch_add(1, Ordering::Relaxed);
         if r >= end {
             break;

@@ -3,8 +3,7 @@
 //! persistTS, or recovery would ignore their records after a crash.
 //!
 //! `cargo test -p pisces-verify --release --test engine_pisces deferred_write_back::`;
-//! with `--features mutation` also the evidence that the test catches the bug (add
-//! `-- --test-threads=1`: the switch is process-wide).
+//! with `--features mutation` also the evidence that the test catches the bug.
 
 use pisces::{Config, EngineOptions, PPtr, Pool};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
@@ -95,18 +94,11 @@ fn a_partly_written_back_batch_keeps_the_watermark_below_its_waiting_records() {
 #[cfg(feature = "mutation")]
 #[test]
 fn the_waiting_records_bound_is_needed() {
-    use pisces::mutation;
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            mutation::clear();
-        }
-    }
-    let _reset = Reset;
+    let sc = pisces::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
     unsafe {
-        mutation::set(Some(
+        sc.set(Some(
             pisces::EngineId::Pisces
                 .mutation("partial-write-back-clears-pending")
                 .expect("a point of the engine"),

@@ -7,10 +7,9 @@
 //! (`sicheck.rs`) and the log damage suite (`log_damage.rs`) run it too.
 //!
 //! `cargo test -p pisces-verify --release --test engine_pisces`; one part by its
-//! module, e.g. `... --test engine_pisces crash::`. With `--features mutation`, run the
-//! tests that set a mutation switch alone, as `.ci/run` does (the switch is
-//! process-wide): `... --test engine_pisces mutations:: -- --nocapture` and
-//! `... --test engine_pisces deferred_write_back:: -- --test-threads=1`.
+//! module, e.g. `... --test engine_pisces crash::`. With `--features mutation` the
+//! mutation evidence runs too (`mutations::`, `deferred_write_back::`), each test in a
+//! `pisces::mutation::Scenario` that keeps the other tests' pools apart.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -5,8 +5,8 @@
 //! tests report none. The points whose evidence lies elsewhere are named in
 //! [`ELSEWHERE`].
 //!
-//! Needs the test-only `mutation` feature, and runs alone (the switch is
-//! process-wide):
+//! Needs the test-only `mutation` feature (the table runs in a
+//! `pisces::mutation::Scenario`):
 //! `cargo test -p pisces-verify --release --features mutation --test engine_pisces
 //! mutations:: -- --nocapture`.
 //! The `inCritical` wait cannot be observed reliably on real hardware (its window is a
@@ -15,7 +15,7 @@
 //! has its own evidence in `deferred_write_back`.
 
 use crate::common::{self, crash::campaign, crash::cfg, crash::Workload};
-use pisces::mutation;
+use pisces::mutation::Scenario;
 use pisces::{EngineId, EngineOptions, PPtr, Pool};
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
 use std::sync::Arc;
@@ -115,17 +115,18 @@ fn each_protocol_step_is_needed() {
             .filter(|p| !ELSEWHERE.iter().any(|(n, _)| *n == p.name))
             .map(|p| Some(*p)),
     );
+    let sc = Scenario::setup();
     for m in run {
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { mutation::set(m) };
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(m) };
         let row = (
             m.map(|p| p.name),
             crash_violations(),
             grace_violations(),
             watermark_violations(),
         );
-        mutation::clear();
+        sc.clear();
         println!(
             "{:<20} crash-state violations {:>4}   read skew {}   stale replay {}",
             row.0.unwrap_or("none"),

@@ -219,6 +219,10 @@ pub(crate) trait EngineDef: 'static {
     /// name from it. The heap's points (`heap::MUTATIONS`) are added by the registry.
     #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[];
+    /// The engine's hook points (tests only, `mutation` feature): places where a test
+    /// can pause a thread or slow it down, declared with `mutation::hook_point!`.
+    #[cfg(feature = "mutation")]
+    const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[];
     /// Pool-wide state.
     type Engine: Engine<Thread = Self::Thread>;
     /// One thread's state.

@@ -70,6 +70,13 @@ macro_rules! engines {
             pub fn mutations(self) -> &'static [&'static crate::mutation::MutationPoint] {
                 match self { $( EngineId::$variant => <$def as EngineDef>::MUTATIONS, )+ }
             }
+            /// The engine's hook points (`EngineDef::HOOKS`): where a test can pause a
+            /// thread or slow it down. Test builds only.
+            #[cfg(feature = "mutation")]
+            #[doc(hidden)]
+            pub fn hooks(self) -> &'static [&'static crate::mutation::HookPoint] {
+                match self { $( EngineId::$variant => <$def as EngineDef>::HOOKS, )+ }
+            }
             /// Why the engine cannot run on a pool that grows, if it cannot.
             pub(crate) fn growth_refused(self) -> Option<&'static str> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
@@ -332,6 +339,13 @@ impl EngineId {
     #[doc(hidden)]
     pub fn mutation(self, name: &str) -> Option<&'static crate::mutation::MutationPoint> {
         self.mutation_points().find(|p| p.name == name)
+    }
+    /// The hook point named `name` among the engine's ([`EngineId::hooks`]). Test
+    /// builds only.
+    #[cfg(feature = "mutation")]
+    #[doc(hidden)]
+    pub fn hook(self, name: &str) -> Option<&'static crate::mutation::HookPoint> {
+        self.hooks().iter().copied().find(|p| p.name == name)
     }
     /// The names [`EngineId::mutation`] accepts, in order. Test builds only.
     #[cfg(feature = "mutation")]

@@ -98,6 +98,10 @@ pub(crate) struct Heap {
     /// ([`Heap::set_header_words_unused`]): slab formatting then leaves them as they
     /// are (see `alloc::pmem::format_small`).
     header_words_used: AtomicBool,
+    /// Keeps mutation scenarios of other tests out while the pool is open (taken
+    /// before the pool is formatted or opened; see `mutation::Unmutated`).
+    #[cfg(feature = "mutation")]
+    _unmutated: crate::mutation::Unmutated,
 }
 
 // SAFETY: `base` points into the medium's mapping, which `medium` (an `Arc` of a
@@ -134,6 +138,8 @@ impl Heap {
         params: FormatParams,
         max_size: u64,
     ) -> Result<Heap> {
+        #[cfg(feature = "mutation")]
+        let unmutated = crate::mutation::Unmutated::hold();
         // Through the superblock's encoding, so an open recomputes exactly this layout.
         let regions = superblock::encode_regions(params.regions);
         if (medium.max_len() as u64) < max_size {
@@ -188,12 +194,22 @@ impl Heap {
             generation: 1,
             late_size: AtomicU64::new(0),
             header_words_used: AtomicBool::new(true),
+            #[cfg(feature = "mutation")]
+            _unmutated: unmutated,
         })
+    }
+
+    /// Let mutation scenarios in although the heap stays (see `Pool::forget_as_crash`).
+    #[cfg(feature = "mutation")]
+    pub(crate) fn release_mutation_gate(&self) {
+        self._unmutated.release();
     }
 
     /// Open an existing pool image: validate the superblock and geometry and check the
     /// engine. Writes nothing (see [`Heap::commit_generation`]).
     pub fn open(medium: Arc<dyn Medium>) -> Result<Heap> {
+        #[cfg(feature = "mutation")]
+        let unmutated = crate::mutation::Unmutated::hold();
         // SAFETY: the medium guarantees `base()` is valid for `len()` bytes; no other
         // thread uses the image while the pool is being opened.
         let image = unsafe { std::slice::from_raw_parts(medium.base(), medium.len()) };
@@ -235,6 +251,8 @@ impl Heap {
             generation: sb.run_generation + 1,
             late_size: AtomicU64::new(0),
             header_words_used: AtomicBool::new(true),
+            #[cfg(feature = "mutation")]
+            _unmutated: unmutated,
         })
     }
 

@@ -174,6 +174,10 @@ mod loom_tests {
 
     #[test]
     fn loom_reader_sees_every_copy_committed_before_its_start() {
+        // The model runs the `inCritical` wait, which a mutation scenario of another
+        // test may remove: keep scenarios out meanwhile (no heap does it here).
+        #[cfg(feature = "mutation")]
+        let _unmutated = crate::mutation::Unmutated::hold();
         reader_committer_race();
     }
 
@@ -182,16 +186,10 @@ mod loom_tests {
     #[test]
     #[should_panic(expected = "visibility must follow")]
     fn loom_incritical_wait_is_needed() {
-        struct Reset;
-        impl Drop for Reset {
-            fn drop(&mut self) {
-                crate::mutation::clear();
-            }
-        }
-        let _reset = Reset;
+        let sc = crate::mutation::Scenario::setup();
         // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-        // outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { crate::mutation::set(Some(&super::IN_CRITICAL_WAIT)) };
+        // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(Some(&super::IN_CRITICAL_WAIT)) };
         reader_committer_race();
     }
 

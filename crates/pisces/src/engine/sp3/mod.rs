@@ -5,7 +5,7 @@
 //! what lost a predecessor and replays the rest in topological order.
 //!
 //! Modules, one concept each:
-//! * [`options`]: early visibility, and the test hooks ([`options::Sp3Options`]);
+//! * [`options`]: early visibility or its ablation ([`options::Sp3Options`]);
 //! * [`shared`]: pool-wide state and the engine ([`shared::Sp3Engine`]);
 //! * [`tid`]: logical transaction ids (slot, lid) and what "persistent" means;
 //! * [`index`]: the DRAM index entry (`ptr`, `ver`, `lastTid`) and the seqlock read;
@@ -187,6 +187,8 @@ impl EngineDef for Sp3 {
         &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,
         &crate::engine::kit::recovery::per_slot::PARSE_SLOT_ORDER,
     ];
+    #[cfg(feature = "mutation")]
+    const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[&thread::BEFORE_PERSIST];
     type Thread = Sp3Thread;
     fn option_sets() -> Vec<EngineOptions> {
         vec![

@@ -33,13 +33,6 @@ fn heap(slots: usize) -> Heap {
     .unwrap()
 }
 
-/// Held by the recovery tests here, and by the mutation test while its mutation is
-/// active: a mutation is process-wide, and tests run in parallel threads.
-fn recovery_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Append a record (lid, deps, one WORD entry writing `value` at `off`) to `w`.
 fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: u64) {
     let mut b = RecordBuilder::default();
@@ -55,7 +48,6 @@ fn append(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, value: 
 /// is dropped and reported by `inspect`; retired predecessors count as present.
 #[test]
 fn recovery_keeps_exactly_the_records_whose_predecessors_are_all_there() {
-    let _serial = recovery_lock();
     let h = heap(3);
     let l = *h.layout();
     let target = l.heap_offset as u64;
@@ -114,7 +106,6 @@ fn append_range(h: &Heap, w: &mut LogWriter, lid: u64, deps: &[u64], off: u64, d
 /// one of its chunks, or if a parsed log is taken for another slot's.
 #[test]
 fn parallel_recovery_keeps_slot_and_dependency_order_across_chunks() {
-    let _serial = recovery_lock();
     parallel_recovery_case();
 }
 
@@ -165,24 +156,23 @@ fn parallel_recovery_case() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutations_of_parallel_recovery_are_caught() {
-    use crate::mutation;
-    let _serial = recovery_lock();
+    let sc = crate::mutation::Scenario::setup();
     for m in [
         &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,
         &crate::engine::kit::recovery::per_slot::PARSE_SLOT_ORDER,
     ] {
         // SAFETY: a mutation test: the run exists to show the removed step matters,
-        // and its outcome is read only as that evidence (see `pisces::mutation::set`).
-        unsafe { mutation::set(Some(m)) };
+        // and its outcome is read only as that evidence (see
+        // `pisces::mutation::Scenario::set`).
+        unsafe { sc.set(Some(m)) };
         let r = std::panic::catch_unwind(parallel_recovery_case);
-        mutation::clear();
+        sc.clear();
         assert!(r.is_err(), "{} went unnoticed", m.name);
     }
 }
 
 #[test]
 fn a_dependency_cycle_is_dropped_and_reported() {
-    let _serial = recovery_lock();
     let h = heap(2);
     let l = *h.layout();
     let target = l.heap_offset as u64;
@@ -494,13 +484,12 @@ fn reads_skip_revalidation_only_while_the_commit_clock_stands() {
 #[cfg(feature = "mutation")]
 #[test]
 fn reads_without_the_commit_tick_mix_states() {
-    use crate::mutation;
-    let _serial = recovery_lock();
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(&super::thread::NO_COMMIT_TICK)) };
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::thread::NO_COMMIT_TICK)) };
     let (read, written, _) = commit_clock_cases();
-    mutation::clear();
+    drop(sc);
     assert_eq!(read.ok(), Some(2), "the new read of y conflicted");
     assert!(written.is_ok(), "the write of y conflicted");
 }

@@ -148,6 +148,13 @@ crate::mutation::point! {
     pub(crate) static NO_COMMIT_TICK = "no-commit-tick";
 }
 
+crate::mutation::hook_point! {
+    /// A commit between its visibility (with early visibility) and the append of its
+    /// record: tests slow a slot down here to act while its transaction is visible and
+    /// not persistent.
+    pub(crate) static BEFORE_PERSIST = "before-persist";
+}
+
 /// Whether a transaction of `slot` that depends on `d` must wait for it: another
 /// slot's transaction, not stable yet (same-slot ones are implied by lid order).
 #[inline(always)]
@@ -650,11 +657,7 @@ impl Sp3Thread {
         if early {
             self.publish(tid);
         }
-        if self.slot == 0 && self.sh.opts.persist_delay_ms > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(
-                self.sh.opts.persist_delay_ms,
-            ));
-        }
+        crate::mutation::hook!(BEFORE_PERSIST, self.slot);
         // 4. Persist.
         let mut body = std::mem::take(&mut self.body);
         log::encode(&mut body, &deps, self.builder.bytes());

@@ -228,6 +228,8 @@ impl EngineDef for Spht {
         "its working snapshot is a private mapping of the pool at open and does not follow a growth",
     );
     #[cfg(feature = "mutation")]
+    const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[&thread::BEFORE_LOG];
+    #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
         &thread::WAIT,
         &thread::SKIP_CAS,

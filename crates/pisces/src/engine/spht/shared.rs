@@ -45,40 +45,6 @@ pub struct Stats {
     pub recovery_followed_links: AtomicBool,
 }
 
-/// A test hook: holds the commit of one slot at one point until released.
-#[cfg(test)]
-#[derive(Debug, Default)]
-pub struct Hold {
-    /// Point to hold at (0: none).
-    pub point: std::sync::atomic::AtomicU32,
-    /// Slot to hold.
-    pub slot: std::sync::atomic::AtomicUsize,
-    /// Set when the slot reached the point.
-    pub held: AtomicBool,
-    /// Set to let it go on.
-    pub go: AtomicBool,
-}
-
-#[cfg(test)]
-impl Hold {
-    /// Called by slot `slot` at point `p`.
-    pub fn hit(&self, p: u32, slot: usize) {
-        use std::sync::atomic::Ordering::SeqCst;
-        if self.point.load(SeqCst) == p && self.slot.load(SeqCst) == slot {
-            self.point.store(0, SeqCst);
-            self.held.store(true, SeqCst);
-            while !self.go.load(SeqCst) {
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-/// Hold point: after the write-back (visible), before the record is appended.
-pub const HOLD_BEFORE_LOG: u32 = 1;
-/// Hold point: isPers set, before the marker update.
-pub const HOLD_BEFORE_MARKER: u32 = 2;
-
 /// Pool-wide engine state.
 pub(crate) struct SphtShared {
     /// The pool (durable heap: logs, markers, and the image only replay writes).
@@ -119,9 +85,6 @@ pub(crate) struct SphtShared {
     pub worker: OnceLock<std::thread::Thread>,
     /// Protocol counters.
     pub stats: Stats,
-    /// Test hook.
-    #[cfg(test)]
-    pub hold: Hold,
     /// Per slot: the log writer and clock history, while no thread state holds them.
     pub locals: Vec<Mutex<Option<super::thread::SlotLocal>>>,
 }
@@ -181,8 +144,6 @@ impl SphtEngine {
             stats: Stats::default(),
             locals,
             heap,
-            #[cfg(test)]
-            hold: Default::default(),
         });
         // Relaxed: diagnostics read after `open` returns (the engine's hand-off orders them).
         sh.stats

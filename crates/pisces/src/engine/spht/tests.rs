@@ -7,7 +7,6 @@ use super::durability::{self, MARKER_OFFSET};
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::SphtOptions;
 use super::shared::SphtEngine;
-use super::shared::HOLD_BEFORE_LOG;
 use super::thread::SphtThread;
 use crate::engine::kit::log::redo_log::Entry;
 use crate::engine::kit::recovery::replay_parts::part_of;
@@ -17,7 +16,7 @@ use crate::medium::dram::DramMedium;
 use crate::tx_options::TxOptions;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
     engine_with_log(opts, threads, 64 << 10)
@@ -104,8 +103,9 @@ fn get(th: &mut SphtThread, off: u64) -> u64 {
     v
 }
 
+#[cfg(feature = "mutation")] // used by the tests that pause a commit
 fn wait_until(what: &str, f: impl Fn() -> bool) {
-    let t = Instant::now();
+    let t = std::time::Instant::now();
     while !f() {
         assert!(
             t.elapsed() < Duration::from_secs(20),
@@ -186,22 +186,25 @@ fn links_chain_every_update_transaction_in_timestamp_order() {
 
 /// Wait test: a transaction with a larger timestamp is not durable (its commit does
 /// not even return) while one with a smaller timestamp has not flushed its log.
+#[cfg(feature = "mutation")] // the `before-log` hook point
 #[test]
 fn commit_waits_for_smaller_timestamps_to_persist() {
+    let sc = crate::mutation::Scenario::setup();
     let e = Arc::new(engine());
     let sh = e.shared().clone();
     let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
     let x = alloc(&mut a, 1);
     let y = alloc(&mut b, 1);
-    sh.hold.slot.store(0, SeqCst);
-    sh.hold.point.store(HOLD_BEFORE_LOG, SeqCst);
     std::thread::scope(|s| {
+        // Armed in the scope: a panic here drops it (letting A go) before the scope
+        // joins A.
+        let hold_a = sc.pause(&super::thread::BEFORE_LOG, 0);
         let ha = s.spawn(move || {
             let tok = put(&mut a, x, 1);
             a.wait_durable(tok).unwrap();
             tok
         });
-        wait_until("A to be held", || sh.hold.held.load(SeqCst));
+        wait_until("A to be held", || hold_a.reached());
         let hb = s.spawn(move || {
             let tok = put(&mut b, y, 2);
             b.wait_durable(tok).unwrap();
@@ -210,7 +213,7 @@ fn commit_waits_for_smaller_timestamps_to_persist() {
         std::thread::sleep(Duration::from_millis(200));
         let d = sh.durable.load(SeqCst);
         let done = hb.is_finished();
-        sh.hold.go.store(true, SeqCst);
+        hold_a.release();
         let (ta, tb) = (ha.join().unwrap(), hb.join().unwrap());
         assert!(ta.0 < tb.0);
         assert!(
@@ -226,8 +229,10 @@ fn commit_waits_for_smaller_timestamps_to_persist() {
 
 /// skipCAS test: a committer that sees an update transaction with a larger timestamp
 /// leaves the marker to it; a lone committer CASes it itself.
+#[cfg(feature = "mutation")] // the `before-log` hook point
 #[test]
 fn skip_cas_delegates_the_marker_to_a_larger_update() {
+    let sc = crate::mutation::Scenario::setup();
     let e = Arc::new(engine());
     let sh = e.shared().clone();
     let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
@@ -246,11 +251,10 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
     // A (smaller ts) held before its log; B (larger) commits and waits for A; A then
     // sees B as an update transaction with a larger timestamp and skips the CAS. B is
     // held before its marker update, so A's durability must come from B's CAS.
-    sh.hold.slot.store(0, SeqCst);
-    sh.hold.point.store(HOLD_BEFORE_LOG, SeqCst);
     std::thread::scope(|s| {
+        let hold_a = sc.pause(&super::thread::BEFORE_LOG, 0);
         let ha = s.spawn(move || put(&mut a, x, 8).0);
-        wait_until("A to be held", || sh.hold.held.load(SeqCst));
+        wait_until("A to be held", || hold_a.reached());
         let hb = s.spawn(move || {
             let tok = put(&mut b, y, 9);
             b.wait_durable(tok).unwrap();
@@ -261,7 +265,7 @@ fn skip_cas_delegates_the_marker_to_a_larger_update() {
         wait_until("B to be waiting for A", || {
             sh.slots[1].vts.load(SeqCst) & (durability::UPD | durability::PERS) == durability::UPD
         });
-        sh.hold.go.store(true, SeqCst);
+        hold_a.release();
         let ta = ha.join().unwrap();
         let tb = hb.join().unwrap();
         assert!(ta < tb);
@@ -652,6 +656,7 @@ fn crash_image(heap: &Heap) -> Vec<u64> {
 }
 
 /// Recover a crash image as a new process would (recovery runs in `open`).
+#[cfg(feature = "mutation")] // used by the dependent-commit crash only
 fn recover_image(image: &[u64]) -> SphtEngine {
     recover_image_with(image, EngineOptions::new().set("clock", "counter"), 1)
 }
@@ -684,19 +689,19 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
 /// Crash test of the wait on smaller timestamps (§3.1): A writes x = 1 and is held
 /// after its write-back, before its log record; B reads x and writes y = x + 1. A crash
 /// while A is held must not recover y = 2 without x = 1 (B depends on A). Returns the
-/// recovered (x, y).
-fn dependent_commit_crash() -> (u64, u64) {
+/// recovered (x, y). A is held with the `before-log` hook point of scenario `sc`.
+#[cfg(feature = "mutation")]
+fn dependent_commit_crash(sc: &crate::mutation::Scenario) -> (u64, u64) {
     let e = Arc::new(engine_with(EngineOptions::new().set("clock", "counter"), 2));
     let sh = e.shared().clone();
     let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
     let x = alloc(&mut a, 1);
     let y = alloc(&mut b, 1);
     e.quiesce();
-    sh.hold.slot.store(0, SeqCst);
-    sh.hold.point.store(HOLD_BEFORE_LOG, SeqCst);
     let image = std::thread::scope(|s| {
+        let hold_a = sc.pause(&super::thread::BEFORE_LOG, 0);
         let ha = s.spawn(move || put(&mut a, x, 1));
-        wait_until("A to be held", || sh.hold.held.load(SeqCst));
+        wait_until("A to be held", || hold_a.reached());
         let hb = s.spawn(move || loop {
             b.begin(&TxOptions::default());
             let r = b.read(x, 8).and_then(|p| {
@@ -717,12 +722,12 @@ fn dependent_commit_crash() -> (u64, u64) {
             }
         });
         // B's commit returns at once without the wait; with it, B waits for A.
-        let t = Instant::now();
+        let t = std::time::Instant::now();
         while !hb.is_finished() && t.elapsed() < Duration::from_millis(300) {
             std::thread::sleep(Duration::from_millis(5));
         }
         let image = crash_image(&sh.heap);
-        sh.hold.go.store(true, SeqCst);
+        hold_a.release();
         ha.join().unwrap();
         hb.join().unwrap();
         image
@@ -733,9 +738,10 @@ fn dependent_commit_crash() -> (u64, u64) {
     (get(&mut th, x), get(&mut th, y))
 }
 
+#[cfg(feature = "mutation")] // the `before-log` hook point
 #[test]
 fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
-    let (x, y) = dependent_commit_crash();
+    let (x, y) = dependent_commit_crash(&crate::mutation::Scenario::setup());
     assert!(
         y == 0 || (x == 1 && y == 2),
         "recovered y = {y} (B read x = 1) but x = {x}: B is durable without A"
@@ -746,13 +752,11 @@ fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
-    use crate::mutation;
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(&super::thread::WAIT)) };
-    let r = std::panic::catch_unwind(dependent_commit_crash);
-    mutation::clear();
-    let (x, y) = r.expect("the run itself failed");
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::thread::WAIT)) };
+    let (x, y) = dependent_commit_crash(&sc);
     assert_eq!(
         (x, y),
         (0, 2),
@@ -1241,15 +1245,18 @@ fn recovery_merges_when_a_link_is_wrong() {
     assert_eq!(got, want);
 }
 
-/// Runs `test` with mutation `m` active; true if it failed.
+/// Runs `test` in scenario `sc` with mutation `m` active; true if it failed.
 #[cfg(feature = "mutation")]
-fn fails_under(m: &'static crate::mutation::MutationPoint, test: fn()) -> bool {
-    use crate::mutation;
+fn fails_under(
+    sc: &crate::mutation::Scenario,
+    m: &'static crate::mutation::MutationPoint,
+    test: fn(),
+) -> bool {
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(m)) };
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(m)) };
     let r = std::panic::catch_unwind(test);
-    mutation::clear();
+    sc.clear();
     r.is_err()
 }
 
@@ -1699,7 +1706,7 @@ fn every_spht_mutation_is_caught() {
     use crate::mutation::MutationPoint;
     /// The point, what it breaks, the tests that must fail with it.
     type Row = (&'static MutationPoint, &'static str, &'static [fn()]);
-    let rows: [Row; 12] = [
+    let rows: [Row; 11] = [
         (
             &thread::SKIP_CAS,
             "skipCAS delegating to a larger lower bound leaves a returned commit not durable",
@@ -1769,27 +1776,29 @@ fn every_spht_mutation_is_caught() {
                 recovery_refuses_a_damaged_record_before_a_wrap,
             ],
         ),
-        (
-            &thread::WAIT,
-            "a committer not waiting for smaller timestamps: a crash recovers a \
-             transaction without the one it read from",
-            &[a_crash_never_recovers_a_transaction_without_one_it_read_from],
-        ),
     ];
     // Points whose evidence is elsewhere, with where.
-    let elsewhere: [(&MutationPoint, &str); 1] = [(
-        &log::LOG_FLUSH,
-        "the crash simulator: `cargo test -p pisces-cli --features mutation --test crashtest spht`",
-    )];
+    let elsewhere: [(&MutationPoint, &str); 2] = [
+        (
+            &log::LOG_FLUSH,
+            "the crash simulator: `cargo test -p pisces-cli --features mutation --test crashtest spht`",
+        ),
+        (
+            &thread::WAIT,
+            "`mutation_spht_wait_is_caught_by_the_dependent_commit_crash` (its crash \
+             pauses a commit in this test's scenario)",
+        ),
+    ];
     for p in <super::Spht as EngineDef>::MUTATIONS {
         let rows_of = rows.iter().filter(|r| std::ptr::eq(r.0, *p)).count();
         let noted = elsewhere.iter().any(|e| std::ptr::eq(e.0, *p));
         assert!(rows_of == 1 || noted, "mutation point `{}`: no row", p.name);
     }
+    let sc = crate::mutation::Scenario::setup();
     let mut missed = Vec::new();
     for (m, what, tests) in rows {
         for (i, &test) in tests.iter().enumerate() {
-            if !fails_under(m, test) {
+            if !fails_under(&sc, m, test) {
                 missed.push(format!("{} (test {i} of its row): {what}", m.name));
             }
         }

@@ -145,6 +145,13 @@ crate::mutation::point! {
     pub(crate) static FORWARD_LINK = "forward-link";
 }
 
+crate::mutation::hook_point! {
+    /// A commit after its write-back (visible), before its record is appended: tests
+    /// pause a slot here to act while its transaction is visible and its log record
+    /// not written.
+    pub(crate) static BEFORE_LOG = "before-log";
+}
+
 /// What a slot keeps between thread states (a slot may be leased again).
 #[derive(Debug)]
 pub struct SlotLocal {
@@ -243,14 +250,6 @@ impl SphtThread {
             .as_mut()
             .expect("slot state present while the thread state lives")
     }
-
-    #[cfg(test)]
-    fn hook(&self, p: u32) {
-        self.sh.hold.hit(p, self.slot);
-    }
-    #[cfg(not(test))]
-    #[inline(always)]
-    fn hook(&self, _p: u32) {}
 
     fn clock(&self) -> &PhysClock {
         &self.sh.clock
@@ -681,7 +680,6 @@ impl SphtThread {
             MarkerMode::Global => {
                 // 11.
                 me.vts.store(ts | UPD | PERS, Release);
-                self.hook(super::shared::HOLD_BEFORE_MARKER);
                 // 12.
                 if skip {
                     crate::engine::kit::shared_counts::count_write(&sh.stats.skipped);
@@ -753,7 +751,7 @@ impl SphtThread {
             sh.stripes.word(i).store(ts, Release);
         }
         self.locks.clear();
-        self.hook(super::shared::HOLD_BEFORE_LOG);
+        crate::mutation::hook!(BEFORE_LOG, self.slot);
         // 7. The record.
         let heap = &*sh.heap;
         let entries = std::mem::take(&mut self.record);

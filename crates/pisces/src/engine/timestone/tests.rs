@@ -182,7 +182,7 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
         p.run_op(1, &c).unwrap();
     }
     // "Crash": reopen the same memory without closing (the pool is leaked).
-    std::mem::forget(p);
+    p.forget_as_crash();
     let p = Pool::open_on(
         m.clone(),
         Config {
@@ -354,7 +354,7 @@ fn olog_regions_widen_the_window_and_recover() {
                 - before,
         );
         drop(sh);
-        std::mem::forget(p); // crash
+        p.forget_as_crash(); // crash
         let p = Pool::open_on(
             m,
             Config {
@@ -502,7 +502,7 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
     };
     let want = contents(&p);
     drop(sh);
-    std::mem::forget(p); // crash
+    p.forget_as_crash(); // crash
     let p = Pool::open_on(
         m,
         Config {
@@ -531,17 +531,18 @@ fn operation_records_are_compact_and_re_execute_with_their_allocations() {
 /// for one block fewer than were allocated makes the re-executed operation's
 /// allocations disagree with its script, and the test above fails (recovery refuses
 /// the pool). `cargo test -p pisces --release --features mutation --lib
-/// run_word_mutation -- --test-threads=1` (the switch is process-wide).
+/// run_word_mutation`.
 #[cfg(feature = "mutation")]
 #[test]
 fn run_word_mutation_breaks_re_execution() {
-    use crate::mutation;
-    // SAFETY: a mutation test; run alone (see above), its outcome is only evidence.
-    unsafe { mutation::set(Some(&super::olog::OP_BLOCK_RUN)) };
+    let sc = crate::mutation::Scenario::setup();
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::olog::OP_BLOCK_RUN)) };
     let r = std::panic::catch_unwind(
         operation_records_are_compact_and_re_execute_with_their_allocations,
     );
-    mutation::clear();
+    drop(sc);
     assert!(r.is_err(), "op-block-run went unnoticed");
 }
 
@@ -753,12 +754,12 @@ fn a_block_freed_after_the_snapshot_is_not_handed_to_it() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_ts_reuse_after_snapshot_shows_the_new_object() {
-    use crate::mutation;
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { mutation::set(Some(&super::shared::REUSE_AFTER_SNAPSHOT)) };
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::shared::REUSE_AFTER_SNAPSHOT)) };
     let r = std::panic::catch_unwind(append_behind_a_freed_node);
-    mutation::clear();
+    drop(sc);
     let r = r.expect("the run itself failed");
     assert!(r.got_freed_block, "the freed block should be handed out");
     assert_eq!(r.stale_read, [0, 7], "the snapshot should see the new node");

@@ -90,17 +90,11 @@ fn full_batches_wait_for_no_reader_and_keep_its_snapshot() {
 #[cfg(feature = "mutation")]
 #[test]
 fn the_deferred_write_back_needs_the_readers_scan() {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            crate::mutation::clear();
-        }
-    }
-    let _reset = Reset;
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
     unsafe {
-        crate::mutation::set(Some(
+        sc.set(Some(
             &super::super::shared::DEFERRED_WRITE_BACK_IGNORES_READERS,
         ))
     };

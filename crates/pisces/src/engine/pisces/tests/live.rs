@@ -65,16 +65,10 @@ fn freed_objects_are_refused_by_the_read_fast_path() {
 #[cfg(feature = "mutation")]
 #[test]
 fn the_freed_marker_is_needed() {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            crate::mutation::clear();
-        }
-    }
-    let _reset = Reset;
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { crate::mutation::set(Some(&super::super::thread::FREED_STAYS_LIVE)) };
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::super::thread::FREED_STAYS_LIVE)) };
     assert!(!freed_object_is_refused(), "the mutation went unnoticed");
 }
 
@@ -178,16 +172,10 @@ fn a_stale_write_after_a_pending_free_is_refused() {
 #[cfg(feature = "mutation")]
 #[test]
 fn the_check_after_the_lock_needs_the_live_marker() {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            crate::mutation::clear();
-        }
-    }
-    let _reset = Reset;
+    let sc = crate::mutation::Scenario::setup();
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::set`).
-    unsafe { crate::mutation::set(Some(&super::super::thread::LOCKED_CHECK_TRUSTS_ANY)) };
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(&super::super::thread::LOCKED_CHECK_TRUSTS_ANY)) };
     assert!(
         !stale_write_after_pending_free_is_refused(),
         "the mutation went unnoticed"

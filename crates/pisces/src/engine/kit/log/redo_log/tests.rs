@@ -352,7 +352,8 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
 #[test]
 fn line_aligned_parser_must_skip_the_gap() {
     use super::parse;
-    use crate::mutation::{self, MutationPoint};
+    use crate::mutation::MutationPoint;
+    let sc = crate::mutation::Scenario::setup();
     let (heap, off, len) = slot0_log();
     reset(&heap, off, 0);
     let mut w = LogWriter::new(off, len, 0).line_aligned();
@@ -363,10 +364,12 @@ fn line_aligned_parser_must_skip_the_gap() {
     }
     heap.fence();
     let count = |m: Option<&'static MutationPoint>| {
-        // SAFETY: a mutation test; the switch changes only this parse (no pool runs).
-        unsafe { mutation::set(m) };
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and
+        // its outcome is read only as that evidence (see
+        // `pisces::mutation::Scenario::set`); the switch changes only this parse.
+        unsafe { sc.set(m) };
         let n = parse(&heap, off, len).records.len();
-        mutation::clear();
+        sc.clear();
         n
     };
     assert_eq!(count(None), 4);
