@@ -9,7 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// The hasher.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct FastHasher {
+pub(crate) struct FastHasher {
     hash: u64,
 }
 
@@ -54,4 +54,4 @@ impl Hasher for FastHasher {
 }
 
 /// A `HashMap` with [`FastHasher`].
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;

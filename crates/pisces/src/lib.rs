@@ -17,6 +17,9 @@
 //! shared parts), the transaction API and the pool, the containers. Each depends only
 //! on those below it.
 #![warn(missing_docs)]
+// A `pub` item is part of the API: the root re-exports it, or the tools' surface does.
+// Checked where every surface is built (the workspace's instrumented build).
+#![cfg_attr(all(feature = "tools", feature = "mutation"), warn(unreachable_pub))]
 
 #[cfg(any(test, feature = "tools"))]
 mod check;

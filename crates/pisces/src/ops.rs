@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 /// An operation as the engine calls it: the transaction and the argument bytes.
-pub type OpFn = dyn Fn(&mut Tx<'_>, &[u8]) -> Result<()> + Send + Sync;
+pub(crate) type OpFn = dyn Fn(&mut Tx<'_>, &[u8]) -> Result<()> + Send + Sync;
 
 struct Registered {
     f: Arc<OpFn>,

@@ -49,7 +49,7 @@ use std::collections::HashSet;
 
 /// What a deep walk found: one line per container, and the problems.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeepReport {
+pub(crate) struct DeepReport {
     /// One line per container found ("root word 2: hash map at 0x..: ...").
     pub containers: Vec<String>,
     /// Problems, each naming the container.

@@ -73,11 +73,11 @@
 //! behind a pointer and walk it: `pisces check --deep` does that for the containers whose
 //! handles are words of the root object (see [`deep`]).
 
-pub mod btree;
+pub(crate) mod btree;
 #[cfg(any(test, feature = "tools"))]
-pub mod deep;
+pub(crate) mod deep;
 mod hash;
-pub mod hashmap;
+pub(crate) mod hashmap;
 mod walk;
 mod words;
 

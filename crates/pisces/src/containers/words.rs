@@ -32,7 +32,7 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// The shape of a node of `len` words.
-    pub const fn new(len: usize) -> Shape {
+    pub(super) const fn new(len: usize) -> Shape {
         let mut i = 0;
         while i < LADDER.len() {
             if LADDER[i] >= len {
@@ -47,7 +47,7 @@ impl Shape {
     }
 
     /// True if nodes of this shape can be stored (at most [`MAX_WORDS`] words).
-    pub const fn valid(self) -> bool {
+    pub(super) const fn valid(self) -> bool {
         self.size != 0 && self.len != 0
     }
 }

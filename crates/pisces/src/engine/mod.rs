@@ -179,7 +179,7 @@ pub struct Inspection {
 
 /// A transaction's place in its engine's durability order (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DurableToken(pub(crate) u64);
+pub(crate) struct DurableToken(pub(crate) u64);
 
 impl DurableToken {
     /// A token that is durable already.

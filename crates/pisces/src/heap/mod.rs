@@ -27,9 +27,9 @@
 //! header words) whenever it takes a free one.
 
 pub(crate) mod alloc;
-pub mod layout;
-pub mod pptr;
-pub mod superblock;
+pub(crate) mod layout;
+pub(crate) mod pptr;
+pub(crate) mod superblock;
 
 use crate::medium::Medium;
 use crate::{Error, Result};
@@ -125,7 +125,7 @@ impl std::fmt::Debug for Heap {
 impl Heap {
     /// Format a new pool on `medium`, whose image must be all zero, that cannot grow.
     #[cfg(test)]
-    pub fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
+    pub(crate) fn format(medium: Arc<dyn Medium>, params: FormatParams) -> Result<Heap> {
         let len = medium.len() as u64;
         Self::format_growable(medium, params, len)
     }
@@ -133,7 +133,7 @@ impl Heap {
     /// Format a new pool on `medium` (all zero) that may grow to `max_size` bytes (the
     /// medium's length: a pool that cannot grow); the medium must reserve at least
     /// `max_size` bytes.
-    pub fn format_growable(
+    pub(crate) fn format_growable(
         medium: Arc<dyn Medium>,
         params: FormatParams,
         max_size: u64,
@@ -207,7 +207,7 @@ impl Heap {
 
     /// Open an existing pool image: validate the superblock and geometry and check the
     /// engine. Writes nothing (see [`Heap::commit_generation`]).
-    pub fn open(medium: Arc<dyn Medium>) -> Result<Heap> {
+    pub(crate) fn open(medium: Arc<dyn Medium>) -> Result<Heap> {
         #[cfg(feature = "mutation")]
         let unmutated = crate::mutation::Unmutated::hold();
         // SAFETY: the medium guarantees `base()` is valid for `len()` bytes; no other
@@ -263,14 +263,14 @@ impl Heap {
     /// as locks. A pool's engine is fixed when it is created, so no engine that reads
     /// them ever opens a pool formatted this way. Called by the engine's `open`, before
     /// recovery and before any other thread has the heap.
-    pub fn set_header_words_unused(&self) {
+    pub(crate) fn set_header_words_unused(&self) {
         // Relaxed: set before the heap is shared with any other thread (the engine's
         // `open`); the hand-over of the `Arc` orders it for them.
         self.header_words_used.store(false, Ordering::Relaxed);
     }
 
     /// False if the engine declared that it keeps nothing in header words.
-    pub fn header_words_used(&self) -> bool {
+    pub(crate) fn header_words_used(&self) -> bool {
         // Relaxed: see `set_header_words_unused`.
         self.header_words_used.load(Ordering::Relaxed)
     }
@@ -282,7 +282,7 @@ impl Heap {
     /// The same write marks the pool open, counts the open as unclean if the pool was
     /// open already (the last process to have it did not close it), and records the
     /// platform's NVDIMM unsafe-shutdown count.
-    pub fn commit_generation(&self) {
+    pub(crate) fn commit_generation(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.run_generation == self.generation {
             return;
@@ -301,7 +301,7 @@ impl Heap {
     /// Record a clean close. Called when the pool is closed, after the engine's last
     /// write is durable (nothing is left for recovery to repair; an engine may still
     /// re-execute its durable log at the next open).
-    pub fn mark_closed(&self) {
+    pub(crate) fn mark_closed(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.open_state == superblock::CLEAN {
             return;
@@ -317,7 +317,7 @@ impl Heap {
     /// slot holds them) in the superblock, durably. Called once the transaction that
     /// created the root is durable, or at open for a pool whose root slot is set and
     /// not recorded. A root already recorded is never changed.
-    pub fn record_root(&self, offset: u64, tag: u64) {
+    pub(crate) fn record_root(&self, offset: u64, tag: u64) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if offset == 0 || cur.0.root_record().is_some() {
             return;
@@ -332,19 +332,19 @@ impl Heap {
 
     /// The pool's current size in bytes.
     #[inline]
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         // Acquire: pairs with the Release store in `grow`, so a thread that sees the new
         // size also sees the new part of the medium mapped.
         self.len.load(Ordering::Acquire)
     }
 
     /// Number of slabs that exist at the current size.
-    pub fn slabs_present(&self) -> usize {
+    pub(crate) fn slabs_present(&self) -> usize {
         self.layout.slabs_at(self.size() as u64)
     }
 
     /// End of the slabs that exist at the current size.
-    pub fn heap_end(&self) -> usize {
+    pub(crate) fn heap_end(&self) -> usize {
         self.layout.slab_offset(self.slabs_present())
     }
 
@@ -353,7 +353,7 @@ impl Heap {
     /// at its maximum (or cannot hold `slabs` more). See the module doc for the order
     /// of the steps. Errors are the medium's (the file system is full, the medium
     /// cannot grow); the pool is unchanged then.
-    pub fn grow(&self, slabs: usize) -> Result<Option<Range<usize>>> {
+    pub(crate) fn grow(&self, slabs: usize) -> Result<Option<Range<usize>>> {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         let present = self.slabs_present();
         let cap = self.layout.slab_count;
@@ -418,19 +418,19 @@ impl Heap {
     }
 
     /// The medium the pool lives on.
-    pub fn medium(&self) -> &Arc<dyn Medium> {
+    pub(crate) fn medium(&self) -> &Arc<dyn Medium> {
         &self.medium
     }
     /// The pool's geometry.
-    pub fn layout(&self) -> &Layout {
+    pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }
     /// The current superblock.
-    pub fn superblock(&self) -> Superblock {
+    pub(crate) fn superblock(&self) -> Superblock {
         self.superblock.lock().unwrap_or_else(|e| e.into_inner()).0
     }
     /// This run's generation (incremented at every open).
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
     /// Start of the image.
@@ -440,7 +440,7 @@ impl Heap {
     }
     /// True if `off..off+len` lies inside the image.
     #[inline]
-    pub fn in_bounds(&self, off: usize, len: usize) -> bool {
+    pub(crate) fn in_bounds(&self, off: usize, len: usize) -> bool {
         // Relaxed: the size only grows, and a thread that holds an offset in a grown
         // region learned of it through a Release/Acquire chain that starts after the
         // size was stored (the allocator's free set mutex, the slab mirror's Release
@@ -453,7 +453,7 @@ impl Heap {
     /// # Safety
     /// `off` must be inside the image.
     #[inline]
-    pub unsafe fn ptr(&self, off: usize) -> *mut u8 {
+    pub(crate) unsafe fn ptr(&self, off: usize) -> *mut u8 {
         debug_assert!(off <= self.size());
         // SAFETY: caller guarantees `off` is inside the image.
         unsafe { self.base.add(off) }
@@ -464,7 +464,7 @@ impl Heap {
     /// If `off` is not 8-aligned or not inside the image (a bug in the engine, never user
     /// input: engines validate user offsets first).
     #[inline]
-    pub fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+    pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         assert!(
             off.is_multiple_of(8) && self.in_bounds(off, 8),
             "bad word offset {off:#x}"
@@ -475,20 +475,20 @@ impl Heap {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
     /// Copy `len` bytes at `off` out of the image.
-    pub fn read_bytes(&self, off: usize, out: &mut [u8]) {
+    pub(crate) fn read_bytes(&self, off: usize, out: &mut [u8]) {
         assert!(self.in_bounds(off, out.len()));
         // SAFETY: in bounds; the caller reads a region no thread writes concurrently.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr(off), out.as_mut_ptr(), out.len()) }
     }
     /// Copy `data` into the image at `off` (not flushed).
-    pub fn write_bytes(&self, off: usize, data: &[u8]) {
+    pub(crate) fn write_bytes(&self, off: usize, data: &[u8]) {
         assert!(self.in_bounds(off, data.len()));
         // SAFETY: in bounds; the caller holds exclusive access to the region (a lock, or
         // recovery before any thread runs).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr(off), data.len()) }
     }
     /// Zero `len` bytes of the image at `off` (not flushed).
-    pub fn write_zeros(&self, off: usize, len: usize) {
+    pub(crate) fn write_zeros(&self, off: usize, len: usize) {
         assert!(self.in_bounds(off, len));
         // SAFETY: in bounds; the caller holds exclusive access to the region, as for
         // `write_bytes`.
@@ -499,22 +499,22 @@ impl Heap {
     /// fence, possibly without passing through the cache). The caller has the lines to
     /// itself.
     #[inline]
-    pub fn write_lines(&self, off: usize, parts: &[&[u8]]) {
+    pub(crate) fn write_lines(&self, off: usize, parts: &[&[u8]]) {
         self.medium.write_lines(off, parts)
     }
     /// Flush `off..off+len`.
     #[inline]
-    pub fn flush(&self, off: usize, len: usize) {
+    pub(crate) fn flush(&self, off: usize, len: usize) {
         self.medium.flush(off, len)
     }
     /// Fence this thread's flushes.
     #[inline]
-    pub fn fence(&self) {
+    pub(crate) fn fence(&self) {
         self.medium.fence()
     }
     /// Flush and fence.
     #[inline]
-    pub fn persist(&self, off: usize, len: usize) {
+    pub(crate) fn persist(&self, off: usize, len: usize) {
         self.medium.persist(off, len)
     }
 }

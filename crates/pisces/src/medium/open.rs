@@ -61,7 +61,7 @@ use std::sync::Arc;
 /// (`heap::layout::MIN_POOL_SIZE`: the fixed areas, one small log and a few slabs).
 /// Stated here as a number so that the medium does not depend on the heap above it;
 /// the heap's layout asserts at compile time that the two agree.
-pub const MIN_POOL_FILE_SIZE: u64 = 294_912;
+pub(crate) const MIN_POOL_FILE_SIZE: u64 = 294_912;
 
 /// Create a new pool file of `size` bytes (zero-filled) and map it as `kind`.
 ///

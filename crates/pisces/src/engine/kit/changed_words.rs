@@ -18,7 +18,7 @@ const BLOCK_WORDS: usize = 8;
 /// increasing order (module docs). The slices have the same length,
 /// a multiple of 8 (a caller's bug otherwise: panics).
 #[inline]
-pub fn changed_word_runs<'a>(
+pub(crate) fn changed_word_runs<'a>(
     new: &'a [u8],
     old: &'a [u8],
 ) -> impl Iterator<Item = (usize, usize)> + 'a {

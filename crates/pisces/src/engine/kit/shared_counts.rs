@@ -50,7 +50,7 @@ impl std::ops::Sub for SharedCounts {
 /// Count one store or atomic read-modify-write (successful or not: a failed
 /// compare-and-swap takes the line exclusive too) to the shared word `word`.
 #[inline(always)]
-pub fn count_write<T: ?Sized>(word: &T) {
+pub(crate) fn count_write<T: ?Sized>(word: &T) {
     #[cfg(feature = "shared-counts")]
     counting::write(std::ptr::from_ref(word).cast::<u8>() as usize);
     #[cfg(not(feature = "shared-counts"))]
@@ -61,7 +61,7 @@ pub fn count_write<T: ?Sized>(word: &T) {
 /// store as two writes to a shared word. A poisoned mutex is taken as it is: the
 /// callers' data stays consistent when a holder panics (each caller's own argument).
 #[inline]
-pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     count_write(m);
     count_write(m);
     m.lock().unwrap_or_else(|e| e.into_inner())

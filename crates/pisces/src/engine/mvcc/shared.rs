@@ -57,7 +57,7 @@ pub(crate) struct MvccShared {
 
 impl MvccShared {
     /// Build the shared state (after recovery).
-    pub fn new(
+    pub(super) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         clock_start: u64,
@@ -86,7 +86,7 @@ impl MvccShared {
     /// [`SlotClock::start`](crate::engine::kit::cc::clock::SlotClock::start) (store
     /// `STARTING`, fence, read the clock): if our scan misses a starting transaction's
     /// store, our fence precedes its fence, so its clock load sees our increment.
-    pub fn oldest_active(&self, bound: u64) -> u64 {
+    pub(super) fn oldest_active(&self, bound: u64) -> u64 {
         fence(SeqCst);
         self.slots
             .iter()
@@ -104,7 +104,7 @@ impl MvccShared {
     /// fence precedes ours, so our slot scan sees its guard (0, its timestamp, or
     /// `u64::MAX` stored after its record is home); if not, its timestamp is above our
     /// clock value and so not below the watermark.
-    pub fn watermark(&self) -> u64 {
+    pub(super) fn watermark(&self) -> u64 {
         let now = self.clock.now();
         fence(SeqCst);
         self.slots
@@ -114,7 +114,7 @@ impl MvccShared {
     }
 
     /// Raise the persistent watermark to at least `w` and make it durable.
-    pub fn persist_watermark(&self, w: u64) {
+    pub(super) fn persist_watermark(&self, w: u64) {
         watermark::raise(&self.heap, w);
     }
 }

@@ -37,20 +37,20 @@
 //! start bounds `oldest` from above, so a keeper would have `ts ≤ start` and the reader
 //! would have stopped there; without a keeper nothing is cut.
 
-pub use crate::engine::kit::versions::version::Version;
-pub use crate::engine::kit::versions::version_chain::Chain as Entry;
+pub(super) use crate::engine::kit::versions::version::Version;
+pub(super) use crate::engine::kit::versions::version_chain::Chain as Entry;
 use crate::engine::kit::versions::version_chain::Chain;
 
 /// Every stamp on an `mvcc` chain is a commit timestamp.
 #[inline]
-pub fn committed(stamp: u64) -> Option<u64> {
+pub(super) fn committed(stamp: u64) -> Option<u64> {
     Some(stamp)
 }
 
 /// The version a transaction started at `start` sees: the newest with `ts ≤ start`
 /// (or the oldest, see the module docs). Call after [`Chain::wait_unlocked`].
 #[inline]
-pub fn visible(e: &Chain, start: u64) -> *const Version {
+pub(super) fn visible(e: &Chain, start: u64) -> *const Version {
     e.visible(start, committed)
 }
 
@@ -60,7 +60,7 @@ pub fn visible(e: &Chain, start: u64) -> *const Version {
 /// # Safety
 /// `v` is an unpublished version owned by the caller, of this object's size; the
 /// caller holds the lock. Ownership passes to the chain.
-pub unsafe fn publish(e: &Chain, v: *mut Version, ts: u64) {
+pub(super) unsafe fn publish(e: &Chain, v: *mut Version, ts: u64) {
     debug_assert!(e.last_ts() < ts);
     // SAFETY: caller.
     unsafe { e.push(v, ts) };
@@ -72,7 +72,7 @@ pub unsafe fn publish(e: &Chain, v: *mut Version, ts: u64) {
 /// # Safety
 /// The caller holds the lock, and no running or future transaction has a start
 /// timestamp below `oldest` (module docs).
-pub unsafe fn truncate(
+pub(super) unsafe fn truncate(
     e: &Chain,
     oldest: u64,
     live: &crate::engine::kit::versions::version::LiveCount,

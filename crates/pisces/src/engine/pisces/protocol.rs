@@ -35,11 +35,11 @@ crate::mutation::point! {
 }
 
 /// `endTS` of a transaction that has not committed.
-pub const END_INFINITE: u64 = u64::MAX;
+pub(super) const END_INFINITE: u64 = u64::MAX;
 
 /// A transaction's commit record, pointed to (indirectly) by each of its copies.
 #[derive(Debug)]
-pub struct TxRecord {
+pub(crate) struct TxRecord {
     end_ts: AtomicU64,
     in_critical: AtomicBool,
     /// Slot of the thread that owns the transaction.
@@ -48,7 +48,7 @@ pub struct TxRecord {
 
 impl TxRecord {
     /// A fresh, uncommitted record of slot `slot`.
-    pub fn new(slot: usize) -> Self {
+    pub(crate) fn new(slot: usize) -> Self {
         TxRecord {
             end_ts: AtomicU64::new(END_INFINITE),
             in_critical: AtomicBool::new(false),
@@ -57,7 +57,7 @@ impl TxRecord {
     }
 
     /// Reset for reuse (only when no copy points at it any more).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.end_ts.store(END_INFINITE, Release);
         self.in_critical.store(false, Release);
     }
@@ -75,7 +75,7 @@ impl TxRecord {
     /// reader that Acquires it; the Release increment does the same for a reader whose
     /// start timestamp is our increment.
     #[inline]
-    pub fn commit(&self, clock: &Clock) -> u64 {
+    pub(crate) fn commit(&self, clock: &Clock) -> u64 {
         self.in_critical.store(true, Relaxed);
         fence(SeqCst);
         let end = clock.peek() + 1;
@@ -90,7 +90,7 @@ impl TxRecord {
     /// The fence pairs with the one in [`TxRecord::commit`] (see there); it is only on
     /// this slow path (the object is locked), never on the read fast path.
     #[inline]
-    pub fn visible_to(&self, start_ts: u64) -> bool {
+    pub(crate) fn visible_to(&self, start_ts: u64) -> bool {
         fence(SeqCst);
         let mut round = 0;
         while self.in_critical.load(Acquire) && !crate::mutation::active!(IN_CRITICAL_WAIT) {
@@ -101,7 +101,7 @@ impl TxRecord {
 
     /// `endTS` (END_INFINITE while uncommitted).
     #[inline]
-    pub fn end_ts(&self) -> u64 {
+    pub(crate) fn end_ts(&self) -> u64 {
         self.end_ts.load(Acquire)
     }
 }

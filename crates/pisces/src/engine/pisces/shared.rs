@@ -85,11 +85,11 @@ crate::mutation::point! {
 }
 
 /// Words per DRAM chunk holding copies.
-pub const CHUNK_WORDS: usize = 8 * 1024;
+pub(super) const CHUNK_WORDS: usize = 8 * 1024;
 
 /// Header of an object copy in DRAM. The copy's data (the whole payload) follows.
 #[repr(C)]
-pub struct CopyHdr {
+pub(crate) struct CopyHdr {
     /// The writer's commit record (identity and endTS).
     pub writer: *const TxRecord,
     /// Payload offset of the home object.
@@ -101,7 +101,7 @@ pub struct CopyHdr {
 }
 
 /// Bytes of [`CopyHdr`]; data starts here (8-aligned).
-pub const COPY_HDR: usize = std::mem::size_of::<CopyHdr>();
+pub(super) const COPY_HDR: usize = std::mem::size_of::<CopyHdr>();
 
 impl CopyHdr {
     /// Pointer to the copy's data.
@@ -109,7 +109,7 @@ impl CopyHdr {
     /// # Safety
     /// `this` must point to a live copy.
     #[inline]
-    pub unsafe fn data(this: *const CopyHdr) -> *mut u8 {
+    pub(crate) unsafe fn data(this: *const CopyHdr) -> *mut u8 {
         // SAFETY: data follows the header inside the same chunk (caller's contract).
         unsafe { (this as *mut u8).add(COPY_HDR) }
     }
@@ -132,11 +132,11 @@ impl CopyHdr {
 /// in this run (no ABA). Small slabs keep their class for the whole run, so a word at
 /// a block's header position stays that block's header word. Words of earlier runs
 /// carry another tag and never match.
-pub const LIVE: u64 = 1;
+pub(super) const LIVE: u64 = 1;
 
 /// Header-word marker (with this run's tag): a transaction of this run freed the block
 /// (see [`LIVE`]).
-pub const FREED: u64 = 2;
+pub(super) const FREED: u64 = 2;
 
 /// The low bits that tell a marker from a lock (copy pointers are 8-aligned).
 const MARKER_BITS: u64 = 7;
@@ -145,7 +145,7 @@ const MARKER_BITS: u64 = 7;
 /// `Attempt` and cleared (capacity kept) when the attempt is reused, so a commit
 /// allocates nothing in the steady state.
 #[derive(Default)]
-pub struct WriteBackPlan {
+pub(crate) struct WriteBackPlan {
     /// What to copy home.
     pub ranges: Vec<HomeRange>,
     /// Blocks allocated by the transaction.
@@ -168,7 +168,7 @@ impl WriteBackPlan {
 
 /// The memory of one transaction attempt: its commit record, its copies, and the
 /// plan of its write-back.
-pub struct Attempt {
+pub(crate) struct Attempt {
     /// Commit record; copies point here, so an attempt is boxed and never moves.
     pub record: TxRecord,
     /// The write-back plan (filled at commit).
@@ -179,7 +179,7 @@ pub struct Attempt {
 
 impl Attempt {
     /// A fresh attempt for slot `slot`.
-    pub fn new(slot: usize) -> Box<Attempt> {
+    pub(crate) fn new(slot: usize) -> Box<Attempt> {
         Box::new(Attempt {
             record: TxRecord::new(slot),
             wb: WriteBackPlan::default(),
@@ -189,7 +189,7 @@ impl Attempt {
     }
 
     /// Forget all copies (only when no thread can reference them) and reset the record.
-    pub fn recycle(&mut self) {
+    pub(crate) fn recycle(&mut self) {
         self.record.reset();
         self.wb.clear();
         self.chunks.retain(|c| c.len() == CHUNK_WORDS);
@@ -203,7 +203,7 @@ impl Attempt {
 
     /// Room for a copy of `len` payload bytes (a multiple of 8); returns the header.
     /// The address fits in 48 bits (checked), as the header-word encoding needs.
-    pub fn alloc_copy(&mut self, len: usize) -> Option<*mut CopyHdr> {
+    pub(crate) fn alloc_copy(&mut self, len: usize) -> Option<*mut CopyHdr> {
         let words = COPY_HDR / 8 + len / 8;
         if words > CHUNK_WORDS {
             // Large objects get a chunk of their own.
@@ -233,7 +233,7 @@ fn fits_48(p: *mut CopyHdr) -> Option<*mut CopyHdr> {
 
 /// A byte range to copy home at write-back.
 #[derive(Clone, Copy, Debug)]
-pub struct HomeRange {
+pub(crate) struct HomeRange {
     /// Destination (pool offset).
     pub home: u64,
     /// Source inside the transaction's copies.
@@ -243,7 +243,7 @@ pub struct HomeRange {
 }
 
 /// A committed transaction waiting for write-back.
-pub struct Committed {
+pub(crate) struct Committed {
     /// Copies, commit record, and what write-back must do (`Attempt::wb`).
     pub attempt: Box<Attempt>,
     /// endTS.
@@ -256,14 +256,14 @@ pub struct Committed {
 }
 
 /// Attempts whose copies were unlinked at a time before `retire_ts`.
-pub struct Retired {
+pub(crate) struct Retired {
     attempt: Box<Attempt>,
     retire_ts: u64,
 }
 
 /// The pending write-backs of one slot and its reclaimable memory.
 #[derive(Default)]
-pub struct Batch {
+pub(crate) struct Batch {
     /// Committed transactions, in commit order.
     pub entries: Vec<Committed>,
     /// Unlinked attempts awaiting a grace period.
@@ -282,7 +282,7 @@ unsafe impl Send for Batch {}
 
 /// One thread slot.
 #[derive(Default)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// Published start timestamp.
     pub clock: SlotClock,
     /// Lower bound of the persistTS of a record being written (u64::MAX: none).
@@ -308,14 +308,14 @@ impl Slot {
 
     /// Lock the batch; a panic in another thread while holding it cannot leave it in a
     /// state worse than "some write-backs not done", so poisoning is ignored.
-    pub fn lock_batch(&self) -> MutexGuard<'_, Batch> {
+    pub(crate) fn lock_batch(&self) -> MutexGuard<'_, Batch> {
         // Counted: helpers take other slots' batch locks, so several threads write
         // the lock word.
         crate::engine::kit::shared_counts::lock(&self.batch)
     }
 
     /// [`Slot::lock_batch`] without waiting: None if another thread holds the lock.
-    pub fn try_lock_batch(&self) -> Option<MutexGuard<'_, Batch>> {
+    pub(crate) fn try_lock_batch(&self) -> Option<MutexGuard<'_, Batch>> {
         count_write(&self.batch);
         let b = self.batch.try_lock().ok()?;
         count_write(&self.batch);
@@ -324,7 +324,7 @@ impl Slot {
 }
 
 /// Pool-wide engine state.
-pub struct PiscesShared {
+pub(crate) struct PiscesShared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -349,7 +349,7 @@ pub struct PiscesShared {
 
 impl PiscesShared {
     /// Build the shared state (after recovery).
-    pub fn new(
+    pub(crate) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         opts: PiscesOptions,
@@ -375,32 +375,32 @@ impl PiscesShared {
     /// True if header word `h` is a lock of this run (this run's tag and a copy
     /// pointer, 8-aligned, so never one of the markers).
     #[inline]
-    pub fn is_locked(&self, h: u64) -> bool {
+    pub(crate) fn is_locked(&self, h: u64) -> bool {
         h & (!PTR_MASK | MARKER_BITS) == self.tag
     }
 
     /// The header word of an allocated, unlocked object whose home is current, in this
     /// run (see [`LIVE`]).
     #[inline]
-    pub fn live_word(&self) -> u64 {
+    pub(crate) fn live_word(&self) -> u64 {
         self.tag | LIVE
     }
 
     /// The header word of a block a committed transaction of this run freed.
     #[inline]
-    pub fn freed_word(&self) -> u64 {
+    pub(crate) fn freed_word(&self) -> u64 {
         self.tag | FREED
     }
 
     /// The slot clocks, for grace periods.
-    pub fn clocks(&self) -> impl Iterator<Item = &SlotClock> {
+    pub(crate) fn clocks(&self) -> impl Iterator<Item = &SlotClock> {
         self.slots.iter().map(|s| &s.clock)
     }
 
     /// A new log writer for slot `slot`. Its records start on cache-line boundaries:
     /// a commit's record then flushes no line of the record before it
     /// (`kit::log::redo_log`, "Line-aligned records").
-    pub fn log_writer(&self, slot: usize) -> LogWriter {
+    pub(crate) fn log_writer(&self, slot: usize) -> LogWriter {
         let l = self.heap.layout();
         LogWriter::new(
             l.log_offset(slot),
@@ -413,7 +413,7 @@ impl PiscesShared {
     /// Write back a slot's batch (the third commit stage) and reclaim what the grace
     /// period frees. `caller_slot` is the slot of the calling thread, which must not be
     /// inside a transaction unless it is the batch's owner.
-    pub fn write_back(
+    pub(crate) fn write_back(
         &self,
         slot: usize,
         batch: &mut Batch,
@@ -449,7 +449,7 @@ impl PiscesShared {
     /// Only a prefix: the slot's log is recycled up to `wb_seq`, the sequence number of
     /// the last transaction written back, so write-backs follow commit order (endTS
     /// grows along the batch, as one thread commits them one after the other).
-    pub fn try_write_back(
+    pub(crate) fn try_write_back(
         &self,
         slot: usize,
         batch: &mut Batch,
@@ -576,14 +576,14 @@ impl PiscesShared {
     }
 
     /// Retire an aborted attempt whose locks are already released.
-    pub fn retire(&self, batch: &mut Batch, attempt: Box<Attempt>) {
+    pub(crate) fn retire(&self, batch: &mut Batch, attempt: Box<Attempt>) {
         let retire_ts = self.clock.now() + 1;
         batch.retired.push(Retired { attempt, retire_ts });
     }
 
     /// Grace period for everything retired in `batch`, then reclaim it. Only for a
     /// caller that is not inside a transaction.
-    pub fn reclaim_all(&self, batch: &mut Batch, caller_slot: usize) {
+    pub(crate) fn reclaim_all(&self, batch: &mut Batch, caller_slot: usize) {
         let Some(ts) = batch.retired.iter().map(|r| r.retire_ts).max() else {
             return;
         };
@@ -595,7 +595,7 @@ impl PiscesShared {
     }
 
     /// Reclaim the retired attempts whose grace period has passed already (no wait).
-    pub fn reclaim_ready(&self, batch: &mut Batch, caller_slot: usize) {
+    pub(crate) fn reclaim_ready(&self, batch: &mut Batch, caller_slot: usize) {
         let oldest = oldest_reader(self.clocks(), caller_slot);
         let mut i = 0;
         while i < batch.retired.len() {
@@ -616,7 +616,7 @@ impl PiscesShared {
     /// scanning, so either we see its guard or its persistTS is at least our globalTS.
     /// A committing thread sets `pending_min` before clearing `persisting_ts`; we read
     /// `persisting_ts` first, so we cannot miss both.
-    pub fn watermark(&self) -> u64 {
+    pub(crate) fn watermark(&self) -> u64 {
         let mut w = self.clock.now();
         for s in &self.slots {
             w = w.min(s.persisting_ts.load(SeqCst));
@@ -626,13 +626,13 @@ impl PiscesShared {
     }
 
     /// Raise the persistent watermark to at least `w` and make it durable.
-    pub fn persist_watermark(&self, w: u64) {
+    pub(crate) fn persist_watermark(&self, w: u64) {
         watermark::raise(&self.heap, w);
     }
 
     /// Write back every slot's pending batch (pool close); the caller is in no
     /// transaction.
-    pub fn quiesce(&self, caller_slot: usize, cache: &mut ThreadCache) {
+    pub(crate) fn quiesce(&self, caller_slot: usize, cache: &mut ThreadCache) {
         for (i, s) in self.slots.iter().enumerate() {
             let mut b = s.lock_batch();
             self.write_back(i, &mut b, caller_slot, cache);
@@ -641,7 +641,7 @@ impl PiscesShared {
 
     /// Help: write back other slots' batches that are not locked right now (`wait`:
     /// all of each after its grace period; else only what needs no wait).
-    pub fn help_all(&self, caller_slot: usize, cache: &mut ThreadCache, wait: bool) {
+    pub(crate) fn help_all(&self, caller_slot: usize, cache: &mut ThreadCache, wait: bool) {
         for (i, s) in self.slots.iter().enumerate() {
             if i == caller_slot {
                 continue;
@@ -653,7 +653,13 @@ impl PiscesShared {
     }
 
     /// Help one slot (after aborting on one of its locks); `wait` as in `help_all`.
-    pub fn help(&self, slot: usize, caller_slot: usize, cache: &mut ThreadCache, wait: bool) {
+    pub(crate) fn help(
+        &self,
+        slot: usize,
+        caller_slot: usize,
+        cache: &mut ThreadCache,
+        wait: bool,
+    ) {
         if let Some(s) = self.slots.get(slot) {
             let mut b = s.lock_batch();
             self.write_back_or_try(slot, &mut b, caller_slot, cache, wait);

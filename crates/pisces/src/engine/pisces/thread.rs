@@ -79,7 +79,7 @@ struct WriteEntry {
 }
 
 /// A thread's Pisces state.
-pub struct PiscesThread {
+pub(crate) struct PiscesThread {
     sh: Arc<PiscesShared>,
     slot: usize,
     /// `&sh.slots[slot]`, kept so that begin and commit reach the slot in one load
@@ -146,7 +146,7 @@ impl PiscesThread {
     }
 
     /// State for `slot`; only one may exist per slot.
-    pub fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
+    pub(crate) fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
         assert!(slot < sh.slots.len(), "thread slot {slot} out of range");
         let own = std::ptr::NonNull::from(&*sh.slots[slot]);
         let log = sh.log_writer(slot);
@@ -616,7 +616,7 @@ impl PiscesThread {
     }
 
     /// Which slot to help after a conflict, if any (consumed).
-    pub fn take_help_hint(&mut self) -> Option<usize> {
+    pub(crate) fn take_help_hint(&mut self) -> Option<usize> {
         self.help_hint.take()
     }
 }

@@ -59,33 +59,33 @@ crate::mutation::point! {
 
 /// Offset of the first `retired` word: the engine area's second page (the first holds
 /// the kit's watermark and the root slot).
-pub const RETIRED_AREA: usize = ENGINE_AREA_OFFSET + 4096;
+pub(super) const RETIRED_AREA: usize = ENGINE_AREA_OFFSET + 4096;
 
 /// Offset of slot `slot`'s `retired` word.
-pub fn retired_offset(slot: usize) -> usize {
+pub(super) fn retired_offset(slot: usize) -> usize {
     RETIRED_AREA + 8 * slot
 }
 
 /// Bytes of the engine area SP3 needs for `slots` thread slots: the kit's first page,
 /// the `retired` words, and recovery's intent record (see `recovery`).
-pub fn engine_area_bytes(slots: usize) -> usize {
+pub(super) fn engine_area_bytes(slots: usize) -> usize {
     4096 + 8 * slots + intent_len(slots)
 }
 
 /// Offset of recovery's intent record in a pool with `slots` thread slots.
-pub fn intent_offset(slots: usize) -> usize {
+pub(super) fn intent_offset(slots: usize) -> usize {
     RETIRED_AREA + 8 * slots
 }
 
 /// Bytes of the intent record: a header word (magic and checksum) and one target per
 /// slot.
-pub fn intent_len(slots: usize) -> usize {
+pub(super) fn intent_len(slots: usize) -> usize {
     8 * (slots + 1)
 }
 
 /// The persistent `retired` word of `slot` (0 if never written). The word carries a
 /// check ([`crate::engine::kit::log::checked_word`]): a damaged one is `Err(Corrupt)`.
-pub fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
+pub(super) fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
     use crate::engine::kit::log::checked_word::{classify, legacy, Word};
     // Acquire: recovery and inspection run alone; any ordering would do.
     let word = heap.atomic_u64(retired_offset(slot)).load(Acquire);
@@ -100,14 +100,14 @@ pub fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
 }
 
 /// Raise `slot`'s `retired` word to `lid` (encoded) and flush it (the caller fences).
-pub fn store_retired(heap: &Heap, slot: usize, lid: u64) {
+pub(super) fn store_retired(heap: &Heap, slot: usize, lid: u64) {
     crate::engine::kit::log::checked_word::raise(heap.atomic_u64(retired_offset(slot)), lid);
     heap.flush(retired_offset(slot), 8);
 }
 
 /// A durable record waiting to be written home.
 #[derive(Debug)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Logical id.
     pub lid: u64,
     /// Cross-slot predecessors (packed ids).
@@ -121,7 +121,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Queues of durable records, the stable marks, and the checkpoint.
-pub struct Checkpointer {
+pub(crate) struct Checkpointer {
     queues: Vec<CachePadded<Mutex<VecDeque<Pending>>>>,
     /// Durable `retired` watermark per slot (mirror, raised after the fence).
     retired: Vec<CachePadded<AtomicU64>>,
@@ -139,7 +139,7 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     /// Queues for `slots` slots whose `retired` words are `retired`.
-    pub fn new(retired: &[u64]) -> Checkpointer {
+    pub(crate) fn new(retired: &[u64]) -> Checkpointer {
         Checkpointer {
             queues: retired
                 .iter()
@@ -161,7 +161,7 @@ impl Checkpointer {
 
     /// Hand a durable record of `slot` with `frees` FREE entries over (lid order per
     /// slot).
-    pub fn push(&self, slot: usize, p: Pending, frees: usize) {
+    pub(crate) fn push(&self, slot: usize, p: Pending, frees: usize) {
         if frees > 0 {
             // Relaxed: a hint for when to checkpoint.
             crate::engine::kit::shared_counts::count_write(&self.frees_pending);
@@ -171,23 +171,23 @@ impl Checkpointer {
     }
 
     /// True if queued records free blocks (a checkpoint would make them reusable).
-    pub fn frees_pending(&self) -> bool {
+    pub(crate) fn frees_pending(&self) -> bool {
         self.frees_pending.load(Relaxed) > 0
     }
 
     /// Slot `slot`'s durable retired watermark.
-    pub fn retired(&self, slot: usize) -> u64 {
+    pub(crate) fn retired(&self, slot: usize) -> u64 {
         self.retired[slot].load(Acquire)
     }
 
     /// True if some durable record waits for the checkpoint.
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.queues.iter().any(|q| !lock(q).is_empty())
     }
 
     /// True if transaction `tid` (packed) and all its predecessors are durable.
     #[inline]
-    pub fn is_stable(&self, tid: u64) -> bool {
+    pub(crate) fn is_stable(&self, tid: u64) -> bool {
         self.stable[slot_of(tid)].load(Acquire) >= lid_of(tid)
     }
 
@@ -202,7 +202,7 @@ impl Checkpointer {
     /// and T2's predecessor T1 was not, a crash could lose T1, recovery would drop T2
     /// and then T3, whose `run` had returned (test
     /// `run_waits_for_transitive_predecessors`).
-    pub fn stabilize(&self, wait: bool) {
+    pub(crate) fn stabilize(&self, wait: bool) {
         let _g = if wait {
             lock(&self.stabilizing)
         } else {
@@ -254,7 +254,7 @@ impl Checkpointer {
 
     /// Run a checkpoint (module docs). With `wait` false, return at once if another
     /// thread runs one. Returns the number of records retired.
-    pub fn run(&self, heap: &Heap, alloc: &Allocator, wait: bool) -> usize {
+    pub(crate) fn run(&self, heap: &Heap, alloc: &Allocator, wait: bool) -> usize {
         let mut cache = if wait {
             lock(&self.work)
         } else {

@@ -27,13 +27,13 @@ const LINES_PER_WORD: usize = 64;
 
 /// The set of cache lines of a pool written by a replay and not flushed yet.
 #[derive(Debug)]
-pub struct DirtyLines {
+pub(super) struct DirtyLines {
     words: Vec<u64>,
 }
 
 impl DirtyLines {
     /// An empty set for a pool (or any range of offsets) of `len` bytes.
-    pub fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         DirtyLines {
             words: vec![0; len.div_ceil(CACHE_LINE * LINES_PER_WORD)],
         }
@@ -45,7 +45,7 @@ impl DirtyLines {
     /// If the range reaches past the length the set was made for (callers mark only
     /// validated writes into the pool).
     #[inline]
-    pub fn mark(&mut self, off: usize, len: usize) {
+    pub(super) fn mark(&mut self, off: usize, len: usize) {
         if len == 0 {
             return;
         }
@@ -57,13 +57,13 @@ impl DirtyLines {
 
     /// Lines marked so far.
     #[cfg(test)]
-    pub fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Flush every marked line once, in address order (runs of adjacent lines as one
     /// flush call), and empty the set. The caller fences.
-    pub fn flush(&mut self, heap: &Heap) {
+    pub(super) fn flush(&mut self, heap: &Heap) {
         for (w, word) in self.words.iter_mut().enumerate() {
             let mut bits = std::mem::take(word);
             while bits != 0 {

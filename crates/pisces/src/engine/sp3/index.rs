@@ -52,26 +52,26 @@ use std::sync::atomic::{AtomicPtr, AtomicU64};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Lock bit of the `ver` word.
-pub const LOCK: u64 = 1;
+pub(super) const LOCK: u64 = 1;
 const OWNER_SHIFT: u32 = 1;
 const OWNER_MASK: u64 = 0xFFFF << OWNER_SHIFT;
 const VERSION_SHIFT: u32 = 17;
 
 /// True if `w` is locked.
 #[inline]
-pub fn is_locked(w: u64) -> bool {
+pub(super) fn is_locked(w: u64) -> bool {
     w & LOCK != 0
 }
 
 /// The version counter of `w`.
 #[inline]
-pub fn version_of(w: u64) -> u64 {
+pub(super) fn version_of(w: u64) -> u64 {
     w >> VERSION_SHIFT
 }
 
 /// The owner slot of a locked word.
 #[inline]
-pub fn owner_of(w: u64) -> usize {
+pub(super) fn owner_of(w: u64) -> usize {
     ((w & OWNER_MASK) >> OWNER_SHIFT) as usize
 }
 
@@ -79,12 +79,12 @@ pub fn owner_of(w: u64) -> usize {
 /// (`now`) for slot `me`: same version, and unlocked or locked by `me` (Algorithm 1,
 /// step 1).
 #[inline]
-pub fn unchanged(seen: u64, now: u64, me: usize) -> bool {
+pub(super) fn unchanged(seen: u64, now: u64, me: usize) -> bool {
     version_of(seen) == version_of(now) && (!is_locked(now) || owner_of(now) == me)
 }
 
 /// One object's index entry.
-pub struct Entry {
+pub(crate) struct Entry {
     /// The `ver` word (see the module docs).
     pub ver: AtomicU64,
     /// Newest committed version (never null).
@@ -100,7 +100,7 @@ pub struct Entry {
 
 /// What a reader saw of an entry, consistently.
 #[derive(Clone, Copy, Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The `ver` word (unlocked).
     pub ver: u64,
     /// The version.
@@ -131,7 +131,7 @@ impl Entry {
     /// version, and we retry. If both `ver` loads return the same unlocked value, the
     /// loads between read that version's pointer and last writer.
     #[inline]
-    pub fn snapshot(&self) -> Result<Snapshot, usize> {
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, usize> {
         loop {
             let v1 = self.ver.load(Acquire);
             if is_locked(v1) {
@@ -155,7 +155,7 @@ impl Entry {
     /// Take the lock for slot `me` if the word is still `expected` (unlocked).
     /// Acquire: we see the previous holder's `ptr` and `lastTid`.
     #[inline]
-    pub fn try_lock(&self, expected: u64, me: usize) -> bool {
+    pub(crate) fn try_lock(&self, expected: u64, me: usize) -> bool {
         debug_assert!(!is_locked(expected));
         let locked = expected | (me as u64) << OWNER_SHIFT | LOCK;
         crate::engine::kit::shared_counts::count_write(&self.ver);
@@ -167,7 +167,7 @@ impl Entry {
     /// Take the lock from whatever unlocked value the word has now; `false` if another
     /// slot holds it. Returns the unlocked value it had.
     #[inline]
-    pub fn lock_current(&self, me: usize) -> Option<u64> {
+    pub(crate) fn lock_current(&self, me: usize) -> Option<u64> {
         loop {
             let w = self.ver.load(Acquire);
             if is_locked(w) {
@@ -181,13 +181,13 @@ impl Entry {
 
     /// The newest version (under the lock, or for a snapshot already validated).
     #[inline]
-    pub fn ptr(&self) -> *mut Version {
+    pub(crate) fn ptr(&self) -> *mut Version {
         self.ptr.load(Acquire)
     }
 
     /// The last writer (under the lock).
     #[inline]
-    pub fn last_tid(&self) -> u64 {
+    pub(crate) fn last_tid(&self) -> u64 {
         self.last_tid.load(Acquire)
     }
 
@@ -195,7 +195,7 @@ impl Entry {
     /// the newest version and `tid` as the last writer. Returns the replaced version
     /// (for the limbo). Release: see [`Entry::snapshot`].
     #[inline]
-    pub fn publish(&self, new: Option<*mut Version>, tid: u64) -> Option<*mut Version> {
+    pub(crate) fn publish(&self, new: Option<*mut Version>, tid: u64) -> Option<*mut Version> {
         // Release (with the unlock that follows): a validator that sees `live` sees the
         // version published with it.
         crate::engine::kit::shared_counts::count_write(&self.live);
@@ -213,7 +213,7 @@ impl Entry {
     /// word as we locked it. Release: our `ptr` / `lastTid` stores and version data
     /// happen before the next holder or reader sees the unlocked word.
     #[inline]
-    pub fn unlock(&self, locked: u64, bump: bool) {
+    pub(crate) fn unlock(&self, locked: u64, bump: bool) {
         let base = locked & !(OWNER_MASK | LOCK);
         let next = if bump {
             base + (1 << VERSION_SHIFT)
@@ -229,7 +229,7 @@ const SHARDS: usize = 64;
 type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
 
 /// The index.
-pub struct Index {
+pub(crate) struct Index {
     shards: Box<[CachePadded<Shard>]>,
     /// Small blocks' entries (the shards own them).
     small: SlabTable<Entry>,
@@ -252,7 +252,7 @@ fn write(s: &Shard) -> RwLockWriteGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
 impl Index {
     /// An empty index for `heap`, of up to `slabs` slabs
     /// ([`crate::heap::alloc::Allocator::slab_capacity`]).
-    pub fn new(heap: &Heap, slabs: usize) -> Index {
+    pub(crate) fn new(heap: &Heap, slabs: usize) -> Index {
         Index {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
@@ -266,14 +266,14 @@ impl Index {
     /// [`SlabTable::lookup`]). An entry found this way is that of a block of this pool
     /// (only [`Index::get_or_create`], given a validated block, links entries).
     #[inline(always)]
-    pub fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
+    pub(crate) fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
         self.small.lookup(off, len)
     }
 
     /// The entry of the small block at `slot` (the allocator's), if its first access
     /// made one. No lock: two dependent Acquire loads.
     #[inline(always)]
-    pub fn small(&self, slot: SmallSlot) -> Option<&Entry> {
+    pub(crate) fn small(&self, slot: SmallSlot) -> Option<&Entry> {
         self.small.get(slot)
     }
 
@@ -295,7 +295,7 @@ impl Index {
     /// `off .. off + len` must be an object payload inside `heap` (validated), and
     /// `slot`, if given, the allocator's slot of exactly that block.
     #[inline]
-    pub unsafe fn get_or_create(
+    pub(crate) unsafe fn get_or_create(
         &self,
         off: u64,
         len: usize,
@@ -352,7 +352,7 @@ impl Index {
     /// True if the committed state has an object of `len` payload bytes at `off`
     /// although the allocator's bit may still be clear (an allocation whose record is
     /// not checkpointed yet).
-    pub fn committed_live(&self, off: u64, len: usize) -> bool {
+    pub(crate) fn committed_live(&self, off: u64, len: usize) -> bool {
         read(self.shard(off))
             .get(&(off, len as u64))
             .is_some_and(|e| e.live.load(Acquire))
@@ -360,7 +360,7 @@ impl Index {
 
     /// Entries (tests, diagnostics).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).len()).sum()
     }
 }

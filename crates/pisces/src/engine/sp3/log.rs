@@ -16,12 +16,12 @@ use crate::engine::kit::log::redo_log::{self, Entry};
 use crate::{Error, Result};
 
 /// Bytes the dependency prefix of `n` ids takes.
-pub fn prefix_len(n: usize) -> usize {
+pub(super) fn prefix_len(n: usize) -> usize {
     8 * (n + 1)
 }
 
 /// Encode `deps` followed by the kit entries `entries` into `out` (cleared first).
-pub fn encode(out: &mut Vec<u8>, deps: &[u64], entries: &[u8]) {
+pub(super) fn encode(out: &mut Vec<u8>, deps: &[u64], entries: &[u8]) {
     out.clear();
     out.extend_from_slice(&(deps.len() as u64).to_le_bytes());
     for d in deps {
@@ -33,7 +33,7 @@ pub fn encode(out: &mut Vec<u8>, deps: &[u64], entries: &[u8]) {
 /// A decoded record body.
 #[cfg(test)]
 #[derive(Debug)]
-pub struct Body<'a> {
+pub(super) struct Body<'a> {
     /// Predecessors in other slots (packed ids).
     pub deps: Vec<u64>,
     /// The kit entries.
@@ -42,7 +42,7 @@ pub struct Body<'a> {
 
 /// Split a record's entry bytes into its dependency set and kit entries.
 #[cfg(test)]
-pub fn decode(bytes: &[u8]) -> Result<Body<'_>> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Body<'_>> {
     let parts = split(bytes)?;
     Ok(Body {
         deps: parts.deps().collect(),
@@ -52,7 +52,7 @@ pub fn decode(bytes: &[u8]) -> Result<Body<'_>> {
 
 /// A record's bytes split into its dependency set and its kit entries, in place.
 #[derive(Clone, Copy, Debug)]
-pub struct Parts<'a> {
+pub(super) struct Parts<'a> {
     /// The dependency ids, 8 bytes each.
     deps: &'a [u8],
     /// The kit entries (decode with [`crate::engine::kit::log::redo_log::entries`]).
@@ -61,7 +61,7 @@ pub struct Parts<'a> {
 
 impl<'a> Parts<'a> {
     /// The dependency set (packed ids of predecessors in other slots).
-    pub fn deps(&self) -> impl Iterator<Item = u64> + 'a {
+    pub(super) fn deps(&self) -> impl Iterator<Item = u64> + 'a {
         self.deps
             .chunks_exact(8)
             .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
@@ -70,7 +70,7 @@ impl<'a> Parts<'a> {
 
 /// Split a record's entry bytes without decoding the entries (recovery decodes them
 /// in the log, once).
-pub fn split(bytes: &[u8]) -> Result<Parts<'_>> {
+pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>> {
     if bytes.len() < 8 {
         return Err(Error::Corrupt("SP3 record without a dependency set".into()));
     }

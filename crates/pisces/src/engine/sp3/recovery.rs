@@ -90,7 +90,7 @@ crate::mutation::point! {
 /// What recovery found and did (the counts are for tests and diagnostics).
 #[derive(Debug, Clone, Default)]
 #[allow(dead_code)]
-pub struct Recovered {
+pub(super) struct Recovered {
     /// Next lid of each slot.
     pub next_lid: Vec<u64>,
     /// Next log sequence number of each slot.
@@ -585,7 +585,7 @@ fn apply_alloc(heap: &Heap, node: &Node<'_>) -> Result<()> {
 
 /// Run recovery on a pool nobody uses yet, parsing and replaying with up to `threads`
 /// threads.
-pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
+pub(super) fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
     let dag = build(heap, threads)?;
     let l = *heap.layout();
     // 3. Replay.
@@ -655,7 +655,7 @@ pub fn recover(heap: &Heap, threads: usize) -> Result<Recovered> {
 
 /// Describe the logs of a pool nobody runs (`pisces info` / `check`); writes nothing.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
+pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let mut out = crate::engine::Inspection::default();
     match build(heap, 1) {
         Err(e) => out.problems.push(format!("log: {e}")),

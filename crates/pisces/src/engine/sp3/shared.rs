@@ -16,7 +16,7 @@ use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Mutex};
 
 /// One thread slot's shared part.
-pub struct Slot {
+pub(crate) struct Slot {
     /// Published start timestamp (version reclamation only, see `version`).
     pub clock: SlotClock,
     /// Largest lid of this slot that is visible (for `Pool::sync`).
@@ -54,7 +54,7 @@ pub(crate) struct Sp3Shared {
 impl Sp3Shared {
     /// After recovery: slot `s` numbers its next transaction `next_lid[s]` and appends
     /// its next record with sequence number `next_seq[s]`.
-    pub fn new(
+    pub(crate) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         opts: Sp3Options,
@@ -89,13 +89,13 @@ impl Sp3Shared {
     }
 
     /// Run a checkpoint (see `checkpoint`).
-    pub fn checkpoint(&self, wait: bool) -> usize {
+    pub(crate) fn checkpoint(&self, wait: bool) -> usize {
         self.ckpt.run(&self.heap, &self.alloc, wait)
     }
 
     /// Wait until every transaction visible now is stable (`Pool::sync`): a visible
     /// transaction persists without waiting for anything (invariant 3).
-    pub fn wait_all_visible_persistent(&self) {
+    pub(crate) fn wait_all_visible_persistent(&self) {
         for (slot, s) in self.slots.iter().enumerate() {
             let p = s.published.load(std::sync::atomic::Ordering::Acquire);
             let t = super::tid::pack(slot, p);
@@ -110,7 +110,7 @@ impl Sp3Shared {
     }
 
     /// The slot clocks.
-    pub fn clocks(&self) -> impl Iterator<Item = &SlotClock> + Clone {
+    pub(crate) fn clocks(&self) -> impl Iterator<Item = &SlotClock> + Clone {
         self.slots.iter().map(|s| &s.clock)
     }
 }

@@ -228,7 +228,7 @@ impl ReadSet {
 }
 
 /// A thread's SP3 state.
-pub struct Sp3Thread {
+pub(crate) struct Sp3Thread {
     sh: Arc<Sp3Shared>,
     slot: usize,
     cache: ThreadCache,
@@ -258,7 +258,7 @@ unsafe impl Send for Sp3Thread {}
 
 impl Sp3Thread {
     /// State for `slot` (one live state per slot).
-    pub fn new(sh: Arc<Sp3Shared>, slot: usize) -> Sp3Thread {
+    pub(crate) fn new(sh: Arc<Sp3Shared>, slot: usize) -> Sp3Thread {
         let (log, lid) = sh.slots[slot]
             .parked
             .lock()

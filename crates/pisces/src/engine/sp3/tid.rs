@@ -24,23 +24,23 @@ const LID_BITS: u32 = 48;
 const LID_MASK: u64 = (1 << LID_BITS) - 1;
 
 /// "No transaction" (an object nobody committed to in this run).
-pub const NONE: u64 = 0;
+pub(super) const NONE: u64 = 0;
 
 /// Pack (slot, lid).
 #[inline]
-pub fn pack(slot: usize, lid: u64) -> u64 {
+pub(super) fn pack(slot: usize, lid: u64) -> u64 {
     (slot as u64) << LID_BITS | (lid & LID_MASK)
 }
 
 /// The slot of a packed id.
 #[inline]
-pub fn slot_of(tid: u64) -> usize {
+pub(super) fn slot_of(tid: u64) -> usize {
     (tid >> LID_BITS) as usize
 }
 
 /// The logical id of a packed id.
 #[inline]
-pub fn lid_of(tid: u64) -> u64 {
+pub(super) fn lid_of(tid: u64) -> u64 {
     tid & LID_MASK
 }
 

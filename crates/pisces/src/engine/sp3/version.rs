@@ -25,7 +25,7 @@ use std::alloc::dealloc;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// A version (opaque: header word + payload words).
-pub struct Version {
+pub(crate) struct Version {
     _words: u64,
 }
 
@@ -38,7 +38,7 @@ impl Version {
     ///
     /// # Safety
     /// `src`, if given, must be valid for reads of `bytes` bytes.
-    pub unsafe fn new(bytes: usize, src: Option<*const u8>) -> *mut Version {
+    pub(crate) unsafe fn new(bytes: usize, src: Option<*const u8>) -> *mut Version {
         // SAFETY: `src` as the caller guarantees.
         let p = unsafe { alloc_copy(HDR, bytes, src) } as *mut u64;
         // SAFETY: a fresh allocation with room for the header word, 8-aligned.
@@ -51,7 +51,7 @@ impl Version {
     /// # Safety
     /// `this` must be a live version.
     #[inline]
-    pub unsafe fn data(this: *const Version) -> *mut u8 {
+    pub(crate) unsafe fn data(this: *const Version) -> *mut u8 {
         // SAFETY: the payload follows the header word in the same allocation.
         unsafe { (this as *mut u64).add(1) as *mut u8 }
     }
@@ -60,7 +60,7 @@ impl Version {
     ///
     /// # Safety
     /// `this` came from [`Version::new`], is freed once, and no thread can reach it.
-    pub unsafe fn free(this: *mut Version) {
+    pub(crate) unsafe fn free(this: *mut Version) {
         // SAFETY: caller's contract; the layout is the allocation's.
         unsafe {
             let words = *(this as *const u64) as usize;
@@ -79,7 +79,7 @@ impl crate::engine::kit::write_set::Payload for Version {
 
 /// Versions waiting until no transaction can still read them.
 #[derive(Default)]
-pub struct Limbo {
+pub(super) struct Limbo {
     current: Vec<*mut Version>,
     stamped: std::collections::VecDeque<(u64, Vec<*mut Version>)>,
 }
@@ -89,20 +89,24 @@ const BATCH: usize = 32;
 
 impl Limbo {
     /// Add a version that no entry points to any more.
-    pub fn retire(&mut self, v: *mut Version) {
+    pub(super) fn retire(&mut self, v: *mut Version) {
         self.current.push(v);
     }
 
     /// Versions not freed yet (tests).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.current.len() + self.stamped.iter().map(|b| b.1.len()).sum::<usize>()
     }
 
     /// Stamp a full batch and free every batch no running transaction can read. Call
     /// outside a transaction (the own slot inactive).
     #[inline(always)]
-    pub fn collect<'a>(&mut self, clock: &Clock, slots: impl Iterator<Item = &'a SlotClock>) {
+    pub(super) fn collect<'a>(
+        &mut self,
+        clock: &Clock,
+        slots: impl Iterator<Item = &'a SlotClock>,
+    ) {
         if self.current.len() >= BATCH || !self.stamped.is_empty() {
             self.collect_now(clock, slots);
         }
@@ -141,7 +145,7 @@ impl Limbo {
 
     /// Free everything, waiting for the readers that may still hold a version (a
     /// thread leaving).
-    pub fn drain_blocking<'a>(
+    pub(super) fn drain_blocking<'a>(
         &mut self,
         clock: &Clock,
         slots: impl Iterator<Item = &'a SlotClock> + Clone,

@@ -77,7 +77,7 @@ const LOG_AHEAD: usize = 8;
 /// How a shard remembers the words it wrote (the duplicate filter) and the lines it
 /// must flush.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tracking {
+pub(super) enum Tracking {
     /// A hash set of word offsets and a list of lines, sorted at the end: memory in
     /// proportion to the batch (the background replayer's small batches).
     Sparse,
@@ -231,7 +231,7 @@ impl Written {
 
 /// What applying a batch did (tests and `info`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ApplyStats {
+pub(super) struct ApplyStats {
     /// Words written, per shard.
     pub applied: Vec<u64>,
     /// Words skipped by the duplicate filter.
@@ -243,7 +243,7 @@ pub struct ApplyStats {
 /// A transaction's record as `apply` reads it: its entries are decoded when they are
 /// applied (a record in a log, read in place: nothing is copied or kept per record),
 /// or given (tests).
-pub trait LoggedRecord: Sync {
+pub(super) trait LoggedRecord: Sync {
     /// Append its entries to `out`; `Err` names the first malformed one.
     fn entries_into<'s>(&'s self, heap: &'s Heap, out: &mut Vec<Entry<'s>>) -> Result<()>;
     /// Hint the processor to fetch the record's bytes (it is decoded soon).
@@ -394,7 +394,7 @@ fn hint_homes(heap: &Heap, buf: &[Entry<'_>], mine: &impl Fn(u64) -> bool, writt
 /// Apply shard `shard`'s words of `batch` (oldest transaction first) and make them
 /// durable, remembering what it wrote as `tracking` says. Returns (words written,
 /// words filtered).
-pub fn apply_shard<R: LoggedRecord>(
+pub(super) fn apply_shard<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,
@@ -490,7 +490,7 @@ pub fn apply_shard<R: LoggedRecord>(
 /// Apply a batch (oldest transaction first): allocator entries on this thread, data
 /// words on `shards` shards. Everything is durable when it returns. Returns the blocks
 /// the batch freed, and statistics.
-pub fn apply<R: LoggedRecord>(
+pub(super) fn apply<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,
@@ -511,7 +511,7 @@ pub fn apply<R: LoggedRecord>(
 /// undecoded), and `None` says that no record holds one (the coordinator's pass over
 /// the batch, on one thread before the shards start, is skipped). Records that know
 /// their shards ([`LoggedRecord::parts`]) must know them for `shards` shards.
-pub fn apply_marked<R: LoggedRecord>(
+pub(super) fn apply_marked<R: LoggedRecord>(
     heap: &Heap,
     batch: &[R],
     filter: bool,

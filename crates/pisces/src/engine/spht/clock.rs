@@ -25,13 +25,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// Right shift applied to the TSC.
-pub const TSC_SHIFT: u32 = 4;
+pub(super) const TSC_SHIFT: u32 = 4;
 /// Largest timestamp (exclusive).
-pub const TS_LIMIT: u64 = 1 << 62;
+pub(super) const TS_LIMIT: u64 = 1 << 62;
 
 /// Which clock the engine reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClockKind {
+pub(crate) enum ClockKind {
     /// `rdtscp` (physical).
     Tsc,
     /// A shared counter (logical).
@@ -40,7 +40,7 @@ pub enum ClockKind {
 
 impl ClockKind {
     /// True if the processor has an invariant TSC the engine can use.
-    pub fn tsc_available() -> bool {
+    pub(crate) fn tsc_available() -> bool {
         #[cfg(target_arch = "x86_64")]
         {
             let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
@@ -59,7 +59,7 @@ impl ClockKind {
 
 /// The commit clock of one open pool.
 #[derive(Debug)]
-pub struct PhysClock {
+pub(crate) struct PhysClock {
     kind: ClockKind,
     /// Raw value of the first reading of this run.
     base: u64,
@@ -90,13 +90,13 @@ fn rdtsc() -> u64 {
 
 impl PhysClock {
     /// A clock for `max_threads` slots whose timestamps are all above `above`.
-    pub fn above(kind: ClockKind, max_threads: usize, above: u64) -> PhysClock {
+    pub(crate) fn above(kind: ClockKind, max_threads: usize, above: u64) -> PhysClock {
         let slot_bits = usize::BITS - (max_threads.max(2) - 1).leading_zeros();
         PhysClock::new(kind, (above >> slot_bits) + 1, max_threads)
     }
 
     /// A clock whose raw readings start at `base` (≥ 1), for `max_threads` slots.
-    pub fn new(kind: ClockKind, base: u64, max_threads: usize) -> PhysClock {
+    pub(crate) fn new(kind: ClockKind, base: u64, max_threads: usize) -> PhysClock {
         let slot_bits = usize::BITS - (max_threads.max(2) - 1).leading_zeros();
         let tsc0 = if kind == ClockKind::Tsc { rdtsc() } else { 0 };
         PhysClock {
@@ -110,14 +110,14 @@ impl PhysClock {
 
     /// Bits of the slot number in a timestamp.
     #[cfg(test)]
-    pub fn slot_bits(&self) -> u32 {
+    pub(crate) fn slot_bits(&self) -> u32 {
         self.slot_bits
     }
 
     /// A raw reading (begin: the read version; commit: the lower bound). Ordered with
     /// the memory operations around it (see the module docs).
     #[inline]
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         match self.kind {
             // Saturating: another core's TSC may be a few ticks behind the one read
             // at open.
@@ -130,7 +130,7 @@ impl PhysClock {
     /// A raw commit reading strictly above `above`, taken now (spins on the TSC; the
     /// counter is incremented). The caller holds its write locks.
     #[inline]
-    pub fn commit_raw(&self, above: u64) -> u64 {
+    pub(crate) fn commit_raw(&self, above: u64) -> u64 {
         let mut round = 0;
         loop {
             let r = match self.kind {
@@ -159,7 +159,7 @@ impl PhysClock {
     /// locks). TSC: `v < rv` — two equal readings on two cores say nothing about which
     /// came first, so equality is refused (a spurious abort at worst).
     #[inline]
-    pub fn readable(&self, v: u64, rv: u64) -> bool {
+    pub(crate) fn readable(&self, v: u64, rv: u64) -> bool {
         match self.kind {
             ClockKind::Tsc => v < rv,
             ClockKind::Counter => v <= rv,
@@ -168,7 +168,7 @@ impl PhysClock {
 
     /// The timestamp of raw reading `raw` taken by `slot`.
     #[inline]
-    pub fn ts(&self, raw: u64, slot: usize) -> u64 {
+    pub(crate) fn ts(&self, raw: u64, slot: usize) -> u64 {
         let ts = raw << self.slot_bits | slot as u64;
         assert!(ts < TS_LIMIT, "spht: timestamp space exhausted");
         ts
@@ -176,13 +176,13 @@ impl PhysClock {
 
     /// The raw reading of timestamp `ts`.
     #[inline]
-    pub fn raw(&self, ts: u64) -> u64 {
+    pub(crate) fn raw(&self, ts: u64) -> u64 {
         ts >> self.slot_bits
     }
 
     /// The slot of timestamp `ts`.
     #[inline]
-    pub fn slot_of(&self, ts: u64) -> usize {
+    pub(crate) fn slot_of(&self, ts: u64) -> usize {
         (ts & ((1u64 << self.slot_bits) - 1)) as usize
     }
 }

@@ -25,31 +25,31 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// isPers bit of a `vts` word.
-pub const PERS: u64 = 1 << 63;
+pub(super) const PERS: u64 = 1 << 63;
 /// isUpd bit of a `vts` word.
-pub const UPD: u64 = 1 << 62;
+pub(super) const UPD: u64 = 1 << 62;
 /// Timestamp bits of a `vts` word.
-pub const TS_MASK: u64 = UPD - 1;
+pub(super) const TS_MASK: u64 = UPD - 1;
 
 /// Offset of the global marker (after the watermark word and the root slot).
-pub const MARKER_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
+pub(super) const MARKER_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
 /// Offset of the replay progress word.
-pub const REPLAYED_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
+pub(super) const REPLAYED_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
 /// Offset of the first per-slot marker.
-pub const SLOT_MARKERS_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
+pub(super) const SLOT_MARKERS_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
 
 /// Offset of slot `slot`'s NV-HTM marker.
-pub fn slot_marker_offset(slot: usize) -> usize {
+pub(super) fn slot_marker_offset(slot: usize) -> usize {
     SLOT_MARKERS_OFFSET + 64 * slot
 }
 
 /// Engine-area bytes for `max_threads` slots.
-pub fn engine_area_bytes(max_threads: usize) -> usize {
+pub(super) fn engine_area_bytes(max_threads: usize) -> usize {
     4096 + 64 * max_threads
 }
 
 /// The durable point recorded in a pool (recovery, inspect).
-pub fn durable_point(heap: &Heap) -> u64 {
+pub(super) fn durable_point(heap: &Heap) -> u64 {
     let n = heap.layout().max_threads;
     (0..n)
         .map(|s| heap.atomic_u64(slot_marker_offset(s)).load(Acquire))
@@ -57,19 +57,19 @@ pub fn durable_point(heap: &Heap) -> u64 {
 }
 
 /// The replay progress recorded in a pool.
-pub fn replayed(heap: &Heap) -> u64 {
+pub(super) fn replayed(heap: &Heap) -> u64 {
     heap.atomic_u64(REPLAYED_OFFSET).load(Acquire)
 }
 
 /// Raise the replay progress word to `ts` and persist it.
-pub fn persist_replayed(heap: &Heap, ts: u64) {
+pub(super) fn persist_replayed(heap: &Heap, ts: u64) {
     heap.atomic_u64(REPLAYED_OFFSET).fetch_max(ts, Relaxed);
     heap.persist(REPLAYED_OFFSET, 8);
 }
 
 /// One slot's published metadata.
 #[derive(Debug)]
-pub struct SlotMeta {
+pub(crate) struct SlotMeta {
     /// ts | PERS | UPD.
     pub vts: AtomicU64,
     seq: AtomicU64,
@@ -91,7 +91,7 @@ impl Default for SlotMeta {
 
 impl SlotMeta {
     /// Publish the slot's last update transaction (only the owner writes).
-    pub fn set_last(&self, ts: u64, link: u64) {
+    pub(crate) fn set_last(&self, ts: u64, link: u64) {
         let s = self.seq.load(Relaxed);
         self.seq.store(s + 1, Relaxed);
         // Release fence: the odd sequence number is visible before the new fields.
@@ -103,7 +103,7 @@ impl SlotMeta {
     }
 
     /// A consistent (ts, link) of the slot's last update transaction ((0, 0): none).
-    pub fn last(&self) -> (u64, u64) {
+    pub(crate) fn last(&self) -> (u64, u64) {
         let mut round = 0;
         loop {
             let s1 = self.seq.load(Acquire);

@@ -50,28 +50,28 @@ crate::mutation::point! {
 }
 
 /// Record header size.
-pub const HEADER_LEN: usize = 48;
+pub(super) const HEADER_LEN: usize = 48;
 /// Offset of the ring in a log area.
-pub const RING_OFFSET: usize = 64;
+pub(super) const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5350_4854; // "SPHT"
 const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
 /// Offset of the forward link slot in a record.
-pub const FWD: usize = 32;
+pub(super) const FWD: usize = 32;
 /// Offset of the backward link slot in a record.
-pub const BACK: usize = 40;
+pub(super) const BACK: usize = 40;
 /// Bit 63 of a link slot: the slot holds a link, not a timestamp.
-pub const LINK_BIT: u64 = 1 << 63;
+pub(super) const LINK_BIT: u64 = 1 << 63;
 
 /// A link word naming the record at ring offset `pos` of slot `slot`.
 #[inline]
-pub fn link(slot: usize, pos: usize) -> u64 {
+pub(super) fn link(slot: usize, pos: usize) -> u64 {
     LINK_BIT | (slot as u64) << 32 | pos as u64
 }
 
 /// The (slot, ring offset) a link word names.
 #[inline]
-pub fn unlink(l: u64) -> (usize, usize) {
+pub(super) fn unlink(l: u64) -> (usize, usize) {
     (((l & !LINK_BIT) >> 32) as usize, (l & 0xFFFF_FFFF) as usize)
 }
 
@@ -101,7 +101,7 @@ fn header(kind: u32, seq: u64, ts: u64, entries: &[u8]) -> [u8; HEADER_LEN] {
 
 /// Where a slot's log lives.
 #[derive(Clone, Copy, Debug)]
-pub struct Area {
+pub(super) struct Area {
     /// Offset of the log area.
     pub off: usize,
     /// Bytes of the ring.
@@ -110,7 +110,7 @@ pub struct Area {
 
 impl Area {
     /// The log area of `slot`.
-    pub fn of(heap: &Heap, slot: usize) -> Area {
+    pub(super) fn of(heap: &Heap, slot: usize) -> Area {
         let l = heap.layout();
         Area {
             off: l.log_offset(slot),
@@ -119,7 +119,7 @@ impl Area {
     }
     /// Pool offset of ring offset `pos`.
     #[inline]
-    pub fn at(&self, pos: usize) -> usize {
+    pub(super) fn at(&self, pos: usize) -> usize {
         self.off + RING_OFFSET + pos
     }
 }
@@ -127,7 +127,7 @@ impl Area {
 /// A record in a live log, read in place (the writer does not reuse its space before
 /// the replayer releases it).
 #[derive(Clone, Copy, Debug)]
-pub struct RecordRef {
+pub(super) struct RecordRef {
     /// Slot.
     pub slot: usize,
     /// Ring offset.
@@ -145,7 +145,7 @@ pub struct RecordRef {
 impl RecordRef {
     /// Read the header of the record at `pos` of `slot` (a record the caller knows is
     /// complete: reached through a link, or a published position).
-    pub fn read(heap: &Heap, slot: usize, pos: usize) -> RecordRef {
+    pub(super) fn read(heap: &Heap, slot: usize, pos: usize) -> RecordRef {
         let a = Area::of(heap, slot);
         let mut h = [0u8; 32];
         heap.read_bytes(a.at(pos), &mut h);
@@ -161,11 +161,11 @@ impl RecordRef {
         }
     }
     /// Its link word.
-    pub fn link(&self) -> u64 {
+    pub(super) fn link(&self) -> u64 {
         link(self.slot, self.pos)
     }
     /// The entry bytes, in place.
-    pub fn entries<'h>(&self, heap: &'h Heap) -> &'h [u8] {
+    pub(super) fn entries<'h>(&self, heap: &'h Heap) -> &'h [u8] {
         let a = Area::of(heap, self.slot);
         let off = a.at(self.pos) + HEADER_LEN;
         assert!(heap.in_bounds(off, self.len));
@@ -174,17 +174,17 @@ impl RecordRef {
         unsafe { std::slice::from_raw_parts(heap.ptr(off), self.len) }
     }
     /// The forward link slot.
-    pub fn fwd(&self, heap: &Heap) -> u64 {
+    pub(super) fn fwd(&self, heap: &Heap) -> u64 {
         heap.atomic_u64(Area::of(heap, self.slot).at(self.pos) + FWD)
             .load(Acquire)
     }
     /// The backward link slot.
-    pub fn back(&self, heap: &Heap) -> u64 {
+    pub(super) fn back(&self, heap: &Heap) -> u64 {
         heap.atomic_u64(Area::of(heap, self.slot).at(self.pos) + BACK)
             .load(Acquire)
     }
     /// Ring offset just past this record, and the sequence number that follows.
-    pub fn end(&self, heap: &Heap) -> (usize, u64) {
+    pub(super) fn end(&self, heap: &Heap) -> (usize, u64) {
         let cap = Area::of(heap, self.slot).cap;
         let mut e = self.pos + HEADER_LEN + self.len;
         if e == cap {
@@ -196,7 +196,7 @@ impl RecordRef {
 
 /// Store link `l` into slot `which` (`FWD` / `BACK`) of the record at `pos` of `slot`,
 /// and flush it (the caller fences with its next fence).
-pub fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
+pub(super) fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
     let off = Area::of(heap, slot).at(pos) + which;
     // A forward link goes into the predecessor's record, in another slot's log.
     (which == FWD).then(|| crate::engine::kit::shared_counts::count_write(heap.atomic_u64(off)));
@@ -206,7 +206,7 @@ pub fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
 
 /// Persist slot `slot`'s head word: the oldest record recovery must consider is at
 /// ring offset `pos` with sequence number `seq`. Flushes; the caller fences.
-pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
+pub(super) fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
     let a = Area::of(heap, slot);
     heap.atomic_u64(a.off)
         .store((pos as u64) << 32 | (seq & 0xFFFF_FFFF), Release);
@@ -218,7 +218,7 @@ pub fn set_head(heap: &Heap, slot: usize, pos: usize, seq: u64) {
 /// reach, or the damage that ended the parse (the records before it are still listed).
 /// Nobody else may append to or release the log meanwhile.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<Walked>) {
+pub(super) fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<Walked>) {
     let mut out = Vec::new();
     let walked = walk(heap, slot, |rec, _| {
         out.push(*rec);
@@ -229,7 +229,7 @@ pub fn parse(heap: &Heap, slot: usize) -> (Vec<RecordRef>, crate::Result<Walked>
 
 /// How far [`walk`] read a log.
 #[derive(Clone, Copy, Debug)]
-pub struct Walked {
+pub(super) struct Walked {
     /// The sequence number the log's next record must carry.
     pub next_seq: u64,
     /// Ring bytes from the head word's offset to the end of the last valid record,
@@ -241,12 +241,12 @@ pub struct Walked {
 /// Ring bytes from ring offset `from` forward to ring offset `to` in a ring of `cap`
 /// bytes.
 #[inline]
-pub fn ring_distance(cap: usize, from: usize, to: usize) -> usize {
+pub(super) fn ring_distance(cap: usize, from: usize, to: usize) -> usize {
     (to + cap - from) % cap
 }
 
 /// The ring offset of the oldest record a slot's persisted head word names.
-pub fn head_pos(heap: &Heap, slot: usize) -> usize {
+pub(super) fn head_pos(heap: &Heap, slot: usize) -> usize {
     (heap.atomic_u64(Area::of(heap, slot).off).load(Acquire) >> 32) as usize
 }
 
@@ -265,7 +265,7 @@ pub fn head_pos(heap: &Heap, slot: usize) -> usize {
 /// Records above the durable point prove nothing (a recovery that crashed after it
 /// persisted `replayed` may have reset some logs and not others); records up to
 /// `replayed` are applied, and their successors may be released.
-pub struct LinkCheck {
+pub(super) struct LinkCheck {
     cap: usize,
     heads: Vec<usize>,
     /// Per slot: the farthest record a checked link names, as (ring distance from the
@@ -275,7 +275,7 @@ pub struct LinkCheck {
 
 impl LinkCheck {
     /// A check of the links into every slot's log, from their persisted head words.
-    pub fn new(heap: &Heap) -> LinkCheck {
+    pub(super) fn new(heap: &Heap) -> LinkCheck {
         let n = heap.layout().max_threads;
         LinkCheck {
             cap: Area::of(heap, 0).cap,
@@ -287,7 +287,7 @@ impl LinkCheck {
     /// Note the forward slot of `rec`, a valid, durable, not yet replayed record.
     /// A link word no run could have written (a slot or ring offset out of range) is
     /// damage.
-    pub fn note(&mut self, heap: &Heap, rec: &RecordRef) -> crate::Result<()> {
+    pub(super) fn note(&mut self, heap: &Heap, rec: &RecordRef) -> crate::Result<()> {
         let fwd = rec.fwd(heap);
         if fwd & LINK_BIT == 0 {
             return Ok(());
@@ -307,7 +307,7 @@ impl LinkCheck {
     }
 
     /// Add the links another walk noted.
-    pub fn merge(&mut self, other: &LinkCheck) {
+    pub(super) fn merge(&mut self, other: &LinkCheck) {
         for (mine, theirs) in self.farthest.iter_mut().zip(&other.farthest) {
             if let Some(t) = *theirs {
                 if mine.is_none_or(|(d, ..)| t.0 > d) {
@@ -319,7 +319,7 @@ impl LinkCheck {
 
     /// Refuse a log whose walk (`used`, per slot) stopped before a record a noted link
     /// names.
-    pub fn check(&self, walked: &[Walked]) -> crate::Result<()> {
+    pub(super) fn check(&self, walked: &[Walked]) -> crate::Result<()> {
         for (slot, (far, w)) in self.farthest.iter().zip(walked).enumerate() {
             if let Some((dist, pos, from_slot, from_seq)) = *far {
                 if dist >= w.used {
@@ -460,7 +460,7 @@ fn look_past_stop(ring: &[u8], stop: &Stop) -> PastStop {
 /// ends the log; an invalid record followed by a valid later one, or a head word
 /// outside the ring, is damage: `Error::Corrupt`, naming the slot and the record.
 /// Nobody else may append to or release the log meanwhile.
-pub fn walk<'h>(
+pub(super) fn walk<'h>(
     heap: &'h Heap,
     slot: usize,
     mut each: impl FnMut(&RecordRef, &'h [u8]) -> crate::Result<()>,
@@ -551,7 +551,7 @@ pub fn walk<'h>(
 /// Recompute the checksum of the transaction record at ring offset `pos` of `slot`
 /// after a test changed its entries (a damage the checksum cannot see).
 #[cfg(test)]
-pub fn reseal(heap: &Heap, slot: usize, pos: usize) {
+pub(super) fn reseal(heap: &Heap, slot: usize, pos: usize) {
     let r = RecordRef::read(heap, slot, pos);
     let c = checksum(r.len as u32, KIND_TX, r.seq, r.ts, r.entries(heap));
     heap.write_bytes(Area::of(heap, slot).at(pos) + 8, &c.to_le_bytes());
@@ -565,7 +565,7 @@ const WALK_PREFETCH: usize = 1024;
 /// see `kit::recovery::replay_parts`), and in bit 63 whether it holds allocator entries. Its
 /// length and timestamp stay in the log, read again from the header when needed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogRec(u64);
+pub(super) struct LogRec(u64);
 
 /// Bit 63 of a [`LogRec`]: the record holds allocator entries.
 const ALLOCATES: u64 = 1 << 63;
@@ -577,12 +577,12 @@ const OFF_MASK: u64 = (1 << PARTS_SHIFT) - 1;
 impl LogRec {
     /// Most replay parts a record can name (the bits between the offset and
     /// [`ALLOCATES`]); recovery with more threads replays with this many.
-    pub const MAX_PARTS: usize = 15;
+    pub(super) const MAX_PARTS: usize = 15;
 
     /// The record at ring offset `pos` of `slot`; `allocates`: it holds allocator
     /// entries; `parts`: the replay parts its data entries write (bit p: part p, for
     /// at most [`LogRec::MAX_PARTS`] parts).
-    pub fn new(heap: &Heap, slot: usize, pos: usize, allocates: bool, parts: u32) -> LogRec {
+    pub(super) fn new(heap: &Heap, slot: usize, pos: usize, allocates: bool, parts: u32) -> LogRec {
         let off = Area::of(heap, slot).at(pos) as u64;
         // A pool is far below 2^48 bytes (the address space of a process).
         assert!(off <= OFF_MASK && parts < 1 << Self::MAX_PARTS);
@@ -591,37 +591,37 @@ impl LogRec {
     }
     /// Pool offset of its header.
     #[inline]
-    pub fn off(self) -> usize {
+    pub(super) fn off(self) -> usize {
         (self.0 & OFF_MASK) as usize
     }
     /// It holds allocator entries.
     #[inline]
-    pub fn allocates(self) -> bool {
+    pub(super) fn allocates(self) -> bool {
         self.0 & ALLOCATES != 0
     }
     /// The replay parts its data entries write (bit p: part p).
     #[inline]
-    pub fn parts(self) -> u32 {
+    pub(super) fn parts(self) -> u32 {
         ((self.0 & !ALLOCATES) >> PARTS_SHIFT) as u32
     }
     /// Its timestamp (from the header: the same line as its links).
     #[inline]
-    pub fn ts(self, heap: &Heap) -> u64 {
+    pub(super) fn ts(self, heap: &Heap) -> u64 {
         let mut b = [0u8; 8];
         heap.read_bytes(self.off() + 24, &mut b);
         u64::from_le_bytes(b)
     }
     /// Its forward link slot.
-    pub fn fwd(self, heap: &Heap) -> u64 {
+    pub(super) fn fwd(self, heap: &Heap) -> u64 {
         heap.atomic_u64(self.off() + FWD).load(Acquire)
     }
     /// Its backward link slot.
-    pub fn back(self, heap: &Heap) -> u64 {
+    pub(super) fn back(self, heap: &Heap) -> u64 {
         heap.atomic_u64(self.off() + BACK).load(Acquire)
     }
     /// The entry bytes, in place (a record [`walk`] returned, in a log nobody writes).
     #[inline]
-    pub fn entries(self, heap: &Heap) -> &[u8] {
+    pub(super) fn entries(self, heap: &Heap) -> &[u8] {
         let mut b = [0u8; 4];
         heap.read_bytes(self.off() + 4, &mut b);
         let (off, len) = (self.off() + HEADER_LEN, u32::from_le_bytes(b) as usize);
@@ -634,7 +634,7 @@ impl LogRec {
 
 /// The writer side of one slot's log.
 #[derive(Debug)]
-pub struct LogWriter {
+pub(crate) struct LogWriter {
     slot: usize,
     area: Area,
     head: usize,
@@ -646,7 +646,7 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Writer of an empty log (recovery reset it) whose next record has `next_seq`.
-    pub fn new(heap: &Heap, slot: usize, next_seq: u64) -> LogWriter {
+    pub(crate) fn new(heap: &Heap, slot: usize, next_seq: u64) -> LogWriter {
         LogWriter {
             slot,
             area: Area::of(heap, slot),
@@ -665,7 +665,7 @@ impl LogWriter {
     /// so either the space after it or the space before it holds another third. With
     /// half, a cursor in the middle of the ring left neither, and the writer waited
     /// for a batch that only another thread's commit could start.
-    pub fn max_record(&self) -> usize {
+    pub(crate) fn max_record(&self) -> usize {
         self.area.cap / 3
     }
 
@@ -677,7 +677,7 @@ impl LogWriter {
     /// can name it, and the record after it is reached only through it. (Once the
     /// marker is released the space it skipped is free again, even while the record
     /// after it is live: releasing up to a record releases the marker before it.)
-    pub fn fits(&self, entries_len: usize) -> bool {
+    pub(crate) fn fits(&self, entries_len: usize) -> bool {
         let rec_len = HEADER_LEN + entries_len;
         let (cap, head) = (self.area.cap, self.head);
         match self.live.front() {
@@ -690,7 +690,7 @@ impl LogWriter {
     }
 
     /// Release the records the replayer applied (`seq < released_seq`).
-    pub fn reclaim(&mut self, released_seq: u64) {
+    pub(crate) fn reclaim(&mut self, released_seq: u64) {
         while let Some(&(seq, _)) = self.live.front() {
             if seq >= released_seq {
                 break;
@@ -701,19 +701,19 @@ impl LogWriter {
 
     /// Sequence number of the next record (tests).
     #[cfg(test)]
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
     }
 
     /// Records and wrap markers not yet released (tests).
     #[cfg(test)]
-    pub fn live_records(&self) -> usize {
+    pub(crate) fn live_records(&self) -> usize {
         self.live.len()
     }
 
     /// Append a record with timestamp `ts` (the caller checked `fits`) and flush it
     /// (the caller fences). Returns its ring offset.
-    pub fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64) -> usize {
+    pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64) -> usize {
         let rec_len = HEADER_LEN + entries.len();
         debug_assert!(self.fits(entries.len()));
         if rec_len > self.area.cap - self.head {

@@ -30,7 +30,7 @@ use crate::{Error, Result};
 
 /// Marker scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkerMode {
+pub(crate) enum MarkerMode {
     /// One global marker, CAS + skipCAS.
     Global,
     /// Sequential per-thread commit markers (NV-HTM).
@@ -39,7 +39,7 @@ pub enum MarkerMode {
 
 /// Replay direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplayMode {
+pub(crate) enum ReplayMode {
     /// Newest first through backward links, duplicate filter.
     Backward,
     /// Oldest first through forward links.
@@ -50,7 +50,7 @@ pub enum ReplayMode {
 
 /// Parsed options.
 #[derive(Clone, Copy, Debug)]
-pub struct SphtOptions {
+pub(crate) struct SphtOptions {
     /// Marker scheme.
     pub marker: MarkerMode,
     /// Replay direction.
@@ -67,7 +67,7 @@ pub struct SphtOptions {
 
 impl SphtOptions {
     /// Parse and validate.
-    pub fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
+    pub(crate) fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
         o.only(
             engine,
             &[
@@ -136,7 +136,7 @@ impl SphtOptions {
     /// The option sets campaigns cycle through: the global marker (the default), NV-HTM
     /// markers, forward replay, scan replay with the duplicate filter, and one
     /// replayer on the logical clock.
-    pub fn option_sets() -> Vec<EngineOptions> {
+    pub(crate) fn option_sets() -> Vec<EngineOptions> {
         vec![
             EngineOptions::new().set("marker", "global"),
             EngineOptions::new().set("marker", "nvhtm"),

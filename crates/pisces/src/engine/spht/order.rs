@@ -41,7 +41,7 @@ use std::collections::BinaryHeap;
 
 /// The records of `lists` (one list per slot, each in timestamp order, `ts` their
 /// timestamps), merged into one list in timestamp order, each record mapped by `out`.
-pub fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
+pub(super) fn merge_by_ts<T, O, L: Deref<Target = [T]>>(
     lists: &[L],
     ts: impl Fn(&T) -> u64,
     out_of: impl Fn(&T) -> O,
@@ -304,7 +304,7 @@ fn by_parts<E: Send>(
 /// exactly the records of every slot that the next part counts as before it. Then
 /// every record is taken once, each the next of its slot, in increasing timestamp
 /// order: the one walk's result.
-pub fn follow_forward(
+pub(super) fn follow_forward(
     heap: &Heap,
     lists: &[BulkVec<LogRec>],
     threads: usize,
@@ -350,7 +350,7 @@ pub fn follow_forward(
 /// record, and the parts are joined only if the oldest record of each part after the
 /// first links back to the newest of the part before it (with a smaller timestamp),
 /// and left exactly the records of every slot that the part before it holds.
-pub fn follow_backward(
+pub(super) fn follow_backward(
     heap: &Heap,
     lists: &[BulkVec<LogRec>],
     threads: usize,
@@ -391,7 +391,11 @@ pub fn follow_backward(
 /// [`merge_by_ts`] of recovery's lists on up to `threads` threads: the records cut
 /// into parts by timestamp ([`cuts`]), each part merged on its own thread, the parts
 /// joined in order (every record of a part is older than every record of the next).
-pub fn merge_parts(heap: &Heap, lists: &[BulkVec<LogRec>], threads: usize) -> BulkVec<LogRec> {
+pub(super) fn merge_parts(
+    heap: &Heap,
+    lists: &[BulkVec<LogRec>],
+    threads: usize,
+) -> BulkVec<LogRec> {
     let total: usize = lists.iter().map(|l| l.len()).sum();
     let Some(cuts) = cuts(heap, lists, threads, total) else {
         return merge_by_ts(lists, |r| r.ts(heap), |r| *r);

@@ -21,7 +21,7 @@ const KEPT_CHUNKS: usize = 8;
 /// buffer), so a caller's shared reference into one copy stays valid while later
 /// copies are written.
 #[derive(Default)]
-pub struct ReadCopies {
+pub(super) struct ReadCopies {
     chunks: Vec<Vec<u64>>,
     /// Chunks in use by this transaction (the last one is being filled).
     in_use: usize,
@@ -35,7 +35,7 @@ impl ReadCopies {
     /// `n` words no other copy of this transaction uses, valid and unmoved until
     /// [`ReadCopies::reset`] (their contents are stale: the caller writes them).
     #[inline]
-    pub fn take(&mut self, n: usize) -> *mut u64 {
+    pub(super) fn take(&mut self, n: usize) -> *mut u64 {
         if n > CHUNK_WORDS {
             return self.take_large(n);
         }
@@ -69,7 +69,7 @@ impl ReadCopies {
     /// End of the transaction: every pointer handed out is dead (the caller's
     /// references into copies ended with the transaction); the space is reused.
     #[inline]
-    pub fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.in_use = 0;
         self.filled = 0;
         if !self.large.is_empty() {
@@ -82,7 +82,7 @@ impl ReadCopies {
 
     /// Words handed out since the last reset that live in kept chunks.
     #[cfg(test)]
-    pub fn chunk_words_in_use(&self) -> usize {
+    pub(super) fn chunk_words_in_use(&self) -> usize {
         self.in_use.saturating_sub(1) * CHUNK_WORDS + self.filled
     }
 }
@@ -91,7 +91,7 @@ impl ReadCopies {
 const CACHE_SETS: usize = 256;
 /// Largest object the [`CopyCache`] keeps, in words (4 KiB); larger ones are copied
 /// into the [`ReadCopies`] on every read.
-pub const CACHE_MAX_WORDS: usize = 512;
+pub(super) const CACHE_MAX_WORDS: usize = 512;
 /// An empty cache entry's `hdr` (no block header is at this offset).
 const EMPTY: u64 = u64::MAX;
 
@@ -128,7 +128,7 @@ struct CachedCopy {
 /// an aborted commit puts the old version back but never wrote the object. So "same
 /// version" means "same contents". **DRAM cost**: up to `CACHE_SETS × 4 KiB` per
 /// thread state (the objects it read last, at most [`CACHE_MAX_WORDS`] words each).
-pub struct CopyCache {
+pub(super) struct CopyCache {
     sets: Box<[CachedCopy]>,
     epoch: u64,
 }
@@ -154,7 +154,7 @@ impl Default for CopyCache {
 impl CopyCache {
     /// The set of the object whose header word is at `hdr`.
     #[inline]
-    pub fn set_of(hdr: u64) -> usize {
+    pub(super) fn set_of(hdr: u64) -> usize {
         // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
         ((hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % CACHE_SETS
     }
@@ -162,7 +162,7 @@ impl CopyCache {
     /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
     /// version `version`, handed out for the rest of this transaction.
     #[inline]
-    pub fn get(&mut self, hdr: u64, version: u64, n: usize) -> Option<*const u64> {
+    pub(super) fn get(&mut self, hdr: u64, version: u64, n: usize) -> Option<*const u64> {
         let epoch = self.epoch;
         let e = &mut self.sets[Self::set_of(hdr)];
         if e.hdr == hdr && e.version == version && e.len >= n {
@@ -176,7 +176,7 @@ impl CopyCache {
     /// its set's copy is handed out in this transaction). The entry is empty until
     /// [`CopyCache::filled`].
     #[inline]
-    pub fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
+    pub(super) fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
         let epoch = self.epoch;
         let e = &mut self.sets[Self::set_of(hdr)];
         if n > CACHE_MAX_WORDS || e.epoch == epoch {
@@ -192,7 +192,7 @@ impl CopyCache {
     /// The copy [`CopyCache::slot`] gave room for holds `n` words of the object at `hdr`
     /// at stripe version `version`; handed out for the rest of this transaction.
     #[inline]
-    pub fn filled(&mut self, hdr: u64, version: u64, n: usize) {
+    pub(super) fn filled(&mut self, hdr: u64, version: u64, n: usize) {
         let epoch = self.epoch;
         let e = &mut self.sets[Self::set_of(hdr)];
         (e.hdr, e.version, e.len, e.epoch) = (hdr, version, n, epoch);
@@ -200,7 +200,7 @@ impl CopyCache {
 
     /// The transaction ended: every copy it was handed is dead.
     #[inline]
-    pub fn end_transaction(&mut self) {
+    pub(super) fn end_transaction(&mut self) {
         self.epoch += 1;
     }
 }

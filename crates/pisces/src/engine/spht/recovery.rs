@@ -80,7 +80,7 @@ crate::mutation::point! {
 
 /// What recovery found.
 #[derive(Debug, Clone)]
-pub struct Recovered {
+pub(super) struct Recovered {
     /// Largest timestamp in the pool (markers, progress, records).
     pub max_ts: u64,
     /// Next sequence number of each slot's log.
@@ -255,7 +255,7 @@ fn check_timestamp_words(d: u64, r: u64) -> Result<()> {
 
 /// Run recovery on a pool nobody uses yet, with the replay options `opts` and
 /// `threads` threads (parse and apply).
-pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recovered> {
+pub(super) fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
@@ -315,7 +315,7 @@ pub fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recove
 
 /// Live records and markers, for `pisces info` / `check` (writes nothing).
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-pub fn inspect(heap: &Heap) -> crate::engine::Inspection {
+pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);

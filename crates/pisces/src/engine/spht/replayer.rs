@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The replayer's position.
-pub struct ReplayState {
+pub(crate) struct ReplayState {
     /// Link of the last replayed transaction of this run (0: none).
     pub cursor: u64,
     /// Per slot: ring offset and sequence number of the first unreplayed record.
@@ -55,7 +55,7 @@ pub struct ReplayState {
 
 impl ReplayState {
     /// State after recovery (every log empty, next records at offset 0).
-    pub fn new(next_seq: &[u64]) -> ReplayState {
+    pub(crate) fn new(next_seq: &[u64]) -> ReplayState {
         ReplayState {
             cursor: 0,
             heads: next_seq.iter().map(|&s| (0, s)).collect(),
@@ -183,7 +183,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
 
 /// Apply one batch if the durable point is ahead of the durable heap. Returns true if
 /// it applied something.
-pub fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
+pub(super) fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
     let d = sh.durable.load(Acquire);
     if d <= sh.replayed_ts.load(Relaxed) {
         return Ok(false);
@@ -241,13 +241,13 @@ pub fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
 }
 
 /// Replay until the durable heap is up to date with the durable point as read now.
-pub fn catch_up(sh: &SphtShared) {
+pub(super) fn catch_up(sh: &SphtShared) {
     let mut st = sh.replay.lock().unwrap_or_else(|e| e.into_inner());
     while let Ok(true) = run_batch(sh, &mut st) {}
 }
 
 /// Wake the background replayer.
-pub fn kick(sh: &SphtShared) {
+pub(super) fn kick(sh: &SphtShared) {
     if let Some(t) = sh.worker.get() {
         t.unpark();
     }
@@ -255,7 +255,7 @@ pub fn kick(sh: &SphtShared) {
 
 /// The background replayer's loop (idle with `replay_hold`: the writers, `quiesce`
 /// and close still replay).
-pub fn background(sh: Arc<SphtShared>) {
+pub(super) fn background(sh: Arc<SphtShared>) {
     while !sh.stop.load(Acquire) {
         if sh.opts.replay_hold {
             std::thread::park_timeout(Duration::from_millis(50));

@@ -25,7 +25,7 @@ const STRIPE_BITS: u32 = 18;
 
 /// Counters of the durability protocol (tests, diagnostics).
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Successful CASes of the global marker.
     pub cas: AtomicU64,
     /// Commits that skipped the CAS (a larger update transaction will do it).

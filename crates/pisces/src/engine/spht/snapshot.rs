@@ -36,15 +36,15 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
 /// Largest anonymous snapshot kept for reuse after its pool closes.
-pub const REUSE_MAX_BYTES: usize = 64 << 20;
+pub(super) const REUSE_MAX_BYTES: usize = 64 << 20;
 /// Most anonymous snapshots kept for reuse.
-pub const REUSE_KEPT: usize = 2;
+pub(super) const REUSE_KEPT: usize = 2;
 
 /// Anonymous snapshot mappings of closed pools, for reuse (module docs).
 static KEPT: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
 
 /// The private image.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     base: *mut u8,
     len: usize,
     /// True for a copy-on-write mapping of the pool file.
@@ -76,7 +76,7 @@ unsafe impl Sync for Snapshot {}
 impl Snapshot {
     /// The working snapshot of `heap`'s image (nobody may write the image during the
     /// call: the pool is being opened).
-    pub fn of(heap: &Heap) -> std::io::Result<Snapshot> {
+    pub(crate) fn of(heap: &Heap) -> std::io::Result<Snapshot> {
         let len = heap.medium().len();
         let (mut map, cow) = match heap.medium().file() {
             // SAFETY: the pool file stays open and locked by the medium for as long as
@@ -109,7 +109,7 @@ impl Snapshot {
 
     /// The word at `off` (8-aligned, inside the image; engine-validated offsets only).
     #[inline]
-    pub fn word(&self, off: u64) -> &AtomicU64 {
+    pub(crate) fn word(&self, off: u64) -> &AtomicU64 {
         let off = off as usize;
         assert!(
             off.is_multiple_of(8) && off + 8 <= self.len,
@@ -122,7 +122,7 @@ impl Snapshot {
     /// The `n` words from `off` (8-aligned, inside the image; engine-validated offsets
     /// only): one bounds check for a whole object.
     #[inline]
-    pub fn words(&self, off: u64, n: usize) -> &[AtomicU64] {
+    pub(crate) fn words(&self, off: u64, n: usize) -> &[AtomicU64] {
         let off = off as usize;
         assert!(
             off.is_multiple_of(8) && n <= (self.len.saturating_sub(off)) / 8,

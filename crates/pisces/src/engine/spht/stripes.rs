@@ -17,17 +17,17 @@
 use std::sync::atomic::AtomicU64;
 
 /// Lock bit of a stripe word.
-pub const LOCKED: u64 = 1 << 63;
+pub(super) const LOCKED: u64 = 1 << 63;
 
 /// The stripe table.
-pub struct Stripes {
+pub(crate) struct Stripes {
     words: Box<[AtomicU64]>,
     mask: u64,
 }
 
 impl Stripes {
     /// `1 << bits` stripes.
-    pub fn new(bits: u32) -> Stripes {
+    pub(crate) fn new(bits: u32) -> Stripes {
         Stripes {
             words: (0..1usize << bits).map(|_| AtomicU64::new(0)).collect(),
             mask: (1u64 << bits) - 1,
@@ -36,7 +36,7 @@ impl Stripes {
 
     /// Stripe index of the object whose header word is at `hdr`.
     #[inline]
-    pub fn index(&self, hdr: u64) -> u32 {
+    pub(crate) fn index(&self, hdr: u64) -> u32 {
         // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
         let h = (hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         ((h >> 32) & self.mask) as u32
@@ -44,7 +44,7 @@ impl Stripes {
 
     /// The word of stripe `i`.
     #[inline]
-    pub fn word(&self, i: u32) -> &AtomicU64 {
+    pub(crate) fn word(&self, i: u32) -> &AtomicU64 {
         &self.words[i as usize]
     }
 }

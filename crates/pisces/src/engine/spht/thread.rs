@@ -154,7 +154,7 @@ crate::mutation::hook_point! {
 
 /// What a slot keeps between thread states (a slot may be leased again).
 #[derive(Debug)]
-pub struct SlotLocal {
+pub(crate) struct SlotLocal {
     /// The slot's log writer.
     pub log: LogWriter,
     /// Raw clock value of the slot's last commit.
@@ -189,7 +189,7 @@ struct ReadState {
 }
 
 /// A thread's `spht` state.
-pub struct SphtThread {
+pub(crate) struct SphtThread {
     sh: Arc<SphtShared>,
     slot: usize,
     local: Option<SlotLocal>,
@@ -217,7 +217,7 @@ fn words_as_bytes(w: &[u64]) -> &[u8] {
 
 impl SphtThread {
     /// State for `slot` (unique among live thread states).
-    pub fn new(sh: Arc<SphtShared>, slot: usize) -> Result<SphtThread> {
+    pub(crate) fn new(sh: Arc<SphtShared>, slot: usize) -> Result<SphtThread> {
         let local = sh.locals[slot]
             .lock()
             .unwrap_or_else(|e| e.into_inner())

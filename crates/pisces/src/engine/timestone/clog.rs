@@ -166,7 +166,7 @@ crate::mutation::point! {
 
 /// One thing a committed transaction left for the checkpoint.
 #[derive(Clone, Copy, Debug)]
-pub enum Item {
+pub(crate) enum Item {
     /// An object written (its newest version at the cut goes home).
     Write {
         /// Commit timestamp.
@@ -201,7 +201,7 @@ impl Item {
         }
     }
     /// Bytes this item may take in a CLog record.
-    pub fn cost(&self) -> u64 {
+    pub(crate) fn cost(&self) -> u64 {
         match *self {
             Item::Write { len, .. } => 16 + len as u64,
             _ => 16,
@@ -211,7 +211,7 @@ impl Item {
 
 /// The pending list.
 #[derive(Default)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Items, in no particular order.
     pub items: Vec<Item>,
     /// Budget in use: the charges below, plus reservations not yet pushed.
@@ -234,14 +234,14 @@ unsafe impl Send for Pending {}
 
 /// The checkpointer's state.
 #[derive(Default)]
-pub struct CkptState {
+pub(crate) struct CkptState {
     /// Cache for blocks whose free a checkpoint made durable.
     pub cache: ThreadCache,
 }
 
 const CLOG_MAGIC: u64 = 0x5453_434B_5054_0002; // "TSCKPT" v2 (BLOCKS entries)
 /// Bytes of the CLog record header.
-pub const CLOG_HEADER: usize = 32;
+pub(super) const CLOG_HEADER: usize = 32;
 
 fn clog_crc(k: u64, entries: &[u8]) -> u64 {
     let mut h = [0u8; 16];
@@ -264,7 +264,7 @@ fn write_clog(heap: &Heap, k: u64, entries: &[u8]) {
 }
 
 /// The valid CLog record, if any: (K, entries).
-pub fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
+pub(super) fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
     let mut h = [0u8; CLOG_HEADER];
     heap.read_bytes(CLOG_OFFSET, &mut h);
     let w = |i: usize| u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().unwrap());
@@ -279,7 +279,7 @@ pub fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> {
 
 /// Reserve `cost` bytes of the checkpoint budget, checkpointing while it is full.
 /// `Err(TooLargeForLog)` if one transaction alone exceeds it.
-pub fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
+pub(super) fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
     if cost > sh.budget {
         return Err(Error::TooLargeForLog {
             needed: cost as usize + HEADER_LEN,
@@ -299,7 +299,7 @@ pub fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
 }
 
 /// Give back a reservation that produced no items (an aborted commit).
-pub fn unreserve_budget(sh: &TimestoneShared, cost: u64) {
+pub(super) fn unreserve_budget(sh: &TimestoneShared, cost: u64) {
     let mut p = crate::engine::kit::shared_counts::lock(&sh.pending);
     p.used -= cost;
 }
@@ -310,7 +310,7 @@ pub fn unreserve_budget(sh: &TimestoneShared, cost: u64) {
 /// Appends to `freed` each small block the items free, with `true` if it was
 /// allocated inside the current window (a pending allocation above K_done: then it is
 /// free in the state at K_done again, and stays fresh when reused).
-pub fn push_items(
+pub(super) fn push_items(
     sh: &TimestoneShared,
     items: &[Item],
     reserved: u64,
@@ -357,7 +357,7 @@ pub fn push_items(
 /// past `TimestoneShared::freed_high_water` (freed space is reusable only after the checkpoint
 /// that makes the free durable, and holding much of it back makes threads format fresh
 /// slabs for small blocks, which starves large ones).
-pub fn above_high_water(sh: &TimestoneShared) -> bool {
+pub(super) fn above_high_water(sh: &TimestoneShared) -> bool {
     let p = crate::engine::kit::shared_counts::lock(&sh.pending);
     p.used >= sh.high_water || p.freed >= sh.freed_high_water
 }
@@ -367,7 +367,7 @@ pub fn above_high_water(sh: &TimestoneShared) -> bool {
 type Newest = (u64, Option<(usize, *const Entry)>);
 
 /// Run one checkpoint (see the module docs); returns its cut K.
-pub fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
+pub(super) fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
     let mut st = crate::engine::kit::shared_counts::lock(&sh.ckpt);
     let _ = HEADER_LEN;
     let heap = &*sh.heap;
@@ -724,13 +724,13 @@ fn fresh_blocks(bits: &[(u64, bool, Block)]) -> std::collections::HashSet<u64> {
 }
 
 /// Persist K_done = `k` (never lowered).
-pub fn persist_k_done(heap: &Heap, k: u64) {
+pub(super) fn persist_k_done(heap: &Heap, k: u64) {
     heap.atomic_u64(K_DONE_OFFSET).fetch_max(k, AcqRel);
     heap.persist(K_DONE_OFFSET, 8);
 }
 
 /// Check every entry of a CLog record before applying any.
-pub fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
+pub(super) fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
     for e in entries {
         match *e {
             log::Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
@@ -747,7 +747,7 @@ pub fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
 /// The allocator changes go out together ([`Allocator::replay_changes`]: each
 /// bitmap word once, whatever number of its blocks changed), in their order; ranges
 /// and bitmaps never share bytes, so their relative order does not matter.
-pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
+pub(super) fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
     validate(heap, entries)?;
     let mut bytes = 0;
     let mut bits = Vec::new();
@@ -770,7 +770,7 @@ pub fn apply(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<u64> {
 
 /// Recovery step 1: re-apply a valid CLog record newer than K_done, then persist
 /// K_done. Returns K_done after it.
-pub fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
+pub(super) fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
     let k_done = TimestoneShared::load_k_done(heap);
     match read_clog(heap, clog_len) {
         Some((k, bytes)) if k > k_done => {

@@ -86,20 +86,20 @@ crate::mutation::point! {
 mod tests;
 
 /// How OLog records are framed: the compact 16-byte header.
-pub const OLOG_FRAMING: Compact = Compact;
+pub(super) const OLOG_FRAMING: Compact = Compact;
 
 /// Bytes of one thread's OLog area (it starts at `Layout::log_offset(slot)` and spans
 /// the slot's log regions, which are contiguous).
-pub fn olog_len(l: &Layout) -> usize {
+pub(super) fn olog_len(l: &Layout) -> usize {
     l.logs_per_thread * l.log_bytes_per_thread
 }
 
 /// The header's length field value meaning "length in word 2".
 const COMPACT_LONG: u64 = 0x3FFF;
 /// Header bytes of a record that is not long.
-pub const COMPACT_HEADER_LEN: usize = 16;
+pub(super) const COMPACT_HEADER_LEN: usize = 16;
 /// The largest persistTS a header holds.
-pub const COMPACT_MAX_TS: u64 = (1 << 48) - 1;
+pub(super) const COMPACT_MAX_TS: u64 = (1 << 48) - 1;
 /// A block word with bit 63 set stands for the next `n` blocks (`n` = its low bits,
 /// 1..=[`RUN_MAX`]) of the small class of the allocation before it, each allocated,
 /// at that block's offset + 1, 2, … `n` times its size.
@@ -110,7 +110,7 @@ const RUN_MAX: usize = 4096;
 /// The compact framing (module docs): a 16-byte header (24 bytes for records of
 /// 128 KiB and more) holding 16 bits of the sequence number.
 #[derive(Clone, Copy, Debug)]
-pub struct Compact;
+pub(super) struct Compact;
 
 impl Framing for Compact {
     const FULL_SEQ: bool = false;
@@ -233,7 +233,7 @@ fn compact_checksum(seq: u64, header_rest: &[u8], entries: &[u8]) -> u32 {
 /// freed), for operation index `index` of the engine's table. Returns the header tag
 /// to append it with (`LogWriter::append_tagged`), or `None` (and leaves the
 /// builder empty) when the record has no such form.
-pub fn op_record(
+pub(super) fn op_record(
     record: &mut RecordBuilder,
     index: u8,
     args: &[u8],
@@ -308,7 +308,7 @@ pub fn op_record(
 
 /// Operation records: bit 7 of the operation index field says the arguments are
 /// packed ([`pack_args`]); indices are 0..=127.
-pub const OP_ARGS_PACKED: u8 = 0x80;
+pub(super) const OP_ARGS_PACKED: u8 = 0x80;
 
 /// The packed form of operation arguments (module docs): their length (2 bytes,
 /// little-endian), a mask with one bit per argument byte (set: nonzero), then the
@@ -397,7 +397,7 @@ fn op_record_layout(tag: u16, bytes: &[u8]) -> Result<(usize, usize, usize)> {
 /// An operation record whose arguments are packed ([`OP_ARGS_PACKED`]), in the form
 /// with its arguments as they are: `Ok(None)` if they are not packed, else the tag and
 /// entries to decode with [`decode_op_record`]. `Err` names what is malformed.
-pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
+pub(super) fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>> {
     if tag as u8 & OP_ARGS_PACKED == 0 {
         return Ok(None);
     }
@@ -418,7 +418,7 @@ pub fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Vec<u8>)>
 
 /// An operation record's contents, decoded from its tag and entries (module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpRecord<'a> {
+pub(super) struct OpRecord<'a> {
     /// Index of the operation in its engine's table.
     pub index: u8,
     /// The argument bytes.
@@ -428,7 +428,7 @@ pub struct OpRecord<'a> {
 }
 
 /// Decode an operation record with header tag `tag`; `Err` names what is malformed.
-pub fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
+pub(super) fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
     let index = tag as u8;
     if index & OP_ARGS_PACKED != 0 {
         return Err(Error::Corrupt(

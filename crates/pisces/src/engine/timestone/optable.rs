@@ -32,21 +32,21 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Mutex;
 
 /// Offset of the OLog format word.
-pub const FORMAT_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
+pub(super) const FORMAT_OFFSET: usize = ENGINE_AREA_OFFSET + 192;
 /// The OLog format this build writes and reads: compact records with 16 sequence
 /// bits and operation records with run words and packed arguments (format 2 had
 /// neither, and 8-bit operation indices).
-pub const OLOG_FORMAT: u64 = 3;
+pub(super) const OLOG_FORMAT: u64 = 3;
 /// Offset of the operation table.
-pub const TABLE_OFFSET: usize = ENGINE_AREA_OFFSET + 256;
+pub(super) const TABLE_OFFSET: usize = ENGINE_AREA_OFFSET + 256;
 /// Slots of the operation table (indices 0..=126: the record's index field has 8
 /// bits, and its top bit says whether the arguments are packed).
-pub const SLOTS: usize = 127;
+pub(super) const SLOTS: usize = 127;
 const USED: u64 = 1 << 32;
 
 /// Check the format word of a pool being opened (module docs), writing it if the
 /// pool is `fresh` (has never committed anything).
-pub fn check_format(heap: &Heap, fresh: bool) -> Result<()> {
+pub(super) fn check_format(heap: &Heap, fresh: bool) -> Result<()> {
     check_format_read_only(heap, fresh)?;
     // Acquire: open runs alone; any ordering would do.
     if heap.atomic_u64(FORMAT_OFFSET).load(Acquire) == 0 {
@@ -58,7 +58,7 @@ pub fn check_format(heap: &Heap, fresh: bool) -> Result<()> {
 }
 
 /// [`check_format`] without writing anything (`pisces info` / `check`).
-pub fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
+pub(super) fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
     // Acquire: inspection and open run alone; any ordering would do.
     match heap.atomic_u64(FORMAT_OFFSET).load(Acquire) {
         OLOG_FORMAT => Ok(()),
@@ -77,7 +77,7 @@ pub fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
 }
 
 /// The operation table (module docs): volatile map and persistent slots.
-pub struct OpTable {
+pub(crate) struct OpTable {
     /// id → index, and the next free slot.
     inner: Mutex<(FastMap<u32, u8>, usize)>,
     /// index → id, for recovery.
@@ -87,7 +87,7 @@ pub struct OpTable {
 impl OpTable {
     /// Read the table of `heap`; `Err(Corrupt)` if it is not a sequence of used slots
     /// followed by unused ones, with distinct ids.
-    pub fn load(heap: &Heap) -> Result<OpTable> {
+    pub(crate) fn load(heap: &Heap) -> Result<OpTable> {
         let mut map = FastMap::default();
         let mut ids = Vec::new();
         let mut end = None;
@@ -122,7 +122,7 @@ impl OpTable {
 
     /// The index of operation `id`, taking (and persisting) a slot the first time;
     /// `None` when the table is full.
-    pub fn index_of(&self, heap: &Heap, id: u32) -> Option<u8> {
+    pub(crate) fn index_of(&self, heap: &Heap, id: u32) -> Option<u8> {
         let mut g = crate::engine::kit::shared_counts::lock(&self.inner);
         if let Some(&i) = g.0.get(&id) {
             return Some(i);
@@ -144,7 +144,7 @@ impl OpTable {
     }
 
     /// The id of index `i`, as loaded at open (recovery).
-    pub fn id_at(&self, i: u8) -> Option<u32> {
+    pub(crate) fn id_at(&self, i: u8) -> Option<u32> {
         self.ids.get(usize::from(i)).copied()
     }
 }

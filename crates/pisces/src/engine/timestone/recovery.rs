@@ -48,7 +48,7 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 /// What the new run starts from.
-pub struct Recovered {
+pub(super) struct Recovered {
     /// K_done after recovery (every older commit is home).
     pub k_done: u64,
     /// Next OLog sequence number per slot.
@@ -77,7 +77,7 @@ fn parse_olog(heap: &Heap, slot: usize) -> log::ParsedLog {
 }
 
 /// Run recovery (see the module docs) on a pool nobody uses yet.
-pub fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
+pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered> {
     let l = *heap.layout();
     let clog_len = l.engine_area_size - 4096;
     // 1.

@@ -76,19 +76,19 @@ crate::mutation::point! {
 }
 
 /// Offset of the persistent K_done word.
-pub const K_DONE_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
+pub(super) const K_DONE_OFFSET: usize = ENGINE_AREA_OFFSET + 128;
 /// `committing` of a slot whose commit is reading its guard (see the module docs).
 /// Below every real bound: the clock starts at 1, so bounds are ≥ 2.
-pub const BOUND_UNKNOWN: u64 = 0;
+pub(super) const BOUND_UNKNOWN: u64 = 0;
 /// Offset of the CLog ring area inside the pool.
-pub const CLOG_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
+pub(super) const CLOG_OFFSET: usize = ENGINE_AREA_OFFSET + 4096;
 
 /// One thread slot: `committing` is the lower bound of the commit in flight (see the
 /// module docs).
 pub(crate) use crate::engine::kit::cc::clock::CommitSlot as Slot;
 
 /// Engine statistics (tests, diagnostics).
-pub struct Stats {
+pub(crate) struct Stats {
     /// Checkpoints completed.
     pub checkpoints: AtomicU64,
     /// Bytes of OLog records appended, per thread slot: every update commit adds to
@@ -116,14 +116,14 @@ impl Stats {
 
     /// Slot `slot` appended an OLog record of `bytes` bytes.
     #[inline]
-    pub fn add_olog_bytes(&self, slot: usize, bytes: u64) {
+    pub(crate) fn add_olog_bytes(&self, slot: usize, bytes: u64) {
         // Relaxed: a statistic; only the slot's thread writes its counter.
         self.olog_bytes[slot].fetch_add(bytes, Relaxed);
     }
 
     /// Bytes of OLog records appended by every slot.
     #[cfg(test)]
-    pub fn olog_bytes(&self) -> u64 {
+    pub(crate) fn olog_bytes(&self) -> u64 {
         // Relaxed: a statistic, read once the commits counted are complete.
         self.olog_bytes.iter().map(|c| c.load(Relaxed)).sum()
     }
@@ -142,7 +142,7 @@ impl Stats {
 /// through the pointers it reads, and its own new object must never stand in for it
 /// (see `thread`, *Blocks freed after the snapshot*).
 #[derive(Default)]
-pub struct Reuse {
+pub(crate) struct Reuse {
     /// Per block size: blocks free in the state at K_done as far as the engine knows
     /// (allocated inside the current window and freed again, or freed at or below
     /// K_done, or never published), each with its free's timestamp. Handed out first:
@@ -168,20 +168,20 @@ fn take_newest(list: &mut Vec<(u64, Block)>, size: u64, snapshot: u64) -> Option
 
 impl Reuse {
     /// A fresh block of `size` bytes freed at or below `snapshot`.
-    pub fn take_fresh(&mut self, size: u64, snapshot: u64) -> Option<Block> {
+    pub(crate) fn take_fresh(&mut self, size: u64, snapshot: u64) -> Option<Block> {
         take_newest(self.fresh.get_mut(&size)?, size, snapshot)
     }
     /// A held block of `size` bytes freed at or below `snapshot` (the newest such).
-    pub fn take_held(&mut self, size: u64, snapshot: u64) -> Option<Block> {
+    pub(crate) fn take_held(&mut self, size: u64, snapshot: u64) -> Option<Block> {
         take_newest(&mut self.held, size, snapshot)
     }
     /// A block free at K_done, freed at or before `ts`.
-    pub fn put_fresh(&mut self, ts: u64, b: Block) {
+    pub(crate) fn put_fresh(&mut self, ts: u64, b: Block) {
         self.fresh.entry(b.size).or_default().push((ts, b));
     }
     /// After a checkpoint at cut `k`: held blocks freed at or below `k` are free in
     /// the new K_done state.
-    pub fn checkpointed(&mut self, k: u64) {
+    pub(crate) fn checkpointed(&mut self, k: u64) {
         let mut i = 0;
         while i < self.held.len() {
             if self.held[i].0 <= k {
@@ -201,7 +201,7 @@ const COMMITTED_KNOWN: u64 = 2;
 const COMMITTED_ALLOCATED: u64 = 1;
 
 /// Pool-wide engine state.
-pub struct TimestoneShared {
+pub(crate) struct TimestoneShared {
     /// The pool.
     pub heap: Arc<Heap>,
     /// The allocator.
@@ -266,7 +266,7 @@ impl TimestoneShared {
     /// the answer is one the map gave at some moment of the call, as under the lock. A
     /// reader that reached `b` through a commit's publication sees that commit's word
     /// or a later one: the commit stored it before publishing (Release / Acquire).
-    pub fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
+    pub(crate) fn committed_state(&self, b: Block) -> Option<(bool, u64)> {
         if let Some(slot) = self.small_slot_of(b) {
             let w = self.committed_small.load(slot);
             return (w & COMMITTED_KNOWN != 0).then_some((w & COMMITTED_ALLOCATED != 0, w >> 2));
@@ -279,7 +279,12 @@ impl TimestoneShared {
 
     /// Record the committed state of `b` in `p.bits` (`None`: forget it), and in the
     /// word of a small block. `p` is the guard of `self.pending`.
-    pub fn set_committed_state(&self, p: &mut Pending, b: Block, state: Option<(bool, u64)>) {
+    pub(crate) fn set_committed_state(
+        &self,
+        p: &mut Pending,
+        b: Block,
+        state: Option<(bool, u64)>,
+    ) {
         match state {
             Some(st) => {
                 p.bits.insert(b.offset, st);
@@ -307,7 +312,7 @@ impl TimestoneShared {
 
     /// Build the state (after recovery).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
         clock_start: u64,
@@ -359,7 +364,7 @@ impl TimestoneShared {
     /// is above our timestamp, and one read before it follows a `BOUND_UNKNOWN` store
     /// fenced before ours, so the scan sees the marker (counted as 0: its bound is
     /// unknown) or the bound.
-    pub fn oldest_active(&self, bound: u64) -> u64 {
+    pub(crate) fn oldest_active(&self, bound: u64) -> u64 {
         fence(SeqCst);
         self.slots
             .iter()
@@ -376,7 +381,7 @@ impl TimestoneShared {
     /// waiting of its own). Transactions publish their snapshot until their last read,
     /// at the start of their commit. The caller fenced after its last store (the
     /// checkpointer's `start_with`).
-    pub fn oldest_snapshot(&self) -> u64 {
+    pub(crate) fn oldest_snapshot(&self) -> u64 {
         self.slots
             .iter()
             .map(|s| {
@@ -406,7 +411,7 @@ impl TimestoneShared {
     /// timestamp will be above `t`: skipped. A commit that returned before this
     /// transaction began leaves only bounds above its timestamp (see
     /// [`TimestoneShared::wait_predecessors`]), so the horizon is at or above it. No waiting.
-    pub fn horizon(&self, t: u64) -> u64 {
+    pub(crate) fn horizon(&self, t: u64) -> u64 {
         fence(SeqCst);
         let mut s = t;
         for slot in &self.slots {
@@ -429,7 +434,7 @@ impl TimestoneShared {
     /// our fence (so after our increment: bound > ts) or stored `BOUND_UNKNOWN` before
     /// its fence preceded ours, and then our load would have seen that marker or later
     /// (and waited), not the earlier value it exited on.
-    pub fn wait_predecessors(&self, ts: u64) {
+    pub(crate) fn wait_predecessors(&self, ts: u64) {
         fence(SeqCst);
         for slot in &self.slots {
             let mut round = 0;
@@ -445,7 +450,7 @@ impl TimestoneShared {
     /// `committing` (module docs). The caller fences after it and then increments the
     /// clock.
     #[inline]
-    pub fn enter_commit(&self, slot: usize) {
+    pub(crate) fn enter_commit(&self, slot: usize) {
         let c = &self.slots[slot].committing;
         if crate::mutation::active!(COMMIT_GUARD) {
             // The defect this mutation restores: the clock value itself, in one store.
@@ -460,7 +465,7 @@ impl TimestoneShared {
     }
 
     /// The durable K_done.
-    pub fn load_k_done(heap: &Heap) -> u64 {
+    pub(crate) fn load_k_done(heap: &Heap) -> u64 {
         heap.atomic_u64(K_DONE_OFFSET).load(Acquire)
     }
 }

@@ -116,7 +116,7 @@ enum Read {
 }
 
 /// A thread's `timestone` state.
-pub struct TimestoneThread {
+pub(crate) struct TimestoneThread {
     sh: Arc<TimestoneShared>,
     slot: usize,
     cache: ThreadCache,
@@ -156,7 +156,7 @@ unsafe impl Send for TimestoneThread {}
 
 impl TimestoneThread {
     /// State for `slot`.
-    pub fn new(sh: Arc<TimestoneShared>, slot: usize) -> TimestoneThread {
+    pub(crate) fn new(sh: Arc<TimestoneShared>, slot: usize) -> TimestoneThread {
         let l = *sh.heap.layout();
         let log = LogWriter::framed(
             super::OLOG_FRAMING,
@@ -207,12 +207,12 @@ impl TimestoneThread {
     }
 
     /// Recovery: the blocks the next transaction's allocations must return, in order.
-    pub fn set_script(&mut self, blocks: Vec<Block>) {
+    pub(crate) fn set_script(&mut self, blocks: Vec<Block>) {
         self.script = blocks.into();
     }
 
     /// Recovery: allocations of the script not used by the re-executed transaction.
-    pub fn script_left(&self) -> usize {
+    pub(crate) fn script_left(&self) -> usize {
         self.script.len()
     }
 
@@ -695,7 +695,7 @@ impl TimestoneThread {
     }
 
     /// Recovery: re-apply a physical OLog record as a transaction of this thread.
-    pub fn replay_physical(&mut self, entries: &[log::Entry<'_>]) -> Result<()> {
+    pub(crate) fn replay_physical(&mut self, entries: &[log::Entry<'_>]) -> Result<()> {
         for e in entries {
             match *e {
                 log::Entry::Alloc(b) => {

@@ -89,9 +89,9 @@
 
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::validate::ROOT_SLOT_PAYLOAD;
-pub use crate::engine::kit::versions::version::Version;
+pub(super) use crate::engine::kit::versions::version::Version;
 use crate::engine::kit::versions::version::UNPUBLISHED;
-pub use crate::engine::kit::versions::version_chain::Chain as Entry;
+pub(super) use crate::engine::kit::versions::version_chain::Chain as Entry;
 use crate::engine::kit::versions::version_chain::Chain;
 use crate::heap::alloc::HEADER;
 use crate::heap::Heap;
@@ -103,12 +103,12 @@ crate::mutation::point! {
     pub(crate) static VISIBILITY = "visibility";
 }
 
-pub use crate::engine::kit::cc::header_word::tag_of;
+pub(super) use crate::engine::kit::cc::header_word::tag_of;
 
 /// The home word of the object whose payload is at `off`, or `None` for the root slot
 /// (its word in front is not a block header).
 #[inline]
-pub fn home_word(heap: &Heap, off: u64) -> Option<&AtomicU64> {
+pub(super) fn home_word(heap: &Heap, off: u64) -> Option<&AtomicU64> {
     (off != ROOT_SLOT_PAYLOAD).then(|| heap.atomic_u64(off as usize - HEADER))
 }
 
@@ -117,7 +117,7 @@ pub fn home_word(heap: &Heap, off: u64) -> Option<&AtomicU64> {
 /// after it by the release that completes the commit (their begin acquires it) or, for
 /// validation, by the clock increment that follows it (module docs).
 #[inline]
-pub fn mark_dirty(w: &AtomicU64, tag: u64) {
+pub(super) fn mark_dirty(w: &AtomicU64, tag: u64) {
     w.store(tag | PTR_MASK, Relaxed);
 }
 
@@ -125,7 +125,7 @@ pub fn mark_dirty(w: &AtomicU64, tag: u64) {
 /// holds the chain's lock and wrote home first). Release: a reader that sees the word
 /// (Acquire) sees those home writes.
 #[inline]
-pub fn mark_clean(w: &AtomicU64, tag: u64, x: u64) {
+pub(super) fn mark_clean(w: &AtomicU64, tag: u64, x: u64) {
     debug_assert!(x < PTR_MASK);
     w.store(tag | x, Release);
 }
@@ -133,7 +133,7 @@ pub fn mark_clean(w: &AtomicU64, tag: u64, x: u64) {
 /// The word if home is the version a snapshot at `s` reads: clean at X ≤ S, or an
 /// earlier run's word, which it upgrades to clean at 0 first. `None`: ask the chain.
 #[inline]
-pub fn home_readable(w: &AtomicU64, tag: u64, s: u64) -> Option<u64> {
+pub(super) fn home_readable(w: &AtomicU64, tag: u64, s: u64) -> Option<u64> {
     // Acquire: pairs with `mark_clean` (the home contents it announces).
     let mut word = w.load(Acquire);
     if word & TAG_MASK != tag {
@@ -148,26 +148,26 @@ pub fn home_readable(w: &AtomicU64, tag: u64, s: u64) -> Option<u64> {
 }
 
 /// Pushed, no timestamp yet: invisible to every reader.
-pub const PENDING: u64 = UNPUBLISHED;
+pub(super) const PENDING: u64 = UNPUBLISHED;
 /// Validation failed after the timestamp was taken: invisible forever.
-pub const ABORTED: u64 = u64::MAX - 1;
+pub(super) const ABORTED: u64 = u64::MAX - 1;
 /// About to take a timestamp (invisible: its commit is above every snapshot that
 /// could meet it, see the module docs).
-pub const COMMITTING: u64 = u64::MAX - 2;
+pub(super) const COMMITTING: u64 = u64::MAX - 2;
 /// Flag on a timestamp whose OLog record is not yet durable.
-pub const UNDURABLE: u64 = 1 << 62;
+pub(super) const UNDURABLE: u64 = 1 << 62;
 /// Largest commit timestamp.
-pub const TS_MASK: u64 = UNDURABLE - 1;
+pub(super) const TS_MASK: u64 = UNDURABLE - 1;
 
 /// Timestamp of a final committed stamp, if it is one.
 #[inline]
-pub fn committed(stamp: u64) -> Option<u64> {
+pub(super) fn committed(stamp: u64) -> Option<u64> {
     (stamp & !TS_MASK == 0).then_some(stamp)
 }
 
 /// The version a snapshot at `s` sees: the newest with a final stamp `ts ≤ s` (see
 /// the module docs: no waiting); the oldest one if none qualifies (stale pointer).
-pub fn visible(e: &Chain, s: u64) -> *const Version {
+pub(super) fn visible(e: &Chain, s: u64) -> *const Version {
     if crate::mutation::active!(VISIBILITY) {
         return e.head();
     }
@@ -186,7 +186,7 @@ pub fn visible(e: &Chain, s: u64) -> *const Version {
 ///
 /// # Safety
 /// The caller holds the lock; no running or future snapshot is below `oldest`.
-pub unsafe fn truncate(
+pub(super) unsafe fn truncate(
     e: &Chain,
     oldest: u64,
     live: &crate::engine::kit::versions::version::LiveCount,

@@ -9,7 +9,7 @@ const _: () = assert!((NCLASSES as u64) < PACK_LARGE);
 
 /// A block of the heap: header word followed by payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Block {
+pub(crate) struct Block {
     /// Offset of the header word.
     pub offset: u64,
     /// Size of the block in bytes, header included.
@@ -18,18 +18,18 @@ pub struct Block {
 
 impl Block {
     /// Offset of the payload (what a `PPtr` holds).
-    pub fn payload(&self) -> u64 {
+    pub(crate) fn payload(&self) -> u64 {
         self.offset + HEADER as u64
     }
     /// Bytes available for the payload.
-    pub fn payload_len(&self) -> usize {
+    pub(crate) fn payload_len(&self) -> usize {
         self.size as usize - HEADER
     }
     /// True for a block of a small class (a large block is a run of whole slabs, all
     /// bigger than the largest class). A small slab keeps its class for the whole
     /// run, so the word at a small block's header position stays its header word.
     #[inline]
-    pub fn is_small(&self) -> bool {
+    pub(crate) fn is_small(&self) -> bool {
         self.size <= MAX_SMALL as u64
     }
 
@@ -46,7 +46,7 @@ impl Block {
     /// exactly one size, and offsets are multiples of 16, stored exactly; every
     /// other code is refused by [`Block::unpack`]. Bits 62 and 63 stay clear for the
     /// caller.
-    pub fn pack(&self) -> Option<u64> {
+    pub(crate) fn pack(&self) -> Option<u64> {
         if !self.offset.is_multiple_of(16) {
             return None;
         }
@@ -66,7 +66,7 @@ impl Block {
 
     /// The block [`Block::pack`] packed into `w` (bits 62 and 63 ignored); `Err` names
     /// what is wrong with a word that no block packs to.
-    pub fn unpack(w: u64) -> std::result::Result<Block, String> {
+    pub(crate) fn unpack(w: u64) -> std::result::Result<Block, String> {
         let w = w & ((1 << 62) - 1);
         let code = w & 63;
         if code == PACK_LARGE {

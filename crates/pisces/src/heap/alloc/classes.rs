@@ -4,7 +4,7 @@
 use crate::heap::layout::SLAB_SIZE;
 
 /// Bytes of the header word in front of every payload.
-pub const HEADER: usize = 8;
+pub(crate) const HEADER: usize = 8;
 
 /// Block sizes (header included) of the small size classes.
 ///
@@ -46,11 +46,11 @@ pub(crate) struct Class {
 impl Class {
     /// Number of meaningful bitmap words (`ceil(nblocks / 64)`); the words after them,
     /// up to `data_start`, are padding and must stay zero.
-    pub const fn used_words(&self) -> usize {
+    pub(super) const fn used_words(&self) -> usize {
         (self.nblocks as usize).div_ceil(64)
     }
     /// Number of bitmap words including padding.
-    pub const fn all_words(&self) -> usize {
+    pub(super) const fn all_words(&self) -> usize {
         self.data_start as usize / 8
     }
     /// The block index of byte `d` of the data area if a block starts exactly there
@@ -62,7 +62,7 @@ impl Class {
     /// 64 KiB, blocks at most 16 KiB), so the floor is `d / size`; `tests` checks every
     /// offset of every class as well.
     #[inline(always)]
-    pub fn index_of(&self, d: u32) -> Option<u32> {
+    pub(super) fn index_of(&self, d: u32) -> Option<u32> {
         let index = ((d as u64 * self.recip) >> 32) as u32;
         (index * self.size == d && index < self.nblocks).then_some(index)
     }
@@ -173,7 +173,7 @@ pub(crate) enum Kind {
 
 impl Kind {
     /// Decode a slab table entry; `None` if it is not a valid entry.
-    pub fn decode(e: u32) -> Option<Kind> {
+    pub(super) fn decode(e: u32) -> Option<Kind> {
         let arg = (e & ARG_MASK) as usize;
         match e & KIND_MASK {
             0 if arg == 0 => Some(Kind::Free),
@@ -184,7 +184,7 @@ impl Kind {
         }
     }
     /// Encode as a slab table entry. Arguments must fit in [`ARG_MASK`].
-    pub fn encode(self) -> u32 {
+    pub(super) fn encode(self) -> u32 {
         let (tag, arg) = match self {
             Kind::Free => (0, 0),
             Kind::Small(c) => (TAG_SMALL, c),
@@ -232,7 +232,7 @@ impl FastClass {
     /// so the subtraction needs no test of its own; the product fits 64 bits (`recip <
     /// 2^29`).
     #[inline(always)]
-    pub fn block_index(&self, in_slab: u32) -> Option<u32> {
+    pub(super) fn block_index(&self, in_slab: u32) -> Option<u32> {
         let p = u64::from(in_slab.wrapping_sub(u32::from(self.data_start))) * u64::from(self.recip);
         let index = (p >> 32) as u32;
         ((p as u32) < self.recip && index < u32::from(self.nblocks)).then_some(index)

@@ -122,8 +122,8 @@ mod tests;
 use super::layout::SLAB_SIZE;
 use super::Heap;
 use crate::{Error, Result};
-pub use block::Block;
-pub use classes::HEADER;
+pub(crate) use block::Block;
+pub(crate) use classes::HEADER;
 pub(crate) use classes::{class_for, min_class};
 use classes::{Kind, ARG_MASK, CLASSES, NCLASSES};
 use crossbeam_utils::CachePadded;
@@ -156,7 +156,7 @@ pub struct ClassUsage {
 /// uses it (a cache used with another allocator later drops its blocks, which belong to
 /// the first one). Call [`Allocator::drain`] before dropping it.
 #[derive(Debug, Default)]
-pub struct ThreadCache {
+pub(crate) struct ThreadCache {
     /// Id of the allocator these blocks belong to (0: none yet).
     owner: u64,
     /// Free block offsets per class; the last one is handed out first.
@@ -166,12 +166,12 @@ pub struct ThreadCache {
 impl ThreadCache {
     #[cfg(test)]
     /// Number of free blocks held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lists.iter().map(Vec::len).sum()
     }
     #[cfg(test)]
     /// True if the cache holds no block.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.lists.iter().all(Vec::is_empty)
     }
 }
@@ -180,7 +180,7 @@ impl ThreadCache {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The allocator's volatile state over one heap.
-pub struct Allocator {
+pub(crate) struct Allocator {
     heap: Arc<Heap>,
     id: u64,
     /// Mirror of the slab table, plus reserved large runs.
@@ -219,7 +219,7 @@ impl Allocator {
     /// Validates the whole persistent allocator state first (`Err(Corrupt)` naming the
     /// first problem). Small slabs whose bitmap is empty are returned to the free state
     /// persistently (see the module doc). Works on a freshly formatted heap too.
-    pub fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
+    pub(crate) fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
         let (entries, problems) = pmem::scan(&heap);
         if !problems.is_empty() {
             return Err(Error::Corrupt(pmem::summarize(&problems)));
@@ -293,7 +293,7 @@ impl Allocator {
 
     /// The block size (header included) `reserve(payload_len)` hands out, or `None` if no
     /// heap could hold it.
-    pub fn block_size_for(payload_len: usize) -> Option<u64> {
+    pub(crate) fn block_size_for(payload_len: usize) -> Option<u64> {
         let size = payload_len.checked_add(HEADER)?;
         match class_for(size) {
             Some(c) => Some(CLASSES[c].size as u64),
@@ -308,7 +308,7 @@ impl Allocator {
     ///
     /// `payload_len` 0 is allowed (the smallest class). `Err(OutOfSpace)` if no free
     /// block or run of slabs is left (or the size is absurd).
-    pub fn reserve(&self, cache: &mut ThreadCache, payload_len: usize) -> Result<Block> {
+    pub(crate) fn reserve(&self, cache: &mut ThreadCache, payload_len: usize) -> Result<Block> {
         // (Built only when needed: an `Error` made and dropped on every call costs a
         // call of its drop glue.)
         let oos = || Error::OutOfSpace {
@@ -464,12 +464,12 @@ impl Allocator {
     }
 
     /// Give back a reservation that was never published (abort).
-    pub fn unreserve(&self, cache: &mut ThreadCache, b: Block) {
+    pub(crate) fn unreserve(&self, cache: &mut ThreadCache, b: Block) {
         self.give_back(cache, b, "unreserve");
     }
 
     /// Make a published-free block reusable (after the grace period).
-    pub fn release(&self, cache: &mut ThreadCache, b: Block) {
+    pub(crate) fn release(&self, cache: &mut ThreadCache, b: Block) {
         self.give_back(cache, b, "release");
     }
 
@@ -520,7 +520,7 @@ impl Allocator {
 
     /// Return every block of `cache` to the shared lists (thread exit). The cache stays
     /// usable.
-    pub fn drain(&self, cache: &mut ThreadCache) {
+    pub(crate) fn drain(&self, cache: &mut ThreadCache) {
         if cache.owner != self.id {
             // Not ours (or empty and unbound): the blocks belong to another allocator.
             cache.lists.clear();
@@ -537,12 +537,12 @@ impl Allocator {
     ///
     /// `b` must come from `reserve` of this allocator; a block with invalid geometry is
     /// ignored (and asserts in debug builds).
-    pub fn publish_alloc(&self, b: Block) {
+    pub(crate) fn publish_alloc(&self, b: Block) {
         self.publish(b, true)
     }
 
     /// Persistently mark `b` free and flush (the caller fences). Idempotent.
-    pub fn publish_free(&self, b: Block) {
+    pub(crate) fn publish_free(&self, b: Block) {
         self.publish(b, false)
     }
 
@@ -570,7 +570,7 @@ impl Allocator {
     /// run; whether the block is allocated is not checked.
     #[inline]
     #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-    pub fn block_at(&self, payload_off: u64) -> Option<Block> {
+    pub(crate) fn block_at(&self, payload_off: u64) -> Option<Block> {
         let offset = payload_off.checked_sub(HEADER as u64)?;
         let rel = offset.checked_sub(self.heap.layout().heap_offset as u64)?;
         let slab = usize::try_from(rel / SLAB_SIZE as u64).ok()?;
@@ -602,7 +602,7 @@ impl Allocator {
     /// `publish_*`, so a thread that sees a bit changed also sees what its publisher did
     /// before (e.g. the `mvcc` engine's version push and commit mark).
     #[inline(always)]
-    pub fn block_state(&self, payload_off: u64) -> Option<(Block, bool)> {
+    pub(crate) fn block_state(&self, payload_off: u64) -> Option<(Block, bool)> {
         let offset = payload_off.checked_sub(HEADER as u64)?;
         let heap_off = self.heap.layout().heap_offset as u64;
         let rel = offset.checked_sub(heap_off)?;
@@ -653,7 +653,7 @@ impl Allocator {
     /// changes while this allocator lives, and a table keyed by it (the `sp3` engine's
     /// index) names one block for good.
     #[inline(always)]
-    pub fn small_slot(&self, payload_off: u64, min_class: u32) -> Option<SmallSlot> {
+    pub(crate) fn small_slot(&self, payload_off: u64, min_class: u32) -> Option<SmallSlot> {
         let payload0 = (self.heap.layout().heap_offset + HEADER) as u64;
         let rel = payload_off.wrapping_sub(payload0);
         let slab = (rel / SLAB_SIZE as u64) as usize;
@@ -674,13 +674,13 @@ impl Allocator {
 
     /// Slabs the geometry has room for (the pool's largest size): every
     /// [`SmallSlot::slab`] is below this.
-    pub fn slab_capacity(&self) -> usize {
+    pub(crate) fn slab_capacity(&self) -> usize {
         self.kinds.len()
     }
 
     /// The read fast path's copy of the geometry (see [`SmallBlocks`]).
     #[inline]
-    pub fn small_blocks(&self) -> SmallBlocks {
+    pub(crate) fn small_blocks(&self) -> SmallBlocks {
         let heap_off = self.heap.layout().heap_offset;
         SmallBlocks {
             heap: self.heap.base().wrapping_add(heap_off),
@@ -694,7 +694,7 @@ impl Allocator {
     /// True if `b` is allocated in the persistent state (its bit is set, or its run is
     /// written in the slab table).
     #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-    pub fn is_allocated(&self, b: Block) -> bool {
+    pub(crate) fn is_allocated(&self, b: Block) -> bool {
         let heap = &self.heap;
         match pmem::locate_present(heap, b) {
             Ok(Loc::Small { slab, class, index }) => {
@@ -712,7 +712,7 @@ impl Allocator {
     #[cfg(test)]
     /// Per-class usage from the persistent state: one entry per small class, then one for
     /// large runs (see [`ClassUsage`]).
-    pub fn usage(&self) -> Vec<ClassUsage> {
+    pub(crate) fn usage(&self) -> Vec<ClassUsage> {
         let heap = &self.heap;
         let mut out: Vec<ClassUsage> = CLASSES
             .iter()
@@ -752,7 +752,7 @@ impl Allocator {
     /// Bytes not allocated in the persistent state: free slabs, plus the free blocks of
     /// formatted slabs (block sizes, header included). Reservations not yet published
     /// count as free; bitmaps and the slack at the end of small slabs do not.
-    pub fn free_bytes(&self) -> u64 {
+    pub(crate) fn free_bytes(&self) -> u64 {
         self.usage()
             .iter()
             .map(|u| {
@@ -767,7 +767,7 @@ impl Allocator {
 
     /// Recovery: persistent effect of `publish_alloc` (validates geometry; idempotent).
     /// Flushes; the caller fences. See the module doc for what is accepted.
-    pub fn replay_alloc(heap: &Heap, b: Block) -> Result<()> {
+    pub(crate) fn replay_alloc(heap: &Heap, b: Block) -> Result<()> {
         let loc = pmem::locate_present(heap, b)
             .map_err(|m| Error::Corrupt(format!("replaying an allocation: {m}")))?;
         match loc {
@@ -794,7 +794,7 @@ impl Allocator {
 
     /// Recovery: persistent effect of `publish_free` (validates geometry; idempotent).
     /// Flushes; the caller fences. See the module doc for what is accepted.
-    pub fn replay_free(heap: &Heap, b: Block) -> Result<()> {
+    pub(crate) fn replay_free(heap: &Heap, b: Block) -> Result<()> {
         let loc = pmem::locate_present(heap, b)
             .map_err(|m| Error::Corrupt(format!("replaying a free: {m}")))?;
         match loc {
@@ -828,7 +828,7 @@ impl Allocator {
     /// first writes out the words gathered so far and then goes through the single
     /// replay, so the result is exactly that of replaying the changes one by one.
     /// Flushes; the caller fences. For checkpoints that write many changes at once.
-    pub fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
+    pub(crate) fn replay_changes(heap: &Heap, changes: &[(bool, Block)]) -> Result<()> {
         // Per (slab, bitmap word): the bits to set and to clear; `at` indexes it.
         type Words = Vec<((usize, usize), (u64, u64))>;
         type At = std::collections::HashMap<(usize, usize), usize>;
@@ -880,14 +880,14 @@ impl Allocator {
     /// Every problem in the persistent allocator state (empty if sound): invalid slab
     /// table entries, broken large runs, stray bitmap bits. For `pisces check`.
     #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-    pub fn check(heap: &Heap) -> Vec<String> {
+    pub(crate) fn check(heap: &Heap) -> Vec<String> {
         pmem::scan(heap).1
     }
 
     /// `Ok` if `b` names a possible block of this heap's geometry (a small block start
     /// for its size, or a large run inside the heap). Recovery checks every logged
     /// block with it before replaying anything.
-    pub fn check_block(heap: &Heap, b: Block) -> Result<()> {
+    pub(crate) fn check_block(heap: &Heap, b: Block) -> Result<()> {
         pmem::locate_present(heap, b)
             .map(|_| ())
             .map_err(Error::Corrupt)
@@ -897,7 +897,7 @@ impl Allocator {
     /// and persist them. Engines call it when their header-word tag wraps around, so
     /// that no word left by a run long ago reads as a lock of the current run. Only
     /// while no thread uses the heap (at open).
-    pub fn clear_header_words(heap: &Heap) -> Result<()> {
+    pub(crate) fn clear_header_words(heap: &Heap) -> Result<()> {
         let (entries, problems) = pmem::scan(heap);
         if !problems.is_empty() {
             return Err(Error::Corrupt(pmem::summarize(&problems)));
@@ -922,7 +922,7 @@ impl Allocator {
     /// Call `f` for every allocated block of the persistent state (set bits of small
     /// slabs, in address order, and large runs). `Err(Corrupt)` if the state is not sound
     /// (nothing is reported then).
-    pub fn for_each_allocated(heap: &Heap, mut f: impl FnMut(Block)) -> Result<()> {
+    pub(crate) fn for_each_allocated(heap: &Heap, mut f: impl FnMut(Block)) -> Result<()> {
         let (entries, problems) = pmem::scan(heap);
         if !problems.is_empty() {
             return Err(Error::Corrupt(pmem::summarize(&problems)));
@@ -945,7 +945,7 @@ impl Allocator {
 
 /// A small-class block's place in the heap ([`Allocator::small_slot`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SmallSlot {
+pub(crate) struct SmallSlot {
     /// The slab's number in the heap.
     pub slab: usize,
     /// The block's index in its slab (`< nblocks`).
@@ -964,7 +964,7 @@ pub struct SmallSlot {
 /// slab's class known (a small slab keeps it for the run), this is
 /// [`Allocator::small_slot`] without loading the slab table.
 #[inline(always)]
-pub fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
+pub(crate) fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
     classes::FAST_CLASSES
         .get(class as usize)?
         .block_index(in_slab)
@@ -977,7 +977,7 @@ pub fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
 /// says so); the base never moves (growth extends the mapping in place) and the slab
 /// table mirror is allocated once for the largest geometry.
 #[derive(Clone, Copy, Debug)]
-pub struct SmallBlocks {
+pub(crate) struct SmallBlocks {
     /// The image's address of the heap's first byte (`base + heap_off`): a block's
     /// header word is at `heap + rel`, `rel` the payload's offset from `payload0`.
     heap: *mut u8,
@@ -991,7 +991,7 @@ pub struct SmallBlocks {
 impl SmallBlocks {
     /// Geometry with no slabs: every lookup answers `None` (for engines without a read
     /// fast path). Dereferences nothing: `locate` refuses every slab index first.
-    pub const fn empty() -> SmallBlocks {
+    pub(crate) const fn empty() -> SmallBlocks {
         SmallBlocks {
             heap: std::ptr::null_mut(),
             payload0: 0,
@@ -1015,7 +1015,11 @@ impl SmallBlocks {
     /// # Safety
     /// The allocator this came from must be alive.
     #[inline(always)]
-    pub unsafe fn header(&self, payload_off: u64, min_class: u32) -> Option<*const AtomicU64> {
+    pub(crate) unsafe fn header(
+        &self,
+        payload_off: u64,
+        min_class: u32,
+    ) -> Option<*const AtomicU64> {
         // SAFETY: caller.
         unsafe { self.locate(payload_off, min_class) }.map(|(hw, _, _)| hw)
     }
@@ -1026,7 +1030,7 @@ impl SmallBlocks {
     /// # Safety
     /// As for [`SmallBlocks::header`].
     #[inline(always)]
-    pub unsafe fn allocated_header(
+    pub(crate) unsafe fn allocated_header(
         &self,
         payload_off: u64,
         min_class: u32,

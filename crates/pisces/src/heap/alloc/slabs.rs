@@ -11,7 +11,7 @@ pub(crate) struct FreeSlabs {
 
 impl FreeSlabs {
     /// A set of `count` slabs, none free.
-    pub fn new(count: usize) -> FreeSlabs {
+    pub(super) fn new(count: usize) -> FreeSlabs {
         FreeSlabs {
             bits: vec![0; count.div_ceil(64)],
             count,
@@ -20,7 +20,7 @@ impl FreeSlabs {
     }
 
     /// Number of free slabs.
-    pub fn nfree(&self) -> usize {
+    pub(super) fn nfree(&self) -> usize {
         self.nfree
     }
 
@@ -29,7 +29,7 @@ impl FreeSlabs {
     }
 
     /// Mark slabs `first..first + n` free. Each must be in range and not free.
-    pub fn insert(&mut self, first: usize, n: usize) {
+    pub(super) fn insert(&mut self, first: usize, n: usize) {
         for i in first..first + n {
             debug_assert!(i < self.count && !self.is_free(i), "slab {i} freed twice");
             self.bits[i / 64] |= 1 << (i % 64);
@@ -59,7 +59,7 @@ impl FreeSlabs {
 
     /// Take the first run of `n` consecutive free slabs (first fit); returns its first
     /// slab, or `None` if there is no such run.
-    pub fn take_run(&mut self, n: usize) -> Option<usize> {
+    pub(super) fn take_run(&mut self, n: usize) -> Option<usize> {
         if n == 0 || n > self.nfree {
             return None;
         }

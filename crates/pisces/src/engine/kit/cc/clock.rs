@@ -10,19 +10,19 @@ use crate::sync::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 /// `active_start` of a slot with no running transaction.
-pub const INACTIVE: u64 = u64::MAX;
+pub(crate) const INACTIVE: u64 = u64::MAX;
 /// `active_start` of a slot whose transaction is starting (start timestamp unknown).
-pub const STARTING: u64 = 0;
+pub(crate) const STARTING: u64 = 0;
 
 /// `globalTS`.
 #[derive(Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     ts: AtomicU64,
 }
 
 impl Clock {
     /// A clock starting at `ts` (≥ 1, so that `STARTING` is below every timestamp).
-    pub fn new(ts: u64) -> Self {
+    pub(crate) fn new(ts: u64) -> Self {
         Clock {
             ts: AtomicU64::new(ts.max(1)),
         }
@@ -30,13 +30,13 @@ impl Clock {
     /// The current value. Acquire: a reader of value v sees everything the committer
     /// that produced v did before its increment (its endTS and copy contents).
     #[inline]
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.ts.load(Acquire)
     }
     /// The current value without ordering (Pisces' concurrency commit reads it between
     /// its own fences, see `TxRecord::commit`).
     #[inline]
-    pub fn peek(&self) -> u64 {
+    pub(crate) fn peek(&self) -> u64 {
         self.ts.load(Relaxed)
     }
     /// Advance the clock by one and return the new value, which no other caller gets
@@ -45,14 +45,14 @@ impl Clock {
     /// or a later one (later increments are RMWs, so they continue the release
     /// sequence) sees everything the caller did before, e.g. the locks it holds.
     #[inline]
-    pub fn tick(&self) -> u64 {
+    pub(crate) fn tick(&self) -> u64 {
         count_write(&self.ts);
         self.ts.fetch_add(1, AcqRel) + 1
     }
     /// Raise the clock to at least `ts` (single-threaded recovery that re-executes
     /// transactions under their original timestamps: the next `tick` gives `ts + 1`).
     #[inline]
-    pub fn advance_to(&self, ts: u64) {
+    pub(crate) fn advance_to(&self, ts: u64) {
         count_write(&self.ts);
         self.ts.fetch_max(ts, AcqRel);
     }
@@ -60,7 +60,7 @@ impl Clock {
 
 /// Per-slot published start timestamp.
 #[derive(Debug)]
-pub struct SlotClock {
+pub(crate) struct SlotClock {
     active_start: AtomicU64,
 }
 
@@ -81,7 +81,7 @@ impl SlotClock {
     /// (then our snapshot includes the committer) or its scan sees `STARTING` / our
     /// start timestamp, both below its `endTS`, and it waits for us.
     #[inline]
-    pub fn start(&self, clock: &Clock) -> u64 {
+    pub(crate) fn start(&self, clock: &Clock) -> u64 {
         self.active_start.store(STARTING, Relaxed);
         fence(SeqCst);
         let ts = clock.now();
@@ -96,7 +96,7 @@ impl SlotClock {
     /// `STARTING` (a scan treats it as older than everything). Used by timestone, whose
     /// snapshot is the newest timestamp below which every commit is complete.
     #[inline]
-    pub fn start_with(&self, clock: &Clock, snapshot: impl FnOnce(u64) -> u64) -> u64 {
+    pub(crate) fn start_with(&self, clock: &Clock, snapshot: impl FnOnce(u64) -> u64) -> u64 {
         self.active_start.store(STARTING, Relaxed);
         fence(SeqCst);
         let t = clock.now();
@@ -110,14 +110,14 @@ impl SlotClock {
     /// a grace-period waiter that sees INACTIVE must also see that our reads are done,
     /// which program order before a Release store gives.
     #[inline]
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.active_start.store(INACTIVE, Release);
     }
 
     /// The published value (for grace periods and diagnostics). Acquire pairs with
     /// `finish`: after seeing INACTIVE, the reader's reads are over.
     #[inline]
-    pub fn load(&self) -> u64 {
+    pub(crate) fn load(&self) -> u64 {
         self.active_start.load(Acquire)
     }
 }

@@ -47,16 +47,16 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 /// Consecutive conflict aborts after which a transaction takes the fallback word.
-pub const THRESHOLD: u32 = 8;
+pub(crate) const THRESHOLD: u32 = 8;
 /// The least time a holder may keep writers waiting for one attempt.
-pub const FLOOR: Duration = Duration::from_millis(10);
+pub(crate) const FLOOR: Duration = Duration::from_millis(10);
 
 const SLOT_BITS: u32 = 16;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 /// A pool's fallback word.
 #[derive(Debug)]
-pub struct Fallback {
+pub(crate) struct Fallback {
     /// 0: free; else `deadline_ms << 16 | (holder slot + 1)`, the deadline in
     /// milliseconds since `base`. One word, so writers never see a holder without
     /// its deadline.
@@ -83,7 +83,7 @@ impl Fallback {
     /// SeqCst fence, which with the holder's fence after its store ([`Fallback::take`])
     /// closes the store-buffering race (see the engines).
     #[inline]
-    pub fn blocks(&self, me: usize) -> bool {
+    pub(crate) fn blocks(&self, me: usize) -> bool {
         let w = self.word.load(Relaxed);
         w != 0 && self.blocks_slow(w, me)
     }
@@ -94,7 +94,7 @@ impl Fallback {
     }
 
     /// True while a holder is within its deadline (a holder bounds its drain with it).
-    pub fn held(&self) -> bool {
+    pub(crate) fn held(&self) -> bool {
         let w = self.word.load(Relaxed);
         w != 0 && self.now_ms() < w >> SLOT_BITS
     }
@@ -102,7 +102,7 @@ impl Fallback {
     /// Wait (outside any transaction, holding nothing) while [`Fallback::blocks`] says
     /// so for `me`: at most until the holder's deadline, or a later one if the holder
     /// takes the word for another attempt (bounded, module docs).
-    pub fn wait(&self, me: usize) {
+    pub(crate) fn wait(&self, me: usize) {
         let mut round = 0u32;
         while self.blocks(me) {
             round += 1;
@@ -119,7 +119,7 @@ impl Fallback {
     /// Take the word for slot `me` with writers held up to `budget` from now; false if
     /// another slot holds it. The caller fences (SeqCst) before it looks for running
     /// writers: the fence pairs with the writers' fence before [`Fallback::blocks`].
-    pub fn take(&self, me: usize, budget: Duration) -> bool {
+    pub(crate) fn take(&self, me: usize, budget: Duration) -> bool {
         debug_assert!((me as u64) < SLOT_MASK, "slot {me} does not fit the word");
         let deadline = self.now_ms() + budget.as_millis() as u64 + 1;
         // Acquire: pairs with the previous holder's Release in `give_back`, so its
@@ -132,7 +132,7 @@ impl Fallback {
     }
 
     /// Give the word back (holder `me` only).
-    pub fn give_back(&self, me: usize) {
+    pub(crate) fn give_back(&self, me: usize) {
         debug_assert_eq!(self.word.load(Relaxed) & SLOT_MASK, me as u64 + 1);
         // Release: the next holder (Acquire in `take`) starts after our attempt ended.
         // Writers need no order from it: every commit validates as usual.
@@ -155,7 +155,7 @@ impl Fallback {
 /// Release makes the word visible to its later load. The tick is a timestamp no commit
 /// takes: the engines that use the clock for commit timestamps allow gaps (an aborted
 /// validation leaves one too).
-pub fn drain<'a>(
+pub(crate) fn drain<'a>(
     fb: &Fallback,
     clock: &Clock,
     slots: impl Iterator<Item = &'a SlotClock>,
@@ -177,7 +177,7 @@ pub fn drain<'a>(
 /// One thread's count of consecutive conflict aborts of the transaction `run` is
 /// retrying, and whether it holds the fallback word.
 #[derive(Debug, Default)]
-pub struct Retries {
+pub(crate) struct Retries {
     /// `after_abort` was called since the last `begin`: the next `begin` is a retry.
     retry: bool,
     /// Conflict aborts in a row of the current `run`.
@@ -195,7 +195,7 @@ impl Retries {
     /// At `begin`: count the attempt; true if it must take the fallback word (the
     /// caller then calls [`Retries::take`]). Costs a branch on the first attempt.
     #[inline(always)]
-    pub fn begin(&mut self) -> bool {
+    pub(crate) fn begin(&mut self) -> bool {
         // A retry always follows a conflict, so `conflicts` is 0 on the first attempt
         // of a run whose predecessor never retried: one compare in the common case.
         if self.conflicts == 0 {
@@ -220,7 +220,7 @@ impl Retries {
 
     /// Take the word for slot `me` (see the module docs): waits for another holder
     /// (bounded) and tries once more. True if this attempt holds it.
-    pub fn take(&mut self, fb: &Fallback, me: usize) -> bool {
+    pub(crate) fn take(&mut self, fb: &Fallback, me: usize) -> bool {
         debug_assert!(!self.holding);
         let budget = 2 * self.longest + FLOOR;
         if !fb.take(me, budget) {
@@ -241,7 +241,7 @@ impl Retries {
     /// transactions of the pool (`EngineThread::set_nested`).
     #[cold]
     #[inline(never)]
-    pub fn take_and_drain<'a>(
+    pub(crate) fn take_and_drain<'a>(
         &mut self,
         fb: &Fallback,
         clock: &Clock,
@@ -258,7 +258,7 @@ impl Retries {
     /// (the engines that keep a [`CommitSlot`] per thread).
     #[cold]
     #[inline(never)]
-    pub fn take_and_drain_slots(
+    pub(crate) fn take_and_drain_slots(
         &mut self,
         fb: &Fallback,
         clock: &Clock,
@@ -271,7 +271,7 @@ impl Retries {
 
     /// At the end of every attempt (commit, abort): give the word back.
     #[inline]
-    pub fn end(&mut self, fb: &Fallback, me: usize) {
+    pub(crate) fn end(&mut self, fb: &Fallback, me: usize) {
         if self.holding {
             self.holding = false;
             fb.give_back(me);
@@ -280,7 +280,7 @@ impl Retries {
 
     /// `run`'s `after_abort` (a conflict, a retry follows): count it and measure the
     /// attempt.
-    pub fn after_abort(&mut self) {
+    pub(crate) fn after_abort(&mut self) {
         self.retry = true;
         self.conflicts = self.conflicts.saturating_add(1);
         if let Some(t) = self.started.take() {

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::SeqCst;
 /// The fence orders the scan after the `globalTS` increment that produced `end_ts`
 /// (ours, or — for a helper — one that happened before it took the batch lock); it
 /// pairs with the fence in [`SlotClock::start`].
-pub fn wait_for_readers<'a>(
+pub(crate) fn wait_for_readers<'a>(
     slots: impl IntoIterator<Item = &'a SlotClock>,
     own_slot: usize,
     end_ts: u64,
@@ -39,7 +39,10 @@ pub fn wait_for_readers<'a>(
 /// it: that function's loop ends for a slot the first time the slot shows a value at
 /// or above `end_ts`, and this scan takes one such look per slot. The fence is the
 /// same one, and closes the same race (see [`wait_for_readers`]).
-pub fn oldest_reader<'a>(slots: impl IntoIterator<Item = &'a SlotClock>, own_slot: usize) -> u64 {
+pub(crate) fn oldest_reader<'a>(
+    slots: impl IntoIterator<Item = &'a SlotClock>,
+    own_slot: usize,
+) -> u64 {
     fence(SeqCst);
     slots
         .into_iter()

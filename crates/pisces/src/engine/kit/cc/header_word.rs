@@ -12,18 +12,18 @@
 
 /// The tag of run `generation` in the top 16 bits of a header word: 1..=0xFFFF,
 /// never 0, so a zero word is always empty.
-pub fn tag_of(generation: u64) -> u64 {
+pub(crate) fn tag_of(generation: u64) -> u64 {
     (generation % 0xFFFF + 1) << 48
 }
 
 /// True if run `generation` reuses the tag of an earlier run (its words must be
 /// cleared before use).
-pub fn tag_wraps(generation: u64) -> bool {
+pub(crate) fn tag_wraps(generation: u64) -> bool {
     generation >= 0xFFFF && generation.is_multiple_of(0xFFFF)
 }
 
 /// Mask of the engine's part (a pointer or a count) of a header word.
-pub const PTR_MASK: u64 = (1 << 48) - 1;
+pub(crate) const PTR_MASK: u64 = (1 << 48) - 1;
 
 /// Mask of the tag.
-pub const TAG_MASK: u64 = !PTR_MASK;
+pub(crate) const TAG_MASK: u64 = !PTR_MASK;

@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 /// The largest value a word holds.
-pub const MAX_VALUE: u64 = (1 << 48) - 1;
+pub(crate) const MAX_VALUE: u64 = (1 << 48) - 1;
 
 /// The first superblock format whose words are encoded.
 const ENCODED_SINCE_FORMAT: u32 = 4;
@@ -32,25 +32,25 @@ fn check_bits(v: u64) -> u64 {
 }
 
 /// The word that holds `v` (at most [`MAX_VALUE`]; larger values are clamped).
-pub fn encode(v: u64) -> u64 {
+pub(crate) fn encode(v: u64) -> u64 {
     let v = v.min(MAX_VALUE);
     v | check_bits(v)
 }
 
 /// The value an encoded word holds, if its check is right.
-pub fn decode(word: u64) -> Option<u64> {
+pub(crate) fn decode(word: u64) -> Option<u64> {
     let v = word & MAX_VALUE;
     (word == encode(v)).then_some(v)
 }
 
 /// Whether `heap`'s pool keeps these words plain (format 3, as read at open).
-pub fn legacy(heap: &Heap) -> bool {
+pub(crate) fn legacy(heap: &Heap) -> bool {
     heap.superblock().format_version < ENCODED_SINCE_FORMAT
 }
 
 /// What a word read from the pool holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Word {
+pub(crate) enum Word {
     /// All zero: never written.
     Zero,
     /// A valid value.
@@ -60,7 +60,7 @@ pub enum Word {
 }
 
 /// Classify `word` (`legacy`: see [`legacy`]).
-pub fn classify(word: u64, legacy: bool) -> Word {
+pub(crate) fn classify(word: u64, legacy: bool) -> Word {
     if word == 0 {
         return Word::Zero;
     }
@@ -75,7 +75,7 @@ pub fn classify(word: u64, legacy: bool) -> Word {
 
 /// Raise the word to hold at least `v`, encoded (a plain word of a format 3 pool is
 /// rewritten encoded even if its value is already `v` or more). The caller persists.
-pub fn raise(a: &AtomicU64, v: u64) {
+pub(crate) fn raise(a: &AtomicU64, v: u64) {
     let v = v.min(MAX_VALUE);
     // Acquire: pairs with the AcqRel of another raiser, whose value we then compare.
     let mut cur = a.load(Acquire);

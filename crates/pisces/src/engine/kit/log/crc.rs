@@ -17,7 +17,7 @@ const LONG: usize = 1024;
 
 /// The CRC32C of `head` followed by `body`.
 #[inline]
-pub fn crc32c_of(head: &[u8], body: &[u8]) -> u32 {
+pub(crate) fn crc32c_of(head: &[u8], body: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("sse4.2") {
         // SAFETY: the processor has SSE4.2 (checked just above).
@@ -42,7 +42,7 @@ mod hw {
     /// The processor must support SSE4.2.
     #[target_feature(enable = "sse4.2")]
     #[inline]
-    pub unsafe fn update(state: u32, bytes: &[u8]) -> u32 {
+    pub(super) unsafe fn update(state: u32, bytes: &[u8]) -> u32 {
         let mut words = bytes.chunks_exact(8);
         let mut s = u64::from(state);
         for w in &mut words {

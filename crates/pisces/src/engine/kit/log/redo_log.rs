@@ -97,26 +97,26 @@ pub const HEADER_LEN: usize = 32;
 pub const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 /// Record kind: a transaction's entries.
-pub const KIND_TX: u32 = 1;
+pub(crate) const KIND_TX: u32 = 1;
 /// Record kind: a wrap marker (no entries; the chain goes on at ring offset 0).
-pub const KIND_WRAP: u32 = 2;
+pub(crate) const KIND_WRAP: u32 = 2;
 /// Record kind: entries laid out as the record's header tag says (framings with
 /// [`Framing::TAGGED`]; module docs, "Framings").
-pub const KIND_TAGGED: u32 = 3;
+pub(crate) const KIND_TAGGED: u32 = 3;
 /// Standard framing: a transaction record after which the next record starts at the
 /// next multiple of 64 bytes of the ring (module docs, "Line-aligned records").
 const KIND_TX_LINE: u32 = 4;
 /// The alignment of line-aligned records (a cache line).
 const LINE: usize = 64;
 /// A packed block word (BLOCKS entries): the block is freed, not allocated.
-pub const BLOCK_FREE: u64 = 1 << 62;
+pub(crate) const BLOCK_FREE: u64 = 1 << 62;
 
 /// A record header as written: its bytes (the first `.1` of them).
-pub type HeaderBytes = ([u8; HEADER_LEN], usize);
+pub(crate) type HeaderBytes = ([u8; HEADER_LEN], usize);
 
 /// How a log frames its records: the layout of a record's header (module docs,
 /// "Framings"). A value of the type names the framing where a function takes one.
-pub trait Framing: Copy + std::fmt::Debug + 'static {
+pub(crate) trait Framing: Copy + std::fmt::Debug + 'static {
     /// Whether a header holds the whole sequence number. If not, it holds some low
     /// bits of it and its checksum covers the number's low 32 bits: the parser counts
     /// the chain on from the tail word, and sequence numbers are known modulo 2^32.
@@ -159,7 +159,7 @@ pub trait Framing: Copy + std::fmt::Debug + 'static {
 /// The standard framing: the 32-byte header with magic and full sequence number
 /// (module docs).
 #[derive(Clone, Copy, Debug)]
-pub struct Standard;
+pub(crate) struct Standard;
 
 impl Framing for Standard {
     const FULL_SEQ: bool = true;
@@ -252,7 +252,7 @@ const OFF_MASK: u64 = (1 << 56) - 1;
 
 /// One decoded log entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Entry<'a> {
+pub(crate) enum Entry<'a> {
     /// Write `value` at pool offset `off` (8-aligned).
     Word {
         /// Target offset.
@@ -282,17 +282,17 @@ pub enum Entry<'a> {
 
 /// Builds the entries of one record in DRAM.
 #[derive(Debug, Default)]
-pub struct RecordBuilder {
+pub(crate) struct RecordBuilder {
     buf: Vec<u8>,
 }
 
 impl RecordBuilder {
     /// Start a new record.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.buf.clear();
     }
     /// Bytes of entries so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.buf.len()
     }
     fn words(&mut self, a: u64, b: u64) {
@@ -300,18 +300,18 @@ impl RecordBuilder {
         self.buf.extend_from_slice(&b.to_le_bytes());
     }
     /// Append a WORD entry.
-    pub fn word(&mut self, off: u64, value: u64) {
+    pub(crate) fn word(&mut self, off: u64, value: u64) {
         self.words(E_WORD << 56 | off, value);
     }
     /// Append a RANGE entry.
-    pub fn range(&mut self, off: u64, data: &[u8]) {
+    pub(crate) fn range(&mut self, off: u64, data: &[u8]) {
         self.words(E_RANGE << 56 | off, data.len() as u64);
         self.buf.extend_from_slice(data);
         let pad = data.len().next_multiple_of(8) - data.len();
         self.buf.extend(std::iter::repeat_n(0u8, pad));
     }
     /// Append an OP entry.
-    pub fn op(&mut self, id: u32, data: &[u8]) {
+    pub(crate) fn op(&mut self, id: u32, data: &[u8]) {
         assert!(
             data.len() < 1 << 24,
             "operation arguments of {} bytes",
@@ -324,18 +324,18 @@ impl RecordBuilder {
         self.buf.extend(std::iter::repeat_n(0u8, pad));
     }
     /// Append an ALLOC entry.
-    pub fn alloc(&mut self, b: Block) {
+    pub(crate) fn alloc(&mut self, b: Block) {
         self.words(E_ALLOC << 56 | b.offset, b.size);
     }
     /// Append a FREE entry.
-    pub fn free(&mut self, b: Block) {
+    pub(crate) fn free(&mut self, b: Block) {
         self.words(E_FREE << 56 | b.offset, b.size);
     }
     /// Append allocator changes (`true`: ALLOC, `false`: FREE) in 8 bytes each: one
     /// BLOCKS entry (word `count`, then one packed word per block, as in operation
     /// records) for those `Block::pack` can pack, ALLOC / FREE entries for the
     /// others. Decoded as the ALLOC and FREE entries they stand for, in order.
-    pub fn blocks(&mut self, changes: &[(bool, Block)]) {
+    pub(crate) fn blocks(&mut self, changes: &[(bool, Block)]) {
         let start = self.buf.len();
         self.buf.extend_from_slice(&(E_BLOCKS << 56).to_le_bytes());
         let mut n = 0u64;
@@ -369,39 +369,39 @@ impl RecordBuilder {
         }
     }
     /// The encoded entries.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf
     }
 
     /// The entry bytes, for entries of a format defined outside the kit (timestone's
     /// operation records): the caller appends whole 8-byte words.
-    pub fn bytes_mut(&mut self) -> &mut Vec<u8> {
+    pub(crate) fn bytes_mut(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
 }
 
 /// Decode the entries of a record; `Err` names the first malformed entry.
-pub fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<Entry<'_>>> {
     entries(bytes).collect()
 }
 
 /// The entries of a record one by one, without allocating (recovery decodes each
 /// record in place, in the mapping); after an `Err` (the first malformed entry) the
 /// iterator ends.
-pub fn entries(bytes: &[u8]) -> Entries<'_> {
+pub(crate) fn entries(bytes: &[u8]) -> Entries<'_> {
     Entries { bytes, blocks: &[] }
 }
 
 /// Iterator over the entries of a record ([`entries`]).
 #[derive(Clone, Debug)]
-pub struct Entries<'a> {
+pub(crate) struct Entries<'a> {
     bytes: &'a [u8],
     /// The packed block words of a BLOCKS entry not yet handed out.
     blocks: &'a [u8],
 }
 
 /// The ALLOC or FREE entry a packed block word (bit 62: free) stands for.
-pub fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
+pub(crate) fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
     if w >> 63 != 0 {
         return Err(Error::Corrupt(format!("block word {w:#x} has bit 63 set")));
     }
@@ -536,7 +536,7 @@ fn encode_header(
 /// A record header read from the ring, not yet checked against its entries
 /// ([`Framing::read_header`]).
 #[derive(Clone, Copy, Debug)]
-pub struct RawHeader {
+pub(crate) struct RawHeader {
     /// Record kind (`KIND_*`).
     pub kind: u32,
     /// Entry bytes.
@@ -561,7 +561,7 @@ fn checksum_ok(stored: u32, computed: u32) -> bool {
 
 /// The most records (each at least a header and one entry word) a log area of
 /// `area_len` bytes can hold at once: a bound for tables of one entry per record.
-pub fn max_records(area_len: usize) -> usize {
+pub(crate) fn max_records(area_len: usize) -> usize {
     area_len.saturating_sub(RING_OFFSET) / (HEADER_LEN + 8)
 }
 
@@ -572,7 +572,7 @@ fn tail_word(tail: usize, seq: u64) -> u64 {
 
 /// A record found by the parser.
 #[derive(Debug)]
-pub struct ParsedRecord {
+pub(crate) struct ParsedRecord {
     /// Sequence number.
     pub seq: u64,
     /// Persist timestamp.
@@ -586,7 +586,7 @@ pub struct ParsedRecord {
 
 /// Result of parsing one slot's log.
 #[derive(Debug)]
-pub struct ParsedLog {
+pub(crate) struct ParsedLog {
     /// Valid records in order.
     pub records: Vec<ParsedRecord>,
     /// Sequence number the next record should carry.
@@ -745,7 +745,7 @@ pub(crate) fn later_record_after_stop(
 
 /// Parse the log of one slot from its persisted tail (recovery, `pisces info`),
 /// copying each record's entries out of the log.
-pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
+pub(crate) fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
     parse_framed(heap, area_off, area_len, Standard)
 }
 
@@ -753,7 +753,7 @@ pub fn parse(heap: &Heap, area_off: usize, area_len: usize) -> ParsedLog {
 /// sequence numbers ([`Framing::FULL_SEQ`]) they are known modulo 2^32 only: the
 /// records and `next_seq` carry the tail word's low 32 bits counted on (the writer
 /// compares them modulo 2^32 too).
-pub fn parse_framed<F: Framing>(
+pub(crate) fn parse_framed<F: Framing>(
     heap: &Heap,
     area_off: usize,
     area_len: usize,
@@ -777,7 +777,7 @@ pub fn parse_framed<F: Framing>(
 
 /// A valid record found by [`walk`], its entries borrowed from the pool's mapping.
 #[derive(Debug, Clone, Copy)]
-pub struct Record<'h> {
+pub(crate) struct Record<'h> {
     /// Sequence number.
     pub seq: u64,
     /// Persist timestamp.
@@ -791,7 +791,7 @@ pub struct Record<'h> {
 
 /// Where [`walk`] ended.
 #[derive(Debug)]
-pub struct Walked {
+pub(crate) struct Walked {
     /// Sequence number the next record should carry.
     pub next_seq: u64,
     /// Damage that is not a torn tail.
@@ -816,7 +816,7 @@ fn log_bytes(heap: &Heap, off: usize, len: usize) -> &[u8] {
 /// decodes and replays them in place). Call only on a log no thread is writing
 /// (recovery, inspection); the borrowed entries stay valid while the log is not
 /// written (recovery replays into the heap, then resets only the tail word).
-pub fn walk<'h>(
+pub(crate) fn walk<'h>(
     heap: &'h Heap,
     area_off: usize,
     area_len: usize,
@@ -827,7 +827,7 @@ pub fn walk<'h>(
 
 /// [`walk`] for a log written with `framing` (see [`parse_framed`] for partial
 /// sequence numbers).
-pub fn walk_framed<'h, F: Framing>(
+pub(crate) fn walk_framed<'h, F: Framing>(
     heap: &'h Heap,
     area_off: usize,
     area_len: usize,
@@ -929,7 +929,7 @@ pub fn walk_framed<'h, F: Framing>(
 
 /// Reset a slot's log to empty, the next record carrying `next_seq` (recovery).
 /// Flushes; the caller fences.
-pub fn reset(heap: &Heap, area_off: usize, next_seq: u64) {
+pub(crate) fn reset(heap: &Heap, area_off: usize, next_seq: u64) {
     heap.atomic_u64(area_off)
         .store(tail_word(0, next_seq), std::sync::atomic::Ordering::Release);
     heap.flush(area_off, 8);
@@ -952,7 +952,7 @@ struct LiveRecord {
 /// The writer side of one slot's log (volatile bookkeeping of the ring), writing
 /// records framed by `F`.
 #[derive(Debug)]
-pub struct LogWriter<F: Framing = Standard> {
+pub(crate) struct LogWriter<F: Framing = Standard> {
     framing: F,
     /// Every record starts on a 64-byte boundary of the ring (module docs).
     line_aligned: bool,
@@ -966,14 +966,14 @@ pub struct LogWriter<F: Framing = Standard> {
 
 impl LogWriter {
     /// Writer for an empty log (after recovery reset it) whose next record has `next_seq`.
-    pub fn new(area_off: usize, area_len: usize, next_seq: u64) -> Self {
+    pub(crate) fn new(area_off: usize, area_len: usize, next_seq: u64) -> Self {
         Self::framed(Standard, area_off, area_len, next_seq)
     }
 
     /// This writer with every record starting on a 64-byte boundary of the ring
     /// (module docs, "Line-aligned records"; standard framing only). Call before the
     /// first append: the head is then at offset 0, a boundary.
-    pub fn line_aligned(mut self) -> Self {
+    pub(crate) fn line_aligned(mut self) -> Self {
         assert!(
             self.head == 0 && self.cap.is_multiple_of(LINE),
             "line alignment set on a used log or a ring of {} bytes",
@@ -987,7 +987,7 @@ impl LogWriter {
 impl<F: Framing> LogWriter<F> {
     /// [`LogWriter::new`] writing records with `framing` (read them back with
     /// [`parse_framed`] and the same framing).
-    pub fn framed(framing: F, area_off: usize, area_len: usize, next_seq: u64) -> Self {
+    pub(crate) fn framed(framing: F, area_off: usize, area_len: usize, next_seq: u64) -> Self {
         LogWriter {
             framing,
             line_aligned: false,
@@ -1001,19 +1001,19 @@ impl<F: Framing> LogWriter<F> {
     }
 
     /// Largest record (header + entries) this log can ever hold.
-    pub fn max_record(&self) -> usize {
+    pub(crate) fn max_record(&self) -> usize {
         // Worst case a record needs its own size plus wrap waste; keep it simple and
         // safe: half the ring.
         self.cap / 2
     }
 
     /// Capacity of the ring.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.cap
     }
 
     /// Bytes in use.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used
     }
 
@@ -1036,7 +1036,7 @@ impl<F: Framing> LogWriter<F> {
     }
 
     /// True if a record with `entries_len` bytes of entries fits now.
-    pub fn fits(&self, entries_len: usize) -> bool {
+    pub(crate) fn fits(&self, entries_len: usize) -> bool {
         let (fp, _) = self.footprint_at_head(self.framing.header_len(entries_len) + entries_len);
         self.used + fp <= self.cap
     }
@@ -1044,13 +1044,19 @@ impl<F: Framing> LogWriter<F> {
     /// Write a record (header + `entries`) at the head and flush it (the caller fences
     /// once for the whole persist stage). Returns its sequence number. The caller has
     /// checked `fits`.
-    pub fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
+    pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
         self.append_kind(heap, KIND_TX, 0, entries, persist_ts)
     }
 
     /// [`LogWriter::append`] for a tagged record: `entries` laid out as `tag` says
     /// (framings with [`Framing::TAGGED`] only).
-    pub fn append_tagged(&mut self, heap: &Heap, entries: &[u8], tag: u16, persist_ts: u64) -> u64 {
+    pub(crate) fn append_tagged(
+        &mut self,
+        heap: &Heap,
+        entries: &[u8],
+        tag: u16,
+        persist_ts: u64,
+    ) -> u64 {
         assert!(F::TAGGED, "{:?} records carry no tag", self.framing);
         self.append_kind(heap, KIND_TAGGED, tag, entries, persist_ts)
     }
@@ -1121,7 +1127,12 @@ impl<F: Framing> LogWriter<F> {
 
     /// Drop the records that are written back (`seq <= written_back_seq`) and below the
     /// durable watermark, then persist the new tail. Returns the bytes reclaimed.
-    pub fn recycle(&mut self, heap: &Heap, written_back_seq: u64, durable_watermark: u64) -> usize {
+    pub(crate) fn recycle(
+        &mut self,
+        heap: &Heap,
+        written_back_seq: u64,
+        durable_watermark: u64,
+    ) -> usize {
         let mut freed = 0;
         while let Some(r) = self.live.front() {
             if r.seq > written_back_seq || r.persist_ts >= durable_watermark {

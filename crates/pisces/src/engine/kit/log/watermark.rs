@@ -17,12 +17,12 @@ use crate::{Error, Result};
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 /// Offset of the watermark word (the first word of the engine area).
-pub const WATERMARK_OFFSET: usize = ENGINE_AREA_OFFSET;
+pub(crate) const WATERMARK_OFFSET: usize = ENGINE_AREA_OFFSET;
 
 /// The durable watermark: `Ok(None)` for an all-zero word (a pool that committed
 /// nothing yet, or damage: the caller decides), `Err(Corrupt)` for a word whose check
 /// fails.
-pub fn load(heap: &Heap) -> Result<Option<u64>> {
+pub(crate) fn load(heap: &Heap) -> Result<Option<u64>> {
     // Acquire: pairs with `raise` of another thread, so a record dropped by that
     // thread below the value we see is not read by us as live.
     let word = heap.atomic_u64(WATERMARK_OFFSET).load(Acquire);
@@ -37,7 +37,7 @@ pub fn load(heap: &Heap) -> Result<Option<u64>> {
 
 /// Make the watermark exactly `v`, encoded, and durable (recovery, alone on the pool:
 /// also rewrites a format 3 pool's plain word).
-pub fn set(heap: &Heap, v: u64) {
+pub(crate) fn set(heap: &Heap, v: u64) {
     // AcqRel: nobody else runs; any ordering would do.
     heap.atomic_u64(WATERMARK_OFFSET)
         .swap(checked_word::encode(v), AcqRel);
@@ -45,7 +45,7 @@ pub fn set(heap: &Heap, v: u64) {
 }
 
 /// Raise the watermark to at least `w` and make it durable before returning.
-pub fn raise(heap: &Heap, w: u64) {
+pub(crate) fn raise(heap: &Heap, w: u64) {
     checked_word::raise(heap.atomic_u64(WATERMARK_OFFSET), w);
     // The line now holds a value >= w whoever wrote it; our flush + fence makes it
     // durable before the caller drops any record below w.

@@ -108,7 +108,7 @@ impl<'a, T> IntoIterator for &'a BulkVec<T> {
 /// `n` zero words, advised for huge pages (a bitmap recovery sets bits of here and
 /// there). The allocation is zeroed by the kernel, not written: pages no bit reaches
 /// are never faulted in (with huge pages, never the 2 MiB regions no bit reaches).
-pub fn zeroed_words(n: usize) -> Vec<u64> {
+pub(crate) fn zeroed_words(n: usize) -> Vec<u64> {
     let v = vec![0u64; n];
     advise_huge(v.as_ptr() as usize, n * size_of::<u64>());
     v

@@ -14,7 +14,7 @@ crate::mutation::point! {
 
 /// `parse(slot)` for every slot `0..slots`, on up to `threads` threads; the results
 /// in slot order.
-pub fn per_slot<T: Send>(
+pub(crate) fn per_slot<T: Send>(
     threads: usize,
     slots: usize,
     parse: impl Fn(usize) -> T + Sync,

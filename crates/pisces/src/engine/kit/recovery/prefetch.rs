@@ -11,7 +11,7 @@ use crate::heap::Heap;
 
 /// Hint the processor to bring the cache line of `p` into its caches.
 #[inline(always)]
-pub fn prefetch(p: *const u8) {
+pub(crate) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never faults and writes nothing, whatever
     // the address (SSE, which every x86-64 processor has).
@@ -25,7 +25,7 @@ pub fn prefetch(p: *const u8) {
 /// Hint the processor to bring the line of pool offset `off` into its caches (nothing
 /// for an offset outside the pool).
 #[inline(always)]
-pub fn prefetch_home(heap: &Heap, off: usize) {
+pub(crate) fn prefetch_home(heap: &Heap, off: usize) {
     if heap.in_bounds(off, 1) {
         // SAFETY: `off` is inside the image (checked above); the pointer is only
         // passed to a prefetch hint, never dereferenced.

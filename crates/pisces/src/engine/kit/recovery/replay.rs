@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default)]
-pub struct Recovered {
+pub(crate) struct Recovered {
     /// Where globalTS starts in the new run.
     pub clock_start: u64,
     /// Next log sequence number of each slot.
@@ -77,7 +77,7 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
 }
 
 /// Run recovery on a pool nobody else uses yet.
-pub fn recover(heap: &Heap) -> Result<Recovered> {
+pub(crate) fn recover(heap: &Heap) -> Result<Recovered> {
     let l = *heap.layout();
     let stored = crate::engine::kit::log::watermark::load(heap)?;
     let w = stored.unwrap_or(0);
@@ -137,7 +137,7 @@ pub fn recover(heap: &Heap) -> Result<Recovered> {
 /// Per-slot log summary (for `pisces info` / `check`): valid records, and problems.
 #[derive(Debug, Clone, Default)]
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-pub struct LogState {
+pub(crate) struct LogState {
     /// Valid records at or above the watermark, per slot.
     pub live_records: Vec<usize>,
     /// Watermark.
@@ -149,7 +149,7 @@ pub struct LogState {
 
 /// Inspect the logs without changing anything.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
-pub fn inspect(heap: &Heap) -> LogState {
+pub(crate) fn inspect(heap: &Heap) -> LogState {
     let l = *heap.layout();
     let mut st = LogState::default();
     match crate::engine::kit::log::watermark::load(heap) {

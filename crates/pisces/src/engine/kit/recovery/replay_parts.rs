@@ -26,7 +26,7 @@ crate::mutation::point! {
 }
 
 /// Bytes of the chunks by which parallel replay partitions the pool.
-pub const PART_BYTES: usize = 4096;
+pub(crate) const PART_BYTES: usize = 4096;
 
 /// `log2(PART_BYTES)`.
 const PART_SHIFT: u32 = PART_BYTES.trailing_zeros();
@@ -34,7 +34,7 @@ const PART_SHIFT: u32 = PART_BYTES.trailing_zeros();
 /// The share of the pool one replay thread writes: the chunks whose number mod
 /// `count` is `index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Part {
+pub(crate) struct Part {
     /// This part's number, below `count`.
     pub index: usize,
     /// How many parts the pool is cut into (1: serial replay).
@@ -43,18 +43,18 @@ pub struct Part {
 
 impl Part {
     /// Every chunk (serial replay).
-    pub const ALL: Part = Part { index: 0, count: 1 };
+    pub(crate) const ALL: Part = Part { index: 0, count: 1 };
 
     /// True if a record whose data entries touch the parts of `mask` has anything
     /// for this part.
     #[inline]
-    pub fn touched_by(self, mask: u32) -> bool {
+    pub(crate) fn touched_by(self, mask: u32) -> bool {
         self.count == 1 || mask & (1 << self.index) != 0
     }
 
     /// True if pool offset `off` is in one of this part's chunks.
     #[inline]
-    pub fn owns(self, off: u64) -> bool {
+    pub(crate) fn owns(self, off: u64) -> bool {
         self.count == 1 || part_of(off, self.count) == self.index
     }
 }
@@ -63,7 +63,7 @@ impl Part {
 /// mask: this runs for every replayed word, and a 64-bit division per word was 40 % of
 /// a two-thread replay of one-word records.
 #[inline]
-pub fn part_of(off: u64, count: usize) -> usize {
+pub(crate) fn part_of(off: u64, count: usize) -> usize {
     let chunk = off >> PART_SHIFT;
     if count.is_power_of_two() {
         (chunk & (count as u64 - 1)) as usize
@@ -74,7 +74,7 @@ pub fn part_of(off: u64, count: usize) -> usize {
 
 /// The parts (bit p: part p of `parts`, at most 32) whose chunks `off..off + len`
 /// overlaps.
-pub fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
+pub(crate) fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
     debug_assert!(parts <= 32);
     if len == 0 {
         return 0;
@@ -102,7 +102,7 @@ pub fn part_mask(off: usize, len: usize, parts: usize) -> u32 {
 /// The parts (of `parts`) a redo entry's data writes; none for allocator and
 /// operation entries.
 #[inline]
-pub fn entry_mask(e: &Entry<'_>, parts: usize) -> u32 {
+pub(crate) fn entry_mask(e: &Entry<'_>, parts: usize) -> u32 {
     match *e {
         Entry::Word { off, .. } => part_mask(off as usize, 8, parts),
         Entry::Range { off, data } => part_mask(off as usize, data.len(), parts),

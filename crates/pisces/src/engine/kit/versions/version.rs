@@ -22,11 +22,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
 
 /// Stamp of a version that no chain holds yet (a private copy).
-pub const UNPUBLISHED: u64 = u64::MAX;
+pub(crate) const UNPUBLISHED: u64 = u64::MAX;
 
 /// Header of a version; the payload (`words` 8-byte words) follows.
 #[repr(C)]
-pub struct Version {
+pub(crate) struct Version {
     /// The engine's stamp ([`UNPUBLISHED`] for a private copy).
     stamp: AtomicU64,
     /// Next older version, or null.
@@ -85,7 +85,7 @@ pub(crate) unsafe fn alloc_copy(hdr: usize, bytes: usize, src: Option<*const u8>
 /// empty and counts nothing, since every version's allocation and free would otherwise
 /// be a read-modify-write of one word that every committing thread writes.
 #[derive(Debug, Default)]
-pub struct LiveCount {
+pub(crate) struct LiveCount {
     #[cfg(test)]
     n: AtomicU64,
 }
@@ -113,7 +113,7 @@ impl LiveCount {
 
     /// Versions alive now (tests).
     #[cfg(test)]
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.n.load(Relaxed)
     }
 }
@@ -124,7 +124,11 @@ impl Version {
     ///
     /// # Safety
     /// `src`, if given, must be valid for reads of `bytes` bytes.
-    pub unsafe fn new(bytes: usize, src: Option<*const u8>, live: &LiveCount) -> *mut Version {
+    pub(crate) unsafe fn new(
+        bytes: usize,
+        src: Option<*const u8>,
+        live: &LiveCount,
+    ) -> *mut Version {
         // SAFETY: `src` as the caller guarantees.
         let p = unsafe { alloc_copy(HDR, bytes, src) } as *mut Version;
         // SAFETY: `p` is a fresh allocation with room for the header, 8-aligned.
@@ -145,7 +149,11 @@ impl Version {
     /// # Safety
     /// `src` must point to a live version of at least `bytes` bytes.
     #[inline]
-    pub unsafe fn copy_of(src: *const Version, bytes: usize, live: &LiveCount) -> *mut Version {
+    pub(crate) unsafe fn copy_of(
+        src: *const Version,
+        bytes: usize,
+        live: &LiveCount,
+    ) -> *mut Version {
         // SAFETY: the payload of a live version of at least `bytes` bytes (caller).
         unsafe { Self::new(bytes, Some(Self::data(src)), live) }
     }
@@ -155,7 +163,7 @@ impl Version {
     /// # Safety
     /// `this` must point to a live version.
     #[inline]
-    pub unsafe fn data(this: *const Version) -> *mut u8 {
+    pub(crate) unsafe fn data(this: *const Version) -> *mut u8 {
         // SAFETY: the payload follows the header in the same allocation.
         unsafe { (this as *mut u8).add(HDR) }
     }
@@ -165,7 +173,7 @@ impl Version {
     /// # Safety
     /// `this` must point to a live version.
     #[inline]
-    pub unsafe fn len(this: *const Version) -> usize {
+    pub(crate) unsafe fn len(this: *const Version) -> usize {
         // SAFETY: caller.
         unsafe { (*this).words * 8 }
     }
@@ -176,7 +184,7 @@ impl Version {
     /// # Safety
     /// `this` must point to a live version.
     #[inline]
-    pub unsafe fn stamp(this: *const Version) -> u64 {
+    pub(crate) unsafe fn stamp(this: *const Version) -> u64 {
         // SAFETY: caller.
         unsafe { (*this).stamp.load(Acquire) }
     }
@@ -187,7 +195,7 @@ impl Version {
     /// `this` is live and the caller is the one thread allowed to change its stamp
     /// (its owner while private, its committer once pushed).
     #[inline]
-    pub unsafe fn set_stamp(this: *const Version, s: u64) {
+    pub(crate) unsafe fn set_stamp(this: *const Version, s: u64) {
         // SAFETY: caller.
         unsafe { (*this).stamp.store(s, Release) };
     }
@@ -220,7 +228,7 @@ impl Version {
     ///
     /// # Safety
     /// `this` came from [`Version::new`], is freed once, and no thread can reach it.
-    pub unsafe fn free(this: *mut Version, live: &LiveCount) {
+    pub(crate) unsafe fn free(this: *mut Version, live: &LiveCount) {
         // SAFETY: caller's contract; the layout is the one it was allocated with.
         unsafe { dealloc(this as *mut u8, layout((*this).words)) };
         live.sub();

@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU64};
 
 /// One object: its commit lock, its last commit timestamp and its version chain.
-pub struct Chain {
+pub(crate) struct Chain {
     /// 0 when free, else the committing thread's slot + 1. Held only during a commit.
     lock: AtomicU64,
     /// Timestamp of the last commit that wrote or freed the object (the write-write
@@ -55,7 +55,7 @@ impl Chain {
     /// # Safety
     /// `first` is an unpublished version owned by the caller; ownership passes to the
     /// chain.
-    pub unsafe fn new(first: *mut Version) -> Chain {
+    pub(crate) unsafe fn new(first: *mut Version) -> Chain {
         // SAFETY: caller's contract: nobody else can see `first` yet.
         unsafe { Version::set_stamp(first, 0) };
         Chain {
@@ -69,7 +69,7 @@ impl Chain {
     /// conflict). Acquire: pairs with the previous holder's Release in
     /// [`Chain::unlock`], so we see its pushed version and `last_ts`.
     #[inline]
-    pub fn try_lock(&self, slot: usize) -> bool {
+    pub(crate) fn try_lock(&self, slot: usize) -> bool {
         count_write(&self.lock);
         self.lock
             .compare_exchange(0, slot as u64 + 1, Acquire, Relaxed)
@@ -79,7 +79,7 @@ impl Chain {
     /// Release the commit lock. Release: publishes our push, stamps, `last_ts` and cut
     /// to the next holder and to every reader that observes the lock free.
     #[inline]
-    pub fn unlock(&self) {
+    pub(crate) fn unlock(&self) {
         count_write(&self.lock);
         self.lock.store(0, Release);
     }
@@ -87,7 +87,7 @@ impl Chain {
     /// True if a committer other than `slot` holds the lock. Acquire: after seeing it
     /// free, the last holder's `last_ts` is visible.
     #[inline]
-    pub fn locked_by_other(&self, slot: usize) -> bool {
+    pub(crate) fn locked_by_other(&self, slot: usize) -> bool {
         let l = self.lock.load(Acquire);
         l != 0 && l != slot as u64 + 1
     }
@@ -96,7 +96,7 @@ impl Chain {
     /// a commit in flight; the engine says why that is enough). Acquire: after it, the
     /// last holder's push is visible.
     #[inline]
-    pub fn wait_unlocked(&self) {
+    pub(crate) fn wait_unlocked(&self) {
         let mut round = 0;
         while self.lock.load(Acquire) != 0 {
             spin_step(&mut round);
@@ -106,13 +106,13 @@ impl Chain {
     /// Timestamp of the last commit that wrote or freed the object. Acquire: pairs
     /// with [`Chain::mark`], for readers that check it without the lock.
     #[inline]
-    pub fn last_ts(&self) -> u64 {
+    pub(crate) fn last_ts(&self) -> u64 {
         self.last_ts.load(Acquire)
     }
 
     /// Record a commit at `ts` (under the lock).
     #[inline]
-    pub fn mark(&self, ts: u64) {
+    pub(crate) fn mark(&self, ts: u64) {
         count_write(&self.last_ts);
         self.last_ts.store(ts, Release);
     }
@@ -122,7 +122,7 @@ impl Chain {
     ///
     /// # Safety
     /// The caller holds the lock and owns `v`.
-    pub unsafe fn push(&self, v: *mut Version, stamp: u64) {
+    pub(crate) unsafe fn push(&self, v: *mut Version, stamp: u64) {
         // Relaxed: only lock holders write `head`, and the lock's Acquire ordered us
         // after the previous one.
         let old = self.head.load(Relaxed);
@@ -140,7 +140,7 @@ impl Chain {
     /// version if none is (a stale pointer to an object created after the snapshot: a
     /// program error, never undefined behaviour). Never waits.
     #[inline]
-    pub fn visible(&self, s: u64, committed: impl Fn(u64) -> Option<u64>) -> *const Version {
+    pub(crate) fn visible(&self, s: u64, committed: impl Fn(u64) -> Option<u64>) -> *const Version {
         // Acquire: pairs with the Release in `push`: the version's header and data.
         let mut v = self.head.load(Acquire);
         loop {
@@ -161,7 +161,7 @@ impl Chain {
 
     /// The newest version whatever its stamp (diagnostics, mutation tests).
     #[inline]
-    pub fn head(&self) -> *const Version {
+    pub(crate) fn head(&self) -> *const Version {
         self.head.load(Acquire)
     }
 
@@ -171,7 +171,7 @@ impl Chain {
     /// # Safety
     /// The caller holds the lock, and no running or future snapshot is below `oldest`
     /// (module docs, Reclamation).
-    pub unsafe fn truncate(
+    pub(crate) unsafe fn truncate(
         &self,
         oldest: u64,
         live: &LiveCount,
@@ -202,7 +202,7 @@ impl Chain {
 
     /// Versions in the chain (tests; racy without the lock).
     #[cfg(test)]
-    pub fn versions(&self) -> usize {
+    pub(crate) fn versions(&self) -> usize {
         let mut n = 0;
         let mut v = self.head.load(Acquire);
         while !v.is_null() {
@@ -217,7 +217,7 @@ impl Chain {
     ///
     /// # Safety
     /// No thread can reach this chain any more.
-    pub unsafe fn destroy(&mut self, live: &LiveCount) {
+    pub(crate) unsafe fn destroy(&mut self, live: &LiveCount) {
         let head = std::mem::replace(self.head.get_mut(), std::ptr::null_mut());
         // SAFETY: caller's contract.
         unsafe { Version::free_chain(head, live) };

@@ -39,7 +39,7 @@ type Map = FastMap<(u64, u64), Box<Chain>>;
 type Shard = RwLock<Map>;
 
 /// The index.
-pub struct VersionIndex {
+pub(crate) struct VersionIndex {
     shards: Box<[CachePadded<Shard>]>,
     /// Small blocks' chains (the shards own them): keyed by the block, linked only for
     /// a chain of the block's whole payload.
@@ -50,7 +50,7 @@ pub struct VersionIndex {
 
 impl VersionIndex {
     /// An empty index for the heap of `alloc`.
-    pub fn new(heap: &Heap, alloc: &Allocator) -> VersionIndex {
+    pub(crate) fn new(heap: &Heap, alloc: &Allocator) -> VersionIndex {
         VersionIndex {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
@@ -87,7 +87,7 @@ impl VersionIndex {
 
     /// The chain of the object at payload offset `off` with `len` payload bytes, if one
     /// exists (never creates one).
-    pub fn get(&self, off: u64, len: usize) -> Option<&Chain> {
+    pub(crate) fn get(&self, off: u64, len: usize) -> Option<&Chain> {
         if let Some(c) = self.small_chain(off, len) {
             return Some(c);
         }
@@ -104,7 +104,7 @@ impl VersionIndex {
     /// `off .. off + len` must be an object payload inside `heap` (validated by the
     /// caller).
     #[inline]
-    pub unsafe fn get_or_create(
+    pub(crate) unsafe fn get_or_create(
         &self,
         off: u64,
         len: usize,
@@ -139,7 +139,7 @@ impl VersionIndex {
     /// True if the small block at `off` has its chain of `len` payload bytes in the
     /// direct table (tests).
     #[cfg(test)]
-    pub fn in_small_table(&self, off: u64, len: usize) -> bool {
+    pub(crate) fn in_small_table(&self, off: u64, len: usize) -> bool {
         self.small_chain(off, len).is_some()
     }
 
