@@ -8,8 +8,8 @@
 //! and keeps it in the handle (`pisces_handle::explicit`) until `pisces_tx_commit` or
 //! `pisces_tx_abort` takes it out and ends it. Every access between runs on the
 //! calling thread, exactly like an access inside a `pisces_run` callback; the only
-//! difference is where the `Tx` comes from ([`crate::with_tx_ref`] /
-//! [`crate::with_tx_mut`]).
+//! difference is where the `Tx` comes from (`with_tx_ref` /
+//! `with_tx_mut` in the crate root).
 //!
 //! # Why it is sound
 //! In Rust, `ExplicitTx<'h>` borrows its `ThreadHandle` mutably for `'h`. The C
@@ -21,7 +21,7 @@
 //!   (`pisces_handle_close`, and `Drop for pisces_handle` as a last resort, which drops
 //!   the transaction before the thread state).
 //! * While the transaction exists the handle's `mode` is `Explicit`, and the thread
-//!   state is reachable only through [`crate::idle_th`], which refuses a non-idle
+//!   state is reachable only through `idle_th` (crate root), which refuses a non-idle
 //!   handle: no second reference to the borrowed state is ever created.
 //! * The transaction is not `Send` in Rust, because its nesting registration is per
 //!   thread and some engines keep per-thread transaction state. C cannot be stopped

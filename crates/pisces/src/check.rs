@@ -133,7 +133,7 @@ pub struct CheckReport {
     /// The geometry, if the superblock describes a valid one.
     pub layout: Option<Layout>,
     /// Usage by size class of the persistent allocator state, in the format of
-    /// [`Allocator::usage`] (small classes, then large runs), if the state is sound.
+    /// the allocator's usage report (small classes, then large runs), if the state is sound.
     pub usage: Option<Vec<ClassUsage>>,
     /// Allocated objects and their bytes (block sizes, headers included), if sound.
     pub allocated: Option<(u64, u64)>,
@@ -568,7 +568,7 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 /// [`check_pool`], then (if no problem was found) walk the public containers whose
 /// handles are words of the root object, on the recovered state, and report each one
 /// and its damage: hash chains that loop or join, keys in the wrong bucket, tree nodes
-/// of the wrong kind, leaves off the chain (see [`crate::containers::deep`] for how
+/// of the wrong kind, leaves off the chain (see the `containers::deep` module for how
 /// they are recognised and what is checked). The walk sees the state the dry run of
 /// recovery left on the private mapping, as `Pool::open` would. What
 /// `pisces check --deep` runs.

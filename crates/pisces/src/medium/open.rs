@@ -66,7 +66,7 @@ pub(crate) const MIN_POOL_FILE_SIZE: u64 = 294_912;
 /// Create a new pool file of `size` bytes (zero-filled) and map it as `kind`.
 ///
 /// Fails with [`Error::AlreadyExists`] if `path` exists, and with
-/// [`Error::InvalidConfig`] if `size` is below [`MIN_POOL_FILE_SIZE`] or not a multiple of
+/// [`Error::InvalidConfig`] if `size` is below `MIN_POOL_FILE_SIZE` or not a multiple of
 /// 4096, or `kind` is [`MediumKind::Custom`]. On any failure after the file was
 /// created, the file is removed.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
