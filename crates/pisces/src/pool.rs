@@ -441,6 +441,7 @@ impl Pool {
     /// builds it also lets mutation scenarios in (a leaked pool would keep them out
     /// forever); a thread of the pool still running must then run no protocol step
     /// (an engine's background thread that never touches the pool again is fine).
+    #[cfg(any(test, feature = "tools"))]
     #[doc(hidden)]
     pub fn forget_as_crash(self) {
         #[cfg(feature = "mutation")]
