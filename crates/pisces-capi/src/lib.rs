@@ -1284,10 +1284,10 @@ pub unsafe extern "C" fn pisces_read(
         // SAFETY: `out` is NULL or a writable `const void *` used only by this call
         // (contract).
         let out = unsafe { out_ptr(out, "out") }?;
-        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
-        // closure runs no C code.
         // SAFETY: `tx`'s handle is open and used only by this thread (contract).
         let root = unsafe { root_of(tx) };
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
         let p = unsafe {
             with_tx_ref(tx, |t| {
                 let at = target(t, root, off, len)?;
@@ -1327,10 +1327,10 @@ pub unsafe extern "C" fn pisces_write(
         // SAFETY: `out` is NULL or a writable `void *` used only by this call
         // (contract).
         let out = unsafe { out_ptr(out, "out") }?;
-        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
-        // closure runs no C code.
         // SAFETY: `tx`'s handle is open and used only by this thread (contract).
         let root = unsafe { root_of(tx) };
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
         let p = unsafe {
             with_tx_mut(tx, |t| {
                 let at = target(t, root, off, len)?;
