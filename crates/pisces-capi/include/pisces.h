@@ -671,7 +671,7 @@ int pisces_hmap_len(struct pisces_tx tx, struct pisces_hmap m, uint64_t *len);
 //   `PISCES_EBUSY`), so pointers the transaction handed out stay valid across it.
 int pisces_hmap_foreach(struct pisces_tx tx, struct pisces_hmap m, pisces_entry_fn f, void *ctx);
 
-// Free the map and all its entries (at commit). The handle must not be used again.
+// Free the map and all its entries (at commit). The descriptor must not be used again.
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -789,7 +789,7 @@ int pisces_btree_range(struct pisces_tx tx,
                        pisces_entry_fn f,
                        void *ctx);
 
-// Free the tree and all its entries (at commit). The handle must not be used again.
+// Free the tree and all its entries (at commit). The descriptor must not be used again.
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other

@@ -534,7 +534,7 @@ unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fa
     unsafe { with_tx_mut(tx, |t| Ok(hm::<N>(m).destroy(t)?)) }
 }
 
-/// Free the map and all its entries (at commit). The handle must not be used again.
+/// Free the map and all its entries (at commit). The descriptor must not be used again.
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -860,7 +860,7 @@ unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), F
     unsafe { with_tx_mut(tx, |t| Ok(bt::<N>(m).destroy(t)?)) }
 }
 
-/// Free the tree and all its entries (at commit). The handle must not be used again.
+/// Free the tree and all its entries (at commit). The descriptor must not be used again.
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other
