@@ -8,17 +8,24 @@
  *     few that return a name, a count or a flag as documented. After a failure,
  *     pisces_errmsg() gives the library's message, per thread, valid until the next
  *     failing call on that thread.
- *   - No Rust panic crosses this interface: an internal panic becomes PISCES_EPANIC.
+ *   - No Rust panic crosses this interface: an internal panic becomes PISCES_EPANIC
+ *     (silently: the message is in pisces_errmsg()).
  *   - The "# Safety" paragraph of each function states what the caller must
  *     guarantee: which pointers must be valid and for how long, nul-terminated
  *     strings, which thread may use a handle. Breaking it is undefined behaviour;
  *     what the library can detect (a NULL where PISCES_EINVAL is named, a stale
- *     pisces_tx, an explicit transaction used on another thread, a pool or handle
- *     used after its close) returns a code.
- *   - Objects in the pool are named by their offset (uint64_t); 0 is no object.
+ *     pisces_tx, an explicit transaction used on another thread, a pool or thread
+ *     handle used after its close) returns a code.
+ *   - Names: a thread handle (pisces_handle) is one of the pool's thread slots, used
+ *     by one thread at a time; a container descriptor (pisces_hmap, pisces_btree) is
+ *     16 bytes of plain data naming a container in the pool. "Handle" means only the
+ *     first.
+ *   - Objects in the pool are named by their offset (uint64_t); 0 is no object. An
+ *     access is bounded by the size the object was made with (pisces_alloc's len,
+ *     pisces_root's size), not by the allocator's rounded block: PISCES_EPTR past it.
  *
  * Transactions
- *   - pisces_run(handle, fn, ctx): fn(tx, ctx) runs as one transaction and is retried
+ *   - pisces_run(thread handle, fn, ctx): fn(tx, ctx) runs as one transaction and is retried
  *     on conflicts (it may run several times: keep its side effects outside the pool
  *     idempotent). Return 0 to commit.
  *   - pisces_tx_begin / pisces_tx_commit / pisces_tx_abort: explicit transactions for
@@ -26,8 +33,8 @@
  *     abort one only on the thread that began it: PISCES_EINVAL otherwise) and are not
  *     retried: on PISCES_ECONFLICT from an access, abort; from commit, the transaction
  *     is rolled back; in both cases run it again.
- *   - A handle runs one transaction at a time; a thread runs at most one transaction
- *     per pool at a time (PISCES_ENESTED).
+ *   - A thread handle runs one transaction at a time; a thread runs at most one
+ *     transaction per pool at a time (PISCES_ENESTED).
  *
  * Pointer lifetimes
  *   - A pointer from pisces_read, pisces_write or pisces_hmap_find is valid until the
@@ -40,11 +47,12 @@
  *   - Never write through a pointer from pisces_read or pisces_hmap_find.
  *   - The value given to a foreach / range callback is valid during that call.
  *   - A pisces_tx is a value valid until its transaction ends; using it afterwards is
- *     detected and returns PISCES_ESTALE (PISCES_ECLOSED once its handle is closed).
- *   - A handle is used by one thread at a time.
+ *     detected and returns PISCES_ESTALE (PISCES_ECLOSED once its thread handle is
+ *     closed).
+ *   - A thread handle is used by one thread at a time.
  *   - pisces_pool * and pisces_handle * are names the library checks, not addresses:
- *     a pool or handle used after its close returned (a second close included) is
- *     refused with PISCES_ECLOSED, and no freed memory is read. Closing one while
+ *     a pool or thread handle used after its close returned (a second close included)
+ *     is refused with PISCES_ECLOSED, and no freed memory is read. Closing one while
  *     another thread still uses it remains undefined behaviour.
  *   - The string from pisces_pool_engine lives as long as the pool object; the one
  *     from pisces_errmsg until the next failing call on the same thread; the ones from
@@ -60,6 +68,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The smallest pool file in bytes (288 KiB): 12 KiB of fixed areas, one 16 KiB log,
+// a page of slab table and four 64 KiB slabs' worth of space (see `pisces_config.size`
+// for the size a configuration needs).
+#define PISCES_MIN_POOL_SIZE 294912
+
 // The engine's own isolation level.
 #define PISCES_ISOLATION_DEFAULT 0
 
@@ -72,13 +85,17 @@
 // Linearizable (strict serializable).
 #define PISCES_ISOLATION_LINEARIZABLE 3
 
+// The most buckets a hash map can have (`pisces_hmap_create`'s `buckets` is 1 to this).
+#define PISCES_HMAP_MAX_BUCKETS 8257536
+
 // Success.
 #define PISCES_OK 0
 
 // An error without a more specific code.
 #define PISCES_ERROR 1
 
-// An argument is invalid (NULL, out of range, not UTF-8).
+// An argument is invalid (NULL, out of range, not UTF-8, a pool path that names
+// something other than a regular file or a directory, e.g. a device).
 #define PISCES_EINVAL 2
 
 // The transaction conflicted with another one: roll back and retry (`pisces_run`
@@ -104,7 +121,8 @@
 // The pool file already exists.
 #define PISCES_EEXIST 9
 
-// An operating-system call failed.
+// An operating-system call failed, or the pool path names a directory or a file that
+// may not be written.
 #define PISCES_EIO 10
 
 // The pool has no free block of the size asked for.
@@ -116,7 +134,8 @@
 // All thread slots of the pool are taken.
 #define PISCES_ETHREADS 13
 
-// An offset does not name a valid object (of that size, or of the container type).
+// An offset does not name a valid object (of that size: an access past the size the
+// object was allocated with, or of the container type).
 #define PISCES_EPTR 14
 
 // The pool is damaged, not a pool, or of an unsupported format version.
@@ -137,7 +156,8 @@
 // A configuration value is invalid.
 #define PISCES_ECONFIG 20
 
-// An internal panic was caught (a bug in Pisces); the message says where.
+// An internal panic was caught (a bug in Pisces); `pisces_errmsg` says what and
+// where. Nothing is printed.
 #define PISCES_EPANIC 21
 
 // The container value size is not one of the supported sizes.
@@ -165,7 +185,12 @@ typedef struct pisces_pool pisces_pool;
 // How to create or open a pool. Fill it with [`pisces_config_init`] first, then
 // change fields.
 typedef struct pisces_config {
-  // Size of a new pool file in bytes (multiple of 4096). Ignored by open.
+  // Size of a new pool file in bytes (multiple of 4096). Ignored by open. At least
+  // `PISCES_MIN_POOL_SIZE`, which fits the smallest geometry (`max_threads` 1 with a
+  // 16 KiB log); in general the pool holds 12 KiB of fixed areas, `max_threads` ×
+  // `log_bytes_per_thread` bytes of logs, then at least two 64 KiB slabs of heap
+  // (starting on a 64 KiB boundary), so the defaults need a little over 8 MiB. A
+  // size too small for the configuration fails with `PISCES_ECONFIG`.
   uint64_t size;
   // Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
   // the engine recorded in the pool (a file that is not a Pisces-format pool is
@@ -223,8 +248,8 @@ typedef struct pisces_tx_options {
   int isolation;
 } pisces_tx_options;
 
-// A hash map handle: the map's header offset and its value size. Plain data: store it
-// in a pool object (e.g. the root) and copy it freely. All zero = no map.
+// A hash map descriptor: the map's header offset and its value size. Plain data:
+// store it in a pool object (e.g. the root) and copy it freely. All zero = no map.
 typedef struct pisces_hmap {
   // Offset of the map's header object.
   uint64_t header;
@@ -235,11 +260,12 @@ typedef struct pisces_hmap {
 // Called for each entry by foreach / range: return 0 to go on, nonzero to stop.
 // `value` points to `value_size` bytes, read only and valid during the call. Inside
 // it only reads of the same transaction are allowed (`pisces_read`, `pisces_get`,
-// lookups); updates, commit, abort and closing the handle fail with `PISCES_EBUSY`.
+// lookups); updates, commit, abort and closing the thread handle fail with
+// `PISCES_EBUSY`.
 // It must return normally: no unwinding (C++ exceptions) and no `longjmp` out of it.
 typedef int (*pisces_entry_fn)(uint64_t key, const void *value, void *ctx);
 
-// A B+-tree handle (keys in order; range scans), like `pisces_hmap`.
+// A B+-tree descriptor (keys in order; range scans), like `pisces_hmap`.
 typedef struct pisces_btree {
   // Offset of the tree's header object.
   uint64_t header;
@@ -325,11 +351,18 @@ int pisces_pool_sync(struct pisces_pool *pool);
 // * The string returned is read only and valid until `pisces_pool_close(pool)`.
 const char *pisces_pool_engine(const struct pisces_pool *pool);
 
-// The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
-// its offset. Every call must give the same size (else `PISCES_EPTR`). It is the
-// library's root object (`Pool::root_bytes`), with the same checks: it can never be
-// freed. Runs its own transaction, which needs a free thread slot (waits
-// `slot_wait_ms` for one).
+// The pool's root object of `size` bytes (1 to 4294967295), allocated zeroed on
+// first use; `*off` is its offset. Every call must give the same size (else
+// `PISCES_EPTR`). It is the library's root object (`Pool::root_bytes`), with the same
+// checks: it can never be freed. Runs its own transaction, which needs a free thread
+// slot (waits `slot_wait_ms` for one).
+//
+// The root is exactly `size` bytes for accesses: reading or writing past `size`
+// fails with `PISCES_EPTR`, although the allocator rounds its block up to a size class
+// (multiples of 16 bytes for small objects, 8 of them its header) and the pool file
+// keeps the rounded block. The bound applies once this function returned the root on
+// the `pisces_pool` object used (a pool object that never called it bounds accesses to
+// the root by the rounded block).
 //
 // # Safety
 // * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
@@ -492,7 +525,9 @@ int pisces_get(struct pisces_tx tx, uint64_t off, size_t at, void *dst, size_t l
 int pisces_put(struct pisces_tx tx, uint64_t off, size_t at, const void *src, size_t len);
 
 // Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
-// released again if the transaction rolls back.
+// released again if the transaction rolls back. Accesses to it are bounded by `len`
+// exactly (`PISCES_EPTR` past it), not by the allocator's rounded block: the object
+// records its size in a word in front of `*off` (8 bytes of the pool per object).
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -519,8 +554,9 @@ int pisces_free(struct pisces_tx tx, uint64_t off);
 // 1 if `value_size` is supported by the containers, else 0.
 int pisces_value_size_supported(size_t value_size);
 
-// Create an empty hash map with `buckets` chains (fixed for its life; about a tenth
-// of the expected entries is a good count) and values of `value_size` bytes.
+// Create an empty hash map with `buckets` chains (1 to `PISCES_HMAP_MAX_BUCKETS`,
+// else `PISCES_ECONFIG`; fixed for its life; about a tenth of the expected entries is
+// a good count) and values of `value_size` bytes; `*out` is its descriptor.
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -635,7 +671,7 @@ int pisces_hmap_len(struct pisces_tx tx, struct pisces_hmap m, uint64_t *len);
 //   `PISCES_EBUSY`), so pointers the transaction handed out stay valid across it.
 int pisces_hmap_foreach(struct pisces_tx tx, struct pisces_hmap m, pisces_entry_fn f, void *ctx);
 
-// Free the map and all its entries (at commit). The handle must not be used again.
+// Free the map and all its entries (at commit). The descriptor must not be used again.
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -753,7 +789,7 @@ int pisces_btree_range(struct pisces_tx tx,
                        pisces_entry_fn f,
                        void *ctx);
 
-// Free the tree and all its entries (at commit). The handle must not be used again.
+// Free the tree and all its entries (at commit). The descriptor must not be used again.
 //
 // # Safety
 // * `tx`: its handle is open (not closed since the transaction began) and no other

@@ -4,9 +4,10 @@
 //! The Rust containers are generic over the key and value types; C picks the value
 //! size at run time, so the value is a byte array `[u8; N]` with `N` one of
 //! [`PISCES_VALUE_SIZES`] and every operation dispatches on the size recorded in the
-//! C handle (`pisces_hmap` / `pisces_btree`, 16 bytes of plain data to keep in a pool
-//! object). The container's own header records key and value sizes and is checked on
-//! every access, so a handle with the wrong value size fails with `PISCES_EPTR`.
+//! container descriptor (`pisces_hmap` / `pisces_btree`, 16 bytes of plain data to keep
+//! in a pool object; not to be confused with a thread handle, `pisces_handle`). The
+//! container's own header records key and value sizes and is checked on every access,
+//! so a descriptor with the wrong value size fails with `PISCES_EPTR`.
 
 use crate::errors::{entry, Fail, PISCES_EINVAL, PISCES_EVALUESIZE};
 use crate::{current, pisces_tx, with_tx_mut, with_tx_ref};
@@ -17,8 +18,8 @@ use std::ffi::{c_int, c_void};
 pub const PISCES_VALUE_SIZES: [usize; 13] =
     [8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 256, 512, 1024];
 
-/// A hash map handle: the map's header offset and its value size. Plain data: store it
-/// in a pool object (e.g. the root) and copy it freely. All zero = no map.
+/// A hash map descriptor: the map's header offset and its value size. Plain data:
+/// store it in a pool object (e.g. the root) and copy it freely. All zero = no map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct pisces_hmap {
@@ -28,7 +29,7 @@ pub struct pisces_hmap {
     pub value_size: u64,
 }
 
-/// A B+-tree handle (keys in order; range scans), like `pisces_hmap`.
+/// A B+-tree descriptor (keys in order; range scans), like `pisces_hmap`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct pisces_btree {
@@ -41,7 +42,8 @@ pub struct pisces_btree {
 /// Called for each entry by foreach / range: return 0 to go on, nonzero to stop.
 /// `value` points to `value_size` bytes, read only and valid during the call. Inside
 /// it only reads of the same transaction are allowed (`pisces_read`, `pisces_get`,
-/// lookups); updates, commit, abort and closing the handle fail with `PISCES_EBUSY`.
+/// lookups); updates, commit, abort and closing the thread handle fail with
+/// `PISCES_EBUSY`.
 /// It must return normally: no unwinding (C++ exceptions) and no `longjmp` out of it.
 pub type pisces_entry_fn =
     Option<unsafe extern "C" fn(key: u64, value: *const c_void, ctx: *mut c_void) -> c_int>;
@@ -49,7 +51,7 @@ pub type pisces_entry_fn =
 /// 1 if `value_size` is supported by the containers, else 0.
 #[no_mangle]
 pub extern "C" fn pisces_value_size_supported(value_size: usize) -> c_int {
-    std::panic::catch_unwind(|| c_int::from(PISCES_VALUE_SIZES.contains(&value_size))).unwrap_or(0)
+    crate::errors::guarded(|| c_int::from(PISCES_VALUE_SIZES.contains(&value_size))).unwrap_or(0)
 }
 
 #[cold]
@@ -189,8 +191,13 @@ unsafe fn hmap_create_n<const N: usize>(tx: pisces_tx, buckets: usize) -> Result
     unsafe { with_tx_mut(tx, |t| Ok(Hm::<N>::create(t, buckets)?.offset())) }
 }
 
-/// Create an empty hash map with `buckets` chains (fixed for its life; about a tenth
-/// of the expected entries is a good count) and values of `value_size` bytes.
+/// The most buckets a hash map can have (`pisces_hmap_create`'s `buckets` is 1 to this).
+pub const PISCES_HMAP_MAX_BUCKETS: usize = 8_257_536;
+const _: () = assert!(PISCES_HMAP_MAX_BUCKETS == HashMap::<u64, u64>::MAX_BUCKETS);
+
+/// Create an empty hash map with `buckets` chains (1 to `PISCES_HMAP_MAX_BUCKETS`,
+/// else `PISCES_ECONFIG`; fixed for its life; about a tenth of the expected entries is
+/// a good count) and values of `value_size` bytes; `*out` is its descriptor.
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -527,7 +534,7 @@ unsafe fn hmap_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), Fa
     unsafe { with_tx_mut(tx, |t| Ok(hm::<N>(m).destroy(t)?)) }
 }
 
-/// Free the map and all its entries (at commit). The handle must not be used again.
+/// Free the map and all its entries (at commit). The descriptor must not be used again.
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -853,7 +860,7 @@ unsafe fn btree_destroy_n<const N: usize>(tx: pisces_tx, m: u64) -> Result<(), F
     unsafe { with_tx_mut(tx, |t| Ok(bt::<N>(m).destroy(t)?)) }
 }
 
-/// Free the tree and all its entries (at commit). The handle must not be used again.
+/// Free the tree and all its entries (at commit). The descriptor must not be used again.
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other

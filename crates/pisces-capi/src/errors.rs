@@ -1,16 +1,27 @@
 //! Return codes, the per-thread error message, and the panic barrier of every entry
 //! point.
+//!
+//! # Panics stay silent
+//! A panic inside an entry point becomes `PISCES_EPANIC` with its message (and where it
+//! happened) in `pisces_errmsg`; a C library prints nothing of its own. The default
+//! panic hook would print the message (and maybe a backtrace) to stderr before the
+//! barrier catches the unwinding, so the first entry point called installs a hook that
+//! stays silent while the calling thread is inside an entry point ([`IN_ENTRY`]) and
+//! passes every other panic on to the hook that was installed before it (a Rust program
+//! linking this crate keeps its own reporting for its own panics).
 
 use pisces::Error;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, UnwindSafe};
+use std::sync::Once;
 
 /// Success.
 pub const PISCES_OK: c_int = 0;
 /// An error without a more specific code.
 pub const PISCES_ERROR: c_int = 1;
-/// An argument is invalid (NULL, out of range, not UTF-8).
+/// An argument is invalid (NULL, out of range, not UTF-8, a pool path that names
+/// something other than a regular file or a directory, e.g. a device).
 pub const PISCES_EINVAL: c_int = 2;
 /// The transaction conflicted with another one: roll back and retry (`pisces_run`
 /// does that itself).
@@ -28,7 +39,8 @@ pub const PISCES_ENESTED: c_int = 7;
 pub const PISCES_ENOENT: c_int = 8;
 /// The pool file already exists.
 pub const PISCES_EEXIST: c_int = 9;
-/// An operating-system call failed.
+/// An operating-system call failed, or the pool path names a directory or a file that
+/// may not be written.
 pub const PISCES_EIO: c_int = 10;
 /// The pool has no free block of the size asked for.
 pub const PISCES_ENOSPC: c_int = 11;
@@ -36,7 +48,8 @@ pub const PISCES_ENOSPC: c_int = 11;
 pub const PISCES_ETOOLARGE: c_int = 12;
 /// All thread slots of the pool are taken.
 pub const PISCES_ETHREADS: c_int = 13;
-/// An offset does not name a valid object (of that size, or of the container type).
+/// An offset does not name a valid object (of that size: an access past the size the
+/// object was allocated with, or of the container type).
 pub const PISCES_EPTR: c_int = 14;
 /// The pool is damaged, not a pool, or of an unsupported format version.
 pub const PISCES_ECORRUPT: c_int = 15;
@@ -50,7 +63,8 @@ pub const PISCES_EREADONLY: c_int = 18;
 pub const PISCES_EISOLATION: c_int = 19;
 /// A configuration value is invalid.
 pub const PISCES_ECONFIG: c_int = 20;
-/// An internal panic was caught (a bug in Pisces); the message says where.
+/// An internal panic was caught (a bug in Pisces); `pisces_errmsg` says what and
+/// where. Nothing is printed.
 pub const PISCES_EPANIC: c_int = 21;
 /// The container value size is not one of the supported sizes.
 pub const PISCES_EVALUESIZE: c_int = 22;
@@ -92,6 +106,11 @@ pub(crate) fn code_of(e: &Error) -> c_int {
 }
 
 thread_local! {
+    /// True while this thread runs inside an entry point: its panics are caught there
+    /// and reported through `pisces_errmsg`, so the hook prints nothing for them.
+    static IN_ENTRY: Cell<bool> = const { Cell::new(false) };
+    /// Where the last silenced panic of this thread happened ("file:line:column").
+    static PANIC_AT: RefCell<Option<String>> = const { RefCell::new(None) };
     static MSG: RefCell<CString> = RefCell::new(CString::default());
     /// Code of the last failure on this thread (for `pisces_run` to tell whether a
     /// callback passed an access's error on).
@@ -148,10 +167,47 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Install the panic hook of this library once (see the module docs): silent inside
+/// entry points, the previous hook's behaviour everywhere else.
+#[cold]
+#[inline(never)]
+fn install_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if IN_ENTRY.try_with(Cell::get).unwrap_or(false) {
+            let at = info
+                .location()
+                .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            let _ = PANIC_AT.try_with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    *p = at;
+                }
+            });
+            return;
+        }
+        previous(info)
+    }));
+}
+
+/// Run `f` behind the panic barrier, with the silent hook in place and this thread
+/// marked as inside an entry point (restored afterwards: entry points nest when a C
+/// callback calls back in).
+#[inline(always)]
+pub(crate) fn guarded<R>(f: impl FnOnce() -> R + UnwindSafe) -> std::thread::Result<R> {
+    static HOOK: Once = Once::new();
+    if !HOOK.is_completed() {
+        HOOK.call_once(install_hook);
+    }
+    let outer = IN_ENTRY.try_with(|e| e.replace(true)).unwrap_or(false);
+    let r = catch_unwind(f);
+    let _ = IN_ENTRY.try_with(|e| e.set(outer));
+    r
+}
+
 /// Run an entry point's body: its error as a code, a panic as `PISCES_EPANIC`.
 #[inline(always)]
 pub(crate) fn entry(f: impl FnOnce() -> Result<(), Fail>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match guarded(AssertUnwindSafe(f)) {
         Ok(Ok(())) => PISCES_OK,
         Ok(Err(Fail(code))) => code,
         Err(p) => panicked(p),
@@ -162,9 +218,14 @@ pub(crate) fn entry(f: impl FnOnce() -> Result<(), Fail>) -> c_int {
 #[cold]
 #[inline(never)]
 fn panicked(p: Box<dyn std::any::Any + Send>) -> c_int {
+    let at = PANIC_AT
+        .try_with(|a| a.try_borrow_mut().ok().and_then(|mut a| a.take()))
+        .ok()
+        .flatten()
+        .map_or(String::new(), |a| format!(" (at {a})"));
     Fail::new(
         PISCES_EPANIC,
-        format!("internal panic in libpisces: {}", panic_text(&*p)),
+        format!("internal panic in libpisces: {}{at}", panic_text(&*p)),
     )
     .0
 }
@@ -176,7 +237,7 @@ fn panicked(p: Box<dyn std::any::Any + Send>) -> c_int {
 #[no_mangle]
 pub extern "C" fn pisces_errmsg() -> *const c_char {
     // `try_with`: during thread exit the message may be gone already.
-    catch_unwind(|| {
+    guarded(|| {
         MSG.try_with(|m| m.try_borrow().map(|c| c.as_ptr()).ok())
             .ok()
             .flatten()
@@ -189,7 +250,7 @@ pub extern "C" fn pisces_errmsg() -> *const c_char {
 /// the process) and read only.
 #[no_mangle]
 pub extern "C" fn pisces_strerror(code: c_int) -> *const c_char {
-    catch_unwind(|| strerror(code).as_ptr().cast()).unwrap_or(c"unknown code".as_ptr())
+    guarded(|| strerror(code).as_ptr().cast()).unwrap_or(c"unknown code".as_ptr())
 }
 
 fn strerror(code: c_int) -> &'static [u8] {
@@ -219,5 +280,67 @@ fn strerror(code: c_int) -> &'static [u8] {
         PISCES_EVALUESIZE => b"unsupported container value size\0",
         PISCES_ECLOSED => b"pool or handle closed\0",
         _ => b"unknown code\0",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the environment of the child run of [`panics_are_silent_inside_entry_points`].
+    const CHILD: &str = "PISCES_CAPI_PANIC_CHILD";
+
+    /// A panic inside an entry point is `PISCES_EPANIC` with its message and place in
+    /// `pisces_errmsg`, and prints nothing; a panic outside one still reaches the hook
+    /// that was there before. Checked on the real stderr of a child run of this test
+    /// (the test harness captures panic output in-process).
+    #[test]
+    fn panics_are_silent_inside_entry_points() {
+        if std::env::var_os(CHILD).is_some() {
+            let code = entry(|| panic!("boom inside an entry point"));
+            assert_eq!(code, PISCES_EPANIC);
+            // SAFETY: the message is a nul-terminated string of this thread, read before
+            // the next failing call.
+            let msg = unsafe { std::ffi::CStr::from_ptr(pisces_errmsg()) }
+                .to_string_lossy()
+                .into_owned();
+            assert!(
+                msg.contains("internal panic in libpisces: boom inside an entry point (at ")
+                    && msg.contains("errors.rs:"),
+                "{msg}"
+            );
+            // Entry points nest (a C callback calling back in): the inner one leaves the
+            // outer one marked.
+            let code = entry(|| {
+                assert_eq!(entry(|| Ok(())), PISCES_OK);
+                panic!("boom after a nested entry point")
+            });
+            assert_eq!(code, PISCES_EPANIC);
+            let outside = std::thread::spawn(|| panic!("boom outside the interface")).join();
+            assert!(outside.is_err());
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "errors::tests::panics_are_silent_inside_entry_points",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed:\n{stderr}");
+        assert!(!stderr.contains("boom inside"), "printed:\n{stderr}");
+        assert!(!stderr.contains("boom after"), "printed:\n{stderr}");
+        // One report (with its backtrace: RUST_BACKTRACE is set): the outside panic's.
+        assert_eq!(stderr.matches("panicked at").count(), 1, "{stderr}");
+        assert_eq!(stderr.matches("stack backtrace").count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("boom outside the interface"),
+            "the previous hook did not run:\n{stderr}"
+        );
     }
 }

@@ -8,7 +8,9 @@
 //! * `pisces_pool`: an open pool (`pisces_pool_create` / `pisces_pool_open` /
 //!   `pisces_pool_close`).
 //! * `pisces_handle`: a thread handle (one of the pool's `max_threads` thread slots),
-//!   used by one thread at a time.
+//!   used by one thread at a time. "Handle" means only this in the interface; the
+//!   16-byte values naming containers (`pisces_hmap`, `pisces_btree`) are container
+//!   descriptors.
 //! * `pisces_tx`: a running transaction, a small value (handle pointer + generation)
 //!   valid until the transaction ends; using it afterwards fails with
 //!   `PISCES_ESTALE`.
@@ -42,7 +44,12 @@ use std::time::Duration;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct pisces_config {
-    /// Size of a new pool file in bytes (multiple of 4096). Ignored by open.
+    /// Size of a new pool file in bytes (multiple of 4096). Ignored by open. At least
+    /// `PISCES_MIN_POOL_SIZE`, which fits the smallest geometry (`max_threads` 1 with a
+    /// 16 KiB log); in general the pool holds 12 KiB of fixed areas, `max_threads` ×
+    /// `log_bytes_per_thread` bytes of logs, then at least two 64 KiB slabs of heap
+    /// (starting on a 64 KiB boundary), so the defaults need a little over 8 MiB. A
+    /// size too small for the configuration fails with `PISCES_ECONFIG`.
     pub size: u64,
     /// Engine name (see `pisces_engine_name`); NULL: create uses "pisces", open uses
     /// the engine recorded in the pool (a file that is not a Pisces-format pool is
@@ -82,6 +89,11 @@ pub struct pisces_tx_options {
     /// One of `PISCES_ISOLATION_*` (0: the engine's own level).
     pub isolation: c_int,
 }
+
+/// The smallest pool file in bytes (288 KiB): 12 KiB of fixed areas, one 16 KiB log,
+/// a page of slab table and four 64 KiB slabs' worth of space (see `pisces_config.size`
+/// for the size a configuration needs).
+pub const PISCES_MIN_POOL_SIZE: u64 = 294_912;
 
 /// The engine's own isolation level.
 pub const PISCES_ISOLATION_DEFAULT: c_int = 0;
@@ -145,6 +157,9 @@ fn closed(what: &str) -> Fail {
 struct PoolShared {
     pool: Pool,
     engine_name: CString,
+    /// The root object (offset, exact size) once `pisces_root` returned it: accesses to
+    /// it are bounded by that size (see [`target`]). It never changes for a pool.
+    root: std::sync::OnceLock<(u64, u64)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -593,7 +608,7 @@ pub(crate) unsafe fn end(h: &pisces_handle, commit: bool) -> Result<(), Fail> {
 /// Number of engines this library knows (also those this build cannot run).
 #[no_mangle]
 pub extern "C" fn pisces_engine_count() -> usize {
-    std::panic::catch_unwind(|| EngineId::ALL.len()).unwrap_or(0)
+    errors::guarded(|| EngineId::ALL.len()).unwrap_or(0)
 }
 
 /// Name of engine `i` (0 ≤ i < `pisces_engine_count()`); NULL when out of range.
@@ -602,7 +617,7 @@ pub extern "C" fn pisces_engine_count() -> usize {
 #[no_mangle]
 pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
     static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
-    std::panic::catch_unwind(|| {
+    errors::guarded(|| {
         let names = NAMES.get_or_init(|| {
             EngineId::ALL
                 .iter()
@@ -621,7 +636,7 @@ pub extern "C" fn pisces_engine_name(i: usize) -> *const c_char {
 /// `name` is NULL or a nul-terminated string, readable and unchanged during the call.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
-    let r = std::panic::catch_unwind(|| {
+    let r = errors::guarded(|| {
         // SAFETY: `name` is NULL or a nul-terminated string readable during the call
         // (contract); the `&str` is used only inside it.
         let Ok(Some(n)) = (unsafe { cstr_opt(name, "name") }) else {
@@ -654,12 +669,35 @@ pub unsafe extern "C" fn pisces_config_init(cfg: *mut pisces_config) -> c_int {
     })
 }
 
+/// The failure of creating or opening the pool file `path` with the library's error
+/// `e`. A path that names neither a regular file nor a directory (a device such as
+/// `/dev/null`, a FIFO) is, for the library, an invalid configuration (open) or a file
+/// that exists already (create); for C it is an invalid argument either way, with a
+/// message that says what is wrong.
+#[cold]
+#[inline(never)]
+fn pool_file_failure(path: &str, e: Error) -> Fail {
+    if matches!(e, Error::InvalidConfig(_) | Error::AlreadyExists(_))
+        && std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+    {
+        return Fail::new(
+            PISCES_EINVAL,
+            format!("{path} is not a regular file (a pool is a regular file)"),
+        );
+    }
+    Fail::from(e)
+}
+
 /// Box `pool` as the C pool object and store it in `*out`.
 fn finish_pool(pool: Pool, out: Out<*mut pisces_pool>) -> Result<(), Fail> {
     let engine_name = CString::new(pool.engine_id().name()).unwrap_or_default();
     let token = POOLS
         .insert(pisces_pool {
-            shared: Arc::new(PoolShared { pool, engine_name }),
+            shared: Arc::new(PoolShared {
+                pool,
+                engine_name,
+                root: std::sync::OnceLock::new(),
+            }),
         })
         .map_err(|_| Fail::new(PISCES_ERROR, "too many pool objects open"))?;
     out.write(token as *mut pisces_pool);
@@ -678,6 +716,7 @@ pub fn pool_from_rust(pool: &Pool) -> *mut pisces_pool {
             shared: Arc::new(PoolShared {
                 pool: pool.clone(),
                 engine_name,
+                root: std::sync::OnceLock::new(),
             }),
         })
         .map_or(std::ptr::null_mut(), |t| t as *mut pisces_pool)
@@ -711,7 +750,7 @@ pub unsafe extern "C" fn pisces_pool_create(
         // SAFETY: `cfg` is NULL or an initialized configuration whose strings are NULL
         // or nul-terminated, readable during the call (contract).
         let cfg = unsafe { to_config(cfg) }?;
-        let pool = Pool::create(path, cfg)?;
+        let pool = Pool::create(path, cfg).map_err(|e| pool_file_failure(path, e))?;
         finish_pool(pool, out)
     })
 }
@@ -751,7 +790,7 @@ pub unsafe extern "C" fn pisces_pool_open(
             Err(Error::BadMagic) if cfg.engine.is_none() && EngineId::Pmdk.available() => {
                 Pool::open(path, cfg.engine(EngineId::Pmdk)).map_err(|_| Error::BadMagic)?
             }
-            r => r?,
+            r => r.map_err(|e| pool_file_failure(path, e))?,
         };
         finish_pool(pool, out)
     })
@@ -800,7 +839,7 @@ pub unsafe extern "C" fn pisces_pool_sync(pool: *mut pisces_pool) -> c_int {
 /// * The string returned is read only and valid until `pisces_pool_close(pool)`.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const c_char {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    errors::guarded(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `pool` is NULL or a live pool object during the call (contract); the
         // string returned lives in it (kept alive by the object until it is closed).
         match unsafe { pool_ref(pool) } {
@@ -811,11 +850,18 @@ pub unsafe extern "C" fn pisces_pool_engine(pool: *const pisces_pool) -> *const 
     .unwrap_or(std::ptr::null())
 }
 
-/// The pool's root object of `size` bytes, allocated zeroed on first use; `*off` is
-/// its offset. Every call must give the same size (else `PISCES_EPTR`). It is the
-/// library's root object (`Pool::root_bytes`), with the same checks: it can never be
-/// freed. Runs its own transaction, which needs a free thread slot (waits
-/// `slot_wait_ms` for one).
+/// The pool's root object of `size` bytes (1 to 4294967295), allocated zeroed on
+/// first use; `*off` is its offset. Every call must give the same size (else
+/// `PISCES_EPTR`). It is the library's root object (`Pool::root_bytes`), with the same
+/// checks: it can never be freed. Runs its own transaction, which needs a free thread
+/// slot (waits `slot_wait_ms` for one).
+///
+/// The root is exactly `size` bytes for accesses: reading or writing past `size`
+/// fails with `PISCES_EPTR`, although the allocator rounds its block up to a size class
+/// (multiples of 16 bytes for small objects, 8 of them its header) and the pool file
+/// keeps the rounded block. The bound applies once this function returned the root on
+/// the `pisces_pool` object used (a pool object that never called it bounds accesses to
+/// the root by the rounded block).
 ///
 /// # Safety
 /// * `pool` is NULL (`PISCES_EINVAL`) or an open pool object (not passed to
@@ -839,7 +885,9 @@ pub unsafe extern "C" fn pisces_root(pool: *mut pisces_pool, size: u64, off: *mu
         }
         let len =
             usize::try_from(size).map_err(|_| Fail::new(PISCES_EINVAL, "root size too large"))?;
-        off.write(shared.pool.root_bytes(len)?.offset());
+        let root = shared.pool.root_bytes(len)?.offset();
+        let _ = shared.root.set((root, size));
+        off.write(root);
         Ok(())
     })
 }
@@ -1236,11 +1284,14 @@ pub unsafe extern "C" fn pisces_read(
         // SAFETY: `out` is NULL or a writable `const void *` used only by this call
         // (contract).
         let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let root = unsafe { root_of(tx) };
         // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
         // closure runs no C code.
         let p = unsafe {
             with_tx_ref(tx, |t| {
-                Ok(t.read_bytes(PPtr::from_offset(off), len)?.as_ptr() as usize)
+                let at = target(t, root, off, len)?;
+                Ok(at.read(t, len)?.as_ptr() as usize)
             })
         }?;
         out.write(p as *const c_void);
@@ -1276,11 +1327,14 @@ pub unsafe extern "C" fn pisces_write(
         // SAFETY: `out` is NULL or a writable `void *` used only by this call
         // (contract).
         let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let root = unsafe { root_of(tx) };
         // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
         // closure runs no C code.
         let p = unsafe {
             with_tx_mut(tx, |t| {
-                Ok(t.write_bytes(PPtr::from_offset(off), len)?.as_mut_ptr() as usize)
+                let at = target(t, root, off, len)?;
+                Ok(at.write(t, len)?.as_mut_ptr() as usize)
             })
         }?;
         out.write(p as *mut c_void);
@@ -1314,8 +1368,10 @@ pub unsafe extern "C" fn pisces_get(
         }
         let end = span(at, len)?;
         let dst = dst as usize;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let root = unsafe { root_of(tx) };
         let copy = |t: &Tx<'_>| -> Result<(), Fail> {
-            let s = t.read_bytes(PPtr::from_offset(off), end)?;
+            let s = target(t, root, off, end)?.read(t, end)?;
             // SAFETY: `s[at..]` holds `end - at = len` readable bytes; `dst` is valid for
             // writes of `len` bytes and does not overlap them (contract; a copy of 0
             // bytes is valid for any pointer, NULL included).
@@ -1356,8 +1412,10 @@ pub unsafe extern "C" fn pisces_put(
         }
         let end = span(at, len)?;
         let src = src as usize;
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let root = unsafe { root_of(tx) };
         let copy = |t: &mut Tx<'_>| -> Result<(), Fail> {
-            let s = t.write_bytes(PPtr::from_offset(off), end)?;
+            let s = target(t, root, off, end)?.write(t, end)?;
             // SAFETY: `src` is valid for reads of `len` bytes and is not memory of the
             // transaction, so it does not overlap `s` (contract); `s[at..]` holds `len`
             // writable bytes (a copy of 0 bytes is valid for any pointer, NULL included).
@@ -1376,7 +1434,9 @@ fn span(at: usize, len: usize) -> Result<usize, Fail> {
 }
 
 /// Allocate a zeroed object of `len` bytes (`len` > 0); `*off` = its offset. It is
-/// released again if the transaction rolls back.
+/// released again if the transaction rolls back. Accesses to it are bounded by `len`
+/// exactly (`PISCES_EPTR` past it), not by the allocator's rounded block: the object
+/// records its size in a word in front of `*off` (8 bytes of the pool per object).
 ///
 /// # Safety
 /// * `tx`: its handle is open (not closed since the transaction began) and no other
@@ -1393,9 +1453,25 @@ pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) 
         // SAFETY: `off` is NULL or a writable `uint64_t` used only by this call, outside
         // the transaction's memory (contract).
         let off = unsafe { out_ptr(off, "off") }?;
+        if len == 0 {
+            return Err(Fail::new(PISCES_EINVAL, "cannot allocate 0 bytes"));
+        }
+        if len as u64 > OBJECT_LEN_MASK {
+            return Err(Fail::new(
+                PISCES_EINVAL,
+                format!("an object of {len} bytes (at most {OBJECT_LEN_MASK})"),
+            ));
+        }
+        let alloc = |t: &mut Tx<'_>| -> Result<u64, Fail> {
+            let p = t.alloc_bytes(OBJECT_PREFIX + len)?;
+            let word = OBJECT_TAG | len as u64;
+            t.write_bytes(p, OBJECT_PREFIX)?
+                .copy_from_slice(&word.to_le_bytes());
+            Ok(p.offset() + OBJECT_PREFIX as u64)
+        };
         // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
         // closure runs no C code.
-        off.write(unsafe { with_tx_mut(tx, |t| Ok(t.alloc_bytes(len)?.offset())) }?);
+        off.write(unsafe { with_tx_mut(tx, alloc) }?);
         Ok(())
     })
 }
@@ -1411,9 +1487,110 @@ pub unsafe extern "C" fn pisces_alloc(tx: pisces_tx, len: usize, off: *mut u64) 
 ///   on.
 #[no_mangle]
 pub unsafe extern "C" fn pisces_free(tx: pisces_tx, off: u64) -> c_int {
-    // SAFETY: `tx`'s handle is open and used only by this thread (contract); the closure
-    // runs no C code.
-    entry(move || unsafe { with_tx_mut(tx, |t| Ok(t.free(PPtr::<u8>::from_offset(off))?)) })
+    entry(move || {
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract).
+        let root = unsafe { root_of(tx) };
+        let free = |t: &mut Tx<'_>| -> Result<(), Fail> {
+            let at = target(t, root, off, 0)?;
+            Ok(t.free(PPtr::<u8>::from_offset(at.base))?)
+        };
+        // SAFETY: `tx`'s handle is open and used only by this thread (contract); the
+        // closure runs no C code.
+        unsafe { with_tx_mut(tx, free) }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Object bounds
+
+/// High 16 bits of the word in front of every object `pisces_alloc` makes ("C0" "B1":
+/// a C object); the low 48 bits are the size the object was allocated with.
+const OBJECT_TAG: u64 = 0xC0B1 << 48;
+/// The size bits of the word in front of an object.
+const OBJECT_LEN_MASK: u64 = (1 << 48) - 1;
+/// Bytes of that word: a C object's offset is its heap block's payload plus this.
+const OBJECT_PREFIX: usize = 8;
+
+/// Where the bytes of the object a C offset names are for the library, and how many
+/// of them the object has.
+struct Target {
+    /// The library's object (the heap block's payload).
+    base: u64,
+    /// Bytes of the library's object in front of the C object's first byte.
+    skip: usize,
+}
+
+impl Target {
+    /// The first `end` bytes of the C object, read only.
+    fn read<'t>(&self, t: &'t Tx<'_>, end: usize) -> Result<&'t [u8], Fail> {
+        Ok(&t.read_bytes(PPtr::from_offset(self.base), self.skip + end)?[self.skip..])
+    }
+
+    /// The first `end` bytes of the C object, writable.
+    fn write<'t>(&self, t: &'t mut Tx<'_>, end: usize) -> Result<&'t mut [u8], Fail> {
+        Ok(&mut t.write_bytes(PPtr::from_offset(self.base), self.skip + end)?[self.skip..])
+    }
+}
+
+/// The object the C offset `off` names, checked to hold at least `end` bytes by the
+/// size it was made with:
+/// * the root object (`root`, once `pisces_root` returned it): its exact size;
+/// * an object of `pisces_alloc`: the size recorded in the word in front of it;
+/// * anything else (an object allocated from Rust, or by a build before objects
+///   recorded their size): the library's own bounds, its allocation block.
+///
+/// A read of the word in front of `off` that the library refuses as no object (the
+/// usual case for the last two) is not an error; any other failure (a conflict) is.
+fn target(t: &Tx<'_>, root: Option<(u64, u64)>, off: u64, end: usize) -> Result<Target, Fail> {
+    let exact = |size: u64| {
+        if end as u64 > size {
+            Err(Fail::new(
+                PISCES_EPTR,
+                format!("{end} bytes of the object at {off:#x}, which has {size}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    if let Some((root, size)) = root.filter(|r| r.0 == off) {
+        exact(size)?;
+        return Ok(Target {
+            base: root,
+            skip: 0,
+        });
+    }
+    if let Some(base) = off.checked_sub(OBJECT_PREFIX as u64).filter(|&b| b != 0) {
+        match t.read_bytes(PPtr::from_offset(base), OBJECT_PREFIX) {
+            Ok(w) => {
+                let mut word = [0u8; OBJECT_PREFIX];
+                word.copy_from_slice(w);
+                let word = u64::from_le_bytes(word);
+                if word & !OBJECT_LEN_MASK == OBJECT_TAG {
+                    exact(word & OBJECT_LEN_MASK)?;
+                    return Ok(Target {
+                        base,
+                        skip: OBJECT_PREFIX,
+                    });
+                }
+            }
+            Err(Error::InvalidPointer(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Target { base: off, skip: 0 })
+}
+
+/// The root object (offset, exact size) of the pool of `tx`'s handle, if `pisces_root`
+/// returned it; `None` also for a handle that is not open (the access then fails).
+///
+/// # Safety
+/// As [`current`]: `tx.handle` is NULL or an open handle that no other thread uses
+/// during the call.
+#[inline]
+unsafe fn root_of(tx: pisces_tx) -> Option<(u64, u64)> {
+    // SAFETY: this function's contract is `handle_ref`'s.
+    let h = unsafe { handle_ref(tx.handle) }.ok()?;
+    h.shared.root.get().copied()
 }
 
 /// Mark `h` idle after an attempt or an explicit transaction.

@@ -5,7 +5,9 @@
 //!
 //! Exit status: 0 on success; 1 when a pool has problems (`check`, `info`) or the smoke
 //! run saw a broken invariant; 2 on usage errors (no subcommand included: the help is
-//! printed) and on errors creating or opening files. Errors go to stderr; the tool never
+//! printed) and on errors creating or opening files; 3 when a check found no problem
+//! but could not verify everything (`check --deep` on a B+-tree whose header does not
+//! record its key order): "not checked", never OK. Errors go to stderr; the tool never
 //! panics on user input.
 // No unsafe code, except the one call that switches a mutation on in the test build
 // (`crashtest --mutation`, the `mutation` feature), allowed where it stands.
@@ -20,7 +22,7 @@ mod smoke;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use output::{err, out};
-use pisces::tools::check::check_pool;
+use pisces::tools::check::{check_pool, Verdict};
 use pisces::{Config, EngineId, MediumKind, PersistenceDomain, Pool};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,7 +34,9 @@ use std::process::ExitCode;
 #[command(name = "pisces", version, arg_required_else_help = true)]
 #[command(
     after_help = "Exit status: 0 ok; 1 the pool has problems (check, info) or the smoke \
-run saw a broken invariant; 2 usage errors and errors creating or opening files.\n\n\
+run saw a broken invariant; 2 usage errors and errors creating or opening files; 3 not \
+checked: no problem found, but part of the pool could not be verified (check --deep: the \
+key order of a B+-tree whose header does not record it).\n\n\
 The engines are compared by the separate pisces-bench binary (in the workspace: cargo run \
 --release)."
 )]
@@ -63,19 +67,24 @@ enum Command {
         /// The pool file.
         path: PathBuf,
     },
-    /// Validate everything recovery trusts; exit 0 if consistent, 1 if not.
+    /// Validate everything recovery trusts; exit 0 if consistent, 1 if not, 3 if part of
+    /// it could not be checked.
     ///
     /// Read-only: checks both superblock copies, the geometry against the file, the
     /// engine id, the allocator's slab table and bitmaps and the logs, and dry-runs
-    /// recovery on a private copy-on-write mapping. A pool that is open elsewhere is
-    /// refused (exit 2).
+    /// recovery on a private copy-on-write mapping. Allocated objects beside an empty
+    /// root slot are a problem (nothing in the pool leads to them). A pool that is open
+    /// elsewhere is refused (exit 2).
     Check {
         /// The pool file.
         path: PathBuf,
         /// Also walk the public containers (hash maps, B+-trees) whose handles are words
         /// of the root object: chains and leaf lists that loop, keys in the wrong
         /// bucket, broken nodes (each container is recognised by the magic word of its
-        /// header). Prints what it found.
+        /// header). Prints what it found. A B+-tree whose header does not record how its
+        /// keys compare (made by an older build, or keyed by a type whose order cannot be
+        /// read from bytes) is walked without its key order: the verdict is then "not
+        /// checked" (exit 3), not OK.
         #[arg(long)]
         deep: bool,
     },
@@ -232,7 +241,8 @@ fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if full || !report.is_ok() {
+    let verdict = report.verdict();
+    if full || verdict == Verdict::Problems {
         out(&report.to_string());
         if full {
             out(&platform_info(path));
@@ -245,18 +255,32 @@ fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
         for w in &report.warnings {
             out(&format!("warning: {w}\n"));
         }
-    }
-    if report.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        if !full {
-            err(&format!(
-                "pisces: {} is not consistent: {}",
-                path.display(),
-                report.summary_line()
-            ));
+        for u in &report.unchecked {
+            out(&format!("not checked: {u}\n"));
         }
-        ExitCode::from(1)
+    }
+    match verdict {
+        Verdict::Ok => ExitCode::SUCCESS,
+        Verdict::NotChecked => {
+            if !full {
+                err(&format!(
+                    "pisces: {} could not be checked completely: {}",
+                    path.display(),
+                    report.summary_line()
+                ));
+            }
+            ExitCode::from(3)
+        }
+        Verdict::Problems => {
+            if !full {
+                err(&format!(
+                    "pisces: {} is not consistent: {}",
+                    path.display(),
+                    report.summary_line()
+                ));
+            }
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -359,3 +359,116 @@ fn check_deep_finds_a_looping_hash_chain() {
         r.stdout
     );
 }
+
+/// `check --deep` on a B+-tree whose header records no key order (as trees made by
+/// older builds have it) cannot verify key order: it says "not checked" and exits 3,
+/// with keys in order or not; never OK with exit 0.
+#[test]
+fn check_deep_of_a_tree_without_key_order_is_not_checked() {
+    use pisces::BTreeMap;
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "oldtree.pool");
+    let cfg = Config::default()
+        .size(8 << 20)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
+    {
+        let pool = Pool::open(&p, cfg).unwrap();
+        let root: PPtr<BTreeMap<u64, u64>> = pool.root().unwrap();
+        pool.run(|tx| {
+            let t = BTreeMap::create(tx)?;
+            for k in 0..40 {
+                t.insert(tx, k, k)?;
+            }
+            *tx.write(root)? = t;
+            Ok(())
+        })
+        .unwrap();
+        let ok = pisces(&["check", "--deep", s(&p)]);
+        assert_eq!(ok.code, 2, "open: refused");
+        let t = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
+        pool.run(|tx| {
+            tx.write(PPtr::<[u64; 5]>::from_offset(t.offset()))?[4] = 0;
+            Ok(())
+        })
+        .unwrap();
+    }
+    let plain = pisces(&["check", s(&p)]);
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    let r = pisces(&["check", "--deep", s(&p)]);
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(": not checked:") && !r.stdout.contains(": OK"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("not checked: root word 0: B+-tree") && r.stdout.contains("key order"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("could not be checked completely"),
+        "{}",
+        r.stderr
+    );
+    let help = pisces(&["--help"]);
+    assert!(help.stdout.contains("3 not checked"), "{}", help.stdout);
+}
+
+/// A format-3 pool (no root record in the superblock) whose root slot was zeroed
+/// while objects are allocated: `check` fails (exit 1) — nothing leads to them.
+#[test]
+fn check_fails_on_an_empty_root_slot_beside_objects() {
+    use pisces::tools::superblock::Superblock;
+    let d = tempfile::tempdir().unwrap();
+    let p = create_small(d.path(), "noroot.pool");
+    let cfg = Config::default()
+        .size(8 << 20)
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
+    {
+        let pool = Pool::open(&p, cfg).unwrap();
+        let root: PPtr<[PPtr<u64>; 4]> = pool.root().unwrap();
+        pool.run(|tx| {
+            for i in 0..4 {
+                let n = tx.alloc(i as u64)?;
+                tx.write(root)?[i] = n;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let mut bytes = std::fs::read(&p).unwrap();
+    let len = std::mem::size_of::<Superblock>();
+    for copy in 0..2 {
+        let at = copy * SUPERBLOCK_SIZE;
+        let sb: Superblock = bytemuck::pod_read_unaligned(&bytes[at..at + len]);
+        let old = Superblock {
+            format_version: 3,
+            root_offset: 0,
+            root_tag: 0,
+            open_state: 0,
+            unclean_opens: 0,
+            dirty_shutdowns_seen: 0,
+            ..sb
+        }
+        .seal();
+        bytes[at..at + len].copy_from_slice(bytemuck::bytes_of(&old));
+    }
+    std::fs::write(&p, &bytes).unwrap();
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 0, "undamaged: {}{}", r.stdout, r.stderr);
+    // The root slot's payload (offset and size words): 8 bytes past the slot's header.
+    let slot = pisces::tools::ROOT_SLOT_OFFSET + 8;
+    bytes[slot..slot + 16].fill(0);
+    std::fs::write(&p, &bytes).unwrap();
+    let r = pisces(&["check", s(&p)]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("5 objects are allocated but the root slot is empty"),
+        "{}",
+        r.stdout
+    );
+}

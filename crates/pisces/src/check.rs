@@ -38,6 +38,13 @@
 //!
 //! A step that cannot trust its input is skipped (with bad geometry nothing past step 3
 //! runs; with problems in steps 4–5 the dry run does not run).
+//!
+//! # Verdict
+//! [`CheckReport::verdict`]: [`Verdict::Ok`] only when every check ran and found
+//! nothing; [`Verdict::Problems`] when one found damage; [`Verdict::NotChecked`] when
+//! nothing was found but something could not be verified (with [`check_pool_deep`]: the
+//! key order of a B+-tree whose header does not record how its keys compare). A check
+//! that could not check never reads as OK.
 
 /// On-media facts of the redo logs of the log-based engines (pisces, mvcc), for tools
 /// and damage tests: where the ring of records starts in a thread's log region, and the
@@ -150,12 +157,39 @@ pub struct CheckReport {
     pub warnings: Vec<String>,
     /// With [`check_pool_deep`]: one line per container found from the root object.
     pub containers: Option<Vec<String>>,
+    /// What the check could not verify (each naming what and why): with problems empty
+    /// and this not, the verdict is [`Verdict::NotChecked`].
+    pub unchecked: Vec<String>,
+}
+
+/// The outcome of a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every check ran and found no problem (warnings allowed).
+    Ok,
+    /// No problem found, but part of the pool could not be verified
+    /// ([`CheckReport::unchecked`] says what): not a clean bill of health.
+    NotChecked,
+    /// Problems found ([`CheckReport::problems`]).
+    Problems,
 }
 
 impl CheckReport {
-    /// True if no problem was found (warnings allowed).
+    /// The verdict: problems first, then whether everything could be checked.
+    pub fn verdict(&self) -> Verdict {
+        if !self.problems.is_empty() {
+            Verdict::Problems
+        } else if !self.unchecked.is_empty() {
+            Verdict::NotChecked
+        } else {
+            Verdict::Ok
+        }
+    }
+
+    /// True if the verdict is [`Verdict::Ok`]: everything was checked and no problem
+    /// was found (warnings allowed).
     pub fn is_ok(&self) -> bool {
-        self.problems.is_empty()
+        self.verdict() == Verdict::Ok
     }
 
     /// The current superblock, if one copy is valid.
@@ -167,12 +201,21 @@ impl CheckReport {
     /// objects, run generation 4)`.
     pub fn summary_line(&self) -> String {
         let mut s = format!("{}: ", self.path.display());
-        if !self.is_ok() {
-            let n = self.problems.len();
-            s += &format!("{n} problem{}", if n == 1 { "" } else { "s" });
-            return s;
+        match self.verdict() {
+            Verdict::Problems => {
+                let n = self.problems.len();
+                s += &format!("{n} problem{}", if n == 1 { "" } else { "s" });
+                return s;
+            }
+            Verdict::NotChecked => {
+                let n = self.unchecked.len();
+                s += &format!(
+                    "not checked: {n} thing{} could not be verified, no problem found in the rest (",
+                    if n == 1 { "" } else { "s" }
+                );
+            }
+            Verdict::Ok => s += "OK (",
         }
-        s += "OK (";
         s += self.engine.map_or("unknown engine", |e| e.name());
         s += &format!(" pool, {}", human_bytes(self.file_len));
         if let Some((objects, _)) = self.allocated {
@@ -411,6 +454,9 @@ impl fmt::Display for CheckReport {
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }
+        for u in &self.unchecked {
+            writeln!(f, "not checked: {u}")?;
+        }
         if self.problems.is_empty() {
             writeln!(f, "problems: none")?;
         } else {
@@ -571,7 +617,9 @@ pub fn check_pool(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 /// of the wrong kind, leaves off the chain (see the `containers::deep` module for how
 /// they are recognised and what is checked). The walk sees the state the dry run of
 /// recovery left on the private mapping, as `Pool::open` would. What
-/// `pisces check --deep` runs.
+/// `pisces check --deep` runs. What the walk cannot verify (a B+-tree's key order when
+/// its header does not record how keys compare) is listed in
+/// [`CheckReport::unchecked`] and makes the verdict [`Verdict::NotChecked`].
 pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
     check(path, medium, true)
 }
@@ -603,6 +651,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         problems: Vec::new(),
         warnings: Vec::new(),
         containers: None,
+        unchecked: Vec::new(),
     };
     if file_len < MIN_POOL_SIZE {
         r.problems.push(format!(
@@ -810,10 +859,13 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
             if crate::heap::alloc::Allocator::for_each_allocated(&heap, |_| objects += 1).is_ok()
                 && objects > 0
             {
-                // A warning, not a problem: a program may keep its objects' offsets
-                // outside the pool; but nothing in the pool leads to them.
-                r.warnings.push(format!(
-                    "{objects} objects are allocated but the pool has no root object: nothing in the pool leads to them"
+                // Damage: every object of a pool hangs off its root (an object a
+                // program allocated and never linked is a leak the pool cannot give
+                // back either). An empty slot beside allocated objects is what a lost
+                // root slot of a pool without a root record (format 3) looks like.
+                r.problems.push(format!(
+                    "{objects} object{} allocated but the root slot is empty: nothing in the pool leads to them (a damaged root slot, or objects never linked to a root)",
+                    if objects == 1 { " is" } else { "s are" }
                 ));
             }
         }
@@ -854,6 +906,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
                 );
                 r.problems
                     .extend(d.problems.into_iter().map(|p| format!("containers: {p}")));
+                r.unchecked.extend(d.unchecked);
                 r.containers = Some(d.containers);
             }
             Err(e) => r
@@ -1352,6 +1405,62 @@ mod tests {
                 .any(|x| x.contains("not allocated") || x.contains("not the payload")),
             "{text}"
         );
+    }
+
+    /// A pool of format 3 keeps no root record, so its root slot zeroed by damage
+    /// looks like a pool without a root: with objects allocated, that is a problem
+    /// (nothing leads to them), never a warning beside an OK verdict.
+    #[test]
+    fn an_empty_root_slot_beside_objects_is_a_problem() {
+        let d = tempfile::tempdir().unwrap();
+        let p = populated(&d);
+        for copy in 0..2 {
+            let sb = read_sb(&p, copy);
+            let old = Superblock {
+                format_version: 3,
+                root_offset: 0,
+                root_tag: 0,
+                open_state: 0,
+                unclean_opens: 0,
+                dirty_shutdowns_seen: 0,
+                ..sb
+            }
+            .seal();
+            patch(&p, copy * SUPERBLOCK_SIZE, bytemuck::bytes_of(&old));
+        }
+        let r = check_pool(&p, MediumKind::DRAM).unwrap();
+        assert!(r.is_ok(), "an undamaged format-3 pool: {r}");
+        patch(&p, ROOT_SLOT_OFFSET + HEADER, &[0u8; 16]);
+        let r = check_pool(&p, MediumKind::DRAM).unwrap();
+        assert_eq!(r.verdict(), Verdict::Problems, "{r}");
+        assert!(
+            r.problems
+                .iter()
+                .any(|x| x.contains("35 objects are allocated but the root slot is empty")),
+            "{r}"
+        );
+        assert!(
+            r.summary_line().ends_with("1 problem"),
+            "{}",
+            r.summary_line()
+        );
+    }
+
+    /// A pool that never had objects has an empty root slot and is OK, on every
+    /// engine of this format (none allocates heap objects of its own at creation).
+    #[test]
+    fn fresh_pools_of_every_engine_are_ok() {
+        let d = tempfile::tempdir().unwrap();
+        for &engine in EngineId::ALL
+            .iter()
+            .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
+        {
+            let p = d.path().join(format!("{engine}.pool"));
+            drop(Pool::create(&p, small_config().engine(engine)).unwrap());
+            let r = check_pool_deep(&p, MediumKind::DRAM).unwrap();
+            assert_eq!(r.verdict(), Verdict::Ok, "{engine}: {r}");
+            assert_eq!(r.root.unwrap().offset, 0, "{engine}");
+        }
     }
 
     #[test]

@@ -203,8 +203,17 @@ fn two_threads_hitting_the_end_at_once_both_get_space() {
         let p = d.path().join("g.pool");
         let pool = Pool::create(&p, cfg(engine, Some(MAX))).unwrap();
         let per_thread = 2 * SIZE / 4096;
+        // The list heads hang off the root object: every object is reachable.
+        let root: PPtr<[PPtr<[u64; 2]>; 2]> = pool.root().unwrap();
         let roots: Vec<PPtr<[u64; 2]>> = (0..2)
-            .map(|_| pool.run(|tx| tx.alloc([0u64; 2])).unwrap())
+            .map(|i| {
+                pool.run(|tx| {
+                    let head = tx.alloc([0u64; 2])?;
+                    tx.write(root)?[i] = head;
+                    Ok(head)
+                })
+                .unwrap()
+            })
             .collect();
         std::thread::scope(|s| {
             for &r in &roots {
@@ -216,8 +225,8 @@ fn two_threads_hitting_the_end_at_once_both_get_space() {
             assert_eq!(verify(&pool, r), per_thread, "{engine}");
         }
         let objects = pool.allocated_objects().unwrap();
-        // Two list heads and every object: each exactly once.
-        assert_eq!(objects.len() as u64, 2 + 2 * per_thread, "{engine}");
+        // The root, two list heads and every object: each exactly once.
+        assert_eq!(objects.len() as u64, 3 + 2 * per_thread, "{engine}");
         let sb = pool.superblock().unwrap();
         assert!(
             sb.pool_size > SIZE && sb.pool_size <= 8 * SIZE,

@@ -156,3 +156,61 @@ fn opens_after_an_unclean_close_are_counted() {
     let pool = Pool::open_on(sim, cfg).unwrap();
     assert_eq!(pool.superblock().unwrap().unclean_opens, 1);
 }
+
+/// Damage to either superblock copy does not change what the next open concludes
+/// about the last close: after a clean close the open counts nothing, after a crash
+/// with the pool open it counts one unclean open, whichever copy was lost.
+#[test]
+fn a_damaged_superblock_copy_keeps_the_close_state() {
+    use pisces::tools::layout::SUPERBLOCK_SIZE;
+    use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
+    let cfg = Config::default()
+        .max_threads(2)
+        .log_bytes_per_thread(64 << 10);
+    let open = |image: Vec<u8>| {
+        let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
+        (Pool::open_on(sim.clone(), cfg.clone()).unwrap(), sim)
+    };
+    // A byte of the copy's uuid flipped: its checksum no longer matches.
+    let damage = |mut image: Vec<u8>, copy: usize| {
+        image[copy * SUPERBLOCK_SIZE + 20] ^= 0x40;
+        image
+    };
+    let sim = Arc::new(SimMedium::new(8 << 20, SimConfig::default()).unwrap());
+    let pool = Pool::create_on(sim.clone(), cfg.clone()).unwrap();
+    let root: PPtr<u64> = pool.root().unwrap();
+    drop(pool);
+    let created = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    // Also after a later open and clean close (the copies' roles swapped).
+    let (pool, sim) = open(created.clone());
+    drop(pool);
+    let reopened = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
+    for (when, closed) in [("created", created), ("reopened", reopened)] {
+        for copy in 0..2 {
+            let (pool, _) = open(damage(closed.clone(), copy));
+            let sb = pool.superblock().unwrap();
+            assert_eq!(
+                sb.unclean_opens, 0,
+                "{when}, copy {copy} damaged: clean close lost"
+            );
+            drop(pool);
+            // The pool dies open: the open that follows counts it, whichever copy is lost.
+            let (pool, sim) = open(closed.clone());
+            pool.run(|tx| {
+                *tx.write(root)? = 7;
+                Ok(())
+            })
+            .unwrap();
+            sim.crash_now();
+            drop(pool);
+            let crashed = sim.crash_image(0).unwrap();
+            let (pool, _) = open(damage(crashed, copy));
+            assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 7);
+            assert_eq!(
+                pool.superblock().unwrap().unclean_opens,
+                1,
+                "{when}, copy {copy} damaged: an unclean shutdown read as clean"
+            );
+        }
+    }
+}

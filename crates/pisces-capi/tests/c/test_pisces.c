@@ -134,6 +134,26 @@ static void test_pool_lifecycle(void) {
     bad.size = (16 << 20) + 1;
     EXPECT(pisces_pool_create(path, &bad, &p), PISCES_ECONFIG);
 
+    /* A path that names a device is an invalid argument, said plainly. */
+    EXPECT(pisces_pool_create("/dev/null", &cfg, &p), PISCES_EINVAL);
+    CHECK(strstr(pisces_errmsg(), "/dev/null is not a regular file") != NULL);
+    EXPECT(pisces_pool_open("/dev/null", &cfg, &p), PISCES_EINVAL);
+    CHECK(strstr(pisces_errmsg(), "not a regular file") != NULL);
+
+    /* The smallest pool: PISCES_MIN_POOL_SIZE with one thread slot and a 16 KiB log;
+     * a page less is refused. */
+    char tiny[512];
+    pool_path(tiny, sizeof tiny, "tiny");
+    bad = cfg;
+    bad.max_threads = 1;
+    bad.log_bytes_per_thread = 16 << 10;
+    bad.size = PISCES_MIN_POOL_SIZE - 4096;
+    EXPECT(pisces_pool_create(tiny, &bad, &p), PISCES_ECONFIG);
+    bad.size = PISCES_MIN_POOL_SIZE;
+    OK(pisces_pool_create(tiny, &bad, &p));
+    OK(pisces_pool_close(p));
+    p = NULL;
+
     /* Defaults with a NULL config, and engine options that parse. */
     pisces_config good = cfg;
     good.engine_options = "group_commit=1";
@@ -300,6 +320,31 @@ static int accesses(pisces_tx tx, void *vctx) {
     EXPECT(pisces_write(tx, 1 << 30, 8, &wp), PISCES_EPTR);
     EXPECT(pisces_free(tx, 12345), PISCES_EPTR);
     EXPECT(pisces_read(tx, root, 4096, &rp), PISCES_EPTR); /* longer than the object */
+
+    /* Bounds are the sizes asked for, not the allocator's rounded blocks: the root
+     * has 64 bytes and so does obj (each in a block of 72 payload bytes or more). */
+    char big[80] = {0};
+    uint64_t obj = 0;
+    OK(pisces_alloc(tx, 64, &obj));
+    uint64_t objs[2] = {root, obj};
+    for (int i = 0; i < 2; i++) {
+        uint64_t o = objs[i];
+        OK(pisces_read(tx, o, 64, &rp));
+        OK(pisces_write(tx, o, 64, &wp));
+        for (size_t n = 65; n <= 72; n++) {
+            EXPECT(pisces_read(tx, o, n, &rp), PISCES_EPTR);
+            EXPECT(pisces_write(tx, o, n, &wp), PISCES_EPTR);
+            EXPECT(pisces_get(tx, o, 0, big, n), PISCES_EPTR);
+            EXPECT(pisces_put(tx, o, 0, big, n), PISCES_EPTR);
+        }
+        CHECK(strstr(pisces_errmsg(), "which has 64") != NULL);
+        EXPECT(pisces_get(tx, o, 60, big, 8), PISCES_EPTR);
+        EXPECT(pisces_put(tx, o, 64, big, 1), PISCES_EPTR);
+        OK(pisces_get(tx, o, 56, big, 8));
+        OK(pisces_put(tx, o, 56, big, 8));
+    }
+    EXPECT(pisces_free(tx, obj + 8), PISCES_EPTR); /* inside the object */
+    OK(pisces_free(tx, obj));
 
     OK(pisces_alloc(tx, 100, &off));
     CHECK(off != 0 && off % 8 == 0);
@@ -705,6 +750,7 @@ static int container_body(pisces_tx tx, struct map_ctx *m) {
     /* Errors. */
     EXPECT(pisces_hmap_create(tx, 16, 7, &map), PISCES_EVALUESIZE);
     EXPECT(pisces_hmap_create(tx, 0, 16, &map), PISCES_ECONFIG);
+    EXPECT(pisces_hmap_create(tx, PISCES_HMAP_MAX_BUCKETS + 1, 16, &map), PISCES_ECONFIG);
     EXPECT(pisces_hmap_create(tx, 16, 16, NULL), PISCES_EINVAL);
     EXPECT(pisces_btree_create(tx, 3, &tree), PISCES_EVALUESIZE);
     EXPECT(pisces_btree_create(tx, 8, NULL), PISCES_EINVAL);
@@ -956,6 +1002,9 @@ static void test_every_engine(void) {
         OK(pisces_pool_open(path, NULL, &p));
         if (p == NULL) continue;
         CHECK(strcmp(pisces_pool_engine(p), name) == 0);
+        uint64_t root_again = 0;
+        OK(pisces_root(p, 48, &root_again));
+        CHECK(root_again == root);
         OK(pisces_handle_open(p, &h));
         OK(pisces_tx_begin(h, NULL, &tx));
         struct transfer_ctx d;
@@ -964,6 +1013,12 @@ static void test_every_engine(void) {
         int64_t a[2] = {0, 0};
         uint64_t len = 0;
         OK(pisces_get(tx, d.accounts, 0, a, 16));
+        /* The exact sizes hold after a reopen, on every engine: the object's own
+         * record, and the root's once pisces_root returned it. */
+        char over[64];
+        EXPECT(pisces_get(tx, d.accounts, 0, over, 17), PISCES_EPTR);
+        EXPECT(pisces_get(tx, root, 0, over, 49), PISCES_EPTR);
+        OK(pisces_get(tx, root, 0, over, 48));
         OK(pisces_hmap_len(tx, d.map, &len));
         CHECK(a[0] + a[1] == 1000);
         if (strcmp(name, "volatile") != 0) { /* the one engine that keeps nothing */

@@ -21,7 +21,10 @@
 //!   the tree's `ORDER_TAG`), key order: each node's keys strictly ascending, every
 //!   key of a subtree inside the range its parent's separators give it, and the keys
 //!   ascending along the leaf chain — what [`BTreeMap::check`](super::BTreeMap::check)
-//!   verifies with the types. Trees with other key types are walked without it.
+//!   verifies with the types. A tree whose header records no key order (made before
+//!   the word existed, or keyed by a type whose order cannot be read from its bytes)
+//!   is walked without it, and the report says its key order was not checked
+//!   ([`DeepReport::unchecked`]): the verdict of such a check is "not checked", never OK.
 //!
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
@@ -54,6 +57,9 @@ pub(crate) struct DeepReport {
     pub containers: Vec<String>,
     /// Problems, each naming the container.
     pub problems: Vec<String>,
+    /// What the walk could not verify, each naming the container (a tree's key order
+    /// when its header does not record how keys compare).
+    pub unchecked: Vec<String>,
 }
 
 /// Reads objects of the recovered heap, validated as allocated blocks.
@@ -132,7 +138,15 @@ pub(crate) fn check_root_containers(
                 }
             },
             Some(BTREE_MAGIC) => match btree(&objs, w) {
-                Ok(line) => r.containers.push(format!("{}: {line}", name("B+-tree"))),
+                Ok((line, ordered)) => {
+                    r.containers.push(format!("{}: {line}", name("B+-tree")));
+                    if !ordered {
+                        r.unchecked.push(format!(
+                            "{}: key order (the tree's header records no key order: a tree made by a build from before headers recorded it, or keys of a type whose order cannot be read from bytes; `BTreeMap::check` verifies it with the key type)",
+                            name("B+-tree")
+                        ));
+                    }
+                }
                 Err(e) => {
                     r.containers.push(format!("{}: DAMAGED", name("B+-tree")));
                     r.problems.push(format!("{}: {e}", name("B+-tree")));
@@ -406,7 +420,9 @@ fn key_at(w: &[u64], first: usize, ks: usize, j: usize) -> Vec<u8> {
     bytes[j * ks..(j + 1) * ks].to_vec()
 }
 
-fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
+/// Walk the tree whose header is at `at`: its summary line, and whether key order was
+/// verified (the header records a key order this walk can read).
+fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
     let h = objs.words(at, 5).or_else(|_| objs.words(at, 4))?;
     let (sig, root, height) = (h[1], h[2], h[3]);
     let order = h.get(4).copied().and_then(KeyOrder::from_word);
@@ -525,8 +541,10 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<String, String> {
             ));
         }
     }
-    Ok(format!(
-        "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {ks}-byte keys, {vs}-byte values, fanout {f}",
-        leaves.len()
-    ))
+    let line = format!(
+        "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {ks}-byte keys, {vs}-byte values, fanout {f}{}",
+        leaves.len(),
+        if order.is_some() { "" } else { ", key order not checked" }
+    );
+    Ok((line, order.is_some()))
 }

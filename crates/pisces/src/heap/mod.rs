@@ -281,7 +281,8 @@ impl Heap {
     ///
     /// The same write marks the pool open, counts the open as unclean if the pool was
     /// open already (the last process to have it did not close it), and records the
-    /// platform's NVDIMM unsafe-shutdown count.
+    /// platform's NVDIMM unsafe-shutdown count. It goes into both copies (see
+    /// [`Heap::write_open_state`]).
     pub(crate) fn commit_generation(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.run_generation == self.generation {
@@ -295,12 +296,13 @@ impl Heap {
             dirty_shutdowns_seen: dirty_shutdowns_seen(self.medium.as_ref()),
             ..cur.0
         };
-        self.write_superblock(&mut cur, next);
+        self.write_open_state(&mut cur, next);
     }
 
     /// Record a clean close. Called when the pool is closed, after the engine's last
     /// write is durable (nothing is left for recovery to repair; an engine may still
-    /// re-execute its durable log at the next open).
+    /// re-execute its durable log at the next open). Written into both copies (see
+    /// [`Heap::write_open_state`]).
     pub(crate) fn mark_closed(&self) {
         let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
         if cur.0.open_state == superblock::CLEAN {
@@ -310,7 +312,31 @@ impl Heap {
             open_state: superblock::CLEAN,
             ..cur.0
         };
-        self.write_superblock(&mut cur, next);
+        self.write_open_state(&mut cur, next);
+    }
+
+    /// Make `next`, which changes the open state, durable in both superblock copies:
+    /// first in the copy that is not current (the usual update), then, once that is
+    /// durable, in the other. Whichever copy is damaged later, the one left tells the
+    /// truth about the last open or close, so a clean close is never counted unclean
+    /// because the newest copy was lost, and a pool that was open is never read as
+    /// closed cleanly from an older copy. At an open the same holds for the run
+    /// generation: an older copy that still named the previous run's generation would,
+    /// once the newer copy is lost, hand the crashed run's generation out again, and
+    /// the header words that run tagged would read as locks held now. (Other updates,
+    /// which write one copy, change neither: the older copy agrees on both.)
+    ///
+    /// A crash between the two writes leaves the newer copy with the new state and the
+    /// older with the previous one. Losing the newer copy as well then reads the state
+    /// before this update: at a close, "open" (an unclean close counted, on the safe
+    /// side); at an open, the clean close before it. In that case no transaction of the
+    /// new run had begun (the state is written before the first), so the pool is as
+    /// the clean close left it, and the run generation the lost copy recorded was
+    /// never used.
+    fn write_open_state(&self, cur: &mut (Superblock, usize), next: Superblock) {
+        self.write_superblock(cur, next);
+        let again = cur.0;
+        self.write_superblock(cur, again);
     }
 
     /// Record the root object (its payload offset and size-and-type tag, as the root

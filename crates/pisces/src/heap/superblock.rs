@@ -15,9 +15,10 @@
 //!
 //! Unclean shutdowns (format 5): the superblock says whether the pool is open or was
 //! closed cleanly (`open_state`, written at every open and at a clean close, after the
-//! engine's last write-back), counts the opens that found it open (`unclean_opens`:
-//! the process or the machine died with the pool open), and keeps the NVDIMM
-//! unsafe-shutdown count the platform reported at the last open
+//! engine's last write-back, into both copies one after the other, so that a damaged
+//! copy leaves the state readable from the other), counts the opens that found it open
+//! (`unclean_opens`: the process or the machine died with the pool open), and keeps the
+//! NVDIMM unsafe-shutdown count the platform reported at the last open
 //! (`dirty_shutdowns_seen`). Older formats have zeros there: nothing known.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
