@@ -7,8 +7,11 @@
 //! pinned to its CPU first, as the [`Placement`] says.
 //!
 //! The pool file is created under `/dev/shm` (else the temporary directory) with a
-//! unique name on the emulated-NVM DRAM medium and removed afterwards, also when the
-//! measurement fails. Every worker has its own [`ThreadHandle`] (taken before the
+//! unique name on the emulated-NVM DRAM medium, or with `--dir` ([`Spec::disk`]) in
+//! that directory on the file medium, and removed afterwards, also when the
+//! measurement fails. From the workers' start to the pool's close a measurement also
+//! reads two process-wide counts: the file medium's `msync` calls and `write_bytes` of
+//! `/proc/self/io` (one measurement runs at a time, so they are its own). Every worker has its own [`ThreadHandle`] (taken before the
 //! workers start, so that running out of thread slots is an error, not a hang), its
 //! own seeded RNG and its own latency histograms; it snapshots the medium counters of
 //! its thread before its first transaction and after its handle is dropped (so the
@@ -75,6 +78,10 @@ pub struct Spec {
     /// ([`pisces::tools::dram::defer_emulated_waits`]): the same waits, with nothing
     /// the engine holds held during them.
     pub waits_outside: bool,
+    /// A directory on a file system (`--dir`): the pool is created there on the file
+    /// medium (a fence `msync`s the pages its thread flushed), a peer's files go there.
+    /// None: the pool on emulated PM under [`pool_dir`].
+    pub disk: Option<PathBuf>,
 }
 
 /// What one measurement produced.
@@ -104,6 +111,24 @@ pub struct Outcome {
     pub ro_locked_reads: u64,
     /// Writes to shared words, all threads (zero without the `shared-counts` feature).
     pub shared: SharedCounts,
+    /// `msync` calls of the file medium, every thread of the process, from the workers'
+    /// start to the pool's close ([`counters::msync_calls`]; 0 on the other media).
+    pub msyncs: u64,
+    /// Bytes this process sent to the storage layer over the same span: the growth of
+    /// `write_bytes` in `/proc/self/io` (pages it dirtied in the page cache, counted
+    /// when dirtied, plus direct I/O). None where the kernel does not say.
+    pub device_write_bytes: Option<u64>,
+}
+
+/// `write_bytes` of `/proc/self/io`: bytes this process caused to be sent to the
+/// storage layer (counted when a page is dirtied, so a page rewritten before its
+/// write-back counts once). None where the file or the field is missing (a kernel
+/// without task I/O accounting).
+pub fn process_write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Removes the pool file when dropped (after the pool, which is dropped first).
@@ -138,14 +163,15 @@ pub fn pool_dir() -> PathBuf {
     }
 }
 
-fn unique_pool_path() -> PathBuf {
+/// A fresh name for a pool (or a peer's directory) in `dir`.
+fn unique_pool_path(dir: &Path) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     // Relaxed: a counter that only needs to be unique.
     let n = N.fetch_add(1, Ordering::Relaxed);
-    pool_dir().join(format!(
+    dir.join(format!(
         "pisces-bench-{}-{n}-{nanos}.pool",
         std::process::id()
     ))
@@ -342,8 +368,9 @@ pub fn measure(
     placement: &Placement,
     tick: &mut dyn FnMut(Duration, u64),
 ) -> Result<Outcome, String> {
+    let dir = spec.disk.clone().unwrap_or_else(pool_dir);
     measure_at(
-        &unique_pool_path(),
+        &unique_pool_path(&dir),
         spec,
         sizes,
         seconds,
@@ -374,15 +401,17 @@ fn prepare(
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
         return Ok((None, Target::Peer(data)));
     }
-    let cfg = spec.engine.config(
-        bytes,
-        MediumKind::Dram {
+    let medium = match spec.disk {
+        // A fence msyncs what its thread flushed: durable on the device.
+        Some(_) => MediumKind::File,
+        None => MediumKind::Dram {
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
         },
-        spec.data.thread_slots(spec.threads),
-        4 << 20,
-    );
+    };
+    let cfg = spec
+        .engine
+        .config(bytes, medium, spec.data.thread_slots(spec.threads), 4 << 20);
     let pool = Pool::create(path, cfg)
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
     let data = spec
@@ -434,6 +463,7 @@ fn measure_at(
     };
     let duration = Duration::from_secs_f64(seconds);
     let mut shared_before = SharedCounts::default();
+    let (mut msyncs_before, mut written_before) = (0, None);
     let (mut handles, data, peer) = match target {
         Target::Lib { data, handles } => (handles, Some(data), None),
         Target::Peer(p) => (Vec::new(), None, Some(p)),
@@ -472,6 +502,8 @@ fn measure_at(
             })
             .collect();
         shared_before = shared_counts::totals();
+        msyncs_before = counters::msync_calls();
+        written_before = process_write_bytes();
         start.wait();
         let t0 = Instant::now();
         loop {
@@ -506,6 +538,10 @@ fn measure_at(
     let at_close = counters::snapshot() - before_close;
     drop(pool);
     let shared = shared_counts::totals() - shared_before;
+    let msyncs = counters::msync_calls() - msyncs_before;
+    let device_write_bytes = process_write_bytes()
+        .zip(written_before)
+        .map(|(after, before)| after.saturating_sub(before));
     synced.map_err(|e| format!("closing the pool: {e}"))?;
     if interrupted() {
         return Err("interrupted".into());
@@ -523,6 +559,8 @@ fn measure_at(
         changed_bytes: 0,
         ro_locked_reads: 0,
         shared,
+        msyncs,
+        device_write_bytes,
     };
     for w in outs {
         let w = w?;
@@ -566,6 +604,7 @@ mod tests {
             dedicated_reader: false,
             waits_outside: false,
             nvm_latency_ns: 0,
+            disk: None,
         }
     }
 

@@ -13,8 +13,11 @@
 //! `commit_with(true)` (the log written and fsynced before the commit returns; commits
 //! that arrive together share one fsync). Their files live under `/dev/shm` like the
 //! pools, where an fsync is nearly free (tmpfs has nothing to write back), so the
-//! figures show the stores' CPU cost, not a disk's; on a real device their commits
-//! would cost a device flush each. No NVM write latency is emulated for them (they do
+//! figures show the stores' CPU cost, not a disk's; with `--dir` they live in that
+//! directory on a real file system, beside the pools on the file medium, and their
+//! commits cost what the device makes them cost ([`Peer::stated_syncs`]: the syncs of
+//! a commit, read from their commit paths; the harness does not see their system
+//! calls). No NVM write latency is emulated for them (they do
 //! not write through the pool's medium), so they run at 0 ns only and their flush
 //! counters are not reported.
 //!
@@ -74,6 +77,34 @@ impl Peer {
         }
     }
 
+    /// The device syncs of one commit as the store's commit path makes them, not
+    /// measured (the harness does not see a store's system calls): the count, and where
+    /// it comes from.
+    pub fn stated_syncs(self) -> (&'static str, &'static str) {
+        match self {
+            // redb 2.x `PageManager::commit_inner`: the default 1-phase commit writes
+            // the header and calls `sync_data` once (2-phase commit, off by default,
+            // would add one).
+            Peer::Redb => (
+                "1",
+                "redb: one fdatasync (its default 1-phase commit with Durability::Immediate)",
+            ),
+            // LMDB `mdb_txn_commit`: `mdb_env_sync` of the data pages, then
+            // `mdb_env_write_meta` writes the meta page through the O_DSYNC descriptor
+            // (neither MDB_NOSYNC nor MDB_NOMETASYNC is set).
+            Peer::Lmdb => (
+                "2",
+                "lmdb: an fdatasync of the data pages, then the meta page written through \
+                 an O_DSYNC descriptor",
+            ),
+            Peer::Canopy => (
+                "<=1",
+                "canopydb: one fsync of its write-ahead log, shared by the commits that \
+                 arrive together; its checkpoints sync besides",
+            ),
+        }
+    }
+
     /// How its write transactions run side by side (for the bench's header).
     pub fn writers(self) -> &'static str {
         match self {
@@ -82,9 +113,12 @@ impl Peer {
         }
     }
 
-    /// True for the data sets a peer runs: the key-value ones.
+    /// True for the data sets a peer runs: the key-value ones (the bulk load too).
     pub fn runs(data: DataKind) -> bool {
-        matches!(data, DataKind::Hash | DataKind::Set(_) | DataKind::Ycsb(_))
+        matches!(
+            data,
+            DataKind::Hash | DataKind::Set(_) | DataKind::Ycsb(_) | DataKind::Bulk(_)
+        )
     }
 
     /// Create an empty store in the fresh directory `dir` (LMDB reserves `map_bytes`

@@ -5,7 +5,7 @@
 //! no data set refers to it.
 
 use crate::workloads::oltp::{tatp, tpcc};
-use crate::workloads::{btree, capi, hash, hot, set, tree_set, ycsb};
+use crate::workloads::{btree, bulk, capi, hash, hot, set, tree_set, ycsb};
 use crate::workloads::{DataSet, Sizes};
 use pisces::Pool;
 
@@ -34,6 +34,8 @@ pub enum DataKind {
     },
     /// [`ycsb::YcsbBench`] of this many records.
     Ycsb(usize),
+    /// [`bulk::BulkBench`] loading this many keys.
+    Bulk(usize),
 }
 
 impl DataKind {
@@ -56,6 +58,7 @@ impl DataKind {
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
                 DataKind::Hot => hot::pool_bytes(),
                 DataKind::Ycsb(n) => ycsb::pool_bytes(n),
+                DataKind::Bulk(n) => bulk::pool_bytes(n),
             };
         bytes.div_ceil(1 << 20) << 20
     }
@@ -91,6 +94,7 @@ impl DataKind {
                 pool, sizes, threads, seed, via_c,
             )?),
             DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
+            DataKind::Bulk(n) => Box::new(bulk::BulkBench::build(pool, n, seed)?),
         })
     }
 }

@@ -8,12 +8,13 @@
 //! amplification), 0 for a read.
 //!
 //! The data sets themselves ([`hash`], [`btree`], [`set`], [`tree_set`], [`ycsb`],
-//! [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only (and
-//! `capi` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
+//! [`bulk`], [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only
+//! (and `capi` and `bulk` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
 //! them, sits on top of them. [`select`] (what `--workloads` selects) depends on none
 //! of them.
 
 pub mod btree;
+pub mod bulk;
 pub mod capi;
 pub mod hash;
 pub mod hot;

@@ -741,7 +741,9 @@ mod tests {
         assert!(store_faults(&*m, off, 80));
         // The process-wide count sees the medium's calls (other tests may add theirs).
         let m2 = Arc::clone(&m);
-        std::thread::spawn(move || m2.persist(off, 8)).join().unwrap();
+        std::thread::spawn(move || m2.persist(off, 8))
+            .join()
+            .unwrap();
         assert_eq!(m.msync_calls() - before, 2);
         assert!(crate::medium::counters::msync_calls() - process_before >= 2);
     }
