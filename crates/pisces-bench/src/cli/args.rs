@@ -102,7 +102,7 @@ where libpmemobj was found when it was built, and runs only at 0 ns emulated lat
 flushes by itself). The peers redb, lmdb and canopydb (key-value stores a Rust user \
 might pick instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on \
 their own files under /dev/shm: redb with Durability::Immediate (an fsync per commit), \
-LMDB with its default sync (an fdatasync per commit), canopydb with its write-ahead log \
+LMDB with its default sync (an fdatasync and an O_DSYNC meta-page write per commit), canopydb with its write-ahead log \
 and commit_with(true) (the log fsynced before a commit returns); on /dev/shm an fsync is \
 nearly free. redb and LMDB allow one write transaction at a time, canopydb concurrent \
 optimistic ones (a conflict is run again); all allow concurrent readers.\n\n\
@@ -110,7 +110,9 @@ optimistic ones (a conflict is run again); all allow concurrent readers.\n\n\
 PATH on the file medium (an ordinary file mapped MAP_SHARED; a fence msyncs the pages \
 its thread flushed, so a commit returns after its pages reached the device), and the \
 peers' files go under PATH too, each at its durable setting. Defaults there: every \
-durable engine of the library in this build and the peers redb, lmdb, canopydb; the \
+durable engine of the library in this build but pmdk (its own pool file is preloaded \
+with a sync per persist: very slow; it runs when named) and the peers redb, lmdb, \
+canopydb; the \
 workloads hash (20 % updates), ycsb (A: 50 %) and bulk (one writer, 10 inserts per \
 transaction into an empty table of 100K keys); threads 1,2 (bulk: 1); one run (every \
 preload transaction is durable too, so the preloads take most of the time). volatile and \
@@ -141,7 +143,8 @@ pub struct BenchArgs {
     pub dir: Option<PathBuf>,
     /// Engines to compare, comma-separated [default: every engine of the library in
     /// this build, of pisces,undo,mvcc,pmdk,volatile,sp3,spht,timestone,bare; the peers
-    /// redb,lmdb,canopydb when named; --dir: the durable ones and the peers].
+    /// redb,lmdb,canopydb when named; --dir: the durable ones but pmdk, and the
+    /// peers].
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;

@@ -8,8 +8,9 @@
 //! Durability, so that the comparison is fair: every write transaction of a peer is
 //! durable when its commit returns, as a Pisces commit is. redb commits with
 //! `Durability::Immediate` (its default: an fsync of the database file per commit);
-//! LMDB with its default flags (neither `MDB_NOSYNC` nor `MDB_NOMETASYNC`: an
-//! fdatasync of the data file per commit); canopydb with its write-ahead log and
+//! LMDB with its default flags (neither `MDB_NOSYNC` nor `MDB_NOMETASYNC`: per commit
+//! an fdatasync of the data file, then the meta page written through an `O_DSYNC`
+//! descriptor); canopydb with its write-ahead log and
 //! `commit_with(true)` (the log written and fsynced before the commit returns; commits
 //! that arrive together share one fsync). Their files live under `/dev/shm` like the
 //! pools, where an fsync is nearly free (tmpfs has nothing to write back), so the
@@ -72,7 +73,9 @@ impl Peer {
     pub fn durability(self) -> &'static str {
         match self {
             Peer::Redb => "redb Durability::Immediate (an fsync per commit)",
-            Peer::Lmdb => "lmdb default sync (an fdatasync per commit)",
+            Peer::Lmdb => {
+                "lmdb default sync (an fdatasync and an O_DSYNC meta-page write per commit)"
+            }
             Peer::Canopy => "canopydb commit_with(true) (its log fsynced per commit, shared by concurrent commits)",
         }
     }

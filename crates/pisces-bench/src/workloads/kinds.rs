@@ -63,6 +63,14 @@ impl DataKind {
         bytes.div_ceil(1 << 20) << 20
     }
 
+    /// True for the data sets that hold nothing of their pool but the pool's bytes and
+    /// what [`DataSet::reopened`] gives a reopened pool, so a measurement may build
+    /// them, close the pool and measure on it opened again (the hash table, YCSB's
+    /// table, the bulk load's table).
+    pub fn reopens(self) -> bool {
+        matches!(self, DataKind::Hash | DataKind::Ycsb(_) | DataKind::Bulk(_))
+    }
+
     /// Thread slots of the pool of a measurement with `threads` workers: a handle per
     /// worker and one for the preload; the `capi` data set holds a C handle per worker
     /// besides.

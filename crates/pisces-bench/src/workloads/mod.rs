@@ -111,6 +111,14 @@ pub trait DataSet: Send + Sync {
     fn worker_done(&self, _worker: usize) -> Option<TxStats> {
         None
     }
+
+    /// Called when the pool this data set was built on has been closed and opened
+    /// again (the same bytes, a new [`pisces::Pool`]): a data set gives the new pool
+    /// what does not live in the pool's bytes (its registered operations). Only the
+    /// data sets whose [`kinds::DataKind::reopens`] is true are reopened.
+    fn reopened(&self, _pool: &pisces::Pool) -> pisces::Result<()> {
+        Ok(())
+    }
 }
 
 /// Data-set sizes (the sets' sizes are part of their [`DataKind`](kinds::DataKind)).
