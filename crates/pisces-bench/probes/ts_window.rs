@@ -94,6 +94,7 @@ fn main() {
                 dedicated_reader: false,
                 waits_outside: false,
                 nvm_latency_ns: 0,
+                disk: None,
             };
             let mut m: [Vec<f64>; 6] = Default::default();
             for run in 0..runs {

@@ -18,6 +18,15 @@
 //! `summary.txt`, `summary.md` (the same in Markdown with the run's command, date,
 //! build, machine and load; `--markdown FILE` writes it elsewhere too) and SVG plots.
 //!
+//! With `--dir PATH` it measures durable commits on a real file system instead: the
+//! pools on the `file` medium under PATH (a fence `msync`s what its thread flushed),
+//! the peers' files there too, the durable engines and the peers by default on the
+//! hash table (20 % updates), YCSB's A mix and a bulk load; a table per write commit
+//! gives durable commits per second, commit latency, the `msync` calls counted by the
+//! library (the peers' syncs stated from their commit paths, not measured) and the
+//! bytes this process sent to the device (`write_bytes` of `/proc/self/io`), under a
+//! header naming the file system and the device.
+//!
 //! The harness uses the `pisces` library as any user would; it is not part of the
 //! library's API. The crate root re-exports only what is used outside the crate: the
 //! `pisces-bench` binary's entry points, and what the probes (`probes/`, see its README) drive

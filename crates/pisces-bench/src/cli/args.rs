@@ -3,7 +3,7 @@
 //! from the settings by [`crate::cli::plan`].
 
 use crate::engines::Engine;
-use crate::workloads::select::{self, WorkloadKind, SET_MIXES};
+use crate::workloads::select::{self, WorkloadKind, DISK_HASH_MIXES, DISK_YCSB_MIXES, SET_MIXES};
 use crate::workloads::ycsb::YCSB_MIXES;
 use crate::workloads::Sizes;
 use clap::Args;
@@ -102,10 +102,32 @@ where libpmemobj was found when it was built, and runs only at 0 ns emulated lat
 flushes by itself). The peers redb, lmdb and canopydb (key-value stores a Rust user \
 might pick instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on \
 their own files under /dev/shm: redb with Durability::Immediate (an fsync per commit), \
-LMDB with its default sync (an fdatasync per commit), canopydb with its write-ahead log \
+LMDB with its default sync (an fdatasync and an O_DSYNC meta-page write per commit), canopydb with its write-ahead log \
 and commit_with(true) (the log fsynced before a commit returns); on /dev/shm an fsync is \
 nearly free. redb and LMDB allow one write transaction at a time, canopydb concurrent \
 optimistic ones (a conflict is run again); all allow concurrent readers.\n\n\
+--dir PATH measures durable commits on a real file system: every pool is created under \
+PATH on the file medium (an ordinary file mapped MAP_SHARED; a fence msyncs the pages \
+its thread flushed, so a commit returns after its pages reached the device), and the \
+peers' files go under PATH too, each at its durable setting. Defaults there: every \
+durable engine of the library in this build but pmdk (its own pool file is preloaded \
+with a sync per persist: very slow; it runs when named) and the peers redb, lmdb, \
+canopydb; the \
+workloads hash (20 % updates), ycsb (A: 50 %) and bulk (one writer, 10 inserts per \
+transaction into an empty table of 100K keys); threads 1,2 (bulk: 1); one run (every \
+preload transaction is durable too, so the preloads take most of the time). volatile and \
+bare are skipped (they make nothing durable), the emulated-latency workloads (latency, \
+latency-split, markers) and recovery and replay are skipped, and --nvm-latency-ns and \
+--domain are refused. The report's header names the file system and the device PATH is \
+on (from /proc/self/mountinfo), and a table gives per write commit: durable commits per \
+second, the commit latency (p50, p99), the msync calls of the file medium (every thread \
+of the process, the engines' background threads included; pmdk's libpmemobj syncs by \
+itself and the peers fsync by themselves, so theirs are not counted: the table states \
+their commit path's syncs, marked as stated, not measured), and the bytes written to \
+the device: the growth of write_bytes in /proc/self/io, i.e. the pages this process \
+dirtied in the page cache (each sent to the device once when the next sync writes it \
+back) plus its direct I/O; the file system's journal, written by its own thread, is \
+not included.\n\n\
 Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
 unless --no-pin is given.")]
 pub struct BenchArgs {
@@ -115,14 +137,19 @@ pub struct BenchArgs {
     /// The paper's data-set sizes and longer runs.
     #[arg(long)]
     pub full: bool,
+    /// Measure durable commits on a real file system: pools on the file medium (msync
+    /// at every fence) and the peers' files in PATH (created if missing); see below.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["nvm_latency_ns", "domains"])]
+    pub dir: Option<PathBuf>,
     /// Engines to compare, comma-separated [default: every engine of the library in
     /// this build, of pisces,undo,mvcc,pmdk,volatile,sp3,spht,timestone,bare; the peers
-    /// redb,lmdb,canopydb when named].
+    /// redb,lmdb,canopydb when named; --dir: the durable ones but pmdk, and the
+    /// peers].
     #[arg(long, value_delimiter = ',', value_parser = Engine::parse)]
     pub engines: Option<Vec<Engine>>,
     /// Workloads, comma-separated [default: hash,btree,latency,breakdown,set,tree-set;
-    /// --full: hash,btree,latency,breakdown,tpcc,tatp; also latency-split, ycsb, hot,
-    /// recovery, capi, markers, replay].
+    /// --full: hash,btree,latency,breakdown,tpcc,tatp; --dir: hash,ycsb,bulk; also
+    /// latency-split, hot, recovery, capi, markers, replay].
     #[arg(long, value_delimiter = ',', value_enum)]
     pub workloads: Option<Vec<WorkloadKind>>,
     /// Worker-thread counts, comma-separated [default: 1,2].
@@ -145,7 +172,7 @@ pub struct BenchArgs {
     /// Seconds per measurement [default: 0.4 quick, 10 full].
     #[arg(long, value_parser = parse_seconds)]
     pub seconds: Option<f64>,
-    /// Runs of every configuration (the table shows medians) [default: 3].
+    /// Runs of every configuration (the table shows medians) [default: 3; --dir: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: Option<u32>,
     /// Report directory [default: a fresh target/bench/YYYYMMDD-HHMMSS (UTC) in the
@@ -355,6 +382,9 @@ pub struct Settings {
     pub pin: bool,
     /// Options given to an engine's measurements (`--engine-options`).
     pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+    /// `--dir`: the directory of a run on a file system (pools on the file medium,
+    /// the peers' files there); None: emulated PM under [`crate::measure::pool_dir`].
+    pub disk: Option<PathBuf>,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -378,7 +408,7 @@ impl BenchArgs {
     /// The main job: quick mode with its default workloads (what `pisces-bench` runs
     /// with no arguments). It runs the set workloads in a reduced form.
     pub fn is_main_job(&self) -> bool {
-        !self.full && self.workloads.is_none()
+        !self.full && self.workloads.is_none() && self.dir.is_none()
     }
 
     /// Resolve defaults (quick unless `--full`).
@@ -405,7 +435,13 @@ impl BenchArgs {
         };
         let explicit_lat = self.nvm_latency_ns.as_deref().map(dedup_sorted);
         let main_job = self.is_main_job();
-        let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&Engine::available()));
+        let disk = self.dir.is_some();
+        let default_engines = if disk {
+            Engine::disk_defaults()
+        } else {
+            Engine::available()
+        };
+        let engines = dedup_ordered(self.engines.as_deref().unwrap_or(&default_engines));
         let threads = dedup_sorted(self.threads.as_deref().unwrap_or(&[1, 2]));
         let set_engines = match (&self.engines, main_job) {
             (None, true) => MAIN_SET_ENGINES
@@ -429,7 +465,9 @@ impl BenchArgs {
             engines,
             set_engines,
             set_threads,
-            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if full {
+            workloads: dedup_ordered(self.workloads.as_deref().unwrap_or(if disk {
+                &select::DISK
+            } else if full {
                 &select::FULL
             } else {
                 &select::QUICK
@@ -439,10 +477,20 @@ impl BenchArgs {
                 .clone()
                 .unwrap_or_else(|| default_btree_mixes.to_vec()),
             set_mixes: explicit_mixes.clone().unwrap_or_else(|| set_mixes.to_vec()),
-            ycsb_mixes: explicit_mixes
-                .clone()
-                .unwrap_or_else(|| YCSB_MIXES.to_vec()),
-            mixes: explicit_mixes.unwrap_or_else(|| default_mixes.to_vec()),
+            ycsb_mixes: explicit_mixes.clone().unwrap_or_else(|| {
+                if disk {
+                    DISK_YCSB_MIXES.to_vec()
+                } else {
+                    YCSB_MIXES.to_vec()
+                }
+            }),
+            mixes: explicit_mixes.unwrap_or_else(|| {
+                if disk {
+                    DISK_HASH_MIXES.to_vec()
+                } else {
+                    default_mixes.to_vec()
+                }
+            }),
             sweep_mixes,
             latencies: explicit_lat.clone().unwrap_or_else(|| vec![0]),
             marker_latencies: explicit_lat
@@ -451,7 +499,7 @@ impl BenchArgs {
             sweep_latencies: explicit_lat.unwrap_or_else(|| LATENCY_SWEEP_NS.to_vec()),
             domains: dedup_ordered(self.domains.as_deref().unwrap_or(&[PersistenceDomain::Adr])),
             seconds: self.seconds.unwrap_or(if full { 10.0 } else { 0.4 }),
-            runs: self.runs.unwrap_or(3),
+            runs: self.runs.unwrap_or(if disk { 1 } else { 3 }),
             sizes,
             set_keys: dedup_sorted(self.set_keys.as_deref().unwrap_or(&SET_KEYS)),
             tree_set_keys: dedup_sorted(self.tree_set_keys.as_deref().unwrap_or(if full {
@@ -471,6 +519,7 @@ impl BenchArgs {
             },
             pin: !self.no_pin,
             engine_options: self.engine_options.clone(),
+            disk: self.dir.clone(),
         }
     }
 }

@@ -7,6 +7,7 @@
 use crate::cli::args::Settings;
 use crate::engines::{Engine, EngineSpec};
 use crate::measure::Spec;
+use crate::workloads::bulk::{BULK_KEYS, BULK_UPDATE_PCT};
 use crate::workloads::kinds::DataKind;
 use crate::workloads::select::{
     WorkloadKind, C_SUFFIX, HOT_UPDATE_PCT, LATENCY_CONTROL, TATP_UPDATE_PCT, TPCC_UPDATE_PCT,
@@ -150,7 +151,49 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             })
             .collect(),
         WorkloadKind::Ycsb => vec![part(DataKind::Ycsb(YCSB_KEYS), &s.ycsb_mixes)],
+        WorkloadKind::Bulk => {
+            if s.threads.iter().any(|&t| t != 1) {
+                notes.push("bulk: one writer, so it runs on 1 thread".into());
+            }
+            vec![Part {
+                threads: vec![1],
+                ..part(DataKind::Bulk(BULK_KEYS), &[BULK_UPDATE_PCT])
+            }]
+        }
     }
+}
+
+/// Why workload `w` does not run in a `--dir` run (durable commits on a file
+/// system), if it does not.
+fn not_on_disk(w: WorkloadKind) -> Option<&'static str> {
+    match w {
+        WorkloadKind::Latency | WorkloadKind::LatencySplit | WorkloadKind::Markers => Some(
+            "it sweeps emulated NVM latency, which only the DRAM medium emulates; a file \
+             system has its own",
+        ),
+        WorkloadKind::Recovery | WorkloadKind::Replay => {
+            Some("its crash images are made under /dev/shm only")
+        }
+        _ => None,
+    }
+}
+
+/// `p` without the engines that make nothing durable, when the run is on a file system
+/// (`--dir`), with a note for each.
+fn durable_only(s: &Settings, mut p: Part, notes: &mut Vec<String>) -> Part {
+    if s.disk.is_none() {
+        return p;
+    }
+    let (keep, skip): (Vec<EngineSpec>, Vec<EngineSpec>) =
+        p.engines.into_iter().partition(|e| e.engine.persists());
+    for e in skip {
+        notes.push(format!(
+            "{}: {} skipped (--dir measures durable commits; it makes nothing durable)",
+            p.name, e.label
+        ));
+    }
+    p.engines = keep;
+    p
 }
 
 /// The measurements of engine `e` on `data`: one, except on the `capi` data set, where
@@ -176,7 +219,7 @@ fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
         p.engines.into_iter().partition(|e| e.engine.runs(p.data));
     for e in skip {
         notes.push(format!(
-            "{}: {} skipped (a key-value store: it runs hash, set and ycsb only)",
+            "{}: {} skipped (a key-value store: it runs hash, set, ycsb and bulk only)",
             p.name, e.label
         ));
     }
@@ -214,8 +257,14 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 | WorkloadKind::Breakdown
                 | WorkloadKind::Markers
         );
+        if s.disk.is_some() {
+            if let Some(why) = not_on_disk(w) {
+                notes.push(format!("{}: skipped with --dir ({why})", w.name()));
+                continue;
+            }
+        }
         for p in parts(s, w, &mut notes) {
-            let p = runnable(p, &mut notes);
+            let p = durable_only(s, runnable(p, &mut notes), &mut notes);
             if p.mixes.is_empty() && needs_writers {
                 notes.push(format!(
                     "{}: skipped (it needs an update percentage above 0)",
@@ -226,6 +275,11 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 for &nvm_latency_ns in &p.latencies {
                     for &t in &p.threads {
                         for e in &p.engines {
+                            if s.disk.is_some() && nvm_latency_ns > 0 {
+                                // No latency is emulated on a file system (`hot`'s
+                                // sweep runs at 0 ns only).
+                                continue;
+                            }
                             if !e.engine.flushes_through_medium() && nvm_latency_ns > 0 {
                                 if !unemulated_skipped.contains(&e.engine) {
                                     unemulated_skipped.push(e.engine);
@@ -252,6 +306,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         dedicated_reader: w == WorkloadKind::LatencySplit,
                                         nvm_latency_ns,
                                         waits_outside: false,
+                                        disk: s.disk.clone(),
                                     };
                                     // The sweep's control, next to the measurement it
                                     // controls (same load on the machine).
@@ -409,7 +464,7 @@ mod tests {
                 && [1, 10].contains(&x.update_pct)));
         }
         assert!(notes.iter().any(|n| n
-            == "tree-set-1k: redb skipped (a key-value store: it runs hash, set and ycsb only)"));
+            == "tree-set-1k: redb skipped (a key-value store: it runs hash, set, ycsb and bulk only)"));
         // Named, the sets run with the engines, threads and mixes of the run.
         let s = parse(&["--workloads", "set", "--set-keys", "1000"])
             .unwrap()
@@ -687,6 +742,90 @@ mod tests {
         assert_eq!(s.set_keys, [200, 500]);
     }
 
+    /// `--dir`: its defaults (the durable engines and the peers; hash at 20 %, ycsb A,
+    /// the bulk load on one writer), every measurement on the directory, the engines
+    /// that make nothing durable and the emulated-latency workloads left out with a
+    /// reason, and the emulated-PM options refused.
+    #[test]
+    fn a_dir_run_plans_durable_engines_on_the_directory() {
+        let s = parse(&["--dir", "/some/where"]).unwrap().settings();
+        assert_eq!(s.runs, 1);
+        let (specs, _) = plan(&s);
+        let mut engines: Vec<Engine> = Vec::new();
+        for sp in &specs {
+            assert_eq!(
+                sp.disk.as_deref(),
+                Some(std::path::Path::new("/some/where"))
+            );
+            assert_eq!(sp.nvm_latency_ns, 0);
+            if !engines.contains(&sp.engine.engine) {
+                engines.push(sp.engine.engine);
+            }
+        }
+        assert_eq!(engines, Engine::disk_defaults());
+        assert!(engines.iter().all(|e| e.persists()));
+        assert!(engines.contains(&Engine::REDB) && !engines.contains(&Engine::VOLATILE));
+        let shape = |w: &str| {
+            let mut v: Vec<(u32, usize)> = specs
+                .iter()
+                .filter(|x| x.workload == w)
+                .map(|x| (x.update_pct, x.threads))
+                .collect();
+            v.dedup();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        assert_eq!(shape("hash"), [(20, 1), (20, 2)]);
+        assert_eq!(shape("ycsb"), [(50, 1), (50, 2)]);
+        assert_eq!(shape("bulk"), [(100, 1)]);
+        assert_eq!(specs.len(), engines.len() * 5);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "bulk")
+            .all(|x| x.data == DataKind::Bulk(BULK_KEYS)));
+
+        let s = parse(&[
+            "--dir",
+            "/d",
+            "--engines",
+            "pisces,volatile,bare",
+            "--workloads",
+            "latency,btree,recovery",
+            "--threads",
+            "2",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, notes) = plan(&s);
+        let notes = plan_notes(notes);
+        assert!(specs
+            .iter()
+            .all(|x| x.workload == "btree" && x.engine.engine == Engine::PISCES));
+        for want in [
+            "latency: skipped with --dir (it sweeps emulated NVM latency",
+            "recovery: skipped with --dir",
+            "btree: volatile skipped (--dir measures durable commits",
+            "btree: bare skipped (--dir measures durable commits",
+        ] {
+            assert!(
+                notes.iter().any(|n| n.starts_with(want)),
+                "{want}: {notes:?}"
+            );
+        }
+        // Without --dir nothing of this applies.
+        let (specs, _) = plan(&parse(&["--workloads", "bulk"]).unwrap().settings());
+        assert!(specs.iter().all(|x| x.disk.is_none() && x.threads == 1));
+        for bad in [
+            vec!["--dir", "/d", "--nvm-latency-ns", "100"],
+            vec!["--dir", "/d", "--domain", "eadr"],
+        ] {
+            let e = parse(&bad).err().unwrap();
+            assert!(e.contains("cannot be used with"), "{bad:?}: {e}");
+        }
+        assert!(!parse(&["--dir", "/d"]).unwrap().is_main_job());
+    }
+
     #[test]
     fn each_engine_runs_under_each_domain_that_reaches_it() {
         let s = parse(&[
@@ -772,7 +911,7 @@ mod tests {
             assert_eq!(of("btree", e) + of("latency", e), 0);
             assert!(notes.iter().any(|n| n
                 == &format!(
-                    "btree: {e} skipped (a key-value store: it runs hash, set and ycsb only)"
+                    "btree: {e} skipped (a key-value store: it runs hash, set, ycsb and bulk only)"
                 )));
             assert!(notes
                 .iter()

@@ -21,6 +21,7 @@ use crate::recovery::{self, RecoveryWorkload};
 use crate::report::markdown::{self, PlotLink, RunInfo};
 use crate::report::{plot, targets};
 use crate::report::{Results, Row, CSV_HEADER};
+use crate::workloads::bulk::{BULK_BATCH, BULK_KEYS};
 use crate::workloads::select::WorkloadKind;
 use crate::workloads::ycsb::{YCSB_KEYS, ZIPF_THETA};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -58,15 +59,17 @@ fn list<T: ToString>(v: &[T]) -> String {
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
     let (specs, mut notes) = plan::plan(&s);
-    let (recovery_engines, recovery_notes) = if s.workloads.contains(&WorkloadKind::Recovery) {
-        recovery::recovery_engines(&s.engines)
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    let on_disk = s.disk.is_some();
+    let (recovery_engines, recovery_notes) =
+        if s.workloads.contains(&WorkloadKind::Recovery) && !on_disk {
+            recovery::recovery_engines(&s.engines)
+        } else {
+            (Vec::new(), Vec::new())
+        };
     notes.extend(recovery_notes);
     // Read the affinity mask here, on the main thread, which is never pinned.
     let placement = Placement::new(s.pin);
-    let replay_spht = s.workloads.contains(&WorkloadKind::Replay);
+    let replay_spht = s.workloads.contains(&WorkloadKind::Replay) && !on_disk;
     if specs.is_empty() && recovery_engines.is_empty() && !replay_spht {
         err("pisces-bench: nothing to measure with these options");
         for n in &notes {
@@ -74,6 +77,24 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         }
         return ExitCode::from(2);
     }
+    // The file system and device of a `--dir` run, read once it exists.
+    let disk_fs = match &s.disk {
+        Some(d) => match std::fs::create_dir_all(d) {
+            Ok(()) if d.is_dir() => Some(facts::file_system(d)),
+            Ok(()) => {
+                err(&format!(
+                    "pisces-bench: --dir {}: not a directory",
+                    d.display()
+                ));
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                err(&format!("pisces-bench: --dir {}: {e}", d.display()));
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let dir = match make_out_dir(s.out.as_deref()) {
         Ok(d) => d,
         Err(e) => {
@@ -104,17 +125,37 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             .map_or(0, |d| d.as_secs()),
     );
     let load_start = load_average();
-    let medium = format!(
-        "emulated PM: DRAM under {} with real cache-line flushes and fences, plus an \
-         emulated NVM write latency charged per flushed line (not NVM)",
-        measure::pool_dir().display()
-    );
+    let medium = match (&s.disk, &disk_fs) {
+        (Some(d), Some(fs)) => format!(
+            "file medium under {}: {fs}; a fence msyncs the pages its thread flushed, so \
+             a commit returns after its writes reached the device",
+            d.display()
+        ),
+        _ => format!(
+            "emulated PM: DRAM under {} with real cache-line flushes and fences, plus an \
+             emulated NVM write latency charged per flushed line (not NVM)",
+            measure::pool_dir().display()
+        ),
+    };
+    let medium_line = match (&s.disk, &disk_fs) {
+        (Some(_), Some(_)) => format!(
+            "medium: {medium}. The disk table counts per durable commit the file medium's \
+             msync calls and the bytes this process sent to the device (write_bytes of \
+             /proc/self/io).\n"
+        ),
+        _ => format!(
+            "medium: emulated PM = DRAM under {} with real cache-line flushes and fences, \
+             plus an emulated NVM write latency charged per flushed line (hash/btree/\
+             breakdown: {} ns; latency sweep: {} ns). These are not NVM numbers.\n",
+            measure::pool_dir().display(),
+            list(&s.latencies),
+            list(&s.sweep_latencies),
+        ),
+    };
     let mut head = format!(
         "{title}\n\
          mode {}: engines {}; workloads {}; threads {}; seconds {} x {} run{}\n\
-         medium: emulated PM = DRAM under {} with real cache-line flushes and fences, plus an \
-         emulated NVM write latency charged per flushed line (hash/btree/breakdown: {} ns; \
-         latency sweep: {} ns). These are not NVM numbers.\n\
+         {medium_line}\
          data: hash table {} buckets / {} pairs of 8-byte keys and 64-byte values; B+-tree \
          fanout 16 (256-byte nodes) with {} keys{}\n\
          update mixes: hash {} %; btree {} %; latency/breakdown {} %\n\
@@ -127,9 +168,6 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         s.seconds,
         s.runs,
         if s.runs == 1 { "" } else { "s" },
-        measure::pool_dir().display(),
-        list(&s.latencies),
-        list(&s.sweep_latencies),
         z.hash_buckets,
         z.hash_pairs,
         z.btree_keys,
@@ -254,6 +292,14 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             list(&s.ycsb_mixes),
         );
     }
+    if s.workloads.contains(&WorkloadKind::Bulk) {
+        head += &format!(
+            "data: bulk, one writer inserting {BULK_BATCH} keys per transaction into an \
+             empty table of {BULK_KEYS} keys (8-byte keys, 64-byte values; the library's \
+             engines on HashMap, one bucket per key) in a seeded random order; a run that \
+             gets through them all starts again, replacing values (update_pct 100)\n"
+        );
+    }
     let peers: Vec<&'static str> = s
         .engines
         .iter()
@@ -267,11 +313,17 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         .map(|p| format!("{} {}", p.name(), p.writers()))
         .collect();
     if !peers.is_empty() {
+        let place = match &s.disk {
+            Some(d) => format!("{} (the --dir file system)", d.display()),
+            None => format!(
+                "{}; on /dev/shm (tmpfs) an fsync is nearly free, so these figures are \
+                 their CPU cost, not a device's",
+                measure::pool_dir().display()
+            ),
+        };
         head += &format!(
-            "peers: key-value stores on their own files under {}, durable at every commit: \
-             {}; on /dev/shm (tmpfs) an fsync is nearly free, so these figures are their \
-             CPU cost, not a device's; write transactions: {}; concurrent readers\n",
-            measure::pool_dir().display(),
+            "peers: key-value stores on their own files under {place}, durable at every \
+             commit: {}; write transactions: {}; concurrent readers\n",
             peers.join("; "),
             writers.join(", "),
         );
@@ -541,6 +593,103 @@ fn write_markdown(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--dir` on the real file system of the temporary directory: the pools on the
+    /// file medium, a peer's files beside them; the report names the file system, its
+    /// disk table and CSV columns count the msync calls of every durable commit of the
+    /// pool engines and the bytes sent to the device, and state the peer's syncs.
+    #[test]
+    fn a_dir_run_measures_durable_commits_on_the_file_system() {
+        use crate::report::FILE_MEDIUM;
+        // Not /dev/shm: the file system the user's pools would be on.
+        let root = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let disk = root.path().join("pools");
+        let out = root.path().join("out");
+        let args = crate::cli::args::tests::parse(&[
+            "--dir",
+            disk.to_str().unwrap(),
+            "--engines",
+            "pisces,undo,volatile,redb",
+            "--workloads",
+            "hash,bulk,latency",
+            "--threads",
+            "1",
+            "--hash-pairs",
+            "500",
+            "--hash-buckets",
+            "64",
+            "--seconds",
+            "0.2",
+            "--no-pin",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap();
+        let code = run(&args, "disk test");
+        assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::SUCCESS));
+        let fs = facts::file_system(&disk);
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(&format!("file medium under {}: {fs}", disk.display())),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Durable commits on the file system"),
+            "{summary}"
+        );
+        assert!(summary.contains("1 (stated)"), "{summary}");
+        assert!(summary.contains("volatile skipped (--dir"), "{summary}");
+        assert!(summary.contains("latency: skipped with --dir"), "{summary}");
+        // Nothing left behind in the directory.
+        assert_eq!(std::fs::read_dir(&disk).unwrap().count(), 0);
+
+        let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+        let (engine, workload, medium) = (col("engine"), col("workload"), col("medium"));
+        let (syncs, bytes, rate) = (
+            col("syncs_per_write_tx"),
+            col("device_bytes_per_write_tx"),
+            col("write_tx_per_sec"),
+        );
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        let mut seen = Vec::new();
+        // tmpfs sends nothing to a device: bytes are only expected of a real one.
+        let device = !fs.starts_with("tmpfs");
+        for r in &rows {
+            let what = format!("{} {}", r[workload], r[engine]);
+            assert_eq!(r[medium], FILE_MEDIUM, "{what}");
+            assert!(r[rate].parse::<f64>().unwrap() > 0.0, "{what}");
+            let b: f64 = r[bytes].parse().unwrap();
+            if device {
+                // Every durable commit dirties at least one page again after the
+                // previous sync cleaned it.
+                assert!(b >= 4096.0, "{what}: {b} bytes per commit on {fs}");
+            }
+            let n: f64 = r[syncs].parse().unwrap();
+            match r[engine] {
+                // A durable commit on the file medium msyncs at least once.
+                "pisces" | "undo" => assert!(n >= 1.0, "{what}: {n} msyncs per commit"),
+                // redb syncs by itself: not counted.
+                "redb" => assert!(n.is_nan(), "{what}: {n}"),
+                other => panic!("{other} was measured"),
+            }
+            seen.push(what);
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "bulk pisces",
+                "bulk redb",
+                "bulk undo",
+                "hash pisces",
+                "hash redb",
+                "hash undo"
+            ]
+        );
+    }
 
     /// `--markdown FILE` replaces FILE (preface + section), `--markdown-append` adds a
     /// section, and `--markdown-plots DIR` copies the plots there and links them

@@ -7,15 +7,23 @@
 //! pinned to its CPU first, as the [`Placement`] says.
 //!
 //! The pool file is created under `/dev/shm` (else the temporary directory) with a
-//! unique name on the emulated-NVM DRAM medium and removed afterwards, also when the
-//! measurement fails. Every worker has its own [`ThreadHandle`] (taken before the
-//! workers start, so that running out of thread slots is an error, not a hang), its
-//! own seeded RNG and its own latency histograms; it snapshots the medium counters of
-//! its thread before its first transaction and after its handle is dropped (so the
-//! write-backs still pending in its group-commit batch are counted with the
-//! transactions that produced them), and it times its transactions, retries included:
-//! all of them when they are long, a random sample when they are short (the clock's
-//! cost would otherwise be most of a short transaction's time: [`timing`]).
+//! unique name on the emulated-NVM DRAM medium, or with `--dir` ([`Spec::disk`]) in
+//! that directory on the file medium, and removed afterwards, also when the
+//! measurement fails. From the workers' start to the pool's close a measurement also
+//! reads two process-wide counts: the file medium's `msync` calls and `write_bytes` of
+//! `/proc/self/io` (one measurement runs at a time, so they are its own). On a file
+//! system the preload of a data set that can be reopened runs on the DRAM medium over
+//! the pool's file, which is then fsynced and opened again on the file medium: only
+//! the measured commits are durable one by one.
+//!
+//! Every worker has its own [`ThreadHandle`] (taken before the workers start, so that
+//! running out of thread slots is an error, not a hang), its own seeded RNG and its own
+//! latency histograms; it snapshots the medium counters of its thread before its first
+//! transaction and after its handle is dropped (so the write-backs still pending in its
+//! group-commit batch are counted with the transactions that produced them), and it
+//! times its transactions, retries included: all of them when they are long, a random
+//! sample when they are short (the clock's cost would otherwise be most of a short
+//! transaction's time: [`timing`]).
 //!
 //! The writes to words several threads write ([`pisces::tools::shared_counts`], in a
 //! build with the `shared-counts` feature) are counted over every thread of the
@@ -75,6 +83,10 @@ pub struct Spec {
     /// ([`pisces::tools::dram::defer_emulated_waits`]): the same waits, with nothing
     /// the engine holds held during them.
     pub waits_outside: bool,
+    /// A directory on a file system (`--dir`): the pool is created there on the file
+    /// medium (a fence `msync`s the pages its thread flushed), a peer's files go there.
+    /// None: the pool on emulated PM under [`pool_dir`].
+    pub disk: Option<PathBuf>,
 }
 
 /// What one measurement produced.
@@ -104,6 +116,24 @@ pub struct Outcome {
     pub ro_locked_reads: u64,
     /// Writes to shared words, all threads (zero without the `shared-counts` feature).
     pub shared: SharedCounts,
+    /// `msync` calls of the file medium, every thread of the process, from the workers'
+    /// start to the pool's close ([`counters::msync_calls`]; 0 on the other media).
+    pub msyncs: u64,
+    /// Bytes this process sent to the storage layer over the same span: the growth of
+    /// `write_bytes` in `/proc/self/io` (pages it dirtied in the page cache, counted
+    /// when dirtied, plus direct I/O). None where the kernel does not say.
+    pub device_write_bytes: Option<u64>,
+}
+
+/// `write_bytes` of `/proc/self/io`: bytes this process caused to be sent to the
+/// storage layer (counted when a page is dirtied, so a page rewritten before its
+/// write-back counts once). None where the file or the field is missing (a kernel
+/// without task I/O accounting).
+pub fn process_write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Removes the pool file when dropped (after the pool, which is dropped first).
@@ -138,14 +168,15 @@ pub fn pool_dir() -> PathBuf {
     }
 }
 
-fn unique_pool_path() -> PathBuf {
+/// A fresh name for a pool (or a peer's directory) in `dir`.
+fn unique_pool_path(dir: &Path) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     // Relaxed: a counter that only needs to be unique.
     let n = N.fetch_add(1, Ordering::Relaxed);
-    pool_dir().join(format!(
+    dir.join(format!(
         "pisces-bench-{}-{n}-{nanos}.pool",
         std::process::id()
     ))
@@ -342,8 +373,9 @@ pub fn measure(
     placement: &Placement,
     tick: &mut dyn FnMut(Duration, u64),
 ) -> Result<Outcome, String> {
+    let dir = spec.disk.clone().unwrap_or_else(pool_dir);
     measure_at(
-        &unique_pool_path(),
+        &unique_pool_path(&dir),
         spec,
         sizes,
         seconds,
@@ -374,16 +406,27 @@ fn prepare(
         .map_err(|e| format!("preloading the {}: {e}", spec.workload))?;
         return Ok((None, Target::Peer(data)));
     }
-    let cfg = spec.engine.config(
-        bytes,
-        MediumKind::Dram {
+    let medium = match spec.disk {
+        // A fence msyncs what its thread flushed: durable on the device.
+        Some(_) => MediumKind::File,
+        None => MediumKind::Dram {
             write_latency_ns: spec.nvm_latency_ns,
             bandwidth_bytes_per_sec: 0,
         },
-        spec.data.thread_slots(spec.threads),
-        4 << 20,
-    );
-    let pool = Pool::create(path, cfg)
+    };
+    let config = |medium| {
+        spec.engine
+            .config(bytes, medium, spec.data.thread_slots(spec.threads), 4 << 20)
+    };
+    // On a file system a durable preload costs a device sync per preload transaction
+    // (per logged write for an undo log): minutes for 100K keys. Where the data set
+    // can be reopened, the preload runs on the DRAM medium over the same file (stores
+    // reach the page cache, nothing is synced), the file is fsynced once and the pool
+    // opened again on the file medium for the measured run.
+    let reopen =
+        spec.disk.is_some() && spec.engine.engine.flushes_through_medium() && spec.data.reopens();
+    let preload_medium = if reopen { MediumKind::DRAM } else { medium };
+    let pool = Pool::create(path, config(preload_medium))
         .map_err(|e| format!("creating the pool {}: {e}", path.display()))?;
     let data = spec
         .data
@@ -395,6 +438,19 @@ fn prepare(
     // operation log.
     pool.write_back()
         .map_err(|e| format!("syncing the preloaded {}: {e}", spec.workload))?;
+    let pool = if reopen {
+        drop(pool);
+        std::fs::File::open(path)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("syncing the preloaded pool {}: {e}", path.display()))?;
+        let pool = Pool::open(path, config(medium))
+            .map_err(|e| format!("opening the preloaded pool {}: {e}", path.display()))?;
+        data.reopened(&pool)
+            .map_err(|e| format!("reopening the {}: {e}", spec.workload))?;
+        pool
+    } else {
+        pool
+    };
     let handles = (0..spec.threads)
         .map(|_| pool.handle())
         .collect::<pisces::Result<Vec<_>>>()
@@ -434,6 +490,7 @@ fn measure_at(
     };
     let duration = Duration::from_secs_f64(seconds);
     let mut shared_before = SharedCounts::default();
+    let (mut msyncs_before, mut written_before) = (0, None);
     let (mut handles, data, peer) = match target {
         Target::Lib { data, handles } => (handles, Some(data), None),
         Target::Peer(p) => (Vec::new(), None, Some(p)),
@@ -472,6 +529,8 @@ fn measure_at(
             })
             .collect();
         shared_before = shared_counts::totals();
+        msyncs_before = counters::msync_calls();
+        written_before = process_write_bytes();
         start.wait();
         let t0 = Instant::now();
         loop {
@@ -506,6 +565,10 @@ fn measure_at(
     let at_close = counters::snapshot() - before_close;
     drop(pool);
     let shared = shared_counts::totals() - shared_before;
+    let msyncs = counters::msync_calls() - msyncs_before;
+    let device_write_bytes = process_write_bytes()
+        .zip(written_before)
+        .map(|(after, before)| after.saturating_sub(before));
     synced.map_err(|e| format!("closing the pool: {e}"))?;
     if interrupted() {
         return Err("interrupted".into());
@@ -523,6 +586,8 @@ fn measure_at(
         changed_bytes: 0,
         ro_locked_reads: 0,
         shared,
+        msyncs,
+        device_write_bytes,
     };
     for w in outs {
         let w = w?;
@@ -566,6 +631,7 @@ mod tests {
             dedicated_reader: false,
             waits_outside: false,
             nvm_latency_ns: 0,
+            disk: None,
         }
     }
 

@@ -1,8 +1,9 @@
 //! The key-value data sets on a peer: the same keys, values and operations as the
-//! library's [`hash`], [`set`] and [`ycsb`] data sets (see their docs), one operation
-//! per transaction of the store.
+//! library's [`hash`], [`set`], [`ycsb`] and [`bulk`] data sets (see their docs), one
+//! operation per transaction of the store.
 
 use super::{KvStore, Peer};
+use crate::workloads::bulk::BulkOrder;
 use crate::workloads::kinds::DataKind;
 use crate::workloads::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
 use crate::workloads::OpRng;
@@ -20,6 +21,8 @@ enum Load {
     Set { members: Vec<u64> },
     /// The YCSB table: its keys and request distribution.
     Ycsb(KeyChooser),
+    /// The bulk load: the order of its keys and the cursor into it.
+    Bulk(BulkOrder),
 }
 
 /// A preloaded key-value data set on a peer, shared by the workers.
@@ -78,9 +81,10 @@ impl PeerBench {
                 preload(&mut order.iter().map(|&k| (k, ycsb::initial_value(k).to_vec())))?;
                 Load::Ycsb(chooser)
             }
+            DataKind::Bulk(n) => Load::Bulk(BulkOrder::new(n, seed)),
             other => {
                 return Err(format!(
-                    "{} runs only the key-value data sets (hash, set, ycsb), not {other:?}",
+                    "{} runs only the key-value data sets (hash, set, ycsb, bulk), not {other:?}",
                     peer.name()
                 ))
             }
@@ -147,6 +151,15 @@ impl PeerBench {
                     Ok(0)
                 }
             }
+            Load::Bulk(order) => {
+                let (batch, first) = order.next_batch();
+                s.write(&mut |w| {
+                    for &k in batch {
+                        w.insert(k, &hash::value_of(k))?;
+                    }
+                    Ok(BulkOrder::changed(batch.len(), first))
+                })
+            }
         }
     }
 
@@ -165,6 +178,7 @@ impl PeerBench {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workloads::bulk;
     use rand::SeedableRng;
 
     const SMALL: Sizes = Sizes {
@@ -242,6 +256,26 @@ mod tests {
                 })
                 .count();
             assert!((10..=100).contains(&fresh), "{name}: {fresh}");
+            drop(b);
+            // bulk: batches of inserts into an empty table, every key once per pass.
+            let dir = tempfile::tempdir().unwrap();
+            let b = PeerBench::build(peer, dir.path(), DataKind::Bulk(35), &SMALL, 7, 64 << 20)
+                .unwrap();
+            assert_eq!(count(&b, 0..35), 0, "{name}");
+            let changed: Vec<u64> = (0..5).map(|_| b.op(&mut rng, true).unwrap()).collect();
+            let full = bulk::BULK_BATCH as u64;
+            assert_eq!(
+                changed,
+                [
+                    full * hash::INSERT_CHANGED,
+                    full * hash::INSERT_CHANGED,
+                    full * hash::INSERT_CHANGED,
+                    5 * hash::INSERT_CHANGED,
+                    full * bulk::REPLACE_CHANGED
+                ],
+                "{name}"
+            );
+            assert_eq!(count(&b, 0..100), 35, "{name}");
             // The tree data sets are not theirs.
             let dir = tempfile::tempdir().unwrap();
             let e = PeerBench::build(peer, dir.path(), DataKind::Tree, &SMALL, 7, 64 << 20)

@@ -131,6 +131,7 @@ pub fn section(
 /// of those workloads.
 pub fn tables_text(res: &Results, extra: &str) -> String {
     let mut s = String::new();
+    s += &tables::disk_table(res);
     s += &tables::throughput_tables(res);
     s += &tables::latency_table(res);
     s += &tables::breakdown_table(res);

@@ -19,7 +19,15 @@ use std::collections::BTreeSet;
 /// The CSV header (its columns are fixed: scripts read them by name).
 pub const CSV_HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
 abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp,\
-ro_locked_reads_per_ro_tx,shared_rmw_per_tx,shared_lines_per_tx";
+ro_locked_reads_per_ro_tx,shared_rmw_per_tx,shared_lines_per_tx,medium,write_tx_per_sec,\
+syncs_per_write_tx,device_bytes_per_write_tx";
+
+/// The `medium` of a row measured on a file system (`--dir`): the pools on the file
+/// medium, the peers' files in the same directory.
+pub const FILE_MEDIUM: &str = "file";
+/// The `medium` of a row measured on emulated PM (DRAM under `/dev/shm`; the peers'
+/// files there too).
+pub const DRAM_MEDIUM: &str = "dram";
 
 /// One run of one configuration. Metrics that do not apply (no update transactions, so
 /// no update latency and no write amplification) are NaN, written `NaN` in the CSV.
@@ -73,6 +81,20 @@ pub struct Row {
     /// (TPC-C's invalid-item new-orders; 0 elsewhere). Not a CSV column: shown under
     /// the TPC-C throughput table.
     pub user_abort_rate: f64,
+    /// Where it ran: [`FILE_MEDIUM`] (`--dir`) or [`DRAM_MEDIUM`].
+    pub medium: String,
+    /// Committed update (write) transactions per second: on a file system, durable
+    /// commits per second.
+    pub write_tx_per_sec: f64,
+    /// `msync` calls of the file medium per committed update transaction, every thread
+    /// of the process counted ([`Outcome::msyncs`]). NaN on emulated PM and for the
+    /// engines that sync by themselves (pmdk's libpmemobj, the peers): not counted.
+    pub syncs_per_write_tx: f64,
+    /// Bytes this process sent to the storage layer per committed update transaction
+    /// ([`Outcome::device_write_bytes`]): pages it dirtied, counted when dirtied, and
+    /// its direct I/O. NaN on emulated PM (tmpfs sends nothing to a device) and where
+    /// the kernel does not say.
+    pub device_bytes_per_write_tx: f64,
 }
 
 fn quantile(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
@@ -98,6 +120,7 @@ impl Row {
         // An engine that flushes by itself (libpmemobj) does so out of the medium
         // counters' sight: its counts are not reported rather than reported as zero.
         let counted = spec.engine.engine.flushes_through_medium();
+        let on_disk = spec.disk.is_some();
         let seen = |x: f64| if counted { x } else { f64::NAN };
         let shared_seen = shared_counts::ENABLED && spec.engine.engine.peer().is_none();
         let shared = |x: u64| {
@@ -127,13 +150,24 @@ impl Row {
             shared_rmw_per_tx: shared(o.shared.writes),
             shared_lines_per_tx: shared(o.shared.lines),
             user_abort_rate: ratio(o.user_aborts, o.commits),
+            medium: if on_disk { FILE_MEDIUM } else { DRAM_MEDIUM }.into(),
+            write_tx_per_sec: o.ops_per_sec * ratio(o.upd_txs, o.commits),
+            syncs_per_write_tx: if on_disk && counted {
+                ratio(o.msyncs, o.upd_txs)
+            } else {
+                f64::NAN
+            },
+            device_bytes_per_write_tx: match (on_disk, o.device_write_bytes) {
+                (true, Some(b)) => ratio(b, o.upd_txs),
+                _ => f64::NAN,
+            },
         }
     }
 
     /// The CSV line (no newline), columns as [`CSV_HEADER`].
     pub fn to_csv(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.engine,
             self.workload,
             self.threads,
@@ -152,6 +186,10 @@ impl Row {
             num(self.ro_locked_reads_per_ro_tx, 4),
             num(self.shared_rmw_per_tx, 3),
             num(self.shared_lines_per_tx, 3),
+            self.medium,
+            num(self.write_tx_per_sec, 1),
+            num(self.syncs_per_write_tx, 3),
+            num(self.device_bytes_per_write_tx, 0),
         )
     }
 }
@@ -360,6 +398,10 @@ pub(crate) fn test_row(
         shared_rmw_per_tx: f64::NAN,
         shared_lines_per_tx: f64::NAN,
         user_abort_rate: 0.0,
+        medium: DRAM_MEDIUM.into(),
+        write_tx_per_sec: 0.0,
+        syncs_per_write_tx: f64::NAN,
+        device_bytes_per_write_tx: f64::NAN,
     }
 }
 
@@ -382,9 +424,10 @@ mod tests {
         assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count());
         assert_eq!(
             line,
-            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN,0.0000,NaN,NaN"
+            "undo,hash,2,0,0,1,1234.6,0.000000,500,900,NaN,NaN,0.000,0.000,NaN,0.0000,NaN,NaN,\
+             dram,0.0,NaN,NaN"
         );
-        for f in line.split(',').skip(2) {
+        for f in line.split(',').skip(2).filter(|f| *f != DRAM_MEDIUM) {
             f.parse::<f64>().unwrap();
         }
     }

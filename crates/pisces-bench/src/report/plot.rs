@@ -424,6 +424,7 @@ mod tests {
             shared_rmw_per_tx: f64::NAN,
             shared_lines_per_tx: f64::NAN,
             user_abort_rate: 0.0,
+            ..crate::report::test_row(engine, workload, threads, 20, 1, ops)
         }
     }
 

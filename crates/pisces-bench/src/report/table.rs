@@ -21,6 +21,11 @@ impl Table {
         self.rows.push(row);
     }
 
+    /// True if the table has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// The table as text, one line per row, under a heading line.
     pub fn render(&self) -> String {
         let n = self.head.len();

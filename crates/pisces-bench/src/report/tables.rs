@@ -3,7 +3,7 @@
 
 use crate::engines::{labels, Engine};
 use crate::report::table::Table;
-use crate::report::{median, Key, Results, Row};
+use crate::report::{median, Key, Results, Row, FILE_MEDIUM};
 use crate::workloads::select::{C_SUFFIX, LATENCY_CONTROL};
 use pisces::tools::shared_counts;
 use std::fmt::Write as _;
@@ -95,8 +95,19 @@ pub fn throughput_tables(res: &Results) -> String {
         let pisces = Engine::PISCES.name();
         let has_pisces = engines.iter().any(|e| e == pisces);
         let others: Vec<&String> = engines.iter().filter(|e| *e != pisces).collect();
+        // On a file system commits are counted in thousands per second at most: whole
+        // transactions per second there, millions elsewhere.
+        let on_disk = res
+            .rows
+            .iter()
+            .any(|r| r.workload == *w && r.medium == FILE_MEDIUM);
+        let (unit, rate): (&str, fn(f64) -> String) = if on_disk {
+            ("tx/s", |x| fixed(x, 0))
+        } else {
+            ("Mops/s", mops)
+        };
         let mut head = vec!["upd%".to_string(), "nvm ns".into(), "threads".into()];
-        head.extend(engines.iter().map(|e| format!("{e} Mops/s")));
+        head.extend(engines.iter().map(|e| format!("{e} {unit}")));
         if has_pisces {
             head.extend(others.iter().map(|e| format!("{pisces}/{e}")));
         }
@@ -110,7 +121,7 @@ pub fn throughput_tables(res: &Results) -> String {
             row.extend(
                 engines
                     .iter()
-                    .map(|e| mops(res.median(w, &k, e, |r| r.ops_per_sec))),
+                    .map(|e| rate(res.median(w, &k, e, |r| r.ops_per_sec))),
             );
             if has_pisces {
                 row.extend(others.iter().map(|e| times(res.ratio(w, &k, pisces, e))));
@@ -140,6 +151,95 @@ pub fn throughput_tables(res: &Results) -> String {
         }
         s.push('\n');
     }
+    s
+}
+
+/// The durable commits of a run on a file system (`--dir`): per engine and
+/// configuration, durable commits per second, the commit latency, the device syncs
+/// and the bytes sent to the device per commit. Empty when no row was measured there.
+pub fn disk_table(res: &Results) -> String {
+    let mut t = Table::new(
+        [
+            "workload",
+            "engine",
+            "upd%",
+            "thr",
+            "commits/s",
+            "p50 us",
+            "p99 us",
+            "syncs/commit",
+            "KiB/commit",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    );
+    let mut stated: Vec<&'static str> = Vec::new();
+    let mut uncounted: Vec<String> = Vec::new();
+    for w in res.workloads() {
+        for k in res.keys(&w) {
+            for e in res.engines(&w) {
+                let on_disk = |r: &&Row| r.medium == FILE_MEDIUM;
+                if !res.runs(&w, &k, &e).any(|r| on_disk(&r)) {
+                    continue;
+                }
+                let m = |f: fn(&Row) -> f64| median(res.runs(&w, &k, &e).filter(on_disk).map(f));
+                let peer = Engine::parse(&e).ok().and_then(|x| x.peer());
+                let syncs = m(|r| r.syncs_per_write_tx);
+                let syncs = match peer {
+                    _ if !syncs.is_nan() => fixed(syncs, 2),
+                    Some(p) => {
+                        let (n, why) = p.stated_syncs();
+                        if !stated.contains(&why) {
+                            stated.push(why);
+                        }
+                        format!("{n} (stated)")
+                    }
+                    None => {
+                        if !uncounted.contains(&e) {
+                            uncounted.push(e.clone());
+                        }
+                        "n/c".into()
+                    }
+                };
+                t.push(vec![
+                    w.clone(),
+                    e.clone(),
+                    k.update_pct.to_string(),
+                    k.threads.to_string(),
+                    fixed(m(|r| r.write_tx_per_sec), 0),
+                    fixed(m(|r| r.upd_p50_ns) / 1e3, 1),
+                    fixed(m(|r| r.upd_p99_ns) / 1e3, 1),
+                    syncs,
+                    fixed(m(|r| r.device_bytes_per_write_tx) / 1024.0, 1),
+                ]);
+            }
+        }
+    }
+    if t.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "Durable commits on the file system (--dir), per committed update transaction, \
+         median over runs: commits/s = durable commits per second (all threads); p50/p99 = \
+         commit latency (the update transaction, retries included); syncs/commit = msync \
+         calls of the file medium (every thread of the process, background threads \
+         included); KiB/commit = write_bytes of /proc/self/io (pages this process dirtied \
+         in the page cache, each written once by the sync that follows, and its direct \
+         I/O; the file system's journal is not included)\n",
+    );
+    s += &t.render();
+    for why in stated {
+        let _ = writeln!(s, "stated, not measured: {why}");
+    }
+    for e in uncounted {
+        let _ = writeln!(
+            s,
+            "n/c: {e} syncs by itself (libpmemobj's own msync calls), out of the counters' \
+             sight"
+        );
+    }
+    s.push('\n');
     s
 }
 

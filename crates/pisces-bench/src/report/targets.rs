@@ -14,12 +14,17 @@
 //!   the time of the same operation in Rust, at 1 thread.
 
 use crate::engines::Engine;
-use crate::report::{Key, Results};
+use crate::report::{Key, Results, FILE_MEDIUM};
 use crate::workloads::select::{C_SUFFIX, LATENCY_CONTROL};
 use std::fmt::Write as _;
 
 /// The performance targets, evaluated on what was measured (not asserted).
 pub fn targets(res: &Results) -> String {
+    if !res.rows.is_empty() && res.rows.iter().all(|r| r.medium == FILE_MEDIUM) {
+        return "Targets: not assessed on a file system (--dir): they are claims about \
+                emulated PM\n"
+            .into();
+    }
     let mut s = String::from(
         "Targets (measured in this run, not asserted; ratios are medians of \
          per-run ratios):\n",

@@ -113,6 +113,10 @@ impl HashBench {
 }
 
 impl DataSet for HashBench {
+    fn reopened(&self, pool: &Pool) -> pisces::Result<()> {
+        pool.register_op(UPDATE_OP, update)
+    }
+
     fn op(
         &self,
         _worker: usize,

@@ -8,12 +8,13 @@
 //! amplification), 0 for a read.
 //!
 //! The data sets themselves ([`hash`], [`btree`], [`set`], [`tree_set`], [`ycsb`],
-//! [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only (and
-//! `capi` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
+//! [`bulk`], [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only
+//! (and `capi` and `bulk` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
 //! them, sits on top of them. [`select`] (what `--workloads` selects) depends on none
 //! of them.
 
 pub mod btree;
+pub mod bulk;
 pub mod capi;
 pub mod hash;
 pub mod hot;
@@ -109,6 +110,14 @@ pub trait DataSet: Send + Sync {
     /// the Rust handle's.
     fn worker_done(&self, _worker: usize) -> Option<TxStats> {
         None
+    }
+
+    /// Called when the pool this data set was built on has been closed and opened
+    /// again (the same bytes, a new [`pisces::Pool`]): a data set gives the new pool
+    /// what does not live in the pool's bytes (its registered operations). Only the
+    /// data sets whose [`kinds::DataKind::reopens`] is true are reopened.
+    fn reopened(&self, _pool: &pisces::Pool) -> pisces::Result<()> {
+        Ok(())
     }
 }
 

@@ -61,6 +61,10 @@ pub enum WorkloadKind {
     /// the replayer held, then the replay (recovery on open) timed per replay mode,
     /// duplicate filter and thread count (slow; not in the default lists).
     Replay,
+    /// Bulk load: one writer inserting 10 keys per transaction into an empty table of
+    /// 100K keys (8-byte keys, 64-byte values), every transaction an update (in the
+    /// --dir default, else only when named).
+    Bulk,
 }
 
 /// `update_pct` of TPC-C: every new-order is read-write.
@@ -93,6 +97,14 @@ pub const FULL: [WorkloadKind; 6] = [
     WorkloadKind::Tatp,
 ];
 
+/// The workloads of a `--dir` run (durable commits on a file system) when
+/// `--workloads` is not given: the hash table and YCSB's A mix, and the bulk load.
+pub const DISK: [WorkloadKind; 3] = [WorkloadKind::Hash, WorkloadKind::Ycsb, WorkloadKind::Bulk];
+/// The hash table's update mix of a `--dir` run unless `--update-pct` is given.
+pub const DISK_HASH_MIXES: [u32; 1] = [20];
+/// The YCSB mix of a `--dir` run unless `--update-pct` is given: A (50 % updates).
+pub const DISK_YCSB_MIXES: [u32; 1] = [50];
+
 /// Suffix of the label of an engine measured through the C interface.
 pub const C_SUFFIX: &str = "-c";
 
@@ -124,6 +136,7 @@ impl WorkloadKind {
             WorkloadKind::Ycsb => "ycsb",
             WorkloadKind::Markers => "markers",
             WorkloadKind::Replay => "replay",
+            WorkloadKind::Bulk => "bulk",
         }
     }
 

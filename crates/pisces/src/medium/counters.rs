@@ -10,9 +10,16 @@
 //! Write amplification, one definition for every engine ([`Counters::bytes_durable`]
 //! divided by the bytes the program changed): bytes made durable — logs (redo, undo,
 //! operation and checkpoint logs), write-back home, allocator metadata.
+//!
+//! One count is process-wide instead: the `msync` calls of the file medium
+//! ([`msync_calls`]), each a durable write to the device. It is counted where the call
+//! is made, whichever thread makes it (an engine's background thread too), so a
+//! benchmark that runs one pool at a time reads the pool's total as the difference of
+//! two readings. Only the file medium counts it: the other media pay nothing for it.
 
 use std::cell::Cell;
 use std::ops::Sub;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A snapshot of one thread's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +103,24 @@ pub fn add_bytes_metadata(n: u64) {
     bump(&META, n);
 }
 
+/// `msync` calls made by the file medium in this process, every thread.
+static MSYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// Count one `msync` call of the file medium (on any thread).
+pub fn add_msync() {
+    // Relaxed: a statistic read as a difference of two readings; no other memory is
+    // published through it.
+    MSYNCS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `msync` calls the file medium made so far in this process, on every thread (fences,
+/// flushes made durable at once, `sync_all`).
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
+pub fn msync_calls() -> u64 {
+    // Relaxed: see `add_msync`.
+    MSYNCS.load(Ordering::Relaxed)
+}
+
 /// This thread's counters now.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn snapshot() -> Counters {
@@ -146,6 +171,15 @@ mod tests {
         // Another thread's counters are its own.
         let other = std::thread::spawn(snapshot).join().unwrap();
         assert_eq!(other, Counters::default());
+    }
+
+    #[test]
+    fn msyncs_are_counted_for_the_process() {
+        let before = msync_calls();
+        std::thread::spawn(add_msync).join().unwrap();
+        add_msync();
+        // Other tests of this process may count too: at least these two.
+        assert!(msync_calls() - before >= 2);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! ([`MediumKind::File`]). Pool files are created, locked and mapped by
 //! [`super::open`].
 
-use super::counters::{add_fence, add_lines_flushed};
+use super::counters::{add_fence, add_lines_flushed, add_msync};
 use super::flush::{flush_range, sfence, stream_lines};
 use super::reserve::{grow_file, map_len, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, PAGE};
@@ -214,6 +214,7 @@ impl FileMedium {
     fn msync(&self, off: usize, len: usize) {
         // Relaxed: a statistic (see `msync_calls`).
         self.msyncs.fetch_add(1, Ordering::Relaxed);
+        add_msync();
         // Aligns `off` down to the page and calls msync(MS_SYNC).
         if let Err(e) = self.map.msync(off, len) {
             let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
@@ -334,6 +335,7 @@ unsafe impl Medium for FileMedium {
         let _ = PENDING.try_with(|p| p.borrow_mut().retain(|(id, _)| *id != self.id));
         // Relaxed: a statistic (see `msync_calls`).
         self.msyncs.fetch_add(1, Ordering::Relaxed);
+        add_msync();
         let full = self
             .map
             .msync(0, self.map.len())

@@ -733,11 +733,19 @@ mod tests {
 
         // sync_all msyncs everything, including what no fence covered.
         let before = m.msync_calls();
+        let process_before = crate::medium::counters::msync_calls();
         store(&*m, off, 78);
         assert!(!store_faults(&*m, off, 79));
         m.sync_all().unwrap();
         assert_eq!(m.msync_calls() - before, 1);
         assert!(store_faults(&*m, off, 80));
+        // The process-wide count sees the medium's calls (other tests may add theirs).
+        let m2 = Arc::clone(&m);
+        std::thread::spawn(move || m2.persist(off, 8))
+            .join()
+            .unwrap();
+        assert_eq!(m.msync_calls() - before, 2);
+        assert!(crate::medium::counters::msync_calls() - process_before >= 2);
     }
 
     #[test]
