@@ -72,7 +72,7 @@ use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 use std::ops::{Bound, RangeBounds};
 
 /// The first word of every B+-tree header ("PSC.BTRE"): how tools recognise a tree.
@@ -147,6 +147,37 @@ struct Header {
 /// pool.run(|tx| t.range(tx, 10..13, |k, v| { squares.push((*k, *v)); true }))?;
 /// assert_eq!(squares, [(10, 100), (11, 121), (12, 144)]);
 /// # Ok(()) }
+/// ```
+///
+/// # Limits
+/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// are 8-byte aligned), neither zero-sized; `FANOUT` is at least 3, and a node — a leaf
+/// holds `FANOUT - 1` keys and values, an inner node `FANOUT - 1` keys and `FANOUT`
+/// child pointers, each region padded to whole 8-byte words — is at most 16 KiB (2048
+/// words). A tree of other types does not compile (the check runs when the code is built
+/// into a binary, as `Tx::read` of an over-aligned type):
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<()> {
+///     let t = BTreeMap::<u128, u64>::create(tx)?; // u128 is 16-byte aligned
+///     t.insert(tx, 1, 2)?;
+///     Ok(())
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<()> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &Tx<'_>, t: BTreeMap<u64, u128>) -> Result<Option<u128>> {
+///     t.get(tx, &1) // values too
+/// }
+/// let _codegen: fn(&Tx<'_>, BTreeMap<u64, u128>) -> Result<Option<u128>> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> {
+///     BTreeMap::create(tx) // 15 values of 200 words: above the node limit
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> = f;
 /// ```
 #[repr(transparent)]
 #[derive(Pod, Zeroable)]
@@ -244,7 +275,15 @@ pub(super) fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
 impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Entries per leaf.
     const LCAP: usize = F - 1;
-    const KW: usize = words::words_for::<K>(F - 1);
+    // Every node access goes through `KW` (inner nodes) or `LEAF`, so a tree of an
+    // over-aligned type does not compile.
+    const KW: usize = {
+        assert!(
+            align_of::<K>() <= words::MAX_ALIGN,
+            "B+-tree keys must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<K>(F - 1)
+    };
     const L_NEXT: usize = 1;
     const L_KEYS: usize = 2;
     const L_VALS: usize = 2 + Self::KW;
@@ -256,6 +295,10 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         assert!(
             size_of::<V>() > 0,
             "zero-sized values are not supported (use u8)"
+        );
+        assert!(
+            align_of::<V>() <= words::MAX_ALIGN,
+            "B+-tree values must have alignment at most 8 (they are stored 8-byte aligned)"
         );
         let s = Shape::new(Self::L_VALS + words::words_for::<V>(F - 1));
         assert!(s.valid(), "leaf node exceeds the 16 KiB node limit");

@@ -132,7 +132,7 @@ use crate::containers::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 
 mod grouped;
 
@@ -204,6 +204,36 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// let m = pool.run(|tx| Ok(*tx.read(root)?))?;
 /// assert_eq!(pool.run(|tx| m.get(tx, &7))?, Some(*b"seven           "));
 /// # Ok(()) }
+/// ```
+///
+/// # Limits
+/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// are 8-byte aligned), neither zero-sized, and a node — a next pointer, the key and the
+/// value, each padded to whole 8-byte words — is at most 16 KiB (2048 words). A map of
+/// other types does not compile (the check runs when the code is built into a binary,
+/// as `Tx::read` of an over-aligned type):
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<()> {
+///     let m = HashMap::<u128, u64>::new(tx)?; // u128 is 16-byte aligned
+///     m.insert(tx, 1, 2)?;
+///     Ok(())
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<()> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &Tx<'_>, m: HashMap<u64, u128>) -> Result<Option<u128>> {
+///     m.get(tx, &1) // values too
+/// }
+/// let _codegen: fn(&Tx<'_>, HashMap<u64, u128>) -> Result<Option<u128>> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<HashMap<u64, [u64; 2048]>> {
+///     HashMap::new(tx) // 1 + 1 + 2048 words: above the node limit
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<HashMap<u64, [u64; 2048]>> = f;
 /// ```
 #[repr(transparent)]
 #[derive(Pod, Zeroable)]
@@ -291,8 +321,22 @@ impl<K, V> HashMap<K, V> {
 }
 
 impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
-    const KW: usize = words::words_for::<K>(1);
-    const VW: usize = words::words_for::<V>(1);
+    // Every node access goes through these (directly or through `NODE`, `SMALL`,
+    // `GROUP`), so a map of an over-aligned type does not compile.
+    const KW: usize = {
+        assert!(
+            align_of::<K>() <= words::MAX_ALIGN,
+            "hash map keys must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<K>(1)
+    };
+    const VW: usize = {
+        assert!(
+            align_of::<V>() <= words::MAX_ALIGN,
+            "hash map values must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<V>(1)
+    };
     const KEY: usize = 1;
     const VAL: usize = 1 + Self::KW;
     const NODE: Shape = {
@@ -302,7 +346,10 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             "zero-sized values are not supported (use u8)"
         );
         let s = Shape::new(1 + Self::KW + Self::VW);
-        assert!(s.valid(), "key and value exceed the 16 KiB node limit");
+        assert!(
+            s.valid(),
+            "hash map key and value exceed the 16 KiB node limit (2048 words)"
+        );
         s
     };
     const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 32;
