@@ -245,7 +245,8 @@ mod tests {
         #[repr(C, align(16))]
         struct Words([u64; 4]);
         let mut w = Words([0; 4]);
-        let limit = |e: Error| matches!(&e, Error::InvalidArgument(m) if m.contains("8-byte aligned"));
+        let limit =
+            |e: Error| matches!(&e, Error::InvalidArgument(m) if m.contains("8-byte aligned"));
         assert!(limit(elem::<Wide>(&w.0, 0).err().unwrap()));
         assert!(limit(elem_mut::<Wide>(&mut w.0, 2).err().unwrap()));
         assert!(limit(slice::<Wide>(&w.0, 0, 2).err().unwrap()));
