@@ -40,6 +40,7 @@ pub mod mutation;
 mod mutation;
 mod nesting;
 mod ops;
+mod pod;
 mod pool;
 mod sync;
 #[cfg(feature = "tools")]
@@ -59,5 +60,14 @@ pub use pool::{Pool, ThreadHandle};
 pub use tx::{Tx, TxStats};
 pub use tx_options::{Durability, Isolation, TxOptions};
 
-/// Derive macros and traits for types stored in a pool.
-pub use bytemuck::{Pod, Zeroable};
+/// The trait of types stored in a pool: plain data, any bit pattern valid, no padding.
+///
+/// Declare your own with [`pod!`], which needs no other dependency. (The derive macro
+/// re-exported under this name expands to paths of the `bytemuck` crate: it compiles
+/// only where `bytemuck` is a dependency of your crate too.)
+pub use bytemuck::Pod;
+/// The trait of types whose all-zero bytes are a valid value (every [`Pod`] type).
+///
+/// [`pod!`] implements it; the derive macro re-exported under this name needs
+/// `bytemuck` as a dependency of your crate, as [`Pod`]'s does.
+pub use bytemuck::Zeroable;
