@@ -61,10 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "/dev/shm/pisces-bank.pool".into());
     let seconds: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let cfg = Config::default().size(64 << 20).max_threads(4);
-    let pool = match Pool::open(&path, cfg.clone()) {
-        Err(Error::NotFound(_)) => Pool::create(&path, cfg)?,
-        other => other?,
-    };
+    let pool = Pool::open_or_create(&path, cfg)?;
     let root: PPtr<Root> = pool.root()?;
     setup(&pool, root)?;
     let (total, transfers) = audit(&pool, root)?;

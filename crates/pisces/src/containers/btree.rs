@@ -122,11 +122,33 @@ struct Header {
 }
 
 /// A persistent ordered map (B+-tree) from `K` to `V` with inner nodes of up to
-/// `FANOUT` children (see the module docs).
+/// `FANOUT` children.
 ///
 /// The handle is 8 bytes of plain data (a pointer to the tree's header): store it in
 /// your root object or in other persistent objects. All operations take the running
-/// transaction, so they compose with anything else the transaction does.
+/// transaction, so they compose with anything else the transaction does: several tree
+/// operations and any other changes commit or roll back together. Every engine runs it.
+///
+/// * **Layout**: a leaf holds up to `FANOUT - 1` entries and links to the next leaf
+///   for range scans ([`BTreeMap::range`], [`BTreeMap::iter`]); with 8-byte keys and
+///   values and the default `FANOUT` of 16 a node is 256 bytes. Keys are ordered by
+///   `Ord`.
+/// * **Removal** deletes the entry from its leaf and does not rebalance: leaves may
+///   become sparse, the tree never shrinks in height, and later inserts into the key
+///   range reuse the room. Only [`BTreeMap::destroy`] frees nodes.
+/// * **Snapshot isolation**: reads write nothing and conflict with nothing; an update
+///   writes every node it changes (the leaf; on a split the new node's parent, and the
+///   header when the root splits), so two updates that would break the tree's
+///   structure meet in a write-write conflict and one retries. A decision taken on a
+///   range scan is exposed to write skew unless the transaction writes what it
+///   depends on.
+/// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
+///   borrows the value); only a split allocates a buffer. There is no element counter
+///   (every writer would conflict on it): [`BTreeMap::len`] walks the leaves.
+/// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
+///   every access, descents are bounded by the height and the leaf walk detects cycles,
+///   so a damaged pool or a handle used with other types is an [`Error`], never
+///   undefined behaviour; [`BTreeMap::check`] verifies a whole tree.
 ///
 /// ```
 /// use pisces::{BTreeMap, Config, Pool};
@@ -807,7 +829,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Number of entries, counted along the leaf chain (O(len / FANOUT) reads; the
-    /// tree keeps no counter, see the module docs).
+    /// tree keeps no counter: every writer would conflict on it).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let h = self.header(tx)?;
         let mut node = h.root;

@@ -183,11 +183,37 @@ pub(crate) const GROUP_SLOTS: usize = 7;
 /// of one of its entries copies.
 pub(crate) const MAX_SLOT_WORDS: usize = 2;
 
-/// A persistent hash map from `K` to `V` (see the module docs).
+/// A persistent hash map from `K` to `V`.
 ///
 /// The handle is 8 bytes of plain data (a pointer to the map's header): store it in
 /// your root object or in other persistent objects. All operations take the running
-/// transaction, so they compose with anything else the transaction does.
+/// transaction, so they compose with anything else the transaction does: several map
+/// operations and any other changes commit or roll back together. Every engine runs it.
+///
+/// * **Keys** are compared by `==`, which must agree with equality of their bytes (as
+///   std asks `Hash` to agree with `Eq`); integers and arrays of them do. A key's bucket
+///   comes from [`stable_hash`](crate::stable_hash) of its bytes.
+/// * **Growth**: [`HashMap::new`] and [`HashMap::with_buckets`] make a map that grows as
+///   it fills (linear hashing: an insert that finds its part of the map above the load
+///   limit splits one bucket, in the same transaction). [`HashMap::create`] makes a map
+///   of a fixed bucket count, as the paper's benchmark does. Maps whose key and value
+///   fit in two 8-byte words together (`HashMap<u64, u64>`, a set as `HashMap<u64, u8>`)
+///   keep entries inline in groups of 7 slots, so a lookup reads two objects; others
+///   chain a node per entry.
+/// * **Snapshot isolation**: reads (`get`, `get_ref`, `iter`, `for_each`, `len`) write
+///   nothing and conflict with nothing. An update writes every object its correctness
+///   depends on (the link it changes, the node it replaces or removes), so two
+///   updates that would break the map's structure meet in a write-write conflict and
+///   one retries. Application invariants that span several keys still need the usual
+///   SI care (write what your decision depends on).
+/// * **Costs**: a lookup reads the header, a bucket chunk or group, and the chain; it
+///   copies nothing (`get_ref` borrows the value) and allocates nothing. There is no
+///   element counter (every writer would conflict on it): [`HashMap::len`] walks the
+///   map. A map costs at least 4 KiB (its header holds the bucket directory).
+/// * **Damage**: headers, node kinds and the key and value sizes are checked on every
+///   access, and walks along chains detect cycles, so a damaged pool or a handle used
+///   with other types is an [`Error`], never undefined behaviour; [`HashMap::check`]
+///   verifies a whole map.
 ///
 /// ```
 /// use pisces::{Config, HashMap, Pool};
@@ -366,8 +392,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Self::create_with(tx, buckets, false)
     }
 
-    /// Create an empty map that grows as it fills (no bucket count to choose): see
-    /// "Growth" in the module docs.
+    /// Create an empty map that grows as it fills (no bucket count to choose): an insert
+    /// that finds the map above its load limit splits a bucket in the same
+    /// transaction, so there is no pause to rehash the whole map.
     ///
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
@@ -1014,7 +1041,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Number of entries, counted by walking the table (O(buckets + len); the map keeps
-    /// no counter, see the module docs).
+    /// no counter: every writer would conflict on it).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let mut n = 0;
         self.for_each(tx, |_, _| {
