@@ -10,7 +10,7 @@
 //! Kill it at any moment (`kill -9`) and start it again: recovery replays the redo
 //! logs and the checks pass. `examples/bank_crash_loop.sh` does that in a loop.
 
-use pisces::{Config, Error, PPtr, Pool};
+use pisces::{Config, PPtr, Pool};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

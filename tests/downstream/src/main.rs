@@ -28,7 +28,14 @@ fn run(path: &std::path::Path) -> pisces::Result<(u64, Option<Account>, Vec<(u64
             let by_balance = BTreeMap::create(tx)?;
             for id in 0..100u64 {
                 let balance = 1000 + id * 10;
-                by_id.insert(tx, id, Account { balance, owner: *b"someone\0" })?;
+                by_id.insert(
+                    tx,
+                    id,
+                    Account {
+                        balance,
+                        owner: *b"someone\0",
+                    },
+                )?;
                 by_balance.insert(tx, balance, id)?;
             }
             let r = tx.write(root)?;
@@ -54,12 +61,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("pisces-downstream-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("first-week.pool");
-    let want_account = Some(Account { balance: 1070, owner: *b"someone\0" });
+    let want_account = Some(Account {
+        balance: 1070,
+        owner: *b"someone\0",
+    });
     let want_richest = vec![(1980, 98), (1990, 99)];
     for want_runs in 1..=2 {
         let (runs, account, richest) = run(&path)?;
         if (runs, &account, &richest) != (want_runs, &want_account, &want_richest) {
-            return Err(format!("run {want_runs}: got {runs} runs, {account:?}, {richest:?}").into());
+            return Err(
+                format!("run {want_runs}: got {runs} runs, {account:?}, {richest:?}").into(),
+            );
         }
     }
     std::fs::remove_dir_all(&dir)?;
