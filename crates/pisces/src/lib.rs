@@ -90,6 +90,11 @@ pub mod tools;
 mod tx;
 mod tx_options;
 
+/// The crate's README (its page on the registry): its example compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
+
 pub use config::Config;
 pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
