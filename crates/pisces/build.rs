@@ -1,8 +1,10 @@
-//! Decides whether the `pmdk` engine is built: with the `pmdk` feature (on by default)
-//! and libpmemobj present, it sets `cfg(pmdk)` and the engine links libpmemobj;
-//! without the library the build still succeeds, says so in a warning, and the engine
-//! refuses to start with a message naming the package to install. `PISCES_NO_PMDK=1`
-//! leaves the engine out even where the library is installed.
+//! Decides whether the `pmdk` engine is built: with the `pmdk` feature (off by default;
+//! the workspace's tools ask for it) and libpmemobj present, it sets `cfg(pmdk)` and
+//! the engine links libpmemobj; where the feature was asked for and the library is
+//! missing, the build still succeeds, says so in a warning, and the engine refuses to
+//! start with a message naming the package to install. `PISCES_NO_PMDK=1` leaves the
+//! engine out even where the library is installed, silently: it is asked for.
+//! A build without the feature prints nothing.
 
 use std::path::Path;
 use std::process::Command;
@@ -46,7 +48,6 @@ fn main() {
     // tests that way too, so a fresh machine's build is checked where the library is
     // installed).
     if std::env::var_os("PISCES_NO_PMDK").is_some_and(|v| !v.is_empty() && v != "0") {
-        println!("cargo::warning=PISCES_NO_PMDK is set: the pmdk engine is left out of this build");
         return;
     }
     if libpmemobj_found() {

@@ -3,8 +3,8 @@
 //! and the refusals of what it cannot do.
 //!
 //! `cargo test -p pisces-verify --release --test engine_pmdk`, in a build with the
-//! engine: the `pmdk` feature of `pisces` (on by default) and libpmemobj found when
-//! `pisces` was built (`PISCES_NO_PMDK=1` leaves it out). This crate cannot see
+//! engine: the `pmdk` feature of `pisces` (this crate asks for it) and libpmemobj
+//! found when `pisces` was built (`PISCES_NO_PMDK=1` leaves it out). This crate cannot see
 //! `pisces`' `cfg(pmdk)`, so each test asks at run time and, in a build without the
 //! engine, says so and returns; `pool_validation.rs` checks that such a build refuses
 //! pmdk pools with a clear error.

@@ -10,7 +10,7 @@
 //! Kill it at any moment (`kill -9`) and start it again: recovery replays the redo
 //! logs and the checks pass. `examples/bank_crash_loop.sh` does that in a loop.
 
-use pisces::{Config, Error, PPtr, Pod, Pool, Zeroable};
+use pisces::{Config, PPtr, Pool};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 const ACCOUNTS: usize = 1000;
 const INITIAL: u64 = 1000;
 
-#[derive(Clone, Copy, Pod, Zeroable)]
-#[repr(C)]
-struct Root {
-    /// Account objects (one persistent object each, so transfers lock two objects).
-    accounts: PPtr<[PPtr<u64>; ACCOUNTS]>,
-    /// Transfers committed so far (incremented by every transfer).
-    transfers: u64,
+pisces::pod! {
+    struct Root {
+        /// Account objects (one persistent object each, so transfers lock two objects).
+        accounts: PPtr<[PPtr<u64>; ACCOUNTS]>,
+        /// Transfers committed so far (incremented by every transfer).
+        transfers: u64,
+    }
 }
 
 fn setup(pool: &Pool, root: PPtr<Root>) -> pisces::Result<()> {
@@ -61,10 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "/dev/shm/pisces-bank.pool".into());
     let seconds: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5);
     let cfg = Config::default().size(64 << 20).max_threads(4);
-    let pool = match Pool::open(&path, cfg.clone()) {
-        Err(Error::NotFound(_)) => Pool::create(&path, cfg)?,
-        other => other?,
-    };
+    let pool = Pool::open_or_create(&path, cfg)?;
     let root: PPtr<Root> = pool.root()?;
     setup(&pool, root)?;
     let (total, transfers) = audit(&pool, root)?;

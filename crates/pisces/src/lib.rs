@@ -1,5 +1,47 @@
 //! Pisces: persistent transactional memory with snapshot isolation.
 //!
+//! # Quick start
+//! ```
+//! use pisces::{BTreeMap, Config, HashMap, PPtr, Pool};
+//!
+//! pisces::pod! {
+//!     /// The root object: found again by every run.
+//!     struct Root {
+//!         runs: u64,
+//!         squares: HashMap<u64, u64>,
+//!         log: BTreeMap<u64, u64>,
+//!     }
+//! }
+//!
+//! /// One run of a program: the first creates the pool, later ones open it (and
+//! /// recover it, if the last run crashed).
+//! fn run(path: &std::path::Path) -> pisces::Result<u64> {
+//!     let pool = Pool::open_or_create(path, Config::new().size(32 << 20))?;
+//!     let root: PPtr<Root> = pool.root()?; // zeroed on first use
+//!     pool.run(|tx| {
+//!         if tx.read(root)?.runs == 0 {
+//!             let squares = HashMap::new(tx)?;
+//!             let log = BTreeMap::create(tx)?;
+//!             let r = tx.write(root)?;
+//!             (r.squares, r.log) = (squares, log);
+//!         }
+//!         let r = tx.write(root)?; // a private copy until commit
+//!         r.runs += 1;
+//!         let (runs, squares, log) = (r.runs, r.squares, r.log);
+//!         squares.insert(tx, runs, runs * runs)?;
+//!         log.insert(tx, runs, 0)?;
+//!         Ok(runs)
+//!     }) // commits, or rolls back on `Err`; retried on conflict
+//! }
+//!
+//! # fn main() -> pisces::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("quickstart.pool");
+//! assert_eq!(run(&path)?, 1);
+//! assert_eq!(run(&path)?, 2); // the first run's work is in the pool
+//! # Ok(()) }
+//! ```
+//!
 //! Programs keep their data structures in a persistent heap (a pool file mapped into
 //! memory) and change them in ACID transactions that survive crashes and run
 //! concurrently. The default engine is Pisces (USENIX ATC 2019): dual-version
@@ -40,12 +82,18 @@ pub mod mutation;
 mod mutation;
 mod nesting;
 mod ops;
+mod pod;
 mod pool;
 mod sync;
 #[cfg(feature = "tools")]
 pub mod tools;
 mod tx;
 mod tx_options;
+
+/// The crate's README (its page on the registry): its example compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
 
 pub use config::Config;
 pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
@@ -59,5 +107,14 @@ pub use pool::{Pool, ThreadHandle};
 pub use tx::{Tx, TxStats};
 pub use tx_options::{Durability, Isolation, TxOptions};
 
-/// Derive macros and traits for types stored in a pool.
-pub use bytemuck::{Pod, Zeroable};
+/// The trait of types stored in a pool: plain data, any bit pattern valid, no padding.
+///
+/// Declare your own with [`pod!`], which needs no other dependency. (The derive macro
+/// re-exported under this name expands to paths of the `bytemuck` crate: it compiles
+/// only where `bytemuck` is a dependency of your crate too.)
+pub use bytemuck::Pod;
+/// The trait of types whose all-zero bytes are a valid value (every [`Pod`] type).
+///
+/// [`pod!`] implements it; the derive macro re-exported under this name needs
+/// `bytemuck` as a dependency of your crate, as [`Pod`]'s does.
+pub use bytemuck::Zeroable;

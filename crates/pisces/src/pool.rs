@@ -24,6 +24,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+/// How long [`Pool::open_or_create`] waits for another caller that has created the
+/// pool file to size it: that takes the creator two system calls, so only a creator
+/// that was stopped or killed in between makes a caller wait this long.
+const CREATOR_WAIT: Duration = Duration::from_secs(1);
+
 /// The root slot's payload: where the root object is, its size and a fingerprint of
 /// its type.
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -275,6 +280,62 @@ impl Pool {
             superblock::open_pool_file_in(path.as_ref(), cfg.medium, cfg.domain_request())?;
         let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
         Self::open_on(opened.medium, cfg).map(|p| p.with_domain_warning(opened.domain_warning))
+    }
+
+    /// Open the pool at `path`, or create it there if no file exists: for programs that
+    /// make their pool on first start and reopen it afterwards. Opening behaves as
+    /// [`Pool::open`] (recovery, `cfg`'s engine checked against the pool's, its other
+    /// options applied); creating as [`Pool::create`] with `cfg`.
+    ///
+    /// ```
+    /// use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("counter.pool");
+    /// for run in 1..=2 {
+    ///     let pool = Pool::open_or_create(&path, Config::new().size(32 << 20)).unwrap();
+    ///     let n: PPtr<u64> = pool.root().unwrap();
+    ///     pool.run(|tx| { *tx.write(n)? += 1; Ok(()) }).unwrap();
+    ///     assert_eq!(pool.run(|tx| Ok(*tx.read(n)?)).unwrap(), run);
+    /// }
+    /// ```
+    ///
+    /// # Several callers at once
+    /// When processes call it together on a path where no pool exists, exactly one
+    /// creates the pool (the file is created exclusively, so no pool is ever formatted
+    /// over another); every other one opens it. A pool is open in one process at a
+    /// time, so an open that meets the pool still open — by its creator or by a caller
+    /// that opened it first — fails with [`Error::Locked`] (in this process:
+    /// [`Error::AlreadyOpen`]); retry it, or share one [`Pool`]. A caller that meets the
+    /// file in the instant between its creation and its sizing waits for the creator
+    /// (up to a second) and then gets `Locked` as above; if the creator fails, it
+    /// removes the file and the waiting caller creates the pool itself. A file that
+    /// stays empty (left by a creator that was killed before it sized the file, or
+    /// made by something else) is refused after that second with [`Error::TooSmall`];
+    /// a creator killed later, while formatting, leaves a file that is refused as not
+    /// a pool ([`Error::BadMagic`]). Remove such a file to start over.
+    pub fn open_or_create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
+        let path = path.as_ref();
+        let waited_until = Instant::now() + CREATOR_WAIT;
+        loop {
+            // `symlink_metadata`: a dangling symlink is a file that exists (create
+            // refuses it, with its own error).
+            if path.symlink_metadata().is_err() {
+                match Self::create(path, cfg.clone()) {
+                    // Another caller created it since the check: open theirs.
+                    Err(Error::AlreadyExists(_)) => {}
+                    done => return done,
+                }
+            }
+            match Self::open(path, cfg.clone()) {
+                // A creator that failed removed it: create it here.
+                Err(Error::NotFound(_)) if Instant::now() < waited_until => {}
+                // A creator has made the file and not yet sized it.
+                Err(Error::TooSmall { len: 0, .. }) if Instant::now() < waited_until => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Format a new pool on a zeroed medium (the crash simulator, anonymous memory).
@@ -715,10 +776,10 @@ impl Pool {
     /// or moved between modules keeps working; `u64` and `PPtr<u64>` are different).
     ///
     /// ```
-    /// # use pisces::{Config, Pool, PPtr, Pod, Zeroable};
-    /// #[derive(Clone, Copy, Pod, Zeroable)]
-    /// #[repr(C)]
-    /// struct Root { count: u64, head: PPtr<u64> }
+    /// # use pisces::{Config, Pool, PPtr};
+    /// pisces::pod! {
+    ///     struct Root { count: u64, head: PPtr<u64> }
+    /// }
     /// # let dir = tempfile::tempdir().unwrap();
     /// let pool = Pool::create(dir.path().join("root.pool"), Config::default().size(32 << 20)).unwrap();
     /// let root: PPtr<Root> = pool.root().unwrap();
@@ -1112,5 +1173,57 @@ impl ThreadHandle {
             tx.set_operation(id, bytes);
             f(tx, bytes)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config::default()
+            .size(4 << 20)
+            .max_threads(2)
+            .log_bytes_per_thread(64 << 10)
+    }
+
+    /// A caller that meets the empty file of another creator waits; when that creator
+    /// fails and removes its file, the caller creates the pool itself.
+    #[test]
+    fn open_or_create_waits_for_a_creator_that_then_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pool");
+        std::fs::File::create(&path).unwrap();
+        let failing_creator = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                std::fs::remove_file(&path).unwrap();
+            })
+        };
+        let pool = Pool::open_or_create(&path, cfg()).unwrap();
+        failing_creator.join().unwrap();
+        let n: PPtr<u64> = pool.root().unwrap();
+        pool.run(|tx| {
+            *tx.write(n)? = 5;
+            Ok(())
+        })
+        .unwrap();
+        drop(pool);
+        let again = Pool::open_or_create(&path, cfg()).unwrap();
+        assert_eq!(again.run(|tx| Ok(*tx.read(n)?)).unwrap(), 5);
+    }
+
+    /// An empty file nobody sizes is refused after the wait, and left as it was.
+    #[test]
+    fn open_or_create_refuses_a_file_that_stays_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.pool");
+        std::fs::File::create(&path).unwrap();
+        match Pool::open_or_create(&path, cfg()) {
+            Err(Error::TooSmall { len: 0, .. }) => {}
+            other => panic!("expected TooSmall, got {:?}", other.map(|_| ())),
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
     }
 }

@@ -17,11 +17,11 @@ use std::time::Duration;
 /// back when it returns `Err` (and `run` retries it on [`Error::Conflict`]).
 ///
 /// ```
-/// use pisces::{Config, Pool, PPtr, Pod, Zeroable};
+/// use pisces::{Config, Pool, PPtr};
 ///
-/// #[derive(Clone, Copy, Pod, Zeroable)]
-/// #[repr(C)]
-/// struct Node { value: u64, next: PPtr<Node> }
+/// pisces::pod! {
+///     struct Node { value: u64, next: PPtr<Node> }
+/// }
 ///
 /// # fn main() -> pisces::Result<()> {
 /// # let dir = tempfile::tempdir().unwrap();

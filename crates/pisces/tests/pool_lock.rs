@@ -7,6 +7,13 @@
 //! refuse that test's next open.
 
 use pisces::{Config, Error, PPtr, Pool};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Held by each test that spawns processes: a child between its fork and its exec
+/// holds the locks of the pools this process has open, so no other test of this
+/// binary opens or closes a pool while one spawns.
+static SPAWNING: Mutex<()> = Mutex::new(());
 
 fn cfg() -> Config {
     Config::default()
@@ -22,6 +29,7 @@ fn root_value(pool: &Pool) -> u64 {
 
 #[test]
 fn pool_already_open() {
+    let _spawning = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("pool");
     {
@@ -78,4 +86,86 @@ fn pool_already_open() {
     assert_eq!(root_value(&first), 41);
     drop(first);
     assert_eq!(root_value(&Pool::open(&p, cfg()).unwrap()), 41);
+}
+
+/// The pool the children of `open_or_create_race` share (set only in them).
+const RACE_POOL: &str = "PISCES_TEST_RACE_POOL";
+const RACERS: u64 = 4;
+
+/// Processes that call `Pool::open_or_create` on one new path at once: one creates the
+/// pool, the others open it (retrying while it is open elsewhere, the documented
+/// `Locked`), and every one's increment of the root is kept, so none formatted the pool
+/// over another's.
+#[test]
+fn open_or_create_race() {
+    let _spawning = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("raced.pool");
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..RACERS)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "open_or_create_racer",
+                    "--ignored",
+                    "--test-threads=1",
+                ])
+                .env(RACE_POOL, &p)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Start them together: each says it is ready, then spins until `go` exists.
+    let t0 = Instant::now();
+    while std::fs::read_dir(d.path()).unwrap().count() < RACERS as usize {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "racers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::fs::File::create(d.path().join("go")).unwrap();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "a racer failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(root_value(&Pool::open(&p, cfg()).unwrap()), RACERS);
+}
+
+/// One racer of `open_or_create_race`, run in a child process of it.
+#[test]
+#[ignore = "a child process of open_or_create_race"]
+fn open_or_create_racer() {
+    let p =
+        std::path::PathBuf::from(std::env::var_os(RACE_POOL).expect("run by open_or_create_race"));
+    let dir = p.parent().unwrap();
+    std::fs::File::create(dir.join(format!("ready-{}", std::process::id()))).unwrap();
+    let t0 = Instant::now();
+    while !dir.join("go").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no go");
+        std::hint::spin_loop();
+    }
+    let pool = loop {
+        match Pool::open_or_create(&p, cfg()) {
+            Ok(pool) => break pool,
+            Err(Error::Locked(_)) if t0.elapsed() < Duration::from_secs(60) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(e) => panic!("open_or_create: {e}"),
+        }
+    };
+    let root: PPtr<u64> = pool.root().unwrap();
+    pool.run(|tx| {
+        *tx.write(root)? += 1;
+        Ok(())
+    })
+    .unwrap();
 }

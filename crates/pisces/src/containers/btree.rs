@@ -72,7 +72,7 @@ use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 use std::ops::{Bound, RangeBounds};
 
 /// The first word of every B+-tree header ("PSC.BTRE"): how tools recognise a tree.
@@ -122,11 +122,33 @@ struct Header {
 }
 
 /// A persistent ordered map (B+-tree) from `K` to `V` with inner nodes of up to
-/// `FANOUT` children (see the module docs).
+/// `FANOUT` children.
 ///
 /// The handle is 8 bytes of plain data (a pointer to the tree's header): store it in
 /// your root object or in other persistent objects. All operations take the running
-/// transaction, so they compose with anything else the transaction does.
+/// transaction, so they compose with anything else the transaction does: several tree
+/// operations and any other changes commit or roll back together. Every engine runs it.
+///
+/// * **Layout**: a leaf holds up to `FANOUT - 1` entries and links to the next leaf
+///   for range scans ([`BTreeMap::range`], [`BTreeMap::iter`]); with 8-byte keys and
+///   values and the default `FANOUT` of 16 a node is 256 bytes. Keys are ordered by
+///   `Ord`.
+/// * **Removal** deletes the entry from its leaf and does not rebalance: leaves may
+///   become sparse, the tree never shrinks in height, and later inserts into the key
+///   range reuse the room. Only [`BTreeMap::destroy`] frees nodes.
+/// * **Snapshot isolation**: reads write nothing and conflict with nothing; an update
+///   writes every node it changes (the leaf; on a split the new node's parent, and the
+///   header when the root splits), so two updates that would break the tree's
+///   structure meet in a write-write conflict and one retries. A decision taken on a
+///   range scan is exposed to write skew unless the transaction writes what it
+///   depends on.
+/// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
+///   borrows the value); only a split allocates a buffer. There is no element counter
+///   (every writer would conflict on it): [`BTreeMap::len`] walks the leaves.
+/// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
+///   every access, descents are bounded by the height and the leaf walk detects cycles,
+///   so a damaged pool or a handle used with other types is an [`Error`], never
+///   undefined behaviour; [`BTreeMap::check`] verifies a whole tree.
 ///
 /// ```
 /// use pisces::{BTreeMap, Config, Pool};
@@ -147,6 +169,37 @@ struct Header {
 /// pool.run(|tx| t.range(tx, 10..13, |k, v| { squares.push((*k, *v)); true }))?;
 /// assert_eq!(squares, [(10, 100), (11, 121), (12, 144)]);
 /// # Ok(()) }
+/// ```
+///
+/// # Limits
+/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// are 8-byte aligned), neither zero-sized; `FANOUT` is at least 3, and a node — a leaf
+/// holds `FANOUT - 1` keys and values, an inner node `FANOUT - 1` keys and `FANOUT`
+/// child pointers, each region padded to whole 8-byte words — is at most 16 KiB (2048
+/// words). A tree of other types does not compile (the check runs when the code is built
+/// into a binary, as `Tx::read` of an over-aligned type):
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<()> {
+///     let t = BTreeMap::<u128, u64>::create(tx)?; // u128 is 16-byte aligned
+///     t.insert(tx, 1, 2)?;
+///     Ok(())
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<()> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &Tx<'_>, t: BTreeMap<u64, u128>) -> Result<Option<u128>> {
+///     t.get(tx, &1) // values too
+/// }
+/// let _codegen: fn(&Tx<'_>, BTreeMap<u64, u128>) -> Result<Option<u128>> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{BTreeMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> {
+///     BTreeMap::create(tx) // 15 values of 200 words: above the node limit
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> = f;
 /// ```
 #[repr(transparent)]
 #[derive(Pod, Zeroable)]
@@ -244,7 +297,15 @@ pub(super) fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
 impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Entries per leaf.
     const LCAP: usize = F - 1;
-    const KW: usize = words::words_for::<K>(F - 1);
+    // Every node access goes through `KW` (inner nodes) or `LEAF`, so a tree of an
+    // over-aligned type does not compile.
+    const KW: usize = {
+        assert!(
+            align_of::<K>() <= words::MAX_ALIGN,
+            "B+-tree keys must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<K>(F - 1)
+    };
     const L_NEXT: usize = 1;
     const L_KEYS: usize = 2;
     const L_VALS: usize = 2 + Self::KW;
@@ -256,6 +317,10 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         assert!(
             size_of::<V>() > 0,
             "zero-sized values are not supported (use u8)"
+        );
+        assert!(
+            align_of::<V>() <= words::MAX_ALIGN,
+            "B+-tree values must have alignment at most 8 (they are stored 8-byte aligned)"
         );
         let s = Shape::new(Self::L_VALS + words::words_for::<V>(F - 1));
         assert!(s.valid(), "leaf node exceeds the 16 KiB node limit");
@@ -764,7 +829,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Number of entries, counted along the leaf chain (O(len / FANOUT) reads; the
-    /// tree keeps no counter, see the module docs).
+    /// tree keeps no counter: every writer would conflict on it).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let h = self.header(tx)?;
         let mut node = h.root;

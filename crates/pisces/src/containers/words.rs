@@ -55,10 +55,26 @@ impl Shape {
 /// The largest node, in words (16 KiB).
 pub(crate) const MAX_WORDS: usize = 2048;
 
+/// The largest alignment of a key or value: fields start on word boundaries of
+/// objects that are themselves 8-byte aligned. The container types assert it at compile
+/// time (as `Tx::read` does for every stored type).
+pub(crate) const MAX_ALIGN: usize = 8;
+
 fn bad_shape(s: Shape) -> Error {
-    Error::InvalidConfig(format!(
-        "a container node of {} words exceeds the {MAX_WORDS}-word limit",
+    Error::InvalidArgument(format!(
+        "a container node of {} words exceeds the {MAX_WORDS}-word (16 KiB) limit",
         s.len
+    ))
+}
+
+/// The error of a typed view of a type aligned above [`MAX_ALIGN`]: the container
+/// types refuse such types at compile time, so only a view asked for by other code
+/// reaches it; it is a misuse, not damage.
+fn over_aligned<T>() -> Error {
+    Error::InvalidArgument(format!(
+        "{} has alignment {}; container keys and values are stored at most {MAX_ALIGN}-byte aligned",
+        std::any::type_name::<T>(),
+        std::mem::align_of::<T>()
     ))
 }
 
@@ -137,6 +153,9 @@ pub(crate) fn corrupt(what: &str) -> Error {
 /// `n` values of `T` stored from word `at` on.
 #[inline]
 pub(crate) fn slice<T: Pod>(w: &[u64], at: usize, n: usize) -> Result<&[T]> {
+    if std::mem::align_of::<T>() > MAX_ALIGN {
+        return Err(over_aligned::<T>());
+    }
     let bytes: &[u8] = bytemuck::cast_slice(w);
     let start = at * 8;
     bytes
@@ -148,6 +167,9 @@ pub(crate) fn slice<T: Pod>(w: &[u64], at: usize, n: usize) -> Result<&[T]> {
 /// Mutable view of `n` values of `T` stored from word `at` on.
 #[inline]
 pub(crate) fn slice_mut<T: Pod>(w: &mut [u64], at: usize, n: usize) -> Result<&mut [T]> {
+    if std::mem::align_of::<T>() > MAX_ALIGN {
+        return Err(over_aligned::<T>());
+    }
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(w);
     let start = at * 8;
     bytes
@@ -159,6 +181,9 @@ pub(crate) fn slice_mut<T: Pod>(w: &mut [u64], at: usize, n: usize) -> Result<&m
 /// The `T` stored at word `at`.
 #[inline]
 pub(crate) fn elem<T: Pod>(w: &[u64], at: usize) -> Result<&T> {
+    if std::mem::align_of::<T>() > MAX_ALIGN {
+        return Err(over_aligned::<T>());
+    }
     let bytes: &[u8] = bytemuck::cast_slice(w);
     let start = at * 8;
     bytes
@@ -170,6 +195,9 @@ pub(crate) fn elem<T: Pod>(w: &[u64], at: usize) -> Result<&T> {
 /// The `T` stored at word `at`, mutable.
 #[inline]
 pub(crate) fn elem_mut<T: Pod>(w: &mut [u64], at: usize) -> Result<&mut T> {
+    if std::mem::align_of::<T>() > MAX_ALIGN {
+        return Err(over_aligned::<T>());
+    }
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(w);
     let start = at * 8;
     bytes
@@ -205,5 +233,23 @@ mod tests {
         assert_eq!(slice::<u16>(&w, 2, 5).unwrap(), &[0, 0, 0, 0, 9]);
         assert!(slice::<u64>(&w, 2, 3).is_err());
         assert!(elem::<[u64; 2]>(&w, 3).is_err());
+    }
+
+    /// A view of an over-aligned type is a misuse named as such, not damage: also where
+    /// the words happen to sit at an address the type's alignment accepts.
+    #[test]
+    fn over_aligned_views_are_invalid_arguments() {
+        #[derive(Clone, Copy, Pod, bytemuck::Zeroable)]
+        #[repr(C, align(16))]
+        struct Wide([u64; 2]);
+        #[repr(C, align(16))]
+        struct Words([u64; 4]);
+        let mut w = Words([0; 4]);
+        let limit =
+            |e: Error| matches!(&e, Error::InvalidArgument(m) if m.contains("8-byte aligned"));
+        assert!(limit(elem::<Wide>(&w.0, 0).err().unwrap()));
+        assert!(limit(elem_mut::<Wide>(&mut w.0, 2).err().unwrap()));
+        assert!(limit(slice::<Wide>(&w.0, 0, 2).err().unwrap()));
+        assert!(limit(slice_mut::<Wide>(&mut w.0, 0, 1).err().unwrap()));
     }
 }

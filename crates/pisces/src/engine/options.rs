@@ -12,8 +12,16 @@ use crate::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
 
-/// `key=value` settings for the pool's engine (see the module docs). Empty = the
-/// engine's defaults.
+/// `key=value` settings for the pool's engine. Empty = the engine's defaults.
+///
+/// Each engine has its own knobs (Pisces: flush-diff and group commit; others: their
+/// ablation switches), so the configuration carries them as text and the engine
+/// checks them when the pool is created or opened: an unknown key or a bad value is
+/// [`Error::InvalidConfig`] naming the engine's keys. The same text works on the
+/// command line (`pisces create --engine-opt group_commit=1`) and through the C
+/// interface; typed builders such as [`PiscesOptions`](crate::PiscesOptions) convert
+/// into it. Each engine's keys are listed on its page in the repository's
+/// `docs/engines/`.
 ///
 /// ```
 /// use pisces::EngineOptions;

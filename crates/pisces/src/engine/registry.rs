@@ -295,8 +295,8 @@ engines! {
     Undo = undo::Undo,
     /// Baseline: the multi-version strawman of the Pisces paper's §2.2.
     Mvcc = mvcc::Mvcc,
-    /// Peer: PMDK's libpmemobj through FFI (its own pool file); built where libpmemobj
-    /// is found.
+    /// Peer: PMDK's libpmemobj through FFI (its own pool file); built with the `pmdk`
+    /// feature where libpmemobj is found ([`EngineId::available`]).
     Pmdk = pmdk::Pmdk,
     /// Baseline: Pisces' concurrency control with no persistence (the upper bound).
     Volatile = pisces::Volatile,
@@ -356,7 +356,8 @@ impl EngineId {
     pub fn mutation_names(self) -> Vec<&'static str> {
         self.mutation_points().map(|p| p.name).collect()
     }
-    /// Whether this build can run the engine (`pmdk` needs libpmemobj at build time).
+    /// Whether this build can run the engine (`pmdk` needs the `pmdk` feature and
+    /// libpmemobj at build time).
     pub fn available(self) -> bool {
         self != EngineId::Pmdk || pmdk::AVAILABLE
     }
@@ -377,15 +378,53 @@ impl std::fmt::Display for EngineId {
     }
 }
 
+/// A name, or an error that lists the engines this build can run (not those left out
+/// of it, such as `pmdk` without its feature).
+///
+/// ```
+/// use pisces::EngineId;
+/// assert_eq!("sp3".parse::<EngineId>().unwrap(), EngineId::Sp3);
+/// let e = "nope".parse::<EngineId>().unwrap_err().to_string();
+/// assert!(e.contains("unknown engine `nope` (engines: pisces, undo, mvcc, "), "{e}");
+/// ```
 impl std::str::FromStr for EngineId {
     type Err = crate::Error;
     fn from_str(s: &str) -> Result<EngineId> {
         EngineId::from_name(s).ok_or_else(|| {
-            let names: Vec<&str> = EngineId::ALL.iter().map(|e| e.name()).collect();
+            let names: Vec<&str> = EngineId::ALL
+                .iter()
+                .filter(|e| e.available())
+                .map(|e| e.name())
+                .collect();
             crate::Error::InvalidConfig(format!(
                 "unknown engine `{s}` (engines: {})",
                 names.join(", ")
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EngineId;
+
+    /// The unknown-engine error names exactly the engines of this build: run with and
+    /// without `PISCES_NO_PMDK=1`, it sees `pmdk` listed only where it is built.
+    #[test]
+    fn unknown_engine_lists_the_engines_of_this_build() {
+        let msg = "nope".parse::<EngineId>().unwrap_err().to_string();
+        let list = msg
+            .split_once("(engines: ")
+            .and_then(|(_, rest)| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("no engine list in: {msg}"));
+        let listed: Vec<&str> = list.split(", ").collect();
+        let built: Vec<&str> = EngineId::ALL
+            .iter()
+            .filter(|e| e.available())
+            .map(|e| e.name())
+            .collect();
+        assert_eq!(listed, built, "{msg}");
+        assert!(built.contains(&"pisces"));
+        assert_eq!(built.contains(&"pmdk"), cfg!(pmdk));
     }
 }

@@ -132,7 +132,7 @@ use crate::containers::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::size_of;
+use std::mem::{align_of, size_of};
 
 mod grouped;
 
@@ -183,11 +183,37 @@ pub(crate) const GROUP_SLOTS: usize = 7;
 /// of one of its entries copies.
 pub(crate) const MAX_SLOT_WORDS: usize = 2;
 
-/// A persistent hash map from `K` to `V` (see the module docs).
+/// A persistent hash map from `K` to `V`.
 ///
 /// The handle is 8 bytes of plain data (a pointer to the map's header): store it in
 /// your root object or in other persistent objects. All operations take the running
-/// transaction, so they compose with anything else the transaction does.
+/// transaction, so they compose with anything else the transaction does: several map
+/// operations and any other changes commit or roll back together. Every engine runs it.
+///
+/// * **Keys** are compared by `==`, which must agree with equality of their bytes (as
+///   std asks `Hash` to agree with `Eq`); integers and arrays of them do. A key's bucket
+///   comes from [`stable_hash`](crate::stable_hash) of its bytes.
+/// * **Growth**: [`HashMap::new`] and [`HashMap::with_buckets`] make a map that grows as
+///   it fills (linear hashing: an insert that finds its part of the map above the load
+///   limit splits one bucket, in the same transaction). [`HashMap::create`] makes a map
+///   of a fixed bucket count, as the paper's benchmark does. Maps whose key and value
+///   fit in two 8-byte words together (`HashMap<u64, u64>`, a set as `HashMap<u64, u8>`)
+///   keep entries inline in groups of 7 slots, so a lookup reads two objects; others
+///   chain a node per entry.
+/// * **Snapshot isolation**: reads (`get`, `get_ref`, `iter`, `for_each`, `len`) write
+///   nothing and conflict with nothing. An update writes every object its correctness
+///   depends on (the link it changes, the node it replaces or removes), so two
+///   updates that would break the map's structure meet in a write-write conflict and
+///   one retries. Application invariants that span several keys still need the usual
+///   SI care (write what your decision depends on).
+/// * **Costs**: a lookup reads the header, a bucket chunk or group, and the chain; it
+///   copies nothing (`get_ref` borrows the value) and allocates nothing. There is no
+///   element counter (every writer would conflict on it): [`HashMap::len`] walks the
+///   map. A map costs at least 4 KiB (its header holds the bucket directory).
+/// * **Damage**: headers, node kinds and the key and value sizes are checked on every
+///   access, and walks along chains detect cycles, so a damaged pool or a handle used
+///   with other types is an [`Error`], never undefined behaviour; [`HashMap::check`]
+///   verifies a whole map.
 ///
 /// ```
 /// use pisces::{Config, HashMap, Pool};
@@ -204,6 +230,36 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// let m = pool.run(|tx| Ok(*tx.read(root)?))?;
 /// assert_eq!(pool.run(|tx| m.get(tx, &7))?, Some(*b"seven           "));
 /// # Ok(()) }
+/// ```
+///
+/// # Limits
+/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// are 8-byte aligned), neither zero-sized, and a node — a next pointer, the key and the
+/// value, each padded to whole 8-byte words — is at most 16 KiB (2048 words). A map of
+/// other types does not compile (the check runs when the code is built into a binary,
+/// as `Tx::read` of an over-aligned type):
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<()> {
+///     let m = HashMap::<u128, u64>::new(tx)?; // u128 is 16-byte aligned
+///     m.insert(tx, 1, 2)?;
+///     Ok(())
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<()> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &Tx<'_>, m: HashMap<u64, u128>) -> Result<Option<u128>> {
+///     m.get(tx, &1) // values too
+/// }
+/// let _codegen: fn(&Tx<'_>, HashMap<u64, u128>) -> Result<Option<u128>> = f;
+/// ```
+/// ```compile_fail,E0080
+/// # use pisces::{HashMap, Result, Tx};
+/// fn f(tx: &mut Tx<'_>) -> Result<HashMap<u64, [u64; 2048]>> {
+///     HashMap::new(tx) // 1 + 1 + 2048 words: above the node limit
+/// }
+/// let _codegen: fn(&mut Tx<'_>) -> Result<HashMap<u64, [u64; 2048]>> = f;
 /// ```
 #[repr(transparent)]
 #[derive(Pod, Zeroable)]
@@ -291,8 +347,22 @@ impl<K, V> HashMap<K, V> {
 }
 
 impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
-    const KW: usize = words::words_for::<K>(1);
-    const VW: usize = words::words_for::<V>(1);
+    // Every node access goes through these (directly or through `NODE`, `SMALL`,
+    // `GROUP`), so a map of an over-aligned type does not compile.
+    const KW: usize = {
+        assert!(
+            align_of::<K>() <= words::MAX_ALIGN,
+            "hash map keys must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<K>(1)
+    };
+    const VW: usize = {
+        assert!(
+            align_of::<V>() <= words::MAX_ALIGN,
+            "hash map values must have alignment at most 8 (they are stored 8-byte aligned)"
+        );
+        words::words_for::<V>(1)
+    };
     const KEY: usize = 1;
     const VAL: usize = 1 + Self::KW;
     const NODE: Shape = {
@@ -302,7 +372,10 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             "zero-sized values are not supported (use u8)"
         );
         let s = Shape::new(1 + Self::KW + Self::VW);
-        assert!(s.valid(), "key and value exceed the 16 KiB node limit");
+        assert!(
+            s.valid(),
+            "hash map key and value exceed the 16 KiB node limit (2048 words)"
+        );
         s
     };
     const SIG: u64 = size_of::<K>() as u64 | (size_of::<V>() as u64) << 32;
@@ -319,8 +392,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Self::create_with(tx, buckets, false)
     }
 
-    /// Create an empty map that grows as it fills (no bucket count to choose): see
-    /// "Growth" in the module docs.
+    /// Create an empty map that grows as it fills (no bucket count to choose): an insert
+    /// that finds the map above its load limit splits a bucket in the same
+    /// transaction, so there is no pause to rehash the whole map.
     ///
     /// ```
     /// # use pisces::{Config, HashMap, Pool};
@@ -967,7 +1041,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Number of entries, counted by walking the table (O(buckets + len); the map keeps
-    /// no counter, see the module docs).
+    /// no counter: every writer would conflict on it).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let mut n = 0;
         self.for_each(tx, |_, _| {

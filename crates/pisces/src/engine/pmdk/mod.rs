@@ -36,10 +36,10 @@
 //!   refused. It has no hook for emulated latency or bandwidth: those are refused too,
 //!   and its flushes are not visible to our counters.
 //!
-//! The engine is built with the `pmdk` cargo feature (on by default) when the build
+//! The engine is built with the `pmdk` cargo feature (off by default) when the build
 //! finds libpmemobj (Debian package `libpmemobj-dev`): `build.rs` then sets `cfg(pmdk)`
 //! and the engine links the library. Otherwise the crate still builds, and opening a
-//! `pmdk` pool fails with a message saying what to install.
+//! `pmdk` pool fails with a message saying what to enable or install.
 //!
 //! # Under eADR
 //! libpmemobj flushes by itself, out of the medium's sight, so the pool's persistence
@@ -116,8 +116,8 @@ impl EngineDef for Pmdk {
         {
             let _ = (path, create);
             Err(Error::InvalidConfig(
-                "this build has no pmdk engine: it needs libpmemobj at build time \
-                 (Debian package libpmemobj-dev) and the `pmdk` feature (on by default)"
+                "this build has no pmdk engine: it needs the `pmdk` feature of the pisces \
+                 crate and libpmemobj at build time (Debian package libpmemobj-dev)"
                     .into(),
             ))
         }
