@@ -263,7 +263,8 @@ fn blocks_entries_round_trip() {
 
 /// Line-aligned records read back exactly over many laps of the ring (wraps with and
 /// without markers, recycling), each starts on a 64-byte boundary of the pool, and a
-/// record flushes only its own lines: `ceil(len / 64)`. A damaged record in the middle
+/// record flushes only its own lines: `ceil(len / 64)` (and the header line, for the
+/// newest-record word). A damaged record in the middle
 /// of a line-aligned chain is still told from a torn tail.
 #[test]
 fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
@@ -285,9 +286,10 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
         w.append(&heap, r.bytes(), 100 + i);
         let lines = (crate::medium::counters::snapshot() - before).lines_flushed;
         let rec_len = super::HEADER_LEN + r.len();
-        // (A wrap marker adds its own line.)
+        // (The newest-record word adds the log's header line; a wrap marker its own.)
+        let own = rec_len.div_ceil(64) as u64 + 1;
         assert!(
-            lines == rec_len.div_ceil(64) as u64 || lines == rec_len.div_ceil(64) as u64 + 1,
+            lines == own || lines == own + 1,
             "record {i} of {rec_len} bytes flushed {lines} lines"
         );
         heap.fence();
@@ -374,4 +376,55 @@ fn line_aligned_parser_must_skip_the_gap() {
     };
     assert_eq!(count(None), 4);
     assert_eq!(count(Some(&super::LOG_LINE_SKIP)), 1);
+}
+
+/// The newest-record word proves every record before the newest durable: records lost
+/// at the end of the chain with nothing valid after them (a zeroed stretch of the
+/// ring) are damage, a torn newest record is not, and a damaged word is damage; a log
+/// whose word is zero (written by a build without it) claims nothing.
+#[test]
+fn lost_records_at_the_end_of_the_chain_are_damage() {
+    use super::parse;
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 1);
+    let mut w = LogWriter::new(off, len, 1);
+    let mut at = Vec::new();
+    for i in 0..6u64 {
+        let mut r = RecordBuilder::default();
+        r.range(4096 + 8 * i, &i.to_le_bytes());
+        at.push(w.head);
+        w.append(&heap, r.bytes(), 100 + i);
+        heap.fence();
+    }
+    let ring = off + RING_OFFSET;
+    let end = w.head;
+    let image = |from: usize| {
+        let mut b = vec![0u8; end];
+        heap.read_bytes(ring, &mut b);
+        b[from..].fill(0);
+        b
+    };
+    let full = image(end);
+    let put = |b: &[u8]| heap.write_bytes(ring, b);
+    // The newest record torn: a crash may leave that.
+    put(&image(at[5]));
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), 5);
+    // The two newest records gone: record 5 was written after record 4 was durable.
+    put(&image(at[4]));
+    assert!(parse(&heap, off, len).damage.is_some());
+    // A damaged word.
+    put(&full);
+    let word = off + super::NEWEST_OFFSET;
+    let mut b = [0u8; 8];
+    heap.read_bytes(word, &mut b);
+    heap.write_bytes(word, &[b[0] ^ 4]);
+    assert!(parse(&heap, off, len).damage.is_some());
+    // A zero word (an earlier build's log) claims nothing.
+    heap.write_bytes(word, &[0u8; 8]);
+    put(&image(at[2]));
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), 2);
 }
