@@ -4,9 +4,9 @@
 //!
 //! ```text
 //! +0   tail word: (tail offset in ring: u32) << 32 | (low 32 bits of tail seq)
-//! +8   newest-record word: the sequence number of the newest record appended, a
-//!      checked word (`checked_word`); zero: no record appended since the log was
-//!      made or reset
+//! +8   newest-record word: the first sequence number the newest append took (its
+//!      record's, or the wrap marker's in front of it), a checked word
+//!      (`checked_word`); zero: nothing appended since the log was made or reset
 //! +64  ring of records, each 8-byte aligned:
 //!      header (32 B): magic u32 | kind u32 | len u32 | crc32c u32 | seq u64 | persistTS u64
 //!      entries (len bytes)
@@ -26,12 +26,13 @@
 //! *later* sequence number anywhere in the ring means the stop was not a torn tail but
 //! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
 //! Damage to the newest records, with nothing valid after them (a zeroed page that
-//! holds a log's end), is caught by the newest-record word: the writer stores the
-//! sequence number of each record there, flushed with the record (one fence for both),
-//! so a word that names record n proves every record before n durable (record n - 1
-//! was fenced before record n was written); a chain that ends before n - 1 is damage.
-//! Only the newest record itself cannot be told from a torn tail (its word and its
-//! bytes share the fence). The word costs each record a store and a flushed line
+//! holds a log's end), is caught by the newest-record word: at each append the writer
+//! stores there the first sequence number the append takes (the record's, or that of
+//! the wrap marker written with it), flushed with the record (one fence for all), so a
+//! word that names n proves every record before n durable (they were fenced before
+//! the append that took n); a chain that ends before n is damage. Only the newest
+//! record itself cannot be told from a torn tail (its word and its bytes share the
+//! fence). The word costs each record a store and a flushed line
 //! more; a log written by a build without it holds zero there, which claims nothing.
 //! [`walk`] is
 //! the parser: it hands each valid record to its caller in place, borrowed from the
@@ -972,7 +973,8 @@ fn newest_word_damage(heap: &Heap, area_off: usize, next_seq: u64) -> Option<Str
     let ahead = (newest as u32).wrapping_sub(next_seq as u32);
     (ahead != 0 && ahead < 1 << 31).then(|| {
         format!(
-            "the log ends before record {next_seq}, but record {newest} was written after              it was durable"
+            "the log ends before record {next_seq}, but its newest-record word names \
+             {newest}: records the writer had made durable are lost"
         )
     })
 }
@@ -1117,6 +1119,9 @@ impl<F: Framing> LogWriter<F> {
         debug_assert!(self.used + footprint <= self.cap);
         let ring = self.area_off + RING_OFFSET;
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
+        // The first sequence number this append takes (its wrap marker's, if any):
+        // what the newest-record word names.
+        let first_seq = self.next_seq;
         if wraps {
             if self.cap - self.head >= F::MIN_HEADER {
                 let (h, wlen) = self.framing.encode(KIND_WRAP, 0, self.next_seq, 0, &[]);
@@ -1148,9 +1153,10 @@ impl<F: Framing> LogWriter<F> {
                 heap.flush(ring + self.head, rec_len);
             }
         }
-        // The newest-record word, fenced with the record by the caller's fence.
+        // The newest-record word, fenced with the record (and its wrap marker) by the
+        // caller's fence.
         heap.atomic_u64(self.area_off + NEWEST_OFFSET).store(
-            super::checked_word::encode(seq),
+            super::checked_word::encode(first_seq),
             std::sync::atomic::Ordering::Release,
         );
         if !unflushed {

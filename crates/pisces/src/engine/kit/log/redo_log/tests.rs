@@ -428,3 +428,51 @@ fn lost_records_at_the_end_of_the_chain_are_damage() {
     assert!(p.damage.is_none(), "{:?}", p.damage);
     assert_eq!(p.records.len(), 2);
 }
+
+/// A wrap marker and the record after it share the append's fence, and the
+/// newest-record word names the marker: a crash that keeps the word but tears the
+/// marker and the record is a torn tail, not damage.
+#[test]
+fn a_torn_wrap_marker_under_a_durable_newest_word_is_not_damage() {
+    use super::parse;
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 1);
+    let mut w = LogWriter::new(off, len, 1);
+    let ring = off + RING_OFFSET;
+    let record = |i: u64| {
+        let mut r = RecordBuilder::default();
+        r.range(4096 + 8 * i, &[i as u8; 200]);
+        r
+    };
+    let mut i = 0;
+    // Fill until the next record wraps with a marker.
+    loop {
+        let r = record(i);
+        let rec = super::HEADER_LEN + r.len();
+        if w.cap - w.head < rec && w.cap - w.head >= super::HEADER_LEN {
+            break;
+        }
+        w.append(&heap, r.bytes(), 100 + i);
+        heap.fence();
+        i += 1;
+    }
+    let before_marker = parse(&heap, off, len).records.len();
+    let marker_at = w.head;
+    let mut old = [0u8; super::HEADER_LEN];
+    heap.read_bytes(ring + marker_at, &mut old);
+    // Recycle everything at offset 0 so the record fits there.
+    w.recycle(&heap, u64::MAX, u64::MAX);
+    let kept = parse(&heap, off, len).records.len();
+    assert_eq!(kept, 0, "{before_marker} records recycled");
+    let r = record(i);
+    let mut old_first = vec![0u8; super::HEADER_LEN + r.len()];
+    heap.read_bytes(ring, &mut old_first);
+    w.append(&heap, r.bytes(), 100 + i);
+    heap.fence();
+    assert_eq!(parse(&heap, off, len).records.len(), 1);
+    // The marker and the record torn (their old bytes back), the word durable.
+    heap.write_bytes(ring + marker_at, &old);
+    heap.write_bytes(ring, &old_first);
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+}
