@@ -141,6 +141,7 @@ impl Drop for PoolInner {
             .clear();
         self.engine.shutdown();
         self.engine.quiesce();
+        self.engine.close();
         // Only a close whose last write-back is durable is a clean one (a crashed
         // simulator's, or a failed msync, is not).
         if self.engine.sync().is_ok() {
@@ -878,7 +879,7 @@ impl Pool {
     /// Write back everything pending and make the whole pool durable now (on the
     /// file medium, msync of the whole file). An engine whose commits are durable in a
     /// log that its recovery replays may leave them there rather than write them home
-    /// (timestone: its operation log, re-executed at the next open).
+    /// (timestone: its operation log, until a checkpoint or the pool's close).
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr};

@@ -260,10 +260,16 @@ pub(crate) trait Engine: Send + Sync + 'static {
     type Thread: EngineThread;
     /// State for thread slot `slot` (unique among live threads, `< max_threads`).
     fn thread(&self, slot: usize) -> Result<Self::Thread>;
-    /// Finish deferred work so the pool can be closed: what a close must write (e.g. a
-    /// batch of commits that is not durable yet). Work recovery would redo from a
-    /// durable log may stay deferred (timestone's checkpoint).
+    /// Finish deferred work that must be durable now (e.g. a batch of commits that is
+    /// not durable yet): `Pool::sync` and a close call it. Work recovery would redo
+    /// from a durable log may stay deferred (timestone's checkpoint) until
+    /// [`Engine::close`].
     fn quiesce(&self);
+    /// A clean close, after [`Engine::quiesce`], with no thread state left: leave every
+    /// committed transaction at home, so that the pool's state does not depend on log
+    /// records a damaged log could lose without a trace (an engine whose `quiesce`
+    /// already does needs nothing more).
+    fn close(&self) {}
     /// Write everything committed home, allocator bitmaps included, so that the heap
     /// alone shows the committed state ([`crate::Pool::allocated_objects`] reads the
     /// bitmaps). Called after [`Engine::quiesce`]; engines whose `quiesce` leaves home

@@ -142,6 +142,9 @@ macro_rules! engines {
             pub(crate) fn write_back_all(&self) {
                 match self { $( AnyEngine::$variant(e) => e.write_back_all(), )+ }
             }
+            pub(crate) fn close(&self) {
+                match self { $( AnyEngine::$variant(e) => e.close(), )+ }
+            }
             pub(crate) fn heap(&self) -> Option<&Arc<Heap>> {
                 match self { $( AnyEngine::$variant(e) => e.heap(), )+ }
             }

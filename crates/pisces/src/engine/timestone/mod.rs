@@ -45,7 +45,7 @@
 //! * **CLog** ([`clog`]): when the distinct dirty bytes pass a high-water mark
 //!   (`checkpoint_pct` of the CLog budget, default 90), or a slab's worth of freed
 //!   large blocks waits for reuse, or an OLog is full, or the allocator runs out of space,
-//!   or [`crate::Pool::write_back`] asks for it (not at a close: *The close* below), one
+//!   or [`crate::Pool::write_back`] or a clean close asks for it (*The close* below), one
 //!   checkpoint writes the newest
 //!   version at a cut K of every object changed since the last one into the CLog, then
 //!   home, then persists K_done = K. OLog records at or below K_done are recycled.
@@ -68,29 +68,24 @@
 //!   re-execute the OLog records above K_done in commit-timestamp order on the
 //!   recovered state, then checkpoint. Every open does it, after a crash and after a
 //!   clean close alike.
-//! * **The close** (ours; the paper says nothing of it): a clean close writes nothing
-//!   (`quiesce` is empty, and so is `Pool::sync`'s share of this engine): every commit
-//!   is already durable in its OLog record, so the pool is left exactly as a crash
-//!   with every commit complete would leave it, and the next open's recovery
-//!   re-executes the window (the records above K_done) and checkpoints it. Why: a
-//!   checkpoint at the close writes home every object the window dirtied, however few
-//!   updates it has coalesced yet; on a short run that is most of the bytes made
-//!   durable (on the 0.4 s hash run, 0.5-0.9 of the changed bytes on top of the OLog's
-//!   0.82). What it costs: the next open re-executes up to one window of records
-//!   (bounded by the OLogs: `olog_regions` × `log_bytes_per_thread` per thread slot)
-//!   and checkpoints them, which is time at the open and, if the pool is opened
-//!   again, the write-back the close skipped (the open's checkpoint writes it; bytes
-//!   are saved only by windows that keep coalescing, not by moving the checkpoint);
-//!   recovery holds the decoded records in DRAM while it runs; a closed pool has its
-//!   last window in the OLogs only, so what reads the heap without recovery sees home
-//!   at K_done, and `pisces check`'s dry-run recovery of a pool whose window holds
-//!   registered operations reports that it needs them, as after a crash.
-//!   [`crate::Pool::write_back`] checkpoints (leak checks, a bench's preload). Nothing new is needed for correctness: the state a close leaves is one
-//!   a crash can leave, and recovery handles it (invariant 3).
+//! * **The close** (ours; the paper says nothing of it): a clean close checkpoints the
+//!   window (no snapshot is open, so the cut is the clock) and then empties every
+//!   OLog (recovery's step 6), so a closed pool holds its committed state at home and
+//!   in nothing else: the next open re-executes nothing, and damage to a log of a
+//!   closed pool (a zeroed page) loses no commit. Why: a window left in the OLogs is
+//!   state that only its records hold, and the loss of the newest records of a log
+//!   reads as a torn tail, so damage there would open an older state with no error.
+//!   What it costs: a close writes home what the window has not coalesced yet (on a
+//!   short run most of the bytes the window dirtied), which the next open's recovery
+//!   would otherwise have written. `Pool::sync` does not checkpoint (it leaves the
+//!   window in the OLogs, durable); [`crate::Pool::write_back`] does (leak checks, a
+//!   bench's preload). A crash during the close leaves a state a crash can leave: the
+//!   checkpoint is a complete, self-repairing unit, and records at or below K_done
+//!   are skipped (invariant 3).
 //!
 //! # Write amplification
 //! Bytes made durable (OLog, CLog, home, allocator metadata, what a close writes —
-//! nothing, see *The close*) per byte the program changed, as `pisces-bench` defines
+//! the last window's checkpoint, see *The close*) per byte the program changed, as `pisces-bench` defines
 //! it for every engine (the hash insert credits 80 bytes — key, value and the link to the
 //! node — a remove 8, a TPC-C index entry 24 — key, pointer, the leaf's count). The
 //! README has the measured figures (emulated DRAM medium).
@@ -102,7 +97,7 @@
 //! it each, objects 16 + their length once per window), the OLog (`olog_regions`: a
 //! full OLog forces a checkpoint), the large blocks freed and waiting for reuse
 //! (`Shared::freed_high_water`; small blocks are reused inside the window, see
-//! `clog`). A close ends no window's coalescing early by writing it home (*The
+//! `clog`), and the close, which checkpoints the last window whatever its size (*The
 //! close*). `pisces-bench --engine-options timestone:clog_mib=63,olog_regions=8` runs
 //! the bench with the largest window; `probes/ts_window.rs` in the bench crate
 //! compares window sizes.
@@ -238,8 +233,8 @@
 //! 2. A version is visible (stamp `C`) only after its OLog record is durable.
 //! 3. Every transaction with C > K_done whose commit returned has a durable OLog
 //!    record; records at or below K_done may be dropped. This holds across a clean
-//!    close too (the close drops nothing above K_done), so an open's recovery finds
-//!    every such record whether the last run crashed or closed.
+//!    close too (the close empties the OLogs only once K_done covers every commit), so
+//!    an open's recovery finds every such record whether the last run crashed or closed.
 //! 4. See `tlog` for the chain invariants and reclamation.
 //! 5. An operation-table slot is durable before the first OLog record naming its
 //!    index ([`optable`]).

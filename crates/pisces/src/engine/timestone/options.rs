@@ -89,8 +89,8 @@ impl TimestoneOptions {
                 .set(OPT_CLOG_MIB, 0)
                 .set(OPT_OLOG_REGIONS, 1),
             // Windows of a few updates (5 % of the smallest CLog): checkpoints
-            // that write several objects and fresh blocks at once, as the last
-            // checkpoint of a campaign's run did when a close checkpointed.
+            // that write several objects and fresh blocks at once, as the close's
+            // checkpoint of a campaign's run does.
             EngineOptions::new()
                 .set(OPT_HIGH_WATER, 5)
                 .set(OPT_CLOG_MIB, 0),

@@ -66,7 +66,7 @@ struct Pending {
 }
 
 /// Parse thread slot `slot`'s OLog (the kit's redo-log ring, in TimeStone's framing).
-fn parse_olog(heap: &Heap, slot: usize) -> log::ParsedLog {
+pub(super) fn parse_olog(heap: &Heap, slot: usize) -> log::ParsedLog {
     let l = heap.layout();
     log::parse_framed(
         heap,

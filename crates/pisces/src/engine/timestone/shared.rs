@@ -543,11 +543,13 @@ impl Engine for TimestoneEngine {
         }
         Ok(TimestoneThread::new(self.sh.clone(), slot))
     }
-    /// Nothing: every commit is durable in its OLog record, and a close leaves the
-    /// open window to the next open, whose recovery re-executes it (module docs, *The
-    /// close*). A checkpoint here would write home, at every close, what the window
-    /// has not coalesced yet.
+    /// Nothing: every commit is durable in its OLog record (`Pool::sync` leaves the
+    /// window open; [`Engine::close`] checkpoints it).
     fn quiesce(&self) {}
+    /// Checkpoint the window, then empty the OLogs (module docs, *The close*).
+    fn close(&self) {
+        close(&self.sh);
+    }
     /// Checkpoint everything committed, so home (the allocator's bitmaps included) is
     /// current: leak checks read it.
     fn write_back_all(&self) {
@@ -556,6 +558,24 @@ impl Engine for TimestoneEngine {
     fn heap(&self) -> Option<&Arc<Heap>> {
         Some(&self.sh.heap)
     }
+}
+
+/// A clean close (no thread state left, so no commit runs): checkpoint every commit
+/// (no snapshot is open, so the cut is the clock), and once K_done covers the clock,
+/// reset every slot's OLog to empty (recovery's step 6) so that the next open
+/// re-executes nothing. A crash in between leaves records at or below K_done, which
+/// recovery skips. A checkpoint that fails (a medium that refuses writes) leaves the
+/// window in the OLogs, as a crash would.
+fn close(sh: &TimestoneShared) {
+    if checkpoint(sh).is_err() || sh.k_done.load(Acquire) < sh.clock.now() {
+        return;
+    }
+    let l = *sh.heap.layout();
+    for slot in 0..l.max_threads {
+        let next = super::recovery::parse_olog(&sh.heap, slot).next_seq;
+        redo_log::reset(&sh.heap, l.log_offset(slot), next);
+    }
+    sh.heap.fence();
 }
 
 /// True if the pool has never committed anything: no checkpoint, no CLog record, and

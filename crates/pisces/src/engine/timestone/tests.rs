@@ -206,10 +206,6 @@ fn recovery_re_executes_the_operations_above_the_checkpoint() {
     assert_eq!(p.run(|tx| Ok(*tx.read(c)?)).unwrap(), 25);
 }
 
-/// A clean close writes nothing home: the window stays in the OLogs, and the next open
-/// re-executes it (allocations and frees included) to the state the close left, on
-/// top of which the pool keeps working; `write_back` (what leak checks use) makes
-/// home current, after which an open has nothing to re-execute.
 /// Allocate a node filled with `fill` into `*slot`, or free the node it holds (the
 /// operations of the re-execution tests).
 fn toggle_node(tx: &mut crate::Tx<'_>, slot: &mut PPtr<[u64; 4]>, fill: u64) -> crate::Result<()> {
@@ -222,8 +218,11 @@ fn toggle_node(tx: &mut crate::Tx<'_>, slot: &mut PPtr<[u64; 4]>, fill: u64) -> 
     Ok(())
 }
 
+/// A clean close checkpoints the window and empties the OLogs: the next open
+/// re-executes nothing, the allocator's bitmaps at home list exactly the live objects,
+/// and the pool keeps working on top of that state.
 #[test]
-fn a_clean_close_leaves_the_window_to_the_next_open() {
+fn a_clean_close_checkpoints_and_empties_the_olog() {
     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
     #[repr(C)]
     struct Args {
@@ -275,17 +274,24 @@ fn a_clean_close_leaves_the_window_to_the_next_open() {
     let p = open();
     assert_eq!(
         engine(&p).replayed,
-        5,
-        "the close left nothing to re-execute"
+        0,
+        "the close left records to re-execute"
     );
     assert_eq!(contents(&p), w);
+    for slot in 0..2 {
+        let parsed = super::recovery::parse_olog(p.heap().unwrap(), slot);
+        assert!(
+            parsed.records.is_empty(),
+            "slot {slot}: the OLog is not empty"
+        );
+    }
     let w = flip(&p, &[1, 4, 6]);
     drop(p);
     let p = open();
-    // Recovery's checkpoint covered the first five; the close left the last three.
-    assert_eq!(engine(&p).replayed, 3);
+    assert_eq!(engine(&p).replayed, 0);
     assert_eq!(contents(&p), w);
-    let mut listed = p.allocated_objects().unwrap(); // write_back: home is current
+    // Nothing is pending: the write-back finds the bitmaps as the close left them.
+    let mut listed = p.allocated_objects().unwrap();
     listed.sort_unstable();
     let mut live: Vec<u64> = p
         .run(|tx| {
@@ -304,6 +310,67 @@ fn a_clean_close_leaves_the_window_to_the_next_open() {
     let p = open();
     assert_eq!(engine(&p).replayed, 0);
     assert_eq!(contents(&p), w);
+}
+
+/// After a clean close the committed state is at home, not only in log records: the
+/// root's home bytes hold the last commit, and zeroing any one 4 KiB page of the OLogs
+/// (or all of them) loses nothing.
+#[test]
+fn a_clean_close_leaves_nothing_only_in_the_olog() {
+    use crate::medium::Medium;
+    let m = test_medium();
+    let cfg = test_cfg("");
+    let p = Pool::create_on(m.clone(), cfg.clone()).unwrap();
+    let root: PPtr<[u64; 4]> = p.root().unwrap();
+    for i in 1..=20u64 {
+        p.run(|tx| {
+            *tx.write(root)? = [i, i * 2, i * 3, !i];
+            Ok(())
+        })
+        .unwrap();
+    }
+    let want = [20, 40, 60, !20];
+    let l = *p.heap().unwrap().layout();
+    let home = root.offset() as usize;
+    drop(p); // a clean close
+    let image = || {
+        // SAFETY: no pool is open on the medium; the range is inside it.
+        unsafe { std::slice::from_raw_parts(m.base(), m.len()) }.to_vec()
+    };
+    let closed = image();
+    assert_eq!(
+        bytemuck::cast_slice::<u8, u64>(&closed[home..home + 32]),
+        &want,
+        "the root's home bytes after a clean close"
+    );
+    let olog_pages: Vec<usize> = (0..l.max_threads)
+        .flat_map(|slot| {
+            let at = l.log_offset(slot);
+            (at..at + super::olog_len(&l)).step_by(4096)
+        })
+        .collect();
+    let restore = |zeroed: &[usize]| {
+        let mut b = closed.clone();
+        for &page in zeroed {
+            b[page..page + 4096].fill(0);
+        }
+        // SAFETY: no pool is open on the medium; `b` is as long as it.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), m.base(), b.len()) };
+    };
+    for zeroed in olog_pages
+        .iter()
+        .map(std::slice::from_ref)
+        .chain([olog_pages.as_slice()])
+    {
+        restore(zeroed);
+        let p = Pool::open_on(m.clone(), cfg.clone()).unwrap();
+        assert_eq!(
+            p.run(|tx| Ok(*tx.read(root)?)).unwrap(),
+            want,
+            "OLog pages {zeroed:x?} zeroed"
+        );
+        drop(p);
+    }
 }
 
 /// An OLog spanning several log regions (`olog_regions`) holds that many times the

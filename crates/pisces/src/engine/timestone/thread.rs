@@ -938,7 +938,13 @@ impl EngineThread for TimestoneThread {
         let root = root_object(|o, l| self.read(o, l))?;
         let b0 = locate_block_to_free(&self.sh.alloc, off, root, |b| self.pending(b))?;
         let off = b0.payload();
-        if let Some((false, ts)) = self.committed_state(b0) {
+        // A block this transaction allocated may be one a complete commit freed and
+        // the reuse lists handed back (`clog`, *Reuse inside a window*): its committed
+        // state is still that free, but the block is this transaction's live object, so
+        // the write set, not the committed state, decides (a double free there is
+        // refused by `Kind::freed`).
+        let own = self.writes.own_fresh(b0);
+        if let Some((false, ts)) = self.committed_state(b0).filter(|_| !own) {
             // Freed by a committed transaction: after our snapshot, the first committer
             // wins (retry); before it, the object is gone for us.
             return Err(if ts > self.start_ts {

@@ -4,6 +4,9 @@
 //!
 //! ```text
 //! +0   tail word: (tail offset in ring: u32) << 32 | (low 32 bits of tail seq)
+//! +8   newest-record word: the first sequence number the newest append took (its
+//!      record's, or the wrap marker's in front of it), a checked word
+//!      (`checked_word`); zero: nothing appended since the log was made or reset
 //! +64  ring of records, each 8-byte aligned:
 //!      header (32 B): magic u32 | kind u32 | len u32 | crc32c u32 | seq u64 | persistTS u64
 //!      entries (len bytes)
@@ -22,7 +25,16 @@
 //! have smaller sequence numbers and so end the chain. Conversely, a valid record with a
 //! *later* sequence number anywhere in the ring means the stop was not a torn tail but
 //! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
-//! (Damage to the newest record itself cannot be told from a torn tail.) [`walk`] is
+//! Damage to the newest records, with nothing valid after them (a zeroed page that
+//! holds a log's end), is caught by the newest-record word: at each append the writer
+//! stores there the first sequence number the append takes (the record's, or that of
+//! the wrap marker written with it), flushed with the record (one fence for all), so a
+//! word that names n proves every record before n durable (they were fenced before
+//! the append that took n); a chain that ends before n is damage. Only the newest
+//! record itself cannot be told from a torn tail (its word and its bytes share the
+//! fence). The word costs each record a store and a flushed line
+//! more; a log written by a build without it holds zero there, which claims nothing.
+//! [`walk`] is
 //! the parser: it hands each valid record to its caller in place, borrowed from the
 //! mapping (recovery decodes and replays records where they are, with no copy);
 //! [`parse`] collects copies of them. The damage look goes from the stop to the first
@@ -95,6 +107,8 @@ pub(crate) mod tests;
 pub const HEADER_LEN: usize = 32;
 /// Offset of the ring inside a log area.
 pub const RING_OFFSET: usize = 64;
+/// Offset of the newest-record word inside a log area (module docs).
+const NEWEST_OFFSET: usize = 8;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 /// Record kind: a transaction's entries.
 pub(crate) const KIND_TX: u32 = 1;
@@ -918,7 +932,7 @@ pub(crate) fn walk_framed<'h, F: Framing>(
     {
         Ok(next_seq) => Walked {
             next_seq,
-            damage: None,
+            damage: newest_word_damage(heap, area_off, next_seq),
         },
         Err(d) => Walked {
             next_seq,
@@ -932,7 +946,37 @@ pub(crate) fn walk_framed<'h, F: Framing>(
 pub(crate) fn reset(heap: &Heap, area_off: usize, next_seq: u64) {
     heap.atomic_u64(area_off)
         .store(tail_word(0, next_seq), std::sync::atomic::Ordering::Release);
-    heap.flush(area_off, 8);
+    // No record since the reset. (A word left naming an earlier record would claim
+    // nothing wrong either: it is below `next_seq`.)
+    heap.atomic_u64(area_off + NEWEST_OFFSET)
+        .store(0, std::sync::atomic::Ordering::Release);
+    heap.flush(area_off, 16);
+}
+
+/// Whether the chain the parser followed, which ends before `next_seq`, lacks a record
+/// the newest-record word proves durable (module docs): `Some(what)` if so, or if the
+/// word is damaged.
+fn newest_word_damage(heap: &Heap, area_off: usize, next_seq: u64) -> Option<String> {
+    let word = heap
+        .atomic_u64(area_off + NEWEST_OFFSET)
+        .load(std::sync::atomic::Ordering::Acquire);
+    if word == 0 {
+        return None;
+    }
+    let Some(newest) = super::checked_word::decode(word) else {
+        return Some(format!(
+            "the newest-record word {word:#018x} fails its check"
+        ));
+    };
+    // Sequence numbers compare on their low 32 bits (the tail word keeps those): the
+    // word may name `next_seq` (a torn newest record) but nothing above it.
+    let ahead = (newest as u32).wrapping_sub(next_seq as u32);
+    (ahead != 0 && ahead < 1 << 31).then(|| {
+        format!(
+            "the log ends before record {next_seq}, but its newest-record word names \
+             {newest}: records the writer had made durable are lost"
+        )
+    })
 }
 
 /// A record in the ring not yet recycled.
@@ -1075,6 +1119,9 @@ impl<F: Framing> LogWriter<F> {
         debug_assert!(self.used + footprint <= self.cap);
         let ring = self.area_off + RING_OFFSET;
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
+        // The first sequence number this append takes (its wrap marker's, if any):
+        // what the newest-record word names.
+        let first_seq = self.next_seq;
         if wraps {
             if self.cap - self.head >= F::MIN_HEADER {
                 let (h, wlen) = self.framing.encode(KIND_WRAP, 0, self.next_seq, 0, &[]);
@@ -1105,6 +1152,15 @@ impl<F: Framing> LogWriter<F> {
             if !unflushed {
                 heap.flush(ring + self.head, rec_len);
             }
+        }
+        // The newest-record word, fenced with the record (and its wrap marker) by the
+        // caller's fence.
+        heap.atomic_u64(self.area_off + NEWEST_OFFSET).store(
+            super::checked_word::encode(first_seq),
+            std::sync::atomic::Ordering::Release,
+        );
+        if !unflushed {
+            heap.flush(self.area_off + NEWEST_OFFSET, 8);
         }
         counters::add_bytes_logged(rec_len as u64);
         self.live.push_back(LiveRecord {

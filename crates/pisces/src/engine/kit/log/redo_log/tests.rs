@@ -263,7 +263,8 @@ fn blocks_entries_round_trip() {
 
 /// Line-aligned records read back exactly over many laps of the ring (wraps with and
 /// without markers, recycling), each starts on a 64-byte boundary of the pool, and a
-/// record flushes only its own lines: `ceil(len / 64)`. A damaged record in the middle
+/// record flushes only its own lines: `ceil(len / 64)` (and the header line, for the
+/// newest-record word). A damaged record in the middle
 /// of a line-aligned chain is still told from a torn tail.
 #[test]
 fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
@@ -285,9 +286,10 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
         w.append(&heap, r.bytes(), 100 + i);
         let lines = (crate::medium::counters::snapshot() - before).lines_flushed;
         let rec_len = super::HEADER_LEN + r.len();
-        // (A wrap marker adds its own line.)
+        // (The newest-record word adds the log's header line; a wrap marker its own.)
+        let own = rec_len.div_ceil(64) as u64 + 1;
         assert!(
-            lines == rec_len.div_ceil(64) as u64 || lines == rec_len.div_ceil(64) as u64 + 1,
+            lines == own || lines == own + 1,
             "record {i} of {rec_len} bytes flushed {lines} lines"
         );
         heap.fence();
@@ -374,4 +376,103 @@ fn line_aligned_parser_must_skip_the_gap() {
     };
     assert_eq!(count(None), 4);
     assert_eq!(count(Some(&super::LOG_LINE_SKIP)), 1);
+}
+
+/// The newest-record word proves every record before the newest durable: records lost
+/// at the end of the chain with nothing valid after them (a zeroed stretch of the
+/// ring) are damage, a torn newest record is not, and a damaged word is damage; a log
+/// whose word is zero (written by a build without it) claims nothing.
+#[test]
+fn lost_records_at_the_end_of_the_chain_are_damage() {
+    use super::parse;
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 1);
+    let mut w = LogWriter::new(off, len, 1);
+    let mut at = Vec::new();
+    for i in 0..6u64 {
+        let mut r = RecordBuilder::default();
+        r.range(4096 + 8 * i, &i.to_le_bytes());
+        at.push(w.head);
+        w.append(&heap, r.bytes(), 100 + i);
+        heap.fence();
+    }
+    let ring = off + RING_OFFSET;
+    let end = w.head;
+    let image = |from: usize| {
+        let mut b = vec![0u8; end];
+        heap.read_bytes(ring, &mut b);
+        b[from..].fill(0);
+        b
+    };
+    let full = image(end);
+    let put = |b: &[u8]| heap.write_bytes(ring, b);
+    // The newest record torn: a crash may leave that.
+    put(&image(at[5]));
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), 5);
+    // The two newest records gone: record 5 was written after record 4 was durable.
+    put(&image(at[4]));
+    assert!(parse(&heap, off, len).damage.is_some());
+    // A damaged word.
+    put(&full);
+    let word = off + super::NEWEST_OFFSET;
+    let mut b = [0u8; 8];
+    heap.read_bytes(word, &mut b);
+    heap.write_bytes(word, &[b[0] ^ 4]);
+    assert!(parse(&heap, off, len).damage.is_some());
+    // A zero word (an earlier build's log) claims nothing.
+    heap.write_bytes(word, &[0u8; 8]);
+    put(&image(at[2]));
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), 2);
+}
+
+/// A wrap marker and the record after it share the append's fence, and the
+/// newest-record word names the marker: a crash that keeps the word but tears the
+/// marker and the record is a torn tail, not damage.
+#[test]
+fn a_torn_wrap_marker_under_a_durable_newest_word_is_not_damage() {
+    use super::parse;
+    let (heap, off, len) = slot0_log();
+    reset(&heap, off, 1);
+    let mut w = LogWriter::new(off, len, 1);
+    let ring = off + RING_OFFSET;
+    let record = |i: u64| {
+        let mut r = RecordBuilder::default();
+        r.range(4096 + 8 * i, &[i as u8; 200]);
+        r
+    };
+    let mut i = 0;
+    // Fill until the next record wraps with a marker.
+    loop {
+        let r = record(i);
+        let rec = super::HEADER_LEN + r.len();
+        if w.cap - w.head < rec && w.cap - w.head >= super::HEADER_LEN {
+            break;
+        }
+        w.append(&heap, r.bytes(), 100 + i);
+        heap.fence();
+        i += 1;
+    }
+    let before_marker = parse(&heap, off, len).records.len();
+    let marker_at = w.head;
+    let mut old = [0u8; super::HEADER_LEN];
+    heap.read_bytes(ring + marker_at, &mut old);
+    // Recycle everything at offset 0 so the record fits there.
+    w.recycle(&heap, u64::MAX, u64::MAX);
+    let kept = parse(&heap, off, len).records.len();
+    assert_eq!(kept, 0, "{before_marker} records recycled");
+    let r = record(i);
+    let mut old_first = vec![0u8; super::HEADER_LEN + r.len()];
+    heap.read_bytes(ring, &mut old_first);
+    w.append(&heap, r.bytes(), 100 + i);
+    heap.fence();
+    assert_eq!(parse(&heap, off, len).records.len(), 1);
+    // The marker and the record torn (their old bytes back), the word durable.
+    heap.write_bytes(ring + marker_at, &old);
+    heap.write_bytes(ring, &old_first);
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
 }
