@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 
 const HEADER: &str = "engine,workload,threads,update_pct,nvm_latency_ns,run,ops_per_sec,\
 abort_rate,ro_p50_ns,ro_p99_ns,upd_p50_ns,upd_p99_ns,flushes_per_tx,fences_per_tx,write_amp,\
-ro_locked_reads_per_ro_tx,shared_rmw_per_tx,shared_lines_per_tx";
+ro_locked_reads_per_ro_tx,shared_rmw_per_tx,shared_lines_per_tx,medium,write_tx_per_sec,\
+syncs_per_write_tx,device_bytes_per_write_tx";
 
 struct Run {
     pid: u32,

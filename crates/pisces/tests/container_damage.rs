@@ -482,33 +482,47 @@ fn set_node_word(pool: &Pool, off: u64, i: usize, v: u64) {
 
 /// `check --deep` verifies a B+-tree's key order as `BTreeMap::check` does: keys out of
 /// order in a leaf, and a key outside its parent's separators, are problems.
+/// A new pool at `p` whose root holds a `BTreeMap` of the keys 0..100 (and a small map
+/// and object beside it); returns the tree.
+fn pool_with_a_tree(p: &std::path::Path, cfg: &Config) -> BTreeMap<u64, u64> {
+    let pool = Pool::create(p, cfg.clone()).unwrap();
+    let root: PPtr<Root> = pool.root().unwrap();
+    pool.run(|tx| {
+        let map = HashMap::create(tx, 8)?;
+        let tree = BTreeMap::create(tx)?;
+        for k in 0..100 {
+            tree.insert(tx, k, k)?;
+        }
+        let other = tx.alloc(7u64)?;
+        *tx.write(root)? = Root {
+            count: 1,
+            map,
+            tree,
+            other,
+        };
+        Ok(tree)
+    })
+    .unwrap()
+}
+
+/// The first leaf of the leaf chain (no left neighbour) among `objs` with at least two keys.
+fn first_leaf(pool: &Pool, objs: &[u64]) -> u64 {
+    objs.iter()
+        .copied()
+        .find(|&o| {
+            let w = word(pool, o, 0);
+            w >> 32 == LEAF_TAG && (w & 0xffff_ffff) >= 2 && node_word(pool, o, 2) == 0
+        })
+        .expect("the first leaf")
+}
+
 #[test]
 fn deep_check_verifies_btree_key_order() {
     let d = tempfile::tempdir().unwrap();
     let cfg = Config::default().size(16 << 20);
     for (case, damage) in [("swapped", 0), ("outside its separators", 1)] {
         let p = d.path().join(format!("order{damage}.pool"));
-        let tree = {
-            let pool = Pool::create(&p, cfg.clone()).unwrap();
-            let root: PPtr<Root> = pool.root().unwrap();
-            pool.run(|tx| {
-                let map = HashMap::create(tx, 8)?;
-                let tree = BTreeMap::create(tx)?;
-                for k in 0..100 {
-                    tree.insert(tx, k, k)?;
-                }
-                let other = tx.alloc(7u64)?;
-                *tx.write(root)? = Root {
-                    count: 1,
-                    map,
-                    tree,
-                    other,
-                };
-                Ok(())
-            })
-            .unwrap();
-            pool.run(|tx| Ok(tx.read(root)?.tree)).unwrap()
-        };
+        let tree = pool_with_a_tree(&p, &cfg);
         assert!(check_pool_deep(&p, MediumKind::DRAM).unwrap().is_ok());
         {
             let pool = Pool::open(&p, cfg.clone()).unwrap();
@@ -519,14 +533,7 @@ fn deep_check_verifies_btree_key_order() {
             })
             .unwrap();
             // The first leaf of the chain with at least two keys.
-            let leaf = objs
-                .iter()
-                .copied()
-                .find(|&o| {
-                    let w = word(&pool, o, 0);
-                    w >> 32 == LEAF_TAG && (w & 0xffff_ffff) >= 2 && node_word(&pool, o, 2) == 0
-                })
-                .expect("the first leaf");
+            let leaf = first_leaf(&pool, &objs);
             if damage == 0 {
                 let (a, b) = (node_word(&pool, leaf, 2), node_word(&pool, leaf, 3));
                 set_node_word(&pool, leaf, 2, b);
@@ -560,26 +567,7 @@ fn deep_check_of_a_tree_without_key_order_is_not_checked() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("oldtree.pool");
     let cfg = Config::default().size(16 << 20);
-    let tree = {
-        let pool = Pool::create(&p, cfg.clone()).unwrap();
-        let root: PPtr<Root> = pool.root().unwrap();
-        pool.run(|tx| {
-            let map = HashMap::create(tx, 8)?;
-            let tree = BTreeMap::create(tx)?;
-            for k in 0..100 {
-                tree.insert(tx, k, k)?;
-            }
-            let other = tx.alloc(7u64)?;
-            *tx.write(root)? = Root {
-                count: 1,
-                map,
-                tree,
-                other,
-            };
-            Ok(tree)
-        })
-        .unwrap()
-    };
+    let tree = pool_with_a_tree(&p, &cfg);
     assert_eq!(
         check_pool_deep(&p, MediumKind::DRAM).unwrap().verdict(),
         Verdict::Ok
@@ -618,14 +606,7 @@ fn deep_check_of_a_tree_without_key_order_is_not_checked() {
             tree.for_each_object(tx, |o| objs.push(o))
         })
         .unwrap();
-        let leaf = objs
-            .iter()
-            .copied()
-            .find(|&o| {
-                let w = word(&pool, o, 0);
-                w >> 32 == LEAF_TAG && (w & 0xffff_ffff) >= 2 && node_word(&pool, o, 2) == 0
-            })
-            .expect("the first leaf");
+        let leaf = first_leaf(&pool, &objs);
         let (a, b) = (node_word(&pool, leaf, 2), node_word(&pool, leaf, 3));
         set_node_word(&pool, leaf, 2, b);
         set_node_word(&pool, leaf, 3, a);
