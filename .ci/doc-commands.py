@@ -20,7 +20,8 @@ crates/*/README.md, docs/**/*.md. In each:
   `cargo run`/`cargo build` with `-p CRATE` is an example of CRATE;
 * every relative link target (`[..](path)`) exists, relative to the document; every code
   span that looks like a repository path (its first component is an entry of the
-  workspace root, e.g. `crates/...`, `docs/...`, `.ci/run`) exists. Paths with
+  workspace root, e.g. `crates/...`, `docs/...`, `.ci/run`) exists there or beside the
+  document (a crate's README naming its own `tests/...`). Paths with
   placeholders (`<name>`, `*`, `{`, `...`) and generated ones (`target/...`) are skipped.
 
 The binaries are the release builds CI has already made (`target/release/pisces` and
@@ -432,7 +433,10 @@ def check_paths(path, findings):
             continue
         if first not in top or first in (".", ".."):
             continue
-        if not os.path.exists(os.path.join(ROOT, span.split("#")[0].split(":")[0])):
+        # From the repository's root, or (a crate's own document naming `tests/...`,
+        # `src/...`) from the document's folder.
+        p = span.split("#")[0].split(":")[0]
+        if not any(os.path.exists(os.path.join(d, p)) for d in (ROOT, base)):
             findings.append(f"{rel}:{n}: `{span}`: no such path")
 
 
