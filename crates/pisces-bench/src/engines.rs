@@ -368,6 +368,9 @@ impl EngineSpec {
         Config::default()
             .size(size)
             .medium(medium)
+            // The measurement names its medium: the DRAM medium on a disk is how the
+            // preload of a disk run skips msync (the file is fsynced after it).
+            .allow_volatile_medium(matches!(medium, MediumKind::Dram { .. }))
             .engine(self.engine.id())
             .max_threads(max_threads)
             .log_bytes_per_thread(log_bytes_per_thread)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// A pool of `size` bytes with `max_threads` slots on a file in a directory that is
 /// removed with the returned guard.
 pub fn file_pool(engine: Engine, size: u64, max_threads: usize) -> (Pool, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = Pool::create(dir.path().join("w.pool"), engine.config(size, max_threads))
         .unwrap_or_else(|e| panic!("{}: {e}", engine.name()));
     (p, dir)

@@ -57,12 +57,16 @@ pub struct pisces_config {
     pub engine: *const c_char,
     /// Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
     pub engine_options: *const c_char,
-    /// Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
-    /// of the pool file with emulated NVM write latency; nothing is synced, so it is
-    /// not durable across power loss or an operating-system crash. "file": durable
-    /// through msync at every commit (slow). "dax": a file on a DAX file system mapped
-    /// with MAP_SYNC, durable at each commit's cache-line flushes (persistent
-    /// memory). Durability also needs a durable engine (not "volatile" or "bare").
+    /// Medium: NULL (the default) for the one the pool's file system calls for, or
+    /// "dram", "file", "dax". NULL: "dax" on a DAX file system, "dram" on tmpfs and
+    /// ramfs (/dev/shm; survives process crashes, not power loss or reboot), "file"
+    /// on any other file system (survives power loss). "dram": a shared mapping of
+    /// the pool file with emulated NVM write latency; nothing is synced, so it is not
+    /// durable across power loss or an operating-system crash, and it is refused on a
+    /// file system that outlives power loss. "file": durable through msync at every
+    /// commit (slow). "dax": a file on a DAX file system mapped with MAP_SYNC, durable
+    /// at each commit's cache-line flushes (persistent memory). Durability also needs
+    /// a durable engine (not "volatile" or "bare").
     pub medium: *const c_char,
     /// Emulated write latency per flushed cache line in ns (medium "dram" only).
     pub dram_write_latency_ns: u64,
@@ -277,14 +281,16 @@ unsafe fn to_config(cfg: *const pisces_config) -> Result<Config, Fail> {
         out.engine_options = opts.parse::<EngineOptions>()?;
     }
     // SAFETY: see above.
-    out.medium = match unsafe { cstr_opt(c.medium, "medium") }?.unwrap_or("dram") {
-        "dram" => MediumKind::Dram {
+    out.medium = match unsafe { cstr_opt(c.medium, "medium") }? {
+        // The medium the file system calls for (the library's rule).
+        None => None,
+        Some("dram") => Some(MediumKind::Dram {
             write_latency_ns: c.dram_write_latency_ns,
             bandwidth_bytes_per_sec: 0,
-        },
-        "file" => MediumKind::File,
-        "dax" => MediumKind::Dax,
-        other => {
+        }),
+        Some("file") => Some(MediumKind::File),
+        Some("dax") => Some(MediumKind::Dax),
+        Some(other) => {
             return Err(Fail::new(
                 PISCES_ECONFIG,
                 format!("unknown medium `{other}` (media: dram, file, dax)"),
@@ -654,7 +660,7 @@ pub unsafe extern "C" fn pisces_engine_available(name: *const c_char) -> c_int {
 // Pools
 
 /// Fill `cfg` with the defaults (64 MiB, engine from the pool / "pisces", medium
-/// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
+/// NULL (chosen by the file system), 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
 ///
 /// # Safety
 /// `cfg` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_config` that no other

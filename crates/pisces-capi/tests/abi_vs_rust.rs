@@ -212,7 +212,7 @@ fn abi_explicit_run(path: &std::path::Path) -> Duration {
 
 #[test]
 fn hashmap_workload_abi_vs_rust() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let (mut rust, mut abi, mut explicit) = (Duration::MAX, Duration::MAX, Duration::MAX);
     // Alternate (and swap who goes first) and keep each side's best round: less
     // sensitive to other load on the machine.

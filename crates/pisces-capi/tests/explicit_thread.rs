@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 #[test]
 fn explicit_transactions_run_on_the_calling_thread() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     for engine in EngineId::ALL.iter().copied().filter(|e| e.available()) {
         let name = engine.name();
         let pool = Pool::create(

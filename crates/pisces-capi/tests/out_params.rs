@@ -14,7 +14,7 @@ fn out_parameters_take_uninitialised_memory_and_refuse_misaligned_pointers() {
     // SAFETY: `pisces_config_init` returned OK: it wrote the whole configuration.
     let mut cfg = unsafe { cfg.assume_init() };
     cfg.size = 64 << 20;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = CString::new(dir.path().join("pool").to_str().unwrap()).unwrap();
     let mut pool = MaybeUninit::<*mut pisces_pool>::uninit();
     // SAFETY: `path` is a nul-terminated string, `cfg` an initialised configuration

@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn transfers_keep_the_total_and_audits_see_it() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
         let pool = Pool::create(
             dir.path().join("bank.pool"),
             Config::default()

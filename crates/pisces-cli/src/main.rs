@@ -101,10 +101,17 @@ struct CreateArgs {
     /// it the pool keeps its size. Not for the spht and pmdk engines.
     #[arg(long = "max-size", value_parser = size::parse_size)]
     max_size: Option<u64>,
-    /// Medium the pool is created on: dram (file under /dev/shm or anywhere, flushes
-    /// plus fences), dax (a DAX file system, MAP_SYNC), file (any file system, msync).
-    #[arg(long, value_enum, default_value_t = MediumArg::Dram)]
-    medium: MediumArg,
+    /// Medium the pool is created on: dram (flushes plus fences, no msync: survives
+    /// process crashes, not power loss), dax (a DAX file system, MAP_SYNC), file (any
+    /// file system, msync at each fence). Default: the one the file system calls for
+    /// (dax on DAX, dram on tmpfs and ramfs such as /dev/shm, file elsewhere); not
+    /// recorded in the pool, each open decides again.
+    #[arg(long, value_enum)]
+    medium: Option<MediumArg>,
+    /// Allow --medium dram on a file system that outlives power loss (a power failure
+    /// may then lose or tear committed transactions).
+    #[arg(long = "allow-volatile", requires = "medium")]
+    allow_volatile: bool,
     /// Engine that formats the pool (recorded in it; opening with another is refused).
     #[arg(long, default_value = "pisces", value_parser = parse_engine)]
     engine: EngineId,
@@ -174,7 +181,8 @@ fn create(a: &CreateArgs) -> ExitCode {
     let cfg = Config::default()
         .size(a.size)
         .max_size(a.max_size)
-        .medium(a.medium.kind())
+        .medium(a.medium.map(MediumArg::kind))
+        .allow_volatile_medium(a.allow_volatile)
         .engine(a.engine)
         .max_threads(a.threads)
         .log_bytes_per_thread(log_bytes)
@@ -187,13 +195,14 @@ fn create(a: &CreateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(w) = pool.persistence_domain_warning() {
+    let durability = pool.durability();
+    if let Some(w) = durability.warning() {
         err(&format!("pisces: warning: {w}"));
     }
     let domain = pool.persistence_domain();
     let Some(sb) = pool.superblock() else {
         out(&format!(
-            "created {}: {} bytes, engine {} (libpmemobj's own pool format), {} thread slots\n",
+            "created {}: {} bytes, engine {} (libpmemobj's own pool format), {} thread slots\n{durability}\n",
             a.path.display(),
             a.size,
             a.engine.name(),
@@ -213,11 +222,11 @@ fn create(a: &CreateArgs) -> ExitCode {
         String::new()
     };
     out(&format!(
-        "created {}: {} bytes, engine {}, medium {} (persistence domain {domain}), {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}{growth}, run generation {}\n",
+        "created {}: {} bytes, engine {}, medium {} (persistence domain {domain}), {} thread slots with {}-byte logs, heap of {} slabs ({} bytes) at {:#x}{growth}, run generation {}\n{durability}\n",
         a.path.display(),
         sb.pool_size,
         a.engine.name(),
-        a.medium.kind().name(),
+        durability.medium().name(),
         l.max_threads,
         l.log_bytes_per_thread,
         slabs,
@@ -284,12 +293,17 @@ fn inspect(path: &Path, full: bool, deep: bool) -> ExitCode {
     }
 }
 
-/// What the platform says about the file system holding `path`: the persistence
-/// domain a DAX open would run under. Not recorded in the pool.
+/// What the platform says about the file system holding `path`: the medium an open
+/// that names none gets, what a commit then survives, and the persistence domain a DAX
+/// open would run under. Not recorded in the pool.
 fn platform_info(path: &Path) -> String {
     let d = pisces::medium::domain::SysfsProbe::default().detect_for_path(path);
+    let durability = match pisces::PoolDurability::predict(path) {
+        Ok(p) => format!("  medium {} when none is named: {p}\n", p.medium().name()),
+        Err(e) => format!("  medium: the file system could not be inspected ({e})\n"),
+    };
     format!(
-        "platform (decided at each open, not recorded in the pool)\n  persistence domain {} on dax ({}); adr on dram unless asked, page-cache on file\n",
+        "platform (decided at each open, not recorded in the pool)\n{durability}  persistence domain {} on dax ({}); adr on dram unless asked, page-cache on file\n",
         d.domain, d.reason
     )
 }

@@ -37,7 +37,7 @@ fn dir() -> tempfile::TempDir {
     if shm.is_dir() {
         tempfile::tempdir_in(shm).unwrap()
     } else {
-        tempfile::tempdir().unwrap()
+        tempfile::tempdir_in("/dev/shm").unwrap()
     }
 }
 

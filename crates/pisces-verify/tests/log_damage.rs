@@ -91,7 +91,7 @@ fn values(p: &Path, engine: EngineId) -> pisces::Result<[u64; 16]> {
 #[test]
 fn an_intact_crashed_copy_recovers_everything() {
     for engine in [EngineId::Pisces, EngineId::Mvcc, EngineId::Sp3] {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let (copy, recs, _) = crashed_copy(d.path(), engine);
         assert!(recs.len() >= 6, "{engine:?}: {recs:?}");
         let want: Vec<u64> = (1..=12).chain([0; 4]).collect();
@@ -102,7 +102,7 @@ fn an_intact_crashed_copy_recovers_everything() {
 #[test]
 fn a_damaged_record_followed_by_valid_ones_is_refused() {
     for engine in [EngineId::Pisces, EngineId::Mvcc, EngineId::Sp3] {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let (copy, recs, ring) = crashed_copy(d.path(), engine);
         // The third record of slot 0: a byte of its entries, then (another copy) a byte
         // of its header.
@@ -141,7 +141,7 @@ fn a_damaged_record_followed_by_valid_ones_is_refused() {
 #[test]
 fn a_torn_last_record_is_tolerated() {
     for engine in [EngineId::Pisces, EngineId::Mvcc, EngineId::Sp3] {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let (copy, recs, ring) = crashed_copy(d.path(), engine);
         let (pos, len) = *recs.last().unwrap();
         flip(&copy, ring + pos + HEADER_LEN + len - 8);
@@ -168,7 +168,7 @@ fn a_torn_last_record_is_tolerated() {
 /// each, 64 bytes apart from offset 64 of the slot's area), copied while it runs.
 #[test]
 fn undo_log_damage_in_the_middle_is_refused_a_torn_last_entry_is_not() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("undo.pool");
     let cfg = Config::default()
         .size(8 << 20)

@@ -1061,7 +1061,7 @@ mod tests {
 
     #[test]
     fn fresh_and_populated_pools_are_ok_and_unchanged() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let before = crc(&p);
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
@@ -1094,7 +1094,7 @@ mod tests {
 
     #[test]
     fn read_only_usage_matches_the_allocator() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
         // The allocator's own figures, on a private view (rebuild may write).
@@ -1117,7 +1117,7 @@ mod tests {
 
     #[test]
     fn pool_in_use_is_refused_and_missing_files_are_errors() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = d.path().join("open.pool");
         let pool = Pool::create(&p, small_config()).unwrap();
         assert!(matches!(
@@ -1151,7 +1151,7 @@ mod tests {
     #[test]
     fn read_only_file_can_be_checked() {
         use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
@@ -1172,7 +1172,7 @@ mod tests {
 
     #[test]
     fn superblock_problems_and_warnings() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let r0 = check_pool(&p, MediumKind::DRAM).unwrap();
         let cur = r0.current.unwrap();
@@ -1196,7 +1196,7 @@ mod tests {
 
     #[test]
     fn padding_after_the_checksum_is_not_compared() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         // Both copies the same (as in a new pool): the current one, written twice.
         let (a, b) = (read_sb(&p, 0), read_sb(&p, 1));
@@ -1231,7 +1231,7 @@ mod tests {
 
     #[test]
     fn copies_that_disagree_are_a_problem() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let a = read_sb(&p, 0);
         let other = Superblock { uuid: [9; 16], ..a }.seal();
@@ -1252,7 +1252,7 @@ mod tests {
 
     #[test]
     fn geometry_problems_stop_the_check() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         for copy in 0..2 {
             let sb = read_sb(&p, copy);
@@ -1276,7 +1276,7 @@ mod tests {
 
     #[test]
     fn tiny_file_is_a_problem_not_an_error() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = d.path().join("tiny");
         std::fs::write(&p, [0u8; 100]).unwrap();
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
@@ -1291,7 +1291,7 @@ mod tests {
 
     #[test]
     fn allocator_problems_are_all_listed() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let l = check_pool(&p, MediumKind::DRAM).unwrap().layout.unwrap();
         let last = l.slab_count - 1;
@@ -1340,7 +1340,7 @@ mod tests {
 
     #[test]
     fn log_record_writing_outside_the_heap_is_a_problem() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         append_record(&p, |_, rb| rb.word(0x20, 1)); // into the superblock
         let before = crc(&p);
@@ -1361,7 +1361,7 @@ mod tests {
 
     #[test]
     fn dry_run_catches_an_allocation_into_a_slab_of_another_class() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
         let l = r.layout.unwrap();
@@ -1387,7 +1387,7 @@ mod tests {
 
     #[test]
     fn root_pointing_at_a_free_block_is_a_problem() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         let r = check_pool(&p, MediumKind::DRAM).unwrap();
         let root = r.root.unwrap();
@@ -1412,7 +1412,7 @@ mod tests {
     /// (nothing leads to them), never a warning beside an OK verdict.
     #[test]
     fn an_empty_root_slot_beside_objects_is_a_problem() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = populated(&d);
         for copy in 0..2 {
             let sb = read_sb(&p, copy);
@@ -1450,7 +1450,7 @@ mod tests {
     /// engine of this format (none allocates heap objects of its own at creation).
     #[test]
     fn fresh_pools_of_every_engine_are_ok() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         for &engine in EngineId::ALL
             .iter()
             .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())

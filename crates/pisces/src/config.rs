@@ -3,6 +3,7 @@
 
 use crate::engine::{EngineId, EngineOptions, OpenCtx};
 use crate::medium::domain::DomainRequest;
+use crate::medium::open::MediumRequest;
 use crate::medium::{MediumKind, PersistenceDomain};
 use crate::ops::Operations;
 use std::sync::Arc;
@@ -39,8 +40,21 @@ pub struct Config {
     /// from the pool. Refused by the `spht` engine (its private working snapshot is a
     /// mapping of the size at open) and by `pmdk` (libpmemobj's pools do not grow).
     pub max_size: Option<u64>,
-    /// The medium the pool is mapped on.
-    pub medium: MediumKind,
+    /// The medium the pool is mapped on; `None` (the default): the one the file system
+    /// holding the pool calls for, decided at every create and open — the DAX medium
+    /// on a DAX file system, the DRAM medium on tmpfs and ramfs (`/dev/shm`), the file
+    /// medium (`msync` at each fence) on any other file system (see
+    /// [`medium::durability`](crate::medium::durability)). Not recorded in the pool.
+    /// Naming the DRAM medium for a file on a file system that outlives power loss
+    /// is refused unless [`allow_volatile_medium`](Config::allow_volatile_medium) is
+    /// set.
+    pub medium: Option<MediumKind>,
+    /// Allow [`medium`](Config::medium) `Dram` on a file system that outlives power
+    /// loss (a disk): its fence does not `msync`, so a power failure may lose or tear
+    /// committed transactions (they survive process crashes). For measuring engines
+    /// without `msync` on a disk. The pool then says so in
+    /// [`PoolDurability::warning`](crate::PoolDurability::warning).
+    pub allow_volatile_medium: bool,
     /// The persistence domain to run under (see [`PersistenceDomain`]); `None` (the
     /// default): the platform's, read at every open — on a DAX file the domain its
     /// NVDIMM region reports (ADR when it reports none), ADR on the DRAM medium, the
@@ -84,7 +98,8 @@ impl Default for Config {
         Config {
             size: 64 << 20,
             max_size: None,
-            medium: MediumKind::DRAM,
+            medium: None,
+            allow_volatile_medium: false,
             persistence_domain: None,
             trust_persistence_domain: false,
             engine: None,
@@ -99,7 +114,8 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The defaults: a 64 MiB pool on the DRAM medium, the Pisces engine, 8 threads.
+    /// The defaults: a 64 MiB pool on the medium its file system calls for, the Pisces
+    /// engine, 8 threads.
     /// The setters below change one field each:
     ///
     /// ```
@@ -120,9 +136,15 @@ impl Config {
         self.max_size = bytes.into();
         self
     }
-    /// With [`medium`](Config::medium) `medium`.
-    pub fn medium(mut self, medium: MediumKind) -> Config {
-        self.medium = medium;
+    /// With [`medium`](Config::medium) `medium` (`None`: the one the file system calls
+    /// for).
+    pub fn medium(mut self, medium: impl Into<Option<MediumKind>>) -> Config {
+        self.medium = medium.into();
+        self
+    }
+    /// With [`allow_volatile_medium`](Config::allow_volatile_medium) `yes`.
+    pub fn allow_volatile_medium(mut self, yes: bool) -> Config {
+        self.allow_volatile_medium = yes;
         self
     }
     /// With [`persistence_domain`](Config::persistence_domain) `domain` (`None`: the
@@ -186,20 +208,24 @@ impl Config {
     }
 
     /// What the medium layer is asked for.
-    pub(crate) fn domain_request(&self) -> DomainRequest {
-        DomainRequest {
-            domain: self.persistence_domain,
-            trust: self.trust_persistence_domain,
+    pub(crate) fn medium_request(&self) -> MediumRequest {
+        MediumRequest {
+            kind: self.medium,
+            allow_volatile: self.allow_volatile_medium,
+            domain: DomainRequest {
+                domain: self.persistence_domain,
+                trust: self.trust_persistence_domain,
+            },
         }
     }
 
-    /// What the engine sees of this configuration.
-    pub(crate) fn engine_ctx(&self) -> OpenCtx {
+    /// What the engine sees of this configuration, on a medium of kind `medium`.
+    pub(crate) fn engine_ctx(&self, medium: MediumKind) -> OpenCtx {
         OpenCtx {
             size: self.size,
             max_threads: self.max_threads,
             log_bytes_per_thread: self.log_bytes_per_thread,
-            medium: self.medium,
+            medium,
             options: self.engine_options.clone(),
             recovery_threads: self.recovery_threads.max(1),
             reexecute: Arc::new(self.operations.clone()),

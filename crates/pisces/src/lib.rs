@@ -101,7 +101,7 @@ pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use explicit::ExplicitTx;
 pub use heap::pptr::PPtr;
-pub use medium::{MediumKind, PersistenceDomain};
+pub use medium::{MediumKind, PersistenceDomain, PoolDurability, Survives};
 pub use ops::Operations;
 pub use pool::{Pool, ThreadHandle};
 pub use tx::{Tx, TxStats};

@@ -128,6 +128,11 @@ struct PoolInner {
     explicit: OpenExplicit,
     /// Set when `eadr` was forced against what the platform reports.
     domain_warning: Option<String>,
+    /// Set when the DRAM medium was forced onto a file system that outlives power loss.
+    medium_warning: Option<String>,
+    /// What a commit survives, for an engine that keeps its own pool file (the others
+    /// derive it from their heap's medium).
+    own_file_durability: Option<medium::PoolDurability>,
 }
 
 impl Drop for PoolInner {
@@ -231,25 +236,42 @@ impl Pool {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         refuse_growth(engine, cfg.max_size, cfg.size)?;
         if engine.storage() == Storage::OwnFile {
-            refuse_own_file_domain(engine, &cfg)?;
-            return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), true)?,
-                &cfg,
-            );
+            return Self::on_own_file(engine, path.as_ref(), &cfg, true);
         }
         let opened = medium::open::create_pool_file(
             path.as_ref(),
             cfg.size,
             cfg.max_size.unwrap_or(cfg.size),
-            cfg.medium,
-            cfg.domain_request(),
+            cfg.medium_request(),
         )?;
         let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
         Self::create_on(opened.medium, cfg)
-            .map(|p| p.with_domain_warning(opened.domain_warning))
+            .map(|p| p.with_warnings(opened.domain_warning, opened.medium_warning))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(path.as_ref());
             })
+    }
+
+    /// Create (`create`) or open the pool of an engine that keeps its own pool file,
+    /// on the medium kind the file system calls for (or the one `cfg` names).
+    fn on_own_file(engine: EngineId, path: &Path, cfg: &Config, create: bool) -> Result<Pool> {
+        refuse_own_file_domain(engine, cfg)?;
+        let fs = medium::FileSystem::of_path(path).map_err(|e| {
+            Error::io(
+                format!("inspecting the file system of {}", path.display()),
+                e,
+            )
+        })?;
+        let (choice, warning) =
+            medium::durability::choose(cfg.medium, fs, cfg.allow_volatile_medium)?;
+        let kind = match choice {
+            medium::durability::Choice::Named(k) => k,
+            // The engine's library finds persistent memory by itself.
+            medium::durability::Choice::DaxOrFile => medium::MediumKind::File,
+        };
+        let engine = registry::open_file(engine, path, &cfg.engine_ctx(kind), create)?;
+        let durability = medium::PoolDurability::of_own_file(kind, path, warning);
+        Self::from_engine(engine, cfg, Some(durability))
     }
 
     /// Open an existing pool file, running recovery if it was not closed cleanly.
@@ -271,16 +293,12 @@ impl Pool {
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
-            refuse_own_file_domain(engine, &cfg)?;
-            return Self::from_engine(
-                registry::open_file(engine, path.as_ref(), &cfg.engine_ctx(), false)?,
-                &cfg,
-            );
+            return Self::on_own_file(engine, path.as_ref(), &cfg, false);
         }
-        let opened =
-            superblock::open_pool_file_in(path.as_ref(), cfg.medium, cfg.domain_request())?;
+        let opened = superblock::open_pool_file_in(path.as_ref(), cfg.medium_request())?;
         let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
-        Self::open_on(opened.medium, cfg).map(|p| p.with_domain_warning(opened.domain_warning))
+        Self::open_on(opened.medium, cfg)
+            .map(|p| p.with_warnings(opened.domain_warning, opened.medium_warning))
     }
 
     /// Open the pool at `path`, or create it there if no file exists: for programs that
@@ -363,7 +381,7 @@ impl Pool {
         // The engine sizes its regions by the pool: the medium's.
         let regions = engine.regions(&OpenCtx {
             size: medium.len() as u64,
-            ..cfg.engine_ctx()
+            ..cfg.engine_ctx(medium.kind())
         });
         let heap = Heap::format_growable(
             medium,
@@ -413,10 +431,11 @@ impl Pool {
     fn start(heap: Arc<Heap>, id: EngineId, cfg: &Config) -> Result<Pool> {
         let max_threads = heap.layout().max_threads;
         refuse_growth(id, Some(heap.layout().max_size), heap.size() as u64)?;
-        let engine = registry::open_heap(id, heap.clone(), &cfg.engine_options, &cfg.engine_ctx())?;
+        let ctx = cfg.engine_ctx(heap.medium().kind());
+        let engine = registry::open_heap(id, heap.clone(), &cfg.engine_options, &ctx)?;
         // Recovery succeeded: only now does the new run generation become durable.
         heap.commit_generation();
-        let pool = Self::from_engine(engine, &cfg.clone().max_threads(max_threads))?;
+        let pool = Self::from_engine(engine, &cfg.clone().max_threads(max_threads), None)?;
         pool.verify_root(&heap)?;
         Ok(pool)
     }
@@ -447,7 +466,13 @@ impl Pool {
         }
     }
 
-    fn from_engine(engine: AnyEngine, cfg: &Config) -> Result<Pool> {
+    /// A pool running `engine`; `own_file_durability`: what a commit survives, for an
+    /// engine that keeps its own pool file.
+    fn from_engine(
+        engine: AnyEngine,
+        cfg: &Config,
+        own_file_durability: Option<medium::PoolDurability>,
+    ) -> Result<Pool> {
         let max_threads = cfg.max_threads;
         let inner = Arc::new_cyclic(|w| PoolInner {
             engine,
@@ -462,17 +487,57 @@ impl Pool {
             ops: cfg.operations.clone(),
             explicit: OpenExplicit::default(),
             domain_warning: None,
+            medium_warning: None,
+            own_file_durability,
         });
         Ok(Pool { inner })
     }
 
-    /// This pool with `warning` as its persistence-domain warning (set while it is
-    /// the only handle: right after it was opened).
-    fn with_domain_warning(mut self, warning: Option<String>) -> Pool {
+    /// This pool with its persistence-domain and medium warnings (set while it is the
+    /// only handle: right after it was opened).
+    fn with_warnings(mut self, domain: Option<String>, medium: Option<String>) -> Pool {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.domain_warning = warning;
+            inner.domain_warning = domain;
+            inner.medium_warning = medium;
         }
         self
+    }
+
+    /// What a committed transaction on this pool survives — process crashes and power
+    /// loss, process crashes only, or neither — and why: the medium (chosen by the
+    /// file system unless the program named one, see
+    /// [`medium::durability`]), its persistence domain, the file system. Its
+    /// `Display` says it in words; `pisces info` prints it.
+    ///
+    /// ```
+    /// # use pisces::{Config, MediumKind, Pool, Survives};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let pool = Pool::create(dir.path().join("todo.pool"), Config::new().size(32 << 20)).unwrap();
+    /// let d = pool.durability();
+    /// // In a temporary directory on a disk the pool gets the file medium (msync at each
+    /// // fence), on tmpfs the DRAM medium: either way the answer says so.
+    /// match d.medium() {
+    ///     MediumKind::File => assert_eq!(d.survives(), Survives::PowerLoss),
+    ///     MediumKind::Dram { .. } => assert_eq!(d.survives(), Survives::ProcessCrash),
+    ///     _ => {}
+    /// }
+    /// println!("{d}");
+    /// ```
+    pub fn durability(&self) -> medium::PoolDurability {
+        let Some(heap) = self.heap() else {
+            // Set at open for every engine without a heap (it keeps its own file).
+            return self
+                .inner
+                .own_file_durability
+                .clone()
+                .unwrap_or_else(medium::PoolDurability::unknown);
+        };
+        let warning = match (&self.inner.domain_warning, &self.inner.medium_warning) {
+            (Some(d), Some(m)) => Some(format!("{m}; {d}")),
+            (d, m) => m.clone().or_else(|| d.clone()),
+        };
+        let durable = self.inner.engine.id().is_durable();
+        medium::PoolDurability::of_medium(heap.medium().as_ref(), durable, warning)
     }
 
     /// Where a store to this pool becomes durable: the persistence domain its medium
@@ -1192,7 +1257,7 @@ mod tests {
     /// fails and removes its file, the caller creates the pool itself.
     #[test]
     fn open_or_create_waits_for_a_creator_that_then_fails() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
         let path = dir.path().join("p.pool");
         std::fs::File::create(&path).unwrap();
         let failing_creator = {
@@ -1218,7 +1283,7 @@ mod tests {
     /// An empty file nobody sizes is refused after the wait, and left as it was.
     #[test]
     fn open_or_create_refuses_a_file_that_stays_empty() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
         let path = dir.path().join("p.pool");
         std::fs::File::create(&path).unwrap();
         match Pool::open_or_create(&path, cfg()) {

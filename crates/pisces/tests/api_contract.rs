@@ -12,7 +12,7 @@ fn pool_with(dir: &tempfile::TempDir, name: &str, cfg: Config) -> Pool {
 /// panics than there are slots leave the pool fully usable.
 #[test]
 fn panics_in_run_roll_back_and_return_the_slot() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool_with(&d, "p", Config::default().max_threads(2));
     let n: PPtr<u64> = pool.root().unwrap();
     for _ in 0..5 {
@@ -39,7 +39,7 @@ fn panics_in_run_roll_back_and_return_the_slot() {
 /// error, never a hang — also when the inner one touches what the outer one wrote.
 #[test]
 fn nested_transactions_are_refused() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     for engine in [EngineId::Pisces, EngineId::Undo, EngineId::Mvcc] {
         let pool = pool_with(&d, engine.name(), Config::default().engine(engine));
         let n: PPtr<u64> = pool.root().unwrap();
@@ -81,7 +81,7 @@ fn nested_transactions_are_refused() {
 /// `run` waits (bounded by `Config::slot_wait`) for a slot when all are checked out.
 #[test]
 fn run_waits_for_a_free_slot_within_the_bound() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool_with(
         &d,
         "w",
@@ -119,7 +119,7 @@ fn run_waits_for_a_free_slot_within_the_bound() {
 /// type is refused, also after reopening.
 #[test]
 fn root_of_another_type_is_refused() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = d.path().join("r");
     {
         let pool = Pool::create(&path, Config::default().size(16 << 20)).unwrap();
@@ -159,7 +159,7 @@ fn the_callers_error_type_is_kept_and_conflicts_inside_it_are_retried() {
             AppError::Pool(e)
         }
     }
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool_with(&d, "e", Config::default());
     let n: PPtr<u64> = pool.root().unwrap();
     std::thread::scope(|s| {
@@ -201,7 +201,7 @@ fn the_callers_error_type_is_kept_and_conflicts_inside_it_are_retried() {
 /// refused, those it has are accepted.
 #[test]
 fn transaction_options_are_enforced() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool_with(&d, "o", Config::default());
     let n: PPtr<u64> = pool.root().unwrap();
     let r = pool.run_with(TxOptions::read_only(), |tx| {
@@ -242,7 +242,7 @@ fn transaction_options_are_enforced() {
 /// Engine options are the engine's own: unknown keys and bad values are clear errors.
 #[test]
 fn engine_options_are_checked_by_the_engine() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let bad = |name: &str, engine: EngineId, o: &str| {
         let r = Pool::create(
             d.path().join(name),
@@ -269,7 +269,7 @@ fn engine_options_are_checked_by_the_engine() {
 /// `open` takes the engine from the superblock; naming another one is refused.
 #[test]
 fn open_reads_the_engine_from_the_pool() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = d.path().join("m");
     drop(pool_with(&d, "m", Config::default().engine(EngineId::Mvcc)));
     let pool = Pool::open(&path, Config::default()).unwrap();
@@ -289,7 +289,7 @@ fn open_reads_the_engine_from_the_pool() {
 fn two_pools_nested_in_opposite_order_both_finish() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Barrier};
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     for &engine in EngineId::ALL
         .iter()
         .filter(|e| e.available() && e.name() != "pmdk")
@@ -340,7 +340,7 @@ fn two_pools_nested_in_opposite_order_both_finish() {
 /// whether made by `root` or `root_bytes` (the C ABI's root).
 #[test]
 fn the_root_object_cannot_be_freed_on_any_engine() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     for &engine in EngineId::ALL.iter().filter(|e| e.available()) {
         for bytes in [false, true] {
             let pool = pool_with(

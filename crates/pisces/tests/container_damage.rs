@@ -265,7 +265,7 @@ struct Root {
 
 #[test]
 fn deep_check_walks_the_containers_of_the_root() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("deep.pool");
     let cfg = Config::default().size(16 << 20);
     let (map, _) = {
@@ -339,7 +339,7 @@ fn deep_check_walks_the_containers_of_the_root() {
 /// and reports a chunk count that disagrees with its chains.
 #[test]
 fn deep_check_understands_a_grown_map() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("grown.pool");
     let cfg = Config::default().size(16 << 20);
     let map = {
@@ -381,7 +381,7 @@ fn deep_check_understands_a_grown_map() {
 /// included, and reports a key copied into a second slot of its group.
 #[test]
 fn deep_check_understands_a_grouped_map() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("grouped.pool");
     let cfg = Config::default().size(16 << 20);
     // Keys sharing their hash's low 16 bits share one chain: 20 of them need 3 groups.
@@ -429,7 +429,7 @@ fn deep_check_understands_a_grouped_map() {
 /// header block was lost) is a deep-check problem; counters in the root are not.
 #[test]
 fn deep_check_reports_a_root_word_pointing_at_a_free_block() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("dangling.pool");
     let cfg = Config::default().size(16 << 20);
     {
@@ -518,7 +518,7 @@ fn first_leaf(pool: &Pool, objs: &[u64]) -> u64 {
 
 #[test]
 fn deep_check_verifies_btree_key_order() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let cfg = Config::default().size(16 << 20);
     for (case, damage) in [("swapped", 0), ("outside its separators", 1)] {
         let p = d.path().join(format!("order{damage}.pool"));
@@ -564,7 +564,7 @@ fn deep_check_verifies_btree_key_order() {
 /// order alike, never OK; the typed check still finds the damage.
 #[test]
 fn deep_check_of_a_tree_without_key_order_is_not_checked() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("oldtree.pool");
     let cfg = Config::default().size(16 << 20);
     let tree = pool_with_a_tree(&p, &cfg);

@@ -44,7 +44,7 @@ struct Root {
 /// count each outcome.
 #[test]
 fn commit_abort_and_drop_on_every_engine() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     for (name, pool) in pools(&dir) {
         let root: PPtr<Root> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
@@ -127,7 +127,7 @@ fn commit_abort_and_drop_on_every_engine() {
 /// each conflict: no increment is lost, and every conflict was a rolled-back attempt.
 #[test]
 fn concurrent_increments_with_retries_on_every_engine() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     const PER_THREAD: u64 = 300;
     for (name, pool) in pools(&dir) {
         let n: PPtr<[u64; 2]> = pool.root().unwrap();
@@ -173,7 +173,7 @@ fn concurrent_increments_with_retries_on_every_engine() {
 /// and goes on, commit rolls it back with `Conflict`.
 #[test]
 fn an_ignored_access_conflict_is_never_committed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let mut hit = Vec::new();
     for (name, pool) in pools(&dir) {
         let root: PPtr<[u64; 2]> = pool.root().unwrap();
@@ -231,7 +231,7 @@ fn an_ignored_access_conflict_is_never_committed() {
 /// hang), whether closure or explicit, and registrations end in any order.
 #[test]
 fn nesting_is_refused_and_ends_in_any_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let all = pools(&dir);
     for (i, (name, pool)) in all.iter().enumerate() {
         let (other_name, other) = &all[(i + 1) % all.len()];
@@ -297,7 +297,7 @@ fn nesting_is_refused_and_ends_in_any_order() {
 /// registration (unwinding drops it).
 #[test]
 fn a_panic_rolls_an_open_transaction_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     for (name, pool) in pools(&dir) {
         let n: PPtr<u64> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
@@ -321,7 +321,7 @@ fn a_panic_rolls_an_open_transaction_back() {
 /// pool, later pool or later transaction of the thread is refused.
 #[test]
 fn a_forgotten_transaction_ends_with_its_handle() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     for (name, pool) in pools(&dir) {
         let n: PPtr<u64> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();

@@ -83,7 +83,7 @@ fn file_len(p: &Path) -> u64 {
 #[test]
 fn every_engine_fills_a_pool_past_its_initial_size_and_reopens_it() {
     for engine in growable_engines() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = d.path().join("g.pool");
         // About three times what the initial heap holds.
         let n = 3 * SIZE / (WORDS as u64 * 8);
@@ -123,7 +123,7 @@ fn every_engine_fills_a_pool_past_its_initial_size_and_reopens_it() {
 
 #[test]
 fn growth_stops_at_the_maximum_with_out_of_space() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("g.pool");
     let max = 3 << 20;
     let pool = Pool::create(&p, cfg(EngineId::Pisces, Some(max))).unwrap();
@@ -151,7 +151,7 @@ fn growth_stops_at_the_maximum_with_out_of_space() {
 
 #[test]
 fn a_pool_without_a_maximum_does_not_grow() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("g.pool");
     let pool = Pool::create(&p, cfg(EngineId::Pisces, None)).unwrap();
     let root: PPtr<[u64; 2]> = pool.root().unwrap();
@@ -167,7 +167,7 @@ fn a_pool_without_a_maximum_does_not_grow() {
 
 #[test]
 fn engines_that_cannot_follow_a_growth_refuse_it() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     for engine in [EngineId::Spht, EngineId::Pmdk] {
         if !engine.available() {
             continue;
@@ -199,7 +199,7 @@ fn engines_that_cannot_follow_a_growth_refuse_it() {
 #[test]
 fn two_threads_hitting_the_end_at_once_both_get_space() {
     for engine in [EngineId::Pisces, EngineId::Mvcc, EngineId::Undo] {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
         let p = d.path().join("g.pool");
         let pool = Pool::create(&p, cfg(engine, Some(MAX))).unwrap();
         let per_thread = 2 * SIZE / 4096;
@@ -241,7 +241,7 @@ fn two_threads_hitting_the_end_at_once_both_get_space() {
 
 #[test]
 fn a_file_longer_than_the_pool_opens_and_is_reused() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("g.pool");
     drop(Pool::create(&p, cfg(EngineId::Pisces, Some(MAX))).unwrap());
     // What a growth leaves when it crashes after extending the file and before the

@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// Lines written back and fences of `n` single-word transactions on a fresh pool of
 /// `engine` under `domain` (counted on this thread: the transactions' own work).
 fn cost(engine: EngineId, domain: PersistenceDomain, n: u64) -> counters::Counters {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let cfg = Config::default()
         .size(16 << 20)
         .engine(engine)
@@ -92,7 +92,7 @@ fn a_given_medium_brings_its_domain_and_a_config_that_disagrees_is_refused() {
 
 #[test]
 fn the_file_medium_is_the_page_cache_and_refuses_eadr() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let base = Config::default().size(16 << 20).medium(MediumKind::File);
     let refused = Pool::create(
         d.path().join("e"),
@@ -107,7 +107,7 @@ fn the_file_medium_is_the_page_cache_and_refuses_eadr() {
 /// The domain is not recorded: a pool created under eADR opens under ADR unless asked.
 #[test]
 fn the_domain_is_decided_at_each_open() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("p");
     let cfg = Config::default().size(16 << 20);
     drop(Pool::create(&p, cfg.clone().persistence_domain(PersistenceDomain::Eadr)).unwrap());

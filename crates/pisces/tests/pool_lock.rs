@@ -30,7 +30,7 @@ fn root_value(pool: &Pool) -> u64 {
 #[test]
 fn pool_already_open() {
     let _spawning = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("pool");
     {
         let pool = Pool::create(&p, cfg()).unwrap();
@@ -99,7 +99,7 @@ const RACERS: u64 = 4;
 #[test]
 fn open_or_create_race() {
     let _spawning = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("raced.pool");
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..RACERS)

@@ -18,7 +18,7 @@ fn cfg() -> Config {
 
 /// A closed pool with a root counter set to 41, in a fresh directory.
 fn make_pool() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("pool");
     let pool = Pool::create(&p, cfg()).unwrap();
     let root: PPtr<u64> = pool.root().unwrap();
@@ -111,7 +111,7 @@ fn a_good_pool_opens_and_keeps_its_data() {
 
 #[test]
 fn missing_file() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("nothing-here");
     assert!(matches!(open_fails(&p), Error::NotFound(ref q) if *q == p));
     assert!(!p.exists(), "open must not create the file");
@@ -119,7 +119,7 @@ fn missing_file() {
 
 #[test]
 fn path_is_a_directory() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let sub = d.path().join("dir");
     std::fs::create_dir(&sub).unwrap();
     assert!(matches!(open_fails(&sub), Error::IsDirectory(_)));
@@ -132,7 +132,7 @@ fn path_is_a_directory() {
 
 #[test]
 fn file_too_small() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("small");
     std::fs::write(&p, vec![0xabu8; 4096]).unwrap();
     match open_fails(&p) {
@@ -172,7 +172,7 @@ fn wrong_magic() {
 
 #[test]
 fn zero_filled_file_is_not_a_pool() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("zeros");
     std::fs::write(&p, vec![0u8; SIZE as usize]).unwrap();
     assert!(matches!(open_fails(&p), Error::BadMagic));
@@ -339,7 +339,7 @@ fn torn_superblock_update_falls_back_to_the_other_copy() {
 #[cfg(not(pmdk))]
 #[test]
 fn pmdk_engine_missing_from_the_build_is_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let cfg = Config::default().engine(pisces::EngineId::Pmdk);
     match Pool::create(dir.path().join("p.pool"), cfg) {
         Err(Error::InvalidConfig(m)) => assert!(m.contains("libpmemobj-dev"), "{m}"),
@@ -355,7 +355,7 @@ fn a_damaged_root_slot_is_refused_not_replaced() {
     use pisces::tools::check::check_pool_deep;
     use pisces::tools::layout::ENGINE_AREA_OFFSET;
     use pisces::{EngineId, MediumKind};
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     for &engine in EngineId::ALL
         .iter()
         .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
@@ -438,7 +438,7 @@ fn a_format_3_pool_opens_and_gets_its_root_recorded() {
 /// problem, not a warning beside an OK verdict.
 #[test]
 fn objects_without_a_root_are_a_check_problem() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("pool");
     {
         let pool = Pool::create(&p, cfg()).unwrap();

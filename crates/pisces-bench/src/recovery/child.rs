@@ -102,6 +102,8 @@ fn config(engine: Option<EngineId>, threads: usize, options: &EngineOptions) -> 
             write_latency_ns: 0,
             bandwidth_bytes_per_sec: 0,
         })
+        // Recovery is measured on the DRAM medium wherever the pool file is.
+        .allow_volatile_medium(true)
         .engine(engine)
         .recovery_threads(threads)
         .engine_options(options.clone())

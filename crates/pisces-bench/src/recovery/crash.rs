@@ -150,7 +150,11 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Preloaded), String> {
         }
     };
     let size = (heap + (spec.threads * spec.log_per_thread) as u64).next_multiple_of(1 << 20);
-    let cfg = spec.engine.config(size, spec.threads).medium(plain_dram());
+    let cfg = spec
+        .engine
+        .config(size, spec.threads)
+        .medium(plain_dram())
+        .allow_volatile_medium(true);
     let cfg = cfg.log_bytes_per_thread(spec.log_per_thread);
     let pool = Pool::create(path, cfg).map_err(|e| format!("creating the pool: {e}"))?;
     let mut h = pool.handle().map_err(|e| e.to_string())?;
@@ -170,6 +174,7 @@ fn preload(spec: &FillSpec, path: &Path) -> Result<(Pool, Preloaded), String> {
     drop(pool);
     let cfg = Config::default()
         .medium(plain_dram())
+        .allow_volatile_medium(true)
         .engine(spec.engine.id())
         .engine_options(spec.fill_options.clone());
     let pool = Pool::open(path, cfg).map_err(|e| format!("reopening for the fill: {e}"))?;
@@ -439,6 +444,7 @@ pub(crate) fn measure_opens(
         // replay (untimed).
         let cfg = Config::default()
             .medium(plain_dram())
+            .allow_volatile_medium(true)
             .engine(spec.engine.id())
             .engine_options(open.options.clone());
         let pool = Pool::open(&work, cfg).map_err(|e| format!("reopening to check: {e}"))?;

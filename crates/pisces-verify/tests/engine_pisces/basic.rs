@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 #[test]
 fn write_then_read_and_reopen_from_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("p.pool");
     let cfg = Config::default().size(32 << 20);
     {

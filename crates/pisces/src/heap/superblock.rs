@@ -22,9 +22,8 @@
 //! (`dirty_shutdowns_seen`). Older formats have zeros there: nothing known.
 
 use super::layout::{Layout, Regions, SUPERBLOCK_SIZE};
-use crate::medium::domain::DomainRequest;
-use crate::medium::open::Opened;
-use crate::medium::{Medium, MediumKind};
+use crate::medium::open::{MediumRequest, Opened};
+use crate::medium::Medium;
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 use std::path::Path;
@@ -276,16 +275,15 @@ pub(crate) fn write_initial(medium: &dyn Medium, sb: &Superblock) {
 /// superblock records, so a growable pool grows in place. A superblock that cannot be
 /// read reserves just the file's length (opening the heap then reports why).
 #[cfg(test)]
-pub(crate) fn open_pool_file(path: &Path, kind: MediumKind) -> Result<std::sync::Arc<dyn Medium>> {
-    open_pool_file_in(path, kind, DomainRequest::default()).map(|o| o.medium)
+pub(crate) fn open_pool_file(
+    path: &Path,
+    kind: crate::medium::MediumKind,
+) -> Result<std::sync::Arc<dyn Medium>> {
+    open_pool_file_in(path, MediumRequest::exactly(kind)).map(|o| o.medium)
 }
 
-/// [`open_pool_file`] under the persistence domain `req` asks for.
-pub(crate) fn open_pool_file_in(
-    path: &Path,
-    kind: MediumKind,
-    req: DomainRequest,
-) -> Result<Opened> {
+/// [`open_pool_file`] for the medium and persistence domain `req` asks for.
+pub(crate) fn open_pool_file_in(path: &Path, req: MediumRequest) -> Result<Opened> {
     let max_len = |file: &std::fs::File| {
         use std::os::unix::fs::FileExt;
         let mut head = vec![0u8; 2 * SUPERBLOCK_SIZE];
@@ -303,5 +301,5 @@ pub(crate) fn open_pool_file_in(
             ))
         })
     };
-    crate::medium::open::open_file_reserving(path, kind, max_len, req)
+    crate::medium::open::open_file_reserving(path, req, max_len)
 }

@@ -55,6 +55,7 @@
 pub(crate) mod counters;
 pub mod domain;
 pub(crate) mod dram;
+pub mod durability;
 mod file;
 pub(crate) mod flush;
 pub(crate) mod open;
@@ -62,6 +63,7 @@ pub(crate) mod reserve;
 
 pub use domain::PersistenceDomain;
 pub use dram::DramMedium;
+pub use durability::{FileSystem, PoolDurability, Survives};
 pub use file::{DaxMedium, FileMedium};
 
 /// Page size assumed for `msync` alignment and pool sizes.

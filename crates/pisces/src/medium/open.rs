@@ -44,6 +44,7 @@
 
 use super::domain::{resolve, DomainRequest, SysfsProbe};
 use super::dram::DramMedium;
+use super::durability::{choose, Choice, FileSystem};
 use super::file::{DaxMedium, FileMedium};
 use super::reserve::map_len;
 use super::PAGE;
@@ -85,27 +86,55 @@ pub fn create_file_growable(
     max_size: u64,
     kind: MediumKind,
 ) -> Result<Arc<dyn Medium>> {
-    create_pool_file(path, size, max_size, kind, DomainRequest::default()).map(|o| o.medium)
+    create_pool_file(path, size, max_size, MediumRequest::exactly(kind)).map(|o| o.medium)
 }
 
-/// A pool file's medium, and the warning of a persistence domain forced against the
-/// platform ([`super::domain`]).
+/// What a configuration asks of a pool file's medium.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MediumRequest {
+    /// The medium named; `None`: the one the file system calls for
+    /// ([`super::durability`]).
+    pub kind: Option<MediumKind>,
+    /// Allow the DRAM medium on a file system that outlives power loss.
+    pub allow_volatile: bool,
+    /// What is asked of the persistence domain.
+    pub domain: DomainRequest,
+}
+
+impl MediumRequest {
+    /// Exactly the medium `kind` (the DRAM medium on any file system), under the
+    /// platform's domain: the low-level tools' request.
+    pub fn exactly(kind: MediumKind) -> MediumRequest {
+        MediumRequest {
+            kind: Some(kind),
+            allow_volatile: true,
+            domain: DomainRequest::default(),
+        }
+    }
+}
+
+/// A pool file's medium, and the warnings of a persistence domain forced against the
+/// platform ([`super::domain`]) and of the DRAM medium forced onto a disk
+/// ([`super::durability`]).
 pub(crate) struct Opened {
     /// The medium.
     pub medium: Arc<dyn Medium>,
     /// Set when `eadr` was forced where the platform reports otherwise.
     pub domain_warning: Option<String>,
+    /// Set when the DRAM medium was forced onto a file system that outlives power loss.
+    pub medium_warning: Option<String>,
 }
 
-/// [`create_file_growable`] under the persistence domain `req` asks for.
+/// [`create_file_growable`] for the medium and domain `req` asks for.
 pub(crate) fn create_pool_file(
     path: &Path,
     size: u64,
     max_size: u64,
-    kind: MediumKind,
-    req: DomainRequest,
+    req: MediumRequest,
 ) -> Result<Opened> {
-    check_kind(kind)?;
+    if let Some(kind) = req.kind {
+        check_kind(kind)?;
+    }
     if max_size < size || max_size & (PAGE as u64 - 1) != 0 {
         return Err(Error::InvalidConfig(format!(
             "maximum pool size {max_size} must be a multiple of {PAGE} bytes and at least the size {size}"
@@ -162,7 +191,7 @@ pub(crate) fn create_pool_file(
         file.set_len(size)
             .map_err(|e| Error::io(format!("setting the length of {}", path.display()), e))?;
         reserve(&file, size, path)?;
-        map_kind(file, kind, path, max_len, req)
+        map_kind(file, req, path, max_len)
     })();
     if result.is_err() {
         // Best effort: the original error is the one worth reporting.
@@ -180,22 +209,23 @@ pub(crate) fn create_pool_file(
 /// not modified when opening fails.
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub fn open_file(path: &Path, kind: MediumKind) -> Result<Arc<dyn Medium>> {
-    open_file_reserving(path, kind, map_len, DomainRequest::default()).map(|o| o.medium)
+    open_file_reserving(path, MediumRequest::exactly(kind), map_len).map(|o| o.medium)
 }
 
 /// [`open_file`], reserving `max_len(file)` bytes of address space for the mapping
 /// (the pool's maximum size: what the pool format records, which this layer does not
-/// read), so the medium can grow in place, under the persistence domain `req` asks for.
+/// read), so the medium can grow in place, for the medium and domain `req` asks for.
 pub(crate) fn open_file_reserving(
     path: &Path,
-    kind: MediumKind,
+    req: MediumRequest,
     max_len: impl FnOnce(&File) -> Result<usize>,
-    req: DomainRequest,
 ) -> Result<Opened> {
-    check_kind(kind)?;
+    if let Some(kind) = req.kind {
+        check_kind(kind)?;
+    }
     let file = open_locked(path)?;
     let max_len = max_len(&file)?.max(map_len(&file)?);
-    map_kind(file, kind, path, max_len, req)
+    map_kind(file, req, path, max_len)
 }
 
 fn check_kind(kind: MediumKind) -> Result<()> {
@@ -394,17 +424,58 @@ fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
     }
 }
 
-fn map_kind(
-    file: File,
-    kind: MediumKind,
-    path: &Path,
-    max_len: usize,
-    req: DomainRequest,
-) -> Result<Opened> {
+fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Result<Opened> {
+    let fs = FileSystem::of_file(&file).map_err(|e| {
+        Error::io(
+            format!("inspecting the file system of {}", path.display()),
+            e,
+        )
+    })?;
+    let (choice, medium_warning) = choose(req.kind, fs, req.allow_volatile)?;
+    let kind = match choice {
+        Choice::Named(kind) => kind,
+        Choice::DaxOrFile => {
+            // Only a DAX file system accepts MAP_SYNC: try it on a second descriptor of
+            // the same open file description (which shares the pool's lock), and fall
+            // back to the file medium on a refusal.
+            let dup = file.try_clone().map_err(|e| {
+                Error::io(
+                    format!("duplicating the descriptor of {}", path.display()),
+                    e,
+                )
+            })?;
+            match DaxMedium::from_file(dup, max_len) {
+                Ok(dax) => {
+                    drop(file);
+                    let detected = SysfsProbe::default().detect_for_path(path);
+                    let (domain, domain_warning) =
+                        resolve(MediumKind::Dax, Some(&detected), req.domain)?;
+                    return Ok(Opened {
+                        medium: Arc::new(dax.with_domain(domain)),
+                        domain_warning,
+                        medium_warning,
+                    });
+                }
+                Err(Error::MediumUnsupported(_)) => MediumKind::File,
+                Err(e) => return Err(e),
+            }
+        }
+    };
     // The platform is asked about DAX files only: the other media are not persistent
     // memory (DRAM emulates either domain, a plain file is durable through msync).
     let detected = (kind == MediumKind::Dax).then(|| SysfsProbe::default().detect_for_path(path));
-    let (domain, domain_warning) = resolve(kind, detected.as_ref(), req)?;
+    let (domain, domain_warning) = resolve(kind, detected.as_ref(), req.domain).map_err(|e| {
+        match (e, req.kind) {
+            // The medium was chosen here, not by the caller: say why.
+            (Error::InvalidConfig(m), None) => Error::InvalidConfig(format!(
+                "{m} ({} is on {}, which gets the {} medium when none is named)",
+                path.display(),
+                fs.name(),
+                kind.name()
+            )),
+            (e, _) => e,
+        }
+    })?;
     let medium: Arc<dyn Medium> = match kind {
         MediumKind::Dram {
             write_latency_ns,
@@ -433,6 +504,7 @@ fn map_kind(
     Ok(Opened {
         medium,
         domain_warning,
+        medium_warning,
     })
 }
 

@@ -308,7 +308,7 @@ mod tests {
     /// What one read-only and one update transaction of one object write to shared
     /// words, counted on this thread (the engines below have no background thread).
     fn counts(engine: EngineId) -> (SharedCounts, SharedCounts) {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
         let (pool, x) = pool(engine, &dir);
         let mut h = pool.handle().unwrap();
         // Warm up: the first transactions of a handle may mark objects live.

@@ -549,7 +549,7 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
 fn file_pools_get_a_copy_on_write_snapshot() {
     use crate::medium::open::create_file;
     use crate::medium::MediumKind;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("spht.pool");
     let m = create_file(&path, 8 << 20, MediumKind::DRAM).unwrap();
     let heap = Arc::new(

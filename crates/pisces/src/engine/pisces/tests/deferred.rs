@@ -16,7 +16,7 @@ const OBJECTS: usize = 5;
 /// (whether the writer's commits all returned while the reader was running, the sum
 /// of the values of the reader's second look, 0 in its snapshot).
 fn reader_against_deferred_write_back() -> (bool, u64) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let cfg = Config {
         size: 16 << 20,
         max_threads: 2,

@@ -38,7 +38,7 @@ fn is_invalid<T: std::fmt::Debug>(r: crate::Result<T>) -> bool {
 /// load the fast path makes: the write-back that publishes the free stores the freed
 /// marker. Returns whether the read of the freed object was refused.
 fn freed_object_is_refused() -> bool {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = Pool::create(dir.path().join("freed.pool"), cfg()).unwrap();
     let x = pool.run(|tx| tx.alloc(7u64)).unwrap();
     pool.sync().unwrap();
@@ -76,7 +76,7 @@ fn the_freed_marker_is_needed() {
 /// transaction is not live (refused), a written object stays live.
 #[test]
 fn rollback_restores_the_header_word() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = Pool::create(dir.path().join("rollback.pool"), cfg()).unwrap();
     let x = pool.run(|tx| tx.alloc(1u64)).unwrap();
     pool.sync().unwrap();
@@ -98,7 +98,7 @@ fn rollback_restores_the_header_word() {
 /// stays refused, and one freed in this run after being marked is refused too.
 #[test]
 fn objects_of_an_earlier_run_are_marked_live_on_first_read() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("runs.pool");
     let (x, y) = {
         let pool = Pool::create(&path, cfg()).unwrap();
@@ -126,7 +126,7 @@ fn objects_of_an_earlier_run_are_marked_live_on_first_read() {
 /// the freed marker; the check after the lock must refuse the write. Returns whether
 /// it was refused.
 fn stale_write_after_pending_free_is_refused() -> bool {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = Pool::create(dir.path().join("stale.pool"), cfg()).unwrap();
     let mut h = pool.handle().unwrap();
     let x = h.run(|tx| tx.alloc(7u64)).unwrap();
@@ -188,7 +188,7 @@ fn the_check_after_the_lock_needs_the_live_marker() {
 /// to the live marker (the block-start test) are both refused.
 #[test]
 fn the_fast_path_checks_the_geometry_behind_a_live_word() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = Pool::create(dir.path().join("geometry.pool"), cfg()).unwrap();
     let x = pool.run(|tx| tx.alloc([0u64; 8])).unwrap();
     pool.sync().unwrap();
@@ -241,7 +241,7 @@ fn poke(path: &std::path::Path, off: u64, value: u64) {
 /// must not be followed as a lock: opening at the wrap clears every header word.
 #[test]
 fn tag_wrap_clears_header_words_of_long_ago_runs() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("wrap.pool");
     let x = {
         let pool = Pool::create(&path, cfg()).unwrap();
@@ -273,7 +273,7 @@ fn tag_wrap_clears_header_words_of_long_ago_runs() {
 /// followed (the allocator zeroes header words when it formats a slab).
 #[test]
 fn reformatted_slab_has_no_lock_shaped_header_words() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let path = dir.path().join("reformat.pool");
     let next_generation = {
         let pool = Pool::create(&path, cfg()).unwrap();

@@ -18,7 +18,7 @@ fn pool(dir: &tempfile::TempDir) -> Pool {
 
 #[test]
 fn read_only_reads_of_a_locked_object_are_counted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool(&dir);
     let mut setup = pool.handle().unwrap();
     let (x, y) = setup
@@ -64,7 +64,7 @@ fn read_only_reads_of_a_locked_object_are_counted() {
 
 #[test]
 fn other_engines_count_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = Pool::create(
         dir.path().join("undo.pool"),
         Config {
@@ -88,7 +88,7 @@ fn other_engines_count_nothing() {
 #[test]
 fn read_only_commits_write_back_their_slots_batch() {
     let k = READ_ONLY_COMMITS_BEFORE_WRITE_BACK as u64;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let pool = pool(&dir);
     let mut h = pool.handle().unwrap();
     let (x, y) = h.run(|tx| Ok((tx.alloc(1u64)?, tx.alloc(2u64)?))).unwrap();
