@@ -42,14 +42,16 @@ Exit status: 0 no violation; 1 violations found; 2 usage errors.\n\
 A crash image written for a violation is a pool file: `pisces check FILE` examines it."
 )]
 pub struct CrashtestArgs {
-    /// Engine under test [default: pisces; with --domain eadr, every durable engine in
-    /// turn].
+    /// Engine under test [default: pisces; with --domain eadr or page-cache, every
+    /// durable engine in turn].
     #[arg(long, value_parser = parse_engine)]
     pub engine: Option<EngineId>,
     /// Persistence domain of the simulated machine: adr (a store is durable once
-    /// written back and fenced; the adversary decides the rest) or eadr (the caches are
+    /// written back and fenced; the adversary decides the rest), eadr (the caches are
     /// persistent: every visible store survives, less a suffix of each thread's stores
-    /// since its last fence).
+    /// since its last fence) or page-cache (the file medium: only the msync of the
+    /// pages a thread flushed, at its fence, persists; the kernel may write back any
+    /// dirty page at any time, whole or torn at 512-byte sectors).
     #[arg(long, default_value = "adr", value_parser = parse_domain)]
     pub domain: PersistenceDomain,
     /// Workload: bank, list, alloc, hashmap, btree (the public containers), all (these
@@ -256,11 +258,11 @@ pub fn run_to(args: &CrashtestArgs, out: &mut dyn Write) -> u8 {
 }
 
 /// The engines to run: the one named, else Pisces under ADR and every durable engine
-/// of this build with its pool on the medium under eADR.
+/// of this build with its pool on the medium under eADR and in the page cache.
 fn engines(a: &CrashtestArgs) -> Vec<EngineId> {
     match (a.engine, a.domain) {
         (Some(e), _) => vec![e],
-        (None, PersistenceDomain::Eadr) => EngineId::ALL
+        (None, PersistenceDomain::Eadr | PersistenceDomain::PageCache) => EngineId::ALL
             .iter()
             .copied()
             .filter(|e| e.available() && e.is_durable() && !e.has_own_pool_format())
@@ -270,10 +272,8 @@ fn engines(a: &CrashtestArgs) -> Vec<EngineId> {
 }
 
 fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
-    match PersistenceDomain::from_name(s) {
-        Some(d @ (PersistenceDomain::Adr | PersistenceDomain::Eadr)) => Ok(d),
-        _ => Err(format!("unknown persistence domain `{s}` (adr, eadr)")),
-    }
+    PersistenceDomain::from_name(s)
+        .ok_or_else(|| format!("unknown persistence domain `{s}` (adr, eadr, page-cache)"))
 }
 
 /// The library settings for these arguments (the random mode's state count is set

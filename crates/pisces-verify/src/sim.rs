@@ -80,6 +80,26 @@
 //! twice since a fence; what eADR adds is certainty: a store without its flush is
 //! durable, always, where under ADR it is durable only if the adversary evicts it.
 //!
+//! # The page cache (the file medium)
+//! With [`SimConfig::domain`] [`PersistenceDomain::PageCache`] the simulated machine
+//! is an ordinary file mapped from the page cache, as the file medium
+//! ([`pisces::medium::FileMedium`]) maps it. A fence persists nothing by itself and a
+//! flush writes nothing back: `msync` of a page range is the only persist point, and
+//! what a fence `msync`s is decided by the file medium's own bookkeeping
+//! ([`PageTracker`]: the pages the fencing thread flushed since its last fence, near
+//! ranges merged), run unchanged here, so a bug in it shows as lost data. An `msync`
+//! makes durable the pages' content at that moment (not at flush time: the page
+//! cache holds one copy). At the crash, every dirty page (its working content
+//! differs from the durable one) may have been written back by the kernel at any time:
+//! the adversary leaves it (probability `1 - p_keep_unflushed`), or takes its latest
+//! content whole (three in four of the rest), or torn at 512-byte sectors (each
+//! differing sector independently). Whether a thread flushed the page does not matter:
+//! the kernel writes back dirty pages when it likes.
+//!
+//! Every state this builds is one the ADR adversary could build too (it keeps any
+//! subset of the undecided words); what the model adds is that the persist points are
+//! the file medium's `msync`s rather than the engine's fences.
+//!
 //! # Limitations
 //! * A word's intermediate values are not offered: only its durable value, its value
 //!   in a pending write-back, and its latest value. A word stored three times between
@@ -98,7 +118,7 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use pisces::medium::{Medium, MediumKind, PersistenceDomain, CACHE_LINE};
+use pisces::medium::{Medium, MediumKind, PageTracker, PersistenceDomain, CACHE_LINE};
 use pisces::tools::counters::{add_fence, add_lines_flushed, lines_in};
 use pisces::tools::reserve::{Backing, Mapping};
 use pisces::{Error, Result};
@@ -113,6 +133,10 @@ use std::thread::ThreadId;
 const WORD: usize = 8;
 /// Words in a cache line.
 const LINE_WORDS: usize = CACHE_LINE / WORD;
+/// A page of the page cache: the unit the kernel writes back.
+const PAGE: usize = 4096;
+/// A disk sector: what a page write torn by a power failure is made of.
+const SECTOR: usize = 512;
 
 /// Where the simulated machine loses power.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -209,8 +233,8 @@ pub struct SimConfig {
     /// Bytes the image may grow to ([`Medium::grow`]); 0 or less than the image: it
     /// cannot grow.
     pub max_len: usize,
-    /// The persistence domain of the simulated machine (see the module docs' eADR
-    /// section). [`PersistenceDomain::PageCache`] is simulated as ADR.
+    /// The persistence domain of the simulated machine (see the module docs' eADR and
+    /// page-cache sections).
     pub domain: PersistenceDomain,
 }
 
@@ -267,6 +291,12 @@ pub struct CrashStats {
     pub flushes_lost: u64,
     /// eADR: flushes since a fence whose stores survived.
     pub flushes_kept: u64,
+    /// Page cache: dirty pages (content newer than the durable one) at the crash.
+    pub pages_dirty: u64,
+    /// Page cache: dirty pages written back whole.
+    pub pages_written: u64,
+    /// Page cache: dirty pages written back torn (some sectors only).
+    pub pages_torn: u64,
 }
 
 /// A crash image and the choices that made it.
@@ -352,6 +382,8 @@ struct State {
 pub struct SimMedium {
     work: Mapping,
     cfg: SimConfig,
+    /// Page cache: the file medium's record of what each thread's fence msyncs.
+    pages: PageTracker,
     /// Mirrors `State::frozen.is_some()` for the lock-free `crashed()` and fast paths.
     crashed: AtomicBool,
     state: Mutex<State>,
@@ -406,6 +438,7 @@ impl SimMedium {
         SimMedium {
             work,
             cfg,
+            pages: PageTracker::new(),
             crashed: AtomicBool::new(false),
             state: Mutex::new(State {
                 durable,
@@ -514,6 +547,14 @@ impl SimMedium {
         if !eadr || streamed {
             add_lines_flushed(lines_in(off, len));
         }
+        if self.cfg.domain == PersistenceDomain::PageCache {
+            // As the file medium's flush: the pages are recorded for this thread's
+            // fence (streamed lines too: the file medium copies and flushes them).
+            if let Some((start, len)) = self.pages.flushed(off, len, self.work.len()) {
+                Self::msync_locked(&self.work, &mut st, start, len);
+            }
+            return;
+        }
         if len == 0 {
             return;
         }
@@ -543,6 +584,21 @@ impl SimMedium {
         }
     }
 
+    /// Page cache: `msync(off, len)`, the only persist point: the current content of
+    /// every page overlapping the range becomes durable (the kernel syncs whole
+    /// pages). Called with the lock held.
+    fn msync_locked(work: &Mapping, st: &mut State, off: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let start = off & !(PAGE - 1);
+        let end = (off + len).next_multiple_of(PAGE).min(st.durable.len());
+        for i in start / WORD..end / WORD {
+            let v = load_word_of(work, i);
+            st.durable[i * WORD..(i + 1) * WORD].copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // No code path panics while holding the lock with the state half-updated, so
         // a poisoned lock (a panic elsewhere in a test thread) still guards valid state.
@@ -552,15 +608,7 @@ impl SimMedium {
     /// Load word `i` of the working image.
     #[inline]
     fn load_word(&self, i: usize) -> u64 {
-        debug_assert!(i < self.work.len() / WORD);
-        // SAFETY: `i` is a word index inside the mapping, which is page aligned, so the
-        // pointer is valid and 8-byte aligned for the medium's lifetime. Other threads
-        // may store to this word concurrently (that is what the engine does with the
-        // image); a relaxed atomic load is the access that tolerates it, and on every
-        // supported target an aligned 8-byte load is single-copy atomic, matching the
-        // 8-byte failure atomicity the simulator models.
-        let a = unsafe { AtomicU64::from_ptr(self.work.base().add(i * WORD) as *mut u64) };
-        a.load(Ordering::Relaxed)
+        load_word_of(&self.work, i)
     }
 
     fn load_line(&self, line: usize) -> [u64; LINE_WORDS] {
@@ -652,6 +700,9 @@ impl SimMedium {
         if self.cfg.domain == PersistenceDomain::Eadr {
             return build_eadr(fz, adversary.sanitized(), StdRng::from_seed(key));
         }
+        if self.cfg.domain == PersistenceDomain::PageCache {
+            return build_page_cache(fz, adversary.sanitized(), StdRng::from_seed(key));
+        }
         let mut d = Decider {
             fz,
             adversary: adversary.sanitized(),
@@ -693,6 +744,79 @@ impl SimMedium {
             stats: d.stats,
         }
     }
+}
+
+/// Load word `i` of the working image `work`.
+#[inline]
+fn load_word_of(work: &Mapping, i: usize) -> u64 {
+    debug_assert!(i < work.len() / WORD);
+    // SAFETY: `i` is a word index inside the mapping, which is page aligned, so the
+    // pointer is valid and 8-byte aligned for the medium's lifetime. Other threads may
+    // store to this word concurrently (that is what the engine does with the image); a
+    // relaxed atomic load is the access that tolerates it, and on every supported
+    // target an aligned 8-byte load is single-copy atomic, matching the 8-byte failure
+    // atomicity the simulator models.
+    let a = unsafe { AtomicU64::from_ptr(work.base().add(i * WORD) as *mut u64) };
+    a.load(Ordering::Relaxed)
+}
+
+/// A page-cache crash image (module docs, page cache): the durable image, and each
+/// dirty page left, written back whole, or torn at sectors.
+fn build_page_cache(fz: &Frozen, adversary: Adversary, mut rng: StdRng) -> CrashImage {
+    let mut image = fz.durable.clone();
+    let mut stats = CrashStats::default();
+    let len = fz.durable.len();
+    for start in (0..len).step_by(PAGE) {
+        let page = start..(start + PAGE).min(len);
+        if fz.working[page.clone()] == fz.durable[page.clone()] {
+            continue;
+        }
+        stats.pages_dirty += 1;
+        let (written, whole) = match adversary {
+            Adversary::DurableOnly => (false, false),
+            Adversary::AllWritten => (true, true),
+            Adversary::Random {
+                p_keep_unflushed, ..
+            } => {
+                let written = rng.gen_bool(p_keep_unflushed);
+                (written, written && rng.gen_bool(0.75))
+            }
+        };
+        if !written {
+            stats.words_unflushed_dropped += differing_words(fz, page) as u64;
+            continue;
+        }
+        if whole {
+            stats.pages_written += 1;
+            stats.words_unflushed_kept += differing_words(fz, page.clone()) as u64;
+            image[page.clone()].copy_from_slice(&fz.working[page]);
+            continue;
+        }
+        stats.pages_torn += 1;
+        for sector in page.clone().step_by(SECTOR) {
+            let r = sector..(sector + SECTOR).min(page.end);
+            if fz.working[r.clone()] == fz.durable[r.clone()] {
+                continue;
+            }
+            let n = differing_words(fz, r.clone()) as u64;
+            if rng.gen_bool(0.5) {
+                stats.words_unflushed_kept += n;
+                image[r.clone()].copy_from_slice(&fz.working[r]);
+            } else {
+                stats.words_unflushed_dropped += n;
+            }
+        }
+    }
+    CrashImage { image, stats }
+}
+
+/// Words of the byte range `r` whose working and durable contents differ.
+fn differing_words(fz: &Frozen, r: std::ops::Range<usize>) -> usize {
+    fz.working[r.clone()]
+        .chunks_exact(WORD)
+        .zip(fz.durable[r].chunks_exact(WORD))
+        .filter(|(a, b)| a != b)
+        .count()
 }
 
 /// A surviving flush's offer for a line: its event number and its content (`None`: the
@@ -901,10 +1025,7 @@ unsafe impl Medium for SimMedium {
         MediumKind::Custom
     }
     fn persistence_domain(&self) -> PersistenceDomain {
-        match self.cfg.domain {
-            PersistenceDomain::Eadr => PersistenceDomain::Eadr,
-            PersistenceDomain::Adr | PersistenceDomain::PageCache => PersistenceDomain::Adr,
-        }
+        self.cfg.domain
     }
     fn base(&self) -> *mut u8 {
         self.work.base()
@@ -975,6 +1096,12 @@ unsafe impl Medium for SimMedium {
         st.fences += 1;
         st.events += 1;
         add_fence();
+        if self.cfg.domain == PersistenceDomain::PageCache {
+            // The file medium's fence: msync what this thread flushed since its last.
+            self.pages
+                .fence(|start, len| Self::msync_locked(&self.work, &mut st, start, len));
+            return;
+        }
         let now = st.events;
         let State {
             durable,
@@ -1481,6 +1608,95 @@ mod tests {
             },
         );
         assert_eq!(c.stats.words_unflushed_dropped, 1);
+    }
+
+    fn page_cache(cfg: SimConfig) -> Arc<SimMedium> {
+        sim(cfg.with_domain(PersistenceDomain::PageCache))
+    }
+
+    #[test]
+    fn in_the_page_cache_only_the_fence_msync_persists_and_it_takes_the_page_now() {
+        let s = page_cache(SimConfig::default());
+        assert_eq!(s.persistence_domain(), PersistenceDomain::PageCache);
+        store(&*s, 64, 1);
+        s.flush(64, 8);
+        // A store after the flush, in the same page, and one in another page nobody
+        // flushed.
+        store(&*s, 128, 2);
+        store(&*s, 3 * PAGE, 3);
+        // Flushed, not fenced: nothing durable.
+        assert_eq!(word(&s.durable_image(), 64), 0);
+        // Another thread's fence does not msync this thread's pages.
+        let t = Arc::clone(&s);
+        std::thread::spawn(move || t.fence()).join().unwrap();
+        assert_eq!(word(&s.durable_image(), 64), 0);
+        // A fence with nothing flushed persists nothing.
+        let u = page_cache(SimConfig::default());
+        store(&*u, 64, 9);
+        u.fence();
+        assert_eq!(word(&u.durable_image(), 64), 0);
+        // This thread's fence: the whole page as it is now, the later store included;
+        // the page nobody flushed stays dirty.
+        s.fence();
+        let d = s.durable_image();
+        assert_eq!((word(&d, 64), word(&d, 128), word(&d, 3 * PAGE)), (1, 2, 0));
+        s.crash_now();
+        let img = s.crash_image_with(0, Adversary::DurableOnly).unwrap();
+        assert_eq!(word(&img.image, 3 * PAGE), 0);
+        assert_eq!(img.stats.pages_dirty, 1);
+        let all = s.crash_image_with(0, Adversary::AllWritten).unwrap();
+        assert_eq!(
+            word(&all.image, 3 * PAGE),
+            3,
+            "the kernel may write it back"
+        );
+    }
+
+    #[test]
+    fn in_the_page_cache_a_flush_across_a_page_boundary_msyncs_both_pages() {
+        let s = page_cache(SimConfig::default());
+        store(&*s, PAGE - 8, 1);
+        store(&*s, PAGE, 2);
+        s.persist(PAGE - 8, 16);
+        let d = s.durable_image();
+        assert_eq!((word(&d, PAGE - 8), word(&d, PAGE)), (1, 2));
+    }
+
+    #[test]
+    fn the_kernel_writes_back_dirty_pages_whole_or_torn_at_sectors() {
+        // Every word of page 1 dirty: sector 0 holds words 0..64 of the page.
+        let s = page_cache(SimConfig::default().with_seed(5));
+        for w in 0..PAGE / WORD {
+            store(&*s, PAGE + w * WORD, w as u64 + 1);
+        }
+        s.crash_now();
+        let (mut whole, mut torn, mut left) = (0, 0, 0);
+        for seed in 0..400 {
+            let c = s.crash_image_with(seed, random()).unwrap();
+            let page = &c.image[PAGE..2 * PAGE];
+            // Each sector is all old or all new: never torn inside a sector.
+            let kept: Vec<bool> = page
+                .chunks_exact(SECTOR)
+                .map(|sec| {
+                    let new = sec
+                        .chunks_exact(WORD)
+                        .all(|w| u64::from_ne_bytes(w.try_into().unwrap()) != 0);
+                    let old = sec.iter().all(|&b| b == 0);
+                    assert!(new || old, "seed {seed}: a sector torn inside");
+                    new
+                })
+                .collect();
+            match kept.iter().filter(|&&k| k).count() {
+                0 => left += 1,
+                n if n == kept.len() => whole += 1,
+                _ => torn += 1,
+            }
+            assert_eq!(c.stats.pages_dirty, 1);
+        }
+        assert!(
+            whole > 50 && torn > 20 && left > 50,
+            "{whole} {torn} {left}"
+        );
     }
 
     fn eadr(cfg: SimConfig) -> Arc<SimMedium> {

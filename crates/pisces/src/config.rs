@@ -154,8 +154,9 @@ impl Config {
     /// use pisces::{Config, PersistenceDomain, Pool};
     /// use pisces::medium::DramMedium;
     /// # use std::sync::Arc;
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// // The emulated DRAM medium runs under either domain.
+    /// # let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    /// // On tmpfs the pool gets the emulated DRAM medium, which runs under either
+    /// // domain (a disk's file medium runs under the page cache's only).
     /// let cfg = Config::new().size(32 << 20).persistence_domain(PersistenceDomain::Eadr);
     /// let pool = Pool::create(dir.path().join("e.pool"), cfg).unwrap();
     /// assert_eq!(pool.persistence_domain(), PersistenceDomain::Eadr);

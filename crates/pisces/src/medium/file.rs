@@ -144,7 +144,7 @@ const MERGE_GAP: usize = 1 << 20;
 /// A thread's pending page ranges are first compacted when it has recorded this many.
 const COMPACT_AT: usize = 64;
 
-/// Source of the per-medium ids that key the thread-local pending ranges.
+/// Source of the per-tracker ids that key the thread-local pending ranges.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Page-aligned byte ranges `(start, end)` flushed and not yet fenced.
@@ -157,18 +157,95 @@ thread_local! {
     static PENDING: RefCell<Vec<(u64, PageRanges)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An ordinary file mapped `MAP_SHARED`; the fence `msync`s the pages this thread
-/// flushed since its last fence.
+/// The file medium's bookkeeping of what to `msync`: the pages each thread flushed
+/// since its last fence. [`FileMedium`] uses it over a mapped file; the crash
+/// simulator of the verification crate uses the same one over its images, with its
+/// own `msync` as the only persist point, so that what it checks is this code.
 ///
-/// The pending ranges are kept in a thread-local list keyed by a unique per-medium id,
-/// not in a shared `Mutex<HashMap<ThreadId, _>>`: `flush` is called many times per
+/// The pending ranges are kept in a thread-local list keyed by a unique per-tracker
+/// id, not in a shared `Mutex<HashMap<ThreadId, _>>`: `flush` is called many times per
 /// fence, and the thread-local needs no lock and shares no cache line between threads.
-/// Its one cost is that a thread which flushes and then never fences before the medium
-/// is dropped leaves a small entry behind until it exits (ids are never reused, so it
-/// is never mistaken for another medium's).
+/// Its one cost is that a thread which flushes and then never fences before the
+/// tracker is dropped leaves a small entry behind until it exits (ids are never
+/// reused, so it is never mistaken for another tracker's).
+#[derive(Debug)]
+pub struct PageTracker {
+    id: u64,
+}
+
+impl Default for PageTracker {
+    fn default() -> Self {
+        PageTracker {
+            // Relaxed: only uniqueness matters, and the read-modify-write alone
+            // guarantees that two trackers created concurrently get different ids.
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl PageTracker {
+    /// A tracker with nothing pending.
+    pub fn new() -> PageTracker {
+        PageTracker::default()
+    }
+
+    /// Record that the calling thread flushed `off..off + len` of an image of
+    /// `image_len` bytes: the pages it touches are synced at the thread's next
+    /// [`fence`](Self::fence). Returns the page range `(start, len)` to sync at once
+    /// when the thread has nowhere to remember it (a flush from a thread-local
+    /// destructor), `None` otherwise.
+    pub fn flushed(&self, off: usize, len: usize, image_len: usize) -> Option<(usize, usize)> {
+        if len == 0 {
+            return None;
+        }
+        let start = off & !(PAGE - 1);
+        // Cannot overflow: off + len <= image length, which is below usize::MAX - PAGE.
+        let end = (off + len).next_multiple_of(PAGE).min(image_len);
+        let recorded = PENDING.try_with(|p| {
+            let mut p = p.borrow_mut();
+            match p.iter_mut().find(|(id, _)| *id == self.id) {
+                Some((_, ranges)) => record(ranges, (start, end)),
+                None => p.push((self.id, vec![(start, end)])),
+            }
+        });
+        recorded.is_err().then_some((start, end - start))
+    }
+
+    /// The fence's work: `msync(start, len)` for each page range the calling thread
+    /// flushed since its last fence (ranges closer than 1 MiB merged into one call);
+    /// afterwards the thread has nothing pending.
+    pub fn fence(&self, mut msync: impl FnMut(usize, usize)) {
+        let ranges = PENDING
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                match p.iter().position(|(id, _)| *id == self.id) {
+                    Some(i) => p.swap_remove(i).1,
+                    None => Vec::new(),
+                }
+            })
+            .unwrap_or_default();
+        if ranges.is_empty() {
+            return;
+        }
+        let mut ranges = ranges;
+        coalesce(&mut ranges, MERGE_GAP);
+        for (s, e) in ranges {
+            msync(s, e - s);
+        }
+    }
+
+    /// Forget what the calling thread has pending (a sync of the whole image covers
+    /// it).
+    pub fn forget(&self) {
+        let _ = PENDING.try_with(|p| p.borrow_mut().retain(|(id, _)| *id != self.id));
+    }
+}
+
+/// An ordinary file mapped `MAP_SHARED`; the fence `msync`s the pages this thread
+/// flushed since its last fence (kept by a [`PageTracker`]).
 pub struct FileMedium {
     map: Mapping,
-    id: u64,
+    pages: PageTracker,
     msyncs: AtomicU64,
     // The first failed msync, reported by the next `sync_all` (after a failed msync the
     // kernel may have marked the pages clean, so the failure must not be forgotten).
@@ -196,9 +273,7 @@ impl FileMedium {
         let map = Mapping::new(Some(&file), len, max_len, Backing::Shared)?;
         Ok(FileMedium {
             map,
-            // Relaxed: only uniqueness matters, and the read-modify-write alone
-            // guarantees that two media created concurrently get different ids.
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            pages: PageTracker::new(),
             msyncs: AtomicU64::new(0),
             error: Mutex::new(None),
             _file: file,
@@ -290,49 +365,20 @@ unsafe impl Medium for FileMedium {
         // SAFETY: the range is inside the mapping (asserted).
         let n = unsafe { flush_range(self.map.base().add(off), len) };
         add_lines_flushed(n);
-        if len == 0 {
-            return;
-        }
-        let start = off & !(PAGE - 1);
-        // Cannot overflow: off + len <= map length, which is below usize::MAX - PAGE.
-        let end = (off + len).next_multiple_of(PAGE).min(map_len);
-        let recorded = PENDING.try_with(|p| {
-            let mut p = p.borrow_mut();
-            match p.iter_mut().find(|(id, _)| *id == self.id) {
-                Some((_, ranges)) => record(ranges, (start, end)),
-                None => p.push((self.id, vec![(start, end)])),
-            }
-        });
-        if recorded.is_err() {
+        if let Some((start, len)) = self.pages.flushed(off, len, map_len) {
             // Thread-local storage is being torn down (a flush from a TLS destructor):
             // there is nowhere to remember the range, so make it durable right away.
-            self.msync(start, end - start);
+            self.msync(start, len);
         }
     }
     fn fence(&self) {
         sfence();
         add_fence();
-        let ranges = PENDING
-            .try_with(|p| {
-                let mut p = p.borrow_mut();
-                match p.iter().position(|(id, _)| *id == self.id) {
-                    Some(i) => p.swap_remove(i).1,
-                    None => Vec::new(),
-                }
-            })
-            .unwrap_or_default();
-        if ranges.is_empty() {
-            return;
-        }
-        let mut ranges = ranges;
-        coalesce(&mut ranges, MERGE_GAP);
-        for (s, e) in ranges {
-            self.msync(s, e - s);
-        }
+        self.pages.fence(|start, len| self.msync(start, len));
     }
     fn sync_all(&self) -> Result<()> {
         // Everything this thread had pending is covered by the full msync below.
-        let _ = PENDING.try_with(|p| p.borrow_mut().retain(|(id, _)| *id != self.id));
+        self.pages.forget();
         // Relaxed: a statistic (see `msync_calls`).
         self.msyncs.fetch_add(1, Ordering::Relaxed);
         add_msync();

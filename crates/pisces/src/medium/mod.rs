@@ -64,7 +64,7 @@ pub(crate) mod reserve;
 pub use domain::PersistenceDomain;
 pub use dram::DramMedium;
 pub use durability::{FileSystem, PoolDurability, Survives};
-pub use file::{DaxMedium, FileMedium};
+pub use file::{DaxMedium, FileMedium, PageTracker};
 
 /// Page size assumed for `msync` alignment and pool sizes.
 pub(crate) const PAGE: usize = 4096;
