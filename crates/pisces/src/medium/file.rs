@@ -398,6 +398,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_tracker_syncs_every_page_a_flush_touches_at_this_threads_fence() {
+        let t = PageTracker::new();
+        let fenced = |t: &PageTracker| {
+            let mut got = vec![];
+            t.fence(|s, l| got.push((s, l)));
+            got
+        };
+        // A flush that crosses a page boundary covers both pages.
+        assert_eq!(t.flushed(4000, 200, 1 << 20), None);
+        assert_eq!(fenced(&t), vec![(0, 2 * PAGE)]);
+        assert_eq!(fenced(&t), vec![], "nothing left after the fence");
+        // The last page of the image is cut at the image's end.
+        t.flushed(3 * PAGE + 8, 8, 3 * PAGE + 512);
+        assert_eq!(fenced(&t), vec![(3 * PAGE, 512)]);
+        // Empty flushes record nothing; another thread's flushes are its own.
+        t.flushed(64, 0, 1 << 20);
+        std::thread::scope(|s| {
+            s.spawn(|| t.flushed(8 * PAGE, 8, 1 << 20));
+        });
+        assert_eq!(fenced(&t), vec![]);
+        // Two trackers on one thread keep apart.
+        let u = PageTracker::new();
+        t.flushed(0, 8, 1 << 20);
+        u.flushed(5 * PAGE, 8, 1 << 20);
+        assert_eq!(fenced(&u), vec![(5 * PAGE, PAGE)]);
+        assert_eq!(fenced(&t), vec![(0, PAGE)]);
+    }
+
+    #[test]
     fn coalescing_merges_touching_and_near_ranges_only() {
         let mut r = vec![];
         record(&mut r, (0, 4096));
