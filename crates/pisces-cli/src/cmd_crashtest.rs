@@ -428,6 +428,11 @@ fn progress_bar(total: u64) -> ProgressBar {
 fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String {
     let adversary = match s.adversary {
         Adversary::Random {
+            p_keep_unflushed, ..
+        } if s.domain == PersistenceDomain::PageCache => format!(
+            "random per dirty page (written back {p_keep_unflushed}: whole 3 in 4, else torn at 512-byte sectors)"
+        ),
+        Adversary::Random {
             p_keep_flushed,
             p_keep_unflushed,
         } => format!("random per word (flushed {p_keep_flushed}, unflushed {p_keep_unflushed})"),

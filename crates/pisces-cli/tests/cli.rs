@@ -472,3 +472,78 @@ fn check_fails_on_an_empty_root_slot_beside_objects() {
         r.stdout
     );
 }
+
+#[test]
+fn create_and_info_say_which_medium_a_path_gets_and_what_a_commit_survives() {
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = shm.path().join("m.pool");
+    let r = pisces(&[
+        "create",
+        s(&p),
+        "--size",
+        "8M",
+        "--threads",
+        "2",
+        "--log-bytes",
+        "64K",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("medium dram"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("survives process crashes, not power loss or reboot"),
+        "{}",
+        r.stdout
+    );
+    let r = pisces(&["info", s(&p)]);
+    assert!(
+        r.stdout.contains("medium dram when none is named"),
+        "{}",
+        r.stdout
+    );
+
+    // On a file system that outlives power loss: the file medium, unless the DRAM
+    // medium is forced, which needs the opt-in and warns.
+    let disk = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let on_disk = !pisces::medium::FileSystem::of_path(disk.path())
+        .unwrap()
+        .is_volatile();
+    if !on_disk {
+        eprintln!("the temporary directory is on tmpfs: skipping the disk half");
+        return;
+    }
+    let q = disk.path().join("d.pool");
+    let small = ["--size", "8M", "--threads", "2", "--log-bytes", "64K"];
+    let r = pisces(&[&["create", s(&q)][..], &small].concat());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("medium file"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("survives process crashes and power loss"),
+        "{}",
+        r.stdout
+    );
+    let r = pisces(&["info", s(&q)]);
+    assert!(
+        r.stdout.contains("medium file when none is named"),
+        "{}",
+        r.stdout
+    );
+    let v = disk.path().join("v.pool");
+    let r = pisces(&[&["create", s(&v), "--medium", "dram"][..], &small].concat());
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--allow-volatile"), "{}", r.stderr);
+    assert!(!v.exists());
+    let r = pisces(
+        &[
+            &["create", s(&v), "--medium", "dram", "--allow-volatile"][..],
+            &small,
+        ]
+        .concat(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: the dram medium on"),
+        "{}",
+        r.stderr
+    );
+}
