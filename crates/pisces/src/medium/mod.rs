@@ -25,6 +25,12 @@
 //!   any fence or flush, and builds the images a power failure could leave (an
 //!   adversary picks, per 8-byte word, among unfenced and never-flushed writes).
 //!
+//! Which of them a pool file gets follows its file system unless the program names
+//! one ([`durability`]): DAX on a DAX file system, DRAM on tmpfs and ramfs, the file
+//! medium elsewhere; [`PoolDurability`] says what a commit then survives. The crash
+//! simulator models the file medium too (its domain `page-cache`): there the file
+//! medium's own [`PageTracker`] decides what a fence `msync`s.
+//!
 //! Pool files are created and opened by the pool (`Pool::create`, `Pool::open`): every
 //! operating-system check (missing, directory, read-only, too small, locked by another
 //! open) is its own error, and the pool stays `flock`ed for as long as its medium lives.
