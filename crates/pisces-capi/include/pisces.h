@@ -198,12 +198,16 @@ typedef struct pisces_config {
   const char *engine;
   // Engine options, "key=value,key=value"; NULL or "" for the engine's defaults.
   const char *engine_options;
-  // Medium: "dram" (default when NULL), "file" or "dax". "dram": a shared mapping
-  // of the pool file with emulated NVM write latency; nothing is synced, so it is
-  // not durable across power loss or an operating-system crash. "file": durable
-  // through msync at every commit (slow). "dax": a file on a DAX file system mapped
-  // with MAP_SYNC, durable at each commit's cache-line flushes (persistent
-  // memory). Durability also needs a durable engine (not "volatile" or "bare").
+  // Medium: NULL (the default) for the one the pool's file system calls for, or
+  // "dram", "file", "dax". NULL: "dax" on a DAX file system, "dram" on tmpfs and
+  // ramfs (/dev/shm; survives process crashes, not power loss or reboot), "file"
+  // on any other file system (survives power loss). "dram": a shared mapping of
+  // the pool file with emulated NVM write latency; nothing is synced, so it is not
+  // durable across power loss or an operating-system crash, and it is refused on a
+  // file system that outlives power loss. "file": durable through msync at every
+  // commit (slow). "dax": a file on a DAX file system mapped with MAP_SYNC, durable
+  // at each commit's cache-line flushes (persistent memory). Durability also needs
+  // a durable engine (not "volatile" or "bare").
   const char *medium;
   // Emulated write latency per flushed cache line in ns (medium "dram" only).
   uint64_t dram_write_latency_ns;
@@ -293,7 +297,7 @@ const char *pisces_engine_name(size_t i);
 int pisces_engine_available(const char *name);
 
 // Fill `cfg` with the defaults (64 MiB, engine from the pool / "pisces", medium
-// "dram", 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
+// NULL (chosen by the file system), 8 threads, 1 MiB log per thread, 1 recovery thread, 5 s slot wait).
 //
 // # Safety
 // `cfg` is NULL (`PISCES_EINVAL`) or points to a writable `pisces_config` that no other
