@@ -214,3 +214,61 @@ fn a_damaged_superblock_copy_keeps_the_close_state() {
         }
     }
 }
+
+/// The medium follows the file system at every open: a pool forced onto the DRAM
+/// medium on a disk (opt-in, with a warning) opens on the file medium when no medium is
+/// named, and naming the DRAM medium again needs the opt-in again.
+#[test]
+fn the_medium_is_decided_at_every_open_by_the_file_system() {
+    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    if pisces::medium::FileSystem::of_path(d.path())
+        .unwrap()
+        .is_volatile()
+    {
+        eprintln!("the temporary directory is on tmpfs: nothing to check here");
+        return;
+    }
+    let p = d.path().join("p");
+    let small = Config::new().size(16 << 20).max_threads(2);
+    let root = {
+        let pool = Pool::create(
+            &p,
+            small
+                .clone()
+                .medium(MediumKind::DRAM)
+                .allow_volatile_medium(true),
+        )
+        .unwrap();
+        let du = pool.durability();
+        assert_eq!(
+            (du.medium(), du.survives()),
+            (MediumKind::DRAM, pisces::Survives::ProcessCrash)
+        );
+        assert!(du.warning().is_some_and(|w| w.contains("power")), "{du}");
+        let root: PPtr<u64> = pool.root().unwrap();
+        pool.run(|tx| {
+            *tx.write(root)? = 5;
+            Ok(())
+        })
+        .unwrap();
+        root
+    };
+    let pool = Pool::open(&p, small.clone()).unwrap();
+    let du = pool.durability();
+    assert_eq!(
+        (du.medium(), du.domain(), du.survives(), du.warning()),
+        (
+            MediumKind::File,
+            PersistenceDomain::PageCache,
+            pisces::Survives::PowerLoss,
+            None
+        ),
+        "{du}"
+    );
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 5);
+    drop(pool);
+    assert!(matches!(
+        Pool::open(&p, small.medium(MediumKind::DRAM)),
+        Err(Error::InvalidConfig(_))
+    ));
+}
