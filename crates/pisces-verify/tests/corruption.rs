@@ -680,11 +680,13 @@ fn use_image(path: &Path, engine: EngineId) -> String {
 // states fail the test, in every class, on every engine: the words recovery trusts
 // carry checks (the kit's watermark, SP3's `retired` words:
 // `kit::log::checked_word`), the root slot has its record in the superblock, log
-// records carry checksums, and a log's newest-record word (the kit's `redo_log`)
-// proves every record before its newest durable, so records lost at a log's end
-// (a zeroed page) are refused rather than read as a torn tail. Only a log's newest
-// record can be lost unseen (it may be torn by a crash), and the workload's tail
-// keeps each log's newest records off the containers (see [`meta_fill`]).
+// records carry checksums, and a log's newest-record word (the kit's `redo_log`,
+// stored about once per page of log) tells records lost with the page that holds a
+// log's end (a zeroed page) from a torn tail, so such a loss is refused. A log's
+// newest record can be lost unseen (it may be torn by a crash), and so can its
+// newest few when smaller damage takes them and leaves older ones of their page; the
+// workload's tail keeps each log's newest records off the containers (see
+// [`meta_fill`]).
 // ---------------------------------------------------------------------------------
 
 /// The class: random damage to the bytes of the log regions and the engine area.

@@ -97,7 +97,10 @@ struct ReadmeExample;
 
 pub use config::Config;
 pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
-pub use engine::{EngineId, EngineOptions, PiscesOptions};
+pub use engine::{
+    EngineId, EngineOptions, PiscesOptions, Sp3Options, SphtClock, SphtMarker, SphtOptions,
+    SphtReplay, TimestoneOptions,
+};
 pub use error::{Error, Result};
 pub use explicit::ExplicitTx;
 pub use heap::pptr::PPtr;

@@ -57,7 +57,10 @@ pub(crate) use kit::fast_reads::FastReads;
 pub use options::EngineOptions;
 pub use pisces::PiscesOptions;
 pub use registry::EngineId;
+pub use sp3::Sp3Options;
+pub use spht::{SphtClock, SphtMarker, SphtOptions, SphtReplay};
 use std::sync::Arc;
+pub use timestone::TimestoneOptions;
 
 /// Where an engine keeps its pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

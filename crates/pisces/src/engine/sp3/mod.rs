@@ -161,7 +161,7 @@ use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
 use crate::Result;
-use options::Sp3Options;
+pub use options::Sp3Options;
 use shared::Sp3Engine;
 use std::sync::Arc;
 use thread::Sp3Thread;
@@ -191,10 +191,9 @@ impl EngineDef for Sp3 {
     const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[&thread::BEFORE_PERSIST];
     type Thread = Sp3Thread;
     fn option_sets() -> Vec<EngineOptions> {
-        vec![
-            EngineOptions::new().set("early_visibility", true),
-            EngineOptions::new().set("early_visibility", false),
-        ]
+        [true, false]
+            .map(|early_visibility| Sp3Options { early_visibility }.into())
+            .to_vec()
     }
     fn regions(ctx: &OpenCtx) -> Regions {
         Regions {
@@ -205,7 +204,7 @@ impl EngineDef for Sp3 {
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<Sp3Engine> {
-        Sp3Engine::open(heap, Sp3Options::parse(opts)?, ctx)
+        Sp3Engine::open(heap, Sp3Options::parse(Self::NAME, opts)?, ctx)
     }
     fn inspect(heap: &Heap) -> Inspection {
         let l = heap.layout();

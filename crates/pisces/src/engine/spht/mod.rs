@@ -210,7 +210,8 @@ use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::Isolation;
 use crate::Result;
-use options::SphtOptions;
+use options::SphtSettings;
+pub use options::{SphtClock, SphtMarker, SphtOptions, SphtReplay};
 use shared::SphtEngine;
 use std::sync::Arc;
 use thread::SphtThread;
@@ -248,7 +249,7 @@ impl EngineDef for Spht {
     type Engine = SphtEngine;
     type Thread = SphtThread;
     fn option_sets() -> Vec<EngineOptions> {
-        SphtOptions::option_sets()
+        SphtSettings::option_sets()
     }
     fn regions(ctx: &OpenCtx) -> Regions {
         Regions {
@@ -257,7 +258,7 @@ impl EngineDef for Spht {
         }
     }
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<SphtEngine> {
-        SphtEngine::open(heap, SphtOptions::parse(Self::NAME, opts)?, ctx)
+        SphtEngine::open(heap, SphtSettings::parse(Self::NAME, opts)?, ctx)
     }
     fn inspect(heap: &Heap) -> Inspection {
         recovery::inspect(heap)

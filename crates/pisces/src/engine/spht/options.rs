@@ -1,60 +1,190 @@
-//! The engine's options (`key=value`, see [`crate::EngineOptions`]).
-//!
-//! * `marker=global|nvhtm` (default `global`): SPHT's single persistent global marker
-//!   advanced by CAS with skipCAS (§3.1), or NV-HTM's sequential per-thread commit
-//!   markers (the scheme of Fig. 1a) for comparison.
-//! * `replay=backward|forward|scan` (default `backward`): how a batch of durable
-//!   transactions is found, oldest first: through the backward links from the newest
-//!   one, through the forward links from the last replayed one (§3.2, §3.3), or by
-//!   scanning the per-thread logs and merging them by commit timestamp (no link
-//!   followed: the baseline the links are measured against). Recovery on open finds
-//!   its records the same way (see `recovery`).
-//! * `dup_filter=on|off` (default `on` with `replay=backward`, else `off`): apply a
-//!   batch newest transaction first, writing each word only once (its newest value:
-//!   the duplicate filter), or oldest first, writing every logged word. Any
-//!   combination with `replay` is correct; the paper pairs the filter with backward
-//!   replay.
-//! * `replay_hold=true|false` (default `false`): the background replayer stays idle,
-//!   so the durable transactions build up in the logs (the replay benchmark fills the
-//!   logs this way). Replay still runs when a log is full, when an allocation finds
-//!   no free block, at `quiesce` and close, and at recovery: holding never blocks a
-//!   writer for good.
-//! * `replayers=N` (default 2, 1..=16): background replay shards (threads), each
-//!   applying the words of its address range.
-//! * `clock=tsc|counter` (default `tsc` where the CPU has an invariant TSC, else
-//!   `counter`): the commit clock (see `clock`).
+//! The engine's options: typed ([`SphtOptions`], whose fields document each key) and
+//! as `key=value` text ([`crate::EngineOptions`]); what an open uses, with the
+//! defaults that depend on other keys or on the CPU resolved ([`SphtSettings`]).
 
 use super::clock::ClockKind;
+use crate::engine::options::{typed_options, BOOL};
 use crate::engine::EngineOptions;
 use crate::{Error, Result};
 
-/// Marker scheme.
+/// SPHT's durability marker scheme (option `marker`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MarkerMode {
-    /// One global marker, CAS + skipCAS.
+pub enum SphtMarker {
+    /// `global`: SPHT's single persistent global marker, advanced by CAS with skipCAS
+    /// (§3.1).
     Global,
-    /// Sequential per-thread commit markers (NV-HTM).
+    /// `nvhtm`: NV-HTM's sequential per-thread commit markers (the scheme of Fig. 1a),
+    /// for comparison.
     Nvhtm,
 }
 
-/// Replay direction.
+/// How SPHT finds a batch of durable transactions, oldest first (option `replay`);
+/// recovery on open finds its records the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ReplayMode {
-    /// Newest first through backward links, duplicate filter.
+pub enum SphtReplay {
+    /// `backward`: through the backward links from the newest one (§3.2).
     Backward,
-    /// Oldest first through forward links.
+    /// `forward`: through the forward links from the last replayed one (§3.3).
     Forward,
-    /// Per-thread logs merged by commit timestamp, no link followed.
+    /// `scan`: by scanning the per-thread logs and merging them by commit timestamp (no
+    /// link followed: the baseline the links are measured against).
     Scan,
 }
 
-/// Parsed options.
+/// SPHT's commit clock (option `clock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SphtClock {
+    /// `tsc`: the CPU's invariant time-stamp counter (an open refuses it on a CPU
+    /// without one).
+    Tsc,
+    /// `counter`: a logical counter.
+    Counter,
+}
+
+const MARKERS: [(&str, SphtMarker); 2] =
+    [("global", SphtMarker::Global), ("nvhtm", SphtMarker::Nvhtm)];
+const REPLAYS: [(&str, SphtReplay); 3] = [
+    ("backward", SphtReplay::Backward),
+    ("forward", SphtReplay::Forward),
+    ("scan", SphtReplay::Scan),
+];
+const CLOCKS: [(&str, SphtClock); 2] = [("tsc", SphtClock::Tsc), ("counter", SphtClock::Counter)];
+const ON_OFF: [(&str, bool); 2] = [("on", true), ("off", false)];
+/// The range of `replayers`.
+const REPLAYERS: std::ops::RangeInclusive<usize> = 1..=16;
+const KEYS: [&str; 6] = [
+    "marker",
+    "replay",
+    "dup_filter",
+    "replay_hold",
+    "replayers",
+    "clock",
+];
+
+/// The SPHT engine's options, typed: the keys of its [`EngineOptions`], which this
+/// converts into (`From`; a `None` field writes no key) and is parsed from
+/// (`TryFrom<&EngineOptions>`, `FromStr`; `Display` writes the same text).
+///
+/// ```
+/// use pisces::{Config, EngineId, SphtClock, SphtMarker, SphtOptions, SphtReplay};
+/// let o = SphtOptions {
+///     replay: SphtReplay::Scan,
+///     dup_filter: Some(true),
+///     clock: Some(SphtClock::Counter),
+///     ..SphtOptions::default()
+/// };
+/// assert_eq!(
+///     o.to_string(),
+///     "marker=global,replay=scan,dup_filter=on,replay_hold=false,replayers=2,clock=counter"
+/// );
+/// assert_eq!(o.to_string().parse::<SphtOptions>().unwrap(), o);
+/// assert_eq!("marker=nvhtm".parse::<SphtOptions>().unwrap().marker, SphtMarker::Nvhtm);
+/// let cfg = Config::default().engine(EngineId::Spht).engine_options(o);
+/// assert_eq!(SphtOptions::try_from(&cfg.engine_options).unwrap(), o);
+/// let e = "replayers=abc".parse::<SphtOptions>().unwrap_err();
+/// assert!(e.to_string().contains("spht option `replayers`: expected an integer 1..=16, got `abc`"));
+/// let e = "replay=sideways".parse::<SphtOptions>().unwrap_err();
+/// assert!(e.to_string().contains(
+///     "spht option `replay`: expected `backward`, `forward` or `scan`, got `sideways`"
+/// ));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SphtOptions {
+    /// `marker` (`global` or `nvhtm`; default `global`): the durability marker scheme.
+    pub marker: SphtMarker,
+    /// `replay` (`backward`, `forward` or `scan`; default `backward`): how a batch of
+    /// durable transactions is found.
+    pub replay: SphtReplay,
+    /// `dup_filter` (`on` or `off`; `None`, the default: `on` with backward replay,
+    /// else `off`): apply a batch newest transaction first, writing each word only once
+    /// (its newest value), or oldest first, writing every logged word. Any combination
+    /// with `replay` is correct; the paper pairs the filter with backward replay.
+    pub dup_filter: Option<bool>,
+    /// `replay_hold` (`true` or `false`; default `false`): the background replayer
+    /// stays idle, so durable transactions build up in the logs. Replay still runs
+    /// when a log is full, when an allocation finds no free block, at `quiesce` and
+    /// close, and at recovery: holding never blocks a writer for good.
+    pub replay_hold: bool,
+    /// `replayers` (1..=16; default 2): background replay shards (threads), each
+    /// applying the words of its address range.
+    pub replayers: usize,
+    /// `clock` (`tsc` or `counter`; `None`, the default: `tsc` where the CPU has an
+    /// invariant TSC, else `counter`): the commit clock.
+    pub clock: Option<SphtClock>,
+}
+
+impl Default for SphtOptions {
+    fn default() -> Self {
+        SphtOptions {
+            marker: SphtMarker::Global,
+            replay: SphtReplay::Backward,
+            dup_filter: None,
+            replay_hold: false,
+            replayers: 2,
+            clock: None,
+        }
+    }
+}
+
+impl SphtOptions {
+    /// Parse and validate `o` for engine `engine` (unknown keys, forms, ranges).
+    pub(crate) fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
+        o.only(engine, &KEYS)?;
+        let d = SphtOptions::default();
+        Ok(SphtOptions {
+            marker: o.choice(engine, "marker", &MARKERS)?.unwrap_or(d.marker),
+            replay: o.choice(engine, "replay", &REPLAYS)?.unwrap_or(d.replay),
+            dup_filter: o.choice(engine, "dup_filter", &ON_OFF)?,
+            replay_hold: o
+                .typed(engine, "replay_hold", BOOL, |_| true)?
+                .unwrap_or(d.replay_hold),
+            replayers: o
+                .typed(engine, "replayers", "an integer 1..=16", |n| {
+                    REPLAYERS.contains(n)
+                })?
+                .unwrap_or(d.replayers),
+            clock: o.choice(engine, "clock", &CLOCKS)?,
+        })
+    }
+}
+
+typed_options!(SphtOptions, "spht");
+
+/// The text of `value` among `choices`.
+fn name_of<T: PartialEq>(choices: &[(&'static str, T)], value: T) -> &'static str {
+    choices
+        .iter()
+        .find(|(_, v)| *v == value)
+        .map(|(name, _)| *name)
+        .expect("every value has a name")
+}
+
+impl From<SphtOptions> for EngineOptions {
+    fn from(o: SphtOptions) -> EngineOptions {
+        let mut e = EngineOptions::new()
+            .set("marker", name_of(&MARKERS, o.marker))
+            .set("replay", name_of(&REPLAYS, o.replay));
+        if let Some(f) = o.dup_filter {
+            e = e.set("dup_filter", name_of(&ON_OFF, f));
+        }
+        e = e
+            .set("replay_hold", o.replay_hold)
+            .set("replayers", o.replayers);
+        if let Some(c) = o.clock {
+            e = e.set("clock", name_of(&CLOCKS, c));
+        }
+        e
+    }
+}
+
+/// What an open uses: [`SphtOptions`] with the defaults that depend on other keys or
+/// on the CPU resolved.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SphtOptions {
+pub(crate) struct SphtSettings {
     /// Marker scheme.
-    pub marker: MarkerMode,
+    pub marker: SphtMarker,
     /// Replay direction.
-    pub replay: ReplayMode,
+    pub replay: SphtReplay,
     /// Apply newest first with the duplicate filter (else oldest first, every word).
     pub dup_filter: bool,
     /// The background replayer stays idle.
@@ -65,70 +195,27 @@ pub(crate) struct SphtOptions {
     pub clock: ClockKind,
 }
 
-impl SphtOptions {
-    /// Parse and validate.
-    pub(crate) fn parse(engine: &str, o: &EngineOptions) -> Result<SphtOptions> {
-        o.only(
-            engine,
-            &[
-                "marker",
-                "replay",
-                "dup_filter",
-                "replay_hold",
-                "replayers",
-                "clock",
-            ],
-        )?;
-        let bad = |k: &str, v: &str| {
-            Error::InvalidConfig(format!(
-                "the {engine} engine's option `{k}` cannot be `{v}`"
-            ))
-        };
-        let marker = match o.get("marker").unwrap_or("global") {
-            "global" => MarkerMode::Global,
-            "nvhtm" => MarkerMode::Nvhtm,
-            v => return Err(bad("marker", v)),
-        };
-        let replay = match o.get("replay").unwrap_or("backward") {
-            "backward" => ReplayMode::Backward,
-            "forward" => ReplayMode::Forward,
-            "scan" => ReplayMode::Scan,
-            v => return Err(bad("replay", v)),
-        };
-        let dup_filter = match o.get("dup_filter") {
-            None => replay == ReplayMode::Backward,
-            Some("on") => true,
-            Some("off") => false,
-            Some(v) => return Err(bad("dup_filter", v)),
-        };
-        let replay_hold = match o.get("replay_hold").unwrap_or("false") {
-            "true" => true,
-            "false" => false,
-            v => return Err(bad("replay_hold", v)),
-        };
-        let replayers: usize = o.parse_or(engine, "replayers", 2)?;
-        if !(1..=16).contains(&replayers) {
-            return Err(bad("replayers", &replayers.to_string()));
-        }
+impl SphtSettings {
+    /// Parse, validate and resolve.
+    pub(crate) fn parse(engine: &str, o: &EngineOptions) -> Result<SphtSettings> {
+        let t = SphtOptions::parse(engine, o)?;
         let tsc = ClockKind::tsc_available();
-        let clock = match o.get("clock") {
+        let clock = match t.clock {
             None if tsc => ClockKind::Tsc,
-            None => ClockKind::Counter,
-            Some("tsc") if tsc => ClockKind::Tsc,
-            Some("tsc") => {
+            None | Some(SphtClock::Counter) => ClockKind::Counter,
+            Some(SphtClock::Tsc) if tsc => ClockKind::Tsc,
+            Some(SphtClock::Tsc) => {
                 return Err(Error::InvalidConfig(format!(
-                    "the {engine} engine's option `clock=tsc`: this CPU has no invariant TSC"
+                    "{engine} option `clock`: `tsc`, but this CPU has no invariant TSC"
                 )))
             }
-            Some("counter") => ClockKind::Counter,
-            Some(v) => return Err(bad("clock", v)),
         };
-        Ok(SphtOptions {
-            marker,
-            replay,
-            dup_filter,
-            replay_hold,
-            replayers,
+        Ok(SphtSettings {
+            marker: t.marker,
+            replay: t.replay,
+            dup_filter: t.dup_filter.unwrap_or(t.replay == SphtReplay::Backward),
+            replay_hold: t.replay_hold,
+            replayers: t.replayers,
             clock,
         })
     }

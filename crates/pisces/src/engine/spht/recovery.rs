@@ -58,7 +58,7 @@ use super::durability::{
 };
 use super::log;
 use super::log::LogRec;
-use super::options::{ReplayMode, SphtOptions};
+use super::options::{SphtReplay, SphtSettings};
 use super::order;
 use crate::engine::kit::log::redo_log::{self, decode, Entry};
 use crate::engine::kit::recovery::bulk_vec::BulkVec;
@@ -255,7 +255,7 @@ fn check_timestamp_words(d: u64, r: u64) -> Result<()> {
 
 /// Run recovery on a pool nobody uses yet, with the replay options `opts` and
 /// `threads` threads (parse and apply).
-pub(super) fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result<Recovered> {
+pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
     let d = durable_point(heap);
     let r = replayed(heap);
@@ -278,9 +278,9 @@ pub(super) fn recover(heap: &Heap, opts: &SphtOptions, threads: usize) -> Result
     let allocating = slots.iter().any(|s| s.allocating);
     let lists: Vec<BulkVec<LogRec>> = slots.into_iter().map(|s| s.records).collect();
     let followed = match opts.replay {
-        ReplayMode::Scan => None,
-        ReplayMode::Forward => order::follow_forward(heap, &lists, parts),
-        ReplayMode::Backward => order::follow_backward(heap, &lists, parts),
+        SphtReplay::Scan => None,
+        SphtReplay::Forward => order::follow_forward(heap, &lists, parts),
+        SphtReplay::Backward => order::follow_backward(heap, &lists, parts),
     };
     let followed_links = followed.is_some();
     let records = followed.unwrap_or_else(|| order::merge_parts(heap, &lists, parts));

@@ -34,7 +34,7 @@
 use super::apply;
 use super::durability::persist_replayed;
 use super::log::{self, RecordRef, LINK_BIT};
-use super::options::ReplayMode;
+use super::options::SphtReplay;
 use super::order::merge_by_ts;
 use super::shared::SphtShared;
 use crate::heap::alloc::ThreadCache;
@@ -84,7 +84,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
     let last = sh.replayed_ts.load(Relaxed);
     let mut out = Vec::new();
     match sh.opts.replay {
-        ReplayMode::Backward => {
+        SphtReplay::Backward => {
             let slot = sh.clock.slot_of(d);
             let (pos, mut seq) = st.heads[slot];
             let mut r = record_at(sh, slot, pos);
@@ -123,7 +123,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
             }
             out.reverse();
         }
-        ReplayMode::Scan => {
+        SphtReplay::Scan => {
             let mut lists = Vec::with_capacity(sh.slots.len());
             for (slot, meta) in sh.slots.iter().enumerate() {
                 // Acquire (inside `last`): the records up to the published one are
@@ -160,7 +160,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
             }
             out = merge_by_ts(&lists, |r| r.ts, |r| *r).into_vec();
         }
-        ReplayMode::Forward => {
+        SphtReplay::Forward => {
             let mut next = if st.cursor == 0 {
                 sh.genesis.load(Acquire)
             } else {

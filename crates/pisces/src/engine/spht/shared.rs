@@ -4,7 +4,7 @@
 use super::clock::PhysClock;
 use super::durability::{engine_area_bytes, SlotMeta};
 use super::log::LogWriter;
-use super::options::SphtOptions;
+use super::options::SphtSettings;
 use super::recovery::recover;
 use super::replayer::{background, catch_up, kick, ReplayState};
 use super::snapshot::Snapshot;
@@ -65,7 +65,7 @@ pub(crate) struct SphtShared {
     /// Commit clock.
     pub clock: PhysClock,
     /// Options.
-    pub opts: SphtOptions,
+    pub opts: SphtSettings,
     /// Per-slot published metadata.
     pub slots: Vec<CachePadded<SlotMeta>>,
     /// Volatile mirror of the durable point: every update transaction with a timestamp
@@ -97,7 +97,7 @@ pub(crate) struct SphtEngine {
 
 impl SphtEngine {
     /// Recover the pool (`recovery`), start the replayer and the engine.
-    pub(super) fn open(heap: Arc<Heap>, opts: SphtOptions, ctx: &OpenCtx) -> Result<SphtEngine> {
+    pub(super) fn open(heap: Arc<Heap>, opts: SphtSettings, ctx: &OpenCtx) -> Result<SphtEngine> {
         let l = *heap.layout();
         if l.engine_area_size < engine_area_bytes(l.max_threads) {
             return Err(Error::Corrupt(format!(

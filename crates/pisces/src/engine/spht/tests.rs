@@ -5,7 +5,7 @@
 use super::apply::{apply, apply_marked, Tracking};
 use super::durability::{self, MARKER_OFFSET};
 use super::log::{self, RecordRef, LINK_BIT};
-use super::options::SphtOptions;
+use super::options::SphtSettings;
 use super::shared::SphtEngine;
 use super::thread::SphtThread;
 use crate::engine::kit::log::redo_log::Entry;
@@ -37,7 +37,7 @@ fn engine_with_log(opts: EngineOptions, threads: usize, log_bytes: usize) -> Sph
         },
     )
     .unwrap();
-    let o = SphtOptions::parse("spht", &opts).unwrap();
+    let o = SphtSettings::parse("spht", &opts).unwrap();
     SphtEngine::open(
         Arc::new(heap),
         o,
@@ -400,7 +400,7 @@ fn shards_apply_exactly_their_chunks() {
 /// both replay directions and both marker schemes, with log wrap-around.
 #[test]
 fn replay_makes_the_durable_heap_equal_the_snapshot() {
-    for opts in SphtOptions::option_sets() {
+    for opts in SphtSettings::option_sets() {
         let e = engine_with(opts.clone(), 2);
         let mut th = e.thread(0).unwrap();
         let objs: Vec<u64> = (0..16).map(|_| alloc(&mut th, 4)).collect();
@@ -567,7 +567,7 @@ fn file_pools_get_a_copy_on_write_snapshot() {
         )
         .unwrap(),
     );
-    let opts = SphtOptions::parse("spht", &EngineOptions::new()).unwrap();
+    let opts = SphtSettings::parse("spht", &EngineOptions::new()).unwrap();
     let ctx = OpenCtx {
         recovery_threads: 1,
         ..OpenCtx::default()
@@ -674,7 +674,7 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
         )
     };
     let heap = Heap::open(m).unwrap();
-    let o = SphtOptions::parse("spht", &opts).unwrap();
+    let o = SphtSettings::parse("spht", &opts).unwrap();
     SphtEngine::open(
         Arc::new(heap),
         o,
@@ -1318,7 +1318,7 @@ fn recovery_refuses_a_record_with_a_bad_later_entry_unchanged() {
     heap.write_bytes(entry_off, &bad.to_le_bytes());
     log::reseal(&heap, 0, last.pos);
     let image = crash_image(&heap);
-    let o = SphtOptions::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
+    let o = SphtSettings::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
     let r = SphtEngine::open(
         heap.clone(),
         o,
@@ -1380,7 +1380,7 @@ fn open_damaged_image(
     };
     let heap = Arc::new(Heap::open(m).unwrap());
     hurt(&heap);
-    let o = SphtOptions::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
+    let o = SphtSettings::parse("spht", &EngineOptions::new().set("clock", "counter")).unwrap();
     let r = SphtEngine::open(
         heap.clone(),
         o,

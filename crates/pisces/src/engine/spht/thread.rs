@@ -113,7 +113,7 @@
 use super::clock::PhysClock;
 use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
 use super::log::{self, LogWriter, BACK, FWD, HEADER_LEN};
-use super::options::MarkerMode;
+use super::options::SphtMarker;
 use super::read_copies::{CopyCache, ReadCopies};
 use super::replayer;
 use super::shared::SphtShared;
@@ -667,7 +667,7 @@ impl SphtThread {
         }
         me.set_last(ts, my_link);
         match sh.opts.marker {
-            MarkerMode::Nvhtm => {
+            SphtMarker::Nvhtm => {
                 // 10. Our own commit marker, after every smaller one (step 8).
                 let off = slot_marker_offset(self.slot);
                 heap.atomic_u64(off).store(ts, Release);
@@ -677,7 +677,7 @@ impl SphtThread {
                 // 11.
                 me.vts.store(ts | UPD | PERS, Release);
             }
-            MarkerMode::Global => {
+            SphtMarker::Global => {
                 // 11.
                 me.vts.store(ts | UPD | PERS, Release);
                 // 12.

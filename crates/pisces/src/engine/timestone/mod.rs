@@ -284,7 +284,7 @@ use crate::heap::Heap;
 use crate::tx_options::Isolation;
 use crate::Result;
 use olog::{olog_len, OLOG_FRAMING};
-use options::TimestoneOptions;
+pub use options::TimestoneOptions;
 use shared::TimestoneEngine;
 use std::sync::Arc;
 use thread::TimestoneThread;
@@ -326,7 +326,7 @@ impl EngineDef for Timestone {
     }
 
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<TimestoneEngine> {
-        TimestoneEngine::open(heap, TimestoneOptions::parse(opts)?, opts, ctx)
+        TimestoneEngine::open(heap, TimestoneOptions::parse(Self::NAME, opts)?, ctx)
     }
 
     fn inspect(heap: &Heap) -> Inspection {

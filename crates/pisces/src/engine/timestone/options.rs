@@ -1,10 +1,12 @@
-//! The `timestone` engine's options: the checkpoint window's bounds and reuse policy
-//! (module docs, *Write amplification*).
+//! The `timestone` engine's options, typed ([`TimestoneOptions`], whose fields
+//! document each key) and as `key=value` text: the checkpoint window's bounds and
+//! reuse policy (module docs, *Write amplification*).
 
 use super::Timestone;
+use crate::engine::options::{typed_options, BOOL};
 use crate::engine::{EngineDef, EngineOptions, OpenCtx};
 use crate::heap::layout::{Regions, MAX_LOGS_PER_THREAD};
-use crate::{Error, Result};
+use crate::Result;
 
 /// The checkpoint's high-water mark, in percent of the CLog budget (default 90). The
 /// rest is slack for the commits that run while the checkpoint does (a commit that
@@ -12,8 +14,8 @@ use crate::{Error, Result};
 /// quarter of the pool, a tenth of it is megabytes, and the window is what coalesces.
 const OPT_HIGH_WATER: &str = "checkpoint_pct";
 /// Size of the CLog area in MiB, chosen when the pool is created (default: a
-/// quarter of the pool, at most 63 MiB and at least half a thread log plus 12 KiB,
-/// [`default_clog_bytes`]; 0: the smallest, half a thread log plus 12 KiB, which
+/// quarter of the pool, at most 63 MiB and at least half a thread log plus 8 KiB,
+/// [`default_clog_bytes`]; 0: the smallest, half a thread log plus 8 KiB, which
 /// crash campaigns use to checkpoint every few updates). It bounds one checkpoint's record, and so how many
 /// distinct dirty bytes the TLog gathers before it checkpoints (`checkpoint_pct` of
 /// it): the coalescing window (see the module docs on write amplification).
@@ -67,13 +69,77 @@ pub(super) fn default_olog_regions(pool_bytes: u64, max_threads: usize, log_byte
         .clamp(1, MAX_LOGS_PER_THREAD)
 }
 
-/// The options an open uses (`clog_mib` and `olog_regions` are the pool's, fixed at
-/// its creation by [`TimestoneOptions::regions`]; an open only checks them).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct TimestoneOptions {
-    /// `checkpoint_pct`: 1..=100.
-    pub(super) high_water_pct: u64,
+/// The `timestone` engine's options, typed: the keys of its [`EngineOptions`], which
+/// this converts into (`From`; a `None` field writes no key) and is parsed from
+/// (`TryFrom<&EngineOptions>`, `FromStr`; `Display` writes the same text).
+/// `clog_mib` and `olog_regions` are fixed when the pool is created; an open only
+/// checks them.
+///
+/// ```
+/// use pisces::{Config, EngineId, TimestoneOptions};
+/// let o = TimestoneOptions {
+///     clog_mib: Some(63),
+///     olog_regions: Some(8),
+///     ..TimestoneOptions::default()
+/// };
+/// assert_eq!(
+///     o.to_string(),
+///     "checkpoint_pct=90,clog_mib=63,olog_regions=8,eager_reuse=false"
+/// );
+/// assert_eq!(o.to_string().parse::<TimestoneOptions>().unwrap(), o);
+/// assert_eq!("".parse::<TimestoneOptions>().unwrap(), TimestoneOptions::default());
+/// let cfg = Config::default().engine(EngineId::Timestone).engine_options(o);
+/// assert_eq!(TimestoneOptions::try_from(&cfg.engine_options).unwrap(), o);
+/// let e = "clog_mib=64".parse::<TimestoneOptions>().unwrap_err();
+/// assert!(e.to_string().contains(
+///     "timestone option `clog_mib`: expected a size in MiB 0..=63 (0: the smallest), got `64`"
+/// ));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestoneOptions {
+    /// `checkpoint_pct` (1..=100; default 90): the checkpoint's high-water mark, in
+    /// percent of the CLog budget. The rest is slack for the commits that run while
+    /// the checkpoint does (a commit that finds the budget full waits for, or runs, a
+    /// checkpoint).
+    pub checkpoint_pct: u64,
+    /// `clog_mib` (0..=63, in MiB; `None`, the default: a quarter of the pool, at most
+    /// 63 MiB and at least half a thread log plus 8 KiB; 0: that smallest size, which
+    /// crash campaigns use to checkpoint every few updates): the CLog area, fixed when
+    /// the pool is created. It bounds one checkpoint's record, and so how many
+    /// distinct dirty bytes the TLog gathers before it checkpoints: the coalescing
+    /// window.
+    pub clog_mib: Option<usize>,
+    /// `olog_regions` (1..=8; `None`, the default: as many as keep every thread's OLog
+    /// within an eighth of the pool, at least 1): how many of the pool's per-thread log
+    /// regions (`log_bytes_per_thread` each) one thread's OLog spans, fixed when the
+    /// pool is created. A full OLog forces a checkpoint, so this bounds the coalescing
+    /// window too.
+    pub olog_regions: Option<usize>,
+    /// `eager_reuse` (`true` or `false`; default `false`): hand out small blocks that
+    /// were live at K_done and freed inside the checkpoint window before asking the
+    /// allocator (`false`: only when the allocator has no free block left). `true`
+    /// keeps the heap smaller; each such block's new contents then take a CLog copy
+    /// at the checkpoint.
+    pub eager_reuse: bool,
 }
+
+impl Default for TimestoneOptions {
+    fn default() -> Self {
+        TimestoneOptions {
+            checkpoint_pct: 90,
+            clog_mib: None,
+            olog_regions: None,
+            eager_reuse: false,
+        }
+    }
+}
+
+/// What `checkpoint_pct` takes.
+const PCT_FORM: &str = "a percentage 1..=100";
+/// What `clog_mib` takes.
+const CLOG_FORM: &str = "a size in MiB 0..=63 (0: the smallest)";
+/// What `olog_regions` takes.
+const REGIONS_FORM: &str = "an integer 1..=8";
 
 impl TimestoneOptions {
     /// The option sets test campaigns cycle through.
@@ -98,38 +164,30 @@ impl TimestoneOptions {
     }
 
     /// The regions of a new pool: the CLog in the engine area and the OLog's log
-    /// regions per thread.
+    /// regions per thread. Options that do not parse are reported by `open`; here they
+    /// count as unset.
     pub(super) fn regions(ctx: &OpenCtx) -> Regions {
+        let o = TimestoneOptions::parse(Timestone::NAME, &ctx.options).unwrap_or_default();
         // The CLog: one checkpoint record, bounded by the budget (by default half a
-        // thread log: the largest physical record), plus slack. A bad `clog_mib` is
-        // reported by `open`.
-        let clog = match ctx
-            .options
-            .parse_or(Timestone::NAME, OPT_CLOG_MIB, usize::MAX)
-        {
-            Ok(0) => smallest_clog_bytes(ctx.log_bytes_per_thread),
-            Ok(mib @ 1..=MAX_CLOG_MIB) => mib << 20,
-            _ => default_clog_bytes(ctx.size, ctx.log_bytes_per_thread),
+        // thread log: the largest physical record), plus slack.
+        let clog = match o.clog_mib {
+            Some(0) => smallest_clog_bytes(ctx.log_bytes_per_thread),
+            Some(mib) => mib << 20,
+            None => default_clog_bytes(ctx.size, ctx.log_bytes_per_thread),
         };
-        let default_regions =
-            default_olog_regions(ctx.size, ctx.max_threads, ctx.log_bytes_per_thread);
-        let regions = ctx
-            .options
-            .parse_or(Timestone::NAME, OPT_OLOG_REGIONS, default_regions)
-            .ok()
-            .filter(|n| (1..=MAX_LOGS_PER_THREAD).contains(n))
-            .unwrap_or(default_regions);
+        let regions = o.olog_regions.unwrap_or_else(|| {
+            default_olog_regions(ctx.size, ctx.max_threads, ctx.log_bytes_per_thread)
+        });
         Regions {
             logs_per_thread: regions,
             engine_area_bytes: 4096 + clog,
         }
     }
 
-    /// Check `opts` (unknown keys, ranges) and take what an open needs.
-    pub(super) fn parse(opts: &EngineOptions) -> Result<TimestoneOptions> {
-        let name = Timestone::NAME;
+    /// Parse and validate `opts` for engine `engine` (unknown keys, forms, ranges).
+    pub(crate) fn parse(engine: &str, opts: &EngineOptions) -> Result<TimestoneOptions> {
         opts.only(
-            name,
+            engine,
             &[
                 OPT_HIGH_WATER,
                 OPT_CLOG_MIB,
@@ -137,31 +195,33 @@ impl TimestoneOptions {
                 OPT_EAGER_REUSE,
             ],
         )?;
-        let regions: usize = opts.parse_or(name, OPT_OLOG_REGIONS, 1)?;
-        if !(1..=MAX_LOGS_PER_THREAD).contains(&regions) {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_OLOG_REGIONS} must be 1..={MAX_LOGS_PER_THREAD}, not {regions}"
-            )));
-        }
-        let mib: usize = opts.parse_or(name, OPT_CLOG_MIB, 1)?;
-        if mib > MAX_CLOG_MIB {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_CLOG_MIB} must be 0..={MAX_CLOG_MIB}, not {mib}"
-            )));
-        }
-        let pct: u64 = opts.parse_or(name, OPT_HIGH_WATER, 90)?;
-        if !(1..=100).contains(&pct) {
-            return Err(Error::InvalidConfig(format!(
-                "{OPT_HIGH_WATER} must be 1..=100, not {pct}"
-            )));
-        }
+        let d = TimestoneOptions::default();
         Ok(TimestoneOptions {
-            high_water_pct: pct,
+            checkpoint_pct: opts
+                .typed(engine, OPT_HIGH_WATER, PCT_FORM, |p| (1..=100).contains(p))?
+                .unwrap_or(d.checkpoint_pct),
+            clog_mib: opts.typed(engine, OPT_CLOG_MIB, CLOG_FORM, |m| *m <= MAX_CLOG_MIB)?,
+            olog_regions: opts.typed(engine, OPT_OLOG_REGIONS, REGIONS_FORM, |n| {
+                (1..=MAX_LOGS_PER_THREAD).contains(n)
+            })?,
+            eager_reuse: opts
+                .typed(engine, OPT_EAGER_REUSE, BOOL, |_| true)?
+                .unwrap_or(d.eager_reuse),
         })
     }
+}
 
-    /// `eager_reuse` (the open reads it once recovery is done).
-    pub(super) fn eager_reuse(opts: &EngineOptions) -> Result<bool> {
-        opts.parse_or(Timestone::NAME, OPT_EAGER_REUSE, false)
+typed_options!(TimestoneOptions, Timestone::NAME);
+
+impl From<TimestoneOptions> for EngineOptions {
+    fn from(o: TimestoneOptions) -> EngineOptions {
+        let mut e = EngineOptions::new().set(OPT_HIGH_WATER, o.checkpoint_pct);
+        if let Some(mib) = o.clog_mib {
+            e = e.set(OPT_CLOG_MIB, mib);
+        }
+        if let Some(n) = o.olog_regions {
+            e = e.set(OPT_OLOG_REGIONS, n);
+        }
+        e.set(OPT_EAGER_REUSE, o.eager_reuse)
     }
 }

@@ -53,7 +53,7 @@ use crate::engine::kit::cc::clock::{Clock, SlotClock, STARTING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::slab_table::SlabWords;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
-use crate::engine::{Engine, EngineOptions, OpenCtx};
+use crate::engine::{Engine, OpenCtx};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{Allocator, Block, SmallSlot};
 use crate::heap::layout::ENGINE_AREA_OFFSET;
@@ -483,12 +483,11 @@ impl TimestoneEngine {
     pub(super) fn open(
         heap: Arc<Heap>,
         o: TimestoneOptions,
-        opts: &EngineOptions,
         ctx: &OpenCtx,
     ) -> Result<TimestoneEngine> {
         Self::prepare(&heap)?;
         let rec = recover(&heap, ctx.reexecute.as_ref())?;
-        Self::start(heap, o, opts, rec.k_done, rec.next_seq, rec.replayed)
+        Self::start(heap, o, rec.k_done, rec.next_seq, rec.replayed)
     }
 
     /// Before recovery: check the pool's format, and mark its header words unused.
@@ -506,7 +505,6 @@ impl TimestoneEngine {
     fn start(
         heap: Arc<Heap>,
         o: TimestoneOptions,
-        opts: &EngineOptions,
         k_done: u64,
         next_seq: Vec<u64>,
         replayed: usize,
@@ -520,10 +518,10 @@ impl TimestoneEngine {
             k_done,
             next_seq,
             false,
-            o.high_water_pct,
+            o.checkpoint_pct,
             table,
         );
-        sh.eager_reuse = TimestoneOptions::eager_reuse(opts)?;
+        sh.eager_reuse = o.eager_reuse;
         let sh = Arc::new(sh);
         Ok(TimestoneEngine { sh, replayed })
     }

@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! +0   tail word: (tail offset in ring: u32) << 32 | (low 32 bits of tail seq)
-//! +8   newest-record word: the first sequence number the newest append took (its
-//!      record's, or the wrap marker's in front of it), a checked word
-//!      (`checked_word`); zero: nothing appended since the log was made or reset
+//! +8   newest-record word: the first sequence number some append took (its
+//!      record's, or the wrap marker's in front of it), every item before it durable;
+//!      a checked word (`checked_word`); zero: claims nothing (the log was made or
+//!      reset since); see "The newest-record word" below
 //! +64  ring of records, each 8-byte aligned:
 //!      header (32 B): magic u32 | kind u32 | len u32 | crc32c u32 | seq u64 | persistTS u64
 //!      entries (len bytes)
@@ -26,20 +27,39 @@
 //! *later* sequence number anywhere in the ring means the stop was not a torn tail but
 //! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
 //! Damage to the newest records, with nothing valid after them (a zeroed page that
-//! holds a log's end), is caught by the newest-record word: at each append the writer
-//! stores there the first sequence number the append takes (the record's, or that of
-//! the wrap marker written with it), flushed with the record (one fence for all), so a
-//! word that names n proves every record before n durable (they were fenced before
-//! the append that took n); a chain that ends before n is damage. Only the newest
-//! record itself cannot be told from a torn tail (its word and its bytes share the
-//! fence). The word costs each record a store and a flushed line
-//! more; a log written by a build without it holds zero there, which claims nothing.
-//! [`walk`] is
-//! the parser: it hands each valid record to its caller in place, borrowed from the
+//! holds a log's end), is caught by the newest-record word ("The newest-record word"
+//! below). [`walk`] is the parser: it hands each valid record to its caller in place, borrowed from the
 //! mapping (recovery decodes and replays records where they are, with no copy);
 //! [`parse`] collects copies of them. The damage look goes from the stop to the first
 //! valid record and from offset 0 to the first valid record (where later records
 //! would be); it reads a record or two in the common cases.
+//!
+//! # The newest-record word
+//! When the word names n, every item (record or wrap marker) before n is durable: the
+//! writer stores the first sequence number an append takes (its record's, or that of
+//! the wrap marker written with it), flushed with the append's own lines and fenced by
+//! the same fence, and that append began only after every earlier one was fenced. So a
+//! chain that ends before n is damage, not a torn tail; a chain that ends at n is a
+//! torn newest append, as a crash may leave.
+//!
+//! The loss the word is for is a page: a lost page write or a zeroed page of the pool
+//! that holds the log's end takes every item on it, with no later record left for the
+//! parser's damage look to find. Such a loss is told from a torn tail when the word
+//! names an item after the first one lost, the oldest live item on that page. So the
+//! word is stored at an append that shares the page of the head (the page of the last
+//! byte written) with an older live item the word does not cover yet: in the common
+//! case the second append on each page, once per page of log, not per record; and at
+//! [`LogWriter::recycle`], which persists the tail word on the same line anyway. A page
+//! that holds only the newest append is lost as that append would be torn. Storing it
+//! at every append (naming the newest) would also tell a loss smaller than a page that
+//! takes the newest two or more records while older ones on the page stay (a zeroed
+//! line across two records at the very end): at one more flushed line, the log
+//! header's, in every update commit, for damage that lost writes of whole pages do not
+//! cause. Damage before the log's end is found by the damage look either way. The
+//! line is the log header's because the commit flushes no line outside the ring that
+//! the word could share: the records' own lines are on the very page a loss takes.
+//! What a stored word claims is the same whichever rule stored it, so the parser reads
+//! the logs of builds that stored it at every append alike.
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
@@ -109,6 +129,9 @@ pub const HEADER_LEN: usize = 32;
 pub const RING_OFFSET: usize = 64;
 /// Offset of the newest-record word inside a log area (module docs).
 const NEWEST_OFFSET: usize = 8;
+/// The unit of loss the newest-record word is kept for: a page of the pool (module
+/// docs, "The newest-record word").
+const PAGE: usize = 4096;
 const MAGIC: u32 = 0x5052_4543; // "PREC"
 /// Record kind: a transaction's entries.
 pub(crate) const KIND_TX: u32 = 1;
@@ -1006,6 +1029,15 @@ pub(crate) struct LogWriter<F: Framing = Standard> {
     used: usize,
     next_seq: u64,
     live: VecDeque<LiveRecord>,
+    /// What the newest-record word holds since this writer started (`None`: nothing
+    /// stored yet; the word is zero after a reset).
+    word: Option<u64>,
+    /// The first sequence number of the newest append.
+    newest_first: Option<u64>,
+    /// The page (pool offset / [`PAGE`]) of the last byte the newest append wrote, and
+    /// the sequence number of the oldest live item (record or wrap marker) of the chain
+    /// on that page: the first item a loss of that page would take.
+    head_page: Option<(usize, u64)>,
 }
 
 impl LogWriter {
@@ -1041,6 +1073,9 @@ impl<F: Framing> LogWriter<F> {
             used: 0,
             next_seq,
             live: VecDeque::new(),
+            word: None,
+            newest_first: None,
+            head_page: None,
         }
     }
 
@@ -1142,6 +1177,14 @@ impl<F: Framing> LogWriter<F> {
         };
         let (h, _) = self.framing.encode(kind, tag, seq, persist_ts, entries);
         let unflushed = crate::mutation::active!(LOG_FLUSH);
+        // The pages this append touches: its first byte (the wrap marker's, if any, else
+        // the record's) and the record's last byte.
+        let first_byte = ring + parse_start;
+        let last_page = (ring + self.head + rec_len - 1) / PAGE;
+        let shared = self
+            .head_page
+            .filter(|&(page, _)| page == first_byte / PAGE)
+            .map(|(_, oldest)| oldest);
         if self.line_aligned && !unflushed {
             // The record's lines are this log's alone (the gap up to the next boundary
             // is part of its footprint): stream them past the cache.
@@ -1153,15 +1196,22 @@ impl<F: Framing> LogWriter<F> {
                 heap.flush(ring + self.head, rec_len);
             }
         }
-        // The newest-record word, fenced with the record (and its wrap marker) by the
-        // caller's fence.
-        heap.atomic_u64(self.area_off + NEWEST_OFFSET).store(
-            super::checked_word::encode(first_seq),
-            std::sync::atomic::Ordering::Release,
-        );
-        if !unflushed {
-            heap.flush(self.area_off + NEWEST_OFFSET, 8);
+        // The newest-record word, when this append shares the head's page with an
+        // older live item the word does not cover yet (module docs, "The newest-record
+        // word"); fenced with the record (and its wrap marker) by the caller's fence.
+        if shared.is_some_and(|oldest| self.word.is_none_or(|w| w <= oldest)) {
+            self.store_word(heap, first_seq);
+            if !unflushed {
+                heap.flush(self.area_off + NEWEST_OFFSET, 8);
+            }
         }
+        self.newest_first = Some(first_seq);
+        self.head_page = Some(match shared {
+            Some(oldest) if last_page == first_byte / PAGE => (last_page, oldest),
+            // The record's last page holds no older item of the chain: a wrapped record
+            // starts the ring's first page, other pages it reaches are its own.
+            _ => (last_page, seq),
+        });
         counters::add_bytes_logged(rec_len as u64);
         self.live.push_back(LiveRecord {
             parse_start,
@@ -1207,7 +1257,27 @@ impl<F: Framing> LogWriter<F> {
         };
         heap.atomic_u64(self.area_off)
             .store(tail_word(tail, seq), std::sync::atomic::Ordering::Release);
-        heap.persist(self.area_off, 8);
+        // The tail's line is persisted anyway: the newest-record word goes with it,
+        // naming the newest append, and the head page's oldest live item is now at the
+        // tail at the earliest (module docs, "The newest-record word").
+        if let Some(first) = self.newest_first {
+            if self.word.is_none_or(|w| w < first) {
+                self.store_word(heap, first);
+            }
+        }
+        if let Some((_, oldest)) = &mut self.head_page {
+            *oldest = (*oldest).max(seq);
+        }
+        heap.persist(self.area_off, 16);
         freed
+    }
+
+    /// Store `first_seq` in the newest-record word (the caller flushes).
+    fn store_word(&mut self, heap: &Heap, first_seq: u64) {
+        heap.atomic_u64(self.area_off + NEWEST_OFFSET).store(
+            super::checked_word::encode(first_seq),
+            std::sync::atomic::Ordering::Release,
+        );
+        self.word = Some(first_seq);
     }
 }

@@ -263,9 +263,10 @@ fn blocks_entries_round_trip() {
 
 /// Line-aligned records read back exactly over many laps of the ring (wraps with and
 /// without markers, recycling), each starts on a 64-byte boundary of the pool, and a
-/// record flushes only its own lines: `ceil(len / 64)` (and the header line, for the
-/// newest-record word). A damaged record in the middle
-/// of a line-aligned chain is still told from a torn tail.
+/// record flushes only its own lines: `ceil(len / 64)`, a wrap marker's line, and the
+/// log's header line (the newest-record word) at most once per page of log the head
+/// enters. A damaged record in the middle of a line-aligned chain is still told from a
+/// torn tail.
 #[test]
 fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
     use super::parse;
@@ -273,6 +274,8 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
     reset(&heap, off, 5);
     let mut w = LogWriter::new(off, len, 5).line_aligned();
     let mut live: std::collections::VecDeque<(u64, Vec<u8>)> = Default::default();
+    // Lines flushed beyond the records' own, and the pages the head entered.
+    let (mut extra, mut pages) = (0u64, 0u64);
     for i in 0..1200u64 {
         let mut r = RecordBuilder::default();
         // 16 to 16 + 8 * 13 bytes of data: records of 64 to 168 bytes, so the
@@ -283,15 +286,21 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
             w.recycle(&heap, u64::MAX, oldest + 1);
         }
         let before = crate::medium::counters::snapshot();
+        let head_page = (off + RING_OFFSET + w.head) / super::PAGE;
         w.append(&heap, r.bytes(), 100 + i);
         let lines = (crate::medium::counters::snapshot() - before).lines_flushed;
         let rec_len = super::HEADER_LEN + r.len();
-        // (The newest-record word adds the log's header line; a wrap marker its own.)
-        let own = rec_len.div_ceil(64) as u64 + 1;
+        let own = rec_len.div_ceil(64) as u64;
+        // A wrap marker adds its line; the newest-record word the header line.
         assert!(
-            lines == own || lines == own + 1,
+            (own..=own + 2).contains(&lines),
             "record {i} of {rec_len} bytes flushed {lines} lines"
         );
+        extra += lines - own;
+        let wrapped = w.head < rec_len;
+        if wrapped || (off + RING_OFFSET + w.head - 1) / super::PAGE != head_page {
+            pages += 1;
+        }
         heap.fence();
         live.push_back((100 + i, r.bytes().to_vec()));
         let p = parse(&heap, off, len);
@@ -299,6 +308,12 @@ fn line_aligned_records_round_trip_and_flush_only_their_own_lines() {
         let got = read_back(&p);
         assert_eq!(got, Vec::from(live.clone()), "after record {i}");
     }
+    // Markers and word stores: about two per page entered (a word store per page, a
+    // marker per lap), not one per record.
+    assert!(
+        extra <= 2 * pages + 2,
+        "{extra} lines beyond the records' own over {pages} pages of log"
+    );
     // Every live record starts on a line: find each one's header in the ring.
     let ring = off + RING_OFFSET;
     assert_eq!(ring % 64, 0);
@@ -378,55 +393,97 @@ fn line_aligned_parser_must_skip_the_gap() {
     assert_eq!(count(Some(&super::LOG_LINE_SKIP)), 1);
 }
 
-/// The newest-record word proves every record before the newest durable: records lost
-/// at the end of the chain with nothing valid after them (a zeroed stretch of the
-/// ring) are damage, a torn newest record is not, and a damaged word is damage; a log
-/// whose word is zero (written by a build without it) claims nothing.
+/// The newest-record word (module docs): losing every record of the page that holds
+/// the log's end (a zeroed page, a lost page write) is damage, also when the first
+/// record lost started on the page before; a page that holds only the newest record
+/// lost is a torn tail; a torn newest record is not damage; a damaged word is; a zero
+/// word (a log reset, or written by a build without the word) claims nothing. And the
+/// word is stored about once per page, not per record.
 #[test]
 fn lost_records_at_the_end_of_the_chain_are_damage() {
-    use super::parse;
+    use super::{parse, PAGE};
     let (heap, off, len) = slot0_log();
+    let ring = off + RING_OFFSET;
     reset(&heap, off, 1);
     let mut w = LogWriter::new(off, len, 1);
+    // Records of 32 + 16 + 200 bytes: the third page of the area is entered by a
+    // record that starts on the second and ends on the third.
     let mut at = Vec::new();
-    for i in 0..6u64 {
+    let mut i = 0u64;
+    let mut word_stores = 0;
+    let page3 = (off / PAGE + 2) * PAGE;
+    let mut append = |w: &mut LogWriter, at: &mut Vec<usize>| {
         let mut r = RecordBuilder::default();
-        r.range(4096 + 8 * i, &i.to_le_bytes());
-        at.push(w.head);
+        r.range(4096 + 8 * i, &[i as u8; 200]);
+        at.push(ring + w.head);
+        let word = heap
+            .atomic_u64(off + super::NEWEST_OFFSET)
+            .load(Ordering::Relaxed);
         w.append(&heap, r.bytes(), 100 + i);
         heap.fence();
+        if heap
+            .atomic_u64(off + super::NEWEST_OFFSET)
+            .load(Ordering::Relaxed)
+            != word
+        {
+            word_stores += 1;
+        }
+        i += 1;
+    };
+    while ring + w.head < page3 {
+        append(&mut w, &mut at);
     }
-    let ring = off + RING_OFFSET;
-    let end = w.head;
-    let image = |from: usize| {
-        let mut b = vec![0u8; end];
-        heap.read_bytes(ring, &mut b);
-        b[from..].fill(0);
+    // The newest record alone reaches the third page (it straddles): losing the page
+    // loses the newest record only, as a crash may.
+    let straddler = at.len() - 1;
+    assert!(at[straddler] < page3 && ring + w.head > page3);
+    let saved = |from: usize, to: usize| {
+        let mut b = vec![0u8; to - from];
+        heap.read_bytes(from, &mut b);
         b
     };
-    let full = image(end);
-    let put = |b: &[u8]| heap.write_bytes(ring, b);
+    let page = saved(page3, page3 + PAGE);
+    heap.write_bytes(page3, &vec![0u8; PAGE]);
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), straddler);
+    heap.write_bytes(page3, &page);
+    // Three records more on the third page: losing the page now loses four records.
+    for _ in 0..3 {
+        append(&mut w, &mut at);
+    }
+    assert!(ring + w.head < page3 + PAGE);
+    let page = saved(page3, page3 + PAGE);
+    heap.write_bytes(page3, &vec![0u8; PAGE]);
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_some(), "a lost page at the log's end not found");
+    heap.write_bytes(page3, &page);
     // The newest record torn: a crash may leave that.
-    put(&image(at[5]));
+    let newest = *at.last().unwrap();
+    let tail = saved(newest, ring + w.head);
+    heap.write_bytes(newest, &vec![0u8; tail.len()]);
     let p = parse(&heap, off, len);
     assert!(p.damage.is_none(), "{:?}", p.damage);
-    assert_eq!(p.records.len(), 5);
-    // The two newest records gone: record 5 was written after record 4 was durable.
-    put(&image(at[4]));
-    assert!(parse(&heap, off, len).damage.is_some());
+    assert_eq!(p.records.len(), at.len() - 1);
+    heap.write_bytes(newest, &tail);
+    assert!(parse(&heap, off, len).damage.is_none());
     // A damaged word.
-    put(&full);
     let word = off + super::NEWEST_OFFSET;
-    let mut b = [0u8; 8];
-    heap.read_bytes(word, &mut b);
-    heap.write_bytes(word, &[b[0] ^ 4]);
+    let good = saved(word, word + 8);
+    heap.write_bytes(word, &[good[0] ^ 4]);
     assert!(parse(&heap, off, len).damage.is_some());
-    // A zero word (an earlier build's log) claims nothing.
+    // A zero word claims nothing.
     heap.write_bytes(word, &[0u8; 8]);
-    put(&image(at[2]));
+    heap.write_bytes(page3, &vec![0u8; PAGE]);
     let p = parse(&heap, off, len);
     assert!(p.damage.is_none(), "{:?}", p.damage);
-    assert_eq!(p.records.len(), 2);
+    assert_eq!(p.records.len(), straddler);
+    // One store per page the head entered with a record after the first.
+    assert!(
+        word_stores <= 3,
+        "{word_stores} word stores for {} records",
+        at.len()
+    );
 }
 
 /// A wrap marker and the record after it share the append's fence, and the
