@@ -218,6 +218,14 @@ impl<'h> Deref for ExplicitTx<'h> {
     }
 }
 
+impl<'h> crate::tx::sealed::TxMut<'h> for ExplicitTx<'h> {
+    #[inline(always)]
+    fn tx_mut(&mut self) -> &mut Tx<'h> {
+        &mut self.tx
+    }
+}
+impl<'h> crate::tx::TxAccess<'h> for ExplicitTx<'h> {}
+
 impl ExplicitTx<'_> {
     /// Lend the transaction as `&mut Tx` (for the containers and for code shared with
     /// closure transactions). The closure sees it under a lifetime of its own, so it

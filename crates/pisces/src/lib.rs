@@ -96,7 +96,9 @@ mod tx_options;
 struct ReadmeExample;
 
 pub use config::Config;
-pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
+pub use containers::{
+    stable_hash, BTreeMap, Entry, HashIter, HashMap, MapStats, RangeIter, TreeStats,
+};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use explicit::ExplicitTx;
@@ -104,7 +106,7 @@ pub use heap::pptr::PPtr;
 pub use medium::{MediumKind, PersistenceDomain};
 pub use ops::Operations;
 pub use pool::{Pool, ThreadHandle};
-pub use tx::{Tx, TxStats};
+pub use tx::{Tx, TxAccess, TxStats};
 pub use tx_options::{Durability, Isolation, TxOptions};
 
 /// The trait of types stored in a pool: plain data, any bit pattern valid, no padding.

@@ -76,11 +76,14 @@
 pub(crate) mod btree;
 #[cfg(any(test, feature = "tools"))]
 pub(crate) mod deep;
+mod count;
+mod entry;
 mod hash;
 pub(crate) mod hashmap;
 mod walk;
 mod words;
 
 pub use btree::{BTreeMap, RangeIter, TreeStats};
+pub use entry::Entry;
 pub use hash::stable_hash;
 pub use hashmap::{HashIter, HashMap, MapStats};
