@@ -21,7 +21,7 @@
 //!     pool.run(|tx| {
 //!         if tx.read(root)?.runs == 0 {
 //!             let squares = HashMap::new(tx)?;
-//!             let log = BTreeMap::create(tx)?;
+//!             let log = BTreeMap::new(tx)?;
 //!             let r = tx.write(root)?;
 //!             (r.squares, r.log) = (squares, log);
 //!         }

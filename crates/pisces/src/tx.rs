@@ -563,6 +563,13 @@ fn attempts<R, E: From<Error>>(
 /// `std::mem::swap` the `Tx` of two explicit transactions (each would then commit or
 /// roll back the other's attempt, count it in its own handle's statistics and wait for
 /// durability by the other's options).
+///
+/// ```compile_fail
+/// # use pisces::{ExplicitTx, TxAccess};
+/// fn steal<'h>(a: &mut ExplicitTx<'h>, b: &mut ExplicitTx<'h>) {
+///     std::mem::swap(a.tx_mut(), b.tx_mut()); // no such method for users
+/// }
+/// ```
 pub trait TxAccess<'h>: sealed::TxMut<'h> {}
 
 pub(crate) mod sealed {

@@ -48,7 +48,7 @@ fn set_word(pool: &Pool, off: u64, i: usize, v: u64) {
 fn looping_map(pool: &Pool, n: u64) -> HashMap<u64, u64> {
     let m = pool
         .run(|tx| {
-            let m = HashMap::<u64, u64>::create(tx, 1)?;
+            let m = HashMap::<u64, u64>::fixed(tx, 1)?;
             for k in 0..n {
                 m.insert(tx, k, k)?;
             }
@@ -98,7 +98,7 @@ fn a_looping_leaf_chain_is_corrupt_not_a_hang() {
         let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
         let t = pool
             .run(|tx| {
-                let t = BTreeMap::<u64, u64>::create(tx)?;
+                let t = BTreeMap::<u64, u64>::new(tx)?;
                 for k in 0..200 {
                     t.insert(tx, k, k)?;
                 }
@@ -130,7 +130,7 @@ fn a_looping_leaf_chain_is_corrupt_not_a_hang() {
         no_hang("B+-tree walks", move || {
             corrupt(p.run(|tx| t.for_each(tx, |_, _| true)), "for_each");
             corrupt(p.run(|tx| t.len(tx)), "len");
-            corrupt(p.run(|tx| t.range(tx, 5.., |_, _| true)), "range");
+            corrupt(p.run(|tx| t.for_each_in(tx, 5.., |_, _| true)), "range");
             corrupt(
                 p.run(|tx| t.iter(tx).try_for_each(|e| e.map(|_| ()))),
                 "iter",
@@ -148,7 +148,7 @@ fn hash_map_check_reports_shape_and_misplaced_keys() {
     let pool = common::mem_pool(16 << 20, 2, EngineOptions::default());
     let m = pool
         .run(|tx| {
-            let m = HashMap::<u64, u64>::create(tx, 64)?;
+            let m = HashMap::<u64, u64>::fixed(tx, 64)?;
             for k in 0..500 {
                 m.insert(tx, k, k)?;
             }
@@ -179,8 +179,8 @@ fn iterators_match_the_callbacks() {
         let pool = common::mem_pool_on(engine, 16 << 20, 2, opts.clone());
         let (m, t) = pool
             .run(|tx| {
-                let m = HashMap::<u64, [u64; 2]>::create(tx, 16)?;
-                let t = BTreeMap::<u64, u64, 5>::create(tx)?;
+                let m = HashMap::<u64, [u64; 2]>::fixed(tx, 16)?;
+                let t = BTreeMap::<u64, u64, 5>::new(tx)?;
                 Ok((m, t))
             })
             .unwrap();
@@ -237,14 +237,14 @@ fn iterators_match_the_callbacks() {
             ];
             for r in ranges {
                 let got: Vec<u64> = t
-                    .range_iter(tx, r)
+                    .range(tx, r)
                     .map(|e| e.map(|(k, _)| *k))
                     .collect::<pisces::Result<_>>()?;
                 let want: Vec<u64> = model.range(r).map(|(k, _)| *k).collect();
                 assert_eq!(got, want, "{engine:?} {r:?}");
             }
             // Stopping early and resuming is just the iterator protocol.
-            let mut it = t.range_iter(tx, 200..);
+            let mut it = t.range(tx, 200..);
             let a = it.next().unwrap()?;
             let b = it.next().unwrap()?;
             assert!(a.0 < b.0 && *a.0 >= 200);
@@ -272,8 +272,8 @@ fn deep_check_walks_the_containers_of_the_root() {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
         let root: PPtr<Root> = pool.root().unwrap();
         pool.run(|tx| {
-            let map = HashMap::create(tx, 8)?;
-            let tree = BTreeMap::create(tx)?;
+            let map = HashMap::fixed(tx, 8)?;
+            let tree = BTreeMap::new(tx)?;
             for k in 0..100 {
                 map.insert(tx, k, k)?;
                 tree.insert(tx, k, k)?;
@@ -436,8 +436,8 @@ fn deep_check_reports_a_root_word_pointing_at_a_free_block() {
         let pool = Pool::create(&p, cfg.clone()).unwrap();
         let root: PPtr<Root> = pool.root().unwrap();
         pool.run(|tx| {
-            let map = HashMap::create(tx, 8)?;
-            let tree = BTreeMap::create(tx)?;
+            let map = HashMap::fixed(tx, 8)?;
+            let tree = BTreeMap::new(tx)?;
             let other = tx.alloc(7u64)?;
             // A neighbour in the same slab, so the slab stays in use after the free.
             tx.alloc(8u64)?;
@@ -488,8 +488,8 @@ fn pool_with_a_tree(p: &std::path::Path, cfg: &Config) -> BTreeMap<u64, u64> {
     let pool = Pool::create(p, cfg.clone()).unwrap();
     let root: PPtr<Root> = pool.root().unwrap();
     pool.run(|tx| {
-        let map = HashMap::create(tx, 8)?;
-        let tree = BTreeMap::create(tx)?;
+        let map = HashMap::fixed(tx, 8)?;
+        let tree = BTreeMap::new(tx)?;
         for k in 0..100 {
             tree.insert(tx, k, k)?;
         }

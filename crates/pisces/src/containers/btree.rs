@@ -77,10 +77,10 @@
 //! tree made before the count existed has neither; it stays readable and writable,
 //! keeps no count, and its `len` walks the leaf chain (O(len / FANOUT)).
 
-use super::walk::Walk;
-use super::words::{self, Shape};
 use super::count;
 use super::entry::{sealed::EntryMap, Entry};
+use super::walk::Walk;
+use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
@@ -167,8 +167,9 @@ struct CountedHeader {
 ///   range scan is exposed to write skew unless the transaction writes what it
 ///   depends on.
 /// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
-///   borrows the value); only a split allocates a buffer. There is no element counter
-///   (every writer would conflict on it): [`BTreeMap::len`] walks the leaves.
+///   borrows the value); only a split allocates a buffer. [`BTreeMap::len`] is O(1):
+///   the element count is striped over 32 objects, so two writers on different
+///   threads do not conflict on it (module docs).
 /// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
 ///   every access, descents are bounded by the height and the leaf walk detects cycles,
 ///   so a damaged pool or a handle used with other types is an [`Error`], never
@@ -181,7 +182,7 @@ struct CountedHeader {
 /// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<BTreeMap<u64, u64, 16>>()?;
 /// pool.run(|tx| {
-///     let t = BTreeMap::create(tx)?;
+///     let t = BTreeMap::new(tx)?;
 ///     *tx.write(root)? = t;
 ///     for k in 0..100 {
 ///         t.insert(tx, k, k * k)?;
@@ -189,9 +190,13 @@ struct CountedHeader {
 ///     Ok(())
 /// })?;
 /// let t = pool.run(|tx| Ok(*tx.read(root)?))?;
-/// let mut squares = Vec::new();
-/// pool.run(|tx| t.range(tx, 10..13, |k, v| { squares.push((*k, *v)); true }))?;
+/// let squares = pool.run(|tx| {
+///     t.range(tx, 10..13).map(|e| e.map(|(k, v)| (*k, *v))).collect::<pisces::Result<Vec<_>>>()
+/// })?;
 /// assert_eq!(squares, [(10, 100), (11, 121), (12, 144)]);
+/// let newest = pool.run(|tx| Ok(t.last_key_value(tx)?.map(|(k, _)| *k)))?;
+/// assert_eq!(newest, Some(99));
+/// assert_eq!(pool.run(|tx| t.len(tx))?, 100);
 /// # Ok(()) }
 /// ```
 ///
@@ -205,7 +210,7 @@ struct CountedHeader {
 /// ```compile_fail,E0080
 /// # use pisces::{BTreeMap, Result, Tx};
 /// fn f(tx: &mut Tx<'_>) -> Result<()> {
-///     let t = BTreeMap::<u128, u64>::create(tx)?; // u128 is 16-byte aligned
+///     let t = BTreeMap::<u128, u64>::new(tx)?; // u128 is 16-byte aligned
 ///     t.insert(tx, 1, 2)?;
 ///     Ok(())
 /// }
@@ -221,7 +226,7 @@ struct CountedHeader {
 /// ```compile_fail,E0080
 /// # use pisces::{BTreeMap, Result, Tx};
 /// fn f(tx: &mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> {
-///     BTreeMap::create(tx) // 15 values of 200 words: above the node limit
+///     BTreeMap::new(tx) // 15 values of 200 words: above the node limit
 /// }
 /// let _codegen: fn(&mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> = f;
 /// ```
@@ -615,8 +620,16 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let leaf = self.find_leaf(tx, &k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
         let at = match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
-            Ok(i) => TreeSpot { leaf, i, found: true },
-            Err(i) => TreeSpot { leaf, i, found: false },
+            Ok(i) => TreeSpot {
+                leaf,
+                i,
+                found: true,
+            },
+            Err(i) => TreeSpot {
+                leaf,
+                i,
+                found: false,
+            },
         };
         Ok(Entry::new(tx, *self, k, at))
     }

@@ -44,11 +44,12 @@
 //! Every walk is bounded: a node is visited at most once.
 
 use super::btree::{
-    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED, ORDER_TAG, ORDER_UNSIGNED,
+    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED, ORDER_TAG,
+    ORDER_UNSIGNED,
 };
+use super::count;
 use super::hash::linear_bucket;
 use super::hash::{bucket_in, stable_hash};
-use super::count;
 use super::hashmap::{GROUPED, GROUP_SLOTS, H_COUNT, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS};
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
@@ -205,7 +206,9 @@ fn check_count(
         .words(table, count::STRIPES)
         .map_err(|e| format!("element count table: {e}"))?;
     if !seen.insert(table) {
-        return Err(format!("the element count table at {table:#x} is reached twice"));
+        return Err(format!(
+            "the element count table at {table:#x} is reached twice"
+        ));
     }
     let mut sum = 0u64;
     for &s in &t {
@@ -213,7 +216,9 @@ fn check_count(
             .words(s, count::STRIPE_WORDS)
             .map_err(|e| format!("element count stripe: {e}"))?;
         if !seen.insert(s) {
-            return Err(format!("the element count stripe at {s:#x} is reached twice"));
+            return Err(format!(
+                "the element count stripe at {s:#x} is reached twice"
+            ));
         }
         sum = sum.wrapping_add(w[0]);
     }

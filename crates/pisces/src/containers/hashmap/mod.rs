@@ -411,7 +411,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// The former name of [`HashMap::fixed`].
-    #[deprecated(note = "use `HashMap::fixed` (a fixed bucket count) or `HashMap::with_capacity` (grows)")]
+    #[deprecated(
+        note = "use `HashMap::fixed` (a fixed bucket count) or `HashMap::with_capacity` (grows)"
+    )]
     pub fn create<'h>(tx: &mut impl TxAccess<'h>, buckets: usize) -> Result<Self> {
         Self::fixed(tx, buckets)
     }
@@ -1367,7 +1369,9 @@ impl<'t> GroupCursor<'t> {
 
     /// The next entry of the current group, or `Ok(Err(next))` when it has none left
     /// (`next`: the chain's next group, 0 at its end or before the first group).
-    fn next<K: Pod + Eq, V: Pod>(&mut self) -> Result<std::result::Result<KeyValue<'t, K, V>, u64>> {
+    fn next<K: Pod + Eq, V: Pod>(
+        &mut self,
+    ) -> Result<std::result::Result<KeyValue<'t, K, V>, u64>> {
         let Some(w) = self.group else {
             return Ok(Err(0));
         };
