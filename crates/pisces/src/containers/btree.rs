@@ -1011,14 +1011,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         Ok(self.first_key_value(tx)?.is_none())
     }
 
-    /// Call `f` with the offset of every persistent object the tree owns (header and
-    /// nodes): for pool checkers and leak tests.
+    /// Call `f` with the offset of every persistent object the tree owns (header,
+    /// nodes, then the element count's objects): for pool checkers and leak tests.
     pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
         let h = self.header(tx)?;
         f(self.header.offset());
-        if let Some(table) = self.counts(tx, &h)? {
-            count::for_each_object(tx, table, &mut f)?;
-        }
         let mut stack = vec![(h.root, h.height)];
         // A damaged tree may share subtrees: every node once (else a walk could take
         // FANOUT^height steps).
@@ -1037,6 +1034,9 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                     stack.push((c, level - 1));
                 }
             }
+        }
+        if let Some(table) = self.counts(tx, &h)? {
+            count::for_each_object(tx, table, f)?;
         }
         Ok(())
     }

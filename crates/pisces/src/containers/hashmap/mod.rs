@@ -1221,13 +1221,22 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Call `f` with the offset of every persistent object the map owns (header,
-    /// directory pages, chunks, nodes): for pool checkers and leak tests.
+    /// directory pages, chunks, nodes, then the element count's objects): for pool
+    /// checkers and leak tests.
     pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
+        self.for_each_table_object(tx, &mut f)?;
+        let counts = self.header(tx)?[H_COUNT];
+        if counts != 0 {
+            count::for_each_object(tx, counts, f)?;
+        }
+        Ok(())
+    }
+
+    /// [`HashMap::for_each_object`] without the element count's objects: the header,
+    /// directory pages, then chunks and nodes (or groups) in directory order.
+    fn for_each_table_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
         let h = self.header(tx)?;
         f(self.header.offset());
-        if h[H_COUNT] != 0 {
-            count::for_each_object(tx, h[H_COUNT], &mut f)?;
-        }
         if h[H_LEVELS] == 2 {
             for &p in &h[H_DIR..H_DIR + (h[H_CHUNKS] as usize).div_ceil(PAGE)] {
                 f(p);
