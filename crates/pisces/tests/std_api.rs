@@ -243,7 +243,7 @@ fn disjoint_inserts_do_not_conflict_on_the_count() {
         drop(h0);
         // Keys of two buckets in different chunks of the map.
         let bucket_of =
-            |k: u64| (pisces::stable_hash(&k.to_le_bytes()) as u128 * 1024 >> 64) as u64;
+            |k: u64| ((pisces::stable_hash(&k.to_le_bytes()) as u128 * 1024) >> 64) as u64;
         let ka = 0u64;
         let kb = (1..)
             .find(|&k| bucket_of(k) / 32 != bucket_of(ka) / 32)
@@ -334,6 +334,9 @@ fn concurrent_inserts_count_right() {
     .unwrap();
 }
 
+/// A container's `for_each_object`, type-erased.
+type ObjectWalk<'a> = dyn Fn(&pisces::Tx<'_>, &mut dyn FnMut(u64)) -> pisces::Result<()> + 'a;
+
 /// A count that disagrees with the entries is damage: `check` and `check --deep`
 /// report it.
 #[test]
@@ -357,7 +360,7 @@ fn a_wrong_count_is_reported() {
             })
             .unwrap();
         // The last object each lists is a stripe of its count: one more there.
-        let last = |each: &dyn Fn(&pisces::Tx<'_>, &mut dyn FnMut(u64)) -> pisces::Result<()>| {
+        let last = |each: &ObjectWalk<'_>| {
             let mut o = Vec::new();
             pool.run(|tx| {
                 o.clear();

@@ -1306,33 +1306,31 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 
     fn try_next_back(&mut self) -> Result<Option<(&'t K, &'t V)>> {
-        loop {
-            let back = match &mut self.back {
-                Some(b) if b.j > 0 => b,
-                Some(_) => {
-                    // This leaf is used up, and its first entry was the last yielded:
-                    // the predecessor leaf is found by a descent below that key.
-                    let Some(below) = self.back_key else {
-                        return Err(words::corrupt("backward scan without a position"));
-                    };
-                    match self.back_before(Bound::Excluded(&below))? {
-                        Some(b) => self.back.insert(b),
-                        None => return Ok(None),
-                    }
-                }
-                None => match self.back_before(self.end.as_ref())? {
+        let back = match &mut self.back {
+            Some(b) if b.j > 0 => b,
+            Some(_) => {
+                // This leaf is used up, and its first entry was the last yielded:
+                // the predecessor leaf is found by a descent below that key.
+                let Some(below) = self.back_key else {
+                    return Err(words::corrupt("backward scan without a position"));
+                };
+                match self.back_before(Bound::Excluded(&below))? {
                     Some(b) => self.back.insert(b),
                     None => return Ok(None),
-                },
-            };
-            let (k, v) = (&back.keys[back.j - 1], &back.vals[back.j - 1]);
-            if below_start(k, self.start.as_ref()) || self.front_key.is_some_and(|f| *k <= f) {
-                return Ok(None);
+                }
             }
-            back.j -= 1;
-            self.back_key = Some(*k);
-            return Ok(Some((k, v)));
+            None => match self.back_before(self.end.as_ref())? {
+                Some(b) => self.back.insert(b),
+                None => return Ok(None),
+            },
+        };
+        let (k, v) = (&back.keys[back.j - 1], &back.vals[back.j - 1]);
+        if below_start(k, self.start.as_ref()) || self.front_key.is_some_and(|f| *k <= f) {
+            return Ok(None);
         }
+        back.j -= 1;
+        self.back_key = Some(*k);
+        Ok(Some((k, v)))
     }
 }
 
