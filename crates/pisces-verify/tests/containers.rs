@@ -37,6 +37,9 @@ fn last_in<K: Pod + Ord, V: Pod, const F: usize>(
         .map(|(k, v)| (*k, *v)))
 }
 
+/// The objects of a container's element count: its table and 32 stripes.
+const COUNT_OBJECTS: usize = 1 + 32;
+
 /// An engine and its options.
 type Setup = (EngineId, EngineOptions);
 
@@ -158,11 +161,12 @@ fn hashmap_basic_operations_and_destroy() {
     })
     .unwrap();
     assert_eq!(seen, 10);
-    // Objects: header + 1 chunk + 99 nodes; destroy frees exactly those.
+    // Objects: header + 1 chunk + 99 nodes + the count (a table and its stripes);
+    // destroy frees exactly those.
     let mut objs = BTreeSet::new();
     pool.run(|tx| m.for_each_object(tx, |o| assert!(objs.insert(o))))
         .unwrap();
-    assert_eq!(objs.len(), 1 + 1 + 99);
+    assert_eq!(objs.len(), 1 + 1 + 99 + COUNT_OBJECTS);
     assert_eq!(
         allocated(&pool),
         before.union(&objs).copied().collect::<BTreeSet<_>>()
@@ -361,7 +365,7 @@ fn btree_basic_operations_and_destroy() {
     pool.run(|tx| t.for_each_object(tx, |o| assert!(objs.insert(o))))
         .unwrap();
     let st = pool.run(|tx| t.check(tx)).unwrap();
-    assert_eq!(objs.len(), 1 + st.leaves + st.inner_nodes);
+    assert_eq!(objs.len(), 1 + st.leaves + st.inner_nodes + COUNT_OBJECTS);
     assert_eq!(
         allocated(&pool),
         before.union(&objs).copied().collect::<BTreeSet<_>>()
@@ -529,11 +533,11 @@ fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup, gro
         );
         assert!(owned.len() > model.len() / 7);
     } else {
-        // No leaks: allocated = base + header + chunks + one node per entry.
+        // No leaks: allocated = base + header + chunks + one node per entry + count.
         let chunks = grown.div_ceil(32) + usize::from(grown > 32 * 504) * grown.div_ceil(32 * 512);
         assert_eq!(
             allocated(&pool).len(),
-            base.len() + 1 + chunks + model.len()
+            base.len() + 1 + chunks + model.len() + COUNT_OBJECTS
         );
     }
 }
