@@ -321,8 +321,8 @@ fn hashmap_with_two_level_directory() {
         }
         let mut objs = 0;
         m.for_each_object(tx, |_| objs += 1)?;
-        // header + 2 pages + 513 chunks + nodes
-        assert_eq!(objs, 1 + 2 + 513 + 20_000);
+        // header + 2 pages + 513 chunks + nodes + the count
+        assert_eq!(objs, 1 + 2 + 513 + 20_000 + COUNT_OBJECTS);
         Ok(())
     })
     .unwrap();
