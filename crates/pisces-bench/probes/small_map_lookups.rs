@@ -207,7 +207,7 @@ fn main() -> ExitCode {
                 black_box(v);
             }
         } else {
-            let m = h.run(HashMap::<u64, u8>::new)?;
+            let m = h.run(|tx| HashMap::<u64, u8>::new(tx))?;
             for chunk in members.chunks(256) {
                 h.run(|tx| {
                     for &k in chunk {

@@ -188,7 +188,7 @@ unsafe fn iterate<const N: usize>(
 unsafe fn hmap_create_n<const N: usize>(tx: pisces_tx, buckets: usize) -> Result<u64, Fail> {
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
-    unsafe { with_tx_mut(tx, |t| Ok(Hm::<N>::create(t, buckets)?.offset())) }
+    unsafe { with_tx_mut(tx, |t| Ok(Hm::<N>::fixed(t, buckets)?.offset())) }
 }
 
 /// The most buckets a hash map can have (`pisces_hmap_create`'s `buckets` is 1 to this).
@@ -557,7 +557,7 @@ pub unsafe extern "C" fn pisces_hmap_destroy(tx: pisces_tx, m: pisces_hmap) -> c
 unsafe fn btree_create_n<const N: usize>(tx: pisces_tx) -> Result<u64, Fail> {
     // SAFETY: `tx.handle` is NULL or an open handle used only by this thread during the
     // call (contract); the closure runs no C code.
-    unsafe { with_tx_mut(tx, |t| Ok(Bt::<N>::create(t)?.offset())) }
+    unsafe { with_tx_mut(tx, |t| Ok(Bt::<N>::new(t)?.offset())) }
 }
 
 /// Create an empty B+-tree (fanout 16) with values of `value_size` bytes.
@@ -819,7 +819,7 @@ unsafe fn btree_range_n<const N: usize>(
     unsafe {
         iterate::<N>(
             tx,
-            |t, g| bt::<N>(m).range(t, lo..=hi, |k, v| g(k, v)),
+            |t, g| bt::<N>(m).for_each_in(t, lo..=hi, |k, v| g(k, v)),
             f,
             ctx,
         )

@@ -27,7 +27,7 @@ fn rust_run(path: &std::path::Path) -> Duration {
     let mut h = pool.handle().unwrap();
     let m = h
         .run(|tx| {
-            let m = HashMap::create(tx, 2048)?;
+            let m = HashMap::fixed(tx, 2048)?;
             *tx.write(root)? = m;
             Ok(m)
         })

@@ -328,7 +328,7 @@ fn check_deep_finds_a_looping_hash_chain() {
         let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
         let m = pool
             .run(|tx| {
-                let m = HashMap::create(tx, 1)?;
+                let m = HashMap::fixed(tx, 1)?;
                 for k in 0..4 {
                     m.insert(tx, k, k)?;
                 }
@@ -376,7 +376,7 @@ fn check_deep_of_a_tree_without_key_order_is_not_checked() {
         let pool = Pool::open(&p, cfg).unwrap();
         let root: PPtr<BTreeMap<u64, u64>> = pool.root().unwrap();
         pool.run(|tx| {
-            let t = BTreeMap::create(tx)?;
+            let t = BTreeMap::new(tx)?;
             for k in 0..40 {
                 t.insert(tx, k, k)?;
             }

@@ -13,8 +13,32 @@ use pisces::{
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
 use proptest::prelude::*;
 use std::collections::{BTreeMap as StdBTree, BTreeSet, HashMap as StdHash};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Barrier, Mutex};
+
+/// The first entry of `t` in `r`, copied (std's `range(r).next()`).
+fn first_in<K: Pod + Ord, V: Pod, const F: usize>(
+    t: &BTreeMap<K, V, F>,
+    tx: &pisces::Tx<'_>,
+    r: impl RangeBounds<K>,
+) -> pisces::Result<Option<(K, V)>> {
+    Ok(t.range(tx, r).next().transpose()?.map(|(k, v)| (*k, *v)))
+}
+
+/// The last entry of `t` in `r`, copied (std's `range(r).next_back()`).
+fn last_in<K: Pod + Ord, V: Pod, const F: usize>(
+    t: &BTreeMap<K, V, F>,
+    tx: &pisces::Tx<'_>,
+    r: impl RangeBounds<K>,
+) -> pisces::Result<Option<(K, V)>> {
+    Ok(t.range(tx, r)
+        .next_back()
+        .transpose()?
+        .map(|(k, v)| (*k, *v)))
+}
+
+/// The objects of a container's element count: its table and 32 stripes.
+const COUNT_OBJECTS: usize = 1 + 32;
 
 /// An engine and its options.
 type Setup = (EngineId, EngineOptions);
@@ -85,7 +109,7 @@ fn hashmap_basic_operations_and_destroy() {
     let before = allocated(&pool);
     let m = pool
         .run(|tx| {
-            let m = HashMap::create(tx, 7)?;
+            let m = HashMap::fixed(tx, 7)?;
             *tx.write(root)? = m;
             Ok(m)
         })
@@ -137,11 +161,12 @@ fn hashmap_basic_operations_and_destroy() {
     })
     .unwrap();
     assert_eq!(seen, 10);
-    // Objects: header + 1 chunk + 99 nodes; destroy frees exactly those.
+    // Objects: header + 1 chunk + 99 nodes + the count (a table and its stripes);
+    // destroy frees exactly those.
     let mut objs = BTreeSet::new();
     pool.run(|tx| m.for_each_object(tx, |o| assert!(objs.insert(o))))
         .unwrap();
-    assert_eq!(objs.len(), 1 + 1 + 99);
+    assert_eq!(objs.len(), 1 + 1 + 99 + COUNT_OBJECTS);
     assert_eq!(
         allocated(&pool),
         before.union(&objs).copied().collect::<BTreeSet<_>>()
@@ -154,7 +179,7 @@ fn hashmap_basic_operations_and_destroy() {
 fn hashmap_bad_handles_and_arguments_are_errors() {
     let pool = mem_pool(pisces(), 16 << 20, 1);
     for b in [0, pisces::tools::containers::MAX_BUCKETS + 1] {
-        let r = pool.run(|tx| HashMap::<u64, u64>::create(tx, b));
+        let r = pool.run(|tx| HashMap::<u64, u64>::fixed(tx, b));
         assert!(matches!(r, Err(Error::InvalidConfig(_))), "{b}");
     }
     let null = HashMap::<u64, u64>::null();
@@ -163,7 +188,7 @@ fn hashmap_bad_handles_and_arguments_are_errors() {
         pool.run(|tx| null.get(tx, &1)),
         Err(Error::InvalidPointer(_))
     ));
-    let m = pool.run(|tx| HashMap::<u64, u64>::create(tx, 4)).unwrap();
+    let m = pool.run(|tx| HashMap::<u64, u64>::fixed(tx, 4)).unwrap();
     // The same header seen with other types, or as a B+-tree, is refused.
     let wrong: HashMap<u32, u64> = bytemuck::cast(m);
     assert!(matches!(
@@ -205,7 +230,7 @@ fn hashmap_iterator_over_an_invalid_header_yields_one_error_and_ends() {
         let name = setup.0.name();
         let pool = mem_pool(setup, 16 << 20, 1);
         let made: [(&str, MakeU64Map); 2] = [
-            ("fixed", |tx| HashMap::create(tx, 4)),
+            ("fixed", |tx| HashMap::fixed(tx, 4)),
             ("growable", |tx| HashMap::new(tx)),
         ];
         for (layout, make) in made {
@@ -217,7 +242,7 @@ fn hashmap_iterator_over_an_invalid_header_yields_one_error_and_ends() {
                         m.insert(tx, k, k)?;
                         gone.insert(tx, k, k)?;
                     }
-                    let tree = BTreeMap::<u64, u64>::create(tx)?;
+                    let tree = BTreeMap::<u64, u64>::new(tx)?;
                     tree.insert(tx, 1, 1)?;
                     Ok((m, tree, gone))
                 })
@@ -277,7 +302,7 @@ fn hashmap_with_two_level_directory() {
     let pool = mem_pool(pisces(), 64 << 20, 1);
     let buckets = 512 * 32 + 5;
     let m = pool
-        .run(|tx| HashMap::<u32, u32>::create(tx, buckets))
+        .run(|tx| HashMap::<u32, u32>::fixed(tx, buckets))
         .unwrap();
     for chunk in (0..20_000u32).collect::<Vec<_>>().chunks(2000) {
         pool.run(|tx| {
@@ -296,8 +321,8 @@ fn hashmap_with_two_level_directory() {
         }
         let mut objs = 0;
         m.for_each_object(tx, |_| objs += 1)?;
-        // header + 2 pages + 513 chunks + nodes
-        assert_eq!(objs, 1 + 2 + 513 + 20_000);
+        // header + 2 pages + 513 chunks + nodes + the count
+        assert_eq!(objs, 1 + 2 + 513 + 20_000 + COUNT_OBJECTS);
         Ok(())
     })
     .unwrap();
@@ -307,11 +332,11 @@ fn hashmap_with_two_level_directory() {
 fn btree_basic_operations_and_destroy() {
     let pool = mem_pool(pisces(), 16 << 20, 1);
     let before = allocated(&pool);
-    let t = pool.run(BTreeMap::<u64, u64, 4>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 4>::new(tx)).unwrap();
     assert_eq!(std::mem::size_of::<BTreeMap<u64, u64, 4>>(), 8);
     pool.run(|tx| {
         assert!(t.is_empty(tx)?);
-        assert_eq!(t.first_in(tx, ..)?, None);
+        assert_eq!(first_in(&t, tx, ..)?, None);
         for k in (0..200).rev() {
             assert_eq!(t.insert(tx, k * 2, k)?, None);
         }
@@ -325,9 +350,9 @@ fn btree_basic_operations_and_destroy() {
         assert_eq!(t.remove(tx, &16)?, Some(8));
         assert_eq!(t.remove(tx, &16)?, None);
         assert_eq!(t.len(tx)?, 199);
-        assert_eq!(t.first_in(tx, 15..)?, Some((18, 9)));
+        assert_eq!(first_in(&t, tx, 15..)?, Some((18, 9)));
         assert_eq!(
-            t.first_in(tx, (Bound::Excluded(18), Bound::Unbounded))?,
+            first_in(&t, tx, (Bound::Excluded(18), Bound::Unbounded))?,
             Some((20, 10))
         );
         let st = t.check(tx)?;
@@ -340,7 +365,7 @@ fn btree_basic_operations_and_destroy() {
     pool.run(|tx| t.for_each_object(tx, |o| assert!(objs.insert(o))))
         .unwrap();
     let st = pool.run(|tx| t.check(tx)).unwrap();
-    assert_eq!(objs.len(), 1 + st.leaves + st.inner_nodes);
+    assert_eq!(objs.len(), 1 + st.leaves + st.inner_nodes + COUNT_OBJECTS);
     assert_eq!(
         allocated(&pool),
         before.union(&objs).copied().collect::<BTreeSet<_>>()
@@ -362,7 +387,7 @@ fn btree_node_sizes_match_the_paper() {
     assert_eq!(HashMap::<u64, Val64>::NODE_BYTES, 80);
     assert_eq!(HashMap::<[u8; 3], u16>::NODE_BYTES, 24);
     let pool = mem_pool(pisces(), 16 << 20, 1);
-    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 16>::new(tx)).unwrap();
     let root_leaf = pool
         .run(|tx| {
             let mut v = Vec::new();
@@ -438,7 +463,7 @@ fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup, gro
             if growable {
                 HashMap::<u64, u64>::with_buckets(tx, buckets)
             } else {
-                HashMap::<u64, u64>::create(tx, buckets)
+                HashMap::<u64, u64>::fixed(tx, buckets)
             }
         })
         .unwrap();
@@ -508,18 +533,18 @@ fn run_hash_model(buckets: usize, batches: &[(Vec<Op>, bool)], setup: Setup, gro
         );
         assert!(owned.len() > model.len() / 7);
     } else {
-        // No leaks: allocated = base + header + chunks + one node per entry.
+        // No leaks: allocated = base + header + chunks + one node per entry + count.
         let chunks = grown.div_ceil(32) + usize::from(grown > 32 * 504) * grown.div_ceil(32 * 512);
         assert_eq!(
             allocated(&pool).len(),
-            base.len() + 1 + chunks + model.len()
+            base.len() + 1 + chunks + model.len() + COUNT_OBJECTS
         );
     }
 }
 
 fn run_tree_model<const F: usize>(batches: &[(Vec<Op>, bool)], setup: Setup) {
     let pool = mem_pool(setup.clone(), 8 << 20, 1);
-    let t = pool.run(BTreeMap::<u64, u64, F>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, F>::new(tx)).unwrap();
     let mut model: StdBTree<u64, u64> = StdBTree::new();
     for (ops, abort) in batches {
         let r = pool.run(|tx| {
@@ -543,14 +568,14 @@ fn run_tree_model<const F: usize>(batches: &[(Vec<Op>, bool)], setup: Setup) {
                     Op::Range(lo, hi, mode) => {
                         let b = bounds(lo, hi, mode);
                         let mut got = Vec::new();
-                        t.range(tx, b, |k, v| {
+                        t.for_each_in(tx, b, |k, v| {
                             got.push((*k, *v));
                             true
                         })?;
                         let want: Vec<_> = md.range(b).map(|(k, v)| (*k, *v)).collect();
                         assert_eq!(got, want, "{b:?}");
-                        assert_eq!(t.first_in(tx, b)?, want.first().copied(), "{b:?}");
-                        assert_eq!(t.last_in(tx, b)?, want.last().copied(), "{b:?}");
+                        assert_eq!(first_in(&t, tx, b)?, want.first().copied(), "{b:?}");
+                        assert_eq!(last_in(&t, tx, b)?, want.last().copied(), "{b:?}");
                     }
                 }
             }
@@ -617,8 +642,8 @@ fn odd_sized_keys_and_values() {
     let (m, t) = pool
         .run(|tx| {
             Ok((
-                HashMap::<[u8; 3], u16>::create(tx, 5)?,
-                BTreeMap::<i32, [u8; 5], 5>::create(tx)?,
+                HashMap::<[u8; 3], u16>::fixed(tx, 5)?,
+                BTreeMap::<i32, [u8; 5], 5>::new(tx)?,
             ))
         })
         .unwrap();
@@ -668,7 +693,7 @@ fn odd_sized_keys_and_values() {
         m.for_each(tx, |k, v| got.insert(*k, *v).is_none())?;
         assert_eq!(got, hm);
         let mut v = Vec::new();
-        t.range(tx, -500..500, |k, val| {
+        t.for_each_in(tx, -500..500, |k, val| {
             v.push((*k, *val));
             true
         })?;
@@ -684,7 +709,7 @@ fn odd_sized_keys_and_values() {
 #[test]
 fn btree_twenty_thousand_keys_fanout_16() {
     let pool = mem_pool(pisces(), 64 << 20, 1);
-    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 16>::new(tx)).unwrap();
     const N: u64 = 20_000;
     // A permutation of 0..N.
     let keys: Vec<u64> = (0..N).map(|i| (i * 7_919) % N).collect();
@@ -704,7 +729,7 @@ fn btree_twenty_thousand_keys_fanout_16() {
     // Full scan in order, and sub-ranges of every bound kind.
     h.run(|tx| {
         let mut next = 0;
-        t.range(tx, .., |k, v| {
+        t.for_each_in(tx, .., |k, v| {
             assert_eq!((*k, *v), (next, next * 10));
             next += 1;
             true
@@ -713,13 +738,13 @@ fn btree_twenty_thousand_keys_fanout_16() {
         assert_eq!(t.len(tx)?, N as usize);
         for (lo, hi) in [(0, 0), (5, 6), (1234, 5678), (N - 3, N + 10)] {
             let mut v = Vec::new();
-            t.range(tx, lo..hi, |k, _| {
+            t.for_each_in(tx, lo..hi, |k, _| {
                 v.push(*k);
                 true
             })?;
             assert_eq!(v, (lo..hi.min(N)).collect::<Vec<_>>());
             v.clear();
-            t.range(tx, (Bound::Excluded(lo), Bound::Included(hi)), |k, _| {
+            t.for_each_in(tx, (Bound::Excluded(lo), Bound::Included(hi)), |k, _| {
                 v.push(*k);
                 true
             })?;
@@ -753,11 +778,11 @@ fn btree_twenty_thousand_keys_fanout_16() {
         // Backward search across sparse and empty leaves.
         for hi in [0, 1, 3, 4, 100, 5_000, 12_346, N, N + 5] {
             let want = (0..hi.min(N)).rev().find(|k| k % 3 == 0);
-            assert_eq!(t.last_in(tx, ..hi)?, want.map(|k| (k, k * 10)), "..{hi}");
-            assert_eq!(t.last_in(tx, 4..=5)?, None);
-            assert_eq!(t.first_in(tx, 4..=5)?, None);
+            assert_eq!(last_in(&t, tx, ..hi)?, want.map(|k| (k, k * 10)), "..{hi}");
+            assert_eq!(last_in(&t, tx, 4..=5)?, None);
+            assert_eq!(first_in(&t, tx, 4..=5)?, None);
             assert_eq!(
-                t.last_in(tx, (Bound::Excluded(hi), Bound::Unbounded))?,
+                last_in(&t, tx, (Bound::Excluded(hi), Bound::Unbounded))?,
                 (hi < N - 1).then_some(((N - 1) / 3 * 3, (N - 1) / 3 * 30))
             );
         }
@@ -774,7 +799,7 @@ fn btree_twenty_thousand_keys_fanout_16() {
 #[test]
 fn btree_sequential_inserts_fill_nodes() {
     let pool = mem_pool(pisces(), 64 << 20, 1);
-    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 16>::new(tx)).unwrap();
     const N: u64 = 15 * 1000;
     for chunk in (0..N).collect::<Vec<_>>().chunks(1000) {
         pool.run(|tx| {
@@ -798,7 +823,7 @@ fn btree_sequential_inserts_fill_nodes() {
 #[test]
 fn btree_ascending_runs_between_other_keys_fill_nodes() {
     let pool = mem_pool(pisces(), 64 << 20, 1);
-    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 16>::new(tx)).unwrap();
     const RANGES: u64 = 10;
     // Preload 100 keys per range, in order, then append 1 500 per range, the ranges
     // taking turns as a pseudo-random sequence picks them.
@@ -836,7 +861,7 @@ fn btree_ascending_runs_between_other_keys_fill_nodes() {
     assert!(st.leaves <= 16_000 / 15 + 4 * RANGES as usize, "{st:?}");
 
     // Random keys: every leaf keeps at least half of a full one on average.
-    let t = pool.run(BTreeMap::<u64, u64, 16>::create).unwrap();
+    let t = pool.run(|tx| BTreeMap::<u64, u64, 16>::new(tx)).unwrap();
     for _ in 0..16 {
         pool.run(|tx| {
             for _ in 0..1000 {
@@ -862,8 +887,8 @@ fn containers_compose_with_other_objects_and_roll_back_on_abort() {
         let pool = mem_pool(setup.clone(), 16 << 20, 1);
         let root: PPtr<Root> = pool.root().unwrap();
         pool.run(|tx| {
-            let map = HashMap::create(tx, 16)?;
-            let tree = BTreeMap::create(tx)?;
+            let map = HashMap::fixed(tx, 16)?;
+            let tree = BTreeMap::new(tx)?;
             *tx.write(root)? = Root {
                 map,
                 tree,
@@ -937,9 +962,9 @@ fn two_thread_pool_with(setup: Setup, growable: bool) -> (Pool, PPtr<Root>, Root
                 map: if growable {
                     HashMap::with_buckets(tx, 1)?
                 } else {
-                    HashMap::create(tx, 64)?
+                    HashMap::fixed(tx, 64)?
                 },
-                tree: BTreeMap::create(tx)?,
+                tree: BTreeMap::new(tx)?,
                 counter: 0,
             };
             *tx.write(root)? = r;
@@ -1141,7 +1166,7 @@ fn two_threads_adjacent_removes_in_one_chain() {
     const ROUNDS: u64 = 30;
     for setup in setups() {
         let pool = mem_pool(setup.clone(), 16 << 20, 3);
-        let m = pool.run(|tx| HashMap::<u64, u64>::create(tx, 1)).unwrap();
+        let m = pool.run(|tx| HashMap::<u64, u64>::fixed(tx, 1)).unwrap();
         let barrier = Barrier::new(2);
         // Failures are recorded, not asserted in the threads: a panicking thread would
         // leave the other waiting at the barrier.
@@ -1317,7 +1342,7 @@ fn crash_check(pool: &Pool, acked: usize, n: usize) -> Result<(), String> {
 /// dangling blocks.
 #[test]
 fn crash_at_every_fence() {
-    crash_at_every_fence_with(|tx| HashMap::create(tx, 4));
+    crash_at_every_fence_with(|tx| HashMap::fixed(tx, 4));
 }
 
 /// As `crash_at_every_fence`, with a growable map that starts with one bucket: the
@@ -1340,7 +1365,7 @@ fn crash_at_every_fence_with(make_map: MakeMap) {
         pool.run(|tx| {
             *tx.write(root)? = CrashRoot {
                 map: make_map(tx)?,
-                tree: BTreeMap::create(tx)?,
+                tree: BTreeMap::new(tx)?,
             };
             Ok(())
         })
@@ -1517,12 +1542,12 @@ fn colliding_keys(n: usize) -> Vec<u64> {
 #[test]
 fn growable_maps_of_small_entries_are_grouped() {
     let pool = mem_pool(pisces(), 8 << 20, 1);
-    let small = pool.run(HashMap::<u64, u64>::new).unwrap();
+    let small = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
     let set = pool
         .run(|tx| HashMap::<u64, u8>::with_buckets(tx, 10))
         .unwrap();
-    let wide = pool.run(HashMap::<u64, [u64; 2]>::new).unwrap();
-    let fixed = pool.run(|tx| HashMap::<u64, u64>::create(tx, 10)).unwrap();
+    let wide = pool.run(|tx| HashMap::<u64, [u64; 2]>::new(tx)).unwrap();
+    let fixed = pool.run(|tx| HashMap::<u64, u64>::fixed(tx, 10)).unwrap();
     assert_eq!(layout_word(&pool, small.offset()), GROUPED);
     assert_eq!(layout_word(&pool, set.offset()), GROUPED);
     assert_eq!(
@@ -1898,7 +1923,7 @@ fn grouped_map_seeded_batches_match_a_model_on_every_engine() {
     for setup in setups() {
         let name = setup.0.name();
         let pool = mem_pool(setup.clone(), 8 << 20, 1);
-        let m = pool.run(HashMap::<u64, u64>::new).unwrap();
+        let m = pool.run(|tx| HashMap::<u64, u64>::new(tx)).unwrap();
         let mut model: StdHash<u64, u64> = StdHash::new();
         let mut rng = StdRng::seed_from_u64(0x5eed_6a7c);
         for batch in 0..120 {

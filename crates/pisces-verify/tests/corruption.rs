@@ -80,8 +80,8 @@ impl Rng {
 fn fill(pool: &Pool, n: u64) -> Vec<pisces::ThreadHandle> {
     let root: PPtr<Root> = pool.root().unwrap();
     pool.run(|tx| {
-        let map = HashMap::create(tx, 16)?;
-        let tree = BTreeMap::create(tx)?;
+        let map = HashMap::fixed(tx, 16)?;
+        let tree = BTreeMap::new(tx)?;
         *tx.write(root)? = Root {
             count: 0,
             map,
@@ -803,8 +803,8 @@ fn meta_fill(
 ) -> (Vec<pisces::ThreadHandle>, u64) {
     let root: PPtr<MetaRoot> = pool.root().unwrap();
     let made = pool.run(|tx| {
-        let map = HashMap::create(tx, 16)?;
-        let tree = BTreeMap::create(tx)?;
+        let map = HashMap::fixed(tx, 16)?;
+        let tree = BTreeMap::new(tx)?;
         *tx.write(root)? = MetaRoot {
             count: 0,
             map,

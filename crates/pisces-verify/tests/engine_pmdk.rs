@@ -225,8 +225,8 @@ fn open_bank(pool: &Pool) -> (Accounts, Ledger, PPtr<Bank>) {
             if !b.map.is_null() {
                 return Ok(b);
             }
-            let map = Accounts::create(tx, 16)?;
-            let tree = Ledger::create(tx)?;
+            let map = Accounts::fixed(tx, 16)?;
+            let tree = Ledger::new(tx)?;
             for a in 0..ACCOUNTS {
                 map.insert(tx, a, 100)?;
                 tree.insert(tx, a, 100)?;

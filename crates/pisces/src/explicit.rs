@@ -25,7 +25,9 @@
 //! * The `Tx` is reachable as `&Tx` ([`Deref`]) and as `&mut Tx` only inside
 //!   [`ExplicitTx::with_tx`], whose closure sees it under a fresh lifetime: it cannot be
 //!   swapped with another transaction's `Tx` (which would leave each transaction ending
-//!   the other's attempt).
+//!   the other's attempt). The containers reach it through the sealed
+//!   [`TxAccess`](crate::TxAccess) trait, whose method a user cannot call, so
+//!   `map.insert(&mut etx, k, v)` works without lending it out either.
 //! * Not `Send`: the nesting registration below is per thread, and some engines keep
 //!   per-thread state (libpmemobj's transaction, the file medium's fences), so a
 //!   transaction ends on the thread that began it.
@@ -59,8 +61,10 @@ use std::thread::ThreadId;
 
 /// A running explicit transaction on a [`ThreadHandle`] (begun by
 /// [`ThreadHandle::begin`]). Reads come from [`Tx`] through `Deref` (`etx.read(p)`); writes,
-/// allocations and frees are methods of this type; [`ExplicitTx::with_tx`] lends the
-/// `&mut Tx` that the containers take. Dropping it without `commit` rolls it back.
+/// allocations and frees are methods of this type; the containers take it directly
+/// (it is a [`TxAccess`](crate::TxAccess)), and [`ExplicitTx::with_tx`] lends the
+/// `&mut Tx` to code written for closure transactions. Dropping it without `commit`
+/// rolls it back.
 ///
 /// ```
 /// # use pisces::{Config, Pool, PPtr, Error, TxOptions};
@@ -82,6 +86,28 @@ use std::thread::ThreadId;
 ///     *t.write(n)? = 100;
 /// } // dropped: rolled back
 /// assert_eq!(h.run(|tx| Ok(*tx.read(n)?))?, 1);
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// Containers take the explicit transaction as they take a closure's `Tx`: updates by
+/// `&mut`, reads by `&`, no closure around each call.
+/// ```
+/// # use pisces::{BTreeMap, Config, Error, HashMap, Pool, TxOptions};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let pool = Pool::create(dir.path().join("c.pool"), Config::default().size(32 << 20)).unwrap();
+/// let mut h = pool.handle()?;
+/// let mut t = h.begin(TxOptions::default())?;
+/// let map = HashMap::<u64, u64>::new(&mut t)?;
+/// let tree = BTreeMap::<u64, u64>::new(&mut t)?;
+/// map.insert(&mut t, 7, 70)?;
+/// tree.insert(&mut t, 1, 10)?;
+/// tree.entry(&mut t, 1)?.and_modify(|v| *v += 1)?.or_insert(0)?;
+/// *map.get_mut(&mut t, &7)?.unwrap() += 1;
+/// assert_eq!(map.get(&t, &7)?, Some(71));
+/// assert_eq!(tree.range(&t, ..).next_back().transpose()?, Some((&1, &11)));
+/// assert_eq!((map.len(&t)?, tree.len(&t)?), (1, 1));
+/// t.commit()?;
+/// assert_eq!(h.run(|tx| map.get(tx, &7))?, Some(71));
 /// # Ok::<(), Error>(())
 /// ```
 ///
@@ -217,6 +243,14 @@ impl<'h> Deref for ExplicitTx<'h> {
         &self.tx
     }
 }
+
+impl<'h> crate::tx::sealed::TxMut<'h> for ExplicitTx<'h> {
+    #[inline(always)]
+    fn tx_mut(&mut self) -> &mut Tx<'h> {
+        &mut self.tx
+    }
+}
+impl<'h> crate::tx::TxAccess<'h> for ExplicitTx<'h> {}
 
 impl ExplicitTx<'_> {
     /// Lend the transaction as `&mut Tx` (for the containers and for code shared with

@@ -21,7 +21,7 @@
 //!     pool.run(|tx| {
 //!         if tx.read(root)?.runs == 0 {
 //!             let squares = HashMap::new(tx)?;
-//!             let log = BTreeMap::create(tx)?;
+//!             let log = BTreeMap::new(tx)?;
 //!             let r = tx.write(root)?;
 //!             (r.squares, r.log) = (squares, log);
 //!         }
@@ -96,7 +96,9 @@ mod tx_options;
 struct ReadmeExample;
 
 pub use config::Config;
-pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
+pub use containers::{
+    stable_hash, BTreeMap, Entry, HashIter, HashMap, MapStats, RangeIter, TreeStats,
+};
 pub use engine::{
     EngineId, EngineOptions, PiscesOptions, Sp3Options, SphtClock, SphtMarker, SphtOptions,
     SphtReplay, TimestoneOptions,
@@ -107,7 +109,7 @@ pub use heap::pptr::PPtr;
 pub use medium::{MediumKind, PersistenceDomain, PoolDurability, Survives};
 pub use ops::Operations;
 pub use pool::{Pool, ThreadHandle};
-pub use tx::{Tx, TxStats};
+pub use tx::{Tx, TxAccess, TxStats};
 pub use tx_options::{Durability, Isolation, TxOptions};
 
 /// The trait of types stored in a pool: plain data, any bit pattern valid, no padding.

@@ -552,3 +552,39 @@ fn attempts<R, E: From<Error>>(
         backoff.wait();
     }
 }
+
+/// A running transaction that the containers' updating operations accept: [`Tx`]
+/// (closure transactions) and [`ExplicitTx`](crate::ExplicitTx) (begun and committed
+/// by hand), so `map.insert(&mut explicit, k, v)` needs no [`ExplicitTx::with_tx`](crate::ExplicitTx::with_tx)
+/// around it. Reading operations take `&Tx`, which `&ExplicitTx` dereferences to.
+///
+/// The trait is sealed and has no methods a user can call: it gives the containers the
+/// `&mut Tx` inside an `ExplicitTx` without handing it to the user, who could otherwise
+/// `std::mem::swap` the `Tx` of two explicit transactions (each would then commit or
+/// roll back the other's attempt, count it in its own handle's statistics and wait for
+/// durability by the other's options).
+///
+/// ```compile_fail
+/// # use pisces::{ExplicitTx, TxAccess};
+/// fn steal<'h>(a: &mut ExplicitTx<'h>, b: &mut ExplicitTx<'h>) {
+///     std::mem::swap(a.tx_mut(), b.tx_mut()); // no such method for users
+/// }
+/// ```
+pub trait TxAccess<'h>: sealed::TxMut<'h> {}
+
+pub(crate) mod sealed {
+    /// The crate-private half of [`TxAccess`](super::TxAccess): a user cannot name
+    /// this trait, so cannot call its method.
+    pub trait TxMut<'h> {
+        /// The transaction, writable.
+        fn tx_mut(&mut self) -> &mut super::Tx<'h>;
+    }
+}
+
+impl<'h> sealed::TxMut<'h> for Tx<'h> {
+    #[inline(always)]
+    fn tx_mut(&mut self) -> &mut Tx<'h> {
+        self
+    }
+}
+impl<'h> TxAccess<'h> for Tx<'h> {}

@@ -54,8 +54,8 @@ fn commit_abort_and_drop_on_every_engine() {
         assert!(pool.in_transaction(), "{name}");
         let obj = t.alloc(41u64).unwrap();
         *t.write(obj).unwrap() += 1;
-        let map = t.with_tx(|tx| HashMap::<u64, u64>::create(tx, 8)).unwrap();
-        t.with_tx(|tx| map.insert(tx, 7, 70)).unwrap();
+        let map = HashMap::<u64, u64>::fixed(&mut t, 8).unwrap();
+        map.insert(&mut t, 7, 70).unwrap();
         *t.write(root).unwrap() = Root { n: 1, obj, map };
         // Own writes are visible before commit.
         assert_eq!(t.read(root).unwrap().n, 1, "{name}");
@@ -75,7 +75,7 @@ fn commit_abort_and_drop_on_every_engine() {
         let mut t = h.begin(TxOptions::default()).unwrap();
         t.write(root).unwrap().n = 2;
         t.free(obj).unwrap();
-        t.with_tx(|tx| map.insert(tx, 8, 80)).unwrap();
+        map.insert(&mut t, 8, 80).unwrap();
         t.abort();
         {
             let mut t = h.begin(TxOptions::default()).unwrap();

@@ -25,7 +25,7 @@ fn run(path: &std::path::Path) -> pisces::Result<(u64, Option<Account>, Vec<(u64
     pool.run(|tx| {
         if tx.read(root)?.runs == 0 {
             let by_id = HashMap::new(tx)?;
-            let by_balance = BTreeMap::create(tx)?;
+            let by_balance = BTreeMap::new(tx)?;
             for id in 0..100u64 {
                 let balance = 1000 + id * 10;
                 by_id.insert(
@@ -49,7 +49,7 @@ fn run(path: &std::path::Path) -> pisces::Result<(u64, Option<Account>, Vec<(u64
         let r = *tx.read(root)?;
         let account = r.by_id.get(tx, &7)?;
         let mut richest = Vec::new();
-        r.by_balance.range(tx, 1980.., |balance, id| {
+        r.by_balance.for_each_in(tx, 1980.., |balance, id| {
             richest.push((*balance, *id));
             true
         })?;

@@ -714,7 +714,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.pool");
         let bad = Sizes {
-            hash_buckets: 0, // refused by HashMap::create: the preload fails
+            hash_buckets: 0, // refused by HashMap::fixed: the preload fails
             ..TINY
         };
         let e = measure_at(

@@ -196,9 +196,9 @@ fn containers(
 ) -> Result<(Table64, Option<Tree64>), String> {
     let (map, tree) = h
         .run(|tx| {
-            let map = Table64::create(tx, BUCKETS)?;
+            let map = Table64::fixed(tx, BUCKETS)?;
             let tree = if spec.btree {
-                Some(Tree64::create(tx)?)
+                Some(Tree64::new(tx)?)
             } else {
                 None
             };

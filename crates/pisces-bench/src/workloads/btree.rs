@@ -30,7 +30,7 @@ impl TreeBench {
     pub fn build(pool: &Pool, sizes: &Sizes, seed: u64) -> pisces::Result<Self> {
         let mut h = pool.handle()?;
         let keys = preload_keys(sizes.btree_keys, seed);
-        let tree = h.run(Tree::create)?;
+        let tree = h.run(|tx| Tree::new(tx))?;
         preload(&mut h, &keys, |tx, k| {
             tree.insert(tx, k, !k)?;
             Ok(())

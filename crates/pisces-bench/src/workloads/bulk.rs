@@ -95,7 +95,7 @@ impl BulkBench {
     pub fn build(pool: &Pool, keys: usize, seed: u64) -> pisces::Result<Self> {
         let order = BulkOrder::new(keys, seed);
         let buckets = order.key_count().clamp(1, MAX_BUCKETS);
-        let table = pool.run(|tx| Table::create(tx, buckets))?;
+        let table = pool.run(|tx| Table::fixed(tx, buckets))?;
         Ok(BulkBench { table, order })
     }
 }

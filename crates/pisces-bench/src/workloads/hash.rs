@@ -86,7 +86,7 @@ impl HashBench {
         let keys = preload_keys(sizes.hash_pairs, seed);
         let buckets = sizes.hash_buckets;
         pool.register_op(UPDATE_OP, update)?;
-        let map = h.run(|tx| HashTable::create(tx, buckets))?;
+        let map = h.run(|tx| HashTable::fixed(tx, buckets))?;
         preload(&mut h, &keys, |tx, k| {
             map.insert(tx, k, value_of(k))?;
             Ok(())

@@ -21,7 +21,7 @@ pub fn pool_bytes(keys: usize) -> u64 {
     128 * keys as u64
 }
 
-set_container!(TreeSet, "tree-set", b"TSET", TreeSet::create);
+set_container!(TreeSet, "tree-set", b"TSET", TreeSet::new);
 
 #[cfg(test)]
 mod tests {

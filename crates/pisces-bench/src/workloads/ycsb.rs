@@ -173,7 +173,7 @@ impl YcsbBench {
         let chooser = KeyChooser::new(keys, seed);
         let mut h = pool.handle()?;
         let buckets = keys.clamp(1, MAX_BUCKETS);
-        let table = h.run(|tx| Table::create(tx, buckets))?;
+        let table = h.run(|tx| Table::fixed(tx, buckets))?;
         preload(&mut h, &chooser.preload_order(seed), |tx, k| {
             table.insert(tx, k, initial_value(k))?;
             Ok(())

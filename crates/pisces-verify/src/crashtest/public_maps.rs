@@ -123,7 +123,7 @@ impl KvStore for PublicBTree {
     fn create(&self, pool: &Pool) -> Result<()> {
         let root: PPtr<Tree> = pool.root()?;
         pool.run(|tx| {
-            let t = Tree::create(tx)?;
+            let t = Tree::new(tx)?;
             *tx.write(root)? = t;
             Ok(())
         })

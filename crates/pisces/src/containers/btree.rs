@@ -18,9 +18,12 @@
 //! Child `i` of an inner node with keys `k[0..n-1]` holds the keys in
 //! `[k[i-1], k[i])`; a lookup descends `height` inner levels (the header's height says
 //! where the leaves are), binary-searching each node, then binary-searches the leaf.
-//! Leaves are chained left to right by `next` for range scans ([`BTreeMap::range`],
-//! [`BTreeMap::first_in`]); [`BTreeMap::last_in`] searches backward by descending
-//! toward the end bound and backtracking.
+//! Leaves are chained left to right by `next` for forward scans. There is no backward
+//! link (it would make a split write the right neighbour too, one more conflict per
+//! split), so a backward step ([`RangeIter::next_back`], [`BTreeMap::last_key_value`])
+//! descends from the root toward the key it must stay below and backtracks to the left
+//! past leaves that `remove` emptied: O(height) node reads per leaf, where a forward
+//! step is one read.
 //!
 //! # Insertion
 //! A full leaf splits in two and a separator (the right half's first key) goes up; a
@@ -64,12 +67,21 @@
 //! Range scans see a snapshot; as always under SI, a decision based on a scan is
 //! exposed to write skew unless the transaction writes what it depends on.
 //!
-//! There is no element counter (it would make every pair of writers conflict);
-//! [`BTreeMap::len`] walks the leaf chain.
+//! # Element count
+//! A tree made by [`BTreeMap::new`] keeps a striped count (the `count` module):
+//! 32 counter objects, each insert of a new key or remove of a present one adds ±1 to
+//! its thread's stripe in the same transaction, and [`BTreeMap::len`] sums the
+//! stripes, so `len` is O(1) in the tree's size while two writers on different threads
+//! never conflict on the count. The header records it: bit [`ORDER_COUNTED`] of the
+//! key-order word says the header has a sixth word, the offset of the count's table. A
+//! tree made before the count existed has neither; it stays readable and writable,
+//! keeps no count, and its `len` walks the leaf chain (O(len / FANOUT)).
 
+use super::count;
+use super::entry::{sealed::EntryMap, Entry};
 use super::walk::Walk;
 use super::words::{self, Shape};
-use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
@@ -95,6 +107,9 @@ pub(crate) const ORDER_UNSIGNED: u64 = 1;
 pub(crate) const ORDER_SIGNED: u64 = 2;
 /// Keys are byte arrays (`[u8; N]`), ordered lexicographically.
 pub(crate) const ORDER_BYTES: u64 = 3;
+/// A flag of the key-order word (outside its tag and code): the header is a
+/// [`CountedHeader`], whose sixth word locates the tree's striped element count.
+pub(crate) const ORDER_COUNTED: u64 = 1 << 16;
 
 /// The key-order word for keys of type `K`: the order `K: Ord` has, when it is one of
 /// the orders `pisces check --deep` knows how to read from bytes (module
@@ -121,6 +136,15 @@ struct Header {
     order: u64,
 }
 
+/// The header of a tree with an element count (`ORDER_COUNTED` set in `order`).
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct CountedHeader {
+    head: Header,
+    /// Offset of the count's stripe table (module `count`).
+    counts: u64,
+}
+
 /// A persistent ordered map (B+-tree) from `K` to `V` with inner nodes of up to
 /// `FANOUT` children.
 ///
@@ -143,8 +167,9 @@ struct Header {
 ///   range scan is exposed to write skew unless the transaction writes what it
 ///   depends on.
 /// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
-///   borrows the value); only a split allocates a buffer. There is no element counter
-///   (every writer would conflict on it): [`BTreeMap::len`] walks the leaves.
+///   borrows the value); only a split allocates a buffer. [`BTreeMap::len`] is O(1):
+///   the element count is striped over 32 objects, so two writers on different
+///   threads do not conflict on it (module docs).
 /// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
 ///   every access, descents are bounded by the height and the leaf walk detects cycles,
 ///   so a damaged pool or a handle used with other types is an [`Error`], never
@@ -157,7 +182,7 @@ struct Header {
 /// let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<BTreeMap<u64, u64, 16>>()?;
 /// pool.run(|tx| {
-///     let t = BTreeMap::create(tx)?;
+///     let t = BTreeMap::new(tx)?;
 ///     *tx.write(root)? = t;
 ///     for k in 0..100 {
 ///         t.insert(tx, k, k * k)?;
@@ -165,9 +190,13 @@ struct Header {
 ///     Ok(())
 /// })?;
 /// let t = pool.run(|tx| Ok(*tx.read(root)?))?;
-/// let mut squares = Vec::new();
-/// pool.run(|tx| t.range(tx, 10..13, |k, v| { squares.push((*k, *v)); true }))?;
+/// let squares = pool.run(|tx| {
+///     t.range(tx, 10..13).map(|e| e.map(|(k, v)| (*k, *v))).collect::<pisces::Result<Vec<_>>>()
+/// })?;
 /// assert_eq!(squares, [(10, 100), (11, 121), (12, 144)]);
+/// let newest = pool.run(|tx| Ok(t.last_key_value(tx)?.map(|(k, _)| *k)))?;
+/// assert_eq!(newest, Some(99));
+/// assert_eq!(pool.run(|tx| t.len(tx))?, 100);
 /// # Ok(()) }
 /// ```
 ///
@@ -181,7 +210,7 @@ struct Header {
 /// ```compile_fail,E0080
 /// # use pisces::{BTreeMap, Result, Tx};
 /// fn f(tx: &mut Tx<'_>) -> Result<()> {
-///     let t = BTreeMap::<u128, u64>::create(tx)?; // u128 is 16-byte aligned
+///     let t = BTreeMap::<u128, u64>::new(tx)?; // u128 is 16-byte aligned
 ///     t.insert(tx, 1, 2)?;
 ///     Ok(())
 /// }
@@ -197,7 +226,7 @@ struct Header {
 /// ```compile_fail,E0080
 /// # use pisces::{BTreeMap, Result, Tx};
 /// fn f(tx: &mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> {
-///     BTreeMap::create(tx) // 15 values of 200 words: above the node limit
+///     BTreeMap::new(tx) // 15 values of 200 words: above the node limit
 /// }
 /// let _codegen: fn(&mut Tx<'_>) -> Result<BTreeMap<u64, [u64; 200]>> = f;
 /// ```
@@ -267,9 +296,9 @@ impl<K, V, const F: usize> BTreeMap<K, V, F> {
 }
 
 /// Outcome of a backward search in a subtree.
-enum Last<K, V> {
-    /// The last entry in range.
-    Found(K, V),
+enum Last {
+    /// The leaf holding the last entry in range, and its entries up to that one.
+    Found(u64, usize),
     /// Nothing in range here; the subtrees to the left may have some.
     NotHere,
     /// Nothing in range here or anywhere to the left.
@@ -282,6 +311,15 @@ pub(super) fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
         Bound::Unbounded => 0,
         Bound::Included(lo) => keys.partition_point(|x| x < lo),
         Bound::Excluded(lo) => keys.partition_point(|x| x <= lo),
+    }
+}
+
+/// True if `k` is before the start bound.
+pub(super) fn below_start<K: Ord>(k: &K, b: Bound<&K>) -> bool {
+    match b {
+        Bound::Unbounded => false,
+        Bound::Included(lo) => k < lo,
+        Bound::Excluded(lo) => k <= lo,
     }
 }
 
@@ -337,23 +375,57 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Bytes of an inner node object (payload).
     pub const INNER_BYTES: usize = Self::INNER.size * 8;
 
-    /// Create an empty tree (one empty leaf).
-    pub fn create(tx: &mut Tx<'_>) -> Result<Self> {
+    /// Create an empty tree (one empty leaf) with an element count, so [`len`](Self::len)
+    /// is O(1) (module docs, *Element count*).
+    pub fn new<'h>(tx: &mut impl TxAccess<'h>) -> Result<Self> {
+        let tx = tx.tx_mut();
         let root = words::alloc(tx, Self::LEAF, |w| {
             w[0] = LEAF_TAG << 32;
             Ok(())
         })?;
         let _ = Self::INNER;
-        Ok(BTreeMap {
-            header: tx.alloc(Header {
+        let counts = count::create(tx)?;
+        let header = tx.alloc(CountedHeader {
+            head: Header {
                 magic: MAGIC,
                 sig: Self::SIG,
                 root,
                 height: 0,
-                order: key_order_word::<K>(),
-            })?,
+                order: key_order_word::<K>() | ORDER_COUNTED,
+            },
+            counts,
+        })?;
+        Ok(BTreeMap {
+            header: PPtr::from_offset(header.offset()),
             _kv: PhantomData,
         })
+    }
+
+    /// The former name of [`BTreeMap::new`].
+    #[deprecated(note = "use `BTreeMap::new`, as for std's maps")]
+    pub fn create<'h>(tx: &mut impl TxAccess<'h>) -> Result<Self> {
+        Self::new(tx)
+    }
+
+    /// The offset of the tree's count table, or `None` for a tree made without one
+    /// (`h`: its validated header).
+    #[inline]
+    fn counts(&self, tx: &Tx<'_>, h: &Header) -> Result<Option<u64>> {
+        if h.order & ORDER_COUNTED == 0 {
+            return Ok(None);
+        }
+        let c = tx.read(PPtr::<CountedHeader>::from_offset(self.header.offset()))?;
+        Ok(Some(c.counts))
+    }
+
+    /// Add `delta` to the element count, if the tree keeps one.
+    #[inline]
+    fn add_count(&self, tx: &mut Tx<'_>, delta: i64) -> Result<()> {
+        let h = self.header(tx)?;
+        if let Some(table) = self.counts(tx, &h)? {
+            count::add(tx, table, delta)?;
+        }
+        Ok(())
     }
 
     /// The header, validated against this handle's types.
@@ -462,7 +534,12 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// `k`'s value, writable in place: the change commits with the transaction. Writes
     /// (locks) only `k`'s leaf.
-    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+    pub fn get_mut<'t, 'h: 't>(
+        &self,
+        tx: &'t mut impl TxAccess<'h>,
+        k: &K,
+    ) -> Result<Option<&'t mut V>> {
+        let tx = tx.tx_mut();
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
         let Ok(i) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
@@ -473,7 +550,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Insert or replace; returns the previous value of `k`.
-    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+    pub fn insert<'h>(&self, tx: &mut impl TxAccess<'h>, k: K, v: V) -> Result<Option<V>> {
+        let tx = tx.tx_mut();
         let node = self.find_leaf(tx, &k)?;
         let (n, pos) = {
             let (w, n) = Self::leaf(tx, node)?;
@@ -486,6 +564,23 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 Err(i) => (n, i),
             }
         };
+        self.insert_new(tx, node, n, pos, k, v)?;
+        Ok(None)
+    }
+
+    /// Insert absent `k` at `pos` of leaf `node`, which has `n` entries; returns its
+    /// value's slot when the leaf had room (`None`: it split).
+    #[inline]
+    fn insert_new<'t>(
+        &self,
+        tx: &'t mut Tx<'_>,
+        node: u64,
+        n: usize,
+        pos: usize,
+        k: K,
+        v: V,
+    ) -> Result<Option<&'t mut V>> {
+        self.add_count(tx, 1)?;
         if n < Self::LCAP {
             let w = words::write(tx, node, Self::LEAF)?;
             w[0] += 1;
@@ -495,10 +590,48 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             let vals = words::slice_mut::<V>(w, Self::L_VALS, n + 1)?;
             vals.copy_within(pos..n, pos + 1);
             vals[pos] = v;
-            return Ok(None);
+            return Ok(Some(&mut vals[pos]));
         }
         self.insert_splitting(tx, node, pos, k, v)?;
         Ok(None)
+    }
+
+    /// `k`'s place for insert-or-update with one search (see [`Entry`]).
+    ///
+    /// ```
+    /// # use pisces::{BTreeMap, Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
+    /// pool.run(|tx| {
+    ///     let t = BTreeMap::<u64, u64>::new(tx)?;
+    ///     for k in [3, 1, 3, 3] {
+    ///         t.entry(tx, k)?.and_modify(|n| *n += 1)?.or_insert(1)?;
+    ///     }
+    ///     assert_eq!((t.get(tx, &1)?, t.get(tx, &3)?), (Some(1), Some(3)));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn entry<'t, 'h: 't>(
+        &self,
+        tx: &'t mut impl TxAccess<'h>,
+        k: K,
+    ) -> Result<Entry<'t, 'h, Self>> {
+        let tx = tx.tx_mut();
+        let leaf = self.find_leaf(tx, &k)?;
+        let (w, n) = Self::leaf(tx, leaf)?;
+        let at = match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
+            Ok(i) => TreeSpot {
+                leaf,
+                i,
+                found: true,
+            },
+            Err(i) => TreeSpot {
+                leaf,
+                i,
+                found: false,
+            },
+        };
+        Ok(Entry::new(tx, *self, k, at))
     }
 
     /// `insert` into the full leaf `leaf` at `pos`: split it, and its parents as far as
@@ -653,7 +786,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Remove `k`; returns its value. Writes only `k`'s leaf (see the deletion policy).
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn remove<'h>(&self, tx: &mut impl TxAccess<'h>, k: &K) -> Result<Option<V>> {
+        let tx = tx.tx_mut();
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
         let Ok(pos) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
@@ -666,12 +800,15 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let vals = words::slice_mut::<V>(w, Self::L_VALS, n)?;
         let old = vals[pos];
         vals.copy_within(pos + 1..n, pos);
+        self.add_count(tx, -1)?;
         Ok(Some(old))
     }
 
     /// Call `f` on the entries with keys in `range`, in key order, until it returns
-    /// false. Reads only.
-    pub fn range<R: RangeBounds<K>>(
+    /// false. Reads only. The callback form of [`range`](Self::range): it keeps the
+    /// scan's state in registers across a leaf, where the iterator returns each entry
+    /// through its `Option<Result<..>>`, and costs fewer instructions per entry.
+    pub fn for_each_in<R: RangeBounds<K>>(
         &self,
         tx: &Tx<'_>,
         range: R,
@@ -723,21 +860,23 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         Ok((keys, vals, w[Self::L_NEXT]))
     }
 
-    /// An iterator over every entry in key order, borrowing keys and values from the
-    /// transaction's snapshot. Each item is a `Result`: a damaged tree (bad pointer, a
-    /// leaf chain that loops) yields one `Err` and ends.
+    /// A double-ended iterator over every entry in key order, borrowing keys and values
+    /// from the transaction's snapshot (as std's `BTreeMap::iter`, see
+    /// [`range`](Self::range)).
     ///
     /// ```
     /// # use pisces::{BTreeMap, Config, Pool};
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
     /// pool.run(|tx| {
-    ///     let t = BTreeMap::<u64, u64>::create(tx)?;
+    ///     let t = BTreeMap::<u64, u64>::new(tx)?;
     ///     for k in (0..100).rev() { t.insert(tx, k, 2 * k)?; }
     ///     let keys: Vec<u64> = t.iter(tx).map(|e| e.map(|(k, _)| *k)).collect::<Result<_, _>>()?;
     ///     assert_eq!(keys, (0..100).collect::<Vec<_>>());
-    ///     let some: Vec<(u64, u64)> = t.range_iter(tx, 10..13).map(|e| e.map(|(k, v)| (*k, *v))).collect::<Result<_, _>>()?;
+    ///     let some: Vec<(u64, u64)> = t.range(tx, 10..13).map(|e| e.map(|(k, v)| (*k, *v))).collect::<Result<_, _>>()?;
     ///     assert_eq!(some, [(10, 20), (11, 22), (12, 24)]);
+    ///     let down: Vec<u64> = t.range(tx, ..3).rev().map(|e| e.map(|(k, _)| *k)).collect::<Result<_, _>>()?;
+    ///     assert_eq!(down, [2, 1, 0]);
     ///     Ok(())
     /// }).unwrap();
     /// ```
@@ -745,9 +884,14 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         RangeIter::new(*self, tx, ..)
     }
 
-    /// An iterator over the entries with keys in `range`, in key order (see
-    /// [`iter`](Self::iter)).
-    pub fn range_iter<'t, 'a, R: RangeBounds<K>>(
+    /// A double-ended iterator over the entries with keys in `range`, in key order, as
+    /// std's `BTreeMap::range`: `next` walks forward along the leaf chain (one node read
+    /// per leaf), `next_back` backward (a descent from the root per leaf, O(height):
+    /// leaves are only chained forward), and when the two ends meet each entry has been
+    /// yielded exactly once. Each item is a `Result`: a damaged tree (bad pointer, a leaf
+    /// chain that loops) yields one `Err` and ends. Reads only. Nothing is read before
+    /// the first `next` or `next_back`.
+    pub fn range<'t, 'a, R: RangeBounds<K>>(
         &self,
         tx: &'t Tx<'a>,
         range: R,
@@ -757,27 +901,36 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// Call `f` on every entry in key order until it returns false.
     pub fn for_each(&self, tx: &Tx<'_>, f: impl FnMut(&K, &V) -> bool) -> Result<()> {
-        self.range(tx, .., f)
+        self.for_each_in(tx, .., f)
     }
 
-    /// The first entry with a key in `range` (e.g. the smallest key at least `lo`).
-    pub fn first_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
-        let mut first = None;
-        self.range(tx, range, |k, v| {
-            first = Some((*k, *v));
-            false
-        })?;
-        Ok(first)
+    /// The entry with the smallest key, as std's `BTreeMap::first_key_value` (for a
+    /// range, `range(tx, r).next()`).
+    pub fn first_key_value<'t>(&self, tx: &'t Tx<'_>) -> Result<Option<(&'t K, &'t V)>> {
+        self.iter(tx).next().transpose()
     }
 
-    /// The last entry with a key in `range` (e.g. the largest key below `hi`, the
-    /// newest order of a customer). Leaves have no backward links, so this descends
-    /// from the root toward the end bound and backtracks to the left, past leaves that
-    /// `remove` emptied; it reads only.
-    pub fn last_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
+    /// The entry with the largest key, as std's `BTreeMap::last_key_value` (for a
+    /// range, `range(tx, r).next_back()`, e.g. the largest key below `hi`). A descent
+    /// from the root that backtracks past leaves `remove` emptied.
+    pub fn last_key_value<'t>(&self, tx: &'t Tx<'_>) -> Result<Option<(&'t K, &'t V)>> {
+        self.iter(tx).next_back().transpose()
+    }
+
+    /// The leaf holding the last entry with a key in `start..end`, and the number `j` of
+    /// that leaf's entries up to and including it (`j > 0`); `None` if the range is
+    /// empty. Leaves have no backward links, so this descends from the root toward the
+    /// end bound and backtracks to the left, past leaves that `remove` emptied; it reads
+    /// only.
+    pub(super) fn last_leaf(
+        &self,
+        tx: &Tx<'_>,
+        start: Bound<&K>,
+        end: Bound<&K>,
+    ) -> Result<Option<(u64, usize)>> {
         let h = self.header(tx)?;
-        match Self::last_rec(tx, h.root, h.height, range.start_bound(), range.end_bound())? {
-            Last::Found(k, v) => Ok(Some((k, v))),
+        match Self::last_rec(tx, h.root, h.height, start, end)? {
+            Last::Found(leaf, j) => Ok(Some((leaf, j))),
             Last::Done | Last::NotHere => Ok(None),
         }
     }
@@ -788,12 +941,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         level: u64,
         start: Bound<&K>,
         end: Bound<&K>,
-    ) -> Result<Last<K, V>> {
-        let below_start = |k: &K| match start {
-            Bound::Unbounded => false,
-            Bound::Included(lo) => k < lo,
-            Bound::Excluded(lo) => k <= lo,
-        };
+    ) -> Result<Last> {
         if level == 0 {
             let (w, n) = Self::leaf(tx, node)?;
             let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
@@ -801,11 +949,10 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             if j == 0 {
                 return Ok(Last::NotHere);
             }
-            if below_start(&keys[j - 1]) {
+            if below_start(&keys[j - 1], start) {
                 return Ok(Last::Done);
             }
-            let v = words::slice::<V>(w, Self::L_VALS, n)?[j - 1];
-            return Ok(Last::Found(keys[j - 1], v));
+            return Ok(Last::Found(node, j));
         }
         let (w, n) = Self::inner(tx, node)?;
         let i = match end {
@@ -828,10 +975,20 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         Ok(Last::NotHere)
     }
 
-    /// Number of entries, counted along the leaf chain (O(len / FANOUT) reads; the
-    /// tree keeps no counter: every writer would conflict on it).
+    /// Number of entries. O(1) in the tree's size for a tree made by
+    /// [`new`](Self::new): the sum of its count's stripes (module docs, *Element
+    /// count*); a tree made before the count existed is counted along the leaf chain
+    /// (O(len / FANOUT) reads).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let h = self.header(tx)?;
+        if let Some(table) = self.counts(tx, &h)? {
+            return count::total(tx, table);
+        }
+        self.walk_len(tx, &h)
+    }
+
+    /// The entries counted along the leaf chain (`h`: the validated header).
+    fn walk_len(&self, tx: &Tx<'_>, h: &Header) -> Result<usize> {
         let mut node = h.root;
         for _ in 0..h.height {
             node = Self::inner(tx, node)?.0[Self::I_KIDS];
@@ -851,11 +1008,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// True if the tree has no entries.
     pub fn is_empty(&self, tx: &Tx<'_>) -> Result<bool> {
-        Ok(self.first_in(tx, ..)?.is_none())
+        Ok(self.first_key_value(tx)?.is_none())
     }
 
-    /// Call `f` with the offset of every persistent object the tree owns (header and
-    /// nodes): for pool checkers and leak tests.
+    /// Call `f` with the offset of every persistent object the tree owns (header,
+    /// nodes, then the element count's objects): for pool checkers and leak tests.
     pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
         let h = self.header(tx)?;
         f(self.header.offset());
@@ -878,12 +1035,16 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 }
             }
         }
+        if let Some(table) = self.counts(tx, &h)? {
+            count::for_each_object(tx, table, f)?;
+        }
         Ok(())
     }
 
     /// Free the whole tree (every object [`for_each_object`](Self::for_each_object)
     /// lists). The handle and any copy of it must not be used afterwards.
-    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn destroy<'h>(self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         let mut objs = Vec::new();
         self.for_each_object(tx, |o| objs.push(o))?;
         for o in objs {
@@ -895,7 +1056,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Verify the tree's invariants: node kinds and counts, keys strictly increasing
     /// within and across nodes, every key inside the bounds its ancestors' separators
     /// give, all leaves at the same depth, and the leaf chain visiting exactly the leaves
-    /// in key order. Returns [`Error::Corrupt`] describing the first violation.
+    /// in key order, and the element count (if the tree keeps one) equal to the entries.
+    /// Returns [`Error::Corrupt`] describing the first violation.
     pub fn check(&self, tx: &Tx<'_>) -> Result<TreeStats>
     where
         K: fmt::Debug,
@@ -961,38 +1123,118 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 )));
             }
         }
+        if let Some(table) = self.counts(tx, &h)? {
+            let counted = count::total(tx, table)?;
+            if counted != st.entries {
+                return Err(bad(format!(
+                    "the element count says {counted} entries, the leaves hold {}",
+                    st.entries
+                )));
+            }
+        }
         Ok(st)
     }
 }
 
-/// Entries of a [`BTreeMap`] in key order within a range (see [`BTreeMap::iter`] and
-/// [`BTreeMap::range_iter`]).
+/// A key's place in a tree, for [`Entry`]: its leaf and index (the insert position
+/// when absent).
+pub struct TreeSpot {
+    leaf: u64,
+    i: usize,
+    found: bool,
+}
+
+impl<K: Pod + Ord, V: Pod, const F: usize> EntryMap for BTreeMap<K, V, F> {
+    type Key = K;
+    type Value = V;
+    type At = TreeSpot;
+
+    fn occupied(at: &TreeSpot) -> bool {
+        at.found
+    }
+
+    fn value_mut<'t>(self, tx: &'t mut Tx<'_>, at: &TreeSpot) -> Result<&'t mut V> {
+        let n = Self::leaf(tx, at.leaf)?.1;
+        let w = words::write(tx, at.leaf, Self::LEAF)?;
+        words::slice_mut::<V>(w, Self::L_VALS, n)?
+            .get_mut(at.i)
+            .ok_or_else(|| words::corrupt("an entry's leaf changed"))
+    }
+
+    fn insert_vacant<'t>(self, tx: &'t mut Tx<'_>, at: TreeSpot, k: K, v: V) -> Result<&'t mut V> {
+        let n = Self::leaf(tx, at.leaf)?.1;
+        // Two-step: a split moved the entry, so it is looked up again (rare).
+        if n < Self::LCAP {
+            return self
+                .insert_new(tx, at.leaf, n, at.i, k, v)?
+                .ok_or_else(|| words::corrupt("a leaf with room split"));
+        }
+        self.insert_new(tx, at.leaf, n, at.i, k, v)?;
+        self.get_mut(tx, &k)?
+            .ok_or_else(|| words::corrupt("an inserted key is missing"))
+    }
+}
+
+/// Entries of a [`BTreeMap`] in key order within a range, from either end (see
+/// [`BTreeMap::range`] and [`BTreeMap::iter`]).
+///
+/// Invariant: every entry yielded from the front has a key below every entry yielded
+/// from the back. Each end remembers the last key it yielded and the other end stops
+/// before it, so when the ends meet (in one leaf, or with empty leaves between them)
+/// every entry in range is yielded exactly once.
 pub struct RangeIter<'t, 'a, K, V, const F: usize> {
+    tree: BTreeMap<K, V, F>,
     tx: &'t Tx<'a>,
-    /// Keys and values of the current leaf, and the next index in it.
+    start: Bound<K>,
+    end: Bound<K>,
+    /// The forward position (`None`: not started).
+    front: Option<Front<'t, K, V>>,
+    /// The backward position (`None`: not started).
+    back: Option<Back<'t, K, V>>,
+    /// The last key yielded by `next` and by `next_back`.
+    front_key: Option<K>,
+    back_key: Option<K>,
+    done: bool,
+}
+
+/// The forward position: a leaf's entries, the next index in it, the next leaf.
+struct Front<'t, K, V> {
     keys: &'t [K],
     vals: &'t [V],
     i: usize,
-    /// The next leaf (0: none).
     next: u64,
-    end: Bound<K>,
     walk: Walk,
-    /// Not started yet: (tree, start bound).
-    start: Option<(BTreeMap<K, V, F>, Bound<K>)>,
-    done: bool,
+}
+
+/// The backward position: a leaf's entries, of which `..j` are still to come.
+struct Back<'t, K, V> {
+    keys: &'t [K],
+    vals: &'t [V],
+    j: usize,
+}
+
+impl<K, V, const F: usize> fmt::Debug for RangeIter<'_, '_, K, V, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RangeIter")
+            .field("tree", &self.tree)
+            .field("front_started", &self.front.is_some())
+            .field("back_started", &self.back.is_some())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     pub(super) fn new<R: RangeBounds<K>>(tree: BTreeMap<K, V, F>, tx: &'t Tx<'a>, r: R) -> Self {
         RangeIter {
+            tree,
             tx,
-            keys: &[],
-            vals: &[],
-            i: 0,
-            next: 0,
+            start: r.start_bound().cloned(),
             end: r.end_bound().cloned(),
-            walk: Walk::new("B+-tree leaf chain", 0),
-            start: Some((tree, r.start_bound().cloned())),
+            front: None,
+            back: None,
+            front_key: None,
+            back_key: None,
             done: false,
         }
     }
@@ -1002,17 +1244,93 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
         Some(Err(e))
     }
 
-    /// Load leaf `off` (its entries from index `from`).
-    fn load(&mut self, off: u64, from: impl FnOnce(&[K]) -> usize) -> Result<()> {
+    /// The front position at leaf `off`, its entries from index `from`.
+    fn front_at(&self, off: u64, walk: Walk, from: usize) -> Result<Front<'t, K, V>> {
         let (keys, vals, next) = BTreeMap::<K, V, F>::leaf_entries(self.tx, off)?;
-        self.i = from(keys);
-        self.keys = keys;
-        self.vals = vals;
-        self.next = next;
-        if next != 0 {
-            self.walk.step(next)?;
+        Ok(Front {
+            keys,
+            vals,
+            i: from.min(keys.len()),
+            next,
+            walk,
+        })
+    }
+
+    /// The back position at the last entry with a key in `start..end` (`None`: none).
+    fn back_before(&self, end: Bound<&K>) -> Result<Option<Back<'t, K, V>>> {
+        let Some((leaf, j)) = self.tree.last_leaf(self.tx, self.start.as_ref(), end)? else {
+            return Ok(None);
+        };
+        let (keys, vals, _) = BTreeMap::<K, V, F>::leaf_entries(self.tx, leaf)?;
+        if j > keys.len() {
+            return Err(words::corrupt("the backward search's leaf changed"));
         }
-        Ok(())
+        Ok(Some(Back { keys, vals, j }))
+    }
+
+    fn try_next(&mut self) -> Result<Option<(&'t K, &'t V)>> {
+        let front = match &mut self.front {
+            Some(f) => f,
+            None => {
+                let leaf = self.tree.seek(self.tx, self.start.as_ref())?;
+                let keys = BTreeMap::<K, V, F>::leaf_entries(self.tx, leaf)?.0;
+                let from = start_pos(keys, self.start.as_ref());
+                let f = self.front_at(leaf, Walk::new(LEAF_CHAIN, leaf), from)?;
+                self.front.insert(f)
+            }
+        };
+        loop {
+            if front.i < front.keys.len() {
+                let (k, v) = (&front.keys[front.i], &front.vals[front.i]);
+                if past_end(k, self.end.as_ref()) || self.back_key.is_some_and(|b| *k >= b) {
+                    return Ok(None);
+                }
+                front.i += 1;
+                self.front_key = Some(*k);
+                return Ok(Some((k, v)));
+            }
+            if front.next == 0 {
+                return Ok(None);
+            }
+            let (next, mut walk) = (front.next, front.walk);
+            walk.step(next)?;
+            let (keys, vals, after) = BTreeMap::<K, V, F>::leaf_entries(self.tx, next)?;
+            *front = Front {
+                keys,
+                vals,
+                i: 0,
+                next: after,
+                walk,
+            };
+        }
+    }
+
+    fn try_next_back(&mut self) -> Result<Option<(&'t K, &'t V)>> {
+        let back = match &mut self.back {
+            Some(b) if b.j > 0 => b,
+            Some(_) => {
+                // This leaf is used up, and its first entry was the last yielded:
+                // the predecessor leaf is found by a descent below that key.
+                let Some(below) = self.back_key else {
+                    return Err(words::corrupt("backward scan without a position"));
+                };
+                match self.back_before(Bound::Excluded(&below))? {
+                    Some(b) => self.back.insert(b),
+                    None => return Ok(None),
+                }
+            }
+            None => match self.back_before(self.end.as_ref())? {
+                Some(b) => self.back.insert(b),
+                None => return Ok(None),
+            },
+        };
+        let (k, v) = (&back.keys[back.j - 1], &back.vals[back.j - 1]);
+        if below_start(k, self.start.as_ref()) || self.front_key.is_some_and(|f| *k <= f) {
+            return Ok(None);
+        }
+        back.j -= 1;
+        self.back_key = Some(*k);
+        Ok(Some((k, v)))
     }
 }
 
@@ -1023,33 +1341,36 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a
         if self.done {
             return None;
         }
-        if let Some((tree, start)) = self.start.take() {
-            let first = match tree.seek(self.tx, start.as_ref()) {
-                Ok(leaf) => leaf,
-                Err(e) => return self.fail(e),
-            };
-            self.walk = Walk::new("B+-tree leaf chain", first);
-            if let Err(e) = self.load(first, |keys| super::btree::start_pos(keys, start.as_ref())) {
-                return self.fail(e);
-            }
-        }
-        loop {
-            if self.i < self.keys.len() {
-                let (k, v) = (&self.keys[self.i], &self.vals[self.i]);
-                if super::btree::past_end(k, self.end.as_ref()) {
-                    self.done = true;
-                    return None;
-                }
-                self.i += 1;
-                return Some(Ok((k, v)));
-            }
-            if self.next == 0 {
+        match self.try_next() {
+            Ok(Some(kv)) => Some(Ok(kv)),
+            Ok(None) => {
                 self.done = true;
-                return None;
+                None
             }
-            if let Err(e) = self.load(self.next, |_| 0) {
-                return self.fail(e);
-            }
+            Err(e) => self.fail(e),
         }
     }
+}
+
+impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> DoubleEndedIterator
+    for RangeIter<'t, 'a, K, V, F>
+{
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.try_next_back() {
+            Ok(Some(kv)) => Some(Ok(kv)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+}
+
+impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> std::iter::FusedIterator
+    for RangeIter<'t, 'a, K, V, F>
+{
 }

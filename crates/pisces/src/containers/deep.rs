@@ -25,6 +25,11 @@
 //!   the word existed, or keyed by a type whose order cannot be read from its bytes)
 //!   is walked without it, and the report says its key order was not checked
 //!   ([`DeepReport::unchecked`]): the verdict of such a check is "not checked", never OK.
+//! * both: a container that keeps an element count (the `count` module; a hash map's
+//!   header word 6, a tree's sixth header word when its order word has
+//!   `ORDER_COUNTED`): the table and every stripe allocated blocks of their size, and
+//!   the stripes' sum equal to the entries the walk found. Containers made before the
+//!   count existed have none, and nothing is compared.
 //!
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
@@ -39,11 +44,13 @@
 //! Every walk is bounded: a node is visited at most once.
 
 use super::btree::{
-    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_SIGNED, ORDER_TAG, ORDER_UNSIGNED,
+    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED, ORDER_TAG,
+    ORDER_UNSIGNED,
 };
+use super::count;
 use super::hash::linear_bucket;
 use super::hash::{bucket_in, stable_hash};
-use super::hashmap::{GROUPED, GROUP_SLOTS, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS};
+use super::hashmap::{GROUPED, GROUP_SLOTS, H_COUNT, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS};
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
@@ -175,7 +182,61 @@ const CHUNK: usize = 32;
 /// Header word 5 of a growable map (see the hash map's module docs).
 const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
 
+/// Walk the hash map whose header is at `at`, and compare its element count (if it
+/// keeps one) with the entries found: its summary line.
 fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
+    let mut seen = HashSet::new();
+    let (line, entries) = hash_map_entries(objs, at, &mut seen)?;
+    let table = objs.words(at, HDR_WORDS)?[H_COUNT];
+    if table != 0 {
+        check_count(objs, table, entries, &mut seen)?;
+    }
+    Ok(line)
+}
+
+/// The sum of the striped element count whose table is at `table` (see the `count`
+/// module) equals `entries`, and its objects are reached once.
+fn check_count(
+    objs: &Objects<'_>,
+    table: u64,
+    entries: usize,
+    seen: &mut HashSet<u64>,
+) -> Result<(), String> {
+    let t = objs
+        .words(table, count::STRIPES)
+        .map_err(|e| format!("element count table: {e}"))?;
+    if !seen.insert(table) {
+        return Err(format!(
+            "the element count table at {table:#x} is reached twice"
+        ));
+    }
+    let mut sum = 0u64;
+    for &s in &t {
+        let w = objs
+            .words(s, count::STRIPE_WORDS)
+            .map_err(|e| format!("element count stripe: {e}"))?;
+        if !seen.insert(s) {
+            return Err(format!(
+                "the element count stripe at {s:#x} is reached twice"
+            ));
+        }
+        sum = sum.wrapping_add(w[0]);
+    }
+    if sum != entries as u64 {
+        return Err(format!(
+            "the element count says {} entries, the walk found {entries}",
+            sum as i64
+        ));
+    }
+    Ok(())
+}
+
+/// [`hash_map`]'s walk: its summary line and the entries it found.
+fn hash_map_entries(
+    objs: &Objects<'_>,
+    at: u64,
+    seen: &mut HashSet<u64>,
+) -> Result<(String, usize), String> {
     let h = objs.words(at, HDR_WORDS)?;
     let (sig, buckets, levels, chunks) = (h[1], h[2], h[3], h[4]);
     let (ks, vs) = (sig & 0xffff_ffff, sig >> 32);
@@ -199,7 +260,6 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     if ks == 0 || vs == 0 || !node.valid() {
         return Err(format!("bad signature: {ks}-byte keys, {vs}-byte values"));
     }
-    let mut seen = HashSet::new();
     let mut pages = std::collections::HashMap::new();
     let mut entry = |seen: &mut HashSet<u64>, c: usize| -> Result<u64, String> {
         if levels == 1 {
@@ -219,13 +279,13 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
     };
     if grouped {
         let heads = (0..chunks as usize)
-            .map(|c| entry(&mut seen, c))
+            .map(|c| entry(seen, c))
             .collect::<Result<Vec<u64>, String>>()?;
-        return grouped_map(objs, (ks, vs), &heads, &mut seen);
+        return grouped_map(objs, (ks, vs), &heads, seen);
     }
     let (mut entries, mut longest) = (0usize, 0usize);
     for c in 0..chunks as usize {
-        let off = entry(&mut seen, c)?;
+        let off = entry(seen, c)?;
         let chunk = objs
             .words(off, CHUNK + usize::from(growable))
             .map_err(|e| format!("chunk {c}: {e}"))?;
@@ -273,8 +333,11 @@ fn hash_map(objs: &Objects<'_>, at: u64) -> Result<String, String> {
             ));
         }
     }
-    Ok(format!(
-        "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values"
+    Ok((
+        format!(
+            "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values"
+        ),
+        entries,
     ))
 }
 
@@ -288,7 +351,7 @@ fn grouped_map(
     (ks, vs): (u64, u64),
     heads: &[u64],
     seen: &mut HashSet<u64>,
-) -> Result<String, String> {
+) -> Result<(String, usize), String> {
     let (kw, sw) = (words_for(ks), words_for(ks) + words_for(vs));
     if sw > MAX_SLOT_WORDS {
         return Err(format!(
@@ -358,8 +421,11 @@ fn grouped_map(
         entries += keys.len();
         longest = longest.max(keys.len());
     }
-    Ok(format!(
-        "{entries} entries in {n} groups of {GROUP_SLOTS} slots ({overflow} overflow groups, longest chain {longest} entries), {ks}-byte keys, {vs}-byte values"
+    Ok((
+        format!(
+            "{entries} entries in {n} groups of {GROUP_SLOTS} slots ({overflow} overflow groups, longest chain {longest} entries), {ks}-byte keys, {vs}-byte values"
+        ),
+        entries,
     ))
 }
 
@@ -375,7 +441,7 @@ enum KeyOrder {
 
 impl KeyOrder {
     fn from_word(w: u64) -> Option<KeyOrder> {
-        if w & !0xff != ORDER_TAG {
+        if w & !0xff & !ORDER_COUNTED != ORDER_TAG {
             return None;
         }
         match w & 0xff {
@@ -426,6 +492,11 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
     let h = objs.words(at, 5).or_else(|_| objs.words(at, 4))?;
     let (sig, root, height) = (h[1], h[2], h[3]);
     let order = h.get(4).copied().and_then(KeyOrder::from_word);
+    // A counted tree's header has a sixth word: the element count's table.
+    let counts = match h.get(4) {
+        Some(w) if w & ORDER_COUNTED != 0 => Some(objs.words(at, 6)?[5]),
+        _ => None,
+    };
     let (ks, vs, f) = (
         sig & 0xff_ffff,
         (sig >> 24) & 0xff_ffff,
@@ -540,6 +611,9 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
                 "the leaf at {leaf:#x} links to {next:#x}, not {want:#x}"
             ));
         }
+    }
+    if let Some(table) = counts {
+        check_count(objs, table, entries, &mut HashSet::new())?;
     }
     let line = format!(
         "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {ks}-byte keys, {vs}-byte values, fanout {f}{}",

@@ -31,9 +31,16 @@
 //!
 //! # Costs
 //! A read is one `tx.read` per object visited and no copying (values can be borrowed
-//! with `get_ref`); no allocation happens on read paths. Neither container keeps an
-//! element counter, because one counter written by every insert and remove would make
-//! all concurrent writers conflict; `len` counts by walking.
+//! with `get_ref`); no allocation happens on read paths. One counter written by every
+//! insert and remove would make all concurrent writers conflict, so each container
+//! keeps its element count in 32 stripes (the `count` module): a writer adds to its
+//! thread's stripe, `len` sums them (O(1) in the container's size).
+//!
+//! # Transactions
+//! Reading operations take `&Tx`; updating ones take `&mut impl` [`TxAccess`](crate::TxAccess),
+//! which both [`Tx`](crate::Tx) and [`ExplicitTx`](crate::ExplicitTx) are, so an explicit
+//! transaction calls them directly. [`Entry`] (`entry`) is insert-or-update with
+//! one search.
 //!
 //! # Node storage
 //! A node's size depends on `K`, `V` (and `FANOUT`), but `bytemuck` cannot derive `Pod`
@@ -58,8 +65,9 @@
 //!
 //! # Iterators
 //! * [`HashIter`] ([`HashMap::iter`]): every entry, bucket order then chain order.
-//! * [`RangeIter`] ([`BTreeMap::iter`], [`BTreeMap::range_iter`]): entries in key
-//!   order, optionally limited to a key range.
+//! * [`RangeIter`] ([`BTreeMap::iter`], [`BTreeMap::range`]): entries in key
+//!   order, optionally limited to a key range, from either end (double-ended; a
+//!   backward step descends from the root, as leaves are only chained forward).
 //!
 //! Both borrow the transaction immutably and yield `Result<(&K, &V)>` borrowed from it
 //! (no copying): they read only, see the transaction's snapshot, and conflict with
@@ -74,13 +82,16 @@
 //! handles are words of the root object (see [`deep`]).
 
 pub(crate) mod btree;
+mod count;
 #[cfg(any(test, feature = "tools"))]
 pub(crate) mod deep;
+mod entry;
 mod hash;
 pub(crate) mod hashmap;
 mod walk;
 mod words;
 
 pub use btree::{BTreeMap, RangeIter, TreeStats};
+pub use entry::Entry;
 pub use hash::stable_hash;
 pub use hashmap::{HashIter, HashMap, MapStats};

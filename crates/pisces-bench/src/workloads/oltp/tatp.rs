@@ -319,10 +319,10 @@ impl TatpBench {
         let t = pool.run(|tx| {
             Ok(TatpBench {
                 subscribers: sizes.tatp_subscribers as u64,
-                subscriber: Table::create(tx)?,
-                access_info: Table::create(tx)?,
-                special_facility: Table::create(tx)?,
-                call_forwarding: Table::create(tx)?,
+                subscriber: Table::new(tx)?,
+                access_info: Table::new(tx)?,
+                special_facility: Table::new(tx)?,
+                call_forwarding: Table::new(tx)?,
                 changes: Changes::default(),
             })
         })?;
@@ -419,7 +419,7 @@ impl TatpBench {
                     }
                     let lo = keys::call_forwarding(s, sf_type, 0);
                     let mut rows = Vec::new();
-                    self.call_forwarding.range(tx, lo..=lo + 2, |_, p| {
+                    self.call_forwarding.for_each_in(tx, lo..=lo + 2, |_, p| {
                         rows.push(*p);
                         true
                     })?;
@@ -483,7 +483,7 @@ impl TatpBench {
                     black_box(tx.read(p)?.s_id);
                     let mut types = [false; 4];
                     let lo = keys::special_facility(s, 1);
-                    self.special_facility.range(tx, lo..=lo + 3, |k, _| {
+                    self.special_facility.for_each_in(tx, lo..=lo + 3, |k, _| {
                         types[(*k & 3) as usize] = true;
                         true
                     })?;

@@ -393,14 +393,14 @@ impl TpccBench {
                 customers,
                 c_nurand: (c_a, 0),
                 i_nurand: (i_a, 0),
-                warehouse: Table::create(tx)?,
-                district: Table::create(tx)?,
-                customer: Table::create(tx)?,
-                item: Table::create(tx)?,
-                stock: Table::create(tx)?,
-                order: Table::create(tx)?,
-                new_order: Table::create(tx)?,
-                order_line: Table::create(tx)?,
+                warehouse: Table::new(tx)?,
+                district: Table::new(tx)?,
+                customer: Table::new(tx)?,
+                item: Table::new(tx)?,
+                stock: Table::new(tx)?,
+                order: Table::new(tx)?,
+                new_order: Table::new(tx)?,
+                order_line: Table::new(tx)?,
             })
         })?;
         let t = TpccBench {
@@ -844,7 +844,7 @@ mod tests {
                     let lo = keys::order(w, d, 0);
                     let hi = keys::order(w, d, u32::MAX);
                     let mut ids = Vec::new();
-                    t.order.range(tx, lo..=hi, |k, _| {
+                    t.order.for_each_in(tx, lo..=hi, |k, _| {
                         ids.push((*k & 0xffff_ffff) as u32);
                         true
                     })?;
@@ -854,7 +854,7 @@ mod tests {
                         "w{w} d{d}: orders are not 1..next_o_id"
                     );
                     let mut nos = Vec::new();
-                    t.new_order.range(tx, lo..=hi, |k, _| {
+                    t.new_order.for_each_in(tx, lo..=hi, |k, _| {
                         nos.push((*k & 0xffff_ffff) as u32);
                         true
                     })?;
@@ -870,7 +870,7 @@ mod tests {
                         let ord = *tx.read(op)?;
                         assert_eq!((ord.id, ord.d_id, ord.w_id), (o, d, w));
                         let mut n = 0;
-                        t.order_line.range(
+                        t.order_line.for_each_in(
                             tx,
                             keys::order_line(w, d, o, 0)..=keys::order_line(w, d, o, 15),
                             |_, lp| {
@@ -889,14 +889,17 @@ mod tests {
                 }
                 assert_eq!(orders_added, committed[w as usize - 1], "w{w}");
                 let (mut cnt, mut ytd) = (0u64, 0u64);
-                t.stock
-                    .range(tx, keys::stock(w, 0)..=keys::stock(w, u32::MAX), |_, sp| {
+                t.stock.for_each_in(
+                    tx,
+                    keys::stock(w, 0)..=keys::stock(w, u32::MAX),
+                    |_, sp| {
                         let s = tx.read(*sp).unwrap();
                         assert!((10..=100).contains(&s.quantity), "quantity {}", s.quantity);
                         cnt += u64::from(s.order_cnt);
                         ytd += s.ytd;
                         true
-                    })?;
+                    },
+                )?;
                 assert_eq!(cnt, new_lines, "w{w}: stock order_cnt vs order lines");
                 assert_eq!(ytd, new_qty, "w{w}: stock ytd vs order-line quantities");
             }

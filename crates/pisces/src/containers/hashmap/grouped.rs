@@ -54,7 +54,7 @@ fn slot_of(bits: u64) -> usize {
 type SlotCopy = (u64, Vec<u64>);
 
 /// `k`'s place in its chain, found by a walk (reads only).
-pub(super) struct Spot {
+pub struct Spot {
     hash: u64,
     /// The header's chain count when the walk read it (the insert's split test uses
     /// it: nothing before that test changes the header).
@@ -70,6 +70,13 @@ pub(super) struct Spot {
     free: Option<(u64, usize)>,
     last: u64,
     entries: u64,
+}
+
+impl Spot {
+    /// True if the key was found.
+    pub(super) fn is_found(&self) -> bool {
+        self.found.is_some()
+    }
 }
 
 impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
@@ -177,6 +184,19 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         *words::elem_mut(w, at + Self::KW)? = *v;
         w[T_TAGS] = (w[T_TAGS] & !(0xff << (8 * i))) | tag << (8 * i);
         Ok(())
+    }
+
+    /// `k`'s value, writable in place (writes `k`'s group), without consuming `s`.
+    pub(super) fn grouped_slot_mut<'t>(
+        &self,
+        tx: &'t mut Tx<'_>,
+        s: &Spot,
+    ) -> Result<Option<&'t mut V>> {
+        let Some((g, i)) = s.found else {
+            return Ok(None);
+        };
+        let w = words::write(tx, g, Self::GROUP)?;
+        words::elem_mut(w, Self::slot_at(i) + Self::KW).map(Some)
     }
 
     /// `k`'s value, writable in place (writes `k`'s group).

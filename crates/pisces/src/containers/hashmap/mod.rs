@@ -4,7 +4,8 @@
 //! ```text
 //! handle (8 bytes, Pod) ──► header [u64; 512]           read-only after `create`
 //!                             0 magic  1 signature (size of K, V)  2 buckets
-//!                             3 levels (1 or 2)  4 chunks  5..8 reserved
+//!                             3 levels (1 or 2)  4 chunks  5 layout
+//!                             6 count table (0: none)  7 reserved
 //!                             8.. directory: 504 entries
 //!     levels = 1: entry i ──► chunk i
 //!     levels = 2: entry i ──► page [u64; 512] ──► chunks 512 i ..
@@ -116,20 +117,28 @@
 //! entries) the directory is in the header; larger maps add a directory page read to
 //! every lookup, as chained maps do past 16,128 buckets. The directory holds at most
 //! 504 × 512 groups; past that (about 700,000 entries) chains lengthen instead.
-//! Maps made by [`HashMap::create`] (a fixed bucket count) are always chained.
+//! Maps made by [`HashMap::fixed`] (a fixed bucket count) are always chained.
 //!
 //! # Size
-//! There is no element counter: one counter object written by every insert and remove
-//! would make every pair of concurrent updates conflict, serialising all writers of the
-//! map. [`HashMap::len`] counts by walking the table (O(buckets + len)).
+//! One counter object written by every insert and remove would make every pair of
+//! concurrent updates conflict, serialising all writers of the map. So a map keeps a
+//! striped count instead (the `count` module, located by header word 6): an insert of
+//! an absent key or a remove of a present one adds ±1 to its thread's stripe, one of 32
+//! counter objects, in the same transaction, and [`HashMap::len`] sums the stripes:
+//! O(1) in the map's size, and two writers on different threads do not conflict on
+//! it. Header word 6 is written only by the map's creation (it was reserved, zero,
+//! before the count existed): a map made before then keeps no count, and its `len`
+//! walks the table (O(buckets + len)).
 //!
-//! `create` allocates all chunks in its transaction (about 10 bytes of log per bucket
+//! Creating a map allocates all chunks in its transaction (about 10 bytes of log per bucket
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
+use crate::containers::count;
+use crate::containers::entry::{sealed::EntryMap, Entry};
 use crate::containers::hash::{bucket_in, stable_hash};
 use crate::containers::walk::Walk;
 use crate::containers::words::{self, Shape};
-use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
@@ -152,6 +161,8 @@ const H_BUCKETS: usize = 2;
 const H_LEVELS: usize = 3;
 const H_CHUNKS: usize = 4;
 const H_GROW: usize = 5;
+/// Offset of the element count's stripe table (0: a map made without a count).
+pub(crate) const H_COUNT: usize = 6;
 /// `H_GROW` of a growable map (0: fixed bucket count, the original layout).
 const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
 /// The entries per bucket above which a growable map splits a bucket, as a fraction
@@ -193,10 +204,11 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// * **Keys** are compared by `==`, which must agree with equality of their bytes (as
 ///   std asks `Hash` to agree with `Eq`); integers and arrays of them do. A key's bucket
 ///   comes from [`stable_hash`](crate::stable_hash) of its bytes.
-/// * **Growth**: [`HashMap::new`] and [`HashMap::with_buckets`] make a map that grows as
-///   it fills (linear hashing: an insert that finds its part of the map above the load
-///   limit splits one bucket, in the same transaction). [`HashMap::create`] makes a map
-///   of a fixed bucket count, as the paper's benchmark does. Maps whose key and value
+/// * **Growth**: [`HashMap::new`], [`HashMap::with_capacity`] and
+///   [`HashMap::with_buckets`] make a map that grows as it fills (linear hashing: an
+///   insert that finds its part of the map above the load limit splits one bucket, in
+///   the same transaction). [`HashMap::fixed`] makes a map of a fixed bucket count, as
+///   the paper's benchmark does. Maps whose key and value
 ///   fit in two 8-byte words together (`HashMap<u64, u64>`, a set as `HashMap<u64, u8>`)
 ///   keep entries inline in groups of 7 slots, so a lookup reads two objects; others
 ///   chain a node per entry.
@@ -207,9 +219,10 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 ///   one retries. Application invariants that span several keys still need the usual
 ///   SI care (write what your decision depends on).
 /// * **Costs**: a lookup reads the header, a bucket chunk or group, and the chain; it
-///   copies nothing (`get_ref` borrows the value) and allocates nothing. There is no
-///   element counter (every writer would conflict on it): [`HashMap::len`] walks the
-///   map. A map costs at least 4 KiB (its header holds the bucket directory).
+///   copies nothing (`get_ref` borrows the value) and allocates nothing. The element
+///   count is striped over 32 objects (two writers on different threads do not
+///   conflict on it), so [`HashMap::len`] is O(1) in the map's size. A map costs at
+///   least 4 KiB (its header holds the bucket directory) plus 2.3 KiB for the count.
 /// * **Damage**: headers, node kinds and the key and value sizes are checked on every
 ///   access, and walks along chains detect cycles, so a damaged pool or a handle used
 ///   with other types is an [`Error`], never undefined behaviour; [`HashMap::check`]
@@ -222,7 +235,7 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// let pool = Pool::create(dir.path().join("m.pool"), Config::default().size(32 << 20))?;
 /// let root = pool.root::<HashMap<u64, [u8; 16]>>()?;
 /// pool.run(|tx| {
-///     let m = HashMap::create(tx, 1024)?;
+///     let m = HashMap::with_capacity(tx, 1000)?;
 ///     *tx.write(root)? = m;
 ///     m.insert(tx, 7, *b"seven           ")?;
 ///     Ok(())
@@ -315,7 +328,7 @@ enum Link {
 
 /// Result of a chain search: the key's node (0 if absent) and the link pointing to it
 /// (or, when absent, the chain's last link).
-struct Found {
+pub struct Found {
     link: Link,
     node: u64,
     /// What an insert or remove counts with (`count`): the header's bucket count, the
@@ -385,11 +398,68 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// Most buckets a map can have (what its bucket directory holds).
     pub const MAX_BUCKETS: usize = MAX_BUCKETS;
 
-    /// Create an empty map with `buckets` chains (1 ..= [`Self::MAX_BUCKETS`]); the count is
-    /// fixed for the map's life. The paper's benchmark uses 10 000 buckets for 100 000
-    /// keys. [`HashMap::new`] makes a map that grows as it fills instead.
-    pub fn create(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
-        Self::create_with(tx, buckets, false)
+    /// Create an empty map with `buckets` chains (1 ..= [`Self::MAX_BUCKETS`]) that it
+    /// keeps for its whole life: it never grows, so chains lengthen as it fills (the
+    /// paper's benchmark uses 10 000 buckets for 100 000 keys, 10 entries per chain).
+    ///
+    /// Choose it to reproduce that benchmark, or when the entry count is known and no
+    /// insert may ever write the header (a growing map's split writes it, so two splits
+    /// conflict). Otherwise choose [`HashMap::new`] or [`HashMap::with_capacity`]: they
+    /// grow, keep chains short, and use the grouped layout for small entries.
+    pub fn fixed<'h>(tx: &mut impl TxAccess<'h>, buckets: usize) -> Result<Self> {
+        Self::create_with(tx.tx_mut(), buckets, false)
+    }
+
+    /// The former name of [`HashMap::fixed`].
+    #[deprecated(
+        note = "use `HashMap::fixed` (a fixed bucket count) or `HashMap::with_capacity` (grows)"
+    )]
+    pub fn create<'h>(tx: &mut impl TxAccess<'h>, buckets: usize) -> Result<Self> {
+        Self::fixed(tx, buckets)
+    }
+
+    /// A growable map (as [`HashMap::new`]) sized for `capacity` entries: it fills to
+    /// them at below its usual load, so with few splits on the way (the split test is
+    /// a local estimate, and a chain or chunk that happens to fill early still splits:
+    /// a few percent of the groups of a grouped map). As std's
+    /// `HashMap::with_capacity`, a size to start from, never a limit: it grows past it.
+    ///
+    /// ```
+    /// # use pisces::{Config, HashMap, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("c.pool"), Config::default().size(32 << 20)).unwrap();
+    /// let m = pool.run(|tx| HashMap::<u64, u64>::with_capacity(tx, 1000)).unwrap();
+    /// let before = pool.run(|tx| m.buckets(tx)).unwrap();
+    /// pool.run(|tx| { for k in 0..1000 { m.insert(tx, k, k)?; } Ok(()) }).unwrap();
+    /// let after = pool.run(|tx| m.buckets(tx)).unwrap();
+    /// assert!(after < before + before / 10, "{before} -> {after}"); // few splits on the way
+    /// assert_eq!(pool.run(|tx| m.len(tx)).unwrap(), 1000);
+    /// ```
+    pub fn with_capacity<'h>(tx: &mut impl TxAccess<'h>, capacity: usize) -> Result<Self> {
+        // A bucket count at which `capacity` entries stay clear of the split test's
+        // threshold: a chained map splits when a chunk's 32 buckets estimate more than
+        // `MAX_LOAD` entries per bucket, so at half that load a chunk splits only when
+        // it holds twice its share; a grouped map splits when one chain estimates above
+        // 5 per group, so at 2 per group only chains that hold three times their share.
+        let buckets = if Self::SMALL {
+            capacity.div_ceil(2)
+        } else {
+            (capacity as u128 * 2 * MAX_LOAD.1 as u128).div_ceil(MAX_LOAD.0 as u128) as usize
+        };
+        let tx = tx.tx_mut();
+        if buckets == 0 {
+            return Self::create_with(tx, Self::initial_buckets(), true);
+        }
+        Self::create_with(tx, buckets.min(MAX_BUCKETS), true)
+    }
+
+    /// The buckets (groups) of a map made by [`HashMap::new`].
+    const fn initial_buckets() -> usize {
+        if Self::SMALL {
+            INITIAL_GROUPS
+        } else {
+            CHUNK
+        }
     }
 
     /// Create an empty map that grows as it fills (no bucket count to choose): an insert
@@ -405,14 +475,14 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// assert!(pool.run(|tx| m.buckets(tx)).unwrap() >= 1000 / 7); // groups of 7 slots
     /// assert_eq!(pool.run(|tx| m.get(tx, &999)).unwrap(), Some(999));
     /// ```
-    pub fn new(tx: &mut Tx<'_>) -> Result<Self> {
-        Self::create_with(tx, if Self::SMALL { INITIAL_GROUPS } else { CHUNK }, true)
+    pub fn new<'h>(tx: &mut impl TxAccess<'h>) -> Result<Self> {
+        Self::create_with(tx.tx_mut(), Self::initial_buckets(), true)
     }
 
     /// A growable map (as [`HashMap::new`]) starting with `buckets` buckets: a hint
     /// that saves the splits while it fills, never a limit.
-    pub fn with_buckets(tx: &mut Tx<'_>, buckets: usize) -> Result<Self> {
-        Self::create_with(tx, buckets, true)
+    pub fn with_buckets<'h>(tx: &mut impl TxAccess<'h>, buckets: usize) -> Result<Self> {
+        Self::create_with(tx.tx_mut(), buckets, true)
     }
 
     fn create_with(tx: &mut Tx<'_>, buckets: usize, growable: bool) -> Result<Self> {
@@ -469,6 +539,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 *e = tx.alloc(page)?.offset();
             }
         }
+        hdr[H_COUNT] = count::create(tx)?;
         Ok(HashMap {
             header: tx.alloc(hdr)?,
             _kv: PhantomData,
@@ -822,7 +893,12 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// `k`'s value, writable in place: the change commits with the transaction. Writes
     /// (locks) only `k`'s node.
-    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+    pub fn get_mut<'t, 'h: 't>(
+        &self,
+        tx: &'t mut impl TxAccess<'h>,
+        k: &K,
+    ) -> Result<Option<&'t mut V>> {
+        let tx = tx.tx_mut();
         let (h, grouped) = self.header_layout(tx)?;
         if grouped {
             let s = self.spot(tx, h, k)?;
@@ -837,36 +913,90 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Insert or replace; returns the previous value of `k`.
-    pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
+    pub fn insert<'h>(&self, tx: &mut impl TxAccess<'h>, k: K, v: V) -> Result<Option<V>> {
+        let tx = tx.tx_mut();
         let (h, grouped) = self.header_layout(tx)?;
+        let counts = h[H_COUNT];
         if grouped {
             let s = self.spot(tx, h, &k)?;
-            return self.grouped_insert(tx, s, k, v);
+            let old = self.grouped_insert(tx, s, k, v)?;
+            if old.is_none() {
+                Self::add_count(tx, counts, 1)?;
+            }
+            return Ok(old);
         }
-        let growable = h[H_GROW] == GROWABLE;
         let f = Self::find(tx, h, &k)?;
-        let (link, node) = (f.link, f.node);
-        if node != 0 {
-            let w = words::write(tx, node, Self::NODE)?;
+        if f.node != 0 {
+            let w = words::write(tx, f.node, Self::NODE)?;
             let slot: &mut V = words::elem_mut(w, Self::VAL)?;
             return Ok(Some(std::mem::replace(slot, v)));
         }
+        self.chained_insert_new(tx, h[H_GROW] == GROWABLE, counts, &f, k, v)?;
+        Ok(None)
+    }
+
+    /// Insert absent `k` where `f` (its search) says, into a chained map.
+    fn chained_insert_new(
+        &self,
+        tx: &mut Tx<'_>,
+        growable: bool,
+        counts: u64,
+        f: &Found,
+        k: K,
+        v: V,
+    ) -> Result<u64> {
         let new = words::alloc(tx, Self::NODE, |w| {
             *words::elem_mut(w, Self::KEY)? = k;
             *words::elem_mut(w, Self::VAL)? = v;
             Ok(())
         })?;
-        Self::set_link(tx, link, new)?;
-        self.count(tx, growable, &f, 1)?;
-        Ok(None)
+        Self::set_link(tx, f.link, new)?;
+        self.count(tx, growable, f, 1)?;
+        Self::add_count(tx, counts, 1)?;
+        Ok(new)
+    }
+
+    /// `k`'s place for insert-or-update with one search (see [`Entry`]). An update of
+    /// a present key writes only its node (or group); an insert of an absent key writes
+    /// what [`insert`](Self::insert) writes (a grouped map then finds the new slot once
+    /// more, since the insert may have split the chain).
+    pub fn entry<'t, 'h: 't>(
+        &self,
+        tx: &'t mut impl TxAccess<'h>,
+        k: K,
+    ) -> Result<Entry<'t, 'h, Self>> {
+        let tx = tx.tx_mut();
+        let (h, grouped) = self.header_layout(tx)?;
+        let counts = h[H_COUNT];
+        let at = if grouped {
+            MapSpot::Grouped(self.spot(tx, h, &k)?, counts)
+        } else {
+            MapSpot::Chained(Self::find(tx, h, &k)?, h[H_GROW] == GROWABLE, counts)
+        };
+        Ok(Entry::new(tx, *self, k, at))
+    }
+
+    /// Add `delta` to the element count at `counts` (0: the map keeps none).
+    #[inline]
+    fn add_count(tx: &mut Tx<'_>, counts: u64, delta: i64) -> Result<()> {
+        if counts != 0 {
+            count::add(tx, counts, delta)?;
+        }
+        Ok(())
     }
 
     /// Remove `k`; returns its value. Frees the node.
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn remove<'h>(&self, tx: &mut impl TxAccess<'h>, k: &K) -> Result<Option<V>> {
+        let tx = tx.tx_mut();
         let (h, grouped) = self.header_layout(tx)?;
+        let counts = h[H_COUNT];
         if grouped {
             let s = self.spot(tx, h, k)?;
-            return self.grouped_remove(tx, s);
+            let old = self.grouped_remove(tx, s)?;
+            if old.is_some() {
+                Self::add_count(tx, counts, -1)?;
+            }
+            return Ok(old);
         }
         let growable = h[H_GROW] == GROWABLE;
         let f = Self::find(tx, h, k)?;
@@ -884,6 +1014,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         words::write(tx, node, Self::NODE)?;
         tx.free(PPtr::<u64>::from_offset(node))?;
         self.count(tx, growable, &f, -1)?;
+        Self::add_count(tx, counts, -1)?;
         Ok(Some(old))
     }
 
@@ -922,7 +1053,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let pool = Pool::create(dir.path().join("i.pool"), Config::default().size(32 << 20)).unwrap();
     /// let sum = pool.run(|tx| {
-    ///     let m = HashMap::<u64, u64>::create(tx, 64)?;
+    ///     let m = HashMap::<u64, u64>::fixed(tx, 64)?;
     ///     for k in 1..=10 { m.insert(tx, k, k * k)?; }
     ///     let mut sum = 0;
     ///     for e in m.iter(tx) {
@@ -939,9 +1070,25 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     /// Verify the map's invariants: the header, every chunk and node readable with the
     /// right shape, every key in the bucket its hash selects, no key twice in a chain,
-    /// no node reached twice (a cycle, or two chains sharing nodes), no chunk shared.
-    /// Returns [`Error::Corrupt`] describing the first violation. Reads only.
+    /// no node reached twice (a cycle, or two chains sharing nodes), no chunk shared,
+    /// and the element count (if the map keeps one) equal to the entries. Returns [`Error::Corrupt`] describing the first violation. Reads only.
     pub fn check(&self, tx: &Tx<'_>) -> Result<MapStats> {
+        let st = self.check_layout(tx)?;
+        let counts = self.header(tx)?[H_COUNT];
+        if counts != 0 {
+            let counted = count::total(tx, counts)?;
+            if counted != st.entries {
+                return Err(self.corrupt(format!(
+                    "the element count says {counted} entries, the buckets hold {}",
+                    st.entries
+                )));
+            }
+        }
+        Ok(st)
+    }
+
+    /// [`HashMap::check`] without the element count.
+    fn check_layout(&self, tx: &Tx<'_>) -> Result<MapStats> {
         let h = self.header(tx)?;
         if Self::SMALL && h[H_GROW] == GROUPED {
             return self.grouped_check(tx, h);
@@ -1040,9 +1187,19 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(())
     }
 
-    /// Number of entries, counted by walking the table (O(buckets + len); the map keeps
-    /// no counter: every writer would conflict on it).
+    /// Number of entries. O(1) in the map's size: the sum of the striped count's 32
+    /// stripes (module docs, *Size*); a map made before the count existed is counted by
+    /// walking the table (O(buckets + len)).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
+        let counts = self.header(tx)?[H_COUNT];
+        if counts != 0 {
+            return count::total(tx, counts);
+        }
+        self.walk_len(tx)
+    }
+
+    /// The entries counted by walking the table.
+    pub(crate) fn walk_len(&self, tx: &Tx<'_>) -> Result<usize> {
         let mut n = 0;
         self.for_each(tx, |_, _| {
             n += 1;
@@ -1067,8 +1224,20 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Call `f` with the offset of every persistent object the map owns (header,
-    /// directory pages, chunks, nodes): for pool checkers and leak tests.
+    /// directory pages, chunks, nodes, then the element count's objects): for pool
+    /// checkers and leak tests.
     pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
+        self.for_each_table_object(tx, &mut f)?;
+        let counts = self.header(tx)?[H_COUNT];
+        if counts != 0 {
+            count::for_each_object(tx, counts, f)?;
+        }
+        Ok(())
+    }
+
+    /// [`HashMap::for_each_object`] without the element count's objects: the header,
+    /// directory pages, then chunks and nodes (or groups) in directory order.
+    fn for_each_table_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
         let h = self.header(tx)?;
         f(self.header.offset());
         if h[H_LEVELS] == 2 {
@@ -1106,7 +1275,8 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// is usually an [`Error::InvalidPointer`], but an engine may drop writes to a block
     /// the same transaction frees (the freed map's entries are then read), and once the
     /// block is allocated again it holds whatever its new owner wrote.
-    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn destroy<'h>(self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         let mut objs = Vec::new();
         self.for_each_object(tx, |o| objs.push(o))?;
         // Only the magic word: the rest of the header is not logged.
@@ -1139,6 +1309,52 @@ fn overloaded(n: u64, lo: u64, hi: u64, count: u64, load: (u64, u64)) -> bool {
         > (n * load.0) as u128 * (split + 2 * unsplit) as u128
 }
 
+/// A key's place in a map, for [`Entry`]: its search in a chained map (with whether
+/// the map grows and its count table), or its spot in a grouped one.
+pub enum MapSpot {
+    Chained(Found, bool, u64),
+    Grouped(grouped::Spot, u64),
+}
+
+impl<K: Pod + Eq, V: Pod> EntryMap for HashMap<K, V> {
+    type Key = K;
+    type Value = V;
+    type At = MapSpot;
+
+    fn occupied(at: &MapSpot) -> bool {
+        match at {
+            MapSpot::Chained(f, ..) => f.node != 0,
+            MapSpot::Grouped(s, _) => s.is_found(),
+        }
+    }
+
+    fn value_mut<'t>(self, tx: &'t mut Tx<'_>, at: &MapSpot) -> Result<&'t mut V> {
+        let v = match at {
+            MapSpot::Chained(f, ..) => {
+                words::elem_mut(words::write(tx, f.node, Self::NODE)?, Self::VAL).map(Some)?
+            }
+            MapSpot::Grouped(s, _) => self.grouped_slot_mut(tx, s)?,
+        };
+        v.ok_or_else(|| self.corrupt("an entry's key is missing".into()))
+    }
+
+    fn insert_vacant<'t>(self, tx: &'t mut Tx<'_>, at: MapSpot, k: K, v: V) -> Result<&'t mut V> {
+        match at {
+            MapSpot::Chained(f, growable, counts) => {
+                // A split moves nodes between chains but never moves a node.
+                let node = self.chained_insert_new(tx, growable, counts, &f, k, v)?;
+                words::elem_mut(words::write(tx, node, Self::NODE)?, Self::VAL)
+            }
+            MapSpot::Grouped(s, counts) => {
+                self.grouped_insert(tx, s, k, v)?;
+                Self::add_count(tx, counts, 1)?;
+                self.get_mut(tx, &k)?
+                    .ok_or_else(|| self.corrupt("an inserted key is missing".into()))
+            }
+        }
+    }
+}
+
 /// A grouped map's iteration state (for [`HashIter`]): the group being read and its
 /// occupied slots not yet yielded.
 struct GroupCursor<'t> {
@@ -1147,7 +1363,7 @@ struct GroupCursor<'t> {
 }
 
 /// A key and value borrowed from a transaction's snapshot.
-type Entry<'t, K, V> = (&'t K, &'t V);
+type KeyValue<'t, K, V> = (&'t K, &'t V);
 
 impl<'t> GroupCursor<'t> {
     fn new() -> Self {
@@ -1165,7 +1381,9 @@ impl<'t> GroupCursor<'t> {
 
     /// The next entry of the current group, or `Ok(Err(next))` when it has none left
     /// (`next`: the chain's next group, 0 at its end or before the first group).
-    fn next<K: Pod + Eq, V: Pod>(&mut self) -> Result<std::result::Result<Entry<'t, K, V>, u64>> {
+    fn next<K: Pod + Eq, V: Pod>(
+        &mut self,
+    ) -> Result<std::result::Result<KeyValue<'t, K, V>, u64>> {
         let Some(w) = self.group else {
             return Ok(Err(0));
         };
@@ -1181,6 +1399,17 @@ impl<'t> GroupCursor<'t> {
 
 /// Entries of a [`HashMap`] in bucket order, then chain order (see
 /// [`HashMap::iter`]).
+///
+/// ```
+/// # use pisces::{Config, HashMap, Pool};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let pool = Pool::create(dir.path().join("d.pool"), Config::default().size(32 << 20)).unwrap();
+/// pool.run(|tx| {
+///     let m = HashMap::<u64, u64>::new(tx)?;
+///     assert!(format!("{:?}", m.iter(tx)).starts_with("HashIter"));
+///     Ok(())
+/// }).unwrap();
+/// ```
 pub struct HashIter<'t, 'a, K, V> {
     map: HashMap<K, V>,
     tx: &'t Tx<'a>,
@@ -1197,6 +1426,16 @@ pub struct HashIter<'t, 'a, K, V> {
     /// group being read (`chunk` is then the next chain).
     grouped: Option<bool>,
     cursor: GroupCursor<'t>,
+}
+
+impl<K, V> fmt::Debug for HashIter<'_, '_, K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HashIter")
+            .field("map", &self.map)
+            .field("chunk", &self.chunk)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'t, 'a, K: Pod + Eq, V: Pod> HashIter<'t, 'a, K, V> {

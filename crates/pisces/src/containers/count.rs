@@ -1,0 +1,85 @@
+//! The striped element count of a container: `len` in O(1) of the container's size.
+//!
+//! One counter word written by every insert and remove would make every two
+//! concurrent writers of a container conflict (snapshot isolation: two writers of one
+//! object, and one of them retries). So the count is split into [`STRIPES`] counter
+//! objects; a transaction adds its change to the stripe of its thread (threads take
+//! stripes round-robin as they first count), and `len` sums all stripes.
+//!
+//! # Layout
+//! ```text
+//! table [u64; STRIPES]: the stripes' offsets
+//! stripe [u64; STRIPE_WORDS]: word 0 the stripe's share of the count, the rest padding
+//! ```
+//! The engines detect write-write conflicts per object (the header word in front of
+//! every object, or its version chain), so two threads on different stripes never
+//! conflict on the count. A stripe is a cache line of payload so that neighbouring
+//! stripes' home copies do not share a line either. A stripe's share is a wrapping
+//! two's-complement number: a key inserted by one thread and removed by another adds
+//! 1 to one stripe and -1 to another; only the sum is the count.
+//!
+//! Invariant: the sum of the stripes is the number of entries, in every committed
+//! state: each insert of an absent key and each remove of a present one adds its ±1
+//! in the same transaction as its change of the structure.
+
+use crate::{Error, PPtr, Result, Tx};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Counter objects per container.
+pub(crate) const STRIPES: usize = 32;
+/// Words per stripe object (word 0 is the count): 56 bytes of payload, which with
+/// the object's 8-byte header fills a 64-byte line.
+pub(crate) const STRIPE_WORDS: usize = 7;
+type Table = [u64; STRIPES];
+type Stripe = [u64; STRIPE_WORDS];
+
+/// The next stripe index to hand to a thread.
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe. (Relaxed: the counter only has to hand out distinct
+    /// values round-robin; nothing else is ordered by it.)
+    static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+}
+
+/// Allocate a zeroed count (table and stripes); returns the table's offset.
+pub(crate) fn create(tx: &mut Tx<'_>) -> Result<u64> {
+    let mut table: Table = [0; STRIPES];
+    for s in &mut table {
+        *s = tx.alloc_zeroed::<Stripe>()?.offset();
+    }
+    Ok(tx.alloc(table)?.offset())
+}
+
+/// Add `delta` to the count at `table`, in this thread's stripe (writes that stripe
+/// only).
+#[inline]
+pub(crate) fn add(tx: &mut Tx<'_>, table: u64, delta: i64) -> Result<()> {
+    let i = MY_STRIPE.with(|s| *s);
+    let stripe = tx.read(PPtr::<Table>::from_offset(table))?[i];
+    let w = tx.write(PPtr::<Stripe>::from_offset(stripe))?;
+    w[0] = w[0].wrapping_add_signed(delta);
+    Ok(())
+}
+
+/// The count at `table`: the sum of its stripes (reads `STRIPES + 1` objects).
+pub(crate) fn total(tx: &Tx<'_>, table: u64) -> Result<usize> {
+    let t = tx.read(PPtr::<Table>::from_offset(table))?;
+    let mut sum = 0u64;
+    for &s in t {
+        sum = sum.wrapping_add(tx.read(PPtr::<Stripe>::from_offset(s))?[0]);
+    }
+    usize::try_from(sum)
+        .ok()
+        .filter(|&n| n as u64 <= isize::MAX as u64)
+        .ok_or_else(|| Error::Corrupt(format!("the count at {table:#x} is negative")))
+}
+
+/// Call `f` with the table's and every stripe's offset (for `for_each_object`).
+pub(crate) fn for_each_object(tx: &Tx<'_>, table: u64, mut f: impl FnMut(u64)) -> Result<()> {
+    f(table);
+    for &s in tx.read(PPtr::<Table>::from_offset(table))? {
+        f(s);
+    }
+    Ok(())
+}
