@@ -1220,7 +1220,9 @@ fn crash_cfg((engine, opts): Setup) -> Config {
         .size(CRASH_POOL)
         .engine(engine)
         .max_threads(2)
-        .log_bytes_per_thread(32 << 10)
+        // Room for the transaction that makes both containers (their element counts
+        // included) on every engine, whose log may be split among its parts.
+        .log_bytes_per_thread(64 << 10)
         .engine_options(opts.clone())
 }
 
