@@ -96,7 +96,10 @@ mod tx_options;
 struct ReadmeExample;
 
 pub use config::Config;
-pub use containers::{stable_hash, BTreeMap, HashIter, HashMap, MapStats, RangeIter, TreeStats};
+pub use containers::{
+    stable_hash, BTreeMap, HashIter, HashMap, MapStats, Owned, PBytes, PString, PVec, RangeIter,
+    TreeKey, TreeStats,
+};
 pub use engine::{EngineId, EngineOptions, PiscesOptions};
 pub use error::{Error, Result};
 pub use explicit::ExplicitTx;

@@ -67,9 +67,11 @@
 //! There is no element counter (it would make every pair of writers conflict);
 //! [`BTreeMap::len`] walks the leaf chain.
 
+use super::key::TreeKey;
 use super::walk::Walk;
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use std::cmp::Ordering;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
@@ -95,6 +97,9 @@ pub(crate) const ORDER_UNSIGNED: u64 = 1;
 pub(crate) const ORDER_SIGNED: u64 = 2;
 /// Keys are byte arrays (`[u8; N]`), ordered lexicographically.
 pub(crate) const ORDER_BYTES: u64 = 3;
+/// Keys are byte string handles ([`PBytes`](crate::PBytes), [`PString`](crate::PString))
+/// to blocks the tree owns, ordered lexicographically by their bytes.
+pub(crate) const ORDER_STRINGS: u64 = 4;
 
 /// The key-order word for keys of type `K`: the order `K: Ord` has, when it is one of
 /// the orders `pisces check --deep` knows how to read from bytes (module
@@ -104,6 +109,11 @@ fn key_order_word<K>() -> u64 {
         "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => ORDER_UNSIGNED,
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => ORDER_SIGNED,
         n if n.starts_with("[u8; ") => ORDER_BYTES,
+        n if n == std::any::type_name::<crate::PBytes>()
+            || n == std::any::type_name::<crate::PString>() =>
+        {
+            ORDER_STRINGS
+        }
         _ => return 0,
     };
     ORDER_TAG | code
@@ -277,24 +287,58 @@ enum Last<K, V> {
 }
 
 /// Where a scan starts in a leaf.
-pub(super) fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
+#[inline]
+pub(super) fn start_pos<K: TreeKey>(tx: &Tx<'_>, keys: &[K], b: Bound<&K::Query>) -> Result<usize> {
     match b {
-        Bound::Unbounded => 0,
-        Bound::Included(lo) => keys.partition_point(|x| x < lo),
-        Bound::Excluded(lo) => keys.partition_point(|x| x <= lo),
+        Bound::Unbounded => Ok(0),
+        Bound::Included(lo) => K::partition(tx, keys, lo, false),
+        Bound::Excluded(lo) => K::partition(tx, keys, lo, true),
     }
 }
 
 /// True if `k` is beyond the end bound.
-pub(super) fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
-    match b {
+#[inline]
+pub(super) fn past_end<K: TreeKey>(tx: &Tx<'_>, k: &K, b: Bound<&K::Query>) -> Result<bool> {
+    Ok(match b {
         Bound::Unbounded => false,
-        Bound::Included(hi) => k > hi,
-        Bound::Excluded(hi) => k >= hi,
-    }
+        Bound::Included(hi) => K::cmp_query(tx, k, hi)? == Ordering::Greater,
+        Bound::Excluded(hi) => K::cmp_query(tx, k, hi)? != Ordering::Less,
+    })
 }
 
-impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
+/// [`start_pos`] with a bound that is a stored key (a [`RangeIter`]'s).
+fn start_pos_key<K: TreeKey>(tx: &Tx<'_>, keys: &[K], b: Bound<&K>) -> Result<usize> {
+    let below = |k: &K, or_equal: bool| -> Result<bool> {
+        let c = match b {
+            Bound::Included(lo) | Bound::Excluded(lo) => K::cmp_keys(tx, k, lo)?,
+            Bound::Unbounded => return Ok(false),
+        };
+        Ok(c == Ordering::Less || (or_equal && c == Ordering::Equal))
+    };
+    let or_equal = matches!(b, Bound::Excluded(_));
+    let (mut lo, mut hi) = (0, keys.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(&keys[mid], or_equal)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// [`past_end`] with a bound that is a stored key (a [`RangeIter`]'s).
+#[inline]
+fn past_end_key<K: TreeKey>(tx: &Tx<'_>, k: &K, b: Bound<&K>) -> Result<bool> {
+    Ok(match b {
+        Bound::Unbounded => false,
+        Bound::Included(hi) => K::cmp_keys(tx, k, hi)? == Ordering::Greater,
+        Bound::Excluded(hi) => K::cmp_keys(tx, k, hi)? != Ordering::Less,
+    })
+}
+
+impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Entries per leaf.
     const LCAP: usize = F - 1;
     // Every node access goes through `KW` (inner nodes) or `LEAF`, so a tree of an
@@ -424,68 +468,88 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// Child index for `k` in an inner node with `n` children.
     #[inline]
-    fn route(w: &[u64], n: usize, k: &K) -> Result<usize> {
+    fn route(tx: &Tx<'_>, w: &[u64], n: usize, k: &K::Query) -> Result<usize> {
         let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
-        Ok(keys.partition_point(|x| x <= k))
+        K::partition(tx, keys, k, true)
     }
 
     /// The leaf that holds `k` (or would).
     #[inline]
-    fn find_leaf(&self, tx: &Tx<'_>, k: &K) -> Result<u64> {
+    fn find_leaf(&self, tx: &Tx<'_>, k: &K::Query) -> Result<u64> {
         let h = self.header(tx)?;
         let mut node = h.root;
         for _ in 0..h.height {
             let (w, n) = Self::inner(tx, node)?;
-            node = w[Self::I_KIDS + Self::route(w, n, k)?];
+            node = w[Self::I_KIDS + Self::route(tx, w, n, k)?];
         }
         Ok(node)
     }
 
     /// A reference to `k`'s value in this transaction's snapshot, without copying it.
-    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
+    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K::Query) -> Result<Option<&'t V>> {
         let (w, n) = Self::leaf(tx, self.find_leaf(tx, k)?)?;
-        match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) {
+        match K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? {
             Ok(i) => Ok(Some(&words::slice::<V>(w, Self::L_VALS, n)?[i])),
             Err(_) => Ok(None),
         }
     }
 
     /// `k`'s value in this transaction's snapshot.
-    pub fn get(&self, tx: &Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn get(&self, tx: &Tx<'_>, k: &K::Query) -> Result<Option<V>> {
         Ok(self.get_ref(tx, k)?.copied())
     }
 
     /// True if `k` is in the tree.
-    pub fn contains_key(&self, tx: &Tx<'_>, k: &K) -> Result<bool> {
+    pub fn contains_key(&self, tx: &Tx<'_>, k: &K::Query) -> Result<bool> {
         Ok(self.get_ref(tx, k)?.is_some())
     }
 
     /// `k`'s value, writable in place: the change commits with the transaction. Writes
     /// (locks) only `k`'s leaf.
-    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K) -> Result<Option<&'t mut V>> {
+    pub fn get_mut<'t>(&self, tx: &'t mut Tx<'_>, k: &K::Query) -> Result<Option<&'t mut V>> {
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
-        let Ok(i) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+        let Ok(i) = K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? else {
             return Ok(None);
         };
         let w = words::write(tx, leaf, Self::LEAF)?;
         Ok(Some(&mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i]))
     }
 
-    /// Insert or replace; returns the previous value of `k`.
+    /// Insert or replace; returns the previous value of `k`. (With byte string keys
+    /// the tree owns `k`: if the key is there already, the stored key stays and `k` is
+    /// freed, as `std` drops the key it does not store.)
     pub fn insert(&self, tx: &mut Tx<'_>, k: K, v: V) -> Result<Option<V>> {
-        let node = self.find_leaf(tx, &k)?;
+        let (old, stored) = K::with_query(tx, &k, |tx, q| self.insert_with(tx, q, |_| Ok(k), v))??;
+        if !stored {
+            k.release(tx)?;
+        }
+        Ok(old)
+    }
+
+    /// Insert or replace the value of the key `q`; `key` makes the key to store when
+    /// it is new. Returns the previous value and whether `key` was called.
+    #[inline]
+    pub(super) fn insert_with(
+        &self,
+        tx: &mut Tx<'_>,
+        q: &K::Query,
+        key: impl FnOnce(&mut Tx<'_>) -> Result<K>,
+        v: V,
+    ) -> Result<(Option<V>, bool)> {
+        let node = self.find_leaf(tx, q)?;
         let (n, pos) = {
             let (w, n) = Self::leaf(tx, node)?;
-            match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
+            match K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, q)? {
                 Ok(i) => {
                     let w = words::write(tx, node, Self::LEAF)?;
                     let slot = &mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i];
-                    return Ok(Some(std::mem::replace(slot, v)));
+                    return Ok((Some(std::mem::replace(slot, v)), false));
                 }
                 Err(i) => (n, i),
             }
         };
+        let k = key(tx)?;
         if n < Self::LCAP {
             let w = words::write(tx, node, Self::LEAF)?;
             w[0] += 1;
@@ -495,17 +559,25 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             let vals = words::slice_mut::<V>(w, Self::L_VALS, n + 1)?;
             vals.copy_within(pos..n, pos + 1);
             vals[pos] = v;
-            return Ok(None);
+            return Ok((None, true));
         }
-        self.insert_splitting(tx, node, pos, k, v)?;
-        Ok(None)
+        self.insert_splitting(tx, node, pos, q, k, v)?;
+        Ok((None, true))
     }
 
     /// `insert` into the full leaf `leaf` at `pos`: split it, and its parents as far as
     /// they are full, up to a new root. Out of line, with the path it needs: the common
     /// insert does not set up (or zero) a path array for the rare split.
     #[inline(never)]
-    fn insert_splitting(&self, tx: &mut Tx<'_>, leaf: u64, pos: usize, k: K, v: V) -> Result<()> {
+    fn insert_splitting(
+        &self,
+        tx: &mut Tx<'_>,
+        leaf: u64,
+        pos: usize,
+        q: &K::Query,
+        k: K,
+        v: V,
+    ) -> Result<()> {
         let h = self.header(tx)?;
         // The descent again, remembering the path: the nodes `insert` read, as nothing
         // was written since.
@@ -513,14 +585,17 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let mut node = h.root;
         for p in path.iter_mut().take(h.height as usize) {
             let (w, n) = Self::inner(tx, node)?;
-            let i = Self::route(w, n, &k)?;
+            let i = Self::route(tx, w, n, q)?;
             *p = (node, i);
             node = w[Self::I_KIDS + i];
         }
         if node != leaf {
             return Err(words::corrupt("the descent changed within one insert"));
         }
-        let mut carry = Some(Self::split_leaf(tx, node, pos, k, v)?);
+        let (sep, right) = Self::split_leaf(tx, node, pos, k, v)?;
+        // An inner node's separator has a key of its own (byte string keys: a copy that
+        // outlives the removal of the entry it equals).
+        let mut carry = Some((K::separator(tx, &sep)?, right));
         for &(parent, i) in path[..h.height as usize].iter().rev() {
             let Some((sep, right)) = carry else { break };
             let (_, n) = Self::inner(tx, parent)?;
@@ -653,25 +728,28 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Remove `k`; returns its value. Writes only `k`'s leaf (see the deletion policy).
-    pub fn remove(&self, tx: &mut Tx<'_>, k: &K) -> Result<Option<V>> {
+    /// (With byte string keys the stored key is freed.)
+    pub fn remove(&self, tx: &mut Tx<'_>, k: &K::Query) -> Result<Option<V>> {
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
-        let Ok(pos) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+        let Ok(pos) = K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? else {
             return Ok(None);
         };
         let w = words::write(tx, leaf, Self::LEAF)?;
         w[0] -= 1;
         let keys = words::slice_mut::<K>(w, Self::L_KEYS, n)?;
+        let old_key = keys[pos];
         keys.copy_within(pos + 1..n, pos);
         let vals = words::slice_mut::<V>(w, Self::L_VALS, n)?;
         let old = vals[pos];
         vals.copy_within(pos + 1..n, pos);
+        old_key.release(tx)?;
         Ok(Some(old))
     }
 
     /// Call `f` on the entries with keys in `range`, in key order, until it returns
     /// false. Reads only.
-    pub fn range<R: RangeBounds<K>>(
+    pub fn range<R: RangeBounds<K::Query>>(
         &self,
         tx: &Tx<'_>,
         range: R,
@@ -685,10 +763,14 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             let (w, n) = Self::leaf(tx, node)?;
             let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
             let vals = words::slice::<V>(w, Self::L_VALS, n)?;
-            let from = if first { start_pos(keys, start) } else { 0 };
+            let from = if first {
+                start_pos(tx, keys, start)?
+            } else {
+                0
+            };
             first = false;
             for (k, v) in keys[from..].iter().zip(&vals[from..]) {
-                if past_end(k, end) || !f(k, v) {
+                if past_end(tx, k, end)? || !f(k, v) {
                     return Ok(());
                 }
             }
@@ -701,14 +783,32 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// The leaf where a scan from `start` begins (descends `height` levels).
-    pub(super) fn seek(&self, tx: &Tx<'_>, start: Bound<&K>) -> Result<u64> {
+    pub(super) fn seek(&self, tx: &Tx<'_>, start: Bound<&K::Query>) -> Result<u64> {
+        self.seek_by(tx, start, |tx, w, n, lo| Self::route(tx, w, n, lo))
+    }
+
+    /// [`seek`](Self::seek) with a bound that is a stored key (a [`RangeIter`]'s).
+    fn seek_key(&self, tx: &Tx<'_>, start: Bound<&K>) -> Result<u64> {
+        self.seek_by(tx, start, |tx, w, n, lo| {
+            let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
+            start_pos_key(tx, keys, Bound::Excluded(lo))
+        })
+    }
+
+    #[inline]
+    fn seek_by<Q: ?Sized>(
+        &self,
+        tx: &Tx<'_>,
+        start: Bound<&Q>,
+        route: impl Fn(&Tx<'_>, &[u64], usize, &Q) -> Result<usize>,
+    ) -> Result<u64> {
         let h = self.header(tx)?;
         let mut node = h.root;
         for _ in 0..h.height {
             let (w, n) = Self::inner(tx, node)?;
             let i = match start {
                 Bound::Unbounded => 0,
-                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(w, n, lo)?,
+                Bound::Included(lo) | Bound::Excluded(lo) => route(tx, w, n, lo)?,
             };
             node = w[Self::I_KIDS + i];
         }
@@ -761,7 +861,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// The first entry with a key in `range` (e.g. the smallest key at least `lo`).
-    pub fn first_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
+    pub fn first_in<R: RangeBounds<K::Query>>(
+        &self,
+        tx: &Tx<'_>,
+        range: R,
+    ) -> Result<Option<(K, V)>> {
         let mut first = None;
         self.range(tx, range, |k, v| {
             first = Some((*k, *v));
@@ -774,7 +878,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// newest order of a customer). Leaves have no backward links, so this descends
     /// from the root toward the end bound and backtracks to the left, past leaves that
     /// `remove` emptied; it reads only.
-    pub fn last_in<R: RangeBounds<K>>(&self, tx: &Tx<'_>, range: R) -> Result<Option<(K, V)>> {
+    pub fn last_in<R: RangeBounds<K::Query>>(
+        &self,
+        tx: &Tx<'_>,
+        range: R,
+    ) -> Result<Option<(K, V)>> {
         let h = self.header(tx)?;
         match Self::last_rec(tx, h.root, h.height, range.start_bound(), range.end_bound())? {
             Last::Found(k, v) => Ok(Some((k, v))),
@@ -786,22 +894,29 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         tx: &Tx<'_>,
         node: u64,
         level: u64,
-        start: Bound<&K>,
-        end: Bound<&K>,
+        start: Bound<&K::Query>,
+        end: Bound<&K::Query>,
     ) -> Result<Last<K, V>> {
-        let below_start = |k: &K| match start {
-            Bound::Unbounded => false,
-            Bound::Included(lo) => k < lo,
-            Bound::Excluded(lo) => k <= lo,
+        let below_start = |k: &K| -> Result<bool> {
+            Ok(match start {
+                Bound::Unbounded => false,
+                Bound::Included(lo) => K::cmp_query(tx, k, lo)? == Ordering::Less,
+                Bound::Excluded(lo) => K::cmp_query(tx, k, lo)? != Ordering::Greater,
+            })
         };
         if level == 0 {
             let (w, n) = Self::leaf(tx, node)?;
             let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
-            let j = keys.partition_point(|k| !past_end(k, end));
+            // The keys not past the end: a prefix of the sorted keys.
+            let j = match end {
+                Bound::Unbounded => keys.len(),
+                Bound::Included(hi) => K::partition(tx, keys, hi, true)?,
+                Bound::Excluded(hi) => K::partition(tx, keys, hi, false)?,
+            };
             if j == 0 {
                 return Ok(Last::NotHere);
             }
-            if below_start(&keys[j - 1]) {
+            if below_start(&keys[j - 1])? {
                 return Ok(Last::Done);
             }
             let v = words::slice::<V>(w, Self::L_VALS, n)?[j - 1];
@@ -810,7 +925,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let (w, n) = Self::inner(tx, node)?;
         let i = match end {
             Bound::Unbounded => n - 1,
-            Bound::Included(hi) | Bound::Excluded(hi) => Self::route(w, n, hi)?,
+            Bound::Included(hi) | Bound::Excluded(hi) => Self::route(tx, w, n, hi)?,
         };
         for c in (0..=i).rev() {
             match Self::last_rec(tx, w[Self::I_KIDS + c], level - 1, start, end)? {
@@ -820,7 +935,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             // Children left of `c` hold keys below separator c - 1: if that is at or
             // below the start bound, nothing further left is in range.
             if let (true, Bound::Included(lo) | Bound::Excluded(lo)) = (c > 0, start) {
-                if words::slice::<K>(w, Self::I_KEYS, n - 1)?[c - 1] <= *lo {
+                let sep = &words::slice::<K>(w, Self::I_KEYS, n - 1)?[c - 1];
+                if K::cmp_query(tx, sep, lo)? != Ordering::Greater {
                     return Ok(Last::Done);
                 }
             }
@@ -876,9 +992,25 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 for &c in &w[Self::I_KIDS..Self::I_KIDS + n] {
                     stack.push((c, level - 1));
                 }
+                if K::OUT_OF_LINE {
+                    Self::owned_keys(words::slice::<K>(w, Self::I_KEYS, n - 1)?, &mut f);
+                }
+            } else if K::OUT_OF_LINE {
+                let (w, n) = Self::leaf(tx, node)?;
+                Self::owned_keys(words::slice::<K>(w, Self::L_KEYS, n)?, &mut f);
             }
         }
         Ok(())
+    }
+
+    /// The blocks byte string keys own (entries' keys and separators).
+    fn owned_keys(keys: &[K], f: &mut impl FnMut(u64)) {
+        for k in keys {
+            let b = k.owned_block();
+            if b != 0 {
+                f(b);
+            }
+        }
     }
 
     /// Free the whole tree (every object [`for_each_object`](Self::for_each_object)
@@ -900,6 +1032,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     where
         K: fmt::Debug,
     {
+        let lt = |a: &K, b: &K| -> Result<bool> { Ok(K::cmp_keys(tx, a, b)? == Ordering::Less) };
         let h = self.header(tx)?;
         let mut st = TreeStats {
             height: h.height as usize,
@@ -915,17 +1048,24 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             if !seen.insert(node) {
                 return Err(bad(format!("the node at {node:#x} is reached twice")));
             }
-            let in_bounds =
-                |k: &K| lo.as_ref().is_none_or(|l| k >= l) && hi.as_ref().is_none_or(|u| k < u);
+            let in_bounds = |k: &K| -> Result<bool> {
+                Ok(match (&lo, &hi) {
+                    (Some(l), _) if lt(k, l)? => false,
+                    (_, Some(u)) => lt(k, u)?,
+                    _ => true,
+                })
+            };
             if level == 0 {
                 let (w, n) = Self::leaf(tx, node)?;
                 let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
                 for k in keys {
-                    if !in_bounds(k) {
+                    if !in_bounds(k)? {
                         return Err(bad(format!("key {k:?} outside [{lo:?}, {hi:?})")));
                     }
-                    if last.as_ref().is_some_and(|l| l >= k) {
-                        return Err(bad(format!("key {k:?} after {last:?}")));
+                    if let Some(l) = &last {
+                        if !lt(l, k)? {
+                            return Err(bad(format!("key {k:?} after {last:?}")));
+                        }
                     }
                     last = Some(*k);
                 }
@@ -939,7 +1079,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             st.inner_nodes += 1;
             let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
             for j in 0..n - 1 {
-                if !in_bounds(&keys[j]) || (j > 0 && keys[j - 1] >= keys[j]) {
+                if !in_bounds(&keys[j])? || (j > 0 && !lt(&keys[j - 1], &keys[j])?) {
                     return Err(bad(format!(
                         "separators {keys:?} unordered or out of bounds"
                     )));
@@ -982,7 +1122,7 @@ pub struct RangeIter<'t, 'a, K, V, const F: usize> {
     done: bool,
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     pub(super) fn new<R: RangeBounds<K>>(tree: BTreeMap<K, V, F>, tx: &'t Tx<'a>, r: R) -> Self {
         RangeIter {
             tx,
@@ -1003,9 +1143,9 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 
     /// Load leaf `off` (its entries from index `from`).
-    fn load(&mut self, off: u64, from: impl FnOnce(&[K]) -> usize) -> Result<()> {
+    fn load(&mut self, off: u64, from: impl FnOnce(&[K]) -> Result<usize>) -> Result<()> {
         let (keys, vals, next) = BTreeMap::<K, V, F>::leaf_entries(self.tx, off)?;
-        self.i = from(keys);
+        self.i = from(keys)?;
         self.keys = keys;
         self.vals = vals;
         self.next = next;
@@ -1016,7 +1156,7 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a, K, V, F> {
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a, K, V, F> {
     type Item = Result<(&'t K, &'t V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -1024,21 +1164,26 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a
             return None;
         }
         if let Some((tree, start)) = self.start.take() {
-            let first = match tree.seek(self.tx, start.as_ref()) {
+            let first = match tree.seek_key(self.tx, start.as_ref()) {
                 Ok(leaf) => leaf,
                 Err(e) => return self.fail(e),
             };
             self.walk = Walk::new("B+-tree leaf chain", first);
-            if let Err(e) = self.load(first, |keys| super::btree::start_pos(keys, start.as_ref())) {
+            let tx = self.tx;
+            if let Err(e) = self.load(first, |keys| start_pos_key(tx, keys, start.as_ref())) {
                 return self.fail(e);
             }
         }
         loop {
             if self.i < self.keys.len() {
                 let (k, v) = (&self.keys[self.i], &self.vals[self.i]);
-                if super::btree::past_end(k, self.end.as_ref()) {
-                    self.done = true;
-                    return None;
+                match past_end_key(self.tx, k, self.end.as_ref()) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        self.done = true;
+                        return None;
+                    }
+                    Err(e) => return self.fail(e),
                 }
                 self.i += 1;
                 return Some(Ok((k, v)));
@@ -1047,7 +1192,7 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a
                 self.done = true;
                 return None;
             }
-            if let Err(e) = self.load(self.next, |_| 0) {
+            if let Err(e) = self.load(self.next, |_| Ok(0)) {
                 return self.fail(e);
             }
         }

@@ -74,13 +74,19 @@
 //! handles are words of the root object (see [`deep`]).
 
 pub(crate) mod btree;
+pub(crate) mod bytes;
 #[cfg(any(test, feature = "tools"))]
 pub(crate) mod deep;
 mod hash;
 pub(crate) mod hashmap;
+pub(crate) mod key;
+pub(crate) mod vec;
 mod walk;
 mod words;
 
 pub use btree::{BTreeMap, RangeIter, TreeStats};
+pub use bytes::{Owned, PBytes, PString};
 pub use hash::stable_hash;
 pub use hashmap::{HashIter, HashMap, MapStats};
+pub use key::TreeKey;
+pub use vec::PVec;
