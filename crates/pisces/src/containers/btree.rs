@@ -97,9 +97,11 @@ pub(crate) const ORDER_UNSIGNED: u64 = 1;
 pub(crate) const ORDER_SIGNED: u64 = 2;
 /// Keys are byte arrays (`[u8; N]`), ordered lexicographically.
 pub(crate) const ORDER_BYTES: u64 = 3;
-/// Keys are byte string handles ([`PBytes`](crate::PBytes), [`PString`](crate::PString))
-/// to blocks the tree owns, ordered lexicographically by their bytes.
+/// Keys are [`PBytes`](crate::PBytes) handles to blocks the tree owns, ordered
+/// lexicographically by their bytes.
 pub(crate) const ORDER_STRINGS: u64 = 4;
+/// Keys are [`PString`](crate::PString) handles: as [`ORDER_STRINGS`], and UTF-8.
+pub(crate) const ORDER_UTF8: u64 = 5;
 
 /// The key-order word for keys of type `K`: the order `K: Ord` has, when it is one of
 /// the orders `pisces check --deep` knows how to read from bytes (module
@@ -109,14 +111,21 @@ fn key_order_word<K>() -> u64 {
         "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => ORDER_UNSIGNED,
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => ORDER_SIGNED,
         n if n.starts_with("[u8; ") => ORDER_BYTES,
-        n if n == std::any::type_name::<crate::PBytes>()
-            || n == std::any::type_name::<crate::PString>() =>
-        {
-            ORDER_STRINGS
-        }
+        n if n == std::any::type_name::<crate::PBytes>() => ORDER_STRINGS,
+        n if n == std::any::type_name::<crate::PString>() => ORDER_UTF8,
         _ => return 0,
     };
     ORDER_TAG | code
+}
+
+/// The header's key-order word: the key order code in the low byte, what the values
+/// own (`bytes::value_kind`) in the next, under [`ORDER_TAG`] when either is known.
+fn order_word<K, V: 'static>() -> u64 {
+    let values = super::bytes::value_kind::<V>();
+    match key_order_word::<K>() {
+        0 if values == 0 => 0,
+        w => ORDER_TAG | (w & 0xff) | values << 8,
+    }
 }
 
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -394,7 +403,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 sig: Self::SIG,
                 root,
                 height: 0,
-                order: key_order_word::<K>(),
+                order: order_word::<K, V>(),
             })?,
             _kv: PhantomData,
         })

@@ -80,6 +80,7 @@ pub(crate) mod deep;
 mod hash;
 pub(crate) mod hashmap;
 pub(crate) mod key;
+mod owning;
 pub(crate) mod vec;
 mod walk;
 mod words;

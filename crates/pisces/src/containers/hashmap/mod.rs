@@ -4,7 +4,8 @@
 //! ```text
 //! handle (8 bytes, Pod) ──► header [u64; 512]           read-only after `create`
 //!                             0 magic  1 signature (size of K, V)  2 buckets
-//!                             3 levels (1 or 2)  4 chunks  5..8 reserved
+//!                             3 levels (1 or 2)  4 chunks  5 layout
+//!                             6 reserved  7 what the values own (for `check --deep`)
 //!                             8.. directory: 504 entries
 //!     levels = 1: entry i ──► chunk i
 //!     levels = 2: entry i ──► page [u64; 512] ──► chunks 512 i ..
@@ -152,6 +153,9 @@ const H_BUCKETS: usize = 2;
 const H_LEVELS: usize = 3;
 const H_CHUNKS: usize = 4;
 const H_GROW: usize = 5;
+/// What the values own (`bytes::value_kind`): written by `create`, read only by the
+/// deep check (0 in maps made before the word was written: plain values).
+pub(crate) const H_VALUES: usize = 7;
 /// `H_GROW` of a growable map (0: fixed bucket count, the original layout).
 const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
 /// The entries per bucket above which a growable map splits a bucket, as a fraction
@@ -434,6 +438,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let mut hdr: Header = [0; HDR_WORDS];
         hdr[H_MAGIC] = MAGIC;
         hdr[H_SIG] = Self::SIG;
+        hdr[H_VALUES] = super::bytes::value_kind::<V>();
         hdr[H_BUCKETS] = buckets as u64;
         hdr[H_CHUNKS] = chunks as u64;
         hdr[H_GROW] = match (growable, grouped) {
