@@ -49,7 +49,13 @@ impl Owned for Item {
 
 /// The title of item `id` after `edits` retitlings: its length varies with both.
 fn title(id: u64, edits: u64) -> String {
-    let words = ["buy milk", "call Ada", "fix the roof", "write the report", "é✓"];
+    let words = [
+        "buy milk",
+        "call Ada",
+        "fix the roof",
+        "write the report",
+        "é✓",
+    ];
     let mut t = format!("#{id}.{edits}:");
     for i in 0..(id + edits) % 7 {
         t.push(' ');
@@ -142,7 +148,16 @@ fn add(tx: &mut Tx<'_>, root: PPtr<Root>, due: u64) -> Result<u64> {
     r.added += 1;
     let (id, items, by_due) = (r.added, r.items, r.by_due);
     let title = PString::new(tx, &title(id, 0))?;
-    items.insert(tx, id, Item { id, due, edits: 0, title })?;
+    items.insert(
+        tx,
+        id,
+        Item {
+            id,
+            due,
+            edits: 0,
+            title,
+        },
+    )?;
     by_due.insert(tx, [due, id], id)?;
     Ok(id)
 }
