@@ -449,3 +449,72 @@ fn long_keys_split_and_drain_without_leaks() {
     pool.run(|tx| t.destroy(tx)).unwrap();
     no_leaks(&pool, &base, Vec::new());
 }
+
+/// A string changed in place by one transaction and freed by a concurrent one: they
+/// conflict (a free conflicts with a write of the block), so the change never lands
+/// in a block freed by a transaction that committed while the change was pending. On
+/// every engine: if the free commits while the change is still uncommitted, the
+/// change must not commit. (An engine whose locks wait lets the free wait for the change's commit
+/// instead: then the two are serial, which is fine.)
+#[test]
+fn an_in_place_change_and_a_free_of_one_string_conflict() {
+    use pisces::TxOptions;
+    use std::sync::{mpsc, Barrier};
+    use std::time::Duration;
+    for setup in setups() {
+        let name = format!("{} {:?}", setup.0, setup.1);
+        let pool = {
+            let size = 16u64 << 20;
+            let m = DramMedium::anonymous(size as usize, 0, 0).unwrap();
+            Pool::create_on(
+                Arc::new(m),
+                Config::default()
+                    .size(size)
+                    .engine(setup.0)
+                    .max_threads(2)
+                    .engine_options(setup.1.clone()),
+            )
+            .unwrap()
+        };
+        let s = pool.run(|tx| PString::new(tx, "sixteen bytes!!!")).unwrap();
+        let written = Barrier::new(2);
+        let (freed_tx, freed_rx) = mpsc::channel();
+        let (change, free_first) = std::thread::scope(|sc| {
+            let (pool, written, name) = (&pool, &written, &name);
+            let a = sc.spawn(move || {
+                let mut h = pool.handle().unwrap();
+                let mut t = h.begin(TxOptions::default()).unwrap();
+                let w = t.with_tx(|tx| {
+                    let mut w = s;
+                    w.set(tx, "SIXTEEN BYTES!!!")?;
+                    Ok::<_, Error>(w)
+                });
+                written.wait();
+                // The free's outcome, if it ended while this change was pending.
+                let free_first = freed_rx.recv_timeout(Duration::from_millis(500)).ok();
+                let committed = match w {
+                    Ok(w) => {
+                        assert_eq!(w, s, "{name}: a change of the same length is in place");
+                        t.commit().is_ok()
+                    }
+                    Err(_) => false,
+                };
+                (committed, free_first)
+            });
+            sc.spawn(move || {
+                written.wait();
+                let mut h = pool.handle().unwrap();
+                let r = h.begin(TxOptions::default()).and_then(|mut t| {
+                    t.with_tx(|tx| s.free(tx))?;
+                    t.commit()
+                });
+                let _ = freed_tx.send(r.is_ok());
+            });
+            a.join().unwrap()
+        });
+        assert!(
+            !(change && free_first == Some(true)),
+            "{name}: the free committed while the change was pending, and the change committed too"
+        );
+    }
+}

@@ -11,10 +11,14 @@
 //! elements and frees the old buffer at commit, inside the transaction.
 //!
 //! # Snapshot isolation
-//! Every update writes the header (length, capacity or buffer change) or the buffer, and
-//! each update that depends on the length (push, pop, truncate, set) writes the header
-//! or the buffer it read, so two updates of one vector meet in a write-write conflict.
-//! Reads write nothing.
+//! Reads write nothing. Updates write what they change: `push`, `pop`, `truncate`
+//! and `clear` the header (the length), `push` and `set` the buffer, a reallocation
+//! the header and frees the old buffer (a free conflicts with a concurrent write of
+//! the block, as a write does, so a concurrent `set` never lands in a freed buffer),
+//! `destroy` frees both. So two
+//! updates of the length meet on the header and two of one element on the buffer. A
+//! `set` concurrent with a `truncate` or `pop` below its index may both commit: the
+//! element it wrote is then past the end, as if the `set` ran first.
 //!
 //! # Damage
 //! The header's tag, element size, `len <= capacity` and the buffer (null exactly when
@@ -22,7 +26,7 @@
 //! buffer block holds what the header says before any element is read: a damaged pool
 //! gives [`Error::Corrupt`](crate::Error::Corrupt), never a panic.
 
-use super::bytes::Owned;
+use super::bytes::{free_block, Owned};
 use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
@@ -309,7 +313,7 @@ impl<T: Pod> PVec<T> {
             self.elems_mut(tx, new, h.len)?.copy_from_slice(&old);
         }
         if h.buf != 0 {
-            tx.free(PPtr::<u8>::from_offset(h.buf))?;
+            free_block(tx, h.buf)?;
         }
         let w = tx.write(self.header)?;
         (w[2], w[3]) = (cap as u64, buf);
@@ -380,9 +384,9 @@ impl<T: Pod> PVec<T> {
     pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
         let h = self.head(tx)?;
         if h.buf != 0 {
-            tx.free(PPtr::<u8>::from_offset(h.buf))?;
+            free_block(tx, h.buf)?;
         }
-        tx.free(self.header)
+        free_block(tx, self.header.offset())
     }
 }
 
