@@ -164,6 +164,17 @@ struct Header {
 /// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
 ///   borrows the value); only a split allocates a buffer. There is no element counter
 ///   (every writer would conflict on it): [`BTreeMap::len`] walks the leaves.
+/// * **String keys**: `BTreeMap<PString, V>` and `BTreeMap<PBytes, V>` order keys by
+///   their bytes, own them (copied in by [`insert_str`](Self::insert_str) /
+///   [`insert_bytes`](Self::insert_bytes) only when new, freed by `remove` and
+///   `destroy`), and take `&str` / `&[u8]` in lookups, `remove` and `range` (bounds as
+///   `(Bound<&str>, Bound<&str>)`), without allocating (see [`TreeKey`]).
+/// * **Values that own blocks** ([`PBytes`](crate::PBytes), [`PString`](crate::PString),
+///   [`PVec`](crate::PVec), other [`Owned`](crate::Owned) types): `insert` and `remove`
+///   return the value they take out, and the caller owns it (the map cannot know
+///   whether it was stored elsewhere too); [`insert_and_free`](Self::insert_and_free),
+///   [`remove_and_free`](Self::remove_and_free) and
+///   [`destroy_with_values`](Self::destroy_with_values) free what it owns.
 /// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
 ///   every access, descents are bounded by the height and the leaf walk detects cycles,
 ///   so a damaged pool or a handle used with other types is an [`Error`], never

@@ -26,6 +26,16 @@
 //!   is walked without it, and the report says its key order was not checked
 //!   ([`DeepReport::unchecked`]): the verdict of such a check is "not checked", never OK.
 //!
+//! * blocks owned by keys and values: a tree keyed by byte strings (its key-order word
+//!   says so) has each key's and separator's block checked and compared by its bytes;
+//!   a map or tree whose header records that its values are byte strings, strings or
+//!   vectors (the hash map's header word 7, the byte above a tree's key-order code) has
+//!   each value's block checked: a byte string's length word (tag, non-zero length,
+//!   within its block), a string's UTF-8, a vector's header (tag, length within the
+//!   capacity) and a buffer block holding the capacity; and no block owned twice.
+//!   Values of other types that hold such handles among other fields (a `pod!`
+//!   struct) are plain bytes to this walk.
+//!
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
 //! (everything it held is unreachable). Words that are no block's payload offset

@@ -14,6 +14,10 @@
 //! * [`BTreeMap<K, V, FANOUT>`]: a B+-tree with leaf links for range scans; `FANOUT`
 //!   (default 16) is a const generic (see [`btree`]).
 //!
+//! * [`PBytes`], [`PString`], [`PVec`]: variable-size values, one-word handles to
+//!   blocks they own (see [`bytes`] and [`vec`]); a [`BTreeMap`] keyed by byte
+//!   strings owns its keys ([`TreeKey`]); [`owning`] says who frees what a value owns.
+//!
 //! # Snapshot isolation
 //! Pisces gives snapshot isolation, which allows write skew: two transactions that read
 //! overlapping data and write disjoint objects can both commit. The containers follow

@@ -214,6 +214,12 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 ///   copies nothing (`get_ref` borrows the value) and allocates nothing. There is no
 ///   element counter (every writer would conflict on it): [`HashMap::len`] walks the
 ///   map. A map costs at least 4 KiB (its header holds the bucket directory).
+/// * **Values that own blocks** ([`PBytes`](crate::PBytes), [`PString`](crate::PString),
+///   [`PVec`](crate::PVec), other [`Owned`](crate::Owned) types): `insert` and `remove`
+///   return the value they take out, and the caller owns it (the map cannot know
+///   whether it was stored elsewhere too); [`insert_and_free`](Self::insert_and_free),
+///   [`remove_and_free`](Self::remove_and_free) and
+///   [`destroy_with_values`](Self::destroy_with_values) free what it owns.
 /// * **Damage**: headers, node kinds and the key and value sizes are checked on every
 ///   access, and walks along chains detect cycles, so a damaged pool or a handle used
 ///   with other types is an [`Error`], never undefined behaviour; [`HashMap::check`]
