@@ -55,7 +55,8 @@ pub struct CrashtestArgs {
     #[arg(long, default_value = "adr", value_parser = parse_domain)]
     pub domain: PersistenceDomain,
     /// Workload: bank, list, alloc, hashmap, btree (the public containers), all (these
-    /// five), or bucket-map, sorted-tree (engine-test structures, not in all).
+    /// five), or bucket-map, sorted-tree (engine-test structures), strmap (a tree of
+    /// string keys and byte string values; these three not in all).
     #[arg(long, default_value = "all", value_parser = parse_workload)]
     pub workload: String,
     /// Workload threads, 1 to 8 [default: 1 with --exhaustive, else 2].

@@ -51,8 +51,63 @@
 //! The API is flat: a [`Pool`] (made from a [`Config`]) runs transactions ([`Tx`] in a
 //! closure, [`ExplicitTx`] on a [`ThreadHandle`]) with [`TxOptions`]; objects are
 //! [`PPtr`]s to [`Pod`] types; [`HashMap`] and [`BTreeMap`] are persistent containers;
+//! [`PBytes`], [`PString`] and [`PVec`] hold variable-size data (see below);
 //! [`EngineId`] picks the concurrency control and logging engine. The one extension
 //! point is [`medium::Medium`], where the pool's bytes live and become durable.
+//!
+//! # Strings and vectors
+//! Variable-size data lives in blocks owned by one-word handles, plain data like
+//! [`PPtr`]: [`PBytes`] (a byte string that stores its length), [`PString`] (UTF-8,
+//! checked on every read) and [`PVec`] (a growable vector). They are fields of `pod!`
+//! structs and keys and values of the maps; a [`BTreeMap`] keyed by [`PString`] or
+//! [`PBytes`] owns its keys, orders them by their bytes and is looked up by `&str` or
+//! `&[u8]` ([`TreeKey`]). The maps' `insert` and `remove` hand the value they take out
+//! back to the caller, who owns it; `insert_and_free`, `remove_and_free` and
+//! `destroy_with_values` free what an [`Owned`] value owns.
+//!
+//! ```
+//! use pisces::{BTreeMap, Config, HashMap, Owned, PPtr, PString, PVec, Pool, Tx};
+//!
+//! pisces::pod! {
+//!     struct Item { due: u64, title: PString, tags: PVec<u32> }
+//!     struct Root { items: HashMap<u64, Item>, by_title: BTreeMap<PString, u64> }
+//! }
+//!
+//! impl Owned for Item {
+//!     fn for_each_owned(&self, tx: &Tx<'_>, f: &mut dyn FnMut(u64)) -> pisces::Result<()> {
+//!         self.title.for_each_owned(tx, f)?;
+//!         self.tags.for_each_owned(tx, f)
+//!     }
+//! }
+//!
+//! # fn main() -> pisces::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let pool = Pool::create(dir.path().join("items.pool"), Config::new().size(32 << 20))?;
+//! let root: PPtr<Root> = pool.root()?;
+//! pool.run(|tx| {
+//!     let (items, by_title) = (HashMap::new(tx)?, BTreeMap::new(tx)?);
+//!     *tx.write(root)? = Root { items, by_title };
+//!     for (id, name) in [(1, "write the report"), (2, "buy milk")] {
+//!         let title = PString::new(tx, name)?;
+//!         let tags = PVec::new(tx)?;
+//!         tags.push(tx, id as u32)?;
+//!         items.insert(tx, id, Item { due: 10 * id, title, tags })?;
+//!         by_title.insert_str(tx, name, id)?;
+//!     }
+//!     Ok(())
+//! })?;
+//! let first = pool.run(|tx| {
+//!     let r = *tx.read(root)?;
+//!     let (title, id) = r.by_title.first_key_value(tx)?.map(|(k, v)| (*k, *v)).unwrap(); // "buy milk" sorts first
+//!     assert_eq!(r.items.get(tx, &id)?.unwrap().due, 20);
+//!     let name = title.to_string(tx)?;
+//!     r.by_title.remove(tx, name.as_str())?; // frees the key's block
+//!     r.items.remove_and_free(tx, &id)?; // frees the title and the tags
+//!     Ok(id)
+//! })?;
+//! assert_eq!(first, 2);
+//! # Ok(()) }
+//! ```
 //!
 //! Layers inside, bottom up: the medium (bytes and durability), the heap (pool
 //! layout, allocator), the engines (concurrency control and logging, over a kit of
@@ -97,7 +152,8 @@ struct ReadmeExample;
 
 pub use config::Config;
 pub use containers::{
-    stable_hash, BTreeMap, Entry, HashIter, HashMap, MapStats, RangeIter, TreeStats,
+    stable_hash, BTreeMap, Entry, HashIter, HashMap, MapStats, Owned, PBytes, PString, PVec,
+    RangeIter, TreeKey, TreeStats,
 };
 pub use engine::{
     EngineId, EngineOptions, PiscesOptions, Sp3Options, SphtClock, SphtMarker, SphtOptions,

@@ -54,6 +54,7 @@ pub mod public_maps;
 pub mod rng;
 pub mod sorted_tree;
 pub mod state;
+pub mod string_map;
 #[cfg(test)]
 mod tests;
 pub mod workload;
@@ -69,7 +70,7 @@ pub const WORKLOADS: [&str; 5] = ["bank", "list", "alloc", "hashmap", "btree"];
 /// More workloads, selectable by name: the engine-test structures that stood in for
 /// the public containers before those existed (no container code involved, so a
 /// violation they show is the engine's).
-pub const EXTRA_WORKLOADS: [&str; 2] = ["bucket-map", "sorted-tree"];
+pub const EXTRA_WORKLOADS: [&str; 3] = ["bucket-map", "sorted-tree", "strmap"];
 
 /// The workload called `name`, if there is one (see [`WORKLOADS`] and
 /// [`EXTRA_WORKLOADS`]).
@@ -87,6 +88,11 @@ pub fn workload_by_name(name: &str) -> Option<Box<dyn Workload>> {
             "btree",
             "upsert/remove on the public BTreeMap (fanout 16): tree invariants, entries = acknowledged ops (plus in-flight), bitmaps = its nodes",
             public_maps::PublicBTree,
+        )),
+        "strmap" => Box::new(KvWorkload::new(
+            "strmap",
+            "upsert/remove on a BTreeMap<PString, PBytes> (fanout 4): string keys and values of several sizes decode, tree invariants, entries = acknowledged ops (plus in-flight), bitmaps = nodes, keys, separators and values",
+            string_map::StringMap,
         )),
         "bucket-map" => Box::new(KvWorkload::new(
             "bucket-map",

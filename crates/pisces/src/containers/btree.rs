@@ -79,13 +79,15 @@
 
 use super::count;
 use super::entry::{sealed::EntryMap, Entry};
+use super::key::TreeKey;
 use super::walk::Walk;
 use super::words::{self, Shape};
 use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
+use std::cmp::Ordering;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, RangeBounds, RangeFull};
 
 /// The first word of every B+-tree header ("PSC.BTRE"): how tools recognise a tree.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PSC.BTRE");
@@ -107,6 +109,11 @@ pub(crate) const ORDER_UNSIGNED: u64 = 1;
 pub(crate) const ORDER_SIGNED: u64 = 2;
 /// Keys are byte arrays (`[u8; N]`), ordered lexicographically.
 pub(crate) const ORDER_BYTES: u64 = 3;
+/// Keys are [`PBytes`](crate::PBytes) handles to blocks the tree owns, ordered
+/// lexicographically by their bytes.
+pub(crate) const ORDER_STRINGS: u64 = 4;
+/// Keys are [`PString`](crate::PString) handles: as [`ORDER_STRINGS`], and UTF-8.
+pub(crate) const ORDER_UTF8: u64 = 5;
 /// A flag of the key-order word (outside its tag and code): the header is a
 /// [`CountedHeader`], whose sixth word locates the tree's striped element count.
 pub(crate) const ORDER_COUNTED: u64 = 1 << 16;
@@ -119,9 +126,21 @@ fn key_order_word<K>() -> u64 {
         "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => ORDER_UNSIGNED,
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => ORDER_SIGNED,
         n if n.starts_with("[u8; ") => ORDER_BYTES,
+        n if n == std::any::type_name::<crate::PBytes>() => ORDER_STRINGS,
+        n if n == std::any::type_name::<crate::PString>() => ORDER_UTF8,
         _ => return 0,
     };
     ORDER_TAG | code
+}
+
+/// The header's key-order word: the key order code in the low byte, what the values
+/// own (`bytes::value_kind`) in the next, under [`ORDER_TAG`] when either is known.
+fn order_word<K, V: 'static>() -> u64 {
+    let values = super::bytes::value_kind::<V>();
+    match key_order_word::<K>() {
+        0 if values == 0 => 0,
+        w => ORDER_TAG | (w & 0xff) | values << 8,
+    }
 }
 
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -170,6 +189,17 @@ struct CountedHeader {
 ///   borrows the value); only a split allocates a buffer. [`BTreeMap::len`] is O(1):
 ///   the element count is striped over 32 objects, so two writers on different
 ///   threads do not conflict on it (module docs).
+/// * **String keys**: `BTreeMap<PString, V>` and `BTreeMap<PBytes, V>` order keys by
+///   their bytes, own them (copied in by [`insert_str`](Self::insert_str) /
+///   [`insert_bytes`](Self::insert_bytes) only when new, freed by `remove` and
+///   `destroy`), and take `&str` / `&[u8]` in lookups, `remove` and `range` (bounds as
+///   `(Bound<&str>, Bound<&str>)`), without allocating (see [`TreeKey`]).
+/// * **Values that own blocks** ([`PBytes`](crate::PBytes), [`PString`](crate::PString),
+///   [`PVec`](crate::PVec), other [`Owned`](crate::Owned) types): `insert` and `remove`
+///   return the value they take out, and the caller owns it (the map cannot know
+///   whether it was stored elsewhere too); [`insert_and_free`](Self::insert_and_free),
+///   [`remove_and_free`](Self::remove_and_free) and
+///   [`destroy_with_values`](Self::destroy_with_values) free what it owns.
 /// * **Damage**: headers, node kinds, counts and the key and value sizes are checked on
 ///   every access, descents are bounded by the height and the leaf walk detects cycles,
 ///   so a damaged pool or a handle used with other types is an [`Error`], never
@@ -306,33 +336,36 @@ enum Last {
 }
 
 /// Where a scan starts in a leaf.
-pub(super) fn start_pos<K: Ord>(keys: &[K], b: Bound<&K>) -> usize {
+#[inline]
+fn start_pos<K: TreeKey>(tx: &Tx<'_>, keys: &[K], b: Bound<&K::Query>) -> Result<usize> {
     match b {
-        Bound::Unbounded => 0,
-        Bound::Included(lo) => keys.partition_point(|x| x < lo),
-        Bound::Excluded(lo) => keys.partition_point(|x| x <= lo),
+        Bound::Unbounded => Ok(0),
+        Bound::Included(lo) => K::partition(tx, keys, lo, false),
+        Bound::Excluded(lo) => K::partition(tx, keys, lo, true),
     }
 }
 
 /// True if `k` is before the start bound.
-pub(super) fn below_start<K: Ord>(k: &K, b: Bound<&K>) -> bool {
-    match b {
+#[inline]
+fn below_start<K: TreeKey>(tx: &Tx<'_>, k: &K, b: Bound<&K::Query>) -> Result<bool> {
+    Ok(match b {
         Bound::Unbounded => false,
-        Bound::Included(lo) => k < lo,
-        Bound::Excluded(lo) => k <= lo,
-    }
+        Bound::Included(lo) => K::cmp_query(tx, k, lo)? == Ordering::Less,
+        Bound::Excluded(lo) => K::cmp_query(tx, k, lo)? != Ordering::Greater,
+    })
 }
 
 /// True if `k` is beyond the end bound.
-pub(super) fn past_end<K: Ord>(k: &K, b: Bound<&K>) -> bool {
-    match b {
+#[inline]
+fn past_end<K: TreeKey>(tx: &Tx<'_>, k: &K, b: Bound<&K::Query>) -> Result<bool> {
+    Ok(match b {
         Bound::Unbounded => false,
-        Bound::Included(hi) => k > hi,
-        Bound::Excluded(hi) => k >= hi,
-    }
+        Bound::Included(hi) => K::cmp_query(tx, k, hi)? == Ordering::Greater,
+        Bound::Excluded(hi) => K::cmp_query(tx, k, hi)? != Ordering::Less,
+    })
 }
 
-impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
+impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// Entries per leaf.
     const LCAP: usize = F - 1;
     // Every node access goes through `KW` (inner nodes) or `LEAF`, so a tree of an
@@ -391,7 +424,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 sig: Self::SIG,
                 root,
                 height: 0,
-                order: key_order_word::<K>() | ORDER_COUNTED,
+                order: order_word::<K, V>() | ORDER_COUNTED,
             },
             counts,
         })?;
@@ -496,39 +529,39 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
 
     /// Child index for `k` in an inner node with `n` children.
     #[inline]
-    fn route(w: &[u64], n: usize, k: &K) -> Result<usize> {
+    fn route(tx: &Tx<'_>, w: &[u64], n: usize, k: &K::Query) -> Result<usize> {
         let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
-        Ok(keys.partition_point(|x| x <= k))
+        K::partition(tx, keys, k, true)
     }
 
     /// The leaf that holds `k` (or would).
     #[inline]
-    fn find_leaf(&self, tx: &Tx<'_>, k: &K) -> Result<u64> {
+    fn find_leaf(&self, tx: &Tx<'_>, k: &K::Query) -> Result<u64> {
         let h = self.header(tx)?;
         let mut node = h.root;
         for _ in 0..h.height {
             let (w, n) = Self::inner(tx, node)?;
-            node = w[Self::I_KIDS + Self::route(w, n, k)?];
+            node = w[Self::I_KIDS + Self::route(tx, w, n, k)?];
         }
         Ok(node)
     }
 
     /// A reference to `k`'s value in this transaction's snapshot, without copying it.
-    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
+    pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K::Query) -> Result<Option<&'t V>> {
         let (w, n) = Self::leaf(tx, self.find_leaf(tx, k)?)?;
-        match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) {
+        match K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? {
             Ok(i) => Ok(Some(&words::slice::<V>(w, Self::L_VALS, n)?[i])),
             Err(_) => Ok(None),
         }
     }
 
     /// `k`'s value in this transaction's snapshot.
-    pub fn get(&self, tx: &Tx<'_>, k: &K) -> Result<Option<V>> {
+    pub fn get(&self, tx: &Tx<'_>, k: &K::Query) -> Result<Option<V>> {
         Ok(self.get_ref(tx, k)?.copied())
     }
 
     /// True if `k` is in the tree.
-    pub fn contains_key(&self, tx: &Tx<'_>, k: &K) -> Result<bool> {
+    pub fn contains_key(&self, tx: &Tx<'_>, k: &K::Query) -> Result<bool> {
         Ok(self.get_ref(tx, k)?.is_some())
     }
 
@@ -537,46 +570,68 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     pub fn get_mut<'t, 'h: 't>(
         &self,
         tx: &'t mut impl TxAccess<'h>,
-        k: &K,
+        k: &K::Query,
     ) -> Result<Option<&'t mut V>> {
         let tx = tx.tx_mut();
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
-        let Ok(i) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+        let Ok(i) = K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? else {
             return Ok(None);
         };
         let w = words::write(tx, leaf, Self::LEAF)?;
         Ok(Some(&mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i]))
     }
 
-    /// Insert or replace; returns the previous value of `k`.
+    /// Insert or replace; returns the previous value of `k`. (With byte string keys
+    /// the tree owns `k`: if the key is there already, the stored key stays and `k` is
+    /// freed, as `std` drops the key it does not store.)
     pub fn insert<'h>(&self, tx: &mut impl TxAccess<'h>, k: K, v: V) -> Result<Option<V>> {
         let tx = tx.tx_mut();
-        let node = self.find_leaf(tx, &k)?;
+        let (old, stored) = K::with_query(tx, &k, |tx, q| self.insert_with(tx, q, |_| Ok(k), v))??;
+        if !stored {
+            k.release(tx)?;
+        }
+        Ok(old)
+    }
+
+    /// Insert or replace the value of the key `q`; `key` makes the key to store when
+    /// it is new. Returns the previous value and whether `key` was called.
+    #[inline]
+    pub(super) fn insert_with(
+        &self,
+        tx: &mut Tx<'_>,
+        q: &K::Query,
+        key: impl FnOnce(&mut Tx<'_>) -> Result<K>,
+        v: V,
+    ) -> Result<(Option<V>, bool)> {
+        let node = self.find_leaf(tx, q)?;
         let (n, pos) = {
             let (w, n) = Self::leaf(tx, node)?;
-            match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
+            match K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, q)? {
                 Ok(i) => {
                     let w = words::write(tx, node, Self::LEAF)?;
                     let slot = &mut words::slice_mut::<V>(w, Self::L_VALS, n)?[i];
-                    return Ok(Some(std::mem::replace(slot, v)));
+                    return Ok((Some(std::mem::replace(slot, v)), false));
                 }
                 Err(i) => (n, i),
             }
         };
-        self.insert_new(tx, node, n, pos, k, v)?;
-        Ok(None)
+        let k = key(tx)?;
+        self.insert_new(tx, node, n, pos, q, k, v)?;
+        Ok((None, true))
     }
 
-    /// Insert absent `k` at `pos` of leaf `node`, which has `n` entries; returns its
-    /// value's slot when the leaf had room (`None`: it split).
+    /// Insert absent `k` (whose query form is `q`) at `pos` of leaf `node`, which has
+    /// `n` entries; returns its value's slot when the leaf had room (`None`: it split).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn insert_new<'t>(
         &self,
         tx: &'t mut Tx<'_>,
         node: u64,
         n: usize,
         pos: usize,
+        q: &K::Query,
         k: K,
         v: V,
     ) -> Result<Option<&'t mut V>> {
@@ -592,53 +647,23 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             vals[pos] = v;
             return Ok(Some(&mut vals[pos]));
         }
-        self.insert_splitting(tx, node, pos, k, v)?;
+        self.insert_splitting(tx, node, pos, q, k, v)?;
         Ok(None)
-    }
-
-    /// `k`'s place for insert-or-update with one search (see [`Entry`]).
-    ///
-    /// ```
-    /// # use pisces::{BTreeMap, Config, Pool};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
-    /// pool.run(|tx| {
-    ///     let t = BTreeMap::<u64, u64>::new(tx)?;
-    ///     for k in [3, 1, 3, 3] {
-    ///         t.entry(tx, k)?.and_modify(|n| *n += 1)?.or_insert(1)?;
-    ///     }
-    ///     assert_eq!((t.get(tx, &1)?, t.get(tx, &3)?), (Some(1), Some(3)));
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    pub fn entry<'t, 'h: 't>(
-        &self,
-        tx: &'t mut impl TxAccess<'h>,
-        k: K,
-    ) -> Result<Entry<'t, 'h, Self>> {
-        let tx = tx.tx_mut();
-        let leaf = self.find_leaf(tx, &k)?;
-        let (w, n) = Self::leaf(tx, leaf)?;
-        let at = match words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(&k) {
-            Ok(i) => TreeSpot {
-                leaf,
-                i,
-                found: true,
-            },
-            Err(i) => TreeSpot {
-                leaf,
-                i,
-                found: false,
-            },
-        };
-        Ok(Entry::new(tx, *self, k, at))
     }
 
     /// `insert` into the full leaf `leaf` at `pos`: split it, and its parents as far as
     /// they are full, up to a new root. Out of line, with the path it needs: the common
     /// insert does not set up (or zero) a path array for the rare split.
     #[inline(never)]
-    fn insert_splitting(&self, tx: &mut Tx<'_>, leaf: u64, pos: usize, k: K, v: V) -> Result<()> {
+    fn insert_splitting(
+        &self,
+        tx: &mut Tx<'_>,
+        leaf: u64,
+        pos: usize,
+        q: &K::Query,
+        k: K,
+        v: V,
+    ) -> Result<()> {
         let h = self.header(tx)?;
         // The descent again, remembering the path: the nodes `insert` read, as nothing
         // was written since.
@@ -646,14 +671,17 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let mut node = h.root;
         for p in path.iter_mut().take(h.height as usize) {
             let (w, n) = Self::inner(tx, node)?;
-            let i = Self::route(w, n, &k)?;
+            let i = Self::route(tx, w, n, q)?;
             *p = (node, i);
             node = w[Self::I_KIDS + i];
         }
         if node != leaf {
             return Err(words::corrupt("the descent changed within one insert"));
         }
-        let mut carry = Some(Self::split_leaf(tx, node, pos, k, v)?);
+        let (sep, right) = Self::split_leaf(tx, node, pos, k, v)?;
+        // An inner node's separator has a key of its own (byte string keys: a copy that
+        // outlives the removal of the entry it equals).
+        let mut carry = Some((K::separator(tx, &sep)?, right));
         for &(parent, i) in path[..h.height as usize].iter().rev() {
             let Some((sep, right)) = carry else { break };
             let (_, n) = Self::inner(tx, parent)?;
@@ -786,21 +814,24 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Remove `k`; returns its value. Writes only `k`'s leaf (see the deletion policy).
-    pub fn remove<'h>(&self, tx: &mut impl TxAccess<'h>, k: &K) -> Result<Option<V>> {
+    /// (With byte string keys the stored key is freed.)
+    pub fn remove<'h>(&self, tx: &mut impl TxAccess<'h>, k: &K::Query) -> Result<Option<V>> {
         let tx = tx.tx_mut();
         let leaf = self.find_leaf(tx, k)?;
         let (w, n) = Self::leaf(tx, leaf)?;
-        let Ok(pos) = words::slice::<K>(w, Self::L_KEYS, n)?.binary_search(k) else {
+        let Ok(pos) = K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, k)? else {
             return Ok(None);
         };
         let w = words::write(tx, leaf, Self::LEAF)?;
         w[0] -= 1;
         let keys = words::slice_mut::<K>(w, Self::L_KEYS, n)?;
+        let old_key = keys[pos];
         keys.copy_within(pos + 1..n, pos);
         let vals = words::slice_mut::<V>(w, Self::L_VALS, n)?;
         let old = vals[pos];
         vals.copy_within(pos + 1..n, pos);
         self.add_count(tx, -1)?;
+        old_key.release(tx)?;
         Ok(Some(old))
     }
 
@@ -808,7 +839,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// false. Reads only. The callback form of [`range`](Self::range): it keeps the
     /// scan's state in registers across a leaf, where the iterator returns each entry
     /// through its `Option<Result<..>>`, and costs fewer instructions per entry.
-    pub fn for_each_in<R: RangeBounds<K>>(
+    pub fn for_each_in<R: RangeBounds<K::Query>>(
         &self,
         tx: &Tx<'_>,
         range: R,
@@ -822,10 +853,14 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             let (w, n) = Self::leaf(tx, node)?;
             let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
             let vals = words::slice::<V>(w, Self::L_VALS, n)?;
-            let from = if first { start_pos(keys, start) } else { 0 };
+            let from = if first {
+                start_pos(tx, keys, start)?
+            } else {
+                0
+            };
             first = false;
             for (k, v) in keys[from..].iter().zip(&vals[from..]) {
-                if past_end(k, end) || !f(k, v) {
+                if past_end(tx, k, end)? || !f(k, v) {
                     return Ok(());
                 }
             }
@@ -838,14 +873,14 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// The leaf where a scan from `start` begins (descends `height` levels).
-    pub(super) fn seek(&self, tx: &Tx<'_>, start: Bound<&K>) -> Result<u64> {
+    fn seek(&self, tx: &Tx<'_>, start: Bound<&K::Query>) -> Result<u64> {
         let h = self.header(tx)?;
         let mut node = h.root;
         for _ in 0..h.height {
             let (w, n) = Self::inner(tx, node)?;
             let i = match start {
                 Bound::Unbounded => 0,
-                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(w, n, lo)?,
+                Bound::Included(lo) | Bound::Excluded(lo) => Self::route(tx, w, n, lo)?,
             };
             node = w[Self::I_KIDS + i];
         }
@@ -853,7 +888,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// A leaf's keys, values and next-leaf link (for [`RangeIter`]).
-    pub(super) fn leaf_entries<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [K], &'t [V], u64)> {
+    fn leaf_entries<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [K], &'t [V], u64)> {
         let (w, n) = Self::leaf(tx, off)?;
         let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
         let vals = words::slice::<V>(w, Self::L_VALS, n)?;
@@ -880,7 +915,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     ///     Ok(())
     /// }).unwrap();
     /// ```
-    pub fn iter<'t, 'a>(&self, tx: &'t Tx<'a>) -> RangeIter<'t, 'a, K, V, F> {
+    pub fn iter<'t, 'a>(&self, tx: &'t Tx<'a>) -> RangeIter<'t, 'a, K, V, F, RangeFull> {
         RangeIter::new(*self, tx, ..)
     }
 
@@ -891,11 +926,34 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// yielded exactly once. Each item is a `Result`: a damaged tree (bad pointer, a leaf
     /// chain that loops) yields one `Err` and ends. Reads only. Nothing is read before
     /// the first `next` or `next_back`.
-    pub fn range<'t, 'a, R: RangeBounds<K>>(
+    ///
+    /// The iterator holds `range` (so bounds borrowed from elsewhere, as the `&str`
+    /// bounds of a tree keyed by [`PString`](crate::PString), must outlive it):
+    ///
+    /// ```
+    /// # use pisces::{BTreeMap, Config, PString, Pool};
+    /// use std::ops::Bound;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
+    /// pool.run(|tx| {
+    ///     let t = BTreeMap::<PString, u64>::new(tx)?;
+    ///     for (i, w) in ["pear", "apple", "fig", "banana"].into_iter().enumerate() {
+    ///         t.insert_str(tx, w, i as u64)?;
+    ///     }
+    ///     let mut from_b = Vec::new();
+    ///     for e in t.range(tx, (Bound::Included("b"), Bound::Excluded("g"))).rev() {
+    ///         let (k, v) = e?;
+    ///         from_b.push((k.get(tx)?, *v));
+    ///     }
+    ///     assert_eq!(from_b, [("fig", 2), ("banana", 3)]);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn range<'t, 'a, R: RangeBounds<K::Query>>(
         &self,
         tx: &'t Tx<'a>,
         range: R,
-    ) -> RangeIter<'t, 'a, K, V, F> {
+    ) -> RangeIter<'t, 'a, K, V, F, R> {
         RangeIter::new(*self, tx, range)
     }
 
@@ -922,11 +980,11 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// empty. Leaves have no backward links, so this descends from the root toward the
     /// end bound and backtracks to the left, past leaves that `remove` emptied; it reads
     /// only.
-    pub(super) fn last_leaf(
+    fn last_leaf(
         &self,
         tx: &Tx<'_>,
-        start: Bound<&K>,
-        end: Bound<&K>,
+        start: Bound<&K::Query>,
+        end: Bound<&K::Query>,
     ) -> Result<Option<(u64, usize)>> {
         let h = self.header(tx)?;
         match Self::last_rec(tx, h.root, h.height, start, end)? {
@@ -939,17 +997,22 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         tx: &Tx<'_>,
         node: u64,
         level: u64,
-        start: Bound<&K>,
-        end: Bound<&K>,
+        start: Bound<&K::Query>,
+        end: Bound<&K::Query>,
     ) -> Result<Last> {
         if level == 0 {
             let (w, n) = Self::leaf(tx, node)?;
             let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
-            let j = keys.partition_point(|k| !past_end(k, end));
+            // The keys not past the end: a prefix of the sorted keys.
+            let j = match end {
+                Bound::Unbounded => keys.len(),
+                Bound::Included(hi) => K::partition(tx, keys, hi, true)?,
+                Bound::Excluded(hi) => K::partition(tx, keys, hi, false)?,
+            };
             if j == 0 {
                 return Ok(Last::NotHere);
             }
-            if below_start(&keys[j - 1], start) {
+            if below_start(tx, &keys[j - 1], start)? {
                 return Ok(Last::Done);
             }
             return Ok(Last::Found(node, j));
@@ -957,7 +1020,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let (w, n) = Self::inner(tx, node)?;
         let i = match end {
             Bound::Unbounded => n - 1,
-            Bound::Included(hi) | Bound::Excluded(hi) => Self::route(w, n, hi)?,
+            Bound::Included(hi) | Bound::Excluded(hi) => Self::route(tx, w, n, hi)?,
         };
         for c in (0..=i).rev() {
             match Self::last_rec(tx, w[Self::I_KIDS + c], level - 1, start, end)? {
@@ -967,7 +1030,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             // Children left of `c` hold keys below separator c - 1: if that is at or
             // below the start bound, nothing further left is in range.
             if let (true, Bound::Included(lo) | Bound::Excluded(lo)) = (c > 0, start) {
-                if words::slice::<K>(w, Self::I_KEYS, n - 1)?[c - 1] <= *lo {
+                let sep = &words::slice::<K>(w, Self::I_KEYS, n - 1)?[c - 1];
+                if K::cmp_query(tx, sep, lo)? != Ordering::Greater {
                     return Ok(Last::Done);
                 }
             }
@@ -1012,7 +1076,8 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Call `f` with the offset of every persistent object the tree owns (header,
-    /// nodes, then the element count's objects): for pool checkers and leak tests.
+    /// nodes and the blocks of byte string keys, then the element count's objects): for
+    /// pool checkers and leak tests.
     pub fn for_each_object(&self, tx: &Tx<'_>, mut f: impl FnMut(u64)) -> Result<()> {
         let h = self.header(tx)?;
         f(self.header.offset());
@@ -1033,12 +1098,28 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
                 for &c in &w[Self::I_KIDS..Self::I_KIDS + n] {
                     stack.push((c, level - 1));
                 }
+                if K::OUT_OF_LINE {
+                    Self::owned_keys(words::slice::<K>(w, Self::I_KEYS, n - 1)?, &mut f);
+                }
+            } else if K::OUT_OF_LINE {
+                let (w, n) = Self::leaf(tx, node)?;
+                Self::owned_keys(words::slice::<K>(w, Self::L_KEYS, n)?, &mut f);
             }
         }
         if let Some(table) = self.counts(tx, &h)? {
             count::for_each_object(tx, table, f)?;
         }
         Ok(())
+    }
+
+    /// The blocks byte string keys own (entries' keys and separators).
+    fn owned_keys(keys: &[K], f: &mut impl FnMut(u64)) {
+        for k in keys {
+            let b = k.owned_block();
+            if b != 0 {
+                f(b);
+            }
+        }
     }
 
     /// Free the whole tree (every object [`for_each_object`](Self::for_each_object)
@@ -1062,6 +1143,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     where
         K: fmt::Debug,
     {
+        let lt = |a: &K, b: &K| -> Result<bool> { Ok(K::cmp_keys(tx, a, b)? == Ordering::Less) };
         let h = self.header(tx)?;
         let mut st = TreeStats {
             height: h.height as usize,
@@ -1077,17 +1159,24 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             if !seen.insert(node) {
                 return Err(bad(format!("the node at {node:#x} is reached twice")));
             }
-            let in_bounds =
-                |k: &K| lo.as_ref().is_none_or(|l| k >= l) && hi.as_ref().is_none_or(|u| k < u);
+            let in_bounds = |k: &K| -> Result<bool> {
+                Ok(match (&lo, &hi) {
+                    (Some(l), _) if lt(k, l)? => false,
+                    (_, Some(u)) => lt(k, u)?,
+                    _ => true,
+                })
+            };
             if level == 0 {
                 let (w, n) = Self::leaf(tx, node)?;
                 let keys = words::slice::<K>(w, Self::L_KEYS, n)?;
                 for k in keys {
-                    if !in_bounds(k) {
+                    if !in_bounds(k)? {
                         return Err(bad(format!("key {k:?} outside [{lo:?}, {hi:?})")));
                     }
-                    if last.as_ref().is_some_and(|l| l >= k) {
-                        return Err(bad(format!("key {k:?} after {last:?}")));
+                    if let Some(l) = &last {
+                        if !lt(l, k)? {
+                            return Err(bad(format!("key {k:?} after {last:?}")));
+                        }
                     }
                     last = Some(*k);
                 }
@@ -1101,7 +1190,7 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
             st.inner_nodes += 1;
             let keys = words::slice::<K>(w, Self::I_KEYS, n - 1)?;
             for j in 0..n - 1 {
-                if !in_bounds(&keys[j]) || (j > 0 && keys[j - 1] >= keys[j]) {
+                if !in_bounds(&keys[j])? || (j > 0 && !lt(&keys[j - 1], &keys[j])?) {
                     return Err(bad(format!(
                         "separators {keys:?} unordered or out of bounds"
                     )));
@@ -1136,6 +1225,49 @@ impl<K: Pod + Ord, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 }
 
+/// The entry API, for keys that are their own query form (`Pod + Ord` keys).
+impl<K: TreeKey<Query = K>, V: Pod, const F: usize> BTreeMap<K, V, F> {
+    /// `k`'s place for insert-or-update with one search (see [`Entry`]). For keys
+    /// compared in place (`Pod + Ord`); a byte string key the entry does not store
+    /// would have no owner to free it.
+    ///
+    /// ```
+    /// # use pisces::{BTreeMap, Config, Pool};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("t.pool"), Config::default().size(32 << 20)).unwrap();
+    /// pool.run(|tx| {
+    ///     let t = BTreeMap::<u64, u64>::new(tx)?;
+    ///     for k in [3, 1, 3, 3] {
+    ///         t.entry(tx, k)?.and_modify(|n| *n += 1)?.or_insert(1)?;
+    ///     }
+    ///     assert_eq!((t.get(tx, &1)?, t.get(tx, &3)?), (Some(1), Some(3)));
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    pub fn entry<'t, 'h: 't>(
+        &self,
+        tx: &'t mut impl TxAccess<'h>,
+        k: K,
+    ) -> Result<Entry<'t, 'h, Self>> {
+        let tx = tx.tx_mut();
+        let leaf = self.find_leaf(tx, &k)?;
+        let (w, n) = Self::leaf(tx, leaf)?;
+        let at = match K::search(tx, words::slice::<K>(w, Self::L_KEYS, n)?, &k)? {
+            Ok(i) => TreeSpot {
+                leaf,
+                i,
+                found: true,
+            },
+            Err(i) => TreeSpot {
+                leaf,
+                i,
+                found: false,
+            },
+        };
+        Ok(Entry::new(tx, *self, k, at))
+    }
+}
+
 /// A key's place in a tree, for [`Entry`]: its leaf and index (the insert position
 /// when absent).
 pub struct TreeSpot {
@@ -1144,7 +1276,7 @@ pub struct TreeSpot {
     found: bool,
 }
 
-impl<K: Pod + Ord, V: Pod, const F: usize> EntryMap for BTreeMap<K, V, F> {
+impl<K: TreeKey<Query = K>, V: Pod, const F: usize> EntryMap for BTreeMap<K, V, F> {
     type Key = K;
     type Value = V;
     type At = TreeSpot;
@@ -1166,34 +1298,34 @@ impl<K: Pod + Ord, V: Pod, const F: usize> EntryMap for BTreeMap<K, V, F> {
         // Two-step: a split moved the entry, so it is looked up again (rare).
         if n < Self::LCAP {
             return self
-                .insert_new(tx, at.leaf, n, at.i, k, v)?
+                .insert_new(tx, at.leaf, n, at.i, &k, k, v)?
                 .ok_or_else(|| words::corrupt("a leaf with room split"));
         }
-        self.insert_new(tx, at.leaf, n, at.i, k, v)?;
+        self.insert_new(tx, at.leaf, n, at.i, &k, k, v)?;
         self.get_mut(tx, &k)?
             .ok_or_else(|| words::corrupt("an inserted key is missing"))
     }
 }
 
 /// Entries of a [`BTreeMap`] in key order within a range, from either end (see
-/// [`BTreeMap::range`] and [`BTreeMap::iter`]).
+/// [`BTreeMap::range`] and [`BTreeMap::iter`]). `R` is the range it was made with
+/// (held for its bounds: `RangeFull` for `iter`).
 ///
 /// Invariant: every entry yielded from the front has a key below every entry yielded
 /// from the back. Each end remembers the last key it yielded and the other end stops
 /// before it, so when the ends meet (in one leaf, or with empty leaves between them)
 /// every entry in range is yielded exactly once.
-pub struct RangeIter<'t, 'a, K, V, const F: usize> {
+pub struct RangeIter<'t, 'a, K, V, const F: usize, R = RangeFull> {
     tree: BTreeMap<K, V, F>,
     tx: &'t Tx<'a>,
-    start: Bound<K>,
-    end: Bound<K>,
+    range: R,
     /// The forward position (`None`: not started).
     front: Option<Front<'t, K, V>>,
     /// The backward position (`None`: not started).
     back: Option<Back<'t, K, V>>,
-    /// The last key yielded by `next` and by `next_back`.
-    front_key: Option<K>,
-    back_key: Option<K>,
+    /// The last key yielded by `next` and by `next_back` (in the snapshot).
+    front_key: Option<&'t K>,
+    back_key: Option<&'t K>,
     done: bool,
 }
 
@@ -1213,7 +1345,7 @@ struct Back<'t, K, V> {
     j: usize,
 }
 
-impl<K, V, const F: usize> fmt::Debug for RangeIter<'_, '_, K, V, F> {
+impl<K, V, const F: usize, R> fmt::Debug for RangeIter<'_, '_, K, V, F, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RangeIter")
             .field("tree", &self.tree)
@@ -1224,13 +1356,14 @@ impl<K, V, const F: usize> fmt::Debug for RangeIter<'_, '_, K, V, F> {
     }
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
-    pub(super) fn new<R: RangeBounds<K>>(tree: BTreeMap<K, V, F>, tx: &'t Tx<'a>, r: R) -> Self {
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize, R: RangeBounds<K::Query>>
+    RangeIter<'t, 'a, K, V, F, R>
+{
+    fn new(tree: BTreeMap<K, V, F>, tx: &'t Tx<'a>, range: R) -> Self {
         RangeIter {
             tree,
             tx,
-            start: r.start_bound().cloned(),
-            end: r.end_bound().cloned(),
+            range,
             front: None,
             back: None,
             front_key: None,
@@ -1257,8 +1390,11 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 
     /// The back position at the last entry with a key in `start..end` (`None`: none).
-    fn back_before(&self, end: Bound<&K>) -> Result<Option<Back<'t, K, V>>> {
-        let Some((leaf, j)) = self.tree.last_leaf(self.tx, self.start.as_ref(), end)? else {
+    fn back_before(&self, end: Bound<&K::Query>) -> Result<Option<Back<'t, K, V>>> {
+        let Some((leaf, j)) = self
+            .tree
+            .last_leaf(self.tx, self.range.start_bound(), end)?
+        else {
             return Ok(None);
         };
         let (keys, vals, _) = BTreeMap::<K, V, F>::leaf_entries(self.tx, leaf)?;
@@ -1269,12 +1405,14 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 
     fn try_next(&mut self) -> Result<Option<(&'t K, &'t V)>> {
+        let tx = self.tx;
         let front = match &mut self.front {
             Some(f) => f,
             None => {
-                let leaf = self.tree.seek(self.tx, self.start.as_ref())?;
-                let keys = BTreeMap::<K, V, F>::leaf_entries(self.tx, leaf)?.0;
-                let from = start_pos(keys, self.start.as_ref());
+                let start = self.range.start_bound();
+                let leaf = self.tree.seek(tx, start)?;
+                let keys = BTreeMap::<K, V, F>::leaf_entries(tx, leaf)?.0;
+                let from = start_pos(tx, keys, start)?;
                 let f = self.front_at(leaf, Walk::new(LEAF_CHAIN, leaf), from)?;
                 self.front.insert(f)
             }
@@ -1282,11 +1420,16 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
         loop {
             if front.i < front.keys.len() {
                 let (k, v) = (&front.keys[front.i], &front.vals[front.i]);
-                if past_end(k, self.end.as_ref()) || self.back_key.is_some_and(|b| *k >= b) {
+                if past_end(tx, k, self.range.end_bound())? {
                     return Ok(None);
                 }
+                if let Some(b) = self.back_key {
+                    if K::cmp_keys(tx, k, b)? != Ordering::Less {
+                        return Ok(None);
+                    }
+                }
                 front.i += 1;
-                self.front_key = Some(*k);
+                self.front_key = Some(k);
                 return Ok(Some((k, v)));
             }
             if front.next == 0 {
@@ -1294,7 +1437,7 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
             }
             let (next, mut walk) = (front.next, front.walk);
             walk.step(next)?;
-            let (keys, vals, after) = BTreeMap::<K, V, F>::leaf_entries(self.tx, next)?;
+            let (keys, vals, after) = BTreeMap::<K, V, F>::leaf_entries(tx, next)?;
             *front = Front {
                 keys,
                 vals,
@@ -1306,6 +1449,7 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
     }
 
     fn try_next_back(&mut self) -> Result<Option<(&'t K, &'t V)>> {
+        let tx = self.tx;
         let back = match &mut self.back {
             Some(b) if b.j > 0 => b,
             Some(_) => {
@@ -1314,27 +1458,35 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> RangeIter<'t, 'a, K, V, F> {
                 let Some(below) = self.back_key else {
                     return Err(words::corrupt("backward scan without a position"));
                 };
-                match self.back_before(Bound::Excluded(&below))? {
+                let below = K::query(tx, below)?;
+                match self.back_before(Bound::Excluded(below))? {
                     Some(b) => self.back.insert(b),
                     None => return Ok(None),
                 }
             }
-            None => match self.back_before(self.end.as_ref())? {
+            None => match self.back_before(self.range.end_bound())? {
                 Some(b) => self.back.insert(b),
                 None => return Ok(None),
             },
         };
         let (k, v) = (&back.keys[back.j - 1], &back.vals[back.j - 1]);
-        if below_start(k, self.start.as_ref()) || self.front_key.is_some_and(|f| *k <= f) {
+        if below_start(tx, k, self.range.start_bound())? {
             return Ok(None);
         }
+        if let Some(f) = self.front_key {
+            if K::cmp_keys(tx, k, f)? != Ordering::Greater {
+                return Ok(None);
+            }
+        }
         back.j -= 1;
-        self.back_key = Some(*k);
+        self.back_key = Some(k);
         Ok(Some((k, v)))
     }
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a, K, V, F> {
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize, R: RangeBounds<K::Query>> Iterator
+    for RangeIter<'t, 'a, K, V, F, R>
+{
     type Item = Result<(&'t K, &'t V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -1352,8 +1504,8 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> Iterator for RangeIter<'t, 'a
     }
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> DoubleEndedIterator
-    for RangeIter<'t, 'a, K, V, F>
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize, R: RangeBounds<K::Query>> DoubleEndedIterator
+    for RangeIter<'t, 'a, K, V, F, R>
 {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
@@ -1370,7 +1522,7 @@ impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> DoubleEndedIterator
     }
 }
 
-impl<'t, 'a, K: Pod + Ord, V: Pod, const F: usize> std::iter::FusedIterator
-    for RangeIter<'t, 'a, K, V, F>
+impl<'t, 'a, K: TreeKey, V: Pod, const F: usize, R: RangeBounds<K::Query>> std::iter::FusedIterator
+    for RangeIter<'t, 'a, K, V, F, R>
 {
 }

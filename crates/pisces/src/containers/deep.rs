@@ -31,6 +31,16 @@
 //!   the stripes' sum equal to the entries the walk found. Containers made before the
 //!   count existed have none, and nothing is compared.
 //!
+//! * blocks owned by keys and values: a tree keyed by byte strings (its key-order word
+//!   says so) has each key's and separator's block checked and compared by its bytes;
+//!   a map or tree whose header records that its values are byte strings, strings or
+//!   vectors (the hash map's header word 7, the byte above a tree's key-order code) has
+//!   each value's block checked: a byte string's length word (tag, non-zero length,
+//!   within its block), a string's UTF-8, a vector's header (tag, length within the
+//!   capacity) and a buffer block holding the capacity; and no block owned twice.
+//!   Values of other types that hold such handles among other fields (a `pod!`
+//!   struct) are plain bytes to this walk.
+//!
 //! A root word that is the payload offset of a heap block which is not allocated is a
 //! problem too: a dangling pointer, or a container whose header block was freed or lost
 //! (everything it held is unreachable). Words that are no block's payload offset
@@ -44,13 +54,17 @@
 //! Every walk is bounded: a node is visited at most once.
 
 use super::btree::{
-    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED, ORDER_TAG,
-    ORDER_UNSIGNED,
+    INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED,
+    ORDER_STRINGS, ORDER_TAG, ORDER_UNSIGNED, ORDER_UTF8,
 };
+use super::bytes::{BYTES_TAG, LEN_BITS, VALUE_BYTES, VALUE_PLAIN, VALUE_STRING, VALUE_VEC};
 use super::count;
 use super::hash::linear_bucket;
 use super::hash::{bucket_in, stable_hash};
-use super::hashmap::{GROUPED, GROUP_SLOTS, H_COUNT, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS};
+use super::hashmap::{
+    GROUPED, GROUP_SLOTS, H_COUNT, H_VALUES, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS,
+};
+use super::vec::{VEC_HEADER_WORDS, VEC_TAG};
 use super::words::Shape;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
@@ -105,6 +119,119 @@ impl Objects<'_> {
     fn magic(&self, off: u64) -> Option<u64> {
         self.words(off, 1).ok().map(|w| w[0])
     }
+
+    /// The bytes of the byte string at `off` (0: empty), its length word checked
+    /// against its block; with `utf8`, checked to be UTF-8 too.
+    fn string(&self, off: u64, utf8: bool) -> Result<Vec<u8>, String> {
+        if off == 0 {
+            return Ok(Vec::new());
+        }
+        let word = self
+            .words(off, 1)
+            .map_err(|e| format!("byte string: {e}"))?[0];
+        let len = word & ((1 << LEN_BITS) - 1);
+        if word >> LEN_BITS != BYTES_TAG || len == 0 {
+            return Err(format!(
+                "the byte string at {off:#x} has a damaged length word {word:#x}"
+            ));
+        }
+        let b = self
+            .alloc
+            .block_at(off)
+            .ok_or_else(|| format!("{off:#x} is not an object of this pool"))?;
+        if (b.payload_len() as u64) < 8 + len {
+            return Err(format!(
+                "the byte string at {off:#x} says {len} bytes, but its block holds {}",
+                b.payload_len()
+            ));
+        }
+        let mut bytes = vec![0u8; 8 + len as usize];
+        self.heap.read_bytes(off as usize, &mut bytes);
+        bytes.drain(..8);
+        if utf8 && std::str::from_utf8(&bytes).is_err() {
+            return Err(format!("the string at {off:#x} is not UTF-8"));
+        }
+        Ok(bytes)
+    }
+
+    /// The blocks of the vector at `off` (header, buffer if any), checked: the tag, the
+    /// length within the capacity, a buffer block of at least the capacity.
+    fn vec(&self, off: u64) -> Result<Vec<u64>, String> {
+        let w = self
+            .words(off, VEC_HEADER_WORDS)
+            .map_err(|e| format!("vector: {e}"))?;
+        let (elem, len, cap, buf) = (w[0] & 0xffff_ffff, w[1], w[2], w[3]);
+        if w[0] >> 48 != VEC_TAG || elem == 0 || len > cap || (cap == 0) != (buf == 0) {
+            return Err(format!(
+                "the vector at {off:#x} has a damaged header {:#x?}",
+                &w[..]
+            ));
+        }
+        if cap == 0 {
+            return Ok(vec![off]);
+        }
+        let need = cap
+            .checked_mul(elem)
+            .ok_or_else(|| format!("the vector at {off:#x} has capacity {cap}"))?;
+        let b = self
+            .alloc
+            .block_at(buf)
+            .filter(|b| self.alloc.is_allocated(*b))
+            .ok_or_else(|| {
+                format!("the vector at {off:#x} has buffer {buf:#x}, not an allocated object")
+            })?;
+        if (b.payload_len() as u64) < need {
+            return Err(format!(
+                "the vector at {off:#x} holds {cap} elements of {elem} bytes, but its buffer has {} bytes",
+                b.payload_len()
+            ));
+        }
+        Ok(vec![off, buf])
+    }
+
+    /// Check the value handle `v` of a container whose values are of kind `kind`
+    /// (`bytes::VALUE_*`); each block it owns must be owned once (`seen`). Returns the
+    /// number of blocks.
+    fn owned_value(&self, kind: u64, v: u64, seen: &mut HashSet<u64>) -> Result<usize, String> {
+        let blocks = match kind {
+            VALUE_PLAIN => return Ok(0),
+            VALUE_BYTES | VALUE_STRING => {
+                self.string(v, kind == VALUE_STRING)?;
+                if v == 0 {
+                    return Ok(0);
+                }
+                vec![v]
+            }
+            VALUE_VEC => self.vec(v)?,
+            k => return Err(format!("unknown value kind {k}")),
+        };
+        for &b in &blocks {
+            if !seen.insert(b) {
+                return Err(format!("the block at {b:#x} is owned twice"));
+            }
+        }
+        Ok(blocks.len())
+    }
+}
+
+/// The value kind's name, for the summary lines.
+fn value_kind_name(kind: u64) -> &'static str {
+    match kind {
+        VALUE_BYTES => ", byte string values",
+        VALUE_STRING => ", string values",
+        VALUE_VEC => ", vector values",
+        _ => "",
+    }
+}
+
+/// The value kind of a container whose values are `vs` bytes: a handle is one word.
+fn checked_kind(kind: u64, vs: u64) -> Result<u64, String> {
+    if kind != VALUE_PLAIN && vs != 8 {
+        return Err(format!(
+            "the header says the values are handles (kind {kind}), but they are {vs} bytes"
+        ));
+    }
+    Ok(kind)
 }
 
 fn words_for(bytes: u64) -> usize {
@@ -260,6 +387,8 @@ fn hash_map_entries(
     if ks == 0 || vs == 0 || !node.valid() {
         return Err(format!("bad signature: {ks}-byte keys, {vs}-byte values"));
     }
+    let kind = checked_kind(h[H_VALUES], vs)?;
+    let mut owned = 0usize;
     let mut pages = std::collections::HashMap::new();
     let mut entry = |seen: &mut HashSet<u64>, c: usize| -> Result<u64, String> {
         if levels == 1 {
@@ -281,7 +410,7 @@ fn hash_map_entries(
         let heads = (0..chunks as usize)
             .map(|c| entry(seen, c))
             .collect::<Result<Vec<u64>, String>>()?;
-        return grouped_map(objs, (ks, vs), &heads, seen);
+        return grouped_map(objs, (ks, vs, kind), &heads, seen);
     }
     let (mut entries, mut longest) = (0usize, 0usize);
     for c in 0..chunks as usize {
@@ -319,6 +448,9 @@ fn hash_map_entries(
                         "the node at {cur:#x} is in bucket {b}, but its key hashes to another bucket"
                     ));
                 }
+                owned += objs
+                    .owned_value(kind, w[1 + words_for(ks)], seen)
+                    .map_err(|e| format!("bucket {b}: the value of the node at {cur:#x}: {e}"))?;
                 len += 1;
                 cur = w[0];
             }
@@ -335,7 +467,9 @@ fn hash_map_entries(
     }
     Ok((
         format!(
-            "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values"
+            "{entries} entries in {buckets} buckets (longest chain {longest}), {ks}-byte keys, {vs}-byte values{}{}",
+            value_kind_name(kind),
+            owned_blocks(owned)
         ),
         entries,
     ))
@@ -348,7 +482,7 @@ fn hash_map_entries(
 /// chain, no empty group after a chain's first.
 fn grouped_map(
     objs: &Objects<'_>,
-    (ks, vs): (u64, u64),
+    (ks, vs, kind): (u64, u64, u64),
     heads: &[u64],
     seen: &mut HashSet<u64>,
 ) -> Result<(String, usize), String> {
@@ -360,7 +494,7 @@ fn grouped_map(
     }
     let n = heads.len() as u64;
     let group_words = 2 + GROUP_SLOTS * sw;
-    let (mut entries, mut longest, mut overflow) = (0usize, 0usize, 0usize);
+    let (mut entries, mut longest, mut overflow, mut owned) = (0usize, 0usize, 0usize, 0usize);
     for (c, &head) in heads.iter().enumerate() {
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut off = head;
@@ -413,6 +547,9 @@ fn grouped_map(
                         "the key in slot {i} of the group at {off:#x} appears twice in chain {c}"
                     ));
                 }
+                owned += objs.owned_value(kind, w[at + kw], seen).map_err(|e| {
+                    format!("chain {c}: the value in slot {i} of the group at {off:#x}: {e}")
+                })?;
                 keys.push(key);
             }
             first = false;
@@ -423,7 +560,9 @@ fn grouped_map(
     }
     Ok((
         format!(
-            "{entries} entries in {n} groups of {GROUP_SLOTS} slots ({overflow} overflow groups, longest chain {longest} entries), {ks}-byte keys, {vs}-byte values"
+            "{entries} entries in {n} groups of {GROUP_SLOTS} slots ({overflow} overflow groups, longest chain {longest} entries), {ks}-byte keys, {vs}-byte values{}{}",
+            value_kind_name(kind),
+            owned_blocks(owned)
         ),
         entries,
     ))
@@ -437,24 +576,39 @@ enum KeyOrder {
     Unsigned,
     Signed,
     Bytes,
+    /// Keys are handles of byte strings the tree owns (UTF-8 ones with `utf8`),
+    /// compared by their bytes (the keys `key_at` gives are those bytes).
+    Strings {
+        utf8: bool,
+    },
 }
 
 impl KeyOrder {
     fn from_word(w: u64) -> Option<KeyOrder> {
-        if w & !0xff & !ORDER_COUNTED != ORDER_TAG {
+        if w & !0xffff & !ORDER_COUNTED != ORDER_TAG {
             return None;
         }
         match w & 0xff {
             ORDER_UNSIGNED => Some(KeyOrder::Unsigned),
             ORDER_SIGNED => Some(KeyOrder::Signed),
             ORDER_BYTES => Some(KeyOrder::Bytes),
+            ORDER_STRINGS => Some(KeyOrder::Strings { utf8: false }),
+            ORDER_UTF8 => Some(KeyOrder::Strings { utf8: true }),
             _ => None,
         }
     }
 
+    /// What the values own, from the same word (0: plain, or no word).
+    fn value_kind(w: u64) -> u64 {
+        if w & !0xffff & !ORDER_COUNTED != ORDER_TAG {
+            return VALUE_PLAIN;
+        }
+        (w >> 8) & 0xff
+    }
+
     fn cmp(self, a: &[u8], b: &[u8]) -> Ordering {
         match self {
-            KeyOrder::Bytes => a.cmp(b),
+            KeyOrder::Bytes | KeyOrder::Strings { .. } => a.cmp(b),
             // Little-endian integers: compare from the most significant byte; a signed
             // one's top bit flipped makes two's complement order unsigned order.
             KeyOrder::Unsigned | KeyOrder::Signed => {
@@ -474,6 +628,15 @@ impl KeyOrder {
                 Ordering::Equal
             }
         }
+    }
+}
+
+/// The summary's count of blocks the values own.
+fn owned_blocks(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" ({n} byte string and vector blocks)")
     }
 }
 
@@ -497,6 +660,7 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
         Some(w) if w & ORDER_COUNTED != 0 => Some(objs.words(at, 6)?[5]),
         _ => None,
     };
+    let kind = h.get(4).copied().map_or(VALUE_PLAIN, KeyOrder::value_kind);
     let (ks, vs, f) = (
         sig & 0xff_ffff,
         (sig >> 24) & 0xff_ffff,
@@ -518,6 +682,28 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
     }
     let i_kids = 1 + kw;
     let ksz = ks as usize;
+    let kind = checked_kind(kind, vs)?;
+    let strings = match order {
+        Some(KeyOrder::Strings { utf8 }) if ks == 8 => Some(utf8),
+        Some(KeyOrder::Strings { .. }) => {
+            return Err(format!(
+                "the header says the keys are byte strings, but they are {ks} bytes"
+            ))
+        }
+        _ => None,
+    };
+    // Blocks owned by keys (byte string keys and separators) and values: each once.
+    let owned_seen = std::cell::RefCell::new(HashSet::new());
+    // Key `j` of a node as the bytes its order compares: a byte string key's bytes.
+    let key = |w: &[u64], first: usize, j: usize| -> Result<Vec<u8>, String> {
+        let k = key_at(w, first, ksz, j);
+        let Some(utf8) = strings else { return Ok(k) };
+        let off = u64::from_le_bytes(k[..8].try_into().expect("8-byte key"));
+        if off != 0 && !owned_seen.borrow_mut().insert(off) {
+            return Err(format!("the key block at {off:#x} is owned twice"));
+        }
+        objs.string(off, utf8).map_err(|e| format!("key: {e}"))
+    };
     // Keys of a node strictly ascending and inside [lo, hi) (bounds from the parents).
     let in_order = |w: &[u64],
                     first: usize,
@@ -529,7 +715,7 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
         let Some(ord) = order else { return Ok(()) };
         let mut prev: Option<Vec<u8>> = None;
         for j in 0..n {
-            let k = key_at(w, first, ksz, j);
+            let k = key(w, first, j).map_err(|e| format!("the node at {node:#x}: {e}"))?;
             if prev
                 .as_ref()
                 .is_some_and(|p| ord.cmp(p, &k) != Ordering::Less)
@@ -553,6 +739,17 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
         }
         Ok(())
     };
+    // A separator's bytes again (its block was counted by `in_order`).
+    let separator = |w: &[u64], j: usize| -> Result<Vec<u8>, String> {
+        let k = key_at(w, 1, ksz, j);
+        match strings {
+            None => Ok(k),
+            Some(utf8) => objs.string(
+                u64::from_le_bytes(k[..8].try_into().expect("8-byte key")),
+                utf8,
+            ),
+        }
+    };
     let mut stack: Vec<(u64, u64, KeyBound, KeyBound)> = vec![(root, height, None, None)];
     let mut seen = HashSet::new();
     let mut leaves = Vec::new();
@@ -571,6 +768,10 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
                 return Err(format!("the leaf at {node:#x} has header {:#x}", w[0]));
             }
             in_order(&w, 2, n, &lo, &hi, node)?;
+            for j in 0..n {
+                objs.owned_value(kind, w[2 + kw + j], &mut owned_seen.borrow_mut())
+                    .map_err(|e| format!("the value of entry {j} of the leaf at {node:#x}: {e}"))?;
+            }
             entries += n;
             leaves.push((node, w[1]));
         } else {
@@ -589,12 +790,12 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
                         if j == 0 {
                             lo.clone()
                         } else {
-                            Some(key_at(&w, 1, ksz, j - 1))
+                            Some(separator(&w, j - 1)?)
                         },
                         if j == n - 1 {
                             hi.clone()
                         } else {
-                            Some(key_at(&w, 1, ksz, j))
+                            Some(separator(&w, j)?)
                         },
                     )
                 } else {
@@ -616,9 +817,16 @@ fn btree(objs: &Objects<'_>, at: u64) -> Result<(String, bool), String> {
         check_count(objs, table, entries, &mut HashSet::new())?;
     }
     let line = format!(
-        "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {ks}-byte keys, {vs}-byte values, fanout {f}{}",
+        "{entries} entries, height {height}, {inners} inner nodes, {} leaves, {}, {vs}-byte values{}, fanout {f}{}{}",
         leaves.len(),
-        if order.is_some() { "" } else { ", key order not checked" }
+        match strings {
+            Some(true) => "string keys".to_string(),
+            Some(false) => "byte string keys".to_string(),
+            None => format!("{ks}-byte keys"),
+        },
+        value_kind_name(kind),
+        if order.is_some() { "" } else { ", key order not checked" },
+        owned_blocks(owned_seen.borrow().len())
     );
     Ok((line, order.is_some()))
 }

@@ -14,6 +14,10 @@
 //! * [`BTreeMap<K, V, FANOUT>`]: a B+-tree with leaf links for range scans; `FANOUT`
 //!   (default 16) is a const generic (see [`btree`]).
 //!
+//! * [`PBytes`], [`PString`], [`PVec`]: variable-size values, one-word handles to
+//!   blocks they own (see [`bytes`] and [`vec`]); a [`BTreeMap`] keyed by byte
+//!   strings owns its keys ([`TreeKey`]); [`owning`] says who frees what a value owns.
+//!
 //! # Snapshot isolation
 //! Pisces gives snapshot isolation, which allows write skew: two transactions that read
 //! overlapping data and write disjoint objects can both commit. The containers follow
@@ -82,16 +86,23 @@
 //! handles are words of the root object (see [`deep`]).
 
 pub(crate) mod btree;
+pub(crate) mod bytes;
 mod count;
 #[cfg(any(test, feature = "tools"))]
 pub(crate) mod deep;
 mod entry;
 mod hash;
 pub(crate) mod hashmap;
+pub(crate) mod key;
+mod owning;
+pub(crate) mod vec;
 mod walk;
 mod words;
 
 pub use btree::{BTreeMap, RangeIter, TreeStats};
+pub use bytes::{Owned, PBytes, PString};
 pub use entry::Entry;
 pub use hash::stable_hash;
 pub use hashmap::{HashIter, HashMap, MapStats};
+pub use key::TreeKey;
+pub use vec::PVec;

@@ -5,7 +5,7 @@
 //! handle (8 bytes, Pod) ──► header [u64; 512]           read-only after `create`
 //!                             0 magic  1 signature (size of K, V)  2 buckets
 //!                             3 levels (1 or 2)  4 chunks  5 layout
-//!                             6 count table (0: none)  7 reserved
+//!                             6 count table (0: none)  7 what the values own (for `check --deep`)
 //!                             8.. directory: 504 entries
 //!     levels = 1: entry i ──► chunk i
 //!     levels = 2: entry i ──► page [u64; 512] ──► chunks 512 i ..
@@ -163,6 +163,9 @@ const H_CHUNKS: usize = 4;
 const H_GROW: usize = 5;
 /// Offset of the element count's stripe table (0: a map made without a count).
 pub(crate) const H_COUNT: usize = 6;
+/// What the values own (`bytes::value_kind`): written by `create`, read only by the
+/// deep check (0 in maps made before the word was written: plain values).
+pub(crate) const H_VALUES: usize = 7;
 /// `H_GROW` of a growable map (0: fixed bucket count, the original layout).
 const GROWABLE: u64 = u64::from_le_bytes(*b"GROW.v1\0");
 /// The entries per bucket above which a growable map splits a bucket, as a fraction
@@ -223,6 +226,12 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 ///   count is striped over 32 objects (two writers on different threads do not
 ///   conflict on it), so [`HashMap::len`] is O(1) in the map's size. A map costs at
 ///   least 4 KiB (its header holds the bucket directory) plus 2.3 KiB for the count.
+/// * **Values that own blocks** ([`PBytes`](crate::PBytes), [`PString`](crate::PString),
+///   [`PVec`](crate::PVec), other [`Owned`](crate::Owned) types): `insert` and `remove`
+///   return the value they take out, and the caller owns it (the map cannot know
+///   whether it was stored elsewhere too); [`insert_and_free`](Self::insert_and_free),
+///   [`remove_and_free`](Self::remove_and_free) and
+///   [`destroy_with_values`](Self::destroy_with_values) free what it owns.
 /// * **Damage**: headers, node kinds and the key and value sizes are checked on every
 ///   access, and walks along chains detect cycles, so a damaged pool or a handle used
 ///   with other types is an [`Error`], never undefined behaviour; [`HashMap::check`]
@@ -504,6 +513,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let mut hdr: Header = [0; HDR_WORDS];
         hdr[H_MAGIC] = MAGIC;
         hdr[H_SIG] = Self::SIG;
+        hdr[H_VALUES] = super::bytes::value_kind::<V>();
         hdr[H_BUCKETS] = buckets as u64;
         hdr[H_CHUNKS] = chunks as u64;
         hdr[H_GROW] = match (growable, grouped) {
