@@ -449,6 +449,7 @@ mod tests {
                 (DataKind::Hash, true),
                 (DataKind::Set(10), true),
                 (DataKind::Ycsb(10), true),
+                (DataKind::StrMap(10), true),
                 (DataKind::Bulk(10), true),
                 (DataKind::Tree, false),
                 (DataKind::TreeSet(10), false),

@@ -4,6 +4,7 @@
 
 use crate::engines::Engine;
 use crate::workloads::select::{self, WorkloadKind, DISK_HASH_MIXES, DISK_YCSB_MIXES, SET_MIXES};
+use crate::workloads::strmap::STRMAP_MIXES;
 use crate::workloads::ycsb::YCSB_MIXES;
 use crate::workloads::Sizes;
 use clap::Args;
@@ -94,13 +95,19 @@ ycsb (only when named): a YCSB-style key-value table of 100K records, 8-byte key
 64-byte values, zipfian requests (constant 0.99, hot records scattered), one operation \
 per transaction; mixes A (50 % updates), B (5 %), C (read-only), reported by update_pct. \
 The library's engines run it on HashMap.\n\n\
+strmap (only when named): a string-keyed map of 100K records, byte-string keys (user + \
+10 digits) and values of 16..=512 bytes (the length a function of the key and a stamp), \
+ycsb's zipfian requests, one operation per transaction; a read fetches a value, an \
+update replaces one whole (the old value freed); 50 % updates unless --update-pct. The \
+library's engines run it on BTreeMap<PBytes, PBytes>, the peers on byte-keyed tables; \
+after each measurement every record is read back and checked.\n\n\
 markers (only when named) compares the spht engine's SPHT global durability marker \
 with NV-HTM's sequential per-thread commit markers (spht-nvhtm) on the hash table at \
 20 % updates, 0 and 1000 ns emulated latency.\n\n\
 Engines: every engine of the library in this build by default; pmdk is in the build only \
 where libpmemobj was found when it was built, and runs only at 0 ns emulated latency (it \
 flushes by itself). The peers redb, lmdb and canopydb (key-value stores a Rust user \
-might pick instead of a PTM) run when named, on hash, set and ycsb only, at 0 ns, on \
+might pick instead of a PTM) run when named, on hash, set, ycsb and strmap only, at 0 ns, on \
 their own files under /dev/shm: redb with Durability::Immediate (an fsync per commit), \
 LMDB with its default sync (an fdatasync and an O_DSYNC meta-page write per commit), canopydb with its write-ahead log \
 and commit_with(true) (the log fsynced before a commit returns); on /dev/shm an fsync is \
@@ -350,6 +357,8 @@ pub struct Settings {
     pub set_threads: Vec<usize>,
     /// Update mixes of ycsb (A, B, C by default).
     pub ycsb_mixes: Vec<u32>,
+    /// Update mixes of strmap (A by default).
+    pub strmap_mixes: Vec<u32>,
     /// NVM latencies of hash, btree and breakdown.
     pub latencies: Vec<u64>,
     /// NVM latencies of the latency sweep.
@@ -484,6 +493,9 @@ impl BenchArgs {
                     YCSB_MIXES.to_vec()
                 }
             }),
+            strmap_mixes: explicit_mixes
+                .clone()
+                .unwrap_or_else(|| STRMAP_MIXES.to_vec()),
             mixes: explicit_mixes.unwrap_or_else(|| {
                 if disk {
                     DISK_HASH_MIXES.to_vec()

@@ -12,6 +12,7 @@ use crate::workloads::kinds::DataKind;
 use crate::workloads::select::{
     WorkloadKind, C_SUFFIX, HOT_UPDATE_PCT, LATENCY_CONTROL, TATP_UPDATE_PCT, TPCC_UPDATE_PCT,
 };
+use crate::workloads::strmap::STRMAP_KEYS;
 use crate::workloads::ycsb::YCSB_KEYS;
 use pisces::PersistenceDomain;
 
@@ -151,6 +152,7 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
             })
             .collect(),
         WorkloadKind::Ycsb => vec![part(DataKind::Ycsb(YCSB_KEYS), &s.ycsb_mixes)],
+        WorkloadKind::Strmap => vec![part(DataKind::StrMap(STRMAP_KEYS), &s.strmap_mixes)],
         WorkloadKind::Bulk => {
             if s.threads.iter().any(|&t| t != 1) {
                 notes.push("bulk: one writer, so it runs on 1 thread".into());
@@ -219,7 +221,7 @@ fn runnable(mut p: Part, notes: &mut Vec<String>) -> Part {
         p.engines.into_iter().partition(|e| e.engine.runs(p.data));
     for e in skip {
         notes.push(format!(
-            "{}: {} skipped (a key-value store: it runs hash, set, ycsb and bulk only)",
+            "{}: {} skipped (a key-value store: it runs hash, set, ycsb, strmap and bulk only)",
             p.name, e.label
         ));
     }
@@ -464,7 +466,7 @@ mod tests {
                 && [1, 10].contains(&x.update_pct)));
         }
         assert!(notes.iter().any(|n| n
-            == "tree-set-1k: redb skipped (a key-value store: it runs hash, set, ycsb and bulk only)"));
+            == "tree-set-1k: redb skipped (a key-value store: it runs hash, set, ycsb, strmap and bulk only)"));
         // Named, the sets run with the engines, threads and mixes of the run.
         let s = parse(&["--workloads", "set", "--set-keys", "1000"])
             .unwrap()
@@ -911,7 +913,7 @@ mod tests {
             assert_eq!(of("btree", e) + of("latency", e), 0);
             assert!(notes.iter().any(|n| n
                 == &format!(
-                    "btree: {e} skipped (a key-value store: it runs hash, set, ycsb and bulk only)"
+                    "btree: {e} skipped (a key-value store: it runs hash, set, ycsb, strmap and bulk only)"
                 )));
             assert!(notes
                 .iter()

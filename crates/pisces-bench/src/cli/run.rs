@@ -23,6 +23,7 @@ use crate::report::{plot, targets};
 use crate::report::{Results, Row, CSV_HEADER};
 use crate::workloads::bulk::{BULK_BATCH, BULK_KEYS};
 use crate::workloads::select::WorkloadKind;
+use crate::workloads::strmap::{MAX_VALUE, MIN_VALUE, STRMAP_KEYS};
 use crate::workloads::ycsb::{YCSB_KEYS, ZIPF_THETA};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -290,6 +291,17 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
              requests (constant {ZIPF_THETA}, hot records scattered), one operation per \
              transaction; update mixes {} % (A = 50, B = 5, C = 0)\n",
             list(&s.ycsb_mixes),
+        );
+    }
+    if s.workloads.contains(&WorkloadKind::Strmap) {
+        head += &format!(
+            "data: strmap, a string-keyed map of {STRMAP_KEYS} records (keys `user` and 10 \
+             digits, values of {MIN_VALUE}..={MAX_VALUE} bytes, the length a function of \
+             the key and a stamp; the library's engines on BTreeMap<PBytes, PBytes>, the \
+             peers on byte-keyed tables), ycsb's zipfian requests, one operation per \
+             transaction: a read fetches a value, an update replaces one whole and frees \
+             the old; every record checked after each measurement; update mixes {} %\n",
+            list(&s.strmap_mixes),
         );
     }
     if s.workloads.contains(&WorkloadKind::Bulk) {

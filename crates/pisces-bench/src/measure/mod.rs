@@ -558,6 +558,13 @@ fn measure_at(
     // The pool's own record of a clean close (its superblock), written when the pool
     // is dropped, is not the engine's work: it is left out.
     let peer_conflicts = peer.as_ref().map_or(0, PeerBench::conflicts);
+    // Read-only, before the close's counters are taken: what it reads is not the
+    // run's work, and it writes nothing.
+    let checked = match (&pool, data.as_deref(), peer.as_ref()) {
+        (Some(pool), Some(data), _) => data.final_check(pool),
+        (_, _, Some(peer)) => peer.final_check(),
+        _ => Ok(()),
+    };
     let before_close = counters::snapshot();
     drop(data);
     drop(peer);
@@ -570,6 +577,7 @@ fn measure_at(
         .zip(written_before)
         .map(|(after, before)| after.saturating_sub(before));
     synced.map_err(|e| format!("closing the pool: {e}"))?;
+    checked.map_err(|e| format!("checking the {} after the run: {e}", spec.workload))?;
     if interrupted() {
         return Err("interrupted".into());
     }
@@ -760,6 +768,40 @@ mod tests {
         // metadata when it formats a new slab (rarely).
         assert_eq!(o.counters.bytes_logged, 0);
         assert!(o.counters.fences * 20 < o.upd_txs, "{:?}", o.counters);
+    }
+
+    /// The string-keyed map on a library engine and a peer: both run reads and
+    /// updates, report the new values' bytes, and the check after the run passes
+    /// (every record present with a whole value of its own).
+    #[test]
+    fn strmap_runs_on_an_engine_and_a_peer_and_checks_its_records() {
+        for e in [Engine::PISCES, Engine::REDB] {
+            let dir = tempfile::tempdir().unwrap();
+            let o = measure_at(
+                &dir.path().join("strmap"),
+                &spec(e, DataKind::StrMap(2000), 2, 50),
+                &TINY,
+                0.2,
+                1,
+                &Placement::new(false),
+                &mut |_, _| {},
+            )
+            .unwrap();
+            let name = e.name();
+            assert!(
+                o.ro_txs > 0 && o.upd_txs > 0,
+                "{name}: {} {}",
+                o.ro_txs,
+                o.upd_txs
+            );
+            assert_eq!(o.ro_txs + o.upd_txs, o.commits, "{name}");
+            assert!(
+                (16 * o.upd_txs..=512 * o.upd_txs).contains(&o.changed_bytes),
+                "{name}: {} bytes in {} updates",
+                o.changed_bytes,
+                o.upd_txs
+            );
+        }
     }
 
     /// The peers run the key-value data sets through the same workers; their files go

@@ -1,10 +1,11 @@
 //! The key-value data sets on a peer: the same keys, values and operations as the
-//! library's [`hash`], [`set`], [`ycsb`] and [`bulk`] data sets (see their docs), one
-//! operation per transaction of the store.
+//! library's [`hash`], [`set`], [`ycsb`], [`strmap`] and [`bulk`] data sets (see their
+//! docs), one operation per transaction of the store.
 
 use super::{KvStore, Peer};
 use crate::workloads::bulk::BulkOrder;
 use crate::workloads::kinds::DataKind;
+use crate::workloads::strmap::{self, MAX_VALUE};
 use crate::workloads::ycsb::{self, KeyChooser, YCSB_UPDATE_BYTES};
 use crate::workloads::OpRng;
 use crate::workloads::{hash, set};
@@ -21,6 +22,13 @@ enum Load {
     Set { members: Vec<u64> },
     /// The YCSB table: its keys and request distribution.
     Ycsb(KeyChooser),
+    /// The string-keyed map: its records' request distribution, their count and the
+    /// seed of their preloaded values.
+    StrMap {
+        keys: KeyChooser,
+        len: usize,
+        seed: u64,
+    },
     /// The bulk load: the order of its keys and the cursor into it.
     Bulk(BulkOrder),
 }
@@ -81,10 +89,29 @@ impl PeerBench {
                 preload(&mut order.iter().map(|&k| (k, ycsb::initial_value(k).to_vec())))?;
                 Load::Ycsb(chooser)
             }
+            DataKind::StrMap(n) => {
+                let chooser = KeyChooser::new(n, seed);
+                let stamp = strmap::preload_stamp(seed);
+                let mut buf = [0u8; MAX_VALUE];
+                for batch in chooser.preload_order(seed).chunks(PRELOAD_BATCH) {
+                    store.write_bytes(&mut |w| {
+                        for &id in batch {
+                            let len = strmap::value_of(id, stamp, &mut buf);
+                            w.insert(&strmap::key_of(id), &buf[..len])?;
+                        }
+                        Ok(0)
+                    })?;
+                }
+                Load::StrMap {
+                    keys: chooser,
+                    len: n,
+                    seed,
+                }
+            }
             DataKind::Bulk(n) => Load::Bulk(BulkOrder::new(n, seed)),
             other => {
                 return Err(format!(
-                    "{} runs only the key-value data sets (hash, set, ycsb, bulk), not {other:?}",
+                    "{} runs only the key-value data sets (hash, set, ycsb, strmap, bulk), not {other:?}",
                     peer.name()
                 ))
             }
@@ -151,6 +178,21 @@ impl PeerBench {
                     Ok(0)
                 }
             }
+            Load::StrMap { keys, .. } => {
+                let id = keys.pick(rng);
+                let key = strmap::key_of(id);
+                if update {
+                    let mut buf = [0u8; MAX_VALUE];
+                    let len = strmap::value_of(id, rng.gen(), &mut buf);
+                    s.write_bytes(&mut |w| w.insert(&key, &buf[..len]).map(|()| len as u64))
+                } else {
+                    let sum = s
+                        .read_bytes(&key, &mut |v| strmap::examine(v))?
+                        .ok_or_else(|| missing("strmap: record", id))?;
+                    black_box(sum);
+                    Ok(0)
+                }
+            }
             Load::Bulk(order) => {
                 let (batch, first) = order.next_batch();
                 s.write(&mut |w| {
@@ -160,6 +202,18 @@ impl PeerBench {
                     Ok(BulkOrder::changed(batch.len(), first))
                 })
             }
+        }
+    }
+
+    /// Read the data set back once the workers have stopped, where the data set says
+    /// what its contents must be (the string-keyed map: every record present with a
+    /// whole value of its own); Ok for the others.
+    pub fn final_check(&self) -> Result<(), String> {
+        match &self.load {
+            Load::StrMap { len, seed, .. } => {
+                strmap::check_records(*len, *seed, |k, f| self.store.read_bytes(k, f)).map(|_| ())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -256,6 +310,37 @@ mod tests {
                 })
                 .count();
             assert!((10..=100).contains(&fresh), "{name}: {fresh}");
+            drop(b);
+            // strmap: whole values replaced under byte-string keys; the final check
+            // reads every record back and fails on a value that is not its own.
+            let dir = tempfile::tempdir().unwrap();
+            let b = PeerBench::build(
+                peer,
+                dir.path(),
+                DataKind::StrMap(1000),
+                &SMALL,
+                7,
+                64 << 20,
+            )
+            .unwrap();
+            b.final_check().unwrap();
+            for i in 0..200 {
+                let c = b.op(&mut rng, i % 2 == 0).unwrap();
+                if i % 2 == 0 {
+                    assert!((16..=512).contains(&c), "{name}: {c}");
+                } else {
+                    assert_eq!(c, 0, "{name}");
+                }
+            }
+            b.final_check().unwrap();
+            let updated =
+                strmap::check_records(1000, 7, |k, f| b.store().read_bytes(k, f)).unwrap();
+            assert!((10..=100).contains(&updated), "{name}: {updated}");
+            b.store()
+                .write_bytes(&mut |w| w.insert(&strmap::key_of(5), &[0; 20]).map(|()| 0))
+                .unwrap();
+            let e = b.final_check().unwrap_err();
+            assert!(e.contains("record 5 holds a value"), "{name}: {e}");
             drop(b);
             // bulk: batches of inserts into an empty table, every key once per pass.
             let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
-//! canopydb as a peer: one tree of big-endian `u64` keys and byte-string values in a
-//! database directory, with canopydb's write-ahead log. Write transactions are its
+//! canopydb as a peer: one tree of byte-string keys (a `u64` key as its 8 big-endian
+//! bytes) and byte-string values in a database directory, with canopydb's write-ahead log. Write transactions are its
 //! concurrent ones (`begin_write_concurrent`): they run side by side under snapshot
 //! isolation and validate at commit (optimistic concurrency control, write-write
 //! conflicts detected per B+-tree page); one that fails validation
@@ -8,7 +8,7 @@
 //! arrive together share one fsync), so a committed transaction survives a crash, as a
 //! Pisces commit does. Read transactions see the last committed state.
 
-use super::store::{failed, KvStore, KvWrite};
+use super::store::{failed, KvBytesWrite, KvStore, KvWrite};
 use canopydb::{Database, DbOptions, EnvOptions, Tree};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,18 +63,33 @@ fn key(k: u64) -> [u8; 8] {
 /// The tree inside a write transaction.
 struct Writer<'a, 't>(&'a mut Tree<'t>);
 
+impl KvBytesWrite for Writer<'_, '_> {
+    fn get(
+        &mut self,
+        k: &[u8],
+        examine: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> Result<Option<u64>, String> {
+        let v = self.0.get(k).map_err(|e| err("get", e))?;
+        Ok(v.map(|v| examine(&v)))
+    }
+
+    fn insert(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        self.0.insert(k, v).map_err(|e| err("insert", e))
+    }
+}
+
+/// A `u64` key is its 8 big-endian bytes.
 impl KvWrite for Writer<'_, '_> {
     fn get(
         &mut self,
         k: u64,
         examine: &mut dyn FnMut(&[u8]) -> u64,
     ) -> Result<Option<u64>, String> {
-        let v = self.0.get(&key(k)).map_err(|e| err("get", e))?;
-        Ok(v.map(|v| examine(&v)))
+        KvBytesWrite::get(self, &key(k), examine)
     }
 
     fn insert(&mut self, k: u64, v: &[u8]) -> Result<(), String> {
-        self.0.insert(&key(k), v).map_err(|e| err("insert", e))
+        KvBytesWrite::insert(self, &key(k), v)
     }
 
     fn remove(&mut self, k: u64) -> Result<bool, String> {
@@ -82,20 +97,12 @@ impl KvWrite for Writer<'_, '_> {
     }
 }
 
-impl KvStore for CanopyStore {
-    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String> {
-        let rx = self.db.begin_read().map_err(|e| err("begin_read", e))?;
-        let tree = rx
-            .get_tree(TREE)
-            .map_err(|e| err("get_tree", e))?
-            .ok_or_else(|| err("get_tree", "the tree is missing"))?;
-        let v = tree.get(&key(k)).map_err(|e| err("get", e))?;
-        Ok(v.map(|v| examine(&v)))
-    }
-
-    fn write(
+impl CanopyStore {
+    /// One concurrent write transaction running `body` on the tree, committed if it
+    /// succeeds; run again while its commit fails validation.
+    fn write_with(
         &self,
-        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+        body: &mut dyn FnMut(&mut Writer<'_, '_>) -> Result<u64, String>,
     ) -> Result<u64, String> {
         loop {
             let tx = self
@@ -119,6 +126,40 @@ impl KvStore for CanopyStore {
                 Err(e) => return Err(err("commit", e)),
             }
         }
+    }
+}
+
+impl KvStore for CanopyStore {
+    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String> {
+        self.read_bytes(&key(k), examine)
+    }
+
+    fn write(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+    ) -> Result<u64, String> {
+        self.write_with(&mut |w| body(w))
+    }
+
+    fn read_bytes(
+        &self,
+        k: &[u8],
+        examine: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> Result<Option<u64>, String> {
+        let rx = self.db.begin_read().map_err(|e| err("begin_read", e))?;
+        let tree = rx
+            .get_tree(TREE)
+            .map_err(|e| err("get_tree", e))?
+            .ok_or_else(|| err("get_tree", "the tree is missing"))?;
+        let v = tree.get(k).map_err(|e| err("get", e))?;
+        Ok(v.map(|v| examine(&v)))
+    }
+
+    fn write_bytes(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvBytesWrite) -> Result<u64, String>,
+    ) -> Result<u64, String> {
+        self.write_with(&mut |w| body(w))
     }
 
     fn conflicts(&self) -> u64 {

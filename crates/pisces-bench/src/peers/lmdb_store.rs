@@ -1,8 +1,8 @@
-//! LMDB (through heed) as a peer: one named database of big-endian `u64` keys and
-//! byte-string values in an environment directory; the environment is opened with
+//! LMDB (through heed) as a peer: one named database of byte-string keys (a `u64` key
+//! as its 8 big-endian bytes) and byte-string values in an environment directory; the environment is opened with
 //! LMDB's default flags, so a commit returns after an fdatasync of the data file.
 
-use super::store::{failed, KvStore, KvWrite};
+use super::store::{failed, KvBytesWrite, KvStore, KvWrite};
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RwTxn};
 use std::path::Path;
@@ -49,23 +49,33 @@ struct Writer<'a, 'e> {
     txn: &'a mut RwTxn<'e>,
 }
 
+impl KvBytesWrite for Writer<'_, '_> {
+    fn get(
+        &mut self,
+        k: &[u8],
+        examine: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> Result<Option<u64>, String> {
+        let v = self.db.get(self.txn, k).map_err(|e| err("get", e))?;
+        Ok(v.map(examine))
+    }
+
+    fn insert(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        self.db.put(self.txn, k, v).map_err(|e| err("put", e))
+    }
+}
+
+/// A `u64` key is its 8 big-endian bytes.
 impl KvWrite for Writer<'_, '_> {
     fn get(
         &mut self,
         k: u64,
         examine: &mut dyn FnMut(&[u8]) -> u64,
     ) -> Result<Option<u64>, String> {
-        let v = self
-            .db
-            .get(self.txn, &k.to_be_bytes())
-            .map_err(|e| err("get", e))?;
-        Ok(v.map(examine))
+        KvBytesWrite::get(self, &k.to_be_bytes(), examine)
     }
 
     fn insert(&mut self, k: u64, v: &[u8]) -> Result<(), String> {
-        self.db
-            .put(self.txn, &k.to_be_bytes(), v)
-            .map_err(|e| err("put", e))
+        KvBytesWrite::insert(self, &k.to_be_bytes(), v)
     }
 
     fn remove(&mut self, k: u64) -> Result<bool, String> {
@@ -75,19 +85,11 @@ impl KvWrite for Writer<'_, '_> {
     }
 }
 
-impl KvStore for LmdbStore {
-    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String> {
-        let txn = self.env.read_txn().map_err(|e| err("read_txn", e))?;
-        let v = self
-            .db
-            .get(&txn, &k.to_be_bytes())
-            .map_err(|e| err("get", e))?;
-        Ok(v.map(examine))
-    }
-
-    fn write(
+impl LmdbStore {
+    /// One write transaction running `body` on the database, committed if it succeeds.
+    fn write_with(
         &self,
-        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+        body: &mut dyn FnMut(&mut Writer<'_, '_>) -> Result<u64, String>,
     ) -> Result<u64, String> {
         let mut txn = self.env.write_txn().map_err(|e| err("write_txn", e))?;
         let out = body(&mut Writer {
@@ -97,5 +99,35 @@ impl KvStore for LmdbStore {
         // On an error `txn` is dropped uncommitted: heed aborts it.
         txn.commit().map_err(|e| err("commit", e))?;
         Ok(out)
+    }
+}
+
+impl KvStore for LmdbStore {
+    fn read(&self, k: u64, examine: &mut dyn FnMut(&[u8]) -> u64) -> Result<Option<u64>, String> {
+        self.read_bytes(&k.to_be_bytes(), examine)
+    }
+
+    fn write(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvWrite) -> Result<u64, String>,
+    ) -> Result<u64, String> {
+        self.write_with(&mut |w| body(w))
+    }
+
+    fn read_bytes(
+        &self,
+        k: &[u8],
+        examine: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> Result<Option<u64>, String> {
+        let txn = self.env.read_txn().map_err(|e| err("read_txn", e))?;
+        let v = self.db.get(&txn, k).map_err(|e| err("get", e))?;
+        Ok(v.map(examine))
+    }
+
+    fn write_bytes(
+        &self,
+        body: &mut dyn FnMut(&mut dyn KvBytesWrite) -> Result<u64, String>,
+    ) -> Result<u64, String> {
+        self.write_with(&mut |w| body(w))
     }
 }

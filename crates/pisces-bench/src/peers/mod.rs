@@ -2,7 +2,7 @@
 //! persistent, transactional map — [`redb`](redb_store), LMDB through
 //! [`heed`](lmdb_store) and [`canopydb`](canopy_store). They are engines of this harness only (not of the library):
 //! the harness drives them through their own APIs on their own files, and they run the
-//! key-value data sets (`hash`, `set`, `ycsb`) with the same keys, values, operations
+//! key-value data sets (`hash`, `set`, `ycsb`, `strmap`) with the same keys, values, operations
 //! and request distribution as the library's engines, one operation per transaction.
 //!
 //! Durability, so that the comparison is fair: every write transaction of a peer is
@@ -120,7 +120,11 @@ impl Peer {
     pub fn runs(data: DataKind) -> bool {
         matches!(
             data,
-            DataKind::Hash | DataKind::Set(_) | DataKind::Ycsb(_) | DataKind::Bulk(_)
+            DataKind::Hash
+                | DataKind::Set(_)
+                | DataKind::Ycsb(_)
+                | DataKind::StrMap(_)
+                | DataKind::Bulk(_)
         )
     }
 
@@ -182,6 +186,30 @@ mod tests {
                 .unwrap();
             assert_eq!(removed, 0, "{name}");
             assert_eq!(s.read(8, &mut |v| sum(v)).unwrap(), Some(20), "{name}");
+            // Byte-string keys: their own transactions, the same guarantees.
+            let long = [b'k'; 200];
+            assert_eq!(s.read_bytes(b"user1", &mut |v| sum(v)).unwrap(), None);
+            s.write_bytes(&mut |w| {
+                w.insert(b"user1", &[1, 2])?;
+                w.insert(&long, &[4])?;
+                assert_eq!(w.get(b"user1", &mut |v| sum(v))?, Some(3));
+                w.insert(b"user1", &[7; 300])?;
+                Ok(0)
+            })
+            .unwrap();
+            assert_eq!(s.read_bytes(b"user1", &mut |v| sum(v)).unwrap(), Some(2100));
+            assert_eq!(s.read_bytes(&long, &mut |v| sum(v)).unwrap(), Some(4));
+            assert_eq!(s.read_bytes(b"user", &mut |v| sum(v)).unwrap(), None);
+            let e = s
+                .write_bytes(&mut |w| {
+                    w.insert(b"user1", &[0])?;
+                    w.insert(b"user2", &[0])?;
+                    Err("stop".into())
+                })
+                .unwrap_err();
+            assert_eq!(e, "stop");
+            assert_eq!(s.read_bytes(b"user1", &mut |v| sum(v)).unwrap(), Some(2100));
+            assert_eq!(s.read_bytes(b"user2", &mut |v| sum(v)).unwrap(), None);
             // Two threads increment a counter record 200 times each: one writer at a
             // time, or a conflicting one run again, so no increment is lost.
             s.write(&mut |w| w.insert(1, &0u64.to_le_bytes()).map(|()| 0))

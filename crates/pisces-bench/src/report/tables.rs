@@ -79,6 +79,10 @@ fn workload_note(w: &str) -> &'static str {
             " (YCSB-style: zipfian reads and overwrites of 64-byte records, 100K records; \
              update % 50 = A, 5 = B, 0 = C)"
         }
+        "strmap" => {
+            " (string-keyed map: zipfian reads and whole replacements of 16..=512-byte \
+             values under 14-byte keys, 100K records)"
+        }
         w if w.starts_with("tree-set-") => {
             " (B+-tree set of keys drawn from twice as many: a read looks a member up, an \
              update removes one and adds it back in one transaction)"

@@ -5,7 +5,7 @@
 //! no data set refers to it.
 
 use crate::workloads::oltp::{tatp, tpcc};
-use crate::workloads::{btree, bulk, capi, hash, hot, set, tree_set, ycsb};
+use crate::workloads::{btree, bulk, capi, hash, hot, set, strmap, tree_set, ycsb};
 use crate::workloads::{DataSet, Sizes};
 use pisces::Pool;
 
@@ -34,6 +34,8 @@ pub enum DataKind {
     },
     /// [`ycsb::YcsbBench`] of this many records.
     Ycsb(usize),
+    /// [`strmap::StrMapBench`] of this many records.
+    StrMap(usize),
     /// [`bulk::BulkBench`] loading this many keys.
     Bulk(usize),
 }
@@ -58,6 +60,7 @@ impl DataKind {
                 DataKind::Tatp => tatp::pool_bytes(s) / 4 * 5,
                 DataKind::Hot => hot::pool_bytes(),
                 DataKind::Ycsb(n) => ycsb::pool_bytes(n),
+                DataKind::StrMap(n) => strmap::pool_bytes(n),
                 DataKind::Bulk(n) => bulk::pool_bytes(n),
             };
         bytes.div_ceil(1 << 20) << 20
@@ -66,9 +69,12 @@ impl DataKind {
     /// True for the data sets that hold nothing of their pool but the pool's bytes and
     /// what [`DataSet::reopened`] gives a reopened pool, so a measurement may build
     /// them, close the pool and measure on it opened again (the hash table, YCSB's
-    /// table, the bulk load's table).
+    /// table, the string-keyed map, the bulk load's table).
     pub fn reopens(self) -> bool {
-        matches!(self, DataKind::Hash | DataKind::Ycsb(_) | DataKind::Bulk(_))
+        matches!(
+            self,
+            DataKind::Hash | DataKind::Ycsb(_) | DataKind::StrMap(_) | DataKind::Bulk(_)
+        )
     }
 
     /// Thread slots of the pool of a measurement with `threads` workers: a handle per
@@ -102,6 +108,7 @@ impl DataKind {
                 pool, sizes, threads, seed, via_c,
             )?),
             DataKind::Ycsb(n) => Box::new(ycsb::YcsbBench::build(pool, n, seed)?),
+            DataKind::StrMap(n) => Box::new(strmap::StrMapBench::build(pool, n, seed)?),
             DataKind::Bulk(n) => Box::new(bulk::BulkBench::build(pool, n, seed)?),
         })
     }

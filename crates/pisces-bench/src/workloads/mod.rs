@@ -8,8 +8,9 @@
 //! amplification), 0 for a read.
 //!
 //! The data sets themselves ([`hash`], [`btree`], [`set`], [`tree_set`], [`ycsb`],
-//! [`bulk`], [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this module only
-//! (and `capi` and `bulk` on `hash`, `tree_set` on `set`); [`kinds`], which names, sizes and builds
+//! [`strmap`], [`bulk`], [`hot`], [`capi`], [`oltp`]'s `tpcc` and `tatp`) depend on this
+//! module only (and `capi` and `bulk` on `hash`, `tree_set` on `set`, `strmap` on
+//! `ycsb`'s request distribution); [`kinds`], which names, sizes and builds
 //! them, sits on top of them. [`select`] (what `--workloads` selects) depends on none
 //! of them.
 
@@ -22,6 +23,7 @@ pub mod kinds;
 pub mod oltp;
 pub mod select;
 pub mod set;
+pub mod strmap;
 pub mod tree_set;
 pub mod ycsb;
 
@@ -117,6 +119,14 @@ pub trait DataSet: Send + Sync {
     /// what does not live in the pool's bytes (its registered operations). Only the
     /// data sets whose [`kinds::DataKind::reopens`] is true are reopened.
     fn reopened(&self, _pool: &pisces::Pool) -> pisces::Result<()> {
+        Ok(())
+    }
+
+    /// Called once the workers have stopped, before the pool is closed: a data set
+    /// that can tell whether its contents are what its operations leave reads them
+    /// back and says what is wrong (the measurement then fails). Most data sets check
+    /// nothing here (their tests check their contents).
+    fn final_check(&self, _pool: &pisces::Pool) -> Result<(), String> {
         Ok(())
     }
 }

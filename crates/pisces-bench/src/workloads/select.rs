@@ -53,6 +53,10 @@ pub enum WorkloadKind {
     /// requests (0.99); A = 50 % updates, B = 5 %, C = read-only (not in the default
     /// lists).
     Ycsb,
+    /// String-keyed map: 100K records, byte-string keys (`user` + 10 digits) and values
+    /// of 16..=512 bytes, zipfian requests as ycsb's; a read fetches a value, an update
+    /// replaces one whole (50 % updates unless --update-pct) (not in the default lists).
+    Strmap,
     /// SPHT's durability marker against NV-HTM's sequential per-thread commit markers
     /// (the spht engine's `marker` ablation) on the hash table, at 0 and 1000 ns
     /// emulated latency (not in the default lists).
@@ -134,6 +138,7 @@ impl WorkloadKind {
             WorkloadKind::Recovery => "recovery",
             WorkloadKind::Capi => "capi",
             WorkloadKind::Ycsb => "ycsb",
+            WorkloadKind::Strmap => "strmap",
             WorkloadKind::Markers => "markers",
             WorkloadKind::Replay => "replay",
             WorkloadKind::Bulk => "bulk",
