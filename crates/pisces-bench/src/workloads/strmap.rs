@@ -166,7 +166,7 @@ impl StrMapBench {
         let chooser = KeyChooser::new(keys, seed);
         let stamp = preload_stamp(seed);
         let mut h = pool.handle()?;
-        let table = h.run(Table::create)?;
+        let table = h.run(|tx| Table::new(tx))?;
         let mut buf = [0u8; MAX_VALUE];
         preload(&mut h, &chooser.preload_order(seed), |tx, id| {
             let len = value_of(id, stamp, &mut buf);
