@@ -134,9 +134,9 @@ fn key_order_word<K>() -> u64 {
 }
 
 /// The header's key-order word: the key order code in the low byte, what the values
-/// own (`bytes::value_kind`) in the next, under [`ORDER_TAG`] when either is known.
+/// own (`value_kind::value_kind`) in the next, under [`ORDER_TAG`] when either is known.
 fn order_word<K, V: 'static>() -> u64 {
-    let values = super::bytes::value_kind::<V>();
+    let values = super::value_kind::value_kind::<V>();
     match key_order_word::<K>() {
         0 if values == 0 => 0,
         w => ORDER_TAG | (w & 0xff) | values << 8,

@@ -35,36 +35,6 @@ pub(crate) const BYTES_TAG: u64 = 0x5042;
 pub(crate) const LEN_BITS: u32 = 48;
 const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
 
-/// What a container's values are, recorded in its header for `pisces check --deep`
-/// (which knows no types): plain data (0), or handles to blocks the values own.
-pub(crate) const VALUE_PLAIN: u64 = 0;
-/// Values are [`PBytes`] handles.
-pub(crate) const VALUE_BYTES: u64 = 1;
-/// Values are [`PString`] handles.
-pub(crate) const VALUE_STRING: u64 = 2;
-/// Values are [`PVec`](crate::PVec) handles.
-pub(crate) const VALUE_VEC: u64 = 3;
-
-/// The value kind of `V` (one of the `VALUE_*` codes). A value type that holds such
-/// handles among other fields (a `pod!` struct) is plain to the deep check: it has no
-/// way to find the handles in it.
-pub(crate) fn value_kind<V: 'static>() -> u64 {
-    use std::any::{type_name, TypeId};
-    let id = TypeId::of::<V>();
-    if id == TypeId::of::<PBytes>() {
-        VALUE_BYTES
-    } else if id == TypeId::of::<PString>() {
-        VALUE_STRING
-    } else if type_name::<crate::PVec<u8>>()
-        .strip_suffix("u8>")
-        .is_some_and(|p| type_name::<V>().starts_with(p))
-    {
-        VALUE_VEC
-    } else {
-        VALUE_PLAIN
-    }
-}
-
 /// A persistent byte string: an 8-byte [`Pod`] handle to a block that holds the
 /// length and the bytes (see the module docs of `containers::bytes` for the layout).
 ///

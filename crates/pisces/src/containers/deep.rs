@@ -57,13 +57,14 @@ use super::btree::{
     INNER_TAG, LEAF_TAG, MAGIC as BTREE_MAGIC, ORDER_BYTES, ORDER_COUNTED, ORDER_SIGNED,
     ORDER_STRINGS, ORDER_TAG, ORDER_UNSIGNED, ORDER_UTF8,
 };
-use super::bytes::{BYTES_TAG, LEN_BITS, VALUE_BYTES, VALUE_PLAIN, VALUE_STRING, VALUE_VEC};
+use super::bytes::{BYTES_TAG, LEN_BITS};
 use super::count;
 use super::hash::linear_bucket;
 use super::hash::{bucket_in, stable_hash};
 use super::hashmap::{
     GROUPED, GROUP_SLOTS, H_COUNT, H_VALUES, MAGIC as HASH_MAGIC, MAX_SLOT_WORDS,
 };
+use super::value_kind::{VALUE_BYTES, VALUE_PLAIN, VALUE_STRING, VALUE_VEC};
 use super::vec::{VEC_HEADER_WORDS, VEC_TAG};
 use super::words::Shape;
 use crate::heap::alloc::Allocator;

@@ -95,6 +95,7 @@ mod hash;
 pub(crate) mod hashmap;
 pub(crate) mod key;
 mod owning;
+pub(crate) mod value_kind;
 pub(crate) mod vec;
 mod walk;
 mod words;

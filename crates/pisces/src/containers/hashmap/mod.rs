@@ -134,7 +134,6 @@
 //! without flush-diff); for very large tables raise `Config::log_bytes_per_thread`.
 
 use crate::containers::count;
-use crate::containers::entry::{sealed::EntryMap, Entry};
 use crate::containers::hash::{bucket_in, stable_hash};
 use crate::containers::walk::Walk;
 use crate::containers::words::{self, Shape};
@@ -143,6 +142,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 
+mod entry_map;
 mod grouped;
 
 type Header = [u64; HDR_WORDS];
@@ -163,7 +163,7 @@ const H_CHUNKS: usize = 4;
 const H_GROW: usize = 5;
 /// Offset of the element count's stripe table (0: a map made without a count).
 pub(crate) const H_COUNT: usize = 6;
-/// What the values own (`bytes::value_kind`): written by `create`, read only by the
+/// What the values own (`value_kind::value_kind`): written by `create`, read only by the
 /// deep check (0 in maps made before the word was written: plain values).
 pub(crate) const H_VALUES: usize = 7;
 /// `H_GROW` of a growable map (0: fixed bucket count, the original layout).
@@ -513,7 +513,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let mut hdr: Header = [0; HDR_WORDS];
         hdr[H_MAGIC] = MAGIC;
         hdr[H_SIG] = Self::SIG;
-        hdr[H_VALUES] = super::bytes::value_kind::<V>();
+        hdr[H_VALUES] = crate::containers::value_kind::value_kind::<V>();
         hdr[H_BUCKETS] = buckets as u64;
         hdr[H_CHUNKS] = chunks as u64;
         hdr[H_GROW] = match (growable, grouped) {
@@ -966,26 +966,6 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(new)
     }
 
-    /// `k`'s place for insert-or-update with one search (see [`Entry`]). An update of
-    /// a present key writes only its node (or group); an insert of an absent key writes
-    /// what [`insert`](Self::insert) writes (a grouped map then finds the new slot once
-    /// more, since the insert may have split the chain).
-    pub fn entry<'t, 'h: 't>(
-        &self,
-        tx: &'t mut impl TxAccess<'h>,
-        k: K,
-    ) -> Result<Entry<'t, 'h, Self>> {
-        let tx = tx.tx_mut();
-        let (h, grouped) = self.header_layout(tx)?;
-        let counts = h[H_COUNT];
-        let at = if grouped {
-            MapSpot::Grouped(self.spot(tx, h, &k)?, counts)
-        } else {
-            MapSpot::Chained(Self::find(tx, h, &k)?, h[H_GROW] == GROWABLE, counts)
-        };
-        Ok(Entry::new(tx, *self, k, at))
-    }
-
     /// Add `delta` to the element count at `counts` (0: the map keeps none).
     #[inline]
     fn add_count(tx: &mut Tx<'_>, counts: u64, delta: i64) -> Result<()> {
@@ -1317,52 +1297,6 @@ fn overloaded(n: u64, lo: u64, hi: u64, count: u64, load: (u64, u64)) -> bool {
     let unsplit = (hi - lo).saturating_sub(split);
     count as u128 * 2 * m as u128 * load.1 as u128
         > (n * load.0) as u128 * (split + 2 * unsplit) as u128
-}
-
-/// A key's place in a map, for [`Entry`]: its search in a chained map (with whether
-/// the map grows and its count table), or its spot in a grouped one.
-pub enum MapSpot {
-    Chained(Found, bool, u64),
-    Grouped(grouped::Spot, u64),
-}
-
-impl<K: Pod + Eq, V: Pod> EntryMap for HashMap<K, V> {
-    type Key = K;
-    type Value = V;
-    type At = MapSpot;
-
-    fn occupied(at: &MapSpot) -> bool {
-        match at {
-            MapSpot::Chained(f, ..) => f.node != 0,
-            MapSpot::Grouped(s, _) => s.is_found(),
-        }
-    }
-
-    fn value_mut<'t>(self, tx: &'t mut Tx<'_>, at: &MapSpot) -> Result<&'t mut V> {
-        let v = match at {
-            MapSpot::Chained(f, ..) => {
-                words::elem_mut(words::write(tx, f.node, Self::NODE)?, Self::VAL).map(Some)?
-            }
-            MapSpot::Grouped(s, _) => self.grouped_slot_mut(tx, s)?,
-        };
-        v.ok_or_else(|| self.corrupt("an entry's key is missing".into()))
-    }
-
-    fn insert_vacant<'t>(self, tx: &'t mut Tx<'_>, at: MapSpot, k: K, v: V) -> Result<&'t mut V> {
-        match at {
-            MapSpot::Chained(f, growable, counts) => {
-                // A split moves nodes between chains but never moves a node.
-                let node = self.chained_insert_new(tx, growable, counts, &f, k, v)?;
-                words::elem_mut(words::write(tx, node, Self::NODE)?, Self::VAL)
-            }
-            MapSpot::Grouped(s, counts) => {
-                self.grouped_insert(tx, s, k, v)?;
-                Self::add_count(tx, counts, 1)?;
-                self.get_mut(tx, &k)?
-                    .ok_or_else(|| self.corrupt("an inserted key is missing".into()))
-            }
-        }
-    }
 }
 
 /// A grouped map's iteration state (for [`HashIter`]): the group being read and its
