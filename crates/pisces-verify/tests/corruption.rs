@@ -81,12 +81,18 @@ fn fill(pool: &Pool, n: u64) -> Vec<pisces::ThreadHandle> {
     let root: PPtr<Root> = pool.root().unwrap();
     pool.run(|tx| {
         let map = HashMap::fixed(tx, 16)?;
-        let tree = BTreeMap::new(tx)?;
         *tx.write(root)? = Root {
             count: 0,
             map,
-            tree,
+            tree: BTreeMap::default(),
         };
+        Ok(())
+    })
+    .unwrap();
+    // The tree apart: both containers with their element counts exceed a small log.
+    pool.run(|tx| {
+        let tree = BTreeMap::new(tx)?;
+        tx.write(root)?.tree = tree;
         Ok(())
     })
     .unwrap();
@@ -802,17 +808,26 @@ fn meta_fill(
     sim: Option<&SimMedium>,
 ) -> (Vec<pisces::ThreadHandle>, u64) {
     let root: PPtr<MetaRoot> = pool.root().unwrap();
-    let made = pool.run(|tx| {
-        let map = HashMap::fixed(tx, 16)?;
-        let tree = BTreeMap::new(tx)?;
-        *tx.write(root)? = MetaRoot {
-            count: 0,
-            map,
-            tree,
-            tail: [0; 2],
-        };
-        Ok(())
-    });
+    let made = pool
+        .run(|tx| {
+            let map = HashMap::fixed(tx, 16)?;
+            *tx.write(root)? = MetaRoot {
+                count: 0,
+                map,
+                tree: BTreeMap::default(),
+                tail: [0; 2],
+            };
+            Ok(())
+        })
+        .and_then(|()| {
+            // The tree apart: both containers with their element counts exceed a
+            // small log.
+            pool.run(|tx| {
+                let tree = BTreeMap::new(tx)?;
+                tx.write(root)?.tree = tree;
+                Ok(())
+            })
+        });
     if made.is_err() && stop_on_error {
         return (Vec::new(), 0);
     }
