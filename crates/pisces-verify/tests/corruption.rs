@@ -57,7 +57,7 @@ fn cfg(engine: EngineId) -> Config {
         .size(SIZE)
         .engine(engine)
         .max_threads(2)
-        .log_bytes_per_thread(32 << 10)
+        .log_bytes_per_thread(20 << 10)
         .engine_options(EngineOptions::new())
 }
 

@@ -94,12 +94,12 @@ impl KvStore for PublicHashMap {
 
     /// A split writes the map's 4 KiB header, which the engines that log whole objects
     /// record whole, and spht lets one record use a third of a log: twice the default
-    /// log.
+    /// log. The pool has room for the map's element count beside the tree's.
     fn shape(&self) -> Shape {
         let d = Shape::default();
         Shape {
+            pool_size: d.pool_size + (256 << 10),
             log_bytes: 2 * d.log_bytes,
-            ..d
         }
     }
 
