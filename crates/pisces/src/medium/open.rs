@@ -104,7 +104,7 @@ pub(crate) struct MediumRequest {
 impl MediumRequest {
     /// Exactly the medium `kind` (the DRAM medium on any file system), under the
     /// platform's domain: the low-level tools' request.
-    pub fn exactly(kind: MediumKind) -> MediumRequest {
+    pub(crate) fn exactly(kind: MediumKind) -> MediumRequest {
         MediumRequest {
             kind: Some(kind),
             allow_volatile: true,
