@@ -404,8 +404,8 @@ fn an_entry_of_an_unpublished_allocation_is_not_read() {
 }
 
 /// A read repeated any number of times is recorded once and returns its first version,
-/// also past the 64 bits of the read set's filter (where every bit is set and every
-/// read scans).
+/// also past the 64 bits of the read set's filter (where every bit may be set) and past
+/// the scan limit (where the read set finds reads through its index).
 #[test]
 fn a_repeated_read_is_found_and_recorded_once() {
     let (_e, mut a, mut b) = engine();

@@ -134,6 +134,7 @@ use crate::sync::spin_step;
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 crate::mutation::point! {
@@ -176,14 +177,24 @@ struct ReadEntry {
 /// commit), `prior` is the entry's `ver` word before we locked it.
 type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 
+/// Reads beyond which the read set keeps an index by entry. Up to this many, a scan
+/// (taken only when `filter` may hold the entry) is cheaper than a hash lookup; past
+/// it, a scan per new read would make a transaction that reads n objects cost n²
+/// (a full walk of a large tree in one transaction).
+const SCAN_LIMIT: usize = 32;
+
 /// The read set, in order of first read. Found by entry (an object's entry is
-/// unique): a linear scan, taken only when `filter` says the entry may be there.
+/// unique): while it is small, a linear scan taken only when `filter` says the entry
+/// may be there; once it holds more than [`SCAN_LIMIT`] reads, through `index`.
 #[derive(Default)]
 struct ReadSet {
     list: Vec<ReadEntry>,
     /// One bit per entry of `list`, chosen by [`ReadSet::filter_bit`] of its address:
     /// a clear bit means the entry is not in `list` (a set one may be another's).
     filter: u64,
+    /// Position in `list` of every entry, by address; empty while `list` holds at
+    /// most [`SCAN_LIMIT`] reads, complete (every read of `list`) once it holds more.
+    index: HashMap<usize, usize>,
     /// A value of the commit clock at which every entry of `list` still had the
     /// version it was read at (`Sp3Thread::revalidate`).
     validated_at: u64,
@@ -193,7 +204,11 @@ impl ReadSet {
     /// The read of the object whose entry is `e`, if the transaction read it.
     #[inline]
     fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
-        self.list.iter().find(|r| std::ptr::eq(r.entry, e))
+        if self.list.len() <= SCAN_LIMIT {
+            self.list.iter().find(|r| std::ptr::eq(r.entry, e))
+        } else {
+            self.index.get(&(e as usize)).map(|&i| &self.list[i])
+        }
     }
 
     /// The read of `e` if the transaction read it, scanning only when `filter` has
@@ -213,16 +228,35 @@ impl ReadSet {
         1 << ((e as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
     }
 
-    /// Record a new read.
+    /// Record a new read (of an entry not in the set).
     #[inline(always)]
     fn push(&mut self, r: ReadEntry) {
         self.filter |= Self::filter_bit(r.entry);
+        if self.list.len() >= SCAN_LIMIT {
+            self.index_past_scan_limit(&r);
+        }
         self.list.push(r);
+    }
+
+    /// `index` for a read about to be pushed at position `list.len()`, past the scan
+    /// limit: the first such read indexes every earlier one too.
+    #[cold]
+    fn index_past_scan_limit(&mut self, r: &ReadEntry) {
+        if self.index.is_empty() {
+            self.index.extend(
+                self.list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.entry as usize, i)),
+            );
+        }
+        self.index.insert(r.entry as usize, self.list.len());
     }
 
     /// Forget every read.
     fn clear(&mut self) {
         self.list.clear();
+        self.index.clear();
         self.filter = 0;
     }
 }
