@@ -59,7 +59,8 @@ fn run(path: &std::path::Path) -> pisces::Result<Seen> {
                 names.insert_str(tx, login, name)?;
             }
             let runs_seen = HashMap::<u64, PVec<u64>>::new(tx)?;
-            runs_seen.insert(tx, 1, PVec::new(tx)?)?;
+            let empty = PVec::new(tx)?;
+            runs_seen.insert(tx, 1, empty)?;
             let r = tx.write(root)?;
             r.by_id = by_id;
             r.by_balance = by_balance;
