@@ -3,7 +3,8 @@
 //! nesting in any order, and panics.
 
 use pisces::{
-    Config, EngineId, Error, HashMap, Isolation, MediumKind, PPtr, Pool, TxOptions, TxStats,
+    BTreeMap, Config, EngineId, Error, HashMap, Isolation, MediumKind, PPtr, PString, PVec, Pool,
+    TxOptions, TxStats,
 };
 use std::sync::mpsc::channel;
 use std::time::Duration;
@@ -120,6 +121,50 @@ fn commit_abort_and_drop_on_every_engine() {
             );
         }
         assert!(!pool.in_transaction(), "{name}");
+    }
+}
+
+/// Strings, vectors and a map of them made and changed in an explicit transaction
+/// without a closure (the same calls as in `run`), on every engine; an aborted change
+/// of them is not seen.
+#[test]
+fn strings_and_vectors_in_an_explicit_transaction() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    for (name, pool) in pools(&dir) {
+        let root: PPtr<BTreeMap<PString, PVec<u64>>> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        let map = BTreeMap::<PString, PVec<u64>>::new(&mut t).unwrap();
+        let v = PVec::with_capacity(&mut t, 2).unwrap();
+        v.extend_from_slice(&mut t, &[1, 2, 3]).unwrap();
+        v.push(&mut t, 4).unwrap();
+        map.insert_str(&mut t, "primes?", v).unwrap();
+        let mut title = PString::new(&mut t, "draft").unwrap();
+        title.set(&mut t, "final").unwrap();
+        assert_eq!(title.get(&t).unwrap(), "final", "{name}");
+        title.free(&mut t).unwrap();
+        *t.write(root).unwrap() = map;
+        t.commit().unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        let mut t = h.begin(TxOptions::default()).unwrap();
+        let v = map.get(&t, "primes?").unwrap().expect("the vector");
+        assert_eq!(v.pop(&mut t).unwrap(), Some(4), "{name}");
+        v.set(&mut t, 0, 2).unwrap();
+        t.abort();
+
+        let seen = h
+            .run(|tx| {
+                let map = *tx.read(root)?;
+                let v = map.get(tx, "primes?")?.expect("the vector");
+                v.to_vec(tx)
+            })
+            .unwrap();
+        assert_eq!(
+            seen,
+            [1, 2, 3, 4],
+            "{name}: the aborted pop and set are not seen"
+        );
     }
 }
 

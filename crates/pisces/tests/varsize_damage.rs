@@ -132,7 +132,7 @@ fn a_damaged_vector_header_is_an_error() {
         Err(Error::InvalidPointer(_))
     ));
     // An index past the end is a misuse, not damage.
-    let ok = pool.run(PVec::<u64>::new).unwrap();
+    let ok = pool.run(|tx| PVec::<u64>::new(tx)).unwrap();
     assert!(matches!(
         pool.run(|tx| ok.set(tx, 0, 1)),
         Err(Error::InvalidArgument(_))

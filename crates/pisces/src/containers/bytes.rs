@@ -25,7 +25,7 @@
 //! contents with `set` may move the bytes to a new block and update the handle: store
 //! the handle back where it came from.
 
-use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -91,7 +91,8 @@ impl PBytes {
     /// A new byte string holding a copy of `bytes` (no allocation when it is empty).
     /// It becomes durable with the commit and is released if the transaction rolls
     /// back.
-    pub fn new(tx: &mut Tx<'_>, bytes: &[u8]) -> Result<PBytes> {
+    pub fn new<'h>(tx: &mut impl TxAccess<'h>, bytes: &[u8]) -> Result<PBytes> {
+        let tx = tx.tx_mut();
         if bytes.is_empty() {
             return Ok(Self::EMPTY);
         }
@@ -162,7 +163,8 @@ impl PBytes {
     /// Replace the contents with `bytes`: in place when the length is the same,
     /// otherwise in a new block (the old one is freed at commit, the handle updated).
     /// Store the handle back where it came from.
-    pub fn set(&mut self, tx: &mut Tx<'_>, bytes: &[u8]) -> Result<()> {
+    pub fn set<'h>(&mut self, tx: &mut impl TxAccess<'h>, bytes: &[u8]) -> Result<()> {
+        let tx = tx.tx_mut();
         if self.off != 0 && self.get(tx)?.len() == bytes.len() {
             let w = tx.write_bytes(PPtr::from_offset(self.off), 8 + bytes.len())?;
             w[8..].copy_from_slice(bytes);
@@ -176,7 +178,8 @@ impl PBytes {
 
     /// Free the block when the transaction commits (nothing for the empty string).
     /// Neither this handle nor a copy of it may be used afterwards.
-    pub fn free(self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn free<'h>(self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         if self.off == 0 {
             return Ok(());
         }
@@ -236,7 +239,8 @@ impl PString {
     };
 
     /// A new string holding a copy of `s` (no allocation when it is empty).
-    pub fn new(tx: &mut Tx<'_>, s: &str) -> Result<PString> {
+    pub fn new<'h>(tx: &mut impl TxAccess<'h>, s: &str) -> Result<PString> {
+        let tx = tx.tx_mut();
         Ok(PString {
             bytes: PBytes::new(tx, s.as_bytes())?,
         })
@@ -281,12 +285,14 @@ impl PString {
     }
 
     /// Replace the contents with `s` (see [`PBytes::set`]): store the handle back.
-    pub fn set(&mut self, tx: &mut Tx<'_>, s: &str) -> Result<()> {
+    pub fn set<'h>(&mut self, tx: &mut impl TxAccess<'h>, s: &str) -> Result<()> {
+        let tx = tx.tx_mut();
         self.bytes.set(tx, s.as_bytes())
     }
 
     /// Free the block when the transaction commits (nothing for the empty string).
-    pub fn free(self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn free<'h>(self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         self.bytes.free(tx)
     }
 

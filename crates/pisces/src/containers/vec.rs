@@ -27,7 +27,7 @@
 //! gives [`Error::Corrupt`](crate::Error::Corrupt), never a panic.
 
 use super::bytes::{free_block, Owned};
-use crate::{Error, PPtr, Pod, Result, Tx, Zeroable};
+use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
@@ -139,12 +139,14 @@ impl<T: Pod> PVec<T> {
     };
 
     /// A new empty vector (allocates its header, no buffer).
-    pub fn new(tx: &mut Tx<'_>) -> Result<Self> {
+    pub fn new<'h>(tx: &mut impl TxAccess<'h>) -> Result<Self> {
+        let tx = tx.tx_mut();
         Self::with_capacity(tx, 0)
     }
 
     /// A new empty vector with room for `cap` elements.
-    pub fn with_capacity(tx: &mut Tx<'_>, cap: usize) -> Result<Self> {
+    pub fn with_capacity<'h>(tx: &mut impl TxAccess<'h>, cap: usize) -> Result<Self> {
+        let tx = tx.tx_mut();
         let buf = if cap == 0 {
             0
         } else {
@@ -272,7 +274,8 @@ impl<T: Pod> PVec<T> {
 
     /// Replace element `i`; returns the old value. An index past the end is an
     /// [`Error::InvalidArgument`] (the vector is unchanged).
-    pub fn set(&self, tx: &mut Tx<'_>, i: usize, v: T) -> Result<T> {
+    pub fn set<'h>(&self, tx: &mut impl TxAccess<'h>, i: usize, v: T) -> Result<T> {
+        let tx = tx.tx_mut();
         let h = self.head(tx)?;
         if i >= h.len {
             return Err(Error::InvalidArgument(format!(
@@ -285,7 +288,8 @@ impl<T: Pod> PVec<T> {
 
     /// Make room for at least `additional` more elements (reallocates to the larger of
     /// twice the capacity and what is needed).
-    pub fn reserve(&self, tx: &mut Tx<'_>, additional: usize) -> Result<()> {
+    pub fn reserve<'h>(&self, tx: &mut impl TxAccess<'h>, additional: usize) -> Result<()> {
+        let tx = tx.tx_mut();
         let h = self.head(tx)?;
         self.reserve_in(tx, h, additional).map(|_| ())
     }
@@ -325,12 +329,14 @@ impl<T: Pod> PVec<T> {
     }
 
     /// Append `v`.
-    pub fn push(&self, tx: &mut Tx<'_>, v: T) -> Result<()> {
+    pub fn push<'h>(&self, tx: &mut impl TxAccess<'h>, v: T) -> Result<()> {
+        let tx = tx.tx_mut();
         self.extend_from_slice(tx, std::slice::from_ref(&v))
     }
 
     /// Append the elements of `items`.
-    pub fn extend_from_slice(&self, tx: &mut Tx<'_>, items: &[T]) -> Result<()> {
+    pub fn extend_from_slice<'h>(&self, tx: &mut impl TxAccess<'h>, items: &[T]) -> Result<()> {
+        let tx = tx.tx_mut();
         if items.is_empty() {
             return Ok(());
         }
@@ -342,7 +348,8 @@ impl<T: Pod> PVec<T> {
     }
 
     /// Remove and return the last element.
-    pub fn pop(&self, tx: &mut Tx<'_>) -> Result<Option<T>> {
+    pub fn pop<'h>(&self, tx: &mut impl TxAccess<'h>) -> Result<Option<T>> {
+        let tx = tx.tx_mut();
         let h = self.head(tx)?;
         if h.len == 0 {
             return Ok(None);
@@ -354,7 +361,8 @@ impl<T: Pod> PVec<T> {
 
     /// Keep the first `len` elements (nothing happens if there are not more). The
     /// capacity stays.
-    pub fn truncate(&self, tx: &mut Tx<'_>, len: usize) -> Result<()> {
+    pub fn truncate<'h>(&self, tx: &mut impl TxAccess<'h>, len: usize) -> Result<()> {
+        let tx = tx.tx_mut();
         let h = self.head(tx)?;
         if len < h.len {
             self.set_len(tx, len)?;
@@ -363,7 +371,8 @@ impl<T: Pod> PVec<T> {
     }
 
     /// Remove every element (the capacity stays).
-    pub fn clear(&self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn clear<'h>(&self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         self.truncate(tx, 0)
     }
 
@@ -381,7 +390,8 @@ impl<T: Pod> PVec<T> {
     /// Free the header and the buffer at commit (not what the elements own: for
     /// elements that own objects use [`Owned::free_owned`]). The handle and its copies
     /// must not be used afterwards.
-    pub fn destroy(self, tx: &mut Tx<'_>) -> Result<()> {
+    pub fn destroy<'h>(self, tx: &mut impl TxAccess<'h>) -> Result<()> {
+        let tx = tx.tx_mut();
         let h = self.head(tx)?;
         if h.buf != 0 {
             free_block(tx, h.buf)?;
