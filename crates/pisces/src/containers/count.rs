@@ -3,8 +3,17 @@
 //! One counter word written by every insert and remove would make every two
 //! concurrent writers of a container conflict (snapshot isolation: two writers of one
 //! object, and one of them retries). So the count is split into [`STRIPES`] counter
-//! objects; a transaction adds its change to the stripe of its thread (threads take
-//! stripes round-robin as they first count), and `len` sums all stripes.
+//! objects; a transaction adds its change to one of its thread's stripes, and `len`
+//! sums all stripes.
+//!
+//! A thread owns a window of [`WINDOW`] consecutive stripes (windows handed out
+//! round-robin as threads first count; beyond `STRIPES / WINDOW` threads, windows are
+//! shared) and writes them in turn, one per transaction. One stripe per thread would
+//! make each of a thread's counting transactions write the object its previous one
+//! wrote: an engine that keeps a committed object locked until a batched write-back
+//! (the `pisces` engine's group commit of up to 8 transactions) must then write its
+//! batch back at every such transaction. In turn, a stripe is written again only
+//! [`WINDOW`] transactions later, when such a batch has been written back.
 //!
 //! # Layout
 //! ```text
@@ -23,6 +32,7 @@
 //! in the same transaction as its change of the structure.
 
 use crate::{Error, PPtr, Result, Tx};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Counter objects per container.
@@ -33,13 +43,19 @@ pub(crate) const STRIPE_WORDS: usize = 7;
 type Table = [u64; STRIPES];
 type Stripe = [u64; STRIPE_WORDS];
 
-/// The next stripe index to hand to a thread.
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+/// Stripes a thread writes in turn (at least the `pisces` engine's default group
+/// commit, 8: see the module docs).
+pub(crate) const WINDOW: usize = 8;
+
+/// The next window to hand to a thread.
+static NEXT_WINDOW: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// This thread's stripe. (Relaxed: the counter only has to hand out distinct
-    /// values round-robin; nothing else is ordered by it.)
-    static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+    /// This thread's window (its first stripe) and the turn of its next count.
+    /// (Relaxed: the counter only has to hand out distinct values round-robin;
+    /// nothing else is ordered by it.)
+    static MY_STRIPES: (usize, Cell<usize>) =
+        ((NEXT_WINDOW.fetch_add(1, Relaxed) * WINDOW) % STRIPES, Cell::new(0));
 }
 
 /// Allocate a zeroed count (table and stripes); returns the table's offset.
@@ -51,11 +67,15 @@ pub(crate) fn create(tx: &mut Tx<'_>) -> Result<u64> {
     Ok(tx.alloc(table)?.offset())
 }
 
-/// Add `delta` to the count at `table`, in this thread's stripe (writes that stripe
-/// only).
+/// Add `delta` to the count at `table`, in this thread's next stripe (writes that
+/// stripe only).
 #[inline]
 pub(crate) fn add(tx: &mut Tx<'_>, table: u64, delta: i64) -> Result<()> {
-    let i = MY_STRIPE.with(|s| *s);
+    let i = MY_STRIPES.with(|(first, turn)| {
+        let t = turn.get();
+        turn.set((t + 1) % WINDOW);
+        first + t
+    });
     let stripe = tx.read(PPtr::<Table>::from_offset(table))?[i];
     let w = tx.write(PPtr::<Stripe>::from_offset(stripe))?;
     w[0] = w[0].wrapping_add_signed(delta);
@@ -83,3 +103,6 @@ pub(crate) fn for_each_object(tx: &Tx<'_>, table: u64, mut f: impl FnMut(u64)) -
     }
     Ok(())
 }
+
+// Windows tile the stripes: a thread's window never wraps into another's.
+const _: () = assert!(STRIPES % WINDOW == 0);

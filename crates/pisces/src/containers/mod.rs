@@ -87,7 +87,7 @@
 
 pub(crate) mod btree;
 pub(crate) mod bytes;
-mod count;
+pub(crate) mod count;
 #[cfg(any(test, feature = "tools"))]
 pub(crate) mod deep;
 mod entry;
