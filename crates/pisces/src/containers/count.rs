@@ -105,4 +105,4 @@ pub(crate) fn for_each_object(tx: &Tx<'_>, table: u64, mut f: impl FnMut(u64)) -
 }
 
 // Windows tile the stripes: a thread's window never wraps into another's.
-const _: () = assert!(STRIPES % WINDOW == 0);
+const _: () = assert!(STRIPES.is_multiple_of(WINDOW));
