@@ -188,7 +188,7 @@ struct CountedHeader {
 /// * **Costs**: a lookup reads one node per level and copies nothing (`get_ref`
 ///   borrows the value); only a split allocates a buffer. [`BTreeMap::len`] is O(1):
 ///   the element count is striped over 32 objects, so two writers on different
-///   threads do not conflict on it (module docs).
+///   threads do not conflict on it.
 /// * **String keys**: `BTreeMap<PString, V>` and `BTreeMap<PBytes, V>` order keys by
 ///   their bytes, own them (copied in by [`insert_str`](Self::insert_str) /
 ///   [`insert_bytes`](Self::insert_bytes) only when new, freed by `remove` and
@@ -409,7 +409,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     pub const INNER_BYTES: usize = Self::INNER.size * 8;
 
     /// Create an empty tree (one empty leaf) with an element count, so [`len`](Self::len)
-    /// is O(1) (module docs, *Element count*).
+    /// is O(1) (the count is striped: see *Costs* on [`BTreeMap`]).
     pub fn new<'h>(tx: &mut impl TxAccess<'h>) -> Result<Self> {
         let tx = tx.tx_mut();
         let root = words::alloc(tx, Self::LEAF, |w| {
@@ -1040,8 +1040,8 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     }
 
     /// Number of entries. O(1) in the tree's size for a tree made by
-    /// [`new`](Self::new): the sum of its count's stripes (module docs, *Element
-    /// count*); a tree made before the count existed is counted along the leaf chain
+    /// [`new`](Self::new): the sum of its count's stripes (see *Costs* on
+    /// [`BTreeMap`]); a tree made before the count existed is counted along the leaf chain
     /// (O(len / FANOUT) reads).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let h = self.header(tx)?;

@@ -36,7 +36,8 @@ pub(crate) const LEN_BITS: u32 = 48;
 const LEN_MASK: u64 = (1 << LEN_BITS) - 1;
 
 /// A persistent byte string: an 8-byte [`Pod`] handle to a block that holds the
-/// length and the bytes (see the module docs of `containers::bytes` for the layout).
+/// length (a tagged word, checked at every read) and the bytes. The null handle is
+/// the empty string and owns no block.
 ///
 /// ```
 /// use pisces::{Config, PBytes, PPtr, Pool};
@@ -316,8 +317,20 @@ pub(crate) fn free_block(tx: &mut Tx<'_>, off: u64) -> Result<()> {
 ///
 /// [`PBytes`], [`PString`] and [`PVec`](crate::PVec) own their blocks; numbers own
 /// nothing, and a [`PPtr`] or a container handle is a reference, not an owner (like a
-/// raw pointer: freeing it is its owner's business). Implement it for your own value
-/// types that hold owned fields:
+/// raw pointer: freeing it is its owner's business).
+///
+/// # Who frees a value
+/// A map stores any `Pod` value and cannot tell a value that owns blocks from one that
+/// does not, so its plain `insert` and `remove` hand the value they take out back to
+/// the caller, who owns it from then on (it may be stored elsewhere, so the map must
+/// not free it), and `destroy` frees the map's own objects only. For maps of `Owned`
+/// values, `insert_and_free`, `remove_and_free` and `destroy_with_values` free what
+/// the values they drop own, at commit. A value dropped by a plain method and neither
+/// stored again nor freed is a leak (the pool keeps the block). Keys of a
+/// [`BTreeMap`](crate::BTreeMap) keyed by `PBytes` or `PString` are always owned by the
+/// tree.
+///
+/// Implement it for your own value types that hold owned fields:
 ///
 /// ```
 /// use pisces::{Owned, PString, Result, Tx};

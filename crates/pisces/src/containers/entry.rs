@@ -8,7 +8,7 @@
 use crate::{Result, Tx};
 use std::fmt;
 
-/// A key's place in a map, found by `entry` (see the module docs): occupied (the key
+/// A key's place in a map, found by `entry`: occupied (the key
 /// is there) or vacant (it is not). Made by [`HashMap::entry`](crate::HashMap::entry)
 /// and [`BTreeMap::entry`](crate::BTreeMap::entry).
 ///

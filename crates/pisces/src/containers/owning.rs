@@ -36,8 +36,8 @@ fn free_replaced<V: Owned>(tx: &mut Tx<'_>, old: Option<V>, new: &V) -> Result<b
 }
 
 impl<K: Pod + Eq, V: Owned> HashMap<K, V> {
-    /// Insert or replace, freeing what the replaced value owns (see the module docs of
-    /// `containers::owning`); returns whether a value was replaced.
+    /// Insert or replace, freeing what the replaced value owns (see [`Owned`], *Who
+    /// frees a value*); returns whether a value was replaced.
     ///
     /// ```
     /// use pisces::{Config, HashMap, PString, Pool};
@@ -99,8 +99,8 @@ impl<K: Pod + Eq, V: Owned> HashMap<K, V> {
 }
 
 impl<K: TreeKey, V: Owned, const F: usize> BTreeMap<K, V, F> {
-    /// Insert or replace, freeing what the replaced value owns (see the module docs of
-    /// `containers::owning`); returns whether a value was replaced.
+    /// Insert or replace, freeing what the replaced value owns (see [`Owned`], *Who
+    /// frees a value*); returns whether a value was replaced.
     pub fn insert_and_free<'h>(&self, tx: &mut impl TxAccess<'h>, k: K, v: V) -> Result<bool> {
         let tx = tx.tx_mut();
         let old = self.insert(tx, k, v)?;
@@ -145,7 +145,7 @@ impl<K: TreeKey, V: Owned, const F: usize> BTreeMap<K, V, F> {
 
 impl<V: Pod, const F: usize> BTreeMap<PString, V, F> {
     /// Insert or replace the value of the key `k`; returns the previous value (which
-    /// the caller owns: see the module docs of `containers::owning`). The key is
+    /// the caller owns: see [`Owned`], *Who frees a value*). The key is
     /// copied into the pool only when it is new.
     ///
     /// ```

@@ -1178,7 +1178,8 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// Number of entries. O(1) in the map's size: the sum of the striped count's 32
-    /// stripes (module docs, *Size*); a map made before the count existed is counted by
+    /// stripes (two writers on different threads do not conflict on it); a map made
+    /// before the count existed is counted by
     /// walking the table (O(buckets + len)).
     pub fn len(&self, tx: &Tx<'_>) -> Result<usize> {
         let counts = self.header(tx)?[H_COUNT];
