@@ -46,8 +46,30 @@
 //! thread's log) is durably written back; otherwise recovery would replay the older
 //! record over the newer value. The persistent watermark W says "every record with
 //! persistTS < W is written back and may be ignored". A thread advances W to
-//! `min(globalTS, persisting_ts[*], pending_min[*])`, persists it, and only then drops
-//! its own records below W and persists its new log tail.
+//! `min(globalTS, persisting_ts[*], pending_min[*], unsynced_min[*])`, persists it,
+//! and only then drops its own records below W and persists its new log tail.
+//!
+//! # Lazy home sync (the file medium)
+//! Where the persist point is `msync` (persistence domain `PageCache`), a write-back
+//! makes its home writes durable only when the log needs the space: it stores home,
+//! publishes allocations and frees, unlocks, and records the ranges it wrote in the
+//! slot's batch (`unsynced`) without flushing or fencing. The records stay in the log
+//! meanwhile: `wb_seq` is not advanced, and the slot's `unsynced_min` (the least
+//! persistTS among them) holds the watermark below them. [`PiscesShared::sync_home`]
+//! flushes the ranges and fences once (one `msync` of their pages), then advances
+//! `wb_seq` and clears `unsynced_min`; it runs when the slot recycles its log, when a
+//! helper writes the slot's batch back for log space or memory, and at quiesce.
+//!
+//! Why it is safe: a crash before the sync finds every record whose home writes may
+//! be missing or torn still in the log, above the watermark, and recovery replays it
+//! (redo records are idempotent); allocations and frees are replayed from the same
+//! records. A block freed by a written-back transaction is reused at once, as with the
+//! eager write-back: its reuse is logged after the free, and replay applies both in
+//! persistTS order. Why: a committed update then costs one `msync` (its log record);
+//! a page of home data written by many transactions is written to the device once per
+//! log cycle instead of once per write-back. The cost is a larger sync when the log
+//! fills. On media whose persist point is the fence (DRAM, DAX) the write-back fences
+//! as before.
 
 use super::options::PiscesOptions;
 use super::protocol::TxRecord;
@@ -72,6 +94,9 @@ use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 crate::mutation::point! {
+    /// Lazy home sync lets the log drop records whose home writes it did not make
+    /// durable (`sync_home` neither flushes nor fences).
+    pub(crate) static HOME_SYNC_SKIPPED = "home-sync-skipped";
     /// Write-back does not wait for older snapshots (lines 52-54 of the paper's algorithm).
     pub(crate) static GRACE_PERIOD = "grace-period";
     /// The group-commit write-back that does not wait (it writes back only the
@@ -272,6 +297,11 @@ pub(crate) struct Batch {
     /// commit record, so its address must not change while it is reused.
     #[allow(clippy::vec_box)]
     pub spare: Vec<Box<Attempt>>,
+    /// Lazy home sync (module docs, *Lazy home sync*): home ranges `(offset, len)`
+    /// written back and not yet made durable.
+    pub unsynced: Vec<(usize, usize)>,
+    /// The highest log sequence number among the transactions of `unsynced`.
+    pub unsynced_seq: u64,
 }
 
 // SAFETY: the raw pointers inside `Committed` (copy sources, commit-record pointers in
@@ -291,6 +321,9 @@ pub(crate) struct Slot {
     pub pending_min: AtomicU64,
     /// Highest log sequence number durably written back.
     pub wb_seq: AtomicU64,
+    /// Lazy home sync: minimum persistTS of records written back whose home writes
+    /// are not durable yet (u64::MAX: none).
+    pub unsynced_min: AtomicU64,
     /// Pending write-backs.
     pub batch: Mutex<Batch>,
 }
@@ -302,6 +335,7 @@ impl Slot {
             persisting_ts: AtomicU64::new(u64::MAX),
             pending_min: AtomicU64::new(u64::MAX),
             wb_seq: AtomicU64::new(0),
+            unsynced_min: AtomicU64::new(u64::MAX),
             batch: Mutex::new(Batch::default()),
         }
     }
@@ -339,6 +373,9 @@ pub(crate) struct PiscesShared {
     pub opts: PiscesOptions,
     /// False for the `volatile` baseline: no log, no flush, no fence (same DVCC).
     pub durable: bool,
+    /// Home writes are made durable lazily, at log reuse (module docs, *Lazy home
+    /// sync*): durable on a medium whose persist point is `msync` (the file medium).
+    pub lazy_home: bool,
     /// Generation tag in the top 16 bits of a locked header word.
     pub tag: u64,
     /// Next log sequence number of each slot after recovery.
@@ -359,6 +396,8 @@ impl PiscesShared {
     ) -> PiscesShared {
         let n = heap.layout().max_threads;
         let tag = tag_of(heap.generation());
+        let lazy_home = durable
+            && heap.medium().persistence_domain() == crate::medium::PersistenceDomain::PageCache;
         PiscesShared {
             heap,
             alloc,
@@ -366,6 +405,7 @@ impl PiscesShared {
             slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
             opts,
             durable,
+            lazy_home,
             tag,
             next_seq,
             fallback: Fallback::default(),
@@ -505,16 +545,29 @@ impl PiscesShared {
                         std::ptr::copy_nonoverlapping(r.src, dst, r.len as usize);
                     }
                 };
-                if self.durable {
+                if self.lazy_home {
+                    batch.unsynced.push((r.home as usize, r.len as usize));
+                } else if self.durable {
                     heap.flush(r.home as usize, r.len as usize);
                 }
                 counters::add_bytes_written_home(r.len as u64);
             }
-            for &b in &e.attempt.wb.allocs {
-                self.alloc.publish_alloc(b);
-            }
-            for &b in &e.attempt.wb.frees {
-                self.alloc.publish_free(b);
+            if self.lazy_home {
+                // The allocator's words go with the home writes, to `sync_home`.
+                let published = (e.attempt.wb.allocs.iter().map(|&b| (b, true)))
+                    .chain(e.attempt.wb.frees.iter().map(|&b| (b, false)));
+                for (b, allocated) in published {
+                    if let Some(r) = self.alloc.publish_unflushed(b, allocated) {
+                        batch.unsynced.push(r);
+                    }
+                }
+            } else {
+                for &b in &e.attempt.wb.allocs {
+                    self.alloc.publish_alloc(b);
+                }
+                for &b in &e.attempt.wb.frees {
+                    self.alloc.publish_free(b);
+                }
             }
         }
         // Unlock after the home copies: Release publishes the new home contents to a
@@ -525,15 +578,25 @@ impl PiscesShared {
                 heap.atomic_u64(h as usize).store(v, Release);
             }
         }
-        if self.durable {
-            heap.fence();
-        }
         let s = &self.slots[slot];
         let last_seq = batch.entries[n - 1].log_seq;
-        // Release: the owner's recycler Acquires wb_seq and then overwrites log space;
-        // our fence above made the write-back durable before this store.
-        count_write(&s.wb_seq);
-        s.wb_seq.fetch_max(last_seq, Release);
+        if self.lazy_home {
+            // Not durable yet: the records stay in the log, and below the watermark
+            // bound, until `sync_home`. SeqCst: stored before `pending_min` is raised
+            // below, and the watermark scan loads it after `pending_min` (`watermark`),
+            // so a scan that sees the raised `pending_min` sees this bound too.
+            let least = batch.entries[..n].iter().map(|e| e.persist_ts).min();
+            s.unsynced_min.fetch_min(least.unwrap_or(u64::MAX), SeqCst);
+            batch.unsynced_seq = batch.unsynced_seq.max(last_seq);
+        } else {
+            if self.durable {
+                heap.fence();
+            }
+            // Release: the owner's recycler Acquires wb_seq and then overwrites log
+            // space; our fence above made the write-back durable before this store.
+            count_write(&s.wb_seq);
+            s.wb_seq.fetch_max(last_seq, Release);
+        }
         // The records still waiting keep the watermark below their persistTS. Only the
         // batch's lock holder changes `pending_min` (the owner lowers it when it adds
         // an entry, under this lock), so this store cannot hide a newer entry's value.
@@ -573,6 +636,34 @@ impl PiscesShared {
                 retire_ts,
             });
         }
+    }
+
+    /// Lazy home sync: make the home writes of `slot`'s written-back transactions
+    /// durable (one fence over their ranges), then let its log drop their records
+    /// (`wb_seq`) and the watermark pass them (`unsynced_min`). The caller holds the
+    /// slot's batch lock. Nothing to do without lazy home sync.
+    pub(crate) fn sync_home(&self, slot: usize, batch: &mut Batch) {
+        if batch.unsynced.is_empty() {
+            return;
+        }
+        let heap = &*self.heap;
+        let skip = crate::mutation::active!(HOME_SYNC_SKIPPED);
+        for (off, len) in batch.unsynced.drain(..) {
+            if !skip {
+                heap.flush(off, len);
+            }
+        }
+        if !skip {
+            heap.fence();
+        }
+        let s = &self.slots[slot];
+        // Release: as in `write_back_first` (the fence above made the home writes
+        // durable before this store).
+        count_write(&s.wb_seq);
+        s.wb_seq.fetch_max(batch.unsynced_seq, Release);
+        // SeqCst: ordered with the watermark scans, as `pending_min`.
+        count_write(&s.unsynced_min);
+        s.unsynced_min.store(u64::MAX, SeqCst);
     }
 
     /// Retire an aborted attempt whose locks are already released.
@@ -621,6 +712,7 @@ impl PiscesShared {
         for s in &self.slots {
             w = w.min(s.persisting_ts.load(SeqCst));
             w = w.min(s.pending_min.load(SeqCst));
+            w = w.min(s.unsynced_min.load(SeqCst));
         }
         w
     }
@@ -636,6 +728,7 @@ impl PiscesShared {
         for (i, s) in self.slots.iter().enumerate() {
             let mut b = s.lock_batch();
             self.write_back(i, &mut b, caller_slot, cache);
+            self.sync_home(i, &mut b);
         }
     }
 
@@ -679,6 +772,9 @@ impl PiscesShared {
         } else {
             self.try_write_back(slot, batch, caller_slot, cache);
         }
+        // A helper is asked for log space or memory: the slot's written-back records
+        // may be what holds the watermark.
+        self.sync_home(slot, batch);
     }
 }
 

@@ -570,6 +570,11 @@ impl PiscesThread {
         if !self.sh.durable {
             return;
         }
+        if self.sh.lazy_home {
+            // Log space is what the lazy home writes are made durable for.
+            let mut b = self.sh.slots[self.slot].lock_batch();
+            self.sh.sync_home(self.slot, &mut b);
+        }
         let w = self.sh.watermark();
         let skip = crate::mutation::active!(WATERMARK);
         if w > self.durable_watermark {

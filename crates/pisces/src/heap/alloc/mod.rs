@@ -547,21 +547,37 @@ impl Allocator {
     }
 
     fn publish(&self, b: Block, allocated: bool) {
-        match pmem::locate(self.heap.layout(), b) {
+        if let Some((off, len)) = self.publish_unflushed(b, allocated) {
+            self.heap.flush(off, len);
+        }
+    }
+
+    /// [`publish_alloc`](Self::publish_alloc) (`allocated`) or
+    /// [`publish_free`](Self::publish_free) without the flush: returns the range
+    /// `(offset, len)` of persistent metadata the caller must make durable (`None`
+    /// for a block with invalid geometry, which is ignored).
+    pub(crate) fn publish_unflushed(&self, b: Block, allocated: bool) -> Option<(usize, usize)> {
+        let range = match pmem::locate(self.heap.layout(), b) {
             Ok(Loc::Small { slab, index, class }) => {
                 debug_assert_eq!(
                     pmem::read_entry(&self.heap, slab),
                     Kind::Small(class).encode(),
                     "publish of {b:?} in a slab not formatted for its class"
                 );
-                pmem::set_bit(&self.heap, slab, index, allocated)
+                Some(pmem::set_bit_unflushed(&self.heap, slab, index, allocated))
             }
-            Ok(Loc::Large { head, n }) => pmem::write_run(&self.heap, head, n, allocated),
-            Err(msg) => debug_assert!(false, "publish: {msg}"),
-        }
+            Ok(Loc::Large { head, n }) => {
+                Some(pmem::write_run_unflushed(&self.heap, head, n, allocated))
+            }
+            Err(msg) => {
+                debug_assert!(false, "publish: {msg}");
+                None
+            }
+        };
         if allocated && crate::mutation::active!(crate::heap::GROW_SIZE_LATE) {
             self.heap.write_late_size(b.offset);
         }
+        range
     }
 
     /// The block whose payload starts at `payload_off`, if it is one (fast, geometric).

@@ -227,6 +227,17 @@ pub(crate) fn clear_headers(heap: &Heap, slab: usize, class: usize) {
 
 /// Set (or clear) the bit of block `index` of `slab` and flush its word.
 pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
+    let (off, len) = set_bit_unflushed(heap, slab, index, allocated);
+    heap.flush(off, len);
+}
+
+/// [`set_bit`] without the flush: returns the range `(offset, len)` to make durable.
+pub(crate) fn set_bit_unflushed(
+    heap: &Heap,
+    slab: usize,
+    index: usize,
+    allocated: bool,
+) -> (usize, usize) {
     let word = bitmap_word(heap, slab, index / 64);
     let bit = 1u64 << (index % 64);
     // Relaxed: several threads publish into one slab, and read-modify-writes of one word
@@ -241,8 +252,8 @@ pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
     } else {
         word.fetch_and(!bit, Ordering::Release);
     }
-    heap.flush(heap.layout().slab_offset(slab) + 8 * (index / 64), 8);
     counters::add_bytes_metadata(8);
+    (heap.layout().slab_offset(slab) + 8 * (index / 64), 8)
 }
 
 /// Set the bits `set` and clear the bits `clear` (disjoint) of bitmap word `w` of
@@ -274,6 +285,17 @@ pub(crate) fn bit(heap: &Heap, slab: usize, index: usize) -> bool {
 /// engine's fence makes them durable together; a torn run after a crash is repaired by
 /// replaying the logged operation.
 pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
+    let (off, len) = write_run_unflushed(heap, head, n, allocated);
+    heap.flush(off, len);
+}
+
+/// [`write_run`] without the flush: returns the range `(offset, len)` to make durable.
+pub(crate) fn write_run_unflushed(
+    heap: &Heap,
+    head: usize,
+    n: usize,
+    allocated: bool,
+) -> (usize, usize) {
     if allocated {
         for k in 1..n {
             store_entry(heap, head + k, Kind::Cont(k));
@@ -286,8 +308,8 @@ pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
             store_entry(heap, head + k, Kind::Free);
         }
     }
-    heap.flush(entry_offset(heap, head), 4 * n);
     counters::add_bytes_metadata(4 * n as u64);
+    (entry_offset(heap, head), 4 * n)
 }
 
 /// True if every word of `slab`'s bitmap (class `class`) is zero.
