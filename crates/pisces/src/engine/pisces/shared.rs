@@ -58,7 +58,8 @@
 //! persistTS among them) holds the watermark below them. [`PiscesShared::sync_home`]
 //! flushes the ranges and fences once (one `msync` of their pages), then advances
 //! `wb_seq` and clears `unsynced_min`; it runs when the slot recycles its log, when a
-//! helper writes the slot's batch back for log space or memory, and at quiesce.
+//! thread that needs log space or memory helps every slot (`help_all`), and at
+//! quiesce.
 //!
 //! Why it is safe: a crash before the sync finds every record whose home writes may
 //! be missing or torn still in the log, above the watermark, and recovery replays it
@@ -741,6 +742,9 @@ impl PiscesShared {
             }
             if let Some(mut b) = s.try_lock_batch() {
                 self.write_back_or_try(i, &mut b, caller_slot, cache, wait);
+                // Help for log space or memory: the slot's written-back records may be
+                // what holds the watermark (a help after a conflict needs no sync).
+                self.sync_home(i, &mut b);
             }
         }
     }
@@ -772,9 +776,6 @@ impl PiscesShared {
         } else {
             self.try_write_back(slot, batch, caller_slot, cache);
         }
-        // A helper is asked for log space or memory: the slot's written-back records
-        // may be what holds the watermark.
-        self.sync_home(slot, batch);
     }
 }
 
