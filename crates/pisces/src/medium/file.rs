@@ -4,6 +4,7 @@
 
 use super::counters::{add_fence, add_lines_flushed, add_msync};
 use super::flush::{flush_range, sfence, stream_lines};
+use super::group_sync::{coalesce, GroupSync, PageRanges};
 use super::reserve::{grow_file, map_len, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, PAGE};
 use crate::{Error, Result};
@@ -147,9 +148,6 @@ const COMPACT_AT: usize = 64;
 /// Source of the per-tracker ids that key the thread-local pending ranges.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Page-aligned byte ranges `(start, end)` flushed and not yet fenced.
-type PageRanges = Vec<(usize, usize)>;
-
 thread_local! {
     /// Per thread: (medium id, ranges flushed since this thread's last fence on that
     /// medium). An entry exists only between a flush and the next fence, so the list is
@@ -215,7 +213,15 @@ impl PageTracker {
     /// flushed since its last fence (ranges closer than 1 MiB merged into one call);
     /// afterwards the thread has nothing pending.
     pub fn fence(&self, mut msync: impl FnMut(usize, usize)) {
-        let ranges = PENDING
+        for (s, e) in self.take() {
+            msync(s, e - s);
+        }
+    }
+
+    /// The page ranges `(start, end)` the calling thread flushed since its last fence
+    /// (ranges closer than 1 MiB merged), sorted; afterwards it has nothing pending.
+    pub(crate) fn take(&self) -> Vec<(usize, usize)> {
+        let mut ranges = PENDING
             .try_with(|p| {
                 let mut p = p.borrow_mut();
                 match p.iter().position(|(id, _)| *id == self.id) {
@@ -224,14 +230,8 @@ impl PageTracker {
                 }
             })
             .unwrap_or_default();
-        if ranges.is_empty() {
-            return;
-        }
-        let mut ranges = ranges;
         coalesce(&mut ranges, MERGE_GAP);
-        for (s, e) in ranges {
-            msync(s, e - s);
-        }
+        ranges
     }
 
     /// Forget what the calling thread has pending (a sync of the whole image covers
@@ -242,10 +242,13 @@ impl PageTracker {
 }
 
 /// An ordinary file mapped `MAP_SHARED`; the fence `msync`s the pages this thread
-/// flushed since its last fence (kept by a [`PageTracker`]).
+/// flushed since its last fence (kept by a [`PageTracker`]), in one call with the
+/// fences of other threads that run at the same time (group commit, see
+/// `group_sync`).
 pub struct FileMedium {
     map: Mapping,
     pages: PageTracker,
+    group: GroupSync,
     msyncs: AtomicU64,
     // The first failed msync, reported by the next `sync_all` (after a failed msync the
     // kernel may have marked the pages clean, so the failure must not be forgotten).
@@ -274,6 +277,7 @@ impl FileMedium {
         Ok(FileMedium {
             map,
             pages: PageTracker::new(),
+            group: GroupSync::new(),
             msyncs: AtomicU64::new(0),
             error: Mutex::new(None),
             _file: file,
@@ -321,19 +325,6 @@ fn record(ranges: &mut PageRanges, r: (usize, usize)) {
     }
 }
 
-/// Sort `ranges` and merge those that overlap or are at most `gap` bytes apart.
-fn coalesce(ranges: &mut PageRanges, gap: usize) {
-    ranges.sort_unstable();
-    let mut out: PageRanges = Vec::with_capacity(ranges.len());
-    for &r in ranges.iter() {
-        match out.last_mut() {
-            Some(last) if r.0 <= last.1.saturating_add(gap) => last.1 = last.1.max(r.1),
-            _ => out.push(r),
-        }
-    }
-    *ranges = out;
-}
-
 // SAFETY: `base()` is the start of a mapping of `len()` bytes (page aligned) owned by
 // this value and unmapped only when it is dropped; the persistence primitives follow
 // the trait contract.
@@ -374,7 +365,8 @@ unsafe impl Medium for FileMedium {
     fn fence(&self) {
         sfence();
         add_fence();
-        self.pages.fence(|start, len| self.msync(start, len));
+        self.group
+            .fence(self.pages.take(), |start, len| self.msync(start, len));
     }
     fn sync_all(&self) -> Result<()> {
         // Everything this thread had pending is covered by the full msync below.

@@ -19,7 +19,8 @@
 //!   `MAP_SYNC`, where flush + fence is durability. Elsewhere it is refused with
 //!   [`Error::MediumUnsupported`](crate::Error::MediumUnsupported), naming the fallbacks;
 //! * [`MediumKind::File`] ([`FileMedium`]): an ordinary file where the fence `msync`s
-//!   the pages the calling thread flushed since its last fence;
+//!   the pages the calling thread flushed since its last fence, one call serving the
+//!   fences of every thread that fences at the same time (`group_sync`);
 //! * the crash simulator (`SimMedium` in `pisces-verify`), which keeps a second, durable image that a
 //!   line reaches only when the thread that flushed it fences, can freeze everything at
 //!   any fence or flush, and builds the images a power failure could leave (an
@@ -64,6 +65,7 @@ pub(crate) mod dram;
 pub mod durability;
 mod file;
 pub(crate) mod flush;
+pub(crate) mod group_sync;
 pub(crate) mod open;
 pub(crate) mod reserve;
 
