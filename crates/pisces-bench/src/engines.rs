@@ -244,6 +244,11 @@ pub mod labels {
 /// The label suffix of a configuration measured under eADR ([`EngineSpec::under`]).
 pub const EADR_SUFFIX: &str = "@eadr";
 
+/// The label suffix of a `--dir` run's read-only control measured on the DRAM medium
+/// (`<engine>@dram`), which [`crate::report::medium_table`] pairs with the file medium's
+/// row.
+pub const DRAM_SUFFIX: &str = "@dram";
+
 /// An engine configuration under test, with its label in reports.
 #[derive(Clone, Debug)]
 pub struct EngineSpec {

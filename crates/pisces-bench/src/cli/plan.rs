@@ -5,7 +5,7 @@
 //! run compare measurements taken close together.
 
 use crate::cli::args::Settings;
-use crate::engines::{Engine, EngineSpec};
+use crate::engines::{Engine, EngineSpec, DRAM_SUFFIX};
 use crate::measure::Spec;
 use crate::workloads::bulk::{BULK_KEYS, BULK_UPDATE_PCT};
 use crate::workloads::kinds::DataKind;
@@ -320,8 +320,23 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         waits_outside: true,
                                         ..spec.clone()
                                     });
+                                    // Read-only on a file system: the same measurement
+                                    // on the DRAM medium next to it, since reads should
+                                    // cost the same on both (`medium_table`).
+                                    let dram = (s.disk.is_some()
+                                        && update_pct == 0
+                                        && spec.engine.engine.peer().is_none())
+                                    .then(|| Spec {
+                                        engine: spec.engine.relabelled(format!(
+                                            "{}{DRAM_SUFFIX}",
+                                            spec.engine.label
+                                        )),
+                                        disk: None,
+                                        ..spec.clone()
+                                    });
                                     specs.push(spec);
                                     specs.extend(control);
+                                    specs.extend(dram);
                                 }
                             }
                         }

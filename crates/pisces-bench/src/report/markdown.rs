@@ -132,6 +132,7 @@ pub fn section(
 pub fn tables_text(res: &Results, extra: &str) -> String {
     let mut s = String::new();
     s += &tables::disk_table(res);
+    s += &crate::report::medium_table::medium_table(res);
     s += &tables::throughput_tables(res);
     s += &tables::latency_table(res);
     s += &tables::breakdown_table(res);

@@ -6,6 +6,7 @@
 pub mod domain_table;
 pub mod hot_table;
 pub mod markdown;
+pub mod medium_table;
 pub mod plot;
 pub mod table;
 pub mod tables;

@@ -183,7 +183,8 @@ pub fn disk_table(res: &Results) -> String {
     for w in res.workloads() {
         for k in res.keys(&w) {
             for e in res.engines(&w) {
-                let on_disk = |r: &&Row| r.medium == FILE_MEDIUM;
+                // Read-only rows commit nothing durable (`medium_table` shows them).
+                let on_disk = |r: &&Row| r.medium == FILE_MEDIUM && r.update_pct > 0;
                 if !res.runs(&w, &k, &e).any(|r| on_disk(&r)) {
                     continue;
                 }
