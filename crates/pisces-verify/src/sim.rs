@@ -87,7 +87,8 @@
 //! flush writes nothing back: `msync` of a page range is the only persist point, and
 //! what a fence `msync`s is decided by the file medium's own bookkeeping
 //! ([`PageTracker`]: the pages the fencing thread flushed since its last fence, near
-//! ranges merged), run unchanged here, so a bug in it shows as lost data. An `msync`
+//! ranges merged; [`GroupSync`]: one thread's `msync` serving the fences of others
+//! that wait), run unchanged here, so a bug in it shows as lost data. An `msync`
 //! makes durable the pages' content at that moment (not at flush time: the page
 //! cache holds one copy). At the crash, every dirty page (its working content
 //! differs from the durable one) may have been written back by the kernel at any time:
@@ -118,7 +119,7 @@
 //!   words the adversary decides independently anyway; a store that a thread makes
 //!   *after* one of its flushes or fences became a no-op is never captured.
 
-use pisces::medium::{Medium, MediumKind, PageTracker, PersistenceDomain, CACHE_LINE};
+use pisces::medium::{GroupSync, Medium, MediumKind, PageTracker, PersistenceDomain, CACHE_LINE};
 use pisces::tools::counters::{add_fence, add_lines_flushed, lines_in};
 use pisces::tools::reserve::{Backing, Mapping};
 use pisces::{Error, Result};
@@ -384,6 +385,8 @@ pub struct SimMedium {
     cfg: SimConfig,
     /// Page cache: the file medium's record of what each thread's fence msyncs.
     pages: PageTracker,
+    /// The file medium's cross-thread group commit of its `msync`s (page cache).
+    group: GroupSync,
     /// Mirrors `State::frozen.is_some()` for the lock-free `crashed()` and fast paths.
     crashed: AtomicBool,
     state: Mutex<State>,
@@ -439,6 +442,7 @@ impl SimMedium {
             work,
             cfg,
             pages: PageTracker::new(),
+            group: GroupSync::new(),
             crashed: AtomicBool::new(false),
             state: Mutex::new(State {
                 durable,
@@ -587,6 +591,82 @@ impl SimMedium {
     /// Page cache: `msync(off, len)`, the only persist point: the current content of
     /// every page overlapping the range becomes durable (the kernel syncs whole
     /// pages). Called with the lock held.
+    /// A fence (`commit`: a commit fence, grouped with other threads' on the page
+    /// cache, as the file medium groups them).
+    fn fence_as(&self, commit: bool) {
+        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
+        if st.frozen.is_some() {
+            return;
+        }
+        if self.cfg.crash_at == CrashPoint::Fence(st.fences) {
+            self.crash_locked(&mut st);
+            return;
+        }
+        st.fences += 1;
+        st.events += 1;
+        add_fence();
+        if self.cfg.domain == PersistenceDomain::PageCache {
+            if !commit {
+                // The file medium's fence: msync what this thread flushed since its last.
+                self.pages
+                    .fence(|start, len| Self::msync_locked(&self.work, &mut st, start, len));
+                return;
+            }
+            // Its commit fence: the same through its group commit (another thread's
+            // commit fence may sync it). Outside the lock, as a fence may wait for
+            // another's sync.
+            let ranges = self.pages.take();
+            drop(st);
+            self.group.fence(ranges, |start, len| {
+                let mut st = self.lock();
+                // After the crash nothing more becomes durable.
+                if st.frozen.is_none() {
+                    Self::msync_locked(&self.work, &mut st, start, len);
+                }
+            });
+            return;
+        }
+        let now = st.events;
+        let State {
+            durable,
+            line_version,
+            pending,
+            groups,
+            ..
+        } = &mut *st;
+        let me = std::thread::current().id();
+        let lines = pending.remove(&me).unwrap_or_default();
+        // eADR: the fence drains the store buffer; every line this thread flushed since
+        // its last fence is durable with its content now.
+        let drained: BTreeSet<usize> = groups
+            .remove(&me)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|g| g.lines.iter().map(|&(l, _)| l))
+            .collect();
+        for l in drained {
+            line_version[l] = now;
+            let words = self.load_line(l);
+            for (w, v) in words.iter().enumerate() {
+                let o = l * CACHE_LINE + w * WORD;
+                durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        for (l, p) in lines {
+            if p.version > line_version[l] {
+                line_version[l] = p.version;
+                for (w, v) in p.words.iter().enumerate() {
+                    let o = l * CACHE_LINE + w * WORD;
+                    durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
+                }
+            }
+        }
+    }
+
     fn msync_locked(work: &Mapping, st: &mut State, off: usize, len: usize) {
         if len == 0 {
             return;
@@ -1081,62 +1161,10 @@ unsafe impl Medium for SimMedium {
         self.written_back(off, len, true);
     }
     fn fence(&self) {
-        // Acquire: see `crash_locked`. The authoritative check is under the lock below.
-        if self.crashed.load(Ordering::Acquire) {
-            return;
-        }
-        let mut st = self.lock();
-        if st.frozen.is_some() {
-            return;
-        }
-        if self.cfg.crash_at == CrashPoint::Fence(st.fences) {
-            self.crash_locked(&mut st);
-            return;
-        }
-        st.fences += 1;
-        st.events += 1;
-        add_fence();
-        if self.cfg.domain == PersistenceDomain::PageCache {
-            // The file medium's fence: msync what this thread flushed since its last.
-            self.pages
-                .fence(|start, len| Self::msync_locked(&self.work, &mut st, start, len));
-            return;
-        }
-        let now = st.events;
-        let State {
-            durable,
-            line_version,
-            pending,
-            groups,
-            ..
-        } = &mut *st;
-        let me = std::thread::current().id();
-        let lines = pending.remove(&me).unwrap_or_default();
-        // eADR: the fence drains the store buffer; every line this thread flushed since
-        // its last fence is durable with its content now.
-        let drained: BTreeSet<usize> = groups
-            .remove(&me)
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|g| g.lines.iter().map(|&(l, _)| l))
-            .collect();
-        for l in drained {
-            line_version[l] = now;
-            let words = self.load_line(l);
-            for (w, v) in words.iter().enumerate() {
-                let o = l * CACHE_LINE + w * WORD;
-                durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
-            }
-        }
-        for (l, p) in lines {
-            if p.version > line_version[l] {
-                line_version[l] = p.version;
-                for (w, v) in p.words.iter().enumerate() {
-                    let o = l * CACHE_LINE + w * WORD;
-                    durable[o..o + WORD].copy_from_slice(&v.to_ne_bytes());
-                }
-            }
-        }
+        self.fence_as(false)
+    }
+    fn commit_fence(&self) {
+        self.fence_as(true)
     }
     fn sync_all(&self) -> Result<()> {
         if self.crashed() {

@@ -134,7 +134,9 @@ their commit path's syncs, marked as stated, not measured), and the bytes writte
 the device: the growth of write_bytes in /proc/self/io, i.e. the pages this process \
 dirtied in the page cache (each sent to the device once when the next sync writes it \
 back) plus its direct I/O; the file system's journal, written by its own thread, is \
-not included.\n\n\
+not included. With --update-pct 0 each engine's read-only measurement on the file medium \
+has a control on the DRAM medium under /dev/shm beside it (labelled <engine>@dram), and a \
+table gives the throughput on the file medium over the DRAM medium.\n\n\
 Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
 unless --no-pin is given.")]
 pub struct BenchArgs {

@@ -38,81 +38,59 @@ fn grace_violations() -> usize {
     usize::from(sum != 200)
 }
 
-/// P-2: thread A logs X = 1 and goes idle; thread B writes X = 2, then enough other
-/// updates to recycle that record. A clean image must recover X = 2: A's older record
-/// must not be replayed over it (1 if it was).
-fn watermark_violations() -> usize {
-    let opts = EngineOptions::new().set("group_commit", 1);
-    let sim = Arc::new(SimMedium::new(1 << 20, SimConfig::default()).unwrap());
-    let pool = Pool::create_on(sim.clone(), cfg(opts.clone())).unwrap();
-    let root: PPtr<[u64; 2]> = pool.root().unwrap();
-    let mut ha = pool.handle().unwrap();
-    let mut hb = pool.handle().unwrap();
-    ha.run(|tx| {
-        tx.write(root)?[0] = 1;
-        Ok(())
-    })
-    .unwrap();
-    hb.run(|tx| {
-        tx.write(root)?[0] = 2;
-        Ok(())
-    })
-    .unwrap();
-    for i in 0..3000 {
-        hb.run(|tx| {
-            tx.write(root)?[1] = i;
-            Ok(())
-        })
-        .unwrap();
-    }
-    let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
-    drop((ha, hb, pool));
-    let sim = Arc::new(SimMedium::from_image(image, SimConfig::default()).unwrap());
-    // A refused open counts too: with the log flush removed, the logs' newest-record
-    // word proves records lost (without a mutation it is a failure like any other).
-    let Ok(pool) = Pool::open_on(sim, cfg(opts)) else {
-        return 1;
-    };
-    let r = pool.run(|tx| Ok(*tx.read(root)?)).unwrap();
-    usize::from(r != [2, 2999])
-}
-
-/// Lazy home sync on the file medium's page cache: a word written once, then another
-/// rewritten by enough transactions to recycle the log many times, then a crash that
-/// keeps only what was `msync`ed. The first record is gone from the log by then, so
-/// its home write must have been made durable before the log dropped it (1 if the
-/// clean image does not recover both words).
-fn home_sync_violations() -> usize {
-    let opts = EngineOptions::new();
-    let sim_cfg = SimConfig {
-        domain: pisces::PersistenceDomain::PageCache,
-        ..SimConfig::default()
-    };
+/// Write `root[0]` from each of `writers` handles in turn (handle `k` writes `k`),
+/// then rewrite `root[1]` from the last one 3,000 times, enough to recycle its log many
+/// times; crash keeping only what was made durable and reopen. 1 if the open is refused
+/// (a refused open counts too: with the log flush removed, the logs' newest-record word
+/// proves records lost) or the root does not read `[writers, 2999]`.
+fn log_cycle_violations(sim_cfg: SimConfig, opts: EngineOptions, writers: u64) -> usize {
     let sim = Arc::new(SimMedium::new(1 << 20, sim_cfg).unwrap());
     let pool = Pool::create_on(sim.clone(), cfg(opts.clone())).unwrap();
     let root: PPtr<[u64; 2]> = pool.root().unwrap();
-    let mut h = pool.handle().unwrap();
-    h.run(|tx| {
-        tx.write(root)?[0] = 1;
-        Ok(())
-    })
-    .unwrap();
-    for i in 0..3000 {
+    let mut handles: Vec<_> = (0..writers).map(|_| pool.handle().unwrap()).collect();
+    for (k, h) in (1..).zip(handles.iter_mut()) {
         h.run(|tx| {
+            tx.write(root)?[0] = k;
+            Ok(())
+        })
+        .unwrap();
+    }
+    let last = handles.last_mut().expect("at least one writer");
+    for i in 0..3000 {
+        last.run(|tx| {
             tx.write(root)?[1] = i;
             Ok(())
         })
         .unwrap();
     }
     let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
-    drop((h, pool));
+    drop((handles, pool));
     let sim = Arc::new(SimMedium::from_image(image, sim_cfg).unwrap());
     let Ok(pool) = Pool::open_on(sim, cfg(opts)) else {
         return 1;
     };
     // An error (the root lost with its block's allocation) is a violation too.
     let r = pool.run(|tx| Ok(*tx.read(root)?));
-    usize::from(r.ok() != Some([1, 2999]))
+    usize::from(r.ok() != Some([writers, 2999]))
+}
+
+/// P-2: thread A logs X = 1 and goes idle; thread B writes X = 2, then enough other
+/// updates to recycle that record. A clean image must recover X = 2: A's older record
+/// must not be replayed over it.
+fn watermark_violations() -> usize {
+    let opts = EngineOptions::new().set("group_commit", 1);
+    log_cycle_violations(SimConfig::default(), opts, 2)
+}
+
+/// Lazy home sync on the file medium's page cache: the first record is gone from the
+/// log after the rewrites, so its home write must have been made durable (`msync`ed)
+/// before the log dropped it.
+fn home_sync_violations() -> usize {
+    let sim_cfg = SimConfig {
+        domain: pisces::PersistenceDomain::PageCache,
+        ..SimConfig::default()
+    };
+    log_cycle_violations(sim_cfg, EngineOptions::new(), 1)
 }
 
 /// Where the evidence of the Pisces engine's points that this table does not run lies.

@@ -538,6 +538,11 @@ impl Heap {
     pub(crate) fn fence(&self) {
         self.medium.fence()
     }
+    /// Fence this thread's flushes at the end of a commit ([`Medium::commit_fence`]).
+    #[inline]
+    pub(crate) fn commit_fence(&self) {
+        self.medium.commit_fence()
+    }
     /// Flush and fence.
     #[inline]
     pub(crate) fn persist(&self, off: usize, len: usize) {

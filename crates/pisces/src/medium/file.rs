@@ -220,7 +220,7 @@ impl PageTracker {
 
     /// The page ranges `(start, end)` the calling thread flushed since its last fence
     /// (ranges closer than 1 MiB merged), sorted; afterwards it has nothing pending.
-    pub(crate) fn take(&self) -> Vec<(usize, usize)> {
+    pub fn take(&self) -> PageRanges {
         let mut ranges = PENDING
             .try_with(|p| {
                 let mut p = p.borrow_mut();
@@ -242,9 +242,9 @@ impl PageTracker {
 }
 
 /// An ordinary file mapped `MAP_SHARED`; the fence `msync`s the pages this thread
-/// flushed since its last fence (kept by a [`PageTracker`]), in one call with the
-/// fences of other threads that run at the same time (group commit, see
-/// `group_sync`).
+/// flushed since its last fence (kept by a [`PageTracker`]); a commit's fence does so
+/// in one call with the commit fences of other threads that run at the same time
+/// ([`GroupSync`]).
 pub struct FileMedium {
     map: Mapping,
     pages: PageTracker,
@@ -363,6 +363,11 @@ unsafe impl Medium for FileMedium {
         }
     }
     fn fence(&self) {
+        sfence();
+        add_fence();
+        self.pages.fence(|start, len| self.msync(start, len));
+    }
+    fn commit_fence(&self) {
         sfence();
         add_fence();
         self.group

@@ -1,9 +1,10 @@
-//! Group commit of `msync` across threads: the file medium's fence.
+//! Group commit of `msync` across threads: the file medium's commit fence
+//! ([`Medium::commit_fence`](super::Medium::commit_fence)).
 //!
 //! On the file medium a fence is an `msync` of the pages its thread flushed, and an
 //! `msync` costs about the same for one page as for a few (the device's cache flush
-//! dominates), so fences of concurrent threads share one call: a fence queues its
-//! ranges, and one thread at a time (the leader) takes every queued range, syncs them
+//! dominates), so commit fences of concurrent threads share one call: a fence queues
+//! its ranges, and one thread at a time (the leader) takes every queued range, syncs them
 //! in as few calls as the ranges allow, and releases every fence it covered.
 //!
 //! # Guarantee
@@ -23,6 +24,12 @@
 //! `msync` duration ([`MAX_WAIT`] at most): each round then carries every active
 //! thread's commit. A thread fencing alone never waits (no other thread fenced
 //! recently), so single-threaded commits pay only the mutex.
+//!
+//! Only commit fences are grouped. A fence that orders a thread's own writes (an undo
+//! entry before its in-place write, a watermark before log reuse) would pay the wait
+//! several times per commit, and queueing every fence behind one sync at a time loses
+//! the file system's own batching of concurrent syncs (its journal commits them
+//! together); such fences `msync` at once, as before.
 
 use super::PAGE;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
@@ -32,7 +39,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// Page-aligned byte ranges `(start, end)`.
-pub(crate) type PageRanges = Vec<(usize, usize)>;
+pub type PageRanges = Vec<(usize, usize)>;
 
 /// The longest a leader waits for companions: bounds the latency a thread that
 /// stopped fencing (or fences rarely) can add to another's commit.
@@ -45,13 +52,19 @@ const RECENT_MIN: Duration = Duration::from_micros(200);
 
 /// The ranges of one round closer than this are synced by one call: a clean page costs
 /// `msync` only a page-cache lookup, while every call may end in a device cache flush.
-/// (Bridged dirty pages are written back early: more durable than required, never
-/// less.)
-pub(crate) const ROUND_GAP: usize = 64 << 20;
+/// Bridged dirty pages are written back early (more durable than required, never less)
+/// and in the commit's time, so the gap stays small: enough to bridge the logs of a few
+/// threads, which lie side by side.
+pub(crate) const ROUND_GAP: usize = 4 << 20;
 
-/// Cross-thread group commit of `msync` (module docs).
+/// Cross-thread group commit of `msync`: the file medium's commit fence, which the
+/// crash simulator's page-cache model runs too. A fence queues its thread's page ranges, and
+/// one thread at a time syncs every queued range; a fence returns only after a sync
+/// that started after its ranges were queued has returned over them. A thread that
+/// starts a round first waits, at most one sync's length, for the threads that fenced
+/// recently, so that concurrent committers share one sync.
 #[derive(Debug, Default)]
-pub(crate) struct GroupSync {
+pub struct GroupSync {
     state: Mutex<State>,
     /// The last ticket handed out (one per fence with ranges); stored under `state`.
     issued: AtomicU64,
@@ -102,7 +115,8 @@ impl State {
 }
 
 impl GroupSync {
-    pub(crate) fn new() -> GroupSync {
+    /// A group with nothing queued.
+    pub fn new() -> GroupSync {
         GroupSync::default()
     }
 
@@ -119,7 +133,7 @@ impl GroupSync {
     /// yielding the processor between polls, for at most one `msync` duration: a
     /// thread woken from a condition variable reaches the next round later than one
     /// that polls, and a round is about as long as the poll. Then it sleeps.
-    pub(crate) fn fence(&self, ranges: PageRanges, mut msync: impl FnMut(usize, usize)) {
+    pub fn fence(&self, ranges: PageRanges, mut msync: impl FnMut(usize, usize)) {
         if ranges.is_empty() {
             return;
         }

@@ -19,8 +19,9 @@
 //!   `MAP_SYNC`, where flush + fence is durability. Elsewhere it is refused with
 //!   [`Error::MediumUnsupported`](crate::Error::MediumUnsupported), naming the fallbacks;
 //! * [`MediumKind::File`] ([`FileMedium`]): an ordinary file where the fence `msync`s
-//!   the pages the calling thread flushed since its last fence, one call serving the
-//!   fences of every thread that fences at the same time (`group_sync`);
+//!   the pages the calling thread flushed since its last fence (a commit's fence, one
+//!   call serving the commits of every thread that commits at the same time:
+//!   [`GroupSync`]);
 //! * the crash simulator (`SimMedium` in `pisces-verify`), which keeps a second, durable image that a
 //!   line reaches only when the thread that flushed it fences, can freeze everything at
 //!   any fence or flush, and builds the images a power failure could leave (an
@@ -73,6 +74,7 @@ pub use domain::PersistenceDomain;
 pub use dram::DramMedium;
 pub use durability::{FileSystem, PoolDurability, Survives};
 pub use file::{DaxMedium, FileMedium, PageTracker};
+pub use group_sync::{GroupSync, PageRanges};
 
 /// Page size assumed for `msync` alignment and pool sizes.
 pub(crate) const PAGE: usize = 4096;
@@ -195,6 +197,15 @@ pub unsafe trait Medium: Send + Sync {
     fn flush(&self, off: usize, len: usize);
     /// Wait until this thread's earlier flushes are durable.
     fn fence(&self);
+    /// The fence that ends a commit (its durability point): the same guarantee as
+    /// [`fence`](Self::fence). A medium whose fence is a device sync may share one sync
+    /// among the commit fences of concurrent threads, making a commit wait briefly for
+    /// others to join (the file medium does). Fences that only order a thread's own
+    /// writes stay plain `fence`s, so they never wait for another thread's commit.
+    /// Default: `fence`.
+    fn commit_fence(&self) {
+        self.fence()
+    }
     /// Write `parts`, one after the other, at `off` (a multiple of [`CACHE_LINE`]),
     /// zero the rest of the last line they touch, and start the write-back of those
     /// lines: as a copy followed by `flush` of the lines, durable after this thread's

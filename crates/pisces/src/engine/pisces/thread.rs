@@ -925,7 +925,9 @@ impl PiscesThread {
             let seq = self
                 .log
                 .append(&self.sh.heap, self.record.bytes(), persist_ts);
-            self.sh.heap.fence();
+            // The durability point: shared with concurrent commits where the medium
+            // can (one `msync` for all of them on the file medium).
+            self.sh.heap.commit_fence();
             (persist_ts, seq)
         } else {
             (u64::MAX, 0)

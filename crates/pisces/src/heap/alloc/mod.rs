@@ -564,11 +564,9 @@ impl Allocator {
                     Kind::Small(class).encode(),
                     "publish of {b:?} in a slab not formatted for its class"
                 );
-                Some(pmem::set_bit_unflushed(&self.heap, slab, index, allocated))
+                Some(pmem::set_bit(&self.heap, slab, index, allocated))
             }
-            Ok(Loc::Large { head, n }) => {
-                Some(pmem::write_run_unflushed(&self.heap, head, n, allocated))
-            }
+            Ok(Loc::Large { head, n }) => Some(pmem::write_run(&self.heap, head, n, allocated)),
             Err(msg) => {
                 debug_assert!(false, "publish: {msg}");
                 None
@@ -801,9 +799,13 @@ impl Allocator {
                         )))
                     }
                 }
-                pmem::set_bit(heap, slab, index, true);
+                let (off, len) = pmem::set_bit(heap, slab, index, true);
+                heap.flush(off, len);
             }
-            Loc::Large { head, n } => pmem::write_run(heap, head, n, true),
+            Loc::Large { head, n } => {
+                let (off, len) = pmem::write_run(heap, head, n, true);
+                heap.flush(off, len);
+            }
         }
         Ok(())
     }
@@ -818,7 +820,10 @@ impl Allocator {
                 let e = pmem::read_entry(heap, slab);
                 match Kind::decode(e) {
                     Some(Kind::Free) => {}
-                    Some(Kind::Small(c)) if c == class => pmem::set_bit(heap, slab, index, false),
+                    Some(Kind::Small(c)) if c == class => {
+                        let (off, len) = pmem::set_bit(heap, slab, index, false);
+                        heap.flush(off, len);
+                    }
                     _ => {
                         return Err(Error::Corrupt(format!(
                             "replaying the free of the {}-byte block at {:#x}: slab {slab} is {}, not class {class}",
@@ -829,7 +834,10 @@ impl Allocator {
                     }
                 }
             }
-            Loc::Large { head, n } => pmem::write_run(heap, head, n, false),
+            Loc::Large { head, n } => {
+                let (off, len) = pmem::write_run(heap, head, n, false);
+                heap.flush(off, len);
+            }
         }
         Ok(())
     }

@@ -225,24 +225,15 @@ pub(crate) fn clear_headers(heap: &Heap, slab: usize, class: usize) {
     }
 }
 
-/// Set (or clear) the bit of block `index` of `slab` and flush its word.
-pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) {
-    let (off, len) = set_bit_unflushed(heap, slab, index, allocated);
-    heap.flush(off, len);
-}
-
-/// [`set_bit`] without the flush: returns the range `(offset, len)` to make durable.
-pub(crate) fn set_bit_unflushed(
-    heap: &Heap,
-    slab: usize,
-    index: usize,
-    allocated: bool,
-) -> (usize, usize) {
+/// Set (or clear) the bit of block `index` of `slab`; returns the range `(offset,
+/// len)` of its word, which the caller flushes now or later (before its fence).
+#[must_use = "the word must be flushed to become durable"]
+pub(crate) fn set_bit(heap: &Heap, slab: usize, index: usize, allocated: bool) -> (usize, usize) {
     let word = bitmap_word(heap, slab, index / 64);
     let bit = 1u64 << (index % 64);
     // Relaxed: several threads publish into one slab, and read-modify-writes of one word
-    // are totally ordered, so no thread loses another's bit. The flush below follows the
-    // RMW in program order and write-back instructions are ordered after older stores to
+    // are totally ordered, so no thread loses another's bit. The caller's flush follows
+    // the RMW in program order and write-back instructions are ordered after older stores to
     // the same line, so the flushed line holds this bit; the engine's fence orders it.
     // Release: pairs with the Acquire load of `Allocator::block_state`, so a thread that
     // sees the new bit also sees what the publisher wrote before (free on x86, where
@@ -280,22 +271,13 @@ pub(crate) fn bit(heap: &Heap, slab: usize, index: usize) -> bool {
     bitmap_word(heap, slab, index / 64).load(Ordering::Relaxed) & (1u64 << (index % 64)) != 0
 }
 
-/// Write a large run's table entries, allocated or free, and flush them. Allocation
-/// writes the continuations first and the head last; freeing clears the head first. The
+/// Write a large run's table entries, allocated or free; returns their range `(offset,
+/// len)`, which the caller flushes now or later (before its fence). Allocation writes
+/// the continuations first and the head last; freeing clears the head first. The
 /// engine's fence makes them durable together; a torn run after a crash is repaired by
 /// replaying the logged operation.
-pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) {
-    let (off, len) = write_run_unflushed(heap, head, n, allocated);
-    heap.flush(off, len);
-}
-
-/// [`write_run`] without the flush: returns the range `(offset, len)` to make durable.
-pub(crate) fn write_run_unflushed(
-    heap: &Heap,
-    head: usize,
-    n: usize,
-    allocated: bool,
-) -> (usize, usize) {
+#[must_use = "the entries must be flushed to become durable"]
+pub(crate) fn write_run(heap: &Heap, head: usize, n: usize, allocated: bool) -> (usize, usize) {
     if allocated {
         for k in 1..n {
             store_entry(heap, head + k, Kind::Cont(k));
