@@ -50,12 +50,13 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_micros(500);
 const RECENT_SYNCS: u32 = 4;
 const RECENT_MIN: Duration = Duration::from_micros(200);
 
-/// The ranges of one round closer than this are synced by one call: a clean page costs
-/// `msync` only a page-cache lookup, while every call may end in a device cache flush.
-/// Bridged dirty pages are written back early (more durable than required, never less)
-/// and in the commit's time, so the gap stays small: enough to bridge the logs of a few
-/// threads, which lie side by side.
-pub(crate) const ROUND_GAP: usize = 4 << 20;
+/// The ranges of one round closer than this are synced by one call: every call may end
+/// in a device cache flush, while `msync` finds the dirty pages of a range through the
+/// page cache's dirty tags, so the clean pages it bridges cost little. A commit fence
+/// syncs log records, and the threads' logs lie side by side: the gap bridges the logs
+/// of many threads (of several MiB each). Bridged dirty pages are written back early:
+/// more durable than required, never less.
+pub(crate) const ROUND_GAP: usize = 64 << 20;
 
 /// Cross-thread group commit of `msync`: the file medium's commit fence, which the
 /// crash simulator's page-cache model runs too. A fence queues its thread's page ranges, and
