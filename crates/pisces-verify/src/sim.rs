@@ -673,10 +673,10 @@ impl SimMedium {
         }
         let start = off & !(PAGE - 1);
         let end = (off + len).next_multiple_of(PAGE).min(st.durable.len());
-        for i in start / WORD..end / WORD {
-            let v = load_word_of(work, i);
-            st.durable[i * WORD..(i + 1) * WORD].copy_from_slice(&v.to_ne_bytes());
-        }
+        copy_words(
+            words_of(work, start / WORD..end / WORD),
+            &mut st.durable[start..end],
+        );
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -697,10 +697,8 @@ impl SimMedium {
 
     /// Copy of the working image, word by word.
     fn read_working(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.work.len());
-        for i in 0..self.work.len() / WORD {
-            out.extend_from_slice(&self.load_word(i).to_ne_bytes());
-        }
+        let mut out = vec![0u8; self.work.len()];
+        copy_words(words_of(&self.work, 0..self.work.len() / WORD), &mut out);
         out
     }
 
@@ -823,6 +821,29 @@ impl SimMedium {
             image: d.image,
             stats: d.stats,
         }
+    }
+}
+
+/// Words `range` of the working image `work`, as atomics (see [`load_word_of`]).
+fn words_of(work: &Mapping, range: std::ops::Range<usize>) -> &[AtomicU64] {
+    assert!(range.start <= range.end && range.end <= work.len() / WORD);
+    // SAFETY: the range lies inside the mapping (asserted), which is page aligned and
+    // lives as long as `work`, so the pointer is valid and 8-byte aligned for `len`
+    // words; `AtomicU64` has the layout of `u64`. Other threads may store to these
+    // words concurrently, which relaxed atomic loads tolerate (see `load_word_of`).
+    unsafe {
+        std::slice::from_raw_parts(
+            work.base().add(range.start * WORD) as *const AtomicU64,
+            range.end - range.start,
+        )
+    }
+}
+
+/// Copy `words` into `dst` (8 bytes each), with relaxed loads.
+fn copy_words(words: &[AtomicU64], dst: &mut [u8]) {
+    debug_assert_eq!(dst.len(), words.len() * WORD);
+    for (d, w) in dst.chunks_exact_mut(WORD).zip(words) {
+        d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
     }
 }
 
