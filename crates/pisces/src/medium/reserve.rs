@@ -30,6 +30,22 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// Turn off read-ahead for faults on `addr..addr + size` of a shared file mapping.
+///
+/// Why: `msync` writes back whole page-cache folios, and read-ahead fills the page cache
+/// with large folios (up to megabytes on file systems that support them), so one
+/// dirty word in a page read that way would cost the next `msync` the whole folio: a
+/// commit that changed one log line wrote a megabyte. A fault without read-ahead
+/// reads one page into a folio of one page, so a sync writes the pages that changed.
+/// The cost is on a cold page cache: pages are read one fault at a time. The advice
+/// is only advice; where it fails the mapping works as before, so the error is
+/// ignored.
+fn advise_no_readahead(addr: *mut libc::c_void, size: usize) {
+    // SAFETY: `addr..addr + size` is a mapping this module just made; MADV_RANDOM
+    // changes only how its faults read the file, never its contents.
+    let _ = unsafe { libc::madvise(addr, size, libc::MADV_RANDOM) };
+}
+
 /// Page size: reservations and lengths are multiples of it.
 const PAGE: usize = 4096;
 
@@ -177,6 +193,9 @@ impl Mapping {
                 if p == libc::MAP_FAILED {
                     -1
                 } else {
+                    if backing == Backing::Shared {
+                        advise_no_readahead(addr, size);
+                    }
                     0
                 }
             }
