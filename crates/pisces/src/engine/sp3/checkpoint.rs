@@ -38,6 +38,16 @@
 //! allocates the block again never meets, in recovery, an unretired free of it (replay
 //! order between them would be undefined if they were independent in the DAG). Readers
 //! need no grace period for this: they read DRAM versions, never home.
+//!
+//! An allocation checkpoints first when frees wait ([`Sp3Shared::free_batch`] of them):
+//! otherwise the allocator would take fresh slabs while freed blocks wait, and the heap
+//! would fragment. Where a fence is cheap, one waiting free is enough. Where it is a
+//! device sync (the file medium, persistence domain `PageCache`), a checkpoint costs two
+//! of them, so the allocation waits for a batch of frees: a mix of inserts and removes
+//! would otherwise pay a checkpoint for nearly every insert that follows a remove.
+//! Safety does not depend on it: a free still takes effect only in a checkpoint.
+//!
+//! [`Sp3Shared::free_batch`]: super::shared::Sp3Shared::free_batch
 
 use super::log;
 use super::tid::{lid_of, slot_of};
@@ -170,9 +180,9 @@ impl Checkpointer {
         lock(&self.queues[slot]).push_back(p);
     }
 
-    /// True if queued records free blocks (a checkpoint would make them reusable).
-    pub(crate) fn frees_pending(&self) -> bool {
-        self.frees_pending.load(Relaxed) > 0
+    /// Blocks freed by queued records (a checkpoint would make them reusable).
+    pub(crate) fn frees_pending(&self) -> u64 {
+        self.frees_pending.load(Relaxed)
     }
 
     /// Slot `slot`'s durable retired watermark.

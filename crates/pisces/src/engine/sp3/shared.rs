@@ -49,7 +49,13 @@ pub(crate) struct Sp3Shared {
     pub fallback: Fallback,
     /// Options.
     pub opts: Sp3Options,
+    /// Frees waiting in the checkpoint queues that make an allocation checkpoint first
+    /// (`checkpoint`, *Frees*).
+    pub free_batch: u64,
 }
+
+/// [`Sp3Shared::free_batch`] where a fence is a device sync.
+const FREE_BATCH_ON_SYNC: u64 = 256;
 
 impl Sp3Shared {
     /// After recovery: slot `s` numbers its next transaction `next_lid[s]` and appends
@@ -64,6 +70,8 @@ impl Sp3Shared {
         let l = *heap.layout();
         let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
         let index = Index::new(&heap, alloc.slab_capacity());
+        let heap_syncs_at_fence =
+            heap.medium().persistence_domain() == crate::medium::PersistenceDomain::PageCache;
         Sp3Shared {
             slots: (0..l.max_threads)
                 .map(|s| {
@@ -85,6 +93,11 @@ impl Sp3Shared {
             ckpt: Checkpointer::new(&retired),
             fallback: Fallback::default(),
             opts,
+            free_batch: if heap_syncs_at_fence {
+                FREE_BATCH_ON_SYNC
+            } else {
+                1
+            },
         }
     }
 

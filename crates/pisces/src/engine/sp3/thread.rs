@@ -902,9 +902,10 @@ impl EngineThread for Sp3Thread {
 
     fn alloc(&mut self, len: usize) -> Result<u64> {
         running(self.active)?;
-        if self.sh.ckpt.frees_pending() {
+        if self.sh.ckpt.frees_pending() >= self.sh.free_batch {
             // Committed frees wait in the checkpoint queues: make them reusable before
-            // the allocator takes fresh slabs (else delayed reuse fragments the heap).
+            // the allocator takes fresh slabs (else delayed reuse fragments the heap;
+            // `checkpoint`, *Frees*).
             self.sh.checkpoint(false);
         }
         let mut round = 0;
