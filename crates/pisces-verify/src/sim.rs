@@ -839,11 +839,15 @@ fn words_of(work: &Mapping, range: std::ops::Range<usize>) -> &[AtomicU64] {
     }
 }
 
-/// Copy `words` into `dst` (8 bytes each), with relaxed loads.
+/// Copy `words` into `dst` (8 bytes each), with relaxed loads. Words that already hold
+/// the value are not stored: most of a synced range is clean, and reading is cheaper.
 fn copy_words(words: &[AtomicU64], dst: &mut [u8]) {
     debug_assert_eq!(dst.len(), words.len() * WORD);
     for (d, w) in dst.chunks_exact_mut(WORD).zip(words) {
-        d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+        let v = w.load(Ordering::Relaxed).to_ne_bytes();
+        if *d != v {
+            d.copy_from_slice(&v);
+        }
     }
 }
 
