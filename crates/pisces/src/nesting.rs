@@ -49,7 +49,7 @@ thread_local! {
 /// The explicit transactions of one pool that are open, with the thread that began
 /// each (see `crate::explicit`). Kept with the pool, not in a thread-local: an explicit
 /// transaction that is leaked stays registered only until its handle begins again or
-/// is dropped ([`ThreadHandle`] ends it then), and never concerns another pool.
+/// is dropped ([`ThreadHandle`](crate::ThreadHandle) ends it then), and never concerns another pool.
 #[derive(Debug, Default)]
 pub(crate) struct OpenExplicit {
     /// How many are open: closure transactions read the list only when this is not 0.

@@ -317,7 +317,7 @@ impl<'h> Tx<'h> {
     }
 
     /// Ask for this attempt to be rolled back and the transaction run again, as after a
-    /// conflict (and counted as one in [`TxStats`](crate::TxStats)): return the error
+    /// conflict (and counted as one in [`TxStats`]): return the error
     /// this gives from the closure. For closures that detect a conflict of their own
     /// (a foreign-language callback that returns its conflict code).
     pub fn retry(&self) -> Error {

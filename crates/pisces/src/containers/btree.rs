@@ -231,7 +231,7 @@ struct CountedHeader {
 /// ```
 ///
 /// # Limits
-/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// Keys and values are [`Pod`] types of alignment at most 8 (pool objects
 /// are 8-byte aligned), neither zero-sized; `FANOUT` is at least 3, and a node — a leaf
 /// holds `FANOUT - 1` keys and values, an inner node `FANOUT - 1` keys and `FANOUT`
 /// child pointers, each region padded to whole 8-byte words — is at most 16 KiB (2048

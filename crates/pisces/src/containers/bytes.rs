@@ -15,7 +15,7 @@
 //! Every read checks the length word: its tag, a length of at least 1, and that the
 //! block holds the word and `len` bytes (the engine validates the object's size before
 //! any byte is read). A [`PString`]'s bytes are checked to be UTF-8 on every read. A
-//! damaged pool gives [`Error::Corrupt`](crate::Error::Corrupt), never a panic or
+//! damaged pool gives [`Error::Corrupt`], never a panic or
 //! undefined behaviour.
 //!
 //! # Ownership
@@ -194,7 +194,7 @@ impl PBytes {
 }
 
 /// A persistent UTF-8 string: a [`PBytes`] whose bytes are UTF-8, checked on every
-/// read (a damaged pool gives [`Error::Corrupt`](crate::Error::Corrupt)).
+/// read (a damaged pool gives [`Error::Corrupt`]).
 ///
 /// ```
 /// use pisces::{Config, PPtr, PString, Pool};

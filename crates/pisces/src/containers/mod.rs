@@ -15,7 +15,7 @@
 //!   (default 16) is a const generic (see [`btree`]).
 //!
 //! * [`PBytes`], [`PString`], [`PVec`]: variable-size values, one-word handles to
-//!   blocks they own (see [`bytes`] and [`vec`]); a [`BTreeMap`] keyed by byte
+//!   blocks they own (see [`bytes`] and [`vec`](mod@vec)); a [`BTreeMap`] keyed by byte
 //!   strings owns its keys ([`TreeKey`]); [`owning`] says who frees what a value owns.
 //!
 //! # Snapshot isolation
@@ -63,7 +63,7 @@
 //! Headers and node kinds, counts and type signatures are checked on every access, so a
 //! damaged pool or a handle used with the wrong types is an error, not undefined
 //! behaviour or a panic. Walks along links (hash chains, the B+-tree's leaf chain)
-//! detect cycles (Brent's algorithm, see [`iter`]) and return [`Error::Corrupt`](crate::Error::Corrupt)
+//! detect cycles (Brent's algorithm, see [`walk`]) and return [`Error::Corrupt`](crate::Error::Corrupt)
 //! instead of running forever; tree descents are bounded by the height. [`HashMap::check`]
 //! and [`BTreeMap::check`] verify a whole container.
 //!
@@ -83,7 +83,7 @@
 //! [`btree::MAGIC`]) followed by a signature word holding the key and value sizes (and
 //! the B+-tree's fanout), so a tool that knows neither `K` nor `V` can find a container
 //! behind a pointer and walk it: `pisces check --deep` does that for the containers whose
-//! handles are words of the root object (see [`deep`]).
+//! handles are words of the root object (see `deep`).
 
 pub(crate) mod btree;
 pub(crate) mod bytes;

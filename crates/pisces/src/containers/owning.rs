@@ -14,7 +14,7 @@
 //!
 //! Keys of a [`BTreeMap`] keyed by [`PBytes`] or [`PString`] are always owned by the
 //! tree (it copies them for its separators and frees them with their entries): see
-//! [`TreeKey`](crate::TreeKey).
+//! [`TreeKey`].
 
 use super::bytes::{Owned, PBytes, PString};
 use super::key::TreeKey;

@@ -10,11 +10,11 @@ use super::vec::PVec;
 /// What a container's values are, recorded in its header for `pisces check --deep`
 /// (which knows no types): plain data (0), or handles to blocks the values own.
 pub(crate) const VALUE_PLAIN: u64 = 0;
-/// Values are [`PBytes`](crate::PBytes) handles.
+/// Values are [`PBytes`] handles.
 pub(crate) const VALUE_BYTES: u64 = 1;
-/// Values are [`PString`](crate::PString) handles.
+/// Values are [`PString`] handles.
 pub(crate) const VALUE_STRING: u64 = 2;
-/// Values are [`PVec`](crate::PVec) handles.
+/// Values are [`PVec`] handles.
 pub(crate) const VALUE_VEC: u64 = 3;
 
 /// The value kind of `V` (one of the `VALUE_*` codes). A value type that holds such

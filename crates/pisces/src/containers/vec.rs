@@ -24,7 +24,7 @@
 //! The header's tag, element size, `len <= capacity` and the buffer (null exactly when
 //! the capacity is 0) are checked on every access, and the engine checks that the
 //! buffer block holds what the header says before any element is read: a damaged pool
-//! gives [`Error::Corrupt`](crate::Error::Corrupt), never a panic.
+//! gives [`Error::Corrupt`], never a panic.
 
 use super::bytes::{free_block, Owned};
 use crate::{Error, PPtr, Pod, Result, Tx, TxAccess, Zeroable};

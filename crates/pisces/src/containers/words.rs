@@ -7,11 +7,11 @@
 //! where `S` comes from a fixed *ladder* of sizes (every size up to 64 words, then steps
 //! of 8 up to 512, then steps of 64 up to 2048). A [`Shape`] records the words a node
 //! uses (`len`) and the ladder size it is stored as (`size`, the smallest ladder size
-//! `>= len`); [`read`], [`write`] and [`alloc`] dispatch on `size` to the one
+//! `>= len`); [`read`], [`write`](fn@write) and [`alloc`] dispatch on `size` to the one
 //! `Tx::read::<[u64; S]>` that fits. Shapes are associated constants of the container
 //! types, so in optimised builds the dispatch folds away and a node access costs what a
 //! typed `tx.read` costs. Typed fields (keys, values) are viewed in place as `&[K]` /
-//! `&V` through `bytemuck`'s checked casts ([`slice`], [`elem`]): nothing is copied.
+//! `&V` through `bytemuck`'s checked casts ([`slice`](fn@slice), [`elem`]): nothing is copied.
 //!
 //! Every field starts on a word boundary and stored types have alignment at most 8 (a
 //! compile-time check of `Tx::read`), so the casts always succeed for nodes this code

@@ -282,7 +282,7 @@ pub(crate) fn open_pool_file(
     open_pool_file_in(path, MediumRequest::exactly(kind)).map(|o| o.medium)
 }
 
-/// [`open_pool_file`] for the medium and persistence domain `req` asks for.
+/// `open_pool_file` for the medium and persistence domain `req` asks for.
 pub(crate) fn open_pool_file_in(path: &Path, req: MediumRequest) -> Result<Opened> {
     let max_len = |file: &std::fs::File| {
         use std::os::unix::fs::FileExt;

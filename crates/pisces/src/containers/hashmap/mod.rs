@@ -206,7 +206,7 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 ///
 /// * **Keys** are compared by `==`, which must agree with equality of their bytes (as
 ///   std asks `Hash` to agree with `Eq`); integers and arrays of them do. A key's bucket
-///   comes from [`stable_hash`](crate::stable_hash) of its bytes.
+///   comes from [`stable_hash`] of its bytes.
 /// * **Growth**: [`HashMap::new`], [`HashMap::with_capacity`] and
 ///   [`HashMap::with_buckets`] make a map that grows as it fills (linear hashing: an
 ///   insert that finds its part of the map above the load limit splits one bucket, in
@@ -255,7 +255,7 @@ pub(crate) const MAX_SLOT_WORDS: usize = 2;
 /// ```
 ///
 /// # Limits
-/// Keys and values are [`Pod`](crate::Pod) types of alignment at most 8 (pool objects
+/// Keys and values are [`Pod`] types of alignment at most 8 (pool objects
 /// are 8-byte aligned), neither zero-sized, and a node — a next pointer, the key and the
 /// value, each padded to whole 8-byte words — is at most 16 KiB (2048 words). A map of
 /// other types does not compile (the check runs when the code is built into a binary,

@@ -47,10 +47,10 @@
 //! (libpmemobj has its own switch for persistent caches, `PMEM_NO_FLUSH=1`.)
 //!
 //! # Parts
-//! * [`ffi`]: the libpmemobj functions and types the engine calls;
-//! * [`objects`]: the DRAM side tables (object bitmap, lock stripes);
-//! * [`shared`]: the open pool ([`shared::PmdkEngine`]), its creation and opening;
-//! * [`thread`]: one thread's transactions;
+//! * `ffi`: the libpmemobj functions and types the engine calls;
+//! * `objects`: the DRAM side tables (object bitmap, lock stripes);
+//! * `shared`: the open pool (`shared::PmdkEngine`), its creation and opening;
+//! * `thread`: one thread's transactions;
 //! * `absent`: the uninhabited states of a build without libpmemobj;
 //! * no log and no recovery of its own (libpmemobj's undo log, recovered inside
 //!   `pmemobj_open`), no options (the engine refuses any).

@@ -134,7 +134,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Usage of one size class (for `pisces info`), from the persistent state.
 ///
-/// [`Allocator::usage`] returns one entry per small class, in increasing block size,
+/// `Allocator::usage` returns one entry per small class, in increasing block size,
 /// then one entry for large runs (`block_size == 0`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
