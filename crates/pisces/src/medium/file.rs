@@ -137,10 +137,14 @@ unsafe impl Medium for DaxMedium {
 // ---------------------------------------------------------------------------------
 
 /// Pages closer than this are synced by one `msync` call. A clean page costs `msync`
-/// only a page-cache lookup, while every call may end in a device cache flush, so
-/// bridging small gaps is cheaper than a second call. (Bridged dirty pages of other
-/// threads are written back early: more durable than required, never less.)
-const MERGE_GAP: usize = 1 << 20;
+/// only a look at the page cache's dirty tags, while every call may end in a device
+/// cache flush, so bridging a gap is cheaper than a second call. The gap is wide enough
+/// to bridge a log's own header page and its head (a log area of several MiB), which
+/// a commit with a large record flushes together, and which a narrower gap would
+/// sync in two calls, two device syncs. (Bridged dirty pages are written back early: more durable than
+/// required, never less; so every crash state the wider gap allows, the narrower one
+/// allows too, as a write-back the kernel may make at any time.)
+const MERGE_GAP: usize = 16 << 20;
 
 /// A thread's pending page ranges are first compacted when it has recorded this many.
 const COMPACT_AT: usize = 64;
@@ -210,7 +214,7 @@ impl PageTracker {
     }
 
     /// The fence's work: `msync(start, len)` for each page range the calling thread
-    /// flushed since its last fence (ranges closer than 1 MiB merged into one call);
+    /// flushed since its last fence (ranges closer than 16 MiB merged into one call);
     /// afterwards the thread has nothing pending.
     pub fn fence(&self, mut msync: impl FnMut(usize, usize)) {
         for (s, e) in self.take() {
@@ -219,7 +223,7 @@ impl PageTracker {
     }
 
     /// The page ranges `(start, end)` the calling thread flushed since its last fence
-    /// (ranges closer than 1 MiB merged), sorted; afterwards it has nothing pending.
+    /// (ranges closer than 16 MiB merged), sorted; afterwards it has nothing pending.
     pub fn take(&self) -> PageRanges {
         let mut ranges = PENDING
             .try_with(|p| {
