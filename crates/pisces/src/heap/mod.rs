@@ -538,6 +538,11 @@ impl Heap {
     pub(crate) fn fence(&self) {
         self.medium.fence()
     }
+    /// True when a fence is a device sync (`msync`, persistence domain `PageCache`): an
+    /// engine then defers what it can to fewer fences.
+    pub(crate) fn fence_is_device_sync(&self) -> bool {
+        self.medium.persistence_domain() == crate::medium::PersistenceDomain::PageCache
+    }
     /// Fence this thread's flushes at the end of a commit ([`Medium::commit_fence`]).
     #[inline]
     pub(crate) fn commit_fence(&self) {

@@ -397,8 +397,7 @@ impl PiscesShared {
     ) -> PiscesShared {
         let n = heap.layout().max_threads;
         let tag = tag_of(heap.generation());
-        let lazy_home = durable
-            && heap.medium().persistence_domain() == crate::medium::PersistenceDomain::PageCache;
+        let lazy_home = durable && heap.fence_is_device_sync();
         PiscesShared {
             heap,
             alloc,

@@ -70,8 +70,11 @@ impl Sp3Shared {
         let l = *heap.layout();
         let retired: Vec<u64> = next_lid.iter().map(|n| n - 1).collect();
         let index = Index::new(&heap, alloc.slab_capacity());
-        let heap_syncs_at_fence =
-            heap.medium().persistence_domain() == crate::medium::PersistenceDomain::PageCache;
+        let free_batch = if heap.fence_is_device_sync() {
+            FREE_BATCH_ON_SYNC
+        } else {
+            1
+        };
         Sp3Shared {
             slots: (0..l.max_threads)
                 .map(|s| {
@@ -93,11 +96,7 @@ impl Sp3Shared {
             ckpt: Checkpointer::new(&retired),
             fallback: Fallback::default(),
             opts,
-            free_batch: if heap_syncs_at_fence {
-                FREE_BATCH_ON_SYNC
-            } else {
-                1
-            },
+            free_batch,
         }
     }
 
