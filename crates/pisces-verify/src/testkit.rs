@@ -113,10 +113,13 @@ pub fn read_skew_under_write_back(patience: std::time::Duration) -> (u64, std::t
 
 /// The single-version engines (sp3, spht) let long transactions through: a long
 /// transaction (read `a`, sleep 30 ms, read `b`) commits while a writer thread moves
-/// one unit from `a` to `b` in a loop, read-only and as an update transaction
-/// (which also writes a third object): each returns within 5 s (an attempt bound, not
-/// a hope: the engine's serial fallback after repeated aborts) and saw `a + b`
-/// unchanged, while the writer kept committing.
+/// one unit from `a` to `b` in a loop, as a snapshot ([`Pool::read`]), as a read-only
+/// transaction of `run_with` (the same path) and as an update transaction (which also
+/// writes a third object): each returns within 5 s (an attempt bound, not a hope: the
+/// engine's serial fallback after repeated aborts) and saw `a + b` unchanged, while
+/// the writer kept committing. On the engines whose snapshots never conflict, a
+/// snapshot that did not hold back the writer's write-back of `a` and `b` would see
+/// half of a transfer here.
 pub fn long_transactions_commit_while_a_writer_runs(pool: &Pool) {
     use pisces::{PPtr, TxOptions};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -147,33 +150,41 @@ pub fn long_transactions_commit_while_a_writer_runs(pool: &Pool) {
         });
         let (done, results) = mpsc::channel();
         s.spawn(move || {
-            let long = |tx: &mut pisces::Tx<'_>| -> pisces::Result<i64> {
+            let long = |tx: &pisces::Tx<'_>| -> pisces::Result<i64> {
                 let x = *tx.read(a)?;
                 std::thread::sleep(Duration::from_millis(30));
                 let y = *tx.read(b)?;
                 Ok(x + y)
             };
-            for update in [false, true] {
+            for kind in ["snapshot", "read-only", "update"] {
                 let before = writes.load(Relaxed);
-                let r = if update {
-                    pool.run(|tx| {
+                let r = match kind {
+                    "snapshot" => pool.read(long),
+                    "read-only" => pool.run_with(TxOptions::read_only(), |tx| long(tx)),
+                    _ => pool.run(|tx| {
                         let sum = long(tx)?;
                         *tx.write(c)? = sum;
                         Ok(sum)
-                    })
-                } else {
-                    pool.run_with(TxOptions::read_only(), long)
+                    }),
                 };
-                let _ = done.send((update, r, before));
+                let _ = done.send((kind, r, before));
             }
         });
-        for _ in 0..2 {
+        // Stops the writer also when a check below panics: the scope would otherwise
+        // wait for it forever and the failure would show as a hang.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let _stop_writer = StopOnDrop(stop);
+        for _ in 0..3 {
             let got = results.recv_timeout(Duration::from_secs(5));
-            let Ok((update, r, before)) = got else {
-                stop.store(true, Relaxed);
+            let Ok((kind, r, before)) = got else {
                 panic!("a long transaction did not commit within 5 s while a writer ran");
             };
-            assert_eq!(r.unwrap(), TOTAL, "update={update}: a + b changed");
+            assert_eq!(r.unwrap(), TOTAL, "{kind}: a + b changed");
             // The writer kept committing around it (the test is not vacuous).
             let mut round = 0;
             while writes.load(Relaxed) <= before + 1 {
@@ -182,7 +193,6 @@ pub fn long_transactions_commit_while_a_writer_runs(pool: &Pool) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        stop.store(true, Relaxed);
     });
     assert_eq!(pool.run(|tx| Ok(*tx.read(c)?)).unwrap(), TOTAL);
 }

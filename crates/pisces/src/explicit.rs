@@ -51,7 +51,7 @@
 use crate::engine::registry::AnyThread;
 use crate::nesting::{InTx, OpenExplicit};
 use crate::pool::HandleParts;
-use crate::tx::{Tx, TxStats};
+use crate::tx::{commit_attempt, is_snapshot, Tx, TxStats};
 use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result, ThreadHandle};
 use bytemuck::Pod;
@@ -147,6 +147,8 @@ pub struct ExplicitTx<'h> {
     tx: Tx<'h>,
     stats: &'h mut TxStats,
     durability: Durability,
+    /// Begun as a snapshot (`crate::tx::is_snapshot`): ended as one.
+    snapshot: bool,
     /// Set once committed or aborted (then `Drop` has nothing to do).
     ended: bool,
     /// Runs nested in a transaction of another pool (the engine was told).
@@ -195,9 +197,9 @@ impl ThreadHandle {
             slot,
             began_on,
         };
-        th.begin(&opts);
         Ok(ExplicitTx {
-            tx: Tx::begun(th, opts.read_only),
+            snapshot: is_snapshot(&opts),
+            tx: Tx::begin(th, &opts),
             stats,
             durability: opts.durability,
             ended: false,
@@ -309,16 +311,14 @@ impl ExplicitTx<'_> {
             self.stats.conflicts += 1;
             return Err(Error::Conflict);
         }
-        match th.commit() {
-            Ok(token) => {
-                if self.durability == Durability::OnReturn {
-                    if let Err(e) = th.wait_durable(token) {
-                        self.stats.failed += 1;
-                        return Err(e);
-                    }
-                }
+        match commit_attempt(th, self.snapshot, self.durability == Durability::OnReturn) {
+            Ok(Ok(())) => {
                 self.stats.commits += 1;
                 Ok(())
+            }
+            Ok(Err(e)) => {
+                self.stats.failed += 1;
+                Err(e)
             }
             Err(Error::Conflict) => {
                 th.after_abort();

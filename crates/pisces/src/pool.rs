@@ -15,7 +15,7 @@ use crate::heap::{superblock, FormatParams, Heap};
 use crate::medium::{self, Medium};
 use crate::nesting::{InTx, OpenExplicit};
 use crate::ops::Operations;
-use crate::tx::{run_on, Tx, TxStats};
+use crate::tx::{read_on, run_on, Tx, TxStats};
 use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, PPtr, Result};
 use bytemuck::{Pod, Zeroable};
@@ -794,6 +794,32 @@ impl Pool {
         self.transaction(opts, f)
     }
 
+    /// Run `f` as a read-only transaction and return its value: one snapshot of the
+    /// pool, in which `f` reads through `&Tx` (nothing can be written, allocated or
+    /// freed through it). The cheapest way to read: on engines whose readers never
+    /// conflict (`pisces`, `volatile`, `bare`) `f` runs once, with no retry; on the
+    /// others a conflict retries it as [`Pool::run`] does. The same as
+    /// [`Pool::run_with`]`(TxOptions::read_only(), ..)`, which takes this path too.
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, HashMap};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("rd.pool"), Config::default().size(32 << 20)).unwrap();
+    /// let root: PPtr<HashMap<u64, u64>> = pool.root().unwrap();
+    /// pool.run(|tx| { let m = HashMap::new(tx)?; *tx.write(root)? = m; m.insert(tx, 1, 10)?; Ok(()) }).unwrap();
+    /// let v = pool.read(|tx| { let m = *tx.read(root)?; m.get(tx, &1) }).unwrap();
+    /// assert_eq!(v, Some(10));
+    /// ```
+    pub fn read<R>(&self, f: impl FnMut(&Tx<'_>) -> Result<R>) -> Result<R> {
+        let in_tx = InTx::enter(self.inner.id, &self.inner.explicit)?;
+        let mut lease = Lease {
+            pool: self,
+            state: Some(self.checkout(true)?),
+        };
+        let state = lease.state.as_mut().expect("checked out");
+        read_on(&mut state.1, &mut TxStats::default(), in_tx.nested(), f)
+    }
+
     /// The general form of [`Pool::run`]: transaction options, and the caller's own
     /// error type (any `E: From<pisces::Error>`), so a program's errors come back as
     /// they were returned instead of flattened into [`Error::UserAbort`]. A conflict
@@ -1028,6 +1054,25 @@ impl ThreadHandle {
     #[inline]
     pub fn run<R>(&mut self, f: impl FnMut(&mut Tx<'_>) -> Result<R>) -> Result<R> {
         self.transaction(TxOptions::default(), f)
+    }
+
+    /// Run `f` as a read-only transaction (see [`Pool::read`]).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let pool = Pool::create(dir.path().join("hr.pool"), Config::default().size(32 << 20)).unwrap();
+    /// let pair: PPtr<[u64; 2]> = pool.root().unwrap();
+    /// let mut h = pool.handle().unwrap();
+    /// h.run(|tx| { *tx.write(pair)? = [3, 4]; Ok(()) }).unwrap();
+    /// assert_eq!(h.read(|tx| { let p = tx.read(pair)?; Ok(p[0] + p[1]) }).unwrap(), 7);
+    /// ```
+    #[inline]
+    pub fn read<R>(&mut self, f: impl FnMut(&Tx<'_>) -> Result<R>) -> Result<R> {
+        self.end_leaked();
+        let in_tx = InTx::enter(self.pool.inner.id, &self.pool.inner.explicit)?;
+        let state = self.state.as_mut().expect("state present until drop");
+        read_on(&mut state.1, &mut self.stats, in_tx.nested(), f)
     }
 
     /// Run `f` as one transaction with options (see [`Pool::run_with`]).

@@ -280,10 +280,16 @@ impl<'h> Tx<'h> {
         Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 
-    /// The attempt `th.begin` just started, for an explicit transaction
-    /// (`crate::explicit`); `run_on` builds its own.
-    pub(crate) fn begun(th: &'h mut AnyThread, read_only: bool) -> Tx<'h> {
-        let fast = th.fast_reads();
+    /// Begin an attempt with `opts` for an explicit transaction (`crate::explicit`):
+    /// a snapshot ([`is_snapshot`]) or a transaction that may write, as `run_on` begins
+    /// its own.
+    pub(crate) fn begin(th: &'h mut AnyThread, opts: &TxOptions) -> Tx<'h> {
+        let fast = if is_snapshot(opts) {
+            th.begin_snapshot()
+        } else {
+            th.begin_fast(opts)
+        };
+        let read_only = opts.read_only;
         Tx {
             th,
             fast,
@@ -448,6 +454,48 @@ pub(crate) fn run_on<R, E: From<Error>>(
     attempts(th, stats, opts, false, f)
 }
 
+/// The loop behind `Pool::read` and `ThreadHandle::read`: [`run_on`] of a read-only
+/// transaction at the engine's own isolation level, durable on return. `f` gets `&Tx`,
+/// through which nothing can be written, allocated or freed.
+#[inline]
+pub(crate) fn read_on<R, E: From<Error>>(
+    th: &mut AnyThread,
+    stats: &mut TxStats,
+    nested: bool,
+    mut f: impl FnMut(&Tx<'_>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
+    const SNAPSHOT: TxOptions = TxOptions {
+        read_only: true,
+        isolation: None,
+        durability: Durability::OnReturn,
+    };
+    let mut f = |tx: &mut Tx<'_>| f(tx);
+    if !nested {
+        // The first attempt in line, the retries (a conflict, `Tx::retry`) out of it:
+        // on engines whose snapshots never conflict only a closure that asks for a
+        // retry reaches them.
+        if let Some(r) = attempt(th, stats, true, &SNAPSHOT, true, &mut f) {
+            return r;
+        }
+        stats.conflicts += 1;
+        th.after_abort();
+    }
+    retry_snapshot(th, stats, &SNAPSHOT, nested, f)
+}
+
+/// The attempts of [`read_on`] after its first, and all of a nested one's.
+#[cold]
+#[inline(never)]
+fn retry_snapshot<R, E: From<Error>>(
+    th: &mut AnyThread,
+    stats: &mut TxStats,
+    opts: &TxOptions,
+    nested: bool,
+    f: impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+) -> std::result::Result<R, E> {
+    run_on(th, stats, opts, nested, f)
+}
+
 /// [`run_on`] of a nested transaction: the engine knows it for the attempts (and
 /// forgets it after them, also when `f` panics).
 #[cold]
@@ -489,57 +537,14 @@ fn attempts<R, E: From<Error>>(
             .into());
         }
     }
+    let snapshot = is_snapshot(opts);
+    let wait = opts.durability == Durability::OnReturn;
     let mut backoff = Backoff::new();
     let mut retries = 0u32;
     loop {
-        // `fast` first: built in place, before `th` is lent to the `Tx`.
-        let mut tx = Tx {
-            fast: th.begin_fast(opts),
-            th: &mut *th,
-            finished: false,
-            read_only: opts.read_only,
-            conflicted: std::cell::Cell::new(false),
-        };
-        let r = f(&mut tx);
-        let conflicted = tx.conflicted.get();
-        // The attempt's access phase is over: no rollback on drop. `Tx` owns nothing
-        // (borrows and plain values), so forgetting it is its drop minus the
-        // `finished` test, without an out-of-line drop call.
-        std::mem::forget(tx);
-        let conflict = match r {
-            // The closure swallowed a conflict: its attempt may have seen an
-            // inconsistent state, so it is rolled back and retried, never committed.
-            _ if conflicted => {
-                th.abort();
-                true
-            }
-            Ok(v) => match th.commit_then_wait(opts.durability == Durability::OnReturn) {
-                Ok(Ok(())) => {
-                    stats.commits += 1;
-                    return Ok(v);
-                }
-                Ok(Err(e)) => {
-                    stats.failed += 1;
-                    return Err(e.into());
-                }
-                Err(Error::Conflict) => true,
-                Err(e) => {
-                    stats.failed += 1;
-                    return Err(e.into());
-                }
-            },
-            Err(e) => {
-                th.abort();
-                if !InTx::take_nested_gave_up() {
-                    stats.failed += 1;
-                    return Err(e);
-                }
-                // A transaction nested in this attempt gave up on a conflict this
-                // attempt may cause: retry it, releasing what it held.
-                true
-            }
-        };
-        debug_assert!(conflict);
+        if let Some(r) = attempt(th, stats, snapshot, opts, wait, &mut f) {
+            return r;
+        }
         stats.conflicts += 1;
         th.after_abort();
         if nested {
@@ -550,6 +555,93 @@ fn attempts<R, E: From<Error>>(
             }
         }
         backoff.wait();
+    }
+}
+
+/// Whether a transaction with `opts` runs as a snapshot: read-only at the engine's own
+/// isolation level, begun and ended by the engine's read-only calls
+/// (`EngineThread::begin_snapshot`, `end_snapshot`), which skip what only an attempt
+/// that may write needs.
+#[inline(always)]
+pub(crate) fn is_snapshot(opts: &TxOptions) -> bool {
+    opts.read_only && opts.isolation.is_none()
+}
+
+/// The end of an attempt whose closure returned `Ok`: the engine's commit (of a
+/// snapshot, if `snapshot`), then, if `wait`, its wait for durability. The outer error
+/// is the commit's (the attempt was rolled back), the inner one the wait's.
+#[inline(always)]
+pub(crate) fn commit_attempt(th: &mut AnyThread, snapshot: bool, wait: bool) -> Result<Result<()>> {
+    if snapshot {
+        th.end_snapshot(wait)
+    } else {
+        th.commit_then_wait(wait)
+    }
+}
+
+/// One attempt of `f`: its result once it committed or failed for good (counted in
+/// `stats`), or `None` when it was rolled back to be retried (a conflict, or a
+/// transaction nested in it that gave up on one).
+#[inline(always)]
+fn attempt<R, E: From<Error>>(
+    th: &mut AnyThread,
+    stats: &mut TxStats,
+    snapshot: bool,
+    opts: &TxOptions,
+    wait: bool,
+    f: &mut impl FnMut(&mut Tx<'_>) -> std::result::Result<R, E>,
+) -> Option<std::result::Result<R, E>> {
+    // `fast` first: built in place, before `th` is lent to the `Tx`.
+    let fast = if snapshot {
+        th.begin_snapshot()
+    } else {
+        th.begin_fast(opts)
+    };
+    let mut tx = Tx {
+        fast,
+        th: &mut *th,
+        finished: false,
+        read_only: opts.read_only,
+        conflicted: std::cell::Cell::new(false),
+    };
+    let r = f(&mut tx);
+    let conflicted = tx.conflicted.get();
+    // The attempt's access phase is over: no rollback on drop. `Tx` owns nothing
+    // (borrows and plain values), so forgetting it is its drop minus the `finished`
+    // test, without an out-of-line drop call.
+    std::mem::forget(tx);
+    match r {
+        // The closure swallowed a conflict: its attempt may have seen an inconsistent
+        // state, so it is rolled back and retried, never committed.
+        _ if conflicted => {
+            th.abort();
+            None
+        }
+        Ok(v) => match commit_attempt(th, snapshot, wait) {
+            Ok(Ok(())) => {
+                stats.commits += 1;
+                Some(Ok(v))
+            }
+            Ok(Err(e)) => {
+                stats.failed += 1;
+                Some(Err(e.into()))
+            }
+            Err(Error::Conflict) => None,
+            Err(e) => {
+                stats.failed += 1;
+                Some(Err(e.into()))
+            }
+        },
+        Err(e) => {
+            th.abort();
+            if InTx::take_nested_gave_up() {
+                // A transaction nested in this attempt gave up on a conflict this
+                // attempt may cause: retry it, releasing what it held.
+                return None;
+            }
+            stats.failed += 1;
+            Some(Err(e))
+        }
     }
 }
 

@@ -80,16 +80,17 @@ pub fn pick(rng: &mut OpRng, n: u64) -> u64 {
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 
-/// The read-only side of [`DataSet::op`]: `read` as one transaction on `h`, its result
+/// The read-only side of [`DataSet::op`]: `read` as one read-only transaction on `h`
+/// ([`ThreadHandle::read`]), its result
 /// kept alive through [`black_box`] (a lookup whose result nobody uses could be
 /// optimised away), and 0 bytes changed. `#[inline]`: it is on the measured path, and
 /// costs no more than writing it out in place.
 #[inline]
 pub fn read_only_op<R>(
     h: &mut ThreadHandle,
-    read: impl FnMut(&mut Tx<'_>) -> pisces::Result<R>,
+    read: impl FnMut(&Tx<'_>) -> pisces::Result<R>,
 ) -> pisces::Result<u64> {
-    black_box(h.run(read)?);
+    black_box(h.read(read)?);
     Ok(0)
 }
 

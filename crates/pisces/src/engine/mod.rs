@@ -316,6 +316,27 @@ pub(crate) trait EngineThread: Send + 'static {
     fn fast_reads(&self) -> FastReads {
         FastReads::NONE
     }
+    /// Start a read-only transaction (`Pool::read`: no `write`, `alloc` or `free`
+    /// follows) and return its read fast path. An engine with a leaner path for
+    /// attempts that will not write takes it here.
+    #[inline]
+    fn begin_snapshot(&mut self) -> FastReads {
+        self.begin(&TxOptions::read_only());
+        self.fast_reads()
+    }
+    /// End the read-only transaction [`EngineThread::begin_snapshot`] started: commit
+    /// it, and if `wait`, return once what it read is durable (as `run` does by
+    /// default). The outer error is the commit's (the attempt is rolled back), the
+    /// inner one the wait's, as in `registry::AnyThread::commit_then_wait`.
+    #[inline]
+    fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
+        let token = self.commit()?;
+        Ok(if wait {
+            self.wait_durable(token)
+        } else {
+            Ok(())
+        })
+    }
     /// Pointer to this transaction's private, writable version of the object.
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8>;
     /// Allocate an object with `len` payload bytes; returns its payload offset. Its

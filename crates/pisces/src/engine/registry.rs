@@ -184,10 +184,6 @@ macro_rules! engines {
             pub(crate) fn id(&self) -> EngineId {
                 match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
             }
-            #[inline]
-            pub(crate) fn begin(&mut self, opts: &TxOptions) {
-                match self { $( AnyThread::$variant(t) => t.begin(opts), )+ }
-            }
             /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
             /// needs both. The arms of the engines that declare
@@ -239,16 +235,41 @@ macro_rules! engines {
                     } )+
                 }
             }
+            /// [`EngineThread::begin_snapshot`], inlined for the engines that declare
+            /// [`EngineDef::INLINE_DISPATCH`] as in `begin_fast`.
+            #[inline(always)]
+            pub(crate) fn begin_snapshot(&mut self) -> FastReads {
+                $( if <$def as EngineDef>::INLINE_DISPATCH {
+                    if let AnyThread::$variant(t) = self {
+                        return t.begin_snapshot();
+                    }
+                } )+
+                self.begin_snapshot_dispatch()
+            }
+            #[inline(never)]
+            fn begin_snapshot_dispatch(&mut self) -> FastReads {
+                match self { $( AnyThread::$variant(t) => t.begin_snapshot(), )+ }
+            }
+            /// [`EngineThread::end_snapshot`], inlined as `begin_snapshot`.
+            #[inline(always)]
+            pub(crate) fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
+                $( if <$def as EngineDef>::INLINE_DISPATCH {
+                    if let AnyThread::$variant(t) = self {
+                        return t.end_snapshot(wait);
+                    }
+                } )+
+                self.end_snapshot_dispatch(wait)
+            }
+            #[inline(never)]
+            fn end_snapshot_dispatch(&mut self, wait: bool) -> Result<Result<()>> {
+                match self { $( AnyThread::$variant(t) => t.end_snapshot(wait), )+ }
+            }
             #[inline]
             pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
             }
             pub(crate) fn ro_locked_reads(&self) -> u64 {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
-            }
-            #[inline]
-            pub(crate) fn fast_reads(&self) -> FastReads {
-                match self { $( AnyThread::$variant(t) => t.fast_reads(), )+ }
             }
             #[inline]
             pub(crate) fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -265,10 +286,6 @@ macro_rules! engines {
             #[inline]
             pub(crate) fn free(&mut self, off: u64) -> Result<()> {
                 match self { $( AnyThread::$variant(t) => t.free(off), )+ }
-            }
-            #[inline]
-            pub(crate) fn commit(&mut self) -> Result<DurableToken> {
-                match self { $( AnyThread::$variant(t) => t.commit(), )+ }
             }
             #[inline]
             pub(crate) fn wait_durable(&mut self, token: DurableToken) -> Result<()> {

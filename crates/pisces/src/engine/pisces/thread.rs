@@ -187,6 +187,25 @@ impl PiscesThread {
         write_back_own(&self.sh, self.slot, &mut self.cache, self.nested)
     }
 
+    /// Commit the running attempt, which wrote nothing (`commit_visible` of a
+    /// read-only transaction): leave the grace-period clock and keep the attempt for
+    /// the next transaction.
+    #[inline(always)]
+    fn end_read_only(&mut self) {
+        self.own_slot().clock.finish();
+        self.ro_locked_reads += self.attempt_locked_reads.get();
+        // `idle_attempt` is None while a transaction runs (`begin` moved it out).
+        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        // Relaxed: only this slot's commits raise it; a stale value costs one
+        // needless count, or defers the write-back to a later commit.
+        if self.own_slot().pending_min.load(Relaxed) != u64::MAX {
+            self.ro_commits_over_batch += 1;
+            if self.ro_commits_over_batch >= READ_ONLY_COMMITS_BEFORE_WRITE_BACK {
+                self.write_back_after_reads();
+            }
+        }
+    }
+
     fn record_ptr(&self) -> *const super::protocol::TxRecord {
         self.attempt
             .as_ref()
@@ -652,6 +671,30 @@ impl EngineThread for PiscesThread {
         self.start_ts = self.own_slot().clock.start(&self.sh.clock);
     }
 
+    /// `begin` without the fallback word: a snapshot never conflicts, so it never
+    /// needs it (the retry count is still kept, for a `Tx::retry` the closure asks
+    /// for).
+    #[inline]
+    fn begin_snapshot(&mut self) -> FastReads {
+        if self.attempt.is_some() || self.idle_attempt.is_none() {
+            self.prepare_attempt();
+        }
+        let _ = self.retries.begin();
+        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
+        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        self.attempt_locked_reads.set(0);
+        self.start_ts = self.own_slot().clock.start(&self.sh.clock);
+        self.fast
+    }
+
+    /// A snapshot read committed state only, which this engine makes durable before
+    /// it is visible: nothing to wait for.
+    #[inline]
+    fn end_snapshot(&mut self, _wait: bool) -> Result<Result<()>> {
+        self.end_read_only();
+        Ok(Ok(()))
+    }
+
     #[inline]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.active()?;
@@ -752,19 +795,8 @@ impl EngineThread for PiscesThread {
     fn commit(&mut self) -> Result<crate::engine::DurableToken> {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
-            self.own_slot().clock.finish();
             self.retries.end(&self.sh.fallback, self.slot);
-            self.ro_locked_reads += self.attempt_locked_reads.get();
-            // `idle_attempt` is None while a transaction runs (`begin` moved it out).
-            std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
-            // Relaxed: only this slot's commits raise it; a stale value costs one
-            // needless count, or defers the write-back to a later commit.
-            if self.own_slot().pending_min.load(Relaxed) != u64::MAX {
-                self.ro_commits_over_batch += 1;
-                if self.ro_commits_over_batch >= READ_ONLY_COMMITS_BEFORE_WRITE_BACK {
-                    self.write_back_after_reads();
-                }
-            }
+            self.end_read_only();
             return Ok(crate::engine::DurableToken::DURABLE);
         }
         self.commit_visible()?;
