@@ -758,6 +758,24 @@ impl EngineThread for TimestoneThread {
             .start_with(&sh.clock, |t| sh.horizon(t));
     }
 
+    /// A snapshot wrote, allocated and freed nothing (the API refuses those in a
+    /// read-only transaction), and its reads are of committed versions, whose OLog
+    /// records were durable before they became visible: ending it is `end` without
+    /// the write set's clean-up (empty) and with nothing to wait for.
+    #[inline]
+    fn end_snapshot(&mut self, _wait: bool) -> Result<Result<()>> {
+        running(self.active)?;
+        debug_assert!(
+            self.writes.list.is_empty() && self.allocs.is_empty() && self.items.is_empty()
+        );
+        self.reads.get_mut().clear();
+        self.op = None;
+        self.sh.slots[self.slot].clock.finish();
+        self.retries.end(&self.sh.fallback, self.slot);
+        self.active = false;
+        Ok(Ok(()))
+    }
+
     fn after_abort(&mut self) {
         self.retries.after_abort();
         if std::mem::take(&mut self.fallback_wait) {
