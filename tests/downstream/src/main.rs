@@ -84,7 +84,8 @@ fn run(path: &std::path::Path) -> pisces::Result<Seen> {
         seen.push(tx, runs)?;
         Ok(())
     })?;
-    pool.run(|tx| {
+    // Reading everything back: a read-only transaction (`&Tx`: nothing can be written).
+    pool.read(|tx| {
         let r = *tx.read(root)?;
         let account = r.by_id.get(tx, &7)?;
         let mut richest = Vec::new();
