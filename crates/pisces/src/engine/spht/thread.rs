@@ -423,6 +423,13 @@ impl SphtThread {
         if !self.by_off.is_empty() {
             self.by_off.clear();
         }
+        self.end_reads();
+    }
+
+    /// The part of [`Self::end`] every transaction needs, a snapshot's whole end: drop
+    /// the read set and the read copies, give the fallback word back.
+    #[inline]
+    fn end_reads(&mut self) {
         let rs = self.rs.get_mut();
         rs.reads.clear();
         rs.copies.reset();
@@ -922,6 +929,23 @@ impl EngineThread for SphtThread {
             spin_step(&mut round);
         }
         Ok(())
+    }
+
+    /// A snapshot wrote, allocated and freed nothing (the API refuses those in a
+    /// read-only transaction): `commit`'s read-only case without the write set's scan
+    /// and clean-up (both empty). It waits, if `wait`, for the writers of what it read
+    /// to be durable, as a read-only commit does.
+    #[inline]
+    fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
+        running(self.active)?;
+        debug_assert!(self.writes.is_empty() && self.by_off.is_empty());
+        let token = DurableToken(self.rs.get_mut().max_read);
+        self.end_reads();
+        Ok(if wait {
+            self.wait_durable(token)
+        } else {
+            Ok(())
+        })
     }
 
     fn after_abort(&mut self) {

@@ -293,11 +293,19 @@ impl TimestoneThread {
 
     fn end(&mut self) {
         self.writes.clear_index();
-        self.reads.get_mut().clear();
         self.allocs.clear();
         self.items.clear();
-        self.op = None;
         self.locked = 0;
+        self.end_reads();
+    }
+
+    /// The part of [`Self::end`] every transaction needs, a snapshot's whole end: drop
+    /// the read set and the operation, leave the grace-period clock, give the fallback
+    /// word back.
+    #[inline]
+    fn end_reads(&mut self) {
+        self.reads.get_mut().clear();
+        self.op = None;
         self.sh.slots[self.slot].clock.finish();
         self.retries.end(&self.sh.fallback, self.slot);
         self.active = false;
@@ -760,19 +768,15 @@ impl EngineThread for TimestoneThread {
 
     /// A snapshot wrote, allocated and freed nothing (the API refuses those in a
     /// read-only transaction), and its reads are of committed versions, whose OLog
-    /// records were durable before they became visible: ending it is `end` without
-    /// the write set's clean-up (empty) and with nothing to wait for.
+    /// records were durable before they became visible: ending it is `end_reads`, with
+    /// nothing to wait for.
     #[inline]
     fn end_snapshot(&mut self, _wait: bool) -> Result<Result<()>> {
         running(self.active)?;
         debug_assert!(
             self.writes.list.is_empty() && self.allocs.is_empty() && self.items.is_empty()
         );
-        self.reads.get_mut().clear();
-        self.op = None;
-        self.sh.slots[self.slot].clock.finish();
-        self.retries.end(&self.sh.fallback, self.slot);
-        self.active = false;
+        self.end_reads();
         Ok(Ok(()))
     }
 
