@@ -626,8 +626,8 @@ pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 
 fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     if medium == MediumKind::Custom {
-        return Err(Error::InvalidConfig(
-            "a custom medium has no pool file to check".into(),
+        return Err(Error::invalid_config(
+            "a custom medium has no pool file to check",
         ));
     }
     let file = open_shared(path)?;
@@ -660,7 +660,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         return Ok(r);
     }
     let Ok(len) = usize::try_from(file_len) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is {file_len} bytes, more than this machine can map",
             path.display()
         )));

@@ -166,6 +166,39 @@ impl Error {
     pub fn abort(msg: impl Into<String>) -> Self {
         Error::UserAbort(msg.into())
     }
+
+    // The library's own constructors of the message variants, for call sites that read
+    // the same whatever the variants hold. Cold: errors are off the paths that matter.
+
+    /// [`Error::Corrupt`] with a message.
+    #[cold]
+    pub(crate) fn corrupt(msg: impl Into<String>) -> Self {
+        Error::Corrupt(msg.into())
+    }
+
+    /// [`Error::InvalidConfig`] with a message.
+    #[cold]
+    pub(crate) fn invalid_config(msg: impl Into<String>) -> Self {
+        Error::InvalidConfig(msg.into())
+    }
+
+    /// [`Error::InvalidArgument`] with a message.
+    #[cold]
+    pub(crate) fn invalid_argument(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+
+    /// [`Error::InvalidPointer`] with a message.
+    #[cold]
+    pub(crate) fn invalid_pointer(msg: impl Into<String>) -> Self {
+        Error::InvalidPointer(msg.into())
+    }
+
+    /// [`Error::MediumUnsupported`] with a message.
+    #[cold]
+    pub(crate) fn medium_unsupported(msg: impl Into<String>) -> Self {
+        Error::MediumUnsupported(msg.into())
+    }
 }
 
 /// `Result` with [`Error`].

@@ -131,7 +131,7 @@ impl InTx {
                 return Err(Error::NestedTransaction);
             }
             let Some(slot) = t.pools.get(len) else {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::invalid_argument(format!(
                     "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
                 )));
             };

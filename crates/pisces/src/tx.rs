@@ -249,7 +249,7 @@ impl<'h> Tx<'h> {
     pub fn alloc_bytes(&mut self, len: usize) -> Result<PPtr<u8>> {
         self.check_writable()?;
         if len == 0 {
-            return Err(Error::InvalidArgument("cannot allocate 0 bytes".into()));
+            return Err(Error::invalid_argument("cannot allocate 0 bytes"));
         }
         let r = self.th.alloc(len);
         let off = self.seen(r)?;

@@ -136,27 +136,27 @@ pub(crate) fn create_pool_file(
         check_kind(kind)?;
     }
     if max_size < size || max_size & (PAGE as u64 - 1) != 0 {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "maximum pool size {max_size} must be a multiple of {PAGE} bytes and at least the size {size}"
         )));
     }
     let Ok(max_len) = usize::try_from(max_size) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "maximum pool size {max_size} does not fit in this machine's address space"
         )));
     };
     if size < MIN_POOL_FILE_SIZE {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is below the minimum of {MIN_POOL_FILE_SIZE} bytes"
         )));
     }
     if size & (PAGE as u64 - 1) != 0 {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is not a multiple of {PAGE} bytes"
         )));
     }
     if usize::try_from(size).is_err() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} does not fit in this machine's address space"
         )));
     }
@@ -230,8 +230,8 @@ pub(crate) fn open_file_reserving(
 
 fn check_kind(kind: MediumKind) -> Result<()> {
     if kind == MediumKind::Custom {
-        return Err(Error::InvalidConfig(
-            "a custom medium is not backed by a pool file: give it to Pool::create_on / Pool::open_on".into(),
+        return Err(Error::invalid_config(
+            "a custom medium is not backed by a pool file: give it to Pool::create_on / Pool::open_on",
         ));
     }
     Ok(())
@@ -251,7 +251,7 @@ pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
         return Err(Error::IsDirectory(path.to_path_buf()));
     }
     if !meta.is_file() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is not a regular file",
             path.display()
         )));
@@ -283,7 +283,7 @@ fn open_locked(path: &Path) -> Result<File> {
         .metadata()
         .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?;
     if !meta.is_file() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is not a regular file",
             path.display()
         )));
@@ -296,7 +296,7 @@ fn open_locked(path: &Path) -> Result<File> {
         });
     }
     if usize::try_from(meta.len()).is_err() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is {} bytes, more than this machine can map",
             path.display(),
             meta.len()
@@ -397,7 +397,7 @@ fn held_by_pid(dev: u64, ino: u64, pid: u32) -> Option<bool> {
 /// with `SIGBUS` on a store into the mapping later.
 fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
     let Ok(len) = libc::off_t::try_from(size) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is too large"
         )));
     };
@@ -467,7 +467,7 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
     let (domain, domain_warning) = resolve(kind, detected.as_ref(), req.domain).map_err(|e| {
         match (e, req.kind) {
             // The medium was chosen here, not by the caller: say why.
-            (Error::InvalidConfig(m), None) => Error::InvalidConfig(format!(
+            (Error::InvalidConfig(m), None) => Error::invalid_config(format!(
                 "{m} ({} is on {}, which gets the {} medium when none is named)",
                 path.display(),
                 fs.name(),
@@ -488,7 +488,7 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
             DaxMedium::from_file(file, max_len)
                 .map_err(|e| match e {
                     Error::MediumUnsupported(m) => {
-                        Error::MediumUnsupported(format!("{}: {m}", path.display()))
+                        Error::medium_unsupported(format!("{}: {m}", path.display()))
                     }
                     other => other,
                 })?
@@ -496,8 +496,8 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
         ),
         MediumKind::File => Arc::new(FileMedium::from_file(file, max_len)?),
         MediumKind::Custom => {
-            return Err(Error::InvalidConfig(
-                "a custom medium is not backed by a pool file".into(),
+            return Err(Error::invalid_config(
+                "a custom medium is not backed by a pool file",
             ))
         }
     };

@@ -375,7 +375,7 @@ impl PiscesThread {
                 return Err(Error::Conflict);
             };
             let copy = attempt.alloc_copy(plen).ok_or_else(|| {
-                Error::InvalidConfig("copy memory is above the 48-bit address range".into())
+                Error::invalid_config("copy memory is above the 48-bit address range")
             })?;
             // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
             unsafe {

@@ -735,7 +735,7 @@ pub(super) fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
         match *e {
             log::Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
             log::Entry::Alloc(b) | log::Entry::Free(b) => Allocator::check_block(heap, b)?,
-            _ => return Err(Error::Corrupt("unexpected entry in a CLog record".into())),
+            _ => return Err(Error::corrupt("unexpected entry in a CLog record")),
         }
     }
     Ok(())
@@ -774,7 +774,7 @@ pub(super) fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
     let k_done = TimestoneShared::load_k_done(heap);
     match read_clog(heap, clog_len) {
         Some((k, bytes)) if k > k_done => {
-            let what = |e: Error| Error::Corrupt(format!("CLog record of checkpoint {k}: {e}"));
+            let what = |e: Error| Error::corrupt(format!("CLog record of checkpoint {k}: {e}"));
             let entries = log::decode(&bytes).map_err(what)?;
             apply(heap, &entries).map_err(what)?;
             heap.fence();

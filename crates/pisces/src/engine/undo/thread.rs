@@ -207,7 +207,7 @@ impl EngineThread for UndoThread {
             })?;
         let header = b.offset;
         if self.frees.contains(&b) {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object {off:#x} freed twice"
             )));
         }
