@@ -508,7 +508,7 @@ fn open_shared(path: &Path) -> Result<File> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
     };
@@ -735,10 +735,10 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         ));
     } else if sb.pool_size != file_len {
         r.problems.push(
-            Error::SizeMismatch {
+            Error::SizeMismatch(Box::new(crate::error::SizeMismatch {
                 expected: sb.pool_size,
                 actual: file_len,
-            }
+            }))
             .to_string(),
         );
         geometry_ok = false;

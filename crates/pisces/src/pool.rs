@@ -349,7 +349,7 @@ impl Pool {
                 // A creator that failed removed it: create it here.
                 Err(Error::NotFound(_)) if Instant::now() < waited_until => {}
                 // A creator has made the file and not yet sized it.
-                Err(Error::TooSmall { len: 0, .. }) if Instant::now() < waited_until => {
+                Err(Error::TooSmall(t)) if t.len == 0 && Instant::now() < waited_until => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 done => return done,
@@ -420,10 +420,10 @@ impl Pool {
             .filter(|e| e.storage() == Storage::Heap)
             .ok_or(Error::UnknownEngine(found))?;
         if let Some(asked) = cfg.engine.filter(|&e| e != engine) {
-            return Err(Error::WrongEngine {
+            return Err(Error::WrongEngine(Box::new(crate::error::WrongEngine {
                 found: engine.name().to_string(),
                 requested: asked.name().to_string(),
-            });
+            })));
         }
         Self::start(Arc::new(heap), engine, &cfg)
     }
@@ -784,7 +784,7 @@ impl Pool {
     /// assert_eq!(v, 0);
     /// // Pisces offers snapshot isolation, not serializable:
     /// let r = pool.run_with(TxOptions::default().isolation(Isolation::Serializable), |tx| Ok(*tx.read(n)?));
-    /// assert!(matches!(r, Err(Error::IsolationUnsupported { .. })));
+    /// assert!(matches!(r, Err(Error::IsolationUnsupported(_))));
     /// ```
     pub fn run_with<R>(
         &self,
@@ -1289,7 +1289,7 @@ mod tests {
         let path = dir.path().join("p.pool");
         std::fs::File::create(&path).unwrap();
         match Pool::open_or_create(&path, cfg()) {
-            Err(Error::TooSmall { len: 0, .. }) => {}
+            Err(Error::TooSmall(t)) if t.len == 0 => {}
             other => panic!("expected TooSmall, got {:?}", other.map(|_| ())),
         }
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);

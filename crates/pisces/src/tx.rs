@@ -372,7 +372,7 @@ impl<'h> Tx<'h> {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 0);
     /// ```
     pub fn abort(&self, why: impl Into<String>) -> Error {
-        Error::UserAbort(why.into())
+        Error::abort(why)
     }
 }
 
@@ -481,11 +481,13 @@ fn attempts<R, E: From<Error>>(
     if let Some(level) = opts.isolation {
         let engine = th.id();
         if !engine.offers(level) {
-            return Err(Error::IsolationUnsupported {
-                engine: engine.name(),
-                requested: level,
-                offered: engine.isolation(),
-            }
+            return Err(Error::IsolationUnsupported(Box::new(
+                crate::error::IsolationUnsupported {
+                    engine: engine.name(),
+                    requested: level,
+                    offered: engine.isolation(),
+                },
+            ))
             .into());
         }
     }

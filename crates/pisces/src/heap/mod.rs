@@ -224,10 +224,10 @@ impl Heap {
             file_len == sb.pool_size
         };
         if !fits {
-            return Err(Error::SizeMismatch {
+            return Err(Error::SizeMismatch(Box::new(crate::error::SizeMismatch {
                 expected: sb.pool_size,
                 actual: file_len,
-            });
+            })));
         }
         let layout = sb.layout()?;
         if sb.root_slot_offset != ROOT_SLOT_OFFSET as u64 {

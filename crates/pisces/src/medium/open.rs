@@ -163,7 +163,7 @@ pub(crate) fn create_pool_file(
     // `symlink_metadata` so that a dangling symlink also counts as "exists" (create_new
     // would refuse it anyway, with the same error).
     if path.symlink_metadata().is_ok() {
-        return Err(Error::AlreadyExists(path.to_path_buf()));
+        return Err(Error::AlreadyExists(path.to_path_buf().into()));
     }
     let file = match OpenOptions::new()
         .read(true)
@@ -173,9 +173,9 @@ pub(crate) fn create_pool_file(
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::AlreadyExists(path.to_path_buf()))
+            return Err(Error::AlreadyExists(path.to_path_buf().into()))
         }
-        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf().into())),
         Err(e) => {
             return Err(Error::io(
                 format!("creating pool file {}", path.display()),
@@ -243,12 +243,12 @@ pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) => return Err(Error::io(format!("inspecting {}", path.display()), e)),
     };
     if meta.is_dir() {
-        return Err(Error::IsDirectory(path.to_path_buf()));
+        return Err(Error::IsDirectory(path.to_path_buf().into()));
     }
     if !meta.is_file() {
         return Err(Error::invalid_config(format!(
@@ -265,17 +265,17 @@ fn open_locked(path: &Path) -> Result<File> {
     let meta = pool_file_metadata(path)?;
     // Root can open a 0444 file for writing; a pool nobody may write is still refused.
     if meta.permissions().mode() & 0o222 == 0 {
-        return Err(Error::ReadOnly(path.to_path_buf()));
+        return Err(Error::ReadOnly(path.to_path_buf().into()));
     }
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-            return Err(Error::IsDirectory(path.to_path_buf()))
+            return Err(Error::IsDirectory(path.to_path_buf().into()))
         }
-        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf().into())),
         Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
     };
     // Check the descriptor we hold, not the path (which may have been replaced meanwhile).
@@ -289,11 +289,11 @@ fn open_locked(path: &Path) -> Result<File> {
         )));
     }
     if meta.len() < MIN_POOL_FILE_SIZE {
-        return Err(Error::TooSmall {
+        return Err(Error::TooSmall(Box::new(crate::error::TooSmall {
             path: path.to_path_buf(),
             len: meta.len(),
             min: MIN_POOL_FILE_SIZE,
-        });
+        })));
     }
     if usize::try_from(meta.len()).is_err() {
         return Err(Error::invalid_config(format!(
@@ -310,11 +310,11 @@ fn open_locked(path: &Path) -> Result<File> {
         .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?
         .size();
     if len < MIN_POOL_FILE_SIZE {
-        return Err(Error::TooSmall {
+        return Err(Error::TooSmall(Box::new(crate::error::TooSmall {
             path: path.to_path_buf(),
             len,
             min: MIN_POOL_FILE_SIZE,
-        });
+        })));
     }
     Ok(file)
 }
@@ -358,9 +358,9 @@ pub(crate) fn lock_conflict(file: &File, path: &Path) -> Error {
         .ok()
         .and_then(|m| held_by_pid(m.dev(), m.ino(), std::process::id()));
     if held_here == Some(true) {
-        Error::AlreadyOpen(path.to_path_buf())
+        Error::AlreadyOpen(path.to_path_buf().into())
     } else {
-        Error::Locked(path.to_path_buf())
+        Error::Locked(path.to_path_buf().into())
     }
 }
 
@@ -547,7 +547,7 @@ mod tests {
         std::fs::write(&p, b"precious").unwrap();
         assert!(matches!(
             create_file(&p, SIZE, dram()),
-            Err(Error::AlreadyExists(q)) if q == p
+            Err(Error::AlreadyExists(q)) if *q == p
         ));
         assert_eq!(file_bytes(&p), b"precious");
 
@@ -575,19 +575,24 @@ mod tests {
     fn open_reports_each_os_level_failure_distinctly() {
         let d = tmpdir();
         let missing = d.path().join("missing");
-        assert!(matches!(open_file(&missing, dram()), Err(Error::NotFound(p)) if p == missing));
+        assert!(matches!(open_file(&missing, dram()), Err(Error::NotFound(p)) if *p == missing));
         assert!(!missing.exists());
 
         assert!(matches!(
             open_file(d.path(), dram()),
-            Err(Error::IsDirectory(p)) if p == d.path()
+            Err(Error::IsDirectory(p)) if *p == d.path()
         ));
 
         let small = d.path().join("small");
         std::fs::write(&small, vec![7u8; 4096]).unwrap();
         match open_file(&small, dram()) {
-            Err(Error::TooSmall { path, len, min }) => {
-                assert_eq!((path, len, min), (small.clone(), 4096, MIN_POOL_FILE_SIZE));
+            Err(Error::TooSmall(t)) => {
+                let want = crate::error::TooSmall {
+                    path: small.clone(),
+                    len: 4096,
+                    min: MIN_POOL_FILE_SIZE,
+                };
+                assert_eq!(*t, want);
             }
             other => panic!("expected TooSmall, got {:?}", other.err()),
         }
@@ -597,7 +602,7 @@ mod tests {
         drop(create_file(&ro, SIZE, dram()).unwrap());
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
         // We run as root: the open(2) itself would succeed; the bits decide.
-        assert!(matches!(open_file(&ro, dram()), Err(Error::ReadOnly(p)) if p == ro));
+        assert!(matches!(open_file(&ro, dram()), Err(Error::ReadOnly(p)) if *p == ro));
         assert!(matches!(
             open_file(&ro, MediumKind::File),
             Err(Error::ReadOnly(_))
@@ -623,7 +628,7 @@ mod tests {
         let first = create_file(&p, SIZE, dram()).unwrap();
         for k in kinds {
             // Same process, second open file description: refused.
-            assert!(matches!(open_file(&p, k), Err(Error::AlreadyOpen(q)) if q == p));
+            assert!(matches!(open_file(&p, k), Err(Error::AlreadyOpen(q)) if *q == p));
         }
         drop(first);
         for k in kinds {
@@ -724,7 +729,7 @@ mod tests {
         drop(f);
         let before = file_bytes(&p);
         for k in [dram(), MediumKind::File, MediumKind::Dax] {
-            assert!(matches!(open_file(&p, k), Err(Error::TooSmall { .. })));
+            assert!(matches!(open_file(&p, k), Err(Error::TooSmall(_))));
         }
         assert_eq!(file_bytes(&p), before);
     }

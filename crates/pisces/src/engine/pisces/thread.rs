@@ -538,10 +538,12 @@ impl PiscesThread {
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
         let needed = crate::engine::kit::log::redo_log::HEADER_LEN + entries;
         if needed > self.log.max_record() {
-            return Err(Error::TooLargeForLog {
-                needed,
-                capacity: self.log.max_record(),
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed,
+                    capacity: self.log.max_record(),
+                },
+            )));
         }
         let mut round = 0u32;
         while !self.log.fits(entries) {

@@ -160,7 +160,7 @@ impl PmdkEngine {
                 )));
             }
             if path.exists() {
-                return Err(Error::AlreadyExists(path.to_path_buf()));
+                return Err(Error::AlreadyExists(path.to_path_buf().into()));
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj creates and maps the file.
             let pop = unsafe {
@@ -172,7 +172,7 @@ impl PmdkEngine {
             pop
         } else {
             if !path.exists() {
-                return Err(Error::NotFound(path.to_path_buf()));
+                return Err(Error::NotFound(path.to_path_buf().into()));
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj checks the pool, runs its
             // recovery and maps it.
@@ -180,7 +180,7 @@ impl PmdkEngine {
             if pop.is_null() {
                 let os = std::io::Error::last_os_error();
                 if os.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    return Err(Error::Locked(path.to_path_buf()));
+                    return Err(Error::Locked(path.to_path_buf().into()));
                 }
                 return Err(pmdk_error(format!(
                     "cannot open {} as a pmdk pool",

@@ -478,10 +478,12 @@ impl SphtThread {
         let needed = HEADER_LEN + bound;
         let max = self.local().log.max_record();
         if needed > max {
-            return Err(Error::TooLargeForLog {
-                needed,
-                capacity: max,
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed,
+                    capacity: max,
+                },
+            )));
         }
         let mut round = 0;
         loop {

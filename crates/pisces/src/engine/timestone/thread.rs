@@ -391,10 +391,12 @@ impl TimestoneThread {
     fn reserve_log(&mut self, n: usize) -> Result<()> {
         let rec = super::OLOG_FRAMING.header_len(n) + n;
         if rec > self.log.max_record() {
-            return Err(Error::TooLargeForLog {
-                needed: rec,
-                capacity: self.log.max_record(),
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed: rec,
+                    capacity: self.log.max_record(),
+                },
+            )));
         }
         while !self.log.fits(n) {
             self.recycle();
