@@ -111,7 +111,9 @@ fn open_create(tx: &mut Tx<'_>, keys: &[u64]) -> pisces::Result<PPtr<Header>> {
 fn open_get(tx: &Tx<'_>, hdr: PPtr<Header>, k: u64) -> pisces::Result<Option<u64>> {
     let h = tx.read(hdr)?;
     if h.magic != MAGIC {
-        return Err(pisces::Error::InvalidPointer("not a probe map".into()));
+        return Err(pisces::Error::InvalidPointer(
+            "not a probe map".to_string().into(),
+        ));
     }
     let hs = hash(k);
     let t = tag(hs);
@@ -120,7 +122,7 @@ fn open_get(tx: &Tx<'_>, hdr: PPtr<Header>, k: u64) -> pisces::Result<Option<u64
         let off = *h
             .groups
             .get(g as usize)
-            .ok_or_else(|| pisces::Error::Corrupt("group index".into()))?;
+            .ok_or_else(|| pisces::Error::Corrupt("group index".to_string().into()))?;
         let grp = tx.read(PPtr::<Group>::from_offset(off))?;
         let mut m = matches(grp.tags, t);
         while m != 0 {
@@ -202,7 +204,7 @@ fn main() -> ExitCode {
                 let k = next();
                 let v = h.run(|tx| open_get(tx, m, k))?;
                 if v != Some(k ^ 1) {
-                    return Err(pisces::Error::Corrupt(format!("key {k}: {v:?}")));
+                    return Err(pisces::Error::Corrupt(format!("key {k}: {v:?}").into()));
                 }
                 black_box(v);
             }
@@ -221,7 +223,7 @@ fn main() -> ExitCode {
                 let k = next();
                 let v = h.run(|tx| m.get(tx, &k))?;
                 if v != Some(1) {
-                    return Err(pisces::Error::Corrupt(format!("key {k}: {v:?}")));
+                    return Err(pisces::Error::Corrupt(format!("key {k}: {v:?}").into()));
                 }
                 black_box(v);
             }

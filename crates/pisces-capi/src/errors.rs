@@ -78,27 +78,27 @@ pub const PISCES_USER: c_int = 1000;
 pub(crate) fn code_of(e: &Error) -> c_int {
     match e {
         // A missing directory on the way to the pool file: as a missing file.
-        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => PISCES_ENOENT,
-        Error::Io { .. } | Error::ReadOnly(_) | Error::IsDirectory(_) => PISCES_EIO,
+        Error::Io(e) if e.source.kind() == std::io::ErrorKind::NotFound => PISCES_ENOENT,
+        Error::Io(_) | Error::ReadOnly(_) | Error::IsDirectory(_) => PISCES_EIO,
         Error::NotFound(_) => PISCES_ENOENT,
         Error::AlreadyExists(_) => PISCES_EEXIST,
-        Error::TooSmall { .. }
-        | Error::SizeMismatch { .. }
+        Error::TooSmall(_)
+        | Error::SizeMismatch(_)
         | Error::BadMagic
         | Error::UnsupportedVersion { .. }
         | Error::Corrupt(_) => PISCES_ECORRUPT,
-        Error::WrongEngine { .. } | Error::UnknownEngine(_) => PISCES_EENGINE,
+        Error::WrongEngine(_) | Error::UnknownEngine(_) => PISCES_EENGINE,
         // Open elsewhere, or already open in this process: either way, locked.
         Error::Locked(_) | Error::AlreadyOpen(_) => PISCES_ELOCKED,
         Error::MediumUnsupported(_) | Error::InvalidConfig(_) => PISCES_ECONFIG,
         Error::OutOfSpace { .. } => PISCES_ENOSPC,
-        Error::TooLargeForLog { .. } => PISCES_ETOOLARGE,
+        Error::TooLargeForLog(_) => PISCES_ETOOLARGE,
         Error::TooManyThreads(_) => PISCES_ETHREADS,
         Error::InvalidPointer(_) => PISCES_EPTR,
         Error::Conflict => PISCES_ECONFLICT,
         Error::UserAbort(_) => PISCES_EABORTED,
         Error::ReadOnlyTransaction => PISCES_EREADONLY,
-        Error::IsolationUnsupported { .. } => PISCES_EISOLATION,
+        Error::IsolationUnsupported(_) => PISCES_EISOLATION,
         Error::NestedTransaction => PISCES_ENESTED,
         Error::InvalidArgument(_) => PISCES_EINVAL,
         _ => PISCES_ERROR,

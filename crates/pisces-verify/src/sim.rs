@@ -194,9 +194,9 @@ impl Adversary {
                 ("p_keep_unflushed", p_keep_unflushed),
             ] {
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(Error::InvalidConfig(format!(
-                        "adversary {name} = {p} is not a probability in [0, 1]"
-                    )));
+                    return Err(Error::InvalidConfig(
+                        format!("adversary {name} = {p} is not a probability in [0, 1]").into(),
+                    ));
                 }
             }
         }
@@ -429,9 +429,10 @@ impl SimMedium {
 
     fn check(len: usize, cfg: &SimConfig) -> Result<()> {
         if len == 0 || len & (CACHE_LINE - 1) != 0 {
-            return Err(Error::InvalidConfig(format!(
-                "simulated image size {len} is not a positive multiple of {CACHE_LINE}"
-            )));
+            return Err(Error::InvalidConfig(
+                format!("simulated image size {len} is not a positive multiple of {CACHE_LINE}")
+                    .into(),
+            ));
         }
         cfg.adversary.validate()
     }
@@ -1147,9 +1148,9 @@ unsafe impl Medium for SimMedium {
     /// crash point itself (the fences around it are).
     fn grow(&self, new_len: usize) -> Result<()> {
         if !new_len.is_multiple_of(CACHE_LINE) {
-            return Err(Error::InvalidConfig(format!(
-                "simulated image size {new_len} is not a multiple of {CACHE_LINE}"
-            )));
+            return Err(Error::InvalidConfig(
+                format!("simulated image size {new_len} is not a multiple of {CACHE_LINE}").into(),
+            ));
         }
         let mut st = self.lock();
         self.work

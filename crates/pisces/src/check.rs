@@ -508,7 +508,7 @@ fn open_shared(path: &Path) -> Result<File> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
     };
@@ -626,8 +626,8 @@ pub fn check_pool_deep(path: &Path, medium: MediumKind) -> Result<CheckReport> {
 
 fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     if medium == MediumKind::Custom {
-        return Err(Error::InvalidConfig(
-            "a custom medium has no pool file to check".into(),
+        return Err(Error::invalid_config(
+            "a custom medium has no pool file to check",
         ));
     }
     let file = open_shared(path)?;
@@ -660,7 +660,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         return Ok(r);
     }
     let Ok(len) = usize::try_from(file_len) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is {file_len} bytes, more than this machine can map",
             path.display()
         )));
@@ -735,10 +735,10 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         ));
     } else if sb.pool_size != file_len {
         r.problems.push(
-            Error::SizeMismatch {
+            Error::SizeMismatch(Box::new(crate::error::SizeMismatch {
                 expected: sb.pool_size,
                 actual: file_len,
-            }
+            }))
             .to_string(),
         );
         geometry_ok = false;

@@ -229,11 +229,13 @@ impl Drop for Registration<'_> {
 
 fn check_isolation(th: &AnyThread, opts: &TxOptions) -> Result<()> {
     match opts.isolation {
-        Some(level) if !th.id().offers(level) => Err(Error::IsolationUnsupported {
-            engine: th.id().name(),
-            requested: level,
-            offered: th.id().isolation(),
-        }),
+        Some(level) if !th.id().offers(level) => Err(Error::IsolationUnsupported(Box::new(
+            crate::error::IsolationUnsupported {
+                engine: th.id().name(),
+                requested: level,
+                offered: th.id().isolation(),
+            },
+        ))),
         _ => Ok(()),
     }
 }

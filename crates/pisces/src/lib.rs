@@ -123,7 +123,7 @@ mod check;
 mod config;
 mod containers;
 mod engine;
-mod error;
+pub mod error;
 mod explicit;
 mod fasthash;
 mod heap;

@@ -131,9 +131,7 @@ impl InTx {
                 return Err(Error::NestedTransaction);
             }
             let Some(slot) = t.pools.get(len) else {
-                return Err(Error::InvalidArgument(format!(
-                    "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
-                )));
+                return Err(too_many_pools());
             };
             slot.set(pool);
             t.len.set(len + 1);
@@ -174,6 +172,17 @@ impl InTx {
     pub(crate) fn take_nested_gave_up() -> bool {
         IN_TX.with(|t| t.nested_gave_up.replace(false))
     }
+}
+
+/// The error of a transaction that would be the `MAX_NESTED_POOLS + 1`th on its thread.
+/// Out of line: its message's formatting inside `enter`'s thread-local closure makes
+/// the closure too large to inline, and `enter` runs on every transaction.
+#[cold]
+#[inline(never)]
+fn too_many_pools() -> Error {
+    Error::invalid_argument(format!(
+        "more than {MAX_NESTED_POOLS} pools have a transaction running on this thread"
+    ))
 }
 
 impl Drop for InTx {

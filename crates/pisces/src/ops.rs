@@ -93,14 +93,14 @@ impl Operations {
     ) -> Result<()> {
         let mut m = self.map.write().unwrap_or_else(|e| e.into_inner());
         if m.contains_key(&id) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "operation id {id} is registered already"
             )));
         }
         let size = std::mem::size_of::<A>();
         let g = move |tx: &mut Tx<'_>, bytes: &[u8]| -> Result<()> {
             if bytes.len() != size {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "operation arguments of {} bytes, expected {size}",
                     bytes.len()
                 )));
@@ -128,9 +128,9 @@ impl Operations {
         let m = self.read();
         let r = m
             .get(&id)
-            .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
+            .ok_or_else(|| Error::invalid_argument(format!("no operation registered as {id}")))?;
         if r.arg_size != std::mem::size_of::<A>() {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "operation {id} takes {} ({} bytes), not {}",
                 r.arg_type,
                 r.arg_size,
@@ -150,7 +150,7 @@ impl Reexecute for Operations {
     fn run(&self, thread: LentThread<'_>, id: u32, args: &[u8]) -> Result<()> {
         let f = self
             .get(id)
-            .ok_or_else(|| Error::InvalidArgument(format!("no operation registered as {id}")))?;
+            .ok_or_else(|| Error::invalid_argument(format!("no operation registered as {id}")))?;
         AnyThread::lend(thread, |th| {
             run_on(
                 th,

@@ -69,7 +69,7 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
         return Ok(());
     };
     if max > size {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "the {engine} engine cannot use a pool that grows ({why}); leave Config::max_size unset"
         )));
     }
@@ -80,7 +80,7 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
 /// `medium` runs under (a medium given to `create_on` / `open_on` brings its own).
 fn refuse_domain(medium: &dyn Medium, cfg: &Config) -> Result<()> {
     match cfg.persistence_domain {
-        Some(d) if d != medium.persistence_domain() => Err(Error::InvalidConfig(format!(
+        Some(d) if d != medium.persistence_domain() => Err(Error::invalid_config(format!(
             "the persistence domain {d} was asked for, the {} medium runs under {}",
             medium.kind().name(),
             medium.persistence_domain()
@@ -93,7 +93,7 @@ fn refuse_domain(medium: &dyn Medium, cfg: &Config) -> Result<()> {
 /// library flushes as it sees fit) for a domain other than ADR.
 fn refuse_own_file_domain(engine: EngineId, cfg: &Config) -> Result<()> {
     match cfg.persistence_domain {
-        Some(d) if d != medium::PersistenceDomain::Adr => Err(Error::InvalidConfig(format!(
+        Some(d) if d != medium::PersistenceDomain::Adr => Err(Error::invalid_config(format!(
             "the {engine} engine keeps its own pool file and flushes as its library decides; \
              it cannot run under the {d} domain"
         ))),
@@ -349,7 +349,7 @@ impl Pool {
                 // A creator that failed removed it: create it here.
                 Err(Error::NotFound(_)) if Instant::now() < waited_until => {}
                 // A creator has made the file and not yet sized it.
-                Err(Error::TooSmall { len: 0, .. }) if Instant::now() < waited_until => {
+                Err(Error::TooSmall(t)) if t.len == 0 && Instant::now() < waited_until => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 done => return done,
@@ -371,7 +371,7 @@ impl Pool {
     pub fn create_on(medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         if engine.storage() != Storage::Heap {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "the {engine} engine keeps its own pool file: use Pool::create / Pool::open with a path"
             )));
         }
@@ -420,10 +420,10 @@ impl Pool {
             .filter(|e| e.storage() == Storage::Heap)
             .ok_or(Error::UnknownEngine(found))?;
         if let Some(asked) = cfg.engine.filter(|&e| e != engine) {
-            return Err(Error::WrongEngine {
+            return Err(Error::WrongEngine(Box::new(crate::error::WrongEngine {
                 found: engine.name().to_string(),
                 requested: asked.name().to_string(),
-            });
+            })));
         }
         Self::start(Arc::new(heap), engine, &cfg)
     }
@@ -449,7 +449,7 @@ impl Pool {
         let found = self.run_with(TxOptions::read_only(), |tx| Ok(*tx.read(slot)?))?;
         match heap.superblock().root_record() {
             Some((offset, tag)) if (found.offset, found.size_and_type) != (offset, tag) => {
-                Err(Error::Corrupt(format!(
+                Err(Error::corrupt(format!(
                     "the root slot is damaged: the superblock records the root object at {offset:#x} \
                      ({} bytes), the slot names {:#x} ({} bytes); the pool's objects cannot be \
                      reached from it (restore the pool file from a copy)",
@@ -601,7 +601,7 @@ impl Pool {
     /// ```
     pub fn allocated_objects(&self) -> Result<Vec<u64>> {
         let heap = self.heap().ok_or_else(|| {
-            Error::InvalidConfig(format!(
+            Error::invalid_config(format!(
                 "the {} engine keeps its own pool format; it has no allocator state to list",
                 self.engine_id()
             ))
@@ -784,7 +784,7 @@ impl Pool {
     /// assert_eq!(v, 0);
     /// // Pisces offers snapshot isolation, not serializable:
     /// let r = pool.run_with(TxOptions::default().isolation(Isolation::Serializable), |tx| Ok(*tx.read(n)?));
-    /// assert!(matches!(r, Err(Error::IsolationUnsupported { .. })));
+    /// assert!(matches!(r, Err(Error::IsolationUnsupported(_))));
     /// ```
     pub fn run_with<R>(
         &self,
@@ -906,7 +906,7 @@ impl Pool {
             .ok()
             .filter(|&s| s > 0 && s <= u64::from(u32::MAX))
             .ok_or_else(|| {
-                Error::InvalidArgument(format!(
+                Error::invalid_argument(format!(
                     "a root object of {len} bytes (1 to {} bytes)",
                     u32::MAX
                 ))
@@ -923,13 +923,13 @@ impl Pool {
             let r = *tx.read(slot)?;
             if r.offset != 0 {
                 if r.size_and_type & 0xFFFF_FFFF != size {
-                    return Err(Error::InvalidPointer(format!(
+                    return Err(Error::invalid_pointer(format!(
                         "the root object has {} bytes, not {size} (another type?)",
                         r.size_and_type & 0xFFFF_FFFF
                     )));
                 }
                 if r.size_and_type != tag {
-                    return Err(Error::InvalidPointer(format!(
+                    return Err(Error::invalid_pointer(format!(
                         "the root object was created as another type than {type_name} (same size, different type)"
                     )));
                 }
@@ -1334,7 +1334,7 @@ mod tests {
         let path = dir.path().join("p.pool");
         std::fs::File::create(&path).unwrap();
         match Pool::open_or_create(&path, cfg()) {
-            Err(Error::TooSmall { len: 0, .. }) => {}
+            Err(Error::TooSmall(t)) if t.len == 0 => {}
             other => panic!("expected TooSmall, got {:?}", other.map(|_| ())),
         }
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);

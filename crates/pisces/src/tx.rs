@@ -249,7 +249,7 @@ impl<'h> Tx<'h> {
     pub fn alloc_bytes(&mut self, len: usize) -> Result<PPtr<u8>> {
         self.check_writable()?;
         if len == 0 {
-            return Err(Error::InvalidArgument("cannot allocate 0 bytes".into()));
+            return Err(Error::invalid_argument("cannot allocate 0 bytes"));
         }
         let r = self.th.alloc(len);
         let off = self.seen(r)?;
@@ -378,7 +378,7 @@ impl<'h> Tx<'h> {
     /// assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), 0);
     /// ```
     pub fn abort(&self, why: impl Into<String>) -> Error {
-        Error::UserAbort(why.into())
+        Error::abort(why)
     }
 }
 
@@ -529,11 +529,13 @@ fn attempts<R, E: From<Error>>(
     if let Some(level) = opts.isolation {
         let engine = th.id();
         if !engine.offers(level) {
-            return Err(Error::IsolationUnsupported {
-                engine: engine.name(),
-                requested: level,
-                offered: engine.isolation(),
-            }
+            return Err(Error::IsolationUnsupported(Box::new(
+                crate::error::IsolationUnsupported {
+                    engine: engine.name(),
+                    requested: level,
+                    offered: engine.isolation(),
+                },
+            ))
             .into());
         }
     }

@@ -46,7 +46,7 @@ fn pool_already_open() {
     // The same process: the message says so.
     match Pool::open(&p, cfg()) {
         Err(Error::AlreadyOpen(q)) => {
-            assert_eq!(q, p);
+            assert_eq!(*q, p);
             let msg = Error::AlreadyOpen(q).to_string();
             assert!(msg.contains("in this process"), "{msg}");
         }

@@ -113,7 +113,7 @@ fn a_good_pool_opens_and_keeps_its_data() {
 fn missing_file() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("nothing-here");
-    assert!(matches!(open_fails(&p), Error::NotFound(ref q) if *q == p));
+    assert!(matches!(open_fails(&p), Error::NotFound(ref q) if **q == p));
     assert!(!p.exists(), "open must not create the file");
 }
 
@@ -136,15 +136,15 @@ fn file_too_small() {
     let p = d.path().join("small");
     std::fs::write(&p, vec![0xabu8; 4096]).unwrap();
     match open_fails(&p) {
-        Error::TooSmall { len, min, .. } => {
-            assert_eq!(len, 4096);
-            assert!(min > 4096);
+        Error::TooSmall(t) => {
+            assert_eq!(t.len, 4096);
+            assert!(t.min > 4096);
         }
         e => panic!("expected TooSmall, got {e:?}"),
     }
     let p = d.path().join("empty");
     std::fs::write(&p, b"").unwrap();
-    assert!(matches!(open_fails(&p), Error::TooSmall { len: 0, .. }));
+    assert!(matches!(open_fails(&p), Error::TooSmall(t) if t.len == 0));
 }
 
 #[test]
@@ -154,9 +154,9 @@ fn truncated_file() {
     f.set_len(SIZE - 3 * 4096).unwrap();
     drop(f);
     match open_fails(&p) {
-        Error::SizeMismatch { expected, actual } => {
-            assert_eq!(expected, SIZE);
-            assert_eq!(actual, SIZE - 3 * 4096);
+        Error::SizeMismatch(m) => {
+            assert_eq!(m.expected, SIZE);
+            assert_eq!(m.actual, SIZE - 3 * 4096);
         }
         e => panic!("expected SizeMismatch, got {e:?}"),
     }
@@ -220,9 +220,9 @@ fn size_in_superblock_differs_from_file_size() {
     let (_d, p) = make_pool();
     rewrite_both(&p, |sb| sb.pool_size = SIZE * 2);
     match open_fails(&p) {
-        Error::SizeMismatch { expected, actual } => {
-            assert_eq!(expected, SIZE * 2);
-            assert_eq!(actual, SIZE);
+        Error::SizeMismatch(m) => {
+            assert_eq!(m.expected, SIZE * 2);
+            assert_eq!(m.actual, SIZE);
         }
         e => panic!("expected SizeMismatch, got {e:?}"),
     }
@@ -264,7 +264,7 @@ fn creating_over_an_existing_file() {
     let before = fingerprint(&p);
     assert!(matches!(
         Pool::create(&p, cfg()),
-        Err(Error::AlreadyExists(ref q)) if *q == p
+        Err(Error::AlreadyExists(ref q)) if **q == p
     ));
     assert_eq!(fingerprint(&p), before);
     // Also an unrelated file, which must survive.

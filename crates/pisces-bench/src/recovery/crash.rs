@@ -300,7 +300,7 @@ pub(crate) fn fill(
                                         _ => map.get_mut(tx, &k)?,
                                     };
                                     let v = v.ok_or_else(|| {
-                                        pisces::Error::Corrupt(format!("key {k} is missing"))
+                                        pisces::Error::Corrupt(format!("key {k} is missing").into())
                                     })?;
                                     *v = value(t, k, seq);
                                     Ok(())
@@ -399,15 +399,18 @@ fn verify(pool: &Pool, f: &Filled) -> Result<(), String> {
                             None => map.get(tx, &k)?,
                         };
                         if got != Some(want) {
-                            return Err(pisces::Error::Corrupt(format!(
-                                "key {k} of the {}: the recovered value is not the last \
-                                 committed one",
-                                if tree.is_some() {
-                                    "B+-tree"
-                                } else {
-                                    "hash table"
-                                }
-                            )));
+                            return Err(pisces::Error::Corrupt(
+                                format!(
+                                    "key {k} of the {}: the recovered value is not the last \
+                                     committed one",
+                                    if tree.is_some() {
+                                        "B+-tree"
+                                    } else {
+                                        "hash table"
+                                    }
+                                )
+                                .into(),
+                            ));
                         }
                     }
                     Ok(())

@@ -136,10 +136,13 @@ pub fn verify(
                         seq => value(t, seq),
                     };
                     if got != want {
-                        return Err(pisces::Error::Corrupt(format!(
-                            "word {k} of the array: the recovered value {got:#x} is not the \
-                             last committed one ({want:#x})"
-                        )));
+                        return Err(pisces::Error::Corrupt(
+                            format!(
+                                "word {k} of the array: the recovered value {got:#x} is not the \
+                                 last committed one ({want:#x})"
+                            )
+                            .into(),
+                        ));
                     }
                 }
             }

@@ -128,9 +128,9 @@ impl DataSet for CapiHashBench {
         let k = self.rust.pick_key(rng);
         let ch = self.handle(worker);
         if ch.is_null() {
-            return Err(Error::InvalidArgument(format!(
-                "capi: worker {worker} has no C handle"
-            )));
+            return Err(Error::InvalidArgument(
+                format!("capi: worker {worker} has no C handle").into(),
+            ));
         }
         let mut c = OpCtx {
             map: self.map,

@@ -61,7 +61,7 @@ pub const SET_UPDATE_BYTES: u64 = 16;
 
 /// The error of a set data set that finds one of its members missing.
 pub fn missing_member(set: &str, k: u64) -> Error {
-    Error::Corrupt(format!("{set}: member key {k} is missing"))
+    Error::Corrupt(format!("{set}: member key {k} is missing").into())
 }
 
 /// The generator of a worker's transactions (their kind, keys and arguments): seeded

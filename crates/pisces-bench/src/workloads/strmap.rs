@@ -105,7 +105,7 @@ pub fn is_value_of(id: u64, v: &[u8]) -> bool {
 
 /// The error of a record found missing.
 pub fn missing_record(id: u64) -> Error {
-    Error::Corrupt(format!("strmap: record {id} is missing"))
+    Error::Corrupt(format!("strmap: record {id} is missing").into())
 }
 
 /// Check records `0 .. n` through `read(key, examine)` (the value of the key, given to
@@ -173,9 +173,9 @@ impl StrMapBench {
             let v = PBytes::new(tx, &buf[..len])?;
             match table.insert_bytes(tx, &key_of(id), v)? {
                 None => Ok(()),
-                Some(_) => Err(Error::Corrupt(format!(
-                    "strmap: record {id} was preloaded twice"
-                ))),
+                Some(_) => Err(Error::Corrupt(
+                    format!("strmap: record {id} was preloaded twice").into(),
+                )),
             }
         })?;
         Ok(StrMapBench {
@@ -225,15 +225,14 @@ impl DataSet for StrMapBench {
             t.check(tx)?;
             let len = t.len(tx)?;
             if len != self.len {
-                return Err(Error::Corrupt(format!(
-                    "strmap: {len} records, not {}",
-                    self.len
-                )));
+                return Err(Error::Corrupt(
+                    format!("strmap: {len} records, not {}", self.len).into(),
+                ));
             }
             check_records(self.len, self.seed, |k, examine| {
                 t.get(tx, k)?.map(|v| v.get(tx).map(examine)).transpose()
             })
-            .map_err(Error::Corrupt)
+            .map_err(|m| Error::Corrupt(m.into()))
         })
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -312,7 +311,7 @@ mod tests {
                     check_records(1000, 5, |k, f| {
                         t.get(tx, k)?.map(|v| v.get(tx).map(f)).transpose()
                     })
-                    .map_err(Error::Corrupt)
+                    .map_err(|m| Error::Corrupt(m.into()))
                 })
                 .unwrap();
             assert!((20..=200).contains(&updated), "{name}: {updated}");

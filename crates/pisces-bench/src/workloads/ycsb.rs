@@ -153,7 +153,7 @@ pub fn examine(v: &[u8]) -> u64 {
 
 /// The error of a record found missing.
 pub fn missing_record(k: u64) -> Error {
-    Error::Corrupt(format!("ycsb: record {k} is missing"))
+    Error::Corrupt(format!("ycsb: record {k} is missing").into())
 }
 
 /// Pool bytes the table of `keys` records needs, generously.

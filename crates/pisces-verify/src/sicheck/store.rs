@@ -62,9 +62,9 @@ pub struct Store {
 
 fn split(key: Key) -> Result<(usize, usize)> {
     if key >= MAX_KEYS {
-        return Err(Error::InvalidConfig(format!(
-            "key {key} is beyond the {MAX_KEYS} keys a list store holds"
-        )));
+        return Err(Error::InvalidConfig(
+            format!("key {key} is beyond the {MAX_KEYS} keys a list store holds").into(),
+        ));
     }
     let k = key as usize;
     Ok((k / PAGE_KEYS, k % PAGE_KEYS))
@@ -93,7 +93,7 @@ impl Store {
             .ok()
             .filter(|n| *n <= LIST_CAPACITY)
             .ok_or_else(|| {
-                Error::Corrupt(format!("list of key {key} claims {} values", obj.len))
+                Error::Corrupt(format!("list of key {key} claims {} values", obj.len).into())
             })?;
         Ok(obj.vals[..len].to_vec())
     }
@@ -118,9 +118,9 @@ impl Store {
         let obj = tx.write(list)?;
         let len = obj.len as usize;
         if len >= LIST_CAPACITY {
-            return Err(Error::InvalidConfig(format!(
-                "the list of key {key} is full ({LIST_CAPACITY} values)"
-            )));
+            return Err(Error::InvalidConfig(
+                format!("the list of key {key} is full ({LIST_CAPACITY} values)").into(),
+            ));
         }
         obj.vals[len] = value;
         obj.len += 1;

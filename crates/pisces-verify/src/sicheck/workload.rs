@@ -106,10 +106,13 @@ impl KeySpace {
         let s = &mut self.slots[slot];
         if s.1 >= per_key {
             if next >= MAX_KEYS {
-                return Err(Error::InvalidConfig(format!(
-                    "the workload used all {MAX_KEYS} keys of the list store; run fewer \
-                     transactions or allow more appends per key"
-                )));
+                return Err(Error::InvalidConfig(
+                    format!(
+                        "the workload used all {MAX_KEYS} keys of the list store; run fewer \
+                         transactions or allow more appends per key"
+                    )
+                    .into(),
+                ));
             }
             *s = (next, 0);
             self.next_key += 1;
@@ -132,7 +135,7 @@ pub struct Workload {
 impl Workload {
     /// A workload; fails on parameters out of range.
     pub fn new(cfg: WorkloadConfig) -> Result<Workload> {
-        let bad = |m: String| Err(Error::InvalidConfig(m));
+        let bad = |m: String| Err(Error::InvalidConfig(m.into()));
         if cfg.threads == 0 {
             return bad("the workload needs at least one thread".into());
         }

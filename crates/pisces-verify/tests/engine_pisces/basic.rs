@@ -99,7 +99,7 @@ fn transaction_too_large_for_the_log_is_a_clear_error() {
         }
         Ok(())
     });
-    assert!(matches!(r, Err(Error::TooLargeForLog { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::TooLargeForLog(_))), "{r:?}");
     // The pool is still usable.
     let root: PPtr<u64> = pool.root().unwrap();
     pool.run(|tx| {

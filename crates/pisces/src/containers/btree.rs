@@ -465,17 +465,17 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     #[inline]
     fn header(&self, tx: &Tx<'_>) -> Result<Header> {
         if self.header.is_null() {
-            return Err(Error::InvalidPointer("null B+-tree handle".into()));
+            return Err(Error::invalid_pointer("null B+-tree handle"));
         }
         let h = *tx.read(self.header)?;
         if h.magic != MAGIC {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "{:#x} is not a B+-tree",
                 self.header.offset()
             )));
         }
         if h.sig != Self::SIG {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "B+-tree at {:#x} was created for other types or fanout ({} and {} bytes, fanout {}; not {} and {}, fanout {F})",
                 self.header.offset(),
                 h.sig & 0xff_ffff,
@@ -486,7 +486,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
             )));
         }
         if h.height as usize > MAX_HEIGHT {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "B+-tree at {:#x}: height {}",
                 self.header.offset(),
                 h.height
@@ -1087,7 +1087,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
         let mut seen = std::collections::HashSet::new();
         while let Some((node, level)) = stack.pop() {
             if !seen.insert(node) {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "B+-tree at {:#x}: the node at {node:#x} is reached twice",
                     self.offset()
                 )));
@@ -1149,7 +1149,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
             height: h.height as usize,
             ..TreeStats::default()
         };
-        let bad = |m: String| Error::Corrupt(format!("B+-tree: {m}"));
+        let bad = |m: String| Error::corrupt(format!("B+-tree: {m}"));
         // Depth-first, left to right: (node, level, lower bound, upper bound).
         let mut stack: Vec<(u64, u64, Option<K>, Option<K>)> = vec![(h.root, h.height, None, None)];
         let mut leaves = Vec::new();

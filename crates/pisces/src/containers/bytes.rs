@@ -82,7 +82,7 @@ impl fmt::Debug for PBytes {
 }
 
 fn damaged(off: u64, what: impl fmt::Display) -> Error {
-    Error::Corrupt(format!("byte string at {off:#x}: {what}"))
+    Error::corrupt(format!("byte string at {off:#x}: {what}"))
 }
 
 impl PBytes {
@@ -99,7 +99,7 @@ impl PBytes {
         }
         let len = bytes.len() as u64;
         if len > LEN_MASK {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "a byte string of {len} bytes is longer than the {LEN_MASK} a length word holds"
             )));
         }

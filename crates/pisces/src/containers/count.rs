@@ -92,7 +92,7 @@ pub(crate) fn total(tx: &Tx<'_>, table: u64) -> Result<usize> {
     usize::try_from(sum)
         .ok()
         .filter(|&n| n as u64 <= isize::MAX as u64)
-        .ok_or_else(|| Error::Corrupt(format!("the count at {table:#x} is negative")))
+        .ok_or_else(|| Error::corrupt(format!("the count at {table:#x} is negative")))
 }
 
 /// Call `f` with the table's and every stripe's offset (for `for_each_object`).

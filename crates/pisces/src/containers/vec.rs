@@ -164,7 +164,7 @@ impl<T: Pod> PVec<T> {
             .checked_mul(Self::ELEM as u64)
             .filter(|&b| b < MAX_BYTES);
         let Some(bytes) = bytes else {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "a vector of {cap} elements of {} bytes is too large",
                 Self::ELEM
             )));
@@ -173,17 +173,17 @@ impl<T: Pod> PVec<T> {
     }
 
     fn corrupt(&self, what: impl fmt::Display) -> Error {
-        Error::Corrupt(format!("vector at {:#x}: {what}", self.header.offset()))
+        Error::corrupt(format!("vector at {:#x}: {what}", self.header.offset()))
     }
 
     /// The header, validated.
     fn head(&self, tx: &Tx<'_>) -> Result<Head> {
         if self.header.is_null() {
-            return Err(Error::InvalidPointer("null vector handle".into()));
+            return Err(Error::invalid_pointer("null vector handle"));
         }
         let [tag, len, cap, buf] = *tx.read(self.header)?;
         if tag != VEC_TAG << 48 | Self::ELEM as u64 {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "{:#x} is not a vector of {}-byte elements (first word {tag:#x})",
                 self.header.offset(),
                 Self::ELEM
@@ -224,7 +224,7 @@ impl<T: Pod> PVec<T> {
         }
         let bytes = tx.write_bytes(PPtr::from_offset(h.buf), n * Self::ELEM)?;
         bytemuck::try_cast_slice_mut(bytes).map_err(|e| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "vector at {:#x}: buffer: {e:?}",
                 self.header.offset()
             ))
@@ -278,7 +278,7 @@ impl<T: Pod> PVec<T> {
         let tx = tx.tx_mut();
         let h = self.head(tx)?;
         if i >= h.len {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::invalid_argument(format!(
                 "index {i} past the end of a vector of {} elements",
                 h.len
             )));
@@ -299,7 +299,7 @@ impl<T: Pod> PVec<T> {
         let need = h
             .len
             .checked_add(additional)
-            .ok_or_else(|| Error::InvalidArgument("vector length overflows".into()))?;
+            .ok_or_else(|| Error::invalid_argument("vector length overflows"))?;
         if need <= h.cap {
             return Ok(h);
         }

@@ -48,7 +48,7 @@ impl Walk {
 
 #[cold]
 fn cycle(what: &str, at: u64) -> Error {
-    Error::Corrupt(format!(
+    Error::corrupt(format!(
         "{what}: the links through the node at {at:#x} form a cycle"
     ))
 }

@@ -61,7 +61,7 @@ pub(crate) const MAX_WORDS: usize = 2048;
 pub(crate) const MAX_ALIGN: usize = 8;
 
 fn bad_shape(s: Shape) -> Error {
-    Error::InvalidArgument(format!(
+    Error::invalid_argument(format!(
         "a container node of {} words exceeds the {MAX_WORDS}-word (16 KiB) limit",
         s.len
     ))
@@ -71,7 +71,7 @@ fn bad_shape(s: Shape) -> Error {
 /// types refuse such types at compile time, so only a view asked for by other code
 /// reaches it; it is a misuse, not damage.
 fn over_aligned<T>() -> Error {
-    Error::InvalidArgument(format!(
+    Error::invalid_argument(format!(
         "{} has alignment {}; container keys and values are stored at most {MAX_ALIGN}-byte aligned",
         std::any::type_name::<T>(),
         std::mem::align_of::<T>()
@@ -147,7 +147,7 @@ pub(crate) const fn words_for<T>(n: usize) -> usize {
 }
 
 pub(crate) fn corrupt(what: &str) -> Error {
-    Error::Corrupt(format!("container node: {what}"))
+    Error::corrupt(format!("container node: {what}"))
 }
 
 /// `n` values of `T` stored from word `at` on.

@@ -163,7 +163,7 @@ impl Reexecute for NoOperations {
         false
     }
     fn run(&self, _thread: LentThread<'_>, id: u32, _args: &[u8]) -> Result<()> {
-        Err(crate::Error::InvalidArgument(format!(
+        Err(crate::Error::invalid_argument(format!(
             "no operation registered as {id}"
         )))
     }
@@ -250,7 +250,7 @@ pub(crate) trait EngineDef: 'static {
     }
     /// Create or open a pool file of the engine's own format (`Storage::OwnFile`).
     fn open_file(_path: &std::path::Path, _ctx: &OpenCtx, _create: bool) -> Result<Self::Engine> {
-        Err(crate::Error::InvalidConfig(format!(
+        Err(crate::Error::invalid_config(format!(
             "the {} engine keeps its pool in the common format",
             Self::NAME
         )))

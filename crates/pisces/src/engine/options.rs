@@ -70,7 +70,7 @@ impl EngineOptions {
     pub(crate) fn only(&self, engine: &str, known: &[&str]) -> Result<()> {
         for (k, _) in &self.entries {
             if !known.contains(&k.as_str()) {
-                return Err(Error::InvalidConfig(format!(
+                return Err(Error::invalid_config(format!(
                     "the {engine} engine has no option `{k}` (it has: {})",
                     if known.is_empty() {
                         "none".to_string()
@@ -136,7 +136,7 @@ fn one_of(names: &[String]) -> String {
 
 /// The error for `key=got` of `engine`'s options: what the key takes instead.
 pub(crate) fn bad_value(engine: &str, key: &str, expected: &str, got: &str) -> Error {
-    Error::InvalidConfig(format!(
+    Error::invalid_config(format!(
         "{engine} option `{key}`: expected {expected}, got `{got}`"
     ))
 }
@@ -162,10 +162,10 @@ impl FromStr for EngineOptions {
         let mut o = EngineOptions::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
-                Error::InvalidConfig(format!("engine option `{part}` is not key=value"))
+                Error::invalid_config(format!("engine option `{part}` is not key=value"))
             })?;
             if k.trim().is_empty() {
-                return Err(Error::InvalidConfig(format!(
+                return Err(Error::invalid_config(format!(
                     "engine option `{part}` has no key"
                 )));
             }

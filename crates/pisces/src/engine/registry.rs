@@ -416,7 +416,7 @@ impl std::str::FromStr for EngineId {
                 .filter(|e| e.available())
                 .map(|e| e.name())
                 .collect();
-            crate::Error::InvalidConfig(format!(
+            crate::Error::invalid_config(format!(
                 "unknown engine `{s}` (engines: {})",
                 names.join(", ")
             ))

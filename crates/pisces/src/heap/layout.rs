@@ -122,7 +122,7 @@ impl Layout {
         regions: Regions,
     ) -> Result<Layout> {
         if max_size < pool_size {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "maximum size {max_size} is below the pool size {pool_size}"
             )));
         }
@@ -131,35 +131,35 @@ impl Layout {
             engine_area_bytes,
         } = regions;
         if logs_per_thread > MAX_LOGS_PER_THREAD {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "an engine may ask for at most {MAX_LOGS_PER_THREAD} log regions per thread, not {logs_per_thread}"
             )));
         }
         if engine_area_bytes > MAX_ENGINE_AREA {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "an engine area of {engine_area_bytes} bytes is larger than {MAX_ENGINE_AREA}"
             )));
         }
         let engine_area_size = align_up(engine_area_bytes.max(ENGINE_AREA_SIZE), PAGE);
         let logs_offset = ENGINE_AREA_OFFSET + engine_area_size;
         if max_threads == 0 || max_threads > MAX_THREADS {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "max_threads must be 1..={MAX_THREADS}, got {max_threads}"
             )));
         }
         if log_bytes_per_thread < MIN_LOG_BYTES || !log_bytes_per_thread.is_multiple_of(PAGE) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "log_bytes_per_thread must be a multiple of {PAGE} and at least {MIN_LOG_BYTES}, got {log_bytes_per_thread}"
             )));
         }
         let size = usize::try_from(max_size).map_err(|_| {
-            Error::InvalidConfig(format!("pool size {max_size} does not fit in memory"))
+            Error::invalid_config(format!("pool size {max_size} does not fit in memory"))
         })?;
         let logs_end = max_threads
             .checked_mul(log_bytes_per_thread)
             .and_then(|l| l.checked_mul(logs_per_thread))
             .and_then(|l| l.checked_add(logs_offset))
-            .ok_or_else(|| Error::InvalidConfig("log areas overflow".into()))?;
+            .ok_or_else(|| Error::invalid_config("log areas overflow"))?;
         let slab_table_offset = align_up(logs_end, PAGE);
         // Each slab costs SLAB_SIZE bytes plus 4 bytes of table; solve for the count.
         let avail = size.saturating_sub(slab_table_offset);
@@ -172,7 +172,7 @@ impl Layout {
             slab_count -= 1;
         }
         if slab_count < 2 {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "pool size {pool_size} leaves no room for a heap after {max_threads} logs of {log_bytes_per_thread} bytes"
             )));
         }
@@ -180,7 +180,7 @@ impl Layout {
         let present = (pool_size.saturating_sub(heap_offset as u64) / SLAB_SIZE as u64)
             .min(slab_count as u64);
         if present < 2 {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "pool size {pool_size} leaves no room for a heap after {max_threads} logs of {log_bytes_per_thread} bytes and a slab table for a maximum size of {max_size} bytes"
             )));
         }

@@ -143,7 +143,7 @@ impl Heap {
         // Through the superblock's encoding, so an open recomputes exactly this layout.
         let regions = superblock::encode_regions(params.regions);
         if (medium.max_len() as u64) < max_size {
-            return Err(Error::MediumUnsupported(format!(
+            return Err(Error::medium_unsupported(format!(
                 "the {} medium reserves {} bytes, less than the maximum pool size {}",
                 medium.kind().name(),
                 medium.max_len(),
@@ -224,20 +224,20 @@ impl Heap {
             file_len == sb.pool_size
         };
         if !fits {
-            return Err(Error::SizeMismatch {
+            return Err(Error::SizeMismatch(Box::new(crate::error::SizeMismatch {
                 expected: sb.pool_size,
                 actual: file_len,
-            });
+            })));
         }
         let layout = sb.layout()?;
         if sb.root_slot_offset != ROOT_SLOT_OFFSET as u64 {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "root slot offset {:#x} is not where this format keeps it ({ROOT_SLOT_OFFSET:#x})",
                 sb.root_slot_offset
             )));
         }
         if sb.run_generation == 0 {
-            return Err(Error::Corrupt("run generation is zero".into()));
+            return Err(Error::corrupt("run generation is zero"));
         }
         // The bump of the run generation is written by `commit_generation`, after the
         // engine's recovery has validated the logs: a pool refused for any reason is

@@ -149,7 +149,7 @@ impl Superblock {
     /// The layout this superblock describes.
     pub fn layout(&self) -> Result<Layout> {
         if self.max_size < self.pool_size {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "superblock: maximum size {} is below the pool size {}",
                 self.max_size, self.pool_size
             )));
@@ -161,7 +161,7 @@ impl Superblock {
             self.log_bytes_per_thread as usize,
             decode_regions(self.regions),
         )
-        .map_err(|e| Error::Corrupt(format!("superblock geometry is invalid: {e}")))
+        .map_err(|e| Error::corrupt(format!("superblock geometry is invalid: {e}")))
     }
 }
 
@@ -199,7 +199,7 @@ fn read_copy(image: &[u8], idx: usize) -> CopyState {
         });
     }
     if sb.checksum != sb.compute_checksum() {
-        return CopyState::Invalid(Error::Corrupt(format!(
+        return CopyState::Invalid(Error::corrupt(format!(
             "superblock copy {} checksum mismatch",
             ["A", "B"][idx]
         )));
@@ -213,7 +213,7 @@ fn read_copy(image: &[u8], idx: usize) -> CopyState {
 /// a copy are checked here; callers check geometry against the file.
 pub fn read_current(image: &[u8]) -> Result<(Superblock, usize)> {
     if image.len() < 2 * SUPERBLOCK_SIZE {
-        return Err(Error::Corrupt("image smaller than two superblocks".into()));
+        return Err(Error::corrupt("image smaller than two superblocks"));
     }
     match (read_copy(image, 0), read_copy(image, 1)) {
         (CopyState::Valid(a), CopyState::Valid(b)) => {
@@ -294,7 +294,7 @@ pub(crate) fn open_pool_file_in(path: &Path, req: MediumRequest) -> Result<Opene
             return Ok(0);
         };
         usize::try_from(sb.max_size).map_err(|_| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "{}: the superblock's maximum size {} does not fit in this machine's address space",
                 path.display(),
                 sb.max_size

@@ -276,11 +276,11 @@ pub(crate) fn resolve(
         (MediumKind::File, None | Some(PersistenceDomain::PageCache)) => {
             Ok((PersistenceDomain::PageCache, None))
         }
-        (MediumKind::File, Some(d)) => Err(Error::InvalidConfig(format!(
+        (MediumKind::File, Some(d)) => Err(Error::invalid_config(format!(
             "the file medium is durable through msync (domain page-cache), not {d}; \
              use the dax or the dram medium"
         ))),
-        (_, Some(PersistenceDomain::PageCache)) => Err(Error::InvalidConfig(format!(
+        (_, Some(PersistenceDomain::PageCache)) => Err(Error::invalid_config(format!(
             "the page-cache domain is the file medium's; the {} medium is adr or eadr",
             kind.name()
         ))),
@@ -302,7 +302,7 @@ pub(crate) fn resolve(
                             )),
                         ))
                     } else {
-                        Err(Error::InvalidConfig(format!(
+                        Err(Error::invalid_config(format!(
                             "eadr asked for, but the platform does not report it ({why}); \
                              Config::trust_persistence_domain (pisces: --trust-domain) forces it"
                         )))

@@ -148,7 +148,7 @@ pub(crate) fn choose(
                     )),
                 ))
             } else {
-                Err(crate::Error::InvalidConfig(format!(
+                Err(crate::Error::invalid_config(format!(
                     "the dram medium on {} would lose committed transactions at power loss \
                      (its fence does not msync); leave the medium unset to get the file medium, \
                      or set Config::allow_volatile_medium (pisces: --allow-volatile) to accept that",

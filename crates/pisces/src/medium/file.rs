@@ -58,7 +58,7 @@ impl DaxMedium {
                 // EOPNOTSUPP: the file system does not support MAP_SYNC; EINVAL: a
                 // kernel too old to know MAP_SHARED_VALIDATE.
                 Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {
-                    Error::MediumUnsupported(not_dax_message(&e))
+                    Error::medium_unsupported(not_dax_message(&e))
                 }
                 _ => Error::io("mapping pool file with MAP_SYNC", e),
             }

@@ -184,7 +184,7 @@ pub unsafe trait Medium: Send + Sync {
         if new_len <= self.len() {
             return Ok(());
         }
-        Err(crate::Error::MediumUnsupported(format!(
+        Err(crate::Error::medium_unsupported(format!(
             "the {} medium cannot grow a pool",
             self.kind().name()
         )))

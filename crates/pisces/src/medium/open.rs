@@ -136,34 +136,34 @@ pub(crate) fn create_pool_file(
         check_kind(kind)?;
     }
     if max_size < size || max_size & (PAGE as u64 - 1) != 0 {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "maximum pool size {max_size} must be a multiple of {PAGE} bytes and at least the size {size}"
         )));
     }
     let Ok(max_len) = usize::try_from(max_size) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "maximum pool size {max_size} does not fit in this machine's address space"
         )));
     };
     if size < MIN_POOL_FILE_SIZE {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is below the minimum of {MIN_POOL_FILE_SIZE} bytes"
         )));
     }
     if size & (PAGE as u64 - 1) != 0 {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is not a multiple of {PAGE} bytes"
         )));
     }
     if usize::try_from(size).is_err() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} does not fit in this machine's address space"
         )));
     }
     // `symlink_metadata` so that a dangling symlink also counts as "exists" (create_new
     // would refuse it anyway, with the same error).
     if path.symlink_metadata().is_ok() {
-        return Err(Error::AlreadyExists(path.to_path_buf()));
+        return Err(Error::AlreadyExists(path.to_path_buf().into()));
     }
     let file = match OpenOptions::new()
         .read(true)
@@ -173,9 +173,9 @@ pub(crate) fn create_pool_file(
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::AlreadyExists(path.to_path_buf()))
+            return Err(Error::AlreadyExists(path.to_path_buf().into()))
         }
-        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf().into())),
         Err(e) => {
             return Err(Error::io(
                 format!("creating pool file {}", path.display()),
@@ -230,8 +230,8 @@ pub(crate) fn open_file_reserving(
 
 fn check_kind(kind: MediumKind) -> Result<()> {
     if kind == MediumKind::Custom {
-        return Err(Error::InvalidConfig(
-            "a custom medium is not backed by a pool file: give it to Pool::create_on / Pool::open_on".into(),
+        return Err(Error::invalid_config(
+            "a custom medium is not backed by a pool file: give it to Pool::create_on / Pool::open_on",
         ));
     }
     Ok(())
@@ -243,15 +243,15 @@ pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) => return Err(Error::io(format!("inspecting {}", path.display()), e)),
     };
     if meta.is_dir() {
-        return Err(Error::IsDirectory(path.to_path_buf()));
+        return Err(Error::IsDirectory(path.to_path_buf().into()));
     }
     if !meta.is_file() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is not a regular file",
             path.display()
         )));
@@ -265,17 +265,17 @@ fn open_locked(path: &Path) -> Result<File> {
     let meta = pool_file_metadata(path)?;
     // Root can open a 0444 file for writing; a pool nobody may write is still refused.
     if meta.permissions().mode() & 0o222 == 0 {
-        return Err(Error::ReadOnly(path.to_path_buf()));
+        return Err(Error::ReadOnly(path.to_path_buf().into()));
     }
     let file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(path.to_path_buf()))
+            return Err(Error::NotFound(path.to_path_buf().into()))
         }
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-            return Err(Error::IsDirectory(path.to_path_buf()))
+            return Err(Error::IsDirectory(path.to_path_buf().into()))
         }
-        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf())),
+        Err(e) if is_read_only_errno(&e) => return Err(Error::ReadOnly(path.to_path_buf().into())),
         Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
     };
     // Check the descriptor we hold, not the path (which may have been replaced meanwhile).
@@ -283,20 +283,20 @@ fn open_locked(path: &Path) -> Result<File> {
         .metadata()
         .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?;
     if !meta.is_file() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is not a regular file",
             path.display()
         )));
     }
     if meta.len() < MIN_POOL_FILE_SIZE {
-        return Err(Error::TooSmall {
+        return Err(Error::TooSmall(Box::new(crate::error::TooSmall {
             path: path.to_path_buf(),
             len: meta.len(),
             min: MIN_POOL_FILE_SIZE,
-        });
+        })));
     }
     if usize::try_from(meta.len()).is_err() {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "{} is {} bytes, more than this machine can map",
             path.display(),
             meta.len()
@@ -310,11 +310,11 @@ fn open_locked(path: &Path) -> Result<File> {
         .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?
         .size();
     if len < MIN_POOL_FILE_SIZE {
-        return Err(Error::TooSmall {
+        return Err(Error::TooSmall(Box::new(crate::error::TooSmall {
             path: path.to_path_buf(),
             len,
             min: MIN_POOL_FILE_SIZE,
-        });
+        })));
     }
     Ok(file)
 }
@@ -358,9 +358,9 @@ pub(crate) fn lock_conflict(file: &File, path: &Path) -> Error {
         .ok()
         .and_then(|m| held_by_pid(m.dev(), m.ino(), std::process::id()));
     if held_here == Some(true) {
-        Error::AlreadyOpen(path.to_path_buf())
+        Error::AlreadyOpen(path.to_path_buf().into())
     } else {
-        Error::Locked(path.to_path_buf())
+        Error::Locked(path.to_path_buf().into())
     }
 }
 
@@ -397,7 +397,7 @@ fn held_by_pid(dev: u64, ino: u64, pid: u32) -> Option<bool> {
 /// with `SIGBUS` on a store into the mapping later.
 fn reserve(file: &File, size: u64, path: &Path) -> Result<()> {
     let Ok(len) = libc::off_t::try_from(size) else {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Error::invalid_config(format!(
             "pool size {size} is too large"
         )));
     };
@@ -467,7 +467,7 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
     let (domain, domain_warning) = resolve(kind, detected.as_ref(), req.domain).map_err(|e| {
         match (e, req.kind) {
             // The medium was chosen here, not by the caller: say why.
-            (Error::InvalidConfig(m), None) => Error::InvalidConfig(format!(
+            (Error::InvalidConfig(m), None) => Error::invalid_config(format!(
                 "{m} ({} is on {}, which gets the {} medium when none is named)",
                 path.display(),
                 fs.name(),
@@ -488,7 +488,7 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
             DaxMedium::from_file(file, max_len)
                 .map_err(|e| match e {
                     Error::MediumUnsupported(m) => {
-                        Error::MediumUnsupported(format!("{}: {m}", path.display()))
+                        Error::medium_unsupported(format!("{}: {m}", path.display()))
                     }
                     other => other,
                 })?
@@ -496,8 +496,8 @@ fn map_kind(file: File, req: MediumRequest, path: &Path, max_len: usize) -> Resu
         ),
         MediumKind::File => Arc::new(FileMedium::from_file(file, max_len)?),
         MediumKind::Custom => {
-            return Err(Error::InvalidConfig(
-                "a custom medium is not backed by a pool file".into(),
+            return Err(Error::invalid_config(
+                "a custom medium is not backed by a pool file",
             ))
         }
     };
@@ -547,7 +547,7 @@ mod tests {
         std::fs::write(&p, b"precious").unwrap();
         assert!(matches!(
             create_file(&p, SIZE, dram()),
-            Err(Error::AlreadyExists(q)) if q == p
+            Err(Error::AlreadyExists(q)) if *q == p
         ));
         assert_eq!(file_bytes(&p), b"precious");
 
@@ -575,19 +575,24 @@ mod tests {
     fn open_reports_each_os_level_failure_distinctly() {
         let d = tmpdir();
         let missing = d.path().join("missing");
-        assert!(matches!(open_file(&missing, dram()), Err(Error::NotFound(p)) if p == missing));
+        assert!(matches!(open_file(&missing, dram()), Err(Error::NotFound(p)) if *p == missing));
         assert!(!missing.exists());
 
         assert!(matches!(
             open_file(d.path(), dram()),
-            Err(Error::IsDirectory(p)) if p == d.path()
+            Err(Error::IsDirectory(p)) if *p == d.path()
         ));
 
         let small = d.path().join("small");
         std::fs::write(&small, vec![7u8; 4096]).unwrap();
         match open_file(&small, dram()) {
-            Err(Error::TooSmall { path, len, min }) => {
-                assert_eq!((path, len, min), (small.clone(), 4096, MIN_POOL_FILE_SIZE));
+            Err(Error::TooSmall(t)) => {
+                let want = crate::error::TooSmall {
+                    path: small.clone(),
+                    len: 4096,
+                    min: MIN_POOL_FILE_SIZE,
+                };
+                assert_eq!(*t, want);
             }
             other => panic!("expected TooSmall, got {:?}", other.err()),
         }
@@ -597,7 +602,7 @@ mod tests {
         drop(create_file(&ro, SIZE, dram()).unwrap());
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o444)).unwrap();
         // We run as root: the open(2) itself would succeed; the bits decide.
-        assert!(matches!(open_file(&ro, dram()), Err(Error::ReadOnly(p)) if p == ro));
+        assert!(matches!(open_file(&ro, dram()), Err(Error::ReadOnly(p)) if *p == ro));
         assert!(matches!(
             open_file(&ro, MediumKind::File),
             Err(Error::ReadOnly(_))
@@ -623,7 +628,7 @@ mod tests {
         let first = create_file(&p, SIZE, dram()).unwrap();
         for k in kinds {
             // Same process, second open file description: refused.
-            assert!(matches!(open_file(&p, k), Err(Error::AlreadyOpen(q)) if q == p));
+            assert!(matches!(open_file(&p, k), Err(Error::AlreadyOpen(q)) if *q == p));
         }
         drop(first);
         for k in kinds {
@@ -724,7 +729,7 @@ mod tests {
         drop(f);
         let before = file_bytes(&p);
         for k in [dram(), MediumKind::File, MediumKind::Dax] {
-            assert!(matches!(open_file(&p, k), Err(Error::TooSmall { .. })));
+            assert!(matches!(open_file(&p, k), Err(Error::TooSmall(_))));
         }
         assert_eq!(file_bytes(&p), before);
     }

@@ -349,9 +349,9 @@ pub(crate) fn map_len(file: &File) -> Result<usize> {
         .map_err(|e| Error::io("inspecting pool file", e))?
         .len();
     match usize::try_from(len) {
-        Ok(0) => Err(Error::InvalidConfig("cannot map an empty pool file".into())),
+        Ok(0) => Err(Error::invalid_config("cannot map an empty pool file")),
         Ok(n) => Ok(n),
-        Err(_) => Err(Error::InvalidConfig(format!(
+        Err(_) => Err(Error::invalid_config(format!(
             "pool file of {len} bytes is larger than the address space"
         ))),
     }

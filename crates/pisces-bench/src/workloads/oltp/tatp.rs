@@ -212,7 +212,7 @@ fn s_id_of(nbr: &[u8; 16]) -> u64 {
 }
 
 fn missing(key: u64) -> Error {
-    Error::Corrupt(format!("tatp: subscriber {key} is missing"))
+    Error::Corrupt(format!("tatp: subscriber {key} is missing").into())
 }
 
 fn row_bytes<R>() -> u64 {
@@ -313,7 +313,7 @@ impl TatpBench {
     ) -> pisces::Result<TatpBench> {
         if !(1..=1 << 40).contains(&sizes.tatp_subscribers) {
             return Err(Error::InvalidConfig(
-                "tatp: 1 to 2^40 subscribers".to_string(),
+                "tatp: 1 to 2^40 subscribers".to_string().into(),
             ));
         }
         let t = pool.run(|tx| {
@@ -338,7 +338,9 @@ impl TatpBench {
                 .collect();
             jobs.into_iter().try_for_each(|j| {
                 j.join().unwrap_or_else(|_| {
-                    Err(Error::Corrupt("tatp: a preload thread panicked".into()))
+                    Err(Error::Corrupt(
+                        "tatp: a preload thread panicked".to_string().into(),
+                    ))
                 })
             })
         })?;

@@ -300,7 +300,7 @@ fn last_name(n: u32) -> [u8; 16] {
 }
 
 fn missing(what: &str, key: u64) -> Error {
-    Error::Corrupt(format!("tpcc: {what} row {key:#x} is missing"))
+    Error::Corrupt(format!("tpcc: {what} row {key:#x} is missing").into())
 }
 
 /// Bytes the program changes in a committed new-order with `ol_cnt` lines.
@@ -370,7 +370,7 @@ impl TpccBench {
         warehouses: usize,
         seed: u64,
     ) -> pisces::Result<TpccBench> {
-        let bad = |what: &str| Error::InvalidConfig(format!("tpcc: {what}"));
+        let bad = |what: &str| Error::InvalidConfig(format!("tpcc: {what}").into());
         if !(1..=255).contains(&warehouses) {
             return Err(bad("1 to 255 warehouses (worker threads)"));
         }
@@ -438,7 +438,9 @@ impl TpccBench {
                 .collect();
             loaders.into_iter().try_for_each(|l| {
                 l.join().unwrap_or_else(|_| {
-                    Err(Error::Corrupt("tpcc: a preload thread panicked".into()))
+                    Err(Error::Corrupt(
+                        "tpcc: a preload thread panicked".to_string().into(),
+                    ))
                 })
             })
         })?;
@@ -766,12 +768,15 @@ impl TpccBench {
         match h.run_op(NEW_ORDER_OP, &inp) {
             Ok(()) => Ok(Some(CHANGED.with(std::cell::Cell::get))),
             Err(Error::UserAbort(_)) => Ok(None),
-            Err(Error::OutOfSpace { requested }) => Err(Error::InvalidConfig(format!(
-                "tpcc: the pool is full (an allocation of {requested} bytes failed): the \
-                 order tables outgrew the room reserved for {} new-orders per second and \
-                 thread; use fewer --seconds",
-                MAX_RATE
-            ))),
+            Err(Error::OutOfSpace { requested }) => Err(Error::InvalidConfig(
+                format!(
+                    "tpcc: the pool is full (an allocation of {requested} bytes failed): the \
+                     order tables outgrew the room reserved for {} new-orders per second and \
+                     thread; use fewer --seconds",
+                    MAX_RATE
+                )
+                .into(),
+            )),
             Err(e) => Err(e),
         }
     }

@@ -497,7 +497,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     fn create_with(tx: &mut Tx<'_>, buckets: usize, growable: bool) -> Result<Self> {
         let _ = Self::NODE;
         if buckets == 0 || buckets > MAX_BUCKETS {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Error::invalid_config(format!(
                 "a hash map needs 1 ..= {MAX_BUCKETS} buckets, not {buckets}"
             )));
         }
@@ -569,7 +569,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     #[inline(always)]
     fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
         if self.header.is_null() {
-            return Err(Error::InvalidPointer("null hash map handle".into()));
+            return Err(Error::invalid_pointer("null hash map handle"));
         }
         let h = tx.read(self.header)?;
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
@@ -600,7 +600,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     #[inline(never)]
     fn unknown_layout(&self, h: &Header) -> Error {
         if h[H_GROW] == GROUPED {
-            return Error::Corrupt(format!(
+            return Error::corrupt(format!(
                 "hash map at {:#x}: the grouped layout with {}-byte keys and {}-byte values (it holds entries of at most {} words)",
                 self.header.offset(),
                 size_of::<K>(),
@@ -608,7 +608,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 MAX_SLOT_WORDS
             ));
         }
-        Error::Corrupt(format!(
+        Error::corrupt(format!(
             "hash map at {:#x}: unknown layout version {:#x} (written by a newer Pisces, or damaged)",
             self.header.offset(),
             h[H_GROW]
@@ -620,15 +620,18 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     #[inline(never)]
     fn bad_header(&self, h: &Header) -> Error {
         if h[H_MAGIC] == MAGIC && h[H_SIG] == Self::SIG {
-            return Error::Corrupt(format!(
+            return Error::corrupt(format!(
                 "hash map at {:#x}: bad geometry",
                 self.header.offset()
             ));
         }
         if h[H_MAGIC] != MAGIC {
-            return Error::InvalidPointer(format!("{:#x} is not a hash map", self.header.offset()));
+            return Error::invalid_pointer(format!(
+                "{:#x} is not a hash map",
+                self.header.offset()
+            ));
         }
-        Error::InvalidPointer(format!(
+        Error::invalid_pointer(format!(
             "hash map at {:#x} was created for other key/value types ({} and {} bytes, not {} and {})",
             self.header.offset(),
             h[H_SIG] & 0xffff_ffff,
@@ -750,7 +753,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
 
     #[cold]
     fn corrupt(&self, m: String) -> Error {
-        Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()))
+        Error::corrupt(format!("hash map at {:#x}: {m}", self.offset()))
     }
 
     /// Linear hashing's step: split bucket `s = n - m` into `s` and the new bucket `n`
@@ -1085,7 +1088,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         }
         let buckets = h[H_BUCKETS];
         let growable = h[H_GROW] == GROWABLE;
-        let bad = |m: String| Error::Corrupt(format!("hash map at {:#x}: {m}", self.offset()));
+        let bad = |m: String| Error::corrupt(format!("hash map at {:#x}: {m}", self.offset()));
         let mut st = MapStats {
             buckets: buckets as usize,
             ..MapStats::default()

@@ -73,8 +73,8 @@ impl BareThread {
 
     fn running(&self) -> Result<()> {
         match self.state {
-            State::Idle => Err(Error::InvalidArgument(
-                "no transaction is running on this thread".into(),
+            State::Idle => Err(Error::invalid_argument(
+                "no transaction is running on this thread",
             )),
             State::Shut => Err(Error::Conflict),
             State::Reading | State::Writing | State::Fallback => Ok(()),
@@ -200,7 +200,7 @@ impl EngineThread for BareThread {
         let allocs = &self.allocs;
         let b = locate_block_to_free(&self.sh.alloc, off, root, |b| allocs.contains(&b))?;
         if self.frees.contains(&b) {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object {off:#x} freed twice"
             )));
         }

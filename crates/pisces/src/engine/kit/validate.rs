@@ -44,7 +44,7 @@ pub(crate) fn running(active: bool) -> Result<()> {
 
 #[cold]
 fn no_transaction() -> Error {
-    Error::InvalidPointer("no transaction is running on this thread".into())
+    Error::invalid_pointer("no transaction is running on this thread")
 }
 
 /// Validate a user's object offset for an access of `len` bytes: returns the offset of
@@ -70,7 +70,7 @@ pub(crate) fn locate_object(
 ) -> Result<(u64, usize)> {
     if let Some((b, allocated)) = alloc.block_state(off) {
         if len > b.payload_len() {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object at {off:#x} has {} bytes, not {len}",
                 b.payload_len()
             )));
@@ -84,7 +84,7 @@ pub(crate) fn locate_object(
         if len <= 16 {
             return Ok((ROOT_SLOT_OFFSET as u64, 16));
         }
-        return Err(Error::InvalidPointer(format!(
+        return Err(Error::invalid_pointer(format!(
             "the root slot has 16 bytes, not {len}"
         )));
     }
@@ -100,7 +100,7 @@ fn still_usable(alloc: &Allocator, b: Block, pending: impl FnOnce(Block) -> bool
 
 #[cold]
 fn not_allocated(off: u64) -> Error {
-    Error::InvalidPointer(format!(
+    Error::invalid_pointer(format!(
         "{off:#x} is not an allocated object (never allocated, or already freed)"
     ))
 }
@@ -108,11 +108,11 @@ fn not_allocated(off: u64) -> Error {
 #[cold]
 fn not_an_object(off: u64) -> Error {
     if off == ROOT_SLOT_PAYLOAD || off.wrapping_sub(ROOT_SLOT_PAYLOAD) < 16 {
-        return Error::InvalidPointer(format!(
+        return Error::invalid_pointer(format!(
             "{off:#x} is inside the root slot, which only Pool::root may use"
         ));
     }
-    Error::InvalidPointer(format!("{off:#x} is not an object of this pool"))
+    Error::invalid_pointer(format!("{off:#x} is not an object of this pool"))
 }
 
 /// Re-check, after the engine locked the object, that block `b` is still allocated (or
@@ -142,15 +142,13 @@ pub(crate) fn locate_block_to_free(
     pending: impl FnOnce(Block) -> bool,
 ) -> Result<Block> {
     if off == root_slot_token() {
-        return Err(Error::InvalidPointer(
-            "the root slot cannot be freed".into(),
-        ));
+        return Err(Error::invalid_pointer("the root slot cannot be freed"));
     }
     let Some((b, allocated)) = alloc.block_state(off) else {
         return Err(not_an_object(off));
     };
     if off == root_object {
-        return Err(Error::InvalidPointer(format!(
+        return Err(Error::invalid_pointer(format!(
             "{off:#x} is the root object, which cannot be freed (Pool::root hands it out)"
         )));
     }
@@ -182,7 +180,7 @@ pub(crate) fn check_logged_write(heap: &Heap, off: u64, len: usize) -> Result<()
     if (in_heap || in_root) && off.is_multiple_of(8) {
         Ok(())
     } else {
-        Err(Error::Corrupt(format!(
+        Err(Error::corrupt(format!(
             "log entry writes {len} bytes at {off:#x}, outside the heap"
         )))
     }

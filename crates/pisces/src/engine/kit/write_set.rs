@@ -36,7 +36,7 @@ impl WriteKind {
         match self {
             WriteKind::Written => Ok(WriteKind::Freed(block)),
             WriteKind::Fresh(f) => Ok(WriteKind::FreshFreed(f)),
-            WriteKind::Freed(_) | WriteKind::FreshFreed(_) => Err(Error::InvalidPointer(format!(
+            WriteKind::Freed(_) | WriteKind::FreshFreed(_) => Err(Error::invalid_pointer(format!(
                 "object {off:#x} freed twice"
             ))),
         }

@@ -189,10 +189,12 @@ impl MvccThread {
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
         let needed = HEADER_LEN + entries;
         if needed > self.log.max_record() {
-            return Err(Error::TooLargeForLog {
-                needed,
-                capacity: self.log.max_record(),
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed,
+                    capacity: self.log.max_record(),
+                },
+            )));
         }
         let mut round = 0;
         while !self.log.fits(entries) {

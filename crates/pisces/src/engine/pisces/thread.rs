@@ -394,7 +394,7 @@ impl PiscesThread {
                 return Err(Error::Conflict);
             };
             let copy = attempt.alloc_copy(plen).ok_or_else(|| {
-                Error::InvalidConfig("copy memory is above the 48-bit address range".into())
+                Error::invalid_config("copy memory is above the 48-bit address range")
             })?;
             // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
             unsafe {
@@ -557,10 +557,12 @@ impl PiscesThread {
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
         let needed = crate::engine::kit::log::redo_log::HEADER_LEN + entries;
         if needed > self.log.max_record() {
-            return Err(Error::TooLargeForLog {
-                needed,
-                capacity: self.log.max_record(),
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed,
+                    capacity: self.log.max_record(),
+                },
+            )));
         }
         let mut round = 0u32;
         while !self.log.fits(entries) {

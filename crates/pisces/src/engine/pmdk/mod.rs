@@ -101,9 +101,8 @@ impl EngineDef for Pmdk {
     type Engine = PmdkEngine;
     type Thread = PmdkThread;
     fn open(_heap: Arc<Heap>, _opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PmdkEngine> {
-        Err(Error::InvalidConfig(
-            "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path"
-                .into(),
+        Err(Error::invalid_config(
+            "the pmdk engine keeps its own pool file: use Pool::create / Pool::open with a path",
         ))
     }
     fn open_file(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
@@ -115,10 +114,9 @@ impl EngineDef for Pmdk {
         #[cfg(not(pmdk))]
         {
             let _ = (path, create);
-            Err(Error::InvalidConfig(
+            Err(Error::invalid_config(
                 "this build has no pmdk engine: it needs the `pmdk` feature of the pisces \
-                 crate and libpmemobj at build time (Debian package libpmemobj-dev)"
-                    .into(),
+                 crate and libpmemobj at build time (Debian package libpmemobj-dev)",
             ))
         }
     }

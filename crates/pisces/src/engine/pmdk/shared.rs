@@ -48,16 +48,15 @@ fn settle_flush_mode(kind: MediumKind) -> Result<()> {
             bandwidth_bytes_per_sec: 0,
         } => true,
         MediumKind::Dram { .. } => {
-            return Err(Error::InvalidConfig(
+            return Err(Error::invalid_config(
                 "the pmdk engine cannot emulate NVM latency or bandwidth (libpmemobj \
-                 flushes by itself); use the DRAM medium with 0 latency and no cap"
-                    .into(),
+                 flushes by itself); use the DRAM medium with 0 latency and no cap",
             ))
         }
         MediumKind::Dax | MediumKind::File => false,
         MediumKind::Custom => {
-            return Err(Error::InvalidConfig(
-                "the pmdk engine cannot run on the crash simulator".into(),
+            return Err(Error::invalid_config(
+                "the pmdk engine cannot run on the crash simulator",
             ))
         }
     };
@@ -74,7 +73,7 @@ fn settle_flush_mode(kind: MediumKind) -> Result<()> {
     if got == want {
         Ok(())
     } else {
-        Err(Error::InvalidConfig(format!(
+        Err(Error::invalid_config(format!(
             "libpmemobj already runs {} in this process; a pmdk pool on the {} medium kind \
              needs the other mode (open it in another process)",
             if got {
@@ -149,21 +148,19 @@ impl PmdkEngine {
     pub(super) fn start(path: &Path, ctx: &OpenCtx, create: bool) -> Result<PmdkEngine> {
         settle_flush_mode(ctx.medium)?;
         if ctx.max_threads == 0 {
-            return Err(Error::InvalidConfig(
-                "max_threads must be at least 1".into(),
-            ));
+            return Err(Error::invalid_config("max_threads must be at least 1"));
         }
         let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::InvalidConfig(format!("path {path:?} contains a NUL byte")))?;
+            .map_err(|_| Error::invalid_config(format!("path {path:?} contains a NUL byte")))?;
         let pop = if create {
             if ctx.size < MIN_POOL {
-                return Err(Error::InvalidConfig(format!(
+                return Err(Error::invalid_config(format!(
                     "a pmdk pool needs at least {MIN_POOL} bytes, not {}",
                     ctx.size
                 )));
             }
             if path.exists() {
-                return Err(Error::AlreadyExists(path.to_path_buf()));
+                return Err(Error::AlreadyExists(path.to_path_buf().into()));
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj creates and maps the file.
             let pop = unsafe {
@@ -175,7 +172,7 @@ impl PmdkEngine {
             pop
         } else {
             if !path.exists() {
-                return Err(Error::NotFound(path.to_path_buf()));
+                return Err(Error::NotFound(path.to_path_buf().into()));
             }
             // SAFETY: valid NUL-terminated strings; libpmemobj checks the pool, runs its
             // recovery and maps it.
@@ -183,7 +180,7 @@ impl PmdkEngine {
             if pop.is_null() {
                 let os = std::io::Error::last_os_error();
                 if os.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    return Err(Error::Locked(path.to_path_buf()));
+                    return Err(Error::Locked(path.to_path_buf().into()));
                 }
                 return Err(pmdk_error(format!(
                     "cannot open {} as a pmdk pool",

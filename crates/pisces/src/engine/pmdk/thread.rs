@@ -67,13 +67,13 @@ impl PmdkThread {
             if self.locks.held_by_another(key, word) {
                 return Err(Error::Conflict);
             }
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "{off:#x} is not an object of this pool"
             )));
         }
         let plen = sh.len_word(off).load(Relaxed);
         if len as u64 > plen {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object at {off:#x} has {plen} bytes, not {len}"
             )));
         }
@@ -95,17 +95,16 @@ impl PmdkThread {
         let me = thread_key();
         if self.in_tx {
             if self.tx_thread != me {
-                return Err(Error::InvalidConfig(
-                    "a pmdk transaction must stay on the OS thread that began it".into(),
+                return Err(Error::invalid_config(
+                    "a pmdk transaction must stay on the OS thread that began it",
                 ));
             }
             return Ok(());
         }
         if TX_OPEN.with(Cell::get) {
-            return Err(Error::InvalidConfig(
+            return Err(Error::invalid_config(
                 "another pmdk transaction is open on this OS thread \
-                 (nested transactions are not supported)"
-                    .into(),
+                 (nested transactions are not supported)",
             ));
         }
         // SAFETY: open pool; no PMDK transaction on this thread (checked above); the
@@ -253,9 +252,7 @@ impl EngineThread for PmdkThread {
 
     fn free(&mut self, off: u64) -> Result<()> {
         if off == self.sh.root_slot {
-            return Err(Error::InvalidPointer(
-                "the root slot cannot be freed".into(),
-            ));
+            return Err(Error::invalid_pointer("the root slot cannot be freed"));
         }
         // The root object (the root slot's first word) cannot be freed either:
         // `Pool::root` would hand it out again after its block is reused.
@@ -264,12 +261,12 @@ impl EngineThread for PmdkThread {
         // change while this transaction runs (engine contract); read unaligned.
         let root = unsafe { (slot as *const u64).read_unaligned() };
         if root != 0 && off == root {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "{off:#x} is the root object, which cannot be freed (Pool::root hands it out)"
             )));
         }
         if self.frees.contains(&off) {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object {off:#x} freed twice"
             )));
         }
@@ -299,8 +296,8 @@ impl EngineThread for PmdkThread {
         running(self.active)?;
         if self.in_tx && self.tx_thread != thread_key() {
             self.rollback();
-            return Err(Error::InvalidConfig(
-                "a pmdk transaction must commit on the OS thread that began it".into(),
+            return Err(Error::invalid_config(
+                "a pmdk transaction must commit on the OS thread that began it",
             ));
         }
         // Unmark freed objects before PMDK can hand their blocks out again (we still

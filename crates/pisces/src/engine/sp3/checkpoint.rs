@@ -102,7 +102,7 @@ pub(super) fn load_retired(heap: &Heap, slot: usize) -> crate::Result<u64> {
     match classify(word, legacy(heap)) {
         Word::Zero => Ok(0),
         Word::Value(v) => Ok(v),
-        Word::Damaged => Err(crate::Error::Corrupt(format!(
+        Word::Damaged => Err(crate::Error::corrupt(format!(
             "the retired word of thread slot {slot} in the engine area is damaged \
              ({word:#018x} fails its check)"
         ))),

@@ -72,11 +72,11 @@ impl<'a> Parts<'a> {
 /// in the log, once).
 pub(super) fn split(bytes: &[u8]) -> Result<Parts<'_>> {
     if bytes.len() < 8 {
-        return Err(Error::Corrupt("SP3 record without a dependency set".into()));
+        return Err(Error::corrupt("SP3 record without a dependency set"));
     }
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap());
     if n > (bytes.len() as u64 - 8) / 8 {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "SP3 record lists {n} dependencies in {} bytes",
             bytes.len()
         )));

@@ -236,7 +236,7 @@ fn node<'h>(
     let rec = log::split(bytes)?;
     for d in rec.deps() {
         if slot_of(d) >= slots {
-            return Err(Error::Corrupt(format!("depends on slot {}", slot_of(d))));
+            return Err(Error::corrupt(format!("depends on slot {}", slot_of(d))));
         }
         deps.push(d);
     }
@@ -252,14 +252,14 @@ fn node<'h>(
                 allocs = true;
             }
             Entry::Op { .. } => {
-                return Err(Error::Corrupt(
-                    "an operation entry (TimeStone's) in an sp3 log".into(),
+                return Err(Error::corrupt(
+                    "an operation entry (TimeStone's) in an sp3 log",
                 ))
             }
         }
     }
     let len = u32::try_from(rec.entries.len()).map_err(|_| {
-        Error::Corrupt(format!(
+        Error::corrupt(format!(
             "a record of {} bytes (recovery takes records below 4 GiB)",
             rec.entries.len()
         ))
@@ -296,7 +296,7 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
         let lid = rec.persist_ts;
         if let Some(prev) = out.nodes.last() {
             if prev.lid >= lid {
-                failed = Some(Error::Corrupt(format!(
+                failed = Some(Error::corrupt(format!(
                         "log of thread slot {slot}: record {lid} follows record {} (logical ids must increase along a log)",
                         prev.lid
                     )));
@@ -309,7 +309,7 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
                 out.dep_at.push(out.deps.len());
             }
             Err(e) => {
-                failed = Some(Error::Corrupt(format!(
+                failed = Some(Error::corrupt(format!(
                     "log record {lid} of thread slot {slot}: {e}"
                 )))
             }
@@ -321,7 +321,7 @@ fn parse_slot(heap: &Heap, slot: usize, retired: u64, parts: usize) -> Result<Sl
     if let Some(d) = walked.damage {
         // A valid record later than the stop: the stop is damage, not a torn tail,
         // and replaying up to it would silently drop committed transactions.
-        return Err(Error::Corrupt(format!("log of thread slot {slot}: {d}")));
+        return Err(Error::corrupt(format!("log of thread slot {slot}: {d}")));
     }
     out.next_seq = walked.next_seq;
     // Lids strictly increase along the list (checked above), so first and last lids
@@ -360,7 +360,7 @@ fn build(heap: &Heap, threads: usize) -> Result<Dag<'_>> {
     for (slot, log) in slots.iter().enumerate() {
         if let Some(first) = log.nodes.first() {
             if first.lid > retired[slot] + 1 {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "thread slot {slot}: its log starts at transaction {} but its retired word \
                      says {}: the records between are missing (the engine area is damaged)",
                     first.lid, retired[slot]

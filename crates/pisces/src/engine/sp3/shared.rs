@@ -145,7 +145,7 @@ impl Sp3Engine {
     pub(super) fn open(heap: Arc<Heap>, opts: Sp3Options, ctx: &OpenCtx) -> Result<Sp3Engine> {
         let l = *heap.layout();
         if l.engine_area_size < engine_area_bytes(l.max_threads) {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "the engine area ({} bytes) has no room for {} retired words",
                 l.engine_area_size, l.max_threads
             )));

@@ -565,10 +565,12 @@ impl Sp3Thread {
     fn reserve_log(&mut self, entries: usize) -> Result<()> {
         let max = self.log().max_record();
         if HEADER_LEN + entries > max {
-            return Err(Error::TooLargeForLog {
-                needed: HEADER_LEN + entries,
-                capacity: max,
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed: HEADER_LEN + entries,
+                    capacity: max,
+                },
+            )));
         }
         let mut round = 0;
         while !self.log().fits(entries) {

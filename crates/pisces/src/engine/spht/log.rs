@@ -294,7 +294,7 @@ impl LinkCheck {
         }
         let (slot, pos) = unlink(fwd);
         if slot >= self.heads.len() || pos + HEADER_LEN > self.cap || !pos.is_multiple_of(8) {
-            return Err(crate::Error::Corrupt(format!(
+            return Err(crate::Error::corrupt(format!(
                 "spht log record {} of thread slot {}: its forward link {fwd:#018x} names no record of a log",
                 rec.seq, rec.slot
             )));
@@ -323,7 +323,7 @@ impl LinkCheck {
         for (slot, (far, w)) in self.farthest.iter().zip(walked).enumerate() {
             if let Some((dist, pos, from_slot, from_seq)) = *far {
                 if dist >= w.used {
-                    return Err(crate::Error::Corrupt(format!(
+                    return Err(crate::Error::corrupt(format!(
                         "spht log of thread slot {slot}: the record at ring offset {pos:#x} is damaged or missing, but durable record {from_seq} of thread slot {from_slot} links to it (a record is linked only once complete): not a torn tail"
                     )));
                 }
@@ -475,7 +475,7 @@ pub(super) fn walk<'h>(
     let mut consumed = 0usize;
     if pos >= a.cap || !pos.is_multiple_of(8) {
         // One 8-byte store writes the head word: it cannot be torn, only damaged.
-        return Err(crate::Error::Corrupt(format!(
+        return Err(crate::Error::corrupt(format!(
             "spht log of thread slot {slot}: the head word {hw:#018x} points at ring offset {pos:#x}, outside the {}-byte ring or unaligned",
             a.cap
         )));
@@ -540,7 +540,7 @@ pub(super) fn walk<'h>(
     if let Some(stop) = stop {
         next_seq = look_past_stop(ring, &stop)
             .next_seq(next_seq)
-            .map_err(|d| crate::Error::Corrupt(format!("spht log of thread slot {slot}: {d}")))?;
+            .map_err(|d| crate::Error::corrupt(format!("spht log of thread slot {slot}: {d}")))?;
     }
     Ok(Walked {
         next_seq,

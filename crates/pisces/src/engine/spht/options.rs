@@ -205,7 +205,7 @@ impl SphtSettings {
             None | Some(SphtClock::Counter) => ClockKind::Counter,
             Some(SphtClock::Tsc) if tsc => ClockKind::Tsc,
             Some(SphtClock::Tsc) => {
-                return Err(Error::InvalidConfig(format!(
+                return Err(Error::invalid_config(format!(
                     "{engine} option `clock`: `tsc`, but this CPU has no invariant TSC"
                 )))
             }

@@ -112,8 +112,8 @@ fn validate_entry(heap: &Heap, e: &Entry<'_>) -> Result<bool> {
         Entry::Word { off, .. } => check_logged_write(heap, off, 8).map(|()| false),
         Entry::Range { off, data } => check_logged_write(heap, off, data.len()).map(|()| false),
         Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b).map(|()| true),
-        Entry::Op { .. } => Err(Error::Corrupt(
-            "an operation entry (TimeStone's) in an spht log".into(),
+        Entry::Op { .. } => Err(Error::corrupt(
+            "an operation entry (TimeStone's) in an spht log",
         )),
     }
 }
@@ -184,7 +184,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
         }
         links.note(heap, rec)?;
         let (allocates, mask) = validate_bytes(heap, bytes, parts).map_err(|e| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "spht log record {} of thread slot {slot}: {e}",
                 rec.seq
             ))
@@ -216,20 +216,20 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
 /// before the first replay (`replayed` still 0).
 fn check_markers(heap: &Heap, slots: &[SlotLog], d: u64, r: u64) -> Result<()> {
     if d < r {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "spht engine area: the durable point {d} (the markers) is below the replayed word {r}"
         )));
     }
     let global = heap.atomic_u64(MARKER_OFFSET).load(Acquire);
     if global > r && !slots.iter().any(|s| s.holds.global) {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "spht engine area: the global marker {global} names no record of the logs (every marker is a durable record's timestamp)"
         )));
     }
     for (slot, s) in slots.iter().enumerate() {
         let own = heap.atomic_u64(slot_marker_offset(slot)).load(Acquire);
         if own > r && !s.holds.own {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "spht engine area: thread slot {slot}'s marker {own} names no record of its log (every marker is a durable record's timestamp)"
             )));
         }
@@ -245,7 +245,7 @@ fn check_markers(heap: &Heap, slots: &[SlotLog], d: u64, r: u64) -> Result<()> {
 fn check_timestamp_words(d: u64, r: u64) -> Result<()> {
     for (what, v) in [("durable point (the markers)", d), ("replayed word", r)] {
         if v >= TS_LIMIT {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "spht engine area: the {what} holds {v:#x}, not a timestamp (all are below {TS_LIMIT:#x})"
             )));
         }

@@ -92,7 +92,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
                 // The record at the head, or after the wrap marker there: the slot's
                 // records follow each other in sequence-number order.
                 if (r.seq != seq && r.seq != seq + 1) || r.ts > d {
-                    return Err(crate::Error::Corrupt(format!(
+                    return Err(crate::Error::corrupt(format!(
                         "spht replayer: thread slot {slot}'s log has no record with the \
                          durable timestamp {d} (record {} with timestamp {} where record {seq} \
                          was expected)",
@@ -138,7 +138,7 @@ fn collect(sh: &SphtShared, st: &ReplayState, d: u64) -> Result<Vec<RecordRef>> 
                 let mut r = record_at(sh, slot, pos);
                 loop {
                     if r.seq != seq && r.seq != seq + 1 {
-                        return Err(crate::Error::Corrupt(format!(
+                        return Err(crate::Error::corrupt(format!(
                             "spht replayer: thread slot {slot}'s log has record {} where \
                              record {seq} was expected",
                             r.seq

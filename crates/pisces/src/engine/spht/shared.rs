@@ -100,7 +100,7 @@ impl SphtEngine {
     pub(super) fn open(heap: Arc<Heap>, opts: SphtSettings, ctx: &OpenCtx) -> Result<SphtEngine> {
         let l = *heap.layout();
         if l.engine_area_size < engine_area_bytes(l.max_threads) {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "engine area of {} bytes is too small for spht's {} slot markers",
                 l.engine_area_size, l.max_threads
             )));

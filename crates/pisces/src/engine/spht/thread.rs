@@ -222,7 +222,7 @@ impl SphtThread {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
-            .ok_or_else(|| Error::InvalidConfig(format!("thread slot {slot} is in use")))?;
+            .ok_or_else(|| Error::invalid_config(format!("thread slot {slot} is in use")))?;
         Ok(SphtThread {
             slot,
             local: Some(local),
@@ -485,10 +485,12 @@ impl SphtThread {
         let needed = HEADER_LEN + bound;
         let max = self.local().log.max_record();
         if needed > max {
-            return Err(Error::TooLargeForLog {
-                needed,
-                capacity: max,
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed,
+                    capacity: max,
+                },
+            )));
         }
         let mut round = 0;
         loop {
@@ -508,8 +510,8 @@ impl SphtThread {
                 Err(std::sync::TryLockError::WouldBlock) => replayer::kick(&sh),
                 Err(std::sync::TryLockError::Poisoned(_)) => {
                     // A replay batch panicked: nobody frees the log any more.
-                    return Err(Error::Corrupt(
-                        "the spht replayer stopped after a failure; reopen the pool".into(),
+                    return Err(Error::corrupt(
+                        "the spht replayer stopped after a failure; reopen the pool",
                     ));
                 }
             }
@@ -880,7 +882,7 @@ impl EngineThread for SphtThread {
             .map_err(|e| self.offset_error(e))?;
         if self.committed_state(b) == Some(false) {
             // Its bit is still set (replay has not applied the free): freed already.
-            return Err(self.offset_error(Error::InvalidPointer(format!(
+            return Err(self.offset_error(Error::invalid_pointer(format!(
                 "{off:#x} is not an allocated object (already freed)"
             ))));
         }

@@ -281,10 +281,12 @@ pub(super) fn read_clog(heap: &Heap, clog_len: usize) -> Option<(u64, Vec<u8>)> 
 /// `Err(TooLargeForLog)` if one transaction alone exceeds it.
 pub(super) fn reserve_budget(sh: &TimestoneShared, cost: u64) -> Result<()> {
     if cost > sh.budget {
-        return Err(Error::TooLargeForLog {
-            needed: cost as usize + HEADER_LEN,
-            capacity: sh.budget as usize + HEADER_LEN,
-        });
+        return Err(Error::TooLargeForLog(Box::new(
+            crate::error::TooLargeForLog {
+                needed: cost as usize + HEADER_LEN,
+                capacity: sh.budget as usize + HEADER_LEN,
+            },
+        )));
     }
     loop {
         {
@@ -514,10 +516,12 @@ pub(super) fn checkpoint(sh: &TimestoneShared) -> Result<u64> {
         // Cannot happen: the budget bounds the items (see the module docs).
         crate::engine::kit::shared_counts::count_write(&sh.ckpt_clock);
         sh.ckpt_clock.finish();
-        return Err(Error::TooLargeForLog {
-            needed: rec.len() + CLOG_HEADER,
-            capacity: sh.clog_len,
-        });
+        return Err(Error::TooLargeForLog(Box::new(
+            crate::error::TooLargeForLog {
+                needed: rec.len() + CLOG_HEADER,
+                capacity: sh.clog_len,
+            },
+        )));
     }
     // 3a. Fresh blocks straight home with their allocator bits, flushed and fenced
     // before the CLog record is written: a crash at the record's fence could make the
@@ -735,7 +739,7 @@ pub(super) fn validate(heap: &Heap, entries: &[log::Entry<'_>]) -> Result<()> {
         match *e {
             log::Entry::Range { off, data } => check_logged_write(heap, off, data.len())?,
             log::Entry::Alloc(b) | log::Entry::Free(b) => Allocator::check_block(heap, b)?,
-            _ => return Err(Error::Corrupt("unexpected entry in a CLog record".into())),
+            _ => return Err(Error::corrupt("unexpected entry in a CLog record")),
         }
     }
     Ok(())
@@ -774,7 +778,7 @@ pub(super) fn recover(heap: &Heap, clog_len: usize) -> Result<u64> {
     let k_done = TimestoneShared::load_k_done(heap);
     match read_clog(heap, clog_len) {
         Some((k, bytes)) if k > k_done => {
-            let what = |e: Error| Error::Corrupt(format!("CLog record of checkpoint {k}: {e}"));
+            let what = |e: Error| Error::corrupt(format!("CLog record of checkpoint {k}: {e}"));
             let entries = log::decode(&bytes).map_err(what)?;
             apply(heap, &entries).map_err(what)?;
             heap.fence();

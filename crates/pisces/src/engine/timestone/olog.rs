@@ -378,7 +378,7 @@ fn unpack_args(p: &[u8]) -> std::result::Result<Vec<u8>, String> {
 fn op_record_layout(tag: u16, bytes: &[u8]) -> Result<(usize, usize, usize)> {
     let pad = usize::from(tag >> 8 & 7);
     let nblocks = usize::from(tag >> 11);
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let bad = |m: String| Err(Error::corrupt(format!("operation record: {m}")));
     let Some(padded) = bytes.len().checked_sub(8 * nblocks) else {
         return bad(format!(
             "{nblocks} block words in {} bytes of entries",
@@ -402,7 +402,7 @@ pub(super) fn unpack_op_record(tag: u16, bytes: &[u8]) -> Result<Option<(u16, Ve
         return Ok(None);
     }
     let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let bad = |m: String| Err(Error::corrupt(format!("operation record: {m}")));
     let args = match unpack_args(&bytes[..padded - pad]) {
         Ok(a) => a,
         Err(m) => return bad(m),
@@ -431,12 +431,12 @@ pub(super) struct OpRecord<'a> {
 pub(super) fn decode_op_record(tag: u16, bytes: &[u8]) -> Result<OpRecord<'_>> {
     let index = tag as u8;
     if index & OP_ARGS_PACKED != 0 {
-        return Err(Error::Corrupt(
-            "operation record: packed arguments (unpack_op_record first)".into(),
+        return Err(Error::corrupt(
+            "operation record: packed arguments (unpack_op_record first)",
         ));
     }
     let (pad, nblocks, padded) = op_record_layout(tag, bytes)?;
-    let bad = |m: String| Err(Error::Corrupt(format!("operation record: {m}")));
+    let bad = |m: String| Err(Error::corrupt(format!("operation record: {m}")));
     if pad > 0 && padded == 0 {
         return bad(format!("{pad} padding bytes in {padded} argument bytes"));
     }

@@ -63,13 +63,13 @@ pub(super) fn check_format_read_only(heap: &Heap, fresh: bool) -> Result<()> {
     match heap.atomic_u64(FORMAT_OFFSET).load(Acquire) {
         OLOG_FORMAT => Ok(()),
         0 if fresh => Ok(()),
-        0 => Err(Error::Corrupt(format!(
+        0 => Err(Error::corrupt(format!(
             "this timestone pool's operation log is in format 0: its format word in the \
              engine area is zero although the pool has been used, so the engine area is \
              damaged (or a build older than format 1 wrote it); this build reads format \
              {OLOG_FORMAT} only"
         ))),
-        v => Err(Error::Corrupt(format!(
+        v => Err(Error::corrupt(format!(
             "this timestone pool's operation log is in format {v} (written by another \
              build), and this build reads format {OLOG_FORMAT} only: recreate the pool"
         ))),
@@ -95,7 +95,7 @@ impl OpTable {
             // Acquire: open runs alone; any ordering would do.
             let w = heap.atomic_u64(TABLE_OFFSET + 8 * i).load(Acquire);
             let bad = |m: &str| {
-                Err(Error::Corrupt(format!(
+                Err(Error::corrupt(format!(
                     "timestone operation table: slot {i} ({w:#x}) {m}"
                 )))
             };

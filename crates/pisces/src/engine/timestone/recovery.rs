@@ -88,7 +88,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
     for slot in 0..l.max_threads {
         let parsed = parse_olog(heap, slot);
         if let Some(d) = parsed.damage {
-            return Err(Error::Corrupt(format!("OLog of thread slot {slot}: {d}")));
+            return Err(Error::corrupt(format!("OLog of thread slot {slot}: {d}")));
         }
         next_seq.push(parsed.next_seq);
         for r in parsed.records {
@@ -99,7 +99,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
                         Ok(Some((tag, bytes))) => (Some(tag), bytes),
                         Ok(None) => (Some(tag), r.entries),
                         Err(e) => {
-                            return Err(Error::Corrupt(format!(
+                            return Err(Error::corrupt(format!(
                                 "OLog record {} of thread slot {slot} (commit timestamp {}): {e}",
                                 r.seq, r.persist_ts
                             )))
@@ -122,7 +122,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
     let mut decoded = Vec::with_capacity(recs.len());
     for r in &recs {
         let what = |e: Error| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "OLog record {} of thread slot {} (commit timestamp {}): {e}",
                 r.seq, r.slot, r.ts
             ))
@@ -132,7 +132,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
             Some(tag) => {
                 let op = olog::decode_op_record(tag, &r.bytes).map_err(what)?;
                 let id = table.id_at(op.index).ok_or_else(|| {
-                    what(Error::Corrupt(format!(
+                    what(Error::corrupt(format!(
                         "operation index {} is not in the operation table",
                         op.index
                     )))
@@ -146,7 +146,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
             match *e {
                 Entry::Op { id, .. } if i == 0 => {
                     if !ops.registered(id) {
-                        return Err(Error::InvalidConfig(format!(
+                        return Err(Error::invalid_config(format!(
                             "the pool must re-execute operation {id} (commit timestamp {}) \
                              but it is not registered: open the pool with every operation it ran \
                              in Config::operations",
@@ -160,7 +160,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
                 Entry::Alloc(b) | Entry::Free(b) => {
                     Allocator::check_block(heap, b).map_err(what)?;
                 }
-                _ => return Err(what(Error::Corrupt("malformed record".into()))),
+                _ => return Err(what(Error::corrupt("malformed record"))),
             }
         }
         decoded.push((r.ts, entries));
@@ -195,7 +195,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
         for (ts, entries) in &decoded {
             sh.clock.advance_to(ts - 1);
             let fail = |e: Error| {
-                Error::Corrupt(format!(
+                Error::corrupt(format!(
                     "re-executing the transaction of commit timestamp {ts}: {e}"
                 ))
             };
@@ -222,8 +222,8 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
             }
             if let Some(t) = &thread {
                 if t.script_left() != 0 {
-                    return Err(fail(Error::Corrupt(
-                        "it allocated fewer blocks than it did originally".into(),
+                    return Err(fail(Error::corrupt(
+                        "it allocated fewer blocks than it did originally",
                     )));
                 }
             }

@@ -399,10 +399,12 @@ impl TimestoneThread {
     fn reserve_log(&mut self, n: usize) -> Result<()> {
         let rec = super::OLOG_FRAMING.header_len(n) + n;
         if rec > self.log.max_record() {
-            return Err(Error::TooLargeForLog {
-                needed: rec,
-                capacity: self.log.max_record(),
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed: rec,
+                    capacity: self.log.max_record(),
+                },
+            )));
         }
         while !self.log.fits(n) {
             self.recycle();
@@ -601,7 +603,7 @@ impl TimestoneThread {
             clog::unreserve_budget(&sh, cost);
             self.rollback();
             if clock_exhausted {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "commit timestamp {ts} does not fit the operation log's 48 bits"
                 )));
             }
@@ -716,7 +718,7 @@ impl TimestoneThread {
                     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
                 }
                 log::Entry::Free(b) => self.free(b.payload())?,
-                _ => return Err(Error::Corrupt("unexpected entry in an OLog record".into())),
+                _ => return Err(Error::corrupt("unexpected entry in an OLog record")),
             }
         }
         Ok(())
@@ -824,7 +826,7 @@ impl EngineThread for TimestoneThread {
         if let Some(w) = self.writes.get(off) {
             if !w.copy.is_null() {
                 if len > w.len {
-                    return Err(Error::InvalidPointer(format!(
+                    return Err(Error::invalid_pointer(format!(
                         "object at {off:#x} has {} bytes, not {len}",
                         w.len
                     )));
@@ -854,7 +856,7 @@ impl EngineThread for TimestoneThread {
                 // SAFETY: `v` is live with `plen` bytes.
                 self.writes[i].copy = unsafe { Version::copy_of(v, plen, &self.sh.index.live) };
             } else if len > self.writes[i].len {
-                return Err(Error::InvalidPointer(format!(
+                return Err(Error::invalid_pointer(format!(
                     "object at {off:#x} has {} bytes, not {len}",
                     self.writes[i].len
                 )));
@@ -879,10 +881,10 @@ impl EngineThread for TimestoneThread {
         self.check_fallback()?;
         let b = if self.sh.recovering {
             let b = self.script.pop_front().ok_or_else(|| {
-                Error::Corrupt("re-executed operation allocates more than it did".into())
+                Error::corrupt("re-executed operation allocates more than it did")
             })?;
             if Allocator::block_size_for(len) != Some(b.size) {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "re-executed operation allocates {len} bytes where it allocated a block of {}",
                     b.size
                 )));
@@ -972,7 +974,7 @@ impl EngineThread for TimestoneThread {
             return Err(if ts > self.start_ts {
                 Error::Conflict
             } else {
-                Error::InvalidPointer(format!(
+                Error::invalid_pointer(format!(
                     "{off:#x} is not an allocated object (already freed)"
                 ))
             });

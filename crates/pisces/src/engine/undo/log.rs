@@ -112,7 +112,7 @@ pub(super) fn parse(heap: &Heap, area: usize, area_len: usize) -> Result<(u64, V
     };
     if let Some(at) = stop {
         if let Some(later) = later_entry(heap, area, area_len, at, committed) {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "undo log at {area:#x}: the entry at offset {at:#x} is damaged, but a later entry of an unfinished transaction follows at offset {later:#x}: not a torn tail"
             )));
         }

@@ -24,7 +24,7 @@ pub(super) fn recover(heap: &Heap) -> Result<Vec<u64>> {
     for slot in 0..l.max_threads {
         let (seq, entries) =
             parse(heap, l.log_offset(slot), l.log_bytes_per_thread).map_err(|e| match e {
-                Error::Corrupt(m) => Error::Corrupt(format!("thread slot {slot}: {m}")),
+                Error::Corrupt(m) => Error::corrupt(format!("thread slot {slot}: {m}")),
                 e => e,
             })?;
         for e in &entries {

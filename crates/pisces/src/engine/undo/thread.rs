@@ -92,10 +92,12 @@ impl UndoThread {
         let padded = data.len().next_multiple_of(8);
         let need = ENTRY_HDR + padded;
         if self.log_pos + need > self.area_len {
-            return Err(Error::TooLargeForLog {
-                needed: self.log_pos + need - ENTRIES_OFFSET,
-                capacity: self.area_len - ENTRIES_OFFSET,
-            });
+            return Err(Error::TooLargeForLog(Box::new(
+                crate::error::TooLargeForLog {
+                    needed: self.log_pos + need - ENTRIES_OFFSET,
+                    capacity: self.area_len - ENTRIES_OFFSET,
+                },
+            )));
         }
         let h = entry_header(kind, self.seq, off, len, data);
         let at = self.area + self.log_pos;
@@ -207,7 +209,7 @@ impl EngineThread for UndoThread {
             })?;
         let header = b.offset;
         if self.frees.contains(&b) {
-            return Err(Error::InvalidPointer(format!(
+            return Err(Error::invalid_pointer(format!(
                 "object {off:#x} freed twice"
             )));
         }

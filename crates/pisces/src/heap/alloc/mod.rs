@@ -222,7 +222,7 @@ impl Allocator {
     pub(crate) fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
         let (entries, problems) = pmem::scan(&heap);
         if !problems.is_empty() {
-            return Err(Error::Corrupt(pmem::summarize(&problems)));
+            return Err(Error::corrupt(pmem::summarize(&problems)));
         }
         // `entries` covers the slabs that exist now; the mirror and the free set cover
         // every slab the pool can grow to (the missing ones stay not free until a growth
@@ -262,7 +262,7 @@ impl Allocator {
                 // Validated by `scan`: heads and their continuations are consistent.
                 Some(Kind::Head(_)) | Some(Kind::Cont(_)) => {}
                 None => {
-                    return Err(Error::Corrupt(format!(
+                    return Err(Error::corrupt(format!(
                         "allocator: slab {i}: slab table entry {e:#010x} changed during recovery"
                     )))
                 }
@@ -783,7 +783,7 @@ impl Allocator {
     /// Flushes; the caller fences. See the module doc for what is accepted.
     pub(crate) fn replay_alloc(heap: &Heap, b: Block) -> Result<()> {
         let loc = pmem::locate_present(heap, b)
-            .map_err(|m| Error::Corrupt(format!("replaying an allocation: {m}")))?;
+            .map_err(|m| Error::corrupt(format!("replaying an allocation: {m}")))?;
         match loc {
             Loc::Small { slab, class, index } => {
                 let e = pmem::read_entry(heap, slab);
@@ -791,7 +791,7 @@ impl Allocator {
                     Some(Kind::Free) => pmem::format_small(heap, slab, class),
                     Some(Kind::Small(c)) if c == class => {}
                     _ => {
-                        return Err(Error::Corrupt(format!(
+                        return Err(Error::corrupt(format!(
                             "replaying the allocation of the {}-byte block at {:#x}: slab {slab} is {}, not class {class}",
                             b.size,
                             b.offset,
@@ -814,7 +814,7 @@ impl Allocator {
     /// Flushes; the caller fences. See the module doc for what is accepted.
     pub(crate) fn replay_free(heap: &Heap, b: Block) -> Result<()> {
         let loc = pmem::locate_present(heap, b)
-            .map_err(|m| Error::Corrupt(format!("replaying a free: {m}")))?;
+            .map_err(|m| Error::corrupt(format!("replaying a free: {m}")))?;
         match loc {
             Loc::Small { slab, class, index } => {
                 let e = pmem::read_entry(heap, slab);
@@ -825,7 +825,7 @@ impl Allocator {
                         heap.flush(off, len);
                     }
                     _ => {
-                        return Err(Error::Corrupt(format!(
+                        return Err(Error::corrupt(format!(
                             "replaying the free of the {}-byte block at {:#x}: slab {slab} is {}, not class {class}",
                             b.size,
                             b.offset,
@@ -867,7 +867,7 @@ impl Allocator {
         };
         for &(allocated, b) in changes {
             let loc = pmem::locate_present(heap, b)
-                .map_err(|m| Error::Corrupt(format!("replaying an allocator change: {m}")))?;
+                .map_err(|m| Error::corrupt(format!("replaying an allocator change: {m}")))?;
             match loc {
                 Loc::Small { slab, class, index }
                     if Kind::decode(pmem::read_entry(heap, slab)) == Some(Kind::Small(class)) =>
@@ -914,7 +914,7 @@ impl Allocator {
     pub(crate) fn check_block(heap: &Heap, b: Block) -> Result<()> {
         pmem::locate_present(heap, b)
             .map(|_| ())
-            .map_err(Error::Corrupt)
+            .map_err(Error::corrupt)
     }
 
     /// Zero the header word of every block, allocated or free, and of every large run,
@@ -924,7 +924,7 @@ impl Allocator {
     pub(crate) fn clear_header_words(heap: &Heap) -> Result<()> {
         let (entries, problems) = pmem::scan(heap);
         if !problems.is_empty() {
-            return Err(Error::Corrupt(pmem::summarize(&problems)));
+            return Err(Error::corrupt(pmem::summarize(&problems)));
         }
         let layout = heap.layout();
         for (slab, &e) in entries.iter().enumerate() {
@@ -949,7 +949,7 @@ impl Allocator {
     pub(crate) fn for_each_allocated(heap: &Heap, mut f: impl FnMut(Block)) -> Result<()> {
         let (entries, problems) = pmem::scan(heap);
         if !problems.is_empty() {
-            return Err(Error::Corrupt(pmem::summarize(&problems)));
+            return Err(Error::corrupt(pmem::summarize(&problems)));
         }
         let layout = heap.layout();
         for (slab, &e) in entries.iter().enumerate() {

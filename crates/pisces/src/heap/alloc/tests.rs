@@ -33,7 +33,7 @@ fn set_entry(heap: &Heap, slab: usize, e: u32) {
 
 fn corrupt_msg<T: std::fmt::Debug>(r: Result<T>) -> String {
     match r {
-        Err(Error::Corrupt(m)) => m,
+        Err(Error::Corrupt(m)) => *m,
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }

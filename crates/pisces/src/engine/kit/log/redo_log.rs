@@ -440,9 +440,9 @@ pub(crate) struct Entries<'a> {
 /// The ALLOC or FREE entry a packed block word (bit 62: free) stands for.
 pub(crate) fn block_entry<'a>(w: u64) -> Result<Entry<'a>> {
     if w >> 63 != 0 {
-        return Err(Error::Corrupt(format!("block word {w:#x} has bit 63 set")));
+        return Err(Error::corrupt(format!("block word {w:#x} has bit 63 set")));
     }
-    let b = Block::unpack(w).map_err(Error::Corrupt)?;
+    let b = Block::unpack(w).map_err(Error::corrupt)?;
     Ok(if w & BLOCK_FREE != 0 {
         Entry::Free(b)
     } else {
@@ -460,7 +460,7 @@ impl<'a> Entries<'a> {
         if bytes.len() >= 8 && rd_word(bytes) >> 56 == E_BLOCKS {
             let n = (rd_word(bytes) & OFF_MASK) as usize;
             if n == 0 || n > (bytes.len() - 8) / 8 {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "log blocks entry of {n} blocks overruns its record"
                 )));
             }
@@ -474,7 +474,7 @@ impl<'a> Entries<'a> {
             let len = ((w0 >> 32) & 0xFF_FFFF) as usize;
             let padded = len.next_multiple_of(8);
             if padded > bytes.len() - 8 {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "log operation entry of {len} bytes overruns its record"
                 )));
             }
@@ -485,7 +485,7 @@ impl<'a> Entries<'a> {
             });
         }
         if bytes.len() < 16 {
-            return Err(Error::Corrupt("truncated log entry".into()));
+            return Err(Error::corrupt("truncated log entry"));
         }
         let (w0, w1) = (rd(0), rd(1));
         let off = w0 & OFF_MASK;
@@ -495,7 +495,7 @@ impl<'a> Entries<'a> {
                 let len = usize::try_from(w1).unwrap_or(usize::MAX);
                 let padded = len.checked_next_multiple_of(8).unwrap_or(usize::MAX);
                 if padded > bytes.len() - 16 {
-                    return Err(Error::Corrupt(format!(
+                    return Err(Error::corrupt(format!(
                         "log range entry of {len} bytes overruns its record"
                     )));
                 }
@@ -516,7 +516,7 @@ impl<'a> Entries<'a> {
                 }),
                 16,
             ),
-            k => return Err(Error::Corrupt(format!("unknown log entry kind {k}"))),
+            k => return Err(Error::corrupt(format!("unknown log entry kind {k}"))),
         };
         self.bytes = &bytes[used..];
         Ok(e)

@@ -29,7 +29,7 @@ pub(crate) fn load(heap: &Heap) -> Result<Option<u64>> {
     match checked_word::classify(word, checked_word::legacy(heap)) {
         Word::Zero => Ok(None),
         Word::Value(v) => Ok(Some(v)),
-        Word::Damaged => Err(Error::Corrupt(format!(
+        Word::Damaged => Err(Error::corrupt(format!(
             "the log watermark word in the engine area is damaged ({word:#018x} fails its check)"
         ))),
     }

@@ -41,7 +41,7 @@ fn validate(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             Entry::Range { off, data } => check_target(heap, off, data.len())?,
             Entry::Alloc(b) | Entry::Free(b) => Allocator::check_block(heap, b)?,
             Entry::Op { id, .. } => {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "operation entry (id {id}) in a redo log"
                 )))
             }
@@ -67,7 +67,7 @@ fn apply(heap: &Heap, entries: &[Entry<'_>]) -> Result<()> {
             Entry::Alloc(b) => Allocator::replay_alloc(heap, b)?,
             Entry::Free(b) => Allocator::replay_free(heap, b)?,
             Entry::Op { id, .. } => {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "operation entry (id {id}) in a redo log"
                 )))
             }
@@ -88,7 +88,7 @@ pub(crate) fn recover(heap: &Heap) -> Result<Recovered> {
         if let Some(d) = parsed.damage {
             // Replaying the other threads' records without this thread's later ones
             // would lose committed transactions silently: refuse, unchanged.
-            return Err(Error::Corrupt(format!("log of thread slot {slot}: {d}")));
+            return Err(Error::corrupt(format!("log of thread slot {slot}: {d}")));
         }
         next_seq.push(parsed.next_seq);
         for r in parsed.records {
@@ -100,9 +100,8 @@ pub(crate) fn recover(heap: &Heap) -> Result<Recovered> {
     if stored.is_none() && (!records.is_empty() || heap.superblock().root_record().is_some()) {
         // Every recovery leaves the watermark at 1 or more, and every pool that holds
         // something has been recovered once (at its creation): a zero word is damage.
-        return Err(Error::Corrupt(
-            "the log watermark word in the engine area is zero in a pool that holds data (damaged)"
-                .into(),
+        return Err(Error::corrupt(
+            "the log watermark word in the engine area is zero in a pool that holds data (damaged)",
         ));
     }
     records.sort_by_key(|r| (r.0, r.1, r.2));
@@ -112,7 +111,7 @@ pub(crate) fn recover(heap: &Heap) -> Result<Recovered> {
     for (pts, slot, seq, bytes) in &records {
         let entries = log::decode(bytes)
             .and_then(|entries| validate(heap, &entries).map(|()| entries))
-            .map_err(|e| Error::Corrupt(format!("log record {seq} of thread slot {slot}: {e}")))?;
+            .map_err(|e| Error::corrupt(format!("log record {seq} of thread slot {slot}: {e}")))?;
         decoded.push((*pts, entries));
     }
     let mut new_w = w;
