@@ -10,8 +10,9 @@
 //! # Dispatch
 //! The registry generates one enum over the engines' pool states and one over their
 //! thread states ([`registry::AnyEngine`], [`registry::AnyThread`]); the transaction
-//! API calls `begin`, `read`, `write` and `commit` through a `match` that the compiler
-//! inlines per engine. Dynamic choice happens once, at create / open.
+//! API calls `begin`, `read`, `write` and `commit` (and, for a read-only transaction,
+//! `begin_snapshot` and `end_snapshot`) through a `match` that the compiler inlines
+//! per engine. Dynamic choice happens once, at create / open.
 //!
 //! # Contract for implementors
 //! Offsets passed in are payload offsets validated by the engine itself (user input).
