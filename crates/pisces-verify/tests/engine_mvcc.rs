@@ -11,7 +11,7 @@
 mod common;
 
 use pisces::medium::DramMedium;
-use pisces::{Config, EngineId, EngineOptions, PPtr, Pool};
+use pisces::{Config, EngineId, EngineOptions, PPtr, PersistenceDomain, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -297,28 +297,64 @@ fn mvcc_engine_every_fence_and_random() {
 }
 
 /// The `mvcc` strawman over long runs whose logs recycle and wrap several times, so
-/// that crashes land on watermark and tail updates and on wrap markers.
+/// that crashes land on watermark and tail updates and on wrap markers; on the
+/// default model and on the file medium's page cache (where home writes are synced
+/// lazily, at log recycling).
 #[test]
 fn mvcc_crashes_during_log_recycling_and_wrap() {
+    for domain in [PersistenceDomain::Adr, PersistenceDomain::PageCache] {
+        for threads in [1, 2] {
+            let (states, violations) = recycling_campaign(domain, threads);
+            assert_eq!(
+                violations,
+                Vec::<String>::new(),
+                "{domain:?}, {threads} threads"
+            );
+            assert!(states >= 400, "only {states} states");
+        }
+    }
+}
+
+/// States checked and violations of a random campaign of 600 bank operations per
+/// thread (the logs recycle several times) on `domain`.
+fn recycling_campaign(domain: PersistenceDomain, threads: usize) -> (u64, Vec<String>) {
     use pisces_verify::crashtest::{self, Mode, Settings};
-    for threads in [1, 2] {
-        let settings = Settings {
-            engine: pisces::EngineId::Mvcc,
-            options: vec![pisces::EngineOptions::default()],
-            threads,
-            ops: 600,
-            mode: Mode::Random { states: 400 },
-            seed: 11,
-            ..Settings::default()
-        };
-        let w = crashtest::workload_by_name("bank").unwrap();
-        let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+    let settings = Settings {
+        engine: pisces::EngineId::Mvcc,
+        options: vec![pisces::EngineOptions::default()],
+        threads,
+        ops: 600,
+        mode: Mode::Random { states: 400 },
+        seed: 11,
+        domain,
+        ..Settings::default()
+    };
+    let w = crashtest::workload_by_name("bank").unwrap();
+    let r = crashtest::run_campaign(w.as_ref(), &settings, &|_, _| {});
+    let v = r.violations.iter().map(|v| v.to_string()).collect();
+    (r.states, v)
+}
+
+/// Mutation evidence: without the lazy home sync's flush and fence (each of the
+/// engine's mutation points, `EngineId::Mvcc.mutations()`), the page-cache campaign
+/// loses home writes whose records the log dropped.
+/// `cargo test -p pisces-verify --release --features mutation --test engine_mvcc
+/// mutations -- --nocapture`.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutations_each_removed_step_is_detected() {
+    let sc = pisces::mutation::Scenario::setup();
+    for &p in EngineId::Mvcc.mutations() {
         assert_eq!(
-            r.violation_count,
-            0,
-            "{:?}",
-            r.violations.first().map(|v| v.to_string())
+            p.name, "home-sync-skipped",
+            "a point without a detector here"
         );
-        assert!(r.states >= 400, "only {} states", r.states);
+        // SAFETY: a mutation test: the run exists to show the removed step matters, and
+        // its outcome is read only as that evidence.
+        unsafe { sc.set(Some(p)) };
+        let (_, v) = recycling_campaign(PersistenceDomain::PageCache, 1);
+        sc.clear();
+        eprintln!("{}: {} violations", p.name, v.len());
+        assert!(!v.is_empty(), "{} went unnoticed", p.name);
     }
 }

@@ -40,6 +40,9 @@
 //! no log or recovery of its own. A record's persistTS is the
 //! commit timestamp: two records that write one object were committed in lock order,
 //! so in timestamp order. The pool format is Pisces' (same log areas, watermark word).
+//! On the file medium the home writes of step 7 are synced lazily, as Pisces' are
+//! (the kit's [`lazy_home`](crate::engine::kit::log::lazy_home); [`shared`], *Lazy
+//! home sync*): a commit then costs one device sync, its record's.
 //!
 //! # Departures from the paper, and why
 //! * Records hold whole objects, never changed words only (the strawman has no
@@ -99,6 +102,9 @@ impl EngineDef for Mvcc {
     const SUMMARY: &'static str =
         "baseline: the Pisces paper's multi-version strawman (version chains, blocking reads)";
     const ISOLATION: Isolation = Isolation::Snapshot;
+    #[cfg(feature = "mutation")]
+    const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] =
+        &[&crate::engine::kit::log::lazy_home::HOME_SYNC_SKIPPED];
     type Engine = MvccEngine;
     type Thread = MvccThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<MvccEngine> {

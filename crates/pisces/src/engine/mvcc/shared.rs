@@ -19,9 +19,19 @@
 //! else recovery could replay an older record over a newer value whose record is gone.
 //! So, as in Pisces (P-2), a thread persists the watermark W = "every record below W is
 //! home" before dropping its records below W; recovery ignores records below W.
+//!
+//! # Lazy home sync (the file medium)
+//! Where a fence is a device sync, a commit stores home without fencing and leaves the
+//! ranges it wrote in its slot's [`HomeSync`] (the kit's
+//! [`lazy_home`](crate::engine::kit::log::lazy_home)): `unsynced_min` holds the
+//! watermark below its record until the ranges are synced. The owner syncs them when it
+//! recycles its log; a thread whose log stays full syncs every slot's
+//! ([`MvccShared::sync_all_homes`]), so an idle thread's ranges never hold the others'
+//! logs; a closing thread syncs its own, a closing pool every slot's.
 
 use super::thread::MvccThread;
 use crate::engine::kit::cc::clock::Clock;
+use crate::engine::kit::log::lazy_home::UnsyncedHome;
 use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
 use crate::engine::kit::versions::version_index::VersionIndex as Index;
@@ -30,12 +40,47 @@ use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::sync::fence;
 use crate::{Error, Result};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One thread slot: `committing` is the commit timestamp of a record not yet durably
 /// home (0 while it is being taken; `u64::MAX`: none).
 pub(crate) use crate::engine::kit::cc::clock::CommitSlot as Slot;
+
+/// Lazy home sync of one slot (module docs).
+#[derive(Default)]
+pub(crate) struct HomeSync {
+    /// The least commit timestamp among the records whose home writes are in
+    /// `ranges` (`u64::MAX`: none); part of the watermark scan.
+    unsynced_min: AtomicU64,
+    /// The home ranges written and not yet durable.
+    ranges: Mutex<UnsyncedHome>,
+}
+
+impl HomeSync {
+    fn new() -> HomeSync {
+        HomeSync {
+            unsynced_min: AtomicU64::new(u64::MAX),
+            ranges: Mutex::new(UnsyncedHome::default()),
+        }
+    }
+
+    /// Lock the ranges. A panic while they were held leaves at worst ranges not yet
+    /// synced, which the next sync makes durable: poisoning is ignored.
+    pub(super) fn lock(&self) -> MutexGuard<'_, UnsyncedHome> {
+        self.ranges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ranges just pushed into `ranges` (this slot's, locked) belong to a record
+    /// with commit timestamp `ts`: hold the watermark below it until they are synced.
+    /// SeqCst, and stored before the committer clears its `committing` (Release): a
+    /// watermark scan that sees `committing` cleared loads this bound after it.
+    pub(super) fn hold(&self, _ranges: &MutexGuard<'_, UnsyncedHome>, ts: u64) {
+        self.unsynced_min.fetch_min(ts, SeqCst);
+    }
+}
 
 /// Pool-wide engine state.
 pub(crate) struct MvccShared {
@@ -53,6 +98,10 @@ pub(crate) struct MvccShared {
     pub next_seq: Vec<u64>,
     /// The serial fallback word (`thread`, *Fallback*).
     pub fallback: crate::engine::kit::cc::fallback::Fallback,
+    /// Home writes are synced lazily (module docs): the medium's fence is a device sync.
+    pub lazy_home: bool,
+    /// Each slot's lazy home sync (empty unless `lazy_home`).
+    pub home: Vec<CachePadded<HomeSync>>,
 }
 
 impl MvccShared {
@@ -65,6 +114,12 @@ impl MvccShared {
     ) -> MvccShared {
         let n = heap.layout().max_threads;
         let index = Index::new(&heap, &alloc);
+        let lazy_home = heap.fence_is_device_sync();
+        let home = if lazy_home {
+            (0..n).map(|_| CachePadded::new(HomeSync::new())).collect()
+        } else {
+            Vec::new()
+        };
         MvccShared {
             heap,
             alloc,
@@ -73,6 +128,30 @@ impl MvccShared {
             index,
             next_seq,
             fallback: Default::default(),
+            lazy_home,
+            home,
+        }
+    }
+
+    /// Make `slot`'s lazily written home ranges durable and release its watermark
+    /// bound (nothing to do without lazy home sync).
+    pub(super) fn sync_home(&self, slot: usize) {
+        let Some(h) = self.home.get(slot) else {
+            return;
+        };
+        let mut ranges = h.lock();
+        if ranges.sync(&self.heap).is_some() {
+            // SeqCst: as in `hold`. Under the lock, after the fence that made every
+            // range pushed before it durable.
+            h.unsynced_min.store(u64::MAX, SeqCst);
+        }
+    }
+
+    /// [`MvccShared::sync_home`] for every slot: a thread whose log stays full, and
+    /// the pool's close.
+    pub(super) fn sync_all_homes(&self) {
+        for slot in 0..self.home.len() {
+            self.sync_home(slot);
         }
     }
 
@@ -103,14 +182,20 @@ impl MvccShared {
     /// clock. If our clock load sees that increment (or a later one), the committer's
     /// fence precedes ours, so our slot scan sees its guard (0, its timestamp, or
     /// `u64::MAX` stored after its record is home); if not, its timestamp is above our
-    /// clock value and so not below the watermark.
+    /// clock value and so not below the watermark. A slot's lazy home bound is loaded
+    /// after its `committing`: if that load sees the Release that cleared it, the bound
+    /// the committer stored before is seen too (`HomeSync::hold`).
     pub(super) fn watermark(&self) -> u64 {
         let now = self.clock.now();
         fence(SeqCst);
-        self.slots
-            .iter()
-            .map(|s| s.committing.load(Acquire))
-            .fold(now + 1, u64::min)
+        let mut w = now + 1;
+        for (i, s) in self.slots.iter().enumerate() {
+            w = w.min(s.committing.load(Acquire));
+            if let Some(h) = self.home.get(i) {
+                w = w.min(h.unsynced_min.load(SeqCst));
+            }
+        }
+        w
     }
 
     /// Raise the persistent watermark to at least `w` and make it durable.
@@ -153,9 +238,11 @@ impl Engine for MvccEngine {
         }
         Ok(MvccThread::new(self.sh.clone(), slot))
     }
-    /// Nothing is deferred across threads: every commit writes home itself, and each
-    /// thread releases its freed blocks when it quiesces.
-    fn quiesce(&self) {}
+    /// Every commit writes home itself, and each thread releases its freed blocks when
+    /// it quiesces; home writes synced lazily are made durable here.
+    fn quiesce(&self) {
+        self.sh.sync_all_homes();
+    }
     fn heap(&self) -> Option<&Arc<Heap>> {
         Some(&self.sh.heap)
     }

@@ -23,7 +23,8 @@
 //! 5. Persist the record with C as its persistTS: flush, **fence** (durability point).
 //! 6. Publish the private copies as versions with timestamp C; truncate each chain
 //!    below the oldest running snapshot.
-//! 7. Write the objects home, publish allocator changes, flush, **fence**.
+//! 7. Write the objects home, publish allocator changes, flush, **fence** (on the file
+//!    medium, no fence: the ranges wait for the lazy home sync, see `shared`).
 //! 8. Release the locks (readers that waited go on), clear `committing`.
 //! 9. If it freed objects: wait until no snapshot older than C runs, then make the
 //!    blocks reusable (no lock held, outside the transaction).
@@ -77,7 +78,8 @@ pub(crate) struct MvccThread {
     writes: WriteSet<Version, Entry>,
     /// Blocks freed by the committing transaction (reused buffer).
     frees: Vec<Block>,
-    /// Highest log sequence number written home.
+    /// Highest log sequence number written home (with lazy home sync not yet durably:
+    /// the watermark, held below those records until they are synced, keeps them).
     wb_seq: u64,
     durable_watermark: u64,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
@@ -201,6 +203,11 @@ impl MvccThread {
             // Our records are all home; the watermark passes them as soon as no older
             // commit of another thread is on its way home (a commit never waits).
             self.recycle();
+            if !self.log.fits(entries) && self.sh.lazy_home {
+                // Another slot's home writes not yet synced may hold the watermark.
+                self.sh.sync_all_homes();
+                self.recycle();
+            }
             if !self.log.fits(entries) {
                 crate::sync::spin_step(&mut round);
             }
@@ -208,8 +215,10 @@ impl MvccThread {
         Ok(())
     }
 
-    /// Drop the records below the watermark, persisting it first (P-2).
+    /// Drop the records below the watermark, persisting it first (P-2); with lazy home
+    /// sync, this slot's home writes are made durable first.
     fn recycle(&mut self) {
+        self.sh.sync_home(self.slot);
         let w = self.sh.watermark();
         if w > self.durable_watermark {
             self.sh.persist_watermark(w);
@@ -430,7 +439,9 @@ impl EngineThread for MvccThread {
                 }
             }
         }
-        // 7. Home, allocator, fence.
+        // 7. Home, allocator, fence; on the file medium no fence: the ranges wait for
+        // the lazy home sync, holding the watermark below this record (`shared`).
+        let mut lazy = sh.home.get(self.slot).map(|h| (h, h.lock()));
         for w in self.writes.iter() {
             match w.kind {
                 Kind::Written | Kind::Fresh(_) => {
@@ -444,22 +455,39 @@ impl EngineThread for MvccThread {
                             w.len,
                         )
                     };
-                    heap.flush(w.off as usize, w.len);
+                    match &mut lazy {
+                        Some((_, ranges)) => ranges.push(w.off as usize, w.len),
+                        None => heap.flush(w.off as usize, w.len),
+                    }
                     counters::add_bytes_written_home(w.len as u64);
                 }
                 _ => {}
             }
-            match w.kind {
-                Kind::Fresh(b) => sh.alloc.publish_alloc(b),
-                Kind::Freed(b) => sh.alloc.publish_free(b),
-                _ => {}
+            let published = match w.kind {
+                Kind::Fresh(b) => Some((b, true)),
+                Kind::Freed(b) => Some((b, false)),
+                _ => None,
+            };
+            if let Some((b, allocated)) = published {
+                match &mut lazy {
+                    Some((_, ranges)) => {
+                        if let Some((off, len)) = sh.alloc.publish_unflushed(b, allocated) {
+                            ranges.push(off, len);
+                        }
+                    }
+                    None if allocated => sh.alloc.publish_alloc(b),
+                    None => sh.alloc.publish_free(b),
+                }
             }
         }
-        heap.fence();
-        // 8. Unlock; our record is home.
+        match lazy {
+            Some((h, ranges)) => h.hold(&ranges, ts),
+            None => heap.fence(),
+        }
+        // 8. Unlock; our record is home (durably, or held above the watermark).
         self.unlock(self.writes.len());
-        // Release: the record is durably home (fence above) before a watermark scan can
-        // see this slot idle.
+        // Release: the record is durably home (fence above), or its lazy home bound is
+        // stored, before a watermark scan can see this slot idle.
         slot.committing.store(u64::MAX, Release);
         self.retries.end(&sh.fallback, self.slot);
         self.wb_seq = seq;

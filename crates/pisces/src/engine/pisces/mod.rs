@@ -77,7 +77,7 @@ impl EngineDef for Pisces {
         &shared::GRACE_PERIOD,
         &shared::DEFERRED_WRITE_BACK_IGNORES_READERS,
         &shared::PARTIAL_WRITE_BACK_CLEARS_PENDING,
-        &shared::HOME_SYNC_SKIPPED,
+        &crate::engine::kit::log::lazy_home::HOME_SYNC_SKIPPED,
         &thread::WATERMARK,
         &thread::FREED_STAYS_LIVE,
         &thread::LOCKED_CHECK_TRUSTS_ANY,

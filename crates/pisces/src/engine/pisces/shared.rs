@@ -51,26 +51,18 @@
 //!
 //! # Lazy home sync (the file medium)
 //! Where the persist point is `msync` (persistence domain `PageCache`), a write-back
-//! makes its home writes durable only when the log needs the space: it stores home,
-//! publishes allocations and frees, unlocks, and records the ranges it wrote in the
-//! slot's batch (`unsynced`) without flushing or fencing. The records stay in the log
-//! meanwhile: `wb_seq` is not advanced, and the slot's `unsynced_min` (the least
-//! persistTS among them) holds the watermark below them. [`PiscesShared::sync_home`]
-//! flushes the ranges and fences once (one `msync` of their pages), then advances
-//! `wb_seq` and clears `unsynced_min`; it runs when the slot recycles its log, when a
-//! thread that needs log space or memory helps every slot (`help_all`), and at
-//! quiesce.
-//!
-//! Why it is safe: a crash before the sync finds every record whose home writes may
-//! be missing or torn still in the log, above the watermark, and recovery replays it
-//! (redo records are idempotent); allocations and frees are replayed from the same
-//! records. A block freed by a written-back transaction is reused at once, as with the
-//! eager write-back: its reuse is logged after the free, and replay applies both in
-//! persistTS order. Why: a committed update then costs one `msync` (its log record);
-//! a page of home data written by many transactions is written to the device once per
-//! log cycle instead of once per write-back. The cost is a larger sync when the log
-//! fills. On media whose persist point is the fence (DRAM, DAX) the write-back fences
-//! as before.
+//! stores home, publishes allocations and frees, unlocks, and leaves the ranges it
+//! wrote in the slot's batch (`unsynced`, the kit's
+//! [`lazy_home`](crate::engine::kit::log::lazy_home), whose docs give the safety
+//! argument) without flushing or fencing. The records stay in the log meanwhile:
+//! `wb_seq` is not advanced, and the slot's `unsynced_min` (the least persistTS among
+//! them) holds the watermark below them. [`PiscesShared::sync_home`] syncs the ranges,
+//! then advances `wb_seq` and clears `unsynced_min`; it runs when the slot recycles its
+//! log, when a thread that needs log space or memory helps every slot (`help_all`), and
+//! at quiesce. A block freed by a written-back transaction is reused at once, as with
+//! the eager write-back: its reuse is logged after the free, and replay applies both in
+//! persistTS order. On media whose persist point is the fence (DRAM, DAX) the
+//! write-back fences as before.
 
 use super::options::PiscesOptions;
 use super::protocol::TxRecord;
@@ -80,6 +72,7 @@ use crate::engine::kit::cc::fallback::Fallback;
 use crate::engine::kit::cc::grace::{oldest_reader, wait_for_readers};
 use crate::engine::kit::cc::header_word::PTR_MASK;
 use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
+use crate::engine::kit::log::lazy_home::UnsyncedHome;
 use crate::engine::kit::log::redo_log::LogWriter;
 use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
@@ -95,9 +88,6 @@ use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 crate::mutation::point! {
-    /// Lazy home sync lets the log drop records whose home writes it did not make
-    /// durable (`sync_home` neither flushes nor fences).
-    pub(crate) static HOME_SYNC_SKIPPED = "home-sync-skipped";
     /// Write-back does not wait for older snapshots (lines 52-54 of the paper's algorithm).
     pub(crate) static GRACE_PERIOD = "grace-period";
     /// The group-commit write-back that does not wait (it writes back only the
@@ -298,11 +288,9 @@ pub(crate) struct Batch {
     /// commit record, so its address must not change while it is reused.
     #[allow(clippy::vec_box)]
     pub spare: Vec<Box<Attempt>>,
-    /// Lazy home sync (module docs, *Lazy home sync*): home ranges `(offset, len)`
-    /// written back and not yet made durable.
-    pub unsynced: Vec<(usize, usize)>,
-    /// The highest log sequence number among the transactions of `unsynced`.
-    pub unsynced_seq: u64,
+    /// Lazy home sync (module docs, *Lazy home sync*): home ranges written back and
+    /// not yet made durable.
+    pub unsynced: UnsyncedHome,
 }
 
 // SAFETY: the raw pointers inside `Committed` (copy sources, commit-record pointers in
@@ -546,7 +534,7 @@ impl PiscesShared {
                     }
                 };
                 if self.lazy_home {
-                    batch.unsynced.push((r.home as usize, r.len as usize));
+                    batch.unsynced.push(r.home as usize, r.len as usize);
                 } else if self.durable {
                     heap.flush(r.home as usize, r.len as usize);
                 }
@@ -557,8 +545,8 @@ impl PiscesShared {
                 let published = (e.attempt.wb.allocs.iter().map(|&b| (b, true)))
                     .chain(e.attempt.wb.frees.iter().map(|&b| (b, false)));
                 for (b, allocated) in published {
-                    if let Some(r) = self.alloc.publish_unflushed(b, allocated) {
-                        batch.unsynced.push(r);
+                    if let Some((off, len)) = self.alloc.publish_unflushed(b, allocated) {
+                        batch.unsynced.push(off, len);
                     }
                 }
             } else {
@@ -587,7 +575,7 @@ impl PiscesShared {
             // so a scan that sees the raised `pending_min` sees this bound too.
             let least = batch.entries[..n].iter().map(|e| e.persist_ts).min();
             s.unsynced_min.fetch_min(least.unwrap_or(u64::MAX), SeqCst);
-            batch.unsynced_seq = batch.unsynced_seq.max(last_seq);
+            batch.unsynced.wrote_up_to(last_seq);
         } else {
             if self.durable {
                 heap.fence();
@@ -643,24 +631,14 @@ impl PiscesShared {
     /// (`wb_seq`) and the watermark pass them (`unsynced_min`). The caller holds the
     /// slot's batch lock. Nothing to do without lazy home sync.
     pub(crate) fn sync_home(&self, slot: usize, batch: &mut Batch) {
-        if batch.unsynced.is_empty() {
+        let Some(synced_seq) = batch.unsynced.sync(&self.heap) else {
             return;
-        }
-        let heap = &*self.heap;
-        let skip = crate::mutation::active!(HOME_SYNC_SKIPPED);
-        for (off, len) in batch.unsynced.drain(..) {
-            if !skip {
-                heap.flush(off, len);
-            }
-        }
-        if !skip {
-            heap.fence();
-        }
+        };
         let s = &self.slots[slot];
         // Release: as in `write_back_first` (the fence above made the home writes
         // durable before this store).
         count_write(&s.wb_seq);
-        s.wb_seq.fetch_max(batch.unsynced_seq, Release);
+        s.wb_seq.fetch_max(synced_seq, Release);
         // SeqCst: ordered with the watermark scans, as `pending_min`.
         count_write(&s.unsynced_min);
         s.unsynced_min.store(u64::MAX, SeqCst);

@@ -3,6 +3,7 @@
 
 pub(crate) mod checked_word;
 pub(crate) mod crc;
+pub(crate) mod lazy_home;
 pub(crate) mod magic_scan;
 pub(crate) mod redo_log;
 pub(crate) mod watermark;
