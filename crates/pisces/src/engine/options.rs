@@ -301,6 +301,7 @@ mod tests {
                             replay_hold: replay == SphtReplay::Scan,
                             replayers: 1 + marker as usize * 15,
                             clock,
+                            points: dup_filter.map(|f| f == (clock == Some(SphtClock::Tsc))),
                         });
                     }
                 }

@@ -16,7 +16,8 @@
 //! * `replayed` at [`REPLAYED_OFFSET`]: every durable transaction with a timestamp up to
 //!   it is applied to the durable heap.
 //!
-//! The durable point of a pool is `max(pmarker, max slot markers)`: every committed
+//! The durable point of a pool is `max(pmarker, max slot markers)`, or the newest valid
+//! point record's timestamp if that is larger (`log`, *Point records*): every committed
 //! update transaction with a timestamp up to it has its record in its log.
 
 use crate::heap::layout::ENGINE_AREA_OFFSET;

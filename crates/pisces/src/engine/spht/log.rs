@@ -7,6 +7,8 @@
 //! +64  ring of records, 8-byte aligned, never straddling the end:
 //!      header (48 B): magic u32 | len u32 | crc32c u32 | kind u32 | seq u64 | ts u64
 //!                     | forward link u64 | backward link u64
+//!      kind: 1 a transaction, 3 a transaction that is a durable point of its own
+//!            (below), 2 a wrap marker
 //!      entries (len bytes): the kit's redo entries (`kit::log::redo_log::RecordBuilder`)
 //! ```
 //!
@@ -28,6 +30,12 @@
 //!   the previous transaction (0: none, the first of the run). Links are stored with
 //!   Release and read with Acquire; they are flushed but nothing relies on their
 //!   durability: recovery orders records by their checksummed timestamps.
+//! * **Point records** (the file medium). A transaction that found, before appending,
+//!   every update transaction with a smaller timestamp persistent (the check of commit
+//!   step 8, done ahead) writes its record as a *point*: once the record is valid,
+//!   every transaction up to its timestamp is durable, so recovery counts its
+//!   timestamp in the durable point as it counts a marker's, and the commit needs no
+//!   marker write (`thread`, *Point records*). The kind is checksummed like the rest.
 //! * The head word is written only by the replayer, after the records before it are
 //!   applied durably; the writer reuses space only after the replayer says so
 //!   (`released_seq`), so a record, or a wrap marker, is never overwritten while the
@@ -56,6 +64,8 @@ pub(super) const RING_OFFSET: usize = 64;
 const MAGIC: u32 = 0x5350_4854; // "SPHT"
 const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
+/// A transaction record that is a durable point of its own (module docs).
+const KIND_TX_POINT: u32 = 3;
 /// Offset of the forward link slot in a record.
 pub(super) const FWD: usize = 32;
 /// Offset of the backward link slot in a record.
@@ -140,6 +150,8 @@ pub(super) struct RecordRef {
     pub len: usize,
     /// A wrap marker, not a transaction.
     pub is_wrap: bool,
+    /// A point record: every transaction up to its timestamp is durable once it is.
+    pub point: bool,
 }
 
 impl RecordRef {
@@ -158,6 +170,7 @@ impl RecordRef {
             ts: u64at(24),
             len: u32at(4) as usize,
             is_wrap: u32at(12) == KIND_WRAP,
+            point: u32at(12) == KIND_TX_POINT,
         }
     }
     /// Its link word.
@@ -357,7 +370,7 @@ fn read_header(ring: &[u8], pos: usize) -> Option<Header<'_>> {
         u64at(16),
         u64at(24),
     );
-    if magic != MAGIC || (kind != KIND_TX && kind != KIND_WRAP) {
+    if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_POINT) {
         return None;
     }
     if !len.is_multiple_of(8) || len > ring.len() - pos - HEADER_LEN {
@@ -528,6 +541,7 @@ pub(super) fn walk<'h>(
             ts: h.ts,
             len,
             is_wrap: false,
+            point: h.kind == KIND_TX_POINT,
         };
         // In place: the caller has the pool to itself (recovery, inspection).
         each(&rec, h.entries)?;
@@ -553,7 +567,8 @@ pub(super) fn walk<'h>(
 #[cfg(test)]
 pub(super) fn reseal(heap: &Heap, slot: usize, pos: usize) {
     let r = RecordRef::read(heap, slot, pos);
-    let c = checksum(r.len as u32, KIND_TX, r.seq, r.ts, r.entries(heap));
+    let kind = if r.point { KIND_TX_POINT } else { KIND_TX };
+    let c = checksum(r.len as u32, kind, r.seq, r.ts, r.entries(heap));
     heap.write_bytes(Area::of(heap, slot).at(pos) + 8, &c.to_le_bytes());
 }
 
@@ -711,9 +726,10 @@ impl LogWriter {
         self.live.len()
     }
 
-    /// Append a record with timestamp `ts` (the caller checked `fits`) and flush it
-    /// (the caller fences). Returns its ring offset.
-    pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64) -> usize {
+    /// Append a record with timestamp `ts` (the caller checked `fits`), a point record
+    /// if `point` (module docs), and flush it (the caller fences). Returns its ring
+    /// offset.
+    pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64, point: bool) -> usize {
         let rec_len = HEADER_LEN + entries.len();
         debug_assert!(self.fits(entries.len()));
         if rec_len > self.area.cap - self.head {
@@ -733,7 +749,8 @@ impl LogWriter {
         heap.write_bytes(at + HEADER_LEN, entries);
         // The link slots are atomics (others read them): write the header's first 32
         // bytes plainly, then the two slots atomically.
-        let h = header(KIND_TX, seq, ts, entries);
+        let kind = if point { KIND_TX_POINT } else { KIND_TX };
+        let h = header(kind, seq, ts, entries);
         heap.write_bytes(at, &h[..32]);
         heap.atomic_u64(at + FWD).store(ts, Release);
         heap.atomic_u64(at + BACK).store(0, Release);

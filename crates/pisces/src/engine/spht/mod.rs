@@ -113,6 +113,14 @@
 //!   sequence of transactions produced ([`log`], [`recovery`]). A marker or
 //!   `replayed` word at or above the timestamp limit is refused too (no run writes
 //!   one).
+//! * **Point records on the file medium** (option `points`, default on where a fence is
+//!   a device sync): a commit that finds every older update transaction already
+//!   persistent writes its log record as a durable point of its own and writes no
+//!   marker, so one thread pays one device sync per commit instead of two; recovery
+//!   takes the newest valid point record into the durable point. The background
+//!   replayer rests 20 ms between batches there (a batch costs three syncs whatever
+//!   its size). Not in the paper, whose persistent memory makes the marker's persist
+//!   one fence ([`thread`], *Point records*; [`log`]).
 //! * Shards stride chunks over replayers without NUMA placement (the operating system
 //!   places the memory and the threads).
 //! * The duplicate filter is a per-shard hash set of word offsets, not a bitmap.
@@ -146,6 +154,13 @@
 //!   wait, `mutation_spht_wait_is_caught_by_the_dependent_commit_crash` shows that
 //!   crash recovering B without A (CI runs both). The random crash campaigns did not
 //!   catch this mutation: its window is a few instructions wide.
+//! * Point records: `point_records_are_durable_points_without_a_marker` (a crash with
+//!   the markers never raised recovers every commit from its point record; recovery
+//!   counting only the markers fails it), the dependent-commit crash with points on,
+//!   and `mutation_spht_point_check_is_caught_by_the_dependent_commit_crash` (a record
+//!   made a point without the check recovers B without A). Campaigns run an option set
+//!   with points on under every domain; `file_syncs` counts the syncs per commit on a
+//!   file (about two without points).
 //! * The `mutation` feature's other spht switches, each caught by a unit test that CI
 //!   runs with it on (`every_spht_mutation_is_caught`, a row per switch): `SphtSkipCas` (delegating the
 //!   marker to a larger lower bound that is not an update transaction's:
@@ -235,6 +250,7 @@ impl EngineDef for Spht {
         &thread::WAIT,
         &thread::SKIP_CAS,
         &thread::FORWARD_LINK,
+        &thread::POINT_CHECK,
         &apply::SHARD_FILTER,
         &apply::DUPLICATE_FILTER,
         &order::SCAN_MERGE,

@@ -52,13 +52,14 @@ const CLOCKS: [(&str, SphtClock); 2] = [("tsc", SphtClock::Tsc), ("counter", Sph
 const ON_OFF: [(&str, bool); 2] = [("on", true), ("off", false)];
 /// The range of `replayers`.
 const REPLAYERS: std::ops::RangeInclusive<usize> = 1..=16;
-const KEYS: [&str; 6] = [
+const KEYS: [&str; 7] = [
     "marker",
     "replay",
     "dup_filter",
     "replay_hold",
     "replayers",
     "clock",
+    "points",
 ];
 
 /// The SPHT engine's options, typed: the keys of its [`EngineOptions`], which this
@@ -111,6 +112,12 @@ pub struct SphtOptions {
     /// `clock` (`tsc` or `counter`; `None`, the default: `tsc` where the CPU has an
     /// invariant TSC, else `counter`): the commit clock.
     pub clock: Option<SphtClock>,
+    /// `points` (`on` or `off`; `None`, the default: `on` where the medium's fence is a
+    /// device sync, the file medium, else `off`): a commit that finds every update
+    /// transaction with a smaller timestamp already persistent writes its log record as
+    /// a durable point of its own and skips the marker's write, so it makes one device
+    /// sync instead of two. Either setting is correct on every medium.
+    pub points: Option<bool>,
 }
 
 impl Default for SphtOptions {
@@ -122,6 +129,7 @@ impl Default for SphtOptions {
             replay_hold: false,
             replayers: 2,
             clock: None,
+            points: None,
         }
     }
 }
@@ -144,6 +152,7 @@ impl SphtOptions {
                 })?
                 .unwrap_or(d.replayers),
             clock: o.choice(engine, "clock", &CLOCKS)?,
+            points: o.choice(engine, "points", &ON_OFF)?,
         })
     }
 }
@@ -173,6 +182,9 @@ impl From<SphtOptions> for EngineOptions {
         if let Some(c) = o.clock {
             e = e.set("clock", name_of(&CLOCKS, c));
         }
+        if let Some(p) = o.points {
+            e = e.set("points", name_of(&ON_OFF, p));
+        }
         e
     }
 }
@@ -193,6 +205,8 @@ pub(crate) struct SphtSettings {
     pub replayers: usize,
     /// Clock source.
     pub clock: ClockKind,
+    /// Point records: `None` until the open resolves it against the medium.
+    pub points: Option<bool>,
 }
 
 impl SphtSettings {
@@ -217,12 +231,14 @@ impl SphtSettings {
             replay_hold: t.replay_hold,
             replayers: t.replayers,
             clock,
+            points: t.points,
         })
     }
 
     /// The option sets campaigns cycle through: the global marker (the default), NV-HTM
-    /// markers, forward replay, scan replay with the duplicate filter, and one
-    /// replayer on the logical clock.
+    /// markers, forward replay, scan replay with the duplicate filter, one replayer on
+    /// the logical clock, and point records (with each marker scheme) whatever the
+    /// medium.
     pub(crate) fn option_sets() -> Vec<EngineOptions> {
         vec![
             EngineOptions::new().set("marker", "global"),
@@ -234,6 +250,10 @@ impl SphtSettings {
             EngineOptions::new()
                 .set("replayers", 1)
                 .set("clock", "counter"),
+            EngineOptions::new().set("points", "on"),
+            EngineOptions::new()
+                .set("points", "on")
+                .set("marker", "nvhtm"),
         ]
     }
 }

@@ -1,12 +1,14 @@
 //! Recovery on open: the same replay as the background replayer, on every record the
 //! crash left durable.
 //!
-//! 1. D = the durable point (`max(pmarker, slot markers)`), R = the `replayed` word.
-//!    Either at or above `clock::TS_LIMIT` is damage (no run writes one): refused.
+//! 1. The markers' durable point (`max(pmarker, slot markers)`), R = the `replayed`
+//!    word. Either at or above `clock::TS_LIMIT` is damage (no run writes one): refused.
 //! 2. Parse every slot's log from its persisted head (`log::walk`); keep the records
-//!    with `R < ts ≤ D`. Records above D belong to transactions whose commit never
-//!    returned (a transaction returns only once the marker covers it) and are
-//!    dropped; records up to R are already applied. Each kept record is decoded and
+//!    with `R < ts`. D = the durable point: the markers' or the newest valid point
+//!    record's timestamp (`log`, *Point records*), the larger. Records above D are
+//!    then dropped (the end of each slot's list: timestamps grow along a log): they
+//!    belong to transactions whose commit never returned (a transaction returns only
+//!    once a marker or a point record covers it); records up to R are already applied. Each kept record is decoded and
 //!    validated right after its checksum, while its bytes are in the cache (every
 //!    entry must name a place a transaction could have written), and noted as holding
 //!    allocator entries or not and with the replay parts its words fall in (step 4).
@@ -45,8 +47,9 @@
 //!    the `dup_filter` option says. A shard skips, unread, the records whose parts
 //!    (noted in step 2) do not include its own: a full log is mostly one-word records,
 //!    and when every shard decoded every record, two shards took longer than one.
-//! 5. Persist `replayed = max(R, D)`, then reset every log (head at 0, next sequence
-//!    number) and fence. A crash anywhere repeats the same steps over the same records.
+//! 5. If a point record set D, persist the global marker at D first (the replayed word
+//!    never passes the markers: step 1's check); persist `replayed = max(R, D)`, then
+//!    reset every log (head at 0, next sequence number) and fence. A crash anywhere repeats the same steps over the same records.
 //!
 //! The new run's clock starts above every timestamp seen (D, R and every record), so
 //! its records sort after everything here.
@@ -68,7 +71,7 @@ use crate::engine::kit::validate::check_logged_write;
 use crate::heap::alloc::Allocator;
 use crate::heap::Heap;
 use crate::{Error, Result};
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 crate::mutation::point! {
     /// Recovery's validation pass notes no record as holding allocator entries, so the
@@ -137,8 +140,10 @@ fn validate_bytes(heap: &Heap, bytes: &[u8], parts: usize) -> Result<(bool, u32)
 
 /// One slot's log, parsed (step 2).
 struct SlotLog {
-    /// Its records with `R < ts ≤ D`, in log order.
+    /// Its records with `R < ts`, in log order (those above D dropped after the parse).
     records: BulkVec<LogRec>,
+    /// The largest timestamp of a point record in it (0: none).
+    max_point: u64,
     /// How far its walk read.
     walked: log::Walked,
     /// The forward links of its kept records (`log::LinkCheck`).
@@ -159,10 +164,10 @@ struct MarkerRecords {
 }
 
 /// Parse and validate slot `slot`'s log in one pass, keeping the records with
-/// `r < ts ≤ d`: each record is decoded and its entries checked right after its
+/// `r < ts`: each record is decoded and its entries checked right after its
 /// checksum, while its bytes are in the cache, and noted with the replay parts (of
 /// `parts`) it writes.
-fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Result<SlotLog> {
+fn parse_slot(heap: &Heap, slot: usize, r: u64, parts: usize) -> Result<SlotLog> {
     let (global, own) = (
         heap.atomic_u64(MARKER_OFFSET).load(Acquire),
         heap.atomic_u64(slot_marker_offset(slot)).load(Acquire),
@@ -172,15 +177,18 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     // At most one record per header's worth of ring: reserved once (address space
     // only; the pages the pushes reach are touched, as huge pages).
     let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
-    let mut max_ts = 0;
+    let (mut max_ts, mut max_point) = (0, 0);
     let mut links = log::LinkCheck::new(heap);
     let mut allocating = false;
     let walked = log::walk(heap, slot, |rec, bytes| {
         max_ts = max_ts.max(rec.ts);
         holds.global |= rec.ts == global;
         holds.own |= rec.ts == own;
-        if rec.ts <= r || rec.ts > d {
+        if rec.ts <= r {
             return Ok(());
+        }
+        if rec.point {
+            max_point = max_point.max(rec.ts);
         }
         links.note(heap, rec)?;
         let (allocates, mask) = validate_bytes(heap, bytes, parts).map_err(|e| {
@@ -196,6 +204,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, d): (u64, u64), parts: usize) -> Res
     })?;
     Ok(SlotLog {
         records,
+        max_point,
         walked,
         links,
         max_ts,
@@ -257,22 +266,29 @@ fn check_timestamp_words(d: u64, r: u64) -> Result<()> {
 /// `threads` threads (parse and apply).
 pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Result<Recovered> {
     let n = heap.layout().max_threads;
-    let d = durable_point(heap);
+    let markers = durable_point(heap);
     let r = replayed(heap);
-    check_timestamp_words(d, r)?;
+    check_timestamp_words(markers, r)?;
     let parts = threads.clamp(1, LogRec::MAX_PARTS);
     // Nothing is written before every slot is parsed, so a damaged pool is refused
     // unchanged (the lowest slot's error is reported).
-    let slots = per_slot(threads, n, |slot| parse_slot(heap, slot, (r, d), parts))
+    let mut slots = per_slot(threads, n, |slot| parse_slot(heap, slot, r, parts))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+    let d = slots.iter().map(|s| s.max_point).fold(markers, u64::max);
+    for s in &mut slots {
+        // Timestamps grow along a log: the records above D are its end (found by a
+        // binary search reading a few headers).
+        let keep = s.records.partition_point(|rec| rec.ts(heap) <= d);
+        s.records.truncate(keep);
+    }
     let walked: Vec<log::Walked> = slots.iter().map(|s| s.walked).collect();
     let mut links = log::LinkCheck::new(heap);
     for s in &slots {
         links.merge(&s.links);
     }
     links.check(&walked)?;
-    check_markers(heap, &slots, d, r)?;
+    check_markers(heap, &slots, markers, r)?;
     let max_ts = slots.iter().map(|s| s.max_ts).fold(d.max(r), u64::max);
     let next_seq: Vec<u64> = walked.iter().map(|w| w.next_seq).collect();
     let allocating = slots.iter().any(|s| s.allocating);
@@ -297,6 +313,12 @@ pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Resul
         )?;
     }
     let replayed_ts = r.max(d);
+    if d > markers {
+        // A point record is the durable point: the marker takes it over before the
+        // replayed word passes the old markers (and before the logs are reset).
+        heap.atomic_u64(MARKER_OFFSET).fetch_max(d, AcqRel);
+        heap.persist(MARKER_OFFSET, 8);
+    }
     if d > r {
         persist_replayed(heap, d);
     }
@@ -317,16 +339,22 @@ pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Resul
 #[cfg_attr(not(feature = "tools"), allow(dead_code))] // read by the tools only
 pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let n = heap.layout().max_threads;
-    let d = durable_point(heap);
     let r = replayed(heap);
+    // The markers' durable point, or the newest point record's (`recover`, step 2).
+    let parsed: Vec<_> = (0..n).map(|slot| log::parse(heap, slot)).collect();
+    let d = parsed
+        .iter()
+        .flat_map(|(recs, _)| recs.iter())
+        .filter(|p| p.point && p.ts > r)
+        .map(|p| p.ts)
+        .fold(durable_point(heap), u64::max);
     let mut lines = vec![format!("durable point  {d}"), format!("replayed up to {r}")];
     let mut problems = Vec::new();
     let mut per_slot = Vec::new();
     let mut pending = 0;
     let mut links = log::LinkCheck::new(heap);
     let mut walks = Vec::new();
-    for slot in 0..n {
-        let (recs, walked) = log::parse(heap, slot);
+    for (slot, (recs, walked)) in parsed.into_iter().enumerate() {
         match walked {
             Ok(w) => walks.push(w),
             Err(e) => problems.push(format!("log: {e}")),

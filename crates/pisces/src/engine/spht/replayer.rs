@@ -24,7 +24,9 @@
 //!    waited for every smaller one to set isPers before the marker passed it (the
 //!    Acquire load of the mirror makes their link stores visible).
 //! 3. Apply it (`apply`: sharded, with the duplicate filter if `dup_filter=on`).
-//! 4. Persist `replayed = newest ts`, then each slot's head word past its last
+//! 4. Raise the global marker to the newest ts (flushed, durable with the apply's
+//!    fence: a point record may be the only durable evidence of it), persist
+//!    `replayed = newest ts`, then each slot's head word past its last
 //!    replayed record (the newest record of the batch is kept: it is the cursor whose
 //!    forward slot the next batch reads, and the link the backward walk stops at), fence; then tell the writers (`released_seq`) that the space is
 //!    free, and hand the blocks the batch freed back to the allocator (a freed block is
@@ -32,14 +34,14 @@
 //!    `reserve` checks the durable bitmap).
 
 use super::apply;
-use super::durability::persist_replayed;
+use super::durability::{persist_replayed, MARKER_OFFSET};
 use super::log::{self, RecordRef, LINK_BIT};
 use super::options::SphtReplay;
 use super::order::merge_by_ts;
 use super::shared::SphtShared;
 use crate::heap::alloc::ThreadCache;
 use crate::Result;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,6 +195,14 @@ pub(super) fn run_batch(sh: &SphtShared, st: &mut ReplayState) -> Result<bool> {
         return Ok(false);
     };
     let heap = &*sh.heap;
+    // The global marker covers the batch before `replayed` does: a point record's
+    // timestamp may be above every marker (the pool's durable point is then the
+    // record, which the log is about to release). Flushed here, made durable by the
+    // apply's fence, before `replayed` is persisted.
+    let marker = heap.atomic_u64(MARKER_OFFSET);
+    if marker.fetch_max(newest.ts, AcqRel) < newest.ts {
+        heap.flush(MARKER_OFFSET, 8);
+    }
     let (freed, stats) = apply::apply(heap, &batch, sh.opts.dup_filter, sh.opts.replayers)?;
     if !stats.allocator.is_empty() {
         // The bitmaps now show these allocations and frees (see `SphtShared::unreplayed`).
@@ -248,14 +258,40 @@ pub(super) fn catch_up(sh: &SphtShared) {
 
 /// Wake the background replayer.
 pub(super) fn kick(sh: &SphtShared) {
+    // Release: pairs with `rest`'s Acquire swap (the flag only ends a rest early).
+    sh.kicked.store(true, Release);
     if let Some(t) = sh.worker.get() {
         t.unpark();
     }
 }
 
+/// Rest for `pause` unless kicked or stopped. A park can return at once without a
+/// kick: the scoped threads of a batch's shards unpark this thread when they end, and
+/// an unpark that arrives before the park is kept for the next one.
+fn rest(sh: &SphtShared, pause: Duration) {
+    let until = std::time::Instant::now() + pause;
+    loop {
+        if sh.kicked.swap(false, Acquire) || sh.stop.load(Acquire) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return;
+        }
+        std::thread::park_timeout(until - now);
+    }
+}
+
+/// How long the background replayer rests after a batch where a fence is a device
+/// sync (the file medium): a batch costs three syncs whatever its size, so it replays
+/// what that time gathered at once. A writer whose log is full wakes it (or replays
+/// itself) sooner.
+const DEVICE_SYNC_PAUSE: Duration = Duration::from_millis(20);
+
 /// The background replayer's loop (idle with `replay_hold`: the writers, `quiesce`
 /// and close still replay).
 pub(super) fn background(sh: Arc<SphtShared>) {
+    let pause = sh.heap.fence_is_device_sync().then_some(DEVICE_SYNC_PAUSE);
     while !sh.stop.load(Acquire) {
         if sh.opts.replay_hold {
             std::thread::park_timeout(Duration::from_millis(50));
@@ -273,8 +309,10 @@ pub(super) fn background(sh: Arc<SphtShared>) {
                 }
             }
         };
-        if !did {
-            std::thread::park_timeout(Duration::from_micros(500));
+        match (did, pause) {
+            (false, _) => std::thread::park_timeout(Duration::from_micros(500)),
+            (true, Some(p)) => rest(&sh, p),
+            (true, None) => {}
         }
     }
 }

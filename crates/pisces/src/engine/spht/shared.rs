@@ -32,6 +32,8 @@ pub(crate) struct Stats {
     pub skipped: AtomicU64,
     /// Commits that waited for a smaller-timestamp transaction to persist.
     pub waited: AtomicU64,
+    /// Commits whose record was a point record (no marker write).
+    pub points: AtomicU64,
     /// Batches the replayer applied.
     pub batches: AtomicU64,
     /// Words skipped by the duplicate filter.
@@ -66,6 +68,9 @@ pub(crate) struct SphtShared {
     pub clock: PhysClock,
     /// Options.
     pub opts: SphtSettings,
+    /// Commits write point records where they can (option `points`, resolved against
+    /// the medium: `log`, *Point records*).
+    pub point_records: bool,
     /// Per-slot published metadata.
     pub slots: Vec<CachePadded<SlotMeta>>,
     /// Volatile mirror of the durable point: every update transaction with a timestamp
@@ -81,6 +86,8 @@ pub(crate) struct SphtShared {
     pub replay: Mutex<ReplayState>,
     /// Tells the background replayer to stop.
     pub stop: AtomicBool,
+    /// Ends the background replayer's rest early (`replayer::kick`).
+    pub kicked: AtomicBool,
     /// The background replayer thread (to wake it).
     pub worker: OnceLock<std::thread::Thread>,
     /// Protocol counters.
@@ -128,6 +135,7 @@ impl SphtEngine {
             stripes: Stripes::new(STRIPE_BITS),
             fallback: Default::default(),
             clock,
+            point_records: opts.points.unwrap_or_else(|| heap.fence_is_device_sync()),
             opts,
             slots: (0..n)
                 .map(|_| CachePadded::new(Default::default()))
@@ -140,6 +148,7 @@ impl SphtEngine {
             replayed_ts: CachePadded::new(AtomicU64::new(rec.replayed_ts)),
             replay: Mutex::new(ReplayState::new(&rec.next_seq)),
             stop: AtomicBool::new(false),
+            kicked: AtomicBool::new(false),
             worker: OnceLock::new(),
             stats: Stats::default(),
             locals,

@@ -631,7 +631,7 @@ fn a_log_holding_only_the_cursor_fits_the_largest_record() {
                 w.fits(bytes.len()),
                 "a record does not fit an almost empty log"
             );
-            w.append(&heap, bytes, 1);
+            w.append(&heap, bytes, 1, false);
             // The replayer releases everything but the newest record (its cursor).
             let newest = w.next_seq() - 1;
             w.reclaim(newest);
@@ -691,8 +691,11 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
 /// while A is held must not recover y = 2 without x = 1 (B depends on A). Returns the
 /// recovered (x, y). A is held with the `before-log` hook point of scenario `sc`.
 #[cfg(feature = "mutation")]
-fn dependent_commit_crash(sc: &crate::mutation::Scenario) -> (u64, u64) {
-    let e = Arc::new(engine_with(EngineOptions::new().set("clock", "counter"), 2));
+fn dependent_commit_crash(sc: &crate::mutation::Scenario, points: bool) -> (u64, u64) {
+    let opts = EngineOptions::new()
+        .set("clock", "counter")
+        .set("points", if points { "on" } else { "off" });
+    let e = Arc::new(engine_with(opts, 2));
     let sh = e.shared().clone();
     let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
     let x = alloc(&mut a, 1);
@@ -741,10 +744,30 @@ fn dependent_commit_crash(sc: &crate::mutation::Scenario) -> (u64, u64) {
 #[cfg(feature = "mutation")] // the `before-log` hook point
 #[test]
 fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
-    let (x, y) = dependent_commit_crash(&crate::mutation::Scenario::setup());
-    assert!(
-        y == 0 || (x == 1 && y == 2),
-        "recovered y = {y} (B read x = 1) but x = {x}: B is durable without A"
+    // With point records, B finds A not persistent: its record is no point, and it
+    // waits for A as without them.
+    for points in [false, true] {
+        let (x, y) = dependent_commit_crash(&crate::mutation::Scenario::setup(), points);
+        assert!(
+            y == 0 || (x == 1 && y == 2),
+            "points {points}: recovered y = {y} (B read x = 1) but x = {x}: B is durable without A"
+        );
+    }
+}
+
+/// Mutation evidence: a record written as a point without the check that every
+/// smaller timestamp is persistent makes B durable without A in the same crash.
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_point_check_is_caught_by_the_dependent_commit_crash() {
+    let sc = crate::mutation::Scenario::setup();
+    // SAFETY: a mutation test (as above).
+    unsafe { sc.set(Some(&super::thread::POINT_CHECK)) };
+    let (x, y) = dependent_commit_crash(&sc, true);
+    assert_eq!(
+        (x, y),
+        (0, 2),
+        "with the point check removed, B (y = 2) should be durable without A (x = 1)"
     );
 }
 
@@ -756,7 +779,7 @@ fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
     // SAFETY: a mutation test: the run exists to show the removed step matters, and its
     // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
     unsafe { sc.set(Some(&super::thread::WAIT)) };
-    let (x, y) = dependent_commit_crash(&sc);
+    let (x, y) = dependent_commit_crash(&sc, false);
     assert_eq!(
         (x, y),
         (0, 2),
@@ -795,7 +818,7 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
     // Fill the ring until the next big record no longer fits before the end.
     let mut end = 0;
     while cap - end >= log::HEADER_LEN + big.len() {
-        end = w.append(&heap, &big, 1) + log::HEADER_LEN + big.len();
+        end = w.append(&heap, &big, 1, false) + log::HEADER_LEN + big.len();
     }
     // The replayer applies everything: its head is the writer's head.
     let wrap_seq = w.next_seq();
@@ -804,11 +827,15 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
     // A big record wraps (marker at `end`), then small ones fill the log while the
     // replayer is away.
     assert!(w.fits(big.len()));
-    assert_eq!(w.append(&heap, &big, 2), 0, "the record after the wrap");
+    assert_eq!(
+        w.append(&heap, &big, 2, false),
+        0,
+        "the record after the wrap"
+    );
     let small = vec![0u8; 1000];
     let mut appended = 1;
     while w.fits(small.len()) {
-        w.append(&heap, &small, 3);
+        w.append(&heap, &small, 3, false);
         appended += 1;
         assert!(appended < 1000, "the log never fills");
     }
@@ -1778,7 +1805,12 @@ fn every_spht_mutation_is_caught() {
         ),
     ];
     // Points whose evidence is elsewhere, with where.
-    let elsewhere: [(&MutationPoint, &str); 2] = [
+    let elsewhere: [(&MutationPoint, &str); 3] = [
+        (
+            &thread::POINT_CHECK,
+            "`mutation_spht_point_check_is_caught_by_the_dependent_commit_crash` (its \
+             crash pauses a commit in this test's scenario)",
+        ),
         (
             &log::LOG_FLUSH,
             "the crash simulator: `cargo test -p pisces-cli --features mutation --test crashtest spht`",
@@ -1804,4 +1836,50 @@ fn every_spht_mutation_is_caught() {
         }
     }
     assert!(missed.is_empty(), "mutations no test caught: {missed:#?}");
+}
+
+/// Point records: on one thread every commit finds nothing older to wait for, so its
+/// record is a point and no marker is written. A crash with the replayer held (the
+/// markers never raised) recovers every commit from the point records alone, and the
+/// recovered pool's global marker takes over the durable point. A recovery that
+/// counted only the markers would drop them all.
+#[test]
+fn point_records_are_durable_points_without_a_marker() {
+    let opts = EngineOptions::new()
+        .set("clock", "counter")
+        .set("points", "on")
+        .set("replay_hold", true);
+    let e = engine_with(opts, 2);
+    let sh = e.shared().clone();
+    let mut th = e.thread(0).unwrap();
+    let x = alloc(&mut th, 1);
+    for v in 1..=5 {
+        let tok = put(&mut th, x, v);
+        th.wait_durable(tok).unwrap();
+    }
+    assert!(
+        sh.stats.points.load(Relaxed) >= 6,
+        "commits wrote no point record"
+    );
+    assert_eq!(
+        sh.stats.cas.load(Relaxed),
+        0,
+        "a point commit wrote the marker"
+    );
+    let image = crash_image(&sh.heap);
+    drop(th);
+    let before = image[MARKER_OFFSET / 8];
+    assert_eq!(before, 0, "the marker was raised");
+    let r = recover_image_with(&image, EngineOptions::new().set("clock", "counter"), 1);
+    let mut th = r.thread(0).unwrap();
+    assert_eq!(
+        get(&mut th, x),
+        5,
+        "a commit covered only by point records was lost"
+    );
+    let heap = &r.shared().heap;
+    assert!(
+        heap.atomic_u64(MARKER_OFFSET).load(SeqCst) > 0,
+        "recovery left the durable point to the point records it reset"
+    );
 }

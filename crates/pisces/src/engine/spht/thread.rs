@@ -41,7 +41,10 @@
 //!    entries, or one `RANGE` when most words changed; the whole payload for a new
 //!    block, whose durable bytes may differ from the snapshot's; `ALLOC` / `FREE`);
 //!    release the stripes with version `ts`. **Visible.**
-//! 7. Append the record (its forward link slot holding `ts`), flush, fence.
+//! 7. Append the record (its forward link slot holding `ts`), flush, fence. With
+//!    point records (option `points`), first check that step 8 would not wait: then
+//!    the record is a point record, and steps 8, 10 and 12 are skipped (*Point
+//!    records*).
 //! 8. **Wait** for every slot whose `vts` is below `ts` and not persistent
 //!    (`WAITPRECEDINGTXS`); note an update transaction with a larger timestamp
 //!    (**skipCAS**).
@@ -54,6 +57,24 @@
 //! 12. `marker=global`: unless skipCAS, CAS the global marker up to `ts`; the winner
 //!     flushes it and raises the volatile durable point. `commit` returns the token
 //!     `ts`; `wait_durable` waits until the durable point reaches it.
+//!
+//! # Point records
+//! On the file medium a fence is a device sync, and steps 7 and 10/12 are two of them
+//! per commit. A commit that finds, before appending its record, every other slot
+//! persistent or above `ts` (the test of step 8, made ahead) appends a *point record*
+//! (`log`): once the record is durable, every update transaction with a smaller
+//! timestamp is durable too — each was persistent (isPers, set after its own record's
+//! fence; our Acquire load sees it) when we checked, and none gets a smaller timestamp
+//! later (*Invariants*). So the record's own fence is the commit's durability point:
+//! the commit links itself (step 9), raises the volatile durable point and sets
+//! isPers, with no marker write. Recovery counts the newest valid point record in the
+//! durable point as it counts the markers (`recovery`); the replayer raises the global
+//! marker over what it replays before its `replayed` word passes them, since the log
+//! releases the point records it applied. A commit that finds an older transaction
+//! not yet persistent takes the steps above unchanged. On one thread every commit is a
+//! point: one device sync per commit. The check costs one load per slot; the option
+//! is on by default only where a fence is a device sync, and the paper's marker
+//! protocol stays the default elsewhere.
 //!
 //! A read-only transaction publishes nothing and writes nothing; its token is the
 //! largest version it read, so `wait_durable` makes it wait until everything it saw is
@@ -143,6 +164,9 @@ crate::mutation::point! {
     pub(crate) static SKIP_CAS = "skip-cas";
     /// A committer does not link itself into its predecessor's forward slot.
     pub(crate) static FORWARD_LINK = "forward-link";
+    /// A commit writes its record as a point record without checking that every
+    /// smaller timestamp is persistent.
+    pub(crate) static POINT_CHECK = "point-check";
 }
 
 crate::mutation::hook_point! {
@@ -614,17 +638,35 @@ impl SphtThread {
         }
     }
 
-    /// Steps 8-12 for the transaction with timestamp `ts` whose record is at `pos`.
-    fn make_durable(&mut self, ts: u64, pos: usize) {
+    /// True if every other slot's transaction with a timestamp below `ts` is
+    /// persistent: step 8 would not wait. Read before the record is appended, it makes
+    /// the record a point record (module docs, *Point records*).
+    fn preceded_by_persistent_only(&self, ts: u64) -> bool {
+        if crate::mutation::active!(POINT_CHECK) {
+            return true;
+        }
+        self.sh.slots.iter().enumerate().all(|(t, s)| {
+            // Acquire: pairs with the Release of isPers, which follows that
+            // transaction's record fence: its record is durable before ours.
+            let w = s.vts.load(Acquire);
+            t == self.slot || w & PERS != 0 || w & TS_MASK > ts
+        })
+    }
+
+    /// Steps 8-12 for the transaction with timestamp `ts` whose record is at `pos`
+    /// (`point`: a point record, durable as its own durable point: no wait, no marker).
+    fn make_durable(&mut self, ts: u64, pos: usize, point: bool) {
         let sh = self.sh.clone();
         let heap = &*sh.heap;
         let me = &sh.slots[self.slot];
         let my_link = log::link(self.slot, pos);
-        // 8. Wait for smaller timestamps; look for a larger update transaction.
+        // 8. Wait for smaller timestamps; look for a larger update transaction. (A
+        // point record found nothing to wait for before it was appended, and no
+        // transaction gets a smaller timestamp afterwards: see the invariants.)
         let mut skip = false;
         let mut waited = false;
         for (t, s) in sh.slots.iter().enumerate() {
-            if t == self.slot {
+            if t == self.slot || point {
                 continue;
             }
             let mut round = 0;
@@ -675,6 +717,16 @@ impl SphtThread {
             sh.genesis.store(my_link, Release);
         }
         me.set_last(ts, my_link);
+        if point {
+            // The record, durable, is the durable point; raised after the links, as a
+            // marker's is, for the replayer.
+            crate::engine::kit::shared_counts::count_write(&sh.durable);
+            sh.durable.fetch_max(ts, AcqRel);
+            me.vts.store(ts | UPD | PERS, Release);
+            crate::engine::kit::shared_counts::count_write(&sh.stats.points);
+            sh.stats.points.fetch_add(1, Relaxed);
+            return;
+        }
         match sh.opts.marker {
             SphtMarker::Nvhtm => {
                 // 10. Our own commit marker, after every smaller one (step 8).
@@ -761,13 +813,15 @@ impl SphtThread {
         }
         self.locks.clear();
         crate::mutation::hook!(BEFORE_LOG, self.slot);
-        // 7. The record.
+        // 7. The record: a point record if nothing older is still to persist (module
+        // docs, *Point records*).
         let heap = &*sh.heap;
+        let point = sh.point_records && self.preceded_by_persistent_only(ts);
         let entries = std::mem::take(&mut self.record);
-        let pos = self.local().log.append(heap, entries.bytes(), ts);
+        let pos = self.local().log.append(heap, entries.bytes(), ts, point);
         self.record = entries;
         heap.fence();
-        self.make_durable(ts, pos);
+        self.make_durable(ts, pos, point);
         let l = self.local();
         l.last_raw = raw;
         l.last_ts = ts;

@@ -72,6 +72,11 @@ impl<T> BulkVec<T> {
         self.v.extend_from_slice(xs);
     }
 
+    /// Keep the first `len` elements.
+    pub fn truncate(&mut self, len: usize) {
+        self.v.truncate(len);
+    }
+
     /// Reverse the order of the elements, in place.
     pub fn reverse(&mut self) {
         self.v.reverse();
