@@ -132,6 +132,19 @@ use slabs::FreeSlabs;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The most slabs one class gets formatted at once where a fence is a device sync (the
+/// file medium). Formatting takes two fences whatever the number of slabs, and on that
+/// medium each is an `msync`: a transaction that needs a fresh slab would pay two
+/// device syncs beside its commit's one. A format takes as many slabs as the class had
+/// formatted so far plus one (1, 2, 4, ...), up to this: a class used once takes one
+/// slab, a class that keeps growing (a bulk load) this many at a time.
+const FORMAT_BATCH: usize = 8;
+
+/// Free slabs a batched format leaves free at least (for other classes and large
+/// blocks): slabs beyond the first are taken only from a free set larger than this,
+/// never by growing the heap.
+const FORMAT_RESERVE: usize = 4 * FORMAT_BATCH;
+
 /// Usage of one size class (for `pisces info`), from the persistent state.
 ///
 /// `Allocator::usage` returns one entry per small class, in increasing block size,
@@ -195,6 +208,9 @@ pub(crate) struct Allocator {
     pressure: std::sync::atomic::AtomicBool,
     /// Held while growing the heap (see the module doc).
     grow_lock: Mutex<()>,
+    /// Slabs formatted for each class since the allocator was built (read and written
+    /// under the class's `shared` lock: Relaxed).
+    formatted: Box<[AtomicU32]>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -288,6 +304,7 @@ impl Allocator {
             slabs: Mutex::new(free),
             pressure: std::sync::atomic::AtomicBool::new(false),
             grow_lock: Mutex::new(()),
+            formatted: (0..NCLASSES).map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
@@ -411,25 +428,44 @@ impl Allocator {
     }
 
     /// Take a free slab, format it for class `c` (persistently) and put its blocks into
-    /// `shared` (the caller holds the class lock).
+    /// `shared` (the caller holds the class lock). Where a fence is a device sync, a
+    /// class that keeps needing slabs gets several at once (see [`FORMAT_BATCH`]).
     fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Result<Option<()>> {
-        let Some(slab) = self.take_slabs(1)? else {
+        let Some(first) = self.take_slabs(1)? else {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
         self.pressure.store(false, Ordering::Relaxed);
-        pmem::format_small(&self.heap, slab, c);
-        // Release: pairs with the Acquire in `block_at`, so a thread that finds a block of
-        // this slab there (even through a racy path such as a stale snapshot pointer) also
-        // sees the slab's formatting, not the state of its previous use.
-        self.kinds[slab].store(Kind::Small(c).encode(), Ordering::Release);
+        let mut slabs = [first; FORMAT_BATCH];
+        let mut n = 1;
+        if self.heap.fence_is_device_sync() {
+            // Relaxed: only touched under the class lock, which the caller holds.
+            let want = (self.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
+            let mut free = lock(&self.slabs);
+            while n < want && free.nfree() > FORMAT_RESERVE {
+                let Some(s) = free.take_run(1) else { break };
+                slabs[n] = s;
+                n += 1;
+            }
+        }
+        let slabs = &slabs[..n];
+        self.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
+        pmem::format_small_slabs(&self.heap, slabs, c);
         let cl = &CLASSES[c];
-        let first = self.heap.layout().slab_offset(slab) as u64 + cl.data_start as u64;
-        shared.extend(
-            (0..cl.nblocks as u64)
-                .rev()
-                .map(|i| first + i * cl.size as u64),
-        );
+        // The lowest addresses are handed out first (the end of the list is popped).
+        for &slab in slabs.iter().rev() {
+            // Release: pairs with the Acquire in `block_at`, so a thread that finds a
+            // block of this slab there (even through a racy path such as a stale
+            // snapshot pointer) also sees the slab's formatting, not the state of its
+            // previous use.
+            self.kinds[slab].store(Kind::Small(c).encode(), Ordering::Release);
+            let first = self.heap.layout().slab_offset(slab) as u64 + cl.data_start as u64;
+            shared.extend(
+                (0..cl.nblocks as u64)
+                    .rev()
+                    .map(|i| first + i * cl.size as u64),
+            );
+        }
         Ok(Some(()))
     }
 

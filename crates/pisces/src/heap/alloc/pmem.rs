@@ -190,25 +190,37 @@ pub(crate) fn valid_mask(class: usize, w: usize) -> u64 {
 /// and old bytes that happened to look like one of this run's locks would be followed
 /// as a pointer.
 pub(crate) fn format_small(heap: &Heap, slab: usize, class: usize) {
+    format_small_slabs(heap, &[slab], class);
+}
+
+/// [`format_small`] for several slabs of one class at once, with the same two fences
+/// for all of them: every slab's bitmap and header words first, then every entry.
+pub(crate) fn format_small_slabs(heap: &Heap, slabs: &[usize], class: usize) {
     let cl = &CLASSES[class];
-    for w in 0..cl.all_words() {
-        // Relaxed: nobody else can reach this slab yet (it was just taken from the free
-        // set, or recovery is single-threaded); the persist below orders it durably
-        // before the entry.
-        bitmap_word(heap, slab, w).store(0, Ordering::Relaxed);
+    for &slab in slabs {
+        for w in 0..cl.all_words() {
+            // Relaxed: nobody else can reach this slab yet (it was just taken from the
+            // free set, or recovery is single-threaded); the fence below orders it
+            // durably before the entry.
+            bitmap_word(heap, slab, w).store(0, Ordering::Relaxed);
+        }
+        let headers = if heap.header_words_used() {
+            clear_headers(heap, slab, class);
+            8 * cl.nblocks as u64
+        } else {
+            0
+        };
+        heap.flush(heap.layout().slab_offset(slab), cl.data_start as usize);
+        counters::add_bytes_metadata(cl.data_start as u64 + headers + 4);
     }
-    let headers = if heap.header_words_used() {
-        clear_headers(heap, slab, class);
-        8 * cl.nblocks as u64
-    } else {
-        0
-    };
-    heap.persist(heap.layout().slab_offset(slab), cl.data_start as usize);
-    counters::add_bytes_metadata(cl.data_start as u64 + headers + 4);
-    store_entry(heap, slab, Kind::Small(class));
-    // Fenced here, not by the engine: the blocks of this slab may be published by other
-    // threads, whose fences do not cover this thread's flush.
-    heap.persist(entry_offset(heap, slab), 4);
+    heap.fence();
+    for &slab in slabs {
+        store_entry(heap, slab, Kind::Small(class));
+        heap.flush(entry_offset(heap, slab), 4);
+    }
+    // Fenced here, not by the engine: the blocks of these slabs may be published by
+    // other threads, whose fences do not cover this thread's flush.
+    heap.fence();
 }
 
 /// Zero the header word of every block of small slab `slab` (class `class`) and flush
