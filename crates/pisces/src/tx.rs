@@ -120,7 +120,13 @@ pub struct Tx<'h> {
     /// An engine call of this attempt failed with a conflict: the attempt is retried
     /// whatever error the closure turned it into.
     conflicted: std::cell::Cell<bool>,
+    /// The stripe of the containers' element counts this attempt adds to
+    /// ([`NO_STRIPE`]: none chosen yet; see [`Tx::count_stripe`]).
+    count_stripe: std::cell::Cell<u8>,
 }
+
+/// [`Tx::count_stripe`] before the attempt's first count.
+const NO_STRIPE: u8 = u8::MAX;
 
 impl std::fmt::Debug for Tx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -296,6 +302,7 @@ impl<'h> Tx<'h> {
             finished: false,
             read_only,
             conflicted: std::cell::Cell::new(false),
+            count_stripe: std::cell::Cell::new(NO_STRIPE),
         }
     }
 
@@ -314,6 +321,22 @@ impl<'h> Tx<'h> {
     /// This attempt runs registered operation `id` with `args` (`Pool::run_op`).
     pub(crate) fn set_operation(&mut self, id: u32, args: &[u8]) {
         self.th.set_operation(Some((id, args)));
+    }
+
+    /// The stripe of the containers' element counts this attempt adds to: `pick()` at
+    /// its first count, the same one after that, so that an attempt that inserts and
+    /// removes (in one container or several) writes one stripe object per container,
+    /// not one per change (`containers::count`). `pick` returns less than 255.
+    #[inline]
+    pub(crate) fn count_stripe(&self, pick: impl FnOnce() -> usize) -> usize {
+        let s = self.count_stripe.get();
+        if s != NO_STRIPE {
+            return usize::from(s);
+        }
+        let s = pick();
+        debug_assert!(s < usize::from(NO_STRIPE));
+        self.count_stripe.set(s as u8);
+        s
     }
 
     /// A read the fast path declined: the engine's full read.
@@ -605,6 +628,7 @@ fn attempt<R, E: From<Error>>(
         finished: false,
         read_only: opts.read_only,
         conflicted: std::cell::Cell::new(false),
+        count_stripe: std::cell::Cell::new(NO_STRIPE),
     };
     let r = f(&mut tx);
     let conflicted = tx.conflicted.get();

@@ -67,14 +67,18 @@ pub(crate) fn create(tx: &mut Tx<'_>) -> Result<u64> {
     Ok(tx.alloc(table)?.offset())
 }
 
-/// Add `delta` to the count at `table`, in this thread's next stripe (writes that
-/// stripe only).
+/// Add `delta` to the count at `table`, in the transaction's stripe: this thread's
+/// next one, chosen at the transaction's first count (writes that stripe only; the
+/// transaction's later counts, in this container or another, use the same index, so
+/// an update that removes and inserts writes one stripe object).
 #[inline]
 pub(crate) fn add(tx: &mut Tx<'_>, table: u64, delta: i64) -> Result<()> {
-    let i = MY_STRIPES.with(|(first, turn)| {
-        let t = turn.get();
-        turn.set((t + 1) % WINDOW);
-        first + t
+    let i = tx.count_stripe(|| {
+        MY_STRIPES.with(|(first, turn)| {
+            let t = turn.get();
+            turn.set((t + 1) % WINDOW);
+            first + t
+        })
     });
     let stripe = tx.read(PPtr::<Table>::from_offset(table))?[i];
     let w = tx.write(PPtr::<Stripe>::from_offset(stripe))?;
@@ -106,3 +110,50 @@ pub(crate) fn for_each_object(tx: &Tx<'_>, table: u64, mut f: impl FnMut(u64)) -
 
 // Windows tile the stripes: a thread's window never wraps into another's.
 const _: () = assert!(STRIPES.is_multiple_of(WINDOW));
+// A stripe index fits `Tx::count_stripe`'s byte.
+const _: () = assert!(STRIPES < u8::MAX as usize);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::medium::DramMedium;
+    use crate::{Config, Pool};
+    use std::sync::Arc;
+
+    /// The stripes' shares at `table`.
+    fn shares(pool: &Pool, table: u64) -> Vec<u64> {
+        pool.run(|tx| {
+            let t = *tx.read(PPtr::<Table>::from_offset(table))?;
+            t.iter()
+                .map(|&s| Ok(tx.read(PPtr::<Stripe>::from_offset(s))?[0]))
+                .collect()
+        })
+        .unwrap()
+    }
+
+    /// A transaction's counts all go to one stripe: two inserts and a remove write one
+    /// stripe object, which holds their sum; the next transaction takes the thread's
+    /// next stripe.
+    #[test]
+    fn a_transaction_counts_in_one_stripe() {
+        let medium = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
+        let pool = Pool::create_on(medium, Config::default()).unwrap();
+        let table = pool.run(|tx| create(tx)).unwrap();
+        pool.run(|tx| {
+            add(tx, table, 1)?;
+            add(tx, table, 1)?;
+            add(tx, table, -1)
+        })
+        .unwrap();
+        let s = shares(&pool, table);
+        assert_eq!(
+            s.iter().filter(|&&v| v != 0).collect::<Vec<_>>(),
+            [&1],
+            "one stripe holds the transaction's sum: {s:?}"
+        );
+        pool.run(|tx| add(tx, table, 1)).unwrap();
+        let t = shares(&pool, table);
+        assert_eq!(t.iter().filter(|&&v| v == 1).count(), 2, "{t:?}");
+        assert_eq!(pool.run(|tx| total(tx, table)).unwrap(), 2);
+    }
+}
