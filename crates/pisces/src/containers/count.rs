@@ -138,7 +138,7 @@ mod tests {
     fn a_transaction_counts_in_one_stripe() {
         let medium = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
         let pool = Pool::create_on(medium, Config::default()).unwrap();
-        let table = pool.run(|tx| create(tx)).unwrap();
+        let table = pool.run(create).unwrap();
         pool.run(|tx| {
             add(tx, table, 1)?;
             add(tx, table, 1)?;
