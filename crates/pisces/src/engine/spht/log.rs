@@ -301,20 +301,28 @@ impl LinkCheck {
     /// A link word no run could have written (a slot or ring offset out of range) is
     /// damage.
     pub(super) fn note(&mut self, heap: &Heap, rec: &RecordRef) -> crate::Result<()> {
-        let fwd = rec.fwd(heap);
+        self.note_fwd(rec.fwd(heap), rec.slot, rec.seq)
+    }
+
+    /// [`LinkCheck::note`] for a record of slot `slot` kept by a parse.
+    pub(super) fn note_kept(&mut self, heap: &Heap, slot: usize, rec: LogRec) -> crate::Result<()> {
+        self.note_fwd(rec.fwd(heap), slot, rec.seq(heap))
+    }
+
+    /// Note forward slot value `fwd` of record `seq` of slot `from`.
+    fn note_fwd(&mut self, fwd: u64, from: usize, seq: u64) -> crate::Result<()> {
         if fwd & LINK_BIT == 0 {
             return Ok(());
         }
         let (slot, pos) = unlink(fwd);
         if slot >= self.heads.len() || pos + HEADER_LEN > self.cap || !pos.is_multiple_of(8) {
             return Err(crate::Error::corrupt(format!(
-                "spht log record {} of thread slot {}: its forward link {fwd:#018x} names no record of a log",
-                rec.seq, rec.slot
+                "spht log record {seq} of thread slot {from}: its forward link {fwd:#018x} names no record of a log"
             )));
         }
         let dist = ring_distance(self.cap, self.heads[slot], pos);
         if self.farthest[slot].is_none_or(|(d, ..)| dist > d) {
-            self.farthest[slot] = Some((dist, pos, rec.slot, rec.seq));
+            self.farthest[slot] = Some((dist, pos, from, seq));
         }
         Ok(())
     }
@@ -618,6 +626,12 @@ impl LogRec {
     #[inline]
     pub(super) fn parts(self) -> u32 {
         ((self.0 & !ALLOCATES) >> PARTS_SHIFT) as u32
+    }
+    /// Its sequence number (from the header).
+    pub(super) fn seq(self, heap: &Heap) -> u64 {
+        let mut b = [0u8; 8];
+        heap.read_bytes(self.off() + 16, &mut b);
+        u64::from_le_bytes(b)
     }
     /// Its timestamp (from the header: the same line as its links).
     #[inline]

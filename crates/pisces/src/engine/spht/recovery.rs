@@ -8,7 +8,10 @@
 //!    record's timestamp (`log`, *Point records*), the larger. Records above D are
 //!    then dropped (the end of each slot's list: timestamps grow along a log): they
 //!    belong to transactions whose commit never returned (a transaction returns only
-//!    once a marker or a point record covers it); records up to R are already applied. Each kept record is decoded and
+//!    once a marker or a point record covers it); records up to R are already applied.
+//!    Only records up to D vouch for their forward links (`log::LinkCheck`): a record
+//!    above it may link into a log whose head word a crashed earlier recovery already
+//!    reset. Each kept record is decoded and
 //!    validated right after its checksum, while its bytes are in the cache (every
 //!    entry must name a place a transaction could have written), and noted as holding
 //!    allocator entries or not and with the replay parts its words fall in (step 4).
@@ -167,7 +170,7 @@ struct MarkerRecords {
 /// `r < ts`: each record is decoded and its entries checked right after its
 /// checksum, while its bytes are in the cache, and noted with the replay parts (of
 /// `parts`) it writes.
-fn parse_slot(heap: &Heap, slot: usize, r: u64, parts: usize) -> Result<SlotLog> {
+fn parse_slot(heap: &Heap, slot: usize, (r, markers): (u64, u64), parts: usize) -> Result<SlotLog> {
     let (global, own) = (
         heap.atomic_u64(MARKER_OFFSET).load(Acquire),
         heap.atomic_u64(slot_marker_offset(slot)).load(Acquire),
@@ -190,7 +193,11 @@ fn parse_slot(heap: &Heap, slot: usize, r: u64, parts: usize) -> Result<SlotLog>
         if rec.point {
             max_point = max_point.max(rec.ts);
         }
-        links.note(heap, rec)?;
+        // The links of records above the markers are noted once the durable point is
+        // known (`recover`): a record above it never counts as durable evidence.
+        if rec.ts <= markers {
+            links.note(heap, rec)?;
+        }
         let (allocates, mask) = validate_bytes(heap, bytes, parts).map_err(|e| {
             Error::corrupt(format!(
                 "spht log record {} of thread slot {slot}: {e}",
@@ -272,15 +279,22 @@ pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Resul
     let parts = threads.clamp(1, LogRec::MAX_PARTS);
     // Nothing is written before every slot is parsed, so a damaged pool is refused
     // unchanged (the lowest slot's error is reported).
-    let mut slots = per_slot(threads, n, |slot| parse_slot(heap, slot, r, parts))
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
+    let mut slots = per_slot(threads, n, |slot| {
+        parse_slot(heap, slot, (r, markers), parts)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     let d = slots.iter().map(|s| s.max_point).fold(markers, u64::max);
-    for s in &mut slots {
+    for (slot, s) in slots.iter_mut().enumerate() {
         // Timestamps grow along a log: the records above D are its end (found by a
-        // binary search reading a few headers).
+        // binary search reading a few headers); those above the markers and up to D
+        // (covered by a point record) have their links noted now.
         let keep = s.records.partition_point(|rec| rec.ts(heap) <= d);
         s.records.truncate(keep);
+        let covered = s.records.partition_point(|rec| rec.ts(heap) <= markers);
+        for &rec in &s.records[covered..] {
+            s.links.note_kept(heap, slot, rec)?;
+        }
     }
     let walked: Vec<log::Walked> = slots.iter().map(|s| s.walked).collect();
     let mut links = log::LinkCheck::new(heap);

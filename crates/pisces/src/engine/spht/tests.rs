@@ -1883,3 +1883,34 @@ fn point_records_are_durable_points_without_a_marker() {
         "recovery left the durable point to the point records it reset"
     );
 }
+
+/// A recovery that crashed after persisting its `replayed` word and resetting one log's
+/// head word (slot 1's here) but not the other's leaves records above the durable
+/// point in the other log (slot 0's last) whose forward links name records of the
+/// reset log. Such a record is no durable evidence: the next recovery drops it without
+/// checking its link, instead of refusing the pool as damaged ("not a torn tail").
+#[test]
+fn records_above_the_durable_point_do_not_vouch_for_their_links() {
+    let (image, _, _, recs) = two_slot_held_image();
+    let (x, y) = (recs[recs.len() - 2], recs[recs.len() - 1]);
+    let (heap, r) = open_damaged_image(&image, |h| {
+        let (slot1, _) = log::parse(h, 1);
+        let z = *slot1.last().unwrap();
+        assert!(
+            z.ts > y.ts && y.fwd(h) == z.link(),
+            "slot 0's last record links to slot 1's"
+        );
+        // The first recovery's durable point was `x`: it persisted that as the marker
+        // and as `replayed`, then reset slot 1's head word before the crash.
+        h.atomic_u64(MARKER_OFFSET).store(x.ts, SeqCst);
+        h.atomic_u64(durability::REPLAYED_OFFSET)
+            .store(x.ts, SeqCst);
+        log::set_head(h, 1, 0, z.seq + 1);
+    });
+    assert!(r.is_ok(), "recovery refused the pool: {:?}", r.err());
+    assert_eq!(
+        durability::replayed(&heap),
+        x.ts,
+        "a record above the durable point was replayed"
+    );
+}
