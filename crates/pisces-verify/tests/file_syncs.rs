@@ -69,36 +69,42 @@ fn file_pool(engine: EngineId) -> Option<(Pool, PathBuf)> {
     Some((pool, path))
 }
 
-/// spht on a file, one thread: every commit finds no older transaction still to
-/// persist, so its log record is a point record and it writes no marker; the replayer
-/// applies what a pause gathered, three syncs per batch. Close to one sync per commit;
-/// with the marker written at every commit, two or more (and the replayer's three per
-/// commit when it replays each commit on its own).
-fn spht_commits_are_their_own_durable_points_on_a_file() {
-    let Some((pool, path)) = file_pool(EngineId::Spht) else {
-        return;
-    };
-    const N: u64 = 1000;
+/// Syncs per commit of `n` update transactions on `engine`'s pool file, each adding 1
+/// to one of four root words; the pool is reopened (recovery replays what its log
+/// still holds) and every increment must be there. `None` off a disk file system.
+fn increment_syncs(engine: EngineId, n: u64) -> Option<f64> {
+    let (pool, path) = file_pool(engine)?;
     let root: PPtr<[u64; 4]> = pool.root().unwrap();
     let before = msync_calls();
-    for i in 0..N {
+    for i in 0..n {
         pool.run(|tx| {
             tx.write(root)?[(i % 4) as usize] += 1;
             Ok(())
         })
         .unwrap();
     }
-    let per_commit = (msync_calls() - before) as f64 / N as f64;
-    eprintln!("spht: {per_commit:.2} syncs per commit");
-    assert!(
-        per_commit < 1.3,
-        "{per_commit:.2} syncs per commit: commits write markers, or the replayer syncs per commit"
-    );
+    let per_commit = (msync_calls() - before) as f64 / n as f64;
+    eprintln!("{}: {per_commit:.2} syncs per commit", engine.name());
     drop(pool);
-    let pool = Pool::open(&path, Config::default().engine(EngineId::Spht)).unwrap();
-    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [N / 4; 4]);
+    let pool = Pool::open(&path, Config::default().engine(engine)).unwrap();
+    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [n / 4; 4]);
     drop(pool);
     std::fs::remove_file(&path).unwrap();
+    Some(per_commit)
+}
+
+/// spht on a file, one thread: every commit finds no older transaction still to
+/// persist, so its log record is a point record and it writes no marker; the replayer
+/// applies what a pause gathered, three syncs per batch. Close to one sync per commit;
+/// with the marker written at every commit, two or more (and the replayer's three per
+/// commit when it replays each commit on its own).
+fn spht_commits_are_their_own_durable_points_on_a_file() {
+    if let Some(per_commit) = increment_syncs(EngineId::Spht, 1000) {
+        assert!(
+            per_commit < 1.3,
+            "{per_commit:.2} syncs per commit: commits write markers, or the replayer syncs per commit"
+        );
+    }
 }
 
 /// mvcc on a file: each update transaction writes one word. Its record's sync is the
@@ -106,31 +112,12 @@ fn spht_commits_are_their_own_durable_points_on_a_file() {
 /// recycling, so a commit costs close to one sync. Fencing the home write at every
 /// commit (the strawman's step 7 as written) gives two.
 fn mvcc_syncs_home_writes_lazily_on_a_file() {
-    let Some((pool, path)) = file_pool(EngineId::Mvcc) else {
-        return;
-    };
-    const N: u64 = 2000;
-    let root: PPtr<[u64; 4]> = pool.root().unwrap();
-    let before = msync_calls();
-    for i in 0..N {
-        pool.run(|tx| {
-            tx.write(root)?[(i % 4) as usize] += 1;
-            Ok(())
-        })
-        .unwrap();
+    if let Some(per_commit) = increment_syncs(EngineId::Mvcc, 2000) {
+        assert!(
+            per_commit < 1.2,
+            "{per_commit:.2} syncs per commit: the home writes are synced at every commit"
+        );
     }
-    let per_commit = (msync_calls() - before) as f64 / N as f64;
-    eprintln!("mvcc: {per_commit:.2} syncs per commit");
-    assert!(
-        per_commit < 1.2,
-        "{per_commit:.2} syncs per commit: the home writes are synced at every commit"
-    );
-    drop(pool);
-    // Reopened (recovery replays what the log still holds), every increment is there.
-    let pool = Pool::open(&path, Config::default().engine(EngineId::Mvcc)).unwrap();
-    assert_eq!(pool.run(|tx| Ok(*tx.read(root)?)).unwrap(), [N / 4; 4]);
-    drop(pool);
-    std::fs::remove_file(&path).unwrap();
 }
 
 /// SP3 on a file: transactions that each free one block and allocate another. An
