@@ -755,17 +755,27 @@ fn a_crash_never_recovers_a_transaction_without_one_it_read_from() {
     }
 }
 
+/// The dependent-commit crash with mutation point `m` switched on (`points`: point
+/// records on): the recovered (x, y).
+#[cfg(feature = "mutation")]
+fn dependent_commit_crash_without(
+    m: &'static crate::mutation::MutationPoint,
+    points: bool,
+) -> (u64, u64) {
+    let sc = crate::mutation::Scenario::setup();
+    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
+    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
+    unsafe { sc.set(Some(m)) };
+    dependent_commit_crash(&sc, points)
+}
+
 /// Mutation evidence: a record written as a point without the check that every
 /// smaller timestamp is persistent makes B durable without A in the same crash.
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_spht_point_check_is_caught_by_the_dependent_commit_crash() {
-    let sc = crate::mutation::Scenario::setup();
-    // SAFETY: a mutation test (as above).
-    unsafe { sc.set(Some(&super::thread::POINT_CHECK)) };
-    let (x, y) = dependent_commit_crash(&sc, true);
     assert_eq!(
-        (x, y),
+        dependent_commit_crash_without(&super::thread::POINT_CHECK, true),
         (0, 2),
         "with the point check removed, B (y = 2) should be durable without A (x = 1)"
     );
@@ -775,13 +785,8 @@ fn mutation_spht_point_check_is_caught_by_the_dependent_commit_crash() {
 #[cfg(feature = "mutation")]
 #[test]
 fn mutation_spht_wait_is_caught_by_the_dependent_commit_crash() {
-    let sc = crate::mutation::Scenario::setup();
-    // SAFETY: a mutation test: the run exists to show the removed step matters, and its
-    // outcome is read only as that evidence (see `pisces::mutation::Scenario::set`).
-    unsafe { sc.set(Some(&super::thread::WAIT)) };
-    let (x, y) = dependent_commit_crash(&sc, false);
     assert_eq!(
-        (x, y),
+        dependent_commit_crash_without(&super::thread::WAIT, false),
         (0, 2),
         "with the wait removed, B (y = 2) should be durable without A (x = 1)"
     );
