@@ -138,7 +138,10 @@ not included. With --update-pct 0 each engine's read-only measurement on the fil
 has a control on the DRAM medium under /dev/shm beside it (labelled <engine>@dram), and a \
 table gives the throughput on the file medium over the DRAM medium.\n\n\
 Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-robin, \
-unless --no-pin is given.")]
+unless --no-pin is given; with --dir the scheduler places them unless --pin is given (a \
+durable commit sleeps until the device's completion interrupt wakes it, and a thread \
+pinned away from the CPU that takes the interrupt waits for a cross-CPU wake-up at \
+every sync; unpinned, the scheduler moves it there).")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -246,10 +249,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub replay_txns: u32,
     /// Pin worker thread i to the i-th CPU of the process's affinity mask, round-robin
-    /// (the default).
+    /// (the default, but with --dir).
     #[arg(long, overrides_with = "no_pin")]
     pub pin: bool,
-    /// Let the scheduler place the worker threads.
+    /// Let the scheduler place the worker threads (the default with --dir).
     #[arg(long = "no-pin", overrides_with = "pin")]
     pub no_pin: bool,
     /// Options of one engine for all its measurements (those the plan does not set
@@ -531,7 +534,11 @@ impl BenchArgs {
                 heap_mib: u64::from(self.replay_heap_mib),
                 txns: u64::from(self.replay_txns),
             },
-            pin: !self.no_pin,
+            pin: if self.pin || self.no_pin {
+                self.pin
+            } else {
+                self.dir.is_none()
+            },
             engine_options: self.engine_options.clone(),
             disk: self.dir.clone(),
         }
@@ -675,13 +682,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn threads_are_pinned_unless_told_otherwise() {
+    fn threads_are_pinned_unless_told_otherwise_or_on_a_file_system() {
         for (args, want) in [
             (vec![], true),
             (vec!["--pin"], true),
             (vec!["--no-pin"], false),
             (vec!["--pin", "--no-pin"], false),
             (vec!["--no-pin", "--pin"], true),
+            (vec!["--dir", "d"], false),
+            (vec!["--dir", "d", "--pin"], true),
+            (vec!["--dir", "d", "--no-pin", "--pin"], true),
+            (vec!["--dir", "d", "--pin", "--no-pin"], false),
         ] {
             let s = parse(&args).unwrap().settings();
             assert_eq!(s.pin, want, "{args:?}");

@@ -78,7 +78,7 @@ pub struct GroupSync {
     done: AtomicU64,
     /// A thread leads a round (waits for companions or syncs).
     leading: AtomicBool,
-    /// Signalled, under `state`, when a round ends: for fences that stopped polling.
+    /// Signalled, under `state`, when a round ends: for the fences waiting for one.
     round_ended: Condvar,
 }
 
@@ -135,17 +135,20 @@ impl GroupSync {
     /// Make `ranges` (page-aligned, the calling thread's flushed pages) durable with
     /// `msync(start, len)`, sharing the call with concurrent fences (module docs).
     ///
-    /// Waiting (for a round that covers this fence, or for a companion) first polls,
-    /// yielding the processor between polls, for at most one `msync` duration: a
-    /// thread woken from a condition variable reaches the next round later than one
-    /// that polls, and a round is about as long as the poll. Then it sleeps.
+    /// A fence that waits for a round to cover it sleeps at once, without polling:
+    /// the round's leader sleeps in `msync` until the device's completion interrupt
+    /// wakes it, and a poller keeping a processor busy for the whole sync makes that
+    /// wake-up a remote one (to the leader's processor instead of the idle one that
+    /// took the interrupt), which the leader then pays at every round. A leader does
+    /// poll for its companions (below): they are running their transactions, and it
+    /// has not begun its sync yet.
     pub fn fence(&self, ranges: PageRanges, mut msync: impl FnMut(usize, usize)) {
         if ranges.is_empty() {
             return;
         }
         let me = std::thread::current().id();
         let arrived = Instant::now();
-        let (ticket, patience) = {
+        let ticket = {
             let mut st = self.lock();
             st.note(me, arrived);
             st.queued.extend(ranges);
@@ -153,11 +156,9 @@ impl GroupSync {
             // Release: a leader polling `issued` for companions then locks `state`,
             // which orders it after this queueing anyway; Relaxed would do, Release
             // states the pairing.
-            let ticket = self.issued.fetch_add(1, Release) + 1;
-            (ticket, st.last_sync.min(MAX_WAIT))
+            self.issued.fetch_add(1, Release) + 1
         };
         // Wait until a round covers this ticket, or lead one.
-        let poll_until = Instant::now() + patience;
         loop {
             // Acquire: pairs with the leader's Release store after its `msync` calls
             // returned, the point at which this fence's pages are durable.
@@ -176,10 +177,6 @@ impl GroupSync {
                     return;
                 }
                 break;
-            }
-            if Instant::now() < poll_until {
-                std::thread::yield_now();
-                continue;
             }
             let st = self.lock();
             // Checked under the lock that `end_leading` notifies under: no lost wake-up.
