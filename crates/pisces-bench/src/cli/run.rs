@@ -69,7 +69,15 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
         };
     notes.extend(recovery_notes);
     // Read the affinity mask here, on the main thread, which is never pinned.
-    let placement = Placement::new(s.pin);
+    let placement = if !s.pin && on_disk {
+        Placement::unpinned(
+            "the --dir default: a durable commit sleeps until the device's interrupt \
+             wakes it, and the scheduler may then run it on the CPU that took the \
+             interrupt; --pin pins",
+        )
+    } else {
+        Placement::new(s.pin)
+    };
     let replay_spht = s.workloads.contains(&WorkloadKind::Replay) && !on_disk;
     if specs.is_empty() && recovery_engines.is_empty() && !replay_spht {
         err("pisces-bench: nothing to measure with these options");

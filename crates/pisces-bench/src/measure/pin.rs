@@ -1,4 +1,4 @@
-//! Pinning worker threads to CPUs (`--pin`, the default; `--no-pin`).
+//! Pinning worker threads to CPUs (`--pin`, the default but with `--dir`; `--no-pin`).
 //!
 //! Unpinned, a worker may migrate between cores, and its throughput then varies from
 //! run to run with where the scheduler put it; pinned, each worker stays on one CPU. Worker `i` of a
@@ -19,7 +19,7 @@ pub enum Placement {
     },
     /// Workers run where the scheduler puts them.
     Unpinned {
-        /// Why (`--no-pin`, or the affinity mask could not be read).
+        /// Why (`--no-pin`, `--dir`'s default, or the affinity mask could not be read).
         why: String,
     },
 }
@@ -51,6 +51,11 @@ impl Placement {
             };
         }
         Placement::Pinned { cpus }
+    }
+
+    /// Workers run where the scheduler puts them, for the reason `why`.
+    pub fn unpinned(why: &str) -> Placement {
+        Placement::Unpinned { why: why.into() }
     }
 
     /// The CPU of worker `i`, if workers are pinned.
