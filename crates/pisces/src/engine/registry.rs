@@ -20,6 +20,31 @@ use crate::Result;
 use std::path::Path;
 use std::sync::Arc;
 
+/// An engine's read, out of line (see `AnyThread::read_fn`).
+pub(crate) type ReadFn = fn(&AnyThread, u64, usize) -> Result<*const u8>;
+
+/// The engine thread of an [`AnyThread`] whose variant is engine `Self`'s.
+trait ThreadOf: EngineDef {
+    fn thread_of(th: &AnyThread) -> Option<&Self::Thread>;
+}
+
+/// Engine `D`'s read (see `AnyThread::read_fn`).
+#[inline(never)]
+fn read_of<D: ThreadOf>(th: &AnyThread, off: u64, len: usize) -> Result<*const u8> {
+    #[cfg(test)]
+    tests::READS_OF.with(|c| c.set(c.get() + 1));
+    match D::thread_of(th) {
+        Some(t) => t.read(off, len),
+        // Never taken while `read_fn` maps each variant to its own engine's function
+        // (`tests::each_engine_reads_through_its_own_function`); correct regardless.
+        None => {
+            #[cfg(test)]
+            tests::READS_MISROUTED.with(|c| c.set(c.get() + 1));
+            th.read_dispatch(off, len)
+        }
+    }
+}
+
 macro_rules! engines {
     ($( $(#[$doc:meta])* $variant:ident = $def:ty, )+) => {
         /// Identifies an engine: its name on the command line and in the C ABI, and the
@@ -109,6 +134,17 @@ macro_rules! engines {
         pub(crate) enum AnyThread {
             $( $variant(<$def as EngineDef>::Thread), )+
         }
+
+        $( impl ThreadOf for $def {
+            #[inline(always)]
+            fn thread_of(th: &AnyThread) -> Option<&Self::Thread> {
+                match th {
+                    AnyThread::$variant(t) => Some(t),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+        } )+
 
         /// Open (recover) a pool of our format with engine `id`.
         pub(crate) fn open_heap(
@@ -267,6 +303,25 @@ macro_rules! engines {
             #[inline]
             pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
+            }
+            /// This thread's engine's [`EngineThread::read`] as a function of its own
+            /// (out of line, one engine's code): what `Tx::read` calls when its fast
+            /// path declines, without a dispatch per read and with a prologue sized for
+            /// that engine's read alone. The engines inlined at begin are tested first,
+            /// as in `begin_snapshot`, so that their test merges with begin's.
+            #[inline(always)]
+            pub(crate) fn read_fn(&self) -> ReadFn {
+                $( if <$def as EngineDef>::INLINE_DISPATCH {
+                    if let AnyThread::$variant(_) = self {
+                        return read_of::<$def>;
+                    }
+                } )+
+                match self { $( AnyThread::$variant(_) => read_of::<$def>, )+ }
+            }
+            #[cold]
+            #[inline(never)]
+            fn read_dispatch(&self, off: u64, len: usize) -> Result<*const u8> {
+                self.read(off, len)
             }
             pub(crate) fn ro_locked_reads(&self) -> u64 {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
@@ -427,6 +482,44 @@ impl std::str::FromStr for EngineId {
 #[cfg(test)]
 mod tests {
     use super::EngineId;
+    use crate::{Config, Pool};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Calls of `read_of` on this thread, and those whose variant was another
+        /// engine's.
+        pub(super) static READS_OF: Cell<u64> = const { Cell::new(0) };
+        pub(super) static READS_MISROUTED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Every engine's reads that its fast path declines go through `read_of` of its own
+    /// engine: `read_fn` maps each variant to its own function (an entry naming another
+    /// engine's would still read correctly, through the fallback dispatch, so only
+    /// these counts show it).
+    #[test]
+    fn each_engine_reads_through_its_own_function() {
+        for &id in EngineId::ALL.iter().filter(|e| e.available()) {
+            let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+            let cfg = Config::default()
+                .engine(id)
+                .size(8 << 20)
+                .max_threads(2)
+                .log_bytes_per_thread(256 << 10);
+            let pool = Pool::create(dir.path().join("p.pool"), cfg).unwrap();
+            // A large object (32 KiB): outside every engine's small-block fast path.
+            let big = pool.run(|tx| tx.alloc([7u64; 4096])).unwrap();
+            let before = READS_OF.with(Cell::get);
+            let v = pool.run(|tx| Ok(tx.read(big)?[4095])).unwrap();
+            assert_eq!(v, 7, "{id:?}");
+            let v = pool.read(|tx| Ok(tx.read(big)?[0])).unwrap();
+            assert_eq!(v, 7, "{id:?}");
+            assert!(
+                READS_OF.with(Cell::get) > before,
+                "{id:?}: no read reached the engine's function"
+            );
+            assert_eq!(READS_MISROUTED.with(Cell::get), 0, "{id:?}");
+        }
+    }
 
     /// The unknown-engine error names exactly the engines of this build: run with and
     /// without `PISCES_NO_PMDK=1`, it sees `pmdk` listed only where it is built.
