@@ -147,7 +147,9 @@ impl EngineThread for BareThread {
         self.retries.after_abort();
     }
 
-    #[inline]
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.running()?;
         let (header, _) = locate_object(&self.sh.alloc, off, len, |b| self.allocs.contains(&b))?;

@@ -697,7 +697,9 @@ impl EngineThread for PiscesThread {
         Ok(Ok(()))
     }
 
-    #[inline]
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.active()?;
         let (header, _) = self.validate(off, len)?;

@@ -187,6 +187,9 @@ impl EngineThread for PmdkThread {
         self.abort_running();
     }
 
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         self.acquire(off, len, Mode::Shared)?;
         // SAFETY: a validated payload inside the pool, share-locked until commit.

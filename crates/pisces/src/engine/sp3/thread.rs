@@ -856,7 +856,9 @@ impl EngineThread for Sp3Thread {
         self.abort_running();
     }
 
-    #[inline]
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
         // The fast path (module docs, *Read*): a small block this transaction did not

@@ -857,6 +857,9 @@ impl EngineThread for SphtThread {
         self.abort_running();
     }
 
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
         // The common case in a few compares: no write of ours to look up, and an

@@ -155,6 +155,9 @@ impl EngineThread for UndoThread {
         self.abort_running();
     }
 
+    // Inlined into its own out-of-line caller (`registry::read_of`), the one
+    // function through which `Tx` reads what its fast path declines.
+    #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         let (header, plen) = self.validate(off, len)?;
         self.lock(header, Mode::Shared)?;
