@@ -157,13 +157,30 @@ impl PhysClock {
     /// accept a stripe written at raw reading `v`. Counter: `v ≤ rv` (TL2: a load that
     /// returns v follows the increment that produced it, which followed the writer's
     /// locks). TSC: `v < rv` — two equal readings on two cores say nothing about which
-    /// came first, so equality is refused (a spurious abort at worst).
-    #[inline]
+    /// came first, so equality is refused (a spurious abort at worst). Reads apply it
+    /// through [`PhysClock::stripe_bound`]; this is its definition, which the tests
+    /// check that bound against.
+    #[cfg(test)]
     pub(crate) fn readable(&self, v: u64, rv: u64) -> bool {
         match self.kind {
             ClockKind::Tsc => v < rv,
             ClockKind::Counter => v <= rv,
         }
+    }
+
+    /// The least stripe word a reader whose read version is `rv` refuses: a word `w`
+    /// is locked ([`LOCKED`](super::stripes::LOCKED), bit 63) or not
+    /// [`readable`](Self::readable) exactly when `w >= stripe_bound(rv)`. Computed once
+    /// per transaction, it makes a read's version test one compare. (An unlocked word
+    /// is a timestamp `raw << slot_bits | slot`, below 2^62, and `raw < b` exactly when
+    /// the timestamp is below `b << slot_bits`.)
+    #[inline]
+    pub(crate) fn stripe_bound(&self, rv: u64) -> u64 {
+        let b = match self.kind {
+            ClockKind::Tsc => rv,
+            ClockKind::Counter => rv + 1,
+        };
+        b << self.slot_bits
     }
 
     /// The timestamp of raw reading `raw` taken by `slot`.
@@ -207,6 +224,32 @@ mod tests {
             let t = c.ts(b, 5);
             assert_eq!((c.raw(t), c.slot_of(t)), (b, 5));
             assert!(c.ts(b, 4) < t && t < c.ts(b + 1, 0));
+        }
+    }
+
+    /// `w >= stripe_bound(rv)` refuses exactly the stripe words that are locked or not
+    /// readable at `rv`, for both clocks, around the boundary and with every slot.
+    #[test]
+    fn the_stripe_bound_refuses_exactly_the_unreadable_words() {
+        use crate::engine::spht::stripes::LOCKED;
+        for kind in [ClockKind::Counter, ClockKind::Tsc] {
+            let c = PhysClock::new(kind, 100, 8);
+            for rv in [1u64, 2, 100, 1 << 40] {
+                let bound = c.stripe_bound(rv);
+                for raw in [rv.saturating_sub(2), rv - 1, rv, rv + 1, rv + 2] {
+                    for slot in 0..8 {
+                        for lock in [0, LOCKED] {
+                            let w = c.ts(raw, slot) | lock;
+                            let refused = w & LOCKED != 0 || !c.readable(c.raw(w), rv);
+                            assert_eq!(
+                                w >= bound,
+                                refused,
+                                "{kind:?} rv {rv} raw {raw} slot {slot} lock {lock:#x}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -220,7 +220,9 @@ pub(crate) struct SphtThread {
     cache: ThreadCache,
     record: RecordBuilder,
     active: bool,
-    rv: u64,
+    /// `clock.stripe_bound(rv)` of the attempt's read version `rv` (a clock reading
+    /// at begin): a read refuses a stripe word at or above it.
+    stripe_bound: u64,
     rs: RefCell<ReadState>,
     writes: Vec<WEntry>,
     by_off: FastMap<u64, usize>,
@@ -253,7 +255,7 @@ impl SphtThread {
             cache: ThreadCache::default(),
             record: RecordBuilder::default(),
             active: false,
-            rv: 0,
+            stripe_bound: 0,
             rs: RefCell::new(ReadState::default()),
             writes: Vec::new(),
             by_off: FastMap::default(),
@@ -342,7 +344,8 @@ impl SphtThread {
         // Acquire: pairs with the committer's Release unlock, so a copy taken after this
         // load sees at least the write-back of the version we accept.
         let v1 = self.sh.stripes.word(idx).load(Acquire);
-        if v1 & LOCKED != 0 || !self.clock().readable(self.clock().raw(v1), self.rv) {
+        // Locked or written after our read version (`PhysClock::stripe_bound`).
+        if v1 >= self.stripe_bound {
             return Err(Error::Conflict);
         }
         Ok((idx, v1))
@@ -427,7 +430,7 @@ impl SphtThread {
             .stripes
             .word(self.sh.stripes.index(hdr))
             .load(Acquire);
-        if v & LOCKED != 0 || !self.clock().readable(self.clock().raw(v), self.rv) {
+        if v >= self.stripe_bound {
             return Err(Error::Conflict);
         }
         Ok(v)
@@ -850,7 +853,7 @@ impl EngineThread for SphtThread {
         if self.retries.begin() && !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
             self.drain();
         }
-        self.rv = self.sh.clock.now();
+        self.stripe_bound = self.sh.clock.stripe_bound(self.sh.clock.now());
     }
 
     fn abort(&mut self) {
