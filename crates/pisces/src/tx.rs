@@ -340,11 +340,12 @@ impl<'h> Tx<'h> {
     }
 
     /// A read the fast path declined: the engine's full read, through the engine's own
-    /// out-of-line function (`AnyThread::read_fn`), so a read pays one indirect call
-    /// and no prologue sized for every engine's read.
-    #[inline(always)]
+    /// out-of-line function (`AnyThread::read_fn`, which notes a conflict itself), so
+    /// this function is a jump there: a read pays no dispatch of its own and no
+    /// prologue sized for every engine's read, and the callers' code stays one call.
+    #[inline(never)]
     fn read_engine(&self, off: u64, len: usize) -> Result<*const u8> {
-        self.seen((self.th.read_fn())(self.th, off, len))
+        (self.th.read_fn())(self.th, off, len, &self.conflicted)
     }
 
     /// Ask for this attempt to be rolled back and the transaction run again, as after a

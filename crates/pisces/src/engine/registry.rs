@@ -16,12 +16,13 @@ use super::{
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
 use crate::tx_options::{Isolation, TxOptions};
-use crate::Result;
+use crate::{Error, Result};
 use std::path::Path;
 use std::sync::Arc;
 
-/// An engine's read, out of line (see `AnyThread::read_fn`).
-pub(crate) type ReadFn = fn(&AnyThread, u64, usize) -> Result<*const u8>;
+/// An engine's read, out of line (see `AnyThread::read_fn`): the thread, the offset
+/// and length, and the flag a conflict sets (the `Tx`'s).
+pub(crate) type ReadFn = fn(&AnyThread, u64, usize, &std::cell::Cell<bool>) -> Result<*const u8>;
 
 /// The engine thread of an [`AnyThread`] whose variant is engine `Self`'s.
 trait ThreadOf: EngineDef {
@@ -30,10 +31,15 @@ trait ThreadOf: EngineDef {
 
 /// Engine `D`'s read (see `AnyThread::read_fn`).
 #[inline(never)]
-fn read_of<D: ThreadOf>(th: &AnyThread, off: u64, len: usize) -> Result<*const u8> {
+fn read_of<D: ThreadOf>(
+    th: &AnyThread,
+    off: u64,
+    len: usize,
+    conflicted: &std::cell::Cell<bool>,
+) -> Result<*const u8> {
     #[cfg(test)]
     tests::READS_OF.with(|c| c.set(c.get() + 1));
-    match D::thread_of(th) {
+    let r = match D::thread_of(th) {
         Some(t) => t.read(off, len),
         // Never taken while `read_fn` maps each variant to its own engine's function
         // (`tests::each_engine_reads_through_its_own_function`); correct regardless.
@@ -42,7 +48,13 @@ fn read_of<D: ThreadOf>(th: &AnyThread, off: u64, len: usize) -> Result<*const u
             tests::READS_MISROUTED.with(|c| c.set(c.get() + 1));
             th.read_dispatch(off, len)
         }
+    };
+    // The conflict noted here rather than by the caller, so that the caller's call of
+    // this function is its last step (a jump).
+    if let Err(Error::Conflict) = r {
+        conflicted.set(true);
     }
+    r
 }
 
 macro_rules! engines {
