@@ -317,10 +317,12 @@ macro_rules! engines {
                 match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
             }
             /// This thread's engine's [`EngineThread::read`] as a function of its own
-            /// (out of line, one engine's code): what `Tx::read` calls when its fast
-            /// path declines, without a dispatch per read and with a prologue sized for
-            /// that engine's read alone. The engines inlined at begin are tested first,
-            /// as in `begin_snapshot`, so that their test merges with begin's.
+            /// (`read_of`, out of line, one engine's code): where `Tx::read_engine`
+            /// jumps when the fast path declines a read, so that a read pays no
+            /// `match` over every engine and a prologue sized for its engine's read
+            /// alone. The engines of [`EngineDef::INLINE_DISPATCH`] are tested first,
+            /// as in `begin_snapshot`: a compare and a direct jump for them, the table
+            /// for the others.
             #[inline(always)]
             pub(crate) fn read_fn(&self) -> ReadFn {
                 $( if <$def as EngineDef>::INLINE_DISPATCH {
