@@ -129,6 +129,16 @@ impl FastReads {
         }
     }
 
+    /// Whether `off` is the payload of an allocated small block of class `min_class` or
+    /// larger: the allocation bit alone, whatever the mode (for engines that only
+    /// locate objects with this geometry: the bitmap test without the mode's
+    /// run-time tests).
+    #[inline(always)]
+    pub(crate) fn allocated(&self, off: u64, min_class: u32) -> bool {
+        // SAFETY: the allocator is alive while `self` is used (constructors).
+        unsafe { self.blocks.allocated_header(off, min_class) }.is_some()
+    }
+
     /// The home payload of the object at `off` whose block is of class `min_class` or
     /// larger (`min_class(len)` for a `len`-byte read), or `None`: ask the engine.
     #[inline(always)]

@@ -129,22 +129,22 @@ struct CachedCopy {
 /// version" means "same contents". **DRAM cost**: up to `CACHE_SETS × 4 KiB` per
 /// thread state (the objects it read last, at most [`CACHE_MAX_WORDS`] words each).
 pub(super) struct CopyCache {
-    sets: Box<[CachedCopy]>,
+    /// A fixed-size array: `set_of` is below its length by construction, so indexing
+    /// it needs no bounds check.
+    sets: Box<[CachedCopy; CACHE_SETS]>,
     epoch: u64,
 }
 
 impl Default for CopyCache {
     fn default() -> CopyCache {
         CopyCache {
-            sets: (0..CACHE_SETS)
-                .map(|_| CachedCopy {
-                    hdr: EMPTY,
-                    version: 0,
-                    len: 0,
-                    epoch: 0,
-                    words: Vec::new(),
-                })
-                .collect(),
+            sets: Box::new(std::array::from_fn(|_| CachedCopy {
+                hdr: EMPTY,
+                version: 0,
+                len: 0,
+                epoch: 0,
+                words: Vec::new(),
+            })),
             // Above every entry's epoch: nothing is handed out yet.
             epoch: 1,
         }

@@ -870,8 +870,7 @@ impl EngineThread for SphtThread {
         // precedes the payload). Everything else goes through `read_located`.
         let small = self.writes.is_empty()
             && class_for(len.saturating_add(HEADER))
-                .and_then(|c| self.located.read(off, c as u32))
-                .is_some();
+                .is_some_and(|c| self.located.allocated(off, c as u32));
         if small {
             self.read_snapshot(off - HEADER as u64, off, len)
         } else {
