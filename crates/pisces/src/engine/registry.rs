@@ -312,10 +312,6 @@ macro_rules! engines {
             fn end_snapshot_dispatch(&mut self, wait: bool) -> Result<Result<()>> {
                 match self { $( AnyThread::$variant(t) => t.end_snapshot(wait), )+ }
             }
-            #[inline]
-            pub(crate) fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-                match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
-            }
             /// This thread's engine's [`EngineThread::read`] as a function of its own
             /// (`read_of`, out of line, one engine's code): where `Tx::read_engine`
             /// jumps when the fast path declines a read, so that a read pays no
@@ -332,10 +328,12 @@ macro_rules! engines {
                 } )+
                 match self { $( AnyThread::$variant(_) => read_of::<$def>, )+ }
             }
+            /// Any engine's read, by `match`: `read_of`'s fallback, never taken while
+            /// `read_fn` maps each variant to its own engine's function.
             #[cold]
             #[inline(never)]
             fn read_dispatch(&self, off: u64, len: usize) -> Result<*const u8> {
-                self.read(off, len)
+                match self { $( AnyThread::$variant(t) => t.read(off, len), )+ }
             }
             pub(crate) fn ro_locked_reads(&self) -> u64 {
                 match self { $( AnyThread::$variant(t) => t.ro_locked_reads(), )+ }
