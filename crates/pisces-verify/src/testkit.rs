@@ -60,10 +60,15 @@ pub fn all_options() -> Vec<EngineOptions> {
 /// Hermitage-style read skew under a write-back: a reader reads A, a writer then moves
 /// 50 from A to B and commits, the reader reads B. Snapshot isolation requires the
 /// reader to see A + B = 200. The writer's grace period must hold its write-back until
-/// the reader ends; the reader waits for the writer's commit at most `patience`.
+/// the reader ends; the reader waits for the writer's commit at most `patience`. The
+/// reader is a snapshot ([`ThreadHandle::read`](pisces::ThreadHandle::read)) if
+/// `snapshot`, else a transaction of `run` that only reads.
 /// Returns (A + B as the reader saw it, how long the writer's commit call took).
-pub fn read_skew_under_write_back(patience: std::time::Duration) -> (u64, std::time::Duration) {
-    use pisces::PPtr;
+pub fn read_skew_under_write_back(
+    patience: std::time::Duration,
+    snapshot: bool,
+) -> (u64, std::time::Duration) {
+    use pisces::{PPtr, Tx};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
     let pool = mem_pool(8 << 20, 2, EngineOptions::new().set("group_commit", 1));
@@ -95,17 +100,21 @@ pub fn read_skew_under_write_back(patience: std::time::Duration) -> (u64, std::t
             took
         });
         let mut h = pool.handle().unwrap();
-        let sum = h
-            .run(|tx| {
-                let va = *tx.read(a)?;
-                read_a.store(true, Ordering::Release);
-                let t = Instant::now();
-                while !committed.load(Ordering::Acquire) && t.elapsed() < patience {
-                    std::thread::yield_now();
-                }
-                Ok(va + *tx.read(b)?)
-            })
-            .unwrap();
+        let reader = |tx: &Tx<'_>| {
+            let va = *tx.read(a)?;
+            read_a.store(true, Ordering::Release);
+            let t = Instant::now();
+            while !committed.load(Ordering::Acquire) && t.elapsed() < patience {
+                std::thread::yield_now();
+            }
+            Ok(va + *tx.read(b)?)
+        };
+        let sum = if snapshot {
+            h.read(reader)
+        } else {
+            h.run(|tx| reader(tx))
+        }
+        .unwrap();
         drop(h);
         (sum, writer.join().unwrap())
     })

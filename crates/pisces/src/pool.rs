@@ -1171,13 +1171,17 @@ impl ThreadHandle {
     /// borrowed by a live explicit transaction, none can run.
     #[inline]
     fn end_leaked(&mut self) {
-        if let Some(began_on) = self.explicit_began_on.take() {
-            self.end_leaked_slow(began_on);
+        // A test, not a `take`: the common case then stores nothing.
+        if self.explicit_began_on.is_some() {
+            self.end_leaked_slow();
         }
     }
 
     #[cold]
-    fn end_leaked_slow(&mut self, began_on: ThreadId) {
+    fn end_leaked_slow(&mut self) {
+        let Some(began_on) = self.explicit_began_on.take() else {
+            return;
+        };
         if let Some(state) = self.state.as_mut() {
             state.1.abort();
             state.1.set_nested(false);

@@ -144,14 +144,81 @@ fn thread_slots_are_bounded() {
 }
 
 /// The grace period (lines 52-54): a write-back waits for a reader whose snapshot is
-/// older than the writer's commit, so the reader never sees half of the transfer.
+/// older than the writer's commit, so the reader never sees half of the transfer;
+/// whether the reader is a transaction of `run` or a snapshot (`ThreadHandle::read`,
+/// which begins without an attempt and announces itself in the slot's clock alone).
 #[test]
 fn write_back_waits_for_older_snapshots() {
     let patience = std::time::Duration::from_millis(300);
-    let (sum, commit_took) = common::read_skew_under_write_back(patience);
-    assert_eq!(sum, 200, "read skew: the reader saw half a transfer");
-    assert!(
-        commit_took >= patience / 2,
-        "the writer's commit returned in {commit_took:?}, without waiting for the reader"
-    );
+    for snapshot in [false, true] {
+        let (sum, commit_took) = common::read_skew_under_write_back(patience, snapshot);
+        assert_eq!(
+            sum, 200,
+            "read skew (snapshot: {snapshot}): the reader saw half a transfer"
+        );
+        assert!(
+            commit_took >= patience / 2,
+            "snapshot: {snapshot}: the writer's commit returned in {commit_took:?}, without waiting for the reader"
+        );
+    }
+}
+
+/// A snapshot that ends without committing leaves the slot's clock: after a snapshot
+/// the closure aborted, and after one that asked for a retry once, a writer on
+/// another handle commits and its write-back (which waits for every older reader)
+/// finishes while the snapshot's handle stays idle, and that handle then runs an
+/// update of its own. A snapshot whose abort left its clock entry would hold every
+/// later write-back until its handle's next transaction.
+#[test]
+fn an_ended_snapshot_holds_back_no_write_back() {
+    let pool = Arc::new(mem_pool(
+        8 << 20,
+        2,
+        EngineOptions::new().set("group_commit", 1),
+    ));
+    let root: PPtr<u64> = pool.root().unwrap();
+    // Three commits from another handle, each written back after its grace period
+    // (group commit 1), within 20 s.
+    let commit_three = |first: u64| {
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let p = pool.clone();
+        std::thread::spawn(move || {
+            let mut w = p.handle().unwrap();
+            for i in first..first + 3 {
+                w.run(|tx| {
+                    *tx.write(root)? = i;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let _ = done_tx.send(());
+        });
+        done.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a write-back waited for a snapshot that had ended");
+    };
+    let mut h = pool.handle().unwrap();
+    let r = h.read(|tx| {
+        let _ = *tx.read(root)?;
+        Err::<(), _>(tx.abort("no"))
+    });
+    assert!(matches!(r, Err(Error::UserAbort(_))), "{r:?}");
+    commit_three(1);
+    let mut asked = false;
+    let v = h
+        .read(|tx| {
+            if !std::mem::replace(&mut asked, true) {
+                return Err(tx.retry());
+            }
+            Ok(*tx.read(root)?)
+        })
+        .unwrap();
+    assert_eq!(v, 3);
+    assert_eq!(h.stats().conflicts, 1);
+    commit_three(4);
+    h.run(|tx| {
+        *tx.write(root)? += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(h.read(|tx| Ok(*tx.read(root)?)).unwrap(), 7);
 }

@@ -91,6 +91,10 @@ pub(crate) struct PiscesThread {
     attempt: Option<Box<Attempt>>,
     /// An attempt that linked nothing (read-only commit), reusable at once.
     idle_attempt: Option<Box<Attempt>>,
+    /// A snapshot runs (`begin_snapshot` to `end_snapshot` or `abort`): reads only,
+    /// with no attempt (it links nothing, so it needs no commit record; `record_ptr`
+    /// is then null, which no writer's record equals).
+    in_snapshot: bool,
     start_ts: u64,
     writes: Vec<WriteEntry>,
     record: RecordBuilder,
@@ -164,6 +168,7 @@ impl PiscesThread {
             log,
             attempt: None,
             idle_attempt: None,
+            in_snapshot: false,
             start_ts: 0,
             writes: Vec::new(),
             record: RecordBuilder::default(),
@@ -196,6 +201,13 @@ impl PiscesThread {
         self.ro_locked_reads += self.attempt_locked_reads.get();
         // `idle_attempt` is None while a transaction runs (`begin` moved it out).
         std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        self.after_read_only();
+    }
+
+    /// The end of every read-only commit (snapshot or attempt): a batch left waiting by
+    /// this slot's last update commit is written back after enough of them.
+    #[inline(always)]
+    fn after_read_only(&mut self) {
         // Relaxed: only this slot's commits raise it; a stale value costs one
         // needless count, or defers the write-back to a later commit.
         if self.own_slot().pending_min.load(Relaxed) != u64::MAX {
@@ -346,7 +358,7 @@ impl PiscesThread {
     }
 
     fn active(&self) -> Result<()> {
-        running(self.attempt.is_some())
+        running(self.attempt.is_some() || self.in_snapshot)
     }
 
     /// Lock the object whose header is at `header` (payload `plen` bytes) for this
@@ -673,17 +685,20 @@ impl EngineThread for PiscesThread {
         self.start_ts = self.own_slot().clock.start(&self.sh.clock);
     }
 
-    /// `begin` without the fallback word: a snapshot never conflicts, so it never
-    /// needs it (the retry count is still kept, for a `Tx::retry` the closure asks
-    /// for).
+    /// `begin` without the fallback word and without an attempt: a snapshot never
+    /// conflicts, so it never needs the word (the retry count is still kept, for a
+    /// `Tx::retry` the closure asks for), and it links nothing, so it needs no commit
+    /// record. What it must do is what a reader does: announce its start in the slot's
+    /// clock, which write-backs wait for.
     #[inline]
     fn begin_snapshot(&mut self) -> FastReads {
-        if self.attempt.is_some() || self.idle_attempt.is_none() {
-            self.prepare_attempt();
+        if self.attempt.is_some() {
+            // Never while the API pairs every begin with its end or abort; if it
+            // did not, the attempt's locks must not outlive it.
+            self.rollback();
         }
         let _ = self.retries.begin();
-        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
-        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        self.in_snapshot = true;
         self.attempt_locked_reads.set(0);
         self.start_ts = self.own_slot().clock.start(&self.sh.clock);
         self.fast
@@ -693,7 +708,10 @@ impl EngineThread for PiscesThread {
     /// it is visible: nothing to wait for.
     #[inline]
     fn end_snapshot(&mut self, _wait: bool) -> Result<Result<()>> {
-        self.end_read_only();
+        self.own_slot().clock.finish();
+        self.in_snapshot = false;
+        self.ro_locked_reads += self.attempt_locked_reads.get();
+        self.after_read_only();
         Ok(Ok(()))
     }
 
@@ -809,7 +827,11 @@ impl EngineThread for PiscesThread {
     }
 
     fn abort(&mut self) {
-        if self.attempt.is_some() {
+        if self.in_snapshot {
+            // A snapshot holds nothing but its clock entry.
+            self.own_slot().clock.finish();
+            self.in_snapshot = false;
+        } else if self.attempt.is_some() {
             self.rollback();
         }
     }
