@@ -22,15 +22,17 @@ use crate::heap::alloc::{self, Allocator, SmallBlocks, HEADER};
 ///   snapshot (multi-version engines whose versions live in DRAM until a checkpoint
 ///   writes them home: TimeStone).
 ///
-/// The header-word check is one compare in every mode: `word - base <= bound` (wrapping),
-/// with `bound` 0 for an exact value and the snapshot for a versioned word.
+/// The header-word check is one compare in every mode, with no test of the mode before
+/// it: `word - base <= bound` (wrapping), with `bound` 0 for an exact value, the
+/// snapshot for a versioned word, and `u64::MAX` (any word) for the bitmap mode. The
+/// one value with no slabs ([`FastReads::NONE`]) declines before it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastReads {
     blocks: SmallBlocks,
-    /// The header-word value a readable object has at least (`live_word`: exactly; 0:
-    /// the header word is not checked).
+    /// The header-word value a readable object has at least (`live_word`: exactly).
     base: u64,
-    /// How far above `base` the header word may be.
+    /// How far above `base` the header word may be (`u64::MAX`: any value, the header
+    /// word is not checked).
     bound: u64,
     /// Check the allocation bit in the slab's bitmap.
     bitmap: bool,
@@ -86,7 +88,7 @@ impl FastReads {
         FastReads {
             blocks: alloc.small_blocks(),
             base: 0,
-            bound: 0,
+            bound: u64::MAX,
             bitmap: true,
             until_write: false,
         }
@@ -150,17 +152,15 @@ impl FastReads {
             // SAFETY: as above.
             unsafe { self.blocks.header(off, min_class) }?
         };
-        if self.base != 0 {
-            // SAFETY: a block's header word inside the mapped image, 8-aligned, only
-            // accessed atomically (`SmallBlocks::header`).
-            // Acquire: pairs with the engine's Release that ordered the home contents
-            // before a readable value (a Pisces write-back's store, a TimeStone
-            // checkpoint's store, bare's writer leaving the gate), so the payload read
-            // after it is the home contents that value announces.
-            let w = unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire);
-            if w.wrapping_sub(self.base) > self.bound {
-                return None;
-            }
+        // SAFETY: a block's header word inside the mapped image, 8-aligned, only
+        // accessed atomically (`SmallBlocks::header`).
+        // Acquire: pairs with the engine's Release that ordered the home contents
+        // before a readable value (a Pisces write-back's store, a TimeStone
+        // checkpoint's store, bare's writer leaving the gate), so the payload read
+        // after it is the home contents that value announces.
+        let w = unsafe { &*hw }.load(std::sync::atomic::Ordering::Acquire);
+        if w.wrapping_sub(self.base) > self.bound {
+            return None;
         }
         // The payload follows the header word inside the block.
         Some((hw as *const u8).wrapping_add(HEADER))
