@@ -2,7 +2,7 @@
 //! documentation states why the API is sound).
 
 use crate::engine::registry::AnyThread;
-use crate::engine::FastReads;
+use crate::engine::{FastPath, FastReads};
 use crate::nesting::InTx;
 use crate::tx_options::{Durability, TxOptions};
 use crate::{Error, PPtr, Result};
@@ -112,9 +112,10 @@ use std::time::Duration;
 ///  ```
 pub struct Tx<'h> {
     th: &'h mut AnyThread,
-    /// The engine's read fast path for this attempt ([`FastReads::NONE`]: every read
-    /// asks the engine). Not an `Option`: a read tests nothing before using it.
-    fast: FastReads,
+    /// The engine's read fast path for this attempt ([`FastPath::NONE`]: every read
+    /// asks the engine). Not an `Option`: a read tests nothing before using it. A
+    /// pointer, not the value: beginning a transaction hands out one word.
+    fast: FastPath,
     finished: bool,
     read_only: bool,
     /// An engine call of this attempt failed with a conflict: the attempt is retried
@@ -166,7 +167,7 @@ impl<'h> Tx<'h> {
         // The smallest class holding a `T`: a compile-time constant per type, so the
         // length check is part of the fast path's class compare.
         let min_class = const { FastReads::min_class(size_of::<T>()) };
-        let ptr = match self.fast.read(p.offset(), min_class) {
+        let ptr = match self.fast.get().read(p.offset(), min_class) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), size_of::<T>())?,
         };
@@ -264,7 +265,7 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = match self.fast.read(p.offset(), FastReads::min_class(len)) {
+        let ptr = match self.fast.get().read(p.offset(), FastReads::min_class(len)) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), len)?,
         };

@@ -191,6 +191,8 @@ fn an_ended_snapshot_holds_back_no_write_back() {
                 })
                 .unwrap();
             }
+            // Its slot back before the next call takes one (the pool has two).
+            drop(w);
             let _ = done_tx.send(());
         });
         done.recv_timeout(std::time::Duration::from_secs(20))

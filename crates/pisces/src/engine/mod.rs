@@ -54,7 +54,7 @@ use crate::tx_options::{Isolation, TxOptions};
 use crate::Result;
 /// The read fast path an engine hands the transaction layer per attempt
 /// ([`EngineThread::fast_reads`]), which `Tx::read` inlines.
-pub(crate) use kit::fast_reads::FastReads;
+pub(crate) use kit::fast_reads::{FastPath, FastReads};
 pub use options::EngineOptions;
 pub use pisces::PiscesOptions;
 pub use registry::EngineId;
@@ -313,15 +313,15 @@ pub(crate) trait EngineThread: Send + 'static {
         0
     }
     /// The fast path of `read` for the attempt `begin` just started (see
-    /// [`FastReads`]), or [`FastReads::NONE`] if every read must go to `read`.
-    fn fast_reads(&self) -> FastReads {
-        FastReads::NONE
+    /// [`FastReads`]), or [`FastPath::NONE`] if every read must go to `read`.
+    fn fast_reads(&mut self) -> FastPath {
+        FastPath::NONE
     }
     /// Start a read-only transaction (`Pool::read`: no `write`, `alloc` or `free`
     /// follows) and return its read fast path. An engine with a leaner path for
     /// attempts that will not write takes it here.
     #[inline]
-    fn begin_snapshot(&mut self) -> FastReads {
+    fn begin_snapshot(&mut self) -> FastPath {
         self.begin(&TxOptions::read_only());
         self.fast_reads()
     }

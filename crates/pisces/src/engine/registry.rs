@@ -11,7 +11,7 @@
 
 use super::{
     bare, mvcc, pisces, pmdk, sp3, spht, timestone, undo, DurableToken, Engine, EngineDef,
-    EngineOptions, EngineThread, FastReads, Inspection, LentThread, OpenCtx, Storage,
+    EngineOptions, EngineThread, FastPath, Inspection, LentThread, OpenCtx, Storage,
 };
 use crate::heap::layout::Regions;
 use crate::heap::Heap;
@@ -232,14 +232,14 @@ macro_rules! engines {
             pub(crate) fn id(&self) -> EngineId {
                 match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
             }
-            /// `begin`, then the new attempt's read fast path ([`FastReads::NONE`] if
+            /// `begin`, then the new attempt's read fast path ([`FastPath::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
             /// needs both. The arms of the engines that declare
             /// [`EngineDef::INLINE_DISPATCH`] are inlined into `run` (a test of a
             /// constant: the other engines' tests compile to nothing here); the others
             /// are one call away (`begin_fast_dispatch`).
             #[inline(always)]
-            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> FastReads {
+            pub(crate) fn begin_fast(&mut self, opts: &TxOptions) -> FastPath {
                 // One `if let` per inlined engine, not a `match` with guards: for
                 // the guards, the compiler tests "any other engine" first, a range
                 // compare and a jump more on the inlined engines' path.
@@ -252,7 +252,7 @@ macro_rules! engines {
                 self.begin_fast_dispatch(opts)
             }
             #[inline(never)]
-            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> FastReads {
+            fn begin_fast_dispatch(&mut self, opts: &TxOptions) -> FastPath {
                 match self {
                     $( AnyThread::$variant(t) => {
                         t.begin(opts);
@@ -286,7 +286,7 @@ macro_rules! engines {
             /// [`EngineThread::begin_snapshot`], inlined for the engines that declare
             /// [`EngineDef::INLINE_DISPATCH`] as in `begin_fast`.
             #[inline(always)]
-            pub(crate) fn begin_snapshot(&mut self) -> FastReads {
+            pub(crate) fn begin_snapshot(&mut self) -> FastPath {
                 $( if <$def as EngineDef>::INLINE_DISPATCH {
                     if let AnyThread::$variant(t) = self {
                         return t.begin_snapshot();
@@ -295,7 +295,7 @@ macro_rules! engines {
                 self.begin_snapshot_dispatch()
             }
             #[inline(never)]
-            fn begin_snapshot_dispatch(&mut self) -> FastReads {
+            fn begin_snapshot_dispatch(&mut self) -> FastPath {
                 match self { $( AnyThread::$variant(t) => t.begin_snapshot(), )+ }
             }
             /// [`EngineThread::end_snapshot`], inlined as `begin_snapshot`.

@@ -4,7 +4,7 @@
 
 use super::shared::BareShared;
 use crate::engine::kit::cc::fallback::Retries;
-use crate::engine::kit::fast_reads::FastReads;
+use crate::engine::kit::fast_reads::{FastPath, FastReads, OwnedFastReads};
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object};
 use crate::engine::{DurableToken, EngineThread};
 use crate::heap::alloc::{Block, ThreadCache, HEADER};
@@ -39,7 +39,7 @@ pub(crate) struct BareThread {
     cache: ThreadCache,
     /// The read fast path every transaction hands out (the allocator's geometry does
     /// not change while `sh` lives).
-    fast: FastReads,
+    fast: OwnedFastReads,
     /// Transactions run nested in another pool's ([`EngineThread::set_nested`]).
     nested: bool,
     /// Conflict aborts in a row of the transaction `run` retries (module docs,
@@ -55,7 +55,7 @@ impl BareThread {
         // runs); a header word equal to `sh.live` means allocated for the whole
         // attempt (`BareShared::mark_live`: only the writer changes it, and no reader
         // runs beside the writer), and `read` returns home for every live object.
-        let fast = unsafe { FastReads::live_word(&sh.alloc, sh.live) };
+        let fast = OwnedFastReads::new(unsafe { FastReads::live_word(&sh.alloc, sh.live) });
         BareThread {
             fast,
             sh,
@@ -159,11 +159,13 @@ impl EngineThread for BareThread {
     }
 
     #[inline]
-    fn fast_reads(&self) -> FastReads {
+    fn fast_reads(&mut self) -> FastPath {
         if matches!(self.state, State::Idle | State::Shut) {
-            return FastReads::NONE;
+            return FastPath::NONE;
         }
-        self.fast
+        // SAFETY: `fast` is never changed, and lives as long as this state, which the
+        // `Tx` the path goes to borrows.
+        unsafe { self.fast.path() }
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

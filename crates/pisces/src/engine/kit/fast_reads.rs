@@ -1,5 +1,6 @@
 //! The read fast path that `Tx::read` inlines for the engines whose read of a live
-//! object is its home payload ([`FastReads`]).
+//! object is its home payload ([`FastReads`]), and how a `Tx` holds it ([`FastPath`],
+//! a pointer into the engine thread's [`OwnedFastReads`]).
 
 use crate::heap::alloc::{self, Allocator, SmallBlocks, HEADER};
 
@@ -123,12 +124,10 @@ impl FastReads {
         alloc::min_class(len)
     }
 
-    /// The transaction writes (or frees): a path that ends at the first write ends.
+    /// Whether the path ends at the transaction's first write (or free).
     #[inline(always)]
-    pub(crate) fn wrote(&mut self) {
-        if self.until_write {
-            *self = FastReads::NONE;
-        }
+    pub(crate) fn until_write(&self) -> bool {
+        self.until_write
     }
 
     /// Whether `off` is the payload of an allocated small block of class `min_class` or
@@ -164,5 +163,80 @@ impl FastReads {
         }
         // The payload follows the header word inside the block.
         Some((hw as *const u8).wrapping_add(HEADER))
+    }
+}
+
+/// A read fast path as a `Tx` holds it: a pointer to a [`FastReads`] that stays put
+/// (the engine thread's [`OwnedFastReads`], or [`FastReads::NONE`]), so that beginning a
+/// transaction hands out one word instead of copying the whole value into the `Tx`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastPath(std::ptr::NonNull<FastReads>);
+
+// SAFETY: a shared pointer to a `FastReads`, which is `Sync`; the pointee outlives
+// every `FastPath` made of it (the constructors' contracts).
+unsafe impl Send for FastPath {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for FastPath {}
+
+impl FastPath {
+    /// No fast path: every read goes to the engine.
+    pub(crate) const NONE: FastPath = FastPath(std::ptr::NonNull::from_ref(&FastReads::NONE));
+
+    /// The fast path this points to.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> &FastReads {
+        // SAFETY: `NONE` points to a constant; an `OwnedFastReads`' path is used only
+        // while its owner lives and does not change it (`OwnedFastReads::path`).
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The transaction writes (or frees): a path that ends at the first write ends.
+    #[inline(always)]
+    pub(crate) fn wrote(&mut self) {
+        if self.get().until_write() {
+            *self = FastPath::NONE;
+        }
+    }
+}
+
+/// An engine thread's read fast path, in an allocation of its own: a [`FastPath`] to it
+/// is not a borrow of the engine thread, which the `Tx` holding the path also borrows
+/// (mutably), and it does not move when the thread state does.
+#[derive(Debug)]
+pub(crate) struct OwnedFastReads(std::ptr::NonNull<FastReads>);
+
+// SAFETY: owns its `FastReads` (which is `Send` and `Sync`), like a `Box`.
+unsafe impl Send for OwnedFastReads {}
+
+impl OwnedFastReads {
+    pub(crate) fn new(f: FastReads) -> OwnedFastReads {
+        OwnedFastReads(std::ptr::NonNull::from(Box::leak(Box::new(f))))
+    }
+
+    /// The path to hand to a `Tx`.
+    ///
+    /// # Safety
+    /// The caller must keep `self` alive and unchanged ([`OwnedFastReads::set`]) while
+    /// the path is used: an engine hands it to the `Tx` of one attempt, which borrows
+    /// the engine thread that owns `self` for its whole life, and changes it only when
+    /// the next attempt begins.
+    #[inline(always)]
+    pub(crate) unsafe fn path(&self) -> FastPath {
+        FastPath(self.0)
+    }
+
+    /// Replace the fast path (no `FastPath` to it may be in use).
+    #[inline(always)]
+    pub(crate) fn set(&mut self, f: FastReads) {
+        // SAFETY: the allocation is ours and alive; `&mut self` and the contract of
+        // `path` rule out any reader.
+        unsafe { *self.0.as_ptr() = f }
+    }
+}
+
+impl Drop for OwnedFastReads {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`, freed once here.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }

@@ -34,7 +34,7 @@ use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, Slot, 
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
 use crate::engine::kit::changed_words::changed_word_runs;
-use crate::engine::kit::fast_reads::FastReads;
+use crate::engine::kit::fast_reads::{FastPath, FastReads, OwnedFastReads};
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::kit::shared_counts::count_write;
 use crate::engine::kit::validate::running;
@@ -116,7 +116,7 @@ pub(crate) struct PiscesThread {
     ro_commits_over_batch: u32,
     /// The read fast path every attempt hands out: built once, as the allocator's
     /// geometry copy and this run's live marker do not change while `sh` lives.
-    fast: FastReads,
+    fast: OwnedFastReads,
     /// The running transaction is nested in a transaction of another pool on this
     /// thread ([`EngineThread::set_nested`]): it never waits for a grace period,
     /// since the reader it would wait for may be that other pool's transaction's
@@ -158,7 +158,7 @@ impl PiscesThread {
         // every attempt (the only place the value is handed out, `fast_reads`); a header
         // word equal to the live marker means allocated (`shared::LIVE`) and unlocked,
         // for which `read` returns home.
-        let fast = unsafe { FastReads::live_word(&sh.alloc, sh.live_word()) };
+        let fast = OwnedFastReads::new(unsafe { FastReads::live_word(&sh.alloc, sh.live_word()) });
         PiscesThread {
             fast,
             sh,
@@ -691,7 +691,7 @@ impl EngineThread for PiscesThread {
     /// record. What it must do is what a reader does: announce its start in the slot's
     /// clock, which write-backs wait for.
     #[inline]
-    fn begin_snapshot(&mut self) -> FastReads {
+    fn begin_snapshot(&mut self) -> FastPath {
         if self.attempt.is_some() {
             // Never while the API pairs every begin with its end or abort; if it
             // did not, the attempt's locks must not outlive it.
@@ -701,7 +701,9 @@ impl EngineThread for PiscesThread {
         self.in_snapshot = true;
         self.attempt_locked_reads.set(0);
         self.start_ts = self.own_slot().clock.start(&self.sh.clock);
-        self.fast
+        // SAFETY: `fast` is never changed, and lives as long as this state, which the
+        // `Tx` the path goes to borrows.
+        unsafe { self.fast.path() }
     }
 
     /// A snapshot read committed state only, which this engine makes durable before
@@ -753,13 +755,14 @@ impl EngineThread for PiscesThread {
         self.ro_locked_reads
     }
 
-    fn fast_reads(&self) -> FastReads {
+    fn fast_reads(&mut self) -> FastPath {
         // An unlocked header means home is the version every snapshot sees (line 10);
         // a locked one (ours or another writer's) goes to `read`.
         if self.attempt.is_none() {
-            return FastReads::NONE;
+            return FastPath::NONE;
         }
-        self.fast
+        // SAFETY: as in `begin_snapshot`.
+        unsafe { self.fast.path() }
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {

@@ -79,7 +79,7 @@ use super::olog::{self, Compact};
 use super::shared::TimestoneShared;
 use super::tlog::{self, Entry, Version, ABORTED, COMMITTING, PENDING, UNDURABLE};
 use crate::engine::kit::cc::fallback::Retries;
-use crate::engine::kit::fast_reads::FastReads;
+use crate::engine::kit::fast_reads::{FastPath, FastReads, OwnedFastReads};
 use crate::engine::kit::log::redo_log::{self as log, Framing, LogWriter, RecordBuilder};
 use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
@@ -148,6 +148,8 @@ pub(crate) struct TimestoneThread {
     nested: bool,
     /// The attempt aborted because another slot holds the fallback word.
     fallback_wait: bool,
+    /// The read fast path of the running attempt (`fast_reads` sets it).
+    fast: OwnedFastReads,
 }
 
 // SAFETY: raw pointers are private copies owned here and index entries owned by `sh`;
@@ -187,6 +189,7 @@ impl TimestoneThread {
             retries: Retries::default(),
             nested: false,
             fallback_wait: false,
+            fast: OwnedFastReads::new(FastReads::NONE),
         }
     }
 
@@ -797,7 +800,7 @@ impl EngineThread for TimestoneThread {
         self.abort_running();
     }
 
-    fn fast_reads(&self) -> FastReads {
+    fn fast_reads(&mut self) -> FastPath {
         // Snapshot transactions only: serializable ones note each read (`read_home`).
         // The path ends at the first write (`FastReads::versioned`): the written
         // objects' versions are private copies.
@@ -806,13 +809,17 @@ impl EngineThread for TimestoneThread {
             || self.iso != Isolation::Snapshot
             || self.start_ts >= crate::engine::kit::cc::header_word::PTR_MASK
         {
-            return FastReads::NONE;
+            return FastPath::NONE;
         }
         // SAFETY: the thread state holds the allocator (through `sh`) and outlives
         // the attempt the value is handed to; a block allocated at home whose word
         // passes the check is an object whose home is the version visible at
         // `start_ts`, unchanged while the attempt runs (`tlog`, *The home word*).
-        unsafe { FastReads::versioned(&self.sh.alloc, self.sh.home_tag, self.start_ts) }
+        self.fast
+            .set(unsafe { FastReads::versioned(&self.sh.alloc, self.sh.home_tag, self.start_ts) });
+        // SAFETY: `fast` lives as long as this state, which the `Tx` the path goes to
+        // borrows, and changes only here, when the next attempt begins.
+        unsafe { self.fast.path() }
     }
 
     fn set_operation(&mut self, op: Option<(u32, &[u8])>) {
