@@ -180,7 +180,11 @@ unsafe impl Sync for FastPath {}
 
 impl FastPath {
     /// No fast path: every read goes to the engine.
-    pub(crate) const NONE: FastPath = FastPath(std::ptr::NonNull::from_ref(&FastReads::NONE));
+    // SAFETY: a reference to a constant (promoted to a static) is not null. Only read
+    // through (`get`), never written.
+    pub(crate) const NONE: FastPath = FastPath(unsafe {
+        std::ptr::NonNull::new_unchecked(&FastReads::NONE as *const FastReads as *mut FastReads)
+    });
 
     /// The fast path this points to.
     #[inline(always)]
