@@ -1883,11 +1883,12 @@ fn grouped_map_reopens_and_damage_is_corrupt() {
         let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
         assert!(matches!(e, Error::Corrupt(_)), "{e}");
     }
-    // No groups; a chunk count that is not the group count; a directory in the header
-    // that the level count says is in pages: each refused by a lookup.
+    // No groups; a directory in the header that the level count says is in pages:
+    // each refused by a lookup. A chunk count that is not the group count: a lookup,
+    // which never reads it, still answers; `check` and an update refuse the map.
     type Damage<'a> = &'a dyn Fn(&mut [u64; 512]);
-    let damaged_headers: [Damage; 3] = [&|w| (w[2], w[4]) = (0, 0), &|w| w[4] += 1, &|w| w[3] = 1];
-    for damage in damaged_headers {
+    let damaged_headers: [Damage; 3] = [&|w| (w[2], w[4]) = (0, 0), &|w| w[3] = 1, &|w| w[4] += 1];
+    for (i, damage) in damaged_headers.into_iter().enumerate() {
         pool.run(|tx| {
             let w = tx.write(hdr)?;
             *w = h;
@@ -1895,8 +1896,16 @@ fn grouped_map_reopens_and_damage_is_corrupt() {
             Ok(())
         })
         .unwrap();
-        let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
-        assert!(matches!(e, Error::Corrupt(_)), "{e}");
+        if i < 2 {
+            let e = pool.run(|tx| m.get(tx, &1)).unwrap_err();
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
+        } else {
+            assert_eq!(pool.run(|tx| m.get(tx, &key)).unwrap(), Some(key * 3));
+            let e = pool.run(|tx| m.check(tx)).unwrap_err();
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
+            let e = pool.run(|tx| m.insert(tx, key, 0)).unwrap_err();
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
+        }
     }
     pool.run(|tx| {
         *tx.write(hdr)? = h;

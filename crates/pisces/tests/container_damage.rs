@@ -623,3 +623,65 @@ fn deep_check_of_a_tree_without_key_order_is_not_checked() {
     let r = check_pool_deep(&p, MediumKind::DRAM).unwrap();
     assert_eq!(r.verdict(), Verdict::NotChecked, "{r}");
 }
+
+/// Word `i` (< 8) of a map's header, and writing it behind the map's back.
+fn header_word(pool: &Pool, map: &HashMap<u64, u64>, i: usize) -> u64 {
+    pool.run(|tx| Ok(tx.read(PPtr::<[u64; 8]>::from_offset(map.offset()))?[i]))
+        .unwrap()
+}
+
+fn set_header_word(pool: &Pool, map: &HashMap<u64, u64>, i: usize, v: u64) {
+    pool.run(|tx| {
+        tx.write(PPtr::<[u64; 8]>::from_offset(map.offset()))?[i] = v;
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A lookup checks every word of a map's header it uses (magic, signature, layout,
+/// bucket count, levels) and not the chunk count (word 4), which it never reads: with
+/// the chunk count disagreeing with the bucket count (word 2), lookups still answer
+/// right, and `check` and updates refuse the map as corrupt; with a bucket count that
+/// the levels (word 3) do not fit, a lookup is refused too.
+#[test]
+fn a_lookup_checks_the_header_words_it_uses() {
+    let pool = common::mem_pool(16 << 20, 2, EngineOptions::default());
+    let m = pool
+        .run(|tx| {
+            let m = HashMap::<u64, u64>::new(tx)?;
+            for k in 0..200 {
+                m.insert(tx, k, k + 1)?;
+            }
+            Ok(m)
+        })
+        .unwrap();
+    let (buckets, levels, chunks) = (
+        header_word(&pool, &m, 2),
+        header_word(&pool, &m, 3),
+        header_word(&pool, &m, 4),
+    );
+    assert_eq!((levels, chunks), (1, buckets), "a small grouped map");
+
+    set_header_word(&pool, &m, 4, chunks + 1);
+    for k in 0..200 {
+        assert_eq!(pool.read(|tx| m.get(tx, &k)).unwrap(), Some(k + 1));
+    }
+    match pool.run(|tx| m.check(tx)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+        r => panic!("check: expected Corrupt, got {r:?}"),
+    }
+    match pool.run(|tx| m.insert(tx, 7, 0)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+        r => panic!("insert: expected Corrupt, got {r:?}"),
+    }
+    set_header_word(&pool, &m, 4, chunks);
+
+    // More groups than one directory level holds, the levels word still saying one.
+    set_header_word(&pool, &m, 2, 100_000);
+    match pool.read(|tx| m.get(tx, &1)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+        r => panic!("get: expected Corrupt, got {r:?}"),
+    }
+    set_header_word(&pool, &m, 2, buckets);
+    assert_eq!(pool.run(|tx| m.check(tx)).unwrap().entries, 200);
+}

@@ -151,6 +151,13 @@ type Chunk = [u64; CHUNK];
 /// A growable map's chunk: the 32 heads, then the number of entries in its buckets.
 type CountedChunk = [u64; CHUNK + 1];
 
+/// The error of a directory index outside the header (`HashMap::chunk_of`).
+#[cold]
+#[inline(never)]
+fn directory_outside_header() -> Error {
+    Error::corrupt("hash map: bad geometry (a chunk outside the header's directory)")
+}
+
 /// The first word of every hash map header ("PSC.HMAP"): how tools recognise a map.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PSC.HMAP");
 const CHAIN: &str = "hash map chain";
@@ -568,6 +575,24 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// whose lookups are cheapest and so feel these checks most.
     #[inline(always)]
     fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
+        self.checked_header::<false>(tx)
+    }
+
+    /// The header and its layout as a lookup needs them (`get_ref`): every word a
+    /// lookup uses is checked (magic, signature, layout, the bucket count and the
+    /// directory's levels against it), the chunk count (`H_CHUNKS`), which a lookup
+    /// never reads, is not. Updates, iteration and `check` (and `check --deep`, which
+    /// runs it) still refuse a header whose chunk count disagrees. (The bucket count
+    /// and levels bound every directory index a lookup computes: `chunk_of`'s indexing
+    /// stays inside the header and its pages.)
+    #[inline(always)]
+    fn lookup_header<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
+        self.checked_header::<true>(tx)
+    }
+
+    /// The header, checked in full or (`LOOKUP`) as [`HashMap::lookup_header`] says.
+    #[inline(always)]
+    fn checked_header<'t, const LOOKUP: bool>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
         if self.header.is_null() {
             return Err(Error::invalid_pointer("null hash map handle"));
         }
@@ -576,16 +601,22 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.bad_header(h));
         }
         let (b, l, c, layout) = (h[H_BUCKETS], h[H_LEVELS], h[H_CHUNKS], h[H_GROW]);
-        let levels_ok = l == if c <= DIR as u64 { 1 } else { 2 };
+        // The levels the directory of `chunks` chunks has.
+        let levels_for = |chunks: u64| if chunks <= DIR as u64 { 1 } else { 2 };
         // Each layout returns from its own branch, with its flag a constant the inlined
         // caller can test with this branch. (`b - 1 < max`, wrapping: `1 <= b <= max`
-        // in one compare.)
+        // in one compare.) A lookup checks the levels against the chunks its bucket
+        // count implies, which are the ones it indexes; the chunk count word must
+        // equal them too, except for a lookup, which never reads it.
         if Self::SMALL && layout == GROUPED {
-            if b.wrapping_sub(1) < MAX_GROUPS as u64 && c == b && levels_ok {
+            if b.wrapping_sub(1) < MAX_GROUPS as u64 && l == levels_for(b) && (LOOKUP || c == b) {
                 return Ok((h, true));
             }
         } else if layout == 0 || layout == GROWABLE {
-            if b.wrapping_sub(1) < MAX_BUCKETS as u64 && c == b.div_ceil(CHUNK as u64) && levels_ok
+            let chunks = b.div_ceil(CHUNK as u64);
+            if b.wrapping_sub(1) < MAX_BUCKETS as u64
+                && l == levels_for(chunks)
+                && (LOOKUP || c == chunks)
             {
                 return Ok((h, false));
             }
@@ -647,13 +678,19 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(self.header_layout(tx)?.1)
     }
 
-    /// Offset of chunk `c` (validated `< chunks`; a grouped map's group `c`).
+    /// Offset of chunk `c` (validated `< chunks`; a grouped map's group `c`). The
+    /// header's checks keep the directory index inside the header; were it not, the
+    /// answer is an error, not a panic (and `get` costs no more than indexing here).
     #[inline(always)]
     fn chunk_of(tx: &Tx<'_>, h: &Header, c: usize) -> Result<u64> {
+        let dir = |i: usize| match h.get(H_DIR + i) {
+            Some(&w) => Ok(w),
+            None => Err(directory_outside_header()),
+        };
         let off = if h[H_LEVELS] == 1 {
-            h[H_DIR + c]
+            dir(c)?
         } else {
-            let page: &Page = tx.read(PPtr::from_offset(h[H_DIR + c / PAGE]))?;
+            let page: &Page = tx.read(PPtr::from_offset(dir(c / PAGE)?))?;
             page[c % PAGE]
         };
         Ok(off)
@@ -872,7 +909,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// passed through memory, and inlined the reads' fast path shares registers.)
     #[inline]
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
-        let (h, grouped) = self.header_layout(tx)?;
+        let (h, grouped) = self.lookup_header(tx)?;
         let hash = stable_hash(bytemuck::bytes_of(k));
         if grouped {
             return Self::grouped_get(tx, h, hash, k);
