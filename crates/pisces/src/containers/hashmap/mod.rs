@@ -20,6 +20,13 @@
 //! never conflict. The fixed 4 KiB header is the price of that one-read directory: a
 //! map costs at least 4 KiB + 256 bytes, however small.
 //!
+//! Every access checks the header before it uses it (magic, signature, layout, and the
+//! geometry words it computes with), and reads every object through `Tx::read`, which
+//! validates the offset as a live block of the pool: a forged handle or a damaged
+//! pool is an error, never a read outside the pool's objects. A lookup skips the one
+//! word it never reads (the chunk count); updates, iteration and `check` refuse a
+//! header whose chunk count disagrees with its bucket count.
+//!
 //! Why chunks: the bucket heads are written when a bucket becomes empty or non-empty or
 //! loses its first node. One object holding all heads would be copied whole on each of
 //! those writes and would make all of them conflict with each other; a chunk of 32 heads
