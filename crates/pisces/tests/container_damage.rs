@@ -642,7 +642,8 @@ fn set_header_word(pool: &Pool, map: &HashMap<u64, u64>, i: usize, v: u64) {
 /// bucket count, levels) and not the chunk count (word 4), which it never reads: with
 /// the chunk count disagreeing with the bucket count (word 2), lookups still answer
 /// right, and `check` and updates refuse the map as corrupt; with a bucket count that
-/// the levels (word 3) do not fit, a lookup is refused too.
+/// the levels (word 3) do not fit, or levels that do not fit the bucket count, a lookup
+/// is refused too.
 #[test]
 fn a_lookup_checks_the_header_words_it_uses() {
     let pool = common::mem_pool(16 << 20, 2, EngineOptions::default());
@@ -684,4 +685,28 @@ fn a_lookup_checks_the_header_words_it_uses() {
     }
     set_header_word(&pool, &m, 2, buckets);
     assert_eq!(pool.run(|tx| m.check(tx)).unwrap().entries, 200);
+
+    // A map whose directory is in pages (more groups than the header holds), its
+    // levels word damaged to say the directory is in the header: the header's entries
+    // are then pages, which a lookup must not read as groups. Every lookup is refused,
+    // none answers from a page's words.
+    let big = pool
+        .run(|tx| {
+            let m = HashMap::<u64, u64>::new(tx)?;
+            for k in 0..3000 {
+                m.insert(tx, k, k + 1)?;
+            }
+            Ok(m)
+        })
+        .unwrap();
+    assert_eq!(header_word(&pool, &big, 3), 2, "a directory in pages");
+    set_header_word(&pool, &big, 3, 1);
+    for k in 0..3000 {
+        match pool.read(|tx| big.get(tx, &k)) {
+            Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+            r => panic!("get {k} with a damaged levels word: expected Corrupt, got {r:?}"),
+        }
+    }
+    set_header_word(&pool, &big, 3, 2);
+    assert_eq!(pool.run(|tx| big.check(tx)).unwrap().entries, 3000);
 }
