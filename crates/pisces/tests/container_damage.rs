@@ -638,6 +638,18 @@ fn set_header_word(pool: &Pool, map: &HashMap<u64, u64>, i: usize, v: u64) {
     .unwrap();
 }
 
+/// A growable map of keys `0..n`, each holding `k + 1`.
+fn map_of(pool: &Pool, n: u64) -> HashMap<u64, u64> {
+    pool.run(|tx| {
+        let m = HashMap::<u64, u64>::new(tx)?;
+        for k in 0..n {
+            m.insert(tx, k, k + 1)?;
+        }
+        Ok(m)
+    })
+    .unwrap()
+}
+
 /// A lookup checks every word of a map's header it uses (magic, signature, layout,
 /// bucket count, levels) and not the chunk count (word 4), which it never reads: with
 /// the chunk count disagreeing with the bucket count (word 2), lookups still answer
@@ -647,15 +659,7 @@ fn set_header_word(pool: &Pool, map: &HashMap<u64, u64>, i: usize, v: u64) {
 #[test]
 fn a_lookup_checks_the_header_words_it_uses() {
     let pool = common::mem_pool(16 << 20, 2, EngineOptions::default());
-    let m = pool
-        .run(|tx| {
-            let m = HashMap::<u64, u64>::new(tx)?;
-            for k in 0..200 {
-                m.insert(tx, k, k + 1)?;
-            }
-            Ok(m)
-        })
-        .unwrap();
+    let m = map_of(&pool, 200);
     let (buckets, levels, chunks) = (
         header_word(&pool, &m, 2),
         header_word(&pool, &m, 3),
@@ -690,15 +694,7 @@ fn a_lookup_checks_the_header_words_it_uses() {
     // levels word damaged to say the directory is in the header: the header's entries
     // are then pages, which a lookup must not read as groups. Every lookup is refused,
     // none answers from a page's words.
-    let big = pool
-        .run(|tx| {
-            let m = HashMap::<u64, u64>::new(tx)?;
-            for k in 0..3000 {
-                m.insert(tx, k, k + 1)?;
-            }
-            Ok(m)
-        })
-        .unwrap();
+    let big = map_of(&pool, 3000);
     assert_eq!(header_word(&pool, &big, 3), 2, "a directory in pages");
     set_header_word(&pool, &big, 3, 1);
     for k in 0..3000 {
