@@ -88,16 +88,26 @@ fn rdtsc() -> u64 {
     }
 }
 
+/// Low bits of a timestamp that hold its slot, for a pool of `max_threads` slots.
+fn slot_bits(max_threads: usize) -> u32 {
+    usize::BITS - (max_threads.max(2) - 1).leading_zeros()
+}
+
+/// The slot of timestamp `ts` in a pool of `max_threads` slots (what
+/// [`PhysClock::slot_of`] answers, without a clock: recovery).
+pub(crate) fn slot_of_ts(ts: u64, max_threads: usize) -> usize {
+    (ts & ((1u64 << slot_bits(max_threads)) - 1)) as usize
+}
+
 impl PhysClock {
     /// A clock for `max_threads` slots whose timestamps are all above `above`.
     pub(crate) fn above(kind: ClockKind, max_threads: usize, above: u64) -> PhysClock {
-        let slot_bits = usize::BITS - (max_threads.max(2) - 1).leading_zeros();
-        PhysClock::new(kind, (above >> slot_bits) + 1, max_threads)
+        PhysClock::new(kind, (above >> slot_bits(max_threads)) + 1, max_threads)
     }
 
     /// A clock whose raw readings start at `base` (≥ 1), for `max_threads` slots.
     pub(crate) fn new(kind: ClockKind, base: u64, max_threads: usize) -> PhysClock {
-        let slot_bits = usize::BITS - (max_threads.max(2) - 1).leading_zeros();
+        let slot_bits = slot_bits(max_threads);
         let tsc0 = if kind == ClockKind::Tsc { rdtsc() } else { 0 };
         PhysClock {
             kind,

@@ -8,11 +8,13 @@
 //!      header (48 B): magic u32 | len u32 | crc32c u32 | kind u32 | seq u64 | ts u64
 //!                     | forward link u64 | backward link u64
 //!      kind: 1 a transaction, 3 a transaction that is a durable point of its own
-//!            (below), 2 a wrap marker
-//!      entries (len bytes): the kit's redo entries (`kit::log::redo_log::RecordBuilder`)
+//!            (below), 4 a conditional point (below), 2 a wrap marker
+//!      body (len bytes): kind 4 only: the dependency count n (u64) and n timestamps
+//!                        (u64 each); then the kit's redo entries
+//!                        (`kit::log::redo_log::RecordBuilder`)
 //! ```
 //!
-//! * The checksum covers magic, len, kind, seq, ts and the entries — not the two link
+//! * The checksum covers magic, len, kind, seq, ts and the body — not the two link
 //!   slots, which are written after the record (by this transaction's successor, and by
 //!   the transaction itself once it knows its predecessor). A record whose bytes did not
 //!   all reach persistence fails its checksum and is ignored.
@@ -36,6 +38,13 @@
 //!   every transaction up to its timestamp is durable, so recovery counts its
 //!   timestamp in the durable point as it counts a marker's, and the commit needs no
 //!   marker write (`thread`, *Point records*). The kind is checksummed like the rest.
+//! * **Conditional points** (kind 4). A transaction that found every older update
+//!   transaction persistent except some that were already visible (their final
+//!   timestamps published, their records certain to be appended) names those
+//!   timestamps, at most [`MAX_DEPS`], in its record. Once the record is valid it is a
+//!   durable point if every timestamp it names is: the timestamp of a valid record of
+//!   the logs, or at or below the replay progress (`recovery`). Format 6 and later:
+//!   a build that does not know kind 4 refuses such pools by their format version.
 //! * The head word is written only by the replayer, after the records before it are
 //!   applied durably; the writer reuses space only after the replayer says so
 //!   (`released_seq`), so a record, or a wrap marker, is never overwritten while the
@@ -66,6 +75,14 @@ const KIND_TX: u32 = 1;
 const KIND_WRAP: u32 = 2;
 /// A transaction record that is a durable point of its own (module docs).
 const KIND_TX_POINT: u32 = 3;
+/// A transaction record that is a durable point once the records it names are valid
+/// (module docs).
+const KIND_TX_COND: u32 = 4;
+/// Most timestamps a conditional point names: a commit blocked by more takes the
+/// marker path.
+pub(super) const MAX_DEPS: usize = 16;
+/// Bytes a conditional point's dependency list may add to a record.
+pub(super) const MAX_DEPS_BYTES: usize = 8 + 8 * MAX_DEPS;
 /// Offset of the forward link slot in a record.
 pub(super) const FWD: usize = 32;
 /// Offset of the backward link slot in a record.
@@ -85,7 +102,13 @@ pub(super) fn unlink(l: u64) -> (usize, usize) {
     (((l & !LINK_BIT) >> 32) as usize, (l & 0xFFFF_FFFF) as usize)
 }
 
-fn checksum(len: u32, kind: u32, seq: u64, ts: u64, entries: &[u8]) -> u32 {
+fn checksum(len: u32, kind: u32, seq: u64, ts: u64, body: &[u8]) -> u32 {
+    checksum_parts(len, kind, seq, ts, &[], body)
+}
+
+/// [`checksum`] of a body given in two pieces (a conditional point's dependency list,
+/// then its entries).
+fn checksum_parts(len: u32, kind: u32, seq: u64, ts: u64, deps: &[u8], entries: &[u8]) -> u32 {
     let mut h = [0u8; 28];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..8].copy_from_slice(&len.to_le_bytes());
@@ -93,15 +116,19 @@ fn checksum(len: u32, kind: u32, seq: u64, ts: u64, entries: &[u8]) -> u32 {
     h[12..20].copy_from_slice(&seq.to_le_bytes());
     h[20..28].copy_from_slice(&ts.to_le_bytes());
     // One pass over both pieces (the crate's value): recovery checksums every record.
-    crate::engine::kit::log::crc::crc32c_of(&h, entries)
+    if deps.is_empty() {
+        return crate::engine::kit::log::crc::crc32c_of(&h, entries);
+    }
+    let head = crate::engine::kit::log::crc::crc32c_of(&h, deps);
+    crc32c::crc32c_append(head, entries)
 }
 
-fn header(kind: u32, seq: u64, ts: u64, entries: &[u8]) -> [u8; HEADER_LEN] {
-    let len = entries.len() as u32;
+fn header(kind: u32, seq: u64, ts: u64, deps: &[u8], entries: &[u8]) -> [u8; HEADER_LEN] {
+    let len = (deps.len() + entries.len()) as u32;
     let mut h = [0u8; HEADER_LEN];
     h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     h[4..8].copy_from_slice(&len.to_le_bytes());
-    h[8..12].copy_from_slice(&checksum(len, kind, seq, ts, entries).to_le_bytes());
+    h[8..12].copy_from_slice(&checksum_parts(len, kind, seq, ts, deps, entries).to_le_bytes());
     h[12..16].copy_from_slice(&kind.to_le_bytes());
     h[16..24].copy_from_slice(&seq.to_le_bytes());
     h[24..32].copy_from_slice(&ts.to_le_bytes());
@@ -134,6 +161,42 @@ impl Area {
     }
 }
 
+/// How a transaction record stands toward the durable point (its kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Durable once a marker covers its timestamp (kind 1).
+    ByMarker,
+    /// A durable point of its own once valid (kind 3).
+    Point,
+    /// A durable point once valid if every timestamp it names is (kind 4).
+    Conditional,
+}
+
+impl Standing {
+    fn kind(self) -> u32 {
+        match self {
+            Standing::ByMarker => KIND_TX,
+            Standing::Point => KIND_TX_POINT,
+            Standing::Conditional => KIND_TX_COND,
+        }
+    }
+    fn of_kind(kind: u32) -> Standing {
+        match kind {
+            KIND_TX_POINT => Standing::Point,
+            KIND_TX_COND => Standing::Conditional,
+            _ => Standing::ByMarker,
+        }
+    }
+}
+
+/// Bytes of a conditional point's dependency list (count word and timestamps) for a
+/// count word `n` read from a body of `len` bytes; `None` if no run writes it.
+fn deps_prefix(n: u64, len: usize) -> Option<usize> {
+    let n = usize::try_from(n).ok().filter(|&n| n <= MAX_DEPS)?;
+    let bytes = 8 + 8 * n;
+    (bytes <= len).then_some(bytes)
+}
+
 /// A record in a live log, read in place (the writer does not reuse its space before
 /// the replayer releases it).
 #[derive(Clone, Copy, Debug)]
@@ -146,12 +209,14 @@ pub(super) struct RecordRef {
     pub seq: u64,
     /// Timestamp.
     pub ts: u64,
-    /// Entry bytes.
+    /// Body bytes (a conditional point's dependency list, then the entries).
     pub len: usize,
+    /// Bytes of the body before the entries (a conditional point's dependency list).
+    pub skip: usize,
     /// A wrap marker, not a transaction.
     pub is_wrap: bool,
-    /// A point record: every transaction up to its timestamp is durable once it is.
-    pub point: bool,
+    /// How the record stands toward the durable point.
+    pub standing: Standing,
 }
 
 impl RecordRef {
@@ -163,15 +228,34 @@ impl RecordRef {
         heap.read_bytes(a.at(pos), &mut h);
         let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
         let u64at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap());
+        let (len, kind) = (u32at(4) as usize, u32at(12));
+        let standing = Standing::of_kind(kind);
+        let skip = if standing == Standing::Conditional {
+            let mut n = [0u8; 8];
+            heap.read_bytes(a.at(pos) + HEADER_LEN, &mut n);
+            deps_prefix(u64::from_le_bytes(n), len).unwrap_or(len)
+        } else {
+            0
+        };
         RecordRef {
             slot,
             pos,
             seq: u64at(16),
             ts: u64at(24),
-            len: u32at(4) as usize,
-            is_wrap: u32at(12) == KIND_WRAP,
-            point: u32at(12) == KIND_TX_POINT,
+            len,
+            skip,
+            is_wrap: kind == KIND_WRAP,
+            standing,
         }
+    }
+    /// The timestamps a conditional point names (none for other records).
+    pub(super) fn deps(&self, heap: &Heap) -> Vec<u64> {
+        let at = Area::of(heap, self.slot).at(self.pos) + HEADER_LEN + 8;
+        let mut b = vec![0u8; self.skip.saturating_sub(8)];
+        heap.read_bytes(at, &mut b);
+        b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     }
     /// Its link word.
     pub(super) fn link(&self) -> u64 {
@@ -180,11 +264,12 @@ impl RecordRef {
     /// The entry bytes, in place.
     pub(super) fn entries<'h>(&self, heap: &'h Heap) -> &'h [u8] {
         let a = Area::of(heap, self.slot);
-        let off = a.at(self.pos) + HEADER_LEN;
-        assert!(heap.in_bounds(off, self.len));
+        let off = a.at(self.pos) + HEADER_LEN + self.skip;
+        let len = self.len - self.skip;
+        assert!(heap.in_bounds(off, len));
         // SAFETY: in bounds; the bytes were written before the record was published
         // and are not rewritten before the replayer releases the record.
-        unsafe { std::slice::from_raw_parts(heap.ptr(off), self.len) }
+        unsafe { std::slice::from_raw_parts(heap.ptr(off), len) }
     }
     /// The forward link slot.
     pub(super) fn fwd(&self, heap: &Heap) -> u64 {
@@ -360,6 +445,10 @@ struct Header<'h> {
     kind: u32,
     seq: u64,
     ts: u64,
+    /// The whole body (what the length covers).
+    body_len: usize,
+    /// Bytes of the body before the entries (a conditional point's dependency list).
+    skip: usize,
     entries: &'h [u8],
     crc_ok: bool,
 }
@@ -378,19 +467,27 @@ fn read_header(ring: &[u8], pos: usize) -> Option<Header<'_>> {
         u64at(16),
         u64at(24),
     );
-    if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_POINT) {
+    if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_POINT | KIND_TX_COND) {
         return None;
     }
     if !len.is_multiple_of(8) || len > ring.len() - pos - HEADER_LEN {
         return None;
     }
-    let entries = &ring[pos + HEADER_LEN..pos + HEADER_LEN + len];
+    let body = &ring[pos + HEADER_LEN..pos + HEADER_LEN + len];
+    let skip = if kind == KIND_TX_COND {
+        let n = u64::from_le_bytes(body.get(..8)?.try_into().unwrap());
+        deps_prefix(n, len)?
+    } else {
+        0
+    };
     Some(Header {
         kind,
         seq,
         ts,
-        entries,
-        crc_ok: crc == checksum(len as u32, kind, seq, ts, entries),
+        body_len: len,
+        skip,
+        entries: &body[skip..],
+        crc_ok: crc == checksum(len as u32, kind, seq, ts, body),
     })
 }
 
@@ -456,7 +553,7 @@ fn look_past_stop(ring: &[u8], stop: &Stop) -> PastStop {
         while let Some(at) = magic_scan::next_magic(ring, pos, end, MAGIC) {
             if let Some(h) = read_header(ring, at) {
                 if h.crc_ok {
-                    return Some((at, HEADER_LEN + h.entries.len(), h.seq, distance(h.seq)));
+                    return Some((at, HEADER_LEN + h.body_len, h.seq, distance(h.seq)));
                 }
             }
             pos = at + 8;
@@ -534,7 +631,7 @@ pub(super) fn walk<'h>(
         if !ok {
             break Some(here);
         }
-        let (seq, len) = (h.seq, h.entries.len());
+        let (seq, len) = (h.seq, h.body_len);
         expected = Some(seq + 1);
         next_seq = seq + 1;
         if h.kind == KIND_WRAP {
@@ -548,8 +645,9 @@ pub(super) fn walk<'h>(
             seq,
             ts: h.ts,
             len,
+            skip: h.skip,
             is_wrap: false,
-            point: h.kind == KIND_TX_POINT,
+            standing: Standing::of_kind(h.kind),
         };
         // In place: the caller has the pool to itself (recovery, inspection).
         each(&rec, h.entries)?;
@@ -575,8 +673,10 @@ pub(super) fn walk<'h>(
 #[cfg(test)]
 pub(super) fn reseal(heap: &Heap, slot: usize, pos: usize) {
     let r = RecordRef::read(heap, slot, pos);
-    let kind = if r.point { KIND_TX_POINT } else { KIND_TX };
-    let c = checksum(r.len as u32, kind, r.seq, r.ts, r.entries(heap));
+    let off = Area::of(heap, slot).at(pos) + HEADER_LEN;
+    let mut body = vec![0u8; r.len];
+    heap.read_bytes(off, &mut body);
+    let c = checksum(r.len as u32, r.standing.kind(), r.seq, r.ts, &body);
     heap.write_bytes(Area::of(heap, slot).at(pos) + 8, &c.to_le_bytes());
 }
 
@@ -651,9 +751,16 @@ impl LogRec {
     /// The entry bytes, in place (a record [`walk`] returned, in a log nobody writes).
     #[inline]
     pub(super) fn entries(self, heap: &Heap) -> &[u8] {
-        let mut b = [0u8; 4];
-        heap.read_bytes(self.off() + 4, &mut b);
-        let (off, len) = (self.off() + HEADER_LEN, u32::from_le_bytes(b) as usize);
+        let mut b = [0u8; 16];
+        heap.read_bytes(self.off() + 4, &mut b[..12]);
+        let len = u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
+        let mut skip = 0;
+        if u32::from_le_bytes(b[8..12].try_into().unwrap()) == KIND_TX_COND {
+            heap.read_bytes(self.off() + HEADER_LEN, &mut b[..8]);
+            // The parse accepted the record, so its count fits the body.
+            skip = deps_prefix(u64::from_le_bytes(b[..8].try_into().unwrap()), len).unwrap_or(len);
+        }
+        let (off, len) = (self.off() + HEADER_LEN + skip, len - skip);
         assert!(heap.in_bounds(off, len));
         // SAFETY: in bounds; the bytes were checksummed by the parse and are not
         // rewritten while recovery (the only user) runs.
@@ -740,15 +847,32 @@ impl LogWriter {
         self.live.len()
     }
 
-    /// Append a record with timestamp `ts` (the caller checked `fits`), a point record
-    /// if `point` (module docs), and flush it (the caller fences). Returns its ring
+    /// Append a record with timestamp `ts` (the caller checked `fits` for the entries
+    /// and [`MAX_DEPS_BYTES`]) standing as `standing` (module docs), naming `deps` if it
+    /// is a conditional point, and flush it (the caller fences). Returns its ring
     /// offset.
-    pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], ts: u64, point: bool) -> usize {
-        let rec_len = HEADER_LEN + entries.len();
-        debug_assert!(self.fits(entries.len()));
+    pub(crate) fn append(
+        &mut self,
+        heap: &Heap,
+        entries: &[u8],
+        ts: u64,
+        standing: Standing,
+        deps: &[u64],
+    ) -> usize {
+        debug_assert_eq!(standing == Standing::Conditional, !deps.is_empty());
+        debug_assert!(deps.len() <= MAX_DEPS);
+        let mut prefix = [0u8; MAX_DEPS_BYTES];
+        let prefix_len = if deps.is_empty() { 0 } else { 8 + 8 * deps.len() };
+        prefix[..8].copy_from_slice(&(deps.len() as u64).to_le_bytes());
+        for (i, d) in deps.iter().enumerate() {
+            prefix[8 + 8 * i..16 + 8 * i].copy_from_slice(&d.to_le_bytes());
+        }
+        let prefix = &prefix[..prefix_len];
+        let rec_len = HEADER_LEN + prefix_len + entries.len();
+        debug_assert!(self.fits(prefix_len + entries.len()));
         if rec_len > self.area.cap - self.head {
             if self.area.cap - self.head >= HEADER_LEN {
-                let h = header(KIND_WRAP, self.next_seq, 0, &[]);
+                let h = header(KIND_WRAP, self.next_seq, 0, &[], &[]);
                 heap.write_bytes(self.area.at(self.head), &h);
                 heap.flush(self.area.at(self.head), HEADER_LEN);
                 self.live.push_back((self.next_seq, self.head));
@@ -760,11 +884,11 @@ impl LogWriter {
         self.next_seq += 1;
         let pos = self.head;
         let at = self.area.at(pos);
-        heap.write_bytes(at + HEADER_LEN, entries);
+        heap.write_bytes(at + HEADER_LEN, prefix);
+        heap.write_bytes(at + HEADER_LEN + prefix_len, entries);
         // The link slots are atomics (others read them): write the header's first 32
         // bytes plainly, then the two slots atomically.
-        let kind = if point { KIND_TX_POINT } else { KIND_TX };
-        let h = header(kind, seq, ts, entries);
+        let h = header(standing.kind(), seq, ts, prefix, entries);
         heap.write_bytes(at, &h[..32]);
         heap.atomic_u64(at + FWD).store(ts, Release);
         heap.atomic_u64(at + BACK).store(0, Release);

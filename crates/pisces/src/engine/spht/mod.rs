@@ -244,7 +244,8 @@ impl EngineDef for Spht {
         "its working snapshot is a private mapping of the pool at open and does not follow a growth",
     );
     #[cfg(feature = "mutation")]
-    const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[&thread::BEFORE_LOG];
+    const HOOKS: &'static [&'static crate::mutation::HookPoint] =
+        &[&thread::BEFORE_LOG, &thread::AFTER_LOG];
     #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
         &thread::WAIT,
@@ -257,6 +258,7 @@ impl EngineDef for Spht {
         &recovery::RECOVERY_ALLOC_FLAGS,
         &apply::DENSE_FILTER_UNIT,
         &recovery::PARSE_VALIDATION,
+        &recovery::CONDITIONAL_DEPS,
         &log::CHECKSUM,
         &log::LOG_FLUSH,
         &crate::engine::kit::recovery::replay_parts::REPLAY_PART_MASK,

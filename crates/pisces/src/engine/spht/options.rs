@@ -116,7 +116,9 @@ pub struct SphtOptions {
     /// device sync, the file medium, else `off`): a commit that finds every update
     /// transaction with a smaller timestamp already persistent writes its log record as
     /// a durable point of its own and skips the marker's write, so it makes one device
-    /// sync instead of two. Either setting is correct on every medium.
+    /// sync instead of two; one that finds older ones not yet persistent but already
+    /// visible names them in its record (a conditional point: durable once they are)
+    /// and skips the marker too. Either setting is correct on every medium.
     pub points: Option<bool>,
 }
 

@@ -4,8 +4,10 @@
 //! 1. The markers' durable point (`max(pmarker, slot markers)`), R = the `replayed`
 //!    word. Either at or above `clock::TS_LIMIT` is damage (no run writes one): refused.
 //! 2. Parse every slot's log from its persisted head (`log::walk`); keep the records
-//!    with `R < ts`. D = the durable point: the markers' or the newest valid point
-//!    record's timestamp (`log`, *Point records*), the larger. Records above D are
+//!    with `R < ts`. D = the durable point: the largest of the markers', the newest
+//!    valid point record's timestamp and the newest valid conditional point's whose
+//!    every named timestamp is a kept record's or at most R (`log`, *Point records*,
+//!    *Conditional points*). Records above D are
 //!    then dropped (the end of each slot's list: timestamps grow along a log): they
 //!    belong to transactions whose commit never returned (a transaction returns only
 //!    once a marker or a point record covers it); records up to R are already applied.
@@ -58,7 +60,7 @@
 //! its records sort after everything here.
 
 use super::apply::{self, Tracking};
-use super::clock::TS_LIMIT;
+use super::clock::{slot_of_ts, TS_LIMIT};
 use super::durability::{
     durable_point, persist_replayed, replayed, slot_marker_offset, MARKER_OFFSET,
 };
@@ -82,6 +84,32 @@ crate::mutation::point! {
     pub(crate) static RECOVERY_ALLOC_FLAGS = "recovery-alloc-flags";
     /// Recovery's parse validates only the first entry of each record.
     pub(crate) static PARSE_VALIDATION = "parse-validation";
+    /// Recovery counts a conditional point in the durable point without checking the
+    /// records it names.
+    pub(crate) static CONDITIONAL_DEPS = "conditional-deps";
+}
+
+/// The durable point: the largest of `markers`, the timestamps of `points` and those
+/// of the conditional points `conditional` (timestamp, the timestamps it names) whose
+/// every named timestamp is at most `r` (replayed: its record was durable) or `held`
+/// (a valid record of the logs). One pass suffices: a conditional point names every
+/// transaction with a smaller timestamp that was not persistent when it was appended
+/// (every other one was durable by then), so a named record's own dependencies are
+/// not needed.
+fn durable_point_of(
+    markers: u64,
+    r: u64,
+    points: impl Iterator<Item = u64>,
+    conditional: &[(u64, Vec<u64>)],
+    held: impl Fn(u64) -> bool,
+) -> u64 {
+    let unchecked = crate::mutation::active!(CONDITIONAL_DEPS);
+    let d = points.fold(markers, u64::max);
+    conditional
+        .iter()
+        .filter(|(ts, deps)| *ts > d && (unchecked || deps.iter().all(|&t| t <= r || held(t))))
+        .map(|&(ts, _)| ts)
+        .fold(d, u64::max)
 }
 
 /// What recovery found.
@@ -147,6 +175,8 @@ struct SlotLog {
     records: BulkVec<LogRec>,
     /// The largest timestamp of a point record in it (0: none).
     max_point: u64,
+    /// Its conditional points with `R < ts`: (timestamp, the timestamps it names).
+    conditional: Vec<(u64, Vec<u64>)>,
     /// How far its walk read.
     walked: log::Walked,
     /// The forward links of its kept records (`log::LinkCheck`).
@@ -181,6 +211,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, markers): (u64, u64), parts: usize) 
     // only; the pages the pushes reach are touched, as huge pages).
     let mut records = BulkVec::with_capacity(log::Area::of(heap, slot).cap / log::HEADER_LEN + 1);
     let (mut max_ts, mut max_point) = (0, 0);
+    let mut conditional = Vec::new();
     let mut links = log::LinkCheck::new(heap);
     let mut allocating = false;
     let walked = log::walk(heap, slot, |rec, bytes| {
@@ -190,8 +221,10 @@ fn parse_slot(heap: &Heap, slot: usize, (r, markers): (u64, u64), parts: usize) 
         if rec.ts <= r {
             return Ok(());
         }
-        if rec.point {
-            max_point = max_point.max(rec.ts);
+        match rec.standing {
+            log::Standing::Point => max_point = max_point.max(rec.ts),
+            log::Standing::Conditional => conditional.push((rec.ts, rec.deps(heap))),
+            log::Standing::ByMarker => {}
         }
         // The links of records above the markers are noted once the durable point is
         // known (`recover`): a record above it never counts as durable evidence.
@@ -212,6 +245,7 @@ fn parse_slot(heap: &Heap, slot: usize, (r, markers): (u64, u64), parts: usize) 
     Ok(SlotLog {
         records,
         max_point,
+        conditional,
         walked,
         links,
         max_ts,
@@ -284,7 +318,24 @@ pub(super) fn recover(heap: &Heap, opts: &SphtSettings, threads: usize) -> Resul
     })
     .into_iter()
     .collect::<Result<Vec<_>>>()?;
-    let d = slots.iter().map(|s| s.max_point).fold(markers, u64::max);
+    let conditional: Vec<(u64, Vec<u64>)> = slots
+        .iter_mut()
+        .flat_map(|s| std::mem::take(&mut s.conditional))
+        .collect();
+    let d = durable_point_of(
+        markers,
+        r,
+        slots.iter().map(|s| s.max_point),
+        &conditional,
+        |t| {
+            // Timestamps grow along a log: a binary search of the named slot's records.
+            slots.get(slot_of_ts(t, n)).is_some_and(|s| {
+                let i = s.records.partition_point(|rec| rec.ts(heap) < t);
+                s.records.get(i).is_some_and(|rec| rec.ts(heap) == t)
+            })
+        },
+    );
+    drop(conditional);
     for (slot, s) in slots.iter_mut().enumerate() {
         // Timestamps grow along a log: the records above D are its end (found by a
         // binary search reading a few headers); those above the markers and up to D
@@ -356,12 +407,25 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
     let r = replayed(heap);
     // The markers' durable point, or the newest point record's (`recover`, step 2).
     let parsed: Vec<_> = (0..n).map(|slot| log::parse(heap, slot)).collect();
-    let d = parsed
-        .iter()
-        .flat_map(|(recs, _)| recs.iter())
-        .filter(|p| p.point && p.ts > r)
-        .map(|p| p.ts)
-        .fold(durable_point(heap), u64::max);
+    let live = || {
+        parsed
+            .iter()
+            .flat_map(|(recs, _)| recs.iter())
+            .filter(|p| p.ts > r)
+    };
+    let conditional: Vec<(u64, Vec<u64>)> = live()
+        .filter(|p| p.standing == log::Standing::Conditional)
+        .map(|p| (p.ts, p.deps(heap)))
+        .collect();
+    let d = durable_point_of(
+        durable_point(heap),
+        r,
+        live()
+            .filter(|p| p.standing == log::Standing::Point)
+            .map(|p| p.ts),
+        &conditional,
+        |t| live().any(|p| p.ts == t),
+    );
     let mut lines = vec![format!("durable point  {d}"), format!("replayed up to {r}")];
     let mut problems = Vec::new();
     let mut per_slot = Vec::new();

@@ -34,6 +34,8 @@ pub(crate) struct Stats {
     pub waited: AtomicU64,
     /// Commits whose record was a point record (no marker write).
     pub points: AtomicU64,
+    /// Commits whose record was a conditional point (no marker write).
+    pub conditional: AtomicU64,
     /// Batches the replayer applied.
     pub batches: AtomicU64,
     /// Words skipped by the duplicate filter.

@@ -4,7 +4,7 @@
 
 use super::apply::{apply, apply_marked, Tracking};
 use super::durability::{self, MARKER_OFFSET};
-use super::log::{self, RecordRef, LINK_BIT};
+use super::log::{self, RecordRef, Standing, LINK_BIT};
 use super::options::SphtSettings;
 use super::shared::SphtEngine;
 use super::thread::SphtThread;
@@ -631,7 +631,7 @@ fn a_log_holding_only_the_cursor_fits_the_largest_record() {
                 w.fits(bytes.len()),
                 "a record does not fit an almost empty log"
             );
-            w.append(&heap, bytes, 1, false);
+            w.append(&heap, bytes, 1, Standing::ByMarker, &[]);
             // The replayer releases everything but the newest record (its cursor).
             let newest = w.next_seq() - 1;
             w.reclaim(newest);
@@ -781,6 +781,93 @@ fn mutation_spht_point_check_is_caught_by_the_dependent_commit_crash() {
     );
 }
 
+/// Mutation evidence: a recovery that counts a conditional point without checking the
+/// records it names makes B durable without A in the same crash (with point records B
+/// finds A visible and not persistent, and names it).
+#[cfg(feature = "mutation")]
+#[test]
+fn mutation_spht_conditional_deps_is_caught_by_the_dependent_commit_crash() {
+    assert_eq!(
+        dependent_commit_crash_without(&super::recovery::CONDITIONAL_DEPS, true),
+        (0, 2),
+        "with the dependency check removed, B (y = 2) should be durable without A (x = 1)"
+    );
+}
+
+/// Conditional points: A's record is durable (a point) and A is held before it sets
+/// isPers; B reads A's write, finds A visible and not persistent, and appends a
+/// conditional point naming A. A crash with both records durable and no marker written
+/// (the replayer held) recovers both from the two records alone: B's record counts as
+/// a durable point because the record it names is valid. A recovery that counted only
+/// markers and point records would drop B.
+#[cfg(feature = "mutation")] // the `after-log` hook point
+#[test]
+fn a_conditional_point_is_durable_once_the_records_it_names_are() {
+    let sc = crate::mutation::Scenario::setup();
+    let opts = EngineOptions::new()
+        .set("clock", "counter")
+        .set("points", "on")
+        .set("replay_hold", true);
+    let e = Arc::new(engine_with(opts, 2));
+    let sh = e.shared().clone();
+    let (mut a, mut b) = (e.thread(0).unwrap(), e.thread(1).unwrap());
+    let x = alloc(&mut a, 1);
+    let y = alloc(&mut b, 1);
+    e.quiesce();
+    let marker_before = sh.heap.atomic_u64(MARKER_OFFSET).load(SeqCst);
+    let image = std::thread::scope(|s| {
+        let hold_a = sc.pause(&super::thread::AFTER_LOG, 0);
+        let ha = s.spawn(move || put(&mut a, x, 1));
+        wait_until("A to be held", || hold_a.reached());
+        let hold_b = sc.pause(&super::thread::AFTER_LOG, 1);
+        let hb = s.spawn(move || loop {
+            b.begin(&TxOptions::default());
+            let r = b.read(x, 8).and_then(|p| {
+                // SAFETY: a copy of 8 bytes, valid while the transaction runs.
+                let v = unsafe { (p as *const u64).read() };
+                let q = b.write(y, 8)?;
+                // SAFETY: our private copy of 8 bytes.
+                unsafe { (q as *mut u64).write(v + 1) };
+                b.commit()
+            });
+            match r {
+                Ok(tok) => {
+                    b.wait_durable(tok).unwrap();
+                    return;
+                }
+                Err(crate::Error::Conflict) => b.abort(),
+                Err(e) => panic!("{e}"),
+            }
+        });
+        wait_until("B to be held", || hold_b.reached());
+        let image = crash_image(&sh.heap);
+        hold_a.release();
+        hold_b.release();
+        ha.join().unwrap();
+        hb.join().unwrap();
+        image
+    });
+    assert_eq!(
+        sh.stats.conditional.load(Relaxed),
+        1,
+        "B's record was not a conditional point"
+    );
+    assert_eq!(sh.stats.cas.load(Relaxed), 0, "a marker was written");
+    drop(e);
+    assert_eq!(
+        image[MARKER_OFFSET / 8],
+        marker_before,
+        "the marker was raised"
+    );
+    let r = recover_image(&image);
+    let mut th = r.thread(0).unwrap();
+    assert_eq!(
+        (get(&mut th, x), get(&mut th, y)),
+        (1, 2),
+        "the conditional point naming a valid record was not counted durable"
+    );
+}
+
 /// Mutation evidence: with the wait removed, the same crash recovers B without A.
 #[cfg(feature = "mutation")]
 #[test]
@@ -823,7 +910,7 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
     // Fill the ring until the next big record no longer fits before the end.
     let mut end = 0;
     while cap - end >= log::HEADER_LEN + big.len() {
-        end = w.append(&heap, &big, 1, false) + log::HEADER_LEN + big.len();
+        end = w.append(&heap, &big, 1, Standing::ByMarker, &[]) + log::HEADER_LEN + big.len();
     }
     // The replayer applies everything: its head is the writer's head.
     let wrap_seq = w.next_seq();
@@ -833,14 +920,14 @@ fn a_wrap_marker_is_not_overwritten_before_the_replayer_passes_it() {
     // replayer is away.
     assert!(w.fits(big.len()));
     assert_eq!(
-        w.append(&heap, &big, 2, false),
+        w.append(&heap, &big, 2, Standing::ByMarker, &[]),
         0,
         "the record after the wrap"
     );
     let small = vec![0u8; 1000];
     let mut appended = 1;
     while w.fits(small.len()) {
-        w.append(&heap, &small, 3, false);
+        w.append(&heap, &small, 3, Standing::ByMarker, &[]);
         appended += 1;
         assert!(appended < 1000, "the log never fills");
     }
@@ -1810,7 +1897,12 @@ fn every_spht_mutation_is_caught() {
         ),
     ];
     // Points whose evidence is elsewhere, with where.
-    let elsewhere: [(&MutationPoint, &str); 3] = [
+    let elsewhere: [(&MutationPoint, &str); 4] = [
+        (
+            &recovery::CONDITIONAL_DEPS,
+            "`mutation_spht_conditional_deps_is_caught_by_the_dependent_commit_crash` (its \
+             crash pauses a commit in this test's scenario)",
+        ),
         (
             &thread::POINT_CHECK,
             "`mutation_spht_point_check_is_caught_by_the_dependent_commit_crash` (its \

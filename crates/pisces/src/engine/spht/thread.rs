@@ -133,7 +133,7 @@
 
 use super::clock::PhysClock;
 use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
-use super::log::{self, LogWriter, BACK, FWD, HEADER_LEN};
+use super::log::{self, LogWriter, Standing, BACK, FWD, HEADER_LEN, MAX_DEPS, MAX_DEPS_BYTES};
 use super::options::SphtMarker;
 use super::read_copies::{CopyCache, ReadCopies};
 use super::replayer;
@@ -174,6 +174,17 @@ crate::mutation::hook_point! {
     /// pause a slot here to act while its transaction is visible and its log record
     /// not written.
     pub(crate) static BEFORE_LOG = "before-log";
+    /// A commit after its record's fence, before it waits for older transactions and
+    /// sets isPers: tests pause a slot here to act while its record is durable and
+    /// its transaction not yet persistent.
+    pub(crate) static AFTER_LOG = "after-log";
+}
+
+/// The timestamps a conditional point names (`Standing::Conditional`).
+#[derive(Default)]
+struct Deps {
+    n: usize,
+    ts: [u64; MAX_DEPS],
 }
 
 /// What a slot keeps between thread states (a slot may be leased again).
@@ -496,7 +507,13 @@ impl SphtThread {
 
     /// Upper bound of the record's entry bytes.
     fn record_bound(&self) -> usize {
-        self.writes
+        let deps = if self.sh.point_records {
+            MAX_DEPS_BYTES
+        } else {
+            0
+        };
+        deps + self
+            .writes
             .iter()
             .map(|w| match w.kind {
                 Kind::Written => 16 + 8 * w.copy.len(),
@@ -504,7 +521,7 @@ impl SphtThread {
                 Kind::Freed(_) => 16,
                 Kind::FreshFreed(_) => 0,
             })
-            .sum()
+            .sum::<usize>()
     }
 
     /// Wait until the log has room for `bound` entry bytes.
@@ -641,31 +658,55 @@ impl SphtThread {
         }
     }
 
-    /// True if every other slot's transaction with a timestamp below `ts` is
-    /// persistent: step 8 would not wait. Read before the record is appended, it makes
-    /// the record a point record (module docs, *Point records*).
-    fn preceded_by_persistent_only(&self, ts: u64) -> bool {
+    /// How the record of the transaction with timestamp `ts` can stand, read before it
+    /// is appended (module docs, *Point records*): a point if every other slot's
+    /// transaction with a smaller timestamp is persistent (step 8 would not wait); a
+    /// conditional point naming them in `deps` if those that are not are all visible
+    /// (final timestamp published: their records will be appended) and at most
+    /// [`MAX_DEPS`]; else a record the marker makes durable.
+    fn standing(&self, ts: u64, deps: &mut Deps) -> Standing {
+        deps.n = 0;
         if crate::mutation::active!(POINT_CHECK) {
-            return true;
+            return Standing::Point;
         }
-        self.sh.slots.iter().enumerate().all(|(t, s)| {
+        for (t, s) in self.sh.slots.iter().enumerate() {
             // Acquire: pairs with the Release of isPers, which follows that
             // transaction's record fence: its record is durable before ours.
             let w = s.vts.load(Acquire);
-            t == self.slot || w & PERS != 0 || w & TS_MASK > ts
-        })
+            if t == self.slot || w & PERS != 0 || w & TS_MASK > ts {
+                continue;
+            }
+            // A final timestamp (isUpd) is published after validation (step 6):
+            // nothing aborts it and its log space is reserved. A lower bound alone may
+            // still end in a smaller final timestamp than it shows, or in an abort.
+            if w & UPD == 0 || deps.n == MAX_DEPS {
+                deps.n = 0;
+                return Standing::ByMarker;
+            }
+            deps.ts[deps.n] = w & TS_MASK;
+            deps.n += 1;
+        }
+        if deps.n == 0 {
+            Standing::Point
+        } else {
+            Standing::Conditional
+        }
     }
 
     /// Steps 8-12 for the transaction with timestamp `ts` whose record is at `pos`
-    /// (`point`: a point record, durable as its own durable point: no wait, no marker).
-    fn make_durable(&mut self, ts: u64, pos: usize, point: bool) {
+    /// (`standing`: a point record is durable as its own durable point: no wait, no
+    /// marker; a conditional point after the wait, with no marker).
+    fn make_durable(&mut self, ts: u64, pos: usize, standing: Standing) {
+        let point = standing == Standing::Point;
         let sh = self.sh.clone();
         let heap = &*sh.heap;
         let me = &sh.slots[self.slot];
         let my_link = log::link(self.slot, pos);
         // 8. Wait for smaller timestamps; look for a larger update transaction. (A
         // point record found nothing to wait for before it was appended, and no
-        // transaction gets a smaller timestamp afterwards: see the invariants.)
+        // transaction gets a smaller timestamp afterwards: see the invariants. A
+        // conditional point waits here for the transactions it named, the only ones
+        // it can find not persistent.)
         let mut skip = false;
         let mut waited = false;
         for (t, s) in sh.slots.iter().enumerate() {
@@ -720,14 +761,20 @@ impl SphtThread {
             sh.genesis.store(my_link, Release);
         }
         me.set_last(ts, my_link);
-        if point {
-            // The record, durable, is the durable point; raised after the links, as a
+        if standing != Standing::ByMarker {
+            // The record, durable, is the durable point (a conditional one: now that
+            // every record it names is durable too); raised after the links, as a
             // marker's is, for the replayer.
             crate::engine::kit::shared_counts::count_write(&sh.durable);
             sh.durable.fetch_max(ts, AcqRel);
             me.vts.store(ts | UPD | PERS, Release);
-            crate::engine::kit::shared_counts::count_write(&sh.stats.points);
-            sh.stats.points.fetch_add(1, Relaxed);
+            let counter = if point {
+                &sh.stats.points
+            } else {
+                &sh.stats.conditional
+            };
+            crate::engine::kit::shared_counts::count_write(counter);
+            counter.fetch_add(1, Relaxed);
             return;
         }
         match sh.opts.marker {
@@ -816,15 +863,25 @@ impl SphtThread {
         }
         self.locks.clear();
         crate::mutation::hook!(BEFORE_LOG, self.slot);
-        // 7. The record: a point record if nothing older is still to persist (module
-        // docs, *Point records*).
+        // 7. The record: a point record if nothing older is still to persist, a
+        // conditional one if what is still to persist is visible (module docs, *Point
+        // records*).
         let heap = &*sh.heap;
-        let point = sh.point_records && self.preceded_by_persistent_only(ts);
+        let mut deps = Deps::default();
+        let standing = if sh.point_records {
+            self.standing(ts, &mut deps)
+        } else {
+            Standing::ByMarker
+        };
         let entries = std::mem::take(&mut self.record);
-        let pos = self.local().log.append(heap, entries.bytes(), ts, point);
+        let pos = self
+            .local()
+            .log
+            .append(heap, entries.bytes(), ts, standing, &deps.ts[..deps.n]);
         self.record = entries;
         heap.fence();
-        self.make_durable(ts, pos, point);
+        crate::mutation::hook!(AFTER_LOG, self.slot);
+        self.make_durable(ts, pos, standing);
         let l = self.local();
         l.last_raw = raw;
         l.last_ts = ts;
