@@ -13,6 +13,9 @@
 //! a damaged root slot (an error) from a pool that has no root yet. Version 3 pools
 //! have no root record (zero); opening one records it.
 //!
+//! Format 6 changes no superblock field: it says that the `spht` engine's logs may
+//! hold conditional point records, which builds before it cannot read.
+//!
 //! Unclean shutdowns (format 5): the superblock says whether the pool is open or was
 //! closed cleanly (`open_state`, written at every open and at a clean close, after the
 //! engine's last write-back, into both copies one after the other, so that a damaged
@@ -31,7 +34,7 @@ use std::path::Path;
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
 /// The on-media format version this build writes.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format version this build reads (3: no root record).
 pub const MIN_FORMAT_VERSION: u32 = 3;
 

@@ -117,7 +117,10 @@
 //!   a device sync): a commit that finds every older update transaction already
 //!   persistent writes its log record as a durable point of its own and writes no
 //!   marker, so one thread pays one device sync per commit instead of two; recovery
-//!   takes the newest valid point record into the durable point. The background
+//!   takes the newest valid point record into the durable point. A commit that finds
+//!   the older ones not yet persistent but all visible names them in a *conditional
+//!   point* record, waits for them and writes no marker either; recovery counts it
+//!   only if every record it names is valid. The background
 //!   replayer rests 20 ms between batches there (a batch costs three syncs whatever
 //!   its size). Not in the paper, whose persistent memory makes the marker's persist
 //!   one fence ([`thread`], *Point records*; [`log`]).

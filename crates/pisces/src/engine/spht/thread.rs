@@ -43,8 +43,9 @@
 //!    release the stripes with version `ts`. **Visible.**
 //! 7. Append the record (its forward link slot holding `ts`), flush, fence. With
 //!    point records (option `points`), first check that step 8 would not wait: then
-//!    the record is a point record, and steps 8, 10 and 12 are skipped (*Point
-//!    records*).
+//!    the record is a point record, and steps 8, 10 and 12 are skipped; or that it
+//!    would wait only for visible transactions: then the record is a conditional
+//!    point naming them, and steps 10 and 12 are skipped (*Point records*).
 //! 8. **Wait** for every slot whose `vts` is below `ts` and not persistent
 //!    (`WAITPRECEDINGTXS`); note an update transaction with a larger timestamp
 //!    (**skipCAS**).
@@ -71,8 +72,27 @@
 //! durable point as it counts the markers (`recovery`); the replayer raises the global
 //! marker over what it replays before its `replayed` word passes them, since the log
 //! releases the point records it applied. A commit that finds an older transaction
-//! not yet persistent takes the steps above unchanged. On one thread every commit is a
-//! point: one device sync per commit. The check costs one load per slot; the option
+//! not yet persistent takes the steps above unchanged, unless every such transaction
+//! is visible: see below. On one thread every commit is a point: one device sync per
+//! commit.
+//!
+//! **Conditional points.** When the older transactions the check finds not persistent
+//! are all past step 6 (their `vts` holds a final timestamp with isUpd: validated, so
+//! nothing aborts them, and their log space was reserved at step 1, so their records
+//! will be appended), and there are at most `log::MAX_DEPS` of them, the commit
+//! appends its record as a *conditional point* naming their timestamps, fences (its
+//! one device sync), waits for them at step 8, links, raises the volatile durable
+//! point and sets isPers, with no marker write. Recovery counts a conditional point
+//! in the durable point only if every timestamp it names is a valid record of the
+//! logs or already replayed (`recovery`). Sound for the point record's reason: every
+//! transaction with a smaller timestamp was, at the check, persistent (its record
+//! durable before ours) or named, and none gets a smaller timestamp afterwards; so a
+//! named record's own dependencies were persistent or named by us too, and the check
+//! needs no recursion. Waiting for them before isPers keeps the invariant that isPers
+//! implies every smaller timestamp durable, which the next commit's check relies on.
+//! A transaction that has only its lower bound published may still end with a final
+//! timestamp below ours that the check cannot name, or abort: a commit that meets one
+//! takes the marker path. The check costs one load per slot; the option
 //! is on by default only where a fence is a device sync, and the paper's marker
 //! protocol stays the default elsewhere.
 //!
