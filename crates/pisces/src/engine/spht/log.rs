@@ -30,8 +30,9 @@
 //!   (bit 63 clear: "stable timestamp", line 12 of Alg. 2) and later a [`link`] to the
 //!   next transaction in timestamp order (bit 63 set). The backward slot holds a link to
 //!   the previous transaction (0: none, the first of the run). Links are stored with
-//!   Release and read with Acquire; they are flushed but nothing relies on their
-//!   durability: recovery orders records by their checksummed timestamps.
+//!   Release and read with Acquire; they are flushed (except, where a fence is a device
+//!   sync, a forward link into another slot's log: `thread`, step 9) but nothing relies
+//!   on their durability: recovery orders records by their checksummed timestamps.
 //! * **Point records** (the file medium). A transaction that found, before appending,
 //!   every update transaction with a smaller timestamp persistent (the check of commit
 //!   step 8, done ahead) writes its record as a *point*: once the record is valid,
@@ -295,11 +296,17 @@ impl RecordRef {
 /// Store link `l` into slot `which` (`FWD` / `BACK`) of the record at `pos` of `slot`,
 /// and flush it (the caller fences with its next fence).
 pub(super) fn set_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
+    store_link(heap, slot, pos, which, l);
+    heap.flush(Area::of(heap, slot).at(pos) + which, 8);
+}
+
+/// [`set_link`] without the flush: the link reaches the medium with its page, whenever
+/// that is written back (nothing relies on a link's durability: module docs).
+pub(super) fn store_link(heap: &Heap, slot: usize, pos: usize, which: usize, l: u64) {
     let off = Area::of(heap, slot).at(pos) + which;
     // A forward link goes into the predecessor's record, in another slot's log.
     (which == FWD).then(|| crate::engine::kit::shared_counts::count_write(heap.atomic_u64(off)));
     heap.atomic_u64(off).store(l, Release);
-    heap.flush(off, 8);
 }
 
 /// Persist slot `slot`'s head word: the oldest record recovery must consider is at

@@ -73,6 +73,9 @@ pub(crate) struct SphtShared {
     /// Commits write point records where they can (option `points`, resolved against
     /// the medium: `log`, *Point records*).
     pub point_records: bool,
+    /// A fence is a device sync (the file medium): a forward link into another slot's
+    /// log is stored without a flush (`thread`, step 9).
+    pub unflushed_links: bool,
     /// Per-slot published metadata.
     pub slots: Vec<CachePadded<SlotMeta>>,
     /// Volatile mirror of the durable point: every update transaction with a timestamp
@@ -138,6 +141,7 @@ impl SphtEngine {
             fallback: Default::default(),
             clock,
             point_records: opts.points.unwrap_or_else(|| heap.fence_is_device_sync()),
+            unflushed_links: heap.fence_is_device_sync(),
             opts,
             slots: (0..n)
                 .map(|_| CachePadded::new(Default::default()))

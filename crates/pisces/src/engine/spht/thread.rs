@@ -52,7 +52,10 @@
 //! 9. **Link**: the predecessor is the slot-`last` entry with the largest timestamp
 //!    (all are below `ts`, see *Invariants*); store our link in its forward slot and
 //!    its link in our backward slot (or, first of the run, in `genesis`). Publish our
-//!    own `last`.
+//!    own `last`. Where a fence is a device sync, a forward link into another slot's
+//!    log is not flushed: our next sync would otherwise cover that slot's log page and
+//!    wait for that slot's own sync of it, so two threads' syncs would run one after
+//!    the other. The link reaches the medium with its page.
 //! 10. `marker=nvhtm`: store `ts` in this slot's persistent marker, persist it.
 //! 11. Set isPers: `vts = ts | isUpd | isPers`.
 //! 12. `marker=global`: unless skipCAS, CAS the global marker up to `ts`; the winner
@@ -773,7 +776,15 @@ impl SphtThread {
         if plink != 0 {
             let (ps, ppos) = log::unlink(plink);
             if !crate::mutation::active!(FORWARD_LINK) {
-                log::set_link(heap, ps, ppos, FWD, my_link);
+                if ps != self.slot && sh.unflushed_links {
+                    // Where a fence is a device sync, flushing a line of another
+                    // slot's log would put that slot's page into our next sync, which
+                    // then waits for that slot's own sync of the page to finish: the
+                    // two threads' syncs would run one after the other.
+                    log::store_link(heap, ps, ppos, FWD, my_link);
+                } else {
+                    log::set_link(heap, ps, ppos, FWD, my_link);
+                }
             }
             log::set_link(heap, self.slot, pos, BACK, plink);
         } else {
