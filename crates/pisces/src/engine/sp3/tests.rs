@@ -280,6 +280,36 @@ fn store(t: &mut Sp3Thread, offs: &[u64], value: u64) {
     t.wait_durable(tok).unwrap();
 }
 
+/// Transactions whose durability is deferred and whose thread never waits: each
+/// snapshot that reads another slot's not yet stable commit owes it a wait, and the
+/// thread keeps one entry per slot (the newest), not one per transaction.
+#[test]
+fn deferred_transactions_that_never_wait_owe_one_wait_per_slot() {
+    let (_e, mut a, mut b) = engine();
+    let x = new_object(&mut a, 24, 0);
+    let mut owed_max = 0;
+    for v in 1..=2_000u64 {
+        a.begin(&TxOptions::default());
+        // SAFETY: our private copy, at least 8 bytes, 8-aligned.
+        unsafe { (a.write(x, 8).unwrap() as *mut u64).write(v) };
+        a.commit().unwrap();
+        b.begin_snapshot();
+        assert_eq!(load(&b, x).unwrap(), v);
+        b.end_snapshot(false).unwrap().unwrap();
+        owed_max = owed_max.max(b.owed_len());
+    }
+    assert!(
+        owed_max >= 1,
+        "no snapshot read a commit that was not stable yet"
+    );
+    assert!(
+        owed_max <= 2,
+        "a thread that never waits kept {owed_max} owed predecessors"
+    );
+    b.wait_durable(crate::engine::DurableToken::ALL).unwrap();
+    assert_eq!(b.owed_len(), 0);
+}
+
 /// The first word of the object at `off` as `t`'s running transaction reads it.
 fn load(t: &Sp3Thread, off: u64) -> crate::Result<u64> {
     // SAFETY: the engine returns a pointer valid for 8 bytes, 8-aligned.

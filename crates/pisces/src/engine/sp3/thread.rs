@@ -163,6 +163,21 @@ fn must_wait_for(sh: &Sp3Shared, slot: usize, d: u64) -> bool {
     d != tid::NONE && slot_of(d) != slot && !sh.ckpt.is_stable(d)
 }
 
+/// Note in `owed` that `d` must be waited for, keeping one entry per slot (its largest
+/// lid): a slot's stable mark covers every smaller lid of it (`Checkpoint::is_stable`),
+/// so waiting for the largest waits for the rest. Transactions with deferred durability
+/// whose thread never waits add to `owed` at every commit; this bounds it by the slot
+/// count.
+#[inline]
+fn note_owed(owed: &mut Vec<u64>, d: u64) {
+    let s = slot_of(d);
+    match owed.iter_mut().find(|o| slot_of(**o) == s) {
+        Some(o) if tid::lid_of(d) > tid::lid_of(*o) => *o = d,
+        Some(_) => {}
+        None => owed.push(d),
+    }
+}
+
 /// One object of the read set.
 struct ReadEntry {
     entry: *const Entry,
@@ -554,6 +569,12 @@ impl Sp3Thread {
         self.reads.borrow().list.len()
     }
 
+    /// Predecessors `wait_durable` would wait for (tests).
+    #[cfg(test)]
+    pub(super) fn owed_len(&self) -> usize {
+        self.owed.len()
+    }
+
     /// Drop the records the checkpointer retired.
     fn recycle(&mut self) {
         let w = self.sh.ckpt.retired(self.slot) + 1;
@@ -620,7 +641,7 @@ impl Sp3Thread {
         } = self;
         for r in &reads.get_mut().list {
             if must_wait_for(sh, *slot, r.last_tid) {
-                owed.push(r.last_tid);
+                note_owed(owed, r.last_tid);
             }
         }
     }
@@ -765,7 +786,7 @@ impl Sp3Thread {
     fn owe(&mut self, deps: &[u64]) -> DurableToken {
         for &d in deps {
             if must_wait_for(&self.sh, self.slot, d) {
-                self.owed.push(d);
+                note_owed(&mut self.owed, d);
             }
         }
         self.token()

@@ -869,7 +869,11 @@ impl LogWriter {
         debug_assert_eq!(standing == Standing::Conditional, !deps.is_empty());
         debug_assert!(deps.len() <= MAX_DEPS);
         let mut prefix = [0u8; MAX_DEPS_BYTES];
-        let prefix_len = if deps.is_empty() { 0 } else { 8 + 8 * deps.len() };
+        let prefix_len = if deps.is_empty() {
+            0
+        } else {
+            8 + 8 * deps.len()
+        };
         prefix[..8].copy_from_slice(&(deps.len() as u64).to_le_bytes());
         for (i, d) in deps.iter().enumerate() {
             prefix[8 + 8 * i..16 + 8 * i].copy_from_slice(&d.to_le_bytes());
