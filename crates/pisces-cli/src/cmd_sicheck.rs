@@ -71,6 +71,14 @@ pub struct SicheckArgs {
     /// Most micro-operations per transaction in the default mix (1 to 64).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub max_ops: u64,
+    /// The engine's options, `KEY=VALUE[,KEY=VALUE...]` (e.g. `points=on` for spht: its
+    /// file-medium commit paths on this tool's DRAM pool) [default: the engine's].
+    #[arg(long = "engine-options", default_value = "", value_parser = parse_engine_options)]
+    pub engine_options: EngineOptions,
+}
+
+fn parse_engine_options(s: &str) -> Result<EngineOptions, String> {
+    s.parse::<EngineOptions>().map_err(|e| e.to_string())
 }
 
 /// `--isolation` values.
@@ -203,7 +211,7 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
                 .engine(args.engine)
                 .max_threads(threads + 1)
                 .log_bytes_per_thread(LOG_BYTES)
-                .engine_options(EngineOptions::default()),
+                .engine_options(args.engine_options.clone()),
         )
     }) {
         Ok(p) => p,

@@ -548,3 +548,35 @@ fn create_and_info_say_which_medium_a_path_gets_and_what_a_commit_survives() {
         r.stderr
     );
 }
+
+#[test]
+fn sicheck_passes_engine_options_and_refuses_unknown_ones() {
+    let r = pisces(&[
+        "sicheck",
+        "--engine",
+        "spht",
+        "--isolation",
+        "serializable",
+        "--engine-options",
+        "points=on",
+        "--txns",
+        "500",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .ends_with("transactions: 500, forbidden anomalies: 0, write skew: 0\n"),
+        "{}",
+        r.stdout
+    );
+    let r = pisces(&["sicheck", "--engine", "spht", "--engine-options", "bogus=1"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the spht engine has no option `bogus`"),
+        "{}",
+        r.stderr
+    );
+    let r = pisces(&["sicheck", "--engine-options", "points"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is not key=value"), "{}", r.stderr);
+}
