@@ -417,6 +417,11 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
         .filter(|p| p.standing == log::Standing::Conditional)
         .map(|p| (p.ts, p.deps(heap)))
         .collect();
+    let valid: std::collections::HashSet<u64> = if conditional.is_empty() {
+        Default::default()
+    } else {
+        live().map(|p| p.ts).collect()
+    };
     let d = durable_point_of(
         durable_point(heap),
         r,
@@ -424,7 +429,7 @@ pub(super) fn inspect(heap: &Heap) -> crate::engine::Inspection {
             .filter(|p| p.standing == log::Standing::Point)
             .map(|p| p.ts),
         &conditional,
-        |t| live().any(|p| p.ts == t),
+        |t| valid.contains(&t),
     );
     let mut lines = vec![format!("durable point  {d}"), format!("replayed up to {r}")];
     let mut problems = Vec::new();

@@ -859,6 +859,20 @@ fn a_conditional_point_is_durable_once_the_records_it_names_are() {
         marker_before,
         "the marker was raised"
     );
+    // `pisces info` (inspect) counts it too: the durable point is the newest record's.
+    let (_, opened) = open_damaged_image(&image, |h| {
+        let newest = (0..2)
+            .flat_map(|s| log::parse(h, s).0)
+            .map(|r| r.ts)
+            .max()
+            .unwrap();
+        let lines = super::recovery::inspect(h).lines;
+        assert!(
+            lines.contains(&format!("durable point  {newest}")),
+            "inspect did not count the conditional point: {lines:?}"
+        );
+    });
+    drop(opened.unwrap());
     let r = recover_image(&image);
     let mut th = r.thread(0).unwrap();
     assert_eq!(
