@@ -700,8 +700,9 @@ impl SphtThread {
                 continue;
             }
             // A final timestamp (isUpd) is published after validation (step 6):
-            // nothing aborts it and its log space is reserved. A lower bound alone may
-            // still end in a smaller final timestamp than it shows, or in an abort.
+            // nothing aborts it and its log space is reserved. A lower bound alone
+            // (below ours) may still end in a final timestamp below ours that is not
+            // known yet, or in an abort: nothing to name.
             if w & UPD == 0 || deps.n == MAX_DEPS {
                 deps.n = 0;
                 return Standing::ByMarker;
