@@ -686,6 +686,31 @@ fn recover_image_with(image: &[u64], opts: EngineOptions, shards: usize) -> Spht
     .unwrap()
 }
 
+/// A durable transaction of `t` that reads the word at `from` and writes it plus one at
+/// `to`, retried on conflicts.
+#[cfg(feature = "mutation")]
+fn put_successor(t: &mut SphtThread, from: u64, to: u64) {
+    loop {
+        t.begin(&TxOptions::default());
+        let r = t.read(from, 8).and_then(|p| {
+            // SAFETY: a copy of 8 bytes, valid while the transaction runs.
+            let v = unsafe { (p as *const u64).read() };
+            let q = t.write(to, 8)?;
+            // SAFETY: our private copy of 8 bytes.
+            unsafe { (q as *mut u64).write(v + 1) };
+            t.commit()
+        });
+        match r {
+            Ok(tok) => {
+                t.wait_durable(tok).unwrap();
+                return;
+            }
+            Err(crate::Error::Conflict) => t.abort(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// Crash test of the wait on smaller timestamps (§3.1): A writes x = 1 and is held
 /// after its write-back, before its log record; B reads x and writes y = x + 1. A crash
 /// while A is held must not recover y = 2 without x = 1 (B depends on A). Returns the
@@ -705,25 +730,7 @@ fn dependent_commit_crash(sc: &crate::mutation::Scenario, points: bool) -> (u64,
         let hold_a = sc.pause(&super::thread::BEFORE_LOG, 0);
         let ha = s.spawn(move || put(&mut a, x, 1));
         wait_until("A to be held", || hold_a.reached());
-        let hb = s.spawn(move || loop {
-            b.begin(&TxOptions::default());
-            let r = b.read(x, 8).and_then(|p| {
-                // SAFETY: a copy of 8 bytes, valid while the transaction runs.
-                let v = unsafe { (p as *const u64).read() };
-                let q = b.write(y, 8)?;
-                // SAFETY: our private copy of 8 bytes.
-                unsafe { (q as *mut u64).write(v + 1) };
-                b.commit()
-            });
-            match r {
-                Ok(tok) => {
-                    b.wait_durable(tok).unwrap();
-                    return;
-                }
-                Err(crate::Error::Conflict) => b.abort(),
-                Err(e) => panic!("{e}"),
-            }
-        });
+        let hb = s.spawn(move || put_successor(&mut b, x, y));
         // B's commit returns at once without the wait; with it, B waits for A.
         let t = std::time::Instant::now();
         while !hb.is_finished() && t.elapsed() < Duration::from_millis(300) {
@@ -820,25 +827,7 @@ fn a_conditional_point_is_durable_once_the_records_it_names_are() {
         let ha = s.spawn(move || put(&mut a, x, 1));
         wait_until("A to be held", || hold_a.reached());
         let hold_b = sc.pause(&super::thread::AFTER_LOG, 1);
-        let hb = s.spawn(move || loop {
-            b.begin(&TxOptions::default());
-            let r = b.read(x, 8).and_then(|p| {
-                // SAFETY: a copy of 8 bytes, valid while the transaction runs.
-                let v = unsafe { (p as *const u64).read() };
-                let q = b.write(y, 8)?;
-                // SAFETY: our private copy of 8 bytes.
-                unsafe { (q as *mut u64).write(v + 1) };
-                b.commit()
-            });
-            match r {
-                Ok(tok) => {
-                    b.wait_durable(tok).unwrap();
-                    return;
-                }
-                Err(crate::Error::Conflict) => b.abort(),
-                Err(e) => panic!("{e}"),
-            }
-        });
+        let hb = s.spawn(move || put_successor(&mut b, x, y));
         wait_until("B to be held", || hold_b.reached());
         let image = crash_image(&sh.heap);
         hold_a.release();
