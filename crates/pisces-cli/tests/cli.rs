@@ -67,7 +67,7 @@ fn create_info_check() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     for want in [
         "magic          ok",
-        "format version 6",
+        "format version 7",
         "engine         pisces (id 1)",
         "pool size      8388608 bytes",
         "run generation 1",

@@ -1,6 +1,7 @@
 //! The Pisces engine's integration suite: its protocol paths through the public API
-//! (`basic`), crash consistency on the crash simulator (`crash`), group commit's
-//! partial write-back (`deferred_write_back`), and, with the test-only `mutation`
+//! (`basic`), crash consistency on the crash simulator (`crash`), commits with deferred
+//! durability (`deferred_durability`), group commit's partial write-back
+//! (`deferred_write_back`), and, with the test-only `mutation`
 //! feature, the mutation table that shows each protocol step is needed (`mutations`).
 //! The engine's white-box tests are in `crates/pisces/src/engine/pisces/`; the
 //! Hermitage cases (`hermitage.rs`), the isolation checker's engine histories
@@ -16,6 +17,7 @@ mod common;
 
 mod basic;
 mod crash;
+mod deferred_durability;
 mod deferred_write_back;
 #[cfg(feature = "mutation")]
 mod mutations;

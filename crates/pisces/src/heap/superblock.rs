@@ -14,7 +14,10 @@
 //! have no root record (zero); opening one records it.
 //!
 //! Format 6 changes no superblock field: it says that the `spht` engine's logs may
-//! hold conditional point records, which builds before it cannot read.
+//! hold conditional point records, which builds before it cannot read. Format 7
+//! changes none either: redo-log records may carry a count of unfenced items before
+//! them in their kind word (commits with deferred durability), which builds before it
+//! would read as damage or a torn tail.
 //!
 //! Unclean shutdowns (format 5): the superblock says whether the pool is open or was
 //! closed cleanly (`open_state`, written at every open and at a clean close, after the
@@ -34,7 +37,7 @@ use std::path::Path;
 /// Magic number at the start of every pool.
 pub const MAGIC: [u8; 8] = *b"PISCESPM";
 /// The on-media format version this build writes.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format version this build reads (3: no root record).
 pub const MIN_FORMAT_VERSION: u32 = 3;
 

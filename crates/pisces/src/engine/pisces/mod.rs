@@ -81,6 +81,8 @@ impl EngineDef for Pisces {
         &thread::WATERMARK,
         &thread::FREED_STAYS_LIVE,
         &thread::LOCKED_CHECK_TRUSTS_ANY,
+        &thread::UNFENCED_DEPENDENCY,
+        &shared::UNFENCED_WRITE_BACK,
         &crate::engine::kit::log::redo_log::CHECKSUM,
         &crate::engine::kit::log::redo_log::LOG_FLUSH,
         &crate::engine::kit::log::redo_log::LOG_LINE_SKIP,

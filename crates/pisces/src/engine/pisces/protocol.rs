@@ -44,6 +44,11 @@ pub(crate) struct TxRecord {
     in_critical: AtomicBool,
     /// Slot of the thread that owns the transaction.
     pub slot: usize,
+    /// The log sequence number of the transaction's redo record if it was appended
+    /// without a fence (durability deferred), else 0: a reader of its copies then
+    /// depends on a record that may not be durable yet (`thread`, *Deferred
+    /// durability*). Stored before [`TxRecord::commit`], whose Release publishes it.
+    pub unfenced_seq: AtomicU64,
 }
 
 impl TxRecord {
@@ -53,6 +58,7 @@ impl TxRecord {
             end_ts: AtomicU64::new(END_INFINITE),
             in_critical: AtomicBool::new(false),
             slot,
+            unfenced_seq: AtomicU64::new(0),
         }
     }
 
@@ -60,6 +66,7 @@ impl TxRecord {
     pub(crate) fn reset(&self) {
         self.end_ts.store(END_INFINITE, Release);
         self.in_critical.store(false, Release);
+        self.unfenced_seq.store(0, Relaxed);
     }
 
     /// The concurrency-commit stage (lines 43-47). Returns `endTS`.

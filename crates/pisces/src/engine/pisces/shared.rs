@@ -74,6 +74,7 @@ use crate::engine::kit::cc::header_word::PTR_MASK;
 use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
 use crate::engine::kit::log::lazy_home::UnsyncedHome;
 use crate::engine::kit::log::redo_log::LogWriter;
+use crate::engine::kit::log::unfenced_run::SharedRun;
 use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
 use crate::engine::kit::shared_counts::count_write;
@@ -98,6 +99,9 @@ crate::mutation::point! {
     /// batch were written back, so the watermark may pass the persistTS of a record still
     /// waiting in the batch.
     pub(crate) static PARTIAL_WRITE_BACK_CLEARS_PENDING = "partial-write-back-clears-pending";
+    /// The write-back of a transaction whose durability was deferred writes home
+    /// without first making its record durable.
+    pub(crate) static UNFENCED_WRITE_BACK = "unfenced-write-back";
 }
 
 /// Words per DRAM chunk holding copies.
@@ -269,6 +273,9 @@ pub(crate) struct Committed {
     /// persistTS of its record (`u64::MAX` without persistence): what the slot's
     /// `pending_min` must stay at or below while the entry waits.
     pub persist_ts: u64,
+    /// Its record was appended unfenced (durability deferred): the write-back makes
+    /// the slot's run durable before it writes home.
+    pub unfenced: bool,
 }
 
 /// Attempts whose copies were unlinked at a time before `retire_ts`.
@@ -300,7 +307,6 @@ pub(crate) struct Batch {
 unsafe impl Send for Batch {}
 
 /// One thread slot.
-#[derive(Default)]
 pub(crate) struct Slot {
     /// Published start timestamp.
     pub clock: SlotClock,
@@ -315,10 +321,13 @@ pub(crate) struct Slot {
     pub unsynced_min: AtomicU64,
     /// Pending write-backs.
     pub batch: Mutex<Batch>,
+    /// The slot's log's unfenced run (records of commits whose durability is
+    /// deferred), which any thread can make durable.
+    pub run: SharedRun,
 }
 
 impl Slot {
-    fn new() -> Slot {
+    fn new(run: SharedRun) -> Slot {
         Slot {
             clock: SlotClock::default(),
             persisting_ts: AtomicU64::new(u64::MAX),
@@ -326,6 +335,7 @@ impl Slot {
             wb_seq: AtomicU64::new(0),
             unsynced_min: AtomicU64::new(u64::MAX),
             batch: Mutex::new(Batch::default()),
+            run,
         }
     }
 
@@ -383,14 +393,18 @@ impl PiscesShared {
         clock_start: u64,
         next_seq: Vec<u64>,
     ) -> PiscesShared {
-        let n = heap.layout().max_threads;
+        let l = *heap.layout();
         let tag = tag_of(heap.generation());
         let lazy_home = durable && heap.fence_is_device_sync();
+        let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
+        let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
         PiscesShared {
             heap,
             alloc,
             clock: CachePadded::new(Clock::new(clock_start)),
-            slots: (0..n).map(|_| CachePadded::new(Slot::new())).collect(),
+            slots: (0..l.max_threads)
+                .map(|i| CachePadded::new(Slot::new(SharedRun::new(ring(i), cap))))
+                .collect(),
             opts,
             durable,
             lazy_home,
@@ -519,6 +533,20 @@ impl PiscesShared {
         cache: &mut ThreadCache,
     ) {
         let heap = &*self.heap;
+        // A record appended unfenced must be durable before its home writes may be:
+        // the page cache writes home pages back whenever it likes, and only the record
+        // could replay a transaction it wrote in part.
+        let newest_unfenced = batch.entries[..n]
+            .iter()
+            .filter(|e| e.unfenced)
+            .map(|e| e.log_seq)
+            .max();
+        if let Some(seq) = newest_unfenced {
+            let run = &self.slots[slot].run;
+            if !run.is_durable(seq) && !crate::mutation::active!(UNFENCED_WRITE_BACK) {
+                run.sync(heap);
+            }
+        }
         for e in &batch.entries[..n] {
             for r in &e.attempt.wb.ranges {
                 // SAFETY: `src` points into the copies of `e.attempt`, alive while the

@@ -30,6 +30,33 @@
 //! (`fallback::drain`). Nested transactions neither take the word nor wait for it
 //! (`nested`). Cost: one load of the word per update transaction, at its first write.
 
+//!
+//! # Deferred durability
+//! A transaction run with [`Durability::Deferred`](crate::Durability::Deferred) appends
+//! its record without the persist stage's fence, in the log's *unfenced run*
+//! ([`crate::engine::kit::log::redo_log`], "Unfenced runs"), publishes the run for other
+//! threads ([`crate::engine::kit::log::unfenced_run`]) and becomes visible at once: on
+//! the file medium the commit costs no device sync. Its token names its record; a wait
+//! for it is one fence of this thread, which persists the whole run. What keeps a crash
+//! image one that a history produced:
+//! * the log's chain stops at a run's first lost record, so recovery keeps a prefix of
+//!   each thread's commits (a transaction may have read its thread's earlier one);
+//! * a transaction that read a copy of *another* slot's transaction whose record was
+//!   appended unfenced (`TxRecord::unfenced_seq`, checked on the copy path of `read`)
+//!   makes the other slots' runs durable before it appends its own record, so its record
+//!   never reaches the device before one it depends on; a read-only one that returns as
+//!   durable waits for every run it read from. Reads of home need nothing: home is
+//!   written back only after the record is durable (next point), and a write of an
+//!   object still locked by such a transaction aborts and helps its write-back;
+//! * the write-back makes the owner's run durable before it writes home
+//!   (`PiscesShared::write_back_first`): the page cache may write home pages back at
+//!   any time, and only the record could replay a transaction written home in part.
+//!   With group commit the sync is shared by a batch's transactions.
+//!
+//! A run grows to at most [`MAX_UNFENCED`](crate::engine::kit::log::redo_log::MAX_UNFENCED)
+//! records before the thread fences; a commit with durability on return ends it with
+//! its own fence.
+
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
@@ -65,6 +92,9 @@ crate::mutation::point! {
     /// unlocked header word the lock replaced (also the freed marker), not only this
     /// run's live marker.
     pub(crate) static LOCKED_CHECK_TRUSTS_ANY = "locked-check-trusts-any";
+    /// An update that read a copy of another slot's transaction whose durability was
+    /// deferred appends its record without first making that transaction's durable.
+    pub(crate) static UNFENCED_DEPENDENCY = "unfenced-dependency";
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +158,21 @@ pub(crate) struct PiscesThread {
     retries: Retries,
     /// The attempt aborted because another slot holds the fallback word.
     fallback_wait: bool,
+    /// The running transaction's durability is deferred (*Deferred durability*).
+    deferred: bool,
+    /// What the running transaction read of records appended unfenced and maybe not
+    /// durable yet: [`READ_OWN_UNFENCED`] and [`READ_OTHER_UNFENCED`] bits.
+    read_unfenced: std::cell::Cell<u8>,
 }
+
+/// [`PiscesThread::read_unfenced`]: a copy of this slot's own committed transaction
+/// whose record is in the log's unfenced run.
+const READ_OWN_UNFENCED: u8 = 1;
+/// [`PiscesThread::read_unfenced`]: a copy of another slot's such transaction.
+const READ_OTHER_UNFENCED: u8 = 2;
+/// The durability token of a read-only transaction that read copies of transactions
+/// whose records may not be durable yet: its wait makes every slot's run durable.
+const DEPENDENCIES: crate::engine::DurableToken = crate::engine::DurableToken(u64::MAX - 1);
 
 // SAFETY: the raw pointers in `writes` point into `attempt`, owned by this struct; the
 // state moves between threads only between transactions (the API checks a state out to
@@ -182,6 +226,8 @@ impl PiscesThread {
             nested: false,
             retries: Retries::default(),
             fallback_wait: false,
+            deferred: false,
+            read_unfenced: std::cell::Cell::new(0),
         }
     }
 
@@ -663,7 +709,8 @@ impl EngineThread for PiscesThread {
     // (Inlined into `run` with the rest of the default engine's transaction path:
     // `AnyThread::begin_fast`.)
     #[inline(always)]
-    fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
+    fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
+        self.deferred = opts.durability == crate::tx_options::Durability::Deferred;
         // The common case (the last transaction committed read-only, or its attempt
         // was kept) takes no lock and calls nothing; the rest is out of line.
         if self.attempt.is_some() || self.idle_attempt.is_none() {
@@ -706,14 +753,17 @@ impl EngineThread for PiscesThread {
         unsafe { self.fast.path() }
     }
 
-    /// A snapshot read committed state only, which this engine makes durable before
-    /// it is visible: nothing to wait for.
+    /// A snapshot read committed state, durable before it was visible unless its
+    /// writer deferred durability: only then is there something to wait for.
     #[inline]
-    fn end_snapshot(&mut self, _wait: bool) -> Result<Result<()>> {
+    fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
         self.own_slot().clock.finish();
         self.in_snapshot = false;
         self.ro_locked_reads += self.attempt_locked_reads.get();
         self.after_read_only();
+        if self.read_unfenced.replace(0) != 0 && wait {
+            return Ok(self.wait_durable(DEPENDENCIES));
+        }
         Ok(Ok(()))
     }
 
@@ -745,6 +795,11 @@ impl EngineThread for PiscesThread {
             self.attempt_locked_reads
                 .set(self.attempt_locked_reads.get() + 1);
             if (*w).visible_to(self.start_ts) {
+                // Relaxed: stored before the writer's commit, whose Release the
+                // visibility check Acquired.
+                if (*w).unfenced_seq.load(Relaxed) != 0 {
+                    self.note_unfenced_read((*w).slot);
+                }
                 return Ok(CopyHdr::data(c));
             }
         }
@@ -822,14 +877,39 @@ impl EngineThread for PiscesThread {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.retries.end(&self.sh.fallback, self.slot);
             self.end_read_only();
+            if self.read_unfenced.replace(0) != 0 {
+                return Ok(DEPENDENCIES);
+            }
             return Ok(crate::engine::DurableToken::DURABLE);
         }
-        self.commit_visible()?;
-        // Durable before visible: the record was persisted before the commit point.
-        Ok(crate::engine::DurableToken::DURABLE)
+        // Durable before visible (the record was persisted before the commit point),
+        // unless durability is deferred: then the token names the record.
+        self.commit_visible()
+    }
+
+    fn wait_durable(&mut self, token: crate::engine::DurableToken) -> Result<()> {
+        if token == crate::engine::DurableToken::DURABLE {
+            return Ok(());
+        }
+        if token == DEPENDENCIES {
+            // Every slot's run (this one's included): what the transaction read may be
+            // in any of them.
+            crate::engine::kit::log::unfenced_run::sync_all(
+                &self.sh.heap,
+                self.sh.slots.iter().map(|s| &s.run),
+            );
+            return Ok(());
+        }
+        // A record of this slot (or all of them, `DurableToken::ALL`): the records
+        // before it are in the same run.
+        if self.log.in_run() && !self.own_slot().run.is_durable(token.0) {
+            self.fence_own_run();
+        }
+        Ok(())
     }
 
     fn abort(&mut self) {
+        self.read_unfenced.set(0);
         if self.in_snapshot {
             // A snapshot holds nothing but its clock entry.
             self.own_slot().clock.finish();
@@ -845,6 +925,9 @@ impl EngineThread for PiscesThread {
 
     fn quiesce(&mut self) {
         self.abort();
+        if self.log.in_run() {
+            self.fence_own_run();
+        }
         let mut b = self.sh.slots[self.slot].lock_batch();
         self.sh
             .write_back(self.slot, &mut b, self.slot, &mut self.cache);
@@ -944,10 +1027,11 @@ impl PiscesThread {
         }
     }
 
-    /// Commit up to the point where the transaction is visible (and, for this engine,
-    /// already durable). On `Err` the transaction has been rolled back.
+    /// Commit up to the point where the transaction is visible (and, unless its
+    /// durability is deferred, already durable). Returns its durability token. On
+    /// `Err` the transaction has been rolled back.
     #[inline(never)]
-    fn commit_visible(&mut self) -> Result<()> {
+    fn commit_visible(&mut self) -> Result<crate::engine::DurableToken> {
         self.active()?;
         // Line 33: this transaction reads nothing more.
         self.sh.slots[self.slot].clock.finish();
@@ -957,7 +1041,11 @@ impl PiscesThread {
             // is reusable at once.
             // Keep it for the next transaction without touching the batch mutex.
             self.idle_attempt = self.attempt.take();
-            return Ok(());
+            return Ok(if self.read_unfenced.replace(0) != 0 {
+                DEPENDENCIES
+            } else {
+                crate::engine::DurableToken::DURABLE
+            });
         }
         // The attempt's write-back plan, taken out while `build_record` borrows `self`
         // (its buffers keep their capacity from earlier transactions).
@@ -973,22 +1061,55 @@ impl PiscesThread {
             &mut wb.frees,
             &mut wb.unlock,
         );
+        let unfenced = self.deferred && self.sh.durable;
         let (persist_ts, seq) = if self.sh.durable {
             if let Err(e) = self.reserve_log(self.record.len()) {
                 self.rollback();
                 return Err(e);
+            }
+            // What this transaction read of other slots' unfenced runs is durable
+            // before its own record can be (*Deferred durability*).
+            if self.read_unfenced.replace(0) & READ_OTHER_UNFENCED != 0
+                && !crate::mutation::active!(UNFENCED_DEPENDENCY)
+            {
+                let others = self.sh.slots.iter().enumerate();
+                crate::engine::kit::log::unfenced_run::sync_all(
+                    &self.sh.heap,
+                    others.filter(|&(i, _)| i != self.slot).map(|(_, s)| &s.run),
+                );
+            }
+            if unfenced {
+                self.prepare_unfenced_append();
             }
             let slot = &self.sh.slots[self.slot];
             // Stage 1, persist. Guard first (see `PiscesShared::watermark`), then persistTS.
             slot.persisting_ts.store(0, SeqCst);
             let persist_ts = self.sh.clock.now();
             slot.persisting_ts.store(persist_ts, SeqCst);
-            let seq = self
-                .log
-                .append(&self.sh.heap, self.record.bytes(), persist_ts);
-            // The durability point: shared with concurrent commits where the medium
-            // can (one `msync` for all of them on the file medium).
-            self.sh.heap.commit_fence();
+            let seq = if unfenced {
+                let seq = self
+                    .log
+                    .append_unfenced(&self.sh.heap, self.record.bytes(), persist_ts);
+                let span = self
+                    .log
+                    .unfenced_span()
+                    .expect("an unfenced append opens a run");
+                slot.run.appended(span, seq);
+                seq
+            } else {
+                let seq = self
+                    .log
+                    .append(&self.sh.heap, self.record.bytes(), persist_ts);
+                // The durability point: shared with concurrent commits where the medium
+                // can (one `msync` for all of them on the file medium).
+                self.sh.heap.commit_fence();
+                if self.log.in_run() {
+                    // The fence persisted the run before the record too.
+                    self.log.fenced();
+                    slot.run.fenced(seq);
+                }
+                seq
+            };
             (persist_ts, seq)
         } else {
             (u64::MAX, 0)
@@ -998,6 +1119,10 @@ impl PiscesThread {
         // Stage 2, concurrency commit.
         let mut attempt = self.attempt.take().expect("checked active");
         attempt.wb = wb;
+        if unfenced {
+            // Relaxed: published by the commit's Release below.
+            attempt.record.unfenced_seq.store(seq, Relaxed);
+        }
         let end_ts = attempt.record.commit(&self.sh.clock);
         // Fresh-and-freed blocks were never published; hand them back.
         for w in self.writes.drain(..) {
@@ -1012,6 +1137,7 @@ impl PiscesThread {
             end_ts,
             log_seq: seq,
             persist_ts,
+            unfenced,
         });
         // Helpers store `pending_min` too (the batch's lock holder does).
         count_write(&slot.pending_min);
@@ -1042,6 +1168,44 @@ impl PiscesThread {
         if self.log.used() > self.log.capacity() / 2 {
             self.recycle();
         }
-        Ok(())
+        Ok(if unfenced {
+            crate::engine::DurableToken(seq)
+        } else {
+            crate::engine::DurableToken::DURABLE
+        })
+    }
+
+    /// Before an unfenced append: end the run if it is as long as a run may get (a
+    /// fence of our own), or if another thread's sync made all of it durable already
+    /// (no fence: its records need counting no more).
+    fn prepare_unfenced_append(&mut self) {
+        if !self.log.in_run() {
+            return;
+        }
+        if self.log.must_fence() {
+            self.fence_own_run();
+        } else if self.own_slot().run.all_durable() {
+            self.log.fenced();
+        }
+    }
+
+    /// This thread's fence, over its unfenced run: every record it appended is durable.
+    fn fence_own_run(&mut self) {
+        self.sh.heap.fence();
+        self.log.fenced();
+        let newest = self.log.next_seq() - 1;
+        self.own_slot().run.fenced(newest);
+    }
+
+    /// `read` returned a copy of a transaction of `slot` whose record was appended
+    /// unfenced.
+    #[cold]
+    fn note_unfenced_read(&self, slot: usize) {
+        let bit = if slot == self.slot {
+            READ_OWN_UNFENCED
+        } else {
+            READ_OTHER_UNFENCED
+        };
+        self.read_unfenced.set(self.read_unfenced.get() | bit);
     }
 }

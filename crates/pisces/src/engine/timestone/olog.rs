@@ -160,6 +160,7 @@ impl Framing for Compact {
         };
         Some(RawHeader {
             kind,
+            unfenced: 0,
             len,
             crc: w0 as u32,
             seq: (w0 >> 32) & 0xFFFF,

@@ -6,4 +6,5 @@ pub(crate) mod crc;
 pub(crate) mod lazy_home;
 pub(crate) mod magic_scan;
 pub(crate) mod redo_log;
+pub(crate) mod unfenced_run;
 pub(crate) mod watermark;

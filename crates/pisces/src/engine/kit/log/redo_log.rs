@@ -21,11 +21,12 @@
 //!
 //! Records are appended in sequence-number order. Recovery parses from the persisted
 //! tail, following consecutive sequence numbers, and stops at the first record that is
-//! invalid or out of sequence: a thread writes record n+1 only after record n's fence, so
-//! nothing valid can follow an invalid record. Old records from earlier laps of the ring
-//! have smaller sequence numbers and so end the chain. Conversely, a valid record with a
-//! *later* sequence number anywhere in the ring means the stop was not a torn tail but
-//! damage; the parser reports it ([`ParsedLog::damage`]) and recovery refuses the pool.
+//! invalid or out of sequence: a thread writes record n+1 only after record n's fence
+//! (outside an unfenced run, below), so nothing valid can follow an invalid record. Old
+//! records from earlier laps of the ring have smaller sequence numbers and so end the
+//! chain. Conversely, a valid record with a *later* sequence number anywhere in the ring
+//! means the stop was not a torn tail but damage; the parser reports it
+//! ([`ParsedLog::damage`]) and recovery refuses the pool.
 //! Damage to the newest records, with nothing valid after them (a zeroed page that
 //! holds a log's end), is caught by the newest-record word ("The newest-record word"
 //! below). [`walk`] is the parser: it hands each valid record to its caller in place, borrowed from the
@@ -60,6 +61,24 @@
 //! the word could share: the records' own lines are on the very page a loss takes.
 //! What a stored word claims is the same whichever rule stored it, so the parser reads
 //! the logs of builds that stored it at every append alike.
+//!
+//! # Unfenced runs
+//! A commit whose durability is deferred appends its record without a fence
+//! ([`LogWriter::append_unfenced`]); the records appended since the writer's last fence
+//! form its *unfenced run*, which a crash may keep any part of (the page cache writes
+//! pages back in any order). The standard framing's kind word counts, in its high half,
+//! the items of the run before each record or wrap marker (0 outside a run), up to
+//! [`MAX_UNFENCED`]. The parser's chain still stops at the run's first missing item, so
+//! recovery keeps a prefix of the run, never a record after a lost one (a transaction
+//! after its thread's earlier one, which it may have read). The damage look past the
+//! stop takes a later record whose count reaches back to the stop's item or before it
+//! as part of the same run, not as damage. The newest-record word never names an item
+//! past the run's first one: it claims that every item before it is durable. A run ends
+//! at the writer's own fence ([`LogWriter::fenced`], also inside `recycle`), or when
+//! another thread flushes the run's bytes ([`LogWriter::unfenced_span`], published by
+//! the engine) and fences. Records of a run left valid past the end of the chain carry
+//! sequence numbers at most [`MAX_UNFENCED`] past the stop; recovery starts the next
+//! run's sequence numbers beyond them, so the new chain can never run into one.
 //!
 //! When a record does not fit before the end of the ring, a `WRAP` marker (a header with
 //! no entries, consuming a sequence number) is written at the head and the record goes
@@ -143,6 +162,14 @@ pub(crate) const KIND_TAGGED: u32 = 3;
 /// Standard framing: a transaction record after which the next record starts at the
 /// next multiple of 64 bytes of the ring (module docs, "Line-aligned records").
 const KIND_TX_LINE: u32 = 4;
+/// The kind word's low half holds the kind; the high half, in the standard framing,
+/// the count of unfenced items before the record (module docs, "Unfenced runs").
+const KIND_MASK: u32 = 0xFFFF;
+/// The most items a log appends without a fence in a row ([`LogWriter::append_unfenced`]):
+/// the writer's caller fences before it would append more. It bounds the sequence
+/// numbers a crash can leave valid past the end of the recovered chain, which recovery
+/// steps over ([`LogWriter::must_fence`], `kit::recovery::replay`).
+pub(crate) const MAX_UNFENCED: u64 = 1024;
 /// The alignment of line-aligned records (a cache line).
 const LINE: usize = 64;
 /// A packed block word (BLOCKS entries): the block is freed, not allocated.
@@ -162,6 +189,9 @@ pub(crate) trait Framing: Copy + std::fmt::Debug + 'static {
     const MIN_HEADER: usize;
     /// Whether records may carry a tag ([`LogWriter::append_tagged`]).
     const TAGGED: bool;
+    /// Whether a header records how many items before it were appended without a
+    /// fence ([`LogWriter::append_unfenced`]; module docs, "Unfenced runs").
+    const UNFENCED_RUNS: bool = false;
 
     /// Header bytes of a record with `len` bytes of entries.
     fn header_len(self, len: usize) -> usize;
@@ -202,6 +232,7 @@ impl Framing for Standard {
     const FULL_SEQ: bool = true;
     const MIN_HEADER: usize = HEADER_LEN;
     const TAGGED: bool = false;
+    const UNFENCED_RUNS: bool = true;
 
     #[inline]
     fn header_len(self, _len: usize) -> usize {
@@ -221,12 +252,19 @@ impl Framing for Standard {
         heap.read_bytes(ring + pos, &mut bytes);
         let u32at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
         let u64at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
-        let (magic, kind) = (u32at(0), u32at(4));
-        if magic != MAGIC || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_LINE) {
+        let (magic, raw_kind) = (u32at(0), u32at(4));
+        // The kind word's high half: the items before this one appended without a
+        // fence (module docs, "Unfenced runs").
+        let (kind, unfenced) = (raw_kind & KIND_MASK, raw_kind >> 16);
+        if magic != MAGIC
+            || !matches!(kind, KIND_TX | KIND_WRAP | KIND_TX_LINE)
+            || u64::from(unfenced) > MAX_UNFENCED
+        {
             return None;
         }
         Some(RawHeader {
             kind,
+            unfenced: u64::from(unfenced),
             len: u32at(8) as usize,
             crc: u32at(12),
             seq: u64at(16),
@@ -239,7 +277,8 @@ impl Framing for Standard {
 
     #[inline]
     fn checksum(h: &RawHeader, _seq: u64, entries: &[u8]) -> u32 {
-        checksum(h.kind, h.len as u32, h.seq, h.pts, entries)
+        let raw_kind = h.kind | (h.unfenced as u32) << 16;
+        checksum(raw_kind, h.len as u32, h.seq, h.pts, entries)
     }
 
     #[inline]
@@ -576,6 +615,10 @@ fn encode_header(
 pub(crate) struct RawHeader {
     /// Record kind (`KIND_*`).
     pub kind: u32,
+    /// How many items (records and wrap markers) right before this one were appended
+    /// without a fence when this one was appended (0 for framings without
+    /// [`Framing::UNFENCED_RUNS`]).
+    pub unfenced: u64,
     /// Entry bytes.
     pub len: usize,
     /// The stored checksum.
@@ -645,7 +688,11 @@ struct Stop {
 /// Tell a torn tail from damage after the parser stopped at `stop`.
 ///
 /// A thread writes record n+1 only after record n's fence, so at a crash only the last
-/// record (with its wrap marker, which shares its fence) can be partly durable. A valid
+/// record (with its wrap marker, which shares its fence) can be partly durable —
+/// except in an unfenced run (module docs), whose records count the items before them
+/// that no fence covered: a later record whose count reaches the stop proves nothing,
+/// and the look goes on past it (a record after the run's end, counting fewer, is
+/// damage again). A valid
 /// record *later* in sequence than the one expected at the stop proves that the
 /// expected record was once complete: the stop is damage, and the later records would
 /// be lost with it. Records of earlier laps and runs carry smaller sequence numbers and
@@ -698,6 +745,14 @@ fn look_past_stop<F: Framing>(heap: &Heap, ring: usize, cap: usize, stop: &Stop)
                         let entries = &ring_bytes[pos + h.hlen..pos + h.hlen + h.len];
                         let (d, seq) = F::distance(h.seq, stop.seq, stop.full);
                         if F::checksum(&h, seq, entries) == h.crc {
+                            if d > 0 && h.unfenced as i64 >= d {
+                                // A record of an unfenced run that began at or before
+                                // the stop proves nothing about the stop's item: the
+                                // crash may have kept any part of the run (module
+                                // docs, "Unfenced runs"). The look goes on past it.
+                                pos += h.hlen + h.len;
+                                continue;
+                            }
                             return Some((pos, h.hlen + h.len, seq, d));
                         }
                     }
@@ -1038,6 +1093,10 @@ pub(crate) struct LogWriter<F: Framing = Standard> {
     /// the sequence number of the oldest live item (record or wrap marker) of the chain
     /// on that page: the first item a loss of that page would take.
     head_page: Option<(usize, u64)>,
+    /// The unfenced run (module docs, "Unfenced runs"): the first sequence number
+    /// appended since this writer's caller last fenced, if an append since then was
+    /// unfenced, and the ring offset of its first byte.
+    unfenced_from: Option<(u64, usize)>,
 }
 
 impl LogWriter {
@@ -1076,6 +1135,7 @@ impl<F: Framing> LogWriter<F> {
             word: None,
             newest_first: None,
             head_page: None,
+            unfenced_from: None,
         }
     }
 
@@ -1124,7 +1184,59 @@ impl<F: Framing> LogWriter<F> {
     /// once for the whole persist stage). Returns its sequence number. The caller has
     /// checked `fits`.
     pub(crate) fn append(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
-        self.append_kind(heap, KIND_TX, 0, entries, persist_ts)
+        self.append_kind(heap, KIND_TX, 0, entries, persist_ts, false)
+    }
+
+    /// [`LogWriter::append`] of a record its caller does not fence: it joins the
+    /// unfenced run (module docs, "Unfenced runs"), which the caller ends by a fence of
+    /// its own thread and [`LogWriter::fenced`], or another thread by flushing
+    /// [`LogWriter::unfenced_span`] and fencing. Its lines are written with plain
+    /// stores and flushed, so that a flush and fence by any thread persists them. The
+    /// caller has checked `fits` and [`LogWriter::must_fence`].
+    pub(crate) fn append_unfenced(&mut self, heap: &Heap, entries: &[u8], persist_ts: u64) -> u64 {
+        assert!(
+            F::UNFENCED_RUNS,
+            "{:?} records carry no unfenced count",
+            self.framing
+        );
+        debug_assert!(!self.must_fence());
+        self.append_kind(heap, KIND_TX, 0, entries, persist_ts, true)
+    }
+
+    /// True if the unfenced run is as long as a run may get: the caller fences (and
+    /// calls [`LogWriter::fenced`]) before its next append.
+    pub(crate) fn must_fence(&self) -> bool {
+        // An append takes up to two sequence numbers (a wrap marker and its record).
+        self.unfenced_from
+            .is_some_and(|(first, _)| self.next_seq + 2 - first > MAX_UNFENCED)
+    }
+
+    /// The caller fenced after its last append (its own thread's fence, or a sync of
+    /// [`LogWriter::unfenced_span`] it knows of): the unfenced run is over.
+    pub(crate) fn fenced(&mut self) {
+        self.unfenced_from = None;
+    }
+
+    /// The unfenced run's place in the ring: the ring offsets of its first byte and of
+    /// the head (where the next append starts), or None without a run. The run is the
+    /// bytes from the first to the head, around the ring's end if the head is at or
+    /// before the first (a run never fills the ring: its records are not recycled
+    /// before they are fenced, and a record takes at most half of it).
+    /// [`super::unfenced_run`] flushes them for another thread.
+    pub(crate) fn unfenced_span(&self) -> Option<(usize, usize)> {
+        self.unfenced_from.map(|(_, start)| (start, self.head))
+    }
+
+    /// Whether an unfenced run is open (appends since the last fence, one of them
+    /// unfenced).
+    #[inline]
+    pub(crate) fn in_run(&self) -> bool {
+        self.unfenced_from.is_some()
+    }
+
+    /// The sequence number the next append takes.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
     }
 
     /// [`LogWriter::append`] for a tagged record: `entries` laid out as `tag` says
@@ -1137,7 +1249,7 @@ impl<F: Framing> LogWriter<F> {
         persist_ts: u64,
     ) -> u64 {
         assert!(F::TAGGED, "{:?} records carry no tag", self.framing);
-        self.append_kind(heap, KIND_TAGGED, tag, entries, persist_ts)
+        self.append_kind(heap, KIND_TAGGED, tag, entries, persist_ts, false)
     }
 
     fn append_kind(
@@ -1147,6 +1259,7 @@ impl<F: Framing> LogWriter<F> {
         tag: u16,
         entries: &[u8],
         persist_ts: u64,
+        unfenced: bool,
     ) -> u64 {
         let hlen = self.framing.header_len(entries.len());
         let rec_len = hlen + entries.len();
@@ -1154,12 +1267,23 @@ impl<F: Framing> LogWriter<F> {
         debug_assert!(self.used + footprint <= self.cap);
         let ring = self.area_off + RING_OFFSET;
         let (mut parse_start, parse_seq) = (self.head, self.next_seq);
-        // The first sequence number this append takes (its wrap marker's, if any):
-        // what the newest-record word names.
+        // The first sequence number this append takes (its wrap marker's, if any).
         let first_seq = self.next_seq;
+        // The run this append follows, if any: each item's header counts the items
+        // before it since the run's first (module docs, "Unfenced runs").
+        let run = self.unfenced_from.map(|(f, _)| f);
+        let with_count = |kind: u32, s: u64| -> u32 {
+            let n = run.map_or(0, |f| s - f);
+            debug_assert!(n <= MAX_UNFENCED && (n == 0 || F::UNFENCED_RUNS));
+            kind | (n as u32) << 16
+        };
+        // What the newest-record word names: every item before it is durable, so not
+        // past the run's first item.
+        let word_seq = run.unwrap_or(first_seq);
         if wraps {
             if self.cap - self.head >= F::MIN_HEADER {
-                let (h, wlen) = self.framing.encode(KIND_WRAP, 0, self.next_seq, 0, &[]);
+                let marker = with_count(KIND_WRAP, self.next_seq);
+                let (h, wlen) = self.framing.encode(marker, 0, self.next_seq, 0, &[]);
                 heap.write_bytes(ring + self.head, &h[..wlen]);
                 heap.flush(ring + self.head, wlen);
                 self.next_seq += 1;
@@ -1175,7 +1299,12 @@ impl<F: Framing> LogWriter<F> {
         } else {
             kind
         };
-        let (h, _) = self.framing.encode(kind, tag, seq, persist_ts, entries);
+        let (h, _) = self
+            .framing
+            .encode(with_count(kind, seq), tag, seq, persist_ts, entries);
+        if unfenced && run.is_none() {
+            self.unfenced_from = Some((first_seq, parse_start));
+        }
         let unflushed = crate::mutation::active!(LOG_FLUSH);
         // The pages this append touches: its first byte (the wrap marker's, if any, else
         // the record's) and the record's last byte.
@@ -1185,9 +1314,11 @@ impl<F: Framing> LogWriter<F> {
             .head_page
             .filter(|&(page, _)| page == first_byte / PAGE)
             .map(|(_, oldest)| oldest);
-        if self.line_aligned && !unflushed {
+        if self.line_aligned && !unflushed && !unfenced {
             // The record's lines are this log's alone (the gap up to the next boundary
-            // is part of its footprint): stream them past the cache.
+            // is part of its footprint): stream them past the cache. (Not in an
+            // unfenced run: streamed stores are completed only by this thread's own
+            // fence, and another thread may be the one that persists the run.)
             heap.write_lines(ring + self.head, &[&h[..hlen], entries]);
         } else {
             heap.write_bytes(ring + self.head + hlen, entries);
@@ -1200,7 +1331,7 @@ impl<F: Framing> LogWriter<F> {
         // older live item the word does not cover yet (module docs, "The newest-record
         // word"); fenced with the record (and its wrap marker) by the caller's fence.
         if shared.is_some_and(|oldest| self.word.is_none_or(|w| w <= oldest)) {
-            self.store_word(heap, first_seq);
+            self.store_word(heap, word_seq);
             if !unflushed {
                 heap.flush(self.area_off + NEWEST_OFFSET, 8);
             }
@@ -1261,6 +1392,9 @@ impl<F: Framing> LogWriter<F> {
         // naming the newest append, and the head page's oldest live item is now at the
         // tail at the earliest (module docs, "The newest-record word").
         if let Some(first) = self.newest_first {
+            // Not past an unfenced run's first item: the word may reach persistence
+            // before the fence below does.
+            let first = self.unfenced_from.map_or(first, |(f, _)| f.min(first));
             if self.word.is_none_or(|w| w < first) {
                 self.store_word(heap, first);
             }
@@ -1268,7 +1402,9 @@ impl<F: Framing> LogWriter<F> {
         if let Some((_, oldest)) = &mut self.head_page {
             *oldest = (*oldest).max(seq);
         }
+        // This thread's fence: it persists the unfenced run too.
         heap.persist(self.area_off, 16);
+        self.fenced();
         freed
     }
 

@@ -9,7 +9,8 @@
 //!    applied; flush; fence.
 //! 3. Raise W past every replayed record and persist it: this one 8-byte store retires
 //!    all records at once, so a crash in step 4 cannot replay only part of them.
-//! 4. Reset every log to empty and persist.
+//! 4. Reset every log to empty, its next sequence number past any an unfenced run may
+//!    have left valid beyond the chain (`log`, "Unfenced runs"), and persist.
 //!
 //! A crash anywhere re-runs the same steps: before step 3 the same records replay
 //! again over the same home locations (idempotent: each entry writes absolute values,
@@ -90,7 +91,9 @@ pub(crate) fn recover(heap: &Heap) -> Result<Recovered> {
             // would lose committed transactions silently: refuse, unchanged.
             return Err(Error::corrupt(format!("log of thread slot {slot}: {d}")));
         }
-        next_seq.push(parsed.next_seq);
+        // Past every sequence number an unfenced run may have left valid beyond the
+        // chain's end (`log`, "Unfenced runs"): the new chain never meets one.
+        next_seq.push(parsed.next_seq + log::MAX_UNFENCED + 1);
         for r in parsed.records {
             if r.persist_ts >= w {
                 records.push((r.persist_ts, slot, r.seq, r.entries));

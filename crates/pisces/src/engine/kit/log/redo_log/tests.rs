@@ -533,3 +533,78 @@ fn a_torn_wrap_marker_under_a_durable_newest_word_is_not_damage() {
     let p = parse(&heap, off, len);
     assert!(p.damage.is_none(), "{:?}", p.damage);
 }
+
+/// An unfenced run (deferred durability) may lose any of its records at a crash: the
+/// chain stops at the first one lost, and the run's later records are not damage. A
+/// lost record before the run, or inside a run that a later fence covered, still is.
+/// The newest-record word never names an item past the run's first one.
+#[test]
+fn an_unfenced_run_may_lose_any_of_its_records() {
+    use super::{parse, NEWEST_OFFSET};
+    use crate::engine::kit::log::checked_word;
+    let (heap, off, len) = slot0_log();
+    let ring = off + RING_OFFSET;
+    reset(&heap, off, 1);
+    let mut w = LogWriter::new(off, len, 1);
+    let record = |i: u64| {
+        let mut r = RecordBuilder::default();
+        r.range(4096 + 8 * i, &[i as u8; 200]);
+        r
+    };
+    let mut at = Vec::new();
+    for i in 0..2 {
+        at.push(ring + w.head);
+        w.append(&heap, record(i).bytes(), 100 + i);
+        heap.fence();
+    }
+    let run_first = w.next_seq();
+    // Enough records to cross pages, where the writer stores the newest-record word.
+    for i in 2..40 {
+        at.push(ring + w.head);
+        w.append_unfenced(&heap, record(i).bytes(), 100 + i);
+    }
+    assert!(w.in_run());
+    let word = heap.atomic_u64(off + NEWEST_OFFSET).load(Ordering::Relaxed);
+    let named = checked_word::decode(word).expect("the word was stored");
+    assert!(
+        named <= run_first,
+        "the word names {named}, past the run's first {run_first}"
+    );
+    let lose = |k: usize| {
+        let mut b = [0u8; super::HEADER_LEN];
+        heap.read_bytes(at[k], &mut b);
+        heap.write_bytes(at[k], &[0u8; super::HEADER_LEN]);
+        b
+    };
+    // A record inside the run lost: the chain ends before it, no damage.
+    for k in [2, 7, 39] {
+        let saved = lose(k);
+        let p = parse(&heap, off, len);
+        assert!(p.damage.is_none(), "record {k}: {:?}", p.damage);
+        assert_eq!(p.records.len(), k, "record {k} lost");
+        heap.write_bytes(at[k], &saved);
+    }
+    // A fenced record before the run lost, the run's records valid: damage.
+    let saved = lose(1);
+    assert!(
+        parse(&heap, off, len).damage.is_some(),
+        "a lost fenced record"
+    );
+    heap.write_bytes(at[1], &saved);
+    // The run ended by a fence, then a record appended after it: a lost record of the
+    // run is now damage (the fence made it durable), found past the run's records.
+    heap.fence();
+    w.fenced();
+    assert!(!w.in_run());
+    w.append(&heap, record(40).bytes(), 140);
+    heap.fence();
+    let saved = lose(7);
+    assert!(
+        parse(&heap, off, len).damage.is_some(),
+        "a lost record of a fenced run"
+    );
+    heap.write_bytes(at[7], &saved);
+    let p = parse(&heap, off, len);
+    assert!(p.damage.is_none(), "{:?}", p.damage);
+    assert_eq!(p.records.len(), 41);
+}
