@@ -260,6 +260,12 @@ pub struct BenchArgs {
     /// `timestone:clog_mib=63,olog_regions=8`.
     #[arg(long = "engine-options", value_parser = parse_engine_options)]
     pub engine_options: Vec<(Engine, pisces::EngineOptions)>,
+    /// When the key-value data sets' update transactions return: `on-return` (after
+    /// they are durable, the default) or `deferred` (once visible; each worker waits
+    /// for durability at its end, inside its measured time). With `deferred` the peers
+    /// and the other workloads are left out (they commit durable on return).
+    #[arg(long, value_name = "WHEN", default_value = "on-return", value_parser = parse_durability)]
+    pub durability: pisces::Durability,
     /// Also write the report as Markdown to FILE (the `summary.md` of the report
     /// directory, with the command, date, build commit, machine, medium and load),
     /// replacing FILE unless --markdown-append is given.
@@ -281,6 +287,14 @@ fn parse_engine_options(s: &str) -> Result<(Engine, pisces::EngineOptions), Stri
     let engine = Engine::parse(name)?;
     let opts: pisces::EngineOptions = opts.parse().map_err(|e| format!("`{s}`: {e}"))?;
     Ok((engine, opts))
+}
+
+fn parse_durability(s: &str) -> Result<pisces::Durability, String> {
+    match s.trim() {
+        "on-return" => Ok(pisces::Durability::OnReturn),
+        "deferred" => Ok(pisces::Durability::Deferred),
+        _ => Err(format!("`{s}` is not a durability (on-return, deferred)")),
+    }
 }
 
 fn parse_domain(s: &str) -> Result<PersistenceDomain, String> {
@@ -399,6 +413,9 @@ pub struct Settings {
     /// `--dir`: the directory of a run on a file system (pools on the file medium,
     /// the peers' files there); None: emulated PM under [`crate::measure::pool_dir`].
     pub disk: Option<PathBuf>,
+    /// `--durability deferred`: the key-value data sets' updates commit with
+    /// durability deferred ([`crate::workloads::update_options`]).
+    pub deferred: bool,
 }
 
 fn dedup_sorted<T: Ord + Copy>(v: &[T]) -> Vec<T> {
@@ -541,6 +558,7 @@ impl BenchArgs {
             },
             engine_options: self.engine_options.clone(),
             disk: self.dir.clone(),
+            deferred: self.durability == pisces::Durability::Deferred,
         }
     }
 }

@@ -167,6 +167,22 @@ fn parts(s: &Settings, w: WorkloadKind, notes: &mut Vec<String>) -> Vec<Part> {
 
 /// Why workload `w` does not run in a `--dir` run (durable commits on a file
 /// system), if it does not.
+/// Why workload `w` does not run with `--durability deferred`, if it does not: only the
+/// key-value data sets commit their updates with the durability the run asks for.
+fn not_deferred(w: WorkloadKind) -> Option<&'static str> {
+    match w {
+        WorkloadKind::Hash
+        | WorkloadKind::Btree
+        | WorkloadKind::Set
+        | WorkloadKind::TreeSet
+        | WorkloadKind::Ycsb
+        | WorkloadKind::Strmap
+        | WorkloadKind::Bulk
+        | WorkloadKind::Hot => None,
+        _ => Some("its transactions commit durable on return"),
+    }
+}
+
 fn not_on_disk(w: WorkloadKind) -> Option<&'static str> {
     match w {
         WorkloadKind::Latency | WorkloadKind::LatencySplit | WorkloadKind::Markers => Some(
@@ -249,6 +265,13 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     for (e, o) in &s.engine_options {
         notes.push(format!("{} runs with the options `{o}`", e.name()));
     }
+    if s.deferred {
+        notes.push(
+            "durability deferred: update transactions return once visible; each worker \
+             waits for its commits' durability at its end, inside its measured time"
+                .into(),
+        );
+    }
     let mut unemulated_skipped = Vec::new();
     let mut eadr_skipped = Vec::new();
     for &w in &s.workloads {
@@ -265,8 +288,31 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                 continue;
             }
         }
+        if s.deferred {
+            if let Some(why) = not_deferred(w) {
+                notes.push(format!(
+                    "{}: skipped with --durability deferred ({why})",
+                    w.name()
+                ));
+                continue;
+            }
+        }
         for p in parts(s, w, &mut notes) {
-            let p = durable_only(s, runnable(p, &mut notes), &mut notes);
+            let mut p = durable_only(s, runnable(p, &mut notes), &mut notes);
+            if s.deferred {
+                let (keep, skip): (Vec<EngineSpec>, Vec<EngineSpec>) = p
+                    .engines
+                    .into_iter()
+                    .partition(|e| e.engine.peer().is_none());
+                for e in skip {
+                    notes.push(format!(
+                        "{}: {} skipped (--durability deferred applies to the library's \
+                         engines; the peers commit at their durable setting)",
+                        p.name, e.label
+                    ));
+                }
+                p.engines = keep;
+            }
             if p.mixes.is_empty() && needs_writers {
                 notes.push(format!(
                     "{}: skipped (it needs an update percentage above 0)",
@@ -309,6 +355,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         nvm_latency_ns,
                                         waits_outside: false,
                                         disk: s.disk.clone(),
+                                        deferred: s.deferred,
                                     };
                                     // The sweep's control, next to the measurement it
                                     // controls (same load on the machine).

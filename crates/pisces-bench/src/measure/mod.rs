@@ -87,6 +87,10 @@ pub struct Spec {
     /// medium (a fence `msync`s the pages its thread flushed), a peer's files go there.
     /// None: the pool on emulated PM under [`pool_dir`].
     pub disk: Option<PathBuf>,
+    /// Update transactions commit with durability deferred (`--durability deferred`,
+    /// [`crate::workloads::update_options`]); each worker then waits for its commits'
+    /// durability at its end, inside its measured time.
+    pub deferred: bool,
 }
 
 /// What one measurement produced.
@@ -294,6 +298,7 @@ fn lib_worker(
     data: &dyn DataSet,
     update_pct: u32,
     waits_outside: bool,
+    deferred: bool,
     seed: u64,
     gate: Gate<'_>,
 ) -> Result<WorkerOut, String> {
@@ -310,6 +315,13 @@ fn lib_worker(
         seed,
         gate,
     )?;
+    let mut t = t;
+    if deferred {
+        // Inside the measured time: the commits counted are durable when it ends.
+        let w = Instant::now();
+        h.wait_durable().map_err(|e| e.to_string())?;
+        t.elapsed += w.elapsed();
+    }
     let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
     drop(h); // writes back the pending batch on this thread: counted below
     dram::defer_emulated_waits(false);
@@ -480,6 +492,7 @@ fn measure_at(
 ) -> Result<Outcome, String> {
     let _guard = RemoveOnDrop(path.to_path_buf());
     let (pool, target) = prepare(path, spec, sizes, seconds, seed)?;
+    crate::workloads::set_deferred_updates(spec.deferred);
     let start = Barrier::new(spec.threads + 1);
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
@@ -517,7 +530,8 @@ fn measure_at(
                             Err(e)
                         }
                         (Ok(()), Some(h), Some(data), _) => {
-                            lib_worker(i, h, data, pct, spec.waits_outside, seed, gate)
+                            let (w, d) = (spec.waits_outside, spec.deferred);
+                            lib_worker(i, h, data, pct, w, d, seed, gate)
                         }
                         (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
                         _ => {

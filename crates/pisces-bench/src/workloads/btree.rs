@@ -54,7 +54,9 @@ impl DataSet for TreeBench {
         let t = self.tree;
         if update {
             let v: u64 = rng.gen();
-            h.run(|tx| Ok(if t.insert(tx, k, v)?.is_some() { 8 } else { 16 }))
+            h.run_with(crate::workloads::update_options(), |tx| {
+                Ok(if t.insert(tx, k, v)?.is_some() { 8 } else { 16 })
+            })
         } else {
             read_only_op(h, |tx| Ok(t.get_ref(tx, &k)?.copied()))
         }

@@ -110,7 +110,7 @@ impl DataSet for BulkBench {
     ) -> pisces::Result<u64> {
         let (batch, first) = self.order.next_batch();
         let t = self.table;
-        h.run(|tx| {
+        h.run_with(crate::workloads::update_options(), |tx| {
             for &k in batch {
                 t.insert(tx, k, value_of(k))?;
             }

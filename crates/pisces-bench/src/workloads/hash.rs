@@ -127,7 +127,11 @@ impl DataSet for HashBench {
         let k = self.pick_key(rng);
         let m = self.map;
         if update {
-            h.run_op(UPDATE_OP, &UpdateArgs { map: m, key: k })?;
+            h.run_op_with(
+                crate::workloads::update_options(),
+                UPDATE_OP,
+                &UpdateArgs { map: m, key: k },
+            )?;
             Ok(CHANGED.with(Cell::get))
         } else {
             read_only_op(h, |tx| Ok(m.get_ref(tx, &k)?.map_or(0, |v| v[63])))

@@ -84,7 +84,7 @@ impl DataSet for HotBench {
             .map(|i| self.counters[i])
             .collect();
         if update {
-            h.run(|tx| {
+            h.run_with(crate::workloads::update_options(), |tx| {
                 let mut sum = 0u64;
                 for &c in &picked {
                     sum = sum.wrapping_add(tx.read(c)?[0]);

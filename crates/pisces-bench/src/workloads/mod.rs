@@ -27,11 +27,37 @@ pub mod strmap;
 pub mod tree_set;
 pub mod ycsb;
 
-use pisces::{Error, ThreadHandle, Tx, TxStats};
+use pisces::{Durability, Error, ThreadHandle, Tx, TxOptions, TxStats};
 use rand::rngs::{SmallRng, StdRng};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::hint::black_box;
+
+/// Update transactions of the key-value data sets ([`hash`], [`btree`], [`set`],
+/// [`ycsb`], [`strmap`], [`bulk`], [`hot`]) return after they are durable (false), or
+/// once visible, with durability deferred (true: `--durability deferred`). Set by the
+/// harness before a measurement's workers start ([`set_deferred_updates`]); the
+/// preloads and the other data sets always commit durable on return.
+static DEFERRED_UPDATES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Set how the next measurement's update transactions commit (see [`update_options`]).
+pub fn set_deferred_updates(deferred: bool) {
+    // Relaxed: set before the measurement's worker threads are spawned, which orders it.
+    DEFERRED_UPDATES.store(deferred, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The options of an update transaction of a key-value data set: durable on return,
+/// or with durability deferred ([`set_deferred_updates`]).
+#[inline]
+pub fn update_options() -> TxOptions {
+    // Relaxed: see `set_deferred_updates`.
+    let durability = if DEFERRED_UPDATES.load(std::sync::atomic::Ordering::Relaxed) {
+        Durability::Deferred
+    } else {
+        Durability::OnReturn
+    };
+    TxOptions::default().durability(durability)
+}
 
 /// Keys inserted per transaction while preloading.
 pub const PRELOAD_BATCH: usize = 64;

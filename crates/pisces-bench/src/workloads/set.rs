@@ -153,7 +153,11 @@ impl<S: SetContainer> DataSet for MemberSetBench<S> {
         let s = self.set;
         if update {
             let set = bytemuck::cast::<S, u64>(s);
-            h.run_op(S::UPDATE_OP, &UpdateArgs { set, key: k })?;
+            h.run_op_with(
+                crate::workloads::update_options(),
+                S::UPDATE_OP,
+                &UpdateArgs { set, key: k },
+            )?;
             Ok(SET_UPDATE_BYTES)
         } else {
             read_only_op(h, |tx| {

@@ -202,7 +202,7 @@ impl DataSet for StrMapBench {
             let mut buf = [0u8; MAX_VALUE];
             let len = value_of(id, rng.gen(), &mut buf);
             let v = &buf[..len];
-            h.run(|tx| {
+            h.run_with(crate::workloads::update_options(), |tx| {
                 let new = PBytes::new(tx, v)?;
                 let old = t
                     .insert_bytes(tx, &key, new)?

@@ -197,7 +197,7 @@ impl DataSet for YcsbBench {
         let t = self.table;
         if update {
             let v = fresh_value(k, rng.gen());
-            h.run(|tx| {
+            h.run_with(crate::workloads::update_options(), |tx| {
                 *t.get_mut(tx, &k)?.ok_or_else(|| missing_record(k))? = v;
                 Ok(YCSB_UPDATE_BYTES)
             })

@@ -1151,10 +1151,14 @@ impl PiscesThread {
             let limit = k
                 .saturating_mul(DEFER_BATCHES)
                 .min(k.saturating_add(DEFER_MAX_EXTRA));
-            if (k == 1 || b.entries.len() >= limit) && !self.nested {
+            let at_limit = b.entries.len() >= limit;
+            if (k == 1 || at_limit) && !self.nested {
                 self.sh
                     .write_back(self.slot, &mut b, self.slot, &mut self.cache);
-            } else {
+            } else if !unfenced || at_limit {
+                // (A commit with durability deferred lets the batch grow to its limit:
+                // its write-back would first sync the log's unfenced run, one device
+                // sync per write-back on the file medium.)
                 self.sh
                     .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);
             }
