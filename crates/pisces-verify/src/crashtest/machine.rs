@@ -70,7 +70,7 @@ pub fn initial_image(w: &dyn Workload, spec: &PoolSpec) -> Result<Vec<u8>, Strin
 /// What a run on a crashing machine did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOutcome {
-    /// Per thread: acknowledged operations, and whether one more was in flight.
+    /// Per thread: acknowledged operations, and how many more may be present.
     pub bounds: Vec<Bounds>,
     /// Fences the machine executed (before the crash, if it crashed).
     pub fences: u64,
@@ -115,7 +115,7 @@ pub fn run(
                 let r = w.op(&mut h, root, t, i);
                 if sim.crashed() {
                     // The commit did not finish before the power failed.
-                    b.in_flight = true;
+                    b.maybe = 1;
                     break;
                 }
                 r.map_err(|e| format!("thread {t}: operation {i} failed: {e}"))?;

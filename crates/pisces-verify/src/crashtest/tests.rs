@@ -55,7 +55,7 @@ fn oracles_accept_exactly_the_acknowledged_state() {
         if ["bank", "list", "alloc"].contains(&name) {
             let in_flight = Bounds {
                 acked: n - 1,
-                in_flight: true,
+                maybe: 1,
             };
             assert_eq!(
                 w.check(&pool, &[in_flight, Bounds::exact(n)]),
@@ -212,7 +212,7 @@ fn single_thread_campaigns_are_deterministic_and_reproducible() {
     assert!(saved.verdict.is_ok());
     let mut wrong = out.bounds.clone();
     wrong[0].acked += 2;
-    wrong[0].in_flight = false;
+    wrong[0].maybe = 0;
     assert!(reproduce(&plan, 7, Some((image.clone(), wrong)))
         .unwrap()
         .verdict
