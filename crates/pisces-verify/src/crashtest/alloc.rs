@@ -22,7 +22,7 @@
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
-use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Tx, Zeroable};
+use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Tx, TxOptions, Zeroable};
 use std::collections::BTreeSet;
 
 /// Slots per thread. Slot 0 holds large objects.
@@ -206,9 +206,16 @@ impl Workload for AllocChurn {
         Ok(pool.root::<Root>()?.offset())
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, t: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        t: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let root: PPtr<Root> = PPtr::from_offset(root);
-        h.run(|tx| {
+        h.run_with(opts, |tx| {
             let table = tx.read(root)?[t];
             let slots = *tx.read(table)?;
             let model = slots.map(|s| (s.size, s.tag));

@@ -11,7 +11,7 @@
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
 use super::workload::{candidates, format_bounds, Bounds, Workload};
-use pisces::{PPtr, Pool, Result, ThreadHandle};
+use pisces::{PPtr, Pool, Result, ThreadHandle, TxOptions};
 use std::collections::BTreeSet;
 
 /// Number of accounts.
@@ -71,10 +71,17 @@ impl Workload for Bank {
         Ok(pool.root::<Table>()?.offset())
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, thread: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        thread: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let (from, to, amount) = transfer(thread, i);
         let table: PPtr<Table> = PPtr::from_offset(root);
-        h.run(|tx| {
+        h.run_with(opts, |tx| {
             let accounts = *tx.read(table)?;
             *tx.write(accounts[from])? -= amount;
             *tx.write(accounts[to])? += amount;

@@ -10,7 +10,7 @@
 
 use super::oracle::allocated_equals_reachable;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
-use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Zeroable};
+use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, TxOptions, Zeroable};
 use std::collections::BTreeSet;
 
 /// A list node: the key, three copies of it (to detect a torn node), the next node.
@@ -87,10 +87,17 @@ impl Workload for List {
         Ok(pool.root::<Heads>()?.offset())
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, t: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        t: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let heads: PPtr<Heads> = PPtr::from_offset(root);
         let op = list_op(t, i);
-        h.run(|tx| {
+        h.run_with(opts, |tx| {
             let head = tx.read(heads)?[t];
             match op {
                 Some(k) => {

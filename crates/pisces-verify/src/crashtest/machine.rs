@@ -9,7 +9,7 @@
 
 use super::workload::{Bounds, Shape, Workload};
 use crate::sim::{Adversary, SimConfig, SimMedium};
-use pisces::{Config, EngineId, EngineOptions, PersistenceDomain, Pool};
+use pisces::{Config, EngineId, EngineOptions, PersistenceDomain, Pool, TxOptions};
 use std::sync::Arc;
 
 /// Which engine, tuned how, on pools of which geometry.
@@ -112,7 +112,7 @@ pub fn run(
                 if sim.crashed() {
                     break;
                 }
-                let r = w.op(&mut h, root, t, i);
+                let r = w.op(&mut h, root, t, i, TxOptions::default());
                 if sim.crashed() {
                     // The commit did not finish before the power failed.
                     b.maybe = 1;

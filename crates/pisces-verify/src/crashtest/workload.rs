@@ -16,7 +16,7 @@
 //! so that the expected state depends only on the per-thread counts and not on how the
 //! threads interleaved.
 
-use pisces::{Pool, Result, ThreadHandle};
+use pisces::{Pool, Result, ThreadHandle, TxOptions};
 
 /// Most threads a campaign runs; workloads size their per-thread roots for it.
 pub const MAX_THREADS: usize = 8;
@@ -129,8 +129,16 @@ pub trait Workload: Send + Sync {
     /// [`Pool::root`] themselves without running out of thread slots).
     fn root(&self, pool: &Pool) -> Result<u64>;
 
-    /// Run operation `i` of thread `thread` as one transaction on `h`.
-    fn op(&self, h: &mut ThreadHandle, root: u64, thread: usize, i: usize) -> Result<()>;
+    /// Run operation `i` of thread `thread` as one transaction on `h`, with `opts` (the
+    /// campaign chooses their durability).
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        thread: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()>;
 
     /// Judge a recovered pool: `Ok(counts)` with the per-thread operation counts whose
     /// state it holds (each within its [`Bounds`]), or `Err(what is wrong)`.
