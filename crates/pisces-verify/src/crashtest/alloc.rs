@@ -12,9 +12,9 @@
 //! The oracle reads every object and compares it word for word with its pattern (a
 //! block handed out twice, or a torn or stale object, shows as a wrong word), compares
 //! each thread's slots with the model after exactly its acknowledged operations, or
-//! that plus the in-flight one, and requires the allocator's persistent bitmaps to be
-//! exactly the reachable set: no leak (not even of a large run) beyond what the
-//! recovered transactions hold, no reachable block free.
+//! that plus some of those in doubt ([`Bounds`]), and requires the allocator's
+//! persistent bitmaps to be exactly the reachable set: no leak (not even of a large
+//! run) beyond what the recovered transactions hold, no reachable block free.
 //!
 //! The pool has 160 KiB logs: without flush-diff a new large object is logged whole
 //! (its 64 KiB slab run), and a record may use half of a log.
@@ -174,7 +174,7 @@ impl Workload for AllocChurn {
     }
 
     fn describe(&self) -> &'static str {
-        "allocation/free churn, 8 B to 28 KB objects (large runs included): contents intact, slots = acknowledged ops (plus in-flight), bitmaps = reachable"
+        "allocation/free churn, 8 B to 28 KB objects (large runs included): contents intact, slots = acknowledged ops (plus any in doubt), bitmaps = reachable"
     }
 
     fn shape(&self, threads: usize, _ops: usize) -> Shape {

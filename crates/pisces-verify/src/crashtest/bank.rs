@@ -5,8 +5,8 @@
 //! threads commute and the balances after `c[t]` transfers of each thread are known.
 //! The oracle checks, in this order: the total is conserved (no transfer is present in
 //! part), the balances equal those after exactly the acknowledged transfers of each
-//! thread, or that plus its in-flight one (every acknowledged transfer is present), and
-//! the allocator holds exactly the table and the accounts.
+//! thread, or that plus some of its transfers in doubt (every acknowledged transfer is
+//! present; see [`Bounds`]), and the allocator holds exactly the table and the accounts.
 
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
@@ -52,7 +52,7 @@ impl Workload for Bank {
     }
 
     fn describe(&self) -> &'static str {
-        "transfers between 8 accounts: total conserved, exactly the acknowledged transfers (plus in-flight ones) present, allocator = accounts"
+        "transfers between 8 accounts: total conserved, exactly the acknowledged transfers (plus any in doubt) present, allocator = accounts"
     }
 
     fn setup(&self, pool: &Pool) -> Result<()> {

@@ -12,8 +12,8 @@
 //! other's keys and the expected map is the union of per-thread models. The oracle
 //! asks the store for all pairs and its objects ([`KvStore::scan`], which also checks
 //! the structure's shape), compares each thread's keys with its model after exactly
-//! its acknowledged operations, or that plus the in-flight one, and, when the store can
-//! list its objects, checks the allocator against them.
+//! its acknowledged operations, or that plus some of those in doubt ([`Bounds`]), and,
+//! when the store can list its objects, checks the allocator against them.
 
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;

@@ -5,8 +5,8 @@
 //! operation, deletes the first node and frees it. The oracle walks every list
 //! (no node reached twice, keys sorted, no torn node: each node's payload repeats its
 //! key), compares each thread's keys with the list after exactly its acknowledged
-//! operations, or that plus the in-flight one, and checks that the allocator holds
-//! exactly the root and the nodes.
+//! operations, or that plus some of those in doubt ([`Bounds`]), and checks that the
+//! allocator holds exactly the root and the nodes.
 
 use super::oracle::allocated_equals_reachable;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
@@ -67,7 +67,7 @@ impl Workload for List {
     }
 
     fn describe(&self) -> &'static str {
-        "sorted-list insert/delete per thread: shape valid, contents = acknowledged ops (plus in-flight), allocator = nodes"
+        "sorted-list insert/delete per thread: shape valid, contents = acknowledged ops (plus any in doubt), allocator = nodes"
     }
 
     fn shape(&self, threads: usize, ops: usize) -> Shape {

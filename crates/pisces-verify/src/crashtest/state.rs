@@ -61,6 +61,7 @@ pub fn run_round(plan: &Plan<'_>, r: u64) -> RoundResult {
             &sim,
             s.threads,
             s.ops,
+            s.deferred,
         )?;
         Ok::<_, String>(out.crashed.then_some((out.bounds, sim)))
     }));

@@ -30,7 +30,7 @@ fn spec(w: &dyn Workload, threads: usize, ops: usize) -> PoolSpec {
 fn pool_after(w: &dyn Workload, threads: usize, ops: usize) -> Pool {
     let spec = spec(w, threads, ops);
     let sim = boot(initial_image(w, &spec).unwrap(), SimConfig::default()).unwrap();
-    let out = run(w, &spec, &sim, threads, ops).unwrap();
+    let out = run(w, &spec, &sim, threads, ops, 0).unwrap();
     assert!(!out.crashed);
     assert_eq!(out.bounds, vec![Bounds::exact(ops); threads]);
     let image = sim.crash_image_now_with(0, Adversary::DurableOnly).image;
@@ -205,7 +205,7 @@ fn single_thread_campaigns_are_deterministic_and_reproducible() {
             .with_adversary(s.adversary),
     )
     .unwrap();
-    let out = run(w.as_ref(), &plan.specs[st.option], &sim, 1, s.ops).unwrap();
+    let out = run(w.as_ref(), &plan.specs[st.option], &sim, 1, s.ops, 0).unwrap();
     let image = sim.crash_image(1).unwrap();
     let saved = reproduce(&plan, 7, Some((image.clone(), out.bounds.clone()))).unwrap();
     assert_eq!(saved.bounds, reproduce(&plan, 7, None).unwrap().bounds);

@@ -3,13 +3,18 @@
 //! A workload is a deterministic sequence of transactions per thread — operation `i` of
 //! thread `t` is a pure function of `(t, i)` — plus an oracle that knows nothing of the
 //! engine. After a crash, the oracle is told, per thread, how many operations were
-//! *acknowledged* (their commit returned before the power failed) and whether one more
-//! was in flight ([`Bounds`]). The recovered state must equal the state after exactly
-//! `c[t]` operations of each thread `t`, where `c[t]` is the acknowledged count or that
-//! plus the in-flight one: every acknowledged transaction is present and none is
-//! present in part. Workloads also check their structure's shape and that the
-//! allocator's persistent bitmaps hold exactly the reachable objects (see
-//! [`oracle`](super::oracle)).
+//! *acknowledged* (known durable before the power failed) and how many after those are
+//! in doubt ([`Bounds`]). With the default durability an operation is acknowledged when
+//! its commit returned before the power failed, and at most one is in doubt, the one in
+//! flight. With deferred durability ([`Settings::deferred`](super::Settings::deferred))
+//! an operation is acknowledged only when a `wait_durable` of its thread, started after
+//! its commit returned, has returned before the power failed; the operations committed
+//! since are in doubt too. A thread's operations survive as a prefix, so the recovered
+//! state must equal the state after exactly `c[t]` operations of each thread `t`, where
+//! `c[t]` is the acknowledged count plus any number up to those in doubt: every
+//! acknowledged transaction is present and none is present in part. Workloads also
+//! check their structure's shape and that the allocator's persistent bitmaps hold
+//! exactly the reachable objects (see [`oracle`](super::oracle)).
 //!
 //! Operations of different threads must commute in their effect on the checked state
 //! (bank transfers add up; the other workloads give each thread its own keys or slots),
