@@ -4,7 +4,9 @@
 //! chosen fences (every fence with `--exhaustive`, random ones otherwise), recovers
 //! every crash image built by the adversary (for one image in
 //! `--recovery-crash-every`, crashing again during recovery and recovering again), and
-//! checks the recovered states with engine-independent oracles. A progress bar runs on
+//! checks the recovered states with engine-independent oracles. With `--deferred N` the
+//! workloads commit with deferred durability and wait for it every N operations: the
+//! oracles then require only what a returned wait covered. A progress bar runs on
 //! stderr when it is a terminal; stdout gets a summary per workload, each violation
 //! with the file its crash image was written to and a command that reproduces it, and
 //! as its last line exactly `crash states: <N> checked, <V> violations`.
@@ -74,6 +76,13 @@ pub struct CrashtestArgs {
     /// Operations per thread in one run [default: 20 with --exhaustive, else 100].
     #[arg(long)]
     pub ops: Option<usize>,
+    /// Commit every workload operation with deferred durability, each thread waiting
+    /// for durability (`wait_durable`) after every N of its operations and after its
+    /// last. An operation is then acknowledged (must survive a crash) only once such a
+    /// wait, started after its commit returned, has returned; those committed since may
+    /// be lost, the newest first. 0: each commit is durable when it returns.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub deferred: usize,
     /// Crash images per crash point (different adversary choices).
     #[arg(long, default_value_t = 2)]
     pub images: u64,
@@ -112,7 +121,8 @@ pub struct CrashtestArgs {
     #[arg(long, requires = "reproduce", requires = "acked")]
     pub image: Option<PathBuf>,
     /// With --image: per-thread acknowledged operations at the crash, `+` marking one
-    /// in flight (e.g. 12,9+).
+    /// more that may be present (the one in flight), `+N` N more (with --deferred), e.g.
+    /// 12,9+,4+3.
     #[arg(long, requires = "image")]
     pub acked: Option<String>,
     /// Test builds only: remove one protocol step of the engine, named by one of its
@@ -353,6 +363,7 @@ fn settings(a: &CrashtestArgs, engine: EngineId) -> Result<Settings, String> {
         options,
         threads,
         ops,
+        deferred: a.deferred,
         mode: if a.exhaustive {
             Mode::Exhaustive
         } else {
@@ -454,11 +465,16 @@ fn describe_settings(a: &CrashtestArgs, s: &Settings, names: &[&str]) -> String 
         s.recovery_crash_one_in,
         s.seed,
     );
+    if s.deferred > 0 {
+        m.push_str(&format!(
+            ", durability deferred (wait every {} ops)",
+            s.deferred
+        ));
+    }
     #[cfg(feature = "mutation")]
     if let Some(mu) = &a.mutation {
         m.push_str(&format!(", MUTATION {mu} active"));
     }
-    let _ = &mut m;
     m
 }
 
@@ -610,6 +626,9 @@ fn reproducer(a: &CrashtestArgs, s: &Settings, w: &str, index: u64) -> String {
         s.seed,
         s.images
     );
+    if s.deferred > 0 {
+        c.push_str(&format!(" --deferred {}", s.deferred));
+    }
     if a.exhaustive {
         c.push_str(" --exhaustive");
     }
@@ -758,5 +777,32 @@ mod tests {
         assert!(parse_engine("nope").unwrap_err().contains("pisces"));
         assert!(parse_workload("bank").is_ok() && parse_workload("all").is_ok());
         assert!(parse_workload("x").is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CrashtestArgs,
+    }
+
+    fn settings_of(cmd: &str) -> (CrashtestArgs, Settings) {
+        use clap::Parser;
+        let words = cmd.split_whitespace().skip_while(|w| *w == "pisces");
+        let a = Cli::try_parse_from(words).unwrap().args;
+        let s = settings(&a, a.engine.unwrap_or(EngineId::Pisces)).unwrap();
+        (a, s)
+    }
+
+    #[test]
+    fn the_reproducer_carries_deferred_durability() {
+        let (a, s) = settings_of("crashtest --engine sp3 --workload bank --deferred 3");
+        assert_eq!(s.deferred, 3);
+        let cmd = reproducer(&a, &s, "bank", 7);
+        assert!(cmd.contains(" --deferred 3 "), "{cmd}");
+        let (_, again) = settings_of(&cmd);
+        assert_eq!((again.deferred, again.engine), (3, EngineId::Sp3));
+        let (a, s) = settings_of("crashtest --workload bank");
+        assert_eq!(s.deferred, 0);
+        assert!(!reproducer(&a, &s, "bank", 7).contains("--deferred"));
     }
 }

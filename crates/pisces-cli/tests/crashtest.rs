@@ -118,6 +118,49 @@ fn a_state_can_be_run_again_by_its_index() {
     assert!(out.contains("list state 9: crash at fence"), "{out}");
 }
 
+/// Deferred durability on sp3 (its commits return before their predecessors are
+/// durable): the oracles accept what a crash may lose and find nothing wrong; a state
+/// is re-run by its index with the same setting.
+#[test]
+fn a_deferred_campaign_on_sp3_is_clean() {
+    let (code, out) = crashtest(&[
+        "--engine",
+        "sp3",
+        "--deferred",
+        "3",
+        "--states",
+        "60",
+        "--ops",
+        "30",
+        "--seed",
+        "5",
+    ]);
+    let (n, v) = totals(&out);
+    assert_eq!((code, v), (0, 0), "{out}");
+    assert!(n >= 60, "{out}");
+    assert!(
+        out.contains("durability deferred (wait every 3 ops)"),
+        "{out}"
+    );
+    let (code, out) = crashtest(&[
+        "--engine",
+        "sp3",
+        "--workload",
+        "bank",
+        "--threads",
+        "1",
+        "--ops",
+        "20",
+        "--deferred",
+        "3",
+        "--reproduce",
+        "9",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(totals(&out), (1, 0));
+    assert!(out.contains("bank state 9: crash at fence"), "{out}");
+}
+
 #[test]
 fn bad_arguments_are_usage_errors() {
     for args in [
@@ -179,6 +222,7 @@ fn bad_arguments_are_usage_errors() {
         &["--image", "x.pool"],
         &["--seed", "-1"],
         &["--group-commit", "a"],
+        &["--deferred", "-1"],
     ] {
         assert!(parse(args).is_err(), "{args:?} parsed");
     }

@@ -12,9 +12,9 @@
 //! The oracle reads every object and compares it word for word with its pattern (a
 //! block handed out twice, or a torn or stale object, shows as a wrong word), compares
 //! each thread's slots with the model after exactly its acknowledged operations, or
-//! that plus the in-flight one, and requires the allocator's persistent bitmaps to be
-//! exactly the reachable set: no leak (not even of a large run) beyond what the
-//! recovered transactions hold, no reachable block free.
+//! that plus some of those in doubt ([`Bounds`]), and requires the allocator's
+//! persistent bitmaps to be exactly the reachable set: no leak (not even of a large
+//! run) beyond what the recovered transactions hold, no reachable block free.
 //!
 //! The pool has 160 KiB logs: without flush-diff a new large object is logged whole
 //! (its 64 KiB slab run), and a record may use half of a log.
@@ -22,7 +22,7 @@
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
-use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Tx, Zeroable};
+use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Tx, TxOptions, Zeroable};
 use std::collections::BTreeSet;
 
 /// Slots per thread. Slot 0 holds large objects.
@@ -174,7 +174,7 @@ impl Workload for AllocChurn {
     }
 
     fn describe(&self) -> &'static str {
-        "allocation/free churn, 8 B to 28 KB objects (large runs included): contents intact, slots = acknowledged ops (plus in-flight), bitmaps = reachable"
+        "allocation/free churn, 8 B to 28 KB objects (large runs included): contents intact, slots = acknowledged ops (plus any in doubt), bitmaps = reachable"
     }
 
     fn shape(&self, threads: usize, _ops: usize) -> Shape {
@@ -206,9 +206,16 @@ impl Workload for AllocChurn {
         Ok(pool.root::<Root>()?.offset())
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, t: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        t: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let root: PPtr<Root> = PPtr::from_offset(root);
-        h.run(|tx| {
+        h.run_with(opts, |tx| {
             let table = tx.read(root)?[t];
             let slots = *tx.read(table)?;
             let model = slots.map(|s| (s.size, s.tag));

@@ -32,7 +32,7 @@ pub struct Violation {
     pub round: Option<RoundSpec>,
     /// Fence of the recovery that crashed, if one did.
     pub recovery_crash: Option<u64>,
-    /// Per-thread acknowledged counts (and in-flight operations) at the crash.
+    /// Per-thread acknowledged counts (and how many more may be present) at the crash.
     pub bounds: Vec<Bounds>,
     /// What is wrong.
     pub message: String,
@@ -343,6 +343,7 @@ pub fn reproduce(
                     &sim,
                     s.threads,
                     s.ops,
+                    s.deferred,
                 )?;
                 match sim.crash_image(index % s.images) {
                     Some(img) if out.crashed => Ok((img, out.bounds)),

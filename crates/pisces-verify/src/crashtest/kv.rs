@@ -12,13 +12,13 @@
 //! other's keys and the expected map is the union of per-thread models. The oracle
 //! asks the store for all pairs and its objects ([`KvStore::scan`], which also checks
 //! the structure's shape), compares each thread's keys with its model after exactly
-//! its acknowledged operations, or that plus the in-flight one, and, when the store can
-//! list its objects, checks the allocator against them.
+//! its acknowledged operations, or that plus some of those in doubt ([`Bounds`]), and,
+//! when the store can list its objects, checks the allocator against them.
 
 use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
-use pisces::{Pool, Result, ThreadHandle, Tx};
+use pisces::{Pool, Result, ThreadHandle, Tx, TxOptions};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Keys per thread.
@@ -126,9 +126,16 @@ impl<S: KvStore> Workload for KvWorkload<S> {
         self.store.root(pool)
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, t: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        t: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let (key, value) = kv_op(t, i);
-        h.run(|tx| match value {
+        h.run_with(opts, |tx| match value {
             Some(v) => self.store.upsert(tx, root, key, v),
             None => self.store.remove(tx, root, key).map(|_| ()),
         })

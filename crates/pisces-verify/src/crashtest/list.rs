@@ -5,12 +5,12 @@
 //! operation, deletes the first node and frees it. The oracle walks every list
 //! (no node reached twice, keys sorted, no torn node: each node's payload repeats its
 //! key), compares each thread's keys with the list after exactly its acknowledged
-//! operations, or that plus the in-flight one, and checks that the allocator holds
-//! exactly the root and the nodes.
+//! operations, or that plus some of those in doubt ([`Bounds`]), and checks that the
+//! allocator holds exactly the root and the nodes.
 
 use super::oracle::allocated_equals_reachable;
 use super::workload::{match_threads, Bounds, Shape, Workload, MAX_THREADS};
-use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, Zeroable};
+use pisces::{Error, PPtr, Pod, Pool, Result, ThreadHandle, TxOptions, Zeroable};
 use std::collections::BTreeSet;
 
 /// A list node: the key, three copies of it (to detect a torn node), the next node.
@@ -67,7 +67,7 @@ impl Workload for List {
     }
 
     fn describe(&self) -> &'static str {
-        "sorted-list insert/delete per thread: shape valid, contents = acknowledged ops (plus in-flight), allocator = nodes"
+        "sorted-list insert/delete per thread: shape valid, contents = acknowledged ops (plus any in doubt), allocator = nodes"
     }
 
     fn shape(&self, threads: usize, ops: usize) -> Shape {
@@ -87,10 +87,17 @@ impl Workload for List {
         Ok(pool.root::<Heads>()?.offset())
     }
 
-    fn op(&self, h: &mut ThreadHandle, root: u64, t: usize, i: usize) -> Result<()> {
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        t: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()> {
         let heads: PPtr<Heads> = PPtr::from_offset(root);
         let op = list_op(t, i);
-        h.run(|tx| {
+        h.run_with(opts, |tx| {
             let head = tx.read(heads)?[t];
             match op {
                 Some(k) => {

@@ -5,11 +5,14 @@
 //! the bytes a fresh process would find. A run crashes at the fence named by its
 //! [`SimConfig`]; the threads stop when they notice. An operation is *acknowledged*
 //! when its commit returned and the machine had still not crashed afterwards: its
-//! commit's last fence ran before the crash, so it must survive.
+//! commit's last fence ran before the crash, so it must survive. With deferred
+//! durability the commit's return promises nothing of the kind: an operation is
+//! acknowledged when a `wait_durable` of its thread that started after its commit
+//! returned has itself returned, the machine still not crashed.
 
 use super::workload::{Bounds, Shape, Workload};
 use crate::sim::{Adversary, SimConfig, SimMedium};
-use pisces::{Config, EngineId, EngineOptions, PersistenceDomain, Pool};
+use pisces::{Config, Durability, EngineId, EngineOptions, PersistenceDomain, Pool, TxOptions};
 use std::sync::Arc;
 
 /// Which engine, tuned how, on pools of which geometry.
@@ -70,8 +73,11 @@ pub fn initial_image(w: &dyn Workload, spec: &PoolSpec) -> Result<Vec<u8>, Strin
 /// What a run on a crashing machine did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOutcome {
-    /// Per thread: acknowledged operations, and whether one more was in flight.
+    /// Per thread: acknowledged operations, and how many more may be present.
     pub bounds: Vec<Bounds>,
+    /// Per thread: operations whose commit returned before the crash (the acknowledged
+    /// ones and, with deferred durability, those not yet covered by a wait).
+    pub committed: Vec<usize>,
     /// Fences the machine executed (before the crash, if it crashed).
     pub fences: u64,
     /// True if the power failed during the run.
@@ -79,14 +85,18 @@ pub struct RunOutcome {
 }
 
 /// Open the pool on `sim` and run `ops` operations on each of `threads` threads (or
-/// until the machine crashes). `Err` when something fails on a machine that has not
-/// crashed: that is a bug, never an effect of the crash.
+/// until the machine crashes). With `deferred` = 0 every operation commits with
+/// [`Durability::OnReturn`]; otherwise with [`Durability::Deferred`], and each thread
+/// calls [`ThreadHandle::wait_durable`](pisces::ThreadHandle::wait_durable) after every
+/// `deferred` operations and after its last. `Err` when something fails on a machine
+/// that has not crashed: that is a bug, never an effect of the crash.
 pub fn run(
     w: &dyn Workload,
     spec: &PoolSpec,
     sim: &Arc<SimMedium>,
     threads: usize,
     ops: usize,
+    deferred: usize,
 ) -> Result<RunOutcome, String> {
     let pool = match Pool::open_on(sim.clone(), spec.config()) {
         Ok(p) => p,
@@ -95,33 +105,59 @@ pub fn run(
             let _ = e;
             return Ok(RunOutcome {
                 bounds: vec![Bounds::exact(0); threads],
+                committed: vec![0; threads],
                 fences: sim.fence_count(),
                 crashed: true,
             });
         }
         Err(e) => return Err(format!("opening the pool: {e}")),
     };
+    let opts = TxOptions::default().durability(if deferred == 0 {
+        Durability::OnReturn
+    } else {
+        Durability::Deferred
+    });
     let root = w.root(&pool).map_err(|e| format!("root: {e}"));
-    let bounds = root.and_then(|root| {
-        let thread = |t: usize| -> Result<Bounds, String> {
+    let per_thread = root.and_then(|root| {
+        // Per thread: (bounds, committed).
+        let thread = |t: usize| -> Result<(Bounds, usize), String> {
             let mut h = pool
                 .handle()
                 .map_err(|e| format!("thread {t}: handle: {e}"))?;
-            let mut b = Bounds::exact(0);
+            // Invariant: acked <= committed. Operations 0..acked are durable (their
+            // commit returned, or a wait that followed it did, before the crash);
+            // acked..committed may be lost, but only as a suffix: a thread's recovered
+            // operations are a prefix of them.
+            let (mut acked, mut committed, mut in_flight) = (0, 0, false);
             for i in 0..ops {
                 if sim.crashed() {
                     break;
                 }
-                let r = w.op(&mut h, root, t, i);
+                let r = w.op(&mut h, root, t, i, opts);
                 if sim.crashed() {
                     // The commit did not finish before the power failed.
-                    b.in_flight = true;
+                    in_flight = true;
                     break;
                 }
                 r.map_err(|e| format!("thread {t}: operation {i} failed: {e}"))?;
-                b.acked += 1;
+                committed += 1;
+                if deferred == 0 {
+                    acked = committed;
+                } else if committed % deferred == 0 || committed == ops {
+                    let r = h.wait_durable();
+                    if sim.crashed() {
+                        // The wait's fences may not have run before the power failed,
+                        // whether it returned an error or not: it acknowledges nothing.
+                        break;
+                    }
+                    r.map_err(|e| {
+                        format!("thread {t}: wait_durable after operation {i} failed: {e}")
+                    })?;
+                    acked = committed;
+                }
             }
-            Ok(b)
+            let maybe = committed - acked + usize::from(in_flight);
+            Ok((Bounds { acked, maybe }, committed))
         };
         if threads == 1 {
             Ok(vec![thread(0)?])
@@ -139,8 +175,10 @@ pub fn run(
         }
     });
     drop(pool);
+    let (bounds, committed) = per_thread?.into_iter().unzip();
     Ok(RunOutcome {
-        bounds: bounds?,
+        bounds,
+        committed,
         fences: sim.fence_count(),
         crashed: sim.crashed(),
     })

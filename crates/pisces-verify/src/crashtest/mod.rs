@@ -14,8 +14,8 @@
 //!   objects ([`oracle`]).
 //! * [`Settings`] and [`Plan`] ([`plan`]): which fences to crash at (every fence in
 //!   [`Mode::Exhaustive`], random ones otherwise), with which adversary, how many
-//!   images per crash, which states crash again during recovery. Every state has an
-//!   index from which all its choices follow.
+//!   images per crash, which states crash again during recovery, how the operations'
+//!   durability is awaited. Every state has an index from which all its choices follow.
 //! * [`machine`]: boot a simulated machine from an image, run until the crash,
 //!   recover (possibly crashing during recovery and recovering again).
 //! * [`state`]: judge one crash image — recover, check, run a few more operations on
@@ -23,10 +23,16 @@
 //! * [`campaign`]: rounds in parallel, a [`Report`] of states checked and violations
 //!   (with crash images of the first few), and [`reproduce`] for one state.
 //!
-//! The oracle's rule: after a crash, each thread's operations whose commit returned
-//! before the power failed must all be present, at most one more (the one in flight)
-//! may be, and no operation may be present in part; the structures' shapes and the
-//! allocator must be sound.
+//! The oracle's rule: after a crash, each thread's operations are present as a prefix,
+//! none in part, and the prefix holds every *acknowledged* operation. By default an
+//! operation commits with [`Durability::OnReturn`](pisces::Durability::OnReturn) and is
+//! acknowledged when its commit returned before the power failed; at most one more (the
+//! one in flight) may be present. With [`Settings::deferred`] = N, operations commit
+//! with [`Durability::Deferred`](pisces::Durability::Deferred) and each thread calls
+//! `wait_durable` after every N operations and after its last: an operation is
+//! acknowledged only when such a wait, started after its commit returned, returned
+//! before the power failed, and any prefix of those committed since (and of the one in
+//! flight) may be present. The structures' shapes and the allocator must be sound.
 //!
 //! ```
 //! use pisces_verify::crashtest::{run_campaign, workload_by_name, Mode, Settings};
@@ -81,27 +87,27 @@ pub fn workload_by_name(name: &str) -> Option<Box<dyn Workload>> {
         "alloc" => Box::new(alloc::AllocChurn),
         "hashmap" => Box::new(KvWorkload::new(
             "hashmap",
-            "upsert/remove on the public HashMap (grouped layout, growing from one group): entries = acknowledged ops (plus in-flight), bitmaps = its objects",
+            "upsert/remove on the public HashMap (grouped layout, growing from one group): entries = acknowledged ops (plus any in doubt), bitmaps = its objects",
             public_maps::PublicHashMap,
         )),
         "btree" => Box::new(KvWorkload::new(
             "btree",
-            "upsert/remove on the public BTreeMap (fanout 16): tree invariants, entries = acknowledged ops (plus in-flight), bitmaps = its nodes",
+            "upsert/remove on the public BTreeMap (fanout 16): tree invariants, entries = acknowledged ops (plus any in doubt), bitmaps = its nodes",
             public_maps::PublicBTree,
         )),
         "strmap" => Box::new(KvWorkload::new(
             "strmap",
-            "upsert/remove on a BTreeMap<PString, PBytes> (fanout 4): string keys and values of several sizes decode, tree invariants, entries = acknowledged ops (plus in-flight), bitmaps = nodes, keys, separators and values",
+            "upsert/remove on a BTreeMap<PString, PBytes> (fanout 4): string keys and values of several sizes decode, tree invariants, entries = acknowledged ops (plus any in doubt), bitmaps = nodes, keys, separators and values",
             string_map::StringMap,
         )),
         "bucket-map" => Box::new(KvWorkload::new(
             "bucket-map",
-            "upsert/remove on an engine-test hash map (buckets of chained nodes): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
+            "upsert/remove on an engine-test hash map (buckets of chained nodes): shape valid, keys = acknowledged ops (plus any in doubt), bitmaps = nodes",
             bucket_map::BucketMap,
         )),
         "sorted-tree" => Box::new(KvWorkload::new(
             "sorted-tree",
-            "upsert/remove on an engine-test ordered map (directory of sorted leaves, split and merge): shape valid, keys = acknowledged ops (plus in-flight), bitmaps = nodes",
+            "upsert/remove on an engine-test ordered map (directory of sorted leaves, split and merge): shape valid, keys = acknowledged ops (plus any in doubt), bitmaps = nodes",
             sorted_tree::SortedTree,
         )),
         _ => return None,

@@ -49,6 +49,15 @@ pub struct Settings {
     pub threads: usize,
     /// Operations per thread in one run.
     pub ops: usize,
+    /// Durability of the operations. 0: each commits with
+    /// [`Durability::OnReturn`](pisces::Durability::OnReturn) and is acknowledged when
+    /// its commit returns. N > 0: each commits with
+    /// [`Durability::Deferred`](pisces::Durability::Deferred), every thread waits for
+    /// durability ([`ThreadHandle::wait_durable`](pisces::ThreadHandle::wait_durable))
+    /// after every N of its operations and after its last, and an operation is
+    /// acknowledged only when such a wait, started after its commit returned, has
+    /// returned.
+    pub deferred: usize,
     /// How crash points are chosen.
     pub mode: Mode,
     /// Crash images taken of each crash (different adversary choices).
@@ -78,6 +87,7 @@ impl Default for Settings {
             options: Vec::new(),
             threads: 1,
             ops: 20,
+            deferred: 0,
             mode: Mode::Exhaustive,
             images: 2,
             adversary: Adversary::default(),
@@ -182,8 +192,15 @@ impl<'w> Plan<'w> {
             };
             let image = initial_image(workload, &spec)?;
             let sim = boot(image.clone(), spec.sim(SimConfig::default()))?;
-            let probe = run(workload, &spec, &sim, settings.threads, settings.ops)
-                .map_err(|e| format!("crash-free run with options `{}`: {e}", spec.options))?;
+            let probe = run(
+                workload,
+                &spec,
+                &sim,
+                settings.threads,
+                settings.ops,
+                settings.deferred,
+            )
+            .map_err(|e| format!("crash-free run with options `{}`: {e}", spec.options))?;
             plan.specs.push(spec);
             plan.images.push(image);
             plan.fences.push(probe.fences);

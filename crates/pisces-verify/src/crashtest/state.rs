@@ -11,6 +11,7 @@ use super::machine::{boot, discard, panic_text, recover, recovery_fences, run, R
 use super::plan::{Plan, RoundSpec};
 use super::workload::Bounds;
 use crate::sim::SimConfig;
+use pisces::TxOptions;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The verdict on one crash state.
@@ -60,6 +61,7 @@ pub fn run_round(plan: &Plan<'_>, r: u64) -> RoundResult {
             &sim,
             s.threads,
             s.ops,
+            s.deferred,
         )?;
         Ok::<_, String>(out.crashed.then_some((out.bounds, sim)))
     }));
@@ -139,12 +141,13 @@ pub fn judge_state(
                 .handle()
                 .map_err(|e| format!("handle on the recovered pool: {e}"))?;
             for k in 0..more {
-                w.op(&mut h, root, 0, counts[0] + k).map_err(|e| {
-                    format!(
-                        "operation {} on the recovered pool failed: {e}",
-                        counts[0] + k
-                    )
-                })?;
+                w.op(&mut h, root, 0, counts[0] + k, TxOptions::default())
+                    .map_err(|e| {
+                        format!(
+                            "operation {} on the recovered pool failed: {e}",
+                            counts[0] + k
+                        )
+                    })?;
             }
             drop(h);
             let mut exact: Vec<Bounds> = counts.iter().map(|&c| Bounds::exact(c)).collect();

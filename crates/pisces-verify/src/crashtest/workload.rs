@@ -3,55 +3,66 @@
 //! A workload is a deterministic sequence of transactions per thread — operation `i` of
 //! thread `t` is a pure function of `(t, i)` — plus an oracle that knows nothing of the
 //! engine. After a crash, the oracle is told, per thread, how many operations were
-//! *acknowledged* (their commit returned before the power failed) and whether one more
-//! was in flight ([`Bounds`]). The recovered state must equal the state after exactly
-//! `c[t]` operations of each thread `t`, where `c[t]` is the acknowledged count or that
-//! plus the in-flight one: every acknowledged transaction is present and none is
-//! present in part. Workloads also check their structure's shape and that the
-//! allocator's persistent bitmaps hold exactly the reachable objects (see
-//! [`oracle`](super::oracle)).
+//! *acknowledged* (known durable before the power failed) and how many after those are
+//! in doubt ([`Bounds`]). With the default durability an operation is acknowledged when
+//! its commit returned before the power failed, and at most one is in doubt, the one in
+//! flight. With deferred durability ([`Settings::deferred`](super::Settings::deferred))
+//! an operation is acknowledged only when a `wait_durable` of its thread, started after
+//! its commit returned, has returned before the power failed; the operations committed
+//! since are in doubt too. A thread's operations survive as a prefix, so the recovered
+//! state must equal the state after exactly `c[t]` operations of each thread `t`, where
+//! `c[t]` is the acknowledged count plus any number up to those in doubt: every
+//! acknowledged transaction is present and none is present in part. Workloads also
+//! check their structure's shape and that the allocator's persistent bitmaps hold
+//! exactly the reachable objects (see [`oracle`](super::oracle)).
 //!
 //! Operations of different threads must commute in their effect on the checked state
 //! (bank transfers add up; the other workloads give each thread its own keys or slots),
 //! so that the expected state depends only on the per-thread counts and not on how the
 //! threads interleaved.
 
-use pisces::{Pool, Result, ThreadHandle};
+use pisces::{Pool, Result, ThreadHandle, TxOptions};
 
 /// Most threads a campaign runs; workloads size their per-thread roots for it.
 pub const MAX_THREADS: usize = 8;
 
 /// Per thread: what the recovered state may contain of its operations.
+///
+/// The recovered state holds a prefix of each thread's operations: the first `c`
+/// of them for some `c` in `acked..=acked + maybe` ([`counts`](Self::counts)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
-    /// Operations whose commit returned before the crash: all must be present.
+    /// Operations known to be durable before the crash: all must be present.
     pub acked: usize,
-    /// True if one more operation (number `acked`) may have committed: its commit had
-    /// started but not returned when the power failed.
-    pub in_flight: bool,
+    /// Operations after those that may be present (as a prefix): one whose commit had
+    /// started but not returned when the power failed, and, with deferred durability,
+    /// those committed since the last acknowledged point.
+    pub maybe: usize,
 }
 
 impl Bounds {
     /// Exactly `n` operations (no crash, or after a continuation).
     pub fn exact(n: usize) -> Bounds {
-        Bounds {
-            acked: n,
-            in_flight: false,
-        }
+        Bounds { acked: n, maybe: 0 }
     }
 
     /// The possible operation counts, smallest first.
     pub fn counts(self) -> impl Iterator<Item = usize> {
-        self.acked..=self.acked + usize::from(self.in_flight)
+        self.acked..=self.acked + self.maybe
     }
 }
 
-/// Per-thread counts as text: `3,5+` is thread 0 with 3 acknowledged operations and
-/// thread 1 with 5 and one in flight.
+/// Per-thread counts as text: `3,5+,7+4` is thread 0 with 3 acknowledged operations,
+/// thread 1 with 5 and one more that may be present (the one in flight), thread 2 with
+/// 7 and four more that may be present.
 pub fn format_bounds(bounds: &[Bounds]) -> String {
     bounds
         .iter()
-        .map(|b| format!("{}{}", b.acked, if b.in_flight { "+" } else { "" }))
+        .map(|b| match b.maybe {
+            0 => b.acked.to_string(),
+            1 => format!("{}+", b.acked),
+            m => format!("{}+{m}", b.acked),
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -61,13 +72,18 @@ pub fn parse_bounds(s: &str) -> std::result::Result<Vec<Bounds>, String> {
     s.split(',')
         .map(|part| {
             let part = part.trim();
-            let (num, in_flight) = match part.strip_suffix('+') {
-                Some(n) => (n, true),
-                None => (part, false),
+            let bad = || format!("`{part}` is not a count like 12, 12+ or 12+3");
+            let (acked, maybe) = match part.split_once('+') {
+                Some((a, "")) => (a, Ok(1)),
+                Some((a, m)) => (a, m.parse::<usize>().map_err(|_| bad())),
+                None => (part, Ok(0)),
             };
-            num.parse::<usize>()
-                .map(|acked| Bounds { acked, in_flight })
-                .map_err(|_| format!("`{part}` is not a count like 12 or 12+"))
+            let acked = acked.parse::<usize>().map_err(|_| bad())?;
+            let maybe = maybe?;
+            acked
+                .checked_add(maybe)
+                .ok_or_else(bad)
+                .map(|_| Bounds { acked, maybe })
         })
         .collect()
 }
@@ -118,30 +134,43 @@ pub trait Workload: Send + Sync {
     /// [`Pool::root`] themselves without running out of thread slots).
     fn root(&self, pool: &Pool) -> Result<u64>;
 
-    /// Run operation `i` of thread `thread` as one transaction on `h`.
-    fn op(&self, h: &mut ThreadHandle, root: u64, thread: usize, i: usize) -> Result<()>;
+    /// Run operation `i` of thread `thread` as one transaction on `h`, with `opts` (the
+    /// campaign chooses their durability).
+    fn op(
+        &self,
+        h: &mut ThreadHandle,
+        root: u64,
+        thread: usize,
+        i: usize,
+        opts: TxOptions,
+    ) -> Result<()>;
 
     /// Judge a recovered pool: `Ok(counts)` with the per-thread operation counts whose
     /// state it holds (each within its [`Bounds`]), or `Err(what is wrong)`.
     fn check(&self, pool: &Pool, bounds: &[Bounds]) -> std::result::Result<Vec<usize>, String>;
 }
 
-/// Every combination of per-thread counts allowed by `bounds` (at most 2^threads).
-pub fn candidates(bounds: &[Bounds]) -> Vec<Vec<usize>> {
-    let mut out = vec![Vec::with_capacity(bounds.len())];
-    for b in bounds {
-        out = out
-            .into_iter()
-            .flat_map(|prefix| {
-                b.counts().map(move |c| {
-                    let mut v = prefix.clone();
-                    v.push(c);
-                    v
-                })
-            })
-            .collect();
-    }
-    out
+/// Every combination of per-thread counts allowed by `bounds`, the last thread's count
+/// varying fastest. There are as many as the product of `maybe + 1` over the threads
+/// (2^threads at most with one operation in flight each, far more with deferred
+/// durability), so they are made one at a time: a caller that stops at the first match
+/// does not pay for the rest.
+pub fn candidates(bounds: &[Bounds]) -> impl Iterator<Item = Vec<usize>> + '_ {
+    let mut next = Some(bounds.iter().map(|b| b.acked).collect::<Vec<_>>());
+    std::iter::from_fn(move || {
+        let current = next.take()?;
+        // An odometer: advance the last count that can, resetting the ones after it.
+        let mut n = current.clone();
+        for t in (0..n.len()).rev() {
+            if n[t] < bounds[t].acked + bounds[t].maybe {
+                n[t] += 1;
+                next = Some(n);
+                break;
+            }
+            n[t] = bounds[t].acked;
+        }
+        Some(current)
+    })
 }
 
 /// For workloads whose threads own disjoint parts of the state: `matches(t, c)` says
@@ -170,7 +199,10 @@ pub fn match_threads(
                 return Err(format!(
                     "thread {t} ({} acknowledged{}) matches no allowed state: {}",
                     b.acked,
-                    if b.in_flight { ", one in flight" } else { "" },
+                    match b.maybe {
+                        0 => String::new(),
+                        m => format!(", up to {m} more"),
+                    },
                     why.join("; ")
                 ))
             }
@@ -183,52 +215,72 @@ pub fn match_threads(
 mod tests {
     use super::*;
 
+    fn b(acked: usize, maybe: usize) -> Bounds {
+        Bounds { acked, maybe }
+    }
+
     #[test]
     fn candidates_enumerate_every_combination() {
-        let b = [
-            Bounds {
-                acked: 3,
-                in_flight: true,
-            },
-            Bounds::exact(5),
-            Bounds {
-                acked: 0,
-                in_flight: true,
-            },
-        ];
+        let bounds = [b(3, 1), Bounds::exact(5), b(0, 1)];
         assert_eq!(
-            candidates(&b),
+            candidates(&bounds).collect::<Vec<_>>(),
             vec![vec![3, 5, 0], vec![3, 5, 1], vec![4, 5, 0], vec![4, 5, 1]]
         );
-        assert_eq!(candidates(&[]), vec![Vec::<usize>::new()]);
+        assert_eq!(
+            candidates(&[]).collect::<Vec<_>>(),
+            vec![Vec::<usize>::new()]
+        );
+        assert_eq!(
+            candidates(&[b(2, 3), b(7, 0)]).collect::<Vec<_>>(),
+            vec![vec![2, 7], vec![3, 7], vec![4, 7], vec![5, 7]]
+        );
+        let all: Vec<Vec<usize>> = candidates(&[b(1, 4), b(0, 2), b(9, 3)]).collect();
+        assert_eq!(all.len(), 5 * 3 * 4);
+        assert_eq!(all.first(), Some(&vec![1, 0, 9]));
+        assert_eq!(all.last(), Some(&vec![5, 2, 12]));
+        let distinct: std::collections::BTreeSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len());
+        assert!(
+            all.windows(2).all(|w| w[0] < w[1]),
+            "in lexicographic order"
+        );
+    }
+
+    #[test]
+    fn counts_run_from_the_acknowledged_to_every_possible_one() {
+        assert_eq!(Bounds::exact(4).counts().collect::<Vec<_>>(), [4]);
+        assert_eq!(b(4, 1).counts().collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(b(0, 3).counts().collect::<Vec<_>>(), [0, 1, 2, 3]);
     }
 
     #[test]
     fn bounds_text_round_trips() {
-        let b = vec![
-            Bounds::exact(3),
-            Bounds {
-                acked: 5,
-                in_flight: true,
-            },
-        ];
-        assert_eq!(format_bounds(&b), "3,5+");
-        assert_eq!(parse_bounds("3, 5+"), Ok(b));
-        assert!(parse_bounds("3,x").is_err());
-        assert!(parse_bounds("").is_err());
-        assert!(parse_bounds("-1").is_err());
+        let bounds = vec![Bounds::exact(3), b(5, 1), b(7, 4), b(0, 12)];
+        assert_eq!(format_bounds(&bounds), "3,5+,7+4,0+12");
+        assert_eq!(parse_bounds("3, 5+,7+4 ,0+12"), Ok(bounds.clone()));
+        assert_eq!(parse_bounds(&format_bounds(&bounds)), Ok(bounds));
+        // One more may be written either way; none, too.
+        assert_eq!(parse_bounds("5+1,5+0"), Ok(vec![b(5, 1), Bounds::exact(5)]));
+        for bad in [
+            "3,x",
+            "",
+            "-1",
+            "+",
+            "+2",
+            "3++",
+            "3+-1",
+            "3+x",
+            "3+2+",
+            "1+18446744073709551615",
+        ] {
+            assert!(parse_bounds(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn match_threads_takes_the_first_match_and_explains_failures() {
-        let b = [
-            Bounds {
-                acked: 2,
-                in_flight: true,
-            },
-            Bounds::exact(1),
-        ];
-        let ok = match_threads(&b, |t, c| {
+        let bounds = [b(2, 1), Bounds::exact(1)];
+        let ok = match_threads(&bounds, |t, c| {
             if t == 0 && c == 3 || t == 1 {
                 Ok(())
             } else {
@@ -236,7 +288,7 @@ mod tests {
             }
         });
         assert_eq!(ok, Ok(vec![3, 1]));
-        let bad = match_threads(&b, |t, _| {
+        let bad = match_threads(&bounds, |t, _| {
             if t == 0 {
                 Ok(())
             } else {
@@ -246,6 +298,21 @@ mod tests {
         let e = bad.unwrap_err();
         assert!(
             e.contains("thread 1") && e.contains("after 1 ops: differs"),
+            "{e}"
+        );
+        // Deferred durability: any count of the prefix, the first that matches.
+        let deferred = [b(2, 4)];
+        assert_eq!(
+            match_threads(&deferred, |_, c| if c >= 5 {
+                Ok(())
+            } else {
+                Err("no".into())
+            }),
+            Ok(vec![5])
+        );
+        let e = match_threads(&deferred, |_, _| Err("no".into())).unwrap_err();
+        assert!(
+            e.contains("2 acknowledged, up to 4 more") && e.contains("after 6 ops: no"),
             "{e}"
         );
     }
