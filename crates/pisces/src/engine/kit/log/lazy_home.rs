@@ -40,6 +40,9 @@ pub(crate) struct UnsyncedHome {
     ranges: Vec<(usize, usize)>,
     /// The highest log sequence number among the transactions whose ranges are here.
     seq: u64,
+    /// Transactions were written back since the last sync (some may have written no
+    /// range: a transaction whose copies equal home logs no entry and writes nothing).
+    pending: bool,
 }
 
 impl UnsyncedHome {
@@ -53,15 +56,25 @@ impl UnsyncedHome {
     #[inline]
     pub(crate) fn wrote_up_to(&mut self, seq: u64) {
         self.seq = self.seq.max(seq);
+        self.pending = true;
     }
 
     /// Make every waiting range durable: flush each, then one fence (one `msync` of
-    /// their pages). Returns the highest log sequence number of the transactions they
-    /// belong to, or `None` if nothing waited. The caller then lets the log drop those
-    /// records and clears its watermark bound.
+    /// their pages). Returns the highest log sequence number of the transactions
+    /// written back since the last sync, or `None` if none was. The caller then lets
+    /// the log drop those records and clears its watermark bound — also when they
+    /// wrote no range (no fence then): their bound would otherwise hold the watermark,
+    /// and with it the log, until a later transaction wrote something.
     pub(crate) fn sync(&mut self, heap: &Heap) -> Option<u64> {
-        if self.ranges.is_empty() {
+        if !std::mem::take(&mut self.pending) {
+            debug_assert!(
+                self.ranges.is_empty(),
+                "ranges pushed without `wrote_up_to`"
+            );
             return None;
+        }
+        if self.ranges.is_empty() {
+            return Some(self.seq);
         }
         let skip = crate::mutation::active!(HOME_SYNC_SKIPPED);
         for (off, len) in self.ranges.drain(..) {
