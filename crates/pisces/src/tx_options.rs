@@ -35,7 +35,11 @@ pub enum Durability {
     OnReturn,
     /// `run` returns once the transaction is visible; it becomes durable later, at the
     /// latest when [`crate::ThreadHandle::wait_durable`] or [`crate::Pool::sync`]
-    /// returns. On engines whose commit is durable anyway nothing changes.
+    /// returns. A crash before then may lose it, and with it the later transactions of
+    /// its thread, never an earlier one; a transaction that read what it wrote, once
+    /// durable, survives only with it. The `pisces`, `sp3` and `spht` engines defer
+    /// (on the file medium, `pisces` then shares one device sync among a thread's
+    /// commits); on the others the commit is durable anyway and nothing changes.
     Deferred,
 }
 
