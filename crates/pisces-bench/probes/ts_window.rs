@@ -95,6 +95,7 @@ fn main() {
                 waits_outside: false,
                 nvm_latency_ns: 0,
                 disk: None,
+                deferred: false,
             };
             let mut m: [Vec<f64>; 6] = Default::default();
             for run in 0..runs {

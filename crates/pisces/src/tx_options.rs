@@ -37,9 +37,10 @@ pub enum Durability {
     /// latest when [`crate::ThreadHandle::wait_durable`] or [`crate::Pool::sync`]
     /// returns. A crash before then may lose it, and with it the later transactions of
     /// its thread, never an earlier one; a transaction that read what it wrote, once
-    /// durable, survives only with it. The `pisces`, `sp3` and `spht` engines defer
-    /// (on the file medium, `pisces` then shares one device sync among a thread's
-    /// commits); on the others the commit is durable anyway and nothing changes.
+    /// durable, survives only with it. The `pisces` engine defers its record's
+    /// persistence (on the file medium a thread's deferred commits then share one
+    /// device sync); `sp3` and `spht` persist their record and defer the wait for what
+    /// it depends on; on the others the commit is durable anyway and nothing changes.
     Deferred,
 }
 

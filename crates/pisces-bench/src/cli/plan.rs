@@ -806,6 +806,42 @@ mod tests {
         assert_eq!(s.set_keys, [200, 500]);
     }
 
+    /// `--durability deferred`: the key-value workloads of the library's engines, each
+    /// measurement deferred, the peers and the other workloads left out with a note.
+    #[test]
+    fn a_deferred_run_plans_the_library_on_the_key_value_workloads() {
+        let s = parse(&[
+            "--dir",
+            "/d",
+            "--durability",
+            "deferred",
+            "--engines",
+            "pisces,redb",
+            "--workloads",
+            "hash,tpcc",
+        ])
+        .unwrap()
+        .settings();
+        assert!(s.deferred);
+        let (specs, notes) = plan(&s);
+        assert!(!specs.is_empty());
+        assert!(specs
+            .iter()
+            .all(|x| x.deferred && x.engine.engine == Engine::PISCES && x.workload == "hash"));
+        assert!(
+            notes.iter().any(|n| n.starts_with("hash: redb skipped")),
+            "{notes:?}"
+        );
+        assert!(
+            notes.iter().any(|n| n.starts_with("tpcc: skipped")),
+            "{notes:?}"
+        );
+        let on_return = parse(&["--dir", "/d"]).unwrap().settings();
+        assert!(!on_return.deferred && plan(&on_return).0.iter().all(|x| !x.deferred));
+        let e = parse(&["--durability", "later"]).err().unwrap();
+        assert!(e.contains("on-return, deferred"), "{e}");
+    }
+
     /// `--dir`: its defaults (the durable engines and the peers; hash at 20 %, ycsb A,
     /// the bulk load on one writer), every measurement on the directory, the engines
     /// that make nothing durable and the emulated-latency workloads left out with a
