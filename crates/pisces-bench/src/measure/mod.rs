@@ -305,6 +305,7 @@ fn lib_worker(
 ) -> Result<WorkerOut, String> {
     let (waits_outside, deferred) = (spec.waits_outside, spec.deferred);
     dram::defer_emulated_waits(waits_outside);
+    crate::workloads::set_deferred_updates(deferred);
     let t = timed_loop(
         |rng, update| {
             let r = data.op(index, &mut h, rng, update);
@@ -324,6 +325,7 @@ fn lib_worker(
         h.wait_durable().map_err(|e| e.to_string())?;
         t.elapsed += w.elapsed();
     }
+    crate::workloads::set_deferred_updates(false);
     let stats = data.worker_done(index).unwrap_or_else(|| h.stats());
     drop(h); // writes back the pending batch on this thread: counted below
     dram::defer_emulated_waits(false);
@@ -494,7 +496,6 @@ fn measure_at(
 ) -> Result<Outcome, String> {
     let _guard = RemoveOnDrop(path.to_path_buf());
     let (pool, target) = prepare(path, spec, sizes, seconds, seed)?;
-    crate::workloads::set_deferred_updates(spec.deferred);
     let start = Barrier::new(spec.threads + 1);
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);

@@ -33,25 +33,27 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::hint::black_box;
 
-/// Update transactions of the key-value data sets ([`hash`], [`btree`], [`set`],
-/// [`ycsb`], [`strmap`], [`bulk`], [`hot`]) return after they are durable (false), or
-/// once visible, with durability deferred (true: `--durability deferred`). Set by the
-/// harness before a measurement's workers start ([`set_deferred_updates`]); the
-/// preloads and the other data sets always commit durable on return.
-static DEFERRED_UPDATES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+std::thread_local! {
+    /// Update transactions of the key-value data sets ([`hash`], [`btree`], [`set`],
+    /// [`ycsb`], [`strmap`], [`bulk`], [`hot`]) run on this thread return after they
+    /// are durable (false), or once visible, with durability deferred (true:
+    /// `--durability deferred`). Per thread: a measurement's worker sets it for its own
+    /// operations ([`set_deferred_updates`]), so measurements that run side by side
+    /// (the harness's tests) do not see each other's; preloads, on the main thread,
+    /// and the other data sets commit durable on return.
+    static DEFERRED_UPDATES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
-/// Set how the next measurement's update transactions commit (see [`update_options`]).
+/// Set how this thread's update transactions commit (see [`update_options`]).
 pub fn set_deferred_updates(deferred: bool) {
-    // Relaxed: set before the measurement's worker threads are spawned, which orders it.
-    DEFERRED_UPDATES.store(deferred, std::sync::atomic::Ordering::Relaxed);
+    DEFERRED_UPDATES.with(|d| d.set(deferred));
 }
 
 /// The options of an update transaction of a key-value data set: durable on return,
 /// or with durability deferred ([`set_deferred_updates`]).
 #[inline]
 pub fn update_options() -> TxOptions {
-    // Relaxed: see `set_deferred_updates`.
-    let durability = if DEFERRED_UPDATES.load(std::sync::atomic::Ordering::Relaxed) {
+    let durability = if DEFERRED_UPDATES.with(std::cell::Cell::get) {
         Durability::Deferred
     } else {
         Durability::OnReturn
