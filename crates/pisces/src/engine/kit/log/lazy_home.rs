@@ -40,8 +40,8 @@ pub(crate) struct UnsyncedHome {
     ranges: Vec<(usize, usize)>,
     /// The highest log sequence number among the transactions whose ranges are here.
     seq: u64,
-    /// Transactions were written back since the last sync (some may have written no
-    /// range: a transaction whose copies equal home logs no entry and writes nothing).
+    /// Something was written back since the last sync: a range, or a transaction that
+    /// wrote none (one whose copies equal home logs no entry and writes nothing home).
     pending: bool,
 }
 
@@ -50,9 +50,11 @@ impl UnsyncedHome {
     #[inline]
     pub(crate) fn push(&mut self, off: usize, len: usize) {
         self.ranges.push((off, len));
+        self.pending = true;
     }
 
-    /// The ranges pushed so far belong to transactions up to log sequence number `seq`.
+    /// The ranges pushed so far belong to transactions up to log sequence number `seq`
+    /// (those transactions were written back, whether they pushed a range or not).
     #[inline]
     pub(crate) fn wrote_up_to(&mut self, seq: u64) {
         self.seq = self.seq.max(seq);
@@ -67,10 +69,6 @@ impl UnsyncedHome {
     /// and with it the log, until a later transaction wrote something.
     pub(crate) fn sync(&mut self, heap: &Heap) -> Option<u64> {
         if !std::mem::take(&mut self.pending) {
-            debug_assert!(
-                self.ranges.is_empty(),
-                "ranges pushed without `wrote_up_to`"
-            );
             return None;
         }
         if self.ranges.is_empty() {
