@@ -761,8 +761,8 @@ impl EngineThread for PiscesThread {
         self.in_snapshot = false;
         self.ro_locked_reads += self.attempt_locked_reads.get();
         self.after_read_only();
-        if self.read_unfenced.replace(0) != 0 && wait {
-            return Ok(self.wait_durable(DEPENDENCIES));
+        if self.read_unfenced.get() != 0 {
+            return Ok(self.end_unfenced_reads(wait));
         }
         Ok(Ok(()))
     }
@@ -877,7 +877,8 @@ impl EngineThread for PiscesThread {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.retries.end(&self.sh.fallback, self.slot);
             self.end_read_only();
-            if self.read_unfenced.replace(0) != 0 {
+            if self.read_unfenced.get() != 0 {
+                self.read_unfenced.set(0);
                 return Ok(DEPENDENCIES);
             }
             return Ok(crate::engine::DurableToken::DURABLE);
@@ -1199,6 +1200,20 @@ impl PiscesThread {
         self.log.fenced();
         let newest = self.log.next_seq() - 1;
         self.own_slot().run.fenced(newest);
+    }
+
+    /// The end of a snapshot that read copies of transactions whose records were
+    /// appended unfenced: forget them, and, if it returns as durable (`wait`), make
+    /// every run durable first. Out of line: the common snapshot read none.
+    #[cold]
+    #[inline(never)]
+    fn end_unfenced_reads(&mut self, wait: bool) -> Result<()> {
+        self.read_unfenced.set(0);
+        if wait {
+            self.wait_durable(DEPENDENCIES)
+        } else {
+            Ok(())
+        }
     }
 
     /// `read` returned a copy of a transaction of `slot` whose record was appended
