@@ -12,7 +12,7 @@ use super::oracle::allocated_equals_reachable;
 use super::rng::mix;
 use super::workload::{candidates, format_bounds, Bounds, Workload};
 use pisces::{PPtr, Pool, Result, ThreadHandle, TxOptions};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Number of accounts.
 pub const ACCOUNTS: usize = 8;
@@ -130,25 +130,66 @@ impl Workload for Bank {
                 after
             })
             .collect();
-        let counts = candidates(bounds)
-            .find(|c| {
-                let mut b = [INITIAL; ACCOUNTS];
-                for (t, &n) in c.iter().enumerate() {
-                    for (x, d) in b.iter_mut().zip(deltas[t][n - bounds[t].acked]) {
-                        *x += d;
-                    }
-                }
-                b == got
-            })
-            .ok_or_else(|| {
-                format!(
-                    "balances {got:?} are those after no allowed numbers of transfers (acknowledged {})",
-                    format_bounds(bounds)
-                )
-            })?;
+        let counts = find_counts(bounds, &deltas, got).ok_or_else(|| {
+            format!(
+                "balances {got:?} are those after no allowed numbers of transfers (acknowledged {})",
+                format_bounds(bounds)
+            )
+        })?;
         let mut reachable: BTreeSet<u64> = accounts.iter().map(|p| p.offset()).collect();
         reachable.insert(table.offset());
         allocated_equals_reachable(pool, &reachable)?;
         Ok(counts)
     }
+}
+
+/// Counts of transfers per thread, within `bounds`, whose balances are `got`, if any:
+/// `deltas[t][k]` is thread `t`'s change to the balances after `acked + k` transfers.
+///
+/// Meet in the middle: the balances are a sum of one delta per thread, so the threads
+/// are split in two groups of about as many combinations each; every sum of the first
+/// group is kept by value, and each combination of the second looks up the sum it
+/// needs from the first. That tries about the square root of the combinations that
+/// trying each one in turn would (many threads with operations in doubt each make
+/// millions of them), at the cost of one table of the first group's sums.
+fn find_counts(
+    bounds: &[Bounds],
+    deltas: &[Vec<[i64; ACCOUNTS]>],
+    got: [i64; ACCOUNTS],
+) -> Option<Vec<usize>> {
+    // The split: the first group takes threads while its combinations stay at or below
+    // the square root of all of them.
+    let all: f64 = bounds.iter().map(|b| (b.maybe + 1) as f64).product();
+    let mut split = 0;
+    let mut first = 1.0;
+    while split < bounds.len() && first * ((bounds[split].maybe + 1) as f64) <= all.sqrt() {
+        first *= (bounds[split].maybe + 1) as f64;
+        split += 1;
+    }
+    let (low, high) = bounds.split_at(split);
+    // The summed deltas of `counts`, the counts of threads `from..` (bounds `group`).
+    let sum = |group: &[Bounds], from: usize, counts: &[usize]| {
+        let mut b = [0i64; ACCOUNTS];
+        for (i, &n) in counts.iter().enumerate() {
+            for (x, d) in b.iter_mut().zip(deltas[from + i][n - group[i].acked]) {
+                *x += d;
+            }
+        }
+        b
+    };
+    let mut sums: HashMap<[i64; ACCOUNTS], Vec<usize>> = HashMap::new();
+    for c in candidates(low) {
+        sums.entry(sum(low, 0, &c)).or_insert(c);
+    }
+    for c in candidates(high) {
+        let s = sum(high, split, &c);
+        let mut need = got;
+        for (n, x) in need.iter_mut().zip(s) {
+            *n -= INITIAL + x;
+        }
+        if let Some(l) = sums.get(&need) {
+            return Some(l.iter().chain(&c).copied().collect());
+        }
+    }
+    None
 }
