@@ -28,7 +28,7 @@
 //! the crash, under the mutex, the simulator captures the durable image, a copy of the
 //! working image (read with relaxed 8-byte atomic loads, since other threads may be
 //! storing) and the lines flushed but not yet fenced. From then on
-//! [`Medium::crashed`] is true and every flush and fence is a no-op that never touches
+//! [`SimMedium::crashed`] is true and every flush and fence is a no-op that never touches
 //! the durable image: the state is frozen at one global point, and other threads keep
 //! running until they notice `crashed()` and stop.
 //!
