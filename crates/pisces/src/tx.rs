@@ -166,8 +166,25 @@ impl<'h> Tx<'h> {
         // was compiled out of line, one call and a copy of `fast` per read.)
         // The smallest class holding a `T`: a compile-time constant per type, so the
         // length check is part of the fast path's class compare.
+        self.read_found::<T, false>(p)
+    }
+
+    /// [`Tx::read`] of an object read again and again (a container's header): the
+    /// fast path remembers where it found it (`FastReads::read`'s `FIND_AGAIN`).
+    #[inline(always)]
+    pub(crate) fn read_again<T: Pod>(&self, p: PPtr<T>) -> Result<&T> {
+        self.read_found::<T, true>(p)
+    }
+
+    #[inline(always)]
+    fn read_found<T: Pod, const FIND_AGAIN: bool>(&self, p: PPtr<T>) -> Result<&T> {
+        const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
+        // (A `match` on the inlined fast path, not `Option` combinators: a closure there
+        // was compiled out of line, one call and a copy of `fast` per read.)
+        // The smallest class holding a `T`: a compile-time constant per type, so the
+        // length check is part of the fast path's class compare.
         let min_class = const { FastReads::min_class(size_of::<T>()) };
-        let ptr = match self.fast.get().read(p.offset(), min_class) {
+        let ptr = match self.fast.get().read::<FIND_AGAIN>(p.offset(), min_class) {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), size_of::<T>())?,
         };
@@ -265,7 +282,11 @@ impl<'h> Tx<'h> {
 
     /// The first `len` bytes of the object at `p` in this transaction's snapshot.
     pub fn read_bytes(&self, p: PPtr<u8>, len: usize) -> Result<&[u8]> {
-        let ptr = match self.fast.get().read(p.offset(), FastReads::min_class(len)) {
+        let ptr = match self
+            .fast
+            .get()
+            .read::<false>(p.offset(), FastReads::min_class(len))
+        {
             Some(ptr) => ptr,
             None => self.read_engine(p.offset(), len)?,
         };

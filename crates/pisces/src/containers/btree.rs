@@ -467,7 +467,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
         if self.header.is_null() {
             return Err(Error::invalid_pointer("null B+-tree handle"));
         }
-        let h = *tx.read(self.header)?;
+        let h = *tx.read_again(self.header)?;
         if h.magic != MAGIC {
             return Err(Error::invalid_pointer(format!(
                 "{:#x} is not a B+-tree",

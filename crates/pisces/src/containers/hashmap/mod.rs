@@ -603,7 +603,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         if self.header.is_null() {
             return Err(Error::invalid_pointer("null hash map handle"));
         }
-        let h = tx.read(self.header)?;
+        let h = tx.read_again(self.header)?;
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
             return Err(self.bad_header(h));
         }

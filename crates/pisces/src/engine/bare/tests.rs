@@ -194,7 +194,10 @@ fn the_fast_path_serves_published_objects_only() {
     let mut t = e.thread(0).unwrap();
     begin(&mut t);
     let fresh = t.alloc(8).unwrap();
-    assert_eq!(t.fast_reads().get().read(fresh, min_class(8)), None);
+    assert_eq!(
+        t.fast_reads().get().read::<false>(fresh, min_class(8)),
+        None
+    );
     assert!(
         t.read(fresh, 8).is_ok(),
         "its own allocation, by the slow path"
@@ -202,13 +205,16 @@ fn the_fast_path_serves_published_objects_only() {
     t.commit().unwrap();
 
     begin(&mut t);
-    let home = t.fast_reads().get().read(fresh, min_class(8));
+    let home = t.fast_reads().get().read::<false>(fresh, min_class(8));
     assert_eq!(home, Some(t.read(fresh, 8).unwrap()));
     t.free(fresh).unwrap();
     t.commit().unwrap();
 
     begin(&mut t);
-    assert_eq!(t.fast_reads().get().read(fresh, min_class(8)), None);
+    assert_eq!(
+        t.fast_reads().get().read::<false>(fresh, min_class(8)),
+        None
+    );
     assert!(matches!(t.read(fresh, 8), Err(Error::InvalidPointer(_))));
     t.commit().unwrap();
 }

@@ -30,6 +30,9 @@ use crate::heap::alloc::{self, Allocator, SmallBlocks, HEADER};
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastReads {
     blocks: SmallBlocks,
+    /// Blocks this path found before ([`FoundBlocks`]): the engine thread's own table,
+    /// or [`NOTHING_FOUND`].
+    found: *const FoundBlocks,
     /// The header-word value a readable object has at least (`live_word`: exactly).
     base: u64,
     /// How far above `base` the header word may be (`u64::MAX`: any value, the header
@@ -44,7 +47,9 @@ pub(crate) struct FastReads {
 }
 
 // SAFETY: it only reads through the allocator's geometry (atomics and immutable
-// fields), which is `Sync`; the contract of the constructors keeps it alive.
+// fields), which is `Sync`; the contract of the constructors keeps it alive. What it
+// writes is its found-blocks table, which is `Sync` by its own argument (one thread at
+// a time; `NOTHING_FOUND` never written) and outlives it (`OwnedFastReads`).
 unsafe impl Send for FastReads {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for FastReads {}
@@ -54,9 +59,12 @@ impl FastReads {
     /// outside a running attempt).
     pub(crate) const NONE: FastReads = FastReads {
         blocks: SmallBlocks::empty(),
+        found: &NOTHING_FOUND,
         base: 0,
         bound: 0,
-        bitmap: false,
+        // The bitmap mode's lookup declines at once (no slabs), without a look at the
+        // found blocks' table first.
+        bitmap: true,
         until_write: false,
     };
 
@@ -72,6 +80,7 @@ impl FastReads {
         debug_assert_ne!(live, 0);
         FastReads {
             blocks: alloc.small_blocks(),
+            found: &NOTHING_FOUND,
             base: live,
             bound: 0,
             bitmap: false,
@@ -88,6 +97,7 @@ impl FastReads {
     pub(crate) unsafe fn bitmap(alloc: &Allocator) -> FastReads {
         FastReads {
             blocks: alloc.small_blocks(),
+            found: &NOTHING_FOUND,
             base: 0,
             bound: u64::MAX,
             bitmap: true,
@@ -109,6 +119,7 @@ impl FastReads {
         debug_assert_ne!(base, 0);
         FastReads {
             blocks: alloc.small_blocks(),
+            found: &NOTHING_FOUND,
             base,
             bound: snapshot,
             bitmap: true,
@@ -142,14 +153,40 @@ impl FastReads {
 
     /// The home payload of the object at `off` whose block is of class `min_class` or
     /// larger (`min_class(len)` for a `len`-byte read), or `None`: ask the engine.
+    ///
+    /// `FIND_AGAIN`: look the offset up in the path's table of blocks found before
+    /// ([`FoundBlocks`]) first, and enter it there once found; for objects read again
+    /// and again (containers' headers), where a hit skips the geometry lookup. Other
+    /// reads leave the table alone: where few reads hit, the lookup and the entry cost
+    /// more than the hits save.
     #[inline(always)]
-    pub(crate) fn read(&self, off: u64, min_class: u32) -> Option<*const u8> {
+    pub(crate) fn read<const FIND_AGAIN: bool>(
+        &self,
+        off: u64,
+        min_class: u32,
+    ) -> Option<*const u8> {
         let hw = if self.bitmap {
             // SAFETY: the allocator is alive while `self` is used (constructors).
             unsafe { self.blocks.allocated_header(off, min_class) }?
-        } else {
+        } else if !FIND_AGAIN {
             // SAFETY: as above.
             unsafe { self.blocks.header(off, min_class) }?
+        } else {
+            // SAFETY: `found` is `NOTHING_FOUND` or the owning engine thread's table,
+            // which outlives every path to it (`OwnedFastReads`).
+            let found = unsafe { &*self.found };
+            let i = FoundBlocks::index(off);
+            if found.offsets[i].get() == off && u32::from(found.classes[i].get()) > min_class {
+                self.blocks.header_of_found(off)
+            } else {
+                // SAFETY: as above.
+                let (hw, class) = unsafe { self.blocks.header_and_class(off, min_class) }?;
+                // (Never `NOTHING_FOUND`: a path to it has no slabs, so the lookup
+                // above declined.)
+                found.offsets[i].set(off);
+                found.classes[i].set(class as u8 + 1);
+                hw
+            }
         };
         // SAFETY: a block's header word inside the mapped image, 8-aligned, only
         // accessed atomically (`SmallBlocks::header`).
@@ -163,6 +200,62 @@ impl FastReads {
         }
         // The payload follows the header word inside the block.
         Some((hw as *const u8).wrapping_add(HEADER))
+    }
+}
+
+/// Payload offsets that a [`FastReads`] path found to be blocks of a small class, with
+/// the class: a later read of one skips the geometry lookup (slab table, class, block
+/// start by one multiply). Sound because the answer never changes within a run: a
+/// small slab keeps its class until the pool is opened again, so a block start of
+/// class `c` stays one, and the path is built again at every open. What may change,
+/// the allocation state and the version to read, is the header word's, which every
+/// read still checks.
+///
+/// Direct-mapped by a hash of the offset. An entry holds the offset and the class
+/// plus one (0: empty, which no read's class test passes, so an empty entry never
+/// matches whatever offset a forged pointer names); a read hits when the offset is
+/// equal and the class holds its length (`class + 1 > min_class`).
+///
+/// Written only by the thread that holds the engine thread owning the table (the
+/// `Tx` that reads through the path is not `Sync`, and an engine thread is used by
+/// one thread at a time); [`NOTHING_FOUND`] is never written.
+pub(crate) struct FoundBlocks {
+    offsets: [std::cell::Cell<u64>; FOUND],
+    classes: [std::cell::Cell<u8>; FOUND],
+}
+
+/// Entries of a [`FoundBlocks`] table.
+const FOUND: usize = 64;
+
+/// The table of paths without their own: every entry empty, never written.
+static NOTHING_FOUND: FoundBlocks = FoundBlocks::new();
+
+// SAFETY: see the type's docs: a table is written by one thread at a time (the one
+// holding its engine thread, handed between threads with the synchronisation that
+// hands the engine thread), and `NOTHING_FOUND`, the one shared by every thread, is
+// never written (a path pointing to it has no slabs, and only a successful lookup
+// writes).
+unsafe impl Sync for FoundBlocks {}
+
+impl FoundBlocks {
+    const fn new() -> FoundBlocks {
+        FoundBlocks {
+            offsets: [const { std::cell::Cell::new(0) }; FOUND],
+            classes: [const { std::cell::Cell::new(0) }; FOUND],
+        }
+    }
+
+    /// The entry of `off`: the top bits of a multiplicative hash (payload offsets of
+    /// one class differ by multiples of the block size, so their low bits repeat).
+    #[inline(always)]
+    fn index(off: u64) -> usize {
+        (off.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FOUND.trailing_zeros())) as usize
+    }
+}
+
+impl std::fmt::Debug for FoundBlocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FoundBlocks").finish_non_exhaustive()
     }
 }
 
@@ -206,15 +299,24 @@ impl FastPath {
 /// An engine thread's read fast path, in an allocation of its own: a [`FastPath`] to it
 /// is not a borrow of the engine thread, which the `Tx` holding the path also borrows
 /// (mutably), and it does not move when the thread state does.
+/// With the path, the [`FoundBlocks`] table its reads fill (kept across
+/// [`OwnedFastReads::set`]: an engine thread's paths all come from its pool's one
+/// allocator, whose geometry the table records).
 #[derive(Debug)]
-pub(crate) struct OwnedFastReads(std::ptr::NonNull<FastReads>);
+pub(crate) struct OwnedFastReads(std::ptr::NonNull<FastReads>, Box<FoundBlocks>);
 
-// SAFETY: owns its `FastReads` (which is `Send` and `Sync`), like a `Box`.
+// SAFETY: owns its `FastReads` (which is `Send` and `Sync`), like a `Box`, and its
+// table, which moves with it (only the thread holding the engine thread uses either).
 unsafe impl Send for OwnedFastReads {}
 
 impl OwnedFastReads {
     pub(crate) fn new(f: FastReads) -> OwnedFastReads {
-        OwnedFastReads(std::ptr::NonNull::from(Box::leak(Box::new(f))))
+        let found = Box::new(FoundBlocks::new());
+        let f = FastReads {
+            found: &*found,
+            ..f
+        };
+        OwnedFastReads(std::ptr::NonNull::from(Box::leak(Box::new(f))), found)
     }
 
     /// The path to hand to a `Tx`.
@@ -232,6 +334,10 @@ impl OwnedFastReads {
     /// Replace the fast path (no `FastPath` to it may be in use).
     #[inline(always)]
     pub(crate) fn set(&mut self, f: FastReads) {
+        let f = FastReads {
+            found: &*self.1,
+            ..f
+        };
         // SAFETY: the allocation is ours and alive; `&mut self` and the contract of
         // `path` rule out any reader.
         unsafe { *self.0.as_ptr() = f }
@@ -242,5 +348,79 @@ impl Drop for OwnedFastReads {
     fn drop(&mut self) {
         // SAFETY: made by `Box::leak` in `new`, freed once here.
         drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table of found blocks ([`FoundBlocks`]) through `Tx::read_again`, on the
+    //! engines whose path uses it (header-word mode: pisces and bare).
+    use crate::{Config, EngineId, Error, PPtr, Pool};
+
+    fn pools(dir: &tempfile::TempDir) -> Vec<Pool> {
+        [EngineId::Pisces, EngineId::Bare]
+            .into_iter()
+            .map(|e| {
+                let path = dir.path().join(format!("{e:?}.pool"));
+                Pool::create(path, Config::default().size(16 << 20).engine(e)).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_block_found_again_holds_only_what_its_class_holds() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        for pool in pools(&dir) {
+            let mut h = pool.handle().unwrap();
+            let p = h.run(|tx| tx.alloc(7u64)).unwrap();
+            let big = PPtr::<[u64; 64]>::from_offset(p.offset());
+            let (small, again, large) = h
+                .read(|tx| {
+                    let small = *tx.read_again(p)?;
+                    let again = *tx.read_again(p)?;
+                    // The entry names the block's class: a read it does not hold is
+                    // refused as before, not served from the entry.
+                    Ok((small, again, tx.read_again(big).map(|_| ())))
+                })
+                .unwrap();
+            assert_eq!((small, again), (7, 7));
+            assert!(matches!(large, Err(Error::InvalidPointer(_))), "{large:?}");
+        }
+    }
+
+    #[test]
+    fn forged_offsets_never_match_an_empty_entry() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        for pool in pools(&dir) {
+            let mut h = pool.handle().unwrap();
+            for off in [0, 1, 8, 24, 4096, u64::MAX - 7, u64::MAX] {
+                let r = h.read(|tx| tx.read_again(PPtr::<u8>::from_offset(off)).copied());
+                assert!(r.is_err(), "offset {off}: {r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_block_found_again_is_read_as_it_is_now() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        for pool in pools(&dir) {
+            let mut h = pool.handle().unwrap();
+            let p = h.run(|tx| tx.alloc(1u64)).unwrap();
+            assert_eq!(h.read(|tx| Ok(*tx.read_again(p)?)).unwrap(), 1);
+            h.run(|tx| {
+                *tx.write(p)? = 2;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(h.read(|tx| Ok(*tx.read_again(p)?)).unwrap(), 2);
+            h.run(|tx| tx.free(p)).unwrap();
+            // Dropped, the handle writes its transactions back (the free is published
+            // in the header word); the next handle takes the same thread state, whose
+            // table has `p`.
+            drop(h);
+            let mut h = pool.handle().unwrap();
+            let r = h.read(|tx| tx.read_again(p).copied());
+            assert!(r.is_err(), "freed ({:?}): {r:?}", pool.engine_id());
+        }
     }
 }

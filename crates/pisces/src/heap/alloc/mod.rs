@@ -1081,7 +1081,34 @@ impl SmallBlocks {
         min_class: u32,
     ) -> Option<*const AtomicU64> {
         // SAFETY: caller.
-        unsafe { self.locate(payload_off, min_class) }.map(|(hw, _, _)| hw)
+        unsafe { self.locate(payload_off, min_class) }.map(|(hw, _, _, _)| hw)
+    }
+
+    /// [`SmallBlocks::header`] and the block's class.
+    ///
+    /// # Safety
+    /// As for [`SmallBlocks::header`].
+    #[inline(always)]
+    pub(crate) unsafe fn header_and_class(
+        &self,
+        payload_off: u64,
+        min_class: u32,
+    ) -> Option<(*const AtomicU64, u32)> {
+        // SAFETY: caller.
+        let (hw, _, _, class) = unsafe { self.locate(payload_off, min_class) }?;
+        Some((hw, class as u32))
+    }
+
+    /// The header word of the small-class block whose payload starts at
+    /// `payload_off`, which an earlier [`SmallBlocks::header_and_class`] of this
+    /// geometry found, without looking again: a small slab keeps its class for the
+    /// whole run, so the block is still a block of the class found then.
+    #[inline(always)]
+    pub(crate) fn header_of_found(&self, payload_off: u64) -> *const AtomicU64 {
+        // As in `locate`: `heap + rel` is the block's header word.
+        self.heap
+            .wrapping_add(payload_off.wrapping_sub(self.payload0) as usize)
+            as *const AtomicU64
     }
 
     /// [`SmallBlocks::header`] of a block whose allocation bit is set (one more load:
@@ -1096,7 +1123,7 @@ impl SmallBlocks {
         min_class: u32,
     ) -> Option<*const AtomicU64> {
         // SAFETY: caller.
-        let (hw, slab_start, index) = unsafe { self.locate(payload_off, min_class) }?;
+        let (hw, slab_start, index, _) = unsafe { self.locate(payload_off, min_class) }?;
         // SAFETY: as in `block_state`: `index < nblocks` keeps the word inside the
         // slab's bitmap, 8-aligned; bitmap words are only accessed atomically.
         let w = unsafe {
@@ -1106,7 +1133,7 @@ impl SmallBlocks {
         (w.load(Ordering::Acquire) & (1u64 << (index % 64)) != 0).then_some(hw)
     }
 
-    /// The header word, the slab's offset in the heap and the block's index.
+    /// The header word, the slab's offset in the heap, the block's index and its class.
     ///
     /// The checks, each one compare: the slab is in the table; its entry is a small
     /// class of at least `min_class` (kind, class range and payload length folded into
@@ -1120,7 +1147,7 @@ impl SmallBlocks {
         &self,
         payload_off: u64,
         min_class: u32,
-    ) -> Option<(*const AtomicU64, usize, u32)> {
+    ) -> Option<(*const AtomicU64, usize, u32, usize)> {
         let rel = payload_off.wrapping_sub(self.payload0);
         let slab = (rel / SLAB_SIZE as u64) as usize;
         // (A `rel` that wrapped gives a slab index past the table.)
@@ -1136,6 +1163,6 @@ impl SmallBlocks {
         // is the block's offset in the heap); its header word is 8-aligned and only
         // accessed atomically (as in `block_state`).
         let hw = self.heap.wrapping_add(rel as usize) as *const AtomicU64;
-        Some((hw, slab * SLAB_SIZE, index))
+        Some((hw, slab * SLAB_SIZE, index, c))
     }
 }
