@@ -498,7 +498,7 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     /// An inner node's words and child count, validated.
     #[inline]
     fn inner<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [u64], usize)> {
-        let w = words::read(tx, off, Self::INNER)?;
+        let w = words::read_again(tx, off, Self::INNER)?;
         let n = Self::count(w, INNER_TAG, F)?;
         if n == 0 {
             return Err(words::corrupt("inner node without children"));

@@ -99,6 +99,19 @@ macro_rules! ladder {
             }
         }
 
+        /// [`read`] of a node read again and again (a tree's upper levels), through
+        /// `Tx::read_again`. Always inlined, as `read`.
+        #[inline(always)]
+        pub(crate) fn read_again<'t>(tx: &'t Tx<'_>, off: u64, s: Shape) -> Result<&'t [u64]> {
+            match s.size {
+                $($n => {
+                    let a: &[u64; $n] = tx.read_again(PPtr::from_offset(off))?;
+                    a.get(..s.len).ok_or_else(|| bad_shape(s))
+                })*
+                _ => Err(bad_shape(s)),
+            }
+        }
+
         /// This transaction's private, writable copy of the node at `off` (locks it).
         /// Always inlined, as `read`.
         #[inline(always)]
