@@ -542,6 +542,40 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
     a.abort();
 }
 
+/// The kept-copy lookup, which locates nothing, hands out only what a located read
+/// would: not more bytes than the kept copy holds (a read longer than the object is
+/// refused), and not the root slot's payload by its own offset (a user may only read it
+/// through the root token; its copy is not kept).
+#[test]
+fn the_kept_copy_lookup_hands_out_only_located_objects() {
+    use crate::engine::kit::validate::{root_slot_token, ROOT_SLOT_PAYLOAD};
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    put(&mut a, x, 5);
+    e.quiesce();
+    assert_eq!(get(&mut a, x), 5);
+    assert_eq!(get(&mut a, x), 5, "read from the kept copy");
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(x, 4096), Err(crate::Error::InvalidPointer(_))),
+        "a 4096-byte read of an 8-byte object with a kept copy"
+    );
+    a.abort();
+    for _ in 0..2 {
+        a.begin(&TxOptions::default());
+        a.read(root_slot_token(), 16).unwrap();
+        assert!(
+            matches!(
+                a.read(ROOT_SLOT_PAYLOAD, 8),
+                Err(crate::Error::InvalidPointer(_))
+            ),
+            "the root slot's payload read by its offset"
+        );
+        a.commit().unwrap();
+    }
+}
+
 /// On a pool file the working snapshot is a copy-on-write (`MAP_PRIVATE`) mapping:
 /// commits change it and not the file until the replayer applies them; the file then
 /// holds the committed values, and a reopened pool reads them.

@@ -13,10 +13,15 @@
 //!   else `Conflict`). Copies are never written while the transaction runs
 //!   ([`ReadCopies`], [`CopyCache`]), so the bytes behind the returned pointer never
 //!   change — committers write the snapshot in place, which is why a read copies at
-//!   all (an HTM read is a plain load: a concurrent write aborts the reader). An
-//!   allocated small object is located with the kit's read fast path
-//!   ([`FastReads`]: geometry and allocation bit); every other offset, and every read
-//!   of a transaction that wrote, goes through `locate_object` and the write set.
+//!   all (an HTM read is a plain load: a concurrent write aborts the reader). A
+//!   transaction that wrote nothing first looks for the kept copy of the object whose
+//!   header word would precede `off`, without locating it: the cache keeps only copies
+//!   of objects a read located at their own payload offset, and every commit that
+//!   allocates, frees or writes an object moves its stripe to a new version, so a kept
+//!   copy at the stripe's current version is of an object still allocated there,
+//!   unchanged. Else an allocated small object is located with the kit's read fast
+//!   path ([`FastReads`]: geometry and allocation bit); every other offset, and every
+//!   read of a transaction that wrote, goes through `locate_object` and the write set.
 //! * **Write**: a private copy of the whole payload out of the working snapshot,
 //!   remembered with the stripe version it was copied at (an earlier read's version is
 //!   in the read set). **Alloc**: a reserved block with a zeroed
@@ -221,6 +226,16 @@ pub(crate) struct SlotLocal {
     pub last_ts: u64,
 }
 
+/// What [`SphtThread::read_kept`] found.
+enum Kept {
+    /// The kept copy, handed out (joined the read set).
+    Hit(*const u8),
+    /// No kept copy at this version: the stripe and the version to copy at.
+    Miss(u32, u64),
+    /// The stripe is locked or written at or after `rv`.
+    Unreadable,
+}
+
 /// One object of the write set.
 struct WEntry {
     off: u64,
@@ -407,8 +422,8 @@ impl SphtThread {
     /// blocks whose allocation is not replayed yet, bad offsets), then this
     /// transaction's own copy if it wrote the object.
     #[inline(never)]
-    fn read_located(&self, off: u64, len: usize) -> Result<*const u8> {
-        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
+    fn read_located(&self, user_off: u64, len: usize) -> Result<*const u8> {
+        let (hdr, plen) = locate_object(&self.sh.alloc, user_off, len, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
         // The real payload (the root slot's token maps to the slot).
         let off = hdr + HEADER as u64;
@@ -418,42 +433,97 @@ impl SphtThread {
                 return Ok(w.copy.as_ptr() as *const u8);
             }
         }
-        self.read_snapshot(hdr, off, len)
+        // The root slot's token is not its payload's offset, which a user may not
+        // read: its copy is not kept (`read_kept` would hand it out for that offset).
+        self.read_snapshot(hdr, off, len, off == user_off)
+    }
+
+    /// The kept copy of at least `n` words of the object whose header word is at `hdr`
+    /// if its stripe is readable at `rv` and still has the version the copy was taken
+    /// at (it then joins the read set); else the stripe and its version for a copy, or
+    /// `Unreadable` (locked, or written at or after `rv`).
+    ///
+    /// No check that `hdr` is an object's header: the cache only keeps copies of
+    /// objects located at `hdr` (`read_copy` with `keep`), of at most their payload
+    /// length, and every commit that allocates or frees the block at `hdr` (as every
+    /// one that writes it) locks and releases its stripe with a new version — so a kept
+    /// copy whose version is the stripe's now is of an object that is still allocated
+    /// there, unchanged. An offset that is no object matches no kept copy.
+    #[inline(always)]
+    fn read_kept(&self, hdr: u64, n: usize) -> Kept {
+        let idx = self.sh.stripes.index(hdr);
+        // Acquire: pairs with the committer's Release unlock (as in `readable_stripe`):
+        // a copy taken after this load sees at least the write-back of version `v`.
+        let v = self.sh.stripes.word(idx).load(Acquire);
+        if v >= self.stripe_bound {
+            return Kept::Unreadable;
+        }
+        let mut rs = self.rs.borrow_mut();
+        let rs = &mut *rs;
+        match rs.cache.get(hdr, v, n) {
+            Some(p) => {
+                rs.reads.push((idx, v));
+                rs.max_read = rs.max_read.max(v);
+                Kept::Hit(p as *const u8)
+            }
+            None => Kept::Miss(idx, v),
+        }
     }
 
     /// A copy of the first `len` bytes (`len` validated against the payload) of the
     /// object whose header word is at `hdr` and payload at `off`, as of `rv`: the kept
     /// copy if its stripe still has the version it was taken at (`CopyCache`), else a
-    /// new seqlock copy. Joins the read set.
+    /// new seqlock copy, kept in the cache if `keep` (only for an object a user reads
+    /// at `off` itself: `read_kept` hands a kept copy out for `hdr + HEADER` without
+    /// locating it). Joins the read set.
     ///
     /// Two reads of an object in one transaction may hand out two copies: both are of
     /// a version below `rv`, which no commit replaces before a reader sees the stripe
     /// locked (TL2), so they are equal or the second read conflicts.
     #[inline(always)]
-    fn read_snapshot(&self, hdr: u64, off: u64, len: usize) -> Result<*const u8> {
+    fn read_snapshot(&self, hdr: u64, off: u64, len: usize, keep: bool) -> Result<*const u8> {
         let n = len.div_ceil(8);
         let (idx, v) = self.readable_stripe(hdr)?;
+        {
+            let mut rs = self.rs.borrow_mut();
+            if let Some(p) = rs.cache.get(hdr, v, n) {
+                rs.reads.push((idx, v));
+                rs.max_read = rs.max_read.max(v);
+                return Ok(p as *const u8);
+            }
+        }
+        self.read_copy(idx, v, hdr, off, n, keep)
+    }
+
+    /// A new seqlock copy of `n` words (validated against the payload) of the object
+    /// whose header word is at `hdr` and payload at `off`, if stripe `idx` has version
+    /// `v` (below `rv`, read before) before and after it; kept in the cache if `keep`
+    /// and the cache has room. Joins the read set.
+    #[inline(always)]
+    fn read_copy(
+        &self,
+        idx: u32,
+        v: u64,
+        hdr: u64,
+        off: u64,
+        n: usize,
+        keep: bool,
+    ) -> Result<*const u8> {
         let mut rs = self.rs.borrow_mut();
         let rs = &mut *rs;
-        rs.reads.push((idx, v));
-        rs.max_read = rs.max_read.max(v);
-        if let Some(p) = rs.cache.get(hdr, v, n) {
-            return Ok(p as *const u8);
-        }
-        let (p, kept) = match rs.cache.slot(hdr, n) {
+        let (p, kept) = match rs.cache.slot(hdr, n).filter(|_| keep) {
             Some(p) => (p, true),
             None => (rs.copies.take(n), false),
         };
         // SAFETY: `slot` and `take` hand out `n` words that no copy handed out in this
         // transaction uses, not moved before it ends (`CopyCache`, `ReadCopies`).
         let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
-        if let Err(e) = self.copy_at(idx, v, off, dst) {
-            rs.reads.pop();
-            return Err(e);
-        }
+        self.copy_at(idx, v, off, dst)?;
         if kept {
             rs.cache.filled(hdr, v, n);
         }
+        rs.reads.push((idx, v));
+        rs.max_read = rs.max_read.max(v);
         Ok(p as *const u8)
     }
 
@@ -957,17 +1027,29 @@ impl EngineThread for SphtThread {
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        // The common case in a few compares: no write of ours to look up, and an
-        // allocated small block of a class that holds `len` bytes (its header word
-        // precedes the payload). Everything else goes through `read_located`.
-        let small = self.writes.is_empty()
-            && class_for(len.saturating_add(HEADER))
-                .is_some_and(|c| self.located.allocated(off, c as u32));
-        if small {
-            self.read_snapshot(off - HEADER as u64, off, len)
-        } else {
-            self.read_located(off, len)
+        // The common cases in a few compares, for a transaction with no write of ours
+        // to look up: first the kept copy of the object at `off` (no geometry: a kept
+        // copy's header offset was located as an object's when it was taken, and
+        // nothing changed the object since, see `read_kept`); then an allocated small
+        // block of a class that holds `len` bytes (its header word precedes the
+        // payload). Everything else goes through `read_located`.
+        if self.writes.is_empty() {
+            let hdr = off.wrapping_sub(HEADER as u64);
+            let n = len.div_ceil(8);
+            let kept = self.read_kept(hdr, n);
+            if let Kept::Hit(p) = kept {
+                return Ok(p);
+            }
+            if class_for(len.saturating_add(HEADER))
+                .is_some_and(|c| self.located.allocated(off, c as u32))
+            {
+                return match kept {
+                    Kept::Miss(idx, v) => self.read_copy(idx, v, hdr, off, n, true),
+                    _ => Err(Error::Conflict),
+                };
+            }
         }
+        self.read_located(off, len)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
