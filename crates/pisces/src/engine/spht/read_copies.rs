@@ -135,6 +135,10 @@ pub(super) struct CopyCache {
     epoch: u64,
 }
 
+/// A set of the [`CopyCache`] (`CopyCache::set_of` of an object's header offset).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Set(usize);
+
 impl Default for CopyCache {
     fn default() -> CopyCache {
         CopyCache {
@@ -161,24 +165,37 @@ impl CopyCache {
 
     /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
     /// version `version`, handed out for the rest of this transaction.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn get(&mut self, hdr: u64, version: u64, n: usize) -> Option<*const u64> {
+        self.find(hdr, version, n).ok()
+    }
+
+    /// [`CopyCache::get`], or the object's set for [`CopyCache::slot_in`] (one hash).
+    #[inline]
+    pub(super) fn find(&mut self, hdr: u64, version: u64, n: usize) -> Result<*const u64, Set> {
         let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
+        let set = Set(Self::set_of(hdr));
+        let e = &mut self.sets[set.0 % CACHE_SETS];
         if e.hdr == hdr && e.version == version && e.len >= n {
             e.epoch = epoch;
-            return Some(e.words.as_ptr());
+            return Ok(e.words.as_ptr());
         }
-        None
+        Err(set)
     }
 
     /// Room for a new copy of `n` words of the object at `hdr`, or `None` (too large, or
     /// its set's copy is handed out in this transaction). The entry is empty until
     /// [`CopyCache::filled`].
-    #[inline]
+    #[cfg(test)]
     pub(super) fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
+        self.slot_in(Set(Self::set_of(hdr)), n)
+    }
+
+    /// [`CopyCache::slot`] in the set [`CopyCache::find`] named.
+    #[inline]
+    pub(super) fn slot_in(&mut self, set: Set, n: usize) -> Option<*mut u64> {
         let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
+        let e = &mut self.sets[set.0 % CACHE_SETS];
         if n > CACHE_MAX_WORDS || e.epoch == epoch {
             return None;
         }
@@ -191,10 +208,16 @@ impl CopyCache {
 
     /// The copy [`CopyCache::slot`] gave room for holds `n` words of the object at `hdr`
     /// at stripe version `version`; handed out for the rest of this transaction.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn filled(&mut self, hdr: u64, version: u64, n: usize) {
+        self.filled_in(Set(Self::set_of(hdr)), hdr, version, n)
+    }
+
+    /// [`CopyCache::filled`] of the set [`CopyCache::slot_in`] gave room in.
+    #[inline]
+    pub(super) fn filled_in(&mut self, set: Set, hdr: u64, version: u64, n: usize) {
         let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
+        let e = &mut self.sets[set.0 % CACHE_SETS];
         (e.hdr, e.version, e.len, e.epoch) = (hdr, version, n, epoch);
     }
 

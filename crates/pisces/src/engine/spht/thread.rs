@@ -163,10 +163,10 @@ use super::clock::PhysClock;
 use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
 use super::log::{self, LogWriter, Standing, BACK, FWD, HEADER_LEN, MAX_DEPS, MAX_DEPS_BYTES};
 use super::options::SphtMarker;
-use super::read_copies::{CopyCache, ReadCopies};
+use super::read_copies::{CopyCache, ReadCopies, Set};
 use super::replayer;
 use super::shared::SphtShared;
-use super::stripes::LOCKED;
+use super::stripes::{Stripe, LOCKED};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::RecordBuilder;
@@ -178,7 +178,7 @@ use crate::fasthash::FastMap;
 use crate::heap::alloc::{class_for, Block, ThreadCache, HEADER};
 use crate::sync::{fence, spin_step};
 use crate::{Error, Result};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
@@ -230,8 +230,9 @@ pub(crate) struct SlotLocal {
 enum Kept {
     /// The kept copy, handed out (joined the read set).
     Hit(*const u8),
-    /// No kept copy at this version: the stripe and the version to copy at.
-    Miss(u32, u64),
+    /// No kept copy at this version: the stripe and the version to copy at, and the
+    /// object's cache set.
+    Miss(Stripe, u64, Set),
     /// The stripe is locked or written at or after `rv`.
     Unreadable,
 }
@@ -251,7 +252,7 @@ struct WEntry {
 #[derive(Default)]
 struct ReadState {
     /// (stripe, version) of every snapshot copy taken: the read set.
-    reads: Vec<(u32, u64)>,
+    reads: Vec<(Stripe, u64)>,
     /// Largest version read.
     max_read: u64,
     /// The copies reads hand out that the cache does not keep.
@@ -272,11 +273,12 @@ pub(crate) struct SphtThread {
     /// `clock.stripe_bound(rv)` of the attempt's read version `rv` (a clock reading
     /// at begin): a read refuses a stripe word at or above it.
     stripe_bound: u64,
-    rs: RefCell<ReadState>,
+    /// Only through [`SphtThread::rs_mut`] and [`SphtThread::rs`].
+    rs: UnsafeCell<ReadState>,
     writes: Vec<WEntry>,
     by_off: FastMap<u64, usize>,
     /// Stripes locked by the committing transaction, with their old versions.
-    locks: Vec<(u32, u64)>,
+    locks: Vec<(Stripe, u64)>,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
     retries: Retries,
     /// Transactions run nested in another pool's (`EngineThread::set_nested`).
@@ -305,7 +307,7 @@ impl SphtThread {
             record: RecordBuilder::default(),
             active: false,
             stripe_bound: 0,
-            rs: RefCell::new(ReadState::default()),
+            rs: UnsafeCell::new(ReadState::default()),
             writes: Vec::new(),
             by_off: FastMap::default(),
             locks: Vec::new(),
@@ -330,9 +332,32 @@ impl SphtThread {
         &self.sh.clock
     }
 
+    /// The read state, which `read` (taking `&self`) changes: a `RefCell` without the
+    /// borrow flag's check and stores on every read.
+    ///
+    /// # Safety
+    /// No other reference to the read state (from `rs_mut`, `rs` or `get_mut`) lives
+    /// while the result does. (`UnsafeCell` makes the thread state `!Sync`: one thread
+    /// at a time calls its methods.)
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn rs_mut(&self) -> &mut ReadState {
+        // SAFETY: caller.
+        unsafe { &mut *self.rs.get() }
+    }
+
+    /// The read state, shared: for functions that do not read (so no `rs_mut`
+    /// reference is live while they run).
+    #[inline]
+    fn rs(&self) -> &ReadState {
+        // SAFETY: `rs_mut`'s references live only inside the read path's functions,
+        // which call neither this nor anything that does.
+        unsafe { &*self.rs.get() }
+    }
+
     /// True while every snapshot copy taken is still current.
     fn reads_valid(&self) -> bool {
-        let rs = self.rs.borrow();
+        let rs = self.rs();
         rs.reads
             .iter()
             .all(|&(i, v)| self.sh.stripes.word(i).load(Acquire) == v)
@@ -379,16 +404,20 @@ impl SphtThread {
 
     /// Copy the object (`dst.len()` words at `off`, header at `hdr`) out of the working
     /// snapshot as of `rv`; returns the stripe version.
-    fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(u32, u64)> {
+    ///
+    /// # Safety
+    /// As for [`Self::copy_at`].
+    unsafe fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(Stripe, u64)> {
         let (idx, v1) = self.readable_stripe(hdr)?;
-        self.copy_at(idx, v1, off, dst)?;
+        // SAFETY: caller.
+        unsafe { self.copy_at(idx, v1, off, dst) }?;
         Ok((idx, v1))
     }
 
     /// The stripe of the object at `hdr` and its version, if a transaction reading at
     /// `rv` may read it (unlocked, written before `rv`).
     #[inline]
-    fn readable_stripe(&self, hdr: u64) -> Result<(u32, u64)> {
+    fn readable_stripe(&self, hdr: u64) -> Result<(Stripe, u64)> {
         let idx = self.sh.stripes.index(hdr);
         // Acquire: pairs with the committer's Release unlock, so a copy taken after this
         // load sees at least the write-back of the version we accept.
@@ -403,10 +432,15 @@ impl SphtThread {
     /// Copy `dst.len()` words at `off` out of the working snapshot, if stripe `idx`
     /// still has version `v1` (read by [`Self::readable_stripe`]) afterwards: a seqlock
     /// read.
+    ///
+    /// # Safety
+    /// The `dst.len()` words at `off` are a prefix of the payload of an object that
+    /// `locate_object` or the small-block geometry located (inside the image).
     #[inline]
-    fn copy_at(&self, idx: u32, v1: u64, off: u64, dst: &mut [u64]) -> Result<()> {
+    unsafe fn copy_at(&self, idx: Stripe, v1: u64, off: u64, dst: &mut [u64]) -> Result<()> {
         let w = self.sh.stripes.word(idx);
-        let src = self.sh.ws.words(off, dst.len());
+        // SAFETY: a located object's payload (caller).
+        let src = unsafe { self.sh.ws.words_unchecked(off, dst.len()) };
         for (d, s) in dst.iter_mut().zip(src) {
             *d = s.load(Relaxed);
         }
@@ -435,7 +469,9 @@ impl SphtThread {
         }
         // The root slot's token is not its payload's offset, which a user may not
         // read: its copy is not kept (`read_kept` would hand it out for that offset).
-        self.read_snapshot(hdr, off, len, off == user_off)
+        // SAFETY: `locate_object` located the object at `hdr` and checked `len`
+        // against its payload.
+        unsafe { self.read_snapshot(hdr, off, len, off == user_off) }
     }
 
     /// The kept copy of at least `n` words of the object whose header word is at `hdr`
@@ -458,15 +494,15 @@ impl SphtThread {
         if v >= self.stripe_bound {
             return Kept::Unreadable;
         }
-        let mut rs = self.rs.borrow_mut();
-        let rs = &mut *rs;
-        match rs.cache.get(hdr, v, n) {
-            Some(p) => {
+        // SAFETY: no other reference to the read state lives in this function.
+        let rs = unsafe { self.rs_mut() };
+        match rs.cache.find(hdr, v, n) {
+            Ok(p) => {
                 rs.reads.push((idx, v));
                 rs.max_read = rs.max_read.max(v);
                 Kept::Hit(p as *const u8)
             }
-            None => Kept::Miss(idx, v),
+            Err(set) => Kept::Miss(idx, v, set),
         }
     }
 
@@ -480,47 +516,68 @@ impl SphtThread {
     /// Two reads of an object in one transaction may hand out two copies: both are of
     /// a version below `rv`, which no commit replaces before a reader sees the stripe
     /// locked (TL2), so they are equal or the second read conflicts.
+    ///
+    /// # Safety
+    /// The first `len` bytes at `off` are a prefix of the payload of an object that
+    /// `locate_object` located with its header word at `hdr`.
     #[inline(always)]
-    fn read_snapshot(&self, hdr: u64, off: u64, len: usize, keep: bool) -> Result<*const u8> {
+    unsafe fn read_snapshot(
+        &self,
+        hdr: u64,
+        off: u64,
+        len: usize,
+        keep: bool,
+    ) -> Result<*const u8> {
         let n = len.div_ceil(8);
         let (idx, v) = self.readable_stripe(hdr)?;
-        {
-            let mut rs = self.rs.borrow_mut();
-            if let Some(p) = rs.cache.get(hdr, v, n) {
-                rs.reads.push((idx, v));
-                rs.max_read = rs.max_read.max(v);
-                return Ok(p as *const u8);
+        let set = {
+            // SAFETY: no other reference to the read state lives in this block.
+            let rs = unsafe { self.rs_mut() };
+            match rs.cache.find(hdr, v, n) {
+                Ok(p) => {
+                    rs.reads.push((idx, v));
+                    rs.max_read = rs.max_read.max(v);
+                    return Ok(p as *const u8);
+                }
+                Err(set) => set,
             }
-        }
-        self.read_copy(idx, v, hdr, off, n, keep)
+        };
+        // SAFETY: caller.
+        unsafe { self.read_copy(idx, v, hdr, off, n, keep.then_some(set)) }
     }
 
     /// A new seqlock copy of `n` words (validated against the payload) of the object
     /// whose header word is at `hdr` and payload at `off`, if stripe `idx` has version
-    /// `v` (below `rv`, read before) before and after it; kept in the cache if `keep`
-    /// and the cache has room. Joins the read set.
+    /// `v` (below `rv`, read before) before and after it; kept in the cache in `keep`
+    /// (the object's set) if the set has room. Joins the read set.
+    ///
+    /// # Safety
+    /// The `n` words at `off` are a prefix of the payload of an object that
+    /// `locate_object` or the small-block geometry located.
     #[inline(always)]
-    fn read_copy(
+    unsafe fn read_copy(
         &self,
-        idx: u32,
+        idx: Stripe,
         v: u64,
         hdr: u64,
         off: u64,
         n: usize,
-        keep: bool,
+        keep: Option<Set>,
     ) -> Result<*const u8> {
-        let mut rs = self.rs.borrow_mut();
-        let rs = &mut *rs;
-        let (p, kept) = match rs.cache.slot(hdr, n).filter(|_| keep) {
-            Some(p) => (p, true),
-            None => (rs.copies.take(n), false),
+        // SAFETY: no other reference to the read state lives in this function (`copy_at`
+        // takes none).
+        let rs = unsafe { self.rs_mut() };
+        let (p, kept) = match keep.and_then(|set| rs.cache.slot_in(set, n).map(|p| (p, set))) {
+            Some((p, set)) => (p, Some(set)),
+            None => (rs.copies.take(n), None),
         };
         // SAFETY: `slot` and `take` hand out `n` words that no copy handed out in this
         // transaction uses, not moved before it ends (`CopyCache`, `ReadCopies`).
         let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
-        self.copy_at(idx, v, off, dst)?;
-        if kept {
-            rs.cache.filled(hdr, v, n);
+        // SAFETY: a located object's payload (caller).
+        unsafe { self.copy_at(idx, v, off, dst) }?;
+        if let Some(set) = kept {
+            rs.cache.filled_in(set, hdr, v, n);
         }
         rs.reads.push((idx, v));
         rs.max_read = rs.max_read.max(v);
@@ -696,7 +753,7 @@ impl SphtThread {
         }
         let raw = self.clock().commit_raw(max_old);
         let ok = {
-            let rs = self.rs.borrow();
+            let rs = self.rs();
             rs.reads.iter().all(|&(i, v)| {
                 let cur = self.sh.stripes.word(i).load(Acquire);
                 cur == v || (cur == me && self.locks.iter().any(|l| l.0 == i && l.1 == v))
@@ -1044,7 +1101,11 @@ impl EngineThread for SphtThread {
                 .is_some_and(|c| self.located.allocated(off, c as u32))
             {
                 return match kept {
-                    Kept::Miss(idx, v) => self.read_copy(idx, v, hdr, off, n, true),
+                    // SAFETY: the geometry located a block at `off` of a class whose
+                    // payload holds `len` bytes.
+                    Kept::Miss(idx, v, set) => unsafe {
+                        self.read_copy(idx, v, hdr, off, n, Some(set))
+                    },
                     _ => Err(Error::Conflict),
                 };
             }
@@ -1061,7 +1122,8 @@ impl EngineThread for SphtThread {
             if self.writes[i].copy.is_empty() && plen > 0 {
                 // Freed first, written now: copy at the version the free was based on.
                 let mut buf = vec![0u64; plen / 8].into_boxed_slice();
-                let (_, v) = self.snap_copy(hdr, off, &mut buf)?;
+                // SAFETY: `locate_object` located the object: `plen` is its payload.
+                let (_, v) = unsafe { self.snap_copy(hdr, off, &mut buf) }?;
                 if Some(v) != self.writes[i].seen {
                     return Err(Error::Conflict);
                 }
@@ -1072,7 +1134,8 @@ impl EngineThread for SphtThread {
         // An earlier read's version is in the read set: if the object changed since,
         // validation at commit fails.
         let mut copy = vec![0u64; plen / 8].into_boxed_slice();
-        let (_, seen) = self.snap_copy(hdr, off, &mut copy)?;
+        // SAFETY: `locate_object` located the object: `plen` is its payload.
+        let (_, seen) = unsafe { self.snap_copy(hdr, off, &mut copy) }?;
         self.by_off.insert(off, self.writes.len());
         self.writes.push(WEntry {
             off,
