@@ -96,11 +96,12 @@
 //!   attempts ([`thread`], *Fallback*). Not a snapshot: the working snapshot is written
 //!   in place and keeps no old versions. The fast path pays one load after step 2's
 //!   fence.
-//! * Reads hand out copies (above); each thread keeps its last copies of up to 256
-//!   objects of at most 4 KiB ([`read_copies::CopyCache`]) so that re-reading an
-//!   unchanged object costs its version check, and its other copies go into chunks
-//!   kept across transactions ([`read_copies::ReadCopies`]). **DRAM cost: up to 1 MiB
-//!   plus 256 KiB of chunks per thread state.**
+//! * Reads hand out copies (above); each thread keeps its last copies of up to 4096
+//!   objects of at most 4 KiB, 2 MiB together ([`read_copies::CopyCache`], direct
+//!   mapped), so that re-reading an unchanged object costs its version check, and its
+//!   other copies go into chunks kept across transactions
+//!   ([`read_copies::ReadCopies`]). **DRAM cost: up to 2 MiB of copies, 224 KiB of
+//!   cache entries and 256 KiB of chunks per thread state.**
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
 //! * Recovery follows a link only where it names the record the timestamp order would

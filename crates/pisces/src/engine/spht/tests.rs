@@ -480,12 +480,15 @@ fn copies_handed_out_stay_unchanged_while_the_transaction_runs() {
     use super::read_copies::CopyCache;
     let e = engine();
     let mut a = e.thread(0).unwrap();
-    let objs: Vec<u64> = (0..600).map(|_| alloc(&mut a, 8)).collect();
+    // Enough objects that many share a cache set (their copies then go into the
+    // chunks, several of them), and at least one shares the first one's.
+    let mut objs: Vec<u64> = Vec::new();
+    let same_set = |o: u64, p: u64| CopyCache::set_of(o - 8) == CopyCache::set_of(p - 8);
+    while objs.len() < 12_000 || !objs[1..].iter().any(|&o| same_set(o, objs[0])) {
+        objs.push(alloc(&mut a, 8));
+    }
     let first = objs[0];
-    let twin = *objs[1..]
-        .iter()
-        .find(|&&o| CopyCache::set_of(o - 8) == CopyCache::set_of(first - 8))
-        .expect("two objects of one cache set");
+    let twin = *objs[1..].iter().find(|&&o| same_set(o, first)).unwrap();
     for (k, &o) in objs.iter().enumerate() {
         put(&mut a, o, 1000 + k as u64);
     }
