@@ -49,13 +49,14 @@
 //! Under HTM (the paper) a read is a plain load and the hardware tracks it; the commit
 //! is `xend`, then the paper's own work. Here the software TM stands in, and each part
 //! is either the paper's or the stand-in's:
-//! * **Read** (stand-in, [`thread`]): locate the object (an allocated small block: the
-//!   kit's read fast path, a few compares and one bitmap load; anything else:
-//!   `locate_object`), one load of the stripe's version word (unlocked, below `rv`),
-//!   one read-set entry (stripe, version), and the bytes handed out: the thread's kept
-//!   copy when it was taken at that version ([`read_copies::CopyCache`], a hash and
-//!   three compares), else a seqlock copy of the bytes asked for (one relaxed load per
-//!   word, the version word loaded again). A read allocates nothing and hashes nothing
+//! * **Read** (stand-in, [`thread`]): one load of the stripe's version word (unlocked,
+//!   below `rv`), one read-set entry (stripe, version), and the bytes handed out: the
+//!   thread's kept copy when it was taken at that version ([`read_copies::CopyCache`],
+//!   a hash and three compares; looked up before the object is located, which a kept
+//!   copy at the stripe's current version makes unnecessary), else the object located
+//!   (an allocated small block: the kit's read fast path, a few compares and one
+//!   bitmap load; anything else: `locate_object`) and a seqlock copy of the bytes asked
+//!   for (one relaxed load per word, the version word loaded again). A read allocates nothing and hashes nothing
 //!   into a map once the thread's copy chunks exist; a transaction that wrote looks its
 //!   write set up first. A copy is needed at all because committers write the working
 //!   snapshot in place while a reader may hold a reference into what it read.
@@ -95,11 +96,12 @@
 //!   attempts ([`thread`], *Fallback*). Not a snapshot: the working snapshot is written
 //!   in place and keeps no old versions. The fast path pays one load after step 2's
 //!   fence.
-//! * Reads hand out copies (above); each thread keeps its last copies of up to 256
-//!   objects of at most 4 KiB ([`read_copies::CopyCache`]) so that re-reading an
-//!   unchanged object costs its version check, and its other copies go into chunks
-//!   kept across transactions ([`read_copies::ReadCopies`]). **DRAM cost: up to 1 MiB
-//!   plus 256 KiB of chunks per thread state.**
+//! * Reads hand out copies (above); each thread keeps its last copies of up to 4096
+//!   objects of at most 4 KiB, 2 MiB together ([`read_copies::CopyCache`], direct
+//!   mapped), so that re-reading an unchanged object costs its version check, and its
+//!   other copies go into chunks kept across transactions
+//!   ([`read_copies::ReadCopies`]). **DRAM cost: up to 2 MiB of copies, 224 KiB of
+//!   cache entries and 256 KiB of chunks per thread state.**
 //! * Multi-word per-thread metadata is read through a seqlock, not 32-byte AVX
 //!   atomicity ([`durability`]).
 //! * Recovery follows a link only where it names the record the timestamp order would
@@ -143,7 +145,8 @@
 //!   the read path (a kept copy is not handed out after its object changed, on small
 //!   and large objects; copies handed out stay unchanged while later reads of the
 //!   transaction fill their cache set and new chunks; the small-object lookup refuses
-//!   a freed object and a read longer than the object),
+//!   a freed object and a read longer than the object; the kept-copy lookup refuses a
+//!   read longer than the copy and the root slot's payload by its own offset),
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
 //!   wrap marker the replayer's head names is not overwritten), recovery's torn tail
 //!   and damage (a damaged record followed by a valid later one refused and the pool

@@ -87,8 +87,13 @@ impl ReadCopies {
     }
 }
 
-/// Sets of the [`CopyCache`] (direct mapped).
-const CACHE_SETS: usize = 256;
+/// Sets of the [`CopyCache`] (direct mapped; a power of two). Enough that the objects
+/// a thread reads again and again (a hash map's directory chunks, a tree's upper
+/// levels) keep their copies while reads of objects it reads once pass through.
+const CACHE_SETS: usize = 4096;
+/// Words the [`CopyCache`]'s buffers hold at most, together (2 MiB): a set whose buffer
+/// would grow past it keeps no copy.
+const KEPT_WORDS: usize = 1 << 18;
 /// Largest object the [`CopyCache`] keeps, in words (4 KiB); larger ones are copied
 /// into the [`ReadCopies`] on every read.
 pub(super) const CACHE_MAX_WORDS: usize = 512;
@@ -126,27 +131,40 @@ struct CachedCopy {
 ///
 /// Stripe versions are commit timestamps, strictly above the versions they replace;
 /// an aborted commit puts the old version back but never wrote the object. So "same
-/// version" means "same contents". **DRAM cost**: up to `CACHE_SETS × 4 KiB` per
-/// thread state (the objects it read last, at most [`CACHE_MAX_WORDS`] words each).
+/// version" means "same contents". **DRAM cost**: up to [`KEPT_WORDS`] words (2 MiB)
+/// of copies and `CACHE_SETS` entries (224 KiB) per thread state (the objects it read
+/// last, at most [`CACHE_MAX_WORDS`] words each).
 pub(super) struct CopyCache {
     /// A fixed-size array: `set_of` is below its length by construction, so indexing
     /// it needs no bounds check.
     sets: Box<[CachedCopy; CACHE_SETS]>,
     epoch: u64,
+    /// Words the sets' buffers hold (at most [`KEPT_WORDS`]).
+    words: usize,
 }
+
+/// A set of the [`CopyCache`] (`CopyCache::set_of` of an object's header offset).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Set(usize);
 
 impl Default for CopyCache {
     fn default() -> CopyCache {
         CopyCache {
-            sets: Box::new(std::array::from_fn(|_| CachedCopy {
-                hdr: EMPTY,
-                version: 0,
-                len: 0,
-                epoch: 0,
-                words: Vec::new(),
-            })),
+            // Built on the heap (the array is too large for a thread's stack).
+            sets: (0..CACHE_SETS)
+                .map(|_| CachedCopy {
+                    hdr: EMPTY,
+                    version: 0,
+                    len: 0,
+                    epoch: 0,
+                    words: Vec::new(),
+                })
+                .collect::<Box<[CachedCopy]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("CACHE_SETS entries")),
             // Above every entry's epoch: nothing is handed out yet.
             epoch: 1,
+            words: 0,
         }
     }
 }
@@ -156,45 +174,72 @@ impl CopyCache {
     #[inline]
     pub(super) fn set_of(hdr: u64) -> usize {
         // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
-        ((hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % CACHE_SETS
+        ((hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_SETS.trailing_zeros()))
+            as usize
+            % CACHE_SETS
     }
 
     /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
     /// version `version`, handed out for the rest of this transaction.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn get(&mut self, hdr: u64, version: u64, n: usize) -> Option<*const u64> {
-        let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
-        if e.hdr == hdr && e.version == version && e.len >= n {
-            e.epoch = epoch;
-            return Some(e.words.as_ptr());
-        }
-        None
+        self.find(hdr, version, n).ok()
     }
 
-    /// Room for a new copy of `n` words of the object at `hdr`, or `None` (too large, or
-    /// its set's copy is handed out in this transaction). The entry is empty until
-    /// [`CopyCache::filled`].
+    /// [`CopyCache::get`], or the object's set for [`CopyCache::slot_in`] (one hash).
     #[inline]
-    pub(super) fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
+    pub(super) fn find(&mut self, hdr: u64, version: u64, n: usize) -> Result<*const u64, Set> {
         let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
+        let set = Set(Self::set_of(hdr));
+        let e = &mut self.sets[set.0 % CACHE_SETS];
+        if e.hdr == hdr && e.version == version && e.len >= n {
+            e.epoch = epoch;
+            return Ok(e.words.as_ptr());
+        }
+        Err(set)
+    }
+
+    /// Room for a new copy of `n` words of the object at `hdr`, or `None` (too large,
+    /// its set's copy is handed out in this transaction, or its set's buffer would
+    /// have to grow past the cache's [`KEPT_WORDS`]). The entry is empty until
+    /// [`CopyCache::filled`].
+    #[cfg(test)]
+    pub(super) fn slot(&mut self, hdr: u64, n: usize) -> Option<*mut u64> {
+        self.slot_in(Set(Self::set_of(hdr)), n)
+    }
+
+    /// [`CopyCache::slot`] in the set [`CopyCache::find`] named.
+    #[inline]
+    pub(super) fn slot_in(&mut self, set: Set, n: usize) -> Option<*mut u64> {
+        let epoch = self.epoch;
+        let e = &mut self.sets[set.0 % CACHE_SETS];
         if n > CACHE_MAX_WORDS || e.epoch == epoch {
             return None;
         }
-        e.hdr = EMPTY;
         if e.words.len() < n {
+            let grow = n - e.words.len();
+            if self.words + grow > KEPT_WORDS {
+                return None;
+            }
+            self.words += grow;
             e.words.resize(n, 0);
         }
+        e.hdr = EMPTY;
         Some(e.words.as_mut_ptr())
     }
 
     /// The copy [`CopyCache::slot`] gave room for holds `n` words of the object at `hdr`
     /// at stripe version `version`; handed out for the rest of this transaction.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn filled(&mut self, hdr: u64, version: u64, n: usize) {
+        self.filled_in(Set(Self::set_of(hdr)), hdr, version, n)
+    }
+
+    /// [`CopyCache::filled`] of the set [`CopyCache::slot_in`] gave room in.
+    #[inline]
+    pub(super) fn filled_in(&mut self, set: Set, hdr: u64, version: u64, n: usize) {
         let epoch = self.epoch;
-        let e = &mut self.sets[Self::set_of(hdr)];
+        let e = &mut self.sets[set.0 % CACHE_SETS];
         (e.hdr, e.version, e.len, e.epoch) = (hdr, version, n, epoch);
     }
 
@@ -237,6 +282,30 @@ mod tests {
         c.reset();
         assert_eq!(c.chunk_words_in_use(), 0);
         assert_eq!(c.take(3), first, "the first chunk is reused after a reset");
+    }
+
+    #[test]
+    fn the_kept_copies_stay_within_their_word_budget() {
+        let mut c = CopyCache::default();
+        let mut used = std::collections::HashSet::new();
+        let mut kept = 0;
+        for hdr in (1u64..).map(|k| 16 * k) {
+            if !used.insert(CopyCache::set_of(hdr)) {
+                continue;
+            }
+            let Some(_) = c.slot(hdr, CACHE_MAX_WORDS) else {
+                break;
+            };
+            c.filled(hdr, 1, CACHE_MAX_WORDS);
+            c.end_transaction();
+            kept += 1;
+        }
+        assert_eq!(kept, KEPT_WORDS / CACHE_MAX_WORDS);
+        assert_eq!(c.words, KEPT_WORDS);
+        // A set whose buffer is large enough takes a new copy without growing.
+        let hdr = 16;
+        assert!(c.slot(hdr, CACHE_MAX_WORDS).is_some());
+        assert_eq!(c.words, KEPT_WORDS);
     }
 
     #[test]

@@ -20,9 +20,6 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Stripes in the lock table (2^18 words: 2 MiB of DRAM).
-const STRIPE_BITS: u32 = 18;
-
 /// Counters of the durability protocol (tests, diagnostics).
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -137,7 +134,7 @@ impl SphtEngine {
             alloc,
             ws,
             unreplayed: Mutex::new(Default::default()),
-            stripes: Stripes::new(STRIPE_BITS),
+            stripes: Stripes::new(),
             fallback: Default::default(),
             clock,
             point_records: opts.points.unwrap_or_else(|| heap.fence_is_device_sync()),

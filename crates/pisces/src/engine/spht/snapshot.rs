@@ -119,17 +119,21 @@ impl Snapshot {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
-    /// The `n` words from `off` (8-aligned, inside the image; engine-validated offsets
-    /// only): one bounds check for a whole object.
+    /// The `n` words from `off`, without a bounds check: a read's or a write's copy of
+    /// an object the engine located.
+    ///
+    /// # Safety
+    /// `off` is 8-aligned and the `n` words from it lie inside the image: a prefix of the
+    /// payload of an object the allocator located (every object lies inside the pool's
+    /// image, which is the snapshot's length: the engine refuses growth).
     #[inline]
-    pub(crate) fn words(&self, off: u64, n: usize) -> &[AtomicU64] {
-        let off = off as usize;
-        assert!(
-            off.is_multiple_of(8) && n <= (self.len.saturating_sub(off)) / 8,
+    pub(crate) unsafe fn words_unchecked(&self, off: u64, n: usize) -> &[AtomicU64] {
+        debug_assert!(
+            off.is_multiple_of(8) && n <= (self.len.saturating_sub(off as usize)) / 8,
             "bad snapshot range {off:#x}+{n} words"
         );
-        // SAFETY: in bounds (checked), aligned (the map is page aligned), lives as long
+        // SAFETY: in bounds and aligned (caller; the map is page aligned), lives as long
         // as self; the words are only accessed atomically.
-        unsafe { std::slice::from_raw_parts(self.base.add(off) as *const AtomicU64, n) }
+        unsafe { std::slice::from_raw_parts(self.base.add(off as usize) as *const AtomicU64, n) }
     }
 }

@@ -19,32 +19,43 @@ use std::sync::atomic::AtomicU64;
 /// Lock bit of a stripe word.
 pub(super) const LOCKED: u64 = 1 << 63;
 
+/// Stripes in a table: 2^18 words, 2 MiB of DRAM. Every table has this size.
+const BITS: u32 = 18;
+/// Mask of a stripe index.
+const MASK: u64 = (1 << BITS) - 1;
+
 /// The stripe table.
 pub(crate) struct Stripes {
     words: Box<[AtomicU64]>,
-    mask: u64,
 }
 
+/// A stripe's index: only [`Stripes::index`] makes one, below [`MASK`] + 1, the length
+/// of every table, so [`Stripes::word`] needs no bounds check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stripe(u32);
+
 impl Stripes {
-    /// `1 << bits` stripes.
-    pub(crate) fn new(bits: u32) -> Stripes {
+    /// A table of `2^BITS` unlocked stripes at version 0.
+    pub(crate) fn new() -> Stripes {
         Stripes {
-            words: (0..1usize << bits).map(|_| AtomicU64::new(0)).collect(),
-            mask: (1u64 << bits) - 1,
+            words: (0..=MASK).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
     /// Stripe index of the object whose header word is at `hdr`.
     #[inline]
-    pub(crate) fn index(&self, hdr: u64) -> u32 {
+    pub(crate) fn index(&self, hdr: u64) -> Stripe {
         // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
         let h = (hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        ((h >> 32) & self.mask) as u32
+        Stripe(((h >> 32) & MASK) as u32)
     }
 
     /// The word of stripe `i`.
     #[inline]
-    pub(crate) fn word(&self, i: u32) -> &AtomicU64 {
-        &self.words[i as usize]
+    pub(crate) fn word(&self, i: Stripe) -> &AtomicU64 {
+        debug_assert!((i.0 as usize) < self.words.len());
+        // SAFETY: `index` masks with `MASK`, and every table has `MASK + 1` words
+        // (`new`).
+        unsafe { self.words.get_unchecked(i.0 as usize) }
     }
 }

@@ -480,12 +480,15 @@ fn copies_handed_out_stay_unchanged_while_the_transaction_runs() {
     use super::read_copies::CopyCache;
     let e = engine();
     let mut a = e.thread(0).unwrap();
-    let objs: Vec<u64> = (0..600).map(|_| alloc(&mut a, 8)).collect();
+    // Enough objects that many share a cache set (their copies then go into the
+    // chunks, several of them), and at least one shares the first one's.
+    let mut objs: Vec<u64> = Vec::new();
+    let same_set = |o: u64, p: u64| CopyCache::set_of(o - 8) == CopyCache::set_of(p - 8);
+    while objs.len() < 12_000 || !objs[1..].iter().any(|&o| same_set(o, objs[0])) {
+        objs.push(alloc(&mut a, 8));
+    }
     let first = objs[0];
-    let twin = *objs[1..]
-        .iter()
-        .find(|&&o| CopyCache::set_of(o - 8) == CopyCache::set_of(first - 8))
-        .expect("two objects of one cache set");
+    let twin = *objs[1..].iter().find(|&&o| same_set(o, first)).unwrap();
     for (k, &o) in objs.iter().enumerate() {
         put(&mut a, o, 1000 + k as u64);
     }
@@ -540,6 +543,40 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
         "a read of a freed object"
     );
     a.abort();
+}
+
+/// The kept-copy lookup, which locates nothing, hands out only what a located read
+/// would: not more bytes than the kept copy holds (a read longer than the object is
+/// refused), and not the root slot's payload by its own offset (a user may only read it
+/// through the root token; its copy is not kept).
+#[test]
+fn the_kept_copy_lookup_hands_out_only_located_objects() {
+    use crate::engine::kit::validate::{root_slot_token, ROOT_SLOT_PAYLOAD};
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let x = alloc(&mut a, 1);
+    put(&mut a, x, 5);
+    e.quiesce();
+    assert_eq!(get(&mut a, x), 5);
+    assert_eq!(get(&mut a, x), 5, "read from the kept copy");
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(x, 4096), Err(crate::Error::InvalidPointer(_))),
+        "a 4096-byte read of an 8-byte object with a kept copy"
+    );
+    a.abort();
+    for _ in 0..2 {
+        a.begin(&TxOptions::default());
+        a.read(root_slot_token(), 16).unwrap();
+        assert!(
+            matches!(
+                a.read(ROOT_SLOT_PAYLOAD, 8),
+                Err(crate::Error::InvalidPointer(_))
+            ),
+            "the root slot's payload read by its offset"
+        );
+        a.commit().unwrap();
+    }
 }
 
 /// On a pool file the working snapshot is a copy-on-write (`MAP_PRIVATE`) mapping:

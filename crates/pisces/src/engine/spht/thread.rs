@@ -13,10 +13,15 @@
 //!   else `Conflict`). Copies are never written while the transaction runs
 //!   ([`ReadCopies`], [`CopyCache`]), so the bytes behind the returned pointer never
 //!   change — committers write the snapshot in place, which is why a read copies at
-//!   all (an HTM read is a plain load: a concurrent write aborts the reader). An
-//!   allocated small object is located with the kit's read fast path
-//!   ([`FastReads`]: geometry and allocation bit); every other offset, and every read
-//!   of a transaction that wrote, goes through `locate_object` and the write set.
+//!   all (an HTM read is a plain load: a concurrent write aborts the reader). A
+//!   transaction that wrote nothing first looks for the kept copy of the object whose
+//!   header word would precede `off`, without locating it: the cache keeps only copies
+//!   of objects a read located at their own payload offset, and every commit that
+//!   allocates, frees or writes an object moves its stripe to a new version, so a kept
+//!   copy at the stripe's current version is of an object still allocated there,
+//!   unchanged. Else an allocated small object is located with the kit's read fast
+//!   path ([`FastReads`]: geometry and allocation bit); every other offset, and every
+//!   read of a transaction that wrote, goes through `locate_object` and the write set.
 //! * **Write**: a private copy of the whole payload out of the working snapshot,
 //!   remembered with the stripe version it was copied at (an earlier read's version is
 //!   in the read set). **Alloc**: a reserved block with a zeroed
@@ -158,10 +163,10 @@ use super::clock::PhysClock;
 use super::durability::{slot_marker_offset, MARKER_OFFSET, PERS, TS_MASK, UPD};
 use super::log::{self, LogWriter, Standing, BACK, FWD, HEADER_LEN, MAX_DEPS, MAX_DEPS_BYTES};
 use super::options::SphtMarker;
-use super::read_copies::{CopyCache, ReadCopies};
+use super::read_copies::{CopyCache, ReadCopies, Set};
 use super::replayer;
 use super::shared::SphtShared;
-use super::stripes::LOCKED;
+use super::stripes::{Stripe, LOCKED};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::RecordBuilder;
@@ -173,7 +178,7 @@ use crate::fasthash::FastMap;
 use crate::heap::alloc::{class_for, Block, ThreadCache, HEADER};
 use crate::sync::{fence, spin_step};
 use crate::{Error, Result};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
@@ -221,6 +226,17 @@ pub(crate) struct SlotLocal {
     pub last_ts: u64,
 }
 
+/// What [`SphtThread::read_kept`] found.
+enum Kept {
+    /// The kept copy, handed out (joined the read set).
+    Hit(*const u8),
+    /// No kept copy at this version: the stripe and the version to copy at, and the
+    /// object's cache set.
+    Miss(Stripe, u64, Set),
+    /// The stripe is locked or written at or after `rv`.
+    Unreadable,
+}
+
 /// One object of the write set.
 struct WEntry {
     off: u64,
@@ -236,7 +252,7 @@ struct WEntry {
 #[derive(Default)]
 struct ReadState {
     /// (stripe, version) of every snapshot copy taken: the read set.
-    reads: Vec<(u32, u64)>,
+    reads: Vec<(Stripe, u64)>,
     /// Largest version read.
     max_read: u64,
     /// The copies reads hand out that the cache does not keep.
@@ -257,11 +273,12 @@ pub(crate) struct SphtThread {
     /// `clock.stripe_bound(rv)` of the attempt's read version `rv` (a clock reading
     /// at begin): a read refuses a stripe word at or above it.
     stripe_bound: u64,
-    rs: RefCell<ReadState>,
+    /// Only through [`SphtThread::rs_mut`] and [`SphtThread::rs`].
+    rs: UnsafeCell<ReadState>,
     writes: Vec<WEntry>,
     by_off: FastMap<u64, usize>,
     /// Stripes locked by the committing transaction, with their old versions.
-    locks: Vec<(u32, u64)>,
+    locks: Vec<(Stripe, u64)>,
     /// Conflict aborts in a row and the fallback word (module docs, *Fallback*).
     retries: Retries,
     /// Transactions run nested in another pool's (`EngineThread::set_nested`).
@@ -290,7 +307,7 @@ impl SphtThread {
             record: RecordBuilder::default(),
             active: false,
             stripe_bound: 0,
-            rs: RefCell::new(ReadState::default()),
+            rs: UnsafeCell::new(ReadState::default()),
             writes: Vec::new(),
             by_off: FastMap::default(),
             locks: Vec::new(),
@@ -315,9 +332,32 @@ impl SphtThread {
         &self.sh.clock
     }
 
+    /// The read state, which `read` (taking `&self`) changes: a `RefCell` without the
+    /// borrow flag's check and stores on every read.
+    ///
+    /// # Safety
+    /// No other reference to the read state (from `rs_mut`, `rs` or `get_mut`) lives
+    /// while the result does. (`UnsafeCell` makes the thread state `!Sync`: one thread
+    /// at a time calls its methods.)
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn rs_mut(&self) -> &mut ReadState {
+        // SAFETY: caller.
+        unsafe { &mut *self.rs.get() }
+    }
+
+    /// The read state, shared: for functions that do not read (so no `rs_mut`
+    /// reference is live while they run).
+    #[inline]
+    fn rs(&self) -> &ReadState {
+        // SAFETY: `rs_mut`'s references live only inside the read path's functions,
+        // which call neither this nor anything that does.
+        unsafe { &*self.rs.get() }
+    }
+
     /// True while every snapshot copy taken is still current.
     fn reads_valid(&self) -> bool {
-        let rs = self.rs.borrow();
+        let rs = self.rs();
         rs.reads
             .iter()
             .all(|&(i, v)| self.sh.stripes.word(i).load(Acquire) == v)
@@ -364,16 +404,20 @@ impl SphtThread {
 
     /// Copy the object (`dst.len()` words at `off`, header at `hdr`) out of the working
     /// snapshot as of `rv`; returns the stripe version.
-    fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(u32, u64)> {
+    ///
+    /// # Safety
+    /// As for [`Self::copy_at`].
+    unsafe fn snap_copy(&self, hdr: u64, off: u64, dst: &mut [u64]) -> Result<(Stripe, u64)> {
         let (idx, v1) = self.readable_stripe(hdr)?;
-        self.copy_at(idx, v1, off, dst)?;
+        // SAFETY: caller.
+        unsafe { self.copy_at(idx, v1, off, dst) }?;
         Ok((idx, v1))
     }
 
     /// The stripe of the object at `hdr` and its version, if a transaction reading at
     /// `rv` may read it (unlocked, written before `rv`).
     #[inline]
-    fn readable_stripe(&self, hdr: u64) -> Result<(u32, u64)> {
+    fn readable_stripe(&self, hdr: u64) -> Result<(Stripe, u64)> {
         let idx = self.sh.stripes.index(hdr);
         // Acquire: pairs with the committer's Release unlock, so a copy taken after this
         // load sees at least the write-back of the version we accept.
@@ -388,10 +432,15 @@ impl SphtThread {
     /// Copy `dst.len()` words at `off` out of the working snapshot, if stripe `idx`
     /// still has version `v1` (read by [`Self::readable_stripe`]) afterwards: a seqlock
     /// read.
+    ///
+    /// # Safety
+    /// The `dst.len()` words at `off` are a prefix of the payload of an object that
+    /// `locate_object` or the small-block geometry located (inside the image).
     #[inline]
-    fn copy_at(&self, idx: u32, v1: u64, off: u64, dst: &mut [u64]) -> Result<()> {
+    unsafe fn copy_at(&self, idx: Stripe, v1: u64, off: u64, dst: &mut [u64]) -> Result<()> {
         let w = self.sh.stripes.word(idx);
-        let src = self.sh.ws.words(off, dst.len());
+        // SAFETY: a located object's payload (caller).
+        let src = unsafe { self.sh.ws.words_unchecked(off, dst.len()) };
         for (d, s) in dst.iter_mut().zip(src) {
             *d = s.load(Relaxed);
         }
@@ -407,8 +456,8 @@ impl SphtThread {
     /// blocks whose allocation is not replayed yet, bad offsets), then this
     /// transaction's own copy if it wrote the object.
     #[inline(never)]
-    fn read_located(&self, off: u64, len: usize) -> Result<*const u8> {
-        let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
+    fn read_located(&self, user_off: u64, len: usize) -> Result<*const u8> {
+        let (hdr, plen) = locate_object(&self.sh.alloc, user_off, len, |b| self.own_fresh(b))
             .map_err(|e| self.offset_error(e))?;
         // The real payload (the root slot's token maps to the slot).
         let off = hdr + HEADER as u64;
@@ -418,42 +467,120 @@ impl SphtThread {
                 return Ok(w.copy.as_ptr() as *const u8);
             }
         }
-        self.read_snapshot(hdr, off, len)
+        // The root slot's token is not its payload's offset, which a user may not
+        // read: its copy is not kept (`read_kept` would hand it out for that offset).
+        // SAFETY: `locate_object` located the object at `hdr` and checked `len`
+        // against its payload.
+        unsafe { self.read_snapshot(hdr, off, len, off == user_off) }
+    }
+
+    /// The kept copy of at least `n` words of the object whose header word is at `hdr`
+    /// if its stripe is readable at `rv` and still has the version the copy was taken
+    /// at (it then joins the read set); else the stripe and its version for a copy, or
+    /// `Unreadable` (locked, or written at or after `rv`).
+    ///
+    /// No check that `hdr` is an object's header: the cache only keeps copies of
+    /// objects located at `hdr` (`read_copy` with `keep`), of at most their payload
+    /// length, and every commit that allocates or frees the block at `hdr` (as every
+    /// one that writes it) locks and releases its stripe with a new version — so a kept
+    /// copy whose version is the stripe's now is of an object that is still allocated
+    /// there, unchanged. An offset that is no object matches no kept copy.
+    #[inline(always)]
+    fn read_kept(&self, hdr: u64, n: usize) -> Kept {
+        let idx = self.sh.stripes.index(hdr);
+        // Acquire: pairs with the committer's Release unlock (as in `readable_stripe`):
+        // a copy taken after this load sees at least the write-back of version `v`.
+        let v = self.sh.stripes.word(idx).load(Acquire);
+        if v >= self.stripe_bound {
+            return Kept::Unreadable;
+        }
+        // SAFETY: no other reference to the read state lives in this function.
+        let rs = unsafe { self.rs_mut() };
+        match rs.cache.find(hdr, v, n) {
+            Ok(p) => {
+                rs.reads.push((idx, v));
+                rs.max_read = rs.max_read.max(v);
+                Kept::Hit(p as *const u8)
+            }
+            Err(set) => Kept::Miss(idx, v, set),
+        }
     }
 
     /// A copy of the first `len` bytes (`len` validated against the payload) of the
     /// object whose header word is at `hdr` and payload at `off`, as of `rv`: the kept
     /// copy if its stripe still has the version it was taken at (`CopyCache`), else a
-    /// new seqlock copy. Joins the read set.
+    /// new seqlock copy, kept in the cache if `keep` (only for an object a user reads
+    /// at `off` itself: `read_kept` hands a kept copy out for `hdr + HEADER` without
+    /// locating it). Joins the read set.
     ///
     /// Two reads of an object in one transaction may hand out two copies: both are of
     /// a version below `rv`, which no commit replaces before a reader sees the stripe
     /// locked (TL2), so they are equal or the second read conflicts.
+    ///
+    /// # Safety
+    /// The first `len` bytes at `off` are a prefix of the payload of an object that
+    /// `locate_object` located with its header word at `hdr`.
     #[inline(always)]
-    fn read_snapshot(&self, hdr: u64, off: u64, len: usize) -> Result<*const u8> {
+    unsafe fn read_snapshot(
+        &self,
+        hdr: u64,
+        off: u64,
+        len: usize,
+        keep: bool,
+    ) -> Result<*const u8> {
         let n = len.div_ceil(8);
         let (idx, v) = self.readable_stripe(hdr)?;
-        let mut rs = self.rs.borrow_mut();
-        let rs = &mut *rs;
-        rs.reads.push((idx, v));
-        rs.max_read = rs.max_read.max(v);
-        if let Some(p) = rs.cache.get(hdr, v, n) {
-            return Ok(p as *const u8);
-        }
-        let (p, kept) = match rs.cache.slot(hdr, n) {
-            Some(p) => (p, true),
-            None => (rs.copies.take(n), false),
+        let set = {
+            // SAFETY: no other reference to the read state lives in this block.
+            let rs = unsafe { self.rs_mut() };
+            match rs.cache.find(hdr, v, n) {
+                Ok(p) => {
+                    rs.reads.push((idx, v));
+                    rs.max_read = rs.max_read.max(v);
+                    return Ok(p as *const u8);
+                }
+                Err(set) => set,
+            }
+        };
+        // SAFETY: caller.
+        unsafe { self.read_copy(idx, v, hdr, off, n, keep.then_some(set)) }
+    }
+
+    /// A new seqlock copy of `n` words (validated against the payload) of the object
+    /// whose header word is at `hdr` and payload at `off`, if stripe `idx` has version
+    /// `v` (below `rv`, read before) before and after it; kept in the cache in `keep`
+    /// (the object's set) if the set has room. Joins the read set.
+    ///
+    /// # Safety
+    /// The `n` words at `off` are a prefix of the payload of an object that
+    /// `locate_object` or the small-block geometry located.
+    #[inline(always)]
+    unsafe fn read_copy(
+        &self,
+        idx: Stripe,
+        v: u64,
+        hdr: u64,
+        off: u64,
+        n: usize,
+        keep: Option<Set>,
+    ) -> Result<*const u8> {
+        // SAFETY: no other reference to the read state lives in this function (`copy_at`
+        // takes none).
+        let rs = unsafe { self.rs_mut() };
+        let (p, kept) = match keep.and_then(|set| rs.cache.slot_in(set, n).map(|p| (p, set))) {
+            Some((p, set)) => (p, Some(set)),
+            None => (rs.copies.take(n), None),
         };
         // SAFETY: `slot` and `take` hand out `n` words that no copy handed out in this
         // transaction uses, not moved before it ends (`CopyCache`, `ReadCopies`).
         let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
-        if let Err(e) = self.copy_at(idx, v, off, dst) {
-            rs.reads.pop();
-            return Err(e);
+        // SAFETY: a located object's payload (caller).
+        unsafe { self.copy_at(idx, v, off, dst) }?;
+        if let Some(set) = kept {
+            rs.cache.filled_in(set, hdr, v, n);
         }
-        if kept {
-            rs.cache.filled(hdr, v, n);
-        }
+        rs.reads.push((idx, v));
+        rs.max_read = rs.max_read.max(v);
         Ok(p as *const u8)
     }
 
@@ -626,7 +753,7 @@ impl SphtThread {
         }
         let raw = self.clock().commit_raw(max_old);
         let ok = {
-            let rs = self.rs.borrow();
+            let rs = self.rs();
             rs.reads.iter().all(|&(i, v)| {
                 let cur = self.sh.stripes.word(i).load(Acquire);
                 cur == v || (cur == me && self.locks.iter().any(|l| l.0 == i && l.1 == v))
@@ -957,17 +1084,33 @@ impl EngineThread for SphtThread {
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        // The common case in a few compares: no write of ours to look up, and an
-        // allocated small block of a class that holds `len` bytes (its header word
-        // precedes the payload). Everything else goes through `read_located`.
-        let small = self.writes.is_empty()
-            && class_for(len.saturating_add(HEADER))
-                .is_some_and(|c| self.located.allocated(off, c as u32));
-        if small {
-            self.read_snapshot(off - HEADER as u64, off, len)
-        } else {
-            self.read_located(off, len)
+        // The common cases in a few compares, for a transaction with no write of ours
+        // to look up: first the kept copy of the object at `off` (no geometry: a kept
+        // copy's header offset was located as an object's when it was taken, and
+        // nothing changed the object since, see `read_kept`); then an allocated small
+        // block of a class that holds `len` bytes (its header word precedes the
+        // payload). Everything else goes through `read_located`.
+        if self.writes.is_empty() {
+            let hdr = off.wrapping_sub(HEADER as u64);
+            let n = len.div_ceil(8);
+            let kept = self.read_kept(hdr, n);
+            if let Kept::Hit(p) = kept {
+                return Ok(p);
+            }
+            if class_for(len.saturating_add(HEADER))
+                .is_some_and(|c| self.located.allocated(off, c as u32))
+            {
+                return match kept {
+                    // SAFETY: the geometry located a block at `off` of a class whose
+                    // payload holds `len` bytes.
+                    Kept::Miss(idx, v, set) => unsafe {
+                        self.read_copy(idx, v, hdr, off, n, Some(set))
+                    },
+                    _ => Err(Error::Conflict),
+                };
+            }
         }
+        self.read_located(off, len)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -979,7 +1122,8 @@ impl EngineThread for SphtThread {
             if self.writes[i].copy.is_empty() && plen > 0 {
                 // Freed first, written now: copy at the version the free was based on.
                 let mut buf = vec![0u64; plen / 8].into_boxed_slice();
-                let (_, v) = self.snap_copy(hdr, off, &mut buf)?;
+                // SAFETY: `locate_object` located the object: `plen` is its payload.
+                let (_, v) = unsafe { self.snap_copy(hdr, off, &mut buf) }?;
                 if Some(v) != self.writes[i].seen {
                     return Err(Error::Conflict);
                 }
@@ -990,7 +1134,8 @@ impl EngineThread for SphtThread {
         // An earlier read's version is in the read set: if the object changed since,
         // validation at commit fails.
         let mut copy = vec![0u64; plen / 8].into_boxed_slice();
-        let (_, seen) = self.snap_copy(hdr, off, &mut copy)?;
+        // SAFETY: `locate_object` located the object: `plen` is its payload.
+        let (_, seen) = unsafe { self.snap_copy(hdr, off, &mut copy) }?;
         self.by_off.insert(off, self.writes.len());
         self.writes.push(WEntry {
             off,
