@@ -6,7 +6,12 @@
 //!   `live`) snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
 //!   transaction aborts at once (it would fail validation anyway) — recorded in the read
 //!   set. A repeated read is found by a scan of the read set, taken only when a 64-bit
-//!   filter of the entries read says the entry may be there.
+//!   filter of the entries read says the entry may be there — once the set holds
+//!   [`FEW_READS`] reads. Before that it is not looked for while the commit clock stands
+//!   still (its snapshot then has the version of the earlier read, so it is recorded
+//!   again, at most [`FEW_READS`] times in all), and looked for by a scan when the clock
+//!   moved (before the set is validated again, which the earlier read would fail if the
+//!   object changed since).
 //!
 //!   *Opacity* (ours; the paper validates only at commit): the code inside a
 //!   transaction never sees two objects from different states (a zombie could
@@ -67,7 +72,8 @@
 //! # Commit (Algorithm 1)
 //! A read-only transaction skips steps 0-4: its reads were validated as they were
 //! made, so it serializes at its last read's check ([`Sp3Thread::commit_read_only`] says why);
-//! it only notes the predecessors of step 5.
+//! it only notes the predecessors of step 5 — from its read set, walked only if a read
+//! noted a writer in another slot (a flag each new read sets without a branch).
 //!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
 //!    log for them and the largest possible dependency set — before anything is
@@ -198,14 +204,28 @@ type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 /// (a full walk of a large tree in one transaction).
 const SCAN_LIMIT: usize = 32;
 
-/// The read set, in order of first read. Found by entry (an object's entry is
-/// unique): while it is small, a linear scan taken only when `filter` says the entry
-/// may be there; once it holds more than [`SCAN_LIMIT`] reads, through `index`.
-#[derive(Default)]
+/// Reads up to which a new read is recorded without looking for an earlier read of the
+/// same object (a lookup in a hash map or a small set reads fewer): while the commit
+/// clock stands still, a repeated read's snapshot has the version of the earlier read
+/// (both see the state after the same commits: module docs, *Read*), so recording it
+/// twice changes nothing but the list's length, and the clock-moved path
+/// ([`Sp3Thread::record_after_commits`]) looks for the earlier read before validating.
+/// From this length on, a new read is looked for (through `filter`), so an object is
+/// in the list at most this many times. The list's capacity is never below this, so
+/// such a push needs no growth check either.
+pub(super) const FEW_READS: usize = 8;
+
+/// The read set, in order of first read. While it holds fewer than [`FEW_READS`]
+/// reads, repeated reads are not looked for before they are recorded; from then on,
+/// found by entry (an object's entry is unique): by a linear scan taken only when
+/// `filter` says the entry may be there; once it holds more than [`SCAN_LIMIT`]
+/// reads, through `index`. Every copy of an object in `list` has the same version.
 struct ReadSet {
+    /// Capacity at least [`FEW_READS`] (`ReadSet::default`; nothing shrinks it).
     list: Vec<ReadEntry>,
-    /// One bit per entry of `list`, chosen by [`ReadSet::filter_bit`] of its address:
-    /// a clear bit means the entry is not in `list` (a set one may be another's).
+    /// Once `list` holds [`FEW_READS`] reads or more: one bit per entry of `list`,
+    /// chosen by [`ReadSet::filter_bit`] of its address (a clear bit means the entry
+    /// is not in `list`, a set one may be another's). 0 until then.
     filter: u64,
     /// Position in `list` of every entry, by address; empty while `list` holds at
     /// most [`SCAN_LIMIT`] reads, complete (every read of `list`) once it holds more.
@@ -213,10 +233,27 @@ struct ReadSet {
     /// A value of the commit clock at which every entry of `list` still had the
     /// version it was read at (`Sp3Thread::revalidate`).
     validated_at: u64,
+    /// Some read of `list` has a writer in another slot ([`ReadSet::note_writer`]):
+    /// only then does a read-only commit walk `list` for the writers it must wait for
+    /// (`Sp3Thread::owe_reads`).
+    foreign_writer: bool,
+}
+
+impl Default for ReadSet {
+    fn default() -> ReadSet {
+        ReadSet {
+            list: Vec::with_capacity(FEW_READS),
+            filter: 0,
+            index: HashMap::new(),
+            validated_at: 0,
+            foreign_writer: false,
+        }
+    }
 }
 
 impl ReadSet {
-    /// The read of the object whose entry is `e`, if the transaction read it.
+    /// The read of the object whose entry is `e`, if the transaction read it (the
+    /// first of its copies).
     #[inline]
     fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
         if self.list.len() <= SCAN_LIMIT {
@@ -226,10 +263,11 @@ impl ReadSet {
         }
     }
 
-    /// The read of `e` if the transaction read it, scanning only when `filter` has
-    /// `e`'s bit.
+    /// The read of `e` if the transaction read it, in a list of [`FEW_READS`] reads or
+    /// more (which `filter` covers): scanning only when `filter` has `e`'s bit.
     #[inline(always)]
-    fn find(&self, e: *const Entry) -> Option<&ReadEntry> {
+    fn find_among_many(&self, e: *const Entry) -> Option<&ReadEntry> {
+        debug_assert!(self.list.len() >= FEW_READS);
         if self.filter & Self::filter_bit(e) == 0 {
             return None;
         }
@@ -243,14 +281,30 @@ impl ReadSet {
         1 << ((e as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
     }
 
-    /// Record a new read (of an entry not in the set).
-    #[inline(always)]
+    /// Record a new read (of an entry not in the set, or one read before at the same
+    /// version while the set holds fewer than [`FEW_READS`] reads). The push that
+    /// makes the list [`FEW_READS`] reads long builds the filter from every earlier
+    /// read; past [`SCAN_LIMIT`], the index.
     fn push(&mut self, r: ReadEntry) {
+        if self.list.len() + 1 == FEW_READS {
+            self.filter = self
+                .list
+                .iter()
+                .fold(0, |f, r| f | Self::filter_bit(r.entry));
+        }
         self.filter |= Self::filter_bit(r.entry);
         if self.list.len() >= SCAN_LIMIT {
             self.index_past_scan_limit(&r);
         }
         self.list.push(r);
+    }
+
+    /// Note the writer `d` of a version read by a transaction of `slot`: whether it is
+    /// another slot's (without a branch: the read's common case is a writer of its own
+    /// slot or none, and a test here would cost more than the flag).
+    #[inline(always)]
+    fn note_writer(&mut self, d: u64, slot: usize) {
+        self.foreign_writer |= (slot_of(d) != slot) & (d != tid::NONE);
     }
 
     /// `index` for a read about to be pushed at position `list.len()`, past the scan
@@ -269,10 +323,14 @@ impl ReadSet {
     }
 
     /// Forget every read.
+    #[inline]
     fn clear(&mut self) {
         self.list.clear();
-        self.index.clear();
+        if !self.index.is_empty() {
+            self.index.clear();
+        }
         self.filter = 0;
+        self.foreign_writer = false;
     }
 }
 
@@ -528,9 +586,11 @@ impl Sp3Thread {
             // still has its version.
             return rs.of(e).map(|r| Some(r.data)).ok_or(Error::Conflict);
         };
-        if let Some(r) = rs.find(e) {
-            // Read before: the same version again.
-            return Ok(Some(r.data));
+        if rs.list.len() >= FEW_READS {
+            if let Some(r) = rs.find_among_many(e) {
+                // Read before: the same version again.
+                return Ok(Some(r.data));
+            }
         }
         if fast && !snap.live {
             return Ok(None);
@@ -538,15 +598,54 @@ impl Sp3Thread {
         self.record(&mut rs, e, snap).map(Some)
     }
 
-    /// A new read of `e` whose snapshot is `snap`: the opacity check, then the read set
-    /// records it.
+    /// A snapshot `snap` of `e` that `read_entry` did not find in the read set: the
+    /// opacity check, then the read set records it. The common case here — the commit
+    /// clock stands where the last check left it, so the snapshot is current, and so
+    /// is that of any earlier read of `e` (the same version: [`FEW_READS`]), and the
+    /// list is short — writes the read in place; the rest is out of line.
     #[inline(always)]
     fn record(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
-        if !self.revalidate(rs, Some((e, snap.ver))) {
-            return Err(Error::Conflict);
+        let n = rs.list.len();
+        if self.sh.commit_clock.now() != rs.validated_at || n + 1 >= FEW_READS {
+            return self.record_slow(rs, e, snap);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.note_writer(snap.last_tid, self.slot);
+        // SAFETY: `n + 1 < FEW_READS <= capacity` (the field's invariant): the slot at
+        // `n` is allocated and unused; writing it, then counting it, pushes.
+        unsafe {
+            rs.list.as_mut_ptr().add(n).write(ReadEntry {
+                entry: e,
+                ver: snap.ver,
+                last_tid: snap.last_tid,
+                data,
+            });
+            rs.list.set_len(n + 1);
+        }
+        Ok(data)
+    }
+
+    /// [`Sp3Thread::record`] after commits moved the commit clock, or into a list of
+    /// [`FEW_READS`] reads or more. After commits: a repeated read that `read_entry`
+    /// did not look for (the set holds fewer than [`FEW_READS`] reads) answers the
+    /// version read before; a new read is checked ([`Sp3Thread::revalidate`]).
+    #[cold]
+    #[inline(never)]
+    fn record_slow(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
+        if self.sh.commit_clock.now() != rs.validated_at {
+            if rs.list.len() < FEW_READS {
+                if let Some(r) = rs.of(e) {
+                    return Ok(r.data);
+                }
+            }
+            if !self.revalidate(rs, Some((e, snap.ver))) {
+                return Err(Error::Conflict);
+            }
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.note_writer(snap.last_tid, self.slot);
         rs.push(ReadEntry {
             entry: e,
             ver: snap.ver,
@@ -629,9 +728,18 @@ impl Sp3Thread {
     }
 
     /// A read-only commit depends on the writers of what it read that are not durable
-    /// yet: note them in `owed`, for `wait_durable`.
-    #[inline]
+    /// yet: note them in `owed`, for `wait_durable`. Only a read set that read another
+    /// slot's version has any (`ReadSet::foreign_writer`).
+    #[inline(always)]
     fn owe_reads(&mut self) {
+        if self.reads.get_mut().foreign_writer {
+            self.owe_foreign_reads();
+        }
+    }
+
+    /// [`Sp3Thread::owe_reads`] of a read set with writers in other slots.
+    #[inline(never)]
+    fn owe_foreign_reads(&mut self) {
         let Sp3Thread {
             reads,
             owed,
