@@ -73,7 +73,7 @@
 //! A read-only transaction skips steps 0-4: its reads were validated as they were
 //! made, so it serializes at its last read's check ([`Sp3Thread::commit_read_only`] says why);
 //! it only notes the predecessors of step 5 — from its read set, walked only if a read
-//! noted a writer in another slot (a flag each new read sets without a branch).
+//! noted a writer in another slot (a flag each new read sets).
 //!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
 //!    log for them and the largest possible dependency set — before anything is
@@ -300,11 +300,12 @@ impl ReadSet {
     }
 
     /// Note the writer `d` of a version read by a transaction of `slot`: whether it is
-    /// another slot's (without a branch: the read's common case is a writer of its own
-    /// slot or none, and a test here would cost more than the flag).
+    /// another slot's.
     #[inline(always)]
     fn note_writer(&mut self, d: u64, slot: usize) {
-        self.foreign_writer |= (slot_of(d) != slot) & (d != tid::NONE);
+        if slot_of(d) != slot && d != tid::NONE {
+            self.foreign_writer = true;
+        }
     }
 
     /// `index` for a read about to be pushed at position `list.len()`, past the scan
@@ -607,7 +608,9 @@ impl Sp3Thread {
     fn record(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
         let n = rs.list.len();
         if self.sh.commit_clock.now() != rs.validated_at || n + 1 >= FEW_READS {
-            return self.record_slow(rs, e, snap);
+            // The snapshot's fields one by one: an aggregate argument would be stored
+            // to the stack on the common path too.
+            return self.record_slow(rs, e, snap.ver, snap.ptr, snap.last_tid);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
@@ -632,24 +635,31 @@ impl Sp3Thread {
     /// version read before; a new read is checked ([`Sp3Thread::revalidate`]).
     #[cold]
     #[inline(never)]
-    fn record_slow(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
+    fn record_slow(
+        &self,
+        rs: &mut ReadSet,
+        e: &Entry,
+        ver: u64,
+        ptr: *mut Version,
+        last_tid: u64,
+    ) -> Result<*const u8> {
         if self.sh.commit_clock.now() != rs.validated_at {
             if rs.list.len() < FEW_READS {
                 if let Some(r) = rs.of(e) {
                     return Ok(r.data);
                 }
             }
-            if !self.revalidate(rs, Some((e, snap.ver))) {
+            if !self.revalidate(rs, Some((e, ver))) {
                 return Err(Error::Conflict);
             }
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
-        let data = unsafe { Version::data(snap.ptr) } as *const u8;
-        rs.note_writer(snap.last_tid, self.slot);
+        let data = unsafe { Version::data(ptr) } as *const u8;
+        rs.note_writer(last_tid, self.slot);
         rs.push(ReadEntry {
             entry: e,
-            ver: snap.ver,
-            last_tid: snap.last_tid,
+            ver,
+            last_tid,
             data,
         });
         Ok(data)
