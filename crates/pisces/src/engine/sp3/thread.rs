@@ -541,8 +541,34 @@ impl Sp3Thread {
         }
     }
 
+    /// A read of a transaction that wrote (or allocated or freed): its own copies
+    /// first, then as a read of a transaction that did not.
+    #[inline(never)]
+    fn read_in_writer(&self, off: u64, len: usize) -> Result<*const u8> {
+        if self.writes.get(off).is_none() {
+            if let Some(e) = self.sh.index.lookup_small(off, len) {
+                return self.read_small_slow(e, off, len);
+            }
+        }
+        self.read_slow(off, len)
+    }
+
+    /// A read of the small block at `off` whose entry is `e` (found in the direct
+    /// table, not in the write set) that the fast path of `read` declined: a new
+    /// snapshot, read as `read_entry` does; one that says the block is not allocated
+    /// goes to [`Sp3Thread::read_slow`].
+    #[cold]
+    #[inline(never)]
+    fn read_small_slow(&self, e: &Entry, off: u64, len: usize) -> Result<*const u8> {
+        match self.read_entry(e, true)? {
+            Some(data) => Ok(data),
+            None => self.read_slow(off, len),
+        }
+    }
+
     /// A read the fast path declined: validate the offset against the allocator, the
     /// write set, then the entry (created on the object's first access in the run).
+    #[inline(never)]
     fn read_slow(&self, off: u64, len: usize) -> Result<*const u8> {
         let (off, plen) = self.locate(off, len)?;
         if let Some(w) = self.writes.get(off) {
@@ -1000,16 +1026,42 @@ impl EngineThread for Sp3Thread {
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        // The fast path (module docs, *Read*): a small block this transaction did not
-        // write, whose entry exists and says it is allocated.
-        if self.writes.is_empty() || self.writes.get(off).is_none() {
-            if let Some(e) = self.sh.index.lookup_small(off, len) {
-                if let Some(data) = self.read_entry(e, true)? {
-                    return Ok(data);
-                }
-            }
+        // The fast path (module docs, *Read*): a small block of a transaction that
+        // wrote nothing, whose entry exists, is unlocked and says it is allocated, read
+        // while the commit clock stands where the last check left it into a read set
+        // of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case). Every
+        // other case is one call out of line and the read's last step, so that no
+        // value of the fast path lives across a call.
+        if !self.writes.is_empty() {
+            return self.read_in_writer(off, len);
         }
-        self.read_slow(off, len)
+        let Some(e) = self.sh.index.lookup_small(off, len) else {
+            return self.read_slow(off, len);
+        };
+        let Ok(snap) = e.snapshot() else {
+            return self.read_small_slow(e, off, len);
+        };
+        let mut rs = self.reads.borrow_mut();
+        let n = rs.list.len();
+        if !snap.live || n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
+            drop(rs);
+            return self.read_small_slow(e, off, len);
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.note_writer(snap.last_tid, self.slot);
+        // SAFETY: `n + 1 < FEW_READS <= capacity` (the field's invariant): the slot at
+        // `n` is allocated and unused; writing it, then counting it, pushes.
+        unsafe {
+            rs.list.as_mut_ptr().add(n).write(ReadEntry {
+                entry: e,
+                ver: snap.ver,
+                last_tid: snap.last_tid,
+                data,
+            });
+            rs.list.set_len(n + 1);
+        }
+        Ok(data)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
