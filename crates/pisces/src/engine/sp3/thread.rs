@@ -139,7 +139,7 @@ use crate::heap::alloc::{Block, SmallSlot, ThreadCache, HEADER};
 use crate::sync::spin_step;
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -345,8 +345,10 @@ pub(crate) struct Sp3Thread {
     body: Vec<u8>,
     deps: Vec<u64>,
     active: bool,
-    /// Interior mutability: `read` takes `&self`.
-    reads: RefCell<ReadSet>,
+    /// Interior mutability: `read` takes `&self`. Not a `RefCell`: its borrow flag
+    /// costs a read a load, a test and two stores; [`Sp3Thread::reads`] and
+    /// [`Sp3Thread::reads_mut`] say when a reference is sound.
+    reads: UnsafeCell<ReadSet>,
     writes: WriteSet<Version, Entry, u64>,
     /// Last lid this slot used.
     lid: u64,
@@ -382,7 +384,7 @@ impl Sp3Thread {
             body: Vec::new(),
             deps: Vec::new(),
             active: false,
-            reads: RefCell::new(ReadSet::default()),
+            reads: UnsafeCell::new(ReadSet::default()),
             writes: WriteSet::default(),
             lid,
             owed: Vec::new(),
@@ -390,6 +392,29 @@ impl Sp3Thread {
             retries: Retries::default(),
             nested: false,
         }
+    }
+
+    /// The read set, shared. Sound because the state is not `Sync` (`UnsafeCell`) and
+    /// no `&mut` to the read set outlives the function that made it
+    /// ([`Sp3Thread::reads_mut`]), none of which calls this.
+    #[inline(always)]
+    fn reads(&self) -> &ReadSet {
+        // SAFETY: as above: no exclusive reference to the read set is alive.
+        unsafe { &*self.reads.get() }
+    }
+
+    /// The read set, exclusively, for one of the transaction's operations (a read, the
+    /// opacity check of a write).
+    ///
+    /// # Safety
+    /// No other reference to the read set may be alive while the returned one is used:
+    /// the caller uses it within its own body and the functions it hands it to, none of
+    /// which takes the read set from `self` again ([`Sp3Thread::reads`] or this).
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn reads_mut(&self) -> &mut ReadSet {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.reads.get() }
     }
 
     fn log(&mut self) -> &mut LogWriter {
@@ -424,7 +449,7 @@ impl Sp3Thread {
         match locate_object(&self.sh.alloc, off, len, |b| self.pending(b)) {
             Ok((header, plen)) => Ok((header + HEADER as u64, plen)),
             Err(e) => {
-                if self.validate(&self.reads.borrow()) {
+                if self.validate(self.reads()) {
                     Err(e)
                 } else {
                     Err(Error::Conflict)
@@ -527,7 +552,7 @@ impl Sp3Thread {
     /// Lock `e` for a write or free of the object at `off`: from the version read
     /// earlier, or from the current one. Returns the prior word.
     fn lock_entry(&self, e: &Entry) -> Result<u64> {
-        let rs = self.reads.borrow();
+        let rs = self.reads();
         match rs.of(e) {
             Some(r) => {
                 let seen = r.ver;
@@ -607,7 +632,9 @@ impl Sp3Thread {
     /// answers `None` (the slow path decides); otherwise the answer is always `Some`.
     #[inline(always)]
     fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
-        let mut rs = self.reads.borrow_mut();
+        // SAFETY: nothing else refers to the read set while the read runs
+        // (`Sp3Thread::reads_mut`).
+        let rs = unsafe { self.reads_mut() };
         let Ok(snap) = e.snapshot() else {
             // Locked by a writer: a new read would fail validation; a repeated one
             // still has its version.
@@ -622,7 +649,7 @@ impl Sp3Thread {
         if fast && !snap.live {
             return Ok(None);
         }
-        self.record(&mut rs, e, snap).map(Some)
+        self.record(rs, e, snap).map(Some)
     }
 
     /// A snapshot `snap` of `e` that `read_entry` did not find in the read set: the
@@ -695,13 +722,14 @@ impl Sp3Thread {
     /// snapshot that a commit overtakes before the reader records it).
     #[cfg(test)]
     pub(super) fn record_snapshot(&self, e: &Entry, snap: Snapshot) -> Result<*const u8> {
-        self.record(&mut self.reads.borrow_mut(), e, snap)
+        // SAFETY: nothing else refers to the read set here (`Sp3Thread::reads_mut`).
+        self.record(unsafe { self.reads_mut() }, e, snap)
     }
 
     /// Reads in the read set (tests).
     #[cfg(test)]
     pub(super) fn reads_recorded(&self) -> usize {
-        self.reads.borrow().list.len()
+        self.reads().list.len()
     }
 
     /// Predecessors `wait_durable` would wait for (tests).
@@ -838,7 +866,7 @@ impl Sp3Thread {
         // both fence; the later fence's validation sees the earlier one's lock, so at
         // least one of them aborts.
         crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
-        if !self.validate(&self.reads.borrow()) {
+        if !self.validate(self.reads()) {
             self.rollback();
             return Err(Error::Conflict);
         }
@@ -1041,10 +1069,11 @@ impl EngineThread for Sp3Thread {
         let Ok(snap) = e.snapshot() else {
             return self.read_small_slow(e, off, len);
         };
-        let mut rs = self.reads.borrow_mut();
+        // SAFETY: nothing else refers to the read set while the read runs
+        // (`Sp3Thread::reads_mut`).
+        let rs = unsafe { self.reads_mut() };
         let n = rs.list.len();
         if !snap.live || n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
-            drop(rs);
             return self.read_small_slow(e, off, len);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
@@ -1092,7 +1121,8 @@ impl EngineThread for Sp3Thread {
         // Opacity: the copy's content joins what this transaction has seen. (A commit
         // that changed the object ticked the commit clock before it unlocked the entry,
         // which our lock read: `revalidate` sees the tick.)
-        if !self.revalidate(&mut self.reads.borrow_mut(), None) {
+        // SAFETY: nothing else refers to the read set here (`Sp3Thread::reads_mut`).
+        if !self.revalidate(unsafe { self.reads_mut() }, None) {
             return Err(Error::Conflict);
         }
         // SAFETY: we hold the lock: the newest version is stable, alive, `plen` long.
