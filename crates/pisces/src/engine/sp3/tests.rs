@@ -197,17 +197,17 @@ fn limbo_frees_versions_only_after_older_readers_end() {
         // SAFETY: a fresh version, never published.
         limbo.retire(unsafe { Version::new(16, None) });
     }
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 40, "freed under a running reader");
     slots[1].finish();
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 0, "a stamped batch survived its readers");
     // Fewer than a batch: kept until a thread leaves (then a grace period).
     for _ in 0..5 {
         // SAFETY: as above.
         limbo.retire(unsafe { Version::new(8, None) });
     }
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 5);
     slots[1].start(&clock);
     slots[1].finish();

@@ -129,6 +129,7 @@ use super::log;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
+use crate::engine::kit::cc::clock::SlotClock;
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::kit::rollback::Rollback;
@@ -324,13 +325,16 @@ impl ReadSet {
     }
 
     /// Forget every read.
-    #[inline]
+    #[inline(always)]
     fn clear(&mut self) {
-        self.list.clear();
-        if !self.index.is_empty() {
-            self.index.clear();
+        if self.list.len() >= FEW_READS {
+            // Only a list this long set filter bits, and only a longer one indexed.
+            self.filter = 0;
+            if !self.index.is_empty() {
+                self.index.clear();
+            }
         }
-        self.filter = 0;
+        self.list.clear();
         self.foreign_writer = false;
     }
 }
@@ -501,11 +505,28 @@ impl Sp3Thread {
     #[inline]
     fn end(&mut self) {
         self.writes.clear_index();
+        self.end_reads();
+    }
+
+    /// [`Sp3Thread::end`] of a transaction whose write set is empty and was never
+    /// used (a snapshot): its index is empty already.
+    #[inline(always)]
+    fn end_reads(&mut self) {
+        debug_assert!(self.writes.is_empty());
         self.reads.get_mut().clear();
-        self.sh.slots[self.slot].clock.finish();
+        self.slot_clock().finish();
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
-        self.limbo.collect(&self.sh.clock, self.sh.clocks());
+        let sh = &self.sh;
+        self.limbo.collect(&sh.clock, || sh.clocks());
+    }
+
+    /// This slot's clock (epochs for version reclamation).
+    #[inline(always)]
+    fn slot_clock(&self) -> &SlotClock {
+        // SAFETY: `slot` is below `slots.len()`: `Sp3Thread::new` indexed `slots[slot]`
+        // (checked), and `slots` never changes while `sh` lives.
+        &unsafe { self.sh.slots.get_unchecked(self.slot) }.clock
     }
 
     /// The fallback's drain (module docs, *Fallback*): a grace period for every other
@@ -1035,7 +1056,7 @@ impl EngineThread for Sp3Thread {
         if self.retries.begin() {
             self.begin_retry();
         }
-        self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        self.slot_clock().start(&self.sh.clock);
         // After `start`'s fence (module docs, *Fallback*).
         if !opts.read_only && !self.nested && self.sh.fallback.blocks(self.slot) {
             self.wait_for_fallback();
@@ -1205,9 +1226,8 @@ impl EngineThread for Sp3Thread {
     #[inline]
     fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
         running(self.active)?;
-        debug_assert!(self.writes.is_empty());
         self.owe_reads();
-        self.end();
+        self.end_reads();
         let token = self.token();
         Ok(if wait {
             self.wait_durable(token)
