@@ -37,8 +37,11 @@
 //!   consistently, record them in the read set): a small block this transaction did
 //!   not write goes through [`index::Index::lookup_small`] — the slab's entry table,
 //!   one multiply to check the offset is a block start, two dependent loads — then the
-//!   seqlock snapshot, a 64-bit filter that says the object was not read before (else
-//!   a scan of the read set finds the earlier read), the opacity check and a push. No
+//!   seqlock snapshot, the opacity check and a push in place — a repeated read among
+//!   the first few is recorded again rather than looked for (`thread::FEW_READS`: its
+//!   version is the same while the commit clock stands still; when it moved, a scan
+//!   finds the earlier read); past them, a 64-bit filter says the object was not read
+//!   before (else a scan or an index finds the earlier read). No
 //!   lock, no hash, no allocation, no allocator state. Ours on top of the paper: the
 //!   opacity check (the paper validates only at commit) — one load of the commit clock
 //!   while no update commit ran since the last check, else one pass over the read set
@@ -53,8 +56,9 @@
 //!   load (the seqlock word), most of the container's on the version's bytes.
 //! * **Read-only commit**: no validation (each read checked the set after its
 //!   snapshot, so the transaction serializes at its last check: [`thread`]), no record;
-//!   the predecessors still volatile are noted from the read set (the paper's step 5),
-//!   and the slot's clock is reset (ours: epochs for version reclamation).
+//!   the predecessors still volatile are noted from the read set (the paper's step 5)
+//!   if a read saw another slot's writer (each read sets a flag), and the slot's clock
+//!   is reset (ours: epochs for version reclamation).
 //! * **Update commit** (the paper's steps 1-5): validation, the dependency set, the
 //!   publication of the new versions, one log record (whole objects) appended,
 //!   flushed and fenced, the record queued for the checkpoint; the checkpoint later
@@ -134,8 +138,10 @@
 //! The commit clock (`tests.rs`): after a commit that changed an object read, a new
 //! read and a write of another object it wrote conflict, and so does a new read whose
 //! snapshot the commit overtook before the check; without the tick (mutation point
-//! `no-commit-tick`) the first two see mixed states. A repeated read is recorded once
-//! and keeps its version, also past the filter's 64 bits.
+//! `no-commit-tick`) the first two see mixed states. A repeated read past the first few is recorded once
+//! and keeps its version, also past the filter's 64 bits; among the first few reads
+//! it keeps its version after a commit changed the object and is recorded a bounded
+//! number of times.
 //!
 //! # Options
 //! * `early_visibility` (default `true`): the paper's protocol. `false` is the ablation

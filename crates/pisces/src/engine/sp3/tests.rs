@@ -197,17 +197,17 @@ fn limbo_frees_versions_only_after_older_readers_end() {
         // SAFETY: a fresh version, never published.
         limbo.retire(unsafe { Version::new(16, None) });
     }
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 40, "freed under a running reader");
     slots[1].finish();
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 0, "a stamped batch survived its readers");
     // Fewer than a batch: kept until a thread leaves (then a grace period).
     for _ in 0..5 {
         // SAFETY: as above.
         limbo.retire(unsafe { Version::new(8, None) });
     }
-    limbo.collect(&clock, slots.iter());
+    limbo.collect(&clock, || slots.iter());
     assert_eq!(limbo.len(), 5);
     slots[1].start(&clock);
     slots[1].finish();
@@ -452,6 +452,38 @@ fn a_repeated_read_is_found_and_recorded_once() {
     assert_eq!(first, expected);
     assert_eq!(again.into_iter().rev().collect::<Vec<_>>(), expected);
     assert_eq!((after_first, after_again), (80, 80));
+}
+
+/// While the read set holds few reads, a repeated read is recorded without a search
+/// for the earlier one: it keeps its first version after a commit changed the object
+/// (the clock-moved path finds the earlier read), and however often it is repeated
+/// the object is in the set at most `FEW_READS` times (from then on reads are looked
+/// for).
+#[test]
+fn a_repeated_read_among_few_keeps_its_version_and_is_bounded() {
+    let (_e, mut a, mut b) = engine();
+    let x = new_object(&mut a, 24, 7);
+    a.begin(&TxOptions::default());
+    let again: Vec<_> = (0..3).map(|_| load(&a, x).ok()).collect();
+    // b changes x: a's repeated reads keep the version it read, and add nothing.
+    store(&mut b, &[x], 1000);
+    let recorded = a.reads_recorded();
+    let after: Vec<_> = (0..3).map(|_| load(&a, x).ok()).collect();
+    let recorded_after = a.reads_recorded();
+    a.abort();
+    assert_eq!(again, vec![Some(7); 3]);
+    assert_eq!(after, vec![Some(7); 3]);
+    assert_eq!(recorded_after, recorded);
+    // While the clock stands still, repeated reads stop growing the set.
+    a.begin(&TxOptions::default());
+    let many: Vec<_> = (0..100).map(|_| load(&a, x).ok()).collect();
+    let recorded = a.reads_recorded();
+    a.abort();
+    assert_eq!(many, vec![Some(1000); 100]);
+    assert!(
+        recorded <= super::thread::FEW_READS,
+        "100 reads of one object recorded {recorded} times"
+    );
 }
 
 /// The opacity check of a new read skips the read set only while the commit clock

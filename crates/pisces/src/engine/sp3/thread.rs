@@ -6,7 +6,12 @@
 //!   `live`) snapshot of the entry ([`Entry::snapshot`]) — an object locked by another
 //!   transaction aborts at once (it would fail validation anyway) — recorded in the read
 //!   set. A repeated read is found by a scan of the read set, taken only when a 64-bit
-//!   filter of the entries read says the entry may be there.
+//!   filter of the entries read says the entry may be there — once the set holds
+//!   [`FEW_READS`] reads. Before that it is not looked for while the commit clock stands
+//!   still (its snapshot then has the version of the earlier read, so it is recorded
+//!   again, at most [`FEW_READS`] times in all), and looked for by a scan when the clock
+//!   moved (before the set is validated again, which the earlier read would fail if the
+//!   object changed since).
 //!
 //!   *Opacity* (ours; the paper validates only at commit): the code inside a
 //!   transaction never sees two objects from different states (a zombie could
@@ -67,7 +72,8 @@
 //! # Commit (Algorithm 1)
 //! A read-only transaction skips steps 0-4: its reads were validated as they were
 //! made, so it serializes at its last read's check ([`Sp3Thread::commit_read_only`] says why);
-//! it only notes the predecessors of step 5.
+//! it only notes the predecessors of step 5 — from its read set, walked only if a read
+//! noted a writer in another slot (a flag each new read sets).
 //!
 //! 0. Encode the kit entries (whole objects: RANGE; ALLOC / FREE), make room in the
 //!    log for them and the largest possible dependency set — before anything is
@@ -123,6 +129,7 @@ use super::log;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
 use super::version::{Limbo, Version};
+use crate::engine::kit::cc::clock::SlotClock;
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder, HEADER_LEN};
 use crate::engine::kit::rollback::Rollback;
@@ -133,7 +140,7 @@ use crate::heap::alloc::{Block, SmallSlot, ThreadCache, HEADER};
 use crate::sync::spin_step;
 use crate::tx_options::TxOptions;
 use crate::{Error, Result};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -198,14 +205,28 @@ type WriteEntry = write_set::WriteEntry<Version, Entry, u64>;
 /// (a full walk of a large tree in one transaction).
 const SCAN_LIMIT: usize = 32;
 
-/// The read set, in order of first read. Found by entry (an object's entry is
-/// unique): while it is small, a linear scan taken only when `filter` says the entry
-/// may be there; once it holds more than [`SCAN_LIMIT`] reads, through `index`.
-#[derive(Default)]
+/// Reads up to which a new read is recorded without looking for an earlier read of the
+/// same object (a lookup in a hash map or a small set reads fewer): while the commit
+/// clock stands still, a repeated read's snapshot has the version of the earlier read
+/// (both see the state after the same commits: module docs, *Read*), so recording it
+/// twice changes nothing but the list's length, and the clock-moved path
+/// ([`Sp3Thread::record_after_commits`]) looks for the earlier read before validating.
+/// From this length on, a new read is looked for (through `filter`), so an object is
+/// in the list at most this many times. The list's capacity is never below this, so
+/// such a push needs no growth check either.
+pub(super) const FEW_READS: usize = 8;
+
+/// The read set, in order of first read. While it holds fewer than [`FEW_READS`]
+/// reads, repeated reads are not looked for before they are recorded; from then on,
+/// found by entry (an object's entry is unique): by a linear scan taken only when
+/// `filter` says the entry may be there; once it holds more than [`SCAN_LIMIT`]
+/// reads, through `index`. Every copy of an object in `list` has the same version.
 struct ReadSet {
+    /// Capacity at least [`FEW_READS`] (`ReadSet::default`; nothing shrinks it).
     list: Vec<ReadEntry>,
-    /// One bit per entry of `list`, chosen by [`ReadSet::filter_bit`] of its address:
-    /// a clear bit means the entry is not in `list` (a set one may be another's).
+    /// Once `list` holds [`FEW_READS`] reads or more: one bit per entry of `list`,
+    /// chosen by [`ReadSet::filter_bit`] of its address (a clear bit means the entry
+    /// is not in `list`, a set one may be another's). 0 until then.
     filter: u64,
     /// Position in `list` of every entry, by address; empty while `list` holds at
     /// most [`SCAN_LIMIT`] reads, complete (every read of `list`) once it holds more.
@@ -213,10 +234,27 @@ struct ReadSet {
     /// A value of the commit clock at which every entry of `list` still had the
     /// version it was read at (`Sp3Thread::revalidate`).
     validated_at: u64,
+    /// Some read of `list` has a writer in another slot ([`ReadSet::note_writer`]):
+    /// only then does a read-only commit walk `list` for the writers it must wait for
+    /// (`Sp3Thread::owe_reads`).
+    foreign_writer: bool,
+}
+
+impl Default for ReadSet {
+    fn default() -> ReadSet {
+        ReadSet {
+            list: Vec::with_capacity(FEW_READS),
+            filter: 0,
+            index: HashMap::new(),
+            validated_at: 0,
+            foreign_writer: false,
+        }
+    }
 }
 
 impl ReadSet {
-    /// The read of the object whose entry is `e`, if the transaction read it.
+    /// The read of the object whose entry is `e`, if the transaction read it (the
+    /// first of its copies).
     #[inline]
     fn of(&self, e: *const Entry) -> Option<&ReadEntry> {
         if self.list.len() <= SCAN_LIMIT {
@@ -226,10 +264,11 @@ impl ReadSet {
         }
     }
 
-    /// The read of `e` if the transaction read it, scanning only when `filter` has
-    /// `e`'s bit.
+    /// The read of `e` if the transaction read it, in a list of [`FEW_READS`] reads or
+    /// more (which `filter` covers): scanning only when `filter` has `e`'s bit.
     #[inline(always)]
-    fn find(&self, e: *const Entry) -> Option<&ReadEntry> {
+    fn find_among_many(&self, e: *const Entry) -> Option<&ReadEntry> {
+        debug_assert!(self.list.len() >= FEW_READS);
         if self.filter & Self::filter_bit(e) == 0 {
             return None;
         }
@@ -243,14 +282,31 @@ impl ReadSet {
         1 << ((e as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
     }
 
-    /// Record a new read (of an entry not in the set).
-    #[inline(always)]
+    /// Record a new read (of an entry not in the set, or one read before at the same
+    /// version while the set holds fewer than [`FEW_READS`] reads). The push that
+    /// makes the list [`FEW_READS`] reads long builds the filter from every earlier
+    /// read; past [`SCAN_LIMIT`], the index.
     fn push(&mut self, r: ReadEntry) {
+        if self.list.len() + 1 == FEW_READS {
+            self.filter = self
+                .list
+                .iter()
+                .fold(0, |f, r| f | Self::filter_bit(r.entry));
+        }
         self.filter |= Self::filter_bit(r.entry);
         if self.list.len() >= SCAN_LIMIT {
             self.index_past_scan_limit(&r);
         }
         self.list.push(r);
+    }
+
+    /// Note the writer `d` of a version read by a transaction of `slot`: whether it is
+    /// another slot's.
+    #[inline(always)]
+    fn note_writer(&mut self, d: u64, slot: usize) {
+        if slot_of(d) != slot && d != tid::NONE {
+            self.foreign_writer = true;
+        }
     }
 
     /// `index` for a read about to be pushed at position `list.len()`, past the scan
@@ -269,10 +325,17 @@ impl ReadSet {
     }
 
     /// Forget every read.
+    #[inline(always)]
     fn clear(&mut self) {
+        if self.list.len() >= FEW_READS {
+            // Only a list this long set filter bits, and only a longer one indexed.
+            self.filter = 0;
+            if !self.index.is_empty() {
+                self.index.clear();
+            }
+        }
         self.list.clear();
-        self.index.clear();
-        self.filter = 0;
+        self.foreign_writer = false;
     }
 }
 
@@ -286,8 +349,10 @@ pub(crate) struct Sp3Thread {
     body: Vec<u8>,
     deps: Vec<u64>,
     active: bool,
-    /// Interior mutability: `read` takes `&self`.
-    reads: RefCell<ReadSet>,
+    /// Interior mutability: `read` takes `&self`. Not a `RefCell`: its borrow flag
+    /// costs a read a load, a test and two stores; [`Sp3Thread::reads`] and
+    /// [`Sp3Thread::reads_mut`] say when a reference is sound.
+    reads: UnsafeCell<ReadSet>,
     writes: WriteSet<Version, Entry, u64>,
     /// Last lid this slot used.
     lid: u64,
@@ -323,7 +388,7 @@ impl Sp3Thread {
             body: Vec::new(),
             deps: Vec::new(),
             active: false,
-            reads: RefCell::new(ReadSet::default()),
+            reads: UnsafeCell::new(ReadSet::default()),
             writes: WriteSet::default(),
             lid,
             owed: Vec::new(),
@@ -331,6 +396,29 @@ impl Sp3Thread {
             retries: Retries::default(),
             nested: false,
         }
+    }
+
+    /// The read set, shared. Sound because the state is not `Sync` (`UnsafeCell`) and
+    /// no `&mut` to the read set outlives the function that made it
+    /// ([`Sp3Thread::reads_mut`]), none of which calls this.
+    #[inline(always)]
+    fn reads(&self) -> &ReadSet {
+        // SAFETY: as above: no exclusive reference to the read set is alive.
+        unsafe { &*self.reads.get() }
+    }
+
+    /// The read set, exclusively, for one of the transaction's operations (a read, the
+    /// opacity check of a write).
+    ///
+    /// # Safety
+    /// No other reference to the read set may be alive while the returned one is used:
+    /// the caller uses it within its own body and the functions it hands it to, none of
+    /// which takes the read set from `self` again ([`Sp3Thread::reads`] or this).
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn reads_mut(&self) -> &mut ReadSet {
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.reads.get() }
     }
 
     fn log(&mut self) -> &mut LogWriter {
@@ -365,7 +453,7 @@ impl Sp3Thread {
         match locate_object(&self.sh.alloc, off, len, |b| self.pending(b)) {
             Ok((header, plen)) => Ok((header + HEADER as u64, plen)),
             Err(e) => {
-                if self.validate(&self.reads.borrow()) {
+                if self.validate(self.reads()) {
                     Err(e)
                 } else {
                     Err(Error::Conflict)
@@ -417,11 +505,28 @@ impl Sp3Thread {
     #[inline]
     fn end(&mut self) {
         self.writes.clear_index();
+        self.end_reads();
+    }
+
+    /// [`Sp3Thread::end`] of a transaction whose write set is empty and was never
+    /// used (a snapshot): its index is empty already.
+    #[inline(always)]
+    fn end_reads(&mut self) {
+        debug_assert!(self.writes.is_empty());
         self.reads.get_mut().clear();
-        self.sh.slots[self.slot].clock.finish();
+        self.slot_clock().finish();
         self.active = false;
         self.retries.end(&self.sh.fallback, self.slot);
-        self.limbo.collect(&self.sh.clock, self.sh.clocks());
+        let sh = &self.sh;
+        self.limbo.collect(&sh.clock, || sh.clocks());
+    }
+
+    /// This slot's clock (epochs for version reclamation).
+    #[inline(always)]
+    fn slot_clock(&self) -> &SlotClock {
+        // SAFETY: `slot` is below `slots.len()`: `Sp3Thread::new` indexed `slots[slot]`
+        // (checked), and `slots` never changes while `sh` lives.
+        &unsafe { self.sh.slots.get_unchecked(self.slot) }.clock
     }
 
     /// The fallback's drain (module docs, *Fallback*): a grace period for every other
@@ -468,7 +573,7 @@ impl Sp3Thread {
     /// Lock `e` for a write or free of the object at `off`: from the version read
     /// earlier, or from the current one. Returns the prior word.
     fn lock_entry(&self, e: &Entry) -> Result<u64> {
-        let rs = self.reads.borrow();
+        let rs = self.reads();
         match rs.of(e) {
             Some(r) => {
                 let seen = r.ver;
@@ -482,8 +587,34 @@ impl Sp3Thread {
         }
     }
 
+    /// A read of a transaction that wrote (or allocated or freed): its own copies
+    /// first, then as a read of a transaction that did not.
+    #[inline(never)]
+    fn read_in_writer(&self, off: u64, len: usize) -> Result<*const u8> {
+        if self.writes.get(off).is_none() {
+            if let Some(e) = self.sh.index.lookup_small(off, len) {
+                return self.read_small_slow(e, off, len);
+            }
+        }
+        self.read_slow(off, len)
+    }
+
+    /// A read of the small block at `off` whose entry is `e` (found in the direct
+    /// table, not in the write set) that the fast path of `read` declined: a new
+    /// snapshot, read as `read_entry` does; one that says the block is not allocated
+    /// goes to [`Sp3Thread::read_slow`].
+    #[cold]
+    #[inline(never)]
+    fn read_small_slow(&self, e: &Entry, off: u64, len: usize) -> Result<*const u8> {
+        match self.read_entry(e, true)? {
+            Some(data) => Ok(data),
+            None => self.read_slow(off, len),
+        }
+    }
+
     /// A read the fast path declined: validate the offset against the allocator, the
     /// write set, then the entry (created on the object's first access in the run).
+    #[inline(never)]
     fn read_slow(&self, off: u64, len: usize) -> Result<*const u8> {
         let (off, plen) = self.locate(off, len)?;
         if let Some(w) = self.writes.get(off) {
@@ -522,35 +653,87 @@ impl Sp3Thread {
     /// answers `None` (the slow path decides); otherwise the answer is always `Some`.
     #[inline(always)]
     fn read_entry(&self, e: &Entry, fast: bool) -> Result<Option<*const u8>> {
-        let mut rs = self.reads.borrow_mut();
+        // SAFETY: nothing else refers to the read set while the read runs
+        // (`Sp3Thread::reads_mut`).
+        let rs = unsafe { self.reads_mut() };
         let Ok(snap) = e.snapshot() else {
             // Locked by a writer: a new read would fail validation; a repeated one
             // still has its version.
             return rs.of(e).map(|r| Some(r.data)).ok_or(Error::Conflict);
         };
-        if let Some(r) = rs.find(e) {
-            // Read before: the same version again.
-            return Ok(Some(r.data));
+        if rs.list.len() >= FEW_READS {
+            if let Some(r) = rs.find_among_many(e) {
+                // Read before: the same version again.
+                return Ok(Some(r.data));
+            }
         }
         if fast && !snap.live {
             return Ok(None);
         }
-        self.record(&mut rs, e, snap).map(Some)
+        self.record(rs, e, snap).map(Some)
     }
 
-    /// A new read of `e` whose snapshot is `snap`: the opacity check, then the read set
-    /// records it.
+    /// A snapshot `snap` of `e` that `read_entry` did not find in the read set: the
+    /// opacity check, then the read set records it. The common case here — the commit
+    /// clock stands where the last check left it, so the snapshot is current, and so
+    /// is that of any earlier read of `e` (the same version: [`FEW_READS`]), and the
+    /// list is short — writes the read in place; the rest is out of line.
     #[inline(always)]
     fn record(&self, rs: &mut ReadSet, e: &Entry, snap: Snapshot) -> Result<*const u8> {
-        if !self.revalidate(rs, Some((e, snap.ver))) {
-            return Err(Error::Conflict);
+        let n = rs.list.len();
+        if self.sh.commit_clock.now() != rs.validated_at || n + 1 >= FEW_READS {
+            // The snapshot's fields one by one: an aggregate argument would be stored
+            // to the stack on the common path too.
+            return self.record_slow(rs, e, snap.ver, snap.ptr, snap.last_tid);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.note_writer(snap.last_tid, self.slot);
+        // SAFETY: `n + 1 < FEW_READS <= capacity` (the field's invariant): the slot at
+        // `n` is allocated and unused; writing it, then counting it, pushes.
+        unsafe {
+            rs.list.as_mut_ptr().add(n).write(ReadEntry {
+                entry: e,
+                ver: snap.ver,
+                last_tid: snap.last_tid,
+                data,
+            });
+            rs.list.set_len(n + 1);
+        }
+        Ok(data)
+    }
+
+    /// [`Sp3Thread::record`] after commits moved the commit clock, or into a list of
+    /// [`FEW_READS`] reads or more. After commits: a repeated read that `read_entry`
+    /// did not look for (the set holds fewer than [`FEW_READS`] reads) answers the
+    /// version read before; a new read is checked ([`Sp3Thread::revalidate`]).
+    #[cold]
+    #[inline(never)]
+    fn record_slow(
+        &self,
+        rs: &mut ReadSet,
+        e: &Entry,
+        ver: u64,
+        ptr: *mut Version,
+        last_tid: u64,
+    ) -> Result<*const u8> {
+        if self.sh.commit_clock.now() != rs.validated_at {
+            if rs.list.len() < FEW_READS {
+                if let Some(r) = rs.of(e) {
+                    return Ok(r.data);
+                }
+            }
+            if !self.revalidate(rs, Some((e, ver))) {
+                return Err(Error::Conflict);
+            }
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(ptr) } as *const u8;
+        rs.note_writer(last_tid, self.slot);
         rs.push(ReadEntry {
             entry: e,
-            ver: snap.ver,
-            last_tid: snap.last_tid,
+            ver,
+            last_tid,
             data,
         });
         Ok(data)
@@ -560,13 +743,14 @@ impl Sp3Thread {
     /// snapshot that a commit overtakes before the reader records it).
     #[cfg(test)]
     pub(super) fn record_snapshot(&self, e: &Entry, snap: Snapshot) -> Result<*const u8> {
-        self.record(&mut self.reads.borrow_mut(), e, snap)
+        // SAFETY: nothing else refers to the read set here (`Sp3Thread::reads_mut`).
+        self.record(unsafe { self.reads_mut() }, e, snap)
     }
 
     /// Reads in the read set (tests).
     #[cfg(test)]
     pub(super) fn reads_recorded(&self) -> usize {
-        self.reads.borrow().list.len()
+        self.reads().list.len()
     }
 
     /// Predecessors `wait_durable` would wait for (tests).
@@ -629,9 +813,18 @@ impl Sp3Thread {
     }
 
     /// A read-only commit depends on the writers of what it read that are not durable
-    /// yet: note them in `owed`, for `wait_durable`.
-    #[inline]
+    /// yet: note them in `owed`, for `wait_durable`. Only a read set that read another
+    /// slot's version has any (`ReadSet::foreign_writer`).
+    #[inline(always)]
     fn owe_reads(&mut self) {
+        if self.reads.get_mut().foreign_writer {
+            self.owe_foreign_reads();
+        }
+    }
+
+    /// [`Sp3Thread::owe_reads`] of a read set with writers in other slots.
+    #[inline(never)]
+    fn owe_foreign_reads(&mut self) {
         let Sp3Thread {
             reads,
             owed,
@@ -694,7 +887,7 @@ impl Sp3Thread {
         // both fence; the later fence's validation sees the earlier one's lock, so at
         // least one of them aborts.
         crate::sync::fence(std::sync::atomic::Ordering::SeqCst);
-        if !self.validate(&self.reads.borrow()) {
+        if !self.validate(self.reads()) {
             self.rollback();
             return Err(Error::Conflict);
         }
@@ -863,7 +1056,7 @@ impl EngineThread for Sp3Thread {
         if self.retries.begin() {
             self.begin_retry();
         }
-        self.sh.slots[self.slot].clock.start(&self.sh.clock);
+        self.slot_clock().start(&self.sh.clock);
         // After `start`'s fence (module docs, *Fallback*).
         if !opts.read_only && !self.nested && self.sh.fallback.blocks(self.slot) {
             self.wait_for_fallback();
@@ -882,16 +1075,43 @@ impl EngineThread for Sp3Thread {
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
         running(self.active)?;
-        // The fast path (module docs, *Read*): a small block this transaction did not
-        // write, whose entry exists and says it is allocated.
-        if self.writes.is_empty() || self.writes.get(off).is_none() {
-            if let Some(e) = self.sh.index.lookup_small(off, len) {
-                if let Some(data) = self.read_entry(e, true)? {
-                    return Ok(data);
-                }
-            }
+        // The fast path (module docs, *Read*): a small block of a transaction that
+        // wrote nothing, whose entry exists, is unlocked and says it is allocated, read
+        // while the commit clock stands where the last check left it into a read set
+        // of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case). Every
+        // other case is one call out of line and the read's last step, so that no
+        // value of the fast path lives across a call.
+        if !self.writes.is_empty() {
+            return self.read_in_writer(off, len);
         }
-        self.read_slow(off, len)
+        let Some(e) = self.sh.index.lookup_small(off, len) else {
+            return self.read_slow(off, len);
+        };
+        let Ok(snap) = e.snapshot() else {
+            return self.read_small_slow(e, off, len);
+        };
+        // SAFETY: nothing else refers to the read set while the read runs
+        // (`Sp3Thread::reads_mut`).
+        let rs = unsafe { self.reads_mut() };
+        let n = rs.list.len();
+        if !snap.live || n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
+            return self.read_small_slow(e, off, len);
+        }
+        // SAFETY: a published version, alive while this transaction runs (epochs).
+        let data = unsafe { Version::data(snap.ptr) } as *const u8;
+        rs.note_writer(snap.last_tid, self.slot);
+        // SAFETY: `n + 1 < FEW_READS <= capacity` (the field's invariant): the slot at
+        // `n` is allocated and unused; writing it, then counting it, pushes.
+        unsafe {
+            rs.list.as_mut_ptr().add(n).write(ReadEntry {
+                entry: e,
+                ver: snap.ver,
+                last_tid: snap.last_tid,
+                data,
+            });
+            rs.list.set_len(n + 1);
+        }
+        Ok(data)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
@@ -922,7 +1142,8 @@ impl EngineThread for Sp3Thread {
         // Opacity: the copy's content joins what this transaction has seen. (A commit
         // that changed the object ticked the commit clock before it unlocked the entry,
         // which our lock read: `revalidate` sees the tick.)
-        if !self.revalidate(&mut self.reads.borrow_mut(), None) {
+        // SAFETY: nothing else refers to the read set here (`Sp3Thread::reads_mut`).
+        if !self.revalidate(unsafe { self.reads_mut() }, None) {
             return Err(Error::Conflict);
         }
         // SAFETY: we hold the lock: the newest version is stable, alive, `plen` long.
@@ -1005,9 +1226,8 @@ impl EngineThread for Sp3Thread {
     #[inline]
     fn end_snapshot(&mut self, wait: bool) -> Result<Result<()>> {
         running(self.active)?;
-        debug_assert!(self.writes.is_empty());
         self.owe_reads();
-        self.end();
+        self.end_reads();
         let token = self.token();
         Ok(if wait {
             self.wait_durable(token)

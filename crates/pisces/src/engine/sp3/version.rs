@@ -100,15 +100,17 @@ impl Limbo {
     }
 
     /// Stamp a full batch and free every batch no running transaction can read. Call
-    /// outside a transaction (the own slot inactive).
+    /// outside a transaction (the own slot inactive). `slots` gives the slot clocks,
+    /// asked for only when there is a batch (finding them costs loads every end of a
+    /// transaction would pay).
     #[inline(always)]
-    pub(super) fn collect<'a>(
+    pub(super) fn collect<'a, I: Iterator<Item = &'a SlotClock>>(
         &mut self,
         clock: &Clock,
-        slots: impl Iterator<Item = &'a SlotClock>,
+        slots: impl FnOnce() -> I,
     ) {
         if self.current.len() >= BATCH || !self.stamped.is_empty() {
-            self.collect_now(clock, slots);
+            self.collect_now(clock, slots());
         }
     }
 
