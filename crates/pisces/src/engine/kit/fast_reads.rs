@@ -3,6 +3,7 @@
 //! a pointer into the engine thread's [`OwnedFastReads`]).
 
 use crate::heap::alloc::{self, Allocator, SmallBlocks, HEADER};
+use crossbeam_utils::CachePadded;
 
 /// The common case of an engine's read, inlined into every `Tx::read`: a live
 /// small-class object whose header word says that its home payload is the version this
@@ -301,9 +302,14 @@ impl FastPath {
 /// (mutably), and it does not move when the thread state does.
 /// With the path, the [`FoundBlocks`] table its reads fill (kept across
 /// [`OwnedFastReads::set`]: an engine thread's paths all come from its pool's one
-/// allocator, whose geometry the table records).
+/// allocator, whose geometry the table records). Both on cache lines of their own:
+/// each is written by its thread (the path at every begin of some engines, the table
+/// at reads), and two threads' allocations side by side would share a line.
 #[derive(Debug)]
-pub(crate) struct OwnedFastReads(std::ptr::NonNull<FastReads>, Box<FoundBlocks>);
+pub(crate) struct OwnedFastReads(
+    std::ptr::NonNull<CachePadded<FastReads>>,
+    Box<CachePadded<FoundBlocks>>,
+);
 
 // SAFETY: owns its `FastReads` (which is `Send` and `Sync`), like a `Box`, and its
 // table, which moves with it (only the thread holding the engine thread uses either).
@@ -311,12 +317,15 @@ unsafe impl Send for OwnedFastReads {}
 
 impl OwnedFastReads {
     pub(crate) fn new(f: FastReads) -> OwnedFastReads {
-        let found = Box::new(FoundBlocks::new());
+        let found = Box::new(CachePadded::new(FoundBlocks::new()));
         let f = FastReads {
-            found: &*found,
+            found: &**found,
             ..f
         };
-        OwnedFastReads(std::ptr::NonNull::from(Box::leak(Box::new(f))), found)
+        OwnedFastReads(
+            std::ptr::NonNull::from(Box::leak(Box::new(CachePadded::new(f)))),
+            found,
+        )
     }
 
     /// The path to hand to a `Tx`.
@@ -328,19 +337,21 @@ impl OwnedFastReads {
     /// the next attempt begins.
     #[inline(always)]
     pub(crate) unsafe fn path(&self) -> FastPath {
-        FastPath(self.0)
+        // SAFETY: the allocation is ours and alive (`new`), changed only by `set`,
+        // which the caller's contract keeps apart from the path's use.
+        FastPath(std::ptr::NonNull::from(unsafe { &**self.0.as_ref() }))
     }
 
     /// Replace the fast path (no `FastPath` to it may be in use).
     #[inline(always)]
     pub(crate) fn set(&mut self, f: FastReads) {
         let f = FastReads {
-            found: &*self.1,
+            found: &**self.1,
             ..f
         };
         // SAFETY: the allocation is ours and alive; `&mut self` and the contract of
         // `path` rule out any reader.
-        unsafe { *self.0.as_ptr() = f }
+        unsafe { **self.0.as_ptr() = f }
     }
 }
 
