@@ -58,6 +58,7 @@ use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
 use crate::heap::superblock::{self, Superblock, FORMAT_VERSION, MAGIC, MIN_FORMAT_VERSION};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::medium::open::LockedFile;
 use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
 use memmap2::{MmapMut, MmapOptions};
@@ -502,8 +503,8 @@ unsafe impl Medium for PrivateView {
     fn fence(&self) {}
 }
 
-/// Open `path` for reading and take a shared lock on it.
-fn open_shared(path: &Path) -> Result<File> {
+/// Open `path` for reading and take a shared lock on it (ended when the value drops).
+fn open_shared(path: &Path) -> Result<LockedFile> {
     crate::medium::open::pool_file_metadata(path)?;
     let file = match File::open(path) {
         Ok(f) => f,
@@ -517,7 +518,7 @@ fn open_shared(path: &Path) -> Result<File> {
         // touches no memory.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
         if rc == 0 {
-            return Ok(file);
+            return Ok(LockedFile::new(file));
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
@@ -668,7 +669,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
     // SAFETY: a private mapping of a file we hold a shared lock on: cooperating
     // processes (Pisces pools take the exclusive lock) cannot change or truncate it
     // while the lock is held; stores into the mapping go to private pages.
-    let mut map = unsafe { MmapOptions::new().len(len).map_copy(&file) }
+    let mut map = unsafe { MmapOptions::new().len(len).map_copy(&*file) }
         .map_err(|e| Error::io(format!("mapping {}", path.display()), e))?;
 
     // Superblock copies, read before anything writes into the private pages.
@@ -1101,7 +1102,7 @@ mod tests {
         let file = open_shared(&p).unwrap();
         let len = file.metadata().unwrap().len() as usize;
         // SAFETY: test-only private mapping of a file nobody else uses.
-        let mut map = unsafe { MmapOptions::new().len(len).map_copy(&file) }.unwrap();
+        let mut map = unsafe { MmapOptions::new().len(len).map_copy(&*file) }.unwrap();
         let view = Arc::new(PrivateView {
             ptr: NonNull::new(map.as_mut_ptr()).unwrap(),
             len,

@@ -30,6 +30,7 @@
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence, stream_lines};
+use super::open::LockedFile;
 use super::reserve::{extend_file, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, CACHE_LINE};
 use crate::{Error, Result};
@@ -83,7 +84,7 @@ pub struct DramMedium {
     bandwidth: u64,
     domain: PersistenceDomain,
     // Keeps the advisory lock (and the file) alive as long as the mapping.
-    _file: Option<std::fs::File>,
+    _file: Option<LockedFile>,
 }
 
 impl std::fmt::Debug for DramMedium {
@@ -142,7 +143,7 @@ impl DramMedium {
             latency_ns: write_latency_ns,
             bandwidth: bandwidth_bytes_per_sec,
             domain: PersistenceDomain::Adr,
-            _file: Some(file),
+            _file: Some(LockedFile::new(file)),
         })
     }
 
@@ -193,7 +194,7 @@ impl DramMedium {
 // the trait contract.
 unsafe impl Medium for DramMedium {
     fn file(&self) -> Option<&std::fs::File> {
-        self._file.as_ref()
+        self._file.as_deref()
     }
     fn persistence_domain(&self) -> PersistenceDomain {
         self.domain
@@ -214,12 +215,12 @@ unsafe impl Medium for DramMedium {
         self.map.reserved()
     }
     fn grow(&self, new_len: usize) -> Result<()> {
-        if let Some(f) = &self._file {
+        if let Some(f) = self._file.as_deref() {
             extend_file(f, new_len as u64)
                 .map_err(|e| Error::io(format!("extending the pool file to {new_len} bytes"), e))?;
         }
         self.map
-            .extend(self._file.as_ref(), new_len)
+            .extend(self._file.as_deref(), new_len)
             .map_err(|e| Error::io("mapping the grown part of the pool", e))
     }
     #[inline]

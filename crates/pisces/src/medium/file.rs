@@ -5,6 +5,7 @@
 use super::counters::{add_fence, add_lines_flushed, add_msync};
 use super::flush::{flush_range, sfence, stream_lines};
 use super::group_sync::{coalesce, GroupSync, PageRanges};
+use super::open::LockedFile;
 use super::reserve::{grow_file, map_len, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, PAGE};
 use crate::{Error, Result};
@@ -25,7 +26,7 @@ pub struct DaxMedium {
     map: Mapping,
     domain: PersistenceDomain,
     // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
-    _file: File,
+    _file: LockedFile,
 }
 
 impl std::fmt::Debug for DaxMedium {
@@ -66,7 +67,7 @@ impl DaxMedium {
         Ok(DaxMedium {
             map,
             domain: PersistenceDomain::Adr,
-            _file: file,
+            _file: LockedFile::new(file),
         })
     }
 
@@ -86,7 +87,7 @@ impl DaxMedium {
 // the trait contract.
 unsafe impl Medium for DaxMedium {
     fn file(&self) -> Option<&File> {
-        Some(&self._file)
+        Some(&*self._file)
     }
     fn kind(&self) -> MediumKind {
         MediumKind::Dax
@@ -258,7 +259,7 @@ pub struct FileMedium {
     // kernel may have marked the pages clean, so the failure must not be forgotten).
     error: Mutex<Option<io::Error>>,
     // Keeps the descriptor, and with it the pool's advisory lock, for the mapping's life.
-    _file: File,
+    _file: LockedFile,
 }
 
 impl std::fmt::Debug for FileMedium {
@@ -284,7 +285,7 @@ impl FileMedium {
             group: GroupSync::new(),
             msyncs: AtomicU64::new(0),
             error: Mutex::new(None),
-            _file: file,
+            _file: LockedFile::new(file),
         })
     }
 
@@ -334,7 +335,7 @@ fn record(ranges: &mut PageRanges, r: (usize, usize)) {
 // the trait contract.
 unsafe impl Medium for FileMedium {
     fn file(&self) -> Option<&File> {
-        Some(&self._file)
+        Some(&*self._file)
     }
     fn kind(&self) -> MediumKind {
         MediumKind::File

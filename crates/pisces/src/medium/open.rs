@@ -23,9 +23,9 @@
 //! library often runs as root, for whom opening a `0444` file for writing succeeds.
 //!
 //! The pool is locked with `flock(LOCK_EX | LOCK_NB)` on the opened descriptor, and the
-//! medium owns that descriptor, so the lock lives exactly as long as the mapping. A
-//! `flock` lock belongs to the open file description, so a second `open_file` of the
-//! same pool in the *same* process is refused too.
+//! medium owns that descriptor ([`LockedFile`]), so the lock lives exactly as long as
+//! the mapping. A `flock` lock belongs to the open file description, so a second
+//! `open_file` of the same pool in the *same* process is refused too.
 //!
 //! [`create_file`] creates the file exclusively, takes the lock, sets its length and
 //! reserves its blocks (`posix_fallocate`, so that a full file system is an error now
@@ -324,6 +324,43 @@ fn is_read_only_errno(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
     )
+}
+
+/// A pool file whose advisory lock ends with this value: the drop unlocks
+/// (`flock(LOCK_UN)`) before the descriptor closes.
+///
+/// Closing alone is not enough. The lock belongs to the open file description, and a
+/// child process that any thread of this process forks holds a duplicate of every
+/// descriptor until its `exec` (close-on-exec closes them only then). A pool closed
+/// while such a child has not reached its `exec` would stay locked until it does, and
+/// an open right after the close (by this process, or by the program the child runs)
+/// would be refused as open elsewhere. An unlock acts on the description itself, so it
+/// ends the lock whatever duplicates exist.
+#[derive(Debug)]
+pub(crate) struct LockedFile(File);
+
+impl LockedFile {
+    /// `file`, whose lock (if it holds one) now ends with the returned value.
+    pub(crate) fn new(file: File) -> LockedFile {
+        LockedFile(file)
+    }
+}
+
+impl std::ops::Deref for LockedFile {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.0
+    }
+}
+
+impl Drop for LockedFile {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is valid until `self.0` drops, after this call; flock
+        // touches no memory. Unlocking a description that holds no lock is a no-op.
+        unsafe {
+            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
 }
 
 /// Take the exclusive advisory lock of the pool on `file`'s open file description.
@@ -651,6 +688,47 @@ mod tests {
         let f = File::open(&p).unwrap();
         lock(&f, &p).unwrap();
         assert!(matches!(open_file(&p, dram()), Err(Error::AlreadyOpen(_))));
+    }
+
+    /// A child forked while the pool is open holds a duplicate of its descriptor until
+    /// its `exec`; closing the pool must end the lock all the same, or an open right
+    /// after the close is refused (as another thread's `Command::spawn` at the wrong
+    /// moment would make it).
+    #[test]
+    fn a_closed_pool_is_unlocked_while_a_forked_child_has_not_reached_exec() {
+        use std::os::unix::process::CommandExt;
+        let d = tmpdir();
+        let p = d.path().join("pool");
+        let m = create_file(&p, SIZE, dram()).unwrap();
+        let (mut forked, tell) = std::io::pipe().unwrap();
+        let tell_fd = tell.as_raw_fd();
+        let child = std::thread::spawn(move || {
+            let mut c = std::process::Command::new("true");
+            // SAFETY: the closure runs in the forked child before `exec` and calls only
+            // `write` and `nanosleep`, which are async-signal-safe, on a descriptor the
+            // child inherited (`tell` outlives the spawn) and on stack values.
+            unsafe {
+                c.pre_exec(move || {
+                    libc::write(tell_fd, b"f".as_ptr().cast(), 1);
+                    let wait = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 300_000_000,
+                    };
+                    libc::nanosleep(&wait, std::ptr::null_mut());
+                    Ok(())
+                });
+            }
+            let status = c.status();
+            drop(tell);
+            status
+        });
+        // The child exists, holds the pool's descriptor, and has not reached `exec`.
+        let mut byte = [0u8; 1];
+        forked.read_exact(&mut byte).unwrap();
+        drop(m);
+        let again = open_file(&p, dram());
+        assert!(child.join().unwrap().unwrap().success());
+        assert!(again.is_ok(), "{:?}", again.err());
     }
 
     #[test]
