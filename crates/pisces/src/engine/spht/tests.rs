@@ -545,6 +545,45 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
     a.abort();
 }
 
+/// Every read of the inline read path joins the read set, the kept copy handed out
+/// again as well as a new copy: a transaction that read an object, then wrote another
+/// one, does not commit after another thread's commit changed what it read.
+#[test]
+fn the_read_fast_path_reads_join_the_read_set() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let mut b = e.thread(1).unwrap();
+    let (x, z) = (alloc(&mut a, 1), alloc(&mut a, 1));
+    put(&mut a, x, 5);
+    // Replay sets the allocation bits: reads take the inline path from now on.
+    e.quiesce();
+    // A kept copy of `x`: its cache set's buffer holds the object from now on, and the
+    // read set has room (the inline path neither grows a buffer nor the read set).
+    assert_eq!(get(&mut a, x), 5);
+    let mut committed = Vec::new();
+    // First the kept copy handed out again; then, `x` changed by the first round, a
+    // new copy into the same buffer.
+    for kept in [true, false] {
+        a.begin(&TxOptions::default());
+        // SAFETY: 8 readable bytes.
+        assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+        put(&mut b, x, 6);
+        put(&mut b, x, 5);
+        let w = a.write(z, 8).unwrap();
+        // SAFETY: our private copy of 8 bytes.
+        unsafe { (w as *mut u64).write(1) };
+        match a.commit() {
+            Err(crate::Error::Conflict) => a.abort(),
+            Ok(_) => committed.push(kept),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        committed.is_empty(),
+        "committed after the object read changed (kept copy: {committed:?})"
+    );
+}
+
 /// The kept-copy lookup, which locates nothing, hands out only what a located read
 /// would: not more bytes than the kept copy holds (a read longer than the object is
 /// refused), and not the root slot's payload by its own offset (a user may only read it

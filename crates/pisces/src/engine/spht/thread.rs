@@ -22,6 +22,9 @@
 //!   unchanged. Else an allocated small object is located with the kit's read fast
 //!   path ([`FastReads`]: geometry and allocation bit); every other offset, and every
 //!   read of a transaction that wrote, goes through `locate_object` and the write set.
+//!   The kept copy and a new copy into a cache set whose buffer already holds the object
+//!   are `read_fast`, inlined into the engine's read function; the rest, and whatever
+//!   it declines, is `read_full`, out of line.
 //! * **Write**: a private copy of the whole payload out of the working snapshot,
 //!   remembered with the stripe version it was copied at (an earlier read's version is
 //!   in the read set). **Alloc**: a reserved block with a zeroed
