@@ -152,7 +152,8 @@
 //!   and large objects; copies handed out stay unchanged while later reads of the
 //!   transaction fill their cache set and new chunks; the small-object lookup refuses
 //!   a freed object and a read longer than the object; the kept-copy lookup refuses a
-//!   read longer than the copy and the root slot's payload by its own offset; the inline
+//!   read longer than the copy, an empty entry and the root slot's payload by its own
+//!   offset; the inline
 //!   path's reads, kept copy and new copy, join the read set),
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
 //!   wrap marker the replayer's head names is not overwritten), recovery's torn tail

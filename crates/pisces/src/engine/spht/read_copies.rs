@@ -99,14 +99,20 @@ const KEPT_WORDS: usize = 1 << 18;
 /// Largest object the [`CopyCache`] keeps, in words (4 KiB); larger ones are copied
 /// into the [`ReadCopies`] on every read.
 pub(super) const CACHE_MAX_WORDS: usize = 512;
-/// An empty cache entry's `hdr` (no block header is at this offset).
+/// An empty cache entry's `hdr` (no block header is at this offset, but a forged read
+/// offset of 7 gives this header offset: hence [`NO_VERSION`] too).
 const EMPTY: u64 = u64::MAX;
+/// An empty cache entry's `version`: no read probes with it (a read's stripe version is
+/// below its bound, which is at most 2^63), so an empty entry matches no read, whatever
+/// its offset.
+const NO_VERSION: u64 = u64::MAX;
 
 /// One kept copy.
 struct CachedCopy {
     /// Header offset of the object, or [`EMPTY`].
     hdr: u64,
-    /// Stripe version the copy was taken at (seqlock-validated).
+    /// Stripe version the copy was taken at (seqlock-validated), or [`NO_VERSION`]
+    /// (with `hdr` [`EMPTY`]).
     version: u64,
     /// Bytes copied: 8 times the words copied (the first `bytes / 8` words of `words`
     /// are the copy). In bytes so that a read's length compares with it as it is.
@@ -126,8 +132,9 @@ struct CachedCopy {
 /// levels) cost per read.
 ///
 /// Invariants:
-/// * an entry with `hdr != EMPTY` holds the first `len` words of that object's payload
-///   as of a moment its stripe had version `version` (unlocked);
+/// * an entry with `hdr != EMPTY` holds the first `bytes / 8` words of that object's
+///   payload as of a moment its stripe had version `version` (unlocked); an entry with
+///   `hdr == EMPTY` has `version == NO_VERSION`;
 /// * a copy handed out in the current transaction (`epoch` equal to the cache's) is
 ///   neither rewritten nor moved before [`CopyCache::end_transaction`]: a miss on its
 ///   set copies into the per-transaction [`ReadCopies`] instead.
@@ -157,7 +164,7 @@ impl Default for CopyCache {
             sets: (0..CACHE_SETS)
                 .map(|_| CachedCopy {
                     hdr: EMPTY,
-                    version: 0,
+                    version: NO_VERSION,
                     bytes: 0,
                     epoch: 0,
                     words: Vec::new(),
@@ -234,7 +241,8 @@ impl CopyCache {
     /// copy.
     #[cold]
     pub(super) fn discard(&mut self, set: Set) {
-        self.sets[set.0 % CACHE_SETS].hdr = EMPTY;
+        let e = &mut self.sets[set.0 % CACHE_SETS];
+        (e.hdr, e.version) = (EMPTY, NO_VERSION);
     }
 
     /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
@@ -282,7 +290,7 @@ impl CopyCache {
             self.words += grow;
             e.words.resize(n, 0);
         }
-        e.hdr = EMPTY;
+        (e.hdr, e.version) = (EMPTY, NO_VERSION);
         Some(e.words.as_mut_ptr())
     }
 

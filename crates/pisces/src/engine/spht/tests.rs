@@ -586,8 +586,9 @@ fn the_read_fast_path_reads_join_the_read_set() {
 
 /// The kept-copy lookup, which locates nothing, hands out only what a located read
 /// would: not more bytes than the kept copy holds (a read longer than the object is
-/// refused), and not the root slot's payload by its own offset (a user may only read it
-/// through the root token; its copy is not kept).
+/// refused), not an empty entry (for the offset whose header offset is the empty mark),
+/// and not the root slot's payload by its own offset (a user may only read it through
+/// the root token; its copy is not kept).
 #[test]
 fn the_kept_copy_lookup_hands_out_only_located_objects() {
     use crate::engine::kit::validate::{root_slot_token, ROOT_SLOT_PAYLOAD};
@@ -602,6 +603,14 @@ fn the_kept_copy_lookup_hands_out_only_located_objects() {
     assert!(
         matches!(a.read(x, 4096), Err(crate::Error::InvalidPointer(_))),
         "a 4096-byte read of an 8-byte object with a kept copy"
+    );
+    a.abort();
+    // The offset whose header offset is an empty entry's mark (no object's header is
+    // there): an empty entry matches it on no path.
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(7, 0), Err(crate::Error::InvalidPointer(_))),
+        "a read at the offset of the empty entries' mark"
     );
     a.abort();
     for _ in 0..2 {

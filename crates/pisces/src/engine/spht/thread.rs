@@ -1213,6 +1213,7 @@ impl EngineThread for SphtThread {
             None => self.read_full(off, len),
         }
     }
+
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         running(self.active)?;
         let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
