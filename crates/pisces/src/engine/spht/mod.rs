@@ -58,7 +58,13 @@
 //!   bitmap load; anything else: `locate_object`) and a seqlock copy of the bytes asked
 //!   for (one relaxed load per word, the version word loaded again). A read allocates nothing and hashes nothing
 //!   into a map once the thread's copy chunks exist; a transaction that wrote looks its
-//!   write set up first. A copy is needed at all because committers write the working
+//!   write set up first. The common cases of a transaction that wrote nothing — the kept
+//!   copy, or a new copy of an allocated small object into its cache set's buffer when
+//!   the buffer already holds it — are inlined into the engine's read function, with one
+//!   multiply hashing the header offset for both the stripe and the cache set; every
+//!   other case, and any the inline path declines (a stripe it may not read, a set with
+//!   no room, a read set that must grow, a copy whose stripe changed under it), is one
+//!   call away on the path that handles them all. A copy is needed at all because committers write the working
 //!   snapshot in place while a reader may hold a reference into what it read.
 //!   In cache lines: the stripe word is a line of its own (the stripes are hashed
 //!   from the object's address, 2 MiB of them), so a read of a random object takes
@@ -146,7 +152,9 @@
 //!   and large objects; copies handed out stay unchanged while later reads of the
 //!   transaction fill their cache set and new chunks; the small-object lookup refuses
 //!   a freed object and a read longer than the object; the kept-copy lookup refuses a
-//!   read longer than the copy and the root slot's payload by its own offset),
+//!   read longer than the copy, an empty entry and the root slot's payload by its own
+//!   offset; the inline
+//!   path's reads, kept copy and new copy, join the read set),
 //!   log space (a log holding only the replayer's cursor fits the largest record; a
 //!   wrap marker the replayer's head names is not overwritten), recovery's torn tail
 //!   and damage (a damaged record followed by a valid later one refused and the pool

@@ -8,6 +8,8 @@
 //! a transaction costs a few stores. A copy larger than a chunk gets its own buffer,
 //! dropped at the end of the transaction.
 
+use super::stripes::Stripes;
+
 /// Words per chunk (32 KiB).
 const CHUNK_WORDS: usize = 4096;
 /// Chunks kept across transactions (the rest are dropped at `reset`).
@@ -97,17 +99,24 @@ const KEPT_WORDS: usize = 1 << 18;
 /// Largest object the [`CopyCache`] keeps, in words (4 KiB); larger ones are copied
 /// into the [`ReadCopies`] on every read.
 pub(super) const CACHE_MAX_WORDS: usize = 512;
-/// An empty cache entry's `hdr` (no block header is at this offset).
+/// An empty cache entry's `hdr` (no block header is at this offset, but a forged read
+/// offset of 7 gives this header offset: hence [`NO_VERSION`] too).
 const EMPTY: u64 = u64::MAX;
+/// An empty cache entry's `version`: no read probes with it (a read's stripe version is
+/// below its bound, which is at most 2^63), so an empty entry matches no read, whatever
+/// its offset.
+const NO_VERSION: u64 = u64::MAX;
 
 /// One kept copy.
 struct CachedCopy {
     /// Header offset of the object, or [`EMPTY`].
     hdr: u64,
-    /// Stripe version the copy was taken at (seqlock-validated).
+    /// Stripe version the copy was taken at (seqlock-validated), or [`NO_VERSION`]
+    /// (with `hdr` [`EMPTY`]).
     version: u64,
-    /// Words copied (the first `len` words of `words` are the copy).
-    len: usize,
+    /// Bytes copied: 8 times the words copied (the first `bytes / 8` words of `words`
+    /// are the copy). In bytes so that a read's length compares with it as it is.
+    bytes: usize,
     /// The transaction (`CopyCache::epoch`) that last handed the copy out.
     epoch: u64,
     /// Only accessed through `Vec::as_mut_ptr` / `as_ptr` while a copy may be handed
@@ -123,8 +132,9 @@ struct CachedCopy {
 /// levels) cost per read.
 ///
 /// Invariants:
-/// * an entry with `hdr != EMPTY` holds the first `len` words of that object's payload
-///   as of a moment its stripe had version `version` (unlocked);
+/// * an entry with `hdr != EMPTY` holds the first `bytes / 8` words of that object's
+///   payload as of a moment its stripe had version `version` (unlocked); an entry with
+///   `hdr == EMPTY` has `version == NO_VERSION`;
 /// * a copy handed out in the current transaction (`epoch` equal to the cache's) is
 ///   neither rewritten nor moved before [`CopyCache::end_transaction`]: a miss on its
 ///   set copies into the per-transaction [`ReadCopies`] instead.
@@ -154,8 +164,8 @@ impl Default for CopyCache {
             sets: (0..CACHE_SETS)
                 .map(|_| CachedCopy {
                     hdr: EMPTY,
-                    version: 0,
-                    len: 0,
+                    version: NO_VERSION,
+                    bytes: 0,
                     epoch: 0,
                     words: Vec::new(),
                 })
@@ -173,10 +183,66 @@ impl CopyCache {
     /// The set of the object whose header word is at `hdr`.
     #[inline]
     pub(super) fn set_of(hdr: u64) -> usize {
-        // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
-        ((hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_SETS.trailing_zeros()))
-            as usize
-            % CACHE_SETS
+        Self::set_of_hash(Stripes::hash(hdr)).0
+    }
+
+    /// The set of the object whose header word is at `hdr`, from `Stripes::hash(hdr)`
+    /// (the stripe index uses other bits of the same product): equal to
+    /// [`CopyCache::set_of`]`(hdr)`.
+    #[inline(always)]
+    pub(super) fn set_of_hash(h: u64) -> Set {
+        Set((h >> (64 - CACHE_SETS.trailing_zeros())) as usize % CACHE_SETS)
+    }
+
+    /// The kept copy of at least `len` bytes of the object at `hdr` taken at stripe
+    /// version `version`, in `set` (`set_of(hdr)`), handed out for the rest of this
+    /// transaction: [`CopyCache::find`] for the read-only fast path, which takes the
+    /// read's length in bytes.
+    #[inline(always)]
+    pub(super) fn hit(
+        &mut self,
+        set: Set,
+        hdr: u64,
+        version: u64,
+        len: usize,
+    ) -> Option<*const u64> {
+        let epoch = self.epoch;
+        let e = &mut self.sets[set.0 % CACHE_SETS];
+        if e.hdr == hdr && e.version == version && len <= e.bytes {
+            e.epoch = epoch;
+            return Some(e.words.as_ptr());
+        }
+        None
+    }
+
+    /// The buffer of `set` (`set_of(hdr)`) if it can take a new copy of `n` words
+    /// without growing and its copy is not handed out in this transaction, with the
+    /// entry naming the copy of `n` words of the object at `hdr` at stripe version
+    /// `version`, handed out for the rest of this transaction; else `None`
+    /// ([`CopyCache::slot_in`] also grows a buffer).
+    ///
+    /// The caller writes the copy, then checks that the stripe still has `version`
+    /// and calls [`CopyCache::discard`] if not, before any other use of the cache: the
+    /// entry holds what it names only then.
+    #[inline(always)]
+    pub(super) fn room(&mut self, set: Set, hdr: u64, version: u64, n: usize) -> Option<*mut u64> {
+        let epoch = self.epoch;
+        let e = &mut self.sets[set.0 % CACHE_SETS];
+        // `words.len() <= CACHE_MAX_WORDS` (`slot_in`), so `n` fits the cache too.
+        if e.epoch == epoch || n > e.words.len() {
+            return None;
+        }
+        // `n <= CACHE_MAX_WORDS`: no overflow.
+        (e.hdr, e.version, e.bytes, e.epoch) = (hdr, version, n * 8, epoch);
+        Some(e.words.as_mut_ptr())
+    }
+
+    /// The copy [`CopyCache::room`] gave room for in `set` failed: the entry keeps no
+    /// copy.
+    #[cold]
+    pub(super) fn discard(&mut self, set: Set) {
+        let e = &mut self.sets[set.0 % CACHE_SETS];
+        (e.hdr, e.version) = (EMPTY, NO_VERSION);
     }
 
     /// The kept copy of at least `n` words of the object at `hdr` taken at stripe
@@ -192,7 +258,7 @@ impl CopyCache {
         let epoch = self.epoch;
         let set = Set(Self::set_of(hdr));
         let e = &mut self.sets[set.0 % CACHE_SETS];
-        if e.hdr == hdr && e.version == version && e.len >= n {
+        if e.hdr == hdr && e.version == version && n <= e.bytes / 8 {
             e.epoch = epoch;
             return Ok(e.words.as_ptr());
         }
@@ -224,7 +290,7 @@ impl CopyCache {
             self.words += grow;
             e.words.resize(n, 0);
         }
-        e.hdr = EMPTY;
+        (e.hdr, e.version) = (EMPTY, NO_VERSION);
         Some(e.words.as_mut_ptr())
     }
 
@@ -240,7 +306,8 @@ impl CopyCache {
     pub(super) fn filled_in(&mut self, set: Set, hdr: u64, version: u64, n: usize) {
         let epoch = self.epoch;
         let e = &mut self.sets[set.0 % CACHE_SETS];
-        (e.hdr, e.version, e.len, e.epoch) = (hdr, version, n, epoch);
+        // `n <= CACHE_MAX_WORDS` (`slot_in`, `room`): no overflow.
+        (e.hdr, e.version, e.bytes, e.epoch) = (hdr, version, n * 8, epoch);
     }
 
     /// The transaction ended: every copy it was handed is dead.

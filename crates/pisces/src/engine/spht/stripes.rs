@@ -45,8 +45,21 @@ impl Stripes {
     /// Stripe index of the object whose header word is at `hdr`.
     #[inline]
     pub(crate) fn index(&self, hdr: u64) -> Stripe {
+        Self::index_of_hash(Self::hash(hdr))
+    }
+
+    /// The multiplicative hash of a header offset that [`Stripes::index`] takes bits
+    /// 32 and up of (the read path's copy cache takes the top bits of the same
+    /// product: one multiply for both).
+    #[inline(always)]
+    pub(crate) fn hash(hdr: u64) -> u64 {
         // Blocks are 16-byte aligned: drop those bits, then a multiplicative hash.
-        let h = (hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (hdr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// [`Stripes::index`] of the header offset whose [`Stripes::hash`] is `h`.
+    #[inline(always)]
+    pub(crate) fn index_of_hash(h: u64) -> Stripe {
         Stripe(((h >> 32) & MASK) as u32)
     }
 

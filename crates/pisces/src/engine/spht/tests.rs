@@ -545,10 +545,50 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
     a.abort();
 }
 
+/// Every read of the inline read path joins the read set, the kept copy handed out
+/// again as well as a new copy: a transaction that read an object, then wrote another
+/// one, does not commit after another thread's commit changed what it read.
+#[test]
+fn the_read_fast_path_reads_join_the_read_set() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let mut b = e.thread(1).unwrap();
+    let (x, z) = (alloc(&mut a, 1), alloc(&mut a, 1));
+    put(&mut a, x, 5);
+    // Replay sets the allocation bits: reads take the inline path from now on.
+    e.quiesce();
+    // A kept copy of `x`: its cache set's buffer holds the object from now on, and the
+    // read set has room (the inline path neither grows a buffer nor the read set).
+    assert_eq!(get(&mut a, x), 5);
+    let mut committed = Vec::new();
+    // First the kept copy handed out again; then, `x` changed by the first round, a
+    // new copy into the same buffer.
+    for kept in [true, false] {
+        a.begin(&TxOptions::default());
+        // SAFETY: 8 readable bytes.
+        assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+        put(&mut b, x, 6);
+        put(&mut b, x, 5);
+        let w = a.write(z, 8).unwrap();
+        // SAFETY: our private copy of 8 bytes.
+        unsafe { (w as *mut u64).write(1) };
+        match a.commit() {
+            Err(crate::Error::Conflict) => a.abort(),
+            Ok(_) => committed.push(kept),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        committed.is_empty(),
+        "committed after the object read changed (kept copy: {committed:?})"
+    );
+}
+
 /// The kept-copy lookup, which locates nothing, hands out only what a located read
 /// would: not more bytes than the kept copy holds (a read longer than the object is
-/// refused), and not the root slot's payload by its own offset (a user may only read it
-/// through the root token; its copy is not kept).
+/// refused), not an empty entry (for the offset whose header offset is the empty mark),
+/// and not the root slot's payload by its own offset (a user may only read it through
+/// the root token; its copy is not kept).
 #[test]
 fn the_kept_copy_lookup_hands_out_only_located_objects() {
     use crate::engine::kit::validate::{root_slot_token, ROOT_SLOT_PAYLOAD};
@@ -563,6 +603,14 @@ fn the_kept_copy_lookup_hands_out_only_located_objects() {
     assert!(
         matches!(a.read(x, 4096), Err(crate::Error::InvalidPointer(_))),
         "a 4096-byte read of an 8-byte object with a kept copy"
+    );
+    a.abort();
+    // The offset whose header offset is an empty entry's mark (no object's header is
+    // there): an empty entry matches it on no path.
+    a.begin(&TxOptions::default());
+    assert!(
+        matches!(a.read(7, 0), Err(crate::Error::InvalidPointer(_))),
+        "a read at the offset of the empty entries' mark"
     );
     a.abort();
     for _ in 0..2 {

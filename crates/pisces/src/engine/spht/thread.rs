@@ -22,6 +22,9 @@
 //!   unchanged. Else an allocated small object is located with the kit's read fast
 //!   path ([`FastReads`]: geometry and allocation bit); every other offset, and every
 //!   read of a transaction that wrote, goes through `locate_object` and the write set.
+//!   The kept copy and a new copy into a cache set whose buffer already holds the object
+//!   are `read_fast`, inlined into the engine's read function; the rest, and whatever
+//!   it declines, is `read_full`, out of line.
 //! * **Write**: a private copy of the whole payload out of the working snapshot,
 //!   remembered with the stripe version it was copied at (an earlier read's version is
 //!   in the read set). **Alloc**: a reserved block with a zeroed
@@ -166,7 +169,7 @@ use super::options::SphtMarker;
 use super::read_copies::{CopyCache, ReadCopies, Set};
 use super::replayer;
 use super::shared::SphtShared;
-use super::stripes::{Stripe, LOCKED};
+use super::stripes::{Stripe, Stripes, LOCKED};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::fast_reads::FastReads;
 use crate::engine::kit::log::redo_log::RecordBuilder;
@@ -582,6 +585,127 @@ impl SphtThread {
         rs.reads.push((idx, v));
         rs.max_read = rs.max_read.max(v);
         Ok(p as *const u8)
+    }
+
+    /// The stripe of the object whose header word is at `hdr` (`h`: its
+    /// [`Stripes::hash`]) and its version, if a transaction reading at `rv`
+    /// may read it (unlocked, written before `rv`).
+    #[inline(always)]
+    fn readable_of_hash(&self, h: u64) -> Option<(Stripe, u64)> {
+        let idx = Stripes::index_of_hash(h);
+        // Acquire: pairs with the committer's Release unlock (as in `readable_stripe`):
+        // a copy taken after this load sees at least the write-back of version `v`.
+        let v = self.sh.stripes.word(idx).load(Acquire);
+        (v < self.stripe_bound).then_some((idx, v))
+    }
+
+    /// `read`'s common cases, inlined into the read function, for a running
+    /// transaction that wrote nothing: the kept copy of the object at `off` at its
+    /// stripe's current version (as `read_kept`: no geometry), or else a new seqlock
+    /// copy of an allocated small object of a class that holds `len` bytes, kept in
+    /// its cache set (whose buffer holds it and is not handed out in this
+    /// transaction). The read joins the read set. Else `None` ([`Self::read_full`] then
+    /// reads, and answers every error), having changed nothing but, for a copy whose
+    /// stripe changed under it or a read set that must grow, the set's entry: it
+    /// declines a stripe it may not read (locked, or written at or after `rv`), a set
+    /// with no room, any other object, those two cases, and every read of a
+    /// transaction that wrote.
+    #[inline(always)]
+    fn read_fast(&self, off: u64, len: usize) -> Option<*const u8> {
+        if !self.active || !self.writes.is_empty() {
+            return None;
+        }
+        let hdr = off.wrapping_sub(HEADER as u64);
+        // One multiply for the stripe and the cache set.
+        let h = Stripes::hash(hdr);
+        let (idx, v) = self.readable_of_hash(h)?;
+        let set = CopyCache::set_of_hash(h);
+        // SAFETY: no other reference to the read state lives in this function.
+        let rs = unsafe { self.rs_mut() };
+        let p = match rs.cache.hit(set, hdr, v, len) {
+            Some(p) => p,
+            None => {
+                let n = len.div_ceil(8);
+                // Located before its bytes are read: the object's header word precedes
+                // `off`, and its payload holds the `n` words (the kept copy's later hits
+                // rely on that, see `read_kept`).
+                if !class_for(len.saturating_add(HEADER))
+                    .is_some_and(|c| self.located.allocated(off, c as u32))
+                {
+                    return None;
+                }
+                // (A kept copy that `hit` did not hand out is not one of `n` words at
+                // version `v`: this copy replaces it.)
+                let dst = rs.cache.room(set, hdr, v, n)?;
+                // SAFETY: the geometry located a block at `off` of a class whose payload
+                // holds `len` bytes (`n` words).
+                let src = unsafe { self.sh.ws.words_unchecked(off, n) };
+                for (i, s) in src.iter().enumerate() {
+                    // SAFETY: `room` gave `n` words at `dst`, which no copy handed out in
+                    // this transaction uses (`CopyCache`).
+                    unsafe { dst.add(i).write(s.load(Relaxed)) };
+                }
+                // Acquire fence: the word loads above happen before the re-check
+                // (seqlock: a commit that wrote the object meanwhile moved the stripe
+                // to another version for good).
+                fence(Acquire);
+                if self.sh.stripes.word(idx).load(Relaxed) != v {
+                    rs.cache.discard(set);
+                    return None;
+                }
+                dst
+            }
+        };
+        // Room in the read set without growing it (a call here would cost every read
+        // saved registers; `read_full` grows it, finding the copy kept).
+        let at = rs.reads.len();
+        if at == rs.reads.capacity() {
+            return None;
+        }
+        // SAFETY: `at < capacity` (above); the element is written before the length
+        // covers it.
+        unsafe {
+            rs.reads.as_mut_ptr().add(at).write((idx, v));
+            rs.reads.set_len(at + 1);
+        }
+        rs.max_read = rs.max_read.max(v);
+        Some(p as *const u8)
+    }
+
+    /// `read` of every case: the kept copy or an allocated small object for a
+    /// transaction that wrote nothing, else `read_located`. Authoritative: whatever
+    /// [`Self::read_fast`] declines comes here, and is read here whatever made it
+    /// decline.
+    #[inline(never)]
+    fn read_full(&self, off: u64, len: usize) -> Result<*const u8> {
+        running(self.active)?;
+        // The common cases in a few compares, for a transaction with no write of ours
+        // to look up: first the kept copy of the object at `off` (no geometry: a kept
+        // copy's header offset was located as an object's when it was taken, and
+        // nothing changed the object since, see `read_kept`); then an allocated small
+        // block of a class that holds `len` bytes (its header word precedes the
+        // payload). Everything else goes through `read_located`.
+        if self.writes.is_empty() {
+            let hdr = off.wrapping_sub(HEADER as u64);
+            let n = len.div_ceil(8);
+            let kept = self.read_kept(hdr, n);
+            if let Kept::Hit(p) = kept {
+                return Ok(p);
+            }
+            if class_for(len.saturating_add(HEADER))
+                .is_some_and(|c| self.located.allocated(off, c as u32))
+            {
+                return match kept {
+                    // SAFETY: the geometry located a block at `off` of a class whose
+                    // payload holds `len` bytes.
+                    Kept::Miss(idx, v, set) => unsafe {
+                        self.read_copy(idx, v, hdr, off, n, Some(set))
+                    },
+                    _ => Err(Error::Conflict),
+                };
+            }
+        }
+        self.read_located(off, len)
     }
 
     /// The stripe version of an object about to be freed (validated against `rv`).
@@ -1080,37 +1204,14 @@ impl EngineThread for SphtThread {
     }
 
     // Inlined into its own out-of-line caller (`registry::read_of`), the one
-    // function through which `Tx` reads what its fast path declines.
+    // function through which `Tx` reads what its fast path declines: the common cases
+    // (`read_fast`) inline, everything else one call away (`read_full`).
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        running(self.active)?;
-        // The common cases in a few compares, for a transaction with no write of ours
-        // to look up: first the kept copy of the object at `off` (no geometry: a kept
-        // copy's header offset was located as an object's when it was taken, and
-        // nothing changed the object since, see `read_kept`); then an allocated small
-        // block of a class that holds `len` bytes (its header word precedes the
-        // payload). Everything else goes through `read_located`.
-        if self.writes.is_empty() {
-            let hdr = off.wrapping_sub(HEADER as u64);
-            let n = len.div_ceil(8);
-            let kept = self.read_kept(hdr, n);
-            if let Kept::Hit(p) = kept {
-                return Ok(p);
-            }
-            if class_for(len.saturating_add(HEADER))
-                .is_some_and(|c| self.located.allocated(off, c as u32))
-            {
-                return match kept {
-                    // SAFETY: the geometry located a block at `off` of a class whose
-                    // payload holds `len` bytes.
-                    Kept::Miss(idx, v, set) => unsafe {
-                        self.read_copy(idx, v, hdr, off, n, Some(set))
-                    },
-                    _ => Err(Error::Conflict),
-                };
-            }
+        match self.read_fast(off, len) {
+            Some(p) => Ok(p),
+            None => self.read_full(off, len),
         }
-        self.read_located(off, len)
     }
 
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
