@@ -41,6 +41,7 @@
 //! group commit still shares one write-back fence among a batch but no longer shares
 //! flushes of lines the batch's transactions have in common.
 
+mod arena;
 mod options;
 mod protocol;
 mod shared;
