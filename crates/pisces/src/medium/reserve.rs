@@ -12,7 +12,12 @@
 //!
 //! # Invariants
 //! * `base..base + reserved` is ours from `new` to `drop` (one `munmap` of the whole
-//!   range at drop); nothing else is ever mapped there.
+//!   range at drop); nothing else is ever mapped there. Except after a `MAP_FIXED`
+//!   mapping failed: Linux may have unmapped its range before failing (it does when the
+//!   file system's mmap handler refuses, as ext4 and xfs refuse `MAP_SYNC` without DAX),
+//!   and any thread's next `mmap` may take the hole. That range is given away: never
+//!   mapped over or unmapped again (`drop` unmaps the rest), and the image no longer
+//!   grows.
 //! * `base..base + len()` is readable and writable; the rest of the reservation is
 //!   `PROT_NONE` and never accessed (media check every range against `len()`).
 //! * `len()` only grows, and only under `grow_lock`. It is published with a Release
@@ -67,7 +72,9 @@ pub struct Mapping {
     reserved: usize,
     len: AtomicUsize,
     backing: Backing,
-    grow_lock: Mutex<()>,
+    /// Held while the image grows; the range (offset, length) a failed `MAP_FIXED`
+    /// gave away, if any (module docs, *Invariants*).
+    grow_lock: Mutex<Option<(usize, usize)>>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value until Drop; the raw pointer is
@@ -122,6 +129,28 @@ impl Mapping {
                 "a file mapping needs a file, an anonymous one none",
             ));
         }
+        if let (Backing::Sync, Some(f)) = (backing, file) {
+            // Ask for MAP_SYNC at an address of the kernel's choosing first: a file system
+            // without DAX refuses it there, with nothing of ours at stake (over the
+            // reservation, a refusal would give the reservation away: `map_range`).
+            // SAFETY: a fresh mapping placed by the kernel (no fixed address): it touches
+            // no memory of ours; the descriptor is valid for the call.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                    f.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `p` is the mapping just made above, used by nothing else.
+            unsafe { libc::munmap(p, len) };
+        }
         let reserved = page_multiple(reserved.max(len));
         // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing (null
         // hint); it overwrites nothing of ours.
@@ -146,18 +175,31 @@ impl Mapping {
             reserved,
             len: AtomicUsize::new(0),
             backing,
-            grow_lock: Mutex::new(()),
+            grow_lock: Mutex::new(None),
         };
-        // On failure `m` is dropped, which unmaps the reservation.
-        m.map_range(file, 0, len)?;
+        // On failure `m` is dropped, which unmaps the reservation (less what the failure
+        // gave away).
+        let mapped = {
+            let mut given_away = m.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+            m.map_range(file, 0, len, &mut given_away)
+        };
+        mapped?;
         // Relaxed: the value is not shared with any other thread yet.
         m.len.store(len, Ordering::Relaxed);
         Ok(m)
     }
 
-    /// Make `from..to` of the reservation usable.
-    fn map_range(&self, file: Option<&File>, from: usize, to: usize) -> io::Result<()> {
+    /// Make `from..to` of the reservation usable. The caller holds `grow_lock`, whose
+    /// `given_away` this sets when a failed `MAP_FIXED` may have given the range away.
+    fn map_range(
+        &self,
+        file: Option<&File>,
+        from: usize,
+        to: usize,
+        given_away: &mut Option<(usize, usize)>,
+    ) -> io::Result<()> {
         debug_assert!(from <= to && to <= self.reserved && from.is_multiple_of(PAGE));
+        debug_assert!(given_away.is_none(), "mapping over a range given away");
         let size = page_multiple(to) - from;
         if size == 0 {
             return Ok(());
@@ -191,7 +233,11 @@ impl Mapping {
                     )
                 };
                 if p == libc::MAP_FAILED {
-                    -1
+                    let e = io::Error::last_os_error();
+                    // The kernel may have unmapped the range before failing, and another
+                    // thread's mapping may be there now: it is not ours any more.
+                    *given_away = Some((from, size));
+                    return Err(e);
                 } else {
                     if backing == Backing::Shared {
                         advise_no_readahead(addr, size);
@@ -240,11 +286,16 @@ impl Mapping {
     /// has already extended `file` to at least `new_len` bytes. A no-op if the image is
     /// long enough already.
     pub fn extend(&self, file: Option<&File>, new_len: usize) -> io::Result<()> {
-        let _g = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut given_away = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
         // Relaxed: `len` is only stored under `grow_lock`, which we hold.
         let cur = self.len.load(Ordering::Relaxed);
         if new_len <= cur {
             return Ok(());
+        }
+        if given_away.is_some() {
+            return Err(io::Error::other(
+                "cannot grow the image: an earlier growth failed and gave part of the reservation away",
+            ));
         }
         if new_len > self.reserved {
             return Err(io::Error::new(
@@ -258,7 +309,7 @@ impl Mapping {
         // `cur` may end inside a page (a length that is not a page multiple): that page
         // is mapped already.
         let from = page_multiple(cur);
-        self.map_range(file, from, new_len)?;
+        self.map_range(file, from, new_len, &mut given_away)?;
         // Release: see `len`.
         self.len.store(new_len, Ordering::Release);
         Ok(())
@@ -289,11 +340,21 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `base..base + reserved` is exactly our reservation (including every
-        // part mapped over it), and the Medium contract ends the validity of `base()`
-        // with the medium that owns this mapping.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.reserved);
+        let given_away = *self.grow_lock.get_mut().unwrap_or_else(|e| e.into_inner());
+        let ours = match given_away {
+            None => [(0, self.reserved), (0, 0)],
+            Some((from, size)) => [(0, from), (from + size, self.reserved)],
+        };
+        for (start, end) in ours {
+            if end > start {
+                // SAFETY: `start..end` is part of our reservation (including every part
+                // mapped over it) that no failed `MAP_FIXED` gave away (module docs,
+                // *Invariants*), and the Medium contract ends the validity of `base()`
+                // with the medium that owns this mapping.
+                unsafe {
+                    libc::munmap(self.base.as_ptr().add(start).cast(), end - start);
+                }
+            }
         }
     }
 }
@@ -379,6 +440,128 @@ mod tests {
         assert!(m.extend(None, (1 << 20) + 4096).is_err());
         m.extend(None, 4096).unwrap();
         assert_eq!(m.len(), 64 << 10, "never shrinks");
+    }
+
+    /// A refused `MAP_SYNC` mapping (a file system without DAX: what every open of a
+    /// pool on an ordinary disk tries first) leaves every other mapping of the process
+    /// alone: one thread asks again and again while another maps, checks and unmaps
+    /// memory of its own, which must stay mapped until it unmaps it. (On a file system
+    /// that refuses `MAP_SYNC` late, such as ext4 or xfs, a `MAP_FIXED` attempt over the
+    /// reservation unmapped it first; the other thread's next mapping took the hole, and
+    /// the reservation's `munmap` then took that mapping away.)
+    #[test]
+    fn a_refused_map_sync_unmaps_nothing_of_another_thread() {
+        const LEN: usize = 1 << 20;
+        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.path().join("f"))
+            .unwrap();
+        f.set_len(LEN as u64).unwrap();
+        if Mapping::new_raw(Some(&f), LEN, LEN, Backing::Sync).is_ok() {
+            eprintln!("the temporary directory is on a DAX file system: nothing to check");
+            return;
+        }
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let lost = std::thread::scope(|s| {
+            let prober = s.spawn(|| {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                    assert!(Mapping::new_raw(Some(&f), LEN, LEN, Backing::Sync).is_err());
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            let mut lost = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        LEN,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                assert_ne!(p, libc::MAP_FAILED);
+                std::thread::yield_now();
+                // MADV_NORMAL changes nothing; it fails with ENOMEM where part of the
+                // range is not mapped (any more).
+                // SAFETY: the range is this loop's own mapping (or was, until taken away).
+                if unsafe { libc::madvise(p, LEN, libc::MADV_NORMAL) } != 0 {
+                    // Left alone: part of the range may be another mapping's now.
+                    lost += 1;
+                    stop.store(true, Ordering::Relaxed);
+                } else {
+                    // SAFETY: this loop's own mapping, still whole.
+                    unsafe { libc::munmap(p, LEN) };
+                }
+            }
+            prober.join().unwrap();
+            lost
+        });
+        assert_eq!(
+            lost, 0,
+            "a refused MAP_SYNC unmapped another thread's mapping"
+        );
+    }
+
+    /// A growth whose `MAP_FIXED` mapping fails late (the kernel unmapped the range
+    /// first: here `MAP_SYNC` on a file system without DAX) gives that range away: the
+    /// mapping neither grows into it again nor unmaps it at drop, where another mapping
+    /// now is.
+    #[test]
+    fn a_failed_growth_gives_its_range_away() {
+        const LEN: usize = 1 << 20;
+        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.path().join("f"))
+            .unwrap();
+        f.set_len(2 * LEN as u64).unwrap();
+        let mut m = Mapping::new(None, LEN, 2 * LEN, Backing::Anonymous).unwrap();
+        // Grow as a DAX mapping would, over the reservation.
+        m.backing = Backing::Sync;
+        if m.extend(Some(&f), 2 * LEN).is_ok() {
+            eprintln!("the temporary directory is on a DAX file system: nothing to check");
+            return;
+        }
+        // SAFETY: inside the usable part.
+        unsafe { *m.base() = 1 };
+        // SAFETY: the end of the usable part, inside the reservation.
+        let hint = unsafe { m.base().add(LEN) }.cast::<libc::c_void>();
+        // SAFETY: a fresh anonymous mapping, placed where the failed growth was if that
+        // range is free (a hint, not MAP_FIXED: it replaces nothing).
+        let other = unsafe {
+            libc::mmap(
+                hint,
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(other, libc::MAP_FAILED);
+        if other == hint {
+            assert!(
+                m.extend(Some(&f), 2 * LEN).is_err(),
+                "grew over another mapping"
+            );
+        }
+        drop(m);
+        // SAFETY: the range is the mapping just made (if it is still mapped).
+        let still = unsafe { libc::madvise(other, LEN, libc::MADV_NORMAL) } == 0;
+        assert!(still, "the dropped mapping unmapped another one");
+        // SAFETY: as above.
+        unsafe { libc::munmap(other, LEN) };
     }
 
     #[test]
