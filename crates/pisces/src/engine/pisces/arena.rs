@@ -30,7 +30,10 @@ pub(crate) const CHUNK_BYTES: usize = 64 << 10;
 /// Address space reserved for the arena: the most copy memory the engine's attempts
 /// can hold at once (every copy of every transaction whose write-back is pending, and
 /// of every attempt awaiting its grace period). Only what is used is backed by memory.
+/// Where the system refuses that much address space (an address-space limit, a
+/// process under valgrind), a quarter of it is tried, down to [`MIN_RESERVED_BYTES`].
 const RESERVED_BYTES: usize = 64 << 30;
+const MIN_RESERVED_BYTES: usize = 256 << 20;
 
 /// How much of the reservation is made usable at a time.
 const GROW_BYTES: usize = 4 << 20;
@@ -61,8 +64,16 @@ impl std::fmt::Debug for CopyArena {
 impl CopyArena {
     /// An empty arena.
     pub(crate) fn new() -> Result<CopyArena> {
+        let mut reserve = RESERVED_BYTES;
+        let map = loop {
+            match Mapping::new_raw(None, GROW_BYTES, reserve, Backing::Anonymous) {
+                Ok(m) => break m,
+                Err(_) if reserve > MIN_RESERVED_BYTES => reserve /= 4,
+                Err(e) => return Err(Error::io("reserving address space for copies", e)),
+            }
+        };
         Ok(CopyArena {
-            map: Mapping::new(None, GROW_BYTES, RESERVED_BYTES, Backing::Anonymous)?,
+            map,
             state: Mutex::new(Free {
                 next: 1,
                 ..Free::default()
@@ -94,7 +105,7 @@ impl CopyArena {
             .checked_add(n)
             .and_then(|e| e.checked_mul(CHUNK_BYTES))
             .filter(|&e| e <= self.map.reserved())
-            .ok_or_else(|| exhausted(n))?;
+            .ok_or_else(|| exhausted(n, self.map.reserved()))?;
         if end > self.map.len() {
             let to = end.next_multiple_of(GROW_BYTES).min(self.map.reserved());
             self.map
@@ -130,11 +141,11 @@ impl CopyArena {
 
 /// The error of a full arena.
 #[cold]
-fn exhausted(n: usize) -> Error {
+fn exhausted(n: usize, reserved: usize) -> Error {
     Error::invalid_config(format!(
-        "copy memory is exhausted: a copy of {} KiB does not fit in the {} GiB the engine reserves for the copies of pending transactions",
-        n * CHUNK_BYTES >> 10,
-        RESERVED_BYTES >> 30
+        "copy memory is exhausted: a copy of {} KiB does not fit in the {} MiB the engine reserves for the copies of pending transactions",
+        n.saturating_mul(CHUNK_BYTES) >> 10,
+        reserved >> 20
     ))
 }
 
@@ -217,7 +228,7 @@ mod tests {
     #[test]
     fn a_full_arena_is_an_error() {
         let a = CopyArena::new().unwrap();
-        let too_many = RESERVED_BYTES / CHUNK_BYTES;
+        let too_many = a.map.reserved() / CHUNK_BYTES;
         assert!(
             matches!(a.take(too_many), Err(Error::InvalidConfig(m)) if m.contains("exhausted"))
         );
