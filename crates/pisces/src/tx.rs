@@ -176,8 +176,9 @@ impl<'h> Tx<'h> {
         self.read_found::<T, true>(p)
     }
 
+    /// [`Tx::read`] (`FIND_AGAIN`: [`Tx::read_again`]).
     #[inline(always)]
-    fn read_found<T: Pod, const FIND_AGAIN: bool>(&self, p: PPtr<T>) -> Result<&T> {
+    pub(crate) fn read_found<T: Pod, const FIND_AGAIN: bool>(&self, p: PPtr<T>) -> Result<&T> {
         const { assert!(align_of::<T>() <= 8, "pool objects are 8-byte aligned") };
         // (A `match` on the inlined fast path, not `Option` combinators: a closure there
         // was compiled out of line, one call and a copy of `fast` per read.)

@@ -90,22 +90,26 @@ macro_rules! ladder {
         /// read per size, on every node it visits).
         #[inline(always)]
         pub(crate) fn read<'t>(tx: &'t Tx<'_>, off: u64, s: Shape) -> Result<&'t [u64]> {
-            match s.size {
-                $($n => {
-                    let a: &[u64; $n] = tx.read(PPtr::from_offset(off))?;
-                    a.get(..s.len).ok_or_else(|| bad_shape(s))
-                })*
-                _ => Err(bad_shape(s)),
-            }
+            read_found::<false>(tx, off, s)
         }
 
         /// [`read`] of a node read again and again (a tree's upper levels), through
         /// `Tx::read_again`. Always inlined, as `read`.
         #[inline(always)]
         pub(crate) fn read_again<'t>(tx: &'t Tx<'_>, off: u64, s: Shape) -> Result<&'t [u64]> {
+            read_found::<true>(tx, off, s)
+        }
+
+        /// [`read`] (`FIND_AGAIN`: [`read_again`]).
+        #[inline(always)]
+        fn read_found<'t, const FIND_AGAIN: bool>(
+            tx: &'t Tx<'_>,
+            off: u64,
+            s: Shape,
+        ) -> Result<&'t [u64]> {
             match s.size {
                 $($n => {
-                    let a: &[u64; $n] = tx.read_again(PPtr::from_offset(off))?;
+                    let a: &[u64; $n] = tx.read_found::<_, FIND_AGAIN>(PPtr::from_offset(off))?;
                     a.get(..s.len).ok_or_else(|| bad_shape(s))
                 })*
                 _ => Err(bad_shape(s)),

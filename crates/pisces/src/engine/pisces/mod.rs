@@ -8,6 +8,7 @@
 //! * [`shared`]: pool-wide state, the write-back stage, group commit with helping,
 //!   copy reclamation (P-1) and the recycle watermark (P-2) ([`shared::PiscesEngine`]);
 //! * [`thread`]: one thread's transactions (Algorithm 1);
+//! * [`arena`]: the DRAM copies and commit records live in, named by offset;
 //! * the log and recovery are the kit's: redo records in per-thread rings
 //!   ([`crate::engine::kit::log::redo_log`]) and their replay after a crash
 //!   ([`crate::engine::kit::recovery::replay`]);
@@ -24,6 +25,11 @@
 //!   observe a home write while a reader might be looking.
 //! * The header word tags its pointer with the run generation (top 16 bits), so locks
 //!   left by a crash read as empty without a heap scan.
+//! * A locked header word names its copy, and a copy its writer's commit record, by
+//!   offset into the engine's copy arena ([`arena::CopyArena`]), not by address: an
+//!   offset means the same wherever the arena is mapped, the groundwork for a pool that
+//!   several processes share. Decoding it is one add, on the locked path only (the
+//!   read fast path compares the word with the live marker and never decodes).
 //! * An unlocked header word also says whether the block is allocated: the write-back
 //!   that unlocks an object stores a "live" marker of this run, the one that publishes
 //!   a free a "freed" marker ([`shared::LIVE`]). The read fast path then checks
@@ -41,6 +47,7 @@
 //! group commit still shares one write-back fence among a batch but no longer shares
 //! flushes of lines the batch's transactions have in common.
 
+mod arena;
 mod options;
 mod protocol;
 mod shared;

@@ -64,6 +64,7 @@
 //! persistTS order. On media whose persist point is the fence (DRAM, DAX) the
 //! write-back fences as before.
 
+use super::arena::{CopyArena, CHUNK_BYTES};
 use super::options::PiscesOptions;
 use super::protocol::TxRecord;
 use super::thread::PiscesThread;
@@ -104,14 +105,12 @@ crate::mutation::point! {
     pub(crate) static UNFENCED_WRITE_BACK = "unfenced-write-back";
 }
 
-/// Words per DRAM chunk holding copies.
-pub(super) const CHUNK_WORDS: usize = 8 * 1024;
-
-/// Header of an object copy in DRAM. The copy's data (the whole payload) follows.
+/// Header of an object copy in the engine's [`CopyArena`]. The copy's data (the whole
+/// payload) follows.
 #[repr(C)]
 pub(crate) struct CopyHdr {
-    /// The writer's commit record (identity and endTS).
-    pub writer: *const TxRecord,
+    /// The arena offset of the writer's commit record (identity and endTS).
+    pub writer: u64,
     /// Payload offset of the home object.
     pub home: u64,
     /// Payload length in bytes (a multiple of 8).
@@ -130,10 +129,16 @@ impl CopyHdr {
     /// `this` must point to a live copy.
     #[inline]
     pub(crate) unsafe fn data(this: *const CopyHdr) -> *mut u8 {
-        // SAFETY: data follows the header inside the same chunk (caller's contract).
+        // SAFETY: data follows the header inside the same run of chunks (caller's
+        // contract).
         unsafe { (this as *mut u8).add(COPY_HDR) }
     }
 }
+
+/// Bytes at the start of an attempt's first chunk that hold its commit record.
+const RECORD_BYTES: usize = 64;
+const _: () = assert!(std::mem::size_of::<TxRecord>() <= RECORD_BYTES);
+const _: () = assert!(std::mem::align_of::<TxRecord>() <= 8);
 
 /// Header-word marker (with this run's tag): the block is allocated, unlocked, and its
 /// home is the version every snapshot reads. Stored by the write-back that unlocks a
@@ -188,12 +193,24 @@ impl WriteBackPlan {
 
 /// The memory of one transaction attempt: its commit record, its copies, and the
 /// plan of its write-back.
+///
+/// The record and the copies are in the engine's [`CopyArena`], in runs of chunks the
+/// attempt owns: the first chunk starts with the record and is kept for the attempt's
+/// life; the others are given back when the attempt is recycled. The first chunk is
+/// taken with the first copy: an attempt that writes nothing takes no arena memory,
+/// and its record offset is 0, which no copy's writer equals.
 pub(crate) struct Attempt {
-    /// Commit record; copies point here, so an attempt is boxed and never moves.
-    pub record: TxRecord,
+    /// The owning slot.
+    slot: usize,
+    /// Arena offset of the commit record (0: none yet).
+    record: u64,
     /// The write-back plan (filled at commit).
     pub wb: WriteBackPlan,
-    chunks: Vec<Box<[u64]>>,
+    /// The runs of chunks this attempt owns (arena offset, chunks); the first holds the
+    /// record.
+    chunks: Vec<(u64, usize)>,
+    /// The single chunk small copies are placed in, and the bytes of it in use.
+    small: u64,
     used: usize,
 }
 
@@ -201,54 +218,79 @@ impl Attempt {
     /// A fresh attempt for slot `slot`.
     pub(crate) fn new(slot: usize) -> Box<Attempt> {
         Box::new(Attempt {
-            record: TxRecord::new(slot),
+            slot,
+            record: 0,
             wb: WriteBackPlan::default(),
             chunks: Vec::new(),
-            used: CHUNK_WORDS,
+            small: 0,
+            used: 0,
         })
     }
 
-    /// Forget all copies (only when no thread can reference them) and reset the record.
-    pub(crate) fn recycle(&mut self) {
-        self.record.reset();
-        self.wb.clear();
-        self.chunks.retain(|c| c.len() == CHUNK_WORDS);
-        self.chunks.truncate(1);
-        self.used = if self.chunks.is_empty() {
-            CHUNK_WORDS
-        } else {
-            0
-        };
+    /// The arena offset of the commit record: 0 until the first copy.
+    #[inline]
+    pub(crate) fn record(&self) -> u64 {
+        self.record
     }
 
-    /// Room for a copy of `len` payload bytes (a multiple of 8); returns the header.
-    /// The address fits in 48 bits (checked), as the header-word encoding needs.
-    pub(crate) fn alloc_copy(&mut self, len: usize) -> Option<*mut CopyHdr> {
-        let words = COPY_HDR / 8 + len / 8;
-        if words > CHUNK_WORDS {
-            // Large objects get a chunk of their own.
-            let chunk = vec![0u64; words].into_boxed_slice();
-            let p = chunk.as_ptr() as *mut CopyHdr;
-            self.chunks.push(chunk);
-            // Keep the current small chunk the last one only if it has room; a fresh
-            // chunk will be started for the next small copy otherwise.
-            self.used = CHUNK_WORDS;
-            return fits_48(p);
+    /// Forget all copies (only when no thread can reference them) and reset the record.
+    pub(crate) fn recycle(&mut self, arena: &CopyArena) {
+        if self.record != 0 {
+            // SAFETY: our own record, initialised when the first chunk was taken.
+            unsafe { record_at(arena, self.record) }.reset();
         }
-        if self.used + words > CHUNK_WORDS {
-            self.chunks.push(vec![0u64; CHUNK_WORDS].into_boxed_slice());
+        self.wb.clear();
+        for (off, n) in self.chunks.drain(1.min(self.chunks.len())..) {
+            arena.give_back(off, n);
+        }
+        self.small = self.record;
+        self.used = RECORD_BYTES;
+    }
+
+    /// Room for a copy of `len` payload bytes (a multiple of 8); returns the arena
+    /// offset of its header. Takes the attempt's first chunk, and starts its commit
+    /// record there, if it has none yet.
+    pub(crate) fn alloc_copy(&mut self, arena: &CopyArena, len: usize) -> Result<u64> {
+        if self.record == 0 {
+            let off = arena.take(1)?;
+            // SAFETY: a fresh chunk of ours, 8-aligned, with room for the record
+            // (`RECORD_BYTES`, checked against the type above).
+            unsafe { (arena.ptr(off) as *mut TxRecord).write(TxRecord::new(self.slot)) };
+            self.chunks.push((off, 1));
+            self.record = off;
+            self.small = off;
+            self.used = RECORD_BYTES;
+        }
+        let bytes = COPY_HDR + len;
+        if bytes > CHUNK_BYTES {
+            // Large objects get a run of their own.
+            let n = bytes.div_ceil(CHUNK_BYTES);
+            let off = arena.take(n)?;
+            self.chunks.push((off, n));
+            return Ok(off);
+        }
+        if self.used + bytes > CHUNK_BYTES {
+            let off = arena.take(1)?;
+            self.chunks.push((off, 1));
+            self.small = off;
             self.used = 0;
         }
-        let chunk = self.chunks.last_mut()?;
-        // SAFETY: `used + words <= CHUNK_WORDS`, so the range is inside the chunk.
-        let p = unsafe { chunk.as_mut_ptr().add(self.used) } as *mut CopyHdr;
-        self.used += words;
-        fits_48(p)
+        let off = self.small + self.used as u64;
+        self.used += bytes;
+        Ok(off)
     }
 }
 
-fn fits_48(p: *mut CopyHdr) -> Option<*mut CopyHdr> {
-    ((p as u64) < (1 << 48)).then_some(p)
+/// The commit record at arena offset `off`.
+///
+/// # Safety
+/// `off` is the record offset of an attempt of this arena (from [`Attempt::record`], or
+/// the writer field of a copy that is alive or within its grace period).
+#[inline(always)]
+pub(crate) unsafe fn record_at(arena: &CopyArena, off: u64) -> &TxRecord {
+    // SAFETY: the caller's contract: a record lives there, and the arena memory lives
+    // as long as the arena.
+    unsafe { &*(arena.ptr(off) as *const TxRecord) }
 }
 
 /// A byte range to copy home at write-back.
@@ -381,6 +423,8 @@ pub(crate) struct PiscesShared {
     pub next_seq: Vec<u64>,
     /// The serial fallback word (`thread`, *Fallback*).
     pub fallback: Fallback,
+    /// Where copies and commit records live.
+    pub arena: CopyArena,
 }
 
 impl PiscesShared {
@@ -392,13 +436,13 @@ impl PiscesShared {
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
-    ) -> PiscesShared {
+    ) -> Result<PiscesShared> {
         let l = *heap.layout();
         let tag = tag_of(heap.generation());
         let lazy_home = durable && heap.fence_is_device_sync();
         let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
         let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
-        PiscesShared {
+        Ok(PiscesShared {
             heap,
             alloc,
             clock: CachePadded::new(Clock::new(clock_start)),
@@ -411,7 +455,24 @@ impl PiscesShared {
             tag,
             next_seq,
             fallback: Fallback::default(),
-        }
+            arena: CopyArena::new()?,
+        })
+    }
+
+    /// The copy a locked header word `h` of this run names.
+    #[inline(always)]
+    pub(crate) fn copy_of(&self, h: u64) -> *const CopyHdr {
+        self.arena.ptr(h & PTR_MASK) as *const CopyHdr
+    }
+
+    /// The commit record at arena offset `off`.
+    ///
+    /// # Safety
+    /// As [`record_at`].
+    #[inline(always)]
+    pub(crate) unsafe fn record(&self, off: u64) -> &TxRecord {
+        // SAFETY: the caller's contract.
+        unsafe { record_at(&self.arena, off) }
     }
 
     /// True if header word `h` is a lock of this run (this run's tag and a copy
@@ -632,7 +693,7 @@ impl PiscesShared {
         while i < batch.retired.len() {
             if batch.retired[i].retire_ts <= covered {
                 let mut r = batch.retired.swap_remove(i);
-                r.attempt.recycle();
+                r.attempt.recycle(&self.arena);
                 batch.spare.push(r.attempt);
             } else {
                 i += 1;
@@ -686,7 +747,7 @@ impl PiscesShared {
         };
         wait_for_readers(self.clocks(), caller_slot, ts);
         for mut r in batch.retired.drain(..) {
-            r.attempt.recycle();
+            r.attempt.recycle(&self.arena);
             batch.spare.push(r.attempt);
         }
     }
@@ -698,7 +759,7 @@ impl PiscesShared {
         while i < batch.retired.len() {
             if batch.retired[i].retire_ts <= oldest {
                 let mut r = batch.retired.swap_remove(i);
-                r.attempt.recycle();
+                r.attempt.recycle(&self.arena);
                 batch.spare.push(r.attempt);
             } else {
                 i += 1;
@@ -815,7 +876,7 @@ impl PiscesEngine {
             durable,
             recovered.clock_start,
             recovered.next_seq.clone(),
-        ));
+        )?);
         Ok(PiscesEngine { sh })
     }
 }

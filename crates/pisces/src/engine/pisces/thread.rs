@@ -59,7 +59,7 @@
 
 use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
-use crate::engine::kit::cc::header_word::{PTR_MASK, TAG_MASK};
+use crate::engine::kit::cc::header_word::TAG_MASK;
 use crate::engine::kit::changed_words::changed_word_runs;
 use crate::engine::kit::fast_reads::{FastPath, FastReads, OwnedFastReads};
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
@@ -264,10 +264,11 @@ impl PiscesThread {
         }
     }
 
-    fn record_ptr(&self) -> *const super::protocol::TxRecord {
-        self.attempt
-            .as_ref()
-            .map_or(std::ptr::null(), |a| &a.record as *const _)
+    /// The arena offset of the running attempt's commit record; 0 (no writer's) if it
+    /// has none (a snapshot, or an attempt that has not written).
+    #[inline]
+    fn record_off(&self) -> u64 {
+        self.attempt.as_ref().map_or(0, |a| a.record())
     }
 
     /// Validate a user offset: returns the header-word offset and payload length.
@@ -289,12 +290,12 @@ impl PiscesThread {
         if !self.sh.is_locked(h) {
             return false;
         }
-        let c = (h & PTR_MASK) as *const CopyHdr;
+        let c = self.sh.copy_of(h);
         // SAFETY: a locked header points to a live copy and its writer's record (see
         // `lock`).
         unsafe {
             let w = (*c).writer;
-            w == self.record_ptr() || (*w).visible_to(self.start_ts)
+            w == self.record_off() || self.sh.record(w).visible_to(self.start_ts)
         }
     }
 
@@ -387,12 +388,12 @@ impl PiscesThread {
         // SAFETY: the root slot is inside every pool (the layout puts it there).
         let mut p = unsafe { self.sh.heap.ptr(ROOT_SLOT_OFFSET + HEADER) } as *const u8;
         if self.sh.is_locked(h) {
-            let c = (h & PTR_MASK) as *const CopyHdr;
+            let c = self.sh.copy_of(h);
             // SAFETY: a locked header points to a live copy and its writer's record (see
             // `read`).
             unsafe {
                 let w = (*c).writer;
-                if w == self.record_ptr() || (*w).visible_to(self.start_ts) {
+                if w == self.record_off() || self.sh.record(w).visible_to(self.start_ts) {
                     p = CopyHdr::data(c);
                 }
             }
@@ -414,14 +415,14 @@ impl PiscesThread {
         if self.writes.is_empty() && self.fallback_blocks() {
             return Err(Error::Conflict);
         }
-        let me = self.record_ptr();
+        let me = self.record_off();
         let hw = self.sh.heap.atomic_u64(header as usize);
         loop {
             // Acquire: pairs with the Release of the CAS that linked a copy (its header
             // fields) and of the write-back's unlock (home contents).
             let h = hw.load(Acquire);
             if self.sh.is_locked(h) {
-                let c = (h & PTR_MASK) as *const CopyHdr;
+                let c = self.sh.copy_of(h);
                 // SAFETY: a locked header of this run points to a live copy: copies are
                 // reclaimed only after a grace period that waits for this transaction.
                 let w = unsafe { (*c).writer };
@@ -429,7 +430,7 @@ impl PiscesThread {
                     return Ok(c as *mut CopyHdr);
                 }
                 // SAFETY: the writer record lives as long as its copies (same attempt).
-                let owner = unsafe { (*w).slot };
+                let owner = unsafe { self.sh.record(w) }.slot;
                 if owner == self.slot {
                     // One of our own group-committed transactions still holds it: push
                     // our batch out now (the paper's "another transaction needs to
@@ -443,7 +444,7 @@ impl PiscesThread {
                 // abort, write that batch back ourselves instead of waiting for its
                 // owner (who may be idle). An uncommitted owner cannot be helped.
                 // SAFETY: as above, the record outlives its copies.
-                if unsafe { (*w).end_ts() } != super::protocol::END_INFINITE {
+                if unsafe { self.sh.record(w) }.end_ts() != super::protocol::END_INFINITE {
                     self.help_hint = Some(owner);
                 }
                 return Err(Error::Conflict);
@@ -451,13 +452,12 @@ impl PiscesThread {
             let Some(attempt) = self.attempt.as_mut() else {
                 return Err(Error::Conflict);
             };
-            let copy = attempt.alloc_copy(plen).ok_or_else(|| {
-                Error::invalid_config("copy memory is above the 48-bit address range")
-            })?;
+            let at = attempt.alloc_copy(&self.sh.arena, plen)?;
+            let copy = self.sh.arena.ptr(at) as *mut CopyHdr;
             // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
             unsafe {
                 copy.write(CopyHdr {
-                    writer: me,
+                    writer: attempt.record(),
                     home: header + HEADER as u64,
                     len: plen as u64,
                     entry: self.writes.len() as u64,
@@ -468,7 +468,7 @@ impl PiscesThread {
             // previous writer's write-back.
             count_write(hw);
             if hw
-                .compare_exchange(h, self.sh.tag | copy as u64, AcqRel, Acquire)
+                .compare_exchange(h, self.sh.tag | at, AcqRel, Acquire)
                 .is_err()
             {
                 return Err(Error::Conflict);
@@ -786,21 +786,22 @@ impl EngineThread for PiscesThread {
             }
             return Ok(home); // line 10
         }
-        let c = (h & PTR_MASK) as *const CopyHdr;
+        let c = self.sh.copy_of(h);
         // SAFETY: a locked header points to a live copy and its writer's record (see
         // `lock`); both outlive this transaction by the grace period.
         unsafe {
             let w = (*c).writer;
-            if w == self.record_ptr() {
+            if w == self.record_off() {
                 return Ok(CopyHdr::data(c));
             }
             self.attempt_locked_reads
                 .set(self.attempt_locked_reads.get() + 1);
-            if (*w).visible_to(self.start_ts) {
+            let w = self.sh.record(w);
+            if w.visible_to(self.start_ts) {
                 // Relaxed: stored before the writer's commit, whose Release the
                 // visibility check Acquired.
-                if (*w).unfenced_seq.load(Relaxed) != 0 {
-                    self.note_unfenced_read((*w).slot);
+                if w.unfenced_seq.load(Relaxed) != 0 {
+                    self.note_unfenced_read(w.slot);
                 }
                 return Ok(CopyHdr::data(c));
             }
@@ -1117,11 +1118,14 @@ impl PiscesThread {
         // Stage 2, concurrency commit.
         let mut attempt = self.attempt.take().expect("checked active");
         attempt.wb = wb;
+        // SAFETY: the attempt wrote (`writes` is not empty), so its first copy started
+        // its record.
+        let record = unsafe { self.sh.record(attempt.record()) };
         if unfenced {
             // Relaxed: published by the commit's Release below.
-            attempt.record.unfenced_seq.store(seq, Relaxed);
+            record.unfenced_seq.store(seq, Relaxed);
         }
-        let end_ts = attempt.record.commit(&self.sh.clock);
+        let end_ts = record.commit(&self.sh.clock);
         // Fresh-and-freed blocks were never published; hand them back.
         for w in self.writes.drain(..) {
             if let Kind::FreshFreed(b) = w.kind {
