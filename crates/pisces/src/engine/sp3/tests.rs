@@ -342,6 +342,47 @@ fn small_table_finds_exactly_the_linked_block() {
     assert!(sh.index.lookup_small(off + 8, 8).is_none());
     assert!(sh.index.lookup_small(off + plen as u64 + 8, 8).is_none());
     assert!(sh.index.lookup_small(0, 8).is_none());
+    // Offsets in the block's own 16-byte granule, and forged ones past the pool or
+    // misaligned, name no entry.
+    for forged in [off - 8, off - 1, off + 1, off + 4, off + 7] {
+        assert!(sh.index.lookup_small(forged, 8).is_none(), "{forged:#x}");
+    }
+    for forged in [u64::MAX, u64::MAX - 7, 1 << 40, off | 1 << 63] {
+        assert!(sh.index.lookup_small(forged, 8).is_none(), "{forged:#x}");
+    }
+}
+
+/// Blocks of the smallest class lie one granule of the direct table apart: each
+/// payload offset finds its own block's entry, and each read through the fast path
+/// returns its own object's value.
+#[test]
+fn adjacent_smallest_blocks_have_entries_of_their_own() {
+    let (e, mut a, _b) = engine();
+    a.begin(&TxOptions::default());
+    let offs: Vec<u64> = (0..8).map(|_| a.alloc(8).unwrap()).collect();
+    for (i, &o) in offs.iter().enumerate() {
+        // SAFETY: our private copy of the new block, 8 bytes, 8-aligned.
+        unsafe { (a.write(o, 8).unwrap() as *mut u64).write(100 + i as u64) };
+    }
+    let tok = a.commit().unwrap();
+    a.wait_durable(tok).unwrap();
+    let sh = e.shared();
+    let adjacent = offs
+        .windows(2)
+        .filter(|w| w[1].abs_diff(w[0]) == 16)
+        .count();
+    assert!(adjacent >= 4, "smallest blocks not adjacent: {offs:x?}");
+    let entries: Vec<*const _> = offs
+        .iter()
+        .map(|&o| sh.index.lookup_small(o, 8).expect("linked at commit") as *const _)
+        .collect();
+    for (i, p) in entries.iter().enumerate() {
+        assert!(!entries[..i].contains(p), "two blocks share an entry");
+    }
+    a.begin(&TxOptions::default());
+    let values: Vec<u64> = offs.iter().map(|&o| load(&a, o).unwrap()).collect();
+    a.abort();
+    assert_eq!(values, (100..108).collect::<Vec<u64>>());
 }
 
 /// The fast path sees what the slow path would: the newest committed version, the same
