@@ -35,9 +35,13 @@
 //! length its readers expect.
 //!
 //! # The `ver` word
-//! `version << 17 | owner_slot << 1 | lock`. The lock is taken at a transaction's first
-//! write of the object (encounter time) with a CAS from an unlocked value, and released
-//! at commit by storing `(version + 1) << 17` (or the old value on abort).
+//! `version << 17 | dead << 16 | owner_slot << 1 | lock`. The lock is taken at a
+//! transaction's first write of the object (encounter time) with a CAS from an unlocked
+//! value, and released at commit by storing `(version + 1) << 17 | dead << 16` (or the
+//! old value on abort). `dead` is the entry's `live` flag negated, as of the version
+//! (set in every unlocked word the flag's writer stores, under the lock): so the
+//! read's fast path learns "unlocked and allocated" from one test of the word it
+//! loads for the seqlock anyway.
 //!
 //! # First version of an object
 //! The first access in a run copies the object's home bytes into a version. That copy is
@@ -59,7 +63,11 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// Lock bit of the `ver` word.
 pub(super) const LOCK: u64 = 1;
 const OWNER_SHIFT: u32 = 1;
-const OWNER_MASK: u64 = 0xFFFF << OWNER_SHIFT;
+const OWNER_MASK: u64 = 0x7FFF << OWNER_SHIFT;
+const _: () = assert!(crate::heap::layout::MAX_THREADS <= (OWNER_MASK >> OWNER_SHIFT) as usize + 1);
+/// The `dead` bit of the `ver` word: the object is not allocated in the committed state
+/// at this version (module docs).
+const DEAD: u64 = 1 << 16;
 const VERSION_SHIFT: u32 = 17;
 
 /// True if `w` is locked.
@@ -126,7 +134,7 @@ pub(crate) struct Snapshot {
 impl Entry {
     fn new(first: *mut Version, live: bool, off: u64, small_len: u32) -> Entry {
         Entry {
-            ver: AtomicU64::new(0),
+            ver: AtomicU64::new(if live { 0 } else { DEAD }),
             ptr: AtomicPtr::new(first),
             last_tid: AtomicU64::new(super::tid::NONE),
             live: std::sync::atomic::AtomicBool::new(live),
@@ -153,14 +161,38 @@ impl Entry {
             }
             let ptr = self.ptr.load(Acquire);
             let last_tid = self.last_tid.load(Acquire);
-            let live = self.live.load(Acquire);
             let v2 = self.ver.load(Acquire);
             if v1 == v2 {
                 return Ok(Snapshot {
                     ver: v1,
                     ptr,
                     last_tid,
-                    live,
+                    live: v1 & DEAD == 0,
+                });
+            }
+        }
+    }
+
+    /// [`Entry::snapshot`] of an object that is unlocked and allocated at the version
+    /// read (the read's fast path): `None` if it is locked or not allocated, tested
+    /// together on the first load of the word. Race closed: as for
+    /// [`Entry::snapshot`]; the `dead` bit is part of the word the two loads compare.
+    #[inline(always)]
+    pub(crate) fn snapshot_live(&self) -> Option<Snapshot> {
+        loop {
+            let v1 = self.ver.load(Acquire);
+            if v1 & (LOCK | DEAD) != 0 {
+                return None;
+            }
+            let ptr = self.ptr.load(Acquire);
+            let last_tid = self.last_tid.load(Acquire);
+            let v2 = self.ver.load(Acquire);
+            if v1 == v2 {
+                return Some(Snapshot {
+                    ver: v1,
+                    ptr,
+                    last_tid,
+                    live: true,
                 });
             }
         }
@@ -224,11 +256,15 @@ impl Entry {
     }
 
     /// Release the lock, bumping the version (commit) or not (abort). `locked` is the
-    /// word as we locked it. Release: our `ptr` / `lastTid` stores and version data
+    /// word as we locked it. The `dead` bit of the unlocked word is the negation of
+    /// `live` as the holder left it (set by [`Entry::publish`] or, on abort, unchanged
+    /// since the lock). Release: our `live` / `ptr` / `lastTid` stores and version data
     /// happen before the next holder or reader sees the unlocked word.
     #[inline]
     pub(crate) fn unlock(&self, locked: u64, bump: bool) {
-        let base = locked & !(OWNER_MASK | LOCK);
+        // Relaxed: `live` is written only under the lock, which we hold.
+        let dead = if self.live.load(Relaxed) { 0 } else { DEAD };
+        let base = locked & !(OWNER_MASK | LOCK | DEAD) | dead;
         let next = if bump {
             base + (1 << VERSION_SHIFT)
         } else {

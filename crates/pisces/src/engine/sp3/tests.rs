@@ -422,6 +422,41 @@ fn fast_reads_are_repeatable_and_opaque() {
     assert_eq!(both, (Some(4), Some(4)));
 }
 
+/// A transaction reads its own writes: once it wrote (or allocated) an object, a read
+/// of it, read before or not, returns its private copy, not the committed version the
+/// read's fast path would find; outside a transaction a read is refused.
+#[test]
+fn reads_after_a_write_see_the_transactions_own_copies() {
+    let (_e, mut a, _b) = engine();
+    let x = new_object(&mut a, 24, 1);
+    let y = new_object(&mut a, 24, 2);
+    a.begin(&TxOptions::default());
+    let before = load(&a, x);
+    // SAFETY: our private copies, at least 8 bytes, 8-aligned.
+    unsafe {
+        (a.write(x, 8).unwrap() as *mut u64).write(10);
+        (a.write(y, 8).unwrap() as *mut u64).write(20);
+    }
+    let after = (load(&a, x).ok(), load(&a, y).ok());
+    let z = a.alloc(8).unwrap();
+    // SAFETY: as above.
+    unsafe { (a.write(z, 8).unwrap() as *mut u64).write(30) };
+    let fresh = load(&a, z).ok();
+    a.abort();
+    assert_eq!(before.ok(), Some(1));
+    assert_eq!(after, (Some(10), Some(20)));
+    assert_eq!(fresh, Some(30));
+    a.begin(&TxOptions::default());
+    let reread = (load(&a, x).ok(), load(&a, y).ok());
+    a.abort();
+    assert_eq!(
+        reread,
+        (Some(1), Some(2)),
+        "the abort kept the committed versions"
+    );
+    assert!(load(&a, x).is_err(), "a read outside a transaction");
+}
+
 /// The fast path takes an entry's word for it only while the object is allocated: a
 /// freed object, once the checkpoint has cleared its allocation bit, is refused as the
 /// slow path refuses it, although its entry still holds the last version.

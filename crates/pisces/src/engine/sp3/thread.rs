@@ -349,6 +349,10 @@ pub(crate) struct Sp3Thread {
     body: Vec<u8>,
     deps: Vec<u64>,
     active: bool,
+    /// `active` and the write set empty: the read's fast path needs both and tests
+    /// this one flag (set by `begin`, cleared by every push to the write set and at
+    /// the transaction's end).
+    reads_only: bool,
     /// Interior mutability: `read` takes `&self`. Not a `RefCell`: its borrow flag
     /// costs a read a load, a test and two stores; [`Sp3Thread::reads`] and
     /// [`Sp3Thread::reads_mut`] say when a reference is sound.
@@ -388,6 +392,7 @@ impl Sp3Thread {
             body: Vec::new(),
             deps: Vec::new(),
             active: false,
+            reads_only: false,
             reads: UnsafeCell::new(ReadSet::default()),
             writes: WriteSet::default(),
             lid,
@@ -516,6 +521,7 @@ impl Sp3Thread {
         self.reads.get_mut().clear();
         self.slot_clock().finish();
         self.active = false;
+        self.reads_only = false;
         self.retries.end(&self.sh.fallback, self.slot);
         let sh = &self.sh;
         self.limbo.collect(&sh.clock, || sh.clocks());
@@ -587,13 +593,15 @@ impl Sp3Thread {
         }
     }
 
-    /// A read of a transaction that wrote (or allocated or freed): its own copies
-    /// first, then as a read of a transaction that did not.
+    /// A read while `reads_only` is false: outside a transaction (an error), or of a
+    /// transaction that wrote (or allocated or freed): its own copies first, then as a
+    /// read of a transaction that did not.
     #[inline(never)]
-    fn read_in_writer(&self, off: u64, len: usize) -> Result<*const u8> {
+    fn read_not_reads_only(&self, off: u64, len: usize) -> Result<*const u8> {
+        running(self.active)?;
         if self.writes.get(off).is_none() {
             if let Some(e) = self.sh.index.lookup_small(off, len) {
-                return self.read_small_slow(e, off, len);
+                return self.read_small_slow(off, len, e);
             }
         }
         self.read_slow(off, len)
@@ -605,7 +613,7 @@ impl Sp3Thread {
     /// goes to [`Sp3Thread::read_slow`].
     #[cold]
     #[inline(never)]
-    fn read_small_slow(&self, e: &Entry, off: u64, len: usize) -> Result<*const u8> {
+    fn read_small_slow(&self, off: u64, len: usize, e: &Entry) -> Result<*const u8> {
         match self.read_entry(e, true)? {
             Some(data) => Ok(data),
             None => self.read_slow(off, len),
@@ -1064,6 +1072,8 @@ impl EngineThread for Sp3Thread {
         // Acquire: the reads' opacity check starts from this value (`revalidate`).
         self.reads.get_mut().validated_at = self.sh.commit_clock.now();
         self.active = true;
+        debug_assert!(self.writes.is_empty());
+        self.reads_only = true;
     }
 
     fn abort(&mut self) {
@@ -1074,28 +1084,28 @@ impl EngineThread for Sp3Thread {
     // function through which `Tx` reads what its fast path declines.
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        running(self.active)?;
-        // The fast path (module docs, *Read*): a small block of a transaction that
-        // wrote nothing, whose entry exists, is unlocked and says it is allocated, read
-        // while the commit clock stands where the last check left it into a read set
-        // of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case). Every
-        // other case is one call out of line and the read's last step, so that no
-        // value of the fast path lives across a call.
-        if !self.writes.is_empty() {
-            return self.read_in_writer(off, len);
+        // The fast path (module docs, *Read*): a small block of a running transaction
+        // that wrote nothing, whose entry exists, is unlocked and says it is allocated,
+        // read while the commit clock stands where the last check left it into a read
+        // set of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case).
+        // Every other case is one call out of line and the read's last step, so that
+        // no value of the fast path lives across a call (and the calls take the
+        // offset and length in the registers the read got them in).
+        if !self.reads_only {
+            return self.read_not_reads_only(off, len);
         }
         let Some(e) = self.sh.index.lookup_small(off, len) else {
             return self.read_slow(off, len);
         };
-        let Ok(snap) = e.snapshot() else {
-            return self.read_small_slow(e, off, len);
+        let Some(snap) = e.snapshot_live() else {
+            return self.read_small_slow(off, len, e);
         };
         // SAFETY: nothing else refers to the read set while the read runs
         // (`Sp3Thread::reads_mut`).
         let rs = unsafe { self.reads_mut() };
         let n = rs.list.len();
-        if !snap.live || n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
-            return self.read_small_slow(e, off, len);
+        if n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
+            return self.read_small_slow(off, len, e);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
@@ -1134,6 +1144,8 @@ impl EngineThread for Sp3Thread {
                 .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -1183,6 +1195,8 @@ impl EngineThread for Sp3Thread {
         };
         // SAFETY: no source: zeroed.
         let copy = unsafe { Version::new(b.payload_len() & !7, None) };
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry::fresh(b, copy));
         Ok(b.payload())
     }
@@ -1204,6 +1218,8 @@ impl EngineThread for Sp3Thread {
                 .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
