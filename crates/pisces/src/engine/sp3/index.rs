@@ -225,6 +225,18 @@ impl Entry {
         }
     }
 
+    /// The payload offset of the object.
+    #[inline(always)]
+    pub(crate) fn off(&self) -> u64 {
+        self.off
+    }
+
+    /// The payload bytes of a small block's entry (0 for others).
+    #[inline(always)]
+    pub(crate) fn small_len(&self) -> usize {
+        self.small_len as usize
+    }
+
     /// The newest version (under the lock, or for a snapshot already validated).
     #[inline]
     pub(crate) fn ptr(&self) -> *mut Version {
@@ -320,6 +332,17 @@ impl Index {
         self.small
             .lookup(off)
             .filter(|e| len <= e.small_len as usize)
+    }
+
+    /// The direct table as a thread's read fast path holds it ([`SmallTable`]).
+    ///
+    /// # Safety
+    /// The index must outlive the returned value.
+    pub(crate) unsafe fn small_table(&self) -> SmallTable {
+        SmallTable {
+            slabs: self.small.slabs.as_ptr(),
+            len: self.small.slabs.len(),
+        }
     }
 
     #[inline]
@@ -492,9 +515,15 @@ impl EntryTable {
     /// or holds another offset's entry, finds nothing.
     #[inline(always)]
     fn lookup(&self, off: u64) -> Option<&Entry> {
+        Self::lookup_in(&self.slabs, off)
+    }
+
+    /// [`EntryTable::lookup`] in the table's slab array `slabs`.
+    #[inline(always)]
+    fn lookup_in(slabs: &[AtomicPtr<Cells>], off: u64) -> Option<&Entry> {
         // Acquire: pairs with the Release publication of the slab's cells in `link`,
         // so they are seen initialised.
-        let cells = self.slabs.get((off >> SLAB_SHIFT) as usize)?.load(Acquire);
+        let cells = slabs.get((off >> SLAB_SHIFT) as usize)?.load(Acquire);
         // SAFETY: `NO_CELLS` or cells published by `link`, which live as long as the
         // table and are never replaced.
         let cells = unsafe { &*cells };
@@ -546,6 +575,27 @@ impl EntryTable {
         });
         // Release: the entry's initialisation before a reader's Acquire load of it.
         cell.store(std::ptr::from_ref(e).cast_mut(), Release);
+    }
+}
+
+/// [`Index::lookup_small`] from a copy of the direct table's slab array (its address
+/// and length, which never change), which a thread state keeps beside the `Arc` that
+/// holds the index: its read fast path then reaches the table without loading the
+/// `Arc`'s pointer and the array's first. Valid while the index lives
+/// ([`Index::small_table`]'s contract).
+pub(crate) struct SmallTable {
+    slabs: *const AtomicPtr<Cells>,
+    len: usize,
+}
+
+impl SmallTable {
+    /// [`Index::lookup_small`].
+    #[inline(always)]
+    pub(crate) fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
+        // SAFETY: the index, and with it the table's boxed slab array, outlives `self`
+        // (`Index::small_table`); the array is never replaced.
+        let slabs = unsafe { std::slice::from_raw_parts(self.slabs, self.len) };
+        EntryTable::lookup_in(slabs, off).filter(|e| len <= e.small_len as usize)
     }
 }
 

@@ -124,7 +124,7 @@
 //! dependency rules and crash safety are untouched. Fast-path cost: one load per
 //! `begin`.
 
-use super::index::{unchanged, Entry, Snapshot};
+use super::index::{unchanged, Entry, SmallTable, Snapshot};
 use super::log;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
@@ -353,6 +353,9 @@ pub(crate) struct Sp3Thread {
     /// this one flag (set by `begin`, cleared by every push to the write set and at
     /// the transaction's end).
     reads_only: bool,
+    /// `sh.index`'s direct table, for the read's fast path without a load of `sh`'s
+    /// pointer; it lives as long as `sh`, which this state holds.
+    small: SmallTable,
     /// Interior mutability: `read` takes `&self`. Not a `RefCell`: its borrow flag
     /// costs a read a load, a test and two stores; [`Sp3Thread::reads`] and
     /// [`Sp3Thread::reads_mut`] say when a reference is sound.
@@ -370,8 +373,8 @@ pub(crate) struct Sp3Thread {
 }
 
 // SAFETY: the raw pointers are private copies owned by this struct, versions kept alive
-// by the epoch scheme while a transaction runs, and entries owned by `sh`; the state
-// moves between threads only between transactions.
+// by the epoch scheme while a transaction runs, and entries and the direct table owned
+// by `sh` (both `Sync`); the state moves between threads only between transactions.
 unsafe impl Send for Sp3Thread {}
 
 impl Sp3Thread {
@@ -383,6 +386,9 @@ impl Sp3Thread {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .expect("one live thread state per slot");
+        // SAFETY: the state holds `sh`, and with it the index, for as long as it lives,
+        // and uses the table only through itself.
+        let small = unsafe { sh.index.small_table() };
         Sp3Thread {
             sh,
             slot,
@@ -393,6 +399,7 @@ impl Sp3Thread {
             deps: Vec::new(),
             active: false,
             reads_only: false,
+            small,
             reads: UnsafeCell::new(ReadSet::default()),
             writes: WriteSet::default(),
             lid,
@@ -618,6 +625,18 @@ impl Sp3Thread {
             Some(data) => Ok(data),
             None => self.read_slow(off, len),
         }
+    }
+
+    /// [`Sp3Thread::read_small_slow`] of the block whose entry `e` the read's fast path
+    /// found for its read (so `e.off()` is its offset and its length at most
+    /// `e.small_len()`), with the block's own length for the read's: the answer is the
+    /// same (a block validated for its whole payload is one for a part of it, and
+    /// every error of the validation is one for either), and the fast path keeps
+    /// neither its offset nor its length past the lookup.
+    #[cold]
+    #[inline(never)]
+    fn read_entry_slow(&self, e: &Entry) -> Result<*const u8> {
+        self.read_small_slow(e.off(), e.small_len(), e)
     }
 
     /// A read the fast path declined: validate the offset against the allocator, the
@@ -1094,18 +1113,18 @@ impl EngineThread for Sp3Thread {
         if !self.reads_only {
             return self.read_not_reads_only(off, len);
         }
-        let Some(e) = self.sh.index.lookup_small(off, len) else {
+        let Some(e) = self.small.lookup_small(off, len) else {
             return self.read_slow(off, len);
         };
         let Some(snap) = e.snapshot_live() else {
-            return self.read_small_slow(off, len, e);
+            return self.read_entry_slow(e);
         };
         // SAFETY: nothing else refers to the read set while the read runs
         // (`Sp3Thread::reads_mut`).
         let rs = unsafe { self.reads_mut() };
         let n = rs.list.len();
         if n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
-            return self.read_small_slow(off, len, e);
+            return self.read_entry_slow(e);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
