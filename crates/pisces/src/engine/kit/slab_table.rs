@@ -1,6 +1,6 @@
 //! Direct tables from small-class blocks to per-object DRAM metadata: the object's
 //! address finds its metadata with no search and no lock. [`SlabTable`] holds a pointer
-//! per block (sp3's index entries, the version chains of mvcc and timestone),
+//! per block (the version chains of mvcc and timestone),
 //! [`SlabWords`] a word per block (timestone's committed allocation state).
 //!
 //! One array of cells per slab, indexed by the block's index in its slab
@@ -146,15 +146,9 @@ impl<T> SlabTable<T> {
     }
 
     /// What is linked for the small block whose payload starts at `off`, if its payload
-    /// holds at least `len` bytes (the linked metadata is that of the whole block). No
-    /// lock and no allocator state: the slab's cells know its class, which says whether
-    /// a block starts at `off`.
-    #[inline(always)]
-    pub(crate) fn lookup(&self, off: u64, len: usize) -> Option<&T> {
-        self.find(off, |payload| len <= payload)
-    }
-
-    /// As [`SlabTable::lookup`], for a block whose payload is exactly `len` bytes.
+    /// is exactly `len` bytes (the linked metadata is that of the whole block). No lock
+    /// and no allocator state: the slab's cells know its class, which says whether a
+    /// block starts at `off`.
     #[inline(always)]
     pub(crate) fn lookup_exact(&self, off: u64, len: usize) -> Option<&T> {
         self.find(off, |payload| len == payload)
@@ -169,15 +163,6 @@ impl<T> SlabTable<T> {
         // Acquire: pairs with the Release store of the cell in `link`, so the linked
         // value's initialisation is visible.
         let p = t.cells.get(index as usize)?.load(Acquire);
-        // SAFETY: linked values stay alive and in place while the table lives (`link`).
-        (!p.is_null()).then(|| unsafe { &*p })
-    }
-
-    /// What is linked for the small block at `slot` (the allocator's), if anything.
-    #[inline(always)]
-    pub(crate) fn get(&self, slot: SmallSlot) -> Option<&T> {
-        // Acquire: pairs with the Release store in `link`.
-        let p = self.slabs.cell(slot)?.load(Acquire);
         // SAFETY: linked values stay alive and in place while the table lives (`link`).
         (!p.is_null()).then(|| unsafe { &*p })
     }

@@ -2,13 +2,16 @@
 //!
 //! # Where the metadata lives, and what it costs
 //! In DRAM. Entries are found two ways:
-//! * a **small-class block** (every object but the large runs of whole slabs) through a
-//!   direct table (the kit's [`SlabTable`]): one array of entry pointers per slab, indexed by the block's index in
-//!   its slab ([`crate::heap::alloc::Allocator::small_slot`], a multiply from the
-//!   offset), allocated on the slab's first access. This is the paper's `entryPtr`
-//!   reached from the object's address without a search: a read finds its entry with
-//!   two dependent loads and no lock, and the slot also validates the offset as a
-//!   block of that size (a small slab keeps its class for the whole run).
+//! * a **small-class block** (every object but the large runs of whole slabs) through
+//!   sp3's direct table ([`EntryTable`]): per slab of the pool, an array of entry
+//!   pointers with one cell per 16-byte granule, allocated on the slab's first link. The
+//!   payloads of two small blocks are at least a block (16 bytes) apart, so each has a
+//!   granule of its own, and the entry records its block's payload offset and length:
+//!   a read finds its entry by two shifts and two dependent loads, no lock and no
+//!   allocator state, and the entry's own offset and length say whether a block starts
+//!   exactly there and holds the read (any other offset in the granule, or a forged
+//!   one, names no entry). This is the paper's `entryPtr` reached from the object's
+//!   address without a search.
 //! * the owner of every entry, and the only way for large runs and the root slot: a
 //!   hash map keyed by (payload offset, payload length), sharded 64 ways (`RwLock`ed
 //!   maps; only an object's first access in a run takes a write lock). A small block's
@@ -20,7 +23,9 @@
 //!   (no header-word locks to tag or clear after a crash), `lastTid` needs no space in
 //!   the pool, and versions can be whole DRAM copies that stay immutable.
 //! * Cost: one entry (~40 B with its box) plus one DRAM copy per object touched in a
-//!   run, and one pointer per block of every slab touched; entries are never removed
+//!   run, and one pointer per 16 bytes of every slab touched (32 KiB per 64 KiB slab,
+//!   whatever its class: the granule is the smallest block's size, so that the cell is
+//!   found with shifts, not the class's multiply); entries are never removed
 //!   while the engine lives (a freed object's entry stays; the block's next owner of
 //!   the same length reuses it), so the index is bounded by the distinct blocks a run
 //!   touches.
@@ -30,9 +35,13 @@
 //! length its readers expect.
 //!
 //! # The `ver` word
-//! `version << 17 | owner_slot << 1 | lock`. The lock is taken at a transaction's first
-//! write of the object (encounter time) with a CAS from an unlocked value, and released
-//! at commit by storing `(version + 1) << 17` (or the old value on abort).
+//! `version << 17 | dead << 16 | owner_slot << 1 | lock`. The lock is taken at a
+//! transaction's first write of the object (encounter time) with a CAS from an unlocked
+//! value, and released at commit by storing `(version + 1) << 17 | dead << 16` (or the
+//! old value on abort). `dead` is the entry's `live` flag negated, as of the version
+//! (set in every unlocked word the flag's writer stores, under the lock): so the
+//! read's fast path learns "unlocked and allocated" from one test of the word it
+//! loads for the seqlock anyway.
 //!
 //! # First version of an object
 //! The first access in a run copies the object's home bytes into a version. That copy is
@@ -42,9 +51,9 @@
 //! our copy is discarded.
 
 use super::version::Version;
-use crate::engine::kit::slab_table::SlabTable;
 use crate::fasthash::FastMap;
 use crate::heap::alloc::SmallSlot;
+use crate::heap::layout::SLAB_SIZE;
 use crate::heap::Heap;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -54,7 +63,11 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// Lock bit of the `ver` word.
 pub(super) const LOCK: u64 = 1;
 const OWNER_SHIFT: u32 = 1;
-const OWNER_MASK: u64 = 0xFFFF << OWNER_SHIFT;
+const OWNER_MASK: u64 = 0x7FFF << OWNER_SHIFT;
+const _: () = assert!(crate::heap::layout::MAX_THREADS <= (OWNER_MASK >> OWNER_SHIFT) as usize + 1);
+/// The `dead` bit of the `ver` word: the object is not allocated in the committed state
+/// at this version (module docs).
+const DEAD: u64 = 1 << 16;
 const VERSION_SHIFT: u32 = 17;
 
 /// True if `w` is locked.
@@ -96,6 +109,13 @@ pub(crate) struct Entry {
     /// written in the checkpoint), so object validation asks this for a block whose bit
     /// is still clear.
     live: std::sync::atomic::AtomicBool,
+    /// Payload bytes of a small block's entry (what [`EntryTable::lookup`] checks a
+    /// read's length against); 0 for a large run or the root slot, which the table
+    /// never holds. Fixed at creation.
+    small_len: u32,
+    /// Payload offset of the object (the key's; what [`EntryTable::lookup`] checks the
+    /// offset against). Fixed at creation.
+    off: u64,
 }
 
 /// What a reader saw of an entry, consistently.
@@ -112,12 +132,14 @@ pub(crate) struct Snapshot {
 }
 
 impl Entry {
-    fn new(first: *mut Version, live: bool) -> Entry {
+    fn new(first: *mut Version, live: bool, off: u64, small_len: u32) -> Entry {
         Entry {
-            ver: AtomicU64::new(0),
+            ver: AtomicU64::new(if live { 0 } else { DEAD }),
             ptr: AtomicPtr::new(first),
             last_tid: AtomicU64::new(super::tid::NONE),
             live: std::sync::atomic::AtomicBool::new(live),
+            small_len,
+            off,
         }
     }
 
@@ -139,14 +161,38 @@ impl Entry {
             }
             let ptr = self.ptr.load(Acquire);
             let last_tid = self.last_tid.load(Acquire);
-            let live = self.live.load(Acquire);
             let v2 = self.ver.load(Acquire);
             if v1 == v2 {
                 return Ok(Snapshot {
                     ver: v1,
                     ptr,
                     last_tid,
-                    live,
+                    live: v1 & DEAD == 0,
+                });
+            }
+        }
+    }
+
+    /// [`Entry::snapshot`] of an object that is unlocked and allocated at the version
+    /// read (the read's fast path): `None` if it is locked or not allocated, tested
+    /// together on the first load of the word. Race closed: as for
+    /// [`Entry::snapshot`]; the `dead` bit is part of the word the two loads compare.
+    #[inline(always)]
+    pub(crate) fn snapshot_live(&self) -> Option<Snapshot> {
+        loop {
+            let v1 = self.ver.load(Acquire);
+            if v1 & (LOCK | DEAD) != 0 {
+                return None;
+            }
+            let ptr = self.ptr.load(Acquire);
+            let last_tid = self.last_tid.load(Acquire);
+            let v2 = self.ver.load(Acquire);
+            if v1 == v2 {
+                return Some(Snapshot {
+                    ver: v1,
+                    ptr,
+                    last_tid,
+                    live: true,
                 });
             }
         }
@@ -177,6 +223,18 @@ impl Entry {
                 return Some(w);
             }
         }
+    }
+
+    /// The payload offset of the object.
+    #[inline(always)]
+    pub(crate) fn off(&self) -> u64 {
+        self.off
+    }
+
+    /// The payload bytes of a small block's entry (0 for others).
+    #[inline(always)]
+    pub(crate) fn small_len(&self) -> usize {
+        self.small_len as usize
     }
 
     /// The newest version (under the lock, or for a snapshot already validated).
@@ -210,11 +268,15 @@ impl Entry {
     }
 
     /// Release the lock, bumping the version (commit) or not (abort). `locked` is the
-    /// word as we locked it. Release: our `ptr` / `lastTid` stores and version data
+    /// word as we locked it. The `dead` bit of the unlocked word is the negation of
+    /// `live` as the holder left it (set by [`Entry::publish`] or, on abort, unchanged
+    /// since the lock). Release: our `live` / `ptr` / `lastTid` stores and version data
     /// happen before the next holder or reader sees the unlocked word.
     #[inline]
     pub(crate) fn unlock(&self, locked: u64, bump: bool) {
-        let base = locked & !(OWNER_MASK | LOCK);
+        // Relaxed: `live` is written only under the lock, which we hold.
+        let dead = if self.live.load(Relaxed) { 0 } else { DEAD };
+        let base = locked & !(OWNER_MASK | LOCK | DEAD) | dead;
         let next = if bump {
             base + (1 << VERSION_SHIFT)
         } else {
@@ -232,7 +294,7 @@ type Shard = RwLock<FastMap<(u64, u64), Box<Entry>>>;
 pub(crate) struct Index {
     shards: Box<[CachePadded<Shard>]>,
     /// Small blocks' entries (the shards own them).
-    small: SlabTable<Entry>,
+    small: EntryTable,
 }
 
 fn read(s: &Shard) -> RwLockReadGuard<'_, FastMap<(u64, u64), Box<Entry>>> {
@@ -257,24 +319,30 @@ impl Index {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(RwLock::new(FastMap::default())))
                 .collect(),
-            small: SlabTable::new(heap, slabs),
+            small: EntryTable::new(heap, slabs),
         }
     }
 
     /// The entry of the small block whose payload starts at `off`, holding at least
     /// `len` bytes, if its first access made one: the read fast path (module docs,
-    /// [`SlabTable::lookup`]). An entry found this way is that of a block of this pool
+    /// [`EntryTable::lookup`]). An entry found this way is that of a block of this pool
     /// (only [`Index::get_or_create`], given a validated block, links entries).
     #[inline(always)]
     pub(crate) fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
-        self.small.lookup(off, len)
+        self.small
+            .lookup(off)
+            .filter(|e| len <= e.small_len as usize)
     }
 
-    /// The entry of the small block at `slot` (the allocator's), if its first access
-    /// made one. No lock: two dependent Acquire loads.
-    #[inline(always)]
-    pub(crate) fn small(&self, slot: SmallSlot) -> Option<&Entry> {
-        self.small.get(slot)
+    /// The direct table as a thread's read fast path holds it ([`SmallTable`]).
+    ///
+    /// # Safety
+    /// The index must outlive the returned value.
+    pub(crate) unsafe fn small_table(&self) -> SmallTable {
+        SmallTable {
+            slabs: self.small.slabs.as_ptr(),
+            len: self.small.slabs.len(),
+        }
     }
 
     #[inline]
@@ -286,14 +354,15 @@ impl Index {
     /// The entry of the object at payload offset `off` with `len` payload bytes (a
     /// multiple of 8), created from its home bytes on first access. `slot`: where the
     /// object sits if it is a small block (its entry is then linked into the direct
-    /// table, for [`Index::small`]). `live`: the state a new entry starts in — true for
+    /// table, for [`Index::lookup_small`]). `live`: the state a new entry starts in — true for
     /// an object of the committed state, false for a block the caller's commit
     /// allocates (live once that commit publishes it, and never if it rolls back: the
     /// read fast path trusts a live entry without asking the allocator).
     ///
     /// # Safety
     /// `off .. off + len` must be an object payload inside `heap` (validated), and
-    /// `slot`, if given, the allocator's slot of exactly that block.
+    /// `slot`, if given, the allocator's slot of exactly that block, which every call
+    /// for this block passes with the same `len` while the index lives.
     #[inline]
     pub(crate) unsafe fn get_or_create(
         &self,
@@ -303,16 +372,27 @@ impl Index {
         slot: Option<SmallSlot>,
         live: bool,
     ) -> &Entry {
-        if let Some(e) = slot.and_then(|s| self.small(s)) {
-            return e;
+        if slot.is_some() {
+            if let Some(e) = self
+                .small
+                .lookup(off)
+                .filter(|e| e.small_len as usize == len)
+            {
+                return e;
+            }
         }
+        let small_len = slot.map_or(0, |s| {
+            debug_assert!(len <= s.payload_len as usize);
+            len as u32
+        });
         // SAFETY: the caller's contract.
-        let e = unsafe { self.get_or_create_shared(off, len, heap, live) };
-        if let Some(s) = slot {
-            // SAFETY: the caller's slot of this block; boxed entries never move and
-            // live as long as the index; the shards make one entry per key, and a slot
-            // names one (offset, length) for the run.
-            unsafe { self.small.link(s, e) };
+        let e = unsafe { self.get_or_create_shared(off, len, heap, live, small_len) };
+        if slot.is_some() {
+            // SAFETY: the caller's slot says a small block's payload starts at `off`,
+            // and `e` is its entry (`e.off == off`); boxed entries never move and live
+            // as long as the index; the shards make one entry per key, and a small
+            // block is read and written with one length for the run.
+            unsafe { self.small.link(e) };
         }
         e
     }
@@ -321,7 +401,14 @@ impl Index {
     ///
     /// # Safety
     /// As for [`Index::get_or_create`].
-    unsafe fn get_or_create_shared(&self, off: u64, len: usize, heap: &Heap, live: bool) -> &Entry {
+    unsafe fn get_or_create_shared(
+        &self,
+        off: u64,
+        len: usize,
+        heap: &Heap,
+        live: bool,
+        small_len: u32,
+    ) -> &Entry {
         let shard = self.shard(off);
         let key = (off, len as u64);
         if let Some(e) = read(shard).get(&key) {
@@ -337,7 +424,7 @@ impl Index {
         let mut ours = false;
         let e = map.entry(key).or_insert_with(|| {
             ours = true;
-            Box::new(Entry::new(first, live))
+            Box::new(Entry::new(first, live, off, small_len))
         });
         let p: *const Entry = &**e;
         drop(map);
@@ -362,6 +449,166 @@ impl Index {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).len()).sum()
+    }
+}
+
+/// log2 of [`EntryTable`]'s granule: the smallest block size (the allocator's classes
+/// are multiples of 16 bytes), so that the payloads of two small blocks, at least a
+/// block apart, never share a granule (`tests.rs` reads adjacent smallest blocks).
+const GRANULE_SHIFT: u32 = 4;
+/// log2 of the slab size: a pool offset's slab in the table.
+const SLAB_SHIFT: u32 = SLAB_SIZE.trailing_zeros();
+/// Cells of a slab: one per granule.
+const CELLS: usize = SLAB_SIZE >> GRANULE_SHIFT;
+
+/// One slab's cells: null, or the entry of the small block whose payload starts in the
+/// granule.
+type Cells = [AtomicPtr<Entry>; CELLS];
+
+/// The cells of every slab without any: all null, never written ([`EntryTable::link`]
+/// replaces a slab's pointer to them by fresh cells before it stores a cell).
+static NO_CELLS: Cells = [const { AtomicPtr::new(std::ptr::null_mut()) }; CELLS];
+
+fn no_cells() -> *mut Cells {
+    std::ptr::from_ref(&NO_CELLS).cast_mut()
+}
+
+/// Small blocks' entries by payload offset (module docs): the cell of a block's
+/// granule in its slab's cells, so that a read finds its entry with two shifts and two
+/// dependent loads, and checks the entry's own offset and length instead of the
+/// allocator's geometry. Sound because a small slab keeps its class for the whole run
+/// (the allocator's module docs): a payload offset linked once is a block start for
+/// as long as the table lives, and no other block's payload shares its granule. The
+/// table does not own the entries (the shards do, boxed, for as long as the index).
+struct EntryTable {
+    /// Per slab of the pool, by `offset >> SLAB_SHIFT` from pool offset 0 (the heap
+    /// starts on a slab boundary, so no subtraction is needed; slabs before the heap
+    /// are never linked): [`NO_CELLS`], or the slab's own cells (owned; never replaced
+    /// or freed while the table lives).
+    slabs: Box<[AtomicPtr<Cells>]>,
+}
+
+impl EntryTable {
+    /// An empty table for `heap`'s first `slabs` heap slabs.
+    fn new(heap: &Heap, slabs: usize) -> EntryTable {
+        let heap_offset = heap.layout().heap_offset;
+        assert_eq!(
+            heap_offset % SLAB_SIZE,
+            0,
+            "the heap starts on a slab boundary"
+        );
+        EntryTable {
+            slabs: (0..heap_offset / SLAB_SIZE + slabs)
+                .map(|_| AtomicPtr::new(no_cells()))
+                .collect(),
+        }
+    }
+
+    /// The cell of payload offset `off`'s granule in `cells`.
+    #[inline(always)]
+    fn cell(cells: &Cells, off: u64) -> &AtomicPtr<Entry> {
+        &cells[(off >> GRANULE_SHIFT) as usize % CELLS]
+    }
+
+    /// The entry linked for the small block whose payload starts exactly at `off`, if
+    /// any. Any offset is safe to ask: one past the table, or whose granule is empty
+    /// or holds another offset's entry, finds nothing.
+    #[inline(always)]
+    fn lookup(&self, off: u64) -> Option<&Entry> {
+        Self::lookup_in(&self.slabs, off)
+    }
+
+    /// [`EntryTable::lookup`] in the table's slab array `slabs`.
+    #[inline(always)]
+    fn lookup_in(slabs: &[AtomicPtr<Cells>], off: u64) -> Option<&Entry> {
+        // Acquire: pairs with the Release publication of the slab's cells in `link`,
+        // so they are seen initialised.
+        let cells = slabs.get((off >> SLAB_SHIFT) as usize)?.load(Acquire);
+        // SAFETY: `NO_CELLS` or cells published by `link`, which live as long as the
+        // table and are never replaced.
+        let cells = unsafe { &*cells };
+        // Acquire: pairs with the Release store of the cell in `link`, so the entry's
+        // initialisation (its offset and length among it) is visible.
+        let e = Self::cell(cells, off).load(Acquire);
+        // SAFETY: linked entries stay alive and in place as long as the table (`link`).
+        let e = unsafe { e.as_ref() }?;
+        (e.off == off).then_some(e)
+    }
+
+    /// Link `e` as the entry of the small block whose payload starts at `e.off`,
+    /// making the slab's cells on its first link.
+    ///
+    /// # Safety
+    /// A small block's payload must start at `e.off` (in the heap of the table's
+    /// geometry), `e` must stay alive and in place as long as the table, and every
+    /// thread that links a block must link the same entry (the shards make one per
+    /// block).
+    unsafe fn link(&self, e: &Entry) {
+        let Some(slab) = self.slabs.get((e.off >> SLAB_SHIFT) as usize) else {
+            debug_assert!(false, "a small block past the table's slabs");
+            return;
+        };
+        let mut cells = slab.load(Acquire);
+        if cells == no_cells() {
+            let fresh: Box<Cells> = (0..CELLS)
+                .map(|_| AtomicPtr::default())
+                .collect::<Box<[_]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("CELLS cells"));
+            let fresh = Box::into_raw(fresh);
+            // AcqRel: Release publishes the cells' initialisation; Acquire on failure
+            // sees the winner's.
+            cells = match slab.compare_exchange(no_cells(), fresh, AcqRel, Acquire) {
+                Ok(_) => fresh,
+                Err(winner) => {
+                    // SAFETY: ours, never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    winner
+                }
+            };
+        }
+        // SAFETY: published cells live as long as the table.
+        let cell = Self::cell(unsafe { &*cells }, e.off);
+        debug_assert!({
+            let p = cell.load(Acquire);
+            p.is_null() || std::ptr::eq(p, e)
+        });
+        // Release: the entry's initialisation before a reader's Acquire load of it.
+        cell.store(std::ptr::from_ref(e).cast_mut(), Release);
+    }
+}
+
+/// [`Index::lookup_small`] from a copy of the direct table's slab array (its address
+/// and length, which never change), which a thread state keeps beside the `Arc` that
+/// holds the index: its read fast path then reaches the table without loading the
+/// `Arc`'s pointer and the array's first. Valid while the index lives
+/// ([`Index::small_table`]'s contract).
+pub(crate) struct SmallTable {
+    slabs: *const AtomicPtr<Cells>,
+    len: usize,
+}
+
+impl SmallTable {
+    /// [`Index::lookup_small`].
+    #[inline(always)]
+    pub(crate) fn lookup_small(&self, off: u64, len: usize) -> Option<&Entry> {
+        // SAFETY: the index, and with it the table's boxed slab array, outlives `self`
+        // (`Index::small_table`); the array is never replaced.
+        let slabs = unsafe { std::slice::from_raw_parts(self.slabs, self.len) };
+        EntryTable::lookup_in(slabs, off).filter(|e| len <= e.small_len as usize)
+    }
+}
+
+impl Drop for EntryTable {
+    fn drop(&mut self) {
+        for slab in self.slabs.iter_mut() {
+            let cells = *slab.get_mut();
+            if cells != no_cells() {
+                // SAFETY: the table is being dropped; cells other than `NO_CELLS` came
+                // from `Box::into_raw` in `link` and are freed only here.
+                drop(unsafe { Box::from_raw(cells) });
+            }
+        }
     }
 }
 

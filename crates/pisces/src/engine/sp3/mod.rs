@@ -36,8 +36,11 @@
 //! * **Read** (the paper's: find the index entry, take `ver` / `ptr` / `lastTid`
 //!   consistently, record them in the read set): a small block this transaction did
 //!   not write goes through [`index::Index::lookup_small`] — the slab's entry table,
-//!   one multiply to check the offset is a block start, two dependent loads — then the
-//!   seqlock snapshot, the opacity check and a push in place — a repeated read among
+//!   a cell per 16-byte granule found with two shifts and two dependent loads, the
+//!   entry's own offset and length checked against the read's — then the
+//!   seqlock snapshot (whose first load of the `ver` word says in one test that the
+//!   object is unlocked and allocated: [`index`], *The `ver` word*), the opacity check
+//!   and a push in place — a repeated read among
 //!   the first few is recorded again rather than looked for (`thread::FEW_READS`: its
 //!   version is the same while the commit clock stands still; when it moved, a scan
 //!   finds the earlier read); past them, a 64-bit filter says the object was not read

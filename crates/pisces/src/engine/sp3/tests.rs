@@ -342,6 +342,47 @@ fn small_table_finds_exactly_the_linked_block() {
     assert!(sh.index.lookup_small(off + 8, 8).is_none());
     assert!(sh.index.lookup_small(off + plen as u64 + 8, 8).is_none());
     assert!(sh.index.lookup_small(0, 8).is_none());
+    // Offsets in the block's own 16-byte granule, and forged ones past the pool or
+    // misaligned, name no entry.
+    for forged in [off - 8, off - 1, off + 1, off + 4, off + 7] {
+        assert!(sh.index.lookup_small(forged, 8).is_none(), "{forged:#x}");
+    }
+    for forged in [u64::MAX, u64::MAX - 7, 1 << 40, off | 1 << 63] {
+        assert!(sh.index.lookup_small(forged, 8).is_none(), "{forged:#x}");
+    }
+}
+
+/// Blocks of the smallest class lie one granule of the direct table apart: each
+/// payload offset finds its own block's entry, and each read through the fast path
+/// returns its own object's value.
+#[test]
+fn adjacent_smallest_blocks_have_entries_of_their_own() {
+    let (e, mut a, _b) = engine();
+    a.begin(&TxOptions::default());
+    let offs: Vec<u64> = (0..8).map(|_| a.alloc(8).unwrap()).collect();
+    for (i, &o) in offs.iter().enumerate() {
+        // SAFETY: our private copy of the new block, 8 bytes, 8-aligned.
+        unsafe { (a.write(o, 8).unwrap() as *mut u64).write(100 + i as u64) };
+    }
+    let tok = a.commit().unwrap();
+    a.wait_durable(tok).unwrap();
+    let sh = e.shared();
+    let adjacent = offs
+        .windows(2)
+        .filter(|w| w[1].abs_diff(w[0]) == 16)
+        .count();
+    assert!(adjacent >= 4, "smallest blocks not adjacent: {offs:x?}");
+    let entries: Vec<*const _> = offs
+        .iter()
+        .map(|&o| sh.index.lookup_small(o, 8).expect("linked at commit") as *const _)
+        .collect();
+    for (i, p) in entries.iter().enumerate() {
+        assert!(!entries[..i].contains(p), "two blocks share an entry");
+    }
+    a.begin(&TxOptions::default());
+    let values: Vec<u64> = offs.iter().map(|&o| load(&a, o).unwrap()).collect();
+    a.abort();
+    assert_eq!(values, (100..108).collect::<Vec<u64>>());
 }
 
 /// The fast path sees what the slow path would: the newest committed version, the same
@@ -379,6 +420,41 @@ fn fast_reads_are_repeatable_and_opaque() {
     let both = (load(&a, x).ok(), load(&a, y).ok());
     a.abort();
     assert_eq!(both, (Some(4), Some(4)));
+}
+
+/// A transaction reads its own writes: once it wrote (or allocated) an object, a read
+/// of it, read before or not, returns its private copy, not the committed version the
+/// read's fast path would find; outside a transaction a read is refused.
+#[test]
+fn reads_after_a_write_see_the_transactions_own_copies() {
+    let (_e, mut a, _b) = engine();
+    let x = new_object(&mut a, 24, 1);
+    let y = new_object(&mut a, 24, 2);
+    a.begin(&TxOptions::default());
+    let before = load(&a, x);
+    // SAFETY: our private copies, at least 8 bytes, 8-aligned.
+    unsafe {
+        (a.write(x, 8).unwrap() as *mut u64).write(10);
+        (a.write(y, 8).unwrap() as *mut u64).write(20);
+    }
+    let after = (load(&a, x).ok(), load(&a, y).ok());
+    let z = a.alloc(8).unwrap();
+    // SAFETY: as above.
+    unsafe { (a.write(z, 8).unwrap() as *mut u64).write(30) };
+    let fresh = load(&a, z).ok();
+    a.abort();
+    assert_eq!(before.ok(), Some(1));
+    assert_eq!(after, (Some(10), Some(20)));
+    assert_eq!(fresh, Some(30));
+    a.begin(&TxOptions::default());
+    let reread = (load(&a, x).ok(), load(&a, y).ok());
+    a.abort();
+    assert_eq!(
+        reread,
+        (Some(1), Some(2)),
+        "the abort kept the committed versions"
+    );
+    assert!(load(&a, x).is_err(), "a read outside a transaction");
 }
 
 /// The fast path takes an entry's word for it only while the object is allocated: a

@@ -124,7 +124,7 @@
 //! dependency rules and crash safety are untouched. Fast-path cost: one load per
 //! `begin`.
 
-use super::index::{unchanged, Entry, Snapshot};
+use super::index::{unchanged, Entry, SmallTable, Snapshot};
 use super::log;
 use super::shared::Sp3Shared;
 use super::tid::{self, slot_of};
@@ -349,6 +349,13 @@ pub(crate) struct Sp3Thread {
     body: Vec<u8>,
     deps: Vec<u64>,
     active: bool,
+    /// `active` and the write set empty: the read's fast path needs both and tests
+    /// this one flag (set by `begin`, cleared by every push to the write set and at
+    /// the transaction's end).
+    reads_only: bool,
+    /// `sh.index`'s direct table, for the read's fast path without a load of `sh`'s
+    /// pointer; it lives as long as `sh`, which this state holds.
+    small: SmallTable,
     /// Interior mutability: `read` takes `&self`. Not a `RefCell`: its borrow flag
     /// costs a read a load, a test and two stores; [`Sp3Thread::reads`] and
     /// [`Sp3Thread::reads_mut`] say when a reference is sound.
@@ -366,8 +373,8 @@ pub(crate) struct Sp3Thread {
 }
 
 // SAFETY: the raw pointers are private copies owned by this struct, versions kept alive
-// by the epoch scheme while a transaction runs, and entries owned by `sh`; the state
-// moves between threads only between transactions.
+// by the epoch scheme while a transaction runs, and entries and the direct table owned
+// by `sh` (both `Sync`); the state moves between threads only between transactions.
 unsafe impl Send for Sp3Thread {}
 
 impl Sp3Thread {
@@ -379,6 +386,9 @@ impl Sp3Thread {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .expect("one live thread state per slot");
+        // SAFETY: the state holds `sh`, and with it the index, for as long as it lives,
+        // and uses the table only through itself.
+        let small = unsafe { sh.index.small_table() };
         Sp3Thread {
             sh,
             slot,
@@ -388,6 +398,8 @@ impl Sp3Thread {
             body: Vec::new(),
             deps: Vec::new(),
             active: false,
+            reads_only: false,
+            small,
             reads: UnsafeCell::new(ReadSet::default()),
             writes: WriteSet::default(),
             lid,
@@ -516,6 +528,7 @@ impl Sp3Thread {
         self.reads.get_mut().clear();
         self.slot_clock().finish();
         self.active = false;
+        self.reads_only = false;
         self.retries.end(&self.sh.fallback, self.slot);
         let sh = &self.sh;
         self.limbo.collect(&sh.clock, || sh.clocks());
@@ -587,13 +600,15 @@ impl Sp3Thread {
         }
     }
 
-    /// A read of a transaction that wrote (or allocated or freed): its own copies
-    /// first, then as a read of a transaction that did not.
+    /// A read while `reads_only` is false: outside a transaction (an error), or of a
+    /// transaction that wrote (or allocated or freed): its own copies first, then as a
+    /// read of a transaction that did not.
     #[inline(never)]
-    fn read_in_writer(&self, off: u64, len: usize) -> Result<*const u8> {
+    fn read_not_reads_only(&self, off: u64, len: usize) -> Result<*const u8> {
+        running(self.active)?;
         if self.writes.get(off).is_none() {
             if let Some(e) = self.sh.index.lookup_small(off, len) {
-                return self.read_small_slow(e, off, len);
+                return self.read_small_slow(off, len, e);
             }
         }
         self.read_slow(off, len)
@@ -605,11 +620,23 @@ impl Sp3Thread {
     /// goes to [`Sp3Thread::read_slow`].
     #[cold]
     #[inline(never)]
-    fn read_small_slow(&self, e: &Entry, off: u64, len: usize) -> Result<*const u8> {
+    fn read_small_slow(&self, off: u64, len: usize, e: &Entry) -> Result<*const u8> {
         match self.read_entry(e, true)? {
             Some(data) => Ok(data),
             None => self.read_slow(off, len),
         }
+    }
+
+    /// [`Sp3Thread::read_small_slow`] of the block whose entry `e` the read's fast path
+    /// found for its read (so `e.off()` is its offset and its length at most
+    /// `e.small_len()`), with the block's own length for the read's: the answer is the
+    /// same (a block validated for its whole payload is one for a part of it, and
+    /// every error of the validation is one for either), and the fast path keeps
+    /// neither its offset nor its length past the lookup.
+    #[cold]
+    #[inline(never)]
+    fn read_entry_slow(&self, e: &Entry) -> Result<*const u8> {
+        self.read_small_slow(e.off(), e.small_len(), e)
     }
 
     /// A read the fast path declined: validate the offset against the allocator, the
@@ -1064,6 +1091,8 @@ impl EngineThread for Sp3Thread {
         // Acquire: the reads' opacity check starts from this value (`revalidate`).
         self.reads.get_mut().validated_at = self.sh.commit_clock.now();
         self.active = true;
+        debug_assert!(self.writes.is_empty());
+        self.reads_only = true;
     }
 
     fn abort(&mut self) {
@@ -1074,28 +1103,28 @@ impl EngineThread for Sp3Thread {
     // function through which `Tx` reads what its fast path declines.
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
-        running(self.active)?;
-        // The fast path (module docs, *Read*): a small block of a transaction that
-        // wrote nothing, whose entry exists, is unlocked and says it is allocated, read
-        // while the commit clock stands where the last check left it into a read set
-        // of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case). Every
-        // other case is one call out of line and the read's last step, so that no
-        // value of the fast path lives across a call.
-        if !self.writes.is_empty() {
-            return self.read_in_writer(off, len);
+        // The fast path (module docs, *Read*): a small block of a running transaction
+        // that wrote nothing, whose entry exists, is unlocked and says it is allocated,
+        // read while the commit clock stands where the last check left it into a read
+        // set of fewer than `FEW_READS` reads (`Sp3Thread::record`'s common case).
+        // Every other case is one call out of line and the read's last step, so that
+        // no value of the fast path lives across a call (and the calls take the
+        // offset and length in the registers the read got them in).
+        if !self.reads_only {
+            return self.read_not_reads_only(off, len);
         }
-        let Some(e) = self.sh.index.lookup_small(off, len) else {
+        let Some(e) = self.small.lookup_small(off, len) else {
             return self.read_slow(off, len);
         };
-        let Ok(snap) = e.snapshot() else {
-            return self.read_small_slow(e, off, len);
+        let Some(snap) = e.snapshot_live() else {
+            return self.read_entry_slow(e);
         };
         // SAFETY: nothing else refers to the read set while the read runs
         // (`Sp3Thread::reads_mut`).
         let rs = unsafe { self.reads_mut() };
         let n = rs.list.len();
-        if !snap.live || n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
-            return self.read_small_slow(e, off, len);
+        if n + 1 >= FEW_READS || self.sh.commit_clock.now() != rs.validated_at {
+            return self.read_entry_slow(e);
         }
         // SAFETY: a published version, alive while this transaction runs (epochs).
         let data = unsafe { Version::data(snap.ptr) } as *const u8;
@@ -1134,6 +1163,8 @@ impl EngineThread for Sp3Thread {
                 .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
@@ -1183,6 +1214,8 @@ impl EngineThread for Sp3Thread {
         };
         // SAFETY: no source: zeroed.
         let copy = unsafe { Version::new(b.payload_len() & !7, None) };
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry::fresh(b, copy));
         Ok(b.payload())
     }
@@ -1204,6 +1237,8 @@ impl EngineThread for Sp3Thread {
                 .get_or_create(off, plen, &self.sh.heap, self.slot_of(off), true)
         };
         let prior = self.lock_entry(e)?;
+        // The read's fast path ends with the write set's first entry.
+        self.reads_only = false;
         self.writes.push(WriteEntry {
             entry: e,
             prior,
