@@ -58,7 +58,7 @@ use crate::heap::alloc::{Allocator, ClassUsage, HEADER};
 use crate::heap::layout::{Layout, MIN_POOL_SIZE, SLAB_SIZE, SUPERBLOCK_SIZE};
 use crate::heap::superblock::{self, Superblock, FORMAT_VERSION, MAGIC, MIN_FORMAT_VERSION};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
-use crate::medium::open::LockedFile;
+use crate::medium::locked_file::LockedFile;
 use crate::medium::{Medium, MediumKind};
 use crate::{Error, Result};
 use memmap2::{MmapMut, MmapOptions};

@@ -30,7 +30,7 @@
 
 use super::counters::{add_fence, add_lines_flushed};
 use super::flush::{flush_range, sfence, stream_lines};
-use super::open::LockedFile;
+use super::locked_file::LockedFile;
 use super::reserve::{extend_file, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, CACHE_LINE};
 use crate::{Error, Result};

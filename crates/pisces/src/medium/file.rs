@@ -5,7 +5,7 @@
 use super::counters::{add_fence, add_lines_flushed, add_msync};
 use super::flush::{flush_range, sfence, stream_lines};
 use super::group_sync::{coalesce, GroupSync, PageRanges};
-use super::open::LockedFile;
+use super::locked_file::LockedFile;
 use super::reserve::{grow_file, map_len, Backing, Mapping};
 use super::{checked_line_write, Medium, MediumKind, PersistenceDomain, PAGE};
 use crate::{Error, Result};

@@ -67,6 +67,7 @@ pub mod durability;
 mod file;
 pub(crate) mod flush;
 pub(crate) mod group_sync;
+pub(crate) mod locked_file;
 pub(crate) mod open;
 pub(crate) mod reserve;
 
