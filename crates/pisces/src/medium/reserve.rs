@@ -442,6 +442,40 @@ mod tests {
         assert_eq!(m.len(), 64 << 10, "never shrinks");
     }
 
+    /// A file of `len` bytes in a fresh directory of the temporary directory (which
+    /// the tests need on a disk file system, not tmpfs, to see `MAP_SYNC` refused late).
+    fn scratch_file(len: usize) -> (tempfile::TempDir, File) {
+        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.path().join("f"))
+            .unwrap();
+        f.set_len(len as u64).unwrap();
+        (d, f)
+    }
+
+    /// A fresh read-write anonymous mapping of `len` bytes, at `hint` if that range is
+    /// free (a hint, not `MAP_FIXED`: it replaces nothing).
+    fn anonymous_map(hint: *mut libc::c_void, len: usize) -> *mut libc::c_void {
+        // SAFETY: a new mapping without MAP_FIXED: the kernel places it where nothing
+        // is mapped, so it touches no memory of ours.
+        let p = unsafe {
+            libc::mmap(
+                hint,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p
+    }
+
     /// A refused `MAP_SYNC` mapping (a file system without DAX: what every open of a
     /// pool on an ordinary disk tries first) leaves every other mapping of the process
     /// alone: one thread asks again and again while another maps, checks and unmaps
@@ -452,15 +486,7 @@ mod tests {
     #[test]
     fn a_refused_map_sync_unmaps_nothing_of_another_thread() {
         const LEN: usize = 1 << 20;
-        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(d.path().join("f"))
-            .unwrap();
-        f.set_len(LEN as u64).unwrap();
+        let (_d, f) = scratch_file(LEN);
         if Mapping::new_raw(Some(&f), LEN, LEN, Backing::Sync).is_ok() {
             eprintln!("the temporary directory is on a DAX file system: nothing to check");
             return;
@@ -476,18 +502,7 @@ mod tests {
             });
             let mut lost = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        LEN,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                assert_ne!(p, libc::MAP_FAILED);
+                let p = anonymous_map(std::ptr::null_mut(), LEN);
                 std::thread::yield_now();
                 // MADV_NORMAL changes nothing; it fails with ENOMEM where part of the
                 // range is not mapped (any more).
@@ -517,15 +532,7 @@ mod tests {
     #[test]
     fn a_failed_growth_gives_its_range_away() {
         const LEN: usize = 1 << 20;
-        let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(d.path().join("f"))
-            .unwrap();
-        f.set_len(2 * LEN as u64).unwrap();
+        let (_d, f) = scratch_file(2 * LEN);
         let mut m = Mapping::new(None, LEN, 2 * LEN, Backing::Anonymous).unwrap();
         // Grow as a DAX mapping would, over the reservation.
         m.backing = Backing::Sync;
@@ -537,19 +544,8 @@ mod tests {
         unsafe { *m.base() = 1 };
         // SAFETY: the end of the usable part, inside the reservation.
         let hint = unsafe { m.base().add(LEN) }.cast::<libc::c_void>();
-        // SAFETY: a fresh anonymous mapping, placed where the failed growth was if that
-        // range is free (a hint, not MAP_FIXED: it replaces nothing).
-        let other = unsafe {
-            libc::mmap(
-                hint,
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(other, libc::MAP_FAILED);
+        // Placed where the failed growth was if that range is free.
+        let other = anonymous_map(hint, LEN);
         if other == hint {
             assert!(
                 m.extend(Some(&f), 2 * LEN).is_err(),
