@@ -97,11 +97,14 @@ fn increment_syncs(engine: EngineId, n: u64) -> Option<f64> {
 /// persist, so its log record is a point record and it writes no marker; the replayer
 /// applies what a pause gathered, three syncs per batch. Close to one sync per commit;
 /// with the marker written at every commit, two or more (and the replayer's three per
-/// commit when it replays each commit on its own).
+/// commit when it replays each commit on its own). The bound sits between: how many
+/// commits a pause gathers depends on when the replayer thread is scheduled, and on a
+/// loaded machine the batches are smaller (1.35 has been seen), which is not the fault
+/// the test looks for.
 fn spht_commits_are_their_own_durable_points_on_a_file() {
     if let Some(per_commit) = increment_syncs(EngineId::Spht, 1000) {
         assert!(
-            per_commit < 1.3,
+            per_commit < 1.6,
             "{per_commit:.2} syncs per commit: commits write markers, or the replayer syncs per commit"
         );
     }
