@@ -88,6 +88,14 @@ impl CopyArena {
         self.map.base().wrapping_add(off as usize)
     }
 
+    /// The arena offset of `p`, an address inside the arena's memory (from
+    /// [`CopyArena::ptr`]).
+    #[inline(always)]
+    pub(crate) fn offset_of(&self, p: *const u8) -> u64 {
+        debug_assert!(p as usize >= self.map.base() as usize);
+        (p as usize - self.map.base() as usize) as u64
+    }
+
     /// The offset of a run of `n` chunks (`n >= 1`), now owned by the caller; an error
     /// when the reservation is full.
     pub(crate) fn take(&self, n: usize) -> Result<u64> {

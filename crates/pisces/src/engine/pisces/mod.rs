@@ -9,6 +9,8 @@
 //!   copy reclamation (P-1) and the recycle watermark (P-2) ([`shared::PiscesEngine`]);
 //! * [`thread`]: one thread's transactions (Algorithm 1);
 //! * [`arena`]: the DRAM copies and commit records live in, named by offset;
+//! * [`plan`]: what the write-back of a committed transaction does, kept in its arena
+//!   memory and named by offsets;
 //! * the log and recovery are the kit's: redo records in per-thread rings
 //!   ([`crate::engine::kit::log::redo_log`]) and their replay after a crash
 //!   ([`crate::engine::kit::recovery::replay`]);
@@ -49,6 +51,7 @@
 
 mod arena;
 mod options;
+mod plan;
 mod protocol;
 mod shared;
 mod thread;

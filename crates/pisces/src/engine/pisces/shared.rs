@@ -66,6 +66,7 @@
 
 use super::arena::{CopyArena, CHUNK_BYTES};
 use super::options::PiscesOptions;
+use super::plan::{plan_bytes, Plan, PlanWriter};
 use super::protocol::TxRecord;
 use super::thread::PiscesThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
@@ -80,7 +81,7 @@ use crate::engine::kit::log::watermark;
 use crate::engine::kit::recovery::replay;
 use crate::engine::kit::shared_counts::count_write;
 use crate::engine::Engine;
-use crate::heap::alloc::{Allocator, Block, ThreadCache};
+use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::medium::counters;
 use crate::Result;
@@ -166,33 +167,8 @@ pub(super) const FREED: u64 = 2;
 /// The low bits that tell a marker from a lock (copy pointers are 8-aligned).
 const MARKER_BITS: u64 = 7;
 
-/// What the write-back stage of one committed transaction must do. Kept in its
-/// `Attempt` and cleared (capacity kept) when the attempt is reused, so a commit
-/// allocates nothing in the steady state.
-#[derive(Default)]
-pub(crate) struct WriteBackPlan {
-    /// What to copy home.
-    pub ranges: Vec<HomeRange>,
-    /// Blocks allocated by the transaction.
-    pub allocs: Vec<Block>,
-    /// Blocks freed by the transaction.
-    pub frees: Vec<Block>,
-    /// Header words to unlock: offset, and the value to store (the live marker, or
-    /// the freed one for a block the transaction freed).
-    pub unlock: Vec<(u64, u64)>,
-}
-
-impl WriteBackPlan {
-    fn clear(&mut self) {
-        self.ranges.clear();
-        self.allocs.clear();
-        self.frees.clear();
-        self.unlock.clear();
-    }
-}
-
 /// The memory of one transaction attempt: its commit record, its copies, and the
-/// plan of its write-back.
+/// plan of its write-back ([`super::plan`]).
 ///
 /// The record and the copies are in the engine's [`CopyArena`], in runs of chunks the
 /// attempt owns: the first chunk starts with the record and is kept for the attempt's
@@ -204,8 +180,8 @@ pub(crate) struct Attempt {
     slot: usize,
     /// Arena offset of the commit record (0: none yet).
     record: u64,
-    /// The write-back plan (filled at commit).
-    pub wb: WriteBackPlan,
+    /// Arena offset of the write-back plan (0: none; written at commit).
+    plan: u64,
     /// The runs of chunks this attempt owns (arena offset, chunks); the first holds the
     /// record.
     chunks: Vec<(u64, usize)>,
@@ -220,7 +196,7 @@ impl Attempt {
         Box::new(Attempt {
             slot,
             record: 0,
-            wb: WriteBackPlan::default(),
+            plan: 0,
             chunks: Vec::new(),
             small: 0,
             used: 0,
@@ -239,7 +215,7 @@ impl Attempt {
             // SAFETY: our own record, initialised when the first chunk was taken.
             unsafe { record_at(arena, self.record) }.reset();
         }
-        self.wb.clear();
+        self.plan = 0;
         for (off, n) in self.chunks.drain(1.min(self.chunks.len())..) {
             arena.give_back(off, n);
         }
@@ -261,7 +237,26 @@ impl Attempt {
             self.small = off;
             self.used = RECORD_BYTES;
         }
-        let bytes = COPY_HDR + len;
+        self.place(arena, COPY_HDR + len)
+    }
+
+    /// Room for `bytes` bytes (a multiple of 8) in the attempt's chunks: after what the
+    /// current small chunk holds, in a new chunk when it is full, in a run of their own
+    /// beyond a chunk.
+    #[inline]
+    fn place(&mut self, arena: &CopyArena, bytes: usize) -> Result<u64> {
+        if self.used + bytes <= CHUNK_BYTES {
+            let off = self.small + self.used as u64;
+            self.used += bytes;
+            return Ok(off);
+        }
+        self.place_in_new_run(arena, bytes)
+    }
+
+    /// [`Attempt::place`] where the small chunk has no room.
+    #[cold]
+    #[inline(never)]
+    fn place_in_new_run(&mut self, arena: &CopyArena, bytes: usize) -> Result<u64> {
         if bytes > CHUNK_BYTES {
             // Large objects get a run of their own.
             let n = bytes.div_ceil(CHUNK_BYTES);
@@ -269,15 +264,48 @@ impl Attempt {
             self.chunks.push((off, n));
             return Ok(off);
         }
-        if self.used + bytes > CHUNK_BYTES {
-            let off = arena.take(1)?;
-            self.chunks.push((off, 1));
-            self.small = off;
-            self.used = 0;
-        }
-        let off = self.small + self.used as u64;
-        self.used += bytes;
+        let off = arena.take(1)?;
+        self.chunks.push((off, 1));
+        self.small = off;
+        self.used = bytes;
         Ok(off)
+    }
+
+    /// Space for the write-back plan of `objects` objects and at most `ranges` ranges,
+    /// and a writer over it. Only once the attempt has its record (it wrote), and once
+    /// per attempt until it is recycled; [`Attempt::end_plan`] ends it.
+    pub(crate) fn start_plan(
+        &mut self,
+        arena: &CopyArena,
+        objects: usize,
+        ranges: usize,
+    ) -> Result<PlanWriter> {
+        debug_assert!(self.record != 0 && self.plan == 0);
+        let off = self.place(arena, plan_bytes(objects, ranges))?;
+        self.plan = off;
+        // SAFETY: just placed for the plan, in the attempt's own chunks, 8-aligned
+        // (every size placed is a multiple of 8), written by no one else.
+        Ok(unsafe { PlanWriter::new(arena.ptr(off), objects, ranges) })
+    }
+
+    /// The plan `w` is finished: what it did not use of its space in the small chunk
+    /// holds nothing and is the attempt's again.
+    pub(crate) fn end_plan(&mut self, w: PlanWriter) {
+        let bytes = w.finish();
+        let in_small = self.plan >= self.small && self.plan < self.small + CHUNK_BYTES as u64;
+        if in_small {
+            // The plan was the last thing placed in the small chunk.
+            self.used = (self.plan - self.small) as usize + bytes;
+        }
+    }
+
+    /// The write-back plan (only of a committed attempt).
+    #[inline]
+    pub(crate) fn plan<'a>(&'a self, arena: &'a CopyArena) -> Plan<'a> {
+        debug_assert!(self.plan != 0);
+        // SAFETY: a committed attempt's plan was finished at its commit, and is not
+        // written again until the attempt is recycled, which needs it exclusively.
+        unsafe { Plan::at(arena, self.plan) }
     }
 }
 
@@ -293,20 +321,9 @@ pub(crate) unsafe fn record_at(arena: &CopyArena, off: u64) -> &TxRecord {
     unsafe { &*(arena.ptr(off) as *const TxRecord) }
 }
 
-/// A byte range to copy home at write-back.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HomeRange {
-    /// Destination (pool offset).
-    pub home: u64,
-    /// Source inside the transaction's copies.
-    pub src: *const u8,
-    /// Length in bytes.
-    pub len: u32,
-}
-
 /// A committed transaction waiting for write-back.
 pub(crate) struct Committed {
-    /// Copies, commit record, and what write-back must do (`Attempt::wb`).
+    /// Copies, commit record, and what write-back must do (`Attempt::plan`).
     pub attempt: Box<Attempt>,
     /// endTS.
     pub end_ts: u64,
@@ -341,12 +358,6 @@ pub(crate) struct Batch {
     /// not yet made durable.
     pub unsynced: UnsyncedHome,
 }
-
-// SAFETY: the raw pointers inside `Committed` (copy sources, commit-record pointers in
-// copies) point into `Attempt`s owned by the same `Batch`; they are only dereferenced
-// by whoever holds the batch mutex, or by readers under the grace-period protocol, and
-// the attempts are heap-allocated so moving the batch between threads moves no copy.
-unsafe impl Send for Batch {}
 
 /// One thread slot.
 pub(crate) struct Slot {
@@ -609,17 +620,20 @@ impl PiscesShared {
             }
         }
         for e in &batch.entries[..n] {
-            for r in &e.attempt.wb.ranges {
-                // SAFETY: `src` points into the copies of `e.attempt`, alive while the
-                // batch holds it; `home` was validated when the object was locked. Both
-                // are 8-aligned (word runs of 8-aligned payloads).
+            let plan = e.attempt.plan(&self.arena);
+            for r in plan.ranges {
+                // SAFETY: `src` is inside a copy of `e.attempt`, alive while the batch
+                // holds it; `home` is inside the object the copy belongs to, validated
+                // when it was locked (the plan's invariants). Both are 8-aligned (word
+                // runs of 8-aligned payloads).
                 unsafe {
+                    let src = self.arena.ptr(r.src);
                     let dst = heap.ptr(r.home as usize);
                     if r.len == 8 {
                         // One changed word, the most common run: a store, not a call.
-                        (dst as *mut u64).write((r.src as *const u64).read());
+                        (dst as *mut u64).write((src as *const u64).read());
                     } else {
-                        std::ptr::copy_nonoverlapping(r.src, dst, r.len as usize);
+                        std::ptr::copy_nonoverlapping(src, dst, r.len as usize);
                     }
                 };
                 if self.lazy_home {
@@ -627,32 +641,34 @@ impl PiscesShared {
                 } else if self.durable {
                     heap.flush(r.home as usize, r.len as usize);
                 }
-                counters::add_bytes_written_home(r.len as u64);
+                counters::add_bytes_written_home(r.len);
+            }
+            if plan.allocations + plan.frees == 0 {
+                continue;
             }
             if self.lazy_home {
-                // The allocator's words go with the home writes, to `sync_home`.
-                let published = (e.attempt.wb.allocs.iter().map(|&b| (b, true)))
-                    .chain(e.attempt.wb.frees.iter().map(|&b| (b, false)));
-                for (b, allocated) in published {
+                for (b, allocated) in plan.objects.iter().filter_map(|o| o.published()) {
                     if let Some((off, len)) = self.alloc.publish_unflushed(b, allocated) {
+                        // The allocator's words go with the home writes, to `sync_home`.
                         batch.unsynced.push(off, len);
                     }
                 }
             } else {
-                for &b in &e.attempt.wb.allocs {
-                    self.alloc.publish_alloc(b);
-                }
-                for &b in &e.attempt.wb.frees {
-                    self.alloc.publish_free(b);
+                for o in plan.objects {
+                    if let Some(b) = o.allocated() {
+                        self.alloc.publish_alloc(b);
+                    } else if let Some(b) = o.freed() {
+                        self.alloc.publish_free(b);
+                    }
                 }
             }
         }
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in &batch.entries[..n] {
-            for &(h, v) in &e.attempt.wb.unlock {
-                count_write(heap.atomic_u64(h as usize));
-                heap.atomic_u64(h as usize).store(v, Release);
+            for o in e.attempt.plan(&self.arena).objects {
+                count_write(heap.atomic_u64(o.header as usize));
+                heap.atomic_u64(o.header as usize).store(o.unlock, Release);
             }
         }
         let s = &self.slots[slot];
@@ -701,8 +717,11 @@ impl PiscesShared {
         }
         // Freed blocks are durable-free and no snapshot can see them any more.
         for e in &batch.entries[..n] {
-            for &b in &e.attempt.wb.frees {
-                self.alloc.release(cache, b);
+            let plan = e.attempt.plan(&self.arena);
+            if plan.frees != 0 {
+                for b in plan.objects.iter().filter_map(|o| o.freed()) {
+                    self.alloc.release(cache, b);
+                }
             }
         }
         // Copies just unlinked: reclaim after a later grace period.

@@ -57,7 +57,8 @@
 //! records before the thread fences; a commit with durability on return ends it with
 //! its own fence.
 
-use super::shared::{Attempt, Committed, CopyHdr, HomeRange, PiscesShared, Slot, COPY_HDR};
+use super::plan::{ranges_bound, HomeRange, PlanObject};
+use super::shared::{Attempt, Committed, CopyHdr, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
 use crate::engine::kit::changed_words::changed_word_runs;
@@ -127,6 +128,10 @@ pub(crate) struct PiscesThread {
     in_snapshot: bool,
     start_ts: u64,
     writes: Vec<WriteEntry>,
+    /// An upper bound of the home ranges the write set's plan can need: the
+    /// `plan::ranges_bound` of every entry pushed since the last commit or rollback
+    /// (entries given back in between still count: a bound only).
+    plan_ranges: usize,
     record: RecordBuilder,
     /// Slot whose pending lock made us abort: helped before the retry.
     help_hint: Option<usize>,
@@ -215,6 +220,7 @@ impl PiscesThread {
             in_snapshot: false,
             start_ts: 0,
             writes: Vec::new(),
+            plan_ranges: 0,
             record: RecordBuilder::default(),
             help_hint: None,
             oos_help: false,
@@ -493,12 +499,14 @@ impl PiscesThread {
                 kind,
                 prev: h,
             });
+            self.plan_ranges += ranges_bound(plen, self.sh.opts.flush_diff);
             return Ok(copy);
         }
     }
 
     /// Release every lock of the running attempt and retire it.
     fn rollback(&mut self) {
+        self.plan_ranges = 0;
         for w in self.writes.drain(..) {
             // Release: our copy is unlinked before the attempt is retired.
             count_write(self.sh.heap.atomic_u64(w.header as usize));
@@ -525,17 +533,16 @@ impl PiscesThread {
         }
     }
 
-    /// Encode the redo record of the running transaction into `self.record` and
-    /// collect what write-back must do.
-    fn build_record(
-        &mut self,
-        ranges: &mut Vec<HomeRange>,
-        allocs: &mut Vec<Block>,
-        frees: &mut Vec<Block>,
-        unlock: &mut Vec<(u64, u64)>,
-    ) {
+    /// Encode the redo record of the running transaction into `self.record` and write
+    /// what write-back must do into the attempt's plan ([`super::plan`]).
+    fn build_record(&mut self) -> Result<()> {
         self.record.clear();
         let heap = &self.sh.heap;
+        let flush_diff = self.sh.opts.flush_diff;
+        let Some(attempt) = self.attempt.as_mut() else {
+            return Err(Error::Conflict);
+        };
+        let mut plan = attempt.start_plan(&self.sh.arena, self.writes.len(), self.plan_ranges)?;
         for w in &self.writes {
             // SAFETY: our copies are alive (owned by the running attempt).
             let (home, len, data) = unsafe {
@@ -547,35 +554,31 @@ impl PiscesThread {
             };
             let freed = matches!(w.kind, Kind::Freed(_) | Kind::FreshFreed(_))
                 && !crate::mutation::active!(FREED_STAYS_LIVE);
-            unlock.push((
-                w.header,
-                if freed {
-                    self.sh.freed_word()
-                } else {
-                    self.sh.live_word()
-                },
-            ));
+            let unlock = if freed {
+                self.sh.freed_word()
+            } else {
+                self.sh.live_word()
+            };
+            plan.object(PlanObject::new(w.header, unlock, w.kind));
             match w.kind {
                 Kind::Freed(b) => {
                     self.record.free(b);
-                    frees.push(b);
                     continue;
                 }
                 Kind::FreshFreed(_) => continue,
-                Kind::Fresh(b) => {
-                    self.record.alloc(b);
-                    allocs.push(b);
-                }
+                Kind::Fresh(b) => self.record.alloc(b),
                 Kind::Written => {}
             }
-            if !self.sh.opts.flush_diff {
+            // The arena offset of the copy's data.
+            let data_off = self.sh.arena.offset_of(data);
+            if !flush_diff {
                 // SAFETY: copy data is `len` bytes.
                 let bytes = unsafe { std::slice::from_raw_parts(data, len) };
                 self.record.range(home, bytes);
-                ranges.push(HomeRange {
+                plan.range(HomeRange {
                     home,
-                    src: data,
-                    len: len as u32,
+                    src: data_off,
+                    len: len as u64,
                 });
                 continue;
             }
@@ -602,13 +605,15 @@ impl PiscesThread {
                     self.record
                         .range(off, unsafe { std::slice::from_raw_parts(src, 8 * n) });
                 }
-                ranges.push(HomeRange {
+                plan.range(HomeRange {
                     home: off,
-                    src,
-                    len: (8 * n) as u32,
+                    src: data_off + 8 * start as u64,
+                    len: (8 * n) as u64,
                 });
             }
         }
+        attempt.end_plan(plan);
+        Ok(())
     }
 
     /// Make room in the log for a record of `entries` bytes.
@@ -1046,20 +1051,12 @@ impl PiscesThread {
                 crate::engine::DurableToken::DURABLE
             });
         }
-        // The attempt's write-back plan, taken out while `build_record` borrows `self`
-        // (its buffers keep their capacity from earlier transactions).
-        let mut wb = match self.attempt.as_mut() {
-            Some(a) => std::mem::take(&mut a.wb),
-            None => return Err(Error::Conflict),
-        };
         // Updates run again: their batch fills and is written back as a group.
         self.ro_commits_over_batch = 0;
-        self.build_record(
-            &mut wb.ranges,
-            &mut wb.allocs,
-            &mut wb.frees,
-            &mut wb.unlock,
-        );
+        if let Err(e) = self.build_record() {
+            self.rollback();
+            return Err(e);
+        }
         let unfenced = self.deferred && self.sh.durable;
         let (persist_ts, seq) = if self.sh.durable {
             if let Err(e) = self.reserve_log(self.record.len()) {
@@ -1116,8 +1113,7 @@ impl PiscesThread {
         self.oos_rounds = 0;
         let slot = &self.sh.slots[self.slot];
         // Stage 2, concurrency commit.
-        let mut attempt = self.attempt.take().expect("checked active");
-        attempt.wb = wb;
+        let attempt = self.attempt.take().expect("checked active");
         // SAFETY: the attempt wrote (`writes` is not empty), so its first copy started
         // its record.
         let record = unsafe { self.sh.record(attempt.record()) };
@@ -1127,6 +1123,7 @@ impl PiscesThread {
         }
         let end_ts = record.commit(&self.sh.clock);
         // Fresh-and-freed blocks were never published; hand them back.
+        self.plan_ranges = 0;
         for w in self.writes.drain(..) {
             if let Kind::FreshFreed(b) = w.kind {
                 self.sh.alloc.unreserve(&mut self.cache, b);
