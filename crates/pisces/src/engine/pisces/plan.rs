@@ -48,8 +48,7 @@ pub(crate) struct PlanObject {
     /// The value the write-back stores into the header word (the live marker, or the
     /// freed one for a block the transaction freed).
     pub unlock: u64,
-    /// The block's size, with the kind in its low two bits (block sizes are multiples
-    /// of 16); 0 for a written object, whose block the write-back does not need.
+    /// What the transaction does to it ([`kind_word`]).
     kind: u64,
 }
 
@@ -58,27 +57,44 @@ const FREED: u64 = 2;
 const FRESH_FREED: u64 = 3;
 const KIND_BITS: u64 = 3;
 
+/// The word that says what a transaction does to the object whose header word is at
+/// `header`: the block's size with the kind in its low two bits (block sizes are
+/// multiples of 16), 0 for a written object. Copies and plans record it.
+#[inline]
+pub(crate) fn kind_word(header: u64, kind: WriteKind) -> u64 {
+    let (code, b) = match kind {
+        WriteKind::Written => return 0,
+        WriteKind::Fresh(b) => (FRESH, b),
+        WriteKind::Freed(b) => (FREED, b),
+        WriteKind::FreshFreed(b) => (FRESH_FREED, b),
+    };
+    debug_assert!(b.offset == header && b.size & KIND_BITS == 0 && b.size != 0);
+    b.size | code
+}
+
+/// The kind a [`kind_word`] of the object at `header` records.
+#[inline]
+pub(crate) fn kind_of(header: u64, word: u64) -> WriteKind {
+    let b = Block {
+        offset: header,
+        size: word & !KIND_BITS,
+    };
+    match word & KIND_BITS {
+        FRESH => WriteKind::Fresh(b),
+        FREED => WriteKind::Freed(b),
+        FRESH_FREED => WriteKind::FreshFreed(b),
+        _ => WriteKind::Written,
+    }
+}
+
 impl PlanObject {
     /// The plan entry of the object whose header word is at `header`.
     #[inline]
     pub(crate) fn new(header: u64, unlock: u64, kind: WriteKind) -> PlanObject {
-        let (code, b) = match kind {
-            WriteKind::Written => {
-                return PlanObject {
-                    header,
-                    unlock,
-                    kind: 0,
-                }
-            }
-            WriteKind::Fresh(b) => (FRESH, b),
-            WriteKind::Freed(b) => (FREED, b),
-            WriteKind::FreshFreed(b) => (FRESH_FREED, b),
-        };
-        debug_assert!(b.offset == header && b.size & KIND_BITS == 0 && b.size != 0);
         PlanObject {
             header,
             unlock,
-            kind: b.size | code,
+            kind: kind_word(header, kind),
         }
     }
 

@@ -108,6 +108,12 @@ crate::mutation::point! {
 
 /// Header of an object copy in the engine's [`CopyArena`]. The copy's data (the whole
 /// payload) follows.
+///
+/// A copy describes its write-set entry whole: the object (its header word precedes
+/// `home`), the word its lock replaced and what the transaction does to the block. The
+/// writer's own write set is a list of its copies, and a rollback needs nothing but
+/// them: what lets another thread, or another process that maps the arena, roll back
+/// an attempt whose owner is gone.
 #[repr(C)]
 pub(crate) struct CopyHdr {
     /// The arena offset of the writer's commit record (identity and endTS).
@@ -118,6 +124,12 @@ pub(crate) struct CopyHdr {
     pub len: u64,
     /// Index of the transaction's write-set entry for this object.
     pub entry: u64,
+    /// The header word's value before the writer's lock: what a rollback puts back
+    /// (see [`LIVE`] for why it must not be a fixed "unlocked" value).
+    pub prev: u64,
+    /// What the writer does to the object ([`super::plan::kind_word`]); changed by
+    /// its writer only, while the copy is its own and uncommitted.
+    pub kind: u64,
 }
 
 /// Bytes of [`CopyHdr`]; data starts here (8-aligned).

@@ -57,7 +57,7 @@
 //! records before the thread fences; a commit with durability on return ends it with
 //! its own fence.
 
-use super::plan::{ranges_bound, HomeRange, PlanObject};
+use super::plan::{kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
 use super::shared::{Attempt, Committed, CopyHdr, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
@@ -98,15 +98,44 @@ crate::mutation::point! {
     pub(crate) static UNFENCED_DEPENDENCY = "unfenced-dependency";
 }
 
+/// An entry of the running attempt's write set: its copy, which records the rest
+/// ([`CopyHdr`]).
 #[derive(Clone, Copy, Debug)]
 struct WriteEntry {
-    /// Offset of the header word.
-    header: u64,
     copy: *mut CopyHdr,
-    kind: Kind,
-    /// The header word's value before our lock: what a rollback puts back (see
-    /// `shared::LIVE` for why it must not be a fixed "unlocked" value).
-    prev: u64,
+}
+
+impl WriteEntry {
+    fn hdr(&self) -> &CopyHdr {
+        // SAFETY: the write set's copies are live copies of the running attempt, which
+        // outlives the entries (they are drained before it ends), and their header
+        // fields are written only through `set_kind` and at creation, never while a
+        // reference from here lives.
+        unsafe { &*self.copy }
+    }
+
+    /// Offset of the object's header word.
+    #[inline]
+    fn header(&self) -> u64 {
+        self.hdr().home - HEADER as u64
+    }
+
+    /// The header word's value before our lock.
+    #[inline]
+    fn prev(&self) -> u64 {
+        self.hdr().prev
+    }
+
+    #[inline]
+    fn kind(&self) -> Kind {
+        kind_of(self.header(), self.hdr().kind)
+    }
+
+    fn set_kind(&self, kind: Kind) {
+        let word = kind_word(self.header(), kind);
+        // SAFETY: our own live copy (see `hdr`); no reference to it is alive.
+        unsafe { (*self.copy).kind = word };
+    }
 }
 
 /// A thread's Pisces state.
@@ -327,7 +356,7 @@ impl PiscesThread {
         if idx < before
             || b.is_small()
                 && self.writes.get(idx).is_some_and(|w| {
-                    w.prev == self.sh.live_word() || (trust_any && !self.sh.is_locked(w.prev))
+                    w.prev() == self.sh.live_word() || (trust_any && !self.sh.is_locked(w.prev()))
                 })
         {
             return Ok(());
@@ -342,18 +371,18 @@ impl PiscesThread {
         let own_fresh = self
             .writes
             .get(idx)
-            .is_some_and(|w| matches!(w.kind, Kind::Fresh(_) | Kind::FreshFreed(_)));
+            .is_some_and(|w| matches!(w.kind(), Kind::Fresh(_) | Kind::FreshFreed(_)));
         let r =
             crate::engine::kit::validate::check_still_allocated(&self.sh.alloc, b, |_| own_fresh);
         if r.is_err() {
             for w in self.writes.drain(before..) {
                 // Release: our copy is unlinked (as in `rollback`); the header was
                 // unlocked when we took it.
-                count_write(self.sh.heap.atomic_u64(w.header as usize));
+                count_write(self.sh.heap.atomic_u64(w.header() as usize));
                 self.sh
                     .heap
-                    .atomic_u64(w.header as usize)
-                    .store(w.prev, Release);
+                    .atomic_u64(w.header() as usize)
+                    .store(w.prev(), Release);
             }
         }
         r
@@ -467,6 +496,8 @@ impl PiscesThread {
                     home: header + HEADER as u64,
                     len: plen as u64,
                     entry: self.writes.len() as u64,
+                    prev: h,
+                    kind: kind_word(header, kind),
                 });
             }
             // AcqRel: Release publishes the copy header (writer pointer) to readers that
@@ -493,12 +524,7 @@ impl PiscesThread {
                     );
                 }
             }
-            self.writes.push(WriteEntry {
-                header,
-                copy,
-                kind,
-                prev: h,
-            });
+            self.writes.push(WriteEntry { copy });
             self.plan_ranges += ranges_bound(plen, self.sh.opts.flush_diff);
             return Ok(copy);
         }
@@ -509,12 +535,12 @@ impl PiscesThread {
         self.plan_ranges = 0;
         for w in self.writes.drain(..) {
             // Release: our copy is unlinked before the attempt is retired.
-            count_write(self.sh.heap.atomic_u64(w.header as usize));
+            count_write(self.sh.heap.atomic_u64(w.header() as usize));
             self.sh
                 .heap
-                .atomic_u64(w.header as usize)
-                .store(w.prev, Release);
-            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind {
+                .atomic_u64(w.header() as usize)
+                .store(w.prev(), Release);
+            if let Kind::Fresh(b) | Kind::FreshFreed(b) = w.kind() {
                 self.sh.alloc.unreserve(&mut self.cache, b);
             }
         }
@@ -552,15 +578,16 @@ impl PiscesThread {
                     CopyHdr::data(w.copy),
                 )
             };
-            let freed = matches!(w.kind, Kind::Freed(_) | Kind::FreshFreed(_))
+            let (header, kind) = (w.header(), w.kind());
+            let freed = matches!(kind, Kind::Freed(_) | Kind::FreshFreed(_))
                 && !crate::mutation::active!(FREED_STAYS_LIVE);
             let unlock = if freed {
                 self.sh.freed_word()
             } else {
                 self.sh.live_word()
             };
-            plan.object(PlanObject::new(w.header, unlock, w.kind));
-            match w.kind {
+            plan.object(PlanObject::new(header, unlock, kind));
+            match kind {
                 Kind::Freed(b) => {
                     self.record.free(b);
                     continue;
@@ -870,8 +897,8 @@ impl EngineThread for PiscesThread {
         // SAFETY: our own live copy.
         let idx = unsafe { (*c).entry } as usize;
         if idx < before {
-            let e = &mut self.writes[idx];
-            e.kind = e.kind.freed(off, b)?;
+            let e = self.writes[idx];
+            e.set_kind(e.kind().freed(off, b)?);
         }
         Ok(())
     }
@@ -1125,7 +1152,7 @@ impl PiscesThread {
         // Fresh-and-freed blocks were never published; hand them back.
         self.plan_ranges = 0;
         for w in self.writes.drain(..) {
-            if let Kind::FreshFreed(b) = w.kind {
+            if let Kind::FreshFreed(b) = w.kind() {
                 self.sh.alloc.unreserve(&mut self.cache, b);
             }
         }
