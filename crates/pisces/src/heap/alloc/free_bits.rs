@@ -7,6 +7,13 @@
 //! written under the lock of the slab's class only (a small slab keeps its class for
 //! the run), so a slab is listed exactly when it has a set bit.
 //!
+//! # Orderings
+//! Every access to a slab's words and `next` entry is Relaxed and made under the lock of
+//! the slab's class: the lock orders them (and what the threads did to the blocks
+//! before), so the only race an atomic closes is a debug check's unlocked read of a bit
+//! ([`FreeBits::is_set`]). They are atomics so that the state can later be shared
+//! with other processes and claimed without the lock.
+//!
 //! The bitmap words live in an anonymous mapping reserved for the pool's maximum size
 //! and usable for the slabs that exist ([`FreeBits::cover`] extends it when the heap
 //! grows), so a pool that may grow far pays for the slabs it has only.
@@ -91,9 +98,7 @@ impl FreeBits {
     pub(super) fn lock(&self, class: usize) -> ClassBits<'_> {
         ClassBits {
             bits: self,
-            head: self.heads[class]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
+            head: self.heads[class].lock().unwrap_or_else(|e| e.into_inner()),
             class,
         }
     }
@@ -114,10 +119,8 @@ impl FreeBits {
     /// The pool offset of block `index` of slab `slab` of class `class`.
     fn offset_of(&self, slab: usize, class: usize, index: usize) -> u64 {
         let cl = &CLASSES[class];
-        (self.heap_offset
-            + slab * SLAB_SIZE
-            + cl.data_start as usize
-            + index * cl.size as usize) as u64
+        (self.heap_offset + slab * SLAB_SIZE + cl.data_start as usize + index * cl.size as usize)
+            as u64
     }
 
     /// The slab and index of the class-`class` block at pool offset `offset` (a block
@@ -150,16 +153,22 @@ impl FreeBits {
             let mut s = *g.head;
             while s != END {
                 assert!(listed.insert(s as usize), "slab {s} listed twice");
+                // Relaxed: under the class lock (module docs).
                 s = self.next[s as usize].load(Ordering::Relaxed);
             }
             let present = self.words.len() / SLAB_BYTES;
             for (slab, k) in kinds.iter().enumerate().take(present) {
+                // Relaxed: the test's own thread formatted the slabs.
                 if Kind::decode(k.load(Ordering::Relaxed)) != Some(Kind::Small(class)) {
-                    assert!(!listed.contains(&slab), "slab {slab} listed for class {class}");
+                    assert!(
+                        !listed.contains(&slab),
+                        "slab {slab} listed for class {class}"
+                    );
                     continue;
                 }
                 let mut any = false;
                 for w in 0..WORDS_PER_SLAB {
+                    // Relaxed: under the class lock (module docs).
                     let word = self.word(slab, w).load(Ordering::Relaxed);
                     assert_eq!(word & !pmem::valid_mask(class, w), 0, "stray bits");
                     for b in 0..64 {
@@ -192,9 +201,7 @@ impl ClassBits<'_> {
     /// Put `slab` at the head of the class's list (it has a set bit now, and was not
     /// listed).
     fn link(&mut self, slab: usize) {
-        // Relaxed (here and for every `next` and bitmap access under the lock): the class
-        // lock orders them; no thread touches a slab's words or `next` without the lock
-        // of its class.
+        // Relaxed: under the class lock (module docs).
         self.bits.next[slab].store(*self.head, Ordering::Relaxed);
         *self.head = slab as u32;
     }
@@ -203,12 +210,14 @@ impl ClassBits<'_> {
     /// first: its blocks are handed out next, lowest address first.
     pub(super) fn add_formatted(&mut self, slab: usize) {
         for w in 0..CLASSES[self.class].used_words() {
+            // Relaxed: under the class lock (module docs).
             let prev = self
                 .bits
                 .word(slab, w)
                 .fetch_or(pmem::valid_mask(self.class, w), Ordering::Relaxed);
             debug_assert_eq!(prev, 0, "slab {slab} formatted twice");
         }
+        // Relaxed: under the class lock (module docs).
         debug_assert_eq!(
             self.bits.next[slab].load(Ordering::Relaxed),
             NOT_LISTED,
@@ -224,10 +233,12 @@ impl ClassBits<'_> {
         for w in 0..CLASSES[self.class].used_words() {
             let free = !allocated(w) & pmem::valid_mask(self.class, w);
             if free != 0 {
+                // Relaxed: under the class lock (module docs).
                 self.bits.word(slab, w).fetch_or(free, Ordering::Relaxed);
                 any = true;
             }
         }
+        // Relaxed: under the class lock (module docs).
         if any && self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
             self.link(slab);
         }
@@ -238,6 +249,7 @@ impl ClassBits<'_> {
     /// back twice.
     pub(super) fn give(&mut self, slab: usize, index: usize) -> bool {
         let bit = 1u64 << (index % 64);
+        // Relaxed: under the class lock (module docs).
         let prev = self
             .bits
             .word(slab, index / 64)
@@ -245,6 +257,7 @@ impl ClassBits<'_> {
         if prev & bit != 0 {
             return false;
         }
+        // Relaxed: under the class lock (module docs).
         if self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
             self.link(slab);
         }
@@ -275,6 +288,7 @@ impl ClassBits<'_> {
         let mut left = false;
         for w in 0..CLASSES[self.class].used_words() {
             let word = self.bits.word(slab, w);
+            // Relaxed: under the class lock (module docs).
             let v = word.load(Ordering::Relaxed);
             if v == 0 {
                 continue;
@@ -295,9 +309,14 @@ impl ClassBits<'_> {
                 }
                 left = true;
             }
-            // The bits are cleared before their blocks reach the cache.
+            // The bits are cleared before their blocks reach the cache. Relaxed: under the
+            // class lock (module docs).
             let prev = word.fetch_and(!take, Ordering::Relaxed);
-            debug_assert_eq!(prev & take, take, "free bits of slab {slab} changed under the lock");
+            debug_assert_eq!(
+                prev & take,
+                take,
+                "free bits of slab {slab} changed under the lock"
+            );
             need -= take.count_ones() as usize;
             let mut t = take;
             while t != 0 {
@@ -307,6 +326,7 @@ impl ClassBits<'_> {
             }
         }
         if !left {
+            // Relaxed: under the class lock (module docs).
             *self.head = self.bits.next[slab].load(Ordering::Relaxed);
             self.bits.next[slab].store(NOT_LISTED, Ordering::Relaxed);
         }

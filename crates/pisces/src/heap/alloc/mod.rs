@@ -376,7 +376,7 @@ impl Allocator {
             if self.bit_is_set(b) {
                 debug_assert!(
                     false,
-                    "{b:?} was in a free list but is allocated: released before publish_free?"
+                    "{b:?} was in a thread cache but is allocated: released before publish_free?"
                 );
                 continue;
             }

@@ -176,7 +176,7 @@ fn freed_blocks_are_reused() {
         "LIFO reuse from the cache"
     );
 
-    // Release from another thread's cache, drained back to the shared list.
+    // Release from another thread's cache, drained back to the free bitmaps.
     a.publish_alloc(b);
     a.publish_free(b);
     let mut c2 = ThreadCache::default();
@@ -863,11 +863,20 @@ fn a_block_given_back_twice_leaves_its_bit_as_it_was() {
     let Ok(pmem::Loc::Small { slab, class, index }) = pmem::locate(heap.layout(), b) else {
         panic!("{b:?} is not small");
     };
-    assert!(!a.free_bit_blocks().contains(&b.offset), "a reserved block's bit is clear");
-    assert!(a.free.lock(class).give(slab, index), "the first give-back sets the bit");
+    assert!(
+        !a.free_bit_blocks().contains(&b.offset),
+        "a reserved block's bit is clear"
+    );
+    assert!(
+        a.free.lock(class).give(slab, index),
+        "the first give-back sets the bit"
+    );
     let before = a.free_bit_blocks();
     assert!(before.contains(&b.offset));
-    assert!(!a.free.lock(class).give(slab, index), "the second one is refused");
+    assert!(
+        !a.free.lock(class).give(slab, index),
+        "the second one is refused"
+    );
     assert_eq!(a.free_bit_blocks(), before, "and changes nothing");
 }
 
@@ -939,9 +948,17 @@ fn free_bits_and_caches_hold_every_block_once() {
             let elsewhere = caches
                 .iter()
                 .flat_map(|c| c.lists.iter().flatten().copied())
-                .chain(held.iter().flatten().filter(|b| b.size < SLAB_SIZE as u64).map(|b| b.offset));
+                .chain(
+                    held.iter()
+                        .flatten()
+                        .filter(|b| b.size < SLAB_SIZE as u64)
+                        .map(|b| b.offset),
+                );
             for off in elsewhere {
-                assert!(seen.insert(off), "step {step}: block at {off:#x} in two places");
+                assert!(
+                    seen.insert(off),
+                    "step {step}: block at {off:#x} in two places"
+                );
             }
             assert_eq!(seen, formatted_blocks(&a), "step {step}");
         }
@@ -969,7 +986,10 @@ fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
     drop(a);
     let a = Allocator::rebuild(heap.clone()).unwrap();
     let allocated: BTreeSet<u64> = allocated(&heap).iter().map(|b| b.offset).collect();
-    let expect: BTreeSet<u64> = formatted_blocks(&a).difference(&allocated).copied().collect();
+    let expect: BTreeSet<u64> = formatted_blocks(&a)
+        .difference(&allocated)
+        .copied()
+        .collect();
     assert!(!expect.is_empty());
     assert_eq!(a.free_bit_blocks(), expect);
 }
