@@ -423,7 +423,8 @@ impl Allocator {
                 // (first fit then takes the lowest run that fits).
                 Ok(Some(new)) => {
                     // The free bitmaps of the new slabs first: a slab taken from the
-                    // free set may be formatted at once.
+                    // free set may be formatted at once. (If that fails, the new slabs
+                    // stay out of the free set until the next open: nothing is lost.)
                     self.free.cover(new.end)?;
                     lock(&self.slabs).insert(new.start, new.len())
                 }
