@@ -36,7 +36,7 @@ pub(crate) struct Class {
     pub data_start: u32,
     /// Blocks per slab.
     pub nblocks: u32,
-    /// Blocks a thread cache takes from the shared list at once.
+    /// Blocks a thread cache takes from the free bitmaps at once (of one slab).
     pub batch: u32,
     /// `floor(2^32 / size) + 1`: `(d * recip) >> 32 == d / size` for every offset `d`
     /// inside a slab ([`Class::index_of`]), so pointer validation needs no division.

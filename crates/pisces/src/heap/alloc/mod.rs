@@ -12,7 +12,7 @@
 //!    no snapshot can still see it.
 //!
 //! A thread that stops using the allocator (thread exit) calls [`Allocator::drain`] so
-//! that the free blocks in its [`ThreadCache`] go back to the shared lists; a cache that
+//! that the free blocks in its [`ThreadCache`] go back to the free bitmaps; a cache that
 //! is simply dropped leaks its blocks until the next `rebuild` (they are free in the
 //! persistent state, so nothing is lost for good).
 //!
@@ -83,12 +83,24 @@
 //!   heads of reserved or allocated large runs are blocks. No bitmap check there.
 //! * A large run is marked in the mirror when it is reserved and cleared when it is
 //!   unreserved or released; the persistent entries are written only by `publish_*`.
-//! * Free small blocks live in per-class shared lists (one mutex each) and in per-thread
-//!   caches ([`ThreadCache`]): a thread takes a batch of blocks at once (about 32 KiB,
-//!   2..=64 blocks); `release` / `unreserve` put blocks into the caller's cache, whose
-//!   overflow (above two batches) goes back to the shared list. When a class's shared
-//!   list is empty, a free slab is formatted for it (under the class lock, so two
-//!   threads do not format two slabs for one need).
+//! * Free small blocks live in volatile free bitmaps and in per-thread caches
+//!   ([`ThreadCache`]). Every small slab has a free bitmap (one bit per block, set = free
+//!   and in no cache), all of them in one flat array indexed by slab, sized for the
+//!   pool's maximum size and made usable as the heap grows; every class has a list of
+//!   its slabs with a set bit, under the class lock (a mutex per class), which also
+//!   guards the bits of the class's slabs. A thread refills its cache with up to a
+//!   batch of blocks (about 32 KiB, 2..=64 blocks) of one slab, clearing their bits
+//!   (`fetch_and`) before the blocks enter the cache; `release` / `unreserve` put
+//!   blocks into the caller's cache, whose overflow (above two batches) goes back by
+//!   setting their bits (`fetch_or`). A bit that is set already means the block was
+//!   given back twice (an engine bug: asserted in debug builds, and the bitmap is left
+//!   as it is). When no slab of a class has a free bit, a free slab is formatted for it
+//!   (under the class lock, so two threads do not format two slabs for one need).
+//! * Why bitmaps rather than lists of offsets: giving a block back is idempotent (it
+//!   sets a bit), so a recoverer that does not know how far a dead thread got may
+//!   redo it; and the state has a fixed size and is addressed by slab and block index,
+//!   not by pointers into process memory, so it can be moved into a mapping that
+//!   several processes share.
 //! * Free slabs are a bitset under one mutex, allocated first fit.
 //! * As a guard against engine bugs (a block released while still allocated), `reserve`
 //!   skips a cached block whose persistent bit is set (and asserts in debug builds).
@@ -102,7 +114,7 @@
 //!   the maximum size.
 //! * Out of space: a failed reservation sets a `pressure` flag, cleared when a free
 //!   slab is taken again; while it is set, blocks given back skip the caller's cache
-//!   and go to the shared lists, where any thread finds them. (Engines that defer
+//!   and go to the free bitmaps, where any thread finds them. (Engines that defer
 //!   frees, such as Pisces' group commit, also write back pending frees before they
 //!   report `OutOfSpace`.)
 //!
@@ -110,10 +122,12 @@
 //! blocks of the class that it cached before the heap ran full (at most two batches
 //! per class per thread), and a small slab
 //! whose blocks are all free again is not reused for another class before the next
-//! recovery. Free block lists cost 8 bytes of DRAM per free small block.
+//! recovery. The free bitmaps cost the same DRAM for every slab that exists (one bit per
+//! block of the smallest class), whatever the slab holds.
 
 mod block;
 mod classes;
+mod free_bits;
 mod pmem;
 mod slabs;
 #[cfg(test)]
@@ -126,7 +140,7 @@ pub(crate) use block::Block;
 pub(crate) use classes::HEADER;
 pub(crate) use classes::{class_for, min_class};
 use classes::{Kind, ARG_MASK, CLASSES, NCLASSES};
-use crossbeam_utils::CachePadded;
+use free_bits::FreeBits;
 use pmem::Loc;
 use slabs::FreeSlabs;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -198,18 +212,19 @@ pub(crate) struct Allocator {
     id: u64,
     /// Mirror of the slab table, plus reserved large runs.
     kinds: Box<[AtomicU32]>,
-    /// Free blocks of each class not in any thread cache.
-    shared: Box<[CachePadded<Mutex<Vec<u64>>>]>,
+    /// Free blocks of each class not in any thread cache: a free bitmap per small slab
+    /// and, per class, the list of slabs with free bits under the class lock.
+    free: FreeBits,
     /// Free slabs.
     slabs: Mutex<FreeSlabs>,
     /// Set when a reservation failed (out of space), cleared when a free slab is taken
-    /// again: while set, blocks given back go to the shared lists instead of the
+    /// again: while set, blocks given back go to the free bitmaps instead of the
     /// caller's cache, so that the thread that ran out (or any other) finds them.
     pressure: std::sync::atomic::AtomicBool,
     /// Held while growing the heap (see the module doc).
     grow_lock: Mutex<()>,
     /// Slabs formatted for each class since the allocator was built (read and written
-    /// under the class's `shared` lock: Relaxed).
+    /// under the class lock of `free`: Relaxed).
     formatted: Box<[AtomicU32]>,
 }
 
@@ -245,7 +260,8 @@ impl Allocator {
         // adds them).
         let count = heap.layout().slab_count;
         let mut free = FreeSlabs::new(count);
-        let mut lists: Vec<Vec<u64>> = vec![Vec::new(); NCLASSES];
+        // Small slabs with free blocks, with their class.
+        let mut small: Vec<(usize, usize)> = Vec::new();
         let mut kinds = Vec::with_capacity(count);
         let mut unformatted = false;
         let layout = *heap.layout();
@@ -262,19 +278,7 @@ impl Allocator {
                     free.insert(i, 1);
                     e = 0;
                 }
-                Some(Kind::Small(c)) => pmem::for_each_block(&heap, i, c, |index, allocated| {
-                    if !allocated {
-                        let b = pmem::block_of(
-                            &layout,
-                            Loc::Small {
-                                slab: i,
-                                class: c,
-                                index,
-                            },
-                        );
-                        lists[c].push(b.offset);
-                    }
-                }),
+                Some(Kind::Small(c)) => small.push((i, c)),
                 // Validated by `scan`: heads and their continuations are consistent.
                 Some(Kind::Head(_)) | Some(Kind::Cont(_)) => {}
                 None => {
@@ -289,18 +293,20 @@ impl Allocator {
         if unformatted {
             heap.fence();
         }
-        // Hand out low addresses first: the end of each list is popped first.
-        for l in &mut lists {
-            l.reverse();
+        // The free bits are the clear bits of the persistent bitmaps. A class's list is
+        // built from its highest slab down, so that low addresses are handed out first.
+        let bits = FreeBits::new(&layout, heap.slabs_present())?;
+        for &(i, c) in small.iter().rev() {
+            bits.lock(c).add_persistent(i, |w| {
+                // Relaxed: recovery is single-threaded.
+                pmem::bitmap_word(&heap, i, w).load(Ordering::Relaxed)
+            });
         }
         Ok(Allocator {
             heap,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
             kinds: kinds.into_boxed_slice(),
-            shared: lists
-                .into_iter()
-                .map(|l| CachePadded::new(Mutex::new(l)))
-                .collect(),
+            free: bits,
             slabs: Mutex::new(free),
             pressure: std::sync::atomic::AtomicBool::new(false),
             grow_lock: Mutex::new(()),
@@ -370,7 +376,7 @@ impl Allocator {
             if self.bit_is_set(b) {
                 debug_assert!(
                     false,
-                    "{b:?} was in a free list but is allocated: released before publish_free?"
+                    "{b:?} was in a thread cache but is allocated: released before publish_free?"
                 );
                 continue;
             }
@@ -386,16 +392,16 @@ impl Allocator {
         }
     }
 
-    /// Move a batch of class `c` from the shared list (formatting a slab if it is empty)
-    /// into the cache. `None` if there is no free slab left and the heap cannot grow.
+    /// Move up to a batch of class `c` from one slab's free bits (formatting a slab if
+    /// no slab of the class has any) into the cache. `None` if there is no free slab
+    /// left and the heap cannot grow.
     fn refill(&self, cache: &mut ThreadCache, c: usize) -> Result<Option<()>> {
-        let mut shared = lock(&self.shared[c]);
-        if shared.is_empty() && self.format_slab(c, &mut shared)?.is_none() {
+        let mut bits = self.free.lock(c);
+        if bits.is_empty() && self.format_slab(c, &mut bits)?.is_none() {
             return Ok(None);
         }
-        let k = (CLASSES[c].batch as usize).min(shared.len());
-        let start = shared.len() - k;
-        cache.lists[c].extend(shared.drain(start..));
+        let n = bits.claim(CLASSES[c].batch as usize, &mut cache.lists[c]);
+        debug_assert!(n > 0, "a listed slab of class {c} had no free bit");
         Ok(Some(()))
     }
 
@@ -415,7 +421,13 @@ impl Allocator {
                 // The new slabs follow the old ones: a run can start among free slabs
                 // at the old end, so they are not handed out directly but inserted
                 // (first fit then takes the lowest run that fits).
-                Ok(Some(new)) => lock(&self.slabs).insert(new.start, new.len()),
+                Ok(Some(new)) => {
+                    // The free bitmaps of the new slabs first: a slab taken from the
+                    // free set may be formatted at once. (If that fails, the new slabs
+                    // stay out of the free set until the next open: nothing is lost.)
+                    self.free.cover(new.end)?;
+                    lock(&self.slabs).insert(new.start, new.len())
+                }
                 Ok(None) => return Ok(None),
                 // The file system is full (or a quota or file size limit is reached):
                 // the heap cannot grow now, as at its maximum, so the allocation is
@@ -427,10 +439,10 @@ impl Allocator {
         }
     }
 
-    /// Take a free slab, format it for class `c` (persistently) and put its blocks into
-    /// `shared` (the caller holds the class lock). Where a fence is a device sync, a
+    /// Take a free slab, format it for class `c` (persistently) and set its blocks' free
+    /// bits (`bits`: the caller holds the class lock). Where a fence is a device sync, a
     /// class that keeps needing slabs gets several at once (see [`FORMAT_BATCH`]).
-    fn format_slab(&self, c: usize, shared: &mut Vec<u64>) -> Result<Option<()>> {
+    fn format_slab(&self, c: usize, bits: &mut free_bits::ClassBits<'_>) -> Result<Option<()>> {
         let Some(first) = self.take_slabs(1)? else {
             return Ok(None);
         };
@@ -451,20 +463,14 @@ impl Allocator {
         let slabs = &slabs[..n];
         self.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
         pmem::format_small_slabs(&self.heap, slabs, c);
-        let cl = &CLASSES[c];
-        // The lowest addresses are handed out first (the end of the list is popped).
+        // The lowest addresses are handed out first (the last slab listed is first).
         for &slab in slabs.iter().rev() {
             // Release: pairs with the Acquire in `block_at`, so a thread that finds a
             // block of this slab there (even through a racy path such as a stale
             // snapshot pointer) also sees the slab's formatting, not the state of its
             // previous use.
             self.kinds[slab].store(Kind::Small(c).encode(), Ordering::Release);
-            let first = self.heap.layout().slab_offset(slab) as u64 + cl.data_start as u64;
-            shared.extend(
-                (0..cl.nblocks as u64)
-                    .rev()
-                    .map(|i| first + i * cl.size as u64),
-            );
+            bits.add_formatted(slab);
         }
         Ok(Some(()))
     }
@@ -511,7 +517,7 @@ impl Allocator {
 
     fn give_back(&self, cache: &mut ThreadCache, b: Block, what: &str) {
         match pmem::locate(self.heap.layout(), b) {
-            Ok(Loc::Small { slab, class, .. }) => {
+            Ok(Loc::Small { slab, class, index }) => {
                 // Relaxed: a sanity check of the store made when the slab was formatted,
                 // which happened before the block was handed out (and so before any
                 // thread could give it back).
@@ -523,16 +529,26 @@ impl Allocator {
                 // Relaxed: a hint (see `pressure`); a stale value only delays reuse by
                 // another thread.
                 if self.pressure.load(Ordering::Relaxed) {
-                    lock(&self.shared[class]).push(b.offset);
+                    let fresh = self.free.lock(class).give(slab, index);
+                    debug_assert!(fresh, "{what} of {b:?}: given back twice");
                     return;
                 }
+                // A block whose free bit is set is free already (not the caller's).
+                debug_assert!(
+                    !self.free.is_set(slab, index),
+                    "{what} of {b:?}: given back twice"
+                );
                 self.bind(cache);
                 let list = &mut cache.lists[class];
                 list.push(b.offset);
                 let batch = CLASSES[class].batch as usize;
                 if list.len() > 2 * batch {
                     // Oldest first: the most recently freed blocks stay cache-warm here.
-                    lock(&self.shared[class]).extend(list.drain(..batch));
+                    let mut bits = self.free.lock(class);
+                    for off in list.drain(..batch) {
+                        let fresh = bits.give_offset(off);
+                        debug_assert!(fresh, "{what} of the block at {off:#x}: given back twice");
+                    }
                 }
             }
             Ok(Loc::Large { head, n }) => {
@@ -554,7 +570,7 @@ impl Allocator {
         }
     }
 
-    /// Return every block of `cache` to the shared lists (thread exit). The cache stays
+    /// Return every block of `cache` to the free bitmaps (thread exit). The cache stays
     /// usable.
     pub(crate) fn drain(&self, cache: &mut ThreadCache) {
         if cache.owner != self.id {
@@ -564,7 +580,11 @@ impl Allocator {
         }
         for (c, list) in cache.lists.iter_mut().enumerate() {
             if !list.is_empty() {
-                lock(&self.shared[c]).append(list);
+                let mut bits = self.free.lock(c);
+                for off in list.drain(..) {
+                    let fresh = bits.give_offset(off);
+                    debug_assert!(fresh, "drain of the block at {off:#x}: given back twice");
+                }
             }
         }
     }
@@ -757,6 +777,13 @@ impl Allocator {
             }
             Err(_) => false,
         }
+    }
+
+    #[cfg(test)]
+    /// The blocks whose free bit is set (free and in no cache), as offsets; checks the
+    /// per-class lists of slabs with free bits against the bits (panics if they differ).
+    pub(crate) fn free_bit_blocks(&self) -> std::collections::BTreeSet<u64> {
+        self.free.snapshot(&self.kinds)
     }
 
     #[cfg(test)]

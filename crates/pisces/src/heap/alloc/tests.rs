@@ -176,7 +176,7 @@ fn freed_blocks_are_reused() {
         "LIFO reuse from the cache"
     );
 
-    // Release from another thread's cache, drained back to the shared list.
+    // Release from another thread's cache, drained back to the free bitmaps.
     a.publish_alloc(b);
     a.publish_free(b);
     let mut c2 = ThreadCache::default();
@@ -184,8 +184,7 @@ fn freed_blocks_are_reused() {
     assert_eq!(c2.len(), 1);
     a.drain(&mut c2);
     assert!(c2.is_empty());
-    let shared: Vec<u64> = lock(&a.shared[class_for(48).unwrap()]).clone();
-    assert!(shared.contains(&b.offset));
+    assert!(a.free_bit_blocks().contains(&b.offset));
 
     // Large runs.
     let l = reserve_publish(&a, &mut c, SLAB_SIZE * 2);
@@ -839,4 +838,158 @@ fn growth_is_refused_at_the_maximum_and_slabs_past_the_end_are_checked() {
         "{problems:?}"
     );
     assert!(Allocator::rebuild(heap).is_err());
+}
+
+/// Every block of every formatted small slab (offsets).
+fn formatted_blocks(a: &Allocator) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    for (slab, k) in a.kinds.iter().enumerate() {
+        if let Some(Kind::Small(class)) = Kind::decode(k.load(Ordering::Relaxed)) {
+            for index in 0..CLASSES[class].nblocks as usize {
+                let b = pmem::block_of(a.heap.layout(), pmem::Loc::Small { slab, class, index });
+                out.insert(b.offset);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_block_given_back_twice_leaves_its_bit_as_it_was() {
+    let heap = heap_of(4 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = a.reserve(&mut c, 40).unwrap();
+    let Ok(pmem::Loc::Small { slab, class, index }) = pmem::locate(heap.layout(), b) else {
+        panic!("{b:?} is not small");
+    };
+    assert!(
+        !a.free_bit_blocks().contains(&b.offset),
+        "a reserved block's bit is clear"
+    );
+    assert!(
+        a.free.lock(class).give(slab, index),
+        "the first give-back sets the bit"
+    );
+    let before = a.free_bit_blocks();
+    assert!(before.contains(&b.offset));
+    assert!(
+        !a.free.lock(class).give(slab, index),
+        "the second one is refused"
+    );
+    assert_eq!(a.free_bit_blocks(), before, "and changes nothing");
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "given back twice")]
+fn a_block_released_twice_is_caught() {
+    let heap = heap_of(4 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut c = ThreadCache::default();
+    let b = reserve_publish(&a, &mut c, 40);
+    a.publish_free(b);
+    heap.fence();
+    let mut other = ThreadCache::default();
+    a.release(&mut other, b);
+    a.drain(&mut other);
+    // The block is free in the bitmap now: a second release is a double free.
+    a.release(&mut c, b);
+}
+
+#[test]
+fn free_bits_and_caches_hold_every_block_once() {
+    use rand::{Rng, SeedableRng};
+    let heap = heap_of(4 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut caches: Vec<ThreadCache> = (0..3).map(|_| ThreadCache::default()).collect();
+    // Reserved blocks, per cache.
+    let mut held: Vec<Vec<Block>> = vec![Vec::new(); 3];
+    let lens = [0, 40, 500, 3000];
+    for step in 0..6000 {
+        let t = rng.gen_range(0..3);
+        match rng.gen_range(0..100) {
+            0..=54 => {
+                let len = lens[rng.gen_range(0..lens.len())];
+                let b = match a.reserve(&mut caches[t], len) {
+                    Ok(b) => b,
+                    Err(Error::OutOfSpace { .. }) => continue,
+                    Err(e) => panic!("{e}"),
+                };
+                for (u, h) in held.iter().enumerate() {
+                    assert!(!h.contains(&b), "step {step}: {b:?} reserved by {u} too");
+                }
+                for (u, cache) in caches.iter().enumerate() {
+                    let in_cache = cache.lists.iter().any(|l| l.contains(&b.offset));
+                    assert!(!in_cache, "step {step}: {b:?} still in cache {u}");
+                }
+                held[t].push(b);
+            }
+            55..=94 if !held[t].is_empty() => {
+                let i = rng.gen_range(0..held[t].len());
+                let b = held[t].swap_remove(i);
+                // Give it back through any cache (a block freed by another thread).
+                let u = rng.gen_range(0..3);
+                a.unreserve(&mut caches[u], b);
+            }
+            95..=97 => a.drain(&mut caches[t]),
+            _ => {
+                // Under pressure, blocks given back go straight to the bitmaps.
+                let p = a.pressure.load(Ordering::Relaxed);
+                a.pressure.store(!p, Ordering::Relaxed);
+            }
+        }
+        if step % 200 == 0 {
+            // Every block of a formatted slab is in exactly one place: the bitmaps, a
+            // cache, or a reservation (nothing is published here).
+            let bits = a.free_bit_blocks();
+            let mut seen = bits.clone();
+            let elsewhere = caches
+                .iter()
+                .flat_map(|c| c.lists.iter().flatten().copied())
+                .chain(
+                    held.iter()
+                        .flatten()
+                        .filter(|b| b.size < SLAB_SIZE as u64)
+                        .map(|b| b.offset),
+                );
+            for off in elsewhere {
+                assert!(
+                    seen.insert(off),
+                    "step {step}: block at {off:#x} in two places"
+                );
+            }
+            assert_eq!(seen, formatted_blocks(&a), "step {step}");
+        }
+    }
+}
+
+#[test]
+fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
+    use rand::{Rng, SeedableRng};
+    let heap = heap_of(8 << 20);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut c = ThreadCache::default();
+    let mut live = Vec::new();
+    for _ in 0..3000 {
+        if live.is_empty() || rng.gen_bool(0.6) {
+            live.push(reserve_publish(&a, &mut c, rng.gen_range(0..2000)));
+        } else {
+            let b: Block = live.swap_remove(rng.gen_range(0..live.len()));
+            a.publish_free(b);
+            a.release(&mut c, b);
+        }
+    }
+    heap.fence();
+    drop(a);
+    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let allocated: BTreeSet<u64> = allocated(&heap).iter().map(|b| b.offset).collect();
+    let expect: BTreeSet<u64> = formatted_blocks(&a)
+        .difference(&allocated)
+        .copied()
+        .collect();
+    assert!(!expect.is_empty());
+    assert_eq!(a.free_bit_blocks(), expect);
 }

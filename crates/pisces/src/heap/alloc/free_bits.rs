@@ -1,0 +1,336 @@
+//! The volatile free bitmaps: which free small blocks are in no thread cache.
+//!
+//! Every small slab has [`WORDS_PER_SLAB`] words in one flat array indexed by slab
+//! (bit `i` of slab `s` set: block `i` of `s` is free and in no thread cache), and every
+//! class a list of its slabs that have a set bit, threaded through a per-slab `next`
+//! array, whose head is the class lock's data. The words and the list are read and
+//! written under the lock of the slab's class only (a small slab keeps its class for
+//! the run), so a slab is listed exactly when it has a set bit.
+//!
+//! # Orderings
+//! Every access to a slab's words and `next` entry is Relaxed and made under the lock of
+//! the slab's class: the lock orders them (and what the threads did to the blocks
+//! before), so the only race an atomic closes is a debug check's unlocked read of a bit
+//! ([`FreeBits::is_set`]). They are atomics so that the state can later be shared
+//! with other processes and claimed without the lock.
+//!
+//! The bitmap words live in an anonymous mapping reserved for the pool's maximum size
+//! and usable for the slabs that exist ([`FreeBits::cover`] extends it when the heap
+//! grows), so a pool that may grow far pays for the slabs it has only.
+
+use super::classes::{CLASSES, NCLASSES};
+use super::pmem;
+use crate::heap::layout::{Layout, PAGE, SLAB_SIZE};
+use crate::medium::reserve::{Backing, Mapping};
+use crate::{Error, Result};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Bitmap words per slab: room for the most blocks a slab of any class holds (the
+/// 16-byte class; asserted below).
+pub(super) const WORDS_PER_SLAB: usize = 64;
+
+const _: () = {
+    let mut c = 0;
+    while c < NCLASSES {
+        assert!(CLASSES[c].nblocks as usize <= WORDS_PER_SLAB * 64);
+        c += 1;
+    }
+};
+
+/// Bytes of bitmap per slab.
+const SLAB_BYTES: usize = WORDS_PER_SLAB * 8;
+
+/// Bytes of the mapping that hold the bitmaps of `slabs` slabs: whole pages (the
+/// mapping grows by pages, and a length inside a page would end its usable part there).
+fn mapped_bytes(slabs: usize) -> usize {
+    (slabs.max(1) * SLAB_BYTES).next_multiple_of(PAGE)
+}
+
+/// `next` of a slab in no list.
+const NOT_LISTED: u32 = u32::MAX;
+/// `next` of the last slab of a list, and the head of an empty list.
+const END: u32 = u32::MAX - 1;
+
+/// The free bitmaps of every slab and the per-class lists of slabs with free bits.
+pub(super) struct FreeBits {
+    /// `WORDS_PER_SLAB` words per slab, usable for the slabs below `len() / SLAB_BYTES`.
+    words: Mapping,
+    /// Per slab: the next slab of its class's list, `END`, or `NOT_LISTED`.
+    next: Box<[AtomicU32]>,
+    /// Per class: the first slab of its list (`END`: none); the class lock.
+    heads: Box<[CachePadded<Mutex<u32>>]>,
+    /// The pool offset of slab 0.
+    heap_offset: usize,
+}
+
+impl FreeBits {
+    /// No free bits, for a heap of `layout`'s geometry of which `present` slabs exist.
+    pub(super) fn new(layout: &Layout, present: usize) -> Result<FreeBits> {
+        let words = Mapping::new_raw(
+            None,
+            mapped_bytes(present),
+            mapped_bytes(layout.slab_count),
+            Backing::Anonymous,
+        )
+        .map_err(|e| Error::io("mapping the allocator's free bitmaps", e))?;
+        Ok(FreeBits {
+            words,
+            next: (0..layout.slab_count)
+                .map(|_| AtomicU32::new(NOT_LISTED))
+                .collect(),
+            heads: (0..NCLASSES)
+                .map(|_| CachePadded::new(Mutex::new(END)))
+                .collect(),
+            heap_offset: layout.heap_offset,
+        })
+    }
+
+    /// Make the bitmaps of slabs `..slabs` usable (after the heap grew to `slabs`).
+    pub(super) fn cover(&self, slabs: usize) -> Result<()> {
+        self.words
+            .extend(None, mapped_bytes(slabs))
+            .map_err(|e| Error::io("extending the allocator's free bitmaps", e))
+    }
+
+    /// Take the lock of class `class`.
+    pub(super) fn lock(&self, class: usize) -> ClassBits<'_> {
+        ClassBits {
+            bits: self,
+            head: self.heads[class].lock().unwrap_or_else(|e| e.into_inner()),
+            class,
+        }
+    }
+
+    /// Word `w` of slab `slab`'s bitmap.
+    fn word(&self, slab: usize, w: usize) -> &AtomicU64 {
+        let i = slab * WORDS_PER_SLAB + w;
+        assert!(
+            w < WORDS_PER_SLAB && (i + 1) * 8 <= self.words.len(),
+            "free bitmap word {w} of slab {slab} is not mapped"
+        );
+        // SAFETY: `i * 8 .. i * 8 + 8` is inside the usable part of the mapping (checked
+        // above; it only grows, and lives as long as `self`), 8-aligned (the mapping is
+        // page-aligned), zeroed when mapped, and only accessed as `AtomicU64`.
+        unsafe { &*(self.words.base().add(i * 8) as *const AtomicU64) }
+    }
+
+    /// The pool offset of block `index` of slab `slab` of class `class`.
+    fn offset_of(&self, slab: usize, class: usize, index: usize) -> u64 {
+        let cl = &CLASSES[class];
+        (self.heap_offset + slab * SLAB_SIZE + cl.data_start as usize + index * cl.size as usize)
+            as u64
+    }
+
+    /// The slab and index of the class-`class` block at pool offset `offset` (a block
+    /// this allocator handed out: valid geometry).
+    fn slot_of(&self, class: usize, offset: u64) -> Option<(usize, usize)> {
+        let rel = offset.checked_sub(self.heap_offset as u64)?;
+        let slab = (rel / SLAB_SIZE as u64) as usize;
+        let cl = &CLASSES[class];
+        let d = ((rel % SLAB_SIZE as u64) as u32).checked_sub(cl.data_start)?;
+        Some((slab, cl.index_of(d)? as usize))
+    }
+
+    /// True if block `index` of slab `slab` has its free bit set. Unlocked: a hint for
+    /// debug checks of blocks the caller holds (no other thread sets their bit).
+    pub(super) fn is_set(&self, slab: usize, index: usize) -> bool {
+        // Relaxed: the bit of a block the caller holds is only set by this thread; a
+        // stale read of another block's bit is never acted on.
+        self.word(slab, index / 64).load(Ordering::Relaxed) & (1 << (index % 64)) != 0
+    }
+
+    #[cfg(test)]
+    /// Every block whose free bit is set, as pool offsets, and a check of the lists:
+    /// panics unless every class's list holds exactly its slabs with a set bit.
+    pub(super) fn snapshot(&self, kinds: &[AtomicU32]) -> std::collections::BTreeSet<u64> {
+        use super::classes::Kind;
+        let mut out = std::collections::BTreeSet::new();
+        for class in 0..NCLASSES {
+            let g = self.lock(class);
+            let mut listed = std::collections::BTreeSet::new();
+            let mut s = *g.head;
+            while s != END {
+                assert!(listed.insert(s as usize), "slab {s} listed twice");
+                // Relaxed: under the class lock (module docs).
+                s = self.next[s as usize].load(Ordering::Relaxed);
+            }
+            let present = self.words.len() / SLAB_BYTES;
+            for (slab, k) in kinds.iter().enumerate().take(present) {
+                // Relaxed: the test's own thread formatted the slabs.
+                if Kind::decode(k.load(Ordering::Relaxed)) != Some(Kind::Small(class)) {
+                    assert!(
+                        !listed.contains(&slab),
+                        "slab {slab} listed for class {class}"
+                    );
+                    continue;
+                }
+                let mut any = false;
+                for w in 0..WORDS_PER_SLAB {
+                    // Relaxed: under the class lock (module docs).
+                    let word = self.word(slab, w).load(Ordering::Relaxed);
+                    assert_eq!(word & !pmem::valid_mask(class, w), 0, "stray bits");
+                    for b in 0..64 {
+                        if word & (1 << b) != 0 {
+                            out.insert(self.offset_of(slab, class, w * 64 + b));
+                            any = true;
+                        }
+                    }
+                }
+                assert_eq!(listed.contains(&slab), any, "slab {slab} of class {class}");
+            }
+        }
+        out
+    }
+}
+
+/// The free bits of one class, under its lock.
+pub(super) struct ClassBits<'a> {
+    bits: &'a FreeBits,
+    head: MutexGuard<'a, u32>,
+    class: usize,
+}
+
+impl ClassBits<'_> {
+    /// True if no slab of the class has a set bit.
+    pub(super) fn is_empty(&self) -> bool {
+        *self.head == END
+    }
+
+    /// Put `slab` at the head of the class's list (it has a set bit now, and was not
+    /// listed).
+    fn link(&mut self, slab: usize) {
+        // Relaxed: under the class lock (module docs).
+        self.bits.next[slab].store(*self.head, Ordering::Relaxed);
+        *self.head = slab as u32;
+    }
+
+    /// Set the bits of every block of `slab`, just formatted for the class, and list it
+    /// first: its blocks are handed out next, lowest address first.
+    pub(super) fn add_formatted(&mut self, slab: usize) {
+        for w in 0..CLASSES[self.class].used_words() {
+            // Relaxed: under the class lock (module docs).
+            let prev = self
+                .bits
+                .word(slab, w)
+                .fetch_or(pmem::valid_mask(self.class, w), Ordering::Relaxed);
+            debug_assert_eq!(prev, 0, "slab {slab} formatted twice");
+        }
+        // Relaxed: under the class lock (module docs).
+        debug_assert_eq!(
+            self.bits.next[slab].load(Ordering::Relaxed),
+            NOT_LISTED,
+            "slab {slab} formatted twice"
+        );
+        self.link(slab);
+    }
+
+    /// Rebuild: set the bits of the blocks of `slab` (of the class) that the persistent
+    /// bitmap `allocated(w)` has clear, and list it first if any.
+    pub(super) fn add_persistent(&mut self, slab: usize, allocated: impl Fn(usize) -> u64) {
+        let mut any = false;
+        for w in 0..CLASSES[self.class].used_words() {
+            let free = !allocated(w) & pmem::valid_mask(self.class, w);
+            if free != 0 {
+                // Relaxed: under the class lock (module docs).
+                self.bits.word(slab, w).fetch_or(free, Ordering::Relaxed);
+                any = true;
+            }
+        }
+        // Relaxed: under the class lock (module docs).
+        if any && self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
+            self.link(slab);
+        }
+    }
+
+    /// Give back block `index` of `slab`: set its bit, listing the slab if it had none.
+    /// `false` (and nothing changes) if the bit was set already: the block was given
+    /// back twice.
+    pub(super) fn give(&mut self, slab: usize, index: usize) -> bool {
+        let bit = 1u64 << (index % 64);
+        // Relaxed: under the class lock (module docs).
+        let prev = self
+            .bits
+            .word(slab, index / 64)
+            .fetch_or(bit, Ordering::Relaxed);
+        if prev & bit != 0 {
+            return false;
+        }
+        // Relaxed: under the class lock (module docs).
+        if self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
+            self.link(slab);
+        }
+        true
+    }
+
+    /// [`ClassBits::give`] of the block at pool offset `offset`; `false` also for an
+    /// offset that is no block of the class.
+    pub(super) fn give_offset(&mut self, offset: u64) -> bool {
+        match self.bits.slot_of(self.class, offset) {
+            Some((slab, index)) => self.give(slab, index),
+            None => false,
+        }
+    }
+
+    /// Claim up to `batch` set bits of the first listed slab (lowest indices first),
+    /// clearing them, and push their blocks onto `out` so that the lowest is popped
+    /// first; a slab left with no set bit leaves the list. Returns the number claimed
+    /// (0 only if the list is empty).
+    pub(super) fn claim(&mut self, batch: usize, out: &mut Vec<u64>) -> usize {
+        let slab = *self.head;
+        if slab == END {
+            return 0;
+        }
+        let slab = slab as usize;
+        let start = out.len();
+        let mut need = batch;
+        let mut left = false;
+        for w in 0..CLASSES[self.class].used_words() {
+            let word = self.bits.word(slab, w);
+            // Relaxed: under the class lock (module docs).
+            let v = word.load(Ordering::Relaxed);
+            if v == 0 {
+                continue;
+            }
+            if need == 0 {
+                left = true;
+                break;
+            }
+            let mut take = v;
+            if v.count_ones() as usize > need {
+                // The `need` lowest set bits.
+                take = 0;
+                let mut rest = v;
+                for _ in 0..need {
+                    let low = rest & rest.wrapping_neg();
+                    take |= low;
+                    rest ^= low;
+                }
+                left = true;
+            }
+            // The bits are cleared before their blocks reach the cache. Relaxed: under the
+            // class lock (module docs).
+            let prev = word.fetch_and(!take, Ordering::Relaxed);
+            debug_assert_eq!(
+                prev & take,
+                take,
+                "free bits of slab {slab} changed under the lock"
+            );
+            need -= take.count_ones() as usize;
+            let mut t = take;
+            while t != 0 {
+                let b = t.trailing_zeros() as usize;
+                t &= t - 1;
+                out.push(self.bits.offset_of(slab, self.class, w * 64 + b));
+            }
+        }
+        if !left {
+            // Relaxed: under the class lock (module docs).
+            *self.head = self.bits.next[slab].load(Ordering::Relaxed);
+            self.bits.next[slab].store(NOT_LISTED, Ordering::Relaxed);
+        }
+        out[start..].reverse();
+        out.len() - start
+    }
+}
