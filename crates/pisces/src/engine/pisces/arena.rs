@@ -32,7 +32,7 @@ pub(crate) const CHUNK_BYTES: usize = 64 << 10;
 /// of every attempt awaiting its grace period). Only what is used is backed by memory.
 /// Where the system refuses that much address space (an address-space limit, a
 /// process under valgrind), a quarter of it is tried, down to [`MIN_RESERVED_BYTES`].
-const RESERVED_BYTES: usize = 64 << 30;
+pub(super) const RESERVED_BYTES: usize = 64 << 30;
 const MIN_RESERVED_BYTES: usize = 256 << 20;
 
 /// How much of the reservation is made usable at a time.

@@ -13,8 +13,8 @@
 //! [HomeRange; ranges]     home offset, source offset, length    24 bytes each
 //! ```
 //! Space is taken for an upper bound of the ranges before they are computed
-//! ([`ranges_bound`]); what the plan does not use is given back to the attempt's chunk
-//! when the plan is finished, as the plan is the last thing the attempt places there.
+//! ([`ranges_bound`]); what the plan does not use stays unused until the attempt is
+//! recycled (the plan is the last thing an attempt places).
 //!
 //! # Invariants
 //! * A plan is written only by the committing thread, before the attempt is published
@@ -72,6 +72,13 @@ pub(crate) fn kind_word(header: u64, kind: WriteKind) -> u64 {
     b.size | code
 }
 
+/// Whether a [`kind_word`] says the block was allocated and freed again by its
+/// transaction (so it was never published, and goes back to the allocator at commit).
+#[inline]
+pub(crate) fn is_fresh_freed(word: u64) -> bool {
+    word & KIND_BITS == FRESH_FREED
+}
+
 /// The kind a [`kind_word`] of the object at `header` records.
 #[inline]
 pub(crate) fn kind_of(header: u64, word: u64) -> WriteKind {
@@ -88,13 +95,14 @@ pub(crate) fn kind_of(header: u64, word: u64) -> WriteKind {
 }
 
 impl PlanObject {
-    /// The plan entry of the object whose header word is at `header`.
+    /// The plan entry of the object whose header word is at `header`, `kind` its
+    /// [`kind_word`].
     #[inline]
-    pub(crate) fn new(header: u64, unlock: u64, kind: WriteKind) -> PlanObject {
+    pub(crate) fn new(header: u64, unlock: u64, kind: u64) -> PlanObject {
         PlanObject {
             header,
             unlock,
-            kind: kind_word(header, kind),
+            kind,
         }
     }
 
@@ -143,13 +151,14 @@ pub(crate) struct HomeRange {
     pub len: u64,
 }
 
-/// The most ranges an object of `len` bytes can need: one if written whole; with
-/// flush-diff, one per run of changed words, and two runs are separated by at least
-/// one unchanged word.
+/// An upper bound of the ranges an object of `len` bytes can need: one if written
+/// whole; with flush-diff, one per run of changed words, and two runs are separated by
+/// at least one unchanged word, so at most `ceil(words / 2)`, which `len / 16 + 1` is
+/// not below.
 #[inline]
 pub(crate) fn ranges_bound(len: usize, flush_diff: bool) -> usize {
     if flush_diff {
-        (len / 8).div_ceil(2).max(1)
+        len / 16 + 1
     } else {
         1
     }
@@ -206,11 +215,9 @@ impl PlanWriter {
                 .write(o);
         }
         self.objects += 1;
-        match o.kind & KIND_BITS {
-            FRESH => self.allocations += 1,
-            FREED => self.frees += 1,
-            _ => {}
-        }
+        let code = o.kind & KIND_BITS;
+        self.allocations += usize::from(code == FRESH);
+        self.frees += usize::from(code == FREED);
     }
 
     /// Add a range (at most the capacity given at creation, as [`Self::object`]).
@@ -237,9 +244,12 @@ impl PlanWriter {
 
     /// Write the counts; returns the bytes the plan uses.
     pub(crate) fn finish(self) -> usize {
-        // The objects are written in their full capacity (one per write-set entry), so
-        // the ranges start where they were placed.
-        debug_assert_eq!(self.objects, self.objects_cap);
+        // The reader finds the ranges right after the objects it counts, where they
+        // were placed only if every object was written (one per write-set entry).
+        assert_eq!(
+            self.objects, self.objects_cap,
+            "a plan with missing objects"
+        );
         // SAFETY: the header is the space's first bytes (`new`'s contract).
         unsafe {
             (self.base as *mut PlanHdr).write(PlanHdr {
@@ -253,11 +263,13 @@ impl PlanWriter {
     }
 }
 
-/// A count of a plan's header. A plan's objects and ranges fit in memory, so the
-/// number of either is far below 2^32 (each takes 24 bytes, and a transaction's copies
-/// are limited to the arena's reservation).
+/// A count of a plan's header. Below 2^32: the plan's space was placed in the arena,
+/// whose reservation is far below the 96 GiB that 2^32 entries of 24 bytes take.
+const _: () = assert!(super::arena::RESERVED_BYTES < (1 << 32) * std::mem::size_of::<HomeRange>());
+#[inline]
 fn count(n: usize) -> u32 {
-    u32::try_from(n).expect("a plan's count is below 2^32")
+    debug_assert!(u32::try_from(n).is_ok());
+    n as u32
 }
 
 /// A finished plan, read in place.
@@ -304,14 +316,14 @@ mod tests {
             offset: 4096,
             size: 96,
         };
-        let o = PlanObject::new(4096, 7, WriteKind::Fresh(b));
+        let o = PlanObject::new(4096, 7, kind_word(4096, WriteKind::Fresh(b)));
         assert_eq!((o.allocated(), o.freed()), (Some(b), None));
         assert_eq!(o.published(), Some((b, true)));
-        let o = PlanObject::new(4096, 7, WriteKind::Freed(b));
+        let o = PlanObject::new(4096, 7, kind_word(4096, WriteKind::Freed(b)));
         assert_eq!((o.allocated(), o.freed()), (None, Some(b)));
         assert_eq!(o.published(), Some((b, false)));
         for k in [WriteKind::Written, WriteKind::FreshFreed(b)] {
-            let o = PlanObject::new(4096, 7, k);
+            let o = PlanObject::new(4096, 7, kind_word(4096, k));
             assert_eq!(
                 (o.allocated(), o.freed(), o.published()),
                 (None, None, None),
@@ -352,8 +364,16 @@ mod tests {
         };
         // SAFETY: a fresh chunk of ours.
         let mut w = unsafe { PlanWriter::new(arena.ptr(off), 2, 3) };
-        w.object(PlanObject::new(4096, 1, WriteKind::Written));
-        w.object(PlanObject::new(8192, 2, WriteKind::Freed(b)));
+        w.object(PlanObject::new(
+            4096,
+            1,
+            kind_word(4096, WriteKind::Written),
+        ));
+        w.object(PlanObject::new(
+            8192,
+            2,
+            kind_word(8192, WriteKind::Freed(b)),
+        ));
         w.range(HomeRange {
             home: 4104,
             src: 99 << 3,

@@ -300,15 +300,11 @@ impl Attempt {
         Ok(unsafe { PlanWriter::new(arena.ptr(off), objects, ranges) })
     }
 
-    /// The plan `w` is finished: what it did not use of its space in the small chunk
-    /// holds nothing and is the attempt's again.
+    /// The plan `w` is complete. (What it did not use of its space stays unused: the
+    /// plan is the last thing an attempt places before its commit.)
     pub(crate) fn end_plan(&mut self, w: PlanWriter) {
-        let bytes = w.finish();
-        let in_small = self.plan >= self.small && self.plan < self.small + CHUNK_BYTES as u64;
-        if in_small {
-            // The plan was the last thing placed in the small chunk.
-            self.used = (self.plan - self.small) as usize + bytes;
-        }
+        debug_assert!(self.plan != 0);
+        w.finish();
     }
 
     /// The write-back plan (only of a committed attempt).

@@ -57,7 +57,7 @@
 //! records before the thread fences; a commit with durability on return ends it with
 //! its own fence.
 
-use super::plan::{kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
+use super::plan::{is_fresh_freed, kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
 use super::shared::{Attempt, Committed, CopyHdr, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
@@ -129,6 +129,12 @@ impl WriteEntry {
     #[inline]
     fn kind(&self) -> Kind {
         kind_of(self.header(), self.hdr().kind)
+    }
+
+    /// The kind as its word ([`kind_word`]).
+    #[inline]
+    fn kind_word(&self) -> u64 {
+        self.hdr().kind
     }
 
     fn set_kind(&self, kind: Kind) {
@@ -578,7 +584,8 @@ impl PiscesThread {
                     CopyHdr::data(w.copy),
                 )
             };
-            let (header, kind) = (w.header(), w.kind());
+            let (header, word) = (w.header(), w.kind_word());
+            let kind = kind_of(header, word);
             let freed = matches!(kind, Kind::Freed(_) | Kind::FreshFreed(_))
                 && !crate::mutation::active!(FREED_STAYS_LIVE);
             let unlock = if freed {
@@ -586,7 +593,7 @@ impl PiscesThread {
             } else {
                 self.sh.live_word()
             };
-            plan.object(PlanObject::new(header, unlock, kind));
+            plan.object(PlanObject::new(header, unlock, word));
             match kind {
                 Kind::Freed(b) => {
                     self.record.free(b);
@@ -1152,8 +1159,11 @@ impl PiscesThread {
         // Fresh-and-freed blocks were never published; hand them back.
         self.plan_ranges = 0;
         for w in self.writes.drain(..) {
-            if let Kind::FreshFreed(b) = w.kind() {
-                self.sh.alloc.unreserve(&mut self.cache, b);
+            // (The word's test first: the common case decodes nothing.)
+            if is_fresh_freed(w.kind_word()) {
+                if let Kind::FreshFreed(b) = w.kind() {
+                    self.sh.alloc.unreserve(&mut self.cache, b);
+                }
             }
         }
         // Stage 3, write-back, possibly deferred (group commit).
