@@ -307,9 +307,11 @@ impl Mapping {
             ));
         }
         // `cur` may end inside a page (a length that is not a page multiple): that page
-        // is mapped already.
+        // is mapped already, and so is all of `new_len` if it ends in the same page.
         let from = page_multiple(cur);
-        self.map_range(file, from, new_len, &mut given_away)?;
+        if from < new_len {
+            self.map_range(file, from, new_len, &mut given_away)?;
+        }
         // Release: see `len`.
         self.len.store(new_len, Ordering::Release);
         Ok(())
@@ -440,6 +442,18 @@ mod tests {
         assert!(m.extend(None, (1 << 20) + 4096).is_err());
         m.extend(None, 4096).unwrap();
         assert_eq!(m.len(), 64 << 10, "never shrinks");
+    }
+
+    /// A length inside a page grows within that page (mapped already) and past it.
+    #[test]
+    fn a_length_inside_a_page_grows_in_it_and_past_it() {
+        let m = Mapping::new(None, 100, 1 << 20, Backing::Anonymous).unwrap();
+        m.extend(None, 200).unwrap();
+        assert_eq!(m.len(), 200);
+        m.extend(None, 5000).unwrap();
+        assert_eq!(m.len(), 5000);
+        // SAFETY: inside the usable part.
+        unsafe { *m.base().add(4999) = 1 };
     }
 
     /// A file of `len` bytes in a fresh directory of the temporary directory (which
