@@ -356,28 +356,24 @@ impl PiscesThread {
     /// geometry once freed) take the bitmap check.
     #[inline]
     fn check_locked(&mut self, b: Block, c: *mut CopyHdr, before: usize) -> Result<()> {
-        // SAFETY: our own live copy.
-        let idx = unsafe { (*c).entry } as usize;
+        // The copy is the write-set entry `lock` returned it for.
+        let w = WriteEntry { copy: c };
+        let idx = w.hdr().entry as usize;
         let trust_any = crate::mutation::active!(LOCKED_CHECK_TRUSTS_ANY);
         if idx < before
             || b.is_small()
-                && self.writes.get(idx).is_some_and(|w| {
-                    w.prev() == self.sh.live_word() || (trust_any && !self.sh.is_locked(w.prev()))
-                })
+                && (w.prev() == self.sh.live_word() || (trust_any && !self.sh.is_locked(w.prev())))
         {
             return Ok(());
         }
-        self.check_locked_slow(b, idx, before)
+        self.check_locked_slow(b, w, before)
     }
 
     /// [`Self::check_locked`]'s look at the allocation bitmap.
     #[cold]
     #[inline(never)]
-    fn check_locked_slow(&mut self, b: Block, idx: usize, before: usize) -> Result<()> {
-        let own_fresh = self
-            .writes
-            .get(idx)
-            .is_some_and(|w| matches!(w.kind(), Kind::Fresh(_) | Kind::FreshFreed(_)));
+    fn check_locked_slow(&mut self, b: Block, w: WriteEntry, before: usize) -> Result<()> {
+        let own_fresh = matches!(w.kind(), Kind::Fresh(_) | Kind::FreshFreed(_));
         let r =
             crate::engine::kit::validate::check_still_allocated(&self.sh.alloc, b, |_| own_fresh);
         if r.is_err() {
