@@ -211,7 +211,8 @@ mod tests {
         assert_eq!(record.end_ts(), END_INFINITE);
         // Too large for what is left of the first chunk: a second chunk.
         let second = t.alloc_copy(&a, CHUNK_BYTES - 64).unwrap();
-        assert_eq!(second % CHUNK_BYTES as u64, 0);
+        // After the new chunk's link to the next run.
+        assert_eq!(second % CHUNK_BYTES as u64, 16);
         assert_ne!(second, rec);
         let large = t.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap();
         assert!(record.commit(&Clock::new(7)) != END_INFINITE);

@@ -148,8 +148,10 @@ impl CopyHdr {
     }
 }
 
-/// Bytes at the start of an attempt's first chunk that hold its commit record.
-const RECORD_BYTES: usize = 64;
+/// Bytes of an attempt's first chunk, after its run link, that hold its commit record:
+/// the link and the record share the chunk's first cache line, and the copies start on
+/// the next.
+const RECORD_BYTES: usize = 64 - RUN_LINK;
 const _: () = assert!(std::mem::size_of::<TxRecord>() <= RECORD_BYTES);
 const _: () = assert!(std::mem::align_of::<TxRecord>() <= 8);
 
@@ -183,10 +185,15 @@ const MARKER_BITS: u64 = 7;
 /// plan of its write-back ([`super::plan`]).
 ///
 /// The record and the copies are in the engine's [`CopyArena`], in runs of chunks the
-/// attempt owns: the first chunk starts with the record and is kept for the attempt's
-/// life; the others are given back when the attempt is recycled. The first chunk is
-/// taken with the first copy: an attempt that writes nothing takes no arena memory,
-/// and its record offset is 0, which no copy's writer equals.
+/// attempt owns: the first chunk holds the record and is kept for the attempt's life;
+/// the others are given back when the attempt is recycled. The first chunk is taken
+/// with the first copy: an attempt that writes nothing takes no arena memory, and its
+/// record offset is 0, which no copy's writer equals.
+///
+/// The runs are listed in the arena itself: each starts with a [`RunLink`] naming the
+/// next run the attempt took, so the attempt is a handful of offsets and counts, with
+/// nothing in process memory that another process mapping the arena would need to
+/// find its memory.
 pub(crate) struct Attempt {
     /// The owning slot.
     slot: usize,
@@ -194,13 +201,25 @@ pub(crate) struct Attempt {
     record: u64,
     /// Arena offset of the write-back plan (0: none; written at commit).
     plan: u64,
-    /// The runs of chunks this attempt owns (arena offset, chunks); the first holds the
-    /// record.
-    chunks: Vec<(u64, usize)>,
+    /// The first run (the record's chunk) and the last run taken (0: none yet).
+    first: u64,
+    last: u64,
     /// The single chunk small copies are placed in, and the bytes of it in use.
     small: u64,
     used: usize,
 }
+
+/// The start of every run of chunks an attempt owns.
+#[repr(C)]
+struct RunLink {
+    /// The next run the attempt took (0: none).
+    next: u64,
+    /// Chunks in this run.
+    chunks: u64,
+}
+
+/// Bytes of [`RunLink`]: a run's copies (or record) start after it (8-aligned).
+const RUN_LINK: usize = std::mem::size_of::<RunLink>();
 
 impl Attempt {
     /// A fresh attempt for slot `slot`.
@@ -209,7 +228,8 @@ impl Attempt {
             slot,
             record: 0,
             plan: 0,
-            chunks: Vec::new(),
+            first: 0,
+            last: 0,
             small: 0,
             used: 0,
         })
@@ -223,31 +243,59 @@ impl Attempt {
 
     /// Forget all copies (only when no thread can reference them) and reset the record.
     pub(crate) fn recycle(&mut self, arena: &CopyArena) {
-        if self.record != 0 {
-            // SAFETY: our own record, initialised when the first chunk was taken.
-            unsafe { record_at(arena, self.record) }.reset();
+        if self.first == 0 {
+            return;
         }
+        // SAFETY: our own record, initialised when the first chunk was taken.
+        unsafe { record_at(arena, self.record) }.reset();
         self.plan = 0;
-        for (off, n) in self.chunks.drain(1.min(self.chunks.len())..) {
-            arena.give_back(off, n);
+        // SAFETY: `first` is a run of ours, starting with its link.
+        let head = unsafe { &mut *(arena.ptr(self.first) as *mut RunLink) };
+        let mut run = std::mem::replace(&mut head.next, 0);
+        while run != 0 {
+            // SAFETY: every run in the list is ours and starts with its link; it is read
+            // before the run is given back.
+            let RunLink { next, chunks } = unsafe { (arena.ptr(run) as *const RunLink).read() };
+            arena.give_back(run, chunks as usize);
+            run = next;
         }
-        self.small = self.record;
-        self.used = RECORD_BYTES;
+        self.last = self.first;
+        self.small = self.first;
+        self.used = RUN_LINK + RECORD_BYTES;
+    }
+
+    /// Take a run of `n` chunks and list it after the attempt's last run.
+    fn take_run(&mut self, arena: &CopyArena, n: usize) -> Result<u64> {
+        let off = arena.take(n)?;
+        // SAFETY: a fresh run of ours, 8-aligned, with room for its link.
+        unsafe {
+            (arena.ptr(off) as *mut RunLink).write(RunLink {
+                next: 0,
+                chunks: n as u64,
+            })
+        };
+        if self.last != 0 {
+            // SAFETY: our last run, which starts with its link.
+            unsafe { (*(arena.ptr(self.last) as *mut RunLink)).next = off };
+        }
+        self.last = off;
+        Ok(off)
     }
 
     /// Room for a copy of `len` payload bytes (a multiple of 8); returns the arena
     /// offset of its header. Takes the attempt's first chunk, and starts its commit
     /// record there, if it has none yet.
     pub(crate) fn alloc_copy(&mut self, arena: &CopyArena, len: usize) -> Result<u64> {
-        if self.record == 0 {
-            let off = arena.take(1)?;
-            // SAFETY: a fresh chunk of ours, 8-aligned, with room for the record
-            // (`RECORD_BYTES`, checked against the type above).
-            unsafe { (arena.ptr(off) as *mut TxRecord).write(TxRecord::new(self.slot)) };
-            self.chunks.push((off, 1));
-            self.record = off;
+        if self.first == 0 {
+            let off = self.take_run(arena, 1)?;
+            let record = off + RUN_LINK as u64;
+            // SAFETY: a fresh chunk of ours, 8-aligned, with room for the record after
+            // the link (`RECORD_BYTES`, checked against the type above).
+            unsafe { (arena.ptr(record) as *mut TxRecord).write(TxRecord::new(self.slot)) };
+            self.first = off;
+            self.record = record;
             self.small = off;
-            self.used = RECORD_BYTES;
+            self.used = RUN_LINK + RECORD_BYTES;
         }
         self.place(arena, COPY_HDR + len)
     }
@@ -269,18 +317,16 @@ impl Attempt {
     #[cold]
     #[inline(never)]
     fn place_in_new_run(&mut self, arena: &CopyArena, bytes: usize) -> Result<u64> {
-        if bytes > CHUNK_BYTES {
+        let need = RUN_LINK + bytes;
+        if need > CHUNK_BYTES {
             // Large objects get a run of their own.
-            let n = bytes.div_ceil(CHUNK_BYTES);
-            let off = arena.take(n)?;
-            self.chunks.push((off, n));
-            return Ok(off);
+            let off = self.take_run(arena, need.div_ceil(CHUNK_BYTES))?;
+            return Ok(off + RUN_LINK as u64);
         }
-        let off = arena.take(1)?;
-        self.chunks.push((off, 1));
+        let off = self.take_run(arena, 1)?;
         self.small = off;
-        self.used = bytes;
-        Ok(off)
+        self.used = need;
+        Ok(off + RUN_LINK as u64)
     }
 
     /// Space for the write-back plan of `objects` objects and at most `ranges` ranges,
