@@ -191,49 +191,6 @@ mod tests {
         );
     }
 
-    /// An attempt takes its first chunk with its first copy and starts its record there,
-    /// keeps that chunk through recycling (copies again after the record), and gives
-    /// every other run back, for other attempts' copies and records.
-    #[test]
-    fn an_attempt_keeps_its_record_chunk_and_gives_back_the_rest() {
-        use super::super::protocol::END_INFINITE;
-        use super::super::shared::{record_at, Attempt};
-        use crate::engine::kit::cc::clock::Clock;
-        let a = CopyArena::new().unwrap();
-        let mut t = Attempt::new(3);
-        assert_eq!(t.record(), 0, "no record before the first copy");
-        let first = t.alloc_copy(&a, 64).unwrap();
-        let rec = t.record();
-        assert!(rec != 0 && first > rec && first < rec + CHUNK_BYTES as u64);
-        // SAFETY: `rec` is this attempt's record.
-        let record = unsafe { record_at(&a, rec) };
-        assert_eq!(record.slot, 3);
-        assert_eq!(record.end_ts(), END_INFINITE);
-        // Too large for what is left of the first chunk: a second chunk.
-        let second = t.alloc_copy(&a, CHUNK_BYTES - 64).unwrap();
-        // After the new chunk's link to the next run.
-        assert_eq!(second % CHUNK_BYTES as u64, 16);
-        assert_ne!(second, rec);
-        let large = t.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap();
-        assert!(record.commit(&Clock::new(7)) != END_INFINITE);
-
-        t.recycle(&a);
-        assert_eq!(t.record(), rec);
-        assert_eq!(record.end_ts(), END_INFINITE, "recycling resets the record");
-        assert_eq!(t.alloc_copy(&a, 64).unwrap(), first);
-        // Another attempt's record and copies go in runs given back, never in `t`'s
-        // first chunk.
-        let mut u = Attempt::new(4);
-        u.alloc_copy(&a, 64).unwrap();
-        assert_eq!(u.record(), second);
-        let next = u.alloc_copy(&a, CHUNK_BYTES - 64).unwrap();
-        assert!(
-            next.abs_diff(rec) >= CHUNK_BYTES as u64,
-            "{next:#x} in {rec:#x}'s chunk"
-        );
-        assert_eq!(u.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap(), large);
-    }
-
     #[test]
     fn a_full_arena_is_an_error() {
         let a = CopyArena::new().unwrap();

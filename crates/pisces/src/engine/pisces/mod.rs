@@ -50,6 +50,8 @@
 //! flushes of lines the batch's transactions have in common.
 
 mod arena;
+mod attempt;
+mod batch;
 mod options;
 mod plan;
 mod protocol;

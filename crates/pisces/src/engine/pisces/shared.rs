@@ -64,9 +64,10 @@
 //! persistTS order. On media whose persist point is the fence (DRAM, DAX) the
 //! write-back fences as before.
 
-use super::arena::{CopyArena, CHUNK_BYTES};
+use super::arena::CopyArena;
+use super::attempt::{record_at, AttemptId, AttemptTable};
+use super::batch::{attempts_per_slot, Batch, Retired};
 use super::options::PiscesOptions;
-use super::plan::{plan_bytes, Plan, PlanWriter};
 use super::protocol::TxRecord;
 use super::thread::PiscesThread;
 use crate::engine::kit::cc::clock::{Clock, SlotClock};
@@ -74,7 +75,6 @@ use crate::engine::kit::cc::fallback::Fallback;
 use crate::engine::kit::cc::grace::{oldest_reader, wait_for_readers};
 use crate::engine::kit::cc::header_word::PTR_MASK;
 use crate::engine::kit::cc::header_word::{tag_of, tag_wraps};
-use crate::engine::kit::log::lazy_home::UnsyncedHome;
 use crate::engine::kit::log::redo_log::LogWriter;
 use crate::engine::kit::log::unfenced_run::SharedRun;
 use crate::engine::kit::log::watermark;
@@ -148,13 +148,6 @@ impl CopyHdr {
     }
 }
 
-/// Bytes of an attempt's first chunk, after its run link, that hold its commit record:
-/// the link and the record share the chunk's first cache line, and the copies start on
-/// the next.
-const RECORD_BYTES: usize = 64 - RUN_LINK;
-const _: () = assert!(std::mem::size_of::<TxRecord>() <= RECORD_BYTES);
-const _: () = assert!(std::mem::align_of::<TxRecord>() <= 8);
-
 /// Header-word marker (with this run's tag): the block is allocated, unlocked, and its
 /// home is the version every snapshot reads. Stored by the write-back that unlocks a
 /// written or new object (after `publish_alloc`), by a rollback that gives back a lock
@@ -181,238 +174,6 @@ pub(super) const FREED: u64 = 2;
 /// The low bits that tell a marker from a lock (copy pointers are 8-aligned).
 const MARKER_BITS: u64 = 7;
 
-/// The memory of one transaction attempt: its commit record, its copies, and the
-/// plan of its write-back ([`super::plan`]).
-///
-/// The record and the copies are in the engine's [`CopyArena`], in runs of chunks the
-/// attempt owns: the first chunk holds the record and is kept for the attempt's life;
-/// the others are given back when the attempt is recycled. The first chunk is taken
-/// with the first copy: an attempt that writes nothing takes no arena memory, and its
-/// record offset is 0, which no copy's writer equals.
-///
-/// The runs are listed in the arena itself: each starts with a [`RunLink`] naming the
-/// next run the attempt took, so the attempt is a handful of offsets and counts, with
-/// nothing in process memory that another process mapping the arena would need to
-/// find its memory.
-pub(crate) struct Attempt {
-    /// The owning slot.
-    slot: usize,
-    /// Arena offset of the commit record (0: none yet).
-    record: u64,
-    /// Arena offset of the write-back plan (0: none; written at commit).
-    plan: u64,
-    /// The first run (the record's chunk) and the last run taken (0: none yet).
-    first: u64,
-    last: u64,
-    /// The single chunk small copies are placed in, and the bytes of it in use.
-    small: u64,
-    used: usize,
-}
-
-/// The start of every run of chunks an attempt owns.
-#[repr(C)]
-struct RunLink {
-    /// The next run the attempt took (0: none).
-    next: u64,
-    /// Chunks in this run.
-    chunks: u64,
-}
-
-/// Bytes of [`RunLink`]: a run's copies (or record) start after it (8-aligned).
-const RUN_LINK: usize = std::mem::size_of::<RunLink>();
-
-impl Attempt {
-    /// A fresh attempt for slot `slot`.
-    pub(crate) fn new(slot: usize) -> Box<Attempt> {
-        Box::new(Attempt {
-            slot,
-            record: 0,
-            plan: 0,
-            first: 0,
-            last: 0,
-            small: 0,
-            used: 0,
-        })
-    }
-
-    /// The arena offset of the commit record: 0 until the first copy.
-    #[inline]
-    pub(crate) fn record(&self) -> u64 {
-        self.record
-    }
-
-    /// Forget all copies (only when no thread can reference them) and reset the record.
-    pub(crate) fn recycle(&mut self, arena: &CopyArena) {
-        if self.first == 0 {
-            return;
-        }
-        // SAFETY: our own record, initialised when the first chunk was taken.
-        unsafe { record_at(arena, self.record) }.reset();
-        self.plan = 0;
-        // SAFETY: `first` is a run of ours, starting with its link.
-        let head = unsafe { &mut *(arena.ptr(self.first) as *mut RunLink) };
-        let mut run = std::mem::replace(&mut head.next, 0);
-        while run != 0 {
-            // SAFETY: every run in the list is ours and starts with its link; it is read
-            // before the run is given back.
-            let RunLink { next, chunks } = unsafe { (arena.ptr(run) as *const RunLink).read() };
-            arena.give_back(run, chunks as usize);
-            run = next;
-        }
-        self.last = self.first;
-        self.small = self.first;
-        self.used = RUN_LINK + RECORD_BYTES;
-    }
-
-    /// Take a run of `n` chunks and list it after the attempt's last run.
-    fn take_run(&mut self, arena: &CopyArena, n: usize) -> Result<u64> {
-        let off = arena.take(n)?;
-        // SAFETY: a fresh run of ours, 8-aligned, with room for its link.
-        unsafe {
-            (arena.ptr(off) as *mut RunLink).write(RunLink {
-                next: 0,
-                chunks: n as u64,
-            })
-        };
-        if self.last != 0 {
-            // SAFETY: our last run, which starts with its link.
-            unsafe { (*(arena.ptr(self.last) as *mut RunLink)).next = off };
-        }
-        self.last = off;
-        Ok(off)
-    }
-
-    /// Room for a copy of `len` payload bytes (a multiple of 8); returns the arena
-    /// offset of its header. Takes the attempt's first chunk, and starts its commit
-    /// record there, if it has none yet.
-    pub(crate) fn alloc_copy(&mut self, arena: &CopyArena, len: usize) -> Result<u64> {
-        if self.first == 0 {
-            let off = self.take_run(arena, 1)?;
-            let record = off + RUN_LINK as u64;
-            // SAFETY: a fresh chunk of ours, 8-aligned, with room for the record after
-            // the link (`RECORD_BYTES`, checked against the type above).
-            unsafe { (arena.ptr(record) as *mut TxRecord).write(TxRecord::new(self.slot)) };
-            self.first = off;
-            self.record = record;
-            self.small = off;
-            self.used = RUN_LINK + RECORD_BYTES;
-        }
-        self.place(arena, COPY_HDR + len)
-    }
-
-    /// Room for `bytes` bytes (a multiple of 8) in the attempt's chunks: after what the
-    /// current small chunk holds, in a new chunk when it is full, in a run of their own
-    /// beyond a chunk.
-    #[inline]
-    fn place(&mut self, arena: &CopyArena, bytes: usize) -> Result<u64> {
-        if self.used + bytes <= CHUNK_BYTES {
-            let off = self.small + self.used as u64;
-            self.used += bytes;
-            return Ok(off);
-        }
-        self.place_in_new_run(arena, bytes)
-    }
-
-    /// [`Attempt::place`] where the small chunk has no room.
-    #[cold]
-    #[inline(never)]
-    fn place_in_new_run(&mut self, arena: &CopyArena, bytes: usize) -> Result<u64> {
-        let need = RUN_LINK + bytes;
-        if need > CHUNK_BYTES {
-            // Large objects get a run of their own.
-            let off = self.take_run(arena, need.div_ceil(CHUNK_BYTES))?;
-            return Ok(off + RUN_LINK as u64);
-        }
-        let off = self.take_run(arena, 1)?;
-        self.small = off;
-        self.used = need;
-        Ok(off + RUN_LINK as u64)
-    }
-
-    /// Space for the write-back plan of `objects` objects and at most `ranges` ranges,
-    /// and a writer over it. Only once the attempt has its record (it wrote), and once
-    /// per attempt until it is recycled; [`Attempt::end_plan`] ends it.
-    pub(crate) fn start_plan(
-        &mut self,
-        arena: &CopyArena,
-        objects: usize,
-        ranges: usize,
-    ) -> Result<PlanWriter> {
-        debug_assert!(self.record != 0 && self.plan == 0);
-        let off = self.place(arena, plan_bytes(objects, ranges))?;
-        self.plan = off;
-        // SAFETY: just placed for the plan, in the attempt's own chunks, 8-aligned
-        // (every size placed is a multiple of 8), written by no one else.
-        Ok(unsafe { PlanWriter::new(arena.ptr(off), objects, ranges) })
-    }
-
-    /// The plan `w` is complete. (What it did not use of its space stays unused: the
-    /// plan is the last thing an attempt places before its commit.)
-    pub(crate) fn end_plan(&mut self, w: PlanWriter) {
-        debug_assert!(self.plan != 0);
-        w.finish();
-    }
-
-    /// The write-back plan (only of a committed attempt).
-    #[inline]
-    pub(crate) fn plan<'a>(&'a self, arena: &'a CopyArena) -> Plan<'a> {
-        debug_assert!(self.plan != 0);
-        // SAFETY: a committed attempt's plan was finished at its commit, and is not
-        // written again until the attempt is recycled, which needs it exclusively.
-        unsafe { Plan::at(arena, self.plan) }
-    }
-}
-
-/// The commit record at arena offset `off`.
-///
-/// # Safety
-/// `off` is the record offset of an attempt of this arena (from [`Attempt::record`], or
-/// the writer field of a copy that is alive or within its grace period).
-#[inline(always)]
-pub(crate) unsafe fn record_at(arena: &CopyArena, off: u64) -> &TxRecord {
-    // SAFETY: the caller's contract: a record lives there, and the arena memory lives
-    // as long as the arena.
-    unsafe { &*(arena.ptr(off) as *const TxRecord) }
-}
-
-/// A committed transaction waiting for write-back.
-pub(crate) struct Committed {
-    /// Copies, commit record, and what write-back must do (`Attempt::plan`).
-    pub attempt: Box<Attempt>,
-    /// endTS.
-    pub end_ts: u64,
-    /// Log sequence number of its record.
-    pub log_seq: u64,
-    /// persistTS of its record (`u64::MAX` without persistence): what the slot's
-    /// `pending_min` must stay at or below while the entry waits.
-    pub persist_ts: u64,
-    /// Its record was appended unfenced (durability deferred): the write-back makes
-    /// the slot's run durable before it writes home.
-    pub unfenced: bool,
-}
-
-/// Attempts whose copies were unlinked at a time before `retire_ts`.
-pub(crate) struct Retired {
-    attempt: Box<Attempt>,
-    retire_ts: u64,
-}
-
-/// The pending write-backs of one slot and its reclaimable memory.
-#[derive(Default)]
-pub(crate) struct Batch {
-    /// Committed transactions, in commit order.
-    pub entries: Vec<Committed>,
-    /// Unlinked attempts awaiting a grace period.
-    pub retired: Vec<Retired>,
-    /// Attempts ready for reuse. Boxed: copies and header words point at an attempt's
-    /// commit record, so its address must not change while it is reused.
-    #[allow(clippy::vec_box)]
-    pub spare: Vec<Box<Attempt>>,
-    /// Lazy home sync (module docs, *Lazy home sync*): home ranges written back and
-    /// not yet made durable.
-    pub unsynced: UnsyncedHome,
-}
-
 /// One thread slot.
 pub(crate) struct Slot {
     /// Published start timestamp.
@@ -426,6 +187,8 @@ pub(crate) struct Slot {
     /// Lazy home sync: minimum persistTS of records written back whose home writes
     /// are not durable yet (u64::MAX: none).
     pub unsynced_min: AtomicU64,
+    /// The slot's attempts, which its thread and its batch hold by index.
+    pub attempts: AttemptTable,
     /// Pending write-backs.
     pub batch: Mutex<Batch>,
     /// The slot's log's unfenced run (records of commits whose durability is
@@ -434,14 +197,16 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    fn new(run: SharedRun) -> Slot {
+    fn new(slot: usize, attempts: usize, run: SharedRun) -> Slot {
+        let attempts = AttemptTable::new(slot, attempts);
         Slot {
             clock: SlotClock::default(),
             persisting_ts: AtomicU64::new(u64::MAX),
             pending_min: AtomicU64::new(u64::MAX),
             wb_seq: AtomicU64::new(0),
             unsynced_min: AtomicU64::new(u64::MAX),
-            batch: Mutex::new(Batch::default()),
+            batch: Mutex::new(Batch::new(attempts.ids())),
+            attempts,
             run,
         }
     }
@@ -507,12 +272,13 @@ impl PiscesShared {
         let lazy_home = durable && heap.fence_is_device_sync();
         let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
         let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
+        let per_slot = attempts_per_slot(opts.group_commit);
         Ok(PiscesShared {
             heap,
             alloc,
             clock: CachePadded::new(Clock::new(clock_start)),
             slots: (0..l.max_threads)
-                .map(|i| CachePadded::new(Slot::new(SharedRun::new(ring(i), cap))))
+                .map(|i| CachePadded::new(Slot::new(i, per_slot, SharedRun::new(ring(i), cap))))
                 .collect(),
             opts,
             durable,
@@ -641,7 +407,7 @@ impl PiscesShared {
         let covered = if ignore {
             0
         } else {
-            batch.entries[n - 1].end_ts
+            batch.entries.get(n - 1).end_ts
         };
         self.write_back_first(slot, batch, n, covered, cache);
         n
@@ -662,8 +428,10 @@ impl PiscesShared {
         // A record appended unfenced must be durable before its home writes may be:
         // the page cache writes home pages back whenever it likes, and only the record
         // could replay a transaction it wrote in part.
-        let newest_unfenced = batch.entries[..n]
-            .iter()
+        let attempts = &self.slots[slot].attempts;
+        let newest_unfenced = batch
+            .entries
+            .range(0, n)
             .filter(|e| e.unfenced)
             .map(|e| e.log_seq)
             .max();
@@ -673,8 +441,8 @@ impl PiscesShared {
                 run.sync(heap);
             }
         }
-        for e in &batch.entries[..n] {
-            let plan = e.attempt.plan(&self.arena);
+        for e in batch.entries.range(0, n) {
+            let plan = attempts.get(e.attempt).plan(&self.arena);
             for r in plan.ranges {
                 // SAFETY: `src` is inside a copy of `e.attempt`, alive while the batch
                 // holds it; `home` is inside the object the copy belongs to, validated
@@ -719,20 +487,20 @@ impl PiscesShared {
         }
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
-        for e in &batch.entries[..n] {
-            for o in e.attempt.plan(&self.arena).objects {
+        for e in batch.entries.range(0, n) {
+            for o in attempts.get(e.attempt).plan(&self.arena).objects {
                 count_write(heap.atomic_u64(o.header as usize));
                 heap.atomic_u64(o.header as usize).store(o.unlock, Release);
             }
         }
         let s = &self.slots[slot];
-        let last_seq = batch.entries[n - 1].log_seq;
+        let last_seq = batch.entries.get(n - 1).log_seq;
         if self.lazy_home {
             // Not durable yet: the records stay in the log, and below the watermark
             // bound, until `sync_home`. SeqCst: stored before `pending_min` is raised
             // below, and the watermark scan loads it after `pending_min` (`watermark`),
             // so a scan that sees the raised `pending_min` sees this bound too.
-            let least = batch.entries[..n].iter().map(|e| e.persist_ts).min();
+            let least = batch.entries.range(0, n).map(|e| e.persist_ts).min();
             s.unsynced_min.fetch_min(least.unwrap_or(u64::MAX), SeqCst);
             batch.unsynced.wrote_up_to(last_seq);
         } else {
@@ -748,8 +516,9 @@ impl PiscesShared {
         // batch's lock holder changes `pending_min` (the owner lowers it when it adds
         // an entry, under this lock), so this store cannot hide a newer entry's value.
         let clear_all = crate::mutation::active!(PARTIAL_WRITE_BACK_CLEARS_PENDING);
-        let waiting = batch.entries[n..]
-            .iter()
+        let waiting = batch
+            .entries
+            .range(n, batch.entries.len())
             .map(|e| e.persist_ts)
             .min()
             .filter(|_| !clear_all)
@@ -759,19 +528,10 @@ impl PiscesShared {
         count_write(&s.pending_min);
         s.pending_min.store(waiting, SeqCst);
         // Reclaim attempts retired before a timestamp the grace period covered.
-        let mut i = 0;
-        while i < batch.retired.len() {
-            if batch.retired[i].retire_ts <= covered {
-                let mut r = batch.retired.swap_remove(i);
-                r.attempt.recycle(&self.arena);
-                batch.spare.push(r.attempt);
-            } else {
-                i += 1;
-            }
-        }
+        self.reclaim_retired_by(slot, batch, covered);
         // Freed blocks are durable-free and no snapshot can see them any more.
-        for e in &batch.entries[..n] {
-            let plan = e.attempt.plan(&self.arena);
+        for e in batch.entries.range(0, n) {
+            let plan = attempts.get(e.attempt).plan(&self.arena);
             if plan.frees != 0 {
                 for b in plan.objects.iter().filter_map(|o| o.freed()) {
                     self.alloc.release(cache, b);
@@ -780,12 +540,11 @@ impl PiscesShared {
         }
         // Copies just unlinked: reclaim after a later grace period.
         let retire_ts = self.clock.now() + 1;
-        for e in batch.entries.drain(..n) {
-            batch.retired.push(Retired {
-                attempt: e.attempt,
-                retire_ts,
-            });
+        for i in 0..n {
+            let attempt = batch.entries.get(i).attempt;
+            batch.retired.push(Retired { attempt, retire_ts });
         }
+        batch.entries.pop_front(n);
     }
 
     /// Lazy home sync: make the home writes of `slot`'s written-back transactions
@@ -806,38 +565,55 @@ impl PiscesShared {
         s.unsynced_min.store(u64::MAX, SeqCst);
     }
 
-    /// Retire an aborted attempt whose locks are already released.
-    pub(crate) fn retire(&self, batch: &mut Batch, attempt: Box<Attempt>) {
+    /// Retire an aborted attempt of `slot` whose locks are already released.
+    pub(crate) fn retire(&self, batch: &mut Batch, attempt: AttemptId) {
         let retire_ts = self.clock.now() + 1;
         batch.retired.push(Retired { attempt, retire_ts });
     }
 
-    /// Grace period for everything retired in `batch`, then reclaim it. Only for a
-    /// caller that is not inside a transaction.
-    pub(crate) fn reclaim_all(&self, batch: &mut Batch, caller_slot: usize) {
-        let Some(ts) = batch.retired.iter().map(|r| r.retire_ts).max() else {
+    /// Grace period for everything retired in `slot`'s batch, then reclaim it. Only
+    /// for a caller that is not inside a transaction, or that is the slot's owner
+    /// (its own transaction started after everything its slot retired).
+    pub(crate) fn reclaim_all(&self, slot: usize, batch: &mut Batch, caller_slot: usize) {
+        let Some(ts) = batch.retired.as_slice().iter().map(|r| r.retire_ts).max() else {
             return;
         };
         wait_for_readers(self.clocks(), caller_slot, ts);
-        for mut r in batch.retired.drain(..) {
-            r.attempt.recycle(&self.arena);
-            batch.spare.push(r.attempt);
-        }
+        self.reclaim_retired_by(slot, batch, ts);
     }
 
-    /// Reclaim the retired attempts whose grace period has passed already (no wait).
-    pub(crate) fn reclaim_ready(&self, batch: &mut Batch, caller_slot: usize) {
+    /// Reclaim the retired attempts of `slot`'s batch whose grace period has passed
+    /// already (no wait).
+    pub(crate) fn reclaim_ready(&self, slot: usize, batch: &mut Batch, caller_slot: usize) {
         let oldest = oldest_reader(self.clocks(), caller_slot);
+        self.reclaim_retired_by(slot, batch, oldest);
+    }
+
+    /// Recycle the attempts of `slot`'s batch retired at or below `covered` (a
+    /// timestamp every other slot's transaction has started at or after) and make them
+    /// spare.
+    fn reclaim_retired_by(&self, slot: usize, batch: &mut Batch, covered: u64) {
+        let attempts = &self.slots[slot].attempts;
         let mut i = 0;
         while i < batch.retired.len() {
-            if batch.retired[i].retire_ts <= oldest {
-                let mut r = batch.retired.swap_remove(i);
-                r.attempt.recycle(&self.arena);
+            if batch.retired.as_slice()[i].retire_ts <= covered {
+                let r = batch.retired.swap_remove(i);
+                attempts.get(r.attempt).recycle(&self.arena);
                 batch.spare.push(r.attempt);
             } else {
                 i += 1;
             }
         }
+    }
+
+    /// A spare attempt of `slot`'s batch, reclaiming retired ones whose grace period
+    /// has passed if none is spare; None if none can be had without waiting.
+    pub(crate) fn take_spare(&self, slot: usize, batch: &mut Batch) -> Option<AttemptId> {
+        if let Some(id) = batch.spare.pop() {
+            return Some(id);
+        }
+        self.reclaim_ready(slot, batch, slot);
+        batch.spare.pop()
     }
 
     /// The watermark candidate: no record with a smaller persistTS is pending anywhere.
@@ -951,6 +727,14 @@ impl PiscesEngine {
             recovered.next_seq.clone(),
         )?);
         Ok(PiscesEngine { sh })
+    }
+}
+
+#[cfg(test)]
+impl PiscesEngine {
+    /// The shared state (white-box tests).
+    pub(super) fn shared(&self) -> &PiscesShared {
+        &self.sh
     }
 }
 

@@ -57,8 +57,10 @@
 //! records before the thread fences; a commit with durability on return ends it with
 //! its own fence.
 
+use super::attempt::{Attempt, AttemptId};
+use super::batch::{batch_limit, Committed, RETIRED_BEFORE_RECLAIM};
 use super::plan::{is_fresh_freed, kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
-use super::shared::{Attempt, Committed, CopyHdr, PiscesShared, Slot, COPY_HDR};
+use super::shared::{CopyHdr, PiscesShared, Slot, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
 use crate::engine::kit::changed_words::changed_word_runs;
@@ -154,9 +156,11 @@ pub(crate) struct PiscesThread {
     own: std::ptr::NonNull<Slot>,
     cache: ThreadCache,
     log: LogWriter,
-    attempt: Option<Box<Attempt>>,
+    /// The running attempt (of the slot's table; [`AttemptId::NO_ROOM`] when the table
+    /// had none for a transaction that may not wait, which then may not write).
+    attempt: Option<AttemptId>,
     /// An attempt that linked nothing (read-only commit), reusable at once.
-    idle_attempt: Option<Box<Attempt>>,
+    idle_attempt: Option<AttemptId>,
     /// A snapshot runs (`begin_snapshot` to `end_snapshot` or `abort`): reads only,
     /// with no attempt (it links nothing, so it needs no commit record; `record_ptr`
     /// is then null, which no writer's record equals).
@@ -309,7 +313,14 @@ impl PiscesThread {
     /// has none (a snapshot, or an attempt that has not written).
     #[inline]
     fn record_off(&self) -> u64 {
-        self.attempt.as_ref().map_or(0, |a| a.record())
+        self.running_attempt().map_or(0, Attempt::record)
+    }
+
+    /// The running attempt, if it is one of the table's.
+    #[inline]
+    fn running_attempt(&self) -> Option<&Attempt> {
+        let id = self.attempt.filter(|a| a.is_real())?;
+        Some(self.own_slot().attempts.get(id))
     }
 
     /// Validate a user offset: returns the header-word offset and payload length.
@@ -486,15 +497,18 @@ impl PiscesThread {
                 }
                 return Err(Error::Conflict);
             }
-            let Some(attempt) = self.attempt.as_mut() else {
+            let Some(attempt) = self.running_attempt() else {
+                // No attempt to write in (`AttemptId::NO_ROOM`): the retry's `begin`
+                // asks the table again.
                 return Err(Error::Conflict);
             };
             let at = attempt.alloc_copy(&self.sh.arena, plen)?;
+            let writer = attempt.record();
             let copy = self.sh.arena.ptr(at) as *mut CopyHdr;
             // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
             unsafe {
                 copy.write(CopyHdr {
-                    writer: attempt.record(),
+                    writer,
                     home: header + HEADER as u64,
                     len: plen as u64,
                     entry: self.writes.len() as u64,
@@ -548,14 +562,15 @@ impl PiscesThread {
         }
         self.sh.slots[self.slot].clock.finish();
         self.retries.end(&self.sh.fallback, self.slot);
-        if let Some(a) = self.attempt.take() {
+        // (`NO_ROOM` is not the table's: nothing to give back.)
+        if let Some(a) = self.attempt.take().filter(|a| a.is_real()) {
             let mut b = self.sh.slots[self.slot].lock_batch();
             self.sh.retire(&mut b, a);
-            if b.retired.len() > 64 {
+            if b.retired.len() > RETIRED_BEFORE_RECLAIM {
                 if self.nested {
-                    self.sh.reclaim_ready(&mut b, self.slot);
+                    self.sh.reclaim_ready(self.slot, &mut b, self.slot);
                 } else {
-                    self.sh.reclaim_all(&mut b, self.slot);
+                    self.sh.reclaim_all(self.slot, &mut b, self.slot);
                 }
             }
         }
@@ -567,9 +582,10 @@ impl PiscesThread {
         self.record.clear();
         let heap = &self.sh.heap;
         let flush_diff = self.sh.opts.flush_diff;
-        let Some(attempt) = self.attempt.as_mut() else {
+        let Some(id) = self.attempt.filter(|a| a.is_real()) else {
             return Err(Error::Conflict);
         };
+        let attempt = self.sh.slots[self.slot].attempts.get(id);
         let mut plan = attempt.start_plan(&self.sh.arena, self.writes.len(), self.plan_ranges)?;
         for w in &self.writes {
             // SAFETY: our copies are alive (owned by the running attempt).
@@ -737,6 +753,19 @@ impl PiscesThread {
     /// Which slot to help after a conflict, if any (consumed).
     pub(crate) fn take_help_hint(&mut self) -> Option<usize> {
         self.help_hint.take()
+    }
+}
+
+#[cfg(test)]
+impl PiscesThread {
+    /// The attempts of the slot's table this state holds: running and idle (white-box
+    /// tests).
+    pub(super) fn held_attempts(&self) -> Vec<AttemptId> {
+        [self.attempt, self.idle_attempt]
+            .into_iter()
+            .flatten()
+            .filter(|a| a.is_real())
+            .collect()
     }
 }
 
@@ -987,6 +1016,10 @@ impl EngineThread for PiscesThread {
 impl Drop for PiscesThread {
     fn drop(&mut self) {
         self.quiesce();
+        // The kept attempt goes back to the table, for the slot's next state.
+        if let Some(a) = self.idle_attempt.take().filter(|a| a.is_real()) {
+            self.own_slot().lock_batch().spare.push(a);
+        }
     }
 }
 
@@ -1005,19 +1038,6 @@ fn write_back_own(sh: &PiscesShared, slot: usize, cache: &mut ThreadCache, neste
 
 #[allow(dead_code)]
 const _: () = assert!(COPY_HDR.is_multiple_of(8));
-
-/// How many group-commit batches' worth of committed transactions may wait for their
-/// grace period before a commit waits for it (`PiscesShared::try_write_back`). Transactions
-/// waiting keep their objects locked (readers take their copies, writers of those
-/// objects abort and help) and their log records and copies in use, so the backlog is
-/// bounded; 4 batches absorb a reader's transaction, or a few, on the other threads.
-/// Large batches defer at most [`DEFER_MAX_EXTRA`] more (each attempt holds a chunk of
-/// copy memory).
-const DEFER_BATCHES: usize = 4;
-
-/// The most committed transactions beyond a full batch that wait for their grace
-/// period (see [`DEFER_BATCHES`]).
-const DEFER_MAX_EXTRA: usize = 64;
 
 impl PiscesThread {
     /// Before the transaction's first lock: true if another slot's fallback attempt
@@ -1047,8 +1067,15 @@ impl PiscesThread {
     }
 
     /// `begin`'s uncommon case: roll back a running attempt, and find an attempt to
-    /// use (a spare from the batch, or a new one) if none is kept; it goes to
-    /// `idle_attempt`.
+    /// use if none is kept; it goes to `idle_attempt`. A spare one of the slot's table
+    /// (`batch` module docs, *Capacity*), or, if every attempt is in the batch, one
+    /// reclaimed there: at once if a retired attempt's grace period has passed, else by
+    /// writing the batch back and waiting for the grace period of what it retired,
+    /// which frees them all. No transaction runs here, and every attempt the batch
+    /// holds was committed or retired before the next transaction starts, so the wait
+    /// is for other slots' transactions that began before then, which never wait for
+    /// this slot's (as in every write-back of one's own batch). A nested transaction
+    /// does not wait: it gets [`AttemptId::NO_ROOM`].
     #[cold]
     #[inline(never)]
     fn prepare_attempt(&mut self) {
@@ -1056,8 +1083,16 @@ impl PiscesThread {
             self.rollback();
         }
         if self.idle_attempt.is_none() {
-            let spare = self.sh.slots[self.slot].lock_batch().spare.pop();
-            self.idle_attempt = Some(spare.unwrap_or_else(|| Attempt::new(self.slot)));
+            let mut b = self.sh.slots[self.slot].lock_batch();
+            let mut id = self.sh.take_spare(self.slot, &mut b);
+            if id.is_none() && !self.nested {
+                self.sh
+                    .write_back(self.slot, &mut b, self.slot, &mut self.cache);
+                self.sh.reclaim_all(self.slot, &mut b, self.slot);
+                id = self.sh.take_spare(self.slot, &mut b);
+                debug_assert!(id.is_some(), "the batch holds all of the slot's attempts");
+            }
+            self.idle_attempt = Some(id.unwrap_or(AttemptId::NO_ROOM));
         }
     }
 
@@ -1144,9 +1179,9 @@ impl PiscesThread {
         let slot = &self.sh.slots[self.slot];
         // Stage 2, concurrency commit.
         let attempt = self.attempt.take().expect("checked active");
-        // SAFETY: the attempt wrote (`writes` is not empty), so its first copy started
-        // its record.
-        let record = unsafe { self.sh.record(attempt.record()) };
+        // SAFETY: the attempt wrote (`writes` is not empty), so it is one of the table's
+        // and its first copy started its record.
+        let record = unsafe { self.sh.record(slot.attempts.get(attempt).record()) };
         if unfenced {
             // Relaxed: published by the commit's Release below.
             record.unfenced_seq.store(seq, Relaxed);
@@ -1179,10 +1214,8 @@ impl PiscesThread {
         if b.entries.len() >= k {
             // A full batch: write back what no running snapshot can still need, without
             // waiting; wait (the paper's grace period) only with group commit off or
-            // once the batch has grown to its limit (`DEFER_BATCHES`).
-            let limit = k
-                .saturating_mul(DEFER_BATCHES)
-                .min(k.saturating_add(DEFER_MAX_EXTRA));
+            // once the batch has grown to its limit (`batch_limit`).
+            let limit = batch_limit(k);
             let at_limit = b.entries.len() >= limit;
             if (k == 1 || at_limit) && !self.nested {
                 self.sh
@@ -1198,7 +1231,7 @@ impl PiscesThread {
         // The next transaction's attempt, taken while the batch is locked anyway, so
         // that `begin` does not lock it again (`prepare_attempt`).
         if self.idle_attempt.is_none() {
-            self.idle_attempt = b.spare.pop();
+            self.idle_attempt = self.sh.take_spare(self.slot, &mut b);
         }
         drop(b);
         if self.log.used() > self.log.capacity() / 2 {

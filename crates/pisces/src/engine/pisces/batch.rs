@@ -1,0 +1,296 @@
+//! A slot's batch: its committed transactions waiting for write-back, its attempts
+//! waiting for a grace period, and its spare attempts, in rings and stacks of a fixed
+//! capacity that hold attempts by [`AttemptId`].
+//!
+//! # Capacity
+//! A slot has [`attempts_per_slot`] attempts, made with it ([`super::attempt`]); every
+//! one is in exactly one place at a time: the slot thread's running or idle attempt,
+//! the batch's entries, its retired list, or its spare stack. So none of the three
+//! ever holds more than the slot's attempts, which is their capacity: they never grow,
+//! and nothing in them is a pointer (what lets them live in memory another process
+//! maps).
+//!
+//! The number is what the slot's commits need without waiting: the batch's limit
+//! ([`batch_limit`], beyond which a commit writes the batch back and waits for the
+//! grace period), the retired attempts a rollback lets accumulate before it reclaims
+//! them ([`RETIRED_BEFORE_RECLAIM`]), and the thread's running and idle attempts. When
+//! none is spare all the same (retired attempts whose grace period has not passed), the
+//! thread's next `begin` reclaims them, waiting for their grace period
+//! (`PiscesThread::prepare_attempt`), except in a transaction nested in another pool's,
+//! which may not wait: that one runs without an attempt ([`AttemptId::NO_ROOM`]) and
+//! aborts as a conflict at its first write.
+
+use super::attempt::AttemptId;
+use crate::engine::kit::log::lazy_home::UnsyncedHome;
+
+/// How many group-commit batches' worth of committed transactions may wait for their
+/// grace period before a commit waits for it (`PiscesShared::try_write_back`).
+/// Transactions waiting keep their objects locked (readers take their copies, writers
+/// of those objects abort and help) and their log records and copies in use, so the
+/// backlog is bounded; 4 batches absorb a reader's transaction, or a few, on the other
+/// threads. Large batches defer at most [`DEFER_MAX_EXTRA`] more (each attempt holds a
+/// chunk of copy memory).
+const DEFER_BATCHES: usize = 4;
+
+/// The most committed transactions beyond a full batch that wait for their grace
+/// period (see [`DEFER_BATCHES`]).
+const DEFER_MAX_EXTRA: usize = 64;
+
+/// Retired attempts a rollback lets accumulate before it reclaims them.
+pub(crate) const RETIRED_BEFORE_RECLAIM: usize = 64;
+
+/// The most committed transactions a batch of group size `k` holds before a commit
+/// writes it back, waiting for the grace period (a nested transaction's commit leaves
+/// them, up to the batch's capacity).
+pub(crate) fn batch_limit(k: usize) -> usize {
+    k.saturating_mul(DEFER_BATCHES)
+        .min(k.saturating_add(DEFER_MAX_EXTRA))
+}
+
+/// The attempts of a slot whose batches have group size `k` (module docs, *Capacity*):
+/// the batch's limit, the retired attempts before a rollback reclaims them, the
+/// thread's running and idle attempts, and two more, so that a commit at the limit
+/// still finds its next attempt spare.
+pub(crate) fn attempts_per_slot(k: usize) -> usize {
+    batch_limit(k.max(1)) + RETIRED_BEFORE_RECLAIM + 4
+}
+
+/// A committed transaction waiting for write-back.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Committed {
+    /// Copies, commit record, and what write-back must do (`Attempt::plan`).
+    pub attempt: AttemptId,
+    /// endTS.
+    pub end_ts: u64,
+    /// Log sequence number of its record.
+    pub log_seq: u64,
+    /// persistTS of its record (`u64::MAX` without persistence): what the slot's
+    /// `pending_min` must stay at or below while the entry waits.
+    pub persist_ts: u64,
+    /// Its record was appended unfenced (durability deferred): the write-back makes
+    /// the slot's run durable before it writes home.
+    pub unfenced: bool,
+}
+
+/// An attempt whose copies were unlinked at a time before `retire_ts`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Retired {
+    pub attempt: AttemptId,
+    pub retire_ts: u64,
+}
+
+/// The pending write-backs of one slot and its reclaimable memory.
+pub(crate) struct Batch {
+    /// Committed transactions, in commit order.
+    pub entries: FixedRing<Committed>,
+    /// Unlinked attempts awaiting a grace period.
+    pub retired: FixedStack<Retired>,
+    /// Attempts ready for reuse.
+    pub spare: FixedStack<AttemptId>,
+    /// Lazy home sync (module docs of `shared`, *Lazy home sync*): home ranges written
+    /// back and not yet made durable.
+    pub unsynced: UnsyncedHome,
+}
+
+impl Batch {
+    /// An empty batch of a slot whose attempts are `spare` (all spare).
+    pub(crate) fn new(spare: impl ExactSizeIterator<Item = AttemptId>) -> Batch {
+        let n = spare.len();
+        let mut b = Batch {
+            entries: FixedRing::new(n),
+            retired: FixedStack::new(n),
+            spare: FixedStack::new(n),
+            unsynced: UnsyncedHome::default(),
+        };
+        for id in spare {
+            b.spare.push(id);
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+impl Batch {
+    /// Every attempt the batch holds: entries, retired, spare (white-box tests).
+    pub(crate) fn held_attempts(&self) -> Vec<AttemptId> {
+        let mut v: Vec<AttemptId> = self.entries.iter().map(|e| e.attempt).collect();
+        v.extend(self.retired.as_slice().iter().map(|r| r.attempt));
+        v.extend_from_slice(self.spare.as_slice());
+        v
+    }
+}
+
+/// A queue of at most a fixed number of values, in one allocation made with it.
+pub(crate) struct FixedRing<T> {
+    buf: Box<[T]>,
+    /// Index in `buf` of the first value.
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> FixedRing<T> {
+    /// An empty ring for `cap` values.
+    pub(crate) fn new(cap: usize) -> FixedRing<T> {
+        FixedRing {
+            buf: vec![T::default(); cap].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `i`th value from the front (`i < len`).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> T {
+        assert!(i < self.len, "index {i} of a ring of {}", self.len);
+        let j = self.head + i;
+        self.buf[if j >= self.buf.len() {
+            j - self.buf.len()
+        } else {
+            j
+        }]
+    }
+
+    /// The values from the `from`th to before the `to`th, front first.
+    pub(crate) fn range(&self, from: usize, to: usize) -> impl Iterator<Item = T> + '_ {
+        (from..to).map(move |i| self.get(i))
+    }
+
+    /// Every value, front first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.range(0, self.len)
+    }
+
+    /// Add `v` at the back. The ring is never full when this is called (its capacity is
+    /// what its users can hold at once, module docs); a full one is a bug, and panics
+    /// before anything is overwritten.
+    #[inline]
+    pub(crate) fn push(&mut self, v: T) {
+        assert!(self.len < self.buf.len(), "a full ring of {}", self.len);
+        let j = self.head + self.len;
+        let n = self.buf.len();
+        self.buf[if j >= n { j - n } else { j }] = v;
+        self.len += 1;
+    }
+
+    /// Drop the first `n` values (`n <= len`).
+    pub(crate) fn pop_front(&mut self, n: usize) {
+        assert!(n <= self.len, "{n} of a ring of {}", self.len);
+        self.head = (self.head + n) % self.buf.len().max(1);
+        self.len -= n;
+    }
+}
+
+/// A stack of at most a fixed number of values, in one allocation made with it.
+pub(crate) struct FixedStack<T> {
+    buf: Box<[T]>,
+    len: usize,
+}
+
+impl<T: Copy + Default> FixedStack<T> {
+    /// An empty stack for `cap` values.
+    pub(crate) fn new(cap: usize) -> FixedStack<T> {
+        FixedStack {
+            buf: vec![T::default(); cap].into_boxed_slice(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The values, bottom first.
+    pub(crate) fn as_slice(&self) -> &[T] {
+        &self.buf[..self.len]
+    }
+
+    /// Push `v`; as [`FixedRing::push`], never on a full stack.
+    #[inline]
+    pub(crate) fn push(&mut self, v: T) {
+        assert!(self.len < self.buf.len(), "a full stack of {}", self.len);
+        self.buf[self.len] = v;
+        self.len += 1;
+    }
+
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.buf[self.len])
+    }
+
+    /// Remove the `i`th value, putting the top one in its place.
+    pub(crate) fn swap_remove(&mut self, i: usize) -> T {
+        assert!(i < self.len, "index {i} of a stack of {}", self.len);
+        let v = self.buf[i];
+        self.len -= 1;
+        self.buf[i] = self.buf[self.len];
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_keeps_its_order_across_the_wrap() {
+        let mut r = FixedRing::<u32>::new(3);
+        r.push(1);
+        r.push(2);
+        r.pop_front(1);
+        r.push(3);
+        r.push(4);
+        assert_eq!(r.iter().collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(r.range(1, 3).collect::<Vec<_>>(), [3, 4]);
+        r.pop_front(2);
+        assert_eq!((r.len(), r.get(0)), (1, 4));
+        r.pop_front(1);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "a full ring")]
+    fn a_full_ring_refuses_before_overwriting() {
+        let mut r = FixedRing::<u32>::new(1);
+        r.push(1);
+        r.push(2);
+    }
+
+    #[test]
+    fn a_stack_pops_swaps_and_empties() {
+        let mut s = FixedStack::<u32>::new(4);
+        for v in 1..=4 {
+            s.push(v);
+        }
+        assert_eq!(s.swap_remove(0), 1);
+        assert_eq!(s.as_slice(), [4, 2, 3]);
+        assert_eq!(s.pop(), Some(3));
+        assert_eq!((s.pop(), s.pop(), s.pop()), (Some(2), Some(4), None));
+    }
+
+    /// The capacity covers a batch at its limit, the retired attempts a rollback leaves,
+    /// and the thread's two, for every group size.
+    #[test]
+    fn a_slot_has_attempts_for_its_batch_limit_and_more() {
+        for k in [0, 1, 8, 100, 10_000] {
+            let n = attempts_per_slot(k);
+            assert!(
+                n >= batch_limit(k.max(1)) + RETIRED_BEFORE_RECLAIM + 2,
+                "{k}"
+            );
+        }
+        assert_eq!(batch_limit(8), 32);
+        assert_eq!(batch_limit(100), 164);
+    }
+}
