@@ -28,7 +28,9 @@
 //!   find its memory.
 
 use super::arena::{CopyArena, CHUNK_BYTES};
-use super::plan::{plan_bytes, Plan, PlanWriter};
+#[cfg(doc)]
+use super::plan::Plan;
+use super::plan::{plan_bytes, PlanWriter};
 use super::protocol::TxRecord;
 use super::shared::COPY_HDR;
 use crate::Result;
@@ -113,8 +115,13 @@ impl Attempt {
         self.record.load(Relaxed)
     }
 
-    /// Forget all copies (only when no thread can reference them) and reset the record.
-    pub(crate) fn recycle(&self, arena: &CopyArena) {
+    /// Forget all copies and reset the record.
+    ///
+    /// # Safety
+    /// The caller holds the attempt (taken out of its batch's retired list, under the
+    /// batch's lock) after the grace period of its retirement: no header word names
+    /// its copies or record, no reader still reads them, and no [`Plan`] of it lives.
+    pub(crate) unsafe fn recycle(&self, arena: &CopyArena) {
         let first = self.first.load(Relaxed);
         if first == 0 {
             return;
@@ -236,14 +243,10 @@ impl Attempt {
         w.finish();
     }
 
-    /// The write-back plan (only of a committed attempt).
+    /// The arena offset of the write-back plan (0 until [`Attempt::start_plan`]).
     #[inline]
-    pub(crate) fn plan<'a>(&'a self, arena: &'a CopyArena) -> Plan<'a> {
-        let plan = self.plan.load(Relaxed);
-        debug_assert!(plan != 0);
-        // SAFETY: a committed attempt's plan was finished at its commit, and is not
-        // written again until the attempt is recycled, which needs it exclusively.
-        unsafe { Plan::at(arena, plan) }
+    pub(crate) fn plan_offset(&self) -> u64 {
+        self.plan.load(Relaxed)
     }
 }
 
@@ -325,7 +328,8 @@ mod tests {
         let large = t.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap();
         assert!(record.commit(&Clock::new(7)) != END_INFINITE);
 
-        t.recycle(&a);
+        // SAFETY: nothing names `t`'s copies or record (none was linked).
+        unsafe { t.recycle(&a) };
         assert_eq!(t.record(), rec);
         assert_eq!(record.end_ts(), END_INFINITE, "recycling resets the record");
         assert_eq!(t.alloc_copy(&a, 64).unwrap(), first);

@@ -20,7 +20,9 @@
 //! which may not wait: that one runs without an attempt ([`AttemptId::NO_ROOM`]) and
 //! aborts as a conflict at its first write.
 
+use super::arena::CopyArena;
 use super::attempt::AttemptId;
+use super::plan::Plan;
 use crate::engine::kit::log::lazy_home::UnsyncedHome;
 
 /// How many group-commit batches' worth of committed transactions may wait for their
@@ -58,8 +60,11 @@ pub(crate) fn attempts_per_slot(k: usize) -> usize {
 /// A committed transaction waiting for write-back.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Committed {
-    /// Copies, commit record, and what write-back must do (`Attempt::plan`).
+    /// Copies, commit record, and what write-back must do.
     pub attempt: AttemptId,
+    /// The arena offset of the attempt's write-back plan ([`super::plan`]), finished
+    /// before the entry was made.
+    pub plan: u64,
     /// endTS.
     pub end_ts: u64,
     /// Log sequence number of its record.
@@ -70,6 +75,20 @@ pub(crate) struct Committed {
     /// Its record was appended unfenced (durability deferred): the write-back makes
     /// the slot's run durable before it writes home.
     pub unfenced: bool,
+}
+
+impl Committed {
+    /// What the write-back of this transaction must do.
+    #[inline]
+    pub(crate) fn plan<'a>(&'a self, arena: &'a CopyArena) -> Plan<'a> {
+        debug_assert!(self.plan != 0);
+        // SAFETY: the plan was finished at the commit, before the entry was made, and
+        // its memory is neither written nor given back until the attempt is recycled,
+        // which only happens once the entry has left the batch (it is retired, then
+        // recycled by a holder of the batch's `&mut`, which this entry's borrow
+        // excludes while the plan lives).
+        unsafe { Plan::at(arena, self.plan) }
+    }
 }
 
 /// An attempt whose copies were unlinked at a time before `retire_ts`.
@@ -150,23 +169,35 @@ impl<T: Copy + Default> FixedRing<T> {
 
     /// The `i`th value from the front (`i < len`).
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> T {
+    pub(crate) fn get(&self, i: usize) -> &T {
         assert!(i < self.len, "index {i} of a ring of {}", self.len);
         let j = self.head + i;
-        self.buf[if j >= self.buf.len() {
+        &self.buf[if j >= self.buf.len() {
             j - self.buf.len()
         } else {
             j
         }]
     }
 
-    /// The values from the `from`th to before the `to`th, front first.
-    pub(crate) fn range(&self, from: usize, to: usize) -> impl Iterator<Item = T> + '_ {
-        (from..to).map(move |i| self.get(i))
+    /// The values from the `from`th to before the `to`th (`from <= to <= len`), front
+    /// first: the ring's two slices, so that a walk costs no index arithmetic per value.
+    #[inline]
+    pub(crate) fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &T> + '_ {
+        assert!(
+            from <= to && to <= self.len,
+            "{from}..{to} of a ring of {}",
+            self.len
+        );
+        let n = self.buf.len();
+        // Where the values start and end in `buf`, unwrapped (below `2 * n`).
+        let (start, end) = (self.head + from, self.head + to);
+        let first = &self.buf[start.min(n)..end.min(n)];
+        let second = &self.buf[start.max(n) - n..end.max(n) - n];
+        first.iter().chain(second)
     }
 
     /// Every value, front first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = T> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         self.range(0, self.len)
     }
 
@@ -251,10 +282,12 @@ mod tests {
         r.pop_front(1);
         r.push(3);
         r.push(4);
-        assert_eq!(r.iter().collect::<Vec<_>>(), [2, 3, 4]);
-        assert_eq!(r.range(1, 3).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(r.range(1, 3).copied().collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(r.range(0, 1).copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(r.range(2, 2).count(), 0);
         r.pop_front(2);
-        assert_eq!((r.len(), r.get(0)), (1, 4));
+        assert_eq!((r.len(), *r.get(0)), (1, 4));
         r.pop_front(1);
         assert!(r.is_empty());
     }

@@ -428,7 +428,6 @@ impl PiscesShared {
         // A record appended unfenced must be durable before its home writes may be:
         // the page cache writes home pages back whenever it likes, and only the record
         // could replay a transaction it wrote in part.
-        let attempts = &self.slots[slot].attempts;
         let newest_unfenced = batch
             .entries
             .range(0, n)
@@ -442,7 +441,7 @@ impl PiscesShared {
             }
         }
         for e in batch.entries.range(0, n) {
-            let plan = attempts.get(e.attempt).plan(&self.arena);
+            let plan = e.plan(&self.arena);
             for r in plan.ranges {
                 // SAFETY: `src` is inside a copy of `e.attempt`, alive while the batch
                 // holds it; `home` is inside the object the copy belongs to, validated
@@ -488,7 +487,7 @@ impl PiscesShared {
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in batch.entries.range(0, n) {
-            for o in attempts.get(e.attempt).plan(&self.arena).objects {
+            for o in e.plan(&self.arena).objects {
                 count_write(heap.atomic_u64(o.header as usize));
                 heap.atomic_u64(o.header as usize).store(o.unlock, Release);
             }
@@ -531,7 +530,7 @@ impl PiscesShared {
         self.reclaim_retired_by(slot, batch, covered);
         // Freed blocks are durable-free and no snapshot can see them any more.
         for e in batch.entries.range(0, n) {
-            let plan = attempts.get(e.attempt).plan(&self.arena);
+            let plan = e.plan(&self.arena);
             if plan.frees != 0 {
                 for b in plan.objects.iter().filter_map(|o| o.freed()) {
                     self.alloc.release(cache, b);
@@ -540,9 +539,11 @@ impl PiscesShared {
         }
         // Copies just unlinked: reclaim after a later grace period.
         let retire_ts = self.clock.now() + 1;
-        for i in 0..n {
-            let attempt = batch.entries.get(i).attempt;
-            batch.retired.push(Retired { attempt, retire_ts });
+        for e in batch.entries.range(0, n) {
+            batch.retired.push(Retired {
+                attempt: e.attempt,
+                retire_ts,
+            });
         }
         batch.entries.pop_front(n);
     }
@@ -598,7 +599,10 @@ impl PiscesShared {
         while i < batch.retired.len() {
             if batch.retired.as_slice()[i].retire_ts <= covered {
                 let r = batch.retired.swap_remove(i);
-                attempts.get(r.attempt).recycle(&self.arena);
+                // SAFETY: taken out of the retired list under the batch's lock, after
+                // the grace period of its retirement (`covered`, the caller's
+                // contract); plans are only made of the batch's entries.
+                unsafe { attempts.get(r.attempt).recycle(&self.arena) };
                 batch.spare.push(r.attempt);
             } else {
                 i += 1;
@@ -608,10 +612,18 @@ impl PiscesShared {
 
     /// A spare attempt of `slot`'s batch, reclaiming retired ones whose grace period
     /// has passed if none is spare; None if none can be had without waiting.
+    #[inline]
     pub(crate) fn take_spare(&self, slot: usize, batch: &mut Batch) -> Option<AttemptId> {
-        if let Some(id) = batch.spare.pop() {
-            return Some(id);
-        }
+        batch
+            .spare
+            .pop()
+            .or_else(|| self.take_reclaimed(slot, batch))
+    }
+
+    /// [`PiscesShared::take_spare`] when none is spare.
+    #[cold]
+    #[inline(never)]
+    fn take_reclaimed(&self, slot: usize, batch: &mut Batch) -> Option<AttemptId> {
         self.reclaim_ready(slot, batch, slot);
         batch.spare.pop()
     }

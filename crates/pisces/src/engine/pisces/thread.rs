@@ -161,6 +161,11 @@ pub(crate) struct PiscesThread {
     attempt: Option<AttemptId>,
     /// An attempt that linked nothing (read-only commit), reusable at once.
     idle_attempt: Option<AttemptId>,
+    /// The arena offset of the running attempt's commit record once the attempt has
+    /// written, else 0 (before its first copy no header word names the attempt, and 0
+    /// is no writer's): what reads and locks compare a copy's writer with, kept here so
+    /// that they need not look the attempt up in the table.
+    own_record: u64,
     /// A snapshot runs (`begin_snapshot` to `end_snapshot` or `abort`): reads only,
     /// with no attempt (it links nothing, so it needs no commit record; `record_ptr`
     /// is then null, which no writer's record equals).
@@ -256,6 +261,7 @@ impl PiscesThread {
             log,
             attempt: None,
             idle_attempt: None,
+            own_record: 0,
             in_snapshot: false,
             start_ts: 0,
             writes: Vec::new(),
@@ -313,7 +319,7 @@ impl PiscesThread {
     /// has none (a snapshot, or an attempt that has not written).
     #[inline]
     fn record_off(&self) -> u64 {
-        self.running_attempt().map_or(0, Attempt::record)
+        self.own_record
     }
 
     /// The running attempt, if it is one of the table's.
@@ -504,6 +510,7 @@ impl PiscesThread {
             };
             let at = attempt.alloc_copy(&self.sh.arena, plen)?;
             let writer = attempt.record();
+            self.own_record = writer;
             let copy = self.sh.arena.ptr(at) as *mut CopyHdr;
             // SAFETY: `copy` is fresh memory of COPY_HDR + plen bytes in our attempt.
             unsafe {
@@ -549,6 +556,7 @@ impl PiscesThread {
     /// Release every lock of the running attempt and retire it.
     fn rollback(&mut self) {
         self.plan_ranges = 0;
+        self.own_record = 0;
         for w in self.writes.drain(..) {
             // Release: our copy is unlinked before the attempt is retired.
             count_write(self.sh.heap.atomic_u64(w.header() as usize));
@@ -1179,6 +1187,7 @@ impl PiscesThread {
         let slot = &self.sh.slots[self.slot];
         // Stage 2, concurrency commit.
         let attempt = self.attempt.take().expect("checked active");
+        self.own_record = 0;
         // SAFETY: the attempt wrote (`writes` is not empty), so it is one of the table's
         // and its first copy started its record.
         let record = unsafe { self.sh.record(slot.attempts.get(attempt).record()) };
@@ -1201,6 +1210,7 @@ impl PiscesThread {
         let mut b = slot.lock_batch();
         b.entries.push(Committed {
             attempt,
+            plan: slot.attempts.get(attempt).plan_offset(),
             end_ts,
             log_seq: seq,
             persist_ts,
