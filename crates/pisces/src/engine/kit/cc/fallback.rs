@@ -55,27 +55,33 @@ const SLOT_BITS: u32 = 16;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 /// A pool's fallback word.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Fallback {
     /// 0: free; else `deadline_ms << 16 | (holder slot + 1)`, the deadline in
-    /// milliseconds since `base`. One word, so writers never see a holder without
-    /// its deadline.
+    /// milliseconds of the system's monotonic clock ([`monotonic_ms`]). One word, so
+    /// writers never see a holder without its deadline; and a time every process of
+    /// the machine reads alike, so that the word means the same to all of them.
     word: AtomicU64,
-    base: Instant,
 }
 
-impl Default for Fallback {
-    fn default() -> Self {
-        Fallback {
-            word: AtomicU64::new(0),
-            base: Instant::now(),
-        }
-    }
+/// Milliseconds of `CLOCK_MONOTONIC`: one clock for every process of the machine (a
+/// `std::time::Instant` has no origin another process could share). 48 bits of
+/// milliseconds, what the word keeps of a deadline, last thousands of years of uptime.
+fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on
+    // Linux, so the call cannot fail (its result is checked in debug builds).
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(r, 0);
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 impl Fallback {
     fn now_ms(&self) -> u64 {
-        self.base.elapsed().as_millis() as u64
+        monotonic_ms()
     }
 
     /// True if slot `me` must not commit an update now: another slot holds the word and
@@ -312,6 +318,10 @@ mod tests {
     fn the_deadline_bounds_every_wait() {
         let fb = Fallback::default();
         assert!(fb.take(0, Duration::from_millis(30)));
+        // The deadline is a time of the system's monotonic clock, which every process
+        // reads alike, not of an origin of this one.
+        let left = (fb.word.load(Relaxed) >> SLOT_BITS).saturating_sub(monotonic_ms());
+        assert!((25..=31).contains(&left), "{left} ms left");
         let t = Instant::now();
         fb.wait(1);
         let waited = t.elapsed();
