@@ -27,8 +27,8 @@
 //!
 //! Nothing here depends on which thread unlocks: a guard may move to another thread
 //! (the holder names a thread state, which may move between threads, not a thread).
-//! There is no poisoning: a guard dropped during a panic unlocks, and the allocator,
-//! the user, keeps its data consistent before anything that could panic.
+//! There is no poisoning: a guard dropped during a panic unlocks, and the users (the
+//! allocator) leave their data consistent before anything that could panic.
 //!
 //! Under `cfg(loom)` the futex is a model of the kernel's (a queue of sleepers behind a
 //! lock, checked and appended to atomically, the waker dequeuing one) whose sleep
