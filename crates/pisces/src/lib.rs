@@ -127,6 +127,7 @@ pub mod error;
 mod explicit;
 mod fasthash;
 mod heap;
+mod holder_lock;
 pub mod medium;
 #[cfg(feature = "mutation")]
 #[doc(hidden)]

@@ -2,9 +2,9 @@
 //! the interleavings of the exact protocol code the engine runs.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
 
 /// One step of a spin-wait: under loom, yield so the model can schedule the thread being
 /// waited for; otherwise a pause, and after many rounds the OS scheduler (2 cores are

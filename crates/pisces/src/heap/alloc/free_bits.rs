@@ -3,7 +3,8 @@
 //! Every small slab has [`WORDS_PER_SLAB`] words in one flat array indexed by slab
 //! (bit `i` of slab `s` set: block `i` of `s` is free and in no thread cache), and every
 //! class a list of its slabs that have a set bit, threaded through a per-slab `next`
-//! array, whose head is the class lock's data. The words and the list are read and
+//! array, whose head is the data of the class lock (a [`HolderMutex`], whose word
+//! names the thread that holds it). The words and the list are read and
 //! written under the lock of the slab's class only (a small slab keeps its class for
 //! the run), so a slab is listed exactly when it has a set bit.
 //!
@@ -21,11 +22,11 @@
 use super::classes::{CLASSES, NCLASSES};
 use super::pmem;
 use crate::heap::layout::{Layout, PAGE, SLAB_SIZE};
+use crate::holder_lock::{HolderMutex, HolderMutexGuard};
 use crate::medium::reserve::{Backing, Mapping};
 use crate::{Error, Result};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 /// Bitmap words per slab: room for the most blocks a slab of any class holds (the
 /// 16-byte class; asserted below).
@@ -60,7 +61,7 @@ pub(super) struct FreeBits {
     /// Per slab: the next slab of its class's list, `END`, or `NOT_LISTED`.
     next: Box<[AtomicU32]>,
     /// Per class: the first slab of its list (`END`: none); the class lock.
-    heads: Box<[CachePadded<Mutex<u32>>]>,
+    heads: Box<[CachePadded<HolderMutex<u32>>]>,
     /// The pool offset of slab 0.
     heap_offset: usize,
 }
@@ -81,7 +82,7 @@ impl FreeBits {
                 .map(|_| AtomicU32::new(NOT_LISTED))
                 .collect(),
             heads: (0..NCLASSES)
-                .map(|_| CachePadded::new(Mutex::new(END)))
+                .map(|_| CachePadded::new(HolderMutex::new(END)))
                 .collect(),
             heap_offset: layout.heap_offset,
         })
@@ -94,13 +95,21 @@ impl FreeBits {
             .map_err(|e| Error::io("extending the allocator's free bitmaps", e))
     }
 
-    /// Take the lock of class `class`.
-    pub(super) fn lock(&self, class: usize) -> ClassBits<'_> {
+    /// Take the lock of class `class` for `holder` (a thread cache's holder id, or
+    /// [`super::NO_CACHE_HOLDER`]).
+    #[inline]
+    pub(super) fn lock(&self, class: usize, holder: u32) -> ClassBits<'_> {
         ClassBits {
             bits: self,
-            head: self.heads[class].lock().unwrap_or_else(|e| e.into_inner()),
+            head: self.heads[class].lock(holder),
             class,
         }
+    }
+
+    #[cfg(test)]
+    /// Who holds the lock of class `class` (see `HolderLock::holder`).
+    pub(super) fn holder(&self, class: usize) -> Option<u32> {
+        self.heads[class].holder()
     }
 
     /// Word `w` of slab `slab`'s bitmap.
@@ -148,7 +157,7 @@ impl FreeBits {
         use super::classes::Kind;
         let mut out = std::collections::BTreeSet::new();
         for class in 0..NCLASSES {
-            let g = self.lock(class);
+            let g = self.lock(class, super::NO_CACHE_HOLDER);
             let mut listed = std::collections::BTreeSet::new();
             let mut s = *g.head;
             while s != END {
@@ -188,7 +197,7 @@ impl FreeBits {
 /// The free bits of one class, under its lock.
 pub(super) struct ClassBits<'a> {
     bits: &'a FreeBits,
-    head: MutexGuard<'a, u32>,
+    head: HolderMutexGuard<'a, u32>,
     class: usize,
 }
 

@@ -87,7 +87,8 @@
 //!   ([`ThreadCache`]). Every small slab has a free bitmap (one bit per block, set = free
 //!   and in no cache), all of them in one flat array indexed by slab, sized for the
 //!   pool's maximum size and made usable as the heap grows; every class has a list of
-//!   its slabs with a set bit, under the class lock (a mutex per class), which also
+//!   its slabs with a set bit, under the class lock (a lock word per class that names
+//!   its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which also
 //!   guards the bits of the class's slabs. A thread refills its cache with up to a
 //!   batch of blocks (about 32 KiB, 2..=64 blocks) of one slab, clearing their bits
 //!   (`fetch_and`) before the blocks enter the cache; `release` / `unreserve` put
@@ -101,7 +102,12 @@
 //!   redo it; and the state has a fixed size and is addressed by slab and block index,
 //!   not by pointers into process memory, so it can be moved into a mapping that
 //!   several processes share.
-//! * Free slabs are a bitset under one mutex, allocated first fit.
+//! * Free slabs are a bitset under one lock (a `HolderMutex` too), allocated first fit.
+//! * The holder a lock word names is the id of the [`ThreadCache`] of the caller
+//!   (given when the cache binds to the allocator; once pools are shared between
+//!   processes, the thread slot's index), or [`NO_CACHE_HOLDER`] for the allocator's
+//!   own locking without a cache (rebuild, diagnostics). The ids are for telling who
+//!   holds a lock; the locks' exclusion does not depend on them being unique.
 //! * As a guard against engine bugs (a block released while still allocated), `reserve`
 //!   skips a cached block whose persistent bit is set (and asserts in debug builds).
 //!
@@ -135,6 +141,7 @@ mod tests;
 
 use super::layout::SLAB_SIZE;
 use super::Heap;
+use crate::holder_lock::{HolderLock, HolderMutex};
 use crate::{Error, Result};
 pub(crate) use block::Block;
 pub(crate) use classes::HEADER;
@@ -144,7 +151,7 @@ use free_bits::FreeBits;
 use pmem::Loc;
 use slabs::FreeSlabs;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The most slabs one class gets formatted at once where a fence is a device sync (the
 /// file medium). Formatting takes two fences whatever the number of slabs, and on that
@@ -186,6 +193,11 @@ pub struct ClassUsage {
 pub(crate) struct ThreadCache {
     /// Id of the allocator these blocks belong to (0: none yet).
     owner: u64,
+    /// The holder id the allocator's lock words name while this cache's thread holds
+    /// them: given by the allocator `owner` when the cache binds to it (below
+    /// [`NO_CACHE_HOLDER`]). Once pools are shared between processes, the thread
+    /// slot's index, which another process can test for liveness.
+    holder: u32,
     /// Free block offsets per class; the last one is handed out first.
     lists: Vec<Vec<u64>>,
 }
@@ -206,6 +218,11 @@ impl ThreadCache {
 /// Source of allocator ids (for binding thread caches).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The holder id of the allocator's locking without a thread cache (rebuild, `Debug`,
+/// test checks); reserved: no cache gets it. Once pools are shared, the id of a
+/// process's own work outside any thread slot.
+pub(super) const NO_CACHE_HOLDER: u32 = HolderLock::MAX_HOLDER;
+
 /// The allocator's volatile state over one heap.
 pub(crate) struct Allocator {
     heap: Arc<Heap>,
@@ -216,13 +233,16 @@ pub(crate) struct Allocator {
     /// and, per class, the list of slabs with free bits under the class lock.
     free: FreeBits,
     /// Free slabs.
-    slabs: Mutex<FreeSlabs>,
+    slabs: HolderMutex<FreeSlabs>,
     /// Set when a reservation failed (out of space), cleared when a free slab is taken
     /// again: while set, blocks given back go to the free bitmaps instead of the
     /// caller's cache, so that the thread that ran out (or any other) finds them.
     pressure: std::sync::atomic::AtomicBool,
     /// Held while growing the heap (see the module doc).
-    grow_lock: Mutex<()>,
+    grow_lock: HolderLock,
+    /// The next holder id to give a thread cache that binds to this allocator (taken
+    /// modulo [`NO_CACHE_HOLDER`], which is reserved).
+    next_holder: AtomicU32,
     /// Slabs formatted for each class since the allocator was built (read and written
     /// under the class lock of `free`: Relaxed).
     formatted: Box<[AtomicU32]>,
@@ -233,15 +253,9 @@ impl std::fmt::Debug for Allocator {
         f.debug_struct("Allocator")
             .field("id", &self.id)
             .field("slabs", &self.kinds.len())
-            .field("free_slabs", &lock(&self.slabs).nfree())
+            .field("free_slabs", &self.slabs.lock(NO_CACHE_HOLDER).nfree())
             .finish()
     }
-}
-
-/// Lock a mutex; a poisoned lock is still usable (every critical section here leaves
-/// its data consistent before anything that could panic).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Allocator {
@@ -297,7 +311,7 @@ impl Allocator {
         // built from its highest slab down, so that low addresses are handed out first.
         let bits = FreeBits::new(&layout, heap.slabs_present())?;
         for &(i, c) in small.iter().rev() {
-            bits.lock(c).add_persistent(i, |w| {
+            bits.lock(c, NO_CACHE_HOLDER).add_persistent(i, |w| {
                 // Relaxed: recovery is single-threaded.
                 pmem::bitmap_word(&heap, i, w).load(Ordering::Relaxed)
             });
@@ -307,9 +321,10 @@ impl Allocator {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
             kinds: kinds.into_boxed_slice(),
             free: bits,
-            slabs: Mutex::new(free),
+            slabs: HolderMutex::new(free),
             pressure: std::sync::atomic::AtomicBool::new(false),
-            grow_lock: Mutex::new(()),
+            grow_lock: HolderLock::new(),
+            next_holder: AtomicU32::new(0),
             formatted: (0..NCLASSES).map(|_| AtomicU32::new(0)).collect(),
         })
     }
@@ -342,7 +357,10 @@ impl Allocator {
         };
         let b = match class_for(size) {
             Some(c) => self.reserve_small(cache, c)?,
-            None => self.reserve_large(size)?,
+            None => {
+                self.bind(cache);
+                self.reserve_large(size, cache.holder)?
+            }
         };
         if b.is_none() {
             // Relaxed: a hint for `give_back` (see `pressure`).
@@ -351,11 +369,15 @@ impl Allocator {
         b.ok_or_else(oos)
     }
 
+    /// Make `cache` this allocator's: drop another allocator's blocks, give it a
+    /// holder id.
     fn bind(&self, cache: &mut ThreadCache) {
         if cache.owner != self.id {
             // Blocks of another allocator must never be handed out by this one.
             cache.lists.clear();
             cache.owner = self.id;
+            // Relaxed: only the value matters (ids are not required to be unique).
+            cache.holder = self.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
         }
         if cache.lists.len() != NCLASSES {
             cache.lists.resize_with(NCLASSES, Vec::new);
@@ -396,8 +418,8 @@ impl Allocator {
     /// no slab of the class has any) into the cache. `None` if there is no free slab
     /// left and the heap cannot grow.
     fn refill(&self, cache: &mut ThreadCache, c: usize) -> Result<Option<()>> {
-        let mut bits = self.free.lock(c);
-        if bits.is_empty() && self.format_slab(c, &mut bits)?.is_none() {
+        let mut bits = self.free.lock(c, cache.holder);
+        if bits.is_empty() && self.format_slab(c, &mut bits, cache.holder)?.is_none() {
             return Ok(None);
         }
         let n = bits.claim(CLASSES[c].batch as usize, &mut cache.lists[c]);
@@ -405,16 +427,16 @@ impl Allocator {
         Ok(Some(()))
     }
 
-    /// Take a run of `n` free slabs, growing the heap if there is none; `None` at the
-    /// maximum size.
-    fn take_slabs(&self, n: usize) -> Result<Option<usize>> {
+    /// Take a run of `n` free slabs for `holder`, growing the heap if there is none;
+    /// `None` at the maximum size.
+    fn take_slabs(&self, n: usize, holder: u32) -> Result<Option<usize>> {
         loop {
-            if let Some(i) = lock(&self.slabs).take_run(n) {
+            if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
             }
-            let _growing = lock(&self.grow_lock);
+            let _growing = self.grow_lock.lock(holder);
             // Another thread may have grown the heap while this one waited.
-            if let Some(i) = lock(&self.slabs).take_run(n) {
+            if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
             }
             match self.heap.grow(n) {
@@ -426,7 +448,7 @@ impl Allocator {
                     // free set may be formatted at once. (If that fails, the new slabs
                     // stay out of the free set until the next open: nothing is lost.)
                     self.free.cover(new.end)?;
-                    lock(&self.slabs).insert(new.start, new.len())
+                    self.slabs.lock(holder).insert(new.start, new.len())
                 }
                 Ok(None) => return Ok(None),
                 // The file system is full (or a quota or file size limit is reached):
@@ -440,10 +462,16 @@ impl Allocator {
     }
 
     /// Take a free slab, format it for class `c` (persistently) and set its blocks' free
-    /// bits (`bits`: the caller holds the class lock). Where a fence is a device sync, a
-    /// class that keeps needing slabs gets several at once (see [`FORMAT_BATCH`]).
-    fn format_slab(&self, c: usize, bits: &mut free_bits::ClassBits<'_>) -> Result<Option<()>> {
-        let Some(first) = self.take_slabs(1)? else {
+    /// bits (`bits`: the caller, `holder`, holds the class lock). Where a fence is a
+    /// device sync, a class that keeps needing slabs gets several at once (see
+    /// [`FORMAT_BATCH`]).
+    fn format_slab(
+        &self,
+        c: usize,
+        bits: &mut free_bits::ClassBits<'_>,
+        holder: u32,
+    ) -> Result<Option<()>> {
+        let Some(first) = self.take_slabs(1, holder)? else {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
@@ -453,7 +481,7 @@ impl Allocator {
         if self.heap.fence_is_device_sync() {
             // Relaxed: only touched under the class lock, which the caller holds.
             let want = (self.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
-            let mut free = lock(&self.slabs);
+            let mut free = self.slabs.lock(holder);
             while n < want && free.nfree() > FORMAT_RESERVE {
                 let Some(s) = free.take_run(1) else { break };
                 slabs[n] = s;
@@ -475,12 +503,12 @@ impl Allocator {
         Ok(Some(()))
     }
 
-    fn reserve_large(&self, size: usize) -> Result<Option<Block>> {
+    fn reserve_large(&self, size: usize, holder: u32) -> Result<Option<Block>> {
         let n = size.div_ceil(SLAB_SIZE);
         if n > ARG_MASK as usize || n > self.kinds.len() {
             return Ok(None);
         }
-        let Some(head) = self.take_slabs(n)? else {
+        let Some(head) = self.take_slabs(n, holder)? else {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
@@ -516,6 +544,7 @@ impl Allocator {
     }
 
     fn give_back(&self, cache: &mut ThreadCache, b: Block, what: &str) {
+        self.bind(cache);
         match pmem::locate(self.heap.layout(), b) {
             Ok(Loc::Small { slab, class, index }) => {
                 // Relaxed: a sanity check of the store made when the slab was formatted,
@@ -529,7 +558,7 @@ impl Allocator {
                 // Relaxed: a hint (see `pressure`); a stale value only delays reuse by
                 // another thread.
                 if self.pressure.load(Ordering::Relaxed) {
-                    let fresh = self.free.lock(class).give(slab, index);
+                    let fresh = self.free.lock(class, cache.holder).give(slab, index);
                     debug_assert!(fresh, "{what} of {b:?}: given back twice");
                     return;
                 }
@@ -538,13 +567,12 @@ impl Allocator {
                     !self.free.is_set(slab, index),
                     "{what} of {b:?}: given back twice"
                 );
-                self.bind(cache);
                 let list = &mut cache.lists[class];
                 list.push(b.offset);
                 let batch = CLASSES[class].batch as usize;
                 if list.len() > 2 * batch {
                     // Oldest first: the most recently freed blocks stay cache-warm here.
-                    let mut bits = self.free.lock(class);
+                    let mut bits = self.free.lock(class, cache.holder);
                     for off in list.drain(..batch) {
                         let fresh = bits.give_offset(off);
                         debug_assert!(fresh, "{what} of the block at {off:#x}: given back twice");
@@ -559,12 +587,12 @@ impl Allocator {
                 }
                 // Clear the mirror before the slabs become free: once they are in the
                 // free set another thread may reserve them and write its own entries,
-                // which the mutex orders after these stores.
+                // which the slab lock orders after these stores.
                 for k in 0..n {
-                    // Relaxed: ordered before the next owner's stores by the slab mutex.
+                    // Relaxed: ordered before the next owner's stores by the slab lock.
                     self.kinds[head + k].store(0, Ordering::Relaxed);
                 }
-                lock(&self.slabs).insert(head, n);
+                self.slabs.lock(cache.holder).insert(head, n);
             }
             Err(msg) => debug_assert!(false, "{what}: {msg}"),
         }
@@ -580,7 +608,7 @@ impl Allocator {
         }
         for (c, list) in cache.lists.iter_mut().enumerate() {
             if !list.is_empty() {
-                let mut bits = self.free.lock(c);
+                let mut bits = self.free.lock(c, cache.holder);
                 for off in list.drain(..) {
                     let fresh = bits.give_offset(off);
                     debug_assert!(fresh, "drain of the block at {off:#x}: given back twice");

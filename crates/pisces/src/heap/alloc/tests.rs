@@ -659,7 +659,7 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
     use rand::{Rng, SeedableRng};
     let heap = heap_of(16 << 20);
     let a = Arc::new(Allocator::rebuild(heap.clone()).unwrap());
-    let live: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let live: Arc<std::sync::Mutex<HashSet<u64>>> = Arc::default();
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let (a, heap, live) = (a.clone(), heap.clone(), live.clone());
@@ -681,12 +681,15 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
                         };
                         assert!(b.payload_len() >= len);
                         assert_eq!(a.block_at(b.payload()), Some(b));
-                        assert!(lock(&live).insert(b.offset), "{b:?} handed out twice");
+                        assert!(
+                            live.lock().unwrap().insert(b.offset),
+                            "{b:?} handed out twice"
+                        );
                         // Write the payload's first word: overlaps would show up below.
                         heap.atomic_u64(b.payload() as usize)
                             .store(b.offset, Ordering::Relaxed);
                         if rng.gen_bool(0.2) {
-                            assert!(lock(&live).remove(&b.offset));
+                            assert!(live.lock().unwrap().remove(&b.offset));
                             a.unreserve(&mut cache, b);
                             continue;
                         }
@@ -703,7 +706,7 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
                         assert!(a.is_allocated(b));
                         a.publish_free(b);
                         heap.fence();
-                        assert!(lock(&live).remove(&b.offset));
+                        assert!(live.lock().unwrap().remove(&b.offset));
                         a.release(&mut cache, b);
                     }
                 }
@@ -718,7 +721,7 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
         expect.extend(t.join().unwrap());
     }
     assert_eq!(allocated(&heap), expect);
-    assert_eq!(lock(&live).len(), expect.len());
+    assert_eq!(live.lock().unwrap().len(), expect.len());
     assert!(Allocator::check(&heap).is_empty());
     drop(a);
     let a = Allocator::rebuild(heap.clone()).unwrap();
@@ -748,11 +751,11 @@ fn growable_heap(len: usize, max: usize) -> Arc<Heap> {
 /// (the allocator would grow on the next one).
 fn fill_present(a: &Allocator, heap: &Heap) {
     let mut c = ThreadCache::default();
-    let n = lock(&a.slabs).nfree();
+    let n = a.slabs.lock(NO_CACHE_HOLDER).nfree();
     for _ in 0..n {
         reserve_publish(a, &mut c, SLAB_SIZE - HEADER);
     }
-    assert_eq!(lock(&a.slabs).nfree(), 0);
+    assert_eq!(a.slabs.lock(NO_CACHE_HOLDER).nfree(), 0);
     assert!(heap.slabs_present() < heap.layout().slab_count);
 }
 
@@ -765,7 +768,7 @@ fn threads_that_hit_the_end_at_once_grow_the_heap_once() {
         let (size0, seq0) = (heap.size(), heap.superblock().seq);
         // Hold the growth lock while both threads find no free slab, so that both wait
         // for it (given a moment to get there) and the second finds the first's growth.
-        let held = lock(&a.grow_lock);
+        let held = a.grow_lock.lock(NO_CACHE_HOLDER);
         let blocks: Vec<Block> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
                 .map(|_| {
@@ -868,13 +871,13 @@ fn a_block_given_back_twice_leaves_its_bit_as_it_was() {
         "a reserved block's bit is clear"
     );
     assert!(
-        a.free.lock(class).give(slab, index),
+        a.free.lock(class, NO_CACHE_HOLDER).give(slab, index),
         "the first give-back sets the bit"
     );
     let before = a.free_bit_blocks();
     assert!(before.contains(&b.offset));
     assert!(
-        !a.free.lock(class).give(slab, index),
+        !a.free.lock(class, NO_CACHE_HOLDER).give(slab, index),
         "the second one is refused"
     );
     assert_eq!(a.free_bit_blocks(), before, "and changes nothing");
@@ -992,4 +995,64 @@ fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
         .collect();
     assert!(!expect.is_empty());
     assert_eq!(a.free_bit_blocks(), expect);
+}
+
+#[test]
+fn lock_words_name_the_cache_that_holds_them() {
+    let a = Allocator::rebuild(heap_of(8 << 20)).unwrap();
+    let (mut c1, mut c2) = (ThreadCache::default(), ThreadCache::default());
+    let small = a.reserve(&mut c1, 100).unwrap();
+    // A large reservation binds the cache too (its slab lock is taken for it).
+    let large = a.reserve(&mut c2, 2 * SLAB_SIZE).unwrap();
+    assert_eq!(large.size as usize, 3 * SLAB_SIZE);
+    assert_ne!(c1.holder, c2.holder, "two caches of one allocator, two ids");
+    assert!(c1.holder < NO_CACHE_HOLDER && c2.holder < NO_CACHE_HOLDER);
+    let class = class_for(100 + HEADER).unwrap();
+    let none_held = |a: &Allocator| {
+        (0..NCLASSES).all(|c| a.free.holder(c).is_none())
+            && a.slabs.holder().is_none()
+            && a.grow_lock.holder().is_none()
+    };
+    assert!(none_held(&a), "every lock is released after use");
+    {
+        let bits = a.free.lock(class, c1.holder);
+        assert_eq!(a.free.holder(class), Some(c1.holder));
+        assert!(!bits.is_empty(), "the class has free bits after a refill");
+        let slabs = a.slabs.lock(c2.holder);
+        assert_eq!(a.slabs.holder(), Some(c2.holder));
+        assert!(
+            format!("{:?}", a.slabs).contains(&format!("Some({})", c2.holder)),
+            "Debug names the holder"
+        );
+        drop(slabs);
+        // Another thread finds the class lock taken and waits for it.
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let mut c3 = ThreadCache::default();
+                let b = a.reserve(&mut c3, 100).unwrap();
+                a.unreserve(&mut c3, b);
+                a.drain(&mut c3);
+                c3.holder
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(!waiter.is_finished(), "the refill waits for the class lock");
+            assert_eq!(a.free.holder(class), Some(c1.holder));
+            drop(bits);
+            let h3 = waiter.join().unwrap();
+            assert!(h3 != c1.holder && h3 != c2.holder);
+        });
+    }
+    assert!(none_held(&a));
+    // The ids restart for another allocator: a cache that binds to it gets a new one.
+    let b = Allocator::rebuild(heap_of(8 << 20)).unwrap();
+    let mut c4 = ThreadCache::default();
+    let other = b.reserve(&mut c4, 100).unwrap();
+    assert_eq!(c4.holder, 0, "the first cache of an allocator");
+    b.unreserve(&mut c4, other);
+    a.unreserve(&mut c1, small);
+    a.unreserve(&mut c2, large);
+    a.drain(&mut c1);
+    a.drain(&mut c2);
+    assert!(none_held(&a));
+    assert!(format!("{a:?}").contains("free_slabs"));
 }
