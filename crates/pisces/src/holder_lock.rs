@@ -119,7 +119,6 @@ impl HolderLock {
     /// Take the lock for `holder` if it is free; `None` (and nothing changes) if it is
     /// held.
     #[inline]
-    #[cfg_attr(any(not(test), loom), allow(dead_code))] // the allocator always waits
     pub(crate) fn try_lock(&self, holder: u32) -> Option<HolderGuard<'_>> {
         let me = Self::held_by(holder);
         // Acquire on success, Relaxed on failure: as in `lock`.
@@ -315,7 +314,6 @@ impl<T> HolderMutex<T> {
 
     /// Lock for `holder` if free (see [`HolderLock::try_lock`]).
     #[inline]
-    #[cfg_attr(any(not(test), loom), allow(dead_code))] // the allocator always waits
     pub(crate) fn try_lock(&self, holder: u32) -> Option<HolderMutexGuard<'_, T>> {
         self.lock.try_lock(holder).map(|held| self.guard(held))
     }

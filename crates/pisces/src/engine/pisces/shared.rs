@@ -83,12 +83,13 @@ use crate::engine::kit::shared_counts::count_write;
 use crate::engine::Engine;
 use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
+use crate::holder_lock::{HolderLock, HolderMutex, HolderMutexGuard};
 use crate::medium::counters;
 use crate::Result;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Release, SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 crate::mutation::point! {
     /// Write-back does not wait for older snapshots (lines 52-54 of the paper's algorithm).
@@ -189,8 +190,9 @@ pub(crate) struct Slot {
     pub unsynced_min: AtomicU64,
     /// The slot's attempts, which its thread and its batch hold by index.
     pub attempts: AttemptTable,
-    /// Pending write-backs.
-    pub batch: Mutex<Batch>,
+    /// Pending write-backs, under a lock word that names the slot of the thread that
+    /// holds it (the slot's own, or a helper's).
+    pub batch: HolderMutex<Batch>,
     /// The slot's log's unfenced run (records of commits whose durability is
     /// deferred), which any thread can make durable.
     pub run: SharedRun,
@@ -205,27 +207,40 @@ impl Slot {
             pending_min: AtomicU64::new(u64::MAX),
             wb_seq: AtomicU64::new(0),
             unsynced_min: AtomicU64::new(u64::MAX),
-            batch: Mutex::new(Batch::new(attempts.ids())),
+            batch: HolderMutex::new(Batch::new(attempts.ids())),
             attempts,
             run,
         }
     }
 
-    /// Lock the batch; a panic in another thread while holding it cannot leave it in a
-    /// state worse than "some write-backs not done", so poisoning is ignored.
-    pub(crate) fn lock_batch(&self) -> MutexGuard<'_, Batch> {
+    /// Lock the batch for the thread of slot `caller_slot` (the lock word names it;
+    /// see [`batch_holder`]). A panic while holding it cannot leave the batch in a
+    /// state worse than "some write-backs not done": the lock has no poisoning.
+    pub(crate) fn lock_batch(&self, caller_slot: usize) -> HolderMutexGuard<'_, Batch> {
         // Counted: helpers take other slots' batch locks, so several threads write
-        // the lock word.
-        crate::engine::kit::shared_counts::lock(&self.batch)
+        // the lock word (the lock and the unlock).
+        count_write(&self.batch);
+        count_write(&self.batch);
+        self.batch.lock(batch_holder(caller_slot))
     }
 
     /// [`Slot::lock_batch`] without waiting: None if another thread holds the lock.
-    pub(crate) fn try_lock_batch(&self) -> Option<MutexGuard<'_, Batch>> {
+    pub(crate) fn try_lock_batch(&self, caller_slot: usize) -> Option<HolderMutexGuard<'_, Batch>> {
         count_write(&self.batch);
-        let b = self.batch.try_lock().ok()?;
+        let b = self.batch.try_lock(batch_holder(caller_slot))?;
         count_write(&self.batch);
         Some(b)
     }
+}
+
+/// The holder a batch lock names: the slot of the thread that takes it, or the largest
+/// holder id for a caller outside every slot (the engine's write-back at close).
+/// Slots are below 1024, far below it.
+fn batch_holder(caller_slot: usize) -> u32 {
+    u32::try_from(caller_slot)
+        .ok()
+        .filter(|&s| s < HolderLock::MAX_HOLDER)
+        .unwrap_or(HolderLock::MAX_HOLDER)
 }
 
 /// Pool-wide engine state.
@@ -654,7 +669,7 @@ impl PiscesShared {
     /// transaction.
     pub(crate) fn quiesce(&self, caller_slot: usize, cache: &mut ThreadCache) {
         for (i, s) in self.slots.iter().enumerate() {
-            let mut b = s.lock_batch();
+            let mut b = s.lock_batch(caller_slot);
             self.write_back(i, &mut b, caller_slot, cache);
             self.sync_home(i, &mut b);
         }
@@ -667,7 +682,7 @@ impl PiscesShared {
             if i == caller_slot {
                 continue;
             }
-            if let Some(mut b) = s.try_lock_batch() {
+            if let Some(mut b) = s.try_lock_batch(caller_slot) {
                 self.write_back_or_try(i, &mut b, caller_slot, cache, wait);
                 // Help for log space or memory: the slot's written-back records may be
                 // what holds the watermark (a help after a conflict needs no sync).
@@ -685,7 +700,7 @@ impl PiscesShared {
         wait: bool,
     ) {
         if let Some(s) = self.slots.get(slot) {
-            let mut b = s.lock_batch();
+            let mut b = s.lock_batch(caller_slot);
             self.write_back_or_try(slot, &mut b, caller_slot, cache, wait);
         }
     }

@@ -572,7 +572,7 @@ impl PiscesThread {
         self.retries.end(&self.sh.fallback, self.slot);
         // (`NO_ROOM` is not the table's: nothing to give back.)
         if let Some(a) = self.attempt.take().filter(|a| a.is_real()) {
-            let mut b = self.sh.slots[self.slot].lock_batch();
+            let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
             self.sh.retire(&mut b, a);
             if b.retired.len() > RETIRED_BEFORE_RECLAIM {
                 if self.nested {
@@ -710,7 +710,7 @@ impl PiscesThread {
         }
         if self.sh.lazy_home {
             // Log space is what the lazy home writes are made durable for.
-            let mut b = self.sh.slots[self.slot].lock_batch();
+            let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
             self.sh.sync_home(self.slot, &mut b);
         }
         let w = self.sh.watermark();
@@ -747,7 +747,9 @@ impl PiscesThread {
         }
         // (A batch locked right now counts as pending: its holder may be writing it.)
         let others_pending = self.sh.slots.iter().enumerate().any(|(i, s)| {
-            i != self.slot && s.try_lock_batch().is_none_or(|b| !b.entries.is_empty())
+            i != self.slot
+                && s.try_lock_batch(self.slot)
+                    .is_none_or(|b| !b.entries.is_empty())
         });
         if others_pending {
             self.oos_rounds += 1;
@@ -999,7 +1001,7 @@ impl EngineThread for PiscesThread {
         if self.log.in_run() {
             self.fence_own_run();
         }
-        let mut b = self.sh.slots[self.slot].lock_batch();
+        let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
         self.sh
             .write_back(self.slot, &mut b, self.slot, &mut self.cache);
         drop(b);
@@ -1026,7 +1028,7 @@ impl Drop for PiscesThread {
         self.quiesce();
         // The kept attempt goes back to the table, for the slot's next state.
         if let Some(a) = self.idle_attempt.take().filter(|a| a.is_real()) {
-            self.own_slot().lock_batch().spare.push(a);
+            self.own_slot().lock_batch(self.slot).spare.push(a);
         }
     }
 }
@@ -1034,7 +1036,7 @@ impl Drop for PiscesThread {
 /// [`PiscesThread::write_back_own`], on the fields it needs (for callers that hold a
 /// borrow of another field).
 fn write_back_own(sh: &PiscesShared, slot: usize, cache: &mut ThreadCache, nested: bool) -> bool {
-    let mut b = sh.slots[slot].lock_batch();
+    let mut b = sh.slots[slot].lock_batch(slot);
     if nested {
         sh.try_write_back(slot, &mut b, slot, cache);
         b.entries.is_empty()
@@ -1069,7 +1071,7 @@ impl PiscesThread {
     #[inline(never)]
     fn write_back_after_reads(&mut self) {
         self.ro_commits_over_batch = 0;
-        let mut b = self.sh.slots[self.slot].lock_batch();
+        let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
         self.sh
             .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);
     }
@@ -1091,7 +1093,7 @@ impl PiscesThread {
             self.rollback();
         }
         if self.idle_attempt.is_none() {
-            let mut b = self.sh.slots[self.slot].lock_batch();
+            let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
             let mut id = self.sh.take_spare(self.slot, &mut b);
             if id.is_none() && !self.nested {
                 self.sh
@@ -1207,7 +1209,7 @@ impl PiscesThread {
             }
         }
         // Stage 3, write-back, possibly deferred (group commit).
-        let mut b = slot.lock_batch();
+        let mut b = slot.lock_batch(self.slot);
         b.entries.push(Committed {
             attempt,
             plan: slot.attempts.get(attempt).plan_offset(),

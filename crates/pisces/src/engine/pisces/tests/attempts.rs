@@ -69,7 +69,7 @@ fn get(th: &mut PiscesThread, off: u64) -> u64 {
 /// Slot `slot`'s attempts, wherever they are held: every one of the table's, once.
 fn assert_each_in_one_place(e: &PiscesEngine, slot: usize, th: Option<&PiscesThread>) {
     let sh = e.shared();
-    let mut held = sh.slots[slot].lock_batch().held_attempts();
+    let mut held = sh.slots[slot].lock_batch(usize::MAX).held_attempts();
     held.extend(th.map(PiscesThread::held_attempts).unwrap_or_default());
     let distinct: BTreeSet<_> = held.iter().map(|a| format!("{a:?}")).collect();
     assert_eq!(
@@ -108,7 +108,10 @@ fn every_attempt_of_a_slot_is_in_one_place() {
         assert_each_in_one_place(&e, 0, Some(&w));
     }
     assert!(
-        !e.shared().slots[0].lock_batch().entries.is_empty(),
+        !e.shared().slots[0]
+            .lock_batch(usize::MAX)
+            .entries
+            .is_empty(),
         "the reader kept nothing pending"
     );
     r.commit().unwrap();
