@@ -2,7 +2,7 @@
 //! time (the slot's thread, or its batch's entries, retired list or spare stack), a
 //! thread state gives its kept attempt back when it goes, and a slot whose attempts are
 //! all in its batch waits for their grace period, or, in a nested transaction that may
-//! not wait, refuses to write.
+//! not wait, refuses to write; and the batch's lock names the slot that holds it.
 
 use super::super::batch::attempts_per_slot;
 use super::super::shared::PiscesEngine;
@@ -173,4 +173,28 @@ fn a_slot_with_no_spare_attempt_refuses_nested_writes_and_waits_otherwise() {
     }
     w.quiesce();
     assert_each_in_one_place(&e, 0, Some(&w));
+}
+
+/// A slot's batch lock names the slot of the thread that holds it (the slot's own, or
+/// a helper's): what a waiter will test for liveness once pools are shared.
+#[test]
+fn the_batch_lock_names_the_slot_that_holds_it() {
+    let e = engine(2);
+    let slot = &e.shared().slots[0];
+    assert_eq!(slot.batch.holder(), None);
+    let helped = slot.lock_batch(1);
+    assert_eq!(slot.batch.holder(), Some(1));
+    assert!(slot.try_lock_batch(0).is_none(), "two holders at once");
+    drop(helped);
+    assert_eq!(slot.batch.holder(), None);
+    let own = slot.try_lock_batch(0).expect("a free lock");
+    assert_eq!(slot.batch.holder(), Some(0));
+    drop(own);
+    // The engine's own write-back at close runs in no slot.
+    let closing = slot.lock_batch(usize::MAX);
+    assert_eq!(
+        slot.batch.holder(),
+        Some(crate::holder_lock::HolderLock::MAX_HOLDER)
+    );
+    drop(closing);
 }

@@ -3,7 +3,7 @@
 //! protocol is in `protocol`):
 //! * [`attempts`]: every attempt of a slot's table is held in one place at a time, and
 //!   a slot whose attempts are all in its batch waits for them or, nested, refuses to
-//!   write;
+//!   write; the batch's lock names the slot that holds it;
 //! * [`count_window`]: consecutive counting transactions of a thread leave its
 //!   group-commit batch alone;
 //! * [`deferred`]: group commit's write-back that does not wait keeps readers'
