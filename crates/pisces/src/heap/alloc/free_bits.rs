@@ -95,8 +95,8 @@ impl FreeBits {
             .map_err(|e| Error::io("extending the allocator's free bitmaps", e))
     }
 
-    /// Take the lock of class `class` for `holder` (a thread cache's holder id, or
-    /// [`super::NO_CACHE_HOLDER`]).
+    /// Take the lock of class `class` for `holder` (a thread cache's holder id, or the
+    /// allocator's own id for locking without a cache).
     #[inline]
     pub(super) fn lock(&self, class: usize, holder: u32) -> ClassBits<'_> {
         ClassBits {
@@ -153,11 +153,16 @@ impl FreeBits {
     #[cfg(test)]
     /// Every block whose free bit is set, as pool offsets, and a check of the lists:
     /// panics unless every class's list holds exactly its slabs with a set bit.
-    pub(super) fn snapshot(&self, kinds: &[AtomicU32]) -> std::collections::BTreeSet<u64> {
+    /// `holder`: the lock holder id of the caller.
+    pub(super) fn snapshot(
+        &self,
+        kinds: &[AtomicU32],
+        holder: u32,
+    ) -> std::collections::BTreeSet<u64> {
         use super::classes::Kind;
         let mut out = std::collections::BTreeSet::new();
         for class in 0..NCLASSES {
-            let g = self.lock(class, super::NO_CACHE_HOLDER);
+            let g = self.lock(class, holder);
             let mut listed = std::collections::BTreeSet::new();
             let mut s = *g.head;
             while s != END {

@@ -811,7 +811,7 @@ impl Allocator {
     /// The blocks whose free bit is set (free and in no cache), as offsets; checks the
     /// per-class lists of slabs with free bits against the bits (panics if they differ).
     pub(crate) fn free_bit_blocks(&self) -> std::collections::BTreeSet<u64> {
-        self.free.snapshot(&self.kinds)
+        self.free.snapshot(&self.kinds, NO_CACHE_HOLDER)
     }
 
     #[cfg(test)]
