@@ -32,7 +32,6 @@ use super::arena::{CopyArena, CHUNK_BYTES};
 use super::plan::Plan;
 use super::plan::{plan_bytes, PlanWriter};
 use super::protocol::TxRecord;
-use super::shared::COPY_HDR;
 use crate::Result;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -163,15 +162,15 @@ impl Attempt {
         Ok(off)
     }
 
-    /// Room for a copy of `len` payload bytes (a multiple of 8); returns the arena
-    /// offset of its header. Takes the attempt's first chunk, and starts its commit
-    /// record there, if it has none yet.
+    /// Room for a copy of `bytes` bytes (its header and payload, a multiple of 8);
+    /// returns the arena offset of its start. Takes the attempt's first chunk, and
+    /// starts its commit record there, if it has none yet.
     #[inline]
-    pub(crate) fn alloc_copy(&self, arena: &CopyArena, len: usize) -> Result<u64> {
+    pub(crate) fn place_copy(&self, arena: &CopyArena, bytes: usize) -> Result<u64> {
         if self.first.load(Relaxed) == 0 {
             self.start(arena)?;
         }
-        self.place(arena, COPY_HDR + len)
+        self.place(arena, bytes)
     }
 
     /// The first copy: take the first chunk and start the commit record there.
@@ -313,7 +312,7 @@ mod tests {
         assert_eq!(ids, [AttemptId(1), AttemptId(0)]);
         let t = table.get(AttemptId(0));
         assert_eq!(t.record(), 0, "no record before the first copy");
-        let first = t.alloc_copy(&a, 64).unwrap();
+        let first = t.place_copy(&a, 64).unwrap();
         let rec = t.record();
         assert!(rec != 0 && first > rec && first < rec + CHUNK_BYTES as u64);
         // SAFETY: `rec` is this attempt's record.
@@ -321,28 +320,28 @@ mod tests {
         assert_eq!(record.slot, 3);
         assert_eq!(record.end_ts(), END_INFINITE);
         // Too large for what is left of the first chunk: a second chunk.
-        let second = t.alloc_copy(&a, CHUNK_BYTES - 64).unwrap();
+        let second = t.place_copy(&a, CHUNK_BYTES - 64).unwrap();
         // After the new chunk's link to the next run.
         assert_eq!(second % CHUNK_BYTES as u64, RUN_LINK as u64);
         assert_ne!(second, rec);
-        let large = t.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap();
+        let large = t.place_copy(&a, 3 * CHUNK_BYTES).unwrap();
         assert!(record.commit(&Clock::new(7)) != END_INFINITE);
 
         // SAFETY: nothing names `t`'s copies or record (none was linked).
         unsafe { t.recycle(&a) };
         assert_eq!(t.record(), rec);
         assert_eq!(record.end_ts(), END_INFINITE, "recycling resets the record");
-        assert_eq!(t.alloc_copy(&a, 64).unwrap(), first);
+        assert_eq!(t.place_copy(&a, 64).unwrap(), first);
         // Another attempt's record and copies go in runs given back, never in `t`'s
         // first chunk.
         let u = table.get(AttemptId(1));
-        u.alloc_copy(&a, 64).unwrap();
+        u.place_copy(&a, 64).unwrap();
         assert_eq!(u.record(), second);
-        let next = u.alloc_copy(&a, CHUNK_BYTES - 64).unwrap();
+        let next = u.place_copy(&a, CHUNK_BYTES - 64).unwrap();
         assert!(
             next.abs_diff(rec) >= CHUNK_BYTES as u64,
             "{next:#x} in {rec:#x}'s chunk"
         );
-        assert_eq!(u.alloc_copy(&a, 3 * CHUNK_BYTES).unwrap(), large);
+        assert_eq!(u.place_copy(&a, 3 * CHUNK_BYTES).unwrap(), large);
     }
 }

@@ -508,7 +508,7 @@ impl PiscesThread {
                 // asks the table again.
                 return Err(Error::Conflict);
             };
-            let at = attempt.alloc_copy(&self.sh.arena, plen)?;
+            let at = attempt.place_copy(&self.sh.arena, COPY_HDR + plen)?;
             let writer = attempt.record();
             self.own_record = writer;
             let copy = self.sh.arena.ptr(at) as *mut CopyHdr;
