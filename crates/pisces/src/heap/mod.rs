@@ -130,6 +130,14 @@ impl Heap {
         Self::format_growable(medium, params, len)
     }
 
+    /// A new pool of `size` bytes on anonymous memory (the DRAM medium), that cannot
+    /// grow (engines' unit tests).
+    #[cfg(test)]
+    pub(crate) fn format_dram(size: usize, params: FormatParams) -> Heap {
+        let m = crate::medium::dram::DramMedium::anonymous(size, 0, 0).expect("anonymous memory");
+        Self::format(Arc::new(m), params).expect("formatting a DRAM pool")
+    }
+
     /// Format a new pool on `medium` (all zero) that may grow to `max_size` bytes (the
     /// medium's length: a pool that cannot grow); the medium must reserve at least
     /// `max_size` bytes.

@@ -14,7 +14,6 @@ use super::thread::BareThread;
 use super::Bare;
 use crate::engine::{Engine, EngineDef, EngineId, EngineOptions, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
-use crate::medium::dram::DramMedium;
 use crate::tx_options::TxOptions;
 use crate::Error;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -25,17 +24,15 @@ use std::time::Duration;
 const PAUSE: Duration = Duration::from_millis(100);
 
 fn engine() -> BareEngine {
-    let m = Arc::new(DramMedium::anonymous(8 << 20, 0, 0).unwrap());
-    let heap = Heap::format(
-        m,
+    let heap = Heap::format_dram(
+        8 << 20,
         FormatParams {
             engine_id: EngineId::Bare as u32,
             max_threads: 3,
             log_bytes_per_thread: 64 << 10,
             regions: Default::default(),
         },
-    )
-    .unwrap();
+    );
     Bare::open(Arc::new(heap), &EngineOptions::new(), &OpenCtx::default()).unwrap()
 }
 

@@ -5,22 +5,19 @@ use super::shared::MvccEngine;
 use super::thread::MvccThread;
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::{FormatParams, Heap};
-use crate::medium::dram::DramMedium;
 use crate::tx_options::TxOptions;
 use std::sync::Arc;
 
 fn engine() -> MvccEngine {
-    let m = Arc::new(DramMedium::anonymous(8 << 20, 0, 0).unwrap());
-    let heap = Heap::format(
-        m,
+    let heap = Heap::format_dram(
+        8 << 20,
         FormatParams {
             engine_id: EngineId::Mvcc as u32,
             max_threads: 2,
             log_bytes_per_thread: 64 << 10,
             regions: Default::default(),
         },
-    )
-    .unwrap();
+    );
     MvccEngine::open(Arc::new(heap)).unwrap()
 }
 

@@ -11,18 +11,16 @@ use crate::engine::kit::cc::clock::{Clock, SlotClock};
 use crate::engine::kit::log::redo_log::{LogWriter, RecordBuilder};
 use crate::engine::{Engine, EngineDef, EngineThread, OpenCtx};
 use crate::heap::{FormatParams, Heap};
-use crate::medium::dram::DramMedium;
 use crate::tx_options::TxOptions;
 use std::sync::Arc;
 
 fn heap(slots: usize) -> Heap {
-    let m = Arc::new(DramMedium::anonymous(8 << 20, 0, 0).unwrap());
     let ctx = OpenCtx {
         max_threads: slots,
         ..OpenCtx::default()
     };
-    Heap::format(
-        m,
+    Heap::format_dram(
+        8 << 20,
         FormatParams {
             engine_id: super::Sp3::ID,
             max_threads: slots,
@@ -30,7 +28,6 @@ fn heap(slots: usize) -> Heap {
             regions: super::Sp3::regions(&ctx),
         },
     )
-    .unwrap()
 }
 
 /// Append a record (lid, deps, one WORD entry writing `value` at `off`) to `w`.

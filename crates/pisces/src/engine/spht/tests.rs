@@ -23,9 +23,8 @@ fn engine_with(opts: EngineOptions, threads: usize) -> SphtEngine {
 }
 
 fn engine_with_log(opts: EngineOptions, threads: usize, log_bytes: usize) -> SphtEngine {
-    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
-    let heap = Heap::format(
-        m,
+    let heap = Heap::format_dram(
+        16 << 20,
         FormatParams {
             engine_id: EngineId::Spht as u32,
             max_threads: threads,
@@ -35,8 +34,7 @@ fn engine_with_log(opts: EngineOptions, threads: usize, log_bytes: usize) -> Sph
                 engine_area_bytes: durability::engine_area_bytes(threads),
             },
         },
-    )
-    .unwrap();
+    );
     let o = SphtSettings::parse("spht", &opts).unwrap();
     SphtEngine::open(
         Arc::new(heap),

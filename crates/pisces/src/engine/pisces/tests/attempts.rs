@@ -10,24 +10,21 @@ use super::super::thread::PiscesThread;
 use super::super::PiscesOptions;
 use crate::engine::{Engine, EngineId, EngineThread};
 use crate::heap::{FormatParams, Heap};
-use crate::medium::dram::DramMedium;
 use crate::tx_options::TxOptions;
 use crate::Error;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 fn engine(group_commit: usize) -> PiscesEngine {
-    let m = Arc::new(DramMedium::anonymous(16 << 20, 0, 0).unwrap());
-    let heap = Heap::format(
-        m,
+    let heap = Heap::format_dram(
+        16 << 20,
         FormatParams {
             engine_id: EngineId::Pisces as u32,
             max_threads: 2,
             log_bytes_per_thread: 1 << 20,
             regions: Default::default(),
         },
-    )
-    .unwrap();
+    );
     let opts = PiscesOptions {
         group_commit,
         ..PiscesOptions::default()
