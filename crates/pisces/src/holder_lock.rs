@@ -36,6 +36,7 @@
 //! reports, and the spinning and yielding rounds are skipped, so that every contended
 //! lock goes through the sleeping protocol.
 
+use crate::region::InRegion;
 use crate::sync::AtomicU32;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -64,6 +65,7 @@ const YIELD_ROUNDS: u32 = 4;
 const SLEEP_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A lock word that names its holder (see the module docs).
+#[repr(C)]
 pub(crate) struct HolderLock {
     word: AtomicU32,
     /// The model of the kernel's futex queue for this word.
@@ -274,10 +276,18 @@ impl Drop for HolderGuard<'_> {
 
 /// Data of type `T` under a [`HolderLock`] beside it: a mutex whose lock word names
 /// its holder. `T` is reached only through a guard.
+#[repr(C)]
 pub(crate) struct HolderMutex<T> {
     lock: HolderLock,
     data: UnsafeCell<T>,
 }
+
+// SAFETY: a free lock is the word 0, and the word is all the lock holds outside the
+// loom models (whose builds compile, but never place, region state); an
+// `UnsafeCell<T>` adds nothing to `T`; both are `repr(C)`.
+unsafe impl InRegion for HolderLock {}
+// SAFETY: as above, for the lock and a `T` that may live in a region.
+unsafe impl<T: InRegion> InRegion for HolderMutex<T> {}
 
 // SAFETY: the data is only reached through a `HolderMutexGuard`, and a guard exists
 // only while its lock is held, which one guard at a time can be: threads that share a
@@ -313,7 +323,7 @@ impl<T> HolderMutex<T> {
     }
 
     /// Lock for `holder` if free (see [`HolderLock::try_lock`]).
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn try_lock(&self, holder: u32) -> Option<HolderMutexGuard<'_, T>> {
         self.lock.try_lock(holder).map(|held| self.guard(held))
     }
@@ -322,6 +332,25 @@ impl<T> HolderMutex<T> {
     #[cfg_attr(not(test), allow(dead_code))] // for diagnostics
     pub(crate) fn holder(&self) -> Option<u32> {
         self.lock.holder()
+    }
+
+    /// Lock for `holder` and return the held lock with the data's address, for a
+    /// caller that makes its own view of the data: dereferencing the address is
+    /// sound only while the returned guard lives, and only as the one reference.
+    #[inline]
+    pub(crate) fn lock_raw(&self, holder: u32) -> (HolderGuard<'_>, *mut T) {
+        (self.lock.lock(holder), self.data.get())
+    }
+
+    /// [`HolderMutex::lock_raw`] if the lock is free.
+    #[inline]
+    pub(crate) fn try_lock_raw(&self, holder: u32) -> Option<(HolderGuard<'_>, *mut T)> {
+        Some((self.lock.try_lock(holder)?, self.data.get()))
+    }
+
+    /// The data, through a unique reference to the mutex (no lock needed).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
     }
 
     #[inline(always)]

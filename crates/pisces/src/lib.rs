@@ -132,6 +132,7 @@ pub mod medium;
 #[cfg(feature = "mutation")]
 #[doc(hidden)]
 pub mod mutation;
+mod region;
 // Without the feature every switch reads as off and the setters are unused.
 #[cfg(not(feature = "mutation"))]
 #[allow(dead_code)]

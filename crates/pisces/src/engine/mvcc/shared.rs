@@ -140,7 +140,7 @@ impl MvccShared {
             return;
         };
         let mut ranges = h.lock();
-        if ranges.sync(&self.heap).is_some() {
+        if ranges.ranges().sync(&self.heap).is_some() {
             // SeqCst: as in `hold`. Under the lock, after the fence that made every
             // range pushed before it durable.
             h.unsynced_min.store(u64::MAX, SeqCst);

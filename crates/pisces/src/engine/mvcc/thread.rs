@@ -456,7 +456,7 @@ impl EngineThread for MvccThread {
                         )
                     };
                     match &mut lazy {
-                        Some((_, ranges)) => ranges.push(w.off as usize, w.len),
+                        Some((_, ranges)) => ranges.ranges().push(heap, w.off as usize, w.len),
                         None => heap.flush(w.off as usize, w.len),
                     }
                     counters::add_bytes_written_home(w.len as u64);
@@ -472,7 +472,7 @@ impl EngineThread for MvccThread {
                 match &mut lazy {
                     Some((_, ranges)) => {
                         if let Some((off, len)) = sh.alloc.publish_unflushed(b, allocated) {
-                            ranges.push(off, len);
+                            ranges.ranges().push(heap, off, len);
                         }
                     }
                     None if allocated => sh.alloc.publish_alloc(b),

@@ -32,9 +32,11 @@ use super::arena::{CopyArena, CHUNK_BYTES};
 use super::plan::Plan;
 use super::plan::{plan_bytes, PlanWriter};
 use super::protocol::TxRecord;
+use crate::region::{InRegion, Placed, Region};
 use crate::Result;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// Bytes of an attempt's first chunk, after its run link, that hold its commit record:
 /// the link and the record share the chunk's first cache line, and the copies start on
@@ -44,8 +46,12 @@ const _: () = assert!(std::mem::size_of::<TxRecord>() <= RECORD_BYTES);
 const _: () = assert!(std::mem::align_of::<TxRecord>() <= 8);
 
 /// An attempt of a slot's [`AttemptTable`], by its index there.
+#[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct AttemptId(u32);
+
+// SAFETY: an index; `repr(transparent)`.
+unsafe impl InRegion for AttemptId {}
 
 impl AttemptId {
     /// Not an attempt of the table: what a thread runs with when the table has no
@@ -82,6 +88,10 @@ pub(crate) struct Attempt {
     used: AtomicU64,
 }
 
+// SAFETY: atomics and an integer, all offsets or counts (zero: an attempt with nothing
+// yet), no drop, `repr(C)`.
+unsafe impl InRegion for Attempt {}
+
 /// The start of every run of chunks an attempt owns.
 #[repr(C)]
 struct RunLink {
@@ -95,19 +105,6 @@ struct RunLink {
 const RUN_LINK: usize = std::mem::size_of::<RunLink>();
 
 impl Attempt {
-    /// A fresh attempt for slot `slot`.
-    fn new(slot: usize) -> Attempt {
-        Attempt {
-            slot: slot as u64,
-            record: AtomicU64::new(0),
-            plan: AtomicU64::new(0),
-            first: AtomicU64::new(0),
-            last: AtomicU64::new(0),
-            small: AtomicU64::new(0),
-            used: AtomicU64::new(0),
-        }
-    }
-
     /// The arena offset of the commit record: 0 until the first copy.
     #[inline]
     pub(crate) fn record(&self) -> u64 {
@@ -120,7 +117,8 @@ impl Attempt {
     /// The caller holds the attempt (taken out of its batch's retired list, under the
     /// batch's lock) after the grace period of its retirement: no header word names
     /// its copies or record, no reader still reads them, and no [`Plan`] of it lives.
-    pub(crate) unsafe fn recycle(&self, arena: &CopyArena) {
+    /// `holder` is the caller's slot (it names the caller to the arena's lock).
+    pub(crate) unsafe fn recycle(&self, arena: &CopyArena, holder: u32) {
         let first = self.first.load(Relaxed);
         if first == 0 {
             return;
@@ -135,7 +133,7 @@ impl Attempt {
             // SAFETY: every run in the list is ours and starts with its link; it is read
             // before the run is given back.
             let RunLink { next, chunks } = unsafe { (arena.ptr(run) as *const RunLink).read() };
-            arena.give_back(run, chunks as usize);
+            arena.give_back(holder, run, chunks as usize);
             run = next;
         }
         self.last.store(first, Relaxed);
@@ -145,7 +143,8 @@ impl Attempt {
 
     /// Take a run of `n` chunks and list it after the attempt's last run.
     fn take_run(&self, arena: &CopyArena, n: usize) -> Result<u64> {
-        let off = arena.take(n)?;
+        // The attempt's slot's thread is the only one that places copies in it.
+        let off = arena.take(self.slot as u32, n)?;
         // SAFETY: a fresh run of ours, 8-aligned, with room for its link.
         unsafe {
             (arena.ptr(off) as *mut RunLink).write(RunLink {
@@ -264,16 +263,17 @@ pub(crate) unsafe fn record_at(arena: &CopyArena, off: u64) -> &TxRecord {
 /// A slot's attempts (see the module docs), made with the slot: as many as its batch
 /// can hold at once ([`super::batch::attempts_per_slot`]).
 pub(crate) struct AttemptTable {
-    cells: Box<[Attempt]>,
+    cells: Placed<Attempt>,
 }
 
 impl AttemptTable {
-    /// `n` fresh attempts of slot `slot` (`n` below [`AttemptId::NO_ROOM`]).
-    pub(crate) fn new(slot: usize, n: usize) -> AttemptTable {
+    /// `n` fresh attempts of slot `slot` (`n` below [`AttemptId::NO_ROOM`]), placed in
+    /// `region`.
+    pub(crate) fn place(region: &Arc<Region>, slot: usize, n: usize) -> Result<AttemptTable> {
         assert!(n < AttemptId::NO_ROOM.0 as usize, "{n} attempts per slot");
-        AttemptTable {
-            cells: (0..n).map(|_| Attempt::new(slot)).collect(),
-        }
+        Ok(AttemptTable {
+            cells: region.place(n, |_, a: &mut Attempt| a.slot = slot as u64)?,
+        })
     }
 
     /// How many attempts the table holds.
@@ -306,8 +306,9 @@ mod tests {
     /// every other run back, for other attempts' copies and records.
     #[test]
     fn an_attempt_keeps_its_record_chunk_and_gives_back_the_rest() {
-        let a = CopyArena::new().unwrap();
-        let table = AttemptTable::new(3, 2);
+        let region = Region::anonymous(1 << 30).unwrap();
+        let table = AttemptTable::place(&region, 3, 2).unwrap();
+        let a = CopyArena::new(&region).unwrap();
         let ids: Vec<AttemptId> = table.ids().collect();
         assert_eq!(ids, [AttemptId(1), AttemptId(0)]);
         let t = table.get(AttemptId(0));
@@ -328,7 +329,7 @@ mod tests {
         assert!(record.commit(&Clock::new(7)) != END_INFINITE);
 
         // SAFETY: nothing names `t`'s copies or record (none was linked).
-        unsafe { t.recycle(&a) };
+        unsafe { t.recycle(&a, 3) };
         assert_eq!(t.record(), rec);
         assert_eq!(record.end_ts(), END_INFINITE, "recycling resets the record");
         assert_eq!(t.place_copy(&a, 64).unwrap(), first);

@@ -23,7 +23,11 @@
 use super::arena::CopyArena;
 use super::attempt::AttemptId;
 use super::plan::Plan;
-use crate::engine::kit::log::lazy_home::UnsyncedHome;
+use crate::engine::kit::log::lazy_home::{UnsyncedRanges, UnsyncedState, UNSYNCED_RANGES};
+use crate::holder_lock::HolderGuard;
+use crate::region::{Guarded, InRegion, Placed, Region};
+use crate::Result;
+use std::sync::Arc;
 
 /// How many group-commit batches' worth of committed transactions may wait for their
 /// grace period before a commit waits for it (`PiscesShared::try_write_back`).
@@ -58,6 +62,7 @@ pub(crate) fn attempts_per_slot(k: usize) -> usize {
 }
 
 /// A committed transaction waiting for write-back.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Committed {
     /// Copies, commit record, and what write-back must do.
@@ -77,6 +82,10 @@ pub(crate) struct Committed {
     pub unfenced: bool,
 }
 
+// SAFETY: an attempt index, integers and a flag: zero is a value, no address, no drop,
+// `repr(C)`.
+unsafe impl InRegion for Committed {}
+
 impl Committed {
     /// What the write-back of this transaction must do.
     #[inline]
@@ -92,44 +101,122 @@ impl Committed {
 }
 
 /// An attempt whose copies were unlinked at a time before `retire_ts`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Retired {
     pub attempt: AttemptId,
     pub retire_ts: u64,
 }
 
-/// The pending write-backs of one slot and its reclaimable memory.
-pub(crate) struct Batch {
-    /// Committed transactions, in commit order.
-    pub entries: FixedRing<Committed>,
-    /// Unlinked attempts awaiting a grace period.
-    pub retired: FixedStack<Retired>,
-    /// Attempts ready for reuse.
-    pub spare: FixedStack<AttemptId>,
-    /// Lazy home sync (module docs of `shared`, *Lazy home sync*): home ranges written
-    /// back and not yet made durable.
-    pub unsynced: UnsyncedHome,
+// SAFETY: an attempt index and an integer; `repr(C)`.
+unsafe impl InRegion for Retired {}
+
+/// The counts of a slot's batch (the values are in its [`BatchBufs`]): what lives in
+/// the slot's state, under the batch's lock word.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct BatchState {
+    entries: RingCounts,
+    retired: u32,
+    spare: u32,
+    unsynced: UnsyncedState,
 }
 
-impl Batch {
-    /// An empty batch of a slot whose attempts are `spare` (all spare).
-    pub(crate) fn new(spare: impl ExactSizeIterator<Item = AttemptId>) -> Batch {
-        let n = spare.len();
-        let mut b = Batch {
-            entries: FixedRing::new(n),
-            retired: FixedStack::new(n),
-            spare: FixedStack::new(n),
-            unsynced: UnsyncedHome::default(),
-        };
-        for id in spare {
+// SAFETY: counts: zero is an empty batch, no address, no drop, `repr(C)`.
+unsafe impl InRegion for BatchState {}
+
+/// The arrays of a slot's batch, placed with the slot: a [`Batch`] is made of them and
+/// the [`BatchState`] that counts them, while the batch's lock is held.
+pub(crate) struct BatchBufs {
+    entries: Placed<Guarded<Committed>>,
+    retired: Placed<Guarded<Retired>>,
+    spare: Placed<Guarded<AttemptId>>,
+    unsynced: Placed<Guarded<(u64, u64)>>,
+}
+
+impl BatchBufs {
+    /// Arrays for a slot of `attempts` attempts, in `region`.
+    pub(crate) fn place(region: &Arc<Region>, attempts: usize) -> Result<BatchBufs> {
+        Ok(BatchBufs {
+            entries: region.place(attempts, |_, _| {})?,
+            retired: region.place(attempts, |_, _| {})?,
+            spare: region.place(attempts, |_, _| {})?,
+            unsynced: region.place(UNSYNCED_RANGES, |_, _| {})?,
+        })
+    }
+
+    /// Make every attempt in `ids` spare in `st`, a fresh slot's batch.
+    pub(crate) fn fill_spare(
+        &self,
+        st: &mut BatchState,
+        ids: impl ExactSizeIterator<Item = AttemptId>,
+    ) {
+        let mut b = self.batch(st, None);
+        for id in ids {
             b.spare.push(id);
         }
-        b
+    }
+
+    /// The batch these arrays and `st` make up, keeping `held`, the batch's lock.
+    ///
+    /// `st` must be the state of the slot these arrays were placed for, reached
+    /// through the batch's lock held by `held` (or, without it, before the slot is
+    /// shared): the `&mut` for `'a` shows the lock is held that long, and one slot's
+    /// arrays are only reached with its state.
+    #[inline]
+    pub(crate) fn batch<'a>(
+        &'a self,
+        st: &'a mut BatchState,
+        held: Option<HolderGuard<'a>>,
+    ) -> Batch<'a> {
+        // SAFETY: the arrays are guarded by the batch's lock, which the caller holds
+        // for `'a` (`st` is the data of that lock, borrowed mutably for `'a`); each is
+        // a distinct placement, so the slices do not overlap.
+        unsafe {
+            Batch {
+                entries: FixedRing::over(guarded_slice(&self.entries), &mut st.entries),
+                retired: FixedStack::over(guarded_slice(&self.retired), &mut st.retired),
+                spare: FixedStack::over(guarded_slice(&self.spare), &mut st.spare),
+                unsynced: UnsyncedRanges::new(guarded_slice(&self.unsynced), &mut st.unsynced),
+                _held: held,
+            }
+        }
     }
 }
 
+/// The values of `p` as one mutable slice.
+///
+/// # Safety
+/// The caller holds the lock that guards them for `'a` and makes no other reference
+/// to them meanwhile.
+#[inline(always)]
+unsafe fn guarded_slice<'a, T>(p: &'a Placed<Guarded<T>>) -> &'a mut [T] {
+    // SAFETY: `Guarded<T>` is `repr(transparent)` over `UnsafeCell<T>`, so the placed
+    // values are `p.len()` consecutive `T`s that may be written through a shared view
+    // (the pointer is the whole slice's); the caller's contract makes the reference
+    // unique.
+    unsafe { std::slice::from_raw_parts_mut(p.as_ptr() as *mut T, p.len()) }
+}
+
+/// The pending write-backs of one slot and its reclaimable memory, while the slot's
+/// batch lock is held (the batch holds it, and unlocks when dropped). Its views of the
+/// slot's arrays are never moved out of it: they are valid while its lock is held.
+pub(crate) struct Batch<'a> {
+    /// Committed transactions, in commit order.
+    pub entries: FixedRing<'a, Committed>,
+    /// Unlinked attempts awaiting a grace period.
+    pub retired: FixedStack<'a, Retired>,
+    /// Attempts ready for reuse.
+    pub spare: FixedStack<'a, AttemptId>,
+    /// Lazy home sync (module docs of `shared`, *Lazy home sync*): home ranges written
+    /// back and not yet made durable.
+    pub unsynced: UnsyncedRanges<'a>,
+    /// The batch's lock, released after everything above is dropped (declared last).
+    _held: Option<HolderGuard<'a>>,
+}
+
 #[cfg(test)]
-impl Batch {
+impl Batch<'_> {
     /// Every attempt the batch holds: entries, retired, spare (white-box tests).
     pub(crate) fn held_attempts(&self) -> Vec<AttemptId> {
         let mut v: Vec<AttemptId> = self.entries.iter().map(|e| e.attempt).collect();
@@ -139,39 +226,48 @@ impl Batch {
     }
 }
 
-/// A queue of at most a fixed number of values, in one allocation made with it.
-pub(crate) struct FixedRing<T> {
-    buf: Box<[T]>,
-    /// Index in `buf` of the first value.
-    head: usize,
-    len: usize,
+/// Where a [`FixedRing`]'s values start and how many there are.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct RingCounts {
+    /// Index of the first value.
+    head: u32,
+    len: u32,
 }
 
-impl<T: Copy + Default> FixedRing<T> {
-    /// An empty ring for `cap` values.
-    pub(crate) fn new(cap: usize) -> FixedRing<T> {
-        FixedRing {
-            buf: vec![T::default(); cap].into_boxed_slice(),
-            head: 0,
-            len: 0,
-        }
+/// A queue of at most a fixed number of values, over an array and counts it borrows.
+pub(crate) struct FixedRing<'a, T> {
+    buf: &'a mut [T],
+    c: &'a mut RingCounts,
+}
+
+impl<'a, T: Copy> FixedRing<'a, T> {
+    /// The ring of `c` over `buf` (whose length is its capacity, below 2^31).
+    pub(crate) fn over(buf: &'a mut [T], c: &'a mut RingCounts) -> Self {
+        assert!(
+            buf.len() < 1 << 31
+                && (c.head as usize) < buf.len().max(1)
+                && c.len as usize <= buf.len(),
+            "a ring's counts out of range"
+        );
+        FixedRing { buf, c }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.c.len as usize
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.c.len == 0
     }
 
     /// The `i`th value from the front (`i < len`).
     #[inline]
     pub(crate) fn get(&self, i: usize) -> &T {
-        assert!(i < self.len, "index {i} of a ring of {}", self.len);
-        let j = self.head + i;
+        assert!(i < self.len(), "index {i} of a ring of {}", self.len());
+        let j = self.c.head as usize + i;
         &self.buf[if j >= self.buf.len() {
             j - self.buf.len()
         } else {
@@ -184,13 +280,14 @@ impl<T: Copy + Default> FixedRing<T> {
     #[inline]
     pub(crate) fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &T> + '_ {
         assert!(
-            from <= to && to <= self.len,
+            from <= to && to <= self.len(),
             "{from}..{to} of a ring of {}",
-            self.len
+            self.len()
         );
         let n = self.buf.len();
+        let head = self.c.head as usize;
         // Where the values start and end in `buf`, unwrapped (below `2 * n`).
-        let (start, end) = (self.head + from, self.head + to);
+        let (start, end) = (head + from, head + to);
         let first = &self.buf[start.min(n)..end.min(n)];
         let second = &self.buf[start.max(n) - n..end.max(n) - n];
         first.iter().chain(second)
@@ -198,7 +295,7 @@ impl<T: Copy + Default> FixedRing<T> {
 
     /// Every value, front first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        self.range(0, self.len)
+        self.range(0, self.len())
     }
 
     /// Add `v` at the back. The ring is never full when this is called (its capacity is
@@ -206,66 +303,65 @@ impl<T: Copy + Default> FixedRing<T> {
     /// before anything is overwritten.
     #[inline]
     pub(crate) fn push(&mut self, v: T) {
-        assert!(self.len < self.buf.len(), "a full ring of {}", self.len);
-        let j = self.head + self.len;
+        assert!(self.len() < self.buf.len(), "a full ring of {}", self.len());
+        let j = self.c.head as usize + self.len();
         let n = self.buf.len();
         self.buf[if j >= n { j - n } else { j }] = v;
-        self.len += 1;
+        self.c.len += 1;
     }
 
     /// Drop the first `n` values (`n <= len`).
     pub(crate) fn pop_front(&mut self, n: usize) {
-        assert!(n <= self.len, "{n} of a ring of {}", self.len);
-        self.head = (self.head + n) % self.buf.len().max(1);
-        self.len -= n;
+        assert!(n <= self.len(), "{n} of a ring of {}", self.len());
+        self.c.head = ((self.c.head as usize + n) % self.buf.len().max(1)) as u32;
+        self.c.len -= n as u32;
     }
 }
 
-/// A stack of at most a fixed number of values, in one allocation made with it.
-pub(crate) struct FixedStack<T> {
-    buf: Box<[T]>,
-    len: usize,
+/// A stack of at most a fixed number of values, over an array and a count it borrows.
+pub(crate) struct FixedStack<'a, T> {
+    buf: &'a mut [T],
+    len: &'a mut u32,
 }
 
-impl<T: Copy + Default> FixedStack<T> {
-    /// An empty stack for `cap` values.
-    pub(crate) fn new(cap: usize) -> FixedStack<T> {
-        FixedStack {
-            buf: vec![T::default(); cap].into_boxed_slice(),
-            len: 0,
-        }
+impl<'a, T: Copy> FixedStack<'a, T> {
+    /// The stack of `len` values over `buf` (whose length is its capacity).
+    pub(crate) fn over(buf: &'a mut [T], len: &'a mut u32) -> Self {
+        assert!(*len as usize <= buf.len(), "a stack's count out of range");
+        FixedStack { buf, len }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        *self.len as usize
     }
 
     /// The values, bottom first.
     pub(crate) fn as_slice(&self) -> &[T] {
-        &self.buf[..self.len]
+        &self.buf[..self.len()]
     }
 
     /// Push `v`; as [`FixedRing::push`], never on a full stack.
     #[inline]
     pub(crate) fn push(&mut self, v: T) {
-        assert!(self.len < self.buf.len(), "a full stack of {}", self.len);
-        self.buf[self.len] = v;
-        self.len += 1;
+        let n = self.len();
+        assert!(n < self.buf.len(), "a full stack of {n}");
+        self.buf[n] = v;
+        *self.len += 1;
     }
 
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<T> {
-        self.len = self.len.checked_sub(1)?;
-        Some(self.buf[self.len])
+        *self.len = self.len.checked_sub(1)?;
+        Some(self.buf[self.len()])
     }
 
     /// Remove the `i`th value, putting the top one in its place.
     pub(crate) fn swap_remove(&mut self, i: usize) -> T {
-        assert!(i < self.len, "index {i} of a stack of {}", self.len);
+        assert!(i < self.len(), "index {i} of a stack of {}", self.len());
         let v = self.buf[i];
-        self.len -= 1;
-        self.buf[i] = self.buf[self.len];
+        *self.len -= 1;
+        self.buf[i] = self.buf[self.len()];
         v
     }
 }
@@ -276,7 +372,8 @@ mod tests {
 
     #[test]
     fn a_ring_keeps_its_order_across_the_wrap() {
-        let mut r = FixedRing::<u32>::new(3);
+        let (mut buf, mut c) = ([0u32; 3], RingCounts::default());
+        let mut r = FixedRing::over(&mut buf, &mut c);
         r.push(1);
         r.push(2);
         r.pop_front(1);
@@ -295,14 +392,16 @@ mod tests {
     #[test]
     #[should_panic(expected = "a full ring")]
     fn a_full_ring_refuses_before_overwriting() {
-        let mut r = FixedRing::<u32>::new(1);
+        let (mut buf, mut c) = ([0u32; 1], RingCounts::default());
+        let mut r = FixedRing::over(&mut buf, &mut c);
         r.push(1);
         r.push(2);
     }
 
     #[test]
     fn a_stack_pops_swaps_and_empties() {
-        let mut s = FixedStack::<u32>::new(4);
+        let (mut buf, mut len) = ([0u32; 4], 0);
+        let mut s = FixedStack::over(&mut buf, &mut len);
         for v in 1..=4 {
             s.push(v);
         }

@@ -356,8 +356,8 @@ mod tests {
 
     #[test]
     fn a_plan_reads_back_as_written() {
-        let arena = CopyArena::new().unwrap();
-        let off = arena.take(1).unwrap();
+        let arena = CopyArena::standalone();
+        let off = arena.take(0, 1).unwrap();
         let b = Block {
             offset: 8192,
             size: 64,
@@ -396,8 +396,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "beyond its bound")]
     fn a_range_past_the_bound_is_refused() {
-        let arena = CopyArena::new().unwrap();
-        let off = arena.take(1).unwrap();
+        let arena = CopyArena::standalone();
+        let off = arena.take(0, 1).unwrap();
         // SAFETY: a fresh chunk of ours.
         let mut w = unsafe { PlanWriter::new(arena.ptr(off), 0, 1) };
         let r = HomeRange {

@@ -64,9 +64,9 @@
 //! persistTS order. On media whose persist point is the fence (DRAM, DAX) the
 //! write-back fences as before.
 
-use super::arena::CopyArena;
+use super::arena::{CopyArena, RESERVED_BYTES};
 use super::attempt::{record_at, AttemptId, AttemptTable};
-use super::batch::{attempts_per_slot, Batch, Retired};
+use super::batch::{attempts_per_slot, Batch, BatchBufs, BatchState, Retired};
 use super::options::PiscesOptions;
 use super::protocol::TxRecord;
 use super::thread::PiscesThread;
@@ -83,12 +83,12 @@ use crate::engine::kit::shared_counts::count_write;
 use crate::engine::Engine;
 use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
-use crate::holder_lock::{HolderLock, HolderMutex, HolderMutexGuard};
+use crate::holder_lock::{HolderLock, HolderMutex};
 use crate::medium::counters;
+use crate::region::{InRegion, Line, PlacedValue, Region};
 use crate::Result;
-use crossbeam_utils::CachePadded;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Release, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
 crate::mutation::point! {
@@ -175,7 +175,8 @@ pub(super) const FREED: u64 = 2;
 /// The low bits that tell a marker from a lock (copy pointers are 8-aligned).
 const MARKER_BITS: u64 = 7;
 
-/// One thread slot.
+/// One thread slot's state, in the engine's region.
+#[repr(C, align(128))]
 pub(crate) struct Slot {
     /// Published start timestamp.
     pub clock: SlotClock,
@@ -188,48 +189,94 @@ pub(crate) struct Slot {
     /// Lazy home sync: minimum persistTS of records written back whose home writes
     /// are not durable yet (u64::MAX: none).
     pub unsynced_min: AtomicU64,
-    /// The slot's attempts, which its thread and its batch hold by index.
-    pub attempts: AttemptTable,
-    /// Pending write-backs, under a lock word that names the slot of the thread that
-    /// holds it (the slot's own, or a helper's).
-    pub batch: HolderMutex<Batch>,
+    /// The slot's log's next record sequence number when the engine started.
+    pub next_seq: AtomicU64,
+    /// The counts of the pending write-backs, under a lock word that names the slot of
+    /// the thread that holds it (the slot's own, or a helper's).
+    batch: HolderMutex<BatchState>,
     /// The slot's log's unfenced run (records of commits whose durability is
     /// deferred), which any thread can make durable.
     pub run: SharedRun,
 }
 
-impl Slot {
-    fn new(slot: usize, attempts: usize, run: SharedRun) -> Slot {
-        let attempts = AttemptTable::new(slot, attempts);
-        Slot {
-            clock: SlotClock::default(),
-            persisting_ts: AtomicU64::new(u64::MAX),
-            pending_min: AtomicU64::new(u64::MAX),
-            wb_seq: AtomicU64::new(0),
-            unsynced_min: AtomicU64::new(u64::MAX),
-            batch: HolderMutex::new(Batch::new(attempts.ids())),
-            attempts,
-            run,
-        }
+// SAFETY: atomics, a lock word and counts, each initialised in place after the zeroed
+// placement (`SlotView::place`); no address, no drop, `repr(C)`.
+unsafe impl InRegion for Slot {}
+
+/// A thread slot as this process sees it: its state in the region, and its attempts'
+/// and batch's arrays there.
+pub(crate) struct SlotView {
+    state: PlacedValue<Slot>,
+    /// The slot's attempts, which its thread and its batch hold by index.
+    pub attempts: AttemptTable,
+    bufs: BatchBufs,
+}
+
+impl std::ops::Deref for SlotView {
+    type Target = Slot;
+
+    #[inline(always)]
+    fn deref(&self) -> &Slot {
+        &self.state
+    }
+}
+
+impl SlotView {
+    /// Place slot `slot`'s state, attempts and arrays in `region`: a fresh slot whose
+    /// log's ring is `cap` bytes at pool offset `ring` and whose next record is number
+    /// `next_seq`.
+    fn place(
+        region: &Arc<Region>,
+        slot: usize,
+        attempts: usize,
+        (ring, cap): (usize, usize),
+        next_seq: u64,
+    ) -> Result<SlotView> {
+        let table = AttemptTable::place(region, slot, attempts)?;
+        let bufs = BatchBufs::place(region, attempts)?;
+        let state = region.place_value(|s: &mut Slot| {
+            s.clock = SlotClock::default();
+            s.persisting_ts = AtomicU64::new(u64::MAX);
+            s.pending_min = AtomicU64::new(u64::MAX);
+            s.unsynced_min = AtomicU64::new(u64::MAX);
+            s.next_seq = AtomicU64::new(next_seq);
+            s.run = SharedRun::new(ring, cap);
+            bufs.fill_spare(s.batch.get_mut(), table.ids());
+        })?;
+        Ok(SlotView {
+            state,
+            attempts: table,
+            bufs,
+        })
     }
 
     /// Lock the batch for the thread of slot `caller_slot` (the lock word names it;
     /// see [`batch_holder`]). A panic while holding it cannot leave the batch in a
     /// state worse than "some write-backs not done": the lock has no poisoning.
-    pub(crate) fn lock_batch(&self, caller_slot: usize) -> HolderMutexGuard<'_, Batch> {
+    pub(crate) fn lock_batch(&self, caller_slot: usize) -> Batch<'_> {
         // Counted: helpers take other slots' batch locks, so several threads write
         // the lock word (the lock and the unlock).
         count_write(&self.batch);
         count_write(&self.batch);
-        self.batch.lock(batch_holder(caller_slot))
+        let (held, st) = self.batch.lock_raw(batch_holder(caller_slot));
+        // SAFETY: `held` holds the lock, and the batch keeps it for as long as it
+        // lives (it drops it last).
+        self.bufs.batch(unsafe { &mut *st }, Some(held))
     }
 
-    /// [`Slot::lock_batch`] without waiting: None if another thread holds the lock.
-    pub(crate) fn try_lock_batch(&self, caller_slot: usize) -> Option<HolderMutexGuard<'_, Batch>> {
+    /// [`SlotView::lock_batch`] without waiting: None if another thread holds the lock.
+    pub(crate) fn try_lock_batch(&self, caller_slot: usize) -> Option<Batch<'_>> {
         count_write(&self.batch);
-        let b = self.batch.try_lock(batch_holder(caller_slot))?;
+        let (held, st) = self.batch.try_lock_raw(batch_holder(caller_slot))?;
         count_write(&self.batch);
-        Some(b)
+        // SAFETY: as in `lock_batch`.
+        Some(self.bufs.batch(unsafe { &mut *st }, Some(held)))
+    }
+
+    /// Who holds the batch's lock (white-box tests).
+    #[cfg(test)]
+    pub(crate) fn batch_holder(&self) -> Option<u32> {
+        self.batch.holder()
     }
 }
 
@@ -249,12 +296,12 @@ pub(crate) struct PiscesShared {
     pub heap: Arc<Heap>,
     /// The allocator.
     pub alloc: Arc<Allocator>,
-    /// globalTS, on a cache line of its own: every commit increments it, and the
-    /// fields around it (heap, allocator, tag, options) are read by every access of
-    /// every thread, which would otherwise miss after each commit of another thread.
-    pub clock: CachePadded<Clock>,
+    /// globalTS, on a cache line of its own in the region: every commit increments
+    /// it, and the fields around it would otherwise miss after each commit of another
+    /// thread.
+    pub clock: PlacedValue<Line<Clock>>,
     /// Thread slots.
-    pub slots: Vec<CachePadded<Slot>>,
+    pub slots: Vec<SlotView>,
     /// Engine options.
     pub opts: PiscesOptions,
     /// False for the `volatile` baseline: no log, no flush, no fence (same DVCC).
@@ -264,11 +311,9 @@ pub(crate) struct PiscesShared {
     pub lazy_home: bool,
     /// Generation tag in the top 16 bits of a locked header word.
     pub tag: u64,
-    /// Next log sequence number of each slot after recovery.
-    pub next_seq: Vec<u64>,
-    /// The serial fallback word (`thread`, *Fallback*).
-    pub fallback: Fallback,
-    /// Where copies and commit records live.
+    /// The serial fallback word (`thread`, *Fallback*), on a line of its own.
+    pub fallback: PlacedValue<Line<Fallback>>,
+    /// Where copies and commit records live: the rest of the region.
     pub arena: CopyArena,
 }
 
@@ -288,20 +333,23 @@ impl PiscesShared {
         let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
         let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
         let per_slot = attempts_per_slot(opts.group_commit);
+        let region = Region::anonymous(RESERVED_BYTES)?;
+        let clock = region.place_value(|c: &mut Line<Clock>| c.0 = Clock::new(clock_start))?;
+        let fallback = region.place_value(|_: &mut Line<Fallback>| {})?;
+        let slots = (0..l.max_threads)
+            .map(|i| SlotView::place(&region, i, per_slot, (ring(i), cap), next_seq[i]))
+            .collect::<Result<Vec<_>>>()?;
         Ok(PiscesShared {
             heap,
             alloc,
-            clock: CachePadded::new(Clock::new(clock_start)),
-            slots: (0..l.max_threads)
-                .map(|i| CachePadded::new(Slot::new(i, per_slot, SharedRun::new(ring(i), cap))))
-                .collect(),
+            clock,
+            slots,
             opts,
             durable,
             lazy_home,
             tag,
-            next_seq,
-            fallback: Fallback::default(),
-            arena: CopyArena::new()?,
+            fallback,
+            arena: CopyArena::new(&region)?,
         })
     }
 
@@ -354,7 +402,7 @@ impl PiscesShared {
         LogWriter::new(
             l.log_offset(slot),
             l.log_bytes_per_thread,
-            self.next_seq[slot],
+            self.slots[slot].next_seq.load(Relaxed),
         )
         .line_aligned()
     }
@@ -365,7 +413,7 @@ impl PiscesShared {
     pub(crate) fn write_back(
         &self,
         slot: usize,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         caller_slot: usize,
         cache: &mut ThreadCache,
     ) {
@@ -380,7 +428,8 @@ impl PiscesShared {
         // (Retire timestamps are at least 2: with the grace period skipped, 0 reclaims
         // nothing.)
         let n = batch.entries.len();
-        self.write_back_first(slot, batch, n, if skip { 0 } else { max_end }, cache);
+        let covered = if skip { 0 } else { max_end };
+        self.write_back_first(slot, batch, caller_slot, n, covered, cache);
     }
 
     /// Group commit's write-back that never waits: write back the oldest transactions
@@ -401,7 +450,7 @@ impl PiscesShared {
     pub(crate) fn try_write_back(
         &self,
         slot: usize,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         caller_slot: usize,
         cache: &mut ThreadCache,
     ) -> usize {
@@ -424,7 +473,7 @@ impl PiscesShared {
         } else {
             batch.entries.get(n - 1).end_ts
         };
-        self.write_back_first(slot, batch, n, covered, cache);
+        self.write_back_first(slot, batch, caller_slot, n, covered, cache);
         n
     }
 
@@ -434,7 +483,8 @@ impl PiscesShared {
     fn write_back_first(
         &self,
         slot: usize,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
+        caller_slot: usize,
         n: usize,
         covered: u64,
         cache: &mut ThreadCache,
@@ -473,7 +523,7 @@ impl PiscesShared {
                     }
                 };
                 if self.lazy_home {
-                    batch.unsynced.push(r.home as usize, r.len as usize);
+                    batch.unsynced.push(heap, r.home as usize, r.len as usize);
                 } else if self.durable {
                     heap.flush(r.home as usize, r.len as usize);
                 }
@@ -486,7 +536,7 @@ impl PiscesShared {
                 for (b, allocated) in plan.objects.iter().filter_map(|o| o.published()) {
                     if let Some((off, len)) = self.alloc.publish_unflushed(b, allocated) {
                         // The allocator's words go with the home writes, to `sync_home`.
-                        batch.unsynced.push(off, len);
+                        batch.unsynced.push(heap, off, len);
                     }
                 }
             } else {
@@ -542,7 +592,7 @@ impl PiscesShared {
         count_write(&s.pending_min);
         s.pending_min.store(waiting, SeqCst);
         // Reclaim attempts retired before a timestamp the grace period covered.
-        self.reclaim_retired_by(slot, batch, covered);
+        self.reclaim_retired_by(slot, batch, caller_slot, covered);
         // Freed blocks are durable-free and no snapshot can see them any more.
         for e in batch.entries.range(0, n) {
             let plan = e.plan(&self.arena);
@@ -567,7 +617,7 @@ impl PiscesShared {
     /// durable (one fence over their ranges), then let its log drop their records
     /// (`wb_seq`) and the watermark pass them (`unsynced_min`). The caller holds the
     /// slot's batch lock. Nothing to do without lazy home sync.
-    pub(crate) fn sync_home(&self, slot: usize, batch: &mut Batch) {
+    pub(crate) fn sync_home(&self, slot: usize, batch: &mut Batch<'_>) {
         let Some(synced_seq) = batch.unsynced.sync(&self.heap) else {
             return;
         };
@@ -582,7 +632,7 @@ impl PiscesShared {
     }
 
     /// Retire an aborted attempt of `slot` whose locks are already released.
-    pub(crate) fn retire(&self, batch: &mut Batch, attempt: AttemptId) {
+    pub(crate) fn retire(&self, batch: &mut Batch<'_>, attempt: AttemptId) {
         let retire_ts = self.clock.now() + 1;
         batch.retired.push(Retired { attempt, retire_ts });
     }
@@ -590,25 +640,31 @@ impl PiscesShared {
     /// Grace period for everything retired in `slot`'s batch, then reclaim it. Only
     /// for a caller that is not inside a transaction, or that is the slot's owner
     /// (its own transaction started after everything its slot retired).
-    pub(crate) fn reclaim_all(&self, slot: usize, batch: &mut Batch, caller_slot: usize) {
+    pub(crate) fn reclaim_all(&self, slot: usize, batch: &mut Batch<'_>, caller_slot: usize) {
         let Some(ts) = batch.retired.as_slice().iter().map(|r| r.retire_ts).max() else {
             return;
         };
         wait_for_readers(self.clocks(), caller_slot, ts);
-        self.reclaim_retired_by(slot, batch, ts);
+        self.reclaim_retired_by(slot, batch, caller_slot, ts);
     }
 
     /// Reclaim the retired attempts of `slot`'s batch whose grace period has passed
     /// already (no wait).
-    pub(crate) fn reclaim_ready(&self, slot: usize, batch: &mut Batch, caller_slot: usize) {
+    pub(crate) fn reclaim_ready(&self, slot: usize, batch: &mut Batch<'_>, caller_slot: usize) {
         let oldest = oldest_reader(self.clocks(), caller_slot);
-        self.reclaim_retired_by(slot, batch, oldest);
+        self.reclaim_retired_by(slot, batch, caller_slot, oldest);
     }
 
     /// Recycle the attempts of `slot`'s batch retired at or below `covered` (a
     /// timestamp every other slot's transaction has started at or after) and make them
     /// spare.
-    fn reclaim_retired_by(&self, slot: usize, batch: &mut Batch, covered: u64) {
+    fn reclaim_retired_by(
+        &self,
+        slot: usize,
+        batch: &mut Batch<'_>,
+        caller_slot: usize,
+        covered: u64,
+    ) {
         let attempts = &self.slots[slot].attempts;
         let mut i = 0;
         while i < batch.retired.len() {
@@ -617,7 +673,11 @@ impl PiscesShared {
                 // SAFETY: taken out of the retired list under the batch's lock, after
                 // the grace period of its retirement (`covered`, the caller's
                 // contract); plans are only made of the batch's entries.
-                unsafe { attempts.get(r.attempt).recycle(&self.arena) };
+                unsafe {
+                    attempts
+                        .get(r.attempt)
+                        .recycle(&self.arena, batch_holder(caller_slot))
+                };
                 batch.spare.push(r.attempt);
             } else {
                 i += 1;
@@ -628,7 +688,7 @@ impl PiscesShared {
     /// A spare attempt of `slot`'s batch, reclaiming retired ones whose grace period
     /// has passed if none is spare; None if none can be had without waiting.
     #[inline]
-    pub(crate) fn take_spare(&self, slot: usize, batch: &mut Batch) -> Option<AttemptId> {
+    pub(crate) fn take_spare(&self, slot: usize, batch: &mut Batch<'_>) -> Option<AttemptId> {
         batch
             .spare
             .pop()
@@ -638,7 +698,7 @@ impl PiscesShared {
     /// [`PiscesShared::take_spare`] when none is spare.
     #[cold]
     #[inline(never)]
-    fn take_reclaimed(&self, slot: usize, batch: &mut Batch) -> Option<AttemptId> {
+    fn take_reclaimed(&self, slot: usize, batch: &mut Batch<'_>) -> Option<AttemptId> {
         self.reclaim_ready(slot, batch, slot);
         batch.spare.pop()
     }
@@ -708,7 +768,7 @@ impl PiscesShared {
     fn write_back_or_try(
         &self,
         slot: usize,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         caller_slot: usize,
         cache: &mut ThreadCache,
         wait: bool,

@@ -235,10 +235,10 @@ impl PiscesThread {
     #[inline(always)]
     fn own_slot(&self) -> &Slot {
         debug_assert!(std::ptr::eq(self.own.as_ptr(), &*self.sh.slots[self.slot]));
-        // SAFETY: `new` took `own` from `sh.slots[slot]`; the vector is never resized
-        // and lives in `sh`, which this state holds, so the slot outlives `&self`.
-        // Only shared references to a slot are ever made (its fields are atomics and
-        // locks).
+        // SAFETY: `new` took `own` from `sh.slots[slot]`, the slot's state in the
+        // engine's region, which that view keeps mapped; it lives in `sh`, which this
+        // state holds, so the slot outlives `&self`. Only shared references to a slot
+        // are ever made (its fields are atomics and locks).
         unsafe { self.own.as_ref() }
     }
 
@@ -326,7 +326,7 @@ impl PiscesThread {
     #[inline]
     fn running_attempt(&self) -> Option<&Attempt> {
         let id = self.attempt.filter(|a| a.is_real())?;
-        Some(self.own_slot().attempts.get(id))
+        Some(self.sh.slots[self.slot].attempts.get(id))
     }
 
     /// Validate a user offset: returns the header-word offset and payload length.
@@ -1028,7 +1028,7 @@ impl Drop for PiscesThread {
         self.quiesce();
         // The kept attempt goes back to the table, for the slot's next state.
         if let Some(a) = self.idle_attempt.take().filter(|a| a.is_real()) {
-            self.own_slot().lock_batch(self.slot).spare.push(a);
+            self.sh.slots[self.slot].lock_batch(self.slot).spare.push(a);
         }
     }
 }

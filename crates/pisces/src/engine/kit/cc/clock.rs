@@ -6,6 +6,7 @@
 //! that the grace period ([`super::grace`]) closes: see its docs for the race.
 
 use crate::engine::kit::shared_counts::count_write;
+use crate::region::InRegion;
 use crate::sync::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
@@ -15,10 +16,14 @@ pub(crate) const INACTIVE: u64 = u64::MAX;
 pub(crate) const STARTING: u64 = 0;
 
 /// `globalTS`.
+#[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Clock {
     ts: AtomicU64,
 }
+
+// SAFETY: one atomic (set by its placer before use); `repr(C)`.
+unsafe impl InRegion for Clock {}
 
 impl Clock {
     /// A clock starting at `ts` (≥ 1, so that `STARTING` is below every timestamp).
@@ -59,10 +64,14 @@ impl Clock {
 }
 
 /// Per-slot published start timestamp.
+#[repr(C)]
 #[derive(Debug)]
 pub(crate) struct SlotClock {
     active_start: AtomicU64,
 }
+
+// SAFETY: one atomic (set to `INACTIVE` by its placer before use); `repr(C)`.
+unsafe impl InRegion for SlotClock {}
 
 impl Default for SlotClock {
     fn default() -> Self {

@@ -55,6 +55,7 @@ const SLOT_BITS: u32 = 16;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 /// A pool's fallback word.
+#[repr(C)]
 #[derive(Debug, Default)]
 pub(crate) struct Fallback {
     /// 0: free; else `deadline_ms << 16 | (holder slot + 1)`, the deadline in
@@ -63,6 +64,9 @@ pub(crate) struct Fallback {
     /// the machine reads alike, so that the word means the same to all of them.
     word: AtomicU64,
 }
+
+// SAFETY: one atomic word, 0 when free; `repr(C)`.
+unsafe impl crate::region::InRegion for Fallback {}
 
 /// Milliseconds of `CLOCK_MONOTONIC`: one clock for every process of the machine (a
 /// `std::time::Instant` has no origin another process could share). 48 bits of

@@ -25,6 +25,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
 /// One log's unfenced run, shared ([`self`]).
+#[repr(C)]
 #[derive(Debug)]
 pub(crate) struct SharedRun {
     /// Pool offset of the log's ring.
@@ -39,6 +40,9 @@ pub(crate) struct SharedRun {
     /// Every record up to this sequence number is durable (as far as this state knows).
     durable: AtomicU64,
 }
+
+// SAFETY: pool offsets, sizes and atomics (set by its placer before use); `repr(C)`.
+unsafe impl crate::region::InRegion for SharedRun {}
 
 impl SharedRun {
     /// The shared run of the log whose ring is `cap` bytes at pool offset `ring`.

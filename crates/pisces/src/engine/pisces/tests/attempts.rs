@@ -178,19 +178,19 @@ fn a_slot_with_no_spare_attempt_refuses_nested_writes_and_waits_otherwise() {
 fn the_batch_lock_names_the_slot_that_holds_it() {
     let e = engine(2);
     let slot = &e.shared().slots[0];
-    assert_eq!(slot.batch.holder(), None);
+    assert_eq!(slot.batch_holder(), None);
     let helped = slot.lock_batch(1);
-    assert_eq!(slot.batch.holder(), Some(1));
+    assert_eq!(slot.batch_holder(), Some(1));
     assert!(slot.try_lock_batch(0).is_none(), "two holders at once");
     drop(helped);
-    assert_eq!(slot.batch.holder(), None);
+    assert_eq!(slot.batch_holder(), None);
     let own = slot.try_lock_batch(0).expect("a free lock");
-    assert_eq!(slot.batch.holder(), Some(0));
+    assert_eq!(slot.batch_holder(), Some(0));
     drop(own);
     // The engine's own write-back at close runs in no slot.
     let closing = slot.lock_batch(usize::MAX);
     assert_eq!(
-        slot.batch.holder(),
+        slot.batch_holder(),
         Some(crate::holder_lock::HolderLock::MAX_HOLDER)
     );
     drop(closing);
