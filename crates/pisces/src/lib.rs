@@ -133,6 +133,7 @@ pub mod medium;
 #[doc(hidden)]
 pub mod mutation;
 mod region;
+mod sidecar;
 // Without the feature every switch reads as off and the setters are unused.
 #[cfg(not(feature = "mutation"))]
 #[allow(dead_code)]

@@ -99,6 +99,12 @@ pub(crate) struct Region {
     map: Mapping,
     /// The first byte no placement has used, and whether the region is sealed.
     cursor: Mutex<(usize, bool)>,
+    /// The region's memory is new (zeroed, and this process places and initialises
+    /// its state), not state another process placed and initialised already, which
+    /// placements here only find.
+    fresh: bool,
+    /// The file behind the mapping, if any (a sidecar shared with other processes).
+    file: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Region {
@@ -123,7 +129,51 @@ impl Region {
         Ok(Arc::new(Region {
             map,
             cursor: Mutex::new((0, false)),
+            fresh: true,
+            file: None,
         }))
+    }
+
+    /// A region over all of `file`, mapped shared: other processes that map the file
+    /// see the same state. `fresh`: the file is new (zeroed; this process places and
+    /// initialises the state), else its state was placed by another process and
+    /// placements find it ([`Region::place`]).
+    pub(crate) fn file(file: std::fs::File, fresh: bool) -> Result<Arc<Region>> {
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io("reading the size of a shared state file", e))?
+            .len() as usize;
+        let map = Mapping::new_raw(Some(&file), len, len, Backing::Shared)
+            .map_err(|e| Error::io("mapping a shared state file", e))?;
+        Ok(Arc::new(Region {
+            map,
+            cursor: Mutex::new((0, false)),
+            fresh,
+            file: Some(file),
+        }))
+    }
+
+    /// Whether this process initialises the region's state (see [`Region::file`]).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+
+    /// Give the memory of `off .. off + len` (page-aligned, no longer used by anyone)
+    /// back to the system: it reads as zeroes afterwards.
+    pub(crate) fn discard(&self, off: u64, len: usize) {
+        let advice = if self.file.is_some() {
+            // Shared memory: MADV_DONTNEED would only drop this process's view of the
+            // pages; MADV_REMOVE frees them (a hole in the file).
+            libc::MADV_REMOVE
+        } else {
+            libc::MADV_DONTNEED
+        };
+        // SAFETY: the range is inside the usable part of our mapping and unused (the
+        // caller's contract); both advices only replace its pages with zero pages. An
+        // error leaves the memory as it was, which is harmless.
+        unsafe {
+            libc::madvise(self.ptr(off).cast(), len, advice);
+        }
     }
 
     /// The address of region offset `off` (inside the region's memory if `off` is
@@ -164,7 +214,9 @@ impl Region {
     }
 
     /// Place `n` values of `T`, zeroed, then initialised by `init(i, value)` before any
-    /// other thread can see them. Panics on a sealed region (a bug).
+    /// other thread can see them. In a region that is not fresh, `init` does not run:
+    /// the values are those the region's initialiser placed at the same offset (the
+    /// same sequence of placements). Panics on a sealed region (a bug).
     pub(crate) fn place<T: InRegion>(
         self: &Arc<Self>,
         n: usize,
@@ -180,10 +232,12 @@ impl Region {
         self.make_usable(end)?;
         c.0 = end;
         let ptr = self.ptr(start as u64).cast::<T>();
-        for i in 0..n {
+        for i in (0..n).filter(|_| self.fresh) {
             // SAFETY: `start .. end` is usable, placed to no one else (the cursor moved
-            // past it under the lock) and zeroed, which is a `T` (`InRegion`); no other
-            // thread knows these values before `place` returns.
+            // past it under the lock) and zeroed, which is a `T` (`InRegion`); in a fresh
+            // region no other thread or process knows these values before `place`
+            // returns (a process that finds the state waits until the initialiser
+            // declares it ready).
             init(i, unsafe { &mut *ptr.add(i) });
         }
         Ok(Placed {

@@ -85,8 +85,11 @@ impl CopyArena {
         let singles = region.place::<Guarded<u32>>(chunks, |_, _| {})?;
         let runs = region.place::<Guarded<u64>>(chunks / 2, |_, _| {})?;
         let first = region.seal().div_ceil(CHUNK_BYTES).max(1);
-        // SAFETY: not shared yet; the lock is free and no one else knows the state.
-        unsafe { *state.one().next.get() = first as u64 };
+        if region.is_fresh() {
+            // SAFETY: not shared yet (a fresh region); the lock is free and no one else
+            // knows the state.
+            unsafe { *state.one().next.get() = first as u64 };
+        }
         Ok(CopyArena {
             base: region.ptr(0),
             region: Arc::clone(region),
@@ -166,12 +169,8 @@ impl CopyArena {
     pub(crate) fn give_back(&self, holder: u32, off: u64, n: usize) {
         let c = off / CHUNK_BYTES as u64;
         if n > 1 {
-            // SAFETY: the run is inside the usable part of our anonymous mapping and
-            // no longer used by anyone (the caller's contract); MADV_DONTNEED on
-            // private anonymous memory only replaces its pages with zero pages.
-            unsafe {
-                libc::madvise(self.ptr(off).cast(), n * CHUNK_BYTES, libc::MADV_DONTNEED);
-            }
+            // The run is no longer used by anyone (the caller's contract).
+            self.region.discard(off, n * CHUNK_BYTES);
         }
         let st = self.state.one();
         let _held = st.lock.lock(holder);

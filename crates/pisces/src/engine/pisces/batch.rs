@@ -244,7 +244,9 @@ pub(crate) struct FixedRing<'a, T> {
 impl<'a, T: Copy> FixedRing<'a, T> {
     /// The ring of `c` over `buf` (whose length is its capacity, below 2^31).
     pub(crate) fn over(buf: &'a mut [T], c: &'a mut RingCounts) -> Self {
-        assert!(
+        // (Counts out of range would make an index below panic, never reach outside
+        // `buf`: checked in debug builds only.)
+        debug_assert!(
             buf.len() < 1 << 31
                 && (c.head as usize) < buf.len().max(1)
                 && c.len as usize <= buf.len(),
@@ -327,7 +329,8 @@ pub(crate) struct FixedStack<'a, T> {
 impl<'a, T: Copy> FixedStack<'a, T> {
     /// The stack of `len` values over `buf` (whose length is its capacity).
     pub(crate) fn over(buf: &'a mut [T], len: &'a mut u32) -> Self {
-        assert!(*len as usize <= buf.len(), "a stack's count out of range");
+        // (As in `FixedRing::over`: checked in debug builds only.)
+        debug_assert!(*len as usize <= buf.len(), "a stack's count out of range");
         FixedStack { buf, len }
     }
 
@@ -357,6 +360,7 @@ impl<'a, T: Copy> FixedStack<'a, T> {
     }
 
     /// Remove the `i`th value, putting the top one in its place.
+    #[inline]
     pub(crate) fn swap_remove(&mut self, i: usize) -> T {
         assert!(i < self.len(), "index {i} of a stack of {}", self.len());
         let v = self.buf[i];

@@ -60,7 +60,7 @@
 use super::attempt::{Attempt, AttemptId};
 use super::batch::{batch_limit, Committed, RETIRED_BEFORE_RECLAIM};
 use super::plan::{is_fresh_freed, kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
-use super::shared::{CopyHdr, PiscesShared, Slot, COPY_HDR};
+use super::shared::{CopyHdr, PiscesShared, Slot, SlotView, COPY_HDR};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
 use crate::engine::kit::changed_words::changed_word_runs;
@@ -150,10 +150,12 @@ impl WriteEntry {
 pub(crate) struct PiscesThread {
     sh: Arc<PiscesShared>,
     slot: usize,
-    /// `&sh.slots[slot]`, kept so that begin and commit reach the slot in one load
+    /// `&sh.slots[slot]`'s state in the region, kept so that begin and commit reach the slot in one load
     /// (not the shared state, the vector and an index). Valid while `sh` lives: the
     /// vector is never resized and `sh` is held here.
     own: std::ptr::NonNull<Slot>,
+    /// `sh.slots[slot]`, this thread's view of its slot.
+    own_view: std::ptr::NonNull<SlotView>,
     cache: ThreadCache,
     log: LogWriter,
     /// The running attempt (of the slot's table; [`AttemptId::NO_ROOM`] when the table
@@ -242,9 +244,19 @@ impl PiscesThread {
         unsafe { self.own.as_ref() }
     }
 
+    /// This thread's slot as this process sees it (its attempts and batch).
+    #[inline(always)]
+    fn own_view(&self) -> &SlotView {
+        // SAFETY: `new` took `own_view` from `sh.slots[slot]`; the vector is never
+        // resized and lives in `sh`, which this state holds, so the view outlives
+        // `&self`; only shared references to it are made.
+        unsafe { self.own_view.as_ref() }
+    }
+
     /// State for `slot`; only one may exist per slot.
     pub(crate) fn new(sh: Arc<PiscesShared>, slot: usize) -> PiscesThread {
         assert!(slot < sh.slots.len(), "thread slot {slot} out of range");
+        let own_view = std::ptr::NonNull::from(&sh.slots[slot]);
         let own = std::ptr::NonNull::from(&*sh.slots[slot]);
         let log = sh.log_writer(slot);
         // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
@@ -257,6 +269,7 @@ impl PiscesThread {
             sh,
             slot,
             own,
+            own_view,
             cache: ThreadCache::default(),
             log,
             attempt: None,
@@ -326,7 +339,7 @@ impl PiscesThread {
     #[inline]
     fn running_attempt(&self) -> Option<&Attempt> {
         let id = self.attempt.filter(|a| a.is_real())?;
-        Some(self.sh.slots[self.slot].attempts.get(id))
+        Some(self.own_view().attempts.get(id))
     }
 
     /// Validate a user offset: returns the header-word offset and payload length.

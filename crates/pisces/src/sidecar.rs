@@ -1,0 +1,458 @@
+//! The sidecar of a pool shared by several processes: the file that holds the pool's
+//! volatile shared state (a [`Region`]), and the locks on the pool file that say which
+//! processes are attached and which thread slots they own.
+//!
+//! # Files and locks
+//! The sidecar is a file on tmpfs, `/dev/shm/pisces-<pool uuid>`, mapped shared by every
+//! attached process. It is never synced and never survives its pool's last close: it
+//! holds what a process's memory would hold if the pool were opened by one process.
+//!
+//! The locks are open-file-description locks (`F_OFD_SETLK`) on bytes of the **pool
+//! file**, taken through a descriptor of the pool file that the sidecar opens for
+//! itself: byte 0 is the *attach byte*, byte `1 + s` the liveness byte of thread slot
+//! `s`. OFD locks are released when the last descriptor of their description closes,
+//! which a process's death does; they conflict between descriptions also inside one
+//! process (two attaches in one process behave as two processes); and a lock converts
+//! between read and write atomically.
+//!
+//! # Attaching
+//! A process that attaches tries a write lock on the attach byte without waiting.
+//! * Granted: no process is attached. It is the *initializer*: it truncates the sidecar
+//!   (a new, zeroed state), the pool's open runs recovery as for an exclusive open and
+//!   places the state, and [`Sidecar::ready`] writes the header (with `READY`) and
+//!   converts the lock to a read lock, which lets joiners in.
+//! * Refused: processes are attached. It takes a read lock, waiting (an initializer
+//!   still building holds the write lock), and is a *joiner*: the header must name this
+//!   pool, this build's layout and `READY`, and its state is found, not built. A
+//!   header without `READY` (an initializer died while building) makes it let go and
+//!   try again, when it may be the initializer itself.
+//!
+//! # Detaching
+//! The last process to detach is the one whose conversion of the attach byte back to
+//! a write lock succeeds ([`Sidecar::detach`]): it closes the pool as an exclusive
+//! close does and clears `READY`. Two processes that detach at once may both fail to
+//! convert: both then leave the pool open, which the next initializer recovers as after
+//! a crash.
+
+use crate::region::{InRegion, PlacedValue, Region};
+use crate::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::Arc;
+
+/// The sidecar header's first word.
+const MAGIC: u64 = u64::from_le_bytes(*b"PSCSIDE1");
+
+/// The version of everything the sidecar holds: two builds with different layouts of
+/// the shared state must never attach to one sidecar. Change it with any change to a
+/// type that lives in a region or to the order of placements.
+pub(crate) const LAYOUT_VERSION: u64 = 1;
+
+/// `READY`: the initializer finished building the state.
+const READY: u64 = 1;
+
+/// How many times a joiner that finds no ready state starts over before it gives up.
+const ATTACH_ATTEMPTS: usize = 100;
+
+/// The sidecar's first placement.
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    layout_version: AtomicU64,
+    /// The pool's UUID.
+    uuid: [AtomicU64; 2],
+    /// The pool file's device and inode.
+    dev: AtomicU64,
+    ino: AtomicU64,
+    /// The run generation every attached process runs with.
+    generation: AtomicU64,
+    /// The engine and a hash of its options: a joiner with other ones is refused.
+    engine: AtomicU64,
+    options: AtomicU64,
+    /// [`READY`] once the state is built; 0 before, and after the last detach.
+    ready: AtomicU64,
+}
+
+// SAFETY: atomics; zero is "not ready"; `repr(C)`.
+unsafe impl InRegion for Header {}
+
+/// Who built the state this process attached to (module docs, *Attaching*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Initializer,
+    Joiner,
+}
+
+/// This process's attachment to a pool's sidecar (module docs).
+pub(crate) struct Sidecar {
+    region: Arc<Region>,
+    header: PlacedValue<Header>,
+    /// The pool file, opened by the sidecar: the description its locks belong to.
+    locks: File,
+    path: PathBuf,
+    role: Role,
+}
+
+impl std::fmt::Debug for Sidecar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sidecar")
+            .field("path", &self.path)
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+/// The sidecar file of the pool with UUID `uuid`.
+pub(crate) fn path_for(uuid: &[u8; 16]) -> PathBuf {
+    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    Path::new("/dev/shm").join(format!("pisces-{hex}"))
+}
+
+impl Sidecar {
+    /// Attach to the sidecar of the pool at `pool` (already open in this process,
+    /// shared), whose UUID is `uuid`; an initializer makes the sidecar `reserve` bytes
+    /// long (its regions are placed in it).
+    pub(crate) fn attach(
+        pool: &Path,
+        uuid: &[u8; 16],
+        sidecar: &Path,
+        reserve: usize,
+    ) -> Result<Sidecar> {
+        let locks = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(pool)
+            .map_err(|e| Error::io("opening the pool file for its locks", e))?;
+        let meta = locks
+            .metadata()
+            .map_err(|e| Error::io("reading the pool file's metadata", e))?;
+        for _ in 0..ATTACH_ATTEMPTS {
+            if ofd_lock(&locks, 0, libc::F_WRLCK, false)? {
+                return Self::initialize(locks, &meta, uuid, sidecar, reserve);
+            }
+            ofd_lock(&locks, 0, libc::F_RDLCK, true)?;
+            match Self::join(&locks, &meta, uuid, sidecar)? {
+                Some((region, header)) => {
+                    return Ok(Sidecar {
+                        region,
+                        header,
+                        locks,
+                        path: sidecar.to_path_buf(),
+                        role: Role::Joiner,
+                    })
+                }
+                None => {
+                    // Not ready: its initializer died building it. Let go, start over.
+                    ofd_lock(&locks, 0, libc::F_UNLCK, false)?;
+                    std::thread::yield_now();
+                }
+            }
+        }
+        Err(Error::invalid_config(format!(
+            "the shared state of the pool {} in {} never became ready",
+            pool.display(),
+            sidecar.display()
+        )))
+    }
+
+    /// The initializer's attach: a new, zeroed sidecar.
+    fn initialize(
+        locks: File,
+        meta: &std::fs::Metadata,
+        uuid: &[u8; 16],
+        sidecar: &Path,
+        reserve: usize,
+    ) -> Result<Sidecar> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(meta.permissions().mode() & 0o666)
+            .open(sidecar)
+            .map_err(|e| Error::io("creating the pool's shared state file", e))?;
+        file.set_len(reserve as u64)
+            .map_err(|e| Error::io("sizing the pool's shared state file", e))?;
+        let region = Region::file(file, true)?;
+        let header = region.place_value(|h: &mut Header| {
+            h.magic = AtomicU64::new(MAGIC);
+            h.layout_version = AtomicU64::new(LAYOUT_VERSION);
+            let (a, b) = uuid.split_at(8);
+            h.uuid = [
+                AtomicU64::new(u64::from_le_bytes(a.try_into().expect("8 bytes"))),
+                AtomicU64::new(u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+            ];
+            h.dev = AtomicU64::new(meta.dev());
+            h.ino = AtomicU64::new(meta.ino());
+        })?;
+        Ok(Sidecar {
+            region,
+            header,
+            locks,
+            path: sidecar.to_path_buf(),
+            role: Role::Initializer,
+        })
+    }
+
+    /// A joiner's attach, under the read lock: the region and its header if the state
+    /// is ready; None if not (no initializer finished it).
+    fn join(
+        _locks: &File,
+        meta: &std::fs::Metadata,
+        uuid: &[u8; 16],
+        sidecar: &Path,
+    ) -> Result<Option<(Arc<Region>, PlacedValue<Header>)>> {
+        let file = match OpenOptions::new().read(true).write(true).open(sidecar) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::invalid_config(format!(
+                    "the pool is open in another process, but its shared state file {} does \
+                     not exist here (another mount namespace or /dev/shm?)",
+                    sidecar.display()
+                )))
+            }
+            Err(e) => return Err(Error::io("opening the pool's shared state file", e)),
+        };
+        let region = Region::file(file, false)?;
+        let header = region.place_value(|_: &mut Header| {})?;
+        if header.ready.load(Acquire) != READY {
+            return Ok(None);
+        }
+        let (a, b) = uuid.split_at(8);
+        let ours = [
+            u64::from_le_bytes(a.try_into().expect("8 bytes")),
+            u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        ];
+        // Relaxed: written before READY, which was Acquired above.
+        let theirs = [header.uuid[0].load(Relaxed), header.uuid[1].load(Relaxed)];
+        if header.magic.load(Relaxed) != MAGIC
+            || header.layout_version.load(Relaxed) != LAYOUT_VERSION
+            || theirs != ours
+            || header.dev.load(Relaxed) != meta.dev()
+            || header.ino.load(Relaxed) != meta.ino()
+        {
+            return Err(Error::invalid_config(format!(
+                "the pool's shared state file {} belongs to another pool or another build \
+                 of the library (layout {} here)",
+                sidecar.display(),
+                LAYOUT_VERSION
+            )));
+        }
+        Ok(Some((region, header)))
+    }
+
+    /// Whether this process built the state.
+    pub(crate) fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The region the state is placed in.
+    pub(crate) fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    /// The run generation the initializer chose (joiners run with it).
+    pub(crate) fn generation(&self) -> u64 {
+        // Relaxed: written before READY, which `join` Acquired.
+        self.header.generation.load(Relaxed)
+    }
+
+    /// Check a joiner's engine and options against the initializer's.
+    pub(crate) fn check_engine(&self, engine: u32, options: &str) -> Result<()> {
+        // Relaxed: as in `generation`.
+        let (e, o) = (
+            self.header.engine.load(Relaxed),
+            self.header.options.load(Relaxed),
+        );
+        if e != u64::from(engine) || o != options_hash(options) {
+            return Err(Error::invalid_config(
+                "the pool is open in another process with other engine options; \
+                 every process that shares a pool runs it with the same options",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The initializer's state is built: publish it and let joiners in.
+    pub(crate) fn ready(&self, generation: u64, engine: u32, options: &str) -> Result<()> {
+        debug_assert_eq!(self.role, Role::Initializer);
+        let h = &self.header;
+        h.generation.store(generation, Relaxed);
+        h.engine.store(u64::from(engine), Relaxed);
+        h.options.store(options_hash(options), Relaxed);
+        // Release: a joiner that Acquires READY sees the header and all the state
+        // placed before it (the joiner's read lock comes after our conversion below,
+        // which orders it too; the flag is what a joiner checks).
+        h.ready.store(READY, Release);
+        ofd_lock(&self.locks, 0, libc::F_RDLCK, false).map(|_| ())
+    }
+
+    /// Claim thread slot `slot` for this process: true if its liveness byte was free
+    /// and is now ours.
+    pub(crate) fn claim_slot(&self, slot: usize) -> Result<bool> {
+        ofd_lock(&self.locks, 1 + slot as u64, libc::F_WRLCK, false)
+    }
+
+    /// Give up thread slot `slot` (claimed by this process).
+    pub(crate) fn release_slot(&self, slot: usize) -> Result<()> {
+        ofd_lock(&self.locks, 1 + slot as u64, libc::F_UNLCK, false).map(|_| ())
+    }
+
+    /// Whether another process holds slot `slot` (a process holds a slot until it
+    /// releases it or dies).
+    pub(crate) fn slot_held_elsewhere(&self, slot: usize) -> Result<bool> {
+        ofd_held(&self.locks, 1 + slot as u64)
+    }
+
+    /// Start detaching: true if this process is the last one attached (it then holds
+    /// the attach byte's write lock, so no one attaches until it has closed).
+    pub(crate) fn detach_is_last(&self) -> Result<bool> {
+        ofd_lock(&self.locks, 0, libc::F_WRLCK, false)
+    }
+
+    /// The last process's close is done: the state is no longer ready.
+    pub(crate) fn retire(&self) {
+        // Relaxed: the next attach is an initializer (the write lock we hold), which
+        // rebuilds the whole file; a joiner never sees this value with the lock held.
+        self.header.ready.store(0, Relaxed);
+    }
+}
+
+/// A hash of an engine's options, to compare them between processes.
+fn options_hash(options: &str) -> u64 {
+    u64::from(crc32c::crc32c(options.as_bytes())) | (options.len() as u64) << 32
+}
+
+/// Take (or convert, or release with `F_UNLCK`) the OFD lock of kind `kind` on byte
+/// `byte` of `file`: true if granted; false if another description holds a conflicting
+/// one and `wait` is false. With `wait`, blocks until granted.
+fn ofd_lock(file: &File, byte: u64, kind: libc::c_int, wait: bool) -> Result<bool> {
+    let mut fl = flock_for(byte, kind);
+    let cmd = if wait {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
+    loop {
+        // SAFETY: `fl` is a valid, initialised `flock`; the descriptor is valid for the
+        // call.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) | Some(libc::EACCES) if !wait => return Ok(false),
+            _ => return Err(Error::io("locking a byte of the pool file", e)),
+        }
+    }
+}
+
+/// Whether a description other than this one holds a lock on byte `byte` of `file`.
+fn ofd_held(file: &File, byte: u64) -> Result<bool> {
+    let mut fl = flock_for(byte, libc::F_WRLCK);
+    // SAFETY: as in `ofd_lock`.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+    if rc != 0 {
+        return Err(Error::io(
+            "probing a lock on the pool file",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// A `flock` record for one byte (OFD locks need `l_pid` 0).
+fn flock_for(byte: u64, kind: libc::c_int) -> libc::flock {
+    // SAFETY: `flock` is plain data; all-zero is a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = byte as libc::off_t;
+    fl.l_len = 1;
+    fl
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, [u8; 16]) {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = dir.path().join("p.pool");
+        std::fs::write(&pool, vec![0u8; 8192]).unwrap();
+        let uuid = *b"sidecar-test-id!";
+        let side = dir.path().join("side");
+        (dir, pool, side, uuid)
+    }
+
+    /// The first attach builds, the second waits for `ready` and finds the same state;
+    /// the last to detach is told so.
+    #[test]
+    fn an_initializer_then_a_joiner_share_one_state() {
+        let (_d, pool, side, uuid) = setup();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        assert_eq!(a.role(), Role::Initializer);
+        let word = a
+            .region()
+            .place_value(|w: &mut AtomicU64| *w = AtomicU64::new(7))
+            .unwrap();
+        a.ready(5, 1, "group_commit=8").unwrap();
+        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        assert_eq!((b.role(), b.generation()), (Role::Joiner, 5));
+        b.check_engine(1, "group_commit=8").unwrap();
+        assert!(b.check_engine(1, "group_commit=4").is_err());
+        let seen = b
+            .region()
+            .place_value(|_: &mut AtomicU64| unreachable!())
+            .unwrap();
+        assert_eq!(seen.load(Relaxed), 7);
+        seen.store(9, Relaxed);
+        assert_eq!(word.load(Relaxed), 9, "one memory");
+        // Slots: one owner at a time, seen from the other.
+        assert!(a.claim_slot(3).unwrap());
+        assert!(!b.claim_slot(3).unwrap());
+        assert!(b.slot_held_elsewhere(3).unwrap());
+        a.release_slot(3).unwrap();
+        assert!(!b.slot_held_elsewhere(3).unwrap());
+        assert!(b.claim_slot(3).unwrap());
+        // Detaching: not the last while the other is attached.
+        assert!(!a.detach_is_last().unwrap());
+        drop(a);
+        assert!(b.detach_is_last().unwrap());
+        b.retire();
+    }
+
+    /// A sidecar whose initializer never declared it ready is rebuilt by the next
+    /// attach.
+    #[test]
+    fn a_state_never_made_ready_is_rebuilt() {
+        let (_d, pool, side, uuid) = setup();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        a.region()
+            .place_value(|w: &mut AtomicU64| *w = AtomicU64::new(7))
+            .unwrap();
+        drop(a); // died before `ready`
+        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        assert_eq!(b.role(), Role::Initializer);
+        let w = b.region().place_value(|_: &mut AtomicU64| {}).unwrap();
+        assert_eq!(w.load(Relaxed), 0, "a new, zeroed state");
+    }
+
+    /// A sidecar of another pool is refused, never taken over.
+    #[test]
+    fn another_pools_sidecar_is_refused() {
+        let (_d, pool, side, uuid) = setup();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        a.ready(5, 1, "").unwrap();
+        let other = *b"another-pool-id!";
+        let e = Sidecar::attach(&pool, &other, &side, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("another pool"), "{e}");
+    }
+}
