@@ -91,6 +91,30 @@ pub struct Config {
     /// pool's log may name. The pool shares the registry: operations registered later
     /// ([`Pool::register_op`](crate::Pool::register_op)) are in it too.
     pub operations: Operations,
+    /// Whether other processes may have the pool open at the same time (see
+    /// [`Sharing`]); exclusive unless set.
+    pub(crate) sharing: Sharing,
+}
+
+/// Whether a pool is opened by one process at a time or by several at once.
+///
+/// `Shared` is a preview offered to the test tooling (`tools` feature): a process that
+/// dies while it has the pool open is not detected yet, so the others may wait for it
+/// without end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Sharing {
+    /// One process has the pool open; another open fails with
+    /// [`Error::Locked`](crate::Error::Locked).
+    #[default]
+    Exclusive,
+    /// Every process that opens the pool shared runs transactions on it at the same
+    /// time, with the isolation of threads of one process. The engine keeps its
+    /// concurrency-control state in a file on tmpfs (`/dev/shm/pisces-<pool uuid>`)
+    /// that every such process maps; an exclusive opener is refused while any shared
+    /// one has the pool. Only engines that say they can share accept it (the `pisces`
+    /// engine and `volatile`), and only on pools that cannot grow.
+    Shared,
 }
 
 impl Default for Config {
@@ -109,6 +133,7 @@ impl Default for Config {
             recovery_threads: 1,
             slot_wait: Duration::from_secs(5),
             operations: Operations::new(),
+            sharing: Sharing::Exclusive,
         }
     }
 }
@@ -208,6 +233,20 @@ impl Config {
         self
     }
 
+    /// Open the pool for this process alone, or shared with other processes (see
+    /// [`Sharing`]; a preview for the test tooling).
+    #[cfg(feature = "tools")]
+    pub fn sharing(mut self, sharing: Sharing) -> Config {
+        self.sharing = sharing;
+        self
+    }
+
+    /// This configuration for a pool of this process alone.
+    pub(crate) fn sharing_exclusive(mut self) -> Config {
+        self.sharing = Sharing::Exclusive;
+        self
+    }
+
     /// What the medium layer is asked for.
     pub(crate) fn medium_request(&self) -> MediumRequest {
         MediumRequest {
@@ -217,6 +256,7 @@ impl Config {
                 domain: self.persistence_domain,
                 trust: self.trust_persistence_domain,
             },
+            shared: self.sharing == Sharing::Shared,
         }
     }
 
@@ -230,6 +270,7 @@ impl Config {
             options: self.engine_options.clone(),
             recovery_threads: self.recovery_threads.max(1),
             reexecute: Arc::new(self.operations.clone()),
+            region: None,
         }
     }
 }

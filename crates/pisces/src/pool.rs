@@ -8,13 +8,14 @@
 //! `Config::max_threads` of them; they are never destroyed while the pool is open,
 //! and a parked state's pending write-backs are helped out by other threads.
 
-use crate::config::Config;
+use crate::config::{Config, Sharing};
 use crate::engine::registry::{self, AnyEngine, AnyThread};
 use crate::engine::{EngineId, OpenCtx, Storage};
 use crate::heap::{superblock, FormatParams, Heap};
 use crate::medium::{self, Medium};
 use crate::nesting::{InTx, OpenExplicit};
 use crate::ops::Operations;
+use crate::sidecar::{Role, Sidecar};
 use crate::tx::{read_on, run_on, Tx, TxStats};
 use crate::tx_options::{Isolation, TxOptions};
 use crate::{Error, PPtr, Result};
@@ -76,6 +77,17 @@ fn refuse_growth(engine: EngineId, max_size: Option<u64>, size: u64) -> Result<(
     Ok(())
 }
 
+/// `Err(InvalidConfig)` if `engine` cannot run on a pool that several processes share.
+fn refuse_sharing(engine: EngineId) -> Result<()> {
+    match engine.sharing_refused() {
+        None => Ok(()),
+        Some(why) => Err(Error::invalid_config(format!(
+            "the {engine} engine cannot run on a pool that several processes open at once ({why}); \
+             open it exclusively"
+        ))),
+    }
+}
+
 /// `Err(InvalidConfig)` if `cfg` asks for a persistence domain other than the one
 /// `medium` runs under (a medium given to `create_on` / `open_on` brings its own).
 fn refuse_domain(medium: &dyn Medium, cfg: &Config) -> Result<()> {
@@ -111,6 +123,9 @@ type ThreadState = (usize, Box<AnyThread>);
 struct Slots {
     idle: Vec<ThreadState>,
     created: usize,
+    /// The slots this process owns (shared pools: claimed in the sidecar, the others
+    /// are other processes'; exclusive pools: `0..created`).
+    owned: Vec<usize>,
 }
 
 struct PoolInner {
@@ -133,6 +148,8 @@ struct PoolInner {
     /// What a commit survives, for an engine that keeps its own pool file (the others
     /// derive it from their heap's medium).
     own_file_durability: Option<medium::PoolDurability>,
+    /// The pool is shared with other processes: this process's attachment.
+    sidecar: Option<Sidecar>,
 }
 
 impl Drop for PoolInner {
@@ -146,6 +163,18 @@ impl Drop for PoolInner {
             .clear();
         self.engine.shutdown();
         self.engine.quiesce();
+        // A shared pool is closed by the last process only (the others' transactions
+        // go on); the others leave it open, their commits written back and their slots
+        // given up. A failure to tell counts as not the last: the pool stays marked
+        // open, which the next open recovers as after a crash.
+        let last = self
+            .sidecar
+            .as_ref()
+            .is_none_or(|s| s.detach_is_last().unwrap_or(false));
+        if !last {
+            let _ = self.engine.sync();
+            return;
+        }
         self.engine.close();
         // Only a close whose last write-back is durable is a clean one (a crashed
         // simulator's, or a failed msync, is not).
@@ -153,6 +182,9 @@ impl Drop for PoolInner {
             if let Some(heap) = self.engine.heap() {
                 heap.mark_closed();
             }
+        }
+        if let Some(s) = &self.sidecar {
+            s.retire();
         }
     }
 }
@@ -235,6 +267,16 @@ impl Pool {
     pub fn create(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         let engine = cfg.engine.unwrap_or(EngineId::Pisces);
         refuse_growth(engine, cfg.max_size, cfg.size)?;
+        if cfg.sharing == Sharing::Shared {
+            // Formatted by this process alone, then opened shared (a pool being
+            // formatted is no pool yet for anyone else).
+            refuse_sharing(engine)?;
+            drop(Self::create(
+                path.as_ref(),
+                cfg.clone().sharing_exclusive(),
+            )?);
+            return Self::open(path, cfg);
+        }
         if engine.storage() == Storage::OwnFile {
             return Self::on_own_file(engine, path.as_ref(), &cfg, true);
         }
@@ -293,12 +335,79 @@ impl Pool {
     /// ```
     pub fn open(path: impl AsRef<Path>, cfg: Config) -> Result<Pool> {
         if let Some(engine) = cfg.engine.filter(|e| e.storage() == Storage::OwnFile) {
+            if cfg.sharing == Sharing::Shared {
+                refuse_sharing(engine)?;
+            }
             return Self::on_own_file(engine, path.as_ref(), &cfg, false);
         }
         let opened = superblock::open_pool_file_in(path.as_ref(), cfg.medium_request())?;
         let cfg = cfg.persistence_domain(opened.medium.persistence_domain());
-        Self::open_on(opened.medium, cfg)
-            .map(|p| p.with_warnings(opened.domain_warning, opened.medium_warning))
+        let pool = if cfg.sharing == Sharing::Shared {
+            Self::open_shared(path.as_ref(), opened.medium, cfg)
+        } else {
+            Self::open_on(opened.medium, cfg)
+        };
+        pool.map(|p| p.with_warnings(opened.domain_warning, opened.medium_warning))
+    }
+
+    /// [`Pool::open`] of a pool shared with other processes (`Sharing::Shared`; the
+    /// pool file is locked shared): attach to its sidecar, then either recover the
+    /// pool and build the shared state (no other process has it open) or find the
+    /// state the processes that have it open share.
+    fn open_shared(path: &Path, medium: Arc<dyn Medium>, cfg: Config) -> Result<Pool> {
+        refuse_domain(medium.as_ref(), &cfg)?;
+        let heap = Heap::open(medium.clone())?;
+        let sb = heap.superblock();
+        let engine = EngineId::from_u32(sb.engine_id)
+            .filter(|e| e.storage() == Storage::Heap)
+            .ok_or(Error::UnknownEngine(sb.engine_id))?;
+        if let Some(asked) = cfg.engine.filter(|&e| e != engine) {
+            return Err(Error::WrongEngine(Box::new(crate::error::WrongEngine {
+                found: engine.name().to_string(),
+                requested: asked.name().to_string(),
+            })));
+        }
+        refuse_sharing(engine)?;
+        if sb.max_size > sb.pool_size {
+            return Err(Error::invalid_config(
+                "a pool that may grow cannot be opened by several processes at once; \
+                 open it exclusively, or make it with Config::max_size unset",
+            ));
+        }
+        let sidecar = Sidecar::attach(
+            path,
+            &sb.uuid,
+            &crate::sidecar::path_for(&sb.uuid),
+            crate::sidecar::region_bytes(heap.layout()),
+        )?;
+        let options = cfg.engine_options.to_string();
+        let heap = match sidecar.role() {
+            Role::Initializer => heap,
+            Role::Joiner => {
+                drop(heap);
+                sidecar.check_engine(engine as u32, &options)?;
+                Heap::join(medium, sidecar.generation())?
+            }
+        };
+        let heap = Arc::new(heap);
+        let max_threads = heap.layout().max_threads;
+        let ctx = OpenCtx {
+            region: Some(sidecar.region().clone()),
+            ..cfg.engine_ctx(heap.medium().kind())
+        };
+        let eng = registry::open_heap(engine, heap.clone(), &cfg.engine_options, &ctx)?;
+        if sidecar.role() == Role::Initializer {
+            // Recovery succeeded: the new run generation becomes durable, then the
+            // other processes may come in.
+            heap.commit_generation();
+            sidecar.ready(heap.generation(), engine as u32, &options)?;
+        }
+        let mut pool = Self::from_engine(eng, &cfg.clone().max_threads(max_threads), None)?;
+        Arc::get_mut(&mut pool.inner)
+            .expect("a pool just made has one handle")
+            .sidecar = Some(sidecar);
+        pool.verify_root(&heap)?;
+        Ok(pool)
     }
 
     /// Open the pool at `path`, or create it there if no file exists: for programs that
@@ -479,6 +588,7 @@ impl Pool {
             slots: Mutex::new(Slots {
                 idle: Vec::new(),
                 created: 0,
+                owned: Vec::new(),
             }),
             returned: Condvar::new(),
             max_threads,
@@ -489,6 +599,7 @@ impl Pool {
             domain_warning: None,
             medium_warning: None,
             own_file_durability,
+            sidecar: None,
         });
         Ok(Pool { inner })
     }
@@ -661,23 +772,46 @@ impl Pool {
                 return Ok(s);
             }
             if slots.created < self.inner.max_threads {
-                let slot = slots.created;
-                let th = self.inner.engine.thread(slot)?;
-                slots.created += 1;
-                return Ok((slot, Box::new(th)));
+                if let Some(slot) = self.claim_slot(&slots)? {
+                    let th = self.inner.engine.thread(slot)?;
+                    slots.created += 1;
+                    slots.owned.push(slot);
+                    return Ok((slot, Box::new(th)));
+                }
             }
             let now = Instant::now();
             let until = *deadline.get_or_insert(now + self.inner.slot_wait);
             if !wait || now >= until {
                 return Err(Error::TooManyThreads(self.inner.max_threads));
             }
+            // Another process that gives up a slot does not signal here: look again
+            // every millisecond.
+            let step = match self.inner.sidecar {
+                Some(_) => (until - now).min(Duration::from_millis(1)),
+                None => until - now,
+            };
             slots = self
                 .inner
                 .returned
-                .wait_timeout(slots, until - now)
+                .wait_timeout(slots, step)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// A slot for a new thread state: the next one for a pool of this process alone;
+    /// for a shared pool, one no process owns, now this one's (None: every slot is
+    /// owned).
+    fn claim_slot(&self, slots: &Slots) -> Result<Option<usize>> {
+        let Some(sidecar) = &self.inner.sidecar else {
+            return Ok(Some(slots.created));
+        };
+        for slot in (0..self.inner.max_threads).filter(|s| !slots.owned.contains(s)) {
+            if sidecar.claim_slot(slot)? {
+                return Ok(Some(slot));
+            }
+        }
+        Ok(None)
     }
 
     fn checkin(&self, s: ThreadState) {

@@ -34,6 +34,7 @@
 //! convert: both then leave the pool open, which the next initializer recovers as after
 //! a crash.
 
+use crate::heap::layout::Layout;
 use crate::region::{InRegion, PlacedValue, Region};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -105,6 +106,16 @@ impl std::fmt::Debug for Sidecar {
             .field("role", &self.role)
             .finish()
     }
+}
+
+/// Bytes of the sidecar of a pool of geometry `layout`: the header, and what the
+/// allocator and an engine that shares place in it — the engine's copies take most of
+/// it (address space and a sparse file: only what is used takes memory).
+pub(crate) fn region_bytes(layout: &Layout) -> usize {
+    // The allocator: a slab-table mirror, free bitmaps and lists, about 1 KiB per slab;
+    // the engine: its copies' arena and slots.
+    const ENGINE_BYTES: usize = 68 << 30;
+    ENGINE_BYTES + layout.slab_count * 1024
 }
 
 /// The sidecar file of the pool with UUID `uuid`.

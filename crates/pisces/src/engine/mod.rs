@@ -96,6 +96,11 @@ pub(crate) struct OpenCtx {
     /// The operations registered with the pool, for engines that log operations and
     /// re-execute them in recovery (timestone).
     pub reexecute: Arc<dyn Reexecute>,
+    /// The pool is shared by several processes: the region of its sidecar, where an
+    /// engine that can share places its state (fresh: this process builds it, after
+    /// recovery; else another process built it, and the engine finds it and recovers
+    /// nothing). `None`: the pool is this process's alone.
+    pub region: Option<Arc<crate::region::Region>>,
 }
 
 impl Default for OpenCtx {
@@ -108,6 +113,7 @@ impl Default for OpenCtx {
             options: EngineOptions::new(),
             recovery_threads: 1,
             reexecute: Arc::new(NoOperations),
+            region: None,
         }
     }
 }
@@ -216,6 +222,11 @@ pub(crate) trait EngineDef: 'static {
     /// Why the engine cannot run on a pool that grows (`Config::max_size` above the
     /// size), or `None` if it can.
     const GROWTH_REFUSED: Option<&'static str> = None;
+    /// Why the engine cannot run on a pool that several processes open at once
+    /// (`Sharing::Shared`), or `None` if it can: its state must then live in the region
+    /// the open gives it ([`OpenCtx::region`]), found there by every process.
+    const SHARING_REFUSED: Option<&'static str> =
+        Some("its concurrency-control state lives in the memory of one process");
     /// The engine's mutation points (tests only, `mutation` feature): each protocol
     /// step a test can remove, declared with `mutation::point!` in the module that owns
     /// the step, and the points of `kit` parts the engine runs through. The engine's

@@ -118,6 +118,10 @@ macro_rules! engines {
             pub(crate) fn growth_refused(self) -> Option<&'static str> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
             }
+            /// Why the engine cannot run on a pool shared by processes, if it cannot.
+            pub(crate) fn sharing_refused(self) -> Option<&'static str> {
+                match self { $( EngineId::$variant => <$def as EngineDef>::SHARING_REFUSED, )+ }
+            }
             pub(crate) fn storage(self) -> Storage {
                 match self { $( EngineId::$variant => <$def as EngineDef>::STORAGE, )+ }
             }

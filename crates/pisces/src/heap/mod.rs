@@ -213,6 +213,23 @@ impl Heap {
         self._unmutated.release();
     }
 
+    /// Open a pool image that another process has open with run generation
+    /// `generation` (shared): as [`Heap::open`], running with that generation, which
+    /// the superblock must already record (the process that recovered the pool made it
+    /// durable before it let others in).
+    pub(crate) fn join(medium: Arc<dyn Medium>, generation: u64) -> Result<Heap> {
+        let mut heap = Self::open(medium)?;
+        let recorded = heap.superblock().run_generation;
+        if recorded != generation {
+            return Err(Error::invalid_config(format!(
+                "the pool's shared state is of run {generation}, the pool records run {recorded}: \
+                 it was not opened by the processes that share that state"
+            )));
+        }
+        heap.generation = generation;
+        Ok(heap)
+    }
+
     /// Open an existing pool image: validate the superblock and geometry and check the
     /// engine. Writes nothing (see [`Heap::commit_generation`]).
     pub(crate) fn open(medium: Arc<dyn Medium>) -> Result<Heap> {

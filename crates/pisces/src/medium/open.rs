@@ -99,6 +99,9 @@ pub(crate) struct MediumRequest {
     pub allow_volatile: bool,
     /// What is asked of the persistence domain.
     pub domain: DomainRequest,
+    /// Take the pool's lock shared (several processes open the pool at once), not
+    /// exclusive.
+    pub shared: bool,
 }
 
 impl MediumRequest {
@@ -109,6 +112,7 @@ impl MediumRequest {
             kind: Some(kind),
             allow_volatile: true,
             domain: DomainRequest::default(),
+            shared: false,
         }
     }
 }
@@ -187,7 +191,7 @@ pub(crate) fn create_pool_file(
     let result = (|| {
         // Lock before giving the file its length: a concurrent `open_file` sees either
         // a too-small file (and refuses it) or a file that is already locked.
-        lock(&file, path)?;
+        lock(&file, path, false)?;
         file.set_len(size)
             .map_err(|e| Error::io(format!("setting the length of {}", path.display()), e))?;
         reserve(&file, size, path)?;
@@ -223,7 +227,7 @@ pub(crate) fn open_file_reserving(
     if let Some(kind) = req.kind {
         check_kind(kind)?;
     }
-    let file = open_locked(path)?;
+    let file = open_locked(path, req.shared)?;
     let max_len = max_len(&file)?.max(map_len(&file)?);
     map_kind(file, req, path, max_len)
 }
@@ -260,8 +264,9 @@ pub(crate) fn pool_file_metadata(path: &Path) -> Result<std::fs::Metadata> {
 }
 
 /// Open `path` read-write after checking it is a writable regular file of at least
-/// [`MIN_POOL_FILE_SIZE`] bytes, and take its exclusive lock.
-fn open_locked(path: &Path) -> Result<File> {
+/// [`MIN_POOL_FILE_SIZE`] bytes, and take its lock (`shared`: a shared lock, which
+/// other shared openers may hold too; else exclusive).
+fn open_locked(path: &Path, shared: bool) -> Result<File> {
     let meta = pool_file_metadata(path)?;
     // Root can open a 0444 file for writing; a pool nobody may write is still refused.
     if meta.permissions().mode() & 0o222 == 0 {
@@ -302,7 +307,7 @@ fn open_locked(path: &Path) -> Result<File> {
             meta.len()
         )));
     }
-    lock(&file, path)?;
+    lock(&file, path, shared)?;
     // A non-cooperating writer could have truncated the file between the size check
     // and the lock; check again now that the pool is ours.
     let len = file
@@ -326,12 +331,15 @@ fn is_read_only_errno(e: &io::Error) -> bool {
     )
 }
 
-/// Take the exclusive advisory lock of the pool on `file`'s open file description.
-fn lock(file: &File, path: &Path) -> Result<()> {
+/// Take the advisory lock of the pool on `file`'s open file description: exclusive, or
+/// `shared` with other shared openers (an exclusive holder refuses both, and shared
+/// holders refuse an exclusive one).
+fn lock(file: &File, path: &Path, shared: bool) -> Result<()> {
+    let mode = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     loop {
         // SAFETY: `file` owns a valid descriptor for the duration of the call; flock
         // touches no memory.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), mode | libc::LOCK_NB) };
         if rc == 0 {
             return Ok(());
         }
@@ -649,7 +657,7 @@ mod tests {
         drop(m);
         // Lock released: a plain flock(2) on a new descriptor succeeds.
         let f = File::open(&p).unwrap();
-        lock(&f, &p).unwrap();
+        lock(&f, &p, false).unwrap();
         assert!(matches!(open_file(&p, dram()), Err(Error::AlreadyOpen(_))));
     }
 
@@ -803,7 +811,7 @@ mod tests {
         let p = d.path().join("pool");
         let created = create_file(&p, SIZE, MediumKind::File).unwrap();
         drop(created);
-        let file = open_locked(&p).unwrap();
+        let file = open_locked(&p, false).unwrap();
         let m = Arc::new(FileMedium::from_file(file, SIZE as usize).unwrap());
         let off = 8 * 4096;
         store(&*m, off, 1); // first touch: faults the page in

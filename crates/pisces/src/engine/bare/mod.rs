@@ -75,6 +75,9 @@ pub(crate) struct Bare;
 
 impl EngineDef for Bare {
     const ID: u32 = 9;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "a process that dies while writing leaves in-place writes that only its own undo buffer could roll back: a process death is a crash, which bare does not survive",
+    );
     const NAME: &'static str = "bare";
     const SUMMARY: &'static str =
         "reference: no transactional instrumentation, a reader-writer lock with per-thread reader indicators, no persistence (the physical limit; not crash-safe)";

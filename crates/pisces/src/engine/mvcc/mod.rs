@@ -98,6 +98,9 @@ pub(crate) struct Mvcc;
 
 impl EngineDef for Mvcc {
     const ID: u32 = 3;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "newer versions live only in the memory of the process that committed them, and readers do not read home",
+    );
     const NAME: &'static str = "mvcc";
     const SUMMARY: &'static str =
         "baseline: the Pisces paper's multi-version strawman (version chains, blocking reads)";

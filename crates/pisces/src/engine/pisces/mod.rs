@@ -82,6 +82,7 @@ impl EngineDef for Pisces {
     const ISOLATION: Isolation = Isolation::Snapshot;
     /// The default engine.
     const INLINE_DISPATCH: bool = true;
+    const SHARING_REFUSED: Option<&'static str> = None;
     type Engine = PiscesEngine;
     #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[
@@ -100,8 +101,9 @@ impl EngineDef for Pisces {
         &crate::engine::kit::log::redo_log::LOG_LINE_SKIP,
     ];
     type Thread = PiscesThread;
-    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PiscesEngine> {
-        PiscesEngine::start(heap, PiscesOptions::parse(Self::NAME, opts)?, true)
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<PiscesEngine> {
+        let opts = PiscesOptions::parse(Self::NAME, opts)?;
+        PiscesEngine::start(heap, opts, true, ctx.region.clone())
     }
     fn option_sets() -> Vec<EngineOptions> {
         PiscesOptions::ablations()
@@ -123,10 +125,12 @@ impl EngineDef for Volatile {
         "baseline: Pisces' concurrency control with no persistence (the upper bound; not crash-safe)";
     const ISOLATION: Isolation = Isolation::Snapshot;
     const DURABLE: bool = false;
+    const SHARING_REFUSED: Option<&'static str> = None;
     type Engine = PiscesEngine;
     type Thread = PiscesThread;
-    fn open(heap: Arc<Heap>, opts: &EngineOptions, _ctx: &OpenCtx) -> Result<PiscesEngine> {
-        PiscesEngine::start(heap, PiscesOptions::parse(Self::NAME, opts)?, false)
+    fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<PiscesEngine> {
+        let opts = PiscesOptions::parse(Self::NAME, opts)?;
+        PiscesEngine::start(heap, opts, false, ctx.region.clone())
     }
     fn option_sets() -> Vec<EngineOptions> {
         PiscesOptions::ablations()

@@ -189,8 +189,12 @@ pub(crate) struct Slot {
     /// Lazy home sync: minimum persistTS of records written back whose home writes
     /// are not durable yet (u64::MAX: none).
     pub unsynced_min: AtomicU64,
-    /// The slot's log's next record sequence number when the engine started.
+    /// The slot's log's next record sequence number for the next thread state that
+    /// takes the slot: set when the engine starts, and by a state that hands its slot
+    /// over ([`LOG_HANDED_OVER`]).
     pub next_seq: AtomicU64,
+    /// [`LOG_HANDED_OVER`] or [`LOG_IN_USE`].
+    pub log_state: AtomicU64,
     /// The counts of the pending write-backs, under a lock word that names the slot of
     /// the thread that holds it (the slot's own, or a helper's).
     batch: HolderMutex<BatchState>,
@@ -202,6 +206,14 @@ pub(crate) struct Slot {
 // SAFETY: atomics, a lock word and counts, each initialised in place after the zeroed
 // placement (`SlotView::place`); no address, no drop, `repr(C)`.
 unsafe impl InRegion for Slot {}
+
+/// A slot's log is empty (reset, its next record numbered `next_seq`) and no thread
+/// state has the slot: the next state starts its log writer afresh. What recovery
+/// leaves, and what a state of a shared pool leaves when its process gives the slot
+/// up.
+pub(crate) const LOG_HANDED_OVER: u64 = 0;
+/// A thread state has the slot and writes its log.
+pub(crate) const LOG_IN_USE: u64 = 1;
 
 /// A thread slot as this process sees it: its state in the region, and its attempts'
 /// and batch's arrays there.
@@ -315,6 +327,9 @@ pub(crate) struct PiscesShared {
     pub fallback: PlacedValue<Line<Fallback>>,
     /// Where copies and commit records live: the rest of the region.
     pub arena: CopyArena,
+    /// Other processes share the pool (the region is a sidecar's): a thread state
+    /// hands its slot's log over when it goes.
+    pub shared: bool,
 }
 
 impl PiscesShared {
@@ -326,6 +341,8 @@ impl PiscesShared {
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
+        region: &Arc<Region>,
+        shared: bool,
     ) -> Result<PiscesShared> {
         let l = *heap.layout();
         let tag = tag_of(heap.generation());
@@ -333,11 +350,10 @@ impl PiscesShared {
         let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
         let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
         let per_slot = attempts_per_slot(opts.group_commit);
-        let region = Region::anonymous(RESERVED_BYTES)?;
         let clock = region.place_value(|c: &mut Line<Clock>| c.0 = Clock::new(clock_start))?;
         let fallback = region.place_value(|_: &mut Line<Fallback>| {})?;
         let slots = (0..l.max_threads)
-            .map(|i| SlotView::place(&region, i, per_slot, (ring(i), cap), next_seq[i]))
+            .map(|i| SlotView::place(region, i, per_slot, (ring(i), cap), next_seq[i]))
             .collect::<Result<Vec<_>>>()?;
         Ok(PiscesShared {
             heap,
@@ -349,7 +365,8 @@ impl PiscesShared {
             lazy_home,
             tag,
             fallback,
-            arena: CopyArena::new(&region)?,
+            arena: CopyArena::new(region)?,
+            shared,
         })
     }
 
@@ -787,12 +804,25 @@ pub(crate) struct PiscesEngine {
 }
 
 impl PiscesEngine {
-    /// Recover the pool (if `durable`) and start the engine.
+    /// Recover the pool (if `durable`) and start the engine, its state in `region` (a
+    /// pool shared by processes) or in a region of its own. A region another process
+    /// built (not fresh) is found, and nothing is recovered: the pool is running.
     pub(super) fn start(
         heap: Arc<Heap>,
         opts: PiscesOptions,
         durable: bool,
+        region: Option<Arc<Region>>,
     ) -> Result<PiscesEngine> {
+        let shared = region.is_some();
+        let region = match region {
+            Some(r) => r,
+            None => Region::anonymous(RESERVED_BYTES)?,
+        };
+        if !region.is_fresh() {
+            return Err(crate::Error::invalid_config(
+                "the pisces engine does not join a shared pool's running state yet",
+            ));
+        }
         let recovered = replay::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
         // The root slot's header word is outside the allocator's heap; a lock left
@@ -812,6 +842,8 @@ impl PiscesEngine {
             durable,
             recovered.clock_start,
             recovered.next_seq.clone(),
+            &region,
+            shared,
         )?);
         Ok(PiscesEngine { sh })
     }
@@ -830,6 +862,27 @@ impl Engine for PiscesEngine {
     fn thread(&self, slot: usize) -> Result<PiscesThread> {
         if slot >= self.sh.slots.len() {
             return Err(crate::Error::TooManyThreads(self.sh.slots.len()));
+        }
+        // A shared pool's slot passes between processes (an exclusive pool's states
+        // are made once per slot and kept). Acquire: pairs with the Release of the
+        // hand-over (`PiscesThread::hand_over`), so the log's reset and `next_seq` are
+        // seen.
+        let taken = if !self.sh.shared {
+            Ok(LOG_IN_USE)
+        } else {
+            self.sh.slots[slot].log_state.compare_exchange(
+                LOG_HANDED_OVER,
+                LOG_IN_USE,
+                std::sync::atomic::Ordering::Acquire,
+                Relaxed,
+            )
+        };
+        if taken.is_err() {
+            return Err(crate::Error::invalid_config(format!(
+                "thread slot {slot} of the shared pool was left in use by a process that ended \
+                 without giving it up; close the pool in every process and open it again to \
+                 recover it"
+            )));
         }
         Ok(PiscesThread::new(self.sh.clone(), slot))
     }

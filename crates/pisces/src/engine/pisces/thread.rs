@@ -60,7 +60,7 @@
 use super::attempt::{Attempt, AttemptId};
 use super::batch::{batch_limit, Committed, RETIRED_BEFORE_RECLAIM};
 use super::plan::{is_fresh_freed, kind_of, kind_word, ranges_bound, HomeRange, PlanObject};
-use super::shared::{CopyHdr, PiscesShared, Slot, SlotView, COPY_HDR};
+use super::shared::{CopyHdr, PiscesShared, Slot, SlotView, COPY_HDR, LOG_HANDED_OVER};
 use crate::engine::kit::cc::fallback::Retries;
 use crate::engine::kit::cc::header_word::TAG_MASK;
 use crate::engine::kit::changed_words::changed_word_runs;
@@ -1043,6 +1043,52 @@ impl Drop for PiscesThread {
         if let Some(a) = self.idle_attempt.take().filter(|a| a.is_real()) {
             self.sh.slots[self.slot].lock_batch(self.slot).spare.push(a);
         }
+        if self.sh.shared {
+            self.hand_over();
+        }
+    }
+}
+
+/// How many rounds of helping and recycling a thread state of a shared pool makes for
+/// its log to empty before it leaves the slot in use instead
+/// ([`PiscesThread::hand_over`]).
+const HAND_OVER_ROUNDS: usize = 10_000;
+
+impl PiscesThread {
+    /// Leave the slot to another process (a shared pool): empty the log, reset it and
+    /// publish where its numbering goes on. The slot's records may be dropped only once
+    /// the watermark passes them (P-2), which other slots' pending write-backs hold
+    /// back: write back every slot's batch (copies are shared, so any thread can), then
+    /// recycle, until the log is empty. If it stays non-empty (other processes' commits
+    /// keep the watermark below it for all the rounds), the slot stays in use, and the
+    /// next process that claims it refuses it.
+    fn hand_over(&mut self) {
+        if self.sh.durable {
+            let mut emptied = false;
+            for round in 0..HAND_OVER_ROUNDS {
+                self.sh.help_all(self.slot, &mut self.cache, true);
+                self.recycle();
+                if self.log.used() == 0 {
+                    emptied = true;
+                    break;
+                }
+                if round > 2 {
+                    std::thread::yield_now();
+                }
+            }
+            self.sh.alloc.drain(&mut self.cache);
+            if !emptied {
+                return;
+            }
+            let area = self.sh.heap.layout().log_offset(self.slot);
+            crate::engine::kit::log::redo_log::reset(&self.sh.heap, area, self.log.next_seq());
+            self.sh.heap.fence();
+        }
+        let slot = &self.sh.slots[self.slot];
+        slot.next_seq.store(self.log.next_seq(), Relaxed);
+        // Release: the next state of the slot (maybe in another process) Acquires it
+        // before it writes the log (`PiscesEngine::thread`).
+        slot.log_state.store(LOG_HANDED_OVER, Release);
     }
 }
 

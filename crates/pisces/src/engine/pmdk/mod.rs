@@ -90,6 +90,8 @@ type PmdkThread = absent::Absent;
 
 impl EngineDef for Pmdk {
     const ID: u32 = 5;
+    const SHARING_REFUSED: Option<&'static str> =
+        Some("libpmemobj keeps its own pool file and locks");
     const NAME: &'static str = "pmdk";
     const SUMMARY: &'static str =
         "peer: PMDK's libpmemobj through FFI (its own pool file, undo-log transactions, strict 2PL)";

@@ -180,6 +180,9 @@ pub(crate) struct Sp3;
 
 impl EngineDef for Sp3 {
     const ID: u32 = 6;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "its versions and index live in the memory of one process, and a version is visible before its record persists",
+    );
     const NAME: &'static str = "sp3";
     const SUMMARY: &'static str =
         "SP3: serializable OCC, versions visible before they persist, dependency DAG recovery";

@@ -250,6 +250,9 @@ pub(crate) struct Spht;
 
 impl EngineDef for Spht {
     const ID: u32 = 7;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "each process runs on a private snapshot mapping of the pool and would not see the commits of the others",
+    );
     const NAME: &'static str = "spht";
     const SUMMARY: &'static str =
         "SPHT (2021): STM on a working snapshot, physical-clock redo logs, global marker, linked parallel replay";

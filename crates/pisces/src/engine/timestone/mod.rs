@@ -294,6 +294,9 @@ pub(crate) struct Timestone;
 
 impl EngineDef for Timestone {
     const ID: u32 = 8;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "its version log holds committed state that is not home yet, which only the process that committed it can reach",
+    );
     const NAME: &'static str = "timestone";
     const SUMMARY: &'static str =
         "TimeStone: MVCC with TOC logging (DRAM versions, operation log, checkpoint log), per-transaction isolation";

@@ -64,6 +64,9 @@ pub(crate) struct Undo;
 
 impl EngineDef for Undo {
     const ID: u32 = 2;
+    const SHARING_REFUSED: Option<&'static str> = Some(
+        "its table of held locks lives in the memory of one process (a reader count does not say whose readers they are)",
+    );
     const NAME: &'static str = "undo";
     const SUMMARY: &'static str = "baseline: undo logging with strict two-phase locking (no-wait)";
     // Strict 2PL: every lock is held to commit, so the commit order is a serial order

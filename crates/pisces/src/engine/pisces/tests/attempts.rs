@@ -29,7 +29,7 @@ fn engine(group_commit: usize) -> PiscesEngine {
         group_commit,
         ..PiscesOptions::default()
     };
-    PiscesEngine::start(Arc::new(heap), opts, true).unwrap()
+    PiscesEngine::start(Arc::new(heap), opts, true, None).unwrap()
 }
 
 /// `n` new objects of 64 bytes.
