@@ -389,6 +389,7 @@ impl Pool {
                 Heap::join(medium, sidecar.generation())?
             }
         };
+        heap.set_shared();
         let heap = Arc::new(heap);
         let max_threads = heap.layout().max_threads;
         let ctx = OpenCtx {

@@ -98,6 +98,8 @@ pub(crate) struct Heap {
     /// ([`Heap::set_header_words_unused`]): slab formatting then leaves them as they
     /// are (see `alloc::pmem::format_small`).
     header_words_used: AtomicBool,
+    /// Other processes have the pool open too ([`Heap::lock_superblock`]).
+    shared: AtomicBool,
     /// Keeps mutation scenarios of other tests out while the pool is open (taken
     /// before the pool is formatted or opened; see `mutation::Unmutated`).
     #[cfg(feature = "mutation")]
@@ -202,6 +204,7 @@ impl Heap {
             generation: 1,
             late_size: AtomicU64::new(0),
             header_words_used: AtomicBool::new(true),
+            shared: AtomicBool::new(false),
             #[cfg(feature = "mutation")]
             _unmutated: unmutated,
         })
@@ -211,6 +214,29 @@ impl Heap {
     #[cfg(feature = "mutation")]
     pub(crate) fn release_mutation_gate(&self) {
         self._unmutated.release();
+    }
+
+    /// The current superblock, locked. On a pool other processes share, read again
+    /// from the image first: another process may have written it since (its root
+    /// record, or its open state; the superblock is written by one process at a time:
+    /// the one that recovered the pool, the one that made the root, the last to close).
+    fn lock_superblock(&self) -> std::sync::MutexGuard<'_, (Superblock, usize)> {
+        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared.load(Ordering::Relaxed) {
+            // SAFETY: as in `open`: the medium's mapping is valid for `len()` bytes.
+            let image = unsafe { std::slice::from_raw_parts(self.base, self.medium.len()) };
+            if let Ok(found) = superblock::read_current(image) {
+                *cur = found;
+            }
+        }
+        cur
+    }
+
+    /// The pool is shared with other processes, which may write its superblock
+    /// ([`Heap::lock_superblock`]).
+    pub(crate) fn set_shared(&self) {
+        // Relaxed: set at open, before the heap is given to any other thread.
+        self.shared.store(true, Ordering::Relaxed);
     }
 
     /// Open a pool image that another process has open with run generation
@@ -276,6 +302,7 @@ impl Heap {
             generation: sb.run_generation + 1,
             late_size: AtomicU64::new(0),
             header_words_used: AtomicBool::new(true),
+            shared: AtomicBool::new(false),
             #[cfg(feature = "mutation")]
             _unmutated: unmutated,
         })
@@ -309,7 +336,7 @@ impl Heap {
     /// platform's NVDIMM unsafe-shutdown count. It goes into both copies (see
     /// [`Heap::write_open_state`]).
     pub(crate) fn commit_generation(&self) {
-        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.lock_superblock();
         if cur.0.run_generation == self.generation {
             return;
         }
@@ -329,7 +356,7 @@ impl Heap {
     /// re-execute its durable log at the next open). Written into both copies (see
     /// [`Heap::write_open_state`]).
     pub(crate) fn mark_closed(&self) {
-        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.lock_superblock();
         if cur.0.open_state == superblock::CLEAN {
             return;
         }
@@ -369,7 +396,7 @@ impl Heap {
     /// created the root is durable, or at open for a pool whose root slot is set and
     /// not recorded. A root already recorded is never changed.
     pub(crate) fn record_root(&self, offset: u64, tag: u64) {
-        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.lock_superblock();
         if offset == 0 || cur.0.root_record().is_some() {
             return;
         }
@@ -405,7 +432,7 @@ impl Heap {
     /// of the steps. Errors are the medium's (the file system is full, the medium
     /// cannot grow); the pool is unchanged then.
     pub(crate) fn grow(&self, slabs: usize) -> Result<Option<Range<usize>>> {
-        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.lock_superblock();
         let present = self.slabs_present();
         let cap = self.layout.slab_count;
         let want = present.saturating_add(slabs);
@@ -438,7 +465,7 @@ impl Heap {
         if self.late_size.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut cur = self.superblock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = self.lock_superblock();
         if offset < cur.0.pool_size {
             return;
         }
@@ -478,7 +505,7 @@ impl Heap {
     }
     /// The current superblock.
     pub(crate) fn superblock(&self) -> Superblock {
-        self.superblock.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.lock_superblock().0
     }
     /// This run's generation (incremented at every open).
     pub(crate) fn generation(&self) -> u64 {
