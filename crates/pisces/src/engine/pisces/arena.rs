@@ -122,8 +122,8 @@ impl CopyArena {
     pub(crate) fn take(&self, holder: u32, n: usize) -> Result<u64> {
         let st = self.state.one();
         let _held = st.lock.lock(holder);
-        // SAFETY (every `Guarded` access below): the arena's lock is held until the
-        // function returns, and no reference outlives it.
+        // SAFETY: every `Guarded` access below is made while the arena's lock is held
+        // (until the function returns), and no reference outlives it.
         let reused = unsafe {
             if n == 1 {
                 let len = &mut *st.singles.get();
