@@ -85,7 +85,7 @@ use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::holder_lock::{HolderLock, HolderMutex};
 use crate::medium::counters;
-use crate::region::{InRegion, Line, PlacedValue, Region};
+use crate::region::{InRegion, Line, PlacedValue, Region, MIN_RESERVED_BYTES};
 use crate::Result;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
@@ -318,10 +318,13 @@ pub(crate) struct PiscesShared {
 }
 
 impl PiscesShared {
-    /// Build the shared state (after recovery).
+    /// Build the shared state (after recovery) in `region`, after the allocator's state
+    /// (see [`PiscesEngine::start`]): places the clock, the fallback word and the slots
+    /// in that order, then the arena, which seals the region.
     pub(crate) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
+        region: &Arc<Region>,
         opts: PiscesOptions,
         durable: bool,
         clock_start: u64,
@@ -333,11 +336,10 @@ impl PiscesShared {
         let ring = |slot| l.log_offset(slot) + crate::engine::kit::log::redo_log::RING_OFFSET;
         let cap = l.log_bytes_per_thread - crate::engine::kit::log::redo_log::RING_OFFSET;
         let per_slot = attempts_per_slot(opts.group_commit);
-        let region = Region::anonymous(RESERVED_BYTES)?;
         let clock = region.place_value(|c: &mut Line<Clock>| c.0 = Clock::new(clock_start))?;
         let fallback = region.place_value(|_: &mut Line<Fallback>| {})?;
         let slots = (0..l.max_threads)
-            .map(|i| SlotView::place(&region, i, per_slot, (ring(i), cap), next_seq[i]))
+            .map(|i| SlotView::place(region, i, per_slot, (ring(i), cap), next_seq[i]))
             .collect::<Result<Vec<_>>>()?;
         Ok(PiscesShared {
             heap,
@@ -349,7 +351,7 @@ impl PiscesShared {
             lazy_home,
             tag,
             fallback,
-            arena: CopyArena::new(&region)?,
+            arena: CopyArena::new(region)?,
         })
     }
 
@@ -788,13 +790,24 @@ pub(crate) struct PiscesEngine {
 
 impl PiscesEngine {
     /// Recover the pool (if `durable`) and start the engine.
+    ///
+    /// The allocator's state and the engine's share one region, placed in a fixed
+    /// order: the allocator's ([`Allocator::rebuild`]), then the engine's
+    /// ([`PiscesShared::new`]: clock, fallback word, slots), then the arena's
+    /// bookkeeping, after which the arena seals the region and its copies take the
+    /// rest. A process that places the same sequence finds the same offsets.
     pub(super) fn start(
         heap: Arc<Heap>,
         opts: PiscesOptions,
         durable: bool,
     ) -> Result<PiscesEngine> {
         let recovered = replay::recover(&heap)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc_bytes = Allocator::region_bytes(heap.layout());
+        let region = Region::anonymous(
+            alloc_bytes.saturating_add(RESERVED_BYTES),
+            alloc_bytes.saturating_add(MIN_RESERVED_BYTES),
+        )?;
+        let alloc = Arc::new(Allocator::rebuild(heap.clone(), &region)?);
         // The root slot's header word is outside the allocator's heap; a lock left
         // there by a crash reads as empty (older tag), but clear it anyway: it is free.
         heap.atomic_u64(ROOT_SLOT_OFFSET)
@@ -808,6 +821,7 @@ impl PiscesEngine {
         let sh = Arc::new(PiscesShared::new(
             heap,
             alloc,
+            &region,
             opts,
             durable,
             recovered.clock_start,

@@ -139,9 +139,10 @@ mod slabs;
 #[cfg(test)]
 mod tests;
 
-use super::layout::SLAB_SIZE;
+use super::layout::{Layout, SLAB_SIZE};
 use super::Heap;
-use crate::holder_lock::{HolderLock, HolderMutex};
+use crate::holder_lock::HolderLock;
+use crate::region::{bytes_for, InRegion, Line, Placed, PlacedValue, Region};
 use crate::{Error, Result};
 pub(crate) use block::Block;
 pub(crate) use classes::HEADER;
@@ -150,7 +151,7 @@ use classes::{Kind, ARG_MASK, CLASSES, NCLASSES};
 use free_bits::FreeBits;
 use pmem::Loc;
 use slabs::FreeSlabs;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The most slabs one class gets formatted at once where a fence is a device sync (the
@@ -223,29 +224,43 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// process's own work outside any thread slot.
 pub(super) const NO_CACHE_HOLDER: u32 = HolderLock::MAX_HOLDER;
 
-/// The allocator's volatile state over one heap.
+/// The allocator's words beside its tables, in its region: each is written rarely (a
+/// format, a growth, a thread cache's binding, running out of space), and `pressure`
+/// is read by every block given back, so they share a line of their own.
+#[repr(C)]
+struct AllocWords {
+    /// Set when a reservation failed (out of space), cleared when a free slab is taken
+    /// again: while set, blocks given back go to the free bitmaps instead of the
+    /// caller's cache, so that the thread that ran out (or any other) finds them.
+    pressure: AtomicBool,
+    /// The next holder id to give a thread cache that binds to this allocator (taken
+    /// modulo [`NO_CACHE_HOLDER`], which is reserved).
+    next_holder: AtomicU32,
+    /// Held while growing the heap (see the module doc).
+    grow_lock: HolderLock,
+    /// Slabs formatted for each class since the allocator was built (read and written
+    /// under the class lock of `free`: Relaxed).
+    formatted: [AtomicU32; NCLASSES],
+}
+
+// SAFETY: atomics and a lock word: zero is no pressure, holder 0 next, a free lock and
+// no slab formatted; no address, no drop; `repr(C)`.
+unsafe impl InRegion for AllocWords {}
+
+/// The allocator's volatile state over one heap: this process's views of it in a
+/// [`Region`] (module docs, *Volatile state*), and the allocator's id.
 pub(crate) struct Allocator {
     heap: Arc<Heap>,
     id: u64,
-    /// Mirror of the slab table, plus reserved large runs.
-    kinds: Box<[AtomicU32]>,
+    /// Mirror of the slab table, plus reserved large runs (the pool's largest geometry).
+    kinds: Placed<AtomicU32>,
     /// Free blocks of each class not in any thread cache: a free bitmap per small slab
     /// and, per class, the list of slabs with free bits under the class lock.
     free: FreeBits,
     /// Free slabs.
-    slabs: HolderMutex<FreeSlabs>,
-    /// Set when a reservation failed (out of space), cleared when a free slab is taken
-    /// again: while set, blocks given back go to the free bitmaps instead of the
-    /// caller's cache, so that the thread that ran out (or any other) finds them.
-    pressure: std::sync::atomic::AtomicBool,
-    /// Held while growing the heap (see the module doc).
-    grow_lock: HolderLock,
-    /// The next holder id to give a thread cache that binds to this allocator (taken
-    /// modulo [`NO_CACHE_HOLDER`], which is reserved).
-    next_holder: AtomicU32,
-    /// Slabs formatted for each class since the allocator was built (read and written
-    /// under the class lock of `free`: Relaxed).
-    formatted: Box<[AtomicU32]>,
+    slabs: FreeSlabs,
+    /// `pressure`, the growth lock, the holder ids' source, the format counts.
+    words: PlacedValue<Line<AllocWords>>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -259,34 +274,67 @@ impl std::fmt::Debug for Allocator {
 }
 
 impl Allocator {
-    /// Rebuild the volatile state from the persistent slab table and bitmaps.
+    /// The region bytes the allocator's state takes for a heap of `layout`'s geometry
+    /// (what [`Allocator::rebuild`] places; a caller sizes its region with it).
+    pub(crate) const fn region_bytes(layout: &Layout) -> usize {
+        bytes_for::<Line<AllocWords>>(1)
+            + bytes_for::<AtomicU32>(layout.slab_count)
+            + FreeBits::region_bytes(layout)
+            + FreeSlabs::region_bytes(layout.slab_count)
+    }
+
+    /// This process's views of the allocator's state for `heap`, placed in `region` as
+    /// found there, in this order (the order that lets a process that did not place
+    /// them find them: see `region`): the words ([`AllocWords`]), the slab table
+    /// mirror, the free bitmaps (words, links, class locks), the free-slab set (count,
+    /// bits). In a fresh region that is an allocator with no free slab and no free
+    /// block, every slab free in the mirror: what [`Allocator::rebuild`] then fills.
+    fn place(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
+        let layout = *heap.layout();
+        let words = region.place_value_as_found()?;
+        let kinds = region.place_as_found(layout.slab_count)?;
+        let free = FreeBits::place(region, &layout)?;
+        let slabs = FreeSlabs::place(region, layout.slab_count)?;
+        Ok(Allocator {
+            heap,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
+            kinds,
+            free,
+            slabs,
+            words,
+        })
+    }
+
+    /// Rebuild the volatile state from the persistent slab table and bitmaps, placing
+    /// it in `region` (which must not have been placed in by another allocator: its
+    /// placements start zeroed), after what the region holds already.
     ///
     /// Validates the whole persistent allocator state first (`Err(Corrupt)` naming the
     /// first problem). Small slabs whose bitmap is empty are returned to the free state
     /// persistently (see the module doc). Works on a freshly formatted heap too.
-    pub(crate) fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
+    pub(crate) fn rebuild(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
         let (entries, problems) = pmem::scan(&heap);
         if !problems.is_empty() {
             return Err(Error::corrupt(pmem::summarize(&problems)));
         }
         // `entries` covers the slabs that exist now; the mirror and the free set cover
-        // every slab the pool can grow to (the missing ones stay not free until a growth
-        // adds them).
-        let count = heap.layout().slab_count;
-        let mut free = FreeSlabs::new(count);
+        // every slab the pool can grow to (the missing ones stay free in the mirror and
+        // out of the free set until a growth adds them).
+        let a = Allocator::place(heap, region)?;
+        let heap = &a.heap;
+        let layout = *heap.layout();
+        let mut free = a.slabs.lock(NO_CACHE_HOLDER);
         // Small slabs with free blocks, with their class.
         let mut small: Vec<(usize, usize)> = Vec::new();
-        let mut kinds = Vec::with_capacity(count);
         let mut unformatted = false;
-        let layout = *heap.layout();
         for (i, &e) in entries.iter().enumerate() {
             let mut e = e;
             match Kind::decode(e) {
                 Some(Kind::Free) => free.insert(i, 1),
-                Some(Kind::Small(c)) if pmem::bitmap_empty(&heap, i, c) => {
+                Some(Kind::Small(c)) if pmem::bitmap_empty(heap, i, c) => {
                     // Relaxed: recovery is single-threaded; the fence below makes it
                     // durable.
-                    pmem::entry(&heap, i).store(Kind::Free.encode(), Ordering::Relaxed);
+                    pmem::entry(heap, i).store(Kind::Free.encode(), Ordering::Relaxed);
                     heap.flush(layout.slab_table_offset + 4 * i, 4);
                     unformatted = true;
                     free.insert(i, 1);
@@ -301,32 +349,30 @@ impl Allocator {
                     )))
                 }
             }
-            kinds.push(AtomicU32::new(e));
+            // Relaxed: no other thread knows the allocator before `rebuild` returns
+            // (and hands it over with the synchronisation of that hand-over).
+            a.kinds[i].store(e, Ordering::Relaxed);
         }
-        kinds.resize_with(count, || AtomicU32::new(Kind::Free.encode()));
+        drop(free);
         if unformatted {
             heap.fence();
         }
         // The free bits are the clear bits of the persistent bitmaps. A class's list is
         // built from its highest slab down, so that low addresses are handed out first.
-        let bits = FreeBits::new(&layout, heap.slabs_present())?;
         for &(i, c) in small.iter().rev() {
-            bits.lock(c, NO_CACHE_HOLDER).add_persistent(i, |w| {
+            a.free.lock(c, NO_CACHE_HOLDER).add_persistent(i, |w| {
                 // Relaxed: recovery is single-threaded.
-                pmem::bitmap_word(&heap, i, w).load(Ordering::Relaxed)
+                pmem::bitmap_word(heap, i, w).load(Ordering::Relaxed)
             });
         }
-        Ok(Allocator {
-            heap,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
-            kinds: kinds.into_boxed_slice(),
-            free: bits,
-            slabs: HolderMutex::new(free),
-            pressure: std::sync::atomic::AtomicBool::new(false),
-            grow_lock: HolderLock::new(),
-            next_holder: AtomicU32::new(0),
-            formatted: (0..NCLASSES).map(|_| AtomicU32::new(0)).collect(),
-        })
+        Ok(a)
+    }
+
+    /// [`Allocator::rebuild`] into a region of its own: for the engines whose other
+    /// volatile state is process-private.
+    pub(crate) fn rebuild_private(heap: Arc<Heap>) -> Result<Allocator> {
+        let need = Allocator::region_bytes(heap.layout());
+        Allocator::rebuild(heap, &Region::anonymous(need, need)?)
     }
 
     /// The block size (header included) `reserve(payload_len)` hands out, or `None` if no
@@ -364,7 +410,7 @@ impl Allocator {
         };
         if b.is_none() {
             // Relaxed: a hint for `give_back` (see `pressure`).
-            self.pressure.store(true, Ordering::Relaxed);
+            self.words.pressure.store(true, Ordering::Relaxed);
         }
         b.ok_or_else(oos)
     }
@@ -377,7 +423,7 @@ impl Allocator {
             cache.lists.clear();
             cache.owner = self.id;
             // Relaxed: only the value matters (ids are not required to be unique).
-            cache.holder = self.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
+            cache.holder = self.words.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
         }
         if cache.lists.len() != NCLASSES {
             cache.lists.resize_with(NCLASSES, Vec::new);
@@ -434,7 +480,7 @@ impl Allocator {
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
             }
-            let _growing = self.grow_lock.lock(holder);
+            let _growing = self.words.grow_lock.lock(holder);
             // Another thread may have grown the heap while this one waited.
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
@@ -443,13 +489,9 @@ impl Allocator {
                 // The new slabs follow the old ones: a run can start among free slabs
                 // at the old end, so they are not handed out directly but inserted
                 // (first fit then takes the lowest run that fits).
-                Ok(Some(new)) => {
-                    // The free bitmaps of the new slabs first: a slab taken from the
-                    // free set may be formatted at once. (If that fails, the new slabs
-                    // stay out of the free set until the next open: nothing is lost.)
-                    self.free.cover(new.end)?;
-                    self.slabs.lock(holder).insert(new.start, new.len())
-                }
+                // (Their mirror entries and free bitmaps are placed already, for the
+                // pool's largest geometry.)
+                Ok(Some(new)) => self.slabs.lock(holder).insert(new.start, new.len()),
                 Ok(None) => return Ok(None),
                 // The file system is full (or a quota or file size limit is reached):
                 // the heap cannot grow now, as at its maximum, so the allocation is
@@ -475,12 +517,13 @@ impl Allocator {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
-        self.pressure.store(false, Ordering::Relaxed);
+        self.words.pressure.store(false, Ordering::Relaxed);
         let mut slabs = [first; FORMAT_BATCH];
         let mut n = 1;
         if self.heap.fence_is_device_sync() {
             // Relaxed: only touched under the class lock, which the caller holds.
-            let want = (self.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
+            let want =
+                (self.words.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
             let mut free = self.slabs.lock(holder);
             while n < want && free.nfree() > FORMAT_RESERVE {
                 let Some(s) = free.take_run(1) else { break };
@@ -489,7 +532,7 @@ impl Allocator {
             }
         }
         let slabs = &slabs[..n];
-        self.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
+        self.words.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
         pmem::format_small_slabs(&self.heap, slabs, c);
         // The lowest addresses are handed out first (the last slab listed is first).
         for &slab in slabs.iter().rev() {
@@ -512,7 +555,7 @@ impl Allocator {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
-        self.pressure.store(false, Ordering::Relaxed);
+        self.words.pressure.store(false, Ordering::Relaxed);
         // The head's header word held whatever the slab held before (a bitmap, payload
         // bytes): make it an empty header, durably, before `block_at` can accept the
         // block (see `pmem::format_small`).
@@ -557,7 +600,7 @@ impl Allocator {
                 }
                 // Relaxed: a hint (see `pressure`); a stale value only delays reuse by
                 // another thread.
-                if self.pressure.load(Ordering::Relaxed) {
+                if self.words.pressure.load(Ordering::Relaxed) {
                     let fresh = self.free.lock(class, cache.holder).give(slab, index);
                     debug_assert!(fresh, "{what} of {b:?}: given back twice");
                     return;
