@@ -78,6 +78,18 @@
 //! returns `Err(Corrupt)` naming the first problem; [`Allocator::check`] lists them all.
 //!
 //! # Volatile state
+//! All of it but the thread caches lives in a [`Region`]: a mapping whose contents name
+//! each other by slab and block index, never by address, so that a process that maps
+//! the same memory can find it. [`Allocator::rebuild`] places it in a region its caller
+//! gives (the `pisces` engine shares its own; the other engines take one of their own
+//! with [`Allocator::rebuild_private`]; [`Allocator::region_bytes`] sizes it), then
+//! fills it from the pool. Placing and filling are two steps: the placement only
+//! reserves the region's bytes in a fixed order (the allocator's words, the slab table
+//! mirror, the free bitmaps, their links and class locks, the free-slab set) and reads
+//! nothing, and zero bytes are an allocator with no free slab and no free block, so
+//! the state that one process filled can be found by another that places the same
+//! sequence. Every table is placed for the pool's maximum size; the pages of slabs that
+//! do not exist yet are never touched, so they cost address space only.
 //! * A mirror of the slab table (`AtomicU32` per slab) makes [`Allocator::block_at`] a
 //!   geometric check without touching the pool: a formatted slab's block starts and the
 //!   heads of reserved or allocated large runs are blocks. No bitmap check there.
@@ -85,9 +97,8 @@
 //!   unreserved or released; the persistent entries are written only by `publish_*`.
 //! * Free small blocks live in volatile free bitmaps and in per-thread caches
 //!   ([`ThreadCache`]). Every small slab has a free bitmap (one bit per block, set = free
-//!   and in no cache), all of them in one flat array indexed by slab, sized for the
-//!   pool's maximum size and made usable as the heap grows; every class has a list of
-//!   its slabs with a set bit, under the class lock (a lock word per class that names
+//!   and in no cache), all of them in one flat array indexed by slab; every class has
+//!   a list of its slabs with a set bit, under the class lock (a lock word per class that names
 //!   its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which also
 //!   guards the bits of the class's slabs. A thread refills its cache with up to a
 //!   batch of blocks (about 32 KiB, 2..=64 blocks) of one slab, clearing their bits
@@ -100,9 +111,14 @@
 //! * Why bitmaps rather than lists of offsets: giving a block back is idempotent (it
 //!   sets a bit), so a recoverer that does not know how far a dead thread got may
 //!   redo it; and the state has a fixed size and is addressed by slab and block index,
-//!   not by pointers into process memory, so it can be moved into a mapping that
-//!   several processes share.
-//! * Free slabs are a bitset under one lock (a `HolderMutex` too), allocated first fit.
+//!   not by pointers into process memory, so it can live in a region that several
+//!   processes map.
+//! * Free slabs are a bitset under one lock (a `HolderMutex` too, whose data is the
+//!   number of free slabs; the bit words are read and written only under it),
+//!   allocated first fit.
+//! * The thread caches are process memory (an engine's thread state owns each); the
+//!   allocator's id, which binds a cache to the allocator whose blocks it holds, is
+//!   this process's too.
 //! * The holder a lock word names is the id of the [`ThreadCache`] of the caller
 //!   (given when the cache binds to the allocator; once pools are shared between
 //!   processes, the thread slot's index), or [`NO_CACHE_HOLDER`] for the allocator's
@@ -1133,7 +1149,8 @@ pub(crate) fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
 /// heap's offset and the slab table mirror. Valid while the allocator it came from is
 /// alive (its users hold it: engines hand it out inside a `FastReads`, whose contract
 /// says so); the base never moves (growth extends the mapping in place) and the slab
-/// table mirror is allocated once for the largest geometry.
+/// table mirror is placed once for the largest geometry in the allocator's region,
+/// which the allocator's view of it keeps mapped.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SmallBlocks {
     /// The image's address of the heap's first byte (`base + heap_off`): a block's
