@@ -98,9 +98,9 @@
 //! * Free small blocks live in volatile free bitmaps and in per-thread caches
 //!   ([`ThreadCache`]). Every small slab has a free bitmap (one bit per block, set = free
 //!   and in no cache), all of them in one flat array indexed by slab; every class has
-//!   a list of its slabs with a set bit, under the class lock (a lock word per class that names
-//!   its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which also
-//!   guards the bits of the class's slabs. A thread refills its cache with up to a
+//!   a list of its slabs with a set bit, under the class lock (a lock word per class
+//!   that names its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which
+//!   also guards the bits of the class's slabs. A thread refills its cache with up to a
 //!   batch of blocks (about 32 KiB, 2..=64 blocks) of one slab, clearing their bits
 //!   (`fetch_and`) before the blocks enter the cache; `release` / `unreserve` put
 //!   blocks into the caller's cache, whose overflow (above two batches) goes back by
