@@ -833,7 +833,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
                 return Ok(r);
             }
         }
-        let alloc = match Allocator::rebuild(heap.clone()) {
+        let alloc = match Allocator::rebuild_private(heap.clone()) {
             Ok(a) => a,
             Err(e) => {
                 r.problems.push(format!(
@@ -896,7 +896,7 @@ fn check(path: &Path, medium: MediumKind, deep: bool) -> Result<CheckReport> {
         }
     }
     if deep && r.problems.is_empty() {
-        match Allocator::rebuild(heap.clone()) {
+        match Allocator::rebuild_private(heap.clone()) {
             Ok(alloc) => {
                 let root = read_root(&heap);
                 let d = crate::containers::deep::check_root_containers(
@@ -1110,7 +1110,7 @@ mod tests {
             _map: map,
         });
         let heap = Arc::new(Heap::open(view).unwrap());
-        let alloc = Allocator::rebuild(heap).unwrap();
+        let alloc = Allocator::rebuild_private(heap).unwrap();
         // Every formatted slab holds an object here, so rebuild freed none of them.
         assert_eq!(r.usage.unwrap(), alloc.usage());
         assert_eq!(class_sizes().len(), alloc.usage().len() - 1);

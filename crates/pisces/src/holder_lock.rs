@@ -308,7 +308,9 @@ pub(crate) struct HolderMutexGuard<'a, T> {
 }
 
 impl<T> HolderMutex<T> {
-    /// `data`, unlocked.
+    /// `data`, unlocked. (The library's mutexes are placed in regions, zeroed: a free
+    /// lock; the tests make their own.)
+    #[cfg(test)]
     pub(crate) fn new(data: T) -> HolderMutex<T> {
         HolderMutex {
             lock: HolderLock::new(),

@@ -30,7 +30,7 @@ use crate::medium::reserve::{Backing, Mapping};
 use crate::{Error, Result};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 /// Types whose values may live in a [`Region`].
@@ -56,6 +56,8 @@ unsafe impl InRegion for AtomicU32 {}
 unsafe impl InRegion for AtomicU64 {}
 // SAFETY: as above.
 unsafe impl InRegion for AtomicI64 {}
+// SAFETY: as above (the zero byte is `false`).
+unsafe impl InRegion for AtomicBool {}
 // SAFETY: a tuple of two `u64` holds what they hold (layout: 16 bytes, no padding,
 // which the region's users rely on only through `size_of`).
 unsafe impl InRegion for (u64, u64) {}
@@ -87,9 +89,8 @@ impl<T> Guarded<T> {
     }
 }
 
-/// Reserve this much address space for a region, or less where the system refuses
-/// (see [`Region::anonymous`]).
-const MIN_RESERVED_BYTES: usize = 256 << 20;
+/// The least address space [`Region::anonymous`] reserves.
+pub(crate) const MIN_RESERVED_BYTES: usize = 256 << 20;
 
 /// How much of the reservation is made usable at a time.
 const GROW_BYTES: usize = 4 << 20;
@@ -114,16 +115,28 @@ impl std::fmt::Debug for Region {
 }
 
 impl Region {
-    /// A region of process-private memory: `reserve` bytes of address space, or a
-    /// quarter of it as many times as the system refuses (an address-space limit, a
-    /// process under valgrind), down to 256 MiB.
-    pub(crate) fn anonymous(reserve: usize) -> Result<Arc<Region>> {
-        let mut reserve = reserve.max(MIN_RESERVED_BYTES);
+    /// A region of process-private memory: `reserve` bytes of address space (at least
+    /// [`MIN_RESERVED_BYTES`]), or a quarter of it as many times as the system refuses
+    /// (an address-space limit, a process under valgrind), down to `need` bytes or
+    /// [`MIN_RESERVED_BYTES`], whichever is larger. `need`: what the region's
+    /// placements take (see [`bytes_for`]), which must fit whatever the system allows;
+    /// an error names it when even that much is refused.
+    pub(crate) fn anonymous(reserve: usize, need: usize) -> Result<Arc<Region>> {
+        let floor = need.max(MIN_RESERVED_BYTES);
+        let mut reserve = reserve.max(floor);
         let map = loop {
             match Mapping::new_raw(None, GROW_BYTES, reserve, Backing::Anonymous) {
                 Ok(m) => break m,
-                Err(_) if reserve > MIN_RESERVED_BYTES => reserve /= 4,
-                Err(e) => return Err(Error::io("reserving address space for shared state", e)),
+                Err(_) if reserve > floor => reserve = (reserve / 4).max(floor),
+                Err(e) => {
+                    return Err(Error::io(
+                        format!(
+                            "reserving {} MiB of address space for shared state",
+                            reserve.div_ceil(1 << 20)
+                        ),
+                        e,
+                    ))
+                }
             }
         };
         Ok(Arc::new(Region {
@@ -213,15 +226,9 @@ impl Region {
             .map_err(|e| Error::io("making shared state memory usable", e))
     }
 
-    /// Place `n` values of `T`, zeroed, then initialised by `init(i, value)` before any
-    /// other thread can see them. In a region that is not fresh, `init` does not run:
-    /// the values are those the region's initialiser placed at the same offset (the
-    /// same sequence of placements). Panics on a sealed region (a bug).
-    pub(crate) fn place<T: InRegion>(
-        self: &Arc<Self>,
-        n: usize,
-        mut init: impl FnMut(usize, &mut T),
-    ) -> Result<Placed<T>> {
+    /// Move the cursor past `n` values of `T` (aligned for it) and make them usable:
+    /// their address. Panics on a sealed region (a bug).
+    fn claim<T: InRegion>(&self, n: usize) -> Result<NonNull<T>> {
         let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
         assert!(!c.1, "a placement in a sealed region");
         let start = c.0.next_multiple_of(std::mem::align_of::<T>());
@@ -231,21 +238,52 @@ impl Region {
             .ok_or_else(|| Error::invalid_config(format!("{n} values of shared state")))?;
         self.make_usable(end)?;
         c.0 = end;
-        let ptr = self.ptr(start as u64).cast::<T>();
+        // SAFETY: inside the mapping, so not null.
+        Ok(unsafe { NonNull::new_unchecked(self.ptr(start as u64).cast::<T>()) })
+    }
+
+    /// Place `n` values of `T`, zeroed, then initialised by `init(i, value)` before any
+    /// other thread can see them. In a region that is not fresh, `init` does not run:
+    /// the values are those the region's initialiser placed at the same offset (the
+    /// same sequence of placements). Panics on a sealed region (a bug).
+    pub(crate) fn place<T: InRegion>(
+        self: &Arc<Self>,
+        n: usize,
+        mut init: impl FnMut(usize, &mut T),
+    ) -> Result<Placed<T>> {
+        let ptr = self.claim::<T>(n)?;
         for i in (0..n).filter(|_| self.fresh) {
-            // SAFETY: `start .. end` is usable, placed to no one else (the cursor moved
-            // past it under the lock) and zeroed, which is a `T` (`InRegion`); in a fresh
-            // region no other thread or process knows these values before `place`
-            // returns (a process that finds the state waits until the initialiser
-            // declares it ready).
-            init(i, unsafe { &mut *ptr.add(i) });
+            // SAFETY: the `n` values at `ptr` are usable, placed to no one else (the
+            // cursor moved past them under its lock) and zeroed, which is a `T`
+            // (`InRegion`); in a fresh region no other thread or process knows them
+            // before `place` returns (a process that finds the state waits until the
+            // initialiser declares it ready).
+            init(i, unsafe { &mut *ptr.as_ptr().add(i) });
         }
-        Ok(Placed {
-            // SAFETY: inside the mapping, so not null.
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
+        Ok(self.view(ptr, n))
+    }
+
+    /// Place `n` values of `T` without writing them: the view of the values that are
+    /// there, zero in a fresh region. The placement a process makes to find state that
+    /// the same sequence of placements put there, or that the caller fills through the
+    /// view's own synchronisation (atomics, locks). Panics on a sealed region (a bug).
+    pub(crate) fn place_as_found<T: InRegion>(self: &Arc<Self>, n: usize) -> Result<Placed<T>> {
+        let ptr = self.claim::<T>(n)?;
+        Ok(self.view(ptr, n))
+    }
+
+    /// Place one value as found (as [`Region::place_as_found`]).
+    pub(crate) fn place_value_as_found<T: InRegion>(self: &Arc<Self>) -> Result<PlacedValue<T>> {
+        Ok(PlacedValue(self.place_as_found(1)?))
+    }
+
+    /// The view of `n` placed values at `ptr`.
+    fn view<T>(self: &Arc<Self>, ptr: NonNull<T>, n: usize) -> Placed<T> {
+        Placed {
+            ptr,
             len: n,
             _region: Arc::clone(self),
-        })
+        }
     }
 
     /// Place one value (as [`Region::place`]).
@@ -270,6 +308,15 @@ impl Region {
     pub(crate) fn placed_end(&self) -> usize {
         self.cursor.lock().unwrap_or_else(|e| e.into_inner()).0
     }
+}
+
+/// The most bytes a placement of `n` values of `T` takes, wherever the cursor is: their
+/// size and the padding that aligns them. What a user of a region adds up to size it
+/// ([`Region::anonymous`]).
+pub(crate) const fn bytes_for<T>(n: usize) -> usize {
+    std::mem::size_of::<T>()
+        .saturating_mul(n)
+        .saturating_add(std::mem::align_of::<T>() - 1)
 }
 
 /// This process's view of `len` values of `T` placed in a [`Region`] (module docs).
@@ -365,7 +412,7 @@ mod tests {
 
     #[test]
     fn placements_are_aligned_disjoint_initialised_and_stable() {
-        let r = Region::anonymous(MIN_RESERVED_BYTES).unwrap();
+        let r = Region::anonymous(MIN_RESERVED_BYTES, 0).unwrap();
         let words = r.place::<u32>(3, |i, v| *v = i as u32 + 1).unwrap();
         let lines = r.place::<Line>(2, |i, l| l.b = 10 + i as u32).unwrap();
         assert_eq!(&words[..], [1, 2, 3]);
@@ -384,9 +431,45 @@ mod tests {
     }
 
     #[test]
+    fn placements_as_found_are_zeroed_and_find_the_same_offsets() {
+        let r = Region::anonymous(MIN_RESERVED_BYTES, 0).unwrap();
+        let words = r.place::<u32>(3, |i, v| *v = i as u32 + 1).unwrap();
+        let lines = r.place_as_found::<Line>(2).unwrap();
+        let one = r.place_value_as_found::<AtomicU64>().unwrap();
+        assert_eq!(lines[0].a.load(Relaxed), 0, "zeroed in a fresh region");
+        // The same sequence of placements in another region finds the same offsets,
+        // which is what lets a process find the values without placing them again.
+        let r2 = Region::anonymous(MIN_RESERVED_BYTES, 0).unwrap();
+        r2.place_as_found::<u32>(3).unwrap();
+        let lines2 = r2.place_as_found::<Line>(2).unwrap();
+        let one2 = r2.place_value_as_found::<AtomicU64>().unwrap();
+        let off = |r: &Region, p: *const u8| r.offset_of(p);
+        assert_eq!(
+            off(&r, (&lines[1] as *const Line).cast()),
+            off(&r2, (&lines2[1] as *const Line).cast())
+        );
+        assert_eq!(
+            off(&r, (&*one as *const AtomicU64).cast()),
+            off(&r2, (&*one2 as *const AtomicU64).cast())
+        );
+        assert_eq!(&words[..], [1, 2, 3]);
+        // The estimate covers the placements wherever the cursor was.
+        let need = bytes_for::<u32>(3) + bytes_for::<Line>(2) + bytes_for::<AtomicU64>(1);
+        assert!(r.placed_end() <= need, "{} > {need}", r.placed_end());
+    }
+
+    #[test]
+    fn a_region_reserves_at_least_what_its_placements_need() {
+        let need = MIN_RESERVED_BYTES + (1 << 20);
+        let r = Region::anonymous(0, need).unwrap();
+        assert!(r.reserved() >= need);
+        assert!(r.place_as_found::<u64>(need / 8).is_ok());
+    }
+
+    #[test]
     #[should_panic(expected = "sealed")]
     fn a_sealed_region_places_nothing() {
-        let r = Region::anonymous(MIN_RESERVED_BYTES).unwrap();
+        let r = Region::anonymous(MIN_RESERVED_BYTES, 0).unwrap();
         r.place::<u64>(1, |_, _| {}).unwrap();
         assert_eq!(r.seal(), 8);
         let _ = r.place::<u64>(1, |_, _| {});
@@ -394,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_placement_beyond_the_reservation_is_an_error() {
-        let r = Region::anonymous(MIN_RESERVED_BYTES).unwrap();
+        let r = Region::anonymous(MIN_RESERVED_BYTES, 0).unwrap();
         let too_many = r.reserved() / 8 + 1;
         assert!(matches!(
             r.place::<u64>(too_many, |_, _| {}),

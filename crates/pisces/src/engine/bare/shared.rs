@@ -55,7 +55,7 @@ pub(crate) struct BareEngine {
 impl BareEngine {
     /// Start on `heap` (nothing to recover: nothing was persisted).
     pub(super) fn start(heap: Arc<Heap>) -> Result<BareEngine> {
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         if tag_wraps(heap.generation()) {
             // This run's tag was used 65535 runs ago: a live word left by that run
             // would read as one of this run.

@@ -213,7 +213,7 @@ impl MvccEngine {
     /// Recover the pool (replay the redo logs, as for Pisces) and start.
     pub(super) fn open(heap: Arc<Heap>) -> Result<MvccEngine> {
         let recovered = replay::recover(&heap)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         let sh = Arc::new(MvccShared::new(
             heap,
             alloc,

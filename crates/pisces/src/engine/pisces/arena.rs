@@ -26,10 +26,10 @@ use std::sync::Arc;
 /// Bytes of one chunk: the unit an attempt takes its copies' memory in.
 pub(crate) const CHUNK_BYTES: usize = 64 << 10;
 
-/// Address space reserved for the engine's region: the most copy memory the engine's
-/// attempts can hold at once (every copy of every transaction whose write-back is
-/// pending, and of every attempt awaiting its grace period), and the placed state
-/// before it. Only what is used is backed by memory; where the system refuses that
+/// Address space reserved for the engine's region beyond the allocator's state: the
+/// most copy memory the engine's attempts can hold at once (every copy of every
+/// transaction whose write-back is pending, and of every attempt awaiting its grace
+/// period), and the engine's placed state before it. Only what is used is backed by memory; where the system refuses that
 /// much address space, less is reserved ([`Region::anonymous`]).
 pub(super) const RESERVED_BYTES: usize = 64 << 30;
 
@@ -102,7 +102,7 @@ impl CopyArena {
     /// A region of its own with an arena (tests of the attempts and plans).
     #[cfg(test)]
     pub(crate) fn standalone() -> CopyArena {
-        CopyArena::new(&Region::anonymous(1 << 30).unwrap()).unwrap()
+        CopyArena::new(&Region::anonymous(1 << 30, 0).unwrap()).unwrap()
     }
 
     /// The address of arena offset `off`. Inside the arena's memory if `off` is inside a
@@ -125,8 +125,8 @@ impl CopyArena {
     pub(crate) fn take(&self, holder: u32, n: usize) -> Result<u64> {
         let st = self.state.one();
         let _held = st.lock.lock(holder);
-        // SAFETY (every `Guarded` access below): the arena's lock is held until the
-        // function returns, and no reference outlives it.
+        // SAFETY: every `Guarded` access below is made while the arena's lock is held
+        // (until the function returns), and no reference outlives it.
         let reused = unsafe {
             if n == 1 {
                 let len = &mut *st.singles.get();

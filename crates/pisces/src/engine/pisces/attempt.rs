@@ -306,7 +306,7 @@ mod tests {
     /// every other run back, for other attempts' copies and records.
     #[test]
     fn an_attempt_keeps_its_record_chunk_and_gives_back_the_rest() {
-        let region = Region::anonymous(1 << 30).unwrap();
+        let region = Region::anonymous(1 << 30, 0).unwrap();
         let table = AttemptTable::place(&region, 3, 2).unwrap();
         let a = CopyArena::new(&region).unwrap();
         let ids: Vec<AttemptId> = table.ids().collect();

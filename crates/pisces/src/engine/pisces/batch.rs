@@ -187,10 +187,11 @@ impl BatchBufs {
 /// The values of `p` as one mutable slice.
 ///
 /// # Safety
-/// The caller holds the lock that guards them for `'a` and makes no other reference
-/// to them meanwhile.
+/// The caller holds the lock that guards them for as long as the slice lives and makes
+/// no other reference to them meanwhile.
 #[inline(always)]
-unsafe fn guarded_slice<'a, T>(p: &'a Placed<Guarded<T>>) -> &'a mut [T] {
+#[allow(clippy::mut_from_ref)] // the values are behind `Guarded`: the lock makes it unique
+unsafe fn guarded_slice<T>(p: &Placed<Guarded<T>>) -> &mut [T] {
     // SAFETY: `Guarded<T>` is `repr(transparent)` over `UnsafeCell<T>`, so the placed
     // values are `p.len()` consecutive `T`s that may be written through a shared view
     // (the pointer is the whole slice's); the caller's contract makes the reference

@@ -85,7 +85,7 @@ use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::holder_lock::{HolderLock, HolderMutex};
 use crate::medium::counters;
-use crate::region::{InRegion, Line, PlacedValue, Region};
+use crate::region::{InRegion, Line, PlacedValue, Region, MIN_RESERVED_BYTES};
 use crate::Result;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
@@ -333,15 +333,17 @@ pub(crate) struct PiscesShared {
 }
 
 impl PiscesShared {
-    /// Build the shared state (after recovery).
+    /// Build the shared state (after recovery) in `region`, after the allocator's state
+    /// (see [`PiscesEngine::start`]): places the clock, the fallback word and the slots
+    /// in that order, then the arena, which seals the region.
     pub(crate) fn new(
         heap: Arc<Heap>,
         alloc: Arc<Allocator>,
+        region: &Arc<Region>,
         opts: PiscesOptions,
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
-        region: &Arc<Region>,
         shared: bool,
     ) -> Result<PiscesShared> {
         let l = *heap.layout();
@@ -805,8 +807,16 @@ pub(crate) struct PiscesEngine {
 
 impl PiscesEngine {
     /// Recover the pool (if `durable`) and start the engine, its state in `region` (a
-    /// pool shared by processes) or in a region of its own. A region another process
-    /// built (not fresh) is found, and nothing is recovered: the pool is running.
+    /// pool shared by processes: the sidecar's) or in a region of its own. A region
+    /// another process built (not fresh) is found, and nothing is recovered: the pool
+    /// is running.
+    ///
+    /// The allocator's state and the engine's share one region, placed in a fixed
+    /// order: the allocator's ([`Allocator::rebuild`], or [`Allocator::attach`] where
+    /// it is found), then the engine's ([`PiscesShared::new`]: clock, fallback word,
+    /// slots), then the arena's bookkeeping, after which the arena seals the region and
+    /// its copies take the rest. A process that places the same sequence finds the
+    /// same offsets.
     pub(super) fn start(
         heap: Arc<Heap>,
         opts: PiscesOptions,
@@ -816,15 +826,33 @@ impl PiscesEngine {
         let shared = region.is_some();
         let region = match region {
             Some(r) => r,
-            None => Region::anonymous(RESERVED_BYTES)?,
+            None => {
+                let alloc_bytes = Allocator::region_bytes(heap.layout());
+                Region::anonymous(
+                    alloc_bytes.saturating_add(RESERVED_BYTES),
+                    alloc_bytes.saturating_add(MIN_RESERVED_BYTES),
+                )?
+            }
         };
+        let threads = heap.layout().max_threads;
         if !region.is_fresh() {
-            return Err(crate::Error::invalid_config(
-                "the pisces engine does not join a shared pool's running state yet",
-            ));
+            // Another process recovered the pool and built the state: find it. (The
+            // clock and log numbers are the region's; the values below are not used.)
+            let alloc = Arc::new(Allocator::attach(heap.clone(), &region)?);
+            let sh = PiscesShared::new(
+                heap,
+                alloc,
+                &region,
+                opts,
+                durable,
+                0,
+                vec![0; threads],
+                shared,
+            )?;
+            return Ok(PiscesEngine { sh: Arc::new(sh) });
         }
         let recovered = replay::recover(&heap)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild(heap.clone(), &region)?);
         // The root slot's header word is outside the allocator's heap; a lock left
         // there by a crash reads as empty (older tag), but clear it anyway: it is free.
         heap.atomic_u64(ROOT_SLOT_OFFSET)
@@ -838,11 +866,11 @@ impl PiscesEngine {
         let sh = Arc::new(PiscesShared::new(
             heap,
             alloc,
+            &region,
             opts,
             durable,
             recovered.clock_start,
             recovered.next_seq.clone(),
-            &region,
             shared,
         )?);
         Ok(PiscesEngine { sh })

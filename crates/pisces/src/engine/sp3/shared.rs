@@ -151,7 +151,7 @@ impl Sp3Engine {
             )));
         }
         let rec = recover(&heap, ctx.recovery_threads)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         // The root slot's header word is not used by this engine; keep it empty.
         heap.atomic_u64(ROOT_SLOT_OFFSET)
             .store(0, std::sync::atomic::Ordering::Relaxed);

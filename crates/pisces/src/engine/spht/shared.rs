@@ -115,7 +115,7 @@ impl SphtEngine {
             )));
         }
         let rec = recover(&heap, &opts, ctx.recovery_threads)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         // The replayer is not started yet: nobody writes the image.
         let ws = Snapshot::of(&heap)
             .map_err(|e| Error::io("allocating the spht working snapshot".to_string(), e))?;

@@ -177,7 +177,7 @@ pub(super) fn recover(heap: &Arc<Heap>, ops: &dyn Reexecute) -> Result<Recovered
         }
         heap.fence();
         // 4.
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         let sh = Arc::new(TimestoneShared::new(
             heap.clone(),
             alloc,

@@ -509,7 +509,7 @@ impl TimestoneEngine {
         next_seq: Vec<u64>,
         replayed: usize,
     ) -> Result<TimestoneEngine> {
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         let table = OpTable::load(&heap)?;
         let mut sh = TimestoneShared::new(
             heap,

@@ -30,7 +30,7 @@ impl UndoEngine {
     /// Recover (undo unfinished transactions) and start.
     pub(super) fn open(heap: Arc<Heap>) -> Result<UndoEngine> {
         let seqs = recover(&heap)?;
-        let alloc = Arc::new(Allocator::rebuild(heap.clone())?);
+        let alloc = Arc::new(Allocator::rebuild_private(heap.clone())?);
         heap.atomic_u64(ROOT_SLOT_OFFSET).store(0, Release);
         heap.persist(ROOT_SLOT_OFFSET, 8);
         if tag_wraps(heap.generation()) {

@@ -12,21 +12,26 @@
 //! Every access to a slab's words and `next` entry is Relaxed and made under the lock of
 //! the slab's class: the lock orders them (and what the threads did to the blocks
 //! before), so the only race an atomic closes is a debug check's unlocked read of a bit
-//! ([`FreeBits::is_set`]). They are atomics so that the state can later be shared
-//! with other processes and claimed without the lock.
+//! ([`FreeBits::is_set`]). They are atomics so that other processes can later share
+//! the state and claim bits without the lock.
 //!
-//! The bitmap words live in an anonymous mapping reserved for the pool's maximum size
-//! and usable for the slabs that exist ([`FreeBits::cover`] extends it when the heap
-//! grows), so a pool that may grow far pays for the slabs it has only.
+//! # In the region
+//! The words, the `next` array and the class locks are placed in the allocator's
+//! [`Region`] for the pool's largest geometry ([`FreeBits::place`]); the pages of
+//! slabs that do not exist are never touched, so they cost address space only. Every
+//! slab's words are alone on their cache lines ([`Line`]): two neighbouring slabs of
+//! two classes are written under two locks. The links are stored so that zero bytes
+//! are the empty state (every slab unlisted, every list empty): a fresh placement needs
+//! no filling, and one placed as found is the state the region holds.
 
 use super::classes::{CLASSES, NCLASSES};
 use super::pmem;
-use crate::heap::layout::{Layout, PAGE, SLAB_SIZE};
+use crate::heap::layout::{Layout, SLAB_SIZE};
 use crate::holder_lock::{HolderMutex, HolderMutexGuard};
-use crate::medium::reserve::{Backing, Mapping};
-use crate::{Error, Result};
-use crossbeam_utils::CachePadded;
+use crate::region::{bytes_for, Line, Placed, Region};
+use crate::Result;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Bitmap words per slab: room for the most blocks a slab of any class holds (the
 /// 16-byte class; asserted below).
@@ -40,59 +45,59 @@ const _: () = {
     }
 };
 
-/// Bytes of bitmap per slab.
-const SLAB_BYTES: usize = WORDS_PER_SLAB * 8;
-
-/// Bytes of the mapping that hold the bitmaps of `slabs` slabs: whole pages (the
-/// mapping grows by pages, and a length inside a page would end its usable part there).
-fn mapped_bytes(slabs: usize) -> usize {
-    (slabs.max(1) * SLAB_BYTES).next_multiple_of(PAGE)
-}
+/// One slab's bitmap words, alone on their cache lines.
+type SlabWords = Line<[AtomicU64; WORDS_PER_SLAB]>;
 
 /// `next` of a slab in no list.
 const NOT_LISTED: u32 = u32::MAX;
 /// `next` of the last slab of a list, and the head of an empty list.
 const END: u32 = u32::MAX - 1;
 
-/// The free bitmaps of every slab and the per-class lists of slabs with free bits.
+/// What a `next` entry stores for a link (and back): zero is [`NOT_LISTED`].
+#[inline(always)]
+const fn next_code(link: u32) -> u32 {
+    link ^ NOT_LISTED
+}
+
+/// What a class lock's data stores for the head of its list (and back): zero is
+/// [`END`], the empty list.
+#[inline(always)]
+const fn head_code(link: u32) -> u32 {
+    link ^ END
+}
+
+/// The free bitmaps of every slab and the per-class lists of slabs with free bits:
+/// this process's views of them in the allocator's region.
 pub(super) struct FreeBits {
-    /// `WORDS_PER_SLAB` words per slab, usable for the slabs below `len() / SLAB_BYTES`.
-    words: Mapping,
-    /// Per slab: the next slab of its class's list, `END`, or `NOT_LISTED`.
-    next: Box<[AtomicU32]>,
-    /// Per class: the first slab of its list (`END`: none); the class lock.
-    heads: Box<[CachePadded<HolderMutex<u32>>]>,
+    /// Per slab: its bitmap words (the pool's largest geometry).
+    words: Placed<SlabWords>,
+    /// Per slab: the next slab of its class's list, `END`, or `NOT_LISTED`, stored as
+    /// [`next_code`].
+    next: Placed<AtomicU32>,
+    /// Per class: the first slab of its list (`END`: none), stored as [`head_code`];
+    /// the class lock.
+    heads: Placed<Line<HolderMutex<u32>>>,
     /// The pool offset of slab 0.
     heap_offset: usize,
 }
 
 impl FreeBits {
-    /// No free bits, for a heap of `layout`'s geometry of which `present` slabs exist.
-    pub(super) fn new(layout: &Layout, present: usize) -> Result<FreeBits> {
-        let words = Mapping::new_raw(
-            None,
-            mapped_bytes(present),
-            mapped_bytes(layout.slab_count),
-            Backing::Anonymous,
-        )
-        .map_err(|e| Error::io("mapping the allocator's free bitmaps", e))?;
-        Ok(FreeBits {
-            words,
-            next: (0..layout.slab_count)
-                .map(|_| AtomicU32::new(NOT_LISTED))
-                .collect(),
-            heads: (0..NCLASSES)
-                .map(|_| CachePadded::new(HolderMutex::new(END)))
-                .collect(),
-            heap_offset: layout.heap_offset,
-        })
+    /// The region bytes [`FreeBits::place`] takes for `layout`.
+    pub(super) const fn region_bytes(layout: &Layout) -> usize {
+        bytes_for::<SlabWords>(layout.slab_count)
+            + bytes_for::<AtomicU32>(layout.slab_count)
+            + bytes_for::<Line<HolderMutex<u32>>>(NCLASSES)
     }
 
-    /// Make the bitmaps of slabs `..slabs` usable (after the heap grew to `slabs`).
-    pub(super) fn cover(&self, slabs: usize) -> Result<()> {
-        self.words
-            .extend(None, mapped_bytes(slabs))
-            .map_err(|e| Error::io("extending the allocator's free bitmaps", e))
+    /// Place the free bitmaps of a heap of `layout`'s geometry in `region`, as found
+    /// there: in a fresh region, no free bit (module docs, *In the region*).
+    pub(super) fn place(region: &Arc<Region>, layout: &Layout) -> Result<FreeBits> {
+        Ok(FreeBits {
+            words: region.place_as_found(layout.slab_count)?,
+            next: region.place_as_found(layout.slab_count)?,
+            heads: region.place_as_found(NCLASSES)?,
+            heap_offset: layout.heap_offset,
+        })
     }
 
     /// Take the lock of class `class` for `holder` (a thread cache's holder id, or the
@@ -113,16 +118,23 @@ impl FreeBits {
     }
 
     /// Word `w` of slab `slab`'s bitmap.
+    #[inline]
     fn word(&self, slab: usize, w: usize) -> &AtomicU64 {
-        let i = slab * WORDS_PER_SLAB + w;
-        assert!(
-            w < WORDS_PER_SLAB && (i + 1) * 8 <= self.words.len(),
-            "free bitmap word {w} of slab {slab} is not mapped"
-        );
-        // SAFETY: `i * 8 .. i * 8 + 8` is inside the usable part of the mapping (checked
-        // above; it only grows, and lives as long as `self`), 8-aligned (the mapping is
-        // page-aligned), zeroed when mapped, and only accessed as `AtomicU64`.
-        unsafe { &*(self.words.base().add(i * 8) as *const AtomicU64) }
+        &self.words[slab].0[w]
+    }
+
+    /// Slab `slab`'s link to the next slab of its list (`END`, `NOT_LISTED`).
+    #[inline]
+    fn next(&self, slab: usize) -> u32 {
+        // Relaxed: under the class lock (module docs).
+        next_code(self.next[slab].load(Ordering::Relaxed))
+    }
+
+    /// Set slab `slab`'s link.
+    #[inline]
+    fn set_next(&self, slab: usize, link: u32) {
+        // Relaxed: under the class lock (module docs).
+        self.next[slab].store(next_code(link), Ordering::Relaxed);
     }
 
     /// The pool offset of block `index` of slab `slab` of class `class`.
@@ -164,14 +176,12 @@ impl FreeBits {
         for class in 0..NCLASSES {
             let g = self.lock(class, holder);
             let mut listed = std::collections::BTreeSet::new();
-            let mut s = *g.head;
+            let mut s = g.head();
             while s != END {
                 assert!(listed.insert(s as usize), "slab {s} listed twice");
-                // Relaxed: under the class lock (module docs).
-                s = self.next[s as usize].load(Ordering::Relaxed);
+                s = self.next(s as usize);
             }
-            let present = self.words.len() / SLAB_BYTES;
-            for (slab, k) in kinds.iter().enumerate().take(present) {
+            for (slab, k) in kinds.iter().enumerate() {
                 // Relaxed: the test's own thread formatted the slabs.
                 if Kind::decode(k.load(Ordering::Relaxed)) != Some(Kind::Small(class)) {
                     assert!(
@@ -207,17 +217,28 @@ pub(super) struct ClassBits<'a> {
 }
 
 impl ClassBits<'_> {
+    /// The first slab of the class's list (`END`: none).
+    #[inline]
+    fn head(&self) -> u32 {
+        head_code(*self.head)
+    }
+
+    /// Make `link` the first slab of the class's list.
+    #[inline]
+    fn set_head(&mut self, link: u32) {
+        *self.head = head_code(link);
+    }
+
     /// True if no slab of the class has a set bit.
     pub(super) fn is_empty(&self) -> bool {
-        *self.head == END
+        self.head() == END
     }
 
     /// Put `slab` at the head of the class's list (it has a set bit now, and was not
     /// listed).
     fn link(&mut self, slab: usize) {
-        // Relaxed: under the class lock (module docs).
-        self.bits.next[slab].store(*self.head, Ordering::Relaxed);
-        *self.head = slab as u32;
+        self.bits.set_next(slab, self.head());
+        self.set_head(slab as u32);
     }
 
     /// Set the bits of every block of `slab`, just formatted for the class, and list it
@@ -231,9 +252,8 @@ impl ClassBits<'_> {
                 .fetch_or(pmem::valid_mask(self.class, w), Ordering::Relaxed);
             debug_assert_eq!(prev, 0, "slab {slab} formatted twice");
         }
-        // Relaxed: under the class lock (module docs).
         debug_assert_eq!(
-            self.bits.next[slab].load(Ordering::Relaxed),
+            self.bits.next(slab),
             NOT_LISTED,
             "slab {slab} formatted twice"
         );
@@ -252,8 +272,7 @@ impl ClassBits<'_> {
                 any = true;
             }
         }
-        // Relaxed: under the class lock (module docs).
-        if any && self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
+        if any && self.bits.next(slab) == NOT_LISTED {
             self.link(slab);
         }
     }
@@ -271,8 +290,7 @@ impl ClassBits<'_> {
         if prev & bit != 0 {
             return false;
         }
-        // Relaxed: under the class lock (module docs).
-        if self.bits.next[slab].load(Ordering::Relaxed) == NOT_LISTED {
+        if self.bits.next(slab) == NOT_LISTED {
             self.link(slab);
         }
         true
@@ -292,7 +310,7 @@ impl ClassBits<'_> {
     /// first; a slab left with no set bit leaves the list. Returns the number claimed
     /// (0 only if the list is empty).
     pub(super) fn claim(&mut self, batch: usize, out: &mut Vec<u64>) -> usize {
-        let slab = *self.head;
+        let slab = self.head();
         if slab == END {
             return 0;
         }
@@ -340,9 +358,9 @@ impl ClassBits<'_> {
             }
         }
         if !left {
-            // Relaxed: under the class lock (module docs).
-            *self.head = self.bits.next[slab].load(Ordering::Relaxed);
-            self.bits.next[slab].store(NOT_LISTED, Ordering::Relaxed);
+            let next = self.bits.next(slab);
+            self.set_head(next);
+            self.bits.set_next(slab, NOT_LISTED);
         }
         out[start..].reverse();
         out.len() - start

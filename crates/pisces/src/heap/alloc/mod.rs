@@ -78,6 +78,18 @@
 //! returns `Err(Corrupt)` naming the first problem; [`Allocator::check`] lists them all.
 //!
 //! # Volatile state
+//! All of it but the thread caches lives in a [`Region`]: a mapping whose contents name
+//! each other by slab and block index, never by address, so that a process that maps
+//! the same memory can find it. [`Allocator::rebuild`] places it in a region its caller
+//! gives (the `pisces` engine shares its own; the other engines take one of their own
+//! with [`Allocator::rebuild_private`]; [`Allocator::region_bytes`] sizes it), then
+//! fills it from the pool. Placing and filling are two steps: the placement only
+//! reserves the region's bytes in a fixed order (the allocator's words, the slab table
+//! mirror, the free bitmaps, their links and class locks, the free-slab set) and reads
+//! nothing, and zero bytes are an allocator with no free slab and no free block, so
+//! the state that one process filled can be found by another that places the same
+//! sequence. Every table is placed for the pool's maximum size; the pages of slabs that
+//! do not exist yet are never touched, so they cost address space only.
 //! * A mirror of the slab table (`AtomicU32` per slab) makes [`Allocator::block_at`] a
 //!   geometric check without touching the pool: a formatted slab's block starts and the
 //!   heads of reserved or allocated large runs are blocks. No bitmap check there.
@@ -85,11 +97,10 @@
 //!   unreserved or released; the persistent entries are written only by `publish_*`.
 //! * Free small blocks live in volatile free bitmaps and in per-thread caches
 //!   ([`ThreadCache`]). Every small slab has a free bitmap (one bit per block, set = free
-//!   and in no cache), all of them in one flat array indexed by slab, sized for the
-//!   pool's maximum size and made usable as the heap grows; every class has a list of
-//!   its slabs with a set bit, under the class lock (a lock word per class that names
-//!   its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which also
-//!   guards the bits of the class's slabs. A thread refills its cache with up to a
+//!   and in no cache), all of them in one flat array indexed by slab; every class has
+//!   a list of its slabs with a set bit, under the class lock (a lock word per class
+//!   that names its holder, [`HolderMutex`](crate::holder_lock::HolderMutex)), which
+//!   also guards the bits of the class's slabs. A thread refills its cache with up to a
 //!   batch of blocks (about 32 KiB, 2..=64 blocks) of one slab, clearing their bits
 //!   (`fetch_and`) before the blocks enter the cache; `release` / `unreserve` put
 //!   blocks into the caller's cache, whose overflow (above two batches) goes back by
@@ -100,9 +111,14 @@
 //! * Why bitmaps rather than lists of offsets: giving a block back is idempotent (it
 //!   sets a bit), so a recoverer that does not know how far a dead thread got may
 //!   redo it; and the state has a fixed size and is addressed by slab and block index,
-//!   not by pointers into process memory, so it can be moved into a mapping that
-//!   several processes share.
-//! * Free slabs are a bitset under one lock (a `HolderMutex` too), allocated first fit.
+//!   not by pointers into process memory, so it can live in a region that several
+//!   processes map.
+//! * Free slabs are a bitset under one lock (a `HolderMutex` too, whose data is the
+//!   number of free slabs; the bit words are read and written only under it),
+//!   allocated first fit.
+//! * The thread caches are process memory (an engine's thread state owns each); the
+//!   allocator's id, which binds a cache to the allocator whose blocks it holds, is
+//!   this process's too.
 //! * The holder a lock word names is the id of the [`ThreadCache`] of the caller
 //!   (given when the cache binds to the allocator; once pools are shared between
 //!   processes, the thread slot's index), or [`NO_CACHE_HOLDER`] for the allocator's
@@ -139,9 +155,10 @@ mod slabs;
 #[cfg(test)]
 mod tests;
 
-use super::layout::SLAB_SIZE;
+use super::layout::{Layout, SLAB_SIZE};
 use super::Heap;
-use crate::holder_lock::{HolderLock, HolderMutex};
+use crate::holder_lock::HolderLock;
+use crate::region::{bytes_for, InRegion, Line, Placed, PlacedValue, Region};
 use crate::{Error, Result};
 pub(crate) use block::Block;
 pub(crate) use classes::HEADER;
@@ -150,7 +167,7 @@ use classes::{Kind, ARG_MASK, CLASSES, NCLASSES};
 use free_bits::FreeBits;
 use pmem::Loc;
 use slabs::FreeSlabs;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The most slabs one class gets formatted at once where a fence is a device sync (the
@@ -223,29 +240,43 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// process's own work outside any thread slot.
 pub(super) const NO_CACHE_HOLDER: u32 = HolderLock::MAX_HOLDER;
 
-/// The allocator's volatile state over one heap.
+/// The allocator's words beside its tables, in its region: each is written rarely (a
+/// format, a growth, a thread cache's binding, running out of space), and `pressure`
+/// is read by every block given back, so they share a line of their own.
+#[repr(C)]
+struct AllocWords {
+    /// Set when a reservation failed (out of space), cleared when a free slab is taken
+    /// again: while set, blocks given back go to the free bitmaps instead of the
+    /// caller's cache, so that the thread that ran out (or any other) finds them.
+    pressure: AtomicBool,
+    /// The next holder id to give a thread cache that binds to this allocator (taken
+    /// modulo [`NO_CACHE_HOLDER`], which is reserved).
+    next_holder: AtomicU32,
+    /// Held while growing the heap (see the module doc).
+    grow_lock: HolderLock,
+    /// Slabs formatted for each class since the allocator was built (read and written
+    /// under the class lock of `free`: Relaxed).
+    formatted: [AtomicU32; NCLASSES],
+}
+
+// SAFETY: atomics and a lock word: zero is no pressure, holder 0 next, a free lock and
+// no slab formatted; no address, no drop; `repr(C)`.
+unsafe impl InRegion for AllocWords {}
+
+/// The allocator's volatile state over one heap: this process's views of it in a
+/// [`Region`] (module docs, *Volatile state*), and the allocator's id.
 pub(crate) struct Allocator {
     heap: Arc<Heap>,
     id: u64,
-    /// Mirror of the slab table, plus reserved large runs.
-    kinds: Box<[AtomicU32]>,
+    /// Mirror of the slab table, plus reserved large runs (the pool's largest geometry).
+    kinds: Placed<AtomicU32>,
     /// Free blocks of each class not in any thread cache: a free bitmap per small slab
     /// and, per class, the list of slabs with free bits under the class lock.
     free: FreeBits,
     /// Free slabs.
-    slabs: HolderMutex<FreeSlabs>,
-    /// Set when a reservation failed (out of space), cleared when a free slab is taken
-    /// again: while set, blocks given back go to the free bitmaps instead of the
-    /// caller's cache, so that the thread that ran out (or any other) finds them.
-    pressure: std::sync::atomic::AtomicBool,
-    /// Held while growing the heap (see the module doc).
-    grow_lock: HolderLock,
-    /// The next holder id to give a thread cache that binds to this allocator (taken
-    /// modulo [`NO_CACHE_HOLDER`], which is reserved).
-    next_holder: AtomicU32,
-    /// Slabs formatted for each class since the allocator was built (read and written
-    /// under the class lock of `free`: Relaxed).
-    formatted: Box<[AtomicU32]>,
+    slabs: FreeSlabs,
+    /// `pressure`, the growth lock, the holder ids' source, the format counts.
+    words: PlacedValue<Line<AllocWords>>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -259,34 +290,74 @@ impl std::fmt::Debug for Allocator {
 }
 
 impl Allocator {
-    /// Rebuild the volatile state from the persistent slab table and bitmaps.
+    /// The region bytes the allocator's state takes for a heap of `layout`'s geometry
+    /// (what [`Allocator::rebuild`] places; a caller sizes its region with it).
+    pub(crate) const fn region_bytes(layout: &Layout) -> usize {
+        bytes_for::<Line<AllocWords>>(1)
+            + bytes_for::<AtomicU32>(layout.slab_count)
+            + FreeBits::region_bytes(layout)
+            + FreeSlabs::region_bytes(layout.slab_count)
+    }
+
+    /// This process's views of the allocator's state for `heap`, placed in `region` as
+    /// found there, in this order (the order that lets a process that did not place
+    /// them find them: see `region`): the words ([`AllocWords`]), the slab table
+    /// mirror, the free bitmaps (words, links, class locks), the free-slab set (count,
+    /// bits). In a fresh region that is an allocator with no free slab and no free
+    /// block, every slab free in the mirror: what [`Allocator::rebuild`] then fills.
+    fn place(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
+        let layout = *heap.layout();
+        let words = region.place_value_as_found()?;
+        let kinds = region.place_as_found(layout.slab_count)?;
+        let free = FreeBits::place(region, &layout)?;
+        let slabs = FreeSlabs::place(region, layout.slab_count)?;
+        Ok(Allocator {
+            heap,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
+            kinds,
+            free,
+            slabs,
+            words,
+        })
+    }
+
+    /// This process's views of the allocator's state that another process rebuilt in
+    /// `region` (a pool shared by processes), found by the same placements.
+    pub(crate) fn attach(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
+        debug_assert!(!region.is_fresh(), "attach to state another process built");
+        Self::place(heap, region)
+    }
+
+    /// Rebuild the volatile state from the persistent slab table and bitmaps, placing
+    /// it in `region` (which must not have been placed in by another allocator: its
+    /// placements start zeroed), after what the region holds already.
     ///
     /// Validates the whole persistent allocator state first (`Err(Corrupt)` naming the
     /// first problem). Small slabs whose bitmap is empty are returned to the free state
     /// persistently (see the module doc). Works on a freshly formatted heap too.
-    pub(crate) fn rebuild(heap: Arc<Heap>) -> Result<Allocator> {
+    pub(crate) fn rebuild(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
         let (entries, problems) = pmem::scan(&heap);
         if !problems.is_empty() {
             return Err(Error::corrupt(pmem::summarize(&problems)));
         }
         // `entries` covers the slabs that exist now; the mirror and the free set cover
-        // every slab the pool can grow to (the missing ones stay not free until a growth
-        // adds them).
-        let count = heap.layout().slab_count;
-        let mut free = FreeSlabs::new(count);
+        // every slab the pool can grow to (the missing ones stay free in the mirror and
+        // out of the free set until a growth adds them).
+        let a = Allocator::place(heap, region)?;
+        let heap = &a.heap;
+        let layout = *heap.layout();
+        let mut free = a.slabs.lock(NO_CACHE_HOLDER);
         // Small slabs with free blocks, with their class.
         let mut small: Vec<(usize, usize)> = Vec::new();
-        let mut kinds = Vec::with_capacity(count);
         let mut unformatted = false;
-        let layout = *heap.layout();
         for (i, &e) in entries.iter().enumerate() {
             let mut e = e;
             match Kind::decode(e) {
                 Some(Kind::Free) => free.insert(i, 1),
-                Some(Kind::Small(c)) if pmem::bitmap_empty(&heap, i, c) => {
+                Some(Kind::Small(c)) if pmem::bitmap_empty(heap, i, c) => {
                     // Relaxed: recovery is single-threaded; the fence below makes it
                     // durable.
-                    pmem::entry(&heap, i).store(Kind::Free.encode(), Ordering::Relaxed);
+                    pmem::entry(heap, i).store(Kind::Free.encode(), Ordering::Relaxed);
                     heap.flush(layout.slab_table_offset + 4 * i, 4);
                     unformatted = true;
                     free.insert(i, 1);
@@ -301,32 +372,30 @@ impl Allocator {
                     )))
                 }
             }
-            kinds.push(AtomicU32::new(e));
+            // Relaxed: no other thread knows the allocator before `rebuild` returns
+            // (and hands it over with the synchronisation of that hand-over).
+            a.kinds[i].store(e, Ordering::Relaxed);
         }
-        kinds.resize_with(count, || AtomicU32::new(Kind::Free.encode()));
+        drop(free);
         if unformatted {
             heap.fence();
         }
         // The free bits are the clear bits of the persistent bitmaps. A class's list is
         // built from its highest slab down, so that low addresses are handed out first.
-        let bits = FreeBits::new(&layout, heap.slabs_present())?;
         for &(i, c) in small.iter().rev() {
-            bits.lock(c, NO_CACHE_HOLDER).add_persistent(i, |w| {
+            a.free.lock(c, NO_CACHE_HOLDER).add_persistent(i, |w| {
                 // Relaxed: recovery is single-threaded.
-                pmem::bitmap_word(&heap, i, w).load(Ordering::Relaxed)
+                pmem::bitmap_word(heap, i, w).load(Ordering::Relaxed)
             });
         }
-        Ok(Allocator {
-            heap,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
-            kinds: kinds.into_boxed_slice(),
-            free: bits,
-            slabs: HolderMutex::new(free),
-            pressure: std::sync::atomic::AtomicBool::new(false),
-            grow_lock: HolderLock::new(),
-            next_holder: AtomicU32::new(0),
-            formatted: (0..NCLASSES).map(|_| AtomicU32::new(0)).collect(),
-        })
+        Ok(a)
+    }
+
+    /// [`Allocator::rebuild`] into a region of its own: for the engines whose other
+    /// volatile state is process-private.
+    pub(crate) fn rebuild_private(heap: Arc<Heap>) -> Result<Allocator> {
+        let need = Allocator::region_bytes(heap.layout());
+        Allocator::rebuild(heap, &Region::anonymous(need, need)?)
     }
 
     /// The block size (header included) `reserve(payload_len)` hands out, or `None` if no
@@ -364,7 +433,7 @@ impl Allocator {
         };
         if b.is_none() {
             // Relaxed: a hint for `give_back` (see `pressure`).
-            self.pressure.store(true, Ordering::Relaxed);
+            self.words.pressure.store(true, Ordering::Relaxed);
         }
         b.ok_or_else(oos)
     }
@@ -377,7 +446,7 @@ impl Allocator {
             cache.lists.clear();
             cache.owner = self.id;
             // Relaxed: only the value matters (ids are not required to be unique).
-            cache.holder = self.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
+            cache.holder = self.words.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
         }
         if cache.lists.len() != NCLASSES {
             cache.lists.resize_with(NCLASSES, Vec::new);
@@ -434,7 +503,7 @@ impl Allocator {
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
             }
-            let _growing = self.grow_lock.lock(holder);
+            let _growing = self.words.grow_lock.lock(holder);
             // Another thread may have grown the heap while this one waited.
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
@@ -443,13 +512,9 @@ impl Allocator {
                 // The new slabs follow the old ones: a run can start among free slabs
                 // at the old end, so they are not handed out directly but inserted
                 // (first fit then takes the lowest run that fits).
-                Ok(Some(new)) => {
-                    // The free bitmaps of the new slabs first: a slab taken from the
-                    // free set may be formatted at once. (If that fails, the new slabs
-                    // stay out of the free set until the next open: nothing is lost.)
-                    self.free.cover(new.end)?;
-                    self.slabs.lock(holder).insert(new.start, new.len())
-                }
+                // (Their mirror entries and free bitmaps are placed already, for the
+                // pool's largest geometry.)
+                Ok(Some(new)) => self.slabs.lock(holder).insert(new.start, new.len()),
                 Ok(None) => return Ok(None),
                 // The file system is full (or a quota or file size limit is reached):
                 // the heap cannot grow now, as at its maximum, so the allocation is
@@ -475,12 +540,13 @@ impl Allocator {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
-        self.pressure.store(false, Ordering::Relaxed);
+        self.words.pressure.store(false, Ordering::Relaxed);
         let mut slabs = [first; FORMAT_BATCH];
         let mut n = 1;
         if self.heap.fence_is_device_sync() {
             // Relaxed: only touched under the class lock, which the caller holds.
-            let want = (self.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
+            let want =
+                (self.words.formatted[c].load(Ordering::Relaxed) as usize + 1).min(FORMAT_BATCH);
             let mut free = self.slabs.lock(holder);
             while n < want && free.nfree() > FORMAT_RESERVE {
                 let Some(s) = free.take_run(1) else { break };
@@ -489,7 +555,7 @@ impl Allocator {
             }
         }
         let slabs = &slabs[..n];
-        self.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
+        self.words.formatted[c].fetch_add(n as u32, Ordering::Relaxed);
         pmem::format_small_slabs(&self.heap, slabs, c);
         // The lowest addresses are handed out first (the last slab listed is first).
         for &slab in slabs.iter().rev() {
@@ -512,7 +578,7 @@ impl Allocator {
             return Ok(None);
         };
         // Relaxed: a hint (see `pressure`).
-        self.pressure.store(false, Ordering::Relaxed);
+        self.words.pressure.store(false, Ordering::Relaxed);
         // The head's header word held whatever the slab held before (a bitmap, payload
         // bytes): make it an empty header, durably, before `block_at` can accept the
         // block (see `pmem::format_small`).
@@ -557,7 +623,7 @@ impl Allocator {
                 }
                 // Relaxed: a hint (see `pressure`); a stale value only delays reuse by
                 // another thread.
-                if self.pressure.load(Ordering::Relaxed) {
+                if self.words.pressure.load(Ordering::Relaxed) {
                     let fresh = self.free.lock(class, cache.holder).give(slab, index);
                     debug_assert!(fresh, "{what} of {b:?}: given back twice");
                     return;
@@ -1090,7 +1156,8 @@ pub(crate) fn small_block_index(class: u32, in_slab: u32) -> Option<u32> {
 /// heap's offset and the slab table mirror. Valid while the allocator it came from is
 /// alive (its users hold it: engines hand it out inside a `FastReads`, whose contract
 /// says so); the base never moves (growth extends the mapping in place) and the slab
-/// table mirror is allocated once for the largest geometry.
+/// table mirror is placed once for the largest geometry in the allocator's region,
+/// which the allocator's view of it keeps mapped.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SmallBlocks {
     /// The image's address of the heap's first byte (`base + heap_off`): a block's

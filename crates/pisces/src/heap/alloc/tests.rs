@@ -102,7 +102,7 @@ fn class_table_is_sound() {
 #[test]
 fn reserve_publish_rebuild_round_trip() {
     let heap = heap_of(8 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let mut published = BTreeSet::new();
     let mut unpublished = Vec::new();
@@ -130,7 +130,7 @@ fn reserve_publish_rebuild_round_trip() {
     drop(a);
 
     // "Crash": the volatile state is gone; rebuild from the pool.
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     assert_eq!(allocated(&heap), published);
     for b in &published {
         assert!(a.is_allocated(*b));
@@ -161,7 +161,7 @@ fn reserve_publish_rebuild_round_trip() {
 #[test]
 fn freed_blocks_are_reused() {
     let heap = heap_of(8 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = reserve_publish(&a, &mut c, 40);
     let _other = reserve_publish(&a, &mut c, 40);
@@ -206,7 +206,7 @@ fn freed_blocks_are_reused() {
 #[test]
 fn every_class_and_large_objects() {
     let heap = heap_of(16 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let mut blocks = Vec::new();
     for (i, cl) in CLASSES.iter().enumerate() {
@@ -253,7 +253,7 @@ fn every_class_and_large_objects() {
     assert_eq!(allocated(&heap), want);
     assert!(Allocator::check(&heap).is_empty());
     drop(a);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     for b in &blocks {
         assert!(a.is_allocated(*b));
     }
@@ -262,7 +262,7 @@ fn every_class_and_large_objects() {
 #[test]
 fn block_at_accepts_exactly_block_starts() {
     let heap = heap_of(8 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = a.reserve(&mut c, 40).unwrap(); // class 48
     assert_eq!(b.size, 48);
@@ -314,7 +314,7 @@ fn block_at_accepts_exactly_block_starts() {
 fn small_pool_runs_out_of_space_and_recovers() {
     let heap = heap_of(2 << 20);
     let slabs = heap.layout().slab_count;
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     assert_eq!(a.free_bytes(), (slabs * SLAB_SIZE) as u64);
     assert!(matches!(
@@ -361,7 +361,7 @@ fn small_pool_runs_out_of_space_and_recovers() {
     }
     heap.fence();
     drop(a);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     assert_eq!(
         a.free_bytes(),
         (slabs * SLAB_SIZE) as u64,
@@ -401,7 +401,7 @@ fn replay_is_idempotent_and_validates_geometry() {
     }
     heap.fence();
     assert_eq!(allocated(&heap), [small, large].into_iter().collect());
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     assert!(a.is_allocated(small) && a.is_allocated(large));
     assert_eq!(a.block_at(small.payload()), Some(small));
     drop(a);
@@ -476,7 +476,7 @@ fn replay_is_idempotent_and_validates_geometry() {
 #[test]
 fn replay_of_a_suffix_converges() {
     let heap = heap_of(8 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let mut ops: Vec<(bool, Block)> = Vec::new();
     let run = reserve_publish(&a, &mut c, 3 * SLAB_SIZE);
@@ -511,7 +511,7 @@ fn replay_of_a_suffix_converges() {
         heap.fence();
         assert_eq!(allocated(&heap), before, "round {round}");
         // Rebuild (which may free empty slabs) and replay again.
-        Allocator::rebuild(heap.clone()).unwrap();
+        Allocator::rebuild_private(heap.clone()).unwrap();
     }
 }
 
@@ -519,7 +519,7 @@ fn replay_of_a_suffix_converges() {
 fn rebuild_rejects_corrupt_slab_table() {
     let heap = heap_of(8 << 20);
     set_entry(&heap, 3, 0x4000_0007);
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(m.contains("slab 3") && m.contains("0x40000007"), "{m}");
     corrupt_msg(Allocator::for_each_allocated(&heap, |_| {}));
 
@@ -527,28 +527,28 @@ fn rebuild_rejects_corrupt_slab_table() {
     set_entry(&heap, 3, 0);
     set_entry(&heap, 5, Kind::Head(3).encode());
     set_entry(&heap, 6, Kind::Cont(1).encode());
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(
         m.contains("slab 7") && m.contains("headed by slab 5"),
         "{m}"
     );
     // Misnumbered continuation.
     set_entry(&heap, 7, Kind::Cont(1).encode());
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(m.contains("slab 7") && m.contains("continuation 2"), "{m}");
     set_entry(&heap, 7, Kind::Cont(2).encode());
-    Allocator::rebuild(heap.clone()).unwrap();
+    Allocator::rebuild_private(heap.clone()).unwrap();
 
     // Orphan continuation.
     set_entry(&heap, 9, Kind::Cont(1).encode());
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(m.contains("slab 9") && m.contains("without a head"), "{m}");
     set_entry(&heap, 9, 0);
 
     // A run longer than the heap.
     let last = heap.layout().slab_count - 2;
     set_entry(&heap, last, Kind::Head(5).encode());
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(
         m.contains(&format!("slab {last}")) && m.contains("only 2"),
         "{m}"
@@ -562,7 +562,7 @@ fn rebuild_rejects_corrupt_slab_table() {
     let w = cl.used_words() - 1;
     heap.atomic_u64(heap.layout().slab_offset(12) + 8 * w)
         .store(1 << 63, Ordering::Relaxed);
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(
         m.contains("slab 12") && m.contains("past the last block"),
         "{m}"
@@ -573,7 +573,7 @@ fn rebuild_rejects_corrupt_slab_table() {
 fn check_reports_every_problem() {
     let heap = heap_of(8 << 20);
     {
-        let a = Allocator::rebuild(heap.clone()).unwrap();
+        let a = Allocator::rebuild_private(heap.clone()).unwrap();
         let mut c = ThreadCache::default();
         reserve_publish(&a, &mut c, 100);
         reserve_publish(&a, &mut c, 2 * SLAB_SIZE);
@@ -586,7 +586,7 @@ fn check_reports_every_problem() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0].contains("slab 10"), "{problems:?}");
     assert!(problems[1].contains("slab 20"), "{problems:?}");
-    let m = corrupt_msg(Allocator::rebuild(heap.clone()));
+    let m = corrupt_msg(Allocator::rebuild_private(heap.clone()));
     assert!(m.contains("1 more problem"), "{m}");
 }
 
@@ -594,7 +594,7 @@ fn check_reports_every_problem() {
 fn usage_and_free_bytes() {
     let heap = heap_of(8 << 20);
     let slabs = heap.layout().slab_count as u64;
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = reserve_publish(&a, &mut c, 100);
     let r = reserve_publish(&a, &mut c, 2 * SLAB_SIZE - HEADER);
@@ -635,13 +635,13 @@ fn usage_and_free_bytes() {
 #[test]
 fn rebuild_frees_empty_slabs() {
     let heap = heap_of(4 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = a.reserve(&mut c, 200).unwrap(); // formats a slab, never published
     let slab = ((b.offset as usize) - heap.layout().heap_offset) / SLAB_SIZE;
     assert_ne!(pmem::read_entry(&heap, slab), 0, "formatting is persistent");
     drop(a);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     assert_eq!(pmem::read_entry(&heap, slab), 0);
     assert_eq!(a.block_at(b.payload()), None);
 }
@@ -658,7 +658,7 @@ fn thread_cache_moves_and_allocator_is_shared() {
 fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
     use rand::{Rng, SeedableRng};
     let heap = heap_of(16 << 20);
-    let a = Arc::new(Allocator::rebuild(heap.clone()).unwrap());
+    let a = Arc::new(Allocator::rebuild_private(heap.clone()).unwrap());
     let live: Arc<std::sync::Mutex<HashSet<u64>>> = Arc::default();
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -724,7 +724,7 @@ fn concurrent_reserve_publish_free_never_hands_out_a_block_twice() {
     assert_eq!(live.lock().unwrap().len(), expect.len());
     assert!(Allocator::check(&heap).is_empty());
     drop(a);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     for b in &expect {
         assert!(a.is_allocated(*b));
     }
@@ -763,12 +763,12 @@ fn fill_present(a: &Allocator, heap: &Heap) {
 fn threads_that_hit_the_end_at_once_grow_the_heap_once() {
     for round in 0..20 {
         let heap = growable_heap(1 << 20, 64 << 20);
-        let a = Allocator::rebuild(heap.clone()).unwrap();
+        let a = Allocator::rebuild_private(heap.clone()).unwrap();
         fill_present(&a, &heap);
         let (size0, seq0) = (heap.size(), heap.superblock().seq);
         // Hold the growth lock while both threads find no free slab, so that both wait
         // for it (given a moment to get there) and the second finds the first's growth.
-        let held = a.grow_lock.lock(NO_CACHE_HOLDER);
+        let held = a.words.grow_lock.lock(NO_CACHE_HOLDER);
         let blocks: Vec<Block> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
                 .map(|_| {
@@ -802,7 +802,7 @@ fn threads_that_hit_the_end_at_once_grow_the_heap_once() {
 #[test]
 fn growth_is_refused_at_the_maximum_and_slabs_past_the_end_are_checked() {
     let heap = growable_heap(1 << 20, 2 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let mut n = 0;
     loop {
@@ -840,7 +840,7 @@ fn growth_is_refused_at_the_maximum_and_slabs_past_the_end_are_checked() {
             .any(|p| p.contains("past the end of the pool")),
         "{problems:?}"
     );
-    assert!(Allocator::rebuild(heap).is_err());
+    assert!(Allocator::rebuild_private(heap).is_err());
 }
 
 /// Every block of every formatted small slab (offsets).
@@ -860,7 +860,7 @@ fn formatted_blocks(a: &Allocator) -> BTreeSet<u64> {
 #[test]
 fn a_block_given_back_twice_leaves_its_bit_as_it_was() {
     let heap = heap_of(4 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = a.reserve(&mut c, 40).unwrap();
     let Ok(pmem::Loc::Small { slab, class, index }) = pmem::locate(heap.layout(), b) else {
@@ -888,7 +888,7 @@ fn a_block_given_back_twice_leaves_its_bit_as_it_was() {
 #[should_panic(expected = "given back twice")]
 fn a_block_released_twice_is_caught() {
     let heap = heap_of(4 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut c = ThreadCache::default();
     let b = reserve_publish(&a, &mut c, 40);
     a.publish_free(b);
@@ -904,7 +904,7 @@ fn a_block_released_twice_is_caught() {
 fn free_bits_and_caches_hold_every_block_once() {
     use rand::{Rng, SeedableRng};
     let heap = heap_of(4 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut caches: Vec<ThreadCache> = (0..3).map(|_| ThreadCache::default()).collect();
     // Reserved blocks, per cache.
@@ -939,8 +939,8 @@ fn free_bits_and_caches_hold_every_block_once() {
             95..=97 => a.drain(&mut caches[t]),
             _ => {
                 // Under pressure, blocks given back go straight to the bitmaps.
-                let p = a.pressure.load(Ordering::Relaxed);
-                a.pressure.store(!p, Ordering::Relaxed);
+                let p = a.words.pressure.load(Ordering::Relaxed);
+                a.words.pressure.store(!p, Ordering::Relaxed);
             }
         }
         if step % 200 == 0 {
@@ -972,7 +972,7 @@ fn free_bits_and_caches_hold_every_block_once() {
 fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
     use rand::{Rng, SeedableRng};
     let heap = heap_of(8 << 20);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let mut c = ThreadCache::default();
     let mut live = Vec::new();
@@ -987,7 +987,7 @@ fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
     }
     heap.fence();
     drop(a);
-    let a = Allocator::rebuild(heap.clone()).unwrap();
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
     let allocated: BTreeSet<u64> = allocated(&heap).iter().map(|b| b.offset).collect();
     let expect: BTreeSet<u64> = formatted_blocks(&a)
         .difference(&allocated)
@@ -999,7 +999,7 @@ fn rebuild_sets_the_free_bits_of_the_persistent_free_blocks() {
 
 #[test]
 fn lock_words_name_the_cache_that_holds_them() {
-    let a = Allocator::rebuild(heap_of(8 << 20)).unwrap();
+    let a = Allocator::rebuild_private(heap_of(8 << 20)).unwrap();
     let (mut c1, mut c2) = (ThreadCache::default(), ThreadCache::default());
     let small = a.reserve(&mut c1, 100).unwrap();
     // A large reservation binds the cache too (its slab lock is taken for it).
@@ -1011,7 +1011,7 @@ fn lock_words_name_the_cache_that_holds_them() {
     let none_held = |a: &Allocator| {
         (0..NCLASSES).all(|c| a.free.holder(c).is_none())
             && a.slabs.holder().is_none()
-            && a.grow_lock.holder().is_none()
+            && a.words.grow_lock.holder().is_none()
     };
     assert!(none_held(&a), "every lock is released after use");
     {
@@ -1044,7 +1044,7 @@ fn lock_words_name_the_cache_that_holds_them() {
     }
     assert!(none_held(&a));
     // The ids restart for another allocator: a cache that binds to it gets a new one.
-    let b = Allocator::rebuild(heap_of(8 << 20)).unwrap();
+    let b = Allocator::rebuild_private(heap_of(8 << 20)).unwrap();
     let mut c4 = ThreadCache::default();
     let other = b.reserve(&mut c4, 100).unwrap();
     assert_eq!(c4.holder, 0, "the first cache of an allocator");
