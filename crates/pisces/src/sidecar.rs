@@ -34,6 +34,7 @@
 //! convert: both then leave the pool open, which the next initializer recovers as after
 //! a crash.
 
+use crate::heap::alloc::Allocator;
 use crate::heap::layout::Layout;
 use crate::region::{InRegion, PlacedValue, Region};
 use crate::{Error, Result};
@@ -108,14 +109,14 @@ impl std::fmt::Debug for Sidecar {
     }
 }
 
-/// Bytes of the sidecar of a pool of geometry `layout`: the header, and what the
-/// allocator and an engine that shares place in it — the engine's copies take most of
-/// it (address space and a sparse file: only what is used takes memory).
+/// Bytes of the sidecar of a pool of geometry `layout`: the header, the allocator's
+/// state, and what an engine that shares places (the `pisces` engine: its slots and the
+/// arena of its copies, which takes most of it). Address space and a sparse file: only
+/// what is used takes memory.
 pub(crate) fn region_bytes(layout: &Layout) -> usize {
-    // The allocator: a slab-table mirror, free bitmaps and lists, about 1 KiB per slab;
-    // the engine: its copies' arena and slots.
-    const ENGINE_BYTES: usize = 68 << 30;
-    ENGINE_BYTES + layout.slab_count * 1024
+    const HEADER_BYTES: usize = 4096;
+    const ENGINE_BYTES: usize = (64 << 30) + (256 << 20);
+    HEADER_BYTES + Allocator::region_bytes(layout) + ENGINE_BYTES
 }
 
 /// The sidecar file of the pool with UUID `uuid`.

@@ -5,7 +5,17 @@
 
 use pisces::tools::Sharing;
 use pisces::{Config, EngineId, Error, PPtr, Pool};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+
+/// Held by every test for its whole run: a test spawns worker processes, and a child
+/// between its fork and its exec holds a copy of every descriptor of this process —
+/// the locks of any pool another test just closed, which would then refuse that test's
+/// next open.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn cfg() -> Config {
     Config::default()
@@ -31,6 +41,7 @@ fn pool_path() -> (tempfile::TempDir, std::path::PathBuf) {
 /// with every commit of both "processes" there.
 #[test]
 fn shared_and_exclusive_opens_exclude_each_other() {
+    let _one = one_at_a_time();
     let (_d, p) = pool_path();
     drop(Pool::create(&p, cfg()).unwrap());
     let a = Pool::open(&p, shared()).unwrap();
@@ -67,6 +78,7 @@ fn shared_and_exclusive_opens_exclude_each_other() {
 /// may grow is refused too.
 #[test]
 fn engines_that_cannot_share_refuse() {
+    let _one = one_at_a_time();
     for engine in [
         EngineId::Mvcc,
         EngineId::Undo,
@@ -91,58 +103,30 @@ fn engines_that_cannot_share_refuse() {
 /// it conserved for the next exclusive open.
 #[test]
 fn two_processes_transfer_and_keep_the_total() {
-    const ACCOUNTS: usize = 16;
-    const TOTAL: u64 = 1600;
+    let _one = one_at_a_time();
     let (_d, p) = pool_path();
-    {
-        let pool = Pool::create(&p, cfg()).unwrap();
-        let root: PPtr<[u64; ACCOUNTS]> = pool.root().unwrap();
-        pool.run(|tx| {
-            *tx.write(root)? = [TOTAL / ACCOUNTS as u64; ACCOUNTS];
-            Ok(())
-        })
-        .unwrap();
-    }
+    create_bank(&p);
     let pools: Vec<Pool> = (0..2).map(|_| Pool::open(&p, shared()).unwrap()).collect();
     let go = Arc::new(Barrier::new(4));
     std::thread::scope(|s| {
         for (i, pool) in pools.iter().flat_map(|p| [p, p]).enumerate() {
             let go = go.clone();
             s.spawn(move || {
-                let root: PPtr<[u64; ACCOUNTS]> = pool.root().unwrap();
                 go.wait();
-                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
-                for _ in 0..2000 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let (from, to) = ((x % 16) as usize, ((x >> 8) % 16) as usize);
-                    pool.run(|tx| {
-                        let a = tx.write(root)?;
-                        if a[from] > 0 {
-                            a[from] -= 1;
-                            a[to] += 1;
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
-                    let sum: u64 = pool.read(|tx| Ok(tx.read(root)?.iter().sum())).unwrap();
-                    assert_eq!(sum, TOTAL);
-                }
+                transfers(pool, i as u64, 2000);
             });
         }
     });
     drop(pools);
     let pool = Pool::open(&p, cfg()).unwrap();
-    let root: PPtr<[u64; ACCOUNTS]> = pool.root().unwrap();
-    let sum: u64 = pool.read(|tx| Ok(tx.read(root)?.iter().sum())).unwrap();
-    assert_eq!(sum, TOTAL);
+    assert_eq!(audit(&pool), (TOTAL, 4 * 2000));
 }
 
 /// A process that closes gives its slots up: with one slot each, processes that come
 /// after it take the slots it had, and their commits go on where its log ended.
 #[test]
 fn slots_pass_from_a_closed_process_to_the_next() {
+    let _one = one_at_a_time();
     let (_d, p) = pool_path();
     drop(Pool::create(&p, cfg().max_threads(2)).unwrap());
     let keeper = Pool::open(&p, shared()).unwrap();
@@ -168,4 +152,102 @@ fn slots_pass_from_a_closed_process_to_the_next() {
         // Through the handle: `keeper.read` would take the slot the visitor gave up.
         assert_eq!(h.read(|tx| Ok(*tx.read(root)?)).unwrap(), 50 * round);
     }
+    drop(h);
+    drop(keeper);
+    // Recovery reads every log the visitors handed over: intact, nothing replayed twice.
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(pool.read(|tx| Ok(*tx.read(root)?)).unwrap(), 250);
+}
+
+/// The environment variable that makes this test binary a worker process of
+/// [`real_processes_transfer_and_keep_the_total`]: the pool's path.
+const WORKER_POOL: &str = "PISCES_SHARED_POOL_WORKER";
+
+/// A worker process: opens the pool shared and runs transfers, checking the total in
+/// every snapshot. Does nothing unless started by the test below.
+#[test]
+fn worker_process() {
+    let Ok(path) = std::env::var(WORKER_POOL) else {
+        return;
+    };
+    let pool = Pool::open(&path, shared()).unwrap();
+    transfers(&pool, std::process::id() as u64, 3000);
+}
+
+const ACCOUNTS: usize = 16;
+const TOTAL: u64 = 1600;
+/// The root: the accounts, then the number of transfers made.
+type Bank = [u64; ACCOUNTS + 1];
+
+/// A new bank pool at `p`.
+fn create_bank(p: &std::path::Path) {
+    let pool = Pool::create(p, cfg()).unwrap();
+    let root: PPtr<Bank> = pool.root().unwrap();
+    pool.run(|tx| {
+        let b = tx.write(root)?;
+        b[..ACCOUNTS].fill(TOTAL / ACCOUNTS as u64);
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// The total of the accounts and the number of transfers, in one snapshot.
+fn audit(pool: &Pool) -> (u64, u64) {
+    let root: PPtr<Bank> = pool.root().unwrap();
+    pool.read(|tx| {
+        let b = tx.read(root)?;
+        Ok((b[..ACCOUNTS].iter().sum(), b[ACCOUNTS]))
+    })
+    .unwrap()
+}
+
+/// `n` random transfers between the accounts of the pool's root, each followed by a
+/// snapshot that checks the total.
+fn transfers(pool: &Pool, seed: u64, n: usize) {
+    let root: PPtr<Bank> = pool.root().unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (from, to) = ((x % 16) as usize, ((x >> 8) % 16) as usize);
+        pool.run(|tx| {
+            let a = tx.write(root)?;
+            if a[from] > 0 {
+                a[from] -= 1;
+                a[to] += 1;
+            }
+            a[ACCOUNTS] += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(audit(pool).0, TOTAL);
+    }
+}
+
+/// Three processes (this test binary started again as `worker_process`) and this one
+/// move money on one pool at the same time; each checks the total in every snapshot,
+/// and the total is there for the next exclusive open.
+#[test]
+fn real_processes_transfer_and_keep_the_total() {
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+                .env(WORKER_POOL, &p)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    transfers(&here, 7, 3000);
+    for mut w in workers {
+        assert!(w.wait().unwrap().success(), "a worker failed");
+    }
+    drop(here);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(audit(&pool), (TOTAL, 4 * 3000), "every process's transfers");
 }
