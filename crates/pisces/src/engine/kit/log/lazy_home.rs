@@ -183,7 +183,7 @@ mod tests {
         r.push(&heap, 4100, 4);
         assert_eq!((r.st.len, r.ranges[0]), (1, (4096, 72)));
         for i in 1..UNSYNCED_RANGES {
-            r.push(&heap, 4096 + 128 * i as usize, 8);
+            r.push(&heap, 4096 + 128 * i, 8);
         }
         assert_eq!(r.st.len as usize, UNSYNCED_RANGES);
         r.wrote_up_to(7);
