@@ -166,7 +166,9 @@ impl Sidecar {
             }
         }
         Err(Error::invalid_config(format!(
-            "the shared state of the pool {} in {} never became ready",
+            "the pool {} is open in another process, but its shared state in {} never \
+             became ready here (is that process in another mount namespace, with another \
+             /dev/shm?)",
             pool.display(),
             sidecar.display()
         )))
@@ -221,13 +223,9 @@ impl Sidecar {
     ) -> Result<Option<(Arc<Region>, PlacedValue<Header>)>> {
         let file = match OpenOptions::new().read(true).write(true).open(sidecar) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::invalid_config(format!(
-                    "the pool is open in another process, but its shared state file {} does \
-                     not exist here (another mount namespace or /dev/shm?)",
-                    sidecar.display()
-                )))
-            }
+            // The last process removed it as this one waited (the next attempt finds
+            // no process attached), or the file is not visible here.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("opening the pool's shared state file", e)),
         };
         let region = Region::file(file, false)?;
@@ -327,11 +325,15 @@ impl Sidecar {
         ofd_lock(&self.locks, 0, libc::F_WRLCK, false)
     }
 
-    /// The last process's close is done: the state is no longer ready.
+    /// The last process's close is done: the state is no longer ready, and its file
+    /// is removed (the next process to attach makes a new one).
     pub(crate) fn retire(&self) {
         // Relaxed: the next attach is an initializer (the write lock we hold), which
-        // rebuilds the whole file; a joiner never sees this value with the lock held.
+        // rebuilds the whole file; a process waiting to join finds no file or this
+        // value, and starts over.
         self.header.ready.store(0, Relaxed);
+        // An error leaves the file, which the next initializer truncates.
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -439,6 +441,7 @@ mod tests {
         drop(a);
         assert!(b.detach_is_last().unwrap());
         b.retire();
+        assert!(!side.exists(), "the last close removes the sidecar");
     }
 
     /// A sidecar whose initializer never declared it ready is rebuilt by the next

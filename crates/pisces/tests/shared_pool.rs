@@ -237,7 +237,12 @@ fn real_processes_transfer_and_keep_the_total() {
     let workers: Vec<_> = (0..3)
         .map(|_| {
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "worker_process", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "worker_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(WORKER_POOL, &p)
                 .spawn()
                 .unwrap()
