@@ -518,6 +518,12 @@ fn open_shared(path: &Path) -> Result<LockedFile> {
         // touches no memory.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
         if rc == 0 {
+            // Processes that share the pool hold the lock shared too: their attach
+            // byte says they are there, and a read lock on it keeps a new one from
+            // building the pool's shared state while the check runs.
+            if !crate::sidecar::hold_out_attachers(&file)? {
+                return Err(Error::Locked(path.to_path_buf().into()));
+            }
             return Ok(LockedFile::new(file));
         }
         let e = io::Error::last_os_error();

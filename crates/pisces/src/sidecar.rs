@@ -337,6 +337,16 @@ impl Sidecar {
     }
 }
 
+/// For a reader of the pool file that must not see it change (the offline check): true,
+/// with a read lock taken on the attach byte through `file`'s description (held until
+/// it closes), if no process has the pool open shared; false if one has.
+pub(crate) fn hold_out_attachers(file: &File) -> Result<bool> {
+    if ofd_held(file, 0)? {
+        return Ok(false);
+    }
+    ofd_lock(file, 0, libc::F_RDLCK, false)
+}
+
 /// A hash of an engine's options, to compare them between processes.
 fn options_hash(options: &str) -> u64 {
     u64::from(crc32c::crc32c(options.as_bytes())) | (options.len() as u64) << 32

@@ -50,6 +50,11 @@ fn shared_and_exclusive_opens_exclude_each_other() {
         Pool::open(&p, cfg()),
         Err(Error::AlreadyOpen(_) | Error::Locked(_))
     ));
+    // The offline check refuses a pool that processes have open.
+    assert!(matches!(
+        pisces::tools::check::check_pool(&p, pisces::medium::MediumKind::DRAM),
+        Err(Error::Locked(_))
+    ));
     let root: PPtr<u64> = a.root().unwrap();
     assert_eq!(b.root::<u64>().unwrap(), root, "one root for both");
     a.run(|tx| {
