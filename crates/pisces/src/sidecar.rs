@@ -308,13 +308,16 @@ impl Sidecar {
         ofd_lock(&self.locks, 1 + slot as u64, libc::F_WRLCK, false)
     }
 
-    /// Give up thread slot `slot` (claimed by this process).
+    /// Give up thread slot `slot` (claimed by this process). (A process gives its
+    /// slots up all at once when it detaches: closing the description releases them.)
+    #[cfg(test)]
     pub(crate) fn release_slot(&self, slot: usize) -> Result<()> {
         ofd_lock(&self.locks, 1 + slot as u64, libc::F_UNLCK, false).map(|_| ())
     }
 
     /// Whether another process holds slot `slot` (a process holds a slot until it
     /// releases it or dies).
+    #[cfg(test)]
     pub(crate) fn slot_held_elsewhere(&self, slot: usize) -> Result<bool> {
         ofd_held(&self.locks, 1 + slot as u64)
     }
@@ -340,6 +343,7 @@ impl Sidecar {
 /// For a reader of the pool file that must not see it change (the offline check): true,
 /// with a read lock taken on the attach byte through `file`'s description (held until
 /// it closes), if no process has the pool open shared; false if one has.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // the check is a tool
 pub(crate) fn hold_out_attachers(file: &File) -> Result<bool> {
     if ofd_held(file, 0)? {
         return Ok(false);
@@ -379,6 +383,7 @@ fn ofd_lock(file: &File, byte: u64, kind: libc::c_int, wait: bool) -> Result<boo
 }
 
 /// Whether a description other than this one holds a lock on byte `byte` of `file`.
+#[cfg_attr(not(feature = "tools"), allow(dead_code))] // the check is a tool
 fn ofd_held(file: &File, byte: u64) -> Result<bool> {
     let mut fl = flock_for(byte, libc::F_WRLCK);
     // SAFETY: as in `ofd_lock`.
