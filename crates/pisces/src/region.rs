@@ -166,6 +166,11 @@ impl Region {
         }))
     }
 
+    /// Whether the region is a file other processes may map ([`Region::file`]).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.file.is_some()
+    }
+
     /// Whether this process initialises the region's state (see [`Region::file`]).
     pub(crate) fn is_fresh(&self) -> bool {
         self.fresh

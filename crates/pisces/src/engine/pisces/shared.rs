@@ -344,7 +344,6 @@ impl PiscesShared {
         durable: bool,
         clock_start: u64,
         next_seq: Vec<u64>,
-        shared: bool,
     ) -> Result<PiscesShared> {
         let l = *heap.layout();
         let tag = tag_of(heap.generation());
@@ -368,7 +367,7 @@ impl PiscesShared {
             tag,
             fallback,
             arena: CopyArena::new(region)?,
-            shared,
+            shared: region.is_shared(),
         })
     }
 
@@ -823,7 +822,6 @@ impl PiscesEngine {
         durable: bool,
         region: Option<Arc<Region>>,
     ) -> Result<PiscesEngine> {
-        let shared = region.is_some();
         let region = match region {
             Some(r) => r,
             None => {
@@ -839,16 +837,7 @@ impl PiscesEngine {
             // Another process recovered the pool and built the state: find it. (The
             // clock and log numbers are the region's; the values below are not used.)
             let alloc = Arc::new(Allocator::attach(heap.clone(), &region)?);
-            let sh = PiscesShared::new(
-                heap,
-                alloc,
-                &region,
-                opts,
-                durable,
-                0,
-                vec![0; threads],
-                shared,
-            )?;
+            let sh = PiscesShared::new(heap, alloc, &region, opts, durable, 0, vec![0; threads])?;
             return Ok(PiscesEngine { sh: Arc::new(sh) });
         }
         let recovered = replay::recover(&heap)?;
@@ -871,7 +860,6 @@ impl PiscesEngine {
             durable,
             recovered.clock_start,
             recovered.next_seq.clone(),
-            shared,
         )?);
         Ok(PiscesEngine { sh })
     }
