@@ -699,7 +699,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let off = if h[H_LEVELS] == 1 {
             Self::dir_entry(h, c)?
         } else {
-            let page: &Page = tx.read(PPtr::from_offset(Self::dir_entry(h, c / PAGE)?))?;
+            // Through the found-blocks table, as the header: a map has at most 504
+            // pages, each read by every lookup of its chunks.
+            let page: &Page = tx.read_again(PPtr::from_offset(Self::dir_entry(h, c / PAGE)?))?;
             page[c % PAGE]
         };
         Ok(off)
