@@ -2047,3 +2047,54 @@ fn grouped_lookups_as_the_directory_moves_to_pages() {
         }
     }
 }
+
+/// Lookups of chained maps on one handle, on every engine: with the directory in the
+/// header (whose chunks the read fast path's table of found blocks locates once per
+/// engine thread) and with directory pages (read through that table, their chunks
+/// read as any object). Every key present is found with its value, every absent key
+/// is not.
+#[test]
+fn chained_lookups_with_and_without_directory_pages() {
+    const KEYS: u64 = 3_000;
+    for setup in setups() {
+        let name = setup.0.name();
+        let pool = mem_pool(setup.clone(), 32 << 20, 1);
+        let mut h = pool.handle().unwrap();
+        let maps = [
+            h.run(|tx| HashMap::<u64, [u64; 2]>::new(tx)).unwrap(),
+            h.run(|tx| HashMap::<u64, [u64; 2]>::fixed(tx, 10_000))
+                .unwrap(),
+            h.run(|tx| HashMap::<u64, [u64; 2]>::fixed(tx, 16_500))
+                .unwrap(),
+        ];
+        let levels: Vec<u64> = maps
+            .iter()
+            .map(|m| {
+                h.read(|tx| Ok(tx.read(PPtr::<[u64; 512]>::from_offset(m.offset()))?[3]))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(levels, [1, 1, 2], "{name}");
+        for batch in (0..KEYS).collect::<Vec<_>>().chunks(250) {
+            h.run(|tx| {
+                for &k in batch {
+                    for m in &maps {
+                        m.insert(tx, 3 * k, [k, !k])?;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+            let inserted = batch[batch.len() - 1] + 1;
+            for (i, m) in maps.iter().enumerate() {
+                for k in 0..KEYS {
+                    let got = h.read(|tx| m.get(tx, &(3 * k))).unwrap();
+                    let want = (k < inserted).then_some([k, !k]);
+                    assert_eq!(got, want, "{name}: map {i} key {} of {inserted}", 3 * k);
+                    let absent = h.read(|tx| m.get(tx, &(3 * k + 1))).unwrap();
+                    assert_eq!(absent, None, "{name}: map {i} key {}", 3 * k + 1);
+                }
+            }
+        }
+    }
+}

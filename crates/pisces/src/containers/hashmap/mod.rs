@@ -23,7 +23,12 @@
 //! Every access checks the header before it uses it (magic, signature, layout, and the
 //! geometry words it computes with), and reads every object through `Tx::read`, which
 //! validates the offset as a live block of the pool: a forged handle or a damaged
-//! pool is an error, never a read outside the pool's objects. A lookup skips the one
+//! pool is an error, never a read outside the pool's objects. The objects every
+//! lookup of a map reads — the header, its directory pages, and the chunks (or a
+//! grouped map's first groups) of a directory held in the header — are read through
+//! the fast path's table of blocks found before (`Tx::read_again`): where each block
+//! is in the allocator's geometry, which no run changes, is found once per engine
+//! thread; that it is allocated and which version to read is checked at every read. A lookup skips the one
 //! word it never reads (the chunk count); updates, iteration and `check` refuse a
 //! header whose chunk count disagrees with its bucket count.
 //!
@@ -936,8 +941,17 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Self::grouped_get(tx, h, hash, k);
         }
         let b = bucket_in(hash, h[H_BUCKETS], h[H_GROW] == GROWABLE) as usize;
-        let (chunk, slot) = (Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK);
-        let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        let slot = b % CHUNK;
+        let mut cur = if h[H_LEVELS] == 1 {
+            let chunk = Self::dir_entry(h, b / CHUNK)?;
+            tx.read_again(PPtr::<Chunk>::from_offset(chunk))?[slot]
+        } else {
+            tx.read(PPtr::<Chunk>::from_offset(Self::chunk_of(
+                tx,
+                h,
+                b / CHUNK,
+            )?))?[slot]
+        };
         let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
             let w = words::read(tx, cur, Self::NODE)?;
