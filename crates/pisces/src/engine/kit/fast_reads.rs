@@ -31,8 +31,8 @@ use crossbeam_utils::CachePadded;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastReads {
     blocks: SmallBlocks,
-    /// Blocks this path found before ([`FoundBlocks`]): the engine thread's own table
-    /// (header-word mode only: `OwnedFastReads::table_for`), or [`NOTHING_FOUND`].
+    /// Blocks this path found before ([`FoundBlocks`]): the engine thread's own table,
+    /// or [`NOTHING_FOUND`].
     found: *const FoundBlocks,
     /// The header-word value a readable object has at least (`live_word`: exactly).
     base: u64,
@@ -166,33 +166,28 @@ impl FastReads {
         off: u64,
         min_class: u32,
     ) -> Option<*const u8> {
-        // SAFETY: `found` is `NOTHING_FOUND` or the owning engine thread's table, which
-        // outlives every path to it (`OwnedFastReads`).
-        let found = unsafe { &*self.found };
-        let i = FoundBlocks::index(off);
-        let hw = if FIND_AGAIN
-            && found.offsets[i].get() == off
-            && u32::from(found.classes[i].get()) > min_class
-        {
-            // A hit, before the mode's test: only a path in the header-word mode has a
-            // table of its own (`OwnedFastReads` gives the bitmap mode's paths
-            // `NOTHING_FOUND`, where no read hits), so the block's allocation bit is
-            // not the question here.
-            self.blocks.header_of_found(off)
-        } else if self.bitmap {
+        let hw = if self.bitmap {
             // SAFETY: the allocator is alive while `self` is used (constructors).
             unsafe { self.blocks.allocated_header(off, min_class) }?
         } else if !FIND_AGAIN {
             // SAFETY: as above.
             unsafe { self.blocks.header(off, min_class) }?
         } else {
-            // SAFETY: as above.
-            let (hw, class) = unsafe { self.blocks.header_and_class(off, min_class) }?;
-            // (Never `NOTHING_FOUND`: a path to it is in the bitmap mode, or has no
-            // slabs, so it did not get here.)
-            found.offsets[i].set(off);
-            found.classes[i].set(class as u8 + 1);
-            hw
+            // SAFETY: `found` is `NOTHING_FOUND` or the owning engine thread's table,
+            // which outlives every path to it (`OwnedFastReads`).
+            let found = unsafe { &*self.found };
+            let i = FoundBlocks::index(off);
+            if found.offsets[i].get() == off && u32::from(found.classes[i].get()) > min_class {
+                self.blocks.header_of_found(off)
+            } else {
+                // SAFETY: as above.
+                let (hw, class) = unsafe { self.blocks.header_and_class(off, min_class) }?;
+                // (Never `NOTHING_FOUND`: a path to it has no slabs, so the lookup
+                // above declined.)
+                found.offsets[i].set(off);
+                found.classes[i].set(class as u8 + 1);
+                hw
+            }
         };
         // SAFETY: a block's header word inside the mapped image, 8-aligned, only
         // accessed atomically (`SmallBlocks::header`).
@@ -326,27 +321,13 @@ impl OwnedFastReads {
     pub(crate) fn new(f: FastReads) -> OwnedFastReads {
         let found = Box::new(CachePadded::new(FoundBlocks::new()));
         let f = FastReads {
-            found: Self::table_for(&f, &found),
+            found: &**found,
             ..f
         };
         OwnedFastReads(
             std::ptr::NonNull::from(Box::leak(Box::new(CachePadded::new(f)))),
             found,
         )
-    }
-
-    /// The table of found blocks path `f` reads through: the thread's own in the
-    /// header-word mode, [`NOTHING_FOUND`] in the bitmap mode. `FastReads::read` tests
-    /// its table before the mode, so a hit must imply the header-word mode: an entry
-    /// proves a block start, not that the block's allocation bit is set, which the
-    /// bitmap mode checks at every read. (The thread's table keeps the entries of its
-    /// earlier header-word paths across a bitmap one.)
-    fn table_for(f: &FastReads, table: &CachePadded<FoundBlocks>) -> *const FoundBlocks {
-        if f.bitmap {
-            &NOTHING_FOUND
-        } else {
-            &**table
-        }
     }
 
     /// The path to hand to a `Tx`.
@@ -367,7 +348,7 @@ impl OwnedFastReads {
     #[inline(always)]
     pub(crate) fn set(&mut self, f: FastReads) {
         let f = FastReads {
-            found: Self::table_for(&f, &self.1),
+            found: &**self.1,
             ..f
         };
         // SAFETY: the allocation is ours and alive; `&mut self` and the contract of
@@ -397,52 +378,6 @@ mod tests {
                 Pool::create(path, Config::default().size(16 << 20).engine(e)).unwrap()
             })
             .collect()
-    }
-
-    /// A path in the bitmap mode never answers from its thread's table of found
-    /// blocks, which `FastReads::read` consults before the mode: an entry made by an
-    /// earlier header-word path of the thread proves a block start, not that the block
-    /// is still allocated, which only the bitmap says in that mode.
-    #[test]
-    fn a_bitmap_path_asks_the_bitmap_for_a_block_found_before() {
-        use super::{FastReads, OwnedFastReads};
-        use crate::engine::EngineId;
-        use crate::heap::alloc::{Allocator, ThreadCache};
-        use crate::heap::{FormatParams, Heap};
-        use std::sync::atomic::Ordering;
-        use std::sync::Arc;
-
-        const LIVE: u64 = 0x11;
-        let heap = Arc::new(Heap::format_dram(
-            8 << 20,
-            FormatParams {
-                engine_id: EngineId::Bare as u32,
-                max_threads: 1,
-                log_bytes_per_thread: 64 << 10,
-                regions: Default::default(),
-            },
-        ));
-        let alloc = Allocator::rebuild(heap.clone()).unwrap();
-        let mut cache = ThreadCache::default();
-        let b = alloc.reserve(&mut cache, 8).unwrap();
-        alloc.publish_alloc(b);
-        heap.atomic_u64(b.offset as usize)
-            .store(LIVE, Ordering::Release);
-        let payload = b.offset + 8;
-        let class = FastReads::min_class(8);
-        // SAFETY: `alloc` and the heap outlive the paths; `LIVE` is written only into
-        // the header word of the one allocated block.
-        let mut owned = OwnedFastReads::new(unsafe { FastReads::live_word(&alloc, LIVE) });
-        // SAFETY: `owned` is alive and unchanged while the path is used.
-        let found = unsafe { owned.path() }.get().read::<true>(payload, class);
-        assert!(found.is_some(), "the header-word path reads the live block");
-        // SAFETY: as for `live_word`.
-        owned.set(unsafe { FastReads::bitmap(&alloc) });
-        alloc.publish_free(b);
-        // SAFETY: as above.
-        let freed = unsafe { owned.path() }.get().read::<true>(payload, class);
-        assert!(freed.is_none(), "a bitmap path read a freed block");
-        alloc.drain(&mut cache);
     }
 
     #[test]
