@@ -15,15 +15,37 @@ const MAX_NESTED_POOLS: usize = 4;
 
 /// The closure transactions running on this thread (see `IN_TX`).
 struct ActivePools {
-    len: Cell<usize>,
+    /// The closure transactions running (bits [`LEN_MASK`]), a nested transaction's
+    /// give-up ([`GAVE_UP`]) and the explicit transactions this thread began that have
+    /// not ended (from [`EXPLICIT_ONE`] up), in one word: the word is 0 exactly when
+    /// this thread runs no transaction of any pool and has none open, which is all
+    /// that the common transaction's guard tests ([`InTx::enter_idle`]).
+    state: Cell<usize>,
     pools: [Cell<usize>; MAX_NESTED_POOLS],
-    /// Explicit transactions this thread began that have not ended (any pool): a
-    /// closure transaction that starts while one is open runs nested in it.
-    explicit: Cell<usize>,
-    /// A nested transaction gave up on a conflict that its enclosing transaction may
-    /// be the cause of (see [`InTx::gave_up_nested`]); the enclosing `run` that sees
-    /// it rolls its own attempt back and retries.
-    nested_gave_up: Cell<bool>,
+}
+
+/// The bits of [`ActivePools::state`] that count the closure transactions running.
+const LEN_MASK: usize = 0xff;
+/// [`ActivePools::state`]: a nested transaction gave up on a conflict that its
+/// enclosing transaction may be the cause of (see [`InTx::gave_up_nested`]); the
+/// enclosing `run` that sees it rolls its own attempt back and retries.
+const GAVE_UP: usize = 0x100;
+/// One explicit transaction in [`ActivePools::state`]: a closure transaction that
+/// starts while one is open (any pool) runs nested in it.
+const EXPLICIT_ONE: usize = 0x1_0000;
+
+impl ActivePools {
+    /// The closure transactions running.
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.state.get() & LEN_MASK
+    }
+
+    /// Whether an explicit transaction this thread began has not ended.
+    #[inline(always)]
+    fn explicit_open(&self) -> bool {
+        self.state.get() >= EXPLICIT_ONE
+    }
 }
 
 thread_local! {
@@ -31,17 +53,15 @@ thread_local! {
     /// innermost last: a second transaction of one of them would wait for the first (a
     /// grace period, a lock) forever. One thread-local of plain `Cell`s with a const
     /// initialiser: checked on every transaction, so it must cost a few instructions
-    /// (one thread-local address, no copy of the whole list), not a `RefCell<Vec>`.
+    /// (one thread-local address, one word tested), not a `RefCell<Vec>`.
     /// Closure transactions end in reverse order of their start (scopes, also when
     /// unwinding), so the list never holds a transaction that is over. Explicit
     /// transactions, which a caller may leak (`mem::forget`), are registered with
     /// their pool instead ([`OpenExplicit`]) and only counted here.
     static IN_TX: ActivePools = const {
         ActivePools {
-            len: Cell::new(0),
+            state: Cell::new(0),
             pools: [const { Cell::new(0) }; MAX_NESTED_POOLS],
-            explicit: Cell::new(0),
-            nested_gave_up: Cell::new(false),
         }
     };
 }
@@ -86,7 +106,7 @@ impl OpenExplicit {
         let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
         l.push((std::thread::current().id(), slot));
         self.count.store(l.len(), Ordering::Relaxed);
-        IN_TX.with(|t| t.explicit.set(t.explicit.get() + 1));
+        IN_TX.with(|t| t.state.set(t.state.get() + EXPLICIT_ONE));
     }
 
     /// End the registration of the handle on `slot`, begun by thread `began_on`.
@@ -102,7 +122,11 @@ impl OpenExplicit {
         // stays raised: that thread's later transactions count as nested (bounded
         // retries), nothing worse.
         if began_on == std::thread::current().id() {
-            IN_TX.with(|t| t.explicit.set(t.explicit.get().saturating_sub(1)));
+            IN_TX.with(|t| {
+                if t.explicit_open() {
+                    t.state.set(t.state.get() - EXPLICIT_ONE);
+                }
+            });
         }
     }
 }
@@ -126,7 +150,7 @@ impl InTx {
             return Err(Error::NestedTransaction);
         }
         IN_TX.with(|t| {
-            let len = t.len.get();
+            let len = t.len();
             if t.pools.iter().take(len).any(|p| p.get() == pool) {
                 return Err(Error::NestedTransaction);
             }
@@ -134,24 +158,50 @@ impl InTx {
                 return Err(too_many_pools());
             };
             slot.set(pool);
-            t.len.set(len + 1);
-            // A give-up noted before this transaction started was about another one.
-            t.nested_gave_up.set(false);
+            // One more running; a give-up noted before this transaction started was
+            // about another one.
+            let state = t.state.get();
+            t.state.set((state & !GAVE_UP) + 1);
             Ok(InTx {
                 pool,
-                nested: len > 0 || t.explicit.get() > 0,
+                nested: len > 0 || state >= EXPLICIT_ONE,
+            })
+        })
+    }
+
+    /// [`InTx::enter`] on a thread that runs no transaction and has none open (of any
+    /// pool): the transaction is then neither refused nor nested, whatever `pool` and
+    /// its open explicit transactions. `None` on any other thread, which asks
+    /// [`InTx::enter`].
+    ///
+    /// Why the pool's list of open explicit transactions need not be asked: every
+    /// registration in a list counts one in the state of the thread that made it
+    /// (`OpenExplicit::add`), and a count goes down only when a registration of that
+    /// thread ends (`OpenExplicit::remove`), so a thread whose count is 0 has no
+    /// registration in any pool's list, which is what `on_this_thread` looks for.
+    #[inline(always)]
+    pub(crate) fn enter_idle(pool: usize) -> Option<InTx> {
+        IN_TX.with(|t| {
+            if t.state.get() != 0 {
+                return None;
+            }
+            t.pools[0].set(pool);
+            t.state.set(1);
+            Some(InTx {
+                pool,
+                nested: false,
             })
         })
     }
 
     /// Whether any transaction (closure or explicit, any pool) runs on this thread.
     pub(crate) fn inside_any() -> bool {
-        IN_TX.with(|t| t.len.get() > 0 || t.explicit.get() > 0)
+        IN_TX.with(|t| t.len() > 0 || t.explicit_open())
     }
 
     /// Whether a closure transaction of `pool` runs on this thread.
     pub(crate) fn active(pool: usize) -> bool {
-        IN_TX.with(|t| t.pools.iter().take(t.len.get()).any(|p| p.get() == pool))
+        IN_TX.with(|t| t.pools.iter().take(t.len()).any(|p| p.get() == pool))
     }
 
     /// Whether this transaction runs inside another one (of another pool) on this
@@ -164,13 +214,17 @@ impl InTx {
     /// Note that a nested transaction gave up on a conflict (it returns
     /// `Err(Conflict)` to the transaction around it).
     pub(crate) fn gave_up_nested() {
-        IN_TX.with(|t| t.nested_gave_up.set(true));
+        IN_TX.with(|t| t.state.set(t.state.get() | GAVE_UP));
     }
 
     /// Whether a transaction nested in the current attempt gave up (and forget it).
     #[inline]
     pub(crate) fn take_nested_gave_up() -> bool {
-        IN_TX.with(|t| t.nested_gave_up.replace(false))
+        IN_TX.with(|t| {
+            let state = t.state.get();
+            t.state.set(state & !GAVE_UP);
+            state & GAVE_UP != 0
+        })
     }
 }
 
@@ -189,9 +243,11 @@ impl Drop for InTx {
     #[inline]
     fn drop(&mut self) {
         IN_TX.with(|t| {
-            let len = t.len.get();
+            let len = t.len();
             debug_assert!(len > 0 && t.pools[len - 1].get() == self.pool);
-            t.len.set(len.saturating_sub(1));
+            if len > 0 {
+                t.state.set(t.state.get() - 1);
+            }
         });
     }
 }

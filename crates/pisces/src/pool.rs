@@ -1205,6 +1205,21 @@ impl ThreadHandle {
     #[inline]
     pub fn read<R>(&mut self, f: impl FnMut(&Tx<'_>) -> Result<R>) -> Result<R> {
         self.end_leaked();
+        // The common case: no transaction runs or is open on this thread, so this one
+        // is neither refused nor nested (`InTx::enter_idle`). Any other case takes the
+        // full guard, out of line.
+        let Some(_in_tx) = InTx::enter_idle(self.pool.inner.id) else {
+            return self.read_guarded(f);
+        };
+        let state = self.state.as_mut().expect("state present until drop");
+        read_on(&mut state.1, &mut self.stats, false, f)
+    }
+
+    /// [`ThreadHandle::read`] on a thread that runs or has open a transaction (of any
+    /// pool): refused if one of this pool, nested otherwise.
+    #[cold]
+    #[inline(never)]
+    fn read_guarded<R>(&mut self, f: impl FnMut(&Tx<'_>) -> Result<R>) -> Result<R> {
         let in_tx = InTx::enter(self.pool.inner.id, &self.pool.inner.explicit)?;
         let state = self.state.as_mut().expect("state present until drop");
         read_on(&mut state.1, &mut self.stats, in_tx.nested(), f)

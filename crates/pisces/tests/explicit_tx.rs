@@ -425,3 +425,60 @@ fn a_forgotten_transaction_ends_with_its_handle() {
     }
     drop(kept);
 }
+
+/// A handle's snapshot (`ThreadHandle::read`, whose guard takes a short path on a
+/// thread that runs no transaction) is refused wherever a transaction of its pool runs
+/// or is open on the thread, and runs nested inside another pool's.
+#[test]
+fn a_handle_snapshot_is_refused_inside_its_pools_transactions() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let all = pools(&dir);
+    for (i, (name, pool)) in all.iter().enumerate() {
+        let (_, other) = &all[(i + 1) % all.len()];
+        let n: PPtr<u64> = pool.root().unwrap();
+        let m: PPtr<u64> = other.root().unwrap();
+        let (mut h1, mut h2) = (pool.handle().unwrap(), pool.handle().unwrap());
+        let mut g = other.handle().unwrap();
+
+        // Inside a closure transaction of the pool, and the other way round.
+        let r = pool.run(|_| Ok(h2.read(|tx| Ok(*tx.read(n)?))));
+        assert!(
+            matches!(r, Ok(Err(Error::NestedTransaction))),
+            "{name}: {r:?}"
+        );
+        let r = h2.read(|_| Ok(pool.run(|tx| Ok(*tx.read(n)?))));
+        assert!(
+            matches!(r, Ok(Err(Error::NestedTransaction))),
+            "{name}: {r:?}"
+        );
+        let r = h2.read(|_| Ok(h1.read(|tx| Ok(*tx.read(n)?))));
+        assert!(
+            matches!(r, Ok(Err(Error::NestedTransaction))),
+            "{name}: {r:?}"
+        );
+        // Inside another pool's transaction: nested, not refused.
+        let r = g.read(|_| Ok(h2.read(|tx| Ok(*tx.read(n)?))));
+        assert!(matches!(r, Ok(Ok(_))), "{name}: {r:?}");
+
+        // While an explicit transaction of the pool is open on this thread.
+        let mut a = h1.begin(TxOptions::default()).unwrap();
+        *a.write(n).unwrap() = 7;
+        let r = h2.read(|tx| Ok(*tx.read(n)?));
+        assert!(matches!(r, Err(Error::NestedTransaction)), "{name}: {r:?}");
+        a.commit().unwrap();
+        assert_eq!(h2.read(|tx| Ok(*tx.read(n)?)).unwrap(), 7, "{name}");
+
+        // While one of another pool is open: nested, not refused.
+        let mut b = g.begin(TxOptions::default()).unwrap();
+        *b.write(m).unwrap() = 2;
+        assert_eq!(h2.read(|tx| Ok(*tx.read(n)?)).unwrap(), 7, "{name}");
+        b.commit().unwrap();
+
+        // A leaked explicit transaction of the pool: refused until its handle ends it.
+        std::mem::forget(h1.begin(TxOptions::default()).unwrap());
+        let r = h2.read(|tx| Ok(*tx.read(n)?));
+        assert!(matches!(r, Err(Error::NestedTransaction)), "{name}: {r:?}");
+        assert_eq!(h1.read(|tx| Ok(*tx.read(n)?)).unwrap(), 7, "{name}");
+        assert_eq!(h2.read(|tx| Ok(*tx.read(n)?)).unwrap(), 7, "{name}");
+    }
+}

@@ -110,10 +110,21 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         k: &K,
     ) -> Result<Option<&'t V>> {
         let tag = tag_of(hash);
-        let mut off = Self::chunk_of(tx, h, linear_bucket(hash, h[H_BUCKETS]) as usize)?;
+        let chain = linear_bucket(hash, h[H_BUCKETS]) as usize;
+        // The chain's first group. A map whose directory is in the header has at most
+        // `DIR` groups, few enough for the fast path's table of blocks found before
+        // (`Tx::read_again`): its first groups are then located once per engine
+        // thread, not at every lookup. A larger map's groups would only evict each
+        // other there, so they are read as any object.
+        let (mut off, mut w) = if h[H_LEVELS] == 1 {
+            let off = Self::dir_entry(h, chain)?;
+            (off, words::read_again(tx, off, Self::GROUP)?)
+        } else {
+            let off = Self::chunk_of(tx, h, chain)?;
+            (off, words::read(tx, off, Self::GROUP)?)
+        };
         let mut walk = Walk::new(CHAIN, off);
         loop {
-            let w = words::read(tx, off, Self::GROUP)?;
             let mut m = candidates(w[T_TAGS], tag);
             while m != 0 {
                 let at = Self::slot_at(slot_of(m));
@@ -127,6 +138,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
                 return Ok(None);
             }
             walk.step(off)?;
+            w = words::read(tx, off, Self::GROUP)?;
         }
     }
 

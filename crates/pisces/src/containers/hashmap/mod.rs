@@ -23,7 +23,12 @@
 //! Every access checks the header before it uses it (magic, signature, layout, and the
 //! geometry words it computes with), and reads every object through `Tx::read`, which
 //! validates the offset as a live block of the pool: a forged handle or a damaged
-//! pool is an error, never a read outside the pool's objects. A lookup skips the one
+//! pool is an error, never a read outside the pool's objects. The objects every
+//! lookup of a map reads — the header, its directory pages, and the chunks (or a
+//! grouped map's first groups) of a directory held in the header — are read through
+//! the fast path's table of blocks found before (`Tx::read_again`): where each block
+//! is in the allocator's geometry, which no run changes, is found once per engine
+//! thread; that it is allocated and which version to read is checked at every read. A lookup skips the one
 //! word it never reads (the chunk count); updates, iteration and `check` refuse a
 //! header whose chunk count disagrees with its bucket count.
 //!
@@ -121,8 +126,14 @@
 //!   verifies every tag, every key's chain, and that no key is twice in a chain.
 //!
 //! [`HashMap::buckets`] of a grouped map counts groups. Up to 504 groups (about 1,400
-//! entries) the directory is in the header; larger maps add a directory page read to
-//! every lookup, as chained maps do past 16,128 buckets. The directory holds at most
+//! entries) the directory is in the header, and a lookup reads the chain's first
+//! group through the read fast path's table of blocks found before, as it reads the
+//! header: the group's place in the allocator's geometry (slab, class, block start),
+//! which no run changes, is then looked up once per engine thread instead of at every
+//! lookup, while its header word (allocated, and the version to read) is still checked
+//! at every read. Larger maps add a directory page read to every lookup, as chained
+//! maps do past 16,128 buckets, and read their groups as any object (the table would
+//! hold too few of them to pay). The directory holds at most
 //! 504 × 512 groups; past that (about 700,000 entries) chains lengthen instead.
 //! Maps made by [`HashMap::fixed`] (a fixed bucket count) are always chained.
 //!
@@ -690,17 +701,25 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// answer is an error, not a panic (and `get` costs no more than indexing here).
     #[inline(always)]
     fn chunk_of(tx: &Tx<'_>, h: &Header, c: usize) -> Result<u64> {
-        let dir = |i: usize| match h.get(H_DIR + i) {
-            Some(&w) => Ok(w),
-            None => Err(directory_outside_header()),
-        };
         let off = if h[H_LEVELS] == 1 {
-            dir(c)?
+            Self::dir_entry(h, c)?
         } else {
-            let page: &Page = tx.read(PPtr::from_offset(dir(c / PAGE)?))?;
+            // Through the found-blocks table, as the header: a map has at most 504
+            // pages, each read by every lookup of its chunks.
+            let page: &Page = tx.read_again(PPtr::from_offset(Self::dir_entry(h, c / PAGE)?))?;
             page[c % PAGE]
         };
         Ok(off)
+    }
+
+    /// Entry `i` of the header's directory (a chunk, a group, or a directory page, by
+    /// the levels), or an error for an index outside the header.
+    #[inline(always)]
+    fn dir_entry(h: &Header, i: usize) -> Result<u64> {
+        match h.get(H_DIR + i) {
+            Some(&w) => Ok(w),
+            None => Err(directory_outside_header()),
+        }
     }
 
     /// `k`'s bucket under the header's geometry.
@@ -922,8 +941,17 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Self::grouped_get(tx, h, hash, k);
         }
         let b = bucket_in(hash, h[H_BUCKETS], h[H_GROW] == GROWABLE) as usize;
-        let (chunk, slot) = (Self::chunk_of(tx, h, b / CHUNK)?, b % CHUNK);
-        let mut cur = tx.read(PPtr::<Chunk>::from_offset(chunk))?[slot];
+        let slot = b % CHUNK;
+        let mut cur = if h[H_LEVELS] == 1 {
+            let chunk = Self::dir_entry(h, b / CHUNK)?;
+            tx.read_again(PPtr::<Chunk>::from_offset(chunk))?[slot]
+        } else {
+            tx.read(PPtr::<Chunk>::from_offset(Self::chunk_of(
+                tx,
+                h,
+                b / CHUNK,
+            )?))?[slot]
+        };
         let mut walk = Walk::new(CHAIN, cur);
         while cur != 0 {
             let w = words::read(tx, cur, Self::NODE)?;

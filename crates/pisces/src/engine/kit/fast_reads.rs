@@ -225,8 +225,10 @@ pub(crate) struct FoundBlocks {
     classes: [std::cell::Cell<u8>; FOUND],
 }
 
-/// Entries of a [`FoundBlocks`] table.
-const FOUND: usize = 64;
+/// Entries of a [`FoundBlocks`] table: room for the first groups of a hash map whose
+/// directory is in its header (at most 504, read through the table by its lookups)
+/// beside the containers' headers, at 9 bytes an entry.
+const FOUND: usize = 512;
 
 /// The table of paths without their own: every entry empty, never written.
 static NOTHING_FOUND: FoundBlocks = FoundBlocks::new();
