@@ -403,6 +403,19 @@ impl Pool {
             heap.commit_generation();
             sidecar.ready(heap.generation(), engine as u32, &options)?;
         }
+        if sidecar.role() == Role::Joiner {
+            // A process that ended with a slot in use may have left its clock, bounds
+            // or locks for the others to wait on: this process does not join them.
+            if let Some(slot) =
+                eng.abandoned_slot(&|s| sidecar.slot_held_elsewhere(s).unwrap_or(true))
+            {
+                return Err(Error::invalid_config(format!(
+                    "thread slot {slot} of the shared pool was left in use by a process that \
+                     ended without giving it up; close the pool in every process and open it \
+                     again to recover it"
+                )));
+            }
+        }
         let mut pool = Self::from_engine(eng, &cfg.clone().max_threads(max_threads), None)?;
         Arc::get_mut(&mut pool.inner)
             .expect("a pool just made has one handle")

@@ -317,7 +317,6 @@ impl Sidecar {
 
     /// Whether another process holds slot `slot` (a process holds a slot until it
     /// releases it or dies).
-    #[cfg(test)]
     pub(crate) fn slot_held_elsewhere(&self, slot: usize) -> Result<bool> {
         ofd_held(&self.locks, 1 + slot as u64)
     }

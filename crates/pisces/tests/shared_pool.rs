@@ -168,14 +168,25 @@ fn slots_pass_from_a_closed_process_to_the_next() {
 /// [`real_processes_transfer_and_keep_the_total`]: the pool's path.
 const WORKER_POOL: &str = "PISCES_SHARED_POOL_WORKER";
 
+/// The environment variable that makes `worker_process` stop after its transfers and
+/// wait to be killed, saying so on stdout.
+const WORKER_WAITS: &str = "PISCES_SHARED_POOL_WORKER_WAITS";
+
 /// A worker process: opens the pool shared and runs transfers, checking the total in
-/// every snapshot. Does nothing unless started by the test below.
+/// every snapshot. Does nothing unless started by a test below.
 #[test]
 fn worker_process() {
     let Ok(path) = std::env::var(WORKER_POOL) else {
         return;
     };
     let pool = Pool::open(&path, shared()).unwrap();
+    if std::env::var(WORKER_WAITS).is_ok() {
+        transfers(&pool, std::process::id() as u64, 100);
+        println!("transferred");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
     transfers(&pool, std::process::id() as u64, 3000);
 }
 
@@ -260,4 +271,60 @@ fn real_processes_transfer_and_keep_the_total() {
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
     assert_eq!(audit(&pool), (TOTAL, 4 * 3000), "every process's transfers");
+}
+
+/// A process killed with the pool open (between transactions) leaves its slot in use:
+/// a process that attaches afterwards refuses to join (it could wait on the slot
+/// without end), even where a slot handed over cleanly is free for it, while the
+/// processes attached go on (its committed transactions are written back by any of
+/// them), and the next open after they close recovers every committed transfer.
+#[test]
+fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
+    use std::io::BufRead;
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    let mut h = here.handle().unwrap(); // slot 0
+                                        // Another "process" takes slot 1 and gives it back cleanly after the worker has
+                                        // taken slot 2.
+    let visitor = Pool::open(&p, shared()).unwrap();
+    let v = visitor.handle().unwrap();
+    let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "worker_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(WORKER_POOL, &p)
+        .env(WORKER_WAITS, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(worker.stdout.take().unwrap());
+    assert!(
+        out.lines()
+            .map_while(|l| l.ok())
+            .any(|l| l.contains("transferred")),
+        "the worker's transfers"
+    );
+    drop(v);
+    drop(visitor);
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let e = Pool::open(&p, shared()).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("left in use"), "{e}");
+    let root: PPtr<Bank> = here.root().unwrap();
+    for _ in 0..200 {
+        h.run(|tx| {
+            tx.write(root)?[ACCOUNTS] += 1;
+            Ok(())
+        })
+        .unwrap();
+    }
+    drop(h);
+    drop(here);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(audit(&pool), (TOTAL, 300));
 }

@@ -306,6 +306,13 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// Stop and join the engine's background threads (pool close). Called once, after
     /// every thread state is gone and before `quiesce`.
     fn shutdown(&self) {}
+    /// A pool shared by processes: a thread slot whose state was left in use although
+    /// no process owns it (`owned(slot)` false): its process ended without handing it
+    /// over (it died, or its log could not be emptied). Engines that do not share
+    /// have none.
+    fn abandoned_slot(&self, _owned: &dyn Fn(usize) -> bool) -> Option<usize> {
+        None
+    }
 }
 
 /// One thread's transaction state. At most one transaction runs per thread at a time.

@@ -209,6 +209,9 @@ macro_rules! engines {
             pub(crate) fn shutdown(&self) {
                 match self { $( AnyEngine::$variant(e) => e.shutdown(), )+ }
             }
+            pub(crate) fn abandoned_slot(&self, owned: &dyn Fn(usize) -> bool) -> Option<usize> {
+                match self { $( AnyEngine::$variant(e) => e.abandoned_slot(owned), )+ }
+            }
         }
 
         impl AnyThread {

@@ -910,4 +910,11 @@ impl Engine for PiscesEngine {
     fn heap(&self) -> Option<&Arc<Heap>> {
         Some(&self.sh.heap)
     }
+    fn abandoned_slot(&self, owned: &dyn Fn(usize) -> bool) -> Option<usize> {
+        // Relaxed: a state in use is published before its process could end; one that
+        // is handed over meanwhile reads as in use at worst, and its owner then still
+        // holds it.
+        (0..self.sh.slots.len())
+            .find(|&s| self.sh.slots[s].log_state.load(Relaxed) == LOG_IN_USE && !owned(s))
+    }
 }
