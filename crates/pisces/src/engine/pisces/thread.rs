@@ -270,7 +270,7 @@ impl PiscesThread {
             slot,
             own,
             own_view,
-            cache: ThreadCache::default(),
+            cache: ThreadCache::for_slot(slot),
             log,
             attempt: None,
             idle_attempt: None,

@@ -119,11 +119,13 @@
 //! * The thread caches are process memory (an engine's thread state owns each); the
 //!   allocator's id, which binds a cache to the allocator whose blocks it holds, is
 //!   this process's too.
-//! * The holder a lock word names is the id of the [`ThreadCache`] of the caller
-//!   (given when the cache binds to the allocator; once pools are shared between
-//!   processes, the thread slot's index), or [`NO_CACHE_HOLDER`] for the allocator's
-//!   own locking without a cache (rebuild, diagnostics). The ids are for telling who
-//!   holds a lock; the locks' exclusion does not depend on them being unique.
+//! * The holder a lock word names is the id of the [`ThreadCache`] of the caller: the
+//!   thread slot's index for the cache of a slot's thread state
+//!   ([`ThreadCache::for_slot`], what the `pisces` engine's threads use: another
+//!   process can test a slot for liveness), an id the allocator gives when the cache
+//!   binds to it otherwise, or [`NO_CACHE_HOLDER`] for the allocator's own locking
+//!   without a cache (rebuild, diagnostics). The ids are for telling who holds a lock;
+//!   the locks' exclusion does not depend on them being unique.
 //! * As a guard against engine bugs (a block released while still allocated), `reserve`
 //!   skips a cached block whose persistent bit is set (and asserts in debug builds).
 //!
@@ -211,15 +213,38 @@ pub(crate) struct ThreadCache {
     /// Id of the allocator these blocks belong to (0: none yet).
     owner: u64,
     /// The holder id the allocator's lock words name while this cache's thread holds
-    /// them: given by the allocator `owner` when the cache binds to it (below
-    /// [`NO_CACHE_HOLDER`]). Once pools are shared between processes, the thread
-    /// slot's index, which another process can test for liveness.
+    /// them: the thread slot's index for a cache made for one
+    /// ([`ThreadCache::for_slot`]: what another process can test for liveness), else
+    /// given by the allocator `owner` when the cache binds to it (below
+    /// [`NO_CACHE_HOLDER`]).
     holder: u32,
+    /// `holder` is the slot's, kept when the cache binds.
+    holder_is_slot: bool,
     /// Free block offsets per class; the last one is handed out first.
     lists: Vec<Vec<u64>>,
 }
 
 impl ThreadCache {
+    /// The cache of the thread state of slot `slot` (below [`NO_CACHE_HOLDER`]): the
+    /// allocator's lock words name the slot while its thread holds them.
+    pub(crate) fn for_slot(slot: usize) -> ThreadCache {
+        let holder = u32::try_from(slot)
+            .ok()
+            .filter(|&s| s < NO_CACHE_HOLDER)
+            .expect("a thread slot is below the largest holder id");
+        ThreadCache {
+            holder,
+            holder_is_slot: true,
+            ..ThreadCache::default()
+        }
+    }
+
+    /// The holder id the allocator's lock words name for this cache.
+    #[cfg(test)]
+    pub(crate) fn holder(&self) -> u32 {
+        self.holder
+    }
+
     #[cfg(test)]
     /// Number of free blocks held.
     pub(crate) fn len(&self) -> usize {
@@ -445,8 +470,11 @@ impl Allocator {
             // Blocks of another allocator must never be handed out by this one.
             cache.lists.clear();
             cache.owner = self.id;
-            // Relaxed: only the value matters (ids are not required to be unique).
-            cache.holder = self.words.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
+            if !cache.holder_is_slot {
+                // Relaxed: only the value matters (ids are not required to be unique).
+                cache.holder =
+                    self.words.next_holder.fetch_add(1, Ordering::Relaxed) % NO_CACHE_HOLDER;
+            }
         }
         if cache.lists.len() != NCLASSES {
             cache.lists.resize_with(NCLASSES, Vec::new);

@@ -1056,3 +1056,19 @@ fn lock_words_name_the_cache_that_holds_them() {
     assert!(none_held(&a));
     assert!(format!("{a:?}").contains("free_slabs"));
 }
+
+/// The cache of a thread slot names the slot in the allocator's lock words (what
+/// another process can test for liveness), whichever allocator it binds to; other
+/// caches get an id from the allocator.
+#[test]
+fn a_slots_cache_names_its_slot_in_the_allocators_locks() {
+    let mut c = ThreadCache::for_slot(3);
+    for _ in 0..2 {
+        let a = Allocator::rebuild_private(heap_of(8 << 20)).unwrap();
+        reserve_publish(&a, &mut c, 64);
+        assert_eq!(c.holder(), 3, "binding keeps the slot");
+        let mut d = ThreadCache::default();
+        reserve_publish(&a, &mut d, 64);
+        assert_eq!(d.holder(), 0, "the allocator's first id");
+    }
+}
