@@ -148,7 +148,7 @@ impl Sidecar {
                 return Self::initialize(locks, &meta, uuid, sidecar, reserve);
             }
             ofd_lock(&locks, 0, libc::F_RDLCK, true)?;
-            match Self::join(&locks, &meta, uuid, sidecar)? {
+            match Self::join(&meta, uuid, sidecar)? {
                 Some((region, header)) => {
                     return Ok(Sidecar {
                         region,
@@ -196,13 +196,9 @@ impl Sidecar {
         let header = region.place_value(|h: &mut Header| {
             h.magic = AtomicU64::new(MAGIC);
             h.layout_version = AtomicU64::new(LAYOUT_VERSION);
-            let (a, b) = uuid.split_at(8);
-            h.uuid = [
-                AtomicU64::new(u64::from_le_bytes(a.try_into().expect("8 bytes"))),
-                AtomicU64::new(u64::from_le_bytes(b.try_into().expect("8 bytes"))),
-            ];
             h.dev = AtomicU64::new(meta.dev());
             h.ino = AtomicU64::new(meta.ino());
+            h.uuid = uuid_words(uuid).map(AtomicU64::new);
         })?;
         Ok(Sidecar {
             region,
@@ -216,7 +212,6 @@ impl Sidecar {
     /// A joiner's attach, under the read lock: the region and its header if the state
     /// is ready; None if not (no initializer finished it).
     fn join(
-        _locks: &File,
         meta: &std::fs::Metadata,
         uuid: &[u8; 16],
         sidecar: &Path,
@@ -233,16 +228,11 @@ impl Sidecar {
         if header.ready.load(Acquire) != READY {
             return Ok(None);
         }
-        let (a, b) = uuid.split_at(8);
-        let ours = [
-            u64::from_le_bytes(a.try_into().expect("8 bytes")),
-            u64::from_le_bytes(b.try_into().expect("8 bytes")),
-        ];
         // Relaxed: written before READY, which was Acquired above.
         let theirs = [header.uuid[0].load(Relaxed), header.uuid[1].load(Relaxed)];
         if header.magic.load(Relaxed) != MAGIC
             || header.layout_version.load(Relaxed) != LAYOUT_VERSION
-            || theirs != ours
+            || theirs != uuid_words(uuid)
             || header.dev.load(Relaxed) != meta.dev()
             || header.ino.load(Relaxed) != meta.ino()
         {
@@ -348,6 +338,12 @@ pub(crate) fn hold_out_attachers(file: &File) -> Result<bool> {
         return Ok(false);
     }
     ofd_lock(file, 0, libc::F_RDLCK, false)
+}
+
+/// The pool's UUID as the header keeps it.
+fn uuid_words(uuid: &[u8; 16]) -> [u64; 2] {
+    let (a, b) = uuid.split_at(8);
+    [a, b].map(|h| u64::from_le_bytes(h.try_into().expect("8 bytes")))
 }
 
 /// A hash of an engine's options, to compare them between processes.

@@ -168,6 +168,19 @@ fn slots_pass_from_a_closed_process_to_the_next() {
 /// [`real_processes_transfer_and_keep_the_total`]: the pool's path.
 const WORKER_POOL: &str = "PISCES_SHARED_POOL_WORKER";
 
+/// This test binary started again as `worker_process` on the pool at `p`.
+fn worker(p: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        "worker_process",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(WORKER_POOL, p);
+    c
+}
+
 /// The environment variable that makes `worker_process` stop after its transfers and
 /// wait to be killed, saying so on stdout.
 const WORKER_WAITS: &str = "PISCES_SHARED_POOL_WORKER_WAITS";
@@ -250,20 +263,7 @@ fn real_processes_transfer_and_keep_the_total() {
     let (_d, p) = pool_path();
     create_bank(&p);
     let here = Pool::open(&p, shared()).unwrap();
-    let workers: Vec<_> = (0..3)
-        .map(|_| {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "worker_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(WORKER_POOL, &p)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let workers: Vec<_> = (0..3).map(|_| worker(&p).spawn().unwrap()).collect();
     transfers(&here, 7, 3000);
     for mut w in workers {
         assert!(w.wait().unwrap().success(), "a worker failed");
@@ -285,19 +285,12 @@ fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
     let (_d, p) = pool_path();
     create_bank(&p);
     let here = Pool::open(&p, shared()).unwrap();
-    let mut h = here.handle().unwrap(); // slot 0
-                                        // Another "process" takes slot 1 and gives it back cleanly after the worker has
-                                        // taken slot 2.
+    // This process has slot 0; another "process" takes slot 1 and gives it back
+    // cleanly after the worker has taken slot 2.
+    let mut h = here.handle().unwrap();
     let visitor = Pool::open(&p, shared()).unwrap();
     let v = visitor.handle().unwrap();
-    let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "worker_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(WORKER_POOL, &p)
+    let mut worker = worker(&p)
         .env(WORKER_WAITS, "1")
         .stdout(std::process::Stdio::piped())
         .spawn()
