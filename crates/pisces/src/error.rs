@@ -152,6 +152,17 @@ pub enum Error {
     /// The crash simulator has crashed; the medium no longer accepts work.
     #[error("the simulated machine has crashed")]
     Crashed,
+    /// A process that shares the pool ended (was killed) while it held state the
+    /// others' transactions depend on, here thread slot `.0`'s. The pool is stopped in
+    /// every process that has it open: transactions that write, and waits for the dead
+    /// process, fail with this error, and no process may open the pool shared until
+    /// all have closed it; the next open then recovers it as after a crash. A
+    /// transaction that failed with it may or may not have committed, as at a crash.
+    #[error(
+        "a process sharing the pool ended while using thread slot {0}; the pool is stopped: \
+         close it in every process and open it again to recover"
+    )]
+    PeerDied(u32),
 }
 
 // Every read returns a `Result<&T>` or `Result<*const u8>`: two words (the `Ok` value

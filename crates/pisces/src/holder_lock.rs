@@ -176,6 +176,9 @@ impl HolderLock {
                 std::thread::yield_now();
             }
         }
+        // When the sleeping began, then when the holder was last looked at.
+        #[cfg(not(loom))]
+        let mut waited: Option<std::time::Instant> = None;
         loop {
             // Relaxed: the compare-and-swaps below check the value they act on.
             let v = self.word.load(Relaxed);
@@ -214,15 +217,21 @@ impl HolderLock {
                 let _ = timeout;
                 self.futex.wait(&self.word, v | SLEEPER);
             }
-            // The holder's liveness check goes here, once the word is shared between
-            // processes: after a sleep that ended without the lock, the holder named
-            // by `v` (`(v & HOLDER_BITS) - 1`, a thread slot) may belong to a process
-            // that died holding it, and would then never unlock. The waiter tests that
-            // holder's liveness (no sooner than `timeout` after it started waiting,
-            // then at most every `timeout`, which the sleep's timeout
-            // guarantees it gets the chance to do) and ends the wait with an error
-            // instead of sleeping again. Within one process a holder cannot die
-            // without the process, so nothing is tested here now.
+            // The holder may belong to a process that died holding the lock (a word
+            // in a shared pool's mapping), and would then never unlock: once the wait
+            // has lasted `PEER_CHECK`, and then at most every `PEER_CHECK` (the sleep's
+            // timeout gives the chance), look. Within one process a holder cannot die
+            // without the waiter, and `check` finds no pool for the word.
+            #[cfg(not(loom))]
+            {
+                let now = std::time::Instant::now();
+                let since = *waited.get_or_insert(now);
+                if now.duration_since(since) >= crate::peers::PEER_CHECK {
+                    waited = Some(now);
+                    let holder = (self.word.load(Relaxed) & HOLDER_BITS).checked_sub(1);
+                    crate::peers::check((&self.word as *const AtomicU32).cast(), holder);
+                }
+            }
         }
     }
 

@@ -140,6 +140,7 @@ mod sidecar;
 mod mutation;
 mod nesting;
 mod ops;
+mod peers;
 mod pod;
 mod pool;
 mod sync;

@@ -154,27 +154,25 @@ struct PoolInner {
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
-        // Thread states first (each writes back its batch), then background work, then
-        // anything left.
+        // Thread states first (each writes back its batch; a shared pool's hand their
+        // slots over), then background work, then anything left.
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .idle
             .clear();
+        if let Some(s) = &self.sidecar {
+            return self.detach(s);
+        }
         self.engine.shutdown();
         self.engine.quiesce();
-        // A shared pool is closed by the last process only (the others' transactions
-        // go on); the others leave it open, their commits written back and their slots
-        // given up. A failure to tell counts as not the last: the pool stays marked
-        // open, which the next open recovers as after a crash.
-        let last = self
-            .sidecar
-            .as_ref()
-            .is_none_or(|s| s.detach_is_last().unwrap_or(false));
-        if !last {
-            let _ = self.engine.sync();
-            return;
-        }
+        self.close();
+    }
+}
+
+impl PoolInner {
+    /// The engine's close and the mark of a clean close.
+    fn close(&self) {
         self.engine.close();
         // Only a close whose last write-back is durable is a clean one (a crashed
         // simulator's, or a failed msync, is not).
@@ -183,9 +181,31 @@ impl Drop for PoolInner {
                 heap.mark_closed();
             }
         }
-        if let Some(s) = &self.sidecar {
-            s.retire();
+    }
+
+    /// Detach from a shared pool, its thread states gone. The last process closes the
+    /// pool; the others leave it open, their commits written back and their slots
+    /// given up. A failure to tell counts as not the last: the pool stays marked open,
+    /// which the next open recovers as after a crash. A pool stopped by a peer's death
+    /// is not closed (its state is a crash's); the last process removes the sidecar, so
+    /// that the next open recovers it.
+    fn detach(&self, sidecar: &Sidecar) {
+        sidecar.detach_slots();
+        if !sidecar.detach_is_last().unwrap_or(false) {
+            if sidecar.stopped().is_none() {
+                let _ = self.engine.sync();
+            }
+            return;
         }
+        if sidecar.stopped().is_none() {
+            self.engine.shutdown();
+            self.engine.quiesce();
+        }
+        // (Looked at again: a wait in the write-back may have found a dead peer.)
+        if sidecar.stopped().is_none() {
+            self.close();
+        }
+        sidecar.retire();
     }
 }
 

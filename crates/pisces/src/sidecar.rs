@@ -36,15 +36,17 @@
 
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::Layout;
-use crate::region::{InRegion, PlacedValue, Region};
+use crate::heap::layout::MAX_THREADS;
+use crate::peers::Peers;
+use crate::region::{InRegion, Placed, PlacedValue, Region};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// The sidecar header's first word.
@@ -53,7 +55,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"PSCSIDE1");
 /// The version of everything the sidecar holds: two builds with different layouts of
 /// the shared state must never attach to one sidecar. Change it with any change to a
 /// type that lives in a region or to the order of placements.
-pub(crate) const LAYOUT_VERSION: u64 = 1;
+pub(crate) const LAYOUT_VERSION: u64 = 2;
 
 /// `READY`: the initializer finished building the state.
 const READY: u64 = 1;
@@ -78,6 +80,11 @@ struct Header {
     options: AtomicU64,
     /// [`READY`] once the state is built; 0 before, and after the last detach.
     ready: AtomicU64,
+    /// 0; `1 + s` once the pool is stopped by the death of slot `s`'s process
+    /// ([`Peers::stop`]).
+    stopped: AtomicU64,
+    /// The number of slot claims made: the source of the claims' tokens.
+    claims: AtomicU64,
 }
 
 // SAFETY: atomics; zero is "not ready"; `repr(C)`.
@@ -93,11 +100,32 @@ pub(crate) enum Role {
 /// This process's attachment to a pool's sidecar (module docs).
 pub(crate) struct Sidecar {
     region: Arc<Region>,
-    header: PlacedValue<Header>,
-    /// The pool file, opened by the sidecar: the description its locks belong to.
-    locks: File,
+    watch: Arc<Watch>,
     path: PathBuf,
     role: Role,
+}
+
+/// The sidecar's header, its slots' owners and its locks: what the pool's waits ask
+/// whether a peer died ([`Peers`]).
+///
+/// # Telling a dead slot
+/// A process that claims slot `s` takes the lock on byte `1 + s`, then writes a token
+/// (a number no other claim had) into `owners[s]`; one that detaches writes 0 there
+/// before it lets go of its locks. So slot `s` is *dead* (claimed by a process that
+/// ended without detaching) when `owners[s]` holds a token, no description holds the
+/// byte's lock, and `owners[s]` still holds the same token: read before the lock's
+/// probe and again after, the token tells a slot that was detached from, or detached
+/// from and claimed again, in between (the token then changed) from one whose owner
+/// died (the kernel released its lock, and nobody wrote its word). This process's own
+/// slots are alive whatever the probe says (its own locks conflict with nothing).
+struct Watch {
+    header: PlacedValue<Header>,
+    /// Per slot: 0, or the token of the claim that owns it.
+    owners: Placed<AtomicU64>,
+    /// The pool file, opened by the sidecar: the description its locks belong to.
+    locks: File,
+    /// The slots this process claimed.
+    own: Box<[AtomicBool]>,
 }
 
 impl std::fmt::Debug for Sidecar {
@@ -114,7 +142,7 @@ impl std::fmt::Debug for Sidecar {
 /// arena of its copies, which takes most of it). Address space and a sparse file: only
 /// what is used takes memory.
 pub(crate) fn region_bytes(layout: &Layout) -> usize {
-    const HEADER_BYTES: usize = 4096;
+    const HEADER_BYTES: usize = 4096 + 8 * MAX_THREADS;
     const ENGINE_BYTES: usize = (64 << 30) + (256 << 20);
     HEADER_BYTES + Allocator::region_bytes(layout) + ENGINE_BYTES
 }
@@ -150,13 +178,7 @@ impl Sidecar {
             ofd_lock(&locks, 0, libc::F_RDLCK, true)?;
             match Self::join(&meta, uuid, sidecar)? {
                 Some((region, header)) => {
-                    return Ok(Sidecar {
-                        region,
-                        header,
-                        locks,
-                        path: sidecar.to_path_buf(),
-                        role: Role::Joiner,
-                    })
+                    return Self::made(region, header, locks, sidecar, Role::Joiner)
                 }
                 None => {
                     // Not ready: its initializer died building it. Let go, start over.
@@ -200,12 +222,36 @@ impl Sidecar {
             h.ino = AtomicU64::new(meta.ino());
             h.uuid = uuid_words(uuid).map(AtomicU64::new);
         })?;
+        Self::made(region, header, locks, sidecar, Role::Initializer)
+    }
+
+    /// The attachment, once the header is placed: the owners placed after it, and the
+    /// region watched by the pool's waits (`crate::peers`).
+    fn made(
+        region: Arc<Region>,
+        header: PlacedValue<Header>,
+        locks: File,
+        sidecar: &Path,
+        role: Role,
+    ) -> Result<Sidecar> {
+        let owners = region.place_as_found(MAX_THREADS)?;
+        let watch = Arc::new(Watch {
+            header,
+            owners,
+            locks,
+            own: (0..MAX_THREADS).map(|_| AtomicBool::new(false)).collect(),
+        });
+        let peers: Arc<dyn Peers> = watch.clone();
+        crate::peers::watch(
+            region.ptr(0) as usize,
+            region.reserved(),
+            Arc::downgrade(&peers),
+        );
         Ok(Sidecar {
             region,
-            header,
-            locks,
+            watch,
             path: sidecar.to_path_buf(),
-            role: Role::Initializer,
+            role,
         })
     }
 
@@ -227,6 +273,11 @@ impl Sidecar {
         let header = region.place_value(|_: &mut Header| {})?;
         if header.ready.load(Acquire) != READY {
             return Ok(None);
+        }
+        if let Some(slot) = header.stopped.load(Acquire).checked_sub(1) {
+            // The processes attached are stopping: this one waits for the next
+            // initializer's recovery.
+            return Err(Error::PeerDied(slot as u32));
         }
         // Relaxed: written before READY, which was Acquired above.
         let theirs = [header.uuid[0].load(Relaxed), header.uuid[1].load(Relaxed)];
@@ -259,15 +310,15 @@ impl Sidecar {
     /// The run generation the initializer chose (joiners run with it).
     pub(crate) fn generation(&self) -> u64 {
         // Relaxed: written before READY, which `join` Acquired.
-        self.header.generation.load(Relaxed)
+        self.watch.header.generation.load(Relaxed)
     }
 
     /// Check a joiner's engine and options against the initializer's.
     pub(crate) fn check_engine(&self, engine: u32, options: &str) -> Result<()> {
         // Relaxed: as in `generation`.
         let (e, o) = (
-            self.header.engine.load(Relaxed),
-            self.header.options.load(Relaxed),
+            self.watch.header.engine.load(Relaxed),
+            self.watch.header.options.load(Relaxed),
         );
         if e != u64::from(engine) || o != options_hash(options) {
             return Err(Error::invalid_config(
@@ -281,7 +332,7 @@ impl Sidecar {
     /// The initializer's state is built: publish it and let joiners in.
     pub(crate) fn ready(&self, generation: u64, engine: u32, options: &str) -> Result<()> {
         debug_assert_eq!(self.role, Role::Initializer);
-        let h = &self.header;
+        let h = &self.watch.header;
         h.generation.store(generation, Relaxed);
         h.engine.store(u64::from(engine), Relaxed);
         h.options.store(options_hash(options), Relaxed);
@@ -289,32 +340,70 @@ impl Sidecar {
         // placed before it (the joiner's read lock comes after our conversion below,
         // which orders it too; the flag is what a joiner checks).
         h.ready.store(READY, Release);
-        ofd_lock(&self.locks, 0, libc::F_RDLCK, false).map(|_| ())
+        ofd_lock(&self.watch.locks, 0, libc::F_RDLCK, false).map(|_| ())
     }
 
     /// Claim thread slot `slot` for this process: true if its liveness byte was free
-    /// and is now ours.
+    /// and is now ours. A slot found free but still owned (its process died without
+    /// detaching) stops the pool: `Err(PeerDied)`.
     pub(crate) fn claim_slot(&self, slot: usize) -> Result<bool> {
-        ofd_lock(&self.locks, 1 + slot as u64, libc::F_WRLCK, false)
+        let w = &self.watch;
+        if !ofd_lock(&w.locks, 1 + slot as u64, libc::F_WRLCK, false)? {
+            return Ok(false);
+        }
+        // Acquire: pairs with the Release of a detach's clear (below, `detach_slots`),
+        // which came before its unlock: a slot given up reads 0 here.
+        if w.owners[slot].load(Acquire) != 0 {
+            w.stop(slot as u32);
+            return Err(Error::PeerDied(slot as u32));
+        }
+        // Relaxed: tokens need only be distinct.
+        let token = w.header.claims.fetch_add(1, Relaxed) + 1;
+        // Release: orders the token after our lock for a prober, which reads it before
+        // and after its probe (`Watch::is_dead`).
+        w.owners[slot].store(token, Release);
+        w.own[slot].store(true, Relaxed);
+        Ok(true)
+    }
+
+    /// This process detaches: its slots are no longer owned (before its locks go, so
+    /// no prober takes them for dead: `Watch`).
+    pub(crate) fn detach_slots(&self) {
+        let w = &self.watch;
+        for (own, owner) in w.own.iter().zip(w.owners.iter()) {
+            if own.swap(false, Relaxed) {
+                // Release: see `claim_slot`.
+                owner.store(0, Release);
+            }
+        }
+    }
+
+    /// The slot whose process's death stopped the pool, if it has stopped.
+    pub(crate) fn stopped(&self) -> Option<u32> {
+        self.watch.stopped()
     }
 
     /// Give up thread slot `slot` (claimed by this process). (A process gives its
     /// slots up all at once when it detaches: closing the description releases them.)
     #[cfg(test)]
     pub(crate) fn release_slot(&self, slot: usize) -> Result<()> {
-        ofd_lock(&self.locks, 1 + slot as u64, libc::F_UNLCK, false).map(|_| ())
+        let w = &self.watch;
+        w.own[slot].store(false, Relaxed);
+        // Release: see `claim_slot`.
+        w.owners[slot].store(0, Release);
+        ofd_lock(&self.watch.locks, 1 + slot as u64, libc::F_UNLCK, false).map(|_| ())
     }
 
     /// Whether another process holds slot `slot` (a process holds a slot until it
     /// releases it or dies).
     pub(crate) fn slot_held_elsewhere(&self, slot: usize) -> Result<bool> {
-        ofd_held(&self.locks, 1 + slot as u64)
+        ofd_held(&self.watch.locks, 1 + slot as u64)
     }
 
     /// Start detaching: true if this process is the last one attached (it then holds
     /// the attach byte's write lock, so no one attaches until it has closed).
     pub(crate) fn detach_is_last(&self) -> Result<bool> {
-        ofd_lock(&self.locks, 0, libc::F_WRLCK, false)
+        ofd_lock(&self.watch.locks, 0, libc::F_WRLCK, false)
     }
 
     /// The last process's close is done: the state is no longer ready, and its file
@@ -323,9 +412,49 @@ impl Sidecar {
         // Relaxed: the next attach is an initializer (the write lock we hold), which
         // rebuilds the whole file; a process waiting to join finds no file or this
         // value, and starts over.
-        self.header.ready.store(0, Relaxed);
+        self.watch.header.ready.store(0, Relaxed);
         // An error leaves the file, which the next initializer truncates.
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Peers for Watch {
+    fn stopped(&self) -> Option<u32> {
+        // Acquire: pairs with `stop`'s Release; nothing is read on its strength but
+        // the slot.
+        self.header
+            .stopped
+            .load(Acquire)
+            .checked_sub(1)
+            .map(|s| s as u32)
+    }
+
+    fn is_dead(&self, slot: u32) -> bool {
+        let s = slot as usize;
+        if s >= self.owners.len() || self.own[s].load(Relaxed) {
+            return false;
+        }
+        // Acquire: see `Sidecar::claim_slot`.
+        let token = self.owners[s].load(Acquire);
+        // An error of the probe counts as alive: a stop is never made up.
+        token != 0
+            && !ofd_held(&self.locks, 1 + slot as u64).unwrap_or(true)
+            && self.owners[s].load(Acquire) == token
+    }
+
+    fn any_dead(&self) -> Option<u32> {
+        (0..self.owners.len() as u32)
+            // Relaxed: a hint of which slots to probe; `is_dead` reads again.
+            .filter(|&s| self.owners[s as usize].load(Relaxed) != 0)
+            .find(|&s| self.is_dead(s))
+    }
+
+    fn stop(&self, slot: u32) {
+        // Release: pairs with `stopped`. A stop already made keeps its slot.
+        let _ = self
+            .header
+            .stopped
+            .compare_exchange(0, u64::from(slot) + 1, Release, Relaxed);
     }
 }
 
@@ -378,7 +507,6 @@ fn ofd_lock(file: &File, byte: u64, kind: libc::c_int, wait: bool) -> Result<boo
 }
 
 /// Whether a description other than this one holds a lock on byte `byte` of `file`.
-#[cfg_attr(not(feature = "tools"), allow(dead_code))] // the check is a tool
 fn ofd_held(file: &File, byte: u64) -> Result<bool> {
     let mut fl = flock_for(byte, libc::F_WRLCK);
     // SAFETY: as in `ofd_lock`.

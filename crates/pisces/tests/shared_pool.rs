@@ -193,6 +193,9 @@ fn worker_process() {
         return;
     };
     let pool = Pool::open(&path, shared()).unwrap();
+    if let Ok(what) = std::env::var(WORKER_HOLDS) {
+        hold_and_wait(&pool, &what);
+    }
     if std::env::var(WORKER_WAITS).is_ok() {
         transfers(&pool, std::process::id() as u64, 100);
         println!("transferred");
@@ -201,6 +204,156 @@ fn worker_process() {
         }
     }
     transfers(&pool, std::process::id() as u64, 3000);
+}
+
+/// The environment variable that makes `worker_process` make some transfers, then stop
+/// inside a transaction of the kind it names ([`hold_and_wait`]) and wait there to be
+/// killed.
+const WORKER_HOLDS: &str = "PISCES_SHARED_POOL_WORKER_HOLDS";
+
+/// A worker's transfers, then a transaction that stops halfway and waits to be killed,
+/// saying "holding" on stdout once it is there: `"write"`, an update that has written
+/// (locked) the root; `"snapshot"`, a read-only snapshot that has read it (its slot's
+/// clock holds back every write-back of a later commit).
+fn hold_and_wait(pool: &Pool, what: &str) -> ! {
+    transfers(pool, std::process::id() as u64, 50);
+    let root: PPtr<Bank> = pool.root().unwrap();
+    let hold = || -> ! {
+        println!("holding");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    };
+    match what {
+        "write" => {
+            let _: pisces::Result<()> = pool.run(|tx| {
+                tx.write(root)?[0] += 1;
+                hold()
+            });
+        }
+        "snapshot" => {
+            let _: pisces::Result<()> = pool.read(|tx| {
+                tx.read(root)?;
+                hold()
+            });
+        }
+        _ => panic!("unknown hold {what}"),
+    }
+    unreachable!()
+}
+
+/// Start a worker that holds `what` ([`hold_and_wait`]) and kill it once it holds it.
+fn kill_a_worker_holding(p: &std::path::Path, what: &str) {
+    use std::io::BufRead;
+    let mut worker = worker(p)
+        .env(WORKER_HOLDS, what)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(worker.stdout.take().unwrap());
+    assert!(
+        out.lines()
+            .map_while(|l| l.ok())
+            .any(|l| l.contains("holding")),
+        "the worker never got to hold its {what}"
+    );
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+}
+
+/// Run transfers on `pool` until one fails (at most `n`), on a thread of its own: the
+/// error and how long it took to come, or a failure of the test if none came within
+/// `limit` (the survivor hung).
+fn transfer_until_stopped(
+    pool: &Pool,
+    n: usize,
+    limit: std::time::Duration,
+) -> (Error, std::time::Duration) {
+    let pool = pool.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let root: PPtr<Bank> = pool.root().unwrap();
+        let mut h = pool.handle().unwrap();
+        for i in 0..n {
+            let r = h.run(|tx| {
+                let a = tx.write(root)?;
+                a[i % ACCOUNTS] += 1;
+                a[(i + 1) % ACCOUNTS] -= 1;
+                a[ACCOUNTS] += 1;
+                Ok(())
+            });
+            if let Err(e) = r {
+                let _ = tx.send(Some((e, started.elapsed())));
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    match rx.recv_timeout(limit) {
+        Ok(Some(r)) => r,
+        Ok(None) => panic!("{n} transfers went through: the dead process was not in the way"),
+        Err(_) => panic!("a survivor waited {limit:?} for a process that died"),
+    }
+}
+
+/// A process killed while it holds a lock (an update that wrote the root and has not
+/// committed) stops the pool for the others: a survivor that writes the root gets
+/// `PeerDied` instead of retrying for ever, a process that attaches afterwards is
+/// refused, and once every process has closed, the next open recovers the pool as after
+/// a crash: the dead process's update is gone, every acknowledged transfer is there,
+/// and the total is kept.
+#[test]
+fn a_process_killed_holding_a_lock_stops_the_others() {
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    let root: PPtr<Bank> = here.root().unwrap();
+    transfers(&here, 3, 20);
+    kill_a_worker_holding(&p, "write");
+    let (e, took) = transfer_until_stopped(&here, 1000, std::time::Duration::from_secs(30));
+    assert!(matches!(e, Error::PeerDied(_)), "{e}");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    let again = here.run(|tx| {
+        tx.write(root)?[ACCOUNTS] += 1;
+        Ok(())
+    });
+    assert!(
+        matches!(again, Err(Error::PeerDied(_))),
+        "the pool stays stopped: {again:?}"
+    );
+    assert!(matches!(here.root::<Bank>(), Err(Error::PeerDied(_))));
+    assert!(
+        matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
+        "no process joins a stopped pool"
+    );
+    drop(here);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    assert_eq!(audit(&pool), (TOTAL, 20 + 50));
+}
+
+/// A process killed inside a read-only snapshot leaves its slot's clock running, which
+/// every write-back of a later commit waits for (the grace period): a survivor's
+/// updates get `PeerDied` once one waits for it, and nothing acknowledged is lost.
+#[test]
+fn a_process_killed_in_a_snapshot_stops_the_others() {
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    kill_a_worker_holding(&p, "snapshot");
+    let (e, took) = transfer_until_stopped(&here, 100_000, std::time::Duration::from_secs(30));
+    assert!(matches!(e, Error::PeerDied(_)), "{e}");
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    drop(here);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    let (total, count) = audit(&pool);
+    assert_eq!(total, TOTAL);
+    assert!(
+        count >= 50,
+        "the worker's transfers and the survivor's: {count}"
+    );
 }
 
 const ACCOUNTS: usize = 16;

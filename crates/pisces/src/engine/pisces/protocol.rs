@@ -24,7 +24,7 @@
 //!   `endTS` values.
 
 use crate::engine::kit::cc::clock::Clock;
-use crate::sync::spin_step;
+use crate::peers::Patience;
 use crate::sync::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
@@ -99,9 +99,11 @@ impl TxRecord {
     #[inline]
     pub(crate) fn visible_to(&self, start_ts: u64) -> bool {
         fence(SeqCst);
-        let mut round = 0;
+        // (The writer's process may have died in its critical section, in a shared
+        // pool: the wait then gives up, `crate::peers`.)
+        let mut patience = Patience::new();
         while self.in_critical.load(Acquire) && !crate::mutation::active!(IN_CRITICAL_WAIT) {
-            spin_step(&mut round);
+            patience.step((self as *const TxRecord).cast(), Some(self.slot as u32));
         }
         self.end_ts.load(Acquire) <= start_ts
     }

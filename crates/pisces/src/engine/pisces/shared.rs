@@ -85,6 +85,7 @@ use crate::heap::alloc::{Allocator, ThreadCache};
 use crate::heap::{Heap, ROOT_SLOT_OFFSET};
 use crate::holder_lock::{HolderLock, HolderMutex};
 use crate::medium::counters;
+use crate::peers::Peers;
 use crate::region::{InRegion, Line, PlacedValue, Region, MIN_RESERVED_BYTES};
 use crate::Result;
 use std::sync::atomic::AtomicU64;
@@ -330,6 +331,8 @@ pub(crate) struct PiscesShared {
     /// Other processes share the pool (the region is a sidecar's): a thread state
     /// hands its slot's log over when it goes.
     pub shared: bool,
+    /// The processes that share the pool (a shared pool's only).
+    pub peers: Option<Arc<dyn Peers>>,
 }
 
 impl PiscesShared {
@@ -368,6 +371,10 @@ impl PiscesShared {
             fallback,
             arena: CopyArena::new(region)?,
             shared: region.is_shared(),
+            peers: region
+                .is_shared()
+                .then(|| crate::peers::peers_at(region.ptr(0) as usize))
+                .flatten(),
         })
     }
 
@@ -438,6 +445,7 @@ impl PiscesShared {
         if batch.entries.is_empty() {
             return;
         }
+        self.refuse_if_stopped();
         let max_end = batch.entries.iter().map(|e| e.end_ts).max().unwrap_or(0);
         let skip = crate::mutation::active!(GRACE_PERIOD);
         if !skip {
@@ -472,6 +480,7 @@ impl PiscesShared {
         caller_slot: usize,
         cache: &mut ThreadCache,
     ) -> usize {
+        self.refuse_if_stopped();
         let ignore = crate::mutation::active!(GRACE_PERIOD, DEFERRED_WRITE_BACK_IGNORES_READERS);
         let oldest = if ignore {
             u64::MAX
@@ -769,6 +778,34 @@ impl PiscesShared {
         }
     }
 
+    /// A write-back on a pool stopped by a peer's death gives up (`crate::peers`):
+    /// a write-back that a wait abandoned half done must never be done again (its
+    /// objects' unlocked headers may have new writers whose write-backs the redone
+    /// copies would undo), and which batches are in that state is not known. Called
+    /// with the batch's lock held, so a stop made before a give-up released it is seen.
+    #[inline]
+    fn refuse_if_stopped(&self) {
+        if let Some(s) = self.peers.as_ref().and_then(|p| p.stopped()) {
+            crate::peers::give_up(s);
+        }
+    }
+
+    /// For a loop that waits for others' progress (log space, a hand-over): after
+    /// [`PEER_CHECK`](crate::peers::PEER_CHECK) since `waited` was first set, and then
+    /// every `PEER_CHECK`, give up if the pool is stopped or a peer is dead (the
+    /// loop cannot tell which slot it waits for). Nothing on a pool of one process.
+    pub(crate) fn ask_peers(&self, waited: &mut Option<std::time::Instant>) {
+        let Some(peers) = &self.peers else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let since = *waited.get_or_insert(now);
+        if now.duration_since(since) >= crate::peers::PEER_CHECK {
+            *waited = Some(now);
+            crate::peers::check_peers(&**peers, None);
+        }
+    }
+
     /// Help one slot (after aborting on one of its locks); `wait` as in `help_all`.
     pub(crate) fn help(
         &self,
@@ -903,9 +940,20 @@ impl Engine for PiscesEngine {
         Ok(PiscesThread::new(self.sh.clone(), slot))
     }
     fn quiesce(&self) {
-        let mut cache = ThreadCache::default();
-        self.sh.quiesce(usize::MAX, &mut cache);
-        self.sh.alloc.drain(&mut cache);
+        let quiesce = || {
+            let mut cache = ThreadCache::default();
+            self.sh.quiesce(usize::MAX, &mut cache);
+            self.sh.alloc.drain(&mut cache);
+        };
+        match &self.sh.peers {
+            None => quiesce(),
+            // A stopped pool is left as it is; a wait here that gives up stops it
+            // (`crate::peers`).
+            Some(p) if p.stopped().is_none() => {
+                let _ = crate::peers::catch(quiesce);
+            }
+            Some(_) => {}
+        }
     }
     fn heap(&self) -> Option<&Arc<Heap>> {
         Some(&self.sh.heap)

@@ -214,6 +214,19 @@ pub(crate) struct PiscesThread {
     /// What the running transaction read of records appended unfenced and maybe not
     /// durable yet: [`READ_OWN_UNFENCED`] and [`READ_OTHER_UNFENCED`] bits.
     read_unfenced: std::cell::Cell<u8>,
+    /// Other processes share the pool (`sh.shared`, kept here for one load at the
+    /// entry points): every entry point that may wait runs guarded
+    /// ([`PiscesThread::guarded`], module docs, *Processes that die*).
+    shared: bool,
+    /// 0, or `1 + s` once a wait of this state gave up on dead slot `s` (or found the
+    /// pool stopped): the state was abandoned, and every entry point fails.
+    stopped: std::cell::Cell<u32>,
+    /// The slot of the uncommitted writer whose lock made the last attempt abort (a
+    /// shared pool: `after_abort` asks whether its process is alive).
+    blocked_by: Option<usize>,
+    /// When the retries blocked by uncommitted writers began, or when the last such
+    /// writer was asked about (see `blocked_by`).
+    blocked_since: Option<std::time::Instant>,
 }
 
 /// [`PiscesThread::read_unfenced`]: a copy of this slot's own committed transaction
@@ -259,6 +272,7 @@ impl PiscesThread {
         let own_view = std::ptr::NonNull::from(&sh.slots[slot]);
         let own = std::ptr::NonNull::from(&*sh.slots[slot]);
         let log = sh.log_writer(slot);
+        let sh_shared = sh.shared;
         // SAFETY: the allocator lives in `sh`, which this state holds and which outlives
         // every attempt (the only place the value is handed out, `fast_reads`); a header
         // word equal to the live marker means allocated (`shared::LIVE`) and unlocked,
@@ -292,6 +306,10 @@ impl PiscesThread {
             fallback_wait: false,
             deferred: false,
             read_unfenced: std::cell::Cell::new(0),
+            shared: sh_shared,
+            stopped: std::cell::Cell::new(0),
+            blocked_by: None,
+            blocked_since: None,
         }
     }
 
@@ -513,6 +531,8 @@ impl PiscesThread {
                 // SAFETY: as above, the record outlives its copies.
                 if unsafe { self.sh.record(w) }.end_ts() != super::protocol::END_INFINITE {
                     self.help_hint = Some(owner);
+                } else {
+                    self.blocked_by = Some(owner);
                 }
                 return Err(Error::Conflict);
             }
@@ -695,7 +715,13 @@ impl PiscesThread {
             )));
         }
         let mut round = 0u32;
+        let mut waited: Option<std::time::Instant> = None;
         while !self.log.fits(entries) {
+            if round > 2 {
+                // What holds the watermark may be a slot of a process that died (a
+                // shared pool; `crate::peers`).
+                self.sh.ask_peers(&mut waited);
+            }
             // 1. our own pending write-backs; 2. recycle; 3. help the others.
             self.write_back_own();
             self.recycle();
@@ -797,26 +823,10 @@ impl EngineThread for PiscesThread {
     // `AnyThread::begin_fast`.)
     #[inline(always)]
     fn begin(&mut self, opts: &crate::tx_options::TxOptions) {
-        self.deferred = opts.durability == crate::tx_options::Durability::Deferred;
-        // The common case (the last transaction committed read-only, or its attempt
-        // was kept) takes no lock and calls nothing; the rest is out of line.
-        if self.attempt.is_some() || self.idle_attempt.is_none() {
-            self.prepare_attempt();
+        if self.shared {
+            return self.begin_shared(opts);
         }
-        if self.retries.begin() {
-            // (module docs, *Fallback*)
-            self.retries.take_and_drain(
-                &self.sh.fallback,
-                &self.sh.clock,
-                self.sh.slots.iter().map(|s| &s.clock),
-                self.slot,
-                self.nested,
-            );
-        }
-        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
-        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
-        self.attempt_locked_reads.set(0);
-        self.start_ts = self.own_slot().clock.start(&self.sh.clock);
+        self.begin_here(opts);
     }
 
     /// `begin` without the fallback word and without an attempt: a snapshot never
@@ -860,6 +870,133 @@ impl EngineThread for PiscesThread {
     // function through which `Tx` reads what its fast path declines.
     #[inline(always)]
     fn read(&self, off: u64, len: usize) -> Result<*const u8> {
+        if self.shared {
+            return self.read_shared(off, len);
+        }
+        self.read_here(off, len)
+    }
+
+    fn ro_locked_reads(&self) -> u64 {
+        self.ro_locked_reads
+    }
+
+    fn fast_reads(&mut self) -> FastPath {
+        // An unlocked header means home is the version every snapshot sees (line 10);
+        // a locked one (ours or another writer's) goes to `read`.
+        if self.attempt.is_none() {
+            return FastPath::NONE;
+        }
+        // SAFETY: as in `begin_snapshot`.
+        unsafe { self.fast.path() }
+    }
+
+    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+        if self.shared {
+            return self.guarded(|t| t.write_here(off, len));
+        }
+        self.write_here(off, len)
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<u64> {
+        if self.shared {
+            return self.guarded(|t| t.alloc_here(len));
+        }
+        self.alloc_here(len)
+    }
+
+    fn free(&mut self, off: u64) -> Result<()> {
+        if self.shared {
+            return self.guarded(|t| t.free_here(off));
+        }
+        self.free_here(off)
+    }
+
+    // Always: the read-only case is a handful of instructions, and the transaction
+    // entry points inline it into each closure's caller (left to itself, the compiler
+    // stops inlining it there once the write-back count is added).
+    #[inline(always)]
+    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+        if self.shared {
+            return self.commit_shared();
+        }
+        self.commit_here()
+    }
+
+    fn wait_durable(&mut self, token: crate::engine::DurableToken) -> Result<()> {
+        if self.shared {
+            return self.guarded(|t| t.wait_durable_here(token));
+        }
+        self.wait_durable_here(token)
+    }
+
+    fn abort(&mut self) {
+        if self.shared {
+            let _ = self.guarded(|t| {
+                t.abort_here();
+                Ok(())
+            });
+            return;
+        }
+        self.abort_here();
+    }
+
+    fn set_nested(&mut self, nested: bool) {
+        self.nested = nested;
+    }
+
+    fn quiesce(&mut self) {
+        if self.shared {
+            let _ = self.guarded(|t| {
+                t.quiesce_here();
+                Ok(())
+            });
+            return;
+        }
+        self.quiesce_here();
+    }
+
+    fn after_abort(&mut self) {
+        if self.shared {
+            let _ = self.guarded(|t| {
+                t.after_abort_here();
+                t.ask_after_blocker();
+                Ok(())
+            });
+            return;
+        }
+        self.after_abort_here();
+    }
+}
+
+/// The entry points' work, which the trait's functions run guarded on a shared pool
+/// (`PiscesThread::guarded`).
+impl PiscesThread {
+    #[inline(always)]
+    fn begin_here(&mut self, opts: &crate::tx_options::TxOptions) {
+        self.deferred = opts.durability == crate::tx_options::Durability::Deferred;
+        // The common case (the last transaction committed read-only, or its attempt
+        // was kept) takes no lock and calls nothing; the rest is out of line.
+        if self.attempt.is_some() || self.idle_attempt.is_none() {
+            self.prepare_attempt();
+        }
+        if self.retries.begin() {
+            // (module docs, *Fallback*)
+            self.retries.take_and_drain(
+                &self.sh.fallback,
+                &self.sh.clock,
+                self.sh.slots.iter().map(|s| &s.clock),
+                self.slot,
+                self.nested,
+            );
+        }
+        // `attempt` is None here: a swap moves the kept attempt in without a drop call.
+        std::mem::swap(&mut self.attempt, &mut self.idle_attempt);
+        self.attempt_locked_reads.set(0);
+        self.start_ts = self.own_slot().clock.start(&self.sh.clock);
+    }
+
+    #[inline(always)]
+    fn read_here(&self, off: u64, len: usize) -> Result<*const u8> {
         self.active()?;
         let (header, _) = self.validate(off, len)?;
         let hw = self.sh.heap.atomic_u64(header as usize);
@@ -896,21 +1033,8 @@ impl EngineThread for PiscesThread {
         Ok(home)
     }
 
-    fn ro_locked_reads(&self) -> u64 {
-        self.ro_locked_reads
-    }
-
-    fn fast_reads(&mut self) -> FastPath {
-        // An unlocked header means home is the version every snapshot sees (line 10);
-        // a locked one (ours or another writer's) goes to `read`.
-        if self.attempt.is_none() {
-            return FastPath::NONE;
-        }
-        // SAFETY: as in `begin_snapshot`.
-        unsafe { self.fast.path() }
-    }
-
-    fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
+    #[inline(always)]
+    fn write_here(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         self.active()?;
         let (header, plen) = self.validate(off, len)?;
         let before = self.writes.len();
@@ -927,7 +1051,8 @@ impl EngineThread for PiscesThread {
         Ok(unsafe { CopyHdr::data(c) })
     }
 
-    fn alloc(&mut self, len: usize) -> Result<u64> {
+    #[inline(always)]
+    fn alloc_here(&mut self, len: usize) -> Result<u64> {
         self.active()?;
         let b = self.reserve(len)?;
         match self.lock(b.offset, b.payload_len() & !7, Kind::Fresh(b)) {
@@ -939,7 +1064,8 @@ impl EngineThread for PiscesThread {
         }
     }
 
-    fn free(&mut self, off: u64) -> Result<()> {
+    #[inline(always)]
+    fn free_here(&mut self, off: u64) -> Result<()> {
         self.active()?;
         let root = self.root_object();
         let b =
@@ -958,11 +1084,8 @@ impl EngineThread for PiscesThread {
         Ok(())
     }
 
-    // Always: the read-only case is a handful of instructions, and the transaction
-    // entry points inline it into each closure's caller (left to itself, the compiler
-    // stops inlining it there once the write-back count is added).
     #[inline(always)]
-    fn commit(&mut self) -> Result<crate::engine::DurableToken> {
+    fn commit_here(&mut self) -> Result<crate::engine::DurableToken> {
         if self.writes.is_empty() && self.attempt.is_some() {
             // Read-only (see `commit_visible`), kept small enough to inline.
             self.retries.end(&self.sh.fallback, self.slot);
@@ -978,7 +1101,7 @@ impl EngineThread for PiscesThread {
         self.commit_visible()
     }
 
-    fn wait_durable(&mut self, token: crate::engine::DurableToken) -> Result<()> {
+    fn wait_durable_here(&mut self, token: crate::engine::DurableToken) -> Result<()> {
         if token == crate::engine::DurableToken::DURABLE {
             return Ok(());
         }
@@ -994,7 +1117,7 @@ impl EngineThread for PiscesThread {
         Ok(())
     }
 
-    fn abort(&mut self) {
+    fn abort_here(&mut self) {
         self.read_unfenced.set(0);
         if self.in_snapshot {
             // A snapshot holds nothing but its clock entry.
@@ -1005,12 +1128,8 @@ impl EngineThread for PiscesThread {
         }
     }
 
-    fn set_nested(&mut self, nested: bool) {
-        self.nested = nested;
-    }
-
-    fn quiesce(&mut self) {
-        self.abort();
+    fn quiesce_here(&mut self) {
+        self.abort_here();
         if self.log.in_run() {
             self.fence_own_run();
         }
@@ -1022,7 +1141,7 @@ impl EngineThread for PiscesThread {
         self.sh.alloc.drain(&mut self.cache);
     }
 
-    fn after_abort(&mut self) {
+    fn after_abort_here(&mut self) {
         self.retries.after_abort();
         if std::mem::take(&mut self.fallback_wait) {
             self.sh.fallback.wait(self.slot);
@@ -1038,13 +1157,139 @@ impl EngineThread for PiscesThread {
 
 impl Drop for PiscesThread {
     fn drop(&mut self) {
-        self.quiesce();
+        if !self.shared {
+            return self.drop_here();
+        }
+        // A pool stopped by a peer's death is left as it is (module docs, *Processes
+        // that die*); so is this state if a wait here gives up.
+        if self.stopped_slot().is_none() {
+            let _ = crate::peers::catch(|| self.drop_here());
+        }
+    }
+}
+
+impl PiscesThread {
+    /// [`Drop`]'s work: write back, give the kept attempt back, hand the slot over.
+    fn drop_here(&mut self) {
+        self.quiesce_here();
         // The kept attempt goes back to the table, for the slot's next state.
         if let Some(a) = self.idle_attempt.take().filter(|a| a.is_real()) {
             self.sh.slots[self.slot].lock_batch(self.slot).spare.push(a);
         }
         if self.sh.shared {
             self.hand_over();
+        }
+    }
+}
+
+/// The entry points of a state of a shared pool (module docs, *Processes that die*).
+impl PiscesThread {
+    /// The dead slot that stopped this state or its pool, if either is stopped.
+    fn stopped_slot(&self) -> Option<u32> {
+        self.stopped
+            .get()
+            .checked_sub(1)
+            .or_else(|| self.sh.peers.as_ref()?.stopped())
+    }
+
+    /// Run entry point `f` on a shared pool: fail at once if the state or the pool is
+    /// stopped; if a wait in `f` gives up on a dead peer (`crate::peers`), abandon the
+    /// state and fail with [`Error::PeerDied`].
+    #[cold]
+    #[inline(never)]
+    fn guarded<R>(&mut self, f: impl FnOnce(&mut PiscesThread) -> Result<R>) -> Result<R> {
+        if let Some(s) = self.stopped_slot() {
+            self.stopped.set(s + 1);
+            self.abandon();
+            return Err(Error::PeerDied(s));
+        }
+        match crate::peers::catch(|| f(&mut *self)) {
+            Ok(r) => r,
+            Err(s) => {
+                self.stopped.set(s + 1);
+                self.abandon();
+                Err(Error::PeerDied(s))
+            }
+        }
+    }
+
+    /// Forget what the state was doing, without rolling anything back: once a peer
+    /// died, the pool's state is what a crash leaves, and undoing an attempt whose
+    /// commit had begun could take back a transaction another process read. Its locks
+    /// and slot stay as they are until the pool's next open recovers it.
+    fn abandon(&mut self) {
+        self.attempt = None;
+        self.idle_attempt = None;
+        self.writes.clear();
+        self.plan_ranges = 0;
+        self.own_record = 0;
+        self.in_snapshot = false;
+        self.help_hint = None;
+        self.blocked_by = None;
+        self.oos_help = false;
+        self.fallback_wait = false;
+        self.read_unfenced.set(0);
+    }
+
+    /// [`EngineThread::begin`] on a shared pool.
+    #[cold]
+    #[inline(never)]
+    fn begin_shared(&mut self, opts: &crate::tx_options::TxOptions) {
+        // A stopped state begins nothing: `fast_reads` then hands out no fast path,
+        // and the attempt's first access or its commit fails.
+        let _ = self.guarded(|t| {
+            t.begin_here(opts);
+            Ok(())
+        });
+    }
+
+    /// [`EngineThread::read`] on a shared pool: as `guarded`, through `&self` (the
+    /// state is abandoned at its next `&mut` entry point).
+    #[cold]
+    #[inline(never)]
+    fn read_shared(&self, off: u64, len: usize) -> Result<*const u8> {
+        if let Some(s) = self.stopped_slot() {
+            self.stopped.set(s + 1);
+            return Err(Error::PeerDied(s));
+        }
+        match crate::peers::catch(|| self.read_here(off, len)) {
+            Ok(r) => r,
+            Err(s) => {
+                self.stopped.set(s + 1);
+                Err(Error::PeerDied(s))
+            }
+        }
+    }
+
+    /// [`EngineThread::commit`] on a shared pool; a commit ends the retries that
+    /// `ask_after_blocker` times.
+    #[cold]
+    #[inline(never)]
+    fn commit_shared(&mut self) -> Result<crate::engine::DurableToken> {
+        let r = self.guarded(|t| t.commit_here());
+        if r.is_ok() {
+            self.blocked_since = None;
+        }
+        r
+    }
+
+    /// After an abort on the lock of an uncommitted writer of another slot: once such
+    /// retries have lasted [`PEER_CHECK`](crate::peers::PEER_CHECK), and then every
+    /// `PEER_CHECK`, ask whether the writer's process is alive. A dead writer's locks
+    /// are never released (its attempt will not commit or roll back until the pool is
+    /// recovered), so retrying would never end: give up (the pool stops).
+    fn ask_after_blocker(&mut self) {
+        let Some(owner) = self.blocked_by.take() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let since = *self.blocked_since.get_or_insert(now);
+        if now.duration_since(since) < crate::peers::PEER_CHECK {
+            return;
+        }
+        self.blocked_since = Some(now);
+        if let Some(peers) = &self.sh.peers {
+            crate::peers::check_peers(&**peers, Some(owner as u32));
         }
     }
 }
@@ -1065,7 +1310,12 @@ impl PiscesThread {
     fn hand_over(&mut self) {
         if self.sh.durable {
             let mut emptied = false;
+            let mut waited = None;
             for round in 0..HAND_OVER_ROUNDS {
+                if round > 2 {
+                    // As in `reserve_log`.
+                    self.sh.ask_peers(&mut waited);
+                }
                 self.sh.help_all(self.slot, &mut self.cache, true);
                 self.recycle();
                 if self.log.used() == 0 {
@@ -1130,6 +1380,20 @@ impl PiscesThread {
     #[inline(never)]
     fn write_back_after_reads(&mut self) {
         self.ro_commits_over_batch = 0;
+        if self.shared {
+            // (A snapshot's end cannot fail: a give-up stops the state, and the next
+            // entry point fails.)
+            let _ = self.guarded(|t| {
+                t.write_back_after_reads_here();
+                Ok(())
+            });
+            return;
+        }
+        self.write_back_after_reads_here();
+    }
+
+    /// [`PiscesThread::write_back_after_reads`]' write-back.
+    fn write_back_after_reads_here(&mut self) {
         let mut b = self.sh.slots[self.slot].lock_batch(self.slot);
         self.sh
             .try_write_back(self.slot, &mut b, self.slot, &mut self.cache);

@@ -6,7 +6,8 @@
 //! log reclamation; mvcc's version reclamation).
 
 use super::clock::SlotClock;
-use crate::sync::{fence, spin_step};
+use crate::peers::Patience;
+use crate::sync::fence;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// The grace period (lines 52-54): wait until no slot other than `own_slot` runs a
@@ -25,9 +26,11 @@ pub(crate) fn wait_for_readers<'a>(
         if i == own_slot {
             continue;
         }
-        let mut round = 0;
+        // (A slot of a shared pool may belong to a process that died in its
+        // transaction: the wait then gives up, `crate::peers`.)
+        let mut patience = Patience::new();
         while s.load() < end_ts {
-            spin_step(&mut round);
+            patience.step((s as *const SlotClock).cast(), Some(i as u32));
         }
     }
 }

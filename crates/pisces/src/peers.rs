@@ -1,0 +1,248 @@
+//! Waits that end when what they wait for belongs to a process that died: the
+//! fail-stop of a pool shared by several processes.
+//!
+//! # Why
+//! In a pool that one process has open, every wait (a lock word, a grace period's
+//! clock, a committer's critical section, the fallback word, log space) is for a
+//! thread of that process, which ends only with the process. In a shared pool the state
+//! waited for may be another process's, and that process may have been killed holding
+//! it: the wait would never end. So a wait that lasts names, where it can, the thread
+//! slot it waits for, and after [`PEER_CHECK`] asks whether that slot's process is gone
+//! ([`Peers::is_dead`], answered by the kernel's lock on the slot's liveness byte,
+//! which a process's death releases). A dead peer *stops* the pool ([`Peers::stop`]):
+//! the state it left is what a crash leaves (its transactions' records are durable
+//! before they are visible; one that was not visible still holds its objects' locks,
+//! so no survivor wrote them), and the next open after every process has closed
+//! recovers it as after a crash. Until then no process waits for it.
+//!
+//! # Getting out of a wait
+//! A wait that finds the pool stopped does not return (a lock wait has no guard to
+//! return); it unwinds with a [`PeerDied`] payload ([`give_up`], through
+//! `resume_unwind`, which prints nothing). The engine's thread catches it at the
+//! entry of the call that waited ([`catch`]), forgets what the call was doing (no
+//! rollback: restoring the attempt's objects could undo a transaction that other
+//! processes already read), and fails that call and every later one with
+//! [`Error::PeerDied`](crate::Error::PeerDied). A build with `panic = "abort"` aborts
+//! the process instead, which the other processes then see as one more dead peer.
+//!
+//! # Finding the pool of a wait
+//! The waits are deep in code that knows no pool (a lock word, a clock), but every
+//! word a shared pool's threads wait on lives in its sidecar's mapping. A shared pool
+//! registers that mapping's address range and its [`Peers`] ([`watch`]); a wait that
+//! lasts looks its word's address up ([`peers_at`]). A pool that one process has open
+//! registers nothing, and its waits only read the clock now and then.
+
+use crate::sync::spin_step;
+use std::any::Any;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a wait lasts before it asks whether the slot it waits for is dead, and
+/// how often it asks again: the bound on how late a survivor sees a peer's death.
+pub(crate) const PEER_CHECK: Duration = Duration::from_millis(1);
+
+/// Rounds of a spin-wait between two readings of the clock.
+const CLOCK_EVERY: u32 = 256;
+
+/// The processes that share one pool, as a waiter in this process sees them.
+pub(crate) trait Peers: Send + Sync {
+    /// The slot whose process's death stopped the pool, if it has stopped.
+    fn stopped(&self) -> Option<u32>;
+    /// Whether thread slot `slot` is owned by a process that ended without giving it
+    /// up. A slot of this process, or one no process owns, is not dead.
+    fn is_dead(&self, slot: u32) -> bool;
+    /// The lowest dead slot, if any (for a wait that cannot name its slot).
+    fn any_dead(&self) -> Option<u32>;
+    /// Stop the pool: `slot`'s process died. The first stop's slot is kept.
+    fn stop(&self, slot: u32);
+}
+
+/// The unwind payload of a wait that gave up ([`give_up`]): the dead slot.
+pub(crate) struct PeerDied(pub(crate) u32);
+
+/// Address ranges of the shared pools' mappings open in this process, and their peers.
+type Watched = Vec<(usize, usize, Weak<dyn Peers>)>;
+
+static WATCHED: Mutex<Watched> = Mutex::new(Vec::new());
+
+/// Register the mapping `start .. start + len` of a shared pool's state, whose peers
+/// are `peers`. The entry goes when `peers` is dropped (the mapping is unmapped only
+/// after: `peers` holds it).
+pub(crate) fn watch(start: usize, len: usize, peers: Weak<dyn Peers>) {
+    let mut w = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    w.retain(|(_, _, p)| p.strong_count() > 0);
+    w.push((start, len, peers));
+}
+
+/// The peers of the shared pool whose mapping holds `addr`, if any.
+pub(crate) fn peers_at(addr: usize) -> Option<Arc<dyn Peers>> {
+    let w = WATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    w.iter()
+        .filter(|(start, len, _)| addr.wrapping_sub(*start) < *len)
+        .find_map(|(_, _, p)| p.upgrade())
+}
+
+/// Leave the wait: the pool is stopped by the death of `slot`'s process.
+#[cold]
+#[inline(never)]
+pub(crate) fn give_up(slot: u32) -> ! {
+    std::panic::resume_unwind(Box::new(PeerDied(slot)))
+}
+
+/// A wait that has lasted [`PEER_CHECK`] on the word at `word`, held by thread slot
+/// `holder` (`None`: the wait cannot tell which slot): give up if the pool of the word
+/// is stopped or the holder's process is dead (stopping the pool). Returns if neither,
+/// or if the word is not in a shared pool's mapping.
+#[cold]
+#[inline(never)]
+pub(crate) fn check(word: *const u8, holder: Option<u32>) {
+    if let Some(peers) = peers_at(word as usize) {
+        check_peers(&*peers, holder);
+    }
+}
+
+/// [`check`] of a pool whose peers the caller knows.
+#[cold]
+#[inline(never)]
+pub(crate) fn check_peers(peers: &dyn Peers, holder: Option<u32>) {
+    if let Some(s) = peers.stopped() {
+        give_up(s);
+    }
+    let dead = match holder {
+        Some(h) => Some(h).filter(|&h| peers.is_dead(h)),
+        None => peers.any_dead(),
+    };
+    if let Some(s) = dead {
+        peers.stop(s);
+        give_up(s);
+    }
+}
+
+/// Run `f`, turning a wait's [`give_up`] inside it into `Err(slot)`; any other
+/// unwind goes on.
+pub(crate) fn catch<R>(f: impl FnOnce() -> R) -> std::result::Result<R, u32> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(peer_died)
+}
+
+/// The dead slot of an unwind's payload, or the unwind resumed.
+fn peer_died(payload: Box<dyn Any + Send>) -> u32 {
+    match payload.downcast::<PeerDied>() {
+        Ok(p) => p.0,
+        Err(other) => std::panic::resume_unwind(other),
+    }
+}
+
+/// A spin-wait's state: [`spin_step`]'s rounds, and how long the wait has lasted, read
+/// from the clock every [`CLOCK_EVERY`] rounds, for its [`check`] every
+/// [`PEER_CHECK`].
+pub(crate) struct Patience {
+    round: u32,
+    since: Option<Instant>,
+}
+
+impl Patience {
+    pub(crate) const fn new() -> Patience {
+        Patience {
+            round: 0,
+            since: None,
+        }
+    }
+
+    /// One step of a wait for the word at `word`, held by `holder` (see [`check`]).
+    #[inline]
+    pub(crate) fn step(&mut self, word: *const u8, holder: Option<u32>) {
+        spin_step(&mut self.round);
+        #[cfg(not(loom))]
+        if self.round.is_multiple_of(CLOCK_EVERY) {
+            self.lasted(word, holder);
+        }
+        #[cfg(loom)]
+        let _ = (word, holder);
+    }
+
+    /// Every [`CLOCK_EVERY`] rounds: [`check`] once the wait has lasted
+    /// [`PEER_CHECK`] since it began or since the last check.
+    #[cold]
+    #[inline(never)]
+    fn lasted(&mut self, word: *const u8, holder: Option<u32>) {
+        let now = Instant::now();
+        match self.since {
+            None => self.since = Some(now),
+            Some(t) if now.duration_since(t) >= PEER_CHECK => {
+                self.since = Some(now);
+                check(word, holder);
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+    /// Peers whose slot 3 is dead.
+    struct OneDead {
+        stopped: AtomicU32,
+    }
+
+    impl Peers for OneDead {
+        fn stopped(&self) -> Option<u32> {
+            self.stopped.load(Relaxed).checked_sub(1)
+        }
+        fn is_dead(&self, slot: u32) -> bool {
+            slot == 3
+        }
+        fn any_dead(&self) -> Option<u32> {
+            Some(3)
+        }
+        fn stop(&self, slot: u32) {
+            let _ = self.stopped.compare_exchange(0, slot + 1, Relaxed, Relaxed);
+        }
+    }
+
+    /// A wait on a word of a watched mapping held by a live slot goes on; held by the
+    /// dead one, it gives up within a few checks and stops the pool; after that, a
+    /// wait for a live slot gives up too. A word outside every watched mapping never
+    /// gives up.
+    #[test]
+    fn a_wait_for_a_dead_slot_gives_up_and_stops_the_pool() {
+        let words = [0u64; 4];
+        let peers: Arc<dyn Peers> = Arc::new(OneDead {
+            stopped: AtomicU32::new(0),
+        });
+        let start = words.as_ptr() as usize;
+        watch(start, std::mem::size_of_val(&words), Arc::downgrade(&peers));
+        let word = words[1..].as_ptr() as *const u8;
+        let spin_for = |holder, d: Duration| {
+            catch(|| {
+                let until = Instant::now() + d;
+                let mut p = Patience::new();
+                while Instant::now() < until {
+                    p.step(word, holder);
+                }
+            })
+        };
+        assert_eq!(spin_for(Some(1), Duration::from_millis(5)), Ok(()));
+        assert_eq!(peers.stopped(), None);
+        assert_eq!(spin_for(Some(3), Duration::from_secs(5)), Err(3));
+        assert_eq!(peers.stopped(), Some(3));
+        assert_eq!(spin_for(Some(1), Duration::from_secs(5)), Err(3));
+        let elsewhere = [0u64; 1];
+        let mut p = Patience::new();
+        let until = Instant::now() + Duration::from_millis(5);
+        while Instant::now() < until {
+            p.step(elsewhere.as_ptr() as *const u8, Some(3));
+        }
+        drop(peers);
+        assert!(peers_at(start).is_none(), "the entry goes with its peers");
+    }
+
+    /// Another unwind passes through `catch` unchanged.
+    #[test]
+    fn other_panics_pass_through() {
+        let r = std::panic::catch_unwind(|| catch(|| std::panic::resume_unwind(Box::new(7u8))));
+        assert_eq!(*r.unwrap_err().downcast::<u8>().unwrap(), 7);
+    }
+}
