@@ -576,8 +576,38 @@ mod tests {
         assert_eq!(*m.lock(0), 8);
     }
 
+    /// A waiter whose lock is held by a slot of a process that died (a word in a
+    /// watched mapping, `crate::peers`) gives up after sleeping, naming the slot,
+    /// instead of waiting for ever; a lock held by a live slot is waited for.
     #[test]
-    #[should_panic(expected = "out of range")]
+    fn a_waiter_gives_up_on_a_dead_holder() {
+        let locks = [HolderLock::new(), HolderLock::new()];
+        let at = |l: &HolderLock| std::ptr::from_ref(l) as usize;
+        let len = std::mem::size_of::<HolderLock>();
+        let _peers = [&locks[0], &locks[1]].map(|l| crate::peers::OneDead::watching(3, at(l), len));
+        let held = locks[0].lock(3);
+        let started = std::time::Instant::now();
+        assert_eq!(
+            crate::peers::catch(|| drop(locks[0].lock(1))).err(),
+            Some(3)
+        );
+        assert!(started.elapsed() >= crate::peers::PEER_CHECK);
+        drop(held);
+        std::thread::scope(|s| {
+            let held = locks[1].lock(2);
+            let waiter = s.spawn(|| crate::peers::catch(|| drop(locks[1].lock(1))));
+            // Long enough for the waiter to sleep and look at the holder many times.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(held);
+            assert_eq!(
+                waiter.join().unwrap(),
+                Ok(()),
+                "a live holder is waited for"
+            );
+        });
+    }
+
+    #[test]
     fn holder_ids_beyond_the_word_are_refused() {
         let l = HolderLock::new();
         let _g = l.lock(HolderLock::MAX_HOLDER + 1);

@@ -177,30 +177,49 @@ impl Patience {
     }
 }
 
+/// Peers for tests: one slot dead, registered over a range of addresses.
+#[cfg(all(test, not(loom)))]
+pub(crate) struct OneDead {
+    dead: u32,
+    stopped: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(all(test, not(loom)))]
+impl OneDead {
+    /// Peers whose slot `dead` is dead, watching `start .. start + len`; the entry
+    /// lasts as long as the returned handle.
+    pub(crate) fn watching(dead: u32, start: usize, len: usize) -> Arc<dyn Peers> {
+        let peers: Arc<dyn Peers> = Arc::new(OneDead {
+            dead,
+            stopped: std::sync::atomic::AtomicU32::new(0),
+        });
+        watch(start, len, Arc::downgrade(&peers));
+        peers
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl Peers for OneDead {
+    fn stopped(&self) -> Option<u32> {
+        self.stopped
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .checked_sub(1)
+    }
+    fn is_dead(&self, slot: u32) -> bool {
+        slot == self.dead
+    }
+    fn any_dead(&self) -> Option<u32> {
+        Some(self.dead)
+    }
+    fn stop(&self, slot: u32) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.stopped.compare_exchange(0, slot + 1, Relaxed, Relaxed);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-    /// Peers whose slot 3 is dead.
-    struct OneDead {
-        stopped: AtomicU32,
-    }
-
-    impl Peers for OneDead {
-        fn stopped(&self) -> Option<u32> {
-            self.stopped.load(Relaxed).checked_sub(1)
-        }
-        fn is_dead(&self, slot: u32) -> bool {
-            slot == 3
-        }
-        fn any_dead(&self) -> Option<u32> {
-            Some(3)
-        }
-        fn stop(&self, slot: u32) {
-            let _ = self.stopped.compare_exchange(0, slot + 1, Relaxed, Relaxed);
-        }
-    }
 
     /// A wait on a word of a watched mapping held by a live slot goes on; held by the
     /// dead one, it gives up within a few checks and stops the pool; after that, a
@@ -209,11 +228,8 @@ mod tests {
     #[test]
     fn a_wait_for_a_dead_slot_gives_up_and_stops_the_pool() {
         let words = [0u64; 4];
-        let peers: Arc<dyn Peers> = Arc::new(OneDead {
-            stopped: AtomicU32::new(0),
-        });
         let start = words.as_ptr() as usize;
-        watch(start, std::mem::size_of_val(&words), Arc::downgrade(&peers));
+        let peers = OneDead::watching(3, start, std::mem::size_of_val(&words));
         let word = words[1..].as_ptr() as *const u8;
         let spin_for = |holder, d: Duration| {
             catch(|| {

@@ -115,6 +115,38 @@ impl TxRecord {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A reader that meets a writer in its critical section waits for it, unless the
+    /// writer's slot belongs to a process that died (the record in a watched mapping,
+    /// `crate::peers`): it then gives up, naming the slot, instead of waiting for ever.
+    #[test]
+    fn a_reader_gives_up_on_a_dead_writer_in_its_critical_section() {
+        let records = [TxRecord::new(3), TxRecord::new(2)];
+        let len = std::mem::size_of::<TxRecord>();
+        // One pool per record: the first give-up stops its pool.
+        let _peers = records
+            .each_ref()
+            .map(|r| crate::peers::OneDead::watching(3, std::ptr::from_ref(r) as usize, len));
+        records[0].in_critical.store(true, Relaxed);
+        assert_eq!(
+            crate::peers::catch(|| records[0].visible_to(5)).err(),
+            Some(3)
+        );
+        // Alive: waited for until it leaves the section.
+        std::thread::scope(|s| {
+            records[1].in_critical.store(true, Relaxed);
+            let reader = s.spawn(|| records[1].visible_to(5));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            records[1].end_ts.store(4, Relaxed);
+            records[1].in_critical.store(false, Release);
+            assert!(reader.join().unwrap(), "committed at 4, visible at 5");
+        });
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Model checks, run by `.ci/run` as
