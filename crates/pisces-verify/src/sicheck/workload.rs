@@ -8,6 +8,16 @@
 //! reads stay short and every key's history stays small (Elle does the same). Since a
 //! generated transaction commits at most once, no list ever overflows.
 //!
+//! # Several processes
+//! Processes that open one pool shared run one workload each, configured with
+//! `processes` and their own `process` index (see [`WorkloadConfig::process`]). They
+//! share the keys: every process starts with the same key slots and hands out the same
+//! key ids in the same order, and each retires a key after its share,
+//! `appends_per_key / processes`, of the appends, so the processes read and append to
+//! the same lists at about the same time and no list overflows. The values are theirs
+//! alone: process `p` draws values from `p << 48` up, so the values of the merged
+//! history ([`History::merge`]) are unique.
+//!
 //! # Transactions
 //! * Default mix: 1 to `max_ops` micro-operations, each a read of a random slot's key
 //!   or an append to one (half and half).
@@ -53,6 +63,11 @@ pub struct WorkloadConfig {
     pub pause: Duration,
     /// Seeds the generators.
     pub seed: u64,
+    /// Processes running this workload on one pool at once (1 to `appends_per_key`;
+    /// see the module docs).
+    pub processes: usize,
+    /// This process's index, `0..processes`: it picks the process's values and seeds.
+    pub process: usize,
     /// Options of the workload's transactions (e.g. an isolation level; `read_all`
     /// keeps the defaults).
     pub tx_options: pisces::TxOptions,
@@ -68,6 +83,8 @@ impl Default for WorkloadConfig {
             write_skew: false,
             pause: Duration::from_micros(20),
             seed: 0,
+            processes: 1,
+            process: 0,
             tx_options: pisces::TxOptions::default(),
         }
     }
@@ -122,6 +139,9 @@ impl KeySpace {
     }
 }
 
+/// The shift of a process index in the values it appends (each process has 2^48).
+const PROCESS_VALUE_SHIFT: u32 = 48;
+
 /// A list-append workload (see the module docs). Its key space and value counter
 /// persist across [`run`](Self::run) calls, so one workload can continue on a
 /// recovered pool.
@@ -150,16 +170,30 @@ impl Workload {
                 "appends_per_key must be between 1 and {LIST_CAPACITY}"
             ));
         }
+        if cfg.processes == 0 || cfg.processes > cfg.appends_per_key {
+            return bad(format!(
+                "processes must be between 1 and appends_per_key ({})",
+                cfg.appends_per_key
+            ));
+        }
+        if cfg.process >= cfg.processes {
+            return bad(format!(
+                "process {} is not one of the {} processes",
+                cfg.process, cfg.processes
+            ));
+        }
         let slots = if cfg.write_skew {
             cfg.keys.max(2).next_multiple_of(2)
         } else {
             cfg.keys
         };
-        let per_key = cfg.appends_per_key;
+        // Each process's share of a key's appends.
+        let per_key = cfg.appends_per_key / cfg.processes;
+        let first_value = ((cfg.process as u64) << PROCESS_VALUE_SHIFT) + 1;
         Ok(Workload {
             cfg,
             keys: Mutex::new(KeySpace::new(slots, per_key)),
-            next_value: AtomicU64::new(1),
+            next_value: AtomicU64::new(first_value),
         })
     }
 
@@ -292,7 +326,8 @@ impl Workload {
         let mut h = pool.handle()?;
         let seed = self.cfg.seed
             ^ (u64::from(epoch) << 48)
-            ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (self.cfg.process as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let mut rng = StdRng::seed_from_u64(seed);
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
@@ -351,9 +386,14 @@ impl Workload {
     /// Read every key used so far, in read-only transactions of 64 keys each, recorded
     /// as thread `threads` (one past the workload's threads) in epoch `epoch`.
     pub fn read_all(&self, pool: &Pool, epoch: u32) -> Result<History> {
+        self.read_keys_below(pool, epoch, self.keys_used())
+    }
+
+    /// [`Self::read_all`] of keys `0..keys` (e.g. the most keys any of several
+    /// processes used).
+    pub fn read_keys_below(&self, pool: &Pool, epoch: u32, keys: u64) -> Result<History> {
         const BATCH: u64 = 64;
         let store = Store::open(pool)?;
-        let keys = self.keys_used();
         let mut h = pool.handle()?;
         let mut out = History::new();
         let mut first = 0;
