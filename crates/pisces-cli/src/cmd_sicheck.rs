@@ -7,16 +7,24 @@
 //! and as its last line exactly
 //! `transactions: <N>, forbidden anomalies: <F>, write skew: <W>`.
 //!
+//! With `--processes N` (N > 1) the workload runs in N processes on one pool file in
+//! `/dev/shm`, opened by each of them at once (see [`processes`]): their histories are
+//! merged into one and checked as one, together with a read of every key after the last
+//! process closed the pool.
+//!
 //! Exit status: 0 when F = 0 for the requested isolation level (under
 //! `serializable`, write skew counts as forbidden), 1 when F > 0, 2 on usage errors and
 //! on errors setting up or running the workload.
+
+mod processes;
 
 use clap::{Args, ValueEnum};
 use pisces::tools::dram::DramMedium;
 use pisces::{Config, EngineId, EngineOptions, Pool};
 use pisces_verify::sicheck::store::{LIST_CAPACITY, MAX_KEYS as STORE_KEYS};
-use pisces_verify::sicheck::{check, Isolation, Workload, WorkloadConfig};
+use pisces_verify::sicheck::{check, History, Isolation, Workload, WorkloadConfig};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +35,8 @@ const MAX_TXNS: usize = 1_000_000;
 const MAX_THREADS: usize = 64;
 /// Most active keys.
 const MAX_KEYS: usize = 4096;
+/// Most processes.
+const MAX_PROCESSES: usize = 16;
 /// Redo log bytes per thread.
 const LOG_BYTES: usize = 256 << 10;
 
@@ -75,6 +85,21 @@ pub struct SicheckArgs {
     /// file-medium commit paths on this tool's DRAM pool) [default: the engine's].
     #[arg(long = "engine-options", default_value = "", value_parser = parse_engine_options)]
     pub engine_options: EngineOptions,
+    /// Processes running the workload at once on one pool (1 to 16), each with
+    /// `--threads` threads and its share of `--txns`. Above 1 the pool is a file in
+    /// /dev/shm that every process opens shared (engines pisces and volatile only), the
+    /// processes read and append to the same keys, their histories are checked as one,
+    /// and every key is read once more after the last process closed the pool: each
+    /// committed append must be there. Threads of all processes: at most 64.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_PROCESSES as u64))]
+    pub processes: u64,
+    /// Run as worker process P of `--processes` on the pool at `--worker-pool` (the
+    /// tool starts itself so; not for users).
+    #[arg(long, hide = true, requires = "worker_pool")]
+    pub worker: Option<u64>,
+    /// The pool file of a worker process.
+    #[arg(long = "worker-pool", hide = true, requires = "worker")]
+    pub worker_pool: Option<PathBuf>,
 }
 
 fn parse_engine_options(s: &str) -> Result<EngineOptions, String> {
@@ -154,62 +179,154 @@ fn pool_size(txns: usize, threads: usize, max_ops: usize) -> u64 {
     size.next_multiple_of(1 << 20)
 }
 
-/// Run `pisces sicheck`.
-pub fn run(args: &SicheckArgs) -> ExitCode {
-    // The parsers bound these; saturate anyway rather than trust a caller.
-    let txns = usize::try_from(args.txns).unwrap_or(MAX_TXNS).min(MAX_TXNS);
-    let threads = usize::try_from(args.threads)
-        .unwrap_or(MAX_THREADS)
-        .clamp(1, MAX_THREADS);
-    let keys = usize::try_from(args.keys)
-        .unwrap_or(MAX_KEYS)
-        .clamp(1, MAX_KEYS);
-    let max_ops = usize::try_from(args.max_ops).unwrap_or(64).clamp(1, 64);
-    let iso = args.isolation.level();
-    // Half the operations are appends on average; each key takes LIST_CAPACITY.
-    let expected_keys = (txns as u64 * (max_ops as u64 + 1) / 4) / LIST_CAPACITY as u64;
-    if !args.write_skew && expected_keys + keys as u64 > STORE_KEYS {
-        err(&format!(
-            "pisces sicheck: {txns} transactions of up to {max_ops} operations would need \
-             about {expected_keys} keys, more than the {STORE_KEYS} the list store holds; \
-             lower --txns or --max-ops"
-        ));
-        return ExitCode::from(2);
+/// The run's parameters, bounded.
+struct Settings {
+    txns: usize,
+    threads: usize,
+    keys: usize,
+    max_ops: usize,
+    processes: usize,
+    /// The level the history is judged against.
+    iso: Isolation,
+    /// The level transactions ask the engine for.
+    tx_level: pisces::Isolation,
+}
+
+impl Settings {
+    /// The parameters of `args`, or the exit code of a usage error (reported).
+    fn of(args: &SicheckArgs) -> Result<Settings, ExitCode> {
+        // The parsers bound these; saturate anyway rather than trust a caller.
+        let txns = usize::try_from(args.txns).unwrap_or(MAX_TXNS).min(MAX_TXNS);
+        let threads = usize::try_from(args.threads)
+            .unwrap_or(MAX_THREADS)
+            .clamp(1, MAX_THREADS);
+        let keys = usize::try_from(args.keys)
+            .unwrap_or(MAX_KEYS)
+            .clamp(1, MAX_KEYS);
+        let max_ops = usize::try_from(args.max_ops).unwrap_or(64).clamp(1, 64);
+        let processes = usize::try_from(args.processes)
+            .unwrap_or(MAX_PROCESSES)
+            .clamp(1, MAX_PROCESSES);
+        // Half the operations are appends on average; each key takes LIST_CAPACITY.
+        let expected_keys = (txns as u64 * (max_ops as u64 + 1) / 4) / LIST_CAPACITY as u64;
+        if !args.write_skew && expected_keys + keys as u64 > STORE_KEYS {
+            err(&format!(
+                "pisces sicheck: {txns} transactions of up to {max_ops} operations would need \
+                 about {expected_keys} keys, more than the {STORE_KEYS} the list store holds; \
+                 lower --txns or --max-ops"
+            ));
+            return Err(ExitCode::from(2));
+        }
+        if processes > 1 && processes * threads > MAX_THREADS {
+            err(&format!(
+                "pisces sicheck: {processes} processes of {threads} threads are more than \
+                 {MAX_THREADS} threads; lower --processes or --threads"
+            ));
+            return Err(ExitCode::from(2));
+        }
+        // (A worker's --txns is its share.)
+        if txns < processes && args.worker.is_none() {
+            err(&format!(
+                "pisces sicheck: {txns} transactions cannot be split over {processes} \
+                 processes; raise --txns"
+            ));
+            return Err(ExitCode::from(2));
+        }
+        // Ask for the level only where the engine offers it: elsewhere the transactions
+        // run at the engine's own level, which the history then shows to be weaker.
+        let asked = args.isolation.tx_level();
+        let tx_level = if args.engine.offers(asked) {
+            asked
+        } else {
+            args.engine.isolation()
+        };
+        Ok(Settings {
+            txns,
+            threads,
+            keys,
+            max_ops,
+            processes,
+            iso: args.isolation.level(),
+            tx_level,
+        })
     }
 
-    // Ask for the level only where the engine offers it: elsewhere the transactions
-    // run at the engine's own level, which the history then shows to be weaker.
-    let asked = args.isolation.tx_level();
-    let tx_level = if args.engine.offers(asked) {
-        asked
-    } else {
-        args.engine.isolation()
-    };
-    let wcfg = WorkloadConfig {
-        tx_options: pisces::TxOptions::default().isolation(tx_level),
-        threads,
-        keys,
-        max_ops,
-        write_skew: args.write_skew,
-        pause: Duration::from_micros(args.pause_us),
-        seed: args.seed,
-        ..WorkloadConfig::default()
-    };
-    let workload = match Workload::new(wcfg) {
-        Ok(w) => w,
-        Err(e) => {
+    /// The workload of process `process` (0 when there is one).
+    fn workload(&self, args: &SicheckArgs, process: usize) -> Result<Workload, ExitCode> {
+        Workload::new(WorkloadConfig {
+            tx_options: pisces::TxOptions::default().isolation(self.tx_level),
+            threads: self.threads,
+            keys: self.keys,
+            max_ops: self.max_ops,
+            write_skew: args.write_skew,
+            pause: Duration::from_micros(args.pause_us),
+            seed: args.seed,
+            processes: self.processes,
+            process,
+            ..WorkloadConfig::default()
+        })
+        .map_err(|e| {
             err(&format!("pisces sicheck: {e}"));
-            return ExitCode::from(2);
-        }
+            ExitCode::from(2)
+        })
+    }
+
+    /// The header: what runs.
+    fn header(&self, args: &SicheckArgs, pool: &str) -> String {
+        let kind = if args.write_skew {
+            format!(
+                "write skew (read a pair, pause {} us, append to one)",
+                args.pause_us
+            )
+        } else {
+            format!(
+                "list-append mix (1 to {} ops per transaction)",
+                self.max_ops
+            )
+        };
+        let on = if self.processes > 1 {
+            format!("{} processes of {} threads", self.processes, self.threads)
+        } else {
+            format!("{} threads", self.threads)
+        };
+        format!(
+            "pisces sicheck: engine {}, transactions at {}, judged as {}, {} \
+             transactions on {on}, {} active keys, seed {}\n\
+             workload: {kind}; pool: {pool}\n",
+            args.engine.name(),
+            self.tx_level,
+            self.iso.name(),
+            self.txns,
+            self.keys,
+            args.seed,
+        )
+    }
+}
+
+/// Run `pisces sicheck`.
+pub fn run(args: &SicheckArgs) -> ExitCode {
+    let s = match Settings::of(args) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
-    let size = pool_size(txns, threads, max_ops);
+    if let (Some(p), Some(path)) = (args.worker, &args.worker_pool) {
+        return processes::worker(args, &s, p, path);
+    }
+    if s.processes > 1 {
+        return processes::run(args, &s);
+    }
+    let workload = match s.workload(args, 0) {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
+    let size = pool_size(s.txns, s.threads, s.max_ops);
     let pool = match DramMedium::anonymous(size as usize, 0, 0).and_then(|m| {
         Pool::create_on(
             Arc::new(m),
             Config::default()
                 .size(size)
                 .engine(args.engine)
-                .max_threads(threads + 1)
+                .max_threads(s.threads + 1)
                 .log_bytes_per_thread(LOG_BYTES)
                 .engine_options(args.engine_options.clone()),
         )
@@ -220,29 +337,13 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let kind = if args.write_skew {
-        format!(
-            "write skew (read a pair, pause {} us, append to one)",
-            args.pause_us
-        )
-    } else {
-        format!("list-append mix (1 to {max_ops} ops per transaction)")
-    };
-    out(&format!(
-        "pisces sicheck: engine {}, transactions at {tx_level}, judged as {}, {txns} \
-         transactions on {threads} threads, {keys} active keys, seed {}\n\
-         workload: {kind}; pool: {} MiB of anonymous DRAM\n",
-        args.engine.name(),
-        iso.name(),
-        args.seed,
-        size >> 20
-    ));
+    out(&s.header(args, &format!("{} MiB of anonymous DRAM", size >> 20)));
     if let Err(e) = workload.setup(&pool) {
         err(&format!("pisces sicheck: cannot set up the pool: {e}"));
         return ExitCode::from(2);
     }
     let t0 = Instant::now();
-    let history = match workload.run(&pool, 0, txns, &|| false) {
+    let history = match workload.run(&pool, 0, s.txns, &|| false) {
         Ok(h) => h,
         Err(e) => {
             err(&format!("pisces sicheck: the workload failed: {e}"));
@@ -251,8 +352,13 @@ pub fn run(args: &SicheckArgs) -> ExitCode {
     };
     let ran = t0.elapsed();
     drop(pool);
+    judge(&history, ran, s.iso)
+}
+
+/// Check `history` (run in `ran`), print the report and return the exit code.
+fn judge(history: &History, ran: Duration, iso: Isolation) -> ExitCode {
     let t1 = Instant::now();
-    let report = check(&history);
+    let report = check(history);
     let checked = t1.elapsed();
     out(&format!(
         "ran {} transactions ({} aborted attempts recorded) in {:.2} s ({:.0} tx/s); \
@@ -299,6 +405,8 @@ mod tests {
         assert_eq!(a.threads, 2);
         assert_eq!(a.isolation, IsolationArg::Si);
         assert!(!a.write_skew);
+        assert_eq!(a.processes, 1);
+        assert_eq!(parse(&["--processes", "3"]).unwrap().processes, 3);
         let a = parse(&["--isolation", "serializable", "--write-skew", "--txns", "5"]).unwrap();
         assert_eq!(a.isolation, IsolationArg::Serializable);
         assert!(a.write_skew);
@@ -311,6 +419,10 @@ mod tests {
             &["--engine", "pmdk"],
             &["--isolation", "rc"],
             &["--txns", "-3"],
+            &["--processes", "0"],
+            &["--processes", "17"],
+            &["--worker", "0"],
+            &["--worker-pool", "/dev/shm/x"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }

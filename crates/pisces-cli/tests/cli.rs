@@ -580,3 +580,88 @@ fn sicheck_passes_engine_options_and_refuses_unknown_ones() {
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is not key=value"), "{}", r.stderr);
 }
+
+/// `sicheck --processes`: the workload in two processes of two threads on one shared
+/// pool, their histories checked as one; engines that cannot share are refused.
+#[test]
+fn sicheck_runs_processes_on_one_pool() {
+    let r = pisces(&[
+        "sicheck",
+        "--processes",
+        "2",
+        "--threads",
+        "2",
+        "--txns",
+        "400",
+        "--keys",
+        "4",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("on 2 processes of 2 threads")
+            && r.stdout.contains("2 processes recorded"),
+        "{}",
+        r.stdout
+    );
+    // The 400 transactions and the read of every key after the processes.
+    let last = r.stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("transactions: 40") && last.contains("forbidden anomalies: 0,"),
+        "{}",
+        r.stdout
+    );
+    // Shares of one and two transactions.
+    let r = pisces(&[
+        "sicheck",
+        "--processes",
+        "3",
+        "--threads",
+        "1",
+        "--txns",
+        "4",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = pisces(&["sicheck", "--processes", "3", "--txns", "2"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let r = pisces(&["sicheck", "--processes", "2", "--engine", "mvcc"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("several processes"), "{}", r.stderr);
+}
+
+/// The processes depend on each other in the checked history: with one thread each,
+/// every cycle spans both processes, and the write-skew workload shows them (allowed
+/// under snapshot isolation, exit 0; forbidden under serializability, exit 1).
+#[test]
+fn sicheck_sees_write_skew_between_processes() {
+    let run = |isolation: &str, seed: u64| {
+        pisces(&[
+            "sicheck",
+            "--processes",
+            "2",
+            "--threads",
+            "1",
+            "--write-skew",
+            "--keys",
+            "2",
+            "--pause-us",
+            "50",
+            "--txns",
+            "300",
+            "--isolation",
+            isolation,
+            "--seed",
+            &seed.to_string(),
+        ])
+    };
+    let r = run("si", 0);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let found = (0..5).any(|seed| {
+        let r = run("serializable", seed);
+        assert!(r.code == 0 || r.code == 1, "{}{}", r.stdout, r.stderr);
+        r.code == 1
+    });
+    assert!(
+        found,
+        "serializable must reject write skew between the processes"
+    );
+}

@@ -7,7 +7,7 @@
 use pisces::medium::DramMedium;
 use pisces::{Config, EngineOptions, Pool};
 use pisces_verify::sicheck::{
-    check, Anomaly, History, Isolation, Report, Txn, Workload, WorkloadConfig,
+    check, Anomaly, History, Isolation, Op, Report, Txn, Workload, WorkloadConfig,
 };
 use pisces_verify::sim::{Adversary, SimConfig, SimMedium};
 use std::sync::Arc;
@@ -373,6 +373,139 @@ fn engine_write_skew_workload_shows_write_skew_and_nothing_forbidden() {
         }
     }
     assert!(skews > 0, "no write skew in five runs");
+}
+
+// ------------------------------------------------------------ several processes
+
+/// What a process hands over of its history: every transaction survives its line.
+#[test]
+fn transactions_survive_their_lines() {
+    let txns = [
+        Txn::committed(3).r(1, &[]).a(1, 10).r(1, &[10]),
+        Txn::aborted(0).a(7, 1 << 60),
+        Txn::indeterminate(2).in_epoch(4).r(9, &[1, 2, 3]),
+        Txn::committed(1),
+    ];
+    for t in txns {
+        let line = t.to_line();
+        assert!(!line.contains('\n'), "{line}");
+        assert_eq!(Txn::from_line(&line).unwrap(), t, "{line}");
+    }
+    assert_eq!(
+        Txn::committed(0).r(1, &[5, 6]).a(2, 7).to_line(),
+        "0 0 ok r 1 2 5 6 a 2 7"
+    );
+    for bad in [
+        "",
+        "0",
+        "0 0",
+        "0 0 done",
+        "x 0 ok",
+        "0 0 ok r 1",
+        "0 0 ok r 1 2 5",
+        "0 0 ok a 1",
+        "0 0 ok w 1 2",
+        "0 0 ok a 1 -2",
+    ] {
+        assert!(Txn::from_line(bad).is_err(), "`{bad}` accepted");
+    }
+}
+
+#[test]
+fn merge_keeps_every_transaction_and_numbers_threads_apart() {
+    let a = history([Txn::committed(0).a(1, 1), Txn::committed(1).r(1, &[1])]);
+    let b = history([Txn::aborted(0).a(1, 2), Txn::committed(2).r(1, &[1])]);
+    let c = history([Txn::committed(0).r(1, &[1])]);
+    let m = History::merge([a, b, History::new(), c]);
+    let threads: Vec<usize> = m.txns.iter().map(|t| t.thread).collect();
+    assert_eq!(threads, [0, 1, 2, 4, 5]);
+    assert_eq!(m.txns[2], Txn::aborted(2).a(1, 2));
+    expect_only(&m, &[]);
+}
+
+/// Two workloads of a two-process run on one pool (here two sets of threads of one
+/// process): they never append the same values, they go on with the lists the other
+/// left (the pool says which key of a slot is current), and their merged history,
+/// with a read of every key after both, is clean.
+#[test]
+fn workloads_of_two_processes_share_keys_not_values() {
+    let bad = |processes, process| {
+        Workload::new(WorkloadConfig {
+            processes,
+            process,
+            ..WorkloadConfig::default()
+        })
+        .is_err()
+    };
+    assert!(bad(0, 0) && bad(2, 2) && bad(1 << 17, 0) && !bad(2, 1));
+    let pool = dram_pool(4);
+    let wls: Vec<Workload> = (0..2)
+        .map(|process| {
+            Workload::new(WorkloadConfig {
+                threads: 2,
+                keys: 3,
+                processes: 2,
+                process,
+                seed: 3,
+                ..WorkloadConfig::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    wls[0].setup(&pool).unwrap();
+    // At once (how much they meet is the scheduler's choice), then in turns of ten
+    // transactions (they must meet: each goes on with the lists the other left).
+    let mut parts: Vec<History> = std::thread::scope(|s| {
+        let hs: Vec<_> = wls
+            .iter()
+            .map(|wl| s.spawn(|| wl.run(&pool, 0, 1000, &|| false).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for _ in 0..20 {
+        for (wl, part) in wls.iter().zip(&mut parts) {
+            part.extend(wl.run(&pool, 0, 10, &|| false).unwrap());
+        }
+    }
+    let keys = wls.iter().map(Workload::keys_used).max().unwrap();
+    let last = wls[0].read_keys_below(&pool, 1, keys).unwrap();
+    let values = |h: &History| -> std::collections::BTreeSet<u64> {
+        h.txns
+            .iter()
+            .flat_map(|t| t.appends())
+            .map(|a| a.1)
+            .collect()
+    };
+    assert!(values(&parts[0]).is_disjoint(&values(&parts[1])));
+    // Lists where the values of the two processes alternate (A .. B .. A).
+    let interleaved = last
+        .txns
+        .iter()
+        .flat_map(|t| &t.ops)
+        .filter(|op| match op {
+            Op::Read { list, .. } => {
+                let procs: Vec<usize> = list.iter().map(|v| Workload::process_of(*v)).collect();
+                procs.windows(2).filter(|w| w[0] != w[1]).count() >= 2
+            }
+            Op::Append { .. } => false,
+        })
+        .count();
+    assert!(
+        interleaved >= 5,
+        "{interleaved} lists interleave the processes"
+    );
+    let h = History::merge(parts.into_iter().chain([last]));
+    let r = check(&h);
+    assert_eq!(
+        r.forbidden(Isolation::Snapshot),
+        0,
+        "{}",
+        r.render(Isolation::Snapshot)
+    );
+    assert_eq!(
+        h.count(pisces_verify::sicheck::Outcome::Committed) as u64,
+        2 * 1200 + keys.div_ceil(64)
+    );
 }
 
 // ------------------------------------------------------------ across a crash

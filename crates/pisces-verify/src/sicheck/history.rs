@@ -17,6 +17,11 @@
 //! and [`Outcome::Indeterminate`] (the commit returned, but a crash happened before the
 //! caller could tell whether it was durable: it committed in its epoch's run and after
 //! the recovery it is either wholly present or wholly absent).
+//!
+//! # Several processes
+//! A process records its own history and hands it over as text, one transaction a line
+//! ([`Txn::to_line`], [`Txn::from_line`]); [`History::merge`] joins the histories of
+//! several processes into one, numbering their threads apart.
 
 use std::fmt;
 
@@ -161,13 +166,97 @@ impl Txn {
     }
 }
 
+impl Txn {
+    /// This transaction as one line of text (no newline), read back by
+    /// [`from_line`](Self::from_line): the thread, the epoch, the outcome (`ok`,
+    /// `aborted` or `indeterminate`), then each operation in order, a read as
+    /// `r KEY N V1 .. VN` and an append as `a KEY VALUE`, all separated by spaces.
+    pub fn to_line(&self) -> String {
+        use fmt::Write;
+        let mut s = format!(
+            "{} {} {}",
+            self.thread,
+            self.epoch,
+            outcome_name(self.outcome)
+        );
+        for op in &self.ops {
+            // Writing to a String cannot fail.
+            let _ = match op {
+                Op::Read { key, list } => {
+                    let _ = write!(s, " r {key} {}", list.len());
+                    list.iter().try_for_each(|v| write!(s, " {v}"))
+                }
+                Op::Append { key, value } => write!(s, " a {key} {value}"),
+            };
+        }
+        s
+    }
+
+    /// The transaction a line of [`to_line`](Self::to_line) describes; an error names
+    /// what is wrong with the line.
+    pub fn from_line(line: &str) -> Result<Txn, String> {
+        let mut words = line.split_ascii_whitespace();
+        let mut num = |what: &str| next_number(&mut words, what, line);
+        let thread = usize::try_from(num("a thread")?).map_err(|e| e.to_string())?;
+        let epoch = u32::try_from(num("an epoch")?).map_err(|e| e.to_string())?;
+        let outcome = match words.next() {
+            Some("ok") => Outcome::Committed,
+            Some("aborted") => Outcome::Aborted,
+            Some("indeterminate") => Outcome::Indeterminate,
+            w => return Err(format!("`{}` is not an outcome: `{line}`", w.unwrap_or(""))),
+        };
+        let mut ops = Vec::new();
+        while let Some(kind) = words.next() {
+            let mut num = |what: &str| next_number(&mut words, what, line);
+            match kind {
+                "r" => {
+                    let key = num("a key")?;
+                    let n = num("a list length")?;
+                    let list = (0..n).map(|_| num("a value")).collect::<Result<_, _>>()?;
+                    ops.push(Op::Read { key, list });
+                }
+                "a" => {
+                    let key = num("a key")?;
+                    let value = num("a value")?;
+                    ops.push(Op::Append { key, value });
+                }
+                w => return Err(format!("`{w}` is not an operation: `{line}`")),
+            }
+        }
+        Ok(Txn {
+            thread,
+            epoch,
+            outcome,
+            ops,
+        })
+    }
+}
+
+/// The next word of a line of [`Txn::to_line`] as a number (`what` names it in the
+/// error).
+fn next_number<'a>(
+    words: &mut impl Iterator<Item = &'a str>,
+    what: &str,
+    line: &str,
+) -> Result<u64, String> {
+    let w = words
+        .next()
+        .ok_or_else(|| format!("the line ends where {what} should be: `{line}`"))?;
+    w.parse::<u64>()
+        .map_err(|_| format!("`{w}` is not {what}: `{line}`"))
+}
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Committed => "ok",
+        Outcome::Aborted => "aborted",
+        Outcome::Indeterminate => "indeterminate",
+    }
+}
+
 impl fmt::Display for Txn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let outcome = match self.outcome {
-            Outcome::Committed => "ok",
-            Outcome::Aborted => "aborted",
-            Outcome::Indeterminate => "indeterminate",
-        };
+        let outcome = outcome_name(self.outcome);
         write!(f, "thread {} epoch {} {outcome}: ", self.thread, self.epoch)?;
         for (i, op) in self.ops.iter().enumerate() {
             if i > 0 {
@@ -205,6 +294,30 @@ impl History {
     /// Append every transaction of `other`.
     pub fn extend(&mut self, other: History) {
         self.txns.extend(other.txns);
+    }
+
+    /// One history of the histories of several processes (or any runs that shared a
+    /// pool): their transactions one after another, so every transaction has its own
+    /// id, and their threads numbered apart: the threads of each part follow those of
+    /// the parts before it (a part's thread `t` becomes `t` plus one more than the
+    /// highest thread number of the merged parts before it).
+    pub fn merge(parts: impl IntoIterator<Item = History>) -> History {
+        let mut out = History::new();
+        let mut first_thread = 0;
+        for part in parts {
+            let next = part
+                .txns
+                .iter()
+                .map(|t| first_thread + t.thread + 1)
+                .max()
+                .unwrap_or(first_thread);
+            out.txns.extend(part.txns.into_iter().map(|mut t| {
+                t.thread += first_thread;
+                t
+            }));
+            first_thread = next;
+        }
+        out
     }
 
     /// Transactions that took effect (committed or indeterminate).

@@ -25,6 +25,16 @@
 //! * [`workload`]: the generator and recorder that run list-append transactions on a
 //!   [`Pool`](pisces::Pool) from several threads, and the write-skew workload.
 //!
+//! # Several processes
+//! Processes that open one pool shared each run a [`Workload`] with their own
+//! [`WorkloadConfig::process`]: their values are apart, their keys shared (the pool
+//! says which key of a slot is current). Each records its own history; a process hands
+//! it to another as text ([`Txn::to_line`], [`Txn::from_line`]), and
+//! [`History::merge`] joins them into one history, checked as any other. `pisces
+//! sicheck --processes N` does this with N worker processes, then reads every key once
+//! the last has closed the pool (recorded as after a recovery, so every committed
+//! append must be there).
+//!
 //! # Isolation levels
 //! Snapshot isolation forbids every class except G2-item (write skew: a cycle with two
 //! adjacent anti-dependency edges); serializability forbids that too. See [`anomaly`]

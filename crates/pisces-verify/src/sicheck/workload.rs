@@ -8,6 +8,21 @@
 //! reads stay short and every key's history stays small (Elle does the same). Since a
 //! generated transaction commits at most once, no list ever overflows.
 //!
+//! # Several processes
+//! Processes that open one pool shared run one workload each, configured with
+//! `processes` and their own `process` index (see [`WorkloadConfig::process`]). Their
+//! values are theirs alone: process `p` draws values from `p << 48` up, so the values of
+//! the merged history ([`History::merge`]) are unique. Their keys are shared, and the
+//! pool says which key is current, not a count kept by each process (which would let a
+//! process that runs ahead leave the others behind on keys of their own): slot `s`
+//! holds the keys `s`, `s + slots`, `s + 2 slots`, ... in turn, and a transaction that
+//! reads or appends to slot `s` reads the slot's key it last knew of, in the
+//! transaction, moving on to the next while the list holds `appends_per_key` values.
+//! An append goes to that first list with room, which the same snapshot saw: no list
+//! overflows, and the processes read and append to the same lists at the same time. The
+//! look-up of an append is not recorded (the history shows a blind append, as with one
+//! process); the look-up of a read is the read.
+//!
 //! # Transactions
 //! * Default mix: 1 to `max_ops` micro-operations, each a read of a random slot's key
 //!   or an append to one (half and half).
@@ -53,6 +68,11 @@ pub struct WorkloadConfig {
     pub pause: Duration,
     /// Seeds the generators.
     pub seed: u64,
+    /// Processes running this workload on one pool at once (1 to 65536; above 1 the
+    /// keys are looked up in the pool, see the module docs).
+    pub processes: usize,
+    /// This process's index, `0..processes`: it picks the process's values and seeds.
+    pub process: usize,
     /// Options of the workload's transactions (e.g. an isolation level; `read_all`
     /// keeps the defaults).
     pub tx_options: pisces::TxOptions,
@@ -68,6 +88,8 @@ impl Default for WorkloadConfig {
             write_skew: false,
             pause: Duration::from_micros(20),
             seed: 0,
+            processes: 1,
+            process: 0,
             tx_options: pisces::TxOptions::default(),
         }
     }
@@ -79,6 +101,10 @@ enum Planned {
     Read(Key),
     Append(Key),
     Pause,
+    /// Several processes: read the current key of this slot.
+    ReadSlot(usize),
+    /// Several processes: append to the current key of this slot.
+    AppendSlot(usize),
 }
 
 /// The active key slots.
@@ -122,6 +148,9 @@ impl KeySpace {
     }
 }
 
+/// The shift of a process index in the values it appends (each process has 2^48).
+const PROCESS_VALUE_SHIFT: u32 = 48;
+
 /// A list-append workload (see the module docs). Its key space and value counter
 /// persist across [`run`](Self::run) calls, so one workload can continue on a
 /// recovered pool.
@@ -130,6 +159,9 @@ pub struct Workload {
     cfg: WorkloadConfig,
     keys: Mutex<KeySpace>,
     next_value: AtomicU64,
+    /// Several processes: per slot, the generation of its key last seen (its key is
+    /// `generation * slots + slot`).
+    generations: Vec<AtomicU64>,
 }
 
 impl Workload {
@@ -150,17 +182,38 @@ impl Workload {
                 "appends_per_key must be between 1 and {LIST_CAPACITY}"
             ));
         }
+        if cfg.processes == 0 || cfg.processes > 1 << 16 {
+            return bad("processes must be between 1 and 65536".into());
+        }
+        if cfg.process >= cfg.processes {
+            return bad(format!(
+                "process {} is not one of the {} processes",
+                cfg.process, cfg.processes
+            ));
+        }
         let slots = if cfg.write_skew {
             cfg.keys.max(2).next_multiple_of(2)
         } else {
             cfg.keys
         };
         let per_key = cfg.appends_per_key;
+        let first_value = ((cfg.process as u64) << PROCESS_VALUE_SHIFT) + 1;
+        let generations = if cfg.processes > 1 {
+            (0..slots).map(|_| AtomicU64::new(0)).collect()
+        } else {
+            Vec::new()
+        };
         Ok(Workload {
             cfg,
             keys: Mutex::new(KeySpace::new(slots, per_key)),
-            next_value: AtomicU64::new(1),
+            next_value: AtomicU64::new(first_value),
+            generations,
         })
+    }
+
+    /// The process (its [`WorkloadConfig::process`]) whose workload appended `value`.
+    pub fn process_of(value: Value) -> usize {
+        (value >> PROCESS_VALUE_SHIFT) as usize
     }
 
     /// The parameters.
@@ -168,9 +221,46 @@ impl Workload {
         &self.cfg
     }
 
-    /// Key ids handed out so far (keys `0..keys_used()`).
+    /// Key ids handed out so far (keys `0..keys_used()`). With several processes: the
+    /// keys up to the newest generation this process looked up; the most over all the
+    /// processes covers every key used.
     pub fn keys_used(&self) -> u64 {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner()).next_key
+        let next_key = self.keys.lock().unwrap_or_else(|e| e.into_inner()).next_key;
+        let slots = self.generations.len() as u64;
+        match self
+            .generations
+            .iter()
+            .map(|g| g.load(Ordering::Relaxed))
+            .max()
+        {
+            Some(g) => ((g + 1) * slots).min(MAX_KEYS),
+            None => next_key,
+        }
+    }
+
+    /// Several processes: the current key of `slot` in `tx`'s snapshot and its list:
+    /// the first of the slot's keys from the one last seen whose list has room.
+    fn slot_key(&self, store: &Store, tx: &Tx<'_>, slot: usize) -> Result<(Key, Vec<Value>)> {
+        let slots = self.generations.len() as u64;
+        let generation = &self.generations[slot];
+        loop {
+            let g = generation.load(Ordering::Relaxed);
+            let key = g * slots + slot as u64;
+            if key >= MAX_KEYS {
+                return Err(Error::InvalidConfig(
+                    format!(
+                        "the workload used all {MAX_KEYS} keys of the list store; run fewer \
+                         transactions or allow more appends per key"
+                    )
+                    .into(),
+                ));
+            }
+            let list = store.read(tx, key)?;
+            if list.len() < self.cfg.appends_per_key {
+                return Ok((key, list));
+            }
+            generation.fetch_max(g + 1, Ordering::Relaxed);
+        }
     }
 
     /// Create the (empty) store on a fresh pool.
@@ -179,6 +269,9 @@ impl Workload {
     }
 
     fn plan(&self, rng: &mut StdRng) -> Result<Vec<Planned>> {
+        if !self.generations.is_empty() {
+            return Ok(self.plan_slots(rng));
+        }
         let mut ks = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         let n = ks.slots.len();
         if self.cfg.write_skew {
@@ -206,12 +299,52 @@ impl Workload {
         Ok(plan)
     }
 
+    /// [`Self::plan`] of several processes: slots, their keys looked up as the
+    /// transaction runs.
+    fn plan_slots(&self, rng: &mut StdRng) -> Vec<Planned> {
+        let n = self.generations.len();
+        if self.cfg.write_skew {
+            let pair = rng.gen_range(0..n / 2);
+            let side = rng.gen_range(0..2);
+            return vec![
+                Planned::ReadSlot(2 * pair),
+                Planned::ReadSlot(2 * pair + 1),
+                Planned::Pause,
+                Planned::AppendSlot(2 * pair + side),
+            ];
+        }
+        let ops = rng.gen_range(1..=self.cfg.max_ops);
+        (0..ops)
+            .map(|_| {
+                let slot = rng.gen_range(0..n);
+                if rng.gen_bool(0.5) {
+                    Planned::ReadSlot(slot)
+                } else {
+                    Planned::AppendSlot(slot)
+                }
+            })
+            .collect()
+    }
+
     /// [`Self::execute`] of a plan of reads only, through a snapshot's `&Tx`.
-    fn read_keys(store: &Store, tx: &Tx<'_>, plan: &[Planned], ops: &mut Vec<Op>) -> Result<()> {
+    fn read_keys(
+        &self,
+        store: &Store,
+        tx: &Tx<'_>,
+        plan: &[Planned],
+        ops: &mut Vec<Op>,
+    ) -> Result<()> {
         for p in plan {
-            if let Planned::Read(key) = *p {
-                let list = store.read(tx, key)?;
-                ops.push(Op::Read { key, list });
+            match *p {
+                Planned::Read(key) => {
+                    let list = store.read(tx, key)?;
+                    ops.push(Op::Read { key, list });
+                }
+                Planned::ReadSlot(slot) => {
+                    let (key, list) = self.slot_key(store, tx, slot)?;
+                    ops.push(Op::Read { key, list });
+                }
+                Planned::Append(_) | Planned::AppendSlot(_) | Planned::Pause => {}
             }
         }
         Ok(())
@@ -226,7 +359,15 @@ impl Workload {
     ) -> Result<()> {
         for p in plan {
             match *p {
-                Planned::Read(_) => Self::read_keys(store, tx, std::slice::from_ref(p), ops)?,
+                Planned::Read(_) | Planned::ReadSlot(_) => {
+                    self.read_keys(store, tx, std::slice::from_ref(p), ops)?
+                }
+                Planned::AppendSlot(slot) => {
+                    let (key, _) = self.slot_key(store, tx, slot)?;
+                    let value: Value = self.next_value.fetch_add(1, Ordering::Relaxed);
+                    ops.push(Op::Append { key, value });
+                    store.append(tx, key, value)?;
+                }
                 Planned::Append(key) => {
                     let value: Value = self.next_value.fetch_add(1, Ordering::Relaxed);
                     // Recorded before it is tried: if the attempt aborts, the value is
@@ -292,7 +433,8 @@ impl Workload {
         let mut h = pool.handle()?;
         let seed = self.cfg.seed
             ^ (u64::from(epoch) << 48)
-            ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (self.cfg.process as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let mut rng = StdRng::seed_from_u64(seed);
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
@@ -303,11 +445,13 @@ impl Workload {
             let mut attempts: Vec<Vec<Op>> = Vec::new();
             // A plan of reads only runs as a snapshot (`ThreadHandle::read`), the path
             // of read-only transactions, unless the run asks for an isolation level.
-            let reads_only = plan.iter().all(|p| matches!(p, Planned::Read(_)));
+            let reads_only = plan
+                .iter()
+                .all(|p| matches!(p, Planned::Read(_) | Planned::ReadSlot(_)));
             let r = if reads_only && self.cfg.tx_options.isolation.is_none() {
                 h.read(|tx| {
                     let mut ops = Vec::with_capacity(plan.len());
-                    let r = Self::read_keys(store, tx, &plan, &mut ops);
+                    let r = self.read_keys(store, tx, &plan, &mut ops);
                     attempts.push(ops);
                     r
                 })
@@ -351,9 +495,14 @@ impl Workload {
     /// Read every key used so far, in read-only transactions of 64 keys each, recorded
     /// as thread `threads` (one past the workload's threads) in epoch `epoch`.
     pub fn read_all(&self, pool: &Pool, epoch: u32) -> Result<History> {
+        self.read_keys_below(pool, epoch, self.keys_used())
+    }
+
+    /// [`Self::read_all`] of keys `0..keys` (e.g. the most keys any of several
+    /// processes used).
+    pub fn read_keys_below(&self, pool: &Pool, epoch: u32, keys: u64) -> Result<History> {
         const BATCH: u64 = 64;
         let store = Store::open(pool)?;
-        let keys = self.keys_used();
         let mut h = pool.handle()?;
         let mut out = History::new();
         let mut first = 0;
