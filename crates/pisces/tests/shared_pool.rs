@@ -196,6 +196,9 @@ fn worker_process() {
     if let Ok(what) = std::env::var(WORKER_HOLDS) {
         hold_and_wait(&pool, &what);
     }
+    if std::env::var(WORKER_LOOPS).is_ok() {
+        return transfer_until_told(pool);
+    }
     if std::env::var(WORKER_WAITS).is_ok() {
         transfers(&pool, std::process::id() as u64, 100);
         println!("transferred");
@@ -353,6 +356,158 @@ fn a_process_killed_in_a_snapshot_stops_the_others() {
     assert!(
         count >= 50,
         "the worker's transfers and the survivor's: {count}"
+    );
+}
+
+/// The environment variable that makes `worker_process` run [`transfer_until_told`].
+const WORKER_LOOPS: &str = "PISCES_SHARED_POOL_WORKER_LOOPS";
+
+/// A worker of the kill loop: transfers one at a time, saying "ok" on stdout after each
+/// one that committed (an acknowledged transfer), until its stdin closes (then it
+/// closes the pool) or a transfer fails with `PeerDied` (it says "stopped" and closes
+/// the pool). Any other error fails the worker.
+fn transfer_until_told(pool: Pool) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let told = Arc::new(AtomicBool::new(false));
+    let t = told.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        t.store(true, Relaxed);
+    });
+    let root: PPtr<Bank> = pool.root().unwrap();
+    let mut h = pool.handle().unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut x = std::process::id() as u64 | 1;
+    while !told.load(Relaxed) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (from, to) = ((x % 16) as usize, ((x >> 8) % 16) as usize);
+        let r = h.run(|tx| {
+            let a = tx.write(root)?;
+            if a[from] > 0 {
+                a[from] -= 1;
+                a[to] += 1;
+            }
+            a[ACCOUNTS] += 1;
+            Ok(())
+        });
+        match r {
+            Ok(()) => writeln!(out, "ok").unwrap(),
+            Err(Error::PeerDied(_)) => {
+                writeln!(out, "stopped").unwrap();
+                break;
+            }
+            Err(e) => panic!("a transfer failed: {e}"),
+        }
+        out.flush().unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// Rounds of the kill loop (`PISCES_KILL_ROUNDS` overrides: the long run is a command
+/// of the design note).
+fn kill_rounds() -> usize {
+    std::env::var("PISCES_KILL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// The kill loop: in each round four processes move money on one pool, one of them is
+/// `SIGKILL`ed 10 to 300 ms after they all attached, and the others either see the
+/// pool stopped (`PeerDied`: the dead one held something they waited for) or go on
+/// until told to close. No survivor may hang; after every round, an exclusive open
+/// finds the total kept and every acknowledged transfer there (plus at most the one
+/// the killed process had committed without saying so).
+#[test]
+fn processes_killed_at_random_lose_nothing_acknowledged() {
+    use rand::Rng;
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    create_bank(&p);
+    let mut rng = rand::thread_rng();
+    let (mut acked_total, mut stopped_rounds) = (0u64, 0usize);
+    for round in 0..kill_rounds() {
+        let acked = Arc::new(AtomicU64::new(0));
+        let mut workers = Vec::new();
+        let mut readers = Vec::new();
+        let (attached_tx, attached_rx) = std::sync::mpsc::channel();
+        for _ in 0..4 {
+            let mut w = worker(&p)
+                .env(WORKER_LOOPS, "1")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = std::io::BufReader::new(w.stdout.take().unwrap());
+            let (acked, attached) = (acked.clone(), attached_tx.clone());
+            readers.push(std::thread::spawn(move || {
+                let mut stopped = false;
+                for l in out.lines().map_while(|l| l.ok()) {
+                    match l.as_str() {
+                        "ok" => {
+                            if acked.fetch_add(1, Relaxed) == 0 {
+                                let _ = attached.send(());
+                            }
+                        }
+                        "stopped" => stopped = true,
+                        _ => {}
+                    }
+                }
+                stopped
+            }));
+            workers.push(w);
+        }
+        attached_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("no worker committed a transfer");
+        std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(10..=300)));
+        let victim = rng.gen_range(0..workers.len());
+        workers[victim].kill().unwrap();
+        workers[victim].wait().unwrap();
+        // The others close when told (those stopped have closed already).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for w in &mut workers {
+            drop(w.stdin.take());
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        for (i, w) in workers.iter_mut().enumerate().filter(|&(i, _)| i != victim) {
+            loop {
+                if let Some(status) = w.try_wait().unwrap() {
+                    assert!(status.success(), "round {round}: worker {i} failed");
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: a survivor hung"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        let stopped = readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .filter(|&s| s)
+            .count();
+        stopped_rounds += usize::from(stopped > 0);
+        acked_total += acked.load(Relaxed);
+        let pool = Pool::open(&p, cfg()).unwrap();
+        let (total, count) = audit(&pool);
+        assert_eq!(total, TOTAL, "round {round}: the total");
+        assert!(
+            (acked_total..=acked_total + 1).contains(&count),
+            "round {round}: {count} transfers in the pool, {acked_total} acknowledged"
+        );
+        // What the killed process committed without saying so counts from now on.
+        acked_total = count;
+    }
+    eprintln!(
+        "{} rounds, {stopped_rounds} of them stopped by the killed process, {acked_total} transfers",
+        kill_rounds()
     );
 }
 

@@ -56,6 +56,24 @@
 //! A run grows to at most [`MAX_UNFENCED`](crate::engine::kit::log::redo_log::MAX_UNFENCED)
 //! records before the thread fences; a commit with durability on return ends it with
 //! its own fence.
+//!
+//! # Processes that die
+//! On a pool shared by several processes a thread may wait for a slot of a process that
+//! was killed: its lock words, its clock (a grace period), its record's critical section
+//! (a reader's visibility check), the watermark its bounds hold (log space), or the lock
+//! of an uncommitted attempt (a write retries). Each such wait asks, once it has lasted
+//! [`PEER_CHECK`](crate::peers::PEER_CHECK), whether the slot's process is alive, and a
+//! dead one *stops* the pool (`crate::peers`): the wait unwinds out to the entry point
+//! of this state that it ran in. On a shared pool every entry point that may wait runs
+//! through [`PiscesThread::guarded`], which catches that, abandons the state (forgets
+//! its attempt without rolling it back: an attempt whose commit had begun may already be
+//! read by other processes, and the next open recovers the pool as after a crash) and
+//! fails with [`Error::PeerDied`]; so do all later calls, and every write-back in any
+//! process of the pool (`PiscesShared::refuse_if_stopped`: a write-back abandoned half
+//! done must not be done twice). A snapshot's begin and end wait for nothing: a
+//! read-only snapshot may still complete on a stopped pool, from the committed state,
+//! unless it reads an object whose writer died in its critical section. A state of a
+//! pool of one process takes none of these paths (one test of `shared` per entry point).
 
 use super::attempt::{Attempt, AttemptId};
 use super::batch::{batch_limit, Committed, RETIRED_BEFORE_RECLAIM};
