@@ -450,7 +450,8 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
                 for l in out.lines().map_while(|l| l.ok()) {
                     match l.as_str() {
                         "ok" => {
-                            if acked.fetch_add(1, Relaxed) == 0 {
+                            let first = acked.fetch_add(1, Relaxed) == 0;
+                            if first {
                                 let _ = attached.send(());
                             }
                         }
