@@ -75,13 +75,17 @@ mod testutil;
 // recovery measurements' child process.
 pub use cli::args::{parse_seconds, BenchArgs};
 pub use cli::run::run;
+pub use measure::processes::{process_worker, PROCESS_WORKER};
 pub use recovery::child::{recovery_child, RECOVERY_CHILD};
 
 // The probes (`probes/`): one measurement, a data set driven by hand, a crash image.
 pub use engines::{Engine, EngineSpec};
 pub use measure::pin::Placement;
+pub use measure::processes::measure_processes_at;
 pub use measure::{measure, Spec};
 pub use recovery::{crash_image, crash_image_of, RecoveryWorkload, ReplayFill};
+pub use workloads::anchor::Anchor;
 pub use workloads::capi::CapiHashBench;
+pub use workloads::hash::HashTable;
 pub use workloads::kinds::DataKind;
 pub use workloads::{DataSet, OpRng, Sizes};

@@ -356,6 +356,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         waits_outside: false,
                                         disk: s.disk.clone(),
                                         deferred: s.deferred,
+                                        processes: 1,
                                     };
                                     // The sweep's control, next to the measurement it
                                     // controls (same load on the machine).
