@@ -6,7 +6,7 @@
 
 use crate::cli::args::Settings;
 use crate::engines::{Engine, EngineSpec, DRAM_SUFFIX};
-use crate::measure::Spec;
+use crate::measure::{processes, Spec};
 use crate::workloads::bulk::{BULK_KEYS, BULK_UPDATE_PCT};
 use crate::workloads::kinds::DataKind;
 use crate::workloads::select::{
@@ -258,6 +258,47 @@ fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
     }
 }
 
+/// True for the workloads measured with several processes too (`--processes`): their
+/// data sets are found again from the pool's root.
+fn shares(w: WorkloadKind) -> bool {
+    matches!(
+        w,
+        WorkloadKind::Hash | WorkloadKind::Set | WorkloadKind::TreeSet
+    )
+}
+
+/// `specs` without the measurements of several processes whose engine cannot share a
+/// pool, with a note for each such engine configuration: `refusal` says why (the
+/// library's reason, [`processes::sharing_refusal`]); it is asked once per
+/// configuration.
+pub fn without_refused(
+    specs: Vec<Spec>,
+    notes: &mut Vec<String>,
+    refusal: impl Fn(&EngineSpec) -> Option<String>,
+) -> Vec<Spec> {
+    let mut asked: Vec<(String, Option<String>)> = Vec::new();
+    specs
+        .into_iter()
+        .filter(|spec| {
+            if spec.processes < 2 {
+                return true;
+            }
+            let label = &spec.engine.label;
+            if let Some((_, why)) = asked.iter().find(|(l, _)| l == label) {
+                return why.is_none();
+            }
+            let why = refusal(&spec.engine);
+            if let Some(w) = &why {
+                notes.push(format!(
+                    "{label} skipped (several processes on one pool: {w})"
+                ));
+            }
+            asked.push((label.clone(), why.clone()));
+            why.is_none()
+        })
+        .collect()
+}
+
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
@@ -274,6 +315,8 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     }
     let mut unemulated_skipped = Vec::new();
     let mut eadr_skipped = Vec::new();
+    let multi: Vec<usize> = s.processes.iter().copied().filter(|&n| n > 1).collect();
+    let mut one_process_noted: Vec<WorkloadKind> = Vec::new();
     for &w in &s.workloads {
         let needs_writers = matches!(
             w,
@@ -319,8 +362,23 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                     p.name
                 ));
             }
+            // The measurements with several processes of this part, if any.
+            let shared_part = !multi.is_empty() && shares(w);
+            let in_process = !shared_part || s.processes.contains(&1);
+            if !multi.is_empty() && !shares(w) && !one_process_noted.contains(&w) {
+                one_process_noted.push(w);
+                notes.push(format!(
+                    "{}: runs in one process only (--processes applies to hash, set and \
+                     tree-set)",
+                    w.name()
+                ));
+            }
             for &update_pct in &p.mixes {
                 for &nvm_latency_ns in &p.latencies {
+                    // This configuration's measurements, in the order of their worker
+                    // counts (each measurement with several processes right after the
+                    // one of as many threads in one process).
+                    let mut group: Vec<Spec> = Vec::new();
                     for &t in &p.threads {
                         for e in &p.engines {
                             if s.disk.is_some() && nvm_latency_ns > 0 {
@@ -382,13 +440,41 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         disk: None,
                                         ..spec.clone()
                                     });
-                                    specs.push(spec);
-                                    specs.extend(control);
-                                    specs.extend(dram);
+                                    if shared_part {
+                                        for &n in &multi {
+                                            if spec.engine.engine.peer().is_some() {
+                                                let note = format!(
+                                                    "{}: {} runs in one process only (a \
+                                                     key-value store on its own files)",
+                                                    p.name, spec.engine.label
+                                                );
+                                                if !notes.contains(&note) {
+                                                    notes.push(note);
+                                                }
+                                                continue;
+                                            }
+                                            group.push(Spec {
+                                                engine: spec.engine.relabelled(processes::label(
+                                                    &spec.engine.label,
+                                                    n,
+                                                )),
+                                                processes: n,
+                                                ..spec.clone()
+                                            });
+                                        }
+                                    }
+                                    if in_process {
+                                        group.push(spec);
+                                        group.extend(control);
+                                        group.extend(dram);
+                                    }
                                 }
                             }
                         }
                     }
+                    // Stable: engines, then one process before several.
+                    group.sort_by_key(|x| (x.threads * x.processes, x.processes > 1));
+                    specs.extend(group);
                 }
             }
         }
