@@ -502,6 +502,119 @@ mod tests {
     use crate::cli::args::tests::parse;
     use crate::workloads::Sizes;
 
+    /// `--processes 1,2`: the workloads that share get a measurement of 2 processes
+    /// of each thread count, labelled apart and placed right after the measurement of
+    /// as many threads in one process; the others run in one process with a note, as
+    /// do the peers; without 1 only the measurements of several processes run there.
+    #[test]
+    fn processes_are_measured_beside_as_many_threads() {
+        let s = parse(&[
+            "--engines",
+            "pisces,undo,redb",
+            "--workloads",
+            "hash,btree",
+            "--update-pct",
+            "20",
+            "--threads",
+            "1,2",
+            "--processes",
+            "2,1",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.processes, [1, 2]);
+        let (specs, notes) = plan(&s);
+        let hash: Vec<(String, usize, usize)> = specs
+            .iter()
+            .filter(|x| x.workload == "hash")
+            .map(|x| (x.engine.label.clone(), x.threads, x.processes))
+            .collect();
+        let want: Vec<(String, usize, usize)> = [
+            ("pisces", 1, 1),
+            ("undo", 1, 1),
+            ("redb", 1, 1),
+            ("pisces", 2, 1),
+            ("undo", 2, 1),
+            ("redb", 2, 1),
+            ("pisces@2proc", 1, 2),
+            ("undo@2proc", 1, 2),
+            ("pisces@2proc", 2, 2),
+            ("undo@2proc", 2, 2),
+        ]
+        .iter()
+        .map(|&(e, t, p)| (e.to_string(), t, p))
+        .collect();
+        assert_eq!(hash, want);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "btree")
+            .all(|x| x.processes == 1));
+        let notes = plan_notes(notes);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("btree: runs in one process only")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("hash: redb runs in one process only")),
+            "{notes:?}"
+        );
+        // Without 1: only the measurements of several processes, where they apply.
+        let s = parse(&[
+            "--engines",
+            "pisces",
+            "--workloads",
+            "hash,btree",
+            "--processes",
+            "2",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        assert!(specs
+            .iter()
+            .all(|x| (x.workload == "hash") == (x.processes == 2)));
+        assert!(parse(&["--processes", "0"]).is_err());
+        assert!(parse(&["--processes", "2", "--dir", "d"]).is_err());
+    }
+
+    /// An engine that cannot share a pool loses its measurements of several processes
+    /// (asked once per configuration), with the reason in a note; the rest stay.
+    #[test]
+    fn refused_engines_are_skipped_with_their_reason() {
+        let s = parse(&[
+            "--engines",
+            "pisces,undo",
+            "--workloads",
+            "hash",
+            "--processes",
+            "1,2",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        let n = specs.len();
+        let mut notes = Vec::new();
+        let asked = std::cell::Cell::new(0);
+        let kept = without_refused(specs, &mut notes, |e| {
+            asked.set(asked.get() + 1);
+            (e.engine == Engine::UNDO).then(|| "no sharing here".to_string())
+        });
+        assert_eq!(asked.get(), 2, "once per configuration");
+        assert!(kept.iter().all(|x| x.engine.label != "undo@2proc"));
+        assert!(kept.iter().any(|x| x.engine.label == "undo"));
+        assert!(kept.iter().any(|x| x.engine.label == "pisces@2proc"));
+        // 3 mixes x 2 thread counts of undo@2proc.
+        assert_eq!(kept.len(), n - 6);
+        assert_eq!(
+            notes,
+            ["undo@2proc skipped (several processes on one pool: no sharing here)"]
+        );
+    }
+
     /// `notes` without the note that this build lacks an engine (present exactly when
     /// it does).
     fn plan_notes(notes: Vec<String>) -> Vec<String> {

@@ -180,7 +180,7 @@ mod tests {
             ..Sizes::QUICK
         };
         for kind in [DataKind::Hash, DataKind::Set(200), DataKind::TreeSet(200)] {
-            let (pool, _dir) = file_pool(Engine::PISCES, 32 << 20, 2);
+            let (pool, dir) = file_pool(Engine::PISCES, 32 << 20, 2);
             let built = kind.build(&pool, &sizes, 1, 3).unwrap();
             let a = built
                 .anchor()
@@ -192,6 +192,15 @@ mod tests {
                 "{kind:?}: nothing published yet"
             );
             a.publish(&pool).unwrap();
+            // Another process's view: the pool closed and opened again, nothing of the
+            // built data set kept.
+            drop(built);
+            drop(pool);
+            let pool = Pool::open(
+                dir.path().join("w.pool"),
+                Engine::PISCES.config(32 << 20, 2),
+            )
+            .unwrap();
             let seen = kind.attach(&pool).unwrap();
             assert_eq!(seen.anchor(), Some(a), "{kind:?}");
             // Another kind's view of it is refused.
