@@ -1,4 +1,6 @@
 //! One measurement: a fresh pool, a preload, `T` worker threads for `S` seconds.
+//! (With `--processes`, `P` worker processes of `T` threads each on one shared pool:
+//! [`processes`], whose workers run the same loop, [`Workers::run`].)
 //!
 //! A peer ([`crate::peers`]) gets a fresh directory instead of a pool, with its store
 //! in it, and the same workers (an operation is one transaction of the store; its

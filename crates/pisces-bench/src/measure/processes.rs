@@ -525,16 +525,22 @@ impl Children {
             c.inputs.push(child.stdin.take());
             c.procs.push(child);
             let tx = tx.clone();
+            // Standard error on a thread of its own, so that a worker that writes much
+            // there never waits for the reader of its output.
+            let errors = std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(e) = err.as_mut() {
+                    let _ = e.read_to_string(&mut text);
+                }
+                text
+            });
             std::thread::spawn(move || {
                 if let Some(out) = out {
                     for line in BufReader::new(out).lines().map_while(Result::ok) {
                         let _ = tx.send((i, Said::Line(line)));
                     }
                 }
-                let mut text = String::new();
-                if let Some(e) = err.as_mut() {
-                    let _ = e.read_to_string(&mut text);
-                }
+                let text = errors.join().unwrap_or_default();
                 let _ = tx.send((i, Said::End(text)));
             });
         }
