@@ -72,7 +72,7 @@ pub struct Spec {
     pub workload: String,
     /// The data structure.
     pub data: DataKind,
-    /// Worker threads.
+    /// Worker threads (of each process: see `processes`).
     pub threads: usize,
     /// Percentage of update transactions (0..=100).
     pub update_pct: u32,
