@@ -96,6 +96,7 @@ fn main() {
                 nvm_latency_ns: 0,
                 disk: None,
                 deferred: false,
+                processes: 1,
             };
             let mut m: [Vec<f64>; 6] = Default::default();
             for run in 0..runs {

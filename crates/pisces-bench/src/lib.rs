@@ -36,15 +36,18 @@
 //! 1. `workloads`: what a measurement runs. `mod.rs`: the [`DataSet`] trait, the
 //!    [`Sizes`], the preload helpers; the data sets on top of it (`hash`, `btree`,
 //!    `set` and `tree_set`, `ycsb`, `hot`, `capi`: the hash table driven through the C
-//!    interface, `oltp::{tpcc, tatp}`); `kinds`: [`DataKind`], naming, sizing and
-//!    building them. `select` (what `--workloads` selects, the workloads' names in
+//!    interface, `oltp::{tpcc, tatp}`); `anchor`: where a data set is, in its pool's
+//!    root, for a process that has only the pool; `kinds`: [`DataKind`], naming,
+//!    sizing, building and attaching them. `select` (what `--workloads` selects, the workloads' names in
 //!    reports) depends on nothing of the crate.
 //! 2. `peers`: redb, LMDB and canopydb, and the key-value data sets on them.
 //! 3. `engines`: the engines under test ([`Engine`], [`EngineSpec`]): the one module
 //!    naming engine ids, engine options and configuration labels.
 //! 4. `measure`: one measurement ([`measure()`]); below it `timing` (the clock, and
 //!    which transactions are timed), `pin` (where workers run) and `signal` (stopping
-//!    on a signal), which depend on nothing of the crate.
+//!    on a signal), which depend on nothing of the crate; `processes` (a measurement
+//!    whose workers run in several processes on one shared pool, `--processes`, and
+//!    the worker process) on top of `mod.rs`.
 //! 5. `report`: `table` (the text table, a leaf); `mod.rs`: CSV rows, medians, ratios;
 //!    `tables`, `hot_table`, `targets` and `plot` (SVG) on top of both; `markdown` (a
 //!    run as Markdown: the facts, the tables, the targets, the plots) on top of those.
@@ -75,13 +78,17 @@ mod testutil;
 // recovery measurements' child process.
 pub use cli::args::{parse_seconds, BenchArgs};
 pub use cli::run::run;
+pub use measure::processes::{process_worker, PROCESS_WORKER};
 pub use recovery::child::{recovery_child, RECOVERY_CHILD};
 
 // The probes (`probes/`): one measurement, a data set driven by hand, a crash image.
 pub use engines::{Engine, EngineSpec};
 pub use measure::pin::Placement;
+pub use measure::processes::measure_processes_at;
 pub use measure::{measure, Spec};
 pub use recovery::{crash_image, crash_image_of, RecoveryWorkload, ReplayFill};
+pub use workloads::anchor::Anchor;
 pub use workloads::capi::CapiHashBench;
+pub use workloads::hash::HashTable;
 pub use workloads::kinds::DataKind;
 pub use workloads::{DataSet, OpRng, Sizes};

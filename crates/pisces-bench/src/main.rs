@@ -58,12 +58,22 @@ enum Command {
         #[arg(allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Internal: one worker process of a measurement with several processes (`--processes`):
+    /// opens the pool shared, runs its worker threads between `go` and `stop` on its
+    /// standard input, prints its counts.
+    #[command(name = pisces_bench::PROCESS_WORKER, hide = true)]
+    ProcessWorker {
+        /// KEY=VALUE settings from the parent.
+        #[arg(allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::RecoveryChild { args }) => pisces_bench::recovery_child(args),
+        Some(Command::ProcessWorker { args }) => pisces_bench::process_worker(args),
         None => {
             let title = if cli.bench.is_main_job() {
                 MAIN_JOB_TITLE

@@ -141,7 +141,24 @@ Worker thread i is pinned to the i-th CPU of the process's affinity mask, round-
 unless --no-pin is given; with --dir the scheduler places them unless --pin is given (a \
 durable commit sleeps until the device's completion interrupt wakes it, and a thread \
 pinned away from the CPU that takes the interrupt waits for a cross-CPU wake-up at \
-every sync; unpinned, the scheduler moves it there).")]
+every sync; unpinned, the scheduler moves it there).\n\n\
+--processes 1,2 runs the hash, set and tree-set workloads also with their workers in \
+several processes on one pool: for N above 1 the harness creates the pool exclusively \
+under /dev/shm (DRAM medium, fixed size), preloads it, writes where the data set is \
+into the pool's root object and closes it; then it opens the pool shared and starts N \
+worker processes (this program again), each of which opens the pool shared, finds the \
+data set from the pool's root, starts its --threads worker threads (pinned as the \
+threads of one process would be: worker i of the measurement to the i-th CPU) and waits; \
+all start together, run for --seconds, and report their counts, which are summed into \
+one row as the threads of one process are. Rows are labelled <engine>@<N>proc and their \
+threads column counts every worker thread of every process, so pisces@2proc at 2 \
+threads (2 processes x 1 thread) sits beside pisces at 2 threads (1 process x 2 \
+threads), and a table gives N processes over the same number of threads in one process \
+(goal: 2 processes at least 0.9x 2 threads on the hash table at 20 % updates and on \
+read-only lookups). Only the engines that can share a pool run there (pisces and \
+volatile); the others are skipped with the library's reason. Without 1 in the list only \
+the measurements with several processes run for those workloads; the other workloads \
+run in one process.")]
 pub struct BenchArgs {
     /// Scaled-down data sets and short runs (the default).
     #[arg(long, conflicts_with = "full")]
@@ -167,6 +184,13 @@ pub struct BenchArgs {
     /// Worker-thread counts, comma-separated [default: 1,2].
     #[arg(long, value_delimiter = ',', value_parser = parse_threads)]
     pub threads: Option<Vec<usize>>,
+    /// Processes the workers of a measurement run in, comma-separated [default: 1]. 1:
+    /// this process, its worker threads on a pool it opens alone; N above 1: N worker
+    /// processes of --threads threads each on one pool they all open shared (rows
+    /// labelled <engine>@<N>proc; their threads column counts the threads of every
+    /// process); see below.
+    #[arg(long, value_delimiter = ',', value_parser = parse_processes, conflicts_with = "dir")]
+    pub processes: Option<Vec<usize>>,
     /// Percentages of update transactions, comma-separated [default: see below].
     #[arg(long = "update-pct", value_delimiter = ',', value_parser = parse_pct)]
     pub update_pct: Option<Vec<u32>>,
@@ -311,6 +335,13 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
+fn parse_processes(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=16).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a process count (1 to 16)")),
+    }
+}
+
 fn parse_pct(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(n) if n <= 100 => Ok(n),
@@ -360,8 +391,10 @@ pub struct Settings {
     pub engines: Vec<Engine>,
     /// Workloads, in the order given.
     pub workloads: Vec<WorkloadKind>,
-    /// Thread counts, ascending.
+    /// Thread counts, ascending (per process).
     pub threads: Vec<usize>,
+    /// Process counts, ascending (`--processes`; 1: the harness's own process).
+    pub processes: Vec<usize>,
     /// Update mixes of hash.
     pub mixes: Vec<u32>,
     /// Update mixes of btree.
@@ -504,6 +537,7 @@ impl BenchArgs {
                 &select::QUICK
             })),
             threads,
+            processes: dedup_sorted(self.processes.as_deref().unwrap_or(&[1])),
             btree_mixes: explicit_mixes
                 .clone()
                 .unwrap_or_else(|| default_btree_mixes.to_vec()),

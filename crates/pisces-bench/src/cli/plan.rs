@@ -6,7 +6,7 @@
 
 use crate::cli::args::Settings;
 use crate::engines::{Engine, EngineSpec, DRAM_SUFFIX};
-use crate::measure::Spec;
+use crate::measure::{processes, Spec};
 use crate::workloads::bulk::{BULK_KEYS, BULK_UPDATE_PCT};
 use crate::workloads::kinds::DataKind;
 use crate::workloads::select::{
@@ -258,6 +258,47 @@ fn with_engine_options(s: &Settings, e: EngineSpec) -> EngineSpec {
     }
 }
 
+/// True for the workloads measured with several processes too (`--processes`): their
+/// data sets are found again from the pool's root.
+fn shares(w: WorkloadKind) -> bool {
+    matches!(
+        w,
+        WorkloadKind::Hash | WorkloadKind::Set | WorkloadKind::TreeSet
+    )
+}
+
+/// `specs` without the measurements of several processes whose engine cannot share a
+/// pool, with a note for each such engine configuration: `refusal` says why (the
+/// library's reason, [`processes::sharing_refusal`]); it is asked once per
+/// configuration.
+pub fn without_refused(
+    specs: Vec<Spec>,
+    notes: &mut Vec<String>,
+    refusal: impl Fn(&EngineSpec) -> Option<String>,
+) -> Vec<Spec> {
+    let mut asked: Vec<(String, Option<String>)> = Vec::new();
+    specs
+        .into_iter()
+        .filter(|spec| {
+            if spec.processes < 2 {
+                return true;
+            }
+            let label = &spec.engine.label;
+            if let Some((_, why)) = asked.iter().find(|(l, _)| l == label) {
+                return why.is_none();
+            }
+            let why = refusal(&spec.engine);
+            if let Some(w) = &why {
+                notes.push(format!(
+                    "{label} skipped (several processes on one pool: {w})"
+                ));
+            }
+            asked.push((label.clone(), why.clone()));
+            why.is_none()
+        })
+        .collect()
+}
+
 /// The measurements of one run, in order, and notes on choices the plan made.
 pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     let mut specs = Vec::new();
@@ -274,6 +315,8 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
     }
     let mut unemulated_skipped = Vec::new();
     let mut eadr_skipped = Vec::new();
+    let multi: Vec<usize> = s.processes.iter().copied().filter(|&n| n > 1).collect();
+    let mut one_process_noted: Vec<WorkloadKind> = Vec::new();
     for &w in &s.workloads {
         let needs_writers = matches!(
             w,
@@ -319,8 +362,23 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                     p.name
                 ));
             }
+            // The measurements with several processes of this part, if any.
+            let shared_part = !multi.is_empty() && shares(w);
+            let in_process = !shared_part || s.processes.contains(&1);
+            if !multi.is_empty() && !shares(w) && !one_process_noted.contains(&w) {
+                one_process_noted.push(w);
+                notes.push(format!(
+                    "{}: runs in one process only (--processes applies to hash, set and \
+                     tree-set)",
+                    w.name()
+                ));
+            }
             for &update_pct in &p.mixes {
                 for &nvm_latency_ns in &p.latencies {
+                    // This configuration's measurements, in the order of their worker
+                    // counts (each measurement with several processes right after the
+                    // one of as many threads in one process).
+                    let mut group: Vec<Spec> = Vec::new();
                     for &t in &p.threads {
                         for e in &p.engines {
                             if s.disk.is_some() && nvm_latency_ns > 0 {
@@ -356,6 +414,7 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         waits_outside: false,
                                         disk: s.disk.clone(),
                                         deferred: s.deferred,
+                                        processes: 1,
                                     };
                                     // The sweep's control, next to the measurement it
                                     // controls (same load on the machine).
@@ -381,13 +440,41 @@ pub fn plan(s: &Settings) -> (Vec<Spec>, Vec<String>) {
                                         disk: None,
                                         ..spec.clone()
                                     });
-                                    specs.push(spec);
-                                    specs.extend(control);
-                                    specs.extend(dram);
+                                    if shared_part {
+                                        for &n in &multi {
+                                            if spec.engine.engine.peer().is_some() {
+                                                let note = format!(
+                                                    "{}: {} runs in one process only (a \
+                                                     key-value store on its own files)",
+                                                    p.name, spec.engine.label
+                                                );
+                                                if !notes.contains(&note) {
+                                                    notes.push(note);
+                                                }
+                                                continue;
+                                            }
+                                            group.push(Spec {
+                                                engine: spec.engine.relabelled(processes::label(
+                                                    &spec.engine.label,
+                                                    n,
+                                                )),
+                                                processes: n,
+                                                ..spec.clone()
+                                            });
+                                        }
+                                    }
+                                    if in_process {
+                                        group.push(spec);
+                                        group.extend(control);
+                                        group.extend(dram);
+                                    }
                                 }
                             }
                         }
                     }
+                    // Stable: engines, then one process before several.
+                    group.sort_by_key(|x| (x.threads * x.processes, x.processes > 1));
+                    specs.extend(group);
                 }
             }
         }
@@ -414,6 +501,119 @@ mod tests {
     use super::*;
     use crate::cli::args::tests::parse;
     use crate::workloads::Sizes;
+
+    /// `--processes 1,2`: the workloads that share get a measurement of 2 processes
+    /// of each thread count, labelled apart and placed right after the measurement of
+    /// as many threads in one process; the others run in one process with a note, as
+    /// do the peers; without 1 only the measurements of several processes run there.
+    #[test]
+    fn processes_are_measured_beside_as_many_threads() {
+        let s = parse(&[
+            "--engines",
+            "pisces,undo,redb",
+            "--workloads",
+            "hash,btree",
+            "--update-pct",
+            "20",
+            "--threads",
+            "1,2",
+            "--processes",
+            "2,1",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(s.processes, [1, 2]);
+        let (specs, notes) = plan(&s);
+        let hash: Vec<(String, usize, usize)> = specs
+            .iter()
+            .filter(|x| x.workload == "hash")
+            .map(|x| (x.engine.label.clone(), x.threads, x.processes))
+            .collect();
+        let want: Vec<(String, usize, usize)> = [
+            ("pisces", 1, 1),
+            ("undo", 1, 1),
+            ("redb", 1, 1),
+            ("pisces", 2, 1),
+            ("undo", 2, 1),
+            ("redb", 2, 1),
+            ("pisces@2proc", 1, 2),
+            ("undo@2proc", 1, 2),
+            ("pisces@2proc", 2, 2),
+            ("undo@2proc", 2, 2),
+        ]
+        .iter()
+        .map(|&(e, t, p)| (e.to_string(), t, p))
+        .collect();
+        assert_eq!(hash, want);
+        assert!(specs
+            .iter()
+            .filter(|x| x.workload == "btree")
+            .all(|x| x.processes == 1));
+        let notes = plan_notes(notes);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("btree: runs in one process only")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("hash: redb runs in one process only")),
+            "{notes:?}"
+        );
+        // Without 1: only the measurements of several processes, where they apply.
+        let s = parse(&[
+            "--engines",
+            "pisces",
+            "--workloads",
+            "hash,btree",
+            "--processes",
+            "2",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        assert!(specs
+            .iter()
+            .all(|x| (x.workload == "hash") == (x.processes == 2)));
+        assert!(parse(&["--processes", "0"]).is_err());
+        assert!(parse(&["--processes", "2", "--dir", "d"]).is_err());
+    }
+
+    /// An engine that cannot share a pool loses its measurements of several processes
+    /// (asked once per configuration), with the reason in a note; the rest stay.
+    #[test]
+    fn refused_engines_are_skipped_with_their_reason() {
+        let s = parse(&[
+            "--engines",
+            "pisces,undo",
+            "--workloads",
+            "hash",
+            "--processes",
+            "1,2",
+        ])
+        .unwrap()
+        .settings();
+        let (specs, _) = plan(&s);
+        let n = specs.len();
+        let mut notes = Vec::new();
+        let asked = std::cell::Cell::new(0);
+        let kept = without_refused(specs, &mut notes, |e| {
+            asked.set(asked.get() + 1);
+            (e.engine == Engine::UNDO).then(|| "no sharing here".to_string())
+        });
+        assert_eq!(asked.get(), 2, "once per configuration");
+        assert!(kept.iter().all(|x| x.engine.label != "undo@2proc"));
+        assert!(kept.iter().any(|x| x.engine.label == "undo"));
+        assert!(kept.iter().any(|x| x.engine.label == "pisces@2proc"));
+        // 3 mixes x 2 thread counts of undo@2proc.
+        assert_eq!(kept.len(), n - 6);
+        assert_eq!(
+            notes,
+            ["undo@2proc skipped (several processes on one pool: no sharing here)"]
+        );
+    }
 
     /// `notes` without the note that this build lacks an engine (present exactly when
     /// it does).

@@ -15,7 +15,7 @@ use crate::cli::plan;
 use crate::engines::Engine;
 use crate::measure::pin::Placement;
 use crate::measure::signal::{catch_signals, interrupted};
-use crate::measure::{self, Spec};
+use crate::measure::{self, processes, Spec};
 use crate::recovery::crash::{FILL_THREADS, KEYS};
 use crate::recovery::{self, RecoveryWorkload};
 use crate::report::markdown::{self, PlotLink, RunInfo};
@@ -44,9 +44,14 @@ fn err(s: &str) {
 }
 
 fn describe(spec: &Spec, run: u32, runs: u32) -> String {
+    let threads = if spec.processes > 1 {
+        format!("{}x{}t", spec.processes, spec.threads)
+    } else {
+        format!("{}t", spec.threads)
+    };
     format!(
-        "{} {} {}t {}% {}ns run {run}/{runs}",
-        spec.workload, spec.engine.label, spec.threads, spec.update_pct, spec.nvm_latency_ns
+        "{} {} {threads} {}% {}ns run {run}/{runs}",
+        spec.workload, spec.engine.label, spec.update_pct, spec.nvm_latency_ns
     )
 }
 
@@ -60,6 +65,9 @@ fn list<T: ToString>(v: &[T]) -> String {
 pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
     let s = a.settings();
     let (specs, mut notes) = plan::plan(&s);
+    // Engines that cannot share a pool are skipped with the library's reason before
+    // anything is preloaded.
+    let specs = plan::without_refused(specs, &mut notes, processes::sharing_refusal);
     let on_disk = s.disk.is_some();
     let (recovery_engines, recovery_notes) =
         if s.workloads.contains(&WorkloadKind::Recovery) && !on_disk {
@@ -346,6 +354,14 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
              commit: {}; write transactions: {}; concurrent readers\n",
             peers.join("; "),
             writers.join(", "),
+        );
+    }
+    if s.processes.iter().any(|&n| n > 1) {
+        head += &format!(
+            "processes: {} (hash, set and tree-set; N above 1: N worker processes of \
+             each thread count on one pool they open shared, labelled <engine>@<N>proc, \
+             threads counting every process's)\n",
+            list(&s.processes),
         );
     }
     head += &format!("threads: {}\n", placement.describe());

@@ -1,4 +1,6 @@
 //! One measurement: a fresh pool, a preload, `T` worker threads for `S` seconds.
+//! (With `--processes`, `P` worker processes of `T` threads each on one shared pool:
+//! [`processes`], whose workers run the same loop, [`Workers::run`].)
 //!
 //! A peer ([`crate::peers`]) gets a fresh directory instead of a pool, with its store
 //! in it, and the same workers (an operation is one transaction of the store; its
@@ -38,6 +40,7 @@
 //! workload has them (any other failed transaction fails the measurement).
 
 pub mod pin;
+pub mod processes;
 pub mod signal;
 pub mod timing;
 
@@ -69,7 +72,7 @@ pub struct Spec {
     pub workload: String,
     /// The data structure.
     pub data: DataKind,
-    /// Worker threads.
+    /// Worker threads (of each process: see `processes`).
     pub threads: usize,
     /// Percentage of update transactions (0..=100).
     pub update_pct: u32,
@@ -91,6 +94,10 @@ pub struct Spec {
     /// [`crate::workloads::update_options`]); each worker then waits for its commits'
     /// durability at its end, inside its measured time.
     pub deferred: bool,
+    /// Processes the workers run in: 1, this one (`threads` worker threads on a pool
+    /// it opened alone); more, as many worker processes of `threads` workers each on
+    /// one pool they open shared ([`processes`]).
+    pub processes: usize,
 }
 
 /// What one measurement produced.
@@ -127,6 +134,73 @@ pub struct Outcome {
     /// `write_bytes` in `/proc/self/io` (pages it dirtied in the page cache, counted
     /// when dirtied, plus direct I/O). None where the kernel does not say.
     pub device_write_bytes: Option<u64>,
+}
+
+impl Outcome {
+    /// An outcome with no worker's counts yet, and these process-wide counts.
+    pub(crate) fn empty(
+        shared: SharedCounts,
+        msyncs: u64,
+        device_write_bytes: Option<u64>,
+    ) -> Result<Outcome, String> {
+        Ok(Outcome {
+            ops_per_sec: 0.0,
+            commits: 0,
+            user_aborts: 0,
+            conflicts: 0,
+            ro: histogram()?,
+            upd: histogram()?,
+            ro_txs: 0,
+            upd_txs: 0,
+            counters: Counters::default(),
+            changed_bytes: 0,
+            ro_locked_reads: 0,
+            shared,
+            msyncs,
+            device_write_bytes,
+        })
+    }
+
+    /// Add a worker's counts (its throughput: its completed transactions over its own
+    /// time).
+    fn add_worker(&mut self, w: &WorkerOut) -> Result<(), String> {
+        self.ops_per_sec += w.commits as f64 / w.elapsed.as_secs_f64().max(1e-9);
+        self.commits += w.commits;
+        self.user_aborts += w.user_aborts;
+        self.conflicts += w.conflicts;
+        self.ro.add(&w.ro).map_err(|e| e.to_string())?;
+        self.upd.add(&w.upd).map_err(|e| e.to_string())?;
+        self.ro_txs += w.ro_txs;
+        self.upd_txs += w.upd_txs;
+        self.counters.add(w.counters);
+        self.changed_bytes += w.changed_bytes;
+        self.ro_locked_reads += w.ro_locked_reads;
+        Ok(())
+    }
+
+    /// Add what another process measured (the workers of a measurement's worker
+    /// processes: [`processes`]).
+    pub(crate) fn add(&mut self, o: &Outcome) -> Result<(), String> {
+        self.ops_per_sec += o.ops_per_sec;
+        self.commits += o.commits;
+        self.user_aborts += o.user_aborts;
+        self.conflicts += o.conflicts;
+        self.ro.add(&o.ro).map_err(|e| e.to_string())?;
+        self.upd.add(&o.upd).map_err(|e| e.to_string())?;
+        self.ro_txs += o.ro_txs;
+        self.upd_txs += o.upd_txs;
+        self.counters.add(o.counters);
+        self.changed_bytes += o.changed_bytes;
+        self.ro_locked_reads += o.ro_locked_reads;
+        self.shared.writes += o.shared.writes;
+        self.shared.lines += o.shared.lines;
+        self.msyncs += o.msyncs;
+        self.device_write_bytes = match (self.device_write_bytes, o.device_write_bytes) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        Ok(())
+    }
 }
 
 /// `write_bytes` of `/proc/self/io`: bytes this process caused to be sent to the
@@ -186,7 +260,7 @@ fn unique_pool_path(dir: &Path) -> PathBuf {
     ))
 }
 
-struct WorkerOut {
+pub(crate) struct WorkerOut {
     commits: u64,
     user_aborts: u64,
     conflicts: u64,
@@ -484,6 +558,108 @@ fn peer_map_bytes(peer: Peer, pool_bytes: u64) -> u64 {
     }
 }
 
+/// The workers of one process, started and stopped by the calling thread.
+pub(crate) struct Workers<'a> {
+    /// What the workers run (its thread count: the workers of this process).
+    pub spec: &'a Spec,
+    /// The measurement's seed.
+    pub seed: u64,
+    /// The measurement-wide index of this process's first worker (its seed and its
+    /// CPU are those of that index): 0 in the harness's own process, `p * threads` in
+    /// worker process `p`.
+    pub first: usize,
+    /// Where worker `first + i` runs.
+    pub placement: &'a Placement,
+}
+
+impl Workers<'_> {
+    /// Run `spec.threads` workers, each on a handle of `handles` (a library engine's
+    /// pool, with `data`) or on `peer`: `start` is called once they are all waiting to
+    /// start, they start when it returns, `drive(done)` is called while they run
+    /// (`done`: transactions so far, roughly), and they stop when it returns.
+    pub(crate) fn run(
+        &self,
+        mut handles: Vec<ThreadHandle>,
+        data: Option<&dyn DataSet>,
+        peer: Option<&PeerBench>,
+        start: &mut dyn FnMut(),
+        drive: &mut dyn FnMut(&AtomicU64),
+    ) -> Vec<Result<WorkerOut, String>> {
+        let spec = self.spec;
+        let barrier = Barrier::new(spec.threads + 1);
+        let stop = AtomicBool::new(false);
+        let done = AtomicU64::new(0);
+        let gate = Gate {
+            start: &barrier,
+            stop: &stop,
+            done: &done,
+        };
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..spec.threads)
+                .map(|i| {
+                    let g = self.first + i;
+                    let seed = self
+                        .seed
+                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        .wrapping_add(g as u64);
+                    let pct = match (spec.dedicated_reader, g) {
+                        (false, _) => spec.update_pct,
+                        (true, 0) => 0,
+                        (true, _) => 100,
+                    };
+                    let handle = (!handles.is_empty()).then(|| handles.remove(0));
+                    let placement = self.placement;
+                    s.spawn(move || {
+                        // Pinned before the barrier: a failure still reaches the barrier.
+                        let pinned = placement.apply(g);
+                        match (pinned, handle, data, peer) {
+                            (Err(e), _, _, _) => {
+                                gate.start.wait();
+                                Err(e)
+                            }
+                            (Ok(()), Some(h), Some(data), _) => {
+                                lib_worker(i, h, data, pct, spec, seed, gate)
+                            }
+                            (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
+                            _ => {
+                                gate.start.wait();
+                                Err("a worker has nothing to run".into())
+                            }
+                        }
+                    })
+                })
+                .collect();
+            start();
+            barrier.wait();
+            drive(&done);
+            // Relaxed: a stop flag; nothing is published through it.
+            stop.store(true, Ordering::Relaxed);
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err("a worker thread panicked".into()))
+                })
+                .collect::<Vec<_>>()
+        })
+    }
+}
+
+/// Call `tick(elapsed, done)` about every 50 ms until `duration` has passed or a
+/// signal asked the run to stop.
+pub(crate) fn watch(duration: Duration, done: &AtomicU64, tick: &mut dyn FnMut(Duration, u64)) {
+    let t0 = Instant::now();
+    loop {
+        let el = t0.elapsed();
+        // Relaxed: a progress statistic.
+        tick(el, done.load(Ordering::Relaxed));
+        if el >= duration || interrupted() {
+            break;
+        }
+        std::thread::sleep((duration - el).min(Duration::from_millis(50)));
+    }
+}
+
 /// [`measure`] with the pool at `path` (which must not exist; removed at the end).
 fn measure_at(
     path: &Path,
@@ -495,78 +671,38 @@ fn measure_at(
     tick: &mut dyn FnMut(Duration, u64),
 ) -> Result<Outcome, String> {
     let _guard = RemoveOnDrop(path.to_path_buf());
+    if spec.processes > 1 {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("finding the running program to start as workers: {e}"))?;
+        return processes::measure_processes_at(
+            path, spec, sizes, seconds, seed, placement, &exe, tick,
+        );
+    }
     let (pool, target) = prepare(path, spec, sizes, seconds, seed)?;
-    let start = Barrier::new(spec.threads + 1);
-    let stop = AtomicBool::new(false);
-    let done = AtomicU64::new(0);
-    let gate = Gate {
-        start: &start,
-        stop: &stop,
-        done: &done,
-    };
     let duration = Duration::from_secs_f64(seconds);
     let mut shared_before = SharedCounts::default();
     let (mut msyncs_before, mut written_before) = (0, None);
-    let (mut handles, data, peer) = match target {
+    let (handles, data, peer) = match target {
         Target::Lib { data, handles } => (handles, Some(data), None),
         Target::Peer(p) => (Vec::new(), None, Some(p)),
     };
-    let outs = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..spec.threads)
-            .map(|i| {
-                let seed = seed
-                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    .wrapping_add(i as u64);
-                let pct = match (spec.dedicated_reader, i) {
-                    (false, _) => spec.update_pct,
-                    (true, 0) => 0,
-                    (true, _) => 100,
-                };
-                let handle = (!handles.is_empty()).then(|| handles.remove(0));
-                let (data, peer) = (data.as_deref(), peer.as_ref());
-                s.spawn(move || {
-                    // Pinned before the barrier: a failure still reaches the barrier.
-                    let pinned = placement.apply(i);
-                    match (pinned, handle, data, peer) {
-                        (Err(e), _, _, _) => {
-                            gate.start.wait();
-                            Err(e)
-                        }
-                        (Ok(()), Some(h), Some(data), _) => {
-                            lib_worker(i, h, data, pct, spec, seed, gate)
-                        }
-                        (Ok(()), _, _, Some(peer)) => peer_worker(peer, pct, seed, gate),
-                        _ => {
-                            gate.start.wait();
-                            Err("a worker has nothing to run".into())
-                        }
-                    }
-                })
-            })
-            .collect();
-        shared_before = shared_counts::totals();
-        msyncs_before = counters::msync_calls();
-        written_before = process_write_bytes();
-        start.wait();
-        let t0 = Instant::now();
-        loop {
-            let el = t0.elapsed();
-            // Relaxed: a progress statistic.
-            tick(el, done.load(Ordering::Relaxed));
-            if el >= duration || interrupted() {
-                break;
-            }
-            std::thread::sleep((duration - el).min(Duration::from_millis(50)));
-        }
-        stop.store(true, Ordering::Relaxed);
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|_| Err("a worker thread panicked".into()))
-            })
-            .collect::<Vec<_>>()
-    });
+    let workers = Workers {
+        spec,
+        seed,
+        first: 0,
+        placement,
+    };
+    let outs = workers.run(
+        handles,
+        data.as_deref(),
+        peer.as_ref(),
+        &mut || {
+            shared_before = shared_counts::totals();
+            msyncs_before = counters::msync_calls();
+            written_before = process_write_bytes();
+        },
+        &mut |done| watch(duration, done, tick),
+    );
     // What the engine must still write when the workers stop is made durable at
     // close (`sync` writes what a close writes), on this thread: it counts as the
     // run's. (timestone's close writes nothing: its window stays in its operation log
@@ -597,35 +733,9 @@ fn measure_at(
     if interrupted() {
         return Err("interrupted".into());
     }
-    let mut o = Outcome {
-        ops_per_sec: 0.0,
-        commits: 0,
-        user_aborts: 0,
-        conflicts: 0,
-        ro: histogram()?,
-        upd: histogram()?,
-        ro_txs: 0,
-        upd_txs: 0,
-        counters: Counters::default(),
-        changed_bytes: 0,
-        ro_locked_reads: 0,
-        shared,
-        msyncs,
-        device_write_bytes,
-    };
+    let mut o = Outcome::empty(shared, msyncs, device_write_bytes)?;
     for w in outs {
-        let w = w?;
-        o.ops_per_sec += w.commits as f64 / w.elapsed.as_secs_f64().max(1e-9);
-        o.commits += w.commits;
-        o.user_aborts += w.user_aborts;
-        o.conflicts += w.conflicts;
-        o.ro.add(&w.ro).map_err(|e| e.to_string())?;
-        o.upd.add(&w.upd).map_err(|e| e.to_string())?;
-        o.ro_txs += w.ro_txs;
-        o.upd_txs += w.upd_txs;
-        o.counters.add(w.counters);
-        o.changed_bytes += w.changed_bytes;
-        o.ro_locked_reads += w.ro_locked_reads;
+        o.add_worker(&w?)?;
     }
     o.counters.add(at_close);
     o.conflicts += peer_conflicts;
@@ -657,6 +767,7 @@ mod tests {
             nvm_latency_ns: 0,
             disk: None,
             deferred: false,
+            processes: 1,
         }
     }
 

@@ -138,6 +138,7 @@ pub fn tables_text(res: &Results, extra: &str) -> String {
     s += &tables::breakdown_table(res);
     s += &crate::report::hot_table::early_visibility_table(res);
     s += &crate::report::domain_table::domain_table(res);
+    s += &crate::report::processes_table::processes_table(res);
     s += extra;
     s += &tables::capi_table(res);
     s += &tables::markers_table(res);

@@ -8,6 +8,7 @@ pub mod hot_table;
 pub mod markdown;
 pub mod medium_table;
 pub mod plot;
+pub mod processes_table;
 pub mod table;
 pub mod tables;
 pub mod targets;
@@ -38,7 +39,7 @@ pub struct Row {
     pub engine: String,
     /// Workload name.
     pub workload: String,
-    /// Worker threads.
+    /// Worker threads (of every process, for a measurement of several processes).
     pub threads: usize,
     /// Update percentage.
     pub update_pct: u32,
@@ -134,7 +135,8 @@ impl Row {
         Row {
             engine: spec.engine.label.clone(),
             workload: spec.workload.clone(),
-            threads: spec.threads,
+            // Every worker thread of every process.
+            threads: spec.threads * spec.processes,
             update_pct: spec.update_pct,
             nvm_latency_ns: spec.nvm_latency_ns,
             run,

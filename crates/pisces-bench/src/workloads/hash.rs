@@ -15,6 +15,7 @@
 //! key) on every engine, so engines that log operations instead of data (timestone)
 //! persist only those 16 argument bytes at commit; the others run it as a closure.
 
+use crate::workloads::anchor::Anchor;
 use crate::workloads::OpRng;
 use crate::workloads::{preload, preload_keys, read_only_op, DataSet, Sizes};
 use pisces::{HashMap, Pod, Pool, ThreadHandle, Tx, Zeroable};
@@ -101,6 +102,17 @@ impl HashBench {
 }
 
 impl HashBench {
+    /// The data set published in `pool` by another process ([`Anchor`]): the table and
+    /// its key space, the update registered with this pool.
+    pub fn attach(pool: &Pool, a: &Anchor) -> pisces::Result<Self> {
+        a.expect(UPDATE_OP, "hash table")?;
+        pool.register_op(UPDATE_OP, update)?;
+        Ok(HashBench {
+            map: bytemuck::cast::<u64, HashTable>(a.handle),
+            key_space: a.count,
+        })
+    }
+
     /// The table (the `capi` data set names it from C too).
     pub(crate) fn table(&self) -> HashTable {
         self.map
@@ -115,6 +127,14 @@ impl HashBench {
 impl DataSet for HashBench {
     fn reopened(&self, pool: &Pool) -> pisces::Result<()> {
         pool.register_op(UPDATE_OP, update)
+    }
+
+    fn anchor(&self) -> Option<Anchor> {
+        Some(Anchor::new(
+            UPDATE_OP,
+            bytemuck::cast::<HashTable, u64>(self.map),
+            self.key_space,
+        ))
     }
 
     fn op(

@@ -4,6 +4,7 @@
 //! This module sits on top of the data sets (which know only [`crate::workloads`]);
 //! no data set refers to it.
 
+use crate::workloads::anchor::Anchor;
 use crate::workloads::oltp::{tatp, tpcc};
 use crate::workloads::{btree, bulk, capi, hash, hot, set, strmap, tree_set, ycsb};
 use crate::workloads::{DataSet, Sizes};
@@ -111,5 +112,109 @@ impl DataKind {
             DataKind::StrMap(n) => Box::new(strmap::StrMapBench::build(pool, n, seed)?),
             DataKind::Bulk(n) => Box::new(bulk::BulkBench::build(pool, n, seed)?),
         })
+    }
+
+    /// True for the data sets a measurement can run from several processes: those a
+    /// process finds again from the pool's root ([`DataSet::anchor`], [`Self::attach`]):
+    /// the hash table and the sets.
+    pub fn shares(self) -> bool {
+        matches!(
+            self,
+            DataKind::Hash | DataKind::Set(_) | DataKind::TreeSet(_)
+        )
+    }
+
+    /// The data set published in `pool`'s root by the process that built it
+    /// ([`Anchor`]), for a process that opened the pool and has nothing else of it.
+    pub fn attach(self, pool: &Pool) -> pisces::Result<Box<dyn DataSet>> {
+        let a = Anchor::find(pool)?;
+        Ok(match self {
+            DataKind::Hash => Box::new(hash::HashBench::attach(pool, &a)?),
+            DataKind::Set(_) => Box::new(set::SetBench::attach(pool, &a)?),
+            DataKind::TreeSet(_) => Box::new(tree_set::TreeSetBench::attach(pool, &a)?),
+            other => {
+                return Err(pisces::Error::Corrupt(
+                    format!("the {other:?} data set cannot be attached from another process")
+                        .into(),
+                ))
+            }
+        })
+    }
+
+    /// The data set as a worker process's argument (`hash`, `set:N`, `tree-set:N`), if
+    /// it [shares](Self::shares).
+    pub fn to_arg(self) -> Option<String> {
+        match self {
+            DataKind::Hash => Some("hash".into()),
+            DataKind::Set(n) => Some(format!("set:{n}")),
+            DataKind::TreeSet(n) => Some(format!("tree-set:{n}")),
+            _ => None,
+        }
+    }
+
+    /// The data set of a worker process's argument ([`Self::to_arg`]).
+    pub fn from_arg(s: &str) -> Option<DataKind> {
+        match s.split_once(':') {
+            None if s == "hash" => Some(DataKind::Hash),
+            Some(("set", n)) => n.parse().ok().map(DataKind::Set),
+            Some(("tree-set", n)) => n.parse().ok().map(DataKind::TreeSet),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::Engine;
+    use crate::testutil::file_pool;
+
+    /// A data set that shares is found again through the pool's root alone: a second
+    /// view built by `attach` sees the same container (the same contents), and the
+    /// data sets that do not share have no anchor and no argument.
+    #[test]
+    fn shared_data_sets_are_found_again_from_the_root() {
+        let sizes = Sizes {
+            hash_buckets: 64,
+            hash_pairs: 300,
+            ..Sizes::QUICK
+        };
+        for kind in [DataKind::Hash, DataKind::Set(200), DataKind::TreeSet(200)] {
+            let (pool, dir) = file_pool(Engine::PISCES, 32 << 20, 2);
+            let built = kind.build(&pool, &sizes, 1, 3).unwrap();
+            let a = built
+                .anchor()
+                .expect("a data set that shares has an anchor");
+            assert!(kind.shares());
+            assert_eq!(DataKind::from_arg(&kind.to_arg().unwrap()), Some(kind));
+            assert!(
+                kind.attach(&pool).is_err(),
+                "{kind:?}: nothing published yet"
+            );
+            a.publish(&pool).unwrap();
+            // Another process's view: the pool closed and opened again, nothing of the
+            // built data set kept.
+            drop(built);
+            drop(pool);
+            let pool = Pool::open(
+                dir.path().join("w.pool"),
+                Engine::PISCES.config(32 << 20, 2),
+            )
+            .unwrap();
+            let seen = kind.attach(&pool).unwrap();
+            assert_eq!(seen.anchor(), Some(a), "{kind:?}");
+            // Another kind's view of it is refused.
+            let other = if kind == DataKind::Hash {
+                DataKind::Set(200)
+            } else {
+                DataKind::Hash
+            };
+            assert!(other.attach(&pool).is_err(), "{kind:?} as {other:?}");
+        }
+        for kind in [DataKind::Tree, DataKind::Ycsb(10), DataKind::Bulk(10)] {
+            assert!(!kind.shares() && kind.to_arg().is_none(), "{kind:?}");
+        }
+        assert_eq!(DataKind::from_arg("set:x"), None);
+        assert_eq!(DataKind::from_arg("btree"), None);
     }
 }

@@ -14,6 +14,7 @@
 //! them, sits on top of them. [`select`] (what `--workloads` selects) depends on none
 //! of them.
 
+pub mod anchor;
 pub mod btree;
 pub mod bulk;
 pub mod capi;
@@ -157,6 +158,13 @@ pub trait DataSet: Send + Sync {
     /// nothing here (their tests check their contents).
     fn final_check(&self, _pool: &pisces::Pool) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Where this data set is in its pool, for a process that opens the pool and has
+    /// nothing else of it ([`anchor`]); None for the data sets that cannot be found
+    /// again that way (they are measured in one process only).
+    fn anchor(&self) -> Option<anchor::Anchor> {
+        None
     }
 }
 

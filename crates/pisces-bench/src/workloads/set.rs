@@ -17,6 +17,7 @@
 //! [`MemberSetBench`] is that data set over any [`SetContainer`]; the `tree-set` data
 //! set ([`crate::workloads::tree_set`]) is the same over a B+-tree.
 
+use crate::workloads::anchor::Anchor;
 use crate::workloads::OpRng;
 use crate::workloads::{
     missing_member, pick, preload, read_only_op, sample_keys, DataSet, SET_UPDATE_BYTES,
@@ -43,6 +44,9 @@ pub trait SetContainer: Pod + Send + Sync + 'static {
     fn take(&self, tx: &mut Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
     /// The value stored under `k`.
     fn find(&self, tx: &Tx<'_>, k: u64) -> pisces::Result<Option<u8>>;
+    /// Every key, in the container's order (a process that attaches to the data set
+    /// reads its members back).
+    fn keys(&self, tx: &Tx<'_>) -> pisces::Result<Vec<u64>>;
     /// Every (key, value) pair (the data set's test).
     #[cfg(test)]
     fn pairs(&self, tx: &Tx<'_>) -> pisces::Result<Vec<(u64, u8)>>;
@@ -72,6 +76,14 @@ macro_rules! set_container {
             #[inline]
             fn find(&self, tx: &pisces::Tx<'_>, k: u64) -> pisces::Result<Option<u8>> {
                 Ok(self.get_ref(tx, &k)?.copied())
+            }
+            fn keys(&self, tx: &pisces::Tx<'_>) -> pisces::Result<Vec<u64>> {
+                let mut v = Vec::new();
+                self.for_each(tx, |k, _| {
+                    v.push(*k);
+                    true
+                })?;
+                Ok(v)
             }
             #[cfg(test)]
             fn pairs(&self, tx: &pisces::Tx<'_>) -> pisces::Result<Vec<(u64, u8)>> {
@@ -134,9 +146,42 @@ impl<S: SetContainer> MemberSetBench<S> {
         preload(&mut h, &members, |tx, k| set.add(tx, k))?;
         Ok(MemberSetBench { set, members })
     }
+
+    /// The set published in `pool` by another process ([`Anchor`]): the container, and
+    /// its members read back from it in ascending order (one read-only transaction;
+    /// they must be as many as when it was published), the update registered with this
+    /// pool. The order of the members is not the preload's: each operation picks one
+    /// uniformly, so the mix is the same.
+    pub fn attach(pool: &Pool, a: &Anchor) -> pisces::Result<Self> {
+        a.expect(S::UPDATE_OP, S::NAME)?;
+        pool.register_op(S::UPDATE_OP, update::<S>)?;
+        let set: S = bytemuck::cast(a.handle);
+        let mut members = pool.read(|tx| set.keys(tx))?;
+        members.sort_unstable();
+        if members.len() as u64 != a.count {
+            return Err(pisces::Error::Corrupt(
+                format!(
+                    "{}: {} members in the pool, {} published",
+                    S::NAME,
+                    members.len(),
+                    a.count
+                )
+                .into(),
+            ));
+        }
+        Ok(MemberSetBench { set, members })
+    }
 }
 
 impl<S: SetContainer> DataSet for MemberSetBench<S> {
+    fn anchor(&self) -> Option<Anchor> {
+        Some(Anchor::new(
+            S::UPDATE_OP,
+            bytemuck::cast::<S, u64>(self.set),
+            self.members.len() as u64,
+        ))
+    }
+
     fn op(
         &self,
         _worker: usize,
