@@ -419,8 +419,9 @@ fn kill_rounds() -> usize {
 /// `SIGKILL`ed 10 to 300 ms after they all attached, and the others either see the
 /// pool stopped (`PeerDied`: the dead one held something they waited for) or go on
 /// until told to close. No survivor may hang; after every round, an exclusive open
-/// finds the total kept and every acknowledged transfer there (plus at most the one
-/// the killed process had committed without saying so).
+/// finds the total kept and every acknowledged transfer there, plus at most the one
+/// the killed process had committed without saying so and one per survivor whose
+/// transfer failed with `PeerDied`.
 #[test]
 fn processes_killed_at_random_lose_nothing_acknowledged() {
     use rand::Rng;
@@ -476,16 +477,18 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
             drop(w.stdin.take());
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        for (i, w) in workers.iter_mut().enumerate().filter(|&(i, _)| i != victim) {
+        for i in (0..workers.len()).filter(|&i| i != victim) {
             loop {
-                if let Some(status) = w.try_wait().unwrap() {
+                if let Some(status) = workers[i].try_wait().unwrap() {
                     assert!(status.success(), "round {round}: worker {i} failed");
                     break;
                 }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "round {round}: a survivor hung"
-                );
+                if std::time::Instant::now() >= deadline {
+                    for w in &mut workers {
+                        let _ = w.kill();
+                    }
+                    panic!("round {round}: a survivor hung");
+                }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
@@ -499,9 +502,14 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
         let pool = Pool::open(&p, cfg()).unwrap();
         let (total, count) = audit(&pool);
         assert_eq!(total, TOTAL, "round {round}: the total");
+        // Unacknowledged but maybe committed: the killed process's last transfer, and
+        // the one of each survivor that failed with `PeerDied` (its commit may have
+        // been durable before a wait in its write-back gave up, as at a crash).
+        let unknown = 1 + stopped as u64;
         assert!(
-            (acked_total..=acked_total + 1).contains(&count),
-            "round {round}: {count} transfers in the pool, {acked_total} acknowledged"
+            (acked_total..=acked_total + unknown).contains(&count),
+            "round {round}: {count} transfers in the pool, {acked_total} acknowledged, \
+             {unknown} unknown"
         );
         // What the killed process committed without saying so counts from now on.
         acked_total = count;

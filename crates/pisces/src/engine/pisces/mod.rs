@@ -100,6 +100,15 @@ impl EngineDef for Pisces {
         &crate::engine::kit::log::redo_log::LOG_FLUSH,
         &crate::engine::kit::log::redo_log::LOG_LINE_SKIP,
     ];
+    #[cfg(feature = "mutation")]
+    const HOOKS: &'static [&'static crate::mutation::HookPoint] = &[
+        &thread::COPY_LINKED,
+        &thread::BEFORE_APPEND,
+        &thread::AFTER_FENCE,
+        &protocol::IN_CRITICAL,
+        &thread::BEFORE_BATCH,
+        &shared::HOME_COPIED,
+    ];
     type Thread = PiscesThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<PiscesEngine> {
         let opts = PiscesOptions::parse(Self::NAME, opts)?;

@@ -34,6 +34,12 @@ crate::mutation::point! {
     pub(crate) static IN_CRITICAL_WAIT = "in-critical-wait";
 }
 
+crate::mutation::hook_point! {
+    /// A commit is in its critical section (`inCritical` set, `endTS` not yet):
+    /// readers that meet its copies wait.
+    pub(crate) static IN_CRITICAL = "in-critical";
+}
+
 /// `endTS` of a transaction that has not committed.
 pub(super) const END_INFINITE: u64 = u64::MAX;
 
@@ -85,6 +91,8 @@ impl TxRecord {
     pub(crate) fn commit(&self, clock: &Clock) -> u64 {
         self.in_critical.store(true, Relaxed);
         fence(SeqCst);
+        #[cfg(not(loom))]
+        crate::mutation::hook!(IN_CRITICAL, self.slot);
         let end = clock.peek() + 1;
         self.end_ts.store(end, Relaxed);
         self.in_critical.store(false, Release);

@@ -92,6 +92,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
+crate::mutation::hook_point! {
+    /// A write-back (under the batch's lock) has copied its transactions home and not
+    /// unlocked their objects yet.
+    pub(crate) static HOME_COPIED = "home-copied";
+}
+
 crate::mutation::point! {
     /// Write-back does not wait for older snapshots (lines 52-54 of the paper's algorithm).
     pub(crate) static GRACE_PERIOD = "grace-period";
@@ -576,6 +582,7 @@ impl PiscesShared {
                 }
             }
         }
+        crate::mutation::hook!(HOME_COPIED, caller_slot);
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in batch.entries.range(0, n) {

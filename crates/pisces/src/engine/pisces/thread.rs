@@ -239,12 +239,25 @@ pub(crate) struct PiscesThread {
     /// 0, or `1 + s` once a wait of this state gave up on dead slot `s` (or found the
     /// pool stopped): the state was abandoned, and every entry point fails.
     stopped: std::cell::Cell<u32>,
-    /// The slot of the uncommitted writer whose lock made the last attempt abort (a
-    /// shared pool: `after_abort` asks whether its process is alive).
+    /// The slot of the writer whose lock made the last attempt abort (a shared pool:
+    /// `after_abort` asks whether its process is alive).
     blocked_by: Option<usize>,
-    /// When the retries blocked by uncommitted writers began, or when the last such
-    /// writer was asked about (see `blocked_by`).
+    /// When the retries blocked by other writers began, or when the last such writer
+    /// was asked about (see `blocked_by`).
     blocked_since: Option<std::time::Instant>,
+}
+
+crate::mutation::hook_point! {
+    /// A write has linked its copy to the object's header word (the object is locked
+    /// by an attempt that has not committed).
+    pub(crate) static COPY_LINKED = "copy-linked";
+    /// A commit has announced its persist timestamp (the persist stage has begun) and
+    /// not appended its record yet.
+    pub(crate) static BEFORE_APPEND = "before-append";
+    /// A commit's record is durable (the fence ran) and the transaction not visible.
+    pub(crate) static AFTER_FENCE = "after-fence";
+    /// A commit is visible and not in its slot's batch yet (no write-back knows it).
+    pub(crate) static BEFORE_BATCH = "before-batch";
 }
 
 /// [`PiscesThread::read_unfenced`]: a copy of this slot's own committed transaction
@@ -549,9 +562,11 @@ impl PiscesThread {
                 // SAFETY: as above, the record outlives its copies.
                 if unsafe { self.sh.record(w) }.end_ts() != super::protocol::END_INFINITE {
                     self.help_hint = Some(owner);
-                } else {
-                    self.blocked_by = Some(owner);
                 }
+                // (On a shared pool, retries that the owner's lock keeps failing ask
+                // whether it is alive: `ask_after_blocker`. A committed owner's process
+                // may have died before its write-back knew the transaction.)
+                self.blocked_by = Some(owner);
                 return Err(Error::Conflict);
             }
             let Some(attempt) = self.running_attempt() else {
@@ -598,6 +613,7 @@ impl PiscesThread {
                     );
                 }
             }
+            crate::mutation::hook!(COPY_LINKED, self.slot);
             self.writes.push(WriteEntry { copy });
             self.plan_ranges += ranges_bound(plen, self.sh.opts.flush_diff);
             return Ok(copy);
@@ -1291,11 +1307,12 @@ impl PiscesThread {
         r
     }
 
-    /// After an abort on the lock of an uncommitted writer of another slot: once such
-    /// retries have lasted [`PEER_CHECK`](crate::peers::PEER_CHECK), and then every
-    /// `PEER_CHECK`, ask whether the writer's process is alive. A dead writer's locks
-    /// are never released (its attempt will not commit or roll back until the pool is
-    /// recovered), so retrying would never end: give up (the pool stops).
+    /// After an abort on the lock of another slot's writer: once such retries have
+    /// lasted [`PEER_CHECK`](crate::peers::PEER_CHECK), and then every `PEER_CHECK`,
+    /// ask whether the writer's process is alive. A dead writer's locks are never
+    /// released (an uncommitted attempt will not commit or roll back, and a committed
+    /// one that its process had not put in its batch is written back by no one, until
+    /// the pool is recovered), so retrying would never end: give up (the pool stops).
     fn ask_after_blocker(&mut self) {
         let Some(owner) = self.blocked_by.take() else {
             return;
@@ -1498,6 +1515,7 @@ impl PiscesThread {
             slot.persisting_ts.store(0, SeqCst);
             let persist_ts = self.sh.clock.now();
             slot.persisting_ts.store(persist_ts, SeqCst);
+            crate::mutation::hook!(BEFORE_APPEND, self.slot);
             let seq = if unfenced {
                 let seq = self
                     .log
@@ -1522,6 +1540,7 @@ impl PiscesThread {
                 }
                 seq
             };
+            crate::mutation::hook!(AFTER_FENCE, self.slot);
             (persist_ts, seq)
         } else {
             (u64::MAX, 0)
@@ -1550,6 +1569,7 @@ impl PiscesThread {
             }
         }
         // Stage 3, write-back, possibly deferred (group commit).
+        crate::mutation::hook!(BEFORE_BATCH, self.slot);
         let mut b = slot.lock_batch(self.slot);
         b.entries.push(Committed {
             attempt,

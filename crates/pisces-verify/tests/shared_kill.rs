@@ -1,0 +1,190 @@
+//! A process of a shared pool killed at each step of the `pisces` engine's protocol
+//! (its hook points): the process that goes on meets what the dead one left (a lock, a
+//! critical section, a batch lock), gets `Error::PeerDied` within the wait bound
+//! instead of waiting for ever, and after every process has closed, the next open
+//! recovers the pool as after a crash: the total kept, every acknowledged transfer
+//! there.
+//!
+//! The killed process is this test binary started again (`worker`): it runs transfers
+//! in a `mutation::Scenario` that pauses its thread at the hook point, says so, and
+//! waits to be killed.
+#![cfg(feature = "mutation")]
+
+use pisces::tools::Sharing;
+use pisces::{Config, EngineId, Error, PPtr, Pool};
+use std::io::BufRead;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: usize = 16;
+const TOTAL: u64 = 1600;
+/// The root: the accounts, then the number of transfers made.
+type Bank = [u64; ACCOUNTS + 1];
+
+fn cfg() -> Config {
+    Config::default()
+        .size(8 << 20)
+        .max_threads(4)
+        .log_bytes_per_thread(64 << 10)
+}
+
+fn shared() -> Config {
+    cfg().sharing(Sharing::Shared)
+}
+
+/// The environment variables of a worker: the pool's path and the hook point to die at.
+const WORKER_POOL: &str = "PISCES_SHARED_KILL_POOL";
+const WORKER_POINT: &str = "PISCES_SHARED_KILL_POINT";
+
+/// One transfer of `n` between two accounts (by `i`), counted in the root.
+fn transfer(h: &mut pisces::ThreadHandle, root: PPtr<Bank>, i: usize) -> pisces::Result<()> {
+    h.run(|tx| {
+        let a = tx.write(root)?;
+        let (from, to) = (i % ACCOUNTS, (i * 7 + 3) % ACCOUNTS);
+        if a[from] > 0 {
+            a[from] -= 1;
+            a[to] += 1;
+        }
+        a[ACCOUNTS] += 1;
+        Ok(())
+    })
+}
+
+/// A worker: transfers on a thread that the scenario pauses at the hook point; once
+/// paused, says "holding N" (N: its transfers that committed) and waits to be killed.
+/// Does nothing unless started by the test below.
+#[test]
+fn worker() {
+    let (Ok(path), Ok(point)) = (std::env::var(WORKER_POOL), std::env::var(WORKER_POINT)) else {
+        return;
+    };
+    let sc = pisces::mutation::Scenario::setup();
+    let pool = Pool::open(&path, shared()).unwrap();
+    let root: PPtr<Bank> = pool.root().unwrap();
+    let mut h = pool.handle().unwrap();
+    let point = EngineId::Pisces
+        .hook(&point)
+        .expect("a hook point of the engine");
+    // Some transfers first, so that the pool holds this process's commits.
+    for i in 0..20 {
+        transfer(&mut h, root, i).unwrap();
+    }
+    let pause = sc.pause(point, h.slot());
+    let done = Arc::new(AtomicU64::new(20));
+    let d = done.clone();
+    let scenario = sc.share();
+    std::thread::spawn(move || {
+        let _in = scenario.enter();
+        for i in 20.. {
+            transfer(&mut h, root, i).unwrap();
+            d.fetch_add(1, Relaxed);
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(20);
+    while !pause.reached() {
+        assert!(
+            Instant::now() < until,
+            "the worker never reached {}",
+            point.name
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("holding {}", done.load(Relaxed));
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The bank at `p`, made exclusive.
+fn create_bank(p: &std::path::Path) {
+    let pool = Pool::create(p, cfg()).unwrap();
+    let root: PPtr<Bank> = pool.root().unwrap();
+    pool.run(|tx| {
+        tx.write(root)?[..ACCOUNTS].fill(TOTAL / ACCOUNTS as u64);
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// Kill a worker at `point`, then run transfers here until one fails: it must fail
+/// with `PeerDied` within the bound, and the pool recover afterwards.
+fn killed_at(point: &str) {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = d.path().join("pool");
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    let root: PPtr<Bank> = here.root().unwrap();
+    let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+        .env(WORKER_POOL, &p)
+        .env(WORKER_POINT, point)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(worker.stdout.take().unwrap());
+    let theirs: u64 = out
+        .lines()
+        .map_while(|l| l.ok())
+        // (The test harness may have begun the line with the test's name.)
+        .find_map(|l| {
+            let at = l.find("holding ")?;
+            Some(l[at + "holding ".len()..].trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{point}: the worker never held its step"));
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    // The survivor, on a thread of its own so that a hang fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pool = here.clone();
+    std::thread::spawn(move || {
+        let mut h = pool.handle().unwrap();
+        let started = Instant::now();
+        for i in 0..100_000u64 {
+            if let Err(e) = transfer(&mut h, root, i as usize) {
+                let _ = tx.send(Some((e, i, started.elapsed())));
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    let (e, ours, took) = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Some(r)) => r,
+        Ok(None) => panic!("{point}: the dead process was never in the way"),
+        Err(_) => panic!("{point}: the survivor waited 30 s for a process that died"),
+    };
+    assert!(matches!(e, Error::PeerDied(_)), "{point}: {e}");
+    assert!(took < Duration::from_secs(5), "{point}: took {took:?}");
+    assert!(
+        matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
+        "{point}: a process joined a stopped pool"
+    );
+    drop(here);
+    let pool = Pool::open(&p, cfg()).unwrap();
+    let (total, count) = pool
+        .read(|tx| {
+            let b = tx.read(root)?;
+            Ok((b[..ACCOUNTS].iter().sum::<u64>(), b[ACCOUNTS]))
+        })
+        .unwrap();
+    assert_eq!(total, TOTAL, "{point}: the total");
+    // Acknowledged: the worker's `theirs` and our `ours`; maybe committed besides: the
+    // worker's paused transfer and our failed one.
+    let acked = theirs + ours;
+    assert!(
+        (acked..=acked + 2).contains(&count),
+        "{point}: {count} transfers recovered, {acked} acknowledged"
+    );
+    eprintln!("{point}: PeerDied after {ours} transfers ({took:?}); {count} recovered");
+}
+
+/// Every hook point of the engine, in one test (they share this process's scenario
+/// gate with nothing else).
+#[test]
+fn a_process_killed_at_each_protocol_step_stops_the_others() {
+    let points: Vec<_> = EngineId::Pisces.hooks().iter().map(|h| h.name).collect();
+    assert!(points.len() >= 6, "{points:?}");
+    for point in points {
+        killed_at(point);
+    }
+}
