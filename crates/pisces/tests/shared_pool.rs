@@ -362,10 +362,10 @@ fn a_process_killed_in_a_snapshot_stops_the_others() {
 /// The environment variable that makes `worker_process` run [`transfer_until_told`].
 const WORKER_LOOPS: &str = "PISCES_SHARED_POOL_WORKER_LOOPS";
 
-/// A worker of the kill loop: transfers one at a time, saying "ok" on stdout after each
-/// one that committed (an acknowledged transfer), until its stdin closes (then it
-/// closes the pool) or a transfer fails with `PeerDied` (it says "stopped" and closes
-/// the pool). Any other error fails the worker.
+/// A worker of the kill loop: transfers one at a time, saying "acknowledged" on stdout
+/// after each one that committed, until its stdin closes (then it closes the pool) or a
+/// transfer fails with `PeerDied` (it says "peer died" and closes the pool). Any other
+/// error fails the worker.
 fn transfer_until_told(pool: Pool) {
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -394,9 +394,9 @@ fn transfer_until_told(pool: Pool) {
             Ok(())
         });
         match r {
-            Ok(()) => writeln!(out, "ok").unwrap(),
+            Ok(()) => writeln!(out, "acknowledged").unwrap(),
             Err(Error::PeerDied(_)) => {
-                writeln!(out, "stopped").unwrap();
+                writeln!(out, "peer died").unwrap();
                 break;
             }
             Err(e) => panic!("a transfer failed: {e}"),
@@ -448,16 +448,16 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
             let (acked, attached) = (acked.clone(), attached_tx.clone());
             readers.push(std::thread::spawn(move || {
                 let mut stopped = false;
+                // (A line may begin with the test harness's own words: the first one
+                // follows "test worker_process ... ", and the harness ends with "ok".)
                 for l in out.lines().map_while(|l| l.ok()) {
-                    match l.as_str() {
-                        "ok" => {
-                            let first = acked.fetch_add(1, Relaxed) == 0;
-                            if first {
-                                let _ = attached.send(());
-                            }
+                    if l.ends_with("acknowledged") {
+                        let first = acked.fetch_add(1, Relaxed) == 0;
+                        if first {
+                            let _ = attached.send(());
                         }
-                        "stopped" => stopped = true,
-                        _ => {}
+                    } else if l.ends_with("peer died") {
+                        stopped = true;
                     }
                 }
                 stopped
