@@ -608,6 +608,7 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "out of range")]
     fn holder_ids_beyond_the_word_are_refused() {
         let l = HolderLock::new();
         let _g = l.lock(HolderLock::MAX_HOLDER + 1);

@@ -346,17 +346,18 @@ impl<'h> Tx<'h> {
         self.th.set_operation(Some((id, args)));
     }
 
-    /// The stripe of the containers' element counts this attempt adds to: `pick()` at
-    /// its first count, the same one after that, so that an attempt that inserts and
-    /// removes (in one container or several) writes one stripe object per container,
-    /// not one per change (`containers::count`). `pick` returns less than 255.
+    /// The stripe of the containers' element counts this attempt adds to: `pick(slot)`
+    /// at its first count (`slot`: the attempt's thread slot), the same one after that,
+    /// so that an attempt that inserts and removes (in one container or several) writes
+    /// one stripe object per container, not one per change (`containers::count`).
+    /// `pick` returns less than 255.
     #[inline]
-    pub(crate) fn count_stripe(&self, pick: impl FnOnce() -> usize) -> usize {
+    pub(crate) fn count_stripe(&self, pick: impl FnOnce(usize) -> usize) -> usize {
         let s = self.count_stripe.get();
         if s != NO_STRIPE {
             return usize::from(s);
         }
-        let s = pick();
+        let s = pick(self.th.slot());
         debug_assert!(s < usize::from(NO_STRIPE));
         self.count_stripe.set(s as u8);
         s

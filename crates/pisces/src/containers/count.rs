@@ -6,9 +6,12 @@
 //! objects; a transaction adds its change to one of its thread's stripes, and `len`
 //! sums all stripes.
 //!
-//! A thread owns a window of [`WINDOW`] consecutive stripes (windows handed out
-//! round-robin as threads first count; beyond `STRIPES / WINDOW` threads, windows are
-//! shared) and writes them in turn, one per transaction. One stripe per thread would
+//! A thread slot owns a window of [`WINDOW`] consecutive stripes (slot `s` the
+//! `s mod (STRIPES / WINDOW)`th: beyond `STRIPES / WINDOW` slots, windows are shared),
+//! which its transactions write in turn, one per transaction. By slot, not by thread:
+//! slots are unique among the processes that share a pool, where threads counted per
+//! process would give the first thread of every process the same window, and their
+//! every pair of counting transactions a conflict. One stripe per thread would
 //! make each of a thread's counting transactions write the object its previous one
 //! wrote: an engine that keeps a committed object locked until a batched write-back
 //! (the `pisces` engine's group commit of up to 8 transactions) must then write its
@@ -33,7 +36,6 @@
 
 use crate::{Error, PPtr, Result, Tx};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Counter objects per container.
 pub(crate) const STRIPES: usize = 32;
@@ -47,15 +49,9 @@ type Stripe = [u64; STRIPE_WORDS];
 /// commit, 8: see the module docs).
 pub(crate) const WINDOW: usize = 8;
 
-/// The next window to hand to a thread.
-static NEXT_WINDOW: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    /// This thread's window (its first stripe) and the turn of its next count.
-    /// (Relaxed: the counter only has to hand out distinct values round-robin;
-    /// nothing else is ordered by it.)
-    static MY_STRIPES: (usize, Cell<usize>) =
-        ((NEXT_WINDOW.fetch_add(1, Relaxed) * WINDOW) % STRIPES, Cell::new(0));
+    /// This thread's turn: which stripe of its slot's window its next count writes.
+    static TURN: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Allocate a zeroed count (table and stripes); returns the table's offset.
@@ -73,12 +69,10 @@ pub(crate) fn create(tx: &mut Tx<'_>) -> Result<u64> {
 /// an update that removes and inserts writes one stripe object).
 #[inline]
 pub(crate) fn add(tx: &mut Tx<'_>, table: u64, delta: i64) -> Result<()> {
-    let i = tx.count_stripe(|| {
-        MY_STRIPES.with(|(first, turn)| {
-            let t = turn.get();
-            turn.set((t + 1) % WINDOW);
-            first + t
-        })
+    let i = tx.count_stripe(|slot| {
+        let t = TURN.get();
+        TURN.set((t + 1) % WINDOW);
+        (slot * WINDOW + t) % STRIPES
     });
     let stripe = tx.read(PPtr::<Table>::from_offset(table))?[i];
     let w = tx.write(PPtr::<Stripe>::from_offset(stripe))?;

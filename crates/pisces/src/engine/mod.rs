@@ -389,4 +389,7 @@ pub(crate) trait EngineThread: Send + 'static {
     /// Push out deferred work of this thread (group commit); called when a thread
     /// unregisters.
     fn quiesce(&mut self);
+    /// The thread slot this state runs in (unique among the states of a pool, across
+    /// the processes that share it).
+    fn slot(&self) -> usize;
 }

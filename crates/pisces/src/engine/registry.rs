@@ -239,6 +239,10 @@ macro_rules! engines {
             pub(crate) fn id(&self) -> EngineId {
                 match self { $( AnyThread::$variant(_) => EngineId::$variant, )+ }
             }
+            /// [`EngineThread::slot`].
+            pub(crate) fn slot(&self) -> usize {
+                match self { $( AnyThread::$variant(t) => t.slot(), )+ }
+            }
             /// `begin`, then the new attempt's read fast path ([`FastPath::NONE`] if
             /// the engine has none): one dispatch for both, as every attempt of `run`
             /// needs both. The arms of the engines that declare

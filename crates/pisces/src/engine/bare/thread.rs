@@ -125,6 +125,9 @@ impl BareThread {
 }
 
 impl EngineThread for BareThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     #[inline]
     fn begin(&mut self, _opts: &TxOptions) {
         // The previous transaction ended (the common case): nothing to end.

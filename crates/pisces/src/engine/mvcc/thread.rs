@@ -281,6 +281,9 @@ impl Rollback for MvccThread {
 }
 
 impl EngineThread for MvccThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         if self.retries.begin() {

@@ -853,6 +853,9 @@ impl PiscesThread {
 }
 
 impl EngineThread for PiscesThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     // (Inlined into `run` with the rest of the default engine's transaction path:
     // `AnyThread::begin_fast`.)
     #[inline(always)]

@@ -48,4 +48,7 @@ impl EngineThread for Absent {
     fn quiesce(&mut self) {
         match *self {}
     }
+    fn slot(&self) -> usize {
+        match *self {}
+    }
 }

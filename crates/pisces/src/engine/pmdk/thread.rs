@@ -28,6 +28,7 @@ fn thread_key() -> usize {
 /// One thread's transaction state.
 pub(crate) struct PmdkThread {
     sh: Arc<PmdkShared>,
+    slot: usize,
     locks: HeldLocks,
     active: bool,
     /// A PMDK transaction is open (the first write, alloc or free opened it).
@@ -46,6 +47,7 @@ impl PmdkThread {
     /// State for `slot` (one live state per slot).
     pub(super) fn new(sh: Arc<PmdkShared>, slot: usize) -> PmdkThread {
         PmdkThread {
+            slot,
             sh,
             locks: HeldLocks::new(0, slot),
             active: false,
@@ -178,6 +180,9 @@ impl Rollback for PmdkThread {
 }
 
 impl EngineThread for PmdkThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.active = true;

@@ -1075,6 +1075,9 @@ impl Rollback for Sp3Thread {
 }
 
 impl EngineThread for Sp3Thread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     #[inline]
     fn begin(&mut self, opts: &TxOptions) {
         if self.active {

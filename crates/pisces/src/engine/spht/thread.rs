@@ -1185,6 +1185,9 @@ impl Rollback for SphtThread {
 }
 
 impl EngineThread for SphtThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     // (Inline: a handful of stores and one clock load, which a snapshot's begin
     // inlines into its dispatch rather than calling.)
     #[inline]

@@ -754,6 +754,9 @@ impl Rollback for TimestoneThread {
 }
 
 impl EngineThread for TimestoneThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     fn begin(&mut self, opts: &TxOptions) {
         self.abort_running();
         if self.retries.begin() {

@@ -18,6 +18,7 @@ use std::sync::Arc;
 /// One thread's transactions.
 pub(crate) struct UndoThread {
     sh: Arc<UndoShared>,
+    slot: usize,
     area: usize,
     area_len: usize,
     /// Sequence number of the running (or last) transaction.
@@ -40,6 +41,7 @@ impl UndoThread {
     pub(super) fn new(sh: Arc<UndoShared>, slot: usize) -> UndoThread {
         let l = sh.heap.layout();
         UndoThread {
+            slot,
             area: l.log_offset(slot),
             area_len: l.log_bytes_per_thread,
             seq: sh.seqs[slot],
@@ -145,6 +147,9 @@ impl Rollback for UndoThread {
 }
 
 impl EngineThread for UndoThread {
+    fn slot(&self) -> usize {
+        self.slot
+    }
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.seq += 1;
