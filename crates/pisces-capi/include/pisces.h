@@ -167,6 +167,13 @@
 // second close, or a call after close. Checked without touching freed memory.
 #define PISCES_ECLOSED 23
 
+// A process that shares the pool (`pisces_pool_open_shared`) ended while it held what
+// this call waited for: the pool is stopped in every process. Writing transactions
+// fail with this code until every process has closed the pool; the next open then
+// recovers it as after a crash (a transaction that failed with it may or may not be
+// there).
+#define PISCES_EPEERDIED 24
+
 // First code free for the application's own return values from callbacks.
 #define PISCES_USER 1000
 
@@ -330,6 +337,23 @@ int pisces_pool_create(const char *path, const struct pisces_config *cfg, struct
 // * All of these stay readable (`out`: writable) and unchanged by other threads during
 //   the call; the library keeps none of them after it returns.
 int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct pisces_pool **out);
+
+// Open an existing pool file shared with the other processes that open it with this
+// function: all of them run transactions on it at once, with the isolation of threads
+// of one process (`pisces::Sharing::Shared`). Create the pool first
+// (`pisces_pool_create`, then close it). The first process to open it recovers it;
+// an exclusive open (`pisces_pool_open`) is refused with `PISCES_ELOCKED` while any
+// process has it open shared, and the other way round. Only the "pisces" and
+// "volatile" engines share (others: `PISCES_ECONFIG`, with the reason), on pools that
+// cannot grow. A process that ends (is killed) while holding what another waits for
+// stops the pool: calls then fail with `PISCES_EPEERDIED` until every process has
+// closed it, and the next open recovers it as after a crash.
+//
+// # Safety
+// As `pisces_pool_open`.
+int pisces_pool_open_shared(const char *path,
+                            const struct pisces_config *cfg,
+                            struct pisces_pool **out);
 
 // Close a pool (NULL is accepted). Handles still open keep the pool open until the
 // last of them is closed; then pending work is written back and the file unlocked.

@@ -71,6 +71,12 @@ pub const PISCES_EVALUESIZE: c_int = 22;
 /// The pool or handle was closed (or the pointer never came from this library): a
 /// second close, or a call after close. Checked without touching freed memory.
 pub const PISCES_ECLOSED: c_int = 23;
+/// A process that shares the pool (`pisces_pool_open_shared`) ended while it held what
+/// this call waited for: the pool is stopped in every process. Writing transactions
+/// fail with this code until every process has closed the pool; the next open then
+/// recovers it as after a crash (a transaction that failed with it may or may not be
+/// there).
+pub const PISCES_EPEERDIED: c_int = 24;
 /// First code free for the application's own return values from callbacks.
 pub const PISCES_USER: c_int = 1000;
 
@@ -101,6 +107,7 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::IsolationUnsupported(_) => PISCES_EISOLATION,
         Error::NestedTransaction => PISCES_ENESTED,
         Error::InvalidArgument(_) => PISCES_EINVAL,
+        Error::PeerDied(_) => PISCES_EPEERDIED,
         _ => PISCES_ERROR,
     }
 }
@@ -279,6 +286,7 @@ fn strerror(code: c_int) -> &'static [u8] {
         PISCES_EPANIC => b"internal panic\0",
         PISCES_EVALUESIZE => b"unsupported container value size\0",
         PISCES_ECLOSED => b"pool or handle closed\0",
+        PISCES_EPEERDIED => b"a process sharing the pool died; the pool is stopped\0",
         _ => b"unknown code\0",
     }
 }

@@ -802,6 +802,38 @@ pub unsafe extern "C" fn pisces_pool_open(
     })
 }
 
+/// Open an existing pool file shared with the other processes that open it with this
+/// function: all of them run transactions on it at once, with the isolation of threads
+/// of one process (`pisces::Sharing::Shared`). Create the pool first
+/// (`pisces_pool_create`, then close it). The first process to open it recovers it;
+/// an exclusive open (`pisces_pool_open`) is refused with `PISCES_ELOCKED` while any
+/// process has it open shared, and the other way round. Only the "pisces" and
+/// "volatile" engines share (others: `PISCES_ECONFIG`, with the reason), on pools that
+/// cannot grow. A process that ends (is killed) while holding what another waits for
+/// stops the pool: calls then fail with `PISCES_EPEERDIED` until every process has
+/// closed it, and the next open recovers it as after a crash.
+///
+/// # Safety
+/// As `pisces_pool_open`.
+#[no_mangle]
+pub unsafe extern "C" fn pisces_pool_open_shared(
+    path: *const c_char,
+    cfg: *const pisces_config,
+    out: *mut *mut pisces_pool,
+) -> c_int {
+    entry(move || {
+        // SAFETY: as in `pisces_pool_open`.
+        let out = unsafe { out_ptr(out, "out") }?;
+        // SAFETY: as in `pisces_pool_open`.
+        let path = unsafe { cstr_opt(path, "path") }?
+            .ok_or_else(|| Fail::new(PISCES_EINVAL, "path is NULL"))?;
+        // SAFETY: as in `pisces_pool_open`.
+        let cfg = unsafe { to_config(cfg) }?.sharing(pisces::Sharing::Shared);
+        let pool = Pool::open(path, cfg).map_err(|e| pool_file_failure(path, e))?;
+        finish_pool(pool, out)
+    })
+}
+
 /// Close a pool (NULL is accepted). Handles still open keep the pool open until the
 /// last of them is closed; then pending work is written back and the file unlocked.
 ///

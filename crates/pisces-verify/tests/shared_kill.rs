@@ -10,7 +10,7 @@
 //! waits to be killed.
 #![cfg(feature = "mutation")]
 
-use pisces::tools::Sharing;
+use pisces::Sharing;
 use pisces::{Config, EngineId, Error, PPtr, Pool};
 use std::io::BufRead;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

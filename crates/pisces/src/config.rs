@@ -98,9 +98,32 @@ pub struct Config {
 
 /// Whether a pool is opened by one process at a time or by several at once.
 ///
-/// `Shared` is a preview offered to the test tooling (`tools` feature): a process that
-/// dies while it has the pool open is not detected yet, so the others may wait for it
-/// without end.
+/// # A process that dies
+/// A process that ends without closing a shared pool (killed, or aborted by a panic
+/// in a `panic = "abort"` build) may leave what the others wait for: the locks of a
+/// transaction it was running, a commit halfway, a lock word of the engine. The others
+/// do not wait for it: a wait that lasts a millisecond asks whether the thread slot it
+/// waits for belongs to a live process (the kernel releases a slot's lock on the pool
+/// file when its process ends), and a dead one *stops* the pool. From then on, in every
+/// process, transactions that write (and the waits for the dead process) fail with
+/// [`Error::PeerDied`](crate::Error::PeerDied); a read-only snapshot may still complete
+/// from the committed state; no process can open the pool shared until every process
+/// has closed it; the next open then recovers it as after a crash: every transaction
+/// that returned `Ok` is there, and one that failed with `PeerDied` may or may not be.
+/// A process that died holding nothing the others need (between transactions) stops
+/// nothing, but its thread slots stay in use: other processes that have the pool open
+/// go on, and a process that opens it afterwards is refused until all have closed.
+///
+/// # Limits
+/// * Only engines that can share accept it: the `pisces` engine and `volatile`. The
+///   others refuse with their reason ([`EngineId::sharing_refused`](crate::EngineId::sharing_refused)).
+/// * Pools that may grow ([`Config::max_size`]) are refused.
+/// * The shared state lives in `/dev/shm/pisces-<pool uuid>`: every process must see the
+///   same `/dev/shm` (one machine, one mount namespace); a process that finds another
+///   process's lock on the pool but no shared state refuses to open.
+/// * A child made by `fork` inherits the open pool's locks and mappings, which it must
+///   not use: open the pool again in the child, after the parent has closed it or
+///   alongside it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Sharing {
@@ -233,9 +256,20 @@ impl Config {
         self
     }
 
-    /// Open the pool for this process alone, or shared with other processes (see
-    /// [`Sharing`]; a preview for the test tooling).
-    #[cfg(feature = "tools")]
+    /// Open the pool for this process alone (the default), or shared with the other
+    /// processes that open it shared (see [`Sharing`]).
+    ///
+    /// ```
+    /// # use pisces::{Config, Pool, PPtr, Sharing};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("shared.pool");
+    /// let cfg = Config::default().size(16 << 20).sharing(Sharing::Shared);
+    /// let a = Pool::create(&path, cfg.clone()).unwrap();
+    /// let b = Pool::open(&path, cfg).unwrap(); // as another process would
+    /// let n: PPtr<u64> = a.root().unwrap();
+    /// a.run(|tx| { *tx.write(n)? += 1; Ok(()) }).unwrap();
+    /// assert_eq!(b.read(|tx| Ok(*tx.read(n)?)).unwrap(), 1);
+    /// ```
     pub fn sharing(mut self, sharing: Sharing) -> Config {
         self.sharing = sharing;
         self

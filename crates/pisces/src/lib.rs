@@ -154,7 +154,7 @@ mod tx_options;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
-pub use config::Config;
+pub use config::{Config, Sharing};
 pub use containers::{
     stable_hash, BTreeMap, Entry, HashIter, HashMap, MapStats, Owned, PBytes, PString, PVec,
     RangeIter, TreeKey, TreeStats,

@@ -33,9 +33,6 @@ pub mod superblock {
 
 pub use crate::heap::ROOT_SLOT_OFFSET;
 
-/// Opening a pool from several processes at once (a preview, see [`Sharing`]).
-pub use crate::config::Sharing;
-
 /// Per-thread counters of flushed lines, fences and bytes written.
 pub mod counters {
     pub use crate::medium::counters::*;

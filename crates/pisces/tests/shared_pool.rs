@@ -3,7 +3,7 @@
 //! the sidecar's locks are open-file-description locks, which two opens conflict on
 //! as two processes would.
 
-use pisces::tools::Sharing;
+use pisces::Sharing;
 use pisces::{Config, EngineId, Error, PPtr, Pool};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 

@@ -47,7 +47,7 @@ use crate::workloads::Sizes;
 use hdrhistogram::Histogram;
 use pisces::tools::counters::{self, Counters};
 use pisces::tools::shared_counts::{self, SharedCounts};
-use pisces::tools::Sharing;
+use pisces::Sharing;
 use pisces::{Config, EngineOptions, Error, MediumKind, PersistenceDomain, Pool};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

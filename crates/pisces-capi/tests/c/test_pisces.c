@@ -1034,6 +1034,52 @@ static void test_every_engine(void) {
 
 /* ------------------------------------------------------------------------------ */
 
+/* A pool opened shared twice (two opens stand for two processes: the locks are per open
+ * file description): both run transactions, an exclusive open is refused meanwhile,
+ * an engine that cannot share is refused, and the last close leaves every commit for
+ * the next exclusive open. */
+static void test_shared_pool(void) {
+    current_test = "shared";
+    char path[512];
+    pisces_pool *p = new_pool(NULL, path, sizeof path);
+    uint64_t root = 0;
+    OK(pisces_root(p, 64, &root));
+    OK(pisces_pool_close(p));
+    pisces_config cfg = small_config(NULL);
+    pisces_pool *a = NULL, *b = NULL, *x = NULL;
+    EXPECT(pisces_pool_open_shared(NULL, &cfg, &a), PISCES_EINVAL);
+    EXPECT(pisces_pool_open_shared(path, &cfg, NULL), PISCES_EINVAL);
+    OK(pisces_pool_open_shared(path, &cfg, &a));
+    OK(pisces_pool_open_shared(path, &cfg, &b));
+    EXPECT(pisces_pool_open(path, &cfg, &x), PISCES_ELOCKED);
+    pisces_handle *ha = NULL, *hb = NULL;
+    OK(pisces_handle_open(a, &ha));
+    OK(pisces_handle_open(b, &hb));
+    struct counter_ctx c = {root, 0, 0, 0, {0}};
+    for (int i = 0; i < 10; i++) {
+        OK(pisces_run(ha, bump, &c));
+        OK(pisces_run(hb, bump, &c));
+    }
+    CHECK(read_u64(ha, root) == 20);
+    CHECK(read_u64(hb, root) == 20);
+    OK(pisces_handle_close(ha));
+    OK(pisces_handle_close(hb));
+    OK(pisces_pool_close(a));
+    OK(pisces_pool_close(b));
+    OK(pisces_pool_open(path, &cfg, &p));
+    OK(pisces_handle_open(p, &ha));
+    CHECK(read_u64(ha, root) == 20);
+    OK(pisces_handle_close(ha));
+    OK(pisces_pool_close(p));
+
+    char undo_path[512];
+    p = new_pool("undo", undo_path, sizeof undo_path);
+    OK(pisces_pool_close(p));
+    EXPECT(pisces_pool_open_shared(undo_path, NULL, &a), PISCES_ECONFIG);
+    CHECK(strstr(pisces_errmsg(), "undo") != NULL);
+    CHECK(strstr(pisces_strerror(PISCES_EPEERDIED), "died") != NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {
         snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -1055,6 +1101,7 @@ int main(int argc, char **argv) {
         {"explicit transactions", test_explicit_transactions},
         {"containers", test_containers},
         {"every engine", test_every_engine},
+        {"shared pool", test_shared_pool},
     };
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -19,7 +19,7 @@
 
 use super::{err, judge, out, pool_size, Settings, SicheckArgs, LOG_BYTES};
 use clap::ValueEnum;
-use pisces::tools::Sharing;
+use pisces::Sharing;
 use pisces::{Config, Pool};
 use pisces_verify::sicheck::{History, Op, Txn, Workload};
 use std::io::{BufRead, BufReader, Write};

@@ -118,8 +118,16 @@ macro_rules! engines {
             pub(crate) fn growth_refused(self) -> Option<&'static str> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::GROWTH_REFUSED, )+ }
             }
-            /// Why the engine cannot run on a pool shared by processes, if it cannot.
-            pub(crate) fn sharing_refused(self) -> Option<&'static str> {
+            /// Why the engine cannot run on a pool that several processes open at once
+            /// ([`Sharing::Shared`](crate::Sharing::Shared)), if it cannot; `None` for
+            /// the engines that share.
+            ///
+            /// ```
+            /// use pisces::EngineId;
+            /// assert!(EngineId::Pisces.sharing_refused().is_none());
+            /// assert!(EngineId::Mvcc.sharing_refused().is_some());
+            /// ```
+            pub fn sharing_refused(self) -> Option<&'static str> {
                 match self { $( EngineId::$variant => <$def as EngineDef>::SHARING_REFUSED, )+ }
             }
             pub(crate) fn storage(self) -> Storage {
