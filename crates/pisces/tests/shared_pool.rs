@@ -1,7 +1,6 @@
-//! One pool opened by several processes at once (`Sharing::Shared`, a preview of the
-//! test tooling). Each open of a pool shared in this test binary stands for a process:
-//! the sidecar's locks are open-file-description locks, which two opens conflict on
-//! as two processes would.
+//! One pool opened by several processes at once (`Sharing::Shared`). Each open of a
+//! pool shared in this test binary stands for a process: the sidecar's locks are
+//! open-file-description locks, which two opens conflict on as two processes would.
 
 use pisces::Sharing;
 use pisces::{Config, EngineId, Error, PPtr, Pool};
