@@ -88,6 +88,14 @@ fn refuse_sharing(engine: EngineId) -> Result<()> {
     }
 }
 
+/// The refusal of a pool that may grow, opened or created shared.
+fn shared_growth_refused() -> Error {
+    Error::invalid_config(
+        "a pool that may grow cannot be opened by several processes at once; \
+         open it exclusively, or make it with Config::max_size unset",
+    )
+}
+
 /// `Err(InvalidConfig)` if `cfg` asks for a persistence domain other than the one
 /// `medium` runs under (a medium given to `create_on` / `open_on` brings its own).
 fn refuse_domain(medium: &dyn Medium, cfg: &Config) -> Result<()> {
@@ -291,6 +299,9 @@ impl Pool {
             // Formatted by this process alone, then opened shared (a pool being
             // formatted is no pool yet for anyone else).
             refuse_sharing(engine)?;
+            if cfg.max_size.is_some_and(|m| m > cfg.size) {
+                return Err(shared_growth_refused());
+            }
             drop(Self::create(
                 path.as_ref(),
                 cfg.clone().sharing_exclusive(),
@@ -389,10 +400,7 @@ impl Pool {
         }
         refuse_sharing(engine)?;
         if sb.max_size > sb.pool_size {
-            return Err(Error::invalid_config(
-                "a pool that may grow cannot be opened by several processes at once; \
-                 open it exclusively, or make it with Config::max_size unset",
-            ));
+            return Err(shared_growth_refused());
         }
         let sidecar = Sidecar::attach(
             path,

@@ -100,6 +100,7 @@ fn engines_that_cannot_share_refuse() {
     let (_d, p) = pool_path();
     let e = Pool::create(&p, shared().max_size(64 << 20)).unwrap_err();
     assert!(e.to_string().contains("grow"), "{e}");
+    assert!(!p.exists(), "a refused create leaves no file");
 }
 
 /// Two "processes" move money between accounts at the same time, each with two
