@@ -17,7 +17,7 @@
 //! checker requires each committed append to be in the pool's final state, then checks
 //! the whole as one history. A worker that fails makes the run fail with exit status 2.
 
-use super::{err, judge, out, pool_size, Settings, SicheckArgs, LOG_BYTES};
+use super::setup::{err, judge, out, pool_size, Settings, SicheckArgs, LOG_BYTES};
 use clap::ValueEnum;
 use pisces::Sharing;
 use pisces::{Config, Pool};
