@@ -401,9 +401,10 @@ pub fn run(a: &BenchArgs, title: &str) -> ExitCode {
             pb.set_message(format!("[{}/{total}] {what}", n + 1));
             pb.set_position(n as u64 * ms);
             let base = n as u64 * ms;
-            let r = measure::measure(spec, &s.sizes, s.seconds, seed, &placement, &mut |el, _| {
-                pb.set_position(base + (el.as_millis() as u64).min(ms));
-            });
+            let r =
+                measure::run::measure(spec, &s.sizes, s.seconds, seed, &placement, &mut |el, _| {
+                    pb.set_position(base + (el.as_millis() as u64).min(ms));
+                });
             match r {
                 Ok(o) => {
                     let row = Row::new(spec, run, &o);
