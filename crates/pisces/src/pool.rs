@@ -402,11 +402,13 @@ impl Pool {
         if sb.max_size > sb.pool_size {
             return Err(shared_growth_refused());
         }
+        let (reserve, need) = crate::sidecar::region_bytes(heap.layout());
         let sidecar = Sidecar::attach(
             path,
             &sb.uuid,
             &crate::sidecar::path_for(&sb.uuid),
-            crate::sidecar::region_bytes(heap.layout()),
+            reserve,
+            need,
         )?;
         let options = cfg.engine_options.to_string();
         let heap = match sidecar.role() {

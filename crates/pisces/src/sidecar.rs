@@ -139,12 +139,18 @@ impl std::fmt::Debug for Sidecar {
 
 /// Bytes of the sidecar of a pool of geometry `layout`: the header, the allocator's
 /// state, and what an engine that shares places (the `pisces` engine: its slots and the
-/// arena of its copies, which takes most of it). Address space and a sparse file: only
-/// what is used takes memory.
-pub(crate) fn region_bytes(layout: &Layout) -> usize {
+/// arena of its copies, which takes most of it); and the least that serves (the arena
+/// at its smallest), where a process may not map that much (an address-space limit, a
+/// process under valgrind). Address space and a sparse file: only what is used takes
+/// memory.
+pub(crate) fn region_bytes(layout: &Layout) -> (usize, usize) {
     const HEADER_BYTES: usize = 4096 + 8 * MAX_THREADS;
     const ENGINE_BYTES: usize = (64 << 30) + (256 << 20);
-    HEADER_BYTES + Allocator::region_bytes(layout) + ENGINE_BYTES
+    let fixed = HEADER_BYTES + Allocator::region_bytes(layout);
+    (
+        fixed + ENGINE_BYTES,
+        fixed + crate::region::MIN_RESERVED_BYTES,
+    )
 }
 
 /// The sidecar file of the pool with UUID `uuid`.
@@ -156,12 +162,15 @@ pub(crate) fn path_for(uuid: &[u8; 16]) -> PathBuf {
 impl Sidecar {
     /// Attach to the sidecar of the pool at `pool` (already open in this process,
     /// shared), whose UUID is `uuid`; an initializer makes the sidecar `reserve` bytes
+    /// long, or a quarter of that as many times as its mapping is refused, down to
+    /// `need` bytes
     /// long (its regions are placed in it).
     pub(crate) fn attach(
         pool: &Path,
         uuid: &[u8; 16],
         sidecar: &Path,
         reserve: usize,
+        need: usize,
     ) -> Result<Sidecar> {
         let locks = OpenOptions::new()
             .read(true)
@@ -173,7 +182,7 @@ impl Sidecar {
             .map_err(|e| Error::io("reading the pool file's metadata", e))?;
         for _ in 0..ATTACH_ATTEMPTS {
             if ofd_lock(&locks, 0, libc::F_WRLCK, false)? {
-                return Self::initialize(locks, &meta, uuid, sidecar, reserve);
+                return Self::initialize(locks, &meta, uuid, sidecar, reserve, need);
             }
             ofd_lock(&locks, 0, libc::F_RDLCK, true)?;
             match Self::join(&meta, uuid, sidecar)? {
@@ -202,7 +211,8 @@ impl Sidecar {
         meta: &std::fs::Metadata,
         uuid: &[u8; 16],
         sidecar: &Path,
-        reserve: usize,
+        mut reserve: usize,
+        need: usize,
     ) -> Result<Sidecar> {
         let file = OpenOptions::new()
             .read(true)
@@ -212,9 +222,19 @@ impl Sidecar {
             .mode(meta.permissions().mode() & 0o666)
             .open(sidecar)
             .map_err(|e| Error::io("creating the pool's shared state file", e))?;
-        file.set_len(reserve as u64)
-            .map_err(|e| Error::io("sizing the pool's shared state file", e))?;
-        let region = Region::file(file, true)?;
+        // Joiners map the whole file, whatever length it was given here.
+        let region = loop {
+            file.set_len(reserve as u64)
+                .map_err(|e| Error::io("sizing the pool's shared state file", e))?;
+            let f = file
+                .try_clone()
+                .map_err(|e| Error::io("opening the pool's shared state file", e))?;
+            match Region::file(f, true) {
+                Ok(r) => break r,
+                Err(_) if reserve > need => reserve = (reserve / 4).max(need),
+                Err(e) => return Err(e),
+            }
+        };
         let header = region.place_value(|h: &mut Header| {
             h.magic = AtomicU64::new(MAGIC);
             h.layout_version = AtomicU64::new(LAYOUT_VERSION);
@@ -549,14 +569,14 @@ mod tests {
     #[test]
     fn an_initializer_then_a_joiner_share_one_state() {
         let (_d, pool, side, uuid) = setup();
-        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20, 1 << 20).unwrap();
         assert_eq!(a.role(), Role::Initializer);
         let word = a
             .region()
             .place_value(|w: &mut AtomicU64| *w = AtomicU64::new(7))
             .unwrap();
         a.ready(5, 1, "group_commit=8").unwrap();
-        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20, 1 << 20).unwrap();
         assert_eq!((b.role(), b.generation()), (Role::Joiner, 5));
         b.check_engine(1, "group_commit=8").unwrap();
         assert!(b.check_engine(1, "group_commit=4").is_err());
@@ -587,12 +607,12 @@ mod tests {
     #[test]
     fn a_state_never_made_ready_is_rebuilt() {
         let (_d, pool, side, uuid) = setup();
-        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20, 1 << 20).unwrap();
         a.region()
             .place_value(|w: &mut AtomicU64| *w = AtomicU64::new(7))
             .unwrap();
         drop(a); // died before `ready`
-        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        let b = Sidecar::attach(&pool, &uuid, &side, 1 << 20, 1 << 20).unwrap();
         assert_eq!(b.role(), Role::Initializer);
         let w = b.region().place_value(|_: &mut AtomicU64| {}).unwrap();
         assert_eq!(w.load(Relaxed), 0, "a new, zeroed state");
@@ -602,10 +622,10 @@ mod tests {
     #[test]
     fn another_pools_sidecar_is_refused() {
         let (_d, pool, side, uuid) = setup();
-        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20).unwrap();
+        let a = Sidecar::attach(&pool, &uuid, &side, 1 << 20, 1 << 20).unwrap();
         a.ready(5, 1, "").unwrap();
         let other = *b"another-pool-id!";
-        let e = Sidecar::attach(&pool, &other, &side, 1 << 20).unwrap_err();
+        let e = Sidecar::attach(&pool, &other, &side, 1 << 20, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("another pool"), "{e}");
     }
 }
