@@ -245,21 +245,25 @@ fn hold_and_wait(pool: &Pool, what: &str) -> ! {
     unreachable!()
 }
 
-/// Start a worker that holds `what` ([`hold_and_wait`]) and kill it once it holds it.
-fn kill_a_worker_holding(p: &std::path::Path, what: &str) {
+/// Start a worker with `var` set, and wait until it says `line` on stdout.
+fn worker_saying(p: &std::path::Path, var: &str, value: &str, line: &str) -> std::process::Child {
     use std::io::BufRead;
     let mut worker = worker(p)
-        .env(WORKER_HOLDS, what)
+        .env(var, value)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let out = std::io::BufReader::new(worker.stdout.take().unwrap());
     assert!(
-        out.lines()
-            .map_while(|l| l.ok())
-            .any(|l| l.contains("holding")),
-        "the worker never got to hold its {what}"
+        out.lines().map_while(|l| l.ok()).any(|l| l.contains(line)),
+        "the worker never said {line:?}"
     );
+    worker
+}
+
+/// Start a worker that holds `what` ([`hold_and_wait`]) and kill it once it holds it.
+fn kill_a_worker_holding(p: &std::path::Path, what: &str) {
+    let mut worker = worker_saying(p, WORKER_HOLDS, what, "holding");
     worker.kill().unwrap();
     worker.wait().unwrap();
 }
@@ -380,20 +384,7 @@ fn transfer_until_told(pool: Pool) {
     let mut out = std::io::stdout().lock();
     let mut x = std::process::id() as u64 | 1;
     while !told.load(Relaxed) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let (from, to) = ((x % 16) as usize, ((x >> 8) % 16) as usize);
-        let r = h.run(|tx| {
-            let a = tx.write(root)?;
-            if a[from] > 0 {
-                a[from] -= 1;
-                a[to] += 1;
-            }
-            a[ACCOUNTS] += 1;
-            Ok(())
-        });
-        match r {
+        match h.run(|tx| transfer(tx, root, next_pair(&mut x))) {
             Ok(()) => writeln!(out, "acknowledged").unwrap(),
             Err(Error::PeerDied(_)) => {
                 writeln!(out, "peer died").unwrap();
@@ -553,22 +544,33 @@ fn transfers(pool: &Pool, seed: u64, n: usize) {
     let root: PPtr<Bank> = pool.root().unwrap();
     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
     for _ in 0..n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let (from, to) = ((x % 16) as usize, ((x >> 8) % 16) as usize);
-        pool.run(|tx| {
-            let a = tx.write(root)?;
-            if a[from] > 0 {
-                a[from] -= 1;
-                a[to] += 1;
-            }
-            a[ACCOUNTS] += 1;
-            Ok(())
-        })
-        .unwrap();
+        pool.run(|tx| transfer(tx, root, next_pair(&mut x)))
+            .unwrap();
         assert_eq!(audit(pool).0, TOTAL);
     }
+}
+
+/// The next pair of accounts (from, to) of the xorshift sequence in `x`.
+fn next_pair(x: &mut u64) -> (usize, usize) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    ((*x % 16) as usize, ((*x >> 8) % 16) as usize)
+}
+
+/// Move one unit from account `from` to `to` (if `from` has one) and count the transfer.
+fn transfer(
+    tx: &mut pisces::Tx<'_>,
+    root: PPtr<Bank>,
+    (from, to): (usize, usize),
+) -> pisces::Result<()> {
+    let a = tx.write(root)?;
+    if a[from] > 0 {
+        a[from] -= 1;
+        a[to] += 1;
+    }
+    a[ACCOUNTS] += 1;
+    Ok(())
 }
 
 /// Three processes (this test binary started again as `worker_process`) and this one
@@ -597,7 +599,6 @@ fn real_processes_transfer_and_keep_the_total() {
 /// them), and the next open after they close recovers every committed transfer.
 #[test]
 fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
-    use std::io::BufRead;
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
     create_bank(&p);
@@ -607,18 +608,7 @@ fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
     let mut h = here.handle().unwrap();
     let visitor = Pool::open(&p, shared()).unwrap();
     let v = visitor.handle().unwrap();
-    let mut worker = worker(&p)
-        .env(WORKER_WAITS, "1")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = std::io::BufReader::new(worker.stdout.take().unwrap());
-    assert!(
-        out.lines()
-            .map_while(|l| l.ok())
-            .any(|l| l.contains("transferred")),
-        "the worker's transfers"
-    );
+    let mut worker = worker_saying(&p, WORKER_WAITS, "1", "transferred");
     drop(v);
     drop(visitor);
     worker.kill().unwrap();
