@@ -1,5 +1,6 @@
-//! Waits that end when what they wait for belongs to a process that died: the
-//! fail-stop of a pool shared by several processes.
+//! Waits for state that belongs to a process that died: a pool shared by several
+//! processes recovers what a dead process left while the others run, and stops where
+//! it cannot.
 //!
 //! # Why
 //! In a pool that one process has open, every wait (a lock word, a grace period's
@@ -9,11 +10,20 @@
 //! it: the wait would never end. So a wait that lasts names, where it can, the thread
 //! slot it waits for, and after [`PEER_CHECK`] asks whether that slot's process is gone
 //! ([`Peers::is_dead`], answered by the kernel's lock on the slot's liveness byte,
-//! which a process's death releases). A dead peer *stops* the pool ([`Peers::stop`]):
-//! the state it left is what a crash leaves (its transactions' records are durable
-//! before they are visible; one that was not visible still holds its objects' locks,
-//! so no survivor wrote them), and the next open after every process has closed
-//! recovers it as after a crash. Until then no process waits for it.
+//! which a process's death releases).
+//!
+//! # Recovery, or a stop
+//! A dead slot is reported ([`Peers::report_dead`]), and the wait goes on. A thread of
+//! the reporting process takes the slot's liveness byte (so that one process recovers
+//! it) and asks the engine to recover it while the others run ([`Recover`]): roll back
+//! the attempt it was running, finish its clock, write back its committed
+//! transactions, empty its log, and give the slot free. The wait then ends as it would
+//! have had the peer finished. What the engine cannot recover (the peer died holding
+//! a lock word, or inside a commit), it refuses ([`Recovery::Impossible`]), and the
+//! slot *stops* the pool ([`Peers::stop`]): the state the dead process left is what a
+//! crash leaves (its transactions' records are durable before they are visible; one
+//! that was not visible still holds its objects' locks, so no survivor wrote them),
+//! and the next open after every process has closed recovers it as after a crash.
 //!
 //! # Getting out of a wait
 //! A wait that finds the pool stopped does not return (a lock wait has no guard to
@@ -55,6 +65,33 @@ pub(crate) trait Peers: Send + Sync {
     fn any_dead(&self) -> Option<u32>;
     /// Stop the pool: `slot`'s process died. The first stop's slot is kept.
     fn stop(&self, slot: u32);
+    /// `slot`'s process died (a waiter found it [dead](Peers::is_dead)): have it
+    /// recovered (module docs, *Recovery, or a stop*). True while the waiter may wait
+    /// on (its recovery is under way, here or in another process); false once the
+    /// pool is stopped.
+    fn report_dead(&self, slot: u32) -> bool;
+    /// The engine that recovers this pool's dead slots.
+    fn set_recover(&self, recover: Weak<dyn Recover>);
+}
+
+/// What an engine's recovery of a dead slot came to ([`Recover::recover`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// Nothing of the slot is left for anyone to wait on, and it may be claimed again.
+    Done,
+    /// What others wait on is released, but the slot's log cannot be emptied yet (the
+    /// watermark is held by others' pending write-backs): try again later.
+    Later,
+    /// The slot's state cannot be recovered while others run: stop the pool.
+    Impossible,
+}
+
+/// An engine that recovers a dead slot of a shared pool while the others run.
+pub(crate) trait Recover: Send + Sync {
+    /// Recover slot `slot`, whose process died. The caller holds the slot's liveness
+    /// byte (so it is the one recoverer) and runs in no transaction. A wait inside may
+    /// give up ([`give_up`]); the caller catches it.
+    fn recover(&self, slot: u32) -> Recovery;
 }
 
 /// The unwind payload of a wait that gave up ([`give_up`]): the dead slot.
@@ -91,8 +128,9 @@ pub(crate) fn give_up(slot: u32) -> ! {
 
 /// A wait that has lasted [`PEER_CHECK`] on the word at `word`, held by thread slot
 /// `holder` (`None`: the wait cannot tell which slot): give up if the pool of the word
-/// is stopped or the holder's process is dead (stopping the pool). Returns if neither,
-/// or if the word is not in a shared pool's mapping.
+/// is stopped; if the holder's process is dead, report it ([`Peers::report_dead`]) and
+/// give up only if that stopped the pool. Returns otherwise, or if the word is not in
+/// a shared pool's mapping.
 #[cold]
 #[inline(never)]
 pub(crate) fn check(word: *const u8, holder: Option<u32>) {
@@ -113,8 +151,9 @@ pub(crate) fn check_peers(peers: &dyn Peers, holder: Option<u32>) {
         None => peers.any_dead(),
     };
     if let Some(s) = dead {
-        peers.stop(s);
-        give_up(s);
+        if !peers.report_dead(s) {
+            give_up(peers.stopped().unwrap_or(s));
+        }
     }
 }
 
@@ -215,6 +254,12 @@ impl Peers for OneDead {
         use std::sync::atomic::Ordering::Relaxed;
         let _ = self.stopped.compare_exchange(0, slot + 1, Relaxed, Relaxed);
     }
+    /// No engine recovers here: a dead slot stops the pool.
+    fn report_dead(&self, slot: u32) -> bool {
+        self.stop(slot);
+        false
+    }
+    fn set_recover(&self, _: Weak<dyn Recover>) {}
 }
 
 #[cfg(all(test, not(loom)))]

@@ -25,6 +25,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+/// How long a process that joins a shared pool waits for a slot that a dead process
+/// left in use to be recovered, before it refuses to join.
+const JOIN_RECOVERY_WAIT: Duration = Duration::from_secs(10);
+
 /// How long [`Pool::open_or_create`] waits for another caller that has created the
 /// pool file to size it: that takes the creator two system calls, so only a creator
 /// that was stopped or killed in between makes a caller wait this long.
@@ -198,6 +202,7 @@ impl PoolInner {
     /// is not closed (its state is a crash's); the last process removes the sidecar, so
     /// that the next open recovers it.
     fn detach(&self, sidecar: &Sidecar) {
+        sidecar.wait_for_recoveries();
         sidecar.detach_slots();
         if !sidecar.detach_is_last().unwrap_or(false) {
             if sidecar.stopped().is_none() {
@@ -435,15 +440,27 @@ impl Pool {
         }
         if sidecar.role() == Role::Joiner {
             // A process that ended with a slot in use may have left its clock, bounds
-            // or locks for the others to wait on: this process does not join them.
-            if let Some(slot) =
+            // or locks for the others to wait on: recovered first (here, or by the
+            // process that already recovers it, which holds its byte meanwhile), or
+            // this process does not join.
+            let until = Instant::now() + JOIN_RECOVERY_WAIT;
+            while let Some(slot) =
                 eng.abandoned_slot(&|s| sidecar.slot_held_elsewhere(s).unwrap_or(true))
             {
-                return Err(Error::invalid_config(format!(
-                    "thread slot {slot} of the shared pool was left in use by a process that \
-                     ended without giving it up; close the pool in every process and open it \
-                     again to recover it"
-                )));
+                if let Some(s) = sidecar.stopped() {
+                    return Err(Error::PeerDied(s));
+                }
+                if !sidecar.is_dead(slot) || Instant::now() >= until {
+                    return Err(Error::invalid_config(format!(
+                        "thread slot {slot} of the shared pool was left in use by a process \
+                         that ended without giving it up; close the pool in every process and \
+                         open it again to recover it"
+                    )));
+                }
+                if !sidecar.report_dead(slot) {
+                    return Err(Error::PeerDied(slot as u32));
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
         let mut pool = Self::from_engine(eng, &cfg.clone().max_threads(max_threads), None)?;

@@ -37,7 +37,7 @@
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::Layout;
 use crate::heap::layout::MAX_THREADS;
-use crate::peers::Peers;
+use crate::peers::{Peers, Recover, Recovery};
 use crate::region::{InRegion, Placed, PlacedValue, Region};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -45,9 +45,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// The sidecar header's first word.
 const MAGIC: u64 = u64::from_le_bytes(*b"PSCSIDE1");
@@ -55,7 +55,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"PSCSIDE1");
 /// The version of everything the sidecar holds: two builds with different layouts of
 /// the shared state must never attach to one sidecar. Change it with any change to a
 /// type that lives in a region or to the order of placements.
-pub(crate) const LAYOUT_VERSION: u64 = 2;
+pub(crate) const LAYOUT_VERSION: u64 = 3;
 
 /// `READY`: the initializer finished building the state.
 const READY: u64 = 1;
@@ -118,6 +118,17 @@ pub(crate) struct Sidecar {
 /// from and claimed again, in between (the token then changed) from one whose owner
 /// died (the kernel released its lock, and nobody wrote its word). This process's own
 /// slots are alive whatever the probe says (its own locks conflict with nothing).
+///
+/// # Recovering a dead slot
+/// A dead slot reported here ([`Peers::report_dead`]) is recovered by a thread of this
+/// process, one per slot at a time (`recovering`). The thread opens the pool file
+/// again, a description of its own, and takes the slot's byte there: so one process
+/// recovers the slot (the others find the byte held, and the slot alive), this
+/// process's own claims conflict with the recovery as another process's would, and
+/// closing the description at the end gives the byte up, whatever the outcome. A
+/// recoverer that dies leaves the slot dead again, with its token, for the next one.
+/// The engine clears the slot's state; then the token goes (the slot is free to claim),
+/// then the byte.
 struct Watch {
     header: PlacedValue<Header>,
     /// Per slot: 0, or the token of the claim that owns it.
@@ -126,6 +137,12 @@ struct Watch {
     locks: File,
     /// The slots this process claimed.
     own: Box<[AtomicBool]>,
+    /// The slots a thread of this process is recovering.
+    recovering: Box<[AtomicBool]>,
+    /// The engine that recovers dead slots (set once the engine is made).
+    recover: Mutex<Option<Weak<dyn Recover>>>,
+    /// This watch, for the recovery threads it starts.
+    me: Weak<Watch>,
 }
 
 impl std::fmt::Debug for Sidecar {
@@ -255,11 +272,15 @@ impl Sidecar {
         role: Role,
     ) -> Result<Sidecar> {
         let owners = region.place_as_found(MAX_THREADS)?;
-        let watch = Arc::new(Watch {
+        let flags = || (0..MAX_THREADS).map(|_| AtomicBool::new(false)).collect();
+        let watch = Arc::new_cyclic(|me| Watch {
             header,
             owners,
             locks,
-            own: (0..MAX_THREADS).map(|_| AtomicBool::new(false)).collect(),
+            own: flags(),
+            recovering: flags(),
+            recover: Mutex::new(None),
+            me: me.clone(),
         });
         let peers: Arc<dyn Peers> = watch.clone();
         crate::peers::watch(
@@ -365,17 +386,23 @@ impl Sidecar {
 
     /// Claim thread slot `slot` for this process: true if its liveness byte was free
     /// and is now ours. A slot found free but still owned (its process died without
-    /// detaching) stops the pool: `Err(PeerDied)`.
+    /// detaching) is not claimed but reported for recovery ([`Peers::report_dead`]):
+    /// false, or `Err(PeerDied)` if that stopped the pool.
     pub(crate) fn claim_slot(&self, slot: usize) -> Result<bool> {
         let w = &self.watch;
         if !ofd_lock(&w.locks, 1 + slot as u64, libc::F_WRLCK, false)? {
             return Ok(false);
         }
-        // Acquire: pairs with the Release of a detach's clear (below, `detach_slots`),
-        // which came before its unlock: a slot given up reads 0 here.
+        // Acquire: pairs with the Release of a detach's clear (below, `detach_slots`)
+        // and of a recovery's (`Watch::recover_slot`), which came before their unlock:
+        // a slot given up reads 0 here.
         if w.owners[slot].load(Acquire) != 0 {
-            w.stop(slot as u32);
-            return Err(Error::PeerDied(slot as u32));
+            // (The recovery takes the byte through a description of its own.)
+            ofd_lock(&w.locks, 1 + slot as u64, libc::F_UNLCK, false)?;
+            return match w.report_dead(slot as u32) {
+                true => Ok(false),
+                false => Err(Error::PeerDied(slot as u32)),
+            };
         }
         // Relaxed: tokens need only be distinct.
         let token = w.header.claims.fetch_add(1, Relaxed) + 1;
@@ -401,6 +428,24 @@ impl Sidecar {
     /// The slot whose process's death stopped the pool, if it has stopped.
     pub(crate) fn stopped(&self) -> Option<u32> {
         self.watch.stopped()
+    }
+
+    /// Whether slot `slot`'s process died without giving it up ([`Peers::is_dead`]).
+    pub(crate) fn is_dead(&self, slot: usize) -> bool {
+        self.watch.is_dead(slot as u32)
+    }
+
+    /// Have dead slot `slot` recovered ([`Peers::report_dead`]).
+    pub(crate) fn report_dead(&self, slot: usize) -> bool {
+        self.watch.report_dead(slot as u32)
+    }
+
+    /// Wait until no thread of this process recovers a slot (a process that detaches
+    /// lets its recoveries end first: the last one closes the pool).
+    pub(crate) fn wait_for_recoveries(&self) {
+        while self.watch.recovering.iter().any(|r| r.load(Acquire)) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Give up thread slot `slot` (claimed by this process). (A process gives its
@@ -475,6 +520,89 @@ impl Peers for Watch {
             .header
             .stopped
             .compare_exchange(0, u64::from(slot) + 1, Release, Relaxed);
+    }
+
+    fn report_dead(&self, slot: u32) -> bool {
+        if self.stopped().is_some() {
+            return false;
+        }
+        let Some(flag) = self.recovering.get(slot as usize) else {
+            return false;
+        };
+        // AcqRel: one recovery per slot in this process; the clear at its end
+        // Releases what it did.
+        if flag.swap(true, AcqRel) {
+            return true;
+        }
+        let me = self.me.upgrade();
+        let started = me.map(|w| {
+            std::thread::Builder::new()
+                .name("pisces-recovery".into())
+                .spawn(move || w.recover_slot(slot))
+        });
+        if !matches!(started, Some(Ok(_))) {
+            // No thread to recover it in: the others must not wait for ever.
+            flag.store(false, Release);
+            self.stop(slot);
+            return false;
+        }
+        true
+    }
+
+    fn set_recover(&self, recover: Weak<dyn Recover>) {
+        *self.recover.lock().unwrap_or_else(|e| e.into_inner()) = Some(recover);
+    }
+}
+
+impl Watch {
+    /// A recovery thread's work on dead slot `slot` (type docs, *Recovering a dead
+    /// slot*): stop the pool if the engine cannot recover it.
+    fn recover_slot(&self, slot: u32) {
+        if self.try_recover(slot) == Recovery::Impossible {
+            self.stop(slot);
+        }
+        // Release: see `report_dead`.
+        self.recovering[slot as usize].store(false, Release);
+    }
+
+    fn try_recover(&self, slot: u32) -> Recovery {
+        let s = slot as usize;
+        // A description of our own (type docs): opening the file again through its
+        // descriptor makes a new one.
+        let path = format!("/proc/self/fd/{}", self.locks.as_raw_fd());
+        let Ok(mine) = OpenOptions::new().read(true).write(true).open(path) else {
+            return Recovery::Impossible;
+        };
+        match ofd_lock(&mine, 1 + u64::from(slot), libc::F_WRLCK, false) {
+            Ok(true) => {}
+            // Another process recovers it (or the slot was claimed again).
+            Ok(false) => return Recovery::Later,
+            Err(_) => return Recovery::Impossible,
+        }
+        // Acquire: see `Sidecar::claim_slot`. Zero: given up after all (it detached
+        // between the report and now).
+        let token = self.owners[s].load(Acquire);
+        if token == 0 {
+            return Recovery::Done;
+        }
+        let recover = self
+            .recover
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(Weak::upgrade);
+        let Some(recover) = recover else {
+            return Recovery::Impossible;
+        };
+        // A wait of the recovery that gives up: the pool stopped meanwhile.
+        let outcome = crate::peers::catch(|| recover.recover(slot)).unwrap_or(Recovery::Impossible);
+        if outcome == Recovery::Done {
+            // Release: the engine's state of the slot, given free, before a claimer
+            // that Acquires the word's 0 (`Sidecar::claim_slot`).
+            let _ = self.owners[s].compare_exchange(token, 0, Release, Relaxed);
+        }
+        // Closing `mine` gives the byte up.
+        outcome
     }
 }
 

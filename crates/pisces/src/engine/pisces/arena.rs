@@ -119,6 +119,11 @@ impl CopyArena {
         self.region.offset_of(p)
     }
 
+    /// Whether the arena's lock word names `holder` (a thread slot).
+    pub(crate) fn held_by(&self, holder: u32) -> bool {
+        self.state.one().lock.holder() == Some(holder)
+    }
+
     /// The offset of a run of `n` chunks (`n >= 1`), now owned by the caller; an error
     /// when the reservation is full. `holder` names the calling thread's slot (the lock
     /// word's holder).

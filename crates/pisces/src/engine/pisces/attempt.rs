@@ -60,6 +60,12 @@ impl AttemptId {
     /// (`PiscesThread::lock`), and a later `begin` asks the table again.
     pub(crate) const NO_ROOM: AttemptId = AttemptId(u32::MAX);
 
+    /// The attempt's index in its table.
+    #[inline(always)]
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+
     /// Whether this names an attempt of the table (not [`AttemptId::NO_ROOM`]).
     #[inline(always)]
     pub(crate) fn is_real(self) -> bool {
@@ -211,10 +217,75 @@ impl Attempt {
             let off = self.take_run(arena, need.div_ceil(CHUNK_BYTES))?;
             return Ok(off + RUN_LINK as u64);
         }
+        // The chunk left behind ends with a zero word after its last item, where a
+        // walk of the attempt stops ([`Attempt::placed`]); a full chunk ends at its end.
+        let (left, used) = (self.small.load(Relaxed), self.used.load(Relaxed) as usize);
+        if used + 8 <= CHUNK_BYTES {
+            // SAFETY: in our own chunk `left`, past what is placed in it (8-aligned).
+            unsafe { (arena.ptr(left + used as u64) as *mut u64).write(0) };
+        }
         let off = self.take_run(arena, 1)?;
         self.small.store(off, Relaxed);
         self.used.store(need as u64, Relaxed);
         Ok(off + RUN_LINK as u64)
+    }
+
+    /// Walk the items placed in the attempt before its plan, in the order placed (its
+    /// copies): `each` gets each one's arena offset. `size(off)` tells the bytes of the
+    /// item at `off` (a multiple of 8), or None where no item of the attempt starts:
+    /// the zero word a chunk left behind ends with (`place_in_new_run`), or what an
+    /// earlier attempt left in the chunk. For a thread that rolls back an attempt whose
+    /// owner died (`super::peer_recovery`): its copies are all the attempt knows of its
+    /// writes.
+    ///
+    /// # Safety
+    /// The caller holds the attempt: no thread places items in it or recycles it
+    /// meanwhile.
+    pub(crate) unsafe fn placed(
+        &self,
+        arena: &CopyArena,
+        mut size: impl FnMut(u64) -> Option<usize>,
+        mut each: impl FnMut(u64),
+    ) {
+        let first = self.first.load(Relaxed);
+        let plan = self.plan.load(Relaxed);
+        let (small, used) = (self.small.load(Relaxed), self.used.load(Relaxed));
+        let mut run = first;
+        while run != 0 {
+            // SAFETY: a run of ours (the caller's contract), starting with its link.
+            let RunLink { next, chunks } = unsafe { (arena.ptr(run) as *const RunLink).read() };
+            let mut at = run + RUN_LINK as u64;
+            if run == first {
+                at += RECORD_BYTES as u64;
+            }
+            if chunks > 1 {
+                // A large item has a run of its own.
+                if at == plan {
+                    return;
+                }
+                each(at);
+            } else {
+                let end = if run == small {
+                    run + used
+                } else {
+                    run + CHUNK_BYTES as u64
+                };
+                while at < end {
+                    // The plan is the last item an attempt places.
+                    if at == plan {
+                        return;
+                    }
+                    match size(at) {
+                        Some(n) if n > 0 && n % 8 == 0 && at + n as u64 <= end => {
+                            each(at);
+                            at += n as u64;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            run = next;
+        }
     }
 
     /// Space for the write-back plan of `objects` objects and at most `ranges` ranges,

@@ -53,6 +53,7 @@ mod arena;
 mod attempt;
 mod batch;
 mod options;
+mod peer_recovery;
 mod plan;
 mod protocol;
 mod shared;

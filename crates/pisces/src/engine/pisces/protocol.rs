@@ -116,6 +116,12 @@ impl TxRecord {
         self.end_ts.load(Acquire) <= start_ts
     }
 
+    /// Whether the record's owner is inside its critical section ([`TxRecord::commit`]).
+    #[inline]
+    pub(crate) fn in_critical(&self) -> bool {
+        self.in_critical.load(Acquire)
+    }
+
     /// `endTS` (END_INFINITE while uncommitted).
     #[inline]
     pub(crate) fn end_ts(&self) -> u64 {

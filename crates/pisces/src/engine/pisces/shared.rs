@@ -292,8 +292,7 @@ impl SlotView {
         Some(self.bufs.batch(unsafe { &mut *st }, Some(held)))
     }
 
-    /// Who holds the batch's lock (white-box tests).
-    #[cfg(test)]
+    /// Who holds the batch's lock.
     pub(crate) fn batch_holder(&self) -> Option<u32> {
         self.batch.holder()
     }
@@ -882,7 +881,7 @@ impl PiscesEngine {
             // clock and log numbers are the region's; the values below are not used.)
             let alloc = Arc::new(Allocator::attach(heap.clone(), &region)?);
             let sh = PiscesShared::new(heap, alloc, &region, opts, durable, 0, vec![0; threads])?;
-            return Ok(PiscesEngine { sh: Arc::new(sh) });
+            return Ok(PiscesEngine::recovering(Arc::new(sh)));
         }
         let recovered = replay::recover(&heap)?;
         let alloc = Arc::new(Allocator::rebuild(heap.clone(), &region)?);
@@ -905,7 +904,17 @@ impl PiscesEngine {
             recovered.clock_start,
             recovered.next_seq.clone(),
         )?);
-        Ok(PiscesEngine { sh })
+        Ok(PiscesEngine::recovering(sh))
+    }
+
+    /// The engine over `sh`; on a shared pool, the one that recovers its dead slots
+    /// (`crate::peers`, `super::peer_recovery`).
+    fn recovering(sh: Arc<PiscesShared>) -> PiscesEngine {
+        if let Some(peers) = &sh.peers {
+            let recover: std::sync::Weak<dyn crate::peers::Recover> = Arc::downgrade(&sh) as _;
+            peers.set_recover(recover);
+        }
+        PiscesEngine { sh }
     }
 }
 

@@ -111,7 +111,6 @@ impl FreeBits {
         }
     }
 
-    #[cfg(test)]
     /// Who holds the lock of class `class` (see `HolderLock::holder`).
     pub(super) fn holder(&self, class: usize) -> Option<u32> {
         self.heads[class].holder()

@@ -627,6 +627,16 @@ impl Allocator {
         }))
     }
 
+    /// Whether a lock word of the allocator names `holder` (a thread slot): a slot
+    /// whose process died holding one left what it guards half changed, which only a
+    /// recovery of the whole pool repairs.
+    pub(crate) fn held_by(&self, holder: u32) -> bool {
+        let h = Some(holder);
+        self.words.grow_lock.holder() == h
+            || self.slabs.holder() == h
+            || (0..NCLASSES).any(|c| self.free.holder(c) == h)
+    }
+
     /// Give back a reservation that was never published (abort).
     pub(crate) fn unreserve(&self, cache: &mut ThreadCache, b: Block) {
         self.give_back(cache, b, "unreserve");

@@ -59,7 +59,6 @@ impl FreeSlabs {
     }
 
     /// Who holds the lock now (see `HolderLock::holder`).
-    #[cfg(test)]
     pub(super) fn holder(&self) -> Option<u32> {
         self.nfree.holder()
     }

@@ -1,0 +1,209 @@
+//! A dead slot of a shared pool, recovered while the other processes run
+//! ([`crate::peers`], *Recovery, or a stop*).
+//!
+//! # What is recovered
+//! A slot's process died; a thread of another process holds the slot's liveness byte
+//! (so it is the one recoverer) and acts as the slot: the lock words it takes name the
+//! slot, its allocator cache is the slot's. In this order:
+//! 1. The slot's clock is finished: a dead thread reads nothing more, and the grace
+//!    periods and readers' waits of the others end.
+//! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot is inside a
+//!    commit (`persisting_ts` set: its record may or may not be durable, a choice this
+//!    stage does not make) or names a lock word (its batch's or another slot's, the
+//!    arena's, the allocator's: what the lock guards may be half changed).
+//! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
+//!    dead thread's own (every attempt is held by exactly one holder,
+//!    [`super::attempt`]). Refused if one of them committed (its `endTS` set, or its
+//!    record in its critical section): a transaction others may have read that its
+//!    batch does not know. Otherwise each is rolled back from its copies, as the
+//!    owner's `rollback` would (the word each lock replaced put back, a fresh block
+//!    given back), but only where the object's header word still holds the copy's
+//!    lock: the owner may have died half through its own rollback, and a word it put
+//!    back may have a new writer since. Then each is retired (readers may still hold
+//!    its copies' offsets), for the slot's next owner to reclaim.
+//! 4. The batch's committed transactions are written back, as a helper writes them
+//!    (copies are immutable after commit), and their home writes made durable.
+//! 5. The log: every record of the slot is written back now, but a record may be
+//!    dropped only once the persistent watermark passes it (P-2 in `super::shared`):
+//!    an older record of another slot would otherwise be replayed over its newer
+//!    value. The recoverer helps every slot's batch until the watermark passes the
+//!    clock it read after step 4 (every record of the slot has a smaller persistTS),
+//!    persists it, and resets the log where its chain ends, as a hand-over leaves it
+//!    ([`LOG_HANDED_OVER`]). If the watermark stays below (others' write-backs
+//!    pending for all the rounds), [`Recovery::Later`]: nothing of the slot is waited
+//!    for any more, and the next report tries the log again (steps 1-4 find nothing
+//!    left to do).
+//!
+//! What is not given back: the blocks in the dead process's allocator caches (its
+//! memory), until the pool's next recovery of the whole (the next open after every
+//! process has closed).
+
+use super::attempt::{record_at, AttemptId};
+use super::plan::kind_of;
+use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER};
+use crate::engine::kit::log::redo_log;
+use crate::engine::kit::log::unfenced_run;
+use crate::engine::kit::write_set::WriteKind as Kind;
+use crate::heap::alloc::{ThreadCache, HEADER};
+use crate::peers::{Recover, Recovery};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+
+/// Rounds of helping the other slots' write-backs for the watermark to pass a dead
+/// slot's records before its recovery leaves the log for later (step 5).
+const LOG_ROUNDS: usize = 1_000;
+
+impl Recover for PiscesShared {
+    fn recover(&self, slot: u32) -> Recovery {
+        self.recover_dead(slot as usize)
+    }
+}
+
+impl PiscesShared {
+    /// Recover slot `s`, whose process died (module docs).
+    fn recover_dead(&self, s: usize) -> Recovery {
+        let Some(view) = self.slots.get(s) else {
+            return Recovery::Impossible;
+        };
+        // 1.
+        view.clock.finish();
+        // 2. (The dead slot changes nothing any more: what is read here stays.)
+        let holder = s as u32;
+        if view.persisting_ts.load(SeqCst) != u64::MAX
+            || self.slots.iter().any(|t| t.batch_holder() == Some(holder))
+            || self.arena.held_by(holder)
+            || self.alloc.held_by(holder)
+        {
+            return Recovery::Impossible;
+        }
+        // 3.
+        let mut cache = ThreadCache::for_slot(s);
+        let mut b = view.lock_batch(s);
+        let mut in_batch = vec![false; view.attempts.ids().len()];
+        let held = b.entries.iter().map(|e| e.attempt);
+        let held = held.chain(b.retired.as_slice().iter().map(|r| r.attempt));
+        for id in held.chain(b.spare.as_slice().iter().copied()) {
+            in_batch[id.index()] = true;
+        }
+        let loose: Vec<AttemptId> = view.attempts.ids().filter(|a| !in_batch[a.index()]).collect();
+        for &id in &loose {
+            let record = view.attempts.get(id).record();
+            if record == 0 {
+                continue;
+            }
+            // SAFETY: the attempt's own record (its first chunk is kept for its life).
+            let r = unsafe { record_at(&self.arena, record) };
+            if r.end_ts() != super::protocol::END_INFINITE || r.in_critical() {
+                return Recovery::Impossible;
+            }
+        }
+        for &id in &loose {
+            let attempt = view.attempts.get(id);
+            let record = attempt.record();
+            if record != 0 {
+                // SAFETY: the dead thread held the attempt, and this recovery holds it
+                // now (the slot's byte): nothing places in it or recycles it.
+                unsafe {
+                    attempt.placed(
+                        &self.arena,
+                        |at| self.copy_bytes(record, at),
+                        |at| self.undo_copy(record, at, &mut cache),
+                    )
+                };
+            }
+            self.retire(&mut b, id);
+        }
+        // 4.
+        self.write_back(s, &mut b, s, &mut cache);
+        self.sync_home(s, &mut b);
+        drop(b);
+        // 5.
+        let log = if self.durable {
+            self.empty_log(s, &mut cache)
+        } else {
+            Recovery::Done
+        };
+        self.alloc.drain(&mut cache);
+        if log != Recovery::Done {
+            return log;
+        }
+        // Release: the next state of the slot Acquires it (`PiscesEngine::thread`).
+        view.log_state.store(LOG_HANDED_OVER, Release);
+        Recovery::Done
+    }
+
+    /// The bytes of the copy at arena offset `at` if a copy of the attempt whose record
+    /// is at `record` starts there (`Attempt::placed`'s `size`).
+    fn copy_bytes(&self, record: u64, at: u64) -> Option<usize> {
+        // SAFETY: `at` is in a chunk of the attempt, 8-aligned, with room for a header
+        // (the walk stops where an item would not fit); plain data whatever it holds.
+        let hdr = unsafe { (self.arena.ptr(at) as *const CopyHdr).read() };
+        let home = hdr.home as usize;
+        let sane = hdr.writer == record
+            && home >= HEADER
+            && self.heap.in_bounds(home - HEADER, 8)
+            && (home - HEADER).is_multiple_of(8)
+            && hdr.len <= self.heap.size() as u64;
+        sane.then(|| COPY_HDR + hdr.len as usize)
+    }
+
+    /// Undo the copy at `at` of a dead slot's attempt whose record is at `record`
+    /// (module docs, step 3).
+    fn undo_copy(&self, record: u64, at: u64, cache: &mut ThreadCache) {
+        if self.copy_bytes(record, at).is_none() {
+            return;
+        }
+        // SAFETY: as in `copy_bytes`.
+        let hdr = unsafe { (self.arena.ptr(at) as *const CopyHdr).read() };
+        let header = hdr.home - HEADER as u64;
+        let word = self.heap.atomic_u64(header as usize);
+        // AcqRel: as the owner's rollback's Release store (our copy unlinked before the
+        // attempt is retired); a word that no longer holds our lock is left alone.
+        if word
+            .compare_exchange(self.tag | at, hdr.prev, Release, Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if let Kind::Fresh(b) | Kind::FreshFreed(b) = kind_of(header, hdr.kind) {
+            self.alloc.unreserve(cache, b);
+        }
+    }
+
+    /// Step 5 of the module docs: [`Recovery::Later`] if the watermark stayed below
+    /// the slot's records, [`Recovery::Impossible`] if the log is damaged (the next
+    /// recovery of the whole pool refuses it).
+    fn empty_log(&self, s: usize, cache: &mut ThreadCache) -> Recovery {
+        let view = &self.slots[s];
+        // Every record of the slot took its persistTS from the clock before its
+        // commit ticked it: all are below this.
+        let newest = self.clock.now();
+        let passed = (0..LOG_ROUNDS).any(|round| {
+            let w = self.watermark();
+            if w >= newest {
+                self.persist_watermark(w);
+                return true;
+            }
+            self.help_all(s, cache, true);
+            if round > 2 {
+                std::thread::yield_now();
+            }
+            false
+        });
+        if !passed {
+            return Recovery::Later;
+        }
+        // What the slot appended without a fence is written back, and below the
+        // watermark: its run ends here.
+        unfenced_run::sync_all(&self.heap, std::iter::once(&view.run));
+        let l = self.heap.layout();
+        let area = l.log_offset(s);
+        let walked = redo_log::walk(&self.heap, area, l.log_bytes_per_thread, |_| {});
+        if walked.damage.is_some() {
+            return Recovery::Impossible;
+        }
+        redo_log::reset(&self.heap, area, walked.next_seq);
+        self.heap.fence();
+        view.next_seq.store(walked.next_seq, Relaxed);
+        Recovery::Done
+    }
+}
