@@ -268,14 +268,14 @@ fn kill_a_worker_holding(p: &std::path::Path, what: &str) {
     worker.wait().unwrap();
 }
 
-/// Run transfers on `pool` until one fails (at most `n`), on a thread of its own: the
-/// error and how long it took to come, or a failure of the test if none came within
-/// `limit` (the survivor hung).
-fn transfer_until_stopped(
+/// Run `n` transfers on `pool`, on a thread of its own: how long they took, or the
+/// first one's error; a failure of the test if they did not end within `limit` (the
+/// survivor hung).
+fn transfers_within(
     pool: &Pool,
     n: usize,
     limit: std::time::Duration,
-) -> (Error, std::time::Duration) {
+) -> Result<std::time::Duration, Error> {
     let pool = pool.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -291,76 +291,79 @@ fn transfer_until_stopped(
                 Ok(())
             });
             if let Err(e) = r {
-                let _ = tx.send(Some((e, started.elapsed())));
+                let _ = tx.send(Err(e));
                 return;
             }
         }
-        let _ = tx.send(None);
+        let _ = tx.send(Ok(started.elapsed()));
     });
-    match rx.recv_timeout(limit) {
-        Ok(Some(r)) => r,
-        Ok(None) => panic!("{n} transfers went through: the dead process was not in the way"),
-        Err(_) => panic!("a survivor waited {limit:?} for a process that died"),
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("a survivor waited {limit:?} for a process that died"))
+}
+
+/// Every thread slot of the pool at `p` can be had by a process that attaches now
+/// (the dead process's slot is free again), and its transactions go through.
+fn every_slot_is_free_again(p: &std::path::Path) {
+    let other = Pool::open(p, shared()).unwrap();
+    let root: PPtr<Bank> = other.root().unwrap();
+    // (A recovery that had to leave the log for later is finished by the claim that
+    // finds it; give it a moment.)
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut handles = Vec::new();
+    while handles.len() < 3 {
+        match other.handle() {
+            Ok(h) => handles.push(h),
+            Err(Error::TooManyThreads(_)) if std::time::Instant::now() < until => {}
+            Err(e) => panic!("{} slots had, then {e}", handles.len()),
+        }
+    }
+    for h in &mut handles {
+        h.run(|tx| {
+            tx.write(root)?[ACCOUNTS] += 1;
+            Ok(())
+        })
+        .unwrap();
     }
 }
 
 /// A process killed while it holds a lock (an update that wrote the root and has not
-/// committed) stops the pool for the others: a survivor that writes the root gets
-/// `PeerDied` instead of retrying for ever, a process that attaches afterwards is
-/// refused, and once every process has closed, the next open recovers the pool as after
-/// a crash: the dead process's update is gone, every acknowledged transfer is there,
-/// and the total is kept.
+/// committed) is recovered while the others run: a survivor that writes the root waits
+/// for the recovery (the dead update rolled back), not for ever, and goes on; the dead
+/// process's slot is free again; a process that attaches afterwards joins; and the
+/// next exclusive open finds every acknowledged transfer and the total kept.
 #[test]
-fn a_process_killed_holding_a_lock_stops_the_others() {
+fn a_process_killed_holding_a_lock_is_recovered_while_the_others_run() {
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
     create_bank(&p);
     let here = Pool::open(&p, shared()).unwrap();
-    let root: PPtr<Bank> = here.root().unwrap();
     transfers(&here, 3, 20);
     kill_a_worker_holding(&p, "write");
-    let (e, took) = transfer_until_stopped(&here, 1000, std::time::Duration::from_secs(30));
-    assert!(matches!(e, Error::PeerDied(_)), "{e}");
-    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
-    let again = here.run(|tx| {
-        tx.write(root)?[ACCOUNTS] += 1;
-        Ok(())
-    });
-    assert!(
-        matches!(again, Err(Error::PeerDied(_))),
-        "the pool stays stopped: {again:?}"
-    );
-    assert!(matches!(here.root::<Bank>(), Err(Error::PeerDied(_))));
-    assert!(
-        matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
-        "no process joins a stopped pool"
-    );
+    let took = transfers_within(&here, 1000, std::time::Duration::from_secs(30)).unwrap();
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    assert_eq!(audit(&here), (TOTAL, 20 + 50 + 1000));
+    every_slot_is_free_again(&p);
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
-    assert_eq!(audit(&pool), (TOTAL, 20 + 50));
+    assert_eq!(audit(&pool), (TOTAL, 20 + 50 + 1000 + 3));
 }
 
 /// A process killed inside a read-only snapshot leaves its slot's clock running, which
-/// every write-back of a later commit waits for (the grace period): a survivor's
-/// updates get `PeerDied` once one waits for it, and nothing acknowledged is lost.
+/// every write-back of a later commit waits for (the grace period): it is recovered
+/// (its clock finished), and a survivor's updates go on.
 #[test]
-fn a_process_killed_in_a_snapshot_stops_the_others() {
+fn a_process_killed_in_a_snapshot_is_recovered_while_the_others_run() {
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
     create_bank(&p);
     let here = Pool::open(&p, shared()).unwrap();
     kill_a_worker_holding(&p, "snapshot");
-    let (e, took) = transfer_until_stopped(&here, 100_000, std::time::Duration::from_secs(30));
-    assert!(matches!(e, Error::PeerDied(_)), "{e}");
-    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    let took = transfers_within(&here, 2000, std::time::Duration::from_secs(30)).unwrap();
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    every_slot_is_free_again(&p);
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
-    let (total, count) = audit(&pool);
-    assert_eq!(total, TOTAL);
-    assert!(
-        count >= 50,
-        "the worker's transfers and the survivor's: {count}"
-    );
+    assert_eq!(audit(&pool), (TOTAL, 50 + 2000 + 3));
 }
 
 /// The environment variable that makes `worker_process` run [`transfer_until_told`].
@@ -592,13 +595,13 @@ fn real_processes_transfer_and_keep_the_total() {
     assert_eq!(audit(&pool), (TOTAL, 4 * 3000), "every process's transfers");
 }
 
-/// A process killed with the pool open (between transactions) leaves its slot in use:
-/// a process that attaches afterwards refuses to join (it could wait on the slot
-/// without end), even where a slot handed over cleanly is free for it, while the
-/// processes attached go on (its committed transactions are written back by any of
-/// them), and the next open after they close recovers every committed transfer.
+/// A process killed with the pool open (between transactions) leaves its slot in use
+/// and its committed transactions waiting for write-back: a process that attaches
+/// afterwards recovers the slot before it joins (it could otherwise wait on the slot
+/// without end), while the processes attached go on, and the next open after they
+/// close finds every committed transfer.
 #[test]
-fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
+fn a_process_killed_with_the_pool_open_is_recovered_by_the_next_to_join() {
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
     create_bank(&p);
@@ -613,9 +616,15 @@ fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
     drop(visitor);
     worker.kill().unwrap();
     worker.wait().unwrap();
-    let e = Pool::open(&p, shared()).map(|_| ()).unwrap_err();
-    assert!(e.to_string().contains("left in use"), "{e}");
+    let joined = Pool::open(&p, shared()).unwrap();
     let root: PPtr<Bank> = here.root().unwrap();
+    joined
+        .run(|tx| {
+            tx.write(root)?[ACCOUNTS] += 1;
+            Ok(())
+        })
+        .unwrap();
+    drop(joined);
     for _ in 0..200 {
         h.run(|tx| {
             tx.write(root)?[ACCOUNTS] += 1;
@@ -626,5 +635,5 @@ fn a_process_killed_with_the_pool_open_keeps_new_processes_out() {
     drop(h);
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
-    assert_eq!(audit(&pool), (TOTAL, 300));
+    assert_eq!(audit(&pool), (TOTAL, 301));
 }

@@ -84,7 +84,11 @@ impl PiscesShared {
         for id in held.chain(b.spare.as_slice().iter().copied()) {
             in_batch[id.index()] = true;
         }
-        let loose: Vec<AttemptId> = view.attempts.ids().filter(|a| !in_batch[a.index()]).collect();
+        let loose: Vec<AttemptId> = view
+            .attempts
+            .ids()
+            .filter(|a| !in_batch[a.index()])
+            .collect();
         for &id in &loose {
             let record = view.attempts.get(id).record();
             if record == 0 {
