@@ -192,7 +192,15 @@ fn worker_process() {
     let Ok(path) = std::env::var(WORKER_POOL) else {
         return;
     };
-    let pool = Pool::open(&path, shared()).unwrap();
+    let pool = match Pool::open(&path, shared()) {
+        Ok(pool) => pool,
+        // A kill loop's replacement that finds the pool stopped.
+        Err(Error::PeerDied(_)) if std::env::var(WORKER_LOOPS).is_ok() => {
+            println!("peer died");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
     if let Ok(what) = std::env::var(WORKER_HOLDS) {
         hold_and_wait(&pool, &what);
     }
@@ -400,117 +408,145 @@ fn transfer_until_told(pool: Pool) {
     out.flush().unwrap();
 }
 
-/// Rounds of the kill loop (`PISCES_KILL_ROUNDS` overrides: the long run is a command
-/// of the design note).
-fn kill_rounds() -> usize {
-    std::env::var("PISCES_KILL_ROUNDS")
+/// Kills of the kill loop (`PISCES_KILLS` overrides: the long run is a command of the
+/// design note).
+fn kills() -> usize {
+    std::env::var("PISCES_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
+        .unwrap_or(24)
 }
 
-/// The kill loop: in each round four processes move money on one pool, one of them is
-/// `SIGKILL`ed 10 to 300 ms after they all attached, and the others either see the
-/// pool stopped (`PeerDied`: the dead one held something they waited for) or go on
-/// until told to close. No survivor may hang; after every round, an exclusive open
-/// finds the total kept and every acknowledged transfer there, plus at most the one
-/// the killed process had committed without saying so and one per survivor whose
-/// transfer failed with `PeerDied`.
+/// A kill loop worker, as the loop sees it: the process, and the thread that reads
+/// its lines (true once it said "peer died").
+struct LoopWorker {
+    child: std::process::Child,
+    lines: std::thread::JoinHandle<bool>,
+    said_stopped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LoopWorker {
+    /// Start a worker of the loop on `p`, counting its acknowledged transfers in
+    /// `acked`.
+    fn start(p: &std::path::Path, acked: &Arc<std::sync::atomic::AtomicU64>) -> LoopWorker {
+        use std::io::BufRead;
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut child = worker(p)
+            .env(WORKER_LOOPS, "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let said_stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (acked, said) = (acked.clone(), said_stopped.clone());
+        let lines = std::thread::spawn(move || {
+            // (A line may begin with the test harness's own words: the first one
+            // follows "test worker_process ... ", and the harness ends with "ok".)
+            for l in out.lines().map_while(|l| l.ok()) {
+                if l.ends_with("acknowledged") {
+                    acked.fetch_add(1, Relaxed);
+                } else if l.ends_with("peer died") {
+                    said.store(true, Relaxed);
+                }
+            }
+            said.load(Relaxed)
+        });
+        LoopWorker {
+            child,
+            lines,
+            said_stopped,
+        }
+    }
+}
+
+/// The kill loop: four processes move money on one pool; every 10 to 300 ms one of
+/// them is `SIGKILL`ed and a new one started in its place, while the others go on (the
+/// dead one is recovered while they run). Where a death cannot be recovered the pool
+/// stops: its processes end with `PeerDied`, and the loop lets every process close,
+/// checks the pool from an exclusive open and starts over. No survivor may hang; at
+/// every check the total is kept and every acknowledged transfer is there, plus at
+/// most one per process killed (its last transfer may have committed without its
+/// saying so) and one per process that failed with `PeerDied` (its commit may have
+/// been durable before a wait in it gave up, as at a crash).
 #[test]
 fn processes_killed_at_random_lose_nothing_acknowledged() {
     use rand::Rng;
-    use std::io::BufRead;
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
     create_bank(&p);
     let mut rng = rand::thread_rng();
-    let (mut acked_total, mut stopped_rounds) = (0u64, 0usize);
-    for round in 0..kill_rounds() {
+    let (mut committed, mut killed, mut stops, mut checks) = (0u64, 0usize, 0usize, 0usize);
+    while killed < kills() {
         let acked = Arc::new(AtomicU64::new(0));
-        let mut workers = Vec::new();
-        let mut readers = Vec::new();
-        let (attached_tx, attached_rx) = std::sync::mpsc::channel();
-        for _ in 0..4 {
-            let mut w = worker(&p)
-                .env(WORKER_LOOPS, "1")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let out = std::io::BufReader::new(w.stdout.take().unwrap());
-            let (acked, attached) = (acked.clone(), attached_tx.clone());
-            readers.push(std::thread::spawn(move || {
-                let mut stopped = false;
-                // (A line may begin with the test harness's own words: the first one
-                // follows "test worker_process ... ", and the harness ends with "ok".)
-                for l in out.lines().map_while(|l| l.ok()) {
-                    if l.ends_with("acknowledged") {
-                        let first = acked.fetch_add(1, Relaxed) == 0;
-                        if first {
-                            let _ = attached.send(());
-                        }
-                    } else if l.ends_with("peer died") {
-                        stopped = true;
-                    }
-                }
-                stopped
-            }));
-            workers.push(w);
+        let mut workers: Vec<LoopWorker> = (0..4).map(|_| LoopWorker::start(&p, &acked)).collect();
+        let (mut unknown, mut stopped) = (0u64, false);
+        let started = std::time::Instant::now();
+        while acked.load(Relaxed) == 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "no worker committed a transfer"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        attached_rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("no worker committed a transfer");
-        std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(10..=300)));
-        let victim = rng.gen_range(0..workers.len());
-        workers[victim].kill().unwrap();
-        workers[victim].wait().unwrap();
-        // The others close when told (those stopped have closed already).
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        while killed < kills() {
+            std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(10..=300)));
+            if workers.iter().any(|w| w.said_stopped.load(Relaxed)) {
+                stopped = true;
+                break;
+            }
+            let victim = rng.gen_range(0..workers.len());
+            let mut dead = workers.swap_remove(victim);
+            dead.child.kill().unwrap();
+            dead.child.wait().unwrap();
+            let _ = dead.lines.join();
+            killed += 1;
+            unknown += 1;
+            workers.push(LoopWorker::start(&p, &acked));
+        }
+        // Every worker closes when told (those stopped have closed already).
         for w in &mut workers {
-            drop(w.stdin.take());
+            drop(w.child.stdin.take());
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        for i in (0..workers.len()).filter(|&i| i != victim) {
+        for w in &mut workers {
             loop {
-                if let Some(status) = workers[i].try_wait().unwrap() {
-                    assert!(status.success(), "round {round}: worker {i} failed");
+                if let Some(status) = w.child.try_wait().unwrap() {
+                    assert!(status.success(), "after {killed} kills: a worker failed");
                     break;
                 }
                 if std::time::Instant::now() >= deadline {
                     for w in &mut workers {
-                        let _ = w.kill();
+                        let _ = w.child.kill();
                     }
-                    panic!("round {round}: a survivor hung");
+                    panic!("after {killed} kills: a survivor hung");
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
-        let stopped = readers
+        let said_stopped = workers
             .into_iter()
-            .map(|r| r.join().unwrap())
+            .map(|w| w.lines.join().unwrap())
             .filter(|&s| s)
-            .count();
-        stopped_rounds += usize::from(stopped > 0);
-        acked_total += acked.load(Relaxed);
+            .count() as u64;
+        stops += usize::from(stopped || said_stopped > 0);
         let pool = Pool::open(&p, cfg()).unwrap();
         let (total, count) = audit(&pool);
-        assert_eq!(total, TOTAL, "round {round}: the total");
-        // Unacknowledged but maybe committed: the killed process's last transfer, and
-        // the one of each survivor that failed with `PeerDied` (its commit may have
-        // been durable before a wait in its write-back gave up, as at a crash).
-        let unknown = 1 + stopped as u64;
+        assert_eq!(total, TOTAL, "after {killed} kills: the total");
+        let acked = committed + acked.load(Relaxed);
+        let unknown = unknown + said_stopped;
         assert!(
-            (acked_total..=acked_total + unknown).contains(&count),
-            "round {round}: {count} transfers in the pool, {acked_total} acknowledged, \
+            (acked..=acked + unknown).contains(&count),
+            "after {killed} kills: {count} transfers in the pool, {acked} acknowledged, \
              {unknown} unknown"
         );
-        // What the killed process committed without saying so counts from now on.
-        acked_total = count;
+        // What the killed processes committed without saying so counts from now on.
+        committed = count;
+        checks += 1;
     }
     eprintln!(
-        "{} rounds, {stopped_rounds} of them stopped by the killed process, {acked_total} transfers",
-        kill_rounds()
+        "{killed} kills, {stops} of them stopping the pool, {checks} checks, {committed} transfers"
     );
 }
 
