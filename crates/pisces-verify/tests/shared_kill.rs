@@ -1,9 +1,11 @@
 //! A process of a shared pool killed at each step of the `pisces` engine's protocol
 //! (its hook points): the process that goes on meets what the dead one left (a lock, a
-//! critical section, a batch lock), gets `Error::PeerDied` within the wait bound
-//! instead of waiting for ever, and after every process has closed, the next open
-//! recovers the pool as after a crash: the total kept, every acknowledged transfer
-//! there.
+//! critical section, a batch lock). Where the engine recovers the dead slot while the
+//! others run (an attempt that has not begun its commit), the survivor goes on and a
+//! new process joins; elsewhere (inside a commit, or holding a lock word) the survivor
+//! gets `Error::PeerDied` within the wait bound instead of waiting for ever, and after
+//! every process has closed, the next open recovers the pool as after a crash. Either
+//! way the total is kept and every acknowledged transfer is there.
 //!
 //! The killed process is this test binary started again (`worker`): it runs transfers
 //! in a `mutation::Scenario` that pauses its thread at the hook point, says so, and
@@ -107,8 +109,21 @@ fn create_bank(p: &std::path::Path) {
     .unwrap();
 }
 
-/// Kill a worker at `point`, then run transfers here until one fails: it must fail
-/// with `PeerDied` within the bound, and the pool recover afterwards.
+/// Transfers the survivor makes after the kill, unless one fails first.
+const SURVIVOR_TRANSFERS: u64 = 5_000;
+
+/// Whether a death at hook point `point` is recovered while the others run: only
+/// before the commit begins (a copy linked, its attempt uncommitted: rolled back). The
+/// other points are inside a commit (`persisting_ts` set: the record's fate is the
+/// next full recovery's to decide) or hold the batch's lock word.
+fn recovered_at(point: &str) -> bool {
+    point == "copy-linked"
+}
+
+/// Kill a worker at `point`, then run transfers here: where the death is recovered
+/// ([`recovered_at`]) they all go through and a new process joins; elsewhere one fails
+/// with `PeerDied` within the bound. Either way the pool, opened alone afterwards,
+/// holds every acknowledged transfer and the total.
 fn killed_at(point: &str) {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let p = d.path().join("pool");
@@ -140,25 +155,32 @@ fn killed_at(point: &str) {
     std::thread::spawn(move || {
         let mut h = pool.handle().unwrap();
         let started = Instant::now();
-        for i in 0..100_000u64 {
+        for i in 0..SURVIVOR_TRANSFERS {
             if let Err(e) = transfer(&mut h, root, i as usize) {
-                let _ = tx.send(Some((e, i, started.elapsed())));
+                let _ = tx.send((Some(e), i, started.elapsed()));
                 return;
             }
         }
-        let _ = tx.send(None);
+        let _ = tx.send((None, SURVIVOR_TRANSFERS, started.elapsed()));
     });
-    let (e, ours, took) = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Some(r)) => r,
-        Ok(None) => panic!("{point}: the dead process was never in the way"),
-        Err(_) => panic!("{point}: the survivor waited 30 s for a process that died"),
-    };
-    assert!(matches!(e, Error::PeerDied(_)), "{point}: {e}");
-    assert!(took < Duration::from_secs(5), "{point}: took {took:?}");
-    assert!(
-        matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
-        "{point}: a process joined a stopped pool"
-    );
+    let (e, ours, took) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("{point}: the survivor waited 30 s for a process that died"));
+    assert!(took < Duration::from_secs(10), "{point}: took {took:?}");
+    let recovered = recovered_at(point);
+    if recovered {
+        assert!(e.is_none(), "{point}: {e:?}");
+        let joined =
+            Pool::open(&p, shared()).expect("a process joins once the dead one is recovered");
+        let mut h = joined.handle().unwrap();
+        transfer(&mut h, root, 0).unwrap();
+    } else {
+        assert!(matches!(e, Some(Error::PeerDied(_))), "{point}: {e:?}");
+        assert!(
+            matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
+            "{point}: a process joined a stopped pool"
+        );
+    }
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
     let (total, count) = pool
@@ -168,20 +190,25 @@ fn killed_at(point: &str) {
         })
         .unwrap();
     assert_eq!(total, TOTAL, "{point}: the total");
-    // Acknowledged: the worker's `theirs` and our `ours`; maybe committed besides: the
-    // worker's paused transfer and our failed one.
-    let acked = theirs + ours;
+    // Acknowledged: the worker's `theirs`, our `ours` and the joiner's; maybe committed
+    // besides, where the pool stopped: the worker's paused transfer and our failed one
+    // (a recovered pool rolled the paused one back).
+    let acked = theirs + ours + u64::from(recovered);
+    let unknown = if recovered { 0 } else { 2 };
     assert!(
-        (acked..=acked + 2).contains(&count),
+        (acked..=acked + unknown).contains(&count),
         "{point}: {count} transfers recovered, {acked} acknowledged"
     );
-    eprintln!("{point}: PeerDied after {ours} transfers ({took:?}); {count} recovered");
+    let outcome = if recovered { "recovered" } else { "stopped" };
+    eprintln!(
+        "{point}: {outcome}, {ours} transfers after the kill ({took:?}); {count} in the pool"
+    );
 }
 
 /// Every hook point of the engine, in one test (they share this process's scenario
 /// gate with nothing else).
 #[test]
-fn a_process_killed_at_each_protocol_step_stops_the_others() {
+fn a_process_killed_at_each_protocol_step_is_recovered_or_stops_the_others() {
     let points: Vec<_> = EngineId::Pisces.hooks().iter().map(|h| h.name).collect();
     assert!(points.len() >= 6, "{points:?}");
     for point in points {
