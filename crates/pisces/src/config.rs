@@ -101,18 +101,30 @@ pub struct Config {
 /// # A process that dies
 /// A process that ends without closing a shared pool (killed, or aborted by a panic
 /// in a `panic = "abort"` build) may leave what the others wait for: the locks of a
-/// transaction it was running, a commit halfway, a lock word of the engine. The others
-/// do not wait for it: a wait that lasts a millisecond asks whether the thread slot it
+/// transaction it was running, its snapshot's clock, committed transactions not yet
+/// written back, a commit halfway, a lock word of the engine. The others do not wait
+/// for it for long: a wait that lasts a millisecond asks whether the thread slot it
 /// waits for belongs to a live process (the kernel releases a slot's lock on the pool
-/// file when its process ends), and a dead one *stops* the pool. From then on, in every
-/// process, transactions that write (and the waits for the dead process) fail with
-/// [`Error::PeerDied`](crate::Error::PeerDied); a read-only snapshot may still complete
-/// from the committed state; no process can open the pool shared until every process
-/// has closed it; the next open then recovers it as after a crash: every transaction
-/// that returned `Ok` is there, and one that failed with `PeerDied` may or may not be.
-/// A process that died holding nothing the others need (between transactions) stops
-/// nothing, but its thread slots stay in use: other processes that have the pool open
-/// go on, and a process that opens it afterwards is refused until all have closed.
+/// file when its process ends), and a dead slot is *recovered while the others run*:
+/// a thread of the process that found it rolls back the transaction it was running,
+/// writes back the ones it committed, empties its log and gives the slot free. The
+/// wait then ends: it lasts about a millisecond more than it would have had the dead
+/// process finished, plus one transaction's rollback and one group-commit batch's
+/// write-back. A process that opens the pool meanwhile recovers a dead slot it finds
+/// before it joins. What the dead process had committed is kept; what it had not is
+/// gone.
+///
+/// A slot that died inside a commit (its record being written) or holding one of the
+/// engine's lock words cannot be recovered while others run, and *stops* the pool
+/// instead. From then on, in every process, transactions that write (and the waits for
+/// the dead process) fail with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
+/// snapshot may still complete from the committed state; no process can open the pool
+/// shared until every process has closed it; the next open then recovers it as after a
+/// crash: every transaction that returned `Ok` is there, and one that failed with
+/// `PeerDied` may or may not be.
+///
+/// Blocks that the dead process had taken into its allocator caches stay unused until
+/// that next recovery of the whole pool (the next open after every process has closed).
 ///
 /// # Limits
 /// * Only engines that can share accept it: the `pisces` engine and `volatile`. The

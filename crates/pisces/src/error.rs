@@ -153,8 +153,10 @@ pub enum Error {
     #[error("the simulated machine has crashed")]
     Crashed,
     /// A process that shares the pool ended (was killed) while it held state the
-    /// others' transactions depend on, here thread slot `.0`'s. The pool is stopped in
-    /// every process that has it open: transactions that write, and waits for the dead
+    /// others' transactions depend on, here thread slot `.0`'s, in a state that cannot
+    /// be recovered while the others run (inside a commit, or holding a lock word of
+    /// the engine; see [`Sharing`](crate::Sharing)). The pool is stopped in every
+    /// process that has it open: transactions that write, and waits for the dead
     /// process, fail with this error, and no process may open the pool shared until
     /// all have closed it; the next open then recovers it as after a crash. A
     /// transaction that failed with it may or may not have committed, as at a crash.

@@ -416,4 +416,65 @@ mod tests {
         );
         assert_eq!(u.place_copy(&a, 3 * CHUNK_BYTES).unwrap(), large);
     }
+
+    /// A walk of an attempt finds every item placed in it, in order, across its small
+    /// chunks and its large runs, and no more: not what an earlier life of its chunks
+    /// left after the items (stale items that look like its own), nor its plan.
+    #[test]
+    fn a_walk_finds_the_items_placed_and_nothing_else() {
+        let region = Region::anonymous(1 << 30, 0).unwrap();
+        let table = AttemptTable::place(&region, 0, 1).unwrap();
+        let a = CopyArena::new(&region).unwrap();
+        let t = table.get(AttemptId(0));
+        // Items: a first word naming the attempt's record, then their size.
+        let put = |t: &Attempt, bytes: usize| {
+            let at = t.place_copy(&a, bytes).unwrap();
+            // SAFETY: the item's own room, at least 16 bytes, 8-aligned.
+            unsafe {
+                (a.ptr(at) as *mut u64).write(t.record());
+                (a.ptr(at + 8) as *mut u64).write(bytes as u64);
+            }
+            at
+        };
+        let walk = |t: &Attempt| {
+            let mut found = Vec::new();
+            let rec = t.record();
+            // SAFETY: the test holds the attempt.
+            unsafe {
+                t.placed(
+                    &a,
+                    // SAFETY: in the attempt's chunks, as `placed` promises.
+                    |at| unsafe {
+                        ((a.ptr(at) as *const u64).read() == rec)
+                            .then(|| (a.ptr(at + 8) as *const u64).read() as usize)
+                    },
+                    |at| found.push(at),
+                )
+            };
+            found
+        };
+        // A first life fills more than two chunks; recycled, the second life's items
+        // stop short of where the first one's went on, in the same chunks.
+        let many: Vec<u64> = (0..40).map(|_| put(t, 4096)).collect();
+        assert_eq!(walk(t), many);
+        // SAFETY: nothing names the attempt's items.
+        unsafe { t.recycle(&a, 0) };
+        // (Where the first life's third item starts, the second life's chunk ends.)
+        let mut placed = vec![put(t, 4096), put(t, 4096)];
+        // Too large for what is left of the first chunk: the rest of it is skipped.
+        placed.push(put(t, CHUNK_BYTES - 64));
+        placed.push(put(t, 3 * CHUNK_BYTES));
+        placed.push(put(t, 256));
+        assert_eq!(walk(t), placed);
+        // The plan ends the walk, even where its bytes would read as an item.
+        let plan = t.start_plan(&a, 1, 1).unwrap();
+        let at = t.plan_offset();
+        // SAFETY: the plan's room (more than 16 bytes), 8-aligned.
+        unsafe {
+            (a.ptr(at) as *mut u64).write(t.record());
+            (a.ptr(at + 8) as *mut u64).write(64);
+        }
+        std::mem::forget(plan);
+        assert_eq!(walk(t), placed);
+    }
 }

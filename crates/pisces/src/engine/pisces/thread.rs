@@ -62,9 +62,10 @@
 //! was killed: its lock words, its clock (a grace period), its record's critical section
 //! (a reader's visibility check), the watermark its bounds hold (log space), or the lock
 //! of an uncommitted attempt (a write retries). Each such wait asks, once it has lasted
-//! [`PEER_CHECK`](crate::peers::PEER_CHECK), whether the slot's process is alive, and a
-//! dead one *stops* the pool (`crate::peers`): the wait unwinds out to the entry point
-//! of this state that it ran in. On a shared pool every entry point that may wait runs
+//! [`PEER_CHECK`](crate::peers::PEER_CHECK), whether the slot's process is alive; a dead
+//! one is recovered by another thread while the wait goes on (`super::peer_recovery`).
+//! Where it cannot be, it *stops* the pool (`crate::peers`): the wait unwinds out to the
+//! entry point of this state that it ran in. On a shared pool every entry point that may wait runs
 //! through [`PiscesThread::guarded`], which catches that, abandons the state (forgets
 //! its attempt without rolling it back: an attempt whose commit had begun may already be
 //! read by other processes, and the next open recovers the pool as after a crash) and
