@@ -137,8 +137,11 @@ struct Watch {
     locks: File,
     /// The slots this process claimed.
     own: Box<[AtomicBool]>,
-    /// The slots a thread of this process is recovering.
-    recovering: Box<[AtomicBool]>,
+    /// The slots a thread of this process is recovering. (Apart from the watch: a
+    /// recovery thread clears its flag after it has let go of the watch, whose
+    /// description of the pool file must be closed when the last process's close
+    /// ends.)
+    recovering: Arc<[AtomicBool]>,
     /// The engine that recovers dead slots (set once the engine is made).
     recover: Mutex<Option<Weak<dyn Recover>>>,
     /// This watch, for the recovery threads it starts.
@@ -272,13 +275,13 @@ impl Sidecar {
         role: Role,
     ) -> Result<Sidecar> {
         let owners = region.place_as_found(MAX_THREADS)?;
-        let flags = || (0..MAX_THREADS).map(|_| AtomicBool::new(false)).collect();
+        let flags = || (0..MAX_THREADS).map(|_| AtomicBool::new(false));
         let watch = Arc::new_cyclic(|me| Watch {
             header,
             owners,
             locks,
-            own: flags(),
-            recovering: flags(),
+            own: flags().collect(),
+            recovering: flags().collect(),
             recover: Mutex::new(None),
             me: me.clone(),
         });
@@ -534,13 +537,17 @@ impl Peers for Watch {
         if flag.swap(true, AcqRel) {
             return true;
         }
-        let me = self.me.upgrade();
-        let started = me.map(|w| {
-            std::thread::Builder::new()
-                .name("pisces-recovery".into())
-                .spawn(move || w.recover_slot(slot))
-        });
-        if !matches!(started, Some(Ok(_))) {
+        let (me, flags) = (self.me.clone(), self.recovering.clone());
+        let started = std::thread::Builder::new()
+            .name("pisces-recovery".into())
+            .spawn(move || {
+                if let Some(w) = me.upgrade() {
+                    w.recover_slot(slot);
+                }
+                // Release: see above.
+                flags[slot as usize].store(false, Release);
+            });
+        if started.is_err() {
             // No thread to recover it in: the others must not wait for ever.
             flag.store(false, Release);
             self.stop(slot);
@@ -561,8 +568,6 @@ impl Watch {
         if self.try_recover(slot) == Recovery::Impossible {
             self.stop(slot);
         }
-        // Release: see `report_dead`.
-        self.recovering[slot as usize].store(false, Release);
     }
 
     fn try_recover(&self, slot: u32) -> Recovery {

@@ -286,7 +286,7 @@ fn transfers_within(
 ) -> Result<std::time::Duration, Error> {
     let pool = pool.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let started = std::time::Instant::now();
         let root: PPtr<Bank> = pool.root().unwrap();
         let mut h = pool.handle().unwrap();
@@ -305,8 +305,12 @@ fn transfers_within(
         }
         let _ = tx.send(Ok(started.elapsed()));
     });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("a survivor waited {limit:?} for a process that died"))
+    let r = rx
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("a survivor waited {limit:?} for a process that died"));
+    // (Its handle on the pool goes with the thread: the caller may close the pool next.)
+    thread.join().unwrap();
+    r
 }
 
 /// Every thread slot of the pool at `p` can be had by a process that attaches now

@@ -39,6 +39,7 @@
 //! process has closed).
 
 use super::attempt::{record_at, AttemptId};
+use super::batch::{Batch, Committed};
 use super::plan::kind_of;
 use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER};
 use crate::engine::kit::log::redo_log;
@@ -51,6 +52,17 @@ use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 /// Rounds of helping the other slots' write-backs for the watermark to pass a dead
 /// slot's records before its recovery leaves the log for later (step 5).
 const LOG_ROUNDS: usize = 1_000;
+
+/// What the recovery does with the commit a dead thread was in (`commit_of`).
+#[derive(Clone, Copy, Debug)]
+enum Commit {
+    /// It was in none.
+    None,
+    /// Rolled back: its record is not in the log.
+    Back,
+    /// Finished: `attempt`'s record is committed or valid in the log (as record `seq`).
+    Forward { attempt: AttemptId, seq: u64 },
+}
 
 impl Recover for PiscesShared {
     fn recover(&self, slot: u32) -> Recovery {
@@ -68,8 +80,7 @@ impl PiscesShared {
         view.clock.finish();
         // 2. (The dead slot changes nothing any more: what is read here stays.)
         let holder = s as u32;
-        if view.persisting_ts.load(SeqCst) != u64::MAX
-            || self.slots.iter().any(|t| t.batch_holder() == Some(holder))
+        if self.slots.iter().any(|t| t.batch_holder() == Some(holder))
             || self.arena.held_by(holder)
             || self.alloc.held_by(holder)
         {
@@ -89,18 +100,16 @@ impl PiscesShared {
             .ids()
             .filter(|a| !in_batch[a.index()])
             .collect();
-        for &id in &loose {
-            let record = view.attempts.get(id).record();
-            if record == 0 {
-                continue;
-            }
-            // SAFETY: the attempt's own record (its first chunk is kept for its life).
-            let r = unsafe { record_at(&self.arena, record) };
-            if r.end_ts() != super::protocol::END_INFINITE || r.in_critical() {
-                return Recovery::Impossible;
-            }
+        let Some(commit) = self.commit_of(s, &loose) else {
+            return Recovery::Impossible;
+        };
+        if let Commit::Forward { attempt, seq } = commit {
+            self.roll_forward(s, &mut b, attempt, seq);
         }
         for &id in &loose {
+            if matches!(commit, Commit::Forward { attempt, .. } if attempt == id) {
+                continue;
+            }
             let attempt = view.attempts.get(id);
             let record = attempt.record();
             if record != 0 {
@@ -116,6 +125,9 @@ impl PiscesShared {
             }
             self.retire(&mut b, id);
         }
+        // A commit rolled back: its record is not in the log (P-2: a valid record is
+        // never rolled back), and the watermark may pass its persistTS now.
+        view.persisting_ts.store(u64::MAX, SeqCst);
         // 4.
         self.write_back(s, &mut b, s, &mut cache);
         self.sync_home(s, &mut b);
@@ -133,6 +145,116 @@ impl PiscesShared {
         // Release: the next state of the slot Acquires it (`PiscesEngine::thread`).
         view.log_state.store(LOG_HANDED_OVER, Release);
         Recovery::Done
+    }
+
+    /// What became of the commit the dead thread of slot `s` was in, if any, given
+    /// the attempts it held (`loose`); None if its state is none a thread leaves.
+    ///
+    /// The thread holds one attempt while it commits (its idle one is taken only after
+    /// the commit's entry is in the batch), so the commit is that attempt's. Its record
+    /// is committed (`endTS` set, or in its critical section): it is visible, or about
+    /// to be, and rolled forward. Otherwise the thread was in the persist stage
+    /// (`persisting_ts` set): if its log's chain ends with a valid record of that
+    /// persistTS, the record may be durable already, and a valid record is never
+    /// rolled back (a later crash would replay it): rolled forward too. Else rolled back.
+    fn commit_of(&self, s: usize, loose: &[AttemptId]) -> Option<Commit> {
+        let view = &self.slots[s];
+        let persisting = view.persisting_ts.load(SeqCst);
+        let mut with_record = loose
+            .iter()
+            .copied()
+            .filter(|&id| view.attempts.get(id).record() != 0);
+        let committed = |id: AttemptId| {
+            // SAFETY: the attempt's own record (its first chunk is kept for its life).
+            let r = unsafe { record_at(&self.arena, view.attempts.get(id).record()) };
+            r.end_ts() != super::protocol::END_INFINITE || r.in_critical()
+        };
+        if persisting == u64::MAX {
+            // In no commit: every attempt it held is uncommitted (without persistence,
+            // a commit that is not in the batch yet sets no persistTS).
+            let forward = with_record
+                .clone()
+                .filter(|&id| committed(id))
+                .collect::<Vec<_>>();
+            return match (self.durable, forward.as_slice()) {
+                (_, []) => Some(Commit::None),
+                (false, &[attempt]) => Some(Commit::Forward { attempt, seq: 0 }),
+                _ => None,
+            };
+        }
+        let attempt = with_record.next()?;
+        if with_record.next().is_some() || !self.durable {
+            return None;
+        }
+        let seq = (persisting != 0)
+            .then(|| self.logged(s, persisting))
+            .flatten();
+        if committed(attempt) || seq.is_some() {
+            if persisting == 0 {
+                return None;
+            }
+            return Some(Commit::Forward {
+                attempt,
+                seq: seq.unwrap_or(0),
+            });
+        }
+        Some(Commit::Back)
+    }
+
+    /// The sequence number of the valid record of persistTS `persist_ts` in slot `s`'s
+    /// log, if its chain has one.
+    fn logged(&self, s: usize, persist_ts: u64) -> Option<u64> {
+        let l = self.heap.layout();
+        let mut seq = None;
+        redo_log::walk(&self.heap, l.log_offset(s), l.log_bytes_per_thread, |r| {
+            if r.persist_ts == persist_ts {
+                seq = Some(r.seq);
+            }
+        });
+        seq
+    }
+
+    /// Finish the commit of the dead thread of slot `s` in `attempt`, whose record
+    /// (sequence number `seq`, 0 if not found) is valid or committed (`commit_of`), as
+    /// its owner would have: the record made durable, the commit's critical section
+    /// run or ended, the entry pushed into the batch (`b`), `pending_min` lowered before
+    /// `persisting_ts` is cleared (the owner's order, `PiscesThread::commit_visible`).
+    /// Its fresh blocks that it also freed stay unused: whether the owner gave them
+    /// back before it died is not known.
+    fn roll_forward(&self, s: usize, b: &mut Batch<'_>, attempt: AttemptId, seq: u64) {
+        let view = &self.slots[s];
+        let a = view.attempts.get(attempt);
+        // SAFETY: the attempt's own record.
+        let r = unsafe { record_at(&self.arena, a.record()) };
+        let unfenced = r.unfenced_seq.load(Relaxed) != 0;
+        let persist_ts = if self.durable {
+            view.persisting_ts.load(SeqCst)
+        } else {
+            u64::MAX
+        };
+        if self.durable && !unfenced {
+            // Durable before visible: the owner may have died before its fence.
+            let l = self.heap.layout();
+            self.heap.flush(l.log_offset(s), l.log_bytes_per_thread);
+            self.heap.commit_fence();
+        }
+        let end_ts = match r.end_ts() {
+            super::protocol::END_INFINITE => r.commit(&self.clock),
+            end => {
+                r.finish_commit(&self.clock);
+                end
+            }
+        };
+        b.entries.push(Committed {
+            attempt,
+            plan: a.plan_offset(),
+            end_ts,
+            log_seq: seq,
+            persist_ts,
+            unfenced,
+        });
+        view.pending_min.fetch_min(persist_ts, SeqCst);
+        view.persisting_ts.store(u64::MAX, SeqCst);
     }
 
     /// The bytes of the copy at arena offset `at` if a copy of the attempt whose record

@@ -116,6 +116,15 @@ impl TxRecord {
         self.end_ts.load(Acquire) <= start_ts
     }
 
+    /// End the critical section of a commit whose owner died inside it after storing
+    /// `endTS` (a shared pool's recovery of its slot): the clock raised to `endTS` (the
+    /// owner's tick may not have run), then `inCritical` cleared, Release as in
+    /// [`TxRecord::commit`].
+    pub(crate) fn finish_commit(&self, clock: &Clock) {
+        clock.advance_to(self.end_ts.load(Acquire));
+        self.in_critical.store(false, Release);
+    }
+
     /// Whether the record's owner is inside its critical section ([`TxRecord::commit`]).
     #[inline]
     pub(crate) fn in_critical(&self) -> bool {

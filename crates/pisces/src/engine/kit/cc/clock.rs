@@ -55,7 +55,8 @@ impl Clock {
         self.ts.fetch_add(1, AcqRel) + 1
     }
     /// Raise the clock to at least `ts` (single-threaded recovery that re-executes
-    /// transactions under their original timestamps: the next `tick` gives `ts + 1`).
+    /// transactions under their original timestamps: the next `tick` gives `ts + 1`;
+    /// a shared pool's recovery of a commit whose owner died before its tick).
     #[inline]
     pub(crate) fn advance_to(&self, ts: u64) {
         count_write(&self.ts);
