@@ -347,8 +347,8 @@ int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct p
 // "volatile" engines share (others: `PISCES_ECONFIG`, with the reason), on pools that
 // cannot grow. A process that ends (is killed) while holding what another waits for
 // is recovered while the others run (its unfinished transaction rolled back, its
-// committed ones written back), except inside a commit or holding a lock word of the
-// engine: that stops the pool, and calls then fail with `PISCES_EPEERDIED` until
+// committed ones written back), except while it holds a lock word of the engine: that
+// stops the pool, and calls then fail with `PISCES_EPEERDIED` until
 // every process has closed it; the next open recovers it as after a crash.
 //
 // # Safety

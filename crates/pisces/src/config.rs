@@ -106,17 +106,19 @@ pub struct Config {
 /// for it for long: a wait that lasts a millisecond asks whether the thread slot it
 /// waits for belongs to a live process (the kernel releases a slot's lock on the pool
 /// file when its process ends), and a dead slot is *recovered while the others run*:
-/// a thread of the process that found it rolls back the transaction it was running,
-/// writes back the ones it committed, empties its log and gives the slot free. The
-/// wait then ends: it lasts about a millisecond more than it would have had the dead
-/// process finished, plus one transaction's rollback and one group-commit batch's
-/// write-back. A process that opens the pool meanwhile recovers a dead slot it finds
-/// before it joins. What the dead process had committed is kept; what it had not is
-/// gone.
+/// a thread of the process that found it rolls back the transaction it was running
+/// (or, if it died inside its commit once the commit's redo record was written,
+/// finishes the commit), writes back the ones it committed, empties its log and gives
+/// the slot free. The wait then ends: it lasts about a millisecond more than it would
+/// have had the dead process finished, plus one transaction's rollback or commit and
+/// one group-commit batch's write-back. A process that opens the pool meanwhile
+/// recovers a dead slot it finds before it joins. Every transaction that returned `Ok`
+/// in the dead process is kept; the one it was committing when it died may or may not
+/// be, as at a crash.
 ///
-/// A slot that died inside a commit (its record being written) or holding one of the
-/// engine's lock words cannot be recovered while others run, and *stops* the pool
-/// instead. From then on, in every process, transactions that write (and the waits for
+/// A slot that died holding one of the engine's lock words (in the middle of a
+/// write-back, or of the allocator's bookkeeping) cannot be recovered while others
+/// run, and *stops* the pool instead. From then on, in every process, transactions that write (and the waits for
 /// the dead process) fail with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
 /// snapshot may still complete from the committed state; no process can open the pool
 /// shared until every process has closed it; the next open then recovers it as after a

@@ -154,8 +154,8 @@ pub enum Error {
     Crashed,
     /// A process that shares the pool ended (was killed) while it held state the
     /// others' transactions depend on, here thread slot `.0`'s, in a state that cannot
-    /// be recovered while the others run (inside a commit, or holding a lock word of
-    /// the engine; see [`Sharing`](crate::Sharing)). The pool is stopped in every
+    /// be recovered while the others run (holding a lock word of the engine; see
+    /// [`Sharing`](crate::Sharing)). The pool is stopped in every
     /// process that has it open: transactions that write, and waits for the dead
     /// process, fail with this error, and no process may open the pool shared until
     /// all have closed it; the next open then recovers it as after a crash. A

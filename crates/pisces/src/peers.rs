@@ -19,7 +19,7 @@
 //! the attempt it was running, finish its clock, write back its committed
 //! transactions, empty its log, and give the slot free. The wait then ends as it would
 //! have had the peer finished. What the engine cannot recover (the peer died holding
-//! a lock word, or inside a commit), it refuses ([`Recovery::Impossible`]), and the
+//! one of its lock words), it refuses ([`Recovery::Impossible`]), and the
 //! slot *stops* the pool ([`Peers::stop`]): the state the dead process left is what a
 //! crash leaves (its transactions' records are durable before they are visible; one
 //! that was not visible still holds its objects' locks, so no survivor wrote them),

@@ -7,20 +7,21 @@
 //! slot, its allocator cache is the slot's. In this order:
 //! 1. The slot's clock is finished: a dead thread reads nothing more, and the grace
 //!    periods and readers' waits of the others end.
-//! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot is inside a
-//!    commit (`persisting_ts` set: its record may or may not be durable, a choice this
-//!    stage does not make) or names a lock word (its batch's or another slot's, the
-//!    arena's, the allocator's: what the lock guards may be half changed).
+//! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot names a lock word
+//!    (its batch's or another slot's, the arena's, the allocator's): what the lock
+//!    guards may be half changed (a write-back half done, a free list half linked).
 //! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
 //!    dead thread's own (every attempt is held by exactly one holder,
-//!    [`super::attempt`]). Refused if one of them committed (its `endTS` set, or its
-//!    record in its critical section): a transaction others may have read that its
-//!    batch does not know. Otherwise each is rolled back from its copies, as the
-//!    owner's `rollback` would (the word each lock replaced put back, a fresh block
-//!    given back), but only where the object's header word still holds the copy's
-//!    lock: the owner may have died half through its own rollback, and a word it put
-//!    back may have a new writer since. Then each is retired (readers may still hold
-//!    its copies' offsets), for the slot's next owner to reclaim.
+//!    [`super::attempt`]). If the thread was inside a commit, that commit is finished
+//!    or undone (`PiscesShared::commit_of`): rolled forward once its record is
+//!    committed or valid in the log (made durable, its critical section run or ended,
+//!    its entry pushed into the batch), rolled back before. Every other attempt it
+//!    held is rolled back from its copies, as the owner's `rollback` would (the word
+//!    each lock replaced put back, a fresh block given back), but only where the
+//!    object's header word still holds the copy's lock: the owner may have died half
+//!    through its own rollback, and a word it put back may have a new writer since.
+//!    Then each is retired (readers may still hold its copies' offsets), for the
+//!    slot's next owner to reclaim.
 //! 4. The batch's committed transactions are written back, as a helper writes them
 //!    (copies are immutable after commit), and their home writes made durable.
 //! 5. The log: every record of the slot is written back now, but a record may be
