@@ -228,8 +228,11 @@ impl HolderLock {
                 let since = *waited.get_or_insert(now);
                 if now.duration_since(since) >= crate::peers::PEER_CHECK {
                     waited = Some(now);
-                    let holder = (self.word.load(Relaxed) & HOLDER_BITS).checked_sub(1);
-                    crate::peers::check((&self.word as *const AtomicU32).cast(), holder);
+                    // (A word that names no holder was unlocked meanwhile: nothing
+                    // to ask about, the loop takes the lock.)
+                    if let Some(holder) = (self.word.load(Relaxed) & HOLDER_BITS).checked_sub(1) {
+                        crate::peers::check((&self.word as *const AtomicU32).cast(), Some(holder));
+                    }
                 }
             }
         }

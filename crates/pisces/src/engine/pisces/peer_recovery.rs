@@ -312,6 +312,13 @@ impl PiscesShared {
             }
             self.help_all(s, cache, true);
             if round > 2 {
+                // What holds the watermark may be another dead slot that nothing waits
+                // on (so nothing reported it): have it recovered too.
+                if let Some(peers) = &self.peers {
+                    if let Some(dead) = peers.any_dead() {
+                        peers.report_dead(dead);
+                    }
+                }
                 std::thread::yield_now();
             }
             false

@@ -154,6 +154,7 @@ mod classes;
 mod free_bits;
 mod pmem;
 mod slabs;
+mod slot_caches;
 #[cfg(test)]
 mod tests;
 
@@ -169,6 +170,7 @@ use classes::{Kind, ARG_MASK, CLASSES, NCLASSES};
 use free_bits::FreeBits;
 use pmem::Loc;
 use slabs::FreeSlabs;
+use slot_caches::SlotCaches;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -218,10 +220,14 @@ pub(crate) struct ThreadCache {
     /// given by the allocator `owner` when the cache binds to it (below
     /// [`NO_CACHE_HOLDER`]).
     holder: u32,
-    /// `holder` is the slot's, kept when the cache binds.
+    /// `holder` is the slot's, kept when the cache binds; the blocks are then in the
+    /// slot's lists in the allocator's region ([`slot_caches`]), where a thread of
+    /// another process finds them if this one dies, and `lists` stays empty.
     holder_is_slot: bool,
     /// Free block offsets per class; the last one is handed out first.
     lists: Vec<Vec<u64>>,
+    /// Blocks on their way between the free bitmaps and the slot's lists.
+    moving: Vec<u64>,
 }
 
 impl ThreadCache {
@@ -302,6 +308,8 @@ pub(crate) struct Allocator {
     slabs: FreeSlabs,
     /// `pressure`, the growth lock, the holder ids' source, the format counts.
     words: PlacedValue<Line<AllocWords>>,
+    /// The thread slots' caches.
+    caches: SlotCaches,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -322,13 +330,14 @@ impl Allocator {
             + bytes_for::<AtomicU32>(layout.slab_count)
             + FreeBits::region_bytes(layout)
             + FreeSlabs::region_bytes(layout.slab_count)
+            + SlotCaches::region_bytes(layout.max_threads)
     }
 
     /// This process's views of the allocator's state for `heap`, placed in `region` as
     /// found there, in this order (the order that lets a process that did not place
     /// them find them: see `region`): the words ([`AllocWords`]), the slab table
     /// mirror, the free bitmaps (words, links, class locks), the free-slab set (count,
-    /// bits). In a fresh region that is an allocator with no free slab and no free
+    /// bits), the thread slots' caches. In a fresh region that is an allocator with no free slab and no free
     /// block, every slab free in the mirror: what [`Allocator::rebuild`] then fills.
     fn place(heap: Arc<Heap>, region: &Arc<Region>) -> Result<Allocator> {
         let layout = *heap.layout();
@@ -336,6 +345,7 @@ impl Allocator {
         let kinds = region.place_as_found(layout.slab_count)?;
         let free = FreeBits::place(region, &layout)?;
         let slabs = FreeSlabs::place(region, layout.slab_count)?;
+        let caches = SlotCaches::place(region, layout.max_threads)?;
         Ok(Allocator {
             heap,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed), // Relaxed: only uniqueness matters.
@@ -343,6 +353,7 @@ impl Allocator {
             free,
             slabs,
             words,
+            caches,
         })
     }
 
@@ -467,9 +478,15 @@ impl Allocator {
     /// holder id.
     fn bind(&self, cache: &mut ThreadCache) {
         if cache.owner != self.id {
-            // Blocks of another allocator must never be handed out by this one.
+            // Blocks of another allocator must never be handed out by this one. (A
+            // slot's lists in the region are this allocator's, whichever process
+            // placed them.)
             cache.lists.clear();
             cache.owner = self.id;
+            if cache.holder_is_slot && !self.caches.has(cache.holder) {
+                // A slot beyond the region's caches (not an engine's thread slot).
+                cache.holder_is_slot = false;
+            }
             if !cache.holder_is_slot {
                 // Relaxed: only the value matters (ids are not required to be unique).
                 cache.holder =
@@ -485,7 +502,12 @@ impl Allocator {
         self.bind(cache);
         let size = CLASSES[c].size as u64;
         loop {
-            let Some(offset) = cache.lists[c].pop() else {
+            let popped = if cache.holder_is_slot {
+                self.caches.pop(cache.holder, c)
+            } else {
+                cache.lists[c].pop()
+            };
+            let Some(offset) = popped else {
                 if self.refill(cache, c)?.is_none() {
                     return Ok(None);
                 }
@@ -519,8 +541,21 @@ impl Allocator {
         if bits.is_empty() && self.format_slab(c, &mut bits, cache.holder)?.is_none() {
             return Ok(None);
         }
-        let n = bits.claim(CLASSES[c].batch as usize, &mut cache.lists[c]);
+        let batch = CLASSES[c].batch as usize;
+        if !cache.holder_is_slot {
+            let n = bits.claim(batch, &mut cache.lists[c]);
+            debug_assert!(n > 0, "a listed slab of class {c} had no free bit");
+            return Ok(Some(()));
+        }
+        // The bits are cleared before the blocks reach the slot's list (a death in
+        // between loses them until the next full recovery, never hands them out twice).
+        cache.moving.clear();
+        let n = bits.claim(batch, &mut cache.moving);
         debug_assert!(n > 0, "a listed slab of class {c} had no free bit");
+        drop(bits);
+        for &off in &cache.moving {
+            self.caches.push(cache.holder, c, off);
+        }
         Ok(Some(()))
     }
 
@@ -671,9 +706,25 @@ impl Allocator {
                     !self.free.is_set(slab, index),
                     "{what} of {b:?}: given back twice"
                 );
+                let batch = CLASSES[class].batch as usize;
+                if cache.holder_is_slot {
+                    if self.caches.push(cache.holder, class, b.offset) > 2 * batch {
+                        cache.moving.clear();
+                        self.caches
+                            .take_oldest(cache.holder, class, batch, &mut cache.moving);
+                        let mut bits = self.free.lock(class, cache.holder);
+                        for &off in &cache.moving {
+                            let fresh = bits.give_offset(off);
+                            debug_assert!(
+                                fresh,
+                                "{what} of the block at {off:#x}: given back twice"
+                            );
+                        }
+                    }
+                    return;
+                }
                 let list = &mut cache.lists[class];
                 list.push(b.offset);
-                let batch = CLASSES[class].batch as usize;
                 if list.len() > 2 * batch {
                     // Oldest first: the most recently freed blocks stay cache-warm here.
                     let mut bits = self.free.lock(class, cache.holder);
@@ -705,10 +756,31 @@ impl Allocator {
     /// Return every block of `cache` to the free bitmaps (thread exit). The cache stays
     /// usable.
     pub(crate) fn drain(&self, cache: &mut ThreadCache) {
+        if cache.holder_is_slot {
+            // A slot's lists are the region's, whatever this cache was bound to: a
+            // thread that recovers a dead slot drains the dead owner's blocks.
+            self.bind(cache);
+        }
         if cache.owner != self.id {
             // Not ours (or empty and unbound): the blocks belong to another allocator.
             cache.lists.clear();
             return;
+        }
+        if cache.holder_is_slot {
+            for c in 0..NCLASSES {
+                if self.caches.len(cache.holder, c) == 0 {
+                    continue;
+                }
+                cache.moving.clear();
+                self.caches
+                    .take_oldest(cache.holder, c, usize::MAX, &mut cache.moving);
+                let mut bits = self.free.lock(c, cache.holder);
+                for &off in &cache.moving {
+                    // (A block a dead owner's list held twice is set free twice: module
+                    // docs of `slot_caches`.)
+                    bits.give_offset(off);
+                }
+            }
         }
         for (c, list) in cache.lists.iter_mut().enumerate() {
             if !list.is_empty() {
