@@ -1072,3 +1072,42 @@ fn a_slots_cache_names_its_slot_in_the_allocators_locks() {
         assert_eq!(d.holder(), 0, "the allocator's first id");
     }
 }
+
+/// A thread slot's cached blocks live in the allocator's region: when the cache's
+/// memory is gone with its process, a new cache of the same slot (the thread that
+/// recovers the slot) finds them, and draining it gives them back to the heap.
+#[test]
+fn a_dead_slots_cached_blocks_are_given_back_by_a_new_cache_of_its_slot() {
+    let a = Allocator::rebuild_private(heap_of(4 << 20)).unwrap();
+    let mut dead = ThreadCache::for_slot(3);
+    let taken: Vec<Block> = (0..100)
+        .map(|_| a.reserve(&mut dead, 64).unwrap())
+        .collect();
+    for b in taken {
+        a.unreserve(&mut dead, b);
+    }
+    // Its process died: the cache's own memory is gone, its blocks given back by no one.
+    drop(dead);
+    let fill = |c: &mut ThreadCache| {
+        let mut got = Vec::new();
+        while let Ok(b) = a.reserve(c, 64) {
+            got.push(b);
+        }
+        let n = got.len();
+        for b in got {
+            a.unreserve(c, b);
+        }
+        a.drain(c);
+        n
+    };
+    let mut other = ThreadCache::for_slot(1);
+    let without = fill(&mut other);
+    let mut recoverer = ThreadCache::for_slot(3);
+    a.drain(&mut recoverer);
+    let with = fill(&mut other);
+    assert!(
+        with > without,
+        "{with} blocks after the drain, {without} before"
+    );
+    assert_eq!(fill(&mut other), with, "nothing more comes back");
+}
