@@ -125,8 +125,11 @@ pub struct Config {
 /// crash: every transaction that returned `Ok` is there, and one that failed with
 /// `PeerDied` may or may not be.
 ///
-/// Blocks that the dead process had taken into its allocator caches stay unused until
-/// that next recovery of the whole pool (the next open after every process has closed).
+/// The blocks the dead process kept in its allocator caches are given back to the heap
+/// by its recovery. What it held on the way (a batch taken from the free bitmaps and
+/// not yet in its cache, a large run reserved for a transaction that had not
+/// committed) stays unused until the next recovery of the whole pool (the next open
+/// after every process has closed).
 ///
 /// # Limits
 /// * Only engines that can share accept it: the `pisces` engine and `volatile`. The

@@ -35,9 +35,13 @@
 //!    for any more, and the next report tries the log again (steps 1-4 find nothing
 //!    left to do).
 //!
-//! What is not given back: the blocks in the dead process's allocator caches (its
-//! memory), until the pool's next recovery of the whole (the next open after every
-//! process has closed).
+//! The recovery's allocator cache is the slot's (`ThreadCache::for_slot`), whose
+//! blocks live in the allocator's region: draining it at the end gives the dead
+//! thread's cached blocks back to the heap, with the fresh blocks its rolled-back
+//! attempts had reserved. What the dead thread held on the way (a batch between the
+//! free bitmaps and its cache, a large run reserved for an attempt whose copy was not
+//! linked) stays unused until the pool's next recovery of the whole (the next open
+//! after every process has closed).
 
 use super::attempt::{record_at, AttemptId};
 use super::batch::{Batch, Committed};

@@ -116,9 +116,12 @@
 //! * Free slabs are a bitset under one lock (a `HolderMutex` too, whose data is the
 //!   number of free slabs; the bit words are read and written only under it),
 //!   allocated first fit.
-//! * The thread caches are process memory (an engine's thread state owns each); the
-//!   allocator's id, which binds a cache to the allocator whose blocks it holds, is
-//!   this process's too.
+//! * A thread slot's cache ([`ThreadCache::for_slot`], what the `pisces` engine's
+//!   threads use) keeps its blocks in the region, per slot and class
+//!   (`slot_caches`): a thread that recovers a slot whose process died drains them
+//!   through a cache of its own for that slot. Other caches are process memory (an
+//!   engine's thread state owns each). The allocator's id, which binds a cache to the
+//!   allocator whose blocks it holds, is this process's.
 //! * The holder a lock word names is the id of the [`ThreadCache`] of the caller: the
 //!   thread slot's index for the cache of a slot's thread state
 //!   ([`ThreadCache::for_slot`], what the `pisces` engine's threads use: another
