@@ -78,7 +78,7 @@
 //! returns `Err(Corrupt)` naming the first problem; [`Allocator::check`] lists them all.
 //!
 //! # Volatile state
-//! All of it but the thread caches lives in a [`Region`]: a mapping whose contents name
+//! All of it but the caches of threads outside slots lives in a [`Region`]: a mapping whose contents name
 //! each other by slab and block index, never by address, so that a process that maps
 //! the same memory can find it. [`Allocator::rebuild`] places it in a region its caller
 //! gives (the `pisces` engine shares its own; the other engines take one of their own
