@@ -6,7 +6,9 @@
 //! (so it is the one recoverer) and acts as the slot: the lock words it takes name the
 //! slot, its allocator cache is the slot's. In this order:
 //! 1. The slot's clock is finished: a dead thread reads nothing more, and the grace
-//!    periods and readers' waits of the others end.
+//!    periods and readers' waits of the others end. The fallback word, if the slot
+//!    held it, is given back (writers waited for it only until its deadline, but no
+//!    transaction could take it again).
 //! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot names a lock word
 //!    (its batch's or another slot's, the arena's, the allocator's): what the lock
 //!    guards may be half changed (a write-back half done, a free list half linked).
@@ -83,6 +85,7 @@ impl PiscesShared {
         };
         // 1.
         view.clock.finish();
+        self.fallback.give_back_for(s);
         // 2. (The dead slot changes nothing any more: what is read here stays.)
         let holder = s as u32;
         if self.slots.iter().any(|t| t.batch_holder() == Some(holder))

@@ -141,6 +141,18 @@ impl Fallback {
             .is_ok()
     }
 
+    /// Give the word back for slot `dead`, if it holds it: its process died (a shared
+    /// pool's recovery of the slot). Writers stopped waiting at its deadline, but the
+    /// word would stay taken, and no transaction could fall back again.
+    pub(crate) fn give_back_for(&self, dead: usize) {
+        let w = self.word.load(Relaxed);
+        if w != 0 && w & SLOT_MASK == dead as u64 + 1 {
+            // Release: as in `give_back`; a failed exchange means it changed hands.
+            count_write(&self.word);
+            let _ = self.word.compare_exchange(w, 0, Release, Relaxed);
+        }
+    }
+
     /// Give the word back (holder `me` only).
     pub(crate) fn give_back(&self, me: usize) {
         debug_assert_eq!(self.word.load(Relaxed) & SLOT_MASK, me as u64 + 1);
