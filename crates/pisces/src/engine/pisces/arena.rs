@@ -119,6 +119,18 @@ impl CopyArena {
         self.region.offset_of(p)
     }
 
+    /// How many chunks the arena's mapping holds.
+    pub(crate) fn region_chunks(&self) -> usize {
+        self.region.reserved() / CHUNK_BYTES
+    }
+
+    /// Whether `len` bytes at arena offset `off` are inside the arena's mapping, for a
+    /// walk that follows offsets a thread that died may have left half written.
+    pub(crate) fn holds(&self, off: u64, len: u64) -> bool {
+        off.checked_add(len)
+            .is_some_and(|end| end <= self.region.reserved() as u64)
+    }
+
     /// Whether the arena's lock word names `holder` (a thread slot).
     pub(crate) fn held_by(&self, holder: u32) -> bool {
         self.state.one().lock.holder() == Some(holder)

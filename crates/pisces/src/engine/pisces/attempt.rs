@@ -251,9 +251,20 @@ impl Attempt {
         let plan = self.plan.load(Relaxed);
         let (small, used) = (self.small.load(Relaxed), self.used.load(Relaxed));
         let mut run = first;
-        while run != 0 {
-            // SAFETY: a run of ours (the caller's contract), starting with its link.
+        // (A link its owner died writing may name anything: the walk stays inside the
+        // arena, and ends.)
+        let mut runs_left = arena.region_chunks();
+        while run != 0 && run.is_multiple_of(CHUNK_BYTES as u64) && runs_left > 0 {
+            runs_left -= 1;
+            if !arena.holds(run, CHUNK_BYTES as u64) {
+                return;
+            }
+            // SAFETY: a run of ours (the caller's contract), starting with its link,
+            // inside the arena's mapping (checked).
             let RunLink { next, chunks } = unsafe { (arena.ptr(run) as *const RunLink).read() };
+            if chunks == 0 || !arena.holds(run, chunks.saturating_mul(CHUNK_BYTES as u64)) {
+                return;
+            }
             let mut at = run + RUN_LINK as u64;
             if run == first {
                 at += RECORD_BYTES as u64;
@@ -266,7 +277,7 @@ impl Attempt {
                 each(at);
             } else {
                 let end = if run == small {
-                    run + used
+                    run + used.min(CHUNK_BYTES as u64)
                 } else {
                     run + CHUNK_BYTES as u64
                 };

@@ -268,8 +268,11 @@ impl PiscesShared {
     /// The bytes of the copy at arena offset `at` if a copy of the attempt whose record
     /// is at `record` starts there (`Attempt::placed`'s `size`).
     fn copy_bytes(&self, record: u64, at: u64) -> Option<usize> {
-        // SAFETY: `at` is in a chunk of the attempt, 8-aligned, with room for a header
-        // (the walk stops where an item would not fit); plain data whatever it holds.
+        if !at.is_multiple_of(8) || !self.arena.holds(at, COPY_HDR as u64) {
+            return None;
+        }
+        // SAFETY: inside the arena's mapping and 8-aligned (checked); plain data,
+        // whatever a dead owner left there.
         let hdr = unsafe { (self.arena.ptr(at) as *const CopyHdr).read() };
         let home = hdr.home as usize;
         let sane = hdr.writer == record
