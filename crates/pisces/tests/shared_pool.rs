@@ -192,7 +192,14 @@ fn worker_process() {
     let Ok(path) = std::env::var(WORKER_POOL) else {
         return;
     };
-    let pool = match Pool::open(&path, shared()) {
+    // A kill loop's replacement may find every slot taken until the slot of the
+    // process it replaces is recovered: it waits for one as long as a joiner waits for
+    // a recovery.
+    let cfg = match std::env::var(WORKER_LOOPS) {
+        Ok(_) => shared().slot_wait(std::time::Duration::from_secs(10)),
+        Err(_) => shared(),
+    };
+    let pool = match Pool::open(&path, cfg) {
         Ok(pool) => pool,
         // A kill loop's replacement that finds the pool stopped.
         Err(Error::PeerDied(_)) if std::env::var(WORKER_LOOPS).is_ok() => {
