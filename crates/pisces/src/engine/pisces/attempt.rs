@@ -450,18 +450,13 @@ mod tests {
         let walk = |t: &Attempt| {
             let mut found = Vec::new();
             let rec = t.record();
-            // SAFETY: the test holds the attempt.
-            unsafe {
-                t.placed(
-                    &a,
-                    // SAFETY: in the attempt's chunks, as `placed` promises.
-                    |at| unsafe {
-                        ((a.ptr(at) as *const u64).read() == rec)
-                            .then(|| (a.ptr(at + 8) as *const u64).read() as usize)
-                    },
-                    |at| found.push(at),
-                )
+            // SAFETY: in the attempt's chunks, as `placed` promises.
+            let size = |at: u64| unsafe {
+                ((a.ptr(at) as *const u64).read() == rec)
+                    .then(|| (a.ptr(at + 8) as *const u64).read() as usize)
             };
+            // SAFETY: the test holds the attempt.
+            unsafe { t.placed(&a, size, |at| found.push(at)) };
             found
         };
         // A first life fills more than two chunks; recycled, the second life's items
@@ -478,14 +473,14 @@ mod tests {
         placed.push(put(t, 256));
         assert_eq!(walk(t), placed);
         // The plan ends the walk, even where its bytes would read as an item.
-        let plan = t.start_plan(&a, 1, 1).unwrap();
+        // (Not ended: its bytes are not a plan's.)
+        let _plan = t.start_plan(&a, 1, 1).unwrap();
         let at = t.plan_offset();
         // SAFETY: the plan's room (more than 16 bytes), 8-aligned.
         unsafe {
             (a.ptr(at) as *mut u64).write(t.record());
             (a.ptr(at + 8) as *mut u64).write(64);
         }
-        std::mem::forget(plan);
         assert_eq!(walk(t), placed);
     }
 }
