@@ -112,7 +112,9 @@ pub struct Config {
 /// the slot free. The wait then ends: it lasts about a millisecond more than it would
 /// have had the dead process finished, plus one transaction's rollback or commit and
 /// one group-commit batch's write-back. A process that opens the pool meanwhile
-/// recovers a dead slot it finds before it joins. Every transaction that returned `Ok`
+/// recovers a dead slot it finds before it joins (it waits up to 10 s for that, then
+/// fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig)). Every
+/// transaction that returned `Ok`
 /// in the dead process is kept; the one it was committing when it died may or may not
 /// be, as at a crash.
 ///
