@@ -188,7 +188,35 @@ mod loom_tests {
     /// the copy exactly when its start timestamp is at least committer 1's endTS, and if
     /// it takes the copy, the copy's content written before commit is visible.
     fn reader_committer_race() {
-        loom::model(|| {
+        reader_committer_race_with(|rec, clock| rec.commit(clock));
+    }
+
+    /// Committer 1's critical section cut short after its endTS store, as by its
+    /// process's death there, then ended by the thread that recovers its slot in a
+    /// shared pool ([`TxRecord::finish_commit`]). One model thread does both: the
+    /// recovery follows the death, which the kernel's release of the slot's lock
+    /// orders before it.
+    fn commit_cut_short_then_recovered(rec: &TxRecord, clock: &Clock) -> u64 {
+        rec.in_critical.store(true, Relaxed);
+        fence(SeqCst);
+        let end = clock.peek() + 1;
+        rec.end_ts.store(end, Relaxed);
+        // (The owner dies here: no `inCritical = false`, no tick.)
+        rec.finish_commit(clock);
+        end
+    }
+
+    /// (1') The race of (1) where committer 1 dies inside its critical section and a
+    /// recoverer ends it: the same snapshot rule holds.
+    #[test]
+    fn loom_a_critical_section_ended_by_a_recoverer_keeps_the_snapshot_rule() {
+        #[cfg(feature = "mutation")]
+        let _unmutated = crate::mutation::Unmutated::hold();
+        reader_committer_race_with(commit_cut_short_then_recovered);
+    }
+
+    fn reader_committer_race_with(commit: fn(&TxRecord, &Clock) -> u64) {
+        loom::model(move || {
             let clock = Arc::new(Clock::new(1));
             let rec = Arc::new(TxRecord::new(0));
             let content = Arc::new(LAtomicU64::new(0));
@@ -202,7 +230,7 @@ mod loom_tests {
                 );
                 loom::thread::spawn(move || {
                     content.store(42, Relaxed);
-                    let end = rec.commit(&clock);
+                    let end = commit(&rec, &clock);
                     end_seen.store(end, Release);
                 })
             };
