@@ -712,17 +712,8 @@ impl Allocator {
                 let batch = CLASSES[class].batch as usize;
                 if cache.holder_is_slot {
                     if self.caches.push(cache.holder, class, b.offset) > 2 * batch {
-                        cache.moving.clear();
-                        self.caches
-                            .take_oldest(cache.holder, class, batch, &mut cache.moving);
-                        let mut bits = self.free.lock(class, cache.holder);
-                        for &off in &cache.moving {
-                            let fresh = bits.give_offset(off);
-                            debug_assert!(
-                                fresh,
-                                "{what} of the block at {off:#x}: given back twice"
-                            );
-                        }
+                        // Oldest first, as below.
+                        self.give_slot_blocks(cache, class, batch);
                     }
                     return;
                 }
@@ -756,6 +747,20 @@ impl Allocator {
         }
     }
 
+    /// Move the `k` oldest blocks of the slot cache `cache` (one of a slot) of `class`
+    /// to the free bitmaps: out of the list first, then given (`slot_caches`). A block
+    /// a dead owner's list held twice is set free twice (a bit set twice is set), so
+    /// a second give is not a bug here.
+    fn give_slot_blocks(&self, cache: &mut ThreadCache, class: usize, k: usize) {
+        cache.moving.clear();
+        self.caches
+            .take_oldest(cache.holder, class, k, &mut cache.moving);
+        let mut bits = self.free.lock(class, cache.holder);
+        for &off in &cache.moving {
+            bits.give_offset(off);
+        }
+    }
+
     /// Return every block of `cache` to the free bitmaps (thread exit). The cache stays
     /// usable.
     pub(crate) fn drain(&self, cache: &mut ThreadCache) {
@@ -771,17 +776,8 @@ impl Allocator {
         }
         if cache.holder_is_slot {
             for c in 0..NCLASSES {
-                if self.caches.len(cache.holder, c) == 0 {
-                    continue;
-                }
-                cache.moving.clear();
-                self.caches
-                    .take_oldest(cache.holder, c, usize::MAX, &mut cache.moving);
-                let mut bits = self.free.lock(c, cache.holder);
-                for &off in &cache.moving {
-                    // (A block a dead owner's list held twice is set free twice: module
-                    // docs of `slot_caches`.)
-                    bits.give_offset(off);
+                if self.caches.len(cache.holder, c) != 0 {
+                    self.give_slot_blocks(cache, c, usize::MAX);
                 }
             }
         }
