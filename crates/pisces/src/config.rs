@@ -136,7 +136,16 @@ pub struct Config {
 /// # Limits
 /// * Only engines that can share accept it: the `pisces` engine and `volatile`. The
 ///   others refuse with their reason ([`EngineId::sharing_refused`](crate::EngineId::sharing_refused)).
-/// * Pools that may grow ([`Config::max_size`]) are refused.
+/// * A pool that may grow ([`Config::max_size`]) grows in whichever process runs out
+///   of space, and the others use the new part at once: each process maps the pool
+///   file over its whole maximum size when it opens it, and the pool's size is a word
+///   they share. This needs a file mapping that may reach past the end of the file:
+///   the file and dram media; a pool that may grow on the DAX medium is refused. A
+///   process that dies in the middle of a growth holds the allocator's growth lock,
+///   which stops the pool (see above).
+/// * The superblock's record of the root object, which lets an open tell a damaged
+///   root slot from a pool without a root, is written only by an open of one process
+///   alone (an exclusive open, or the first shared one that recovers the pool).
 /// * The shared state lives in `/dev/shm/pisces-<pool uuid>`: every process must see the
 ///   same `/dev/shm` (one machine, one mount namespace); a process that finds another
 ///   process's lock on the pool but no shared state refuses to open.
@@ -155,7 +164,7 @@ pub enum Sharing {
     /// concurrency-control state in a file on tmpfs (`/dev/shm/pisces-<pool uuid>`)
     /// that every such process maps; an exclusive opener is refused while any shared
     /// one has the pool. Only engines that say they can share accept it (the `pisces`
-    /// engine and `volatile`), and only on pools that cannot grow.
+    /// engine and `volatile`). A pool that may grow grows for all of them.
     Shared,
 }
 

@@ -92,12 +92,13 @@ fn refuse_sharing(engine: EngineId) -> Result<()> {
     }
 }
 
-/// The refusal of a pool that may grow, opened or created shared.
-fn shared_growth_refused() -> Error {
-    Error::invalid_config(
-        "a pool that may grow cannot be opened by several processes at once; \
-         open it exclusively, or make it with Config::max_size unset",
-    )
+/// The refusal of a pool that may grow, opened or created shared on a medium that
+/// cannot follow another process's growth (`why`).
+fn shared_growth_refused(why: &str) -> Error {
+    Error::invalid_config(format!(
+        "a pool that may grow cannot be opened by several processes at once here ({why}); \
+         open it exclusively, or make it with Config::max_size unset"
+    ))
 }
 
 /// `Err(InvalidConfig)` if `cfg` asks for a persistence domain other than the one
@@ -304,9 +305,6 @@ impl Pool {
             // Formatted by this process alone, then opened shared (a pool being
             // formatted is no pool yet for anyone else).
             refuse_sharing(engine)?;
-            if cfg.max_size.is_some_and(|m| m > cfg.size) {
-                return Err(shared_growth_refused());
-            }
             drop(Self::create(
                 path.as_ref(),
                 cfg.clone().sharing_exclusive(),
@@ -404,9 +402,6 @@ impl Pool {
             })));
         }
         refuse_sharing(engine)?;
-        if sb.max_size > sb.pool_size {
-            return Err(shared_growth_refused());
-        }
         let (reserve, need) = crate::sidecar::region_bytes(heap.layout());
         let sidecar = Sidecar::attach(
             path,
@@ -425,6 +420,10 @@ impl Pool {
             }
         };
         heap.set_shared();
+        heap.share_sizes(sidecar.region()).map_err(|e| match e {
+            Error::MediumUnsupported(why) => shared_growth_refused(&why),
+            e => e,
+        })?;
         let heap = Arc::new(heap);
         let max_threads = heap.layout().max_threads;
         let ctx = OpenCtx {

@@ -97,10 +97,6 @@ fn engines_that_cannot_share_refuse() {
             "{engine}: {msg}"
         );
     }
-    let (_d, p) = pool_path();
-    let e = Pool::create(&p, shared().max_size(64 << 20)).unwrap_err();
-    assert!(e.to_string().contains("grow"), "{e}");
-    assert!(!p.exists(), "a refused create leaves no file");
 }
 
 /// Two "processes" move money between accounts at the same time, each with two
@@ -210,6 +206,12 @@ fn worker_process() {
     };
     if let Ok(what) = std::env::var(WORKER_HOLDS) {
         hold_and_wait(&pool, &what);
+    }
+    if let Ok(n) = std::env::var(WORKER_GROWS) {
+        let lists: PPtr<Lists> = pool.root().unwrap();
+        append(&pool, lists, 1, n.parse().unwrap());
+        check_lists(&pool, lists);
+        return;
     }
     if std::env::var(WORKER_LOOPS).is_ok() {
         return transfer_until_told(pool);
@@ -683,4 +685,132 @@ fn a_process_killed_with_the_pool_open_is_recovered_by_the_next_to_join() {
     drop(here);
     let pool = Pool::open(&p, cfg()).unwrap();
     assert_eq!(audit(&pool), (TOTAL, 301));
+}
+
+/// The environment variable that makes `worker_process` append that many objects to
+/// the second list of a pool that grows ([`append`]), then check both lists.
+const WORKER_GROWS: &str = "PISCES_SHARED_POOL_WORKER_GROWS";
+
+/// The root of a pool that grows: two lists of 4 KiB objects (head, length each).
+type Lists = [u64; 4];
+/// Words of one list object.
+const OBJ_WORDS: usize = 512;
+type Obj = [u64; OBJ_WORDS];
+
+/// A shared pool of 8 MiB that may grow to 64 MiB.
+fn growable() -> Config {
+    shared().max_size(64 << 20)
+}
+
+fn pattern(list: usize, i: u64, k: usize) -> u64 {
+    (i ^ (list as u64) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k as u64
+}
+
+/// Append `n` objects to list `list` of the root `lists`, one per transaction.
+fn append(pool: &Pool, lists: PPtr<Lists>, list: usize, n: u64) {
+    let mut h = pool.handle().unwrap();
+    for _ in 0..n {
+        h.run(|tx| {
+            let l = *tx.read(lists)?;
+            let (head, count) = (l[2 * list], l[2 * list + 1]);
+            let mut o: Obj = [0; OBJ_WORDS];
+            o[0] = head;
+            o[1] = count;
+            for (k, w) in o.iter_mut().enumerate().skip(2) {
+                *w = pattern(list, count, k);
+            }
+            let p = tx.alloc(o)?;
+            let l = tx.write(lists)?;
+            l[2 * list] = p.offset();
+            l[2 * list + 1] = count + 1;
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
+/// Walk both lists in one snapshot and check every object: the lengths.
+fn check_lists(pool: &Pool, lists: PPtr<Lists>) -> [u64; 2] {
+    pool.read(|tx| {
+        let l = *tx.read(lists)?;
+        let mut lens = [0; 2];
+        for (list, len) in lens.iter_mut().enumerate() {
+            let (mut head, count) = (l[2 * list], l[2 * list + 1]);
+            while head != 0 {
+                let o = tx.read(PPtr::<Obj>::from_offset(head))?;
+                let i = count - 1 - *len;
+                assert_eq!(o[1], i, "list {list}: object {len} from the head");
+                for (k, &w) in o.iter().enumerate().skip(2) {
+                    assert_eq!(
+                        w,
+                        pattern(list, i, k),
+                        "list {list}: word {k} of object {i}"
+                    );
+                }
+                head = o[0];
+                *len += 1;
+            }
+            assert_eq!(*len, count, "list {list}");
+        }
+        Ok(lens)
+    })
+    .unwrap()
+}
+
+/// Two "processes" append to a pool that grows, at the same time: each growth, made by
+/// whichever needs it, is used by the other (it allocates in the grown part, and reads
+/// the other's objects there), and the next exclusive open finds both lists whole and
+/// the pool sound.
+#[test]
+fn a_pool_grown_by_one_process_is_used_by_the_others() {
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    let a = Pool::create(&p, growable()).unwrap();
+    let b = Pool::open(&p, growable()).unwrap();
+    let lists: PPtr<Lists> = a.root().unwrap();
+    assert_eq!(b.root::<Lists>().unwrap(), lists);
+    let before = std::fs::metadata(&p).unwrap().len();
+    // 2 × 3,000 objects of 4 KiB: 24 MiB, three times the pool's first size.
+    std::thread::scope(|s| {
+        for (list, pool) in [&a, &b].into_iter().enumerate() {
+            s.spawn(move || {
+                for _ in 0..6 {
+                    append(pool, lists, list, 500);
+                    // Each reads both lists, the other's objects in parts grown by
+                    // either process.
+                    check_lists(pool, lists);
+                }
+            });
+        }
+    });
+    let grown = std::fs::metadata(&p).unwrap().len();
+    assert!(
+        grown > 2 * before,
+        "the pool grew from {before} to {grown} bytes"
+    );
+    assert_eq!(check_lists(&a, lists), [3000, 3000]);
+    assert_eq!(check_lists(&b, lists), [3000, 3000]);
+    drop(a);
+    drop(b);
+    let report = pisces::tools::check::check_pool(&p, pisces::medium::MediumKind::DRAM).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let pool = Pool::open(&p, cfg().max_size(64 << 20)).unwrap();
+    assert_eq!(check_lists(&pool, lists), [3000, 3000]);
+}
+
+/// A worker process grows the pool while this one does: both lists are whole in each
+/// and at the next exclusive open.
+#[test]
+fn real_processes_grow_one_pool() {
+    let _one = one_at_a_time();
+    let (_d, p) = pool_path();
+    let here = Pool::create(&p, growable()).unwrap();
+    let lists: PPtr<Lists> = here.root().unwrap();
+    let mut w = worker(&p).env(WORKER_GROWS, "2500").spawn().unwrap();
+    append(&here, lists, 0, 2500);
+    assert!(w.wait().unwrap().success(), "the worker failed");
+    assert_eq!(check_lists(&here, lists), [2500, 2500]);
+    drop(here);
+    let pool = Pool::open(&p, cfg().max_size(64 << 20)).unwrap();
+    assert_eq!(check_lists(&pool, lists), [2500, 2500]);
 }

@@ -3,10 +3,9 @@
 //! one process.
 //!
 //! The harness's process (the parent) creates the pool exclusively on the DRAM medium
-//! under `/dev/shm`, with a fixed size (a pool that may grow cannot be shared) and a
-//! thread slot per worker of every process, builds and preloads the data set, writes
-//! where it is into the pool's root ([`Anchor`]), makes the preload durable and closes
-//! the pool. It then opens the pool again shared ([`Sharing::Shared`]) and keeps it
+//! under `/dev/shm`, with a fixed size and a thread slot per worker of every process,
+//! builds and preloads the data set, writes where it is into the pool's root
+//! ([`Anchor`]), makes the preload durable and closes the pool. It then opens the pool again shared ([`Sharing::Shared`]) and keeps it
 //! open, running no transaction, until the workers are done: it attaches first, so the
 //! worker processes join the pool's shared state rather than race to set it up, and
 //! the last close, which closes the pool as an exclusive close does, is its own.

@@ -31,10 +31,13 @@ pub(crate) mod layout;
 pub(crate) mod pptr;
 pub(crate) mod superblock;
 
+use crate::medium::reserve::SizeWord;
 use crate::medium::Medium;
+use crate::region::{InRegion, Line, PlacedValue, Region};
 use crate::{Error, Result};
 use layout::{Layout, ENGINE_AREA_OFFSET};
 use std::ops::Range;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use superblock::Superblock;
@@ -76,6 +79,20 @@ pub(crate) struct FormatParams {
 /// Offset, inside the engine area, of the root slot (header word + root offset + size).
 pub const ROOT_SLOT_OFFSET: usize = ENGINE_AREA_OFFSET + 64;
 
+/// The sizes of a pool that several processes share and that may grow, in the region
+/// they share ([`Heap::share_sizes`]): zero until the first process raises them to its
+/// own, then raised by every growth.
+#[repr(C)]
+struct SharedSizes {
+    /// The pool's size (the superblock's `pool_size`): [`Heap::size`].
+    size: AtomicUsize,
+    /// The medium's length (the file's, at least): [`Medium::len`].
+    mapped: AtomicUsize,
+}
+
+// SAFETY: two atomics: zero is a value, no address, no drop, `repr(C)`.
+unsafe impl InRegion for SharedSizes {}
+
 /// A mapped pool: medium, geometry, superblock.
 pub(crate) struct Heap {
     medium: Arc<dyn Medium>,
@@ -85,8 +102,9 @@ pub(crate) struct Heap {
     /// callgrind). Constant for the medium's lifetime.
     base: *mut u8,
     /// The pool's current size (the superblock's `pool_size`; the medium may be
-    /// longer). Grows only, in [`Heap::grow`].
-    len: AtomicUsize,
+    /// longer). Grows only, in [`Heap::grow`]; on a pool several processes share and
+    /// that may grow, a word they all share ([`Heap::share_sizes`]).
+    len: SizeWord,
     layout: Layout,
     /// The current superblock and its slot. Also serialises growth.
     superblock: Mutex<(Superblock, usize)>,
@@ -197,7 +215,7 @@ impl Heap {
         let sb = Superblock { seq: 1, ..sb }.seal();
         Ok(Heap {
             base: medium.base(),
-            len: AtomicUsize::new(medium.len()),
+            len: SizeWord::new(medium.len()),
             medium,
             layout,
             superblock: Mutex::new((sb, 0)),
@@ -230,6 +248,32 @@ impl Heap {
             }
         }
         cur
+    }
+
+    /// Place the pool's sizes in `region` (shared by the processes that have the pool
+    /// open), and, if the pool may grow, take this process's size and the medium's
+    /// length from there from now on: the medium maps its whole reservation first
+    /// ([`Medium::follow_len`]), so that a growth in any process is usable in all as
+    /// soon as its sizes are raised. Every process places them at the same point of
+    /// the region's placements (before the allocator's and the engine's). Call it
+    /// before the heap is used by another thread. Err(MediumUnsupported) if the pool
+    /// may grow and the medium cannot follow another process's growth.
+    pub(crate) fn share_sizes(&self, region: &Arc<Region>) -> Result<()> {
+        let sizes: PlacedValue<Line<SharedSizes>> = region.place_value_as_found()?;
+        if self.layout.max_size <= self.size() as u64 {
+            return Ok(());
+        }
+        let size = NonNull::from(&sizes.size);
+        let mapped = NonNull::from(&sizes.mapped);
+        let owner: Arc<dyn Send + Sync> = Arc::new(sizes);
+        // SAFETY: both words live in the placement `owner` holds (its region stays
+        // mapped while a view lives). Every process raises them only in `grow`: the
+        // medium's length after the file is that long (`Medium::grow`), the size after
+        // the superblock records it; and `follow_len`/`follow` raise them only to this
+        // process's own, which its file and superblock have reached.
+        unsafe { self.medium.follow_len(mapped, owner.clone()) }?;
+        // SAFETY: as above.
+        unsafe { self.len.follow(size, owner) }.map_err(|e| Error::io("sharing the pool's size", e))
     }
 
     /// The pool is shared with other processes, which may write its superblock
@@ -295,7 +339,7 @@ impl Heap {
         // never written.
         Ok(Heap {
             base: medium.base(),
-            len: AtomicUsize::new(sb.pool_size as usize),
+            len: SizeWord::new(sb.pool_size as usize),
             medium,
             layout,
             superblock: Mutex::new((sb, slot)),
@@ -396,6 +440,13 @@ impl Heap {
     /// created the root is durable, or at open for a pool whose root slot is set and
     /// not recorded. A root already recorded is never changed.
     pub(crate) fn record_root(&self, offset: u64, tag: u64) {
+        // On a pool other processes have open, a superblock write may meet another
+        // process's growth, which writes the same copy without this process's lock:
+        // the record waits for an open by one process alone (the root is found in its
+        // slot meanwhile, which recovery checks as before).
+        if self.shared.load(Ordering::Relaxed) {
+            return;
+        }
         let mut cur = self.lock_superblock();
         if offset == 0 || cur.0.root_record().is_some() {
             return;
@@ -413,7 +464,7 @@ impl Heap {
     pub(crate) fn size(&self) -> usize {
         // Acquire: pairs with the Release store in `grow`, so a thread that sees the new
         // size also sees the new part of the medium mapped.
-        self.len.load(Ordering::Acquire)
+        self.len.get().load(Ordering::Acquire)
     }
 
     /// Number of slabs that exist at the current size.
@@ -454,7 +505,11 @@ impl Heap {
             self.write_superblock(&mut cur, next);
         }
         // Release: see `size`. The medium mapped the new part before this store.
-        self.len.store(new_size as usize, Ordering::Release);
+        // `fetch_max`: a shared size only grows (growths of all the processes are
+        // serialised by the allocator's growth lock anyway).
+        self.len
+            .get()
+            .fetch_max(new_size as usize, Ordering::Release);
         Ok(Some(present..target))
     }
 
@@ -523,7 +578,7 @@ impl Heap {
         // region learned of it through a Release/Acquire chain that starts after the
         // size was stored (the allocator's free set mutex, the slab mirror's Release
         // store, the engine's own hand-off), so it reads the new size or a later one.
-        let size = self.len.load(Ordering::Relaxed);
+        let size = self.len.get().load(Ordering::Relaxed);
         off.checked_add(len).is_some_and(|end| end <= size)
     }
     /// Raw pointer to offset `off`.

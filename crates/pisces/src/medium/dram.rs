@@ -223,6 +223,20 @@ unsafe impl Medium for DramMedium {
             .extend(self._file.as_deref(), new_len)
             .map_err(|e| Error::io("mapping the grown part of the pool", e))
     }
+    unsafe fn follow_len(
+        &self,
+        word: std::ptr::NonNull<std::sync::atomic::AtomicUsize>,
+        owner: std::sync::Arc<dyn Send + Sync>,
+    ) -> Result<()> {
+        let Some(f) = self._file.as_deref() else {
+            return Err(Error::medium_unsupported(
+                "a dram medium without a file cannot be shared with other processes",
+            ));
+        };
+        // SAFETY: the caller's contract is the mapping's.
+        unsafe { self.map.follow_len(f, word, owner) }
+            .map_err(|e| Error::io("mapping the pool for the growth of other processes", e))
+    }
     #[inline]
     fn flush(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));

@@ -355,6 +355,15 @@ unsafe impl Medium for FileMedium {
     fn grow(&self, new_len: usize) -> Result<()> {
         grow_file(&self.map, &self._file, new_len)
     }
+    unsafe fn follow_len(
+        &self,
+        word: std::ptr::NonNull<std::sync::atomic::AtomicUsize>,
+        owner: std::sync::Arc<dyn Send + Sync>,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract is the mapping's.
+        unsafe { self.map.follow_len(&self._file, word, owner) }
+            .map_err(|e| Error::io("mapping the pool for the growth of other processes", e))
+    }
     fn flush(&self, off: usize, len: usize) {
         let map_len = self.map.len();
         assert!(off.checked_add(len).is_some_and(|e| e <= map_len));

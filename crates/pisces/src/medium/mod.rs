@@ -190,6 +190,27 @@ pub unsafe trait Medium: Send + Sync {
             self.kind().name()
         )))
     }
+    /// From now on, take the image's length from `word`, which every process that has
+    /// the pool open shares and which a growth in any of them raises once it has
+    /// extended the file; `owner` keeps the word alive. On return the whole reserved
+    /// range is mapped (see [`reserve`]'s *Invariants*), so another process's growth
+    /// needs nothing of this one. Default: refused with
+    /// [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
+    ///
+    /// # Safety
+    /// `word` must stay valid while `owner` lives, and must be raised only to lengths
+    /// the pool file has reached. Called before the medium is used by another thread.
+    unsafe fn follow_len(
+        &self,
+        word: std::ptr::NonNull<std::sync::atomic::AtomicUsize>,
+        owner: std::sync::Arc<dyn Send + Sync>,
+    ) -> crate::Result<()> {
+        let _ = (word, owner);
+        Err(crate::Error::medium_unsupported(format!(
+            "the {} medium cannot grow a pool that several processes share",
+            self.kind().name()
+        )))
+    }
     /// True if the image has no bytes (no medium constructor produces one).
     fn is_empty(&self) -> bool {
         self.len() == 0

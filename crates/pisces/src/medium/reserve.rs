@@ -23,6 +23,11 @@
 //! * `len()` only grows, and only under `grow_lock`. It is published with a Release
 //!   store after the new pages are mapped, so a thread that reads the new length
 //!   (Acquire) also finds the pages mapped.
+//! * A file mapping of a pool that several processes grow ([`Mapping::follow_len`])
+//!   maps the file over the whole reservation at once: `MAP_SHARED` may extend past the
+//!   end of the file (a page there is never touched: touching it would raise `SIGBUS`),
+//!   so another process's growth needs no `mmap` here. Its length is then a word all
+//!   the processes share, which a growth raises only after the file is extended.
 //!
 //! With `reserved == len` the mapping is a plain mapping of the file, as before the
 //! pool could grow.
@@ -32,8 +37,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 
 /// Turn off read-ahead for faults on `addr..addr + size` of a shared file mapping.
 ///
@@ -54,6 +60,68 @@ fn advise_no_readahead(addr: *mut libc::c_void, size: usize) {
 /// Page size: reservations and lengths are multiples of it.
 const PAGE: usize = 4096;
 
+/// A size that only grows, held in a word of its own or, once it follows one, in a
+/// word that several processes share (the size of a pool they all map, raised by a
+/// growth in any of them). Reading it costs one load more than a plain atomic.
+pub(crate) struct SizeWord {
+    /// The word of this process alone, where `at` points until [`SizeWord::follow`].
+    /// Boxed: `at` points at it, and the owner of a `SizeWord` moves.
+    own: Box<AtomicUsize>,
+    /// The word that holds the size: `own`, or the followed one (set once, before the
+    /// owner is used by another thread).
+    at: AtomicPtr<AtomicUsize>,
+    /// Keeps the followed word alive.
+    owner: OnceLock<Arc<dyn Send + Sync>>,
+}
+
+impl SizeWord {
+    /// A size of `v` in a word of its own.
+    pub(crate) fn new(v: usize) -> SizeWord {
+        let own = Box::new(AtomicUsize::new(v));
+        SizeWord {
+            at: AtomicPtr::new(std::ptr::from_ref(&*own).cast_mut()),
+            own,
+            owner: OnceLock::new(),
+        }
+    }
+
+    /// The word that holds the size.
+    #[inline]
+    pub(crate) fn get(&self) -> &AtomicUsize {
+        // Relaxed: `at` changes once, before the owner is shared with other threads
+        // (`follow`'s contract), and both words it may name are valid.
+        let p = self.at.load(Ordering::Relaxed);
+        // SAFETY: `p` is `own`'s box or the followed word, which `owner` keeps alive.
+        unsafe { &*p }
+    }
+
+    /// From now on, hold the size in `word`, raised first to this word's value if it
+    /// is lower. `owner` keeps `word` alive.
+    ///
+    /// # Safety
+    /// `word` must stay valid while `owner` lives; this word's value must be a size
+    /// every sharer may use (it is published to them); call it before the owner is
+    /// used by another thread.
+    pub(crate) unsafe fn follow(
+        &self,
+        word: NonNull<AtomicUsize>,
+        owner: Arc<dyn Send + Sync>,
+    ) -> io::Result<()> {
+        if self.owner.set(owner).is_err() {
+            return Err(io::Error::other("the size follows a shared word already"));
+        }
+        // SAFETY: the caller keeps `word` valid while `owner` lives, which `self.owner`
+        // now keeps alive as long as this value.
+        let shared = unsafe { word.as_ref() };
+        // AcqRel: pairs with the other sharers' raises; the caller vouches that
+        // this value may be published.
+        shared.fetch_max(self.own.load(Ordering::Relaxed), Ordering::AcqRel);
+        // Relaxed: see `get`.
+        self.at.store(word.as_ptr(), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 /// How the usable part of a [`Mapping`] is backed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backing {
@@ -70,11 +138,22 @@ pub enum Backing {
 pub struct Mapping {
     base: NonNull<u8>,
     reserved: usize,
-    len: AtomicUsize,
+    /// Usable bytes: this mapping's own word, or one the processes that map the same
+    /// pool file share ([`Mapping::follow_len`]).
+    len: SizeWord,
     backing: Backing,
-    /// Held while the image grows; the range (offset, length) a failed `MAP_FIXED`
-    /// gave away, if any (module docs, *Invariants*).
-    grow_lock: Mutex<Option<(usize, usize)>>,
+    /// Held while the image grows.
+    grow_lock: Mutex<GrowState>,
+}
+
+/// What only a growth changes, under [`Mapping`]'s `grow_lock`.
+#[derive(Clone, Copy)]
+struct GrowState {
+    /// The range (offset, length) a failed `MAP_FIXED` gave away, if any (module docs,
+    /// *Invariants*).
+    given_away: Option<(usize, usize)>,
+    /// End of what is mapped over the reservation (a page multiple).
+    mapped: usize,
 }
 
 // SAFETY: the mapping is plain memory owned by this value until Drop; the raw pointer is
@@ -173,33 +252,74 @@ impl Mapping {
         let m = Mapping {
             base,
             reserved,
-            len: AtomicUsize::new(0),
+            len: SizeWord::new(0),
             backing,
-            grow_lock: Mutex::new(None),
+            grow_lock: Mutex::new(GrowState {
+                given_away: None,
+                mapped: 0,
+            }),
         };
         // On failure `m` is dropped, which unmaps the reservation (less what the failure
         // gave away).
         let mapped = {
-            let mut given_away = m.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
-            m.map_range(file, 0, len, &mut given_away)
+            let mut state = m.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+            m.map_range(file, 0, len, &mut state)
         };
         mapped?;
         // Relaxed: the value is not shared with any other thread yet.
-        m.len.store(len, Ordering::Relaxed);
+        m.len.get().store(len, Ordering::Relaxed);
         Ok(m)
     }
 
+    /// From now on, take the length from `word`, which the processes that map the
+    /// same file share and which a growth in any of them raises after it extended the
+    /// file (`owner` keeps the word alive). First maps the file over the whole
+    /// reservation (module docs, *Invariants*), and raises `word` to this mapping's
+    /// length if it is lower (the file is that long). Only for [`Backing::Shared`];
+    /// call it before the mapping is used by another thread.
+    ///
+    /// # Safety
+    /// `word` must stay valid while `owner` lives, and every process that shares it
+    /// must raise it only to lengths its file has reached.
+    pub unsafe fn follow_len(
+        &self,
+        file: &File,
+        word: NonNull<AtomicUsize>,
+        owner: Arc<dyn Send + Sync>,
+    ) -> io::Result<()> {
+        if self.backing != Backing::Shared {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "only a MAP_SHARED mapping of a file can follow a length other processes grow",
+            ));
+        }
+        let mut state = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if state.given_away.is_some() {
+            return Err(io::Error::other(
+                "an earlier growth failed and gave part of the reservation away",
+            ));
+        }
+        let from = state.mapped;
+        self.map_range(Some(file), from, self.reserved, &mut state)?;
+        // SAFETY: the caller's contract; this file is as long as this mapping's length.
+        unsafe { self.len.follow(word, owner) }
+    }
+
     /// Make `from..to` of the reservation usable. The caller holds `grow_lock`, whose
-    /// `given_away` this sets when a failed `MAP_FIXED` may have given the range away.
+    /// state this updates: `mapped` on success, `given_away` when a failed `MAP_FIXED`
+    /// may have given the range away.
     fn map_range(
         &self,
         file: Option<&File>,
         from: usize,
         to: usize,
-        given_away: &mut Option<(usize, usize)>,
+        state: &mut GrowState,
     ) -> io::Result<()> {
         debug_assert!(from <= to && to <= self.reserved && from.is_multiple_of(PAGE));
-        debug_assert!(given_away.is_none(), "mapping over a range given away");
+        debug_assert!(
+            state.given_away.is_none(),
+            "mapping over a range given away"
+        );
         let size = page_multiple(to) - from;
         if size == 0 {
             return Ok(());
@@ -236,7 +356,7 @@ impl Mapping {
                     let e = io::Error::last_os_error();
                     // The kernel may have unmapped the range before failing, and another
                     // thread's mapping may be there now: it is not ours any more.
-                    *given_away = Some((from, size));
+                    state.given_away = Some((from, size));
                     return Err(e);
                 } else {
                     if backing == Backing::Shared {
@@ -255,6 +375,7 @@ impl Mapping {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
+        state.mapped = from + size;
         Ok(())
     }
 
@@ -267,8 +388,9 @@ impl Mapping {
     #[inline]
     pub fn len(&self) -> usize {
         // Acquire: pairs with the Release store in `extend`, so the caller that sees the
-        // new length also sees the new pages mapped.
-        self.len.load(Ordering::Acquire)
+        // new length also sees the new pages mapped (and, on a shared length, the file
+        // extended by the process that raised it).
+        self.len.get().load(Ordering::Acquire)
     }
 
     /// True if nothing is usable (never, for a constructed mapping).
@@ -286,13 +408,14 @@ impl Mapping {
     /// has already extended `file` to at least `new_len` bytes. A no-op if the image is
     /// long enough already.
     pub fn extend(&self, file: Option<&File>, new_len: usize) -> io::Result<()> {
-        let mut given_away = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
-        // Relaxed: `len` is only stored under `grow_lock`, which we hold.
-        let cur = self.len.load(Ordering::Relaxed);
+        let mut state = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Acquire: a shared length is raised by other processes too (their raises
+        // are serialised by the caller's lock across processes).
+        let cur = self.len();
         if new_len <= cur {
             return Ok(());
         }
-        if given_away.is_some() {
+        if state.given_away.is_some() {
             return Err(io::Error::other(
                 "cannot grow the image: an earlier growth failed and gave part of the reservation away",
             ));
@@ -306,14 +429,14 @@ impl Mapping {
                 ),
             ));
         }
-        // `cur` may end inside a page (a length that is not a page multiple): that page
-        // is mapped already, and so is all of `new_len` if it ends in the same page.
-        let from = page_multiple(cur);
+        // What is mapped ends at a page multiple; a length that ends inside a page has
+        // that page mapped already (and a followed length has the whole reservation).
+        let from = state.mapped;
         if from < new_len {
-            self.map_range(file, from, new_len, &mut given_away)?;
+            self.map_range(file, from, new_len, &mut state)?;
         }
-        // Release: see `len`.
-        self.len.store(new_len, Ordering::Release);
+        // Release: see `len`. `fetch_max`: a shared length only grows, whoever raises it.
+        self.len.get().fetch_max(new_len, Ordering::Release);
         Ok(())
     }
 
@@ -342,7 +465,11 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        let given_away = *self.grow_lock.get_mut().unwrap_or_else(|e| e.into_inner());
+        let given_away = self
+            .grow_lock
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .given_away;
         let ours = match given_away {
             None => [(0, self.reserved), (0, 0)],
             Some((from, size)) => [(0, from), (from + size, self.reserved)],
