@@ -141,8 +141,8 @@ pub struct Config {
 ///   file over its whole maximum size when it opens it, and the pool's size is a word
 ///   they share. This needs a file mapping that may reach past the end of the file:
 ///   the file and dram media; a pool that may grow on the DAX medium is refused. A
-///   process that dies in the middle of a growth holds the allocator's growth lock,
-///   which stops the pool (see above).
+///   process that dies in the middle of a growth is recovered like the others: the
+///   growth is finished if the pool's superblock records it, dropped otherwise.
 /// * The superblock's record of the root object, which lets an open tell a damaged
 ///   root slot from a pool without a root, is written only by an open of one process
 ///   alone (an exclusive open, or the first shared one that recovers the pool).

@@ -138,6 +138,20 @@ impl HolderLock {
         (self.word.load(Relaxed) & HOLDER_BITS).checked_sub(1)
     }
 
+    /// Release the lock if `holder` holds it; false (and nothing changes) otherwise. For
+    /// the one recoverer of a holder whose process died holding the lock (it acts as
+    /// that holder, and has made what the lock guards whole first): the dead holder
+    /// will never unlock it.
+    pub(crate) fn release_dead(&self, holder: u32) -> bool {
+        // Relaxed: a lock held by a dead holder changes only by waiters setting
+        // SLEEPER; the unlock below orders what the recoverer did under it.
+        if (self.word.load(Relaxed) & HOLDER_BITS) != Self::held_by(holder) {
+            return false;
+        }
+        self.unlock();
+        true
+    }
+
     /// [`HolderLock::lock`] with sleeps of at most `timeout` each instead of
     /// [`SLEEP_TIMEOUT`]: a test with a long timeout shows that a sleeper gets the lock
     /// because it was woken, not because its sleep ran out.
@@ -346,6 +360,11 @@ impl<T> HolderMutex<T> {
     #[cfg_attr(not(test), allow(dead_code))] // for diagnostics
     pub(crate) fn holder(&self) -> Option<u32> {
         self.lock.holder()
+    }
+
+    /// [`HolderLock::release_dead`] of the mutex's lock: the data must be whole.
+    pub(crate) fn release_dead(&self, holder: u32) -> bool {
+        self.lock.release_dead(holder)
     }
 
     /// Lock for `holder` and return the held lock with the data's address, for a

@@ -55,7 +55,7 @@ const MAGIC: u64 = u64::from_le_bytes(*b"PSCSIDE1");
 /// The version of everything the sidecar holds: two builds with different layouts of
 /// the shared state must never attach to one sidecar. Change it with any change to a
 /// type that lives in a region or to the order of placements.
-pub(crate) const LAYOUT_VERSION: u64 = 3;
+pub(crate) const LAYOUT_VERSION: u64 = 4;
 
 /// `READY`: the initializer finished building the state.
 const READY: u64 = 1;

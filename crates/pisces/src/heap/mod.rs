@@ -93,6 +93,14 @@ struct SharedSizes {
 // SAFETY: two atomics: zero is a value, no address, no drop, `repr(C)`.
 unsafe impl InRegion for SharedSizes {}
 
+crate::mutation::hook_point! {
+    /// A growth of the heap with the file extended and the medium's length raised, the
+    /// superblock not yet written ([`Heap::grow`]): the growth is not recorded.
+    pub(crate) static GROW_FILE_EXTENDED = "grow-file-extended";
+    /// A growth of the heap recorded in the superblock, the pool's size not yet raised.
+    pub(crate) static GROW_SIZE_WRITTEN = "grow-size-written";
+}
+
 /// A mapped pool: medium, geometry, superblock.
 pub(crate) struct Heap {
     medium: Arc<dyn Medium>,
@@ -482,7 +490,10 @@ impl Heap {
     /// at its maximum (or cannot hold `slabs` more). See the module doc for the order
     /// of the steps. Errors are the medium's (the file system is full, the medium
     /// cannot grow); the pool is unchanged then.
-    pub(crate) fn grow(&self, slabs: usize) -> Result<Option<Range<usize>>> {
+    ///
+    /// `holder`: the thread slot that grows the heap (where the hook points pause).
+    pub(crate) fn grow(&self, slabs: usize, holder: u32) -> Result<Option<Range<usize>>> {
+        let _ = holder;
         let mut cur = self.lock_superblock();
         let present = self.slabs_present();
         let cap = self.layout.slab_count;
@@ -493,6 +504,7 @@ impl Heap {
         let target = want.max(present.saturating_mul(2)).min(cap);
         let new_size = self.layout.size_for_slabs(target);
         self.medium.grow(new_size as usize)?;
+        crate::mutation::hook!(GROW_FILE_EXTENDED, holder as usize);
         if crate::mutation::active!(GROW_SIZE_LATE) {
             // Wrong on purpose: the superblock is written only when the first block of
             // the new region is published (`write_late_size`).
@@ -503,6 +515,7 @@ impl Heap {
                 ..cur.0
             };
             self.write_superblock(&mut cur, next);
+            crate::mutation::hook!(GROW_SIZE_WRITTEN, holder as usize);
         }
         // Release: see `size`. The medium mapped the new part before this store.
         // `fetch_max`: a shared size only grows (growths of all the processes are
@@ -511,6 +524,21 @@ impl Heap {
             .get()
             .fetch_max(new_size as usize, Ordering::Release);
         Ok(Some(present..target))
+    }
+
+    /// The pool's size as the durable superblock records it (read again from the image
+    /// on a shared pool: another process's growth may have written it).
+    pub(crate) fn recorded_size(&self) -> u64 {
+        self.lock_superblock().0.pool_size
+    }
+
+    /// Raise the pool's size to `size`, which the superblock records (the recoverer of
+    /// a process that died growing the heap, after the superblock write).
+    pub(crate) fn raise_size(&self, size: u64) {
+        debug_assert!(size <= self.recorded_size());
+        // Release: see `size` (the medium's length was raised before the superblock
+        // was written).
+        self.len.get().fetch_max(size as usize, Ordering::Release);
     }
 
     /// Under the `GrowSizeLate` mutation: write the deferred size now if the block at

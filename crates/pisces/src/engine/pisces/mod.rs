@@ -109,6 +109,9 @@ impl EngineDef for Pisces {
         &protocol::IN_CRITICAL,
         &thread::BEFORE_BATCH,
         &shared::HOME_COPIED,
+        &crate::heap::GROW_FILE_EXTENDED,
+        &crate::heap::GROW_SIZE_WRITTEN,
+        &crate::heap::alloc::GROW_SIZE_RAISED,
     ];
     type Thread = PiscesThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<PiscesEngine> {

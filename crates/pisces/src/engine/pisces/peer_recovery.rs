@@ -12,6 +12,8 @@
 //! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot names a lock word
 //!    (its batch's or another slot's, the arena's, the allocator's): what the lock
 //!    guards may be half changed (a write-back half done, a free list half linked).
+//!    Except a growth of the heap: the allocator finishes it from what the superblock
+//!    records and releases its locks (`Allocator::release_dead`).
 //! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
 //!    dead thread's own (every attempt is held by exactly one holder,
 //!    [`super::attempt`]). If the thread was inside a commit, that commit is finished
@@ -90,7 +92,7 @@ impl PiscesShared {
         let holder = s as u32;
         if self.slots.iter().any(|t| t.batch_holder() == Some(holder))
             || self.arena.held_by(holder)
-            || self.alloc.held_by(holder)
+            || !self.alloc.release_dead(holder)
         {
             return Recovery::Impossible;
         }

@@ -116,6 +116,12 @@ impl FreeBits {
         self.heads[class].holder()
     }
 
+    /// Release the lock of class `class` if `holder` holds it (see
+    /// `HolderLock::release_dead`: the class's lists must be whole).
+    pub(super) fn release_dead(&self, class: usize, holder: u32) -> bool {
+        self.heads[class].release_dead(holder)
+    }
+
     /// Word `w` of slab `slab`'s bitmap.
     #[inline]
     fn word(&self, slab: usize, w: usize) -> &AtomicU64 {

@@ -274,6 +274,13 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// process's own work outside any thread slot.
 pub(super) const NO_CACHE_HOLDER: u32 = HolderLock::MAX_HOLDER;
 
+crate::mutation::hook_point! {
+    /// A growth of the heap recorded and its size raised ([`Heap::grow`] returned), the
+    /// new slabs not yet in the free set: a process that dies here leaves the growth
+    /// lock held and the slabs in no free set (`Allocator::release_dead`).
+    pub(crate) static GROW_SIZE_RAISED = "grow-size-raised";
+}
+
 /// The allocator's words beside its tables, in its region: each is written rarely (a
 /// format, a growth, a thread cache's binding, running out of space), and `pressure`
 /// is read by every block given back, so they share a line of their own.
@@ -288,6 +295,11 @@ struct AllocWords {
     next_holder: AtomicU32,
     /// Held while growing the heap (see the module doc).
     grow_lock: HolderLock,
+    /// While the holder of `grow_lock` grows the heap: the heap's size before the
+    /// growth; 0 otherwise. Cleared under the free-slab lock, with the new slabs'
+    /// insertion, so that a recoverer of a holder that died growing knows what its
+    /// growth added and whether the free set has it ([`Allocator::release_dead`]).
+    growing_from: AtomicU64,
     /// Slabs formatted for each class since the allocator was built (read and written
     /// under the class lock of `free`: Relaxed).
     formatted: [AtomicU32; NCLASSES],
@@ -574,13 +586,25 @@ impl Allocator {
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
                 return Ok(Some(i));
             }
-            match self.heap.grow(n) {
+            // Relaxed: read and written under the growth lock, or by the recoverer of
+            // its holder, which holds it as that holder (`release_dead`).
+            self.words
+                .growing_from
+                .store(self.heap.size() as u64, Ordering::Relaxed);
+            let grown = self.heap.grow(n, holder);
+            if let Ok(Some(_)) = grown {
+                crate::mutation::hook!(GROW_SIZE_RAISED, holder as usize);
+            }
+            let mut free = self.slabs.lock(holder);
+            // Relaxed: as above; cleared under the free-slab lock with the insertion.
+            self.words.growing_from.store(0, Ordering::Relaxed);
+            match grown {
                 // The new slabs follow the old ones: a run can start among free slabs
                 // at the old end, so they are not handed out directly but inserted
                 // (first fit then takes the lowest run that fits).
                 // (Their mirror entries and free bitmaps are placed already, for the
                 // pool's largest geometry.)
-                Ok(Some(new)) => self.slabs.lock(holder).insert(new.start, new.len()),
+                Ok(Some(new)) => free.insert(new.start, new.len()),
                 Ok(None) => return Ok(None),
                 // The file system is full (or a quota or file size limit is reached):
                 // the heap cannot grow now, as at its maximum, so the allocation is
@@ -665,14 +689,52 @@ impl Allocator {
         }))
     }
 
-    /// Whether a lock word of the allocator names `holder` (a thread slot): a slot
-    /// whose process died holding one left what it guards half changed, which only a
-    /// recovery of the whole pool repairs.
-    pub(crate) fn held_by(&self, holder: u32) -> bool {
+    /// Release the allocator's locks that `holder`, a thread slot whose process died,
+    /// holds, after making whole what they guard; false (and nothing changes) where
+    /// that cannot be told, and a recovery of the whole pool must repair it. The
+    /// caller is the one recoverer of the slot, acting as it.
+    ///
+    /// What can be made whole: a growth. Its holder holds the growth lock, and may
+    /// hold the lock of the class whose refill needed a slab (`refill` →
+    /// `format_slab` → `take_slabs`, which takes nothing under the class lock before
+    /// it); the class's lists are then as it found them. The growth itself is
+    /// finished from what is durable: if the superblock records a size above
+    /// `growing_from`, the size is raised to it (where the dead holder had not) and
+    /// the slabs from `growing_from` on are inserted into the free set (which does not
+    /// have them: `growing_from` is cleared under the free-slab lock with their
+    /// insertion); otherwise the growth had not been recorded and is dropped (a file
+    /// extended beyond the recorded size is harmless, as after a crash).
+    ///
+    /// Not: the free-slab lock or a class lock without the growth lock, held in the
+    /// middle of changing what they guard.
+    pub(crate) fn release_dead(&self, holder: u32) -> bool {
         let h = Some(holder);
-        self.words.grow_lock.holder() == h
-            || self.slabs.holder() == h
-            || (0..NCLASSES).any(|c| self.free.holder(c) == h)
+        if self.slabs.holder() == h {
+            return false;
+        }
+        if self.words.grow_lock.holder() != h {
+            return (0..NCLASSES).all(|c| self.free.holder(c) != h);
+        }
+        // Relaxed: the growth lock is held (by the dead holder, as whom this runs).
+        let from = self.words.growing_from.load(Ordering::Relaxed);
+        if from != 0 {
+            let recorded = self.heap.recorded_size();
+            if recorded > from {
+                self.heap.raise_size(recorded);
+                let layout = self.heap.layout();
+                let (old, new) = (layout.slabs_at(from), layout.slabs_at(recorded));
+                if new > old {
+                    self.slabs.lock(holder).insert(old, new - old);
+                }
+            }
+            // Relaxed: as above.
+            self.words.growing_from.store(0, Ordering::Relaxed);
+        }
+        for c in 0..NCLASSES {
+            self.free.release_dead(c, holder);
+        }
+        self.words.grow_lock.release_dead(holder);
+        true
     }
 
     /// Give back a reservation that was never published (abort).

@@ -1111,3 +1111,50 @@ fn a_dead_slots_cached_blocks_are_given_back_by_a_new_cache_of_its_slot() {
     );
     assert_eq!(fill(&mut other), with, "nothing more comes back");
 }
+
+/// A holder that died growing the heap, at each step of the growth (before it, the
+/// superblock written, the size raised): the recoverer's `release_dead` leaves the
+/// heap at the recorded size with every slab of the growth free exactly once, and the
+/// growth lock free. A holder that died holding the free-slab lock is refused.
+#[test]
+fn a_growth_whose_holder_died_is_finished_from_the_superblock() {
+    const DEAD: u32 = 3;
+    for step in 0..3 {
+        let heap = growable_heap(1 << 20, 64 << 20);
+        let a = Allocator::rebuild_private(heap.clone()).unwrap();
+        fill_present(&a, &heap);
+        let size0 = heap.size();
+        // The dead holder's growth, up to `step` (`take_slabs`' order).
+        std::mem::forget(a.words.grow_lock.lock(DEAD));
+        a.words.growing_from.store(size0 as u64, Ordering::Relaxed);
+        let mut grown = 0..0;
+        if step >= 1 {
+            grown = heap.grow(1, DEAD).unwrap().unwrap();
+            if step == 1 {
+                // Died between the superblock write and the raise of the size.
+                heap.len.get().store(size0, Ordering::Relaxed);
+            }
+        }
+        assert!(a.release_dead(DEAD), "step {step}");
+        assert_eq!(a.words.grow_lock.holder(), None, "step {step}: the lock");
+        assert_eq!(a.words.growing_from.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            heap.size() as u64,
+            heap.superblock().pool_size,
+            "step {step}"
+        );
+        assert_eq!(
+            a.slabs.lock(NO_CACHE_HOLDER).nfree(),
+            grown.len(),
+            "step {step}: the growth's slabs, free once"
+        );
+        // The next growth starts from there.
+        let mut c = ThreadCache::default();
+        let b = reserve_publish(&a, &mut c, SLAB_SIZE - HEADER);
+        assert!(b.offset as usize >= size0, "step {step}: {b:?}");
+    }
+    let heap = growable_heap(1 << 20, 64 << 20);
+    let a = Allocator::rebuild_private(heap.clone()).unwrap();
+    std::mem::forget(a.slabs.lock(DEAD));
+    assert!(!a.release_dead(DEAD), "a free-slab lock held in its middle");
+}
