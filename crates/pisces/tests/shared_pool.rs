@@ -765,17 +765,40 @@ fn check_lists(pool: &Pool, lists: PPtr<Lists>) -> [u64; 2] {
 fn a_pool_grown_by_one_process_is_used_by_the_others() {
     let _one = one_at_a_time();
     let (_d, p) = pool_path();
-    let a = Pool::create(&p, growable()).unwrap();
-    let b = Pool::open(&p, growable()).unwrap();
+    // 2 × 3,000 objects of 4 KiB: 24 MiB, three times the pool's first size.
+    grow_together(&p, growable(), 500, pisces::medium::MediumKind::DRAM);
+}
+
+/// The same on a disk file (the file medium, whose commits `msync` the pages they
+/// wrote, in the part grown by either process too).
+#[test]
+fn a_pool_on_disk_grown_by_one_process_is_used_by_the_others() {
+    let _one = one_at_a_time();
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let p = d.path().join("pool");
+    let cfg = growable()
+        .size(2 << 20)
+        .max_size(32 << 20)
+        .medium(pisces::medium::MediumKind::File);
+    // 2 × 600 objects of 4 KiB: 4.8 MiB, more than twice the pool's first size.
+    grow_together(&p, cfg, 100, pisces::medium::MediumKind::File);
+}
+
+/// Create the pool at `p` with `cfg` (shared, may grow), open it a second time, and
+/// append six rounds of `round` objects to one list from each open at once, each open
+/// checking both lists after every round; then the same checks after the last close,
+/// and `pisces check` of the file.
+fn grow_together(p: &std::path::Path, cfg: Config, round: u64, medium: pisces::medium::MediumKind) {
+    let a = Pool::create(p, cfg.clone()).unwrap();
+    let b = Pool::open(p, cfg.clone()).unwrap();
     let lists: PPtr<Lists> = a.root().unwrap();
     assert_eq!(b.root::<Lists>().unwrap(), lists);
-    let before = std::fs::metadata(&p).unwrap().len();
-    // 2 × 3,000 objects of 4 KiB: 24 MiB, three times the pool's first size.
+    let before = std::fs::metadata(p).unwrap().len();
     std::thread::scope(|s| {
         for (list, pool) in [&a, &b].into_iter().enumerate() {
             s.spawn(move || {
                 for _ in 0..6 {
-                    append(pool, lists, list, 500);
+                    append(pool, lists, list, round);
                     // Each reads both lists, the other's objects in parts grown by
                     // either process.
                     check_lists(pool, lists);
@@ -783,19 +806,20 @@ fn a_pool_grown_by_one_process_is_used_by_the_others() {
             });
         }
     });
-    let grown = std::fs::metadata(&p).unwrap().len();
+    let grown = std::fs::metadata(p).unwrap().len();
     assert!(
         grown > 2 * before,
         "the pool grew from {before} to {grown} bytes"
     );
-    assert_eq!(check_lists(&a, lists), [3000, 3000]);
-    assert_eq!(check_lists(&b, lists), [3000, 3000]);
+    let n = 6 * round;
+    assert_eq!(check_lists(&a, lists), [n, n]);
+    assert_eq!(check_lists(&b, lists), [n, n]);
     drop(a);
     drop(b);
-    let report = pisces::tools::check::check_pool(&p, pisces::medium::MediumKind::DRAM).unwrap();
+    let report = pisces::tools::check::check_pool(p, medium).unwrap();
     assert!(report.is_ok(), "{report}");
-    let pool = Pool::open(&p, cfg().max_size(64 << 20)).unwrap();
-    assert_eq!(check_lists(&pool, lists), [3000, 3000]);
+    let pool = Pool::open(p, cfg.sharing(Sharing::Exclusive)).unwrap();
+    assert_eq!(check_lists(&pool, lists), [n, n]);
 }
 
 /// A worker process grows the pool while this one does: both lists are whole in each
