@@ -581,6 +581,37 @@ fn sicheck_passes_engine_options_and_refuses_unknown_ones() {
     assert!(r.stderr.contains("is not key=value"), "{}", r.stderr);
 }
 
+/// `sicheck --processes --kills`: three processes, three of them killed while they run
+/// and replaced; the merged history (a killed process's transaction in flight
+/// indeterminate) has no forbidden anomaly.
+#[test]
+fn sicheck_kills_processes_and_checks_the_merged_history() {
+    let r = pisces(&[
+        "sicheck",
+        "--processes",
+        "3",
+        "--threads",
+        "2",
+        "--txns",
+        "60000",
+        "--keys",
+        "8",
+        "--kills",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("3 processes killed and replaced"),
+        "{}",
+        r.stdout
+    );
+    let last = r.stdout.lines().last().unwrap();
+    assert!(last.contains("forbidden anomalies: 0,"), "{}", r.stdout);
+    let r = pisces(&["sicheck", "--kills", "3"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--processes 2 or more"), "{}", r.stderr);
+}
+
 /// `sicheck --processes`: the workload in two processes of two threads on one shared
 /// pool, their histories checked as one; engines that cannot share are refused.
 #[test]

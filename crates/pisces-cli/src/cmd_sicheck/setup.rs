@@ -74,6 +74,16 @@ pub struct SicheckArgs {
     /// committed append must be there. Threads of all processes: at most 64.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_PROCESSES as u64))]
     pub processes: u64,
+    /// With `--processes`: kill a worker process this many times (SIGKILL, one at
+    /// random every 10 to 300 ms while they run), each replaced by a new process that
+    /// joins the pool and runs a share of its own (0 to 10000). A killed process's
+    /// transaction in flight may have committed or not; the others go on, and the
+    /// checker judges its outcome from what was read. A kill that stops the pool (the
+    /// process died holding one of the engine's lock words: see `pisces::Sharing`)
+    /// ends the kills: the processes' transactions that meet the stop are recorded as
+    /// indeterminate, and the read after the processes follows the pool's recovery.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub kills: u64,
     /// Run as worker process P of `--processes` on the pool at `--worker-pool` (the
     /// tool starts itself so; not for users).
     #[arg(long, hide = true, requires = "worker_pool")]
@@ -167,6 +177,8 @@ pub(super) struct Settings {
     pub(super) keys: usize,
     pub(super) max_ops: usize,
     pub(super) processes: usize,
+    /// Worker processes killed and replaced (`--kills`).
+    pub(super) kills: usize,
     /// The level the history is judged against.
     pub(super) iso: Isolation,
     /// The level transactions ask the engine for.
@@ -221,12 +233,18 @@ impl Settings {
         } else {
             args.engine.isolation()
         };
+        let kills = usize::try_from(args.kills).unwrap_or(10_000).min(10_000);
+        if kills > 0 && processes < 2 {
+            err("pisces sicheck: --kills needs --processes 2 or more");
+            return Err(ExitCode::from(2));
+        }
         Ok(Settings {
             txns,
             threads,
             keys,
             max_ops,
             processes,
+            kills,
             iso: args.isolation.level(),
             tx_level,
         })
@@ -246,7 +264,8 @@ impl Settings {
             write_skew: args.write_skew,
             pause: Duration::from_micros(args.pause_us),
             seed: args.seed,
-            processes: self.processes,
+            // (The processes that replace killed ones have values of their own.)
+            processes: self.processes + self.kills,
             process,
             ..WorkloadConfig::default()
         })
@@ -269,7 +288,12 @@ impl Settings {
                 self.max_ops
             )
         };
-        let on = if self.processes > 1 {
+        let on = if self.kills > 0 {
+            format!(
+                "{} processes of {} threads at a time, {} killed and replaced",
+                self.processes, self.threads, self.kills
+            )
+        } else if self.processes > 1 {
             format!("{} processes of {} threads", self.processes, self.threads)
         } else {
             format!("{} threads", self.threads)

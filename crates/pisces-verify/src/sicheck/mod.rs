@@ -77,4 +77,4 @@ pub mod workload;
 pub use anomaly::{Anomaly, EdgeKind, Example, GraphStats, Isolation, Report, Step};
 pub use checker::{check, check_with, CheckOptions};
 pub use history::{History, Key, Op, Outcome, Txn, TxnId, Value};
-pub use workload::{Workload, WorkloadConfig};
+pub use workload::{Journal, Workload, WorkloadConfig};

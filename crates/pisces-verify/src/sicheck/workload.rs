@@ -164,6 +164,20 @@ pub struct Workload {
     generations: Vec<AtomicU64>,
 }
 
+/// What [`Workload::run_journaled`] reports as it runs: a process that may be killed
+/// hands its history out as it goes, so that what a kill cut short is still known.
+pub trait Journal: Sync {
+    /// An attempt of thread `thread` whose operations (`ops`, with appends) ran and
+    /// that now tries to commit: if its process is killed before
+    /// [`Journal::resolved`] reports its transaction, it may have committed or not
+    /// (indeterminate), and an earlier attempt of the same transaction reported here
+    /// was aborted.
+    fn attempt(&self, thread: usize, ops: &[Op]);
+    /// The records of one transaction, once its outcome is known (its aborted attempts
+    /// that appended, then the outcome; none for an aborted read-only one).
+    fn resolved(&self, txns: &[Txn]);
+}
+
 impl Workload {
     /// A workload; fails on parameters out of range.
     pub fn new(cfg: WorkloadConfig) -> Result<Workload> {
@@ -396,6 +410,25 @@ impl Workload {
         txns: usize,
         crashed: &(dyn Fn() -> bool + Sync),
     ) -> Result<History> {
+        self.run_journaled(pool, epoch, txns, crashed, None)
+    }
+
+    /// [`Workload::run`], telling `journal` of every attempt that appends before it
+    /// tries to commit, and of every transaction's records once they are known: what a
+    /// process that may be killed hands out as it goes ([`Journal`]).
+    ///
+    /// A transaction that fails with `Error::PeerDied` (a pool shared by processes,
+    /// stopped by the death of one: see `pisces::Sharing`) is recorded as
+    /// indeterminate (its commit may have taken effect; the pool's next recovery keeps
+    /// it or drops it whole), and its thread stops.
+    pub fn run_journaled(
+        &self,
+        pool: &Pool,
+        epoch: u32,
+        txns: usize,
+        crashed: &(dyn Fn() -> bool + Sync),
+        journal: Option<&dyn Journal>,
+    ) -> Result<History> {
         let store = Store::open(pool)?;
         let threads = self.cfg.threads;
         let results: Vec<Result<Vec<Txn>>> = std::thread::scope(|s| {
@@ -403,7 +436,7 @@ impl Workload {
                 .map(|t| {
                     let n = txns / threads + usize::from(t < txns % threads);
                     let store = &store;
-                    s.spawn(move || self.thread_run(pool, store, t, epoch, n, crashed))
+                    s.spawn(move || self.thread_run(pool, store, t, epoch, n, crashed, journal))
                 })
                 .collect();
             handles
@@ -429,6 +462,7 @@ impl Workload {
         epoch: u32,
         n: usize,
         crashed: &(dyn Fn() -> bool + Sync),
+        journal: Option<&dyn Journal>,
     ) -> Result<Vec<Txn>> {
         let mut h = pool.handle()?;
         let seed = self.cfg.seed
@@ -459,15 +493,23 @@ impl Workload {
                 h.run_with(self.cfg.tx_options, |tx| {
                     let mut ops = Vec::with_capacity(plan.len());
                     let r = self.execute(store, tx, &plan, &mut ops);
+                    if let (Ok(()), Some(j)) = (&r, journal) {
+                        if ops.iter().any(|o| matches!(o, Op::Append { .. })) {
+                            j.attempt(thread, &ops);
+                        }
+                    }
                     attempts.push(ops);
                     r
                 })
             };
+            let stopped = matches!(r, Err(Error::PeerDied(_)));
             let last = match r {
                 Ok(()) if crashed() => Outcome::Indeterminate,
                 Ok(()) => Outcome::Committed,
+                Err(_) if stopped => Outcome::Indeterminate,
                 Err(_) => Outcome::Aborted,
             };
+            let first_record = out.len();
             let k = attempts.len();
             for (i, ops) in attempts.into_iter().enumerate() {
                 let outcome = if i + 1 == k { last } else { Outcome::Aborted };
@@ -482,8 +524,11 @@ impl Workload {
                     ops,
                 });
             }
+            if let Some(j) = journal {
+                j.resolved(&out[first_record..]);
+            }
             if let Err(e) = r {
-                if crashed() {
+                if crashed() || stopped {
                     break;
                 }
                 return Err(e);
