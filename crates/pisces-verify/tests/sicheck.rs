@@ -819,3 +819,37 @@ mod mutation_evidence {
         assert!(crash_forbidden(Some(point("log-flush"))) > 0);
     }
 }
+
+/// A killed process's transaction in flight (indeterminate) that its recovery undid:
+/// another transaction went on from the same list. Judged as committed it forms a lost
+/// update and an incompatible order with its own read; decided from the others' reads
+/// (nobody read its append) it is an aborted attempt, and the history is clean. One
+/// whose append somebody read becomes committed, and then its append must be there
+/// for every later reader.
+#[test]
+fn indeterminate_transactions_are_decided_by_what_the_others_read() {
+    let txns = [
+        Txn::committed(0).a(1, 1),
+        Txn::indeterminate(1).r(1, &[1]).a(1, 2).r(1, &[1, 2]),
+        Txn::committed(2).r(1, &[1]).a(1, 3),
+        Txn::indeterminate(3).a(2, 4),
+        Txn::committed(0).r(1, &[1, 3]).r(2, &[4]),
+    ];
+    let mut h = history(txns.clone());
+    expect_only(&h, &[Anomaly::IncompatibleOrder, Anomaly::LostUpdate]);
+    assert_eq!(h.resolve_indeterminate_by_reads(), (1, 1));
+    assert_eq!(h.txns[1].outcome, pisces_verify::sicheck::Outcome::Aborted);
+    assert_eq!(
+        h.txns[3].outcome,
+        pisces_verify::sicheck::Outcome::Committed
+    );
+    expect_only(&h, &[]);
+    // Read once and then missing: committed, so the later read without it is wrong.
+    let mut h = history([
+        Txn::indeterminate(1).a(1, 2),
+        Txn::committed(2).r(1, &[2]).a(1, 3),
+        Txn::committed(3).r(1, &[3]),
+    ]);
+    assert_eq!(h.resolve_indeterminate_by_reads(), (1, 0));
+    assert!(!check(&h).found().is_empty(), "a read append that vanished");
+}

@@ -75,10 +75,10 @@ pub struct SicheckArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_PROCESSES as u64))]
     pub processes: u64,
     /// With `--processes`: kill a worker process this many times (SIGKILL, one at
-    /// random every 10 to 300 ms while they run), each replaced by a new process that
+    /// random every 10 to 100 ms while they run), each replaced by a new process that
     /// joins the pool and runs a share of its own (0 to 10000). A killed process's
-    /// transaction in flight may have committed or not; the others go on, and the
-    /// checker judges its outcome from what was read. A kill that stops the pool (the
+    /// transaction in flight may have committed or not; the others go on, and it is
+    /// judged committed if another transaction read one of its appends, not otherwise. A kill that stops the pool (the
     /// process died holding one of the engine's lock words: see `pisces::Sharing`)
     /// ends the kills: the processes' transactions that meet the stop are recorded as
     /// indeterminate, and the read after the processes follows the pool's recovery.

@@ -320,6 +320,55 @@ impl History {
         out
     }
 
+    /// Decide every indeterminate transaction from what the others read: committed if
+    /// another transaction read one of its appends, aborted otherwise. Returns how many
+    /// became each (committed, aborted).
+    ///
+    /// For histories where an indeterminate transaction may also never have taken
+    /// effect at all, before any recovery: a process killed in the middle of its
+    /// commit while the others ran (a pool shared by processes), whose commit the
+    /// others' recovery of it finished or undid. Judged as committed-in-its-epoch (the
+    /// meaning of [`Outcome::Indeterminate`]) an undone one would form false cycles
+    /// with the transactions that went on without it. The history must read every key
+    /// after the last of them (as `sicheck --processes` does): a transaction that
+    /// committed is then read by someone, so "not read" means "not committed"; and one
+    /// that is read in part becomes committed, so the appends nobody read are then
+    /// lost writes.
+    pub fn resolve_indeterminate_by_reads(&mut self) -> (usize, usize) {
+        let mut read_by: std::collections::HashMap<Value, Vec<TxnId>> = Default::default();
+        for (id, t) in self.txns.iter().enumerate() {
+            for op in &t.ops {
+                if let Op::Read { list, .. } = op {
+                    for v in list {
+                        let readers = read_by.entry(*v).or_default();
+                        if readers.last() != Some(&id) {
+                            readers.push(id);
+                        }
+                    }
+                }
+            }
+        }
+        let (mut committed, mut aborted) = (0, 0);
+        for id in 0..self.txns.len() {
+            if self.txns[id].outcome != Outcome::Indeterminate {
+                continue;
+            }
+            let seen = self.txns[id].appends().any(|(_, v)| {
+                read_by
+                    .get(&v)
+                    .is_some_and(|readers| readers.iter().any(|&r| r != id))
+            });
+            self.txns[id].outcome = if seen {
+                committed += 1;
+                Outcome::Committed
+            } else {
+                aborted += 1;
+                Outcome::Aborted
+            };
+        }
+        (committed, aborted)
+    }
+
     /// Transactions that took effect (committed or indeterminate).
     pub fn effective_count(&self) -> usize {
         self.txns.iter().filter(|t| t.took_effect()).count()
