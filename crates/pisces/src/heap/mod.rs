@@ -472,7 +472,7 @@ impl Heap {
     pub(crate) fn size(&self) -> usize {
         // Acquire: pairs with the Release store in `grow`, so a thread that sees the new
         // size also sees the new part of the medium mapped.
-        self.len.get().load(Ordering::Acquire)
+        self.len.get()
     }
 
     /// Number of slabs that exist at the current size.
@@ -517,12 +517,10 @@ impl Heap {
             self.write_superblock(&mut cur, next);
             crate::mutation::hook!(GROW_SIZE_WRITTEN, holder as usize);
         }
-        // Release: see `size`. The medium mapped the new part before this store.
-        // `fetch_max`: a shared size only grows (growths of all the processes are
-        // serialised by the allocator's growth lock anyway).
-        self.len
-            .get()
-            .fetch_max(new_size as usize, Ordering::Release);
+        // Release (in `raise`): see `size`. The medium mapped the new part before this
+        // store. A shared size only grows: `raise` is a maximum (and the growths of all
+        // the processes are serialised by the allocator's growth lock anyway).
+        self.len.raise(new_size as usize);
         Ok(Some(present..target))
     }
 
@@ -538,7 +536,7 @@ impl Heap {
         debug_assert!(size <= self.recorded_size());
         // Release: see `size` (the medium's length was raised before the superblock
         // was written).
-        self.len.get().fetch_max(size as usize, Ordering::Release);
+        self.len.raise(size as usize);
     }
 
     /// Under the `GrowSizeLate` mutation: write the deferred size now if the block at
@@ -602,12 +600,8 @@ impl Heap {
     /// True if `off..off+len` lies inside the image.
     #[inline]
     pub(crate) fn in_bounds(&self, off: usize, len: usize) -> bool {
-        // Relaxed: the size only grows, and a thread that holds an offset in a grown
-        // region learned of it through a Release/Acquire chain that starts after the
-        // size was stored (the allocator's free set mutex, the slab mirror's Release
-        // store, the engine's own hand-off), so it reads the new size or a later one.
-        let size = self.len.get().load(Ordering::Relaxed);
-        off.checked_add(len).is_some_and(|end| end <= size)
+        // (The ordering argument is `SizeWord::covers`'.)
+        off.checked_add(len).is_some_and(|end| self.len.covers(end))
     }
     /// Raw pointer to offset `off`.
     ///

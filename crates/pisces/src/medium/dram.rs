@@ -239,7 +239,7 @@ unsafe impl Medium for DramMedium {
     }
     #[inline]
     fn flush(&self, off: usize, len: usize) {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        assert!(self.map.covers(off, len));
         if self.domain == PersistenceDomain::Eadr {
             // The caches are persistent: nothing to write back, nothing to charge.
             return;
@@ -249,7 +249,7 @@ unsafe impl Medium for DramMedium {
         self.count_flushed(n);
     }
     fn write_lines(&self, off: usize, parts: &[&[u8]]) {
-        checked_line_write(off, parts, self.map.len());
+        checked_line_write(off, parts, |o, l| self.map.covers(o, l));
         // SAFETY: the lines are inside the mapping (asserted; the base is page aligned,
         // so `off` is a line boundary of memory too); the caller has them to itself.
         let n = unsafe { stream_lines(self.map.base().add(off), parts) };

@@ -109,7 +109,7 @@ unsafe impl Medium for DaxMedium {
     }
     #[inline]
     fn flush(&self, off: usize, len: usize) {
-        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()));
+        assert!(self.map.covers(off, len));
         if self.domain == PersistenceDomain::Eadr {
             // The caches are in the persistence domain: a visible store is durable.
             return;
@@ -119,7 +119,7 @@ unsafe impl Medium for DaxMedium {
         add_lines_flushed(n);
     }
     fn write_lines(&self, off: usize, parts: &[&[u8]]) {
-        checked_line_write(off, parts, self.map.len());
+        checked_line_write(off, parts, |o, l| self.map.covers(o, l));
         // SAFETY: the lines are inside the mapping (asserted; the base is page aligned);
         // the caller has them to itself. Streamed stores plus `sfence` are durable on a
         // DAX mapping as flushed lines are.

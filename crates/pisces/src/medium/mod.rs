@@ -83,16 +83,17 @@ pub(crate) const PAGE: usize = 4096;
 /// Size of a cache line: the unit of write-back.
 pub const CACHE_LINE: usize = 64;
 
-/// The length of a [`Medium::write_lines`] of `parts` at `off` on an image of
-/// `image_len` bytes, after checking that `off` is a line boundary and the lines fit
-/// the image (a caller's bug otherwise: panics).
-pub(crate) fn checked_line_write(off: usize, parts: &[&[u8]], image_len: usize) -> usize {
+/// The length of a [`Medium::write_lines`] of `parts` at `off`, after checking that
+/// `off` is a line boundary and the lines fit the image (`covers(off, len)`: whether
+/// `len` bytes at `off` do; a caller's bug otherwise: panics).
+pub(crate) fn checked_line_write(
+    off: usize,
+    parts: &[&[u8]],
+    covers: impl FnOnce(usize, usize) -> bool,
+) -> usize {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     assert!(
-        off.is_multiple_of(CACHE_LINE)
-            && off
-                .checked_add(len.next_multiple_of(CACHE_LINE))
-                .is_some_and(|e| e <= image_len),
+        off.is_multiple_of(CACHE_LINE) && covers(off, len.next_multiple_of(CACHE_LINE)),
         "line write of {len} bytes at {off:#x} outside the image"
     );
     len
@@ -236,7 +237,9 @@ pub unsafe trait Medium: Send + Sync {
     /// (non-temporal stores). The caller has the lines to itself. Default: the copy
     /// and the `flush`.
     fn write_lines(&self, off: usize, parts: &[&[u8]]) {
-        let len = checked_line_write(off, parts, self.len());
+        let len = checked_line_write(off, parts, |o, l| {
+            o.checked_add(l).is_some_and(|e| e <= self.len())
+        });
         let pad = [0u8; CACHE_LINE];
         let pad: &[u8] = &pad[..len.next_multiple_of(CACHE_LINE) - len];
         let mut at = off;

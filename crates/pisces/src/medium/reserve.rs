@@ -37,7 +37,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicUsize};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
@@ -60,16 +61,20 @@ fn advise_no_readahead(addr: *mut libc::c_void, size: usize) {
 /// Page size: reservations and lengths are multiples of it.
 const PAGE: usize = 4096;
 
-/// A size that only grows, held in a word of its own or, once it follows one, in a
-/// word that several processes share (the size of a pool they all map, raised by a
-/// growth in any of them). Reading it costs one load more than a plain atomic.
+/// A size that only grows, held in a word of its own or, once it follows one, also in
+/// a word that several processes share (the size of a pool they all map, raised by a
+/// growth in any of them).
+///
+/// The own word is a copy of the shared one that may lag behind: a bound check
+/// ([`SizeWord::covers`]) reads it alone, and only when it fails reads the shared word
+/// (and raises the copy), so that a check costs what it cost before the size could be
+/// shared; [`SizeWord::get`] reads the shared word.
 pub(crate) struct SizeWord {
-    /// The word of this process alone, where `at` points until [`SizeWord::follow`].
-    /// Boxed: `at` points at it, and the owner of a `SizeWord` moves.
-    own: Box<AtomicUsize>,
-    /// The word that holds the size: `own`, or the followed one (set once, before the
-    /// owner is used by another thread).
-    at: AtomicPtr<AtomicUsize>,
+    /// The size, or a size it had (a shared word may be ahead of it).
+    own: AtomicUsize,
+    /// The followed word, null until [`SizeWord::follow`] (set once, before the owner
+    /// is used by another thread).
+    shared: AtomicPtr<AtomicUsize>,
     /// Keeps the followed word alive.
     owner: OnceLock<Arc<dyn Send + Sync>>,
 }
@@ -77,31 +82,86 @@ pub(crate) struct SizeWord {
 impl SizeWord {
     /// A size of `v` in a word of its own.
     pub(crate) fn new(v: usize) -> SizeWord {
-        let own = Box::new(AtomicUsize::new(v));
         SizeWord {
-            at: AtomicPtr::new(std::ptr::from_ref(&*own).cast_mut()),
-            own,
+            own: AtomicUsize::new(v),
+            shared: AtomicPtr::new(std::ptr::null_mut()),
             owner: OnceLock::new(),
         }
     }
 
-    /// The word that holds the size.
+    /// The followed word, if any.
     #[inline]
-    pub(crate) fn get(&self) -> &AtomicUsize {
-        // Relaxed: `at` changes once, before the owner is shared with other threads
-        // (`follow`'s contract), and both words it may name are valid.
-        let p = self.at.load(Ordering::Relaxed);
-        // SAFETY: `p` is `own`'s box or the followed word, which `owner` keeps alive.
-        unsafe { &*p }
+    fn shared(&self) -> Option<&AtomicUsize> {
+        // Relaxed: `shared` changes once, before the owner is shared with other
+        // threads (`follow`'s contract).
+        let p = self.shared.load(Relaxed);
+        // SAFETY: null, or the followed word, which `owner` keeps alive.
+        unsafe { p.as_ref() }
     }
 
-    /// From now on, hold the size in `word`, raised first to this word's value if it
-    /// is lower. `owner` keeps `word` alive.
+    /// The size now. Acquire: pairs with the Release of [`SizeWord::raise`], so that
+    /// what was done before the size was raised (the new part mapped, the file
+    /// extended) is seen by the caller that sees the new size.
+    #[inline]
+    pub(crate) fn get(&self) -> usize {
+        match self.shared() {
+            None => self.own.load(Acquire),
+            Some(w) => {
+                let v = w.load(Acquire);
+                // Relaxed: a copy, only ever raised (a check that reads it and finds it
+                // short reads the shared word again).
+                self.own.fetch_max(v, Relaxed);
+                v
+            }
+        }
+    }
+
+    /// Whether `end` is at most the size. Reads the own word; only if that is short,
+    /// the shared word.
+    ///
+    /// Relaxed: the size only grows, and a thread that holds an offset in a grown part
+    /// learned of it through a Release/Acquire chain that starts after the size was
+    /// raised (the allocator's free set lock, the slab mirror's Release store, the
+    /// engine's own hand-off), so it reads the new size or a later one in the word that
+    /// was raised: the own word in this process, the shared one otherwise (which the
+    /// slow path reads).
+    #[inline]
+    pub(crate) fn covers(&self, end: usize) -> bool {
+        end <= self.own.load(Relaxed) || self.covers_shared(end)
+    }
+
+    /// [`SizeWord::covers`] after the own word fell short.
+    #[cold]
+    #[inline(never)]
+    fn covers_shared(&self, end: usize) -> bool {
+        self.shared().is_some() && end <= self.get()
+    }
+
+    /// Raise the size to `v` (no change if it is larger). Release: see `get`.
+    pub(crate) fn raise(&self, v: usize) {
+        if let Some(w) = self.shared() {
+            w.fetch_max(v, Release);
+        }
+        self.own.fetch_max(v, Release);
+    }
+
+    /// Set the size to `v` in every word, lower or not: a test that stands for a
+    /// growth whose size was not raised yet.
+    #[cfg(test)]
+    pub(crate) fn set_for_test(&self, v: usize) {
+        if let Some(w) = self.shared() {
+            w.store(v, Relaxed);
+        }
+        self.own.store(v, Relaxed);
+    }
+
+    /// From now on, follow `word` too, raised first to this size if it is lower.
+    /// `owner` keeps `word` alive.
     ///
     /// # Safety
-    /// `word` must stay valid while `owner` lives; this word's value must be a size
-    /// every sharer may use (it is published to them); call it before the owner is
-    /// used by another thread.
+    /// `word` must stay valid while `owner` lives; this size must be a size every
+    /// sharer may use (it is published to them); call it before the owner is used by
+    /// another thread.
     pub(crate) unsafe fn follow(
         &self,
         word: NonNull<AtomicUsize>,
@@ -113,11 +173,12 @@ impl SizeWord {
         // SAFETY: the caller keeps `word` valid while `owner` lives, which `self.owner`
         // now keeps alive as long as this value.
         let shared = unsafe { word.as_ref() };
-        // AcqRel: pairs with the other sharers' raises; the caller vouches that
-        // this value may be published.
-        shared.fetch_max(self.own.load(Ordering::Relaxed), Ordering::AcqRel);
-        // Relaxed: see `get`.
-        self.at.store(word.as_ptr(), Ordering::Relaxed);
+        // AcqRel: pairs with the other sharers' raises; the caller vouches that this
+        // size may be published.
+        let before = shared.fetch_max(self.own.load(Relaxed), AcqRel);
+        // Relaxed: see `shared`.
+        self.shared.store(word.as_ptr(), Relaxed);
+        self.own.fetch_max(before, Relaxed);
         Ok(())
     }
 }
@@ -267,7 +328,7 @@ impl Mapping {
         };
         mapped?;
         // Relaxed: the value is not shared with any other thread yet.
-        m.len.get().store(len, Ordering::Relaxed);
+        m.len.raise(len);
         Ok(m)
     }
 
@@ -390,7 +451,14 @@ impl Mapping {
         // Acquire: pairs with the Release store in `extend`, so the caller that sees the
         // new length also sees the new pages mapped (and, on a shared length, the file
         // extended by the process that raised it).
-        self.len.get().load(Ordering::Acquire)
+        self.len.get()
+    }
+
+    /// Whether `off..off + len` lies inside the usable part (a bound check that reads
+    /// a shared length only when this process's copy of it is short).
+    #[inline]
+    pub fn covers(&self, off: usize, len: usize) -> bool {
+        off.checked_add(len).is_some_and(|end| self.len.covers(end))
     }
 
     /// True if nothing is usable (never, for a constructed mapping).
@@ -436,7 +504,7 @@ impl Mapping {
             self.map_range(file, from, new_len, &mut state)?;
         }
         // Release: see `len`. `fetch_max`: a shared length only grows, whoever raises it.
-        self.len.get().fetch_max(new_len, Ordering::Release);
+        self.len.raise(new_len);
         Ok(())
     }
 
@@ -636,13 +704,13 @@ mod tests {
         let lost = std::thread::scope(|s| {
             let prober = s.spawn(|| {
                 let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                while !stop.load(Relaxed) && std::time::Instant::now() < until {
                     assert!(Mapping::new_raw(Some(&f), LEN, LEN, Backing::Sync).is_err());
                 }
-                stop.store(true, Ordering::Relaxed);
+                stop.store(true, Relaxed);
             });
             let mut lost = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Relaxed) {
                 let p = anonymous_map(std::ptr::null_mut(), LEN);
                 std::thread::yield_now();
                 // MADV_NORMAL changes nothing; it fails with ENOMEM where part of the
@@ -651,7 +719,7 @@ mod tests {
                 if unsafe { libc::madvise(p, LEN, libc::MADV_NORMAL) } != 0 {
                     // Left alone: part of the range may be another mapping's now.
                     lost += 1;
-                    stop.store(true, Ordering::Relaxed);
+                    stop.store(true, Relaxed);
                 } else {
                     // SAFETY: this loop's own mapping, still whole.
                     unsafe { libc::munmap(p, LEN) };

@@ -1132,7 +1132,7 @@ fn a_growth_whose_holder_died_is_finished_from_the_superblock() {
             grown = heap.grow(1, DEAD).unwrap().unwrap();
             if step == 1 {
                 // Died between the superblock write and the raise of the size.
-                heap.len.get().store(size0, Ordering::Relaxed);
+                heap.len.set_for_test(size0);
             }
         }
         assert!(a.release_dead(DEAD), "step {step}");
