@@ -164,6 +164,14 @@ pub struct Workload {
     generations: Vec<AtomicU64>,
 }
 
+/// What a workload thread asks and tells as it runs: whether the run crashed (stop
+/// now), and the journal of its attempts.
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    crashed: &'a (dyn Fn() -> bool + Sync),
+    journal: Option<&'a dyn Journal>,
+}
+
 /// What [`Workload::run_journaled`] reports as it runs: a process that may be killed
 /// hands its history out as it goes, so that what a kill cut short is still known.
 pub trait Journal: Sync {
@@ -436,7 +444,8 @@ impl Workload {
                 .map(|t| {
                     let n = txns / threads + usize::from(t < txns % threads);
                     let store = &store;
-                    s.spawn(move || self.thread_run(pool, store, t, epoch, n, crashed, journal))
+                    let ends = Ends { crashed, journal };
+                    s.spawn(move || self.thread_run(pool, store, t, epoch, n, ends))
                 })
                 .collect();
             handles
@@ -461,8 +470,7 @@ impl Workload {
         thread: usize,
         epoch: u32,
         n: usize,
-        crashed: &(dyn Fn() -> bool + Sync),
-        journal: Option<&dyn Journal>,
+        Ends { crashed, journal }: Ends<'_>,
     ) -> Result<Vec<Txn>> {
         let mut h = pool.handle()?;
         let seed = self.cfg.seed
