@@ -194,8 +194,8 @@ pub unsafe trait Medium: Send + Sync {
     /// From now on, take the image's length from `word`, which every process that has
     /// the pool open shares and which a growth in any of them raises once it has
     /// extended the file; `owner` keeps the word alive. On return the whole reserved
-    /// range is mapped (see [`reserve`]'s *Invariants*), so another process's growth
-    /// needs nothing of this one. Default: refused with
+    /// range is mapped (a mapping may reach past the end of the file), so another
+    /// process's growth needs nothing of this one. Default: refused with
     /// [`Error::MediumUnsupported`](crate::Error::MediumUnsupported).
     ///
     /// # Safety
