@@ -344,9 +344,10 @@ int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct p
 // (`pisces_pool_create`, then close it). The first process to open it recovers it;
 // an exclusive open (`pisces_pool_open`) is refused with `PISCES_ELOCKED` while any
 // process has it open shared, and the other way round. Only the "pisces" and
-// "volatile" engines share (others: `PISCES_ECONFIG`, with the reason). A pool that may
-// grow grows for every process (not on the DAX medium: `PISCES_ECONFIG`). A process that ends (is killed) while holding what another waits for
-// is recovered while the others run (its unfinished transaction rolled back, its
+// "volatile" engines share (others: `PISCES_ECONFIG`, with the reason). A pool that
+// may grow grows for every process (not on the DAX medium: `PISCES_ECONFIG`). A
+// process that ends (is killed) while holding what another waits for is recovered
+// while the others run (its unfinished transaction rolled back, its
 // committed ones written back), except while it holds a lock word of the engine: that
 // stops the pool, and calls then fail with `PISCES_EPEERDIED` until
 // every process has closed it; the next open recovers it as after a crash.
