@@ -101,9 +101,11 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// The grouped lookup: the chain's first group, then the next ones while the key is
-    /// not found (rare: the map splits groups long before they fill).
+    /// not found (rare: the map splits groups long before they fill). `IN_HEADER`: the
+    /// header's checks found the directory in the header (`Lookup::GroupedInHeader`);
+    /// otherwise it has pages.
     #[inline(always)]
-    pub(super) fn grouped_get<'t>(
+    pub(super) fn grouped_get<'t, const IN_HEADER: bool>(
         tx: &'t Tx<'_>,
         h: &Header,
         hash: u64,
@@ -116,7 +118,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         // (`Tx::read_again`): its first groups are then located once per engine
         // thread, not at every lookup. A larger map's groups would only evict each
         // other there, so they are read as any object.
-        let (mut off, mut w) = if h[H_LEVELS] == 1 {
+        let (mut off, mut w) = if IN_HEADER {
             let off = Self::dir_entry(h, chain)?;
             (off, words::read_again(tx, off, Self::GROUP)?)
         } else {
