@@ -38,10 +38,17 @@ fn tag_of(hash: u64) -> u64 {
 /// The high bit of every occupied slot whose tag may equal `tag`: all that do, and
 /// possibly some above one that does (the SWAR zero-byte test's false positives, which
 /// the key compare rules out).
+///
+/// A slot is a candidate only if its tag byte differs from `tag` in the low 7 bits at
+/// most (`!x`'s high bit: the byte of `x` below 0x80), so its high bit is `tag`'s, set:
+/// every candidate is occupied without a test of `tags` for it. The unused byte 7 is
+/// not masked out of `x` either: a subtraction's borrows run upwards, so it changes
+/// nothing below itself, and `HI` drops its own bit.
 #[inline(always)]
 fn candidates(tags: u64, tag: u64) -> u64 {
-    let x = (tags ^ (tag * LO)) & (LO * 0xff);
-    x.wrapping_sub(LO) & !x & tags & HI
+    debug_assert!(tag & 0x80 != 0);
+    let x = tags ^ (tag * LO);
+    x.wrapping_sub(LO) & !x & HI
 }
 
 /// The slot of the lowest high bit set in `bits`.
@@ -500,5 +507,52 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// The slot of the lowest high bit set in `bits` (a mask of [`Self::occupied`]).
     pub(super) fn lowest_slot(bits: u64) -> usize {
         slot_of(bits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{candidates, tag_of, HI, SLOTS};
+
+    /// `candidates` names every occupied slot whose tag is the key's, and only
+    /// occupied slots of slots 0 ..= 6, whatever the other bytes hold (the unused byte
+    /// 7 too, as a damaged group may have it).
+    #[test]
+    fn candidates_are_every_match_and_only_occupied_slots() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200_000 {
+            let tag = tag_of(next());
+            let mut tags = 0u64;
+            for j in 0..8 {
+                let r = next();
+                let byte = match r % 6 {
+                    0 => 0,
+                    1 => tag,
+                    2 => tag ^ 1,
+                    3 => tag ^ 0x80,
+                    4 => r >> 8 & 0xff,
+                    _ => (r >> 8 & 0x7f) | 0x80,
+                };
+                tags |= byte << (8 * j);
+            }
+            let m = candidates(tags, tag);
+            assert_eq!(m & !HI, 0, "{tags:#x} {tag:#x}");
+            for j in 0..SLOTS {
+                let byte = tags >> (8 * j) & 0xff;
+                let bit = m >> (8 * j + 7) & 1 == 1;
+                if byte == tag {
+                    assert!(bit, "slot {j} matches: {tags:#x} {tag:#x}");
+                }
+                if bit {
+                    assert_ne!(byte & 0x80, 0, "slot {j} empty: {tags:#x} {tag:#x}");
+                }
+            }
+        }
     }
 }
