@@ -125,29 +125,59 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         // (`Tx::read_again`): its first groups are then located once per engine
         // thread, not at every lookup. A larger map's groups would only evict each
         // other there, so they are read as any object.
-        let (mut off, mut w) = if IN_HEADER {
+        let (off, w) = if IN_HEADER {
             let off = Self::dir_entry(h, chain)?;
             (off, words::read_again(tx, off, Self::GROUP)?)
         } else {
             let off = Self::chunk_of(tx, h, chain)?;
             (off, words::read(tx, off, Self::GROUP)?)
         };
-        let mut walk = Walk::new(CHAIN, off);
-        loop {
-            let mut m = candidates(w[T_TAGS], tag);
-            while m != 0 {
-                let at = Self::slot_at(slot_of(m));
-                if words::elem::<K>(w, at)? == k {
-                    return words::elem(w, at + Self::KW).map(Some);
-                }
-                m &= m - 1;
+        if let Some(v) = Self::group_get(w, tag, k)? {
+            return Ok(Some(v));
+        }
+        match w[T_NEXT] {
+            0 => Ok(None),
+            next => Self::grouped_get_further(tx, off, next, tag, k),
+        }
+    }
+
+    /// `k`'s value in group `w` (`tag`: its tag), if there.
+    #[inline(always)]
+    fn group_get<'t>(w: &'t [u64], tag: u64, k: &K) -> Result<Option<&'t V>> {
+        let mut m = candidates(w[T_TAGS], tag);
+        while m != 0 {
+            let at = Self::slot_at(slot_of(m));
+            if words::elem::<K>(w, at)? == k {
+                return words::elem(w, at + Self::KW).map(Some);
             }
-            off = w[T_NEXT];
-            if off == 0 {
+            m &= m - 1;
+        }
+        Ok(None)
+    }
+
+    /// [`HashMap::grouped_get`] past the chain's first group (`first`), from its next
+    /// group `next`: out of line, as few lookups go there (the map splits a group long
+    /// before it fills), and the cycle guard's state is then only set up by them.
+    #[cold]
+    #[inline(never)]
+    fn grouped_get_further<'t>(
+        tx: &'t Tx<'_>,
+        first: u64,
+        mut next: u64,
+        tag: u64,
+        k: &K,
+    ) -> Result<Option<&'t V>> {
+        let mut walk = Walk::new(CHAIN, first);
+        loop {
+            walk.step(next)?;
+            let w = words::read(tx, next, Self::GROUP)?;
+            if let Some(v) = Self::group_get(w, tag, k)? {
+                return Ok(Some(v));
+            }
+            next = w[T_NEXT];
+            if next == 0 {
                 return Ok(None);
             }
-            walk.step(off)?;
-            w = words::read(tx, off, Self::GROUP)?;
         }
     }
 
