@@ -616,10 +616,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// `DIR < groups <= MAX_GROUPS`.
     #[inline(always)]
     fn lookup_header<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, Lookup)> {
-        if self.header.is_null() {
-            return Err(Error::invalid_pointer("null hash map handle"));
-        }
-        let h = tx.read_again(self.header)?;
+        let h = self.read_header(tx)?;
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
             return Err(self.bad_header(h));
         }
@@ -650,10 +647,7 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// whose lookups are cheapest and so feel these checks most.
     #[inline(always)]
     fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
-        if self.header.is_null() {
-            return Err(Error::invalid_pointer("null hash map handle"));
-        }
-        let h = tx.read_again(self.header)?;
+        let h = self.read_header(tx)?;
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
             return Err(self.bad_header(h));
         }
@@ -678,6 +672,28 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             return Err(self.unknown_layout(h));
         }
         Err(self.bad_header(h))
+    }
+
+    /// The header object, not yet checked. The null handle is not tested before the
+    /// read: offset 0 is no object of any pool, so its read fails as any forged
+    /// offset's does (and never through the found-blocks table, whose empty entries
+    /// match no read), and only then is the error said to be the null handle's.
+    #[inline(always)]
+    fn read_header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
+        match tx.read_again(self.header) {
+            Ok(h) => Ok(h),
+            Err(e) => Err(self.unreadable_header(e)),
+        }
+    }
+
+    /// The error of a header read that failed with `e`.
+    #[cold]
+    #[inline(never)]
+    fn unreadable_header(&self, e: Error) -> Error {
+        if self.header.is_null() {
+            return Error::invalid_pointer("null hash map handle");
+        }
+        e
     }
 
     /// The error for a header of a layout version this build does not know.
