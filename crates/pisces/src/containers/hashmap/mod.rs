@@ -23,7 +23,12 @@
 //! Every access checks the header before it uses it (magic, signature, layout, and the
 //! geometry words it computes with), and reads every object through `Tx::read`, which
 //! validates the offset as a live block of the pool: a forged handle or a damaged
-//! pool is an error, never a read outside the pool's objects. The objects every
+//! pool is an error, never a read outside the pool's objects. The header's words are
+//! checked at every access, never remembered as checked: they change (a split writes
+//! the bucket count, the levels and the directory; a program may write any word of
+//! it), and nothing a read sees says that they did. The block's header word is no
+//! version: an unlocked object's is the engine's "live" marker before and after a
+//! write-back replaces its contents. The objects every
 //! lookup of a map reads — the header, its directory pages, and the chunks (or a
 //! grouped map's first groups) of a directory held in the header — are read through
 //! the fast path's table of blocks found before (`Tx::read_again`): where each block
