@@ -147,8 +147,9 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let mut m = candidates(w[T_TAGS], tag);
         while m != 0 {
             let at = Self::slot_at(slot_of(m));
-            if words::elem::<K>(w, at)? == k {
-                return words::elem(w, at + Self::KW).map(Some);
+            let slot = words::words_at(w, at, Self::SLOT_WORDS)?;
+            if words::elem::<K>(slot, 0)? == k {
+                return words::elem(slot, Self::KW).map(Some);
             }
             m &= m - 1;
         }
