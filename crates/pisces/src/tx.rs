@@ -169,6 +169,12 @@ impl<'h> Tx<'h> {
         self.read_found::<T, false>(p)
     }
 
+    /// The attempt's read fast path (tests of the path itself).
+    #[cfg(test)]
+    pub(crate) fn fast_reads(&self) -> &FastReads {
+        self.fast.get()
+    }
+
     /// [`Tx::read`] of an object read again and again (a container's header): the
     /// fast path remembers where it found it (`FastReads::read`'s `FIND_AGAIN`).
     #[inline(always)]

@@ -694,6 +694,21 @@ fn a_lookup_checks_the_header_words_it_uses() {
     set_header_word(&pool, &m, 2, buckets);
     assert_eq!(pool.run(|tx| m.check(tx)).unwrap().entries, 200);
 
+    // The lookup's test of a small grouped map (one level, `1 <= groups <= 504`) takes
+    // no other header: no groups, or two levels for groups that fit the header, or a
+    // levels word of neither value, are each refused at every key.
+    for (word, bad) in [(2, 0), (3, 2), (3, 0), (3, 3)] {
+        set_header_word(&pool, &m, word, bad);
+        for k in 0..200 {
+            match pool.read(|tx| m.get(tx, &k)) {
+                Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+                r => panic!("get {k}, header word {word} = {bad}: expected Corrupt, got {r:?}"),
+            }
+        }
+        set_header_word(&pool, &m, word, if word == 2 { buckets } else { levels });
+    }
+    assert_eq!(pool.run(|tx| m.check(tx)).unwrap().entries, 200);
+
     // A map whose directory is in pages (more groups than the header holds), its
     // levels word damaged to say the directory is in the header: the header's entries
     // are then pages, which a lookup must not read as groups. Every lookup is refused,
@@ -709,4 +724,49 @@ fn a_lookup_checks_the_header_words_it_uses() {
     }
     set_header_word(&pool, &big, 3, 2);
     assert_eq!(pool.run(|tx| big.check(tx)).unwrap().entries, 3000);
+
+    // The lookup's test of a grouped map with pages (two levels, `504 < groups <=
+    // 504 * 512`): a levels word of another value, or a group count that fits the
+    // header or exceeds the pages, is refused at every key.
+    let big_buckets = header_word(&pool, &big, 2);
+    for (word, bad) in [(3, 3), (3, 0), (2, 504), (2, 504 * 512 + 1)] {
+        set_header_word(&pool, &big, word, bad);
+        for k in 0..3000 {
+            match pool.read(|tx| big.get(tx, &k)) {
+                Err(Error::Corrupt(msg)) => assert!(msg.contains("geometry"), "{msg}"),
+                r => panic!("get {k}, header word {word} = {bad}: expected Corrupt, got {r:?}"),
+            }
+        }
+        set_header_word(&pool, &big, word, if word == 2 { big_buckets } else { 2 });
+    }
+    assert_eq!(pool.run(|tx| big.check(tx)).unwrap().entries, 3000);
+}
+
+/// A null map handle is refused on every engine, by every kind of access, with the
+/// error that names it (a lookup does not test the handle before its header read: it
+/// finds out from the read's failure).
+#[test]
+fn a_null_map_handle_is_refused_on_every_engine() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    for &e in pisces::EngineId::ALL {
+        if !e.available() {
+            continue;
+        }
+        let path = dir.path().join(format!("{e:?}.pool"));
+        let pool = Pool::create(&path, pisces::Config::default().size(16 << 20).engine(e)).unwrap();
+        let small = HashMap::<u64, u64>::null();
+        let large = HashMap::<u64, [u64; 8]>::null();
+        let refused = |r: pisces::Result<()>, what: &str| match r {
+            Err(Error::InvalidPointer(msg)) => assert!(msg.contains("null"), "{e:?} {what}: {msg}"),
+            r => panic!("{e:?} {what}: expected InvalidPointer, got {r:?}"),
+        };
+        refused(pool.read(|tx| small.get(tx, &1).map(drop)), "grouped get");
+        refused(pool.read(|tx| large.get(tx, &1).map(drop)), "chained get");
+        refused(
+            pool.run(|tx| small.get(tx, &1).map(drop)),
+            "get in an update",
+        );
+        refused(pool.run(|tx| small.insert(tx, 1, 2).map(drop)), "insert");
+        refused(pool.run(|tx| small.len(tx).map(drop)), "len");
+    }
 }

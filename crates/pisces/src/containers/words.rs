@@ -209,6 +209,13 @@ pub(crate) fn elem<T: Pod>(w: &[u64], at: usize) -> Result<&T> {
         .ok_or_else(|| corrupt("field out of bounds"))
 }
 
+/// Words `at .. at + n` of `w`.
+#[inline(always)]
+pub(crate) fn words_at(w: &[u64], at: usize, n: usize) -> Result<&[u64]> {
+    w.get(at..at + n)
+        .ok_or_else(|| corrupt("field out of bounds"))
+}
+
 /// The `T` stored at word `at`, mutable.
 #[inline]
 pub(crate) fn elem_mut<T: Pod>(w: &mut [u64], at: usize) -> Result<&mut T> {

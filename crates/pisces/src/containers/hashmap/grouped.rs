@@ -38,10 +38,17 @@ fn tag_of(hash: u64) -> u64 {
 /// The high bit of every occupied slot whose tag may equal `tag`: all that do, and
 /// possibly some above one that does (the SWAR zero-byte test's false positives, which
 /// the key compare rules out).
+///
+/// A slot is a candidate only if its tag byte differs from `tag` in the low 7 bits at
+/// most (`!x`'s high bit: the byte of `x` below 0x80), so its high bit is `tag`'s, set:
+/// every candidate is occupied without a test of `tags` for it. The unused byte 7 is
+/// not masked out of `x` either: a subtraction's borrows run upwards, so it changes
+/// nothing below itself, and `HI` drops its own bit.
 #[inline(always)]
 fn candidates(tags: u64, tag: u64) -> u64 {
-    let x = (tags ^ (tag * LO)) & (LO * 0xff);
-    x.wrapping_sub(LO) & !x & tags & HI
+    debug_assert!(tag & 0x80 != 0);
+    let x = tags ^ (tag * LO);
+    x.wrapping_sub(LO) & !x & HI
 }
 
 /// The slot of the lowest high bit set in `bits`.
@@ -101,9 +108,11 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     }
 
     /// The grouped lookup: the chain's first group, then the next ones while the key is
-    /// not found (rare: the map splits groups long before they fill).
+    /// not found (rare: the map splits groups long before they fill). `IN_HEADER`: the
+    /// header's checks found the directory in the header (`Lookup::GroupedInHeader`);
+    /// otherwise it has pages.
     #[inline(always)]
-    pub(super) fn grouped_get<'t>(
+    pub(super) fn grouped_get<'t, const IN_HEADER: bool>(
         tx: &'t Tx<'_>,
         h: &Header,
         hash: u64,
@@ -116,29 +125,60 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         // (`Tx::read_again`): its first groups are then located once per engine
         // thread, not at every lookup. A larger map's groups would only evict each
         // other there, so they are read as any object.
-        let (mut off, mut w) = if h[H_LEVELS] == 1 {
+        let (off, w) = if IN_HEADER {
             let off = Self::dir_entry(h, chain)?;
             (off, words::read_again(tx, off, Self::GROUP)?)
         } else {
             let off = Self::chunk_of(tx, h, chain)?;
             (off, words::read(tx, off, Self::GROUP)?)
         };
-        let mut walk = Walk::new(CHAIN, off);
-        loop {
-            let mut m = candidates(w[T_TAGS], tag);
-            while m != 0 {
-                let at = Self::slot_at(slot_of(m));
-                if words::elem::<K>(w, at)? == k {
-                    return words::elem(w, at + Self::KW).map(Some);
-                }
-                m &= m - 1;
+        if let Some(v) = Self::group_get(w, tag, k)? {
+            return Ok(Some(v));
+        }
+        match w[T_NEXT] {
+            0 => Ok(None),
+            next => Self::grouped_get_further(tx, off, next, tag, k),
+        }
+    }
+
+    /// `k`'s value in group `w` (`tag`: its tag), if there.
+    #[inline(always)]
+    fn group_get<'t>(w: &'t [u64], tag: u64, k: &K) -> Result<Option<&'t V>> {
+        let mut m = candidates(w[T_TAGS], tag);
+        while m != 0 {
+            let at = Self::slot_at(slot_of(m));
+            let slot = words::words_at(w, at, Self::SLOT_WORDS)?;
+            if words::elem::<K>(slot, 0)? == k {
+                return words::elem(slot, Self::KW).map(Some);
             }
-            off = w[T_NEXT];
-            if off == 0 {
+            m &= m - 1;
+        }
+        Ok(None)
+    }
+
+    /// [`HashMap::grouped_get`] past the chain's first group (`first`), from its next
+    /// group `next`: out of line, as few lookups go there (the map splits a group long
+    /// before it fills), and the cycle guard's state is then only set up by them.
+    #[cold]
+    #[inline(never)]
+    fn grouped_get_further<'t>(
+        tx: &'t Tx<'_>,
+        first: u64,
+        mut next: u64,
+        tag: u64,
+        k: &K,
+    ) -> Result<Option<&'t V>> {
+        let mut walk = Walk::new(CHAIN, first);
+        loop {
+            walk.step(next)?;
+            let w = words::read(tx, next, Self::GROUP)?;
+            if let Some(v) = Self::group_get(w, tag, k)? {
+                return Ok(Some(v));
+            }
+            next = w[T_NEXT];
+            if next == 0 {
                 return Ok(None);
             }
-            walk.step(off)?;
-            w = words::read(tx, off, Self::GROUP)?;
         }
     }
 
@@ -498,5 +538,52 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// The slot of the lowest high bit set in `bits` (a mask of [`Self::occupied`]).
     pub(super) fn lowest_slot(bits: u64) -> usize {
         slot_of(bits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{candidates, tag_of, HI, SLOTS};
+
+    /// `candidates` names every occupied slot whose tag is the key's, and only
+    /// occupied slots of slots 0 ..= 6, whatever the other bytes hold (the unused byte
+    /// 7 too, as a damaged group may have it).
+    #[test]
+    fn candidates_are_every_match_and_only_occupied_slots() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200_000 {
+            let tag = tag_of(next());
+            let mut tags = 0u64;
+            for j in 0..8 {
+                let r = next();
+                let byte = match r % 6 {
+                    0 => 0,
+                    1 => tag,
+                    2 => tag ^ 1,
+                    3 => tag ^ 0x80,
+                    4 => r >> 8 & 0xff,
+                    _ => (r >> 8 & 0x7f) | 0x80,
+                };
+                tags |= byte << (8 * j);
+            }
+            let m = candidates(tags, tag);
+            assert_eq!(m & !HI, 0, "{tags:#x} {tag:#x}");
+            for j in 0..SLOTS {
+                let byte = tags >> (8 * j) & 0xff;
+                let bit = m >> (8 * j + 7) & 1 == 1;
+                if byte == tag {
+                    assert!(bit, "slot {j} matches: {tags:#x} {tag:#x}");
+                }
+                if bit {
+                    assert_ne!(byte & 0x80, 0, "slot {j} empty: {tags:#x} {tag:#x}");
+                }
+            }
+        }
     }
 }

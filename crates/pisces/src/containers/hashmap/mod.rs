@@ -23,7 +23,12 @@
 //! Every access checks the header before it uses it (magic, signature, layout, and the
 //! geometry words it computes with), and reads every object through `Tx::read`, which
 //! validates the offset as a live block of the pool: a forged handle or a damaged
-//! pool is an error, never a read outside the pool's objects. The objects every
+//! pool is an error, never a read outside the pool's objects. The header's words are
+//! checked at every access, never remembered as checked: they change (a split writes
+//! the bucket count, the levels and the directory; a program may write any word of
+//! it), and nothing a read sees says that they did. The block's header word is no
+//! version: an unlocked object's is the engine's "live" marker before and after a
+//! write-back replaces its contents. The objects every
 //! lookup of a map reads — the header, its directory pages, and the chunks (or a
 //! grouped map's first groups) of a directory held in the header — are read through
 //! the fast path's table of blocks found before (`Tx::read_again`): where each block
@@ -168,6 +173,18 @@ type Page = [u64; PAGE];
 type Chunk = [u64; CHUNK];
 /// A growable map's chunk: the 32 heads, then the number of entries in its buckets.
 type CountedChunk = [u64; CHUNK + 1];
+
+/// What [`HashMap::lookup_header`] found the map to be: how a lookup reads it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lookup {
+    /// The grouped layout with its directory in the header (one level): the chain's
+    /// first group is the header's directory entry of the chain.
+    GroupedInHeader,
+    /// The grouped layout with directory pages (two levels).
+    GroupedPaged,
+    /// The chained layout (fixed or growable).
+    Chained,
+}
 
 /// The error of a directory index outside the header (`HashMap::chunk_of`).
 #[cold]
@@ -588,14 +605,6 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         Ok(self.header_layout(tx)?.0)
     }
 
-    /// [`HashMap::header`] and whether the map is in the grouped layout. The grouped
-    /// layout is tested first: it is every growable map of small entries, the maps
-    /// whose lookups are cheapest and so feel these checks most.
-    #[inline(always)]
-    fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
-        self.checked_header::<false>(tx)
-    }
-
     /// The header and its layout as a lookup needs them (`get_ref`): every word a
     /// lookup uses is checked (magic, signature, layout, the bucket count and the
     /// directory's levels against it), the chunk count (`H_CHUNKS`), which a lookup
@@ -603,18 +612,47 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// runs it) still refuse a header whose chunk count disagrees. (The bucket count
     /// and levels bound every directory index a lookup computes: `chunk_of`'s indexing
     /// stays inside the header and its pages.)
+    ///
+    /// The same conditions as [`HashMap::header_layout`]'s (but the chunk count), in
+    /// the order a lookup of a small grouped map tests them cheapest: a grouped header
+    /// with one level is valid exactly when `1 <= groups <= DIR` (one level is what
+    /// that many groups have), and the answer says so ([`Lookup::GroupedInHeader`]),
+    /// so that the lookup does not test the levels again; two levels need
+    /// `DIR < groups <= MAX_GROUPS`.
     #[inline(always)]
-    fn lookup_header<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
-        self.checked_header::<true>(tx)
+    fn lookup_header<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, Lookup)> {
+        let h = self.read_header(tx)?;
+        if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
+            return Err(self.bad_header(h));
+        }
+        let (b, l, layout) = (h[H_BUCKETS], h[H_LEVELS], h[H_GROW]);
+        if Self::SMALL && layout == GROUPED {
+            // (`b - 1 < DIR`, wrapping: `1 <= b <= DIR` in one compare.)
+            if l == 1 && b.wrapping_sub(1) < DIR as u64 {
+                return Ok((h, Lookup::GroupedInHeader));
+            }
+            if l == 2 && b.wrapping_sub(DIR as u64 + 1) < (MAX_GROUPS - DIR) as u64 {
+                return Ok((h, Lookup::GroupedPaged));
+            }
+            return Err(self.bad_header(h));
+        }
+        if layout != 0 && layout != GROWABLE {
+            return Err(self.unknown_layout(h));
+        }
+        let chunks = b.div_ceil(CHUNK as u64);
+        let levels = if chunks <= DIR as u64 { 1 } else { 2 };
+        if b.wrapping_sub(1) < MAX_BUCKETS as u64 && l == levels {
+            return Ok((h, Lookup::Chained));
+        }
+        Err(self.bad_header(h))
     }
 
-    /// The header, checked in full or (`LOOKUP`) as [`HashMap::lookup_header`] says.
+    /// [`HashMap::header`] and whether the map is in the grouped layout. The grouped
+    /// layout is tested first: it is every growable map of small entries, the maps
+    /// whose lookups are cheapest and so feel these checks most.
     #[inline(always)]
-    fn checked_header<'t, const LOOKUP: bool>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
-        if self.header.is_null() {
-            return Err(Error::invalid_pointer("null hash map handle"));
-        }
-        let h = tx.read_again(self.header)?;
+    fn header_layout<'t>(&self, tx: &'t Tx<'_>) -> Result<(&'t Header, bool)> {
+        let h = self.read_header(tx)?;
         if h[H_MAGIC] != MAGIC || h[H_SIG] != Self::SIG {
             return Err(self.bad_header(h));
         }
@@ -623,25 +661,44 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
         let levels_for = |chunks: u64| if chunks <= DIR as u64 { 1 } else { 2 };
         // Each layout returns from its own branch, with its flag a constant the inlined
         // caller can test with this branch. (`b - 1 < max`, wrapping: `1 <= b <= max`
-        // in one compare.) A lookup checks the levels against the chunks its bucket
-        // count implies, which are the ones it indexes; the chunk count word must
-        // equal them too, except for a lookup, which never reads it.
+        // in one compare.) The levels are checked against the chunks the bucket count
+        // implies, which are the ones an access indexes; the chunk count word must
+        // equal them too.
         if Self::SMALL && layout == GROUPED {
-            if b.wrapping_sub(1) < MAX_GROUPS as u64 && l == levels_for(b) && (LOOKUP || c == b) {
+            if b.wrapping_sub(1) < MAX_GROUPS as u64 && l == levels_for(b) && c == b {
                 return Ok((h, true));
             }
         } else if layout == 0 || layout == GROWABLE {
             let chunks = b.div_ceil(CHUNK as u64);
-            if b.wrapping_sub(1) < MAX_BUCKETS as u64
-                && l == levels_for(chunks)
-                && (LOOKUP || c == chunks)
-            {
+            if b.wrapping_sub(1) < MAX_BUCKETS as u64 && l == levels_for(chunks) && c == chunks {
                 return Ok((h, false));
             }
         } else {
             return Err(self.unknown_layout(h));
         }
         Err(self.bad_header(h))
+    }
+
+    /// The header object, not yet checked. The null handle is not tested before the
+    /// read: offset 0 is no object of any pool, so its read fails as any forged
+    /// offset's does (and never through the found-blocks table, whose empty entries
+    /// match no read), and only then is the error said to be the null handle's.
+    #[inline(always)]
+    fn read_header<'t>(&self, tx: &'t Tx<'_>) -> Result<&'t Header> {
+        match tx.read_again(self.header) {
+            Ok(h) => Ok(h),
+            Err(e) => Err(self.unreadable_header(e)),
+        }
+    }
+
+    /// The error of a header read that failed with `e`.
+    #[cold]
+    #[inline(never)]
+    fn unreadable_header(&self, e: Error) -> Error {
+        if self.header.is_null() {
+            return Error::invalid_pointer("null hash map handle");
+        }
+        e
     }
 
     /// The error for a header of a layout version this build does not know.
@@ -935,10 +992,12 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
     /// passed through memory, and inlined the reads' fast path shares registers.)
     #[inline]
     pub fn get_ref<'t>(&self, tx: &'t Tx<'_>, k: &K) -> Result<Option<&'t V>> {
-        let (h, grouped) = self.lookup_header(tx)?;
+        let (h, kind) = self.lookup_header(tx)?;
         let hash = stable_hash(bytemuck::bytes_of(k));
-        if grouped {
-            return Self::grouped_get(tx, h, hash, k);
+        match kind {
+            Lookup::GroupedInHeader => return Self::grouped_get::<true>(tx, h, hash, k),
+            Lookup::GroupedPaged => return Self::grouped_get::<false>(tx, h, hash, k),
+            Lookup::Chained => {}
         }
         let b = bucket_in(hash, h[H_BUCKETS], h[H_GROW] == GROWABLE) as usize;
         let slot = b % CHUNK;

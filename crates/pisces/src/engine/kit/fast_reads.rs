@@ -401,6 +401,37 @@ mod tests {
         }
     }
 
+    /// A block found again is located where the geometry's lookup locates it: the
+    /// table's answer (`SmallBlocks::header_of_found`) is the pointer the lookup
+    /// without the table gives, not a decline that the engine's read would hide.
+    #[test]
+    fn a_block_found_again_is_where_the_lookup_finds_it() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        for pool in pools(&dir) {
+            let mut h = pool.handle().unwrap();
+            let ps: Vec<PPtr<[u64; 16]>> = h
+                .run(|tx| (0..40).map(|i| tx.alloc([i; 16])).collect())
+                .unwrap();
+            // Dropped, the handle writes its transactions back: the blocks' header
+            // words are then the live marker, which the fast path reads.
+            drop(h);
+            let mut h = pool.handle().unwrap();
+            h.read(|tx| {
+                let f = tx.fast_reads();
+                let class = super::FastReads::min_class(128);
+                for p in &ps {
+                    let looked_up = f.read::<false>(p.offset(), class);
+                    assert!(looked_up.is_some(), "{:?}", pool.engine_id());
+                    // The first read enters the block, the second is the table's hit.
+                    assert_eq!(f.read::<true>(p.offset(), class), looked_up);
+                    assert_eq!(f.read::<true>(p.offset(), class), looked_up);
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+
     #[test]
     fn forged_offsets_never_match_an_empty_entry() {
         let dir = tempfile::tempdir_in("/dev/shm").unwrap();

@@ -1017,9 +1017,11 @@ impl Allocator {
     #[inline]
     pub(crate) fn small_blocks(&self) -> SmallBlocks {
         let heap_off = self.heap.layout().heap_offset;
+        let heap = self.heap.base().wrapping_add(heap_off);
         SmallBlocks {
-            heap: self.heap.base().wrapping_add(heap_off),
+            heap,
             payload0: (heap_off + HEADER) as u64,
+            words: heap.wrapping_sub(heap_off + HEADER),
             kinds: self.kinds.as_ptr(),
             slabs: self.kinds.len(),
             _alloc: std::marker::PhantomData,
@@ -1336,6 +1338,9 @@ pub(crate) struct SmallBlocks {
     heap: *mut u8,
     /// The pool offset of a payload at the heap's first byte (`heap_off + HEADER`).
     payload0: u64,
+    /// `heap - payload0` (wrapping): a block's header word is at `words + payload_off`,
+    /// one add for [`SmallBlocks::header_of_found`].
+    words: *mut u8,
     kinds: *const AtomicU32,
     slabs: usize,
     _alloc: std::marker::PhantomData<*const Allocator>,
@@ -1348,6 +1353,7 @@ impl SmallBlocks {
         SmallBlocks {
             heap: std::ptr::null_mut(),
             payload0: 0,
+            words: std::ptr::null_mut(),
             kinds: std::ptr::null(),
             slabs: 0,
             _alloc: std::marker::PhantomData,
@@ -1398,10 +1404,10 @@ impl SmallBlocks {
     /// whole run, so the block is still a block of the class found then.
     #[inline(always)]
     pub(crate) fn header_of_found(&self, payload_off: u64) -> *const AtomicU64 {
-        // As in `locate`: `heap + rel` is the block's header word.
-        self.heap
-            .wrapping_add(payload_off.wrapping_sub(self.payload0) as usize)
-            as *const AtomicU64
+        // As in `locate`: `heap + rel` is the block's header word, and
+        // `heap + rel = words + payload_off` (wrapping arithmetic, which may leave the
+        // image in between and ends at the block's header word inside it).
+        self.words.wrapping_add(payload_off as usize) as *const AtomicU64
     }
 
     /// [`SmallBlocks::header`] of a block whose allocation bit is set (one more load:
