@@ -138,6 +138,16 @@ impl HolderLock {
         (self.word.load(Relaxed) & HOLDER_BITS).checked_sub(1)
     }
 
+    /// The guard of the lock if `holder` holds it (None otherwise): for the one
+    /// recoverer of a holder whose process died holding the lock, which goes on as that
+    /// holder and unlocks when the guard drops. The dead holder will never unlock it.
+    pub(crate) fn adopt(&self, holder: u32) -> Option<HolderGuard<'_>> {
+        // Acquire: what the dead holder wrote under the lock happens before what the
+        // recoverer reads under it (its process's stores are in the shared mapping).
+        ((self.word.load(Acquire) & HOLDER_BITS) == Self::held_by(holder))
+            .then_some(HolderGuard { lock: self })
+    }
+
     /// Release the lock if `holder` holds it; false (and nothing changes) otherwise. For
     /// the one recoverer of a holder whose process died holding the lock (it acts as
     /// that holder, and has made what the lock guards whole first): the dead holder
@@ -373,6 +383,12 @@ impl<T> HolderMutex<T> {
     #[inline]
     pub(crate) fn lock_raw(&self, holder: u32) -> (HolderGuard<'_>, *mut T) {
         (self.lock.lock(holder), self.data.get())
+    }
+
+    /// [`HolderLock::adopt`] of the mutex's lock, with the data's address (as
+    /// [`HolderMutex::lock_raw`]).
+    pub(crate) fn adopt_raw(&self, holder: u32) -> Option<(HolderGuard<'_>, *mut T)> {
+        Some((self.lock.adopt(holder)?, self.data.get()))
     }
 
     /// [`HolderMutex::lock_raw`] if the lock is free.

@@ -12,8 +12,11 @@
 //! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot names a lock word
 //!    (its batch's or another slot's, the arena's, the allocator's): what the lock
 //!    guards may be half changed (a write-back half done, a free list half linked).
-//!    Except a growth of the heap: the allocator finishes it from what the superblock
-//!    records and releases its locks (`Allocator::release_dead`).
+//!    Except two cases that can be made whole: a growth of the heap (the allocator
+//!    finishes it from what the superblock records and releases its locks,
+//!    `Allocator::release_dead`), and a write-back (of any slot's batch) in its first
+//!    part, before it unlocked an object (`Slot::wb_progress`): it is made again from
+//!    its start and finished, as the dead thread would have (`finish_write_back`).
 //! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
 //!    dead thread's own (every attempt is held by exactly one holder,
 //!    [`super::attempt`]). If the thread was inside a commit, that commit is finished
@@ -50,7 +53,7 @@
 use super::attempt::{record_at, AttemptId};
 use super::batch::{Batch, Committed};
 use super::plan::kind_of;
-use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER};
+use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER, WB_COPYING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::log::unfenced_run;
 use crate::engine::kit::write_set::WriteKind as Kind;
@@ -90,14 +93,26 @@ impl PiscesShared {
         self.fallback.give_back_for(s);
         // 2. (The dead slot changes nothing any more: what is read here stays.)
         let holder = s as u32;
-        if self.slots.iter().any(|t| t.batch_holder() == Some(holder))
+        let held: Vec<usize> = (0..self.slots.len())
+            .filter(|&t| self.slots[t].batch_holder() == Some(holder))
+            .collect();
+        // Relaxed: the dead thread's last stores are in the mapping (it stopped), and
+        // only a holder of the batch's lock writes the word.
+        let copying = |t: usize| {
+            let p = self.slots[t].wb_progress.load(Relaxed);
+            p & 3 == WB_COPYING && p >> 2 != 0
+        };
+        if !held.iter().all(|&t| copying(t))
             || self.arena.held_by(holder)
             || !self.alloc.release_dead(holder)
         {
             return Recovery::Impossible;
         }
-        // 3.
         let mut cache = ThreadCache::for_slot(s);
+        for t in held {
+            self.finish_write_back(t, s, &mut cache);
+        }
+        // 3.
         let mut b = view.lock_batch(s);
         let mut in_batch = vec![false; view.attempts.ids().len()];
         let held = b.entries.iter().map(|e| e.attempt);
@@ -155,6 +170,28 @@ impl PiscesShared {
         // Release: the next state of the slot Acquires it (`PiscesEngine::thread`).
         view.log_state.store(LOG_HANDED_OVER, Release);
         Recovery::Done
+    }
+
+    /// Step 2 of the module docs for a write-back that the dead thread of slot `s` was
+    /// making of slot `t`'s batch, in its first part (`WB_COPYING`: its transactions'
+    /// homes copied and their blocks published, no object unlocked yet): made again
+    /// whole, from its start, as the dead thread's. Repeating that part is harmless:
+    /// its objects are all still locked by the transactions being written back, so
+    /// nothing else wrote their homes; the copies are immutable after commit; and
+    /// publishing a block's state is idempotent. The grace period the dead thread
+    /// waited for before it began still covers them.
+    fn finish_write_back(&self, t: usize, s: usize, cache: &mut ThreadCache) {
+        let view = &self.slots[t];
+        let Some(mut b) = view.adopt_batch(s) else {
+            return;
+        };
+        // Relaxed: as in `recover_dead`.
+        let n = (view.wb_progress.load(Relaxed) >> 2) as usize;
+        let n = n.min(b.entries.len());
+        if n > 0 {
+            // (Reclaims nothing: 0 covers no retired attempt; a later write-back does.)
+            self.write_back_first(t, &mut b, s, n, 0, cache);
+        }
     }
 
     /// What became of the commit the dead thread of slot `s` was in, if any, given

@@ -202,6 +202,12 @@ pub(crate) struct Slot {
     pub next_seq: AtomicU64,
     /// [`LOG_HANDED_OVER`] or [`LOG_IN_USE`].
     pub log_state: AtomicU64,
+    /// Where the write-back of this slot's batch under way is, for the recoverer of a
+    /// holder of the batch's lock that died in it: the number of transactions `n` it
+    /// writes back, shifted left by 2, with [`WB_COPYING`] while it copies their
+    /// homes and publishes their blocks (steps it may repeat), then [`WB_UNLOCKING`]
+    /// (which it may not); 0 otherwise. Written under the batch's lock.
+    pub wb_progress: AtomicU64,
     /// The counts of the pending write-backs, under a lock word that names the slot of
     /// the thread that holds it (the slot's own, or a helper's).
     batch: HolderMutex<BatchState>,
@@ -221,6 +227,11 @@ unsafe impl InRegion for Slot {}
 pub(crate) const LOG_HANDED_OVER: u64 = 0;
 /// A thread state has the slot and writes its log.
 pub(crate) const LOG_IN_USE: u64 = 1;
+
+/// [`Slot::wb_progress`]: the write-back copies its transactions home.
+pub(crate) const WB_COPYING: u64 = 1;
+/// [`Slot::wb_progress`]: the write-back unlocks its transactions' objects.
+pub(crate) const WB_UNLOCKING: u64 = 2;
 
 /// A thread slot as this process sees it: its state in the region, and its attempts'
 /// and batch's arrays there.
@@ -281,6 +292,14 @@ impl SlotView {
         // SAFETY: `held` holds the lock, and the batch keeps it for as long as it
         // lives (it drops it last).
         self.bufs.batch(unsafe { &mut *st }, Some(held))
+    }
+
+    /// The batch of a lock that `dead`'s thread holds and will never release (its
+    /// process died), for the one recoverer of that slot; None if it does not hold it.
+    pub(crate) fn adopt_batch(&self, dead: usize) -> Option<Batch<'_>> {
+        let (held, st) = self.batch.adopt_raw(batch_holder(dead))?;
+        // SAFETY: as in `lock_batch`: the guard stands for the dead holder's lock.
+        Some(self.bufs.batch(unsafe { &mut *st }, Some(held)))
     }
 
     /// [`SlotView::lock_batch`] without waiting: None if another thread holds the lock.
@@ -512,7 +531,7 @@ impl PiscesShared {
     /// Write back the first `n` (at least one) transactions of the batch, whose grace
     /// period the caller has established, and reclaim the attempts retired at or below
     /// `covered` (a timestamp every other slot's transaction has started at or after).
-    fn write_back_first(
+    pub(super) fn write_back_first(
         &self,
         slot: usize,
         batch: &mut Batch<'_>,
@@ -522,6 +541,10 @@ impl PiscesShared {
         cache: &mut ThreadCache,
     ) {
         let heap = &*self.heap;
+        let progress = &self.slots[slot].wb_progress;
+        // Relaxed: read only by the recoverer of this lock's holder, after the lock
+        // word (`HolderLock::adopt`).
+        progress.store((n as u64) << 2 | WB_COPYING, Relaxed);
         // A record appended unfenced must be durable before its home writes may be:
         // the page cache writes home pages back whenever it likes, and only the record
         // could replay a transaction it wrote in part.
@@ -582,6 +605,8 @@ impl PiscesShared {
             }
         }
         crate::mutation::hook!(HOME_COPIED, caller_slot);
+        // Relaxed: as above.
+        progress.store((n as u64) << 2 | WB_UNLOCKING, Relaxed);
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         for e in batch.entries.range(0, n) {
@@ -590,6 +615,8 @@ impl PiscesShared {
                 heap.atomic_u64(o.header as usize).store(o.unlock, Release);
             }
         }
+        // Relaxed: as above.
+        progress.store(0, Relaxed);
         let s = &self.slots[slot];
         let last_seq = batch.entries.get(n - 1).log_seq;
         if self.lazy_home {
