@@ -109,6 +109,7 @@ impl EngineDef for Pisces {
         &protocol::IN_CRITICAL,
         &thread::BEFORE_BATCH,
         &shared::HOME_COPIED,
+        &shared::FIRST_UNLOCKED,
         &crate::heap::GROW_FILE_EXTENDED,
         &crate::heap::GROW_SIZE_WRITTEN,
         &crate::heap::alloc::GROW_SIZE_RAISED,

@@ -14,9 +14,10 @@
 //!    guards may be half changed (a write-back half done, a free list half linked).
 //!    Except two cases that can be made whole: a growth of the heap (the allocator
 //!    finishes it from what the superblock records and releases its locks,
-//!    `Allocator::release_dead`), and a write-back (of any slot's batch) in its first
-//!    part, before it unlocked an object (`Slot::wb_progress`): it is made again from
-//!    its start and finished, as the dead thread would have (`finish_write_back`).
+//!    `Allocator::release_dead`), and a write-back (of any slot's batch) up to the end
+//!    of its unlocks (`Slot::wb_progress`): it is finished as the dead thread would
+//!    have (`finish_write_back`). A write-back in its end (the freed blocks' release,
+//!    the batch's lists) still stops the pool.
 //! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
 //!    dead thread's own (every attempt is held by exactly one holder,
 //!    [`super::attempt`]). If the thread was inside a commit, that commit is finished
@@ -53,7 +54,7 @@
 use super::attempt::{record_at, AttemptId};
 use super::batch::{Batch, Committed};
 use super::plan::kind_of;
-use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER, WB_COPYING};
+use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER, WB_COPYING, WB_UNLOCKING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::log::unfenced_run;
 use crate::engine::kit::write_set::WriteKind as Kind;
@@ -98,11 +99,11 @@ impl PiscesShared {
             .collect();
         // Relaxed: the dead thread's last stores are in the mapping (it stopped), and
         // only a holder of the batch's lock writes the word.
-        let copying = |t: usize| {
+        let in_write_back = |t: usize| {
             let p = self.slots[t].wb_progress.load(Relaxed);
-            p & 3 == WB_COPYING && p >> 2 != 0
+            (p & 3 == WB_COPYING || p & 3 == WB_UNLOCKING) && p >> 2 != 0
         };
-        if !held.iter().all(|&t| copying(t))
+        if !held.iter().all(|&t| in_write_back(t))
             || self.arena.held_by(holder)
             || !self.alloc.release_dead(holder)
         {
@@ -173,25 +174,65 @@ impl PiscesShared {
     }
 
     /// Step 2 of the module docs for a write-back that the dead thread of slot `s` was
-    /// making of slot `t`'s batch, in its first part (`WB_COPYING`: its transactions'
-    /// homes copied and their blocks published, no object unlocked yet): made again
-    /// whole, from its start, as the dead thread's. Repeating that part is harmless:
-    /// its objects are all still locked by the transactions being written back, so
-    /// nothing else wrote their homes; the copies are immutable after commit; and
-    /// publishing a block's state is idempotent. The grace period the dead thread
-    /// waited for before it began still covers them.
+    /// making of slot `t`'s batch, finished as the dead thread would have:
+    /// - In its first part (`WB_COPYING`: homes copied, blocks published, no object
+    ///   unlocked yet), made again from its start. Repeating that part is harmless:
+    ///   its objects are all still locked by the transactions being written back, so
+    ///   nothing else wrote their homes; the copies are immutable after commit; and
+    ///   publishing a block's state is idempotent. The grace period the dead thread
+    ///   waited for before it began still covers them.
+    /// - In its second part (`WB_UNLOCKING`: every home copied, some objects
+    ///   unlocked), each object still locked by its transaction's copy unlocked, as the
+    ///   dead thread would have; one it unlocked already is left alone (another writer
+    ///   may hold it now), and its home is not written again. A copy's lock is unique
+    ///   while its attempt is in the batch (the attempt is recycled only after it is
+    ///   retired and a grace period), so "still locked by the copy" is exact. Then the
+    ///   write-back's end, which nothing had begun.
     fn finish_write_back(&self, t: usize, s: usize, cache: &mut ThreadCache) {
         let view = &self.slots[t];
         let Some(mut b) = view.adopt_batch(s) else {
             return;
         };
         // Relaxed: as in `recover_dead`.
-        let n = (view.wb_progress.load(Relaxed) >> 2) as usize;
-        let n = n.min(b.entries.len());
-        if n > 0 {
+        let progress = view.wb_progress.load(Relaxed);
+        let n = ((progress >> 2) as usize).min(b.entries.len());
+        if n == 0 {
+            return;
+        }
+        if progress & 3 == WB_COPYING {
             // (Reclaims nothing: 0 covers no retired attempt; a later write-back does.)
             self.write_back_first(t, &mut b, s, n, 0, cache);
+            return;
         }
+        for e in b.entries.range(0, n) {
+            let attempt = view.attempts.get(e.attempt);
+            let record = attempt.record();
+            let mut copy_of = std::collections::HashMap::new();
+            let mut note = |at: u64| {
+                // SAFETY: a copy of the attempt starts at `at` (`copy_bytes` said so).
+                let hdr = unsafe { (self.arena.ptr(at) as *const CopyHdr).read() };
+                copy_of.insert(hdr.home - HEADER as u64, at);
+            };
+            // SAFETY: the attempt is in the batch, whose lock this recovery holds:
+            // nothing places in it or recycles it.
+            unsafe { attempt.placed(&self.arena, |at| self.copy_bytes(record, at), &mut note) };
+            for o in e.plan(&self.arena).objects {
+                let Some(&at) = copy_of.get(&o.header) else {
+                    continue;
+                };
+                // Release: as the write-back's unlock. Relaxed on failure: the object
+                // was unlocked already, and nothing is read.
+                let _ = self.heap.atomic_u64(o.header as usize).compare_exchange(
+                    self.tag | at,
+                    o.unlock,
+                    Release,
+                    Relaxed,
+                );
+            }
+        }
+        // Relaxed: as the write-back's own stores of the word.
+        view.wb_progress.store(0, Relaxed);
+        self.write_back_tail(t, &mut b, s, n, 0, cache);
     }
 
     /// What became of the commit the dead thread of slot `s` was in, if any, given

@@ -96,6 +96,8 @@ crate::mutation::hook_point! {
     /// A write-back (under the batch's lock) has copied its transactions home and not
     /// unlocked their objects yet.
     pub(crate) static HOME_COPIED = "home-copied";
+    /// A write-back has unlocked the first of its objects, and not the others.
+    pub(crate) static FIRST_UNLOCKED = "first-unlocked";
 }
 
 crate::mutation::point! {
@@ -609,14 +611,37 @@ impl PiscesShared {
         progress.store((n as u64) << 2 | WB_UNLOCKING, Relaxed);
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
+        #[cfg(feature = "mutation")]
+        let mut first = true;
         for e in batch.entries.range(0, n) {
             for o in e.plan(&self.arena).objects {
                 count_write(heap.atomic_u64(o.header as usize));
                 heap.atomic_u64(o.header as usize).store(o.unlock, Release);
+                #[cfg(feature = "mutation")]
+                if std::mem::take(&mut first) {
+                    crate::mutation::hook!(FIRST_UNLOCKED, caller_slot);
+                }
             }
         }
         // Relaxed: as above.
         progress.store(0, Relaxed);
+        self.write_back_tail(slot, batch, caller_slot, n, covered, cache);
+    }
+
+    /// The end of [`PiscesShared::write_back_first`], once the `n` transactions'
+    /// objects are unlocked: the log's and the watermark's bounds, the attempts retired
+    /// before `covered` reclaimed, the freed blocks released, the transactions' attempts
+    /// retired and their entries dropped.
+    pub(super) fn write_back_tail(
+        &self,
+        slot: usize,
+        batch: &mut Batch<'_>,
+        caller_slot: usize,
+        n: usize,
+        covered: u64,
+        cache: &mut ThreadCache,
+    ) {
+        let heap = &*self.heap;
         let s = &self.slots[slot];
         let last_seq = batch.entries.get(n - 1).log_seq;
         if self.lazy_home {
