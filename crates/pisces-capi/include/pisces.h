@@ -347,9 +347,10 @@ int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct p
 // "volatile" engines share (others: `PISCES_ECONFIG`, with the reason). A pool that
 // may grow grows for every process (not on the DAX medium: `PISCES_ECONFIG`). A
 // process that ends (is killed) while holding what another waits for is recovered
-// while the others run (its unfinished transaction rolled back, its
-// committed ones written back), except while it holds a lock word of the engine: that
-// stops the pool, and calls then fail with `PISCES_EPEERDIED` until
+// while the others run (its unfinished transaction rolled back, its committed ones
+// written back, a write-back or a growth it was in finished), except in the middle of
+// what the engine cannot repeat (the end of a write-back, the allocator's free
+// lists): that stops the pool, and calls then fail with `PISCES_EPEERDIED` until
 // every process has closed it; the next open recovers it as after a crash.
 //
 // # Safety

@@ -118,10 +118,14 @@ pub struct Config {
 /// in the dead process is kept; the one it was committing when it died may or may not
 /// be, as at a crash.
 ///
-/// A slot that died holding one of the engine's lock words (in the middle of a
-/// write-back, or of the allocator's bookkeeping) cannot be recovered while others
-/// run, and *stops* the pool instead. From then on, in every process, transactions that write (and the waits for
-/// the dead process) fail with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
+/// A slot that died holding one of the engine's lock words is recovered too where
+/// what the lock guards can be made whole: in a write-back up to the end of its
+/// unlocks (finished as the dead thread would have), or in a growth of the pool. Where
+/// it cannot (the end of a write-back, which releases freed blocks and changes the
+/// batch's lists; any other change of a batch's lists; the allocator's free lists; the
+/// copy arena's bookkeeping), the slot *stops* the pool instead. From then on, in
+/// every process, transactions that write (and the waits for the dead process) fail
+/// with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
 /// snapshot may still complete from the committed state; no process can open the pool
 /// shared until every process has closed it; the next open then recovers it as after a
 /// crash: every transaction that returned `Ok` is there, and one that failed with
