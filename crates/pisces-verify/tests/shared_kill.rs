@@ -128,19 +128,12 @@ fn recovered_at(_point: &str) -> bool {
     true
 }
 
-/// Kill a worker at `point`, then run transfers here: where the death is recovered
-/// ([`recovered_at`]) they all go through and a new process joins; elsewhere one fails
-/// with `PeerDied` within the bound. Either way the pool, opened alone afterwards,
-/// holds every acknowledged transfer and the total.
-fn killed_at(point: &str) {
-    let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let p = d.path().join("pool");
-    create_bank(&p);
-    let here = Pool::open(&p, shared()).unwrap();
-    let root: PPtr<Bank> = here.root().unwrap();
+/// Start a worker on the pool at `p` that pauses at hook point `point`, and kill it once
+/// it says it holds there: its transactions that committed before (what it said).
+fn kill_a_worker_at(p: &std::path::Path, point: &str) -> u64 {
     let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
-        .env(WORKER_POOL, &p)
+        .env(WORKER_POOL, p)
         .env(WORKER_POINT, point)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -157,6 +150,20 @@ fn killed_at(point: &str) {
         .unwrap_or_else(|| panic!("{point}: the worker never held its step"));
     worker.kill().unwrap();
     worker.wait().unwrap();
+    theirs
+}
+
+/// Kill a worker at `point`, then run transfers here: where the death is recovered
+/// ([`recovered_at`]) they all go through and a new process joins; elsewhere one fails
+/// with `PeerDied` within the bound. Either way the pool, opened alone afterwards,
+/// holds every acknowledged transfer and the total.
+fn killed_at(point: &str) {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = d.path().join("pool");
+    create_bank(&p);
+    let here = Pool::open(&p, shared()).unwrap();
+    let root: PPtr<Bank> = here.root().unwrap();
+    let theirs = kill_a_worker_at(&p, point);
     // The survivor, on a thread of its own so that a hang fails the test.
     let (tx, rx) = std::sync::mpsc::channel();
     let pool = here.clone();
@@ -323,24 +330,7 @@ fn killed_growing_at(point: &str) {
     drop(Pool::create(&p, cfg().max_size(64 << 20)).unwrap());
     let here = Pool::open(&p, growable()).unwrap();
     let root: PPtr<List> = here.root().unwrap();
-    let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
-        .env(WORKER_POOL, &p)
-        .env(WORKER_POINT, point)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = std::io::BufReader::new(worker.stdout.take().unwrap());
-    let theirs: u64 = out
-        .lines()
-        .map_while(|l| l.ok())
-        .find_map(|l| {
-            let at = l.find("holding ")?;
-            Some(l[at + "holding ".len()..].trim().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("{point}: the worker never held its step"));
-    worker.kill().unwrap();
-    worker.wait().unwrap();
+    let theirs = kill_a_worker_at(&p, point);
     let (tx, rx) = std::sync::mpsc::channel();
     let pool = here.clone();
     let survivor = std::thread::spawn(move || {
