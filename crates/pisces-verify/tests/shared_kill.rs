@@ -79,14 +79,27 @@ fn worker() {
     for i in 0..20 {
         transfer(&mut h, root, i).unwrap();
     }
+    hold_and_wait(&sc, point, h, 20, move |h, i| transfer(h, root, i as usize));
+}
+
+/// Run `step(h, i)` for `i` from `done` on on a thread of the scenario `sc`, which
+/// pauses the handle's slot at hook point `point`; once paused, say "holding N" (N:
+/// the steps that went through, `done` before these included) and wait to be killed.
+fn hold_and_wait(
+    sc: &pisces::mutation::Scenario,
+    point: &'static pisces::mutation::HookPoint,
+    mut h: pisces::ThreadHandle,
+    done: u64,
+    mut step: impl FnMut(&mut pisces::ThreadHandle, u64) -> pisces::Result<()> + Send + 'static,
+) -> ! {
     let pause = sc.pause(point, h.slot());
-    let done = Arc::new(AtomicU64::new(20));
+    let done = Arc::new(AtomicU64::new(done));
     let d = done.clone();
     let scenario = sc.share();
     std::thread::spawn(move || {
         let _in = scenario.enter();
-        for i in 20.. {
-            transfer(&mut h, root, i).unwrap();
+        loop {
+            step(&mut h, d.load(Relaxed)).unwrap();
             d.fetch_add(1, Relaxed);
         }
     });
@@ -288,32 +301,9 @@ fn list_len(pool: &Pool, root: PPtr<List>) -> u64 {
 fn grow_until_killed(sc: pisces::mutation::Scenario, path: &str, point: &str) {
     let pool = Pool::open(path, growable()).unwrap();
     let root: PPtr<List> = pool.root().unwrap();
-    let mut h = pool.handle().unwrap();
+    let h = pool.handle().unwrap();
     let point = EngineId::Pisces.hook(point).expect("a hook point");
-    let pause = sc.pause(point, h.slot());
-    let done = Arc::new(AtomicU64::new(0));
-    let d = done.clone();
-    let scenario = sc.share();
-    std::thread::spawn(move || {
-        let _in = scenario.enter();
-        loop {
-            append(&mut h, root).unwrap();
-            d.fetch_add(1, Relaxed);
-        }
-    });
-    let until = Instant::now() + Duration::from_secs(20);
-    while !pause.reached() {
-        assert!(
-            Instant::now() < until,
-            "the worker never reached {}",
-            point.name
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    println!("holding {}", done.load(Relaxed));
-    loop {
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    hold_and_wait(&sc, point, h, 0, move |h, _| append(h, root));
 }
 
 /// Appends the survivor makes after a kill in a growth: 12 MiB, so that it needs the
