@@ -107,7 +107,7 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::IsolationUnsupported(_) => PISCES_EISOLATION,
         Error::NestedTransaction => PISCES_ENESTED,
         Error::InvalidArgument(_) => PISCES_EINVAL,
-        Error::PeerDied(_) => PISCES_EPEERDIED,
+        Error::PeerDied { .. } => PISCES_EPEERDIED,
         _ => PISCES_ERROR,
     }
 }

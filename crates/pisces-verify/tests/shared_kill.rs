@@ -203,9 +203,9 @@ fn killed_at(point: &str) {
         let mut h = joined.handle().unwrap();
         transfer(&mut h, root, 0).unwrap();
     } else {
-        assert!(matches!(e, Some(Error::PeerDied(_))), "{point}: {e:?}");
+        assert!(matches!(e, Some(Error::PeerDied { .. })), "{point}: {e:?}");
         assert!(
-            matches!(Pool::open(&p, shared()), Err(Error::PeerDied(_))),
+            matches!(Pool::open(&p, shared()), Err(Error::PeerDied { .. })),
             "{point}: a process joined a stopped pool"
         );
     }

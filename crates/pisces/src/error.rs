@@ -161,10 +161,80 @@ pub enum Error {
     /// all have closed it; the next open then recovers it as after a crash. A
     /// transaction that failed with it may or may not have committed, as at a crash.
     #[error(
-        "a process sharing the pool ended while using thread slot {0}; the pool is stopped: \
-         close it in every process and open it again to recover"
+        "a process sharing the pool ended while using thread slot {slot} ({cause}); the pool \
+         is stopped: close it in every process and open it again to recover"
     )]
-    PeerDied(u32),
+    PeerDied {
+        /// The dead process's thread slot.
+        slot: u32,
+        /// What it was doing that the others could not recover.
+        cause: StopCause,
+    },
+}
+
+/// What a process that shared a pool was doing when it died, that the other processes
+/// could not recover while they ran ([`Error::PeerDied`]). A diagnostic: each names a
+/// state of the engine that is repaired only by the next open after every process has
+/// closed the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopCause {
+    /// It was ending a write-back: giving freed blocks back, or moving written-back
+    /// transactions out of its batch.
+    WriteBackEnd,
+    /// It was changing a batch's lists outside a write-back (a commit joining its
+    /// batch, an attempt taken or given back).
+    BatchLists,
+    /// It held the lock of the memory its transactions' copies live in.
+    CopyArena,
+    /// It held a lock of the allocator (a free list or the free-slab set) outside a
+    /// growth of the pool.
+    Allocator,
+    /// It was in a commit whose outcome its state does not tell.
+    Commit,
+    /// Its redo log is damaged.
+    Log,
+    /// No recovery could run (the thread or the lock it needs could not be had, or the
+    /// recovery itself failed).
+    Recovery,
+}
+
+impl std::fmt::Display for StopCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopCause::WriteBackEnd => "it was ending a write-back",
+            StopCause::BatchLists => "it was changing a batch's lists",
+            StopCause::CopyArena => "it held the copy arena's lock",
+            StopCause::Allocator => "it held an allocator lock",
+            StopCause::Commit => "it was in a commit whose outcome cannot be told",
+            StopCause::Log => "its redo log is damaged",
+            StopCause::Recovery => "no recovery could run",
+        })
+    }
+}
+
+impl StopCause {
+    /// The code of the cause in a shared word (`from_code` reads it back).
+    pub(crate) fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The cause of code `c`; `Recovery` for a code no cause has.
+    pub(crate) fn from_code(c: u8) -> StopCause {
+        use StopCause::*;
+        [
+            WriteBackEnd,
+            BatchLists,
+            CopyArena,
+            Allocator,
+            Commit,
+            Log,
+            Recovery,
+        ]
+        .into_iter()
+        .find(|k| k.code() == c)
+        .unwrap_or(Recovery)
+    }
 }
 
 // Every read returns a `Result<&T>` or `Result<*const u8>`: two words (the `Ok` value

@@ -42,7 +42,9 @@
 //! lasts looks its word's address up ([`peers_at`]). A pool that one process has open
 //! registers nothing, and its waits only read the clock now and then.
 
+use crate::error::StopCause;
 use crate::sync::spin_step;
+use crate::Error;
 use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -63,8 +65,12 @@ pub(crate) trait Peers: Send + Sync {
     fn is_dead(&self, slot: u32) -> bool;
     /// The lowest dead slot, if any (for a wait that cannot name its slot).
     fn any_dead(&self) -> Option<u32>;
-    /// Stop the pool: `slot`'s process died. The first stop's slot is kept.
-    fn stop(&self, slot: u32);
+    /// What the dead process of the stop was doing ([`StopCause::Recovery`] if the
+    /// pool has not stopped).
+    fn stop_cause(&self) -> StopCause;
+    /// Stop the pool: `slot`'s process died, doing `cause`. The first stop's slot and
+    /// cause are kept.
+    fn stop(&self, slot: u32, cause: StopCause);
     /// `slot`'s process died (a waiter found it [dead](Peers::is_dead)): have it
     /// recovered (module docs, *Recovery, or a stop*). True while the waiter may wait
     /// on (its recovery is under way, here or in another process); false once the
@@ -83,7 +89,7 @@ pub(crate) enum Recovery {
     /// watermark is held by others' pending write-backs): try again later.
     Later,
     /// The slot's state cannot be recovered while others run: stop the pool.
-    Impossible,
+    Impossible(StopCause),
 }
 
 /// An engine that recovers a dead slot of a shared pool while the others run.
@@ -92,6 +98,14 @@ pub(crate) trait Recover: Send + Sync {
     /// byte (so it is the one recoverer) and runs in no transaction. A wait inside may
     /// give up ([`give_up`]); the caller catches it.
     fn recover(&self, slot: u32) -> Recovery;
+}
+
+/// The error of a call that found the pool stopped by the death of `slot`'s process.
+pub(crate) fn died(peers: Option<&dyn Peers>, slot: u32) -> Error {
+    Error::PeerDied {
+        slot,
+        cause: peers.map_or(StopCause::Recovery, |p| p.stop_cause()),
+    }
 }
 
 /// The unwind payload of a wait that gave up ([`give_up`]): the dead slot.
@@ -250,13 +264,16 @@ impl Peers for OneDead {
     fn any_dead(&self) -> Option<u32> {
         Some(self.dead)
     }
-    fn stop(&self, slot: u32) {
+    fn stop_cause(&self) -> StopCause {
+        StopCause::Recovery
+    }
+    fn stop(&self, slot: u32, _: StopCause) {
         use std::sync::atomic::Ordering::Relaxed;
         let _ = self.stopped.compare_exchange(0, slot + 1, Relaxed, Relaxed);
     }
     /// No engine recovers here: a dead slot stops the pool.
     fn report_dead(&self, slot: u32) -> bool {
-        self.stop(slot);
+        self.stop(slot, StopCause::Recovery);
         false
     }
     fn set_recover(&self, _: Weak<dyn Recover>) {}

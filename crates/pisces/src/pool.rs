@@ -447,7 +447,7 @@ impl Pool {
                 eng.abandoned_slot(&|s| sidecar.slot_held_elsewhere(s).unwrap_or(true))
             {
                 if let Some(s) = sidecar.stopped() {
-                    return Err(Error::PeerDied(s));
+                    return Err(sidecar.died(s));
                 }
                 if !sidecar.is_dead(slot) || Instant::now() >= until {
                     return Err(Error::invalid_config(format!(
@@ -457,7 +457,7 @@ impl Pool {
                     )));
                 }
                 if !sidecar.report_dead(slot) {
-                    return Err(Error::PeerDied(slot as u32));
+                    return Err(sidecar.died(sidecar.stopped().unwrap_or(slot as u32)));
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }

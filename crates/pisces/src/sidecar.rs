@@ -34,6 +34,7 @@
 //! convert: both then leave the pool open, which the next initializer recovers as after
 //! a crash.
 
+use crate::error::StopCause;
 use crate::heap::alloc::Allocator;
 use crate::heap::layout::Layout;
 use crate::heap::layout::MAX_THREADS;
@@ -80,8 +81,9 @@ struct Header {
     options: AtomicU64,
     /// [`READY`] once the state is built; 0 before, and after the last detach.
     ready: AtomicU64,
-    /// 0; `1 + s` once the pool is stopped by the death of slot `s`'s process
-    /// ([`Peers::stop`]).
+    /// 0; once the pool is stopped by the death of slot `s`'s process
+    /// ([`Peers::stop`]), `1 + s` in the low half and the code of its [`StopCause`]
+    /// above.
     stopped: AtomicU64,
     /// The number of slot claims made: the source of the claims' tokens.
     claims: AtomicU64,
@@ -319,10 +321,12 @@ impl Sidecar {
         if header.ready.load(Acquire) != READY {
             return Ok(None);
         }
-        if let Some(slot) = header.stopped.load(Acquire).checked_sub(1) {
+        let stopped = header.stopped.load(Acquire);
+        if let Some(slot) = stopped_slot(stopped) {
             // The processes attached are stopping: this one waits for the next
             // initializer's recovery.
-            return Err(Error::PeerDied(slot as u32));
+            let cause = StopCause::from_code((stopped >> 32) as u8);
+            return Err(Error::PeerDied { slot, cause });
         }
         // Relaxed: written before READY, which was Acquired above.
         let theirs = [header.uuid[0].load(Relaxed), header.uuid[1].load(Relaxed)];
@@ -405,7 +409,7 @@ impl Sidecar {
             ofd_lock(&w.locks, 1 + slot as u64, libc::F_UNLCK, false)?;
             return match w.report_dead(slot as u32) {
                 true => Ok(false),
-                false => Err(Error::PeerDied(slot as u32)),
+                false => Err(self.died(w.stopped().unwrap_or(slot as u32))),
             };
         }
         // Relaxed: tokens need only be distinct.
@@ -432,6 +436,11 @@ impl Sidecar {
     /// The slot whose process's death stopped the pool, if it has stopped.
     pub(crate) fn stopped(&self) -> Option<u32> {
         self.watch.stopped()
+    }
+
+    /// The error of a call that finds the pool stopped by slot `slot`'s death.
+    pub(crate) fn died(&self, slot: u32) -> Error {
+        crate::peers::died(Some(&*self.watch), slot)
     }
 
     /// Whether slot `slot`'s process died without giving it up ([`Peers::is_dead`]).
@@ -491,11 +500,16 @@ impl Peers for Watch {
     fn stopped(&self) -> Option<u32> {
         // Acquire: pairs with `stop`'s Release; nothing is read on its strength but
         // the slot.
-        self.header
-            .stopped
-            .load(Acquire)
-            .checked_sub(1)
-            .map(|s| s as u32)
+        stopped_slot(self.header.stopped.load(Acquire))
+    }
+
+    fn stop_cause(&self) -> StopCause {
+        // Relaxed: one word with the slot; a diagnostic.
+        let word = self.header.stopped.load(Relaxed);
+        match stopped_slot(word) {
+            Some(_) => StopCause::from_code((word >> 32) as u8),
+            None => StopCause::Recovery,
+        }
     }
 
     fn is_dead(&self, slot: u32) -> bool {
@@ -518,12 +532,13 @@ impl Peers for Watch {
             .find(|&s| self.is_dead(s))
     }
 
-    fn stop(&self, slot: u32) {
-        // Release: pairs with `stopped`. A stop already made keeps its slot.
+    fn stop(&self, slot: u32, cause: StopCause) {
+        // Release: pairs with `stopped`. A stop already made keeps its slot and cause.
+        let word = (u64::from(slot) + 1) | u64::from(cause.code()) << 32;
         let _ = self
             .header
             .stopped
-            .compare_exchange(0, u64::from(slot) + 1, Release, Relaxed);
+            .compare_exchange(0, word, Release, Relaxed);
     }
 
     fn report_dead(&self, slot: u32) -> bool {
@@ -551,7 +566,7 @@ impl Peers for Watch {
         if started.is_err() {
             // No thread to recover it in: the others must not wait for ever.
             flag.store(false, Release);
-            self.stop(slot);
+            self.stop(slot, StopCause::Recovery);
             return false;
         }
         true
@@ -566,8 +581,8 @@ impl Watch {
     /// A recovery thread's work on dead slot `slot` (type docs, *Recovering a dead
     /// slot*): stop the pool if the engine cannot recover it.
     fn recover_slot(&self, slot: u32) {
-        if self.try_recover(slot) == Recovery::Impossible {
-            self.stop(slot);
+        if let Recovery::Impossible(cause) = self.try_recover(slot) {
+            self.stop(slot, cause);
         }
     }
 
@@ -577,13 +592,13 @@ impl Watch {
         // descriptor makes a new one.
         let path = format!("/proc/self/fd/{}", self.locks.as_raw_fd());
         let Ok(mine) = OpenOptions::new().read(true).write(true).open(path) else {
-            return Recovery::Impossible;
+            return Recovery::Impossible(StopCause::Recovery);
         };
         match ofd_lock(&mine, 1 + u64::from(slot), libc::F_WRLCK, false) {
             Ok(true) => {}
             // Another process recovers it (or the slot was claimed again).
             Ok(false) => return Recovery::Later,
-            Err(_) => return Recovery::Impossible,
+            Err(_) => return Recovery::Impossible(StopCause::Recovery),
         }
         // Acquire: see `Sidecar::claim_slot`. Zero: given up after all (it detached
         // between the report and now).
@@ -598,10 +613,12 @@ impl Watch {
             .as_ref()
             .and_then(Weak::upgrade);
         let Some(recover) = recover else {
-            return Recovery::Impossible;
+            return Recovery::Impossible(StopCause::Recovery);
         };
-        // A wait of the recovery that gives up: the pool stopped meanwhile.
-        let outcome = crate::peers::catch(|| recover.recover(slot)).unwrap_or(Recovery::Impossible);
+        // A wait of the recovery that gives up: the pool stopped meanwhile (and keeps
+        // the cause of that stop).
+        let outcome = crate::peers::catch(|| recover.recover(slot))
+            .unwrap_or(Recovery::Impossible(StopCause::Recovery));
         if outcome == Recovery::Done {
             // Release: the engine's state of the slot, given free, before a claimer
             // that Acquires the word's 0 (`Sidecar::claim_slot`).
@@ -621,6 +638,12 @@ pub(crate) fn hold_out_attachers(file: &File) -> Result<bool> {
         return Ok(false);
     }
     ofd_lock(file, 0, libc::F_RDLCK, false)
+}
+
+/// The slot of a sidecar's `stopped` word (`1 + slot` in its low half; the cause's
+/// code above), if the pool has stopped.
+fn stopped_slot(word: u64) -> Option<u32> {
+    (word as u32).checked_sub(1)
 }
 
 /// The pool's UUID as the header keeps it.

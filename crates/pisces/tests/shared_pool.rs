@@ -198,7 +198,7 @@ fn worker_process() {
     let pool = match Pool::open(&path, cfg) {
         Ok(pool) => pool,
         // A kill loop's replacement that finds the pool stopped.
-        Err(Error::PeerDied(_)) if std::env::var(WORKER_LOOPS).is_ok() => {
+        Err(Error::PeerDied { .. }) if std::env::var(WORKER_LOOPS).is_ok() => {
             println!("peer died");
             return;
         }
@@ -392,8 +392,8 @@ const WORKER_LOOPS: &str = "PISCES_SHARED_POOL_WORKER_LOOPS";
 
 /// A worker of the kill loop: transfers one at a time, saying "acknowledged" on stdout
 /// after each one that committed, until its stdin closes (then it closes the pool) or a
-/// transfer fails with `PeerDied` (it says "peer died" and closes the pool). Any other
-/// error fails the worker.
+/// transfer fails with `PeerDied` (it says "peer died: " and the stop's cause, and
+/// closes the pool). Any other error fails the worker.
 fn transfer_until_told(pool: Pool) {
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -410,8 +410,8 @@ fn transfer_until_told(pool: Pool) {
     while !told.load(Relaxed) {
         match h.run(|tx| transfer(tx, root, next_pair(&mut x))) {
             Ok(()) => writeln!(out, "acknowledged").unwrap(),
-            Err(Error::PeerDied(_)) => {
-                writeln!(out, "peer died").unwrap();
+            Err(Error::PeerDied { cause, .. }) => {
+                writeln!(out, "peer died: {cause:?}").unwrap();
                 break;
             }
             Err(e) => panic!("a transfer failed: {e}"),
@@ -431,10 +431,10 @@ fn kills() -> usize {
 }
 
 /// A kill loop worker, as the loop sees it: the process, and the thread that reads
-/// its lines (true once it said "peer died").
+/// its lines (the stop's cause once it said "peer died").
 struct LoopWorker {
     child: std::process::Child,
-    lines: std::thread::JoinHandle<bool>,
+    lines: std::thread::JoinHandle<Option<String>>,
     said_stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -456,14 +456,16 @@ impl LoopWorker {
         let lines = std::thread::spawn(move || {
             // (A line may begin with the test harness's own words: the first one
             // follows "test worker_process ... ", and the harness ends with "ok".)
+            let mut cause = None;
             for l in out.lines().map_while(|l| l.ok()) {
                 if l.ends_with("acknowledged") {
                     acked.fetch_add(1, Relaxed);
-                } else if l.ends_with("peer died") {
+                } else if let Some((_, c)) = l.split_once("peer died: ") {
+                    cause = Some(c.to_string());
                     said.store(true, Relaxed);
                 }
             }
-            said.load(Relaxed)
+            cause
         });
         LoopWorker {
             child,
@@ -491,6 +493,7 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
     create_bank(&p);
     let mut rng = rand::thread_rng();
     let (mut committed, mut killed, mut stops, mut checks) = (0u64, 0usize, 0usize, 0usize);
+    let mut stops_by_cause = std::collections::BTreeMap::new();
     while killed < kills() {
         let acked = Arc::new(AtomicU64::new(0));
         let mut workers: Vec<LoopWorker> = (0..4).map(|_| LoopWorker::start(&p, &acked)).collect();
@@ -538,12 +541,15 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
-        let said_stopped = workers
+        let causes: Vec<String> = workers
             .into_iter()
-            .map(|w| w.lines.join().unwrap())
-            .filter(|&s| s)
-            .count() as u64;
+            .filter_map(|w| w.lines.join().unwrap())
+            .collect();
+        let said_stopped = causes.len() as u64;
         stops += usize::from(stopped || said_stopped > 0);
+        if let Some(c) = causes.first() {
+            *stops_by_cause.entry(c.clone()).or_insert(0) += 1;
+        }
         let pool = Pool::open(&p, cfg()).unwrap();
         let (total, count) = audit(&pool);
         assert_eq!(total, TOTAL, "after {killed} kills: the total");
@@ -559,7 +565,8 @@ fn processes_killed_at_random_lose_nothing_acknowledged() {
         checks += 1;
     }
     eprintln!(
-        "{killed} kills, {stops} of them stopping the pool, {checks} checks, {committed} transfers"
+        "{killed} kills, {stops} of them stopping the pool (by cause: {stops_by_cause:?}), \
+         {checks} checks, {committed} transfers"
     );
 }
 

@@ -538,7 +538,7 @@ pub(super) fn worker(args: &SicheckArgs, s: &Settings, p: u64, path: &Path) -> E
     };
     let pool = match Pool::open(path, config(args).sharing(Sharing::Shared)) {
         Ok(pool) => pool,
-        Err(pisces::Error::PeerDied(_)) => {
+        Err(pisces::Error::PeerDied { .. }) => {
             out(&format!("{STOPPED}\n"));
             return ExitCode::SUCCESS;
         }

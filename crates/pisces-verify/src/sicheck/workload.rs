@@ -510,7 +510,7 @@ impl Workload {
                     r
                 })
             };
-            let stopped = matches!(r, Err(Error::PeerDied(_)));
+            let stopped = matches!(r, Err(Error::PeerDied { .. }));
             let last = match r {
                 Ok(()) if crashed() => Outcome::Indeterminate,
                 Ok(()) => Outcome::Committed,

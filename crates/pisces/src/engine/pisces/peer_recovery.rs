@@ -9,7 +9,8 @@
 //!    periods and readers' waits of the others end. The fallback word, if the slot
 //!    held it, is given back (writers waited for it only until its deadline, but no
 //!    transaction could take it again).
-//! 2. Refused ([`Recovery::Impossible`], the pool stops) if the slot names a lock word
+//! 2. Refused ([`Recovery::Impossible`], the pool stops, naming the state it found)
+//!    if the slot names a lock word
 //!    (its batch's or another slot's, the arena's, the allocator's): what the lock
 //!    guards may be half changed (a write-back half done, a free list half linked).
 //!    Except two cases that can be made whole: a growth of the heap (the allocator
@@ -54,10 +55,12 @@
 use super::attempt::{record_at, AttemptId};
 use super::batch::{Batch, Committed};
 use super::plan::kind_of;
-use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER, WB_COPYING, WB_UNLOCKING};
+use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER};
+use super::shared::{WB_COPYING, WB_ENDING, WB_UNLOCKING};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::log::unfenced_run;
 use crate::engine::kit::write_set::WriteKind as Kind;
+use crate::error::StopCause;
 use crate::heap::alloc::{ThreadCache, HEADER};
 use crate::peers::{Recover, Recovery};
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
@@ -87,7 +90,7 @@ impl PiscesShared {
     /// Recover slot `s`, whose process died (module docs).
     fn recover_dead(&self, s: usize) -> Recovery {
         let Some(view) = self.slots.get(s) else {
-            return Recovery::Impossible;
+            return Recovery::Impossible(StopCause::Recovery);
         };
         // 1.
         view.clock.finish();
@@ -99,15 +102,22 @@ impl PiscesShared {
             .collect();
         // Relaxed: the dead thread's last stores are in the mapping (it stopped), and
         // only a holder of the batch's lock writes the word.
-        let in_write_back = |t: usize| {
+        let unfinishable = held.iter().find_map(|&t| {
             let p = self.slots[t].wb_progress.load(Relaxed);
-            (p & 3 == WB_COPYING || p & 3 == WB_UNLOCKING) && p >> 2 != 0
-        };
-        if !held.iter().all(|&t| in_write_back(t))
-            || self.arena.held_by(holder)
-            || !self.alloc.release_dead(holder)
-        {
-            return Recovery::Impossible;
+            match p & 3 {
+                WB_COPYING | WB_UNLOCKING if p >> 2 != 0 => None,
+                WB_ENDING => Some(StopCause::WriteBackEnd),
+                _ => Some(StopCause::BatchLists),
+            }
+        });
+        if let Some(cause) = unfinishable {
+            return Recovery::Impossible(cause);
+        }
+        if self.arena.held_by(holder) {
+            return Recovery::Impossible(StopCause::CopyArena);
+        }
+        if !self.alloc.release_dead(holder) {
+            return Recovery::Impossible(StopCause::Allocator);
         }
         let mut cache = ThreadCache::for_slot(s);
         for t in held {
@@ -127,7 +137,7 @@ impl PiscesShared {
             .filter(|a| !in_batch[a.index()])
             .collect();
         let Some(commit) = self.commit_of(s, &loose) else {
-            return Recovery::Impossible;
+            return Recovery::Impossible(StopCause::Commit);
         };
         if let Commit::Forward { attempt, seq } = commit {
             self.roll_forward(s, &mut b, attempt, seq);
@@ -231,7 +241,7 @@ impl PiscesShared {
             }
         }
         // Relaxed: as the write-back's own stores of the word.
-        view.wb_progress.store(0, Relaxed);
+        view.wb_progress.store((n as u64) << 2 | WB_ENDING, Relaxed);
         self.write_back_tail(t, &mut b, s, n, 0, cache);
     }
 
@@ -423,7 +433,7 @@ impl PiscesShared {
         let area = l.log_offset(s);
         let walked = redo_log::walk(&self.heap, area, l.log_bytes_per_thread, |_| {});
         if walked.damage.is_some() {
-            return Recovery::Impossible;
+            return Recovery::Impossible(StopCause::Log);
         }
         redo_log::reset(&self.heap, area, walked.next_seq);
         self.heap.fence();

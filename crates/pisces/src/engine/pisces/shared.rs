@@ -208,7 +208,8 @@ pub(crate) struct Slot {
     /// holder of the batch's lock that died in it: the number of transactions `n` it
     /// writes back, shifted left by 2, with [`WB_COPYING`] while it copies their
     /// homes and publishes their blocks (steps it may repeat), then [`WB_UNLOCKING`]
-    /// (which it may not); 0 otherwise. Written under the batch's lock.
+    /// (which it may not), then [`WB_ENDING`]; 0 otherwise. Written under the batch's
+    /// lock.
     pub wb_progress: AtomicU64,
     /// The counts of the pending write-backs, under a lock word that names the slot of
     /// the thread that holds it (the slot's own, or a helper's).
@@ -234,6 +235,8 @@ pub(crate) const LOG_IN_USE: u64 = 1;
 pub(crate) const WB_COPYING: u64 = 1;
 /// [`Slot::wb_progress`]: the write-back unlocks its transactions' objects.
 pub(crate) const WB_UNLOCKING: u64 = 2;
+/// [`Slot::wb_progress`]: the write-back's end (`PiscesShared::write_back_tail`).
+pub(crate) const WB_ENDING: u64 = 3;
 
 /// A thread slot as this process sees it: its state in the region, and its attempts'
 /// and batch's arrays there.
@@ -624,7 +627,7 @@ impl PiscesShared {
             }
         }
         // Relaxed: as above.
-        progress.store(0, Relaxed);
+        progress.store((n as u64) << 2 | WB_ENDING, Relaxed);
         self.write_back_tail(slot, batch, caller_slot, n, covered, cache);
     }
 
@@ -696,6 +699,8 @@ impl PiscesShared {
             });
         }
         batch.entries.pop_front(n);
+        // Relaxed: as in `write_back_first`.
+        s.wb_progress.store(0, Relaxed);
     }
 
     /// Lazy home sync: make the home writes of `slot`'s written-back transactions

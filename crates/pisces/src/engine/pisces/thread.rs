@@ -1230,6 +1230,12 @@ impl PiscesThread {
             .or_else(|| self.sh.peers.as_ref()?.stopped())
     }
 
+    /// The error of a call that finds the pool stopped by slot `s`'s death.
+    #[cold]
+    fn died(&self, s: u32) -> Error {
+        crate::peers::died(self.sh.peers.as_deref(), s)
+    }
+
     /// Run entry point `f` on a shared pool: fail at once if the state or the pool is
     /// stopped; if a wait in `f` gives up on a dead peer (`crate::peers`), abandon the
     /// state and fail with [`Error::PeerDied`].
@@ -1239,14 +1245,14 @@ impl PiscesThread {
         if let Some(s) = self.stopped_slot() {
             self.stopped.set(s + 1);
             self.abandon();
-            return Err(Error::PeerDied(s));
+            return Err(self.died(s));
         }
         match crate::peers::catch(|| f(&mut *self)) {
             Ok(r) => r,
             Err(s) => {
                 self.stopped.set(s + 1);
                 self.abandon();
-                Err(Error::PeerDied(s))
+                Err(self.died(s))
             }
         }
     }
@@ -1288,13 +1294,13 @@ impl PiscesThread {
     fn read_shared(&self, off: u64, len: usize) -> Result<*const u8> {
         if let Some(s) = self.stopped_slot() {
             self.stopped.set(s + 1);
-            return Err(Error::PeerDied(s));
+            return Err(self.died(s));
         }
         match crate::peers::catch(|| self.read_here(off, len)) {
             Ok(r) => r,
             Err(s) => {
                 self.stopped.set(s + 1);
-                Err(Error::PeerDied(s))
+                Err(self.died(s))
             }
         }
     }
