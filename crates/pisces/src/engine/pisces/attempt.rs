@@ -66,6 +66,11 @@ impl AttemptId {
         self.0 as usize
     }
 
+    /// The attempt of index `i` (a value [`AttemptId::index`] gave).
+    pub(crate) fn from_index(i: u32) -> AttemptId {
+        AttemptId(i)
+    }
+
     /// Whether this names an attempt of the table (not [`AttemptId::NO_ROOM`]).
     #[inline(always)]
     pub(crate) fn is_real(self) -> bool {
@@ -119,8 +124,12 @@ impl Attempt {
 
     /// Forget all copies and reset the record.
     ///
+    /// Made again, or after a holder that died in it, it gives nothing back twice:
+    /// the runs after the first are unlinked from it before any is given back (those
+    /// a dead holder had not given back are lost until the pool's next recovery).
+    ///
     /// # Safety
-    /// The caller holds the attempt (taken out of its batch's retired list, under the
+    /// The caller holds the attempt (the front of its batch's retired ring, under the
     /// batch's lock) after the grace period of its retirement: no header word names
     /// its copies or record, no reader still reads them, and no [`Plan`] of it lives.
     /// `holder` is the caller's slot (it names the caller to the arena's lock).
@@ -135,6 +144,8 @@ impl Attempt {
         // SAFETY: `first` is a run of ours, starting with its link.
         let head = unsafe { &mut *(arena.ptr(first) as *mut RunLink) };
         let mut run = std::mem::replace(&mut head.next, 0);
+        // The runs unlinked before the first is given back (doc above).
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::Release);
         while run != 0 {
             // SAFETY: every run in the list is ours and starts with its link; it is read
             // before the run is given back.

@@ -20,6 +20,20 @@
 //! which may not wait: that one runs without an attempt ([`AttemptId::NO_ROOM`]) and
 //! aborts as a conflict at its first write.
 
+//!
+//! # A holder that dies
+//! In a pool shared by processes, the thread that holds a batch's lock may die at any
+//! instruction, and its recoverer must find each attempt in one list, or in none (then
+//! it is the dead thread's own). So every change of a list is made whole by one store,
+//! its *commit*: a push writes the value, then the count; a ring's front and length
+//! are one word, so dropping its first values is one store. A compiler fence keeps the
+//! compiler from moving the value's store after the count's (the processor keeps the
+//! order of stores). An attempt moved from one list to another is pushed on the second
+//! before it is dropped from the first: a death in between leaves it in both, and the
+//! recoverer, which knows which moves a holder makes (the front of the entries to the
+//! back of the retired ring, the front of the retired ring to the spare stack), drops
+//! the older place (`PiscesShared::settle_batch`).
+
 use super::arena::CopyArena;
 use super::attempt::AttemptId;
 use super::plan::Plan;
@@ -27,6 +41,8 @@ use crate::engine::kit::log::lazy_home::{UnsyncedRanges, UnsyncedState, UNSYNCED
 use crate::holder_lock::HolderGuard;
 use crate::region::{Guarded, InRegion, Placed, Region};
 use crate::Result;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::atomic::{compiler_fence, AtomicU64};
 use std::sync::Arc;
 
 /// How many group-commit batches' worth of committed transactions may wait for their
@@ -117,7 +133,7 @@ unsafe impl InRegion for Retired {}
 #[derive(Debug, Default)]
 pub(crate) struct BatchState {
     entries: RingCounts,
-    retired: u32,
+    retired: RingCounts,
     spare: u32,
     unsynced: UnsyncedState,
 }
@@ -175,7 +191,7 @@ impl BatchBufs {
         unsafe {
             Batch {
                 entries: FixedRing::over(guarded_slice(&self.entries), &mut st.entries),
-                retired: FixedStack::over(guarded_slice(&self.retired), &mut st.retired),
+                retired: FixedRing::over(guarded_slice(&self.retired), &mut st.retired),
                 spare: FixedStack::over(guarded_slice(&self.spare), &mut st.spare),
                 unsynced: UnsyncedRanges::new(guarded_slice(&self.unsynced), &mut st.unsynced),
                 _held: held,
@@ -205,8 +221,10 @@ unsafe fn guarded_slice<T>(p: &Placed<Guarded<T>>) -> &mut [T] {
 pub(crate) struct Batch<'a> {
     /// Committed transactions, in commit order.
     pub entries: FixedRing<'a, Committed>,
-    /// Unlinked attempts awaiting a grace period.
-    pub retired: FixedStack<'a, Retired>,
+    /// Unlinked attempts awaiting a grace period, oldest first (each is pushed under
+    /// the batch's lock with the clock's time then: their `retire_ts` never falls
+    /// along the ring).
+    pub retired: FixedRing<'a, Retired>,
     /// Attempts ready for reuse.
     pub spare: FixedStack<'a, AttemptId>,
     /// Lazy home sync (module docs of `shared`, *Lazy home sync*): home ranges written
@@ -216,24 +234,59 @@ pub(crate) struct Batch<'a> {
     _held: Option<HolderGuard<'a>>,
 }
 
+impl Batch<'_> {
+    /// Which of the slot's `attempts` attempts the batch holds (entries, retired,
+    /// spare), by index; None if one is held twice, or is not of the slot (lists a
+    /// dead holder left inconsistent).
+    pub(crate) fn held_once(&self, attempts: usize) -> Option<Vec<bool>> {
+        let mut held = vec![false; attempts];
+        let ids = self.entries.iter().map(|e| e.attempt);
+        let ids = ids.chain(self.retired.iter().map(|r| r.attempt));
+        for id in ids.chain(self.spare.as_slice().iter().copied()) {
+            let seen = held.get_mut(id.index())?;
+            if std::mem::replace(seen, true) {
+                return None;
+            }
+        }
+        Some(held)
+    }
+}
+
 #[cfg(test)]
 impl Batch<'_> {
     /// Every attempt the batch holds: entries, retired, spare (white-box tests).
     pub(crate) fn held_attempts(&self) -> Vec<AttemptId> {
         let mut v: Vec<AttemptId> = self.entries.iter().map(|e| e.attempt).collect();
-        v.extend(self.retired.as_slice().iter().map(|r| r.attempt));
+        v.extend(self.retired.iter().map(|r| r.attempt));
         v.extend_from_slice(self.spare.as_slice());
         v
     }
 }
 
-/// Where a [`FixedRing`]'s values start and how many there are.
+/// Where a [`FixedRing`]'s values start and how many there are, in one word (module
+/// docs, *A holder that dies*): the index of the first value in the low half, the
+/// count in the high half.
 #[repr(C)]
 #[derive(Debug, Default)]
-pub(crate) struct RingCounts {
-    /// Index of the first value.
-    head: u32,
-    len: u32,
+pub(crate) struct RingCounts(AtomicU64);
+
+impl RingCounts {
+    #[inline(always)]
+    fn get(&self) -> (u32, u32) {
+        // Relaxed: under the batch's lock (or read by the one recoverer of its dead
+        // holder, after the lock word); atomic only so that the store is one.
+        let w = self.0.load(Relaxed);
+        (w as u32, (w >> 32) as u32)
+    }
+
+    #[inline(always)]
+    fn set(&self, head: u32, len: u32) {
+        // The value stored before the count that names it (module docs).
+        compiler_fence(Release);
+        // Relaxed: as in `get`.
+        self.0
+            .store(u64::from(head) | u64::from(len) << 32, Relaxed);
+    }
 }
 
 /// A queue of at most a fixed number of values, over an array and counts it borrows.
@@ -249,8 +302,8 @@ impl<'a, T: Copy> FixedRing<'a, T> {
         // `buf`: checked in debug builds only.)
         debug_assert!(
             buf.len() < 1 << 31
-                && (c.head as usize) < buf.len().max(1)
-                && c.len as usize <= buf.len(),
+                && (c.get().0 as usize) < buf.len().max(1)
+                && c.get().1 as usize <= buf.len(),
             "a ring's counts out of range"
         );
         FixedRing { buf, c }
@@ -258,19 +311,31 @@ impl<'a, T: Copy> FixedRing<'a, T> {
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.c.len as usize
+        self.c.get().1 as usize
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.c.len == 0
+        self.len() == 0
+    }
+
+    /// The first value, if any.
+    #[inline]
+    pub(crate) fn front(&self) -> Option<&T> {
+        (!self.is_empty()).then(|| self.get(0))
+    }
+
+    /// The last value, if any.
+    #[inline]
+    pub(crate) fn back(&self) -> Option<&T> {
+        self.len().checked_sub(1).map(|i| self.get(i))
     }
 
     /// The `i`th value from the front (`i < len`).
     #[inline]
     pub(crate) fn get(&self, i: usize) -> &T {
         assert!(i < self.len(), "index {i} of a ring of {}", self.len());
-        let j = self.c.head as usize + i;
+        let j = self.c.get().0 as usize + i;
         &self.buf[if j >= self.buf.len() {
             j - self.buf.len()
         } else {
@@ -288,7 +353,7 @@ impl<'a, T: Copy> FixedRing<'a, T> {
             self.len()
         );
         let n = self.buf.len();
-        let head = self.c.head as usize;
+        let head = self.c.get().0 as usize;
         // Where the values start and end in `buf`, unwrapped (below `2 * n`).
         let (start, end) = (head + from, head + to);
         let first = &self.buf[start.min(n)..end.min(n)];
@@ -306,18 +371,20 @@ impl<'a, T: Copy> FixedRing<'a, T> {
     /// before anything is overwritten.
     #[inline]
     pub(crate) fn push(&mut self, v: T) {
-        assert!(self.len() < self.buf.len(), "a full ring of {}", self.len());
-        let j = self.c.head as usize + self.len();
+        let (head, len) = self.c.get();
+        assert!((len as usize) < self.buf.len(), "a full ring of {len}");
+        let j = head as usize + len as usize;
         let n = self.buf.len();
         self.buf[if j >= n { j - n } else { j }] = v;
-        self.c.len += 1;
+        self.c.set(head, len + 1);
     }
 
     /// Drop the first `n` values (`n <= len`).
     pub(crate) fn pop_front(&mut self, n: usize) {
-        assert!(n <= self.len(), "{n} of a ring of {}", self.len());
-        self.c.head = ((self.c.head as usize + n) % self.buf.len().max(1)) as u32;
-        self.c.len -= n as u32;
+        let (head, len) = self.c.get();
+        assert!(n <= len as usize, "{n} of a ring of {len}");
+        let head = (head as usize + n) % self.buf.len().max(1);
+        self.c.set(head as u32, len - n as u32);
     }
 }
 
@@ -351,6 +418,8 @@ impl<'a, T: Copy> FixedStack<'a, T> {
         let n = self.len();
         assert!(n < self.buf.len(), "a full stack of {n}");
         self.buf[n] = v;
+        // The value stored before the count that names it (module docs).
+        compiler_fence(Release);
         *self.len += 1;
     }
 
@@ -358,16 +427,6 @@ impl<'a, T: Copy> FixedStack<'a, T> {
     pub(crate) fn pop(&mut self) -> Option<T> {
         *self.len = self.len.checked_sub(1)?;
         Some(self.buf[self.len()])
-    }
-
-    /// Remove the `i`th value, putting the top one in its place.
-    #[inline]
-    pub(crate) fn swap_remove(&mut self, i: usize) -> T {
-        assert!(i < self.len(), "index {i} of a stack of {}", self.len());
-        let v = self.buf[i];
-        *self.len -= 1;
-        self.buf[i] = self.buf[self.len()];
-        v
     }
 }
 
@@ -388,10 +447,11 @@ mod tests {
         assert_eq!(r.range(1, 3).copied().collect::<Vec<_>>(), [3, 4]);
         assert_eq!(r.range(0, 1).copied().collect::<Vec<_>>(), [2]);
         assert_eq!(r.range(2, 2).count(), 0);
+        assert_eq!((r.front(), r.back()), (Some(&2), Some(&4)));
         r.pop_front(2);
         assert_eq!((r.len(), *r.get(0)), (1, 4));
         r.pop_front(1);
-        assert!(r.is_empty());
+        assert!(r.is_empty() && r.front().is_none() && r.back().is_none());
     }
 
     #[test]
@@ -404,16 +464,18 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_pops_swaps_and_empties() {
+    fn a_stack_pops_in_reverse_and_empties() {
         let (mut buf, mut len) = ([0u32; 4], 0);
         let mut s = FixedStack::over(&mut buf, &mut len);
         for v in 1..=4 {
             s.push(v);
         }
-        assert_eq!(s.swap_remove(0), 1);
-        assert_eq!(s.as_slice(), [4, 2, 3]);
-        assert_eq!(s.pop(), Some(3));
-        assert_eq!((s.pop(), s.pop(), s.pop()), (Some(2), Some(4), None));
+        assert_eq!(s.as_slice(), [1, 2, 3, 4]);
+        assert_eq!(s.pop(), Some(4));
+        assert_eq!(
+            (s.pop(), s.pop(), s.pop(), s.pop()),
+            (Some(3), Some(2), Some(1), None)
+        );
     }
 
     /// The capacity covers a batch at its limit, the retired attempts a rollback leaves,

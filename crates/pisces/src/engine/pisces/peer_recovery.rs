@@ -9,16 +9,15 @@
 //!    periods and readers' waits of the others end. The fallback word, if the slot
 //!    held it, is given back (writers waited for it only until its deadline, but no
 //!    transaction could take it again).
-//! 2. Refused ([`Recovery::Impossible`], the pool stops, naming the state it found)
-//!    if the slot names a lock word
-//!    (its batch's or another slot's, the arena's, the allocator's): what the lock
-//!    guards may be half changed (a write-back half done, a free list half linked).
-//!    Except two cases that can be made whole: a growth of the heap (the allocator
-//!    finishes it from what the superblock records and releases its locks,
-//!    `Allocator::release_dead`), and a write-back (of any slot's batch) up to the end
-//!    of its unlocks (`Slot::wb_progress`): it is finished as the dead thread would
-//!    have (`finish_write_back`). A write-back in its end (the freed blocks' release,
-//!    the batch's lists) still stops the pool.
+//! 2. The lock words the slot names. The arena's, or one of the allocator's outside a
+//!    growth of the heap: refused ([`Recovery::Impossible`], the pool stops, naming
+//!    the state it found), as what the lock guards may be half changed (a free list
+//!    half linked). A growth is finished from what the superblock records, and its
+//!    locks released (`Allocator::release_dead`). A batch's lock (the slot's own, or
+//!    another slot's that it was helping) is taken over and the batch made whole
+//!    (`settle_batch`): every change of its lists is made by one store or is a move
+//!    that may be left half made, which is finished, and a write-back under way is
+//!    finished as the dead thread would have (`Slot::wb_progress`).
 //! 3. Under the slot's batch lock: the attempts no list of the batch holds are the
 //!    dead thread's own (every attempt is held by exactly one holder,
 //!    [`super::attempt`]). If the thread was inside a commit, that commit is finished
@@ -55,8 +54,7 @@
 use super::attempt::{record_at, AttemptId};
 use super::batch::{Batch, Committed};
 use super::plan::kind_of;
-use super::shared::{CopyHdr, PiscesShared, COPY_HDR, LOG_HANDED_OVER};
-use super::shared::{WB_COPYING, WB_ENDING, WB_UNLOCKING};
+use super::shared::{CopyHdr, PiscesShared, WbProgress, COPY_HDR, LOG_HANDED_OVER};
 use crate::engine::kit::log::redo_log;
 use crate::engine::kit::log::unfenced_run;
 use crate::engine::kit::write_set::WriteKind as Kind;
@@ -100,19 +98,6 @@ impl PiscesShared {
         let held: Vec<usize> = (0..self.slots.len())
             .filter(|&t| self.slots[t].batch_holder() == Some(holder))
             .collect();
-        // Relaxed: the dead thread's last stores are in the mapping (it stopped), and
-        // only a holder of the batch's lock writes the word.
-        let unfinishable = held.iter().find_map(|&t| {
-            let p = self.slots[t].wb_progress.load(Relaxed);
-            match p & 3 {
-                WB_COPYING | WB_UNLOCKING if p >> 2 != 0 => None,
-                WB_ENDING => Some(StopCause::WriteBackEnd),
-                _ => Some(StopCause::BatchLists),
-            }
-        });
-        if let Some(cause) = unfinishable {
-            return Recovery::Impossible(cause);
-        }
         if self.arena.held_by(holder) {
             return Recovery::Impossible(StopCause::CopyArena);
         }
@@ -121,16 +106,15 @@ impl PiscesShared {
         }
         let mut cache = ThreadCache::for_slot(s);
         for t in held {
-            self.finish_write_back(t, s, &mut cache);
+            if let Err(cause) = self.settle_batch(t, s, &mut cache) {
+                return Recovery::Impossible(cause);
+            }
         }
         // 3.
         let mut b = view.lock_batch(s);
-        let mut in_batch = vec![false; view.attempts.ids().len()];
-        let held = b.entries.iter().map(|e| e.attempt);
-        let held = held.chain(b.retired.as_slice().iter().map(|r| r.attempt));
-        for id in held.chain(b.spare.as_slice().iter().copied()) {
-            in_batch[id.index()] = true;
-        }
+        let Some(in_batch) = b.held_once(view.attempts.ids().len()) else {
+            return Recovery::Impossible(StopCause::BatchLists);
+        };
         let loose: Vec<AttemptId> = view
             .attempts
             .ids()
@@ -183,37 +167,89 @@ impl PiscesShared {
         Recovery::Done
     }
 
-    /// Step 2 of the module docs for a write-back that the dead thread of slot `s` was
-    /// making of slot `t`'s batch, finished as the dead thread would have:
-    /// - In its first part (`WB_COPYING`: homes copied, blocks published, no object
-    ///   unlocked yet), made again from its start. Repeating that part is harmless:
-    ///   its objects are all still locked by the transactions being written back, so
-    ///   nothing else wrote their homes; the copies are immutable after commit; and
-    ///   publishing a block's state is idempotent. The grace period the dead thread
-    ///   waited for before it began still covers them.
-    /// - In its second part (`WB_UNLOCKING`: every home copied, some objects
-    ///   unlocked), each object still locked by its transaction's copy unlocked, as the
-    ///   dead thread would have; one it unlocked already is left alone (another writer
-    ///   may hold it now), and its home is not written again. A copy's lock is unique
+    /// Step 2 of the module docs for slot `t`'s batch, whose lock the dead thread of
+    /// slot `s` held: its lists made whole, and a write-back it was making finished as
+    /// it would have (per [`WbProgress`]); the lock is then released. Err if the
+    /// progress word does not match the lists.
+    ///
+    /// - A move between two lists half made (in both: `super::batch`, *A holder that
+    ///   dies*) is finished.
+    /// - A write-back in its first part (`Copying`: homes copied, blocks published, no
+    ///   object unlocked yet) is made again from its start. Repeating that part is
+    ///   harmless: its objects are all still locked by the transactions being written
+    ///   back, so nothing else wrote their homes; the copies are immutable after
+    ///   commit; and publishing a block's state is idempotent. The grace period the
+    ///   dead thread waited for before it began still covers them.
+    /// - In its second part (`Unlocking`: every home copied, some objects unlocked),
+    ///   each object still locked by its transaction's copy is unlocked, as the dead
+    ///   thread would have; one it unlocked already is left alone (another writer may
+    ///   hold it now), and its home is not written again. A copy's lock is unique
     ///   while its attempt is in the batch (the attempt is recycled only after it is
     ///   retired and a grace period), so "still locked by the copy" is exact. Then the
-    ///   write-back's end, which nothing had begun.
-    fn finish_write_back(&self, t: usize, s: usize, cache: &mut ThreadCache) {
+    ///   write-back's end.
+    /// - In its end (`Ending`), the bounds are set again (each store is a maximum, a
+    ///   minimum or a value of the batch) if a transaction is left to move, and the
+    ///   moves to the retired ring finished. The freed blocks of a transaction whose
+    ///   release had begun (`releasing`) are not released again: some may be, and
+    ///   the rest stay unused until the pool's next recovery of the whole.
+    /// - With lazy home sync, a sync the dead thread was making may have dropped
+    ///   ranges it had not made durable: the whole pool is flushed, and the batch
+    ///   synced.
+    fn settle_batch(&self, t: usize, s: usize, cache: &mut ThreadCache) -> Result<(), StopCause> {
         let view = &self.slots[t];
         let Some(mut b) = view.adopt_batch(s) else {
-            return;
+            return Ok(());
         };
-        // Relaxed: as in `recover_dead`.
-        let progress = view.wb_progress.load(Relaxed);
-        let n = ((progress >> 2) as usize).min(b.entries.len());
-        if n == 0 {
-            return;
+        // A recycled attempt pushed on the spare stack and not yet dropped from the
+        // retired ring (`reclaim_retired_by`).
+        if let Some(r) = b.retired.front().copied() {
+            if b.spare.as_slice().contains(&r.attempt) {
+                b.retired.pop_front(1);
+            }
         }
-        if progress & 3 == WB_COPYING {
-            // (Reclaims nothing: 0 covers no retired attempt; a later write-back does.)
-            self.write_back_first(t, &mut b, s, n, 0, cache);
-            return;
+        // Relaxed: the dead thread's last stores are in the mapping (it stopped), and
+        // only a holder of the batch's lock writes the word.
+        match WbProgress::decode(view.wb_progress.load(Relaxed)) {
+            WbProgress::Idle | WbProgress::Copying(0) | WbProgress::Unlocking(0) => {}
+            WbProgress::Copying(n) => {
+                let n = n.min(b.entries.len());
+                if n != 0 {
+                    // (Reclaims nothing: 0 covers no retired attempt; a later write-back
+                    // does.)
+                    self.write_back_first(t, &mut b, s, n, 0, cache);
+                }
+            }
+            WbProgress::Unlocking(n) => {
+                let n = n.min(b.entries.len());
+                if n != 0 {
+                    self.unlock_written_back(t, &b, n);
+                    self.write_back_tail(t, &mut b, s, n, 0, cache);
+                }
+            }
+            WbProgress::Ending { last, releasing } => {
+                self.finish_ending(t, &mut b, s, last, releasing, cache)?;
+            }
         }
+        if self.lazy_home {
+            let heap = &self.heap;
+            heap.flush(0, heap.size());
+            heap.fence();
+            b.unsynced.assume_pending();
+            self.sync_home(t, &mut b);
+        }
+        // Relaxed: as the write-back's own stores of the word.
+        view.wb_progress.store(WbProgress::Idle.encode(), Relaxed);
+        // What the moves above assume, checked: no attempt is in two places.
+        match b.held_once(view.attempts.ids().len()) {
+            Some(_) => Ok(()),
+            None => Err(StopCause::BatchLists),
+        }
+    }
+
+    /// `settle_batch` for a write-back in its second part: each of the first `n`
+    /// transactions' objects still locked by its copy unlocked.
+    fn unlock_written_back(&self, t: usize, b: &Batch<'_>, n: usize) {
+        let view = &self.slots[t];
         for e in b.entries.range(0, n) {
             let attempt = view.attempts.get(e.attempt);
             let record = attempt.record();
@@ -240,9 +276,40 @@ impl PiscesShared {
                 );
             }
         }
-        // Relaxed: as the write-back's own stores of the word.
-        view.wb_progress.store((n as u64) << 2 | WB_ENDING, Relaxed);
-        self.write_back_tail(t, &mut b, s, n, 0, cache);
+    }
+
+    /// `settle_batch` for a write-back in its end: the moves of the transactions up to
+    /// the one in attempt `last` to the retired ring finished.
+    fn finish_ending(
+        &self,
+        t: usize,
+        b: &mut Batch<'_>,
+        s: usize,
+        last: AttemptId,
+        releasing: bool,
+        cache: &mut ThreadCache,
+    ) -> Result<(), StopCause> {
+        let front = b.entries.front().map(|e| e.attempt);
+        let half_moved = front.is_some() && b.retired.back().map(|r| r.attempt) == front;
+        if b.retired.iter().any(|r| r.attempt == last) {
+            // Every move made; the last perhaps only half.
+            if half_moved && front == Some(last) {
+                b.entries.pop_front(1);
+            }
+            return Ok(());
+        }
+        let Some(n) = b.entries.iter().position(|e| e.attempt == last) else {
+            return Err(StopCause::WriteBackEnd);
+        };
+        self.set_write_back_bounds(t, b, n + 1);
+        let keep = if half_moved {
+            b.entries.pop_front(1);
+            None
+        } else {
+            front.filter(|_| releasing)
+        };
+        self.retire_written_back(t, b, s, last, keep, cache);
+        Ok(())
     }
 
     /// What became of the commit the dead thread of slot `s` was in, if any, given

@@ -98,6 +98,18 @@ crate::mutation::hook_point! {
     pub(crate) static HOME_COPIED = "home-copied";
     /// A write-back has unlocked the first of its objects, and not the others.
     pub(crate) static FIRST_UNLOCKED = "first-unlocked";
+    /// A write-back's end has set the log's and the watermark's bounds, and moved no
+    /// transaction to the retired ring yet.
+    pub(crate) static BOUNDS_SET = "bounds-set";
+    /// A write-back's end has released the first freed block of a transaction, and
+    /// not the others.
+    pub(crate) static BLOCK_RELEASED = "block-released";
+    /// A write-back's end has pushed a transaction on the retired ring, and not yet
+    /// dropped it from the batch's entries.
+    pub(crate) static ENTRY_RETIRED = "entry-retired";
+    /// A recycled attempt is on the spare stack, and not yet dropped from the retired
+    /// ring.
+    pub(crate) static ATTEMPT_SPARED = "attempt-spared";
 }
 
 crate::mutation::point! {
@@ -205,11 +217,8 @@ pub(crate) struct Slot {
     /// [`LOG_HANDED_OVER`] or [`LOG_IN_USE`].
     pub log_state: AtomicU64,
     /// Where the write-back of this slot's batch under way is, for the recoverer of a
-    /// holder of the batch's lock that died in it: the number of transactions `n` it
-    /// writes back, shifted left by 2, with [`WB_COPYING`] while it copies their
-    /// homes and publishes their blocks (steps it may repeat), then [`WB_UNLOCKING`]
-    /// (which it may not), then [`WB_ENDING`]; 0 otherwise. Written under the batch's
-    /// lock.
+    /// holder of the batch's lock that died in it: a [`WbProgress`], encoded; 0 when
+    /// none is under way. Written under the batch's lock.
     pub wb_progress: AtomicU64,
     /// The counts of the pending write-backs, under a lock word that names the slot of
     /// the thread that holds it (the slot's own, or a helper's).
@@ -231,12 +240,56 @@ pub(crate) const LOG_HANDED_OVER: u64 = 0;
 /// A thread state has the slot and writes its log.
 pub(crate) const LOG_IN_USE: u64 = 1;
 
-/// [`Slot::wb_progress`]: the write-back copies its transactions home.
-pub(crate) const WB_COPYING: u64 = 1;
-/// [`Slot::wb_progress`]: the write-back unlocks its transactions' objects.
-pub(crate) const WB_UNLOCKING: u64 = 2;
-/// [`Slot::wb_progress`]: the write-back's end (`PiscesShared::write_back_tail`).
-pub(crate) const WB_ENDING: u64 = 3;
+/// Where a write-back of a slot's batch is ([`Slot::wb_progress`]): what the recoverer
+/// of a lock holder that died in it needs to finish it as the holder would have
+/// (`PiscesShared::finish_write_back`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WbProgress {
+    /// No write-back is under way.
+    Idle,
+    /// The batch's first `n` transactions are copied home and their blocks
+    /// published: steps that may be made again.
+    Copying(usize),
+    /// Their objects are unlocked: each one once, and not by a copy that is no longer
+    /// the lock.
+    Unlocking(usize),
+    /// The write-back's end: the log's and the watermark's bounds set, then each of the
+    /// transactions, front first, up to the one in attempt `last`, moved to the
+    /// retired ring after its freed blocks are given back (`releasing`: the front
+    /// one's are being given back), then the retired attempts whose grace period has
+    /// passed recycled.
+    Ending { last: AttemptId, releasing: bool },
+}
+
+impl WbProgress {
+    /// The word of [`Slot::wb_progress`]: the phase in bits 0-1, `releasing` in bit 2,
+    /// `n` or `last` above.
+    #[inline]
+    pub(crate) fn encode(self) -> u64 {
+        match self {
+            WbProgress::Idle => 0,
+            WbProgress::Copying(n) => (n as u64) << 3 | 1,
+            WbProgress::Unlocking(n) => (n as u64) << 3 | 2,
+            WbProgress::Ending { last, releasing } => {
+                (last.index() as u64) << 3 | u64::from(releasing) << 2 | 3
+            }
+        }
+    }
+
+    /// The progress whose word is `w`.
+    pub(crate) fn decode(w: u64) -> WbProgress {
+        let v = w >> 3;
+        match w & 3 {
+            1 => WbProgress::Copying(v as usize),
+            2 => WbProgress::Unlocking(v as usize),
+            3 => WbProgress::Ending {
+                last: AttemptId::from_index(v as u32),
+                releasing: w & 4 != 0,
+            },
+            _ => WbProgress::Idle,
+        }
+    }
+}
 
 /// A thread slot as this process sees it: its state in the region, and its attempts'
 /// and batch's arrays there.
@@ -549,7 +602,7 @@ impl PiscesShared {
         let progress = &self.slots[slot].wb_progress;
         // Relaxed: read only by the recoverer of this lock's holder, after the lock
         // word (`HolderLock::adopt`).
-        progress.store((n as u64) << 2 | WB_COPYING, Relaxed);
+        progress.store(WbProgress::Copying(n).encode(), Relaxed);
         // A record appended unfenced must be durable before its home writes may be:
         // the page cache writes home pages back whenever it likes, and only the record
         // could replay a transaction it wrote in part.
@@ -611,7 +664,7 @@ impl PiscesShared {
         }
         crate::mutation::hook!(HOME_COPIED, caller_slot);
         // Relaxed: as above.
-        progress.store((n as u64) << 2 | WB_UNLOCKING, Relaxed);
+        progress.store(WbProgress::Unlocking(n).encode(), Relaxed);
         // Unlock after the home copies: Release publishes the new home contents to a
         // reader that Acquires the cleared header (it then reads home, not the copy).
         #[cfg(feature = "mutation")]
@@ -626,15 +679,13 @@ impl PiscesShared {
                 }
             }
         }
-        // Relaxed: as above.
-        progress.store((n as u64) << 2 | WB_ENDING, Relaxed);
         self.write_back_tail(slot, batch, caller_slot, n, covered, cache);
     }
 
     /// The end of [`PiscesShared::write_back_first`], once the `n` transactions'
-    /// objects are unlocked: the log's and the watermark's bounds, the attempts retired
-    /// before `covered` reclaimed, the freed blocks released, the transactions' attempts
-    /// retired and their entries dropped.
+    /// objects are unlocked: the log's and the watermark's bounds, the transactions
+    /// moved to the retired ring (their freed blocks released), the attempts retired
+    /// at or before `covered` recycled ([`WbProgress::Ending`]).
     pub(super) fn write_back_tail(
         &self,
         slot: usize,
@@ -644,6 +695,30 @@ impl PiscesShared {
         covered: u64,
         cache: &mut ThreadCache,
     ) {
+        let last = batch.entries.get(n - 1).attempt;
+        let progress = &self.slots[slot].wb_progress;
+        // Relaxed: as in `write_back_first`.
+        progress.store(
+            WbProgress::Ending {
+                last,
+                releasing: false,
+            }
+            .encode(),
+            Relaxed,
+        );
+        self.set_write_back_bounds(slot, batch, n);
+        crate::mutation::hook!(BOUNDS_SET, caller_slot);
+        self.retire_written_back(slot, batch, caller_slot, last, None, cache);
+        // Reclaim attempts retired before a timestamp the grace period covered.
+        self.reclaim_retired_by(slot, batch, caller_slot, covered);
+        // Relaxed: as above.
+        progress.store(WbProgress::Idle.encode(), Relaxed);
+    }
+
+    /// The log's and the watermark's bounds once the batch's first `n` transactions
+    /// are written back. Made again by a recoverer: every store here is a maximum, a
+    /// minimum or a value of the batch.
+    pub(super) fn set_write_back_bounds(&self, slot: usize, batch: &mut Batch<'_>, n: usize) {
         let heap = &*self.heap;
         let s = &self.slots[slot];
         let last_seq = batch.entries.get(n - 1).log_seq;
@@ -679,28 +754,61 @@ impl PiscesShared {
         // watermark scans (see `watermark`).
         count_write(&s.pending_min);
         s.pending_min.store(waiting, SeqCst);
-        // Reclaim attempts retired before a timestamp the grace period covered.
-        self.reclaim_retired_by(slot, batch, caller_slot, covered);
-        // Freed blocks are durable-free and no snapshot can see them any more.
-        for e in batch.entries.range(0, n) {
+    }
+
+    /// Move the batch's written-back transactions, front first, up to the one in
+    /// attempt `last`, to the retired ring (its copies were just unlinked: reclaimed
+    /// after a later grace period), each after its freed blocks are released (durable
+    /// free, and no snapshot can see them any more). `keep` names an attempt whose
+    /// blocks are not released (a recoverer's: the dead holder may have released some
+    /// of them). Each step is one store ([`super::batch`], *A holder that dies*), and
+    /// [`WbProgress::Ending`]'s `releasing` says when the front's blocks are being
+    /// released.
+    pub(super) fn retire_written_back(
+        &self,
+        slot: usize,
+        batch: &mut Batch<'_>,
+        caller_slot: usize,
+        last: AttemptId,
+        keep: Option<AttemptId>,
+        cache: &mut ThreadCache,
+    ) {
+        let progress = &self.slots[slot].wb_progress;
+        let retire_ts = self.clock.now() + 1;
+        while let Some(&e) = batch.entries.front() {
             let plan = e.plan(&self.arena);
-            if plan.frees != 0 {
-                for b in plan.objects.iter().filter_map(|o| o.freed()) {
+            if plan.frees != 0 && keep != Some(e.attempt) {
+                // Relaxed: as in `write_back_first`.
+                let releasing = WbProgress::Ending {
+                    last,
+                    releasing: true,
+                };
+                progress.store(releasing.encode(), Relaxed);
+                for (i, b) in plan.objects.iter().filter_map(|o| o.freed()).enumerate() {
                     self.alloc.release(cache, b);
+                    if i == 0 {
+                        crate::mutation::hook!(BLOCK_RELEASED, caller_slot);
+                    }
                 }
             }
-        }
-        // Copies just unlinked: reclaim after a later grace period.
-        let retire_ts = self.clock.now() + 1;
-        for e in batch.entries.range(0, n) {
             batch.retired.push(Retired {
                 attempt: e.attempt,
                 retire_ts,
             });
+            crate::mutation::hook!(ENTRY_RETIRED, caller_slot);
+            if plan.frees != 0 {
+                // Relaxed: as above.
+                let moving = WbProgress::Ending {
+                    last,
+                    releasing: false,
+                };
+                progress.store(moving.encode(), Relaxed);
+            }
+            batch.entries.pop_front(1);
+            if e.attempt == last {
+                break;
+            }
         }
-        batch.entries.pop_front(n);
-        // Relaxed: as in `write_back_first`.
-        s.wb_progress.store(0, Relaxed);
     }
 
     /// Lazy home sync: make the home writes of `slot`'s written-back transactions
@@ -731,7 +839,7 @@ impl PiscesShared {
     /// for a caller that is not inside a transaction, or that is the slot's owner
     /// (its own transaction started after everything its slot retired).
     pub(crate) fn reclaim_all(&self, slot: usize, batch: &mut Batch<'_>, caller_slot: usize) {
-        let Some(ts) = batch.retired.as_slice().iter().map(|r| r.retire_ts).max() else {
+        let Some(ts) = batch.retired.back().map(|r| r.retire_ts) else {
             return;
         };
         wait_for_readers(self.clocks(), caller_slot, ts);
@@ -756,22 +864,22 @@ impl PiscesShared {
         covered: u64,
     ) {
         let attempts = &self.slots[slot].attempts;
-        let mut i = 0;
-        while i < batch.retired.len() {
-            if batch.retired.as_slice()[i].retire_ts <= covered {
-                let r = batch.retired.swap_remove(i);
-                // SAFETY: taken out of the retired list under the batch's lock, after
-                // the grace period of its retirement (`covered`, the caller's
-                // contract); plans are only made of the batch's entries.
-                unsafe {
-                    attempts
-                        .get(r.attempt)
-                        .recycle(&self.arena, batch_holder(caller_slot))
-                };
-                batch.spare.push(r.attempt);
-            } else {
-                i += 1;
-            }
+        // Oldest first: the ring's `retire_ts` never falls (`Batch::retired`). Each
+        // attempt is recycled, pushed on the spare stack, and only then dropped from
+        // the ring (`super::batch`, *A holder that dies*); a recycle made again is
+        // harmless (`Attempt::recycle`).
+        while let Some(&r) = batch.retired.front().filter(|r| r.retire_ts <= covered) {
+            // SAFETY: the front of the retired ring, under the batch's lock, after the
+            // grace period of its retirement (`covered`, the caller's contract); plans
+            // are only made of the batch's entries.
+            unsafe {
+                attempts
+                    .get(r.attempt)
+                    .recycle(&self.arena, batch_holder(caller_slot))
+            };
+            batch.spare.push(r.attempt);
+            crate::mutation::hook!(ATTEMPT_SPARED, caller_slot);
+            batch.retired.pop_front(1);
         }
     }
 

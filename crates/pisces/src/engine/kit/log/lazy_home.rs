@@ -105,6 +105,16 @@ impl<'a> UnsyncedRanges<'a> {
         self.st.pending = 1;
     }
 
+    /// Something written back may not be durable and is not listed here (a holder of
+    /// the ranges died in a sync, after it dropped them): the next [`sync`] fences
+    /// and reports the transactions written back so far, once the caller has flushed
+    /// what the lost ranges covered.
+    ///
+    /// [`sync`]: UnsyncedRanges::sync
+    pub(crate) fn assume_pending(&mut self) {
+        self.st.pending = 1;
+    }
+
     /// Flush every range in use and fence; the ranges are then free again.
     #[cold]
     fn make_durable(&mut self, heap: &Heap) {
