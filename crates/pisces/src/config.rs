@@ -119,11 +119,12 @@ pub struct Config {
 /// be, as at a crash.
 ///
 /// A slot that died holding one of the engine's lock words is recovered too where
-/// what the lock guards can be made whole: in a write-back up to the end of its
-/// unlocks (finished as the dead thread would have), or in a growth of the pool. Where
-/// it cannot (the end of a write-back, which releases freed blocks and changes the
-/// batch's lists; any other change of a batch's lists; the allocator's free lists; the
-/// copy arena's bookkeeping), the slot *stops* the pool instead. From then on, in
+/// what the lock guards can be made whole: anywhere in a write-back or another change
+/// of a group-commit batch (finished as the dead thread would have), or in a growth of
+/// the pool. Where it cannot (in the middle of a change of the allocator's free lists
+/// or of the copy arena's bookkeeping), the slot *stops* the pool instead, and
+/// [`Error::PeerDied`](crate::Error::PeerDied) names what it was doing
+/// ([`StopCause`](crate::error::StopCause)). From then on, in
 /// every process, transactions that write (and the waits for the dead process) fail
 /// with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
 /// snapshot may still complete from the committed state; no process can open the pool
