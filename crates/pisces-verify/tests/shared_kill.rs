@@ -85,6 +85,17 @@ fn worker() {
         hold_and_wait(&sc, point, h, 20, move |h, i| {
             transfer_and_churn(h, root, i as usize, &mut last)
         })
+    } else if point.name == "arena-changing" {
+        // A copy larger than a chunk takes a run of chunks, which its attempt gives
+        // back when it is recycled.
+        let big = h.run(|tx| tx.alloc([[0u64; 4096]; 3])).unwrap();
+        hold_and_wait(&sc, point, h, 20, move |h, i| {
+            transfer(h, root, i as usize)?;
+            h.run(|tx| {
+                tx.write(big)?[0][0] = i;
+                Ok(())
+            })
+        })
     } else {
         hold_and_wait(&sc, point, h, 20, move |h, i| transfer(h, root, i as usize))
     }

@@ -17,11 +17,29 @@
 //!   or the untouched end under the arena's lock word, and put back only by its owner.
 //! * The free lists are in the region too, in arrays sized for every chunk the
 //!   reservation holds: a chunk is in at most one list entry, so they never overflow.
+//!
+//! # A holder that dies
+//! In a pool shared by processes, the holder of the arena's lock may die at any
+//! instruction; its recoverer releases the lock ([`CopyArena::release_dead`]) and the
+//! arena goes on. What makes that sound: every change of the bookkeeping is made by
+//! one store of a count (an entry is written before the count that lists it; a count
+//! is lowered before the entry it dropped is overwritten; a compiler fence keeps each
+//! pair in that order), so a death leaves no chunk listed twice or listed while
+//! owned. A run the dead holder was taking or giving back may be in no list and owned
+//! by no one: lost until the pool's next recovery of the whole.
 
 use crate::holder_lock::HolderLock;
 use crate::region::{Guarded, InRegion, Placed, Region};
 use crate::{Error, Result};
+use std::sync::atomic::{compiler_fence, Ordering::SeqCst};
 use std::sync::Arc;
+
+crate::mutation::hook_point! {
+    /// The copy arena's lock is held in the middle of a change of its free list of
+    /// runs: a run given back is written and not yet counted, or a run taken is
+    /// uncounted and the last entry not yet moved into its place.
+    pub(crate) static ARENA_CHANGING = "arena-changing";
+}
 
 /// Bytes of one chunk: the unit an attempt takes its copies' memory in.
 pub(crate) const CHUNK_BYTES: usize = 64 << 10;
@@ -131,11 +149,6 @@ impl CopyArena {
             .is_some_and(|end| end <= self.region.reserved() as u64)
     }
 
-    /// Whether the arena's lock word names `holder` (a thread slot).
-    pub(crate) fn held_by(&self, holder: u32) -> bool {
-        self.state.one().lock.holder() == Some(holder)
-    }
-
     /// The offset of a run of `n` chunks (`n >= 1`), now owned by the caller; an error
     /// when the reservation is full. `holder` names the calling thread's slot (the lock
     /// word's holder).
@@ -158,6 +171,10 @@ impl CopyArena {
                     .map(|i| {
                         let run = *self.runs[i].get();
                         *len -= 1;
+                        // The last entry unlisted before it is copied over entry `i`
+                        // (module docs, *A holder that dies*).
+                        compiler_fence(SeqCst);
+                        crate::mutation::hook!(ARENA_CHANGING, holder as usize);
                         *self.runs[i].get() = *self.runs[*len as usize].get();
                         run >> 32
                     })
@@ -194,17 +211,29 @@ impl CopyArena {
         // SAFETY: the arena's lock is held. A chunk is in at most one entry (it was
         // handed out, and is given back once), so the lists, sized for every chunk of
         // the reservation (a run of several for half as many), have room.
+        // Each entry is written before the count that lists it (module docs, *A
+        // holder that dies*).
         unsafe {
             if n == 1 {
                 let len = &mut *st.singles.get();
                 *self.singles[*len as usize].get() = c as u32;
+                compiler_fence(SeqCst);
                 *len += 1;
             } else {
                 let len = &mut *st.runs.get();
                 *self.runs[*len as usize].get() = c << 32 | n as u64;
+                compiler_fence(SeqCst);
+                crate::mutation::hook!(ARENA_CHANGING, holder as usize);
                 *len += 1;
             }
         }
+    }
+
+    /// Release the arena's lock if `holder`, a thread slot whose process died, holds
+    /// it (module docs, *A holder that dies*). The caller is the one recoverer of the
+    /// slot.
+    pub(crate) fn release_dead(&self, holder: u32) {
+        self.state.one().lock.release_dead(holder);
     }
 }
 

@@ -9,11 +9,12 @@
 //!    periods and readers' waits of the others end. The fallback word, if the slot
 //!    held it, is given back (writers waited for it only until its deadline, but no
 //!    transaction could take it again).
-//! 2. The lock words the slot names. The arena's, or one of the allocator's outside a
-//!    growth of the heap: refused ([`Recovery::Impossible`], the pool stops, naming
-//!    the state it found), as what the lock guards may be half changed (a free list
-//!    half linked). A growth is finished from what the superblock records, and its
-//!    locks released (`Allocator::release_dead`). A batch's lock (the slot's own, or
+//! 2. The lock words the slot names. One of the allocator's outside a growth of the
+//!    heap: refused ([`Recovery::Impossible`], the pool stops, naming the state it
+//!    found), as what the lock guards may be half changed (a free list half linked).
+//!    A growth is finished from what the superblock records, and its locks released
+//!    (`Allocator::release_dead`). The copy arena's is released: its bookkeeping is
+//!    whole after any instruction (`super::arena`, *A holder that dies*). A batch's lock (the slot's own, or
 //!    another slot's that it was helping) is taken over and the batch made whole
 //!    (`settle_batch`): every change of its lists is made by one store or is a move
 //!    that may be left half made, which is finished, and a write-back under way is
@@ -98,9 +99,7 @@ impl PiscesShared {
         let held: Vec<usize> = (0..self.slots.len())
             .filter(|&t| self.slots[t].batch_holder() == Some(holder))
             .collect();
-        if self.arena.held_by(holder) {
-            return Recovery::Impossible(StopCause::CopyArena);
-        }
+        self.arena.release_dead(holder);
         if !self.alloc.release_dead(holder) {
             return Recovery::Impossible(StopCause::Allocator);
         }
@@ -145,8 +144,14 @@ impl PiscesShared {
             }
             self.retire(&mut b, id);
         }
-        // A commit rolled back: its record is not in the log (P-2: a valid record is
+        // The persist stage ended, in the owner's order (`pending_min` at or below every
+        // pending entry's persistTS before `persisting_ts` is cleared: an entry pushed
+        // by the dead thread or by an earlier recovery may not have lowered it yet). A
+        // commit rolled back: its record is not in the log (P-2: a valid record is
         // never rolled back), and the watermark may pass its persistTS now.
+        if let Some(least) = b.entries.iter().map(|e| e.persist_ts).min() {
+            view.pending_min.fetch_min(least, SeqCst);
+        }
         view.persisting_ts.store(u64::MAX, SeqCst);
         // 4.
         self.write_back(s, &mut b, s, &mut cache);
@@ -322,6 +327,8 @@ impl PiscesShared {
     /// (`persisting_ts` set): if its log's chain ends with a valid record of that
     /// persistTS, the record may be durable already, and a valid record is never
     /// rolled back (a later crash would replay it): rolled forward too. Else rolled back.
+    /// In the persist stage with no attempt: nothing to decide (the commit is in the
+    /// batch, or an earlier recovery decided it); only the stage is ended.
     fn commit_of(&self, s: usize, loose: &[AttemptId]) -> Option<Commit> {
         let view = &self.slots[s];
         let persisting = view.persisting_ts.load(SeqCst);
@@ -347,7 +354,13 @@ impl PiscesShared {
                 _ => None,
             };
         }
-        let attempt = with_record.next()?;
+        let Some(attempt) = with_record.next() else {
+            // In the persist stage, and no attempt of its own: its commit's entry is in
+            // the batch already (it died after pushing it, before it ended the stage),
+            // or an earlier recovery of the slot, itself killed, finished or undid it.
+            // What is left is the stage's end (`recover_dead`).
+            return Some(Commit::None);
+        };
         if with_record.next().is_some() || !self.durable {
             return None;
         }

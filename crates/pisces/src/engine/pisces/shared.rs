@@ -88,8 +88,8 @@ use crate::medium::counters;
 use crate::peers::Peers;
 use crate::region::{InRegion, Line, PlacedValue, Region, MIN_RESERVED_BYTES};
 use crate::Result;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::atomic::{compiler_fence, AtomicU64};
 use std::sync::Arc;
 
 crate::mutation::hook_point! {
@@ -242,7 +242,7 @@ pub(crate) const LOG_IN_USE: u64 = 1;
 
 /// Where a write-back of a slot's batch is ([`Slot::wb_progress`]): what the recoverer
 /// of a lock holder that died in it needs to finish it as the holder would have
-/// (`PiscesShared::finish_write_back`).
+/// (`PiscesShared::settle_batch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WbProgress {
     /// No write-back is under way.
@@ -711,8 +711,8 @@ impl PiscesShared {
         self.retire_written_back(slot, batch, caller_slot, last, None, cache);
         // Reclaim attempts retired before a timestamp the grace period covered.
         self.reclaim_retired_by(slot, batch, caller_slot, covered);
-        // Relaxed: as above.
-        progress.store(WbProgress::Idle.encode(), Relaxed);
+        // Release: after the list changes above (the compiler keeps them before it).
+        progress.store(WbProgress::Idle.encode(), Release);
     }
 
     /// The log's and the watermark's bounds once the batch's first `n` transactions
@@ -764,6 +764,7 @@ impl PiscesShared {
     /// of them). Each step is one store ([`super::batch`], *A holder that dies*), and
     /// [`WbProgress::Ending`]'s `releasing` says when the front's blocks are being
     /// released.
+    #[cfg_attr(not(feature = "mutation"), allow(unused_variables))] // `caller_slot`: hooks
     pub(super) fn retire_written_back(
         &self,
         slot: usize,
@@ -778,12 +779,15 @@ impl PiscesShared {
         while let Some(&e) = batch.entries.front() {
             let plan = e.plan(&self.arena);
             if plan.frees != 0 && keep != Some(e.attempt) {
-                // Relaxed: as in `write_back_first`.
+                // Relaxed: as in `write_back_first`; the fence keeps the compiler from
+                // moving the releases' stores before it (a death would then leave a
+                // block released with no trace of it).
                 let releasing = WbProgress::Ending {
                     last,
                     releasing: true,
                 };
                 progress.store(releasing.encode(), Relaxed);
+                compiler_fence(SeqCst);
                 for (i, b) in plan.objects.iter().filter_map(|o| o.freed()).enumerate() {
                     self.alloc.release(cache, b);
                     if i == 0 {
@@ -797,12 +801,13 @@ impl PiscesShared {
             });
             crate::mutation::hook!(ENTRY_RETIRED, caller_slot);
             if plan.frees != 0 {
-                // Relaxed: as above.
+                // Release: after the push that ends the release (the compiler keeps the
+                // push before it).
                 let moving = WbProgress::Ending {
                     last,
                     releasing: false,
                 };
-                progress.store(moving.encode(), Relaxed);
+                progress.store(moving.encode(), Release);
             }
             batch.entries.pop_front(1);
             if e.attempt == last {

@@ -259,6 +259,9 @@ crate::mutation::hook_point! {
     pub(crate) static AFTER_FENCE = "after-fence";
     /// A commit is visible and not in its slot's batch yet (no write-back knows it).
     pub(crate) static BEFORE_BATCH = "before-batch";
+    /// A commit's entry is in its slot's batch, and the slot's persist stage not
+    /// ended yet (`persisting_ts` still names the commit).
+    pub(crate) static BATCH_JOINED = "batch-joined";
 }
 
 /// [`PiscesThread::read_unfenced`]: a copy of this slot's own committed transaction
@@ -1589,6 +1592,7 @@ impl PiscesThread {
             persist_ts,
             unfenced,
         });
+        crate::mutation::hook!(BATCH_JOINED, self.slot);
         // Helpers store `pending_min` too (the batch's lock holder does).
         count_write(&slot.pending_min);
         slot.pending_min.fetch_min(persist_ts, SeqCst);
