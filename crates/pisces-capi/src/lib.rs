@@ -813,8 +813,8 @@ pub unsafe extern "C" fn pisces_pool_open(
 /// process that ends (is killed) while holding what another waits for is recovered
 /// while the others run (its unfinished transaction rolled back, its committed ones
 /// written back, a write-back or a growth it was in finished), except in the middle of
-/// what the engine cannot repeat (the allocator's free lists, the copy arena's
-/// bookkeeping): that stops the pool, and calls then fail with `PISCES_EPEERDIED`
+/// what the engine cannot repeat (a change of the allocator's free lists): that stops
+/// the pool, and calls then fail with `PISCES_EPEERDIED`
 /// (whose message names what the dead process was doing) until every process has
 /// closed it; the next open recovers it as after a crash.
 ///

@@ -121,8 +121,9 @@ pub struct Config {
 /// A slot that died holding one of the engine's lock words is recovered too where
 /// what the lock guards can be made whole: anywhere in a write-back or another change
 /// of a group-commit batch (finished as the dead thread would have), or in a growth of
-/// the pool. Where it cannot (in the middle of a change of the allocator's free lists
-/// or of the copy arena's bookkeeping), the slot *stops* the pool instead, and
+/// the pool, or holding the lock of the memory its copies live in. Where it cannot (in
+/// the middle of a change of the allocator's free lists), the slot *stops* the pool
+/// instead, and
 /// [`Error::PeerDied`](crate::Error::PeerDied) names what it was doing
 /// ([`StopCause`](crate::error::StopCause)). From then on, in
 /// every process, transactions that write (and the waits for the dead process) fail

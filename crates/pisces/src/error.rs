@@ -179,14 +179,12 @@ pub enum Error {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopCause {
-    /// It was ending a write-back: giving freed blocks back, or moving written-back
-    /// transactions out of its batch.
+    /// It was ending a write-back, and what it recorded of its progress does not
+    /// match its batch.
     WriteBackEnd,
-    /// It was changing a batch's lists outside a write-back (a commit joining its
-    /// batch, an attempt taken or given back).
+    /// It held a batch's lock and left the batch's lists in a state no holder leaves
+    /// (an attempt in two places).
     BatchLists,
-    /// It held the lock of the memory its transactions' copies live in.
-    CopyArena,
     /// It held a lock of the allocator (a free list or the free-slab set) outside a
     /// growth of the pool.
     Allocator,
@@ -202,9 +200,8 @@ pub enum StopCause {
 impl std::fmt::Display for StopCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            StopCause::WriteBackEnd => "it was ending a write-back",
-            StopCause::BatchLists => "it was changing a batch's lists",
-            StopCause::CopyArena => "it held the copy arena's lock",
+            StopCause::WriteBackEnd => "it was ending a write-back that cannot be finished",
+            StopCause::BatchLists => "it left a batch's lists inconsistent",
             StopCause::Allocator => "it held an allocator lock",
             StopCause::Commit => "it was in a commit whose outcome cannot be told",
             StopCause::Log => "its redo log is damaged",
@@ -222,18 +219,10 @@ impl StopCause {
     /// The cause of code `c`; `Recovery` for a code no cause has.
     pub(crate) fn from_code(c: u8) -> StopCause {
         use StopCause::*;
-        [
-            WriteBackEnd,
-            BatchLists,
-            CopyArena,
-            Allocator,
-            Commit,
-            Log,
-            Recovery,
-        ]
-        .into_iter()
-        .find(|k| k.code() == c)
-        .unwrap_or(Recovery)
+        [WriteBackEnd, BatchLists, Allocator, Commit, Log, Recovery]
+            .into_iter()
+            .find(|k| k.code() == c)
+            .unwrap_or(Recovery)
     }
 }
 
@@ -452,10 +441,30 @@ mod tests {
                 Error::InvalidArgument(String::from("x").into()),
                 "invalid argument: x",
             ),
+            (
+                Error::PeerDied {
+                    slot: 3,
+                    cause: StopCause::Allocator,
+                },
+                "a process sharing the pool ended while using thread slot 3 (it held an \
+                 allocator lock); the pool is stopped: close it in every process and open it \
+                 again to recover",
+            ),
         ];
         for (e, want) in cases {
             assert_eq!(e.to_string(), want, "{e:?}");
         }
+    }
+
+    /// A stop's cause survives its code in the sidecar's word; an unknown code reads
+    /// as `Recovery`.
+    #[test]
+    fn a_stop_cause_round_trips_through_its_code() {
+        use StopCause::*;
+        for c in [WriteBackEnd, BatchLists, Allocator, Commit, Log, Recovery] {
+            assert_eq!(StopCause::from_code(c.code()), c);
+        }
+        assert_eq!(StopCause::from_code(200), Recovery);
     }
 
     /// An I/O error's source is the operating system's error itself (as before the box),
