@@ -32,7 +32,7 @@
 //! entry of the call that waited ([`catch`]), forgets what the call was doing (no
 //! rollback: restoring the attempt's objects could undo a transaction that other
 //! processes already read), and fails that call and every later one with
-//! [`Error::PeerDied`](crate::Error::PeerDied). A build with `panic = "abort"` aborts
+//! [`Error::PeerDied`]. A build with `panic = "abort"` aborts
 //! the process instead, which the other processes then see as one more dead peer.
 //!
 //! # Finding the pool of a wait
