@@ -85,6 +85,21 @@ fn worker() {
         hold_and_wait(&sc, point, h, 20, move |h, i| {
             transfer_and_churn(h, root, i as usize, &mut last)
         })
+    } else if point.name == "slabs-taken" || point.name == "blocks-claimed" {
+        // Allocations that take slabs (a 96 KiB block is a run of them) and refill a
+        // class's cache (a small block).
+        let (mut last_big, mut last_small) = (None, None);
+        hold_and_wait(&sc, point, h, 20, move |h, i| {
+            transfer_and_churn(h, root, i as usize, &mut last_small)?;
+            let o = h.run(|tx| {
+                if let Some(o) = last_big {
+                    tx.free(o)?;
+                }
+                tx.alloc_zeroed::<[[u64; 4096]; 3]>()
+            })?;
+            last_big = Some(o);
+            Ok(())
+        })
     } else if point.name == "arena-changing" {
         // A copy larger than a chunk takes a run of chunks, which its attempt gives
         // back when it is recycled.
@@ -228,8 +243,24 @@ fn killed_at(point: &str) {
     let survivor = std::thread::spawn(move || {
         let mut h = pool.handle().unwrap();
         let started = Instant::now();
+        // Transfers that also allocate and free, small blocks and now and then a run of
+        // slabs: the survivor needs the allocator's locks the dead one may hold.
+        let (mut small, mut big) = (None, None);
         for i in 0..SURVIVOR_TRANSFERS {
-            if let Err(e) = transfer(&mut h, root, i as usize) {
+            let step = transfer_and_churn(&mut h, root, i as usize, &mut small).and_then(|()| {
+                if i % 64 != 0 {
+                    return Ok(());
+                }
+                let o = h.run(|tx| {
+                    if let Some(o) = big {
+                        tx.free(o)?;
+                    }
+                    tx.alloc_zeroed::<[[u64; 4096]; 3]>()
+                })?;
+                big = Some(o);
+                Ok(())
+            });
+            if let Err(e) = step {
                 let _ = tx.send((Some(e), i, started.elapsed()));
                 return;
             }

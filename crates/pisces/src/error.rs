@@ -185,9 +185,6 @@ pub enum StopCause {
     /// It held a batch's lock and left the batch's lists in a state no holder leaves
     /// (an attempt in two places).
     BatchLists,
-    /// It held a lock of the allocator (a free list or the free-slab set) outside a
-    /// growth of the pool.
-    Allocator,
     /// It was in a commit whose outcome its state does not tell.
     Commit,
     /// Its redo log is damaged.
@@ -202,7 +199,6 @@ impl std::fmt::Display for StopCause {
         f.write_str(match self {
             StopCause::WriteBackEnd => "it was ending a write-back that cannot be finished",
             StopCause::BatchLists => "it left a batch's lists inconsistent",
-            StopCause::Allocator => "it held an allocator lock",
             StopCause::Commit => "it was in a commit whose outcome cannot be told",
             StopCause::Log => "its redo log is damaged",
             StopCause::Recovery => "no recovery could run",
@@ -219,7 +215,7 @@ impl StopCause {
     /// The cause of code `c`; `Recovery` for a code no cause has.
     pub(crate) fn from_code(c: u8) -> StopCause {
         use StopCause::*;
-        [WriteBackEnd, BatchLists, Allocator, Commit, Log, Recovery]
+        [WriteBackEnd, BatchLists, Commit, Log, Recovery]
             .into_iter()
             .find(|k| k.code() == c)
             .unwrap_or(Recovery)
@@ -444,11 +440,11 @@ mod tests {
             (
                 Error::PeerDied {
                     slot: 3,
-                    cause: StopCause::Allocator,
+                    cause: StopCause::Commit,
                 },
-                "a process sharing the pool ended while using thread slot 3 (it held an \
-                 allocator lock); the pool is stopped: close it in every process and open it \
-                 again to recover",
+                "a process sharing the pool ended while using thread slot 3 (it was in a \
+                 commit whose outcome cannot be told); the pool is stopped: close it in every \
+                 process and open it again to recover",
             ),
         ];
         for (e, want) in cases {
@@ -461,7 +457,7 @@ mod tests {
     #[test]
     fn a_stop_cause_round_trips_through_its_code() {
         use StopCause::*;
-        for c in [WriteBackEnd, BatchLists, Allocator, Commit, Log, Recovery] {
+        for c in [WriteBackEnd, BatchLists, Commit, Log, Recovery] {
             assert_eq!(StopCause::from_code(c.code()), c);
         }
         assert_eq!(StopCause::from_code(200), Recovery);

@@ -144,8 +144,9 @@ impl HolderLock {
     pub(crate) fn adopt(&self, holder: u32) -> Option<HolderGuard<'_>> {
         // Acquire: what the dead holder wrote under the lock happens before what the
         // recoverer reads under it (its process's stores are in the shared mapping).
+        // (`then`, not `then_some`: a guard made and dropped would unlock.)
         ((self.word.load(Acquire) & HOLDER_BITS) == Self::held_by(holder))
-            .then_some(HolderGuard { lock: self })
+            .then(|| HolderGuard { lock: self })
     }
 
     /// Release the lock if `holder` holds it; false (and nothing changes) otherwise. For
@@ -372,9 +373,10 @@ impl<T> HolderMutex<T> {
         self.lock.holder()
     }
 
-    /// [`HolderLock::release_dead`] of the mutex's lock: the data must be whole.
-    pub(crate) fn release_dead(&self, holder: u32) -> bool {
-        self.lock.release_dead(holder)
+    /// [`HolderLock::adopt`] of the mutex's lock: the guard of a dead holder's lock,
+    /// for its one recoverer to make the data whole and then unlock.
+    pub(crate) fn adopt(&self, holder: u32) -> Option<HolderMutexGuard<'_, T>> {
+        self.lock.adopt(holder).map(|held| self.guard(held))
     }
 
     /// Lock for `holder` and return the held lock with the data's address, for a
@@ -564,6 +566,20 @@ mod tests {
             }
             self.0 = std::hint::black_box(v + 1);
         }
+    }
+
+    /// Only the holder a lock names is adopted; asking as another holder, or of a free
+    /// lock, changes nothing.
+    #[test]
+    fn only_the_named_holder_adopts_a_lock() {
+        let l = HolderLock::new();
+        assert!(l.adopt(3).is_none(), "a free lock");
+        assert_eq!(l.holder(), None);
+        std::mem::forget(l.lock(3));
+        assert!(l.adopt(5).is_none(), "another holder's lock");
+        assert_eq!(l.holder(), Some(3), "still held by its holder");
+        drop(l.adopt(3).expect("the dead holder's lock"));
+        assert_eq!(l.holder(), None, "unlocked by the adopter");
     }
 
     #[test]

@@ -119,6 +119,8 @@ impl EngineDef for Pisces {
         &crate::heap::GROW_FILE_EXTENDED,
         &crate::heap::GROW_SIZE_WRITTEN,
         &crate::heap::alloc::GROW_SIZE_RAISED,
+        &crate::heap::alloc::SLABS_TAKEN,
+        &crate::heap::alloc::BLOCKS_CLAIMED,
     ];
     type Thread = PiscesThread;
     fn open(heap: Arc<Heap>, opts: &EngineOptions, ctx: &OpenCtx) -> Result<PiscesEngine> {

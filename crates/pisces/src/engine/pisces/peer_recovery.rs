@@ -9,12 +9,12 @@
 //!    periods and readers' waits of the others end. The fallback word, if the slot
 //!    held it, is given back (writers waited for it only until its deadline, but no
 //!    transaction could take it again).
-//! 2. The lock words the slot names. One of the allocator's outside a growth of the
-//!    heap: refused ([`Recovery::Impossible`], the pool stops, naming the state it
-//!    found), as what the lock guards may be half changed (a free list half linked).
-//!    A growth is finished from what the superblock records, and its locks released
-//!    (`Allocator::release_dead`). The copy arena's is released: its bookkeeping is
-//!    whole after any instruction (`super::arena`, *A holder that dies*). A batch's lock (the slot's own, or
+//! 2. The lock words the slot names, each released after what it guards is made whole.
+//!    The allocator's (`Allocator::release_dead`): a growth is finished from what the
+//!    superblock records, the free-slab set's count made again from its bits, a
+//!    class's list of slabs made again from its bits. The copy arena's: its
+//!    bookkeeping is whole after any instruction (`super::arena`, *A holder that
+//!    dies*). A batch's lock (the slot's own, or
 //!    another slot's that it was helping) is taken over and the batch made whole
 //!    (`settle_batch`): every change of its lists is made by one store or is a move
 //!    that may be left half made, which is finished, and a write-back under way is
@@ -100,9 +100,7 @@ impl PiscesShared {
             .filter(|&t| self.slots[t].batch_holder() == Some(holder))
             .collect();
         self.arena.release_dead(holder);
-        if !self.alloc.release_dead(holder) {
-            return Recovery::Impossible(StopCause::Allocator);
-        }
+        self.alloc.release_dead(holder);
         let mut cache = ThreadCache::for_slot(s);
         for t in held {
             if let Err(cause) = self.settle_batch(t, s, &mut cache) {

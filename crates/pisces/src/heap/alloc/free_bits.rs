@@ -24,7 +24,7 @@
 //! are the empty state (every slab unlisted, every list empty): a fresh placement needs
 //! no filling, and one placed as found is the state the region holds.
 
-use super::classes::{CLASSES, NCLASSES};
+use super::classes::{Kind, CLASSES, NCLASSES};
 use super::pmem;
 use crate::heap::layout::{Layout, SLAB_SIZE};
 use crate::holder_lock::{HolderMutex, HolderMutexGuard};
@@ -112,14 +112,45 @@ impl FreeBits {
     }
 
     /// Who holds the lock of class `class` (see `HolderLock::holder`).
+    #[cfg(test)]
     pub(super) fn holder(&self, class: usize) -> Option<u32> {
         self.heads[class].holder()
     }
 
-    /// Release the lock of class `class` if `holder` holds it (see
-    /// `HolderLock::release_dead`: the class's lists must be whole).
-    pub(super) fn release_dead(&self, class: usize, holder: u32) -> bool {
-        self.heads[class].release_dead(holder)
+    /// Release the lock of class `class` if `holder`, a thread slot whose process died
+    /// holding it, holds it, after making the class's list again from the bits (for
+    /// its one recoverer). Each bit is changed by one atomic store, but a slab is
+    /// linked or unlinked by two: a death may leave a slab with a set bit unlisted, or
+    /// listed unreachably. So every slab of the class (`kinds`, the allocator's slab
+    /// kinds) is listed exactly when it has a set bit, as the module docs require.
+    /// Blocks whose bits the dead holder cleared and did not hand on stay lost until
+    /// the pool's next recovery of the whole (they are never handed out twice: a bit
+    /// is cleared before its block goes anywhere).
+    pub(super) fn rebuild_dead(&self, class: usize, holder: u32, kinds: &[AtomicU32]) {
+        let Some(head) = self.heads[class].adopt(holder) else {
+            return;
+        };
+        let mut bits = ClassBits {
+            bits: self,
+            head,
+            class,
+        };
+        bits.set_head(END);
+        for (slab, k) in kinds.iter().enumerate().rev() {
+            // Relaxed: a slab's kind changes to a small class under that class's lock,
+            // which this recovery holds as the dead holder; other classes' slabs are
+            // left alone.
+            if Kind::decode(k.load(Ordering::Relaxed)) != Some(Kind::Small(class)) {
+                continue;
+            }
+            self.set_next(slab, NOT_LISTED);
+            // Relaxed: under the class lock (module docs).
+            let any = (0..CLASSES[class].used_words())
+                .any(|w| self.word(slab, w).load(Ordering::Relaxed) != 0);
+            if any {
+                bits.link(slab);
+            }
+        }
     }
 
     /// Word `w` of slab `slab`'s bitmap.
@@ -176,7 +207,6 @@ impl FreeBits {
         kinds: &[AtomicU32],
         holder: u32,
     ) -> std::collections::BTreeSet<u64> {
-        use super::classes::Kind;
         let mut out = std::collections::BTreeSet::new();
         for class in 0..NCLASSES {
             let g = self.lock(class, holder);
@@ -232,6 +262,13 @@ impl ClassBits<'_> {
     #[inline]
     fn set_head(&mut self, link: u32) {
         *self.head = head_code(link);
+    }
+
+    /// Drop every slab from the class's list, bits kept: what a holder that died
+    /// halfway through unlinking a slab can leave (the rest of the list unreachable).
+    #[cfg(test)]
+    pub(super) fn lose_list(&mut self) {
+        self.set_head(END);
     }
 
     /// True if no slab of the class has a set bit.

@@ -279,6 +279,12 @@ crate::mutation::hook_point! {
     /// new slabs not yet in the free set: a process that dies here leaves the growth
     /// lock held and the slabs in no free set (`Allocator::release_dead`).
     pub(crate) static GROW_SIZE_RAISED = "grow-size-raised";
+    /// A run of free slabs taken out of the free set, under its lock (the lock held by
+    /// a process that dies here: `Allocator::release_dead`).
+    pub(crate) static SLABS_TAKEN = "slabs-taken";
+    /// A batch of a class's free bits claimed for a thread slot's cache, under the
+    /// class's lock, the blocks not yet in the cache.
+    pub(crate) static BLOCKS_CLAIMED = "blocks-claimed";
 }
 
 /// The allocator's words beside its tables, in its region: each is written rarely (a
@@ -567,6 +573,7 @@ impl Allocator {
         cache.moving.clear();
         let n = bits.claim(batch, &mut cache.moving);
         debug_assert!(n > 0, "a listed slab of class {c} had no free bit");
+        crate::mutation::hook!(BLOCKS_CLAIMED, cache.holder as usize);
         drop(bits);
         for &off in &cache.moving {
             self.caches.push(cache.holder, c, off);
@@ -578,9 +585,12 @@ impl Allocator {
     /// `None` at the maximum size.
     fn take_slabs(&self, n: usize, holder: u32) -> Result<Option<usize>> {
         loop {
-            if let Some(i) = self.slabs.lock(holder).take_run(n) {
+            let mut free = self.slabs.lock(holder);
+            if let Some(i) = free.take_run(n) {
+                crate::mutation::hook!(SLABS_TAKEN, holder as usize);
                 return Ok(Some(i));
             }
+            drop(free);
             let _growing = self.words.grow_lock.lock(holder);
             // Another thread may have grown the heap while this one waited.
             if let Some(i) = self.slabs.lock(holder).take_run(n) {
@@ -690,51 +700,48 @@ impl Allocator {
     }
 
     /// Release the allocator's locks that `holder`, a thread slot whose process died,
-    /// holds, after making whole what they guard; false (and nothing changes) where
-    /// that cannot be told, and a recovery of the whole pool must repair it. The
-    /// caller is the one recoverer of the slot, acting as it.
+    /// holds, after making whole what they guard. The caller is the one recoverer of
+    /// the slot, acting as it.
     ///
-    /// What can be made whole: a growth. Its holder holds the growth lock, and may
-    /// hold the lock of the class whose refill needed a slab (`refill` →
-    /// `format_slab` → `take_slabs`, which takes nothing under the class lock before
-    /// it); the class's lists are then as it found them. The growth itself is
-    /// finished from what is durable: if the superblock records a size above
-    /// `growing_from`, the size is raised to it (where the dead holder had not) and
-    /// the slabs from `growing_from` on are inserted into the free set (which does not
-    /// have them: `growing_from` is cleared under the free-slab lock with their
-    /// insertion); otherwise the growth had not been recorded and is dropped (a file
-    /// extended beyond the recorded size is harmless, as after a crash).
+    /// - The free-slab set: its count is made again from its bits
+    ///   (`FreeSlabs::adopt_dead`).
+    /// - A growth (the growth lock): its holder may also hold the lock of the class
+    ///   whose refill needed a slab (`refill` → `format_slab` → `take_slabs`). The
+    ///   growth is finished from what is durable: if the superblock records a size
+    ///   above `growing_from`, the size is raised to it (where the dead holder had not)
+    ///   and the slabs from `growing_from` on that are not free yet are inserted (the
+    ///   holder clears `growing_from` under the free-slab lock with their insertion,
+    ///   which it may have begun); otherwise the growth had not been recorded and is
+    ///   dropped (a file extended beyond the recorded size is harmless, as after a
+    ///   crash).
+    /// - A class lock: the class's list is made again from its bits
+    ///   (`FreeBits::rebuild_dead`).
     ///
-    /// Not: the free-slab lock or a class lock without the growth lock, held in the
-    /// middle of changing what they guard.
-    pub(crate) fn release_dead(&self, holder: u32) -> bool {
-        let h = Some(holder);
-        if self.slabs.holder() == h {
-            return false;
-        }
-        if self.words.grow_lock.holder() != h {
-            return (0..NCLASSES).all(|c| self.free.holder(c) != h);
-        }
-        // Relaxed: the growth lock is held (by the dead holder, as whom this runs).
-        let from = self.words.growing_from.load(Ordering::Relaxed);
-        if from != 0 {
-            let recorded = self.heap.recorded_size();
-            if recorded > from {
-                self.heap.raise_size(recorded);
-                let layout = self.heap.layout();
-                let (old, new) = (layout.slabs_at(from), layout.slabs_at(recorded));
-                if new > old {
-                    self.slabs.lock(holder).insert(old, new - old);
+    /// What the dead holder had taken out of these and not handed on stays unused until
+    /// the pool's next recovery of the whole; nothing is handed out twice.
+    pub(crate) fn release_dead(&self, holder: u32) {
+        drop(self.slabs.adopt_dead(holder));
+        if self.words.grow_lock.holder() == Some(holder) {
+            // Relaxed: the growth lock is held (by the dead holder, as whom this runs).
+            let from = self.words.growing_from.load(Ordering::Relaxed);
+            if from != 0 {
+                let recorded = self.heap.recorded_size();
+                if recorded > from {
+                    self.heap.raise_size(recorded);
+                    let layout = self.heap.layout();
+                    let (old, new) = (layout.slabs_at(from), layout.slabs_at(recorded));
+                    if new > old {
+                        self.slabs.lock(holder).insert_missing(old, new - old);
+                    }
                 }
+                // Relaxed: as above.
+                self.words.growing_from.store(0, Ordering::Relaxed);
             }
-            // Relaxed: as above.
-            self.words.growing_from.store(0, Ordering::Relaxed);
+            self.words.grow_lock.release_dead(holder);
         }
         for c in 0..NCLASSES {
-            self.free.release_dead(c, holder);
+            self.free.rebuild_dead(c, holder, &self.kinds);
         }
-        self.words.grow_lock.release_dead(holder);
-        true
     }
 
     /// Give back a reservation that was never published (abort).

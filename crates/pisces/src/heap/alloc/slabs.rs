@@ -59,8 +59,25 @@ impl FreeSlabs {
     }
 
     /// Who holds the lock now (see `HolderLock::holder`).
+    #[cfg(test)]
     pub(super) fn holder(&self) -> Option<u32> {
         self.nfree.holder()
+    }
+
+    /// The set's lock as `holder`, a thread slot whose process died holding it, for
+    /// its one recoverer; None if `holder` does not hold it. The count is made again
+    /// from the bits, each of which a holder changes by one store: a run it was taking
+    /// or giving back may be left in part free, in part not (the rest lost until the
+    /// pool's next recovery of the whole), never counted wrong.
+    pub(super) fn adopt_dead(&self, holder: u32) -> Option<FreeSlabsGuard<'_>> {
+        let mut g = FreeSlabsGuard {
+            nfree: self.nfree.adopt(holder)?,
+            bits: &self.bits,
+            count: self.count,
+        };
+        let free = (0..self.count).filter(|&i| g.is_free(i)).count();
+        *g.nfree = free as u64;
+        Some(g)
     }
 }
 
@@ -107,6 +124,23 @@ impl FreeSlabsGuard<'_> {
             self.update(i / 64, |w| w | 1 << (i % 64));
         }
         *self.nfree += n as u64;
+    }
+
+    /// Mark the slabs of `first..first + n` that are not free free (a recoverer's
+    /// insertion that a dead holder may have begun). Each must be in range.
+    pub(super) fn insert_missing(&mut self, first: usize, n: usize) {
+        for i in first..first + n {
+            if !self.is_free(i) {
+                self.insert(i, 1);
+            }
+        }
+    }
+
+    /// Slab `i` made free without counting it: a holder that died between the two
+    /// stores of an insertion (tests of `adopt_dead`).
+    #[cfg(test)]
+    pub(super) fn set_free_uncounted(&mut self, i: usize) {
+        self.update(i / 64, |w| w | 1 << (i % 64));
     }
 
     /// The first free slab at or after `from`.

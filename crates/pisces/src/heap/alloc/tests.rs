@@ -1115,11 +1115,12 @@ fn a_dead_slots_cached_blocks_are_given_back_by_a_new_cache_of_its_slot() {
 /// A holder that died growing the heap, at each step of the growth (before it, the
 /// superblock written, the size raised): the recoverer's `release_dead` leaves the
 /// heap at the recorded size with every slab of the growth free exactly once, and the
-/// growth lock free. A holder that died holding the free-slab lock is refused.
+/// growth lock free; also when it died inserting the growth's slabs into the free-slab
+/// set, one of them free and not yet counted.
 #[test]
 fn a_growth_whose_holder_died_is_finished_from_the_superblock() {
     const DEAD: u32 = 3;
-    for step in 0..3 {
+    for step in 0..4 {
         let heap = growable_heap(1 << 20, 64 << 20);
         let a = Allocator::rebuild_private(heap.clone()).unwrap();
         fill_present(&a, &heap);
@@ -1135,7 +1136,14 @@ fn a_growth_whose_holder_died_is_finished_from_the_superblock() {
                 heap.len.set_for_test(size0);
             }
         }
-        assert!(a.release_dead(DEAD), "step {step}");
+        if step == 3 {
+            // Died inserting the growth's slabs: the first free, not yet counted.
+            let mut free = a.slabs.lock(DEAD);
+            free.set_free_uncounted(heap.layout().slabs_at(size0 as u64));
+            std::mem::forget(free);
+        }
+        a.release_dead(DEAD);
+        assert_eq!(a.slabs.holder(), None, "step {step}: the free-slab lock");
         assert_eq!(a.words.grow_lock.holder(), None, "step {step}: the lock");
         assert_eq!(a.words.growing_from.load(Ordering::Relaxed), 0);
         assert_eq!(
@@ -1153,8 +1161,35 @@ fn a_growth_whose_holder_died_is_finished_from_the_superblock() {
         let b = reserve_publish(&a, &mut c, SLAB_SIZE - HEADER);
         assert!(b.offset as usize >= size0, "step {step}: {b:?}");
     }
-    let heap = growable_heap(1 << 20, 64 << 20);
+}
+
+/// A holder that died holding a class lock with the class's list broken (here, every
+/// slab unreachable): the recoverer's `release_dead` lists again exactly the slabs
+/// with a free bit, and frees the lock; the free blocks are the same.
+#[test]
+fn a_class_list_whose_holder_died_is_made_again_from_the_bits() {
+    const DEAD: u32 = 3;
+    let heap = heap_of(8 << 20);
     let a = Allocator::rebuild_private(heap.clone()).unwrap();
-    std::mem::forget(a.slabs.lock(DEAD));
-    assert!(!a.release_dead(DEAD), "a free-slab lock held in its middle");
+    let mut c = ThreadCache::default();
+    for _ in 0..300 {
+        reserve_publish(&a, &mut c, 100);
+    }
+    a.drain(&mut c);
+    let before = a.free_bit_blocks();
+    let class = (0..NCLASSES)
+        .find(|&k| CLASSES[k].size >= 100)
+        .expect("a class of 100 bytes");
+    let mut bits = a.free.lock(class, DEAD);
+    assert!(!bits.is_empty());
+    bits.lose_list();
+    std::mem::forget(bits);
+    a.release_dead(DEAD);
+    assert_eq!(a.free.holder(class), None, "the class lock");
+    assert_eq!(a.free_bit_blocks(), before, "the free blocks, listed again");
+    let b = reserve_publish(&a, &mut c, 100);
+    assert!(
+        before.contains(&b.offset),
+        "{b:?} comes from the listed bits"
+    );
 }
