@@ -118,14 +118,15 @@ pub struct Config {
 /// in the dead process is kept; the one it was committing when it died may or may not
 /// be, as at a crash.
 ///
-/// A slot that died holding one of the engine's lock words is recovered too where
-/// what the lock guards can be made whole: anywhere in a write-back or another change
-/// of a group-commit batch (finished as the dead thread would have), or in a growth of
-/// the pool, or holding the lock of the memory its copies live in. Where it cannot (in
-/// the middle of a change of the allocator's free lists), the slot *stops* the pool
-/// instead, and
-/// [`Error::PeerDied`](crate::Error::PeerDied) names what it was doing
-/// ([`StopCause`](crate::error::StopCause)). From then on, in
+/// A slot that died holding one of the engine's lock words is recovered too: what the
+/// lock guards is made whole (a write-back or another change of a group-commit batch
+/// finished as the dead thread would have, a growth of the pool finished, the
+/// allocator's free lists made again from their bits) and the lock released. Blocks
+/// the dead thread had taken out of the free lists and not handed on stay unused until
+/// the pool's next open by one process. Where the recovery finds a state no thread
+/// leaves (a damaged log, lists that contradict each other) or cannot run, the slot
+/// *stops* the pool instead, and [`Error::PeerDied`](crate::Error::PeerDied) names what
+/// it found ([`StopCause`](crate::error::StopCause)). From then on, in
 /// every process, transactions that write (and the waits for the dead process) fail
 /// with [`Error::PeerDied`](crate::Error::PeerDied); a read-only
 /// snapshot may still complete from the committed state; no process can open the pool

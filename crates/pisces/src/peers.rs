@@ -18,8 +18,8 @@
 //! it) and asks the engine to recover it while the others run ([`Recover`]): roll back
 //! the attempt it was running, finish its clock, write back its committed
 //! transactions, empty its log, and give the slot free. The wait then ends as it would
-//! have had the peer finished. What the engine cannot recover (the peer died holding
-//! one of its lock words), it refuses ([`Recovery::Impossible`]), and the
+//! have had the peer finished. What the engine cannot recover (a state no thread
+//! leaves, such as a damaged log), it refuses ([`Recovery::Impossible`]), and the
 //! slot *stops* the pool ([`Peers::stop`]): the state the dead process left is what a
 //! crash leaves (its transactions' records are durable before they are visible; one
 //! that was not visible still holds its objects' locks, so no survivor wrote them),

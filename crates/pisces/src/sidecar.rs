@@ -128,8 +128,9 @@ pub(crate) struct Sidecar {
 /// recovers the slot (the others find the byte held, and the slot alive), this
 /// process's own claims conflict with the recovery as another process's would, and
 /// closing the description at the end gives the byte up, whatever the outcome. A
-/// recoverer that dies leaves the slot dead again, with its token, for the next one
-/// (which stops the pool if the first died holding a lock word in the slot's name).
+/// recoverer that dies leaves the slot dead again, with its token, for the next one,
+/// which finds what the first left in the slot's name as it would a death of the
+/// slot's own thread.
 /// The engine clears the slot's state; then the token goes (the slot is free to claim),
 /// then the byte.
 struct Watch {
