@@ -348,11 +348,11 @@ int pisces_pool_open(const char *path, const struct pisces_config *cfg, struct p
 // may grow grows for every process (not on the DAX medium: `PISCES_ECONFIG`). A
 // process that ends (is killed) while holding what another waits for is recovered
 // while the others run (its unfinished transaction rolled back, its committed ones
-// written back, a write-back or a growth it was in finished), except in the middle of
-// what the engine cannot repeat (the allocator's free lists, the copy arena's
-// bookkeeping): that stops the pool, and calls then fail with `PISCES_EPEERDIED`
-// (whose message names what the dead process was doing) until every process has
-// closed it; the next open recovers it as after a crash.
+// written back, a write-back, a growth or a change of the allocator it was in
+// finished). Only where the recovery finds a state no process leaves (a damaged log)
+// does the pool stop: calls then fail with `PISCES_EPEERDIED` (whose message names
+// what was found) until every process has closed it; the next open recovers it as
+// after a crash.
 //
 // # Safety
 // As `pisces_pool_open`.
