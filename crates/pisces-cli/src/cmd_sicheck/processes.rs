@@ -104,7 +104,9 @@ pub(super) fn run(args: &SicheckArgs, s: &Settings) -> ExitCode {
         &path,
         config(args)
             .size(size)
-            .max_threads(all_threads + 1)
+            // Room for a replacement's threads while the slots of the process it
+            // replaces are still being recovered (their bytes held by the recoverer).
+            .max_threads(all_threads + s.threads + 1)
             .log_bytes_per_thread(LOG_BYTES)
             .sharing(Sharing::Shared),
     )
