@@ -91,14 +91,7 @@ fn worker() {
         let (mut last_big, mut last_small) = (None, None);
         hold_and_wait(&sc, point, h, 20, move |h, i| {
             transfer_and_churn(h, root, i as usize, &mut last_small)?;
-            let o = h.run(|tx| {
-                if let Some(o) = last_big {
-                    tx.free(o)?;
-                }
-                tx.alloc_zeroed::<[[u64; 4096]; 3]>()
-            })?;
-            last_big = Some(o);
-            Ok(())
+            churn_run(h, &mut last_big)
         })
     } else if point.name == "arena-changing" {
         // A copy larger than a chunk takes a run of chunks, which its attempt gives
@@ -114,6 +107,22 @@ fn worker() {
     } else {
         hold_and_wait(&sc, point, h, 20, move |h, i| transfer(h, root, i as usize))
     }
+}
+
+/// Free the 96 KiB block the last call allocated (`last`) and allocate one: a run of
+/// slabs given back to the free-slab set and one taken out of it.
+fn churn_run(
+    h: &mut pisces::ThreadHandle,
+    last: &mut Option<PPtr<[[u64; 4096]; 3]>>,
+) -> pisces::Result<()> {
+    let o = h.run(|tx| {
+        if let Some(o) = *last {
+            tx.free(o)?;
+        }
+        tx.alloc_zeroed::<[[u64; 4096]; 3]>()
+    })?;
+    *last = Some(o);
+    Ok(())
 }
 
 /// A transfer (as [`transfer`]) that also frees the object the last one allocated
@@ -251,14 +260,7 @@ fn killed_at(point: &str) {
                 if i % 64 != 0 {
                     return Ok(());
                 }
-                let o = h.run(|tx| {
-                    if let Some(o) = big {
-                        tx.free(o)?;
-                    }
-                    tx.alloc_zeroed::<[[u64; 4096]; 3]>()
-                })?;
-                big = Some(o);
-                Ok(())
+                churn_run(&mut h, &mut big)
             });
             if let Err(e) = step {
                 let _ = tx.send((Some(e), i, started.elapsed()));
