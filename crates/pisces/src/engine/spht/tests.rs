@@ -545,7 +545,8 @@ fn the_read_fast_path_refuses_freed_objects_and_long_reads() {
 
 /// Every read of the inline read path joins the read set, the kept copy handed out
 /// again as well as a new copy: a transaction that read an object, then wrote another
-/// one, does not commit after another thread's commit changed what it read.
+/// one, does not commit after another thread's commit changed what it read. Also after
+/// a snapshot, whose reads join no read set.
 #[test]
 fn the_read_fast_path_reads_join_the_read_set() {
     let e = engine();
@@ -558,6 +559,11 @@ fn the_read_fast_path_reads_join_the_read_set() {
     // A kept copy of `x`: its cache set's buffer holds the object from now on, and the
     // read set has room (the inline path neither grows a buffer nor the read set).
     assert_eq!(get(&mut a, x), 5);
+    // A snapshot before (it keeps no read set; the attempts below must).
+    a.begin_snapshot();
+    // SAFETY: 8 readable bytes.
+    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+    a.end_snapshot(false).unwrap().unwrap();
     let mut committed = Vec::new();
     // First the kept copy handed out again; then, `x` changed by the first round, a
     // new copy into the same buffer.
@@ -580,6 +586,54 @@ fn the_read_fast_path_reads_join_the_read_set() {
         committed.is_empty(),
         "committed after the object read changed (kept copy: {committed:?})"
     );
+}
+
+/// A snapshot keeps no read set, and still tells a stale pointer from a bad one: an
+/// object it could read as of its read version that a later commit freed (the free
+/// replayed, so its allocation bit is clear) is a conflict, and `run` retries; an
+/// offset that was never an object is the error.
+#[test]
+fn a_snapshot_answers_a_freed_object_with_a_conflict() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let mut b = e.thread(1).unwrap();
+    let (x, y) = (alloc(&mut a, 1), alloc(&mut a, 1));
+    put(&mut a, x, y);
+    put(&mut a, y, 5);
+    e.quiesce();
+    a.begin_snapshot();
+    // SAFETY: 8 readable bytes.
+    let p = unsafe { (a.read(x, 8).unwrap() as *const u64).read() };
+    assert_eq!(p, y);
+    // Another thread unlinks and frees `y`; replay clears its allocation bit.
+    b.begin(&TxOptions::default());
+    // SAFETY: our private copy of 8 bytes.
+    unsafe { (b.write(x, 8).unwrap() as *mut u64).write(0) };
+    b.free(y).unwrap();
+    let tok = b.commit().unwrap();
+    b.wait_durable(tok).unwrap();
+    e.quiesce();
+    assert!(!e.shared().alloc.block_state(y).unwrap().1);
+    assert!(
+        matches!(a.read(p, 8), Err(crate::Error::Conflict)),
+        "a snapshot's read of an object freed after its read version"
+    );
+    a.abort();
+    // A new snapshot reads the unlinked state; an offset never allocated is an error.
+    a.begin_snapshot();
+    // SAFETY: 8 readable bytes.
+    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 0);
+    assert!(
+        matches!(a.read(y, 8), Err(crate::Error::InvalidPointer(_))),
+        "a snapshot's read of an object freed before its read version"
+    );
+    a.abort();
+    a.begin_snapshot();
+    assert!(
+        matches!(a.read(y + (1 << 20), 8), Err(crate::Error::InvalidPointer(_))),
+        "a snapshot's read of an offset that was never an object"
+    );
+    a.end_snapshot(true).unwrap().unwrap();
 }
 
 /// The kept-copy lookup, which locates nothing, hands out only what a located read

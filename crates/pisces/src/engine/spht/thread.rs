@@ -33,6 +33,19 @@
 //!   pointer of a transaction that is already doomed) answers `Conflict` when the read
 //!   set no longer validates, so `run` retries instead of failing.
 //!
+//! # Snapshots
+//! A read-only transaction of the API (`begin_snapshot`: nothing is written,
+//! allocated or freed after it begins) keeps no read set, as TL2's read-only
+//! transactions: each read already checked its stripe against `rv` and, for a new
+//! copy, that the stripe did not move during the copy, so every value it read is the
+//! value as of `rv` (a commit with a timestamp below `rv` held its stripes locked
+//! before `rv` was read, so a read sees it locked or written back), and its commit has
+//! nothing to validate. The read set's other use, telling a stale pointer from a bad
+//! one, asks the stripe of the offset's header word instead: an offset that was an
+//! object as of `rv` and is no longer one was freed by a commit at or after `rv`, which
+//! moved that stripe to a version at or above the bound. The largest version read is
+//! still kept (the durability token).
+//!
 //! # Commit of an update transaction
 //! 1. Bound the record's size and wait for that much log space (the replayer frees
 //!    it; a full log runs a replay batch itself when the replayer is busy elsewhere).
@@ -176,7 +189,7 @@ use crate::engine::kit::log::redo_log::RecordBuilder;
 use crate::engine::kit::rollback::Rollback;
 use crate::engine::kit::validate::{locate_block_to_free, locate_object, root_object, running};
 use crate::engine::kit::write_set::WriteKind as Kind;
-use crate::engine::{DurableToken, EngineThread};
+use crate::engine::{DurableToken, EngineThread, FastPath};
 use crate::fasthash::FastMap;
 use crate::heap::alloc::{class_for, Block, ThreadCache, HEADER};
 use crate::sync::{fence, spin_step};
@@ -273,6 +286,9 @@ pub(crate) struct SphtThread {
     cache: ThreadCache,
     record: RecordBuilder,
     active: bool,
+    /// The running attempt is a snapshot (`begin_snapshot`): it will not write, so its
+    /// reads keep no read set (module docs, *Snapshots*).
+    snapshot: bool,
     /// `clock.stripe_bound(rv)` of the attempt's read version `rv` (a clock reading
     /// at begin): a read refuses a stripe word at or above it.
     stripe_bound: u64,
@@ -309,6 +325,7 @@ impl SphtThread {
             cache: ThreadCache::default(),
             record: RecordBuilder::default(),
             active: false,
+            snapshot: false,
             stripe_bound: 0,
             rs: UnsafeCell::new(ReadState::default()),
             writes: Vec::new(),
@@ -366,8 +383,6 @@ impl SphtThread {
             .all(|&(i, v)| self.sh.stripes.word(i).load(Acquire) == v)
     }
 
-    /// An error about a user offset: `Conflict` if the transaction is doomed anyway (it
-    /// may hold a stale pointer), else the error itself.
     /// A block whose allocation bit is clear that this transaction may still use: one
     /// it allocated, or one a committed transaction allocated whose record is not
     /// replayed yet (the bit is set by replay).
@@ -397,12 +412,40 @@ impl SphtThread {
             .insert(b.offset, allocated);
     }
 
-    fn offset_error(&self, e: Error) -> Error {
-        if self.reads_valid() {
-            e
+    /// An error `e` about user offset `user_off`: `Conflict` if the transaction is
+    /// doomed anyway (it may hold a stale pointer), else the error itself.
+    ///
+    /// A snapshot keeps no read set: its reads are consistent as of `rv` (each checked
+    /// against it), so an offset it read is an object's as of `rv`, and one that is no
+    /// longer an object was freed by a commit at or after `rv`, which moved the stripe
+    /// of its header word to a version at or above the bound. That stripe answers for
+    /// it (another object's stripe may share it: a conflict then retries, and the
+    /// fallback's attempt, which no commit overtakes, sees the error).
+    fn offset_error(&self, user_off: u64, e: Error) -> Error {
+        let doomed = if self.snapshot {
+            self.sh
+                .stripes
+                .word(self.sh.stripes.index(user_off.wrapping_sub(HEADER as u64)))
+                .load(Acquire)
+                >= self.stripe_bound
         } else {
+            !self.reads_valid()
+        };
+        if doomed {
             Error::Conflict
+        } else {
+            e
         }
+    }
+
+    /// Record a read of stripe `idx` at version `v`: the read set (not for a
+    /// snapshot), and the largest version read (the commit's durability token).
+    #[inline(always)]
+    fn joined(&self, rs: &mut ReadState, idx: Stripe, v: u64) {
+        if !self.snapshot {
+            rs.reads.push((idx, v));
+        }
+        rs.max_read = rs.max_read.max(v);
     }
 
     /// Copy the object (`dst.len()` words at `off`, header at `hdr`) out of the working
@@ -461,7 +504,7 @@ impl SphtThread {
     #[inline(never)]
     fn read_located(&self, user_off: u64, len: usize) -> Result<*const u8> {
         let (hdr, plen) = locate_object(&self.sh.alloc, user_off, len, |b| self.own_fresh(b))
-            .map_err(|e| self.offset_error(e))?;
+            .map_err(|e| self.offset_error(user_off, e))?;
         // The real payload (the root slot's token maps to the slot).
         let off = hdr + HEADER as u64;
         if let Some(&i) = self.by_off.get(&off) {
@@ -501,8 +544,7 @@ impl SphtThread {
         let rs = unsafe { self.rs_mut() };
         match rs.cache.find(hdr, v, n) {
             Ok(p) => {
-                rs.reads.push((idx, v));
-                rs.max_read = rs.max_read.max(v);
+                self.joined(rs, idx, v);
                 Kept::Hit(p as *const u8)
             }
             Err(set) => Kept::Miss(idx, v, set),
@@ -538,8 +580,7 @@ impl SphtThread {
             let rs = unsafe { self.rs_mut() };
             match rs.cache.find(hdr, v, n) {
                 Ok(p) => {
-                    rs.reads.push((idx, v));
-                    rs.max_read = rs.max_read.max(v);
+                    self.joined(rs, idx, v);
                     return Ok(p as *const u8);
                 }
                 Err(set) => set,
@@ -582,8 +623,7 @@ impl SphtThread {
         if let Some(set) = kept {
             rs.cache.filled_in(set, hdr, v, n);
         }
-        rs.reads.push((idx, v));
-        rs.max_read = rs.max_read.max(v);
+        self.joined(rs, idx, v);
         Ok(p as *const u8)
     }
 
@@ -656,17 +696,19 @@ impl SphtThread {
                 dst
             }
         };
-        // Room in the read set without growing it (a call here would cost every read
-        // saved registers; `read_full` grows it, finding the copy kept).
-        let at = rs.reads.len();
-        if at == rs.reads.capacity() {
-            return None;
-        }
-        // SAFETY: `at < capacity` (above); the element is written before the length
-        // covers it.
-        unsafe {
-            rs.reads.as_mut_ptr().add(at).write((idx, v));
-            rs.reads.set_len(at + 1);
+        if !self.snapshot {
+            // Room in the read set without growing it (a call here would cost every
+            // read saved registers; `read_full` grows it, finding the copy kept).
+            let at = rs.reads.len();
+            if at == rs.reads.capacity() {
+                return None;
+            }
+            // SAFETY: `at < capacity` (above); the element is written before the
+            // length covers it.
+            unsafe {
+                rs.reads.as_mut_ptr().add(at).write((idx, v));
+                rs.reads.set_len(at + 1);
+            }
         }
         rs.max_read = rs.max_read.max(v);
         Some(p as *const u8)
@@ -1194,6 +1236,7 @@ impl EngineThread for SphtThread {
     fn begin(&mut self, _opts: &crate::tx_options::TxOptions) {
         self.abort_running();
         self.active = true;
+        self.snapshot = false;
         // A nested transaction never waits for other transactions of the pool
         // (`EngineThread::set_nested`): it takes no fallback word (whose drain waits).
         if self.retries.begin() && !self.nested && self.retries.take(&self.sh.fallback, self.slot) {
@@ -1204,6 +1247,14 @@ impl EngineThread for SphtThread {
 
     fn abort(&mut self) {
         self.abort_running();
+    }
+
+    /// `begin`, and no read set for the attempt's reads (module docs, *Snapshots*).
+    #[inline]
+    fn begin_snapshot(&mut self) -> FastPath {
+        self.begin(&crate::tx_options::TxOptions::read_only());
+        self.snapshot = true;
+        FastPath::NONE
     }
 
     // Inlined into its own out-of-line caller (`registry::read_of`), the one
@@ -1220,7 +1271,7 @@ impl EngineThread for SphtThread {
     fn write(&mut self, off: u64, len: usize) -> Result<*mut u8> {
         running(self.active)?;
         let (hdr, plen) = locate_object(&self.sh.alloc, off, len, |b| self.own_fresh(b))
-            .map_err(|e| self.offset_error(e))?;
+            .map_err(|e| self.offset_error(off, e))?;
         let off = hdr + HEADER as u64;
         if let Some(&i) = self.by_off.get(&off) {
             if self.writes[i].copy.is_empty() && plen > 0 {
@@ -1279,10 +1330,10 @@ impl EngineThread for SphtThread {
         running(self.active)?;
         let root = root_object(|o, l| self.read(o, l))?;
         let b = locate_block_to_free(&self.sh.alloc, off, root, |b| self.own_fresh(b))
-            .map_err(|e| self.offset_error(e))?;
+            .map_err(|e| self.offset_error(off, e))?;
         if self.committed_state(b) == Some(false) {
             // Its bit is still set (replay has not applied the free): freed already.
-            return Err(self.offset_error(Error::invalid_pointer(format!(
+            return Err(self.offset_error(off, Error::invalid_pointer(format!(
                 "{off:#x} is not an allocated object (already freed)"
             ))));
         }
