@@ -35,7 +35,8 @@ pub struct SicheckArgs {
     /// or linearizable (judged as serializable: the history has no real-time order).
     /// The transactions ask the engine for this level when it offers it (timestone
     /// offers all three per transaction); otherwise they run at the engine's own level
-    /// and the history is judged against the one asked for.
+    /// and the history is judged against the one asked for. At the engine's own level
+    /// they ask for none, so that read-only ones run as snapshots.
     #[arg(long, value_enum, default_value_t = IsolationArg::Si)]
     pub isolation: IsolationArg,
     /// Transactions to run, split over the threads (1 to 1000000).
@@ -256,8 +257,16 @@ impl Settings {
         args: &SicheckArgs,
         process: usize,
     ) -> Result<Workload, ExitCode> {
+        // At the engine's own level the transactions ask for none: a plan of reads
+        // only then runs as a snapshot (`ThreadHandle::read`), the path of read-only
+        // transactions, which a level asked for does not take.
+        let tx_options = if self.tx_level == args.engine.isolation() {
+            pisces::TxOptions::default()
+        } else {
+            pisces::TxOptions::default().isolation(self.tx_level)
+        };
         Workload::new(WorkloadConfig {
-            tx_options: pisces::TxOptions::default().isolation(self.tx_level),
+            tx_options,
             threads: self.threads,
             keys: self.keys,
             max_ops: self.max_ops,

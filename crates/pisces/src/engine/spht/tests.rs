@@ -630,7 +630,10 @@ fn a_snapshot_answers_a_freed_object_with_a_conflict() {
     a.abort();
     a.begin_snapshot();
     assert!(
-        matches!(a.read(y + (1 << 20), 8), Err(crate::Error::InvalidPointer(_))),
+        matches!(
+            a.read(y + (1 << 20), 8),
+            Err(crate::Error::InvalidPointer(_))
+        ),
         "a snapshot's read of an offset that was never an object"
     );
     a.end_snapshot(true).unwrap().unwrap();

@@ -1333,9 +1333,12 @@ impl EngineThread for SphtThread {
             .map_err(|e| self.offset_error(off, e))?;
         if self.committed_state(b) == Some(false) {
             // Its bit is still set (replay has not applied the free): freed already.
-            return Err(self.offset_error(off, Error::invalid_pointer(format!(
-                "{off:#x} is not an allocated object (already freed)"
-            ))));
+            return Err(self.offset_error(
+                off,
+                Error::invalid_pointer(format!(
+                    "{off:#x} is not an allocated object (already freed)"
+                )),
+            ));
         }
         if let Some(&i) = self.by_off.get(&off) {
             let w = &mut self.writes[i];
