@@ -50,7 +50,9 @@
 //! is `xend`, then the paper's own work. Here the software TM stands in, and each part
 //! is either the paper's or the stand-in's:
 //! * **Read** (stand-in, [`thread`]): one load of the stripe's version word (unlocked,
-//!   below `rv`), one read-set entry (stripe, version), and the bytes handed out: the
+//!   below `rv`), one read-set entry (stripe, version; none in a snapshot, the API's
+//!   read-only transaction, whose reads are consistent as of `rv` by that test alone:
+//!   [`thread`], *Snapshots*), and the bytes handed out: the
 //!   thread's kept copy when it was taken at that version ([`read_copies::CopyCache`],
 //!   a hash and three compares; looked up before the object is located, which a kept
 //!   copy at the stripe's current version makes unnecessary), else the object located

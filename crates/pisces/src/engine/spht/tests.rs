@@ -588,6 +588,42 @@ fn the_read_fast_path_reads_join_the_read_set() {
     );
 }
 
+/// A snapshot keeps no read set: its reads are consistent because each refuses a
+/// version at or after its read version. A snapshot that read `x` does not then read
+/// the `y` of a commit that changed both after it began (a read skew), whether `y`'s
+/// copy is kept (the inline path's hit) or new.
+#[test]
+fn a_snapshot_refuses_what_a_later_commit_wrote() {
+    let e = engine();
+    let mut a = e.thread(0).unwrap();
+    let mut b = e.thread(1).unwrap();
+    let (x, y) = (alloc(&mut a, 1), alloc(&mut a, 1));
+    put(&mut a, x, 1);
+    put(&mut a, y, 1);
+    e.quiesce();
+    for kept in [true, false] {
+        if kept {
+            // A kept copy of `y` at its current version.
+            assert_eq!(get(&mut a, y), get(&mut b, x));
+        }
+        a.begin_snapshot();
+        // SAFETY: 8 readable bytes.
+        let vx = unsafe { (a.read(x, 8).unwrap() as *const u64).read() };
+        b.begin(&TxOptions::default());
+        for o in [x, y] {
+            // SAFETY: our private copy of 8 bytes.
+            unsafe { (b.write(o, 8).unwrap() as *mut u64).write(vx + 1) };
+        }
+        b.commit().unwrap();
+        let r = a.read(y, 8);
+        assert!(
+            matches!(r, Err(crate::Error::Conflict)),
+            "a snapshot read what a commit after its begin wrote (kept copy: {kept})"
+        );
+        a.abort();
+    }
+}
+
 /// A snapshot keeps no read set, and still tells a stale pointer from a bad one: an
 /// object it could read as of its read version that a later commit freed (the free
 /// replayed, so its allocation bit is clear) is a conflict, and `run` retries; an
