@@ -58,7 +58,8 @@ pub struct TxOptions {
     /// The transaction only reads: `write`, `alloc` and `free` are refused with
     /// [`Error::ReadOnlyTransaction`](crate::Error::ReadOnlyTransaction), and an engine may take a cheaper path.
     pub read_only: bool,
-    /// The isolation level asked for; `None` = the engine's own. A level the engine
+    /// The isolation level asked for; `None` = the engine's own
+    /// ([`EngineId::default_isolation`](crate::EngineId::default_isolation)). A level the engine
     /// does not offer is refused with [`Error::IsolationUnsupported`](crate::Error::IsolationUnsupported).
     pub isolation: Option<Isolation>,
     /// When `run` returns.

@@ -35,8 +35,9 @@ pub struct SicheckArgs {
     /// or linearizable (judged as serializable: the history has no real-time order).
     /// The transactions ask the engine for this level when it offers it (timestone
     /// offers all three per transaction); otherwise they run at the engine's own level
-    /// and the history is judged against the one asked for. At the engine's own level
-    /// they ask for none, so that read-only ones run as snapshots.
+    /// and the history is judged against the one asked for. They ask for none where
+    /// the engine's transactions that ask for none have that level or a stronger one,
+    /// so that read-only ones run as snapshots.
     #[arg(long, value_enum, default_value_t = IsolationArg::Si)]
     pub isolation: IsolationArg,
     /// Transactions to run, split over the threads (1 to 1000000).
@@ -56,7 +57,8 @@ pub struct SicheckArgs {
     /// `--pause-us`, and appends to one of them.
     #[arg(long)]
     pub write_skew: bool,
-    /// Write-skew workload: microseconds between the reads and the append (0 to
+    /// Microseconds between the reads and the append of the write-skew workload, and
+    /// between the reads of a transaction of the default mix that only reads (0 to
     /// 100000).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub pause_us: u64,
@@ -182,8 +184,9 @@ pub(super) struct Settings {
     pub(super) kills: usize,
     /// The level the history is judged against.
     pub(super) iso: Isolation,
-    /// The level transactions ask the engine for.
-    pub(super) tx_level: pisces::Isolation,
+    /// The level transactions ask the engine for (`None`: none, they run at the
+    /// engine's default level).
+    pub(super) tx_level: Option<pisces::Isolation>,
 }
 
 impl Settings {
@@ -229,10 +232,19 @@ impl Settings {
         // Ask for the level only where the engine offers it: elsewhere the transactions
         // run at the engine's own level, which the history then shows to be weaker.
         let asked = args.isolation.tx_level();
-        let tx_level = if args.engine.offers(asked) {
+        let offered = if args.engine.offers(asked) {
             asked
         } else {
             args.engine.isolation()
+        };
+        // A level the engine's transactions have when they ask for none is not asked
+        // for: a plan of reads only then runs as a snapshot (`ThreadHandle::read`), the
+        // path of read-only transactions, which a transaction that asks for a level
+        // does not take.
+        let tx_level = if args.engine.default_isolation() >= offered {
+            None
+        } else {
+            Some(offered)
         };
         let kills = usize::try_from(args.kills).unwrap_or(10_000).min(10_000);
         if kills > 0 && processes < 2 {
@@ -257,16 +269,11 @@ impl Settings {
         args: &SicheckArgs,
         process: usize,
     ) -> Result<Workload, ExitCode> {
-        // At the engine's own level the transactions ask for none: a plan of reads
-        // only then runs as a snapshot (`ThreadHandle::read`), the path of read-only
-        // transactions, which a level asked for does not take.
-        let tx_options = if self.tx_level == args.engine.isolation() {
-            pisces::TxOptions::default()
-        } else {
-            pisces::TxOptions::default().isolation(self.tx_level)
-        };
         Workload::new(WorkloadConfig {
-            tx_options,
+            tx_options: pisces::TxOptions {
+                isolation: self.tx_level,
+                ..pisces::TxOptions::default()
+            },
             threads: self.threads,
             keys: self.keys,
             max_ops: self.max_ops,
@@ -312,7 +319,10 @@ impl Settings {
              transactions on {on}, {} active keys, seed {}\n\
              workload: {kind}; pool: {pool}\n",
             args.engine.name(),
-            self.tx_level,
+            match self.tx_level {
+                Some(l) => l.to_string(),
+                None => format!("{} (the engine's default)", args.engine.default_isolation()),
+            },
             self.iso.name(),
             self.txns,
             self.keys,

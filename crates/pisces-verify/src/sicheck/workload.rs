@@ -25,7 +25,10 @@
 //!
 //! # Transactions
 //! * Default mix: 1 to `max_ops` micro-operations, each a read of a random slot's key
-//!   or an append to one (half and half).
+//!   or an append to one (half and half). A transaction that only reads runs as a
+//!   snapshot (`ThreadHandle::read`) unless the run asks for an isolation level, and
+//!   spins for `pause` between two of its reads, so that other threads commit
+//!   meanwhile: a snapshot that then read their writes (a read skew) shows as a cycle.
 //! * Write skew (`write_skew`): slots form pairs `(x, y)`; a transaction reads `x` and
 //!   `y`, spins for `pause` (to make concurrent transactions overlap), and appends to
 //!   one of the two. Two such transactions on one pair that overlap and append to
@@ -64,7 +67,8 @@ pub struct WorkloadConfig {
     pub appends_per_key: usize,
     /// Run the write-skew workload instead of the default mix.
     pub write_skew: bool,
-    /// Write skew: time spent between the reads and the append.
+    /// Time spent between the reads and the append of the write-skew workload, and
+    /// between the reads of a transaction of the default mix that only reads.
     pub pause: Duration,
     /// Seeds the generators.
     pub seed: u64,
@@ -105,6 +109,30 @@ enum Planned {
     ReadSlot(usize),
     /// Several processes: append to the current key of this slot.
     AppendSlot(usize),
+}
+
+/// Whether `plan` reads and waits only (no append).
+fn reads_only(plan: &[Planned]) -> bool {
+    plan.iter()
+        .all(|p| matches!(p, Planned::Read(_) | Planned::ReadSlot(_) | Planned::Pause))
+}
+
+/// `plan` with a pause between each two of its reads if it has reads only: a snapshot
+/// then keeps reading while other threads commit, so one that read a later commit's
+/// writes after its start (a read skew across its keys) shows in the history; back to
+/// back, its reads leave a commit too little time to land between two of them.
+fn paused_if_reads_only(plan: Vec<Planned>) -> Vec<Planned> {
+    if !reads_only(&plan) || plan.len() < 2 {
+        return plan;
+    }
+    let mut paused = Vec::with_capacity(2 * plan.len() - 1);
+    for (i, p) in plan.into_iter().enumerate() {
+        if i > 0 {
+            paused.push(Planned::Pause);
+        }
+        paused.push(p);
+    }
+    paused
 }
 
 /// The active key slots.
@@ -318,7 +346,7 @@ impl Workload {
                 plan.push(Planned::Append(ks.append_key(slot)?));
             }
         }
-        Ok(plan)
+        Ok(paused_if_reads_only(plan))
     }
 
     /// [`Self::plan`] of several processes: slots, their keys looked up as the
@@ -336,16 +364,18 @@ impl Workload {
             ];
         }
         let ops = rng.gen_range(1..=self.cfg.max_ops);
-        (0..ops)
-            .map(|_| {
-                let slot = rng.gen_range(0..n);
-                if rng.gen_bool(0.5) {
-                    Planned::ReadSlot(slot)
-                } else {
-                    Planned::AppendSlot(slot)
-                }
-            })
-            .collect()
+        paused_if_reads_only(
+            (0..ops)
+                .map(|_| {
+                    let slot = rng.gen_range(0..n);
+                    if rng.gen_bool(0.5) {
+                        Planned::ReadSlot(slot)
+                    } else {
+                        Planned::AppendSlot(slot)
+                    }
+                })
+                .collect(),
+        )
     }
 
     /// [`Self::execute`] of a plan of reads only, through a snapshot's `&Tx`.
@@ -366,10 +396,19 @@ impl Workload {
                     let (key, list) = self.slot_key(store, tx, slot)?;
                     ops.push(Op::Read { key, list });
                 }
-                Planned::Append(_) | Planned::AppendSlot(_) | Planned::Pause => {}
+                Planned::Pause => self.pause(),
+                Planned::Append(_) | Planned::AppendSlot(_) => {}
             }
         }
         Ok(())
+    }
+
+    /// Wait `pause` (yielding, so the other threads commit meanwhile).
+    fn pause(&self) {
+        let t = Instant::now();
+        while t.elapsed() < self.cfg.pause {
+            std::thread::yield_now();
+        }
     }
 
     fn execute(
@@ -397,12 +436,7 @@ impl Workload {
                     ops.push(Op::Append { key, value });
                     store.append(tx, key, value)?;
                 }
-                Planned::Pause => {
-                    let t = Instant::now();
-                    while t.elapsed() < self.cfg.pause {
-                        std::thread::yield_now();
-                    }
-                }
+                Planned::Pause => self.pause(),
             }
         }
         Ok(())
@@ -487,10 +521,7 @@ impl Workload {
             let mut attempts: Vec<Vec<Op>> = Vec::new();
             // A plan of reads only runs as a snapshot (`ThreadHandle::read`), the path
             // of read-only transactions, unless the run asks for an isolation level.
-            let reads_only = plan
-                .iter()
-                .all(|p| matches!(p, Planned::Read(_) | Planned::ReadSlot(_)));
-            let r = if reads_only && self.cfg.tx_options.isolation.is_none() {
+            let r = if reads_only(&plan) && self.cfg.tx_options.isolation.is_none() {
                 h.read(|tx| {
                     let mut ops = Vec::with_capacity(plan.len());
                     let r = self.read_keys(store, tx, &plan, &mut ops);

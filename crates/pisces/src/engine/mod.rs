@@ -209,6 +209,10 @@ pub(crate) trait EngineDef: 'static {
     /// The engine's native isolation level; requests for this level or a weaker one
     /// are accepted, stronger ones refused.
     const ISOLATION: Isolation;
+    /// The level of a transaction that asks for none (`TxOptions::isolation` `None`,
+    /// every `Pool::read`): [`EngineDef::ISOLATION`] unless the engine offers several
+    /// levels per transaction.
+    const DEFAULT_ISOLATION: Isolation = Self::ISOLATION;
     /// Whether committed transactions survive a crash (false: `volatile`).
     const DURABLE: bool = true;
     /// Where the pool lives.

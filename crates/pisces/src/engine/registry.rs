@@ -86,6 +86,20 @@ macro_rules! engines {
             pub fn isolation(self) -> Isolation {
                 match self { $( EngineId::$variant => <$def as EngineDef>::ISOLATION, )+ }
             }
+            /// The isolation level of a transaction that asks for none
+            /// ([`TxOptions::isolation`] `None`, and every [`Pool::read`](crate::Pool::read)):
+            /// the engine's strongest ([`EngineId::isolation`]), except on an engine that
+            /// offers several levels per transaction (`timestone`: snapshot isolation).
+            ///
+            /// ```
+            /// use pisces::{EngineId, Isolation};
+            /// assert_eq!(EngineId::Pisces.default_isolation(), Isolation::Snapshot);
+            /// assert_eq!(EngineId::Timestone.isolation(), Isolation::Linearizable);
+            /// assert_eq!(EngineId::Timestone.default_isolation(), Isolation::Snapshot);
+            /// ```
+            pub fn default_isolation(self) -> Isolation {
+                match self { $( EngineId::$variant => <$def as EngineDef>::DEFAULT_ISOLATION, )+ }
+            }
             /// Whether committed transactions survive a crash.
             pub fn is_durable(self) -> bool {
                 match self { $( EngineId::$variant => <$def as EngineDef>::DURABLE, )+ }

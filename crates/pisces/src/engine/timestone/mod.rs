@@ -301,6 +301,7 @@ impl EngineDef for Timestone {
     const SUMMARY: &'static str =
         "TimeStone: MVCC with TOC logging (DRAM versions, operation log, checkpoint log), per-transaction isolation";
     const ISOLATION: Isolation = Isolation::Linearizable;
+    const DEFAULT_ISOLATION: Isolation = Isolation::Snapshot;
     type Engine = TimestoneEngine;
     #[cfg(feature = "mutation")]
     const MUTATIONS: &'static [&'static crate::mutation::MutationPoint] = &[

@@ -767,7 +767,9 @@ impl EngineThread for TimestoneThread {
                 .take_and_drain_slots(&sh.fallback, &sh.clock, &sh.slots, me, nested);
         }
         self.active = true;
-        self.iso = opts.isolation.unwrap_or(Isolation::Snapshot);
+        self.iso = opts
+            .isolation
+            .unwrap_or(<super::Timestone as crate::engine::EngineDef>::DEFAULT_ISOLATION);
         let sh = &self.sh;
         self.start_ts = sh.slots[self.slot]
             .clock
