@@ -992,8 +992,10 @@ impl Pool {
     /// pool, in which `f` reads through `&Tx` (nothing can be written, allocated or
     /// freed through it). The cheapest way to read: on engines whose readers never
     /// conflict (`pisces`, `volatile`, `bare`) `f` runs once, with no retry; on the
-    /// others a conflict retries it as [`Pool::run`] does. The same as
-    /// [`Pool::run_with`]`(TxOptions::read_only(), ..)`, which takes this path too.
+    /// others a conflict retries it as [`Pool::run`] does. Its isolation level is the
+    /// engine's default ([`EngineId::default_isolation`](crate::EngineId::default_isolation)).
+    /// The same as [`Pool::run_with`]`(TxOptions::read_only(), ..)`, which takes this
+    /// path too.
     ///
     /// ```
     /// # use pisces::{Config, Pool, PPtr, HashMap};
