@@ -95,10 +95,15 @@ fn put_word(th: &mut SphtThread, obj: u64, w: u64, v: u64) {
 
 fn get(th: &mut SphtThread, off: u64) -> u64 {
     th.begin(&TxOptions::default());
-    // SAFETY: a copy of at least 8 bytes, 8-aligned, valid while the transaction runs.
-    let v = unsafe { (th.read(off, 8).unwrap() as *const u64).read() };
+    let v = word(th, off);
     th.commit().unwrap();
     v
+}
+
+/// The first word of the object at `off`, read in `th`'s running transaction.
+fn word(th: &SphtThread, off: u64) -> u64 {
+    // SAFETY: a copy of at least 8 bytes, 8-aligned, valid while the transaction runs.
+    unsafe { (th.read(off, 8).unwrap() as *const u64).read() }
 }
 
 #[cfg(feature = "mutation")] // used by the tests that pause a commit
@@ -442,8 +447,7 @@ fn read_only_token_covers_what_it_read() {
     let x = alloc(&mut a, 1);
     let tok = put(&mut a, x, 5);
     a.begin(&TxOptions::default());
-    // SAFETY: 8 readable bytes.
-    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+    assert_eq!(word(&a, x), 5);
     let rtok = a.commit().unwrap();
     assert_eq!(rtok, tok, "the reader's token is its writer's timestamp");
     a.wait_durable(rtok).unwrap();
@@ -561,16 +565,14 @@ fn the_read_fast_path_reads_join_the_read_set() {
     assert_eq!(get(&mut a, x), 5);
     // A snapshot before (it keeps no read set; the attempts below must).
     a.begin_snapshot();
-    // SAFETY: 8 readable bytes.
-    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+    assert_eq!(word(&a, x), 5);
     a.end_snapshot(false).unwrap().unwrap();
     let mut committed = Vec::new();
     // First the kept copy handed out again; then, `x` changed by the first round, a
     // new copy into the same buffer.
     for kept in [true, false] {
         a.begin(&TxOptions::default());
-        // SAFETY: 8 readable bytes.
-        assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 5);
+        assert_eq!(word(&a, x), 5);
         put(&mut b, x, 6);
         put(&mut b, x, 5);
         let w = a.write(z, 8).unwrap();
@@ -607,8 +609,7 @@ fn a_snapshot_refuses_what_a_later_commit_wrote() {
             assert_eq!(get(&mut a, y), get(&mut b, x));
         }
         a.begin_snapshot();
-        // SAFETY: 8 readable bytes.
-        let vx = unsafe { (a.read(x, 8).unwrap() as *const u64).read() };
+        let vx = word(&a, x);
         b.begin(&TxOptions::default());
         for o in [x, y] {
             // SAFETY: our private copy of 8 bytes.
@@ -638,8 +639,7 @@ fn a_snapshot_answers_a_freed_object_with_a_conflict() {
     put(&mut a, y, 5);
     e.quiesce();
     a.begin_snapshot();
-    // SAFETY: 8 readable bytes.
-    let p = unsafe { (a.read(x, 8).unwrap() as *const u64).read() };
+    let p = word(&a, x);
     assert_eq!(p, y);
     // Another thread unlinks and frees `y`; replay clears its allocation bit.
     b.begin(&TxOptions::default());
@@ -657,8 +657,7 @@ fn a_snapshot_answers_a_freed_object_with_a_conflict() {
     a.abort();
     // A new snapshot reads the unlinked state; an offset never allocated is an error.
     a.begin_snapshot();
-    // SAFETY: 8 readable bytes.
-    assert_eq!(unsafe { (a.read(x, 8).unwrap() as *const u64).read() }, 0);
+    assert_eq!(word(&a, x), 0);
     assert!(
         matches!(a.read(y, 8), Err(crate::Error::InvalidPointer(_))),
         "a snapshot's read of an object freed before its read version"
