@@ -510,6 +510,9 @@ impl<K: TreeKey, V: Pod, const F: usize> BTreeMap<K, V, F> {
     #[inline]
     fn leaf<'t>(tx: &'t Tx<'_>, off: u64) -> Result<(&'t [u64], usize)> {
         let w = words::read(tx, off, Self::LEAF)?;
+        // A leaf spans several cache lines (five at fanout 16), which the key search
+        // and the value read visit one after another.
+        words::prefetch_lines(w);
         let n = Self::count(w, LEAF_TAG, Self::LCAP)?;
         Ok((w, n))
     }

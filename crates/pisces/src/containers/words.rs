@@ -209,6 +209,35 @@ pub(crate) fn elem<T: Pod>(w: &[u64], at: usize) -> Result<&T> {
         .ok_or_else(|| corrupt("field out of bounds"))
 }
 
+/// Ask for the cache lines of `w` after the one of its word 7 back (so every line of an
+/// object whose 8-byte header word precedes `w`, past the header's line), without
+/// waiting for them: for a node read at random (a large map's group), whose later
+/// words a lookup reads after the first line's, so that its lines arrive together
+/// instead of one miss after another. Only a hint (`heap::prefetch`).
+#[inline(always)]
+pub(crate) fn prefetch_lines(w: &[u64]) {
+    for i in further_line_words(w.len()) {
+        crate::heap::prefetch(std::ptr::from_ref(&w[i]).cast());
+    }
+}
+
+/// The words of a `len`-word object whose lines [`prefetch_lines`] asks for: one 64
+/// bytes past the header word, so on the line after the header's whatever the
+/// block's alignment (8 bytes), and every [`LINE_WORDS`] on, the line after that;
+/// and the last word, whose line the steps of 64 bytes may stop short of.
+#[inline(always)]
+fn further_line_words(len: usize) -> impl Iterator<Item = usize> {
+    let steps = (FIRST_FURTHER..len).step_by(LINE_WORDS);
+    let last = (len > 0 && (len - 1) % LINE_WORDS != FIRST_FURTHER).then(|| len - 1);
+    steps.chain(last)
+}
+
+/// The first word [`prefetch_lines`] asks for (word 7: 64 bytes past the header
+/// word).
+const FIRST_FURTHER: usize = 7;
+/// Words in a cache line.
+const LINE_WORDS: usize = 8;
+
 /// Words `at .. at + n` of `w`.
 #[inline(always)]
 pub(crate) fn words_at(w: &[u64], at: usize, n: usize) -> Result<&[u64]> {
@@ -233,6 +262,38 @@ pub(crate) fn elem_mut<T: Pod>(w: &mut [u64], at: usize) -> Result<&mut T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    /// The words `prefetch_lines` asks for reach every line of an object past its
+    /// header word's, and no line past the object, at each 8-byte alignment of the
+    /// header word in its line.
+    #[test]
+    fn prefetched_words_cover_the_lines_after_the_header() {
+        for len in 1..=64usize {
+            for header in (0..64u64).step_by(8) {
+                // Byte addresses relative to a line boundary: the header word at
+                // `header`, word i of the payload at `header + 8 + 8 i`.
+                let line = |byte: u64| byte / 64;
+                let end = header + 8 + 8 * len as u64;
+                let wanted: BTreeSet<u64> = (line(header) + 1..=line(end - 1))
+                    .filter(|&l| l != line(header + 8))
+                    .collect();
+                let asked: BTreeSet<u64> = further_line_words(len)
+                    .map(|i| line(header + 8 + 8 * i as u64))
+                    .collect();
+                assert!(
+                    wanted.is_subset(&asked),
+                    "{len} words, header at {header}: lines {wanted:?}, asked {asked:?}"
+                );
+                assert!(
+                    asked
+                        .iter()
+                        .all(|&l| l >= line(header) && l <= line(end - 1)),
+                    "{len} words, header at {header}: asked {asked:?}, past the object"
+                );
+            }
+        }
+    }
 
     #[test]
     fn ladder_is_sorted_and_shapes_fit() {

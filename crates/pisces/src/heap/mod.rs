@@ -42,6 +42,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use superblock::Superblock;
 
+/// Hint the processor to bring the cache line of `p` into its caches. A hint never
+/// faults and changes nothing the program can observe, whatever the address: a wrong
+/// or stale one costs at most a wasted memory access (replay's home lines ahead of
+/// their records, the further lines of an object whose first line is being loaded).
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and writes nothing, whatever
+    // the address (SSE, which every x86-64 processor has).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// The value of [`Superblock::dirty_shutdowns_seen`] for a pool on `medium`: the
 /// unsafe-shutdown count of the NVDIMMs of its file's region, plus one; 0 without a
 /// file, a region, or a count.

@@ -130,7 +130,11 @@ impl<K: Pod + Eq, V: Pod> HashMap<K, V> {
             (off, words::read_again(tx, off, Self::GROUP)?)
         } else {
             let off = Self::chunk_of(tx, h, chain)?;
-            (off, words::read(tx, off, Self::GROUP)?)
+            let w = words::read(tx, off, Self::GROUP)?;
+            // A group read at random in a large map spans three cache lines (a
+            // 160-byte block); its slots' keys and values are read after its tags.
+            words::prefetch_lines(w);
+            (off, w)
         };
         if let Some(v) = Self::group_get(w, tag, k)? {
             return Ok(Some(v));

@@ -7,20 +7,8 @@
 //! once. A hint never faults and changes nothing the program can
 //! observe, so a wrong or stale address costs at most a wasted memory access.
 
+pub(crate) use crate::heap::prefetch;
 use crate::heap::Heap;
-
-/// Hint the processor to bring the cache line of `p` into its caches.
-#[inline(always)]
-pub(crate) fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and writes nothing, whatever
-    // the address (SSE, which every x86-64 processor has).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
 
 /// Hint the processor to bring the line of pool offset `off` into its caches (nothing
 /// for an offset outside the pool).
