@@ -138,8 +138,12 @@
 //! lookup, while its header word (allocated, and the version to read) is still checked
 //! at every read. Larger maps add a directory page read to every lookup, as chained
 //! maps do past 16,128 buckets, and read their groups as any object (the table would
-//! hold too few of them to pay). The directory holds at most
-//! 504 × 512 groups; past that (about 700,000 entries) chains lengthen instead.
+//! hold too few of them to pay). Such a group, read at random in a map too large for
+//! the core's caches, spans three cache lines (its 136 bytes in a 160-byte block):
+//! the lookup asks for all three as the read returns (`words::prefetch_lines`), so that
+//! the slot its key is in arrives with the tags instead of after them. The directory
+//! holds at most 504 × 512 groups; past that (about 700,000 entries) chains lengthen
+//! instead.
 //! Maps made by [`HashMap::fixed`] (a fixed bucket count) are always chained.
 //!
 //! # Size
