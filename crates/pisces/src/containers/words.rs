@@ -209,11 +209,12 @@ pub(crate) fn elem<T: Pod>(w: &[u64], at: usize) -> Result<&T> {
         .ok_or_else(|| corrupt("field out of bounds"))
 }
 
-/// Ask for the cache lines of `w` after the one of its word 7 back (so every line of an
-/// object whose 8-byte header word precedes `w`, past the header's line), without
-/// waiting for them: for a node read at random (a large map's group), whose later
-/// words a lookup reads after the first line's, so that its lines arrive together
-/// instead of one miss after another. Only a hint (`heap::prefetch`).
+/// Ask for the cache lines of `w` (an object's words after its 8-byte header word)
+/// that neither the read of its header word nor a look at its first word loads,
+/// without waiting for them: for a node read at random (a large map's group, a
+/// B+-tree leaf), whose later words a lookup reads after its first ones, so that its
+/// lines arrive together instead of one miss after another. Only a hint
+/// (`heap::prefetch`).
 #[inline(always)]
 pub(crate) fn prefetch_lines(w: &[u64]) {
     for i in further_line_words(w.len()) {
@@ -264,9 +265,10 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    /// The words `prefetch_lines` asks for reach every line of an object past its
-    /// header word's, and no line past the object, at each 8-byte alignment of the
-    /// header word in its line.
+    /// The words `prefetch_lines` asks for reach every line of an object but those of
+    /// its header word and its first word (which the read and the caller's first look
+    /// load), and no line outside the object, at each 8-byte alignment of the header
+    /// word in its line.
     #[test]
     fn prefetched_words_cover_the_lines_after_the_header() {
         for len in 1..=64usize {
